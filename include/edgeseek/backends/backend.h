@@ -1,0 +1,70 @@
+// The backend boundary. A backend executes graphs (edgeseek/graph/graph.h) over weights it has
+// prepared once (repacked or uploaded) and a KV cache whose storage it owns. Only the runtime
+// picks a backend, through CreateBackend; models never see one.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "edgeseek/graph/graph.h"
+
+namespace es {
+
+// Storage for the KV caches of `n_slots` sequences, `capacity` tokens each, laid out as the
+// backend likes. Read back through ReadRow for tests and debugging.
+class KvStorage {
+ public:
+  virtual ~KvStorage() = default;
+  virtual const KvSpec& spec() const = 0;
+  virtual int n_slots() const = 0;
+  virtual int64_t capacity() const = 0;
+  virtual size_t bytes() const = 0;
+  // Copies one token's row of (layer, part) of a slot into dst (width[part] floats).
+  virtual void ReadRow(int slot, int layer, int part, int64_t pos, float* dst) const = 0;
+};
+
+struct BackendOptions {
+  int threads = 0;           // CPU threads (0 = all)
+  std::string device;        // GPU: index or name substring
+  bool profile = false;      // per-op timing (timestamps on GPUs)
+  bool deterministic = true; // batch-invariant reductions
+};
+
+// Timing of one Compute call, split as edge users ask for it.
+struct ComputeStats {
+  double upload_s = 0, dispatch_s = 0, shader_s = 0, download_s = 0, total_s = 0;
+  struct OpTime {
+    std::string name;
+    Op op;
+    double seconds;
+  };
+  std::vector<OpTime> ops;  // filled with BackendOptions::profile
+};
+
+class Backend {
+ public:
+  virtual ~Backend() = default;
+  virtual std::string name() const = 0;         // "cpu", "vulkan"
+  virtual std::string description() const = 0; // device, threads, SIMD target
+  // Whether this backend can execute node `n` of `g` (type and op support).
+  virtual bool Supports(const Graph& g, const Node& n) const = 0;
+  // Prepares (repacks, uploads) a weight before first use; called once per tensor by the
+  // runtime after loading. Default: nothing.
+  virtual void PrepareWeight(const Tensor& w) {}
+  virtual std::unique_ptr<KvStorage> CreateKv(const KvSpec& spec, int n_slots, int64_t capacity) = 0;
+  // Runs `g` for `batch`; writes the output node (f32, row-major) into `out`.
+  virtual void Compute(const Graph& g, const Batch& batch, KvStorage& kv, float* out,
+                       ComputeStats* stats = nullptr) = 0;
+  // Bytes of device memory (or host memory for the CPU) in use at peak.
+  virtual size_t peak_bytes() const { return 0; }
+};
+
+// "cpu" or "vulkan"; throws es::Error naming the backend if it is unknown or unavailable.
+std::unique_ptr<Backend> CreateBackend(const std::string& name, const BackendOptions& opts);
+std::unique_ptr<Backend> CreateCpuBackend(const BackendOptions& opts);
+std::unique_ptr<Backend> CreateVulkanBackend(const BackendOptions& opts);  // in backends/vulkan
+bool VulkanBackendBuilt();
+
+}  // namespace es

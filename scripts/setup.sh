@@ -1,0 +1,16 @@
+#!/usr/bin/env bash
+# Installs what edgeseek needs to build and test on Debian 12 (run as root, or with sudo).
+set -euo pipefail
+PKGS=(build-essential cmake ninja-build pkg-config git
+      nlohmann-json3-dev libpcre2-dev libutf8proc-dev libcpp-httplib-dev libcli11-dev libhwy-dev
+      libgtest-dev libgmock-dev libbenchmark-dev libomp-dev
+      libvulkan-dev glslc spirv-tools glslang-tools mesa-vulkan-drivers vulkan-validationlayers vulkan-tools
+      nodejs npm prometheus)
+missing=()
+for p in "${PKGS[@]}"; do dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p"); done
+if ((${#missing[@]})); then
+  SUDO=""; [ "$(id -u)" -ne 0 ] && SUDO=sudo
+  export DEBIAN_FRONTEND=noninteractive
+  $SUDO apt-get update -qq
+  $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}"
+fi

@@ -1,0 +1,90 @@
+#include "test_util.h"
+
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <random>
+#include <sstream>
+
+#include <gtest/gtest.h>
+
+namespace es::test {
+
+static std::string Env(const char* k, const char* fallback) {
+  const char* v = std::getenv(k);
+  return v ? v : fallback;
+}
+std::string SourceDir() { return Env("ES_SOURCE_DIR", "."); }
+std::string BinaryDir() { return Env("ES_BINARY_DIR", "."); }
+std::string CliPath() { return Env("ES_CLI", "./edgeseek"); }
+
+std::string TempDir() {
+  const auto* info = ::testing::UnitTest::GetInstance()->current_test_info();
+  std::string name = info ? std::string(info->test_suite_name()) + "." + info->name() : "tmp";
+  for (char& c : name)
+    if (c == '/') c = '_';
+  std::filesystem::path p = std::filesystem::path(BinaryDir()) / "test_tmp" / name;
+  std::filesystem::remove_all(p);
+  std::filesystem::create_directories(p);
+  return p.string();
+}
+
+int RunCommand(const std::string& cmd, std::string* out, std::string* err) {
+  const std::string dir = std::filesystem::temp_directory_path().string();
+  const std::string tag = std::to_string(::getpid()) + "_" + std::to_string(std::rand());
+  const std::string o = dir + "/es_out_" + tag, e = dir + "/es_err_" + tag;
+  const std::string full = "(" + cmd + ") >" + o + " 2>" + e;
+  int rc = std::system(full.c_str());
+  if (rc != -1 && WIFEXITED(rc)) rc = WEXITSTATUS(rc);
+  if (out) *out = ReadFile(o);
+  if (err) *err = ReadFile(e);
+  std::remove(o.c_str());
+  std::remove(e.c_str());
+  return rc;
+}
+
+double RelL2(const std::vector<float>& a, const std::vector<float>& b) {
+  double num = 0, den = 0;
+  for (size_t i = 0; i < a.size() && i < b.size(); ++i) {
+    num += (double(a[i]) - b[i]) * (double(a[i]) - b[i]);
+    den += double(b[i]) * b[i];
+  }
+  if (a.size() != b.size()) return INFINITY;
+  return den == 0 ? std::sqrt(num) : std::sqrt(num / den);
+}
+
+double RelL2(const float* a, const double* b, size_t n) {
+  double num = 0, den = 0;
+  for (size_t i = 0; i < n; ++i) {
+    num += (a[i] - b[i]) * (a[i] - b[i]);
+    den += b[i] * b[i];
+  }
+  return den == 0 ? std::sqrt(num) : std::sqrt(num / den);
+}
+
+std::vector<float> RandomFloats(size_t n, uint64_t seed, float scale) {
+  std::mt19937_64 rng(seed);
+  std::uniform_real_distribution<float> d(-scale, scale);
+  std::vector<float> v(n);
+  for (auto& x : v) x = d(rng);
+  return v;
+}
+
+std::string ReadFile(const std::string& path) {
+  std::ifstream f(path, std::ios::binary);
+  std::stringstream ss;
+  ss << f.rdbuf();
+  return ss.str();
+}
+
+void WriteFile(const std::string& path, const std::string& data) {
+  std::ofstream f(path, std::ios::binary);
+  f << data;
+}
+
+}  // namespace es::test
