@@ -1,0 +1,62 @@
+// A loaded model: configuration, weights (mmapped), the graph builder of its architecture, and
+// (when the folder or file has one) its tokenizer. Backend-independent.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "edgeseek/graph/graph.h"
+
+namespace es {
+
+struct ModelConfig;      // edgeseek/models/config.h
+class ModelArch;         // edgeseek/models/arch.h
+class Tokenizer;         // edgeseek/tokenizer/tokenizer.h
+
+struct GenerationDefaults {
+  std::vector<int32_t> eos_ids;
+  int32_t bos_id = -1;
+  float temperature = 1.0f, top_p = 1.0f;
+  int top_k = 0;
+};
+
+struct LoadOptions {
+  std::string synthetic;   // preset name or config.json path: random weights, no files
+  uint64_t seed = 0;       // for synthetic weights
+  DType synthetic_dtype = DType::kBF16;
+};
+
+class Model {
+ public:
+  // PATH: a Hugging Face folder (config.json + *.safetensors [+ tokenizer.json]) or, later, a
+  // GGUF file. Throws es::Error naming the file, tensor or field at fault.
+  static std::shared_ptr<Model> Load(const std::string& path, const LoadOptions& opts = {});
+  static std::shared_ptr<Model> Synthetic(const std::string& name_or_config, const LoadOptions& opts);
+  virtual ~Model();
+
+  const ModelConfig& config() const { return *config_; }
+  const ModelArch& arch() const { return *arch_; }
+  const GenerationDefaults& generation() const { return gen_; }
+  const Tokenizer* tokenizer() const { return tokenizer_.get(); }  // may be null
+  std::string name() const { return name_; }
+  int vocab_size() const;
+  int64_t max_context() const;
+  // Every weight tensor, in load order.
+  const std::vector<const Tensor*>& weights() const { return weight_list_; }
+  size_t weight_bytes() const;
+  int64_t n_params() const;
+
+ protected:
+  Model();
+  std::string name_;
+  std::unique_ptr<ModelConfig> config_;
+  std::unique_ptr<ModelArch> arch_;
+  std::unique_ptr<Tokenizer> tokenizer_;
+  GenerationDefaults gen_;
+  std::vector<const Tensor*> weight_list_;
+  friend class ModelLoader;
+};
+
+}  // namespace es

@@ -1,0 +1,59 @@
+// Runner: a model on a backend with a KV cache of `n_slots` sequences. The one primitive the
+// generator, the benchmark and the server's continuous batching all build on: a forward pass
+// over a Batch that may mix prefill chunks and decode steps of different sequences.
+//
+//   Runner r(model, CreateBackend("cpu", {}), {.n_slots = 8, .context = 4096});
+//   int s = r.AcquireSlot();
+//   Batch b; b.Add(s, /*pos0=*/0, prompt_ids); b.Finalize();
+//   std::vector<float> logits;   // [b.out_rows.size(), vocab]
+//   r.Forward(b, &logits);
+//
+// Thread-compatibility: one thread drives a Runner at a time (the server's engine loop).
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "edgeseek/backends/backend.h"
+#include "edgeseek/runtime/model.h"
+
+namespace es {
+
+struct RunnerOptions {
+  int n_slots = 1;          // sequences whose KV caches live at once
+  int64_t context = 0;      // tokens per slot (0: min(model max, 4096))
+  DType kv_dtype = DType::kF32;
+};
+
+class Runner {
+ public:
+  Runner(std::shared_ptr<const Model> model, std::unique_ptr<Backend> backend,
+         const RunnerOptions& opts);
+  ~Runner();
+
+  const Model& model() const { return *model_; }
+  Backend& backend() { return *backend_; }
+  int n_slots() const;
+  int64_t context() const;
+  size_t kv_bytes_per_token() const;
+  size_t kv_bytes_total() const;
+
+  // Slots: a free slot id, or -1 when none is free. Releasing forgets the slot's cache.
+  int AcquireSlot();
+  void ReleaseSlot(int slot);
+  int free_slots() const;
+
+  // One forward pass. Each sequence's tokens go at positions [pos0, pos0+n) of its slot; the
+  // cache must already hold positions [0, pos0). Writes logits of batch.out_rows (row-major
+  // [out_rows, vocab]). Throws es::Error on an id outside the vocabulary or a slot overflow.
+  void Forward(const Batch& batch, std::vector<float>* logits, ComputeStats* stats = nullptr);
+
+ private:
+  std::shared_ptr<const Model> model_;
+  std::unique_ptr<Backend> backend_;
+  std::unique_ptr<KvStorage> kv_;
+  std::vector<bool> slot_used_;
+};
+
+}  // namespace es

@@ -1,0 +1,40 @@
+// Token sampling over one row of logits: penalties (repeat, presence, frequency), temperature,
+// top-k, top-p, min-p, then a draw from a seeded generator. temperature <= 0 is greedy (argmax,
+// lowest id on ties). Deterministic for a given seed and history.
+#pragma once
+
+#include <cstdint>
+#include <random>
+#include <vector>
+
+namespace es {
+
+struct SamplingParams {
+  float temperature = 1.0f;
+  int top_k = 0;          // 0: off
+  float top_p = 1.0f;     // 1: off
+  float min_p = 0.0f;     // 0: off
+  float repeat_penalty = 1.0f;     // llama.cpp style, over the whole history
+  float presence_penalty = 0.0f;   // OpenAI style
+  float frequency_penalty = 0.0f;  // OpenAI style
+  uint64_t seed = 0;
+};
+
+class Sampler {
+ public:
+  explicit Sampler(const SamplingParams& p);
+  // Picks the next id from logits[vocab]; `history` is the ids so far (prompt + generated);
+  // `banned` ids get -inf (e.g. EOS before min_new_tokens).
+  int32_t Sample(const float* logits, int vocab, const std::vector<int32_t>& history,
+                 const std::vector<int32_t>& banned = {});
+  const SamplingParams& params() const { return p_; }
+
+ private:
+  SamplingParams p_;
+  std::mt19937_64 rng_;
+  std::vector<std::pair<float, int32_t>> scratch_;
+};
+
+int32_t Argmax(const float* logits, int vocab);
+
+}  // namespace es
