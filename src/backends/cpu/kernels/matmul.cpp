@@ -1,0 +1,92 @@
+// CPU matmul: argument checks, the choice of path per shape and weight type, and run-time SIMD
+// dispatch. Highway compiles the per-target part of this file once per target (foreach_target.h)
+// and HWY_DYNAMIC_DISPATCH picks the best one the CPU supports, so one portable binary runs AVX2,
+// AVX-512, NEON or SVE code. The SIMD loops live in matmul-inl.h (dense) and matmul_quant-inl.h
+// (block-quantized).
+//
+// Policy: R == 1 (decode) is a GEMV that streams each weight row once, converting in registers;
+// R > 1 (prefill, batched decode) is the blocked GEMM over f32 panels. Both give every output
+// element the same reduction order (see matmul-inl.h), so the choice never changes a bit of y.
+
+#undef HWY_TARGET_INCLUDE
+#define HWY_TARGET_INCLUDE "cpu/kernels/matmul.cpp"
+#include "hwy/foreach_target.h"  // IWYU pragma: keep
+// clang-format off
+#include "hwy/highway.h"
+#include "cpu/kernels/matmul-inl.h"
+#include "cpu/kernels/matmul_quant-inl.h"
+// clang-format on
+
+#include "cpu/kernels/matmul.h"
+#include "edgeseek/core/error.h"
+
+HWY_BEFORE_NAMESPACE();
+namespace es::cpu {
+namespace HWY_NAMESPACE {
+
+template <class WT>
+void DenseT(const float* x, size_t R, size_t K, const void* w, size_t N, const float* bias,
+            float* y, size_t ldy, ThreadPool& pool) {
+  const WT* wt = static_cast<const WT*>(w);
+  if (R == 1) {
+    Gemv(x, K, wt, N, bias, y, pool);
+  } else {
+    Gemm(x, R, K, wt, N, bias, y, ldy, pool);
+  }
+}
+
+void MatMulT(const float* x, int64_t R, int64_t K, const void* w, DType wtype, int64_t N,
+             const float* bias, float* y, int64_t ldy, ThreadPool& pool) {
+  switch (wtype) {
+    case DType::kF32:
+      return DenseT<float>(x, R, K, w, N, bias, y, ldy, pool);
+    case DType::kF16:
+      return DenseT<hwy::float16_t>(x, R, K, w, N, bias, y, ldy, pool);
+    case DType::kBF16:
+      return DenseT<hwy::bfloat16_t>(x, R, K, w, N, bias, y, ldy, pool);
+    default:
+      return QuantMatMul(x, R, K, w, wtype, N, bias, y, ldy, pool);
+  }
+}
+
+int64_t ChosenTarget() { return HWY_TARGET; }
+
+}  // namespace HWY_NAMESPACE
+}  // namespace es::cpu
+HWY_AFTER_NAMESPACE();
+
+#if HWY_ONCE
+namespace es::cpu {
+
+HWY_EXPORT(MatMulT);
+HWY_EXPORT(ChosenTarget);
+
+bool MatMulSupports(DType wtype) {
+  switch (wtype) {
+    case DType::kF32:
+    case DType::kF16:
+    case DType::kBF16:
+      return true;
+    default:
+      return QuantMatMulSupports(wtype);
+  }
+}
+
+void MatMul(const float* x, int64_t R, int64_t K, const void* w, DType wtype, int64_t N,
+            const float* bias, float* y, int64_t ldy, ThreadPool& pool) {
+  ES_CHECK(MatMulSupports(wtype), "MatMul: weight type ", Name(wtype),
+           " is not supported by the CPU kernels");
+  ES_CHECK(R >= 0 && K >= 0 && N >= 0, "MatMul: negative shape R=", R, " K=", K, " N=", N);
+  ES_CHECK(ldy >= N, "MatMul: ldy=", ldy, " is smaller than N=", N);
+  ES_CHECK(K % BlockElems(wtype) == 0, "MatMul: K=", K, " is not a multiple of the ",
+           Name(wtype), " block size ", BlockElems(wtype));
+  if (R == 0 || N == 0) return;
+  HWY_DYNAMIC_DISPATCH(MatMulT)(x, R, K, w, wtype, N, bias, y, ldy, pool);
+}
+
+const char* SimdTargetName() {
+  return hwy::TargetName(HWY_DYNAMIC_DISPATCH(ChosenTarget)());
+}
+
+}  // namespace es::cpu
+#endif  // HWY_ONCE
