@@ -1,6 +1,445 @@
-// CPU backend (work in progress).
+// CPU backend: executes graphs node by node on a persistent thread pool. Matmuls go to the SIMD
+// kernels (kernels/matmul.h); the other ops are simple loops parallelised over rows or heads.
+// Every op computes each batch row independently with a fixed reduction order, so a sequence's
+// results never depend on what else shares its batch (batch invariance).
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdlib>
+#include <cstring>
+#include <map>
+#include <mutex>
+#include <unordered_map>
+
+#include "cpu/kernels/matmul.h"
+#include "cpu/reference.h"
 #include "edgeseek/backends/backend.h"
 #include "edgeseek/core/error.h"
+#include "edgeseek/core/thread_pool.h"
+
 namespace es {
-std::unique_ptr<Backend> CreateCpuBackend(const BackendOptions&) { Fail("cpu backend: not yet"); }
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+// KV cache: per slot one lazily committed block laid out [layer][part][pos][width] in f32.
+class CpuKv final : public KvStorage {
+ public:
+  CpuKv(const KvSpec& spec, int n_slots, int64_t capacity)
+      : spec_(spec), n_slots_(n_slots), capacity_(capacity), slots_(size_t(n_slots), nullptr) {
+    ES_CHECK(spec.dtype == DType::kF32, "cpu backend: KV cache type ", Name(spec.dtype),
+             " is not supported yet (use f32)");
+    per_token_ = size_t(spec.width[0] + spec.width[1]) * size_t(spec.n_layers);
+  }
+  ~CpuKv() override {
+    for (float* p : slots_) std::free(p);
+  }
+  const KvSpec& spec() const override { return spec_; }
+  int n_slots() const override { return n_slots_; }
+  int64_t capacity() const override { return capacity_; }
+  size_t bytes() const override { return per_token_ * 4 * size_t(capacity_) * size_t(n_slots_); }
+  void ReadRow(int slot, int layer, int part, int64_t pos, float* dst) const override {
+    std::memcpy(dst, Row(slot, layer, part, pos), size_t(spec_.width[part]) * 4);
+  }
+  // Base of (layer, part) of a slot: [capacity, width] rows.
+  float* Part(int slot, int layer, int part) const {
+    ES_ASSERT(slot >= 0 && slot < n_slots_);
+    if (!slots_[size_t(slot)]) {
+      // calloc of a large block maps zero pages lazily: memory is committed as tokens arrive.
+      slots_[size_t(slot)] = static_cast<float*>(std::calloc(per_token_ * size_t(capacity_), 4));
+      ES_CHECK(slots_[size_t(slot)], "out of memory allocating the KV cache of slot ", slot);
+    }
+    const size_t w0 = size_t(spec_.width[0]), w1 = size_t(spec_.width[1]);
+    const size_t off = size_t(capacity_) * (size_t(layer) * (w0 + w1) + (part ? w0 : 0));
+    return slots_[size_t(slot)] + off;
+  }
+  float* Row(int slot, int layer, int part, int64_t pos) const {
+    return Part(slot, layer, part) + size_t(pos) * size_t(spec_.width[part]);
+  }
+
+ private:
+  KvSpec spec_;
+  int n_slots_;
+  int64_t capacity_;
+  size_t per_token_;
+  mutable std::vector<float*> slots_;
+};
+
+class CpuBackend final : public Backend {
+ public:
+  explicit CpuBackend(const BackendOptions& o) : opts_(o), pool_(o.threads) {}
+  std::string name() const override { return "cpu"; }
+  std::string description() const override {
+    return "cpu: " + std::to_string(pool_.size()) + " threads, SIMD " + cpu::SimdTargetName();
+  }
+  bool Supports(const Graph& g, const Node& n) const override {
+    if (n.op == Op::kMatMul) return cpu::MatMulSupports(g.node(n.src[1]).dtype);
+    return true;
+  }
+  std::unique_ptr<KvStorage> CreateKv(const KvSpec& spec, int n_slots, int64_t capacity) override {
+    return std::make_unique<CpuKv>(spec, n_slots, capacity);
+  }
+  void Compute(const Graph& g, const Batch& batch, KvStorage& kv, float* out,
+               ComputeStats* stats) override;
+  size_t peak_bytes() const override { return peak_; }
+
+ private:
+  const float* F32(const Tensor* t);  // small weights (norms, biases) as f32, cached
+  float* Alloc(size_t n);
+  void Release(float* p, size_t n);
+  void MatMul(const float* x, int64_t R, int64_t K, const Tensor& w, const float* bias, float* y,
+              int64_t ldy);
+  void Attention(const Node& n, const Batch& b, CpuKv& kv, const float* q, float* y);
+  void Mla(const Node& n, const Graph& g, const Batch& b, CpuKv& kv, const float* q, float* y);
+  void MoE(const Node& n, const Graph& g, const float* x, int64_t R, float* y);
+
+  BackendOptions opts_;
+  ThreadPool pool_;
+  std::mutex f32_mu_;
+  std::unordered_map<const Tensor*, std::vector<float>> f32_cache_;
+  std::multimap<size_t, float*> free_;  // buffer pool by size (floats)
+  size_t live_ = 0, peak_ = 0;
+};
+
+const float* CpuBackend::F32(const Tensor* t) {
+  if (!t) return nullptr;
+  if (t->dtype == DType::kF32) return t->as<float>();
+  std::lock_guard<std::mutex> lock(f32_mu_);
+  auto it = f32_cache_.find(t);
+  if (it == f32_cache_.end()) it = f32_cache_.emplace(t, ToF32(*t)).first;
+  return it->second.data();
+}
+
+float* CpuBackend::Alloc(size_t n) {
+  auto it = free_.lower_bound(n);
+  if (it != free_.end() && it->first == n) {
+    float* p = it->second;
+    free_.erase(it);
+    return p;
+  }
+  auto* p = static_cast<float*>(std::aligned_alloc(64, (n * 4 + 63) / 64 * 64 + 64));
+  ES_CHECK(p, "out of memory allocating an activation of ", n * 4, " bytes");
+  live_ += n * 4;
+  peak_ = std::max(peak_, live_);
+  return p;
+}
+
+void CpuBackend::Release(float* p, size_t n) { free_.emplace(n, p); }
+
+void CpuBackend::MatMul(const float* x, int64_t R, int64_t K, const Tensor& w, const float* bias,
+                        float* y, int64_t ldy) {
+  if (cpu::MatMulSupports(w.dtype)) {
+    cpu::MatMul(x, R, K, w.data, w.dtype, w.rows(), bias, y, ldy, pool_);
+    return;
+  }
+  Fail("cpu backend: no matmul kernel for weight type ", Name(w.dtype), " (tensor ", w.name, ")");
+}
+
+void CpuBackend::Attention(const Node& n, const Batch& b, CpuKv& kv, const float* q, float* y) {
+  const int64_t T = b.n_tokens(), Hq = n.i[0], Hkv = n.i[1], dk = n.i[2], dv = n.i[3];
+  const float scale = n.f0;
+  const int64_t group = Hq / Hkv;
+  pool_.ParallelFor(T * Hq, [&](int64_t begin, int64_t end, int) {
+    std::vector<float> p;
+    for (int64_t u = begin; u < end; ++u) {
+      const int64_t t = u / Hq, h = u % Hq, kh = h / group;
+      const BatchSeq& s = b.seqs[size_t(b.row_seq[size_t(t)])];
+      const int64_t n_ctx = b.positions[size_t(t)] + 1;  // causal: positions 0..pos
+      const float* K = kv.Part(s.slot, n.layer, 0);
+      const float* V = kv.Part(s.slot, n.layer, 1);
+      const float* qh = q + t * Hq * dk + h * dk;
+      p.resize(size_t(n_ctx));
+      float mx = -INFINITY;
+      for (int64_t j = 0; j < n_ctx; ++j) {
+        const float* kr = K + j * Hkv * dk + kh * dk;
+        float d = 0;
+        for (int64_t i = 0; i < dk; ++i) d += qh[i] * kr[i];
+        p[size_t(j)] = d * scale;
+        mx = std::max(mx, p[size_t(j)]);
+      }
+      float sum = 0;
+      for (auto& v : p) sum += (v = std::exp(v - mx));
+      const float inv = 1.0f / sum;
+      float* o = y + t * Hq * dv + h * dv;
+      std::fill(o, o + dv, 0.0f);
+      for (int64_t j = 0; j < n_ctx; ++j) {
+        const float w = p[size_t(j)] * inv;
+        const float* vr = V + j * Hkv * dv + kh * dv;
+        for (int64_t i = 0; i < dv; ++i) o[i] += w * vr[i];
+      }
+    }
+  });
+}
+
+void CpuBackend::Mla(const Node& n, const Graph& g, const Batch& b, CpuKv& kv, const float* q,
+                     float* y) {
+  const int64_t T = b.n_tokens(), H = n.i[0], dn = n.i[1], dr = n.i[2], dv = n.i[3], r = n.i[4];
+  const Tensor& wuk_t = *g.node(n.src[3]).weight;
+  const Tensor& wuv = *g.node(n.src[4]).weight;
+  const float scale = n.f0;
+  const int64_t qw = H * (dn + dr);
+  std::vector<float> qn(size_t(T * dn)), qlat(size_t(H * T * r)), olat(size_t(H * T * r));
+  // q_lat[h] = q_nope[h] WukT[h]ᵀ : [T, r] per head.
+  for (int64_t h = 0; h < H; ++h) {
+    for (int64_t t = 0; t < T; ++t)
+      std::memcpy(&qn[size_t(t * dn)], q + t * qw + h * (dn + dr), size_t(dn) * 4);
+    cpu::MatMul(qn.data(), T, dn, wuk_t.bytes() + size_t(h * r) * wuk_t.row_bytes(), wuk_t.dtype,
+                r, nullptr, &qlat[size_t(h * T * r)], r, pool_);
+  }
+  pool_.ParallelFor(T * H, [&](int64_t begin, int64_t end, int) {
+    std::vector<float> p;
+    for (int64_t u = begin; u < end; ++u) {
+      const int64_t t = u / H, h = u % H;
+      const BatchSeq& s = b.seqs[size_t(b.row_seq[size_t(t)])];
+      const int64_t n_ctx = b.positions[size_t(t)] + 1;
+      const float* C = kv.Part(s.slot, n.layer, 0);
+      const float* KPE = kv.Part(s.slot, n.layer, 1);
+      const float* ql = &qlat[size_t((h * T + t) * r)];
+      const float* qp = q + t * qw + h * (dn + dr) + dn;
+      p.resize(size_t(n_ctx));
+      float mx = -INFINITY;
+      for (int64_t j = 0; j < n_ctx; ++j) {
+        const float* cr = C + j * r;
+        const float* kr = KPE + j * dr;
+        float d = 0, e = 0;
+        for (int64_t i = 0; i < r; ++i) d += ql[i] * cr[i];
+        for (int64_t i = 0; i < dr; ++i) e += qp[i] * kr[i];
+        p[size_t(j)] = (d + e) * scale;
+        mx = std::max(mx, p[size_t(j)]);
+      }
+      float sum = 0;
+      for (auto& v : p) sum += (v = std::exp(v - mx));
+      const float inv = 1.0f / sum;
+      float* o = &olat[size_t((h * T + t) * r)];
+      std::fill(o, o + r, 0.0f);
+      for (int64_t j = 0; j < n_ctx; ++j) {
+        const float w = p[size_t(j)] * inv;
+        const float* cr = C + j * r;
+        for (int64_t i = 0; i < r; ++i) o[i] += w * cr[i];
+      }
+    }
+  });
+  // out[t, h*dv:(h+1)*dv] = o_lat[h][t] Wuv[h]ᵀ
+  for (int64_t h = 0; h < H; ++h)
+    cpu::MatMul(&olat[size_t(h * T * r)], T, r, wuv.bytes() + size_t(h * dv) * wuv.row_bytes(),
+                wuv.dtype, dv, nullptr, y + h * dv, H * dv, pool_);
+}
+
+void CpuBackend::MoE(const Node& n, const Graph& g, const float* x, int64_t R, float* y) {
+  const MoeParams& p = *n.moe;
+  const int64_t D = g.node(n.src[0]).shape[1];
+  const Tensor& router = *g.node(n.src[1]).weight;
+  const float* bias = n.src[2] >= 0 ? F32(g.node(n.src[2]).weight) : nullptr;
+  const int E = p.n_experts, K = p.top_k;
+  const int64_t I = p.ffn_dim;
+  // Routing (router logits in f32, as transformers does even for f64 models).
+  std::vector<float> logits(size_t(R * E));
+  MatMul(x, R, D, router, nullptr, logits.data(), E);
+  std::vector<int32_t> chosen(size_t(R * K));
+  std::vector<float> weights(size_t(R * K));
+  pool_.ParallelFor(R, [&](int64_t b, int64_t e, int) {
+    for (int64_t r = b; r < e; ++r)
+      ref::MoeRoute(&logits[size_t(r * E)], bias, p, &chosen[size_t(r * K)], &weights[size_t(r * K)]);
+  });
+  // Group rows by expert; run each chosen expert once over its rows; keep per (row, j) outputs
+  // and sum them in the row's own top-k order (independent of the batch).
+  std::vector<std::vector<int32_t>> rows_of(static_cast<size_t>(E));  // entries r*K + j
+  for (int64_t i = 0; i < R * K; ++i) rows_of[size_t(chosen[size_t(i)])].push_back(int32_t(i));
+  std::vector<float> outs(size_t(R * K * D));
+  std::vector<float> xs, gt, up, act, dn;
+  for (int e = 0; e < E; ++e) {
+    const auto& list = rows_of[size_t(e)];
+    if (list.empty()) continue;
+    const int64_t m = int64_t(list.size());
+    xs.resize(size_t(m * D));
+    gt.resize(size_t(m * I));
+    up.resize(size_t(m * I));
+    dn.resize(size_t(m * D));
+    for (int64_t i = 0; i < m; ++i)
+      std::memcpy(&xs[size_t(i * D)], x + (list[size_t(i)] / K) * D, size_t(D) * 4);
+    const Tensor& wg = *g.node(n.src[size_t(3 + 3 * e)]).weight;
+    const Tensor& wu = *g.node(n.src[size_t(4 + 3 * e)]).weight;
+    const Tensor& wd = *g.node(n.src[size_t(5 + 3 * e)]).weight;
+    MatMul(xs.data(), m, D, wg, nullptr, gt.data(), I);
+    MatMul(xs.data(), m, D, wu, nullptr, up.data(), I);
+    for (int64_t i = 0; i < m * I; ++i) gt[size_t(i)] = gt[size_t(i)] / (1.0f + std::exp(-gt[size_t(i)])) * up[size_t(i)];
+    MatMul(gt.data(), m, I, wd, nullptr, dn.data(), D);
+    for (int64_t i = 0; i < m; ++i)
+      std::memcpy(&outs[size_t(list[size_t(i)]) * size_t(D)], &dn[size_t(i * D)], size_t(D) * 4);
+  }
+  for (int64_t r = 0; r < R; ++r) {
+    float* yr = y + r * D;
+    std::fill(yr, yr + D, 0.0f);
+    for (int j = 0; j < K; ++j) {
+      const float w = weights[size_t(r * K + j)];
+      const float* o = &outs[size_t((r * K + j) * D)];
+      for (int64_t i = 0; i < D; ++i) yr[i] += w * o[i];
+    }
+  }
+}
+
+void CpuBackend::Compute(const Graph& g, const Batch& b, KvStorage& kv_base, float* out,
+                         ComputeStats* stats) {
+  auto& kv = dynamic_cast<CpuKv&>(kv_base);
+  const auto& nodes = g.nodes();
+  const std::vector<int> last = g.LastUse();
+  std::vector<float*> buf(nodes.size(), nullptr);
+  std::vector<size_t> buf_n(nodes.size(), 0);
+  const auto t_start = Clock::now();
+  const int64_t T = b.n_tokens();
+  for (int64_t t = 0; t < T; ++t) {
+    const BatchSeq& s = b.seqs[size_t(b.row_seq[size_t(t)])];
+    ES_CHECK(b.positions[size_t(t)] < kv.capacity(), "sequence in slot ", s.slot,
+             " exceeds the context of ", kv.capacity(), " tokens");
+  }
+  for (size_t i = 0; i < nodes.size(); ++i) {
+    const Node& n = nodes[i];
+    if (n.op == Op::kWeight) continue;
+    const auto t0 = Clock::now();
+    const int64_t rows = n.shape[0], cols = n.shape[1];
+    float* y = nullptr;
+    if (n.op == Op::kKvStore) {
+      buf[i] = buf[size_t(n.src[0])];  // passes its input through (for ordering)
+    } else {
+      buf_n[i] = size_t(rows * cols);
+      y = buf[i] = Alloc(buf_n[i]);
+    }
+    auto in = [&](int k) { return buf[size_t(n.src[size_t(k)])]; };
+    auto w = [&](int k) -> const Tensor& { return *g.node(n.src[size_t(k)]).weight; };
+    switch (n.op) {
+      case Op::kEmbed: {
+        const Tensor& E = w(0);
+        for (int64_t t = 0; t < T; ++t)
+          ES_CHECK(b.tokens[size_t(t)] >= 0 && b.tokens[size_t(t)] < E.rows(), "token id ",
+                   b.tokens[size_t(t)], " is outside the vocabulary (", E.rows(), " tokens)");
+        pool_.ParallelFor(T, [&](int64_t b0, int64_t e0, int) {
+          for (int64_t t = b0; t < e0; ++t)
+            ConvertRowToF32(E.dtype, E.bytes() + size_t(b.tokens[size_t(t)]) * E.row_bytes(),
+                            y + t * cols, cols);
+        });
+        break;
+      }
+      case Op::kRmsNorm: {
+        const float* x = in(0);
+        const float* wt = F32(&w(1));
+        const float eps = n.f0;
+        pool_.ParallelFor(rows, [&](int64_t b0, int64_t e0, int) {
+          for (int64_t r = b0; r < e0; ++r) {
+            const float* xr = x + r * cols;
+            double ss = 0;
+            for (int64_t k = 0; k < cols; ++k) ss += double(xr[k]) * xr[k];
+            const float inv = float(1.0 / std::sqrt(ss / double(cols) + eps));
+            for (int64_t k = 0; k < cols; ++k) y[r * cols + k] = wt[k] * (xr[k] * inv);
+          }
+        });
+        break;
+      }
+      case Op::kMatMul: {
+        const Tensor& W = w(1);
+        const float* bias = n.src[2] >= 0 ? F32(g.node(n.src[2]).weight) : nullptr;
+        MatMul(in(0), rows, W.cols(), W, bias, y, cols);
+        break;
+      }
+      case Op::kAdd: {
+        const float *a = in(0), *c = in(1);
+        for (int64_t k = 0; k < rows * cols; ++k) y[k] = a[k] + c[k];
+        break;
+      }
+      case Op::kSwiGLU: {
+        const float *gt = in(0), *up = in(1);
+        pool_.ParallelFor(rows * cols, [&](int64_t b0, int64_t e0, int) {
+          for (int64_t k = b0; k < e0; ++k) y[k] = gt[k] / (1.0f + std::exp(-gt[k])) * up[k];
+        }, 1024);
+        break;
+      }
+      case Op::kSlice: {
+        const float* x = in(0);
+        const int64_t xc = g.node(n.src[0]).shape[1];
+        for (int64_t r = 0; r < rows; ++r)
+          std::memcpy(y + r * cols, x + r * xc + n.i[0], size_t(cols) * 4);
+        break;
+      }
+      case Op::kRope: {
+        const RopeTable& rt = *n.rope;
+        const float* x = in(0);
+        const int64_t H = n.i[0], hd = n.i[1], off = n.i[2], half = rt.dim / 2;
+        std::memcpy(y, x, size_t(rows * cols) * 4);
+        pool_.ParallelFor(rows, [&](int64_t b0, int64_t e0, int) {
+          std::vector<float> cs(static_cast<size_t>(half)), sn(static_cast<size_t>(half));
+          for (int64_t r = b0; r < e0; ++r) {
+            const float pos = float(b.positions[size_t(r)]);
+            for (int64_t k = 0; k < half; ++k) {
+              const float angle = pos * rt.inv_freq[size_t(k)];
+              cs[size_t(k)] = std::cos(angle) * rt.attention_factor;
+              sn[size_t(k)] = std::sin(angle) * rt.attention_factor;
+            }
+            for (int64_t h = 0; h < H; ++h) {
+              float* v = y + r * cols + h * hd + off;
+              for (int64_t k = 0; k < half; ++k) {
+                float* a = rt.mode == RopeMode::kNeox ? v + k : v + 2 * k;
+                float* c = rt.mode == RopeMode::kNeox ? v + k + half : v + 2 * k + 1;
+                const float x0 = *a, x1 = *c;
+                *a = x0 * cs[size_t(k)] - x1 * sn[size_t(k)];
+                *c = x1 * cs[size_t(k)] + x0 * sn[size_t(k)];
+              }
+            }
+          }
+        });
+        break;
+      }
+      case Op::kKvStore: {
+        const float* x = in(0);
+        const int part = int(n.i[0]);
+        ES_ASSERT(cols == kv.spec().width[part]);
+        for (int64_t t = 0; t < T; ++t) {
+          const BatchSeq& s = b.seqs[size_t(b.row_seq[size_t(t)])];
+          std::memcpy(kv.Row(s.slot, n.layer, part, b.positions[size_t(t)]), x + t * cols,
+                      size_t(cols) * 4);
+        }
+        break;
+      }
+      case Op::kAttention:
+        Attention(n, b, kv, in(0), y);
+        break;
+      case Op::kMlaAttention:
+        Mla(n, g, b, kv, in(0), y);
+        break;
+      case Op::kMoE:
+        MoE(n, g, in(0), rows, y);
+        break;
+      case Op::kGetRows: {
+        const float* x = in(0);
+        for (int64_t r = 0; r < rows; ++r)
+          std::memcpy(y + r * cols, x + int64_t(b.out_rows[size_t(r)]) * cols, size_t(cols) * 4);
+        break;
+      }
+      case Op::kWeight:
+      case Op::kCount:
+        break;
+    }
+    // Free inputs whose last reader this was.
+    for (int s : n.src)
+      if (s >= 0 && last[size_t(s)] == int(i) && buf_n[size_t(s)] && size_t(s) != nodes.size() - 1) {
+        Release(buf[size_t(s)], buf_n[size_t(s)]);
+        buf_n[size_t(s)] = 0;
+      }
+    if (stats && opts_.profile)
+      stats->ops.push_back({n.name, n.op, std::chrono::duration<double>(Clock::now() - t0).count()});
+  }
+  const size_t on = size_t(g.output());
+  std::memcpy(out, buf[on], buf_n[on] * 4);
+  for (size_t i = 0; i < nodes.size(); ++i)
+    if (buf_n[i]) Release(buf[i], buf_n[i]);
+  if (stats) {
+    stats->total_s = std::chrono::duration<double>(Clock::now() - t_start).count();
+    stats->shader_s = stats->total_s;
+  }
+}
+
+}  // namespace
+
+std::unique_ptr<Backend> CreateCpuBackend(const BackendOptions& opts) {
+  return std::make_unique<CpuBackend>(opts);
+}
+
 }  // namespace es

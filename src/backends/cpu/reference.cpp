@@ -1,6 +1,6 @@
 // Plain reference ops (see reference.h). Accumulation in double where it is free to do so:
 // these are the yardstick, not the fast path.
-#include "backends/cpu/reference.h"
+#include "cpu/reference.h"
 
 #include <algorithm>
 #include <cmath>
@@ -40,7 +40,7 @@ void RmsNorm(const float* x, const float* w, int64_t R, int64_t D, float eps, fl
 void MatMul(const float* x, int64_t R, int64_t K, const Tensor& W, const float* bias, float* y) {
   ES_ASSERT(W.cols() == K);
   const int64_t N = W.rows();
-  std::vector<float> row(size_t(K));
+  std::vector<float> row(static_cast<size_t>(K));
   for (int64_t n = 0; n < N; ++n) {
     WeightRow(W, n, row.data());
     for (int64_t r = 0; r < R; ++r) {
@@ -89,7 +89,7 @@ void Rope(const float* x, int64_t R, int64_t H, int64_t hd, int64_t off, const R
 void AttentionRow(const float* q, const float* K, const float* V, int64_t n_ctx, int64_t Hq,
                   int64_t Hkv, int64_t dk, int64_t dv, float scale, float* out) {
   const int64_t group = Hq / Hkv;
-  std::vector<double> p(size_t(n_ctx));
+  std::vector<double> p(static_cast<size_t>(n_ctx));
   for (int64_t h = 0; h < Hq; ++h) {
     const int64_t kh = h / group;
     const float* qh = q + h * dk;
@@ -114,8 +114,8 @@ void AttentionRow(const float* q, const float* K, const float* V, int64_t n_ctx,
 void MlaAttentionRow(const float* q, const float* C, const float* KPE, int64_t n_ctx, int64_t H,
                      int64_t dn, int64_t dr, int64_t dv, int64_t r, const Tensor& WukT,
                      const Tensor& Wuv, float scale, float* out) {
-  std::vector<float> qlat(size_t(r)), olat(size_t(r));
-  std::vector<double> p(size_t(n_ctx));
+  std::vector<float> qlat(static_cast<size_t>(r)), olat(static_cast<size_t>(r));
+  std::vector<double> p(static_cast<size_t>(n_ctx));
   for (int64_t h = 0; h < H; ++h) {
     const float* qn = q + h * (dn + dr);
     const float* qp = qn + dn;
@@ -149,7 +149,7 @@ void MlaAttentionRow(const float* q, const float* C, const float* KPE, int64_t n
 void MoeRoute(const float* logits, const float* bias, const MoeParams& p, int32_t* experts,
               float* weights) {
   const int E = p.n_experts;
-  std::vector<float> scores(size_t(E));
+  std::vector<float> scores(static_cast<size_t>(E));
   if (p.scoring == ScoringFunc::kSoftmax) {
     const float mx = *std::max_element(logits, logits + E);
     double sum = 0;
@@ -181,7 +181,7 @@ void MoeRoute(const float* logits, const float* bias, const MoeParams& p, int32_
     for (int e = 0; e < E; ++e)
       if (!keep[size_t(e / per)]) choice[size_t(e)] = 0.0f;
   }
-  std::vector<int> idx(size_t(E));
+  std::vector<int> idx(static_cast<size_t>(E));
   std::iota(idx.begin(), idx.end(), 0);
   std::stable_sort(idx.begin(), idx.end(),
                    [&](int a, int b) { return choice[size_t(a)] > choice[size_t(b)]; });
@@ -201,12 +201,12 @@ void MoE(const float* x, int64_t R, int64_t D, const Tensor& gate, const Tensor*
          const std::vector<const Tensor*>& experts, const MoeParams& p, float* out) {
   const int E = p.n_experts;
   ES_ASSERT(int(experts.size()) == 3 * E);
-  std::vector<float> logits(size_t(E)), bvals;
+  std::vector<float> logits(static_cast<size_t>(E)), bvals;
   if (bias) bvals = ToF32(*bias);
   std::vector<int32_t> chosen(size_t(p.top_k));
   std::vector<float> w(size_t(p.top_k));
   const int64_t I = p.ffn_dim;
-  std::vector<float> g(size_t(I)), u(size_t(I)), h(size_t(I)), o(size_t(D));
+  std::vector<float> g(static_cast<size_t>(I)), u(static_cast<size_t>(I)), h(static_cast<size_t>(I)), o(static_cast<size_t>(D));
   for (int64_t r = 0; r < R; ++r) {
     const float* xr = x + r * D;
     MatMul(xr, 1, D, gate, nullptr, logits.data());

@@ -1,0 +1,467 @@
+// Weight binding and forward graphs for Llama, Qwen2, DeepSeek-V2 and DeepSeek-V3.
+//
+// Per layer (pre-norm residual blocks):
+//   h = rms_norm(x) ; x = x + attention(h) ; h = rms_norm(x) ; x = x + mlp_or_moe(h)
+// Standard attention (Llama, Qwen2):
+//   q,k,v = h Wqᵀ (+bq), h Wkᵀ (+bk), h Wvᵀ (+bv)       [T, H*hd], [T, Hkv*hd], [T, Hkv*hd]
+//   rope(q), rope(k) (neox halves) ; cache k, v ; o = attention(q, K, V) Woᵀ
+// MLA (DeepSeek), absorbed form over the latent cache:
+//   q = h Wqᵀ  or  rms_norm(h Wq_aᵀ) Wq_bᵀ                [T, H*(dn+dr)]
+//   kva = h Wkv_aᵀ                                        [T, r+dr]
+//   c = rms_norm(kva[:, :r]) ; kpe = rope(kva[:, r:])     [T, r], [T, dr]   -> cached
+//   rope(q[:, h, dn:]) ; o = mla(q, C, KPE, Wukᵀ, Wuv) Woᵀ
+// MoE (DeepSeek): routed experts (only the chosen ones run) + shared experts.
+#include "edgeseek/models/arch.h"
+
+#include <cstring>
+
+#include "edgeseek/core/error.h"
+
+namespace es {
+namespace {
+
+std::string L(int l) { return "model.layers." + std::to_string(l) + "."; }
+
+void AddLinear(std::vector<WeightSpec>& out, const std::string& name, int64_t n, int64_t k) {
+  out.push_back({name + ".weight", {n, k}});
+}
+
+void AddMlp(std::vector<WeightSpec>& out, const std::string& p, int64_t d, int64_t i) {
+  AddLinear(out, p + "gate_proj", i, d);
+  AddLinear(out, p + "up_proj", i, d);
+  AddLinear(out, p + "down_proj", d, i);
+}
+
+}  // namespace
+
+std::vector<WeightSpec> ExpectedWeights(const ModelConfig& c) {
+  std::vector<WeightSpec> w;
+  const int64_t D = c.hidden_size, V = c.vocab_size;
+  w.push_back({"model.embed_tokens.weight", {V, D}});
+  for (int l = 0; l < c.n_layers; ++l) {
+    const std::string p = L(l);
+    w.push_back({p + "input_layernorm.weight", {D}, false, true});
+    if (c.is_mla()) {
+      const int64_t H = c.n_heads, qk = c.qk_nope_head_dim + c.qk_rope_head_dim;
+      if (c.q_lora_rank > 0) {
+        AddLinear(w, p + "self_attn.q_a_proj", c.q_lora_rank, D);
+        w.push_back({p + "self_attn.q_a_layernorm.weight", {c.q_lora_rank}, false, true});
+        AddLinear(w, p + "self_attn.q_b_proj", H * qk, c.q_lora_rank);
+      } else {
+        AddLinear(w, p + "self_attn.q_proj", H * qk, D);
+      }
+      AddLinear(w, p + "self_attn.kv_a_proj_with_mqa", c.kv_lora_rank + c.qk_rope_head_dim, D);
+      w.push_back({p + "self_attn.kv_a_layernorm.weight", {c.kv_lora_rank}, false, true});
+      AddLinear(w, p + "self_attn.kv_b_proj", H * (c.qk_nope_head_dim + c.v_head_dim), c.kv_lora_rank);
+      AddLinear(w, p + "self_attn.o_proj", D, H * c.v_head_dim);
+    } else {
+      const int64_t qd = int64_t(c.n_heads) * c.head_dim, kd = int64_t(c.n_kv_heads) * c.head_dim;
+      AddLinear(w, p + "self_attn.q_proj", qd, D);
+      AddLinear(w, p + "self_attn.k_proj", kd, D);
+      AddLinear(w, p + "self_attn.v_proj", kd, D);
+      if (c.attention_bias) {
+        w.push_back({p + "self_attn.q_proj.bias", {qd}});
+        w.push_back({p + "self_attn.k_proj.bias", {kd}});
+        w.push_back({p + "self_attn.v_proj.bias", {kd}});
+      }
+      AddLinear(w, p + "self_attn.o_proj", D, qd);
+      if (c.attention_out_bias) w.push_back({p + "self_attn.o_proj.bias", {D}});
+    }
+    w.push_back({p + "post_attention_layernorm.weight", {D}, false, true});
+    if (c.IsMoeLayer(l)) {
+      const int64_t E = c.n_routed_experts, I = c.moe_intermediate_size;
+      AddLinear(w, p + "mlp.gate", E, D);
+      if (c.topk_method == "noaux_tc") w.push_back({p + "mlp.gate.e_score_correction_bias", {E}});
+      for (int e = 0; e < E; ++e) AddMlp(w, p + "mlp.experts." + std::to_string(e) + ".", D, I);
+      if (c.n_shared_experts > 0) AddMlp(w, p + "mlp.shared_experts.", D, I * c.n_shared_experts);
+    } else {
+      AddMlp(w, p + "mlp.", D, c.intermediate_size);
+    }
+  }
+  w.push_back({"model.norm.weight", {D}, false, true});
+  if (!c.tie_word_embeddings) w.push_back({"lm_head.weight", {V, D}});
+  return w;
+}
+
+namespace {
+
+// Transposes per-head blocks of kv_b into the absorbed-MLA weights.
+void BuildAbsorbed(const ModelConfig& c, const Tensor& kv_b, int layer, Tensor* wuk_t, Tensor* wuv) {
+  const int64_t H = c.n_heads, dn = c.qk_nope_head_dim, dv = c.v_head_dim, r = c.kv_lora_rank;
+  const bool dense16 = kv_b.dtype == DType::kBF16 || kv_b.dtype == DType::kF16;
+  const DType dt = dense16 ? kv_b.dtype : DType::kF32;
+  const std::string p = L(layer) + "self_attn.";
+  *wuk_t = AllocTensor(p + "wuk_t", dt, {H * r, dn});
+  *wuv = AllocTensor(p + "wuv", dt, {H * dv, r});
+  std::vector<float> row(static_cast<size_t>(r));
+  const size_t es = RowBytes(dt, 1);
+  auto* kt = static_cast<uint8_t*>(MutableData(*wuk_t));
+  auto* uv = static_cast<uint8_t*>(MutableData(*wuv));
+  for (int64_t h = 0; h < H; ++h) {
+    for (int64_t i = 0; i < dn + dv; ++i) {
+      const int64_t src_row = h * (dn + dv) + i;
+      const uint8_t* src = kv_b.bytes() + size_t(src_row) * kv_b.row_bytes();
+      if (i < dn) {
+        // Wuk[h][i, j] -> WukT[h][j, i]
+        for (int64_t j = 0; j < r; ++j) {
+          uint8_t* dst = kt + (size_t(h * r + j) * size_t(dn) + size_t(i)) * es;
+          if (dense16) {
+            std::memcpy(dst, src + size_t(j) * 2, 2);
+          } else {
+            float v;
+            ConvertRowToF32(kv_b.dtype, src + size_t(j) * RowBytes(kv_b.dtype, 1), &v, 1);
+            std::memcpy(dst, &v, 4);
+          }
+        }
+      } else {
+        uint8_t* dst = uv + size_t(h * dv + (i - dn)) * wuv->row_bytes();
+        if (dense16) {
+          std::memcpy(dst, src, size_t(r) * 2);
+        } else {
+          ConvertRowToF32(kv_b.dtype, src, row.data(), r);
+          std::memcpy(dst, row.data(), size_t(r) * 4);
+        }
+      }
+    }
+  }
+}
+
+}  // namespace
+
+ModelArch::ModelArch(const ModelConfig& c, const WeightLookup& lookup) : c_(c) {
+  // Bind every expected tensor, checking shapes.
+  auto get = [&](const std::string& name, const Shape& shape) -> const Tensor* {
+    const Tensor* t = lookup(name);
+    ES_CHECK(t != nullptr, "missing tensor '", name, "' (required by ", ArchName(c.arch), ")");
+    ES_CHECK(t->shape == shape, "tensor '", name, "' has shape ", ShapeStr(t->shape),
+             " but config.json implies ", ShapeStr(shape));
+    return t;
+  };
+  std::map<std::string, const Tensor*> bound;
+  for (const WeightSpec& s : ExpectedWeights(c)) {
+    if (s.optional && !lookup(s.name)) continue;
+    bound[s.name] = get(s.name, s.shape);
+  }
+  auto b = [&](const std::string& n) -> const Tensor* {
+    auto it = bound.find(n);
+    return it == bound.end() ? nullptr : it->second;
+  };
+  // Optional biases (any projection may carry one in some checkpoints).
+  auto bias = [&](const std::string& n, int64_t dim) -> const Tensor* {
+    if (const Tensor* t = b(n)) return t;
+    const Tensor* t = lookup(n);
+    if (!t) return nullptr;
+    ES_CHECK(t->shape == Shape{dim}, "tensor '", n, "' has shape ", ShapeStr(t->shape),
+             " but config.json implies ", ShapeStr({dim}));
+    return t;
+  };
+  embed_ = b("model.embed_tokens.weight");
+  norm_ = b("model.norm.weight");
+  lm_head_ = c.tie_word_embeddings ? embed_ : b("lm_head.weight");
+  layers_.resize(size_t(c.n_layers));
+  const int64_t D = c.hidden_size;
+  for (int l = 0; l < c.n_layers; ++l) {
+    LayerWeights& w = layers_[size_t(l)];
+    const std::string p = L(l);
+    w.attn_norm = b(p + "input_layernorm.weight");
+    w.ffn_norm = b(p + "post_attention_layernorm.weight");
+    if (c.is_mla()) {
+      const int64_t H = c.n_heads, qk = c.qk_nope_head_dim + c.qk_rope_head_dim;
+      if (c.q_lora_rank > 0) {
+        w.q_a = b(p + "self_attn.q_a_proj.weight");
+        w.q_a_norm = b(p + "self_attn.q_a_layernorm.weight");
+        w.q_b = b(p + "self_attn.q_b_proj.weight");
+      } else {
+        w.q = b(p + "self_attn.q_proj.weight");
+      }
+      w.kv_a = b(p + "self_attn.kv_a_proj_with_mqa.weight");
+      w.kv_a_norm = b(p + "self_attn.kv_a_layernorm.weight");
+      w.kv_b = b(p + "self_attn.kv_b_proj.weight");
+      w.o = b(p + "self_attn.o_proj.weight");
+      w.o_bias = bias(p + "self_attn.o_proj.bias", D);
+      (void)H;
+      (void)qk;
+      BuildAbsorbed(c, *w.kv_b, l, &w.wuk_t, &w.wuv);
+    } else {
+      w.q = b(p + "self_attn.q_proj.weight");
+      w.k = b(p + "self_attn.k_proj.weight");
+      w.v = b(p + "self_attn.v_proj.weight");
+      w.o = b(p + "self_attn.o_proj.weight");
+      w.q_bias = bias(p + "self_attn.q_proj.bias", w.q->rows());
+      w.k_bias = bias(p + "self_attn.k_proj.bias", w.k->rows());
+      w.v_bias = bias(p + "self_attn.v_proj.bias", w.v->rows());
+      w.o_bias = bias(p + "self_attn.o_proj.bias", D);
+    }
+    if (c.IsMoeLayer(l)) {
+      w.moe = true;
+      w.router = b(p + "mlp.gate.weight");
+      w.router_bias = b(p + "mlp.gate.e_score_correction_bias");
+      for (int e = 0; e < c.n_routed_experts; ++e) {
+        const std::string q = p + "mlp.experts." + std::to_string(e) + ".";
+        w.experts.push_back(b(q + "gate_proj.weight"));
+        w.experts.push_back(b(q + "up_proj.weight"));
+        w.experts.push_back(b(q + "down_proj.weight"));
+      }
+      if (c.n_shared_experts > 0) {
+        w.sh_gate = b(p + "mlp.shared_experts.gate_proj.weight");
+        w.sh_up = b(p + "mlp.shared_experts.up_proj.weight");
+        w.sh_down = b(p + "mlp.shared_experts.down_proj.weight");
+      }
+    } else {
+      w.gate = b(p + "mlp.gate_proj.weight");
+      w.up = b(p + "mlp.up_proj.weight");
+      w.down = b(p + "mlp.down_proj.weight");
+    }
+  }
+  rope_ = std::make_shared<RopeTable>(c.MakeRope());
+  if (c.n_routed_experts > 0) {
+    auto m = std::make_shared<MoeParams>();
+    m->n_experts = c.n_routed_experts;
+    m->top_k = c.num_experts_per_tok;
+    m->n_group = c.n_group;
+    m->topk_group = c.topk_group;
+    m->scoring = c.scoring_func == "sigmoid" ? ScoringFunc::kSigmoid : ScoringFunc::kSoftmax;
+    m->topk_method = c.topk_method == "noaux_tc"               ? TopkMethod::kNoauxTc
+                     : c.topk_method == "group_limited_greedy" ? TopkMethod::kGroupLimitedGreedy
+                                                               : TopkMethod::kGreedy;
+    // transformers 5's DeepseekV2 gate never renormalises the top-k weights; V3's does when
+    // norm_topk_prob is set.
+    m->norm_topk_prob = c.arch == Arch::kDeepseekV3 && c.norm_topk_prob;
+    m->routed_scaling_factor = float(c.routed_scaling_factor);
+    m->ffn_dim = int(c.moe_intermediate_size);
+    moe_ = m;
+  }
+}
+
+std::vector<const Tensor*> ModelArch::Weights() const {
+  std::vector<const Tensor*> out{embed_, norm_};
+  if (lm_head_ != embed_) out.push_back(lm_head_);
+  for (const auto& w : layers_) {
+    for (const Tensor* t : {w.attn_norm, w.q, w.k, w.v, w.o, w.q_bias, w.k_bias, w.v_bias, w.o_bias,
+                            w.q_a, w.q_a_norm, w.q_b, w.kv_a, w.kv_a_norm, w.ffn_norm, w.gate,
+                            w.up, w.down, w.router, w.router_bias, w.sh_gate, w.sh_up, w.sh_down})
+      if (t) out.push_back(t);
+    if (w.kv_b) {
+      out.push_back(&w.wuk_t);
+      out.push_back(&w.wuv);
+    }
+    for (const Tensor* t : w.experts) out.push_back(t);
+  }
+  return out;
+}
+
+// ---- graph building ------------------------------------------------------------------------
+
+int ModelArch::Linear(Graph& g, int x, const Tensor* w, const Tensor* bias, int rows,
+                      const std::string& name) const {
+  Node n;
+  n.op = Op::kMatMul;
+  n.name = name;
+  n.src = {x, g.AddWeight(*w), bias ? g.AddWeight(*bias) : -1};
+  n.shape = {rows, w->rows()};
+  return g.Add(std::move(n));
+}
+
+static int Unary(Graph& g, Op op, std::vector<int> src, Shape shape, std::string name) {
+  Node n;
+  n.op = op;
+  n.name = std::move(name);
+  n.src = std::move(src);
+  n.shape = std::move(shape);
+  return g.Add(std::move(n));
+}
+
+static int RmsNormNode(Graph& g, int x, const Tensor* w, float eps, int rows, const std::string& name) {
+  Node n;
+  n.op = Op::kRmsNorm;
+  n.name = name;
+  n.src = {x, g.AddWeight(*w)};
+  n.shape = {rows, w->shape[0]};
+  n.f0 = eps;
+  return g.Add(std::move(n));
+}
+
+int ModelArch::AttentionBlock(Graph& g, int h, int layer, const Batch& batch) const {
+  const LayerWeights& w = layers_[size_t(layer)];
+  const int T = batch.n_tokens();
+  const std::string p = L(layer) + "self_attn.";
+  const int q = Linear(g, h, w.q, w.q_bias, T, p + "q");
+  const int k = Linear(g, h, w.k, w.k_bias, T, p + "k");
+  const int v = Linear(g, h, w.v, w.v_bias, T, p + "v");
+  auto rope = [&](int x, int heads, const std::string& name) {
+    Node n;
+    n.op = Op::kRope;
+    n.name = name;
+    n.src = {x};
+    n.shape = g.node(x).shape;
+    n.i[0] = heads;
+    n.i[1] = c_.head_dim;
+    n.i[2] = 0;
+    n.rope = rope_;
+    return g.Add(std::move(n));
+  };
+  const int qr = rope(q, c_.n_heads, p + "q_rope");
+  const int kr = rope(k, c_.n_kv_heads, p + "k_rope");
+  auto store = [&](int x, int part, const std::string& name) {
+    Node n;
+    n.op = Op::kKvStore;
+    n.name = name;
+    n.src = {x};
+    n.shape = g.node(x).shape;
+    n.layer = layer;
+    n.i[0] = part;
+    return g.Add(std::move(n));
+  };
+  const int sk = store(kr, 0, p + "k_cache");
+  const int sv = store(v, 1, p + "v_cache");
+  Node a;
+  a.op = Op::kAttention;
+  a.name = p + "attn";
+  a.src = {qr, sk, sv};
+  a.shape = {T, int64_t(c_.n_heads) * c_.head_dim};
+  a.layer = layer;
+  a.i[0] = c_.n_heads;
+  a.i[1] = c_.n_kv_heads;
+  a.i[2] = c_.head_dim;
+  a.i[3] = c_.head_dim;
+  a.f0 = c_.AttentionScale();
+  const int att = g.Add(std::move(a));
+  return Linear(g, att, w.o, w.o_bias, T, p + "o");
+}
+
+int ModelArch::MlaBlock(Graph& g, int h, int layer, const Batch& batch) const {
+  const LayerWeights& w = layers_[size_t(layer)];
+  const int T = batch.n_tokens();
+  const std::string p = L(layer) + "self_attn.";
+  const int64_t H = c_.n_heads, dn = c_.qk_nope_head_dim, dr = c_.qk_rope_head_dim,
+                dv = c_.v_head_dim, r = c_.kv_lora_rank;
+  int q;
+  if (w.q_a) {
+    const int qa = Linear(g, h, w.q_a, nullptr, T, p + "q_a");
+    const int qn = RmsNormNode(g, qa, w.q_a_norm, c_.rms_norm_eps, T, p + "q_a_norm");
+    q = Linear(g, qn, w.q_b, nullptr, T, p + "q_b");
+  } else {
+    q = Linear(g, h, w.q, nullptr, T, p + "q");
+  }
+  Node qrn;
+  qrn.op = Op::kRope;
+  qrn.name = p + "q_rope";
+  qrn.src = {q};
+  qrn.shape = g.node(q).shape;
+  qrn.i[0] = H;
+  qrn.i[1] = dn + dr;
+  qrn.i[2] = dn;
+  qrn.rope = rope_;
+  const int qr = g.Add(std::move(qrn));
+  const int kva = Linear(g, h, w.kv_a, nullptr, T, p + "kv_a");
+  Node sc;
+  sc.op = Op::kSlice;
+  sc.name = p + "c_raw";
+  sc.src = {kva};
+  sc.shape = {T, r};
+  sc.i[0] = 0;
+  sc.i[1] = r;
+  const int craw = g.Add(std::move(sc));
+  const int cn = RmsNormNode(g, craw, w.kv_a_norm, c_.rms_norm_eps, T, p + "kv_a_norm");
+  Node sp;
+  sp.op = Op::kSlice;
+  sp.name = p + "k_pe_raw";
+  sp.src = {kva};
+  sp.shape = {T, dr};
+  sp.i[0] = r;
+  sp.i[1] = dr;
+  const int kpe_raw = g.Add(std::move(sp));
+  Node kr;
+  kr.op = Op::kRope;
+  kr.name = p + "k_pe";
+  kr.src = {kpe_raw};
+  kr.shape = {T, dr};
+  kr.i[0] = 1;
+  kr.i[1] = dr;
+  kr.i[2] = 0;
+  kr.rope = rope_;
+  const int kpe = g.Add(std::move(kr));
+  auto store = [&](int x, int part, const std::string& name) {
+    Node n;
+    n.op = Op::kKvStore;
+    n.name = name;
+    n.src = {x};
+    n.shape = g.node(x).shape;
+    n.layer = layer;
+    n.i[0] = part;
+    return g.Add(std::move(n));
+  };
+  const int s0 = store(cn, 0, p + "c_cache");
+  const int s1 = store(kpe, 1, p + "k_pe_cache");
+  Node a;
+  a.op = Op::kMlaAttention;
+  a.name = p + "mla";
+  a.src = {qr, s0, s1, g.AddWeight(w.wuk_t), g.AddWeight(w.wuv)};
+  a.shape = {T, H * dv};
+  a.layer = layer;
+  a.i[0] = H;
+  a.i[1] = dn;
+  a.i[2] = dr;
+  a.i[3] = dv;
+  a.i[4] = r;
+  a.f0 = c_.AttentionScale();
+  const int att = g.Add(std::move(a));
+  return Linear(g, att, w.o, w.o_bias, T, p + "o");
+}
+
+int ModelArch::MlpBlock(Graph& g, int h, int layer, int T) const {
+  const LayerWeights& w = layers_[size_t(layer)];
+  const std::string p = L(layer) + "mlp.";
+  auto ffn = [&](const Tensor* gw, const Tensor* uw, const Tensor* dw, const std::string& name) {
+    const int gt = Linear(g, h, gw, nullptr, T, name + "gate_proj");
+    const int up = Linear(g, h, uw, nullptr, T, name + "up_proj");
+    const int act = Unary(g, Op::kSwiGLU, {gt, up}, g.node(gt).shape, name + "act");
+    return Linear(g, act, dw, nullptr, T, name + "down_proj");
+  };
+  if (!w.moe) return ffn(w.gate, w.up, w.down, p);
+  Node m;
+  m.op = Op::kMoE;
+  m.name = p + "experts";
+  m.src = {h, g.AddWeight(*w.router), w.router_bias ? g.AddWeight(*w.router_bias) : -1};
+  for (const Tensor* t : w.experts) m.src.push_back(g.AddWeight(*t));
+  m.shape = g.node(h).shape;
+  m.layer = layer;
+  m.moe = moe_;
+  int out = g.Add(std::move(m));
+  if (w.sh_gate) {
+    const int sh = ffn(w.sh_gate, w.sh_up, w.sh_down, p + "shared_experts.");
+    out = Unary(g, Op::kAdd, {out, sh}, g.node(out).shape, p + "moe_out");
+  }
+  return out;
+}
+
+Graph ModelArch::Build(const Batch& batch) const {
+  ES_ASSERT(batch.positions.size() == batch.tokens.size());
+  Graph g;
+  const int T = batch.n_tokens();
+  const int64_t D = c_.hidden_size;
+  Node e;
+  e.op = Op::kEmbed;
+  e.name = "model.embed_tokens";
+  e.src = {g.AddWeight(*embed_)};
+  e.shape = {T, D};
+  int x = g.Add(std::move(e));
+  for (int l = 0; l < c_.n_layers; ++l) {
+    const LayerWeights& w = layers_[size_t(l)];
+    const std::string p = L(l);
+    const int hn = RmsNormNode(g, x, w.attn_norm, c_.rms_norm_eps, T, p + "input_layernorm");
+    const int att = c_.is_mla() ? MlaBlock(g, hn, l, batch) : AttentionBlock(g, hn, l, batch);
+    x = Unary(g, Op::kAdd, {x, att}, {T, D}, p + "attn_residual");
+    const int fn = RmsNormNode(g, x, w.ffn_norm, c_.rms_norm_eps, T, p + "post_attention_layernorm");
+    const int mlp = MlpBlock(g, fn, l, T);
+    x = Unary(g, Op::kAdd, {x, mlp}, {T, D}, p + "mlp_residual");
+  }
+  const int n_out = int(batch.out_rows.size());
+  ES_CHECK(n_out > 0, "batch asks for no logits");
+  if (n_out != T) x = Unary(g, Op::kGetRows, {x}, {n_out, D}, "out_rows");
+  const int fn = RmsNormNode(g, x, norm_, c_.rms_norm_eps, n_out, "model.norm");
+  Linear(g, fn, lm_head_, nullptr, n_out, "lm_head");
+  return g;
+}
+
+}  // namespace es

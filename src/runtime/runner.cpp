@@ -1,0 +1,60 @@
+// Runner: model + backend + KV cache slots; one forward pass per Batch.
+#include "edgeseek/runtime/runner.h"
+
+#include <algorithm>
+
+#include "edgeseek/core/error.h"
+#include "edgeseek/models/arch.h"
+#include "edgeseek/models/config.h"
+
+namespace es {
+
+Runner::Runner(std::shared_ptr<const Model> model, std::unique_ptr<Backend> backend,
+               const RunnerOptions& opts)
+    : model_(std::move(model)), backend_(std::move(backend)) {
+  const ModelConfig& c = model_->config();
+  int64_t ctx = opts.context > 0 ? opts.context : std::min<int64_t>(c.max_position_embeddings, 4096);
+  ES_CHECK(opts.n_slots >= 1, "runner needs at least one sequence slot");
+  for (const Tensor* w : model_->weights()) backend_->PrepareWeight(*w);
+  kv_ = backend_->CreateKv(c.MakeKvSpec(opts.kv_dtype), opts.n_slots, ctx);
+  slot_used_.assign(size_t(opts.n_slots), false);
+}
+
+Runner::~Runner() = default;
+
+int Runner::n_slots() const { return kv_->n_slots(); }
+int64_t Runner::context() const { return kv_->capacity(); }
+size_t Runner::kv_bytes_per_token() const { return kv_->spec().BytesPerToken(); }
+size_t Runner::kv_bytes_total() const { return kv_->bytes(); }
+
+int Runner::AcquireSlot() {
+  for (size_t i = 0; i < slot_used_.size(); ++i)
+    if (!slot_used_[i]) {
+      slot_used_[i] = true;
+      return int(i);
+    }
+  return -1;
+}
+
+void Runner::ReleaseSlot(int slot) {
+  ES_ASSERT(slot >= 0 && size_t(slot) < slot_used_.size());
+  slot_used_[size_t(slot)] = false;
+}
+
+int Runner::free_slots() const { return int(std::count(slot_used_.begin(), slot_used_.end(), false)); }
+
+void Runner::Forward(const Batch& batch, std::vector<float>* logits, ComputeStats* stats) {
+  const int64_t V = model_->vocab_size();
+  for (int32_t id : batch.tokens)
+    ES_CHECK(id >= 0 && id < V, "token id ", id, " is outside the vocabulary (", V, " tokens)");
+  for (const BatchSeq& s : batch.seqs) {
+    ES_CHECK(s.slot >= 0 && s.slot < n_slots(), "invalid sequence slot ", s.slot);
+    ES_CHECK(s.pos0 + s.n_tokens <= context(), "sequence in slot ", s.slot, " needs ",
+             s.pos0 + s.n_tokens, " tokens of context but the cache holds ", context());
+  }
+  const Graph g = model_->arch().Build(batch);
+  logits->resize(batch.out_rows.size() * size_t(V));
+  backend_->Compute(g, batch, *kv_, logits->data(), stats);
+}
+
+}  // namespace es

@@ -1,0 +1,83 @@
+// Sampling: penalties, temperature, top-k, top-p, min-p, seeded draw.
+#include "edgeseek/runtime/sampler.h"
+
+#include <algorithm>
+#include <cmath>
+#include <unordered_map>
+
+namespace es {
+
+int32_t Argmax(const float* logits, int vocab) {
+  int32_t best = 0;
+  for (int i = 1; i < vocab; ++i)
+    if (logits[i] > logits[best]) best = i;
+  return best;
+}
+
+Sampler::Sampler(const SamplingParams& p) : p_(p), rng_(p.seed) {}
+
+int32_t Sampler::Sample(const float* logits_in, int vocab, const std::vector<int32_t>& history,
+                        const std::vector<int32_t>& banned) {
+  std::vector<float> logits(logits_in, logits_in + vocab);
+  for (int32_t b : banned)
+    if (b >= 0 && b < vocab) logits[size_t(b)] = -INFINITY;
+  if (p_.repeat_penalty != 1.0f || p_.presence_penalty != 0.0f || p_.frequency_penalty != 0.0f) {
+    std::unordered_map<int32_t, int> counts;
+    for (int32_t id : history)
+      if (id >= 0 && id < vocab) ++counts[id];
+    for (auto& [id, n] : counts) {
+      float& l = logits[size_t(id)];
+      if (p_.repeat_penalty != 1.0f) l = l > 0 ? l / p_.repeat_penalty : l * p_.repeat_penalty;
+      l -= p_.presence_penalty + p_.frequency_penalty * float(n);
+    }
+  }
+  if (p_.temperature <= 0.0f) return Argmax(logits.data(), vocab);
+  auto& c = scratch_;
+  c.clear();
+  for (int i = 0; i < vocab; ++i)
+    if (logits[size_t(i)] > -INFINITY) c.emplace_back(logits[size_t(i)] / p_.temperature, i);
+  if (c.empty()) return Argmax(logits_in, vocab);
+  auto by_logit = [](const auto& a, const auto& b) {
+    return a.first > b.first || (a.first == b.first && a.second < b.second);
+  };
+  size_t k = c.size();
+  if (p_.top_k > 0 && size_t(p_.top_k) < k) {
+    k = size_t(p_.top_k);
+    std::partial_sort(c.begin(), c.begin() + long(k), c.end(), by_logit);
+    c.resize(k);
+  } else {
+    std::sort(c.begin(), c.end(), by_logit);
+  }
+  // Softmax over the survivors.
+  const float mx = c[0].first;
+  double sum = 0;
+  for (auto& [l, id] : c) sum += (l = std::exp(l - mx));
+  for (auto& [l, id] : c) l = float(l / sum);
+  if (p_.min_p > 0.0f) {
+    const float cut = c[0].first * p_.min_p;
+    size_t keep = 1;
+    while (keep < c.size() && c[keep].first >= cut) ++keep;
+    c.resize(keep);
+  }
+  if (p_.top_p < 1.0f) {
+    double cum = 0;
+    size_t keep = 0;
+    while (keep < c.size()) {
+      cum += c[keep].first;
+      ++keep;
+      if (cum >= p_.top_p) break;
+    }
+    c.resize(std::max<size_t>(keep, 1));
+  }
+  double total = 0;
+  for (auto& [pr, id] : c) total += pr;
+  std::uniform_real_distribution<double> u(0.0, total);
+  double r = u(rng_), acc = 0;
+  for (auto& [pr, id] : c) {
+    acc += pr;
+    if (r < acc) return id;
+  }
+  return c.back().second;
+}
+
+}  // namespace es
