@@ -1,0 +1,84 @@
+// Runs the CPU matmul kernels on every SIMD target this binary was compiled for and this CPU
+// supports (on an AVX2 machine: AVX2, SSE4, SSSE3, EMU128), forcing each in turn through
+// Highway's test hook, so the paths that other machines would pick (and the portable, non-x86
+// quantized path) are checked here too: accuracy against a double reference and batch invariance
+// within each target.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdint>
+#include <cstdio>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "backends/cpu/kernels/matmul.h"
+#include "edgeseek/core/half.h"
+#include "edgeseek/quant/blocks.h"
+#include "hwy/targets.h"
+#include "test_util.h"
+
+namespace es {
+namespace {
+
+// Restores normal target selection when a test ends, whatever happened.
+struct ForcedTarget {
+  explicit ForcedTarget(int64_t t) { hwy::SetSupportedTargetsForTest(t); }
+  ~ForcedTarget() { hwy::SetSupportedTargetsForTest(0); }
+};
+
+// Weights as bytes of `type` plus their exact f32 values; block types via es::Quantize.
+void MakeWeights(DType type, int64_t N, int64_t K, std::vector<uint8_t>* bytes,
+                 std::vector<float>* values) {
+  const auto src = test::RandomFloats(size_t(N * K), uint64_t(K * 3 + N), 1.0f);
+  bytes->resize(RowBytes(type, K) * size_t(N));
+  values->resize(src.size());
+  Quantize(type, src.data(), bytes->data(), N * K);
+  Dequantize(type, bytes->data(), values->data(), N * K);
+}
+
+TEST(CpuMatMulTargets, EveryTargetIsAccurateAndBatchInvariant) {
+  const std::vector<int64_t> targets = hwy::SupportedAndGeneratedTargets();
+  ASSERT_FALSE(targets.empty());
+  std::string names;
+  for (int64_t t : targets) names += std::string(names.empty() ? "" : " ") + hwy::TargetName(t);
+  RecordProperty("targets", names);
+  std::printf("targets checked: %s\n", names.c_str());
+  ThreadPool pool(2);
+  const int64_t R = 9, K = 320, N = 23;
+  const auto x = test::RandomFloats(size_t(R * K), 42);
+  const auto bias = test::RandomFloats(size_t(N), 43);
+  for (int64_t target : targets) {
+    ForcedTarget forced(target);
+    EXPECT_EQ(std::string(cpu::SimdTargetName()), hwy::TargetName(target));
+    for (DType type : {DType::kF32, DType::kF16, DType::kBF16, DType::kQ8_0, DType::kQ4_0}) {
+      std::vector<uint8_t> w;
+      std::vector<float> wv;
+      MakeWeights(type, N, K, &w, &wv);
+      std::vector<float> y(size_t(R * N)), row(static_cast<size_t>(N));
+      cpu::MatMul(x.data(), R, K, w.data(), type, N, bias.data(), y.data(), N, pool);
+      // Quantized types also carry the int8 activation error (~0.5% on uniform data).
+      const double tol = IsQuantized(type) ? 0.02 : 1e-6 * std::sqrt(double(K));
+      std::vector<double> ref(size_t(R * N));
+      for (int64_t r = 0; r < R; ++r) {
+        for (int64_t n = 0; n < N; ++n) {
+          double s = bias[size_t(n)];
+          for (int64_t k = 0; k < K; ++k) {
+            s += double(x[size_t(r * K + k)]) * wv[size_t(n * K + k)];
+          }
+          ref[size_t(r * N + n)] = s;
+        }
+      }
+      EXPECT_LE(test::RelL2(y.data(), ref.data(), y.size()), tol)
+          << hwy::TargetName(target) << " " << Name(type);
+      for (int64_t r = 0; r < R; ++r) {
+        cpu::MatMul(x.data() + r * K, 1, K, w.data(), type, N, bias.data(), row.data(), N, pool);
+        ASSERT_EQ(0, std::memcmp(row.data(), y.data() + r * N, size_t(N) * 4))
+            << hwy::TargetName(target) << " " << Name(type) << " row " << r;
+      }
+    }
+  }
+}
+
+}  // namespace
+}  // namespace es
