@@ -1,0 +1,252 @@
+// Continuous-batching engine: one thread per model instance drives a StepModel (a Runner, or a
+// fake in tests) through small actions behind one Step():
+//
+//   Step():  sweep cancelled / timed-out  →  preempt (an overdue higher class waits, no room)
+//            →  admit from the RequestQueue (QoS order, KV reservation)  →  plan one batch
+//               (every decode first, then prefill chunks under the per-step token budget)
+//            →  Forward  →  sample, emit events, finish (stop id, max_tokens, context full)
+//
+// Requests of one model share one RequestQueue (below: QoS classes, weighted round robin); every
+// instance of that model pulls from it when it has room, so queued work spills to whichever
+// instance frees first. A request's tokens never depend on the rest of the batch (the CPU
+// backend's rows are batch-invariant and each request samples with its own seeded Sampler), so
+// a preempted request that recomputes its KV from prompt + generated tokens resumes unchanged.
+#pragma once
+
+#include <algorithm>
+#include <atomic>
+#include <condition_variable>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "edgeseek/graph/graph.h"
+#include "edgeseek/runtime/sampler.h"
+
+namespace es {
+
+class Runner;
+
+// ---- what the engine drives ------------------------------------------------------------------
+// The slice of es::Runner the engine needs; WrapRunner adapts a Runner, tests pass a fake.
+class StepModel {
+ public:
+  virtual ~StepModel() = default;
+  virtual int vocab_size() const = 0;
+  virtual int n_slots() const = 0;
+  virtual int64_t context() const = 0;   // tokens per slot
+  virtual size_t kv_bytes_per_token() const = 0;
+  virtual int AcquireSlot() = 0;         // -1 when none is free
+  virtual void ReleaseSlot(int slot) = 0;
+  // logits: [batch.out_rows.size(), vocab] row-major.
+  virtual void Forward(const Batch& batch, std::vector<float>* logits) = 0;
+};
+
+std::unique_ptr<StepModel> WrapRunner(std::unique_ptr<Runner> runner);
+
+// ---- requests and their events --------------------------------------------------------------
+enum class FinishReason : uint8_t { kNone, kStop, kLength, kCancelled, kTimeout, kError };
+const char* FinishReasonName(FinishReason r);  // "stop", "length", "cancelled", ...
+
+enum class SeqEventKind : uint8_t { kAdmitted, kToken, kPreempted, kFinished };
+
+struct SeqEvent {
+  SeqEventKind kind = SeqEventKind::kToken;
+  int32_t token = -1;                 // kToken
+  FinishReason finish = FinishReason::kNone;  // kFinished
+  std::string message;                // kFinished with kError
+  double time = 0;                    // steady seconds (SteadySeconds())
+};
+
+// One span of a request's life, for Chrome/Perfetto traces (server/trace.h writes them).
+struct SeqTraceEvent {
+  const char* name;      // "queue", "prefill", "decode", "preempted"
+  double t0 = 0, t1 = 0; // steady seconds
+  int64_t tokens = 0;    // tokens this request had in the step
+  int64_t batch_tokens = 0, batch_seqs = 0;
+  int instance = -1;
+};
+
+struct SeqRequest {
+  // ---- set by the submitter, then read-only ----
+  std::string id;
+  std::vector<int32_t> prompt;        // non-empty
+  SamplingParams sampling;
+  int max_tokens = 16;                // > 0
+  std::vector<int32_t> stop_ids;      // e.g. EOS; the stop id itself is emitted, then finish
+  int priority = 0;                   // QoS class index (0 = highest)
+  std::string client;                 // WRR identity (API key name)
+  double deadline = 0;                // steady seconds; 0 = none
+  double submit_time = 0;             // steady seconds (set by RequestQueue::Push)
+  // Called on the engine thread for every event; must be quick and must not block.
+  std::function<void(const SeqEvent&)> on_event;
+
+  // ---- set from any thread ----
+  std::atomic<bool> cancel{false};
+
+  // ---- owned by whichever engine holds the request (or the queue while it waits) ----
+  std::vector<int32_t> tokens;        // prompt + generated
+  int64_t n_computed = 0;             // tokens already in the KV slot
+  int n_generated = 0;
+  int slot = -1;
+  int instance = -1;
+  int preemptions = 0;
+  double admit_time = 0;
+  std::unique_ptr<Sampler> sampler;
+  bool admitted_once = false;
+  // Read by the submitter only after kFinished (happens-after through on_event's sync).
+  std::vector<SeqTraceEvent> trace;
+
+  int64_t need_tokens() const { return int64_t(prompt.size()) + max_tokens; }
+};
+
+double SteadySeconds();
+
+// ---- the queue: QoS classes and clients ---------------------------------------------------
+struct QosClass {
+  std::string name;
+  int weight = 1;               // share of admissions among backlogged classes
+  double preempt_after_s = 0;   // > 0: waiting this long lets it preempt a lower class
+  bool preemptible = true;      // may be preempted by a higher class
+};
+
+struct QosPolicy {
+  std::vector<QosClass> classes = {QosClass{"default", 1, 0, true}};  // [0] = highest
+  // Weighted round robin between clients of a class, by tokens served: the backlogged client
+  // with the least tokens / weight goes next.
+  std::vector<std::pair<std::string, int>> client_weights;
+  int default_client_weight = 1;
+};
+
+// Waiting requests of one model (all its instances), thread-safe. Order: a request waiting past
+// its class's preempt deadline first (highest class, oldest), else smooth weighted round robin
+// between backlogged classes, then within the class the client furthest behind its weighted
+// share of tokens, FIFO per client.
+class RequestQueue {
+ public:
+  explicit RequestQueue(QosPolicy policy);
+  const QosPolicy& policy() const { return policy_; }
+
+  void Push(std::shared_ptr<SeqRequest> r);      // sets submit_time if 0
+  void PushFront(std::shared_ptr<SeqRequest> r); // a preempted request: first of its client
+  // The next request whose need fits `max_need` tokens; null when none.
+  std::shared_ptr<SeqRequest> PopNext(int64_t max_need, double now);
+  // Removes waiting requests that are cancelled or past their deadline.
+  std::vector<std::shared_ptr<SeqRequest>> TakeDead(double now);
+  // The highest class with a request waiting past its preempt deadline, or -1.
+  int OverdueClass(double now);
+  // Tokens generated for a client (advances its WRR virtual time).
+  void Charge(const std::string& client, int64_t tokens);
+
+  size_t size() const;
+  std::vector<size_t> size_per_class() const;
+  // Blocks until work may be there (a push, a cancel, Notify) or `seconds` pass.
+  void Wait(double seconds);
+  void Notify();
+
+ private:
+  struct Class {
+    // Per client, FIFO (front = next); clients in first-seen order.
+    std::vector<std::pair<std::string, std::vector<std::shared_ptr<SeqRequest>>>> clients;
+    int64_t current = 0;  // smooth WRR credit
+    size_t waiting = 0;
+  };
+  std::vector<std::shared_ptr<SeqRequest>>& FifoOf(Class& c, const std::string& client);
+  int WeightOf(const std::string& client) const;
+  double& VtimeOf(const std::string& client);
+  void Activate(const std::string& client);   // called before a push; needs mu_
+  std::shared_ptr<SeqRequest> PopFromClass(Class& c, int64_t max_need);
+
+  QosPolicy policy_;
+  mutable std::mutex mu_;
+  std::condition_variable cv_;
+  std::vector<Class> classes_;
+  // client -> tokens served / weight (virtual time), kept across idle periods.
+  std::vector<std::pair<std::string, double>> vtime_;
+  uint64_t wake_seq_ = 0;
+};
+
+// ---- the engine ------------------------------------------------------------------------------
+struct EngineOptions {
+  int max_batch_tokens = 256;   // per-step token budget (decodes + prefill chunks)
+  int max_batch_seqs = 0;       // sequences per step (0: n_slots)
+  int prefill_chunk = 0;        // largest prefill piece of one sequence per step (0: budget)
+  // Only this many tokens of KV may be reserved at once (prompt + max_tokens per request);
+  // 0: n_slots * context. A memory quota of Q bytes gives Q / kv_bytes_per_token.
+  int64_t kv_token_budget = 0;
+  int instance = 0;             // index for traces and metrics
+};
+
+struct EngineStats {
+  int running = 0;              // sequences holding a slot
+  int64_t kv_tokens_used = 0;   // tokens in KV slots now
+  int64_t kv_tokens_reserved = 0;
+  int64_t kv_token_capacity = 0;
+  int64_t steps = 0, preemptions = 0;
+  int64_t prompt_tokens = 0, generated_tokens = 0;  // computed prefill tokens, sampled tokens
+  int last_batch_tokens = 0, last_batch_seqs = 0;
+};
+
+// Observer of every step (for metrics); called on the engine thread.
+struct StepInfo {
+  int batch_tokens = 0, batch_seqs = 0, decode_seqs = 0, prefill_tokens = 0;
+  double seconds = 0;
+};
+
+class Engine {
+ public:
+  Engine(std::unique_ptr<StepModel> model, std::shared_ptr<RequestQueue> queue,
+         const EngineOptions& opts);
+  ~Engine();  // Stop()s
+  Engine(const Engine&) = delete;
+  Engine& operator=(const Engine&) = delete;
+
+  // The engine thread: Step() in a loop, sleeping on the queue when idle.
+  void Start();
+  // Stops the thread; sequences still running are finished as kCancelled.
+  void Stop();
+
+  // One scheduling step; returns false when there was nothing to do. Tests call it directly.
+  bool Step();
+
+  // Whether a request of `need` tokens (prompt + max_tokens) could ever run here.
+  bool CanEverFit(int64_t need) const;
+  int64_t max_need() const { return std::min(context_, kv_budget_); }
+  int64_t context() const { return context_; }
+  int n_slots() const { return n_slots_; }
+  int vocab_size() const { return vocab_; }
+  EngineStats stats() const;
+  void set_step_observer(std::function<void(const StepInfo&)> fn) { on_step_ = std::move(fn); }
+
+ private:
+  void SweepFinishedRequests(double now);
+  void MaybePreempt(double now);
+  void Admit(double now);
+  void Finish(std::shared_ptr<SeqRequest>& r, FinishReason why, const std::string& msg = {});
+  void Preempt(size_t running_index, double now);
+  void Emit(SeqRequest& r, SeqEvent e);
+  void RunLoop();
+  void PublishStats();
+
+  std::unique_ptr<StepModel> model_;
+  std::shared_ptr<RequestQueue> queue_;
+  EngineOptions opts_;
+  int n_slots_ = 0, vocab_ = 0;
+  int64_t context_ = 0, kv_budget_ = 0, kv_reserved_ = 0;
+  std::vector<std::shared_ptr<SeqRequest>> running_;  // admission order
+  std::vector<float> logits_;
+  std::function<void(const StepInfo&)> on_step_;
+
+  mutable std::mutex stats_mu_;
+  EngineStats stats_;   // guarded by stats_mu_
+  EngineStats local_;   // engine thread only
+
+  std::thread thread_;
+  std::atomic<bool> stop_{false};
+};
+
+}  // namespace es

@@ -1,0 +1,141 @@
+// The OpenAI-compatible HTTP server (`edgeseek serve`): configuration, model instances, and the
+// server object. Endpoints: POST /v1/chat/completions, POST /v1/completions, GET /v1/models,
+// GET /health, GET /metrics, GET /v1/traces/{id}. See docs/server.md.
+//
+//   ServerConfig cfg = LoadServerConfig("server.json", SchemaPath());   // or built in code
+//   Server srv(cfg, DefaultModelLoader());
+//   srv.Listen();           // binds, serves /health as "loading" (503)
+//   srv.LoadModels();       // builds every instance; then "ready"
+//   srv.WaitForShutdown();  // until Shutdown() (SIGTERM): drain, stop
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "edgeseek/runtime/engine.h"
+
+namespace es {
+
+// ---- configuration (configs/server.schema.json) ------------------------------------------
+struct InstanceConfig {
+  std::string backend = "cpu";
+  std::string device;
+  int threads = 0;
+  int slots = 4;
+  int64_t context = 0;       // 0: min(model max, 4096)
+  double kv_memory_mb = 0;   // 0: slots x context
+};
+
+struct ModelEntry {
+  std::string name;          // the `model` clients ask for
+  std::string path;          // HF folder / GGUF
+  std::string synthetic;     // preset name or config.json path (random weights)
+  uint64_t seed = 0;
+  std::string reasoning = "auto";  // auto: on when the chat template or vocabulary has </think>
+  std::vector<InstanceConfig> instances = {InstanceConfig{}};
+};
+
+struct ClientConfig {
+  std::string api_key, name;
+  int weight = 1;
+  int max_concurrent = 0;    // 0: limits.max_concurrent_per_client
+  std::string priority;      // default class for this client
+};
+
+struct ServerLimits {
+  size_t max_body_bytes = 4 << 20;
+  int64_t max_prompt_tokens = 0;   // 0: the context
+  int max_tokens = 4096;
+  int default_max_tokens = 0;      // 0: whatever fits the context
+  int max_concurrent_per_client = 64;
+  int max_queue = 1024;
+  double request_timeout_s = 600;
+};
+
+struct ServerConfig {
+  std::string host = "127.0.0.1";
+  int port = 8080;
+  std::vector<std::string> api_keys;   // empty and no clients: no authentication
+  std::string trace_dir;
+  int http_threads = 128;
+  double drain_grace_s = 30;
+  ServerLimits limits;
+  EngineOptions scheduler;
+  QosPolicy qos;                       // classes from "priorities"; client weights from "clients"
+  std::string default_priority;        // class name; empty: the middle class
+  std::vector<ClientConfig> clients;
+  std::vector<ModelEntry> models;
+};
+
+// Reads and validates a config file against the schema; throws es::Error naming the file and
+// the JSON pointer of the bad field ("server.json: /models/0/instances/0/slots: 0 is less than
+// the minimum 1").
+ServerConfig LoadServerConfig(const std::string& path, const std::string& schema_path);
+ServerConfig ServerConfigFromJson(const nlohmann::json& doc, const std::string& schema_path,
+                                  const std::string& origin);
+// configs/server.schema.json next to the source tree or installed; ES_SERVER_SCHEMA overrides.
+std::string DefaultSchemaPath();
+
+// ---- models ----------------------------------------------------------------------------------
+// Text side of a model: tokenizer, chat template, EOS ids. The loader builds one per model.
+class TokenTextStream {
+ public:
+  virtual ~TokenTextStream() = default;
+  virtual std::string Push(int32_t token) = 0;  // UTF-8-complete text so far
+  virtual std::string Flush() = 0;
+};
+
+class TextModel {
+ public:
+  virtual ~TextModel() = default;
+  virtual std::vector<int32_t> Encode(const std::string& text) const = 0;  // es::Error on failure
+  // Renders messages (array of {role, content, ...}) with the chat template.
+  virtual std::string RenderChat(const nlohmann::json& messages, const nlohmann::json& tools,
+                                 const nlohmann::json& kwargs) const = 0;
+  virtual std::unique_ptr<TokenTextStream> NewStream() const = 0;
+  virtual std::vector<int32_t> eos_ids() const = 0;
+  virtual bool has_reasoning_tags() const = 0;   // "</think>" in the template or vocabulary
+};
+
+struct LoadedModel {
+  std::shared_ptr<const TextModel> text;
+  std::vector<std::unique_ptr<StepModel>> instances;  // one per InstanceConfig
+  std::vector<std::string> instance_names;            // "cpu", "vulkan:0"
+};
+
+using ModelLoader = std::function<LoadedModel(const ModelEntry&)>;
+// Loads with es::Model / es::Runner / es::Tokenizer.
+ModelLoader DefaultModelLoader();
+
+// ---- the server --------------------------------------------------------------------------
+class Server {
+ public:
+  Server(ServerConfig cfg, ModelLoader loader);
+  ~Server();
+  Server(const Server&) = delete;
+  Server& operator=(const Server&) = delete;
+
+  // Binds host:port (port 0: any free one) and serves in the background; throws es::Error.
+  void Listen();
+  int port() const;
+  // Loads every model and starts its engines; afterwards /health says ready.
+  void LoadModels();
+  // Stops accepting, lets running requests finish for up to drain_grace_s, cancels the rest,
+  // stops. Safe from any thread (not from a signal handler: use RequestShutdown there).
+  void Shutdown();
+  // Async-signal-safe: wakes WaitForShutdown, which then calls Shutdown.
+  void RequestShutdown();
+  void WaitForShutdown();
+
+  struct Impl;  // opaque (src/server/server.cpp)
+
+ private:
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace es

@@ -1,0 +1,316 @@
+// Engine: the continuous-batching loop of one model instance (edgeseek/runtime/engine.h). Each
+// Step() runs small actions in order — sweep, preempt, admit, plan, forward, sample/emit — so
+// requests join and leave the running batch at token boundaries.
+#include "edgeseek/runtime/engine.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <exception>
+
+#include "edgeseek/core/error.h"
+
+namespace es {
+
+namespace {
+constexpr size_t kMaxTraceEvents = 8192;  // per request; decode spans beyond are dropped
+}
+
+double SteadySeconds() {
+  using namespace std::chrono;
+  return duration<double>(steady_clock::now().time_since_epoch()).count();
+}
+
+const char* FinishReasonName(FinishReason r) {
+  switch (r) {
+    case FinishReason::kNone: return "none";
+    case FinishReason::kStop: return "stop";
+    case FinishReason::kLength: return "length";
+    case FinishReason::kCancelled: return "cancelled";
+    case FinishReason::kTimeout: return "timeout";
+    case FinishReason::kError: return "error";
+  }
+  return "?";
+}
+
+Engine::Engine(std::unique_ptr<StepModel> model, std::shared_ptr<RequestQueue> queue,
+               const EngineOptions& opts)
+    : model_(std::move(model)), queue_(std::move(queue)), opts_(opts) {
+  ES_ASSERT(model_ && queue_);
+  n_slots_ = model_->n_slots();
+  vocab_ = model_->vocab_size();
+  context_ = model_->context();
+  ES_CHECK(n_slots_ > 0 && context_ > 0 && vocab_ > 0, "engine: model instance has ", n_slots_,
+           " slots of ", context_, " tokens and vocabulary ", vocab_, " (all must be > 0)");
+  ES_CHECK(opts_.max_batch_tokens >= 1, "engine: max_batch_tokens must be >= 1");
+  if (opts_.max_batch_seqs <= 0) opts_.max_batch_seqs = n_slots_;
+  if (opts_.prefill_chunk <= 0) opts_.prefill_chunk = opts_.max_batch_tokens;
+  kv_budget_ = opts_.kv_token_budget > 0 ? std::min(opts_.kv_token_budget, int64_t(n_slots_) * context_)
+                                         : int64_t(n_slots_) * context_;
+  local_.kv_token_capacity = int64_t(n_slots_) * context_;
+  PublishStats();
+}
+
+Engine::~Engine() { Stop(); }
+
+bool Engine::CanEverFit(int64_t need) const { return need <= context_ && need <= kv_budget_; }
+
+void Engine::Start() {
+  if (thread_.joinable()) return;
+  stop_ = false;
+  thread_ = std::thread([this] { RunLoop(); });
+}
+
+void Engine::Stop() {
+  stop_ = true;
+  queue_->Notify();
+  if (thread_.joinable()) thread_.join();
+  while (!running_.empty()) Finish(running_.back(), FinishReason::kCancelled, "server stopping");
+  PublishStats();
+}
+
+void Engine::RunLoop() {
+  while (!stop_) {
+    bool worked = false;
+    try {
+      worked = Step();
+    } catch (const std::exception& e) {
+      // A failure of the step itself (not of one request): fail what runs and keep serving.
+      std::fprintf(stderr, "edgeseek engine %d: step failed: %s\n", opts_.instance, e.what());
+      while (!running_.empty()) Finish(running_.back(), FinishReason::kError, e.what());
+    }
+    if (!worked) queue_->Wait(0.05);
+  }
+}
+
+void Engine::Emit(SeqRequest& r, SeqEvent e) {
+  if (e.time == 0) e.time = SteadySeconds();
+  if (r.on_event) r.on_event(e);
+}
+
+void Engine::Finish(std::shared_ptr<SeqRequest>& ref, FinishReason why, const std::string& msg) {
+  std::shared_ptr<SeqRequest> r = ref;  // `ref` may live in running_
+  if (r->slot >= 0) {
+    model_->ReleaseSlot(r->slot);
+    r->slot = -1;
+    kv_reserved_ -= r->need_tokens();
+    queue_->Charge(r->client, -int64_t(r->max_tokens - r->n_generated));
+    running_.erase(std::remove(running_.begin(), running_.end(), r), running_.end());
+  }
+  SeqEvent e;
+  e.kind = SeqEventKind::kFinished;
+  e.finish = why;
+  e.message = msg;
+  Emit(*r, e);
+}
+
+void Engine::SweepFinishedRequests(double now) {
+  for (auto& r : queue_->TakeDead(now))
+    Finish(r, r->cancel.load() ? FinishReason::kCancelled : FinishReason::kTimeout,
+           r->cancel.load() ? "" : "request timed out while queued");
+  for (size_t i = 0; i < running_.size();) {
+    auto r = running_[i];
+    if (r->cancel.load()) {
+      Finish(r, FinishReason::kCancelled);
+    } else if (r->deadline > 0 && now >= r->deadline) {
+      Finish(r, FinishReason::kTimeout, "request timed out");
+    } else {
+      ++i;
+    }
+  }
+}
+
+void Engine::Preempt(size_t i, double now) {
+  std::shared_ptr<SeqRequest> r = running_[i];
+  running_.erase(running_.begin() + ptrdiff_t(i));
+  model_->ReleaseSlot(r->slot);
+  r->slot = -1;
+  kv_reserved_ -= r->need_tokens();
+  queue_->Charge(r->client, -int64_t(r->max_tokens - r->n_generated));
+  // Its KV is gone; on resumption prompt + generated tokens are recomputed, and since a row's
+  // logits do not depend on the batch and its Sampler keeps its state, the output is unchanged.
+  r->n_computed = 0;
+  ++r->preemptions;
+  ++local_.preemptions;
+  if (r->trace.size() < kMaxTraceEvents)
+    r->trace.push_back({"preempted", now, now, int64_t(r->tokens.size()), 0, 0, opts_.instance});
+  SeqEvent e;
+  e.kind = SeqEventKind::kPreempted;
+  e.time = now;
+  Emit(*r, e);
+  queue_->PushFront(std::move(r));
+}
+
+void Engine::MaybePreempt(double now) {
+  if (int(running_.size()) < n_slots_) return;  // there is room: admission serves the overdue one
+  int overdue = queue_->OverdueClass(now);
+  if (overdue < 0) return;
+  const auto& classes = queue_->policy().classes;
+  int victim = -1;
+  for (size_t i = 0; i < running_.size(); ++i) {
+    const auto& r = *running_[i];
+    if (r.priority <= overdue || !classes[size_t(r.priority)].preemptible) continue;
+    if (victim < 0) {
+      victim = int(i);
+      continue;
+    }
+    const auto& v = *running_[size_t(victim)];
+    // The lowest class loses; among equals, the latest admitted (least work lost).
+    if (r.priority > v.priority || (r.priority == v.priority && r.admit_time > v.admit_time))
+      victim = int(i);
+  }
+  if (victim >= 0) Preempt(size_t(victim), now);
+}
+
+void Engine::Admit(double now) {
+  while (int(running_.size()) < n_slots_) {
+    int64_t room = std::min(kv_budget_ - kv_reserved_, context_);
+    if (room <= 0) break;
+    auto r = queue_->PopNext(room, now);
+    if (!r) break;
+    int slot = model_->AcquireSlot();
+    if (slot < 0) {  // the model disagrees about free slots: put it back untouched
+      queue_->Charge(r->client, -int64_t(r->max_tokens - r->n_generated));
+      queue_->PushFront(std::move(r));
+      break;
+    }
+    r->slot = slot;
+    r->instance = opts_.instance;
+    r->n_computed = 0;
+    if (!r->admitted_once) {
+      r->tokens = r->prompt;
+      r->sampler = std::make_unique<Sampler>(r->sampling);
+      r->admitted_once = true;
+    }
+    r->admit_time = now;
+    kv_reserved_ += r->need_tokens();
+    double t0 = r->trace.empty() ? r->submit_time : r->trace.back().t1;
+    if (r->trace.size() < kMaxTraceEvents)
+      r->trace.push_back({"queue", t0, now, 0, 0, 0, opts_.instance});
+    SeqEvent e;
+    e.kind = SeqEventKind::kAdmitted;
+    e.time = now;
+    Emit(*r, e);
+    running_.push_back(std::move(r));
+  }
+}
+
+bool Engine::Step() {
+  double now = SteadySeconds();
+  SweepFinishedRequests(now);
+  MaybePreempt(now);
+  Admit(now);
+  if (running_.empty()) {
+    PublishStats();
+    return false;
+  }
+
+  // ---- plan: every decode first (one token each), then prefill chunks under the budget ----
+  struct Item {
+    std::shared_ptr<SeqRequest> r;
+    int n;
+  };
+  std::vector<Item> items;
+  int budget = opts_.max_batch_tokens;
+  int prefill_tokens = 0, decodes = 0;
+  for (auto& r : running_) {
+    if (int(items.size()) >= opts_.max_batch_seqs || budget <= 0) break;
+    if (int64_t(r->tokens.size()) - r->n_computed == 1) {
+      items.push_back({r, 1});
+      --budget;
+      ++decodes;
+    }
+  }
+  for (auto& r : running_) {
+    if (int(items.size()) >= opts_.max_batch_seqs || budget <= 0) break;
+    int64_t left = int64_t(r->tokens.size()) - r->n_computed;
+    if (left <= 1) continue;
+    int n = int(std::min<int64_t>({left, budget, opts_.prefill_chunk}));
+    items.push_back({r, n});
+    budget -= n;
+    prefill_tokens += n;
+  }
+  if (items.empty()) {
+    PublishStats();
+    return false;
+  }
+  Batch batch;
+  for (auto& it : items) {
+    auto first = it.r->tokens.begin() + it.r->n_computed;
+    batch.Add(it.r->slot, it.r->n_computed, std::vector<int32_t>(first, first + it.n));
+  }
+  batch.Finalize();
+
+  // ---- forward ----
+  double t0 = SteadySeconds();
+  try {
+    model_->Forward(batch, &logits_);
+  } catch (const Error& e) {
+    // Bad input of one of the sequences (e.g. an id outside the vocabulary): fail the batch's
+    // sequences with the message, keep the engine running.
+    for (auto& it : items) Finish(it.r, FinishReason::kError, e.what());
+    PublishStats();
+    return true;
+  }
+  double t1 = SteadySeconds();
+  ES_ASSERT(logits_.size() >= items.size() * size_t(vocab_));
+
+  // ---- sample, emit, finish ----
+  for (size_t i = 0; i < items.size(); ++i) {
+    auto r = items[i].r;
+    bool decode = int64_t(r->tokens.size()) - r->n_computed == 1 && r->n_generated > 0;
+    r->n_computed += items[i].n;
+    if (r->trace.size() < kMaxTraceEvents)
+      r->trace.push_back({decode ? "decode" : "prefill", t0, t1, items[i].n, batch.n_tokens(),
+                          int64_t(items.size()), opts_.instance});
+    if (!decode) local_.prompt_tokens += items[i].n;
+    if (r->n_computed < int64_t(r->tokens.size())) continue;  // a prefill chunk, not the last
+    const float* row = logits_.data() + i * size_t(vocab_);
+    int32_t tok = r->sampler->Sample(row, vocab_, r->tokens);
+    r->tokens.push_back(tok);
+    ++r->n_generated;
+    ++local_.generated_tokens;
+    SeqEvent e;
+    e.kind = SeqEventKind::kToken;
+    e.token = tok;
+    e.time = t1;
+    Emit(*r, e);
+    bool stop = std::find(r->stop_ids.begin(), r->stop_ids.end(), tok) != r->stop_ids.end();
+    if (stop) {
+      Finish(r, FinishReason::kStop);
+    } else if (r->n_generated >= r->max_tokens || int64_t(r->tokens.size()) > context_) {
+      Finish(r, FinishReason::kLength);
+    }
+  }
+  ++local_.steps;
+  local_.last_batch_tokens = batch.n_tokens();
+  local_.last_batch_seqs = int(items.size());
+  if (on_step_) {
+    StepInfo info;
+    info.batch_tokens = batch.n_tokens();
+    info.batch_seqs = int(items.size());
+    info.decode_seqs = decodes;
+    info.prefill_tokens = prefill_tokens;
+    info.seconds = t1 - t0;
+    on_step_(info);
+  }
+  PublishStats();
+  return true;
+}
+
+void Engine::PublishStats() {
+  local_.running = int(running_.size());
+  local_.kv_tokens_reserved = kv_reserved_;
+  int64_t used = 0;
+  for (auto& r : running_) used += r->n_computed;
+  local_.kv_tokens_used = used;
+  std::lock_guard<std::mutex> lock(stats_mu_);
+  stats_ = local_;
+}
+
+EngineStats Engine::stats() const {
+  std::lock_guard<std::mutex> lock(stats_mu_);
+  return stats_;
+}
+
+}  // namespace es

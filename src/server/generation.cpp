@@ -1,0 +1,118 @@
+// Event channel, text pipeline and trace export of one request (generation.h).
+#include "generation.h"
+
+#include <algorithm>
+#include <chrono>
+
+namespace es::server {
+
+void EventChannel::Push(const SeqEvent& e) {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    events_.push_back(e);
+  }
+  cv_.notify_all();
+}
+
+void EventChannel::Drain(std::vector<SeqEvent>* out, double seconds) {
+  std::unique_lock<std::mutex> lock(mu_);
+  if (events_.empty())
+    cv_.wait_for(lock, std::chrono::duration<double>(seconds), [&] { return !events_.empty(); });
+  while (!events_.empty()) {
+    out->push_back(std::move(events_.front()));
+    events_.pop_front();
+  }
+}
+
+Generation::Generation(std::shared_ptr<const TextModel> text, std::vector<std::string> stops,
+                       bool reasoning, bool start_in_reasoning)
+    : text_(std::move(text)),
+      stream_(text_->NewStream()),
+      stop_(std::move(stops)),
+      split_(reasoning, start_in_reasoning) {}
+
+void Generation::Text(const std::string& s, Delta* d) {
+  std::string out;
+  if (stop_.Feed(s, &out)) stop_hit_ = true;
+  split_.Feed(out, &d->reasoning, &d->content);
+}
+
+bool Generation::Consume(const SeqEvent& e, Delta* d) {
+  if (done_) return true;
+  switch (e.kind) {
+    case SeqEventKind::kAdmitted:
+      if (admit_time == 0) admit_time = e.time;
+      return false;
+    case SeqEventKind::kPreempted:
+      ++preemptions;
+      return false;
+    case SeqEventKind::kToken: {
+      ++n_tokens_;
+      if (first_token_time == 0) first_token_time = e.time;
+      else token_gaps.push_back(e.time - last_token_time);
+      last_token_time = e.time;
+      Text(stream_->Push(e.token), d);
+      if (stop_hit_) {
+        split_.Flush(&d->reasoning, &d->content);
+        finish_ = FinishReason::kStop;
+        finish_time = e.time;
+        done_ = true;
+      }
+      return done_;
+    }
+    case SeqEventKind::kFinished: {
+      finish_ = e.finish;
+      error_ = e.message;
+      finish_time = e.time;
+      if (e.finish == FinishReason::kStop || e.finish == FinishReason::kLength) {
+        Text(stream_->Flush(), d);
+        std::string rest;
+        if (!stop_hit_) stop_.Flush(&rest);
+        split_.Feed(rest, &d->reasoning, &d->content);
+        split_.Flush(&d->reasoning, &d->content);
+        if (stop_hit_) finish_ = FinishReason::kStop;
+      }
+      done_ = true;
+      return true;
+    }
+  }
+  return false;
+}
+
+std::string Generation::finish_reason() const {
+  if (stop_hit_) return "stop";
+  switch (finish_) {
+    case FinishReason::kStop: return "stop";
+    case FinishReason::kLength: return "length";
+    default: return FinishReasonName(finish_);
+  }
+}
+
+nlohmann::json ChromeTrace(const SeqRequest& r, const std::string& model,
+                           const std::vector<std::pair<std::string, std::pair<double, double>>>& extra) {
+  using json = nlohmann::json;
+  double origin = r.submit_time;
+  for (auto& [name, t] : extra) origin = std::min(origin, t.first);
+  auto us = [&](double t) { return (t - origin) * 1e6; };
+  json events = json::array();
+  events.push_back({{"name", "process_name"}, {"ph", "M"}, {"pid", 1},
+                    {"args", {{"name", "edgeseek request " + r.id + " (" + model + ")"}}}});
+  events.push_back({{"name", "thread_name"}, {"ph", "M"}, {"pid", 1}, {"tid", 0},
+                    {"args", {{"name", "http"}}}});
+  for (auto& [name, t] : extra)
+    events.push_back({{"name", name}, {"cat", "http"}, {"ph", "X"}, {"pid", 1}, {"tid", 0},
+                      {"ts", us(t.first)}, {"dur", std::max(0.0, (t.second - t.first) * 1e6)}});
+  for (auto& e : r.trace) {
+    json args = {{"instance", e.instance}};
+    if (e.tokens) args["tokens"] = e.tokens;
+    if (e.batch_tokens) args["batch_tokens"] = e.batch_tokens, args["batch_seqs"] = e.batch_seqs;
+    events.push_back({{"name", e.name}, {"cat", "engine"}, {"ph", e.t1 > e.t0 ? "X" : "i"},
+                      {"pid", 1}, {"tid", 1 + std::max(0, e.instance)}, {"ts", us(e.t0)},
+                      {"dur", std::max(0.0, (e.t1 - e.t0) * 1e6)}, {"args", args}});
+  }
+  return json{{"traceEvents", events}, {"displayTimeUnit", "ms"},
+              {"otherData", {{"request", r.id}, {"model", model}, {"prompt_tokens", r.prompt.size()},
+                             {"completion_tokens", r.n_generated}, {"preemptions", r.preemptions}}}};
+}
+
+}  // namespace es::server

@@ -1,0 +1,273 @@
+// OpenAI request parsing and validation (protocol.h). Ranges follow the OpenAI API reference:
+// temperature [0, 2], top_p (0, 1], presence/frequency penalties [-2, 2], stop up to a few
+// strings; extensions as vLLM names them (top_k, min_p, repetition_penalty, ignore_eos,
+// priority, chat_template_kwargs).
+#include "protocol.h"
+
+#include <cmath>
+#include <limits>
+
+namespace es::server {
+
+json ErrorBody(const ApiError& e) {
+  json err = {{"message", e.message}, {"type", e.type}, {"param", nullptr}, {"code", nullptr}};
+  if (!e.param.empty()) err["param"] = e.param;
+  if (!e.code.empty()) err["code"] = e.code;
+  return json{{"error", err}};
+}
+
+ApiError BadRequest(const std::string& message, const std::string& param, const std::string& code) {
+  ApiError e;
+  e.status = 400;
+  e.message = message;
+  e.param = param;
+  e.code = code;
+  return e;
+}
+
+json ParseBody(const std::string& body) {
+  json j;
+  try {
+    j = json::parse(body);
+  } catch (const json::parse_error& e) {
+    // nlohmann rejects ill-formed UTF-8 inside strings here too.
+    throw BadRequest(std::string("request body is not valid JSON: ") + e.what(), {}, "invalid_json");
+  }
+  if (!j.is_object()) throw BadRequest("request body must be a JSON object", {}, "invalid_json");
+  return j;
+}
+
+namespace {
+
+bool Present(const json& b, const char* key) { return b.contains(key) && !b.at(key).is_null(); }
+
+double Number(const json& b, const char* key, double lo, double hi, bool lo_open = false) {
+  const json& v = b.at(key);
+  if (!v.is_number()) throw BadRequest(std::string("'") + key + "' must be a number", key);
+  double x = v.get<double>();
+  if (!std::isfinite(x) || x < lo || x > hi || (lo_open && x == lo)) {
+    std::string range = std::string(lo_open ? "(" : "[") + json(lo).dump() + ", " + json(hi).dump() + "]";
+    throw BadRequest(std::string("'") + key + "' must be in " + range + ", got " + v.dump(), key);
+  }
+  return x;
+}
+
+int64_t Integer(const json& b, const char* key, int64_t lo, int64_t hi) {
+  const json& v = b.at(key);
+  if (!v.is_number_integer())
+    throw BadRequest(std::string("'") + key + "' must be an integer, got " + v.dump(), key);
+  if (v.is_number_unsigned() && v.get<uint64_t>() > uint64_t(std::numeric_limits<int64_t>::max()))
+    throw BadRequest(std::string("'") + key + "' is out of range: " + v.dump(), key);
+  int64_t x = v.get<int64_t>();
+  if (x < lo || x > hi)
+    throw BadRequest(std::string("'") + key + "' must be in [" + std::to_string(lo) + ", " +
+                         std::to_string(hi) + "], got " + std::to_string(x), key);
+  return x;
+}
+
+bool Bool(const json& b, const char* key) {
+  const json& v = b.at(key);
+  if (!v.is_boolean()) throw BadRequest(std::string("'") + key + "' must be a boolean", key);
+  return v.get<bool>();
+}
+
+std::string String(const json& b, const char* key) {
+  const json& v = b.at(key);
+  if (!v.is_string()) throw BadRequest(std::string("'") + key + "' must be a string", key);
+  return v.get<std::string>();
+}
+
+void Unsupported(const json& b, const char* key, const char* why) {
+  throw BadRequest(std::string("'") + key + "' " + why + " is not supported", key, "unsupported");
+}
+
+GenParams ParseGen(const json& b, const ProtocolLimits& lim, bool chat) {
+  GenParams g;
+  for (const char* key : {"max_completion_tokens", "max_tokens"}) {
+    if (!Present(b, key)) continue;
+    g.max_tokens = int(Integer(b, key, 1, lim.max_tokens));
+    break;
+  }
+  g.sampling.temperature = 1.0f;
+  if (Present(b, "temperature")) g.sampling.temperature = float(Number(b, "temperature", 0, 2));
+  if (Present(b, "top_p")) g.sampling.top_p = float(Number(b, "top_p", 0, 1, /*lo_open=*/true));
+  if (Present(b, "top_k")) {
+    int64_t k = Integer(b, "top_k", -1, 1 << 20);
+    g.sampling.top_k = k < 0 ? 0 : int(k);
+  }
+  if (Present(b, "min_p")) g.sampling.min_p = float(Number(b, "min_p", 0, 1));
+  if (Present(b, "presence_penalty"))
+    g.sampling.presence_penalty = float(Number(b, "presence_penalty", -2, 2));
+  if (Present(b, "frequency_penalty"))
+    g.sampling.frequency_penalty = float(Number(b, "frequency_penalty", -2, 2));
+  if (Present(b, "repetition_penalty"))
+    g.sampling.repeat_penalty = float(Number(b, "repetition_penalty", 0, 10, /*lo_open=*/true));
+  if (Present(b, "seed")) {
+    g.sampling.seed = uint64_t(Integer(b, "seed", std::numeric_limits<int64_t>::min(),
+                                       std::numeric_limits<int64_t>::max()));
+    g.seed_given = true;
+  }
+  if (Present(b, "stop")) {
+    const json& s = b.at("stop");
+    std::vector<std::string> stops;
+    if (s.is_string()) {
+      stops.push_back(s.get<std::string>());
+    } else if (s.is_array()) {
+      if (int(s.size()) > lim.max_stop)
+        throw BadRequest("'stop' has " + std::to_string(s.size()) + " entries, at most " +
+                             std::to_string(lim.max_stop) + " are allowed", "stop");
+      for (auto& x : s) {
+        if (!x.is_string()) throw BadRequest("'stop' entries must be strings", "stop");
+        stops.push_back(x.get<std::string>());
+      }
+    } else {
+      throw BadRequest("'stop' must be a string or an array of strings", "stop");
+    }
+    for (auto& x : stops) {
+      if (x.empty()) throw BadRequest("'stop' strings must not be empty", "stop");
+      if (x.size() > lim.max_stop_len) throw BadRequest("'stop' string too long", "stop");
+      g.stop.push_back(x);
+    }
+  }
+  if (Present(b, "stream")) g.stream = Bool(b, "stream");
+  if (Present(b, "stream_options")) {
+    const json& so = b.at("stream_options");
+    if (!so.is_object()) throw BadRequest("'stream_options' must be an object", "stream_options");
+    if (!g.stream)
+      throw BadRequest("'stream_options' is only allowed when 'stream' is true", "stream_options");
+    if (Present(so, "include_usage")) {
+      if (!so.at("include_usage").is_boolean())
+        throw BadRequest("'stream_options.include_usage' must be a boolean", "stream_options.include_usage");
+      g.include_usage = so.at("include_usage").get<bool>();
+    }
+  }
+  if (Present(b, "n") && Integer(b, "n", 1, 128) != 1) Unsupported(b, "n", "other than 1");
+  if (Present(b, "priority")) {
+    const json& p = b.at("priority");
+    if (!p.is_string() && !p.is_number_integer())
+      throw BadRequest("'priority' must be a class name or an integer", "priority");
+    g.priority = p;
+  }
+  if (Present(b, "ignore_eos")) g.ignore_eos = Bool(b, "ignore_eos");
+  if (Present(b, "user")) String(b, "user");
+  if (chat) {
+    if (Present(b, "logprobs") && Bool(b, "logprobs")) Unsupported(b, "logprobs", "true");
+    if (Present(b, "response_format")) {
+      const json& rf = b.at("response_format");
+      if (!rf.is_object() || !rf.contains("type") || rf.at("type") != "text")
+        Unsupported(b, "response_format", "other than {\"type\":\"text\"}");
+    }
+  } else {
+    if (Present(b, "logprobs")) Unsupported(b, "logprobs", "");
+    if (Present(b, "echo") && Bool(b, "echo")) Unsupported(b, "echo", "true");
+    if (Present(b, "suffix")) Unsupported(b, "suffix", "");
+    if (Present(b, "best_of") && Integer(b, "best_of", 1, 128) != 1) Unsupported(b, "best_of", "other than 1");
+  }
+  return g;
+}
+
+std::string ModelField(const json& b) {
+  if (!Present(b, "model")) return {};
+  return String(b, "model");
+}
+
+// Content as a string: a string, or an array of {"type":"text","text":...} parts.
+std::string ContentText(const json& c, const std::string& param) {
+  if (c.is_null()) return {};
+  if (c.is_string()) return c.get<std::string>();
+  if (!c.is_array()) throw BadRequest("'" + param + "' must be a string or an array of parts", param);
+  std::string text;
+  for (auto& part : c) {
+    if (!part.is_object() || !part.contains("type") || !part.at("type").is_string())
+      throw BadRequest("'" + param + "' parts must be objects with a 'type'", param);
+    if (part.at("type") != "text")
+      throw BadRequest("'" + param + "' part type " + part.at("type").dump() + " is not supported",
+                       param, "unsupported");
+    if (!part.contains("text") || !part.at("text").is_string())
+      throw BadRequest("'" + param + "' text part needs a string 'text'", param);
+    text += part.at("text").get<std::string>();
+  }
+  return text;
+}
+
+}  // namespace
+
+ChatRequest ParseChatRequest(const json& b, const ProtocolLimits& lim) {
+  ChatRequest r;
+  r.model = ModelField(b);
+  if (!Present(b, "messages")) throw BadRequest("'messages' is required", "messages");
+  const json& msgs = b.at("messages");
+  if (!msgs.is_array() || msgs.empty())
+    throw BadRequest("'messages' must be a non-empty array", "messages");
+  r.messages = json::array();
+  for (size_t i = 0; i < msgs.size(); ++i) {
+    const json& m = msgs[i];
+    std::string p = "messages[" + std::to_string(i) + "]";
+    if (!m.is_object()) throw BadRequest("'" + p + "' must be an object", p);
+    if (!m.contains("role") || !m.at("role").is_string())
+      throw BadRequest("'" + p + ".role' must be a string", p + ".role");
+    std::string role = m.at("role").get<std::string>();
+    if (role != "system" && role != "user" && role != "assistant" && role != "tool" && role != "developer")
+      throw BadRequest("'" + p + ".role' must be one of system, developer, user, assistant, tool; got '" +
+                           role + "'", p + ".role");
+    json out = {{"role", role == "developer" ? "system" : role}};
+    bool has_tool_calls = m.contains("tool_calls") && m.at("tool_calls").is_array();
+    if (!m.contains("content") || m.at("content").is_null()) {
+      if (!(role == "assistant" && has_tool_calls))
+        throw BadRequest("'" + p + ".content' is required", p + ".content");
+      out["content"] = "";
+    } else {
+      out["content"] = ContentText(m.at("content"), p + ".content");
+    }
+    if (has_tool_calls) out["tool_calls"] = m.at("tool_calls");
+    for (const char* k : {"name", "tool_call_id", "reasoning_content"})
+      if (m.contains(k) && m.at(k).is_string()) out[k] = m.at(k);
+    r.messages.push_back(std::move(out));
+  }
+  if (Present(b, "tools")) {
+    if (!b.at("tools").is_array()) throw BadRequest("'tools' must be an array", "tools");
+    r.tools = b.at("tools");
+  }
+  if (Present(b, "chat_template_kwargs")) {
+    if (!b.at("chat_template_kwargs").is_object())
+      throw BadRequest("'chat_template_kwargs' must be an object", "chat_template_kwargs");
+    r.template_kwargs = b.at("chat_template_kwargs");
+  }
+  r.gen = ParseGen(b, lim, /*chat=*/true);
+  return r;
+}
+
+CompletionRequest ParseCompletionRequest(const json& b, const ProtocolLimits& lim) {
+  CompletionRequest r;
+  r.model = ModelField(b);
+  if (!Present(b, "prompt")) throw BadRequest("'prompt' is required", "prompt");
+  const json& p = b.at("prompt");
+  auto ids_from = [&](const json& arr) {
+    for (auto& x : arr) {
+      if (!x.is_number_integer() || x.get<int64_t>() < 0 || x.get<int64_t>() > std::numeric_limits<int32_t>::max())
+        throw BadRequest("'prompt' token ids must be non-negative integers", "prompt");
+      r.prompt_ids.push_back(int32_t(x.get<int64_t>()));
+    }
+    r.prompt_is_ids = true;
+  };
+  if (p.is_string()) {
+    r.prompt_text = p.get<std::string>();
+  } else if (p.is_array() && !p.empty() && p[0].is_number()) {
+    ids_from(p);
+  } else if (p.is_array() && p.size() == 1 && p[0].is_string()) {
+    r.prompt_text = p[0].get<std::string>();
+  } else if (p.is_array() && p.size() == 1 && p[0].is_array() && !p[0].empty()) {
+    ids_from(p[0]);
+  } else if (p.is_array() && p.size() > 1) {
+    throw BadRequest("'prompt' batches (several prompts) are not supported; send one per request",
+                     "prompt", "unsupported");
+  } else {
+    throw BadRequest("'prompt' must be a string or a non-empty array of token ids", "prompt");
+  }
+  if (!r.prompt_is_ids && r.prompt_text.empty())
+    throw BadRequest("'prompt' must not be empty", "prompt");
+  r.gen = ParseGen(b, lim, /*chat=*/false);
+  return r;
+}
+
+}  // namespace es::server

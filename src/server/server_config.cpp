@@ -1,0 +1,161 @@
+// Server configuration: JSON file → schema validation (configs/server.schema.json) → ServerConfig.
+// Checks the schema cannot express (a default_priority naming a class, duplicate names) are
+// done here with the same "file: /pointer: message" form.
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <set>
+#include <sstream>
+
+#include "edgeseek/core/error.h"
+#include "edgeseek/server/server.h"
+#include "json_schema.h"
+
+namespace es {
+
+using json = nlohmann::json;
+
+namespace {
+json ReadJsonFile(const std::string& path, const char* what) {
+  std::ifstream f(path, std::ios::binary);
+  ES_CHECK(f, what, " ", path, ": cannot open");
+  std::stringstream ss;
+  ss << f.rdbuf();
+  try {
+    return json::parse(ss.str());
+  } catch (const json::parse_error& e) {
+    Fail(what, " ", path, ": not valid JSON: ", e.what());
+  }
+}
+
+template <class T>
+void Get(const json& o, const char* key, T* out) {
+  if (o.contains(key)) *out = o.at(key).get<T>();
+}
+}  // namespace
+
+std::string DefaultSchemaPath() {
+  if (const char* env = std::getenv("ES_SERVER_SCHEMA")) return env;
+  namespace fs = std::filesystem;
+  for (const char* p : {"configs/server.schema.json", "../configs/server.schema.json",
+                        "/usr/share/edgeseek/server.schema.json"})
+    if (fs::exists(p)) return p;
+#ifdef ES_SOURCE_DIR
+  return std::string(ES_SOURCE_DIR) + "/configs/server.schema.json";
+#else
+  return "configs/server.schema.json";
+#endif
+}
+
+ServerConfig LoadServerConfig(const std::string& path, const std::string& schema_path) {
+  return ServerConfigFromJson(ReadJsonFile(path, "config"), schema_path, path);
+}
+
+ServerConfig ServerConfigFromJson(const json& doc, const std::string& schema_path,
+                                  const std::string& origin) {
+  server::JsonSchema schema(ReadJsonFile(schema_path, "schema"));
+  auto errors = schema.Validate(doc);
+  if (!errors.empty()) {
+    std::string msg = origin + ": " + errors.front();
+    if (errors.size() > 1) msg += " (and " + std::to_string(errors.size() - 1) + " more)";
+    throw Error(msg);
+  }
+  ServerConfig c;
+  Get(doc, "host", &c.host);
+  Get(doc, "port", &c.port);
+  Get(doc, "api_keys", &c.api_keys);
+  Get(doc, "trace_dir", &c.trace_dir);
+  Get(doc, "http_threads", &c.http_threads);
+  Get(doc, "drain_grace_s", &c.drain_grace_s);
+  if (doc.contains("limits")) {
+    const json& l = doc.at("limits");
+    Get(l, "max_body_bytes", &c.limits.max_body_bytes);
+    Get(l, "max_prompt_tokens", &c.limits.max_prompt_tokens);
+    Get(l, "max_tokens", &c.limits.max_tokens);
+    Get(l, "default_max_tokens", &c.limits.default_max_tokens);
+    Get(l, "max_concurrent_per_client", &c.limits.max_concurrent_per_client);
+    Get(l, "max_queue", &c.limits.max_queue);
+    Get(l, "request_timeout_s", &c.limits.request_timeout_s);
+  }
+  if (doc.contains("scheduler")) {
+    const json& s = doc.at("scheduler");
+    Get(s, "max_batch_tokens", &c.scheduler.max_batch_tokens);
+    Get(s, "max_batch_seqs", &c.scheduler.max_batch_seqs);
+    Get(s, "prefill_chunk", &c.scheduler.prefill_chunk);
+  }
+  if (doc.contains("priorities")) {
+    c.qos.classes.clear();
+    std::set<std::string> names;
+    for (size_t i = 0; i < doc.at("priorities").size(); ++i) {
+      const json& p = doc.at("priorities")[i];
+      QosClass q;
+      q.name = p.at("name").get<std::string>();
+      ES_CHECK(names.insert(q.name).second, origin, ": /priorities/", i, "/name: class '", q.name,
+               "' is defined twice");
+      Get(p, "weight", &q.weight);
+      if (p.contains("preempt_after_ms")) q.preempt_after_s = p.at("preempt_after_ms").get<double>() / 1000;
+      Get(p, "preemptible", &q.preemptible);
+      c.qos.classes.push_back(q);
+    }
+  } else {
+    c.qos.classes = {{"high", 8, 0, false}, {"normal", 4, 0, true}, {"low", 1, 0, true}};
+  }
+  auto class_exists = [&](const std::string& n) {
+    for (auto& q : c.qos.classes)
+      if (q.name == n) return true;
+    return false;
+  };
+  Get(doc, "default_priority", &c.default_priority);
+  ES_CHECK(c.default_priority.empty() || class_exists(c.default_priority), origin,
+           ": /default_priority: no priority class is named '", c.default_priority, "'");
+  if (doc.contains("clients")) {
+    std::set<std::string> keys, names;
+    for (size_t i = 0; i < doc.at("clients").size(); ++i) {
+      const json& j = doc.at("clients")[i];
+      ClientConfig cl;
+      cl.api_key = j.at("api_key").get<std::string>();
+      cl.name = j.value("name", "client" + std::to_string(i));
+      Get(j, "weight", &cl.weight);
+      Get(j, "max_concurrent", &cl.max_concurrent);
+      Get(j, "priority", &cl.priority);
+      ES_CHECK(keys.insert(cl.api_key).second, origin, ": /clients/", i, "/api_key: key used twice");
+      ES_CHECK(names.insert(cl.name).second, origin, ": /clients/", i, "/name: '", cl.name, "' used twice");
+      ES_CHECK(cl.priority.empty() || class_exists(cl.priority), origin, ": /clients/", i,
+               "/priority: no priority class is named '", cl.priority, "'");
+      c.qos.client_weights.emplace_back(cl.name, cl.weight);
+      c.clients.push_back(cl);
+    }
+  }
+  if (doc.contains("models")) {
+    std::set<std::string> names;
+    for (size_t i = 0; i < doc.at("models").size(); ++i) {
+      const json& j = doc.at("models")[i];
+      ModelEntry m;
+      m.name = j.at("name").get<std::string>();
+      Get(j, "path", &m.path);
+      Get(j, "synthetic", &m.synthetic);
+      Get(j, "seed", &m.seed);
+      Get(j, "reasoning", &m.reasoning);
+      ES_CHECK(!m.path.empty() || !m.synthetic.empty(), origin, ": /models/", i,
+               ": one of 'path' or 'synthetic' is required");
+      ES_CHECK(names.insert(m.name).second, origin, ": /models/", i, "/name: '", m.name, "' used twice");
+      if (j.contains("instances")) {
+        m.instances.clear();
+        for (auto& ij : j.at("instances")) {
+          InstanceConfig ic;
+          Get(ij, "backend", &ic.backend);
+          Get(ij, "device", &ic.device);
+          Get(ij, "threads", &ic.threads);
+          Get(ij, "slots", &ic.slots);
+          Get(ij, "context", &ic.context);
+          Get(ij, "kv_memory_mb", &ic.kv_memory_mb);
+          m.instances.push_back(ic);
+        }
+      }
+      c.models.push_back(m);
+    }
+  }
+  return c;
+}
+
+}  // namespace es
