@@ -1,0 +1,38 @@
+// Requantizing a GGUF file by policy (what `edgeseek quantize` runs): every tensor is
+// dequantized from its source type and quantized to the type ChooseType picks, rows spread over
+// a thread pool; tensors whose type does not change are copied byte for byte. Metadata is
+// copied, with general.file_type and general.quantization_version updated. The output is a
+// pure function of the input file and the policy (not of the thread count).
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <string>
+
+#include "edgeseek/core/dtype.h"
+#include "edgeseek/formats/quant_policy.h"
+
+namespace es {
+
+struct GgufQuantizeOptions {
+  int threads = 0;  // <= 0: one per hardware thread
+  // Called after each tensor: bytes of input processed so far, total input tensor bytes, and
+  // the tensor just finished.
+  std::function<void(uint64_t done, uint64_t total, const std::string& tensor)> progress;
+};
+
+struct GgufQuantizeStats {
+  size_t tensors = 0;
+  size_t requantized = 0;  // converted to another type
+  size_t copied = 0;       // kept verbatim
+  uint64_t in_bytes = 0;   // tensor data bytes in / out
+  uint64_t out_bytes = 0;
+  std::map<DType, size_t> out_types;  // tensor count per output type
+  double seconds = 0;
+};
+
+GgufQuantizeStats QuantizeGguf(const std::string& in_path, const std::string& out_path, const QuantPolicy& policy,
+                               const GgufQuantizeOptions& options = {});
+
+}  // namespace es

@@ -1,0 +1,109 @@
+// QuantizeGguf: requantize every tensor of a GGUF file by policy (see gguf_quantize.h).
+#include "edgeseek/formats/gguf_quantize.h"
+
+#include <chrono>
+#include <algorithm>
+#include <cstdlib>
+#include <memory>
+#include <vector>
+
+#include "edgeseek/core/error.h"
+#include "edgeseek/core/thread_pool.h"
+#include "edgeseek/formats/gguf.h"
+#include "edgeseek/quant/blocks.h"
+
+namespace es {
+
+GgufQuantizeStats QuantizeGguf(const std::string& in_path, const std::string& out_path, const QuantPolicy& policy,
+                               const GgufQuantizeOptions& options) {
+  const auto t0 = std::chrono::steady_clock::now();
+  const std::shared_ptr<GgufFile> in = GgufFile::Open(in_path);
+  GgufWriter w(in->alignment());
+  for (const auto& [key, value] : in->metadata())
+    if (key != kKeyGeneralAlignment) w.Set(key, value);
+
+  GgufQuantizeStats st;
+  std::vector<DType> targets;
+  bool any_quantized = false;
+  for (const GgufTensorInfo& ti : in->tensor_infos()) {
+    DType t = ChooseType(policy, ti.name, ti.shape, ti.dtype);
+    if (t != ti.dtype && !CanQuantize(ti.dtype) && ti.dtype != DType::kF8E4M3) t = ti.dtype;
+    targets.push_back(t);
+    any_quantized |= IsQuantized(t);
+    if (t == ti.dtype)
+      w.AddTensorRaw(ti.name, ti.ggml_type, ti.dtype, ti.shape);
+    else
+      w.AddTensor(ti.name, t, ti.shape);
+    st.in_bytes += ti.nbytes;
+  }
+  const int ftype = policy.file_type >= 0 ? policy.file_type : FileTypeFor(policy.default_type);
+  if (ftype >= 0)
+    w.Set(std::string(kKeyGeneralFileType), GgufValue::U32(uint32_t(ftype)));
+  else
+    w.Remove(std::string(kKeyGeneralFileType));
+  if (any_quantized) w.Set(std::string(kKeyGeneralQuantizationVersion), GgufValue::U32(kGgmlQuantizationVersion));
+
+  ThreadPool pool(options.threads);
+  std::vector<std::vector<float>> scratch(size_t(pool.size()));
+  w.Begin(out_path);
+  uint64_t done = 0;
+  for (size_t i = 0; i < in->tensor_infos().size(); ++i) {
+    const GgufTensorInfo& ti = in->tensor_infos()[i];
+    const Tensor src = in->TensorAt(i);
+    const DType dst_type = targets[i];
+    ++st.tensors;
+    ++st.out_types[dst_type];
+    if (dst_type == ti.dtype) {
+      w.WriteTensorData(src.data, src.nbytes);
+      ++st.copied;
+      st.out_bytes += src.nbytes;
+    } else {
+      const int64_t cols = src.cols(), rows = src.rows();
+      const size_t in_row = RowBytes(ti.dtype, cols), out_row = RowBytes(dst_type, cols);
+      const size_t out_bytes = out_row * size_t(rows);
+      std::unique_ptr<uint8_t[]> out(new uint8_t[out_bytes ? out_bytes : 1]);
+      // Rows are independent and each is encoded by the same scalar code whichever thread
+      // runs it, so the bytes do not depend on the thread count.
+      const int64_t grain = std::max<int64_t>(1, (1 << 16) / std::max<int64_t>(cols, 1));
+      // An es::Error on a worker thread (a non-finite weight) is recorded per thread and the
+      // one of the lowest row rethrown here, so the message does not depend on timing.
+      std::vector<int64_t> bad_row(scratch.size(), -1);
+      std::vector<std::string> bad_msg(scratch.size());
+      pool.ParallelFor(
+          rows,
+          [&](int64_t b, int64_t e, int t) {
+            std::vector<float>& f = scratch[size_t(t)];
+            f.resize(size_t(cols));
+            for (int64_t r = b; r < e; ++r) {
+              Dequantize(ti.dtype, src.bytes() + size_t(r) * in_row, f.data(), cols);
+              try {
+                Quantize(dst_type, f.data(), out.get() + size_t(r) * out_row, cols);
+              } catch (const Error& err) {
+                bad_row[size_t(t)] = r;
+                bad_msg[size_t(t)] = err.what();
+                return;
+              }
+            }
+          },
+          grain);
+      int64_t first = -1;
+      size_t which = 0;
+      for (size_t k = 0; k < bad_row.size(); ++k)
+        if (bad_row[k] >= 0 && (first < 0 || bad_row[k] < first)) {
+          first = bad_row[k];
+          which = k;
+        }
+      if (first >= 0) Fail(in_path, ": tensor ", ti.name, " row ", first, ": ", bad_msg[which]);
+      w.WriteTensorData(out.get(), out_bytes);
+      ++st.requantized;
+      st.out_bytes += out_bytes;
+    }
+    done += ti.nbytes;
+    if (options.progress) options.progress(done, st.in_bytes, ti.name);
+  }
+  w.Finish();
+  st.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  return st;
+}
+
+}  // namespace es
