@@ -1,0 +1,24 @@
+// Decoders of tokenizer.json ("decoder"): ByteLevel, Metaspace, Replace, ByteFallback, Fuse,
+// Strip, BPEDecoder, Sequence — `tokenizers`' decode_chain: a list of token strings in, a list
+// out; the final text is their concatenation.
+#pragma once
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json_fwd.hpp>
+
+namespace es::tok {
+
+class Decoder {
+ public:
+  virtual ~Decoder() = default;
+  virtual void DecodeChain(std::vector<std::string>* tokens) const = 0;
+};
+
+// null json -> nullptr. Unknown "type" -> es::Error naming it.
+std::unique_ptr<Decoder> MakeDecoder(const nlohmann::json& j, const std::string& where);
+std::unique_ptr<Decoder> MakeByteLevelDecoder();
+
+}  // namespace es::tok
