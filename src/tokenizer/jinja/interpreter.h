@@ -1,0 +1,56 @@
+// Jinja interpreter: walks the statement tree and renders text. Scoping follows jinja2: each
+// for-loop iteration, macro call and with-block gets a fresh scope whose parent is the
+// enclosing one, `{% set %}` writes to the innermost scope (so assignments in a loop body do not
+// survive the loop — hence namespace()), `if` blocks share their parent's scope.
+#pragma once
+
+#include <memory>
+#include <string>
+#include <unordered_map>
+
+#include "jinja/ast.h"
+#include "jinja/value.h"
+
+namespace es::jinja {
+
+struct Scope {
+  std::unordered_map<std::string, Value> vars;
+  std::shared_ptr<Scope> parent;
+  const Value* Lookup(const std::string& name) const;
+};
+using ScopePtr = std::shared_ptr<Scope>;
+
+// Python binary operators + - * / // % ** with Python's typing rules (OpError otherwise).
+Value BinaryOp(const std::string& op, const Value& a, const Value& b);
+
+class Interpreter {
+ public:
+  explicit Interpreter(std::string name) : name_(std::move(name)) {}
+
+  // Renders `body` with `globals` beneath `context` (context names shadow globals).
+  std::string Render(const Body& body, const DictData& context, const DictData& globals);
+
+  Value Eval(const Expr& e, const ScopePtr& scope);
+  // Calls a callable value (macro, method, global); errors for anything else.
+  Value Call(const Value& f, CallArgs& args);
+  // Renders a statement list into a new string (macro bodies, caller(), set blocks).
+  std::string RenderBody(const Body& body, const ScopePtr& scope);
+  // Macro recursion guard.
+  void Enter();
+  void Leave() { --depth_; }
+  [[noreturn]] void Fail(int line, int col, const std::string& msg) const;
+
+ private:
+  enum class Flow { kNormal, kBreak, kContinue };
+  Flow Exec(const Body& body, const ScopePtr& scope, std::string& out);
+  Flow ExecFor(const Stmt& s, const ScopePtr& scope, std::string& out);
+  void Assign(const Expr& target, const Value& v, const ScopePtr& scope);
+  Value EvalInner(const Expr& e, const ScopePtr& scope);
+  Value EvalFilter(const Expr& e, const ScopePtr& scope, const Value* input);
+  void EvalArgs(const Expr& e, const ScopePtr& scope, CallArgs& args);
+
+  std::string name_;
+  int depth_ = 0;
+};
+
+}  // namespace es::jinja
