@@ -1,4 +1,5 @@
-// Tests of the CPU matmul kernels for block-quantized weights (Q8_0, Q4_0): against a double
+// Tests of the CPU matmul kernels for block-quantized weights (Q8_0, Q4_0, I4G, Q4_K, Q6_K):
+// against a double
 // reference over the dequantized weights (es::Dequantize, the scalar truth of src/quant), over odd
 // numbers of blocks; exactness when the activations quantize losslessly; the batch-invariance
 // contract bit for bit; and bad shapes.
@@ -65,7 +66,8 @@ void Reference(const std::vector<float>& x, int64_t R, int64_t K, const std::vec
   }
 }
 
-const DType kQuantTypes[] = {DType::kQ8_0, DType::kQ4_0};
+const DType kQuantTypes[] = {DType::kQ8_0, DType::kQ4_0, DType::kI4G, DType::kQ4_K,
+                             DType::kQ6_K};
 
 class QuantMatMul : public ::testing::TestWithParam<DType> {};
 
@@ -73,25 +75,26 @@ TEST_P(QuantMatMul, MatchesDequantizedReference) {
   const DType type = GetParam();
   ThreadPool pool(2);
   struct Shape {
-    int64_t R, K, N;
+    int64_t R, blocks, N;  // K = blocks * BlockElems(type): odd numbers of blocks
   };
-  for (const Shape& s : {Shape{1, 32, 1}, Shape{1, 96, 37}, Shape{3, 224, 5}, Shape{17, 1056, 9},
-                         Shape{40, 160, 70}, Shape{1, 1536, 33}}) {
+  for (const Shape& sb : {Shape{1, 1, 1}, Shape{1, 3, 37}, Shape{3, 7, 5}, Shape{17, 33, 9},
+                          Shape{40, 5, 70}, Shape{1, 48, 33}}) {
+    const int64_t R = sb.R, K = sb.blocks * BlockElems(type), N = sb.N;
     for (bool with_bias : {false, true}) {
-      const auto w = MakeWeights(type, s.N, s.K, uint64_t(s.K + s.N));
-      const auto x = RandomFloats(size_t(s.R * s.K), uint64_t(s.R), 1.0f);
-      const auto bias = RandomFloats(size_t(s.N), 9, 0.5f);
+      const auto w = MakeWeights(type, N, K, uint64_t(K + N));
+      const auto x = RandomFloats(size_t(R * K), uint64_t(R), 1.0f);
+      const auto bias = RandomFloats(size_t(N), 9, 0.5f);
       const float* b = with_bias ? bias.data() : nullptr;
       std::vector<double> ref, bound;
-      Reference(x, s.R, s.K, w.values, s.N, b, &ref, &bound);
-      std::vector<float> y(size_t(s.R * s.N), std::numeric_limits<float>::quiet_NaN());
-      cpu::MatMul(x.data(), s.R, s.K, w.bytes.data(), type, s.N, b, y.data(), s.N, pool);
+      Reference(x, R, K, w.values, N, b, &ref, &bound);
+      std::vector<float> y(size_t(R * N), std::numeric_limits<float>::quiet_NaN());
+      cpu::MatMul(x.data(), R, K, w.bytes.data(), type, N, b, y.data(), N, pool);
       for (size_t i = 0; i < y.size(); ++i) {
         ASSERT_LE(std::fabs(double(y[i]) - ref[i]), bound[i])
-            << Name(type) << " R=" << s.R << " K=" << s.K << " N=" << s.N << " at " << i;
+            << Name(type) << " R=" << R << " K=" << K << " N=" << N << " at " << i;
       }
       // Typical int8 activation error: ~0.5% of the result's norm on uniform data.
-      EXPECT_LE(test::RelL2(y.data(), ref.data(), y.size()), 0.02) << Name(type) << " K=" << s.K;
+      EXPECT_LE(test::RelL2(y.data(), ref.data(), y.size()), 0.02) << Name(type) << " K=" << K;
     }
   }
 }
@@ -101,7 +104,8 @@ TEST_P(QuantMatMul, MatchesDequantizedReference) {
 TEST_P(QuantMatMul, ExactForLosslessActivations) {
   const DType type = GetParam();
   ThreadPool pool(2);
-  const int64_t R = 5, K = 352, N = 19;  // 11 blocks
+  const int64_t R = 5, N = 19;
+  const int64_t K = BlockElems(type) == kQK ? 11 * kQK : 3 * BlockElems(type);
   const auto w = MakeWeights(type, N, K, 77);
   std::vector<float> x(size_t(R * K));
   uint32_t s = 1;
@@ -132,7 +136,10 @@ TEST_P(QuantMatMul, BatchInvariantBitForBit) {
   const DType type = GetParam();
   ThreadPool pool1(1), pool2(2), pool3(3);
   ThreadPool* pools[] = {&pool1, &pool2, &pool3};
-  for (int64_t K : {32, 96, 320, 1024}) {
+  const int64_t be = BlockElems(type);
+  for (int64_t blocks : {int64_t(1), int64_t(3), int64_t(10), be == kQK ? int64_t(32) : 0}) {
+    if (blocks == 0) continue;
+    const int64_t K = blocks * be;
     for (int64_t N : {1, 3, 17, 100}) {
       const auto w = MakeWeights(type, N, K, uint64_t(K * 31 + N));
       const auto bias = RandomFloats(size_t(N), uint64_t(N));
@@ -172,7 +179,7 @@ TEST_P(QuantMatMul, BatchInvariantBitForBit) {
 TEST_P(QuantMatMul, StridedOutputAndMisalignedActivations) {
   const DType type = GetParam();
   ThreadPool pool(2);
-  const int64_t R = 7, K = 160, N = 13, ldy = 20;
+  const int64_t R = 7, K = 5 * BlockElems(type), N = 13, ldy = 20;
   const auto w = MakeWeights(type, N, K, 4);
   std::vector<float> xbuf(size_t(R * K) + 1);
   const auto xr = RandomFloats(size_t(R * K), 8);
@@ -198,13 +205,15 @@ TEST_P(QuantMatMul, StridedOutputAndMisalignedActivations) {
 TEST_P(QuantMatMul, RejectsKNotAMultipleOfTheBlock) {
   const DType type = GetParam();
   ThreadPool pool(1);
-  std::vector<uint8_t> w(1024);
-  std::vector<float> x(64), y(4);
+  std::vector<uint8_t> w(4096);
+  std::vector<float> x(1024), y(4);
+  const int64_t K = BlockElems(type) + 16;
   try {
-    cpu::MatMul(x.data(), 1, 48, w.data(), type, 1, nullptr, y.data(), 1, pool);
-    ADD_FAILURE() << "K=48 accepted for " << Name(type);
+    cpu::MatMul(x.data(), 1, K, w.data(), type, 1, nullptr, y.data(), 1, pool);
+    ADD_FAILURE() << "K=" << K << " accepted for " << Name(type);
   } catch (const Error& e) {
-    EXPECT_NE(std::string(e.what()).find("K=48"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("K=" + std::to_string(K)), std::string::npos)
+        << e.what();
   }
 }
 
@@ -214,6 +223,11 @@ INSTANTIATE_TEST_SUITE_P(Types, QuantMatMul, ::testing::ValuesIn(kQuantTypes),
 TEST(CpuMatMulQuant, Supports) {
   EXPECT_TRUE(cpu::MatMulSupports(DType::kQ8_0));
   EXPECT_TRUE(cpu::MatMulSupports(DType::kQ4_0));
+  EXPECT_TRUE(cpu::MatMulSupports(DType::kI4G));
+  EXPECT_TRUE(cpu::MatMulSupports(DType::kQ4_K));
+  EXPECT_TRUE(cpu::MatMulSupports(DType::kQ6_K));
+  EXPECT_FALSE(cpu::MatMulSupports(DType::kQ4_1));
+  EXPECT_FALSE(cpu::MatMulSupports(DType::kQ8_K));
 }
 
 }  // namespace

@@ -45,13 +45,14 @@ TEST(CpuMatMulTargets, EveryTargetIsAccurateAndBatchInvariant) {
   RecordProperty("targets", names);
   std::printf("targets checked: %s\n", names.c_str());
   ThreadPool pool(2);
-  const int64_t R = 9, K = 320, N = 23;
+  const int64_t R = 9, K = 512, N = 23;
   const auto x = test::RandomFloats(size_t(R * K), 42);
   const auto bias = test::RandomFloats(size_t(N), 43);
   for (int64_t target : targets) {
     ForcedTarget forced(target);
     EXPECT_EQ(std::string(cpu::SimdTargetName()), hwy::TargetName(target));
-    for (DType type : {DType::kF32, DType::kF16, DType::kBF16, DType::kQ8_0, DType::kQ4_0}) {
+    for (DType type : {DType::kF32, DType::kF16, DType::kBF16, DType::kQ8_0, DType::kQ4_0,
+                       DType::kI4G, DType::kQ4_K, DType::kQ6_K}) {
       std::vector<uint8_t> w;
       std::vector<float> wv;
       MakeWeights(type, N, K, &w, &wv);

@@ -1,17 +1,27 @@
-// SIMD bodies of the block-quantized CPU matmul, compiled per target by matmul.cpp:
-// weights Q8_0 / Q4_0 (llama.cpp layouts, include/edgeseek/quant/blocks.h) × f32 activations.
+// SIMD bodies of the block-quantized CPU matmul, compiled per target by matmul.cpp: weights
+// Q8_0, Q4_0, Q4_K, Q6_K (llama.cpp layouts) and I4G (edgeseek), include/edgeseek/quant/blocks.h,
+// × f32 activations.
 //
-// Each activation row is quantized once per call, per block of 32, to int8 with an f32 scale
-// (d = absmax / 127, q = round-to-nearest-even(x / d)) — a function of that row alone, so rows
-// stay independent. A block's dot product is then exact integer arithmetic
-//   isum_b = Σ_{j<32} qw[j] * qx[j]
-// and the float part is y = Σ_b (dw_b * dx_b) * isum_b, accumulated in a fixed order:
-//   x86 (AVX2 and up): isum_b as 8 int32 lanes (sums of 4 consecutive products, maddubs+madd),
-//     converted to f32 and FMA'd lane-wise into one accumulator in block order; one horizontal
-//     sum at the end;
-//   other targets: scalar, block order.
-// The GEMV (R = 1) and GEMM paths call the same non-inlined row kernel, so every output element
-// sees the same operations whatever R, the other rows or the thread count (batch invariance).
+// Activations. Each row is quantized once per call, per group of 32, to int8 with an f32 scale
+// (dx = absmax / 127, q = round-to-nearest-even(x / dx)), keeping dx·Σq per group for the
+// K-quant minimums — a function of that row alone, so rows stay independent. (Per-32 scales
+// rather than Q8_K's per-256: the same cost here and a smaller activation error.)
+//
+// Weights. Every weight block is seen as G groups of 32 elements (G = BlockElems / 32), each
+// decoded to 32 int8 quants q, two int16 scales (sA for elements 0..15, sB for 16..31), a float
+// multiplier fd and a float minimum fm:
+//   Q8_0, Q4_0 (q - 8), I4G (q - 8):  sA = sB = 1,          fd = d,  fm = 0
+//   Q4_K:                             sA = sB = sc[g],      fd = d,  fm = dmin · mn[g]
+//   Q6_K (q - 32):                    sA, sB = scales[2g], scales[2g+1], fd = d, fm = 0
+// so that  Σ_{j<32} w_j x_j ≈ fd · dx · (sA Σ_{j<16} q_j qx_j + sB Σ_{j>=16} q_j qx_j)
+//                                − fm · dx Σ_j qx_j.
+// The integer part is exact. The float part is accumulated in a fixed order:
+//   x86 (AVX2 and up): the integer part as 8 int32 lanes (each the sum of 4 consecutive
+//     products, maddubs + madd with the scales), converted to f32 and FMA'd lane-wise into one
+//     accumulator, groups in order; minimums into one scalar; one horizontal sum at the end;
+//   other targets: scalar, groups in order.
+// GEMV (R = 1) and GEMM run the same non-inlined row kernel, so every output element sees the
+// same operations whatever R, the other rows or the thread count (batch invariance).
 
 #ifndef ES_CPU_KERNELS_MATMUL_QUANT_ONCE_
 #define ES_CPU_KERNELS_MATMUL_QUANT_ONCE_
@@ -26,27 +36,37 @@
 
 namespace es::cpu {
 
-inline bool QuantMatMulSupports(DType t) { return t == DType::kQ8_0 || t == DType::kQ4_0; }
+inline bool QuantMatMulSupports(DType t) {
+  return t == DType::kQ8_0 || t == DType::kQ4_0 || t == DType::kI4G || t == DType::kQ4_K ||
+         t == DType::kQ6_K;
+}
 
-// One activation row [K] -> int8 qs [K] and per-32-block scales d [K / 32] (K % 32 == 0).
-inline void QuantizeActivationRow(const float* x, int64_t K, int8_t* qs, float* d) {
+// Quantized activations of one row: qs [K] int8, d [K/32] scales, s [K/32] = d · Σ qs of the
+// group. Non-finite inputs make the group's d and s NaN (NaN outputs, as in f32).
+inline void QuantizeActivationRow(const float* x, int64_t K, int8_t* qs, float* d, float* s) {
   for (int64_t b = 0; b < K / kQK; ++b) {
     const float* xb = x + b * kQK;
+    int8_t* qb = qs + b * kQK;
     float amax = 0.0f;
     bool finite = true;
     for (int j = 0; j < kQK; ++j) {
       amax = std::max(amax, std::fabs(xb[j]));
       finite = finite && std::isfinite(xb[j]);
     }
-    if (!finite) {  // inf/NaN activations give NaN outputs, as the f32 product would
-      d[b] = std::numeric_limits<float>::quiet_NaN();
-      std::fill(qs + b * kQK, qs + (b + 1) * kQK, int8_t(0));
+    if (!finite) {
+      d[b] = s[b] = std::numeric_limits<float>::quiet_NaN();
+      std::fill(qb, qb + kQK, int8_t(0));
       continue;
     }
     const float db = amax / 127.0f;
     const float id = db != 0.0f ? 127.0f / amax : 0.0f;
+    int sum = 0;
+    for (int j = 0; j < kQK; ++j) {
+      qb[j] = int8_t(std::nearbyint(xb[j] * id));
+      sum += qb[j];
+    }
     d[b] = db;
-    for (int j = 0; j < kQK; ++j) qs[b * kQK + j] = int8_t(std::nearbyint(xb[j] * id));
+    s[b] = db * float(sum);
   }
 }
 
@@ -82,30 +102,144 @@ namespace es::cpu {
 namespace HWY_NAMESPACE {
 
 // ---------------------------------------------------------------------------------------------
-// Weight blocks: the 32 signed quants of block b, and its scale.
+// Per-type traits: groups of 32 per block, and whether the type has minimums.
+
+template <class Block>
+struct QuantTraits;
+template <>
+struct QuantTraits<BlockQ8_0> {
+  static constexpr int kGroups = 1;
+  static constexpr bool kMins = false;
+};
+template <>
+struct QuantTraits<BlockQ4_0> {
+  static constexpr int kGroups = 1;
+  static constexpr bool kMins = false;
+};
+template <>
+struct QuantTraits<BlockI4G> {
+  static constexpr int kGroups = kQKI4G / kQK;
+  static constexpr bool kMins = false;
+};
+template <>
+struct QuantTraits<BlockQ4_K> {
+  static constexpr int kGroups = kQKK / kQK;
+  static constexpr bool kMins = true;
+};
+template <>
+struct QuantTraits<BlockQ6_K> {
+  static constexpr int kGroups = kQKK / kQK;
+  static constexpr bool kMins = false;
+};
+
+HWY_INLINE float HalfToF32(uint16_t h) {
+#if ES_QUANT_X86
+  return _cvtsh_ss(h);
+#else
+  return F16ToF32(h);
+#endif
+}
+
+// Block-level scalars: fd, and per-group int16 scales (sA, sB) and minimums fm.
+template <class Block>
+struct BlockScalars {
+  static constexpr int G = QuantTraits<Block>::kGroups;
+  float fd;
+  int16_t sa[G], sb[G];
+  float fm[G];
+};
+
+HWY_INLINE void DecodeScalars(const BlockQ8_0& b, BlockScalars<BlockQ8_0>* s) {
+  s->fd = HalfToF32(b.d);
+  s->sa[0] = s->sb[0] = 1;
+  s->fm[0] = 0.0f;
+}
+HWY_INLINE void DecodeScalars(const BlockQ4_0& b, BlockScalars<BlockQ4_0>* s) {
+  s->fd = HalfToF32(b.d);
+  s->sa[0] = s->sb[0] = 1;
+  s->fm[0] = 0.0f;
+}
+HWY_INLINE void DecodeScalars(const BlockI4G& b, BlockScalars<BlockI4G>* s) {
+  s->fd = HalfToF32(b.d);
+  for (int g = 0; g < 4; ++g) {
+    s->sa[g] = s->sb[g] = 1;
+    s->fm[g] = 0.0f;
+  }
+}
+HWY_INLINE void DecodeScalars(const BlockQ4_K& b, BlockScalars<BlockQ4_K>* s) {
+  s->fd = HalfToF32(b.d);
+  const float dmin = HalfToF32(b.dmin);
+  for (int g = 0; g < 8; ++g) {
+    uint8_t sc, mn;
+    UnpackScaleMinK4(g, b.scales, &sc, &mn);
+    s->sa[g] = s->sb[g] = sc;
+    s->fm[g] = dmin * float(mn);
+  }
+}
+HWY_INLINE void DecodeScalars(const BlockQ6_K& b, BlockScalars<BlockQ6_K>* s) {
+  s->fd = HalfToF32(b.d);
+  // Group g = 4h + gg covers elements 128h + 32gg ..; its halves use scales[8h + 2gg (+1)].
+  for (int g = 0; g < 8; ++g) {
+    s->sa[g] = b.scales[2 * g];
+    s->sb[g] = b.scales[2 * g + 1];
+    s->fm[g] = 0.0f;
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
+// The 32 quants of group g, as signed int8 (lane j = element 32g + j).
 
 #if ES_QUANT_X86
-HWY_INLINE __m256i LoadQuants(const BlockQ8_0& blk) {
-  return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk.qs));
+using QVec = __m256i;
+
+HWY_INLINE __m256i LowNibbles(__m256i v) { return _mm256_and_si256(v, _mm256_set1_epi8(0x0F)); }
+HWY_INLINE __m256i HighNibbles(__m256i v) {
+  return _mm256_and_si256(_mm256_srli_epi16(v, 4), _mm256_set1_epi8(0x0F));
 }
+HWY_INLINE __m256i LoadU256(const void* p) {
+  return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p));
+}
+
+HWY_INLINE __m256i GroupQuants(const BlockQ8_0& b, int) { return LoadU256(b.qs); }
 // Q4_0: low nibbles are elements 0..15, high nibbles 16..31; minus 8.
-HWY_INLINE __m256i LoadQuants(const BlockQ4_0& blk) {
-  const __m128i b = _mm_loadu_si128(reinterpret_cast<const __m128i*>(blk.qs));
+HWY_INLINE __m256i GroupQuants(const BlockQ4_0& b, int) {
+  const __m128i v = _mm_loadu_si128(reinterpret_cast<const __m128i*>(b.qs));
   const __m128i m = _mm_set1_epi8(0x0F);
-  const __m128i lo = _mm_and_si128(b, m);
-  const __m128i hi = _mm_and_si128(_mm_srli_epi16(b, 4), m);
+  const __m128i lo = _mm_and_si128(v, m), hi = _mm_and_si128(_mm_srli_epi16(v, 4), m);
   return _mm256_sub_epi8(_mm256_set_m128i(hi, lo), _mm256_set1_epi8(8));
 }
-HWY_INLINE float BlockScale(uint16_t d) { return _cvtsh_ss(d); }
+// I4G: element 2i in the low nibble of byte i, 2i+1 in the high one; minus 8.
+HWY_INLINE __m256i GroupQuants(const BlockI4G& b, int g) {
+  const __m128i v = _mm_loadu_si128(reinterpret_cast<const __m128i*>(b.qs + 16 * g));
+  const __m128i m = _mm_set1_epi8(0x0F);
+  const __m128i lo = _mm_and_si128(v, m), hi = _mm_and_si128(_mm_srli_epi16(v, 4), m);
+  return _mm256_sub_epi8(
+      _mm256_set_m128i(_mm_unpackhi_epi8(lo, hi), _mm_unpacklo_epi8(lo, hi)),
+      _mm256_set1_epi8(8));
+}
+// Q4_K: 64-chunk c = g/2 holds group 2c in the low nibbles of qs[32c..], 2c+1 in the high ones.
+HWY_INLINE __m256i GroupQuants(const BlockQ4_K& b, int g) {
+  const __m256i v = LoadU256(b.qs + 32 * (g / 2));
+  return (g & 1) ? HighNibbles(v) : LowNibbles(v);
+}
+// Q6_K: group 4h + gg: 4 low bits from ql[64h + 32(gg & 1) ..] (low nibble for gg < 2, high
+// for gg >= 2), 2 high bits from qh[32h ..] at bit 2gg; minus 32.
+HWY_INLINE __m256i GroupQuants(const BlockQ6_K& b, int g) {
+  const int h = g / 4, gg = g % 4;
+  const __m256i l = LoadU256(b.ql + 64 * h + 32 * (gg & 1));
+  const __m256i lo4 = gg >= 2 ? HighNibbles(l) : LowNibbles(l);
+  const __m256i qh = _mm256_srl_epi16(LoadU256(b.qh + 32 * h), _mm_cvtsi32_si128(2 * gg));
+  const __m256i hi2 = _mm256_slli_epi16(_mm256_and_si256(qh, _mm256_set1_epi8(3)), 4);
+  return _mm256_sub_epi8(_mm256_or_si256(lo4, hi2), _mm256_set1_epi8(32));
+}
 
-// Σ w·x over a block as 8 f32 lanes (lane i: products 4i..4i+3, exact int32 before conversion).
-// maddubs wants unsigned × signed: |w| × (x with w's sign); |w| <= 128 and |x| <= 127 keep the
-// int16 pair sums below 32767.
-HWY_INLINE __m256 BlockDot(__m256i w, __m256i x) {
-  const __m256i aw = _mm256_sign_epi8(w, w);
-  const __m256i sx = _mm256_sign_epi8(x, w);
-  const __m256i p16 = _mm256_maddubs_epi16(aw, sx);
-  return _mm256_cvtepi32_ps(_mm256_madd_epi16(p16, _mm256_set1_epi16(1)));
+// sA Σ_{j<16} q_j x_j + sB Σ_{j>=16} q_j x_j as 8 f32 lanes (lane i: products 4i..4i+3, exact
+// int32 before the conversion). maddubs wants unsigned × signed: |q| × (x with q's sign);
+// |q| <= 128 and |x| <= 127 keep its int16 pair sums below 32767.
+HWY_INLINE __m256 GroupDot(__m256i q, __m256i x, __m256i scales16) {
+  const __m256i aq = _mm256_sign_epi8(q, q);
+  const __m256i sx = _mm256_sign_epi8(x, q);
+  return _mm256_cvtepi32_ps(_mm256_madd_epi16(_mm256_maddubs_epi16(aq, sx), scales16));
 }
 
 HWY_INLINE float HorizontalSum(__m256 v) {
@@ -114,53 +248,104 @@ HWY_INLINE float HorizontalSum(__m256 v) {
   s = _mm_add_ss(s, _mm_movehdup_ps(s));
   return _mm_cvtss_f32(s);
 }
-#else
-HWY_INLINE void LoadQuants(const BlockQ8_0& blk, int8_t* q) { std::memcpy(q, blk.qs, kQK); }
-HWY_INLINE void LoadQuants(const BlockQ4_0& blk, int8_t* q) {
-  for (int j = 0; j < kQK / 2; ++j) {
-    q[j] = int8_t((blk.qs[j] & 0x0F) - 8);
-    q[j + kQK / 2] = int8_t((blk.qs[j] >> 4) - 8);
+#endif  // ES_QUANT_X86
+
+// Portable decoding of group g into q[32] (the reference of the x86 loaders above).
+HWY_INLINE void GroupQuantsScalar(const BlockQ8_0& b, int, int8_t* q) {
+  std::memcpy(q, b.qs, kQK);
+}
+HWY_INLINE void GroupQuantsScalar(const BlockQ4_0& b, int, int8_t* q) {
+  for (int j = 0; j < 16; ++j) {
+    q[j] = int8_t((b.qs[j] & 0x0F) - 8);
+    q[j + 16] = int8_t((b.qs[j] >> 4) - 8);
   }
 }
-HWY_INLINE float BlockScale(uint16_t d) { return F16ToF32(d); }
-#endif
+HWY_INLINE void GroupQuantsScalar(const BlockI4G& b, int g, int8_t* q) {
+  for (int i = 0; i < 16; ++i) {
+    q[2 * i] = int8_t((b.qs[16 * g + i] & 0x0F) - 8);
+    q[2 * i + 1] = int8_t((b.qs[16 * g + i] >> 4) - 8);
+  }
+}
+HWY_INLINE void GroupQuantsScalar(const BlockQ4_K& b, int g, int8_t* q) {
+  const uint8_t* v = b.qs + 32 * (g / 2);
+  for (int j = 0; j < 32; ++j) q[j] = int8_t((g & 1) ? (v[j] >> 4) : (v[j] & 0x0F));
+}
+HWY_INLINE void GroupQuantsScalar(const BlockQ6_K& b, int g, int8_t* q) {
+  const int h = g / 4, gg = g % 4;
+  const uint8_t* l = b.ql + 64 * h + 32 * (gg & 1);
+  const uint8_t* qh = b.qh + 32 * h;
+  for (int j = 0; j < 32; ++j) {
+    const int lo4 = gg >= 2 ? (l[j] >> 4) : (l[j] & 0x0F);
+    q[j] = int8_t((lo4 | (((qh[j] >> (2 * gg)) & 3) << 4)) - 32);
+  }
+}
 
 // ---------------------------------------------------------------------------------------------
 // Row kernel: NR output columns of one quantized activation row.
-//   xq: [nb * 32] int8, xd: [nb] f32 scales
+//   xq: [nb * G * 32] int8, xd, xs: [nb * G] (scale, scale · Σq per group)
 //   w:  NR rows of nb blocks, row stride w_stride blocks
 //   out: [NR] dot products (before bias)
 // Not inlined: GEMV and GEMM run this very code, which is what makes them agree bit for bit.
 
 template <int NR, class Block>
 HWY_NOINLINE void QuantDotRows(const int8_t* HWY_RESTRICT xq, const float* HWY_RESTRICT xd,
-                               size_t nb, const Block* HWY_RESTRICT w, size_t w_stride,
+                               const float* HWY_RESTRICT xs, size_t nb,
+                               const Block* HWY_RESTRICT w, size_t w_stride,
                                float* HWY_RESTRICT out) {
+  constexpr int G = QuantTraits<Block>::kGroups;
+  constexpr bool kMins = QuantTraits<Block>::kMins;
+  static_assert(NR >= 1 && NR <= 4, "QuantDotRows handles 1..4 columns");
+  float m0 = 0.0f, m1 = 0.0f, m2 = 0.0f, m3 = 0.0f;  // minimum terms (Q4_K)
 #if ES_QUANT_X86
-  __m256 acc[NR];
-  for (int c = 0; c < NR; ++c) acc[c] = _mm256_setzero_ps();
+  // Named accumulators (not an array) so that they live in registers.
+  __m256 a0 = _mm256_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;
   for (size_t b = 0; b < nb; ++b) {
-    const __m256i xv = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(xq + b * kQK));
-    const float dx = xd[b];
-    for (int c = 0; c < NR; ++c) {
-      const Block& blk = w[c * w_stride + b];
-      const __m256 scale = _mm256_set1_ps(BlockScale(blk.d) * dx);
-      acc[c] = _mm256_fmadd_ps(scale, BlockDot(LoadQuants(blk), xv), acc[c]);
-    }
+#define ES_QUANT_COL(c)                                                                      \
+  if constexpr (NR > c) {                                                                    \
+    const Block& blk = w[c * w_stride + b];                                                  \
+    BlockScalars<Block> bs;                                                                  \
+    DecodeScalars(blk, &bs);                                                                 \
+    for (int g = 0; g < G; ++g) {                                                            \
+      const size_t xg = b * G + size_t(g);                                                   \
+      const __m256i xv = LoadU256(xq + xg * kQK);                                            \
+      const __m256i sc = G == 1 ? _mm256_set1_epi16(1)                                       \
+                                : _mm256_set_m128i(_mm_set1_epi16(bs.sb[g]),                 \
+                                                   _mm_set1_epi16(bs.sa[g]));                \
+      a##c = _mm256_fmadd_ps(_mm256_set1_ps(bs.fd * xd[xg]),                                 \
+                             GroupDot(GroupQuants(blk, g), xv, sc), a##c);                   \
+      if constexpr (kMins) m##c += bs.fm[g] * xs[xg];                                        \
+    }                                                                                        \
   }
-  for (int c = 0; c < NR; ++c) out[c] = HorizontalSum(acc[c]);
+    ES_QUANT_COL(0)
+    ES_QUANT_COL(1)
+    ES_QUANT_COL(2)
+    ES_QUANT_COL(3)
+#undef ES_QUANT_COL
+  }
+  out[0] = HorizontalSum(a0) - m0;
+  if constexpr (NR > 1) out[1] = HorizontalSum(a1) - m1;
+  if constexpr (NR > 2) out[2] = HorizontalSum(a2) - m2;
+  if constexpr (NR > 3) out[3] = HorizontalSum(a3) - m3;
 #else
+  float* mins[4] = {&m0, &m1, &m2, &m3};
   for (int c = 0; c < NR; ++c) {
     float acc = 0.0f;
     for (size_t b = 0; b < nb; ++b) {
       const Block& blk = w[c * w_stride + b];
-      int8_t q[kQK];
-      LoadQuants(blk, q);
-      int32_t isum = 0;
-      for (int j = 0; j < kQK; ++j) isum += int32_t(q[j]) * int32_t(xq[b * kQK + j]);
-      acc += BlockScale(blk.d) * xd[b] * float(isum);
+      BlockScalars<Block> bs;
+      DecodeScalars(blk, &bs);
+      for (int g = 0; g < G; ++g) {
+        const size_t xg = b * G + size_t(g);
+        int8_t q[kQK];
+        GroupQuantsScalar(blk, g, q);
+        int32_t lo = 0, hi = 0;
+        for (int j = 0; j < 16; ++j) lo += int32_t(q[j]) * int32_t(xq[xg * kQK + j]);
+        for (int j = 16; j < 32; ++j) hi += int32_t(q[j]) * int32_t(xq[xg * kQK + j]);
+        acc += bs.fd * xd[xg] * float(bs.sa[g] * lo + bs.sb[g] * hi);
+        if constexpr (kMins) *mins[c] += bs.fm[g] * xs[xg];
+      }
     }
-    out[c] = acc;
+    out[c] = acc - *mins[c];
   }
 #endif
 }
@@ -177,15 +362,19 @@ constexpr size_t kQuantRC = 32;  // rows per task
 template <class Block>
 void QuantMatMulT(const float* x, size_t R, size_t K, const Block* w, size_t N, const float* bias,
                   float* y, size_t ldy, ThreadPool& pool) {
-  const size_t nb = K / kQK;
-  // Scratch: R rows of K int8 quants, then R * nb f32 scales.
+  const size_t groups = K / kQK;                                  // per row
+  const size_t nb = groups / QuantTraits<Block>::kGroups;         // weight blocks per row
+  // Scratch: R rows of K int8 quants, then R * groups scales and R * groups scaled sums.
   const size_t q_floats = (R * K + sizeof(float) - 1) / sizeof(float);
-  float* buf = ThreadScratch(1).Floats(std::max<size_t>(1, q_floats + R * nb));
+  float* buf = ThreadScratch(1).Floats(std::max<size_t>(1, q_floats + 2 * R * groups));
   int8_t* xq = reinterpret_cast<int8_t*>(buf);
   float* xd = buf + q_floats;
+  float* xs = xd + R * groups;
   pool.ParallelFor(int64_t(R), [&](int64_t r0, int64_t r1, int) {
     for (int64_t r = r0; r < r1; ++r) {
-      QuantizeActivationRow(x + r * int64_t(K), int64_t(K), xq + size_t(r) * K, xd + size_t(r) * nb);
+      const size_t ur = size_t(r);
+      QuantizeActivationRow(x + ur * K, int64_t(K), xq + ur * K, xd + ur * groups,
+                            xs + ur * groups);
     }
   });
   const size_t row_blocks = (R + kQuantRC - 1) / kQuantRC;
@@ -199,13 +388,18 @@ void QuantMatMulT(const float* x, size_t R, size_t K, const Block* w, size_t N, 
         const size_t nc = std::min(kQuantCols, n1 - n);
         for (size_t r = r0; r < r1; ++r) {
           const int8_t* xr = xq + r * K;
-          const float* dr = xd + r * nb;
+          const float* dr = xd + r * groups;
+          const float* sr = xs + r * groups;
           if (nc == kQuantCols) {
-            QuantDotRows<kQuantCols>(xr, dr, nb, w + n * nb, nb, out);
+            QuantDotRows<kQuantCols>(xr, dr, sr, nb, w + n * nb, nb, out);
           } else {
-            for (size_t c = 0; c < nc; ++c) QuantDotRows<1>(xr, dr, nb, w + (n + c) * nb, nb, out + c);
+            for (size_t c = 0; c < nc; ++c) {
+              QuantDotRows<1>(xr, dr, sr, nb, w + (n + c) * nb, nb, out + c);
+            }
           }
-          for (size_t c = 0; c < nc; ++c) y[r * ldy + n + c] = out[c] + (bias ? bias[n + c] : 0.0f);
+          for (size_t c = 0; c < nc; ++c) {
+            y[r * ldy + n + c] = out[c] + (bias ? bias[n + c] : 0.0f);
+          }
         }
       }
     }
@@ -214,13 +408,18 @@ void QuantMatMulT(const float* x, size_t R, size_t K, const Block* w, size_t N, 
 
 inline void QuantMatMul(const float* x, int64_t R, int64_t K, const void* w, DType wtype,
                         int64_t N, const float* bias, float* y, int64_t ldy, ThreadPool& pool) {
+  const size_t r = size_t(R), k = size_t(K), n = size_t(N), l = size_t(ldy);
   switch (wtype) {
     case DType::kQ8_0:
-      return QuantMatMulT(x, size_t(R), size_t(K), static_cast<const BlockQ8_0*>(w), size_t(N),
-                          bias, y, size_t(ldy), pool);
+      return QuantMatMulT(x, r, k, static_cast<const BlockQ8_0*>(w), n, bias, y, l, pool);
     case DType::kQ4_0:
-      return QuantMatMulT(x, size_t(R), size_t(K), static_cast<const BlockQ4_0*>(w), size_t(N),
-                          bias, y, size_t(ldy), pool);
+      return QuantMatMulT(x, r, k, static_cast<const BlockQ4_0*>(w), n, bias, y, l, pool);
+    case DType::kI4G:
+      return QuantMatMulT(x, r, k, static_cast<const BlockI4G*>(w), n, bias, y, l, pool);
+    case DType::kQ4_K:
+      return QuantMatMulT(x, r, k, static_cast<const BlockQ4_K*>(w), n, bias, y, l, pool);
+    case DType::kQ6_K:
+      return QuantMatMulT(x, r, k, static_cast<const BlockQ6_K*>(w), n, bias, y, l, pool);
     default:
       Fail("MatMul: weight type ", Name(wtype), " is not supported by the CPU kernels");
   }
