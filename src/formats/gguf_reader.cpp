@@ -213,9 +213,8 @@ void GgufFile::Parse() {
            " elements, not a multiple of the block size ", be);
     const uint64_t rows = ne[0] == 0 ? 0 : numel / ne[0];
     const uint64_t row_bytes = ne[0] / uint64_t(be) * uint64_t(Info(t.dtype).block_bytes);
-    if (row_bytes != 0 && rows > size / row_bytes)
-      Fail(path, ": ", what, " ", ShapeStr(t.shape), " of type ", Name(t.dtype), " needs ", "more bytes than the file has (",
-           size, ")");
+    if (row_bytes != 0 && rows > std::numeric_limits<uint64_t>::max() / row_bytes)
+      Fail(path, ": ", what, " has an impossible size (", ShapeStr(t.shape), " of type ", Name(t.dtype), ")");
     t.nbytes = size_t(row_bytes * rows);
     if (t.offset % alignment_ != 0)
       Fail(path, ": ", what, " offset ", t.offset, " is not a multiple of the alignment ", alignment_);
