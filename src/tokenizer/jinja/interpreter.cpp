@@ -146,7 +146,12 @@ Value IntResult(__int128 r) {
   return Value::Int(int64_t(r));
 }
 
+constexpr size_t kMaxRepeat = size_t(1) << 28;  // elements or bytes a `*` may produce
+
 Value Repeat(const Value& seq, int64_t n) {
+  const size_t unit = seq.IsString() ? seq.GetString().size() : seq.list().items.size();
+  if (n > 0 && unit > 0 && uint64_t(n) > kMaxRepeat / unit)
+    throw OpError("MemoryError: repetition result would be too large");
   if (seq.IsString()) {
     std::string out;
     for (int64_t i = 0; i < n; ++i) out += seq.GetString();
@@ -224,12 +229,23 @@ Value BinaryOp(const std::string& op, const Value& a, const Value& b) {
   }
   if (op == "**") {
     if (ints && b.GetInt() >= 0) {
-      __int128 r = 1;
-      for (int64_t i = 0; i < b.GetInt(); ++i) {
-        r *= a.GetInt();
-        if (r > INT64_MAX || r < INT64_MIN) throw OpError("OverflowError: integer result out of range");
+      // Square-and-multiply; every intermediate fits in int64 or the result would not.
+      __int128 result = 1, base = a.GetInt();
+      const __int128 kLimit = INT64_MAX;
+      for (int64_t e = b.GetInt(); e > 0; e >>= 1) {
+        if (e & 1) {
+          result *= base;
+          if (result > kLimit || result < -kLimit - 1) throw OpError("OverflowError: integer result out of range");
+        }
+        if (e > 1) {
+          base *= base;
+          if (base > kLimit) {
+            if (result != 0) throw OpError("OverflowError: integer result out of range");
+            break;
+          }
+        }
       }
-      return Value::Int(int64_t(r));
+      return Value::Int(int64_t(result));
     }
     return Value::Float(std::pow(a.GetFloat(), b.GetFloat()));
   }

@@ -121,8 +121,20 @@ class Parser {
     }
   }
 
+  // Bounds recursion so that a pathological template fails cleanly instead of overflowing the
+  // stack.
+  struct DepthGuard {
+    DepthGuard(Parser& p, const Token& at) : p_(p) {
+      if (++p_.depth_ > kMaxNesting) p_.Fail(at, "template nesting too deep (over " + std::to_string(kMaxNesting) + " levels)");
+    }
+    ~DepthGuard() { --p_.depth_; }
+    Parser& p_;
+  };
+  static constexpr int kMaxNesting = 200;
+
   StmtPtr ParseStatement() {
     const Token& tag = Cur();
+    DepthGuard guard(*this, tag);
     if (tag.type != Tok::kName) Fail(tag, "expected a tag name after '{%', got " + Describe(tag));
     const std::string& n = tag.text;
     if (n == "for") return ParseFor();
@@ -414,6 +426,7 @@ class Parser {
   }
 
   ExprPtr ParseNot() {
+    DepthGuard guard(*this, Cur());
     if (IsName("not")) {
       const Token& t = Next();
       auto e = Make(ExprKind::kNot, t);
@@ -502,6 +515,7 @@ class Parser {
   }
 
   ExprPtr ParseUnary(bool with_filter) {
+    DepthGuard guard(*this, Cur());
     ExprPtr node;
     if (IsOp("-") || IsOp("+")) {
       const Token& t = Next();
@@ -753,6 +767,7 @@ class Parser {
   std::string name_;
   size_t i_ = 0;
   int loop_depth_ = 0;
+  int depth_ = 0;
 };
 
 }  // namespace

@@ -324,11 +324,11 @@ std::vector<int64_t> PySliceIndices(int64_t n, std::optional<int64_t> start,
   if (st > 0) {
     lo = clamp(start, 0, 0, n);
     hi = clamp(stop, n, 0, n);
-    for (int64_t i = lo; i < hi; i += st) idx.push_back(i);
+    for (int64_t i = lo; i < hi; i = st > hi - i ? hi : i + st) idx.push_back(i);
   } else {
     lo = clamp(start, n - 1, -1, n - 1);
     hi = clamp(stop, -1, -1, n - 1);
-    for (int64_t i = lo; i > hi; i += st) idx.push_back(i);
+    for (int64_t i = lo; i > hi; i = st < hi - i ? hi : i + st) idx.push_back(i);
   }
   return idx;
 }

@@ -36,6 +36,21 @@ TEST(JinjaExpr, Arithmetic) {
   EXPECT_NE(RenderError("{{ 1 + 2 ~ 3 * 2 }}").find("for +: 'int' and 'str'"), std::string::npos);
 }
 
+TEST(JinjaExpr, PathologicalInputsFailCleanly) {
+  EXPECT_EQ(Render("{{ 'abc'[1::9223372036854775807] }} {{ [1, 2, 3][::-9223372036854775807] }}"), "b [3]");
+  EXPECT_EQ(Render("{{ 1 ** 1000000000000 }} {{ (-1) ** 3 }} {{ 0 ** 0 }} {{ 3 ** 39 }}"),
+            "1 -1 1 4052555153018976267");
+  EXPECT_NE(RenderError("{{ 3 ** 40 }}").find("OverflowError"), std::string::npos);
+  EXPECT_NE(RenderError("{{ 'ab' * 1000000000000 }}").find("too large"), std::string::npos);
+  EXPECT_NE(RenderError("{{ 9223372036854775807 + 1 }}").find("OverflowError"), std::string::npos);
+  const std::string deep = "{{ " + std::string(500, '(') + "1" + std::string(500, ')') + " }}";
+  EXPECT_NE(RenderError(deep).find("nesting too deep"), std::string::npos);
+  std::string nested;
+  for (int i = 0; i < 300; ++i) nested += "{% if true %}";
+  EXPECT_NE(RenderError(nested).find("nesting too deep"), std::string::npos);
+  EXPECT_EQ(Render("{{ " + std::string(50, '(') + "7" + std::string(50, ')') + " }}"), "7");
+}
+
 TEST(JinjaExpr, ArithmeticErrors) {
   EXPECT_NE(RenderError("{{ 1 + 'a' }}").find("unsupported operand type(s) for +: 'int' and 'str'"),
             std::string::npos);
