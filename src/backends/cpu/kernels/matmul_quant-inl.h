@@ -313,7 +313,7 @@ HWY_NOINLINE void QuantDotRows(const int8_t* HWY_RESTRICT xq, const float* HWY_R
                                                    _mm_set1_epi16(bs.sa[g]));                \
       a##c = _mm256_fmadd_ps(_mm256_set1_ps(bs.fd * xd[xg]),                                 \
                              GroupDot(GroupQuants(blk, g), xv, sc), a##c);                   \
-      if constexpr (kMins) m##c += bs.fm[g] * xs[xg];                                        \
+      if constexpr (kMins) m##c = std::fma(bs.fm[g], xs[xg], m##c);                          \
     }                                                                                        \
   }
     ES_QUANT_COL(0)
@@ -350,10 +350,91 @@ HWY_NOINLINE void QuantDotRows(const int8_t* HWY_RESTRICT xq, const float* HWY_R
 #endif
 }
 
+#if ES_QUANT_X86
+// ---------------------------------------------------------------------------------------------
+// GEMM over a decoded panel: kQuantCols weight rows decoded once (int8 quants, scales, fd, fm)
+// and reused by every activation row of the task. It performs exactly the operations of
+// QuantDotRows<kQuantCols> — same vectors, same FMAs, same order — so GEMM rows equal GEMV rows.
+
+template <class Block>
+struct QuantPanel {
+  static constexpr int G = QuantTraits<Block>::kGroups;
+  int8_t* q;      // [cols][groups][32] signed quants
+  int16_t* sab;   // [cols][groups][2]  (sA, sB)
+  float* fm;      // [cols][groups]     minimums
+  float* fd;      // [cols][nb]         block multipliers
+
+  static size_t Floats(size_t groups, size_t nb, size_t cols) {
+    // q: 32 bytes (8 floats) per group; sab: 2 int16 (1 float) per group; fm; fd.
+    return cols * (groups * kQK / 4 + groups + groups + nb);
+  }
+  QuantPanel(float* mem, size_t groups, size_t nb, size_t cols) {
+    q = reinterpret_cast<int8_t*>(mem);
+    sab = reinterpret_cast<int16_t*>(mem + cols * groups * kQK / 4);
+    fm = mem + cols * (groups * kQK / 4 + groups);
+    fd = fm + cols * groups;
+  }
+  void Decode(const Block* w, size_t nb, size_t cols) {
+    const size_t groups = nb * G;
+    for (size_t c = 0; c < cols; ++c) {
+      for (size_t b = 0; b < nb; ++b) {
+        const Block& blk = w[c * nb + b];
+        BlockScalars<Block> bs;
+        DecodeScalars(blk, &bs);
+        fd[c * nb + b] = bs.fd;
+        for (int g = 0; g < G; ++g) {
+          const size_t i = c * groups + b * G + size_t(g);
+          _mm256_storeu_si256(reinterpret_cast<__m256i*>(q + i * kQK), GroupQuants(blk, g));
+          sab[2 * i] = bs.sa[g];
+          sab[2 * i + 1] = bs.sb[g];
+          fm[i] = bs.fm[g];
+        }
+      }
+    }
+  }
+};
+
+template <class Block>
+HWY_NOINLINE void QuantPanelRow(const int8_t* HWY_RESTRICT xq, const float* HWY_RESTRICT xd,
+                                const float* HWY_RESTRICT xs, size_t nb,
+                                const QuantPanel<Block>& p, float* HWY_RESTRICT out) {
+  constexpr int G = QuantTraits<Block>::kGroups;
+  constexpr bool kMins = QuantTraits<Block>::kMins;
+  const size_t groups = nb * G;
+  __m256 a0 = _mm256_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;
+  float m0 = 0.0f, m1 = 0.0f, m2 = 0.0f, m3 = 0.0f;
+  for (size_t b = 0; b < nb; ++b) {
+    for (int g = 0; g < G; ++g) {
+      const size_t xg = b * G + size_t(g);
+      const __m256i xv = LoadU256(xq + xg * kQK);
+#define ES_PANEL_COL(c)                                                                     \
+  {                                                                                         \
+    const size_t i = c * groups + xg;                                                       \
+    const __m256i sc = G == 1 ? _mm256_set1_epi16(1)                                        \
+                              : _mm256_set_m128i(_mm_set1_epi16(p.sab[2 * i + 1]),          \
+                                                 _mm_set1_epi16(p.sab[2 * i]));             \
+    a##c = _mm256_fmadd_ps(_mm256_set1_ps(p.fd[c * nb + b] * xd[xg]),                       \
+                           GroupDot(LoadU256(p.q + i * kQK), xv, sc), a##c);                \
+    if constexpr (kMins) m##c = std::fma(p.fm[i], xs[xg], m##c);                            \
+  }
+      ES_PANEL_COL(0)
+      ES_PANEL_COL(1)
+      ES_PANEL_COL(2)
+      ES_PANEL_COL(3)
+#undef ES_PANEL_COL
+    }
+  }
+  out[0] = HorizontalSum(a0) - m0;
+  out[1] = HorizontalSum(a1) - m1;
+  out[2] = HorizontalSum(a2) - m2;
+  out[3] = HorizontalSum(a3) - m3;
+}
+#endif  // ES_QUANT_X86
+
 // ---------------------------------------------------------------------------------------------
 // Driver: quantize the activation rows (in parallel over rows), then one task per (column block,
-// row block); inside a task, columns in groups of kQuantCols (their weight rows stay in L1) and
-// every row of the block against each group.
+// row block); inside a task, columns in groups of kQuantCols and every row of the block against
+// each group — on x86 with R > 1 through a panel decoded once per group of columns.
 
 constexpr size_t kQuantCols = 4;
 constexpr size_t kQuantNC = 32;  // columns per task
@@ -381,11 +462,28 @@ void QuantMatMulT(const float* x, size_t R, size_t K, const Block* w, size_t N, 
   const size_t col_blocks = (N + kQuantNC - 1) / kQuantNC;
   pool.ParallelFor(int64_t(row_blocks * col_blocks), [&](int64_t t0, int64_t t1, int) {
     float out[kQuantCols];
+#if ES_QUANT_X86
+    float* panel_mem =
+        ThreadScratch(0).Floats(QuantPanel<Block>::Floats(groups, nb, kQuantCols));
+#endif
     for (size_t t = size_t(t0); t < size_t(t1); ++t) {
       const size_t n0 = (t / row_blocks) * kQuantNC, r0 = (t % row_blocks) * kQuantRC;
       const size_t n1 = std::min(N, n0 + kQuantNC), r1 = std::min(R, r0 + kQuantRC);
       for (size_t n = n0; n < n1; n += kQuantCols) {
         const size_t nc = std::min(kQuantCols, n1 - n);
+#if ES_QUANT_X86
+        if (R > 1 && nc == kQuantCols) {  // decode once, reuse for every row of the block
+          QuantPanel<Block> panel(panel_mem, groups, nb, kQuantCols);
+          panel.Decode(w + n * nb, nb, kQuantCols);
+          for (size_t r = r0; r < r1; ++r) {
+            QuantPanelRow(xq + r * K, xd + r * groups, xs + r * groups, nb, panel, out);
+            for (size_t c = 0; c < nc; ++c) {
+              y[r * ldy + n + c] = out[c] + (bias ? bias[n + c] : 0.0f);
+            }
+          }
+          continue;
+        }
+#endif
         for (size_t r = r0; r < r1; ++r) {
           const int8_t* xr = xq + r * K;
           const float* dr = xd + r * groups;
