@@ -344,4 +344,11 @@ Tensor GgufFile::GetTensor(std::string_view name) const {
   return TensorAt(it->second);
 }
 
+Tensor GgufFile::GetTensor(std::string_view name, const Shape& expected) const {
+  Tensor t = GetTensor(name);
+  if (t.shape != expected)
+    Fail("tensor ", name, " ", Where(), " has shape ", ShapeStr(t.shape), ", expected ", ShapeStr(expected));
+  return t;
+}
+
 }  // namespace es

@@ -172,6 +172,9 @@ class GgufFile {
   bool HasTensor(std::string_view name) const { return FindTensor(name) != nullptr; }
   // A view into the mapping (no copy); Tensor::owner keeps the mapping alive.
   Tensor GetTensor(std::string_view name) const;  // throws "missing tensor NAME in FILE"
+  // Same, checking the shape a model's metadata implies (outermost-first); throws
+  // "tensor NAME in FILE has shape [a, b], expected [c, d]".
+  Tensor GetTensor(std::string_view name, const Shape& expected) const;
   Tensor TensorAt(size_t index) const;
   const std::shared_ptr<MappedFile>& mapping() const { return file_; }
 

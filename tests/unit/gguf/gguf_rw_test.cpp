@@ -157,6 +157,13 @@ TEST(Gguf, ShapeIsOutermostFirstAndGgufDimsInnermostFirst) {
   const Tensor t = f->GetTensor("x");
   EXPECT_EQ(t.cols(), 64);
   EXPECT_EQ(t.rows(), 6);
+  EXPECT_EQ(f->GetTensor("x", {2, 3, 64}).nbytes, d.size());
+  try {
+    f->GetTensor("x", {2, 64, 3});  // e.g. a model expecting [n_head, embd, head_dim]
+    FAIL() << "no error";
+  } catch (const Error& e) {
+    EXPECT_EQ(std::string(e.what()), "tensor x in " + path + " has shape [2, 3, 64], expected [2, 64, 3]");
+  }
 }
 
 TEST(Gguf, ReadsVersion2) {
