@@ -1,6 +1,10 @@
 // ChatTemplate and ReadTemplateConfig (see chat_template.h).
 #include "edgeseek/tokenizer/chat_template.h"
 
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
 #include "edgeseek/core/error.h"
 
 namespace es {
@@ -71,6 +75,36 @@ TemplateConfig ReadTemplateConfig(const nlohmann::ordered_json& cfg) {
   }
   Fail("tokenizer_config.json: chat_template lists several templates (", names,
        ") but none is named 'default'");
+}
+
+static std::string ReadWholeFile(const std::filesystem::path& p) {
+  std::ifstream f(p, std::ios::binary);
+  ES_CHECK(f, "'", p.string(), "': cannot open");
+  std::ostringstream ss;
+  ss << f.rdbuf();
+  return ss.str();
+}
+
+TemplateConfig LoadTemplateConfig(const std::string& path) {
+  namespace fs = std::filesystem;
+  fs::path cfg_path = path;
+  if (fs::is_directory(cfg_path)) cfg_path /= "tokenizer_config.json";
+  ES_CHECK(fs::exists(cfg_path), "tokenizer config '", cfg_path.string(), "' does not exist");
+  nlohmann::ordered_json cfg;
+  try {
+    cfg = nlohmann::ordered_json::parse(ReadWholeFile(cfg_path));
+  } catch (const nlohmann::json::exception& e) {
+    Fail("'", cfg_path.string(), "': invalid JSON: ", e.what());
+  }
+  TemplateConfig out;
+  try {
+    out = ReadTemplateConfig(cfg);
+  } catch (const Error& e) {
+    Fail(cfg_path.string(), ": ", e.what());
+  }
+  const fs::path jinja_path = cfg_path.parent_path() / "chat_template.jinja";
+  if (fs::exists(jinja_path)) out.chat_template = ReadWholeFile(jinja_path);
+  return out;
 }
 
 TemplateConfig ReadTemplateConfig(const nlohmann::json& cfg) {

@@ -9,7 +9,7 @@
 
 #include "byte_level.h"
 #include "edgeseek/core/error.h"
-#include "regex.h"
+#include "pcre_regex.h"
 #include "utf8.h"
 
 namespace es::tok {

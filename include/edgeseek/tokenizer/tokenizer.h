@@ -56,8 +56,8 @@ class Tokenizer {
   Tokenizer& operator=(const Tokenizer&) = delete;
 
   // Invalid UTF-8 in `text` is replaced like Rust's String::from_utf8_lossy. add_special runs
-  // the post-processor's template and then adds BOS/EOS where tokenizer_config.json asks and the
-  // post-processor did not (transformers 4.x).
+  // the post-processor's template, then puts BOS first where tokenizer_config.json says
+  // add_bos_token and BOS is not already first (transformers 4.x), and EOS last likewise.
   std::vector<int32_t> Encode(std::string_view text, bool add_special = false) const;
   // Ids out of range are skipped (as `tokenizers` does); use IsValid to check first.
   std::string Decode(const std::vector<int32_t>& ids, bool skip_special = false) const;
@@ -76,8 +76,7 @@ class Tokenizer {
   const std::string& chat_template() const { return chat_template_; }  // "" if none
   const nlohmann::json& config() const;             // tokenizer_config.json (null json if none)
 
-  // Decodes one token's contribution into raw bytes where the decoder allows it; used by
-  // StreamDecoder. Internal pipeline access for tests and the stream decoder.
+  // The parsed tokenizer.json components (src/tokenizer/pipeline.h), for tests and tools.
   const tok::Pipeline& pipeline() const { return *pipeline_; }
 
  private:

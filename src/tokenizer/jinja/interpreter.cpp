@@ -343,12 +343,12 @@ Interpreter::Flow Interpreter::Exec(const Body& body, const ScopePtr& scope, std
         break;
       case StmtKind::kCallBlock: {
         const Expr& call = *s.expr;
-        Value callee = Eval(*call.a, scope);
-        CallArgs args;
-        EvalArgs(call, scope, args);
-        args.keyword.emplace_back("caller",
-                                  Value::FromCallable(std::make_shared<Macro>(&s, scope, "caller")));
         try {
+          Value callee = Eval(*call.a, scope);
+          CallArgs args;
+          EvalArgs(call, scope, args);
+          args.keyword.emplace_back("caller",
+                                    Value::FromCallable(std::make_shared<Macro>(&s, scope, "caller")));
           out += ToStr(Call(callee, args));
         } catch (const OpError& e) {
           Fail(s.line, s.col, e.what());

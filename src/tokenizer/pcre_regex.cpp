@@ -1,6 +1,6 @@
 // PCRE2 wrapper: compile with UTF+UCP and JIT, iterate matches with a per-thread match block.
 #define PCRE2_CODE_UNIT_WIDTH 8
-#include "regex.h"
+#include "pcre_regex.h"
 
 #include <pcre2.h>
 
