@@ -82,6 +82,7 @@ inline void QuantizeActivationRow(const float* x, int64_t K, int8_t* qs, float* 
 
 #include <cstddef>
 #include <cstring>
+#include <type_traits>
 
 #include "cpu/kernels/scratch.h"
 #include "edgeseek/core/error.h"
@@ -169,11 +170,15 @@ HWY_INLINE void DecodeScalars(const BlockI4G& b, BlockScalars<BlockI4G>* s) {
 HWY_INLINE void DecodeScalars(const BlockQ4_K& b, BlockScalars<BlockQ4_K>* s) {
   s->fd = HalfToF32(b.d);
   const float dmin = HalfToF32(b.dmin);
-  for (int g = 0; g < 8; ++g) {
-    uint8_t sc, mn;
-    UnpackScaleMinK4(g, b.scales, &sc, &mn);
-    s->sa[g] = s->sb[g] = sc;
-    s->fm[g] = dmin * float(mn);
+  // 6-bit scales and mins as UnpackScaleMinK4 (src/quant) unpacks them, inlined here.
+  const uint8_t* q = b.scales;
+  for (int g = 0; g < 4; ++g) {
+    s->sa[g] = s->sb[g] = int16_t(q[g] & 63);
+    s->fm[g] = dmin * float(q[g + 4] & 63);
+  }
+  for (int g = 4; g < 8; ++g) {
+    s->sa[g] = s->sb[g] = int16_t((q[g + 4] & 0xF) | ((q[g - 4] >> 6) << 4));
+    s->fm[g] = dmin * float((q[g + 4] >> 4) | ((q[g] >> 6) << 4));
   }
 }
 HWY_INLINE void DecodeScalars(const BlockQ6_K& b, BlockScalars<BlockQ6_K>* s) {
@@ -204,9 +209,8 @@ HWY_INLINE __m256i GroupQuants(const BlockQ8_0& b, int) { return LoadU256(b.qs);
 // Q4_0: low nibbles are elements 0..15, high nibbles 16..31; minus 8.
 HWY_INLINE __m256i GroupQuants(const BlockQ4_0& b, int) {
   const __m128i v = _mm_loadu_si128(reinterpret_cast<const __m128i*>(b.qs));
-  const __m128i m = _mm_set1_epi8(0x0F);
-  const __m128i lo = _mm_and_si128(v, m), hi = _mm_and_si128(_mm_srli_epi16(v, 4), m);
-  return _mm256_sub_epi8(_mm256_set_m128i(hi, lo), _mm256_set1_epi8(8));
+  const __m256i both = _mm256_set_m128i(_mm_srli_epi16(v, 4), v);
+  return _mm256_sub_epi8(_mm256_and_si256(both, _mm256_set1_epi8(0x0F)), _mm256_set1_epi8(8));
 }
 // I4G: element 2i in the low nibble of byte i, 2i+1 in the high one; minus 8.
 HWY_INLINE __m256i GroupQuants(const BlockI4G& b, int g) {
@@ -240,6 +244,40 @@ HWY_INLINE __m256 GroupDot(__m256i q, __m256i x, __m256i scales16) {
   const __m256i aq = _mm256_sign_epi8(q, q);
   const __m256i sx = _mm256_sign_epi8(x, q);
   return _mm256_cvtepi32_ps(_mm256_madd_epi16(_mm256_maddubs_epi16(aq, sx), scales16));
+}
+
+// The int16 scales of a group as a vector: sA in the low 128 bits, sB in the high ones (Q6_K),
+// one scale everywhere (Q4_K), ones (types without sub-scales).
+template <class Block>
+HWY_INLINE __m256i ScaleVector(int16_t sa, int16_t sb) {
+  if constexpr (std::is_same_v<Block, BlockQ6_K>) {
+    return _mm256_set_m128i(_mm_set1_epi16(sb), _mm_set1_epi16(sa));
+  } else if constexpr (std::is_same_v<Block, BlockQ4_K>) {
+    return _mm256_set1_epi16(sa);
+  } else {
+    return _mm256_set1_epi16(1);
+  }
+}
+
+// GroupDot for the GEMV row kernel, cheaper where the quants allow and giving the very same int32
+// lanes (integer arithmetic is exact): Q4_K's quants are already non-negative, so they go
+// straight into maddubs; Q4_0 uses its raw nibbles and subtracts 8·Σx per lane, precomputed once
+// per activation group (x8: [8] int32, lane i = 8 · Σ_{j=4i..4i+3} qx_j).
+template <class Block>
+HWY_INLINE __m256 GroupDotGemv(const Block& blk, int g, __m256i x, const int32_t* x8,
+                               __m256i scales16) {
+  if constexpr (std::is_same_v<Block, BlockQ4_K>) {
+    return _mm256_cvtepi32_ps(
+        _mm256_madd_epi16(_mm256_maddubs_epi16(GroupQuants(blk, g), x), scales16));
+  } else if constexpr (std::is_same_v<Block, BlockQ4_0>) {
+    const __m128i v = _mm_loadu_si128(reinterpret_cast<const __m128i*>(blk.qs));
+    const __m256i nib = _mm256_and_si256(_mm256_set_m128i(_mm_srli_epi16(v, 4), v),
+                                         _mm256_set1_epi8(0x0F));
+    const __m256i p = _mm256_madd_epi16(_mm256_maddubs_epi16(nib, x), scales16);
+    return _mm256_cvtepi32_ps(_mm256_sub_epi32(p, LoadU256(x8)));
+  } else {
+    return GroupDot(GroupQuants(blk, g), x, scales16);
+  }
 }
 
 HWY_INLINE float HorizontalSum(__m256 v) {
@@ -282,14 +320,16 @@ HWY_INLINE void GroupQuantsScalar(const BlockQ6_K& b, int g, int8_t* q) {
 
 // ---------------------------------------------------------------------------------------------
 // Row kernel: NR output columns of one quantized activation row.
-//   xq: [nb * G * 32] int8, xd, xs: [nb * G] (scale, scale · Σq per group)
+//   xq: [nb * G * 32] int8, xd, xs: [nb * G] (scale, scale · Σq per group),
+//   x8: [nb * G * 8] int32, 8 · (sums of 4 consecutive quants) (x86 only)
 //   w:  NR rows of nb blocks, row stride w_stride blocks
 //   out: [NR] dot products (before bias)
 // Not inlined: GEMV and GEMM run this very code, which is what makes them agree bit for bit.
 
 template <int NR, class Block>
 HWY_NOINLINE void QuantDotRows(const int8_t* HWY_RESTRICT xq, const float* HWY_RESTRICT xd,
-                               const float* HWY_RESTRICT xs, size_t nb,
+                               const float* HWY_RESTRICT xs, const int32_t* HWY_RESTRICT x8,
+                               size_t nb,
                                const Block* HWY_RESTRICT w, size_t w_stride,
                                float* HWY_RESTRICT out) {
   constexpr int G = QuantTraits<Block>::kGroups;
@@ -308,11 +348,9 @@ HWY_NOINLINE void QuantDotRows(const int8_t* HWY_RESTRICT xq, const float* HWY_R
     for (int g = 0; g < G; ++g) {                                                            \
       const size_t xg = b * G + size_t(g);                                                   \
       const __m256i xv = LoadU256(xq + xg * kQK);                                            \
-      const __m256i sc = G == 1 ? _mm256_set1_epi16(1)                                       \
-                                : _mm256_set_m128i(_mm_set1_epi16(bs.sb[g]),                 \
-                                                   _mm_set1_epi16(bs.sa[g]));                \
+      const __m256i sc = ScaleVector<Block>(bs.sa[g], bs.sb[g]);                             \
       a##c = _mm256_fmadd_ps(_mm256_set1_ps(bs.fd * xd[xg]),                                 \
-                             GroupDot(GroupQuants(blk, g), xv, sc), a##c);                   \
+                             GroupDotGemv(blk, g, xv, x8 + xg * 8, sc), a##c);               \
       if constexpr (kMins) m##c = std::fma(bs.fm[g], xs[xg], m##c);                          \
     }                                                                                        \
   }
@@ -410,9 +448,7 @@ HWY_NOINLINE void QuantPanelRow(const int8_t* HWY_RESTRICT xq, const float* HWY_
 #define ES_PANEL_COL(c)                                                                     \
   {                                                                                         \
     const size_t i = c * groups + xg;                                                       \
-    const __m256i sc = G == 1 ? _mm256_set1_epi16(1)                                        \
-                              : _mm256_set_m128i(_mm_set1_epi16(p.sab[2 * i + 1]),          \
-                                                 _mm_set1_epi16(p.sab[2 * i]));             \
+    const __m256i sc = ScaleVector<Block>(p.sab[2 * i], p.sab[2 * i + 1]);                  \
     a##c = _mm256_fmadd_ps(_mm256_set1_ps(p.fd[c * nb + b] * xd[xg]),                       \
                            GroupDot(LoadU256(p.q + i * kQK), xv, sc), a##c);                \
     if constexpr (kMins) m##c = std::fma(p.fm[i], xs[xg], m##c);                            \
@@ -445,17 +481,28 @@ void QuantMatMulT(const float* x, size_t R, size_t K, const Block* w, size_t N, 
                   float* y, size_t ldy, ThreadPool& pool) {
   const size_t groups = K / kQK;                                  // per row
   const size_t nb = groups / QuantTraits<Block>::kGroups;         // weight blocks per row
-  // Scratch: R rows of K int8 quants, then R * groups scales and R * groups scaled sums.
-  const size_t q_floats = (R * K + sizeof(float) - 1) / sizeof(float);
-  float* buf = ThreadScratch(1).Floats(std::max<size_t>(1, q_floats + 2 * R * groups));
+  // Scratch: R rows of K int8 quants (K is a multiple of 32, so this many floats), R * groups
+  // scales, R * groups scaled sums, R * groups * 8 int32 lane sums (x8, Q4_0 on x86).
+  const size_t q_floats = R * K / sizeof(float);
+  const bool lane_sums = ES_QUANT_X86 && std::is_same_v<Block, BlockQ4_0>;
+  const size_t x8_floats = lane_sums ? R * groups * 8 : 0;
+  float* buf = ThreadScratch(1).Floats(std::max<size_t>(1, q_floats + 2 * R * groups + x8_floats));
   int8_t* xq = reinterpret_cast<int8_t*>(buf);
   float* xd = buf + q_floats;
   float* xs = xd + R * groups;
+  int32_t* x8 = lane_sums ? reinterpret_cast<int32_t*>(xs + R * groups) : nullptr;
   pool.ParallelFor(int64_t(R), [&](int64_t r0, int64_t r1, int) {
     for (int64_t r = r0; r < r1; ++r) {
       const size_t ur = size_t(r);
       QuantizeActivationRow(x + ur * K, int64_t(K), xq + ur * K, xd + ur * groups,
                             xs + ur * groups);
+      if (lane_sums) {
+        const int8_t* q = xq + ur * K;
+        int32_t* l = x8 + ur * groups * 8;
+        for (size_t i = 0; i < groups * 8; ++i) {
+          l[i] = 8 * (int32_t(q[4 * i]) + q[4 * i + 1] + q[4 * i + 2] + q[4 * i + 3]);
+        }
+      }
     }
   });
   const size_t row_blocks = (R + kQuantRC - 1) / kQuantRC;
@@ -488,11 +535,12 @@ void QuantMatMulT(const float* x, size_t R, size_t K, const Block* w, size_t N, 
           const int8_t* xr = xq + r * K;
           const float* dr = xd + r * groups;
           const float* sr = xs + r * groups;
+          const int32_t* lr = lane_sums ? x8 + r * groups * 8 : nullptr;
           if (nc == kQuantCols) {
-            QuantDotRows<kQuantCols>(xr, dr, sr, nb, w + n * nb, nb, out);
+            QuantDotRows<kQuantCols>(xr, dr, sr, lr, nb, w + n * nb, nb, out);
           } else {
             for (size_t c = 0; c < nc; ++c) {
-              QuantDotRows<1>(xr, dr, sr, nb, w + (n + c) * nb, nb, out + c);
+              QuantDotRows<1>(xr, dr, sr, lr, nb, w + (n + c) * nb, nb, out + c);
             }
           }
           for (size_t c = 0; c < nc; ++c) {
