@@ -1,10 +1,387 @@
-// Placeholder until the Vulkan backend lands (issue 4): reports it is not implemented.
-#include "edgeseek/backends/backend.h"
-#include "edgeseek/core/error.h"
+// The Vulkan backend: graph -> Program (arena plan, dispatches, descriptor sets, one recorded
+// command buffer) once per shape; per token only the batch buffer is written and the command
+// buffer re-submitted. See vulkan_backend.h.
+#include "vulkan_backend.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstring>
+#include <sstream>
+
+#include "instance.h"
+#include "plan.h"
 
 namespace es {
-bool VulkanBackendBuilt() { return false; }
-std::unique_ptr<Backend> CreateVulkanBackend(const BackendOptions&) {
-  Fail("backend 'vulkan' is not implemented yet");
+bool VulkanBackendBuilt() { return true; }
+std::unique_ptr<Backend> CreateVulkanBackend(const BackendOptions& opts) {
+  return vk::CreateVulkanBackendTuned(opts, vk::VulkanTuning{});
 }
 }  // namespace es
+
+namespace es::vk {
+namespace {
+using Clock = std::chrono::steady_clock;
+double Since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
+
+uint64_t Mix(uint64_t h, uint64_t v) {
+  h ^= v + 0x9e3779b97f4a7c15ull + (h << 6) + (h >> 2);
+  return h;
+}
+uint64_t GraphKey(const Graph& g, const Batch& b, const VkKv& kv, bool argmax) {
+  uint64_t h = Mix(kv.id(), uint64_t(b.n_tokens()));
+  h = Mix(h, b.out_rows.size());
+  h = Mix(h, argmax);
+  for (const Node& n : g.nodes()) {
+    h = Mix(h, uint64_t(n.op));
+    for (int s : n.src) h = Mix(h, uint64_t(int64_t(s)));
+    for (int64_t d : n.shape) h = Mix(h, uint64_t(d));
+    h = Mix(h, uint64_t(n.dtype));
+    h = Mix(h, reinterpret_cast<uintptr_t>(n.weight ? n.weight->data : nullptr));
+    h = Mix(h, uint64_t(int64_t(n.layer)));
+    for (int64_t v : n.i) h = Mix(h, uint64_t(v));
+    uint32_t f;
+    std::memcpy(&f, &n.f0, 4);
+    h = Mix(h, f);
+    h = Mix(h, reinterpret_cast<uintptr_t>(n.rope.get()));
+    h = Mix(h, reinterpret_cast<uintptr_t>(n.moe.get()));
+  }
+  return h;
+}
+}  // namespace
+
+struct VulkanBackend::Program {
+  MemoryPool* act_pool = nullptr;
+  MemoryPool* host_pool = nullptr;
+  MemoryPool* readback_pool = nullptr;
+  uint64_t key = 0;
+  int64_t T = 0, n_out = 0, out_cols = 0, vocab = -1;
+  bool argmax = false;
+  std::vector<Allocation> arenas, owned;  // from act_pool / host_pool
+  Allocation batch, readback;
+  BatchLayout layout;
+  std::vector<Dispatch> ds;
+  std::unique_ptr<DescriptorArena> descs;
+  std::unique_ptr<Sequence> seq;
+  std::vector<std::pair<std::string, Op>> node_info;  // per node: name, op (profiling)
+
+  ~Program() {
+    seq.reset();
+    descs.reset();
+    for (auto& a : arenas) act_pool->Free(a);
+    for (auto& a : owned) (a.mapped ? host_pool : act_pool)->Free(a);
+    host_pool->Free(batch);
+    readback_pool->Free(readback);
+  }
+};
+
+std::unique_ptr<Backend> CreateVulkanBackendTuned(const BackendOptions& opts,
+                                                  const VulkanTuning& tuning) {
+  return std::make_unique<VulkanBackend>(opts, tuning);
+}
+
+VulkanBackend::VulkanBackend(const BackendOptions& opts, const VulkanTuning& tuning)
+    : opts_(opts), tuning_(tuning) {
+  dev_ = std::make_shared<Device>(opts.device);
+  pipes_ = std::make_unique<PipelineCache>(*dev_);
+  weight_pool_ = std::make_unique<MemoryPool>(*dev_, MemoryPool::Kind::kDevice, "weights", tuning.weights);
+  act_pool_ = std::make_unique<MemoryPool>(*dev_, MemoryPool::Kind::kDevice, "activations", tuning.activations);
+  host_pool_ = std::make_unique<MemoryPool>(*dev_, MemoryPool::Kind::kHostVisible, "batch",
+                                            PoolLimits{4ull << 20, 0, 0});
+  readback_pool_ = std::make_unique<MemoryPool>(*dev_, MemoryPool::Kind::kReadback, "readback",
+                                                PoolLimits{4ull << 20, 0, 0});
+  staging_ = std::make_shared<StagingRing>(*dev_, std::min<uint64_t>(64ull << 20, weight_pool_->max_range()));
+  weights_ = std::make_unique<WeightStore>(*weight_pool_, *staging_);
+}
+
+VulkanBackend::~VulkanBackend() {
+  programs_.clear();
+  weights_.reset();
+}
+
+std::string VulkanBackend::description() const {
+  const auto& i = dev_->info();
+  std::ostringstream os;
+  os << "vulkan: " << i.name << " (" << i.driver << ", Vulkan " << VulkanVersionString(i.api_version)
+     << ", subgroup " << i.subgroup_size << (i.coopmat_khr ? ", coopmat" : "") << ")";
+  return os.str();
+}
+
+bool VulkanBackend::Supports(const Graph& g, const Node& n) const {
+  return OpSupported(g, n, nullptr);
+}
+
+void VulkanBackend::PrepareWeight(const Tensor& w) {
+  if (!WeightStore::Supported(w.dtype)) return;  // reported by Supports / at first use
+  if (w.shape.size() == 1 && w.dtype != DType::kF32)
+    weights_->GetF32(w);  // vectors are read as f32 (norm weights, biases)
+  else
+    weights_->Get(w);
+}
+
+std::unique_ptr<KvStorage> VulkanBackend::CreateKv(const KvSpec& spec, int n_slots, int64_t capacity) {
+  auto kv = std::make_unique<VkKv>(dev_, staging_, spec, n_slots, capacity, tuning_.kv);
+  kv_peak_ += kv->bytes();
+  return kv;
+}
+
+size_t VulkanBackend::peak_bytes() const {
+  return weight_pool_->peak_block_bytes() + act_pool_->peak_block_bytes() +
+         host_pool_->peak_block_bytes() + kv_peak_;
+}
+
+VulkanCounters VulkanBackend::counters() const {
+  VulkanCounters c;
+  c.programs_built = programs_built_;
+  c.submits = submits_;
+  c.pipelines_created = pipes_->created();
+  if (!programs_.empty()) {
+    c.barriers = programs_.front()->seq->barriers();
+    c.dispatches = int(programs_.front()->ds.size());
+  }
+  return c;
+}
+
+VulkanBackend::Program& VulkanBackend::GetProgram(const Graph& g, const Batch& b, VkKv& kv,
+                                                  bool argmax) {
+  const uint64_t key = GraphKey(g, b, kv, argmax);
+  for (auto it = programs_.begin(); it != programs_.end(); ++it)
+    if ((*it)->key == key) {
+      programs_.splice(programs_.begin(), programs_, it);
+      return *programs_.front();
+    }
+  auto p = Build(g, b, kv, argmax, key);
+  ++programs_built_;
+  programs_.push_front(std::move(p));
+  while (programs_.size() > tuning_.max_programs) programs_.pop_back();
+  return *programs_.front();
+}
+
+std::unique_ptr<VulkanBackend::Program> VulkanBackend::Build(const Graph& g, const Batch& b,
+                                                             VkKv& kv, bool argmax, uint64_t key) {
+  auto p = std::make_unique<Program>();
+  p->act_pool = act_pool_.get();
+  p->host_pool = host_pool_.get();
+  p->readback_pool = readback_pool_.get();
+  p->key = key;
+  p->argmax = argmax;
+  const auto& nodes = g.nodes();
+  const int N = int(nodes.size());
+  ES_CHECK(N > 0 && nodes.back().op != Op::kWeight, "vulkan: the graph has no output op");
+  const int64_t T = b.n_tokens();
+  p->T = T;
+  for (const Node& n : nodes) {
+    std::string why;
+    ES_CHECK(OpSupported(g, n, &why), "vulkan: node '", n.name, "' (", OpName(n.op),
+             ") is not supported: ", why);
+    if (n.op != Op::kWeight)
+      ES_CHECK(n.shape.size() == 2, "vulkan: node '", n.name, "' is not 2-D ", ShapeStr(n.shape));
+    if (n.op == Op::kEmbed) {
+      const int64_t v = g.node(n.src[0]).weight->rows();
+      p->vocab = p->vocab < 0 ? v : std::min(p->vocab, v);
+    }
+    p->node_info.emplace_back(n.name, n.op);
+  }
+
+  // ---- activation plan: intervals from Graph::LastUse (kv_store passes its input through) ---
+  const std::vector<int> last = g.LastUse();
+  std::vector<int> owner(size_t(N), -1);
+  for (int i = 0; i < N; ++i) {
+    const Node& n = nodes[size_t(i)];
+    if (n.op == Op::kWeight) continue;
+    owner[size_t(i)] = n.op == Op::kKvStore ? owner[size_t(n.src[0])] : i;
+  }
+  std::vector<Interval> items;
+  std::vector<int> item_of(size_t(N), -1);
+  for (int i = 0; i < N; ++i)
+    if (owner[size_t(i)] == i) {
+      const Node& n = nodes[size_t(i)];
+      item_of[size_t(i)] = int(items.size());
+      items.push_back({i, i == N - 1 ? N : last[size_t(i)], uint64_t(n.shape[0] * n.shape[1]) * 4});
+    }
+  for (int i = 0; i < N; ++i)
+    if (owner[size_t(i)] >= 0 && owner[size_t(i)] != i) {
+      Interval& it = items[size_t(item_of[size_t(owner[size_t(i)])])];
+      it.end = std::max(it.end, i == N - 1 ? N : last[size_t(i)]);
+    }
+  std::vector<std::vector<int>> scratch_items(static_cast<size_t>(N));
+  for (int i = 0; i < N; ++i) {
+    if (nodes[size_t(i)].op == Op::kWeight) continue;
+    for (uint64_t bytes : ScratchBytes(g, nodes[size_t(i)], T)) {
+      scratch_items[size_t(i)].push_back(int(items.size()));
+      items.push_back({i, i, bytes});
+    }
+  }
+  const ArenaPlan plan = PlanArena(items, act_pool_->alignment(), act_pool_->max_range());
+  for (size_t a = 0; a < plan.arena_bytes.size(); ++a)
+    p->arenas.push_back(act_pool_->Alloc(plan.arena_bytes[a], "activation arena " + std::to_string(a)));
+  auto item_range = [&](int it) {
+    const Allocation& a = p->arenas[size_t(plan.arena[size_t(it)])];
+    return BufRange{a.buffer, a.offset + plan.offset[size_t(it)],
+                    (std::max<uint64_t>(items[size_t(it)].bytes, 4) + 15) / 16 * 16};
+  };
+  std::vector<BufRange> act(static_cast<size_t>(N), BufRange{});
+  for (int i = 0; i < N; ++i)
+    if (owner[size_t(i)] >= 0) act[size_t(i)] = item_range(item_of[size_t(owner[size_t(i)])]);
+
+  // ---- batch buffer layout -------------------------------------------------------------------
+  BatchLayout& lay = p->layout;
+  uint32_t w = 0;
+  lay.tokens = w, w += uint32_t(T);
+  lay.positions = w, w += uint32_t(T);
+  lay.slots = w, w += uint32_t(T);
+  lay.out_rows = w, w += uint32_t(std::max<size_t>(b.out_rows.size(), 1));
+  for (const Node& n : nodes)
+    if (n.op == Op::kRope && !lay.rope.count(n.rope.get())) {
+      lay.rope[n.rope.get()] = w;
+      w += uint32_t(T) * uint32_t(n.rope->dim / 2) * 2;
+    }
+  lay.words = w;
+  p->batch = host_pool_->Alloc(uint64_t(w) * 4, "batch tables");
+
+  // ---- dispatches --------------------------------------------------------------------------
+  OpContext c{*dev_, *pipes_, *weights_, kv, g, nodes[0]};
+  c.act = act;
+  c.batch = Range(p->batch);
+  c.layout = &lay;
+  c.out = &p->ds;
+  c.T = T;
+  c.host_pool = host_pool_.get();
+  c.owned = &p->owned;
+  for (int i = 0; i < N; ++i) {
+    const Node& n = nodes[size_t(i)];
+    if (n.op == Op::kWeight) continue;
+    OpContext ci{*dev_, *pipes_, *weights_, kv, g, n};
+    ci.id = i;
+    ci.act = act;
+    ci.batch = c.batch;
+    ci.layout = &lay;
+    ci.out = &p->ds;
+    ci.T = T;
+    ci.host_pool = host_pool_.get();
+    ci.owned = &p->owned;
+    for (int it : scratch_items[size_t(i)]) ci.scratch.push_back(item_range(it));
+    BuildOp(ci);
+  }
+  const Node& out = nodes.back();
+  p->n_out = out.shape[0];
+  p->out_cols = out.shape[1];
+  BufRange result = act[size_t(N - 1)];
+  result.size = uint64_t(p->n_out * p->out_cols) * 4;
+  if (argmax) {
+    Allocation ids = act_pool_->Alloc(uint64_t(p->n_out) * 4, "argmax ids");
+    p->owned.push_back(ids);
+    Dispatch& d = c.Add("argmax", {1, 1});
+    d.node = N - 1;
+    d.bindings = {{result}, {Range(ids)}};
+    d.writes = {1};
+    d.Push(uint32_t(p->out_cols));
+    Grid1D(d, uint64_t(p->n_out), 1);
+    result = Range(ids);
+    result.size = uint64_t(p->n_out) * 4;
+  }
+  p->readback = readback_pool_->Alloc(result.size, "output readback");
+  p->descs = std::make_unique<DescriptorArena>(*dev_, p->ds);
+  p->seq = std::make_unique<Sequence>(*dev_, opts_.profile);
+  p->seq->Record(p->ds, {CopyStep{result, BufRange{p->readback.buffer, p->readback.offset, result.size}}});
+  pipes_->Save();
+  return p;
+}
+
+void VulkanBackend::Run(Program& p, const Batch& b, VkKv& kv, void* out, ComputeStats* stats) {
+  const auto t_start = Clock::now();
+  const int64_t T = b.n_tokens();
+  ES_CHECK(T == p.T, "vulkan: batch has ", T, " tokens, the graph was built for ", p.T);
+  ES_CHECK(b.positions.size() == size_t(T) && b.row_seq.size() == size_t(T),
+           "vulkan: the batch is not finalized (call Batch::Finalize)");
+  ES_CHECK(int64_t(b.out_rows.size()) == (p.n_out) || !p.argmax || true, "");
+  // ---- upload: the per-token tables --------------------------------------------------------
+  int32_t* words = reinterpret_cast<int32_t*>(p.batch.mapped);
+  const auto& lay = p.layout;
+  for (int64_t t = 0; t < T; ++t) {
+    const int32_t tok = b.tokens[size_t(t)];
+    ES_CHECK(p.vocab < 0 || (tok >= 0 && tok < p.vocab), "token id ", tok,
+             " is outside the vocabulary (", p.vocab, " tokens)");
+    const BatchSeq& s = b.seqs[size_t(b.row_seq[size_t(t)])];
+    ES_CHECK(s.slot >= 0 && s.slot < kv.n_slots(), "vulkan: KV slot ", s.slot, " is outside the cache (",
+             kv.n_slots(), " slots)");
+    ES_CHECK(b.positions[size_t(t)] >= 0 && b.positions[size_t(t)] < kv.capacity(), "sequence in slot ",
+             s.slot, " exceeds the context of ", kv.capacity(), " tokens");
+    words[lay.tokens + t] = tok;
+    words[lay.positions + t] = b.positions[size_t(t)];
+    words[lay.slots + t] = s.slot;
+  }
+  for (size_t i = 0; i < b.out_rows.size(); ++i) {
+    ES_CHECK(b.out_rows[i] >= 0 && b.out_rows[i] < T, "vulkan: out row ", b.out_rows[i], " outside the batch");
+    words[lay.out_rows + i] = b.out_rows[i];
+  }
+  float* fw = reinterpret_cast<float*>(p.batch.mapped);
+  for (const auto& [rt, off] : lay.rope) {
+    const int64_t half = rt->dim / 2;
+    float* cs = fw + off;
+    float* sn = cs + T * half;
+    for (int64_t t = 0; t < T; ++t) {
+      const float pos = float(b.positions[size_t(t)]);
+      for (int64_t k = 0; k < half; ++k) {
+        const float angle = pos * rt->inv_freq[size_t(k)];  // as the reference: f32 angle
+        cs[t * half + k] = std::cos(angle) * rt->attention_factor;
+        sn[t * half + k] = std::sin(angle) * rt->attention_factor;
+      }
+    }
+  }
+  const double upload_s = Since(t_start);
+  // ---- dispatch ----------------------------------------------------------------------------
+  const auto t_submit = Clock::now();
+  const double submit_s = p.seq->SubmitAndWait();
+  const double gpu_wall_s = Since(t_submit);
+  ++submits_;
+  // ---- download ----------------------------------------------------------------------------
+  const auto t_down = Clock::now();
+  std::memcpy(out, p.readback.mapped, p.readback.size < uint64_t(p.n_out * (p.argmax ? 1 : p.out_cols)) * 4
+                                          ? p.readback.size
+                                          : uint64_t(p.n_out * (p.argmax ? 1 : p.out_cols)) * 4);
+  const double download_s = Since(t_down);
+  if (stats) {
+    stats->upload_s += upload_s;
+    stats->download_s += download_s;
+    stats->ops.clear();
+    double shader = 0;
+    if (const Timer* tm = p.seq->timer()) {
+      const auto iv = tm->Intervals();
+      for (size_t i = 0; i < iv.size() && i < p.ds.size(); ++i) {
+        const auto& [name, op] = p.node_info[size_t(p.ds[i].node)];
+        if (!stats->ops.empty() && stats->ops.back().name == name)
+          stats->ops.back().seconds += iv[i];
+        else
+          stats->ops.push_back({name, op, iv[i]});
+        shader += iv[i];
+      }
+      stats->shader_s += shader;
+      stats->dispatch_s += submit_s + std::max(0.0, gpu_wall_s - submit_s - shader);
+    } else {
+      stats->shader_s += gpu_wall_s - submit_s;
+      stats->dispatch_s += submit_s;
+    }
+    stats->total_s += Since(t_start);
+  }
+}
+
+void VulkanBackend::Compute(const Graph& g, const Batch& b, KvStorage& kv_base, float* out,
+                            ComputeStats* stats) {
+  auto* kv = dynamic_cast<VkKv*>(&kv_base);
+  ES_CHECK(kv, "vulkan: the KV cache was not created by the Vulkan backend");
+  Program& p = GetProgram(g, b, *kv, false);
+  Run(p, b, *kv, out, stats);
+}
+
+std::vector<int32_t> VulkanBackend::ComputeArgmax(const Graph& g, const Batch& b, KvStorage& kv_base,
+                                                  ComputeStats* stats) {
+  auto* kv = dynamic_cast<VkKv*>(&kv_base);
+  ES_CHECK(kv, "vulkan: the KV cache was not created by the Vulkan backend");
+  Program& p = GetProgram(g, b, *kv, true);
+  std::vector<int32_t> ids(size_t(p.n_out));
+  Run(p, b, *kv, ids.data(), stats);
+  return ids;
+}
+
+}  // namespace es::vk

@@ -1,0 +1,106 @@
+// Command-buffer recording with data-flow barriers (see command.h).
+#include "command.h"
+
+#include <algorithm>
+#include <chrono>
+
+#include "device.h"
+
+namespace es::vk {
+
+Sequence::Sequence(Device& dev, bool profile) : dev_(dev) {
+  VkCommandBufferAllocateInfo ai{VK_STRUCTURE_TYPE_COMMAND_BUFFER_ALLOCATE_INFO};
+  ai.commandPool = dev.command_pool();
+  ai.level = VK_COMMAND_BUFFER_LEVEL_PRIMARY;
+  ai.commandBufferCount = 1;
+  VK_CHECK(vkAllocateCommandBuffers(dev.handle(), &ai, &cb_));
+  VkFenceCreateInfo fci{VK_STRUCTURE_TYPE_FENCE_CREATE_INFO};
+  VK_CHECK(vkCreateFence(dev.handle(), &fci, nullptr, &fence_));
+  if (profile) timer_ = nullptr;  // sized in Record
+  profile_ = profile;
+}
+
+Sequence::~Sequence() {
+  timer_.reset();
+  vkDestroyFence(dev_.handle(), fence_, nullptr);
+  vkFreeCommandBuffers(dev_.handle(), dev_.command_pool(), 1, &cb_);
+}
+
+void Sequence::Record(const std::vector<Dispatch>& ds, const std::vector<CopyStep>& copies) {
+  if (profile_) timer_ = std::make_unique<Timer>(dev_, uint32_t(ds.size() + 1));
+  VkCommandBufferBeginInfo bi{VK_STRUCTURE_TYPE_COMMAND_BUFFER_BEGIN_INFO};
+  VK_CHECK(vkBeginCommandBuffer(cb_, &bi));
+  if (timer_) {
+    timer_->Reset(cb_);
+    timer_->Stamp(cb_, 0);
+  }
+  std::vector<BufRange> pending_reads, pending_writes;
+  auto barrier = [&](VkPipelineStageFlags dst_stage, VkAccessFlags dst_access) {
+    VkMemoryBarrier mb{VK_STRUCTURE_TYPE_MEMORY_BARRIER};
+    mb.srcAccessMask = VK_ACCESS_SHADER_WRITE_BIT;
+    mb.dstAccessMask = dst_access;
+    vkCmdPipelineBarrier(cb_, VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT, dst_stage, 0, 1, &mb, 0,
+                         nullptr, 0, nullptr);
+    pending_reads.clear();
+    pending_writes.clear();
+    ++barriers_;
+  };
+  auto conflicts = [](const std::vector<BufRange>& a, const BufRange& r) {
+    for (auto& x : a)
+      if (x.Overlaps(r)) return true;
+    return false;
+  };
+  for (size_t i = 0; i < ds.size(); ++i) {
+    const Dispatch& d = ds[i];
+    bool need = timer_ != nullptr && i > 0;  // per-op times need serialised dispatches
+    for (size_t b = 0; b < d.bindings.size() && !need; ++b) {
+      const bool w = std::find(d.writes.begin(), d.writes.end(), int(b)) != d.writes.end();
+      for (auto& r : d.bindings[b]) {
+        if (conflicts(pending_writes, r) || (w && conflicts(pending_reads, r))) {
+          need = true;
+          break;
+        }
+      }
+    }
+    if (need)
+      barrier(VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT, VK_ACCESS_SHADER_READ_BIT | VK_ACCESS_SHADER_WRITE_BIT);
+    for (size_t b = 0; b < d.bindings.size(); ++b) {
+      const bool w = std::find(d.writes.begin(), d.writes.end(), int(b)) != d.writes.end();
+      for (auto& r : d.bindings[b]) (w ? pending_writes : pending_reads).push_back(r);
+    }
+    vkCmdBindPipeline(cb_, VK_PIPELINE_BIND_POINT_COMPUTE, d.pipe->pipeline);
+    vkCmdBindDescriptorSets(cb_, VK_PIPELINE_BIND_POINT_COMPUTE, d.pipe->layout, 0, 1, &d.set, 0,
+                            nullptr);
+    vkCmdPushConstants(cb_, d.pipe->layout, VK_SHADER_STAGE_COMPUTE_BIT, 0, kPushBytes, d.push);
+    vkCmdDispatch(cb_, d.groups[0], d.groups[1], d.groups[2]);
+    if (timer_) timer_->Stamp(cb_, uint32_t(i + 1));
+  }
+  if (!copies.empty()) {
+    barrier(VK_PIPELINE_STAGE_TRANSFER_BIT, VK_ACCESS_TRANSFER_READ_BIT);
+    for (auto& c : copies) {
+      VkBufferCopy bc{c.src.offset, c.dst.offset, c.src.size};
+      vkCmdCopyBuffer(cb_, c.src.buffer, c.dst.buffer, 1, &bc);
+    }
+    VkMemoryBarrier mb{VK_STRUCTURE_TYPE_MEMORY_BARRIER};
+    mb.srcAccessMask = VK_ACCESS_TRANSFER_WRITE_BIT;
+    mb.dstAccessMask = VK_ACCESS_HOST_READ_BIT;
+    vkCmdPipelineBarrier(cb_, VK_PIPELINE_STAGE_TRANSFER_BIT, VK_PIPELINE_STAGE_HOST_BIT, 0, 1, &mb,
+                         0, nullptr, 0, nullptr);
+  }
+  VK_CHECK(vkEndCommandBuffer(cb_));
+}
+
+double Sequence::SubmitAndWait() {
+  const auto t0 = std::chrono::steady_clock::now();
+  VkSubmitInfo si{VK_STRUCTURE_TYPE_SUBMIT_INFO};
+  si.commandBufferCount = 1;
+  si.pCommandBuffers = &cb_;
+  VK_CHECK(vkResetFences(dev_.handle(), 1, &fence_));
+  VK_CHECK(vkQueueSubmit(dev_.queue(), 1, &si, fence_));
+  const double submit_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  VK_CHECK(vkWaitForFences(dev_.handle(), 1, &fence_, VK_TRUE, UINT64_MAX));
+  ++submits_;
+  return submit_s;
+}
+
+}  // namespace es::vk

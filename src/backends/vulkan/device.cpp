@@ -1,0 +1,296 @@
+// Device enumeration, feature detection, choice and logical-device creation.
+#include "device.h"
+
+#include <algorithm>
+#include <cctype>
+#include <cstring>
+#include <sstream>
+
+#include "instance.h"
+
+namespace es {
+
+std::string VulkanVersionString(uint32_t v) {
+  std::ostringstream os;
+  os << VK_API_VERSION_MAJOR(v) << "." << VK_API_VERSION_MINOR(v) << "." << VK_API_VERSION_PATCH(v);
+  return os.str();
+}
+
+std::vector<VulkanDeviceInfo> ListVulkanDevices() {
+  auto pds = vk::PhysicalDevices();
+  std::vector<VulkanDeviceInfo> out;
+  for (size_t i = 0; i < pds.size(); ++i) out.push_back(vk::Describe(pds[i], int(i)));
+  return out;
+}
+
+}  // namespace es
+
+namespace es::vk {
+namespace {
+bool HasExtension(const std::vector<VkExtensionProperties>& exts, const char* name) {
+  for (auto& e : exts)
+    if (std::strcmp(e.extensionName, name) == 0) return true;
+  return false;
+}
+std::vector<VkExtensionProperties> DeviceExtensions(VkPhysicalDevice pd) {
+  uint32_t n = 0;
+  vkEnumerateDeviceExtensionProperties(pd, nullptr, &n, nullptr);
+  std::vector<VkExtensionProperties> exts(n);
+  vkEnumerateDeviceExtensionProperties(pd, nullptr, &n, exts.data());
+  return exts;
+}
+const char* TypeName(VkPhysicalDeviceType t) {
+  switch (t) {
+    case VK_PHYSICAL_DEVICE_TYPE_DISCRETE_GPU: return "discrete";
+    case VK_PHYSICAL_DEVICE_TYPE_INTEGRATED_GPU: return "integrated";
+    case VK_PHYSICAL_DEVICE_TYPE_VIRTUAL_GPU: return "virtual";
+    case VK_PHYSICAL_DEVICE_TYPE_CPU: return "cpu";
+    default: return "other";
+  }
+}
+int ComputeQueueFamily(VkPhysicalDevice pd) {
+  uint32_t n = 0;
+  vkGetPhysicalDeviceQueueFamilyProperties(pd, &n, nullptr);
+  std::vector<VkQueueFamilyProperties> qf(n);
+  vkGetPhysicalDeviceQueueFamilyProperties(pd, &n, qf.data());
+  // Prefer a compute queue that also does graphics (the "universal" queue has timestamps
+  // everywhere); any compute queue otherwise.
+  int any = -1;
+  for (uint32_t i = 0; i < n; ++i) {
+    if (!(qf[i].queueFlags & VK_QUEUE_COMPUTE_BIT)) continue;
+    if (qf[i].queueFlags & VK_QUEUE_GRAPHICS_BIT) return int(i);
+    if (any < 0) any = int(i);
+  }
+  return any;
+}
+std::string Lower(std::string s) {
+  for (char& c : s) c = char(std::tolower(static_cast<unsigned char>(c)));
+  return s;
+}
+}  // namespace
+
+std::vector<VkPhysicalDevice> PhysicalDevices() {
+  VkInstance inst = Instance::Get().handle();
+  uint32_t n = 0;
+  VK_CHECK(vkEnumeratePhysicalDevices(inst, &n, nullptr));
+  std::vector<VkPhysicalDevice> pds(n);
+  VK_CHECK(vkEnumeratePhysicalDevices(inst, &n, pds.data()));
+  pds.resize(n);
+  return pds;
+}
+
+VulkanDeviceInfo Describe(VkPhysicalDevice pd, int index) {
+  VulkanDeviceInfo d;
+  d.index = index;
+  const auto exts = DeviceExtensions(pd);
+
+  VkPhysicalDeviceProperties props;
+  vkGetPhysicalDeviceProperties(pd, &props);
+  VkPhysicalDeviceSubgroupProperties sg{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SUBGROUP_PROPERTIES};
+  VkPhysicalDeviceSubgroupSizeControlProperties sgc{
+      VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SUBGROUP_SIZE_CONTROL_PROPERTIES};
+  VkPhysicalDeviceMaintenance3Properties m3{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_MAINTENANCE_3_PROPERTIES};
+  VkPhysicalDeviceDriverProperties drv{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_DRIVER_PROPERTIES};
+  VkPhysicalDeviceProperties2 p2{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_PROPERTIES_2};
+  p2.pNext = &sg;
+  sg.pNext = &m3;
+  const bool v12 = props.apiVersion >= VK_API_VERSION_1_2;
+  const bool v13 = props.apiVersion >= VK_API_VERSION_1_3;
+  if (v12 || HasExtension(exts, VK_KHR_DRIVER_PROPERTIES_EXTENSION_NAME)) m3.pNext = &drv;
+  if (v13 || HasExtension(exts, VK_EXT_SUBGROUP_SIZE_CONTROL_EXTENSION_NAME)) drv.pNext = &sgc;
+  vkGetPhysicalDeviceProperties2(pd, &p2);
+
+  d.name = props.deviceName;
+  d.type = TypeName(props.deviceType);
+  d.api_version = props.apiVersion;
+  d.vendor_id = props.vendorID;
+  d.device_id = props.deviceID;
+  d.driver = std::string(drv.driverName[0] ? drv.driverName : "?") +
+             (drv.driverInfo[0] ? std::string(" ") + drv.driverInfo : std::string());
+  d.subgroup_size = sg.subgroupSize;
+  d.min_subgroup_size = sgc.minSubgroupSize ? sgc.minSubgroupSize : sg.subgroupSize;
+  d.max_subgroup_size = sgc.maxSubgroupSize ? sgc.maxSubgroupSize : sg.subgroupSize;
+  const bool sg_compute = sg.supportedStages & VK_SHADER_STAGE_COMPUTE_BIT;
+  d.subgroup_arithmetic = sg_compute && (sg.supportedOperations & VK_SUBGROUP_FEATURE_ARITHMETIC_BIT) &&
+                          (sg.supportedOperations & VK_SUBGROUP_FEATURE_BASIC_BIT);
+  d.subgroup_shuffle = sg_compute && (sg.supportedOperations & VK_SUBGROUP_FEATURE_SHUFFLE_BIT);
+  d.max_storage_buffer_range = props.limits.maxStorageBufferRange;
+  d.max_memory_allocation = m3.maxMemoryAllocationSize;
+  d.max_shared_memory = props.limits.maxComputeSharedMemorySize;
+  d.max_push_constants = props.limits.maxPushConstantsSize;
+  d.timestamp_period_ns = props.limits.timestampPeriod;
+
+  VkPhysicalDeviceFeatures2 f2{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_FEATURES_2};
+  VkPhysicalDeviceVulkan11Features f11{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_1_FEATURES};
+  VkPhysicalDeviceVulkan12Features f12{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_2_FEATURES};
+  VkPhysicalDeviceVulkan13Features f13{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_3_FEATURES};
+  if (v12) {
+    f2.pNext = &f11;
+    f11.pNext = &f12;
+    if (v13) f12.pNext = &f13;
+  }
+  vkGetPhysicalDeviceFeatures2(pd, &f2);
+  d.fp16 = f12.shaderFloat16;
+  d.int8 = f12.shaderInt8;
+  d.storage16 = f11.storageBuffer16BitAccess;
+  d.storage8 = f12.storageBuffer8BitAccess;
+  d.int_dot = f13.shaderIntegerDotProduct ||
+              HasExtension(exts, VK_KHR_SHADER_INTEGER_DOT_PRODUCT_EXTENSION_NAME);
+  d.coopmat_khr = HasExtension(exts, "VK_KHR_cooperative_matrix");
+  d.coopmat_nv = HasExtension(exts, "VK_NV_cooperative_matrix");
+  d.coopmat2_nv = HasExtension(exts, "VK_NV_cooperative_matrix2");
+  d.bf16 = HasExtension(exts, "VK_KHR_shader_bfloat16");
+
+  VkPhysicalDeviceMemoryProperties mp;
+  vkGetPhysicalDeviceMemoryProperties(pd, &mp);
+  for (uint32_t i = 0; i < mp.memoryHeapCount; ++i)
+    d.heaps.push_back({mp.memoryHeaps[i].size,
+                       bool(mp.memoryHeaps[i].flags & VK_MEMORY_HEAP_DEVICE_LOCAL_BIT)});
+
+  if (props.apiVersion < VK_API_VERSION_1_1) d.missing_required.push_back("Vulkan 1.1");
+  if (!d.subgroup_arithmetic) d.missing_required.push_back("subgroup arithmetic in compute shaders");
+  if (ComputeQueueFamily(pd) < 0) d.missing_required.push_back("a compute queue");
+  if (props.limits.maxComputeWorkGroupInvocations < 256)
+    d.missing_required.push_back("256 invocations per workgroup");
+  if (props.limits.maxComputeSharedMemorySize < 16384)
+    d.missing_required.push_back("16 KiB of shared memory");
+  if (!f2.features.shaderStorageBufferArrayDynamicIndexing)
+    d.missing_required.push_back("shaderStorageBufferArrayDynamicIndexing");
+  return d;
+}
+
+int ChooseDevice(const std::vector<VulkanDeviceInfo>& devices, const std::string& want) {
+  auto list = [&] {
+    std::ostringstream os;
+    for (auto& d : devices) os << " [" << d.index << "] " << d.name << " (" << d.type << ")";
+    return os.str();
+  };
+  if (devices.empty())
+    Fail("vulkan: no Vulkan device found (the loader found no driver; install one, e.g. "
+         "mesa-vulkan-drivers, or use --backend cpu)");
+  int pick = -1;
+  if (want.empty()) {
+    for (const char* t : {"discrete", "integrated", "virtual", "other", "cpu"}) {
+      for (auto& d : devices)
+        if (d.type == t && d.missing_required.empty()) {
+          pick = d.index;
+          break;
+        }
+      if (pick >= 0) break;
+    }
+    if (pick < 0) pick = 0;  // reported below with what it lacks
+  } else if (std::all_of(want.begin(), want.end(), [](char c) { return std::isdigit(uint8_t(c)); })) {
+    pick = std::stoi(want);
+    if (pick >= int(devices.size()))
+      Fail("vulkan: --device ", want, " is out of range; devices:", list());
+  } else {
+    for (auto& d : devices)
+      if (Lower(d.name).find(Lower(want)) != std::string::npos) {
+        pick = d.index;
+        break;
+      }
+    if (pick < 0) Fail("vulkan: no device name contains '", want, "'; devices:", list());
+  }
+  const auto& d = devices[size_t(pick)];
+  if (!d.missing_required.empty()) {
+    std::ostringstream os;
+    for (size_t i = 0; i < d.missing_required.size(); ++i)
+      os << (i ? ", " : "") << d.missing_required[i];
+    Fail("vulkan: device [", d.index, "] ", d.name, " lacks required features: ", os.str());
+  }
+  return pick;
+}
+
+Device::Device(const std::string& want) {
+  auto pds = PhysicalDevices();
+  std::vector<VulkanDeviceInfo> infos;
+  for (size_t i = 0; i < pds.size(); ++i) infos.push_back(Describe(pds[i], int(i)));
+  const int pick = ChooseDevice(infos, want);
+  physical_ = pds[size_t(pick)];
+  info_ = infos[size_t(pick)];
+  vkGetPhysicalDeviceMemoryProperties(physical_, &mem_props_);
+  VkPhysicalDeviceProperties props;
+  vkGetPhysicalDeviceProperties(physical_, &props);
+  min_storage_alignment_ = std::max<uint64_t>(props.limits.minStorageBufferOffsetAlignment, 16);
+
+  queue_family_ = uint32_t(ComputeQueueFamily(physical_));
+  {
+    uint32_t n = 0;
+    vkGetPhysicalDeviceQueueFamilyProperties(physical_, &n, nullptr);
+    std::vector<VkQueueFamilyProperties> qf(n);
+    vkGetPhysicalDeviceQueueFamilyProperties(physical_, &n, qf.data());
+    timestamp_valid_bits_ = props.limits.timestampComputeAndGraphics
+                                ? qf[queue_family_].timestampValidBits
+                                : qf[queue_family_].timestampValidBits;
+  }
+  const float priority = 1.0f;
+  VkDeviceQueueCreateInfo qci{VK_STRUCTURE_TYPE_DEVICE_QUEUE_CREATE_INFO};
+  qci.queueFamilyIndex = queue_family_;
+  qci.queueCount = 1;
+  qci.pQueuePriorities = &priority;
+
+  // Features the shaders may use, enabled where present (fallback shaders otherwise).
+  VkPhysicalDeviceFeatures2 f2{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_FEATURES_2};
+  f2.features.shaderStorageBufferArrayDynamicIndexing = VK_TRUE;
+  VkPhysicalDeviceVulkan11Features f11{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_1_FEATURES};
+  VkPhysicalDeviceVulkan12Features f12{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_2_FEATURES};
+  if (info_.api_version >= VK_API_VERSION_1_2) {
+    f2.pNext = &f11;
+    f11.pNext = &f12;
+    f11.storageBuffer16BitAccess = info_.storage16;
+    f12.shaderFloat16 = info_.fp16;
+    f12.shaderInt8 = info_.int8;
+    f12.storageBuffer8BitAccess = info_.storage8;
+  }
+  VkDeviceCreateInfo dci{VK_STRUCTURE_TYPE_DEVICE_CREATE_INFO};
+  dci.pNext = &f2;
+  dci.queueCreateInfoCount = 1;
+  dci.pQueueCreateInfos = &qci;
+  VK_CHECK(vkCreateDevice(physical_, &dci, nullptr, &device_), " on device ", info_.name);
+  vkGetDeviceQueue(device_, queue_family_, 0, &queue_);
+
+  VkCommandPoolCreateInfo pci{VK_STRUCTURE_TYPE_COMMAND_POOL_CREATE_INFO};
+  pci.flags = VK_COMMAND_POOL_CREATE_RESET_COMMAND_BUFFER_BIT;
+  pci.queueFamilyIndex = queue_family_;
+  VK_CHECK(vkCreateCommandPool(device_, &pci, nullptr, &pool_));
+  VkFenceCreateInfo fci{VK_STRUCTURE_TYPE_FENCE_CREATE_INFO};
+  VK_CHECK(vkCreateFence(device_, &fci, nullptr, &fence_));
+}
+
+Device::~Device() {
+  if (!device_) return;
+  vkDeviceWaitIdle(device_);
+  vkDestroyFence(device_, fence_, nullptr);
+  vkDestroyCommandPool(device_, pool_, nullptr);
+  vkDestroyDevice(device_, nullptr);
+}
+
+VkCommandBuffer Device::BeginOnce() {
+  VkCommandBufferAllocateInfo ai{VK_STRUCTURE_TYPE_COMMAND_BUFFER_ALLOCATE_INFO};
+  ai.commandPool = pool_;
+  ai.level = VK_COMMAND_BUFFER_LEVEL_PRIMARY;
+  ai.commandBufferCount = 1;
+  VkCommandBuffer cb;
+  VK_CHECK(vkAllocateCommandBuffers(device_, &ai, &cb));
+  VkCommandBufferBeginInfo bi{VK_STRUCTURE_TYPE_COMMAND_BUFFER_BEGIN_INFO};
+  bi.flags = VK_COMMAND_BUFFER_USAGE_ONE_TIME_SUBMIT_BIT;
+  VK_CHECK(vkBeginCommandBuffer(cb, &bi));
+  return cb;
+}
+
+void Device::EndOnceAndWait(VkCommandBuffer cb) {
+  VK_CHECK(vkEndCommandBuffer(cb));
+  SubmitAndWait(cb);
+  vkFreeCommandBuffers(device_, pool_, 1, &cb);
+}
+
+void Device::SubmitAndWait(VkCommandBuffer cb) {
+  VkSubmitInfo si{VK_STRUCTURE_TYPE_SUBMIT_INFO};
+  si.commandBufferCount = 1;
+  si.pCommandBuffers = &cb;
+  VK_CHECK(vkResetFences(device_, 1, &fence_));
+  VK_CHECK(vkQueueSubmit(queue_, 1, &si, fence_));
+  VK_CHECK(vkWaitForFences(device_, 1, &fence_, VK_TRUE, UINT64_MAX));
+}
+
+}  // namespace es::vk

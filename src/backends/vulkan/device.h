@@ -1,0 +1,67 @@
+// Vulkan device: enumeration with feature detection (physical devices -> VulkanDeviceInfo),
+// choice by BackendOptions::device (index or name substring), and the logical device with its
+// one compute queue and a command pool. Owns VkDevice; every other object of the backend is
+// created from it and destroyed before it.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "edgeseek/backends/vulkan.h"
+#include "vk_api.h"
+
+namespace es::vk {
+
+// All physical devices with their features (index = enumeration order).
+std::vector<VkPhysicalDevice> PhysicalDevices();
+VulkanDeviceInfo Describe(VkPhysicalDevice pd, int index);
+// Picks a device: `want` empty = the first usable GPU (discrete, then integrated, then any);
+// a number = that index; otherwise the first whose name contains `want` (case-insensitive).
+// Throws es::Error listing the devices when nothing matches or the match lacks a required
+// feature.
+int ChooseDevice(const std::vector<VulkanDeviceInfo>& devices, const std::string& want);
+
+class Device {
+ public:
+  explicit Device(const std::string& want);
+  ~Device();
+  Device(const Device&) = delete;
+  Device& operator=(const Device&) = delete;
+
+  VkDevice handle() const { return device_; }
+  VkPhysicalDevice physical() const { return physical_; }
+  VkQueue queue() const { return queue_; }
+  uint32_t queue_family() const { return queue_family_; }
+  VkCommandPool command_pool() const { return pool_; }
+  const VulkanDeviceInfo& info() const { return info_; }
+  const VkPhysicalDeviceMemoryProperties& memory_properties() const { return mem_props_; }
+  uint64_t min_storage_alignment() const { return min_storage_alignment_; }
+  bool timestamps() const { return timestamp_valid_bits_ > 0; }
+
+  // Records with `fn` into a one-time command buffer, submits and waits.
+  template <class Fn>
+  void RunOnce(Fn&& fn) {
+    VkCommandBuffer cb = BeginOnce();
+    fn(cb);
+    EndOnceAndWait(cb);
+  }
+  // Submits `cb` and waits on its completion.
+  void SubmitAndWait(VkCommandBuffer cb);
+
+ private:
+  VkCommandBuffer BeginOnce();
+  void EndOnceAndWait(VkCommandBuffer cb);
+
+  VkPhysicalDevice physical_ = VK_NULL_HANDLE;
+  VkDevice device_ = VK_NULL_HANDLE;      // owned
+  VkQueue queue_ = VK_NULL_HANDLE;
+  uint32_t queue_family_ = 0;
+  VkCommandPool pool_ = VK_NULL_HANDLE;   // owned
+  VkFence fence_ = VK_NULL_HANDLE;        // owned; for SubmitAndWait
+  VulkanDeviceInfo info_;
+  VkPhysicalDeviceMemoryProperties mem_props_{};
+  uint64_t min_storage_alignment_ = 16;
+  uint32_t timestamp_valid_bits_ = 0;
+};
+
+}  // namespace es::vk

@@ -1,0 +1,51 @@
+// kAttention: flash-style causal GQA attention over the cache (shaders/attention.comp).
+#include "ops/ops.h"
+
+namespace es::vk {
+
+void RecordAttention(OpContext& c, const AttentionArgs& a) {
+  const bool f16 = c.kv.spec().dtype == DType::kF16;
+  Dispatch& d = c.Add(f16 ? "attention_f16" : "attention_f32", {1, 1, 1, 1, 1, 1});
+  d.bindings = {{a.q}, {a.ka}, {a.kb}, {a.v}, {a.out}, {c.batch}};
+  d.writes = {4};
+  struct {
+    uint32_t Hq, Hkv, wa, wb, dv, q_rs, q_hs, capacity, a_w, b_w, v_w, slot_off, pos_off, o_rs, o_hs;
+    float scale;
+  } pc{a.Hq, a.Hkv, a.wa, a.wb, a.dv, a.q_rs, a.q_hs, uint32_t(c.kv.capacity()), a.a_w, a.b_w,
+       a.v_w, c.layout->slots, c.layout->positions, a.o_rs, a.o_hs, a.scale};
+  d.Push(pc);
+  d.groups[0] = a.Hq;
+  d.groups[1] = uint32_t(c.T);
+}
+
+void BuildAttention(OpContext& c) {
+  const auto& n = c.n;
+  const uint32_t Hq = uint32_t(n.i[0]), Hkv = uint32_t(n.i[1]), dk = uint32_t(n.i[2]),
+                 dv = uint32_t(n.i[3]);
+  const KvSpec& spec = c.kv.spec();
+  ES_CHECK(Hkv > 0 && Hq % Hkv == 0, "vulkan: attention '", n.name, "': ", Hq,
+           " query heads are not a multiple of ", Hkv, " kv heads");
+  ES_CHECK(spec.width[0] == int64_t(Hkv) * dk && spec.width[1] == int64_t(Hkv) * dv,
+           "vulkan: attention '", n.name, "' does not match the cache widths");
+  AttentionArgs a{};
+  a.q = c.In(0);
+  a.ka = a.kb = Range(c.kv.part(n.layer, 0));
+  a.v = Range(c.kv.part(n.layer, 1));
+  a.out = c.Out();
+  a.Hq = Hq;
+  a.Hkv = Hkv;
+  a.wa = dk;
+  a.wb = 0;
+  a.dv = dv;
+  a.q_rs = Hq * dk;
+  a.q_hs = dk;
+  a.a_w = Hkv * dk;
+  a.b_w = 0;
+  a.v_w = Hkv * dv;
+  a.o_rs = Hq * dv;
+  a.o_hs = dv;
+  a.scale = n.f0;
+  RecordAttention(c, a);
+}
+
+}  // namespace es::vk

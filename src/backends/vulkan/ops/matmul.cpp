@@ -1,0 +1,75 @@
+// kMatMul: y = x Wᵀ (+ bias). Decode (R <= 8) takes the GEMV kernel, whose workgroups each own a
+// few output columns and stream the weight rows once for all batch rows; prefill takes the
+// tiled GEMM. Weights split into row chunks dispatch once per chunk (output column offset n0).
+#include "ops/ops.h"
+
+namespace es::vk {
+namespace {
+struct GemvPush {
+  uint32_t K, N, R, n0, x_rs, x_hs, x_off, y_rs, y_hs, y_off, has_bias;
+};
+struct GemmPush {
+  uint32_t K, N, R, n0, y_rs, has_bias;
+};
+constexpr int64_t kGemvMaxRows = 8;
+}  // namespace
+
+void RecordHeadGemv(OpContext& c, BufRange x, int64_t R, int64_t H, int64_t N, int64_t K,
+                    const DeviceWeight& w, int64_t x_rs, int64_t x_hs, int64_t x_off, BufRange y,
+                    int64_t y_rs, int64_t y_hs, int64_t y_off) {
+  ES_CHECK(w.chunks.size() == 1, "vulkan: per-head weight is split into chunks (too large)");
+  const GemvShape gs = GemvFor(c.dev);
+  const bool vec = K % 8 == 0;
+  Dispatch& d = c.Add(std::string("matmul_gemv_") + TypeSuffix(w.dtype) + (vec ? "_vec" : ""),
+                      {1, 1, 1, 1}, {gs.wg, gs.rows});
+  d.bindings = {{Range(w.chunks[0].alloc)}, {x}, {x}, {y}};
+  d.writes = {3};
+  d.Push(GemvPush{uint32_t(K), uint32_t(N), uint32_t(R), 0, uint32_t(x_rs), uint32_t(x_hs),
+                  uint32_t(x_off), uint32_t(y_rs), uint32_t(y_hs), uint32_t(y_off), 0});
+  d.groups[0] = uint32_t((N + gs.rows - 1) / gs.rows);
+  d.groups[1] = uint32_t(H);
+  d.groups[2] = uint32_t((R + kGemvMaxRows - 1) / kGemvMaxRows);
+}
+
+void RecordMatMul(OpContext& c, BufRange x, int64_t R, int64_t K, const DeviceWeight& w,
+                  const BufRange* bias, BufRange y, int64_t y_rs) {
+  ES_ASSERT(w.cols == K);
+  const GemvShape gs = GemvFor(c.dev);
+  const bool gemv = R <= kGemvMaxRows;
+  const bool vec = K % 8 == 0;
+  for (const auto& ch : w.chunks) {
+    if (ch.rows == 0) continue;
+    const uint32_t N = uint32_t(ch.rows);
+    if (gemv) {
+      Dispatch& d = c.Add(std::string("matmul_gemv_") + TypeSuffix(w.dtype) + (vec ? "_vec" : ""),
+                          {1, 1, 1, 1}, {gs.wg, gs.rows});
+      d.bindings = {{Range(ch.alloc)}, {x}, {bias ? *bias : x}, {y}};
+      d.writes = {3};
+      d.Push(GemvPush{uint32_t(K), N, uint32_t(R), uint32_t(ch.row0), uint32_t(K), 0, 0,
+                      uint32_t(y_rs), 0, 0, bias ? 1u : 0u});
+      d.groups[0] = (N + gs.rows - 1) / gs.rows;
+      d.groups[2] = uint32_t((R + kGemvMaxRows - 1) / kGemvMaxRows);
+    } else {
+      Dispatch& d = c.Add(std::string("matmul_gemm_") + TypeSuffix(w.dtype), {1, 1, 1, 1});
+      d.bindings = {{Range(ch.alloc)}, {x}, {bias ? *bias : x}, {y}};
+      d.writes = {3};
+      d.Push(GemmPush{uint32_t(K), N, uint32_t(R), uint32_t(ch.row0), uint32_t(y_rs), bias ? 1u : 0u});
+      d.groups[0] = (N + 63) / 64;
+      d.groups[1] = uint32_t((R + 63) / 64);
+    }
+  }
+}
+
+void BuildMatMul(OpContext& c) {
+  const Tensor& W = c.W(1);
+  const DeviceWeight& w = c.weights.Get(W);
+  const int64_t R = c.n.shape[0], K = c.Src(0).shape[1];
+  ES_CHECK(w.cols == K, "vulkan: matmul '", c.n.name, "': x has ", K, " columns, weight '", W.name,
+           "' has ", w.cols);
+  BufRange bias;
+  const bool has_bias = c.n.src.size() > 2 && c.n.src[2] >= 0;
+  if (has_bias) bias = Range(c.weights.GetF32(c.W(2)).chunks[0].alloc);
+  RecordMatMul(c, c.In(0), R, K, w, has_bias ? &bias : nullptr, c.Out(), c.n.shape[1]);
+}
+
+}  // namespace es::vk

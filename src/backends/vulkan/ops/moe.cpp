@@ -1,0 +1,101 @@
+// kMoE: router GEMV/GEMM -> routing kernel (scores, group-limited / noaux_tc top-k, weights) ->
+// expert kernels that read only the chosen experts' weights. Expert matrices stay where the
+// weight pool placed them; the pool blocks holding them are bound as an array (at most 4) and a
+// small table maps each expert to (block, element offset) of its gate, up and down matrices.
+// Scratch: logits [R, E], ids [R, k] (int32), weights [R, k], h [R*k, I].
+#include <cstring>
+
+#include "ops/ops.h"
+
+namespace es::vk {
+
+std::vector<uint64_t> MoeScratch(const Graph& g, const Node& n, int64_t T) {
+  const MoeParams& p = *n.moe;
+  const uint64_t R = uint64_t(n.shape[0]), k = uint64_t(p.top_k);
+  return {R * uint64_t(p.n_experts) * 4, R * k * 4, R * k * 4, R * k * uint64_t(p.ffn_dim) * 4};
+}
+
+void BuildMoe(OpContext& c) {
+  const MoeParams& p = *c.n.moe;
+  const auto& n = c.n;
+  const int64_t R = n.shape[0], D = n.shape[1], I = p.ffn_dim, E = p.n_experts, K = p.top_k;
+  ES_CHECK(int64_t(n.src.size()) == 3 + 3 * E, "vulkan: moe '", n.name, "' has ", n.src.size(),
+           " inputs, expected ", 3 + 3 * E);
+  ES_CHECK(K >= 1 && K <= E && (p.n_group <= 1 || E % p.n_group == 0) && p.topk_group <= p.n_group,
+           "vulkan: moe '", n.name, "': inconsistent routing parameters");
+  const BufRange logits = c.scratch[0], ids = c.scratch[1], wts = c.scratch[2], h = c.scratch[3];
+  const DeviceWeight& gate = c.weights.Get(c.W(1));
+  RecordMatMul(c, c.In(0), R, D, gate, nullptr, logits, E);
+  {
+    const bool has_bias = n.src[2] >= 0;
+    BufRange bias = has_bias ? Range(c.weights.GetF32(c.W(2)).chunks[0].alloc) : logits;
+    Dispatch& d = c.Add("moe_route", {1, 1, 1, 1});
+    d.bindings = {{logits}, {bias}, {ids}, {wts}};
+    d.writes = {2, 3};
+    struct {
+      uint32_t R, E, top_k, n_group, topk_group, sigmoid, method, norm, has_bias;
+      float scaling;
+    } pc{uint32_t(R), uint32_t(E), uint32_t(K), uint32_t(p.n_group), uint32_t(p.topk_group),
+         p.scoring == ScoringFunc::kSigmoid ? 1u : 0u, uint32_t(p.topk_method),
+         p.norm_topk_prob ? 1u : 0u, has_bias ? 1u : 0u, p.routed_scaling_factor};
+    d.Push(pc);
+    d.groups[0] = uint32_t((R + 63) / 64);
+  }
+  // Expert table and the blocks it points into.
+  constexpr size_t kMaxBlocks = 4;
+  std::vector<BufRange> blocks;
+  std::vector<uint32_t> table(size_t(6 * E));
+  DType dtype = DType::kF32;
+  for (int64_t e = 0; e < E; ++e) {
+    for (int m = 0; m < 3; ++m) {
+      const Tensor& t = c.W(int(3 + 3 * e + m));
+      const DeviceWeight& w = c.weights.Get(t);
+      ES_CHECK(w.chunks.size() == 1, "vulkan: expert weight '", t.name, "' is too large for one buffer");
+      const int64_t rows = m == 2 ? D : I, cols = m == 2 ? I : D;
+      ES_CHECK(w.rows == rows && w.cols == cols, "vulkan: expert weight '", t.name, "' should be [",
+               rows, ", ", cols, "]");
+      if (e == 0 && m == 0) dtype = w.dtype;
+      ES_CHECK(w.dtype == dtype, "vulkan: moe '", n.name, "': experts mix weight types");
+      const Allocation& a = w.chunks[0].alloc;
+      size_t b = 0;
+      while (b < blocks.size() && blocks[b].buffer != a.buffer) ++b;
+      if (b == blocks.size()) {
+        ES_CHECK(blocks.size() < kMaxBlocks, "vulkan: moe '", n.name, "': experts span more than ",
+                 kMaxBlocks, " memory blocks");
+        blocks.push_back({a.buffer, 0, a.buffer_size});
+      }
+      const uint64_t esize = RowBytes(dtype, 1);
+      table[size_t(6 * e + 2 * m)] = uint32_t(b);
+      table[size_t(6 * e + 2 * m + 1)] = uint32_t(a.offset / esize);
+    }
+  }
+  while (blocks.size() < kMaxBlocks) blocks.push_back(blocks[0]);
+  Allocation tab = c.host_pool->Alloc(table.size() * 4, n.name + " expert table");
+  std::memcpy(tab.mapped, table.data(), table.size() * 4);
+  c.owned->push_back(tab);
+
+  const GemvShape gs = GemvFor(c.dev);
+  struct {
+    uint32_t D, I, top_k;
+  } pc{uint32_t(D), uint32_t(I), uint32_t(K)};
+  {
+    Dispatch& d = c.Add(std::string("moe_up_") + TypeSuffix(dtype) + (D % 8 == 0 ? "_vec" : ""),
+                        {uint32_t(kMaxBlocks), 1, 1, 1, 1, 1}, {gs.wg, gs.rows});
+    d.bindings = {blocks, {c.In(0)}, {ids}, {wts}, {Range(tab)}, {h}};
+    d.writes = {5};
+    d.Push(pc);
+    d.groups[0] = uint32_t((I + gs.rows - 1) / gs.rows);
+    d.groups[1] = uint32_t(R * K);
+  }
+  {
+    Dispatch& d = c.Add(std::string("moe_down_") + TypeSuffix(dtype) + (I % 8 == 0 ? "_vec" : ""),
+                        {uint32_t(kMaxBlocks), 1, 1, 1, 1, 1}, {gs.wg, gs.rows});
+    d.bindings = {blocks, {h}, {ids}, {wts}, {Range(tab)}, {c.Out()}};
+    d.writes = {5};
+    d.Push(pc);
+    d.groups[0] = uint32_t((D + gs.rows - 1) / gs.rows);
+    d.groups[1] = uint32_t(R);
+  }
+}
+
+}  // namespace es::vk

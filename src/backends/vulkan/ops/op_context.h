@@ -1,0 +1,84 @@
+// What an op's host code sees while a graph is being built into dispatches: the node, its
+// inputs' and output's device ranges, its scratch ranges, the weights, the KV cache, the batch
+// buffer layout, and the list to append its dispatches to. One host file per op (ops/*.cpp)
+// picks the shader variant, sets push constants and group counts, and records its dispatches;
+// nothing here runs per token.
+#pragma once
+
+#include <map>
+#include <string>
+#include <vector>
+
+#include "../command.h"
+#include "../device.h"
+#include "edgeseek/graph/graph.h"
+#include "../kv_storage.h"
+#include "../memory.h"
+#include "../pipeline_cache.h"
+#include "../weights.h"
+
+namespace es::vk {
+
+// Word offsets of the per-token tables inside the batch buffer (int32 / f32 words).
+struct BatchLayout {
+  uint32_t tokens = 0, positions = 0, slots = 0, out_rows = 0;
+  std::map<const RopeTable*, uint32_t> rope;  // cos table; sin follows after T*dim/2 words
+  uint32_t words = 0;
+};
+
+struct OpContext {
+  Device& dev;
+  PipelineCache& pipes;
+  WeightStore& weights;
+  VkKv& kv;
+  const Graph& g;
+  const Node& n;
+  int id = 0;
+  std::vector<BufRange> act;      // per node: its output range (empty for weights)
+  std::vector<BufRange> scratch;  // this node's scratch ranges (ScratchBytes order)
+  BufRange batch;                 // the whole batch buffer
+  const BatchLayout* layout = nullptr;
+  std::vector<Dispatch>* out = nullptr;
+  int64_t T = 0;                  // batch rows
+  MemoryPool* host_pool = nullptr;          // for small constant tables written once
+  std::vector<Allocation>* owned = nullptr; // allocations the recorded program keeps and frees
+
+  BufRange In(int k) const { return act[size_t(n.src[size_t(k)])]; }
+  BufRange Out() const { return act[size_t(id)]; }
+  const Node& Src(int k) const { return g.node(n.src[size_t(k)]); }
+  const Tensor& W(int k) const { return *Src(k).weight; }
+  // Appends a dispatch of `shader`; bindings are filled by the caller.
+  Dispatch& Add(const std::string& shader, const std::vector<uint32_t>& counts,
+                const std::vector<uint32_t>& spec = {});
+};
+
+BufRange Range(const Allocation& a);
+// A 2-D grid of 256-wide groups covering n invocations.
+void Grid1D(Dispatch& d, uint64_t n, uint32_t wg = 256);
+const char* TypeSuffix(DType t);  // "f32", "f16", "bf16"
+
+// GEMV geometry for this device: workgroup size and outputs per workgroup such that the
+// invocations of one output are whole subgroups.
+struct GemvShape {
+  uint32_t wg = 128, rows = 4;
+};
+GemvShape GemvFor(const Device& dev);
+
+// y = x Wᵀ (+ bias) over every row chunk of W. x: [R, K] (row stride K); y: row stride y_rs;
+// GEMV for R <= 8, tiled GEMM otherwise.
+void RecordMatMul(OpContext& c, BufRange x, int64_t R, int64_t K, const DeviceWeight& w,
+                  const BufRange* bias, BufRange y, int64_t y_rs);
+// Per-head GEMV: y[r*y_rs + h*y_hs + y_off + n] = Σ_k W[h*N + n, k] x[r*x_rs + h*x_hs + x_off + k]
+void RecordHeadGemv(OpContext& c, BufRange x, int64_t R, int64_t H, int64_t N, int64_t K,
+                    const DeviceWeight& w, int64_t x_rs, int64_t x_hs, int64_t x_off, BufRange y,
+                    int64_t y_rs, int64_t y_hs, int64_t y_off);
+
+// ---- op registry -----------------------------------------------------------------------------
+// Scratch bytes an op needs while it runs (f32 temporaries), in the order it uses them.
+std::vector<uint64_t> ScratchBytes(const Graph& g, const Node& n, int64_t T);
+// Records the node's dispatches.
+void BuildOp(OpContext& c);
+// Whether the ops can run this node (types, sizes); `why` says what is missing.
+bool OpSupported(const Graph& g, const Node& n, std::string* why);
+
+}  // namespace es::vk

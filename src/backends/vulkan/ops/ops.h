@@ -1,0 +1,30 @@
+// One builder per op (each in its own ops/<op>.cpp).
+#pragma once
+
+#include "ops/op_context.h"
+
+namespace es::vk {
+
+void BuildEmbed(OpContext& c);
+void BuildRmsNorm(OpContext& c);
+void BuildMatMul(OpContext& c);
+void BuildAdd(OpContext& c);
+void BuildSwiGLU(OpContext& c);
+void BuildSlice(OpContext& c);
+void BuildRope(OpContext& c);
+void BuildKvStore(OpContext& c);
+void BuildAttention(OpContext& c);
+void BuildMla(OpContext& c);
+void BuildMoe(OpContext& c);
+void BuildGetRows(OpContext& c);
+std::vector<uint64_t> MlaScratch(const Graph& g, const Node& n, int64_t T);
+std::vector<uint64_t> MoeScratch(const Graph& g, const Node& n, int64_t T);
+// Records the attention kernel (shared by kAttention and the MLA decomposition).
+struct AttentionArgs {
+  BufRange q, ka, kb, v, out;
+  uint32_t Hq, Hkv, wa, wb, dv, q_rs, q_hs, a_w, b_w, v_w, o_rs, o_hs;
+  float scale;
+};
+void RecordAttention(OpContext& c, const AttentionArgs& a);
+
+}  // namespace es::vk

@@ -1,0 +1,80 @@
+#version 450
+// Flash-style attention of one query row and head against its sequence's KV cache, causal
+// (keys 0..pos of the row's own slot), GQA (q head h reads kv head h / (Hq / Hkv)). One
+// workgroup per (head, row). Keys are taken WG at a time: each invocation scores one key, the
+// tile's max comes from subgroup reductions, the running max m and sum l rescale the output
+// accumulators (each invocation owns dims d = tid + WG*c), as in FlashAttention.
+//   q: [T, *] with q[t*q_rs + h*q_hs + i], i < wa + wb
+//   key j = [KA[row(j), kvh*wa ..] , KB[row(j), kvh*wb ..]] (KB optional: MLA's rope part)
+//   value j = V[row(j), kvh*dv ..]; caches are [slot][capacity][width] (KV_F16 or KV_F32)
+//   out[t*o_rs + h*o_hs + d] = Σ_j softmax(scale * q·key_j) value_j[d]
+#include "common.glsl"
+layout(local_size_x = 128) in;
+const uint WG = 128, MAXC = 8, MAXQ = 1024;
+layout(binding = 0) readonly buffer Q { float q[]; };
+layout(binding = 1) readonly buffer KA { uint ka[]; };
+layout(binding = 2) readonly buffer KB { uint kb[]; };
+layout(binding = 3) readonly buffer V { uint v[]; };
+layout(binding = 4) writeonly buffer O { float o[]; };
+layout(binding = 5) readonly buffer B { int bt[]; };
+layout(push_constant) uniform P {
+  uint Hq, Hkv, wa, wb, dv, q_rs, q_hs, capacity, a_w, b_w, v_w, slot_off, pos_off, o_rs, o_hs;
+  float scale;
+} p;
+#if defined(KV_F16)
+float LoadKA(uint i) { return unpackHalf2x16(ka[i >> 1])[i & 1u]; }
+float LoadKB(uint i) { return unpackHalf2x16(kb[i >> 1])[i & 1u]; }
+float LoadV(uint i) { return unpackHalf2x16(v[i >> 1])[i & 1u]; }
+#else
+float LoadKA(uint i) { return uintBitsToFloat(ka[i]); }
+float LoadKB(uint i) { return uintBitsToFloat(kb[i]); }
+float LoadV(uint i) { return uintBitsToFloat(v[i]); }
+#endif
+shared float qs[MAXQ];
+shared float ps[WG];
+void main() {
+  const uint tid = gl_LocalInvocationID.x;
+  const uint h = gl_WorkGroupID.x, t = gl_WorkGroupID.y;
+  const uint kvh = h / (p.Hq / p.Hkv);
+  const uint dq = p.wa + p.wb;
+  for (uint i = tid; i < dq; i += WG) qs[i] = q[t * p.q_rs + h * p.q_hs + i];
+  barrier();
+  const uint slot = uint(bt[p.slot_off + t]);
+  const uint n_ctx = uint(bt[p.pos_off + t]) + 1u;
+  const uint base = slot * p.capacity;
+  float m = -1.0 / 0.0, l = 0.0;
+  float acc[MAXC];
+  for (uint c = 0; c < MAXC; ++c) acc[c] = 0.0;
+  for (uint j0 = 0; j0 < n_ctx; j0 += WG) {
+    const uint j = j0 + tid;
+    float s = -1.0 / 0.0;
+    if (j < n_ctx) {
+      float d = 0.0;
+      const uint ra = (base + j) * p.a_w + kvh * p.wa;
+      for (uint i = 0; i < p.wa; ++i) d += qs[i] * LoadKA(ra + i);
+      const uint rb = (base + j) * p.b_w + kvh * p.wb;
+      for (uint i = 0; i < p.wb; ++i) d += qs[p.wa + i] * LoadKB(rb + i);
+      s = d * p.scale;
+    }
+    const float m_new = max(m, WgMax(s));
+    const float corr = exp(m - m_new);
+    const float pj = j < n_ctx ? exp(s - m_new) : 0.0;
+    ps[tid] = pj;
+    l = l * corr + WgSum(pj);  // WgSum's barriers also publish ps
+    const uint nt = min(WG, n_ctx - j0);
+    for (uint c = 0; c < MAXC; ++c) {
+      const uint d = tid + WG * c;
+      if (d < p.dv) {
+        float a = acc[c] * corr;
+        for (uint jj = 0; jj < nt; ++jj) a += ps[jj] * LoadV((base + j0 + jj) * p.v_w + kvh * p.dv + d);
+        acc[c] = a;
+      }
+    }
+    m = m_new;
+    barrier();  // ps is rewritten by the next tile
+  }
+  for (uint c = 0; c < MAXC; ++c) {
+    const uint d = tid + WG * c;
+    if (d < p.dv) o[t * p.o_rs + h * p.o_hs + d] = acc[c] / l;
+  }
+}

@@ -1,0 +1,79 @@
+#version 450
+// Matrix-vector product for decode (few rows): y = x Wᵀ (+ bias), optionally per head.
+//   W: rows [H*N, K] of the weight type (this dispatch's chunk); x: rows with strides;
+//   y[r*y_rs + h*y_hs + y_off + n0 + n] = Σ_k W[h*N + n, k] x[r*x_rs + h*x_hs + x_off + k]
+//                                         (+ bias[n0 + n])
+// A workgroup computes ROWS outputs n for up to RB batch rows r; TPR = WG / ROWS invocations
+// share one output (a multiple of the subgroup size, chosen by the host), reduced with
+// subgroupAdd and one shared-memory step. VEC reads 8 weights per load (K % 8 == 0).
+#include "common.glsl"
+layout(local_size_x_id = 0) in;
+layout(constant_id = 0) const uint WG = 128;
+layout(constant_id = 1) const uint ROWS = 4;
+const uint RB = 8;
+const uint TPR = WG / ROWS;
+#ifdef VEC
+layout(binding = 0) readonly buffer W { uvec4 wq[]; };
+#define QUAD(i) wq[i]
+#define WORD(i) wq[(i) >> 2][(i) & 3u]
+#else
+layout(binding = 0) readonly buffer W { uint w[]; };
+#define WORD(i) w[i]
+#endif
+layout(binding = 1) readonly buffer X { float x[]; };
+layout(binding = 2) readonly buffer Bias { float bias[]; };
+layout(binding = 3) writeonly buffer Y { float y[]; };
+layout(push_constant) uniform P {
+  uint K, N, R, n0, x_rs, x_hs, x_off, y_rs, y_hs, y_off, has_bias;
+} p;
+#include "wload.glsl"
+shared float part[RB][64];
+void main() {
+  const uint tid = gl_LocalInvocationID.x;
+  const uint g = tid / TPR, lane = tid % TPR;
+  const uint n = gl_WorkGroupID.x * ROWS + g;
+  const uint h = gl_WorkGroupID.y;
+  const uint r0 = gl_WorkGroupID.z * RB;
+  const uint nr = min(RB, p.R - r0);
+  float acc[RB];
+  for (uint r = 0; r < RB; ++r) acc[r] = 0.0;
+  if (n < p.N) {
+    const uint wrow = (h * p.N + n) * p.K;
+    const uint xb = r0 * p.x_rs + h * p.x_hs + p.x_off;
+#ifdef VEC
+    for (uint q = lane; q < p.K / 8u; q += TPR) {
+      float v[8];
+      wload8(wrow / 8u + q, v);
+      for (uint r = 0; r < RB; ++r) {
+        if (r < nr) {
+          const uint xo = xb + r * p.x_rs + q * 8u;
+          float s = 0.0;
+          for (uint j = 0; j < 8u; ++j) s += v[j] * x[xo + j];
+          acc[r] += s;
+        }
+      }
+    }
+#else
+    for (uint k = lane; k < p.K; k += TPR) {
+      const float wv = wload(wrow + k);
+      for (uint r = 0; r < RB; ++r)
+        if (r < nr) acc[r] += wv * x[xb + r * p.x_rs + k];
+    }
+#endif
+  }
+  for (uint r = 0; r < RB; ++r) {
+    const float s = subgroupAdd(acc[r]);
+    if (subgroupElect()) part[r][gl_SubgroupID] = s;
+  }
+  barrier();
+  if (lane == 0u && n < p.N) {
+    const uint per = TPR / gl_SubgroupSize;  // subgroups per output (>= 1, host-checked)
+    const uint first = g * per;
+    const float b = p.has_bias != 0u ? bias[p.n0 + n] : 0.0;
+    for (uint r = 0; r < nr; ++r) {
+      float s = 0.0;
+      for (uint i = 0; i < per; ++i) s += part[r][first + i];
+      y[(r0 + r) * p.y_rs + h * p.y_hs + p.y_off + p.n0 + n] = s + b;
+    }
+  }
+}

@@ -1,0 +1,79 @@
+// The Vulkan backend (Backend implementation). A graph shape is compiled once into a Program:
+// activations planned into arenas from tensor lifetimes, a batch buffer for the per-token
+// tables (token ids, positions, slots, out rows, rope cos/sin), one descriptor set per dispatch,
+// and one command buffer recorded once and re-submitted for every later token of that shape.
+// Internal header: tests use it for the tuning knobs and counters.
+#pragma once
+
+#include <list>
+#include <memory>
+
+#include "command.h"
+#include "descriptors.h"
+#include "device.h"
+#include "edgeseek/backends/backend.h"
+#include "kv_storage.h"
+#include "memory.h"
+#include "ops/op_context.h"
+#include "pipeline_cache.h"
+#include "weights.h"
+
+namespace es::vk {
+
+struct VulkanTuning {
+  PoolLimits weights, activations, kv;
+  size_t max_programs = 8;  // recorded graph shapes kept
+};
+
+struct VulkanCounters {
+  int programs_built = 0;    // graph shapes compiled (descriptors allocated, command recorded)
+  int submits = 0;           // command-buffer submissions
+  int pipelines_created = 0; // pipelines built by this process (the rest came from the map)
+  int barriers = 0;          // barriers in the last recorded program
+  int dispatches = 0;        // dispatches in the last recorded program
+};
+
+class VulkanBackend final : public Backend {
+ public:
+  VulkanBackend(const BackendOptions& opts, const VulkanTuning& tuning);
+  ~VulkanBackend() override;
+  std::string name() const override { return "vulkan"; }
+  std::string description() const override;
+  bool Supports(const Graph& g, const Node& n) const override;
+  void PrepareWeight(const Tensor& w) override;
+  std::unique_ptr<KvStorage> CreateKv(const KvSpec& spec, int n_slots, int64_t capacity) override;
+  void Compute(const Graph& g, const Batch& batch, KvStorage& kv, float* out,
+               ComputeStats* stats = nullptr) override;
+  size_t peak_bytes() const override;
+
+  // Runs the graph and returns argmax of each output row, computed on the device (only the ids
+  // come back).
+  std::vector<int32_t> ComputeArgmax(const Graph& g, const Batch& batch, KvStorage& kv,
+                                     ComputeStats* stats = nullptr);
+  VulkanCounters counters() const;
+  Device& device() { return *dev_; }
+  PipelineCache& pipelines() { return *pipes_; }
+
+ private:
+  struct Program;
+  Program& GetProgram(const Graph& g, const Batch& batch, VkKv& kv, bool argmax);
+  std::unique_ptr<Program> Build(const Graph& g, const Batch& batch, VkKv& kv, bool argmax,
+                                 uint64_t key);
+  void Run(Program& p, const Batch& batch, VkKv& kv, void* out, ComputeStats* stats);
+
+  BackendOptions opts_;
+  VulkanTuning tuning_;
+  std::shared_ptr<Device> dev_;            // shared with KV caches; destroyed last
+  std::unique_ptr<PipelineCache> pipes_;
+  std::unique_ptr<MemoryPool> weight_pool_, act_pool_, host_pool_, readback_pool_;
+  std::shared_ptr<StagingRing> staging_;  // shared with KV caches
+  std::unique_ptr<WeightStore> weights_;
+  std::list<std::unique_ptr<Program>> programs_;  // most recently used first
+  int programs_built_ = 0, submits_ = 0;
+  uint64_t kv_peak_ = 0;
+};
+
+std::unique_ptr<Backend> CreateVulkanBackendTuned(const BackendOptions& opts,
+                                                  const VulkanTuning& tuning);
+
+}  // namespace es::vk

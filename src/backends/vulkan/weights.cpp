@@ -1,0 +1,59 @@
+// Weight upload and chunking (see weights.h).
+#include "weights.h"
+
+#include <algorithm>
+
+namespace es::vk {
+
+WeightStore::~WeightStore() {
+  for (auto& [k, w] : weights_)
+    for (auto& c : w->chunks) pool_.Free(c.alloc);
+}
+
+const DeviceWeight& WeightStore::Get(const Tensor& t) {
+  ES_CHECK(Supported(t.dtype), "vulkan: weight '", t.name, "' has type ", Name(t.dtype),
+           "; the Vulkan backend reads f32, f16 and bf16 weights (quantized types arrive with the "
+           "quantization kernels)");
+  Key key{t.data, t.nbytes, int(t.dtype), false};
+  auto it = weights_.find(key);
+  if (it != weights_.end()) return *it->second;
+  return Upload(t, t.data, t.dtype, key);
+}
+
+const DeviceWeight& WeightStore::GetF32(const Tensor& t) {
+  if (t.dtype == DType::kF32) return Get(t);
+  Key key{t.data, t.nbytes, int(t.dtype), true};
+  auto it = weights_.find(key);
+  if (it != weights_.end()) return *it->second;
+  const std::vector<float> f = ToF32(t);
+  return Upload(t, f.data(), DType::kF32, key);
+}
+
+const DeviceWeight& WeightStore::Upload(const Tensor& t, const void* data, DType dtype, Key key) {
+  auto w = std::make_unique<DeviceWeight>();
+  w->dtype = dtype;
+  w->cols = t.shape.empty() ? 1 : t.cols();
+  w->rows = w->cols ? t.numel() / w->cols : 0;
+  const uint64_t row_bytes = RowBytes(dtype, w->cols);
+  ES_CHECK(row_bytes <= pool_.max_range(), "vulkan: one row of weight '", t.name, "' (", row_bytes,
+           " bytes) exceeds the device's largest buffer range");
+  // Rows per chunk: as many as fit, a multiple of 8 so chunk starts stay 16-byte aligned.
+  int64_t per = int64_t(pool_.max_range() / std::max<uint64_t>(row_bytes, 1));
+  if (per >= 8) per -= per % 8;
+  const uint8_t* src = static_cast<const uint8_t*>(data);
+  for (int64_t r0 = 0; r0 < std::max<int64_t>(w->rows, 1); r0 += per) {
+    const int64_t n = std::min(per, w->rows - r0);
+    DeviceWeight::Chunk c;
+    c.row0 = r0;
+    c.rows = n;
+    const uint64_t bytes = uint64_t(n) * row_bytes;
+    c.alloc = pool_.Alloc(bytes, t.name);
+    if (bytes) staging_.Upload(src + uint64_t(r0) * row_bytes, bytes, c.alloc);
+    bytes_ += c.alloc.size;
+    w->chunks.push_back(c);
+    if (w->rows == 0) break;
+  }
+  return *(weights_[key] = std::move(w));
+}
+
+}  // namespace es::vk

@@ -1,0 +1,181 @@
+// KV store, causal GQA attention and absorbed MLA against the reference, over a batch of two
+// sequences in different slots (a prefill) and then a decode step of both, with f32 and f16
+// caches. The expected values are computed from host copies of what each slot holds.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <map>
+
+#include "backends/cpu/reference.h"
+#include "edgeseek/core/half.h"
+#include "test_util.h"
+#include "vk_util.h"
+
+namespace es::test {
+namespace {
+
+Node Make(Op op, const std::string& name, std::vector<int> src, Shape shape, int layer = -1) {
+  Node n;
+  n.op = op;
+  n.name = name;
+  n.src = std::move(src);
+  n.shape = std::move(shape);
+  n.layer = layer;
+  return n;
+}
+
+// Step 1: slot 1 gets tokens 0..4 (positions 0..4), slot 0 tokens 5, 6 (0..1).
+// Step 2: slot 1 token 7 at 5, slot 0 token 8 at 2.
+std::vector<Batch> Steps() {
+  Batch a;
+  a.Add(1, 0, {0, 1, 2, 3, 4}, true);
+  a.Add(0, 0, {5, 6}, true);
+  a.Finalize();
+  Batch b;
+  b.Add(1, 5, {7}, true);
+  b.Add(0, 2, {8}, true);
+  b.Finalize();
+  return {a, b};
+}
+
+std::vector<float> Row(const Tensor& t, int r) {
+  const auto v = Values(t);
+  return std::vector<float>(v.begin() + r * t.cols(), v.begin() + (r + 1) * t.cols());
+}
+std::vector<float> RoundTo(DType dt, std::vector<float> v) {
+  if (dt == DType::kF16)
+    for (float& x : v) x = F16ToF32(F32ToF16(x));
+  return v;
+}
+
+class VulkanAttention : public VulkanTest, public ::testing::WithParamInterface<DType> {};
+
+TEST_P(VulkanAttention, CausalGqaOverTwoSlotsThenDecode) {
+  const DType kv_type = GetParam();
+  const int Hq = 6, Hkv = 2, dk = 10, dv = 6;
+  Tensor Q = RandomTensor("q", DType::kF32, {9, Hq * dk}, 21);
+  Tensor K = RandomTensor("k", DType::kF32, {9, Hkv * dk}, 22);
+  Tensor V = RandomTensor("v", DType::kF32, {9, Hkv * dv}, 23);
+  auto& be = SharedVulkan();
+  auto kv = be.CreateKv(KvSpec{2, {Hkv * dk, Hkv * dv}, kv_type}, 2, 8);
+  std::map<int, std::vector<std::vector<float>>> kc, vc;  // slot -> rows by position
+  for (const Batch& b : Steps()) {
+    const int T = b.n_tokens();
+    Graph g;
+    const int q = Input(g, Q, T), k = Input(g, K, T), v = Input(g, V, T);
+    Node sk = Make(Op::kKvStore, "sk", {k}, {T, Hkv * dk}, 1);
+    sk.i[0] = 0;
+    Node sv = Make(Op::kKvStore, "sv", {v}, {T, Hkv * dv}, 1);
+    sv.i[0] = 1;
+    const int ks = g.Add(sk), vs = g.Add(sv);
+    Node at = Make(Op::kAttention, "attn", {q, ks, vs}, {T, Hq * dv}, 1);
+    at.i[0] = Hq, at.i[1] = Hkv, at.i[2] = dk, at.i[3] = dv;
+    at.f0 = 1.0f / std::sqrt(float(dk));
+    g.Add(at);
+    std::vector<float> got(size_t(T * Hq * dv));
+    be.Compute(g, b, *kv, got.data());
+
+    std::vector<float> want(got.size());
+    for (int t = 0; t < T; ++t) {
+      const int slot = b.seqs[size_t(b.row_seq[size_t(t)])].slot, pos = b.positions[size_t(t)];
+      auto& ks_ = kc[slot];
+      auto& vs_ = vc[slot];
+      ks_.resize(size_t(pos + 1));
+      vs_.resize(size_t(pos + 1));
+      ks_[size_t(pos)] = RoundTo(kv_type, Row(K, b.tokens[size_t(t)]));
+      vs_[size_t(pos)] = RoundTo(kv_type, Row(V, b.tokens[size_t(t)]));
+    }
+    for (int t = 0; t < T; ++t) {
+      const int slot = b.seqs[size_t(b.row_seq[size_t(t)])].slot, pos = b.positions[size_t(t)];
+      std::vector<float> Kf, Vf;
+      for (int j = 0; j <= pos; ++j) {
+        Kf.insert(Kf.end(), kc[slot][size_t(j)].begin(), kc[slot][size_t(j)].end());
+        Vf.insert(Vf.end(), vc[slot][size_t(j)].begin(), vc[slot][size_t(j)].end());
+      }
+      const auto qr = Row(Q, b.tokens[size_t(t)]);
+      ref::AttentionRow(qr.data(), Kf.data(), Vf.data(), pos + 1, Hq, Hkv, dk, dv, at.f0,
+                        &want[size_t(t * Hq * dv)]);
+    }
+    ExpectClose(got, want, 1e-5, "attention T=" + std::to_string(T));
+  }
+  // The cache holds what was stored (read back row by row).
+  std::vector<float> row(size_t(Hkv * dk));
+  for (int pos = 0; pos < 6; ++pos) {
+    kv->ReadRow(1, 1, 0, pos, row.data());
+    EXPECT_EQ(row, kc[1][size_t(pos)]) << "slot 1 pos " << pos;
+  }
+}
+
+TEST_P(VulkanAttention, AbsorbedMlaOverTheLatentCache) {
+  const DType kv_type = GetParam();
+  const int H = 3, dn = 8, dr = 4, dv = 6, r = 16;
+  Tensor Q = RandomTensor("q", DType::kF32, {9, H * (dn + dr)}, 31);
+  Tensor C = RandomTensor("c", DType::kF32, {9, r}, 32);
+  Tensor PE = RandomTensor("pe", DType::kF32, {9, dr}, 33);
+  Tensor WukT = RandomTensor("wuk_t", DType::kBF16, {H * r, dn}, 34, 0.5f);
+  Tensor Wuv = RandomTensor("wuv", DType::kF16, {H * dv, r}, 35, 0.5f);
+  auto& be = SharedVulkan();
+  auto kv = be.CreateKv(KvSpec{1, {r, dr}, kv_type}, 2, 8);
+  std::map<int, std::vector<std::vector<float>>> cc, pc;
+  for (const Batch& b : Steps()) {
+    const int T = b.n_tokens();
+    Graph g;
+    const int q = Input(g, Q, T), c = Input(g, C, T), pe = Input(g, PE, T);
+    Node s0 = Make(Op::kKvStore, "sc", {c}, {T, r}, 0);
+    s0.i[0] = 0;
+    Node s1 = Make(Op::kKvStore, "spe", {pe}, {T, dr}, 0);
+    s1.i[0] = 1;
+    const int cs = g.Add(s0), ps = g.Add(s1);
+    Node m = Make(Op::kMlaAttention, "mla", {q, cs, ps, g.AddWeight(WukT), g.AddWeight(Wuv)},
+                  {T, H * dv}, 0);
+    m.i[0] = H, m.i[1] = dn, m.i[2] = dr, m.i[3] = dv, m.i[4] = r;
+    m.f0 = 0.3f;
+    g.Add(m);
+    std::vector<float> got(size_t(T * H * dv));
+    be.Compute(g, b, *kv, got.data());
+    for (int t = 0; t < T; ++t) {
+      const int slot = b.seqs[size_t(b.row_seq[size_t(t)])].slot, pos = b.positions[size_t(t)];
+      cc[slot].resize(size_t(pos + 1));
+      pc[slot].resize(size_t(pos + 1));
+      cc[slot][size_t(pos)] = RoundTo(kv_type, Row(C, b.tokens[size_t(t)]));
+      pc[slot][size_t(pos)] = RoundTo(kv_type, Row(PE, b.tokens[size_t(t)]));
+    }
+    std::vector<float> want(got.size());
+    for (int t = 0; t < T; ++t) {
+      const int slot = b.seqs[size_t(b.row_seq[size_t(t)])].slot, pos = b.positions[size_t(t)];
+      std::vector<float> Cf, Pf;
+      for (int j = 0; j <= pos; ++j) {
+        Cf.insert(Cf.end(), cc[slot][size_t(j)].begin(), cc[slot][size_t(j)].end());
+        Pf.insert(Pf.end(), pc[slot][size_t(j)].begin(), pc[slot][size_t(j)].end());
+      }
+      const auto qr = Row(Q, b.tokens[size_t(t)]);
+      ref::MlaAttentionRow(qr.data(), Cf.data(), Pf.data(), pos + 1, H, dn, dr, dv, r, WukT, Wuv,
+                           m.f0, &want[size_t(t * H * dv)]);
+    }
+    ExpectClose(got, want, 1e-5, "mla T=" + std::to_string(T));
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(KvTypes, VulkanAttention, ::testing::Values(DType::kF32, DType::kF16),
+                         [](const auto& info) { return std::string(Name(info.param)); });
+
+TEST_F(VulkanTest, KvStoreRejectsPositionsBeyondCapacity) {
+  Tensor K = RandomTensor("k", DType::kF32, {4, 4}, 1);
+  Graph g;
+  Node s = Make(Op::kKvStore, "sk", {Input(g, K, 1)}, {1, 4}, 0);
+  g.Add(s);
+  auto kv = SharedVulkan().CreateKv(KvSpec{1, {4, 4}, DType::kF32}, 1, 4);
+  Batch b;
+  b.Add(0, 4, {0}, true);
+  b.Finalize();
+  std::vector<float> out(4);
+  try {
+    SharedVulkan().Compute(g, b, *kv, out.data());
+    FAIL() << "no error";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("exceeds the context"), std::string::npos) << e.what();
+  }
+}
+
+}  // namespace
+}  // namespace es::test

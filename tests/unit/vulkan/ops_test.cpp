@@ -1,0 +1,221 @@
+// Every op of the Vulkan backend against the plain CPU reference (backends/cpu/reference.h),
+// over odd sizes, each weight type, and both matmul paths (GEMV for <= 8 rows, tiled GEMM).
+// Tolerances: relative L2 1e-5 for f32 math (reference accumulates in double; ours in f32).
+#include <gtest/gtest.h>
+
+#include <cmath>
+
+#include "backends/cpu/reference.h"
+#include "test_util.h"
+#include "vk_util.h"
+
+namespace es::test {
+namespace {
+
+constexpr double kTol = 1e-5;
+
+std::vector<float> RunGraph(Backend& be, const Graph& g, const Batch& b, KvStorage* kv = nullptr) {
+  std::unique_ptr<KvStorage> own;
+  if (!kv) {
+    own = be.CreateKv(KvSpec{1, {2, 2}, DType::kF32}, 1, 2048);
+    kv = own.get();
+  }
+  const Node& o = g.node(g.output());
+  std::vector<float> out(size_t(o.shape[0] * o.shape[1]), NAN);
+  be.Compute(g, b, *kv, out.data());
+  return out;
+}
+
+Node Make(Op op, const std::string& name, std::vector<int> src, Shape shape) {
+  Node n;
+  n.op = op;
+  n.name = name;
+  n.src = std::move(src);
+  n.shape = std::move(shape);
+  return n;
+}
+
+class VulkanOps : public VulkanTest {};
+
+TEST_F(VulkanOps, EmbedAllTypes) {
+  for (DType dt : {DType::kF32, DType::kF16, DType::kBF16}) {
+    Tensor E = RandomTensor("embed", dt, {37, 29}, 1);
+    Graph g;
+    Batch b;
+    b.Add(0, 0, {36, 0, 5, 5, 17}, true);
+    b.Finalize();
+    g.Add(Make(Op::kEmbed, "e", {g.AddWeight(E)}, {5, 29}));
+    std::vector<float> want(5 * 29);
+    ref::Embed(E, b.tokens.data(), 5, want.data());
+    EXPECT_EQ(RunGraph(SharedVulkan(), g, b), want) << Name(dt);
+  }
+}
+
+TEST_F(VulkanOps, EmbedRejectsTokenOutsideVocab) {
+  Tensor E = RandomTensor("embed", DType::kF32, {7, 8}, 1);
+  Graph g;
+  g.Add(Make(Op::kEmbed, "e", {g.AddWeight(E)}, {1, 8}));
+  Batch b;
+  b.Add(0, 0, {7}, true);
+  b.Finalize();
+  try {
+    RunGraph(SharedVulkan(), g, b);
+    FAIL() << "no error";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("outside the vocabulary"), std::string::npos) << e.what();
+  }
+}
+
+TEST_F(VulkanOps, RmsNorm) {
+  for (int D : {1, 13, 300}) {
+    Tensor X = RandomTensor("x", DType::kF32, {3, D}, 2);
+    Tensor W = RandomTensor("w", DType::kBF16, {D}, 3);
+    Graph g;
+    const int x = Input(g, X, 3);
+    Node n = Make(Op::kRmsNorm, "norm", {x, g.AddWeight(W)}, {3, D});
+    n.f0 = 1e-5f;
+    g.Add(n);
+    std::vector<float> want(size_t(3 * D));
+    const auto w = Values(W);
+    ref::RmsNorm(X.as<float>(), w.data(), 3, D, 1e-5f, want.data());
+    ExpectClose(RunGraph(SharedVulkan(), g, RowsBatch(3)), want, kTol, "rmsnorm D=" + std::to_string(D));
+  }
+}
+
+struct MatCase {
+  int R, K, N;
+  DType dt;
+  bool bias;
+};
+
+std::vector<float> RefMatMul(const Tensor& X, const Tensor& W, const Tensor* B, int R) {
+  std::vector<float> want(size_t(R * W.rows()));
+  std::vector<float> bias = B ? Values(*B) : std::vector<float>();
+  ref::MatMul(X.as<float>(), R, X.cols(), W, B ? bias.data() : nullptr, want.data());
+  return want;
+}
+
+TEST_F(VulkanOps, MatMulGemvAndGemmOverTypes) {
+  const MatCase cases[] = {{1, 64, 45, DType::kF16, false},  {3, 37, 19, DType::kBF16, true},
+                           {8, 128, 33, DType::kF32, true},  {9, 64, 70, DType::kF16, true},
+                           {70, 37, 65, DType::kBF16, false}, {2, 24, 129, DType::kF32, false},
+                           {67, 80, 3, DType::kF32, true}};
+  for (const auto& c : cases) {
+    Tensor X = RandomTensor("x", DType::kF32, {c.R, c.K}, 4);
+    Tensor W = RandomTensor("w", c.dt, {c.N, c.K}, 5);
+    Tensor B = RandomTensor("b", DType::kF32, {c.N}, 6);
+    Graph g;
+    const int x = Input(g, X, c.R);
+    std::vector<int> src = {x, g.AddWeight(W)};
+    if (c.bias) src.push_back(g.AddWeight(B));
+    g.Add(Make(Op::kMatMul, "mm", src, {c.R, c.N}));
+    ExpectClose(RunGraph(SharedVulkan(), g, RowsBatch(c.R)), RefMatMul(X, W, c.bias ? &B : nullptr, c.R),
+                kTol,
+                "matmul R=" + std::to_string(c.R) + " K=" + std::to_string(c.K) + " N=" +
+                    std::to_string(c.N) + " " + std::string(Name(c.dt)));
+  }
+}
+
+TEST_F(VulkanOps, MatMulSplitsWeightsBeyondTheBufferRange) {
+  // A 1 KiB largest range forces row chunks: 200 rows x 48 f16 = 19 KiB -> 20 chunks; the
+  // embedding of the same size splits likewise.
+  vk::VulkanTuning t;
+  t.weights.max_range = 1024;
+  auto be = MakeVulkan(t);
+  for (int R : {2, 12}) {
+    Tensor X = RandomTensor("x", DType::kF32, {R, 48}, 7);
+    Tensor W = RandomTensor("w", DType::kF16, {200, 48}, 8);
+    Graph g;
+    g.Add(Make(Op::kMatMul, "mm", {Input(g, X, R), g.AddWeight(W)}, {R, 200}));
+    ExpectClose(RunGraph(*be, g, RowsBatch(R)), RefMatMul(X, W, nullptr, R), kTol, "split matmul");
+  }
+  Tensor E = RandomTensor("embed", DType::kBF16, {200, 48}, 9);
+  Graph g;
+  Batch b;
+  b.Add(0, 0, {199, 0, 100, 57}, true);
+  b.Finalize();
+  g.Add(Make(Op::kEmbed, "e", {g.AddWeight(E)}, {4, 48}));
+  std::vector<float> want(4 * 48);
+  ref::Embed(E, b.tokens.data(), 4, want.data());
+  EXPECT_EQ(RunGraph(*be, g, b), want);
+}
+
+TEST_F(VulkanOps, AddSwiGluSlice) {
+  Tensor A = RandomTensor("a", DType::kF32, {5, 33}, 10, 4.0f);
+  Tensor B = RandomTensor("b", DType::kF32, {5, 33}, 11);
+  for (Op op : {Op::kAdd, Op::kSwiGLU}) {
+    Graph g;
+    const int a = Input(g, A, 5), b = Input(g, B, 5);
+    g.Add(Make(op, "op", {a, b}, {5, 33}));
+    std::vector<float> want(5 * 33);
+    if (op == Op::kAdd) ref::Add(A.as<float>(), B.as<float>(), 5 * 33, want.data());
+    else ref::SwiGLU(A.as<float>(), B.as<float>(), 5 * 33, want.data());
+    ExpectClose(RunGraph(SharedVulkan(), g, RowsBatch(5)), want, 1e-6, OpName(op));
+  }
+  Graph g;
+  Node s = Make(Op::kSlice, "slice", {Input(g, A, 5)}, {5, 7});
+  s.i[0] = 11;
+  g.Add(s);
+  std::vector<float> want;
+  for (int r = 0; r < 5; ++r)
+    for (int c = 0; c < 7; ++c) want.push_back(A.as<float>()[r * 33 + 11 + c]);
+  EXPECT_EQ(RunGraph(SharedVulkan(), g, RowsBatch(5)), want);
+}
+
+TEST_F(VulkanOps, RopeNeoxAndInterleavedWithOffsetAndFactor) {
+  for (RopeMode mode : {RopeMode::kNeox, RopeMode::kInterleaved}) {
+    auto rt = std::make_shared<RopeTable>();
+    rt->mode = mode;
+    rt->dim = 6;
+    for (int i = 0; i < 3; ++i) rt->inv_freq.push_back(std::pow(10000.0f, -2.0f * i / 6) * 0.7f);
+    rt->attention_factor = 1.3f;
+    const int R = 4, H = 3, hd = 10, off = 3;
+    Tensor X = RandomTensor("x", DType::kF32, {R, H * hd}, 12);
+    Graph g;
+    Node n = Make(Op::kRope, "rope", {Input(g, X, R)}, {R, H * hd});
+    n.i[0] = H;
+    n.i[1] = hd;
+    n.i[2] = off;
+    n.rope = rt;
+    g.Add(n);
+    const Batch b = RowsBatch(R, 1000);  // large angles
+    std::vector<float> want(size_t(R * H * hd));
+    ref::Rope(X.as<float>(), R, H, hd, off, *rt, b.positions.data(), want.data());
+    ExpectClose(RunGraph(SharedVulkan(), g, b), want, 1e-6, mode == RopeMode::kNeox ? "neox" : "interleaved");
+  }
+}
+
+TEST_F(VulkanOps, GetRowsTakesEachSequencesLastRow) {
+  Tensor X = RandomTensor("x", DType::kF32, {7, 9}, 13);
+  Graph g;
+  const int x = Input(g, X, 7);
+  Batch b;
+  b.Add(0, 0, {0, 1, 2, 3});
+  b.Add(1, 0, {4, 5, 6});
+  b.Finalize();
+  g.Add(Make(Op::kGetRows, "rows", {x}, {2, 9}));
+  std::vector<float> want;
+  for (int r : {3, 6})
+    for (int c = 0; c < 9; ++c) want.push_back(X.as<float>()[r * 9 + c]);
+  auto kv = SharedVulkan().CreateKv(KvSpec{1, {2, 2}, DType::kF32}, 2, 16);
+  EXPECT_EQ(RunGraph(SharedVulkan(), g, b, kv.get()), want);
+}
+
+TEST_F(VulkanOps, ArgmaxOnTheDevice) {
+  Tensor X = RandomTensor("x", DType::kF32, {3, 1001}, 14);
+  float* x = static_cast<float*>(MutableData(X));
+  x[1 * 1001 + 999] = 5.0f;  // row 1: late maximum
+  x[2 * 1001 + 3] = 7.0f;    // row 2: a tie, the lower index wins
+  x[2 * 1001 + 700] = 7.0f;
+  Graph g;
+  g.Add(Make(Op::kGetRows, "rows", {Input(g, X, 3)}, {3, 1001}));
+  auto kv = SharedVulkan().CreateKv(KvSpec{1, {2, 2}, DType::kF32}, 1, 8);
+  const auto ids = SharedVulkan().ComputeArgmax(g, RowsBatch(3), *kv);
+  ASSERT_EQ(ids.size(), 3u);
+  EXPECT_EQ(ids[0], int(std::max_element(x, x + 1001) - x));
+  EXPECT_EQ(ids[1], 999);
+  EXPECT_EQ(ids[2], 3);
+}
+
+}  // namespace
+}  // namespace es::test

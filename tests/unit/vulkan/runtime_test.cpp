@@ -1,0 +1,259 @@
+// The Vulkan runtime pieces: range allocator (alignment, coalescing, exhaustion), activation
+// planning, the device memory pool (alignment, reuse, block splitting limits, out-of-memory
+// errors naming the tensor), pipeline and pipeline-cache reuse, program (descriptor set and
+// command buffer) reuse across tokens, per-dispatch timestamps, the `devices` verb, and the
+// clear error when no Vulkan loader or driver exists.
+#include <gtest/gtest.h>
+
+#include <filesystem>
+
+#include "backends/vulkan/memory.h"
+#include "backends/vulkan/plan.h"
+#include "test_util.h"
+#include "vk_util.h"
+
+namespace es::test {
+namespace {
+
+using vk::RangeAllocator;
+
+TEST(VulkanRangeAllocator, AlignsAndCoalesces) {
+  RangeAllocator r(1024);
+  auto a = r.Alloc(10, 1);
+  auto b = r.Alloc(100, 64);
+  auto c = r.Alloc(200, 256);
+  ASSERT_TRUE(a && b && c);
+  EXPECT_EQ(*a, 0u);
+  EXPECT_EQ(*b % 64, 0u);
+  EXPECT_EQ(*c % 256, 0u);
+  EXPECT_GE(*b, 10u);
+  EXPECT_GE(*c, *b + 100);
+  EXPECT_FALSE(r.Alloc(1024, 1));  // does not fit any more
+  r.Free(*b, 100);
+  r.Free(*a, 10);  // merges with the gap before b and b itself
+  r.Free(*c, 200);
+  EXPECT_TRUE(r.empty());
+  EXPECT_EQ(r.free_ranges(), 1u);
+  EXPECT_EQ(r.free_bytes(), 1024u);
+  auto whole = r.Alloc(1024, 1024);
+  ASSERT_TRUE(whole);
+  EXPECT_EQ(*whole, 0u);
+}
+
+TEST(VulkanRangeAllocator, ReusesHolesFirstFit) {
+  RangeAllocator r(1000);
+  std::vector<uint64_t> offs;
+  for (int i = 0; i < 10; ++i) offs.push_back(*r.Alloc(100, 1));
+  EXPECT_FALSE(r.Alloc(1, 1));
+  r.Free(offs[3], 100);
+  r.Free(offs[7], 100);
+  EXPECT_EQ(r.free_ranges(), 2u);
+  EXPECT_EQ(*r.Alloc(60, 1), offs[3]);
+  EXPECT_EQ(*r.Alloc(100, 1), offs[7]);
+  EXPECT_EQ(*r.Alloc(40, 1), offs[3] + 60);
+}
+
+TEST(VulkanPlan, SharesBytesOnlyBetweenDisjointLifetimes) {
+  // a [0,1], b [1,2], c [2,3]: a and c may share; b overlaps both.
+  const std::vector<vk::Interval> items = {{0, 1, 100}, {1, 2, 100}, {2, 3, 100}};
+  const auto p = vk::PlanArena(items, 64, 1 << 20);
+  ASSERT_EQ(p.arena_bytes.size(), 1u);
+  EXPECT_EQ(p.offset[0], p.offset[2]);
+  EXPECT_NE(p.offset[0], p.offset[1]);
+  EXPECT_EQ(p.arena_bytes[0], 256u);
+  for (uint64_t o : p.offset) EXPECT_EQ(o % 64, 0u);
+}
+
+TEST(VulkanPlan, OpensMoreArenasPastTheRangeAndRejectsOversize) {
+  const std::vector<vk::Interval> items = {{0, 5, 600}, {1, 5, 600}, {2, 5, 600}};
+  const auto p = vk::PlanArena(items, 16, 1024);
+  EXPECT_EQ(p.arena_bytes.size(), 3u);
+  for (uint64_t b : p.arena_bytes) EXPECT_LE(b, 1024u);
+  EXPECT_THROW(vk::PlanArena({{0, 1, 2000}}, 16, 1024), Error);
+}
+
+class VulkanRuntime : public VulkanTest {};
+
+TEST_F(VulkanRuntime, PoolAlignsReusesAndReportsPeak) {
+  vk::Device& dev = SharedVulkan().device();
+  vk::MemoryPool pool(dev, vk::MemoryPool::Kind::kDevice, "test", vk::PoolLimits{1 << 16, 0, 0});
+  auto a = pool.Alloc(1000, "a");
+  auto b = pool.Alloc(3, "b");
+  EXPECT_EQ(a.offset % pool.alignment(), 0u);
+  EXPECT_EQ(b.offset % pool.alignment(), 0u);
+  EXPECT_EQ(a.buffer, b.buffer);  // sub-allocated from one block
+  EXPECT_EQ(pool.n_blocks(), 1u);
+  pool.Free(a);
+  auto c = pool.Alloc(900, "c");
+  EXPECT_EQ(c.offset, a.offset);  // reused
+  // Larger than a block: its own block, still within the device range.
+  auto big = pool.Alloc(100000, "big");
+  EXPECT_NE(big.buffer, a.buffer);
+  EXPECT_EQ(pool.n_blocks(), 2u);
+  EXPECT_GE(pool.peak_block_bytes(), (1u << 16) + 100000u);
+  pool.Free(big);
+  EXPECT_EQ(pool.n_blocks(), 1u);  // whole free blocks go back to the driver
+  pool.Free(b);
+  pool.Free(c);
+  EXPECT_EQ(pool.n_blocks(), 0u);
+}
+
+TEST_F(VulkanRuntime, PoolErrorsNameTheTensor) {
+  vk::Device& dev = SharedVulkan().device();
+  vk::MemoryPool limited(dev, vk::MemoryPool::Kind::kDevice, "test", vk::PoolLimits{4096, 8192, 8192});
+  auto a = limited.Alloc(4000, "first");
+  auto b = limited.Alloc(4000, "second");
+  try {
+    limited.Alloc(4000, "model.layers.3.mlp.up_proj.weight");
+    FAIL() << "no error";
+  } catch (const Error& e) {
+    const std::string m = e.what();
+    EXPECT_NE(m.find("out of device memory"), std::string::npos) << m;
+    EXPECT_NE(m.find("model.layers.3.mlp.up_proj.weight"), std::string::npos) << m;
+  }
+  try {
+    limited.Alloc(10000, "lm_head.weight");
+    FAIL() << "no error";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("lm_head.weight"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("must be split"), std::string::npos) << e.what();
+  }
+  limited.Free(a);
+  limited.Free(b);
+}
+
+TEST_F(VulkanRuntime, WeightUploadBeyondTheBudgetIsAClearError) {
+  vk::VulkanTuning t;
+  t.weights.budget = 64 << 10;
+  t.weights.block_bytes = 16 << 10;
+  auto be = MakeVulkan(t);
+  Tensor small = RandomTensor("small", DType::kF16, {16, 64}, 1);
+  be->PrepareWeight(small);
+  Tensor huge = RandomTensor("model.embed_tokens.weight", DType::kF16, {1024, 64}, 2);
+  try {
+    be->PrepareWeight(huge);
+    FAIL() << "no error";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("model.embed_tokens.weight"), std::string::npos) << e.what();
+  }
+}
+
+Graph SmallGraph(const Tensor& E, const Tensor& W1, const Tensor& W2, const Tensor& W3, int T) {
+  Graph g;
+  const int x = Input(g, E, T);
+  std::vector<int> outs;
+  for (const Tensor* w : {&W1, &W2, &W3}) {  // three independent matmuls of one input
+    Node n;
+    n.op = Op::kMatMul;
+    n.name = w->name;
+    n.src = {x, g.AddWeight(*w)};
+    n.shape = {T, w->rows()};
+    outs.push_back(g.Add(n));
+  }
+  Node a;
+  a.op = Op::kAdd;
+  a.name = "sum";
+  a.src = {outs[0], outs[1]};
+  a.shape = {T, W1.rows()};
+  const int s = g.Add(a);
+  a.name = "sum2";
+  a.src = {s, outs[2]};
+  g.Add(a);
+  return g;
+}
+
+TEST_F(VulkanRuntime, ProgramsAndPipelinesAreBuiltOnceAndReused) {
+  auto be = MakeVulkan({});
+  Tensor E = RandomTensor("e", DType::kF32, {16, 32}, 3);
+  Tensor W1 = RandomTensor("w1", DType::kF16, {24, 32}, 4), W2 = RandomTensor("w2", DType::kF16, {24, 32}, 5),
+         W3 = RandomTensor("w3", DType::kBF16, {24, 32}, 6);
+  auto kv = be->CreateKv(KvSpec{1, {2, 2}, DType::kF32}, 1, 16);
+  std::vector<float> first, out(24);
+  for (int step = 0; step < 4; ++step) {
+    Graph g = SmallGraph(E, W1, W2, W3, 1);  // rebuilt per token, as the runtime does
+    Batch b;
+    b.Add(0, step, {step}, true);
+    b.Finalize();
+    be->Compute(g, b, *kv, out.data());
+    if (step == 0) first = out;
+  }
+  const auto c = be->counters();
+  EXPECT_EQ(c.programs_built, 1);
+  EXPECT_EQ(c.submits, 4);
+  EXPECT_EQ(c.pipelines_created, 4);  // embed_f32, matmul_gemv_f16_vec, matmul_gemv_bf16_vec, add
+  // 6 dispatches: embed, 3 matmuls (no barrier between them), add, add.
+  EXPECT_EQ(c.dispatches, 6);
+  EXPECT_EQ(c.barriers, 3 + 1);  // after embed, before each add, and before the readback copy
+  EXPECT_NE(out, first);  // different tokens, different rows
+}
+
+TEST_F(VulkanRuntime, PipelineCacheIsStoredAndLoadedNextStart) {
+  const std::string dir = TempDir();
+  setenv("ES_VK_CACHE_DIR", dir.c_str(), 1);
+  std::string path;
+  {
+    auto be = MakeVulkan({});
+    EXPECT_EQ(be->pipelines().loaded_bytes(), 0u);
+    be->pipelines().Get("rms_norm", {1, 1, 1});
+    be->pipelines().Get("rms_norm", {1, 1, 1});  // same key: no new pipeline
+    EXPECT_EQ(be->pipelines().created(), 1);
+    path = be->pipelines().path();
+  }
+  EXPECT_TRUE(std::filesystem::exists(path)) << path;
+  {
+    auto be = MakeVulkan({});
+    EXPECT_GT(be->pipelines().loaded_bytes(), 0u);
+  }
+  setenv("ES_VK_CACHE_DIR", (BinaryDir() + "/test_tmp/vk_cache").c_str(), 1);
+}
+
+TEST_F(VulkanRuntime, ProfileGivesPerOpShaderTimes) {
+  auto be = MakeVulkan({}, /*profile=*/true);
+  Tensor E = RandomTensor("e", DType::kF32, {16, 32}, 3);
+  Tensor W1 = RandomTensor("w1", DType::kF16, {24, 32}, 4), W2 = RandomTensor("w2", DType::kF16, {24, 32}, 5),
+         W3 = RandomTensor("w3", DType::kBF16, {24, 32}, 6);
+  auto kv = be->CreateKv(KvSpec{1, {2, 2}, DType::kF32}, 1, 16);
+  Graph g = SmallGraph(E, W1, W2, W3, 2);
+  ComputeStats st;
+  std::vector<float> out(48);
+  be->Compute(g, RowsBatch(2), *kv, out.data(), &st);
+  ASSERT_EQ(st.ops.size(), 6u);
+  EXPECT_EQ(st.ops[0].op, Op::kEmbed);
+  EXPECT_EQ(st.ops[1].name, "w1");
+  EXPECT_EQ(st.ops[5].name, "sum2");
+  double sum = 0;
+  for (auto& o : st.ops) {
+    EXPECT_GE(o.seconds, 0.0);
+    sum += o.seconds;
+  }
+  EXPECT_GT(st.shader_s, 0.0);
+  EXPECT_NEAR(sum, st.shader_s, 1e-9);
+  EXPECT_GT(st.total_s, 0.0);
+  EXPECT_GE(st.total_s, st.upload_s + st.download_s);
+  EXPECT_GT(be->peak_bytes(), 0u);
+}
+
+TEST(VulkanCli, DevicesListsTheDeviceAndItsFeatures) {
+  std::string out, err;
+  const int rc = RunCommand(CliPath() + " devices", &out, &err);
+  ASSERT_EQ(rc, 0) << err;
+  EXPECT_NE(out.find("subgroup:"), std::string::npos) << out;
+  EXPECT_NE(out.find("cooperative matrix"), std::string::npos) << out;
+  EXPECT_NE(out.find("memory heaps"), std::string::npos) << out;
+  EXPECT_NE(out.find("usable: yes"), std::string::npos) << out;
+}
+
+TEST(VulkanCli, NoDriverOrNoLoaderIsAClearError) {
+  std::string out, err;
+  int rc = RunCommand("VK_DRIVER_FILES=/nonexistent.json VK_ICD_FILENAMES=/nonexistent.json " +
+                          CliPath() + " devices", &out, &err);
+  EXPECT_EQ(rc, 1);
+  EXPECT_NE(err.find("edgeseek: error: vulkan:"), std::string::npos) << err << out;
+  EXPECT_NE(err.find("cpu"), std::string::npos) << "should point at --backend cpu: " << err;
+  rc = RunCommand("ES_VK_LOADER=/nonexistent/libvulkan.so.1 " + CliPath() + " devices", &out, &err);
+  EXPECT_EQ(rc, 1);
+  EXPECT_NE(err.find("no Vulkan loader found"), std::string::npos) << err;
+}
+
+}  // namespace
+}  // namespace es::test

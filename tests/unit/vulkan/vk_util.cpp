@@ -1,0 +1,81 @@
+// Vulkan test helpers (see vk_util.h).
+#include "vk_util.h"
+
+#include <cmath>
+#include <cstdlib>
+
+#include "edgeseek/core/half.h"
+#include "test_util.h"
+
+namespace es::test {
+namespace {
+// Validation on unless the environment says otherwise; set before the instance exists.
+const bool kValidationDefault = [] {
+  setenv("ES_VK_VALIDATION", "1", 0);
+  // Keep the tests' pipeline cache out of the user's home.
+  setenv("ES_VK_CACHE_DIR", (BinaryDir() + "/test_tmp/vk_cache").c_str(), 0);
+  return true;
+}();
+}  // namespace
+
+vk::VulkanBackend& SharedVulkan() {
+  static std::unique_ptr<vk::VulkanBackend> b = MakeVulkan({});
+  return *b;
+}
+
+std::unique_ptr<vk::VulkanBackend> MakeVulkan(const vk::VulkanTuning& t, bool profile) {
+  BackendOptions o;
+  o.profile = profile;
+  if (const char* d = std::getenv("ES_VK_DEVICE")) o.device = d;
+  return std::make_unique<vk::VulkanBackend>(o, t);
+}
+
+void VulkanTest::SetUp() { messages_ = vk::ValidationMessageCount(); }
+void VulkanTest::TearDown() {
+  EXPECT_EQ(vk::ValidationMessageCount(), messages_)
+      << "validation message: " << vk::LastValidationMessage();
+}
+
+Tensor RandomTensor(const std::string& name, DType dtype, Shape shape, uint64_t seed, float scale) {
+  Tensor t = AllocTensor(name, dtype, shape);
+  const auto v = RandomFloats(size_t(t.numel()), seed, scale);
+  for (size_t i = 0; i < v.size(); ++i) {
+    switch (dtype) {
+      case DType::kF32: static_cast<float*>(MutableData(t))[i] = v[i]; break;
+      case DType::kF16: static_cast<uint16_t*>(MutableData(t))[i] = F32ToF16(v[i]); break;
+      case DType::kBF16: static_cast<uint16_t*>(MutableData(t))[i] = F32ToBF16(v[i]); break;
+      default: ADD_FAILURE() << "RandomTensor: type";
+    }
+  }
+  return t;
+}
+
+std::vector<float> Values(const Tensor& t) { return ToF32(t); }
+
+Batch RowsBatch(int T, int64_t pos0, int slot) {
+  Batch b;
+  std::vector<int32_t> toks(static_cast<size_t>(T));
+  for (int i = 0; i < T; ++i) toks[size_t(i)] = i;
+  b.Add(slot, pos0, toks, true);
+  b.Finalize();
+  return b;
+}
+
+int Input(Graph& g, const Tensor& table, int T) {
+  Node n;
+  n.op = Op::kEmbed;
+  n.name = table.name + ".in";
+  n.src = {g.AddWeight(table)};
+  n.shape = {T, table.cols()};
+  return g.Add(n);
+}
+
+void ExpectClose(const std::vector<float>& got, const std::vector<float>& want, double tol,
+                 const std::string& what) {
+  ASSERT_EQ(got.size(), want.size()) << what;
+  for (float v : got) ASSERT_TRUE(std::isfinite(v)) << what << ": non-finite output";
+  const double e = RelL2(got, want);
+  EXPECT_LE(e, tol) << what << ": relative L2 error " << e;
+}
+
+}  // namespace es::test

@@ -1,0 +1,42 @@
+// Helpers for the Vulkan backend tests: one shared backend per process (lavapipe is slow to
+// start), validation on by default (ES_VK_VALIDATION=0 turns it off), a fixture that fails a test
+// on any validation message, and small graph builders whose inputs enter through embeddings.
+#pragma once
+
+#include <gtest/gtest.h>
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "backends/vulkan/instance.h"
+#include "backends/vulkan/vulkan_backend.h"
+#include "edgeseek/backends/backend.h"
+#include "edgeseek/graph/graph.h"
+
+namespace es::test {
+
+// The shared backend (default device, default tuning); throws es::Error without a driver.
+vk::VulkanBackend& SharedVulkan();
+std::unique_ptr<vk::VulkanBackend> MakeVulkan(const vk::VulkanTuning& t, bool profile = false);
+
+class VulkanTest : public ::testing::Test {
+ protected:
+  void SetUp() override;
+  void TearDown() override;
+  int messages_ = 0;
+};
+
+// A tensor of `dtype` filled with deterministic values in [-scale, scale) (rounded to the type).
+Tensor RandomTensor(const std::string& name, DType dtype, Shape shape, uint64_t seed, float scale = 1.0f);
+// The tensor's values as f32 (after rounding to its type).
+std::vector<float> Values(const Tensor& t);
+// A batch of one sequence: tokens 0..T-1 at positions pos0.., slot 0, all rows' logits.
+Batch RowsBatch(int T, int64_t pos0 = 0, int slot = 0);
+// Adds an embedding of `table` (an input [T, cols] with row t = table[token t]).
+int Input(Graph& g, const Tensor& table, int T);
+// Max relative L2 error helper with a readable failure.
+void ExpectClose(const std::vector<float>& got, const std::vector<float>& want, double tol,
+                 const std::string& what);
+
+}  // namespace es::test

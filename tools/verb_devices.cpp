@@ -1,0 +1,76 @@
+// `edgeseek devices`: lists the Vulkan devices with driver, API version, memory heaps, subgroup
+// size and the features edgeseek uses (fp16, int8, 16/8-bit storage, integer dot product,
+// cooperative matrix, bfloat16), and whether each is usable. Without any Vulkan driver it says
+// so and exits 1 (the CPU backend is unaffected).
+#include <cstdio>
+#include <memory>
+#include <string>
+
+#include "edgeseek/backends/backend.h"
+#include "edgeseek/backends/vulkan.h"
+#include "verb.h"
+
+namespace es::tools {
+namespace {
+
+std::string Bytes(uint64_t b) {
+  char buf[32];
+  if (b >= (1ull << 30)) std::snprintf(buf, sizeof(buf), "%.1f GiB", double(b) / double(1ull << 30));
+  else std::snprintf(buf, sizeof(buf), "%.0f MiB", double(b) / double(1ull << 20));
+  return buf;
+}
+const char* YesNo(bool b) { return b ? "yes" : "no"; }
+
+VerbRun Setup(CLI::App& sub) {
+  auto bandwidth = std::make_shared<bool>(false);
+  auto device = std::make_shared<std::string>();
+  sub.add_flag("--bandwidth", *bandwidth, "also measure the copy bandwidth of the chosen device");
+  sub.add_option("--device", *device, "device for --bandwidth (index or name; default: first GPU)");
+  return [=] {
+    if (!VulkanBackendBuilt() || !ListVulkanDevices) {
+      std::printf("this build has no Vulkan backend (cpu only)\n");
+      return 1;
+    }
+    const auto devices = ListVulkanDevices();  // es::Error without loader/driver -> main
+    if (devices.empty()) {
+      std::printf("no Vulkan devices found (the loader found no driver); --backend cpu works\n");
+      return 1;
+    }
+    for (const auto& d : devices) {
+      std::printf("[%d] %s (%s)\n", d.index, d.name.c_str(), d.type.c_str());
+      std::printf("    driver: %s, Vulkan %s, vendor 0x%04x device 0x%04x\n", d.driver.c_str(),
+                  VulkanVersionString(d.api_version).c_str(), d.vendor_id, d.device_id);
+      std::printf("    memory heaps:");
+      for (const auto& h : d.heaps)
+        std::printf(" %s%s", Bytes(h.bytes).c_str(), h.device_local ? " (device-local)" : "");
+      std::printf("\n    subgroup: %u (min %u, max %u), arithmetic %s, shuffle %s\n", d.subgroup_size,
+                  d.min_subgroup_size, d.max_subgroup_size, YesNo(d.subgroup_arithmetic),
+                  YesNo(d.subgroup_shuffle));
+      std::printf("    fp16 %s, int8 %s, storage16 %s, storage8 %s, int-dot %s, bf16 %s\n",
+                  YesNo(d.fp16), YesNo(d.int8), YesNo(d.storage16), YesNo(d.storage8),
+                  YesNo(d.int_dot), YesNo(d.bf16));
+      std::printf("    cooperative matrix: KHR %s, NV %s, NV2 %s\n", YesNo(d.coopmat_khr),
+                  YesNo(d.coopmat_nv), YesNo(d.coopmat2_nv));
+      std::printf("    limits: storage range %s, allocation %s, shared memory %u KiB, push %u B\n",
+                  Bytes(d.max_storage_buffer_range).c_str(), Bytes(d.max_memory_allocation).c_str(),
+                  d.max_shared_memory / 1024, d.max_push_constants);
+      if (d.missing_required.empty()) {
+        std::printf("    usable: yes\n");
+      } else {
+        std::printf("    usable: no, lacks");
+        for (const auto& m : d.missing_required) std::printf(" [%s]", m.c_str());
+        std::printf("\n");
+      }
+    }
+    if (*bandwidth) {
+      const double bw = MeasureVulkanCopyBandwidth(*device, 1ull << 30);
+      std::printf("copy bandwidth: %.1f GB/s (bytes read + written)\n", bw / 1e9);
+    }
+    return 0;
+  };
+}
+
+const VerbRegistrar kReg("devices", "list Vulkan devices and the features edgeseek uses", Setup);
+
+}  // namespace
+}  // namespace es::tools
