@@ -203,6 +203,21 @@ TEST(QuantizeVerb, WritesFileAndOneSummaryLine) {
   EXPECT_EQ(test::ReadFile(dir + "/v.gguf"), test::ReadFile(dir + "/p.gguf"));
 }
 
+TEST(GgufDumpVerb, PrintsMetadataAndTensors) {
+  const std::string dir = test::TempDir();
+  const std::string in = MakeInput(dir);
+  std::string out, err;
+  ASSERT_EQ(test::RunCommand(test::CliPath() + " gguf-dump " + in, &out, &err), 0) << err;
+  EXPECT_NE(out.find("GGUF v3, 4 metadata keys, 8 tensors, alignment 32"), std::string::npos) << out;
+  EXPECT_NE(out.find("qwen2.block_count"), std::string::npos) << out;
+  EXPECT_NE(out.find("array<string>[2]"), std::string::npos) << out;
+  EXPECT_NE(out.find("blk.0.attn_q.weight"), std::string::npos) << out;
+  EXPECT_NE(out.find("[64, 256]"), std::string::npos) << out;
+  test::WriteFile(dir + "/junk.gguf", "GGUFjunk");
+  EXPECT_EQ(test::RunCommand(test::CliPath() + " gguf-dump " + dir + "/junk.gguf", &out, &err), 1);
+  EXPECT_EQ(err.rfind("edgeseek: error: ", 0), 0u) << err;
+}
+
 TEST(QuantizeVerb, BadInputGivesOneErrorLine) {
   const std::string dir = test::TempDir();
   const std::string in = MakeInput(dir);
