@@ -16,11 +16,19 @@ namespace es::tok {
 
 using nlohmann::json;
 
+static std::string MapRun(std::string_view run, int options) {
+  utf8proc_uint8_t* out = nullptr;
+  const utf8proc_ssize_t n =
+      utf8proc_map(reinterpret_cast<const utf8proc_uint8_t*>(run.data()),
+                   static_cast<utf8proc_ssize_t>(run.size()), &out,
+                   static_cast<utf8proc_option_t>(options));
+  if (n < 0) Fail("unicode normalization failed: ", utf8proc_errmsg(n));
+  std::string result(reinterpret_cast<const char*>(out), static_cast<size_t>(n));
+  std::free(out);
+  return result;
+}
+
 std::string UnicodeNormalize(const std::string& text, UnicodeForm form) {
-  bool ascii = true;
-  for (const char c : text)
-    if (static_cast<unsigned char>(c) >= 0x80) { ascii = false; break; }
-  if (ascii) return text;  // ASCII is invariant under every form
   int options = UTF8PROC_STABLE;
   switch (form) {
     case UnicodeForm::kNFC: options |= UTF8PROC_COMPOSE; break;
@@ -28,15 +36,30 @@ std::string UnicodeNormalize(const std::string& text, UnicodeForm form) {
     case UnicodeForm::kNFKC: options |= UTF8PROC_COMPOSE | UTF8PROC_COMPAT; break;
     case UnicodeForm::kNFKD: options |= UTF8PROC_DECOMPOSE | UTF8PROC_COMPAT; break;
   }
-  utf8proc_uint8_t* out = nullptr;
-  const utf8proc_ssize_t n =
-      utf8proc_map(reinterpret_cast<const utf8proc_uint8_t*>(text.data()),
-                   static_cast<utf8proc_ssize_t>(text.size()), &out,
-                   static_cast<utf8proc_option_t>(options));
-  if (n < 0) Fail("unicode normalization failed: ", utf8proc_errmsg(n));
-  std::string result(reinterpret_cast<const char*>(out), static_cast<size_t>(n));
-  std::free(out);
-  return result;
+  // ASCII characters are starters (combining class 0) that are never the second half of a
+  // composition and never decompose, so they only interact with the marks that follow them.
+  // Runs of non-ASCII text, each with the one ASCII character before it, are normalized apart;
+  // the ASCII in between is copied. Mostly-ASCII text thus skips utf8proc almost entirely.
+  std::string out;
+  size_t i = 0, copied = 0;
+  const size_t n = text.size();
+  while (i < n) {
+    if (static_cast<unsigned char>(text[i]) < 0x80) {
+      ++i;
+      continue;
+    }
+    size_t start = i;
+    if (start > copied && static_cast<unsigned char>(text[start - 1]) < 0x80) --start;
+    size_t end = i;
+    while (end < n && static_cast<unsigned char>(text[end]) >= 0x80) ++end;
+    if (out.empty()) out.reserve(n + 16);
+    out.append(text, copied, start - copied);
+    out += MapRun(std::string_view(text).substr(start, end - start), options);
+    copied = i = end;
+  }
+  if (copied == 0) return text;
+  out.append(text, copied, std::string::npos);
+  return out;
 }
 
 namespace {

@@ -78,7 +78,7 @@ Regex::Regex(std::string_view pattern, std::string_view where) {
     Fail(where, ": invalid regex '", pattern, "': ", reinterpret_cast<const char*>(msg),
          " (at pattern offset ", off, ")");
   }
-  pcre2_jit_compile(code, PCRE2_JIT_COMPLETE);  // falls back to the interpreter if JIT fails
+  jit_ = pcre2_jit_compile(code, PCRE2_JIT_COMPLETE) == 0;  // else the interpreter
   code_ = code;
 }
 
@@ -91,7 +91,8 @@ void Regex::FindAll(std::string_view text, std::vector<std::pair<size_t, size_t>
   size_t pos = 0;
   size_t last_end = std::string::npos;
   while (pos <= text.size()) {
-    const int rc = pcre2_match(code, subject, text.size(), pos, PCRE2_NO_UTF_CHECK, tl.md, nullptr);
+    const int rc = jit_ ? pcre2_jit_match(code, subject, text.size(), pos, 0, tl.md, nullptr)
+                        : pcre2_match(code, subject, text.size(), pos, PCRE2_NO_UTF_CHECK, tl.md, nullptr);
     if (rc == PCRE2_ERROR_NOMATCH) break;
     if (rc < 0) {
       PCRE2_UCHAR msg[256];

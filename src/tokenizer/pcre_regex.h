@@ -29,6 +29,7 @@ class Regex {
 
  private:
   void* code_ = nullptr;  // pcre2_code_8*, owned
+  bool jit_ = false;      // JIT-compiled: matched with pcre2_jit_match (no per-call checks)
 };
 
 }  // namespace es::tok

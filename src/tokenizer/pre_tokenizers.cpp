@@ -77,15 +77,31 @@ class ByteLevelPre : public PreTokenizer {
         regex_(use_regex ? std::make_unique<Regex>(kGpt2Regex, "ByteLevel") : nullptr) {}
   void SplitOne(Piece&& p, std::vector<Piece>* out) const override {
     if (add_prefix_space_ && (p.text.empty() || p.text[0] != ' ')) p.text.insert(0, " ");
-    const size_t first = out->size();
-    if (regex_) {
-      std::vector<std::pair<size_t, size_t>> m;
-      regex_->FindAll(p.text, &m);
-      SplitPiece(p, CoverWithMatches(p.text.size(), m), SplitBehavior::kIsolated, out);
-    } else if (!p.text.empty()) {
+    if (p.text.empty()) return;
+    if (!regex_) {
+      p.text = BytesToUnicode(p.text);
       out->push_back(std::move(p));
+      return;
     }
-    for (size_t i = first; i < out->size(); ++i) (*out)[i].text = BytesToUnicode((*out)[i].text);
+    // Isolated split on GPT-2's regex, each part mapped to byte characters in one pass.
+    thread_local std::vector<std::pair<size_t, size_t>> m;
+    m.clear();
+    regex_->FindAll(p.text, &m);
+    const std::string_view t = p.text;
+    auto emit = [&](size_t b, size_t e) {
+      Piece q;
+      q.text.reserve((e - b) * 2);
+      AppendBytesToUnicode(t.substr(b, e - b), &q.text);
+      q.at_start = p.at_start && b == 0;
+      out->push_back(std::move(q));
+    };
+    size_t prev = 0;
+    for (const auto& [b, e] : m) {
+      if (b > prev) emit(prev, b);
+      if (e > b) emit(b, e);
+      prev = e;
+    }
+    if (prev < t.size()) emit(prev, t.size());
   }
 
  private:

@@ -63,7 +63,7 @@ TEST(StreamDecoder, SpecialTokensShownOrSkipped) {
 }
 
 TEST(StreamDecoder, ByteFallbackAndFlushOfCutCharacter) {
-  json vocab = {{"<unk>", 0}, {"\xE2\x96\x81" "a", 1}};
+  json vocab = {{"<unk>", 0}, {"\xE2\x96\x81", 1}, {"a", 258}};
   for (int b = 0; b < 256; ++b) {
     char name[8];
     std::snprintf(name, sizeof(name), "<0x%02X>", b);
@@ -75,16 +75,18 @@ TEST(StreamDecoder, ByteFallbackAndFlushOfCutCharacter) {
             {"decoder", json::parse(R"({"type":"Sequence","decoders":[{"type":"Replace","pattern":{"String":"\u2581"},"content":" "},
                 {"type":"ByteFallback"},{"type":"Fuse"},{"type":"Strip","content":" ","start":1,"stop":0}]})")}};
   auto t = Tokenizer::FromJson(j, nullptr);
-  const auto ids = t->Encode("a \xE2\x82\xAC a");  // "a € a"
+  const auto ids = t->Encode("a \xE2\x82\xAC a");  // "a € a": ▁ a ▁ <E2> <82> <AC> ▁ a
+  ASSERT_EQ(ids.size(), 8u);
   std::vector<std::string> parts;
   CheckStream(*t, ids, false, &parts);
   EXPECT_EQ(t->Decode(ids), "a \xE2\x82\xAC a");
   // A stream cut inside € flushes the U+FFFD that Decode gives for the cut bytes.
   StreamDecoder sd(*t, false);
   std::string s;
-  for (size_t i = 0; i + 2 < ids.size(); ++i) s += sd.Push(ids[i]);
+  for (size_t i = 0; i + 3 < ids.size(); ++i) s += sd.Push(ids[i]);
   s += sd.Flush();
-  EXPECT_EQ(s, t->Decode(std::vector<int32_t>(ids.begin(), ids.end() - 2)));
+  EXPECT_EQ(s, t->Decode(std::vector<int32_t>(ids.begin(), ids.end() - 3)));
+  EXPECT_EQ(s, "a \xEF\xBF\xBD\xEF\xBF\xBD");
 }
 
 TEST(Utf8, LossyRepairMaximalSubparts) {
