@@ -52,6 +52,10 @@ TEST(Normalizers, UnicodeForms) {
   EXPECT_EQ(Norm(R"({"type":"NFKC"})", "\xEF\xAC\x81 \xE2\x91\xA0"), "fi 1");  // ﬁ ①
   EXPECT_EQ(Norm(R"({"type":"NFKD"})", "\xEF\xAC\x81\xC3\xA9"), "fie\xCC\x81");
   EXPECT_EQ(Norm(R"({"type":"NFC"})", "plain ascii"), "plain ascii");
+  // Marks compose with the ASCII letter before them, runs between ASCII are handled apart.
+  EXPECT_EQ(Norm(R"({"type":"NFC"})", "xe\xCC\x81y\xCC\x81z \xE2\x80\x99" "a\xCC\x8A"),
+            "x\xC3\xA9\xC3\xBDz \xE2\x80\x99\xC3\xA5");
+  EXPECT_EQ(Norm(R"({"type":"NFD"})", "\xC3\xA9t\xC3\xA9"), "e\xCC\x81te\xCC\x81");
   // Hangul jamo compose under NFC.
   EXPECT_EQ(Norm(R"({"type":"NFC"})", "\xE1\x84\x80\xE1\x85\xA1"), "\xEA\xB0\x80");  // 가
 }
