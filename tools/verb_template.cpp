@@ -40,15 +40,9 @@ std::string OneLine(std::string s) {
 }
 
 int RunTemplate(const std::string& tokenizer, const std::string& messages_path, bool add_gen) {
-  namespace fs = std::filesystem;
-  fs::path cfg_path = tokenizer;
-  if (fs::is_directory(cfg_path)) cfg_path /= "tokenizer_config.json";
-  ES_CHECK(fs::exists(cfg_path), "tokenizer config '", cfg_path.string(), "' does not exist");
-  const TemplateConfig cfg = ReadTemplateConfig(ReadJson(cfg_path, "tokenizer config"));
-  std::string source = cfg.chat_template;
-  const fs::path jinja_path = cfg_path.parent_path() / "chat_template.jinja";
-  if (fs::exists(jinja_path)) source = ReadText(jinja_path, "chat template");
-  ES_CHECK(!source.empty(), "'", cfg_path.string(), "' has no chat_template");
+  const TemplateConfig cfg = LoadTemplateConfig(tokenizer);
+  const std::string& source = cfg.chat_template;
+  ES_CHECK(!source.empty(), "'", tokenizer, "' has no chat_template (tokenizer_config.json or chat_template.jinja)");
 
   ChatTemplateInputs in;
   in.add_generation_prompt = add_gen;

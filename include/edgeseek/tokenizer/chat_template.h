@@ -48,4 +48,9 @@ struct TemplateConfig {
 TemplateConfig ReadTemplateConfig(const nlohmann::json& tokenizer_config);
 TemplateConfig ReadTemplateConfig(const nlohmann::ordered_json& tokenizer_config);
 
+// Reads the template facts of a model folder the way transformers loads them: `path` is a folder
+// holding tokenizer_config.json, or that file itself; a chat_template.jinja beside it replaces the
+// config's chat_template. Throws es::Error naming the file at fault (missing, invalid JSON).
+TemplateConfig LoadTemplateConfig(const std::string& path);
+
 }  // namespace es

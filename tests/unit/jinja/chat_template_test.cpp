@@ -182,6 +182,23 @@ TEST(ChatTemplate, ReadTemplateConfigForms) {
   EXPECT_THROW(ReadTemplateConfig(nlohmann::json::parse("[]")), es::Error);
 }
 
+TEST(ChatTemplate, LoadTemplateConfigFromFolder) {
+  const std::string dir = TempDir();
+  EXPECT_THROW(LoadTemplateConfig(dir), es::Error);  // no tokenizer_config.json
+  WriteFile(dir + "/tokenizer_config.json", "{not json");
+  try {
+    LoadTemplateConfig(dir);
+    ADD_FAILURE() << "expected an error";
+  } catch (const es::Error& e) {
+    EXPECT_NE(std::string(e.what()).find("tokenizer_config.json"), std::string::npos) << e.what();
+  }
+  WriteFile(dir + "/tokenizer_config.json", R"({"chat_template": "A", "eos_token": "</s>"})");
+  EXPECT_EQ(LoadTemplateConfig(dir).chat_template, "A");
+  EXPECT_EQ(LoadTemplateConfig(dir + "/tokenizer_config.json").eos_token, "</s>");
+  WriteFile(dir + "/chat_template.jinja", "B");
+  EXPECT_EQ(LoadTemplateConfig(dir).chat_template, "B");
+}
+
 TEST(ChatTemplate, ContextVariables) {
   ChatTemplate t("{{ tools is none }} {{ documents is none }} {{ bos_token is defined }} "
                  "{{ eos_token }} {{ add_generation_prompt }} {{ date_string }} {{ messages|length }}");

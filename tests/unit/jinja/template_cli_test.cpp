@@ -76,5 +76,23 @@ TEST(TemplateCli, ChatTemplateListAndErrors) {
   expect_error("--tokenizer " + Quote(dir) + " --messages " + Quote(dir + "/ok.json"), "no chat_template");
 }
 
+TEST(TemplateCli, ChatTemplateJinjaFileTakesPrecedence) {
+  const std::string dir = TempDir();
+  WriteFile(dir + "/tokenizer_config.json", R"({"chat_template": "config {{ messages|length }}"})");
+  WriteFile(dir + "/m.json", R"([{"role": "user", "content": "a"}])");
+  std::string out, err;
+  ASSERT_EQ(RunCommand(CliPath() + " template --tokenizer " + Quote(dir) + " --messages " + Quote(dir + "/m.json"),
+                       &out, &err),
+            0)
+      << err;
+  EXPECT_EQ(out, "config 1");
+  WriteFile(dir + "/chat_template.jinja", "file {{ messages[0].content }}\n");
+  ASSERT_EQ(RunCommand(CliPath() + " template --tokenizer " + Quote(dir) + " --messages " + Quote(dir + "/m.json"),
+                       &out, &err),
+            0)
+      << err;
+  EXPECT_EQ(out, "file a");  // the file's trailing newline is dropped, as jinja2 does
+}
+
 }  // namespace
 }  // namespace es::test
