@@ -150,6 +150,10 @@ void AddedVocabulary::SplitOne(Piece&& p, const Trie& trie, std::vector<Piece>* 
     emit(start, stop, t.id);
     start_offset = stop;
   }
+  if (start_offset == 0) {  // no match: the piece goes on as it is, without a copy
+    if (!s.empty()) out->push_back(std::move(p));
+    return;
+  }
   if (start_offset < s.size()) emit(start_offset, s.size(), -1);
 }
 
