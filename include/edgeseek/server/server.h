@@ -3,7 +3,7 @@
 // GET /health, GET /metrics, GET /v1/traces/{id}. See docs/server.md.
 //
 //   ServerConfig cfg = LoadServerConfig("server.json", SchemaPath());   // or built in code
-//   Server srv(cfg, DefaultModelLoader());
+//   Server srv(cfg, DefaultModelBuilder());
 //   srv.Listen();           // binds, serves /health as "loading" (503)
 //   srv.LoadModels();       // builds every instance; then "ready"
 //   srv.WaitForShutdown();  // until Shutdown() (SIGTERM): drain, stop
@@ -35,6 +35,7 @@ struct ModelEntry {
   std::string name;          // the `model` clients ask for
   std::string path;          // HF folder / GGUF
   std::string synthetic;     // preset name or config.json path (random weights)
+  std::string tokenizer;     // tokenizer folder/file; default: the model's, or next to `synthetic`
   uint64_t seed = 0;
   std::string reasoning = "auto";  // auto: on when the chat template or vocabulary has </think>
   std::vector<InstanceConfig> instances = {InstanceConfig{}};
@@ -66,7 +67,8 @@ struct ServerConfig {
   double drain_grace_s = 30;
   ServerLimits limits;
   EngineOptions scheduler;
-  QosPolicy qos;                       // classes from "priorities"; client weights from "clients"
+  // Classes from "priorities" (default: high 8, normal 4, low 1); client weights from "clients".
+  QosPolicy qos{{{"high", 8, 0, false}, {"normal", 4, 0, true}, {"low", 1, 0, true}}, {}, 1};
   std::string default_priority;        // class name; empty: the middle class
   std::vector<ClientConfig> clients;
   std::vector<ModelEntry> models;
@@ -93,7 +95,9 @@ class TokenTextStream {
 class TextModel {
  public:
   virtual ~TextModel() = default;
-  virtual std::vector<int32_t> Encode(const std::string& text) const = 0;  // es::Error on failure
+  // add_special: BOS/EOS as the tokenizer config asks (completions); chat prompts already
+  // carry them from the template. es::Error on failure.
+  virtual std::vector<int32_t> Encode(const std::string& text, bool add_special) const = 0;
   // Renders messages (array of {role, content, ...}) with the chat template.
   virtual std::string RenderChat(const nlohmann::json& messages, const nlohmann::json& tools,
                                  const nlohmann::json& kwargs) const = 0;
@@ -108,14 +112,14 @@ struct LoadedModel {
   std::vector<std::string> instance_names;            // "cpu", "vulkan:0"
 };
 
-using ModelLoader = std::function<LoadedModel(const ModelEntry&)>;
+using ModelBuilder = std::function<LoadedModel(const ModelEntry&)>;
 // Loads with es::Model / es::Runner / es::Tokenizer.
-ModelLoader DefaultModelLoader();
+ModelBuilder DefaultModelBuilder();
 
 // ---- the server --------------------------------------------------------------------------
 class Server {
  public:
-  Server(ServerConfig cfg, ModelLoader loader);
+  Server(ServerConfig cfg, ModelBuilder loader);
   ~Server();
   Server(const Server&) = delete;
   Server& operator=(const Server&) = delete;

@@ -1,0 +1,117 @@
+// DefaultModelBuilder: a ModelEntry → es::Model (HF folder or synthetic), its tokenizer and chat
+// template (TextModel), and one es::Runner per instance on its backend (StepModel).
+#include <filesystem>
+
+#include "edgeseek/core/error.h"
+#include "edgeseek/runtime/model.h"
+#include "edgeseek/runtime/runner.h"
+#include "edgeseek/server/server.h"
+#include "edgeseek/tokenizer/chat_template.h"
+#include "edgeseek/tokenizer/tokenizer.h"
+
+namespace es {
+
+namespace fs = std::filesystem;
+
+namespace {
+
+class DecoderStream final : public TokenTextStream {
+ public:
+  explicit DecoderStream(const Tokenizer& t) : dec_(t, /*skip_special=*/true) {}
+  std::string Push(int32_t token) override { return dec_.Push(token); }
+  std::string Flush() override { return dec_.Flush(); }
+
+ private:
+  StreamDecoder dec_;
+};
+
+class TokenizerTextModel final : public TextModel {
+ public:
+  TokenizerTextModel(std::shared_ptr<const Tokenizer> tok, std::shared_ptr<const Model> model,
+                     const std::string& name)
+      : tok_(std::move(tok)), model_(std::move(model)) {
+    const nlohmann::json& cfg = tok_->config();
+    TemplateConfig tc;
+    if (!cfg.is_null()) tc = ReadTemplateConfig(cfg);
+    std::string source = !tc.chat_template.empty() ? tc.chat_template : tok_->chat_template();
+    bos_ = !tc.bos_token.empty() ? tc.bos_token : tok_->bos_token();
+    eos_ = !tc.eos_token.empty() ? tc.eos_token : tok_->eos_token();
+    if (!source.empty()) {
+      try {
+        template_ = std::make_unique<ChatTemplate>(source);
+      } catch (const Error& e) {
+        Fail("model '", name, "': ", e.what());
+      }
+    }
+    reasoning_ = source.find("</think>") != std::string::npos || tok_->TokenId("</think>") >= 0;
+    if (model_) eos_ids_ = model_->generation().eos_ids;
+    if (tok_->eos_id() >= 0 && std::find(eos_ids_.begin(), eos_ids_.end(), tok_->eos_id()) == eos_ids_.end())
+      eos_ids_.push_back(tok_->eos_id());
+  }
+  std::vector<int32_t> Encode(const std::string& text, bool add_special) const override {
+    return tok_->Encode(text, add_special);
+  }
+  std::string RenderChat(const nlohmann::json& messages, const nlohmann::json& tools,
+                         const nlohmann::json& kwargs) const override {
+    ES_CHECK(template_, "this model has no chat template; use /v1/completions");
+    ChatTemplateInputs in;
+    in.messages = messages;
+    in.add_generation_prompt = true;
+    in.tools = tools;
+    in.extra = kwargs;
+    in.bos_token = bos_;
+    in.eos_token = eos_;
+    return template_->Render(in);
+  }
+  std::unique_ptr<TokenTextStream> NewStream() const override { return std::make_unique<DecoderStream>(*tok_); }
+  std::vector<int32_t> eos_ids() const override { return eos_ids_; }
+  bool has_reasoning_tags() const override { return reasoning_; }
+
+ private:
+  std::shared_ptr<const Tokenizer> tok_;
+  std::shared_ptr<const Model> model_;  // keeps a model-owned tokenizer alive
+  std::unique_ptr<ChatTemplate> template_;
+  std::string bos_, eos_;
+  std::vector<int32_t> eos_ids_;
+  bool reasoning_ = false;
+};
+
+}  // namespace
+
+ModelBuilder DefaultModelBuilder() {
+  return [](const ModelEntry& e) {
+    LoadOptions lo;
+    lo.synthetic = e.synthetic;
+    lo.seed = e.seed;
+    std::shared_ptr<Model> model = e.synthetic.empty() ? Model::Load(e.path, lo) : Model::Synthetic(e.synthetic, lo);
+    std::shared_ptr<const Tokenizer> tok;
+    if (!e.tokenizer.empty()) {
+      tok = Tokenizer::Load(e.tokenizer);
+    } else if (model->tokenizer()) {
+      tok = std::shared_ptr<const Tokenizer>(model, model->tokenizer());
+    } else if (!e.synthetic.empty() && fs::is_regular_file(e.synthetic) &&
+               fs::exists(fs::path(e.synthetic).parent_path() / "tokenizer.json")) {
+      tok = Tokenizer::Load(fs::path(e.synthetic).parent_path().string());
+    } else {
+      Fail("model '", e.name, "' has no tokenizer: give --tokenizer (or \"tokenizer\" in the config)");
+    }
+    ES_CHECK(tok->vocab_size() <= model->vocab_size(), "model '", e.name, "': the tokenizer has ",
+             tok->vocab_size(), " tokens but the model only ", model->vocab_size());
+    LoadedModel lm;
+    lm.text = std::make_shared<TokenizerTextModel>(tok, model, e.name);
+    for (const InstanceConfig& ic : e.instances) {
+      BackendOptions bo;
+      bo.threads = ic.threads;
+      bo.device = ic.device;
+      RunnerOptions ro;
+      ro.n_slots = ic.slots;
+      ro.context = ic.context;
+      auto runner = std::make_unique<Runner>(model, CreateBackend(ic.backend, bo), ro);
+      lm.instances.push_back(WrapRunner(std::move(runner)));
+      lm.instance_names.push_back(ic.backend + (ic.device.empty() ? "" : ":" + ic.device));
+    }
+    return lm;
+  };
+}
+
+}  // namespace es

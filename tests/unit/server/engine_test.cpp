@@ -1,0 +1,344 @@
+// The continuous-batching engine and its QoS queue, driven step by step over FakeStepModel:
+// batch invariance, chunked prefill budgets, priorities, weighted round robin, preemption with
+// unchanged output, cancellation, KV admission.
+#include <gtest/gtest.h>
+
+#include <map>
+
+#include "edgeseek/core/error.h"
+#include "edgeseek/runtime/engine.h"
+#include "fake_model.h"
+
+namespace es {
+namespace {
+
+using test::FakeStepModel;
+
+struct Collected {
+  std::vector<int32_t> tokens;
+  FinishReason finish = FinishReason::kNone;
+  double first_token = 0;
+  int first_step = -1, preempted = 0;
+};
+
+struct Harness {
+  std::shared_ptr<RequestQueue> queue;
+  FakeStepModel* model = nullptr;
+  std::unique_ptr<Engine> engine;
+  std::map<std::string, Collected> out;
+  int step = 0;
+
+  Harness(int slots, int64_t ctx, EngineOptions eo = {}, QosPolicy qos = {}) {
+    queue = std::make_shared<RequestQueue>(qos);
+    auto m = std::make_unique<FakeStepModel>(slots, ctx);
+    model = m.get();
+    engine = std::make_unique<Engine>(std::move(m), queue, eo);
+  }
+  std::shared_ptr<SeqRequest> Make(const std::string& id, std::vector<int32_t> prompt, int max_tokens,
+                                   float temperature = 0, uint64_t seed = 0, int priority = 0,
+                                   const std::string& client = "c") {
+    auto r = std::make_shared<SeqRequest>();
+    r->id = id;
+    r->prompt = std::move(prompt);
+    r->max_tokens = max_tokens;
+    r->sampling.temperature = temperature;
+    r->sampling.seed = seed;
+    r->priority = priority;
+    r->client = client;
+    r->stop_ids = {256};
+    r->on_event = [this, id](const SeqEvent& e) {
+      auto& c = out[id];
+      if (e.kind == SeqEventKind::kToken) {
+        if (c.tokens.empty()) c.first_step = step;
+        c.tokens.push_back(e.token);
+      }
+      if (e.kind == SeqEventKind::kPreempted) ++c.preempted;
+      if (e.kind == SeqEventKind::kFinished) c.finish = e.finish;
+    };
+    return r;
+  }
+  void Submit(std::shared_ptr<SeqRequest> r) { queue->Push(std::move(r)); }
+  void RunAll(int max_steps = 100000) {
+    while (engine->Step() && max_steps-- > 0) ++step;
+  }
+};
+
+std::vector<int32_t> Prompt(int n, int seed) {
+  std::vector<int32_t> p;
+  for (int i = 0; i < n; ++i) p.push_back(32 + (seed * 7 + i * 13) % 90);
+  return p;
+}
+
+TEST(Engine, ConcurrentEqualsSequentialGreedyAndSeeded) {
+  const int kN = 13;  // odd on purpose: the last admission wave is partial
+  std::map<std::string, std::vector<int32_t>> solo;
+  for (int i = 0; i < kN; ++i) {
+    Harness h(1, 256);
+    std::string id = "r" + std::to_string(i);
+    h.Submit(h.Make(id, Prompt(5 + i * 3, i), 20 + i, i % 2 ? 0.8f : 0.0f, 1000 + i));
+    h.RunAll();
+    solo[id] = h.out[id].tokens;
+    ASSERT_FALSE(solo[id].empty());
+  }
+  EngineOptions eo;
+  eo.max_batch_tokens = 17;  // forces chunked prefill mixed with decodes
+  Harness h(4, 256, eo);
+  for (int i = 0; i < kN; ++i)
+    h.Submit(h.Make("r" + std::to_string(i), Prompt(5 + i * 3, i), 20 + i, i % 2 ? 0.8f : 0.0f, 1000 + i));
+  h.RunAll();
+  for (int i = 0; i < kN; ++i) {
+    std::string id = "r" + std::to_string(i);
+    EXPECT_EQ(h.out[id].tokens, solo[id]) << id;
+    EXPECT_NE(h.out[id].finish, FinishReason::kNone) << id;
+  }
+  EXPECT_EQ(h.model->used_slots(), 0);
+  bool mixed = false;
+  for (auto& s : h.model->log()) mixed = mixed || (s.seqs > 1 && s.tokens > s.seqs);
+  EXPECT_TRUE(mixed) << "no step mixed a prefill chunk with decodes";
+}
+
+TEST(Engine, ChunkedPrefillKeepsDecodesRunningUnderTheBudget) {
+  EngineOptions eo;
+  eo.max_batch_tokens = 32;
+  eo.prefill_chunk = 24;
+  Harness h(4, 1024, eo);
+  for (int i = 0; i < 3; ++i) h.Submit(h.Make("d" + std::to_string(i), Prompt(3, i), 200));
+  for (int i = 0; i < 3; ++i) h.engine->Step();  // the three are decoding now
+  h.Submit(h.Make("long", Prompt(501, 9), 4));
+  size_t before = h.model->log().size();
+  h.RunAll();
+  auto log = h.model->log();
+  int prefill_steps = 0;
+  for (size_t i = before; i < log.size(); ++i) {
+    EXPECT_LE(log[i].tokens, 32) << "step " << i;
+    if (log[i].tokens > log[i].seqs) {
+      ++prefill_steps;
+      EXPECT_EQ(log[i].singles, 3) << "decodes stalled behind the prefill at step " << i;
+      EXPECT_LE(log[i].tokens - 3, 24);
+    }
+  }
+  // 501 tokens, 24 a step (the 29 left by the decodes are capped by prefill_chunk): 21 steps.
+  EXPECT_EQ(prefill_steps, 21);
+  EXPECT_EQ(h.out["long"].tokens.size(), 4u);
+}
+
+TEST(Engine, StopIdAndMaxTokens) {
+  Harness h(2, 64);
+  auto r = h.Make("a", Prompt(4, 1), 7);
+  h.Submit(r);
+  h.RunAll();
+  EXPECT_EQ(h.out["a"].tokens.size(), 7u);
+  EXPECT_EQ(h.out["a"].finish, FinishReason::kLength);
+  // Make the first sampled id a stop id: it is emitted, then the request finishes.
+  Harness g(1, 64);
+  auto s = g.Make("b", Prompt(4, 1), 7);
+  s->stop_ids = {h.out["a"].tokens[0]};
+  g.Submit(s);
+  g.RunAll();
+  EXPECT_EQ(g.out["b"].tokens.size(), 1u);
+  EXPECT_EQ(g.out["b"].finish, FinishReason::kStop);
+}
+
+TEST(Engine, CancelFreesTheSlotWithinOneStep) {
+  Harness h(2, 256);
+  auto r = h.Make("a", Prompt(4, 1), 100);
+  h.Submit(r);
+  for (int i = 0; i < 5; ++i) h.engine->Step();
+  EXPECT_EQ(h.model->used_slots(), 1);
+  r->cancel = true;
+  h.engine->Step();
+  EXPECT_EQ(h.model->used_slots(), 0);
+  EXPECT_EQ(h.out["a"].finish, FinishReason::kCancelled);
+  EXPECT_EQ(h.engine->stats().running, 0);
+  // Cancelled while queued: finished by the sweep without ever running.
+  Harness q(1, 256);
+  auto busy = q.Make("busy", Prompt(4, 2), 50);
+  auto waiting = q.Make("w", Prompt(4, 3), 5);
+  q.Submit(busy);
+  q.Submit(waiting);
+  q.engine->Step();
+  waiting->cancel = true;
+  q.engine->Step();
+  EXPECT_EQ(q.out["w"].finish, FinishReason::kCancelled);
+  EXPECT_TRUE(q.out["w"].tokens.empty());
+  EXPECT_EQ(q.queue->size(), 0u);
+}
+
+TEST(Engine, DeadlineTimesOut) {
+  Harness h(1, 256);
+  auto r = h.Make("a", Prompt(4, 1), 1000);
+  r->deadline = SteadySeconds() - 1;
+  h.Submit(r);
+  h.RunAll();
+  EXPECT_EQ(h.out["a"].finish, FinishReason::kTimeout);
+}
+
+TEST(Engine, KvBudgetMakesAdmissionWait) {
+  EngineOptions eo;
+  eo.kv_token_budget = 100;  // two requests of 10 + 40 fit, a third waits
+  Harness h(4, 256, eo);
+  for (int i = 0; i < 3; ++i) h.Submit(h.Make("r" + std::to_string(i), Prompt(10, i), 40));
+  h.engine->Step();
+  EXPECT_EQ(h.engine->stats().running, 2);
+  EXPECT_EQ(h.queue->size(), 1u);
+  EXPECT_FALSE(h.engine->CanEverFit(101));
+  EXPECT_TRUE(h.engine->CanEverFit(100));
+  h.RunAll();
+  EXPECT_EQ(h.out["r2"].tokens.size(), 40u);
+}
+
+TEST(RequestQueue, SmoothWeightedRoundRobinBetweenClasses) {
+  QosPolicy qos;
+  qos.classes = {{"hi", 3, 0, true}, {"lo", 1, 0, true}};
+  RequestQueue q(qos);
+  for (int i = 0; i < 40; ++i) {
+    auto r = std::make_shared<SeqRequest>();
+    r->id = std::to_string(i);
+    r->prompt = {1};
+    r->priority = i % 2;
+    q.Push(r);
+  }
+  std::string order;
+  for (int i = 0; i < 16; ++i) order += q.PopNext(1 << 20, 0)->priority == 0 ? 'H' : 'L';
+  EXPECT_EQ(order, "HHLHHHLHHHLHHHLH");  // 3:1, interleaved (nginx smooth WRR; ties go up)
+}
+
+TEST(RequestQueue, ClientsShareByWeightedTokens) {
+  QosPolicy qos;
+  qos.client_weights = {{"a", 3}, {"b", 1}};
+  RequestQueue q(qos);
+  for (int i = 0; i < 200; ++i) {
+    for (const char* c : {"a", "b"}) {
+      auto r = std::make_shared<SeqRequest>();
+      r->prompt = {1};
+      r->max_tokens = 10 + (i % 3);  // uneven lengths: fairness is by tokens, not requests
+      r->client = c;
+      q.Push(r);
+    }
+  }
+  std::map<std::string, int64_t> tokens;
+  for (int i = 0; i < 200; ++i) {
+    auto r = q.PopNext(1 << 20, 0);
+    tokens[r->client] += r->max_tokens;  // generated all of them: no refund
+  }
+  double ratio = double(tokens["a"]) / double(tokens["b"]);
+  EXPECT_NEAR(ratio, 3.0, 0.15);
+}
+
+TEST(RequestQueue, OverdueRequestGoesFirstAndDeadOnesAreTaken) {
+  QosPolicy qos;
+  qos.classes = {{"hi", 1, 0.5, false}, {"lo", 100, 0, true}};
+  RequestQueue q(qos);
+  auto lo = std::make_shared<SeqRequest>();
+  lo->prompt = {1};
+  lo->priority = 1;
+  lo->submit_time = 10;
+  auto hi = std::make_shared<SeqRequest>();
+  hi->prompt = {1};
+  hi->priority = 0;
+  hi->submit_time = 10;
+  q.Push(lo);
+  q.Push(hi);
+  EXPECT_EQ(q.OverdueClass(10.2), -1);
+  EXPECT_EQ(q.OverdueClass(10.6), 0);
+  EXPECT_EQ(q.PopNext(100, 10.6), hi);
+  auto dead = std::make_shared<SeqRequest>();
+  dead->prompt = {1};
+  dead->priority = 1;
+  dead->deadline = 11;
+  q.Push(dead);
+  EXPECT_TRUE(q.TakeDead(10.9).empty());
+  auto taken = q.TakeDead(11.5);
+  ASSERT_EQ(taken.size(), 1u);
+  EXPECT_EQ(taken[0], dead);
+  EXPECT_EQ(q.size(), 1u);
+}
+
+TEST(Engine, HighPriorityOvertakesQueuedLowPriority) {
+  QosPolicy qos;
+  qos.classes = {{"hi", 8, 0, false}, {"lo", 1, 0, true}};
+  Harness h(2, 256, {}, qos);
+  for (int i = 0; i < 8; ++i) h.Submit(h.Make("lo" + std::to_string(i), Prompt(4, i), 10, 0, 0, 1));
+  h.engine->Step();
+  h.Submit(h.Make("hi", Prompt(4, 99), 10, 0, 0, 0));
+  h.RunAll();
+  // The high request waited for one slot to free, then went before the six queued low ones.
+  int earlier_lows = 0;
+  for (int i = 2; i < 8; ++i) earlier_lows += h.out["lo" + std::to_string(i)].first_step < h.out["hi"].first_step;
+  EXPECT_EQ(earlier_lows, 0);
+  EXPECT_GT(h.out["lo7"].first_step, h.out["hi"].first_step);
+}
+
+TEST(Engine, PreemptionResumesWithIdenticalOutput) {
+  std::vector<int32_t> solo;
+  {
+    Harness h(1, 256);
+    h.Submit(h.Make("lo", Prompt(9, 5), 40, 0.9f, 77, 0));
+    h.RunAll();
+    solo = h.out["lo"].tokens;
+  }
+  QosPolicy qos;
+  qos.classes = {{"hi", 1, 1e-6, false}, {"lo", 1, 0, true}};
+  Harness h(1, 256, {}, qos);
+  h.Submit(h.Make("lo", Prompt(9, 5), 40, 0.9f, 77, 1));
+  for (int i = 0; i < 10; ++i) h.engine->Step();
+  ASSERT_EQ(h.out["lo"].tokens.size(), 10u);
+  h.Submit(h.Make("hi", Prompt(6, 1), 5, 0, 0, 0));
+  h.RunAll();
+  EXPECT_EQ(h.out["lo"].preempted, 1);
+  EXPECT_LE(h.out["hi"].first_step, 1);  // admitted at once (or the step after)
+  EXPECT_EQ(h.out["hi"].finish, FinishReason::kLength);
+  EXPECT_EQ(h.out["lo"].tokens, solo) << "preempted request did not resume unchanged";
+  EXPECT_EQ(h.engine->stats().preemptions, 1);
+}
+
+TEST(Engine, BadTokenFailsOnlyThatBatchAndKeepsServing) {
+  Harness h(2, 256);
+  h.Submit(h.Make("bad", {300}, 3));
+  h.RunAll();
+  EXPECT_EQ(h.out["bad"].finish, FinishReason::kError);
+  EXPECT_EQ(h.model->used_slots(), 0);
+  h.Submit(h.Make("good", Prompt(3, 3), 3));
+  h.RunAll();
+  EXPECT_EQ(h.out["good"].tokens.size(), 3u);
+}
+
+TEST(Engine, ThreadedEngineServesAndStops) {
+  auto queue = std::make_shared<RequestQueue>(QosPolicy{});
+  Engine e(std::make_unique<FakeStepModel>(3, 128), queue, {});
+  e.Start();
+  std::mutex mu;
+  std::condition_variable cv;
+  int finished = 0;
+  for (int i = 0; i < 7; ++i) {
+    auto r = std::make_shared<SeqRequest>();
+    r->prompt = Prompt(5, i);
+    r->max_tokens = 9;
+    r->sampling.temperature = 0;
+    r->on_event = [&](const SeqEvent& ev) {
+      if (ev.kind != SeqEventKind::kFinished) return;
+      std::lock_guard<std::mutex> lock(mu);
+      ++finished;
+      cv.notify_all();
+    };
+    queue->Push(r);
+  }
+  std::unique_lock<std::mutex> lock(mu);
+  ASSERT_TRUE(cv.wait_for(lock, std::chrono::seconds(20), [&] { return finished == 7; }));
+  lock.unlock();
+  e.Stop();
+  EXPECT_EQ(e.stats().running, 0);
+}
+
+TEST(Engine, RejectsNonsenseOptions) {
+  auto queue = std::make_shared<RequestQueue>(QosPolicy{});
+  EngineOptions eo;
+  eo.max_batch_tokens = 0;
+  EXPECT_THROW(Engine(std::make_unique<FakeStepModel>(1, 16), queue, eo), Error);
+  QosPolicy bad;
+  bad.classes = {};
+  EXPECT_THROW(RequestQueue{bad}, Error);
+}
+
+}  // namespace
+}  // namespace es

@@ -1,0 +1,61 @@
+// Test doubles for the server and the engine: FakeStepModel (a deterministic "model" whose
+// logits are a hash of each slot's whole token history, so any KV bookkeeping error changes the
+// output) and FakeTextModel (bytes as tokens, a ChatML-like template).
+#pragma once
+
+#include <atomic>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "edgeseek/runtime/engine.h"
+#include "edgeseek/server/server.h"
+
+namespace es::test {
+
+class FakeStepModel : public StepModel {
+ public:
+  static constexpr int kVocab = 258;   // bytes, 256 = EOS, 257 = spare
+  FakeStepModel(int slots, int64_t context, double step_sleep_s = 0, int eos_bias = -100);
+  int vocab_size() const override { return kVocab; }
+  int n_slots() const override { return int(hist_.size()); }
+  int64_t context() const override { return context_; }
+  size_t kv_bytes_per_token() const override { return 1024; }
+  int AcquireSlot() override;
+  void ReleaseSlot(int slot) override;
+  void Forward(const Batch& batch, std::vector<float>* logits) override;
+
+  // Observed per Forward: tokens and sequences in the batch, decodes (1-token seqs).
+  struct StepLog { int tokens, seqs, singles; };
+  std::vector<StepLog> log() const;
+  int used_slots() const;
+
+ private:
+  mutable std::mutex mu_;
+  std::vector<std::vector<int32_t>> hist_;
+  std::vector<bool> used_;
+  int64_t context_;
+  double sleep_s_;
+  int eos_bias_;
+  std::vector<StepLog> log_;
+};
+
+class FakeTextModel : public TextModel {
+ public:
+  explicit FakeTextModel(std::string generation_prompt_suffix = "")
+      : suffix_(std::move(generation_prompt_suffix)) {}
+  std::vector<int32_t> Encode(const std::string& text, bool add_special) const override;
+  std::string RenderChat(const nlohmann::json& messages, const nlohmann::json& tools,
+                         const nlohmann::json& kwargs) const override;
+  std::unique_ptr<TokenTextStream> NewStream() const override;
+  std::vector<int32_t> eos_ids() const override { return {256}; }
+  bool has_reasoning_tags() const override { return !suffix_.empty(); }
+
+ private:
+  std::string suffix_;
+};
+
+// A loader that gives every ModelEntry a FakeTextModel and one FakeStepModel per instance.
+ModelBuilder FakeLoader(double step_sleep_s = 0.002, std::string suffix = "", int eos_bias = -100);
+
+}  // namespace es::test

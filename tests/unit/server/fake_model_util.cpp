@@ -1,0 +1,140 @@
+// Test doubles (fake_model.h).
+#include "fake_model.h"
+
+#include <chrono>
+#include <thread>
+
+#include "edgeseek/core/error.h"
+
+namespace es::test {
+
+FakeStepModel::FakeStepModel(int slots, int64_t context, double step_sleep_s, int eos_bias)
+    : hist_(size_t(slots)), used_(size_t(slots), false), context_(context), sleep_s_(step_sleep_s),
+      eos_bias_(eos_bias) {}
+
+int FakeStepModel::AcquireSlot() {
+  std::lock_guard<std::mutex> lock(mu_);
+  for (size_t i = 0; i < used_.size(); ++i)
+    if (!used_[i]) {
+      used_[i] = true;
+      hist_[i].clear();
+      return int(i);
+    }
+  return -1;
+}
+
+void FakeStepModel::ReleaseSlot(int slot) {
+  std::lock_guard<std::mutex> lock(mu_);
+  ES_ASSERT(slot >= 0 && size_t(slot) < used_.size() && used_[size_t(slot)]);
+  used_[size_t(slot)] = false;
+  hist_[size_t(slot)].clear();
+}
+
+int FakeStepModel::used_slots() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  int n = 0;
+  for (bool u : used_) n += u;
+  return n;
+}
+
+std::vector<FakeStepModel::StepLog> FakeStepModel::log() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return log_;
+}
+
+void FakeStepModel::Forward(const Batch& b, std::vector<float>* logits) {
+  if (sleep_s_ > 0) std::this_thread::sleep_for(std::chrono::duration<double>(sleep_s_));
+  std::lock_guard<std::mutex> lock(mu_);
+  logits->assign(b.out_rows.size() * kVocab, 0.0f);
+  int singles = 0;
+  size_t out = 0;
+  for (auto& s : b.seqs) {
+    ES_CHECK(s.slot >= 0 && size_t(s.slot) < used_.size() && used_[size_t(s.slot)], "fake: slot ", s.slot, " not held");
+    auto& h = hist_[size_t(s.slot)];
+    ES_CHECK(int64_t(h.size()) == s.pos0, "fake: slot ", s.slot, " holds ", h.size(), " tokens, batch starts at ", s.pos0);
+    ES_CHECK(s.pos0 + s.n_tokens <= context_, "fake: slot ", s.slot, " overflows its context");
+    singles += s.n_tokens == 1;
+    for (int i = 0; i < s.n_tokens; ++i) {
+      int32_t t = b.tokens[size_t(s.row0 + i)];
+      ES_CHECK(t >= 0 && t < kVocab, "fake: token ", t, " outside the vocabulary");
+      h.push_back(t);
+      if (out < b.out_rows.size() && b.out_rows[out] == s.row0 + i) {
+        // Logits: a hash of the whole history, so the output depends on every cached token.
+        uint64_t x = 1469598103934665603ull;
+        for (int32_t v : h) x = (x ^ uint64_t(v)) * 1099511628211ull;
+        float* row = logits->data() + out * kVocab;
+        for (int v = 0; v < kVocab; ++v) {
+          uint64_t y = (x ^ uint64_t(v) * 0x9E3779B97F4A7C15ull) * 0xBF58476D1CE4E5B9ull;
+          y ^= y >> 31;
+          row[v] = float(y % 10000) / 1000.0f;
+        }
+        // Printable ASCII only, EOS rarely (eos_bias), never the spare id.
+        for (int v = 0; v < 256; ++v)
+          if (v < 32 || v > 126) row[v] = -1e9f;
+        row[256] += float(eos_bias_);
+        row[257] = -1e9f;
+        ++out;
+      }
+    }
+  }
+  log_.push_back({b.n_tokens(), int(b.seqs.size()), singles});
+}
+
+std::vector<int32_t> FakeTextModel::Encode(const std::string& text, bool) const {
+  std::vector<int32_t> ids;
+  for (unsigned char c : text) ids.push_back(c);
+  return ids;
+}
+
+std::string FakeTextModel::RenderChat(const nlohmann::json& messages, const nlohmann::json&,
+                                      const nlohmann::json&) const {
+  std::string s;
+  for (auto& m : messages)
+    s += "<|im_start|>" + m.at("role").get<std::string>() + "\n" + m.at("content").get<std::string>() + "<|im_end|>\n";
+  return s + "<|im_start|>assistant\n" + suffix_;
+}
+
+namespace {
+class ByteStream : public TokenTextStream {
+ public:
+  std::string Push(int32_t t) override {
+    if (t >= 256) return {};
+    pending_ += char(t);
+    // Emit only whole UTF-8 characters.
+    size_t n = pending_.size(), i = n;
+    while (i > 0 && (static_cast<unsigned char>(pending_[i - 1]) & 0xC0) == 0x80) --i;
+    if (i == 0) return {};
+    unsigned char lead = static_cast<unsigned char>(pending_[i - 1]);
+    size_t need = lead < 0x80 ? 1 : lead >= 0xF0 ? 4 : lead >= 0xE0 ? 3 : lead >= 0xC0 ? 2 : 1;
+    size_t cut = (n - (i - 1) >= need) ? n : i - 1;
+    std::string out = pending_.substr(0, cut);
+    pending_.erase(0, cut);
+    return out;
+  }
+  std::string Flush() override {
+    std::string out;
+    out.swap(pending_);
+    return out;
+  }
+
+ private:
+  std::string pending_;
+};
+}  // namespace
+
+std::unique_ptr<TokenTextStream> FakeTextModel::NewStream() const { return std::make_unique<ByteStream>(); }
+
+ModelBuilder FakeLoader(double step_sleep_s, std::string suffix, int eos_bias) {
+  return [=](const ModelEntry& e) {
+    LoadedModel lm;
+    lm.text = std::make_shared<FakeTextModel>(suffix);
+    for (auto& ic : e.instances) {
+      lm.instances.push_back(std::make_unique<FakeStepModel>(ic.slots, ic.context > 0 ? ic.context : 512,
+                                                             step_sleep_s, eos_bias));
+      lm.instance_names.push_back("fake");
+    }
+    return lm;
+  };
+}
+
+}  // namespace es::test
