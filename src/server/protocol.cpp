@@ -29,8 +29,8 @@ json ParseBody(const std::string& body) {
   json j;
   try {
     j = json::parse(body);
-  } catch (const json::parse_error& e) {
-    // nlohmann rejects ill-formed UTF-8 inside strings here too.
+  } catch (const json::exception& e) {
+    // parse_error, and out_of_range for numbers like 1e999; ill-formed UTF-8 is a parse_error.
     throw BadRequest(std::string("request body is not valid JSON: ") + e.what(), {}, "invalid_json");
   }
   if (!j.is_object()) throw BadRequest("request body must be a JSON object", {}, "invalid_json");
