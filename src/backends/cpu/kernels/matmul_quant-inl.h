@@ -88,6 +88,7 @@ inline void QuantizeActivationRow(const float* x, int64_t K, int8_t* qs, float* 
 #include "edgeseek/core/error.h"
 #include "edgeseek/core/half.h"
 #include "edgeseek/core/thread_pool.h"
+#include "hwy/cache_control.h"
 #include "hwy/highway.h"
 
 #undef ES_QUANT_X86
@@ -339,7 +340,15 @@ HWY_NOINLINE void QuantDotRows(const int8_t* HWY_RESTRICT xq, const float* HWY_R
 #if ES_QUANT_X86
   // Named accumulators (not an array) so that they live in registers.
   __m256 a0 = _mm256_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;
+  // The next NR weight rows follow these in memory: fetch them at the pace these are consumed
+  // (short rows would otherwise wait for the hardware prefetcher at every group of columns).
+  const char* next = reinterpret_cast<const char*>(w + NR * w_stride);
   for (size_t b = 0; b < nb; ++b) {
+    if constexpr (NR > 1) {
+      for (size_t o = 0; o < NR * sizeof(Block); o += 64) {
+        hwy::Prefetch(next + b * NR * sizeof(Block) + o);
+      }
+    }
 #define ES_QUANT_COL(c)                                                                      \
   if constexpr (NR > c) {                                                                    \
     const Block& blk = w[c * w_stride + b];                                                  \
