@@ -294,12 +294,16 @@ struct RequestState {
 bool RequestState::Pump(server::Delta* d, double wait_s) {
   std::vector<SeqEvent> events;
   channel->Drain(&events, wait_s);
+  int tokens = 0;
   for (auto& e : events) {
     if (e.kind == SeqEventKind::kFinished) engine_finished = true;
+    if (e.kind == SeqEventKind::kToken) ++tokens;
     if (gen->done()) continue;
     gen->Consume(e, d);
     if (gen->done() && !engine_finished) seq->cancel = true;  // stop string: free the slot now
   }
+  // Counted as they come (not at the end), so the share between clients can be read live.
+  if (tokens) impl->metrics.Add("edgeseek_client_generation_tokens_total", {{"client", client}}, tokens);
   return gen->done();
 }
 
@@ -326,7 +330,6 @@ void RequestState::Finish() {
     m.Observe("edgeseek_queue_time_seconds", mp, gen->admit_time - seq->submit_time);
   }
   m.Add("edgeseek_generation_tokens_total", ml, gen->completion_tokens());
-  m.Add("edgeseek_client_generation_tokens_total", {{"client", client}}, gen->completion_tokens());
   if (gen->preemptions) m.Add("edgeseek_preemptions_total", ml, gen->preemptions);
   if (gen->first_token_time > 0)
     m.Observe("edgeseek_time_to_first_token_seconds", mp, gen->first_token_time - seq->submit_time);
