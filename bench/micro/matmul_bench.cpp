@@ -3,6 +3,7 @@
 //   BM_ReadBandwidth/threads       streaming sum over 1 GiB: bytes/s the memory delivers
 //   BM_Gemv/type/K/N/threads       R = 1: weight bytes/s (GB/s) and GFLOP/s
 //   BM_Gemm/type/K/N/R/threads     R = 512 (prefill): GFLOP/s
+// type: 0 f32, 1 f16, 2 bf16, 3 q8_0, 4 q4_0 (GB/s counts the bytes of the stored weights).
 // Shapes are DeepSeek-R1-Distill-Qwen-1.5B's: [8960, 1536] gate/up, [1536, 8960] down and the
 // [151936, 1536] lm_head (weight [N, K], K the reduction). Run:
 //   build/bench/matmul_bench --benchmark_counters_tabular=true
@@ -18,8 +19,8 @@
 
 #include "backends/cpu/kernels/matmul.h"
 #include "edgeseek/core/dtype.h"
-#include "edgeseek/core/half.h"
 #include "edgeseek/core/thread_pool.h"
+#include "edgeseek/quant/blocks.h"
 #include "hwy/aligned_allocator.h"
 
 namespace es {
@@ -49,16 +50,13 @@ const std::vector<const uint8_t*>& Weights(DType type, int64_t N, int64_t K) {
       copies.push_back(hwy::AllocateAligned<uint8_t>(bytes));
       uint8_t* w = copies.back().get();
       uint32_t s = 12345 + uint32_t(c);
-      const size_t elems = bytes / (type == DType::kF32 ? 4 : 2);
-      for (size_t i = 0; i < elems; ++i) {
-        s = s * 1664525u + 1013904223u;
-        const float v = float(int32_t(s >> 8) - (1 << 23)) * (1.0f / (1 << 23)) * 0.05f;
-        if (type == DType::kF32) {
-          std::memcpy(w + 4 * i, &v, 4);
-        } else {
-          const uint16_t h = type == DType::kF16 ? F32ToF16(v) : F32ToBF16(v);
-          std::memcpy(w + 2 * i, &h, 2);
+      std::vector<float> row(static_cast<size_t>(K));
+      for (int64_t n = 0; n < N; ++n) {
+        for (float& v : row) {
+          s = s * 1664525u + 1013904223u;
+          v = float(int32_t(s >> 8) - (1 << 23)) * (1.0f / (1 << 23)) * 0.05f;
         }
+        Quantize(type, row.data(), w + size_t(n) * RowBytes(type, K), K);
       }
       ptrs.push_back(w);
     }
@@ -121,7 +119,7 @@ void RunMatMul(benchmark::State& state, DType type, int64_t R, int64_t K, int64_
   state.SetLabel(std::string(Name(type)) + " " + cpu::SimdTargetName());
 }
 
-const DType kTypes[] = {DType::kF32, DType::kF16, DType::kBF16};
+const DType kTypes[] = {DType::kF32, DType::kF16, DType::kBF16, DType::kQ8_0, DType::kQ4_0};
 
 // args: type index, K, N, threads
 void BM_Gemv(benchmark::State& state) {
@@ -131,6 +129,8 @@ BENCHMARK(BM_Gemv)
     ->ArgsProduct({{2, 1, 0}, {1536}, {8960}, {1, 2}})
     ->ArgsProduct({{2, 1, 0}, {8960}, {1536}, {1, 2}})
     ->ArgsProduct({{2}, {1536}, {151936}, {1, 2}})
+    ->ArgsProduct({{3, 4}, {1536}, {8960}, {1, 2}})
+    ->ArgsProduct({{3, 4}, {8960}, {1536}, {1, 2}})
     ->UseRealTime()
     ->Unit(benchmark::kMicrosecond);
 
@@ -142,6 +142,7 @@ void BM_Gemm(benchmark::State& state) {
 BENCHMARK(BM_Gemm)
     ->ArgsProduct({{2, 0}, {1536}, {8960}, {512}, {1, 2}})
     ->ArgsProduct({{2}, {8960}, {1536}, {512}, {1, 2}})
+    ->ArgsProduct({{3, 4}, {1536}, {8960}, {512}, {1, 2}})
     ->UseRealTime()
     ->Unit(benchmark::kMillisecond);
 
