@@ -3,7 +3,7 @@
 set -euo pipefail
 PKGS=(build-essential cmake ninja-build pkg-config git
       nlohmann-json3-dev libpcre2-dev libutf8proc-dev libcpp-httplib-dev libcli11-dev libhwy-dev
-      libgtest-dev libgmock-dev libbenchmark-dev libomp-dev
+      libedit-dev libgtest-dev libgmock-dev libbenchmark-dev libomp-dev
       libvulkan-dev glslc spirv-tools glslang-tools mesa-vulkan-drivers vulkan-validationlayers vulkan-tools
       nodejs npm prometheus)
 missing=()

@@ -281,6 +281,45 @@ static int RmsNormNode(Graph& g, int x, const Tensor* w, float eps, int rows, co
   return g.Add(std::move(n));
 }
 
+// Writes x's rows to part `part` of layer `layer` of the KV cache.
+static int StoreNode(Graph& g, int x, int layer, int part, const std::string& name) {
+  Node n;
+  n.op = Op::kKvStore;
+  n.name = name;
+  n.src = {x};
+  n.shape = g.node(x).shape;
+  n.layer = layer;
+  n.i[0] = part;
+  return g.Add(std::move(n));
+}
+
+// Rotates [off, off + rope.dim) of each of `heads` heads of width hd in x's rows.
+static int RopeNode(Graph& g, int x, int64_t heads, int64_t hd, int64_t off,
+                    std::shared_ptr<const RopeTable> rope, const std::string& name) {
+  Node n;
+  n.op = Op::kRope;
+  n.name = name;
+  n.src = {x};
+  n.shape = g.node(x).shape;
+  n.i[0] = heads;
+  n.i[1] = hd;
+  n.i[2] = off;
+  n.rope = std::move(rope);
+  return g.Add(std::move(n));
+}
+
+// Columns [off, off + width) of x.
+static int SliceNode(Graph& g, int x, int64_t off, int64_t width, const std::string& name) {
+  Node n;
+  n.op = Op::kSlice;
+  n.name = name;
+  n.src = {x};
+  n.shape = {g.node(x).shape[0], width};
+  n.i[0] = off;
+  n.i[1] = width;
+  return g.Add(std::move(n));
+}
+
 int ModelArch::AttentionBlock(Graph& g, int h, int layer, const Batch& batch) const {
   const LayerWeights& w = layers_[size_t(layer)];
   const int T = batch.n_tokens();
@@ -288,32 +327,10 @@ int ModelArch::AttentionBlock(Graph& g, int h, int layer, const Batch& batch) co
   const int q = Linear(g, h, w.q, w.q_bias, T, p + "q");
   const int k = Linear(g, h, w.k, w.k_bias, T, p + "k");
   const int v = Linear(g, h, w.v, w.v_bias, T, p + "v");
-  auto rope = [&](int x, int heads, const std::string& name) {
-    Node n;
-    n.op = Op::kRope;
-    n.name = name;
-    n.src = {x};
-    n.shape = g.node(x).shape;
-    n.i[0] = heads;
-    n.i[1] = c_.head_dim;
-    n.i[2] = 0;
-    n.rope = rope_;
-    return g.Add(std::move(n));
-  };
-  const int qr = rope(q, c_.n_heads, p + "q_rope");
-  const int kr = rope(k, c_.n_kv_heads, p + "k_rope");
-  auto store = [&](int x, int part, const std::string& name) {
-    Node n;
-    n.op = Op::kKvStore;
-    n.name = name;
-    n.src = {x};
-    n.shape = g.node(x).shape;
-    n.layer = layer;
-    n.i[0] = part;
-    return g.Add(std::move(n));
-  };
-  const int sk = store(kr, 0, p + "k_cache");
-  const int sv = store(v, 1, p + "v_cache");
+  const int qr = RopeNode(g, q, c_.n_heads, c_.head_dim, 0, rope_, p + "q_rope");
+  const int kr = RopeNode(g, k, c_.n_kv_heads, c_.head_dim, 0, rope_, p + "k_rope");
+  const int sk = StoreNode(g, kr, layer, 0, p + "k_cache");
+  const int sv = StoreNode(g, v, layer, 1, p + "v_cache");
   Node a;
   a.op = Op::kAttention;
   a.name = p + "attn";
@@ -338,61 +355,20 @@ int ModelArch::MlaBlock(Graph& g, int h, int layer, const Batch& batch) const {
   int q;
   if (w.q_a) {
     const int qa = Linear(g, h, w.q_a, nullptr, T, p + "q_a");
-    const int qn = RmsNormNode(g, qa, w.q_a_norm, c_.rms_norm_eps, T, p + "q_a_norm");
+    // q_a_layernorm and kv_a_layernorm use the module default eps 1e-6, not rms_norm_eps.
+    const int qn = RmsNormNode(g, qa, w.q_a_norm, 1e-6f, T, p + "q_a_norm");
     q = Linear(g, qn, w.q_b, nullptr, T, p + "q_b");
   } else {
     q = Linear(g, h, w.q, nullptr, T, p + "q");
   }
-  Node qrn;
-  qrn.op = Op::kRope;
-  qrn.name = p + "q_rope";
-  qrn.src = {q};
-  qrn.shape = g.node(q).shape;
-  qrn.i[0] = H;
-  qrn.i[1] = dn + dr;
-  qrn.i[2] = dn;
-  qrn.rope = rope_;
-  const int qr = g.Add(std::move(qrn));
+  const int qr = RopeNode(g, q, H, dn + dr, dn, rope_, p + "q_rope");
   const int kva = Linear(g, h, w.kv_a, nullptr, T, p + "kv_a");
-  Node sc;
-  sc.op = Op::kSlice;
-  sc.name = p + "c_raw";
-  sc.src = {kva};
-  sc.shape = {T, r};
-  sc.i[0] = 0;
-  sc.i[1] = r;
-  const int craw = g.Add(std::move(sc));
-  const int cn = RmsNormNode(g, craw, w.kv_a_norm, c_.rms_norm_eps, T, p + "kv_a_norm");
-  Node sp;
-  sp.op = Op::kSlice;
-  sp.name = p + "k_pe_raw";
-  sp.src = {kva};
-  sp.shape = {T, dr};
-  sp.i[0] = r;
-  sp.i[1] = dr;
-  const int kpe_raw = g.Add(std::move(sp));
-  Node kr;
-  kr.op = Op::kRope;
-  kr.name = p + "k_pe";
-  kr.src = {kpe_raw};
-  kr.shape = {T, dr};
-  kr.i[0] = 1;
-  kr.i[1] = dr;
-  kr.i[2] = 0;
-  kr.rope = rope_;
-  const int kpe = g.Add(std::move(kr));
-  auto store = [&](int x, int part, const std::string& name) {
-    Node n;
-    n.op = Op::kKvStore;
-    n.name = name;
-    n.src = {x};
-    n.shape = g.node(x).shape;
-    n.layer = layer;
-    n.i[0] = part;
-    return g.Add(std::move(n));
-  };
-  const int s0 = store(cn, 0, p + "c_cache");
-  const int s1 = store(kpe, 1, p + "k_pe_cache");
+  const int craw = SliceNode(g, kva, 0, r, p + "c_raw");
+  const int cn = RmsNormNode(g, craw, w.kv_a_norm, 1e-6f, T, p + "kv_a_norm");
+  const int kpe_raw = SliceNode(g, kva, r, dr, p + "k_pe_raw");
+  const int kpe = RopeNode(g, kpe_raw, 1, dr, 0, rope_, p + "k_pe");
+  const int s0 = StoreNode(g, cn, layer, 0, p + "c_cache");
+  const int s1 = StoreNode(g, kpe, layer, 1, p + "k_pe_cache");
   Node a;
   a.op = Op::kMlaAttention;
   a.name = p + "mla";

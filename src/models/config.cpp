@@ -24,11 +24,9 @@ const char* ArchName(Arch a) {
 
 bool ModelConfig::IsMoeLayer(int layer) const {
   if (n_routed_experts <= 0) return false;
-  if (layer < first_k_dense_replace) return false;
-  // transformers 5's DeepseekV2 decides by first_k_dense_replace alone; V3 as well. The remote
-  // code also required layer % moe_layer_freq == 0, which holds for every released checkpoint
-  // (moe_layer_freq = 1).
-  return moe_layer_freq <= 1 || layer % moe_layer_freq == 0;
+  // transformers 5.17 decides by first_k_dense_replace alone (V2 and V3 ignore moe_layer_freq;
+  // every released checkpoint has moe_layer_freq = 1, where the two rules agree).
+  return layer >= first_k_dense_replace;
 }
 
 namespace {
@@ -183,6 +181,15 @@ ModelConfig ParseHfConfig(const json& j, const std::string& where) {
     c.norm_topk_prob = Opt<bool>(j, "norm_topk_prob", false, where);
     c.routed_scaling_factor = Opt<double>(j, "routed_scaling_factor", 1.0, where);
     c.num_nextn_predict_layers = Opt<int>(j, "num_nextn_predict_layers", 0, where);
+    // transformers 5.17: V3's router is always noaux_tc over sigmoid scores and V2's always
+    // softmax, whatever the config says.
+    if (c.arch == Arch::kDeepseekV3) {
+      c.topk_method = "noaux_tc";
+      c.scoring_func = "sigmoid";
+    } else {
+      c.scoring_func = "softmax";
+      if (c.topk_method == "noaux_tc") Fail(where, ": topk_method noaux_tc needs DeepseekV3ForCausalLM");
+    }
     if (c.topk_method != "greedy" && c.topk_method != "group_limited_greedy" && c.topk_method != "noaux_tc")
       Fail(where, ": unsupported topk_method '", c.topk_method, "'");
     if (c.scoring_func != "softmax" && c.scoring_func != "sigmoid")
@@ -306,9 +313,8 @@ RopeTable ModelConfig::MakeRope() const {
 float ModelConfig::AttentionScale() const {
   if (!is_mla()) return float(1.0 / std::sqrt(double(head_dim)));
   double scale = 1.0 / std::sqrt(double(qk_nope_head_dim + qk_rope_head_dim));
-  // DeepSeek-V3 (and the official V2 code) multiply the softmax scale by mscale(all_dim)^2 under
-  // YaRN. transformers 5's native DeepseekV2 does not; we follow transformers per architecture.
-  if (arch == Arch::kDeepseekV3 && rope.type == "yarn" && rope.mscale_all_dim != 0) {
+  // DeepSeek V2 and V3 multiply the softmax scale by mscale(factor, mscale_all_dim)^2 under YaRN.
+  if (rope.type == "yarn" && rope.mscale_all_dim != 0) {
     const double m = GetMscale(rope.factor, rope.mscale_all_dim);
     scale *= m * m;
   }

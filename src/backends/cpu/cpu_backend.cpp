@@ -16,6 +16,7 @@
 #include "edgeseek/backends/backend.h"
 #include "edgeseek/core/error.h"
 #include "edgeseek/core/thread_pool.h"
+#include "edgeseek/quant/blocks.h"
 
 namespace es {
 namespace {
@@ -314,8 +315,13 @@ void CpuBackend::Compute(const Graph& g, const Batch& b, KvStorage& kv_base, flo
                    b.tokens[size_t(t)], " is outside the vocabulary (", E.rows(), " tokens)");
         pool_.ParallelFor(T, [&](int64_t b0, int64_t e0, int) {
           for (int64_t t = b0; t < e0; ++t)
-            ConvertRowToF32(E.dtype, E.bytes() + size_t(b.tokens[size_t(t)]) * E.row_bytes(),
-                            y + t * cols, cols);
+          {
+            const void* row = E.bytes() + size_t(b.tokens[size_t(t)]) * E.row_bytes();
+            if (IsQuantized(E.dtype))
+              Dequantize(E.dtype, row, y + t * cols, cols);
+            else
+              ConvertRowToF32(E.dtype, row, y + t * cols, cols);
+          }
         });
         break;
       }

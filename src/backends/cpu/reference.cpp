@@ -7,13 +7,18 @@
 #include <numeric>
 
 #include "edgeseek/core/error.h"
+#include "edgeseek/quant/blocks.h"
 
 namespace es::ref {
 namespace {
 // Row n of a weight tensor as f32.
 void WeightRow(const Tensor& W, int64_t n, float* dst) {
   const int64_t K = W.cols();
-  ConvertRowToF32(W.dtype, W.bytes() + size_t(n) * W.row_bytes(), dst, K);
+  const void* src = W.bytes() + size_t(n) * W.row_bytes();
+  if (IsQuantized(W.dtype))
+    Dequantize(W.dtype, src, dst, K);
+  else
+    ConvertRowToF32(W.dtype, src, dst, K);
 }
 float Silu(float x) { return x / (1.0f + std::exp(-x)); }
 }  // namespace
@@ -177,9 +182,11 @@ void MoeRoute(const float* logits, const float* bias, const MoeParams& p, int32_
                      [&](int a, int b) { return gscore[size_t(a)] > gscore[size_t(b)]; });
     std::vector<bool> keep(size_t(p.n_group), false);
     for (int i = 0; i < p.topk_group; ++i) keep[size_t(gidx[size_t(i)])] = true;
-    // transformers masks the other groups with 0.0 (not -inf).
+    // transformers masks the other groups with 0.0 for V2's group_limited_greedy and with -inf
+    // for V3's noaux_tc.
+    const float masked = p.topk_method == TopkMethod::kNoauxTc ? -INFINITY : 0.0f;
     for (int e = 0; e < E; ++e)
-      if (!keep[size_t(e / per)]) choice[size_t(e)] = 0.0f;
+      if (!keep[size_t(e / per)]) choice[size_t(e)] = masked;
   }
   std::vector<int> idx(static_cast<size_t>(E));
   std::iota(idx.begin(), idx.end(), 0);

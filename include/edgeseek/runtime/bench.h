@@ -1,0 +1,48 @@
+// End-to-end benchmark of a model on a backend: load time, prefill and decode tokens/s (median
+// of repetitions), peak RSS, KV bytes per token, and decode's achieved share of the machine's
+// measured memory bandwidth (bytes of weights + KV read per token × tokens/s ÷ bandwidth).
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json_fwd.hpp>
+
+#include "edgeseek/runtime/runner.h"
+
+namespace es {
+
+struct BenchOptions {
+  int n_prompt = 512;
+  int n_gen = 128;
+  int reps = 3;
+  int threads = 0;
+};
+
+struct BenchResult {
+  std::string model, backend, backend_desc;
+  int threads = 0, n_prompt = 0, n_gen = 0, reps = 0;
+  double load_s = 0;
+  double prefill_tokens_per_s = 0, decode_tokens_per_s = 0;
+  double ttft_s = 0;                 // prefill of n_prompt + first token
+  std::vector<double> prefill_runs, decode_runs;   // tokens/s per repetition
+  double decode_p50_ms = 0, decode_p95_ms = 0, decode_p99_ms = 0;
+  size_t peak_rss_bytes = 0;
+  size_t weight_bytes = 0, active_bytes_per_token = 0;
+  size_t kv_bytes_per_token = 0;
+  double mem_bandwidth_gbs = 0;      // measured read bandwidth
+  double decode_bandwidth_fraction = 0;
+  nlohmann::json ToJson() const;
+};
+
+// Bytes of weights one decode step reads (routed experts counted at their active share).
+size_t ActiveWeightBytes(const Model& m);
+// Streams a buffer much larger than the caches with all threads; GB/s of reads.
+double MeasureReadBandwidth(int threads, size_t bytes = size_t(1) << 30);
+size_t PeakRssBytes();
+
+BenchResult RunBench(Runner& runner, const BenchOptions& opts, double load_s);
+
+}  // namespace es

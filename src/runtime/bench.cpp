@@ -1,0 +1,173 @@
+// End-to-end benchmark (see bench.h).
+#include "edgeseek/runtime/bench.h"
+
+#include <sys/resource.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdlib>
+#include <cstring>
+#include <nlohmann/json.hpp>
+#include <random>
+
+#include "edgeseek/core/error.h"
+#include "edgeseek/core/thread_pool.h"
+#include "edgeseek/models/config.h"
+#include "edgeseek/runtime/generator.h"
+
+namespace es {
+
+using Clock = std::chrono::steady_clock;
+
+size_t ActiveWeightBytes(const Model& m) {
+  const ModelConfig& c = m.config();
+  double total = 0;
+  for (const Tensor* t : m.weights()) {
+    double b = double(t->nbytes);
+    if (t->name.find(".mlp.experts.") != std::string::npos && c.n_routed_experts > 0)
+      b *= double(c.num_experts_per_tok) / c.n_routed_experts;
+    // Absorbed MLA weights are read instead of kv_b_proj, which decode never touches.
+    if (t->name.find("kv_b_proj") != std::string::npos) b = 0;
+    total += b;
+  }
+  if (c.tie_word_embeddings) {
+    // The tied embedding is read as lm_head every token (the embedding lookup reads one row).
+  }
+  return size_t(total);
+}
+
+double MeasureReadBandwidth(int threads, size_t bytes) {
+  ThreadPool pool(threads);
+  const size_t n = bytes / 8;
+  auto* buf = static_cast<uint64_t*>(std::aligned_alloc(64, n * 8));
+  ES_CHECK(buf, "out of memory for the bandwidth probe");
+  pool.ParallelFor(int64_t(n), [&](int64_t b, int64_t e, int) {
+    for (int64_t i = b; i < e; ++i) buf[i] = uint64_t(i);
+  });
+  std::vector<uint64_t> sink(size_t(pool.size()) * 8);
+  double best = 0;
+  for (int rep = 0; rep < 3; ++rep) {
+    const auto t0 = Clock::now();
+    pool.ParallelFor(int64_t(n), [&](int64_t b, int64_t e, int t) {
+      uint64_t a0 = 0, a1 = 0, a2 = 0, a3 = 0, a4 = 0, a5 = 0, a6 = 0, a7 = 0;
+      int64_t i = b;
+      for (; i + 8 <= e; i += 8) {
+        a0 += buf[i]; a1 += buf[i + 1]; a2 += buf[i + 2]; a3 += buf[i + 3];
+        a4 += buf[i + 4]; a5 += buf[i + 5]; a6 += buf[i + 6]; a7 += buf[i + 7];
+      }
+      for (; i < e; ++i) a0 += buf[i];
+      sink[size_t(t) * 8] = a0 + a1 + a2 + a3 + a4 + a5 + a6 + a7;
+    }, 4096);
+    const double s = std::chrono::duration<double>(Clock::now() - t0).count();
+    best = std::max(best, double(n * 8) / s / 1e9);
+  }
+  std::free(buf);
+  return best;
+}
+
+size_t PeakRssBytes() {
+  struct rusage ru {};
+  getrusage(RUSAGE_SELF, &ru);
+  return size_t(ru.ru_maxrss) * 1024;
+}
+
+static double Median(std::vector<double> v) {
+  if (v.empty()) return 0;
+  std::sort(v.begin(), v.end());
+  const size_t n = v.size();
+  return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
+static double Percentile(std::vector<double> v, double p) {
+  if (v.empty()) return 0;
+  std::sort(v.begin(), v.end());
+  const double idx = p / 100.0 * double(v.size() - 1);
+  const size_t lo = size_t(idx), hi = std::min(v.size() - 1, lo + 1);
+  return v[lo] + (v[hi] - v[lo]) * (idx - double(lo));
+}
+
+BenchResult RunBench(Runner& runner, const BenchOptions& o, double load_s) {
+  BenchResult r;
+  const Model& m = runner.model();
+  r.model = m.name();
+  r.backend = runner.backend().name();
+  r.backend_desc = runner.backend().description();
+  r.threads = o.threads;
+  r.n_prompt = o.n_prompt;
+  r.n_gen = o.n_gen;
+  r.reps = o.reps;
+  r.load_s = load_s;
+  r.weight_bytes = m.weight_bytes();
+  r.active_bytes_per_token = ActiveWeightBytes(m);
+  r.kv_bytes_per_token = runner.kv_bytes_per_token();
+  ES_CHECK(o.n_prompt + o.n_gen <= runner.context(), "bench needs ", o.n_prompt + o.n_gen,
+           " tokens of context; the runner has ", runner.context(), " (raise -c)");
+  std::mt19937 rng(1234);
+  std::uniform_int_distribution<int32_t> dist(0, m.vocab_size() - 1);
+  std::vector<int32_t> prompt(size_t(std::max(1, o.n_prompt)));
+  for (auto& t : prompt) t = dist(rng);
+  std::vector<double> token_times;
+  std::vector<double> ttfts;
+  // One warm-up pass (page faults of mmapped weights, allocator, caches), then timed reps.
+  for (int rep = -1; rep < o.reps; ++rep) {
+    const int slot = runner.AcquireSlot();
+    ES_ASSERT(slot >= 0);
+    GenerateOptions go;
+    go.max_new_tokens = rep < 0 ? 2 : o.n_gen + 1;
+    go.min_new_tokens = go.max_new_tokens;
+    go.sampling.temperature = 0;
+    go.prefill_chunk = o.n_prompt;
+    GenerateStats gs;
+    Generate(runner, slot, prompt, go, &gs);
+    runner.ReleaseSlot(slot);
+    if (rep < 0) continue;
+    if (o.n_prompt > 0) r.prefill_runs.push_back(double(o.n_prompt) / gs.prefill_s);
+    double sum = 0;
+    for (double t : gs.token_s) sum += t;
+    if (!gs.token_s.empty()) r.decode_runs.push_back(double(gs.token_s.size()) / sum);
+    token_times.insert(token_times.end(), gs.token_s.begin(), gs.token_s.end());
+    ttfts.push_back(gs.prefill_s);
+  }
+  r.prefill_tokens_per_s = Median(r.prefill_runs);
+  r.decode_tokens_per_s = Median(r.decode_runs);
+  r.ttft_s = Median(ttfts);
+  r.decode_p50_ms = Percentile(token_times, 50) * 1e3;
+  r.decode_p95_ms = Percentile(token_times, 95) * 1e3;
+  r.decode_p99_ms = Percentile(token_times, 99) * 1e3;
+  r.peak_rss_bytes = PeakRssBytes();
+  if (r.backend == "cpu") {
+    r.mem_bandwidth_gbs = MeasureReadBandwidth(o.threads);
+    // KV read per decode step: on average the prompt plus half the generated tokens.
+    const double kv_read = double(r.kv_bytes_per_token) * (o.n_prompt + o.n_gen / 2.0);
+    const double bytes_per_token = double(r.active_bytes_per_token) + kv_read;
+    r.decode_bandwidth_fraction = bytes_per_token * r.decode_tokens_per_s / (r.mem_bandwidth_gbs * 1e9);
+  }
+  return r;
+}
+
+nlohmann::json BenchResult::ToJson() const {
+  return {{"model", model},
+          {"backend", backend},
+          {"backend_description", backend_desc},
+          {"threads", threads},
+          {"n_prompt", n_prompt},
+          {"n_gen", n_gen},
+          {"repetitions", reps},
+          {"load_s", load_s},
+          {"prefill_tokens_per_s", prefill_tokens_per_s},
+          {"decode_tokens_per_s", decode_tokens_per_s},
+          {"prefill_runs_tokens_per_s", prefill_runs},
+          {"decode_runs_tokens_per_s", decode_runs},
+          {"ttft_s", ttft_s},
+          {"decode_token_ms_p50", decode_p50_ms},
+          {"decode_token_ms_p95", decode_p95_ms},
+          {"decode_token_ms_p99", decode_p99_ms},
+          {"peak_rss_bytes", peak_rss_bytes},
+          {"weight_bytes", weight_bytes},
+          {"active_weight_bytes_per_token", active_bytes_per_token},
+          {"kv_bytes_per_token", kv_bytes_per_token},
+          {"mem_read_bandwidth_gbs", mem_bandwidth_gbs},
+          {"decode_bandwidth_fraction", decode_bandwidth_fraction}};
+}
+
+}  // namespace es

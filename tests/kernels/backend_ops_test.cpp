@@ -1,0 +1,312 @@
+// Every graph op on every built backend against the plain reference (src/backends/cpu/reference),
+// over odd sizes: one-op graphs fed through the Backend interface, as ggml's test-backend-ops
+// does. Tolerances (relative L2) are written beside each case: f32 activations everywhere, so
+// differences come only from summation order (and exp/cos implementations).
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstring>
+
+#include "backends/cpu/reference.h"
+#include "edgeseek/backends/backend.h"
+#include "edgeseek/core/half.h"
+#include "test_util.h"
+
+namespace es {
+namespace {
+
+Tensor RandTensor(const std::string& name, DType dt, Shape shape, uint64_t seed, float scale = 0.5f) {
+  Tensor t = AllocTensor(name, dt, shape);
+  auto v = test::RandomFloats(size_t(t.numel()), seed, scale);
+  for (int64_t i = 0; i < t.numel(); ++i) {
+    if (dt == DType::kF32) static_cast<float*>(MutableData(t))[i] = v[size_t(i)];
+    else if (dt == DType::kF16) static_cast<uint16_t*>(MutableData(t))[i] = F32ToF16(v[size_t(i)]);
+    else static_cast<uint16_t*>(MutableData(t))[i] = F32ToBF16(v[size_t(i)]);
+  }
+  return t;
+}
+
+class BackendOps : public ::testing::TestWithParam<std::string> {
+ protected:
+  void SetUp() override {
+    BackendOptions o;
+    o.threads = 2;
+    be_ = CreateBackend(GetParam(), o);
+  }
+  // Runs graph g whose first node is an "input" matmul trick: we feed activations through an
+  // embedding of an f32 table, so every op sees backend-resident inputs.
+  std::unique_ptr<Backend> be_;
+};
+
+// Input rows enter through kEmbed over an f32 table whose rows are the activations.
+int InputNode(Graph& g, const Tensor& table, int64_t rows) {
+  Node n;
+  n.op = Op::kEmbed;
+  n.name = "input";
+  n.src = {g.AddWeight(table)};
+  n.shape = {rows, table.cols()};
+  return g.Add(std::move(n));
+}
+
+Batch SeqBatch(const std::vector<int>& lens, const std::vector<int>& pos0) {
+  Batch b;
+  int row = 0;
+  for (size_t s = 0; s < lens.size(); ++s) {
+    std::vector<int32_t> toks(size_t(lens[s]));
+    for (auto& t : toks) t = row++;
+    b.Add(int(s), pos0[s], toks, true);
+  }
+  b.Finalize();
+  return b;
+}
+
+std::vector<float> Run(Backend& be, const Graph& g, const Batch& b, KvStorage* kv = nullptr) {
+  std::unique_ptr<KvStorage> own;
+  if (!kv) {
+    KvSpec s;
+    s.n_layers = 1;
+    s.width[0] = 1;
+    own = be.CreateKv(s, 4, 64);
+    kv = own.get();
+  }
+  const Node& o = g.node(g.output());
+  std::vector<float> out(size_t(o.shape[0] * o.shape[1]));
+  be.Compute(g, b, *kv, out.data());
+  return out;
+}
+
+TEST_P(BackendOps, RmsNormMatMulAddSwiGLU) {
+  for (DType wt : {DType::kF32, DType::kF16, DType::kBF16}) {
+    for (int64_t K : {1, 7, 64, 129}) {
+      for (int64_t N : {1, 3, 33}) {
+        const int64_t R = 5;
+        Tensor x = RandTensor("x", DType::kF32, {R, K}, 1);
+        Tensor nw = RandTensor("nw", DType::kF32, {K}, 2);
+        Tensor w = RandTensor("w", wt, {N, K}, 3);
+        Tensor w2 = RandTensor("w2", wt, {N, K}, 4);
+        Tensor bias = RandTensor("bias", DType::kF32, {N}, 5);
+        Graph g;
+        const int in = InputNode(g, x, R);
+        Node nn{Op::kRmsNorm, "norm", {in, g.AddWeight(nw)}, {R, K}};
+        nn.f0 = 1e-6f;
+        const int norm = g.Add(nn);
+        const int mm = g.Add(Node{Op::kMatMul, "mm", {norm, g.AddWeight(w), g.AddWeight(bias)}, {R, N}});
+        const int mm2 = g.Add(Node{Op::kMatMul, "mm2", {norm, g.AddWeight(w2), -1}, {R, N}});
+        const int act = g.Add(Node{Op::kSwiGLU, "act", {mm, mm2}, {R, N}});
+        g.Add(Node{Op::kAdd, "add", {act, mm}, {R, N}});
+        const auto got = Run(*be_, g, SeqBatch({int(R)}, {0}));
+        // reference
+        std::vector<float> xn(size_t(R * K)), a(size_t(R * N)), c(size_t(R * N)), s(size_t(R * N)),
+            ref(size_t(R * N));
+        ref::RmsNorm(x.as<float>(), nw.as<float>(), R, K, 1e-6f, xn.data());
+        ref::MatMul(xn.data(), R, K, w, bias.as<float>(), a.data());
+        ref::MatMul(xn.data(), R, K, w2, nullptr, c.data());
+        ref::SwiGLU(a.data(), c.data(), R * N, s.data());
+        ref::Add(s.data(), a.data(), R * N, ref.data());
+        EXPECT_LE(test::RelL2(got, ref), 2e-6) << Name(wt) << " K=" << K << " N=" << N;
+      }
+    }
+  }
+}
+
+TEST_P(BackendOps, RopeNeoxAndInterleaved) {
+  for (RopeMode mode : {RopeMode::kNeox, RopeMode::kInterleaved}) {
+    const int64_t H = 3, hd = 12, off = mode == RopeMode::kNeox ? 0 : 4, R = 7;
+    auto rope = std::make_shared<RopeTable>();
+    rope->mode = mode;
+    rope->dim = int(hd - off);
+    for (int i = 0; i < rope->dim / 2; ++i) rope->inv_freq.push_back(std::pow(10000.0f, -2.0f * i / rope->dim));
+    rope->attention_factor = 1.25f;
+    Tensor x = RandTensor("x", DType::kF32, {R, H * hd}, 7);
+    Graph g;
+    const int in = InputNode(g, x, R);
+    Node n{Op::kRope, "rope", {in}, {R, H * hd}};
+    n.i[0] = H;
+    n.i[1] = hd;
+    n.i[2] = off;
+    n.rope = rope;
+    g.Add(n);
+    const Batch b = SeqBatch({3, 4}, {5, 100});
+    const auto got = Run(*be_, g, b);
+    std::vector<float> ref(size_t(R * H * hd));
+    ref::Rope(x.as<float>(), R, H, hd, off, *rope, b.positions.data(), ref.data());
+    EXPECT_LE(test::RelL2(got, ref), 1e-6);
+  }
+}
+
+// Attention over a batch of sequences at different positions, GQA; the cache is filled by
+// kKvStore in the same graph (earlier positions come from a first graph run).
+TEST_P(BackendOps, AttentionGqaBatchOfSequences) {
+  const int64_t Hq = 6, Hkv = 2, d = 16;
+  KvSpec spec;
+  spec.n_layers = 1;
+  spec.width[0] = int(Hkv * d);
+  spec.width[1] = int(Hkv * d);
+  auto kv = be_->CreateKv(spec, 3, 64);
+  const float scale = 1.0f / std::sqrt(float(d));
+  // Two passes: prefill (lens 5, 9, 1) then a mixed step (1, 2, 3 tokens).
+  std::vector<std::vector<std::vector<float>>> ks(3), vs(3);  // per slot: rows
+  const std::vector<std::vector<int>> lens = {{5, 9, 1}, {1, 2, 3}};
+  std::vector<int> pos = {0, 0, 0};
+  for (int pass = 0; pass < 2; ++pass) {
+    const Batch b = SeqBatch(lens[size_t(pass)], pos);
+    const int64_t T = b.n_tokens();
+    Tensor q = RandTensor("q", DType::kF32, {T, Hq * d}, 10 + uint64_t(pass));
+    Tensor k = RandTensor("k", DType::kF32, {T, Hkv * d}, 20 + uint64_t(pass));
+    Tensor v = RandTensor("v", DType::kF32, {T, Hkv * d}, 30 + uint64_t(pass));
+    // The input node reads table rows by batch token ids 0..T-1.
+    Graph g;
+    const int qi = InputNode(g, q, T), ki = InputNode(g, k, T), vi = InputNode(g, v, T);
+    Node sk{Op::kKvStore, "k_cache", {ki}, {T, Hkv * d}};
+    sk.layer = 0;
+    sk.i[0] = 0;
+    Node sv{Op::kKvStore, "v_cache", {vi}, {T, Hkv * d}};
+    sv.layer = 0;
+    sv.i[0] = 1;
+    const int s0 = g.Add(sk), s1 = g.Add(sv);
+    Node a{Op::kAttention, "attn", {qi, s0, s1}, {T, Hq * d}};
+    a.layer = 0;
+    a.i[0] = Hq;
+    a.i[1] = Hkv;
+    a.i[2] = d;
+    a.i[3] = d;
+    a.f0 = scale;
+    g.Add(a);
+    const auto got = Run(*be_, g, b, kv.get());
+    std::vector<float> ref(size_t(T * Hq * d));
+    for (int64_t t = 0; t < T; ++t) {
+      const int s = b.row_seq[size_t(t)];
+      ks[size_t(s)].emplace_back(k.as<float>() + t * Hkv * d, k.as<float>() + (t + 1) * Hkv * d);
+      vs[size_t(s)].emplace_back(v.as<float>() + t * Hkv * d, v.as<float>() + (t + 1) * Hkv * d);
+    }
+    for (int64_t t = 0; t < T; ++t) {
+      const int s = b.row_seq[size_t(t)];
+      const int64_t n_ctx = b.positions[size_t(t)] + 1;
+      std::vector<float> K, V;
+      for (int64_t j = 0; j < n_ctx; ++j) {
+        K.insert(K.end(), ks[size_t(s)][size_t(j)].begin(), ks[size_t(s)][size_t(j)].end());
+        V.insert(V.end(), vs[size_t(s)][size_t(j)].begin(), vs[size_t(s)][size_t(j)].end());
+      }
+      ref::AttentionRow(q.as<float>() + t * Hq * d, K.data(), V.data(), n_ctx, Hq, Hkv, d, d, scale,
+                        &ref[size_t(t * Hq * d)]);
+    }
+    EXPECT_LE(test::RelL2(got, ref), 1e-5) << "pass " << pass;
+    for (size_t s = 0; s < 3; ++s) pos[s] += lens[size_t(pass)][s];
+  }
+}
+
+TEST_P(BackendOps, MlaAbsorbed) {
+  const int64_t H = 3, dn = 8, dr = 4, dv = 6, r = 10;
+  KvSpec spec;
+  spec.n_layers = 1;
+  spec.width[0] = int(r);
+  spec.width[1] = int(dr);
+  auto kv = be_->CreateKv(spec, 2, 32);
+  const Batch b = SeqBatch({4, 2}, {0, 0});
+  const int64_t T = b.n_tokens();
+  Tensor q = RandTensor("q", DType::kF32, {T, H * (dn + dr)}, 41);
+  Tensor c = RandTensor("c", DType::kF32, {T, r}, 42);
+  Tensor kpe = RandTensor("kpe", DType::kF32, {T, dr}, 43);
+  Tensor wukt = RandTensor("wukt", DType::kBF16, {H * r, dn}, 44);
+  Tensor wuv = RandTensor("wuv", DType::kBF16, {H * dv, r}, 45);
+  Graph g;
+  const int qi = InputNode(g, q, T), ci = InputNode(g, c, T), pi = InputNode(g, kpe, T);
+  Node s0{Op::kKvStore, "c", {ci}, {T, r}};
+  s0.layer = 0;
+  s0.i[0] = 0;
+  Node s1{Op::kKvStore, "pe", {pi}, {T, dr}};
+  s1.layer = 0;
+  s1.i[0] = 1;
+  const int a0 = g.Add(s0), a1 = g.Add(s1);
+  Node m{Op::kMlaAttention, "mla", {qi, a0, a1, g.AddWeight(wukt), g.AddWeight(wuv)}, {T, H * dv}};
+  m.layer = 0;
+  m.i[0] = H;
+  m.i[1] = dn;
+  m.i[2] = dr;
+  m.i[3] = dv;
+  m.i[4] = r;
+  m.f0 = 0.3f;
+  g.Add(m);
+  const auto got = Run(*be_, g, b, kv.get());
+  std::vector<float> ref(size_t(T * H * dv));
+  for (int64_t t = 0; t < T; ++t) {
+    const BatchSeq& s = b.seqs[size_t(b.row_seq[size_t(t)])];
+    const int64_t n_ctx = b.positions[size_t(t)] + 1;
+    ref::MlaAttentionRow(q.as<float>() + t * H * (dn + dr), c.as<float>() + s.row0 * r,
+                         kpe.as<float>() + s.row0 * dr, n_ctx, H, dn, dr, dv, r, wukt, wuv, 0.3f,
+                         &ref[size_t(t * H * dv)]);
+  }
+  EXPECT_LE(test::RelL2(got, ref), 1e-5);
+}
+
+TEST_P(BackendOps, MoeRoutingMethods) {
+  const int64_t D = 24, I = 10, R = 6;
+  const int E = 8;
+  for (TopkMethod m : {TopkMethod::kGreedy, TopkMethod::kGroupLimitedGreedy, TopkMethod::kNoauxTc}) {
+    auto p = std::make_shared<MoeParams>();
+    p->n_experts = E;
+    p->top_k = 3;
+    p->n_group = m == TopkMethod::kGreedy ? 1 : 4;
+    p->topk_group = 2;
+    p->topk_method = m;
+    p->scoring = m == TopkMethod::kNoauxTc ? ScoringFunc::kSigmoid : ScoringFunc::kSoftmax;
+    p->norm_topk_prob = m == TopkMethod::kNoauxTc;
+    p->routed_scaling_factor = 2.5f;
+    p->ffn_dim = int(I);
+    Tensor x = RandTensor("x", DType::kF32, {R, D}, 50);
+    Tensor gate = RandTensor("gate", DType::kF32, {E, D}, 51, 1.0f);
+    Tensor bias = RandTensor("bias", DType::kF32, {E}, 52, 0.1f);
+    std::vector<Tensor> ex;
+    for (int e = 0; e < E; ++e) {
+      ex.push_back(RandTensor("g" + std::to_string(e), DType::kBF16, {I, D}, 60 + uint64_t(e)));
+      ex.push_back(RandTensor("u" + std::to_string(e), DType::kBF16, {I, D}, 80 + uint64_t(e)));
+      ex.push_back(RandTensor("d" + std::to_string(e), DType::kBF16, {D, I}, 100 + uint64_t(e)));
+    }
+    Graph g;
+    const int xi = InputNode(g, x, R);
+    Node n{Op::kMoE, "moe", {xi, g.AddWeight(gate), m == TopkMethod::kNoauxTc ? g.AddWeight(bias) : -1}, {R, D}};
+    std::vector<const Tensor*> exp;
+    for (auto& t : ex) {
+      n.src.push_back(g.AddWeight(t));
+      exp.push_back(&t);
+    }
+    n.moe = p;
+    g.Add(n);
+    const auto got = Run(*be_, g, SeqBatch({int(R)}, {0}));
+    std::vector<float> ref(size_t(R * D));
+    ref::MoE(x.as<float>(), R, D, gate, m == TopkMethod::kNoauxTc ? &bias : nullptr, exp, *p, ref.data());
+    EXPECT_LE(test::RelL2(got, ref), 2e-6) << "method " << int(m);
+  }
+}
+
+TEST_P(BackendOps, SliceAndGetRows) {
+  Tensor x = RandTensor("x", DType::kF32, {5, 11}, 90);
+  Graph g;
+  const int in = InputNode(g, x, 5);
+  Node s{Op::kSlice, "slice", {in}, {5, 4}};
+  s.i[0] = 6;
+  s.i[1] = 4;
+  const int sl = g.Add(s);
+  g.Add(Node{Op::kGetRows, "rows", {sl}, {2, 4}});
+  Batch b;
+  b.Add(0, 0, {0, 1, 2}, false);  // out row 2
+  b.Add(1, 0, {3, 4}, false);     // out row 4
+  b.Finalize();
+  const auto got = Run(*be_, g, b);
+  const float* xv = x.as<float>();
+  const std::vector<float> ref = {xv[2 * 11 + 6], xv[2 * 11 + 7], xv[2 * 11 + 8], xv[2 * 11 + 9],
+                                  xv[4 * 11 + 6], xv[4 * 11 + 7], xv[4 * 11 + 8], xv[4 * 11 + 9]};
+  EXPECT_EQ(got, ref);
+}
+
+std::vector<std::string> Backends() {
+  std::vector<std::string> b = {"cpu"};
+  if (VulkanBackendBuilt()) b.push_back("vulkan");
+  return b;
+}
+
+INSTANTIATE_TEST_SUITE_P(All, BackendOps, ::testing::ValuesIn(Backends()),
+                         [](const auto& info) { return info.param; });
+
+}  // namespace
+}  // namespace es

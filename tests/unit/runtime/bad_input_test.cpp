@@ -1,0 +1,109 @@
+// Bad input through the CLI: each case exits non-zero with one clear line naming what is wrong.
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <nlohmann/json.hpp>
+
+#include "test_util.h"
+
+namespace es {
+namespace {
+
+namespace fs = std::filesystem;
+
+std::string Golden(const std::string& v) { return test::SourceDir() + "/tests/golden/data/models/" + v; }
+
+std::string CopyModel(const std::string& variant) {
+  const std::string dst = test::TempDir() + "/" + variant;
+  fs::copy(Golden(variant), dst, fs::copy_options::recursive);
+  return dst;
+}
+
+// Runs the CLI; expects failure with exactly one stderr line containing every `needles`.
+void ExpectOneLineError(const std::string& args, const std::vector<std::string>& needles) {
+  std::string out, err;
+  const int rc = test::RunCommand(test::CliPath() + " " + args, &out, &err);
+  EXPECT_NE(rc, 0) << args;
+  EXPECT_EQ(std::count(err.begin(), err.end(), '\n'), 1) << err;
+  EXPECT_EQ(err.rfind("edgeseek: error: ", 0), 0u) << err;
+  for (const auto& n : needles) EXPECT_NE(err.find(n), std::string::npos) << "missing '" << n << "' in: " << err;
+}
+
+TEST(BadInput, TruncatedSafetensors) {
+  const std::string d = CopyModel("llama3");
+  const std::string f = d + "/model.safetensors";
+  fs::resize_file(f, fs::file_size(f) / 2);
+  ExpectOneLineError("logits -m " + d + " --ids 1,2 --out /dev/null", {"model.safetensors", "truncated"});
+}
+
+TEST(BadInput, TruncatedHeader) {
+  const std::string d = CopyModel("llama3");
+  fs::resize_file(d + "/model.safetensors", 5);
+  ExpectOneLineError("logits -m " + d + " --ids 1 --out /dev/null", {"model.safetensors", "truncated"});
+}
+
+TEST(BadInput, CorruptHeader) {
+  const std::string d = CopyModel("llama3");
+  std::string s = test::ReadFile(d + "/model.safetensors");
+  s[8] = 'x';  // the header's opening brace: no longer JSON
+  test::WriteFile(d + "/model.safetensors", s);
+  ExpectOneLineError("logits -m " + d + " --ids 1 --out /dev/null", {"model.safetensors", "corrupt"});
+}
+
+TEST(BadInput, MissingShard) {
+  const std::string d = CopyModel("qwen2_sharded");
+  std::string shard;
+  for (auto& e : fs::directory_iterator(d))
+    if (e.path().filename().string().find("-of-") != std::string::npos) shard = e.path().string();
+  ASSERT_FALSE(shard.empty());
+  fs::remove(shard);
+  ExpectOneLineError("logits -m " + d + " --ids 1 --out /dev/null",
+                     {fs::path(shard).filename().string(), "missing"});
+}
+
+TEST(BadInput, ShapeDisagreesWithConfig) {
+  const std::string d = CopyModel("qwen2_tied");
+  auto j = nlohmann::json::parse(test::ReadFile(d + "/config.json"));
+  j["intermediate_size"] = j["intermediate_size"].get<int>() + 8;
+  test::WriteFile(d + "/config.json", j.dump());
+  ExpectOneLineError("logits -m " + d + " --ids 1 --out /dev/null", {"mlp.gate_proj.weight", "shape"});
+}
+
+TEST(BadInput, DtypeDisagreesWithHeader) {
+  // A header that claims more bytes than its dtype and shape hold.
+  const std::string d = CopyModel("llama3");
+  std::string s = test::ReadFile(d + "/model.safetensors");
+  const size_t p = s.find("\"BF16\"");
+  ASSERT_NE(p, std::string::npos);
+  s.replace(p, 6, "\"F32\" ");
+  test::WriteFile(d + "/model.safetensors", s);
+  ExpectOneLineError("logits -m " + d + " --ids 1 --out /dev/null", {"needs"});
+}
+
+TEST(BadInput, UnknownArchitecture) {
+  const std::string d = CopyModel("llama3");
+  auto j = nlohmann::json::parse(test::ReadFile(d + "/config.json"));
+  j["architectures"] = {"MambaForCausalLM"};
+  test::WriteFile(d + "/config.json", j.dump());
+  ExpectOneLineError("inspect -m " + d, {"unknown architecture", "MambaForCausalLM"});
+}
+
+TEST(BadInput, IdOutsideVocabulary) {
+  ExpectOneLineError("logits -m " + Golden("llama3") + " --ids 1,999999 --out /dev/null",
+                     {"999999", "vocabulary"});
+  ExpectOneLineError("generate -m " + Golden("llama3") + " --ids 1,x -n 2", {"'x'"});
+}
+
+TEST(BadInput, UnreadablePath) {
+  ExpectOneLineError("logits -m /nonexistent/model --ids 1 --out /dev/null", {"/nonexistent/model"});
+  ExpectOneLineError("bench --synthetic no-such-preset", {"no-such-preset"});
+}
+
+TEST(BadInput, MalformedConfigJson) {
+  const std::string d = CopyModel("llama3");
+  test::WriteFile(d + "/config.json", "{\"vocab_size\": 12,");
+  ExpectOneLineError("logits -m " + d + " --ids 1 --out /dev/null", {"config.json", "invalid JSON"});
+}
+
+}  // namespace
+}  // namespace es

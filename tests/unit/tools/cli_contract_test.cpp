@@ -1,0 +1,83 @@
+// The CLI contract used by outside checks: logits, generate, bench --json, inspect.
+#include <gtest/gtest.h>
+
+#include <cstring>
+#include <nlohmann/json.hpp>
+#include <sstream>
+
+#include "test_util.h"
+
+namespace es {
+namespace {
+
+std::string Golden(const std::string& v) { return test::SourceDir() + "/tests/golden/data/models/" + v; }
+
+std::string Ids(const nlohmann::json& g) {
+  std::string s;
+  for (auto& v : g["input_ids"]) s += (s.empty() ? "" : ",") + std::to_string(v.get<int>());
+  return s;
+}
+
+TEST(Cli, LogitsWritesAllPositions) {
+  for (const std::string v : {"dsv2_lite", "qwen2_tied"}) {
+    const auto g = nlohmann::json::parse(test::ReadFile(Golden(v) + "/golden.json"));
+    const std::string out = test::TempDir() + "/logits.f32";
+    std::string err;
+    ASSERT_EQ(test::RunCommand(test::CliPath() + " logits -m " + Golden(v) + " --ids " + Ids(g) +
+                                   " --out " + out + " --backend cpu",
+                               nullptr, &err),
+              0)
+        << err;
+    const std::string got = test::ReadFile(out), ref = test::ReadFile(Golden(v) + "/logits.f32");
+    ASSERT_EQ(got.size(), ref.size());
+    std::vector<float> a(got.size() / 4), b(ref.size() / 4);
+    std::memcpy(a.data(), got.data(), got.size());
+    std::memcpy(b.data(), ref.data(), ref.size());
+    EXPECT_LE(test::RelL2(a, b), 1e-4) << v;
+  }
+}
+
+TEST(Cli, GenerateGreedyIds) {
+  const std::string v = "dsv3";
+  const auto g = nlohmann::json::parse(test::ReadFile(Golden(v) + "/golden.json"));
+  std::string out, err;
+  ASSERT_EQ(test::RunCommand(test::CliPath() + " generate -m " + Golden(v) + " --ids " + Ids(g) +
+                                 " -n 10 --temp 0",
+                             &out, &err),
+            0)
+      << err;
+  std::string expect;
+  for (auto& id : g["greedy_new_ids"]) expect += (expect.empty() ? "" : " ") + std::to_string(id.get<int>());
+  EXPECT_EQ(out, expect + "\n");
+}
+
+TEST(Cli, BenchJson) {
+  std::string out, err;
+  ASSERT_EQ(test::RunCommand(test::CliPath() + " bench -m " + Golden("llama3") +
+                                 " -p 16 -n 4 -r 1 -t 2 --json",
+                             &out, &err),
+            0)
+      << err;
+  const auto j = nlohmann::json::parse(out);
+  for (const char* k : {"prefill_tokens_per_s", "decode_tokens_per_s", "load_s", "peak_rss_bytes",
+                        "kv_bytes_per_token", "decode_bandwidth_fraction", "backend", "threads"})
+    EXPECT_TRUE(j.contains(k)) << k;
+  EXPECT_GT(j["prefill_tokens_per_s"].get<double>(), 0);
+  EXPECT_GT(j["decode_tokens_per_s"].get<double>(), 0);
+  EXPECT_EQ(j["backend"], "cpu");
+  EXPECT_EQ(j["threads"], 2);
+}
+
+TEST(Cli, InspectMlaPreset) {
+  std::string out, err;
+  ASSERT_EQ(test::RunCommand(test::CliPath() + " inspect --synthetic deepseek-v2-lite --json", &out, &err), 0) << err;
+  const auto j = nlohmann::json::parse(out);
+  EXPECT_EQ(j["architecture"], "DeepseekV2ForCausalLM");
+  // 15.7B parameters; latent KV: 27 layers × (512 + 64) × 2 bytes in f16.
+  EXPECT_NEAR(j["parameters"].get<double>() / 1e9, 15.7, 0.1);
+  EXPECT_EQ(j["kv_bytes_per_token_f16"], 27 * (512 + 64) * 2);
+  EXPECT_EQ(j["naive_expanded_kv_bytes_per_token_f16"], 27 * 16 * (192 + 128) * 2);
+}
+
+}  // namespace
+}  // namespace es

@@ -1,0 +1,66 @@
+#include "common.h"
+
+#include "edgeseek/backends/backend.h"
+#include "edgeseek/core/error.h"
+
+namespace es::tools {
+
+void ModelArgs::Add(CLI::App& app, bool allow_synthetic) {
+  app.add_option("-m,--model", model, "Hugging Face model folder");
+  if (allow_synthetic) {
+    app.add_option("--synthetic", synthetic, "built-in preset name or config.json: random weights");
+    app.add_option("--dtype", dtype, "weight type of synthetic models (bf16, f16, f32)");
+  }
+  app.add_option("--backend", backend, "cpu or vulkan");
+  app.add_option("--device", device, "GPU index or name");
+  app.add_option("-t,--threads", threads, "CPU threads (0: all)");
+  app.add_option("-c,--context", context, "context tokens per sequence (0: min(model, 4096))");
+  app.add_option("--seed", seed, "seed (synthetic weights, sampling)");
+  app.add_flag("--profile", profile, "per-op timing");
+}
+
+std::shared_ptr<Model> ModelArgs::Load() const {
+  if (!synthetic.empty()) {
+    LoadOptions lo;
+    lo.synthetic = synthetic;
+    lo.seed = seed;
+    lo.synthetic_dtype = ParseDType(dtype);
+    return Model::Synthetic(synthetic, lo);
+  }
+  ES_CHECK(!model.empty(), "no model given: pass -m PATH or --synthetic NAME");
+  return Model::Load(model);
+}
+
+std::unique_ptr<Runner> ModelArgs::MakeRunner(std::shared_ptr<Model> m, int n_slots) const {
+  BackendOptions bo;
+  bo.threads = threads;
+  bo.device = device;
+  bo.profile = profile;
+  RunnerOptions ro;
+  ro.n_slots = n_slots;
+  ro.context = context;
+  return std::make_unique<Runner>(std::move(m), CreateBackend(backend, bo), ro);
+}
+
+std::vector<int32_t> ParseIds(const std::string& s) {
+  std::vector<int32_t> ids;
+  size_t i = 0;
+  while (i < s.size()) {
+    size_t j = s.find(',', i);
+    if (j == std::string::npos) j = s.size();
+    const std::string item = s.substr(i, j - i);
+    try {
+      size_t used = 0;
+      const long long v = std::stoll(item, &used);
+      ES_CHECK(used == item.size() && v >= 0 && v <= INT32_MAX, "bad token id '", item, "' in --ids");
+      ids.push_back(int32_t(v));
+    } catch (const std::logic_error&) {
+      Fail("bad token id '", item, "' in --ids");
+    }
+    i = j + 1;
+  }
+  ES_CHECK(!ids.empty(), "--ids is empty");
+  return ids;
+}
+
+}  // namespace es::tools

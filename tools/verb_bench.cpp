@@ -1,0 +1,56 @@
+// `edgeseek bench -m PATH | --synthetic NAME [--backend cpu] [-p 512] [-n 128] [-t T] [--json]`
+#include <chrono>
+#include <cstdio>
+#include <nlohmann/json.hpp>
+#include <thread>
+
+#include "common.h"
+#include "edgeseek/core/error.h"
+#include "edgeseek/runtime/bench.h"
+#include "verb.h"
+
+namespace es::tools {
+namespace {
+
+VerbRun Setup(CLI::App& app) {
+  auto args = std::make_shared<ModelArgs>();
+  auto bo = std::make_shared<BenchOptions>();
+  auto json_out = std::make_shared<bool>(false);
+  args->Add(app);
+  app.add_option("-p,--n-prompt", bo->n_prompt, "prompt tokens (prefill)")->check(CLI::NonNegativeNumber);
+  app.add_option("-n,--n-gen", bo->n_gen, "generated tokens (decode)")->check(CLI::NonNegativeNumber);
+  app.add_option("-r,--repetitions", bo->reps, "timed repetitions")->check(CLI::PositiveNumber);
+  app.add_flag("--json", *json_out, "one JSON object on stdout");
+  return [=]() {
+    const auto t0 = std::chrono::steady_clock::now();
+    auto model = args->Load();
+    if (args->context == 0) args->context = bo->n_prompt + bo->n_gen + 8;
+    auto runner = args->MakeRunner(model);
+    const double load_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    bo->threads = args->threads > 0 ? args->threads : int(std::thread::hardware_concurrency());
+    const BenchResult r = RunBench(*runner, *bo, load_s);
+    if (*json_out) {
+      std::printf("%s\n", r.ToJson().dump().c_str());
+      return 0;
+    }
+    std::printf("model      %s  (%.2f GB weights, %.2f GB read per token)\n", r.model.c_str(),
+                double(r.weight_bytes) / 1e9, double(r.active_bytes_per_token) / 1e9);
+    std::printf("backend    %s\n", r.backend_desc.c_str());
+    std::printf("load       %.2f s     peak RSS %.2f GB     KV %zu bytes/token\n", r.load_s,
+                double(r.peak_rss_bytes) / 1e9, r.kv_bytes_per_token);
+    std::printf("prefill    %8.2f tokens/s  (pp%d, median of %d)   TTFT %.3f s\n",
+                r.prefill_tokens_per_s, r.n_prompt, r.reps, r.ttft_s);
+    std::printf("decode     %8.2f tokens/s  (tg%d)  per token p50 %.1f / p95 %.1f / p99 %.1f ms\n",
+                r.decode_tokens_per_s, r.n_gen, r.decode_p50_ms, r.decode_p95_ms, r.decode_p99_ms);
+    if (r.mem_bandwidth_gbs > 0)
+      std::printf("bandwidth  decode reads %.1f GB/s = %.0f%% of the measured %.1f GB/s\n",
+                  r.decode_bandwidth_fraction * r.mem_bandwidth_gbs, 100 * r.decode_bandwidth_fraction,
+                  r.mem_bandwidth_gbs);
+    return 0;
+  };
+}
+
+VerbRegistrar reg("bench", "prefill/decode tokens/s, load time, memory, bandwidth", Setup);
+
+}  // namespace
+}  // namespace es::tools

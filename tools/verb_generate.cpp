@@ -1,0 +1,55 @@
+// `edgeseek generate -m PATH --ids 1,2,3 -n N --temp 0`: continuation computed incrementally with
+// the KV cache; exactly N new ids (EOS masked as transformers' min_new_tokens does), printed
+// space-separated on stdout.
+#include <cstdio>
+
+#include "common.h"
+#include "edgeseek/core/error.h"
+#include "edgeseek/runtime/generator.h"
+#include "verb.h"
+
+namespace es::tools {
+namespace {
+
+VerbRun Setup(CLI::App& app) {
+  auto args = std::make_shared<ModelArgs>();
+  auto ids = std::make_shared<std::string>();
+  auto n = std::make_shared<int>(16);
+  auto sp = std::make_shared<SamplingParams>();
+  sp->temperature = 0.0f;
+  args->Add(app);
+  app.add_option("--ids", *ids, "comma-separated prompt token ids")->required();
+  app.add_option("-n,--n-predict", *n, "new tokens")->check(CLI::NonNegativeNumber);
+  app.add_option("--temp", sp->temperature, "temperature (0: greedy)");
+  app.add_option("--top-k", sp->top_k, "top-k");
+  app.add_option("--top-p", sp->top_p, "top-p");
+  app.add_option("--min-p", sp->min_p, "min-p");
+  app.add_option("--repeat-penalty", sp->repeat_penalty, "repeat penalty");
+  return [=]() {
+    const std::vector<int32_t> toks = ParseIds(*ids);
+    auto model = args->Load();
+    for (int32_t t : toks)
+      ES_CHECK(t < model->vocab_size(), "token id ", t, " is outside the vocabulary (",
+               model->vocab_size(), " tokens)");
+    auto runner = args->MakeRunner(model);
+    GenerateOptions go;
+    go.max_new_tokens = *n;
+    go.min_new_tokens = *n;
+    go.eos_ids = model->generation().eos_ids;
+    go.sampling = *sp;
+    go.sampling.seed = args->seed;
+    if (*n == 0) {
+      std::printf("\n");
+      return 0;
+    }
+    const auto out = Generate(*runner, runner->AcquireSlot(), toks, go);
+    for (size_t i = 0; i < out.size(); ++i) std::printf("%s%d", i ? " " : "", out[i]);
+    std::printf("\n");
+    return 0;
+  };
+}
+
+VerbRegistrar reg("generate", "continue token ids with the KV cache; print new ids", Setup);
+
+}  // namespace
+}  // namespace es::tools

@@ -1,0 +1,128 @@
+// `edgeseek inspect -m PATH | --synthetic NAME`: architecture, parameters, tensor types, memory
+// estimate, KV bytes per token (MLA latent vs a naive expanded cache). Reads shapes only: a
+// synthetic preset is described without generating its weights.
+#include <cstdio>
+#include <map>
+#include <nlohmann/json.hpp>
+
+#include "common.h"
+#include "edgeseek/core/error.h"
+#include "edgeseek/formats/safetensors.h"
+#include "edgeseek/models/arch.h"
+#include "edgeseek/models/config.h"
+#include "edgeseek/models/presets.h"
+#include "verb.h"
+
+namespace es::tools {
+namespace {
+
+std::string Human(double b) {
+  const char* u[] = {"B", "KiB", "MiB", "GiB", "TiB"};
+  int i = 0;
+  while (b >= 1024 && i < 4) b /= 1024, ++i;
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.2f %s", b, u[i]);
+  return buf;
+}
+
+VerbRun Setup(CLI::App& app) {
+  auto model = std::make_shared<std::string>();
+  auto synthetic = std::make_shared<std::string>();
+  auto dtype = std::make_shared<std::string>("bf16");
+  auto ctx = std::make_shared<int64_t>(4096);
+  auto json_out = std::make_shared<bool>(false);
+  app.add_option("-m,--model", *model, "Hugging Face model folder");
+  app.add_option("--synthetic", *synthetic, "built-in preset or config.json");
+  app.add_option("--dtype", *dtype, "weight type assumed for synthetic presets");
+  app.add_option("-c,--context", *ctx, "context length for the KV estimate");
+  app.add_flag("--json", *json_out, "one JSON object");
+  return [=]() {
+    ModelConfig c;
+    std::map<std::string, std::pair<int64_t, size_t>> by_type;  // type -> (count, bytes)
+    int64_t params = 0;
+    size_t bytes = 0, expert_bytes = 0;
+    std::string name;
+    const DType assumed = ParseDType(*dtype);
+    if (!synthetic->empty()) {
+      c = std::filesystem::exists(*synthetic) ? LoadHfConfig(*synthetic) : PresetConfig(*synthetic);
+      name = *synthetic;
+      for (const WeightSpec& s : ExpectedWeights(c)) {
+        const DType t = s.shape.size() == 1 ? DType::kF32 : assumed;
+        const int64_t n = NumElements(s.shape);
+        const size_t b = RowBytes(t, s.shape.back()) * size_t(n / s.shape.back());
+        params += n;
+        bytes += b;
+        if (s.name.find(".mlp.experts.") != std::string::npos) expert_bytes += b;
+        by_type[std::string(Name(t))].first++;
+        by_type[std::string(Name(t))].second += b;
+      }
+    } else {
+      ES_CHECK(!model->empty(), "no model given: pass -m PATH or --synthetic NAME");
+      c = LoadHfConfig(*model + "/config.json");
+      name = *model;
+      auto st = SafetensorsSet::Open(*model);
+      for (const std::string& n : st->Names()) {
+        const Tensor& t = st->Get(n);
+        params += t.numel();
+        bytes += t.nbytes;
+        if (n.find(".mlp.experts.") != std::string::npos) expert_bytes += t.nbytes;
+        by_type[std::string(Name(t.dtype))].first++;
+        by_type[std::string(Name(t.dtype))].second += t.nbytes;
+      }
+    }
+    const size_t kv_tok = c.MakeKvSpec(DType::kF32).BytesPerToken();
+    const size_t kv_tok16 = c.MakeKvSpec(DType::kF16).BytesPerToken();
+    const size_t naive_tok = c.ExpandedKvBytesPerToken(DType::kF16);
+    // Bytes read per decoded token: all weights, but only the active share of routed experts.
+    double active = double(bytes - expert_bytes);
+    if (c.n_routed_experts > 0)
+      active += double(expert_bytes) * c.num_experts_per_tok / c.n_routed_experts;
+    nlohmann::json j = {{"name", name},
+                        {"architecture", ArchName(c.arch)},
+                        {"parameters", params},
+                        {"weight_bytes", bytes},
+                        {"active_weight_bytes_per_token", int64_t(active)},
+                        {"layers", c.n_layers},
+                        {"hidden_size", c.hidden_size},
+                        {"vocab_size", c.vocab_size},
+                        {"kv_bytes_per_token_f32", kv_tok},
+                        {"kv_bytes_per_token_f16", kv_tok16},
+                        {"naive_expanded_kv_bytes_per_token_f16", naive_tok},
+                        {"context", *ctx},
+                        {"memory_estimate_bytes", int64_t(bytes + kv_tok16 * size_t(*ctx))}};
+    for (auto& [t, v] : by_type) j["tensor_types"][t] = {{"tensors", v.first}, {"bytes", v.second}};
+    if (*json_out) {
+      std::printf("%s\n", j.dump().c_str());
+      return 0;
+    }
+    std::printf("model:         %s\n", name.c_str());
+    std::printf("architecture:  %s (%d layers, hidden %lld, vocab %lld)\n", ArchName(c.arch),
+                c.n_layers, (long long)c.hidden_size, (long long)c.vocab_size);
+    if (c.is_mla())
+      std::printf("attention:     MLA, %d heads, kv_lora_rank %d, q_lora_rank %d, rope %d, nope %d, v %d\n",
+                  c.n_heads, c.kv_lora_rank, c.q_lora_rank, c.qk_rope_head_dim, c.qk_nope_head_dim,
+                  c.v_head_dim);
+    else
+      std::printf("attention:     %d heads, %d kv heads, head_dim %d\n", c.n_heads, c.n_kv_heads, c.head_dim);
+    if (c.n_routed_experts)
+      std::printf("moe:           %d routed experts (%d active), %d shared, %s/%s\n", c.n_routed_experts,
+                  c.num_experts_per_tok, c.n_shared_experts, c.topk_method.c_str(), c.scoring_func.c_str());
+    std::printf("parameters:    %.3f B\n", double(params) / 1e9);
+    std::printf("weights:       %s (active per token %s)\n", Human(double(bytes)).c_str(),
+                Human(active).c_str());
+    for (auto& [t, v] : by_type)
+      std::printf("  %-8s     %lld tensors, %s\n", t.c_str(), (long long)v.first, Human(double(v.second)).c_str());
+    std::printf("kv cache:      %s/token f16 (%s f32)", Human(double(kv_tok16)).c_str(), Human(double(kv_tok)).c_str());
+    if (c.is_mla())
+      std::printf(" — naive expanded K/V would be %s/token (%.1fx more)", Human(double(naive_tok)).c_str(),
+                  double(naive_tok) / double(kv_tok16));
+    std::printf("\nmemory:        %s at %lld tokens of context (weights + f16 KV)\n",
+                Human(double(bytes + kv_tok16 * size_t(*ctx))).c_str(), (long long)*ctx);
+    return 0;
+  };
+}
+
+VerbRegistrar reg("inspect", "architecture, parameters, tensor types, memory estimate", Setup);
+
+}  // namespace
+}  // namespace es::tools
