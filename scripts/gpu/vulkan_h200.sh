@@ -18,12 +18,10 @@ fi
 OUT=${OUT:-/tmp/out}
 mkdir -p "$OUT"
 echo "== machine"; nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader; git log -1 --oneline 2>/dev/null
-echo "== devices"; $B/edgeseek devices
+echo "== devices"; $B/edgeseek devices --bandwidth
 echo "== tests (NVIDIA driver, validation layers absent there)"
-ES_VK_VALIDATION=0 timeout 300 $B/es_test_vulkan --gtest_brief=1 2>&1 | tail -40
+ES_VK_VALIDATION=0 timeout 150 $B/es_test_vulkan --gtest_brief=1 2>&1 | tail -40
 for m in ${ES_BENCH_MODELS:-r1-distill-qwen-1.5b r1-distill-qwen-7b}; do
   echo "== bench $m f16 (pp512, tg128)"
-  timeout 240 $B/edgeseek bench --backend vulkan --synthetic "$m" --dtype f16 -p 512 -n 128 -r 2 2>&1 | tee "$OUT/bench_$m.txt"
+  timeout 200 $B/edgeseek bench --backend vulkan --synthetic "$m" --dtype f16 -p 512 -n 128 -r 1 2>&1 | tee "$OUT/bench_$m.txt"
 done
-echo "== profile: one decode token, 7B shape"
-timeout 200 $B/edgeseek bench --backend vulkan --synthetic r1-distill-qwen-7b --dtype f16 -p 16 -n 4 -r 1 --profile 2>&1 | tail -60

@@ -113,6 +113,7 @@ bool VulkanBackend::Supports(const Graph& g, const Node& n) const {
 
 void VulkanBackend::PrepareWeight(const Tensor& w) {
   if (!WeightStore::Supported(w.dtype)) return;  // reported by Supports / at first use
+  if (weights_->DropStale(w)) programs_.clear();
   if (w.shape.size() == 1 && w.dtype != DType::kF32)
     weights_->GetF32(w);  // vectors are read as f32 (norm weights, biases)
   else
@@ -144,6 +145,12 @@ VulkanCounters VulkanBackend::counters() const {
 
 VulkanBackend::Program& VulkanBackend::GetProgram(const Graph& g, const Batch& b, VkKv& kv,
                                                   bool argmax) {
+  // A weight whose host tensor died may share its address with a new one: drop its device copy
+  // and every recorded program (they bind it).
+  bool stale = false;
+  for (const Node& n : g.nodes())
+    if (n.op == Op::kWeight && n.weight) stale |= weights_->DropStale(*n.weight);
+  if (stale) programs_.clear();
   const uint64_t key = GraphKey(g, b, kv, argmax);
   for (auto it = programs_.begin(); it != programs_.end(); ++it)
     if ((*it)->key == key) {

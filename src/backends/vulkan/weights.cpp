@@ -10,6 +10,20 @@ WeightStore::~WeightStore() {
     for (auto& c : w->chunks) pool_.Free(c.alloc);
 }
 
+bool WeightStore::DropStale(const Tensor& t) {
+  bool dropped = false;
+  for (bool f32 : {false, true}) {
+    auto it = weights_.find(Key{t.data, t.nbytes, int(t.dtype), f32});
+    if (it == weights_.end() || !it->second->has_owner) continue;
+    const auto live = it->second->owner.lock();
+    if (live && live.get() == t.owner.get()) continue;
+    for (auto& c : it->second->chunks) pool_.Free(c.alloc);
+    weights_.erase(it);
+    dropped = true;
+  }
+  return dropped;
+}
+
 const DeviceWeight& WeightStore::Get(const Tensor& t) {
   ES_CHECK(Supported(t.dtype), "vulkan: weight '", t.name, "' has type ", Name(t.dtype),
            "; the Vulkan backend reads f32, f16 and bf16 weights (quantized types arrive with the "
@@ -33,6 +47,8 @@ const DeviceWeight& WeightStore::Upload(const Tensor& t, const void* data, DType
   auto w = std::make_unique<DeviceWeight>();
   w->dtype = dtype;
   w->cols = t.shape.empty() ? 1 : t.cols();
+  w->owner = t.owner;
+  w->has_owner = t.owner != nullptr;
   w->rows = w->cols ? t.numel() / w->cols : 0;
   const uint64_t row_bytes = RowBytes(dtype, w->cols);
   ES_CHECK(row_bytes <= pool_.max_range(), "vulkan: one row of weight '", t.name, "' (", row_bytes,

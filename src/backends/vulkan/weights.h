@@ -7,6 +7,7 @@
 
 #include <map>
 #include <memory>
+#include <memory>
 #include <tuple>
 #include <vector>
 
@@ -23,6 +24,8 @@ struct DeviceWeight {
     int64_t row0 = 0, rows = 0;
   };
   std::vector<Chunk> chunks;
+  std::weak_ptr<const void> owner;  // the host tensor's owner: expired = the tensor is gone
+  bool has_owner = false;
 };
 
 class WeightStore {
@@ -35,6 +38,9 @@ class WeightStore {
   const DeviceWeight& GetF32(const Tensor& t);
   static bool Supported(DType t) { return t == DType::kF32 || t == DType::kF16 || t == DType::kBF16; }
   uint64_t bytes() const { return bytes_; }
+  // Drops device copies whose host tensor has died (a new tensor may reuse its address);
+  // returns true when something was dropped (recorded programs must then be rebuilt).
+  bool DropStale(const Tensor& t);
 
  private:
   using Key = std::tuple<const void*, size_t, int, bool>;  // data, bytes, dtype, as f32

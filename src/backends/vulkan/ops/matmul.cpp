@@ -12,6 +12,7 @@ struct GemmPush {
   uint32_t K, N, R, n0, y_rs, has_bias;
 };
 constexpr int64_t kGemvMaxRows = 8;
+constexpr uint32_t kGemmTile = 128;  // matmul_gemm.comp's BM = BN
 }  // namespace
 
 void RecordHeadGemv(OpContext& c, BufRange x, int64_t R, int64_t H, int64_t N, int64_t K,
@@ -54,8 +55,8 @@ void RecordMatMul(OpContext& c, BufRange x, int64_t R, int64_t K, const DeviceWe
       d.bindings = {{Range(ch.alloc)}, {x}, {bias ? *bias : x}, {y}};
       d.writes = {3};
       d.Push(GemmPush{uint32_t(K), N, uint32_t(R), uint32_t(ch.row0), uint32_t(y_rs), bias ? 1u : 0u});
-      d.groups[0] = (N + 63) / 64;
-      d.groups[1] = uint32_t((R + 63) / 64);
+      d.groups[0] = (N + kGemmTile - 1) / kGemmTile;
+      d.groups[1] = uint32_t((R + kGemmTile - 1) / kGemmTile);
     }
   }
 }

@@ -1,8 +1,9 @@
 #version 450
 // Tiled matrix product for prefill: y[r, n0 + n] = Σ_k x[r, k] W[n, k] (+ bias[n0 + n]).
 //   x: [R, K] f32; W: [N, K] of the weight type (this chunk); y: row stride y_rs.
-// 64x64 output tile per workgroup of 256 invocations (4x4 each), K in steps of 16 through
-// shared memory; weights converted to f32 on the way in. Bounds-checked for any R, N, K.
+// BM x BN output tile per workgroup of 256 invocations (TM x TN each, strided by 16 so that
+// neighbouring invocations read neighbouring shared words), K in steps of BK through shared
+// memory; weights converted to f32 on the way in. Bounds-checked for any R, N, K.
 #include "common.glsl"
 layout(local_size_x = 256) in;
 layout(binding = 0) readonly buffer W { uint w[]; };
@@ -12,39 +13,44 @@ layout(binding = 3) writeonly buffer Y { float y[]; };
 layout(push_constant) uniform P { uint K, N, R, n0, y_rs, has_bias; } p;
 #define WORD(i) w[i]
 #include "wload.glsl"
-const uint BM = 64, BN = 64, BK = 16;
+const uint TM = 8, TN = 8, BM = 16 * TM, BN = 16 * TN, BK = 8;
+const uint LA = BM * BK / 256, LB = BN * BK / 256;  // loads per invocation
 shared float As[BK][BM + 1];
 shared float Bs[BK][BN + 1];
 void main() {
   const uint tid = gl_LocalInvocationID.x;
   const uint tx = tid % 16u, ty = tid / 16u;
   const uint m0 = gl_WorkGroupID.y * BM, nb = gl_WorkGroupID.x * BN;
-  float acc[4][4];
-  for (uint i = 0; i < 4u; ++i)
-    for (uint j = 0; j < 4u; ++j) acc[i][j] = 0.0;
+  float acc[TM][TN];
+  for (uint i = 0; i < TM; ++i)
+    for (uint j = 0; j < TN; ++j) acc[i][j] = 0.0;
   for (uint k0 = 0; k0 < p.K; k0 += BK) {
-    for (uint l = 0; l < 4u; ++l) {
-      const uint e = tid + 256u * l;          // 0..1023
+    for (uint l = 0; l < LA; ++l) {
+      const uint e = tid + 256u * l;
       const uint row = e / BK, kk = e % BK;   // row of the tile, k inside the step
-      const uint gk = k0 + kk;
-      const uint gm = m0 + row, gn = nb + row;
+      const uint gk = k0 + kk, gm = m0 + row;
       As[kk][row] = (gm < p.R && gk < p.K) ? x[gm * p.K + gk] : 0.0;
+    }
+    for (uint l = 0; l < LB; ++l) {
+      const uint e = tid + 256u * l;
+      const uint row = e / BK, kk = e % BK;
+      const uint gk = k0 + kk, gn = nb + row;
       Bs[kk][row] = (gn < p.N && gk < p.K) ? wload(gn * p.K + gk) : 0.0;
     }
     barrier();
     for (uint kk = 0; kk < BK; ++kk) {
-      float a[4], b[4];
-      for (uint i = 0; i < 4u; ++i) a[i] = As[kk][ty + 16u * i];
-      for (uint j = 0; j < 4u; ++j) b[j] = Bs[kk][tx + 16u * j];
-      for (uint i = 0; i < 4u; ++i)
-        for (uint j = 0; j < 4u; ++j) acc[i][j] += a[i] * b[j];
+      float a[TM], b[TN];
+      for (uint i = 0; i < TM; ++i) a[i] = As[kk][ty + 16u * i];
+      for (uint j = 0; j < TN; ++j) b[j] = Bs[kk][tx + 16u * j];
+      for (uint i = 0; i < TM; ++i)
+        for (uint j = 0; j < TN; ++j) acc[i][j] += a[i] * b[j];
     }
     barrier();
   }
-  for (uint i = 0; i < 4u; ++i) {
+  for (uint i = 0; i < TM; ++i) {
     const uint gm = m0 + ty + 16u * i;
     if (gm >= p.R) continue;
-    for (uint j = 0; j < 4u; ++j) {
+    for (uint j = 0; j < TN; ++j) {
       const uint gn = nb + tx + 16u * j;
       if (gn >= p.N) continue;
       y[gm * p.y_rs + p.n0 + gn] = acc[i][j] + (p.has_bias != 0u ? bias[p.n0 + gn] : 0.0);
