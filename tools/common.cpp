@@ -11,6 +11,7 @@ void ModelArgs::Add(CLI::App& app, bool allow_synthetic) {
     app.add_option("--synthetic", synthetic, "built-in preset name or config.json: random weights");
     app.add_option("--dtype", dtype, "weight type of synthetic models (bf16, f16, f32)");
   }
+  app.add_option("--tokenizer", tokenizer, "tokenizer folder or tokenizer.json (for synthetic models)");
   app.add_option("--backend", backend, "cpu or vulkan");
   app.add_option("--device", device, "GPU index or name");
   app.add_option("-t,--threads", threads, "CPU threads (0: all)");
@@ -25,10 +26,13 @@ std::shared_ptr<Model> ModelArgs::Load() const {
     lo.synthetic = synthetic;
     lo.seed = seed;
     lo.synthetic_dtype = ParseDType(dtype);
+    lo.tokenizer = tokenizer;
     return Model::Synthetic(synthetic, lo);
   }
   ES_CHECK(!model.empty(), "no model given: pass -m PATH or --synthetic NAME");
-  return Model::Load(model);
+  LoadOptions lo;
+  lo.tokenizer = tokenizer;
+  return Model::Load(model, lo);
 }
 
 std::unique_ptr<Runner> ModelArgs::MakeRunner(std::shared_ptr<Model> m, int n_slots) const {

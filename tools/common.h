@@ -19,6 +19,7 @@ struct ModelArgs {
   std::string backend = "cpu";
   std::string device;
   std::string dtype = "bf16";  // synthetic weights
+  std::string tokenizer;
   int threads = 0;
   int context = 0;
   uint64_t seed = 0;

@@ -62,7 +62,10 @@ std::shared_ptr<Model> Model::Load(const std::string& path, const LoadOptions& o
   m->st = SafetensorsSet::Open(path);
   m->Finish(path);
   m->ReadGenerationConfig((fs::path(path) / "generation_config.json").string());
-  if (fs::exists(fs::path(path) / "tokenizer.json")) m->tokenizer_ = Tokenizer::Load(path);
+  if (!opts.tokenizer.empty())
+    m->tokenizer_ = Tokenizer::Load(opts.tokenizer);
+  else if (fs::exists(fs::path(path) / "tokenizer.json"))
+    m->tokenizer_ = Tokenizer::Load(path);
   return m;
 }
 
@@ -108,6 +111,11 @@ std::shared_ptr<Model> Model::Synthetic(const std::string& name_or_config, const
     m->owned.emplace(s.name, std::move(t));
   }
   m->Finish(name_or_config);
+  if (!opts.tokenizer.empty()) {
+    m->tokenizer_ = Tokenizer::Load(opts.tokenizer);
+    ES_CHECK(m->tokenizer_->vocab_size() <= c.vocab_size, "tokenizer '", opts.tokenizer, "' has ",
+             m->tokenizer_->vocab_size(), " tokens but the model's vocabulary holds ", c.vocab_size);
+  }
   return m;
 }
 

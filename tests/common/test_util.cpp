@@ -19,9 +19,14 @@ static std::string Env(const char* k, const char* fallback) {
   const char* v = std::getenv(k);
   return v ? v : fallback;
 }
-std::string SourceDir() { return Env("ES_SOURCE_DIR", "."); }
-std::string BinaryDir() { return Env("ES_BINARY_DIR", "."); }
-std::string CliPath() { return Env("ES_CLI", "./edgeseek"); }
+#ifndef ES_SOURCE_DIR_DEFAULT
+#define ES_SOURCE_DIR_DEFAULT "."
+#define ES_BINARY_DIR_DEFAULT "."
+#define ES_CLI_DEFAULT "./edgeseek"
+#endif
+std::string SourceDir() { return Env("ES_SOURCE_DIR", ES_SOURCE_DIR_DEFAULT); }
+std::string BinaryDir() { return Env("ES_BINARY_DIR", ES_BINARY_DIR_DEFAULT); }
+std::string CliPath() { return Env("ES_CLI", ES_CLI_DEFAULT); }
 
 std::string TempDir() {
   const auto* info = ::testing::UnitTest::GetInstance()->current_test_info();

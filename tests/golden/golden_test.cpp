@@ -156,7 +156,9 @@ TEST_P(Golden, BatchOfSequencesEqualsSeparateRuns) {
   std::vector<float> ml;
   runner_->Forward(mixed, &ml);
   const std::vector<float> tail(ml.begin() + V_, ml.end());
-  if (GetParam().backend == "cpu") EXPECT_EQ(tail, separate[1]);
+  if (GetParam().backend == "cpu") {
+    EXPECT_EQ(tail, separate[1]);
+  }
 }
 
 std::vector<Param> Params() {

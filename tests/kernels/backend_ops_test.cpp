@@ -60,7 +60,7 @@ Batch SeqBatch(const std::vector<int>& lens, const std::vector<int>& pos0) {
   return b;
 }
 
-std::vector<float> Run(Backend& be, const Graph& g, const Batch& b, KvStorage* kv = nullptr) {
+std::vector<float> RunGraph(Backend& be, const Graph& g, const Batch& b, KvStorage* kv = nullptr) {
   std::unique_ptr<KvStorage> own;
   if (!kv) {
     KvSpec s;
@@ -94,7 +94,7 @@ TEST_P(BackendOps, RmsNormMatMulAddSwiGLU) {
         const int mm2 = g.Add(Node{Op::kMatMul, "mm2", {norm, g.AddWeight(w2), -1}, {R, N}});
         const int act = g.Add(Node{Op::kSwiGLU, "act", {mm, mm2}, {R, N}});
         g.Add(Node{Op::kAdd, "add", {act, mm}, {R, N}});
-        const auto got = Run(*be_, g, SeqBatch({int(R)}, {0}));
+        const auto got = RunGraph(*be_, g, SeqBatch({int(R)}, {0}));
         // reference
         std::vector<float> xn(size_t(R * K)), a(size_t(R * N)), c(size_t(R * N)), s(size_t(R * N)),
             ref(size_t(R * N));
@@ -127,7 +127,7 @@ TEST_P(BackendOps, RopeNeoxAndInterleaved) {
     n.rope = rope;
     g.Add(n);
     const Batch b = SeqBatch({3, 4}, {5, 100});
-    const auto got = Run(*be_, g, b);
+    const auto got = RunGraph(*be_, g, b);
     std::vector<float> ref(size_t(R * H * hd));
     ref::Rope(x.as<float>(), R, H, hd, off, *rope, b.positions.data(), ref.data());
     EXPECT_LE(test::RelL2(got, ref), 1e-6);
@@ -172,7 +172,7 @@ TEST_P(BackendOps, AttentionGqaBatchOfSequences) {
     a.i[3] = d;
     a.f0 = scale;
     g.Add(a);
-    const auto got = Run(*be_, g, b, kv.get());
+    const auto got = RunGraph(*be_, g, b, kv.get());
     std::vector<float> ref(size_t(T * Hq * d));
     for (int64_t t = 0; t < T; ++t) {
       const int s = b.row_seq[size_t(t)];
@@ -227,7 +227,7 @@ TEST_P(BackendOps, MlaAbsorbed) {
   m.i[4] = r;
   m.f0 = 0.3f;
   g.Add(m);
-  const auto got = Run(*be_, g, b, kv.get());
+  const auto got = RunGraph(*be_, g, b, kv.get());
   std::vector<float> ref(size_t(T * H * dv));
   for (int64_t t = 0; t < T; ++t) {
     const BatchSeq& s = b.seqs[size_t(b.row_seq[size_t(t)])];
@@ -272,7 +272,7 @@ TEST_P(BackendOps, MoeRoutingMethods) {
     }
     n.moe = p;
     g.Add(n);
-    const auto got = Run(*be_, g, SeqBatch({int(R)}, {0}));
+    const auto got = RunGraph(*be_, g, SeqBatch({int(R)}, {0}));
     std::vector<float> ref(size_t(R * D));
     ref::MoE(x.as<float>(), R, D, gate, m == TopkMethod::kNoauxTc ? &bias : nullptr, exp, *p, ref.data());
     EXPECT_LE(test::RelL2(got, ref), 2e-6) << "method " << int(m);
@@ -292,7 +292,7 @@ TEST_P(BackendOps, SliceAndGetRows) {
   b.Add(0, 0, {0, 1, 2}, false);  // out row 2
   b.Add(1, 0, {3, 4}, false);     // out row 4
   b.Finalize();
-  const auto got = Run(*be_, g, b);
+  const auto got = RunGraph(*be_, g, b);
   const float* xv = x.as<float>();
   const std::vector<float> ref = {xv[2 * 11 + 6], xv[2 * 11 + 7], xv[2 * 11 + 8], xv[2 * 11 + 9],
                                   xv[4 * 11 + 6], xv[4 * 11 + 7], xv[4 * 11 + 8], xv[4 * 11 + 9]};

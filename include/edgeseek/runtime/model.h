@@ -26,6 +26,7 @@ struct LoadOptions {
   std::string synthetic;   // preset name or config.json path: random weights, no files
   uint64_t seed = 0;       // for synthetic weights
   DType synthetic_dtype = DType::kBF16;
+  std::string tokenizer;   // tokenizer folder or tokenizer.json to attach (overrides the model's)
 };
 
 class Model {
