@@ -66,7 +66,7 @@ std::vector<float> RunGraph(Backend& be, const Graph& g, const Batch& b, KvStora
     KvSpec s;
     s.n_layers = 1;
     s.width[0] = 1;
-    own = be.CreateKv(s, 4, 64);
+    own = be.CreateKv(s, 4, 256);
     kv = own.get();
   }
   const Node& o = g.node(g.output());
@@ -247,7 +247,7 @@ TEST_P(BackendOps, MoeRoutingMethods) {
     p->n_experts = E;
     p->top_k = 3;
     p->n_group = m == TopkMethod::kGreedy ? 1 : 4;
-    p->topk_group = 2;
+    p->topk_group = m == TopkMethod::kGreedy ? 1 : 2;
     p->topk_method = m;
     p->scoring = m == TopkMethod::kNoauxTc ? ScoringFunc::kSigmoid : ScoringFunc::kSoftmax;
     p->norm_topk_prob = m == TopkMethod::kNoauxTc;
