@@ -27,6 +27,29 @@ ModelConfig Qwen2Distill(int64_t hidden, int64_t inter, int layers, int heads, i
   c.eos_token_ids = {151643};
   return c;
 }
+
+// The DeepSeek MLA shape shared by V2-Lite, V3 and R1: 512-wide latent, 64 rope + 128 nope
+// dims, 128 value dims, YaRN ×40 over 4096 original positions.
+ModelConfig DeepseekBase(Arch arch) {
+  ModelConfig c;
+  c.arch = arch;
+  c.rms_norm_eps = 1e-6f;
+  c.max_position_embeddings = 163840;
+  c.rope_theta = 10000.0;
+  c.rope.type = "yarn";
+  c.rope.factor = 40.0;
+  c.rope.beta_fast = 32;
+  c.rope.beta_slow = 1;
+  c.rope.original_max_position_embeddings = 4096;
+  c.kv_lora_rank = 512;
+  c.qk_nope_head_dim = 128;
+  c.qk_rope_head_dim = 64;
+  c.v_head_dim = 128;
+  c.head_dim = 192;
+  c.first_k_dense_replace = 1;
+  c.moe_layer_freq = 1;
+  return c;
+}
 }  // namespace
 
 std::vector<std::string> PresetNames() {
@@ -77,36 +100,20 @@ ModelConfig PresetConfig(const std::string& name) {
   }
   if (name == "deepseek-v2-lite") {
     // DeepSeek-V2-Lite(-Chat): 15.7B params, 2.4B active; MLA without q LoRA; 64 experts, 6 used.
-    ModelConfig c;
-    c.arch = Arch::kDeepseekV2;
+    ModelConfig c = DeepseekBase(Arch::kDeepseekV2);
     c.vocab_size = 102400;
     c.hidden_size = 2048;
     c.intermediate_size = 10944;
     c.n_layers = 27;
     c.n_heads = 16;
     c.n_kv_heads = 16;
-    c.rms_norm_eps = 1e-6f;
-    c.max_position_embeddings = 163840;
-    c.rope_theta = 10000.0;
-    c.rope.type = "yarn";
-    c.rope.factor = 40.0;
-    c.rope.beta_fast = 32;
-    c.rope.beta_slow = 1;
     c.rope.mscale = 0.707;
     c.rope.mscale_all_dim = 0.707;
-    c.rope.original_max_position_embeddings = 4096;
     c.q_lora_rank = 0;
-    c.kv_lora_rank = 512;
-    c.qk_nope_head_dim = 128;
-    c.qk_rope_head_dim = 64;
-    c.v_head_dim = 128;
-    c.head_dim = 192;
     c.n_routed_experts = 64;
     c.n_shared_experts = 2;
     c.moe_intermediate_size = 1408;
     c.num_experts_per_tok = 6;
-    c.first_k_dense_replace = 1;
-    c.moe_layer_freq = 1;
     c.n_group = 1;
     c.topk_group = 1;
     c.topk_method = "greedy";
@@ -121,33 +128,20 @@ ModelConfig PresetConfig(const std::string& name) {
     // The DeepSeek-V3/R1 architecture (MLA with q LoRA, 128/64 rope split, YaRN, noaux_tc
     // routing over grouped experts, shared expert, dense first layers) at a size this machine
     // runs: hidden 1024, 8 layers, 32 experts of 512, 4 used.
-    ModelConfig c;
-    c.arch = Arch::kDeepseekV3;
+    ModelConfig c = DeepseekBase(Arch::kDeepseekV3);
     c.vocab_size = 129280;
     c.hidden_size = 1024;
     c.intermediate_size = 2816;
     c.n_layers = 8;
     c.n_heads = 8;
     c.n_kv_heads = 8;
-    c.rms_norm_eps = 1e-6f;
-    c.max_position_embeddings = 163840;
-    c.rope_theta = 10000.0;
-    c.rope.type = "yarn";
-    c.rope.factor = 40.0;
     c.rope.mscale = 1.0;
     c.rope.mscale_all_dim = 1.0;
-    c.rope.original_max_position_embeddings = 4096;
     c.q_lora_rank = 384;
-    c.kv_lora_rank = 512;
-    c.qk_nope_head_dim = 128;
-    c.qk_rope_head_dim = 64;
-    c.v_head_dim = 128;
-    c.head_dim = 192;
     c.n_routed_experts = 32;
     c.n_shared_experts = 1;
     c.moe_intermediate_size = 512;
     c.num_experts_per_tok = 4;
-    c.first_k_dense_replace = 1;
     c.n_group = 4;
     c.topk_group = 2;
     c.topk_method = "noaux_tc";
