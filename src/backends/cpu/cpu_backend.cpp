@@ -12,6 +12,7 @@
 #include <unordered_map>
 
 #include "cpu/kernels/matmul.h"
+#include "cpu/kernels/vec.h"
 #include "cpu/reference.h"
 #include "edgeseek/backends/backend.h"
 #include "edgeseek/core/error.h"
@@ -153,9 +154,7 @@ void CpuBackend::Attention(const Node& n, const Batch& b, CpuKv& kv, const float
       float mx = -INFINITY;
       for (int64_t j = 0; j < n_ctx; ++j) {
         const float* kr = K + j * Hkv * dk + kh * dk;
-        float d = 0;
-        for (int64_t i = 0; i < dk; ++i) d += qh[i] * kr[i];
-        p[size_t(j)] = d * scale;
+        p[size_t(j)] = cpu::Dot(qh, kr, dk) * scale;
         mx = std::max(mx, p[size_t(j)]);
       }
       float sum = 0;
@@ -164,9 +163,7 @@ void CpuBackend::Attention(const Node& n, const Batch& b, CpuKv& kv, const float
       float* o = y + t * Hq * dv + h * dv;
       std::fill(o, o + dv, 0.0f);
       for (int64_t j = 0; j < n_ctx; ++j) {
-        const float w = p[size_t(j)] * inv;
-        const float* vr = V + j * Hkv * dv + kh * dv;
-        for (int64_t i = 0; i < dv; ++i) o[i] += w * vr[i];
+        cpu::Axpy(p[size_t(j)] * inv, V + j * Hkv * dv + kh * dv, o, dv);
       }
     }
   });
@@ -202,10 +199,7 @@ void CpuBackend::Mla(const Node& n, const Graph& g, const Batch& b, CpuKv& kv, c
       for (int64_t j = 0; j < n_ctx; ++j) {
         const float* cr = C + j * r;
         const float* kr = KPE + j * dr;
-        float d = 0, e = 0;
-        for (int64_t i = 0; i < r; ++i) d += ql[i] * cr[i];
-        for (int64_t i = 0; i < dr; ++i) e += qp[i] * kr[i];
-        p[size_t(j)] = (d + e) * scale;
+        p[size_t(j)] = (cpu::Dot(ql, cr, r) + cpu::Dot(qp, kr, dr)) * scale;
         mx = std::max(mx, p[size_t(j)]);
       }
       float sum = 0;
@@ -214,9 +208,7 @@ void CpuBackend::Mla(const Node& n, const Graph& g, const Batch& b, CpuKv& kv, c
       float* o = &olat[size_t((h * T + t) * r)];
       std::fill(o, o + r, 0.0f);
       for (int64_t j = 0; j < n_ctx; ++j) {
-        const float w = p[size_t(j)] * inv;
-        const float* cr = C + j * r;
-        for (int64_t i = 0; i < r; ++i) o[i] += w * cr[i];
+        cpu::Axpy(p[size_t(j)] * inv, C + j * r, o, r);
       }
     }
   });
