@@ -166,7 +166,6 @@ ModelArch::ModelArch(const ModelConfig& c, const WeightLookup& lookup) : c_(c) {
     w.attn_norm = b(p + "input_layernorm.weight");
     w.ffn_norm = b(p + "post_attention_layernorm.weight");
     if (c.is_mla()) {
-      const int64_t H = c.n_heads, qk = c.qk_nope_head_dim + c.qk_rope_head_dim;
       if (c.q_lora_rank > 0) {
         w.q_a = b(p + "self_attn.q_a_proj.weight");
         w.q_a_norm = b(p + "self_attn.q_a_layernorm.weight");
@@ -179,8 +178,6 @@ ModelArch::ModelArch(const ModelConfig& c, const WeightLookup& lookup) : c_(c) {
       w.kv_b = b(p + "self_attn.kv_b_proj.weight");
       w.o = b(p + "self_attn.o_proj.weight");
       w.o_bias = bias(p + "self_attn.o_proj.bias", D);
-      (void)H;
-      (void)qk;
       BuildAbsorbed(c, *w.kv_b, l, &w.wuk_t, &w.wuv);
     } else {
       w.q = b(p + "self_attn.q_proj.weight");

@@ -30,9 +30,6 @@ size_t ActiveWeightBytes(const Model& m) {
     if (t->name.find("kv_b_proj") != std::string::npos) b = 0;
     total += b;
   }
-  if (c.tie_word_embeddings) {
-    // The tied embedding is read as lm_head every token (the embedding lookup reads one row).
-  }
   return size_t(total);
 }
 

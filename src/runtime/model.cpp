@@ -60,7 +60,7 @@ std::shared_ptr<Model> Model::Load(const std::string& path, const LoadOptions& o
   if (m->name_.empty()) m->name_ = fs::path(path).parent_path().filename().string();
   m->config_ = std::make_unique<ModelConfig>(LoadHfConfig((fs::path(path) / "config.json").string()));
   m->st = SafetensorsSet::Open(path);
-  m->Finish(path);
+  m->Finish();
   m->ReadGenerationConfig((fs::path(path) / "generation_config.json").string());
   if (!opts.tokenizer.empty())
     m->tokenizer_ = Tokenizer::Load(opts.tokenizer);
@@ -110,7 +110,7 @@ std::shared_ptr<Model> Model::Synthetic(const std::string& name_or_config, const
     }, 4096);
     m->owned.emplace(s.name, std::move(t));
   }
-  m->Finish(name_or_config);
+  m->Finish();
   if (!opts.tokenizer.empty()) {
     m->tokenizer_ = Tokenizer::Load(opts.tokenizer);
     ES_CHECK(m->tokenizer_->vocab_size() <= c.vocab_size, "tokenizer '", opts.tokenizer, "' has ",

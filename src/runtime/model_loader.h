@@ -107,12 +107,11 @@ class ModelLoader : public Model {
     return &(owned[name] = std::move(v));
   }
 
-  void Finish(const std::string& where) {
+  void Finish() {
     arch_ = std::make_unique<ModelArch>(*config_, [this](const std::string& n) { return Lookup(n); });
     weight_list_ = arch_->Weights();
     gen_.eos_ids = config_->eos_token_ids;
     gen_.bos_id = config_->bos_token_id;
-    (void)where;
   }
 
   void ReadGenerationConfig(const std::string& path) {

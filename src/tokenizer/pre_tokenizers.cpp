@@ -219,13 +219,7 @@ class SequencePre : public PreTokenizer {
 };
 
 uint32_t SingleChar(const json& j, const char* key, const std::string& where, uint32_t def) {
-  if (!j.contains(key)) return def;
-  const std::string s = j[key].get<std::string>();
-  size_t i = 0;
-  if (s.empty() || !IsValidUtf8(s)) Fail(where, ": '", key, "' must be one character");
-  const uint32_t cp = NextCodePoint(s, &i);
-  if (i != s.size()) Fail(where, ": '", key, "' must be one character, got '", s, "'");
-  return cp;
+  return j.contains(key) ? SingleCodePoint(j[key].get<std::string>(), key, where) : def;
 }
 
 }  // namespace

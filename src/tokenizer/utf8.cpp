@@ -1,6 +1,8 @@
 // UTF-8 validation/repair and Unicode character predicates (categories from utf8proc).
 #include "utf8.h"
 
+#include "edgeseek/core/error.h"
+
 #include <utf8proc.h>
 
 namespace es::tok {
@@ -140,6 +142,14 @@ bool IsPunctuation(uint32_t cp) {
                         (cp >= 0x5B && cp <= 0x60) || (cp >= 0x7B && cp <= 0x7E);
   const auto c = Category(cp);
   return c >= UTF8PROC_CATEGORY_PC && c <= UTF8PROC_CATEGORY_PO;
+}
+
+uint32_t SingleCodePoint(const std::string& s, const char* key, const std::string& where) {
+  size_t i = 0;
+  if (s.empty() || !IsValidUtf8(s)) Fail(where, ": '", key, "' must be one character");
+  const uint32_t cp = NextCodePoint(s, &i);
+  if (i != s.size()) Fail(where, ": '", key, "' must be one character, got '", s, "'");
+  return cp;
 }
 
 }  // namespace es::tok

@@ -43,4 +43,7 @@ bool IsWordChar(uint32_t cp);
 bool IsPunctuation(uint32_t cp);
 bool IsNumeric(uint32_t cp);
 
+// The one code point of `s`; throws es::Error "<where>: '<key>' must be one character" otherwise.
+uint32_t SingleCodePoint(const std::string& s, const char* key, const std::string& where);
+
 }  // namespace es::tok
