@@ -251,7 +251,7 @@ void ModelConfig::Validate(const std::string& where) const {
 
 RopeTable ModelConfig::MakeRope() const {
   RopeTable t;
-  t.mode = is_mla() ? RopeMode::kInterleaved : RopeMode::kNeox;
+  t.mode = is_mla() || rope_interleaved ? RopeMode::kInterleaved : RopeMode::kNeox;
   const int dim = rope_dim();
   t.dim = dim;
   t.inv_freq.resize(size_t(dim / 2));
@@ -306,6 +306,11 @@ RopeTable ModelConfig::MakeRope() const {
     } else {
       t.attention_factor = float(GetMscale(factor, 1.0));
     }
+  }
+  if (!rope_freq_factors.empty()) {
+    ES_CHECK(rope_freq_factors.size() == t.inv_freq.size(), "rope frequency factors: ",
+             rope_freq_factors.size(), " values for ", t.inv_freq.size(), " frequencies");
+    for (size_t i = 0; i < t.inv_freq.size(); ++i) t.inv_freq[i] /= rope_freq_factors[i];
   }
   return t;
 }

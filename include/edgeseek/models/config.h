@@ -48,6 +48,11 @@ struct ModelConfig {
   bool mlp_bias = false;
   double rope_theta = 10000.0;
   RopeScaling rope;
+  // GGUF files (llama.cpp's conventions): `llama` q/k rows are permuted so that rope pairs are
+  // adjacent (interleaved rope, as DeepSeek's); a `rope_freqs` tensor divides each frequency
+  // (llama3 scaling baked in by the converter): inv_freq[i] /= rope_freq_factors[i].
+  bool rope_interleaved = false;
+  std::vector<float> rope_freq_factors;  // [rope_dim / 2] or empty
   DType dtype = DType::kBF16;  // torch_dtype / dtype
 
   // MLA (DeepSeek V2/V3)
