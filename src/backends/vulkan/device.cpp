@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <cctype>
+#include <cstdlib>
 #include <cstring>
 #include <sstream>
 
@@ -66,6 +67,44 @@ int ComputeQueueFamily(VkPhysicalDevice pd) {
 std::string Lower(std::string s) {
   for (char& c : s) c = char(std::tolower(static_cast<unsigned char>(c)));
   return s;
+}
+
+// N of a usable NV coopmat shape (see Device::coopmat_n), 0 if none. ES_VK_COOPMAT=0 disables.
+uint32_t CoopmatShapeN(VkPhysicalDevice pd, const VulkanDeviceInfo& info) {
+#ifndef ES_GLSLC_NV_COOPMAT
+  (void)pd;
+  (void)info;
+  return 0;
+#else
+  if (const char* e = std::getenv("ES_VK_COOPMAT"); e && std::string(e) == "0") return 0;
+  if (!info.coopmat_nv || !info.fp16 || info.api_version < VK_API_VERSION_1_2 ||
+      !vkGetPhysicalDeviceCooperativeMatrixPropertiesNV)
+    return 0;
+  if (info.subgroup_size != 32) return 0;
+  VkPhysicalDeviceFeatures2 f2{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_FEATURES_2};
+  VkPhysicalDeviceVulkan12Features f12{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_2_FEATURES};
+  VkPhysicalDeviceCooperativeMatrixFeaturesNV cmf{
+      VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_COOPERATIVE_MATRIX_FEATURES_NV};
+  f2.pNext = &f12;
+  f12.pNext = &cmf;
+  vkGetPhysicalDeviceFeatures2(pd, &f2);
+  if (!cmf.cooperativeMatrix || !f12.vulkanMemoryModel || !f12.vulkanMemoryModelDeviceScope ||
+      !f12.shaderFloat16)
+    return 0;
+  uint32_t n = 0;
+  if (vkGetPhysicalDeviceCooperativeMatrixPropertiesNV(pd, &n, nullptr) != VK_SUCCESS) return 0;
+  std::vector<VkCooperativeMatrixPropertiesNV> props(n, {VK_STRUCTURE_TYPE_COOPERATIVE_MATRIX_PROPERTIES_NV});
+  if (vkGetPhysicalDeviceCooperativeMatrixPropertiesNV(pd, &n, props.data()) != VK_SUCCESS) return 0;
+  uint32_t best = 0;
+  for (const auto& c : props) {
+    if (c.scope != VK_SCOPE_SUBGROUP_NV || c.MSize != 16 || c.KSize != 16) continue;
+    if (c.AType != VK_COMPONENT_TYPE_FLOAT16_NV || c.BType != VK_COMPONENT_TYPE_FLOAT16_NV ||
+        c.CType != VK_COMPONENT_TYPE_FLOAT32_NV || c.DType != VK_COMPONENT_TYPE_FLOAT32_NV)
+      continue;
+    if (c.NSize == 16 || (c.NSize == 8 && best == 0)) best = c.NSize;
+  }
+  return best;
+#endif
 }
 }  // namespace
 
@@ -242,10 +281,26 @@ Device::Device(const std::string& want) {
     f12.shaderInt8 = info_.int8;
     f12.storageBuffer8BitAccess = info_.storage8;
   }
+  // NV cooperative matrix for the prefill GEMM: the extension, its feature, f16 arithmetic, the
+  // Vulkan memory model (glslang emits it for coopmat shaders), a 32-wide subgroup and a
+  // 16 x {16|8} x 16 f16 -> f32 shape at subgroup scope.
+  std::vector<const char*> extensions;
+  VkPhysicalDeviceCooperativeMatrixFeaturesNV cmf{
+      VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_COOPERATIVE_MATRIX_FEATURES_NV};
+  coopmat_n_ = CoopmatShapeN(physical_, info_);
+  if (coopmat_n_) {
+    extensions.push_back("VK_NV_cooperative_matrix");
+    cmf.cooperativeMatrix = VK_TRUE;
+    f12.vulkanMemoryModel = VK_TRUE;
+    f12.vulkanMemoryModelDeviceScope = VK_TRUE;
+    f12.pNext = &cmf;
+  }
   VkDeviceCreateInfo dci{VK_STRUCTURE_TYPE_DEVICE_CREATE_INFO};
   dci.pNext = &f2;
   dci.queueCreateInfoCount = 1;
   dci.pQueueCreateInfos = &qci;
+  dci.enabledExtensionCount = uint32_t(extensions.size());
+  dci.ppEnabledExtensionNames = extensions.data();
   VK_CHECK(vkCreateDevice(physical_, &dci, nullptr, &device_), " on device ", info_.name);
   vkGetDeviceQueue(device_, queue_family_, 0, &queue_);
 

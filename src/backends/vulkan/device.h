@@ -37,6 +37,14 @@ class Device {
   const VkPhysicalDeviceMemoryProperties& memory_properties() const { return mem_props_; }
   uint64_t min_storage_alignment() const { return min_storage_alignment_; }
   bool timestamps() const { return timestamp_valid_bits_ > 0; }
+  // N of the NV cooperative-matrix shape 16 x N x 16 (f16 A/B, f32 C) enabled on this device
+  // with a 32-wide subgroup, for matmul_gemm_cm.comp (16 or 8); 0 when there is none (or the
+  // build's glslc could not compile the shader).
+  uint32_t coopmat_n() const { return coopmat_n_; }
+  // f16 math: prefill GEMMs round activations to f16 and run on the cooperative-matrix path
+  // where the device has one (ES_VK_F16_ACT=1, or VulkanTuning::f16_act).
+  bool f16_math() const { return f16_math_; }
+  void set_f16_math(bool on) { f16_math_ = on; }
 
   // Records with `fn` into a one-time command buffer, submits and waits.
   template <class Fn>
@@ -62,6 +70,8 @@ class Device {
   VkPhysicalDeviceMemoryProperties mem_props_{};
   uint64_t min_storage_alignment_ = 16;
   uint32_t timestamp_valid_bits_ = 0;
+  uint32_t coopmat_n_ = 0;
+  bool f16_math_ = false;
 };
 
 }  // namespace es::vk

@@ -15,6 +15,7 @@ ES_VK_INSTANCE_FUNCS(ES_VK_DEFINE)
 #undef ES_VK_DEFINE
 PFN_vkCreateDebugUtilsMessengerEXT vkCreateDebugUtilsMessengerEXT = nullptr;
 PFN_vkDestroyDebugUtilsMessengerEXT vkDestroyDebugUtilsMessengerEXT = nullptr;
+PFN_vkGetPhysicalDeviceCooperativeMatrixPropertiesNV vkGetPhysicalDeviceCooperativeMatrixPropertiesNV = nullptr;
 
 void LoadGlobalFunctions() {
   static std::once_flag once;
@@ -60,6 +61,9 @@ void LoadInstanceFunctions(VkInstance instance) {
       vkGetInstanceProcAddr(instance, "vkCreateDebugUtilsMessengerEXT"));
   vkDestroyDebugUtilsMessengerEXT = reinterpret_cast<PFN_vkDestroyDebugUtilsMessengerEXT>(
       vkGetInstanceProcAddr(instance, "vkDestroyDebugUtilsMessengerEXT"));
+  vkGetPhysicalDeviceCooperativeMatrixPropertiesNV =
+      reinterpret_cast<PFN_vkGetPhysicalDeviceCooperativeMatrixPropertiesNV>(
+          vkGetInstanceProcAddr(instance, "vkGetPhysicalDeviceCooperativeMatrixPropertiesNV"));
 }
 
 const char* ResultName(VkResult r) {

@@ -93,6 +93,8 @@ ES_VK_INSTANCE_FUNCS(ES_VK_DECLARE)
 // Optional (debug utils): null when the extension is absent.
 extern PFN_vkCreateDebugUtilsMessengerEXT vkCreateDebugUtilsMessengerEXT;
 extern PFN_vkDestroyDebugUtilsMessengerEXT vkDestroyDebugUtilsMessengerEXT;
+// Optional (VK_NV_cooperative_matrix): null when the loader/driver lacks it.
+extern PFN_vkGetPhysicalDeviceCooperativeMatrixPropertiesNV vkGetPhysicalDeviceCooperativeMatrixPropertiesNV;
 
 // Opens the loader (libvulkan.so.1, or $ES_VK_LOADER) and resolves the global functions; throws
 // es::Error saying that no Vulkan loader is installed. Idempotent.

@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <cstdlib>
 #include <cstring>
 #include <sstream>
 
@@ -83,6 +84,11 @@ std::unique_ptr<Backend> CreateVulkanBackendTuned(const BackendOptions& opts,
 VulkanBackend::VulkanBackend(const BackendOptions& opts, const VulkanTuning& tuning)
     : opts_(opts), tuning_(tuning) {
   dev_ = std::make_shared<Device>(opts.device);
+  if (tuning.f16_act >= 0) {
+    dev_->set_f16_math(tuning.f16_act > 0);
+  } else if (const char* e = std::getenv("ES_VK_F16_ACT")) {
+    dev_->set_f16_math(std::string(e) == "1");
+  }
   pipes_ = std::make_unique<PipelineCache>(*dev_);
   weight_pool_ = std::make_unique<MemoryPool>(*dev_, MemoryPool::Kind::kDevice, "weights", tuning.weights);
   act_pool_ = std::make_unique<MemoryPool>(*dev_, MemoryPool::Kind::kDevice, "activations", tuning.activations);
@@ -103,7 +109,12 @@ std::string VulkanBackend::description() const {
   const auto& i = dev_->info();
   std::ostringstream os;
   os << "vulkan: " << i.name << " (" << i.driver << ", Vulkan " << VulkanVersionString(i.api_version)
-     << ", subgroup " << i.subgroup_size << (i.coopmat_khr ? ", coopmat" : "") << ")";
+     << ", subgroup " << i.subgroup_size;
+  if (dev_->coopmat_n())
+    os << ", NV coopmat 16x" << dev_->coopmat_n() << "x16" << (dev_->f16_math() ? " in use" : " (off: ES_VK_F16_ACT=1)");
+  else if (i.coopmat_khr || i.coopmat_nv)
+    os << ", coopmat present (not used)";
+  os << (dev_->f16_math() ? ", f16 math" : "") << ")";
   return os.str();
 }
 

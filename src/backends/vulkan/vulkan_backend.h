@@ -23,6 +23,7 @@ namespace es::vk {
 struct VulkanTuning {
   PoolLimits weights, activations, kv;
   size_t max_programs = 8;  // recorded graph shapes kept
+  int f16_act = -1;         // f16 math in prefill GEMMs: -1 = from $ES_VK_F16_ACT, 0 off, 1 on
 };
 
 struct VulkanCounters {

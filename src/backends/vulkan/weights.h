@@ -3,6 +3,8 @@
 // larger than the device's largest bindable range (an embedding of 152064x3584 f16 is 1.09 GB)
 // are split into row chunks; ops that take such weights dispatch once per chunk. Small vectors
 // read as f32 by shaders (norm weights, biases) get an f32 copy when stored in another type.
+// Q8_0 and Q4_0 tensors are repacked into word-aligned rows (quants, then the row's f16 block
+// scales padded to 16 bytes; layout in shaders/wload.glsl) so shaders read them as uint words.
 #pragma once
 
 #include <map>
@@ -28,6 +30,12 @@ struct DeviceWeight {
   bool has_owner = false;
 };
 
+// Bytes of one device row of `cols` elements of `t` (repacked layout for Q8_0/Q4_0).
+uint64_t DeviceRowBytes(DType t, int64_t cols);
+// Repacks one GGUF row of Q8_0/Q4_0 blocks (cols % 32 == 0) into the device layout (dst holds
+// DeviceRowBytes bytes).
+void RepackQuantRow(DType t, const uint8_t* src, int64_t cols, uint8_t* dst);
+
 class WeightStore {
  public:
   WeightStore(MemoryPool& pool, StagingRing& staging) : pool_(pool), staging_(staging) {}
@@ -36,7 +44,10 @@ class WeightStore {
   const DeviceWeight& Get(const Tensor& t);
   // The tensor as f32 in one chunk (for norm weights, biases, router bias).
   const DeviceWeight& GetF32(const Tensor& t);
-  static bool Supported(DType t) { return t == DType::kF32 || t == DType::kF16 || t == DType::kBF16; }
+  static bool Supported(DType t) {
+    return t == DType::kF32 || t == DType::kF16 || t == DType::kBF16 || t == DType::kQ8_0 ||
+           t == DType::kQ4_0;
+  }
   uint64_t bytes() const { return bytes_; }
   // Drops device copies whose host tensor has died (a new tensor may reuse its address);
   // returns true when something was dropped (recorded programs must then be rebuilt).

@@ -116,6 +116,92 @@ TEST_F(VulkanOps, MatMulGemvAndGemmOverTypes) {
   }
 }
 
+// f16 math: on a device with NV cooperative matrices the prefill GEMM runs on them (f16 inputs,
+// f32 sums: rel L2 ~1e-3 against the f64 reference); elsewhere (lavapipe) the plain f32 GEMM
+// runs and must stay exact. Sizes cross every tile edge (128 rows / columns, 32 K steps), K not
+// a multiple of 8 falls back to the plain GEMM, and a bias and split weights are covered.
+TEST_F(VulkanOps, MatMulF16MathGemmOverTypesAndEdges) {
+  vk::VulkanTuning t;
+  t.f16_act = 1;
+  auto be = MakeVulkan(t);
+  const bool cm = be->device().coopmat_n() != 0;
+  EXPECT_NE(be->description().find(cm ? "in use" : ""), std::string::npos) << be->description();
+  const MatCase cases[] = {{9, 16, 7, DType::kF16, true},      {130, 264, 257, DType::kF16, false},
+                           {200, 96, 130, DType::kBF16, true},  {129, 1000, 33, DType::kF32, false},
+                           {64, 37, 40, DType::kF16, true},    {300, 512, 384, DType::kF16, true}};
+  for (const auto& c : cases) {
+    const bool uses_cm = cm && c.K % 8 == 0;
+    Tensor X = RandomTensor("x", DType::kF32, {c.R, c.K}, 14);
+    Tensor W = RandomTensor("w", c.dt, {c.N, c.K}, 15, 0.5f);
+    Tensor B = RandomTensor("b", DType::kF32, {c.N}, 16);
+    Graph g;
+    const int x = Input(g, X, c.R);
+    std::vector<int> src = {x, g.AddWeight(W)};
+    if (c.bias) src.push_back(g.AddWeight(B));
+    g.Add(Make(Op::kMatMul, "mm", src, {c.R, c.N}));
+    ExpectClose(RunGraph(*be, g, RowsBatch(c.R)), RefMatMul(X, W, c.bias ? &B : nullptr, c.R),
+                uses_cm ? 2e-3 : kTol,
+                std::string(uses_cm ? "coopmat " : "plain ") + "gemm R=" + std::to_string(c.R) +
+                    " K=" + std::to_string(c.K) + " N=" + std::to_string(c.N) + " " +
+                    std::string(Name(c.dt)));
+  }
+}
+
+// Q8_0 / Q4_0 weights (quantized by es::Quantize, repacked at upload, dequantized in the
+// shaders) against the reference's dequantization: GEMV (1..8 rows) and GEMM, K of odd block
+// counts, N not a multiple of any tile, with a bias; embedding rows; split weights.
+TEST_F(VulkanOps, QuantizedMatMulAndEmbed) {
+  vk::VulkanTuning t;
+  t.weights.max_range = 4096;  // forces row chunks for the larger cases
+  auto split = MakeVulkan(t);
+  const MatCase cases[] = {{1, 32, 7, DType::kQ8_0, false},    {3, 96, 45, DType::kQ4_0, true},
+                           {8, 352, 33, DType::kQ8_0, true},   {5, 160, 129, DType::kQ4_0, false},
+                           {70, 96, 65, DType::kQ4_0, true},   {131, 224, 19, DType::kQ8_0, false}};
+  for (Backend* be : {static_cast<Backend*>(&SharedVulkan()), static_cast<Backend*>(split.get())}) {
+    for (const auto& c : cases) {
+      Tensor X = RandomTensor("x", DType::kF32, {c.R, c.K}, 24);
+      Tensor W = RandomTensor("w", c.dt, {c.N, c.K}, 25);
+      Tensor B = RandomTensor("b", DType::kF32, {c.N}, 26);
+      Graph g;
+      const int x = Input(g, X, c.R);
+      std::vector<int> src = {x, g.AddWeight(W)};
+      if (c.bias) src.push_back(g.AddWeight(B));
+      g.Add(Make(Op::kMatMul, "mm", src, {c.R, c.N}));
+      ExpectClose(RunGraph(*be, g, RowsBatch(c.R)), RefMatMul(X, W, c.bias ? &B : nullptr, c.R), kTol,
+                  "quantized matmul R=" + std::to_string(c.R) + " K=" + std::to_string(c.K) +
+                      " N=" + std::to_string(c.N) + " " + std::string(Name(c.dt)));
+    }
+    for (DType dt : {DType::kQ8_0, DType::kQ4_0}) {
+      Tensor E = RandomTensor("embed", dt, {41, 96}, 27);
+      Graph g;
+      Batch b;
+      b.Add(0, 0, {40, 0, 7, 7, 33}, true);
+      b.Finalize();
+      g.Add(Make(Op::kEmbed, "e", {g.AddWeight(E)}, {5, 96}));
+      std::vector<float> want(5 * 96);
+      ref::Embed(E, b.tokens.data(), 5, want.data());
+      EXPECT_EQ(RunGraph(*be, g, b), want) << Name(dt);
+    }
+  }
+}
+
+TEST_F(VulkanOps, QuantizedWeightWithPartialBlockRowsIsAClearError) {
+  // 40 columns is not a whole number of 32-element blocks: the tensor cannot even be quantized
+  // row-wise, so build a Q8_0 tensor of 2 x 32 and view it as 4 x 16 columns.
+  Tensor W = RandomTensor("w.q8", DType::kQ8_0, {2, 32}, 28);
+  W.shape = {4, 16};
+  Tensor X = RandomTensor("x", DType::kF32, {1, 16}, 29);
+  Graph g;
+  g.Add(Make(Op::kMatMul, "mm", {Input(g, X, 1), g.AddWeight(W)}, {1, 4}));
+  try {
+    RunGraph(SharedVulkan(), g, RowsBatch(1));
+    FAIL() << "no error";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("w.q8"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("multiple of 32"), std::string::npos) << e.what();
+  }
+}
+
 TEST_F(VulkanOps, MatMulSplitsWeightsBeyondTheBufferRange) {
   // A 1 KiB largest range forces row chunks: 200 rows x 48 f16 = 19 KiB -> 20 chunks; the
   // embedding of the same size splits likewise.

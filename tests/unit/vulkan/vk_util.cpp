@@ -1,6 +1,8 @@
 // Vulkan test helpers (see vk_util.h).
 #include "vk_util.h"
 
+#include "edgeseek/quant/blocks.h"
+
 #include <cmath>
 #include <cstdlib>
 
@@ -39,6 +41,10 @@ void VulkanTest::TearDown() {
 Tensor RandomTensor(const std::string& name, DType dtype, Shape shape, uint64_t seed, float scale) {
   Tensor t = AllocTensor(name, dtype, shape);
   const auto v = RandomFloats(size_t(t.numel()), seed, scale);
+  if (IsQuantized(dtype)) {  // through the library's quantizer (rows of whole blocks)
+    Quantize(dtype, v.data(), MutableData(t), t.numel());
+    return t;
+  }
   for (size_t i = 0; i < v.size(); ++i) {
     switch (dtype) {
       case DType::kF32: static_cast<float*>(MutableData(t))[i] = v[i]; break;

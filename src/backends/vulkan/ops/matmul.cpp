@@ -12,8 +12,12 @@ struct GemmPush {
   uint32_t K, N, R, n0, y_rs, has_bias;
 };
 constexpr int64_t kGemvMaxRows = 8;
-constexpr uint32_t kGemmTile = 128;  // matmul_gemm.comp's BM = BN
+constexpr uint32_t kGemmTile = 128;  // BM = BN of matmul_gemm.comp and matmul_gemm_cm.comp
 }  // namespace
+
+bool UseCoopmat(const Device& dev, int64_t K) {
+  return dev.f16_math() && dev.coopmat_n() != 0 && K % 8 == 0;
+}
 
 void RecordHeadGemv(OpContext& c, BufRange x, int64_t R, int64_t H, int64_t N, int64_t K,
                     const DeviceWeight& w, int64_t x_rs, int64_t x_hs, int64_t x_off, BufRange y,
@@ -50,6 +54,16 @@ void RecordMatMul(OpContext& c, BufRange x, int64_t R, int64_t K, const DeviceWe
                       uint32_t(y_rs), 0, 0, bias ? 1u : 0u});
       d.groups[0] = (N + gs.rows - 1) / gs.rows;
       d.groups[2] = uint32_t((R + kGemvMaxRows - 1) / kGemvMaxRows);
+    } else if (UseCoopmat(c.dev, K)) {
+      // Tensor cores: f16 tiles, f32 accumulators (matmul_gemm_cm.comp); 128 x 128 tiles.
+      Dispatch& d = c.Add(std::string("matmul_gemm_cm_") + TypeSuffix(w.dtype) + "_n" +
+                              std::to_string(c.dev.coopmat_n()),
+                          {1, 1, 1, 1});
+      d.bindings = {{Range(ch.alloc)}, {x}, {bias ? *bias : x}, {y}};
+      d.writes = {3};
+      d.Push(GemmPush{uint32_t(K), N, uint32_t(R), uint32_t(ch.row0), uint32_t(y_rs), bias ? 1u : 0u});
+      d.groups[0] = (N + kGemmTile - 1) / kGemmTile;
+      d.groups[1] = uint32_t((R + kGemmTile - 1) / kGemmTile);
     } else {
       Dispatch& d = c.Add(std::string("matmul_gemm_") + TypeSuffix(w.dtype), {1, 1, 1, 1});
       d.bindings = {{Range(ch.alloc)}, {x}, {bias ? *bias : x}, {y}};

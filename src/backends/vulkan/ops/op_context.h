@@ -64,6 +64,9 @@ struct GemvShape {
 };
 GemvShape GemvFor(const Device& dev);
 
+// Whether prefill GEMMs of inner size K take the cooperative-matrix shader (f16 math on, a
+// device shape, K % 8 == 0).
+bool UseCoopmat(const Device& dev, int64_t K);
 // y = x Wᵀ (+ bias) over every row chunk of W. x: [R, K] (row stride K); y: row stride y_rs;
 // GEMV for R <= 8, tiled GEMM otherwise.
 void RecordMatMul(OpContext& c, BufRange x, int64_t R, int64_t K, const DeviceWeight& w,

@@ -8,6 +8,7 @@ layout(binding = 1) readonly buffer B { int bt[]; };
 layout(binding = 2) writeonly buffer O { float o[]; };
 layout(push_constant) uniform P { uint T, D, row0, nrows, tok_off; } p;
 #define WORD(i) w[i]
+#define WCOLS p.D
 #include "wload.glsl"
 void main() {
   const uint idx = FlatGroup() * 256u + gl_LocalInvocationID.x;

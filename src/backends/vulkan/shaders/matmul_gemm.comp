@@ -12,6 +12,7 @@ layout(binding = 2) readonly buffer Bias { float bias[]; };
 layout(binding = 3) writeonly buffer Y { float y[]; };
 layout(push_constant) uniform P { uint K, N, R, n0, y_rs, has_bias; } p;
 #define WORD(i) w[i]
+#define WCOLS p.K
 #include "wload.glsl"
 const uint TM = 8, TN = 8, BM = 16 * TM, BN = 16 * TN, BK = 8;
 const uint LA = BM * BK / 256, LB = BN * BK / 256;  // loads per invocation

@@ -26,6 +26,7 @@ layout(binding = 3) writeonly buffer Y { float y[]; };
 layout(push_constant) uniform P {
   uint K, N, R, n0, x_rs, x_hs, x_off, y_rs, y_hs, y_off, has_bias;
 } p;
+#define WCOLS p.K
 #include "wload.glsl"
 shared float part[RB][64];
 void main() {
