@@ -1,0 +1,47 @@
+// Model-level quantization entry points, above the formats layer:
+//  - ConvertModelToGguf: a loaded (Hugging Face) or synthetic es::Model -> GGUF, through
+//    ConvertToGguf (edgeseek/formats/gguf_convert.h) — what `edgeseek convert` runs;
+//  - QuantizeModelWeights: quantize at load — the 2-D matmul weights of a loaded model are
+//    replaced by block-quantized copies chosen by a QuantPolicy (the same policies and GGUF-name
+//    rules as convert/quantize), so bench/logits/kld run quantized models without a file.
+#pragma once
+
+#include <memory>
+#include <string>
+
+#include "edgeseek/formats/gguf_quantize.h"
+#include "edgeseek/formats/quant_policy.h"
+#include "edgeseek/runtime/model.h"
+
+namespace es {
+
+struct ConvertModelOptions {
+  std::string config_path;    // config.json to take the hyper-parameters from; empty: the model's own
+  std::string tokenizer_dir;  // folder with tokenizer.json; empty: none (no tokenizer.* keys)
+  GgufQuantizeOptions quantize;
+};
+
+// Writes `m` as a GGUF file. The model's weights must still be in their checkpoint types (or
+// quantized ones: they are dequantized and requantized by the policy).
+GgufQuantizeStats ConvertModelToGguf(const Model& m, const std::string& out_path, const QuantPolicy& policy,
+                                     const ConvertModelOptions& options = {});
+
+// Convenience: a Hugging Face folder (config.json, *.safetensors, tokenizer.json when present)
+// -> GGUF. Throws es::Error naming the folder or file at fault.
+GgufQuantizeStats ConvertHfToGguf(const std::string& hf_dir, const std::string& out_path, const QuantPolicy& policy,
+                                  const GgufQuantizeOptions& options = {});
+
+struct QuantizeAtLoadStats {
+  size_t quantized = 0;     // tensors replaced
+  size_t kept = 0;          // matmul weights left as they were (embeddings, MLA kv_b, dense targets)
+  uint64_t bytes_before = 0, bytes_after = 0;  // of the replaced tensors
+};
+
+// Replaces the matmul weights of `m` (a model made by Model::Load from a folder or by
+// Model::Synthetic) by quantized copies: each weight's GGUF name and shape go through
+// ChooseType; only block-quantized targets are applied. Kept as they were: the token embedding
+// (a row lookup, not a matmul), 1-D tensors, and MLA's kv_b (the absorbed weights are derived
+// from it element by element). Deterministic; rows spread over `threads` (<= 0: all).
+QuantizeAtLoadStats QuantizeModelWeights(Model& m, const QuantPolicy& policy, int threads = 0);
+
+}  // namespace es

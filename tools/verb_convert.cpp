@@ -1,0 +1,96 @@
+// `edgeseek convert HF_DIR | --synthetic PRESET -o OUT.gguf --type TYPE [--policy FILE]`:
+// writes a GGUF file that llama.cpp loads (src/formats/gguf_convert.cpp), tensors quantized by
+// policy, with a progress bar on stderr when it is a terminal and one summary line at the end.
+// --synthetic writes a random-weight model of a preset so that llama.cpp and edgeseek can bench
+// the very same file.
+#include <unistd.h>
+
+#include <cstdio>
+#include <filesystem>
+#include <memory>
+#include <string>
+
+#include "edgeseek/core/error.h"
+#include "edgeseek/formats/quant_policy.h"
+#include "edgeseek/runtime/convert.h"
+#include "edgeseek/runtime/model.h"
+#include "verb.h"
+
+namespace es::tools {
+namespace {
+
+namespace fs = std::filesystem;
+
+struct ConvertArgs {
+  std::string in, synthetic, out, type, policy, tokenizer;
+  int threads = 0;
+  uint64_t seed = 0;
+};
+
+void DrawBar(uint64_t done, uint64_t total, const std::string& tensor) {
+  const double frac = total ? double(done) / double(total) : 1.0;
+  constexpr int kWidth = 30;
+  const int filled = int(frac * kWidth + 0.5);
+  std::string bar(size_t(filled), '#');
+  bar.append(size_t(kWidth - filled), '.');
+  const std::string name = tensor.size() > 32 ? tensor.substr(0, 29) + "..." : tensor;
+  std::fprintf(stderr, "\r[%s] %3d%% %-32s", bar.c_str(), int(frac * 100 + 0.5), name.c_str());
+  std::fflush(stderr);
+}
+
+int Run(const ConvertArgs& a) {
+  ES_CHECK(a.in.empty() != a.synthetic.empty(), "convert: give either HF_DIR or --synthetic PRESET");
+  ES_CHECK(!a.out.empty(), "convert: give the output file with -o OUT.gguf");
+  if (a.type.empty() && a.policy.empty()) Fail("convert: give --type or --policy");
+  const QuantPolicy policy = a.policy.empty() ? BuiltinQuantPolicy(a.type) : LoadQuantPolicy(a.policy);
+  std::shared_ptr<Model> m;
+  ConvertModelOptions o;
+  if (!a.synthetic.empty()) {
+    LoadOptions lo;
+    lo.seed = a.seed;
+    m = Model::Synthetic(a.synthetic, lo);
+    o.tokenizer_dir = a.tokenizer;
+  } else {
+    std::error_code ec;
+    ES_CHECK(fs::is_directory(a.in, ec), "convert: '", a.in, "' is not a Hugging Face model folder");
+    m = Model::Load(a.in);
+    o.tokenizer_dir = !a.tokenizer.empty()                              ? a.tokenizer
+                      : fs::exists(fs::path(a.in) / "tokenizer.json") ? a.in
+                                                                        : "";
+  }
+  if (!o.tokenizer_dir.empty() && fs::is_regular_file(o.tokenizer_dir))
+    o.tokenizer_dir = fs::path(o.tokenizer_dir).parent_path().string();
+  o.quantize.threads = a.threads;
+  const bool tty = ::isatty(STDERR_FILENO) != 0;
+  if (tty) o.quantize.progress = DrawBar;
+  const GgufQuantizeStats st = ConvertModelToGguf(*m, a.out, policy, o);
+  if (tty) std::fprintf(stderr, "\n");
+  std::string types;
+  for (const auto& [t, n] : st.out_types)
+    types += (types.empty() ? "" : ", ") + std::to_string(n) + " " + std::string(Name(t));
+  std::fprintf(stderr, "converted %s -> %s (%s): %zu tensors (%s), %.1f MB -> %.1f MB in %.2f s%s\n",
+               a.in.empty() ? ("synthetic " + a.synthetic).c_str() : a.in.c_str(), a.out.c_str(),
+               policy.name.c_str(), st.tensors, types.c_str(), double(st.in_bytes) / 1e6,
+               double(st.out_bytes) / 1e6, st.seconds, o.tokenizer_dir.empty() ? ", no tokenizer" : "");
+  return 0;
+}
+
+VerbRun Setup(CLI::App& sub) {
+  auto a = std::make_shared<ConvertArgs>();
+  sub.add_option("input", a->in, "Hugging Face model folder");
+  sub.add_option("--synthetic", a->synthetic, "built-in preset or config.json: random weights");
+  sub.add_option("-o,--output", a->out, "output GGUF file")->required();
+  sub.add_option("--type", a->type,
+                 "preset (q8_0, q4_0, q4_k_m, i4g) or one type for every weight (f32, f16, bf16, q4_1, q5_0, "
+                 "q5_1, q4_k, q5_k, q6_k)");
+  sub.add_option("--policy", a->policy, "JSON policy file (configs/quant/*.json); overrides --type");
+  sub.add_option("--tokenizer", a->tokenizer, "tokenizer folder (default: the model folder's)");
+  sub.add_option("--seed", a->seed, "seed of synthetic weights");
+  sub.add_option("-t,--threads", a->threads, "threads (default: all)");
+  return [a] { return Run(*a); };
+}
+
+const VerbRegistrar kReg("convert", "write a Hugging Face folder or a synthetic model as GGUF", Setup);
+
+}  // namespace
+}  // namespace es::tools
