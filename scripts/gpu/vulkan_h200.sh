@@ -18,10 +18,12 @@ fi
 OUT=${OUT:-/tmp/out}
 mkdir -p "$OUT"
 echo "== machine"; nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader; git log -1 --oneline 2>/dev/null
-echo "== devices"; $B/edgeseek devices --bandwidth
+echo "== devices"; ES_VK_TRACE=1 timeout 60 $B/edgeseek devices --bandwidth; echo "devices rc=$?"
 echo "== tests (NVIDIA driver, validation layers absent there)"
-ES_VK_VALIDATION=0 timeout 150 $B/es_test_vulkan --gtest_brief=1 2>&1 | tail -40
+ES_VK_VALIDATION=0 timeout ${ES_TEST_TIMEOUT:-80} $B/es_test_vulkan --gtest_brief=1 2>&1 | grep -v "^vulkan profile\|^  shader time" | tail -40
+# f16 math (cooperative-matrix prefill GEMM where the device has it) and the --profile split.
 for m in ${ES_BENCH_MODELS:-r1-distill-qwen-1.5b r1-distill-qwen-7b}; do
-  echo "== bench $m f16 (pp512, tg128)"
-  timeout 200 $B/edgeseek bench --backend vulkan --synthetic "$m" --dtype f16 -p 512 -n 128 -r 1 2>&1 | tee "$OUT/bench_$m.txt"
+  echo "== bench $m f16 (pp512, tg128), ES_VK_F16_ACT=${ES_VK_F16_ACT:-1}, --profile"
+  ES_VK_F16_ACT=${ES_VK_F16_ACT:-1} timeout ${ES_BENCH_TIMEOUT:-140} $B/edgeseek bench --backend vulkan \
+    --synthetic "$m" --dtype f16 -p 512 -n 128 -r 1 --profile 2>&1 | tee "$OUT/bench_$m.txt"
 done

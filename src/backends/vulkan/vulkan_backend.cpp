@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <sstream>
@@ -101,6 +102,7 @@ VulkanBackend::VulkanBackend(const BackendOptions& opts, const VulkanTuning& tun
 }
 
 VulkanBackend::~VulkanBackend() {
+  if (opts_.profile) PrintProfile();
   programs_.clear();
   weights_.reset();
 }
@@ -359,6 +361,24 @@ void VulkanBackend::Run(Program& p, const Batch& b, VkKv& kv, void* out, Compute
                                           ? p.readback.size
                                           : uint64_t(p.n_out * (p.argmax ? 1 : p.out_cols)) * 4);
   const double download_s = Since(t_down);
+  if (opts_.profile && p.seq->timer()) {
+    PhaseProfile& pp = profile_[T == 1 ? 0 : 1];
+    const auto iv = p.seq->timer()->Intervals();
+    double span = 0;
+    for (size_t i = 0; i < iv.size() && i < p.ds.size(); ++i) {
+      span += iv[i];
+      pp.family_s[OpName(p.node_info[size_t(p.ds[i].node)].second)] += iv[i];
+    }
+    ++pp.runs;
+    pp.tokens += T;
+    pp.upload_s += upload_s;
+    pp.submit_s += submit_s;
+    pp.gpu_span_s += span;
+    pp.idle_s += std::max(0.0, gpu_wall_s - submit_s - span);
+    pp.download_s += download_s;
+    pp.dispatches = int(p.ds.size());
+    pp.barriers = p.seq->barriers();
+  }
   if (stats) {
     stats->upload_s += upload_s;
     stats->download_s += download_s;
@@ -381,6 +401,27 @@ void VulkanBackend::Run(Program& p, const Batch& b, VkKv& kv, void* out, Compute
       stats->dispatch_s += submit_s;
     }
     stats->total_s += Since(t_start);
+  }
+}
+
+void VulkanBackend::PrintProfile() const {
+  const char* names[2] = {"decode (1 token/step)", "prefill"};
+  for (int ph = 0; ph < 2; ++ph) {
+    const PhaseProfile& pp = profile_[ph];
+    if (pp.runs == 0) continue;
+    const double k = 1e6 / pp.runs;  // microseconds per step
+    std::fprintf(stderr,
+                 "vulkan profile, %s: %d steps (%lld tokens), per step: upload %.1f us, submit %.1f us, "
+                 "GPU first->last timestamp %.1f us (%d dispatches, %d barriers), launch + wake-up "
+                 "%.1f us, download %.1f us\n",
+                 names[ph], pp.runs, static_cast<long long>(pp.tokens), pp.upload_s * k, pp.submit_s * k,
+                 pp.gpu_span_s * k, pp.dispatches, pp.barriers, pp.idle_s * k, pp.download_s * k);
+    std::vector<std::pair<double, std::string>> fam;
+    for (const auto& [name, s] : pp.family_s) fam.push_back({s, name});
+    std::sort(fam.rbegin(), fam.rend());
+    std::fprintf(stderr, "  shader time per op family (us/step, incl. barrier waits):");
+    for (const auto& [s, name] : fam) std::fprintf(stderr, " %s %.1f", name.c_str(), s * k);
+    std::fprintf(stderr, "\n");
   }
 }
 

@@ -6,6 +6,7 @@
 #pragma once
 
 #include <list>
+#include <map>
 #include <memory>
 
 #include "command.h"
@@ -71,6 +72,17 @@ class VulkanBackend final : public Backend {
   std::unique_ptr<WeightStore> weights_;
   std::list<std::unique_ptr<Program>> programs_;  // most recently used first
   int programs_built_ = 0, submits_ = 0;
+  // With BackendOptions::profile: the split of every Run, summed per phase (0 = decode, T == 1;
+  // 1 = prefill) and printed to stderr when the backend goes away.
+  struct PhaseProfile {
+    int runs = 0;
+    int64_t tokens = 0;
+    double upload_s = 0, submit_s = 0, gpu_span_s = 0, idle_s = 0, download_s = 0;
+    int dispatches = 0, barriers = 0;
+    std::map<std::string, double> family_s;  // shader time per op family
+  };
+  PhaseProfile profile_[2];
+  void PrintProfile() const;
   uint64_t kv_peak_ = 0;
 };
 
