@@ -8,6 +8,8 @@
 #include <sstream>
 
 #include "instance.h"
+#include "memory.h"
+#include "timer.h"
 
 namespace es {
 
@@ -15,6 +17,39 @@ std::string VulkanVersionString(uint32_t v) {
   std::ostringstream os;
   os << VK_API_VERSION_MAJOR(v) << "." << VK_API_VERSION_MINOR(v) << "." << VK_API_VERSION_PATCH(v);
   return os.str();
+}
+
+// Device copy bandwidth (for bandwidth fractions of decode): repeated vkCmdCopyBuffer between two
+// device-local buffers, timed with timestamps; bytes read + written per second. It lives in this
+// file on purpose: the declaration is weak (edgeseek/backends/vulkan.h), and a weak reference does
+// not pull an archive member into the link, so in a file of its own it was left out of the CLI
+// and `edgeseek devices --bandwidth` called a null function (the segfault seen on the H200).
+double MeasureVulkanCopyBandwidth(const std::string& device, uint64_t bytes) {
+  vk::Device dev(device);
+  vk::MemoryPool pool(dev, vk::MemoryPool::Kind::kDevice, "bandwidth", vk::PoolLimits{});
+  bytes = std::min<uint64_t>(bytes, pool.max_range()) & ~uint64_t(255);
+  vk::Allocation a = pool.Alloc(bytes, "bandwidth src"), b = pool.Alloc(bytes, "bandwidth dst");
+  constexpr int kReps = 10;
+  vk::Timer timer(dev, 2);
+  dev.RunOnce([&](VkCommandBuffer cb) { vk::vkCmdFillBuffer(cb, a.buffer, a.offset, a.size, 0x3f800000u); });
+  dev.RunOnce([&](VkCommandBuffer cb) {
+    timer.Reset(cb);
+    timer.Stamp(cb, 0);
+    for (int i = 0; i < kReps; ++i) {
+      VkBufferCopy c{(i % 2 ? b : a).offset, (i % 2 ? a : b).offset, bytes};
+      vk::vkCmdCopyBuffer(cb, (i % 2 ? b : a).buffer, (i % 2 ? a : b).buffer, 1, &c);
+      VkMemoryBarrier mb{VK_STRUCTURE_TYPE_MEMORY_BARRIER};
+      mb.srcAccessMask = VK_ACCESS_TRANSFER_WRITE_BIT;
+      mb.dstAccessMask = VK_ACCESS_TRANSFER_READ_BIT | VK_ACCESS_TRANSFER_WRITE_BIT;
+      vk::vkCmdPipelineBarrier(cb, VK_PIPELINE_STAGE_TRANSFER_BIT, VK_PIPELINE_STAGE_TRANSFER_BIT, 0, 1,
+                           &mb, 0, nullptr, 0, nullptr);
+    }
+    timer.Stamp(cb, 1);
+  });
+  const double s = timer.Intervals().at(0);
+  pool.Free(a);
+  pool.Free(b);
+  return s > 0 ? 2.0 * double(bytes) * kReps / s : 0.0;
 }
 
 std::vector<VulkanDeviceInfo> ListVulkanDevices() {

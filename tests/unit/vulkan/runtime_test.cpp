@@ -10,6 +10,7 @@
 #include "backends/vulkan/memory.h"
 #include "backends/vulkan/plan.h"
 #include "test_util.h"
+#include "edgeseek/backends/vulkan.h"
 #include "vk_util.h"
 
 namespace es::test {
@@ -241,6 +242,18 @@ TEST(VulkanCli, DevicesListsTheDeviceAndItsFeatures) {
   EXPECT_NE(out.find("cooperative matrix"), std::string::npos) << out;
   EXPECT_NE(out.find("memory heaps"), std::string::npos) << out;
   EXPECT_NE(out.find("usable: yes"), std::string::npos) << out;
+}
+
+// The bandwidth measurement is a weak symbol of the backend library: it used to be left out of
+// the link (a null call, the H200's segfault). It must be present and measure something.
+TEST(VulkanCli, DevicesBandwidthMeasuresTheCopyBandwidth) {
+  ASSERT_NE(&MeasureVulkanCopyBandwidth, nullptr);
+  std::string out, err;
+  const int rc = RunCommand(CliPath() + " devices --bandwidth", &out, &err);
+  ASSERT_EQ(rc, 0) << err << out;
+  const auto at = out.find("copy bandwidth: ");
+  ASSERT_NE(at, std::string::npos) << out;
+  EXPECT_GT(std::stod(out.substr(at + 16)), 0.0) << out;
 }
 
 TEST(VulkanCli, NoDriverOrNoLoaderIsAClearError) {
