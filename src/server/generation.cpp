@@ -106,9 +106,30 @@ nlohmann::json ChromeTrace(const SeqRequest& r, const std::string& model,
     json args = {{"instance", e.instance}};
     if (e.tokens) args["tokens"] = e.tokens;
     if (e.batch_tokens) args["batch_tokens"] = e.batch_tokens, args["batch_seqs"] = e.batch_seqs;
+    const StepSplit& sp = e.split;
+    if (sp.valid) {
+      args["upload_ms"] = sp.upload_s * 1e3;
+      args["dispatch_ms"] = sp.dispatch_s * 1e3;
+      args["shader_ms"] = sp.shader_s * 1e3;
+      args["download_ms"] = sp.download_s * 1e3;
+      args["backend_ms"] = sp.total_s * 1e3;
+    }
+    int tid = 1 + std::max(0, e.instance);
     events.push_back({{"name", e.name}, {"cat", "engine"}, {"ph", e.t1 > e.t0 ? "X" : "i"},
-                      {"pid", 1}, {"tid", 1 + std::max(0, e.instance)}, {"ts", us(e.t0)},
+                      {"pid", 1}, {"tid", tid}, {"ts", us(e.t0)},
                       {"dur", std::max(0.0, (e.t1 - e.t0) * 1e6)}, {"args", args}});
+    if (sp.valid) {
+      // The backend's phases as slices nested in the step, in the order a GPU pass runs them
+      // (the backend measures each as a sum over the pass; they are laid end to end here).
+      double t = e.t0;
+      for (auto [name, d] : {std::pair<const char*, double>{"upload", sp.upload_s}, {"dispatch", sp.dispatch_s},
+                             {"shader", sp.shader_s}, {"download", sp.download_s}}) {
+        if (d <= 0) continue;
+        events.push_back({{"name", name}, {"cat", "backend"}, {"ph", "X"}, {"pid", 1}, {"tid", tid},
+                          {"ts", us(t)}, {"dur", d * 1e6}});
+        t += d;
+      }
+    }
   }
   return json{{"traceEvents", events}, {"displayTimeUnit", "ms"},
               {"otherData", {{"request", r.id}, {"model", model}, {"prompt_tokens", r.prompt.size()},

@@ -83,6 +83,7 @@ ModelBuilder DefaultModelBuilder() {
     LoadOptions lo;
     lo.synthetic = e.synthetic;
     lo.seed = e.seed;
+    if (!e.dtype.empty()) lo.synthetic_dtype = ParseDType(e.dtype);
     std::shared_ptr<Model> model = e.synthetic.empty() ? Model::Load(e.path, lo) : Model::Synthetic(e.synthetic, lo);
     std::shared_ptr<const Tokenizer> tok;
     if (!e.tokenizer.empty()) {
@@ -103,6 +104,8 @@ ModelBuilder DefaultModelBuilder() {
       BackendOptions bo;
       bo.threads = ic.threads;
       bo.device = ic.device;
+      bo.profile = ic.profile;
+      bo.deterministic = ic.deterministic;
       RunnerOptions ro;
       ro.n_slots = ic.slots;
       ro.context = ic.context;

@@ -120,6 +120,9 @@ struct Server::Impl {
   void DefineMetrics();
   void Routes();
   std::string Labelled(const char* base) const { return std::string("edgeseek_") + base; }
+  // What /v1/models says about a model beyond OpenAI's fields: how it runs and whether its
+  // outputs are batch-invariant.
+  json ModelMeta(const ModelGroup& g) const;
 
   // ---- request helpers ----
   const ClientInfo* Authenticate(const httplib::Request& req, ApiError* err) const;
@@ -130,6 +133,19 @@ struct Server::Impl {
   void StoreTrace(const std::string& id, const std::string& trace);
   void Shutdown();
 };
+
+json Server::Impl::ModelMeta(const ModelGroup& g) const {
+  json inst = json::array();
+  bool invariant = true;
+  for (auto& in : g.instances) {
+    EngineStats st = in.engine->stats();
+    inst.push_back({{"name", in.name}, {"slots", in.engine->n_slots()}, {"context", in.engine->context()},
+                    {"batch_invariant", in.engine->batch_invariant()}, {"serial", st.serial}});
+    invariant = invariant && in.engine->batch_invariant();
+  }
+  return {{"deterministic", cfg.scheduler.deterministic}, {"batch_invariant", invariant},
+          {"profile", cfg.scheduler.profile}, {"reasoning", g.reasoning}, {"instances", inst}};
+}
 
 void Server::Impl::DefineMetrics() {
   using T = Metrics::Type;
@@ -149,6 +165,10 @@ void Server::Impl::DefineMetrics() {
   metrics.Define("edgeseek_kv_cache_usage_ratio", T::kGauge, "Used over capacity of the KV caches, by instance.");
   metrics.Define("edgeseek_kv_cache_used_bytes", T::kGauge, "Bytes of KV cache holding tokens, by instance.");
   metrics.Define("edgeseek_engine_steps_total", T::kCounter, "Engine steps (forward passes), by instance.");
+  metrics.Define("edgeseek_backend_seconds_total", T::kCounter,
+                 "Backend time of the forward passes by phase (upload, dispatch, shader, download), with profiling on.");
+  metrics.Define("edgeseek_client_queue_length", T::kGauge, "Requests waiting, by client.");
+  metrics.Define("edgeseek_client_running_sequences", T::kGauge, "Sequences running, by client.");
   metrics.Define("edgeseek_ready", T::kGauge, "1 when every model is loaded and the server accepts requests.");
   metrics.Define("edgeseek_batch_tokens", T::kHistogram, "Tokens per engine step.",
                  {1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024, 2048});
@@ -171,6 +191,10 @@ void Server::Impl::DefineMetrics() {
         total += sizes[c];
       }
       m.Set("edgeseek_waiting_sequences", {{"model", g->entry.name}}, double(total));
+      for (auto& c : g->queue->clients()) {
+        m.Set("edgeseek_client_queue_length", {{"model", g->entry.name}, {"client", c.client}}, double(c.waiting));
+        m.Set("edgeseek_client_running_sequences", {{"model", g->entry.name}, {"client", c.client}}, double(c.running));
+      }
       for (size_t i = 0; i < g->instances.size(); ++i) {
         EngineStats s = g->instances[i].engine->stats();
         Labels l = {{"model", g->entry.name}, {"instance", std::to_string(i)}};
@@ -624,7 +648,7 @@ void Server::Impl::Routes() {
       for (auto& g : groups)
         data.push_back({{"id", g->entry.name}, {"object", "model"}, {"created", g->created},
                         {"owned_by", "edgeseek"}, {"max_model_len", g->max_fit},
-                        {"instances", g->instances.size()}});
+                        {"instances", g->instances.size()}, {"edgeseek", ModelMeta(*g)}});
     r.set_content(json{{"object", "list"}, {"data", data}}.dump(), "application/json");
   }));
   http.Get(R"(/v1/models/([^/]+))", guarded([this](const httplib::Request& q, httplib::Response& r) {
@@ -632,7 +656,8 @@ void Server::Impl::Routes() {
     if (!Authenticate(q, &err)) return SendError(r, err);
     ModelGroup* g = Route(q.matches[1], &err);
     if (!g) return SendError(r, err);
-    r.set_content(json{{"id", g->entry.name}, {"object", "model"}, {"created", g->created}, {"owned_by", "edgeseek"}}.dump(),
+    r.set_content(json{{"id", g->entry.name}, {"object", "model"}, {"created", g->created}, {"owned_by", "edgeseek"},
+                       {"edgeseek", ModelMeta(*g)}}.dump(),
                   "application/json");
   }));
   http.Get("/health", [this](const httplib::Request&, httplib::Response& r) {
@@ -640,7 +665,14 @@ void Server::Impl::Routes() {
     r.status = s == State::kReady ? 200 : 503;
     const char* name = s == State::kReady ? "ok" : s == State::kLoading ? "loading" : "draining";
     if (s != State::kReady) r.set_header("Retry-After", "5");
-    r.set_content(json{{"status", name}}.dump(), "application/json");
+    json body = {{"status", name}, {"deterministic", cfg.scheduler.deterministic}, {"profile", cfg.scheduler.profile}};
+    if (s != State::kLoading) {
+      bool invariant = true;
+      for (auto& g : groups)
+        for (auto& in : g->instances) invariant = invariant && in.engine->batch_invariant();
+      body["batch_invariant"] = invariant;
+    }
+    r.set_content(body.dump(), "application/json");
   });
   http.Get("/metrics", guarded([this](const httplib::Request&, httplib::Response& r) {
     r.set_content(metrics.Render(), "text/plain; version=0.0.4; charset=utf-8");
@@ -760,7 +792,12 @@ void Server::LoadModels() {
     auto g = std::make_unique<ModelGroup>();
     g->entry = entry;
     g->created = int64_t(std::time(nullptr));
-    LoadedModel lm = m.loader(entry);
+    ModelEntry load_entry = entry;
+    for (auto& ic : load_entry.instances) {
+      ic.profile = m.cfg.scheduler.profile;
+      ic.deterministic = m.cfg.scheduler.deterministic;
+    }
+    LoadedModel lm = m.loader(load_entry);
     ES_CHECK(lm.text && !lm.instances.empty(), "serve: model '", entry.name, "' loaded without instances");
     g->text = lm.text;
     g->reasoning = entry.reasoning == "on" || (entry.reasoning == "auto" && lm.text->has_reasoning_tags());
@@ -783,6 +820,17 @@ void Server::LoadModels() {
         m.metrics.Observe("edgeseek_batch_sequences", l, s.batch_seqs);
         m.metrics.Observe("edgeseek_step_seconds", l, s.seconds);
         m.metrics.Add("edgeseek_engine_steps_total", l, 1);
+        if (s.split.valid) {
+          auto phase = [&](const char* p, double v) {
+            Labels lp = l;
+            lp.emplace_back("phase", p);
+            m.metrics.Add("edgeseek_backend_seconds_total", lp, v);
+          };
+          phase("upload", s.split.upload_s);
+          phase("dispatch", s.split.dispatch_s);
+          phase("shader", s.split.shader_s);
+          phase("download", s.split.download_s);
+        }
       });
       (void)gp;
       g->max_fit = std::max(g->max_fit, in.engine->max_need());

@@ -82,6 +82,8 @@ ServerConfig ServerConfigFromJson(const json& doc, const std::string& schema_pat
     Get(s, "max_batch_tokens", &c.scheduler.max_batch_tokens);
     Get(s, "max_batch_seqs", &c.scheduler.max_batch_seqs);
     Get(s, "prefill_chunk", &c.scheduler.prefill_chunk);
+    Get(s, "deterministic", &c.scheduler.deterministic);
+    Get(s, "profile", &c.scheduler.profile);
   }
   if (doc.contains("priorities")) {
     c.qos.classes.clear();
@@ -134,6 +136,7 @@ ServerConfig ServerConfigFromJson(const json& doc, const std::string& schema_pat
       Get(j, "synthetic", &m.synthetic);
       Get(j, "tokenizer", &m.tokenizer);
       Get(j, "seed", &m.seed);
+      Get(j, "dtype", &m.dtype);
       Get(j, "reasoning", &m.reasoning);
       ES_CHECK(!m.path.empty() || !m.synthetic.empty(), origin, ": /models/", i,
                ": one of 'path' or 'synthetic' is required");

@@ -6,7 +6,7 @@
 //               (every decode first, then prefill chunks under the per-step token budget)
 //            →  Forward  →  sample, emit events, finish (stop id, max_tokens, context full)
 //
-// Requests of one model share one RequestQueue (below: QoS classes, weighted round robin); every
+// Requests of one model share one RequestQueue (below: QoS classes, fair shares of tokens); every
 // instance of that model pulls from it when it has room, so queued work spills to whichever
 // instance frees first. A request's tokens never depend on the rest of the batch (the CPU
 // backend's rows are batch-invariant and each request samples with its own seeded Sampler), so
@@ -24,6 +24,7 @@
 #include <thread>
 #include <vector>
 
+#include "edgeseek/backends/backend.h"
 #include "edgeseek/graph/graph.h"
 #include "edgeseek/runtime/sampler.h"
 
@@ -42,8 +43,13 @@ class StepModel {
   virtual size_t kv_bytes_per_token() const = 0;
   virtual int AcquireSlot() = 0;         // -1 when none is free
   virtual void ReleaseSlot(int slot) = 0;
-  // logits: [batch.out_rows.size(), vocab] row-major.
-  virtual void Forward(const Batch& batch, std::vector<float>* logits) = 0;
+  // Whether a row's logits are bitwise the same whatever else shares its batch and however its
+  // prompt was chunked. The CPU backend's are (one reduction order per row); the Vulkan
+  // backend's are not (GEMV for <= 8 rows, tiled GEMM above).
+  virtual bool batch_invariant() const { return true; }
+  // logits: [batch.out_rows.size(), vocab] row-major. `stats` (may be null): the backend's
+  // upload / dispatch / shader / download split of this pass.
+  virtual void Forward(const Batch& batch, std::vector<float>* logits, ComputeStats* stats) = 0;
 };
 
 std::unique_ptr<StepModel> WrapRunner(std::unique_ptr<Runner> runner);
@@ -62,13 +68,21 @@ struct SeqEvent {
   double time = 0;                    // steady seconds (SteadySeconds())
 };
 
-// One span of a request's life, for Chrome/Perfetto traces (server/trace.h writes them).
+// The backend's time split of one engine step (ComputeStats of the forward pass), in seconds;
+// all zero unless the instance profiles (EngineOptions::profile).
+struct StepSplit {
+  double upload_s = 0, dispatch_s = 0, shader_s = 0, download_s = 0, total_s = 0;
+  bool valid = false;
+};
+
+// One span of a request's life, for Chrome/Perfetto traces (server::ChromeTrace writes them).
 struct SeqTraceEvent {
   const char* name;      // "queue", "prefill", "decode", "preempted"
   double t0 = 0, t1 = 0; // steady seconds
   int64_t tokens = 0;    // tokens this request had in the step
   int64_t batch_tokens = 0, batch_seqs = 0;
   int instance = -1;
+  StepSplit split;       // prefill / decode steps of a profiling instance
 };
 
 struct SeqRequest {
@@ -92,6 +106,7 @@ struct SeqRequest {
   std::vector<int32_t> tokens;        // prompt + generated
   int64_t n_computed = 0;             // tokens already in the KV slot
   int n_generated = 0;
+  int admit_generated = 0;            // n_generated when last given out (RequestQueue's charge)
   int slot = -1;
   int instance = -1;
   int preemptions = 0;
@@ -116,8 +131,8 @@ struct QosClass {
 
 struct QosPolicy {
   std::vector<QosClass> classes = {QosClass{"default", 1, 0, true}};  // [0] = highest
-  // Weighted round robin between clients of a class, by tokens served: the backlogged client
-  // with the least tokens / weight goes next.
+  // Fair shares of generated tokens between clients of a class (start-time fair queuing over
+  // tokens, see RequestQueue): the backlogged client with the least tokens / weight goes next.
   std::vector<std::pair<std::string, int>> client_weights;
   int default_client_weight = 1;
 };
@@ -126,6 +141,14 @@ struct QosPolicy {
 // its class's preempt deadline first (highest class, oldest), else smooth weighted round robin
 // between backlogged classes, then within the class the client furthest behind its weighted
 // share of tokens, FIFO per client.
+//
+// Client shares: each client has a virtual time (tokens charged / weight). Admission charges a
+// request's max_tokens; Release refunds what it did not generate, so a client pays for exactly
+// the tokens it got. A client counts as backlogged while it has requests waiting *or running*:
+// one whose queue runs dry for a moment while its requests are being served (a client's next
+// request is in flight over HTTP) keeps the credit it is owed, up to what its running requests
+// plus the new one were charged. A client that comes back from idle (nothing waiting, nothing
+// running) starts at the backlog's minimum virtual time: idling banks no credit.
 class RequestQueue {
  public:
   explicit RequestQueue(QosPolicy policy);
@@ -139,11 +162,21 @@ class RequestQueue {
   std::vector<std::shared_ptr<SeqRequest>> TakeDead(double now);
   // The highest class with a request waiting past its preempt deadline, or -1.
   int OverdueClass(double now);
-  // Tokens generated for a client (advances its WRR virtual time).
+  // A request PopNext gave out leaves its engine (finished or preempted): refunds the tokens it
+  // was charged for and did not generate, and stops counting it as running for its client.
+  void Release(const SeqRequest& r);
+  // Adds tokens to a client's account (advances its virtual time); tests and external charges.
   void Charge(const std::string& client, int64_t tokens);
 
   size_t size() const;
   std::vector<size_t> size_per_class() const;
+  struct ClientLoad {
+    std::string client;
+    size_t waiting = 0;
+    int running = 0;
+    double vtime = 0;   // tokens charged / weight
+  };
+  std::vector<ClientLoad> clients() const;  // every client seen, first-seen order
   // Blocks until work may be there (a push, a cancel, Notify) or `seconds` pass.
   void Wait(double seconds);
   void Notify();
@@ -155,18 +188,26 @@ class RequestQueue {
     int64_t current = 0;  // smooth WRR credit
     size_t waiting = 0;
   };
+  struct Client {
+    std::string name;
+    int weight = 1;
+    double vtime = 0;      // tokens charged / weight (kept across idle periods)
+    size_t waiting = 0;    // in any class
+    int running = 0;       // given out by PopNext, not yet Released
+    double running_charge = 0;  // what those running requests were charged / weight
+  };
   std::vector<std::shared_ptr<SeqRequest>>& FifoOf(Class& c, const std::string& client);
   int WeightOf(const std::string& client) const;
-  double& VtimeOf(const std::string& client);
-  void Activate(const std::string& client);   // called before a push; needs mu_
+  Client& ClientOf(const std::string& client);
+  void Activate(Client& c, const SeqRequest& r);  // before a push; needs mu_
+  std::shared_ptr<SeqRequest> TakeFront(Class& c, std::vector<std::shared_ptr<SeqRequest>>& fifo);
   std::shared_ptr<SeqRequest> PopFromClass(Class& c, int64_t max_need);
 
   QosPolicy policy_;
   mutable std::mutex mu_;
   std::condition_variable cv_;
   std::vector<Class> classes_;
-  // client -> tokens served / weight (virtual time), kept across idle periods.
-  std::vector<std::pair<std::string, double>> vtime_;
+  std::vector<Client> clients_;  // first-seen order
   uint64_t wake_seq_ = 0;
 };
 
@@ -179,6 +220,11 @@ struct EngineOptions {
   // 0: n_slots * context. A memory quota of Q bytes gives Q / kv_bytes_per_token.
   int64_t kv_token_budget = 0;
   int instance = 0;             // index for traces and metrics
+  // Batch invariance on a backend that is not invariant by itself (StepModel::batch_invariant):
+  // one sequence per forward pass and prompts prefilled in fixed prefill_chunk pieces, so a
+  // request's logits never depend on the load. A no-op on invariant backends (the CPU's).
+  bool deterministic = false;
+  bool profile = false;         // ask the backend for its time split; traces carry it
 };
 
 struct EngineStats {
@@ -189,12 +235,14 @@ struct EngineStats {
   int64_t steps = 0, preemptions = 0;
   int64_t prompt_tokens = 0, generated_tokens = 0;  // computed prefill tokens, sampled tokens
   int last_batch_tokens = 0, last_batch_seqs = 0;
+  bool serial = false;          // deterministic on a non-invariant backend: one sequence a step
 };
 
 // Observer of every step (for metrics); called on the engine thread.
 struct StepInfo {
   int batch_tokens = 0, batch_seqs = 0, decode_seqs = 0, prefill_tokens = 0;
   double seconds = 0;
+  StepSplit split;              // with EngineOptions::profile
 };
 
 class Engine {
@@ -219,6 +267,7 @@ class Engine {
   int64_t context() const { return context_; }
   int n_slots() const { return n_slots_; }
   int vocab_size() const { return vocab_; }
+  bool batch_invariant() const { return invariant_; }  // the model's, or forced (deterministic)
   EngineStats stats() const;
   void set_step_observer(std::function<void(const StepInfo&)> fn) { on_step_ = std::move(fn); }
 
@@ -236,9 +285,13 @@ class Engine {
   std::shared_ptr<RequestQueue> queue_;
   EngineOptions opts_;
   int n_slots_ = 0, vocab_ = 0;
+  bool serial_ = false;         // deterministic on a non-invariant model
+  size_t next_serial_ = 0;      // serial mode: whose turn it is
+  bool invariant_ = true;
   int64_t context_ = 0, kv_budget_ = 0, kv_reserved_ = 0;
   std::vector<std::shared_ptr<SeqRequest>> running_;  // admission order
   std::vector<float> logits_;
+  ComputeStats compute_stats_;
   std::function<void(const StepInfo&)> on_step_;
 
   mutable std::mutex stats_mu_;

@@ -29,6 +29,9 @@ struct InstanceConfig {
   int slots = 4;
   int64_t context = 0;       // 0: min(model max, 4096)
   double kv_memory_mb = 0;   // 0: slots x context
+  // Set by the server from its scheduler options before loading (BackendOptions).
+  bool profile = false;
+  bool deterministic = false;
 };
 
 struct ModelEntry {
@@ -37,6 +40,7 @@ struct ModelEntry {
   std::string synthetic;     // preset name or config.json path (random weights)
   std::string tokenizer;     // tokenizer folder/file; default: the model's, or next to `synthetic`
   uint64_t seed = 0;
+  std::string dtype;         // synthetic weights' type ("bf16" when empty)
   std::string reasoning = "auto";  // auto: on when the chat template or vocabulary has </think>
   std::vector<InstanceConfig> instances = {InstanceConfig{}};
 };

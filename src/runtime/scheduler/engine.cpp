@@ -44,7 +44,11 @@ Engine::Engine(std::unique_ptr<StepModel> model, std::shared_ptr<RequestQueue> q
            " slots of ", context_, " tokens and vocabulary ", vocab_, " (all must be > 0)");
   ES_CHECK(opts_.max_batch_tokens >= 1, "engine: max_batch_tokens must be >= 1");
   if (opts_.max_batch_seqs <= 0) opts_.max_batch_seqs = n_slots_;
-  if (opts_.prefill_chunk <= 0) opts_.prefill_chunk = opts_.max_batch_tokens;
+  if (opts_.prefill_chunk <= 0 || opts_.prefill_chunk > opts_.max_batch_tokens)
+    opts_.prefill_chunk = opts_.max_batch_tokens;
+  serial_ = opts_.deterministic && !model_->batch_invariant();
+  invariant_ = model_->batch_invariant() || serial_;
+  local_.serial = serial_;
   kv_budget_ = opts_.kv_token_budget > 0 ? std::min(opts_.kv_token_budget, int64_t(n_slots_) * context_)
                                          : int64_t(n_slots_) * context_;
   local_.kv_token_capacity = int64_t(n_slots_) * context_;
@@ -94,7 +98,7 @@ void Engine::Finish(std::shared_ptr<SeqRequest>& ref, FinishReason why, const st
     model_->ReleaseSlot(r->slot);
     r->slot = -1;
     kv_reserved_ -= r->need_tokens();
-    queue_->Charge(r->client, -int64_t(r->max_tokens - r->n_generated));
+    queue_->Release(*r);
     running_.erase(std::remove(running_.begin(), running_.end(), r), running_.end());
   }
   SeqEvent e;
@@ -126,14 +130,14 @@ void Engine::Preempt(size_t i, double now) {
   model_->ReleaseSlot(r->slot);
   r->slot = -1;
   kv_reserved_ -= r->need_tokens();
-  queue_->Charge(r->client, -int64_t(r->max_tokens - r->n_generated));
+  queue_->Release(*r);
   // Its KV is gone; on resumption prompt + generated tokens are recomputed, and since a row's
   // logits do not depend on the batch and its Sampler keeps its state, the output is unchanged.
   r->n_computed = 0;
   ++r->preemptions;
   ++local_.preemptions;
   if (r->trace.size() < kMaxTraceEvents)
-    r->trace.push_back({"preempted", now, now, int64_t(r->tokens.size()), 0, 0, opts_.instance});
+    r->trace.push_back({"preempted", now, now, int64_t(r->tokens.size()), 0, 0, opts_.instance, {}});
   SeqEvent e;
   e.kind = SeqEventKind::kPreempted;
   e.time = now;
@@ -170,7 +174,7 @@ void Engine::Admit(double now) {
     if (!r) break;
     int slot = model_->AcquireSlot();
     if (slot < 0) {  // the model disagrees about free slots: put it back untouched
-      queue_->Charge(r->client, -int64_t(r->max_tokens - r->n_generated));
+      queue_->Release(*r);
       queue_->PushFront(std::move(r));
       break;
     }
@@ -186,7 +190,7 @@ void Engine::Admit(double now) {
     kv_reserved_ += r->need_tokens();
     double t0 = r->trace.empty() ? r->submit_time : r->trace.back().t1;
     if (r->trace.size() < kMaxTraceEvents)
-      r->trace.push_back({"queue", t0, now, 0, 0, 0, opts_.instance});
+      r->trace.push_back({"queue", t0, now, 0, 0, 0, opts_.instance, {}});
     SeqEvent e;
     e.kind = SeqEventKind::kAdmitted;
     e.time = now;
@@ -205,7 +209,7 @@ bool Engine::Step() {
     return false;
   }
 
-  // ---- plan: every decode first (one token each), then prefill chunks under the budget ----
+  // ---- plan ----
   struct Item {
     std::shared_ptr<SeqRequest> r;
     int n;
@@ -213,22 +217,36 @@ bool Engine::Step() {
   std::vector<Item> items;
   int budget = opts_.max_batch_tokens;
   int prefill_tokens = 0, decodes = 0;
-  for (auto& r : running_) {
-    if (int(items.size()) >= opts_.max_batch_seqs || budget <= 0) break;
-    if (int64_t(r->tokens.size()) - r->n_computed == 1) {
-      items.push_back({r, 1});
-      --budget;
-      ++decodes;
-    }
-  }
-  for (auto& r : running_) {
-    if (int(items.size()) >= opts_.max_batch_seqs || budget <= 0) break;
-    int64_t left = int64_t(r->tokens.size()) - r->n_computed;
-    if (left <= 1) continue;
-    int n = int(std::min<int64_t>({left, budget, opts_.prefill_chunk}));
+  if (serial_) {
+    // Deterministic on a backend whose rows depend on the batch: one sequence a step, taken in
+    // turn; its prompt in fixed prefill_chunk pieces from position 0 and every later token alone
+    // (also when a preempted request recomputes its KV), so each row is computed exactly as
+    // when the request runs by itself.
+    auto& r = running_[next_serial_++ % running_.size()];
+    int64_t prompt = int64_t(r->prompt.size());
+    int n = r->n_computed < prompt ? int(std::min<int64_t>(prompt - r->n_computed, opts_.prefill_chunk)) : 1;
     items.push_back({r, n});
-    budget -= n;
-    prefill_tokens += n;
+    if (int64_t(r->tokens.size()) - r->n_computed == 1) ++decodes;
+    else prefill_tokens += n;
+  } else {
+    // Every decode first (one token each), then prefill chunks under the budget.
+    for (auto& r : running_) {
+      if (int(items.size()) >= opts_.max_batch_seqs || budget <= 0) break;
+      if (int64_t(r->tokens.size()) - r->n_computed == 1) {
+        items.push_back({r, 1});
+        --budget;
+        ++decodes;
+      }
+    }
+    for (auto& r : running_) {
+      if (int(items.size()) >= opts_.max_batch_seqs || budget <= 0) break;
+      int64_t left = int64_t(r->tokens.size()) - r->n_computed;
+      if (left <= 1) continue;
+      int n = int(std::min<int64_t>({left, budget, opts_.prefill_chunk}));
+      items.push_back({r, n});
+      budget -= n;
+      prefill_tokens += n;
+    }
   }
   if (items.empty()) {
     PublishStats();
@@ -243,8 +261,9 @@ bool Engine::Step() {
 
   // ---- forward ----
   double t0 = SteadySeconds();
+  compute_stats_ = ComputeStats{};
   try {
-    model_->Forward(batch, &logits_);
+    model_->Forward(batch, &logits_, opts_.profile ? &compute_stats_ : nullptr);
   } catch (const Error& e) {
     // Bad input of one of the sequences (e.g. an id outside the vocabulary): fail the batch's
     // sequences with the message, keep the engine running.
@@ -254,6 +273,11 @@ bool Engine::Step() {
   }
   double t1 = SteadySeconds();
   ES_ASSERT(logits_.size() >= items.size() * size_t(vocab_));
+  StepSplit split;
+  if (opts_.profile) {
+    const ComputeStats& cs = compute_stats_;
+    split = {cs.upload_s, cs.dispatch_s, cs.shader_s, cs.download_s, cs.total_s, true};
+  }
 
   // ---- sample, emit, finish ----
   for (size_t i = 0; i < items.size(); ++i) {
@@ -262,7 +286,7 @@ bool Engine::Step() {
     r->n_computed += items[i].n;
     if (r->trace.size() < kMaxTraceEvents)
       r->trace.push_back({decode ? "decode" : "prefill", t0, t1, items[i].n, batch.n_tokens(),
-                          int64_t(items.size()), opts_.instance});
+                          int64_t(items.size()), opts_.instance, split});
     if (!decode) local_.prompt_tokens += items[i].n;
     if (r->n_computed < int64_t(r->tokens.size())) continue;  // a prefill chunk, not the last
     const float* row = logits_.data() + i * size_t(vocab_);
@@ -292,6 +316,7 @@ bool Engine::Step() {
     info.decode_seqs = decodes;
     info.prefill_tokens = prefill_tokens;
     info.seconds = t1 - t0;
+    info.split = split;
     on_step_(info);
   }
   PublishStats();

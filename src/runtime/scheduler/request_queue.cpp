@@ -5,9 +5,14 @@
 //   2. smooth weighted round robin between backlogged classes (nginx's algorithm: every class
 //      gains its weight, the richest is served and pays the total), so weights 4:1 give 4 of
 //      every 5 admissions to the first class, interleaved rather than in bursts;
-//   3. within a class, the client furthest behind its weighted share of tokens (start-time fair
-//      queuing: virtual time = tokens / weight, charged max_tokens at admission and refunded
-//      what was not generated), FIFO per client.
+//   3. within a class, the client furthest behind its weighted share of generated tokens
+//      (start-time fair queuing over tokens: virtual time = tokens charged / weight; a request is
+//      charged max_tokens when it is given out and refunded what it did not generate), FIFO per
+//      client. A client is backlogged while it has requests waiting or running, so a queue that
+//      runs dry between one response and the client's next request (HTTP turnaround) does not
+//      forfeit the share it is owed; a client back from idle starts at the backlog's minimum.
+//      (Without the second rule a client weighted 3 whose requests turn around slowly got ~2.3:1,
+//      see docs/server.md "QoS".)
 #include <algorithm>
 #include <chrono>
 #include <limits>
@@ -37,27 +42,33 @@ int RequestQueue::WeightOf(const std::string& client) const {
   return std::max(1, policy_.default_client_weight);
 }
 
-double& RequestQueue::VtimeOf(const std::string& client) {
-  for (auto& [name, v] : vtime_)
-    if (name == client) return v;
-  vtime_.emplace_back(client, 0.0);
-  return vtime_.back().second;
+RequestQueue::Client& RequestQueue::ClientOf(const std::string& client) {
+  for (auto& c : clients_)
+    if (c.name == client) return c;
+  clients_.push_back(Client{client, WeightOf(client)});
+  return clients_.back();
 }
 
-void RequestQueue::Activate(const std::string& client) {
-  // A client that comes back after idling starts at the backlog's virtual time, not at its old
-  // (lower) one: idling does not bank credit.
-  bool waiting = false;
-  double min_active = std::numeric_limits<double>::infinity();
-  for (auto& c : classes_)
-    for (auto& [name, fifo] : c.clients) {
-      if (fifo.empty()) continue;
-      if (name == client) waiting = true;
-      min_active = std::min(min_active, VtimeOf(name));
-    }
-  if (waiting || min_active == std::numeric_limits<double>::infinity()) return;
-  double& v = VtimeOf(client);
-  v = std::max(v, min_active);
+void RequestQueue::Activate(Client& c, const SeqRequest& r) {
+  if (c.waiting > 0) return;  // still backlogged: keeps its place
+  double min_backlog = std::numeric_limits<double>::infinity();   // waiting or running
+  double min_waiting = std::numeric_limits<double>::infinity();
+  for (auto& o : clients_) {
+    if (&o == &c) continue;
+    if (o.waiting > 0) min_waiting = std::min(min_waiting, o.vtime);
+    if (o.waiting > 0 || o.running > 0) min_backlog = std::min(min_backlog, o.vtime);
+  }
+  if (c.running == 0) {
+    // Back from idle: no credit for the time it asked for nothing.
+    if (min_backlog != std::numeric_limits<double>::infinity()) c.vtime = std::max(c.vtime, min_backlog);
+    return;
+  }
+  // Its queue ran dry while its requests were served (the next one was on its way): it keeps
+  // the credit it is owed, bounded by what its running requests and this one are charged, so a
+  // client that trickles requests cannot bank an unbounded lead.
+  if (min_waiting == std::numeric_limits<double>::infinity()) return;
+  double bound = c.running_charge + double(r.max_tokens - r.n_generated) / c.weight;
+  c.vtime = std::max(c.vtime, min_waiting - bound);
 }
 
 void RequestQueue::Push(std::shared_ptr<SeqRequest> r) {
@@ -65,7 +76,9 @@ void RequestQueue::Push(std::shared_ptr<SeqRequest> r) {
   if (r->submit_time == 0) r->submit_time = SteadySeconds();
   {
     std::lock_guard<std::mutex> lock(mu_);
-    Activate(r->client);
+    Client& cl = ClientOf(r->client);
+    Activate(cl, *r);
+    ++cl.waiting;
     Class& c = classes_[size_t(r->priority)];
     FifoOf(c, r->client).push_back(std::move(r));
     ++c.waiting;
@@ -78,6 +91,7 @@ void RequestQueue::PushFront(std::shared_ptr<SeqRequest> r) {
   ES_ASSERT(r && r->priority >= 0 && r->priority < int(classes_.size()));
   {
     std::lock_guard<std::mutex> lock(mu_);
+    ++ClientOf(r->client).waiting;  // keeps its virtual time: it was backlogged all along
     Class& c = classes_[size_t(r->priority)];
     auto& fifo = FifoOf(c, r->client);
     fifo.insert(fifo.begin(), std::move(r));
@@ -87,23 +101,30 @@ void RequestQueue::PushFront(std::shared_ptr<SeqRequest> r) {
   cv_.notify_all();
 }
 
-std::shared_ptr<SeqRequest> RequestQueue::PopFromClass(Class& c, int64_t max_need) {
-  int best = -1;
-  double best_v = 0;
-  for (size_t i = 0; i < c.clients.size(); ++i) {
-    auto& [name, fifo] = c.clients[i];
-    if (fifo.empty() || fifo.front()->need_tokens() > max_need) continue;
-    double v = VtimeOf(name);
-    if (best < 0 || v < best_v) best = int(i), best_v = v;
-  }
-  if (best < 0) return nullptr;
-  auto& [name, fifo] = c.clients[size_t(best)];
+std::shared_ptr<SeqRequest> RequestQueue::TakeFront(Class& c, std::vector<std::shared_ptr<SeqRequest>>& fifo) {
   auto r = fifo.front();
   fifo.erase(fifo.begin());
   --c.waiting;
-  // Charged up front for what it may generate; the engine refunds what it did not.
-  VtimeOf(name) += double(r->max_tokens - r->n_generated) / WeightOf(name);
+  Client& cl = ClientOf(r->client);
+  --cl.waiting;
+  ++cl.running;
+  r->admit_generated = r->n_generated;
+  // Charged up front for what it may generate; Release refunds what it did not.
+  double charge = double(r->max_tokens - r->n_generated) / cl.weight;
+  cl.vtime += charge;
+  cl.running_charge += charge;
   return r;
+}
+
+std::shared_ptr<SeqRequest> RequestQueue::PopFromClass(Class& c, int64_t max_need) {
+  std::vector<std::shared_ptr<SeqRequest>>* best = nullptr;
+  double best_v = 0;
+  for (auto& [name, fifo] : c.clients) {
+    if (fifo.empty() || fifo.front()->need_tokens() > max_need) continue;
+    double v = ClientOf(name).vtime;
+    if (!best || v < best_v) best = &fifo, best_v = v;   // ties: the first-seen client
+  }
+  return best ? TakeFront(c, *best) : nullptr;
 }
 
 std::shared_ptr<SeqRequest> RequestQueue::PopNext(int64_t max_need, double now) {
@@ -118,13 +139,7 @@ std::shared_ptr<SeqRequest> RequestQueue::PopNext(int64_t max_need, double now) 
       if (now - fifo.front()->submit_time < after) continue;
       if (!best_fifo || fifo.front()->submit_time < best_fifo->front()->submit_time) best_fifo = &fifo;
     }
-    if (best_fifo) {
-      auto r = best_fifo->front();
-      best_fifo->erase(best_fifo->begin());
-      --classes_[ci].waiting;
-      VtimeOf(r->client) += double(r->max_tokens - r->n_generated) / WeightOf(r->client);
-      return r;
-    }
+    if (best_fifo) return TakeFront(classes_[ci], *best_fifo);
   }
   // 2. Smooth weighted round robin among classes that have a request that fits.
   auto fits = [&](const Class& c) {
@@ -156,6 +171,7 @@ std::vector<std::shared_ptr<SeqRequest>> RequestQueue::TakeDead(double now) {
         auto& r = fifo[i];
         if (r->cancel.load() || (r->deadline > 0 && now >= r->deadline)) {
           dead.push_back(r);
+          --ClientOf(r->client).waiting;
           fifo.erase(fifo.begin() + ptrdiff_t(i));
           --c.waiting;
         } else {
@@ -176,9 +192,27 @@ int RequestQueue::OverdueClass(double now) {
   return -1;
 }
 
+void RequestQueue::Release(const SeqRequest& r) {
+  std::lock_guard<std::mutex> lock(mu_);
+  Client& cl = ClientOf(r.client);
+  ES_ASSERT(cl.running > 0);
+  --cl.running;
+  double charged = double(r.max_tokens - r.admit_generated) / cl.weight;
+  cl.running_charge = cl.running > 0 ? std::max(0.0, cl.running_charge - charged) : 0.0;
+  cl.vtime -= double(r.max_tokens - r.n_generated) / cl.weight;  // refund: pays what it got
+}
+
 void RequestQueue::Charge(const std::string& client, int64_t tokens) {
   std::lock_guard<std::mutex> lock(mu_);
-  VtimeOf(client) += double(tokens) / WeightOf(client);
+  Client& cl = ClientOf(client);
+  cl.vtime += double(tokens) / cl.weight;
+}
+
+std::vector<RequestQueue::ClientLoad> RequestQueue::clients() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  std::vector<ClientLoad> out;
+  for (auto& c : clients_) out.push_back({c.name, c.waiting, c.running, c.vtime});
+  return out;
 }
 
 size_t RequestQueue::size() const {

@@ -15,7 +15,14 @@ class RunnerStepModel final : public StepModel {
   size_t kv_bytes_per_token() const override { return r_->kv_bytes_per_token(); }
   int AcquireSlot() override { return r_->AcquireSlot(); }
   void ReleaseSlot(int slot) override { r_->ReleaseSlot(slot); }
-  void Forward(const Batch& batch, std::vector<float>* logits) override { r_->Forward(batch, logits); }
+  // The CPU backend computes every row with one reduction order whatever the batch (its
+  // matmuls and attention loop per row; tests/server/batch_invariance_test.mjs checks 32
+  // concurrent requests against 32 sequential ones); the Vulkan
+  // backend switches between GEMV and tiled (tensor-core) GEMM with the batch's row count.
+  bool batch_invariant() const override { return r_->backend().name() == "cpu"; }
+  void Forward(const Batch& batch, std::vector<float>* logits, ComputeStats* stats) override {
+    r_->Forward(batch, logits, stats);
+  }
 
  private:
   std::unique_ptr<Runner> r_;

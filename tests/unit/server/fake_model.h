@@ -23,7 +23,14 @@ class FakeStepModel : public StepModel {
   size_t kv_bytes_per_token() const override { return 1024; }
   int AcquireSlot() override;
   void ReleaseSlot(int slot) override;
-  void Forward(const Batch& batch, std::vector<float>* logits) override;
+  bool batch_invariant() const override { return !variant_; }
+  // stats: a made-up split (upload 1 us per token, dispatch 2 us, shader 3 us per token,
+  // download 4 us per output row) so tests can follow it into traces.
+  void Forward(const Batch& batch, std::vector<float>* logits, ComputeStats* stats) override;
+  // Makes it behave like a backend that is not batch-invariant: every cached token also keeps
+  // a trace of the batch it was computed in (its token count and sequences), and the logits
+  // depend on it, so the same request gives other tokens under other loads.
+  void set_batch_variant(bool v) { variant_ = v; }
 
   // Observed per Forward: tokens and sequences in the batch, decodes (1-token seqs).
   struct StepLog { int tokens, seqs, singles; };
@@ -33,6 +40,8 @@ class FakeStepModel : public StepModel {
  private:
   mutable std::mutex mu_;
   std::vector<std::vector<int32_t>> hist_;
+  std::vector<std::vector<uint32_t>> batch_marks_;  // per slot, per cached token (variant_)
+  bool variant_ = false;
   std::vector<bool> used_;
   int64_t context_;
   double sleep_s_;

@@ -9,7 +9,7 @@
 namespace es::test {
 
 FakeStepModel::FakeStepModel(int slots, int64_t context, double step_sleep_s, int eos_bias)
-    : hist_(size_t(slots)), used_(size_t(slots), false), context_(context), sleep_s_(step_sleep_s),
+    : hist_(size_t(slots)), batch_marks_(size_t(slots)), used_(size_t(slots), false), context_(context), sleep_s_(step_sleep_s),
       eos_bias_(eos_bias) {}
 
 int FakeStepModel::AcquireSlot() {
@@ -18,6 +18,7 @@ int FakeStepModel::AcquireSlot() {
     if (!used_[i]) {
       used_[i] = true;
       hist_[i].clear();
+      batch_marks_[i].clear();
       return int(i);
     }
   return -1;
@@ -28,6 +29,7 @@ void FakeStepModel::ReleaseSlot(int slot) {
   ES_ASSERT(slot >= 0 && size_t(slot) < used_.size() && used_[size_t(slot)]);
   used_[size_t(slot)] = false;
   hist_[size_t(slot)].clear();
+  batch_marks_[size_t(slot)].clear();
 }
 
 int FakeStepModel::used_slots() const {
@@ -42,7 +44,7 @@ std::vector<FakeStepModel::StepLog> FakeStepModel::log() const {
   return log_;
 }
 
-void FakeStepModel::Forward(const Batch& b, std::vector<float>* logits) {
+void FakeStepModel::Forward(const Batch& b, std::vector<float>* logits, ComputeStats* stats) {
   if (sleep_s_ > 0) std::this_thread::sleep_for(std::chrono::duration<double>(sleep_s_));
   std::lock_guard<std::mutex> lock(mu_);
   logits->assign(b.out_rows.size() * kVocab, 0.0f);
@@ -58,10 +60,12 @@ void FakeStepModel::Forward(const Batch& b, std::vector<float>* logits) {
       int32_t t = b.tokens[size_t(s.row0 + i)];
       ES_CHECK(t >= 0 && t < kVocab, "fake: token ", t, " outside the vocabulary");
       h.push_back(t);
+      if (variant_) batch_marks_[size_t(s.slot)].push_back(uint32_t(b.n_tokens()) * 977u + uint32_t(b.seqs.size()));
       if (out < b.out_rows.size() && b.out_rows[out] == s.row0 + i) {
         // Logits: a hash of the whole history, so the output depends on every cached token.
         uint64_t x = 1469598103934665603ull;
         for (int32_t v : h) x = (x ^ uint64_t(v)) * 1099511628211ull;
+        for (uint32_t m : batch_marks_[size_t(s.slot)]) x = (x ^ m) * 1099511628211ull;
         float* row = logits->data() + out * kVocab;
         for (int v = 0; v < kVocab; ++v) {
           uint64_t y = (x ^ uint64_t(v) * 0x9E3779B97F4A7C15ull) * 0xBF58476D1CE4E5B9ull;
@@ -78,6 +82,13 @@ void FakeStepModel::Forward(const Batch& b, std::vector<float>* logits) {
     }
   }
   log_.push_back({b.n_tokens(), int(b.seqs.size()), singles});
+  if (stats) {
+    stats->upload_s = 1e-6 * b.n_tokens();
+    stats->dispatch_s = 2e-6;
+    stats->shader_s = 3e-6 * b.n_tokens();
+    stats->download_s = 4e-6 * double(b.out_rows.size());
+    stats->total_s = stats->upload_s + stats->dispatch_s + stats->shader_s + stats->download_s;
+  }
 }
 
 std::vector<int32_t> FakeTextModel::Encode(const std::string& text, bool) const {
