@@ -28,6 +28,7 @@ class ModelLoader : public Model {
   using Model::gen_;
   using Model::name_;
   using Model::tokenizer_;
+  using Model::tokenizer_error_;
   // Extra lookup tried first (e.g. GGUF name mapping); null when unused.
   std::function<const Tensor*(const std::string&)> custom_lookup;
 

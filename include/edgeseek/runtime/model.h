@@ -41,6 +41,9 @@ class Model {
   const ModelArch& arch() const { return *arch_; }
   const GenerationDefaults& generation() const { return gen_; }
   const Tokenizer* tokenizer() const { return tokenizer_.get(); }  // may be null
+  // Why tokenizer() is null when the model file carries a tokenizer edgeseek cannot read (one
+  // line naming the file and key); "" otherwise.
+  const std::string& tokenizer_error() const { return tokenizer_error_; }
   std::string name() const { return name_; }
   int vocab_size() const;
   int64_t max_context() const;
@@ -55,6 +58,7 @@ class Model {
   std::unique_ptr<ModelConfig> config_;
   std::unique_ptr<ModelArch> arch_;
   std::unique_ptr<Tokenizer> tokenizer_;
+  std::string tokenizer_error_;
   GenerationDefaults gen_;
   std::vector<const Tensor*> weight_list_;
   friend class ModelLoader;
