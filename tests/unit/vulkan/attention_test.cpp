@@ -50,6 +50,58 @@ std::vector<float> RoundTo(DType dt, std::vector<float> v) {
 
 class VulkanAttention : public VulkanTest, public ::testing::WithParamInterface<DType> {};
 
+// Decode over a long context takes the split-key path (16 chunks of keys, each more than one
+// 128-key tile, merged by attention_combine); a prefill of 2100 rows
+// (KV stores only: attention over all of it would be slow on lavapipe) fills the cache first.
+// Tokens cycle through a 40-row table so values repeat but positions don't.
+TEST_F(VulkanTest, SplitKeyDecodeOverALongContext) {
+  const int Hq = 4, Hkv = 2, dk = 16, dv = 8, n_pre = 2100, vocab = 40;
+  Tensor Q = RandomTensor("q", DType::kF32, {vocab, Hq * dk}, 41);
+  Tensor K = RandomTensor("k", DType::kF32, {vocab, Hkv * dk}, 42, 2.0f);
+  Tensor V = RandomTensor("v", DType::kF32, {vocab, Hkv * dv}, 43);
+  auto& be = SharedVulkan();
+  auto kv = be.CreateKv(KvSpec{2, {Hkv * dk, Hkv * dv}, DType::kF32}, 1, 2200);
+  std::vector<float> Kf, Vf;
+  auto run = [&](const std::vector<int32_t>& toks, int64_t pos0, bool attend) {
+    const int T = int(toks.size());
+    Batch b;
+    b.Add(0, pos0, toks, true);
+    b.Finalize();
+    Graph g;
+    const int q = Input(g, Q, T), k = Input(g, K, T), v = Input(g, V, T);
+    Node sk = Make(Op::kKvStore, "sk", {k}, {T, Hkv * dk}, 1);
+    sk.i[0] = 0;
+    Node sv = Make(Op::kKvStore, "sv", {v}, {T, Hkv * dv}, 1);
+    sv.i[0] = 1;
+    const int ks = g.Add(sk), vs = g.Add(sv);
+    Node at = Make(Op::kAttention, "attn", {q, ks, vs}, {T, Hq * dv}, 1);
+    at.i[0] = Hq, at.i[1] = Hkv, at.i[2] = dk, at.i[3] = dv;
+    at.f0 = 1.0f / std::sqrt(float(dk));
+    if (attend) g.Add(at);
+    std::vector<float> got(size_t(T * (attend ? Hq * dv : Hkv * dv)));
+    be.Compute(g, b, *kv, got.data());
+    std::vector<float> want(size_t(T * Hq * dv));
+    for (int t = 0; t < T; ++t) {
+      const auto kr = Row(K, toks[size_t(t)]), vr = Row(V, toks[size_t(t)]);
+      Kf.insert(Kf.end(), kr.begin(), kr.end());
+      Vf.insert(Vf.end(), vr.begin(), vr.end());
+    }
+    for (int t = 0; t < T && attend; ++t) {
+      const auto qr = Row(Q, toks[size_t(t)]);
+      ref::AttentionRow(qr.data(), Kf.data(), Vf.data(), pos0 + t + 1, Hq, Hkv, dk, dv, at.f0,
+                        &want[size_t(t * Hq * dv)]);
+    }
+    return std::make_pair(got, want);
+  };
+  std::vector<int32_t> pre(n_pre);
+  for (int i = 0; i < n_pre; ++i) pre[size_t(i)] = i * 7 % vocab;
+  run(pre, 0, false);
+  for (int step = 0; step < 3; ++step) {
+    auto [got, want] = run({int32_t(step * 13 % vocab)}, n_pre + step, true);
+    ExpectClose(got, want, 1e-5, "split decode step " + std::to_string(step));
+  }
+}
+
 TEST_P(VulkanAttention, CausalGqaOverTwoSlotsThenDecode) {
   const DType kv_type = GetParam();
   const int Hq = 6, Hkv = 2, dk = 10, dv = 6;

@@ -3,11 +3,24 @@
 
 namespace es::vk {
 
+uint64_t AttentionSplitBytes(int64_t T, int64_t Hq, int64_t dv) {
+  if (T > kAttentionSplitMaxRows) return 0;
+  return uint64_t(T * Hq) * kAttentionSplits * uint64_t(dv + 2) * 4;
+}
+
 void RecordAttention(OpContext& c, const AttentionArgs& a) {
   const bool f16 = c.kv.spec().dtype == DType::kF16;
-  Dispatch& d = c.Add(f16 ? "attention_f16" : "attention_f32", {1, 1, 1, 1, 1, 1});
+  const bool split = a.part.size != 0;
+  const std::string name = std::string(f16 ? "attention_f16" : "attention_f32") + (split ? "_split" : "");
+  Dispatch& d = c.Add(name, split ? std::vector<uint32_t>{1, 1, 1, 1, 1, 1, 1}
+                                  : std::vector<uint32_t>{1, 1, 1, 1, 1, 1});
   d.bindings = {{a.q}, {a.ka}, {a.kb}, {a.v}, {a.out}, {c.batch}};
   d.writes = {4};
+  if (split) {
+    d.bindings.push_back({a.part});
+    d.writes = {6};
+    d.groups[2] = kAttentionSplits;
+  }
   struct {
     uint32_t Hq, Hkv, wa, wb, dv, q_rs, q_hs, capacity, a_w, b_w, v_w, slot_off, pos_off, o_rs, o_hs;
     float scale;
@@ -16,6 +29,17 @@ void RecordAttention(OpContext& c, const AttentionArgs& a) {
   d.Push(pc);
   d.groups[0] = a.Hq;
   d.groups[1] = uint32_t(c.T);
+  if (split) {
+    Dispatch& m = c.Add("attention_combine", {1, 1});
+    m.bindings = {{a.part}, {a.out}};
+    m.writes = {1};
+    struct {
+      uint32_t Hq, S, dv, o_rs, o_hs;
+    } mc{a.Hq, kAttentionSplits, a.dv, a.o_rs, a.o_hs};
+    m.Push(mc);
+    m.groups[0] = a.Hq;
+    m.groups[1] = uint32_t(c.T);
+  }
 }
 
 void BuildAttention(OpContext& c) {
@@ -45,6 +69,7 @@ void BuildAttention(OpContext& c) {
   a.o_rs = Hq * dv;
   a.o_hs = dv;
   a.scale = n.f0;
+  if (!c.scratch.empty()) a.part = c.scratch[0];
   RecordAttention(c, a);
 }
 

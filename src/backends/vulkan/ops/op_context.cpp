@@ -49,6 +49,10 @@ std::vector<uint64_t> ScratchBytes(const Graph& g, const Node& n, int64_t T) {
   switch (n.op) {
     case Op::kMlaAttention: return MlaScratch(g, n, T);
     case Op::kMoE: return MoeScratch(g, n, T);
+    case Op::kAttention: {
+      const uint64_t b = AttentionSplitBytes(T, n.i[0], n.i[3]);
+      return b ? std::vector<uint64_t>{b} : std::vector<uint64_t>{};
+    }
     default: return {};
   }
 }

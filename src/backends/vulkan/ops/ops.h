@@ -24,7 +24,12 @@ struct AttentionArgs {
   BufRange q, ka, kb, v, out;
   uint32_t Hq, Hkv, wa, wb, dv, q_rs, q_hs, a_w, b_w, v_w, o_rs, o_hs;
   float scale;
+  BufRange part;  // decode: split-key partials (AttentionScratch); empty = one workgroup per row
 };
+// Key chunks per (head, row) of split decode attention, and its scratch bytes (0: not split).
+constexpr uint32_t kAttentionSplits = 16;
+constexpr int64_t kAttentionSplitMaxRows = 8;
+uint64_t AttentionSplitBytes(int64_t T, int64_t Hq, int64_t dv);
 void RecordAttention(OpContext& c, const AttentionArgs& a);
 
 }  // namespace es::vk

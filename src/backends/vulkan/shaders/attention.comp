@@ -8,6 +8,10 @@
 //   key j = [KA[row(j), kvh*wa ..] , KB[row(j), kvh*wb ..]] (KB optional: MLA's rope part)
 //   value j = V[row(j), kvh*dv ..]; caches are [slot][capacity][width] (KV_F16 or KV_F32)
 //   out[t*o_rs + h*o_hs + d] = Σ_j softmax(scale * q·key_j) value_j[d]
+// SPLIT (decode, few rows): the keys of a row are split into gl_NumWorkGroups.z contiguous
+// chunks, one workgroup each (flash-decoding), so that a handful of heads still fills the GPU;
+// each writes its unnormalised accumulators, running max and sum to part[((t*Hq + h)*S + z)*
+// (dv + 2) ..] and attention_combine.comp merges them.
 #include "common.glsl"
 layout(local_size_x = 128) in;
 const uint WG = 128, MAXC = 8, MAXQ = 1024;
@@ -17,6 +21,9 @@ layout(binding = 2) readonly buffer KB { uint kb[]; };
 layout(binding = 3) readonly buffer V { uint v[]; };
 layout(binding = 4) writeonly buffer O { float o[]; };
 layout(binding = 5) readonly buffer B { int bt[]; };
+#ifdef SPLIT
+layout(binding = 6) writeonly buffer Part { float part[]; };
+#endif
 layout(push_constant) uniform P {
   uint Hq, Hkv, wa, wb, dv, q_rs, q_hs, capacity, a_w, b_w, v_w, slot_off, pos_off, o_rs, o_hs;
   float scale;
@@ -45,10 +52,17 @@ void main() {
   float m = -1.0 / 0.0, l = 0.0;
   float acc[MAXC];
   for (uint c = 0; c < MAXC; ++c) acc[c] = 0.0;
-  for (uint j0 = 0; j0 < n_ctx; j0 += WG) {
+#ifdef SPLIT
+  const uint S = gl_NumWorkGroups.z, z = gl_WorkGroupID.z;
+  const uint chunk = (n_ctx + S - 1u) / S;
+  const uint jbeg = min(n_ctx, z * chunk), jend = min(n_ctx, jbeg + chunk);
+#else
+  const uint jbeg = 0u, jend = n_ctx;
+#endif
+  for (uint j0 = jbeg; j0 < jend; j0 += WG) {
     const uint j = j0 + tid;
     float s = -1.0 / 0.0;
-    if (j < n_ctx) {
+    if (j < jend) {
       float d = 0.0;
       const uint ra = (base + j) * p.a_w + kvh * p.wa;
       for (uint i = 0; i < p.wa; ++i) d += qs[i] * LoadKA(ra + i);
@@ -58,10 +72,10 @@ void main() {
     }
     const float m_new = max(m, WgMax(s));
     const float corr = exp(m - m_new);
-    const float pj = j < n_ctx ? exp(s - m_new) : 0.0;
+    const float pj = j < jend ? exp(s - m_new) : 0.0;
     ps[tid] = pj;
     l = l * corr + WgSum(pj);  // WgSum's barriers also publish ps
-    const uint nt = min(WG, n_ctx - j0);
+    const uint nt = min(WG, jend - j0);
     for (uint c = 0; c < MAXC; ++c) {
       const uint d = tid + WG * c;
       if (d < p.dv) {
@@ -73,8 +87,20 @@ void main() {
     m = m_new;
     barrier();  // ps is rewritten by the next tile
   }
+#ifdef SPLIT
+  const uint pb = ((t * p.Hq + h) * S + z) * (p.dv + 2u);
+  for (uint c = 0; c < MAXC; ++c) {
+    const uint d = tid + WG * c;
+    if (d < p.dv) part[pb + d] = acc[c];
+  }
+  if (tid == 0u) {
+    part[pb + p.dv] = m;   // -inf for an empty chunk
+    part[pb + p.dv + 1u] = l;
+  }
+#else
   for (uint c = 0; c < MAXC; ++c) {
     const uint d = tid + WG * c;
     if (d < p.dv) o[t * p.o_rs + h * p.o_hs + d] = acc[c] / l;
   }
+#endif
 }
