@@ -66,8 +66,8 @@ void Reference(const std::vector<float>& x, int64_t R, int64_t K, const std::vec
   }
 }
 
-const DType kQuantTypes[] = {DType::kQ8_0, DType::kQ4_0, DType::kI4G, DType::kQ4_K,
-                             DType::kQ6_K};
+const DType kQuantTypes[] = {DType::kQ8_0, DType::kQ4_0, DType::kQ4_1, DType::kQ5_0, DType::kQ5_1,
+                             DType::kI4G,  DType::kQ4_K, DType::kQ5_K, DType::kQ6_K};
 
 class QuantMatMul : public ::testing::TestWithParam<DType> {};
 
@@ -226,7 +226,10 @@ TEST(CpuMatMulQuant, Supports) {
   EXPECT_TRUE(cpu::MatMulSupports(DType::kI4G));
   EXPECT_TRUE(cpu::MatMulSupports(DType::kQ4_K));
   EXPECT_TRUE(cpu::MatMulSupports(DType::kQ6_K));
-  EXPECT_FALSE(cpu::MatMulSupports(DType::kQ4_1));
+  EXPECT_TRUE(cpu::MatMulSupports(DType::kQ4_1));
+  EXPECT_TRUE(cpu::MatMulSupports(DType::kQ5_0));
+  EXPECT_TRUE(cpu::MatMulSupports(DType::kQ5_1));
+  EXPECT_TRUE(cpu::MatMulSupports(DType::kQ5_K));
   EXPECT_FALSE(cpu::MatMulSupports(DType::kQ8_K));
 }
 

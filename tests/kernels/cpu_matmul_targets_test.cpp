@@ -52,7 +52,8 @@ TEST(CpuMatMulTargets, EveryTargetIsAccurateAndBatchInvariant) {
     ForcedTarget forced(target);
     EXPECT_EQ(std::string(cpu::SimdTargetName()), hwy::TargetName(target));
     for (DType type : {DType::kF32, DType::kF16, DType::kBF16, DType::kQ8_0, DType::kQ4_0,
-                       DType::kI4G, DType::kQ4_K, DType::kQ6_K}) {
+                       DType::kQ4_1, DType::kQ5_0, DType::kQ5_1, DType::kI4G, DType::kQ4_K,
+                       DType::kQ5_K, DType::kQ6_K}) {
       std::vector<uint8_t> w;
       std::vector<float> wv;
       MakeWeights(type, N, K, &w, &wv);

@@ -1,6 +1,6 @@
 // SIMD bodies of the block-quantized CPU matmul, compiled per target by matmul.cpp: weights
-// Q8_0, Q4_0, Q4_K, Q6_K (llama.cpp layouts) and I4G (edgeseek), include/edgeseek/quant/blocks.h,
-// × f32 activations.
+// Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, Q4_K, Q5_K, Q6_K (llama.cpp layouts) and I4G (edgeseek),
+// include/edgeseek/quant/blocks.h, × f32 activations.
 //
 // Activations. Each row is quantized once per call, per group of 32, to int8 with an f32 scale
 // (dx = absmax / 127, q = round-to-nearest-even(x / dx)), keeping dx·Σq per group for the
@@ -11,7 +11,9 @@
 // decoded to 32 int8 quants q, two int16 scales (sA for elements 0..15, sB for 16..31), a float
 // multiplier fd and a float minimum fm:
 //   Q8_0, Q4_0 (q - 8), I4G (q - 8):  sA = sB = 1,          fd = d,  fm = 0
-//   Q4_K:                             sA = sB = sc[g],      fd = d,  fm = dmin · mn[g]
+//   Q5_0 (q - 16):                    sA = sB = 1,          fd = d,  fm = 0
+//   Q4_1, Q5_1 (q unsigned):          sA = sB = 1,          fd = d,  fm = −m   (x = d·q + m)
+//   Q4_K, Q5_K:                       sA = sB = sc[g],      fd = d,  fm = dmin · mn[g]
 //   Q6_K (q - 32):                    sA, sB = scales[2g], scales[2g+1], fd = d, fm = 0
 // so that  Σ_{j<32} w_j x_j ≈ fd · dx · (sA Σ_{j<16} q_j qx_j + sB Σ_{j>=16} q_j qx_j)
 //                                − fm · dx Σ_j qx_j.
@@ -37,7 +39,8 @@
 namespace es::cpu {
 
 inline bool QuantMatMulSupports(DType t) {
-  return t == DType::kQ8_0 || t == DType::kQ4_0 || t == DType::kI4G || t == DType::kQ4_K ||
+  return t == DType::kQ8_0 || t == DType::kQ4_0 || t == DType::kQ4_1 || t == DType::kQ5_0 ||
+         t == DType::kQ5_1 || t == DType::kI4G || t == DType::kQ4_K || t == DType::kQ5_K ||
          t == DType::kQ6_K;
 }
 
@@ -133,6 +136,35 @@ struct QuantTraits<BlockQ6_K> {
   static constexpr int kGroups = kQKK / kQK;
   static constexpr bool kMins = false;
 };
+template <>
+struct QuantTraits<BlockQ4_1> {
+  static constexpr int kGroups = 1;
+  static constexpr bool kMins = true;
+};
+template <>
+struct QuantTraits<BlockQ5_0> {
+  static constexpr int kGroups = 1;
+  static constexpr bool kMins = false;
+};
+template <>
+struct QuantTraits<BlockQ5_1> {
+  static constexpr int kGroups = 1;
+  static constexpr bool kMins = true;
+};
+template <>
+struct QuantTraits<BlockQ5_K> {
+  static constexpr int kGroups = kQKK / kQK;
+  static constexpr bool kMins = true;
+};
+
+// Types whose group quants are never negative: they go into maddubs unsigned directly.
+template <class Block>
+inline constexpr bool kUnsignedQuants =
+    std::is_same_v<Block, BlockQ4_K> || std::is_same_v<Block, BlockQ5_K> ||
+    std::is_same_v<Block, BlockQ4_1> || std::is_same_v<Block, BlockQ5_1>;
+// Types with one int16 sub-scale per group of 32 (K-quants with 6-bit scales).
+template <class Block>
+inline constexpr bool kGroupScale = std::is_same_v<Block, BlockQ4_K> || std::is_same_v<Block, BlockQ5_K>;
 
 HWY_INLINE float HalfToF32(uint16_t h) {
 #if ES_QUANT_X86
@@ -168,7 +200,24 @@ HWY_INLINE void DecodeScalars(const BlockI4G& b, BlockScalars<BlockI4G>* s) {
     s->fm[g] = 0.0f;
   }
 }
-HWY_INLINE void DecodeScalars(const BlockQ4_K& b, BlockScalars<BlockQ4_K>* s) {
+HWY_INLINE void DecodeScalars(const BlockQ4_1& b, BlockScalars<BlockQ4_1>* s) {
+  s->fd = HalfToF32(b.d);
+  s->sa[0] = s->sb[0] = 1;
+  s->fm[0] = -HalfToF32(b.m);
+}
+HWY_INLINE void DecodeScalars(const BlockQ5_0& b, BlockScalars<BlockQ5_0>* s) {
+  s->fd = HalfToF32(b.d);
+  s->sa[0] = s->sb[0] = 1;
+  s->fm[0] = 0.0f;
+}
+HWY_INLINE void DecodeScalars(const BlockQ5_1& b, BlockScalars<BlockQ5_1>* s) {
+  s->fd = HalfToF32(b.d);
+  s->sa[0] = s->sb[0] = 1;
+  s->fm[0] = -HalfToF32(b.m);
+}
+// Q4_K and Q5_K share the 6-bit scale/min packing.
+template <class BlockK>
+HWY_INLINE void DecodeScalarsK(const BlockK& b, BlockScalars<BlockK>* s) {
   s->fd = HalfToF32(b.d);
   const float dmin = HalfToF32(b.dmin);
   // 6-bit scales and mins as UnpackScaleMinK4 (src/quant) unpacks them, inlined here.
@@ -182,6 +231,8 @@ HWY_INLINE void DecodeScalars(const BlockQ4_K& b, BlockScalars<BlockQ4_K>* s) {
     s->fm[g] = dmin * float((q[g + 4] >> 4) | ((q[g] >> 6) << 4));
   }
 }
+HWY_INLINE void DecodeScalars(const BlockQ4_K& b, BlockScalars<BlockQ4_K>* s) { DecodeScalarsK(b, s); }
+HWY_INLINE void DecodeScalars(const BlockQ5_K& b, BlockScalars<BlockQ5_K>* s) { DecodeScalarsK(b, s); }
 HWY_INLINE void DecodeScalars(const BlockQ6_K& b, BlockScalars<BlockQ6_K>* s) {
   s->fd = HalfToF32(b.d);
   // Group g = 4h + gg covers elements 128h + 32gg ..; its halves use scales[8h + 2gg (+1)].
@@ -222,6 +273,39 @@ HWY_INLINE __m256i GroupQuants(const BlockI4G& b, int g) {
       _mm256_set_m128i(_mm_unpackhi_epi8(lo, hi), _mm_unpacklo_epi8(lo, hi)),
       _mm256_set1_epi8(8));
 }
+// Q4_1: as Q4_0 without the offset (0..15).
+HWY_INLINE __m256i GroupQuants(const BlockQ4_1& b, int) {
+  const __m128i v = _mm_loadu_si128(reinterpret_cast<const __m128i*>(b.qs));
+  return _mm256_and_si256(_mm256_set_m128i(_mm_srli_epi16(v, 4), v), _mm256_set1_epi8(0x0F));
+}
+// The 32 bits of qh as 32 bytes, 0x10 where the bit is set (byte j <- bit j).
+HWY_INLINE __m256i FifthBits(const uint8_t* qh4) {
+  uint32_t qh;
+  std::memcpy(&qh, qh4, 4);
+  const __m256i spread = _mm256_shuffle_epi8(
+      _mm256_set1_epi32(int(qh)), _mm256_setr_epi8(0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1,
+                                                   2, 2, 2, 2, 2, 2, 2, 2, 3, 3, 3, 3, 3, 3, 3, 3));
+  const __m256i bit = _mm256_set1_epi64x(int64_t(0x8040201008040201ull));
+  return _mm256_and_si256(_mm256_cmpeq_epi8(_mm256_and_si256(spread, bit), bit), _mm256_set1_epi8(0x10));
+}
+// Q5_1: Q4_1's nibbles | fifth bit (0..31); Q5_0: the same minus 16.
+HWY_INLINE __m256i GroupQuants(const BlockQ5_1& b, int) {
+  const __m128i v = _mm_loadu_si128(reinterpret_cast<const __m128i*>(b.qs));
+  const __m256i lo = _mm256_and_si256(_mm256_set_m128i(_mm_srli_epi16(v, 4), v), _mm256_set1_epi8(0x0F));
+  return _mm256_or_si256(lo, FifthBits(b.qh));
+}
+HWY_INLINE __m256i GroupQuants(const BlockQ5_0& b, int) {
+  const __m128i v = _mm_loadu_si128(reinterpret_cast<const __m128i*>(b.qs));
+  const __m256i lo = _mm256_and_si256(_mm256_set_m128i(_mm_srli_epi16(v, 4), v), _mm256_set1_epi8(0x0F));
+  return _mm256_sub_epi8(_mm256_or_si256(lo, FifthBits(b.qh)), _mm256_set1_epi8(16));
+}
+// Q5_K: Q4_K's nibbles | bit g of qh[l] as bit 4.
+HWY_INLINE __m256i GroupQuants(const BlockQ5_K& b, int g) {
+  const __m256i v = LoadU256(b.qs + 32 * (g / 2));
+  const __m256i lo = (g & 1) ? HighNibbles(v) : LowNibbles(v);
+  const __m256i h = _mm256_srl_epi16(LoadU256(b.qh), _mm_cvtsi32_si128(g));
+  return _mm256_or_si256(lo, _mm256_slli_epi16(_mm256_and_si256(h, _mm256_set1_epi8(1)), 4));
+}
 // Q4_K: 64-chunk c = g/2 holds group 2c in the low nibbles of qs[32c..], 2c+1 in the high ones.
 HWY_INLINE __m256i GroupQuants(const BlockQ4_K& b, int g) {
   const __m256i v = LoadU256(b.qs + 32 * (g / 2));
@@ -253,7 +337,7 @@ template <class Block>
 HWY_INLINE __m256i ScaleVector(int16_t sa, int16_t sb) {
   if constexpr (std::is_same_v<Block, BlockQ6_K>) {
     return _mm256_set_m128i(_mm_set1_epi16(sb), _mm_set1_epi16(sa));
-  } else if constexpr (std::is_same_v<Block, BlockQ4_K>) {
+  } else if constexpr (kGroupScale<Block>) {
     return _mm256_set1_epi16(sa);
   } else {
     return _mm256_set1_epi16(1);
@@ -267,7 +351,7 @@ HWY_INLINE __m256i ScaleVector(int16_t sa, int16_t sb) {
 template <class Block>
 HWY_INLINE __m256 GroupDotGemv(const Block& blk, int g, __m256i x, const int32_t* x8,
                                __m256i scales16) {
-  if constexpr (std::is_same_v<Block, BlockQ4_K>) {
+  if constexpr (kUnsignedQuants<Block>) {
     return _mm256_cvtepi32_ps(
         _mm256_madd_epi16(_mm256_maddubs_epi16(GroupQuants(blk, g), x), scales16));
   } else if constexpr (std::is_same_v<Block, BlockQ4_0>) {
@@ -308,6 +392,33 @@ HWY_INLINE void GroupQuantsScalar(const BlockI4G& b, int g, int8_t* q) {
 HWY_INLINE void GroupQuantsScalar(const BlockQ4_K& b, int g, int8_t* q) {
   const uint8_t* v = b.qs + 32 * (g / 2);
   for (int j = 0; j < 32; ++j) q[j] = int8_t((g & 1) ? (v[j] >> 4) : (v[j] & 0x0F));
+}
+HWY_INLINE void GroupQuantsScalar(const BlockQ4_1& b, int, int8_t* q) {
+  for (int j = 0; j < 16; ++j) {
+    q[j] = int8_t(b.qs[j] & 0x0F);
+    q[j + 16] = int8_t(b.qs[j] >> 4);
+  }
+}
+HWY_INLINE void GroupQuantsScalar(const BlockQ5_1& b, int, int8_t* q) {
+  uint32_t qh;
+  std::memcpy(&qh, b.qh, 4);
+  for (int j = 0; j < 16; ++j) {
+    q[j] = int8_t((b.qs[j] & 0x0F) | (((qh >> j) & 1) << 4));
+    q[j + 16] = int8_t((b.qs[j] >> 4) | (((qh >> (j + 16)) & 1) << 4));
+  }
+}
+HWY_INLINE void GroupQuantsScalar(const BlockQ5_0& b, int, int8_t* q) {
+  uint32_t qh;
+  std::memcpy(&qh, b.qh, 4);
+  for (int j = 0; j < 16; ++j) {
+    q[j] = int8_t(((b.qs[j] & 0x0F) | (((qh >> j) & 1) << 4)) - 16);
+    q[j + 16] = int8_t(((b.qs[j] >> 4) | (((qh >> (j + 16)) & 1) << 4)) - 16);
+  }
+}
+HWY_INLINE void GroupQuantsScalar(const BlockQ5_K& b, int g, int8_t* q) {
+  const uint8_t* v = b.qs + 32 * (g / 2);
+  for (int j = 0; j < 32; ++j)
+    q[j] = int8_t(((g & 1) ? (v[j] >> 4) : (v[j] & 0x0F)) | (((b.qh[j] >> g) & 1) << 4));
 }
 HWY_INLINE void GroupQuantsScalar(const BlockQ6_K& b, int g, int8_t* q) {
   const int h = g / 4, gg = g % 4;
@@ -575,6 +686,14 @@ inline void QuantMatMul(const float* x, int64_t R, int64_t K, const void* w, DTy
       return QuantMatMulT(x, r, k, static_cast<const BlockQ4_K*>(w), n, bias, y, l, pool);
     case DType::kQ6_K:
       return QuantMatMulT(x, r, k, static_cast<const BlockQ6_K*>(w), n, bias, y, l, pool);
+    case DType::kQ4_1:
+      return QuantMatMulT(x, r, k, static_cast<const BlockQ4_1*>(w), n, bias, y, l, pool);
+    case DType::kQ5_0:
+      return QuantMatMulT(x, r, k, static_cast<const BlockQ5_0*>(w), n, bias, y, l, pool);
+    case DType::kQ5_1:
+      return QuantMatMulT(x, r, k, static_cast<const BlockQ5_1*>(w), n, bias, y, l, pool);
+    case DType::kQ5_K:
+      return QuantMatMulT(x, r, k, static_cast<const BlockQ5_K*>(w), n, bias, y, l, pool);
     default:
       Fail("MatMul: weight type ", Name(wtype), " is not supported by the CPU kernels");
   }
