@@ -2,6 +2,8 @@
 
 #include "edgeseek/backends/backend.h"
 #include "edgeseek/core/error.h"
+#include "edgeseek/formats/quant_policy.h"
+#include "edgeseek/runtime/convert.h"
 
 namespace es::tools {
 
@@ -9,7 +11,11 @@ void ModelArgs::Add(CLI::App& app, bool allow_synthetic) {
   app.add_option("-m,--model", model, "Hugging Face model folder");
   if (allow_synthetic) {
     app.add_option("--synthetic", synthetic, "built-in preset name or config.json: random weights");
-    app.add_option("--dtype", dtype, "weight type of synthetic models (bf16, f16, f32)");
+    app.add_option("--dtype", dtype,
+                   "weight type: bf16, f16, f32 (synthetic weights) or a quantization preset/type (q8_0, q4_0, "
+                   "q4_k_m, i4g, q4_k, q6_k, ...: matmul weights quantized at load, also for -m FOLDER)");
+  } else {
+    app.add_option("--dtype", dtype, "quantize the matmul weights at load (q8_0, q4_0, q4_k_m, i4g, q6_k, ...)");
   }
   app.add_option("--tokenizer", tokenizer, "tokenizer folder or tokenizer.json (for synthetic models)");
   app.add_option("--backend", backend, "cpu or vulkan");
@@ -21,18 +27,34 @@ void ModelArgs::Add(CLI::App& app, bool allow_synthetic) {
 }
 
 std::shared_ptr<Model> ModelArgs::Load() const {
+  // A dense --dtype is the type of synthetic weights; anything else names a quantization policy
+  // applied at load (src/runtime/convert.cpp) to synthetic weights (made in bf16) or a folder's.
+  bool dense = dtype.empty();
+  if (!dense) {
+    try {
+      const DType t = ParseDType(dtype);
+      dense = t == DType::kF32 || t == DType::kF16 || t == DType::kBF16;
+    } catch (const Error&) {
+    }
+  }
+  std::shared_ptr<Model> m;
   if (!synthetic.empty()) {
     LoadOptions lo;
     lo.synthetic = synthetic;
     lo.seed = seed;
-    lo.synthetic_dtype = ParseDType(dtype);
+    lo.synthetic_dtype = dense && !dtype.empty() ? ParseDType(dtype) : DType::kBF16;
     lo.tokenizer = tokenizer;
-    return Model::Synthetic(synthetic, lo);
+    m = Model::Synthetic(synthetic, lo);
+  } else {
+    ES_CHECK(!model.empty(), "no model given: pass -m PATH or --synthetic NAME");
+    LoadOptions lo;
+    lo.tokenizer = tokenizer;
+    m = Model::Load(model, lo);
   }
-  ES_CHECK(!model.empty(), "no model given: pass -m PATH or --synthetic NAME");
-  LoadOptions lo;
-  lo.tokenizer = tokenizer;
-  return Model::Load(model, lo);
+  // Folders: any explicit --dtype converts the matmul weights (f16 included); synthetic models
+  // were made in a dense --dtype already.
+  if (!dtype.empty() && (!dense || synthetic.empty())) QuantizeModelWeights(*m, BuiltinQuantPolicy(dtype), threads);
+  return m;
 }
 
 std::unique_ptr<Runner> ModelArgs::MakeRunner(std::shared_ptr<Model> m, int n_slots) const {

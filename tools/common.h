@@ -18,7 +18,7 @@ struct ModelArgs {
   std::string synthetic;
   std::string backend = "cpu";
   std::string device;
-  std::string dtype = "bf16";  // synthetic weights
+  std::string dtype;  // empty: bf16 synthetic weights, a folder's own types; else see Add()
   std::string tokenizer;
   int threads = 0;
   int context = 0;

@@ -73,7 +73,7 @@ QuantizeAtLoadStats QuantizeModelWeights(Model& m, const QuantPolicy& policy, in
     const std::string& n = g->gguf_name;
     const bool keep = n == TensorName(kTensorTokenEmbd) || n.find("." + std::string(kTensorAttnKvB) + ".") != std::string::npos;
     const DType type = ChooseType(policy, n, t->shape, t->dtype);
-    if (keep || !IsQuantized(type) || type == t->dtype || !CanQuantize(t->dtype)) {
+    if (keep || type == t->dtype || !CanQuantize(type) || !CanQuantize(t->dtype)) {
       ++st.kept;
       continue;
     }

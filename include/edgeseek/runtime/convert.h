@@ -33,13 +33,13 @@ GgufQuantizeStats ConvertHfToGguf(const std::string& hf_dir, const std::string& 
 
 struct QuantizeAtLoadStats {
   size_t quantized = 0;     // tensors replaced
-  size_t kept = 0;          // matmul weights left as they were (embeddings, MLA kv_b, dense targets)
+  size_t kept = 0;          // 2-D weights left as they were (embedding, MLA kv_b, type unchanged)
   uint64_t bytes_before = 0, bytes_after = 0;  // of the replaced tensors
 };
 
 // Replaces the matmul weights of `m` (a model made by Model::Load from a folder or by
 // Model::Synthetic) by quantized copies: each weight's GGUF name and shape go through
-// ChooseType; only block-quantized targets are applied. Kept as they were: the token embedding
+// ChooseType (dense targets too: `--dtype f16` on an f32 folder). Kept as they were: the token embedding
 // (a row lookup, not a matmul), 1-D tensors, and MLA's kv_b (the absorbed weights are derived
 // from it element by element). Deterministic; rows spread over `threads` (<= 0: all).
 QuantizeAtLoadStats QuantizeModelWeights(Model& m, const QuantPolicy& policy, int threads = 0);
