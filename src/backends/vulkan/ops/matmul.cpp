@@ -24,7 +24,9 @@ void RecordHeadGemv(OpContext& c, BufRange x, int64_t R, int64_t H, int64_t N, i
                     int64_t y_rs, int64_t y_hs, int64_t y_off) {
   ES_CHECK(w.chunks.size() == 1, "vulkan: per-head weight is split into chunks (too large)");
   const GemvShape gs = GemvFor(c.dev);
-  const bool vec = K % 8 == 0;
+  const bool vec = K % 8 == 0 && x_rs % 4 == 0 && x_hs % 4 == 0 && x_off % 4 == 0;
+  ES_CHECK(vec || !IsQuantized(w.dtype), "vulkan: quantized per-head weight '", c.n.name,
+           "' needs 4-aligned activation offsets");
   Dispatch& d = c.Add(std::string("matmul_gemv_") + TypeSuffix(w.dtype) + (vec ? "_vec" : ""),
                       {1, 1, 1, 1}, {gs.wg, gs.rows});
   d.bindings = {{Range(w.chunks[0].alloc)}, {x}, {x}, {y}};

@@ -5,7 +5,7 @@
 //                                         (+ bias[n0 + n])
 // A workgroup computes ROWS outputs n for up to RB batch rows r; TPR = WG / ROWS invocations
 // share one output (a multiple of the subgroup size, chosen by the host), reduced with
-// subgroupAdd and one shared-memory step. VEC reads 8 weights per load (K % 8 == 0).
+// subgroupAdd and one shared-memory step. VEC reads 8 weights per load and x as vec4 (K % 8 == 0, x offsets and strides % 4 == 0).
 #include "common.glsl"
 layout(local_size_x_id = 0) in;
 layout(constant_id = 0) const uint WG = 128;
@@ -20,7 +20,11 @@ layout(binding = 0) readonly buffer W { uvec4 wq[]; };
 layout(binding = 0) readonly buffer W { uint w[]; };
 #define WORD(i) w[i]
 #endif
+#ifdef VEC
+layout(binding = 1) readonly buffer X { vec4 x4[]; };  // x offsets and strides % 4 == 0
+#else
 layout(binding = 1) readonly buffer X { float x[]; };
+#endif
 layout(binding = 2) readonly buffer Bias { float bias[]; };
 layout(binding = 3) writeonly buffer Y { float y[]; };
 layout(push_constant) uniform P {
@@ -42,15 +46,31 @@ void main() {
     const uint wrow = (h * p.N + n) * p.K;
     const uint xb = r0 * p.x_rs + h * p.x_hs + p.x_off;
 #ifdef VEC
-    for (uint q = lane; q < p.K / 8u; q += TPR) {
+    // Two groups of 8 weights in flight per invocation; x read as vec4.
+    const uint nq = p.K / 8u;
+    uint q = lane;
+    for (; q + TPR < nq; q += 2u * TPR) {
+      float v[8], u[8];
+      wload8(wrow / 8u + q, v);
+      wload8(wrow / 8u + q + TPR, u);
+      for (uint r = 0; r < RB; ++r) {
+        if (r < nr) {
+          const uint xo = (xb + r * p.x_rs) / 4u;
+          const vec4 a0 = x4[xo + 2u * q], a1 = x4[xo + 2u * q + 1u];
+          const vec4 b0 = x4[xo + 2u * (q + TPR)], b1 = x4[xo + 2u * (q + TPR) + 1u];
+          acc[r] += dot(vec4(v[0], v[1], v[2], v[3]), a0) + dot(vec4(v[4], v[5], v[6], v[7]), a1) +
+                    dot(vec4(u[0], u[1], u[2], u[3]), b0) + dot(vec4(u[4], u[5], u[6], u[7]), b1);
+        }
+      }
+    }
+    if (q < nq) {
       float v[8];
       wload8(wrow / 8u + q, v);
       for (uint r = 0; r < RB; ++r) {
         if (r < nr) {
-          const uint xo = xb + r * p.x_rs + q * 8u;
-          float s = 0.0;
-          for (uint j = 0; j < 8u; ++j) s += v[j] * x[xo + j];
-          acc[r] += s;
+          const uint xo = (xb + r * p.x_rs) / 4u;
+          acc[r] += dot(vec4(v[0], v[1], v[2], v[3]), x4[xo + 2u * q]) +
+                    dot(vec4(v[4], v[5], v[6], v[7]), x4[xo + 2u * q + 1u]);
         }
       }
     }
