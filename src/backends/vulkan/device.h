@@ -45,6 +45,9 @@ class Device {
   // where the device has one (ES_VK_F16_ACT=1, or VulkanTuning::f16_act).
   bool f16_math() const { return f16_math_; }
   void set_f16_math(bool on) { f16_math_ = on; }
+  // Rows per cooperative-matrix GEMM tile: 64 or 128; 0 = by the number of tiles (matmul.cpp).
+  uint32_t gemm_bm() const { return gemm_bm_; }
+  void set_gemm_bm(uint32_t bm) { gemm_bm_ = bm; }
 
   // Records with `fn` into a one-time command buffer, submits and waits.
   template <class Fn>
@@ -72,6 +75,7 @@ class Device {
   uint32_t timestamp_valid_bits_ = 0;
   uint32_t coopmat_n_ = 0;
   bool f16_math_ = false;
+  uint32_t gemm_bm_ = 0;
 };
 
 }  // namespace es::vk

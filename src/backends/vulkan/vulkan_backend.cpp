@@ -90,6 +90,10 @@ VulkanBackend::VulkanBackend(const BackendOptions& opts, const VulkanTuning& tun
   } else if (const char* e = std::getenv("ES_VK_F16_ACT")) {
     dev_->set_f16_math(std::string(e) == "1");
   }
+  int bm = tuning.gemm_bm;
+  if (bm < 0) bm = std::getenv("ES_VK_GEMM_BM") ? std::atoi(std::getenv("ES_VK_GEMM_BM")) : 0;
+  ES_CHECK(bm == 0 || bm == 64 || bm == 128, "vulkan: GEMM tile rows must be 64 or 128, got ", bm);
+  dev_->set_gemm_bm(uint32_t(bm));
   pipes_ = std::make_unique<PipelineCache>(*dev_);
   weight_pool_ = std::make_unique<MemoryPool>(*dev_, MemoryPool::Kind::kDevice, "weights", tuning.weights);
   act_pool_ = std::make_unique<MemoryPool>(*dev_, MemoryPool::Kind::kDevice, "activations", tuning.activations);

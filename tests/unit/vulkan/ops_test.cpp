@@ -121,29 +121,33 @@ TEST_F(VulkanOps, MatMulGemvAndGemmOverTypes) {
 // runs and must stay exact. Sizes cross every tile edge (128 rows / columns, 32 K steps), K not
 // a multiple of 8 falls back to the plain GEMM, and a bias and split weights are covered.
 TEST_F(VulkanOps, MatMulF16MathGemmOverTypesAndEdges) {
-  vk::VulkanTuning t;
-  t.f16_act = 1;
-  auto be = MakeVulkan(t);
-  const bool cm = be->device().coopmat_n() != 0;
-  EXPECT_NE(be->description().find(cm ? "in use" : ""), std::string::npos) << be->description();
-  const MatCase cases[] = {{9, 16, 7, DType::kF16, true},      {130, 264, 257, DType::kF16, false},
-                           {200, 96, 130, DType::kBF16, true},  {129, 1000, 33, DType::kF32, false},
-                           {64, 37, 40, DType::kF16, true},    {300, 512, 384, DType::kF16, true}};
-  for (const auto& c : cases) {
-    const bool uses_cm = cm && c.K % 8 == 0;
-    Tensor X = RandomTensor("x", DType::kF32, {c.R, c.K}, 14);
-    Tensor W = RandomTensor("w", c.dt, {c.N, c.K}, 15, 0.5f);
-    Tensor B = RandomTensor("b", DType::kF32, {c.N}, 16);
-    Graph g;
-    const int x = Input(g, X, c.R);
-    std::vector<int> src = {x, g.AddWeight(W)};
-    if (c.bias) src.push_back(g.AddWeight(B));
-    g.Add(Make(Op::kMatMul, "mm", src, {c.R, c.N}));
-    ExpectClose(RunGraph(*be, g, RowsBatch(c.R)), RefMatMul(X, W, c.bias ? &B : nullptr, c.R),
-                uses_cm ? 2e-3 : kTol,
-                std::string(uses_cm ? "coopmat " : "plain ") + "gemm R=" + std::to_string(c.R) +
-                    " K=" + std::to_string(c.K) + " N=" + std::to_string(c.N) + " " +
-                    std::string(Name(c.dt)));
+  for (int bm : {64, 128}) {
+    vk::VulkanTuning t;
+    t.f16_act = 1;
+    t.gemm_bm = bm;
+    auto be = MakeVulkan(t);
+    const bool cm = be->device().coopmat_n() != 0;
+    EXPECT_NE(be->description().find(cm ? "in use" : ""), std::string::npos) << be->description();
+    const MatCase cases[] = {{9, 16, 7, DType::kF16, true},      {130, 264, 257, DType::kF16, false},
+                             {200, 96, 130, DType::kBF16, true},  {129, 1000, 33, DType::kF32, false},
+                             {64, 37, 40, DType::kF16, true},    {300, 512, 384, DType::kF16, true}};
+    for (const auto& c : cases) {
+      const bool uses_cm = cm && c.K % 8 == 0;
+      Tensor X = RandomTensor("x", DType::kF32, {c.R, c.K}, 14);
+      Tensor W = RandomTensor("w", c.dt, {c.N, c.K}, 15, 0.5f);
+      Tensor B = RandomTensor("b", DType::kF32, {c.N}, 16);
+      Graph g;
+      const int x = Input(g, X, c.R);
+      std::vector<int> src = {x, g.AddWeight(W)};
+      if (c.bias) src.push_back(g.AddWeight(B));
+      g.Add(Make(Op::kMatMul, "mm", src, {c.R, c.N}));
+      ExpectClose(RunGraph(*be, g, RowsBatch(c.R)), RefMatMul(X, W, c.bias ? &B : nullptr, c.R),
+                  uses_cm ? 2e-3 : kTol,
+                  std::string(uses_cm ? "coopmat " : "plain ") + "gemm BM=" + std::to_string(bm) +
+                      " R=" + std::to_string(c.R) +
+                      " K=" + std::to_string(c.K) + " N=" + std::to_string(c.N) + " " +
+                      std::string(Name(c.dt)));
+    }
   }
 }
 

@@ -12,7 +12,8 @@ struct GemmPush {
   uint32_t K, N, R, n0, y_rs, has_bias;
 };
 constexpr int64_t kGemvMaxRows = 8;
-constexpr uint32_t kGemmTile = 128;  // BM = BN of matmul_gemm.comp and matmul_gemm_cm.comp
+constexpr uint32_t kGemmTile = 128;  // BM = BN of matmul_gemm.comp, BN of matmul_gemm_cm.comp
+constexpr uint64_t kCoopmatBigTiles = 512;  // 128-row tiles from this many (4 per SM on an H200)
 }  // namespace
 
 bool UseCoopmat(const Device& dev, int64_t K) {
@@ -57,15 +58,18 @@ void RecordMatMul(OpContext& c, BufRange x, int64_t R, int64_t K, const DeviceWe
       d.groups[0] = (N + gs.rows - 1) / gs.rows;
       d.groups[2] = uint32_t((R + kGemvMaxRows - 1) / kGemvMaxRows);
     } else if (UseCoopmat(c.dev, K)) {
-      // Tensor cores: f16 tiles, f32 accumulators (matmul_gemm_cm.comp); 128 x 128 tiles.
+      // Tensor cores: f16 tiles, f32 accumulators (matmul_gemm_cm.comp); BM x 128 tiles, BM =
+      // 64 unless 128-row tiles already give enough workgroups to fill a large GPU.
+      const uint64_t tiles128 = uint64_t((R + 127) / 128) * ((N + 127) / 128);
+      const uint32_t bm = c.dev.gemm_bm() ? c.dev.gemm_bm() : (tiles128 >= kCoopmatBigTiles ? 128 : 64);
       Dispatch& d = c.Add(std::string("matmul_gemm_cm_") + TypeSuffix(w.dtype) + "_n" +
-                              std::to_string(c.dev.coopmat_n()),
+                              std::to_string(c.dev.coopmat_n()) + (bm == 64 ? "_m64" : ""),
                           {1, 1, 1, 1});
       d.bindings = {{Range(ch.alloc)}, {x}, {bias ? *bias : x}, {y}};
       d.writes = {3};
       d.Push(GemmPush{uint32_t(K), N, uint32_t(R), uint32_t(ch.row0), uint32_t(y_rs), bias ? 1u : 0u});
       d.groups[0] = (N + kGemmTile - 1) / kGemmTile;
-      d.groups[1] = uint32_t((R + kGemmTile - 1) / kGemmTile);
+      d.groups[1] = uint32_t((R + bm - 1) / bm);
     } else {
       Dispatch& d = c.Add(std::string("matmul_gemm_") + TypeSuffix(w.dtype), {1, 1, 1, 1});
       d.bindings = {{Range(ch.alloc)}, {x}, {bias ? *bias : x}, {y}};

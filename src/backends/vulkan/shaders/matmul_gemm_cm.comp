@@ -4,9 +4,10 @@
 //   x: [R, K] f32 (converted to f16 on load); W: [N, K] of the weight type (this chunk; f16 as
 //   is, bf16 and f32 converted to f16 on load); y: f32, row stride y_rs. K % 8 == 0 (host-checked).
 // Workgroup of 256 invocations = 8 subgroups of 32 (host-checked subgroup size); output tile of
-// BM x BN = 128 x 128, subgroups laid out 2 (rows) x 4 (columns), each owning 64 x 32 of the
-// tile as (64 / CM) x (32 / CN) f32 accumulators of CM x CN (CM = 16, CN = 16 or 8 by the
-// device's cooperative-matrix shapes, CK = 16). K goes in steps of BK = 32 through f16 tiles in
+// BM x BN = (128 or 64, define BM) x 128, subgroups laid out 2 (rows) x 4 (columns), each owning
+// BM/2 x 32 of the tile as (BM/2 / CM) x (32 / CN) f32 accumulators of CM x CN (CM = 16, CN = 16
+// or 8 by the device's cooperative-matrix shapes, CK = 16). BM = 64 doubles the workgroups of
+// prefill-sized products (512 rows x 3584 columns is only 112 tiles of 128 x 128). K goes in steps of BK = 32 through f16 tiles in
 // shared memory; the next step's global loads are held in registers while the current step
 // multiplies. Results go through a small per-subgroup f32 staging tile so that partial tiles at
 // the edges of R and N (any size) and the bias are handled per element.
@@ -25,9 +26,12 @@ layout(push_constant) uniform P { uint K, N, R, n0, y_rs, has_bias; } p;
 #define CN 16
 #endif
 const uint CM = 16, CK = 16;
-const uint BM = 128, BN = 128, BK = 32;
+#ifndef BM
+#define BM 128
+#endif
+const uint BN = 128, BK = 32;
 const uint LDS = BK + 8;          // f16 per shared row: 80 bytes, a multiple of 16
-const uint WM = 64, WN = 32;      // per subgroup
+const uint WM = BM / 2, WN = 32;  // per subgroup
 const uint FM = WM / CM, FN = WN / CN;
 // Weight elements per uvec4 and uvec4 loads per invocation per K step.
 #if defined(W_F32)
