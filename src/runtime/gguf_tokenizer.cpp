@@ -10,6 +10,8 @@
 //    tokenizer.json; llama-bpe has ignore_merges (a word found whole in the vocabulary is one token);
 //  - token_type CONTROL -> special added token, USER_DEFINED -> non-special added token.
 // The regexes are those of the published tokenizer.json files (also in llama.cpp's llama-vocab.cpp).
+// Code points that Unicode normalization would rewrite (U+1F7D, U+1FBE, U+1FD3, U+1FDB, U+2126,
+// U+212A) are written as \x{...} escapes so that no editor or tool can silently change them.
 #include <nlohmann/json.hpp>
 #include <unordered_set>
 
@@ -44,7 +46,7 @@ std::vector<std::string> GgufPreTokenizerRegexes(const std::string& pre, const s
   if (pre == "deepseek-llm")
     return {"[\r\n]",
             "\\s?[A-Za-zµÀ-ÖØ-öø-ƺƼ-ƿǄ-ʓʕ-ʯͰ-ͳͶͷͻ-ͽͿΆΈ-ΊΌΎ-ΡΣ-ϵϷ-ҁҊ-ԯԱ-ՖႠ-ჅᎠ-Ᏽᏸ-ᏽᲐ-ᲺᲽ-Ჿᴀ-ᴫᵫ-ᵷᵹ-ᶚḀ-ἕἘ-Ἕἠ-ὅὈ-Ὅὐ-"
-            "ὗὙὛὝὟ-ώᾀ-ᾴᾶ-ᾼιῂ-ῄῆ-ῌῐ-ΐῖ-Ίῠ-Ῥῲ-ῴῶ-ῼℂℇℊ-ℓℕℙ-ℝℤΩℨK-ℭℯ-ℴℹℼ-ℿⅅ-ⅉⅎↃↄⰀ-ⱻⱾ-ⳤⳫ-ⳮⳲⳳꙀ-ꙭꚀ-ꚛꜢ-ꝯꝱ-ꞇꞋ-ꞎꭰ-ꮿﬀ-ﬆﬓ-"
+            "ὗὙὛὝὟ-\\x{1F7D}ᾀ-ᾴᾶ-ᾼ\\x{1FBE}ῂ-ῄῆ-ῌῐ-\\x{1FD3}ῖ-\\x{1FDB}ῠ-Ῥῲ-ῴῶ-ῼℂℇℊ-ℓℕℙ-ℝℤ\\x{2126}ℨ\\x{212A}-ℭℯ-ℴℹℼ-ℿⅅ-ⅉⅎↃↄⰀ-ⱻⱾ-ⳤⳫ-ⳮⳲⳳꙀ-ꙭꚀ-ꚛꜢ-ꝯꝱ-ꞇꞋ-ꞎꭰ-ꮿﬀ-ﬆﬓ-"
             "ﬗＡ-Ｚａ-ｚ𐐀-𐑏𐒰-𐓓𐓘-𐓻𐲀-𐲲𐳀-𐳲𑢠-𑣟𞤀-𞥃]+",
             "\\s?[!-/:-~！-／：-～‘-‟　-。]+", "\\s+$", "[一-龥ࠀ-一가-퟿]+", "\\p{N}+"};
   Fail(where, ": tokenizer.ggml.pre '", pre,
@@ -133,8 +135,24 @@ std::unique_ptr<Tokenizer> GgufTokenizer(const GgufFile& f, std::string* why) {
   if (bos >= 0) config["bos_token"] = tokens[size_t(bos)];
   if (eos >= 0) config["eos_token"] = tokens[size_t(eos)];
   // llama.cpp adds BOS by default for llama-bpe vocabularies; elsewhere only when the key says so.
+  // Llama 3's tokenizer.json adds it by a TemplateProcessing post-processor, i.e. always (also
+  // before a BOS the text already holds, as llama.cpp does); tokenizer_config's add_bos_token
+  // (DeepSeek) adds it only when the ids do not start with it.
   const bool llama3 = pre == "llama-bpe" || pre == "llama3" || pre == "llama-v3";
-  config["add_bos_token"] = f.GetBoolOr(kKeyTokenizerAddBos, llama3);
+  const bool add_bos = f.GetBoolOr(kKeyTokenizerAddBos, llama3) && bos >= 0;
+  if (add_bos && llama3) {
+    const std::string& b = tokens[size_t(bos)];
+    const json bos_item = {{"SpecialToken", {{"id", b}, {"type_id", 0}}}};
+    tj["post_processor"] = {
+        {"type", "TemplateProcessing"},
+        {"single", {bos_item, {{"Sequence", {{"id", "A"}, {"type_id", 0}}}}}},
+        {"pair", {bos_item, {{"Sequence", {{"id", "A"}, {"type_id", 0}}}}, bos_item,
+                  {{"Sequence", {{"id", "B"}, {"type_id", 1}}}}}},
+        {"special_tokens", {{b, {{"id", b}, {"ids", {bos}}, {"tokens", {b}}}}}}};
+    config["add_bos_token"] = false;
+  } else {
+    config["add_bos_token"] = add_bos;
+  }
   config["add_eos_token"] = f.GetBoolOr(kKeyTokenizerAddEos, false);
   if (f.Has(kKeyTokenizerChatTemplate)) config["chat_template"] = f.GetString(kKeyTokenizerChatTemplate);
   try {

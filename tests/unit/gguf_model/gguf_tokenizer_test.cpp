@@ -1,0 +1,117 @@
+// Tokenizers from GGUF metadata: the vocabularies of the real tokenizer.json files in
+// .cache/tokenizers (Qwen3 -> pre "qwen2", Llama 3.1 -> "llama-bpe", DeepSeek-V3 -> "deepseek-v3")
+// written as tokenizer.ggml.* must encode and decode the tokenizer goldens exactly as the
+// tokenizer.json path does (tests/golden/tokenizer/*.jsonl, made by `tokenizers`).
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <nlohmann/json.hpp>
+#include <sstream>
+
+#include "edgeseek/core/error.h"
+#include "edgeseek/formats/gguf.h"
+#include "gguf_model_util.h"
+#include "runtime/gguf_model.h"
+#include "test_util.h"
+
+namespace es {
+namespace {
+
+namespace fs = std::filesystem;
+using nlohmann::json;
+
+struct TokCase {
+  std::string name, pre;
+};
+
+class GgufTokenizerGolden : public ::testing::TestWithParam<TokCase> {};
+
+TEST_P(GgufTokenizerGolden, SameIdsAsTokenizerJson) {
+  const TokCase& p = GetParam();
+  const std::string dir = test::SourceDir() + "/.cache/tokenizers/" + p.name;
+  ASSERT_TRUE(fs::exists(dir + "/tokenizer.json")) << dir << " missing: run scripts/fetch_test_data.sh";
+  const std::string path = test::TempDir() + "/vocab.gguf";
+  GgufWriter w;
+  w.Set(std::string(kKeyGeneralArchitecture), GgufValue::Str("qwen2"));
+  test::SetGgufVocab(w, dir, p.pre);
+  w.WriteFile(path);
+  const auto f = GgufFile::Open(path);
+  std::string why;
+  const auto tok = GgufTokenizer(*f, &why);
+  ASSERT_TRUE(tok) << why;
+  const json meta = json::parse(test::ReadFile(test::SourceDir() + "/tests/golden/tokenizer/meta.json"));
+  const json& m = meta["tokenizers"][p.name];
+  EXPECT_EQ(tok->vocab_size(), m["vocab_size_with_added"].get<int>());
+  if (!m["bos_id"].is_null()) EXPECT_EQ(tok->bos_id(), m["bos_id"].get<int>());
+  EXPECT_EQ(tok->eos_id(), m["eos_id"].get<int>());
+  EXPECT_FALSE(tok->chat_template().empty());
+  std::istringstream lines(test::ReadFile(test::SourceDir() + "/tests/golden/tokenizer/" + p.name + ".jsonl"));
+  std::string line;
+  int n = 0;
+  while (std::getline(lines, line)) {
+    if (line.empty()) continue;
+    const json c = json::parse(line);
+    const std::string text = c["text"].get<std::string>();
+    const auto ids = c["ids"].get<std::vector<int32_t>>();
+    EXPECT_EQ(tok->Encode(text), ids) << p.name << " case " << c["name"];
+    EXPECT_EQ(tok->Encode(text, true), c["ids_special"].get<std::vector<int32_t>>()) << c["name"];
+    EXPECT_EQ(tok->Decode(ids), c["decoded"].get<std::string>()) << c["name"];
+    EXPECT_EQ(tok->Decode(c["ids_special"].get<std::vector<int32_t>>(), true), c["decoded_skip"].get<std::string>())
+        << c["name"];
+    ++n;
+  }
+  EXPECT_GT(n, 50);
+}
+
+INSTANTIATE_TEST_SUITE_P(Real, GgufTokenizerGolden,
+                         ::testing::Values(TokCase{"qwen3", "qwen2"}, TokCase{"llama3_1", "llama-bpe"},
+                                           TokCase{"deepseek_v3", "deepseek-v3"}),
+                         [](const auto& info) { return info.param.name; });
+
+// Every pre-tokenizer name compiles; an unknown one is named in the reason.
+TEST(GgufTokenizer, PreTokenizerNames) {
+  for (const char* pre : {"default", "gpt2", "qwen2", "deepseek-r1-qwen", "llama-bpe", "deepseek-v3", "deepseek-llm"}) {
+    const std::string path = test::TempDir() + "/" + pre + ".gguf";
+    GgufWriter w;
+    w.Set(std::string(kKeyGeneralArchitecture), GgufValue::Str("qwen2"));
+    test::SetGgufVocab(w, test::SourceDir() + "/tests/data/tiny_tokenizer", pre);
+    w.WriteFile(path);
+    std::string why;
+    const auto tok = GgufTokenizer(*GgufFile::Open(path), &why);
+    ASSERT_TRUE(tok) << pre << ": " << why;
+    const std::string text = "Hello world 12345, naïve 東京\n\nok";
+    EXPECT_EQ(tok->Decode(tok->Encode(text)), text) << pre;
+  }
+  EXPECT_EQ(GgufPreTokenizerRegexes("deepseek-v3", "f").size(), 3u);
+  EXPECT_EQ(GgufPreTokenizerRegexes("deepseek-llm", "f").size(), 6u);
+  try {
+    GgufPreTokenizerRegexes("chatglm-bpe", "m.gguf");
+    FAIL() << "expected an error";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("tokenizer.ggml.pre 'chatglm-bpe' is not supported"), std::string::npos)
+        << e.what();
+  }
+}
+
+// The tiny ChatML tokenizer through GGUF gives the ids of its tokenizer.json.
+TEST(GgufTokenizer, TinyTokenizerMatchesJson) {
+  const std::string dir = test::SourceDir() + "/tests/data/tiny_tokenizer";
+  const std::string path = test::TempDir() + "/tiny.gguf";
+  GgufWriter w;
+  w.Set(std::string(kKeyGeneralArchitecture), GgufValue::Str("qwen2"));
+  test::SetGgufVocab(w, dir, "gpt2");
+  w.WriteFile(path);
+  std::string why;
+  const auto g = GgufTokenizer(*GgufFile::Open(path), &why);
+  ASSERT_TRUE(g) << why;
+  const auto j = Tokenizer::Load(dir);
+  for (const std::string text : {"<|im_start|>user\nHello there!<|im_end|>\n", "  spaces   and\ttabs", "", "ü€😀"}) {
+    EXPECT_EQ(g->Encode(text), j->Encode(text)) << text;
+    EXPECT_EQ(g->Decode(g->Encode(text)), text);
+  }
+  EXPECT_EQ(g->eos_id(), j->eos_id());
+  EXPECT_EQ(g->chat_template(), j->chat_template());
+}
+
+}  // namespace
+}  // namespace es
