@@ -13,6 +13,7 @@
 #include "edgeseek/core/thread_pool.h"
 #include "edgeseek/formats/gguf_convert.h"
 #include "edgeseek/formats/gguf_names.h"
+#include "edgeseek/models/arch.h"
 #include "edgeseek/models/config.h"
 #include "edgeseek/quant/blocks.h"
 #include "model_loader.h"
@@ -37,7 +38,16 @@ GgufQuantizeStats ConvertModelToGguf(const Model& m, const std::string& out_path
     }
     src.where = options.config_path;
   }
-  src.tensors = m.weights();
+  // The checkpoint tensors by their names (ExpectedWeights order); m.weights() lists what the
+  // graphs read, which for MLA is the derived absorbed pair instead of kv_b itself. Lookups only
+  // fill the loader's caches (FP8 conversion, fused-expert views), hence the const_cast.
+  auto* ml = const_cast<ModelLoader*>(dynamic_cast<const ModelLoader*>(&m));
+  if (ml) {
+    for (const WeightSpec& w : ExpectedWeights(m.config()))
+      if (const Tensor* t = ml->Lookup(w.name)) src.tensors.push_back(t);
+  } else {
+    src.tensors = m.weights();
+  }
   src.tokenizer_dir = options.tokenizer_dir;
   src.name = m.name();
   return ConvertToGguf(src, out_path, policy, options.quantize);
