@@ -35,7 +35,12 @@ std::vector<Batch> Steps() {
   b.Add(1, 5, {7}, true);
   b.Add(0, 2, {8}, true);
   b.Finalize();
-  return {a, b};
+  // Step 3 (12 rows > 8: the multi-row prefill kernel): its second group of 8 rows mixes slots.
+  Batch c;
+  c.Add(1, 6, {0, 1, 2, 3, 4, 5, 6, 7, 8}, true);
+  c.Add(0, 3, {8, 7, 6}, true);
+  c.Finalize();
+  return {a, b, c};
 }
 
 std::vector<float> Row(const Tensor& t, int r) {
@@ -109,7 +114,7 @@ TEST_P(VulkanAttention, CausalGqaOverTwoSlotsThenDecode) {
   Tensor K = RandomTensor("k", DType::kF32, {9, Hkv * dk}, 22);
   Tensor V = RandomTensor("v", DType::kF32, {9, Hkv * dv}, 23);
   auto& be = SharedVulkan();
-  auto kv = be.CreateKv(KvSpec{2, {Hkv * dk, Hkv * dv}, kv_type}, 2, 8);
+  auto kv = be.CreateKv(KvSpec{2, {Hkv * dk, Hkv * dv}, kv_type}, 2, 16);
   std::map<int, std::vector<std::vector<float>>> kc, vc;  // slot -> rows by position
   for (const Batch& b : Steps()) {
     const int T = b.n_tokens();
@@ -167,7 +172,7 @@ TEST_P(VulkanAttention, AbsorbedMlaOverTheLatentCache) {
   Tensor WukT = RandomTensor("wuk_t", DType::kBF16, {H * r, dn}, 34, 0.5f);
   Tensor Wuv = RandomTensor("wuv", DType::kF16, {H * dv, r}, 35, 0.5f);
   auto& be = SharedVulkan();
-  auto kv = be.CreateKv(KvSpec{1, {r, dr}, kv_type}, 2, 8);
+  auto kv = be.CreateKv(KvSpec{1, {r, dr}, kv_type}, 2, 16);
   std::map<int, std::vector<std::vector<float>>> cc, pc;
   for (const Batch& b : Steps()) {
     const int T = b.n_tokens();

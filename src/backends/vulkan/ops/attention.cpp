@@ -10,6 +10,24 @@ uint64_t AttentionSplitBytes(int64_t T, int64_t Hq, int64_t dv) {
 
 void RecordAttention(OpContext& c, const AttentionArgs& a) {
   const bool f16 = c.kv.spec().dtype == DType::kF16;
+  if (a.part.size == 0 && a.wb == 0 && a.wa <= 128 && a.dv <= 128 && c.T > kAttentionSplitMaxRows) {
+    // Prefill: 8 query rows per workgroup share each key/value tile (attention_rows.comp).
+    const bool kt32 = c.dev.info().max_shared_memory >= 40 * 1024;
+    Dispatch& d = c.Add(std::string(f16 ? "attention_rows_f16" : "attention_rows_f32") + (kt32 ? "" : "_kt16"),
+                        {1, 1, 1, 1, 1, 1});
+    d.bindings = {{a.q}, {a.ka}, {a.kb}, {a.v}, {a.out}, {c.batch}};
+    d.writes = {4};
+    struct {
+      uint32_t Hq, Hkv, wa, wb, dv, q_rs, q_hs, capacity, a_w, b_w, v_w, slot_off, pos_off, o_rs, o_hs;
+      float scale;
+      uint32_t T;
+    } pc{a.Hq, a.Hkv, a.wa, a.wb, a.dv, a.q_rs, a.q_hs, uint32_t(c.kv.capacity()), a.a_w, a.b_w,
+         a.v_w, c.layout->slots, c.layout->positions, a.o_rs, a.o_hs, a.scale, uint32_t(c.T)};
+    d.Push(pc);
+    d.groups[0] = a.Hq;
+    d.groups[1] = uint32_t((c.T + 7) / 8);
+    return;
+  }
   const bool split = a.part.size != 0;
   const std::string name = std::string(f16 ? "attention_f16" : "attention_f32") + (split ? "_split" : "");
   Dispatch& d = c.Add(name, split ? std::vector<uint32_t>{1, 1, 1, 1, 1, 1, 1}

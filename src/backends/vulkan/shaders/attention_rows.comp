@@ -1,0 +1,129 @@
+#version 450
+// Prefill attention with multi-row tiles: one workgroup computes QR = 8 query rows t0..t0+7 of
+// one head h (causal, GQA, the rows' own slots), so every key/value tile loaded into shared
+// memory serves 8 rows instead of 1. Same inputs and layout as attention.comp without the MLA
+// part (wb == 0), head dims dk, dv <= 128 (host-checked).
+//   q: q[t*q_rs + h*q_hs + i]; key j of slot s = KA[(s*capacity + j)*a_w + kvh*dk ..],
+//   value j = V[(s*capacity + j)*v_w + kvh*dv ..]; caches f32 or f16 (KV_F16)
+//   out[t*o_rs + h*o_hs + d] = Σ_{j <= pos_t} softmax_j(scale * q_t·key_j) value_j[d]
+// Keys go KT (32 or 16) at a time: invocation (r, jj) = (tid / 32, tid % 32), jj < KT, scores
+// row r against key jj of the tile; the running max m and sum l of each row rescale the row's accumulators, of
+// which invocation (r, lane) owns dims lane + 32 c. Rows of one group may belong to different
+// sequences (slots): the group makes one pass over the keys per distinct slot, rows of other
+// slots masked out of that pass.
+layout(local_size_x = 256) in;
+#ifndef KT
+#define KT 32  // keys per tile: 32 needs ~38 KiB of shared memory, 16 ~21 KiB
+#endif
+const uint QR = 8, MAXD = 128, MAXC = MAXD / 32;
+layout(binding = 0) readonly buffer Q { float q[]; };
+layout(binding = 1) readonly buffer KA { uint ka[]; };
+layout(binding = 2) readonly buffer KB { uint kb[]; };  // unused (MLA's rope part)
+layout(binding = 3) readonly buffer V { uint v[]; };
+layout(binding = 4) writeonly buffer O { float o[]; };
+layout(binding = 5) readonly buffer B { int bt[]; };
+layout(push_constant) uniform P {
+  uint Hq, Hkv, wa, wb, dv, q_rs, q_hs, capacity, a_w, b_w, v_w, slot_off, pos_off, o_rs, o_hs;
+  float scale;
+  uint T;
+} p;
+#if defined(KV_F16)
+float LoadKA(uint i) { return unpackHalf2x16(ka[i >> 1])[i & 1u]; }
+float LoadV(uint i) { return unpackHalf2x16(v[i >> 1])[i & 1u]; }
+#else
+float LoadKA(uint i) { return uintBitsToFloat(ka[i]); }
+float LoadV(uint i) { return uintBitsToFloat(v[i]); }
+#endif
+shared float qs[QR][MAXD];
+shared float ks[KT][MAXD + 1];
+shared float vs[KT][MAXD];
+shared float ps[QR][KT];
+shared int row_slot[QR];
+shared uint row_ctx[QR];
+
+void main() {
+  const uint tid = gl_LocalInvocationID.x;
+  const uint h = gl_WorkGroupID.x, t0 = gl_WorkGroupID.y * QR;
+  const uint kvh = h / (p.Hq / p.Hkv);
+  const uint r = tid / 32u, lane = tid % 32u;
+  const uint dk = p.wa;
+  for (uint e = tid; e < QR * dk; e += 256u) {
+    const uint rr = e / dk, i = e % dk;
+    qs[rr][i] = t0 + rr < p.T ? q[(t0 + rr) * p.q_rs + h * p.q_hs + i] : 0.0;
+  }
+  if (tid < QR) {
+    const bool live = t0 + tid < p.T;
+    row_slot[tid] = live ? bt[p.slot_off + t0 + tid] : -1;
+    row_ctx[tid] = live ? uint(bt[p.pos_off + t0 + tid]) + 1u : 0u;
+  }
+  barrier();
+  const bool live = t0 + r < p.T;
+  const int my_slot = row_slot[r];
+  float m = -1.0 / 0.0, l = 0.0;
+  float acc[MAXC];
+  for (uint c = 0; c < MAXC; ++c) acc[c] = 0.0;
+
+  for (uint pass = 0; pass < QR; ++pass) {
+    // One pass per distinct slot among the live rows (uniform: shared values only).
+    const int slot = row_slot[pass];
+    if (slot < 0) continue;
+    bool seen = false;
+    for (uint e = 0; e < pass; ++e) seen = seen || row_slot[e] == slot;
+    if (seen) continue;
+    uint n_ctx = 0;
+    for (uint e = 0; e < QR; ++e)
+      if (row_slot[e] == slot) n_ctx = max(n_ctx, row_ctx[e]);
+    const bool mine = live && my_slot == slot;
+    const uint my_ctx = mine ? row_ctx[r] : 0u;
+    const uint base = uint(slot) * p.capacity;
+    for (uint j0 = 0; j0 < n_ctx; j0 += KT) {
+      for (uint e = tid; e < KT * dk; e += 256u) {
+        const uint jj = e / dk, i = e % dk;
+        ks[jj][i] = j0 + jj < n_ctx ? LoadKA((base + j0 + jj) * p.a_w + kvh * dk + i) : 0.0;
+      }
+      for (uint e = tid; e < KT * p.dv; e += 256u) {
+        const uint jj = e / p.dv, d = e % p.dv;
+        vs[jj][d] = j0 + jj < n_ctx ? LoadV((base + j0 + jj) * p.v_w + kvh * p.dv + d) : 0.0;
+      }
+      barrier();
+      // Score of row r against key lane of the tile.
+      const uint j = j0 + lane;
+      float s = -1.0 / 0.0;
+      if (lane < KT && j < my_ctx) {
+        float dsum = 0.0;
+        for (uint i = 0; i < dk; ++i) dsum += qs[r][i] * ks[lane][i];
+        s = dsum * p.scale;
+      }
+      if (lane < KT) ps[r][lane] = s;
+      barrier();
+      float tmax = -1.0 / 0.0;
+      for (uint jj = 0; jj < KT; ++jj) tmax = max(tmax, ps[r][jj]);
+      const float m_new = max(m, tmax);
+      // Rows without any key so far keep m = -inf: no rescaling, no weight.
+      const float corr = m_new == -1.0 / 0.0 ? 1.0 : exp(m - m_new);
+      barrier();  // every invocation of the row has read the scores
+      const float pj = s == -1.0 / 0.0 ? 0.0 : exp(s - m_new);
+      if (lane < KT) ps[r][lane] = pj;
+      barrier();
+      float tsum = 0.0;
+      for (uint jj = 0; jj < KT; ++jj) tsum += ps[r][jj];
+      l = l * corr + tsum;
+      for (uint c = 0; c < MAXC; ++c) {
+        const uint d = lane + 32u * c;
+        if (d < p.dv) {
+          float a = acc[c] * corr;
+          for (uint jj = 0; jj < KT; ++jj) a += ps[r][jj] * vs[jj][d];
+          acc[c] = a;
+        }
+      }
+      m = m_new;
+      barrier();  // ks, vs and ps are rewritten by the next tile
+    }
+  }
+  if (live) {
+    for (uint c = 0; c < MAXC; ++c) {
+      const uint d = lane + 32u * c;
+      if (d < p.dv) o[(t0 + r) * p.o_rs + h * p.o_hs + d] = acc[c] / l;
+    }
+  }
+}
