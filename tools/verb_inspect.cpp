@@ -7,10 +7,12 @@
 
 #include "common.h"
 #include "edgeseek/core/error.h"
+#include "edgeseek/formats/gguf.h"
 #include "edgeseek/formats/safetensors.h"
 #include "edgeseek/models/arch.h"
 #include "edgeseek/models/config.h"
 #include "edgeseek/models/presets.h"
+#include "edgeseek/runtime/model.h"
 #include "verb.h"
 
 namespace es::tools {
@@ -31,7 +33,7 @@ VerbRun Setup(CLI::App& app) {
   auto dtype = std::make_shared<std::string>("bf16");
   auto ctx = std::make_shared<int64_t>(4096);
   auto json_out = std::make_shared<bool>(false);
-  app.add_option("-m,--model", *model, "Hugging Face model folder");
+  app.add_option("-m,--model", *model, "Hugging Face model folder or .gguf file");
   app.add_option("--synthetic", *synthetic, "built-in preset or config.json");
   app.add_option("--dtype", *dtype, "weight type assumed for synthetic presets");
   app.add_option("-c,--context", *ctx, "context length for the KV estimate");
@@ -55,6 +57,18 @@ VerbRun Setup(CLI::App& app) {
         if (s.name.find(".mlp.experts.") != std::string::npos) expert_bytes += b;
         by_type[std::string(Name(t))].first++;
         by_type[std::string(Name(t))].second += b;
+      }
+    } else if (std::filesystem::path(*model).extension() == ".gguf") {
+      // GGUF: the config as the loader maps it; sizes and types of the tensors as stored.
+      c = Model::Load(*model)->config();
+      name = *model;
+      const auto file = GgufFile::Open(*model);
+      for (const GgufTensorInfo& t : file->tensor_infos()) {
+        params += NumElements(t.shape);
+        bytes += t.nbytes;
+        if (t.name.find("_exps.") != std::string::npos) expert_bytes += t.nbytes;
+        by_type[std::string(Name(t.dtype))].first++;
+        by_type[std::string(Name(t.dtype))].second += t.nbytes;
       }
     } else {
       ES_CHECK(!model->empty(), "no model given: pass -m PATH or --synthetic NAME");
