@@ -57,6 +57,7 @@ class Session {
   explicit Session(const ChatArgs& a) : a_(a) {
     model_ = a.model.Load();
     tok_ = model_->tokenizer();
+    if (!tok_ && !model_->tokenizer_error().empty()) Fail(model_->tokenizer_error());
     ES_CHECK(tok_, "model has no tokenizer (tokenizer.json) — run and chat need one");
     runner_ = a.model.MakeRunner(model_);
     if (!tok_->chat_template().empty()) tmpl_ = std::make_unique<ChatTemplate>(tok_->chat_template());
