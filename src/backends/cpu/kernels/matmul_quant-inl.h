@@ -6,6 +6,11 @@
 // (dx = absmax / 127, q = round-to-nearest-even(x / dx)), keeping dx·Σq per group for the
 // K-quant minimums — a function of that row alone, so rows stay independent. (Per-32 scales
 // rather than Q8_K's per-256: the same cost here and a smaller activation error.)
+// Q8_0 weights take int16 activations instead (dx = absmax / 32512, |q| <= 32512 = 127 · 256):
+// with 8-bit weights the int8 activation rounding was the larger half of the error (it halved
+// Q8_0's top-1 agreement margin on the golden models, docs/quantization.md); the int16 dot
+// (sign-extend the weights, madd) costs about what maddubs does. 32512 rather than 32767 keeps
+// activations that are k · 2^e with block absmax 127 · 2^e exact, as with int8.
 //
 // Weights. Every weight block is seen as G groups of 32 elements (G = BlockElems / 32), each
 // decoded to 32 int8 quants q, two int16 scales (sA for elements 0..15, sB for 16..31), a float
@@ -70,6 +75,29 @@ inline void QuantizeActivationRow(const float* x, int64_t K, int8_t* qs, float* 
     }
     d[b] = db;
     s[b] = db * float(sum);
+  }
+}
+
+// The int16 activations of Q8_0 weights: qs [K] int16, d [K/32] (see the header comment).
+inline constexpr float kWideActMax = 32512.0f;
+inline void QuantizeActivationRowWide(const float* x, int64_t K, int16_t* qs, float* d) {
+  for (int64_t b = 0; b < K / kQK; ++b) {
+    const float* xb = x + b * kQK;
+    int16_t* qb = qs + b * kQK;
+    float amax = 0.0f;
+    bool finite = true;
+    for (int j = 0; j < kQK; ++j) {
+      amax = std::max(amax, std::fabs(xb[j]));
+      finite = finite && std::isfinite(xb[j]);
+    }
+    if (!finite) {
+      d[b] = std::numeric_limits<float>::quiet_NaN();
+      std::fill(qb, qb + kQK, int16_t(0));
+      continue;
+    }
+    const float id = amax != 0.0f ? kWideActMax / amax : 0.0f;
+    for (int j = 0; j < kQK; ++j) qb[j] = int16_t(std::nearbyint(xb[j] * id));
+    d[b] = amax / kWideActMax;
   }
 }
 
@@ -371,7 +399,58 @@ HWY_INLINE float HorizontalSum(__m256 v) {
   s = _mm_add_ss(s, _mm_movehdup_ps(s));
   return _mm_cvtss_f32(s);
 }
+
+// Σ q_j x_j over 32 int8 weights × int16 activations as 8 f32 lanes (lane i: elements 2i, 2i+1,
+// 16+2i, 16+2i+1; exact int32: |sum| <= 4 · 128 · 32512).
+HWY_INLINE __m256 WideDot(const int8_t* q, const int16_t* x) {
+  const __m256i w0 = _mm256_cvtepi8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(q)));
+  const __m256i w1 = _mm256_cvtepi8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(q + 16)));
+  return _mm256_cvtepi32_ps(
+      _mm256_add_epi32(_mm256_madd_epi16(w0, LoadU256(x)), _mm256_madd_epi16(w1, LoadU256(x + 16))));
+}
 #endif  // ES_QUANT_X86
+
+// Q8_0 × int16 activations: NR columns of one row (the wide counterpart of QuantDotRows, which
+// GEMV and, off x86, GEMM call). xq: [nb * 32] int16, xd: [nb]. Not inlined, as QuantDotRows.
+template <int NR>
+HWY_NOINLINE void WideDotRows(const int16_t* HWY_RESTRICT xq, const float* HWY_RESTRICT xd, size_t nb,
+                              const BlockQ8_0* HWY_RESTRICT w, size_t w_stride, float* HWY_RESTRICT out) {
+  static_assert(NR >= 1 && NR <= 4, "WideDotRows handles 1..4 columns");
+#if ES_QUANT_X86
+  __m256 a0 = _mm256_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;
+  const char* next = reinterpret_cast<const char*>(w + NR * w_stride);
+  for (size_t b = 0; b < nb; ++b) {
+    if constexpr (NR > 1) {
+      for (size_t o = 0; o < NR * sizeof(BlockQ8_0); o += 64) hwy::Prefetch(next + b * NR * sizeof(BlockQ8_0) + o);
+    }
+#define ES_WIDE_COL(c)                                                                        \
+  if constexpr (NR > c) {                                                                     \
+    const BlockQ8_0& blk = w[c * w_stride + b];                                               \
+    a##c = _mm256_fmadd_ps(_mm256_set1_ps(HalfToF32(blk.d) * xd[b]), WideDot(blk.qs, xq + b * kQK), a##c); \
+  }
+    ES_WIDE_COL(0)
+    ES_WIDE_COL(1)
+    ES_WIDE_COL(2)
+    ES_WIDE_COL(3)
+#undef ES_WIDE_COL
+  }
+  out[0] = HorizontalSum(a0);
+  if constexpr (NR > 1) out[1] = HorizontalSum(a1);
+  if constexpr (NR > 2) out[2] = HorizontalSum(a2);
+  if constexpr (NR > 3) out[3] = HorizontalSum(a3);
+#else
+  for (int c = 0; c < NR; ++c) {
+    float acc = 0.0f;
+    for (size_t b = 0; b < nb; ++b) {
+      const BlockQ8_0& blk = w[c * w_stride + b];
+      int32_t dot = 0;
+      for (int j = 0; j < kQK; ++j) dot += int32_t(blk.qs[j]) * int32_t(xq[b * kQK + size_t(j)]);
+      acc += HalfToF32(blk.d) * xd[b] * float(dot);
+    }
+    out[c] = acc;
+  }
+#endif
+}
 
 // Portable decoding of group g into q[32] (the reference of the x86 loaders above).
 HWY_INLINE void GroupQuantsScalar(const BlockQ8_0& b, int, int8_t* q) {
@@ -585,6 +664,27 @@ HWY_NOINLINE void QuantPanelRow(const int8_t* HWY_RESTRICT xq, const float* HWY_
   out[2] = HorizontalSum(a2) - m2;
   out[3] = HorizontalSum(a3) - m3;
 }
+
+// The wide Q8_0 row over a decoded panel: the operations of WideDotRows<kQuantCols>.
+HWY_NOINLINE void WidePanelRow(const int16_t* HWY_RESTRICT xq, const float* HWY_RESTRICT xd, size_t nb,
+                               const QuantPanel<BlockQ8_0>& p, float* HWY_RESTRICT out) {
+  __m256 a0 = _mm256_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;
+  for (size_t b = 0; b < nb; ++b) {
+    const int16_t* xb = xq + b * kQK;
+#define ES_WIDE_PANEL_COL(c)                                                                 \
+  a##c = _mm256_fmadd_ps(_mm256_set1_ps(p.fd[c * nb + b] * xd[b]),                            \
+                         WideDot(p.q + (c * nb + b) * kQK, xb), a##c);
+    ES_WIDE_PANEL_COL(0)
+    ES_WIDE_PANEL_COL(1)
+    ES_WIDE_PANEL_COL(2)
+    ES_WIDE_PANEL_COL(3)
+#undef ES_WIDE_PANEL_COL
+  }
+  out[0] = HorizontalSum(a0);
+  out[1] = HorizontalSum(a1);
+  out[2] = HorizontalSum(a2);
+  out[3] = HorizontalSum(a3);
+}
 #endif  // ES_QUANT_X86
 
 // ---------------------------------------------------------------------------------------------
@@ -599,21 +699,28 @@ constexpr size_t kQuantRC = 32;  // rows per task
 template <class Block>
 void QuantMatMulT(const float* x, size_t R, size_t K, const Block* w, size_t N, const float* bias,
                   float* y, size_t ldy, ThreadPool& pool) {
+  constexpr bool kWide = std::is_same_v<Block, BlockQ8_0>;       // int16 activations
   const size_t groups = K / kQK;                                  // per row
   const size_t nb = groups / QuantTraits<Block>::kGroups;         // weight blocks per row
-  // Scratch: R rows of K int8 quants (K is a multiple of 32, so this many floats), R * groups
-  // scales, R * groups scaled sums, R * groups * 8 int32 lane sums (x8, Q4_0 on x86).
-  const size_t q_floats = R * K / sizeof(float);
+  // Scratch: R rows of K int8 (int16 when wide) quants — K is a multiple of 32, so this many
+  // floats —, R * groups scales, R * groups scaled sums, R * groups * 8 int32 lane sums (x8,
+  // Q4_0 on x86).
+  const size_t q_floats = R * K * (kWide ? 2 : 1) / sizeof(float);
   const bool lane_sums = ES_QUANT_X86 && std::is_same_v<Block, BlockQ4_0>;
   const size_t x8_floats = lane_sums ? R * groups * 8 : 0;
   float* buf = ThreadScratch(1).Floats(std::max<size_t>(1, q_floats + 2 * R * groups + x8_floats));
   int8_t* xq = reinterpret_cast<int8_t*>(buf);
+  int16_t* xw = reinterpret_cast<int16_t*>(buf);  // the same memory, wide
   float* xd = buf + q_floats;
   float* xs = xd + R * groups;
   int32_t* x8 = lane_sums ? reinterpret_cast<int32_t*>(xs + R * groups) : nullptr;
   pool.ParallelFor(int64_t(R), [&](int64_t r0, int64_t r1, int) {
     for (int64_t r = r0; r < r1; ++r) {
       const size_t ur = size_t(r);
+      if constexpr (kWide) {
+        QuantizeActivationRowWide(x + ur * K, int64_t(K), xw + ur * K, xd + ur * groups);
+        continue;
+      }
       QuantizeActivationRow(x + ur * K, int64_t(K), xq + ur * K, xd + ur * groups,
                             xs + ur * groups);
       if (lane_sums) {
@@ -625,6 +732,26 @@ void QuantMatMulT(const float* x, size_t R, size_t K, const Block* w, size_t N, 
       }
     }
   });
+  // One row against NC (= kQuantCols or 1) columns starting at weight row n.
+  auto dot_rows = [&](size_t r, size_t n, size_t nc, float* out) {
+    const float* dr = xd + r * groups;
+    if constexpr (kWide) {
+      if (nc == kQuantCols) {
+        WideDotRows<kQuantCols>(xw + r * K, dr, nb, w + n * nb, nb, out);
+      } else {
+        for (size_t c = 0; c < nc; ++c) WideDotRows<1>(xw + r * K, dr, nb, w + (n + c) * nb, nb, out + c);
+      }
+    } else {
+      const int8_t* xr = xq + r * K;
+      const float* sr = xs + r * groups;
+      const int32_t* lr = lane_sums ? x8 + r * groups * 8 : nullptr;
+      if (nc == kQuantCols) {
+        QuantDotRows<kQuantCols>(xr, dr, sr, lr, nb, w + n * nb, nb, out);
+      } else {
+        for (size_t c = 0; c < nc; ++c) QuantDotRows<1>(xr, dr, sr, lr, nb, w + (n + c) * nb, nb, out + c);
+      }
+    }
+  };
   const size_t row_blocks = (R + kQuantRC - 1) / kQuantRC;
   const size_t col_blocks = (N + kQuantNC - 1) / kQuantNC;
   pool.ParallelFor(int64_t(row_blocks * col_blocks), [&](int64_t t0, int64_t t1, int) {
@@ -643,7 +770,11 @@ void QuantMatMulT(const float* x, size_t R, size_t K, const Block* w, size_t N, 
           QuantPanel<Block> panel(panel_mem, groups, nb, kQuantCols);
           panel.Decode(w + n * nb, nb, kQuantCols);
           for (size_t r = r0; r < r1; ++r) {
-            QuantPanelRow(xq + r * K, xd + r * groups, xs + r * groups, nb, panel, out);
+            if constexpr (kWide) {
+              WidePanelRow(xw + r * K, xd + r * groups, nb, panel, out);
+            } else {
+              QuantPanelRow(xq + r * K, xd + r * groups, xs + r * groups, nb, panel, out);
+            }
             for (size_t c = 0; c < nc; ++c) {
               y[r * ldy + n + c] = out[c] + (bias ? bias[n + c] : 0.0f);
             }
@@ -652,17 +783,7 @@ void QuantMatMulT(const float* x, size_t R, size_t K, const Block* w, size_t N, 
         }
 #endif
         for (size_t r = r0; r < r1; ++r) {
-          const int8_t* xr = xq + r * K;
-          const float* dr = xd + r * groups;
-          const float* sr = xs + r * groups;
-          const int32_t* lr = lane_sums ? x8 + r * groups * 8 : nullptr;
-          if (nc == kQuantCols) {
-            QuantDotRows<kQuantCols>(xr, dr, sr, lr, nb, w + n * nb, nb, out);
-          } else {
-            for (size_t c = 0; c < nc; ++c) {
-              QuantDotRows<1>(xr, dr, sr, lr, nb, w + (n + c) * nb, nb, out + c);
-            }
-          }
+          dot_rows(r, n, nc, out);
           for (size_t c = 0; c < nc; ++c) {
             y[r * ldy + n + c] = out[c] + (bias ? bias[n + c] : 0.0f);
           }
