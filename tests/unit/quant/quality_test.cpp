@@ -84,11 +84,21 @@ TEST(QuantizeAtLoad, ReplacesMatmulWeightsByPolicy) {
   EXPECT_GT(st.quantized, 0u);
   EXPECT_LT(m->weight_bytes(), before);
   for (const Tensor* t : m->weights()) {
-    if (t->name == "model.embed_tokens.weight") EXPECT_EQ(t->dtype, DType::kBF16);  // kept
-    if (t->name == "lm_head.weight") EXPECT_EQ(t->dtype, DType::kQ8_0);            // preset rule
-    if (t->name == "model.layers.0.mlp.up_proj.weight") EXPECT_EQ(t->dtype, DType::kQ4_0);
-    if (t->name == "model.layers.0.self_attn.v_proj.weight") EXPECT_EQ(t->dtype, DType::kQ8_0);
-    if (t->shape.size() == 1) EXPECT_EQ(t->dtype, DType::kBF16) << t->name;  // norms untouched
+    if (t->name == "model.embed_tokens.weight") {
+      EXPECT_EQ(t->dtype, DType::kBF16);  // kept
+    }
+    if (t->name == "lm_head.weight") {
+      EXPECT_EQ(t->dtype, DType::kQ8_0);            // preset rule
+    }
+    if (t->name == "model.layers.0.mlp.up_proj.weight") {
+      EXPECT_EQ(t->dtype, DType::kQ4_0);
+    }
+    if (t->name == "model.layers.0.self_attn.v_proj.weight") {
+      EXPECT_EQ(t->dtype, DType::kQ8_0);
+    }
+    if (t->shape.size() == 1) {
+      EXPECT_EQ(t->dtype, DType::kBF16) << t->name;  // norms untouched
+    }
   }
   // Unknown type: one clear error.
   try {
@@ -103,7 +113,9 @@ TEST(QuantizeAtLoad, MlaModelRunsWithKvBKept) {
   auto m = Model::Load(Golden("dsv2_lite"));
   QuantizeModelWeights(*m, BuiltinQuantPolicy("q8_0"), 2);
   for (const Tensor* t : m->weights())
-    if (t->name.find("kv_a_proj") != std::string::npos) EXPECT_EQ(t->dtype, DType::kQ8_0) << t->name;
+    if (t->name.find("kv_a_proj") != std::string::npos) {
+      EXPECT_EQ(t->dtype, DType::kQ8_0) << t->name;
+    }
   Runner r(m, CreateBackend("cpu", {}), {});
   const std::vector<float> logits = SequenceLogits(r, {1, 2, 3, 4, 5}, 2);
   for (float v : logits) ASSERT_TRUE(std::isfinite(v));
