@@ -207,6 +207,58 @@ std::unique_ptr<VulkanBackend::Program> VulkanBackend::Build(const Graph& g, con
     p->node_info.emplace_back(n.name, n.op);
   }
 
+  // ---- fusions of decode (GEMV epilogues) -----------------------------------------------------
+  // A matmul whose only consumer is a residual add writes the sum itself (the add is skipped);
+  // gate and up matmuls whose only consumer is the SwiGLU become one dual GEMV writing
+  // silu(gate) * up at the later of the two (the earlier and the SwiGLU are skipped). The fused
+  // output is then written at the matmul's position: its lifetime starts there.
+  std::vector<int> uses(static_cast<size_t>(N), 0), write_at(static_cast<size_t>(N)), out_node(static_cast<size_t>(N), -1),
+      res_node(static_cast<size_t>(N), -1), gate_node(static_cast<size_t>(N), -1), up_node(static_cast<size_t>(N), -1);
+  std::vector<char> skip(static_cast<size_t>(N), 0);
+  for (int i = 0; i < N; ++i) write_at[size_t(i)] = i;
+  for (const Node& n : nodes)
+    for (int s : n.src)
+      if (s >= 0) ++uses[size_t(s)];
+  const char* fuse_env = std::getenv("ES_VK_FUSE");
+  const bool fuse = !(fuse_env && std::string(fuse_env) == "0");
+  auto fusable_mm = [&](int a) {
+    if (a < 0 || a == N - 1 || uses[size_t(a)] != 1 || out_node[size_t(a)] >= 0) return false;
+    const Node& m = nodes[size_t(a)];
+    if (m.op != Op::kMatMul) return false;
+    const Tensor& W = *g.node(m.src[1]).weight;
+    return CanFuseGemv(T, g.node(m.src[0]).shape[1], weights_->Get(W));
+  };
+  for (int j = 0; fuse && j < N; ++j) {
+    const Node& n = nodes[size_t(j)];
+    if (n.op == Op::kAdd) {
+      for (int k = 0; k < 2; ++k) {
+        const int a = n.src[size_t(k)], b = n.src[size_t(1 - k)];
+        if (b >= a || !fusable_mm(a)) continue;
+        out_node[size_t(a)] = j;
+        res_node[size_t(a)] = b;
+        write_at[size_t(j)] = a;
+        skip[size_t(j)] = 1;
+        break;
+      }
+    } else if (n.op == Op::kSwiGLU) {
+      const int gi = n.src[0], ui = n.src[1];
+      if (gi == ui || !fusable_mm(gi) || !fusable_mm(ui)) continue;
+      const Node& gn = nodes[size_t(gi)];
+      const Node& un = nodes[size_t(ui)];
+      const bool no_bias = (gn.src.size() < 3 || gn.src[2] < 0) && (un.src.size() < 3 || un.src[2] < 0);
+      const Tensor& gw = *g.node(gn.src[1]).weight;
+      const Tensor& uw = *g.node(un.src[1]).weight;
+      if (!no_bias || gn.src[0] != un.src[0] || gw.dtype != uw.dtype || gw.shape != uw.shape) continue;
+      const int late = std::max(gi, ui), early = std::min(gi, ui);
+      out_node[size_t(late)] = j;
+      gate_node[size_t(late)] = gi;
+      up_node[size_t(late)] = ui;
+      write_at[size_t(j)] = late;
+      skip[size_t(early)] = 1;
+      skip[size_t(j)] = 1;
+    }
+  }
+
   // ---- activation plan: intervals from Graph::LastUse (kv_store passes its input through) ---
   const std::vector<int> last = g.LastUse();
   std::vector<int> owner(size_t(N), -1);
@@ -221,7 +273,7 @@ std::unique_ptr<VulkanBackend::Program> VulkanBackend::Build(const Graph& g, con
     if (owner[size_t(i)] == i) {
       const Node& n = nodes[size_t(i)];
       item_of[size_t(i)] = int(items.size());
-      items.push_back({i, i == N - 1 ? N : last[size_t(i)], uint64_t(n.shape[0] * n.shape[1]) * 4});
+      items.push_back({write_at[size_t(i)], i == N - 1 ? N : last[size_t(i)], uint64_t(n.shape[0] * n.shape[1]) * 4});
     }
   for (int i = 0; i < N; ++i)
     if (owner[size_t(i)] >= 0 && owner[size_t(i)] != i) {
@@ -285,6 +337,13 @@ std::unique_ptr<VulkanBackend::Program> VulkanBackend::Build(const Graph& g, con
     ci.host_pool = host_pool_.get();
     ci.owned = &p->owned;
     for (int it : scratch_items[size_t(i)]) ci.scratch.push_back(item_range(it));
+    if (skip[size_t(i)]) continue;
+    ci.out_node = out_node[size_t(i)];
+    if (res_node[size_t(i)] >= 0) ci.residual = act[size_t(res_node[size_t(i)])];
+    if (gate_node[size_t(i)] >= 0) {
+      ci.dual_gate = &nodes[size_t(gate_node[size_t(i)])];
+      ci.dual_up = &nodes[size_t(up_node[size_t(i)])];
+    }
     BuildOp(ci);
   }
   const Node& out = nodes.back();

@@ -206,6 +206,39 @@ TEST_F(VulkanOps, QuantizedWeightWithPartialBlockRowsIsAClearError) {
   }
 }
 
+// Decode fusions: gate/up matmuls feeding a SwiGLU become one dual GEMV, and the down matmul
+// feeding the residual add writes the sum itself: 2 embeddings + 2 dispatches in all, the same
+// values as the unfused reference, for dense and quantized weights and 1 or 5 rows.
+TEST_F(VulkanOps, DecodeFusionsSwiGluPairAndResidualAdd) {
+  for (DType dt : {DType::kF16, DType::kQ8_0, DType::kQ4_0}) {
+    for (int T : {1, 5}) {
+      const int D = 64, I = 96;
+      Tensor X = RandomTensor("x", DType::kF32, {T, D}, 51);
+      Tensor Rs = RandomTensor("res", DType::kF32, {T, D}, 52);
+      Tensor Wg = RandomTensor("wg", dt, {I, D}, 53), Wu = RandomTensor("wu", dt, {I, D}, 54);
+      Tensor Wd = RandomTensor("wd", dt, {D, I}, 55);
+      Graph g;
+      const int res = Input(g, Rs, T), x = Input(g, X, T);
+      const int gate = g.Add(Make(Op::kMatMul, "gate", {x, g.AddWeight(Wg)}, {T, I}));
+      const int up = g.Add(Make(Op::kMatMul, "up", {x, g.AddWeight(Wu)}, {T, I}));
+      const int act = g.Add(Make(Op::kSwiGLU, "act", {gate, up}, {T, I}));
+      const int down = g.Add(Make(Op::kMatMul, "down", {act, g.AddWeight(Wd)}, {T, D}));
+      g.Add(Make(Op::kAdd, "out", {res, down}, {T, D}));
+      auto& be = SharedVulkan();
+      const auto got = RunGraph(be, g, RowsBatch(T));
+      EXPECT_EQ(be.counters().dispatches, 4) << Name(dt);
+      std::vector<float> gv = RefMatMul(X, Wg, nullptr, T), uv = RefMatMul(X, Wu, nullptr, T);
+      Tensor A = AllocTensor("a", DType::kF32, {T, I});
+      float* a = static_cast<float*>(MutableData(A));
+      for (size_t i = 0; i < gv.size(); ++i) a[i] = gv[i] / (1.0f + std::exp(-gv[i])) * uv[i];
+      std::vector<float> want = RefMatMul(A, Wd, nullptr, T);
+      const auto rv = Values(Rs);
+      for (size_t i = 0; i < want.size(); ++i) want[i] += rv[i];
+      ExpectClose(got, want, kTol, "fused FFN T=" + std::to_string(T) + " " + std::string(Name(dt)));
+    }
+  }
+}
+
 TEST_F(VulkanOps, MatMulSplitsWeightsBeyondTheBufferRange) {
   // A 1 KiB largest range forces row chunks: 200 rows x 48 f16 = 19 KiB -> 20 chunks; the
   // embedding of the same size splits likewise.

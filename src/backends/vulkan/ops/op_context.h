@@ -40,11 +40,18 @@ struct OpContext {
   const BatchLayout* layout = nullptr;
   std::vector<Dispatch>* out = nullptr;
   int64_t T = 0;                  // batch rows
+  // Fusions decided by the builder (vulkan_backend.cpp): the node's output goes to act[out_node]
+  // (a consumer's) instead of its own; a matmul adds `residual` in its epilogue; a matmul of the
+  // FFN up projection computes silu(x gateᵀ) * (x upᵀ) with `dual_gate`'s weight.
+  int out_node = -1;
+  BufRange residual;
+  const Node* dual_gate = nullptr;
+  const Node* dual_up = nullptr;
   MemoryPool* host_pool = nullptr;          // for small constant tables written once
   std::vector<Allocation>* owned = nullptr; // allocations the recorded program keeps and frees
 
   BufRange In(int k) const { return act[size_t(n.src[size_t(k)])]; }
-  BufRange Out() const { return act[size_t(id)]; }
+  BufRange Out() const { return act[size_t(out_node >= 0 ? out_node : id)]; }
   const Node& Src(int k) const { return g.node(n.src[size_t(k)]); }
   const Tensor& W(int k) const { return *Src(k).weight; }
   // Appends a dispatch of `shader`; bindings are filled by the caller.
@@ -70,7 +77,13 @@ bool UseCoopmat(const Device& dev, int64_t K);
 // y = x Wᵀ (+ bias) over every row chunk of W. x: [R, K] (row stride K); y: row stride y_rs;
 // GEMV for R <= 8, tiled GEMM otherwise.
 void RecordMatMul(OpContext& c, BufRange x, int64_t R, int64_t K, const DeviceWeight& w,
-                  const BufRange* bias, BufRange y, int64_t y_rs);
+                  const BufRange* bias, BufRange y, int64_t y_rs, const BufRange* residual = nullptr);
+// Whether a matmul of R rows and inner size K can take a fused GEMV epilogue (residual add,
+// SwiGLU pair).
+bool CanFuseGemv(int64_t R, int64_t K, const DeviceWeight& w);
+// y = silu(x gateᵀ) * (x upᵀ) in one GEMV pass (matmul_gemv.comp DUAL); y: [R, gate.rows].
+void RecordGemvSwiGLU(OpContext& c, BufRange x, int64_t R, int64_t K, const DeviceWeight& gate,
+                      const DeviceWeight& up, BufRange y);
 // Per-head GEMV: y[r*y_rs + h*y_hs + y_off + n] = Σ_k W[h*N + n, k] x[r*x_rs + h*x_hs + x_off + k]
 void RecordHeadGemv(OpContext& c, BufRange x, int64_t R, int64_t H, int64_t N, int64_t K,
                     const DeviceWeight& w, int64_t x_rs, int64_t x_hs, int64_t x_off, BufRange y,

@@ -5,14 +5,23 @@
 //                                         (+ bias[n0 + n])
 // A workgroup computes ROWS outputs n for up to RB batch rows r; TPR = WG / ROWS invocations
 // share one output (a multiple of the subgroup size, chosen by the host), reduced with
-// subgroupAdd and one shared-memory step. VEC reads 8 weights per load and x as vec4 (K % 8 == 0, x offsets and strides % 4 == 0).
+// subgroupAdd and one shared-memory step. VEC reads 8 weights per load and x as vec4 (K % 8 == 0,
+// x offsets and strides % 4 == 0).
+// Fused epilogues (decode): p.epi == 1 adds res[...] (indexed as y: the residual stream) to each
+// output; DUAL (VEC only) binds two weights of the same shape (gate, up) and writes
+// silu(x Wgᵀ) * (x Wuᵀ), the SwiGLU of the FFN, in one pass over x.
 #include "common.glsl"
 layout(local_size_x_id = 0) in;
 layout(constant_id = 0) const uint WG = 128;
 layout(constant_id = 1) const uint ROWS = 4;
 const uint RB = 8;
 const uint TPR = WG / ROWS;
-#ifdef VEC
+#if defined(DUAL)
+layout(binding = 0) readonly buffer W { uvec4 wq[]; } wb[2];  // gate, up
+uint wsel = 0;
+#define QUAD(i) wb[wsel].wq[i]
+#define WORD(i) wb[wsel].wq[(i) >> 2][(i) & 3u]
+#elif defined(VEC)
 layout(binding = 0) readonly buffer W { uvec4 wq[]; };
 #define QUAD(i) wq[i]
 #define WORD(i) wq[(i) >> 2][(i) & 3u]
@@ -27,12 +36,51 @@ layout(binding = 1) readonly buffer X { float x[]; };
 #endif
 layout(binding = 2) readonly buffer Bias { float bias[]; };
 layout(binding = 3) writeonly buffer Y { float y[]; };
+layout(binding = 4) readonly buffer Res { float res[]; };
 layout(push_constant) uniform P {
-  uint K, N, R, n0, x_rs, x_hs, x_off, y_rs, y_hs, y_off, has_bias;
+  uint K, N, R, n0, x_rs, x_hs, x_off, y_rs, y_hs, y_off, has_bias, epi;
 } p;
 #define WCOLS p.K
 #include "wload.glsl"
 shared float part[RB][64];
+#ifdef DUAL
+shared float part2[RB][64];
+#endif
+
+#ifdef VEC
+// acc[r] += Σ over this invocation's share of k of W[row, k] x[r, k] (W: wload8's buffer).
+void AccumVec(uint wrow, uint xb, uint nr, uint lane, inout float acc[RB]) {
+  // Two groups of 8 weights in flight per invocation; x read as vec4.
+  const uint nq = p.K / 8u;
+  uint q = lane;
+  for (; q + TPR < nq; q += 2u * TPR) {
+    float v[8], u[8];
+    wload8(wrow / 8u + q, v);
+    wload8(wrow / 8u + q + TPR, u);
+    for (uint r = 0; r < RB; ++r) {
+      if (r < nr) {
+        const uint xo = (xb + r * p.x_rs) / 4u;
+        const vec4 a0 = x4[xo + 2u * q], a1 = x4[xo + 2u * q + 1u];
+        const vec4 b0 = x4[xo + 2u * (q + TPR)], b1 = x4[xo + 2u * (q + TPR) + 1u];
+        acc[r] += dot(vec4(v[0], v[1], v[2], v[3]), a0) + dot(vec4(v[4], v[5], v[6], v[7]), a1) +
+                  dot(vec4(u[0], u[1], u[2], u[3]), b0) + dot(vec4(u[4], u[5], u[6], u[7]), b1);
+      }
+    }
+  }
+  if (q < nq) {
+    float v[8];
+    wload8(wrow / 8u + q, v);
+    for (uint r = 0; r < RB; ++r) {
+      if (r < nr) {
+        const uint xo = (xb + r * p.x_rs) / 4u;
+        acc[r] += dot(vec4(v[0], v[1], v[2], v[3]), x4[xo + 2u * q]) +
+                  dot(vec4(v[4], v[5], v[6], v[7]), x4[xo + 2u * q + 1u]);
+      }
+    }
+  }
+}
+#endif
+
 void main() {
   const uint tid = gl_LocalInvocationID.x;
   const uint g = tid / TPR, lane = tid % TPR;
@@ -42,38 +90,20 @@ void main() {
   const uint nr = min(RB, p.R - r0);
   float acc[RB];
   for (uint r = 0; r < RB; ++r) acc[r] = 0.0;
+#ifdef DUAL
+  float acc2[RB];
+  for (uint r = 0; r < RB; ++r) acc2[r] = 0.0;
+#endif
   if (n < p.N) {
     const uint wrow = (h * p.N + n) * p.K;
     const uint xb = r0 * p.x_rs + h * p.x_hs + p.x_off;
-#ifdef VEC
-    // Two groups of 8 weights in flight per invocation; x read as vec4.
-    const uint nq = p.K / 8u;
-    uint q = lane;
-    for (; q + TPR < nq; q += 2u * TPR) {
-      float v[8], u[8];
-      wload8(wrow / 8u + q, v);
-      wload8(wrow / 8u + q + TPR, u);
-      for (uint r = 0; r < RB; ++r) {
-        if (r < nr) {
-          const uint xo = (xb + r * p.x_rs) / 4u;
-          const vec4 a0 = x4[xo + 2u * q], a1 = x4[xo + 2u * q + 1u];
-          const vec4 b0 = x4[xo + 2u * (q + TPR)], b1 = x4[xo + 2u * (q + TPR) + 1u];
-          acc[r] += dot(vec4(v[0], v[1], v[2], v[3]), a0) + dot(vec4(v[4], v[5], v[6], v[7]), a1) +
-                    dot(vec4(u[0], u[1], u[2], u[3]), b0) + dot(vec4(u[4], u[5], u[6], u[7]), b1);
-        }
-      }
-    }
-    if (q < nq) {
-      float v[8];
-      wload8(wrow / 8u + q, v);
-      for (uint r = 0; r < RB; ++r) {
-        if (r < nr) {
-          const uint xo = (xb + r * p.x_rs) / 4u;
-          acc[r] += dot(vec4(v[0], v[1], v[2], v[3]), x4[xo + 2u * q]) +
-                    dot(vec4(v[4], v[5], v[6], v[7]), x4[xo + 2u * q + 1u]);
-        }
-      }
-    }
+#if defined(DUAL)
+    wsel = 0u;
+    AccumVec(wrow, xb, nr, lane, acc);
+    wsel = 1u;
+    AccumVec(wrow, xb, nr, lane, acc2);
+#elif defined(VEC)
+    AccumVec(wrow, xb, nr, lane, acc);
 #else
     for (uint k = lane; k < p.K; k += TPR) {
       const float wv = wload(wrow + k);
@@ -85,6 +115,10 @@ void main() {
   for (uint r = 0; r < RB; ++r) {
     const float s = subgroupAdd(acc[r]);
     if (subgroupElect()) part[r][gl_SubgroupID] = s;
+#ifdef DUAL
+    const float s2 = subgroupAdd(acc2[r]);
+    if (subgroupElect()) part2[r][gl_SubgroupID] = s2;
+#endif
   }
   barrier();
   if (lane == 0u && n < p.N) {
@@ -94,7 +128,14 @@ void main() {
     for (uint r = 0; r < nr; ++r) {
       float s = 0.0;
       for (uint i = 0; i < per; ++i) s += part[r][first + i];
-      y[(r0 + r) * p.y_rs + h * p.y_hs + p.y_off + p.n0 + n] = s + b;
+      const uint yi = (r0 + r) * p.y_rs + h * p.y_hs + p.y_off + p.n0 + n;
+#ifdef DUAL
+      float s2 = 0.0;
+      for (uint i = 0; i < per; ++i) s2 += part2[r][first + i];
+      y[yi] = s / (1.0 + exp(-s)) * s2;
+#else
+      y[yi] = s + b + (p.epi == 1u ? res[yi] : 0.0);
+#endif
     }
   }
 }
