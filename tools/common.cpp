@@ -68,6 +68,26 @@ std::unique_ptr<Runner> ModelArgs::MakeRunner(std::shared_ptr<Model> m, int n_sl
   return std::make_unique<Runner>(std::move(m), CreateBackend(backend, bo), ro);
 }
 
+void EndpointArgs::AddServer(CLI::App& app) {
+  app.add_option("--host", host, "address to bind (default 127.0.0.1)");
+  app.add_option("--port", port, "port (default 8080; 0: any free port)")->check(CLI::Range(0, 65535));
+  app.add_option("--alias", model_name, "model name clients ask for (default: folder or file name)");
+  app.add_option("--api-key", api_keys, "accepted API key (repeatable; none: no authentication)");
+}
+
+void EndpointArgs::AddClient(CLI::App& app) {
+  app.add_option("--url", url, "server base URL (default http://HOST:PORT)");
+  app.add_option("--host", host, "server address (default 127.0.0.1)");
+  app.add_option("--port", port, "server port (default 8080)")->check(CLI::Range(1, 65535));
+  app.add_option("--model,--alias", model_name, "model name to ask for");
+  app.add_option("--api-key", api_keys, "API key to send")->expected(1);
+}
+
+std::string EndpointArgs::BaseUrl() const {
+  if (!url.empty()) return url;
+  return "http://" + (host.empty() ? std::string("127.0.0.1") : host) + ":" + std::to_string(port < 0 ? 8080 : port);
+}
+
 std::vector<int32_t> ParseIds(const std::string& s) {
   std::vector<int32_t> ids;
   size_t i = 0;

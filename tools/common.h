@@ -30,6 +30,21 @@ struct ModelArgs {
   std::unique_ptr<Runner> MakeRunner(std::shared_ptr<Model> m, int n_slots = 1) const;
 };
 
+// Where a server listens and who talks to it, shared by `serve` (binds host:port, accepts the
+// keys, serves the model under model_name) and `loadtest` (connects there with the first key and
+// asks for model_name), so both spell these options the same way.
+struct EndpointArgs {
+  std::string host;                    // empty: serve's config (127.0.0.1) / loadtest 127.0.0.1
+  int port = -1;                       // -1: serve's config (8080) / loadtest 8080
+  std::string url;                     // loadtest: full base URL, overrides host and port
+  std::string model_name;              // serve --alias, loadtest --model
+  std::vector<std::string> api_keys;   // serve: accepted keys; loadtest: the first is sent
+
+  void AddServer(CLI::App& app);       // --host --port --alias --api-key (repeatable)
+  void AddClient(CLI::App& app);       // --url --host --port --model --api-key
+  std::string BaseUrl() const;         // url, or http://host:port
+};
+
 // "1,2,3" -> ids; throws es::Error naming the bad item.
 std::vector<int32_t> ParseIds(const std::string& s);
 

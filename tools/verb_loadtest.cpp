@@ -18,6 +18,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "common.h"
 #include "edgeseek/core/error.h"
 #include "verb.h"
 
@@ -28,7 +29,9 @@ using json = nlohmann::json;
 using Clock = std::chrono::steady_clock;
 
 struct LoadArgs {
-  std::string url = "http://127.0.0.1:8080", model, api_key, json_out, endpoint = "chat";
+  EndpointArgs server;  // --url / --host / --port, --model, --api-key (as `serve` spells them)
+  std::string url, model, api_key;  // resolved from `server` by RunLoad
+  std::string json_out, endpoint = "chat";
   int clients = 8, requests = 64, prompt_words = 64, max_tokens = 64;
   double rate = 0;  // requests per second over all clients; 0: closed loop
   uint64_t seed = 1;
@@ -116,7 +119,10 @@ Sample OneRequest(const LoadArgs& a, httplib::Client& cli, int i) {
   return s;
 }
 
-int RunLoad(const LoadArgs& a) {
+int RunLoad(LoadArgs a) {
+  a.url = a.server.BaseUrl();
+  a.model = a.server.model_name;
+  a.api_key = a.server.api_keys.empty() ? std::string() : a.server.api_keys.front();
   ES_CHECK(a.clients >= 1 && a.requests >= 1, "loadtest: --clients and --requests must be >= 1");
   std::vector<Sample> samples(size_t(a.requests));
   std::atomic<int> next{0};
@@ -192,9 +198,7 @@ int RunLoad(const LoadArgs& a) {
 
 VerbRun Setup(CLI::App& sub) {
   auto a = std::make_shared<LoadArgs>();
-  sub.add_option("--url", a->url, "server base URL");
-  sub.add_option("--model", a->model, "model name to ask for");
-  sub.add_option("--api-key", a->api_key, "API key");
+  a->server.AddClient(sub);
   sub.add_option("-c,--clients", a->clients, "concurrent clients");
   sub.add_option("-n,--requests", a->requests, "requests in all");
   sub.add_option("--rate", a->rate, "requests per second (Poisson arrivals); 0: closed loop");

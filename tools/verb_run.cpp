@@ -14,9 +14,9 @@
 #include "common.h"
 #include "edgeseek/core/error.h"
 #include "edgeseek/runtime/generator.h"
+#include "edgeseek/runtime/text_stream.h"
 #include "edgeseek/tokenizer/chat_template.h"
 #include "edgeseek/tokenizer/tokenizer.h"
-#include "server/text_stream.h"
 #include "verb.h"
 
 #include <editline/readline.h>
@@ -92,8 +92,8 @@ class Session {
     const bool opened = prompt.size() >= 8 && prompt.rfind("<think>") != std::string::npos &&
                         prompt.find("</think>", prompt.rfind("<think>")) == std::string::npos &&
                         prompt.rfind("<think>") + 10 >= prompt.size();
-    server::ReasoningSplitter split(true, opened);
-    server::StopMatcher stop(a_.stops);
+    ReasoningSplitter split(true, opened);
+    StopMatcher stop(a_.stops);
     StreamDecoder dec(*tok_, /*skip_special=*/true);
     std::string answer;
     bool in_reasoning = opened;

@@ -6,12 +6,15 @@
 //
 // Binds 127.0.0.1 unless --host says otherwise; answers /health with 503 "loading" while the
 // models load; SIGTERM or SIGINT drains (no new requests, running ones finish within the grace
-// period) and exits 0.
+// period) and exits 0. Model options (-m, --synthetic, --dtype, --backend, -t, --context,
+// --profile...) are the other model verbs' (ModelArgs); host, port, model name and API keys are
+// shared with `loadtest` (EndpointArgs).
 #include <csignal>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
 
+#include "common.h"
 #include "edgeseek/core/error.h"
 #include "edgeseek/server/server.h"
 #include "verb.h"
@@ -20,13 +23,12 @@ namespace es::tools {
 namespace {
 
 struct ServeArgs {
-  std::string model, synthetic, alias, tokenizer, host, backend = "cpu", device, config, api_key_file;
-  std::string trace_dir, reasoning = "auto";
-  std::vector<std::string> api_keys;
-  int port = -1, threads = 0, slots = 4, max_batch_tokens = 0;
-  int64_t context = 0;
-  uint64_t seed = 0;
+  ModelArgs model;
+  EndpointArgs endpoint;
+  std::string config, api_key_file, trace_dir, reasoning = "auto";
+  int slots = 4, max_batch_tokens = 0;
   double grace_s = -1;
+  bool deterministic = false;
 };
 
 Server* g_server = nullptr;
@@ -50,12 +52,14 @@ std::string DefaultName(const std::string& model, const std::string& synthetic) 
 int RunServe(const ServeArgs& a) {
   ServerConfig cfg;
   if (!a.config.empty()) cfg = LoadServerConfig(a.config, DefaultSchemaPath());
-  if (!a.host.empty()) cfg.host = a.host;
-  if (a.port >= 0) cfg.port = a.port;
+  if (!a.endpoint.host.empty()) cfg.host = a.endpoint.host;
+  if (a.endpoint.port >= 0) cfg.port = a.endpoint.port;
   if (!a.trace_dir.empty()) cfg.trace_dir = a.trace_dir;
   if (a.grace_s >= 0) cfg.drain_grace_s = a.grace_s;
   if (a.max_batch_tokens > 0) cfg.scheduler.max_batch_tokens = a.max_batch_tokens;
-  for (auto& k : a.api_keys) cfg.api_keys.push_back(k);
+  if (a.deterministic) cfg.scheduler.deterministic = true;
+  if (a.model.profile) cfg.scheduler.profile = true;
+  for (auto& k : a.endpoint.api_keys) cfg.api_keys.push_back(k);
   if (!a.api_key_file.empty()) {
     std::ifstream f(a.api_key_file);
     ES_CHECK(f, "--api-key-file ", a.api_key_file, ": cannot open");
@@ -65,20 +69,22 @@ int RunServe(const ServeArgs& a) {
       if (!line.empty() && line[0] != '#') cfg.api_keys.push_back(line);
     }
   }
-  if (!a.model.empty() || !a.synthetic.empty()) {
+  const ModelArgs& ma = a.model;
+  if (!ma.model.empty() || !ma.synthetic.empty()) {
     ModelEntry m;
-    m.path = a.model;
-    m.synthetic = a.synthetic;
-    m.tokenizer = a.tokenizer;
-    m.seed = a.seed;
+    m.path = ma.model;
+    m.synthetic = ma.synthetic;
+    m.tokenizer = ma.tokenizer;
+    m.seed = ma.seed;
+    m.dtype = ma.dtype;
     m.reasoning = a.reasoning;
-    m.name = a.alias.empty() ? DefaultName(a.model, a.synthetic) : a.alias;
+    m.name = a.endpoint.model_name.empty() ? DefaultName(ma.model, ma.synthetic) : a.endpoint.model_name;
     InstanceConfig ic;
-    ic.backend = a.backend;
-    ic.device = a.device;
-    ic.threads = a.threads;
+    ic.backend = ma.backend;
+    ic.device = ma.device;
+    ic.threads = ma.threads;
     ic.slots = a.slots;
-    ic.context = a.context;
+    ic.context = ma.context;
     m.instances = {ic};
     cfg.models.insert(cfg.models.begin(), m);
   }
@@ -102,7 +108,8 @@ int RunServe(const ServeArgs& a) {
     g_server = nullptr;
     throw;
   }
-  std::fprintf(stderr, "edgeseek serve: ready (%zu model%s)\n", cfg.models.size(), cfg.models.size() == 1 ? "" : "s");
+  std::fprintf(stderr, "edgeseek serve: ready (%zu model%s%s%s)\n", cfg.models.size(), cfg.models.size() == 1 ? "" : "s",
+               cfg.scheduler.deterministic ? ", deterministic" : "", cfg.scheduler.profile ? ", profiling" : "");
   server.WaitForShutdown();
   std::fprintf(stderr, "edgeseek serve: drained, exiting\n");
   g_server = nullptr;
@@ -111,26 +118,18 @@ int RunServe(const ServeArgs& a) {
 
 VerbRun Setup(CLI::App& sub) {
   auto a = std::make_shared<ServeArgs>();
-  sub.add_option("-m,--model", a->model, "Hugging Face folder (or GGUF file) to serve");
-  sub.add_option("--synthetic", a->synthetic, "serve random weights of a preset or config.json instead");
-  sub.add_option("--alias", a->alias, "model name clients ask for (default: folder or file name)");
-  sub.add_option("--tokenizer", a->tokenizer, "tokenizer folder or tokenizer.json (default: the model's)");
-  sub.add_option("--host", a->host, "address to bind (default 127.0.0.1)");
-  sub.add_option("--port", a->port, "port (default 8080; 0: any free port)");
-  sub.add_option("--backend", a->backend, "cpu or vulkan");
-  sub.add_option("--device", a->device, "GPU index or name substring");
-  sub.add_option("-t,--threads", a->threads, "CPU threads (0: all)");
+  a->model.Add(sub);
+  a->endpoint.AddServer(sub);
   sub.add_option("--slots", a->slots, "sequences decoded together (KV slots)")->check(CLI::Range(1, 4096));
-  sub.add_option("--context", a->context, "tokens per slot (0: min(model max, 4096))")->check(CLI::NonNegativeNumber);
-  sub.add_option("--seed", a->seed, "seed of synthetic weights");
   sub.add_option("--reasoning", a->reasoning, "split <think> blocks into reasoning_content")
       ->check(CLI::IsMember({"auto", "on", "off"}));
   sub.add_option("--config", a->config, "server config JSON (configs/server.schema.json)");
-  sub.add_option("--api-key", a->api_keys, "accepted API key (repeatable)");
   sub.add_option("--api-key-file", a->api_key_file, "file with one accepted API key per line");
   sub.add_option("--trace-dir", a->trace_dir, "write each request's Chrome trace JSON here");
   sub.add_option("--max-batch-tokens", a->max_batch_tokens, "tokens per engine step (prefill budget)");
   sub.add_option("--drain-grace", a->grace_s, "seconds running requests get after SIGTERM (default 30)");
+  sub.add_flag("--deterministic", a->deterministic,
+               "batch-invariant outputs on every backend (CPU: always; GPU: one sequence per step)");
   return [a] { return RunServe(*a); };
 }
 

@@ -15,7 +15,7 @@
 
 #include "edgeseek/runtime/engine.h"
 #include "edgeseek/server/server.h"
-#include "text_stream.h"
+#include "edgeseek/runtime/text_stream.h"
 
 namespace es::server {
 

@@ -3,6 +3,8 @@
 #include <filesystem>
 
 #include "edgeseek/core/error.h"
+#include "edgeseek/formats/quant_policy.h"
+#include "edgeseek/runtime/convert.h"
 #include "edgeseek/runtime/model.h"
 #include "edgeseek/runtime/runner.h"
 #include "edgeseek/server/server.h"
@@ -83,8 +85,25 @@ ModelBuilder DefaultModelBuilder() {
     LoadOptions lo;
     lo.synthetic = e.synthetic;
     lo.seed = e.seed;
-    if (!e.dtype.empty()) lo.synthetic_dtype = ParseDType(e.dtype);
+    // As the CLI's --dtype: a dense type is the type of synthetic weights; anything else names a
+    // quantization policy applied at load (q8_0, q4_0, q4_k_m, ...), to a folder's weights too.
+    bool dense = e.dtype.empty();
+    if (!dense) {
+      try {
+        const DType t = ParseDType(e.dtype);
+        dense = t == DType::kF32 || t == DType::kF16 || t == DType::kBF16;
+      } catch (const Error&) {
+      }
+    }
+    if (dense && !e.dtype.empty()) lo.synthetic_dtype = ParseDType(e.dtype);
     std::shared_ptr<Model> model = e.synthetic.empty() ? Model::Load(e.path, lo) : Model::Synthetic(e.synthetic, lo);
+    if (!e.dtype.empty() && (!dense || e.synthetic.empty())) {
+      try {
+        QuantizeModelWeights(*model, BuiltinQuantPolicy(e.dtype), e.instances.empty() ? 0 : e.instances[0].threads);
+      } catch (const Error& err) {
+        Fail("model '", e.name, "': dtype '", e.dtype, "': ", err.what());
+      }
+    }
     std::shared_ptr<const Tokenizer> tok;
     if (!e.tokenizer.empty()) {
       tok = Tokenizer::Load(e.tokenizer);

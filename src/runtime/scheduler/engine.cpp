@@ -100,6 +100,8 @@ void Engine::Finish(std::shared_ptr<SeqRequest>& ref, FinishReason why, const st
     kv_reserved_ -= r->need_tokens();
     queue_->Release(*r);
     running_.erase(std::remove(running_.begin(), running_.end(), r), running_.end());
+    // Before the event: whoever learns of the finish (an HTTP response) sees its KV freed.
+    PublishStats();
   }
   SeqEvent e;
   e.kind = SeqEventKind::kFinished;

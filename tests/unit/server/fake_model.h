@@ -64,7 +64,9 @@ class FakeTextModel : public TextModel {
   std::string suffix_;
 };
 
-// A loader that gives every ModelEntry a FakeTextModel and one FakeStepModel per instance.
-ModelBuilder FakeLoader(double step_sleep_s = 0.002, std::string suffix = "", int eos_bias = -100);
+// A loader that gives every ModelEntry a FakeTextModel and one FakeStepModel per instance
+// (batch_variant: models that are not batch-invariant, like a GPU backend).
+ModelBuilder FakeLoader(double step_sleep_s = 0.002, std::string suffix = "", int eos_bias = -100,
+                        bool batch_variant = false);
 
 }  // namespace es::test

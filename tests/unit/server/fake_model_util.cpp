@@ -135,14 +135,15 @@ class ByteStream : public TokenTextStream {
 
 std::unique_ptr<TokenTextStream> FakeTextModel::NewStream() const { return std::make_unique<ByteStream>(); }
 
-ModelBuilder FakeLoader(double step_sleep_s, std::string suffix, int eos_bias) {
+ModelBuilder FakeLoader(double step_sleep_s, std::string suffix, int eos_bias, bool batch_variant) {
   return [=](const ModelEntry& e) {
     LoadedModel lm;
     lm.text = std::make_shared<FakeTextModel>(suffix);
     for (auto& ic : e.instances) {
-      lm.instances.push_back(std::make_unique<FakeStepModel>(ic.slots, ic.context > 0 ? ic.context : 512,
-                                                             step_sleep_s, eos_bias));
-      lm.instance_names.push_back("fake");
+      auto m = std::make_unique<FakeStepModel>(ic.slots, ic.context > 0 ? ic.context : 512, step_sleep_s, eos_bias);
+      m->set_batch_variant(batch_variant);
+      lm.instances.push_back(std::move(m));
+      lm.instance_names.push_back(batch_variant ? "fake-variant" : "fake");
     }
     return lm;
   };

@@ -3,6 +3,8 @@
 #include <gtest/gtest.h>
 #include <httplib.h>
 
+#include <map>
+#include <set>
 #include <thread>
 
 #include "edgeseek/server/server.h"
@@ -267,6 +269,59 @@ TEST(Http, MetricsAndTraces) {
   for (auto& e : trace["traceEvents"]) names.insert(e["name"]);
   EXPECT_TRUE(names.count("queue") && names.count("prefill") && names.count("decode")) << t->body;
   EXPECT_EQ(r.cli->Get("/v1/traces/nope")->status, 404);
+}
+
+TEST(Http, DeterministicIsReportedInHealthAndModels) {
+  for (bool variant : {false, true}) {
+    for (bool det : {false, true}) {
+      ServerConfig c = BaseConfig();
+      c.scheduler.deterministic = det;
+      Running r(c, test::FakeLoader(0, "", -100, variant));
+      r.srv->LoadModels();
+      json h = json::parse(r.cli->Get("/health")->body);
+      EXPECT_EQ(h["deterministic"], det);
+      // Invariant when the model is (CPU) or when the flag makes the engine serial (GPU).
+      bool invariant = !variant || det;
+      EXPECT_EQ(h["batch_invariant"], invariant) << "variant " << variant << " det " << det;
+      json meta = json::parse(r.cli->Get("/v1/models")->body)["data"][0]["edgeseek"];
+      EXPECT_EQ(meta["deterministic"], det);
+      EXPECT_EQ(meta["batch_invariant"], invariant);
+      EXPECT_EQ(meta["instances"][0]["serial"], variant && det);
+      EXPECT_EQ(meta["instances"][0]["slots"], 4);
+      json one = json::parse(r.cli->Get("/v1/models/tiny")->body);
+      EXPECT_EQ(one["edgeseek"]["deterministic"], det);
+    }
+  }
+}
+
+TEST(Http, ProfiledTracesCarryTheBackendSplit) {
+  ServerConfig c = BaseConfig();
+  c.scheduler.profile = true;
+  Running r(c, test::FakeLoader(0));
+  r.srv->LoadModels();
+  EXPECT_EQ(json::parse(r.cli->Get("/health")->body)["profile"], true);
+  int st;
+  json out = Post(*r.cli, "/v1/completions", R"({"prompt":"split me","max_tokens":3})", &st);
+  ASSERT_EQ(st, 200);
+  json trace = json::parse(r.cli->Get(("/v1/traces/" + out["id"].get<std::string>()).c_str())->body);
+  int steps = 0;
+  std::map<std::string, int> phases;
+  for (auto& e : trace["traceEvents"]) {
+    std::string name = e["name"];
+    if (e.value("cat", "") == "backend") ++phases[name];
+    if (name != "prefill" && name != "decode") continue;
+    ++steps;
+    const json& a = e["args"];
+    // FakeStepModel's split: upload 1 us per token, dispatch 2 us, shader 3 us per token.
+    EXPECT_NEAR(a["upload_ms"].get<double>(), 1e-3 * a["batch_tokens"].get<double>(), 1e-12) << e.dump();
+    EXPECT_NEAR(a["dispatch_ms"].get<double>(), 2e-3, 1e-12);
+    EXPECT_NEAR(a["shader_ms"].get<double>(), 3e-3 * a["batch_tokens"].get<double>(), 1e-12);
+    EXPECT_GT(a["download_ms"].get<double>(), 0);
+  }
+  EXPECT_EQ(steps, 3);  // one prefill, two decodes
+  for (const char* p : {"upload", "dispatch", "shader", "download"}) EXPECT_EQ(phases[p], 3) << p;
+  std::string m = r.cli->Get("/metrics")->body;
+  EXPECT_NE(m.find("edgeseek_backend_seconds_total{model=\"tiny\",instance=\"0\",phase=\"shader\"}"), std::string::npos) << m;
 }
 
 TEST(Http, ShutdownDrainsRunningRequests) {

@@ -7,7 +7,7 @@
 #include "server/json_schema.h"
 #include "server/metrics.h"
 #include "server/protocol.h"
-#include "server/text_stream.h"
+#include "edgeseek/runtime/text_stream.h"
 #include "test_util.h"
 
 namespace es::server {

@@ -1,5 +1,5 @@
-// Streaming text filters between the detokenizer and the client, each holding back only the
-// tail that could still become a marker:
+// Streaming text filters between the detokenizer and the user (the server's responses, `run` and
+// `chat` in the CLI), each holding back only the tail that could still become a marker:
 //   StopMatcher        — stop strings: emits text up to the first stop string, then ends;
 //   ReasoningSplitter  — DeepSeek-R1 reasoning: text between <think> and </think> goes to
 //                        reasoning_content, the rest to content; also when the chat template
@@ -11,7 +11,7 @@
 #include <string_view>
 #include <vector>
 
-namespace es::server {
+namespace es {
 
 class StopMatcher {
  public:
@@ -46,4 +46,4 @@ class ReasoningSplitter {
 // Length of the longest suffix of `text` that is a proper prefix of `marker`.
 size_t PartialSuffix(std::string_view text, std::string_view marker);
 
-}  // namespace es::server
+}  // namespace es

@@ -1,9 +1,9 @@
-// Stop strings and the R1 reasoning split over streamed text (text_stream.h).
-#include "text_stream.h"
+// Stop strings and the R1 reasoning split over streamed text (edgeseek/runtime/text_stream.h).
+#include "edgeseek/runtime/text_stream.h"
 
 #include <algorithm>
 
-namespace es::server {
+namespace es {
 
 size_t PartialSuffix(std::string_view text, std::string_view marker) {
   size_t best = 0;
@@ -124,4 +124,4 @@ void ReasoningSplitter::Flush(std::string* reasoning, std::string* content) {
   held_.clear();
 }
 
-}  // namespace es::server
+}  // namespace es
