@@ -47,7 +47,44 @@ shared float part[RB][64];
 shared float part2[RB][64];
 #endif
 
-#ifdef VEC
+#if defined(VEC) && defined(W_QUANT)
+// Quantized rows (wload.glsl's repacked layout): one whole 32-element block per invocation and
+// step: its quants as one (Q4_0) or two (Q8_0) uvec4 loads, its f16 scale, x as 8 vec4.
+vec4 Nib4(uint w, uint sh) {  // 4 nibbles (bits sh..sh+3 of each byte) of w, minus 8
+  return vec4(float((w >> sh) & 15u), float((w >> (sh + 8u)) & 15u), float((w >> (sh + 16u)) & 15u),
+              float((w >> (sh + 24u)) & 15u)) - 8.0;
+}
+vec4 Byte4(uint w) {  // 4 signed bytes of w
+  return vec4(float(int(w << 24) >> 24), float(int(w << 16) >> 24), float(int(w << 8) >> 24),
+              float(int(w) >> 24));
+}
+void AccumVec(uint wrow, uint xb, uint nr, uint lane, inout float acc[RB]) {
+  const uint K = p.K, nb = K / 32u, row = wrow / K;
+  const uint base = row * QRowWords(K);  // words; a multiple of 4
+  for (uint b = lane; b < nb; b += TPR) {
+    const float d = QScale(base, K, b);
+#if defined(W_Q4_0)
+    const uvec4 qv = QUAD((base + b * 4u) / 4u);
+    // Elements 0..15: low nibbles of bytes 0..15 (words x, y, z, w); 16..31: high nibbles.
+    const vec4 w0 = Nib4(qv.x, 0u), w1 = Nib4(qv.y, 0u), w2 = Nib4(qv.z, 0u), w3 = Nib4(qv.w, 0u);
+    const vec4 w4 = Nib4(qv.x, 4u), w5 = Nib4(qv.y, 4u), w6 = Nib4(qv.z, 4u), w7 = Nib4(qv.w, 4u);
+#else
+    const uvec4 qa = QUAD((base + b * 8u) / 4u), qb = QUAD((base + b * 8u) / 4u + 1u);
+    const vec4 w0 = Byte4(qa.x), w1 = Byte4(qa.y), w2 = Byte4(qa.z), w3 = Byte4(qa.w);
+    const vec4 w4 = Byte4(qb.x), w5 = Byte4(qb.y), w6 = Byte4(qb.z), w7 = Byte4(qb.w);
+#endif
+    for (uint r = 0; r < RB; ++r) {
+      if (r < nr) {
+        const uint xo = (xb + r * p.x_rs) / 4u + b * 8u;
+        const float s = dot(w0, x4[xo]) + dot(w1, x4[xo + 1u]) + dot(w2, x4[xo + 2u]) +
+                        dot(w3, x4[xo + 3u]) + dot(w4, x4[xo + 4u]) + dot(w5, x4[xo + 5u]) +
+                        dot(w6, x4[xo + 6u]) + dot(w7, x4[xo + 7u]);
+        acc[r] += d * s;
+      }
+    }
+  }
+}
+#elif defined(VEC)
 // acc[r] += Σ over this invocation's share of k of W[row, k] x[r, k] (W: wload8's buffer).
 void AccumVec(uint wrow, uint xb, uint nr, uint lane, inout float acc[RB]) {
   // Two groups of 8 weights in flight per invocation; x read as vec4.
