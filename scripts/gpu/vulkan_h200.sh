@@ -18,12 +18,24 @@ fi
 OUT=${OUT:-/tmp/out}
 mkdir -p "$OUT"
 echo "== machine"; nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader; git log -1 --oneline 2>/dev/null
-echo "== devices"; ES_VK_TRACE=1 timeout 60 $B/edgeseek devices --bandwidth; echo "devices rc=$?"
+echo "== devices"; timeout 60 $B/edgeseek devices --bandwidth 2>&1 | grep -i "H200\|coop\|subgroup\|bandwidth\|error"
 echo "== tests (NVIDIA driver, validation layers absent there)"
-ES_VK_VALIDATION=0 timeout ${ES_TEST_TIMEOUT:-80} $B/es_test_vulkan --gtest_brief=1 2>&1 | grep -v "^vulkan profile\|^  shader time" | tail -40
-# f16 math (cooperative-matrix prefill GEMM where the device has it) and the --profile split.
-for m in ${ES_BENCH_MODELS:-r1-distill-qwen-1.5b r1-distill-qwen-7b}; do
-  echo "== bench $m f16 (pp512, tg128), ES_VK_F16_ACT=${ES_VK_F16_ACT:-1}, --profile"
-  ES_VK_F16_ACT=${ES_VK_F16_ACT:-1} timeout ${ES_BENCH_TIMEOUT:-140} $B/edgeseek bench --backend vulkan \
-    --synthetic "$m" --dtype f16 -p 512 -n 128 -r 1 --profile 2>&1 | tee "$OUT/bench_$m.txt"
-done
+ES_VK_VALIDATION=0 timeout ${ES_TEST_TIMEOUT:-80} $B/es_test_vulkan 2>&1 | grep -v "^vulkan profile\|^  shader time\|^\[ RUN\|^\[       OK" | tail -40
+bench() {  # bench MODEL DTYPE [env...]: pp512 + tg128 with the --profile split
+  local m=$1 t=$2; shift 2
+  echo "== bench $m $t $*"
+  env "$@" timeout ${ES_BENCH_TIMEOUT:-140} $B/edgeseek bench --backend vulkan --synthetic "$m" --dtype "$t" \
+    -p 512 -n 128 -r 1 --profile 2>&1 | tee "$OUT/bench_${m}_${t}_$#.txt"
+}
+# f16 math (cooperative-matrix prefill GEMM where the device has it).
+bench r1-distill-qwen-1.5b f16 ES_VK_F16_ACT=1
+bench r1-distill-qwen-7b f16 ES_VK_F16_ACT=1
+echo "== goldens through --backend vulkan, default f32 math (tolerance 1e-4)"
+ES_GOLDEN_BACKENDS=vulkan timeout 60 $B/es_test_golden --gtest_filter='*vulkan*' 2>&1 | grep -i "rel\|FAILED\|PASSED\|tests ran" | tail -20
+echo "== goldens, f16 math (ES_VK_F16_ACT=1; the test's 1e-4 is stricter than f16's 2e-3: read the errors)"
+ES_VK_F16_ACT=1 ES_GOLDEN_BACKENDS=vulkan timeout 60 $B/es_test_golden --gtest_filter='*vulkan*' 2>&1 | grep -i "rel\|FAILED\|PASSED\|tests ran\|Which is\|error" | tail -30
+# Default f32 math (plain GEMM prefill) and quantized weights (quantized at load).
+bench r1-distill-qwen-1.5b f16
+bench r1-distill-qwen-1.5b q8_0
+bench r1-distill-qwen-1.5b q4_0
+bench r1-distill-qwen-7b q4_0
