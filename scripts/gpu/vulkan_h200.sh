@@ -31,9 +31,9 @@ bench() {  # bench MODEL DTYPE [env...]: pp512 + tg128 with the --profile split
 bench r1-distill-qwen-1.5b f16 ES_VK_F16_ACT=1
 bench r1-distill-qwen-7b f16 ES_VK_F16_ACT=1
 echo "== goldens through --backend vulkan, default f32 math (tolerance 1e-4)"
-ES_GOLDEN_BACKENDS=vulkan timeout 60 $B/es_test_golden --gtest_filter='*vulkan*' 2>&1 | grep -i "rel\|FAILED\|PASSED\|tests ran" | tail -20
+ES_GOLDEN_BACKENDS=vulkan timeout 60 $B/es_test_golden --gtest_filter='*vulkan*' 2>&1 | grep -i "actual\|FAILED\|PASSED\|tests ran" | tail -20
 echo "== goldens, f16 math (ES_VK_F16_ACT=1; the test's 1e-4 is stricter than f16's 2e-3: read the errors)"
-ES_VK_F16_ACT=1 ES_GOLDEN_BACKENDS=vulkan timeout 60 $B/es_test_golden --gtest_filter='*vulkan*' 2>&1 | grep -i "rel\|FAILED\|PASSED\|tests ran\|Which is\|error" | tail -30
+ES_VK_F16_ACT=1 ES_GOLDEN_BACKENDS=vulkan timeout 60 $B/es_test_golden --gtest_filter='*vulkan*' 2>&1 | grep -i "actual\|FAILED\|PASSED\|tests ran\|error" | tail -30
 # Default f32 math (plain GEMM prefill) and quantized weights (quantized at load).
 bench r1-distill-qwen-1.5b f16
 bench r1-distill-qwen-1.5b q8_0
