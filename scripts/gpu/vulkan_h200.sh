@@ -20,7 +20,9 @@ mkdir -p "$OUT"
 echo "== machine"; nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader; git log -1 --oneline 2>/dev/null
 echo "== devices"; timeout 60 $B/edgeseek devices --bandwidth 2>&1 | grep -i "H200\|coop\|subgroup\|bandwidth\|error"
 echo "== tests (NVIDIA driver, validation layers absent there)"
-ES_VK_VALIDATION=0 timeout ${ES_TEST_TIMEOUT:-80} $B/es_test_vulkan 2>&1 | grep -v "^vulkan profile\|^  shader time\|^\[ RUN\|^\[       OK" | tail -40
+# Full logs go to $OUT (the tool returns only the last 12 kB of stdout); summaries here.
+ES_VK_VALIDATION=0 timeout ${ES_TEST_TIMEOUT:-80} $B/es_test_vulkan > "$OUT/es_test_vulkan.txt" 2>&1
+grep "FAILED\|PASSED\|Failure\|tests ran" "$OUT/es_test_vulkan.txt" | head -20
 bench() {  # bench MODEL DTYPE [env...]: pp512 + tg128 with the --profile split
   local m=$1 t=$2; shift 2
   echo "== bench $m $t $*"
@@ -31,9 +33,11 @@ bench() {  # bench MODEL DTYPE [env...]: pp512 + tg128 with the --profile split
 bench r1-distill-qwen-1.5b f16 ES_VK_F16_ACT=1
 bench r1-distill-qwen-7b f16 ES_VK_F16_ACT=1
 echo "== goldens through --backend vulkan, default f32 math (tolerance 1e-4)"
-ES_GOLDEN_BACKENDS=vulkan timeout 60 $B/es_test_golden --gtest_filter='*vulkan*' 2>&1 | grep -i "actual\|FAILED\|PASSED\|tests ran" | tail -20
+ES_GOLDEN_BACKENDS=vulkan timeout 60 $B/es_test_golden --gtest_filter='*vulkan*' --gtest_brief=1 > "$OUT/golden_f32.txt" 2>&1
+grep "actual\|PASSED\|tests ran\|FAILED TEST" "$OUT/golden_f32.txt" | head -20
 echo "== goldens, f16 math (ES_VK_F16_ACT=1; the test's 1e-4 is stricter than f16's 2e-3: read the errors)"
-ES_VK_F16_ACT=1 ES_GOLDEN_BACKENDS=vulkan timeout 60 $B/es_test_golden --gtest_filter='*vulkan*' 2>&1 | grep -i "actual\|FAILED\|PASSED\|tests ran\|error" | tail -30
+ES_VK_F16_ACT=1 ES_GOLDEN_BACKENDS=vulkan timeout 60 $B/es_test_golden --gtest_filter='*vulkan*' --gtest_brief=1 > "$OUT/golden_f16.txt" 2>&1
+grep "actual\|PASSED\|tests ran\|FAILED TEST" "$OUT/golden_f16.txt" | head -30
 # Default f32 math (plain GEMM prefill) and quantized weights (quantized at load).
 bench r1-distill-qwen-1.5b f16
 bench r1-distill-qwen-1.5b q8_0
