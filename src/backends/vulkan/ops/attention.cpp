@@ -12,8 +12,11 @@ void RecordAttention(OpContext& c, const AttentionArgs& a) {
   const bool f16 = c.kv.spec().dtype == DType::kF16;
   if (a.part.size == 0 && a.wb == 0 && a.wa <= 128 && a.dv <= 128 && c.T > kAttentionSplitMaxRows) {
     // Prefill: 8 query rows per workgroup share each key/value tile (attention_rows.comp).
-    const bool kt32 = c.dev.info().max_shared_memory >= 40 * 1024;
-    Dispatch& d = c.Add(std::string(f16 ? "attention_rows_f16" : "attention_rows_f32") + (kt32 ? "" : "_kt16"),
+    // 32-key tiles of 128-wide heads need ~38 KiB of shared memory; heads up to 64 wide fit
+    // 32-key tiles in ~19 KiB; else 16-key tiles (~21 KiB).
+    const bool big = c.dev.info().max_shared_memory >= 40 * 1024;
+    const char* tile = big ? "" : (a.wa <= 64 && a.dv <= 64 ? "_d64" : "_kt16");
+    Dispatch& d = c.Add(std::string(f16 ? "attention_rows_f16" : "attention_rows_f32") + tile,
                         {1, 1, 1, 1, 1, 1});
     d.bindings = {{a.q}, {a.ka}, {a.kb}, {a.v}, {a.out}, {c.batch}};
     d.writes = {4};

@@ -2,7 +2,7 @@
 // Prefill attention with multi-row tiles: one workgroup computes QR = 8 query rows t0..t0+7 of
 // one head h (causal, GQA, the rows' own slots), so every key/value tile loaded into shared
 // memory serves 8 rows instead of 1. Same inputs and layout as attention.comp without the MLA
-// part (wb == 0), head dims dk, dv <= 128 (host-checked).
+// part (wb == 0), head dims dk, dv <= MAXD (128, or 64 in the small variant; host-checked).
 //   q: q[t*q_rs + h*q_hs + i]; key j of slot s = KA[(s*capacity + j)*a_w + kvh*dk ..],
 //   value j = V[(s*capacity + j)*v_w + kvh*dv ..]; caches f32 or f16 (KV_F16)
 //   out[t*o_rs + h*o_hs + d] = Σ_{j <= pos_t} softmax_j(scale * q_t·key_j) value_j[d]
@@ -15,7 +15,10 @@ layout(local_size_x = 256) in;
 #ifndef KT
 #define KT 32  // keys per tile: 32 needs ~38 KiB of shared memory, 16 ~21 KiB
 #endif
-const uint QR = 8, MAXD = 128, MAXC = MAXD / 32;
+#ifndef MAXD
+#define MAXD 128  // largest head dim (dk, dv); 64 halves the tiles
+#endif
+const uint QR = 8, MAXC = MAXD / 32;
 layout(binding = 0) readonly buffer Q { float q[]; };
 layout(binding = 1) readonly buffer KA { uint ka[]; };
 layout(binding = 2) readonly buffer KB { uint kb[]; };  // unused (MLA's rope part)
