@@ -40,7 +40,7 @@ namespace fs = std::filesystem;
 // llama.cpp's llama_expert_gating_func_type.
 constexpr uint32_t kGatingNone = 0, kGatingSoftmax = 1, kGatingSigmoid = 2;
 
-// The first MoE layer's exp_probs_b, or the first layer's when there is no expert key yet.
+// Whether any of the first n_layers blocks holds blk.N.<base>.<suffix>.
 bool HasAnyTensor(const GgufFile& f, int n_layers, std::string_view base, std::string_view suffix) {
   for (int l = 0; l < n_layers; ++l)
     if (f.HasTensor(BlockTensorName(l, base, suffix))) return true;

@@ -250,3 +250,40 @@ TEST(GgufModel, Deepseek2Config) {
 
 }  // namespace
 }  // namespace es
+
+namespace es {
+namespace {
+
+// Every tensor type a GGUF model may hold loads and runs: dsv2_realdim (rows of 256, so the
+// k-quants apply; MoE experts as quantized 3-D stacks) requantized to each type, compared with
+// its own dequantized twin (only the kernels' activation rounding between them) and loosely with
+// the f32 file.
+TEST(GgufModel, EveryWeightTypeLoads) {
+  const std::string tmp = test::TempDir();
+  const std::string variant = "dsv2_realdim";
+  const json golden = json::parse(test::ReadFile(ModelsDir() + "/" + variant + "/golden.json"));
+  const auto ids = golden["input_ids"].get<std::vector<int32_t>>();
+  test::WriteHfAsGguf(ModelsDir() + "/" + variant, tmp + "/f32.gguf");
+  const auto ref = test::PrefillLogits(Model::Load(tmp + "/f32.gguf"), ids);
+  const std::vector<std::pair<std::string, DType>> types = {
+      {"bf16", DType::kBF16}, {"q4_0", DType::kQ4_0}, {"q4_1", DType::kQ4_1}, {"q5_0", DType::kQ5_0},
+      {"q5_1", DType::kQ5_1}, {"q4_k", DType::kQ4_K}, {"q5_k", DType::kQ5_K}, {"q6_k", DType::kQ6_K}};
+  for (const auto& [name, dt] : types) {
+    const std::string q = tmp + "/" + name + ".gguf", twin = tmp + "/" + name + "_twin.gguf";
+    QuantizeGguf(tmp + "/f32.gguf", q, BuiltinQuantPolicy(name));
+    int n = 0;
+    for (const auto& ti : GgufFile::Open(q)->tensor_infos()) n += ti.dtype == dt;
+    EXPECT_GE(n, 10) << name;
+    QuantizeGguf(q, twin, BuiltinQuantPolicy("f32"));
+    const auto got = test::PrefillLogits(Model::Load(q), ids);
+    const double e = test::RelL2(got, ref), e_twin = test::RelL2(got, test::PrefillLogits(Model::Load(twin), ids));
+    std::printf("%s: rel L2 vs f32 %.4f, vs dequantized twin %.4f\n", name.c_str(), e, e_twin);
+    EXPECT_LE(e_twin, 0.05) << name;
+    // Loose: 4-bit rounding flips some expert choices of this MoE model (min route gap 2.1e-4).
+    const double bound = name == "bf16" ? 1e-4 : name == "q6_k" ? 0.12 : name[1] == '5' ? 0.25 : 0.4;
+    EXPECT_LE(e, bound) << name;
+  }
+}
+
+}  // namespace
+}  // namespace es

@@ -23,6 +23,7 @@ using nlohmann::json;
 struct TokCase {
   std::string name, pre;
 };
+void PrintTo(const TokCase& c, std::ostream* os) { *os << c.name << " (pre " << c.pre << ")"; }
 
 class GgufTokenizerGolden : public ::testing::TestWithParam<TokCase> {};
 
