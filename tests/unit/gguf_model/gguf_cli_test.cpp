@@ -2,7 +2,10 @@
 // agree with the same checkpoint as a Hugging Face folder; an f16 GGUF runs on Vulkan too.
 #include <gtest/gtest.h>
 
+#include <unistd.h>
+
 #include <cstring>
+#include <filesystem>
 
 #include "edgeseek/backends/backend.h"
 #include "edgeseek/formats/gguf.h"
@@ -16,13 +19,18 @@ namespace {
 class GgufCli : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
-    dir_ = new std::string(test::TempDir());
+    // One folder per process: ctest runs each test as its own process, maybe in parallel.
+    dir_ = new std::string(test::BinaryDir() + "/test_tmp/GgufCli_" + std::to_string(getpid()));
+    std::filesystem::create_directories(*dir_);
     test::HfToGgufOptions o;
     o.tokenizer_dir = Tiny();
     test::WriteHfAsGguf(Hf(), *dir_ + "/m.gguf", o);
     QuantizeGguf(*dir_ + "/m.gguf", *dir_ + "/m_f16.gguf", BuiltinQuantPolicy("f16"));
   }
-  static void TearDownTestSuite() { delete dir_; }
+  static void TearDownTestSuite() {
+    std::filesystem::remove_all(*dir_);
+    delete dir_;
+  }
   static std::string Hf() { return test::SourceDir() + "/tests/golden/data/models/qwen2_tied"; }
   static std::string Tiny() { return test::SourceDir() + "/tests/data/tiny_tokenizer"; }
   static std::string Gguf() { return *dir_ + "/m.gguf"; }
@@ -111,6 +119,12 @@ TEST_F(GgufCli, VulkanRunsAnF16Gguf) {
   EXPECT_LE(test::RelL2(vk, cpu), 1e-3);
   const std::string args = " --ids 1,17,42,99 -n 6 --temp 0";
   EXPECT_EQ(Out("generate --backend vulkan -m " + Gguf16() + args), Out("generate -m " + Gguf16() + args));
+  EXPECT_FALSE(Out("run --backend vulkan -m " + Gguf16() + " -p 'Hello there' -n 4 --temp 0").empty());
+  Out("bench --backend vulkan -m " + Gguf16() + " -p 8 -n 2 -r 1");
+  // A dense q8_0 GGUF too (Vulkan reads Q8_0 in matmul and embedding).
+  const std::string q8 = *dir_ + "/m_q8.gguf";
+  QuantizeGguf(Gguf(), q8, BuiltinQuantPolicy("q8_0"));
+  EXPECT_LE(test::RelL2(Logits(q8, "--backend vulkan"), Logits(q8)), 0.05);
 }
 
 }  // namespace
