@@ -259,8 +259,30 @@ std::unique_ptr<VulkanBackend::Program> VulkanBackend::Build(const Graph& g, con
     }
   }
 
+  // An RMSNorm whose consumers are all GEMV-sized matmuls of its output is folded into them
+  // (each takes the norm's input, weight and eps); its input must then live until the last one.
+  std::vector<int> norm_of(static_cast<size_t>(N), -1), live_until(static_cast<size_t>(N), -1);
+  for (int m = 0; fuse && m < N - 1; ++m) {
+    const Node& n = nodes[size_t(m)];
+    if (n.op != Op::kRmsNorm || uses[size_t(m)] == 0) continue;
+    std::vector<int> consumers;
+    bool ok = true;
+    for (int j = m + 1; j < N && ok; ++j) {
+      const Node& c = nodes[size_t(j)];
+      if (std::find(c.src.begin(), c.src.end(), m) == c.src.end()) continue;
+      ok = c.op == Op::kMatMul && c.src[0] == m && c.src[1] != m &&
+           CanFuseGemv(T, n.shape[1], weights_->Get(*g.node(c.src[1]).weight));
+      consumers.push_back(j);
+    }
+    if (!ok || consumers.empty()) continue;
+    skip[size_t(m)] = 1;
+    for (int j : consumers) norm_of[size_t(j)] = m;
+    live_until[size_t(n.src[0])] = consumers.back();
+  }
+
   // ---- activation plan: intervals from Graph::LastUse (kv_store passes its input through) ---
-  const std::vector<int> last = g.LastUse();
+  std::vector<int> last = g.LastUse();
+  for (int i = 0; i < N; ++i) last[size_t(i)] = std::max(last[size_t(i)], live_until[size_t(i)]);
   std::vector<int> owner(size_t(N), -1);
   for (int i = 0; i < N; ++i) {
     const Node& n = nodes[size_t(i)];
@@ -340,6 +362,7 @@ std::unique_ptr<VulkanBackend::Program> VulkanBackend::Build(const Graph& g, con
     if (skip[size_t(i)]) continue;
     ci.out_node = out_node[size_t(i)];
     if (res_node[size_t(i)] >= 0) ci.residual = act[size_t(res_node[size_t(i)])];
+    if (norm_of[size_t(i)] >= 0) ci.norm_node = &nodes[size_t(norm_of[size_t(i)])];
     if (gate_node[size_t(i)] >= 0) {
       ci.dual_gate = &nodes[size_t(gate_node[size_t(i)])];
       ci.dual_up = &nodes[size_t(up_node[size_t(i)])];

@@ -206,9 +206,10 @@ TEST_F(VulkanOps, QuantizedWeightWithPartialBlockRowsIsAClearError) {
   }
 }
 
-// Decode fusions: gate/up matmuls feeding a SwiGLU become one dual GEMV, and the down matmul
-// feeding the residual add writes the sum itself: 2 embeddings + 2 dispatches in all, the same
-// values as the unfused reference, for dense and quantized weights and 1 or 5 rows.
+// Decode fusions: the RMSNorm is folded into the GEMV that reads its output, gate/up matmuls
+// feeding a SwiGLU become one dual GEMV, and the down matmul feeding the residual add writes the
+// sum itself: 2 embeddings + 2 dispatches in all, the same values as the unfused reference, for
+// dense and quantized weights and 1 or 5 rows.
 TEST_F(VulkanOps, DecodeFusionsSwiGluPairAndResidualAdd) {
   for (DType dt : {DType::kF16, DType::kQ8_0, DType::kQ4_0}) {
     for (int T : {1, 5}) {
@@ -218,7 +219,11 @@ TEST_F(VulkanOps, DecodeFusionsSwiGluPairAndResidualAdd) {
       Tensor Wg = RandomTensor("wg", dt, {I, D}, 53), Wu = RandomTensor("wu", dt, {I, D}, 54);
       Tensor Wd = RandomTensor("wd", dt, {D, I}, 55);
       Graph g;
-      const int res = Input(g, Rs, T), x = Input(g, X, T);
+      const int res = Input(g, Rs, T), x0 = Input(g, X, T);
+      Tensor Nw = RandomTensor("norm.w", DType::kBF16, {D}, 56);
+      Node nn = Make(Op::kRmsNorm, "norm", {x0, g.AddWeight(Nw)}, {T, D});
+      nn.f0 = 1e-5f;
+      const int x = g.Add(nn);
       const int gate = g.Add(Make(Op::kMatMul, "gate", {x, g.AddWeight(Wg)}, {T, I}));
       const int up = g.Add(Make(Op::kMatMul, "up", {x, g.AddWeight(Wu)}, {T, I}));
       const int act = g.Add(Make(Op::kSwiGLU, "act", {gate, up}, {T, I}));
@@ -227,7 +232,10 @@ TEST_F(VulkanOps, DecodeFusionsSwiGluPairAndResidualAdd) {
       auto& be = SharedVulkan();
       const auto got = RunGraph(be, g, RowsBatch(T));
       EXPECT_EQ(be.counters().dispatches, 4) << Name(dt);
-      std::vector<float> gv = RefMatMul(X, Wg, nullptr, T), uv = RefMatMul(X, Wu, nullptr, T);
+      Tensor Xn = AllocTensor("xn", DType::kF32, {T, D});
+      const auto nw = Values(Nw);
+      ref::RmsNorm(X.as<float>(), nw.data(), T, D, 1e-5f, static_cast<float*>(MutableData(Xn)));
+      std::vector<float> gv = RefMatMul(Xn, Wg, nullptr, T), uv = RefMatMul(Xn, Wu, nullptr, T);
       Tensor A = AllocTensor("a", DType::kF32, {T, I});
       float* a = static_cast<float*>(MutableData(A));
       for (size_t i = 0; i < gv.size(); ++i) a[i] = gv[i] / (1.0f + std::exp(-gv[i])) * uv[i];

@@ -6,7 +6,8 @@
 namespace es::vk {
 namespace {
 struct GemvPush {
-  uint32_t K, N, R, n0, x_rs, x_hs, x_off, y_rs, y_hs, y_off, has_bias, epi;
+  uint32_t K, N, R, n0, x_rs, x_hs, x_off, y_rs, y_hs, y_off, has_bias, epi, norm;
+  float eps;
 };
 struct GemmPush {
   uint32_t K, N, R, n0, y_rs, has_bias;
@@ -29,19 +30,20 @@ void RecordHeadGemv(OpContext& c, BufRange x, int64_t R, int64_t H, int64_t N, i
   ES_CHECK(vec || !IsQuantized(w.dtype), "vulkan: quantized per-head weight '", c.n.name,
            "' needs 4-aligned activation offsets");
   Dispatch& d = c.Add(std::string("matmul_gemv_") + TypeSuffix(w.dtype) + (vec ? "_vec" : ""),
-                      {1, 1, 1, 1, 1}, {gs.wg, gs.rows});
-  d.bindings = {{Range(w.chunks[0].alloc)}, {x}, {x}, {y}, {x}};
+                      {1, 1, 1, 1, 1, 1}, {gs.wg, gs.rows});
+  d.bindings = {{Range(w.chunks[0].alloc)}, {x}, {x}, {y}, {x}, {x}};
   d.writes = {3};
   d.Push(GemvPush{uint32_t(K), uint32_t(N), uint32_t(R), 0, uint32_t(x_rs), uint32_t(x_hs),
-                  uint32_t(x_off), uint32_t(y_rs), uint32_t(y_hs), uint32_t(y_off), 0, 0});
+                  uint32_t(x_off), uint32_t(y_rs), uint32_t(y_hs), uint32_t(y_off), 0, 0, 0, 0.0f});
   d.groups[0] = uint32_t((N + gs.rows - 1) / gs.rows);
   d.groups[1] = uint32_t(H);
   d.groups[2] = uint32_t((R + kGemvMaxRows - 1) / kGemvMaxRows);
 }
 
 void RecordMatMul(OpContext& c, BufRange x, int64_t R, int64_t K, const DeviceWeight& w,
-                  const BufRange* bias, BufRange y, int64_t y_rs, const BufRange* residual) {
-  ES_ASSERT(!residual || R <= kGemvMaxRows);
+                  const BufRange* bias, BufRange y, int64_t y_rs, const BufRange* residual,
+                  const NormFold* norm) {
+  ES_ASSERT((!residual && !norm) || (R <= kGemvMaxRows && K % 8 == 0));
   ES_ASSERT(w.cols == K);
   const GemvShape gs = GemvFor(c.dev);
   const bool gemv = R <= kGemvMaxRows;
@@ -51,11 +53,13 @@ void RecordMatMul(OpContext& c, BufRange x, int64_t R, int64_t K, const DeviceWe
     const uint32_t N = uint32_t(ch.rows);
     if (gemv) {
       Dispatch& d = c.Add(std::string("matmul_gemv_") + TypeSuffix(w.dtype) + (vec ? "_vec" : ""),
-                          {1, 1, 1, 1, 1}, {gs.wg, gs.rows});
-      d.bindings = {{Range(ch.alloc)}, {x}, {bias ? *bias : x}, {y}, {residual ? *residual : x}};
+                          {1, 1, 1, 1, 1, 1}, {gs.wg, gs.rows});
+      d.bindings = {{Range(ch.alloc)}, {x}, {bias ? *bias : x}, {y}, {residual ? *residual : x},
+                    {norm ? norm->weight : x}};
       d.writes = {3};
       d.Push(GemvPush{uint32_t(K), N, uint32_t(R), uint32_t(ch.row0), uint32_t(K), 0, 0,
-                      uint32_t(y_rs), 0, 0, bias ? 1u : 0u, residual ? 1u : 0u});
+                      uint32_t(y_rs), 0, 0, bias ? 1u : 0u, residual ? 1u : 0u, norm ? 1u : 0u,
+                      norm ? norm->eps : 0.0f});
       d.groups[0] = (N + gs.rows - 1) / gs.rows;
       d.groups[2] = uint32_t((R + kGemvMaxRows - 1) / kGemvMaxRows);
     } else if (UseCoopmat(c.dev, K)) {
@@ -88,7 +92,7 @@ bool CanFuseGemv(int64_t R, int64_t K, const DeviceWeight& w) {
 }
 
 void RecordGemvSwiGLU(OpContext& c, BufRange x, int64_t R, int64_t K, const DeviceWeight& gate,
-                      const DeviceWeight& up, BufRange y) {
+                      const DeviceWeight& up, BufRange y, const NormFold* norm) {
   ES_ASSERT(CanFuseGemv(R, K, gate) && gate.dtype == up.dtype && gate.rows == up.rows &&
             gate.chunks.size() == up.chunks.size());
   const GemvShape gs = GemvFor(c.dev);
@@ -99,22 +103,32 @@ void RecordGemvSwiGLU(OpContext& c, BufRange x, int64_t R, int64_t K, const Devi
     if (cg.rows == 0) continue;
     const uint32_t N = uint32_t(cg.rows);
     Dispatch& d = c.Add(std::string("matmul_gemv_") + TypeSuffix(gate.dtype) + "_dual",
-                        {2, 1, 1, 1, 1}, {gs.wg, gs.rows});
-    d.bindings = {{Range(cg.alloc), Range(cu.alloc)}, {x}, {x}, {y}, {x}};
+                        {2, 1, 1, 1, 1, 1}, {gs.wg, gs.rows});
+    d.bindings = {{Range(cg.alloc), Range(cu.alloc)}, {x}, {x}, {y}, {x}, {norm ? norm->weight : x}};
     d.writes = {3};
     d.Push(GemvPush{uint32_t(K), N, uint32_t(R), uint32_t(cg.row0), uint32_t(K), 0, 0,
-                    uint32_t(gate.rows), 0, 0, 0u, 0u});
+                    uint32_t(gate.rows), 0, 0, 0u, 0u, norm ? 1u : 0u, norm ? norm->eps : 0.0f});
     d.groups[0] = (N + gs.rows - 1) / gs.rows;
     d.groups[2] = uint32_t((R + kGemvMaxRows - 1) / kGemvMaxRows);
   }
 }
 
 void BuildMatMul(OpContext& c) {
+  // A folded RMSNorm (decided by the builder): x is the norm's input, its weight and eps go to
+  // the GEMV.
+  NormFold nf;
+  BufRange x = c.In(0);
+  if (c.norm_node) {
+    nf.weight = Range(c.weights.GetF32(*c.g.node(c.norm_node->src[1]).weight).chunks[0].alloc);
+    nf.eps = c.norm_node->f0;
+    x = c.act[size_t(c.norm_node->src[0])];
+  }
+  const NormFold* norm = c.norm_node ? &nf : nullptr;
   if (c.dual_gate) {  // fused gate/up + SwiGLU (decided by the builder)
     const Tensor& gw = *c.g.node(c.dual_gate->src[1]).weight;
     const Tensor& uw = *c.g.node(c.dual_up->src[1]).weight;
-    RecordGemvSwiGLU(c, c.In(0), c.n.shape[0], c.Src(0).shape[1], c.weights.Get(gw), c.weights.Get(uw),
-                     c.Out());
+    RecordGemvSwiGLU(c, x, c.n.shape[0], c.Src(0).shape[1], c.weights.Get(gw), c.weights.Get(uw),
+                     c.Out(), norm);
     return;
   }
   const Tensor& W = c.W(1);
@@ -125,8 +139,8 @@ void BuildMatMul(OpContext& c) {
   BufRange bias;
   const bool has_bias = c.n.src.size() > 2 && c.n.src[2] >= 0;
   if (has_bias) bias = Range(c.weights.GetF32(c.W(2)).chunks[0].alloc);
-  RecordMatMul(c, c.In(0), R, K, w, has_bias ? &bias : nullptr, c.Out(), c.n.shape[1],
-               c.residual.size ? &c.residual : nullptr);
+  RecordMatMul(c, x, R, K, w, has_bias ? &bias : nullptr, c.Out(), c.n.shape[1],
+               c.residual.size ? &c.residual : nullptr, norm);
 }
 
 }  // namespace es::vk

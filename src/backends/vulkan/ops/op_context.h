@@ -47,6 +47,7 @@ struct OpContext {
   BufRange residual;
   const Node* dual_gate = nullptr;
   const Node* dual_up = nullptr;
+  const Node* norm_node = nullptr;  // a folded RMSNorm producing this matmul's x
   MemoryPool* host_pool = nullptr;          // for small constant tables written once
   std::vector<Allocation>* owned = nullptr; // allocations the recorded program keeps and frees
 
@@ -76,14 +77,20 @@ GemvShape GemvFor(const Device& dev);
 bool UseCoopmat(const Device& dev, int64_t K);
 // y = x Wᵀ (+ bias) over every row chunk of W. x: [R, K] (row stride K); y: row stride y_rs;
 // GEMV for R <= 8, tiled GEMM otherwise.
+// An RMSNorm folded into a GEMV: x is the norm's input; weight: the norm weight as f32.
+struct NormFold {
+  BufRange weight;
+  float eps = 0;
+};
 void RecordMatMul(OpContext& c, BufRange x, int64_t R, int64_t K, const DeviceWeight& w,
-                  const BufRange* bias, BufRange y, int64_t y_rs, const BufRange* residual = nullptr);
+                  const BufRange* bias, BufRange y, int64_t y_rs, const BufRange* residual = nullptr,
+                  const NormFold* norm = nullptr);
 // Whether a matmul of R rows and inner size K can take a fused GEMV epilogue (residual add,
 // SwiGLU pair).
 bool CanFuseGemv(int64_t R, int64_t K, const DeviceWeight& w);
 // y = silu(x gateᵀ) * (x upᵀ) in one GEMV pass (matmul_gemv.comp DUAL); y: [R, gate.rows].
 void RecordGemvSwiGLU(OpContext& c, BufRange x, int64_t R, int64_t K, const DeviceWeight& gate,
-                      const DeviceWeight& up, BufRange y);
+                      const DeviceWeight& up, BufRange y, const NormFold* norm = nullptr);
 // Per-head GEMV: y[r*y_rs + h*y_hs + y_off + n] = Σ_k W[h*N + n, k] x[r*x_rs + h*x_hs + x_off + k]
 void RecordHeadGemv(OpContext& c, BufRange x, int64_t R, int64_t H, int64_t N, int64_t K,
                     const DeviceWeight& w, int64_t x_rs, int64_t x_hs, int64_t x_off, BufRange y,

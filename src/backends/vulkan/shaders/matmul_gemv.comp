@@ -9,7 +9,9 @@
 // x offsets and strides % 4 == 0).
 // Fused epilogues (decode): p.epi == 1 adds res[...] (indexed as y: the residual stream) to each
 // output; DUAL (VEC only) binds two weights of the same shape (gate, up) and writes
-// silu(x Wgᵀ) * (x Wuᵀ), the SwiGLU of the FFN, in one pass over x.
+// silu(x Wgᵀ) * (x Wuᵀ), the SwiGLU of the FFN, in one pass over x. Folded RMSNorm (VEC,
+// p.norm == 1): x is the norm's input; the dot products use x ⊙ g (binding 5, the norm weight)
+// and are scaled by 1 / sqrt(mean(x²) + eps), the sum of squares taken by the same workgroup.
 #include "common.glsl"
 layout(local_size_x_id = 0) in;
 layout(constant_id = 0) const uint WG = 128;
@@ -37,12 +39,21 @@ layout(binding = 1) readonly buffer X { float x[]; };
 layout(binding = 2) readonly buffer Bias { float bias[]; };
 layout(binding = 3) writeonly buffer Y { float y[]; };
 layout(binding = 4) readonly buffer Res { float res[]; };
+#ifdef VEC
+layout(binding = 5) readonly buffer G { vec4 g4[]; };
+#endif
 layout(push_constant) uniform P {
-  uint K, N, R, n0, x_rs, x_hs, x_off, y_rs, y_hs, y_off, has_bias, epi;
+  uint K, N, R, n0, x_rs, x_hs, x_off, y_rs, y_hs, y_off, has_bias, epi, norm;
+  float eps;
 } p;
+#ifdef VEC
+// x[row, 4 k4 ..] (xo: the row's first vec4), times the norm weight when folding a norm.
+vec4 XL(uint xo, uint k4) { return p.norm != 0u ? x4[xo + k4] * g4[k4] : x4[xo + k4]; }
+#endif
 #define WCOLS p.K
 #include "wload.glsl"
 shared float part[RB][64];
+shared float part_ss[RB][64];
 #ifdef DUAL
 shared float part2[RB][64];
 #endif
@@ -75,10 +86,10 @@ void AccumVec(uint wrow, uint xb, uint nr, uint lane, inout float acc[RB]) {
 #endif
     for (uint r = 0; r < RB; ++r) {
       if (r < nr) {
-        const uint xo = (xb + r * p.x_rs) / 4u + b * 8u;
-        const float s = dot(w0, x4[xo]) + dot(w1, x4[xo + 1u]) + dot(w2, x4[xo + 2u]) +
-                        dot(w3, x4[xo + 3u]) + dot(w4, x4[xo + 4u]) + dot(w5, x4[xo + 5u]) +
-                        dot(w6, x4[xo + 6u]) + dot(w7, x4[xo + 7u]);
+        const uint xo = (xb + r * p.x_rs) / 4u, k4 = b * 8u;
+        const float s = dot(w0, XL(xo, k4)) + dot(w1, XL(xo, k4 + 1u)) + dot(w2, XL(xo, k4 + 2u)) +
+                        dot(w3, XL(xo, k4 + 3u)) + dot(w4, XL(xo, k4 + 4u)) + dot(w5, XL(xo, k4 + 5u)) +
+                        dot(w6, XL(xo, k4 + 6u)) + dot(w7, XL(xo, k4 + 7u));
         acc[r] += d * s;
       }
     }
@@ -97,8 +108,8 @@ void AccumVec(uint wrow, uint xb, uint nr, uint lane, inout float acc[RB]) {
     for (uint r = 0; r < RB; ++r) {
       if (r < nr) {
         const uint xo = (xb + r * p.x_rs) / 4u;
-        const vec4 a0 = x4[xo + 2u * q], a1 = x4[xo + 2u * q + 1u];
-        const vec4 b0 = x4[xo + 2u * (q + TPR)], b1 = x4[xo + 2u * (q + TPR) + 1u];
+        const vec4 a0 = XL(xo, 2u * q), a1 = XL(xo, 2u * q + 1u);
+        const vec4 b0 = XL(xo, 2u * (q + TPR)), b1 = XL(xo, 2u * (q + TPR) + 1u);
         acc[r] += dot(vec4(v[0], v[1], v[2], v[3]), a0) + dot(vec4(v[4], v[5], v[6], v[7]), a1) +
                   dot(vec4(u[0], u[1], u[2], u[3]), b0) + dot(vec4(u[4], u[5], u[6], u[7]), b1);
       }
@@ -110,8 +121,8 @@ void AccumVec(uint wrow, uint xb, uint nr, uint lane, inout float acc[RB]) {
     for (uint r = 0; r < RB; ++r) {
       if (r < nr) {
         const uint xo = (xb + r * p.x_rs) / 4u;
-        acc[r] += dot(vec4(v[0], v[1], v[2], v[3]), x4[xo + 2u * q]) +
-                  dot(vec4(v[4], v[5], v[6], v[7]), x4[xo + 2u * q + 1u]);
+        acc[r] += dot(vec4(v[0], v[1], v[2], v[3]), XL(xo, 2u * q)) +
+                  dot(vec4(v[4], v[5], v[6], v[7]), XL(xo, 2u * q + 1u));
       }
     }
   }
@@ -149,9 +160,24 @@ void main() {
     }
 #endif
   }
+  // Folded RMSNorm: this invocation's share of Σ x² per row (the group covers all of K).
+  float ss[RB];
+  for (uint r = 0; r < RB; ++r) ss[r] = 0.0;
+#ifdef VEC
+  if (p.norm != 0u && n < p.N) {
+    for (uint r = 0; r < RB; ++r) {
+      if (r < nr) {
+        const uint xo = (r0 * p.x_rs + r * p.x_rs) / 4u;
+        for (uint k4 = lane; k4 < p.K / 4u; k4 += TPR) ss[r] += dot(x4[xo + k4], x4[xo + k4]);
+      }
+    }
+  }
+#endif
   for (uint r = 0; r < RB; ++r) {
     const float s = subgroupAdd(acc[r]);
     if (subgroupElect()) part[r][gl_SubgroupID] = s;
+    const float q2 = subgroupAdd(ss[r]);
+    if (subgroupElect()) part_ss[r][gl_SubgroupID] = q2;
 #ifdef DUAL
     const float s2 = subgroupAdd(acc2[r]);
     if (subgroupElect()) part2[r][gl_SubgroupID] = s2;
@@ -163,12 +189,18 @@ void main() {
     const uint first = g * per;
     const float b = p.has_bias != 0u ? bias[p.n0 + n] : 0.0;
     for (uint r = 0; r < nr; ++r) {
-      float s = 0.0;
-      for (uint i = 0; i < per; ++i) s += part[r][first + i];
+      float s = 0.0, sq = 0.0;
+      for (uint i = 0; i < per; ++i) {
+        s += part[r][first + i];
+        sq += part_ss[r][first + i];
+      }
+      const float inv = p.norm != 0u ? 1.0 / sqrt(sq / float(p.K) + p.eps) : 1.0;
+      s *= inv;
       const uint yi = (r0 + r) * p.y_rs + h * p.y_hs + p.y_off + p.n0 + n;
 #ifdef DUAL
       float s2 = 0.0;
       for (uint i = 0; i < per; ++i) s2 += part2[r][first + i];
+      s2 *= inv;
       y[yi] = s / (1.0 + exp(-s)) * s2;
 #else
       y[yi] = s + b + (p.epi == 1u ? res[yi] : 0.0);
