@@ -8,6 +8,11 @@
 // R > 1 (prefill, batched decode) is the blocked GEMM over f32 panels. Both give every output
 // element the same reduction order (see matmul-inl.h), so the choice never changes a bit of y.
 
+// AVX3_DL (AVX-512 with VNNI) is compiled in addition to Highway's default targets: the
+// quantized kernels use vpdpbusd / vpdpwssd there (matmul_quant-inl.h).
+#ifndef HWY_WANT_AVX3_DL
+#define HWY_WANT_AVX3_DL 1
+#endif
 #undef HWY_TARGET_INCLUDE
 #define HWY_TARGET_INCLUDE "cpu/kernels/matmul.cpp"
 #include "hwy/foreach_target.h"  // IWYU pragma: keep

@@ -123,11 +123,19 @@ inline void QuantizeActivationRowWide(const float* x, int64_t K, int16_t* qs, fl
 #include "hwy/highway.h"
 
 #undef ES_QUANT_X86
+#undef ES_QUANT_VNNI
 #if HWY_ARCH_X86 && HWY_TARGET <= HWY_AVX2
 #include <immintrin.h>
 #define ES_QUANT_X86 1
 #else
 #define ES_QUANT_X86 0
+#endif
+// AVX512-VNNI (Highway's AVX3_DL target, compiled because matmul.cpp defines HWY_WANT_AVX3_DL):
+// vpdpbusd / vpdpwssd replace maddubs + madd / madd + add with the same int32 lanes.
+#if HWY_ARCH_X86 && HWY_TARGET == HWY_AVX3_DL
+#define ES_QUANT_VNNI 1
+#else
+#define ES_QUANT_VNNI 0
 #endif
 
 HWY_BEFORE_NAMESPACE();
@@ -350,13 +358,44 @@ HWY_INLINE __m256i GroupQuants(const BlockQ6_K& b, int g) {
   return _mm256_sub_epi8(_mm256_or_si256(lo4, hi2), _mm256_set1_epi8(32));
 }
 
+// Types whose groups carry int16 sub-scales (the others multiply by 1).
+template <class Block>
+inline constexpr bool kScaled = kGroupScale<Block> || std::is_same_v<Block, BlockQ6_K>;
+
+#if ES_QUANT_VNNI
+// Through asm with the EVEX form: Highway 1.0.3's AVX3_DL target string enables avxvnni (the VEX
+// form, absent on e.g. Ice Lake) but not avx512vnni, while its run-time check requires
+// AVX512-VNNI — the EVEX form is the one that check guarantees. acc += Σ_4 u8 × s8 per lane.
+HWY_INLINE __m256i DpBusd(__m256i acc, __m256i u, __m256i s) {
+  asm("%{evex%} vpdpbusd %2, %1, %0" : "+v"(acc) : "v"(u), "v"(s));
+  return acc;
+}
+// acc += Σ_2 s16 × s16 per lane (no saturation: the same value as madd + add).
+HWY_INLINE __m256i DpWssd(__m256i acc, __m256i a, __m256i b) {
+  asm("%{evex%} vpdpwssd %2, %1, %0" : "+v"(acc) : "v"(a), "v"(b));
+  return acc;
+}
+#endif
+
+// Lane i = scale · Σ_{j=4i..4i+3} u_j s_j (u unsigned, s signed int8); the scale of element 4i
+// (sA or sB) from scales16. Exact int32 either way: maddubs' int16 pair sums stay below 32767
+// because |u| <= 128 and |s| <= 127 never meet at 128 · 128 (Q8_0, whose quants reach -128, takes
+// the wide path).
+template <class Block>
+HWY_INLINE __m256i DotU8S8(__m256i u, __m256i s, __m256i scales16) {
+#if ES_QUANT_VNNI
+  if constexpr (!kScaled<Block>) return DpBusd(_mm256_setzero_si256(), u, s);
+#endif
+  return _mm256_madd_epi16(_mm256_maddubs_epi16(u, s), scales16);
+}
+
 // sA Σ_{j<16} q_j x_j + sB Σ_{j>=16} q_j x_j as 8 f32 lanes (lane i: products 4i..4i+3, exact
-// int32 before the conversion). maddubs wants unsigned × signed: |q| × (x with q's sign);
-// |q| <= 128 and |x| <= 127 keep its int16 pair sums below 32767.
+// int32 before the conversion). maddubs wants unsigned × signed: |q| × (x with q's sign).
+template <class Block>
 HWY_INLINE __m256 GroupDot(__m256i q, __m256i x, __m256i scales16) {
   const __m256i aq = _mm256_sign_epi8(q, q);
   const __m256i sx = _mm256_sign_epi8(x, q);
-  return _mm256_cvtepi32_ps(_mm256_madd_epi16(_mm256_maddubs_epi16(aq, sx), scales16));
+  return _mm256_cvtepi32_ps(DotU8S8<Block>(aq, sx, scales16));
 }
 
 // The int16 scales of a group as a vector: sA in the low 128 bits, sB in the high ones (Q6_K),
@@ -380,16 +419,15 @@ template <class Block>
 HWY_INLINE __m256 GroupDotGemv(const Block& blk, int g, __m256i x, const int32_t* x8,
                                __m256i scales16) {
   if constexpr (kUnsignedQuants<Block>) {
-    return _mm256_cvtepi32_ps(
-        _mm256_madd_epi16(_mm256_maddubs_epi16(GroupQuants(blk, g), x), scales16));
+    return _mm256_cvtepi32_ps(DotU8S8<Block>(GroupQuants(blk, g), x, scales16));
   } else if constexpr (std::is_same_v<Block, BlockQ4_0>) {
     const __m128i v = _mm_loadu_si128(reinterpret_cast<const __m128i*>(blk.qs));
     const __m256i nib = _mm256_and_si256(_mm256_set_m128i(_mm_srli_epi16(v, 4), v),
                                          _mm256_set1_epi8(0x0F));
-    const __m256i p = _mm256_madd_epi16(_mm256_maddubs_epi16(nib, x), scales16);
+    const __m256i p = DotU8S8<Block>(nib, x, scales16);
     return _mm256_cvtepi32_ps(_mm256_sub_epi32(p, LoadU256(x8)));
   } else {
-    return GroupDot(GroupQuants(blk, g), x, scales16);
+    return GroupDot<Block>(GroupQuants(blk, g), x, scales16);
   }
 }
 
@@ -405,8 +443,12 @@ HWY_INLINE float HorizontalSum(__m256 v) {
 HWY_INLINE __m256 WideDot(const int8_t* q, const int16_t* x) {
   const __m256i w0 = _mm256_cvtepi8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(q)));
   const __m256i w1 = _mm256_cvtepi8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(q + 16)));
+#if ES_QUANT_VNNI
+  return _mm256_cvtepi32_ps(DpWssd(DpWssd(_mm256_setzero_si256(), w0, LoadU256(x)), w1, LoadU256(x + 16)));
+#else
   return _mm256_cvtepi32_ps(
       _mm256_add_epi32(_mm256_madd_epi16(w0, LoadU256(x)), _mm256_madd_epi16(w1, LoadU256(x + 16))));
+#endif
 }
 #endif  // ES_QUANT_X86
 
@@ -649,7 +691,7 @@ HWY_NOINLINE void QuantPanelRow(const int8_t* HWY_RESTRICT xq, const float* HWY_
     const size_t i = c * groups + xg;                                                       \
     const __m256i sc = ScaleVector<Block>(p.sab[2 * i], p.sab[2 * i + 1]);                  \
     a##c = _mm256_fmadd_ps(_mm256_set1_ps(p.fd[c * nb + b] * xd[xg]),                       \
-                           GroupDot(LoadU256(p.q + i * kQK), xv, sc), a##c);                \
+                           GroupDot<Block>(LoadU256(p.q + i * kQK), xv, sc), a##c);         \
     if constexpr (kMins) m##c = std::fma(p.fm[i], xs[xg], m##c);                            \
   }
       ES_PANEL_COL(0)
