@@ -153,14 +153,16 @@ TEST_F(VulkanOps, MatMulF16MathGemmOverTypesAndEdges) {
 
 // Q8_0 / Q4_0 weights (quantized by es::Quantize, repacked at upload, dequantized in the
 // shaders) against the reference's dequantization: GEMV (1..8 rows) and GEMM, K of odd block
-// counts, N not a multiple of any tile, with a bias; embedding rows; split weights.
+// counts (up to 65 blocks: more than one step of a GEMV lane), N not a multiple of any tile, with
+// a bias; embedding rows; split weights.
 TEST_F(VulkanOps, QuantizedMatMulAndEmbed) {
   vk::VulkanTuning t;
-  t.weights.max_range = 4096;  // forces row chunks for the larger cases
+  t.weights.max_range = 16384;  // forces row chunks for the larger cases
   auto split = MakeVulkan(t);
   const MatCase cases[] = {{1, 32, 7, DType::kQ8_0, false},    {3, 96, 45, DType::kQ4_0, true},
                            {8, 352, 33, DType::kQ8_0, true},   {5, 160, 129, DType::kQ4_0, false},
-                           {70, 96, 65, DType::kQ4_0, true},   {131, 224, 19, DType::kQ8_0, false}};
+                           {70, 96, 65, DType::kQ4_0, true},   {131, 224, 19, DType::kQ8_0, false},
+                           {2, 2080, 37, DType::kQ4_0, true},  {1, 1056, 9, DType::kQ8_0, false}};
   for (Backend* be : {static_cast<Backend*>(&SharedVulkan()), static_cast<Backend*>(split.get())}) {
     for (const auto& c : cases) {
       Tensor X = RandomTensor("x", DType::kF32, {c.R, c.K}, 24);

@@ -59,8 +59,8 @@ shared float part2[RB][64];
 #endif
 
 #if defined(VEC) && defined(W_QUANT)
-// Quantized rows (wload.glsl's repacked layout): one whole 32-element block per invocation and
-// step: its quants as one (Q4_0) or two (Q8_0) uvec4 loads, its f16 scale, x as 8 vec4.
+// Quantized rows (wload.glsl's repacked layout): whole 32-element blocks per invocation, two in
+// flight per step: quants as one (Q4_0) or two (Q8_0) uvec4 loads, f16 scales, x as 8 vec4.
 vec4 Nib4(uint w, uint sh) {  // 4 nibbles (bits sh..sh+3 of each byte) of w, minus 8
   return vec4(float((w >> sh) & 15u), float((w >> (sh + 8u)) & 15u), float((w >> (sh + 16u)) & 15u),
               float((w >> (sh + 24u)) & 15u)) - 8.0;
@@ -69,30 +69,45 @@ vec4 Byte4(uint w) {  // 4 signed bytes of w
   return vec4(float(int(w << 24) >> 24), float(int(w << 16) >> 24), float(int(w << 8) >> 24),
               float(int(w) >> 24));
 }
+// Dequantized weights of block b of the row at `base` (words) as 8 vec4 (elements 0..31).
+void QBlock(uint base, uint b, out vec4 w[8]) {
+#if defined(W_Q4_0)
+  const uvec4 qv = QUAD((base + b * 4u) / 4u);
+  // Elements 0..15: low nibbles of bytes 0..15 (words x, y, z, w); 16..31: high nibbles.
+  w[0] = Nib4(qv.x, 0u); w[1] = Nib4(qv.y, 0u); w[2] = Nib4(qv.z, 0u); w[3] = Nib4(qv.w, 0u);
+  w[4] = Nib4(qv.x, 4u); w[5] = Nib4(qv.y, 4u); w[6] = Nib4(qv.z, 4u); w[7] = Nib4(qv.w, 4u);
+#else
+  const uvec4 qa = QUAD((base + b * 8u) / 4u), qb = QUAD((base + b * 8u) / 4u + 1u);
+  w[0] = Byte4(qa.x); w[1] = Byte4(qa.y); w[2] = Byte4(qa.z); w[3] = Byte4(qa.w);
+  w[4] = Byte4(qb.x); w[5] = Byte4(qb.y); w[6] = Byte4(qb.z); w[7] = Byte4(qb.w);
+#endif
+}
+void QDot(const vec4 w[8], float d, uint b, uint xb, uint nr, inout float acc[RB]) {
+  for (uint r = 0; r < RB; ++r) {
+    if (r < nr) {
+      const uint xo = (xb + r * p.x_rs) / 4u, k4 = b * 8u;
+      float s = 0.0;
+      for (uint j = 0; j < 8u; ++j) s += dot(w[j], XL(xo, k4 + j));
+      acc[r] += d * s;
+    }
+  }
+}
 void AccumVec(uint wrow, uint xb, uint nr, uint lane, inout float acc[RB]) {
   const uint K = p.K, nb = K / 32u, row = wrow / K;
   const uint base = row * QRowWords(K);  // words; a multiple of 4
-  for (uint b = lane; b < nb; b += TPR) {
-    const float d = QScale(base, K, b);
-#if defined(W_Q4_0)
-    const uvec4 qv = QUAD((base + b * 4u) / 4u);
-    // Elements 0..15: low nibbles of bytes 0..15 (words x, y, z, w); 16..31: high nibbles.
-    const vec4 w0 = Nib4(qv.x, 0u), w1 = Nib4(qv.y, 0u), w2 = Nib4(qv.z, 0u), w3 = Nib4(qv.w, 0u);
-    const vec4 w4 = Nib4(qv.x, 4u), w5 = Nib4(qv.y, 4u), w6 = Nib4(qv.z, 4u), w7 = Nib4(qv.w, 4u);
-#else
-    const uvec4 qa = QUAD((base + b * 8u) / 4u), qb = QUAD((base + b * 8u) / 4u + 1u);
-    const vec4 w0 = Byte4(qa.x), w1 = Byte4(qa.y), w2 = Byte4(qa.z), w3 = Byte4(qa.w);
-    const vec4 w4 = Byte4(qb.x), w5 = Byte4(qb.y), w6 = Byte4(qb.z), w7 = Byte4(qb.w);
-#endif
-    for (uint r = 0; r < RB; ++r) {
-      if (r < nr) {
-        const uint xo = (xb + r * p.x_rs) / 4u, k4 = b * 8u;
-        const float s = dot(w0, XL(xo, k4)) + dot(w1, XL(xo, k4 + 1u)) + dot(w2, XL(xo, k4 + 2u)) +
-                        dot(w3, XL(xo, k4 + 3u)) + dot(w4, XL(xo, k4 + 4u)) + dot(w5, XL(xo, k4 + 5u)) +
-                        dot(w6, XL(xo, k4 + 6u)) + dot(w7, XL(xo, k4 + 7u));
-        acc[r] += d * s;
-      }
-    }
+  uint b = lane;
+  for (; b + TPR < nb; b += 2u * TPR) {  // two blocks in flight per invocation
+    vec4 w[8], u[8];
+    QBlock(base, b, w);
+    QBlock(base, b + TPR, u);
+    const float d0 = QScale(base, K, b), d1 = QScale(base, K, b + TPR);
+    QDot(w, d0, b, xb, nr, acc);
+    QDot(u, d1, b + TPR, xb, nr, acc);
+  }
+  if (b < nb) {
+    vec4 w[8];
+    QBlock(base, b, w);
+    QDot(w, QScale(base, K, b), b, xb, nr, acc);
   }
 }
 #elif defined(VEC)
