@@ -58,7 +58,13 @@ class Golden : public ::testing::TestWithParam<Param> {
     ref_ = ReadF32(dir_ + "/logits.f32");
     V_ = golden_["logits_shape"][1].get<int>();
   }
-  double Tolerance() const { return 1e-4; }
+  // Issue 4's bounds: 1e-4 with f32 activations; 2e-3 when the Vulkan backend runs its prefill
+  // GEMMs in f16 (ES_VK_F16_ACT=1, on devices with cooperative matrices).
+  bool F16Math() const {
+    const char* e = std::getenv("ES_VK_F16_ACT");
+    return GetParam().backend == "vulkan" && e && std::string(e) == "1";
+  }
+  double Tolerance() const { return F16Math() ? 2e-3 : 1e-4; }
 
   std::string dir_;
   json golden_;
@@ -146,7 +152,7 @@ TEST_P(Golden, BatchOfSequencesEqualsSeparateRuns) {
     if (GetParam().backend == "cpu")
       EXPECT_EQ(got, separate[i]) << "sequence " << i << " differs inside a batch";
     else
-      EXPECT_LE(test::RelL2(got, separate[i]), 1e-5) << "sequence " << i;
+      EXPECT_LE(test::RelL2(got, separate[i]), F16Math() ? Tolerance() : 1e-5) << "sequence " << i;
   }
   // Mixed step: slot 0 decodes one more token while slot 3 prefills a fresh prompt.
   Batch mixed;
