@@ -13,8 +13,11 @@
 #   (and .llama/: llama-src.tar.gz + debs, see docs/performance.md "How the H200 table is made")
 # There (device tool):
 #   run(command="bash scripts/gpu/h200_compare.sh run", carry=[".gl", ".llama", ".esbin"])
-# Environment: ES_MODELS (presets, default the 1.5B and 7B distills), ES_TYPES (GGUF types,
-# default f16), ES_TESTS=0 skips the Vulkan and golden tests, ES_LLAMA=0 skips llama.cpp.
+# Environment: ES_MODELS (presets of the synthetic f16 benches, default the 1.5B and 7B distills),
+# ES_GGUFS ("preset:type ..." files written by `edgeseek convert` and benched by both programs),
+# ES_TOKENIZER (vocabulary put in those files; llama.cpp needs one), ES_DEADLINE (seconds after
+# which no new step starts), ES_TESTS=0 skips the Vulkan and golden tests, ES_LLAMA=0 skips
+# llama.cpp. Every log goes to $OUT/all.txt (the device tool returns at most 8 files).
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 
@@ -37,8 +40,10 @@ if [[ "${1:-}" == pack ]]; then
   exit 0
 fi
 
-OUT=${OUT:-/tmp/out}
-mkdir -p "$OUT"
+FINAL_OUT=${OUT:-/tmp/out}
+OUT=/tmp/es_logs
+mkdir -p "$OUT" "$FINAL_OUT"
+trap 'for f in "$OUT"/*; do echo "#### $f"; cat "$f"; done > "$FINAL_OUT/all.txt" 2>/dev/null' EXIT
 for f in .gl/*.deb; do dpkg -x "$f" /; done
 ldconfig
 B=$PWD/.esbin
@@ -50,7 +55,6 @@ if ! "$B/edgeseek" devices >/dev/null 2>&1; then
   export VK_DRIVER_FILES=/usr/local/nvidia/share/vulkan/icd.d/nvidia_icd.json
 fi
 MODELS=${ES_MODELS:-r1-distill-qwen-1.5b r1-distill-qwen-7b}
-TYPES=${ES_TYPES:-f16}
 
 # llama.cpp build in the background (CPU) while the GPU runs edgeseek's tests.
 build_llama() {
@@ -75,35 +79,63 @@ if [[ "${ES_LLAMA:-1}" == 1 ]]; then
   build_llama & LLAMA_PID=$!
 fi
 
+DEADLINE=${ES_DEADLINE:-560}   # seconds into the job after which no new step starts
+left() { (( SECONDS < DEADLINE )); }
+GGUFS=${ES_GGUFS:-"r1-distill-qwen-1.5b:f16 r1-distill-qwen-1.5b:q4_0 r1-distill-qwen-1.5b:q8_0 r1-distill-qwen-7b:q4_0 r1-distill-qwen-7b:f16"}
+TOK=${ES_TOKENIZER:-.llama/tok}   # llama.cpp needs a vocabulary in the file
+# The GGUF files are written on the CPU while the GPU runs the tests (and llama.cpp compiles).
+convert_all() {
+  for mt in $GGUFS; do
+    local m=${mt%%:*} ty=${mt##*:}
+    local t0=$SECONDS
+    "$B/edgeseek" convert --synthetic "$m" --type "$ty" --tokenizer "$TOK" -t 8 -o "/tmp/$m-$ty.gguf.part" \
+      > "/tmp/convert-$m-$ty.log" 2>&1 && mv "/tmp/$m-$ty.gguf.part" "/tmp/$m-$ty.gguf"
+    echo "convert $m $ty rc=$? $((SECONDS - t0)) s" >> /tmp/convert.log
+  done
+}
+convert_all & CONVERT_PID=$!
+
 echo "== machine"; nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader
-echo "== devices"; timeout 60 "$B/edgeseek" devices --bandwidth 2>&1 | tee "$OUT/devices.txt"; echo "rc=${PIPESTATUS[0]}"
+echo "== devices"; timeout 60 "$B/edgeseek" devices --bandwidth > "$OUT/devices.txt" 2>&1; echo "rc=$?"; grep -i "bandwidth\|coop\|H200" "$OUT/devices.txt" | head -8
 if [[ "${ES_TESTS:-1}" == 1 ]]; then
-  echo "== es_test_vulkan"; timeout 120 "$B/es_test_vulkan" --gtest_brief=1 2>&1 | tail -25
-  echo "== golden on vulkan"; timeout 150 "$B/es_test_golden" --gtest_brief=1 --gtest_filter='*vulkan*' 2>&1 | tail -25
+  echo "== es_test_vulkan"; timeout 120 "$B/es_test_vulkan" > "$OUT/test_vulkan.txt" 2>&1; echo "rc=$?"; grep -E "PASSED|FAILED|tests ran" "$OUT/test_vulkan.txt" | head -12
+  for f16 in 0 1; do
+    echo "== goldens on vulkan, ES_VK_F16_ACT=$f16"
+    ES_VK_F16_ACT=$f16 ES_GOLDEN_BACKENDS=vulkan timeout 150 "$B/es_test_golden" --gtest_filter='*vulkan*' > "$OUT/golden_f16_$f16.txt" 2>&1
+    echo "rc=$?"; grep -E "PASSED|FAILED|tests ran" "$OUT/golden_f16_$f16.txt" | head -12
+  done
 fi
 
 for m in $MODELS; do
-  echo "== edgeseek bench $m f16 synthetic (pp512, tg128)"
-  timeout 150 "$B/edgeseek" bench --backend vulkan --synthetic "$m" --dtype f16 -p 512 -n 128 -r 1 2>&1 | tee "$OUT/es_$m.txt"
-  echo "== edgeseek bench $m f16 --profile (one decode token split)"
-  timeout 120 "$B/edgeseek" bench --backend vulkan --synthetic "$m" --dtype f16 -p 64 -n 8 -r 1 --profile 2>&1 | tail -60 | tee "$OUT/es_${m}_profile.txt"
+  left || break
+  for f16 in 0 1; do
+    echo "== edgeseek bench $m synthetic f16 weights, ES_VK_F16_ACT=$f16 (pp512, tg128)"
+    ES_VK_F16_ACT=$f16 timeout 150 "$B/edgeseek" bench --backend vulkan --synthetic "$m" --dtype f16 -p 512 -n 128 -r 1 > "$OUT/es_${m}_f16act$f16.txt" 2>&1
+    grep -E "backend|prefill|decode|load" "$OUT/es_${m}_f16act$f16.txt"
+  done
 done
-
-if [[ "${ES_LLAMA:-1}" == 1 ]]; then
-  wait $LLAMA_PID; echo "== llama.cpp build"; tail -3 /tmp/llama/build.log; grep -i "coopmat\|glslc" /tmp/llama/cmake.log | head
-  LB=/tmp/llama/b/bin/llama-bench
-  if [[ -x $LB ]]; then
-    for m in $MODELS; do
-      for ty in $TYPES; do
-        g=/tmp/$m-$ty.gguf
-        echo "== convert $m $ty"
-        timeout 200 "$B/edgeseek" convert --synthetic "$m" --type "$ty" -o "$g" 2>&1 | tail -2 || continue
-        echo "== llama-bench $m $ty"
-        timeout 150 $LB -m "$g" -p 512 -n 128 -r 2 -ngl 99 2>&1 | tail -8 | tee "$OUT/llama_${m}_$ty.txt"
-        echo "== edgeseek bench $m $ty (same file)"
-        timeout 150 "$B/edgeseek" bench --backend vulkan -m "$g" -p 512 -n 128 -r 1 2>&1 | tee "$OUT/es_${m}_$ty.txt"
-        rm -f "$g"
-      done
-    done
-  fi
+if left; then
+  echo "== profile: one decode token, 7B f16 (ES_VK_F16_ACT=1)"
+  ES_VK_F16_ACT=1 timeout 120 "$B/edgeseek" bench --backend vulkan --synthetic r1-distill-qwen-7b --dtype f16 -p 512 -n 16 -r 1 --profile > "$OUT/profile_7b.txt" 2>&1
+  tail -30 "$OUT/profile_7b.txt"
 fi
+
+wait $CONVERT_PID; echo "== converts"; cat /tmp/convert.log
+if [[ "${ES_LLAMA:-1}" == 1 ]]; then
+  wait $LLAMA_PID; echo "== llama.cpp build"; tail -1 /tmp/llama/build.log; grep -i "coopmat" /tmp/llama/cmake.log | head -4
+fi
+LB=/tmp/llama/b/bin/llama-bench
+for mt in $GGUFS; do
+  m=${mt%%:*}; ty=${mt##*:}; g=/tmp/$m-$ty.gguf
+  [[ -f $g ]] || continue
+  left || { echo "(deadline: $m $ty skipped)"; continue; }
+  if [[ -x $LB ]]; then
+    echo "== llama-bench $m $ty"
+    timeout 120 $LB -m "$g" -p 512 -n 128 -r 2 -ngl 99 > "$OUT/llama_${m}_$ty.txt" 2>&1
+    grep -E "^\|" "$OUT/llama_${m}_$ty.txt" | tail -3
+  fi
+  echo "== edgeseek bench $m $ty (same file, ES_VK_F16_ACT=1)"
+  ES_VK_F16_ACT=1 timeout 120 "$B/edgeseek" bench --backend vulkan -m "$g" -p 512 -n 128 -r 1 > "$OUT/es_${m}_$ty.txt" 2>&1
+  grep -E "backend|prefill|decode" "$OUT/es_${m}_$ty.txt"
+done
+echo "== job took $SECONDS s"
