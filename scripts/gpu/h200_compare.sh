@@ -123,6 +123,7 @@ fi
 wait $CONVERT_PID; echo "== converts"; cat /tmp/convert.log
 if [[ "${ES_LLAMA:-1}" == 1 ]]; then
   wait $LLAMA_PID; echo "== llama.cpp build"; tail -1 /tmp/llama/build.log; grep -i "coopmat" /tmp/llama/cmake.log | head -4
+  tail -40 /tmp/llama/cmake.log > "$OUT/llama_cmake.txt"; tail -40 /tmp/llama/build.log > "$OUT/llama_build.txt"
 fi
 LB=/tmp/llama/b/bin/llama-bench
 for mt in $GGUFS; do
