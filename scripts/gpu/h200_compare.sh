@@ -44,7 +44,7 @@ FINAL_OUT=${OUT:-/tmp/out}
 OUT=/tmp/es_logs
 mkdir -p "$OUT" "$FINAL_OUT"
 trap 'for f in "$OUT"/*; do echo "#### $f"; cat "$f"; done > "$FINAL_OUT/all.txt" 2>/dev/null' EXIT
-for f in .gl/*.deb; do dpkg -x "$f" /; done
+[[ -n "${ES_NO_DPKG:-}" ]] || for f in .gl/*.deb; do dpkg -x "$f" /; done  # ES_NO_DPKG=1: a dry run here
 ldconfig
 B=$PWD/.esbin
 export LD_LIBRARY_PATH=$B/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
@@ -114,7 +114,7 @@ for m in $MODELS; do
     grep -E "backend|prefill|decode|load" "$OUT/es_${m}_f16act$f16.txt"
   done
 done
-if left; then
+if [[ "${ES_PROFILE:-1}" == 1 ]] && left; then
   echo "== profile: one decode token, 7B f16 (ES_VK_F16_ACT=1)"
   ES_VK_F16_ACT=1 timeout 120 "$B/edgeseek" bench --backend vulkan --synthetic r1-distill-qwen-7b --dtype f16 -p 512 -n 16 -r 1 --profile > "$OUT/profile_7b.txt" 2>&1
   tail -30 "$OUT/profile_7b.txt"
