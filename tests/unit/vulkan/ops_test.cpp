@@ -211,40 +211,51 @@ TEST_F(VulkanOps, QuantizedWeightWithPartialBlockRowsIsAClearError) {
 // Decode fusions: the RMSNorm is folded into the GEMV that reads its output, gate/up matmuls
 // feeding a SwiGLU become one dual GEMV, and the down matmul feeding the residual add writes the
 // sum itself: 2 embeddings + 2 dispatches in all, the same values as the unfused reference, for
-// dense and quantized weights and 1 or 5 rows.
+// dense and quantized weights and 1 or 5 rows. With 1,000-byte ranges the weights split into
+// chunks whose row counts are no multiple of 8 (Q4_0 rows of 64: 20 a chunk, of 96: 15), so the
+// last workgroup of a chunk is partial in the quantized GEMV (ROWS x QR outputs) and its dual form.
 TEST_F(VulkanOps, DecodeFusionsSwiGluPairAndResidualAdd) {
-  for (DType dt : {DType::kF16, DType::kQ8_0, DType::kQ4_0}) {
-    for (int T : {1, 5}) {
-      const int D = 64, I = 96;
-      Tensor X = RandomTensor("x", DType::kF32, {T, D}, 51);
-      Tensor Rs = RandomTensor("res", DType::kF32, {T, D}, 52);
-      Tensor Wg = RandomTensor("wg", dt, {I, D}, 53), Wu = RandomTensor("wu", dt, {I, D}, 54);
-      Tensor Wd = RandomTensor("wd", dt, {D, I}, 55);
-      Graph g;
-      const int res = Input(g, Rs, T), x0 = Input(g, X, T);
-      Tensor Nw = RandomTensor("norm.w", DType::kBF16, {D}, 56);
-      Node nn = Make(Op::kRmsNorm, "norm", {x0, g.AddWeight(Nw)}, {T, D});
-      nn.f0 = 1e-5f;
-      const int x = g.Add(nn);
-      const int gate = g.Add(Make(Op::kMatMul, "gate", {x, g.AddWeight(Wg)}, {T, I}));
-      const int up = g.Add(Make(Op::kMatMul, "up", {x, g.AddWeight(Wu)}, {T, I}));
-      const int act = g.Add(Make(Op::kSwiGLU, "act", {gate, up}, {T, I}));
-      const int down = g.Add(Make(Op::kMatMul, "down", {act, g.AddWeight(Wd)}, {T, D}));
-      g.Add(Make(Op::kAdd, "out", {res, down}, {T, D}));
-      auto& be = SharedVulkan();
-      const auto got = RunGraph(be, g, RowsBatch(T));
-      EXPECT_EQ(be.counters().dispatches, 4) << Name(dt);
-      Tensor Xn = AllocTensor("xn", DType::kF32, {T, D});
-      const auto nw = Values(Nw);
-      ref::RmsNorm(X.as<float>(), nw.data(), T, D, 1e-5f, static_cast<float*>(MutableData(Xn)));
-      std::vector<float> gv = RefMatMul(Xn, Wg, nullptr, T), uv = RefMatMul(Xn, Wu, nullptr, T);
-      Tensor A = AllocTensor("a", DType::kF32, {T, I});
-      float* a = static_cast<float*>(MutableData(A));
-      for (size_t i = 0; i < gv.size(); ++i) a[i] = gv[i] / (1.0f + std::exp(-gv[i])) * uv[i];
-      std::vector<float> want = RefMatMul(A, Wd, nullptr, T);
-      const auto rv = Values(Rs);
-      for (size_t i = 0; i < want.size(); ++i) want[i] += rv[i];
-      ExpectClose(got, want, kTol, "fused FFN T=" + std::to_string(T) + " " + std::string(Name(dt)));
+  vk::VulkanTuning st;
+  st.weights.max_range = 1000;
+  auto split = MakeVulkan(st);
+  for (vk::VulkanBackend* bep : {&SharedVulkan(), split.get()}) {
+    for (DType dt : {DType::kF16, DType::kQ8_0, DType::kQ4_0}) {
+      for (int T : {1, 5}) {
+        const int D = 64, I = 96;
+        Tensor X = RandomTensor("x", DType::kF32, {T, D}, 51);
+        Tensor Rs = RandomTensor("res", DType::kF32, {T, D}, 52);
+        Tensor Wg = RandomTensor("wg", dt, {I, D}, 53), Wu = RandomTensor("wu", dt, {I, D}, 54);
+        Tensor Wd = RandomTensor("wd", dt, {D, I}, 55);
+        Graph g;
+        const int res = Input(g, Rs, T), x0 = Input(g, X, T);
+        Tensor Nw = RandomTensor("norm.w", DType::kBF16, {D}, 56);
+        Node nn = Make(Op::kRmsNorm, "norm", {x0, g.AddWeight(Nw)}, {T, D});
+        nn.f0 = 1e-5f;
+        const int x = g.Add(nn);
+        const int gate = g.Add(Make(Op::kMatMul, "gate", {x, g.AddWeight(Wg)}, {T, I}));
+        const int up = g.Add(Make(Op::kMatMul, "up", {x, g.AddWeight(Wu)}, {T, I}));
+        const int act = g.Add(Make(Op::kSwiGLU, "act", {gate, up}, {T, I}));
+        const int down = g.Add(Make(Op::kMatMul, "down", {act, g.AddWeight(Wd)}, {T, D}));
+        g.Add(Make(Op::kAdd, "out", {res, down}, {T, D}));
+        vk::VulkanBackend& be = *bep;
+        const auto got = RunGraph(be, g, RowsBatch(T));
+        if (bep == &SharedVulkan()) {
+          EXPECT_EQ(be.counters().dispatches, 4) << Name(dt);
+        }
+        Tensor Xn = AllocTensor("xn", DType::kF32, {T, D});
+        const auto nw = Values(Nw);
+        ref::RmsNorm(X.as<float>(), nw.data(), T, D, 1e-5f, static_cast<float*>(MutableData(Xn)));
+        std::vector<float> gv = RefMatMul(Xn, Wg, nullptr, T), uv = RefMatMul(Xn, Wu, nullptr, T);
+        Tensor A = AllocTensor("a", DType::kF32, {T, I});
+        float* a = static_cast<float*>(MutableData(A));
+        for (size_t i = 0; i < gv.size(); ++i) a[i] = gv[i] / (1.0f + std::exp(-gv[i])) * uv[i];
+        std::vector<float> want = RefMatMul(A, Wd, nullptr, T);
+        const auto rv = Values(Rs);
+        for (size_t i = 0; i < want.size(); ++i) want[i] += rv[i];
+        ExpectClose(got, want, kTol,
+                    std::string(bep == &SharedVulkan() ? "" : "split ") + "fused FFN T=" +
+                        std::to_string(T) + " " + std::string(Name(dt)));
+      }
     }
   }
 }

@@ -13,6 +13,14 @@ struct GemmPush {
   uint32_t K, N, R, n0, y_rs, has_bias;
 };
 constexpr int64_t kGemvMaxRows = 8;
+// Adjacent outputs per invocation group of the vector GEMV on Q8_0/Q4_0 weights (they share
+// each x block); the QR of matmul_gemv.comp.
+constexpr uint32_t kGemvQuantRows = 2;
+// Workgroups covering N outputs: GemvShape::rows groups, each of QR outputs.
+uint32_t GemvGroups(int64_t N, const GemvShape& gs, DType wt, bool vec) {
+  const uint32_t per = gs.rows * (vec && IsQuantized(wt) ? kGemvQuantRows : 1u);
+  return uint32_t((N + per - 1) / per);
+}
 constexpr uint32_t kGemmTile = 128;  // BM = BN of matmul_gemm.comp, BN of matmul_gemm_cm.comp
 constexpr uint64_t kCoopmatBigTiles = 512;  // 128-row tiles from this many (4 per SM on an H200)
 }  // namespace
@@ -35,7 +43,7 @@ void RecordHeadGemv(OpContext& c, BufRange x, int64_t R, int64_t H, int64_t N, i
   d.writes = {3};
   d.Push(GemvPush{uint32_t(K), uint32_t(N), uint32_t(R), 0, uint32_t(x_rs), uint32_t(x_hs),
                   uint32_t(x_off), uint32_t(y_rs), uint32_t(y_hs), uint32_t(y_off), 0, 0, 0, 0.0f});
-  d.groups[0] = uint32_t((N + gs.rows - 1) / gs.rows);
+  d.groups[0] = GemvGroups(N, gs, w.dtype, vec);
   d.groups[1] = uint32_t(H);
   d.groups[2] = uint32_t((R + kGemvMaxRows - 1) / kGemvMaxRows);
 }
@@ -60,7 +68,7 @@ void RecordMatMul(OpContext& c, BufRange x, int64_t R, int64_t K, const DeviceWe
       d.Push(GemvPush{uint32_t(K), N, uint32_t(R), uint32_t(ch.row0), uint32_t(K), 0, 0,
                       uint32_t(y_rs), 0, 0, bias ? 1u : 0u, residual ? 1u : 0u, norm ? 1u : 0u,
                       norm ? norm->eps : 0.0f});
-      d.groups[0] = (N + gs.rows - 1) / gs.rows;
+      d.groups[0] = GemvGroups(N, gs, w.dtype, vec);
       d.groups[2] = uint32_t((R + kGemvMaxRows - 1) / kGemvMaxRows);
     } else if (UseCoopmat(c.dev, K)) {
       // Tensor cores: f16 tiles, f32 accumulators (matmul_gemm_cm.comp); BM x 128 tiles, BM =
@@ -108,7 +116,7 @@ void RecordGemvSwiGLU(OpContext& c, BufRange x, int64_t R, int64_t K, const Devi
     d.writes = {3};
     d.Push(GemvPush{uint32_t(K), N, uint32_t(R), uint32_t(cg.row0), uint32_t(K), 0, 0,
                     uint32_t(gate.rows), 0, 0, 0u, 0u, norm ? 1u : 0u, norm ? norm->eps : 0.0f});
-    d.groups[0] = (N + gs.rows - 1) / gs.rows;
+    d.groups[0] = GemvGroups(N, gs, gate.dtype, true);
     d.groups[2] = uint32_t((R + kGemvMaxRows - 1) / kGemvMaxRows);
   }
 }

@@ -12,6 +12,8 @@
 // silu(x Wgᵀ) * (x Wuᵀ), the SwiGLU of the FFN, in one pass over x. Folded RMSNorm (VEC,
 // p.norm == 1): x is the norm's input; the dot products use x ⊙ g (binding 5, the norm weight)
 // and are scaled by 1 / sqrt(mean(x²) + eps), the sum of squares taken by the same workgroup.
+// Q8_0/Q4_0 weights (VEC): each group of TPR invocations computes QR adjacent outputs, so a
+// workgroup covers ROWS * QR outputs (the host's group count says so).
 #include "common.glsl"
 layout(local_size_x_id = 0) in;
 layout(constant_id = 0) const uint WG = 128;
@@ -52,15 +54,25 @@ vec4 XL(uint xo, uint k4) { return p.norm != 0u ? x4[xo + k4] * g4[k4] : x4[xo +
 #endif
 #define WCOLS p.K
 #include "wload.glsl"
-shared float part[RB][64];
+// Outputs per invocation group: QR adjacent rows for quantized weights (they share each x
+// block; matmul.cpp's kGemvQuantRows must match), 1 otherwise.
+#if defined(VEC) && defined(W_QUANT)
+const uint QR = 2u;
+#else
+const uint QR = 1u;
+#endif
+shared float part[QR][RB][64];
 shared float part_ss[RB][64];
 #ifdef DUAL
-shared float part2[RB][64];
+shared float part2[QR][RB][64];
 #endif
 
 #if defined(VEC) && defined(W_QUANT)
-// Quantized rows (wload.glsl's repacked layout): whole 32-element blocks per invocation, two in
-// flight per step: quants as one (Q4_0) or two (Q8_0) uvec4 loads, f16 scales, x as 8 vec4.
+// Quantized rows (wload.glsl's repacked layout): each invocation walks whole 32-element blocks
+// of QR adjacent weight rows at once, so every x block (8 vec4 per batch row) is read once for
+// QR rows; the quants stay packed in registers (one uvec4 per row for Q4_0, two for Q8_0) and
+// are expanded 4 at a time next to the x vec4 they multiply; each f16 scale is read once per
+// block and applied to the block's sum.
 vec4 Nib4(uint w, uint sh) {  // 4 nibbles (bits sh..sh+3 of each byte) of w, minus 8
   return vec4(float((w >> sh) & 15u), float((w >> (sh + 8u)) & 15u), float((w >> (sh + 16u)) & 15u),
               float((w >> (sh + 24u)) & 15u)) - 8.0;
@@ -69,45 +81,45 @@ vec4 Byte4(uint w) {  // 4 signed bytes of w
   return vec4(float(int(w << 24) >> 24), float(int(w << 16) >> 24), float(int(w << 8) >> 24),
               float(int(w) >> 24));
 }
-// Dequantized weights of block b of the row at `base` (words) as 8 vec4 (elements 0..31).
-void QBlock(uint base, uint b, out vec4 w[8]) {
+// Elements 4 j .. 4 j + 3 of a block whose quants are qa (Q4_0) or qa, qb (Q8_0).
+vec4 QElems(uvec4 qa, uvec4 qb, uint j) {
 #if defined(W_Q4_0)
-  const uvec4 qv = QUAD((base + b * 4u) / 4u);
   // Elements 0..15: low nibbles of bytes 0..15 (words x, y, z, w); 16..31: high nibbles.
-  w[0] = Nib4(qv.x, 0u); w[1] = Nib4(qv.y, 0u); w[2] = Nib4(qv.z, 0u); w[3] = Nib4(qv.w, 0u);
-  w[4] = Nib4(qv.x, 4u); w[5] = Nib4(qv.y, 4u); w[6] = Nib4(qv.z, 4u); w[7] = Nib4(qv.w, 4u);
+  return Nib4(qa[j & 3u], (j >> 2) * 4u);
 #else
-  const uvec4 qa = QUAD((base + b * 8u) / 4u), qb = QUAD((base + b * 8u) / 4u + 1u);
-  w[0] = Byte4(qa.x); w[1] = Byte4(qa.y); w[2] = Byte4(qa.z); w[3] = Byte4(qa.w);
-  w[4] = Byte4(qb.x); w[5] = Byte4(qb.y); w[6] = Byte4(qb.z); w[7] = Byte4(qb.w);
+  return Byte4(j < 4u ? qa[j] : qb[j - 4u]);
 #endif
 }
-void QDot(const vec4 w[8], float d, uint b, uint xb, uint nr, inout float acc[RB]) {
-  for (uint r = 0; r < RB; ++r) {
-    if (r < nr) {
-      const uint xo = (xb + r * p.x_rs) / 4u, k4 = b * 8u;
-      float s = 0.0;
-      for (uint j = 0; j < 8u; ++j) s += dot(w[j], XL(xo, k4 + j));
-      acc[r] += d * s;
+// acc[i][r] += Σ over this invocation's blocks of W[row0 + i, k] x[r, k], i < QR; rows are
+// whole repacked rows of K elements; rows past `last` read `last` instead.
+void AccumQuant(uint row0, uint last, uint xb, uint nr, uint lane, inout float acc[QR][RB]) {
+  const uint K = p.K, nb = K / 32u, rw = QRowWords(K);  // words per row; a multiple of 4
+  for (uint b = lane; b < nb; b += TPR) {
+    uvec4 qa[QR], qb[QR];
+    float d[QR];
+    for (uint i = 0; i < QR; ++i) {
+      const uint base = min(row0 + i, last) * rw;
+#if defined(W_Q4_0)
+      qa[i] = QUAD((base + b * 4u) / 4u);
+      qb[i] = uvec4(0u);
+#else
+      qa[i] = QUAD((base + b * 8u) / 4u);
+      qb[i] = QUAD((base + b * 8u) / 4u + 1u);
+#endif
+      d[i] = QScale(base, K, b);
     }
-  }
-}
-void AccumVec(uint wrow, uint xb, uint nr, uint lane, inout float acc[RB]) {
-  const uint K = p.K, nb = K / 32u, row = wrow / K;
-  const uint base = row * QRowWords(K);  // words; a multiple of 4
-  uint b = lane;
-  for (; b + TPR < nb; b += 2u * TPR) {  // two blocks in flight per invocation
-    vec4 w[8], u[8];
-    QBlock(base, b, w);
-    QBlock(base, b + TPR, u);
-    const float d0 = QScale(base, K, b), d1 = QScale(base, K, b + TPR);
-    QDot(w, d0, b, xb, nr, acc);
-    QDot(u, d1, b + TPR, xb, nr, acc);
-  }
-  if (b < nb) {
-    vec4 w[8];
-    QBlock(base, b, w);
-    QDot(w, QScale(base, K, b), b, xb, nr, acc);
+    for (uint r = 0; r < RB; ++r) {
+      if (r < nr) {
+        const uint xo = (xb + r * p.x_rs) / 4u, k4 = b * 8u;
+        float s[QR];
+        for (uint i = 0; i < QR; ++i) s[i] = 0.0;
+        for (uint j = 0; j < 8u; ++j) {
+          const vec4 xv = XL(xo, k4 + j);
+          for (uint i = 0; i < QR; ++i) s[i] += dot(QElems(qa[i], qb[i], j), xv);
+        }
+        for (uint i = 0; i < QR; ++i) acc[i][r] += d[i] * s[i];
+      }
+    }
   }
 }
 #elif defined(VEC)
@@ -147,32 +159,47 @@ void AccumVec(uint wrow, uint xb, uint nr, uint lane, inout float acc[RB]) {
 void main() {
   const uint tid = gl_LocalInvocationID.x;
   const uint g = tid / TPR, lane = tid % TPR;
-  const uint n = gl_WorkGroupID.x * ROWS + g;
+  const uint n = (gl_WorkGroupID.x * ROWS + g) * QR;  // this group's first output
   const uint h = gl_WorkGroupID.y;
   const uint r0 = gl_WorkGroupID.z * RB;
-  const uint nr = min(RB, p.R - r0);
-  float acc[RB];
-  for (uint r = 0; r < RB; ++r) acc[r] = 0.0;
+  const uint nr = min(RB, p.R - r0);  // uniform in the workgroup
+  float acc[QR][RB];
+  for (uint i = 0; i < QR; ++i)
+    for (uint r = 0; r < RB; ++r) acc[i][r] = 0.0;
 #ifdef DUAL
-  float acc2[RB];
-  for (uint r = 0; r < RB; ++r) acc2[r] = 0.0;
+  float acc2[QR][RB];
+  for (uint i = 0; i < QR; ++i)
+    for (uint r = 0; r < RB; ++r) acc2[i][r] = 0.0;
 #endif
   if (n < p.N) {
-    const uint wrow = (h * p.N + n) * p.K;
     const uint xb = r0 * p.x_rs + h * p.x_hs + p.x_off;
+#if defined(VEC) && defined(W_QUANT)
+    // Rows past N (the last group of the last workgroup) re-read row N - 1; not written.
+    const uint row0 = h * p.N + n, last = h * p.N + p.N - 1u;
 #if defined(DUAL)
     wsel = 0u;
-    AccumVec(wrow, xb, nr, lane, acc);
+    AccumQuant(row0, last, xb, nr, lane, acc);
     wsel = 1u;
-    AccumVec(wrow, xb, nr, lane, acc2);
+    AccumQuant(row0, last, xb, nr, lane, acc2);
+#else
+    AccumQuant(row0, last, xb, nr, lane, acc);
+#endif
+#else
+    const uint wrow = (h * p.N + n) * p.K;
+#if defined(DUAL)
+    wsel = 0u;
+    AccumVec(wrow, xb, nr, lane, acc[0]);
+    wsel = 1u;
+    AccumVec(wrow, xb, nr, lane, acc2[0]);
 #elif defined(VEC)
-    AccumVec(wrow, xb, nr, lane, acc);
+    AccumVec(wrow, xb, nr, lane, acc[0]);
 #else
     for (uint k = lane; k < p.K; k += TPR) {
       const float wv = wload(wrow + k);
       for (uint r = 0; r < RB; ++r)
-        if (r < nr) acc[r] += wv * x[xb + r * p.x_rs + k];
+        if (r < nr) acc[0][r] += wv * x[xb + r * p.x_rs + k];
     }
+#endif
 #endif
   }
   // Folded RMSNorm: this invocation's share of Σ x² per row (the group covers all of K).
@@ -189,37 +216,47 @@ void main() {
   }
 #endif
   for (uint r = 0; r < RB; ++r) {
-    const float s = subgroupAdd(acc[r]);
-    if (subgroupElect()) part[r][gl_SubgroupID] = s;
-    const float q2 = subgroupAdd(ss[r]);
-    if (subgroupElect()) part_ss[r][gl_SubgroupID] = q2;
+    if (r < nr) {  // uniform: every invocation of the workgroup takes the same branch
+      for (uint i = 0; i < QR; ++i) {
+        const float s = subgroupAdd(acc[i][r]);
+        if (subgroupElect()) part[i][r][gl_SubgroupID] = s;
 #ifdef DUAL
-    const float s2 = subgroupAdd(acc2[r]);
-    if (subgroupElect()) part2[r][gl_SubgroupID] = s2;
+        const float s2 = subgroupAdd(acc2[i][r]);
+        if (subgroupElect()) part2[i][r][gl_SubgroupID] = s2;
 #endif
+      }
+      if (p.norm != 0u) {
+        const float q2 = subgroupAdd(ss[r]);
+        if (subgroupElect()) part_ss[r][gl_SubgroupID] = q2;
+      }
+    }
   }
   barrier();
   if (lane == 0u && n < p.N) {
     const uint per = TPR / gl_SubgroupSize;  // subgroups per output (>= 1, host-checked)
     const uint first = g * per;
-    const float b = p.has_bias != 0u ? bias[p.n0 + n] : 0.0;
     for (uint r = 0; r < nr; ++r) {
-      float s = 0.0, sq = 0.0;
-      for (uint i = 0; i < per; ++i) {
-        s += part[r][first + i];
-        sq += part_ss[r][first + i];
-      }
+      float sq = 0.0;
+      if (p.norm != 0u)
+        for (uint c = 0; c < per; ++c) sq += part_ss[r][first + c];
       const float inv = p.norm != 0u ? 1.0 / sqrt(sq / float(p.K) + p.eps) : 1.0;
-      s *= inv;
-      const uint yi = (r0 + r) * p.y_rs + h * p.y_hs + p.y_off + p.n0 + n;
+      for (uint i = 0; i < QR; ++i) {
+        const uint ni = n + i;
+        if (ni >= p.N) break;
+        float s = 0.0;
+        for (uint c = 0; c < per; ++c) s += part[i][r][first + c];
+        s *= inv;
+        const uint yi = (r0 + r) * p.y_rs + h * p.y_hs + p.y_off + p.n0 + ni;
 #ifdef DUAL
-      float s2 = 0.0;
-      for (uint i = 0; i < per; ++i) s2 += part2[r][first + i];
-      s2 *= inv;
-      y[yi] = s / (1.0 + exp(-s)) * s2;
+        float s2 = 0.0;
+        for (uint c = 0; c < per; ++c) s2 += part2[i][r][first + c];
+        s2 *= inv;
+        y[yi] = s / (1.0 + exp(-s)) * s2;
 #else
-      y[yi] = s + b + (p.epi == 1u ? res[yi] : 0.0);
+        const float b = p.has_bias != 0u ? bias[p.n0 + ni] : 0.0;
+        y[yi] = s + b + (p.epi == 1u ? res[yi] : 0.0);
 #endif
+      }
     }
   }
 }
