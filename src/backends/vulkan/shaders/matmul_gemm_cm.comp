@@ -2,7 +2,9 @@
 // Prefill matrix product on tensor cores (GL_NV_cooperative_matrix):
 //   y[r, n0 + n] = Σ_k x[r, k] W[n, k] (+ bias[n0 + n])
 //   x: [R, K] f32 (converted to f16 on load); W: [N, K] of the weight type (this chunk; f16 as
-//   is, bf16 and f32 converted to f16 on load); y: f32, row stride y_rs. K % 8 == 0 (host-checked).
+//   is, bf16 and f32 converted to f16 on load; Q8_0/Q4_0 in wload.glsl's repacked rows,
+//   dequantized to f16 on load: one 32-element block per row per K step, K % 32 == 0); y: f32,
+//   row stride y_rs. K % 8 == 0 (host-checked).
 // Workgroup of 256 invocations = 8 subgroups of 32 (host-checked subgroup size); output tile of
 // BM x BN = (128 or 64, define BM) x 128, subgroups laid out 2 (rows) x 4 (columns), each owning
 // BM/2 x 32 of the tile as (BM/2 / CM) x (32 / CN) f32 accumulators of CM x CN (CM = 16, CN = 16
@@ -38,11 +40,21 @@ const uint FM = WM / CM, FN = WN / CN;
 const uint EPQ = 4;
 #elif defined(W_F16) || defined(W_BF16)
 const uint EPQ = 8;
+#elif defined(W_Q8_0)
+const uint EPQ = 16;
+#elif defined(W_Q4_0)
+const uint EPQ = 32;
 #else
-#error "define W_F32, W_F16 or W_BF16"
+#error "define W_F32, W_F16, W_BF16, W_Q8_0 or W_Q4_0"
+#endif
+#if defined(W_Q8_0) || defined(W_Q4_0)
+// Repacked quantized rows (wload.glsl): QRowWords, QScale and kQWordsPerBlock.
+#define WORD(i) wq[(i) >> 2][(i) & 3u]
+#define WCOLS p.K
+#include "wload.glsl"
 #endif
 const uint QPR = BK / EPQ;                  // uvec4 per tile row of W
-const uint LB = BN * QPR / 256;             // per invocation
+const uint LB = (BN * QPR + 255u) / 256u;   // per invocation (Q4_0: half of them load one)
 const uint LA = BM * (BK / 4) / 256;        // vec4 of x per invocation
 
 shared float16_t As[BM * LDS];
@@ -69,11 +81,26 @@ void main() {
       const uint gm = m0 + row, gk4 = (k0) / 4u + c;                                  \
       ra[l] = (gm < p.R && gk4 < K4) ? x4[gm * K4 + gk4] : vec4(0.0);                \
     }                                                                                 \
+    LOAD_W(k0)
+#if defined(W_QUANT)
+  // One block (k0 / 32) of each tile row: its quants and its scale (0 outside N; K % 32 == 0).
+  float rd[LB];
+  #define LOAD_W(k0)                                                                  \
+    for (uint l = 0; l < LB; ++l) {                                                   \
+      const uint e = tid + 256u * l, row = e / QPR, c = e % QPR, gn = nb + row;       \
+      const uint base = gn * QRowWords(p.K), b = (k0) / 32u;                          \
+      const bool ok = row < BN && gn < p.N;                                           \
+      rb[l] = ok ? wq[(base + b * kQWordsPerBlock) / 4u + c] : uvec4(0u);             \
+      rd[l] = ok ? QScale(base, p.K, b) : 0.0;                                        \
+    }
+#else
+  #define LOAD_W(k0)                                                                  \
     for (uint l = 0; l < LB; ++l) {                                                   \
       const uint e = tid + 256u * l, row = e / QPR, c = e % QPR;                      \
       const uint gn = nb + row, gk = (k0) + c * EPQ;                                  \
       rb[l] = (gn < p.N && gk < p.K) ? wq[(gn * p.K + gk) / EPQ] : uvec4(0u);        \
     }
+#endif
 
   LOAD_TILES(0u)
   for (uint k0 = 0; k0 < p.K; k0 += BK) {
@@ -88,7 +115,22 @@ void main() {
       const uint e = tid + 256u * l, row = e / QPR, c = e % QPR;
       const uint o = row * LDS + c * EPQ;
       const uvec4 q = rb[l];
-#if defined(W_F32)
+#if defined(W_Q4_0)
+      // Element t < 16: low nibble of byte t; t + 16: its high nibble (x = d * (nibble - 8)).
+      if (row < BN) {
+        const float d = rd[l];
+        for (uint t = 0; t < 16u; ++t) {
+          const uint byte = (q[t >> 2] >> (8u * (t & 3u))) & 0xffu;
+          Bs[o + t] = float16_t(d * (float(byte & 15u) - 8.0));
+          Bs[o + t + 16u] = float16_t(d * (float(byte >> 4) - 8.0));
+        }
+      }
+#elif defined(W_Q8_0)
+      // Elements 16 c + t: signed byte t of q (x = d * q).
+      const float d = rd[l];
+      for (uint t = 0; t < 16u; ++t)
+        Bs[o + t] = float16_t(d * float(int(q[t >> 2] << (24u - 8u * (t & 3u))) >> 24));
+#elif defined(W_F32)
       Bs[o] = float16_t(uintBitsToFloat(q.x)); Bs[o + 1u] = float16_t(uintBitsToFloat(q.y));
       Bs[o + 2u] = float16_t(uintBitsToFloat(q.z)); Bs[o + 3u] = float16_t(uintBitsToFloat(q.w));
 #elif defined(W_F16)
