@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # The one front door for checks: installs dependencies, fetches test data, builds, runs every
-# test (unit, kernels, golden, tokenizer, Vulkan on lavapipe, server) through CTest.
+# test (unit, kernels, golden, tokenizer, Vulkan on lavapipe, server) through CTest, then the
+# server and engine tests again under ThreadSanitizer (docs/server.md "Sanitizers").
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/setup.sh
@@ -8,3 +9,9 @@ scripts/fetch_test_data.sh
 scripts/build.sh
 cd build
 ctest --output-on-failure -j "$(nproc)" --timeout 900
+cd ..
+# ThreadSanitizer: its own build (no Vulkan, no benchmarks), only the server/engine test target.
+cmake -S . -B build-tsan -G Ninja -DCMAKE_BUILD_TYPE=Release -DES_VULKAN=OFF -DES_BUILD_BENCH=OFF \
+  "-DCMAKE_CXX_FLAGS=-fsanitize=thread -g -fno-omit-frame-pointer" -DCMAKE_EXE_LINKER_FLAGS=-fsanitize=thread >/dev/null
+ninja -C build-tsan es_test_server
+TSAN_OPTIONS="halt_on_error=1 exitcode=66" build-tsan/tests/es_test_server

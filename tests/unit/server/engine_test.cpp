@@ -58,6 +58,8 @@ struct Harness {
     };
     return r;
   }
+  // Running requests are finished (cancelled) while `out`, which their events write, still lives.
+  ~Harness() { engine->Stop(); }
   void Submit(std::shared_ptr<SeqRequest> r) { queue->Push(std::move(r)); }
   void RunAll(int max_steps = 100000) {
     while (engine->Step() && max_steps-- > 0) ++step;

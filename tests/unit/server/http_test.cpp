@@ -250,7 +250,13 @@ TEST(Http, MetricsAndTraces) {
   int st;
   json out = Post(*r.cli, "/v1/completions", R"({"prompt":"trace me","max_tokens":5,"priority":"high"})", &st);
   ASSERT_EQ(st, 200);
-  std::string m = r.cli->Get("/metrics")->body;
+  // requests_total is counted by the HTTP logger after the response went out: wait for it.
+  std::string m;
+  for (int i = 0; i < 500; ++i) {
+    m = r.cli->Get("/metrics")->body;
+    if (m.find("edgeseek_requests_total{endpoint=\"completions\",status=\"200\"} 1") != std::string::npos) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
   for (const char* needle :
        {"edgeseek_requests_total{endpoint=\"completions\",status=\"200\"} 1",
         "edgeseek_generation_tokens_total{model=\"tiny\"} 5",
@@ -333,7 +339,12 @@ TEST(Http, ShutdownDrainsRunningRequests) {
     auto res = cli.Post("/v1/completions", R"({"prompt":"drain","max_tokens":30})", "application/json");
     status = res ? res->status : -1;
   });
-  std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  // Shut down once the request runs (a fixed sleep was too short under ThreadSanitizer).
+  for (int i = 0; i < 1000; ++i) {
+    auto m = r.cli->Get("/metrics");
+    if (m && m->body.find("edgeseek_running_sequences{model=\"tiny\",instance=\"0\"} 1") != std::string::npos) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
   r.srv->RequestShutdown();
   r.srv->WaitForShutdown();
   t.join();
