@@ -114,6 +114,8 @@ Sample OneRequest(const LoadArgs& a, httplib::Client& cli, int i) {
   httplib::Error err = httplib::Error::Success;
   bool sent = cli.send(req, res, err);
   s.e2e = since();
+  // A server that sends no usage chunk: count the text events (one per token on llama.cpp).
+  if (s.out_tokens == 0 && s.ttft >= 0) s.out_tokens = int64_t(s.gaps.size()) + 1;
   s.status = sent ? res.status : -1;
   s.ok = sent && res.status == 200 && s.ttft >= 0;
   return s;
