@@ -42,7 +42,8 @@ class Device {
   // build's glslc could not compile the shader).
   uint32_t coopmat_n() const { return coopmat_n_; }
   // f16 math: prefill GEMMs round activations to f16 and run on the cooperative-matrix path
-  // where the device has one (ES_VK_F16_ACT=1, or VulkanTuning::f16_act).
+  // where the device has one. Default: on where coopmat_n() != 0; ES_VK_F16_ACT=0/1 or
+  // VulkanTuning::f16_act override it (vulkan_backend.cpp).
   bool f16_math() const { return f16_math_; }
   void set_f16_math(bool on) { f16_math_ = on; }
   // Rows per cooperative-matrix GEMM tile: 64 or 128; 0 = by the number of tiles (matmul.cpp).

@@ -85,10 +85,14 @@ std::unique_ptr<Backend> CreateVulkanBackendTuned(const BackendOptions& opts,
 VulkanBackend::VulkanBackend(const BackendOptions& opts, const VulkanTuning& tuning)
     : opts_(opts), tuning_(tuning) {
   dev_ = std::make_shared<Device>(opts.device);
+  // f16 math by default where the prefill GEMM can use tensor cores (NV cooperative matrix);
+  // ES_VK_F16_ACT=0 forces f32 math everywhere, =1 f16 math wherever a kernel has it.
   if (tuning.f16_act >= 0) {
     dev_->set_f16_math(tuning.f16_act > 0);
-  } else if (const char* e = std::getenv("ES_VK_F16_ACT")) {
-    dev_->set_f16_math(std::string(e) == "1");
+  } else if (const char* e = std::getenv("ES_VK_F16_ACT"); e && *e) {
+    dev_->set_f16_math(std::string(e) != "0");
+  } else {
+    dev_->set_f16_math(dev_->coopmat_n() != 0);
   }
   int bm = tuning.gemm_bm;
   if (bm < 0) bm = std::getenv("ES_VK_GEMM_BM") ? std::atoi(std::getenv("ES_VK_GEMM_BM")) : 0;
@@ -117,10 +121,10 @@ std::string VulkanBackend::description() const {
   os << "vulkan: " << i.name << " (" << i.driver << ", Vulkan " << VulkanVersionString(i.api_version)
      << ", subgroup " << i.subgroup_size;
   if (dev_->coopmat_n())
-    os << ", NV coopmat 16x" << dev_->coopmat_n() << "x16" << (dev_->f16_math() ? " in use" : " (off: ES_VK_F16_ACT=1)");
+    os << ", NV coopmat 16x" << dev_->coopmat_n() << "x16" << (dev_->f16_math() ? " in use" : " (off: f32 math)");
   else if (i.coopmat_khr || i.coopmat_nv)
     os << ", coopmat present (not used)";
-  os << (dev_->f16_math() ? ", f16 math" : "") << ")";
+  os << (dev_->f16_math() ? ", f16 math" : ", f32 math") << ")";
   return os.str();
 }
 

@@ -24,7 +24,7 @@ namespace es::vk {
 struct VulkanTuning {
   PoolLimits weights, activations, kv;
   size_t max_programs = 8;  // recorded graph shapes kept
-  int f16_act = -1;         // f16 math in prefill GEMMs: -1 = from $ES_VK_F16_ACT, 0 off, 1 on
+  int f16_act = -1;         // f16 math in prefill GEMMs: -1 = $ES_VK_F16_ACT, else on iff NV coopmat; 0 off, 1 on
   int gemm_bm = -1;         // coopmat GEMM tile rows 64/128, 0 = auto, -1 = $ES_VK_GEMM_BM or auto
 };
 

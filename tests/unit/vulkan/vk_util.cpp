@@ -29,7 +29,11 @@ std::unique_ptr<vk::VulkanBackend> MakeVulkan(const vk::VulkanTuning& t, bool pr
   BackendOptions o;
   o.profile = profile;
   if (const char* d = std::getenv("ES_VK_DEVICE")) o.device = d;
-  return std::make_unique<vk::VulkanBackend>(o, t);
+  // Unit tests compare with the reference at f32 tolerances: f32 math unless a test asks for f16
+  // (the backend's default is f16 math on devices with cooperative matrices).
+  vk::VulkanTuning tt = t;
+  if (tt.f16_act < 0) tt.f16_act = 0;
+  return std::make_unique<vk::VulkanBackend>(o, tt);
 }
 
 void VulkanTest::SetUp() { messages_ = vk::ValidationMessageCount(); }
