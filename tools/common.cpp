@@ -8,7 +8,7 @@
 namespace es::tools {
 
 void ModelArgs::Add(CLI::App& app, bool allow_synthetic) {
-  app.add_option("-m,--model", model, "Hugging Face model folder");
+  app.add_option("-m,--model", model, "Hugging Face model folder or .gguf file");
   if (allow_synthetic) {
     app.add_option("--synthetic", synthetic, "built-in preset name or config.json: random weights");
     app.add_option("--dtype", dtype,
