@@ -108,7 +108,7 @@ fi
 
 for m in $MODELS; do
   left || break
-  for f16 in 0 1; do
+  for f16 in ${ES_MATH_MODES:-1 0}; do
     echo "== edgeseek bench $m synthetic f16 weights, ES_VK_F16_ACT=$f16 (pp512, tg128)"
     ES_VK_F16_ACT=$f16 timeout 150 "$B/edgeseek" bench --backend vulkan --synthetic "$m" --dtype f16 -p 512 -n 128 -r 1 > "$OUT/es_${m}_f16act$f16.txt" 2>&1
     grep -E "backend|prefill|decode|load" "$OUT/es_${m}_f16act$f16.txt"
