@@ -17,7 +17,9 @@
 # ES_GGUFS ("preset:type ..." files written by `edgeseek convert` and benched by both programs),
 # ES_TOKENIZER (vocabulary put in those files; llama.cpp needs one), ES_DEADLINE (seconds after
 # which no new step starts), ES_TESTS=0 skips the Vulkan and golden tests, ES_LLAMA=0 skips
-# llama.cpp. Every log goes to $OUT/all.txt (the device tool returns at most 8 files).
+# llama.cpp, ES_SERVE=1 adds the serving load benchmark (tests/server/load_bench.sh: edgeseek
+# serve on Vulkan next to llama-server with -ngl 99, same q4_0 file). Every log goes to
+# $OUT/all.txt (the device tool returns at most 8 files).
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 
@@ -70,7 +72,7 @@ build_llama() {
     -DGGML_NATIVE=ON -DLLAMA_CURL=OFF -DBUILD_SHARED_LIBS=OFF -DLLAMA_BUILD_TESTS=OFF \
     -DVulkan_INCLUDE_DIR=$T/usr/include -DVulkan_LIBRARY=/usr/lib/x86_64-linux-gnu/libvulkan.so.1 \
     -DVulkan_GLSLC_EXECUTABLE=/tmp/bin/glslc -DGLSLC_EXECUTABLE=/tmp/bin/glslc > /tmp/llama/cmake.log 2>&1 &&
-    ninja -C /tmp/llama/b llama-bench > /tmp/llama/build.log 2>&1
+    ninja -C /tmp/llama/b llama-bench ${ES_SERVE:+llama-server} > /tmp/llama/build.log 2>&1
   local rc=$?
   echo "llama.cpp build rc=$rc in $((SECONDS - t0)) s" >> /tmp/llama/build.log
   return $rc
@@ -139,4 +141,15 @@ for mt in $GGUFS; do
   ES_VK_F16_ACT=1 timeout 120 "$B/edgeseek" bench --backend vulkan -m "$g" -p 512 -n 128 -r 1 > "$OUT/es_${m}_$ty.txt" 2>&1
   grep -E "backend|prefill|decode" "$OUT/es_${m}_$ty.txt"
 done
+if [[ -n "${ES_SERVE:-}" ]]; then
+  echo "== serving load benchmark (1.5B q4_0, Vulkan)"
+  python3 tests/server/bench_tokenizer.py /tmp/bench_tok > /dev/null &&
+    "$B/edgeseek" convert --synthetic r1-distill-qwen-1.5b --type q4_0 --tokenizer /tmp/bench_tok -t 8 \
+      -o /tmp/serve.gguf > /dev/null 2>&1 || echo "convert for serving failed"
+  LS=/tmp/llama/b/bin/llama-server
+  [[ -x $LS ]] || LS=""
+  ES_SERVE_ARGS="--backend vulkan" LLAMA_ARGS="-ngl 99" timeout 300 bash tests/server/load_bench.sh \
+    "$B/edgeseek" /tmp/serve.gguf /tmp/serve_out $LS 2>&1 | tee "$OUT/serve.txt" | grep -v "^$" | tail -60
+  for f in /tmp/serve_out/*.json; do cp "$f" "$OUT/serve_$(basename "$f")"; done 2>/dev/null
+fi
 echo "== job took $SECONDS s"

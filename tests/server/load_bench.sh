@@ -8,6 +8,7 @@
 # The GGUF: python3 tests/server/bench_tokenizer.py /tmp/bench_tok &&
 #   edgeseek convert --synthetic r1-distill-qwen-1.5b --type q4_0 --tokenizer /tmp/bench_tok -o X.gguf
 # Both servers: 8 slots, 2 threads, 4096 tokens of context per slot (llama.cpp: -c 32768 -np 8).
+# Extra server arguments: ES_SERVE_ARGS (e.g. "--backend vulkan"), LLAMA_ARGS (e.g. "-ngl 99").
 set -euo pipefail
 es=$1 gguf=$2 out=$3 llama=${4:-}
 threads=${THREADS:-2} words=${PROMPT_WORDS:-16} max_tokens=${MAX_TOKENS:-32}
@@ -15,7 +16,11 @@ mkdir -p "$out"
 
 wait_ready() {  # url
   for _ in $(seq 1 300); do
-    if curl -sf "$1/health" | grep -q '"ok"'; then return 0; fi
+    if command -v curl >/dev/null; then
+      if curl -sf "$1/health" | grep -q '"ok"'; then return 0; fi
+    elif python3 -c "import urllib.request,sys; sys.exit(0 if b'\"ok\"' in urllib.request.urlopen('$1/health').read() else 1)" 2>/dev/null; then
+      return 0
+    fi
     sleep 1
   done
   echo "server at $1 not ready" >&2
@@ -31,7 +36,8 @@ run_loads() {  # name url
   done
 }
 
-"$es" serve -m "$gguf" --alias bench --port 18301 --slots 8 -t "$threads" --context 4096 2> "$out/edgeseek_serve.log" &
+# shellcheck disable=SC2086
+"$es" serve -m "$gguf" --alias bench --port 18301 --slots 8 -t "$threads" --context 4096 ${ES_SERVE_ARGS:-} 2> "$out/edgeseek_serve.log" &
 pid=$!
 trap 'kill $pid 2>/dev/null || true' EXIT
 wait_ready http://127.0.0.1:18301
@@ -40,7 +46,8 @@ run_loads edgeseek http://127.0.0.1:18301
 kill -TERM $pid && wait $pid || true
 
 if [ -n "$llama" ]; then
-  "$llama" -m "$gguf" --alias bench --port 18302 -np 8 -c 32768 -t "$threads" --cont-batching 2> "$out/llama_server.log" > /dev/null &
+  # shellcheck disable=SC2086
+  "$llama" -m "$gguf" --alias bench --port 18302 -np 8 -c 32768 -t "$threads" --cont-batching ${LLAMA_ARGS:-} 2> "$out/llama_server.log" > /dev/null &
   pid=$!
   wait_ready http://127.0.0.1:18302
   "$es" loadtest --url http://127.0.0.1:18302 --model bench -c 1 -n 1 --prompt-words 4 --max-tokens 4 > /dev/null
