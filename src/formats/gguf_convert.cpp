@@ -548,7 +548,6 @@ GgufQuantizeStats ConvertToGguf(const GgufConvertSource& src, const std::string&
   if (any_quantized) w.Set(std::string(kKeyGeneralQuantizationVersion), GgufValue::U32(kGgmlQuantizationVersion));
 
   ThreadPool pool(options.threads);
-  std::vector<std::vector<float>> scratch(size_t(pool.size()));
   w.Begin(out_path);
   uint64_t done = 0;
   for (const OutTensor& o : plan) {
@@ -591,36 +590,7 @@ GgufQuantizeStats ConvertToGguf(const GgufConvertSource& src, const std::string&
       ++st.copied;
     } else {
       std::unique_ptr<uint8_t[]> out(new uint8_t[out_bytes ? out_bytes : 1]);
-      std::vector<int64_t> bad_row(scratch.size(), -1);
-      std::vector<std::string> bad_msg(scratch.size());
-      const int64_t grain = std::max<int64_t>(1, (1 << 16) / std::max<int64_t>(cols, 1));
-      // Rows are encoded by the same scalar code whichever thread runs them: the bytes do not
-      // depend on the thread count. The first failing row (lowest index) is reported.
-      pool.ParallelFor(
-          rows,
-          [&](int64_t b, int64_t e, int t) {
-            std::vector<float>& f = scratch[size_t(t)];
-            f.resize(size_t(cols));
-            for (int64_t r = b; r < e; ++r) {
-              try {
-                Dequantize(o.src_type, src_row(r), f.data(), cols);
-                Quantize(o.dst_type, f.data(), out.get() + size_t(r) * out_row, cols);
-              } catch (const Error& err) {
-                bad_row[size_t(t)] = r;
-                bad_msg[size_t(t)] = err.what();
-                return;
-              }
-            }
-          },
-          grain);
-      int64_t first = -1;
-      size_t which = 0;
-      for (size_t k = 0; k < bad_row.size(); ++k)
-        if (bad_row[k] >= 0 && (first < 0 || bad_row[k] < first)) {
-          first = bad_row[k];
-          which = k;
-        }
-      if (first >= 0) Fail(where, ": tensor ", o.name, " row ", first, ": ", bad_msg[which]);
+      RequantizeRows(pool, o.src_type, src_row, o.dst_type, rows, cols, out.get(), where, o.name);
       w.WriteTensorData(out.get(), out_bytes);
       ++st.requantized;
     }

@@ -14,6 +14,43 @@
 
 namespace es {
 
+void RequantizeRows(ThreadPool& pool, DType src_type, const std::function<const uint8_t*(int64_t)>& src_row,
+                    DType dst_type, int64_t rows, int64_t cols, uint8_t* out, const std::string& where,
+                    const std::string& name) {
+  const size_t out_row = RowBytes(dst_type, cols);
+  const int64_t grain = std::max<int64_t>(1, (1 << 16) / std::max<int64_t>(cols, 1));
+  const size_t n = size_t(pool.size());
+  std::vector<std::vector<float>> scratch(n);
+  // An es::Error on a worker thread is recorded per thread; the lowest row's is rethrown here.
+  std::vector<int64_t> bad_row(n, -1);
+  std::vector<std::string> bad_msg(n);
+  pool.ParallelFor(
+      rows,
+      [&](int64_t b, int64_t e, int t) {
+        std::vector<float>& f = scratch[size_t(t)];
+        f.resize(size_t(cols));
+        for (int64_t r = b; r < e; ++r) {
+          try {
+            Dequantize(src_type, src_row(r), f.data(), cols);
+            Quantize(dst_type, f.data(), out + size_t(r) * out_row, cols);
+          } catch (const Error& err) {
+            bad_row[size_t(t)] = r;
+            bad_msg[size_t(t)] = err.what();
+            return;
+          }
+        }
+      },
+      grain);
+  int64_t first = -1;
+  size_t which = 0;
+  for (size_t k = 0; k < n; ++k)
+    if (bad_row[k] >= 0 && (first < 0 || bad_row[k] < first)) {
+      first = bad_row[k];
+      which = k;
+    }
+  if (first >= 0) Fail(where, ": tensor ", name, " row ", first, ": ", bad_msg[which]);
+}
+
 GgufQuantizeStats QuantizeGguf(const std::string& in_path, const std::string& out_path, const QuantPolicy& policy,
                                const GgufQuantizeOptions& options) {
   const auto t0 = std::chrono::steady_clock::now();
@@ -44,7 +81,6 @@ GgufQuantizeStats QuantizeGguf(const std::string& in_path, const std::string& ou
   if (any_quantized) w.Set(std::string(kKeyGeneralQuantizationVersion), GgufValue::U32(kGgmlQuantizationVersion));
 
   ThreadPool pool(options.threads);
-  std::vector<std::vector<float>> scratch(size_t(pool.size()));
   w.Begin(out_path);
   uint64_t done = 0;
   for (size_t i = 0; i < in->tensor_infos().size(); ++i) {
@@ -62,38 +98,8 @@ GgufQuantizeStats QuantizeGguf(const std::string& in_path, const std::string& ou
       const size_t in_row = RowBytes(ti.dtype, cols), out_row = RowBytes(dst_type, cols);
       const size_t out_bytes = out_row * size_t(rows);
       std::unique_ptr<uint8_t[]> out(new uint8_t[out_bytes ? out_bytes : 1]);
-      // Rows are independent and each is encoded by the same scalar code whichever thread
-      // runs it, so the bytes do not depend on the thread count.
-      const int64_t grain = std::max<int64_t>(1, (1 << 16) / std::max<int64_t>(cols, 1));
-      // An es::Error on a worker thread (a non-finite weight) is recorded per thread and the
-      // one of the lowest row rethrown here, so the message does not depend on timing.
-      std::vector<int64_t> bad_row(scratch.size(), -1);
-      std::vector<std::string> bad_msg(scratch.size());
-      pool.ParallelFor(
-          rows,
-          [&](int64_t b, int64_t e, int t) {
-            std::vector<float>& f = scratch[size_t(t)];
-            f.resize(size_t(cols));
-            for (int64_t r = b; r < e; ++r) {
-              Dequantize(ti.dtype, src.bytes() + size_t(r) * in_row, f.data(), cols);
-              try {
-                Quantize(dst_type, f.data(), out.get() + size_t(r) * out_row, cols);
-              } catch (const Error& err) {
-                bad_row[size_t(t)] = r;
-                bad_msg[size_t(t)] = err.what();
-                return;
-              }
-            }
-          },
-          grain);
-      int64_t first = -1;
-      size_t which = 0;
-      for (size_t k = 0; k < bad_row.size(); ++k)
-        if (bad_row[k] >= 0 && (first < 0 || bad_row[k] < first)) {
-          first = bad_row[k];
-          which = k;
-        }
-      if (first >= 0) Fail(in_path, ": tensor ", ti.name, " row ", first, ": ", bad_msg[which]);
+      RequantizeRows(pool, ti.dtype, [&](int64_t r) { return src.bytes() + size_t(r) * in_row; }, dst_type,
+                     rows, cols, out.get(), in_path, ti.name);
       w.WriteTensorData(out.get(), out_bytes);
       ++st.requantized;
       st.out_bytes += out_bytes;

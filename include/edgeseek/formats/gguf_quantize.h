@@ -15,6 +15,17 @@
 
 namespace es {
 
+class ThreadPool;
+
+// Re-encodes `rows` rows of `cols` elements from src_type (row r at src_row(r)) as dst_type into
+// `out` (rows × RowBytes(dst_type, cols) bytes), rows spread over `pool`. Each row is encoded by
+// the same scalar code whichever thread runs it, so the bytes do not depend on the thread count.
+// A row that cannot be encoded (a non-finite weight) fails with "<where>: tensor <name> row <r>:
+// <why>", naming the lowest such row whatever the timing.
+void RequantizeRows(ThreadPool& pool, DType src_type, const std::function<const uint8_t*(int64_t)>& src_row,
+                    DType dst_type, int64_t rows, int64_t cols, uint8_t* out, const std::string& where,
+                    const std::string& name);
+
 struct GgufQuantizeOptions {
   int threads = 0;  // <= 0: one per hardware thread
   // Called after each tensor: bytes of input processed so far, total input tensor bytes, and

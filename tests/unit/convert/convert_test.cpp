@@ -264,7 +264,9 @@ TEST_F(ConvertFile, QuantizedTensorsWithinTheTypeError) {
       const std::vector<float> want = HfRows(*st, *GgufToHfName(ti.name), is_q ? 3 : is_k ? 3 : 0);
       const double err = test::RelL2(Floats(f->GetTensor(ti.name)), want);
       EXPECT_LE(err, TypeTolerance(ti.dtype)) << type << " " << ti.name << " " << Name(ti.dtype);
-      if (ti.shape.size() == 1) EXPECT_EQ(ti.dtype, DType::kF32) << ti.name;
+      if (ti.shape.size() == 1) {
+        EXPECT_EQ(ti.dtype, DType::kF32) << ti.name;
+      }
     }
     EXPECT_GE(seen.size(), 2u) << type;  // norms stay f32, weights take the policy's types
   }
