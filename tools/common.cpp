@@ -88,6 +88,19 @@ std::string EndpointArgs::BaseUrl() const {
   return "http://" + (host.empty() ? std::string("127.0.0.1") : host) + ":" + std::to_string(port < 0 ? 8080 : port);
 }
 
+void CheckIds(const std::vector<int32_t>& ids, const Model& model) {
+  for (int32_t t : ids)
+    ES_CHECK(t < model.vocab_size(), "token id ", t, " is outside the vocabulary (", model.vocab_size(),
+             " tokens)");
+}
+
+void AddQuantTypeOptions(CLI::App& app, std::string& type, std::string& policy, int& threads,
+                         const std::string& type_names) {
+  app.add_option("--type", type, "preset (q8_0, q4_0, q4_k_m, i4g) or one type for every weight (" + type_names + ")");
+  app.add_option("--policy", policy, "JSON policy file (configs/quant/*.json); overrides --type");
+  app.add_option("-t,--threads", threads, "threads (default: all)");
+}
+
 std::vector<int32_t> ParseIds(const std::string& s) {
   std::vector<int32_t> ids;
   size_t i = 0;

@@ -47,5 +47,12 @@ struct EndpointArgs {
 
 // "1,2,3" -> ids; throws es::Error naming the bad item.
 std::vector<int32_t> ParseIds(const std::string& s);
+// Throws es::Error naming the first id that is outside `model`'s vocabulary.
+void CheckIds(const std::vector<int32_t>& ids, const Model& model);
+
+// --type / --policy / -t of the verbs that write quantized GGUF files (convert, quantize).
+// `type_names` lists the dense types the verb accepts besides the presets.
+void AddQuantTypeOptions(CLI::App& app, std::string& type, std::string& policy, int& threads,
+                         const std::string& type_names);
 
 }  // namespace es::tools

@@ -14,6 +14,7 @@
 #include "edgeseek/formats/quant_policy.h"
 #include "edgeseek/runtime/convert.h"
 #include "edgeseek/runtime/model.h"
+#include "common.h"
 #include "verb.h"
 
 namespace es::tools {
@@ -80,13 +81,9 @@ VerbRun Setup(CLI::App& sub) {
   sub.add_option("input", a->in, "Hugging Face model folder");
   sub.add_option("--synthetic", a->synthetic, "built-in preset or config.json: random weights");
   sub.add_option("-o,--output", a->out, "output GGUF file")->required();
-  sub.add_option("--type", a->type,
-                 "preset (q8_0, q4_0, q4_k_m, i4g) or one type for every weight (f32, f16, bf16, q4_1, q5_0, "
-                 "q5_1, q4_k, q5_k, q6_k)");
-  sub.add_option("--policy", a->policy, "JSON policy file (configs/quant/*.json); overrides --type");
+  AddQuantTypeOptions(sub, a->type, a->policy, a->threads, "f32, f16, bf16, q4_1, q5_0, q5_1, q4_k, q5_k, q6_k");
   sub.add_option("--tokenizer", a->tokenizer, "tokenizer folder (default: the model folder's)");
   sub.add_option("--seed", a->seed, "seed of synthetic weights");
-  sub.add_option("-t,--threads", a->threads, "threads (default: all)");
   return [a] { return Run(*a); };
 }
 

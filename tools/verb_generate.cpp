@@ -28,9 +28,7 @@ VerbRun Setup(CLI::App& app) {
   return [=]() {
     const std::vector<int32_t> toks = ParseIds(*ids);
     auto model = args->Load();
-    for (int32_t t : toks)
-      ES_CHECK(t < model->vocab_size(), "token id ", t, " is outside the vocabulary (",
-               model->vocab_size(), " tokens)");
+    CheckIds(toks, *model);
     auto runner = args->MakeRunner(model);
     GenerateOptions go;
     go.max_new_tokens = *n;

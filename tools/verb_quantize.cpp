@@ -10,6 +10,7 @@
 #include "edgeseek/core/error.h"
 #include "edgeseek/formats/gguf_quantize.h"
 #include "edgeseek/formats/quant_policy.h"
+#include "common.h"
 #include "verb.h"
 
 namespace es::tools {
@@ -52,11 +53,7 @@ VerbRun Setup(CLI::App& sub) {
   auto a = std::make_shared<QuantizeArgs>();
   sub.add_option("input", a->in, "input GGUF file")->required();
   sub.add_option("output", a->out, "output GGUF file")->required();
-  sub.add_option("--type", a->type,
-                 "preset (q8_0, q4_0, q4_k_m, i4g) or one type for every weight (f16, bf16, q4_1, q5_0, q5_1, q4_k, "
-                 "q5_k, q6_k)");
-  sub.add_option("--policy", a->policy, "JSON policy file (configs/quant/*.json); overrides --type");
-  sub.add_option("-t,--threads", a->threads, "threads (default: all)");
+  AddQuantTypeOptions(sub, a->type, a->policy, a->threads, "f16, bf16, q4_1, q5_0, q5_1, q4_k, q5_k, q6_k");
   return [a] { return Run(*a); };
 }
 

@@ -147,51 +147,29 @@ namespace HWY_NAMESPACE {
 
 template <class Block>
 struct QuantTraits;
-template <>
-struct QuantTraits<BlockQ8_0> {
-  static constexpr int kGroups = 1;
-  static constexpr bool kMins = false;
+template <int Groups, bool Mins>
+struct QuantTraitsOf {
+  static constexpr int kGroups = Groups;
+  static constexpr bool kMins = Mins;
 };
 template <>
-struct QuantTraits<BlockQ4_0> {
-  static constexpr int kGroups = 1;
-  static constexpr bool kMins = false;
-};
+struct QuantTraits<BlockQ8_0> : QuantTraitsOf<1, false> {};
 template <>
-struct QuantTraits<BlockI4G> {
-  static constexpr int kGroups = kQKI4G / kQK;
-  static constexpr bool kMins = false;
-};
+struct QuantTraits<BlockQ4_0> : QuantTraitsOf<1, false> {};
 template <>
-struct QuantTraits<BlockQ4_K> {
-  static constexpr int kGroups = kQKK / kQK;
-  static constexpr bool kMins = true;
-};
+struct QuantTraits<BlockI4G> : QuantTraitsOf<kQKI4G / kQK, false> {};
 template <>
-struct QuantTraits<BlockQ6_K> {
-  static constexpr int kGroups = kQKK / kQK;
-  static constexpr bool kMins = false;
-};
+struct QuantTraits<BlockQ4_K> : QuantTraitsOf<kQKK / kQK, true> {};
 template <>
-struct QuantTraits<BlockQ4_1> {
-  static constexpr int kGroups = 1;
-  static constexpr bool kMins = true;
-};
+struct QuantTraits<BlockQ6_K> : QuantTraitsOf<kQKK / kQK, false> {};
 template <>
-struct QuantTraits<BlockQ5_0> {
-  static constexpr int kGroups = 1;
-  static constexpr bool kMins = false;
-};
+struct QuantTraits<BlockQ4_1> : QuantTraitsOf<1, true> {};
 template <>
-struct QuantTraits<BlockQ5_1> {
-  static constexpr int kGroups = 1;
-  static constexpr bool kMins = true;
-};
+struct QuantTraits<BlockQ5_0> : QuantTraitsOf<1, false> {};
 template <>
-struct QuantTraits<BlockQ5_K> {
-  static constexpr int kGroups = kQKK / kQK;
-  static constexpr bool kMins = true;
-};
+struct QuantTraits<BlockQ5_1> : QuantTraitsOf<1, true> {};
+template <>
+struct QuantTraits<BlockQ5_K> : QuantTraitsOf<kQKK / kQK, true> {};
 
 // Types whose group quants are never negative: they go into maddubs unsigned directly.
 template <class Block>
