@@ -330,6 +330,26 @@ Device::Device(const std::string& want) {
     f12.vulkanMemoryModelDeviceScope = VK_TRUE;
     f12.pNext = &cmf;
   }
+  // Explicit shared-memory layout for the coopmat GEMM's vector stores to its f16 tiles.
+  VkPhysicalDeviceWorkgroupMemoryExplicitLayoutFeaturesKHR wml{
+      VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_WORKGROUP_MEMORY_EXPLICIT_LAYOUT_FEATURES_KHR};
+  const char* sb_env = std::getenv("ES_VK_SHARED_BLOCK");
+  if (coopmat_n_ && !(sb_env && std::string(sb_env) == "0") &&
+      HasExtension(DeviceExtensions(physical_), VK_KHR_WORKGROUP_MEMORY_EXPLICIT_LAYOUT_EXTENSION_NAME)) {
+    VkPhysicalDeviceWorkgroupMemoryExplicitLayoutFeaturesKHR have{
+        VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_WORKGROUP_MEMORY_EXPLICIT_LAYOUT_FEATURES_KHR};
+    VkPhysicalDeviceFeatures2 q{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_FEATURES_2};
+    q.pNext = &have;
+    vkGetPhysicalDeviceFeatures2(physical_, &q);
+    if (have.workgroupMemoryExplicitLayout && have.workgroupMemoryExplicitLayout16BitAccess) {
+      extensions.push_back(VK_KHR_WORKGROUP_MEMORY_EXPLICIT_LAYOUT_EXTENSION_NAME);
+      wml.workgroupMemoryExplicitLayout = VK_TRUE;
+      wml.workgroupMemoryExplicitLayout16BitAccess = VK_TRUE;
+      wml.pNext = f12.pNext;
+      f12.pNext = &wml;
+      shared_blocks_ = true;
+    }
+  }
   VkDeviceCreateInfo dci{VK_STRUCTURE_TYPE_DEVICE_CREATE_INFO};
   dci.pNext = &f2;
   dci.queueCreateInfoCount = 1;

@@ -41,6 +41,10 @@ class Device {
   // with a 32-wide subgroup, for matmul_gemm_cm.comp (16 or 8); 0 when there is none (or the
   // build's glslc could not compile the shader).
   uint32_t coopmat_n() const { return coopmat_n_; }
+  // VK_KHR_workgroup_memory_explicit_layout (with 16-bit access) enabled next to the NV
+  // cooperative matrices: the coopmat GEMM then writes its f16 shared tiles 8 halves at a time
+  // (its "_sb" variants). ES_VK_SHARED_BLOCK=0 leaves it off.
+  bool shared_blocks() const { return shared_blocks_; }
   // f16 math: prefill GEMMs round activations to f16 and run on the cooperative-matrix path
   // where the device has one. Default: on where coopmat_n() != 0; ES_VK_F16_ACT=0/1 or
   // VulkanTuning::f16_act override it (vulkan_backend.cpp).
@@ -75,6 +79,7 @@ class Device {
   uint64_t min_storage_alignment_ = 16;
   uint32_t timestamp_valid_bits_ = 0;
   uint32_t coopmat_n_ = 0;
+  bool shared_blocks_ = false;
   bool f16_math_ = false;
   uint32_t gemm_bm_ = 0;
 };

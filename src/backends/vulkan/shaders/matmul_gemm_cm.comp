@@ -1,22 +1,31 @@
 #version 450
 // Prefill matrix product on tensor cores (GL_NV_cooperative_matrix):
 //   y[r, n0 + n] = Σ_k x[r, k] W[n, k] (+ bias[n0 + n])
-//   x: [R, K] f32 (converted to f16 on load); W: [N, K] of the weight type (this chunk; f16 as
-//   is, bf16 and f32 converted to f16 on load; Q8_0/Q4_0 in wload.glsl's repacked rows,
-//   dequantized to f16 on load: one 32-element block per row per K step, K % 32 == 0); y: f32,
-//   row stride y_rs. K % 8 == 0 (host-checked).
+//   x: [R, K] f32 (converted to f16 on the way to shared memory); W: [N, K] of the weight type
+//   (this chunk; f16 as is, bf16 and f32 converted to f16; Q8_0/Q4_0 in wload.glsl's repacked
+//   rows, dequantized to f16: one 32-element block per row per K step, K % 32 == 0); y: f32, row
+//   stride y_rs. K % 8 == 0 (host-checked).
 // Workgroup of 256 invocations = 8 subgroups of 32 (host-checked subgroup size); output tile of
 // BM x BN = (128 or 64, define BM) x 128, subgroups laid out 2 (rows) x 4 (columns), each owning
 // BM/2 x 32 of the tile as (BM/2 / CM) x (32 / CN) f32 accumulators of CM x CN (CM = 16, CN = 16
 // or 8 by the device's cooperative-matrix shapes, CK = 16). BM = 64 doubles the workgroups of
-// prefill-sized products (512 rows x 3584 columns is only 112 tiles of 128 x 128). K goes in steps of BK = 32 through f16 tiles in
-// shared memory; the next step's global loads are held in registers while the current step
-// multiplies. Results go through a small per-subgroup f32 staging tile so that partial tiles at
-// the edges of R and N (any size) and the bias are handled per element.
+// prefill-sized products (512 rows x 3584 columns is only 112 tiles of 128 x 128).
+// K goes in steps of BK = 32 through two f16 tile stages in shared memory (double buffering:
+// one barrier per step): while the subgroups multiply stage s, the next step's global loads are
+// in flight in registers, and they are written to stage s ^ 1 after the multiply.
+// SB (GL_EXT_shared_memory_block, VK_KHR_workgroup_memory_explicit_layout): the stages are also
+// seen as uvec4, so each invocation writes 8 halves per store instead of one (the NV coopmat
+// loads read scalar f16 arrays only).
+// Epilogue: tiles wholly inside R and N without bias are stored straight to y
+// (coopMatStoreNV); others go through a small per-subgroup f32 staging tile so that partial
+// tiles at the edges (any size) and the bias are handled per element.
 #extension GL_NV_cooperative_matrix : require
 #extension GL_KHR_memory_scope_semantics : require
 #extension GL_EXT_shader_explicit_arithmetic_types_float16 : require
 #extension GL_KHR_shader_subgroup_basic : require
+#ifdef SB
+#extension GL_EXT_shared_memory_block : require
+#endif
 layout(local_size_x = 256) in;
 layout(binding = 0) readonly buffer W { uvec4 wq[]; };
 layout(binding = 1) readonly buffer X { vec4 x4[]; };
@@ -32,34 +41,56 @@ const uint CM = 16, CK = 16;
 #define BM 128
 #endif
 const uint BN = 128, BK = 32;
-const uint LDS = BK + 8;          // f16 per shared row: 80 bytes, a multiple of 16
+const uint LDS = BK + 8;          // f16 per shared row: 80 bytes (5 uvec4), staggers the banks
+const uint LDQ = LDS / 8u;        // uvec4 per shared row
 const uint WM = BM / 2, WN = 32;  // per subgroup
 const uint FM = WM / CM, FN = WN / CN;
-// Weight elements per uvec4 and uvec4 loads per invocation per K step.
-#if defined(W_F32)
-const uint EPQ = 4;
-#elif defined(W_F16) || defined(W_BF16)
-const uint EPQ = 8;
-#elif defined(W_Q8_0)
-const uint EPQ = 16;
-#elif defined(W_Q4_0)
-const uint EPQ = 32;
-#else
-#error "define W_F32, W_F16, W_BF16, W_Q8_0 or W_Q4_0"
-#endif
+const uint A_H = BM * LDS, STAGE_H = (BM + BN) * LDS;  // halves: A tile, one stage (A then B)
+
 #if defined(W_Q8_0) || defined(W_Q4_0)
 // Repacked quantized rows (wload.glsl): QRowWords, QScale and kQWordsPerBlock.
 #define WORD(i) wq[(i) >> 2][(i) & 3u]
 #define WCOLS p.K
 #include "wload.glsl"
 #endif
-const uint QPR = BK / EPQ;                  // uvec4 per tile row of W
-const uint LB = (BN * QPR + 255u) / 256u;   // per invocation (Q4_0: half of them load one)
-const uint LA = BM * (BK / 4) / 256;        // vec4 of x per invocation
 
-shared float16_t As[BM * LDS];
-shared float16_t Bs[BN * LDS];
-shared float stage[8][CM * CN];
+// Units of 8 elements (one uvec4 of halves in shared memory) per invocation per K step.
+const uint UA = BM * (BK / 8u) / 256u;  // x: 2 vec4 each
+#if defined(W_F32)
+const uint UB = BN * (BK / 8u) / 256u;  // 2 uvec4 of f32 each
+#elif defined(W_F16) || defined(W_BF16)
+const uint UB = BN * (BK / 8u) / 256u;  // 1 uvec4 each
+#elif defined(W_Q8_0) || defined(W_Q4_0)
+// Q8_0: each invocation takes half a row's block (16 quants = 1 uvec4 → 2 units); Q4_0: the
+// block's 16 bytes, of which it expands the low (elements 0-15) or high nibbles (16-31).
+const uint UB = 1u;
+#else
+#error "define W_F32, W_F16, W_BF16, W_Q8_0 or W_Q4_0"
+#endif
+
+#ifdef SB
+shared ShH { float16_t h[2u * STAGE_H]; } shh;
+shared ShV { uvec4 v[2u * STAGE_H / 8u]; } shv;
+shared ShF { float f[8u * CM * CN]; } shf;  // epilogue staging (aliases the stages: used after them)
+#define SH shh.h
+#define STAGE_F shf.f
+#else
+shared float16_t sh_h[2u * STAGE_H];
+shared float stage_f[8u * CM * CN];
+#define SH sh_h
+#define STAGE_F stage_f
+#endif
+
+// Eight halves at half-offset o (a multiple of 8) of the stages.
+void Put8(uint o, f16vec4 lo, f16vec4 hi) {
+#ifdef SB
+  shv.v[o / 8u] = uvec4(packFloat2x16(lo.xy), packFloat2x16(lo.zw), packFloat2x16(hi.xy),
+                        packFloat2x16(hi.zw));
+#else
+  SH[o] = lo.x; SH[o + 1u] = lo.y; SH[o + 2u] = lo.z; SH[o + 3u] = lo.w;
+  SH[o + 4u] = hi.x; SH[o + 5u] = hi.y; SH[o + 6u] = hi.z; SH[o + 7u] = hi.w;
+#endif
+}
 
 void main() {
   const uint tid = gl_LocalInvocationID.x;
@@ -72,106 +103,161 @@ void main() {
   for (uint i = 0; i < FM; ++i)
     for (uint j = 0; j < FN; ++j) acc[i][j] = fcoopmatNV<32, gl_ScopeSubgroup, CM, CN>(0.0);
 
-  vec4 ra[LA];
-  uvec4 rb[LB];
-  // Global -> registers for the K step starting at k0 (zeros outside R, N, K).
-  #define LOAD_TILES(k0)                                                              \
-    for (uint l = 0; l < LA; ++l) {                                                   \
-      const uint e = tid + 256u * l, row = e / (BK / 4u), c = e % (BK / 4u);          \
-      const uint gm = m0 + row, gk4 = (k0) / 4u + c;                                  \
-      ra[l] = (gm < p.R && gk4 < K4) ? x4[gm * K4 + gk4] : vec4(0.0);                \
-    }                                                                                 \
-    LOAD_W(k0)
-#if defined(W_QUANT)
-  // One block (k0 / 32) of each tile row: its quants and its scale (0 outside N; K % 32 == 0).
-  float rd[LB];
-  #define LOAD_W(k0)                                                                  \
-    for (uint l = 0; l < LB; ++l) {                                                   \
-      const uint e = tid + 256u * l, row = e / QPR, c = e % QPR, gn = nb + row;       \
+  // Prefetch registers of one K step.
+  vec4 ra[UA][2];
+#if defined(W_F32)
+  uvec4 rb[UB][2];
+#else
+  uvec4 rb[UB];
+#endif
+#if defined(W_Q8_0) || defined(W_Q4_0)
+  float rd;
+#endif
+
+  // Global -> registers for the K step starting at k0 (zeros outside R, N, K; K % 8 == 0, so a
+  // unit of 8 elements is wholly inside or outside K).
+  #define LOAD_A(k0)                                                                  \
+    for (uint l = 0; l < UA; ++l) {                                                   \
+      const uint u = tid + 256u * l, row = u / (BK / 8u), c = u % (BK / 8u);          \
+      const uint gm = m0 + row, gk4 = (k0) / 4u + 2u * c;                             \
+      const bool ok = gm < p.R && gk4 < K4;                                           \
+      ra[l][0] = ok ? x4[gm * K4 + gk4] : vec4(0.0);                                  \
+      ra[l][1] = ok ? x4[gm * K4 + gk4 + 1u] : vec4(0.0);                             \
+    }
+#if defined(W_F32) || defined(W_F16) || defined(W_BF16)
+#if defined(W_F32)
+  const uint QPU = 2u;  // uvec4 per unit of 8
+#else
+  const uint QPU = 1u;
+#endif
+  #define LOAD_B(k0)                                                                  \
+    for (uint l = 0; l < UB; ++l) {                                                   \
+      const uint u = tid + 256u * l, row = u / (BK / 8u), c = u % (BK / 8u);          \
+      const uint gn = nb + row, gk = (k0) + 8u * c;                                   \
+      const bool ok = gn < p.N && gk < p.K;                                           \
+      const uint q = (gn * p.K + gk) / (8u / QPU);                                    \
+      LOAD_B_UNIT                                                                     \
+    }
+#if defined(W_F32)
+  #define LOAD_B_UNIT rb[l][0] = ok ? wq[q] : uvec4(0u); rb[l][1] = ok ? wq[q + 1u] : uvec4(0u);
+#else
+  #define LOAD_B_UNIT rb[l] = ok ? wq[q] : uvec4(0u);
+#endif
+#else
+  // Quantized: invocation tid takes row tid / 2 of the tile, half tid % 2 of its block k0 / 32.
+  #define LOAD_B(k0)                                                                  \
+    {                                                                                 \
+      const uint row = tid / 2u, half_ = tid % 2u, gn = nb + row;                     \
       const uint base = gn * QRowWords(p.K), b = (k0) / 32u;                          \
-      const bool ok = row < BN && gn < p.N;                                           \
-      rb[l] = ok ? wq[(base + b * kQWordsPerBlock) / 4u + c] : uvec4(0u);             \
-      rd[l] = ok ? QScale(base, p.K, b) : 0.0;                                        \
+      const bool ok = gn < p.N;                                                       \
+      LOAD_Q                                                                          \
+      rd = ok ? QScale(base, p.K, b) : 0.0;                                           \
+    }
+#if defined(W_Q8_0)
+  #define LOAD_Q rb[0] = ok ? wq[(base + b * kQWordsPerBlock) / 4u + half_] : uvec4(0u);
+#else
+  #define LOAD_Q rb[0] = ok ? wq[(base + b * kQWordsPerBlock) / 4u] : uvec4(0u);
+#endif
+#endif
+
+  // Registers -> stage st (f16).
+  #define STORE_A(st)                                                                 \
+    for (uint l = 0; l < UA; ++l) {                                                   \
+      const uint u = tid + 256u * l, row = u / (BK / 8u), c = u % (BK / 8u);          \
+      Put8((st) * STAGE_H + row * LDS + 8u * c, f16vec4(ra[l][0]), f16vec4(ra[l][1])); \
+    }
+#if defined(W_F32) || defined(W_F16) || defined(W_BF16)
+  #define STORE_B(st)                                                                 \
+    for (uint l = 0; l < UB; ++l) {                                                   \
+      const uint u = tid + 256u * l, row = u / (BK / 8u), c = u % (BK / 8u);          \
+      const uint o = (st) * STAGE_H + A_H + row * LDS + 8u * c;                       \
+      STORE_B_UNIT                                                                    \
+    }
+#if defined(W_F32)
+  #define STORE_B_UNIT Put8(o, f16vec4(uintBitsToFloat(rb[l][0])), f16vec4(uintBitsToFloat(rb[l][1])));
+#elif defined(W_F16)
+  #define STORE_B_UNIT                                                                \
+    Put8(o, f16vec4(unpackFloat2x16(rb[l].x), unpackFloat2x16(rb[l].y)),              \
+         f16vec4(unpackFloat2x16(rb[l].z), unpackFloat2x16(rb[l].w)));
+#else
+  #define BF2(w) vec2(uintBitsToFloat((w) << 16), uintBitsToFloat((w) & 0xffff0000u))
+  #define STORE_B_UNIT                                                                \
+    Put8(o, f16vec4(BF2(rb[l].x), BF2(rb[l].y)), f16vec4(BF2(rb[l].z), BF2(rb[l].w)));
+#endif
+#elif defined(W_Q8_0)
+  // Elements 16 half_ + t: signed byte t of rb[0] (x = d * q).
+  #define SB8(w, s) float(int((w) << (24u - (s))) >> 24)
+  #define Q8x4(w) vec4(SB8(w, 0u), SB8(w, 8u), SB8(w, 16u), SB8(w, 24u))
+  #define STORE_B(st)                                                                 \
+    {                                                                                 \
+      const uint row = tid / 2u, half_ = tid % 2u;                                    \
+      const uint o = (st) * STAGE_H + A_H + row * LDS + 16u * half_;                  \
+      Put8(o, f16vec4(rd * Q8x4(rb[0].x)), f16vec4(rd * Q8x4(rb[0].y)));              \
+      Put8(o + 8u, f16vec4(rd * Q8x4(rb[0].z)), f16vec4(rd * Q8x4(rb[0].w)));         \
     }
 #else
-  #define LOAD_W(k0)                                                                  \
-    for (uint l = 0; l < LB; ++l) {                                                   \
-      const uint e = tid + 256u * l, row = e / QPR, c = e % QPR;                      \
-      const uint gn = nb + row, gk = (k0) + c * EPQ;                                  \
-      rb[l] = (gn < p.N && gk < p.K) ? wq[(gn * p.K + gk) / EPQ] : uvec4(0u);        \
+  // Element t < 16: low nibble of byte t; t + 16: its high nibble (x = d * (nibble - 8)).
+  #define NIB4(w, s) (vec4(float(((w) >> (s)) & 15u), float(((w) >> ((s) + 8u)) & 15u),  \
+                           float(((w) >> ((s) + 16u)) & 15u), float(((w) >> ((s) + 24u)) & 15u)) - 8.0)
+  #define STORE_B(st)                                                                 \
+    {                                                                                 \
+      const uint row = tid / 2u, half_ = tid % 2u, sh = 4u * half_;                   \
+      const uint o = (st) * STAGE_H + A_H + row * LDS + 16u * half_;                  \
+      Put8(o, f16vec4(rd * NIB4(rb[0].x, sh)), f16vec4(rd * NIB4(rb[0].y, sh)));      \
+      Put8(o + 8u, f16vec4(rd * NIB4(rb[0].z, sh)), f16vec4(rd * NIB4(rb[0].w, sh))); \
     }
 #endif
 
-  LOAD_TILES(0u)
-  for (uint k0 = 0; k0 < p.K; k0 += BK) {
-    // Registers -> shared (f16).
-    for (uint l = 0; l < LA; ++l) {
-      const uint e = tid + 256u * l, row = e / (BK / 4u), c = e % (BK / 4u);
-      const uint o = row * LDS + c * 4u;
-      As[o] = float16_t(ra[l].x); As[o + 1u] = float16_t(ra[l].y);
-      As[o + 2u] = float16_t(ra[l].z); As[o + 3u] = float16_t(ra[l].w);
+  const uint steps = (p.K + BK - 1u) / BK;
+  LOAD_A(0u)
+  LOAD_B(0u)
+  STORE_A(0u)
+  STORE_B(0u)
+  barrier();
+  for (uint s = 0; s < steps; ++s) {
+    const uint cur = s & 1u;
+    const bool more = s + 1u < steps;
+    if (more) {
+      LOAD_A((s + 1u) * BK)
+      LOAD_B((s + 1u) * BK)
     }
-    for (uint l = 0; l < LB; ++l) {
-      const uint e = tid + 256u * l, row = e / QPR, c = e % QPR;
-      const uint o = row * LDS + c * EPQ;
-      const uvec4 q = rb[l];
-#if defined(W_Q4_0)
-      // Element t < 16: low nibble of byte t; t + 16: its high nibble (x = d * (nibble - 8)).
-      if (row < BN) {
-        const float d = rd[l];
-        for (uint t = 0; t < 16u; ++t) {
-          const uint byte = (q[t >> 2] >> (8u * (t & 3u))) & 0xffu;
-          Bs[o + t] = float16_t(d * (float(byte & 15u) - 8.0));
-          Bs[o + t + 16u] = float16_t(d * (float(byte >> 4) - 8.0));
-        }
-      }
-#elif defined(W_Q8_0)
-      // Elements 16 c + t: signed byte t of q (x = d * q).
-      const float d = rd[l];
-      for (uint t = 0; t < 16u; ++t)
-        Bs[o + t] = float16_t(d * float(int(q[t >> 2] << (24u - 8u * (t & 3u))) >> 24));
-#elif defined(W_F32)
-      Bs[o] = float16_t(uintBitsToFloat(q.x)); Bs[o + 1u] = float16_t(uintBitsToFloat(q.y));
-      Bs[o + 2u] = float16_t(uintBitsToFloat(q.z)); Bs[o + 3u] = float16_t(uintBitsToFloat(q.w));
-#elif defined(W_F16)
-      for (uint j = 0; j < 4u; ++j) {
-        const f16vec2 h = unpackFloat2x16(q[j]);
-        Bs[o + 2u * j] = h.x;
-        Bs[o + 2u * j + 1u] = h.y;
-      }
-#else
-      for (uint j = 0; j < 4u; ++j) {
-        Bs[o + 2u * j] = float16_t(uintBitsToFloat(q[j] << 16));
-        Bs[o + 2u * j + 1u] = float16_t(uintBitsToFloat(q[j] & 0xffff0000u));
-      }
-#endif
-    }
-    barrier();
-    if (k0 + BK < p.K) { LOAD_TILES(k0 + BK) }
+    const uint ab = cur * STAGE_H, bb = ab + A_H;
     for (uint kk = 0; kk < BK; kk += CK) {
       fcoopmatNV<16, gl_ScopeSubgroup, CM, CK> a[FM];
       fcoopmatNV<16, gl_ScopeSubgroup, CK, CN> b[FN];
       for (uint i = 0; i < FM; ++i)
-        coopMatLoadNV(a[i], As, (wm * WM + i * CM) * LDS + kk, LDS, false);
+        coopMatLoadNV(a[i], SH, ab + (wm * WM + i * CM) * LDS + kk, LDS, false);
       // B[k][n] = W[n][k]: W rows are the columns of B (column-major with stride LDS).
       for (uint j = 0; j < FN; ++j)
-        coopMatLoadNV(b[j], Bs, (wn * WN + j * CN) * LDS + kk, LDS, true);
+        coopMatLoadNV(b[j], SH, bb + (wn * WN + j * CN) * LDS + kk, LDS, true);
       for (uint i = 0; i < FM; ++i)
         for (uint j = 0; j < FN; ++j) acc[i][j] = coopMatMulAddNV(a[i], b[j], acc[i][j]);
+    }
+    if (more) {
+      STORE_A(cur ^ 1u)
+      STORE_B(cur ^ 1u)
     }
     barrier();
   }
 
+  // Whole tiles without bias go straight to y (16-byte aligned rows); the rest per element.
+  const bool direct = p.has_bias == 0u && m0 + BM <= p.R && nb + BN <= p.N &&
+                      p.y_rs % 4u == 0u && p.n0 % 4u == 0u;
   for (uint i = 0; i < FM; ++i) {
     for (uint j = 0; j < FN; ++j) {
-      coopMatStoreNV(acc[i][j], stage[sg], 0, CN, false);
+      const uint rb0 = m0 + wm * WM + i * CM, cb0 = nb + wn * WN + j * CN;
+      if (direct) {
+        coopMatStoreNV(acc[i][j], y, rb0 * p.y_rs + p.n0 + cb0, p.y_rs, false);
+        continue;
+      }
+      coopMatStoreNV(acc[i][j], STAGE_F, sg * CM * CN, CN, false);
       subgroupMemoryBarrierShared();
       subgroupBarrier();
-      const uint rb0 = m0 + wm * WM + i * CM, cb0 = nb + wn * WN + j * CN;
       for (uint e = lane; e < CM * CN; e += gl_SubgroupSize) {
         const uint gm = rb0 + e / CN, gn = cb0 + e % CN;
         if (gm < p.R && gn < p.N)
-          y[gm * p.y_rs + p.n0 + gn] = stage[sg][e] + (p.has_bias != 0u ? bias[p.n0 + gn] : 0.0);
+          y[gm * p.y_rs + p.n0 + gn] =
+              STAGE_F[sg * CM * CN + e] + (p.has_bias != 0u ? bias[p.n0 + gn] : 0.0);
       }
       subgroupBarrier();
     }
