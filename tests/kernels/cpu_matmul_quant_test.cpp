@@ -180,6 +180,48 @@ TEST_P(QuantMatMul, BatchInvariantBitForBit) {
   }
 }
 
+// The shapes around the kernels' tiles: Q4_0's GEMM takes 4 activation rows × 8 columns at a
+// time in tasks of 64 rows × 32 columns, its GEMV 8 columns; other types 4 columns. R not a
+// multiple of the row tile or the task, N not a multiple of the column group, K = one block and
+// K = 8960 (the FFN down projection): every row bit for bit equal to the row alone, with 1 and
+// 2 threads, and within the activation-rounding bound of the reference.
+TEST_P(QuantMatMul, TileEdgesBitForBit) {
+  const DType type = GetParam();
+  ThreadPool pool1(1), pool2(2);
+  const int64_t be = BlockElems(type);
+  for (int64_t K : {be, int64_t(8960) / be * be}) {
+    for (int64_t N : {8, 9, 31, 40}) {
+      const auto w = MakeWeights(type, N, K, uint64_t(K + 3 * N));
+      const auto bias = RandomFloats(size_t(N), uint64_t(N + 1));
+      for (int64_t R : {4, 7, 65, 131}) {
+        if (K > be && R == 65) continue;  // the large K runs R = 4, 7, 131
+        const auto x = RandomFloats(size_t(R * K), uint64_t(R * 7 + K));
+        std::vector<float> rows(size_t(R * N));
+        for (int64_t r = 0; r < R; ++r) {
+          cpu::MatMul(x.data() + r * K, 1, K, w.bytes.data(), type, N, bias.data(),
+                      rows.data() + r * N, N, pool2);
+        }
+        for (ThreadPool* pool : {&pool1, &pool2}) {
+          std::vector<float> y(size_t(R * N));
+          cpu::MatMul(x.data(), R, K, w.bytes.data(), type, N, bias.data(), y.data(), N, *pool);
+          ASSERT_EQ(0, std::memcmp(y.data(), rows.data(), y.size() * 4))
+              << Name(type) << " R=" << R << " K=" << K << " N=" << N
+              << " threads=" << pool->size();
+        }
+        if (R == 7) {
+          std::vector<double> ref, bound;
+          Reference(x, R, K, w.values, N, bias.data(), &ref, &bound,
+                    type == DType::kQ8_0 ? 32512.0 : 127.0);
+          for (size_t i = 0; i < rows.size(); ++i) {
+            ASSERT_LE(std::fabs(double(rows[i]) - ref[i]), bound[i])
+                << Name(type) << " K=" << K << " N=" << N << " at " << i;
+          }
+        }
+      }
+    }
+  }
+}
+
 TEST_P(QuantMatMul, StridedOutputAndMisalignedActivations) {
   const DType type = GetParam();
   ThreadPool pool(2);

@@ -137,6 +137,8 @@ inline void QuantizeActivationRowWide(const float* x, int64_t K, int16_t* qs, fl
 #else
 #define ES_QUANT_VNNI 0
 #endif
+// Q4_0 on x86: the column-lane GEMV/GEMM (its own file; it needs ES_QUANT_X86 only).
+#include "cpu/kernels/matmul_q4_0-inl.h"
 
 HWY_BEFORE_NAMESPACE();
 namespace es::cpu {
@@ -391,19 +393,11 @@ HWY_INLINE __m256i ScaleVector(int16_t sa, int16_t sb) {
 
 // GroupDot for the GEMV row kernel, cheaper where the quants allow and giving the very same int32
 // lanes (integer arithmetic is exact): Q4_K's quants are already non-negative, so they go
-// straight into maddubs; Q4_0 uses its raw nibbles and subtracts 8·Σx per lane, precomputed once
-// per activation group (x8: [8] int32, lane i = 8 · Σ_{j=4i..4i+3} qx_j).
+// straight into maddubs. (Q4_0 on x86 has its own kernels, matmul_q4_0-inl.h.)
 template <class Block>
-HWY_INLINE __m256 GroupDotGemv(const Block& blk, int g, __m256i x, const int32_t* x8,
-                               __m256i scales16) {
+HWY_INLINE __m256 GroupDotGemv(const Block& blk, int g, __m256i x, __m256i scales16) {
   if constexpr (kUnsignedQuants<Block>) {
     return _mm256_cvtepi32_ps(DotU8S8<Block>(GroupQuants(blk, g), x, scales16));
-  } else if constexpr (std::is_same_v<Block, BlockQ4_0>) {
-    const __m128i v = _mm_loadu_si128(reinterpret_cast<const __m128i*>(blk.qs));
-    const __m256i nib = _mm256_and_si256(_mm256_set_m128i(_mm_srli_epi16(v, 4), v),
-                                         _mm256_set1_epi8(0x0F));
-    const __m256i p = DotU8S8<Block>(nib, x, scales16);
-    return _mm256_cvtepi32_ps(_mm256_sub_epi32(p, LoadU256(x8)));
   } else {
     return GroupDot<Block>(GroupQuants(blk, g), x, scales16);
   }
@@ -532,15 +526,13 @@ HWY_INLINE void GroupQuantsScalar(const BlockQ6_K& b, int g, int8_t* q) {
 // ---------------------------------------------------------------------------------------------
 // Row kernel: NR output columns of one quantized activation row.
 //   xq: [nb * G * 32] int8, xd, xs: [nb * G] (scale, scale · Σq per group),
-//   x8: [nb * G * 8] int32, 8 · (sums of 4 consecutive quants) (x86 only)
 //   w:  NR rows of nb blocks, row stride w_stride blocks
 //   out: [NR] dot products (before bias)
 // Not inlined: GEMV and GEMM run this very code, which is what makes them agree bit for bit.
 
 template <int NR, class Block>
 HWY_NOINLINE void QuantDotRows(const int8_t* HWY_RESTRICT xq, const float* HWY_RESTRICT xd,
-                               const float* HWY_RESTRICT xs, const int32_t* HWY_RESTRICT x8,
-                               size_t nb,
+                               const float* HWY_RESTRICT xs, size_t nb,
                                const Block* HWY_RESTRICT w, size_t w_stride,
                                float* HWY_RESTRICT out) {
   constexpr int G = QuantTraits<Block>::kGroups;
@@ -569,7 +561,7 @@ HWY_NOINLINE void QuantDotRows(const int8_t* HWY_RESTRICT xq, const float* HWY_R
       const __m256i xv = LoadU256(xq + xg * kQK);                                            \
       const __m256i sc = ScaleVector<Block>(bs.sa[g], bs.sb[g]);                             \
       a##c = _mm256_fmadd_ps(_mm256_set1_ps(bs.fd * xd[xg]),                                 \
-                             GroupDotGemv(blk, g, xv, x8 + xg * 8, sc), a##c);               \
+                             GroupDotGemv(blk, g, xv, sc), a##c);               \
       if constexpr (kMins) m##c = std::fma(bs.fm[g], xs[xg], m##c);                          \
     }                                                                                        \
   }
@@ -723,17 +715,13 @@ void QuantMatMulT(const float* x, size_t R, size_t K, const Block* w, size_t N, 
   const size_t groups = K / kQK;                                  // per row
   const size_t nb = groups / QuantTraits<Block>::kGroups;         // weight blocks per row
   // Scratch: R rows of K int8 (int16 when wide) quants — K is a multiple of 32, so this many
-  // floats —, R * groups scales, R * groups scaled sums, R * groups * 8 int32 lane sums (x8,
-  // Q4_0 on x86).
+  // floats —, R * groups scales, R * groups scaled sums.
   const size_t q_floats = R * K * (kWide ? 2 : 1) / sizeof(float);
-  const bool lane_sums = ES_QUANT_X86 && std::is_same_v<Block, BlockQ4_0>;
-  const size_t x8_floats = lane_sums ? R * groups * 8 : 0;
-  float* buf = ThreadScratch(1).Floats(std::max<size_t>(1, q_floats + 2 * R * groups + x8_floats));
+  float* buf = ThreadScratch(1).Floats(std::max<size_t>(1, q_floats + 2 * R * groups));
   int8_t* xq = reinterpret_cast<int8_t*>(buf);
   int16_t* xw = reinterpret_cast<int16_t*>(buf);  // the same memory, wide
   float* xd = buf + q_floats;
   float* xs = xd + R * groups;
-  int32_t* x8 = lane_sums ? reinterpret_cast<int32_t*>(xs + R * groups) : nullptr;
   pool.ParallelFor(int64_t(R), [&](int64_t r0, int64_t r1, int) {
     for (int64_t r = r0; r < r1; ++r) {
       const size_t ur = size_t(r);
@@ -743,13 +731,6 @@ void QuantMatMulT(const float* x, size_t R, size_t K, const Block* w, size_t N, 
       }
       QuantizeActivationRow(x + ur * K, int64_t(K), xq + ur * K, xd + ur * groups,
                             xs + ur * groups);
-      if (lane_sums) {
-        const int8_t* q = xq + ur * K;
-        int32_t* l = x8 + ur * groups * 8;
-        for (size_t i = 0; i < groups * 8; ++i) {
-          l[i] = 8 * (int32_t(q[4 * i]) + q[4 * i + 1] + q[4 * i + 2] + q[4 * i + 3]);
-        }
-      }
     }
   });
   // One row against NC (= kQuantCols or 1) columns starting at weight row n.
@@ -764,11 +745,10 @@ void QuantMatMulT(const float* x, size_t R, size_t K, const Block* w, size_t N, 
     } else {
       const int8_t* xr = xq + r * K;
       const float* sr = xs + r * groups;
-      const int32_t* lr = lane_sums ? x8 + r * groups * 8 : nullptr;
       if (nc == kQuantCols) {
-        QuantDotRows<kQuantCols>(xr, dr, sr, lr, nb, w + n * nb, nb, out);
+        QuantDotRows<kQuantCols>(xr, dr, sr, nb, w + n * nb, nb, out);
       } else {
-        for (size_t c = 0; c < nc; ++c) QuantDotRows<1>(xr, dr, sr, lr, nb, w + (n + c) * nb, nb, out + c);
+        for (size_t c = 0; c < nc; ++c) QuantDotRows<1>(xr, dr, sr, nb, w + (n + c) * nb, nb, out + c);
       }
     }
   };
@@ -820,7 +800,11 @@ inline void QuantMatMul(const float* x, int64_t R, int64_t K, const void* w, DTy
     case DType::kQ8_0:
       return QuantMatMulT(x, r, k, static_cast<const BlockQ8_0*>(w), n, bias, y, l, pool);
     case DType::kQ4_0:
+#if ES_QUANT_X86
+      return Q40MatMul(x, r, k, static_cast<const BlockQ4_0*>(w), n, bias, y, l, pool);
+#else
       return QuantMatMulT(x, r, k, static_cast<const BlockQ4_0*>(w), n, bias, y, l, pool);
+#endif
     case DType::kI4G:
       return QuantMatMulT(x, r, k, static_cast<const BlockI4G*>(w), n, bias, y, l, pool);
     case DType::kQ4_K:
