@@ -1,9 +1,25 @@
 // Backend factory.
 #include "edgeseek/backends/backend.h"
 
+#include <vector>
+
 #include "edgeseek/core/error.h"
 
 namespace es {
+
+void Backend::ComputeArgmax(const Graph& g, const Batch& batch, KvStorage& kv, int32_t* ids,
+                            ComputeStats* stats) {
+  const Shape& s = g.node(g.output()).shape;  // [rows, cols]
+  std::vector<float> out(size_t(s[0] * s[1]));
+  Compute(g, batch, kv, out.data(), stats);
+  for (int64_t r = 0; r < s[0]; ++r) {
+    const float* row = out.data() + r * s[1];
+    int32_t best = 0;
+    for (int64_t c = 1; c < s[1]; ++c)
+      if (row[c] > row[best]) best = int32_t(c);
+    ids[r] = best;
+  }
+}
 
 #if !defined(ES_HAVE_VULKAN)
 bool VulkanBackendBuilt() { return false; }

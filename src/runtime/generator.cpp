@@ -14,8 +14,21 @@ std::vector<int32_t> Generate(Runner& runner, int slot, const std::vector<int32_
   ES_CHECK(!prompt.empty(), "generation needs at least one prompt token");
   const int vocab = runner.model().vocab_size();
   std::vector<float> logits;
-  std::vector<int32_t> history = prompt, out;
+  std::vector<int32_t> history = prompt, out, ids;
   Sampler sampler(opts.sampling);
+  // Greedy without penalties and with nothing banned: the backend's argmax (on the device for
+  // GPU backends, so only the id comes back); otherwise the logits and the sampler.
+  auto banned_now = [&] {
+    return int(out.size()) < opts.min_new_tokens ? opts.eos_ids : std::vector<int32_t>{};
+  };
+  bool have_id = false;  // the next token is ids[0] (else: sample from logits)
+  auto forward = [&](const Batch& batch) {
+    have_id = sampler.plain_greedy() && banned_now().empty();
+    if (have_id)
+      runner.ForwardArgmax(batch, &ids);
+    else
+      runner.Forward(batch, &logits);
+  };
   auto t0 = Clock::now();
   // Chunked prefill: logits only for the last chunk's last token.
   const int chunk = std::max(1, opts.prefill_chunk);
@@ -24,14 +37,15 @@ std::vector<int32_t> Generate(Runner& runner, int slot, const std::vector<int32_
     Batch batch;
     batch.Add(slot, int64_t(b), std::vector<int32_t>(prompt.begin() + long(b), prompt.begin() + long(e)));
     batch.Finalize();
-    runner.Forward(batch, &logits);
+    if (e < prompt.size())
+      runner.ForwardArgmax(batch, &ids);  // only the cache matters: the least to download
+    else
+      forward(batch);
   }
   if (stats) stats->prefill_s = std::chrono::duration<double>(Clock::now() - t0).count();
   int64_t pos = int64_t(prompt.size());
   while (int(out.size()) < opts.max_new_tokens) {
-    const std::vector<int32_t> banned =
-        int(out.size()) < opts.min_new_tokens ? opts.eos_ids : std::vector<int32_t>{};
-    const int32_t id = sampler.Sample(logits.data(), vocab, history, banned);
+    const int32_t id = have_id ? ids[0] : sampler.Sample(logits.data(), vocab, history, banned_now());
     out.push_back(id);
     history.push_back(id);
     if (opts.on_token && !opts.on_token(id)) break;
@@ -44,7 +58,7 @@ std::vector<int32_t> Generate(Runner& runner, int slot, const std::vector<int32_
     Batch batch;
     batch.Add(slot, pos++, {id});
     batch.Finalize();
-    runner.Forward(batch, &logits);
+    forward(batch);
     if (stats) stats->token_s.push_back(std::chrono::duration<double>(Clock::now() - ts).count());
   }
   return out;

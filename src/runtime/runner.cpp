@@ -43,7 +43,7 @@ void Runner::ReleaseSlot(int slot) {
 
 int Runner::free_slots() const { return int(std::count(slot_used_.begin(), slot_used_.end(), false)); }
 
-void Runner::Forward(const Batch& batch, std::vector<float>* logits, ComputeStats* stats) {
+void Runner::CheckBatch(const Batch& batch) const {
   const int64_t V = model_->vocab_size();
   for (int32_t id : batch.tokens)
     ES_CHECK(id >= 0 && id < V, "token id ", id, " is outside the vocabulary (", V, " tokens)");
@@ -52,9 +52,20 @@ void Runner::Forward(const Batch& batch, std::vector<float>* logits, ComputeStat
     ES_CHECK(s.pos0 + s.n_tokens <= context(), "sequence in slot ", s.slot, " needs ",
              s.pos0 + s.n_tokens, " tokens of context but the cache holds ", context());
   }
+}
+
+void Runner::Forward(const Batch& batch, std::vector<float>* logits, ComputeStats* stats) {
+  CheckBatch(batch);
   const Graph g = model_->arch().Build(batch);
-  logits->resize(batch.out_rows.size() * size_t(V));
+  logits->resize(batch.out_rows.size() * size_t(model_->vocab_size()));
   backend_->Compute(g, batch, *kv_, logits->data(), stats);
+}
+
+void Runner::ForwardArgmax(const Batch& batch, std::vector<int32_t>* ids, ComputeStats* stats) {
+  CheckBatch(batch);
+  const Graph g = model_->arch().Build(batch);
+  ids->resize(batch.out_rows.size());
+  backend_->ComputeArgmax(g, batch, *kv_, ids->data(), stats);
 }
 
 }  // namespace es

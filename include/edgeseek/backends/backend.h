@@ -57,6 +57,11 @@ class Backend {
   // Runs `g` for `batch`; writes the output node (f32, row-major) into `out`.
   virtual void Compute(const Graph& g, const Batch& batch, KvStorage& kv, float* out,
                        ComputeStats* stats = nullptr) = 0;
+  // Runs `g` for `batch` and writes the argmax of each output row (lowest index on ties) into
+  // `ids` (batch.out_rows.size() entries): greedy decoding. Default: Compute, then the argmax on
+  // the host; a GPU backend overrides it so that only the ids come back from the device.
+  virtual void ComputeArgmax(const Graph& g, const Batch& batch, KvStorage& kv, int32_t* ids,
+                             ComputeStats* stats = nullptr);
   // Bytes of device memory (or host memory for the CPU) in use at peak.
   virtual size_t peak_bytes() const { return 0; }
 };

@@ -50,6 +50,10 @@ class StepModel {
   // logits: [batch.out_rows.size(), vocab] row-major. `stats` (may be null): the backend's
   // upload / dispatch / shader / download split of this pass.
   virtual void Forward(const Batch& batch, std::vector<float>* logits, ComputeStats* stats) = 0;
+  // The argmax of each output row (lowest index on ties), for steps whose rows all decode
+  // greedily: GPU backends compute it on the device so only the ids come back. Default: Forward,
+  // then the argmax here.
+  virtual void ForwardArgmax(const Batch& batch, std::vector<int32_t>* ids, ComputeStats* stats);
 };
 
 std::unique_ptr<StepModel> WrapRunner(std::unique_ptr<Runner> runner);
@@ -291,6 +295,7 @@ class Engine {
   int64_t context_ = 0, kv_budget_ = 0, kv_reserved_ = 0;
   std::vector<std::shared_ptr<SeqRequest>> running_;  // admission order
   std::vector<float> logits_;
+  std::vector<int32_t> ids_;  // greedy steps: the device's argmax per output row
   ComputeStats compute_stats_;
   std::function<void(const StepInfo&)> on_step_;
 

@@ -48,8 +48,13 @@ class Runner {
   // cache must already hold positions [0, pos0). Writes logits of batch.out_rows (row-major
   // [out_rows, vocab]). Throws es::Error on an id outside the vocabulary or a slot overflow.
   void Forward(const Batch& batch, std::vector<float>* logits, ComputeStats* stats = nullptr);
+  // Greedy step: like Forward, but only the argmax id of each output row comes back (computed on
+  // the device by backends that can).
+  void ForwardArgmax(const Batch& batch, std::vector<int32_t>* ids, ComputeStats* stats = nullptr);
 
  private:
+  void CheckBatch(const Batch& batch) const;  // token ids, slots and context
+
   std::shared_ptr<const Model> model_;
   std::unique_ptr<Backend> backend_;
   std::unique_ptr<KvStorage> kv_;

@@ -23,6 +23,12 @@ struct SamplingParams {
 class Sampler {
  public:
   explicit Sampler(const SamplingParams& p);
+  // Greedy without penalties: the pick is the plain argmax of the logits (lowest index on ties),
+  // which a backend can compute on the device (Runner::ForwardArgmax) when nothing is banned.
+  bool plain_greedy() const {
+    return p_.temperature <= 0.0f && p_.repeat_penalty == 1.0f && p_.presence_penalty == 0.0f &&
+           p_.frequency_penalty == 0.0f;
+  }
   // Picks the next id from logits[vocab]; `history` is the ids so far (prompt + generated);
   // `banned` ids get -inf (e.g. EOS before min_new_tokens).
   int32_t Sample(const float* logits, int vocab, const std::vector<int32_t>& history,

@@ -523,14 +523,12 @@ void VulkanBackend::Compute(const Graph& g, const Batch& b, KvStorage& kv_base, 
   Run(p, b, *kv, out, stats);
 }
 
-std::vector<int32_t> VulkanBackend::ComputeArgmax(const Graph& g, const Batch& b, KvStorage& kv_base,
-                                                  ComputeStats* stats) {
+void VulkanBackend::ComputeArgmax(const Graph& g, const Batch& b, KvStorage& kv_base, int32_t* ids,
+                                  ComputeStats* stats) {
   auto* kv = dynamic_cast<VkKv*>(&kv_base);
   ES_CHECK(kv, "vulkan: the KV cache was not created by the Vulkan backend");
   Program& p = GetProgram(g, b, *kv, true);
-  std::vector<int32_t> ids(size_t(p.n_out));
-  Run(p, b, *kv, ids.data(), stats);
-  return ids;
+  Run(p, b, *kv, ids, stats);
 }
 
 }  // namespace es::vk

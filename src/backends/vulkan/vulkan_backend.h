@@ -49,10 +49,10 @@ class VulkanBackend final : public Backend {
                ComputeStats* stats = nullptr) override;
   size_t peak_bytes() const override;
 
-  // Runs the graph and returns argmax of each output row, computed on the device (only the ids
-  // come back).
-  std::vector<int32_t> ComputeArgmax(const Graph& g, const Batch& batch, KvStorage& kv,
-                                     ComputeStats* stats = nullptr);
+  // Runs the graph; the argmax of each output row is computed on the device (only the ids come
+  // back).
+  void ComputeArgmax(const Graph& g, const Batch& batch, KvStorage& kv, int32_t* ids,
+                     ComputeStats* stats = nullptr) override;
   VulkanCounters counters() const;
   Device& device() { return *dev_; }
   PipelineCache& pipelines() { return *pipes_; }

@@ -264,8 +264,14 @@ bool Engine::Step() {
   // ---- forward ----
   double t0 = SteadySeconds();
   compute_stats_ = ComputeStats{};
+  // Every row greedy without penalties: only the argmax ids come back from the backend.
+  bool greedy = true;
+  for (auto& it : items) greedy = greedy && it.r->sampler->plain_greedy();
   try {
-    model_->Forward(batch, &logits_, opts_.profile ? &compute_stats_ : nullptr);
+    if (greedy)
+      model_->ForwardArgmax(batch, &ids_, opts_.profile ? &compute_stats_ : nullptr);
+    else
+      model_->Forward(batch, &logits_, opts_.profile ? &compute_stats_ : nullptr);
   } catch (const Error& e) {
     // Bad input of one of the sequences (e.g. an id outside the vocabulary): fail the batch's
     // sequences with the message, keep the engine running.
@@ -274,7 +280,7 @@ bool Engine::Step() {
     return true;
   }
   double t1 = SteadySeconds();
-  ES_ASSERT(logits_.size() >= items.size() * size_t(vocab_));
+  ES_ASSERT(greedy ? ids_.size() >= items.size() : logits_.size() >= items.size() * size_t(vocab_));
   StepSplit split;
   if (opts_.profile) {
     const ComputeStats& cs = compute_stats_;
@@ -291,8 +297,8 @@ bool Engine::Step() {
                           int64_t(items.size()), opts_.instance, split});
     if (!decode) local_.prompt_tokens += items[i].n;
     if (r->n_computed < int64_t(r->tokens.size())) continue;  // a prefill chunk, not the last
-    const float* row = logits_.data() + i * size_t(vocab_);
-    int32_t tok = r->sampler->Sample(row, vocab_, r->tokens);
+    const int32_t tok =
+        greedy ? ids_[i] : r->sampler->Sample(logits_.data() + i * size_t(vocab_), vocab_, r->tokens);
     r->tokens.push_back(tok);
     ++r->n_generated;
     ++local_.generated_tokens;

@@ -2,8 +2,17 @@
 #include "edgeseek/core/error.h"
 #include "edgeseek/runtime/engine.h"
 #include "edgeseek/runtime/runner.h"
+#include "edgeseek/runtime/sampler.h"
 
 namespace es {
+
+void StepModel::ForwardArgmax(const Batch& batch, std::vector<int32_t>* ids, ComputeStats* stats) {
+  std::vector<float> logits;
+  Forward(batch, &logits, stats);
+  const size_t V = size_t(vocab_size());
+  ids->resize(batch.out_rows.size());
+  for (size_t r = 0; r < ids->size(); ++r) (*ids)[r] = Argmax(logits.data() + r * V, int(V));
+}
 
 namespace {
 class RunnerStepModel final : public StepModel {
@@ -22,6 +31,9 @@ class RunnerStepModel final : public StepModel {
   bool batch_invariant() const override { return r_->backend().name() == "cpu"; }
   void Forward(const Batch& batch, std::vector<float>* logits, ComputeStats* stats) override {
     r_->Forward(batch, logits, stats);
+  }
+  void ForwardArgmax(const Batch& batch, std::vector<int32_t>* ids, ComputeStats* stats) override {
+    r_->ForwardArgmax(batch, ids, stats);
   }
 
  private:

@@ -357,7 +357,8 @@ TEST_F(VulkanOps, ArgmaxOnTheDevice) {
   Graph g;
   g.Add(Make(Op::kGetRows, "rows", {Input(g, X, 3)}, {3, 1001}));
   auto kv = SharedVulkan().CreateKv(KvSpec{1, {2, 2}, DType::kF32}, 1, 8);
-  const auto ids = SharedVulkan().ComputeArgmax(g, RowsBatch(3), *kv);
+  std::vector<int32_t> ids(3);
+  SharedVulkan().ComputeArgmax(g, RowsBatch(3), *kv, ids.data());
   ASSERT_EQ(ids.size(), 3u);
   EXPECT_EQ(ids[0], int(std::max_element(x, x + 1001) - x));
   EXPECT_EQ(ids[1], 999);
