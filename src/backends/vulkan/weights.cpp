@@ -9,23 +9,121 @@
 
 namespace es::vk {
 
+namespace {
+constexpr uint64_t Pad16(uint64_t b) { return (b + 15) / 16 * 16; }
+// Bytes per block of each section of a repacked row (wload.glsl): quants, high bits, scales.
+// f16-per-block scale sections are counted in half blocks (2 bytes) and padded as a whole.
+struct QuantLayout {
+  int block = 0;           // elements per block
+  uint64_t qs = 0, qh = 0; // quant and high-bit bytes per block
+  uint64_t meta = 0;       // scale bytes per block (Q4_K/Q5_K meta words, Q6_K int8 scales, dm)
+  bool d16 = false;        // an f16 d per block follows (Q8_0, Q4_0, Q5_0, Q6_K)
+};
+bool LayoutOf(DType t, QuantLayout* l) {
+  switch (t) {
+    case DType::kQ8_0: *l = {32, 32, 0, 0, true}; return true;
+    case DType::kQ4_0: *l = {32, 16, 0, 0, true}; return true;
+    case DType::kQ4_1: *l = {32, 16, 0, 4, false}; return true;
+    case DType::kQ5_0: *l = {32, 16, 4, 0, true}; return true;
+    case DType::kQ5_1: *l = {32, 16, 4, 4, false}; return true;
+    case DType::kQ4_K: *l = {256, 128, 0, 20, false}; return true;
+    case DType::kQ5_K: *l = {256, 128, 32, 20, false}; return true;
+    case DType::kQ6_K: *l = {256, 128, 64, 16, true}; return true;
+    default: return false;
+  }
+}
+}  // namespace
+
+bool Repacked(DType t) {
+  QuantLayout l;
+  return LayoutOf(t, &l);
+}
+
 uint64_t DeviceRowBytes(DType t, int64_t cols) {
-  if (t != DType::kQ8_0 && t != DType::kQ4_0) return RowBytes(t, cols);
-  const uint64_t blocks = uint64_t(cols) / kQK;
-  const uint64_t quant = blocks * (t == DType::kQ8_0 ? 32 : 16);
-  return quant + (blocks + 7) / 8 * 16;  // f16 scales padded to 16 bytes
+  QuantLayout l;
+  if (!LayoutOf(t, &l)) return RowBytes(t, cols);
+  const uint64_t nb = uint64_t(cols) / uint64_t(l.block);
+  return Pad16(nb * l.qs) + Pad16(nb * l.qh) + Pad16(nb * l.meta) + (l.d16 ? Pad16(nb * 2) : 0);
 }
 
 void RepackQuantRow(DType t, const uint8_t* src, int64_t cols, uint8_t* dst) {
-  const int64_t blocks = cols / kQK;
-  const size_t qb = t == DType::kQ8_0 ? 32 : 16;  // quant bytes per block
-  const size_t bb = t == DType::kQ8_0 ? sizeof(BlockQ8_0) : sizeof(BlockQ4_0);
-  uint8_t* scales = dst + size_t(blocks) * qb;
-  std::memset(scales, 0, size_t(DeviceRowBytes(t, cols)) - size_t(blocks) * qb);
-  for (int64_t b = 0; b < blocks; ++b) {
-    const uint8_t* blk = src + size_t(b) * bb;
-    std::memcpy(scales + 2 * b, blk, 2);              // d (f16) comes first in both blocks
-    std::memcpy(dst + size_t(b) * qb, blk + 2, qb);   // then the quants
+  QuantLayout l;
+  ES_ASSERT(LayoutOf(t, &l) && cols % l.block == 0);
+  const size_t nb = size_t(cols / l.block);
+  std::memset(dst, 0, size_t(DeviceRowBytes(t, cols)));
+  uint8_t* qs = dst;
+  uint8_t* qh = qs + Pad16(nb * l.qs);
+  uint8_t* meta = qh + Pad16(nb * l.qh);
+  uint8_t* d16 = meta + Pad16(nb * l.meta);
+  for (size_t b = 0; b < nb; ++b) {
+    switch (t) {
+      case DType::kQ8_0: {
+        const auto* k = reinterpret_cast<const BlockQ8_0*>(src) + b;
+        std::memcpy(qs + 32 * b, k->qs, 32);
+        std::memcpy(d16 + 2 * b, &k->d, 2);
+        break;
+      }
+      case DType::kQ4_0: {
+        const auto* k = reinterpret_cast<const BlockQ4_0*>(src) + b;
+        std::memcpy(qs + 16 * b, k->qs, 16);
+        std::memcpy(d16 + 2 * b, &k->d, 2);
+        break;
+      }
+      case DType::kQ4_1: {
+        const auto* k = reinterpret_cast<const BlockQ4_1*>(src) + b;
+        std::memcpy(qs + 16 * b, k->qs, 16);
+        std::memcpy(meta + 4 * b, &k->d, 2);
+        std::memcpy(meta + 4 * b + 2, &k->m, 2);
+        break;
+      }
+      case DType::kQ5_0: {
+        const auto* k = reinterpret_cast<const BlockQ5_0*>(src) + b;
+        std::memcpy(qs + 16 * b, k->qs, 16);
+        std::memcpy(qh + 4 * b, k->qh, 4);
+        std::memcpy(d16 + 2 * b, &k->d, 2);
+        break;
+      }
+      case DType::kQ5_1: {
+        const auto* k = reinterpret_cast<const BlockQ5_1*>(src) + b;
+        std::memcpy(qs + 16 * b, k->qs, 16);
+        std::memcpy(qh + 4 * b, k->qh, 4);
+        std::memcpy(meta + 4 * b, &k->d, 2);
+        std::memcpy(meta + 4 * b + 2, &k->m, 2);
+        break;
+      }
+      case DType::kQ4_K:
+      case DType::kQ5_K: {
+        // Meta: d | dmin << 16, then per 64-chunk c: sc(2c), mn(2c), sc(2c+1), mn(2c+1).
+        const uint8_t* scales;
+        uint8_t* m = meta + 20 * b;
+        if (t == DType::kQ4_K) {
+          const auto* k = reinterpret_cast<const BlockQ4_K*>(src) + b;
+          std::memcpy(qs + 128 * b, k->qs, 128);
+          std::memcpy(m, &k->d, 2);
+          std::memcpy(m + 2, &k->dmin, 2);
+          scales = k->scales;
+        } else {
+          const auto* k = reinterpret_cast<const BlockQ5_K*>(src) + b;
+          std::memcpy(qs + 128 * b, k->qs, 128);
+          std::memcpy(qh + 32 * b, k->qh, 32);
+          std::memcpy(m, &k->d, 2);
+          std::memcpy(m + 2, &k->dmin, 2);
+          scales = k->scales;
+        }
+        for (int j = 0; j < 8; ++j)
+          UnpackScaleMinK4(j, scales, m + 4 + 2 * j, m + 5 + 2 * j);
+        break;
+      }
+      case DType::kQ6_K: {
+        const auto* k = reinterpret_cast<const BlockQ6_K*>(src) + b;
+        std::memcpy(qs + 128 * b, k->ql, 128);
+        std::memcpy(qh + 64 * b, k->qh, 64);
+        std::memcpy(meta + 16 * b, k->scales, 16);
+        std::memcpy(d16 + 2 * b, &k->d, 2);
+        break;
+      }
+      default: ES_ASSERT(false);
+    }
   }
 }
 
@@ -50,10 +148,11 @@ bool WeightStore::DropStale(const Tensor& t) {
 
 const DeviceWeight& WeightStore::Get(const Tensor& t) {
   ES_CHECK(Supported(t.dtype), "vulkan: weight '", t.name, "' has type ", Name(t.dtype),
-           "; the Vulkan backend reads f32, f16, bf16, q8_0 and q4_0 weights");
-  ES_CHECK(!IsQuantized(t.dtype) || (!t.shape.empty() && t.cols() % kQK == 0), "vulkan: weight '",
-           t.name, "' of type ", Name(t.dtype), " has rows of ", t.shape.empty() ? 0 : t.cols(),
-           " elements, not a multiple of ", kQK);
+           "; the Vulkan backend reads f32, f16, bf16, q8_0, q4_0, q4_1, q5_0, q5_1, q4_k, q5_k "
+           "and q6_k weights");
+  ES_CHECK(!IsQuantized(t.dtype) || (!t.shape.empty() && t.cols() % BlockElems(t.dtype) == 0),
+           "vulkan: weight '", t.name, "' of type ", Name(t.dtype), " has rows of ",
+           t.shape.empty() ? 0 : t.cols(), " elements, not a multiple of ", BlockElems(t.dtype));
   Key key{t.data, t.nbytes, int(t.dtype), false};
   auto it = weights_.find(key);
   if (it != weights_.end()) return *it->second;
@@ -77,7 +176,7 @@ const DeviceWeight& WeightStore::Upload(const Tensor& t, const void* data, DType
   w->has_owner = t.owner != nullptr;
   w->rows = w->cols ? t.numel() / w->cols : 0;
   const uint64_t row_bytes = DeviceRowBytes(dtype, w->cols);
-  const bool repack = dtype == DType::kQ8_0 || dtype == DType::kQ4_0;
+  const bool repack = Repacked(dtype);
   const uint64_t src_row_bytes = RowBytes(dtype, w->cols);
   std::vector<uint8_t> packed;
   ES_CHECK(row_bytes <= pool_.max_range(), "vulkan: one row of weight '", t.name, "' (", row_bytes,

@@ -3,12 +3,12 @@
 // larger than the device's largest bindable range (an embedding of 152064x3584 f16 is 1.09 GB)
 // are split into row chunks; ops that take such weights dispatch once per chunk. Small vectors
 // read as f32 by shaders (norm weights, biases) get an f32 copy when stored in another type.
-// Q8_0 and Q4_0 tensors are repacked into word-aligned rows (quants, then the row's f16 block
-// scales padded to 16 bytes; layout in shaders/wload.glsl) so shaders read them as uint words.
+// Block-quantized tensors (Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, Q4_K, Q5_K, Q6_K) are repacked into
+// word-aligned rows of sections (every block's quants, then high bits, then scales, each padded
+// to 16 bytes; layout in shaders/wload.glsl) so shaders read them as uint words.
 #pragma once
 
 #include <map>
-#include <memory>
 #include <memory>
 #include <tuple>
 #include <vector>
@@ -30,10 +30,13 @@ struct DeviceWeight {
   bool has_owner = false;
 };
 
-// Bytes of one device row of `cols` elements of `t` (repacked layout for Q8_0/Q4_0).
+// Whether tensors of type t are repacked at upload (the block-quantized types Supported takes).
+bool Repacked(DType t);
+// Bytes of one device row of `cols` elements of `t` (the repacked layout for block types; a
+// multiple of 16 then).
 uint64_t DeviceRowBytes(DType t, int64_t cols);
-// Repacks one GGUF row of Q8_0/Q4_0 blocks (cols % 32 == 0) into the device layout (dst holds
-// DeviceRowBytes bytes).
+// Repacks one GGUF row of blocks of t (cols % BlockElems(t) == 0) into the device layout (dst
+// holds DeviceRowBytes bytes).
 void RepackQuantRow(DType t, const uint8_t* src, int64_t cols, uint8_t* dst);
 
 class WeightStore {
@@ -45,8 +48,7 @@ class WeightStore {
   // The tensor as f32 in one chunk (for norm weights, biases, router bias).
   const DeviceWeight& GetF32(const Tensor& t);
   static bool Supported(DType t) {
-    return t == DType::kF32 || t == DType::kF16 || t == DType::kBF16 || t == DType::kQ8_0 ||
-           t == DType::kQ4_0;
+    return t == DType::kF32 || t == DType::kF16 || t == DType::kBF16 || Repacked(t);
   }
   uint64_t bytes() const { return bytes_; }
   // Drops device copies whose host tensor has died (a new tensor may reuse its address);

@@ -1,6 +1,9 @@
 // kMatMul: y = x Wᵀ (+ bias). Decode (R <= 8) takes the GEMV kernel, whose workgroups each own a
 // few output columns and stream the weight rows once for all batch rows; prefill takes the
 // tiled GEMM. Weights split into row chunks dispatch once per chunk (output column offset n0).
+#include <cstdlib>
+#include <initializer_list>
+
 #include "ops/ops.h"
 
 namespace es::vk {
@@ -13,37 +16,74 @@ struct GemmPush {
   uint32_t K, N, R, n0, y_rs, has_bias;
 };
 constexpr int64_t kGemvMaxRows = 8;
-// Adjacent outputs per invocation group of the vector GEMV on Q8_0/Q4_0 weights (they share
-// each x block); the QR of matmul_gemv.comp.
-constexpr uint32_t kGemvQuantRows = 2;
-// Workgroups covering N outputs: GemvShape::rows groups, each of QR outputs.
-uint32_t GemvGroups(int64_t N, const GemvShape& gs, DType wt, bool vec) {
-  const uint32_t per = gs.rows * (vec && IsQuantized(wt) ? kGemvQuantRows : 1u);
-  return uint32_t((N + per - 1) / per);
+
+// Environment knob `name` as an integer from `allowed`, `def` when unset.
+uint32_t Knob(const char* name, std::initializer_list<uint32_t> allowed, uint32_t def) {
+  const char* v = std::getenv(name);
+  if (!v || !*v) return def;
+  char* end = nullptr;
+  const unsigned long x = std::strtoul(v, &end, 10);
+  for (uint32_t a : allowed)
+    if (*end == 0 && x == a) return a;
+  std::string list;
+  for (uint32_t a : allowed) list += (list.empty() ? "" : ", ") + std::to_string(a);
+  Fail("vulkan: ", name, "='", v, "' is not one of ", list);
+}
+
+// The GEMV's specialization constants (matmul_gemv.comp ids 0..5): workgroup size, invocation
+// groups per workgroup, outputs per group (QR), slices per step (SPL), shared partial-sum slots
+// (NSG), int-to-float trick (MAGIC). Block-quantized weights take the knobs below (read when a
+// graph is recorded, so one process can compare them); the dense types keep GemvFor's geometry
+// with QR = SPL = 1.
+//   ES_VK_GEMV_QR   1|2|4|8      adjacent output rows per invocation group, sharing each x load
+//                                (default 4)
+//   ES_VK_GEMV_TPR  32..256      invocations per group (default 64; at least the subgroup size)
+//   ES_VK_GEMV_SPL  1|2|4        consecutive 8-element slices per invocation per step (default 1:
+//                                4 invocations per 32-block, neighbours read neighbouring words)
+//   ES_VK_GEMV_MAGIC 0|1         levels to floats by the 0x4B000000 bit trick (default 1)
+struct GemvSpec {
+  uint32_t wg, rows, qr, spl, nsg, magic;
+  std::vector<uint32_t> Spec() const { return {wg, rows, qr, spl, nsg, magic}; }
+  uint32_t Outputs() const { return rows * qr; }  // outputs per workgroup
+};
+GemvSpec GemvSpecFor(const Device& dev, DType wt, bool vec) {
+  const GemvShape gs = GemvFor(dev);
+  const uint32_t min_sg = std::max<uint32_t>(dev.info().min_subgroup_size, 4);
+  if (!(vec && IsQuantized(wt))) return {gs.wg, gs.rows, 1, 1, gs.wg / min_sg, 1};
+  const uint32_t max_sg = std::max<uint32_t>(dev.info().max_subgroup_size, 1);
+  const uint32_t tpr = std::max(Knob("ES_VK_GEMV_TPR", {32, 64, 128, 256}, 64), max_sg);
+  const uint32_t wg = std::max<uint32_t>(128, tpr);
+  return {wg, wg / tpr, Knob("ES_VK_GEMV_QR", {1, 2, 4, 8}, 4), Knob("ES_VK_GEMV_SPL", {1, 2, 4}, 1),
+          wg / min_sg, Knob("ES_VK_GEMV_MAGIC", {0, 1}, 1)};
+}
+uint32_t GemvGroups(int64_t N, const GemvSpec& gs) {
+  return uint32_t((N + gs.Outputs() - 1) / gs.Outputs());
 }
 constexpr uint32_t kGemmTile = 128;  // BM = BN of matmul_gemm.comp, BN of matmul_gemm_cm.comp
 constexpr uint64_t kCoopmatBigTiles = 512;  // 128-row tiles from this many (4 per SM on an H200)
 }  // namespace
 
-bool UseCoopmat(const Device& dev, int64_t K) {
-  return dev.f16_math() && dev.coopmat_n() != 0 && K % 8 == 0;
+bool UseCoopmat(const Device& dev, int64_t K, DType wt) {
+  const bool typed = wt == DType::kF32 || wt == DType::kF16 || wt == DType::kBF16 ||
+                     wt == DType::kQ8_0 || wt == DType::kQ4_0;  // matmul_gemm_cm.comp's types
+  return typed && dev.f16_math() && dev.coopmat_n() != 0 && K % 8 == 0;
 }
 
 void RecordHeadGemv(OpContext& c, BufRange x, int64_t R, int64_t H, int64_t N, int64_t K,
                     const DeviceWeight& w, int64_t x_rs, int64_t x_hs, int64_t x_off, BufRange y,
                     int64_t y_rs, int64_t y_hs, int64_t y_off) {
   ES_CHECK(w.chunks.size() == 1, "vulkan: per-head weight is split into chunks (too large)");
-  const GemvShape gs = GemvFor(c.dev);
   const bool vec = K % 8 == 0 && x_rs % 4 == 0 && x_hs % 4 == 0 && x_off % 4 == 0;
   ES_CHECK(vec || !IsQuantized(w.dtype), "vulkan: quantized per-head weight '", c.n.name,
            "' needs 4-aligned activation offsets");
+  const GemvSpec gs = GemvSpecFor(c.dev, w.dtype, vec);
   Dispatch& d = c.Add(std::string("matmul_gemv_") + TypeSuffix(w.dtype) + (vec ? "_vec" : ""),
-                      {1, 1, 1, 1, 1, 1}, {gs.wg, gs.rows});
+                      {1, 1, 1, 1, 1, 1}, gs.Spec());
   d.bindings = {{Range(w.chunks[0].alloc)}, {x}, {x}, {y}, {x}, {x}};
   d.writes = {3};
   d.Push(GemvPush{uint32_t(K), uint32_t(N), uint32_t(R), 0, uint32_t(x_rs), uint32_t(x_hs),
                   uint32_t(x_off), uint32_t(y_rs), uint32_t(y_hs), uint32_t(y_off), 0, 0, 0, 0.0f});
-  d.groups[0] = GemvGroups(N, gs, w.dtype, vec);
+  d.groups[0] = GemvGroups(N, gs);
   d.groups[1] = uint32_t(H);
   d.groups[2] = uint32_t((R + kGemvMaxRows - 1) / kGemvMaxRows);
 }
@@ -53,24 +93,24 @@ void RecordMatMul(OpContext& c, BufRange x, int64_t R, int64_t K, const DeviceWe
                   const NormFold* norm) {
   ES_ASSERT((!residual && !norm) || (R <= kGemvMaxRows && K % 8 == 0));
   ES_ASSERT(w.cols == K);
-  const GemvShape gs = GemvFor(c.dev);
   const bool gemv = R <= kGemvMaxRows;
   const bool vec = K % 8 == 0;
+  const GemvSpec gs = GemvSpecFor(c.dev, w.dtype, vec);
   for (const auto& ch : w.chunks) {
     if (ch.rows == 0) continue;
     const uint32_t N = uint32_t(ch.rows);
     if (gemv) {
       Dispatch& d = c.Add(std::string("matmul_gemv_") + TypeSuffix(w.dtype) + (vec ? "_vec" : ""),
-                          {1, 1, 1, 1, 1, 1}, {gs.wg, gs.rows});
+                          {1, 1, 1, 1, 1, 1}, gs.Spec());
       d.bindings = {{Range(ch.alloc)}, {x}, {bias ? *bias : x}, {y}, {residual ? *residual : x},
                     {norm ? norm->weight : x}};
       d.writes = {3};
       d.Push(GemvPush{uint32_t(K), N, uint32_t(R), uint32_t(ch.row0), uint32_t(K), 0, 0,
                       uint32_t(y_rs), 0, 0, bias ? 1u : 0u, residual ? 1u : 0u, norm ? 1u : 0u,
                       norm ? norm->eps : 0.0f});
-      d.groups[0] = GemvGroups(N, gs, w.dtype, vec);
+      d.groups[0] = GemvGroups(N, gs);
       d.groups[2] = uint32_t((R + kGemvMaxRows - 1) / kGemvMaxRows);
-    } else if (UseCoopmat(c.dev, K)) {
+    } else if (UseCoopmat(c.dev, K, w.dtype)) {
       // Tensor cores: f16 tiles, f32 accumulators (matmul_gemm_cm.comp); BM x 128 tiles, BM =
       // 64 unless 128-row tiles already give enough workgroups to fill a large GPU.
       const uint64_t tiles128 = uint64_t((R + 127) / 128) * ((N + 127) / 128);
@@ -103,7 +143,7 @@ void RecordGemvSwiGLU(OpContext& c, BufRange x, int64_t R, int64_t K, const Devi
                       const DeviceWeight& up, BufRange y, const NormFold* norm) {
   ES_ASSERT(CanFuseGemv(R, K, gate) && gate.dtype == up.dtype && gate.rows == up.rows &&
             gate.chunks.size() == up.chunks.size());
-  const GemvShape gs = GemvFor(c.dev);
+  const GemvSpec gs = GemvSpecFor(c.dev, gate.dtype, true);
   for (size_t i = 0; i < gate.chunks.size(); ++i) {
     const auto& cg = gate.chunks[i];
     const auto& cu = up.chunks[i];
@@ -111,12 +151,12 @@ void RecordGemvSwiGLU(OpContext& c, BufRange x, int64_t R, int64_t K, const Devi
     if (cg.rows == 0) continue;
     const uint32_t N = uint32_t(cg.rows);
     Dispatch& d = c.Add(std::string("matmul_gemv_") + TypeSuffix(gate.dtype) + "_dual",
-                        {2, 1, 1, 1, 1, 1}, {gs.wg, gs.rows});
+                        {2, 1, 1, 1, 1, 1}, gs.Spec());
     d.bindings = {{Range(cg.alloc), Range(cu.alloc)}, {x}, {x}, {y}, {x}, {norm ? norm->weight : x}};
     d.writes = {3};
     d.Push(GemvPush{uint32_t(K), N, uint32_t(R), uint32_t(cg.row0), uint32_t(K), 0, 0,
                     uint32_t(gate.rows), 0, 0, 0u, 0u, norm ? 1u : 0u, norm ? norm->eps : 0.0f});
-    d.groups[0] = GemvGroups(N, gs, gate.dtype, true);
+    d.groups[0] = GemvGroups(N, gs);
     d.groups[2] = uint32_t((R + kGemvMaxRows - 1) / kGemvMaxRows);
   }
 }

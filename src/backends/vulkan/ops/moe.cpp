@@ -1,8 +1,10 @@
 // kMoE: router GEMV/GEMM -> routing kernel (scores, group-limited / noaux_tc top-k, weights) ->
 // expert kernels that read only the chosen experts' weights. Expert matrices stay where the
 // weight pool placed them; the pool blocks holding them are bound as an array (at most 4) and a
-// small table maps each expert to (block, element offset) of its gate, up and down matrices.
+// small table maps each expert to (block, offset) of its gate, up and down matrices (offsets in
+// elements, or in words for block-quantized experts, whose rows are repacked).
 // Scratch: logits [R, E], ids [R, k] (int32), weights [R, k], h [R*k, I].
+#include <cstdint>
 #include <cstring>
 
 #include "ops/ops.h"
@@ -64,9 +66,12 @@ void BuildMoe(OpContext& c) {
                  kMaxBlocks, " memory blocks");
         blocks.push_back({a.buffer, 0, a.buffer_size});
       }
-      const uint64_t esize = RowBytes(dtype, 1);
+      // Offsets in elements for dense types, in 32-bit words for repacked block types.
+      const uint64_t unit = Repacked(dtype) ? 4 : RowBytes(dtype, 1);
+      ES_CHECK(a.offset % unit == 0 && a.offset / unit <= UINT32_MAX, "vulkan: expert weight '",
+               t.name, "' lies beyond a 32-bit offset of its memory block");
       table[size_t(6 * e + 2 * m)] = uint32_t(b);
-      table[size_t(6 * e + 2 * m + 1)] = uint32_t(a.offset / esize);
+      table[size_t(6 * e + 2 * m + 1)] = uint32_t(a.offset / unit);
     }
   }
   while (blocks.size() < kMaxBlocks) blocks.push_back(blocks[0]);
@@ -75,11 +80,14 @@ void BuildMoe(OpContext& c) {
   c.owned->push_back(tab);
 
   const GemvShape gs = GemvFor(c.dev);
+  // Dense experts with rows of whole 8-element groups take the vector variant; block types
+  // have one variant (8-element slices).
+  auto vec = [&](int64_t cols) { return cols % 8 == 0 && !Repacked(dtype); };
   struct {
     uint32_t D, I, top_k;
   } pc{uint32_t(D), uint32_t(I), uint32_t(K)};
   {
-    Dispatch& d = c.Add(std::string("moe_up_") + TypeSuffix(dtype) + (D % 8 == 0 ? "_vec" : ""),
+    Dispatch& d = c.Add(std::string("moe_up_") + TypeSuffix(dtype) + (vec(D) ? "_vec" : ""),
                         {uint32_t(kMaxBlocks), 1, 1, 1, 1, 1}, {gs.wg, gs.rows});
     d.bindings = {blocks, {c.In(0)}, {ids}, {wts}, {Range(tab)}, {h}};
     d.writes = {5};
@@ -88,7 +96,7 @@ void BuildMoe(OpContext& c) {
     d.groups[1] = uint32_t(R * K);
   }
   {
-    Dispatch& d = c.Add(std::string("moe_down_") + TypeSuffix(dtype) + (I % 8 == 0 ? "_vec" : ""),
+    Dispatch& d = c.Add(std::string("moe_down_") + TypeSuffix(dtype) + (vec(I) ? "_vec" : ""),
                         {uint32_t(kMaxBlocks), 1, 1, 1, 1, 1}, {gs.wg, gs.rows});
     d.bindings = {blocks, {h}, {ids}, {wts}, {Range(tab)}, {c.Out()}};
     d.writes = {5};

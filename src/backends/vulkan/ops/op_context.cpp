@@ -32,6 +32,12 @@ const char* TypeSuffix(DType t) {
     case DType::kBF16: return "bf16";
     case DType::kQ8_0: return "q8_0";
     case DType::kQ4_0: return "q4_0";
+    case DType::kQ4_1: return "q4_1";
+    case DType::kQ5_0: return "q5_0";
+    case DType::kQ5_1: return "q5_1";
+    case DType::kQ4_K: return "q4_k";
+    case DType::kQ5_K: return "q5_k";
+    case DType::kQ6_K: return "q6_k";
     default: Fail("vulkan: no shader variant for type ", Name(t));
   }
 }
@@ -88,15 +94,6 @@ bool OpSupported(const Graph& g, const Node& n, std::string* why) {
   };
   for (size_t k = 0; k < n.src.size(); ++k)
     if (!weight_ok(int(k))) return false;
-  // Quantized weights: matmul and embedding only (MoE experts and MLA heads: not yet).
-  if (n.op != Op::kMatMul && n.op != Op::kEmbed) {
-    for (int s : n.src) {
-      if (s < 0 || g.node(s).op != Op::kWeight || !IsQuantized(g.node(s).dtype)) continue;
-      if (why) *why = "quantized weight '" + g.node(s).name + "' feeds " + std::string(OpName(n.op)) +
-                      " (Vulkan reads Q8_0/Q4_0 in matmul and embedding only)";
-      return false;
-    }
-  }
   if (n.op == Op::kAttention || n.op == Op::kMlaAttention) {
     const int64_t dq = n.op == Op::kAttention ? n.i[2] : n.i[4] + n.i[2];
     const int64_t dv = n.op == Op::kAttention ? n.i[3] : n.i[4];

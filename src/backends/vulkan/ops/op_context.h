@@ -63,7 +63,7 @@ struct OpContext {
 BufRange Range(const Allocation& a);
 // A 2-D grid of 256-wide groups covering n invocations.
 void Grid1D(Dispatch& d, uint64_t n, uint32_t wg = 256);
-const char* TypeSuffix(DType t);  // "f32", "f16", "bf16"
+const char* TypeSuffix(DType t);  // "f32", "f16", "bf16", "q8_0", ..., "q6_k"
 
 // GEMV geometry for this device: workgroup size and outputs per workgroup such that the
 // invocations of one output are whole subgroups.
@@ -72,9 +72,9 @@ struct GemvShape {
 };
 GemvShape GemvFor(const Device& dev);
 
-// Whether prefill GEMMs of inner size K take the cooperative-matrix shader (f16 math on, a
-// device shape, K % 8 == 0).
-bool UseCoopmat(const Device& dev, int64_t K);
+// Whether prefill GEMMs of inner size K over weights of type wt take the cooperative-matrix
+// shader (f16 math on, a device shape, K % 8 == 0, wt one of f32/f16/bf16/q8_0/q4_0).
+bool UseCoopmat(const Device& dev, int64_t K, DType wt);
 // y = x Wᵀ (+ bias) over every row chunk of W. x: [R, K] (row stride K); y: row stride y_rs;
 // GEMV for R <= 8, tiled GEMM otherwise.
 // An RMSNorm folded into a GEMV: x is the norm's input; weight: the norm weight as f32.

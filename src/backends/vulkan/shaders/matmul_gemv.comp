@@ -12,12 +12,21 @@
 // silu(x Wgᵀ) * (x Wuᵀ), the SwiGLU of the FFN, in one pass over x. Folded RMSNorm (VEC,
 // p.norm == 1): x is the norm's input; the dot products use x ⊙ g (binding 5, the norm weight)
 // and are scaled by 1 / sqrt(mean(x²) + eps), the sum of squares taken by the same workgroup.
-// Q8_0/Q4_0 weights (VEC): each group of TPR invocations computes QR adjacent outputs, so a
-// workgroup covers ROWS * QR outputs (the host's group count says so).
+// Block-quantized weights (VEC, every W_Q* type of wload.glsl): each group of TPR invocations
+// computes QR adjacent outputs (spec constant 2), so a workgroup covers ROWS * QR outputs (the
+// host's group count says so); each invocation walks the rows' 8-element slices (QSlice), SPL
+// consecutive slices per step (spec constant 3), reading each x vec4 once for the QR rows.
+// Spec constant 4 (NSG) sizes the shared partial sums: subgroups per workgroup at the smallest
+// subgroup size; 5 (MAGIC) picks the int-to-float trick of QLevels (1) or plain conversions.
 #include "common.glsl"
 layout(local_size_x_id = 0) in;
 layout(constant_id = 0) const uint WG = 128;
 layout(constant_id = 1) const uint ROWS = 4;
+layout(constant_id = 2) const uint QR_SPEC = 2;
+layout(constant_id = 3) const uint SPL = 1;
+layout(constant_id = 4) const uint NSG = 32;
+layout(constant_id = 5) const bool MAGIC = true;
+#define QMAGIC MAGIC
 const uint RB = 8;
 const uint TPR = WG / ROWS;
 #if defined(DUAL)
@@ -55,69 +64,54 @@ vec4 XL(uint xo, uint k4) { return p.norm != 0u ? x4[xo + k4] * g4[k4] : x4[xo +
 #define WCOLS p.K
 #include "wload.glsl"
 // Outputs per invocation group: QR adjacent rows for quantized weights (they share each x
-// block; matmul.cpp's kGemvQuantRows must match), 1 otherwise.
+// load; matmul.cpp passes the same QR), 1 otherwise.
 #if defined(VEC) && defined(W_QUANT)
-const uint QR = 2u;
+const uint QR = QR_SPEC;
 #else
 const uint QR = 1u;
 #endif
-shared float part[QR][RB][64];
-shared float part_ss[RB][64];
+// Partial sums per (output of the group, batch row, subgroup).
+shared float part[QR * RB * NSG];
+shared float part_ss[RB * NSG];
 #ifdef DUAL
-shared float part2[QR][RB][64];
+shared float part2[QR * RB * NSG];
 #endif
 
 #if defined(VEC) && defined(W_QUANT)
-// Quantized rows (wload.glsl's repacked layout): each invocation walks whole 32-element blocks
-// of QR adjacent weight rows at once, so every x block (8 vec4 per batch row) is read once for
-// QR rows; the quants stay packed in registers (one uvec4 per row for Q4_0, two for Q8_0) and
-// are expanded 4 at a time next to the x vec4 they multiply; each f16 scale is read once per
-// block and applied to the block's sum.
-vec4 Nib4(uint w, uint sh) {  // 4 nibbles (bits sh..sh+3 of each byte) of w, minus 8
-  return vec4(float((w >> sh) & 15u), float((w >> (sh + 8u)) & 15u), float((w >> (sh + 16u)) & 15u),
-              float((w >> (sh + 24u)) & 15u)) - 8.0;
-}
-vec4 Byte4(uint w) {  // 4 signed bytes of w
-  return vec4(float(int(w << 24) >> 24), float(int(w << 16) >> 24), float(int(w << 8) >> 24),
-              float(int(w) >> 24));
-}
-// Elements 4 j .. 4 j + 3 of a block whose quants are qa (Q4_0) or qa, qb (Q8_0).
-vec4 QElems(uvec4 qa, uvec4 qb, uint j) {
-#if defined(W_Q4_0)
-  // Elements 0..15: low nibbles of bytes 0..15 (words x, y, z, w); 16..31: high nibbles.
-  return Nib4(qa[j & 3u], (j >> 2) * 4u);
-#else
-  return Byte4(j < 4u ? qa[j] : qb[j - 4u]);
-#endif
-}
-// acc[i][r] += Σ over this invocation's blocks of W[row0 + i, k] x[r, k], i < QR; rows are
-// whole repacked rows of K elements; rows past `last` read `last` instead.
+// Block-quantized rows (wload.glsl's repacked layout) by 8-element slices: slice s of each of
+// the QR rows is unpacked once (levels as floats, its scales), then every batch row's two x vec4
+// are read once and dotted with all QR rows; scales apply to the 4-element group sums (mins to
+// the sums of x). Rows past `last` read `last` instead.
 void AccumQuant(uint row0, uint last, uint xb, uint nr, uint lane, inout float acc[QR][RB]) {
-  const uint K = p.K, nb = K / 32u, rw = QRowWords(K);  // words per row; a multiple of 4
-  for (uint b = lane; b < nb; b += TPR) {
-    uvec4 qa[QR], qb[QR];
-    float d[QR];
-    for (uint i = 0; i < QR; ++i) {
-      const uint base = min(row0 + i, last) * rw;
-#if defined(W_Q4_0)
-      qa[i] = QUAD((base + b * 4u) / 4u);
-      qb[i] = uvec4(0u);
-#else
-      qa[i] = QUAD((base + b * 8u) / 4u);
-      qb[i] = QUAD((base + b * 8u) / 4u + 1u);
+  const uint K = p.K, ns = K / 8u, rw = QRowWords(K);  // K % 32 == 0: ns % SPL == 0
+  uint base[QR];
+  for (uint i = 0; i < QR; ++i) base[i] = min(row0 + i, last) * rw;
+  for (uint s0 = lane * SPL; s0 < ns; s0 += TPR * SPL) {
+    for (uint j = 0; j < SPL; ++j) {
+      const uint s = s0 + j;
+      vec4 q0[QR], q1[QR], dm[QR];
+      uint k0, k1;
+      for (uint i = 0; i < QR; ++i) QSlice(base[i], K, s, q0[i], q1[i], k0, k1, dm[i]);
+      for (uint r = 0; r < RB; ++r) {
+        if (r < nr) {
+          const uint xo = (xb + r * p.x_rs) / 4u;
+          const vec4 x0 = XL(xo, k0 / 4u), x1 = XL(xo, k1 / 4u);
+#if defined(QHAS_MIN)
+          const float sx0 = x0.x + x0.y + x0.z + x0.w, sx1 = x1.x + x1.y + x1.z + x1.w;
 #endif
-      d[i] = QScale(base, K, b);
-    }
-    for (uint r = 0; r < RB; ++r) {
-      if (r < nr) {
-        const uint xo = (xb + r * p.x_rs) / 4u, k4 = b * 8u;
-        float s[QR];
-        for (uint i = 0; i < QR; ++i) s[i] = 0.0;
-        for (uint j = 0; j < 8u; ++j) {
-          const vec4 xv = XL(xo, k4 + j);
-          for (uint i = 0; i < QR; ++i) s[i] += dot(QElems(qa[i], qb[i], j), xv);
+          for (uint i = 0; i < QR; ++i) {
+#if defined(QSAME_D) && defined(QHAS_MIN)
+            acc[i][r] += dm[i].x * (dot(q0[i], x0) + dot(q1[i], x1)) + dm[i].y * (sx0 + sx1);
+#elif defined(QSAME_D)
+            acc[i][r] += dm[i].x * (dot(q0[i], x0) + dot(q1[i], x1));
+#elif defined(QHAS_MIN)
+            acc[i][r] += dm[i].x * dot(q0[i], x0) + dm[i].z * dot(q1[i], x1) + dm[i].y * sx0 +
+                         dm[i].w * sx1;
+#else
+            acc[i][r] += dm[i].x * dot(q0[i], x0) + dm[i].z * dot(q1[i], x1);
+#endif
+          }
         }
-        for (uint i = 0; i < QR; ++i) acc[i][r] += d[i] * s[i];
       }
     }
   }
@@ -219,15 +213,15 @@ void main() {
     if (r < nr) {  // uniform: every invocation of the workgroup takes the same branch
       for (uint i = 0; i < QR; ++i) {
         const float s = subgroupAdd(acc[i][r]);
-        if (subgroupElect()) part[i][r][gl_SubgroupID] = s;
+        if (subgroupElect()) part[(i * RB + r) * NSG + gl_SubgroupID] = s;
 #ifdef DUAL
         const float s2 = subgroupAdd(acc2[i][r]);
-        if (subgroupElect()) part2[i][r][gl_SubgroupID] = s2;
+        if (subgroupElect()) part2[(i * RB + r) * NSG + gl_SubgroupID] = s2;
 #endif
       }
       if (p.norm != 0u) {
         const float q2 = subgroupAdd(ss[r]);
-        if (subgroupElect()) part_ss[r][gl_SubgroupID] = q2;
+        if (subgroupElect()) part_ss[r * NSG + gl_SubgroupID] = q2;
       }
     }
   }
@@ -238,18 +232,18 @@ void main() {
     for (uint r = 0; r < nr; ++r) {
       float sq = 0.0;
       if (p.norm != 0u)
-        for (uint c = 0; c < per; ++c) sq += part_ss[r][first + c];
+        for (uint c = 0; c < per; ++c) sq += part_ss[r * NSG + first + c];
       const float inv = p.norm != 0u ? 1.0 / sqrt(sq / float(p.K) + p.eps) : 1.0;
       for (uint i = 0; i < QR; ++i) {
         const uint ni = n + i;
         if (ni >= p.N) break;
         float s = 0.0;
-        for (uint c = 0; c < per; ++c) s += part[i][r][first + c];
+        for (uint c = 0; c < per; ++c) s += part[(i * RB + r) * NSG + first + c];
         s *= inv;
         const uint yi = (r0 + r) * p.y_rs + h * p.y_hs + p.y_off + p.n0 + ni;
 #ifdef DUAL
         float s2 = 0.0;
-        for (uint c = 0; c < per; ++c) s2 += part2[i][r][first + c];
+        for (uint c = 0; c < per; ++c) s2 += part2[(i * RB + r) * NSG + first + c];
         s2 *= inv;
         y[yi] = s / (1.0 + exp(-s)) * s2;
 #else

@@ -6,6 +6,8 @@
 //   UP:   h[pair, i] = silu(gate_e[i]·x_r) * (up_e[i]·x_r)      pair = r*top_k + j, i < I
 //   DOWN: y[r, d] = Σ_j w[r, j] * (down_e[d]·h[pair])           d < D
 // Same reduction layout as matmul_gemv (ROWS outputs per workgroup, TPR invocations each).
+// Block-quantized experts (W_Q*, wload.glsl's repacked rows): the table's offsets are in words
+// and each invocation walks 8-element slices (QSlice) of the expert's row.
 #include "common.glsl"
 layout(local_size_x_id = 0) in;
 layout(constant_id = 0) const uint WG = 128;
@@ -26,10 +28,35 @@ layout(binding = 4) readonly buffer Tb { uint table[]; };
 layout(binding = 5) writeonly buffer Y { float y[]; };
 layout(push_constant) uniform P { uint D, I, top_k; } p;
 uint blk;
+#if defined(UP)
+#define WCOLS p.D
+#else
+#define WCOLS p.I
+#endif
 #include "wload.glsl"
 shared float part[2][64];
 
-// Σ_k W[row, k] v[vb + k] over this invocation's share of k (K = len, W at element offset wo).
+// Σ_k W[row, k] v[vb + k] over this invocation's share of k (K = len, W at element offset wo;
+// block types: at word offset wo).
+#if defined(W_QUANT)
+float Dot(uint wo, uint row, uint K, uint vb, uint lane) {
+  float acc = 0.0;
+  const uint base = wo + row * QRowWords(K);
+  for (uint s = lane; s < K / 8u; s += TPR) {
+    vec4 q0, q1, dm;
+    uint k0, k1;
+    QSlice(base, K, s, q0, q1, k0, k1, dm);
+    const uint a = vb + k0, b = vb + k1;
+    const vec4 x0 = vec4(x[a], x[a + 1u], x[a + 2u], x[a + 3u]);
+    const vec4 x1 = vec4(x[b], x[b + 1u], x[b + 2u], x[b + 3u]);
+    acc += dm.x * dot(q0, x0) + dm.z * dot(q1, x1);
+#if defined(QHAS_MIN)
+    acc += dm.y * (x0.x + x0.y + x0.z + x0.w) + dm.w * (x1.x + x1.y + x1.z + x1.w);
+#endif
+  }
+  return acc;
+}
+#else
 float Dot(uint wo, uint row, uint K, uint vb, uint lane) {
   float acc = 0.0;
   const uint wrow = wo + row * K;
@@ -44,6 +71,7 @@ float Dot(uint wo, uint row, uint K, uint vb, uint lane) {
 #endif
   return acc;
 }
+#endif
 
 void main() {
   const uint tid = gl_LocalInvocationID.x;

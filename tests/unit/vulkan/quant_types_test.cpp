@@ -1,0 +1,271 @@
+// Every GGUF block type (Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, Q4_K, Q5_K, Q6_K) on the Vulkan backend
+// against the CPU reference (src/quant's Dequantize, backends/cpu/reference.h): embedding rows
+// element for element (the repacked layouts of weights.cpp + wload.glsl dequantize exactly), the
+// decode GEMV (R = 1, 3, 8) under every knob of the quantized GEMV, the plain GEMM (R = 9, 37),
+// the fused SwiGLU GEMV, MoE experts and MLA's per-head GEMV. Sizes: N not a multiple of the
+// outputs per workgroup, K of 1 and 3 blocks (32-blocks) or 1 and 3 super-blocks (K-quants).
+// Tolerance: relative L2 1e-5 (both sides sum the same dequantized weights; ours in f32).
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdlib>
+
+#include "backends/cpu/reference.h"
+#include "backends/vulkan/weights.h"
+#include "edgeseek/quant/blocks.h"
+#include "test_util.h"
+#include "vk_util.h"
+
+namespace es::test {
+namespace {
+
+constexpr double kTol = 1e-5;
+constexpr DType kTypes[] = {DType::kQ8_0, DType::kQ4_0, DType::kQ4_1, DType::kQ5_0,
+                            DType::kQ5_1, DType::kQ4_K, DType::kQ5_K, DType::kQ6_K};
+
+// Row lengths of 1 and 3 blocks of the type.
+std::vector<int> Ks(DType t) { return {BlockElems(t), 3 * BlockElems(t)}; }
+
+std::vector<float> RunGraph(Backend& be, const Graph& g, const Batch& b) {
+  auto kv = be.CreateKv(KvSpec{1, {2, 2}, DType::kF32}, 1, 64);
+  const Node& o = g.node(g.output());
+  std::vector<float> out(size_t(o.shape[0] * o.shape[1]), NAN);
+  be.Compute(g, b, *kv, out.data());
+  return out;
+}
+
+Node Make(Op op, const std::string& name, std::vector<int> src, Shape shape) {
+  Node n;
+  n.op = op;
+  n.name = name;
+  n.src = std::move(src);
+  n.shape = std::move(shape);
+  return n;
+}
+
+std::vector<float> RefMatMul(const Tensor& X, const Tensor& W, const Tensor* B, int R) {
+  std::vector<float> want(size_t(R * W.rows()));
+  std::vector<float> bias = B ? Values(*B) : std::vector<float>();
+  ref::MatMul(X.as<float>(), R, X.cols(), W, B ? bias.data() : nullptr, want.data());
+  return want;
+}
+
+// y = x Wᵀ (+ b) on `be` against the reference.
+void CheckMatMul(Backend& be, DType dt, int R, int K, int N, bool bias, const std::string& what) {
+  Tensor X = RandomTensor("x", DType::kF32, {R, K}, 61);
+  Tensor W = RandomTensor("w", dt, {N, K}, 62);
+  Tensor B = RandomTensor("b", DType::kF32, {N}, 63);
+  Graph g;
+  std::vector<int> src = {Input(g, X, R), g.AddWeight(W)};
+  if (bias) src.push_back(g.AddWeight(B));
+  g.Add(Make(Op::kMatMul, "mm", src, {R, N}));
+  ExpectClose(RunGraph(be, g, RowsBatch(R)), RefMatMul(X, W, bias ? &B : nullptr, R), kTol,
+              what + " R=" + std::to_string(R) + " K=" + std::to_string(K) + " N=" +
+                  std::to_string(N) + " " + std::string(Name(dt)));
+}
+
+// Sets an environment variable for the life of the object.
+class ScopedEnv {
+ public:
+  ScopedEnv(const char* name, const std::string& value) : name_(name) { setenv(name, value.c_str(), 1); }
+  ~ScopedEnv() { unsetenv(name_); }
+
+ private:
+  const char* name_;
+};
+
+class VulkanQuant : public VulkanTest {};
+
+TEST_F(VulkanQuant, RepackedRowsKeepTheFileSize) {
+  // Within 3% of the file's bytes per weight (Q4_K/Q5_K store their 6-bit scales as bytes).
+  for (DType t : kTypes) {
+    const int64_t K = 16 * BlockElems(t);
+    const double file = double(RowBytes(t, K)), dev = double(vk::DeviceRowBytes(t, K));
+    EXPECT_EQ(vk::DeviceRowBytes(t, K) % 16, 0u) << Name(t);
+    EXPECT_GE(dev, file) << Name(t);
+    EXPECT_LE(dev, file * 1.03) << Name(t);
+  }
+}
+
+TEST_F(VulkanQuant, EmbeddingRowsDequantizeExactly) {
+  for (DType dt : kTypes) {
+    for (int K : Ks(dt)) {
+      Tensor E = RandomTensor("embed", dt, {9, K}, 64, 2.0f);
+      Graph g;
+      Batch b;
+      b.Add(0, 0, {8, 0, 3, 3, 5}, true);
+      b.Finalize();
+      g.Add(Make(Op::kEmbed, "e", {g.AddWeight(E)}, {5, K}));
+      std::vector<float> want(size_t(5 * K));
+      ref::Embed(E, b.tokens.data(), 5, want.data());
+      EXPECT_EQ(RunGraph(SharedVulkan(), g, b), want) << Name(dt) << " K=" << K;
+    }
+  }
+}
+
+TEST_F(VulkanQuant, GemvOverTypesAndRows) {
+  for (DType dt : kTypes)
+    for (int K : Ks(dt))
+      for (int R : {1, 3, 8}) CheckMatMul(SharedVulkan(), dt, R, K, 37, R == 3, "gemv");
+}
+
+TEST_F(VulkanQuant, PlainGemmOverTypes) {
+  for (DType dt : kTypes)
+    for (int R : {9, 37}) CheckMatMul(SharedVulkan(), dt, R, Ks(dt)[R == 9 ? 1 : 0], 19, R == 9, "gemm");
+}
+
+// The quantized GEMV's knobs (ES_VK_GEMV_*: rows per invocation group, invocations per group,
+// slices per step, int-to-float trick), each on a fresh backend: every setting must give the
+// reference's values, for partial last workgroups (N = 45) and 1 or 5 batch rows.
+TEST_F(VulkanQuant, GemvKnobsAllGiveTheReference) {
+  struct Setting {
+    const char* name;
+    const char* value;
+  };
+  const Setting settings[] = {{"ES_VK_GEMV_QR", "1"},  {"ES_VK_GEMV_QR", "2"},
+                              {"ES_VK_GEMV_QR", "8"},  {"ES_VK_GEMV_SPL", "2"},
+                              {"ES_VK_GEMV_SPL", "4"}, {"ES_VK_GEMV_TPR", "32"},
+                              {"ES_VK_GEMV_TPR", "256"}, {"ES_VK_GEMV_MAGIC", "0"}};
+  for (const auto& s : settings) {
+    ScopedEnv env(s.name, s.value);
+    auto be = MakeVulkan({});
+    const std::string what = std::string(s.name) + "=" + s.value;
+    for (DType dt : {DType::kQ4_0, DType::kQ8_0, DType::kQ5_1, DType::kQ4_K, DType::kQ6_K})
+      for (int R : {1, 5}) CheckMatMul(*be, dt, R, Ks(dt)[1], 45, R == 5, what);
+  }
+}
+
+TEST_F(VulkanQuant, GemvKnobOutOfRangeIsAClearError) {
+  ScopedEnv env("ES_VK_GEMV_QR", "3");
+  try {
+    CheckMatMul(SharedVulkan(), DType::kQ4_0, 1, 64, 8, false, "bad knob");
+    FAIL() << "no error";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("ES_VK_GEMV_QR"), std::string::npos) << e.what();
+  }
+}
+
+// Decode FFN with every fusion (norm folded, gate/up as one dual GEMV + SwiGLU, down + residual)
+// against the unfused reference: 2 embeddings + 2 dispatches per type.
+TEST_F(VulkanQuant, FusedSwiGluGemvOverTypes) {
+  for (DType dt : kTypes) {
+    const int D = 2 * BlockElems(dt), I = 3 * BlockElems(dt);
+    for (int T : {1, 3}) {
+      Tensor X = RandomTensor("x", DType::kF32, {T, D}, 71);
+      Tensor Rs = RandomTensor("res", DType::kF32, {T, D}, 72);
+      Tensor Wg = RandomTensor("wg", dt, {I, D}, 73), Wu = RandomTensor("wu", dt, {I, D}, 74);
+      Tensor Wd = RandomTensor("wd", dt, {D, I}, 75);
+      Tensor Nw = RandomTensor("norm.w", DType::kF32, {D}, 76);
+      Graph g;
+      const int res = Input(g, Rs, T), x0 = Input(g, X, T);
+      Node nn = Make(Op::kRmsNorm, "norm", {x0, g.AddWeight(Nw)}, {T, D});
+      nn.f0 = 1e-5f;
+      const int x = g.Add(nn);
+      const int gate = g.Add(Make(Op::kMatMul, "gate", {x, g.AddWeight(Wg)}, {T, I}));
+      const int up = g.Add(Make(Op::kMatMul, "up", {x, g.AddWeight(Wu)}, {T, I}));
+      const int act = g.Add(Make(Op::kSwiGLU, "act", {gate, up}, {T, I}));
+      const int down = g.Add(Make(Op::kMatMul, "down", {act, g.AddWeight(Wd)}, {T, D}));
+      g.Add(Make(Op::kAdd, "out", {res, down}, {T, D}));
+      const auto got = RunGraph(SharedVulkan(), g, RowsBatch(T));
+      EXPECT_EQ(SharedVulkan().counters().dispatches, 4) << Name(dt);
+      Tensor Xn = AllocTensor("xn", DType::kF32, {T, D});
+      ref::RmsNorm(X.as<float>(), Nw.as<float>(), T, D, 1e-5f, static_cast<float*>(MutableData(Xn)));
+      const std::vector<float> gv = RefMatMul(Xn, Wg, nullptr, T), uv = RefMatMul(Xn, Wu, nullptr, T);
+      Tensor A = AllocTensor("a", DType::kF32, {T, I});
+      float* a = static_cast<float*>(MutableData(A));
+      for (size_t i = 0; i < gv.size(); ++i) a[i] = gv[i] / (1.0f + std::exp(-gv[i])) * uv[i];
+      std::vector<float> want = RefMatMul(A, Wd, nullptr, T);
+      const auto rv = Values(Rs);
+      for (size_t i = 0; i < want.size(); ++i) want[i] += rv[i];
+      ExpectClose(got, want, kTol, "fused FFN T=" + std::to_string(T) + " " + std::string(Name(dt)));
+    }
+  }
+}
+
+// Routed experts of every block type (only the chosen experts' rows are read): 3 rows, 5
+// experts, top 2, softmax routing, expert matrices [I, D] / [D, I] of 1-3 blocks per row.
+TEST_F(VulkanQuant, MoeExpertsOverTypes) {
+  for (DType dt : kTypes) {
+    const int R = 3, D = 2 * BlockElems(dt), I = BlockElems(dt) == 32 ? 96 : 256, E = 5;
+    auto p = std::make_shared<MoeParams>();
+    p->n_experts = E;
+    p->top_k = 2;
+    p->n_group = 1;
+    p->topk_group = 1;
+    p->scoring = ScoringFunc::kSoftmax;
+    p->topk_method = TopkMethod::kGreedy;
+    p->norm_topk_prob = true;
+    p->routed_scaling_factor = 1.0f;
+    p->ffn_dim = I;
+    Tensor X = RandomTensor("x", DType::kF32, {R, D}, 81);
+    Tensor G = RandomTensor("router", dt, {E, D}, 82);
+    std::vector<Tensor> ex;
+    ex.reserve(size_t(3 * E));
+    for (int e = 0; e < E; ++e) {
+      ex.push_back(RandomTensor("g" + std::to_string(e), dt, {I, D}, uint64_t(200 + 3 * e), 0.5f));
+      ex.push_back(RandomTensor("u" + std::to_string(e), dt, {I, D}, uint64_t(201 + 3 * e), 0.5f));
+      ex.push_back(RandomTensor("d" + std::to_string(e), dt, {D, I}, uint64_t(202 + 3 * e), 0.5f));
+    }
+    Graph g;
+    Node n = Make(Op::kMoE, "moe", {Input(g, X, R), g.AddWeight(G), -1}, {R, D});
+    for (auto& t : ex) n.src.push_back(g.AddWeight(t));
+    n.moe = p;
+    g.Add(n);
+    std::vector<const Tensor*> eptr;
+    for (auto& t : ex) eptr.push_back(&t);
+    std::vector<float> want(size_t(R * D));
+    ref::MoE(X.as<float>(), R, D, G, nullptr, eptr, *p, want.data());
+    ExpectClose(RunGraph(SharedVulkan(), g, RowsBatch(R)), want, kTol, "moe " + std::string(Name(dt)));
+  }
+}
+
+// MLA's per-head GEMVs (q_nope · WukT per head, o_lat · Wuv per head) with block-quantized
+// weights: a 3-row prefill then a 1-row decode over the latent cache.
+TEST_F(VulkanQuant, MlaPerHeadGemvOverTypes) {
+  for (DType dt : kTypes) {
+    const int H = 2, dn = BlockElems(dt), dr = 4, dv = 6, r = BlockElems(dt) == 32 ? 64 : 256;
+    Tensor Q = RandomTensor("q", DType::kF32, {4, H * (dn + dr)}, 91);
+    Tensor C = RandomTensor("c", DType::kF32, {4, r}, 92);
+    Tensor PE = RandomTensor("pe", DType::kF32, {4, dr}, 93);
+    Tensor WukT = RandomTensor("wuk_t", dt, {H * r, dn}, 94, 0.5f);
+    Tensor Wuv = RandomTensor("wuv", dt, {H * dv, r}, 95, 0.5f);
+    auto kv = SharedVulkan().CreateKv(KvSpec{1, {r, dr}, DType::kF32}, 1, 8);
+    Batch pre, dec;
+    pre.Add(0, 0, {0, 1, 2}, true);
+    pre.Finalize();
+    dec.Add(0, 3, {3}, true);
+    dec.Finalize();
+    for (const Batch* b : {&pre, &dec}) {
+      const int T = b->n_tokens();
+      Graph g;
+      const int q = Input(g, Q, T), c = Input(g, C, T), pe = Input(g, PE, T);
+      Node s0 = Make(Op::kKvStore, "sc", {c}, {T, r});
+      s0.layer = 0;
+      s0.i[0] = 0;
+      Node s1 = Make(Op::kKvStore, "spe", {pe}, {T, dr});
+      s1.layer = 0;
+      s1.i[0] = 1;
+      const int cs = g.Add(s0), ps = g.Add(s1);
+      Node m = Make(Op::kMlaAttention, "mla", {q, cs, ps, g.AddWeight(WukT), g.AddWeight(Wuv)},
+                    {T, H * dv});
+      m.layer = 0;
+      m.i[0] = H, m.i[1] = dn, m.i[2] = dr, m.i[3] = dv, m.i[4] = r;
+      m.f0 = 0.3f;
+      g.Add(m);
+      std::vector<float> got(size_t(T * H * dv));
+      SharedVulkan().Compute(g, *b, *kv, got.data());
+      // Tokens 0..pos are at positions 0..pos (token t at position t).
+      std::vector<float> want(got.size());
+      const auto qv = Values(Q), cv = Values(C), pv = Values(PE);
+      for (int t = 0; t < T; ++t) {
+        const int pos = int(b->positions[size_t(t)]), tok = b->tokens[size_t(t)];
+        ref::MlaAttentionRow(&qv[size_t(tok * H * (dn + dr))], cv.data(), pv.data(), pos + 1, H, dn,
+                             dr, dv, r, WukT, Wuv, m.f0, &want[size_t(t * H * dv)]);
+      }
+      ExpectClose(got, want, kTol, "mla T=" + std::to_string(T) + " " + std::string(Name(dt)));
+    }
+  }
+}
+
+}  // namespace
+}  // namespace es::test
