@@ -21,6 +21,14 @@ void Backend::ComputeArgmax(const Graph& g, const Batch& batch, KvStorage& kv, i
   }
 }
 
+void Backend::ComputeSample(const Graph& g, const Batch& batch, KvStorage& kv, const RowSampling* rows,
+                            int32_t* ids, ComputeStats* stats) {
+  const Shape& s = g.node(g.output()).shape;  // [rows, cols]
+  std::vector<float> out(size_t(s[0] * s[1]));
+  Compute(g, batch, kv, out.data(), stats);
+  for (int64_t r = 0; r < s[0]; ++r) ids[r] = SampleRowHost(out.data() + r * s[1], s[1], rows[r]);
+}
+
 #if !defined(ES_HAVE_VULKAN)
 bool VulkanBackendBuilt() { return false; }
 std::unique_ptr<Backend> CreateVulkanBackend(const BackendOptions&) {

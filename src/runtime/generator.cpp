@@ -21,13 +21,21 @@ std::vector<int32_t> Generate(Runner& runner, int slot, const std::vector<int32_
   auto banned_now = [&] {
     return int(out.size()) < opts.min_new_tokens ? opts.eos_ids : std::vector<int32_t>{};
   };
+  // Other sampling on a backend that samples on the device: ComputeSample, again only the id.
+  const bool device_sampling = runner.backend().device_sampling();
+  std::vector<RowSampling> rows(1);
   bool have_id = false;  // the next token is ids[0] (else: sample from logits)
   auto forward = [&](const Batch& batch) {
-    have_id = sampler.plain_greedy() && banned_now().empty();
-    if (have_id)
+    const std::vector<int32_t> banned = banned_now();
+    have_id = true;
+    if (sampler.plain_greedy() && banned.empty())
       runner.ForwardArgmax(batch, &ids);
-    else
+    else if (device_sampling && sampler.DeviceParams(history, banned, &rows[0]))
+      runner.ForwardSample(batch, rows, &ids);
+    else {
+      have_id = false;
       runner.Forward(batch, &logits);
+    }
   };
   auto t0 = Clock::now();
   // Chunked prefill: logits only for the last chunk's last token.

@@ -68,4 +68,14 @@ void Runner::ForwardArgmax(const Batch& batch, std::vector<int32_t>* ids, Comput
   backend_->ComputeArgmax(g, batch, *kv_, ids->data(), stats);
 }
 
+void Runner::ForwardSample(const Batch& batch, const std::vector<RowSampling>& rows,
+                           std::vector<int32_t>* ids, ComputeStats* stats) {
+  CheckBatch(batch);
+  ES_CHECK(rows.size() == batch.out_rows.size(), "sampling: ", rows.size(), " parameter rows for ",
+           batch.out_rows.size(), " output rows");
+  const Graph g = model_->arch().Build(batch);
+  ids->resize(batch.out_rows.size());
+  backend_->ComputeSample(g, batch, *kv_, rows.data(), ids->data(), stats);
+}
+
 }  // namespace es

@@ -16,6 +16,25 @@ int32_t Argmax(const float* logits, int vocab) {
 
 Sampler::Sampler(const SamplingParams& p) : p_(p), rng_(p.seed) {}
 
+bool Sampler::DeviceParams(const std::vector<int32_t>& history, const std::vector<int32_t>& banned,
+                           RowSampling* out) {
+  std::unordered_map<int32_t, int32_t> counts;
+  if (p_.repeat_penalty != 1.0f || p_.presence_penalty != 0.0f || p_.frequency_penalty != 0.0f)
+    for (int32_t id : history) ++counts[id];
+  for (int32_t b : banned) counts[b] = -1;
+  if (counts.size() > size_t(kMaxSamplingCounts)) return false;
+  out->temperature = p_.temperature;
+  out->top_k = p_.top_k;
+  out->top_p = p_.top_p;
+  out->min_p = p_.min_p;
+  out->repeat_penalty = p_.repeat_penalty;
+  out->presence_penalty = p_.presence_penalty;
+  out->frequency_penalty = p_.frequency_penalty;
+  out->counts.assign(counts.begin(), counts.end());
+  out->seed = uint32_t(rng_() >> 32);
+  return true;
+}
+
 int32_t Sampler::Sample(const float* logits_in, int vocab, const std::vector<int32_t>& history,
                         const std::vector<int32_t>& banned) {
   std::vector<float> logits(logits_in, logits_in + vocab);

@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "edgeseek/backends/sampling.h"
 #include "edgeseek/graph/graph.h"
 
 namespace es {
@@ -62,6 +63,13 @@ class Backend {
   // the host; a GPU backend overrides it so that only the ids come back from the device.
   virtual void ComputeArgmax(const Graph& g, const Batch& batch, KvStorage& kv, int32_t* ids,
                              ComputeStats* stats = nullptr);
+  // Whether ComputeSample samples on the device (then the runtime samples through it rather than
+  // downloading logits).
+  virtual bool device_sampling() const { return false; }
+  // Runs `g` for `batch` and samples output row r by rows[r] (sampling.h) into ids[r]. Default:
+  // Compute, then SampleRowHost per row.
+  virtual void ComputeSample(const Graph& g, const Batch& batch, KvStorage& kv, const RowSampling* rows,
+                             int32_t* ids, ComputeStats* stats = nullptr);
   // Bytes of device memory (or host memory for the CPU) in use at peak.
   virtual size_t peak_bytes() const { return 0; }
 };

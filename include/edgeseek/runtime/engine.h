@@ -54,6 +54,11 @@ class StepModel {
   // greedily: GPU backends compute it on the device so only the ids come back. Default: Forward,
   // then the argmax here.
   virtual void ForwardArgmax(const Batch& batch, std::vector<int32_t>* ids, ComputeStats* stats);
+  // Whether ForwardSample samples on the device; the engine then uses it for sampled steps.
+  virtual bool device_sampling() const { return false; }
+  // Output row r sampled by rows[r] (sampling.h). Default: Forward, then SampleRowHost.
+  virtual void ForwardSample(const Batch& batch, const std::vector<RowSampling>& rows,
+                             std::vector<int32_t>* ids, ComputeStats* stats);
 };
 
 std::unique_ptr<StepModel> WrapRunner(std::unique_ptr<Runner> runner);
@@ -295,7 +300,8 @@ class Engine {
   int64_t context_ = 0, kv_budget_ = 0, kv_reserved_ = 0;
   std::vector<std::shared_ptr<SeqRequest>> running_;  // admission order
   std::vector<float> logits_;
-  std::vector<int32_t> ids_;  // greedy steps: the device's argmax per output row
+  std::vector<int32_t> ids_;  // greedy / device-sampled steps: the id per output row
+  std::vector<RowSampling> rows_;  // device-sampled steps: each output row's parameters
   ComputeStats compute_stats_;
   std::function<void(const StepInfo&)> on_step_;
 

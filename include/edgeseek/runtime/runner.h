@@ -51,6 +51,9 @@ class Runner {
   // Greedy step: like Forward, but only the argmax id of each output row comes back (computed on
   // the device by backends that can).
   void ForwardArgmax(const Batch& batch, std::vector<int32_t>* ids, ComputeStats* stats = nullptr);
+  // Sampling step: output row r sampled by rows[r] (on the device where the backend can).
+  void ForwardSample(const Batch& batch, const std::vector<RowSampling>& rows, std::vector<int32_t>* ids,
+                     ComputeStats* stats = nullptr);
 
  private:
   void CheckBatch(const Batch& batch) const;  // token ids, slots and context

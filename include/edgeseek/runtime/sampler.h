@@ -7,6 +7,8 @@
 #include <random>
 #include <vector>
 
+#include "edgeseek/backends/sampling.h"
+
 namespace es {
 
 struct SamplingParams {
@@ -25,6 +27,11 @@ class Sampler {
   explicit Sampler(const SamplingParams& p);
   // Greedy without penalties: the pick is the plain argmax of the logits (lowest index on ties),
   // which a backend can compute on the device (Runner::ForwardArgmax) when nothing is banned.
+  // This step's parameters for sampling on the device (Backend::ComputeSample): the history's
+  // counts, `banned` at -1, and a seed drawn from this sampler's generator. False (and nothing
+  // drawn) when the history holds more distinct ids than the device takes.
+  bool DeviceParams(const std::vector<int32_t>& history, const std::vector<int32_t>& banned,
+                    RowSampling* out);
   bool plain_greedy() const {
     return p_.temperature <= 0.0f && p_.repeat_penalty == 1.0f && p_.presence_penalty == 0.0f &&
            p_.frequency_penalty == 0.0f;

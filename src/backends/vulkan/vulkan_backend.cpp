@@ -4,6 +4,7 @@
 #include "vulkan_backend.h"
 
 #include <algorithm>
+#include <array>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
@@ -24,16 +25,47 @@ std::unique_ptr<Backend> CreateVulkanBackend(const BackendOptions& opts) {
 namespace es::vk {
 namespace {
 using Clock = std::chrono::steady_clock;
+enum Mode : int { kLogits = 0, kArgmax = 1, kSample = 2 };
+
+// sample.comp's parameter block: per row 12 words (temperature, top_k, top_p, min_p, seed,
+// repeat, presence, frequency, n_counts, 3 unused), then per row kMaxSamplingCounts (id, count).
+void WriteSampling(void* mapped, const RowSampling* rows, int64_t n) {
+  ES_CHECK(rows, "vulkan: sampling needs the rows' parameters");
+  auto* w = static_cast<uint32_t*>(mapped);
+  auto f = [](float v) {
+    uint32_t u;
+    std::memcpy(&u, &v, 4);
+    return u;
+  };
+  for (int64_t r = 0; r < n; ++r) {
+    const RowSampling& s = rows[r];
+    uint32_t* h = w + 12 * r;
+    h[0] = f(s.temperature);
+    h[1] = uint32_t(std::max(0, s.top_k));
+    h[2] = f(s.top_p);
+    h[3] = f(s.min_p);
+    h[4] = s.seed;
+    h[5] = f(s.repeat_penalty);
+    h[6] = f(s.presence_penalty);
+    h[7] = f(s.frequency_penalty);
+    h[8] = uint32_t(s.counts.size());
+    uint32_t* e = w + 12 * n + 2 * int64_t(kMaxSamplingCounts) * r;
+    for (size_t i = 0; i < s.counts.size(); ++i) {
+      e[2 * i] = uint32_t(s.counts[i].first);
+      e[2 * i + 1] = uint32_t(s.counts[i].second);
+    }
+  }
+}
 double Since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
 
 uint64_t Mix(uint64_t h, uint64_t v) {
   h ^= v + 0x9e3779b97f4a7c15ull + (h << 6) + (h >> 2);
   return h;
 }
-uint64_t GraphKey(const Graph& g, const Batch& b, const VkKv& kv, bool argmax) {
+uint64_t GraphKey(const Graph& g, const Batch& b, const VkKv& kv, int mode) {
   uint64_t h = Mix(kv.id(), uint64_t(b.n_tokens()));
   h = Mix(h, b.out_rows.size());
-  h = Mix(h, argmax);
+  h = Mix(h, uint64_t(mode));
   for (const Node& n : g.nodes()) {
     h = Mix(h, uint64_t(n.op));
     for (int s : n.src) h = Mix(h, uint64_t(int64_t(s)));
@@ -58,7 +90,8 @@ struct VulkanBackend::Program {
   MemoryPool* readback_pool = nullptr;
   uint64_t key = 0;
   int64_t T = 0, n_out = 0, out_cols = 0, vocab = -1;
-  bool argmax = false;
+  int mode = 0;  // what comes back: kLogits, kArgmax or kSample ids
+  Allocation sampling;  // kSample: the rows' parameters (host-visible, sample.comp's layout)
   std::vector<Allocation> arenas, owned;  // from act_pool / host_pool
   Allocation batch, readback;
   BatchLayout layout;
@@ -73,6 +106,7 @@ struct VulkanBackend::Program {
     for (auto& a : arenas) act_pool->Free(a);
     for (auto& a : owned) (a.mapped ? host_pool : act_pool)->Free(a);
     host_pool->Free(batch);
+    if (sampling.mapped) host_pool->Free(sampling);
     readback_pool->Free(readback);
   }
 };
@@ -165,20 +199,20 @@ VulkanCounters VulkanBackend::counters() const {
 }
 
 VulkanBackend::Program& VulkanBackend::GetProgram(const Graph& g, const Batch& b, VkKv& kv,
-                                                  bool argmax) {
+                                                  int mode) {
   // A weight whose host tensor died may share its address with a new one: drop its device copy
   // and every recorded program (they bind it).
   bool stale = false;
   for (const Node& n : g.nodes())
     if (n.op == Op::kWeight && n.weight) stale |= weights_->DropStale(*n.weight);
   if (stale) programs_.clear();
-  const uint64_t key = GraphKey(g, b, kv, argmax);
+  const uint64_t key = GraphKey(g, b, kv, mode);
   for (auto it = programs_.begin(); it != programs_.end(); ++it)
     if ((*it)->key == key) {
       programs_.splice(programs_.begin(), programs_, it);
       return *programs_.front();
     }
-  auto p = Build(g, b, kv, argmax, key);
+  auto p = Build(g, b, kv, mode, key);
   ++programs_built_;
   programs_.push_front(std::move(p));
   while (programs_.size() > tuning_.max_programs) programs_.pop_back();
@@ -186,13 +220,13 @@ VulkanBackend::Program& VulkanBackend::GetProgram(const Graph& g, const Batch& b
 }
 
 std::unique_ptr<VulkanBackend::Program> VulkanBackend::Build(const Graph& g, const Batch& b,
-                                                             VkKv& kv, bool argmax, uint64_t key) {
+                                                             VkKv& kv, int mode, uint64_t key) {
   auto p = std::make_unique<Program>();
   p->act_pool = act_pool_.get();
   p->host_pool = host_pool_.get();
   p->readback_pool = readback_pool_.get();
   p->key = key;
-  p->argmax = argmax;
+  p->mode = mode;
   const auto& nodes = g.nodes();
   const int N = int(nodes.size());
   ES_CHECK(N > 0 && nodes.back().op != Op::kWeight, "vulkan: the graph has no output op");
@@ -378,7 +412,7 @@ std::unique_ptr<VulkanBackend::Program> VulkanBackend::Build(const Graph& g, con
   p->out_cols = out.shape[1];
   BufRange result = act[size_t(N - 1)];
   result.size = uint64_t(p->n_out * p->out_cols) * 4;
-  if (argmax) {
+  if (mode == kArgmax) {
     Allocation ids = act_pool_->Alloc(uint64_t(p->n_out) * 4, "argmax ids");
     p->owned.push_back(ids);
     Dispatch& d = c.Add("argmax", {1, 1});
@@ -386,6 +420,19 @@ std::unique_ptr<VulkanBackend::Program> VulkanBackend::Build(const Graph& g, con
     d.bindings = {{result}, {Range(ids)}};
     d.writes = {1};
     d.Push(uint32_t(p->out_cols));
+    Grid1D(d, uint64_t(p->n_out), 1);
+    result = Range(ids);
+    result.size = uint64_t(p->n_out) * 4;
+  } else if (mode == kSample) {
+    // One workgroup per row (sample.comp); penalties are applied to the logits in place.
+    Allocation ids = act_pool_->Alloc(uint64_t(p->n_out) * 4, "sampled ids");
+    p->owned.push_back(ids);
+    p->sampling = host_pool_->Alloc(uint64_t(p->n_out) * (12 + 2 * kMaxSamplingCounts) * 4, "sampling parameters");
+    Dispatch& d = c.Add("sample", {1, 1, 1});
+    d.node = N - 1;
+    d.bindings = {{result}, {Range(ids)}, {Range(p->sampling)}};
+    d.writes = {0, 1};
+    d.Push(std::array<uint32_t, 3>{uint32_t(p->out_cols), uint32_t(p->n_out), uint32_t(kMaxSamplingCounts)});
     Grid1D(d, uint64_t(p->n_out), 1);
     result = Range(ids);
     result.size = uint64_t(p->n_out) * 4;
@@ -398,13 +445,16 @@ std::unique_ptr<VulkanBackend::Program> VulkanBackend::Build(const Graph& g, con
   return p;
 }
 
-void VulkanBackend::Run(Program& p, const Batch& b, VkKv& kv, void* out, ComputeStats* stats) {
+void VulkanBackend::Run(Program& p, const Batch& b, VkKv& kv, void* out, ComputeStats* stats,
+                        const RowSampling* rows) {
   const auto t_start = Clock::now();
   const int64_t T = b.n_tokens();
   ES_CHECK(T == p.T, "vulkan: batch has ", T, " tokens, the graph was built for ", p.T);
   ES_CHECK(b.positions.size() == size_t(T) && b.row_seq.size() == size_t(T),
            "vulkan: the batch is not finalized (call Batch::Finalize)");
-  ES_CHECK(int64_t(b.out_rows.size()) == (p.n_out) || !p.argmax || true, "");
+  ES_CHECK(int64_t(b.out_rows.size()) == p.n_out, "vulkan: the batch has ", b.out_rows.size(),
+           " output rows, the graph ", p.n_out);
+  if (p.mode == kSample) WriteSampling(p.sampling.mapped, rows, p.n_out);
   // ---- upload: the per-token tables --------------------------------------------------------
   int32_t* words = reinterpret_cast<int32_t*>(p.batch.mapped);
   const auto& lay = p.layout;
@@ -447,9 +497,9 @@ void VulkanBackend::Run(Program& p, const Batch& b, VkKv& kv, void* out, Compute
   ++submits_;
   // ---- download ----------------------------------------------------------------------------
   const auto t_down = Clock::now();
-  std::memcpy(out, p.readback.mapped, p.readback.size < uint64_t(p.n_out * (p.argmax ? 1 : p.out_cols)) * 4
+  std::memcpy(out, p.readback.mapped, p.readback.size < uint64_t(p.n_out * (p.mode != kLogits ? 1 : p.out_cols)) * 4
                                           ? p.readback.size
-                                          : uint64_t(p.n_out * (p.argmax ? 1 : p.out_cols)) * 4);
+                                          : uint64_t(p.n_out * (p.mode != kLogits ? 1 : p.out_cols)) * 4);
   const double download_s = Since(t_down);
   if (opts_.profile && p.seq->timer()) {
     PhaseProfile& pp = profile_[T == 1 ? 0 : 1];
@@ -519,7 +569,7 @@ void VulkanBackend::Compute(const Graph& g, const Batch& b, KvStorage& kv_base, 
                             ComputeStats* stats) {
   auto* kv = dynamic_cast<VkKv*>(&kv_base);
   ES_CHECK(kv, "vulkan: the KV cache was not created by the Vulkan backend");
-  Program& p = GetProgram(g, b, *kv, false);
+  Program& p = GetProgram(g, b, *kv, kLogits);
   Run(p, b, *kv, out, stats);
 }
 
@@ -527,8 +577,19 @@ void VulkanBackend::ComputeArgmax(const Graph& g, const Batch& b, KvStorage& kv_
                                   ComputeStats* stats) {
   auto* kv = dynamic_cast<VkKv*>(&kv_base);
   ES_CHECK(kv, "vulkan: the KV cache was not created by the Vulkan backend");
-  Program& p = GetProgram(g, b, *kv, true);
+  Program& p = GetProgram(g, b, *kv, kArgmax);
   Run(p, b, *kv, ids, stats);
+}
+
+void VulkanBackend::ComputeSample(const Graph& g, const Batch& b, KvStorage& kv_base,
+                                  const RowSampling* rows, int32_t* ids, ComputeStats* stats) {
+  auto* kv = dynamic_cast<VkKv*>(&kv_base);
+  ES_CHECK(kv, "vulkan: the KV cache was not created by the Vulkan backend");
+  for (size_t r = 0; r < b.out_rows.size(); ++r)
+    ES_CHECK(rows[r].counts.size() <= size_t(kMaxSamplingCounts), "vulkan: sampling row ", r, " carries ",
+             rows[r].counts.size(), " penalized ids; the device takes at most ", kMaxSamplingCounts);
+  Program& p = GetProgram(g, b, *kv, kSample);
+  Run(p, b, *kv, ids, stats, rows);
 }
 
 }  // namespace es::vk

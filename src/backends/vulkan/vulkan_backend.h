@@ -53,16 +53,21 @@ class VulkanBackend final : public Backend {
   // back).
   void ComputeArgmax(const Graph& g, const Batch& batch, KvStorage& kv, int32_t* ids,
                      ComputeStats* stats = nullptr) override;
+  // Sampling on the device (sample.comp): only the ids come back.
+  bool device_sampling() const override { return true; }
+  void ComputeSample(const Graph& g, const Batch& batch, KvStorage& kv, const RowSampling* rows,
+                     int32_t* ids, ComputeStats* stats = nullptr) override;
   VulkanCounters counters() const;
   Device& device() { return *dev_; }
   PipelineCache& pipelines() { return *pipes_; }
 
  private:
   struct Program;
-  Program& GetProgram(const Graph& g, const Batch& batch, VkKv& kv, bool argmax);
-  std::unique_ptr<Program> Build(const Graph& g, const Batch& batch, VkKv& kv, bool argmax,
+  Program& GetProgram(const Graph& g, const Batch& batch, VkKv& kv, int mode);
+  std::unique_ptr<Program> Build(const Graph& g, const Batch& batch, VkKv& kv, int mode,
                                  uint64_t key);
-  void Run(Program& p, const Batch& batch, VkKv& kv, void* out, ComputeStats* stats);
+  void Run(Program& p, const Batch& batch, VkKv& kv, void* out, ComputeStats* stats,
+           const RowSampling* rows = nullptr);
 
   BackendOptions opts_;
   VulkanTuning tuning_;

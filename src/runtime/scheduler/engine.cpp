@@ -264,12 +264,24 @@ bool Engine::Step() {
   // ---- forward ----
   double t0 = SteadySeconds();
   compute_stats_ = ComputeStats{};
-  // Every row greedy without penalties: only the argmax ids come back from the backend.
+  // Every row greedy without penalties: only the argmax ids come back from the backend; else, on
+  // a backend that samples on the device, only the sampled ids; else the logits.
   bool greedy = true;
   for (auto& it : items) greedy = greedy && it.r->sampler->plain_greedy();
+  bool sampled = !greedy && model_->device_sampling();
+  if (sampled) {
+    rows_.assign(items.size(), RowSampling{});
+    for (size_t i = 0; i < items.size() && sampled; ++i) {
+      const auto& r = items[i].r;
+      if (r->n_computed + items[i].n < int64_t(r->tokens.size())) continue;  // not the last chunk
+      sampled = r->sampler->DeviceParams(r->tokens, {}, &rows_[i]);
+    }
+  }
   try {
     if (greedy)
       model_->ForwardArgmax(batch, &ids_, opts_.profile ? &compute_stats_ : nullptr);
+    else if (sampled)
+      model_->ForwardSample(batch, rows_, &ids_, opts_.profile ? &compute_stats_ : nullptr);
     else
       model_->Forward(batch, &logits_, opts_.profile ? &compute_stats_ : nullptr);
   } catch (const Error& e) {
@@ -280,7 +292,8 @@ bool Engine::Step() {
     return true;
   }
   double t1 = SteadySeconds();
-  ES_ASSERT(greedy ? ids_.size() >= items.size() : logits_.size() >= items.size() * size_t(vocab_));
+  const bool have_ids = greedy || sampled;
+  ES_ASSERT(have_ids ? ids_.size() >= items.size() : logits_.size() >= items.size() * size_t(vocab_));
   StepSplit split;
   if (opts_.profile) {
     const ComputeStats& cs = compute_stats_;
@@ -298,7 +311,7 @@ bool Engine::Step() {
     if (!decode) local_.prompt_tokens += items[i].n;
     if (r->n_computed < int64_t(r->tokens.size())) continue;  // a prefill chunk, not the last
     const int32_t tok =
-        greedy ? ids_[i] : r->sampler->Sample(logits_.data() + i * size_t(vocab_), vocab_, r->tokens);
+        have_ids ? ids_[i] : r->sampler->Sample(logits_.data() + i * size_t(vocab_), vocab_, r->tokens);
     r->tokens.push_back(tok);
     ++r->n_generated;
     ++local_.generated_tokens;

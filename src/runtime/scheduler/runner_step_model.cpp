@@ -14,6 +14,15 @@ void StepModel::ForwardArgmax(const Batch& batch, std::vector<int32_t>* ids, Com
   for (size_t r = 0; r < ids->size(); ++r) (*ids)[r] = Argmax(logits.data() + r * V, int(V));
 }
 
+void StepModel::ForwardSample(const Batch& batch, const std::vector<RowSampling>& rows,
+                              std::vector<int32_t>* ids, ComputeStats* stats) {
+  std::vector<float> logits;
+  Forward(batch, &logits, stats);
+  const size_t V = size_t(vocab_size());
+  ids->resize(batch.out_rows.size());
+  for (size_t r = 0; r < ids->size(); ++r) (*ids)[r] = SampleRowHost(logits.data() + r * V, int64_t(V), rows[r]);
+}
+
 namespace {
 class RunnerStepModel final : public StepModel {
  public:
@@ -34,6 +43,11 @@ class RunnerStepModel final : public StepModel {
   }
   void ForwardArgmax(const Batch& batch, std::vector<int32_t>* ids, ComputeStats* stats) override {
     r_->ForwardArgmax(batch, ids, stats);
+  }
+  bool device_sampling() const override { return r_->backend().device_sampling(); }
+  void ForwardSample(const Batch& batch, const std::vector<RowSampling>& rows, std::vector<int32_t>* ids,
+                     ComputeStats* stats) override {
+    r_->ForwardSample(batch, rows, ids, stats);
   }
 
  private:

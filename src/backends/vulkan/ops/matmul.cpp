@@ -116,7 +116,8 @@ void RecordMatMul(OpContext& c, BufRange x, int64_t R, int64_t K, const DeviceWe
       const uint64_t tiles128 = uint64_t((R + 127) / 128) * ((N + 127) / 128);
       const uint32_t bm = c.dev.gemm_bm() ? c.dev.gemm_bm() : (tiles128 >= kCoopmatBigTiles ? 128 : 64);
       Dispatch& d = c.Add(std::string("matmul_gemm_cm_") + TypeSuffix(w.dtype) + "_n" +
-                              std::to_string(c.dev.coopmat_n()) + (bm == 64 ? "_m64" : ""),
+                              std::to_string(c.dev.coopmat_n()) + (bm == 64 ? "_m64" : "") +
+                              (c.dev.shared_blocks() ? "_sb" : ""),
                           {1, 1, 1, 1});
       d.bindings = {{Range(ch.alloc)}, {x}, {bias ? *bias : x}, {y}};
       d.writes = {3};

@@ -1,0 +1,122 @@
+// Sampling on the device (sample.comp through VulkanBackend::ComputeSample): for each parameter
+// set, rows of the same logits with different seeds give the ids of the host twin
+// (SampleRowHost: same rounds, same uniforms) — all but float-rounding near-ties — and the kept
+// set of the exact distribution (RowDistribution); penalties and bans are applied on the device.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <set>
+
+#include "edgeseek/backends/sampling.h"
+#include "edgeseek/core/error.h"
+#include "test_util.h"
+#include "vk_util.h"
+
+namespace es::test {
+namespace {
+
+class VulkanSampling : public VulkanTest {};
+
+// The output node: the input rows as they are.
+Node Rows(int src, int64_t R, int64_t C) {
+  Node n;
+  n.op = Op::kGetRows;
+  n.name = "rows";
+  n.src = {src};
+  n.shape = {R, C};
+  return n;
+}
+
+struct Case {
+  const char* name;
+  RowSampling s;
+};
+
+std::vector<Case> Cases() {
+  std::vector<Case> c;
+  RowSampling s;
+  s.temperature = 0.8f;
+  c.push_back({"temperature", s});
+  s.top_k = 7;
+  c.push_back({"top_k", s});
+  s.top_k = 0;
+  s.top_p = 0.6f;
+  c.push_back({"top_p", s});
+  s.top_p = 1.0f;
+  s.min_p = 0.05f;
+  c.push_back({"min_p", s});
+  s.top_k = 40;
+  s.top_p = 0.9f;
+  s.min_p = 0.01f;
+  s.temperature = 1.3f;
+  c.push_back({"combined", s});
+  RowSampling pen;
+  pen.temperature = 0.7f;
+  pen.repeat_penalty = 1.3f;
+  pen.presence_penalty = 0.5f;
+  pen.frequency_penalty = 0.25f;
+  pen.counts = {{3, 2}, {700, 1}, {10, -1}, {500, 4}};
+  c.push_back({"penalties", pen});
+  RowSampling greedy;
+  greedy.temperature = 0;
+  greedy.repeat_penalty = 2.0f;
+  greedy.counts = {{3, 1}};
+  c.push_back({"greedy_after_penalty", greedy});
+  return c;
+}
+
+TEST_F(VulkanSampling, SamplingOnTheDeviceMatchesTheHostTwin) {
+  constexpr int kRows = 96, kVocab = 1001;
+  // One logits row (a peaked head, a tie, a long tail) repeated kRows times.
+  Tensor X = RandomTensor("x", DType::kF32, {kRows, kVocab}, 21);
+  float* x = static_cast<float*>(MutableData(X));
+  for (int c = 0; c < kVocab; ++c) x[c] = 3.0f * x[c];
+  x[3] = 6.0f;
+  x[700] = 6.0f;  // tie with id 3
+  x[10] = 8.0f;   // the maximum (banned in one case)
+  x[500] = 5.5f;
+  for (int r = 1; r < kRows; ++r) std::copy(x, x + kVocab, x + size_t(r) * kVocab);
+  auto kv = SharedVulkan().CreateKv(KvSpec{1, {2, 2}, DType::kF32}, 1, kRows + 1);
+  for (const Case& c : Cases()) {
+    SCOPED_TRACE(c.name);
+    std::vector<RowSampling> rows(kRows, c.s);
+    for (int r = 0; r < kRows; ++r) rows[size_t(r)].seed = 0x9e3779b9u * uint32_t(r + 1) + 17u;
+    Graph g;
+    g.Add(Rows(Input(g, X, kRows), kRows, kVocab));
+    std::vector<int32_t> ids(kRows, -1);
+    SharedVulkan().ComputeSample(g, RowsBatch(kRows), *kv, rows.data(), ids.data());
+    const auto dist = RowDistribution(x, kVocab, c.s);
+    std::set<int32_t> kept;
+    for (auto& [id, p] : dist) kept.insert(id);
+    int agree = 0;
+    for (int r = 0; r < kRows; ++r) {
+      EXPECT_TRUE(kept.count(ids[size_t(r)])) << "row " << r << " picked " << ids[size_t(r)];
+      agree += ids[size_t(r)] == SampleRowHost(x, kVocab, rows[size_t(r)]);
+    }
+    EXPECT_GE(agree, kRows - 2) << "device and host twin disagree on " << kRows - agree << " rows";
+    // The same seeds give the same ids (the program is reused).
+    std::vector<int32_t> again(kRows, -1);
+    SharedVulkan().ComputeSample(g, RowsBatch(kRows), *kv, rows.data(), again.data());
+    EXPECT_EQ(again, ids);
+    if (c.s.temperature <= 0) {
+      for (int32_t id : ids) EXPECT_EQ(id, dist[0].first);
+    } else {
+      EXPECT_GT(std::set<int32_t>(ids.begin(), ids.end()).size(), kept.size() > 1 ? 1u : 0u);
+    }
+  }
+}
+
+TEST_F(VulkanSampling, SamplingRejectsTooManyPenalizedIds) {
+  Tensor X = RandomTensor("x", DType::kF32, {1, 8}, 3);
+  Graph g;
+  g.Add(Rows(Input(g, X, 1), 1, 8));
+  auto kv = SharedVulkan().CreateKv(KvSpec{1, {2, 2}, DType::kF32}, 1, 4);
+  RowSampling s;
+  for (int i = 0; i <= kMaxSamplingCounts; ++i) s.counts.push_back({i, 1});
+  int32_t id = -1;
+  EXPECT_THROW(SharedVulkan().ComputeSample(g, RowsBatch(1), *kv, &s, &id), Error);
+}
+
+}  // namespace
+}  // namespace es::test
