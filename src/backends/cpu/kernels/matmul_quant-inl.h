@@ -137,8 +137,8 @@ inline void QuantizeActivationRowWide(const float* x, int64_t K, int16_t* qs, fl
 #else
 #define ES_QUANT_VNNI 0
 #endif
-// Q4_0 on x86: the column-lane GEMV/GEMM (its own file; it needs ES_QUANT_X86 only).
-#include "cpu/kernels/matmul_q4_0-inl.h"
+// Q4_0 and Q8_0 on x86: the column-lane GEMV/GEMM (their own file; it needs ES_QUANT_X86 only).
+#include "cpu/kernels/matmul_lanes-inl.h"
 
 HWY_BEFORE_NAMESPACE();
 namespace es::cpu {
@@ -677,26 +677,6 @@ HWY_NOINLINE void QuantPanelRow(const int8_t* HWY_RESTRICT xq, const float* HWY_
   out[3] = HorizontalSum(a3) - m3;
 }
 
-// The wide Q8_0 row over a decoded panel: the operations of WideDotRows<kQuantCols>.
-HWY_NOINLINE void WidePanelRow(const int16_t* HWY_RESTRICT xq, const float* HWY_RESTRICT xd, size_t nb,
-                               const QuantPanel<BlockQ8_0>& p, float* HWY_RESTRICT out) {
-  __m256 a0 = _mm256_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;
-  for (size_t b = 0; b < nb; ++b) {
-    const int16_t* xb = xq + b * kQK;
-#define ES_WIDE_PANEL_COL(c)                                                                 \
-  a##c = _mm256_fmadd_ps(_mm256_set1_ps(p.fd[c * nb + b] * xd[b]),                            \
-                         WideDot(p.q + (c * nb + b) * kQK, xb), a##c);
-    ES_WIDE_PANEL_COL(0)
-    ES_WIDE_PANEL_COL(1)
-    ES_WIDE_PANEL_COL(2)
-    ES_WIDE_PANEL_COL(3)
-#undef ES_WIDE_PANEL_COL
-  }
-  out[0] = HorizontalSum(a0);
-  out[1] = HorizontalSum(a1);
-  out[2] = HorizontalSum(a2);
-  out[3] = HorizontalSum(a3);
-}
 #endif  // ES_QUANT_X86
 
 // ---------------------------------------------------------------------------------------------
@@ -769,12 +749,9 @@ void QuantMatMulT(const float* x, size_t R, size_t K, const Block* w, size_t N, 
         if (R > 1 && nc == kQuantCols) {  // decode once, reuse for every row of the block
           QuantPanel<Block> panel(panel_mem, groups, nb, kQuantCols);
           panel.Decode(w + n * nb, nb, kQuantCols);
+          static_assert(!kWide, "Q8_0 takes the column-lane kernels on x86");
           for (size_t r = r0; r < r1; ++r) {
-            if constexpr (kWide) {
-              WidePanelRow(xw + r * K, xd + r * groups, nb, panel, out);
-            } else {
-              QuantPanelRow(xq + r * K, xd + r * groups, xs + r * groups, nb, panel, out);
-            }
+            QuantPanelRow(xq + r * K, xd + r * groups, xs + r * groups, nb, panel, out);
             for (size_t c = 0; c < nc; ++c) {
               y[r * ldy + n + c] = out[c] + (bias ? bias[n + c] : 0.0f);
             }
@@ -797,12 +774,15 @@ inline void QuantMatMul(const float* x, int64_t R, int64_t K, const void* w, DTy
                         int64_t N, const float* bias, float* y, int64_t ldy, ThreadPool& pool) {
   const size_t r = size_t(R), k = size_t(K), n = size_t(N), l = size_t(ldy);
   switch (wtype) {
+#if ES_QUANT_X86
+    case DType::kQ8_0:
+      return LaneMatMul<Q80Kernel>(x, r, k, static_cast<const BlockQ8_0*>(w), n, bias, y, l, pool);
+    case DType::kQ4_0:
+      return LaneMatMul<Q40Kernel>(x, r, k, static_cast<const BlockQ4_0*>(w), n, bias, y, l, pool);
+#else
     case DType::kQ8_0:
       return QuantMatMulT(x, r, k, static_cast<const BlockQ8_0*>(w), n, bias, y, l, pool);
     case DType::kQ4_0:
-#if ES_QUANT_X86
-      return Q40MatMul(x, r, k, static_cast<const BlockQ4_0*>(w), n, bias, y, l, pool);
-#else
       return QuantMatMulT(x, r, k, static_cast<const BlockQ4_0*>(w), n, bias, y, l, pool);
 #endif
     case DType::kI4G:

@@ -1,0 +1,458 @@
+// Column-lane kernels for Q4_0 and Q8_0 weights on x86 (AVX2 and up): the GEMV (decode, R = 1)
+// and GEMM (prefill, R > 1) of these two types, included by matmul_quant-inl.h once per Highway
+// target. 8 weight columns side by side, one column per f32 lane, so a block's integer dot of
+// every column lands in its own lane and the float part is one multiply and one FMA per block for
+// 8 outputs at once.
+//
+// Reduction order (batch invariance): output (r, n) is
+//   acc = +0;  for b = 0 … K/32 − 1 in order:  acc = fma(d_w[n, b] · d_x[r, b], float(isum), acc)
+//   y = acc + bias[n]
+// where isum is the exact int32 dot of block b. The GEMV interleaves (or reduces) in registers
+// from the raw rows, the GEMM interleaves 8 columns once per task into a panel that register tiles
+// of up to 4 activation rows read; the integer parts are exact and the float operations are the
+// same, so R, the tile shape, the thread count and the other rows never change a bit of y.
+//
+// Q4_0 (int8 activations, dx = absmax/127): block b of 8 columns is interleaved into four 32-byte
+// vectors q[j] (j = 0..3) whose byte 4c + i is byte 4j + i of column c's qs — low nibble =
+// element 4j + i, high nibble = element 16 + 4j + i. So
+//   Σ_k nib_c,k · x_k = Σ_j maddubs(q[j] & 0xF, bcast4(x[4j..])) + maddubs(q[j] >> 4, bcast4(x[16+4j..]))
+// with the unsigned nibbles (0..15) straight into maddubs against the signed int8 activations;
+// eight int16 products of at most 2 · 15 · 127 add up to at most 30480 < 32767, so the int16 sums
+// are exact; one madd with ones makes lane c's int32 dot, and the Q4_0 offset comes out as
+//   isum_c = Σ nib_c,k x_k − 8 · Σ_k x_k      (8 · Σx precomputed once per activation block).
+//
+// Q8_0 (int16 activations, dx = absmax/32512, see matmul_quant-inl.h): the GEMM panel holds 8
+// columns' quants interleaved in pairs — q[j] = [(k 4j, 4j+1) of columns 0..7 | (k 4j+2, 4j+3) of
+// columns 0..7] — so that a sign-extended half times a broadcast activation pair through madd is
+// lane c's two products; 16 madds a block, int32 sums (|isum| <= 32 · 128 · 32512 < 2^31). The
+// GEMV reads each column's 32 quants as they are (2 madds against the activation block) and
+// reduces the 8 columns' 8 int32 lanes to one lane each with a transpose-and-add tree.
+
+#if defined(ES_CPU_KERNELS_MATMUL_LANES_INL_H_) == defined(HWY_TARGET_TOGGLE)
+#ifdef ES_CPU_KERNELS_MATMUL_LANES_INL_H_
+#undef ES_CPU_KERNELS_MATMUL_LANES_INL_H_
+#else
+#define ES_CPU_KERNELS_MATMUL_LANES_INL_H_
+#endif
+
+#include <algorithm>
+#include <cstddef>
+#include <cstdint>
+#include <cstring>
+
+#include "cpu/kernels/scratch.h"
+#include "edgeseek/core/thread_pool.h"
+#include "edgeseek/quant/blocks.h"
+#include "hwy/cache_control.h"
+#include "hwy/highway.h"
+
+#if HWY_ARCH_X86 && HWY_TARGET <= HWY_AVX2
+#include <immintrin.h>
+
+HWY_BEFORE_NAMESPACE();
+namespace es::cpu {
+namespace HWY_NAMESPACE {
+
+constexpr size_t kLaneCols = 8;  // weight columns per interleaved group (one per f32 lane)
+
+// Quantized activation rows, as the kernels read them.
+struct LaneActs {
+  const void* q;      // [R, K] int8 (Q4_0) or int16 (Q8_0) quants
+  const float* d;     // [R, nb] scales
+  const int32_t* s8;  // [R, nb] 8 · Σ quants of the block (Q4_0)
+  size_t K, nb;
+  const int8_t* q8() const { return static_cast<const int8_t*>(q); }
+  const int16_t* q16() const { return static_cast<const int16_t*>(q); }
+};
+
+// y[0..nc) of one row (lanes of acc) plus bias.
+HWY_INLINE void LaneStore(__m256 acc, const float* bias, size_t nc, float* y) {
+  alignas(32) float out[kLaneCols];
+  _mm256_store_ps(out, acc);
+  for (size_t c = 0; c < nc; ++c) y[c] = out[c] + (bias ? bias[c] : 0.0f);
+}
+
+// The f16 scales of block b of the 8 rows w + c · stride, as f32 lanes.
+template <class Block>
+HWY_INLINE __m256 LaneScales(const Block* HWY_RESTRICT p, size_t stride) {
+  return _mm256_cvtph_ps(_mm_setr_epi16(
+      short(p[0].d), short(p[stride].d), short(p[2 * stride].d), short(p[3 * stride].d),
+      short(p[4 * stride].d), short(p[5 * stride].d), short(p[6 * stride].d),
+      short(p[7 * stride].d)));
+}
+
+// The rows after these 8 (contiguous: 8 · row_bytes) are fetched at the pace these are consumed,
+// `bytes` a block, so that a group never starts by waiting for 8 new streams (short rows).
+HWY_INLINE void PrefetchNextGroup(const void* w, size_t row_bytes, size_t b, size_t bytes) {
+  const char* next = static_cast<const char*>(w) + kLaneCols * row_bytes + b * bytes;
+  for (size_t o = 0; o < bytes + 63; o += 64) hwy::Prefetch(next + o);
+}
+
+
+// One block of 8 interleaved columns, as the GEMM panel stores it (160 bytes).
+struct Q40x8 {
+  __m256i q[4];  // q[j] byte 4c + i = qs[4j + i] of column c
+  __m256 d;      // d of column c, as f32
+};
+
+// Block b of the 8 rows w + c · stride (c = 0..7) interleaved into registers.
+HWY_INLINE void InterleaveQ40(const BlockQ4_0* HWY_RESTRICT w, size_t stride, size_t b,
+                              Q40x8* HWY_RESTRICT out) {
+  const BlockQ4_0* p = w + b;
+  auto load = [&](size_t c) {
+    return _mm_loadu_si128(reinterpret_cast<const __m128i*>(p[c * stride].qs));
+  };
+  // Rows c and c + 4 in the two 128-bit halves, then a 4×4 transpose of dwords in each half.
+  const __m256i a0 = _mm256_inserti128_si256(_mm256_castsi128_si256(load(0)), load(4), 1);
+  const __m256i a1 = _mm256_inserti128_si256(_mm256_castsi128_si256(load(1)), load(5), 1);
+  const __m256i a2 = _mm256_inserti128_si256(_mm256_castsi128_si256(load(2)), load(6), 1);
+  const __m256i a3 = _mm256_inserti128_si256(_mm256_castsi128_si256(load(3)), load(7), 1);
+  const __m256i t0 = _mm256_unpacklo_epi32(a0, a1), t1 = _mm256_unpackhi_epi32(a0, a1);
+  const __m256i t2 = _mm256_unpacklo_epi32(a2, a3), t3 = _mm256_unpackhi_epi32(a2, a3);
+  out->q[0] = _mm256_unpacklo_epi64(t0, t2);
+  out->q[1] = _mm256_unpackhi_epi64(t0, t2);
+  out->q[2] = _mm256_unpacklo_epi64(t1, t3);
+  out->q[3] = _mm256_unpackhi_epi64(t1, t3);
+  out->d = LaneScales(p, stride);
+}
+
+HWY_INLINE __m256i Bcast4(const int8_t* p) {
+  int32_t v;
+  std::memcpy(&v, p, 4);
+  return _mm256_set1_epi32(v);
+}
+
+// The nibbles of one interleaved block, unpacked once and used by every row of a tile.
+struct Q40Nibbles {
+  __m256i lo0, lo1, lo2, lo3;  // elements 4j .. 4j + 3 of each column (j = 0..3)
+  __m256i hi0, hi1, hi2, hi3;  // elements 16 + 4j ..
+  __m256 d;
+};
+
+HWY_INLINE void UnpackQ40(const Q40x8& blk, Q40Nibbles* n) {
+  const __m256i m = _mm256_set1_epi8(0x0F);
+  n->lo0 = _mm256_and_si256(blk.q[0], m);
+  n->lo1 = _mm256_and_si256(blk.q[1], m);
+  n->lo2 = _mm256_and_si256(blk.q[2], m);
+  n->lo3 = _mm256_and_si256(blk.q[3], m);
+  n->hi0 = _mm256_and_si256(_mm256_srli_epi16(blk.q[0], 4), m);
+  n->hi1 = _mm256_and_si256(_mm256_srli_epi16(blk.q[1], 4), m);
+  n->hi2 = _mm256_and_si256(_mm256_srli_epi16(blk.q[2], 4), m);
+  n->hi3 = _mm256_and_si256(_mm256_srli_epi16(blk.q[3], 4), m);
+  n->d = blk.d;
+}
+
+// One block of one activation row: acc (lane c = column c) = fma(d_w · dx, isum_c, acc).
+//   x: the row's 32 int8 quants of this block; dx, s8: its scale and 8 · Σ quants.
+HWY_INLINE __m256 Q40Row(const Q40Nibbles& n, const int8_t* HWY_RESTRICT x, float dx, int32_t s8,
+                         __m256 acc) {
+  __m256i p = _mm256_maddubs_epi16(n.lo0, Bcast4(x));
+  p = _mm256_add_epi16(p, _mm256_maddubs_epi16(n.lo1, Bcast4(x + 4)));
+  p = _mm256_add_epi16(p, _mm256_maddubs_epi16(n.lo2, Bcast4(x + 8)));
+  p = _mm256_add_epi16(p, _mm256_maddubs_epi16(n.lo3, Bcast4(x + 12)));
+  p = _mm256_add_epi16(p, _mm256_maddubs_epi16(n.hi0, Bcast4(x + 16)));
+  p = _mm256_add_epi16(p, _mm256_maddubs_epi16(n.hi1, Bcast4(x + 20)));
+  p = _mm256_add_epi16(p, _mm256_maddubs_epi16(n.hi2, Bcast4(x + 24)));
+  p = _mm256_add_epi16(p, _mm256_maddubs_epi16(n.hi3, Bcast4(x + 28)));
+  const __m256i isum =
+      _mm256_sub_epi32(_mm256_madd_epi16(p, _mm256_set1_epi16(1)), _mm256_set1_epi32(s8));
+  return _mm256_fmadd_ps(_mm256_mul_ps(n.d, _mm256_set1_ps(dx)), _mm256_cvtepi32_ps(isum), acc);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Q4_0
+
+// GEMV: 8 columns (rows w + c · nb of the weights) against activation row 0, interleaving each
+// block in registers. Not inlined: one copy of this loop for full and padded groups.
+HWY_NOINLINE __m256 Q40GemvGroup(const LaneActs& a, const BlockQ4_0* HWY_RESTRICT w, size_t nb) {
+  __m256 acc = _mm256_setzero_ps();
+  for (size_t b = 0; b < nb; ++b) {
+    PrefetchNextGroup(w, nb * sizeof(BlockQ4_0), b, kLaneCols * sizeof(BlockQ4_0));
+    Q40x8 blk;
+    InterleaveQ40(w, nb, b, &blk);
+    Q40Nibbles n;
+    UnpackQ40(blk, &n);
+    acc = Q40Row(n, a.q8() + b * kQK, a.d[b], a.s8[b], acc);
+  }
+  return acc;
+}
+
+// GEMM: RT activation rows (r0 ..) against a panel of 8 interleaved columns [nb]; named
+// accumulators so that they stay in registers.
+template <int RT>
+HWY_NOINLINE void Q40PanelRows(const LaneActs& a, size_t r0, const Q40x8* HWY_RESTRICT panel,
+                               __m256* acc_out) {
+  static_assert(RT >= 1 && RT <= 4, "Q40PanelRows handles 1..4 rows");
+  const size_t K = a.K, nb = a.nb;
+  const int8_t* HWY_RESTRICT x = a.q8() + r0 * K;  // row r at x + r · K
+  const float* HWY_RESTRICT d = a.d + r0 * nb;  // row r at d + r · nb
+  const int32_t* HWY_RESTRICT s = a.s8 + r0 * nb;
+  __m256 c0 = _mm256_setzero_ps(), c1 = c0, c2 = c0, c3 = c0;
+  for (size_t b = 0; b < nb; ++b) {
+    Q40Nibbles n;
+    UnpackQ40(panel[b], &n);
+    const int8_t* xb = x + b * kQK;
+    c0 = Q40Row(n, xb, d[b], s[b], c0);
+    if constexpr (RT > 1) c1 = Q40Row(n, xb + K, d[nb + b], s[nb + b], c1);
+    if constexpr (RT > 2) c2 = Q40Row(n, xb + 2 * K, d[2 * nb + b], s[2 * nb + b], c2);
+    if constexpr (RT > 3) c3 = Q40Row(n, xb + 3 * K, d[3 * nb + b], s[3 * nb + b], c3);
+  }
+  acc_out[0] = c0;
+  if constexpr (RT > 1) acc_out[1] = c1;
+  if constexpr (RT > 2) acc_out[2] = c2;
+  if constexpr (RT > 3) acc_out[3] = c3;
+}
+
+struct Q40Kernel {
+  using Block = BlockQ4_0;
+  using Panel = Q40x8;
+  using XQ = int8_t;
+  static void Quantize(const float* x, size_t K, int8_t* q, float* d, int32_t* s8, float* tmp) {
+    QuantizeActivationRow(x, int64_t(K), q, d, tmp);
+    for (size_t b = 0; b < K / kQK; ++b) {
+      int32_t s = 0;
+      for (size_t j = 0; j < kQK; ++j) s += q[b * kQK + j];
+      s8[b] = 8 * s;
+    }
+  }
+  static __m256 Gemv(const LaneActs& a, const Block* w, size_t nb) { return Q40GemvGroup(a, w, nb); }
+  static void Interleave(const Block* w, size_t stride, size_t b, Panel* out) {
+    InterleaveQ40(w, stride, b, out);
+  }
+  template <int RT>
+  static void PanelRows(const LaneActs& a, size_t r0, const Panel* panel, __m256* acc) {
+    Q40PanelRows<RT>(a, r0, panel, acc);
+  }
+};
+
+// ---------------------------------------------------------------------------------------------
+// Q8_0
+
+// One block of 8 columns for the GEMM panel (288 bytes): q[j] = [k (4j, 4j+1) of columns 0..7 |
+// k (4j+2, 4j+3) of columns 0..7], signed bytes.
+struct Q80x8 {
+  __m256i q[8];
+  __m256 d;
+};
+
+// Block b of the 8 rows w + c · stride as a panel block: a transpose of 16-bit units (pairs of
+// quants), columns × 16 units → units × 8 columns.
+HWY_INLINE void InterleaveQ80(const BlockQ8_0* HWY_RESTRICT w, size_t stride, size_t b,
+                              Q80x8* HWY_RESTRICT out) {
+  const BlockQ8_0* p = w + b;
+  auto load = [&](size_t c) {
+    return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p[c * stride].qs));
+  };
+  const __m256i r0 = load(0), r1 = load(1), r2 = load(2), r3 = load(3);
+  const __m256i r4 = load(4), r5 = load(5), r6 = load(6), r7 = load(7);
+  // Per 128-bit half (units 0..7, 8..15): pairs of columns, then quads, then all 8.
+  const __m256i s01l = _mm256_unpacklo_epi16(r0, r1), s01h = _mm256_unpackhi_epi16(r0, r1);
+  const __m256i s23l = _mm256_unpacklo_epi16(r2, r3), s23h = _mm256_unpackhi_epi16(r2, r3);
+  const __m256i s45l = _mm256_unpacklo_epi16(r4, r5), s45h = _mm256_unpackhi_epi16(r4, r5);
+  const __m256i s67l = _mm256_unpacklo_epi16(r6, r7), s67h = _mm256_unpackhi_epi16(r6, r7);
+  const __m256i t0 = _mm256_unpacklo_epi32(s01l, s23l), t1 = _mm256_unpackhi_epi32(s01l, s23l);
+  const __m256i t2 = _mm256_unpacklo_epi32(s01h, s23h), t3 = _mm256_unpackhi_epi32(s01h, s23h);
+  const __m256i t4 = _mm256_unpacklo_epi32(s45l, s67l), t5 = _mm256_unpackhi_epi32(s45l, s67l);
+  const __m256i t6 = _mm256_unpacklo_epi32(s45h, s67h), t7 = _mm256_unpackhi_epi32(s45h, s67h);
+  // u[i]: unit i of columns 0..7 | unit 8 + i of columns 0..7.
+  const __m256i u0 = _mm256_unpacklo_epi64(t0, t4), u1 = _mm256_unpackhi_epi64(t0, t4);
+  const __m256i u2 = _mm256_unpacklo_epi64(t1, t5), u3 = _mm256_unpackhi_epi64(t1, t5);
+  const __m256i u4 = _mm256_unpacklo_epi64(t2, t6), u5 = _mm256_unpackhi_epi64(t2, t6);
+  const __m256i u6 = _mm256_unpacklo_epi64(t3, t7), u7 = _mm256_unpackhi_epi64(t3, t7);
+  out->q[0] = _mm256_permute2x128_si256(u0, u1, 0x20);
+  out->q[1] = _mm256_permute2x128_si256(u2, u3, 0x20);
+  out->q[2] = _mm256_permute2x128_si256(u4, u5, 0x20);
+  out->q[3] = _mm256_permute2x128_si256(u6, u7, 0x20);
+  out->q[4] = _mm256_permute2x128_si256(u0, u1, 0x31);
+  out->q[5] = _mm256_permute2x128_si256(u2, u3, 0x31);
+  out->q[6] = _mm256_permute2x128_si256(u4, u5, 0x31);
+  out->q[7] = _mm256_permute2x128_si256(u6, u7, 0x31);
+  out->d = LaneScales(p, stride);
+}
+
+HWY_INLINE __m256i Bcast2x16(const int16_t* p) {
+  int32_t v;
+  std::memcpy(&v, p, 4);
+  return _mm256_set1_epi32(v);
+}
+
+// GEMV: 8 columns (rows w + c · nb) against activation row 0. Each column's block is 2 madds
+// against the activation block (8 int32 lanes); the 8 columns' lanes are summed into lane c by a
+// transpose-and-add tree (integer, exact).
+HWY_NOINLINE __m256 Q80GemvGroup(const LaneActs& a, const BlockQ8_0* HWY_RESTRICT w, size_t nb) {
+  __m256 acc = _mm256_setzero_ps();
+  const int16_t* HWY_RESTRICT xq = a.q16();
+  for (size_t b = 0; b < nb; ++b) {
+    PrefetchNextGroup(w, nb * sizeof(BlockQ8_0), b, kLaneCols * sizeof(BlockQ8_0));
+    const __m256i x0 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(xq + b * kQK));
+    const __m256i x1 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(xq + b * kQK + 16));
+    auto col = [&](size_t c) {
+      const int8_t* q = w[c * nb + b].qs;
+      const __m256i w0 = _mm256_cvtepi8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(q)));
+      const __m256i w1 = _mm256_cvtepi8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(q + 16)));
+      return _mm256_add_epi32(_mm256_madd_epi16(w0, x0), _mm256_madd_epi16(w1, x1));
+    };
+    const __m256i v0 = col(0), v1 = col(1), v2 = col(2), v3 = col(3);
+    const __m256i v4 = col(4), v5 = col(5), v6 = col(6), v7 = col(7);
+    // Per 128-bit half: [v0 0+2, v1 0+2, v0 1+3, v1 1+3], then [Σv0, Σv1, Σv2, Σv3].
+    const __m256i a01 = _mm256_add_epi32(_mm256_unpacklo_epi32(v0, v1), _mm256_unpackhi_epi32(v0, v1));
+    const __m256i a23 = _mm256_add_epi32(_mm256_unpacklo_epi32(v2, v3), _mm256_unpackhi_epi32(v2, v3));
+    const __m256i a45 = _mm256_add_epi32(_mm256_unpacklo_epi32(v4, v5), _mm256_unpackhi_epi32(v4, v5));
+    const __m256i a67 = _mm256_add_epi32(_mm256_unpacklo_epi32(v6, v7), _mm256_unpackhi_epi32(v6, v7));
+    const __m256i b0 = _mm256_add_epi32(_mm256_unpacklo_epi64(a01, a23), _mm256_unpackhi_epi64(a01, a23));
+    const __m256i b1 = _mm256_add_epi32(_mm256_unpacklo_epi64(a45, a67), _mm256_unpackhi_epi64(a45, a67));
+    const __m256i isum = _mm256_add_epi32(_mm256_permute2x128_si256(b0, b1, 0x20),
+                                          _mm256_permute2x128_si256(b0, b1, 0x31));
+    acc = _mm256_fmadd_ps(_mm256_mul_ps(LaneScales(w + b, nb), _mm256_set1_ps(a.d[b])),
+                          _mm256_cvtepi32_ps(isum), acc);
+  }
+  return acc;
+}
+
+// GEMM: RT activation rows (r0 ..) against a panel of 8 interleaved columns [nb].
+template <int RT>
+HWY_NOINLINE void Q80PanelRows(const LaneActs& a, size_t r0, const Q80x8* HWY_RESTRICT panel,
+                               __m256* acc_out) {
+  static_assert(RT >= 1 && RT <= 4, "Q80PanelRows handles 1..4 rows");
+  const size_t K = a.K, nb = a.nb;
+  const int16_t* HWY_RESTRICT x = a.q16() + r0 * K;  // row r at x + r · K
+  const float* HWY_RESTRICT d = a.d + r0 * nb;
+  __m256 c0 = _mm256_setzero_ps(), c1 = c0, c2 = c0, c3 = c0;
+  for (size_t b = 0; b < nb; ++b) {
+    const Q80x8& p = panel[b];
+    const int16_t* xb = x + b * kQK;
+    __m256i i0 = _mm256_setzero_si256(), i1 = i0, i2 = i0, i3 = i0;
+#pragma GCC unroll 8
+    for (int j = 0; j < 8; ++j) {
+      const __m128i* pj = reinterpret_cast<const __m128i*>(&p.q[j]);
+      const __m256i wa = _mm256_cvtepi8_epi16(_mm_load_si128(pj));
+      const __m256i wb = _mm256_cvtepi8_epi16(_mm_load_si128(pj + 1));
+      auto row = [&](const int16_t* xr) {
+        return _mm256_add_epi32(_mm256_madd_epi16(wa, Bcast2x16(xr + 4 * j)),
+                                _mm256_madd_epi16(wb, Bcast2x16(xr + 4 * j + 2)));
+      };
+      i0 = _mm256_add_epi32(i0, row(xb));
+      if constexpr (RT > 1) i1 = _mm256_add_epi32(i1, row(xb + K));
+      if constexpr (RT > 2) i2 = _mm256_add_epi32(i2, row(xb + 2 * K));
+      if constexpr (RT > 3) i3 = _mm256_add_epi32(i3, row(xb + 3 * K));
+    }
+    c0 = _mm256_fmadd_ps(_mm256_mul_ps(p.d, _mm256_set1_ps(d[b])), _mm256_cvtepi32_ps(i0), c0);
+    if constexpr (RT > 1)
+      c1 = _mm256_fmadd_ps(_mm256_mul_ps(p.d, _mm256_set1_ps(d[nb + b])), _mm256_cvtepi32_ps(i1), c1);
+    if constexpr (RT > 2)
+      c2 = _mm256_fmadd_ps(_mm256_mul_ps(p.d, _mm256_set1_ps(d[2 * nb + b])), _mm256_cvtepi32_ps(i2), c2);
+    if constexpr (RT > 3)
+      c3 = _mm256_fmadd_ps(_mm256_mul_ps(p.d, _mm256_set1_ps(d[3 * nb + b])), _mm256_cvtepi32_ps(i3), c3);
+  }
+  acc_out[0] = c0;
+  if constexpr (RT > 1) acc_out[1] = c1;
+  if constexpr (RT > 2) acc_out[2] = c2;
+  if constexpr (RT > 3) acc_out[3] = c3;
+}
+
+struct Q80Kernel {
+  using Block = BlockQ8_0;
+  using Panel = Q80x8;
+  using XQ = int16_t;
+  static void Quantize(const float* x, size_t K, int16_t* q, float* d, int32_t*, float*) {
+    QuantizeActivationRowWide(x, int64_t(K), q, d);
+  }
+  static __m256 Gemv(const LaneActs& a, const Block* w, size_t nb) { return Q80GemvGroup(a, w, nb); }
+  static void Interleave(const Block* w, size_t stride, size_t b, Panel* out) {
+    InterleaveQ80(w, stride, b, out);
+  }
+  template <int RT>
+  static void PanelRows(const LaneActs& a, size_t r0, const Panel* panel, __m256* acc) {
+    Q80PanelRows<RT>(a, r0, panel, acc);
+  }
+};
+
+// ---------------------------------------------------------------------------------------------
+// Driver: quantize the activation rows (in parallel over rows); R = 1: threads take contiguous
+// ranges of 8-column groups; R > 1: one task per (32 columns, 64 rows), each 8-column group
+// interleaved into a panel once and read by 4-row register tiles (then single rows).
+
+constexpr size_t kLaneRowTile = 4;    // activation rows per GEMM register tile
+constexpr size_t kLaneTaskCols = 32;  // columns per GEMM task (4 groups of 8)
+constexpr size_t kLaneTaskRows = 64;  // rows per GEMM task
+
+template <class Kern>
+void LaneMatMul(const float* x, size_t R, size_t K, const typename Kern::Block* w, size_t N,
+                const float* bias, float* y, size_t ldy, ThreadPool& pool) {
+  using Block = typename Kern::Block;
+  using XQ = typename Kern::XQ;
+  const size_t nb = K / kQK;
+  // Scratch: R · K quants (K is a multiple of 32, so whole floats), then R · nb each of scales,
+  // float sums (unused) and int32 8 · Σq.
+  const size_t q_floats = R * K * sizeof(XQ) / sizeof(float);
+  float* buf = ThreadScratch(1).Floats(std::max<size_t>(1, q_floats + 3 * R * nb));
+  XQ* xq = reinterpret_cast<XQ*>(buf);
+  float* xd = buf + q_floats;
+  float* xs = xd + R * nb;
+  int32_t* s8 = reinterpret_cast<int32_t*>(xs + R * nb);
+  pool.ParallelFor(int64_t(R), [&](int64_t r0, int64_t r1, int) {
+    for (size_t r = size_t(r0); r < size_t(r1); ++r) {
+      Kern::Quantize(x + r * K, K, xq + r * K, xd + r * nb, s8 + r * nb, xs + r * nb);
+    }
+  });
+  const LaneActs acts{xq, xd, s8, K, nb};
+  const size_t groups = (N + kLaneCols - 1) / kLaneCols;
+  // The columns of a partial last group, copied into 8 zero-padded rows (slot 0 of the scratch).
+  auto padded = [&](size_t n, size_t nc) {
+    const size_t bytes = kLaneCols * nb * sizeof(Block);
+    Block* p = reinterpret_cast<Block*>(ThreadScratch(0).Floats((bytes + 3) / 4));
+    std::memset(static_cast<void*>(p), 0, bytes);
+    std::memcpy(static_cast<void*>(p), w + n * nb, nc * nb * sizeof(Block));
+    return static_cast<const Block*>(p);
+  };
+  if (R == 1) {
+    pool.ParallelFor(int64_t(groups), [&](int64_t g0, int64_t g1, int) {
+      for (size_t g = size_t(g0); g < size_t(g1); ++g) {
+        const size_t n = g * kLaneCols, nc = std::min(kLaneCols, N - n);
+        const __m256 acc = Kern::Gemv(acts, nc == kLaneCols ? w + n * nb : padded(n, nc), nb);
+        LaneStore(acc, bias ? bias + n : nullptr, nc, y + n);
+      }
+    });
+    return;
+  }
+  using Panel = typename Kern::Panel;
+  const size_t row_blocks = (R + kLaneTaskRows - 1) / kLaneTaskRows;
+  const size_t col_blocks = (N + kLaneTaskCols - 1) / kLaneTaskCols;
+  pool.ParallelFor(int64_t(row_blocks * col_blocks), [&](int64_t t0, int64_t t1, int) {
+    // Panel: [nb] interleaved blocks of 8 columns, per thread, kept across calls.
+    thread_local hwy::AlignedFreeUniquePtr<Panel[]> panel_mem;
+    thread_local size_t panel_size = 0;
+    if (panel_size < nb) {
+      panel_mem = hwy::AllocateAligned<Panel>(nb);
+      panel_size = nb;
+    }
+    Panel* panel = panel_mem.get();
+    for (size_t t = size_t(t0); t < size_t(t1); ++t) {
+      const size_t n0 = (t / row_blocks) * kLaneTaskCols, r0 = (t % row_blocks) * kLaneTaskRows;
+      const size_t n1 = std::min(N, n0 + kLaneTaskCols), r1 = std::min(R, r0 + kLaneTaskRows);
+      for (size_t n = n0; n < n1; n += kLaneCols) {
+        const size_t nc = std::min(kLaneCols, n1 - n);
+        const Block* src = nc == kLaneCols ? w + n * nb : padded(n, nc);
+        for (size_t b = 0; b < nb; ++b) Kern::Interleave(src, nb, b, &panel[b]);
+        const float* bn = bias ? bias + n : nullptr;
+        size_t r = r0;
+        __m256 acc[kLaneRowTile];
+        for (; r + kLaneRowTile <= r1; r += kLaneRowTile) {
+          Kern::template PanelRows<kLaneRowTile>(acts, r, panel, acc);
+          for (size_t i = 0; i < kLaneRowTile; ++i) LaneStore(acc[i], bn, nc, y + (r + i) * ldy + n);
+        }
+        for (; r < r1; ++r) {
+          Kern::template PanelRows<1>(acts, r, panel, acc);
+          LaneStore(acc[0], bn, nc, y + r * ldy + n);
+        }
+      }
+    }
+  });
+}
+
+}  // namespace HWY_NAMESPACE
+}  // namespace es::cpu
+HWY_AFTER_NAMESPACE();
+
+#endif  // x86 AVX2 and up
+#endif  // ES_CPU_KERNELS_MATMUL_LANES_INL_H_ toggle
