@@ -30,11 +30,11 @@ uint32_t Knob(const char* name, std::initializer_list<uint32_t> allowed, uint32_
   Fail("vulkan: ", name, "='", v, "' is not one of ", list);
 }
 
-// The GEMV's specialization constants (matmul_gemv.comp ids 0..5): workgroup size, invocation
+// The GEMV's specialization constants (matmul_gemv.comp ids 0..6): workgroup size, invocation
 // groups per workgroup, outputs per group (QR), slices per step (SPL), shared partial-sum slots
-// (NSG), int-to-float trick (MAGIC). Block-quantized weights take the knobs below (read when a
-// graph is recorded, so one process can compare them); the dense types keep GemvFor's geometry
-// with QR = SPL = 1.
+// (NSG), int-to-float trick (MAGIC), batch rows per workgroup (RB: 1, 2, 4 or 8, the smallest
+// covering R). Block-quantized weights take the knobs below (read when a graph is recorded, so
+// one process can compare them); the dense types keep GemvFor's geometry with QR = SPL = 1.
 //   ES_VK_GEMV_QR   1|2|4|8      adjacent output rows per invocation group, sharing each x load
 //                                (default 4)
 //   ES_VK_GEMV_TPR  32..256      invocations per group (default 64; at least the subgroup size)
@@ -42,23 +42,26 @@ uint32_t Knob(const char* name, std::initializer_list<uint32_t> allowed, uint32_
 //                                4 invocations per 32-block, neighbours read neighbouring words)
 //   ES_VK_GEMV_MAGIC 0|1         levels to floats by the 0x4B000000 bit trick (default 1)
 struct GemvSpec {
-  uint32_t wg, rows, qr, spl, nsg, magic;
-  std::vector<uint32_t> Spec() const { return {wg, rows, qr, spl, nsg, magic}; }
+  uint32_t wg, rows, qr, spl, nsg, magic, rb;
+  std::vector<uint32_t> Spec() const { return {wg, rows, qr, spl, nsg, magic, rb}; }
   uint32_t Outputs() const { return rows * qr; }  // outputs per workgroup
 };
-GemvSpec GemvSpecFor(const Device& dev, DType wt, bool vec) {
+// R: the batch rows (RB: the smallest of 1, 2, 4, 8 covering min(R, 8)).
+GemvSpec GemvSpecFor(const Device& dev, DType wt, bool vec, int64_t R) {
   const GemvShape gs = GemvFor(dev);
   const uint32_t min_sg = std::max<uint32_t>(dev.info().min_subgroup_size, 4);
-  if (!(vec && IsQuantized(wt))) return {gs.wg, gs.rows, 1, 1, gs.wg / min_sg, 1};
+  const uint32_t rb = R <= 1 ? 1 : R <= 2 ? 2 : R <= 4 ? 4 : 8;
+  if (!(vec && IsQuantized(wt))) return {gs.wg, gs.rows, 1, 1, gs.wg / min_sg, 1, rb};
   const uint32_t max_sg = std::max<uint32_t>(dev.info().max_subgroup_size, 1);
   const uint32_t tpr = std::max(Knob("ES_VK_GEMV_TPR", {32, 64, 128, 256}, 64), max_sg);
   const uint32_t wg = std::max<uint32_t>(128, tpr);
   return {wg, wg / tpr, Knob("ES_VK_GEMV_QR", {1, 2, 4, 8}, 4), Knob("ES_VK_GEMV_SPL", {1, 2, 4}, 1),
-          wg / min_sg, Knob("ES_VK_GEMV_MAGIC", {0, 1}, 1)};
+          wg / min_sg, Knob("ES_VK_GEMV_MAGIC", {0, 1}, 1), rb};
 }
 uint32_t GemvGroups(int64_t N, const GemvSpec& gs) {
   return uint32_t((N + gs.Outputs() - 1) / gs.Outputs());
 }
+uint32_t GemvRowGroups(int64_t R, const GemvSpec& gs) { return uint32_t((R + gs.rb - 1) / gs.rb); }
 constexpr uint32_t kGemmTile = 128;  // BM = BN of matmul_gemm.comp, BN of matmul_gemm_cm.comp
 constexpr uint64_t kCoopmatBigTiles = 512;  // 128-row tiles from this many (4 per SM on an H200)
 }  // namespace
@@ -76,7 +79,7 @@ void RecordHeadGemv(OpContext& c, BufRange x, int64_t R, int64_t H, int64_t N, i
   const bool vec = K % 8 == 0 && x_rs % 4 == 0 && x_hs % 4 == 0 && x_off % 4 == 0;
   ES_CHECK(vec || !IsQuantized(w.dtype), "vulkan: quantized per-head weight '", c.n.name,
            "' needs 4-aligned activation offsets");
-  const GemvSpec gs = GemvSpecFor(c.dev, w.dtype, vec);
+  const GemvSpec gs = GemvSpecFor(c.dev, w.dtype, vec, R);
   Dispatch& d = c.Add(std::string("matmul_gemv_") + TypeSuffix(w.dtype) + (vec ? "_vec" : ""),
                       {1, 1, 1, 1, 1, 1}, gs.Spec());
   d.bindings = {{Range(w.chunks[0].alloc)}, {x}, {x}, {y}, {x}, {x}};
@@ -85,7 +88,7 @@ void RecordHeadGemv(OpContext& c, BufRange x, int64_t R, int64_t H, int64_t N, i
                   uint32_t(x_off), uint32_t(y_rs), uint32_t(y_hs), uint32_t(y_off), 0, 0, 0, 0.0f});
   d.groups[0] = GemvGroups(N, gs);
   d.groups[1] = uint32_t(H);
-  d.groups[2] = uint32_t((R + kGemvMaxRows - 1) / kGemvMaxRows);
+  d.groups[2] = GemvRowGroups(R, gs);
 }
 
 void RecordMatMul(OpContext& c, BufRange x, int64_t R, int64_t K, const DeviceWeight& w,
@@ -95,7 +98,7 @@ void RecordMatMul(OpContext& c, BufRange x, int64_t R, int64_t K, const DeviceWe
   ES_ASSERT(w.cols == K);
   const bool gemv = R <= kGemvMaxRows;
   const bool vec = K % 8 == 0;
-  const GemvSpec gs = GemvSpecFor(c.dev, w.dtype, vec);
+  const GemvSpec gs = GemvSpecFor(c.dev, w.dtype, vec, R);
   for (const auto& ch : w.chunks) {
     if (ch.rows == 0) continue;
     const uint32_t N = uint32_t(ch.rows);
@@ -109,7 +112,7 @@ void RecordMatMul(OpContext& c, BufRange x, int64_t R, int64_t K, const DeviceWe
                       uint32_t(y_rs), 0, 0, bias ? 1u : 0u, residual ? 1u : 0u, norm ? 1u : 0u,
                       norm ? norm->eps : 0.0f});
       d.groups[0] = GemvGroups(N, gs);
-      d.groups[2] = uint32_t((R + kGemvMaxRows - 1) / kGemvMaxRows);
+      d.groups[2] = GemvRowGroups(R, gs);
     } else if (UseCoopmat(c.dev, K, w.dtype)) {
       // Tensor cores: f16 tiles, f32 accumulators (matmul_gemm_cm.comp); BM x 128 tiles, BM =
       // 64 unless 128-row tiles already give enough workgroups to fill a large GPU.
@@ -144,7 +147,7 @@ void RecordGemvSwiGLU(OpContext& c, BufRange x, int64_t R, int64_t K, const Devi
                       const DeviceWeight& up, BufRange y, const NormFold* norm) {
   ES_ASSERT(CanFuseGemv(R, K, gate) && gate.dtype == up.dtype && gate.rows == up.rows &&
             gate.chunks.size() == up.chunks.size());
-  const GemvSpec gs = GemvSpecFor(c.dev, gate.dtype, true);
+  const GemvSpec gs = GemvSpecFor(c.dev, gate.dtype, true, R);
   for (size_t i = 0; i < gate.chunks.size(); ++i) {
     const auto& cg = gate.chunks[i];
     const auto& cu = up.chunks[i];
@@ -158,7 +161,7 @@ void RecordGemvSwiGLU(OpContext& c, BufRange x, int64_t R, int64_t K, const Devi
     d.Push(GemvPush{uint32_t(K), N, uint32_t(R), uint32_t(cg.row0), uint32_t(K), 0, 0,
                     uint32_t(gate.rows), 0, 0, 0u, 0u, norm ? 1u : 0u, norm ? norm->eps : 0.0f});
     d.groups[0] = GemvGroups(N, gs);
-    d.groups[2] = uint32_t((R + kGemvMaxRows - 1) / kGemvMaxRows);
+    d.groups[2] = GemvRowGroups(R, gs);
   }
 }
 

@@ -47,7 +47,10 @@ void BuildMoe(OpContext& c) {
   constexpr size_t kMaxBlocks = 4;
   std::vector<BufRange> blocks;
   std::vector<uint32_t> table(size_t(6 * E));
-  DType dtype = DType::kF32;
+  // Gate and up share one type (the UP kernel reads both), down may have another (llama.cpp's
+  // q4_k_m files keep gate/up in Q4_K and some layers' down in Q6_K); each is the same for all
+  // experts (GGUF stacks them in one tensor).
+  DType dtype[3] = {DType::kF32, DType::kF32, DType::kF32};
   for (int64_t e = 0; e < E; ++e) {
     for (int m = 0; m < 3; ++m) {
       const Tensor& t = c.W(int(3 + 3 * e + m));
@@ -56,8 +59,11 @@ void BuildMoe(OpContext& c) {
       const int64_t rows = m == 2 ? D : I, cols = m == 2 ? I : D;
       ES_CHECK(w.rows == rows && w.cols == cols, "vulkan: expert weight '", t.name, "' should be [",
                rows, ", ", cols, "]");
-      if (e == 0 && m == 0) dtype = w.dtype;
-      ES_CHECK(w.dtype == dtype, "vulkan: moe '", n.name, "': experts mix weight types");
+      if (e == 0) dtype[m] = w.dtype;
+      ES_CHECK(w.dtype == dtype[m] && (m == 0 || dtype[1] == dtype[0]), "vulkan: moe '", n.name,
+               "': expert weight '", t.name, "' has type ", Name(w.dtype), ", expected ",
+               Name(e == 0 ? dtype[0] : dtype[m]), " (gate and up of every expert share one type, "
+               "down of every expert one type)");
       const Allocation& a = w.chunks[0].alloc;
       size_t b = 0;
       while (b < blocks.size() && blocks[b].buffer != a.buffer) ++b;
@@ -67,7 +73,7 @@ void BuildMoe(OpContext& c) {
         blocks.push_back({a.buffer, 0, a.buffer_size});
       }
       // Offsets in elements for dense types, in 32-bit words for repacked block types.
-      const uint64_t unit = Repacked(dtype) ? 4 : RowBytes(dtype, 1);
+      const uint64_t unit = Repacked(w.dtype) ? 4 : RowBytes(w.dtype, 1);
       ES_CHECK(a.offset % unit == 0 && a.offset / unit <= UINT32_MAX, "vulkan: expert weight '",
                t.name, "' lies beyond a 32-bit offset of its memory block");
       table[size_t(6 * e + 2 * m)] = uint32_t(b);
@@ -82,13 +88,14 @@ void BuildMoe(OpContext& c) {
   const GemvShape gs = GemvFor(c.dev);
   // Dense experts with rows of whole 8-element groups take the vector variant; block types
   // have one variant (8-element slices).
-  auto vec = [&](int64_t cols) { return cols % 8 == 0 && !Repacked(dtype); };
+  auto vec = [&](int64_t cols, DType t) { return cols % 8 == 0 && !Repacked(t); };
   struct {
     uint32_t D, I, top_k;
   } pc{uint32_t(D), uint32_t(I), uint32_t(K)};
   {
-    Dispatch& d = c.Add(std::string("moe_up_") + TypeSuffix(dtype) + (vec(D) ? "_vec" : ""),
-                        {uint32_t(kMaxBlocks), 1, 1, 1, 1, 1}, {gs.wg, gs.rows});
+    Dispatch& d = c.Add(
+        std::string("moe_up_") + TypeSuffix(dtype[0]) + (vec(D, dtype[0]) ? "_vec" : ""),
+        {uint32_t(kMaxBlocks), 1, 1, 1, 1, 1}, {gs.wg, gs.rows});
     d.bindings = {blocks, {c.In(0)}, {ids}, {wts}, {Range(tab)}, {h}};
     d.writes = {5};
     d.Push(pc);
@@ -96,8 +103,9 @@ void BuildMoe(OpContext& c) {
     d.groups[1] = uint32_t(R * K);
   }
   {
-    Dispatch& d = c.Add(std::string("moe_down_") + TypeSuffix(dtype) + (vec(I) ? "_vec" : ""),
-                        {uint32_t(kMaxBlocks), 1, 1, 1, 1, 1}, {gs.wg, gs.rows});
+    Dispatch& d = c.Add(
+        std::string("moe_down_") + TypeSuffix(dtype[2]) + (vec(I, dtype[2]) ? "_vec" : ""),
+        {uint32_t(kMaxBlocks), 1, 1, 1, 1, 1}, {gs.wg, gs.rows});
     d.bindings = {blocks, {h}, {ids}, {wts}, {Range(tab)}, {c.Out()}};
     d.writes = {5};
     d.Push(pc);

@@ -17,7 +17,8 @@
 // host's group count says so); each invocation walks the rows' 8-element slices (QSlice), SPL
 // consecutive slices per step (spec constant 3), reading each x vec4 once for the QR rows.
 // Spec constant 4 (NSG) sizes the shared partial sums: subgroups per workgroup at the smallest
-// subgroup size; 5 (MAGIC) picks the int-to-float trick of QLevels (1) or plain conversions.
+// subgroup size; 5 (MAGIC) picks the int-to-float trick of QLevels (1) or plain conversions;
+// 6 (RB) is the number of batch rows a workgroup covers.
 #include "common.glsl"
 layout(local_size_x_id = 0) in;
 layout(constant_id = 0) const uint WG = 128;
@@ -27,7 +28,9 @@ layout(constant_id = 3) const uint SPL = 1;
 layout(constant_id = 4) const uint NSG = 32;
 layout(constant_id = 5) const bool MAGIC = true;
 #define QMAGIC MAGIC
-const uint RB = 8;
+// Batch rows per workgroup (1, 2, 4 or 8: the host picks the smallest that covers R, so a
+// one-row decode keeps QR accumulators, not 8 * QR, and compiles to a short loop).
+layout(constant_id = 6) const uint RB = 8;
 const uint TPR = WG / ROWS;
 #if defined(DUAL)
 layout(binding = 0) readonly buffer W { uvec4 wq[]; } wb[2];  // gate, up
