@@ -141,7 +141,7 @@ void BM_Gemm(benchmark::State& state) {
 }
 BENCHMARK(BM_Gemm)
     ->ArgsProduct({{2, 0}, {1536}, {8960}, {512}, {1, 2}})
-    ->ArgsProduct({{2}, {8960}, {1536}, {512}, {1, 2}})
+    ->ArgsProduct({{2, 3, 4}, {8960}, {1536}, {512}, {1, 2}})
     ->ArgsProduct({{3, 4}, {1536}, {8960}, {512}, {1, 2}})
     ->UseRealTime()
     ->Unit(benchmark::kMillisecond);

@@ -376,7 +376,7 @@ struct Q80Kernel {
 
 constexpr size_t kLaneRowTile = 4;    // activation rows per GEMM register tile
 constexpr size_t kLaneTaskCols = 32;  // columns per GEMM task (4 groups of 8)
-constexpr size_t kLaneTaskRows = 64;  // rows per GEMM task
+constexpr size_t kLaneTaskRows = 128;  // rows per GEMM task (the panel is built once per task)
 
 template <class Kern>
 void LaneMatMul(const float* x, size_t R, size_t K, const typename Kern::Block* w, size_t N,
