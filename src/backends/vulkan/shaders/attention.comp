@@ -28,16 +28,47 @@ layout(push_constant) uniform P {
   uint Hq, Hkv, wa, wb, dv, q_rs, q_hs, capacity, a_w, b_w, v_w, slot_off, pos_off, o_rs, o_hs;
   float scale;
 } p;
+// The key caches also seen as uvec4, for the vector score loop.
+layout(binding = 1) readonly buffer KA4 { uvec4 ka4[]; };
+layout(binding = 2) readonly buffer KB4 { uvec4 kb4[]; };
 #if defined(KV_F16)
 float LoadKA(uint i) { return unpackHalf2x16(ka[i >> 1])[i & 1u]; }
 float LoadKB(uint i) { return unpackHalf2x16(kb[i >> 1])[i & 1u]; }
 float LoadV(uint i) { return unpackHalf2x16(v[i >> 1])[i & 1u]; }
+const uint EPQ = 8u;  // key elements per uvec4
 #else
 float LoadKA(uint i) { return uintBitsToFloat(ka[i]); }
 float LoadKB(uint i) { return uintBitsToFloat(kb[i]); }
 float LoadV(uint i) { return uintBitsToFloat(v[i]); }
+const uint EPQ = 4u;
 #endif
 shared float qs[MAXQ];
+// qs[qo .. qo + EPQ) · the EPQ key elements of w.
+float DotQ(uint qo, uvec4 w) {
+#if defined(KV_F16)
+  const vec2 a = unpackHalf2x16(w.x), b = unpackHalf2x16(w.y), c = unpackHalf2x16(w.z),
+             d = unpackHalf2x16(w.w);
+  return dot(vec4(qs[qo], qs[qo + 1u], qs[qo + 2u], qs[qo + 3u]), vec4(a, b)) +
+         dot(vec4(qs[qo + 4u], qs[qo + 5u], qs[qo + 6u], qs[qo + 7u]), vec4(c, d));
+#else
+  return dot(vec4(qs[qo], qs[qo + 1u], qs[qo + 2u], qs[qo + 3u]), uintBitsToFloat(w));
+#endif
+}
+// q[qo ..] · key elements [r, r + n) of a cache: 2 uvec4 per step, two accumulators, where the
+// row is 2-uvec4 aligned; one element at a time otherwise.
+#define KEY_DOT(BUF4, LOAD, r, qo, n, out)                                                  \
+  {                                                                                       \
+    float d0 = 0.0, d1 = 0.0;                                                             \
+    if ((r) % EPQ == 0u && (n) % (2u * EPQ) == 0u) {                                      \
+      for (uint i = 0; i < (n); i += 2u * EPQ) {                                          \
+        d0 += DotQ((qo) + i, BUF4[((r) + i) / EPQ]);                                      \
+        d1 += DotQ((qo) + i + EPQ, BUF4[((r) + i) / EPQ + 1u]);                           \
+      }                                                                                   \
+    } else {                                                                              \
+      for (uint i = 0; i < (n); ++i) d0 += qs[(qo) + i] * LOAD((r) + i);                  \
+    }                                                                                     \
+    out += d0 + d1;                                                                       \
+  }
 shared float ps[WG];
 void main() {
   const uint tid = gl_LocalInvocationID.x;
@@ -65,9 +96,9 @@ void main() {
     if (j < jend) {
       float d = 0.0;
       const uint ra = (base + j) * p.a_w + kvh * p.wa;
-      for (uint i = 0; i < p.wa; ++i) d += qs[i] * LoadKA(ra + i);
+      KEY_DOT(ka4, LoadKA, ra, 0u, p.wa, d)
       const uint rb = (base + j) * p.b_w + kvh * p.wb;
-      for (uint i = 0; i < p.wb; ++i) d += qs[p.wa + i] * LoadKB(rb + i);
+      KEY_DOT(kb4, LoadKB, rb, p.wa, p.wb, d)
       s = d * p.scale;
     }
     const float m_new = max(m, WgMax(s));
