@@ -3,7 +3,8 @@
 //   x: [R, K] f32; W: [N, K] of the weight type (this chunk); y: row stride y_rs.
 // BM x BN output tile per workgroup of 256 invocations (TM x TN each, strided by 16 so that
 // neighbouring invocations read neighbouring shared words), K in steps of BK through shared
-// memory; weights converted to f32 on the way in. Bounds-checked for any R, N, K.
+// memory; weights converted to f32 on the way in (block types: a group of 4 per invocation,
+// wload.glsl QGroup4). Bounds-checked for any R, N, K.
 #include "common.glsl"
 layout(local_size_x = 256) in;
 layout(binding = 0) readonly buffer W { uint w[]; };
@@ -32,12 +33,22 @@ void main() {
       const uint gk = k0 + kk, gm = m0 + row;
       As[kk][row] = (gm < p.R && gk < p.K) ? x[gm * p.K + gk] : 0.0;
     }
+#if defined(W_QUANT)
+    // Block types: one group of 4 elements per invocation (BN * BK / 4 == 256), dequantized
+    // together (K % 32 == 0: the step never crosses the row end).
+    {
+      const uint row = tid / 2u, kk = 4u * (tid % 2u), gn = nb + row;
+      const vec4 v = gn < p.N ? QGroup4(gn * QRowWords(p.K), p.K, k0 + kk) : vec4(0.0);
+      for (uint j = 0; j < 4u; ++j) Bs[kk + j][row] = v[j];
+    }
+#else
     for (uint l = 0; l < LB; ++l) {
       const uint e = tid + 256u * l;
       const uint row = e / BK, kk = e % BK;
       const uint gk = k0 + kk, gn = nb + row;
       Bs[kk][row] = (gn < p.N && gk < p.K) ? wload(gn * p.K + gk) : 0.0;
     }
+#endif
     barrier();
     for (uint kk = 0; kk < BK; ++kk) {
       float a[TM], b[TN];

@@ -226,6 +226,27 @@ void QSliceOf(uint k, out uint s, out uint g, out uint e) {
   g = j >> 4;
 #endif
 }
+
+// Elements k..k+3 (k % 4 == 0) of the row at word `base`, dequantized exactly as src/quant's
+// Dequantize rounds them.
+vec4 QGroup4(uint base, uint K, uint k) {
+  uint s, g, e, k0, k1;
+  QSliceOf(k, s, g, e);
+  vec4 q0, q1, dm;
+  QSlice(base, K, s, q0, q1, k0, k1, dm);
+  const vec4 q = g == 0u ? q0 : q1;
+  const float d = g == 0u ? dm.x : dm.z, m = g == 0u ? dm.y : dm.w;
+#if defined(QK_SUPER) && defined(QHAS_MIN)
+  precise vec4 v = d * q + m;  // (d*sc)*q - dmin*mn: m holds -(dmin*mn)
+#elif defined(QK_SUPER) || defined(W_Q8_0)
+  precise vec4 v = d * q;      // (d*sc)*(q-32); d*q
+#elif defined(QHAS_MIN)
+  precise vec4 v = q * d + m;
+#else
+  precise vec4 v = q * d;
+#endif
+  return v;
+}
 #endif
 
 float wload(uint i) {
@@ -238,24 +259,7 @@ float wload(uint i) {
   return uintBitsToFloat((i & 1u) == 0u ? (w << 16) : (w & 0xffff0000u));
 #elif defined(W_QUANT)
   const uint K = WCOLS, row = i / K, k = i % K;
-  uint s, g, e, k0, k1;
-  QSliceOf(k, s, g, e);
-  vec4 q0, q1, dm;
-  QSlice(row * QRowWords(K), K, s, q0, q1, k0, k1, dm);
-  const float q = g == 0u ? q0[e] : q1[e];
-  const float d = g == 0u ? dm.x : dm.z, m = g == 0u ? dm.y : dm.w;
-#if defined(QK_SUPER) && defined(QHAS_MIN)
-  precise float v = d * q + m;  // (d*sc)*q - dmin*mn: m holds -(dmin*mn)
-#elif defined(QK_SUPER)
-  precise float v = d * q;      // (d*sc)*(q-32)
-#elif defined(W_Q8_0)
-  precise float v = d * q;
-#elif defined(QHAS_MIN)
-  precise float v = q * d + m;
-#else
-  precise float v = q * d;
-#endif
-  return v;
+  return QGroup4(row * QRowWords(K), K, k & ~3u)[k & 3u];
 #else
 #error "define W_F32, W_F16, W_BF16 or a block type W_Q*"
 #endif
