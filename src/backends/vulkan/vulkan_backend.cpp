@@ -318,6 +318,20 @@ std::unique_ptr<VulkanBackend::Program> VulkanBackend::Build(const Graph& g, con
     live_until[size_t(n.src[0])] = consumers.back();
   }
 
+  // A rope whose only consumer is a kv_store is folded into it: the store reads the rope's input
+  // and rotates while writing the cache (one dispatch and one barrier step fewer per layer).
+  std::vector<int> rope_of(static_cast<size_t>(N), -1);
+  for (int j = 0; fuse && j < N; ++j) {
+    const Node& n = nodes[size_t(j)];
+    if (n.op != Op::kKvStore) continue;
+    const int r = n.src[0];
+    if (r < 0 || nodes[size_t(r)].op != Op::kRope || uses[size_t(r)] != 1) continue;
+    rope_of[size_t(j)] = r;
+    skip[size_t(r)] = 1;
+    const int x = nodes[size_t(r)].src[0];
+    live_until[size_t(x)] = std::max(live_until[size_t(x)], j);
+  }
+
   // ---- activation plan: intervals from Graph::LastUse (kv_store passes its input through) ---
   std::vector<int> last = g.LastUse();
   for (int i = 0; i < N; ++i) last[size_t(i)] = std::max(last[size_t(i)], live_until[size_t(i)]);
@@ -401,6 +415,7 @@ std::unique_ptr<VulkanBackend::Program> VulkanBackend::Build(const Graph& g, con
     ci.out_node = out_node[size_t(i)];
     if (res_node[size_t(i)] >= 0) ci.residual = act[size_t(res_node[size_t(i)])];
     if (norm_of[size_t(i)] >= 0) ci.norm_node = &nodes[size_t(norm_of[size_t(i)])];
+    if (rope_of[size_t(i)] >= 0) ci.rope_node = &nodes[size_t(rope_of[size_t(i)])];
     if (gate_node[size_t(i)] >= 0) {
       ci.dual_gate = &nodes[size_t(gate_node[size_t(i)])];
       ci.dual_up = &nodes[size_t(up_node[size_t(i)])];

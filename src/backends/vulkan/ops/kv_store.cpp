@@ -1,4 +1,5 @@
-// kKvStore: writes the batch rows into the cache part at each row's (slot, position).
+// kKvStore: writes the batch rows into the cache part at each row's (slot, position); with a
+// folded rope (OpContext::rope_node) it rotates them on the way.
 #include "ops/ops.h"
 
 namespace es::vk {
@@ -13,12 +14,24 @@ void BuildKvStore(OpContext& c) {
   ES_CHECK(int64_t(W) == spec.width[part], "vulkan: kv_store '", c.n.name, "' writes ", W,
            " columns into a cache part of width ", spec.width[part]);
   const bool f16 = spec.dtype == DType::kF16;
-  Dispatch& d = c.Add(f16 ? "kv_store_f16" : "kv_store_f32", {1, 1, 1});
-  d.bindings = {{c.In(0)}, {c.batch}, {Range(c.kv.part(c.n.layer, part))}};
+  // A folded rope (vulkan_backend.cpp): the store reads the rope's input and rotates it.
+  const Node* rn = c.rope_node;
+  Dispatch& d = c.Add(std::string(f16 ? "kv_store_f16" : "kv_store_f32") + (rn ? "_rope" : ""), {1, 1, 1});
+  d.bindings = {{rn ? c.act[size_t(rn->src[0])] : c.In(0)}, {c.batch}, {Range(c.kv.part(c.n.layer, part))}};
   d.writes = {2};
   struct {
-    uint32_t T, W, capacity, slot_off, pos_off;
-  } pc{T, W, uint32_t(c.kv.capacity()), c.layout->slots, c.layout->positions};
+    uint32_t T, W, capacity, slot_off, pos_off, hd, off, half, neox, cs_off;
+  } pc{T, W, uint32_t(c.kv.capacity()), c.layout->slots, c.layout->positions, 0, 0, 0, 0, 0};
+  if (rn) {
+    const RopeTable& rt = *rn->rope;
+    ES_CHECK(rt.dim % 2 == 0 && rn->i[2] + rt.dim <= rn->i[1] && rn->i[0] * rn->i[1] == int64_t(W),
+             "vulkan: rope '", rn->name, "' folded into '", c.n.name, "' does not fit its rows");
+    pc.hd = uint32_t(rn->i[1]);
+    pc.off = uint32_t(rn->i[2]);
+    pc.half = uint32_t(rt.dim / 2);
+    pc.neox = rt.mode == RopeMode::kNeox ? 1u : 0u;
+    pc.cs_off = c.layout->rope.at(&rt);
+  }
   d.Push(pc);
   Grid1D(d, uint64_t(T) * (f16 ? W / 2 : W));
 }

@@ -48,6 +48,7 @@ struct OpContext {
   const Node* dual_gate = nullptr;
   const Node* dual_up = nullptr;
   const Node* norm_node = nullptr;  // a folded RMSNorm producing this matmul's x
+  const Node* rope_node = nullptr;  // kv_store: a folded rope (the store rotates its input)
   MemoryPool* host_pool = nullptr;          // for small constant tables written once
   std::vector<Allocation>* owned = nullptr; // allocations the recorded program keeps and frees
 
