@@ -23,6 +23,7 @@
 #extension GL_KHR_memory_scope_semantics : require
 #extension GL_EXT_shader_explicit_arithmetic_types_float16 : require
 #extension GL_KHR_shader_subgroup_basic : require
+#extension GL_EXT_control_flow_attributes : require
 #ifdef SB
 #extension GL_EXT_shared_memory_block : require
 #endif
@@ -100,8 +101,8 @@ void main() {
   const uint K4 = p.K / 4u;
 
   fcoopmatNV<32, gl_ScopeSubgroup, CM, CN> acc[FM][FN];
-  for (uint i = 0; i < FM; ++i)
-    for (uint j = 0; j < FN; ++j) acc[i][j] = fcoopmatNV<32, gl_ScopeSubgroup, CM, CN>(0.0);
+  [[unroll]] for (uint i = 0; i < FM; ++i)
+    [[unroll]] for (uint j = 0; j < FN; ++j) acc[i][j] = fcoopmatNV<32, gl_ScopeSubgroup, CM, CN>(0.0);
 
   // Prefetch registers of one K step.
   vec4 ra[UA][2];
@@ -117,7 +118,7 @@ void main() {
   // Global -> registers for the K step starting at k0 (zeros outside R, N, K; K % 8 == 0, so a
   // unit of 8 elements is wholly inside or outside K).
   #define LOAD_A(k0)                                                                  \
-    for (uint l = 0; l < UA; ++l) {                                                   \
+    [[unroll]] for (uint l = 0; l < UA; ++l) {                                                   \
       const uint u = tid + 256u * l, row = u / (BK / 8u), c = u % (BK / 8u);          \
       const uint gm = m0 + row, gk4 = (k0) / 4u + 2u * c;                             \
       const bool ok = gm < p.R && gk4 < K4;                                           \
@@ -131,7 +132,7 @@ void main() {
   const uint QPU = 1u;
 #endif
   #define LOAD_B(k0)                                                                  \
-    for (uint l = 0; l < UB; ++l) {                                                   \
+    [[unroll]] for (uint l = 0; l < UB; ++l) {                                                   \
       const uint u = tid + 256u * l, row = u / (BK / 8u), c = u % (BK / 8u);          \
       const uint gn = nb + row, gk = (k0) + 8u * c;                                   \
       const bool ok = gn < p.N && gk < p.K;                                           \
@@ -162,13 +163,13 @@ void main() {
 
   // Registers -> stage st (f16).
   #define STORE_A(st)                                                                 \
-    for (uint l = 0; l < UA; ++l) {                                                   \
+    [[unroll]] for (uint l = 0; l < UA; ++l) {                                                   \
       const uint u = tid + 256u * l, row = u / (BK / 8u), c = u % (BK / 8u);          \
       Put8((st) * STAGE_H + row * LDS + 8u * c, f16vec4(ra[l][0]), f16vec4(ra[l][1])); \
     }
 #if defined(W_F32) || defined(W_F16) || defined(W_BF16)
   #define STORE_B(st)                                                                 \
-    for (uint l = 0; l < UB; ++l) {                                                   \
+    [[unroll]] for (uint l = 0; l < UB; ++l) {                                                   \
       const uint u = tid + 256u * l, row = u / (BK / 8u), c = u % (BK / 8u);          \
       const uint o = (st) * STAGE_H + A_H + row * LDS + 8u * c;                       \
       STORE_B_UNIT                                                                    \
@@ -222,16 +223,16 @@ void main() {
       LOAD_B((s + 1u) * BK)
     }
     const uint ab = cur * STAGE_H, bb = ab + A_H;
-    for (uint kk = 0; kk < BK; kk += CK) {
+    [[unroll]] for (uint kk = 0; kk < BK; kk += CK) {
       fcoopmatNV<16, gl_ScopeSubgroup, CM, CK> a[FM];
       fcoopmatNV<16, gl_ScopeSubgroup, CK, CN> b[FN];
-      for (uint i = 0; i < FM; ++i)
+      [[unroll]] for (uint i = 0; i < FM; ++i)
         coopMatLoadNV(a[i], SH, ab + (wm * WM + i * CM) * LDS + kk, LDS, false);
       // B[k][n] = W[n][k]: W rows are the columns of B (column-major with stride LDS).
-      for (uint j = 0; j < FN; ++j)
+      [[unroll]] for (uint j = 0; j < FN; ++j)
         coopMatLoadNV(b[j], SH, bb + (wn * WN + j * CN) * LDS + kk, LDS, true);
-      for (uint i = 0; i < FM; ++i)
-        for (uint j = 0; j < FN; ++j) acc[i][j] = coopMatMulAddNV(a[i], b[j], acc[i][j]);
+      [[unroll]] for (uint i = 0; i < FM; ++i)
+        [[unroll]] for (uint j = 0; j < FN; ++j) acc[i][j] = coopMatMulAddNV(a[i], b[j], acc[i][j]);
     }
     if (more) {
       STORE_A(cur ^ 1u)
@@ -243,8 +244,8 @@ void main() {
   // Whole tiles without bias go straight to y (16-byte aligned rows); the rest per element.
   const bool direct = p.has_bias == 0u && m0 + BM <= p.R && nb + BN <= p.N &&
                       p.y_rs % 4u == 0u && p.n0 % 4u == 0u;
-  for (uint i = 0; i < FM; ++i) {
-    for (uint j = 0; j < FN; ++j) {
+  [[unroll]] for (uint i = 0; i < FM; ++i) {
+    [[unroll]] for (uint j = 0; j < FN; ++j) {
       const uint rb0 = m0 + wm * WM + i * CM, cb0 = nb + wn * WN + j * CN;
       if (direct) {
         coopMatStoreNV(acc[i][j], y, rb0 * p.y_rs + p.n0 + cb0, p.y_rs, false);
