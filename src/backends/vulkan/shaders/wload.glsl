@@ -121,9 +121,9 @@ void QSlice(uint base, uint K, uint s, out vec4 q0, out vec4 q1, out uint k0, ou
 #endif
 #if defined(W_Q8_0)
   const uint w0 = WORD(base + b * 8u + 2u * t), w1 = WORD(base + b * 8u + 2u * t + 1u);
-  // int8 + 128 as an unsigned byte, then the float trick.
-  q0 = QLevels((uvec4(w0) >> uvec4(0u, 8u, 16u, 24u) & 0xffu) ^ 0x80u, 128.0);
-  q1 = QLevels((uvec4(w1) >> uvec4(0u, 8u, 16u, 24u) & 0xffu) ^ 0x80u, 128.0);
+  // int8 + 128 as an unsigned byte (one XOR flips the 4 sign bits), then the float trick.
+  q0 = QLevels((uvec4(w0 ^ 0x80808080u) >> uvec4(0u, 8u, 16u, 24u)) & 0xffu, 128.0);
+  q1 = QLevels((uvec4(w1 ^ 0x80808080u) >> uvec4(0u, 8u, 16u, 24u)) & 0xffu, 128.0);
   k0 = b * 32u + 8u * t;
   k1 = k0 + 4u;
   const float d = QScale(base, K, b);
