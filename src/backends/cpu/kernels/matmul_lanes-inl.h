@@ -15,7 +15,8 @@
 // Q4_0 (int8 activations, dx = absmax/127): block b of 8 columns is interleaved into four 32-byte
 // vectors q[j] (j = 0..3) whose byte 4c + i is byte 4j + i of column c's qs — low nibble =
 // element 4j + i, high nibble = element 16 + 4j + i. So
-//   Σ_k nib_c,k · x_k = Σ_j maddubs(q[j] & 0xF, bcast4(x[4j..])) + maddubs(q[j] >> 4, bcast4(x[16+4j..]))
+//   Σ_k nib_c,k · x_k = Σ_j maddubs(q[j] & 0xF, bcast4(x[4j..]))
+//                     + Σ_j maddubs(q[j] >> 4,  bcast4(x[16+4j..]))
 // with the unsigned nibbles (0..15) straight into maddubs against the signed int8 activations;
 // eight int16 products of at most 2 · 15 · 127 add up to at most 30480 < 32767, so the int16 sums
 // are exact; one madd with ones makes lane c's int32 dot, and the Q4_0 offset comes out as
@@ -75,10 +76,10 @@ HWY_INLINE void LaneStore(__m256 acc, const float* bias, size_t nc, float* y) {
 // The f16 scales of block b of the 8 rows w + c · stride, as f32 lanes.
 template <class Block>
 HWY_INLINE __m256 LaneScales(const Block* HWY_RESTRICT p, size_t stride) {
-  return _mm256_cvtph_ps(_mm_setr_epi16(
-      short(p[0].d), short(p[stride].d), short(p[2 * stride].d), short(p[3 * stride].d),
-      short(p[4 * stride].d), short(p[5 * stride].d), short(p[6 * stride].d),
-      short(p[7 * stride].d)));
+  return _mm256_cvtph_ps(_mm_setr_epi16(short(p[0].d), short(p[stride].d), short(p[2 * stride].d),
+                                        short(p[3 * stride].d), short(p[4 * stride].d),
+                                        short(p[5 * stride].d), short(p[6 * stride].d),
+                                        short(p[7 * stride].d)));
 }
 
 // The rows after these 8 (contiguous: 8 · row_bytes) are fetched at the pace these are consumed,
@@ -87,7 +88,6 @@ HWY_INLINE void PrefetchNextGroup(const void* w, size_t row_bytes, size_t b, siz
   const char* next = static_cast<const char*>(w) + kLaneCols * row_bytes + b * bytes;
   for (size_t o = 0; o < bytes + 63; o += 64) hwy::Prefetch(next + o);
 }
-
 
 // One block of 8 interleaved columns, as the GEMM panel stores it (160 bytes).
 struct Q40x8 {
@@ -185,7 +185,7 @@ HWY_NOINLINE void Q40PanelRows(const LaneActs& a, size_t r0, const Q40x8* HWY_RE
   static_assert(RT >= 1 && RT <= 4, "Q40PanelRows handles 1..4 rows");
   const size_t K = a.K, nb = a.nb;
   const int8_t* HWY_RESTRICT x = a.q8() + r0 * K;  // row r at x + r · K
-  const float* HWY_RESTRICT d = a.d + r0 * nb;  // row r at d + r · nb
+  const float* HWY_RESTRICT d = a.d + r0 * nb;     // row r at d + r · nb
   const int32_t* HWY_RESTRICT s = a.s8 + r0 * nb;
   __m256 c0 = _mm256_setzero_ps(), c1 = c0, c2 = c0, c3 = c0;
   for (size_t b = 0; b < nb; ++b) {
@@ -215,7 +215,9 @@ struct Q40Kernel {
       s8[b] = 8 * s;
     }
   }
-  static __m256 Gemv(const LaneActs& a, const Block* w, size_t nb) { return Q40GemvGroup(a, w, nb); }
+  static __m256 Gemv(const LaneActs& a, const Block* w, size_t nb) {
+    return Q40GemvGroup(a, w, nb);
+  }
   static void Interleave(const Block* w, size_t stride, size_t b, Panel* out) {
     InterleaveQ40(w, stride, b, out);
   }
@@ -289,18 +291,25 @@ HWY_NOINLINE __m256 Q80GemvGroup(const LaneActs& a, const BlockQ8_0* HWY_RESTRIC
     auto col = [&](size_t c) {
       const int8_t* q = w[c * nb + b].qs;
       const __m256i w0 = _mm256_cvtepi8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(q)));
-      const __m256i w1 = _mm256_cvtepi8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(q + 16)));
+      const __m256i w1 =
+          _mm256_cvtepi8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(q + 16)));
       return _mm256_add_epi32(_mm256_madd_epi16(w0, x0), _mm256_madd_epi16(w1, x1));
     };
     const __m256i v0 = col(0), v1 = col(1), v2 = col(2), v3 = col(3);
     const __m256i v4 = col(4), v5 = col(5), v6 = col(6), v7 = col(7);
     // Per 128-bit half: [v0 0+2, v1 0+2, v0 1+3, v1 1+3], then [Σv0, Σv1, Σv2, Σv3].
-    const __m256i a01 = _mm256_add_epi32(_mm256_unpacklo_epi32(v0, v1), _mm256_unpackhi_epi32(v0, v1));
-    const __m256i a23 = _mm256_add_epi32(_mm256_unpacklo_epi32(v2, v3), _mm256_unpackhi_epi32(v2, v3));
-    const __m256i a45 = _mm256_add_epi32(_mm256_unpacklo_epi32(v4, v5), _mm256_unpackhi_epi32(v4, v5));
-    const __m256i a67 = _mm256_add_epi32(_mm256_unpacklo_epi32(v6, v7), _mm256_unpackhi_epi32(v6, v7));
-    const __m256i b0 = _mm256_add_epi32(_mm256_unpacklo_epi64(a01, a23), _mm256_unpackhi_epi64(a01, a23));
-    const __m256i b1 = _mm256_add_epi32(_mm256_unpacklo_epi64(a45, a67), _mm256_unpackhi_epi64(a45, a67));
+    const __m256i a01 =
+        _mm256_add_epi32(_mm256_unpacklo_epi32(v0, v1), _mm256_unpackhi_epi32(v0, v1));
+    const __m256i a23 =
+        _mm256_add_epi32(_mm256_unpacklo_epi32(v2, v3), _mm256_unpackhi_epi32(v2, v3));
+    const __m256i a45 =
+        _mm256_add_epi32(_mm256_unpacklo_epi32(v4, v5), _mm256_unpackhi_epi32(v4, v5));
+    const __m256i a67 =
+        _mm256_add_epi32(_mm256_unpacklo_epi32(v6, v7), _mm256_unpackhi_epi32(v6, v7));
+    const __m256i b0 =
+        _mm256_add_epi32(_mm256_unpacklo_epi64(a01, a23), _mm256_unpackhi_epi64(a01, a23));
+    const __m256i b1 =
+        _mm256_add_epi32(_mm256_unpacklo_epi64(a45, a67), _mm256_unpackhi_epi64(a45, a67));
     const __m256i isum = _mm256_add_epi32(_mm256_permute2x128_si256(b0, b1, 0x20),
                                           _mm256_permute2x128_si256(b0, b1, 0x31));
     acc = _mm256_fmadd_ps(_mm256_mul_ps(LaneScales(w + b, nb), _mm256_set1_ps(a.d[b])),
@@ -340,11 +349,14 @@ HWY_NOINLINE void Q80PanelRows(const LaneActs& a, size_t r0, const Q80x8* HWY_RE
     }
     c0 = _mm256_fmadd_ps(_mm256_mul_ps(p.d, _mm256_set1_ps(d[b])), _mm256_cvtepi32_ps(i0), c0);
     if constexpr (RT > 1)
-      c1 = _mm256_fmadd_ps(_mm256_mul_ps(p.d, _mm256_set1_ps(d[nb + b])), _mm256_cvtepi32_ps(i1), c1);
+      c1 = _mm256_fmadd_ps(_mm256_mul_ps(p.d, _mm256_set1_ps(d[nb + b])), _mm256_cvtepi32_ps(i1),
+                           c1);
     if constexpr (RT > 2)
-      c2 = _mm256_fmadd_ps(_mm256_mul_ps(p.d, _mm256_set1_ps(d[2 * nb + b])), _mm256_cvtepi32_ps(i2), c2);
+      c2 = _mm256_fmadd_ps(_mm256_mul_ps(p.d, _mm256_set1_ps(d[2 * nb + b])),
+                           _mm256_cvtepi32_ps(i2), c2);
     if constexpr (RT > 3)
-      c3 = _mm256_fmadd_ps(_mm256_mul_ps(p.d, _mm256_set1_ps(d[3 * nb + b])), _mm256_cvtepi32_ps(i3), c3);
+      c3 = _mm256_fmadd_ps(_mm256_mul_ps(p.d, _mm256_set1_ps(d[3 * nb + b])),
+                           _mm256_cvtepi32_ps(i3), c3);
   }
   acc_out[0] = c0;
   if constexpr (RT > 1) acc_out[1] = c1;
@@ -359,7 +371,9 @@ struct Q80Kernel {
   static void Quantize(const float* x, size_t K, int16_t* q, float* d, int32_t*, float*) {
     QuantizeActivationRowWide(x, int64_t(K), q, d);
   }
-  static __m256 Gemv(const LaneActs& a, const Block* w, size_t nb) { return Q80GemvGroup(a, w, nb); }
+  static __m256 Gemv(const LaneActs& a, const Block* w, size_t nb) {
+    return Q80GemvGroup(a, w, nb);
+  }
   static void Interleave(const Block* w, size_t stride, size_t b, Panel* out) {
     InterleaveQ80(w, stride, b, out);
   }
@@ -374,8 +388,8 @@ struct Q80Kernel {
 // ranges of 8-column groups; R > 1: one task per (32 columns, 64 rows), each 8-column group
 // interleaved into a panel once and read by 4-row register tiles (then single rows).
 
-constexpr size_t kLaneRowTile = 4;    // activation rows per GEMM register tile
-constexpr size_t kLaneTaskCols = 32;  // columns per GEMM task (4 groups of 8)
+constexpr size_t kLaneRowTile = 4;     // activation rows per GEMM register tile
+constexpr size_t kLaneTaskCols = 32;   // columns per GEMM task (4 groups of 8)
 constexpr size_t kLaneTaskRows = 128;  // rows per GEMM task (the panel is built once per task)
 
 template <class Kern>
@@ -441,7 +455,8 @@ void LaneMatMul(const float* x, size_t R, size_t K, const typename Kern::Block* 
         __m256 acc[kLaneRowTile];
         for (; r + kLaneRowTile <= r1; r += kLaneRowTile) {
           Kern::template PanelRows<kLaneRowTile>(acts, r, panel, acc);
-          for (size_t i = 0; i < kLaneRowTile; ++i) LaneStore(acc[i], bn, nc, y + (r + i) * ldy + n);
+          for (size_t i = 0; i < kLaneRowTile; ++i)
+            LaneStore(acc[i], bn, nc, y + (r + i) * ldy + n);
         }
         for (; r < r1; ++r) {
           Kern::template PanelRows<1>(acts, r, panel, acc);

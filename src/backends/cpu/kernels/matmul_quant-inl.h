@@ -29,6 +29,9 @@
 //   other targets: scalar, groups in order.
 // GEMV (R = 1) and GEMM run the same non-inlined row kernel, so every output element sees the
 // same operations whatever R, the other rows or the thread count (batch invariance).
+// Q4_0 and Q8_0 on x86 take the column-lane kernels of matmul_lanes-inl.h instead (8 columns in
+// the 8 f32 lanes, one FMA per block and output; their own reduction order, the same in GEMV and
+// GEMM).
 
 #ifndef ES_CPU_KERNELS_MATMUL_QUANT_ONCE_
 #define ES_CPU_KERNELS_MATMUL_QUANT_ONCE_
