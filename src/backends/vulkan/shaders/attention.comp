@@ -12,6 +12,7 @@
 // chunks, one workgroup each (flash-decoding), so that a handful of heads still fills the GPU;
 // each writes its unnormalised accumulators, running max and sum to part[((t*Hq + h)*S + z)*
 // (dv + 2) ..] and attention_combine.comp merges them.
+#extension GL_EXT_control_flow_attributes : require
 #include "common.glsl"
 layout(local_size_x = 128) in;
 const uint WG = 128, MAXC = 8, MAXQ = 1024;
@@ -82,7 +83,7 @@ void main() {
   const uint base = slot * p.capacity;
   float m = -1.0 / 0.0, l = 0.0;
   float acc[MAXC];
-  for (uint c = 0; c < MAXC; ++c) acc[c] = 0.0;
+  [[unroll]] for (uint c = 0; c < MAXC; ++c) acc[c] = 0.0;
 #ifdef SPLIT
   const uint S = gl_NumWorkGroups.z, z = gl_WorkGroupID.z;
   const uint chunk = (n_ctx + S - 1u) / S;
@@ -107,7 +108,7 @@ void main() {
     ps[tid] = pj;
     l = l * corr + WgSum(pj);  // WgSum's barriers also publish ps
     const uint nt = min(WG, jend - j0);
-    for (uint c = 0; c < MAXC; ++c) {
+    [[unroll]] for (uint c = 0; c < MAXC; ++c) {
       const uint d = tid + WG * c;
       if (d < p.dv) {
         float a = acc[c] * corr;
@@ -120,7 +121,7 @@ void main() {
   }
 #ifdef SPLIT
   const uint pb = ((t * p.Hq + h) * S + z) * (p.dv + 2u);
-  for (uint c = 0; c < MAXC; ++c) {
+  [[unroll]] for (uint c = 0; c < MAXC; ++c) {
     const uint d = tid + WG * c;
     if (d < p.dv) part[pb + d] = acc[c];
   }
@@ -129,7 +130,7 @@ void main() {
     part[pb + p.dv + 1u] = l;
   }
 #else
-  for (uint c = 0; c < MAXC; ++c) {
+  [[unroll]] for (uint c = 0; c < MAXC; ++c) {
     const uint d = tid + WG * c;
     if (d < p.dv) o[t * p.o_rs + h * p.o_hs + d] = acc[c] / l;
   }

@@ -1,4 +1,5 @@
 #version 450
+#extension GL_EXT_control_flow_attributes : require
 // Prefill attention with multi-row tiles: one workgroup computes QR = 8 query rows t0..t0+7 of
 // one head h (causal, GQA, the rows' own slots), so every key/value tile loaded into shared
 // memory serves 8 rows instead of 1. Same inputs and layout as attention.comp without the MLA
@@ -64,7 +65,7 @@ void main() {
   const int my_slot = row_slot[r];
   float m = -1.0 / 0.0, l = 0.0;
   float acc[MAXC];
-  for (uint c = 0; c < MAXC; ++c) acc[c] = 0.0;
+  [[unroll]] for (uint c = 0; c < MAXC; ++c) acc[c] = 0.0;
 
   for (uint pass = 0; pass < QR; ++pass) {
     // One pass per distinct slot among the live rows (uniform: shared values only).
@@ -100,7 +101,7 @@ void main() {
       if (lane < KT) ps[r][lane] = s;
       barrier();
       float tmax = -1.0 / 0.0;
-      for (uint jj = 0; jj < KT; ++jj) tmax = max(tmax, ps[r][jj]);
+      [[unroll]] for (uint jj = 0; jj < KT; ++jj) tmax = max(tmax, ps[r][jj]);
       const float m_new = max(m, tmax);
       // Rows without any key so far keep m = -inf: no rescaling, no weight.
       const float corr = m_new == -1.0 / 0.0 ? 1.0 : exp(m - m_new);
@@ -109,13 +110,13 @@ void main() {
       if (lane < KT) ps[r][lane] = pj;
       barrier();
       float tsum = 0.0;
-      for (uint jj = 0; jj < KT; ++jj) tsum += ps[r][jj];
+      [[unroll]] for (uint jj = 0; jj < KT; ++jj) tsum += ps[r][jj];
       l = l * corr + tsum;
-      for (uint c = 0; c < MAXC; ++c) {
+      [[unroll]] for (uint c = 0; c < MAXC; ++c) {
         const uint d = lane + 32u * c;
         if (d < p.dv) {
           float a = acc[c] * corr;
-          for (uint jj = 0; jj < KT; ++jj) a += ps[r][jj] * vs[jj][d];
+          [[unroll]] for (uint jj = 0; jj < KT; ++jj) a += ps[r][jj] * vs[jj][d];
           acc[c] = a;
         }
       }
@@ -124,7 +125,7 @@ void main() {
     }
   }
   if (live) {
-    for (uint c = 0; c < MAXC; ++c) {
+    [[unroll]] for (uint c = 0; c < MAXC; ++c) {
       const uint d = lane + 32u * c;
       if (d < p.dv) o[(t0 + r) * p.o_rs + h * p.o_hs + d] = acc[c] / l;
     }
