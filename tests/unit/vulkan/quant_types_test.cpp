@@ -376,7 +376,9 @@ TEST_F(VulkanQuant, GoldenModelInQ4KMMatchesTheCpuBackend) {
     std::vector<float> vk(size_t(o.shape[0] * o.shape[1])), ref(vk.size());
     SharedVulkan().Compute(gq, *step, *kv_gpu, vk.data());
     cpu->Compute(gf, *step, *kv_cpu, ref.data());
-    ExpectClose(vk, ref, 1e-4, "q4_k_m dsv2_realdim T=" + std::to_string(step->n_tokens()));
+    // f16 math (devices with NV coopmat: the H200) rounds the prefill GEMM's activations to f16.
+    const double tol = SharedVulkan().device().f16_math() ? 2e-3 : 1e-4;
+    ExpectClose(vk, ref, tol, "q4_k_m dsv2_realdim T=" + std::to_string(step->n_tokens()));
   }
 }
 
