@@ -17,7 +17,8 @@
 # ES_GGUFS ("preset:type ..." files written by `edgeseek convert` and benched by both programs),
 # ES_TOKENIZER (vocabulary put in those files; llama.cpp needs one), ES_DEADLINE (seconds after
 # which no new step starts), ES_TESTS=0 skips the Vulkan and golden tests, ES_LLAMA=0 skips
-# llama.cpp, ES_SERVE=1 adds the serving load benchmark (tests/server/load_bench.sh: edgeseek
+# llama.cpp, ES_GOLDEN_MODES (default "0 1": f32 and f16 math), ES_LLAMA_CM1 ("preset:type ...":
+# llama-bench pp512 again with its coopmat2 path off), ES_SERVE=1 adds the serving load benchmark (tests/server/load_bench.sh: edgeseek
 # serve on Vulkan next to llama-server with -ngl 99, same q4_0 file). Every log goes to
 # $OUT/all.txt (the device tool returns at most 8 files).
 set -uo pipefail
@@ -101,7 +102,7 @@ echo "== machine"; nvidia-smi --query-gpu=name,driver_version,memory.total --for
 echo "== devices"; timeout 60 "$B/edgeseek" devices --bandwidth > "$OUT/devices.txt" 2>&1; echo "rc=$?"; grep -i "bandwidth\|coop\|H200" "$OUT/devices.txt" | head -8
 if [[ "${ES_TESTS:-1}" == 1 ]]; then
   echo "== es_test_vulkan"; timeout 120 "$B/es_test_vulkan" > "$OUT/test_vulkan.txt" 2>&1; echo "rc=$?"; grep -E "PASSED|FAILED|tests ran" "$OUT/test_vulkan.txt" | head -12
-  for f16 in 0 1; do
+  for f16 in ${ES_GOLDEN_MODES:-0 1}; do
     echo "== goldens on vulkan, ES_VK_F16_ACT=$f16"
     ES_VK_F16_ACT=$f16 ES_GOLDEN_BACKENDS=vulkan timeout 150 "$B/es_test_golden" --gtest_filter='*vulkan*' > "$OUT/golden_f16_$f16.txt" 2>&1
     echo "rc=$?"; grep -E "PASSED|FAILED|tests ran" "$OUT/golden_f16_$f16.txt" | head -12
@@ -141,6 +142,16 @@ for mt in $GGUFS; do
   ES_VK_F16_ACT=1 timeout 120 "$B/edgeseek" bench --backend vulkan -m "$g" -p 512 -n 128 -r 1 > "$OUT/es_${m}_$ty.txt" 2>&1
   grep -E "backend|prefill|decode" "$OUT/es_${m}_$ty.txt"
 done
+if [[ -n "${ES_LLAMA_CM1:-}" && -x $LB ]]; then
+  # llama.cpp's KHR cooperative-matrix path (coopmat2 off): what coopmat1 reaches on this driver.
+  for mt in $ES_LLAMA_CM1; do
+    g=/tmp/${mt%%:*}-${mt##*:}.gguf
+    [[ -f $g ]] && left || continue
+    echo "== llama-bench $mt, GGML_VK_DISABLE_COOPMAT2=1 (pp512)"
+    GGML_VK_DISABLE_COOPMAT2=1 timeout 90 $LB -m "$g" -p 512 -n 0 -r 2 -ngl 99 > "$OUT/llama_cm1_${mt/:/_}.txt" 2>&1
+    grep -E "^\|" "$OUT/llama_cm1_${mt/:/_}.txt" | tail -1
+  done
+fi
 if [[ -n "${ES_SERVE:-}" ]]; then
   echo "== serving load benchmark (1.5B q4_0, Vulkan)"
   python3 tests/server/bench_tokenizer.py /tmp/bench_tok > /dev/null &&

@@ -1,0 +1,39 @@
+#!/usr/bin/env bash
+# Knob comparisons on the H200 after `h200_compare.sh run` (same job, same binaries in .esbin/):
+# one line per setting, appended to $OUT/knobs.txt. ES_KNOBS picks the groups (gemm gemv).
+#   run(command="bash scripts/gpu/h200_compare.sh run; bash scripts/gpu/h200_knobs.sh", carry=[...])
+set -uo pipefail
+cd "$(dirname "$0")/../.."
+B=$PWD/.esbin
+export LD_LIBRARY_PATH=$B/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
+export ES_VK_CACHE_DIR=/tmp/es_vk_cache ES_VK_VALIDATION=0
+"$B/edgeseek" devices > /dev/null 2>&1 || export VK_DRIVER_FILES=/usr/local/nvidia/share/vulkan/icd.d/nvidia_icd.json
+OUT=${OUT:-/tmp/out}
+mkdir -p "$OUT"
+bench() {  # label, env..., -- bench args
+  local label=$1; shift
+  local envs=()
+  while [[ $1 != -- ]]; do envs+=("$1"); shift; done; shift
+  local line
+  line=$(env "${envs[@]}" timeout 120 "$B/edgeseek" bench --backend vulkan "$@" 2>&1 | grep -E "prefill|decode" | tr '\n' ' ')
+  echo "$label: $line" | tee -a "$OUT/knobs.txt"
+}
+for g in ${ES_KNOBS:-gemm gemv}; do
+  case $g in
+    gemm)
+      for m in r1-distill-qwen-1.5b r1-distill-qwen-7b; do
+        for sb in 1 0; do for bm in 64 128; do
+          bench "$m f16 SB=$sb BM=$bm" ES_VK_SHARED_BLOCK=$sb ES_VK_GEMM_BM=$bm -- --synthetic $m --dtype f16 -p 512 -n 4 -r 2
+        done; done
+      done ;;
+    gemv)
+      for f in /tmp/r1-distill-qwen-7b-q4_0.gguf /tmp/r1-distill-qwen-1.5b-q4_0.gguf /tmp/r1-distill-qwen-7b-q8_0.gguf; do
+        [[ -f $f ]] || continue
+        for k in "QR=2" "QR=4" "QR=8" "QR=4 TPR=32" "QR=4 TPR=128" "QR=4 SPL=2" "QR=8 SPL=2" "QR=4 MAGIC=0"; do
+          local_env=()
+          for kv in $k; do local_env+=("ES_VK_GEMV_$kv"); done
+          bench "$(basename $f) $k" "${local_env[@]}" -- -m $f -p 16 -n 64 -r 1
+        done
+      done ;;
+  esac
+done
