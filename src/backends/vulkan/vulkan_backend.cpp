@@ -580,26 +580,31 @@ void VulkanBackend::PrintProfile() const {
   }
 }
 
+namespace {
+VkKv* AsVkKv(KvStorage& kv) {
+  auto* v = dynamic_cast<VkKv*>(&kv);
+  ES_CHECK(v, "vulkan: the KV cache was not created by the Vulkan backend");
+  return v;
+}
+}  // namespace
+
 void VulkanBackend::Compute(const Graph& g, const Batch& b, KvStorage& kv_base, float* out,
                             ComputeStats* stats) {
-  auto* kv = dynamic_cast<VkKv*>(&kv_base);
-  ES_CHECK(kv, "vulkan: the KV cache was not created by the Vulkan backend");
+  VkKv* kv = AsVkKv(kv_base);
   Program& p = GetProgram(g, b, *kv, kLogits);
   Run(p, b, *kv, out, stats);
 }
 
 void VulkanBackend::ComputeArgmax(const Graph& g, const Batch& b, KvStorage& kv_base, int32_t* ids,
                                   ComputeStats* stats) {
-  auto* kv = dynamic_cast<VkKv*>(&kv_base);
-  ES_CHECK(kv, "vulkan: the KV cache was not created by the Vulkan backend");
+  VkKv* kv = AsVkKv(kv_base);
   Program& p = GetProgram(g, b, *kv, kArgmax);
   Run(p, b, *kv, ids, stats);
 }
 
 void VulkanBackend::ComputeSample(const Graph& g, const Batch& b, KvStorage& kv_base,
                                   const RowSampling* rows, int32_t* ids, ComputeStats* stats) {
-  auto* kv = dynamic_cast<VkKv*>(&kv_base);
-  ES_CHECK(kv, "vulkan: the KV cache was not created by the Vulkan backend");
+  VkKv* kv = AsVkKv(kv_base);
   for (size_t r = 0; r < b.out_rows.size(); ++r)
     ES_CHECK(rows[r].counts.size() <= size_t(kMaxSamplingCounts), "vulkan: sampling row ", r, " carries ",
              rows[r].counts.size(), " penalized ids; the device takes at most ", kMaxSamplingCounts);

@@ -14,15 +14,6 @@
 namespace es::test {
 namespace {
 
-Node Make(Op op, const std::string& name, std::vector<int> src, Shape shape, int layer = -1) {
-  Node n;
-  n.op = op;
-  n.name = name;
-  n.src = std::move(src);
-  n.shape = std::move(shape);
-  n.layer = layer;
-  return n;
-}
 
 // Step 1: slot 1 gets tokens 0..4 (positions 0..4), slot 0 tokens 5, 6 (0..1).
 // Step 2: slot 1 token 7 at 5, slot 0 token 8 at 2.

@@ -14,26 +14,6 @@ namespace {
 
 constexpr double kTol = 1e-5;
 
-std::vector<float> RunGraph(Backend& be, const Graph& g, const Batch& b, KvStorage* kv = nullptr) {
-  std::unique_ptr<KvStorage> own;
-  if (!kv) {
-    own = be.CreateKv(KvSpec{1, {2, 2}, DType::kF32}, 1, 2048);
-    kv = own.get();
-  }
-  const Node& o = g.node(g.output());
-  std::vector<float> out(size_t(o.shape[0] * o.shape[1]), NAN);
-  be.Compute(g, b, *kv, out.data());
-  return out;
-}
-
-Node Make(Op op, const std::string& name, std::vector<int> src, Shape shape) {
-  Node n;
-  n.op = op;
-  n.name = name;
-  n.src = std::move(src);
-  n.shape = std::move(shape);
-  return n;
-}
 
 class VulkanOps : public VulkanTest {};
 

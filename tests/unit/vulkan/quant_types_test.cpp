@@ -33,22 +33,6 @@ constexpr DType kTypes[] = {DType::kQ8_0, DType::kQ4_0, DType::kQ4_1, DType::kQ5
 // Row lengths of 1 and 3 blocks of the type.
 std::vector<int> Ks(DType t) { return {BlockElems(t), 3 * BlockElems(t)}; }
 
-std::vector<float> RunGraph(Backend& be, const Graph& g, const Batch& b) {
-  auto kv = be.CreateKv(KvSpec{1, {2, 2}, DType::kF32}, 1, 64);
-  const Node& o = g.node(g.output());
-  std::vector<float> out(size_t(o.shape[0] * o.shape[1]), NAN);
-  be.Compute(g, b, *kv, out.data());
-  return out;
-}
-
-Node Make(Op op, const std::string& name, std::vector<int> src, Shape shape) {
-  Node n;
-  n.op = op;
-  n.name = name;
-  n.src = std::move(src);
-  n.shape = std::move(shape);
-  return n;
-}
 
 std::vector<float> RefMatMul(const Tensor& X, const Tensor& W, const Tensor* B, int R) {
   std::vector<float> want(size_t(R * W.rows()));

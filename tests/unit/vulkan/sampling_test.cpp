@@ -18,16 +18,6 @@ namespace {
 
 class VulkanSampling : public VulkanTest {};
 
-// The output node: the input rows as they are.
-Node Rows(int src, int64_t R, int64_t C) {
-  Node n;
-  n.op = Op::kGetRows;
-  n.name = "rows";
-  n.src = {src};
-  n.shape = {R, C};
-  return n;
-}
-
 struct Case {
   const char* name;
   RowSampling s;
@@ -83,7 +73,7 @@ TEST_F(VulkanSampling, SamplingOnTheDeviceMatchesTheHostTwin) {
     std::vector<RowSampling> rows(kRows, c.s);
     for (int r = 0; r < kRows; ++r) rows[size_t(r)].seed = 0x9e3779b9u * uint32_t(r + 1) + 17u;
     Graph g;
-    g.Add(Rows(Input(g, X, kRows), kRows, kVocab));
+    g.Add(Make(Op::kGetRows, "rows", {Input(g, X, kRows)}, {kRows, kVocab}));
     std::vector<int32_t> ids(kRows, -1);
     SharedVulkan().ComputeSample(g, RowsBatch(kRows), *kv, rows.data(), ids.data());
     const auto dist = RowDistribution(x, kVocab, c.s);
@@ -110,7 +100,7 @@ TEST_F(VulkanSampling, SamplingOnTheDeviceMatchesTheHostTwin) {
 TEST_F(VulkanSampling, SamplingRejectsTooManyPenalizedIds) {
   Tensor X = RandomTensor("x", DType::kF32, {1, 8}, 3);
   Graph g;
-  g.Add(Rows(Input(g, X, 1), 1, 8));
+  g.Add(Make(Op::kGetRows, "rows", {Input(g, X, 1)}, {1, 8}));
   auto kv = SharedVulkan().CreateKv(KvSpec{1, {2, 2}, DType::kF32}, 1, 4);
   RowSampling s;
   for (int i = 0; i <= kMaxSamplingCounts; ++i) s.counts.push_back({i, 1});

@@ -71,6 +71,28 @@ Batch RowsBatch(int T, int64_t pos0, int slot) {
   return b;
 }
 
+Node Make(Op op, const std::string& name, std::vector<int> src, Shape shape, int layer) {
+  Node n;
+  n.op = op;
+  n.name = name;
+  n.src = std::move(src);
+  n.shape = std::move(shape);
+  n.layer = layer;
+  return n;
+}
+
+std::vector<float> RunGraph(Backend& be, const Graph& g, const Batch& b, KvStorage* kv) {
+  std::unique_ptr<KvStorage> own;
+  if (!kv) {
+    own = be.CreateKv(KvSpec{1, {2, 2}, DType::kF32}, 1, 2048);
+    kv = own.get();
+  }
+  const Node& o = g.node(g.output());
+  std::vector<float> out(size_t(o.shape[0] * o.shape[1]), NAN);
+  be.Compute(g, b, *kv, out.data());
+  return out;
+}
+
 int Input(Graph& g, const Tensor& table, int T) {
   Node n;
   n.op = Op::kEmbed;

@@ -35,6 +35,10 @@ std::vector<float> Values(const Tensor& t);
 Batch RowsBatch(int T, int64_t pos0 = 0, int slot = 0);
 // Adds an embedding of `table` (an input [T, cols] with row t = table[token t]).
 int Input(Graph& g, const Tensor& table, int T);
+// A node of op `op` over `src`, output `shape`, at `layer`.
+Node Make(Op op, const std::string& name, std::vector<int> src, Shape shape, int layer = -1);
+// Runs `g` on `be` for `b` (a KV cache of its own unless `kv` is given); the output, NaN-filled first.
+std::vector<float> RunGraph(Backend& be, const Graph& g, const Batch& b, KvStorage* kv = nullptr);
 // Max relative L2 error helper with a readable failure.
 void ExpectClose(const std::vector<float>& got, const std::vector<float>& want, double tol,
                  const std::string& what);
