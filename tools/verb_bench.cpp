@@ -28,6 +28,7 @@ VerbRun Setup(CLI::App& app) {
     auto runner = args->MakeRunner(model);
     const double load_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     bo->threads = args->threads > 0 ? args->threads : int(std::thread::hardware_concurrency());
+    bo->device = args->device;
     const BenchResult r = RunBench(*runner, *bo, load_s);
     if (*json_out) {
       std::printf("%s\n", r.ToJson().dump().c_str());

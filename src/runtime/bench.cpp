@@ -10,6 +10,7 @@
 #include <nlohmann/json.hpp>
 #include <random>
 
+#include "edgeseek/backends/vulkan.h"
 #include "edgeseek/core/error.h"
 #include "edgeseek/core/thread_pool.h"
 #include "edgeseek/models/config.h"
@@ -132,8 +133,18 @@ BenchResult RunBench(Runner& runner, const BenchOptions& o, double load_s) {
   r.decode_p95_ms = Percentile(token_times, 95) * 1e3;
   r.decode_p99_ms = Percentile(token_times, 99) * 1e3;
   r.peak_rss_bytes = PeakRssBytes();
-  if (r.backend == "cpu") {
+  if (r.backend == "vulkan" && MeasureVulkanCopyBandwidth != nullptr) {
+    // The device's copy bandwidth (a second, short-lived device handle; 2 x 256 MiB). A device
+    // without that much memory to spare just gets no bandwidth line.
+    try {
+      r.mem_bandwidth_gbs = MeasureVulkanCopyBandwidth(o.device, 256ull << 20) / 1e9;
+    } catch (const Error&) {
+      r.mem_bandwidth_gbs = 0;
+    }
+  } else if (r.backend == "cpu") {
     r.mem_bandwidth_gbs = MeasureReadBandwidth(o.threads);
+  }
+  if (r.mem_bandwidth_gbs > 0) {
     // KV read per decode step: on average the prompt plus half the generated tokens.
     const double kv_read = double(r.kv_bytes_per_token) * (o.n_prompt + o.n_gen / 2.0);
     const double bytes_per_token = double(r.active_bytes_per_token) + kv_read;

@@ -19,6 +19,7 @@ struct BenchOptions {
   int n_gen = 128;
   int reps = 3;
   int threads = 0;
+  std::string device;  // GPU backends: the device, for the copy-bandwidth probe
 };
 
 struct BenchResult {
