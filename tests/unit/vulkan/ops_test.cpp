@@ -212,14 +212,7 @@ TEST_F(VulkanOps, DecodeFusionsSwiGluPairAndResidualAdd) {
         Graph g;
         const int res = Input(g, Rs, T), x0 = Input(g, X, T);
         Tensor Nw = RandomTensor("norm.w", DType::kBF16, {D}, 56);
-        Node nn = Make(Op::kRmsNorm, "norm", {x0, g.AddWeight(Nw)}, {T, D});
-        nn.f0 = 1e-5f;
-        const int x = g.Add(nn);
-        const int gate = g.Add(Make(Op::kMatMul, "gate", {x, g.AddWeight(Wg)}, {T, I}));
-        const int up = g.Add(Make(Op::kMatMul, "up", {x, g.AddWeight(Wu)}, {T, I}));
-        const int act = g.Add(Make(Op::kSwiGLU, "act", {gate, up}, {T, I}));
-        const int down = g.Add(Make(Op::kMatMul, "down", {act, g.AddWeight(Wd)}, {T, D}));
-        g.Add(Make(Op::kAdd, "out", {res, down}, {T, D}));
+        AddFfnBlock(g, res, x0, Nw, Wg, Wu, Wd, T, D, I);
         vk::VulkanBackend& be = *bep;
         const auto got = RunGraph(be, g, RowsBatch(T));
         if (bep == &SharedVulkan()) {

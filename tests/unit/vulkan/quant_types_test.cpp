@@ -178,14 +178,7 @@ TEST_F(VulkanQuant, FusedSwiGluGemvOverTypes) {
       Tensor Nw = RandomTensor("norm.w", DType::kF32, {D}, 76);
       Graph g;
       const int res = Input(g, Rs, T), x0 = Input(g, X, T);
-      Node nn = Make(Op::kRmsNorm, "norm", {x0, g.AddWeight(Nw)}, {T, D});
-      nn.f0 = 1e-5f;
-      const int x = g.Add(nn);
-      const int gate = g.Add(Make(Op::kMatMul, "gate", {x, g.AddWeight(Wg)}, {T, I}));
-      const int up = g.Add(Make(Op::kMatMul, "up", {x, g.AddWeight(Wu)}, {T, I}));
-      const int act = g.Add(Make(Op::kSwiGLU, "act", {gate, up}, {T, I}));
-      const int down = g.Add(Make(Op::kMatMul, "down", {act, g.AddWeight(Wd)}, {T, D}));
-      g.Add(Make(Op::kAdd, "out", {res, down}, {T, D}));
+      AddFfnBlock(g, res, x0, Nw, Wg, Wu, Wd, T, D, I);
       const auto got = RunGraph(SharedVulkan(), g, RowsBatch(T));
       EXPECT_EQ(SharedVulkan().counters().dispatches, 4) << Name(dt);
       Tensor Xn = AllocTensor("xn", DType::kF32, {T, D});

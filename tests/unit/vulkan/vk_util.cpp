@@ -81,6 +81,18 @@ Node Make(Op op, const std::string& name, std::vector<int> src, Shape shape, int
   return n;
 }
 
+int AddFfnBlock(Graph& g, int res, int x0, const Tensor& norm, const Tensor& gate, const Tensor& up,
+                const Tensor& down, int64_t T, int64_t D, int64_t I) {
+  Node nn = Make(Op::kRmsNorm, "norm", {x0, g.AddWeight(norm)}, {T, D});
+  nn.f0 = 1e-5f;
+  const int x = g.Add(nn);
+  const int gt = g.Add(Make(Op::kMatMul, "gate", {x, g.AddWeight(gate)}, {T, I}));
+  const int u = g.Add(Make(Op::kMatMul, "up", {x, g.AddWeight(up)}, {T, I}));
+  const int act = g.Add(Make(Op::kSwiGLU, "act", {gt, u}, {T, I}));
+  const int dn = g.Add(Make(Op::kMatMul, "down", {act, g.AddWeight(down)}, {T, D}));
+  return g.Add(Make(Op::kAdd, "out", {res, dn}, {T, D}));
+}
+
 std::vector<float> RunGraph(Backend& be, const Graph& g, const Batch& b, KvStorage* kv) {
   std::unique_ptr<KvStorage> own;
   if (!kv) {

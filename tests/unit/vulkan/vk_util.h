@@ -35,6 +35,10 @@ std::vector<float> Values(const Tensor& t);
 Batch RowsBatch(int T, int64_t pos0 = 0, int slot = 0);
 // Adds an embedding of `table` (an input [T, cols] with row t = table[token t]).
 int Input(Graph& g, const Tensor& table, int T);
+// The FFN block of a decoder layer over inputs res and x0 ([T, D]): res + down(silu(gate(n)) *
+// up(n)), n = RMSNorm(x0; norm, eps 1e-5); gate/up [I, D], down [D, I]. Returns the output node.
+int AddFfnBlock(Graph& g, int res, int x0, const Tensor& norm, const Tensor& gate, const Tensor& up,
+                const Tensor& down, int64_t T, int64_t D, int64_t I);
 // A node of op `op` over `src`, output `shape`, at `layer`.
 Node Make(Op op, const std::string& name, std::vector<int> src, Shape shape, int layer = -1);
 // Runs `g` on `be` for `b` (a KV cache of its own unless `kv` is given); the output, NaN-filled first.
