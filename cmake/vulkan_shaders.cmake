@@ -1,6 +1,7 @@
 # GLSL compute shaders -> SPIR-V -> words embedded in the library.
 #
-#   es_detect_glslc_features()            sets ES_GLSLC_HAS_NV_COOPMAT / ES_GLSLC_HAS_KHR_COOPMAT
+#   es_detect_glslc_features()            sets ES_GLSLC_HAS_NV_COOPMAT / ES_GLSLC_HAS_KHR_COOPMAT /
+#                                           ES_GLSLC_HAS_NV2_COOPMAT (GL_NV_cooperative_matrix2)
 #                                           by compiling a tiny shader with each extension.
 #   es_add_shader_variant(NAME SOURCE DEFINES...)  queues one variant (a .comp + its defines).
 #   es_embed_shaders(TARGET)              compiles every queued variant with glslc, validates it
@@ -19,7 +20,8 @@ function(es_detect_glslc_features)
   file(MAKE_DIRECTORY ${dir})
   file(WRITE ${dir}/nv.comp "#version 450\n#extension GL_NV_cooperative_matrix : require\n#extension GL_KHR_memory_scope_semantics : require\n#extension GL_EXT_shader_explicit_arithmetic_types_float16 : require\nlayout(local_size_x = 32) in;\nvoid main() { fcoopmatNV<16, gl_ScopeSubgroup, 16, 16> m = fcoopmatNV<16, gl_ScopeSubgroup, 16, 16>(0.0); }\n")
   file(WRITE ${dir}/khr.comp "#version 450\n#extension GL_KHR_cooperative_matrix : require\n#extension GL_KHR_memory_scope_semantics : require\n#extension GL_EXT_shader_explicit_arithmetic_types_float16 : require\nlayout(local_size_x = 32) in;\nvoid main() { coopmat<float16_t, gl_ScopeSubgroup, 16, 16, gl_MatrixUseA> m = coopmat<float16_t, gl_ScopeSubgroup, 16, 16, gl_MatrixUseA>(0.0); }\n")
-  foreach(kind nv khr)
+  file(WRITE ${dir}/nv2.comp "#version 450\n#extension GL_KHR_cooperative_matrix : require\n#extension GL_NV_cooperative_matrix2 : require\n#extension GL_KHR_memory_scope_semantics : require\n#extension GL_EXT_shader_explicit_arithmetic_types_float16 : require\nlayout(local_size_x = 256) in;\nlayout(binding = 0) buffer B { float16_t b[]; };\nvoid main() { tensorLayoutNV<2> t = createTensorLayoutNV(2); t = setTensorLayoutDimensionNV(t, 64, 64); coopmat<float16_t, gl_ScopeWorkgroup, 64, 64, gl_MatrixUseA> m; coopMatLoadTensorNV(m, b, 0, t); }\n")
+  foreach(kind nv khr nv2)
     execute_process(COMMAND ${GLSLC} --target-env=vulkan1.3 -o ${dir}/${kind}.spv ${dir}/${kind}.comp
                     RESULT_VARIABLE rc OUTPUT_QUIET ERROR_QUIET)
     string(TOUPPER ${kind} up)

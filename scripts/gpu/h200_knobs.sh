@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Knob comparisons on the H200 after `h200_compare.sh run` (same job, same binaries in .esbin/):
-# one line per setting, appended to $OUT/knobs.txt. ES_KNOBS picks the groups (gemm gemv).
+# one line per setting, appended to $OUT/knobs.txt. ES_KNOBS picks the groups (gemm cm2 gemv).
 #   run(command="bash scripts/gpu/h200_compare.sh run; bash scripts/gpu/h200_knobs.sh", carry=[...])
 set -uo pipefail
 cd "$(dirname "$0")/../.."
@@ -25,6 +25,17 @@ for g in ${ES_KNOBS:-gemm gemv}; do
         for sb in 1 0; do for bm in 64 128; do
           bench "$m f16 SB=$sb BM=$bm" ES_VK_SHARED_BLOCK=$sb ES_VK_GEMM_BM=$bm -- --synthetic $m --dtype f16 -p 512 -n 4 -r 2
         done; done
+      done ;;
+    cm2)  # the workgroup-scope coopmat GEMM (opt-in ES_VK_CM2=1, matmul_gemm_cm2.comp): tiles,
+          # operand order, x loads; needs binaries built with scripts/gpu/glslc_trixie.sh's glslc
+      for m in r1-distill-qwen-1.5b r1-distill-qwen-7b; do
+        for k in ${ES_CM2_KNOBS:-"TILE=128x128x32" "TILE=128x128x64" "TILE=128x256x64" "TILE=64x128x64" \
+                 "TILE=128x128x64 X32=1" "TILE=128x128x64 SWAP=1" "TILE=128x256x64 SWAP=1" "TILE=128x128x32 SWAP=1" "TILE=64x128x64 SWAP=1" "TILE=128x128x64 SWAP=1 X32=1" "CM2=0"}; do
+          local_env=(ES_VK_CM2=1)
+          for kv in $k; do local_env+=("ES_VK_CM2_$kv"); done
+          [[ $k == CM2=0 ]] && local_env=(ES_VK_CM2=0)
+          bench "$m f16 $k" "${local_env[@]}" -- --synthetic $m --dtype f16 -p 512 -n 4 -r 2
+        done
       done ;;
     gemv)
       for f in /tmp/r1-distill-qwen-7b-q4_0.gguf /tmp/r1-distill-qwen-1.5b-q4_0.gguf /tmp/r1-distill-qwen-7b-q8_0.gguf; do

@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <cctype>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <sstream>
@@ -172,6 +173,110 @@ uint32_t CoopmatShapeN(VkPhysicalDevice pd, const VulkanDeviceInfo& info) {
     if (c.NSize == 16 || (c.NSize == 8 && best == 0)) best = c.NSize;
   }
   return best;
+#endif
+}
+
+// VK_KHR_cooperative_matrix and VK_NV_cooperative_matrix2 are newer than Debian 12's Vulkan
+// headers (1.3.239): their structures and enum values as the Vulkan registry defines them.
+struct CoopmatKhrFeatures {
+  VkStructureType sType;
+  void* pNext;
+  VkBool32 cooperative_matrix, robust_buffer_access;
+};
+struct Coopmat2Features {
+  VkStructureType sType;
+  void* pNext;
+  VkBool32 workgroup_scope, flexible_dimensions, reductions, conversions, per_element_operations,
+      tensor_addressing, block_loads;
+};
+struct Coopmat2Properties {
+  VkStructureType sType;
+  void* pNext;
+  uint32_t workgroup_scope_max_workgroup_size, flexible_dimensions_max_dimension,
+      workgroup_scope_reserved_shared_memory;
+};
+struct CoopmatFlexibleDimensions {
+  VkStructureType sType;
+  void* pNext;
+  uint32_t m_granularity, n_granularity, k_granularity;
+  uint32_t a_type, b_type, c_type, result_type;  // VkComponentTypeKHR
+  VkBool32 saturating_accumulation;
+  uint32_t scope;  // VkScopeKHR
+  uint32_t workgroup_invocations;
+};
+constexpr auto kSTypeCoopmatKhrFeatures = VkStructureType(1000506000);
+constexpr auto kSTypeCoopmat2Features = VkStructureType(1000593000);
+constexpr auto kSTypeCoopmatFlexibleDimensions = VkStructureType(1000593001);
+constexpr auto kSTypeCoopmat2Properties = VkStructureType(1000593002);
+constexpr uint32_t kComponentF16 = 0, kComponentF32 = 1, kScopeWorkgroup = 2;
+using PfnFlexibleDimensions = VkResult(VKAPI_PTR*)(VkPhysicalDevice, uint32_t*,
+                                                    CoopmatFlexibleDimensions*);
+
+// The workgroup-scope GEMM of matmul_gemm_cm2.comp: whether the build compiled it and the device
+// has everything it uses (VK_NV_cooperative_matrix2 with workgroup scope, flexible dimensions,
+// tensor addressing, conversions and per-element operations; VK_KHR_cooperative_matrix; the
+// Vulkan memory model; f16 arithmetic and 16-bit storage), and an f16 x f16 -> f32 workgroup-scope shape whose granularity divides the tile.
+// ES_VK_CM2=1 enables it.
+Coopmat2Config QueryCoopmat2(VkPhysicalDevice pd, const VulkanDeviceInfo& info) {
+  Coopmat2Config c;
+#ifndef ES_GLSLC_NV_COOPMAT2
+  (void)pd;
+  (void)info;
+  return c;
+#else
+  // Opt-in: on the H200 it measured 1.09x our subgroup-scope GEMM on the 7B shape and 0.89x on
+  // the 1.5B shape (pp512, docs/vulkan.md), so the default stays matmul_gemm_cm.comp.
+  if (const char* e = std::getenv("ES_VK_CM2"); !e || std::string(e) != "1") return c;
+  if (!info.coopmat2_nv || !info.coopmat_khr || info.api_version < VK_API_VERSION_1_3) return c;
+  auto flex = reinterpret_cast<PfnFlexibleDimensions>(vkGetInstanceProcAddr(
+      Instance::Get().handle(), "vkGetPhysicalDeviceCooperativeMatrixFlexibleDimensionsPropertiesNV"));
+  if (!flex) return c;
+  VkPhysicalDeviceFeatures2 f2{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_FEATURES_2};
+  VkPhysicalDeviceVulkan11Features f11{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_1_FEATURES};
+  VkPhysicalDeviceVulkan12Features f12{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_2_FEATURES};
+  CoopmatKhrFeatures khr{kSTypeCoopmatKhrFeatures, nullptr, 0, 0};
+  Coopmat2Features cm2{kSTypeCoopmat2Features, nullptr, 0, 0, 0, 0, 0, 0, 0};
+  f2.pNext = &f11;
+  f11.pNext = &f12;
+  f12.pNext = &khr;
+  khr.pNext = &cm2;
+  vkGetPhysicalDeviceFeatures2(pd, &f2);
+  if (!khr.cooperative_matrix || !cm2.workgroup_scope || !cm2.flexible_dimensions ||
+      !cm2.tensor_addressing || !cm2.conversions || !cm2.per_element_operations ||
+      !f12.vulkanMemoryModel || !f12.vulkanMemoryModelDeviceScope || !f12.shaderFloat16 ||
+      !f11.storageBuffer16BitAccess)
+    return c;
+  VkPhysicalDeviceProperties2 p2{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_PROPERTIES_2};
+  Coopmat2Properties props{kSTypeCoopmat2Properties, nullptr, 0, 0, 0};
+  p2.pNext = &props;
+  vkGetPhysicalDeviceProperties2(pd, &p2);
+  uint32_t n = 0;
+  if (flex(pd, &n, nullptr) != VK_SUCCESS || n == 0) return c;
+  std::vector<CoopmatFlexibleDimensions> dims(n);
+  for (auto& d : dims) d = CoopmatFlexibleDimensions{kSTypeCoopmatFlexibleDimensions, nullptr};
+  if (flex(pd, &n, dims.data()) != VK_SUCCESS) return c;
+  // Tile BM x BN x BK and workgroup size: ES_VK_CM2_TILE=BMxBNxBK, ES_VK_CM2_WG; ES_VK_CM2_X32=1
+  // (knobs for scripts/gpu/h200_knobs.sh); the defaults were
+  // measured on the H200 (docs/vulkan.md).
+  uint32_t bm = 128, bn = 128, bk = 64, wg = 256;
+  if (const char* t = std::getenv("ES_VK_CM2_TILE")) std::sscanf(t, "%ux%ux%u", &bm, &bn, &bk);
+  if (const char* w = std::getenv("ES_VK_CM2_WG")) wg = uint32_t(std::strtoul(w, nullptr, 10));
+  if (wg == 0 || wg > props.workgroup_scope_max_workgroup_size) return c;
+  for (const auto& d : dims) {
+    if (d.scope != kScopeWorkgroup || d.a_type != kComponentF16 || d.b_type != kComponentF16 ||
+        d.c_type != kComponentF32 || d.result_type != kComponentF32 || d.saturating_accumulation)
+      continue;
+    if (!d.m_granularity || !d.n_granularity || !d.k_granularity) continue;
+    if (bm % d.m_granularity || bn % d.n_granularity || bk % d.k_granularity) continue;
+    if (d.workgroup_invocations && d.workgroup_invocations != wg) continue;
+    c.bm = bm, c.bn = bn, c.bk = bk, c.wg = wg;
+    const char* x32 = std::getenv("ES_VK_CM2_X32");
+    c.x32 = x32 && std::string(x32) == "1";
+    const char* sw = std::getenv("ES_VK_CM2_SWAP");
+    c.swap = sw && std::string(sw) == "1";
+    return c;
+  }
+  return c;
 #endif
 }
 }  // namespace
@@ -362,6 +467,21 @@ Device::Device(const std::string& want) {
     f12.vulkanMemoryModel = VK_TRUE;
     f12.vulkanMemoryModelDeviceScope = VK_TRUE;
     f12.pNext = &cmf;
+  }
+  // Workgroup-scope cooperative matrices (matmul_gemm_cm2.comp), next to the NV ones.
+  CoopmatKhrFeatures khr{kSTypeCoopmatKhrFeatures, nullptr, VK_TRUE, VK_FALSE};
+  Coopmat2Features cm2{kSTypeCoopmat2Features, nullptr, VK_TRUE, VK_TRUE, VK_FALSE, VK_TRUE,
+                       VK_TRUE, VK_TRUE, VK_FALSE};
+  coopmat2_ = QueryCoopmat2(physical_, info_);
+  if (coopmat2_.bm) {
+    extensions.push_back("VK_KHR_cooperative_matrix");
+    extensions.push_back("VK_NV_cooperative_matrix2");
+    f12.vulkanMemoryModel = VK_TRUE;
+    f12.vulkanMemoryModelDeviceScope = VK_TRUE;
+    f11.storageBuffer16BitAccess = VK_TRUE;
+    cm2.pNext = f12.pNext;
+    khr.pNext = &cm2;
+    f12.pNext = &khr;
   }
   // Explicit shared-memory layout for the coopmat GEMM's vector stores to its f16 tiles.
   VkPhysicalDeviceWorkgroupMemoryExplicitLayoutFeaturesKHR wml{

@@ -21,6 +21,15 @@ VulkanDeviceInfo Describe(VkPhysicalDevice pd, int index);
 // feature.
 int ChooseDevice(const std::vector<VulkanDeviceInfo>& devices, const std::string& want);
 
+// Tile (BM activation rows x BN weight rows x BK) and workgroup size of the workgroup-scope
+// cooperative-matrix GEMM; bm == 0: not available. x32: x is loaded as f32 tiles converted to
+// f16 in the shader even where an f16 copy could be made first (ES_VK_CM2_X32=1, for A/B).
+struct Coopmat2Config {
+  uint32_t bm = 0, bn = 0, bk = 0, wg = 0;
+  bool x32 = false;
+  bool swap = false;  // yᵀ = W xᵀ (weights as the A operand), ES_VK_CM2_SWAP=1
+};
+
 class Device {
  public:
   explicit Device(const std::string& want);
@@ -41,6 +50,9 @@ class Device {
   // with a 32-wide subgroup, for matmul_gemm_cm.comp (16 or 8); 0 when there is none (or the
   // build's glslc could not compile the shader).
   uint32_t coopmat_n() const { return coopmat_n_; }
+  // The workgroup-scope cooperative-matrix GEMM (matmul_gemm_cm2.comp, VK_NV_cooperative_matrix2)
+  // enabled on this device, with its tile and workgroup size; bm == 0 when it is not.
+  const Coopmat2Config& coopmat2() const { return coopmat2_; }
   // VK_KHR_workgroup_memory_explicit_layout (with 16-bit access) enabled next to the NV
   // cooperative matrices: the coopmat GEMM then writes its f16 shared tiles 8 halves at a time
   // (its "_sb" variants). ES_VK_SHARED_BLOCK=0 leaves it off.
@@ -79,6 +91,7 @@ class Device {
   uint64_t min_storage_alignment_ = 16;
   uint32_t timestamp_valid_bits_ = 0;
   uint32_t coopmat_n_ = 0;
+  Coopmat2Config coopmat2_;
   bool shared_blocks_ = false;
   bool f16_math_ = false;
   uint32_t gemm_bm_ = 0;

@@ -126,7 +126,7 @@ VulkanBackend::VulkanBackend(const BackendOptions& opts, const VulkanTuning& tun
   } else if (const char* e = std::getenv("ES_VK_F16_ACT"); e && *e) {
     dev_->set_f16_math(std::string(e) != "0");
   } else {
-    dev_->set_f16_math(dev_->coopmat_n() != 0);
+    dev_->set_f16_math(dev_->coopmat_n() != 0 || dev_->coopmat2().bm != 0);
   }
   int bm = tuning.gemm_bm;
   if (bm < 0) bm = std::getenv("ES_VK_GEMM_BM") ? std::atoi(std::getenv("ES_VK_GEMM_BM")) : 0;
@@ -154,9 +154,12 @@ std::string VulkanBackend::description() const {
   std::ostringstream os;
   os << "vulkan: " << i.name << " (" << i.driver << ", Vulkan " << VulkanVersionString(i.api_version)
      << ", subgroup " << i.subgroup_size;
+  if (const auto& c2 = dev_->coopmat2(); c2.bm)
+    os << ", NV coopmat2 " << c2.bm << "x" << c2.bn << "x" << c2.bk << "/" << c2.wg
+       << (dev_->f16_math() ? " in use" : " (off: f32 math)");
   if (dev_->coopmat_n())
     os << ", NV coopmat 16x" << dev_->coopmat_n() << "x16" << (dev_->f16_math() ? " in use" : " (off: f32 math)");
-  else if (i.coopmat_khr || i.coopmat_nv)
+  else if ((i.coopmat_khr || i.coopmat_nv) && !dev_->coopmat2().bm)
     os << ", coopmat present (not used)";
   os << (dev_->f16_math() ? ", f16 math" : ", f32 math") << ")";
   return os.str();
@@ -357,7 +360,7 @@ std::unique_ptr<VulkanBackend::Program> VulkanBackend::Build(const Graph& g, con
   std::vector<std::vector<int>> scratch_items(static_cast<size_t>(N));
   for (int i = 0; i < N; ++i) {
     if (nodes[size_t(i)].op == Op::kWeight) continue;
-    for (uint64_t bytes : ScratchBytes(g, nodes[size_t(i)], T)) {
+    for (uint64_t bytes : ScratchBytes(*dev_, g, nodes[size_t(i)], T)) {
       scratch_items[size_t(i)].push_back(int(items.size()));
       items.push_back({i, i, bytes});
     }

@@ -134,6 +134,70 @@ TEST_F(VulkanOps, MatMulF16MathGemmOverTypesAndEdges) {
   }
 }
 
+// The workgroup-scope cooperative-matrix GEMM (matmul_gemm_cm2.comp, VK_NV_cooperative_matrix2):
+// each tile shape of the knob, both operand orders (x · Wᵀ and W · xᵀ) and both ways of loading x (an f16 copy made first, and f32 tiles
+// converted in the shader), over edges of every tile dimension (R, N, K not multiples of the tile; K
+// smaller than one K step), with a bias and with a weight split into chunks at a row offset.
+// Needs a device with the extension and a build whose glslc compiled the shader (the GPU
+// machine: scripts/gpu/h200_compare.sh); elsewhere it is skipped.
+TEST_F(VulkanOps, Coopmat2GemmTilesAndVariants) {
+  struct Env {
+    const char* tile;
+    const char* x32;
+    const char* swap;
+  };
+  const Env envs[] = {{"128x128x32", "0", "0"}, {"128x128x32", "1", "1"}, {"64x128x32", "0", "1"},
+                      {"128x256x32", "0", "0"}, {"256x128x64", "0", "0"}, {"128x128x64", "1", "0"},
+                      {"128x256x64", "0", "1"}};
+  bool ran = false;
+  setenv("ES_VK_CM2", "1", 1);
+  for (const Env& e : envs) {
+    setenv("ES_VK_CM2_TILE", e.tile, 1);
+    setenv("ES_VK_CM2_X32", e.x32, 1);
+    setenv("ES_VK_CM2_SWAP", e.swap, 1);
+    vk::VulkanTuning t;
+    t.f16_act = 1;
+    const bool split = &e == &envs[0] || &e == &envs[1];
+    if (split) t.weights.max_range = 64 << 10;  // 300 x 384 f16 = 225 KiB -> 4 row chunks
+    std::unique_ptr<vk::VulkanBackend> be;
+    try {
+      be = MakeVulkan(t);
+    } catch (const Error& err) {
+      ADD_FAILURE() << e.tile << ": " << err.what();
+      continue;
+    }
+    const auto& c2 = be->device().coopmat2();
+    if (!c2.bm) continue;  // this tile is not offered by the device (granularity) or no cm2
+    ran = true;
+    const std::string tag = std::string("cm2 ") + e.tile + (c2.x32 ? " x32" : "") + (c2.swap ? " swap" : "") + (split ? " split" : "");
+    EXPECT_NE(be->description().find("coopmat2 " + std::string(e.tile)), std::string::npos)
+        << be->description();
+    const MatCase cases[] = {{9, 16, 7, DType::kF16, true},      {130, 264, 257, DType::kF16, false},
+                             {300, 512, 384, DType::kF16, true}, {257, 1000, 131, DType::kF16, true},
+                             {64, 40, 64, DType::kF16, false},   {513, 136, 300, DType::kF16, true}};
+    for (const auto& c : cases) {
+      Tensor X = RandomTensor("x", DType::kF32, {c.R, c.K}, 24);
+      Tensor W = RandomTensor("w", c.dt, {c.N, c.K}, 25, 0.5f);
+      Tensor B = RandomTensor("b", DType::kF32, {c.N}, 26);
+      Graph g;
+      const int x = Input(g, X, c.R);
+      std::vector<int> src = {x, g.AddWeight(W)};
+      if (c.bias) src.push_back(g.AddWeight(B));
+      g.Add(Make(Op::kMatMul, "mm", src, {c.R, c.N}));
+      ExpectClose(RunGraph(*be, g, RowsBatch(c.R)), RefMatMul(X, W, c.bias ? &B : nullptr, c.R),
+                  2e-3,
+                  tag + " R=" + std::to_string(c.R) + " K=" + std::to_string(c.K) +
+                      " N=" + std::to_string(c.N));
+    }
+    if (::testing::Test::HasFailure()) break;
+  }
+  unsetenv("ES_VK_CM2");
+  unsetenv("ES_VK_CM2_TILE");
+  unsetenv("ES_VK_CM2_X32");
+  unsetenv("ES_VK_CM2_SWAP");
+  if (!ran) GTEST_SKIP() << "no VK_NV_cooperative_matrix2 GEMM on this device/build";
+}
+
 // Q8_0 / Q4_0 weights (quantized by es::Quantize, repacked at upload, dequantized in the
 // shaders) against the reference's dequantization: GEMV (1..8 rows) and GEMM, K of odd block
 // counts (up to 65 blocks: more than one step of a GEMV lane), N not a multiple of any tile, with

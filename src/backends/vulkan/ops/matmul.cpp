@@ -68,6 +68,10 @@ constexpr uint32_t kGemmTile = 128;  // BM = BN of matmul_gemm.comp, BN of matmu
 constexpr uint64_t kCoopmatBigTiles = 100;
 }  // namespace
 
+bool UseCoopmat2(const Device& dev, int64_t K, DType wt) {
+  return wt == DType::kF16 && dev.f16_math() && dev.coopmat2().bm != 0 && K % 8 == 0;
+}
+
 bool UseCoopmat(const Device& dev, int64_t K, DType wt) {
   const bool typed = wt == DType::kF32 || wt == DType::kF16 || wt == DType::kBF16 ||
                      wt == DType::kQ8_0 || wt == DType::kQ4_0;  // matmul_gemm_cm.comp's types
@@ -93,14 +97,34 @@ void RecordHeadGemv(OpContext& c, BufRange x, int64_t R, int64_t H, int64_t N, i
   d.groups[2] = GemvRowGroups(R, gs);
 }
 
+uint64_t MatMulScratchBytes(const Device& dev, const Graph& g, const Node& n) {
+  if (n.src.size() < 2 || n.src[1] < 0 || !g.node(n.src[1]).weight) return 0;
+  const int64_t R = n.shape[0], K = g.node(n.src[0]).shape[1];
+  if (R <= kGemvMaxRows || dev.coopmat2().x32 ||
+      !UseCoopmat2(dev, K, g.node(n.src[1]).weight->dtype))
+    return 0;
+  return uint64_t(R) * uint64_t(K) * 2;
+}
+
 void RecordMatMul(OpContext& c, BufRange x, int64_t R, int64_t K, const DeviceWeight& w,
                   const BufRange* bias, BufRange y, int64_t y_rs, const BufRange* residual,
-                  const NormFold* norm) {
+                  const NormFold* norm, const BufRange* x16) {
   ES_ASSERT((!residual && !norm) || (R <= kGemvMaxRows && K % 8 == 0));
   ES_ASSERT(w.cols == K);
   const bool gemv = R <= kGemvMaxRows;
   const bool vec = K % 8 == 0;
   const GemvSpec gs = GemvSpecFor(c.dev, w.dtype, vec, R);
+  // The workgroup-scope coopmat GEMM reads x as f16: one conversion serves every chunk.
+  const bool cm2 = !gemv && UseCoopmat2(c.dev, K, w.dtype);
+  const bool cm2_h = cm2 && x16 && x16->size >= uint64_t(R * K * 2);
+  if (cm2_h) {
+    Dispatch& d = c.Add("to_f16", {1, 1});
+    d.bindings = {{x}, {*x16}};
+    d.writes = {1};
+    const uint32_t n4 = uint32_t(R * K / 4);
+    d.Push(n4);
+    Grid1D(d, n4);
+  }
   for (const auto& ch : w.chunks) {
     if (ch.rows == 0) continue;
     const uint32_t N = uint32_t(ch.rows);
@@ -115,6 +139,16 @@ void RecordMatMul(OpContext& c, BufRange x, int64_t R, int64_t K, const DeviceWe
                       norm ? norm->eps : 0.0f});
       d.groups[0] = GemvGroups(N, gs);
       d.groups[2] = GemvRowGroups(R, gs);
+    } else if (cm2) {
+      // Workgroup-scope tensor-core GEMM (matmul_gemm_cm2.comp): the driver stages the tiles.
+      const Coopmat2Config& t = c.dev.coopmat2();
+      Dispatch& d = c.Add(std::string("matmul_gemm_cm2_") + TypeSuffix(w.dtype) + (cm2_h ? "_h" : "") + (t.swap ? "_sw" : ""),
+                          {1, 1, 1, 1}, {t.wg, t.bm, t.bn, t.bk});
+      d.bindings = {{Range(ch.alloc)}, {cm2_h ? *x16 : x}, {bias ? *bias : x}, {y}};
+      d.writes = {3};
+      d.Push(GemmPush{uint32_t(K), N, uint32_t(R), uint32_t(ch.row0), uint32_t(y_rs), bias ? 1u : 0u});
+      d.groups[0] = (N + t.bn - 1) / t.bn;
+      d.groups[1] = uint32_t((R + t.bm - 1) / t.bm);
     } else if (UseCoopmat(c.dev, K, w.dtype)) {
       // Tensor cores: f16 tiles, f32 accumulators (matmul_gemm_cm.comp); BM x 128 tiles, BM =
       // 64 unless 128-row tiles already give enough workgroups to fill a large GPU.
@@ -194,7 +228,7 @@ void BuildMatMul(OpContext& c) {
   const bool has_bias = c.n.src.size() > 2 && c.n.src[2] >= 0;
   if (has_bias) bias = Range(c.weights.GetF32(c.W(2)).chunks[0].alloc);
   RecordMatMul(c, x, R, K, w, has_bias ? &bias : nullptr, c.Out(), c.n.shape[1],
-               c.residual.size ? &c.residual : nullptr, norm);
+               c.residual.size ? &c.residual : nullptr, norm, c.scratch.empty() ? nullptr : &c.scratch[0]);
 }
 
 }  // namespace es::vk

@@ -51,8 +51,12 @@ GemvShape GemvFor(const Device& dev) {
   return s;
 }
 
-std::vector<uint64_t> ScratchBytes(const Graph& g, const Node& n, int64_t T) {
+std::vector<uint64_t> ScratchBytes(const Device& dev, const Graph& g, const Node& n, int64_t T) {
   switch (n.op) {
+    case Op::kMatMul: {
+      const uint64_t b = MatMulScratchBytes(dev, g, n);
+      return b ? std::vector<uint64_t>{b} : std::vector<uint64_t>{};
+    }
     case Op::kMlaAttention: return MlaScratch(g, n, T);
     case Op::kMoE: return MoeScratch(g, n, T);
     case Op::kAttention: {

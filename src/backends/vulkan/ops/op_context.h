@@ -76,6 +76,8 @@ GemvShape GemvFor(const Device& dev);
 // Whether prefill GEMMs of inner size K over weights of type wt take the cooperative-matrix
 // shader (f16 math on, a device shape, K % 8 == 0, wt one of f32/f16/bf16/q8_0/q4_0).
 bool UseCoopmat(const Device& dev, int64_t K, DType wt);
+// Whether it runs on the workgroup-scope cooperative-matrix GEMM (matmul_gemm_cm2.comp) instead.
+bool UseCoopmat2(const Device& dev, int64_t K, DType wt);
 // y = x Wᵀ (+ bias) over every row chunk of W. x: [R, K] (row stride K); y: row stride y_rs;
 // GEMV for R <= 8, tiled GEMM otherwise.
 // An RMSNorm folded into a GEMV: x is the norm's input; weight: the norm weight as f32.
@@ -83,9 +85,11 @@ struct NormFold {
   BufRange weight;
   float eps = 0;
 };
+// x16: room for an f16 copy of x (R * K halves), which the workgroup-scope coopmat GEMM uses
+// where given (MatMulScratchBytes).
 void RecordMatMul(OpContext& c, BufRange x, int64_t R, int64_t K, const DeviceWeight& w,
                   const BufRange* bias, BufRange y, int64_t y_rs, const BufRange* residual = nullptr,
-                  const NormFold* norm = nullptr);
+                  const NormFold* norm = nullptr, const BufRange* x16 = nullptr);
 // Whether a matmul of R rows and inner size K can take a fused GEMV epilogue (residual add,
 // SwiGLU pair).
 bool CanFuseGemv(int64_t R, int64_t K, const DeviceWeight& w);
@@ -99,7 +103,9 @@ void RecordHeadGemv(OpContext& c, BufRange x, int64_t R, int64_t H, int64_t N, i
 
 // ---- op registry -----------------------------------------------------------------------------
 // Scratch bytes an op needs while it runs (f32 temporaries), in the order it uses them.
-std::vector<uint64_t> ScratchBytes(const Graph& g, const Node& n, int64_t T);
+std::vector<uint64_t> ScratchBytes(const Device& dev, const Graph& g, const Node& n, int64_t T);
+// A matmul's scratch: the f16 copy of x for the workgroup-scope coopmat GEMM (0 bytes if none).
+uint64_t MatMulScratchBytes(const Device& dev, const Graph& g, const Node& n);
 // Records the node's dispatches.
 void BuildOp(OpContext& c);
 // Whether the ops can run this node (types, sizes); `why` says what is missing.
