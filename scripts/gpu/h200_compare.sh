@@ -18,7 +18,8 @@
 # ES_TOKENIZER (vocabulary put in those files; llama.cpp needs one), ES_DEADLINE (seconds after
 # which no new step starts), ES_TESTS=0 skips the Vulkan and golden tests, ES_LLAMA=0 skips
 # llama.cpp, ES_GOLDEN_MODES (default "0 1": f32 and f16 math), ES_LLAMA_CM1 ("preset:type ...":
-# llama-bench pp512 again with its coopmat2 path off), ES_SERVE=1 adds the serving load benchmark (tests/server/load_bench.sh: edgeseek
+# llama-bench pp512 again with its coopmat2 path off), ES_EXTRA_ENVS ("NAME=VALUE ...": each GGUF's
+# edgeseek bench again with that setting), ES_SERVE=1 adds the serving load benchmark (tests/server/load_bench.sh: edgeseek
 # serve on Vulkan next to llama-server with -ngl 99, same q4_0 file). Every log goes to
 # $OUT/all.txt (the device tool returns at most 8 files).
 set -uo pipefail
@@ -141,6 +142,12 @@ for mt in $GGUFS; do
   echo "== edgeseek bench $m $ty (same file, ES_VK_F16_ACT=1)"
   ES_VK_F16_ACT=1 timeout 120 "$B/edgeseek" bench --backend vulkan -m "$g" -p 512 -n 128 -r 1 > "$OUT/es_${m}_$ty.txt" 2>&1
   grep -E "backend|prefill|decode" "$OUT/es_${m}_$ty.txt"
+  for e in ${ES_EXTRA_ENVS:-}; do  # the same bench again under other knob settings (A/B)
+    left || break
+    echo "== edgeseek bench $m $ty, $e"
+    env ES_VK_F16_ACT=1 "$e" timeout 120 "$B/edgeseek" bench --backend vulkan -m "$g" -p 512 -n 128 -r 1 > "$OUT/es_${m}_${ty}_${e//[=\/]/_}.txt" 2>&1
+    grep -E "prefill|decode" "$OUT/es_${m}_${ty}_${e//[=\/]/_}.txt"
+  done
 done
 if [[ -n "${ES_LLAMA_CM1:-}" && -x $LB ]]; then
   # llama.cpp's KHR cooperative-matrix path (coopmat2 off): what coopmat1 reaches on this driver.
