@@ -24,6 +24,13 @@
 
 #include "cpu/kernels/matmul.h"
 #include "edgeseek/core/error.h"
+#if HWY_ONCE && HWY_ARCH_ARM_A64
+#include <map>
+#include <mutex>
+#include <string>
+
+#include "cpu/kernels/matmul_quant_arm.h"
+#endif
 
 HWY_BEFORE_NAMESPACE();
 namespace es::cpu {
@@ -90,7 +97,22 @@ void MatMul(const float* x, int64_t R, int64_t K, const void* w, DType wtype, in
 }
 
 const char* SimdTargetName() {
-  return hwy::TargetName(HWY_DYNAMIC_DISPATCH(ChosenTarget)());
+  const int64_t target = HWY_DYNAMIC_DISPATCH(ChosenTarget)();
+#if HWY_ARCH_ARM_A64
+  // ARM64: the Highway target (dense kernels), then the integer path of the quantized kernels,
+  // e.g. "SVE2, int8 NEON+dotprod+i8mm". One string per target, kept for the process.
+  static std::mutex mu;
+  static std::map<int64_t, std::string> names;
+  std::lock_guard<std::mutex> lock(mu);
+  auto it = names.find(target);
+  if (it == names.end()) {
+    it = names.emplace(target, std::string(hwy::TargetName(target)) + ", int8 " +
+                                   ArmQuantPathName(ArmQuantPathActive())).first;
+  }
+  return it->second.c_str();
+#else
+  return hwy::TargetName(target);
+#endif
 }
 
 }  // namespace es::cpu

@@ -26,6 +26,8 @@
 //   x86 (AVX2 and up): the integer part as 8 int32 lanes (each the sum of 4 consecutive
 //     products, maddubs + madd with the scales), converted to f32 and FMA'd lane-wise into one
 //     accumulator, groups in order; minimums into one scalar; one horizontal sum at the end;
+//   ARM64: matmul_quant_arm.cpp (plain NEON, dotprod, i8mm; acc = fma(fd·dx, float(isum), acc)
+//     per output and group in order, the same bits on all three paths and in GEMV and GEMM);
 //   other targets: scalar, groups in order.
 // GEMV (R = 1) and GEMM run the same non-inlined row kernel, so every output element sees the
 // same operations whatever R, the other rows or the thread count (batch invariance).
@@ -107,6 +109,8 @@ inline void QuantizeActivationRowWide(const float* x, int64_t K, int16_t* qs, fl
 }  // namespace es::cpu
 #endif  // ES_CPU_KERNELS_MATMUL_QUANT_ONCE_
 
+// matmul_quant_arm.cpp (not a Highway translation unit) takes only the quantizers above.
+#ifndef ES_CPU_QUANT_ACTIVATIONS_ONLY
 #if defined(ES_CPU_KERNELS_MATMUL_QUANT_INL_H_) == defined(HWY_TARGET_TOGGLE)
 #ifdef ES_CPU_KERNELS_MATMUL_QUANT_INL_H_
 #undef ES_CPU_KERNELS_MATMUL_QUANT_INL_H_
@@ -118,6 +122,7 @@ inline void QuantizeActivationRowWide(const float* x, int64_t K, int16_t* qs, fl
 #include <cstring>
 #include <type_traits>
 
+#include "cpu/kernels/matmul_quant_arm.h"
 #include "cpu/kernels/scratch.h"
 #include "edgeseek/core/error.h"
 #include "edgeseek/core/half.h"
@@ -776,6 +781,12 @@ void QuantMatMulT(const float* x, size_t R, size_t K, const Block* w, size_t N, 
 inline void QuantMatMul(const float* x, int64_t R, int64_t K, const void* w, DType wtype,
                         int64_t N, const float* bias, float* y, int64_t ldy, ThreadPool& pool) {
   const size_t r = size_t(R), k = size_t(K), n = size_t(N), l = size_t(ldy);
+#if HWY_ARCH_ARM_A64
+  // ARM64, every Highway target: the NEON / dotprod / i8mm kernels (matmul_quant_arm.cpp).
+  if (ArmQuantMatMulSupports(wtype)) {
+    return ArmQuantMatMul(ArmQuantPathActive(), x, R, K, w, wtype, N, bias, y, ldy, pool);
+  }
+#endif
   switch (wtype) {
 #if ES_QUANT_X86
     case DType::kQ8_0:
@@ -812,3 +823,4 @@ inline void QuantMatMul(const float* x, int64_t R, int64_t K, const void* w, DTy
 HWY_AFTER_NAMESPACE();
 
 #endif  // ES_CPU_KERNELS_MATMUL_QUANT_INL_H_ toggle
+#endif  // ES_CPU_QUANT_ACTIVATIONS_ONLY
