@@ -6,8 +6,14 @@ PKGS=(build-essential cmake ninja-build pkg-config git
       libedit-dev libgtest-dev libgmock-dev libbenchmark-dev libomp-dev
       libvulkan-dev glslc spirv-tools glslang-tools mesa-vulkan-drivers vulkan-validationlayers vulkan-tools
       prometheus)
+# aarch64 cross build and qemu-user runs of the kernel tests (scripts/test_arm64.sh): arm64
+# libraries through Debian multiarch.
+PKGS+=(g++-aarch64-linux-gnu qemu-user libc6:arm64 libhwy-dev:arm64 libgtest-dev:arm64)
 missing=()
 for p in "${PKGS[@]}"; do dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p"); done
+if [[ " ${missing[*]} " == *":arm64 "* ]] && ! dpkg --print-foreign-architectures | grep -qx arm64; then
+  $([ "$(id -u)" -ne 0 ] && echo sudo) dpkg --add-architecture arm64  # apt-get update follows
+fi
 # Node.js and npm (test clients, test data): keep an existing installation (e.g. NodeSource's
 # nodejs, which bundles npm and conflicts with Debian's npm package).
 command -v npm >/dev/null 2>&1 || missing+=(nodejs npm)
