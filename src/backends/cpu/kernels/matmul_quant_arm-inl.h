@@ -41,13 +41,17 @@ ES_ARM_INLINE int32x4_t GroupPartials(const GroupQ& q, const int8_t* xg, int32_t
   }
 }
 
-// GEMV row kernel: 4 weight columns (rows w, w + stride, ...) of one activation row, the 4
-// columns in the 4 f32 lanes: acc = fma(fd · dx, float(isum), acc) per group in order.
-template <class Block>
-ES_ARM_NOINLINE void DotRows4(const ActRow& x, size_t nb, const Block* w, size_t stride,
+// Row kernel: 4 weight columns (rows w, w + stride, ...) against RT activation rows, the 4
+// columns in the 4 f32 lanes of one accumulator per row: acc = fma(fd · dx, float(isum), acc)
+// per group in order. RT = 1 is the GEMV; RT = 4 the GEMM of the NEON and dotprod paths, which
+// decodes each weight group once for 4 rows and gives each row the operations of RT = 1.
+// out: [RT rows][4 columns].
+template <int RT, class Block>
+ES_ARM_NOINLINE void DotRows4(const ActRow* x, size_t nb, const Block* w, size_t stride,
                               float* out) {
   using T = ArmTraits<Block>;
-  float32x4_t acc = vdupq_n_f32(0.0f), mins = vdupq_n_f32(0.0f);
+  float32x4_t acc[RT], mins[RT];
+  for (int r = 0; r < RT; ++r) acc[r] = mins[r] = vdupq_n_f32(0.0f);
   for (size_t b = 0; b < nb; ++b) {
     const Block& b0 = w[b];
     const Block& b1 = w[stride + b];
@@ -62,20 +66,22 @@ ES_ARM_NOINLINE void DotRows4(const ActRow& x, size_t nb, const Block* w, size_t
     const float32x4_t fd = vld1q_f32(fd_arr);
     for (int g = 0; g < T::kGroups; ++g) {
       const size_t xg = b * T::kGroups + size_t(g);
-      const int8_t* xp = x.q + xg * T::kActBytes;
-      const int32x4_t p0 = GroupPartials<Block>(GroupQuants(b0, g), xp, s0.sa[g], s0.sb[g]);
-      const int32x4_t p1 = GroupPartials<Block>(GroupQuants(b1, g), xp, s1.sa[g], s1.sb[g]);
-      const int32x4_t p2 = GroupPartials<Block>(GroupQuants(b2, g), xp, s2.sa[g], s2.sb[g]);
-      const int32x4_t p3 = GroupPartials<Block>(GroupQuants(b3, g), xp, s3.sa[g], s3.sb[g]);
-      const int32x4_t isum = vpaddq_s32(vpaddq_s32(p0, p1), vpaddq_s32(p2, p3));
-      acc = vfmaq_f32(acc, vmulq_n_f32(fd, x.d[xg]), vcvtq_f32_s32(isum));
-      if constexpr (T::kMins) {
-        const float fm_arr[4] = {s0.fm[g], s1.fm[g], s2.fm[g], s3.fm[g]};
-        mins = vfmaq_n_f32(mins, vld1q_f32(fm_arr), x.s[xg]);
+      const GroupQ q0 = GroupQuants(b0, g), q1 = GroupQuants(b1, g), q2 = GroupQuants(b2, g),
+                   q3 = GroupQuants(b3, g);
+      const float fm_arr[4] = {s0.fm[g], s1.fm[g], s2.fm[g], s3.fm[g]};
+      for (int r = 0; r < RT; ++r) {
+        const int8_t* xp = x[r].q + xg * T::kActBytes;
+        const int32x4_t p0 = GroupPartials<Block>(q0, xp, s0.sa[g], s0.sb[g]);
+        const int32x4_t p1 = GroupPartials<Block>(q1, xp, s1.sa[g], s1.sb[g]);
+        const int32x4_t p2 = GroupPartials<Block>(q2, xp, s2.sa[g], s2.sb[g]);
+        const int32x4_t p3 = GroupPartials<Block>(q3, xp, s3.sa[g], s3.sb[g]);
+        const int32x4_t isum = vpaddq_s32(vpaddq_s32(p0, p1), vpaddq_s32(p2, p3));
+        acc[r] = vfmaq_f32(acc[r], vmulq_n_f32(fd, x[r].d[xg]), vcvtq_f32_s32(isum));
+        if constexpr (T::kMins) mins[r] = vfmaq_n_f32(mins[r], vld1q_f32(fm_arr), x[r].s[xg]);
       }
     }
   }
-  vst1q_f32(out, vsubq_f32(acc, mins));
+  for (int r = 0; r < RT; ++r) vst1q_f32(out + 4 * r, vsubq_f32(acc[r], mins[r]));
 }
 
 // One column: the same operations as one lane of DotRows4, in scalar registers.
@@ -112,7 +118,7 @@ ES_ARM_INLINE int32x4_t Mmla16(int32x4_t acc, int8x16_t xa0, int8x16_t xa1, int8
 }
 
 // GEMM tile: 4 activation rows × 4 weight columns, each output (r, c) through the very float
-// operations of DotRows4's lane c for row r. out: [4 rows][4 columns].
+// operations of DotRows4's lane c for row r. out: [4 rows][4 columns]. Replaces DotRows4<4>.
 template <class Block>
 ES_ARM_NOINLINE void MmlaTile4x4(const ActRow* x, size_t nb, const Block* w, size_t stride,
                                  float* out) {
@@ -207,10 +213,12 @@ ES_ARM_NOINLINE void MmlaTile4x4(const ActRow* x, size_t nb, const Block* w, siz
 template <class Block>
 ArmKernels<Block> KernelsFor() {
   ArmKernels<Block> k;
-  k.dot4 = &DotRows4<Block>;
+  k.dot4 = &DotRows4<1, Block>;
   k.dot1 = &DotRows1<Block>;
 #if ES_ARM_MMLA
   k.tile4x4 = &MmlaTile4x4<Block>;
+#else
+  k.tile4x4 = &DotRows4<4, Block>;
 #endif
   return k;
 }

@@ -264,10 +264,11 @@ ES_ARM_INLINE GroupQ GroupQuants(const BlockQ6_K& b, int g) {
   return {vsubq_s8(S8(vorrq_u8(n0, h0)), k32), vsubq_s8(S8(vorrq_u8(n1, h1)), k32)};
 }
 
-// The kernels of one path (matmul_quant_arm-inl.h). tile4x4 is null where the path has none.
+// The kernels of one path (matmul_quant_arm-inl.h): one row × 4 columns, one row × 1 column,
+// 4 rows × 4 columns (SMMLA on the i8mm path, the 4-column kernel over 4 rows otherwise).
 template <class Block>
 struct ArmKernels {
-  void (*dot4)(const ActRow&, size_t, const Block*, size_t, float*) = nullptr;
+  void (*dot4)(const ActRow*, size_t, const Block*, size_t, float*) = nullptr;
   void (*dot1)(const ActRow&, size_t, const Block*, size_t, float*) = nullptr;
   void (*tile4x4)(const ActRow*, size_t, const Block*, size_t, float*) = nullptr;
 };
@@ -355,8 +356,9 @@ bool ArmQuantMatMulSupports(DType t) {
 
 // ---------------------------------------------------------------------------------------------
 // Driver: quantize the activation rows (in parallel over rows), then one task per (column block,
-// row block); inside a task, 4 columns at a time, rows in SMMLA tiles of 4 where the path has
-// them and one at a time otherwise; the last N % 4 columns one at a time.
+// row block); inside a task, 4 columns at a time against tiles of 4 rows (SMMLA on the i8mm
+// path, each weight group decoded once for the 4 rows otherwise), leftover rows one at a time;
+// the last N % 4 columns one at a time.
 
 namespace {
 
@@ -414,7 +416,7 @@ void Run(const ArmKernels<Block>& k, const float* x, size_t R, size_t K, const B
         const size_t nc = std::min(kCols, n1 - n);
         const Block* wn = w + n * nb;
         size_t r = r0;
-        if (nc == kCols && k.tile4x4) {
+        if (nc == kCols) {
           for (; r + 4 <= r1; r += 4) {
             const ActRow rows[4] = {act(r), act(r + 1), act(r + 2), act(r + 3)};
             float out[4 * kCols];
@@ -426,7 +428,7 @@ void Run(const ArmKernels<Block>& k, const float* x, size_t R, size_t K, const B
           float out[kCols];
           const ActRow a = act(r);
           if (nc == kCols) {
-            k.dot4(a, nb, wn, nb, out);
+            k.dot4(&a, nb, wn, nb, out);
           } else {
             for (size_t c = 0; c < nc; ++c) k.dot1(a, nb, wn + c * nb, nb, out + c);
           }
