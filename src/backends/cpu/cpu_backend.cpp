@@ -2,16 +2,31 @@
 // kernels (kernels/matmul.h); the other ops are simple loops parallelised over rows or heads.
 // Every op computes each batch row independently with a fixed reduction order, so a sequence's
 // results never depend on what else shares its batch (batch invariance).
+//
+// Weights: PrepareWeight can repack the matrices whose type has another layout on this CPU
+// (kernels/repack.h: Q4_0 / Q8_0 on x86 AVX2+, bit-identical results) into memory the backend
+// owns; their raw pages, where they are a read-only file mapping, are handed back to the kernel
+// (the model still owns them and other readers, e.g. an embedding lookup, fault them back in).
+// ES_CPU_REPACK picks the types: unset = the defaults below (none today), 0 = none, 1 = every
+// supported type, or a comma list of type names (q4_0,q8_0).
+#include <sys/mman.h>
+#include <unistd.h>
+
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <fstream>
 #include <map>
 #include <mutex>
+#include <set>
+#include <sstream>
 #include <unordered_map>
 
 #include "cpu/kernels/matmul.h"
+#include "cpu/kernels/repack.h"
 #include "cpu/kernels/vec.h"
 #include "cpu/reference.h"
 #include "edgeseek/backends/backend.h"
@@ -23,6 +38,66 @@ namespace es {
 namespace {
 
 using Clock = std::chrono::steady_clock;
+
+// What PrepareWeight repacks (see the header comment).
+struct RepackPolicy {
+  std::set<DType> types;
+  // Only weights whose raw copy can be handed back (a read-only file mapping): a weight the
+  // model holds in its own memory (quantized at load, synthetic) would then be resident twice.
+  bool only_file_backed = true;
+};
+
+// The types repacked when ES_CPU_REPACK is unset: none. Measured on the 1.5B model on the 2-core
+// development machine (docs/performance.md, "CPU weight repacking"), the repacked kernels were
+// not faster beyond the noise of a shared machine; ES_CPU_REPACK=1 turns them on.
+std::set<DType> DefaultRepackTypes() { return {}; }
+
+// ES_CPU_REPACK: unset = the defaults, file-backed weights only; 0 = none; 1 = every supported
+// type; or a comma list of type names. An explicit choice repacks the model's own memory too.
+RepackPolicy RepackPolicyFromEnv() {
+  const char* env = std::getenv("ES_CPU_REPACK");
+  const std::string v = env ? env : "";
+  RepackPolicy p;
+  if (v.empty()) {
+    p.types = DefaultRepackTypes();
+    return p;
+  }
+  p.only_file_backed = false;
+  if (v == "0" || v == "off") return p;
+  if (v == "1" || v == "all") {
+    p.types = {DType::kQ4_0, DType::kQ8_0};
+    return p;
+  }
+  std::stringstream ss(v);
+  for (std::string name; std::getline(ss, name, ',');)
+    if (!name.empty()) p.types.insert(ParseDType(name));  // throws naming the bad type
+  return p;
+}
+
+// Whether [p, p + n) lies inside one read-only file mapping of this process (/proc/self/maps):
+// then its pages can be dropped and are read back from the file if touched again.
+bool InReadOnlyFileMapping(const void* p, size_t n) {
+  std::ifstream maps("/proc/self/maps");
+  const auto a = reinterpret_cast<uintptr_t>(p);
+  for (std::string line; std::getline(maps, line);) {
+    unsigned long lo = 0, hi = 0, inode = 0;
+    char perms[8] = {};
+    if (std::sscanf(line.c_str(), "%lx-%lx %7s %*s %*s %lu", &lo, &hi, perms, &inode) != 4)
+      continue;
+    if (a < lo || a >= hi) continue;
+    return a + n <= hi && inode != 0 && perms[1] != 'w';
+  }
+  return false;
+}
+
+// Drops this process's pages of a read-only file mapping (whole pages inside the range only).
+void ReleaseFilePages(const void* p, size_t n) {
+  if (!InReadOnlyFileMapping(p, n)) return;
+  const uintptr_t page = uintptr_t(sysconf(_SC_PAGESIZE));
+  const uintptr_t a = reinterpret_cast<uintptr_t>(p);
+  const uintptr_t lo = (a + page - 1) / page * page, hi = (a + n) / page * page;
+  if (hi > lo) madvise(reinterpret_cast<void*>(lo), hi - lo, MADV_DONTNEED);
+}
 
 // KV cache: per slot one lazily committed block laid out [layer][part][pos][width] in f32.
 class CpuKv final : public KvStorage {
@@ -69,15 +144,25 @@ class CpuKv final : public KvStorage {
 
 class CpuBackend final : public Backend {
  public:
-  explicit CpuBackend(const BackendOptions& o) : opts_(o), pool_(o.threads) {}
+  explicit CpuBackend(const BackendOptions& o)
+      : opts_(o), pool_(o.threads), repack_(RepackPolicyFromEnv()) {}
   std::string name() const override { return "cpu"; }
   std::string description() const override {
-    return "cpu: " + std::to_string(pool_.size()) + " threads, SIMD " + cpu::SimdTargetName();
+    std::string d =
+        "cpu: " + std::to_string(pool_.size()) + " threads, SIMD " + cpu::SimdTargetName();
+    if (!packed_.empty()) {
+      char buf[96];
+      std::snprintf(buf, sizeof buf, ", %zu weights repacked (%.2f GB) in %.0f ms", packed_.size(),
+                    double(packed_bytes_) / 1e9, packed_s_ * 1e3);
+      d += buf;
+    }
+    return d;
   }
   bool Supports(const Graph& g, const Node& n) const override {
     if (n.op == Op::kMatMul) return cpu::MatMulSupports(g.node(n.src[1]).dtype);
     return true;
   }
+  void PrepareWeight(const Tensor& w) override;
   std::unique_ptr<KvStorage> CreateKv(const KvSpec& spec, int n_slots, int64_t capacity) override {
     return std::make_unique<CpuKv>(spec, n_slots, capacity);
   }
@@ -86,6 +171,14 @@ class CpuBackend final : public Backend {
   size_t peak_bytes() const override { return peak_; }
 
  private:
+  // A weight repacked by PrepareWeight, valid while the tensor still points at `data`.
+  struct Packed {
+    const void* data;
+    DType dtype;
+    Shape shape;
+    cpu::PackedWeight w;
+  };
+  const Packed* FindPacked(const Tensor& w) const;
   const float* F32(const Tensor* t);  // small weights (norms, biases) as f32, cached
   float* Alloc(size_t n);
   void Release(float* p, size_t n);
@@ -99,9 +192,34 @@ class CpuBackend final : public Backend {
   ThreadPool pool_;
   std::mutex f32_mu_;
   std::unordered_map<const Tensor*, std::vector<float>> f32_cache_;
+  RepackPolicy repack_;                                 // ES_CPU_REPACK
+  std::unordered_map<const Tensor*, Packed> packed_;    // repacked weights, owned
+  size_t packed_bytes_ = 0;                             // their total size
+  double packed_s_ = 0;                                 // time spent repacking (and releasing)
   std::multimap<size_t, float*> free_;  // buffer pool by size (floats)
   size_t live_ = 0, peak_ = 0;
 };
+
+void CpuBackend::PrepareWeight(const Tensor& w) {
+  // Matrices only, K (the row) in whole blocks.
+  if (!repack_.types.count(w.dtype) || w.shape.size() != 2 || !cpu::RepackSupports(w.dtype) ||
+      w.cols() % 32 != 0 || FindPacked(w))
+    return;
+  if (repack_.only_file_backed && !InReadOnlyFileMapping(w.data, w.nbytes)) return;
+  const auto t0 = Clock::now();
+  Packed p{w.data, w.dtype, w.shape, cpu::Repack(w.data, w.dtype, w.rows(), w.cols(), pool_)};
+  ReleaseFilePages(w.data, w.nbytes);
+  packed_bytes_ += p.w.bytes;
+  packed_.insert_or_assign(&w, std::move(p));
+  packed_s_ += std::chrono::duration<double>(Clock::now() - t0).count();
+}
+
+const CpuBackend::Packed* CpuBackend::FindPacked(const Tensor& w) const {
+  auto it = packed_.find(&w);
+  if (it == packed_.end()) return nullptr;
+  const Packed& p = it->second;
+  return p.data == w.data && p.dtype == w.dtype && p.shape == w.shape ? &p : nullptr;
+}
 
 const float* CpuBackend::F32(const Tensor* t) {
   if (!t) return nullptr;
@@ -130,6 +248,10 @@ void CpuBackend::Release(float* p, size_t n) { free_.emplace(n, p); }
 
 void CpuBackend::MatMul(const float* x, int64_t R, int64_t K, const Tensor& w, const float* bias,
                         float* y, int64_t ldy) {
+  if (const Packed* p = FindPacked(w); p && K == p->w.K) {
+    cpu::PackedMatMul(x, R, p->w, bias, y, ldy, pool_);
+    return;
+  }
   if (cpu::MatMulSupports(w.dtype)) {
     cpu::MatMul(x, R, K, w.data, w.dtype, w.rows(), bias, y, ldy, pool_);
     return;

@@ -28,6 +28,12 @@
 // lane c's two products; 16 madds a block, int32 sums (|isum| <= 32 · 128 · 32512 < 2^31). The
 // GEMV reads each column's 32 quants as they are (2 madds against the activation block) and
 // reduces the 8 columns' 8 int32 lanes to one lane each with a transpose-and-add tree.
+//
+// Repacked weights (repack.h, made once at load): each group of 8 columns is stored as the GEMM
+// panel would hold it, [nb] blocks of interleaved quants (Q4_0 128 bytes, Q8_0 256 bytes) and then
+// [nb] × 8 f16 scales (16 bytes), so the same size as the raw rows; a last partial group is padded
+// with zero columns. GEMV and GEMM then read one contiguous stream per group through the panel
+// row kernels below (RT = 1 for the GEMV), the same integer parts and float operations again.
 
 #if defined(ES_CPU_KERNELS_MATMUL_LANES_INL_H_) == defined(HWY_TARGET_TOGGLE)
 #ifdef ES_CPU_KERNELS_MATMUL_LANES_INL_H_
@@ -40,6 +46,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
+#include <vector>
 
 #include "cpu/kernels/scratch.h"
 #include "edgeseek/core/thread_pool.h"
@@ -129,17 +136,21 @@ struct Q40Nibbles {
   __m256 d;
 };
 
-HWY_INLINE void UnpackQ40(const Q40x8& blk, Q40Nibbles* n) {
+HWY_INLINE void UnpackQ40(__m256i q0, __m256i q1, __m256i q2, __m256i q3, __m256 d,
+                          Q40Nibbles* n) {
   const __m256i m = _mm256_set1_epi8(0x0F);
-  n->lo0 = _mm256_and_si256(blk.q[0], m);
-  n->lo1 = _mm256_and_si256(blk.q[1], m);
-  n->lo2 = _mm256_and_si256(blk.q[2], m);
-  n->lo3 = _mm256_and_si256(blk.q[3], m);
-  n->hi0 = _mm256_and_si256(_mm256_srli_epi16(blk.q[0], 4), m);
-  n->hi1 = _mm256_and_si256(_mm256_srli_epi16(blk.q[1], 4), m);
-  n->hi2 = _mm256_and_si256(_mm256_srli_epi16(blk.q[2], 4), m);
-  n->hi3 = _mm256_and_si256(_mm256_srli_epi16(blk.q[3], 4), m);
-  n->d = blk.d;
+  n->lo0 = _mm256_and_si256(q0, m);
+  n->lo1 = _mm256_and_si256(q1, m);
+  n->lo2 = _mm256_and_si256(q2, m);
+  n->lo3 = _mm256_and_si256(q3, m);
+  n->hi0 = _mm256_and_si256(_mm256_srli_epi16(q0, 4), m);
+  n->hi1 = _mm256_and_si256(_mm256_srli_epi16(q1, 4), m);
+  n->hi2 = _mm256_and_si256(_mm256_srli_epi16(q2, 4), m);
+  n->hi3 = _mm256_and_si256(_mm256_srli_epi16(q3, 4), m);
+  n->d = d;
+}
+HWY_INLINE void UnpackQ40(const Q40x8& blk, Q40Nibbles* n) {
+  UnpackQ40(blk.q[0], blk.q[1], blk.q[2], blk.q[3], blk.d, n);
 }
 
 // One block of one activation row: acc (lane c = column c) = fma(d_w · dx, isum_c, acc).
@@ -163,8 +174,10 @@ HWY_INLINE __m256 Q40Row(const Q40Nibbles& n, const int8_t* HWY_RESTRICT x, floa
 // Q4_0
 
 // GEMV: 8 columns (rows w + c · nb of the weights) against activation row 0, interleaving each
-// block in registers. Not inlined: one copy of this loop for full and padded groups.
-HWY_NOINLINE __m256 Q40GemvGroup(const LaneActs& a, const BlockQ4_0* HWY_RESTRICT w, size_t nb) {
+// block in registers. Not inlined: one copy of this loop for full and padded groups. (`inline`
+// for the linker: matmul.cpp and repack.cpp both compile this header.)
+inline HWY_NOINLINE __m256 Q40GemvGroup(const LaneActs& a, const BlockQ4_0* HWY_RESTRICT w,
+                                        size_t nb) {
   __m256 acc = _mm256_setzero_ps();
   for (size_t b = 0; b < nb; ++b) {
     PrefetchNextGroup(w, nb * sizeof(BlockQ4_0), b, kLaneCols * sizeof(BlockQ4_0));
@@ -177,11 +190,45 @@ HWY_NOINLINE __m256 Q40GemvGroup(const LaneActs& a, const BlockQ4_0* HWY_RESTRIC
   return acc;
 }
 
+// Where the panel kernels read block b of 8 interleaved columns: the GEMM's per-task panel, or a
+// group of repacked weights (quants [nb][128 bytes], then scales [nb][8] f16).
+struct Q40PanelSrc {
+  const Q40x8* HWY_RESTRICT p;
+  HWY_INLINE void Prefetch(size_t) const {}  // the panel was just written by this thread
+  HWY_INLINE void Load(size_t b, Q40Nibbles* n) const { UnpackQ40(p[b], n); }
+};
+
+// Repacked weights are one stream per group: the GEMV fetches the quants 16 KiB ahead (past the
+// group's end, the next group's) into L2, as the raw GEMV fetches the next 8 rows. Distance and
+// level measured on the 1.5B shapes (docs/performance.md): 8 KiB or L1 left the Q4_0 GEMV behind
+// the raw one.
+constexpr size_t kPackedAhead = 16384;
+HWY_INLINE void PrefetchPacked(const uint8_t* p) {
+  _mm_prefetch(reinterpret_cast<const char*>(p), _MM_HINT_T1);
+}
+struct Q40PackedSrc {
+  static constexpr size_t kQBytes = 4 * 32;  // interleaved quants of one block of 8 columns
+  const uint8_t* HWY_RESTRICT q;
+  const uint16_t* HWY_RESTRICT d;
+  HWY_INLINE void Prefetch(size_t b) const {
+    const uint8_t* p = q + b * kQBytes + kPackedAhead;
+    PrefetchPacked(p);
+    PrefetchPacked(p + 64);
+  }
+  // Straight from memory into registers (a Q40x8 in between went through the stack).
+  HWY_INLINE void Load(size_t b, Q40Nibbles* n) const {
+    const __m256i* qb = reinterpret_cast<const __m256i*>(q + b * kQBytes);
+    UnpackQ40(_mm256_loadu_si256(qb), _mm256_loadu_si256(qb + 1), _mm256_loadu_si256(qb + 2),
+              _mm256_loadu_si256(qb + 3),
+              _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(d + b * kLaneCols))),
+              n);
+  }
+};
+
 // GEMM: RT activation rows (r0 ..) against a panel of 8 interleaved columns [nb]; named
-// accumulators so that they stay in registers.
-template <int RT>
-HWY_NOINLINE void Q40PanelRows(const LaneActs& a, size_t r0, const Q40x8* HWY_RESTRICT panel,
-                               __m256* acc_out) {
+// accumulators so that they stay in registers. RT = 1 on repacked weights is also the GEMV.
+template <int RT, class Src>
+HWY_NOINLINE void Q40PanelRows(const LaneActs& a, size_t r0, Src panel, __m256* acc_out) {
   static_assert(RT >= 1 && RT <= 4, "Q40PanelRows handles 1..4 rows");
   const size_t K = a.K, nb = a.nb;
   const int8_t* HWY_RESTRICT x = a.q8() + r0 * K;  // row r at x + r · K
@@ -189,8 +236,9 @@ HWY_NOINLINE void Q40PanelRows(const LaneActs& a, size_t r0, const Q40x8* HWY_RE
   const int32_t* HWY_RESTRICT s = a.s8 + r0 * nb;
   __m256 c0 = _mm256_setzero_ps(), c1 = c0, c2 = c0, c3 = c0;
   for (size_t b = 0; b < nb; ++b) {
+    if constexpr (RT == 1) panel.Prefetch(b);
     Q40Nibbles n;
-    UnpackQ40(panel[b], &n);
+    panel.Load(b, &n);
     const int8_t* xb = x + b * kQK;
     c0 = Q40Row(n, xb, d[b], s[b], c0);
     if constexpr (RT > 1) c1 = Q40Row(n, xb + K, d[nb + b], s[nb + b], c1);
@@ -223,7 +271,12 @@ struct Q40Kernel {
   }
   template <int RT>
   static void PanelRows(const LaneActs& a, size_t r0, const Panel* panel, __m256* acc) {
-    Q40PanelRows<RT>(a, r0, panel, acc);
+    Q40PanelRows<RT>(a, r0, Q40PanelSrc{panel}, acc);
+  }
+  using PackedSrc = Q40PackedSrc;
+  template <int RT>
+  static void PackedRows(const LaneActs& a, size_t r0, PackedSrc src, __m256* acc) {
+    Q40PanelRows<RT>(a, r0, src, acc);
   }
 };
 
@@ -281,7 +334,8 @@ HWY_INLINE __m256i Bcast2x16(const int16_t* p) {
 // GEMV: 8 columns (rows w + c · nb) against activation row 0. Each column's block is 2 madds
 // against the activation block (8 int32 lanes); the 8 columns' lanes are summed into lane c by a
 // transpose-and-add tree (integer, exact).
-HWY_NOINLINE __m256 Q80GemvGroup(const LaneActs& a, const BlockQ8_0* HWY_RESTRICT w, size_t nb) {
+inline HWY_NOINLINE __m256 Q80GemvGroup(const LaneActs& a, const BlockQ8_0* HWY_RESTRICT w,
+                                        size_t nb) {
   __m256 acc = _mm256_setzero_ps();
   const int16_t* HWY_RESTRICT xq = a.q16();
   for (size_t b = 0; b < nb; ++b) {
@@ -318,26 +372,52 @@ HWY_NOINLINE __m256 Q80GemvGroup(const LaneActs& a, const BlockQ8_0* HWY_RESTRIC
   return acc;
 }
 
-// GEMM: RT activation rows (r0 ..) against a panel of 8 interleaved columns [nb].
-template <int RT>
-HWY_NOINLINE void Q80PanelRows(const LaneActs& a, size_t r0, const Q80x8* HWY_RESTRICT panel,
-                               __m256* acc_out) {
+// Where the panel kernels read block b: the GEMM's per-task panel, or a group of repacked
+// weights (quants [nb][256 bytes] in the panel's order, then scales [nb][8] f16).
+struct Q80PanelSrc {
+  const Q80x8* HWY_RESTRICT p;
+  HWY_INLINE const __m128i* Quants(size_t b) const {
+    return reinterpret_cast<const __m128i*>(p[b].q);
+  }
+  HWY_INLINE __m256 Scales(size_t b) const { return p[b].d; }
+  HWY_INLINE void Prefetch(size_t) const {}
+};
+struct Q80PackedSrc {
+  static constexpr size_t kQBytes = 8 * 32;
+  const uint8_t* HWY_RESTRICT q;
+  const uint16_t* HWY_RESTRICT d;
+  HWY_INLINE const __m128i* Quants(size_t b) const {
+    return reinterpret_cast<const __m128i*>(q + b * kQBytes);
+  }
+  HWY_INLINE __m256 Scales(size_t b) const {
+    return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(d + b * kLaneCols)));
+  }
+  HWY_INLINE void Prefetch(size_t b) const {
+    const uint8_t* p = q + b * kQBytes + kPackedAhead;
+    for (size_t o = 0; o < kQBytes; o += 64) PrefetchPacked(p + o);
+  }
+};
+
+// GEMM: RT activation rows (r0 ..) against a panel of 8 interleaved columns [nb]. RT = 1 on
+// repacked weights is also the GEMV.
+template <int RT, class Src>
+HWY_NOINLINE void Q80PanelRows(const LaneActs& a, size_t r0, Src panel, __m256* acc_out) {
   static_assert(RT >= 1 && RT <= 4, "Q80PanelRows handles 1..4 rows");
   const size_t K = a.K, nb = a.nb;
   const int16_t* HWY_RESTRICT x = a.q16() + r0 * K;  // row r at x + r · K
   const float* HWY_RESTRICT d = a.d + r0 * nb;
   __m256 c0 = _mm256_setzero_ps(), c1 = c0, c2 = c0, c3 = c0;
   for (size_t b = 0; b < nb; ++b) {
-    const Q80x8& p = panel[b];
+    if constexpr (RT == 1) panel.Prefetch(b);
+    const __m128i* HWY_RESTRICT pq = panel.Quants(b);
     const int16_t* xb = x + b * kQK;
     __m256i i0 = _mm256_setzero_si256(), i1 = i0, i2 = i0, i3 = i0;
     // Not unrolled: unrolled, GCC reassociates the 64 exact int32 adds into one tree and spills
     // the madds (measured 1.9x slower).
 #pragma GCC unroll 1
     for (int j = 0; j < 8; ++j) {
-      const __m128i* pj = reinterpret_cast<const __m128i*>(&p.q[j]);
-      const __m256i wa = _mm256_cvtepi8_epi16(_mm_load_si128(pj));
-      const __m256i wb = _mm256_cvtepi8_epi16(_mm_load_si128(pj + 1));
+      const __m256i wa = _mm256_cvtepi8_epi16(_mm_loadu_si128(pq + 2 * j));
+      const __m256i wb = _mm256_cvtepi8_epi16(_mm_loadu_si128(pq + 2 * j + 1));
       auto row = [&](const int16_t* xr) {
         return _mm256_add_epi32(_mm256_madd_epi16(wa, Bcast2x16(xr + 4 * j)),
                                 _mm256_madd_epi16(wb, Bcast2x16(xr + 4 * j + 2)));
@@ -347,15 +427,16 @@ HWY_NOINLINE void Q80PanelRows(const LaneActs& a, size_t r0, const Q80x8* HWY_RE
       if constexpr (RT > 2) i2 = _mm256_add_epi32(i2, row(xb + 2 * K));
       if constexpr (RT > 3) i3 = _mm256_add_epi32(i3, row(xb + 3 * K));
     }
-    c0 = _mm256_fmadd_ps(_mm256_mul_ps(p.d, _mm256_set1_ps(d[b])), _mm256_cvtepi32_ps(i0), c0);
+    const __m256 pd = panel.Scales(b);
+    c0 = _mm256_fmadd_ps(_mm256_mul_ps(pd, _mm256_set1_ps(d[b])), _mm256_cvtepi32_ps(i0), c0);
     if constexpr (RT > 1)
-      c1 = _mm256_fmadd_ps(_mm256_mul_ps(p.d, _mm256_set1_ps(d[nb + b])), _mm256_cvtepi32_ps(i1),
+      c1 = _mm256_fmadd_ps(_mm256_mul_ps(pd, _mm256_set1_ps(d[nb + b])), _mm256_cvtepi32_ps(i1),
                            c1);
     if constexpr (RT > 2)
-      c2 = _mm256_fmadd_ps(_mm256_mul_ps(p.d, _mm256_set1_ps(d[2 * nb + b])),
+      c2 = _mm256_fmadd_ps(_mm256_mul_ps(pd, _mm256_set1_ps(d[2 * nb + b])),
                            _mm256_cvtepi32_ps(i2), c2);
     if constexpr (RT > 3)
-      c3 = _mm256_fmadd_ps(_mm256_mul_ps(p.d, _mm256_set1_ps(d[3 * nb + b])),
+      c3 = _mm256_fmadd_ps(_mm256_mul_ps(pd, _mm256_set1_ps(d[3 * nb + b])),
                            _mm256_cvtepi32_ps(i3), c3);
   }
   acc_out[0] = c0;
@@ -379,23 +460,29 @@ struct Q80Kernel {
   }
   template <int RT>
   static void PanelRows(const LaneActs& a, size_t r0, const Panel* panel, __m256* acc) {
-    Q80PanelRows<RT>(a, r0, panel, acc);
+    Q80PanelRows<RT>(a, r0, Q80PanelSrc{panel}, acc);
+  }
+  using PackedSrc = Q80PackedSrc;
+  template <int RT>
+  static void PackedRows(const LaneActs& a, size_t r0, PackedSrc src, __m256* acc) {
+    Q80PanelRows<RT>(a, r0, src, acc);
   }
 };
 
 // ---------------------------------------------------------------------------------------------
 // Driver: quantize the activation rows (in parallel over rows); R = 1: threads take contiguous
-// ranges of 8-column groups; R > 1: one task per (32 columns, 64 rows), each 8-column group
-// interleaved into a panel once and read by 4-row register tiles (then single rows).
+// ranges of 8-column groups; R > 1: one task per (32 columns, 128 rows), each 8-column group
+// interleaved into a panel once (or read from the repacked weights) and read by 4-row register
+// tiles (then single rows).
 
 constexpr size_t kLaneRowTile = 4;     // activation rows per GEMM register tile
 constexpr size_t kLaneTaskCols = 32;   // columns per GEMM task (4 groups of 8)
 constexpr size_t kLaneTaskRows = 128;  // rows per GEMM task (the panel is built once per task)
 
+// The R activation rows quantized into the calling thread's scratch slot 1 (valid until the next
+// call on this thread), in parallel over rows.
 template <class Kern>
-void LaneMatMul(const float* x, size_t R, size_t K, const typename Kern::Block* w, size_t N,
-                const float* bias, float* y, size_t ldy, ThreadPool& pool) {
-  using Block = typename Kern::Block;
+LaneActs QuantizeLaneActs(const float* x, size_t R, size_t K, ThreadPool& pool) {
   using XQ = typename Kern::XQ;
   const size_t nb = K / kQK;
   // Scratch: R · K quants (K is a multiple of 32, so whole floats), then R · nb each of scales,
@@ -411,7 +498,15 @@ void LaneMatMul(const float* x, size_t R, size_t K, const typename Kern::Block* 
       Kern::Quantize(x + r * K, K, xq + r * K, xd + r * nb, s8 + r * nb, xs + r * nb);
     }
   });
-  const LaneActs acts{xq, xd, s8, K, nb};
+  return LaneActs{xq, xd, s8, K, nb};
+}
+
+template <class Kern>
+void LaneMatMul(const float* x, size_t R, size_t K, const typename Kern::Block* w, size_t N,
+                const float* bias, float* y, size_t ldy, ThreadPool& pool) {
+  using Block = typename Kern::Block;
+  const size_t nb = K / kQK;
+  const LaneActs acts = QuantizeLaneActs<Kern>(x, R, K, pool);
   const size_t groups = (N + kLaneCols - 1) / kLaneCols;
   // The columns of a partial last group, copied into 8 zero-padded rows (slot 0 of the scratch).
   auto padded = [&](size_t n, size_t nc) {
@@ -460,6 +555,99 @@ void LaneMatMul(const float* x, size_t R, size_t K, const typename Kern::Block* 
         }
         for (; r < r1; ++r) {
           Kern::template PanelRows<1>(acts, r, panel, acc);
+          LaneStore(acc[0], bn, nc, y + r * ldy + n);
+        }
+      }
+    }
+  });
+}
+
+// ---------------------------------------------------------------------------------------------
+// Repacked weights (layout in the header comment): ceil(N / 8) groups of LanePackedGroupBytes.
+
+template <class Kern>
+constexpr size_t LanePackedGroupBytes(size_t nb) {
+  return nb * (Kern::PackedSrc::kQBytes + kLaneCols * sizeof(uint16_t));
+}
+
+// Group g's view: quants first, then the f16 scales.
+template <class Kern>
+HWY_INLINE typename Kern::PackedSrc LanePackedGroup(const uint8_t* packed, size_t nb, size_t g) {
+  const uint8_t* p = packed + g * LanePackedGroupBytes<Kern>(nb);
+  return typename Kern::PackedSrc{
+      p, reinterpret_cast<const uint16_t*>(p + nb * Kern::PackedSrc::kQBytes)};
+}
+
+// Writes groups [g0, g1) of the N weight rows w (nb blocks each) into their place in `packed`.
+template <class Kern>
+void LanePackGroups(const typename Kern::Block* w, size_t N, size_t nb, size_t g0, size_t g1,
+                    uint8_t* packed) {
+  using Block = typename Kern::Block;
+  using Panel = typename Kern::Panel;
+  constexpr size_t kQBytes = Kern::PackedSrc::kQBytes;
+  static_assert(sizeof(Panel::q) == kQBytes, "panel quants and repacked quants differ in size");
+  std::vector<Block> pad;  // the columns of a partial last group, zero-padded to 8 rows
+  for (size_t g = g0; g < g1; ++g) {
+    const size_t n = g * kLaneCols, nc = std::min(kLaneCols, N - n);
+    const Block* src = w + n * nb;
+    if (nc < kLaneCols) {
+      pad.assign(kLaneCols * nb, Block{});
+      std::memcpy(static_cast<void*>(pad.data()), src, nc * nb * sizeof(Block));
+      src = pad.data();
+    }
+    uint8_t* q = packed + g * LanePackedGroupBytes<Kern>(nb);
+    uint16_t* d = reinterpret_cast<uint16_t*>(q + nb * kQBytes);
+    for (size_t b = 0; b < nb; ++b) {
+      alignas(32) Panel blk;
+      Kern::Interleave(src, nb, b, &blk);
+      std::memcpy(q + b * kQBytes, blk.q, kQBytes);
+      // The f16 scales as they are (the kernels widen them exactly, as the raw path does).
+      for (size_t c = 0; c < kLaneCols; ++c) {
+        uint16_t h;
+        std::memcpy(&h, &src[c * nb + b].d, sizeof(h));
+        d[b * kLaneCols + c] = h;
+      }
+    }
+  }
+}
+
+// y = x · Wᵀ (+ bias) from repacked weights: the drivers of LaneMatMul without the interleave.
+template <class Kern>
+void LanePackedMatMul(const float* x, size_t R, size_t K, const uint8_t* packed, size_t N,
+                      const float* bias, float* y, size_t ldy, ThreadPool& pool) {
+  const size_t nb = K / kQK;
+  const LaneActs acts = QuantizeLaneActs<Kern>(x, R, K, pool);
+  const size_t groups = (N + kLaneCols - 1) / kLaneCols;
+  if (R == 1) {
+    pool.ParallelFor(int64_t(groups), [&](int64_t g0, int64_t g1, int) {
+      for (size_t g = size_t(g0); g < size_t(g1); ++g) {
+        const size_t n = g * kLaneCols, nc = std::min(kLaneCols, N - n);
+        __m256 acc[1];
+        Kern::template PackedRows<1>(acts, 0, LanePackedGroup<Kern>(packed, nb, g), acc);
+        LaneStore(acc[0], bias ? bias + n : nullptr, nc, y + n);
+      }
+    });
+    return;
+  }
+  const size_t row_blocks = (R + kLaneTaskRows - 1) / kLaneTaskRows;
+  const size_t col_blocks = (N + kLaneTaskCols - 1) / kLaneTaskCols;
+  pool.ParallelFor(int64_t(row_blocks * col_blocks), [&](int64_t t0, int64_t t1, int) {
+    for (size_t t = size_t(t0); t < size_t(t1); ++t) {
+      const size_t n0 = (t / row_blocks) * kLaneTaskCols, r0 = (t % row_blocks) * kLaneTaskRows;
+      const size_t n1 = std::min(N, n0 + kLaneTaskCols), r1 = std::min(R, r0 + kLaneTaskRows);
+      for (size_t n = n0; n < n1; n += kLaneCols) {
+        const size_t nc = std::min(kLaneCols, n1 - n);
+        const auto src = LanePackedGroup<Kern>(packed, nb, n / kLaneCols);
+        const float* bn = bias ? bias + n : nullptr;
+        size_t r = r0;
+        __m256 acc[kLaneRowTile];
+        for (; r + kLaneRowTile <= r1; r += kLaneRowTile) {
+          Kern::template PackedRows<kLaneRowTile>(acts, r, src, acc);
+          for (size_t i = 0; i < kLaneRowTile; ++i)
+            LaneStore(acc[i], bn, nc, y + (r + i) * ldy + n);
+        }
+        for (; r < r1; ++r) {
+          Kern::template PackedRows<1>(acts, r, src, acc);
           LaneStore(acc[0], bn, nc, y + r * ldy + n);
         }
       }
