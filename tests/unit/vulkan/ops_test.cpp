@@ -100,7 +100,8 @@ TEST_F(VulkanOps, MatMulGemvAndGemmOverTypes) {
 // f32 sums: rel L2 ~1e-3 against the f64 reference); elsewhere (lavapipe) the plain f32 GEMM
 // runs and must stay exact. Sizes cross every tile edge (128 rows / columns, 32 K steps), K not
 // a multiple of 8 falls back to the plain GEMM, and a bias and split weights are covered;
-// Q8_0/Q4_0 weights are dequantized to f16 tiles on the way into shared memory.
+// block-quantized weights (Q8_0/Q4_0 by their own loads, the others through QGroup4) are
+// dequantized to f16 tiles on the way into shared memory.
 TEST_F(VulkanOps, MatMulF16MathGemmOverTypesAndEdges) {
   for (int bm : {64, 128}) {
     vk::VulkanTuning t;
@@ -113,7 +114,10 @@ TEST_F(VulkanOps, MatMulF16MathGemmOverTypesAndEdges) {
                              {200, 96, 130, DType::kBF16, true},  {129, 1000, 33, DType::kF32, false},
                              {64, 37, 40, DType::kF16, true},    {300, 512, 384, DType::kF16, true},
                              {130, 96, 257, DType::kQ4_0, true},  {200, 160, 130, DType::kQ8_0, false},
-                             {64, 32, 40, DType::kQ8_0, true},    {129, 544, 129, DType::kQ4_0, false}};
+                             {64, 32, 40, DType::kQ8_0, true},    {129, 544, 129, DType::kQ4_0, false},
+                             {130, 512, 257, DType::kQ4_K, true}, {200, 256, 130, DType::kQ6_K, false},
+                             {64, 512, 40, DType::kQ5_K, true},   {129, 96, 129, DType::kQ4_1, false},
+                             {70, 64, 33, DType::kQ5_0, true},    {33, 128, 70, DType::kQ5_1, false}};
     for (const auto& c : cases) {
       const bool uses_cm = cm && c.K % 8 == 0;
       Tensor X = RandomTensor("x", DType::kF32, {c.R, c.K}, 14);

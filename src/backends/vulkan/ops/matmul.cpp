@@ -74,7 +74,7 @@ bool UseCoopmat2(const Device& dev, int64_t K, DType wt) {
 
 bool UseCoopmat(const Device& dev, int64_t K, DType wt) {
   const bool typed = wt == DType::kF32 || wt == DType::kF16 || wt == DType::kBF16 ||
-                     wt == DType::kQ8_0 || wt == DType::kQ4_0;  // matmul_gemm_cm.comp's types
+                     (IsQuantized(wt) && wt != DType::kI4G);  // matmul_gemm_cm.comp's types
   return typed && dev.f16_math() && dev.coopmat_n() != 0 && K % 8 == 0;
 }
 

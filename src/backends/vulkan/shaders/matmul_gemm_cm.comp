@@ -3,8 +3,10 @@
 //   y[r, n0 + n] = Σ_k x[r, k] W[n, k] (+ bias[n0 + n])
 //   x: [R, K] f32 (converted to f16 on the way to shared memory); W: [N, K] of the weight type
 //   (this chunk; f16 as is, bf16 and f32 converted to f16; Q8_0/Q4_0 in wload.glsl's repacked
-//   rows, dequantized to f16: one 32-element block per row per K step, K % 32 == 0); y: f32, row
-//   stride y_rs. K % 8 == 0 (host-checked).
+//   rows, dequantized to f16: one 32-element block per row per K step, K % 32 == 0; the other
+//   block types (QGEN: Q4_1, Q5_0, Q5_1, Q4_K, Q5_K, Q6_K) through wload.glsl's QGroup4, 16
+//   elements per invocation per K step, exactly as Dequantize rounds them, then to f16); y:
+//   f32, row stride y_rs. K % 8 == 0 (host-checked).
 // Workgroup of 256 invocations = 8 subgroups of 32 (host-checked subgroup size); output tile of
 // BM x BN = (128 or 64, define BM) x 128, subgroups laid out 2 (rows) x 4 (columns), each owning
 // BM/2 x 32 of the tile as (BM/2 / CM) x (32 / CN) f32 accumulators of CM x CN (CM = 16, CN = 16
@@ -48,7 +50,11 @@ const uint WM = BM / 2, WN = 32;  // per subgroup
 const uint FM = WM / CM, FN = WN / CN;
 const uint A_H = BM * LDS, STAGE_H = (BM + BN) * LDS;  // halves: A tile, one stage (A then B)
 
-#if defined(W_Q8_0) || defined(W_Q4_0)
+#if defined(W_Q4_1) || defined(W_Q5_0) || defined(W_Q5_1) || defined(W_Q4_K) || defined(W_Q5_K) || \
+    defined(W_Q6_K)
+#define QGEN 1
+#endif
+#if defined(W_Q8_0) || defined(W_Q4_0) || defined(QGEN)
 // Repacked quantized rows (wload.glsl): QRowWords, QScale and kQWordsPerBlock.
 #define WORD(i) wq[(i) >> 2][(i) & 3u]
 #define WCOLS p.K
@@ -61,12 +67,12 @@ const uint UA = BM * (BK / 8u) / 256u;  // x: 2 vec4 each
 const uint UB = BN * (BK / 8u) / 256u;  // 2 uvec4 of f32 each
 #elif defined(W_F16) || defined(W_BF16)
 const uint UB = BN * (BK / 8u) / 256u;  // 1 uvec4 each
-#elif defined(W_Q8_0) || defined(W_Q4_0)
+#elif defined(W_Q8_0) || defined(W_Q4_0) || defined(QGEN)
 // Q8_0: each invocation takes half a row's block (16 quants = 1 uvec4 → 2 units); Q4_0: the
 // block's 16 bytes, of which it expands the low (elements 0-15) or high nibbles (16-31).
 const uint UB = 1u;
 #else
-#error "define W_F32, W_F16, W_BF16, W_Q8_0 or W_Q4_0"
+#error "define W_F32, W_F16, W_BF16 or a block type W_Q*"
 #endif
 
 #ifdef SB
@@ -113,6 +119,8 @@ void main() {
 #endif
 #if defined(W_Q8_0) || defined(W_Q4_0)
   float rd;
+#elif defined(QGEN)
+  vec4 rg[4];  // 16 dequantized elements: row tid / 2, elements 16 (tid % 2) .. + 15 of the step
 #endif
 
   // Global -> registers for the K step starting at k0 (zeros outside R, N, K; K % 8 == 0, so a
@@ -144,6 +152,16 @@ void main() {
 #else
   #define LOAD_B_UNIT rb[l] = ok ? wq[q] : uvec4(0u);
 #endif
+#elif defined(QGEN)
+  // Other block types: invocation tid dequantizes elements k0 + 16 (tid % 2) .. + 15 of row
+  // tid / 2 of the tile (four groups of 4, QGroup4; K % 32 == 0 so the step is inside K).
+  #define LOAD_B(k0)                                                                  \
+    {                                                                                 \
+      const uint row = tid / 2u, half_ = tid % 2u, gn = nb + row;                     \
+      const uint base = gn * QRowWords(p.K);                                          \
+      [[unroll]] for (uint j = 0; j < 4u; ++j)                                        \
+        rg[j] = gn < p.N ? QGroup4(base, p.K, (k0) + 16u * half_ + 4u * j) : vec4(0.0); \
+    }
 #else
   // Quantized: invocation tid takes row tid / 2 of the tile, half tid % 2 of its block k0 / 32.
   #define LOAD_B(k0)                                                                  \
@@ -185,6 +203,14 @@ void main() {
   #define STORE_B_UNIT                                                                \
     Put8(o, f16vec4(BF2(rb[l].x), BF2(rb[l].y)), f16vec4(BF2(rb[l].z), BF2(rb[l].w)));
 #endif
+#elif defined(QGEN)
+  #define STORE_B(st)                                                                 \
+    {                                                                                 \
+      const uint row = tid / 2u, half_ = tid % 2u;                                    \
+      const uint o = (st) * STAGE_H + A_H + row * LDS + 16u * half_;                  \
+      Put8(o, f16vec4(rg[0]), f16vec4(rg[1]));                                        \
+      Put8(o + 8u, f16vec4(rg[2]), f16vec4(rg[3]));                                   \
+    }
 #elif defined(W_Q8_0)
   // Elements 16 half_ + t: signed byte t of rb[0] (x = d * q).
   #define SB8(w, s) float(int((w) << (24u - (s))) >> 24)
