@@ -68,6 +68,7 @@ struct MatCase {
   bool bias;
 };
 
+
 std::vector<float> RefMatMul(const Tensor& X, const Tensor& W, const Tensor* B, int R) {
   std::vector<float> want(size_t(R * W.rows()));
   std::vector<float> bias = B ? Values(*B) : std::vector<float>();
@@ -75,25 +76,29 @@ std::vector<float> RefMatMul(const Tensor& X, const Tensor& W, const Tensor* B, 
   return want;
 }
 
+// One matmul case on `be` against the reference: x [R, K] (seed), W [N, K] of c.dt (seed + 1,
+// values scaled by wscale), an f32 bias (seed + 2) when c.bias; `tag` starts the message.
+void CheckMatCase(Backend& be, const MatCase& c, uint64_t seed, float wscale, double tol,
+                  const std::string& tag) {
+  Tensor X = RandomTensor("x", DType::kF32, {c.R, c.K}, seed);
+  Tensor W = RandomTensor("w", c.dt, {c.N, c.K}, seed + 1, wscale);
+  Tensor B = RandomTensor("b", DType::kF32, {c.N}, seed + 2);
+  Graph g;
+  const int x = Input(g, X, c.R);
+  std::vector<int> src = {x, g.AddWeight(W)};
+  if (c.bias) src.push_back(g.AddWeight(B));
+  g.Add(Make(Op::kMatMul, "mm", src, {c.R, c.N}));
+  ExpectClose(RunGraph(be, g, RowsBatch(c.R)), RefMatMul(X, W, c.bias ? &B : nullptr, c.R), tol,
+              tag + " R=" + std::to_string(c.R) + " K=" + std::to_string(c.K) + " N=" +
+                  std::to_string(c.N) + " " + std::string(Name(c.dt)));
+}
+
 TEST_F(VulkanOps, MatMulGemvAndGemmOverTypes) {
   const MatCase cases[] = {{1, 64, 45, DType::kF16, false},  {3, 37, 19, DType::kBF16, true},
                            {8, 128, 33, DType::kF32, true},  {9, 64, 70, DType::kF16, true},
                            {70, 37, 65, DType::kBF16, false}, {2, 24, 129, DType::kF32, false},
                            {67, 80, 3, DType::kF32, true}};
-  for (const auto& c : cases) {
-    Tensor X = RandomTensor("x", DType::kF32, {c.R, c.K}, 4);
-    Tensor W = RandomTensor("w", c.dt, {c.N, c.K}, 5);
-    Tensor B = RandomTensor("b", DType::kF32, {c.N}, 6);
-    Graph g;
-    const int x = Input(g, X, c.R);
-    std::vector<int> src = {x, g.AddWeight(W)};
-    if (c.bias) src.push_back(g.AddWeight(B));
-    g.Add(Make(Op::kMatMul, "mm", src, {c.R, c.N}));
-    ExpectClose(RunGraph(SharedVulkan(), g, RowsBatch(c.R)), RefMatMul(X, W, c.bias ? &B : nullptr, c.R),
-                kTol,
-                "matmul R=" + std::to_string(c.R) + " K=" + std::to_string(c.K) + " N=" +
-                    std::to_string(c.N) + " " + std::string(Name(c.dt)));
-  }
+  for (const auto& c : cases) CheckMatCase(SharedVulkan(), c, 4, 1.0f, kTol, "matmul");
 }
 
 // f16 math: on a device with NV cooperative matrices the prefill GEMM runs on them (f16 inputs,
@@ -120,20 +125,8 @@ TEST_F(VulkanOps, MatMulF16MathGemmOverTypesAndEdges) {
                              {70, 64, 33, DType::kQ5_0, true},    {33, 128, 70, DType::kQ5_1, false}};
     for (const auto& c : cases) {
       const bool uses_cm = cm && c.K % 8 == 0;
-      Tensor X = RandomTensor("x", DType::kF32, {c.R, c.K}, 14);
-      Tensor W = RandomTensor("w", c.dt, {c.N, c.K}, 15, 0.5f);
-      Tensor B = RandomTensor("b", DType::kF32, {c.N}, 16);
-      Graph g;
-      const int x = Input(g, X, c.R);
-      std::vector<int> src = {x, g.AddWeight(W)};
-      if (c.bias) src.push_back(g.AddWeight(B));
-      g.Add(Make(Op::kMatMul, "mm", src, {c.R, c.N}));
-      ExpectClose(RunGraph(*be, g, RowsBatch(c.R)), RefMatMul(X, W, c.bias ? &B : nullptr, c.R),
-                  uses_cm ? 2e-3 : kTol,
-                  std::string(uses_cm ? "coopmat " : "plain ") + "gemm BM=" + std::to_string(bm) +
-                      " R=" + std::to_string(c.R) +
-                      " K=" + std::to_string(c.K) + " N=" + std::to_string(c.N) + " " +
-                      std::string(Name(c.dt)));
+      CheckMatCase(*be, c, 14, 0.5f, uses_cm ? 2e-3 : kTol,
+                   std::string(uses_cm ? "coopmat " : "plain ") + "gemm BM=" + std::to_string(bm));
     }
   }
 }
@@ -173,26 +166,14 @@ TEST_F(VulkanOps, Coopmat2GemmTilesAndVariants) {
     const auto& c2 = be->device().coopmat2();
     if (!c2.bm) continue;  // this tile is not offered by the device (granularity) or no cm2
     ran = true;
-    const std::string tag = std::string("cm2 ") + e.tile + (c2.x32 ? " x32" : "") + (c2.swap ? " swap" : "") + (split ? " split" : "");
+    const std::string tag = std::string("cm2 ") + e.tile + (c2.x32 ? " x32" : "") +
+                            (c2.swap ? " swap" : "") + (split ? " split" : "");
     EXPECT_NE(be->description().find("coopmat2 " + std::string(e.tile)), std::string::npos)
         << be->description();
     const MatCase cases[] = {{9, 16, 7, DType::kF16, true},      {130, 264, 257, DType::kF16, false},
                              {300, 512, 384, DType::kF16, true}, {257, 1000, 131, DType::kF16, true},
                              {64, 40, 64, DType::kF16, false},   {513, 136, 300, DType::kF16, true}};
-    for (const auto& c : cases) {
-      Tensor X = RandomTensor("x", DType::kF32, {c.R, c.K}, 24);
-      Tensor W = RandomTensor("w", c.dt, {c.N, c.K}, 25, 0.5f);
-      Tensor B = RandomTensor("b", DType::kF32, {c.N}, 26);
-      Graph g;
-      const int x = Input(g, X, c.R);
-      std::vector<int> src = {x, g.AddWeight(W)};
-      if (c.bias) src.push_back(g.AddWeight(B));
-      g.Add(Make(Op::kMatMul, "mm", src, {c.R, c.N}));
-      ExpectClose(RunGraph(*be, g, RowsBatch(c.R)), RefMatMul(X, W, c.bias ? &B : nullptr, c.R),
-                  2e-3,
-                  tag + " R=" + std::to_string(c.R) + " K=" + std::to_string(c.K) +
-                      " N=" + std::to_string(c.N));
-    }
+    for (const auto& c : cases) CheckMatCase(*be, c, 24, 0.5f, 2e-3, tag);
     if (::testing::Test::HasFailure()) break;
   }
   unsetenv("ES_VK_CM2");
@@ -215,19 +196,7 @@ TEST_F(VulkanOps, QuantizedMatMulAndEmbed) {
                            {70, 96, 65, DType::kQ4_0, true},   {131, 224, 19, DType::kQ8_0, false},
                            {2, 2080, 37, DType::kQ4_0, true},  {1, 1056, 9, DType::kQ8_0, false}};
   for (Backend* be : {static_cast<Backend*>(&SharedVulkan()), static_cast<Backend*>(split.get())}) {
-    for (const auto& c : cases) {
-      Tensor X = RandomTensor("x", DType::kF32, {c.R, c.K}, 24);
-      Tensor W = RandomTensor("w", c.dt, {c.N, c.K}, 25);
-      Tensor B = RandomTensor("b", DType::kF32, {c.N}, 26);
-      Graph g;
-      const int x = Input(g, X, c.R);
-      std::vector<int> src = {x, g.AddWeight(W)};
-      if (c.bias) src.push_back(g.AddWeight(B));
-      g.Add(Make(Op::kMatMul, "mm", src, {c.R, c.N}));
-      ExpectClose(RunGraph(*be, g, RowsBatch(c.R)), RefMatMul(X, W, c.bias ? &B : nullptr, c.R), kTol,
-                  "quantized matmul R=" + std::to_string(c.R) + " K=" + std::to_string(c.K) +
-                      " N=" + std::to_string(c.N) + " " + std::string(Name(c.dt)));
-    }
+    for (const auto& c : cases) CheckMatCase(*be, c, 24, 1.0f, kTol, "quantized matmul");
     for (DType dt : {DType::kQ8_0, DType::kQ4_0}) {
       Tensor E = RandomTensor("embed", dt, {41, 96}, 27);
       Graph g;
