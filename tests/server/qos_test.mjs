@@ -35,6 +35,19 @@ async function ttft(client, opts, headers) {
   return first ?? performance.now() - t0;
 }
 
+// Waits (up to 5 s) until /metrics shows at least n low-priority requests queued, so that a probe
+// sent next really waits behind them. On a quiet machine the 32 loops' HTTP turnaround can leave
+// the queue empty for a moment, and a low probe then starts as fast as a high one (CI,
+// 2026-11-30: low 59 ms against high 46).
+async function backlogged(base, n) {
+  const t0 = performance.now();
+  while (performance.now() - t0 < 5000) {
+    if ((metricValue(await metrics(base), 'edgeseek_queue_length', { priority: 'low' }) || 0) >= n) return true;
+    await new Promise((r) => setTimeout(r, 20));
+  }
+  return false;
+}
+
 main(async () => {
   const srv = await startServer(['--slots', '2', '--config', tempFile('qos.json', JSON.stringify(config))]);
   try {
@@ -52,6 +65,7 @@ main(async () => {
     const hi = [];
     const lo = [];
     for (let i = 0; i < 6; ++i) {
+      await backlogged(srv.base, 8);
       const [h, l] = await Promise.all([
         i % 2 ? ttft(p, { priority: 'high' }) : ttft(p, {}, { 'X-Priority': 'high' }),
         ttft(p, { priority: 'low' }),
