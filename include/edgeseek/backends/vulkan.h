@@ -29,7 +29,8 @@ struct VulkanDeviceInfo {
   bool int8 = false;                 // shaderInt8
   bool storage16 = false;            // storageBuffer16BitAccess
   bool storage8 = false;             // storageBuffer8BitAccess
-  bool int_dot = false;              // VK_KHR_shader_integer_dot_product (or 1.3 core)
+  bool int_dot = false;              // shaderIntegerDotProduct (VK_KHR_shader_integer_dot_product or 1.3)
+  bool int_dot_accel = false;        // ... with signed 4x8-bit packed dot products in hardware
   bool coopmat_khr = false;          // VK_KHR_cooperative_matrix
   bool coopmat_nv = false;           // VK_NV_cooperative_matrix
   bool coopmat2_nv = false;          // VK_NV_cooperative_matrix2

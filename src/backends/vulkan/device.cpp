@@ -303,13 +303,20 @@ VulkanDeviceInfo Describe(VkPhysicalDevice pd, int index) {
       VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SUBGROUP_SIZE_CONTROL_PROPERTIES};
   VkPhysicalDeviceMaintenance3Properties m3{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_MAINTENANCE_3_PROPERTIES};
   VkPhysicalDeviceDriverProperties drv{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_DRIVER_PROPERTIES};
+  VkPhysicalDeviceShaderIntegerDotProductProperties idp{
+      VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SHADER_INTEGER_DOT_PRODUCT_PROPERTIES};
   VkPhysicalDeviceProperties2 p2{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_PROPERTIES_2};
   p2.pNext = &sg;
   sg.pNext = &m3;
   const bool v12 = props.apiVersion >= VK_API_VERSION_1_2;
   const bool v13 = props.apiVersion >= VK_API_VERSION_1_3;
+  const bool idot_ext = v13 || HasExtension(exts, VK_KHR_SHADER_INTEGER_DOT_PRODUCT_EXTENSION_NAME);
   if (v12 || HasExtension(exts, VK_KHR_DRIVER_PROPERTIES_EXTENSION_NAME)) m3.pNext = &drv;
   if (v13 || HasExtension(exts, VK_EXT_SUBGROUP_SIZE_CONTROL_EXTENSION_NAME)) drv.pNext = &sgc;
+  if (idot_ext) {
+    idp.pNext = p2.pNext;
+    p2.pNext = &idp;
+  }
   vkGetPhysicalDeviceProperties2(pd, &p2);
 
   d.name = props.deviceName;
@@ -335,19 +342,23 @@ VulkanDeviceInfo Describe(VkPhysicalDevice pd, int index) {
   VkPhysicalDeviceFeatures2 f2{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_FEATURES_2};
   VkPhysicalDeviceVulkan11Features f11{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_1_FEATURES};
   VkPhysicalDeviceVulkan12Features f12{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_2_FEATURES};
-  VkPhysicalDeviceVulkan13Features f13{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_3_FEATURES};
+  VkPhysicalDeviceShaderIntegerDotProductFeatures idf{
+      VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SHADER_INTEGER_DOT_PRODUCT_FEATURES};
   if (v12) {
     f2.pNext = &f11;
     f11.pNext = &f12;
-    if (v13) f12.pNext = &f13;
+  }
+  if (idot_ext) {
+    idf.pNext = f2.pNext;
+    f2.pNext = &idf;
   }
   vkGetPhysicalDeviceFeatures2(pd, &f2);
   d.fp16 = f12.shaderFloat16;
   d.int8 = f12.shaderInt8;
   d.storage16 = f11.storageBuffer16BitAccess;
   d.storage8 = f12.storageBuffer8BitAccess;
-  d.int_dot = f13.shaderIntegerDotProduct ||
-              HasExtension(exts, VK_KHR_SHADER_INTEGER_DOT_PRODUCT_EXTENSION_NAME);
+  d.int_dot = idot_ext && idf.shaderIntegerDotProduct;
+  d.int_dot_accel = d.int_dot && idp.integerDotProduct4x8BitPackedSignedAccelerated;
   d.coopmat_khr = HasExtension(exts, "VK_KHR_cooperative_matrix");
   d.coopmat_nv = HasExtension(exts, "VK_NV_cooperative_matrix");
   d.coopmat2_nv = HasExtension(exts, "VK_NV_cooperative_matrix2");
@@ -482,6 +493,16 @@ Device::Device(const std::string& want) {
     cm2.pNext = f12.pNext;
     khr.pNext = &cm2;
     f12.pNext = &khr;
+  }
+  // Integer dot products (the int8 GEMV of block-quantized weights, matmul_gemv.comp IDOT).
+  VkPhysicalDeviceShaderIntegerDotProductFeatures idf{
+      VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SHADER_INTEGER_DOT_PRODUCT_FEATURES};
+  if (info_.int_dot) {
+    if (info_.api_version < VK_API_VERSION_1_3)
+      extensions.push_back(VK_KHR_SHADER_INTEGER_DOT_PRODUCT_EXTENSION_NAME);
+    idf.shaderIntegerDotProduct = VK_TRUE;
+    idf.pNext = f2.pNext;
+    f2.pNext = &idf;
   }
   // Explicit shared-memory layout for the coopmat GEMM's vector stores to its f16 tiles.
   VkPhysicalDeviceWorkgroupMemoryExplicitLayoutFeaturesKHR wml{

@@ -65,6 +65,10 @@ class Device {
   // Rows per cooperative-matrix GEMM tile: 64 or 128; 0 = by the number of tiles (matmul.cpp).
   uint32_t gemm_bm() const { return gemm_bm_; }
   void set_gemm_bm(uint32_t bm) { gemm_bm_ = bm; }
+  // Integer-dot GEMV for Q8_0/Q4_0 (matmul.cpp UseIdotGemv): -1 = by $ES_VK_GEMV_IDOT, or by
+  // whether the device does 4x8-bit dot products in hardware; 0 off; 1 on.
+  int gemv_idot() const { return gemv_idot_; }
+  void set_gemv_idot(int mode) { gemv_idot_ = mode; }
 
   // Records with `fn` into a one-time command buffer, submits and waits.
   template <class Fn>
@@ -95,6 +99,7 @@ class Device {
   bool shared_blocks_ = false;
   bool f16_math_ = false;
   uint32_t gemm_bm_ = 0;
+  int gemv_idot_ = -1;
 };
 
 }  // namespace es::vk

@@ -10,6 +10,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <map>
 #include <sstream>
 
 #include "instance.h"
@@ -132,6 +133,8 @@ VulkanBackend::VulkanBackend(const BackendOptions& opts, const VulkanTuning& tun
   if (bm < 0) bm = std::getenv("ES_VK_GEMM_BM") ? std::atoi(std::getenv("ES_VK_GEMM_BM")) : 0;
   ES_CHECK(bm == 0 || bm == 64 || bm == 128, "vulkan: GEMM tile rows must be 64 or 128, got ", bm);
   dev_->set_gemm_bm(uint32_t(bm));
+  ES_CHECK(tuning.gemv_idot >= -1 && tuning.gemv_idot <= 1, "vulkan: gemv_idot must be -1, 0 or 1");
+  dev_->set_gemv_idot(tuning.gemv_idot);
   pipes_ = std::make_unique<PipelineCache>(*dev_);
   weight_pool_ = std::make_unique<MemoryPool>(*dev_, MemoryPool::Kind::kDevice, "weights", tuning.weights);
   act_pool_ = std::make_unique<MemoryPool>(*dev_, MemoryPool::Kind::kDevice, "activations", tuning.activations);
@@ -365,6 +368,30 @@ std::unique_ptr<VulkanBackend::Program> VulkanBackend::Build(const Graph& g, con
       items.push_back({i, i, bytes});
     }
   }
+  // Integer-dot GEMVs read x quantized to int8: one quantization per (x, folded norm), recorded
+  // by the first matmul reading it and kept until the last (q/k/v share one; gate/up are one
+  // dual GEMV).
+  std::vector<int> xq_item(static_cast<size_t>(N), -1);
+  std::vector<char> xq_fill(static_cast<size_t>(N), 0);
+  std::map<std::pair<int, int>, int> xq_of;  // (x node, norm node or -1) -> item
+  for (int i = 0; i < N; ++i) {
+    const Node& n = nodes[size_t(i)];
+    if (n.op != Op::kMatMul || skip[size_t(i)] || n.src.size() < 2 || n.src[1] < 0 ||
+        !g.node(n.src[1]).weight)
+      continue;
+    const int64_t K = g.node(n.src[0]).shape[1];
+    if (!UseIdotGemv(*dev_, T, K, weights_->Get(*g.node(n.src[1]).weight).dtype)) continue;
+    const int nm = norm_of[size_t(i)];
+    const std::pair<int, int> key{nm >= 0 ? nodes[size_t(nm)].src[0] : n.src[0], nm};
+    auto it = xq_of.find(key);
+    if (it == xq_of.end()) {
+      it = xq_of.emplace(key, int(items.size())).first;
+      items.push_back({i, i, QuantXBytes(T, K)});
+      xq_fill[size_t(i)] = 1;
+    }
+    items[size_t(it->second)].end = i;
+    xq_item[size_t(i)] = it->second;
+  }
   const ArenaPlan plan = PlanArena(items, act_pool_->alignment(), act_pool_->max_range());
   for (size_t a = 0; a < plan.arena_bytes.size(); ++a)
     p->arenas.push_back(act_pool_->Alloc(plan.arena_bytes[a], "activation arena " + std::to_string(a)));
@@ -419,6 +446,10 @@ std::unique_ptr<VulkanBackend::Program> VulkanBackend::Build(const Graph& g, con
     if (res_node[size_t(i)] >= 0) ci.residual = act[size_t(res_node[size_t(i)])];
     if (norm_of[size_t(i)] >= 0) ci.norm_node = &nodes[size_t(norm_of[size_t(i)])];
     if (rope_of[size_t(i)] >= 0) ci.rope_node = &nodes[size_t(rope_of[size_t(i)])];
+    if (xq_item[size_t(i)] >= 0) {
+      ci.xq = item_range(xq_item[size_t(i)]);
+      ci.xq_fill = xq_fill[size_t(i)] != 0;
+    }
     if (gate_node[size_t(i)] >= 0) {
       ci.dual_gate = &nodes[size_t(gate_node[size_t(i)])];
       ci.dual_up = &nodes[size_t(up_node[size_t(i)])];

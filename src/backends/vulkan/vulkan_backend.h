@@ -26,6 +26,7 @@ struct VulkanTuning {
   size_t max_programs = 8;  // recorded graph shapes kept
   int f16_act = -1;         // f16 math in prefill GEMMs: -1 = $ES_VK_F16_ACT, else on iff NV coopmat; 0 off, 1 on
   int gemm_bm = -1;         // coopmat GEMM tile rows 64/128, 0 = auto, -1 = $ES_VK_GEMM_BM or auto
+  int gemv_idot = -1;       // integer-dot GEMV (Q8_0/Q4_0): -1 = $ES_VK_GEMV_IDOT or auto; 0 off, 1 on
 };
 
 struct VulkanCounters {

@@ -318,6 +318,170 @@ TEST_F(VulkanQuant, MlaPerHeadGemvOverTypes) {
   }
 }
 
+// ---- integer-dot GEMV (Q8_0, Q4_0 over x quantized to int8 per 32-block) ---------------------
+// The reference quantizes each row of x as quantize_q8.comp does (d = max|v| / 127, q =
+// round-half-even(v / d) in [-127, 127]) and takes the dequantized weights times d·q, summed in
+// f64. Only the f32 summation order differs (and, on GPUs whose division is not correctly
+// rounded, a rare one-level difference of q): 1e-4.
+constexpr double kIdotTol = 1e-4;
+constexpr DType kIdotTypes[] = {DType::kQ8_0, DType::kQ4_0};
+
+// x [R, K] with every 32-block replaced by its int8 quantization times the block's scale.
+Tensor QuantizedRows(const std::vector<float>& x, int R, int K) {
+  Tensor out = AllocTensor("xq", DType::kF32, {R, K});
+  float* o = static_cast<float*>(MutableData(out));
+  for (int r = 0; r < R; ++r)
+    for (int b = 0; b < K / 32; ++b) {
+      const float* v = &x[size_t(r * K + 32 * b)];
+      float amax = 0.0f;
+      for (int i = 0; i < 32; ++i) amax = std::max(amax, std::fabs(v[i]));
+      const float d = amax / 127.0f, id = d != 0.0f ? 1.0f / d : 0.0f;
+      for (int i = 0; i < 32; ++i) {
+        const float q = std::min(127.0f, std::max(-127.0f, std::nearbyint(v[i] * id)));
+        o[r * K + 32 * b + i] = d * q;
+      }
+    }
+  return out;
+}
+
+// Σ_k W[n, k] xq[r, k] in f64 (+ bias).
+std::vector<float> RefIdot(const Tensor& Xq, const Tensor& W, const std::vector<float>* bias, int R) {
+  const int N = int(W.rows()), K = int(W.cols());
+  std::vector<float> w(size_t(N) * size_t(K));
+  Dequantize(W.dtype, W.data, w.data(), int64_t(w.size()));
+  const std::vector<float> x = Values(Xq);
+  std::vector<float> y(size_t(R * N));
+  for (int r = 0; r < R; ++r)
+    for (int n = 0; n < N; ++n) {
+      double s = bias ? double((*bias)[size_t(n)]) : 0.0;
+      for (int k = 0; k < K; ++k) s += double(w[size_t(n * K + k)]) * double(x[size_t(r * K + k)]);
+      y[size_t(r * N + n)] = float(s);
+    }
+  return y;
+}
+
+void CheckIdot(Backend& be, DType dt, int R, int K, int N, bool bias, const std::string& what) {
+  Tensor X = RandomTensor("x", DType::kF32, {R, K}, 161);
+  Tensor W = RandomTensor("w", dt, {N, K}, 162);
+  Tensor B = RandomTensor("b", DType::kF32, {N}, 163);
+  Graph g;
+  std::vector<int> src = {Input(g, X, R), g.AddWeight(W)};
+  if (bias) src.push_back(g.AddWeight(B));
+  g.Add(Make(Op::kMatMul, "mm", src, {R, N}));
+  const std::vector<float> bv = Values(B);
+  const std::string where = what + " R=" + std::to_string(R) + " K=" + std::to_string(K) +
+                            " N=" + std::to_string(N) + " " + std::string(Name(dt));
+  const std::vector<float> got = RunGraph(be, g, RowsBatch(R));
+  ExpectClose(got, RefIdot(QuantizedRows(Values(X), R, K), W, bias ? &bv : nullptr, R), kIdotTol, where);
+  // ... and within int8 activation error of the f32 product: the test can tell the paths apart.
+  const double f32_err = RelL2(got, RefMatMul(X, W, bias ? &B : nullptr, R));
+  EXPECT_LT(f32_err, 3e-2) << where;
+  EXPECT_GT(f32_err, 1e-5) << where << ": the integer-dot path did not run";
+}
+
+std::unique_ptr<vk::VulkanBackend> IdotVulkan() {
+  vk::VulkanTuning t;
+  t.gemv_idot = 1;
+  return MakeVulkan(t);
+}
+
+TEST_F(VulkanQuant, IdotGemvMatchesQuantizedReference) {
+  auto be = IdotVulkan();
+  // K: 1 block, 3 blocks, 65 blocks (more units than a group's invocations); N: partial last
+  // workgroups; R = 3 and 8: several batch rows per workgroup.
+  for (DType dt : kIdotTypes)
+    for (int K : {32, 96, 2080})
+      for (int R : {1, 3, 8}) CheckIdot(*be, dt, R, K, K == 2080 ? 19 : 37, R == 3, "idot");
+}
+
+// Invocations per row group and rows per group (ES_VK_GEMV_IDOT_TPR, ES_VK_GEMV_IDOT_QR).
+TEST_F(VulkanQuant, IdotGemvKnobsAllGiveTheReference) {
+  const std::vector<std::pair<const char*, const char*>> settings[] = {
+      {{"ES_VK_GEMV_IDOT_TPR", "128"}, {"ES_VK_GEMV_IDOT_QR", "1"}},
+      {{"ES_VK_GEMV_IDOT_TPR", "256"}, {"ES_VK_GEMV_IDOT_QR", "8"}},
+      {{"ES_VK_GEMV_IDOT_TPR", "64"}, {"ES_VK_GEMV_IDOT_QR", "2"}}};
+  for (const auto& s : settings) {
+    std::vector<std::unique_ptr<ScopedEnv>> env;
+    std::string what;
+    for (const auto& [name, value] : s) {
+      env.push_back(std::make_unique<ScopedEnv>(name, value));
+      what += std::string(name) + "=" + value + " ";
+    }
+    auto be = IdotVulkan();
+    for (DType dt : kIdotTypes) CheckIdot(*be, dt, 3, 2080, 45, true, what);
+  }
+}
+
+// The decode FFN with every fusion: the folded norm is applied while quantizing x, gate/up are
+// one dual integer-dot GEMV, down adds the residual: 2 inputs + 2 quantizations + 2 GEMVs.
+TEST_F(VulkanQuant, IdotFusedFfnMatchesQuantizedReference) {
+  auto be = IdotVulkan();
+  for (DType dt : kIdotTypes)
+    for (int T : {1, 3}) {
+      const int D = 64, I = 96;
+      Tensor X = RandomTensor("x", DType::kF32, {T, D}, 171);
+      Tensor Rs = RandomTensor("res", DType::kF32, {T, D}, 172);
+      Tensor Wg = RandomTensor("wg", dt, {I, D}, 173), Wu = RandomTensor("wu", dt, {I, D}, 174);
+      Tensor Wd = RandomTensor("wd", dt, {D, I}, 175);
+      Tensor Nw = RandomTensor("norm.w", DType::kF32, {D}, 176);
+      Graph g;
+      const int res = Input(g, Rs, T), x0 = Input(g, X, T);
+      AddFfnBlock(g, res, x0, Nw, Wg, Wu, Wd, T, D, I);
+      const auto got = RunGraph(*be, g, RowsBatch(T));
+      EXPECT_EQ(be->counters().dispatches, 6) << Name(dt);
+      Tensor Xn = AllocTensor("xn", DType::kF32, {T, D});
+      ref::RmsNorm(X.as<float>(), Nw.as<float>(), T, D, 1e-5f, static_cast<float*>(MutableData(Xn)));
+      const Tensor Xq = QuantizedRows(Values(Xn), T, D);
+      const std::vector<float> gv = RefIdot(Xq, Wg, nullptr, T), uv = RefIdot(Xq, Wu, nullptr, T);
+      std::vector<float> a(gv.size());
+      for (size_t i = 0; i < gv.size(); ++i) a[i] = gv[i] / (1.0f + std::exp(-gv[i])) * uv[i];
+      std::vector<float> want = RefIdot(QuantizedRows(a, T, I), Wd, nullptr, T);
+      const auto rv = Values(Rs);
+      for (size_t i = 0; i < want.size(); ++i) want[i] += rv[i];
+      ExpectClose(got, want, kIdotTol, "idot fused FFN T=" + std::to_string(T) + " " + std::string(Name(dt)));
+    }
+}
+
+// Three projections of one normed x (q, k, v) share one quantization: one dispatch more than
+// the float GEMVs (which fold the norm each), not three.
+TEST_F(VulkanQuant, IdotQuantizesSharedInputOnce) {
+  const int D = 64, N = 40;
+  Tensor X = RandomTensor("x", DType::kF32, {1, D}, 181);
+  Tensor Nw = RandomTensor("norm.w", DType::kF32, {D}, 182);
+  Tensor Wq = RandomTensor("wq", DType::kQ4_0, {N, D}, 183), Wk = RandomTensor("wk", DType::kQ4_0, {N, D}, 184),
+         Wv = RandomTensor("wv", DType::kQ8_0, {N, D}, 185);
+  Graph g;
+  Node nn = Make(Op::kRmsNorm, "norm", {Input(g, X, 1), g.AddWeight(Nw)}, {1, D});
+  nn.f0 = 1e-5f;
+  const int x = g.Add(nn);
+  const int q = g.Add(Make(Op::kMatMul, "q", {x, g.AddWeight(Wq)}, {1, N}));
+  const int k = g.Add(Make(Op::kMatMul, "k", {x, g.AddWeight(Wk)}, {1, N}));
+  const int v = g.Add(Make(Op::kMatMul, "v", {x, g.AddWeight(Wv)}, {1, N}));
+  g.Add(Make(Op::kSwiGLU, "qk", {q, k}, {1, N}));
+  g.Add(Make(Op::kAdd, "out", {g.output(), v}, {1, N}));
+  auto be_f = MakeVulkan({});
+  const auto want = RunGraph(*be_f, g, RowsBatch(1));
+  auto be = IdotVulkan();
+  const auto got = RunGraph(*be, g, RowsBatch(1));
+  EXPECT_EQ(be->counters().dispatches, be_f->counters().dispatches + 1);
+  ExpectClose(got, want, 5e-2, "q/k/v over one quantized x");
+}
+
+TEST_F(VulkanQuant, IdotKnobOutOfRangeIsAClearError) {
+  ScopedEnv env("ES_VK_GEMV_IDOT", "2");
+  vk::VulkanTuning t;  // gemv_idot -1: the knob decides (MakeVulkan would turn it off)
+  t.f16_act = 0;
+  BackendOptions o;
+  if (const char* d = std::getenv("ES_VK_DEVICE")) o.device = d;
+  vk::VulkanBackend be(o, t);
+  try {
+    CheckMatMul(be, DType::kQ8_0, 1, 64, 8, false, "bad knob");
+    FAIL() << "no error";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("ES_VK_GEMV_IDOT"), std::string::npos) << e.what();
+  }
+}
+
 // End to end: a golden transformers checkpoint (DeepSeek-V2 at real head dims: MLA, MoE, and
 // rows of 256) converted by `edgeseek convert --type q4_k_m` (Q4_K, Q5_K, Q6_K and Q5_1 tensors)
 // gives on the Vulkan backend the logits of the CPU backend on the same file dequantized to f32

@@ -33,6 +33,8 @@ std::unique_ptr<vk::VulkanBackend> MakeVulkan(const vk::VulkanTuning& t, bool pr
   // (the backend's default is f16 math on devices with cooperative matrices).
   vk::VulkanTuning tt = t;
   if (tt.f16_act < 0) tt.f16_act = 0;
+  // ... and the float GEMV (the integer-dot one quantizes x: its own tests ask for it).
+  if (tt.gemv_idot < 0) tt.gemv_idot = 0;
   return std::make_unique<vk::VulkanBackend>(o, tt);
 }
 

@@ -41,21 +41,29 @@ uint32_t Knob(const char* name, std::initializer_list<uint32_t> allowed, uint32_
 //   ES_VK_GEMV_SPL  1|2|4        consecutive 8-element slices per invocation per step (default 1:
 //                                4 invocations per 32-block, neighbours read neighbouring words)
 //   ES_VK_GEMV_MAGIC 0|1         levels to floats by the 0x4B000000 bit trick (default 1)
+// The integer-dot GEMV (Q8_0/Q4_0 over x quantized to int8, UseIdotGemv) has its own two:
+//   ES_VK_GEMV_IDOT      0|1     off / on (default: on where the device has 4x8-bit dot products
+//                                in hardware; VulkanTuning::gemv_idot overrides)
+//   ES_VK_GEMV_IDOT_TPR  32..256 invocations per group (default 32)
+//   ES_VK_GEMV_IDOT_QR   1|2|4|8 adjacent output rows per group (default 4)
 struct GemvSpec {
   uint32_t wg, rows, qr, spl, nsg, magic, rb;
   std::vector<uint32_t> Spec() const { return {wg, rows, qr, spl, nsg, magic, rb}; }
   uint32_t Outputs() const { return rows * qr; }  // outputs per workgroup
 };
-// R: the batch rows (RB: the smallest of 1, 2, 4, 8 covering min(R, 8)).
-GemvSpec GemvSpecFor(const Device& dev, DType wt, bool vec, int64_t R) {
+// R: the batch rows (RB: the smallest of 1, 2, 4, 8 covering min(R, 8)). idot: the
+// integer-dot variant (default TPR 32: a 3584-wide Q4_0 row is 112 units).
+GemvSpec GemvSpecFor(const Device& dev, DType wt, bool vec, int64_t R, bool idot = false) {
   const GemvShape gs = GemvFor(dev);
   const uint32_t min_sg = std::max<uint32_t>(dev.info().min_subgroup_size, 4);
   const uint32_t rb = R <= 1 ? 1 : R <= 2 ? 2 : R <= 4 ? 4 : 8;
   if (!(vec && IsQuantized(wt))) return {gs.wg, gs.rows, 1, 1, gs.wg / min_sg, 1, rb};
   const uint32_t max_sg = std::max<uint32_t>(dev.info().max_subgroup_size, 1);
-  const uint32_t tpr = std::max(Knob("ES_VK_GEMV_TPR", {32, 64, 128, 256}, 128), max_sg);
+  const uint32_t tpr =
+      std::max(Knob(idot ? "ES_VK_GEMV_IDOT_TPR" : "ES_VK_GEMV_TPR", {32, 64, 128, 256}, idot ? 32 : 128), max_sg);
   const uint32_t wg = std::max<uint32_t>(128, tpr);
-  return {wg, wg / tpr, Knob("ES_VK_GEMV_QR", {1, 2, 4, 8}, 4), Knob("ES_VK_GEMV_SPL", {1, 2, 4}, 1),
+  return {wg, wg / tpr, Knob(idot ? "ES_VK_GEMV_IDOT_QR" : "ES_VK_GEMV_QR", {1, 2, 4, 8}, 4),
+          Knob("ES_VK_GEMV_SPL", {1, 2, 4}, 1),
           wg / min_sg, Knob("ES_VK_GEMV_MAGIC", {0, 1}, 1), rb};
 }
 uint32_t GemvGroups(int64_t N, const GemvSpec& gs) {
@@ -67,6 +75,41 @@ constexpr uint32_t kGemmTile = 128;  // BM = BN of matmul_gemm.comp, BN of matmu
 // q/o/down at 64 rows 4.8k; 1.5B within 4% either way).
 constexpr uint64_t kCoopmatBigTiles = 100;
 }  // namespace
+
+bool UseIdotGemv(const Device& dev, int64_t R, int64_t K, DType wt) {
+  if (R > kGemvMaxRows || K % 32 != 0 || (wt != DType::kQ8_0 && wt != DType::kQ4_0)) return false;
+  const bool on = dev.gemv_idot() >= 0
+                      ? dev.gemv_idot() == 1
+                      : Knob("ES_VK_GEMV_IDOT", {0, 1}, dev.info().int_dot_accel ? 1 : 0) == 1;
+  ES_CHECK(!on || dev.info().int_dot, "vulkan: the integer-dot GEMV is asked for (ES_VK_GEMV_IDOT=1), but ",
+           dev.info().name, " has no shaderIntegerDotProduct");
+  return on;
+}
+
+uint64_t QuantXBytes(int64_t R, int64_t K) {
+  return (uint64_t(R * K) + 255) / 256 * 256 + uint64_t(R * K / 32) * 8;
+}
+
+QuantX QuantXRanges(BufRange xq, int64_t R, int64_t K) {
+  const uint64_t qb = (uint64_t(R * K) + 255) / 256 * 256;
+  ES_ASSERT(xq.size >= QuantXBytes(R, K));
+  return {BufRange{xq.buffer, xq.offset, uint64_t(R * K)},
+          BufRange{xq.buffer, xq.offset + qb, uint64_t(R * K / 32) * 8}};
+}
+
+void RecordQuantizeX(OpContext& c, BufRange x, int64_t R, int64_t K, const NormFold* norm,
+                     const QuantX& xq) {
+  ES_ASSERT(K % 32 == 0);
+  Dispatch& d = c.Add("quantize_q8", {1, 1, 1, 1});
+  d.bindings = {{x}, {norm ? norm->weight : x}, {xq.q}, {xq.ds}};
+  d.writes = {2, 3};
+  struct {
+    uint32_t K, x_rs, norm;
+    float eps;
+  } push{uint32_t(K), uint32_t(K), norm ? 1u : 0u, norm ? norm->eps : 0.0f};
+  d.Push(push);
+  d.groups[0] = uint32_t(R);
+}
 
 bool UseCoopmat2(const Device& dev, int64_t K, DType wt) {
   return wt == DType::kF16 && dev.f16_math() && dev.coopmat2().bm != 0 && K % 8 == 0;
@@ -108,12 +151,13 @@ uint64_t MatMulScratchBytes(const Device& dev, const Graph& g, const Node& n) {
 
 void RecordMatMul(OpContext& c, BufRange x, int64_t R, int64_t K, const DeviceWeight& w,
                   const BufRange* bias, BufRange y, int64_t y_rs, const BufRange* residual,
-                  const NormFold* norm, const BufRange* x16) {
+                  const NormFold* norm, const BufRange* x16, const QuantX* xq) {
   ES_ASSERT((!residual && !norm) || (R <= kGemvMaxRows && K % 8 == 0));
   ES_ASSERT(w.cols == K);
+  ES_ASSERT(!xq || (!norm && UseIdotGemv(c.dev, R, K, w.dtype)));
   const bool gemv = R <= kGemvMaxRows;
   const bool vec = K % 8 == 0;
-  const GemvSpec gs = GemvSpecFor(c.dev, w.dtype, vec, R);
+  const GemvSpec gs = GemvSpecFor(c.dev, w.dtype, vec, R, xq != nullptr);
   // The workgroup-scope coopmat GEMM reads x as f16: one conversion serves every chunk.
   const bool cm2 = !gemv && UseCoopmat2(c.dev, K, w.dtype);
   const bool cm2_h = cm2 && x16 && x16->size >= uint64_t(R * K * 2);
@@ -129,10 +173,10 @@ void RecordMatMul(OpContext& c, BufRange x, int64_t R, int64_t K, const DeviceWe
     if (ch.rows == 0) continue;
     const uint32_t N = uint32_t(ch.rows);
     if (gemv) {
-      Dispatch& d = c.Add(std::string("matmul_gemv_") + TypeSuffix(w.dtype) + (vec ? "_vec" : ""),
+      Dispatch& d = c.Add(std::string("matmul_gemv_") + TypeSuffix(w.dtype) + (xq ? "_idot" : vec ? "_vec" : ""),
                           {1, 1, 1, 1, 1, 1}, gs.Spec());
-      d.bindings = {{Range(ch.alloc)}, {x}, {bias ? *bias : x}, {y}, {residual ? *residual : x},
-                    {norm ? norm->weight : x}};
+      d.bindings = {{Range(ch.alloc)}, {xq ? xq->q : x}, {bias ? *bias : x}, {y}, {residual ? *residual : x},
+                    {xq ? xq->ds : norm ? norm->weight : x}};
       d.writes = {3};
       d.Push(GemvPush{uint32_t(K), N, uint32_t(R), uint32_t(ch.row0), uint32_t(K), 0, 0,
                       uint32_t(y_rs), 0, 0, bias ? 1u : 0u, residual ? 1u : 0u, norm ? 1u : 0u,
@@ -180,19 +224,21 @@ bool CanFuseGemv(int64_t R, int64_t K, const DeviceWeight& w) {
 }
 
 void RecordGemvSwiGLU(OpContext& c, BufRange x, int64_t R, int64_t K, const DeviceWeight& gate,
-                      const DeviceWeight& up, BufRange y, const NormFold* norm) {
+                      const DeviceWeight& up, BufRange y, const NormFold* norm, const QuantX* xq) {
   ES_ASSERT(CanFuseGemv(R, K, gate) && gate.dtype == up.dtype && gate.rows == up.rows &&
             gate.chunks.size() == up.chunks.size());
-  const GemvSpec gs = GemvSpecFor(c.dev, gate.dtype, true, R);
+  ES_ASSERT(!xq || (!norm && UseIdotGemv(c.dev, R, K, gate.dtype)));
+  const GemvSpec gs = GemvSpecFor(c.dev, gate.dtype, true, R, xq != nullptr);
   for (size_t i = 0; i < gate.chunks.size(); ++i) {
     const auto& cg = gate.chunks[i];
     const auto& cu = up.chunks[i];
     ES_ASSERT(cg.rows == cu.rows && cg.row0 == cu.row0);
     if (cg.rows == 0) continue;
     const uint32_t N = uint32_t(cg.rows);
-    Dispatch& d = c.Add(std::string("matmul_gemv_") + TypeSuffix(gate.dtype) + "_dual",
+    Dispatch& d = c.Add(std::string("matmul_gemv_") + TypeSuffix(gate.dtype) + (xq ? "_idot_dual" : "_dual"),
                         {2, 1, 1, 1, 1, 1}, gs.Spec());
-    d.bindings = {{Range(cg.alloc), Range(cu.alloc)}, {x}, {x}, {y}, {x}, {norm ? norm->weight : x}};
+    d.bindings = {{Range(cg.alloc), Range(cu.alloc)}, {xq ? xq->q : x}, {x}, {y}, {x},
+                  {xq ? xq->ds : norm ? norm->weight : x}};
     d.writes = {3};
     d.Push(GemvPush{uint32_t(K), N, uint32_t(R), uint32_t(cg.row0), uint32_t(K), 0, 0,
                     uint32_t(gate.rows), 0, 0, 0u, 0u, norm ? 1u : 0u, norm ? norm->eps : 0.0f});
@@ -212,23 +258,32 @@ void BuildMatMul(OpContext& c) {
     x = c.act[size_t(c.norm_node->src[0])];
   }
   const NormFold* norm = c.norm_node ? &nf : nullptr;
+  // Integer-dot GEMV (decided by the builder): x quantized once, by the first matmul reading it,
+  // with the folded norm applied there.
+  QuantX xq;
+  const int64_t R = c.n.shape[0], K = c.Src(0).shape[1];
+  if (c.xq.size) {
+    xq = QuantXRanges(c.xq, R, K);
+    if (c.xq_fill) RecordQuantizeX(c, x, R, K, norm, xq);
+    norm = nullptr;
+  }
+  const QuantX* xqp = c.xq.size ? &xq : nullptr;
   if (c.dual_gate) {  // fused gate/up + SwiGLU (decided by the builder)
     const Tensor& gw = *c.g.node(c.dual_gate->src[1]).weight;
     const Tensor& uw = *c.g.node(c.dual_up->src[1]).weight;
-    RecordGemvSwiGLU(c, x, c.n.shape[0], c.Src(0).shape[1], c.weights.Get(gw), c.weights.Get(uw),
-                     c.Out(), norm);
+    RecordGemvSwiGLU(c, x, R, K, c.weights.Get(gw), c.weights.Get(uw), c.Out(), norm, xqp);
     return;
   }
   const Tensor& W = c.W(1);
   const DeviceWeight& w = c.weights.Get(W);
-  const int64_t R = c.n.shape[0], K = c.Src(0).shape[1];
   ES_CHECK(w.cols == K, "vulkan: matmul '", c.n.name, "': x has ", K, " columns, weight '", W.name,
            "' has ", w.cols);
   BufRange bias;
   const bool has_bias = c.n.src.size() > 2 && c.n.src[2] >= 0;
   if (has_bias) bias = Range(c.weights.GetF32(c.W(2)).chunks[0].alloc);
   RecordMatMul(c, x, R, K, w, has_bias ? &bias : nullptr, c.Out(), c.n.shape[1],
-               c.residual.size ? &c.residual : nullptr, norm, c.scratch.empty() ? nullptr : &c.scratch[0]);
+               c.residual.size ? &c.residual : nullptr, norm, c.scratch.empty() ? nullptr : &c.scratch[0],
+               xqp);
 }
 
 }  // namespace es::vk

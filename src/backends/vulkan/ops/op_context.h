@@ -49,6 +49,10 @@ struct OpContext {
   const Node* dual_up = nullptr;
   const Node* norm_node = nullptr;  // a folded RMSNorm producing this matmul's x
   const Node* rope_node = nullptr;  // kv_store: a folded rope (the store rotates its input)
+  // Integer-dot GEMV (UseIdotGemv): the int8 copy of x (QuantXBytes), shared by the matmuls
+  // reading the same x; the first of them (xq_fill) records the quantization.
+  BufRange xq;
+  bool xq_fill = false;
   MemoryPool* host_pool = nullptr;          // for small constant tables written once
   std::vector<Allocation>* owned = nullptr; // allocations the recorded program keeps and frees
 
@@ -78,24 +82,41 @@ GemvShape GemvFor(const Device& dev);
 bool UseCoopmat(const Device& dev, int64_t K, DType wt);
 // Whether it runs on the workgroup-scope cooperative-matrix GEMM (matmul_gemm_cm2.comp) instead.
 bool UseCoopmat2(const Device& dev, int64_t K, DType wt);
-// y = x Wᵀ (+ bias) over every row chunk of W. x: [R, K] (row stride K); y: row stride y_rs;
-// GEMV for R <= 8, tiled GEMM otherwise.
 // An RMSNorm folded into a GEMV: x is the norm's input; weight: the norm weight as f32.
 struct NormFold {
   BufRange weight;
   float eps = 0;
 };
+// The quantized x in `xq` (QuantXBytes): q, the int8 words; ds, the per-block pairs.
+struct QuantX {
+  BufRange q, ds;
+};
+// y = x Wᵀ (+ bias) over every row chunk of W. x: [R, K] (row stride K); y: row stride y_rs;
+// GEMV for R <= 8, tiled GEMM otherwise.
 // x16: room for an f16 copy of x (R * K halves), which the workgroup-scope coopmat GEMM uses
 // where given (MatMulScratchBytes).
+// xq: x already quantized (QuantXRanges) for the integer-dot GEMV; norm must then be null.
 void RecordMatMul(OpContext& c, BufRange x, int64_t R, int64_t K, const DeviceWeight& w,
                   const BufRange* bias, BufRange y, int64_t y_rs, const BufRange* residual = nullptr,
-                  const NormFold* norm = nullptr, const BufRange* x16 = nullptr);
+                  const NormFold* norm = nullptr, const BufRange* x16 = nullptr,
+                  const QuantX* xq = nullptr);
+// Whether a GEMV of R rows, inner size K over weights of type wt runs on integer dot products
+// (matmul_gemv.comp IDOT over x quantized by quantize_q8.comp): Q8_0 and Q4_0, R <= 8,
+// K % 32 == 0, and ES_VK_GEMV_IDOT=1 or, unset, a device with 4x8-bit dot products in hardware.
+bool UseIdotGemv(const Device& dev, int64_t R, int64_t K, DType wt);
+// Bytes of x quantized for it: R * K int8 (rounded up to 256 bytes), then per 32-block (d, d·Σq).
+uint64_t QuantXBytes(int64_t R, int64_t K);
+QuantX QuantXRanges(BufRange xq, int64_t R, int64_t K);
+// Records quantize_q8.comp: x [R, K] (row stride K) → xq, applying `norm` when given.
+void RecordQuantizeX(OpContext& c, BufRange x, int64_t R, int64_t K, const NormFold* norm,
+                     const QuantX& xq);
 // Whether a matmul of R rows and inner size K can take a fused GEMV epilogue (residual add,
 // SwiGLU pair).
 bool CanFuseGemv(int64_t R, int64_t K, const DeviceWeight& w);
 // y = silu(x gateᵀ) * (x upᵀ) in one GEMV pass (matmul_gemv.comp DUAL); y: [R, gate.rows].
 void RecordGemvSwiGLU(OpContext& c, BufRange x, int64_t R, int64_t K, const DeviceWeight& gate,
-                      const DeviceWeight& up, BufRange y, const NormFold* norm = nullptr);
+                      const DeviceWeight& up, BufRange y, const NormFold* norm = nullptr,
+                      const QuantX* xq = nullptr);
 // Per-head GEMV: y[r*y_rs + h*y_hs + y_off + n] = Σ_k W[h*N + n, k] x[r*x_rs + h*x_hs + x_off + k]
 void RecordHeadGemv(OpContext& c, BufRange x, int64_t R, int64_t H, int64_t N, int64_t K,
                     const DeviceWeight& w, int64_t x_rs, int64_t x_hs, int64_t x_off, BufRange y,

@@ -19,6 +19,18 @@
 // Spec constant 4 (NSG) sizes the shared partial sums: subgroups per workgroup at the smallest
 // subgroup size; 5 (MAGIC) picks the int-to-float trick of QLevels (1) or plain conversions;
 // 6 (RB) is the number of batch rows a workgroup covers.
+// Integer dot products (IDOT, Q8_0 and Q4_0, VEC): x comes quantized to int8 per 32-block by
+// quantize_q8.comp (binding 1: the int8 words, binding 5: each block's (d, d·Σq); a folded norm is
+// applied there, so p.norm is 0 here) and each invocation walks whole 16-byte units of a row's
+// quants — Q4_0 one block (32 weights), Q8_0 half a block — neighbouring invocations taking
+// neighbouring units (one coalesced uvec4 load per row per unit). A unit's sum is exact in
+// int32 (4x8-bit packed dot products, SPV_KHR_integer_dot_product through spirv_intrinsics, so
+// any glslc with GL_EXT_spirv_intrinsics compiles it); per unit and QR row:
+//   Q4_0: acc += dw * (dx * Σ n·q - 8 * dx·Σq)    (n: the unsigned nibbles)
+//   Q8_0: acc += dw * dx * Σ w·q
+#ifdef IDOT
+#extension GL_EXT_spirv_intrinsics : require
+#endif
 #include "common.glsl"
 layout(local_size_x_id = 0) in;
 layout(constant_id = 0) const uint WG = 128;
@@ -45,7 +57,9 @@ layout(binding = 0) readonly buffer W { uvec4 wq[]; };
 layout(binding = 0) readonly buffer W { uint w[]; };
 #define WORD(i) w[i]
 #endif
-#ifdef VEC
+#if defined(IDOT)
+layout(binding = 1) readonly buffer X { uvec4 xq4[]; };  // int8 x, 32 per two uvec4
+#elif defined(VEC)
 layout(binding = 1) readonly buffer X { vec4 x4[]; };  // x offsets and strides % 4 == 0
 #else
 layout(binding = 1) readonly buffer X { float x[]; };
@@ -53,14 +67,16 @@ layout(binding = 1) readonly buffer X { float x[]; };
 layout(binding = 2) readonly buffer Bias { float bias[]; };
 layout(binding = 3) writeonly buffer Y { float y[]; };
 layout(binding = 4) readonly buffer Res { float res[]; };
-#ifdef VEC
+#if defined(IDOT)
+layout(binding = 5) readonly buffer XD { vec2 xds[]; };  // per x block: (d, d * Σq)
+#elif defined(VEC)
 layout(binding = 5) readonly buffer G { vec4 g4[]; };
 #endif
 layout(push_constant) uniform P {
   uint K, N, R, n0, x_rs, x_hs, x_off, y_rs, y_hs, y_off, has_bias, epi, norm;
   float eps;
 } p;
-#ifdef VEC
+#if defined(VEC) && !defined(IDOT)
 // x[row, 4 k4 ..] (xo: the row's first vec4), times the norm weight when folding a norm.
 vec4 XL(uint xo, uint k4) { return p.norm != 0u ? x4[xo + k4] * g4[k4] : x4[xo + k4]; }
 #endif
@@ -80,7 +96,57 @@ shared float part_ss[RB * NSG];
 shared float part2[QR * RB * NSG];
 #endif
 
-#if defined(VEC) && defined(W_QUANT)
+#if defined(IDOT)
+#if !defined(W_Q4_0) && !defined(W_Q8_0)
+#error "IDOT: Q4_0 and Q8_0 only"
+#endif
+// Σ of the 4 products of packed signed bytes (OpSDotKHR, PackedVectorFormat4x8Bit).
+spirv_instruction(extensions = ["SPV_KHR_integer_dot_product"], capabilities = [6019, 6018], id = 4450)
+int SDot4x8(uint a, uint b, spirv_literal int packed_format);
+int Dot4(uvec4 a, uvec4 b) {
+  return SDot4x8(a.x, b.x, 0) + SDot4x8(a.y, b.y, 0) + SDot4x8(a.z, b.z, 0) + SDot4x8(a.w, b.w, 0);
+}
+// acc[i][r] += Σ over this invocation's units of row row0 + i (rows past `last` read `last`)
+// times batch row r0 + r of the quantized x (see the header).
+void AccumIdot(uint row0, uint last, uint r0, uint nr, uint lane, inout float acc[QR][RB]) {
+  const uint K = p.K, nb = K / 32u, rw = QRowWords(K), xrow4 = K / 16u;
+  uint base[QR];
+  for (uint i = 0; i < QR; ++i) base[i] = min(row0 + i, last) * rw;
+#if defined(W_Q4_0)
+  const uint nu = nb;       // units: blocks
+#else
+  const uint nu = 2u * nb;  // units: half blocks
+#endif
+  for (uint u = lane; u < nu; u += TPR) {
+    uvec4 w[QR];
+    float dw[QR];
+#if defined(W_Q4_0)
+    const uint b = u;
+#else
+    const uint b = u >> 1;
+#endif
+    for (uint i = 0; i < QR; ++i) {
+      w[i] = QUAD(base[i] / 4u + u);
+      dw[i] = QScale(base[i], K, b);
+    }
+    for (uint r = 0; r < RB; ++r) {
+      if (r < nr) {
+        const vec2 dx = xds[(r0 + r) * nb + b];
+#if defined(W_Q4_0)
+        const uvec4 xa = xq4[(r0 + r) * xrow4 + 2u * u], xb = xq4[(r0 + r) * xrow4 + 2u * u + 1u];
+        for (uint i = 0; i < QR; ++i) {
+          const int s = Dot4(w[i] & 0x0F0F0F0Fu, xa) + Dot4((w[i] >> 4) & 0x0F0F0F0Fu, xb);
+          acc[i][r] += dw[i] * (dx.x * float(s) - 8.0 * dx.y);
+        }
+#else
+        const uvec4 xa = xq4[(r0 + r) * xrow4 + u];
+        for (uint i = 0; i < QR; ++i) acc[i][r] += dw[i] * (dx.x * float(Dot4(w[i], xa)));
+#endif
+      }
+    }
+  }
+}
+#elif defined(VEC) && defined(W_QUANT)
 // Block-quantized rows (wload.glsl's repacked layout) by 8-element slices: slice s of each of
 // the QR rows is unpacked once (levels as floats, its scales), then every batch row's two x vec4
 // are read once and dotted with all QR rows; scales apply to the 4-element group sums (mins to
@@ -170,7 +236,17 @@ void main() {
 #endif
   if (n < p.N) {
     const uint xb = r0 * p.x_rs + h * p.x_hs + p.x_off;
-#if defined(VEC) && defined(W_QUANT)
+#if defined(IDOT)
+    const uint row0 = h * p.N + n, last = h * p.N + p.N - 1u;
+#if defined(DUAL)
+    wsel = 0u;
+    AccumIdot(row0, last, r0, nr, lane, acc);
+    wsel = 1u;
+    AccumIdot(row0, last, r0, nr, lane, acc2);
+#else
+    AccumIdot(row0, last, r0, nr, lane, acc);
+#endif
+#elif defined(VEC) && defined(W_QUANT)
     // Rows past N (the last group of the last workgroup) re-read row N - 1; not written.
     const uint row0 = h * p.N + n, last = h * p.N + p.N - 1u;
 #if defined(DUAL)
@@ -202,7 +278,7 @@ void main() {
   // Folded RMSNorm: this invocation's share of Σ x² per row (the group covers all of K).
   float ss[RB];
   for (uint r = 0; r < RB; ++r) ss[r] = 0.0;
-#ifdef VEC
+#if defined(VEC) && !defined(IDOT)
   if (p.norm != 0u && n < p.N) {
     for (uint r = 0; r < RB; ++r) {
       if (r < nr) {
