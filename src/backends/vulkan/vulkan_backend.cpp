@@ -368,7 +368,7 @@ std::unique_ptr<VulkanBackend::Program> VulkanBackend::Build(const Graph& g, con
       items.push_back({i, i, bytes});
     }
   }
-  // Integer-dot GEMVs read x quantized to int8: one quantization per (x, folded norm), recorded
+  // Integer-dot GEMVs with x quantized once (IdotQuantizeOnce) read it from here: one per (x, folded norm), recorded
   // by the first matmul reading it and kept until the last (q/k/v share one; gate/up are one
   // dual GEMV).
   std::vector<int> xq_item(static_cast<size_t>(N), -1);
@@ -380,7 +380,9 @@ std::unique_ptr<VulkanBackend::Program> VulkanBackend::Build(const Graph& g, con
         !g.node(n.src[1]).weight)
       continue;
     const int64_t K = g.node(n.src[0]).shape[1];
-    if (!UseIdotGemv(*dev_, T, K, weights_->Get(*g.node(n.src[1]).weight).dtype)) continue;
+    if (!UseIdotGemv(*dev_, T, K, weights_->Get(*g.node(n.src[1]).weight).dtype) ||
+        !IdotQuantizeOnce(*dev_))
+      continue;
     const int nm = norm_of[size_t(i)];
     const std::pair<int, int> key{nm >= 0 ? nodes[size_t(nm)].src[0] : n.src[0], nm};
     auto it = xq_of.find(key);

@@ -392,14 +392,18 @@ TEST_F(VulkanQuant, IdotGemvMatchesQuantizedReference) {
   for (DType dt : kIdotTypes)
     for (int K : {32, 96, 2080})
       for (int R : {1, 3, 8}) CheckIdot(*be, dt, R, K, K == 2080 ? 19 : 37, R == 3, "idot");
+  // 8 rows of 81 blocks: the in-workgroup quantization takes two steps (2432 + 160 elements).
+  for (DType dt : kIdotTypes) CheckIdot(*be, dt, 8, 2592, 13, true, "idot two steps");
 }
 
-// Invocations per row group and rows per group (ES_VK_GEMV_IDOT_TPR, ES_VK_GEMV_IDOT_QR).
+// Invocations per row group, rows per group, workgroup size, and x quantized by a dispatch of
+// its own (ES_VK_GEMV_IDOT_TPR, _QR, _WG, _LOCAL=0).
 TEST_F(VulkanQuant, IdotGemvKnobsAllGiveTheReference) {
   const std::vector<std::pair<const char*, const char*>> settings[] = {
       {{"ES_VK_GEMV_IDOT_TPR", "128"}, {"ES_VK_GEMV_IDOT_QR", "1"}},
       {{"ES_VK_GEMV_IDOT_TPR", "256"}, {"ES_VK_GEMV_IDOT_QR", "8"}},
-      {{"ES_VK_GEMV_IDOT_TPR", "64"}, {"ES_VK_GEMV_IDOT_QR", "2"}}};
+      {{"ES_VK_GEMV_IDOT_TPR", "32"}, {"ES_VK_GEMV_IDOT_QR", "4"}, {"ES_VK_GEMV_IDOT_WG", "256"}},
+      {{"ES_VK_GEMV_IDOT_LOCAL", "0"}, {"ES_VK_GEMV_IDOT_TPR", "64"}, {"ES_VK_GEMV_IDOT_QR", "2"}}};
   for (const auto& s : settings) {
     std::vector<std::unique_ptr<ScopedEnv>> env;
     std::string what;
@@ -413,11 +417,14 @@ TEST_F(VulkanQuant, IdotGemvKnobsAllGiveTheReference) {
 }
 
 // The decode FFN with every fusion: the folded norm is applied while quantizing x, gate/up are
-// one dual integer-dot GEMV, down adds the residual: 2 inputs + 2 quantizations + 2 GEMVs.
+// one dual integer-dot GEMV, down adds the residual: 2 inputs + 2 GEMVs, with x quantized in the
+// GEMV workgroups (default) or by 2 dispatches of their own (ES_VK_GEMV_IDOT_LOCAL=0).
 TEST_F(VulkanQuant, IdotFusedFfnMatchesQuantizedReference) {
-  auto be = IdotVulkan();
+  for (const char* local : {"1", "0"})
   for (DType dt : kIdotTypes)
     for (int T : {1, 3}) {
+      ScopedEnv env("ES_VK_GEMV_IDOT_LOCAL", local);
+      auto be = IdotVulkan();
       const int D = 64, I = 96;
       Tensor X = RandomTensor("x", DType::kF32, {T, D}, 171);
       Tensor Rs = RandomTensor("res", DType::kF32, {T, D}, 172);
@@ -428,7 +435,7 @@ TEST_F(VulkanQuant, IdotFusedFfnMatchesQuantizedReference) {
       const int res = Input(g, Rs, T), x0 = Input(g, X, T);
       AddFfnBlock(g, res, x0, Nw, Wg, Wu, Wd, T, D, I);
       const auto got = RunGraph(*be, g, RowsBatch(T));
-      EXPECT_EQ(be->counters().dispatches, 6) << Name(dt);
+      EXPECT_EQ(be->counters().dispatches, local[0] == '1' ? 4 : 6) << Name(dt);
       Tensor Xn = AllocTensor("xn", DType::kF32, {T, D});
       ref::RmsNorm(X.as<float>(), Nw.as<float>(), T, D, 1e-5f, static_cast<float*>(MutableData(Xn)));
       const Tensor Xq = QuantizedRows(Values(Xn), T, D);
@@ -438,13 +445,15 @@ TEST_F(VulkanQuant, IdotFusedFfnMatchesQuantizedReference) {
       std::vector<float> want = RefIdot(QuantizedRows(a, T, I), Wd, nullptr, T);
       const auto rv = Values(Rs);
       for (size_t i = 0; i < want.size(); ++i) want[i] += rv[i];
-      ExpectClose(got, want, kIdotTol, "idot fused FFN T=" + std::to_string(T) + " " + std::string(Name(dt)));
+      ExpectClose(got, want, kIdotTol, std::string("idot fused FFN local=") + local + " T=" +
+                                           std::to_string(T) + " " + std::string(Name(dt)));
     }
 }
 
-// Three projections of one normed x (q, k, v) share one quantization: one dispatch more than
-// the float GEMVs (which fold the norm each), not three.
+// With x quantized by a dispatch of its own, three projections of one normed x (q, k, v) share
+// one quantization: one dispatch more than the float GEMVs (which fold the norm each), not three.
 TEST_F(VulkanQuant, IdotQuantizesSharedInputOnce) {
+  ScopedEnv env("ES_VK_GEMV_IDOT_LOCAL", "0");
   const int D = 64, N = 40;
   Tensor X = RandomTensor("x", DType::kF32, {1, D}, 181);
   Tensor Nw = RandomTensor("norm.w", DType::kF32, {D}, 182);

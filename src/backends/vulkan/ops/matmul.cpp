@@ -44,15 +44,19 @@ uint32_t Knob(const char* name, std::initializer_list<uint32_t> allowed, uint32_
 // The integer-dot GEMV (Q8_0/Q4_0 over x quantized to int8, UseIdotGemv) has its own two:
 //   ES_VK_GEMV_IDOT      0|1     off / on (default: on where the device has 4x8-bit dot products
 //                                in hardware; VulkanTuning::gemv_idot overrides)
-//   ES_VK_GEMV_IDOT_TPR  32..256 invocations per group (default 32)
-//   ES_VK_GEMV_IDOT_QR   1|2|4|8 adjacent output rows per group (default 4)
+//   ES_VK_GEMV_IDOT_TPR  32..256 invocations per group (default 64)
+//   ES_VK_GEMV_IDOT_QR   1|2|4|8 adjacent output rows per group (default 2)
+//   ES_VK_GEMV_IDOT_WG   128|256 invocations per workgroup (default 128; at least TPR)
+//   ES_VK_GEMV_IDOT_LOCAL 0|1    1 (default): each workgroup quantizes the x it reads into
+//                                shared memory; 0: one quantize_q8 dispatch per input, shared by
+//                                the matmuls reading it (one more dispatch, no repeated work)
 struct GemvSpec {
-  uint32_t wg, rows, qr, spl, nsg, magic, rb;
-  std::vector<uint32_t> Spec() const { return {wg, rows, qr, spl, nsg, magic, rb}; }
+  uint32_t wg, rows, qr, spl, nsg, magic, rb, kc = 32;
+  std::vector<uint32_t> Spec() const { return {wg, rows, qr, spl, nsg, magic, rb, kc}; }
   uint32_t Outputs() const { return rows * qr; }  // outputs per workgroup
 };
 // R: the batch rows (RB: the smallest of 1, 2, 4, 8 covering min(R, 8)). idot: the
-// integer-dot variant (default TPR 32: a 3584-wide Q4_0 row is 112 units).
+// integer-dot variant (its own knobs and defaults: a 3584-wide Q4_0 row is only 112 units).
 GemvSpec GemvSpecFor(const Device& dev, DType wt, bool vec, int64_t R, bool idot = false) {
   const GemvShape gs = GemvFor(dev);
   const uint32_t min_sg = std::max<uint32_t>(dev.info().min_subgroup_size, 4);
@@ -60,11 +64,17 @@ GemvSpec GemvSpecFor(const Device& dev, DType wt, bool vec, int64_t R, bool idot
   if (!(vec && IsQuantized(wt))) return {gs.wg, gs.rows, 1, 1, gs.wg / min_sg, 1, rb};
   const uint32_t max_sg = std::max<uint32_t>(dev.info().max_subgroup_size, 1);
   const uint32_t tpr =
-      std::max(Knob(idot ? "ES_VK_GEMV_IDOT_TPR" : "ES_VK_GEMV_TPR", {32, 64, 128, 256}, idot ? 32 : 128), max_sg);
-  const uint32_t wg = std::max<uint32_t>(128, tpr);
-  return {wg, wg / tpr, Knob(idot ? "ES_VK_GEMV_IDOT_QR" : "ES_VK_GEMV_QR", {1, 2, 4, 8}, 4),
+      std::max(Knob(idot ? "ES_VK_GEMV_IDOT_TPR" : "ES_VK_GEMV_TPR", {32, 64, 128, 256}, idot ? 64 : 128), max_sg);
+  const uint32_t wg = std::max<uint32_t>(idot ? Knob("ES_VK_GEMV_IDOT_WG", {128, 256}, 128) : 128, tpr);
+  return {wg, wg / tpr, Knob(idot ? "ES_VK_GEMV_IDOT_QR" : "ES_VK_GEMV_QR", {1, 2, 4, 8}, idot ? 2 : 4),
           Knob("ES_VK_GEMV_SPL", {1, 2, 4}, 1),
           wg / min_sg, Knob("ES_VK_GEMV_MAGIC", {0, 1}, 1), rb};
+}
+// The in-workgroup x quantization's step (spec constant KC): K where rb rows of int8 plus their
+// scales (1.25 bytes an element) fit 24 KiB of shared memory, else the most 32-blocks that do.
+uint32_t IdotLocalStep(int64_t K, uint32_t rb) {
+  const int64_t fit = int64_t(24576 / (rb * 5 / 4)) / 32 * 32;
+  return uint32_t(std::min<int64_t>(K, fit));
 }
 uint32_t GemvGroups(int64_t N, const GemvSpec& gs) {
   return uint32_t((N + gs.Outputs() - 1) / gs.Outputs());
@@ -84,6 +94,11 @@ bool UseIdotGemv(const Device& dev, int64_t R, int64_t K, DType wt) {
   ES_CHECK(!on || dev.info().int_dot, "vulkan: the integer-dot GEMV is asked for (ES_VK_GEMV_IDOT=1), but ",
            dev.info().name, " has no shaderIntegerDotProduct");
   return on;
+}
+
+bool IdotQuantizeOnce(const Device& dev) {
+  (void)dev;
+  return Knob("ES_VK_GEMV_IDOT_LOCAL", {0, 1}, 1) == 0;
 }
 
 uint64_t QuantXBytes(int64_t R, int64_t K) {
@@ -157,7 +172,10 @@ void RecordMatMul(OpContext& c, BufRange x, int64_t R, int64_t K, const DeviceWe
   ES_ASSERT(!xq || (!norm && UseIdotGemv(c.dev, R, K, w.dtype)));
   const bool gemv = R <= kGemvMaxRows;
   const bool vec = K % 8 == 0;
-  const GemvSpec gs = GemvSpecFor(c.dev, w.dtype, vec, R, xq != nullptr);
+  // Integer dot products over x quantized by a separate dispatch (xq) or in each workgroup.
+  const bool idot = gemv && UseIdotGemv(c.dev, R, K, w.dtype);
+  GemvSpec gs = GemvSpecFor(c.dev, w.dtype, vec, R, idot);
+  if (idot && !xq) gs.kc = IdotLocalStep(K, gs.rb);
   // The workgroup-scope coopmat GEMM reads x as f16: one conversion serves every chunk.
   const bool cm2 = !gemv && UseCoopmat2(c.dev, K, w.dtype);
   const bool cm2_h = cm2 && x16 && x16->size >= uint64_t(R * K * 2);
@@ -173,7 +191,8 @@ void RecordMatMul(OpContext& c, BufRange x, int64_t R, int64_t K, const DeviceWe
     if (ch.rows == 0) continue;
     const uint32_t N = uint32_t(ch.rows);
     if (gemv) {
-      Dispatch& d = c.Add(std::string("matmul_gemv_") + TypeSuffix(w.dtype) + (xq ? "_idot" : vec ? "_vec" : ""),
+      Dispatch& d = c.Add(std::string("matmul_gemv_") + TypeSuffix(w.dtype) +
+                              (xq ? "_idot" : idot ? "_idotl" : vec ? "_vec" : ""),
                           {1, 1, 1, 1, 1, 1}, gs.Spec());
       d.bindings = {{Range(ch.alloc)}, {xq ? xq->q : x}, {bias ? *bias : x}, {y}, {residual ? *residual : x},
                     {xq ? xq->ds : norm ? norm->weight : x}};
@@ -228,14 +247,17 @@ void RecordGemvSwiGLU(OpContext& c, BufRange x, int64_t R, int64_t K, const Devi
   ES_ASSERT(CanFuseGemv(R, K, gate) && gate.dtype == up.dtype && gate.rows == up.rows &&
             gate.chunks.size() == up.chunks.size());
   ES_ASSERT(!xq || (!norm && UseIdotGemv(c.dev, R, K, gate.dtype)));
-  const GemvSpec gs = GemvSpecFor(c.dev, gate.dtype, true, R, xq != nullptr);
+  const bool idot = UseIdotGemv(c.dev, R, K, gate.dtype);
+  GemvSpec gs = GemvSpecFor(c.dev, gate.dtype, true, R, idot);
+  if (idot && !xq) gs.kc = IdotLocalStep(K, gs.rb);
   for (size_t i = 0; i < gate.chunks.size(); ++i) {
     const auto& cg = gate.chunks[i];
     const auto& cu = up.chunks[i];
     ES_ASSERT(cg.rows == cu.rows && cg.row0 == cu.row0);
     if (cg.rows == 0) continue;
     const uint32_t N = uint32_t(cg.rows);
-    Dispatch& d = c.Add(std::string("matmul_gemv_") + TypeSuffix(gate.dtype) + (xq ? "_idot_dual" : "_dual"),
+    Dispatch& d = c.Add(std::string("matmul_gemv_") + TypeSuffix(gate.dtype) +
+                            (xq ? "_idot_dual" : idot ? "_idotl_dual" : "_dual"),
                         {2, 1, 1, 1, 1, 1}, gs.Spec());
     d.bindings = {{Range(cg.alloc), Range(cu.alloc)}, {xq ? xq->q : x}, {x}, {y}, {x},
                   {xq ? xq->ds : norm ? norm->weight : x}};

@@ -28,6 +28,9 @@
 // any glslc with GL_EXT_spirv_intrinsics compiles it); per unit and QR row:
 //   Q4_0: acc += dw * (dx * Σ n·q - 8 * dx·Σq)    (n: the unsigned nibbles)
 //   Q8_0: acc += dw * dx * Σ w·q
+// XLOCAL (with IDOT): no separate quantization — each workgroup quantizes the x it needs into
+// shared memory itself (KC elements of every batch row per step, the folded norm applied while
+// quantizing, exactly as quantize_q8.comp does), so x is bound as f32 like the float GEMV's.
 #ifdef IDOT
 #extension GL_EXT_spirv_intrinsics : require
 #endif
@@ -43,6 +46,9 @@ layout(constant_id = 5) const bool MAGIC = true;
 // Batch rows per workgroup (1, 2, 4 or 8: the host picks the smallest that covers R, so a
 // one-row decode keeps QR accumulators, not 8 * QR, and compiles to a short loop).
 layout(constant_id = 6) const uint RB = 8;
+// XLOCAL: elements of each batch row's x quantized into shared memory per step (a multiple of
+// 32; the host makes it K where RB·K int8 and their scales fit its budget).
+layout(constant_id = 7) const uint KC = 4096;
 const uint TPR = WG / ROWS;
 #if defined(DUAL)
 layout(binding = 0) readonly buffer W { uvec4 wq[]; } wb[2];  // gate, up
@@ -57,7 +63,7 @@ layout(binding = 0) readonly buffer W { uvec4 wq[]; };
 layout(binding = 0) readonly buffer W { uint w[]; };
 #define WORD(i) w[i]
 #endif
-#if defined(IDOT)
+#if defined(IDOT) && !defined(XLOCAL)
 layout(binding = 1) readonly buffer X { uvec4 xq4[]; };  // int8 x, 32 per two uvec4
 #elif defined(VEC)
 layout(binding = 1) readonly buffer X { vec4 x4[]; };  // x offsets and strides % 4 == 0
@@ -67,7 +73,7 @@ layout(binding = 1) readonly buffer X { float x[]; };
 layout(binding = 2) readonly buffer Bias { float bias[]; };
 layout(binding = 3) writeonly buffer Y { float y[]; };
 layout(binding = 4) readonly buffer Res { float res[]; };
-#if defined(IDOT)
+#if defined(IDOT) && !defined(XLOCAL)
 layout(binding = 5) readonly buffer XD { vec2 xds[]; };  // per x block: (d, d * Σq)
 #elif defined(VEC)
 layout(binding = 5) readonly buffer G { vec4 g4[]; };
@@ -76,7 +82,7 @@ layout(push_constant) uniform P {
   uint K, N, R, n0, x_rs, x_hs, x_off, y_rs, y_hs, y_off, has_bias, epi, norm;
   float eps;
 } p;
-#if defined(VEC) && !defined(IDOT)
+#if defined(VEC) && (!defined(IDOT) || defined(XLOCAL))
 // x[row, 4 k4 ..] (xo: the row's first vec4), times the norm weight when folding a norm.
 vec4 XL(uint xo, uint k4) { return p.norm != 0u ? x4[xo + k4] * g4[k4] : x4[xo + k4]; }
 #endif
@@ -88,6 +94,12 @@ vec4 XL(uint xo, uint k4) { return p.norm != 0u ? x4[xo + k4] * g4[k4] : x4[xo +
 const uint QR = QR_SPEC;
 #else
 const uint QR = 1u;
+#endif
+// Whether a folded norm was applied to x before the dot products (integer-dot paths).
+#if defined(IDOT)
+const bool kNormInX = true;
+#else
+const bool kNormInX = false;
 #endif
 // Partial sums per (output of the group, batch row, subgroup).
 shared float part[QR * RB * NSG];
@@ -106,6 +118,7 @@ int SDot4x8(uint a, uint b, spirv_literal int packed_format);
 int Dot4(uvec4 a, uvec4 b) {
   return SDot4x8(a.x, b.x, 0) + SDot4x8(a.y, b.y, 0) + SDot4x8(a.z, b.z, 0) + SDot4x8(a.w, b.w, 0);
 }
+#if !defined(XLOCAL)
 // acc[i][r] += Σ over this invocation's units of row row0 + i (rows past `last` read `last`)
 // times batch row r0 + r of the quantized x (see the header).
 void AccumIdot(uint row0, uint last, uint r0, uint nr, uint lane, inout float acc[QR][RB]) {
@@ -146,6 +159,124 @@ void AccumIdot(uint row0, uint last, uint r0, uint nr, uint lane, inout float ac
     }
   }
 }
+#endif
+#if defined(XLOCAL)
+shared uvec4 xs4[RB * KC / 16u];  // int8 x of the step: row r at r * KC / 16
+shared vec2 xsd[RB * KC / 32u];   // (d, d * Σq) per block: row r at r * KC / 32
+shared float inv_s[RB];
+
+uint Pack4(ivec4 q) {
+  const uvec4 b = uvec4(q) & 0xffu;
+  return b.x | (b.y << 8) | (b.z << 16) | (b.w << 24);
+}
+
+// Every invocation of the workgroup calls this (barriers inside). Per step of KC elements: the
+// workgroup quantizes that part of each batch row into shared memory, then every group walks its
+// units of it (as AccumIdot).
+void AccumIdotLocal(uint row0, uint last, uint xb, uint nr, uint tid, uint lane,
+                    inout float acc[QR][RB]
+#if defined(DUAL)
+                    , inout float acc2[QR][RB]
+#endif
+) {
+  const uint K = p.K, rw = QRowWords(K);
+  // Folded norm: 1 / sqrt(mean(x²) + eps) per batch row, over the whole row first.
+  if (p.norm != 0u) {
+    for (uint r = 0; r < nr; ++r) {
+      const uint xo = (xb + r * p.x_rs) / 4u;
+      float ss = 0.0;
+      for (uint k4 = tid; k4 < K / 4u; k4 += WG) ss += dot(x4[xo + k4], x4[xo + k4]);
+      ss = subgroupAdd(ss);
+      if (subgroupElect()) part_ss[gl_SubgroupID] = ss;
+      barrier();
+      if (tid == 0u) {
+        float t = 0.0;
+        for (uint i = 0; i < gl_NumSubgroups; ++i) t += part_ss[i];
+        inv_s[r] = 1.0 / sqrt(t / float(K) + p.eps);
+      }
+      barrier();
+    }
+  }
+  uint base[QR];
+  for (uint i = 0; i < QR; ++i) base[i] = min(row0 + i, last) * rw;
+  for (uint c0 = 0; c0 < K; c0 += KC) {
+    const uint kc = min(KC, K - c0), nbc = kc / 32u;
+    barrier();  // the previous step's x is no longer read
+    for (uint t = tid; t < nr * nbc; t += WG) {
+      const uint r = t / nbc, b = t % nbc;
+      const uint xo = (xb + r * p.x_rs + c0) / 4u + 8u * b, go = (c0 / 4u) + 8u * b;
+      const float inv = p.norm != 0u ? inv_s[r] : 1.0;
+      vec4 v[8];
+      float amax = 0.0;
+      for (uint i = 0; i < 8u; ++i) {
+        v[i] = x4[xo + i];
+        if (p.norm != 0u) v[i] = g4[go + i] * (v[i] * inv);
+        const vec4 a = abs(v[i]);
+        amax = max(amax, max(max(a.x, a.y), max(a.z, a.w)));
+      }
+      const float d = amax / 127.0, id = d != 0.0 ? 1.0 / d : 0.0;
+      uint w[8];
+      int sum = 0;
+      for (uint i = 0; i < 8u; ++i) {
+        const ivec4 q = clamp(ivec4(roundEven(v[i] * id)), ivec4(-127), ivec4(127));
+        sum += q.x + q.y + q.z + q.w;
+        w[i] = Pack4(q);
+      }
+      xs4[r * (KC / 16u) + 2u * b] = uvec4(w[0], w[1], w[2], w[3]);
+      xs4[r * (KC / 16u) + 2u * b + 1u] = uvec4(w[4], w[5], w[6], w[7]);
+      xsd[r * (KC / 32u) + b] = vec2(d, d * float(sum));
+    }
+    barrier();
+#if defined(W_Q4_0)
+    const uint u0 = c0 / 32u, u1 = u0 + nbc;  // units: blocks
+#else
+    const uint u0 = c0 / 16u, u1 = u0 + 2u * nbc;  // units: half blocks
+#endif
+#if defined(DUAL)
+    for (uint sel = 0; sel < 2u; ++sel) {
+      wsel = sel;
+#endif
+    for (uint u = u0 + lane; u < u1; u += TPR) {
+      uvec4 w[QR];
+      float dw[QR];
+#if defined(W_Q4_0)
+      const uint b = u, bl = u - u0;
+#else
+      const uint b = u >> 1, bl = (u - u0) >> 1;
+#endif
+      for (uint i = 0; i < QR; ++i) {
+        w[i] = QUAD(base[i] / 4u + u);
+        dw[i] = QScale(base[i], K, b);
+      }
+      for (uint r = 0; r < RB; ++r) {
+        if (r < nr) {
+          const vec2 dx = xsd[r * (KC / 32u) + bl];
+#if defined(W_Q4_0)
+          const uvec4 xa = xs4[r * (KC / 16u) + 2u * bl], xc = xs4[r * (KC / 16u) + 2u * bl + 1u];
+#else
+          const uvec4 xa = xs4[r * (KC / 16u) + (u - u0)];
+#endif
+          for (uint i = 0; i < QR; ++i) {
+#if defined(W_Q4_0)
+            const float v = dw[i] * (dx.x * float(Dot4(w[i] & 0x0F0F0F0Fu, xa) + Dot4((w[i] >> 4) & 0x0F0F0F0Fu, xc)) - 8.0 * dx.y);
+#else
+            const float v = dw[i] * (dx.x * float(Dot4(w[i], xa)));
+#endif
+#if defined(DUAL)
+            if (sel == 0u) acc[i][r] += v; else acc2[i][r] += v;
+#else
+            acc[i][r] += v;
+#endif
+          }
+        }
+      }
+    }
+#if defined(DUAL)
+    }
+#endif
+  }
+}
+#endif
 #elif defined(VEC) && defined(W_QUANT)
 // Block-quantized rows (wload.glsl's repacked layout) by 8-element slices: slice s of each of
 // the QR rows is unpacked once (levels as floats, its scales), then every batch row's two x vec4
@@ -234,9 +365,23 @@ void main() {
   for (uint i = 0; i < QR; ++i)
     for (uint r = 0; r < RB; ++r) acc2[i][r] = 0.0;
 #endif
+#if defined(XLOCAL)
+  {  // every invocation: the x quantization has barriers; rows past N re-read row N - 1
+    const uint xb = r0 * p.x_rs + h * p.x_hs + p.x_off;
+    const uint row0 = h * p.N + min(n, p.N - 1u), last = h * p.N + p.N - 1u;
+#if defined(DUAL)
+    AccumIdotLocal(row0, last, xb, nr, tid, lane, acc, acc2);
+#else
+    AccumIdotLocal(row0, last, xb, nr, tid, lane, acc);
+#endif
+  }
+  if (false) {
+#else
   if (n < p.N) {
+#endif
     const uint xb = r0 * p.x_rs + h * p.x_hs + p.x_off;
 #if defined(IDOT)
+#if !defined(XLOCAL)
     const uint row0 = h * p.N + n, last = h * p.N + p.N - 1u;
 #if defined(DUAL)
     wsel = 0u;
@@ -245,6 +390,7 @@ void main() {
     AccumIdot(row0, last, r0, nr, lane, acc2);
 #else
     AccumIdot(row0, last, r0, nr, lane, acc);
+#endif
 #endif
 #elif defined(VEC) && defined(W_QUANT)
     // Rows past N (the last group of the last workgroup) re-read row N - 1; not written.
@@ -312,7 +458,7 @@ void main() {
       float sq = 0.0;
       if (p.norm != 0u)
         for (uint c = 0; c < per; ++c) sq += part_ss[r * NSG + first + c];
-      const float inv = p.norm != 0u ? 1.0 / sqrt(sq / float(p.K) + p.eps) : 1.0;
+      const float inv = p.norm != 0u && !kNormInX ? 1.0 / sqrt(sq / float(p.K) + p.eps) : 1.0;
       for (uint i = 0; i < QR; ++i) {
         const uint ni = n + i;
         if (ni >= p.N) break;
