@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Knob comparisons on the H200 after `h200_compare.sh run` (same job, same binaries in .esbin/):
-# one line per setting, appended to $OUT/knobs.txt. ES_KNOBS picks the groups (gemm cm2 gemv).
+# one line per setting, appended to $OUT/knobs.txt. ES_KNOBS picks the groups (gemm cm2 cm2b
+# cm2prof gemv).
 #   run(command="bash scripts/gpu/h200_compare.sh run; bash scripts/gpu/h200_knobs.sh", carry=[...])
 set -uo pipefail
 cd "$(dirname "$0")/../.."
@@ -36,6 +37,36 @@ for g in ${ES_KNOBS:-gemm gemv}; do
           [[ $k == CM2=0 ]] && local_env=(ES_VK_CM2=0)
           bench "$m f16 $k" "${local_env[@]}" -- --synthetic $m --dtype f16 -p 512 -n 4 -r 2
         done
+      done ;;
+    cm2b)  # variants after llama.cpp's coopmat2 matmul (docs/vulkan.md, "What llama.cpp's coopmat2
+           # GEMM does differently"): unclamped whole-tile loop (FAST), 16-byte strides (ALIGN),
+           # K-loop hint (LOOP=1: none, 0: don't unroll), f16 accumulators (ACC16), split-K
+           # (SPLITK = max slices), its 128 weight x 256 token x 64 tile (TILE=256x128x64
+           # SWAP=1); ours: activation tiles fastest in the launch order (ORDER). All but TILE
+           # and SWAP need /work/notes/s5b_matmul_cpp.patch applied to ops/matmul.cpp.
+      grep -q "t.flags" src/backends/vulkan/ops/matmul.cpp ||
+        echo "cm2b: WARNING: ops/matmul.cpp passes no cm2 flags (patch not applied): only TILE/SWAP act" |
+        tee -a "$OUT/knobs.txt"
+      for m in r1-distill-qwen-1.5b r1-distill-qwen-7b; do
+        for k in ${ES_CM2B_KNOBS:-"TILE=256x128x64 SWAP=1 FAST=1 LOOP=1 ACC16=1 SPLITK=4" \
+                 "TILE=256x128x64 SWAP=1 FAST=1 LOOP=1 ACC16=1 SPLITK=4 ORDER=1" \
+                 "TILE=128x128x64 ACC16=1" "TILE=128x128x64 FAST=1 LOOP=1" "TILE=128x128x64 LOOP=1" \
+                 "TILE=128x128x64 ALIGN=1" "TILE=128x128x64 ORDER=1" "TILE=128x128x64 SPLITK=4" \
+                 "TILE=128x128x64" "CM2=0"}; do
+          local_env=(ES_VK_CM2=1)
+          for kv in $k; do local_env+=("ES_VK_CM2_$kv"); done
+          [[ $k == CM2=0 ]] && local_env=(ES_VK_CM2=0)
+          bench "$m f16 $k" "${local_env[@]}" -- --synthetic $m --dtype f16 -p 512 -n 4 -r 2
+        done
+      done ;;
+    cm2prof)  # where the prefill step's time goes (shader time per op family), cm2 reference and
+              # the llama.cpp-like setting, 7B; ES_CM2B_PROF overrides the settings
+      for k in ${ES_CM2B_PROF:-"TILE=128x128x64" "TILE=256x128x64 SWAP=1 FAST=1 LOOP=1 ACC16=1 SPLITK=4"}; do
+        local_env=(ES_VK_CM2=1)
+        for kv in $k; do local_env+=("ES_VK_CM2_$kv"); done
+        env "${local_env[@]}" timeout 180 "$B/edgeseek" bench --backend vulkan --synthetic r1-distill-qwen-7b \
+          --dtype f16 -p 512 -n 4 -r 1 --profile 2>&1 | grep -A1 -E "profile, prefill" | sed "s|^|7b $k: |" |
+          tee -a "$OUT/knobs.txt"
       done ;;
     gemv)
       for f in /tmp/r1-distill-qwen-7b-q4_0.gguf /tmp/r1-distill-qwen-1.5b-q4_0.gguf /tmp/r1-distill-qwen-7b-q8_0.gguf; do

@@ -255,26 +255,60 @@ Coopmat2Config QueryCoopmat2(VkPhysicalDevice pd, const VulkanDeviceInfo& info) 
   std::vector<CoopmatFlexibleDimensions> dims(n);
   for (auto& d : dims) d = CoopmatFlexibleDimensions{kSTypeCoopmatFlexibleDimensions, nullptr};
   if (flex(pd, &n, dims.data()) != VK_SUCCESS) return c;
-  // Tile BM x BN x BK and workgroup size: ES_VK_CM2_TILE=BMxBNxBK, ES_VK_CM2_WG; ES_VK_CM2_X32=1
-  // (knobs for scripts/gpu/h200_knobs.sh); the defaults were
+  // Tile BM x BN x BK and workgroup size: ES_VK_CM2_TILE=BMxBNxBK, ES_VK_CM2_WG; ES_VK_CM2_X32=1,
+  // ES_VK_CM2_SWAP=1, the variant flags ES_VK_CM2_FAST|ALIGN|LOOP|ACC16|ORDER and split-K
+  // ES_VK_CM2_SPLITK|SPLITK_MINK|SMS (knobs for
+  // scripts/gpu/h200_knobs.sh, docs/vulkan.md); the defaults were
   // measured on the H200 (docs/vulkan.md).
   uint32_t bm = 128, bn = 128, bk = 64, wg = 256;
   if (const char* t = std::getenv("ES_VK_CM2_TILE")) std::sscanf(t, "%ux%ux%u", &bm, &bn, &bk);
   if (const char* w = std::getenv("ES_VK_CM2_WG")) wg = uint32_t(std::strtoul(w, nullptr, 10));
   if (wg == 0 || wg > props.workgroup_scope_max_workgroup_size) return c;
-  for (const auto& d : dims) {
-    if (d.scope != kScopeWorkgroup || d.a_type != kComponentF16 || d.b_type != kComponentF16 ||
-        d.c_type != kComponentF32 || d.result_type != kComponentF32 || d.saturating_accumulation)
-      continue;
-    if (!d.m_granularity || !d.n_granularity || !d.k_granularity) continue;
-    if (bm % d.m_granularity || bn % d.n_granularity || bk % d.k_granularity) continue;
-    if (d.workgroup_invocations && d.workgroup_invocations != wg) continue;
-    c.bm = bm, c.bn = bn, c.bk = bk, c.wg = wg;
-    const char* x32 = std::getenv("ES_VK_CM2_X32");
-    c.x32 = x32 && std::string(x32) == "1";
-    const char* sw = std::getenv("ES_VK_CM2_SWAP");
-    c.swap = sw && std::string(sw) == "1";
-    return c;
+  // A workgroup-scope f16 x f16 -> acc shape whose granularity divides the tile.
+  auto fits = [&](uint32_t acc) {
+    for (const auto& d : dims) {
+      if (d.scope != kScopeWorkgroup || d.a_type != kComponentF16 || d.b_type != kComponentF16 ||
+          d.c_type != acc || d.result_type != acc || d.saturating_accumulation)
+        continue;
+      if (!d.m_granularity || !d.n_granularity || !d.k_granularity) continue;
+      if (bm % d.m_granularity || bn % d.n_granularity || bk % d.k_granularity) continue;
+      if (d.workgroup_invocations && d.workgroup_invocations != wg) continue;
+      return true;
+    }
+    return false;
+  };
+  if (!fits(kComponentF32)) return c;
+  c.bm = bm, c.bn = bn, c.bk = bk, c.wg = wg;
+  auto on = [](const char* name) {
+    const char* v = std::getenv(name);
+    return v && std::string(v) == "1";
+  };
+  c.x32 = on("ES_VK_CM2_X32");
+  c.swap = on("ES_VK_CM2_SWAP");
+  // Variant flags, matmul_gemm_cm2.comp's specialization constant 4 (its header lists them).
+  if (on("ES_VK_CM2_FAST")) c.flags |= 1u;
+  if (on("ES_VK_CM2_ALIGN")) c.flags |= 2u;
+  if (const char* l = std::getenv("ES_VK_CM2_LOOP")) c.flags |= (uint32_t(std::atoi(l)) & 3u) << 2;
+  if (on("ES_VK_CM2_ORDER")) c.flags |= 32u;
+  // Split-K: the multiprocessor count from VK_NV_shader_sm_builtins (ES_VK_CM2_SMS overrides).
+  if (const char* v = std::getenv("ES_VK_CM2_SPLITK")) c.splitk = uint32_t(std::strtoul(v, nullptr, 10));
+  if (const char* v = std::getenv("ES_VK_CM2_SPLITK_MINK"))
+    c.splitk_min_k = uint32_t(std::strtoul(v, nullptr, 10));
+  if (const char* v = std::getenv("ES_VK_CM2_SMS")) {
+    c.sms = uint32_t(std::strtoul(v, nullptr, 10));
+  } else if (c.splitk > 1 && HasExtension(DeviceExtensions(pd), VK_NV_SHADER_SM_BUILTINS_EXTENSION_NAME)) {
+    VkPhysicalDeviceShaderSMBuiltinsPropertiesNV sm{
+        VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SHADER_SM_BUILTINS_PROPERTIES_NV};
+    VkPhysicalDeviceProperties2 q{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_PROPERTIES_2};
+    q.pNext = &sm;
+    vkGetPhysicalDeviceProperties2(pd, &q);
+    c.sms = sm.shaderSMCount;
+  }
+  if (on("ES_VK_CM2_ACC16")) {
+    if (fits(kComponentF16))
+      c.flags |= 16u;
+    else
+      std::fprintf(stderr, "vulkan: ES_VK_CM2_ACC16=1 ignored: no workgroup-scope f16 accumulator shape fits %ux%ux%u/%u\n", bm, bn, bk, wg);
   }
   return c;
 #endif

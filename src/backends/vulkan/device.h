@@ -28,6 +28,26 @@ struct Coopmat2Config {
   uint32_t bm = 0, bn = 0, bk = 0, wg = 0;
   bool x32 = false;
   bool swap = false;  // yᵀ = W xᵀ (weights as the A operand), ES_VK_CM2_SWAP=1
+  // matmul_gemm_cm2.comp's specialization constant 4: bit 0 unclamped whole-tile loop
+  // (ES_VK_CM2_FAST=1), bit 1 16-byte strides (ES_VK_CM2_ALIGN=1), bits 2-3 K-loop hint
+  // (ES_VK_CM2_LOOP=0 don't unroll, 1 none, 2 unroll), bit 4 f16 accumulators (ES_VK_CM2_ACC16=1),
+  // bit 5 activation tiles fastest in the launch order (ES_VK_CM2_ORDER=1).
+  uint32_t flags = 0;
+  // Split-K (the "_sk" shader variants + matmul_gemm_cm2_reduce): at most `splitk` slices of K
+  // (ES_VK_CM2_SPLITK=2|4|8; 0 = off) for products with K >= splitk_min_k
+  // (ES_VK_CM2_SPLITK_MINK, default 2048) whose tiles fill less than half of the `sms`
+  // multiprocessors (VK_NV_shader_sm_builtins, or ES_VK_CM2_SMS).
+  uint32_t splitk = 0, splitk_min_k = 2048, sms = 0;
+  // Slices for an R x N x K product: the largest power of two <= splitk and <= sms / tiles, and
+  // at most one per BK step; 1 = no split.
+  uint32_t SplitK(uint64_t R, uint64_t N, uint64_t K) const {
+    if (splitk < 2 || !sms || !bm || K < splitk_min_k) return 1;
+    const uint64_t tiles = ((R + bm - 1) / bm) * ((N + bn - 1) / bn);
+    if (tiles * 2 > sms) return 1;
+    uint64_t s = 1;
+    while (s * 2 <= splitk && s * 2 * tiles <= sms && s * 2 * bk <= K) s *= 2;
+    return uint32_t(s);
+  }
 };
 
 class Device {

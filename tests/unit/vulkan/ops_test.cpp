@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <sstream>
 
 #include "backends/cpu/reference.h"
 #include "test_util.h"
@@ -134,52 +135,95 @@ TEST_F(VulkanOps, MatMulF16MathGemmOverTypesAndEdges) {
 // The workgroup-scope cooperative-matrix GEMM (matmul_gemm_cm2.comp, VK_NV_cooperative_matrix2):
 // each tile shape of the knob, both operand orders (x · Wᵀ and W · xᵀ) and both ways of loading x (an f16 copy made first, and f32 tiles
 // converted in the shader), over edges of every tile dimension (R, N, K not multiples of the tile; K
-// smaller than one K step), with a bias and with a weight split into chunks at a row offset.
+// smaller than one K step), with a bias and with a weight split into chunks at a row offset; and
+// each variant knob (ES_VK_CM2_FAST|ALIGN|LOOP|ACC16|ORDER|SPLITK), alone and combined.
 // Needs a device with the extension and a build whose glslc compiled the shader (the GPU
 // machine: scripts/gpu/h200_compare.sh); elsewhere it is skipped.
 TEST_F(VulkanOps, Coopmat2GemmTilesAndVariants) {
+  // tile, x as f32 tiles, swapped operands, then the variant knobs (ES_VK_CM2_<KNOB>=<value>,
+  // space-separated; matmul_gemm_cm2.comp's header lists them).
   struct Env {
     const char* tile;
     const char* x32;
     const char* swap;
+    const char* flags;
+    bool split = false;  // weights in row chunks
   };
-  const Env envs[] = {{"128x128x32", "0", "0"}, {"128x128x32", "1", "1"}, {"64x128x32", "0", "1"},
-                      {"128x256x32", "0", "0"}, {"256x128x64", "0", "0"}, {"128x128x64", "1", "0"},
-                      {"128x256x64", "0", "1"}};
+  // SPLITK with SMS=1000 and SPLITK_MINK=64: these small products split too (needs the host
+  // side of split-K in ops/matmul.cpp; without it they run unsplit).
+  const Env envs[] = {{"128x128x32", "0", "0", "", true},
+                      {"128x128x32", "1", "1", "", true},
+                      {"64x128x32", "0", "1", ""},
+                      {"128x256x32", "0", "0", ""},
+                      {"256x128x64", "0", "0", ""},
+                      {"128x128x64", "1", "0", ""},
+                      {"128x256x64", "0", "1", ""},
+                      // llama.cpp's large tile (128 weight rows x 256 activation rows x 64)
+                      {"256x128x64", "0", "1", ""},
+                      {"128x128x64", "0", "0", "FAST=1"},
+                      {"128x128x64", "0", "1", "FAST=1", true},
+                      {"128x128x64", "1", "0", "FAST=1"},
+                      {"128x128x64", "0", "0", "ALIGN=1"},
+                      {"128x128x64", "0", "1", "ALIGN=1 LOOP=1"},
+                      {"128x128x64", "0", "0", "LOOP=1"},
+                      {"128x128x64", "0", "0", "LOOP=2"},
+                      {"128x128x64", "0", "0", "ACC16=1"},
+                      {"128x128x64", "0", "0", "ORDER=1", true},
+                      {"64x128x32", "0", "1", "ORDER=1 FAST=1"},
+                      {"256x128x64", "0", "1", "FAST=1 LOOP=1 ACC16=1"},
+                      {"128x128x32", "1", "1", "FAST=1 ALIGN=1 LOOP=2 ACC16=1"},
+                      {"128x128x64", "0", "0", "SPLITK=4 SPLITK_MINK=64 SMS=1000", true},
+                      {"128x128x64", "0", "1", "SPLITK=2 SPLITK_MINK=64 SMS=1000 ALIGN=1"},
+                      {"256x128x64", "0", "1", "SPLITK=8 SPLITK_MINK=64 SMS=1000 FAST=1 LOOP=1 ACC16=1 ORDER=1"}};
+  const char* knobs[] = {"ES_VK_CM2_FAST",  "ES_VK_CM2_ALIGN",  "ES_VK_CM2_LOOP",
+                         "ES_VK_CM2_ACC16", "ES_VK_CM2_ORDER",  "ES_VK_CM2_SPLITK",
+                         "ES_VK_CM2_SPLITK_MINK", "ES_VK_CM2_SMS"};
   bool ran = false;
   setenv("ES_VK_CM2", "1", 1);
   for (const Env& e : envs) {
     setenv("ES_VK_CM2_TILE", e.tile, 1);
     setenv("ES_VK_CM2_X32", e.x32, 1);
     setenv("ES_VK_CM2_SWAP", e.swap, 1);
+    for (const char* k : knobs) unsetenv(k);
+    std::istringstream kv(e.flags);
+    for (std::string a; kv >> a;) {
+      const size_t eq = a.find('=');
+      setenv(("ES_VK_CM2_" + a.substr(0, eq)).c_str(), a.substr(eq + 1).c_str(), 1);
+    }
     vk::VulkanTuning t;
     t.f16_act = 1;
-    const bool split = &e == &envs[0] || &e == &envs[1];
+    const bool split = e.split;
     if (split) t.weights.max_range = 64 << 10;  // 300 x 384 f16 = 225 KiB -> 4 row chunks
     std::unique_ptr<vk::VulkanBackend> be;
     try {
       be = MakeVulkan(t);
     } catch (const Error& err) {
-      ADD_FAILURE() << e.tile << ": " << err.what();
+      ADD_FAILURE() << e.tile << " " << e.flags << ": " << err.what();
       continue;
     }
     const auto& c2 = be->device().coopmat2();
     if (!c2.bm) continue;  // this tile is not offered by the device (granularity) or no cm2
     ran = true;
     const std::string tag = std::string("cm2 ") + e.tile + (c2.x32 ? " x32" : "") +
-                            (c2.swap ? " swap" : "") + (split ? " split" : "");
+                            (c2.swap ? " swap" : "") + (split ? " split" : "") + " " + e.flags +
+                            " (flags " + std::to_string(c2.flags) + ", split-K up to " +
+                            std::to_string(c2.splitk) + ")";
     EXPECT_NE(be->description().find("coopmat2 " + std::string(e.tile)), std::string::npos)
         << be->description();
+    // f16 accumulators: rel L2 ~1e-2 at K = 1000 (rounding of every partial sum).
+    const double tol = (c2.flags & 16u) ? 2e-2 : 2e-3;
     const MatCase cases[] = {{9, 16, 7, DType::kF16, true},      {130, 264, 257, DType::kF16, false},
                              {300, 512, 384, DType::kF16, true}, {257, 1000, 131, DType::kF16, true},
-                             {64, 40, 64, DType::kF16, false},   {513, 136, 300, DType::kF16, true}};
-    for (const auto& c : cases) CheckMatCase(*be, c, 24, 0.5f, 2e-3, tag);
+                             {64, 40, 64, DType::kF16, false},   {513, 136, 300, DType::kF16, true},
+                             {256, 256, 256, DType::kF16, true}, {512, 384, 640, DType::kF16, false}};
+    for (const auto& c : cases) CheckMatCase(*be, c, 24, 0.5f, tol, tag);
     if (::testing::Test::HasFailure()) break;
   }
   unsetenv("ES_VK_CM2");
   unsetenv("ES_VK_CM2_TILE");
   unsetenv("ES_VK_CM2_X32");
   unsetenv("ES_VK_CM2_SWAP");
+  for (const char* k : knobs) unsetenv(k);
   if (!ran) GTEST_SKIP() << "no VK_NV_cooperative_matrix2 GEMM on this device/build";
 }
 

@@ -12,7 +12,18 @@
 // instructions). Tensor layouts clamp: loads outside R, N or K read zeros and stores outside
 // R x N are dropped, so any R, N and K (K % 8 == 0 for 16-byte rows) need no edge code.
 // Tile sizes are specialization constants (knob ES_VK_CM2_TILE, device.cpp), the workgroup
-// size too.
+// size too, and so are the variant flags (constant 4, Coopmat2Config::flags; 0 = the plain
+// clamped loop):
+//   bit 0 FAST  (ES_VK_CM2_FAST=1): a workgroup whose tile lies wholly inside x, W and K runs its
+//               K loop on layouts without clamping, with 16-byte strides and offsets;
+//   bit 1 ALIGN (ES_VK_CM2_ALIGN=1): explicit 16-byte row strides on the clamping layouts too;
+//   bits 2-3 LOOP (ES_VK_CM2_LOOP=0|1|2): the K loop with a don't-unroll hint (0), no hint (1,
+//               the driver may unroll / software-pipeline it) or an unroll hint (2);
+//   bit 4 ACC16 (ES_VK_CM2_ACC16=1): f16 accumulators (half the registers of f32 ones),
+//               converted to f32 before the bias and the store;
+//   bit 5 ORDER (ES_VK_CM2_ORDER=1): consecutive workgroups walk the activation tiles of one
+//               weight tile (instead of the weight tiles of one activation tile), so that the
+//               GPU reads each weight tile from memory once rather than once per R / BM.
 #extension GL_KHR_cooperative_matrix : require
 #extension GL_NV_cooperative_matrix2 : require
 #extension GL_KHR_memory_scope_semantics : require
@@ -24,6 +35,12 @@ layout(local_size_x_id = 0) in;
 layout(constant_id = 1) const uint BM = 128;
 layout(constant_id = 2) const uint BN = 128;
 layout(constant_id = 3) const uint BK = 32;
+layout(constant_id = 4) const uint FLAGS = 0;
+const bool FAST = (FLAGS & 1u) != 0u;
+const bool ALIGN = (FLAGS & 2u) != 0u;
+const uint LOOP = (FLAGS >> 2u) & 3u;
+const bool ACC16 = (FLAGS & 16u) != 0u;
+const bool ORDER = (FLAGS & 32u) != 0u;
 
 layout(binding = 0) readonly buffer W { float16_t w[]; };
 #ifdef X_F16
@@ -33,23 +50,66 @@ layout(binding = 1) readonly buffer X { float x[]; };
 #endif
 layout(binding = 2) readonly buffer Bias { float bias[]; };
 layout(binding = 3) writeonly buffer Y { float y[]; };
+#ifdef SPLITK
+// SPLITK (the "_sk" variants): gl_NumWorkGroups.z slices of K, each workgroup's partial tile
+// into part (a scratch of [slices][R][N] f32), summed by matmul_gemm_cm2_reduce.comp.
+layout(binding = 4) writeonly buffer Part { float part[]; };
+#endif
 layout(push_constant) uniform P { uint K, N, R, n0, y_rs, has_bias; } p;
 
 
-// LOAD_X(a, t, USE, R0, C0, V): the BM x BK tile of x at (m0, k) into `a` (a coopmat of R0 x C0
-// f16 with use USE) through layout t, as is (V = AS_IS) or transposed (V = TRANSPOSED).
+// LOAD_X(a, t, USE, R0, C0, KK, V): the BM x BK tile of x at (m0, KK) into `a` (a coopmat of
+// R0 x C0 f16 with use USE) through layout t, as is (V = AS_IS) or transposed (V = TRANSPOSED).
 #define AS_IS
 #define TRANSPOSED , transposed
 #ifdef X_F16
-#define LOAD_X(a, t, USE, R0, C0, V) coopMatLoadTensorNV(a, x, 0, sliceTensorLayoutNV(t, m0, BM, k, BK) V);
+#define LOAD_X(a, t, USE, R0, C0, KK, V) coopMatLoadTensorNV(a, x, 0, sliceTensorLayoutNV(t, m0, BM, KK, BK) V);
 #else
-#define LOAD_X(a, t, USE, R0, C0, V)                                              \
+#define LOAD_X(a, t, USE, R0, C0, KK, V)                                          \
   {                                                                               \
     coopmat<float, gl_ScopeWorkgroup, R0, C0, USE> a32;                           \
-    coopMatLoadTensorNV(a32, x, 0, sliceTensorLayoutNV(t, m0, BM, k, BK) V);      \
+    coopMatLoadTensorNV(a32, x, 0, sliceTensorLayoutNV(t, m0, BM, KK, BK) V);     \
     a = coopmat<float16_t, gl_ScopeWorkgroup, R0, C0, USE>(a32);                  \
   }
 #endif
+
+// STEP(acc, LX, LW, KK): acc += the product of the K slice at KK, x through layout LX and W
+// through LW. The accumulator is AR x AC.
+#ifndef SWAP
+#define AR BM
+#define AC BN
+#define STEP(acc, LX, LW, KK)                                                               \
+  {                                                                                         \
+    coopmat<float16_t, gl_ScopeWorkgroup, BM, BK, gl_MatrixUseA> a;                         \
+    LOAD_X(a, LX, gl_MatrixUseA, BM, BK, KK, AS_IS)                                         \
+    coopmat<float16_t, gl_ScopeWorkgroup, BK, BN, gl_MatrixUseB> b;                         \
+    coopMatLoadTensorNV(b, w, 0, sliceTensorLayoutNV(LW, c0, BN, KK, BK), transposed);      \
+    acc = coopMatMulAdd(a, b, acc);                                                         \
+  }
+#else
+// SWAP: yᵀ = W xᵀ — the weight tile is the A operand as it lies in memory, x the transposed B.
+#define AR BN
+#define AC BM
+#define STEP(acc, LX, LW, KK)                                                               \
+  {                                                                                         \
+    coopmat<float16_t, gl_ScopeWorkgroup, BN, BK, gl_MatrixUseA> a;                         \
+    coopMatLoadTensorNV(a, w, 0, sliceTensorLayoutNV(LW, c0, BN, KK, BK));                  \
+    coopmat<float16_t, gl_ScopeWorkgroup, BK, BM, gl_MatrixUseB> b;                         \
+    LOAD_X(b, LX, gl_MatrixUseB, BK, BM, KK, TRANSPOSED)                                    \
+    acc = coopMatMulAdd(a, b, acc);                                                         \
+  }
+#endif
+
+// KLOOP: the K loop over STEP with the loop-control hint LOOP picks (a specialization constant,
+// so the driver keeps one of the three).
+#define KLOOP(acc, LX, LW, KK)                                                              \
+  if (LOOP == 1u) {                                                                         \
+    for (uint k = kbeg; k < kend; k += BK) STEP(acc, LX, LW, KK)                            \
+  } else if (LOOP == 2u) {                                                                  \
+    [[unroll]] for (uint k = kbeg; k < kend; k += BK) STEP(acc, LX, LW, KK)                 \
+  } else {                                                                                  \
+    [[dont_unroll]] for (uint k = kbeg; k < kend; k += BK) STEP(acc, LX, LW, KK)            \
+  }
 
 float AddBias(const in uint32_t row, const in uint32_t col, const in float v, const in uint32_t base,
               const in uint32_t last) {
@@ -61,47 +121,32 @@ float AddBiasT(const in uint32_t row, const in uint32_t col, const in float v, c
   return v + bias[min(base + row, last)];
 }
 
+#define GEMM_FN GemmAcc32
+#define ACC_T float
+#include "matmul_gemm_cm2_body.glsl"
+#undef GEMM_FN
+#undef ACC_T
+#define GEMM_FN GemmAcc16
+#define ACC_T float16_t
+#define ACC_F16
+#include "matmul_gemm_cm2_body.glsl"
+#undef GEMM_FN
+#undef ACC_T
+#undef ACC_F16
+
 void main() {
-  const uint m0 = gl_WorkGroupID.y * BM;  // first activation row of the tile
-  const uint c0 = gl_WorkGroupID.x * BN;  // first weight row (output column) of the tile
-
-  tensorLayoutNV<2, gl_CooperativeMatrixClampModeConstantNV> tx =
-      createTensorLayoutNV(2, gl_CooperativeMatrixClampModeConstantNV);
-  tx = setTensorLayoutDimensionNV(tx, p.R, p.K);
-  tensorLayoutNV<2, gl_CooperativeMatrixClampModeConstantNV> tw =
-      createTensorLayoutNV(2, gl_CooperativeMatrixClampModeConstantNV);
-  tw = setTensorLayoutDimensionNV(tw, p.N, p.K);
-  tensorLayoutNV<2, gl_CooperativeMatrixClampModeConstantNV> ty =
-      createTensorLayoutNV(2, gl_CooperativeMatrixClampModeConstantNV);
-  ty = setTensorLayoutDimensionNV(ty, p.R, p.n0 + p.N);
-  ty = setTensorLayoutStrideNV(ty, p.y_rs, 1);
-  // Wᵀ: the weight tile is BN rows of K-contiguous elements; the view swaps the two dimensions.
-  tensorViewNV<2, false, 1, 0> transposed = createTensorViewNV(2, false, 1, 0);
-
-#ifndef SWAP
-  coopmat<float, gl_ScopeWorkgroup, BM, BN, gl_MatrixUseAccumulator> acc =
-      coopmat<float, gl_ScopeWorkgroup, BM, BN, gl_MatrixUseAccumulator>(0.0);
-  [[dont_unroll]] for (uint k = 0; k < p.K; k += BK) {
-    coopmat<float16_t, gl_ScopeWorkgroup, BM, BK, gl_MatrixUseA> a;
-    LOAD_X(a, tx, gl_MatrixUseA, BM, BK, AS_IS)
-    coopmat<float16_t, gl_ScopeWorkgroup, BK, BN, gl_MatrixUseB> b;
-    coopMatLoadTensorNV(b, w, 0, sliceTensorLayoutNV(tw, c0, BN, k, BK), transposed);
-    acc = coopMatMulAdd(a, b, acc);
+  // Tile (weight tile wt, activation tile at): the group grid is (N / BN, R / BM); ORDER maps the
+  // launch order (x fastest) to activation tiles fastest.
+  uint wt = gl_WorkGroupID.x, at = gl_WorkGroupID.y;
+  if (ORDER) {
+    const uint id = gl_WorkGroupID.y * gl_NumWorkGroups.x + gl_WorkGroupID.x;
+    at = id % gl_NumWorkGroups.y;
+    wt = id / gl_NumWorkGroups.y;
   }
-  if (p.has_bias != 0u) coopMatPerElementNV(acc, acc, AddBias, p.n0 + c0, p.n0 + p.N - 1u);
-  coopMatStoreTensorNV(acc, y, 0, sliceTensorLayoutNV(ty, m0, BM, p.n0 + c0, BN));
-#else
-  // SWAP: yᵀ = W xᵀ — the weight tile is the A operand as it lies in memory, x the transposed B.
-  coopmat<float, gl_ScopeWorkgroup, BN, BM, gl_MatrixUseAccumulator> acc =
-      coopmat<float, gl_ScopeWorkgroup, BN, BM, gl_MatrixUseAccumulator>(0.0);
-  [[dont_unroll]] for (uint k = 0; k < p.K; k += BK) {
-    coopmat<float16_t, gl_ScopeWorkgroup, BN, BK, gl_MatrixUseA> a;
-    coopMatLoadTensorNV(a, w, 0, sliceTensorLayoutNV(tw, c0, BN, k, BK));
-    coopmat<float16_t, gl_ScopeWorkgroup, BK, BM, gl_MatrixUseB> b;
-    LOAD_X(b, tx, gl_MatrixUseB, BK, BM, TRANSPOSED)
-    acc = coopMatMulAdd(a, b, acc);
-  }
-  if (p.has_bias != 0u) coopMatPerElementNV(acc, acc, AddBiasT, p.n0 + c0, p.n0 + p.N - 1u);
-  coopMatStoreTensorNV(acc, y, 0, sliceTensorLayoutNV(ty, m0, BM, p.n0 + c0, BN), transposed);
-#endif
+  const uint m0 = at * BM;  // first activation row of the tile
+  const uint c0 = wt * BN;  // first weight row (output column) of the tile
+  if (ACC16)
+    GemmAcc16(m0, c0);
+  else
+    GemmAcc32(m0, c0);
 }
