@@ -43,16 +43,13 @@
 #include <cstdint>
 #include <limits>
 
+#include "cpu/kernels/block_dispatch.h"
 #include "edgeseek/core/dtype.h"
 #include "edgeseek/quant/blocks.h"
 
 namespace es::cpu {
 
-inline bool QuantMatMulSupports(DType t) {
-  return t == DType::kQ8_0 || t == DType::kQ4_0 || t == DType::kQ4_1 || t == DType::kQ5_0 ||
-         t == DType::kQ5_1 || t == DType::kI4G || t == DType::kQ4_K || t == DType::kQ5_K ||
-         t == DType::kQ6_K;
-}
+inline bool QuantMatMulSupports(DType t) { return DispatchBlockType(t, [](auto) {}); }
 
 // Quantized activations of one row: qs [K] int8, d [K/32] scales, s [K/32] = d · Σ qs of the
 // group. Non-finite inputs make the group's d and s NaN (NaN outputs, as in f32).
@@ -787,35 +784,23 @@ inline void QuantMatMul(const float* x, int64_t R, int64_t K, const void* w, DTy
     return ArmQuantMatMul(ArmQuantPathActive(), x, R, K, w, wtype, N, bias, y, ldy, pool);
   }
 #endif
-  switch (wtype) {
+  const bool known = DispatchBlockType(wtype, [&](auto tag) {
+    using Block = typename decltype(tag)::type;
+    const Block* wb = static_cast<const Block*>(w);
 #if ES_QUANT_X86
-    case DType::kQ8_0:
-      return LaneMatMul<Q80Kernel>(x, r, k, static_cast<const BlockQ8_0*>(w), n, bias, y, l, pool);
-    case DType::kQ4_0:
-      return LaneMatMul<Q40Kernel>(x, r, k, static_cast<const BlockQ4_0*>(w), n, bias, y, l, pool);
+    // Q8_0 and Q4_0: the column-lane kernels (matmul_lanes-inl.h).
+    if constexpr (std::is_same_v<Block, BlockQ8_0>) {
+      return LaneMatMul<Q80Kernel>(x, r, k, wb, n, bias, y, l, pool);
+    } else if constexpr (std::is_same_v<Block, BlockQ4_0>) {
+      return LaneMatMul<Q40Kernel>(x, r, k, wb, n, bias, y, l, pool);
+    } else {
+      return QuantMatMulT(x, r, k, wb, n, bias, y, l, pool);
+    }
 #else
-    case DType::kQ8_0:
-      return QuantMatMulT(x, r, k, static_cast<const BlockQ8_0*>(w), n, bias, y, l, pool);
-    case DType::kQ4_0:
-      return QuantMatMulT(x, r, k, static_cast<const BlockQ4_0*>(w), n, bias, y, l, pool);
+    return QuantMatMulT(x, r, k, wb, n, bias, y, l, pool);
 #endif
-    case DType::kI4G:
-      return QuantMatMulT(x, r, k, static_cast<const BlockI4G*>(w), n, bias, y, l, pool);
-    case DType::kQ4_K:
-      return QuantMatMulT(x, r, k, static_cast<const BlockQ4_K*>(w), n, bias, y, l, pool);
-    case DType::kQ6_K:
-      return QuantMatMulT(x, r, k, static_cast<const BlockQ6_K*>(w), n, bias, y, l, pool);
-    case DType::kQ4_1:
-      return QuantMatMulT(x, r, k, static_cast<const BlockQ4_1*>(w), n, bias, y, l, pool);
-    case DType::kQ5_0:
-      return QuantMatMulT(x, r, k, static_cast<const BlockQ5_0*>(w), n, bias, y, l, pool);
-    case DType::kQ5_1:
-      return QuantMatMulT(x, r, k, static_cast<const BlockQ5_1*>(w), n, bias, y, l, pool);
-    case DType::kQ5_K:
-      return QuantMatMulT(x, r, k, static_cast<const BlockQ5_K*>(w), n, bias, y, l, pool);
-    default:
-      Fail("MatMul: weight type ", Name(wtype), " is not supported by the CPU kernels");
-  }
+  });
+  if (!known) Fail("MatMul: weight type ", Name(wtype), " is not supported by the CPU kernels");
 }
 
 }  // namespace HWY_NAMESPACE

@@ -41,6 +41,7 @@
 #include <cstdio>
 #include <string>
 
+#include "cpu/kernels/block_dispatch.h"
 #include "cpu/kernels/scratch.h"
 #include "edgeseek/core/error.h"
 #include "edgeseek/quant/blocks.h"
@@ -348,11 +349,7 @@ ArmQuantPath ArmQuantPathActive() {
   return active;
 }
 
-bool ArmQuantMatMulSupports(DType t) {
-  return t == DType::kQ8_0 || t == DType::kQ4_0 || t == DType::kQ4_1 || t == DType::kQ5_0 ||
-         t == DType::kQ5_1 || t == DType::kI4G || t == DType::kQ4_K || t == DType::kQ5_K ||
-         t == DType::kQ6_K;
-}
+bool ArmQuantMatMulSupports(DType t) { return DispatchBlockType(t, [](auto) {}); }
 
 // ---------------------------------------------------------------------------------------------
 // Driver: quantize the activation rows (in parallel over rows), then one task per (column block,
@@ -462,28 +459,10 @@ void ArmQuantMatMul(ArmQuantPath path, const float* x, int64_t R, int64_t K, con
                     DType wtype, int64_t N, const float* bias, float* y, int64_t ldy,
                     ThreadPool& pool) {
   const size_t r = size_t(R), k = size_t(K), n = size_t(N), l = size_t(ldy);
-  switch (wtype) {
-    case DType::kQ8_0:
-      return RunPath<BlockQ8_0>(path, x, r, k, w, n, bias, y, l, pool);
-    case DType::kQ4_0:
-      return RunPath<BlockQ4_0>(path, x, r, k, w, n, bias, y, l, pool);
-    case DType::kQ4_1:
-      return RunPath<BlockQ4_1>(path, x, r, k, w, n, bias, y, l, pool);
-    case DType::kQ5_0:
-      return RunPath<BlockQ5_0>(path, x, r, k, w, n, bias, y, l, pool);
-    case DType::kQ5_1:
-      return RunPath<BlockQ5_1>(path, x, r, k, w, n, bias, y, l, pool);
-    case DType::kI4G:
-      return RunPath<BlockI4G>(path, x, r, k, w, n, bias, y, l, pool);
-    case DType::kQ4_K:
-      return RunPath<BlockQ4_K>(path, x, r, k, w, n, bias, y, l, pool);
-    case DType::kQ5_K:
-      return RunPath<BlockQ5_K>(path, x, r, k, w, n, bias, y, l, pool);
-    case DType::kQ6_K:
-      return RunPath<BlockQ6_K>(path, x, r, k, w, n, bias, y, l, pool);
-    default:
-      Fail("MatMul: weight type ", Name(wtype), " has no ARM kernel");
-  }
+  const bool known = DispatchBlockType(wtype, [&](auto tag) {
+    RunPath<typename decltype(tag)::type>(path, x, r, k, w, n, bias, y, l, pool);
+  });
+  if (!known) Fail("MatMul: weight type ", Name(wtype), " has no ARM kernel");
 }
 
 #endif  // __aarch64__
