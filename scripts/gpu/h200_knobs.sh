@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Knob comparisons on the H200 after `h200_compare.sh run` (same job, same binaries in .esbin/):
 # one line per setting, appended to $OUT/knobs.txt. ES_KNOBS picks the groups (gemm cm2 cm2b
-# cm2prof gemv).
+# cm2prof gemv idot).
 #   run(command="bash scripts/gpu/h200_compare.sh run; bash scripts/gpu/h200_knobs.sh", carry=[...])
 set -uo pipefail
 cd "$(dirname "$0")/../.."
@@ -33,7 +33,7 @@ for g in ${ES_KNOBS:-gemm gemv}; do
         for k in ${ES_CM2_KNOBS:-"TILE=128x128x32" "TILE=128x128x64" "TILE=128x256x64" "TILE=64x128x64" \
                  "TILE=128x128x64 X32=1" "TILE=128x128x64 SWAP=1" "TILE=128x256x64 SWAP=1" "TILE=128x128x32 SWAP=1" "TILE=64x128x64 SWAP=1" "TILE=128x128x64 SWAP=1 X32=1" "CM2=0"}; do
           local_env=(ES_VK_CM2=1)
-          for kv in $k; do local_env+=("ES_VK_CM2_$kv"); done
+          for kv in ${k//;/ }; do local_env+=("ES_VK_CM2_$kv"); done
           [[ $k == CM2=0 ]] && local_env=(ES_VK_CM2=0)
           bench "$m f16 $k" "${local_env[@]}" -- --synthetic $m --dtype f16 -p 512 -n 4 -r 2
         done
@@ -54,7 +54,7 @@ for g in ${ES_KNOBS:-gemm gemv}; do
                  "TILE=128x128x64 ALIGN=1" "TILE=128x128x64 ORDER=1" "TILE=128x128x64 SPLITK=4" \
                  "TILE=128x128x64" "CM2=0"}; do
           local_env=(ES_VK_CM2=1)
-          for kv in $k; do local_env+=("ES_VK_CM2_$kv"); done
+          for kv in ${k//;/ }; do local_env+=("ES_VK_CM2_$kv"); done
           [[ $k == CM2=0 ]] && local_env=(ES_VK_CM2=0)
           bench "$m f16 $k" "${local_env[@]}" -- --synthetic $m --dtype f16 -p 512 -n 4 -r 2
         done
@@ -63,11 +63,29 @@ for g in ${ES_KNOBS:-gemm gemv}; do
               # the llama.cpp-like setting, 7B; ES_CM2B_PROF overrides the settings
       for k in ${ES_CM2B_PROF:-"TILE=128x128x64" "TILE=256x128x64 SWAP=1 FAST=1 LOOP=1 ACC16=1 SPLITK=4"}; do
         local_env=(ES_VK_CM2=1)
-        for kv in $k; do local_env+=("ES_VK_CM2_$kv"); done
+        for kv in ${k//;/ }; do local_env+=("ES_VK_CM2_$kv"); done
         env "${local_env[@]}" timeout 180 "$B/edgeseek" bench --backend vulkan --synthetic r1-distill-qwen-7b \
           --dtype f16 -p 512 -n 4 -r 1 --profile 2>&1 | grep -A1 -E "profile, prefill" | sed "s|^|7b $k: |" |
           tee -a "$OUT/knobs.txt"
       done ;;
+    idot)  # the integer-dot GEMV (Q8_0/Q4_0 decode) against the float one and its knobs, then one
+           # decode token's profile with it (ES_IDOT_KNOBS overrides the 7B q4_0 settings)
+      for f in /tmp/r1-distill-qwen-7b-q4_0.gguf /tmp/r1-distill-qwen-7b-q8_0.gguf /tmp/r1-distill-qwen-1.5b-q4_0.gguf /tmp/r1-distill-qwen-1.5b-q8_0.gguf; do
+        [[ -f $f ]] || continue
+        ks=("IDOT=0" "IDOT=1" "IDOT_TPR=32 IDOT_QR=4 IDOT_WG=256" "IDOT_LOCAL=0 IDOT_TPR=128 IDOT_QR=4")
+        [[ $f == *7b-q4_0* ]] && ks=(${ES_IDOT_KNOBS:-"IDOT=0" "IDOT=1" "IDOT_TPR=32 IDOT_QR=4" \
+          "IDOT_TPR=32 IDOT_QR=4 IDOT_WG=256" "IDOT_TPR=64 IDOT_QR=4 IDOT_WG=256" "IDOT_TPR=128 IDOT_QR=4" \
+          "IDOT_TPR=32 IDOT_QR=2 IDOT_WG=256" "IDOT_TPR=128 IDOT_QR=2" "IDOT_LOCAL=0 IDOT_TPR=128 IDOT_QR=4" \
+          "IDOT_LOCAL=0 IDOT_TPR=64 IDOT_QR=2"})
+        for k in "${ks[@]}"; do
+          local_env=()
+          for kv in $k; do local_env+=("ES_VK_GEMV_$kv"); done
+          bench "$(basename $f) $k" "${local_env[@]}" -- -m $f -p 16 -n 128 -r 1
+        done
+      done
+      f=/tmp/r1-distill-qwen-7b-q4_0.gguf
+      [[ -f $f ]] && timeout 120 "$B/edgeseek" bench --backend vulkan -m $f -p 16 -n 16 -r 1 --profile 2>&1 |
+        grep -A3 -E "profile, decode" | sed "s|^|7b q4_0 idot: |" | tee -a "$OUT/knobs.txt" ;;
     gemv)
       for f in /tmp/r1-distill-qwen-7b-q4_0.gguf /tmp/r1-distill-qwen-1.5b-q4_0.gguf /tmp/r1-distill-qwen-7b-q8_0.gguf; do
         [[ -f $f ]] || continue

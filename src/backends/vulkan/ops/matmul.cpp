@@ -42,11 +42,15 @@ uint32_t Knob(const char* name, std::initializer_list<uint32_t> allowed, uint32_
 //                                4 invocations per 32-block, neighbours read neighbouring words)
 //   ES_VK_GEMV_MAGIC 0|1         levels to floats by the 0x4B000000 bit trick (default 1)
 // The integer-dot GEMV (Q8_0/Q4_0 over x quantized to int8, UseIdotGemv) has its own two:
-//   ES_VK_GEMV_IDOT      0|1     off / on (default: on where the device has 4x8-bit dot products
-//                                in hardware; VulkanTuning::gemv_idot overrides)
+//   ES_VK_GEMV_IDOT      0|1     1: Q8_0 and Q4_0; 0: neither (default: Q4_0 only, where the
+//                                device has 4x8-bit dot products in hardware: Q8_0 keeps exact
+//                                f32 x, its own error, for +1-2% at most on the H200;
+//                                VulkanTuning::gemv_idot overrides)
 //   ES_VK_GEMV_IDOT_TPR  32..256 invocations per group (default 64)
-//   ES_VK_GEMV_IDOT_QR   1|2|4|8 adjacent output rows per group (default 2)
-//   ES_VK_GEMV_IDOT_WG   128|256 invocations per workgroup (default 128; at least TPR)
+//   ES_VK_GEMV_IDOT_QR   1|2|4|8 adjacent output rows per group (default 4)
+//   ES_VK_GEMV_IDOT_WG   128|256 invocations per workgroup (default 256; at least TPR): 16 rows
+//                                a workgroup at the defaults (H200, 7B Q4_0 tg128: 237 t/s; 4
+//                                rows 161, 32 rows 215; float GEMV 187)
 //   ES_VK_GEMV_IDOT_LOCAL 0|1    1 (default): each workgroup quantizes the x it reads into
 //                                shared memory; 0: one quantize_q8 dispatch per input, shared by
 //                                the matmuls reading it (one more dispatch, no repeated work)
@@ -65,8 +69,8 @@ GemvSpec GemvSpecFor(const Device& dev, DType wt, bool vec, int64_t R, bool idot
   const uint32_t max_sg = std::max<uint32_t>(dev.info().max_subgroup_size, 1);
   const uint32_t tpr =
       std::max(Knob(idot ? "ES_VK_GEMV_IDOT_TPR" : "ES_VK_GEMV_TPR", {32, 64, 128, 256}, idot ? 64 : 128), max_sg);
-  const uint32_t wg = std::max<uint32_t>(idot ? Knob("ES_VK_GEMV_IDOT_WG", {128, 256}, 128) : 128, tpr);
-  return {wg, wg / tpr, Knob(idot ? "ES_VK_GEMV_IDOT_QR" : "ES_VK_GEMV_QR", {1, 2, 4, 8}, idot ? 2 : 4),
+  const uint32_t wg = std::max<uint32_t>(idot ? Knob("ES_VK_GEMV_IDOT_WG", {128, 256}, 256) : 128, tpr);
+  return {wg, wg / tpr, Knob(idot ? "ES_VK_GEMV_IDOT_QR" : "ES_VK_GEMV_QR", {1, 2, 4, 8}, 4),
           Knob("ES_VK_GEMV_SPL", {1, 2, 4}, 1),
           wg / min_sg, Knob("ES_VK_GEMV_MAGIC", {0, 1}, 1), rb};
 }
@@ -88,9 +92,9 @@ constexpr uint64_t kCoopmatBigTiles = 100;
 
 bool UseIdotGemv(const Device& dev, int64_t R, int64_t K, DType wt) {
   if (R > kGemvMaxRows || K % 32 != 0 || (wt != DType::kQ8_0 && wt != DType::kQ4_0)) return false;
-  const bool on = dev.gemv_idot() >= 0
-                      ? dev.gemv_idot() == 1
-                      : Knob("ES_VK_GEMV_IDOT", {0, 1}, dev.info().int_dot_accel ? 1 : 0) == 1;
+  const int mode = dev.gemv_idot() >= 0 ? dev.gemv_idot() : int(Knob("ES_VK_GEMV_IDOT", {0, 1}, 2));
+  // mode 2 (unset): Q4_0 where the hardware does the dot products.
+  const bool on = mode == 1 || (mode == 2 && wt == DType::kQ4_0 && dev.info().int_dot_accel);
   ES_CHECK(!on || dev.info().int_dot, "vulkan: the integer-dot GEMV is asked for (ES_VK_GEMV_IDOT=1), but ",
            dev.info().name, " has no shaderIntegerDotProduct");
   return on;
@@ -155,12 +159,19 @@ void RecordHeadGemv(OpContext& c, BufRange x, int64_t R, int64_t H, int64_t N, i
   d.groups[2] = GemvRowGroups(R, gs);
 }
 
+// The workgroup-scope GEMM's scratch: x as f16 (R * K halves), then, for split-K, the partial
+// products of the K slices ([S][R][N] f32) from the next 256-byte boundary.
+static uint64_t Cm2PartOffset(int64_t R, int64_t K) { return (uint64_t(R) * uint64_t(K) * 2 + 255) / 256 * 256; }
+
 uint64_t MatMulScratchBytes(const Device& dev, const Graph& g, const Node& n) {
   if (n.src.size() < 2 || n.src[1] < 0 || !g.node(n.src[1]).weight) return 0;
   const int64_t R = n.shape[0], K = g.node(n.src[0]).shape[1];
   if (R <= kGemvMaxRows || dev.coopmat2().x32 ||
       !UseCoopmat2(dev, K, g.node(n.src[1]).weight->dtype))
     return 0;
+  const uint64_t N = uint64_t(g.node(n.src[1]).weight->shape[0]);
+  const uint32_t S = dev.coopmat2().SplitK(uint64_t(R), N, uint64_t(K));
+  if (S > 1) return Cm2PartOffset(R, K) + uint64_t(S) * uint64_t(R) * N * 4;
   return uint64_t(R) * uint64_t(K) * 2;
 }
 
@@ -179,9 +190,10 @@ void RecordMatMul(OpContext& c, BufRange x, int64_t R, int64_t K, const DeviceWe
   // The workgroup-scope coopmat GEMM reads x as f16: one conversion serves every chunk.
   const bool cm2 = !gemv && UseCoopmat2(c.dev, K, w.dtype);
   const bool cm2_h = cm2 && x16 && x16->size >= uint64_t(R * K * 2);
+  const BufRange xh = cm2_h ? BufRange{x16->buffer, x16->offset, uint64_t(R * K * 2)} : x;
   if (cm2_h) {
     Dispatch& d = c.Add("to_f16", {1, 1});
-    d.bindings = {{x}, {*x16}};
+    d.bindings = {{x}, {xh}};
     d.writes = {1};
     const uint32_t n4 = uint32_t(R * K / 4);
     d.Push(n4);
@@ -205,13 +217,36 @@ void RecordMatMul(OpContext& c, BufRange x, int64_t R, int64_t K, const DeviceWe
     } else if (cm2) {
       // Workgroup-scope tensor-core GEMM (matmul_gemm_cm2.comp): the driver stages the tiles.
       const Coopmat2Config& t = c.dev.coopmat2();
-      Dispatch& d = c.Add(std::string("matmul_gemm_cm2_") + TypeSuffix(w.dtype) + (cm2_h ? "_h" : "") + (t.swap ? "_sw" : ""),
-                          {1, 1, 1, 1}, {t.wg, t.bm, t.bn, t.bk});
-      d.bindings = {{Range(ch.alloc)}, {cm2_h ? *x16 : x}, {bias ? *bias : x}, {y}};
+      // Split-K (ES_VK_CM2_SPLITK): S slices of K write partial tiles into the scratch after x's
+      // f16 copy ("_sk"); matmul_gemm_cm2_reduce sums them (+ bias) into y.
+      const uint32_t S = cm2_h ? t.SplitK(uint64_t(R), uint64_t(w.rows), uint64_t(K)) : 1u;
+      const uint64_t part_off = Cm2PartOffset(R, K), part_bytes = uint64_t(S) * uint64_t(R) * N * 4;
+      const bool sk = S > 1 && x16->size >= part_off + part_bytes;
+      const BufRange part = sk ? BufRange{x16->buffer, x16->offset + part_off, part_bytes} : y;
+      Dispatch& d = c.Add(std::string("matmul_gemm_cm2_") + TypeSuffix(w.dtype) + (cm2_h ? "_h" : "") +
+                              (t.swap ? "_sw" : "") + (sk ? "_sk" : ""),
+                          std::vector<uint32_t>(sk ? 5 : 4, 1), {t.wg, t.bm, t.bn, t.bk, t.flags});
+      d.bindings = {{Range(ch.alloc)}, {cm2_h ? xh : x}, {bias ? *bias : x}, {y}};
       d.writes = {3};
+      if (sk) {
+        d.bindings.push_back({part});
+        d.writes = {4};
+      }
       d.Push(GemmPush{uint32_t(K), N, uint32_t(R), uint32_t(ch.row0), uint32_t(y_rs), bias ? 1u : 0u});
       d.groups[0] = (N + t.bn - 1) / t.bn;
       d.groups[1] = uint32_t((R + t.bm - 1) / t.bm);
+      if (sk) {
+        d.groups[2] = S;
+        Dispatch& r = c.Add("matmul_gemm_cm2_reduce", {1, 1, 1});
+        r.bindings = {{part}, {bias ? *bias : x}, {y}};
+        r.writes = {2};
+        struct {
+          uint32_t N, R, n0, y_rs, has_bias, S;
+        } push{N, uint32_t(R), uint32_t(ch.row0), uint32_t(y_rs), bias ? 1u : 0u, S};
+        r.Push(push);
+        r.groups[0] = (N + 255) / 256;
+        r.groups[1] = uint32_t(R);
+      }
     } else if (UseCoopmat(c.dev, K, w.dtype)) {
       // Tensor cores: f16 tiles, f32 accumulators (matmul_gemm_cm.comp); BM x 128 tiles, BM =
       // 64 unless 128-row tiles already give enough workgroups to fill a large GPU.

@@ -101,8 +101,9 @@ void RecordMatMul(OpContext& c, BufRange x, int64_t R, int64_t K, const DeviceWe
                   const NormFold* norm = nullptr, const BufRange* x16 = nullptr,
                   const QuantX* xq = nullptr);
 // Whether a GEMV of R rows, inner size K over weights of type wt runs on integer dot products
-// (matmul_gemv.comp IDOT over x quantized by quantize_q8.comp): Q8_0 and Q4_0, R <= 8,
-// K % 32 == 0, and ES_VK_GEMV_IDOT=1 or, unset, a device with 4x8-bit dot products in hardware.
+// (matmul_gemv.comp IDOT over x quantized to int8 per 32-block): R <= 8, K % 32 == 0, and Q8_0 or
+// Q4_0 with ES_VK_GEMV_IDOT=1 (or VulkanTuning::gemv_idot = 1); unset, Q4_0 on devices with
+// 4x8-bit dot products in hardware.
 bool UseIdotGemv(const Device& dev, int64_t R, int64_t K, DType wt);
 // Whether its x is quantized once per input by a dispatch of its own (ES_VK_GEMV_IDOT_LOCAL=0)
 // rather than inside each GEMV workgroup (the default).
