@@ -119,6 +119,7 @@ inline void QuantizeActivationRowWide(const float* x, int64_t K, int16_t* qs, fl
 #include <cstring>
 #include <type_traits>
 
+#include "cpu/kernels/kquant_scales.h"
 #include "cpu/kernels/matmul_quant_arm.h"
 #include "cpu/kernels/scratch.h"
 #include "edgeseek/core/error.h"
@@ -241,16 +242,7 @@ template <class BlockK>
 HWY_INLINE void DecodeScalarsK(const BlockK& b, BlockScalars<BlockK>* s) {
   s->fd = HalfToF32(b.d);
   const float dmin = HalfToF32(b.dmin);
-  // 6-bit scales and mins as UnpackScaleMinK4 (src/quant) unpacks them, inlined here.
-  const uint8_t* q = b.scales;
-  for (int g = 0; g < 4; ++g) {
-    s->sa[g] = s->sb[g] = int16_t(q[g] & 63);
-    s->fm[g] = dmin * float(q[g + 4] & 63);
-  }
-  for (int g = 4; g < 8; ++g) {
-    s->sa[g] = s->sb[g] = int16_t((q[g + 4] & 0xF) | ((q[g - 4] >> 6) << 4));
-    s->fm[g] = dmin * float((q[g + 4] >> 4) | ((q[g] >> 6) << 4));
-  }
+  UnpackScalesMinsK(b.scales, dmin, s);
 }
 HWY_INLINE void DecodeScalars(const BlockQ4_K& b, BlockScalars<BlockQ4_K>* s) { DecodeScalarsK(b, s); }
 HWY_INLINE void DecodeScalars(const BlockQ5_K& b, BlockScalars<BlockQ5_K>* s) { DecodeScalarsK(b, s); }

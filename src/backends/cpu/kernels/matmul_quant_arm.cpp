@@ -42,6 +42,7 @@
 #include <string>
 
 #include "cpu/kernels/block_dispatch.h"
+#include "cpu/kernels/kquant_scales.h"
 #include "cpu/kernels/scratch.h"
 #include "edgeseek/core/error.h"
 #include "edgeseek/quant/blocks.h"
@@ -153,20 +154,12 @@ ES_ARM_INLINE void DecodeScalars(const BlockQ5_1& b, Scalars<BlockQ5_1>* s) {
   PlainScalars(b, s);
   s->fm[0] = -Half(b.m);
 }
-// Q4_K and Q5_K: 6-bit scales and mins (UnpackScaleMinK4, src/quant).
+// Q4_K and Q5_K: 6-bit scales and mins (kquant_scales.h, shared with x86).
 template <class BlockK>
 ES_ARM_INLINE void DecodeScalarsK(const BlockK& b, Scalars<BlockK>* s) {
   s->fd = Half(b.d);
   const float dmin = Half(b.dmin);
-  const uint8_t* q = b.scales;
-  for (int g = 0; g < 4; ++g) {
-    s->sa[g] = s->sb[g] = q[g] & 63;
-    s->fm[g] = dmin * float(q[g + 4] & 63);
-  }
-  for (int g = 4; g < 8; ++g) {
-    s->sa[g] = s->sb[g] = (q[g + 4] & 0xF) | ((q[g - 4] >> 6) << 4);
-    s->fm[g] = dmin * float((q[g + 4] >> 4) | ((q[g] >> 6) << 4));
-  }
+  UnpackScalesMinsK(b.scales, dmin, s);
 }
 ES_ARM_INLINE void DecodeScalars(const BlockQ4_K& b, Scalars<BlockQ4_K>* s) {
   DecodeScalarsK(b, s);
