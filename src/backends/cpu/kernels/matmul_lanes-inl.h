@@ -269,13 +269,11 @@ struct Q40Kernel {
   static void Interleave(const Block* w, size_t stride, size_t b, Panel* out) {
     InterleaveQ40(w, stride, b, out);
   }
-  template <int RT>
-  static void PanelRows(const LaneActs& a, size_t r0, const Panel* panel, __m256* acc) {
-    Q40PanelRows<RT>(a, r0, Q40PanelSrc{panel}, acc);
-  }
+  using PanelSrc = Q40PanelSrc;
   using PackedSrc = Q40PackedSrc;
-  template <int RT>
-  static void PackedRows(const LaneActs& a, size_t r0, PackedSrc src, __m256* acc) {
+  // RT rows against one group of 8 columns, from a panel (PanelSrc) or repacked (PackedSrc).
+  template <int RT, class Src>
+  static void Rows(const LaneActs& a, size_t r0, Src src, __m256* acc) {
     Q40PanelRows<RT>(a, r0, src, acc);
   }
 };
@@ -458,13 +456,11 @@ struct Q80Kernel {
   static void Interleave(const Block* w, size_t stride, size_t b, Panel* out) {
     InterleaveQ80(w, stride, b, out);
   }
-  template <int RT>
-  static void PanelRows(const LaneActs& a, size_t r0, const Panel* panel, __m256* acc) {
-    Q80PanelRows<RT>(a, r0, Q80PanelSrc{panel}, acc);
-  }
+  using PanelSrc = Q80PanelSrc;
   using PackedSrc = Q80PackedSrc;
-  template <int RT>
-  static void PackedRows(const LaneActs& a, size_t r0, PackedSrc src, __m256* acc) {
+  // RT rows against one group of 8 columns, from a panel (PanelSrc) or repacked (PackedSrc).
+  template <int RT, class Src>
+  static void Rows(const LaneActs& a, size_t r0, Src src, __m256* acc) {
     Q80PanelRows<RT>(a, r0, src, acc);
   }
 };
@@ -501,65 +497,99 @@ LaneActs QuantizeLaneActs(const float* x, size_t R, size_t K, ThreadPool& pool) 
   return LaneActs{xq, xd, s8, K, nb};
 }
 
+// The columns n .. n + nc (nc < 8) of a partial last group, copied into 8 zero-padded rows in the
+// calling thread's scratch slot 0 (valid until its next use on this thread).
+template <class Block>
+HWY_INLINE const Block* LanePaddedGroup(const Block* w, size_t nb, size_t n, size_t nc) {
+  const size_t bytes = kLaneCols * nb * sizeof(Block);
+  Block* p = reinterpret_cast<Block*>(ThreadScratch(0).Floats((bytes + 3) / 4));
+  std::memset(static_cast<void*>(p), 0, bytes);
+  std::memcpy(static_cast<void*>(p), w + n * nb, nc * nb * sizeof(Block));
+  return p;
+}
+
+// Group sources of the GEMM: where a task reads each group of 8 interleaved columns from.
+//   ForThread()   a copy for the calling thread (once per range of tasks)
+//   Group(n, nc)  columns n .. n + nc (nc = 8 but in the last group) as the Src of Kern::Rows
+// Raw rows (LaneMatMul): each group interleaved into the thread's panel, once per task.
 template <class Kern>
-void LaneMatMul(const float* x, size_t R, size_t K, const typename Kern::Block* w, size_t N,
-                const float* bias, float* y, size_t ldy, ThreadPool& pool) {
+struct LaneRawSource {
   using Block = typename Kern::Block;
-  const size_t nb = K / kQK;
-  const LaneActs acts = QuantizeLaneActs<Kern>(x, R, K, pool);
-  const size_t groups = (N + kLaneCols - 1) / kLaneCols;
-  // The columns of a partial last group, copied into 8 zero-padded rows (slot 0 of the scratch).
-  auto padded = [&](size_t n, size_t nc) {
-    const size_t bytes = kLaneCols * nb * sizeof(Block);
-    Block* p = reinterpret_cast<Block*>(ThreadScratch(0).Floats((bytes + 3) / 4));
-    std::memset(static_cast<void*>(p), 0, bytes);
-    std::memcpy(static_cast<void*>(p), w + n * nb, nc * nb * sizeof(Block));
-    return static_cast<const Block*>(p);
-  };
-  if (R == 1) {
-    pool.ParallelFor(int64_t(groups), [&](int64_t g0, int64_t g1, int) {
-      for (size_t g = size_t(g0); g < size_t(g1); ++g) {
-        const size_t n = g * kLaneCols, nc = std::min(kLaneCols, N - n);
-        const __m256 acc = Kern::Gemv(acts, nc == kLaneCols ? w + n * nb : padded(n, nc), nb);
-        LaneStore(acc, bias ? bias + n : nullptr, nc, y + n);
-      }
-    });
-    return;
-  }
   using Panel = typename Kern::Panel;
-  const size_t row_blocks = (R + kLaneTaskRows - 1) / kLaneTaskRows;
-  const size_t col_blocks = (N + kLaneTaskCols - 1) / kLaneTaskCols;
-  pool.ParallelFor(int64_t(row_blocks * col_blocks), [&](int64_t t0, int64_t t1, int) {
-    // Panel: [nb] interleaved blocks of 8 columns, per thread, kept across calls.
+  const Block* w;          // N rows of nb blocks
+  size_t nb;
+  Panel* panel = nullptr;  // ForThread's copy: the thread's [nb] interleaved blocks
+
+  LaneRawSource ForThread() const {
+    // Per thread, kept across calls.
     thread_local hwy::AlignedFreeUniquePtr<Panel[]> panel_mem;
     thread_local size_t panel_size = 0;
     if (panel_size < nb) {
       panel_mem = hwy::AllocateAligned<Panel>(nb);
       panel_size = nb;
     }
-    Panel* panel = panel_mem.get();
+    LaneRawSource g = *this;
+    g.panel = panel_mem.get();
+    return g;
+  }
+  typename Kern::PanelSrc Group(size_t n, size_t nc) const {
+    const Block* src = nc == kLaneCols ? w + n * nb : LanePaddedGroup(w, nb, n, nc);
+    for (size_t b = 0; b < nb; ++b) Kern::Interleave(src, nb, b, &panel[b]);
+    return {panel};
+  }
+};
+
+// GEMM (R > 1) of LaneMatMul and LanePackedMatMul: one task per kLaneTaskRows × kLaneTaskCols
+// outputs; in a task, each group of 8 columns from `source` (LaneRawSource, LanePackedSource)
+// read by 4-row register tiles, then single rows.
+template <class Kern, class Source>
+void LaneGemm(const LaneActs& acts, size_t R, size_t N, const Source& source, const float* bias,
+              float* y, size_t ldy, ThreadPool& pool) {
+  const size_t row_blocks = (R + kLaneTaskRows - 1) / kLaneTaskRows;
+  const size_t col_blocks = (N + kLaneTaskCols - 1) / kLaneTaskCols;
+  pool.ParallelFor(int64_t(row_blocks * col_blocks), [&](int64_t t0, int64_t t1, int) {
+    const Source thread_source = source.ForThread();
     for (size_t t = size_t(t0); t < size_t(t1); ++t) {
       const size_t n0 = (t / row_blocks) * kLaneTaskCols, r0 = (t % row_blocks) * kLaneTaskRows;
       const size_t n1 = std::min(N, n0 + kLaneTaskCols), r1 = std::min(R, r0 + kLaneTaskRows);
       for (size_t n = n0; n < n1; n += kLaneCols) {
         const size_t nc = std::min(kLaneCols, n1 - n);
-        const Block* src = nc == kLaneCols ? w + n * nb : padded(n, nc);
-        for (size_t b = 0; b < nb; ++b) Kern::Interleave(src, nb, b, &panel[b]);
+        const auto src = thread_source.Group(n, nc);
         const float* bn = bias ? bias + n : nullptr;
         size_t r = r0;
         __m256 acc[kLaneRowTile];
         for (; r + kLaneRowTile <= r1; r += kLaneRowTile) {
-          Kern::template PanelRows<kLaneRowTile>(acts, r, panel, acc);
+          Kern::template Rows<kLaneRowTile>(acts, r, src, acc);
           for (size_t i = 0; i < kLaneRowTile; ++i)
             LaneStore(acc[i], bn, nc, y + (r + i) * ldy + n);
         }
         for (; r < r1; ++r) {
-          Kern::template PanelRows<1>(acts, r, panel, acc);
+          Kern::template Rows<1>(acts, r, src, acc);
           LaneStore(acc[0], bn, nc, y + r * ldy + n);
         }
       }
     }
   });
+}
+
+template <class Kern>
+void LaneMatMul(const float* x, size_t R, size_t K, const typename Kern::Block* w, size_t N,
+                const float* bias, float* y, size_t ldy, ThreadPool& pool) {
+  const size_t nb = K / kQK;
+  const LaneActs acts = QuantizeLaneActs<Kern>(x, R, K, pool);
+  if (R == 1) {
+    const size_t groups = (N + kLaneCols - 1) / kLaneCols;
+    pool.ParallelFor(int64_t(groups), [&](int64_t g0, int64_t g1, int) {
+      for (size_t g = size_t(g0); g < size_t(g1); ++g) {
+        const size_t n = g * kLaneCols, nc = std::min(kLaneCols, N - n);
+        const __m256 acc =
+            Kern::Gemv(acts, nc == kLaneCols ? w + n * nb : LanePaddedGroup(w, nb, n, nc), nb);
+        LaneStore(acc, bias ? bias + n : nullptr, nc, y + n);
+      }
+    });
+    return;
+  }
+  LaneGemm<Kern>(acts, R, N, LaneRawSource<Kern>{w, nb}, bias, y, ldy, pool);
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -611,48 +641,36 @@ void LanePackGroups(const typename Kern::Block* w, size_t N, size_t nb, size_t g
   }
 }
 
+// Repacked weights (LanePackedMatMul): group n / 8 as it lies in memory.
+template <class Kern>
+struct LanePackedSource {
+  const uint8_t* packed;
+  size_t nb;
+  LanePackedSource ForThread() const { return *this; }
+  typename Kern::PackedSrc Group(size_t n, size_t) const {
+    return LanePackedGroup<Kern>(packed, nb, n / kLaneCols);
+  }
+};
+
 // y = x · Wᵀ (+ bias) from repacked weights: the drivers of LaneMatMul without the interleave.
 template <class Kern>
 void LanePackedMatMul(const float* x, size_t R, size_t K, const uint8_t* packed, size_t N,
                       const float* bias, float* y, size_t ldy, ThreadPool& pool) {
   const size_t nb = K / kQK;
   const LaneActs acts = QuantizeLaneActs<Kern>(x, R, K, pool);
-  const size_t groups = (N + kLaneCols - 1) / kLaneCols;
   if (R == 1) {
+    const size_t groups = (N + kLaneCols - 1) / kLaneCols;
     pool.ParallelFor(int64_t(groups), [&](int64_t g0, int64_t g1, int) {
       for (size_t g = size_t(g0); g < size_t(g1); ++g) {
         const size_t n = g * kLaneCols, nc = std::min(kLaneCols, N - n);
         __m256 acc[1];
-        Kern::template PackedRows<1>(acts, 0, LanePackedGroup<Kern>(packed, nb, g), acc);
+        Kern::template Rows<1>(acts, 0, LanePackedGroup<Kern>(packed, nb, g), acc);
         LaneStore(acc[0], bias ? bias + n : nullptr, nc, y + n);
       }
     });
     return;
   }
-  const size_t row_blocks = (R + kLaneTaskRows - 1) / kLaneTaskRows;
-  const size_t col_blocks = (N + kLaneTaskCols - 1) / kLaneTaskCols;
-  pool.ParallelFor(int64_t(row_blocks * col_blocks), [&](int64_t t0, int64_t t1, int) {
-    for (size_t t = size_t(t0); t < size_t(t1); ++t) {
-      const size_t n0 = (t / row_blocks) * kLaneTaskCols, r0 = (t % row_blocks) * kLaneTaskRows;
-      const size_t n1 = std::min(N, n0 + kLaneTaskCols), r1 = std::min(R, r0 + kLaneTaskRows);
-      for (size_t n = n0; n < n1; n += kLaneCols) {
-        const size_t nc = std::min(kLaneCols, n1 - n);
-        const auto src = LanePackedGroup<Kern>(packed, nb, n / kLaneCols);
-        const float* bn = bias ? bias + n : nullptr;
-        size_t r = r0;
-        __m256 acc[kLaneRowTile];
-        for (; r + kLaneRowTile <= r1; r += kLaneRowTile) {
-          Kern::template PackedRows<kLaneRowTile>(acts, r, src, acc);
-          for (size_t i = 0; i < kLaneRowTile; ++i)
-            LaneStore(acc[i], bn, nc, y + (r + i) * ldy + n);
-        }
-        for (; r < r1; ++r) {
-          Kern::template PackedRows<1>(acts, r, src, acc);
-          LaneStore(acc[0], bn, nc, y + r * ldy + n);
-        }
-      }
-    }
-  });
+  LaneGemm<Kern>(acts, R, N, LanePackedSource<Kern>{packed, nb}, bias, y, ldy, pool);
 }
 
 }  // namespace HWY_NAMESPACE
