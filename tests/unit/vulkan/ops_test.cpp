@@ -136,7 +136,8 @@ TEST_F(VulkanOps, MatMulF16MathGemmOverTypesAndEdges) {
 // each tile shape of the knob, both operand orders (x · Wᵀ and W · xᵀ) and both ways of loading x (an f16 copy made first, and f32 tiles
 // converted in the shader), over edges of every tile dimension (R, N, K not multiples of the tile; K
 // smaller than one K step), with a bias and with a weight split into chunks at a row offset; and
-// each variant knob (ES_VK_CM2_FAST|ALIGN|LOOP|ACC16|ORDER|SPLITK), alone and combined.
+// each variant knob (ES_VK_CM2_FAST|ALIGN|LOOP|ACC16|ORDER|SPLITK), alone and combined; f16 and
+// block-quantized weights (the latter through an f16 copy of each chunk).
 // Needs a device with the extension and a build whose glslc compiled the shader (the GPU
 // machine: scripts/gpu/h200_compare.sh); elsewhere it is skipped.
 TEST_F(VulkanOps, Coopmat2GemmTilesAndVariants) {
@@ -215,7 +216,10 @@ TEST_F(VulkanOps, Coopmat2GemmTilesAndVariants) {
     const MatCase cases[] = {{9, 16, 7, DType::kF16, true},      {130, 264, 257, DType::kF16, false},
                              {300, 512, 384, DType::kF16, true}, {257, 1000, 131, DType::kF16, true},
                              {64, 40, 64, DType::kF16, false},   {513, 136, 300, DType::kF16, true},
-                             {256, 256, 256, DType::kF16, true}, {512, 384, 640, DType::kF16, false}};
+                             {256, 256, 256, DType::kF16, true}, {512, 384, 640, DType::kF16, false},
+                             // block-quantized weights: an f16 copy of each chunk first (dequant_f16.comp)
+                             {130, 256, 257, DType::kQ4_0, true}, {257, 512, 131, DType::kQ4_K, false},
+                             {64, 96, 100, DType::kQ8_0, true},   {200, 256, 130, DType::kQ6_K, true}};
     for (const auto& c : cases) CheckMatCase(*be, c, 24, 0.5f, tol, tag);
     if (::testing::Test::HasFailure()) break;
   }

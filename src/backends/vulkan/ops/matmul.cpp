@@ -1,6 +1,7 @@
 // kMatMul: y = x Wᵀ (+ bias). Decode (R <= 8) takes the GEMV kernel, whose workgroups each own a
 // few output columns and stream the weight rows once for all batch rows; prefill takes the
 // tiled GEMM. Weights split into row chunks dispatch once per chunk (output column offset n0).
+#include <array>
 #include <cstdlib>
 #include <initializer_list>
 
@@ -130,8 +131,16 @@ void RecordQuantizeX(OpContext& c, BufRange x, int64_t R, int64_t K, const NormF
   d.groups[0] = uint32_t(R);
 }
 
-bool UseCoopmat2(const Device& dev, int64_t K, DType wt) {
-  return wt == DType::kF16 && dev.f16_math() && dev.coopmat2().bm != 0 && K % 8 == 0;
+// Quantized weights take the workgroup-scope GEMM through an f16 copy of each chunk in the
+// matmul's scratch (dequant_f16.comp) when the whole weight's copy stays within this many bytes
+// (every projection of the 7B and 14B shapes; ES_VK_CM2_QUANT=0: never).
+constexpr uint64_t kCm2QuantMaxBytes = 256ull << 20;
+
+bool UseCoopmat2(const Device& dev, int64_t K, DType wt, int64_t N) {
+  if (!dev.f16_math() || dev.coopmat2().bm == 0 || K % 8 != 0) return false;
+  if (wt == DType::kF16) return true;
+  return IsQuantized(wt) && wt != DType::kI4G && !dev.coopmat2().x32 &&
+         uint64_t(N) * uint64_t(K) * 2 <= kCm2QuantMaxBytes && Knob("ES_VK_CM2_QUANT", {0, 1}, 1) == 1;
 }
 
 bool UseCoopmat(const Device& dev, int64_t K, DType wt) {
@@ -160,17 +169,22 @@ void RecordHeadGemv(OpContext& c, BufRange x, int64_t R, int64_t H, int64_t N, i
 }
 
 // The workgroup-scope GEMM's scratch: x as f16 (R * K halves), then, for split-K, the partial
-// products of the K slices ([S][R][N] f32) from the next 256-byte boundary.
-static uint64_t Cm2PartOffset(int64_t R, int64_t K) { return (uint64_t(R) * uint64_t(K) * 2 + 255) / 256 * 256; }
+// products of the K slices ([S][R][N] f32), then, for quantized weights, one chunk's f16 copy
+// ([N][K] halves), each part from a 256-byte boundary.
+static uint64_t Align256(uint64_t b) { return (b + 255) / 256 * 256; }
+static uint64_t Cm2PartOffset(int64_t R, int64_t K) { return Align256(uint64_t(R) * uint64_t(K) * 2); }
+static uint64_t Cm2WeightOffset(int64_t R, int64_t K, uint32_t S, uint64_t N) {
+  return S > 1 ? Align256(Cm2PartOffset(R, K) + uint64_t(S) * uint64_t(R) * N * 4) : Cm2PartOffset(R, K);
+}
 
 uint64_t MatMulScratchBytes(const Device& dev, const Graph& g, const Node& n) {
   if (n.src.size() < 2 || n.src[1] < 0 || !g.node(n.src[1]).weight) return 0;
+  const Tensor& W = *g.node(n.src[1]).weight;
   const int64_t R = n.shape[0], K = g.node(n.src[0]).shape[1];
-  if (R <= kGemvMaxRows || dev.coopmat2().x32 ||
-      !UseCoopmat2(dev, K, g.node(n.src[1]).weight->dtype))
-    return 0;
-  const uint64_t N = uint64_t(g.node(n.src[1]).weight->shape[0]);
+  if (R <= kGemvMaxRows || dev.coopmat2().x32 || !UseCoopmat2(dev, K, W.dtype, W.shape[0])) return 0;
+  const uint64_t N = uint64_t(W.shape[0]);
   const uint32_t S = dev.coopmat2().SplitK(uint64_t(R), N, uint64_t(K));
+  if (IsQuantized(W.dtype)) return Cm2WeightOffset(R, K, S, N) + N * uint64_t(K) * 2;
   if (S > 1) return Cm2PartOffset(R, K) + uint64_t(S) * uint64_t(R) * N * 4;
   return uint64_t(R) * uint64_t(K) * 2;
 }
@@ -188,7 +202,12 @@ void RecordMatMul(OpContext& c, BufRange x, int64_t R, int64_t K, const DeviceWe
   GemvSpec gs = GemvSpecFor(c.dev, w.dtype, vec, R, idot);
   if (idot && !xq) gs.kc = IdotLocalStep(K, gs.rb);
   // The workgroup-scope coopmat GEMM reads x as f16: one conversion serves every chunk.
-  const bool cm2 = !gemv && UseCoopmat2(c.dev, K, w.dtype);
+  const bool quant = IsQuantized(w.dtype);
+  const uint32_t S_all = c.dev.coopmat2().bm ? c.dev.coopmat2().SplitK(uint64_t(R), uint64_t(w.rows), uint64_t(K)) : 1u;
+  const uint64_t w16_off = Cm2WeightOffset(R, K, S_all, uint64_t(w.rows));
+  // Quantized weights need room for a chunk's f16 copy in the scratch (MatMulScratchBytes).
+  const bool cm2 = !gemv && UseCoopmat2(c.dev, K, w.dtype, w.rows) &&
+                   (!quant || (x16 && x16->size >= w16_off + uint64_t(w.rows) * uint64_t(K) * 2));
   const bool cm2_h = cm2 && x16 && x16->size >= uint64_t(R * K * 2);
   const BufRange xh = cm2_h ? BufRange{x16->buffer, x16->offset, uint64_t(R * K * 2)} : x;
   if (cm2_h) {
@@ -219,14 +238,24 @@ void RecordMatMul(OpContext& c, BufRange x, int64_t R, int64_t K, const DeviceWe
       const Coopmat2Config& t = c.dev.coopmat2();
       // Split-K (ES_VK_CM2_SPLITK): S slices of K write partial tiles into the scratch after x's
       // f16 copy ("_sk"); matmul_gemm_cm2_reduce sums them (+ bias) into y.
-      const uint32_t S = cm2_h ? t.SplitK(uint64_t(R), uint64_t(w.rows), uint64_t(K)) : 1u;
+      const uint32_t S = cm2_h ? S_all : 1u;
       const uint64_t part_off = Cm2PartOffset(R, K), part_bytes = uint64_t(S) * uint64_t(R) * N * 4;
       const bool sk = S > 1 && x16->size >= part_off + part_bytes;
       const BufRange part = sk ? BufRange{x16->buffer, x16->offset + part_off, part_bytes} : y;
-      Dispatch& d = c.Add(std::string("matmul_gemm_cm2_") + TypeSuffix(w.dtype) + (cm2_h ? "_h" : "") +
+      BufRange wr = Range(ch.alloc);
+      if (quant) {  // this chunk's f16 copy first
+        wr = BufRange{x16->buffer, x16->offset + w16_off, uint64_t(N) * uint64_t(K) * 2};
+        Dispatch& q = c.Add(std::string("dequant_f16_") + TypeSuffix(w.dtype), {1, 1});
+        q.bindings = {{Range(ch.alloc)}, {wr}};
+        q.writes = {1};
+        const uint32_t n4 = uint32_t(uint64_t(N) * uint64_t(K) / 4);
+        q.Push(std::array<uint32_t, 2>{uint32_t(K), n4});
+        Grid1D(q, n4);
+      }
+      Dispatch& d = c.Add(std::string("matmul_gemm_cm2_f16") + (cm2_h ? "_h" : "") +
                               (t.swap ? "_sw" : "") + (sk ? "_sk" : ""),
                           std::vector<uint32_t>(sk ? 5 : 4, 1), {t.wg, t.bm, t.bn, t.bk, t.flags});
-      d.bindings = {{Range(ch.alloc)}, {cm2_h ? xh : x}, {bias ? *bias : x}, {y}};
+      d.bindings = {{wr}, {cm2_h ? xh : x}, {bias ? *bias : x}, {y}};
       d.writes = {3};
       if (sk) {
         d.bindings.push_back({part});
