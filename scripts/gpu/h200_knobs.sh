@@ -19,6 +19,16 @@ bench() {  # label, env..., -- bench args
   line=$(env "${envs[@]}" timeout 120 "$B/edgeseek" bench --backend vulkan "$@" 2>&1 | grep -E "prefill|decode" | tr '\n' ' ')
   echo "$label: $line" | tee -a "$OUT/knobs.txt"
 }
+cm2_settings() {  # each argument one setting: ES_VK_CM2_<KNOB>=<value> words (";" or spaces), or CM2=0
+  for m in r1-distill-qwen-1.5b r1-distill-qwen-7b; do
+    for k in "$@"; do
+      local_env=(ES_VK_CM2=1)
+      for kv in ${k//;/ }; do local_env+=("ES_VK_CM2_$kv"); done
+      [[ $k == CM2=0 ]] && local_env=(ES_VK_CM2=0)
+      bench "$m f16 $k" "${local_env[@]}" -- --synthetic $m --dtype f16 -p 512 -n 4 -r 2
+    done
+  done
+}
 for g in ${ES_KNOBS:-gemm gemv}; do
   case $g in
     gemm)
@@ -27,38 +37,22 @@ for g in ${ES_KNOBS:-gemm gemv}; do
           bench "$m f16 SB=$sb BM=$bm" ES_VK_SHARED_BLOCK=$sb ES_VK_GEMM_BM=$bm -- --synthetic $m --dtype f16 -p 512 -n 4 -r 2
         done; done
       done ;;
-    cm2)  # the workgroup-scope coopmat GEMM (opt-in ES_VK_CM2=1, matmul_gemm_cm2.comp): tiles,
+    cm2)  # the workgroup-scope coopmat GEMM (on by default where present, matmul_gemm_cm2.comp): tiles,
           # operand order, x loads; needs binaries built with scripts/gpu/glslc_trixie.sh's glslc
-      for m in r1-distill-qwen-1.5b r1-distill-qwen-7b; do
-        for k in ${ES_CM2_KNOBS:-"TILE=128x128x32" "TILE=128x128x64" "TILE=128x256x64" "TILE=64x128x64" \
-                 "TILE=128x128x64 X32=1" "TILE=128x128x64 SWAP=1" "TILE=128x256x64 SWAP=1" "TILE=128x128x32 SWAP=1" "TILE=64x128x64 SWAP=1" "TILE=128x128x64 SWAP=1 X32=1" "CM2=0"}; do
-          local_env=(ES_VK_CM2=1)
-          for kv in ${k//;/ }; do local_env+=("ES_VK_CM2_$kv"); done
-          [[ $k == CM2=0 ]] && local_env=(ES_VK_CM2=0)
-          bench "$m f16 $k" "${local_env[@]}" -- --synthetic $m --dtype f16 -p 512 -n 4 -r 2
-        done
-      done ;;
+      cm2_settings ${ES_CM2_KNOBS:-"TILE=128x128x32" "TILE=128x128x64" "TILE=128x256x64" "TILE=64x128x64" \
+        "TILE=128x128x64 X32=1" "TILE=128x128x64 SWAP=1" "TILE=128x256x64 SWAP=1" "TILE=128x128x32 SWAP=1" \
+        "TILE=64x128x64 SWAP=1" "TILE=128x128x64 SWAP=1 X32=1" "CM2=0"} ;;
     cm2b)  # variants after llama.cpp's coopmat2 matmul (docs/vulkan.md, "What llama.cpp's coopmat2
            # GEMM does differently"): unclamped whole-tile loop (FAST), 16-byte strides (ALIGN),
            # K-loop hint (LOOP=1: none, 0: don't unroll), f16 accumulators (ACC16), split-K
            # (SPLITK = max slices), its 128 weight x 256 token x 64 tile (TILE=256x128x64
-           # SWAP=1); ours: activation tiles fastest in the launch order (ORDER). All but TILE
-           # and SWAP need /work/notes/s5b_matmul_cpp.patch applied to ops/matmul.cpp.
-      grep -q "t.flags" src/backends/vulkan/ops/matmul.cpp ||
-        echo "cm2b: WARNING: ops/matmul.cpp passes no cm2 flags (patch not applied): only TILE/SWAP act" |
-        tee -a "$OUT/knobs.txt"
-      for m in r1-distill-qwen-1.5b r1-distill-qwen-7b; do
-        for k in ${ES_CM2B_KNOBS:-"TILE=256x128x64 SWAP=1 FAST=1 LOOP=1 ACC16=1 SPLITK=4" \
-                 "TILE=256x128x64 SWAP=1 FAST=1 LOOP=1 ACC16=1 SPLITK=4 ORDER=1" \
-                 "TILE=128x128x64 ACC16=1" "TILE=128x128x64 FAST=1 LOOP=1" "TILE=128x128x64 LOOP=1" \
-                 "TILE=128x128x64 ALIGN=1" "TILE=128x128x64 ORDER=1" "TILE=128x128x64 SPLITK=4" \
-                 "TILE=128x128x64" "CM2=0"}; do
-          local_env=(ES_VK_CM2=1)
-          for kv in ${k//;/ }; do local_env+=("ES_VK_CM2_$kv"); done
-          [[ $k == CM2=0 ]] && local_env=(ES_VK_CM2=0)
-          bench "$m f16 $k" "${local_env[@]}" -- --synthetic $m --dtype f16 -p 512 -n 4 -r 2
-        done
-      done ;;
+           # SWAP=1); ours: activation tiles fastest in the launch order (ORDER). Since
+           # 2026-11-30 FAST=1, LOOP=1 and SPLITK=4 are the defaults (set FAST=0 etc. to compare).
+      cm2_settings ${ES_CM2B_KNOBS:-"TILE=256x128x64 SWAP=1 FAST=1 LOOP=1 ACC16=1 SPLITK=4" \
+        "TILE=256x128x64 SWAP=1 FAST=1 LOOP=1 ACC16=1 SPLITK=4 ORDER=1" \
+        "TILE=128x128x64 ACC16=1" "TILE=128x128x64 FAST=1 LOOP=1" "TILE=128x128x64 LOOP=1" \
+        "TILE=128x128x64 ALIGN=1" "TILE=128x128x64 ORDER=1" "TILE=128x128x64 SPLITK=4" \
+        "TILE=128x128x64" "CM2=0"} ;;
     cm2prof)  # where the prefill step's time goes (shader time per op family), cm2 reference and
               # the llama.cpp-like setting, 7B; ES_CM2B_PROF overrides the settings
       for k in ${ES_CM2B_PROF:-"TILE=128x128x64" "TILE=256x128x64 SWAP=1 FAST=1 LOOP=1 ACC16=1 SPLITK=4"}; do

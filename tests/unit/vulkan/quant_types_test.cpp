@@ -41,18 +41,31 @@ std::vector<float> RefMatMul(const Tensor& X, const Tensor& W, const Tensor* B, 
   return want;
 }
 
+// A random product y = x Wᵀ (+ b) of R x K times N x K weights of type dt (seeds from `seed`),
+// run on `be`; `where` names the case for failure messages.
+struct MatMulRun {
+  Tensor X, W, B;
+  std::vector<float> got;
+  std::string where;
+};
+MatMulRun RunMatMul(Backend& be, DType dt, int R, int K, int N, bool bias, uint64_t seed,
+                    const std::string& what) {
+  MatMulRun m{RandomTensor("x", DType::kF32, {R, K}, seed), RandomTensor("w", dt, {N, K}, seed + 1),
+              RandomTensor("b", DType::kF32, {N}, seed + 2), {}, {}};
+  Graph g;
+  std::vector<int> src = {Input(g, m.X, R), g.AddWeight(m.W)};
+  if (bias) src.push_back(g.AddWeight(m.B));
+  g.Add(Make(Op::kMatMul, "mm", src, {R, N}));
+  m.got = RunGraph(be, g, RowsBatch(R));
+  m.where = what + " R=" + std::to_string(R) + " K=" + std::to_string(K) + " N=" +
+            std::to_string(N) + " " + std::string(Name(dt));
+  return m;
+}
+
 // y = x Wᵀ (+ b) on `be` against the reference.
 void CheckMatMul(Backend& be, DType dt, int R, int K, int N, bool bias, const std::string& what) {
-  Tensor X = RandomTensor("x", DType::kF32, {R, K}, 61);
-  Tensor W = RandomTensor("w", dt, {N, K}, 62);
-  Tensor B = RandomTensor("b", DType::kF32, {N}, 63);
-  Graph g;
-  std::vector<int> src = {Input(g, X, R), g.AddWeight(W)};
-  if (bias) src.push_back(g.AddWeight(B));
-  g.Add(Make(Op::kMatMul, "mm", src, {R, N}));
-  ExpectClose(RunGraph(be, g, RowsBatch(R)), RefMatMul(X, W, bias ? &B : nullptr, R), kTol,
-              what + " R=" + std::to_string(R) + " K=" + std::to_string(K) + " N=" +
-                  std::to_string(N) + " " + std::string(Name(dt)));
+  const MatMulRun m = RunMatMul(be, dt, R, K, N, bias, 61, what);
+  ExpectClose(m.got, RefMatMul(m.X, m.W, bias ? &m.B : nullptr, R), kTol, m.where);
 }
 
 // Sets an environment variable for the life of the object.
@@ -361,17 +374,11 @@ std::vector<float> RefIdot(const Tensor& Xq, const Tensor& W, const std::vector<
 }
 
 void CheckIdot(Backend& be, DType dt, int R, int K, int N, bool bias, const std::string& what) {
-  Tensor X = RandomTensor("x", DType::kF32, {R, K}, 161);
-  Tensor W = RandomTensor("w", dt, {N, K}, 162);
-  Tensor B = RandomTensor("b", DType::kF32, {N}, 163);
-  Graph g;
-  std::vector<int> src = {Input(g, X, R), g.AddWeight(W)};
-  if (bias) src.push_back(g.AddWeight(B));
-  g.Add(Make(Op::kMatMul, "mm", src, {R, N}));
+  const MatMulRun m = RunMatMul(be, dt, R, K, N, bias, 161, what);
+  const Tensor &X = m.X, &W = m.W, &B = m.B;
+  const std::vector<float>& got = m.got;
+  const std::string& where = m.where;
   const std::vector<float> bv = Values(B);
-  const std::string where = what + " R=" + std::to_string(R) + " K=" + std::to_string(K) +
-                            " N=" + std::to_string(N) + " " + std::string(Name(dt));
-  const std::vector<float> got = RunGraph(be, g, RowsBatch(R));
   ExpectClose(got, RefIdot(QuantizedRows(Values(X), R, K), W, bias ? &bv : nullptr, R), kIdotTol, where);
   // ... and within int8 activation error of the f32 product: the test can tell the paths apart.
   const double f32_err = RelL2(got, RefMatMul(X, W, bias ? &B : nullptr, R));
