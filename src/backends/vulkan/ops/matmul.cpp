@@ -42,7 +42,7 @@ uint32_t Knob(const char* name, std::initializer_list<uint32_t> allowed, uint32_
 //   ES_VK_GEMV_SPL  1|2|4        consecutive 8-element slices per invocation per step (default 1:
 //                                4 invocations per 32-block, neighbours read neighbouring words)
 //   ES_VK_GEMV_MAGIC 0|1         levels to floats by the 0x4B000000 bit trick (default 1)
-// The integer-dot GEMV (Q8_0/Q4_0 over x quantized to int8, UseIdotGemv) has its own two:
+// The integer-dot GEMV (Q8_0/Q4_0 over x quantized to int8, UseIdotGemv) has its own knobs:
 //   ES_VK_GEMV_IDOT      0|1     1: Q8_0 and Q4_0; 0: neither (default: Q4_0 only, where the
 //                                device has 4x8-bit dot products in hardware: Q8_0 keeps exact
 //                                f32 x, its own error, for +1-2% at most on the H200;
@@ -81,6 +81,7 @@ uint32_t IdotLocalStep(int64_t K, uint32_t rb) {
   const int64_t fit = int64_t(24576 / (rb * 5 / 4)) / 32 * 32;
   return uint32_t(std::min<int64_t>(K, fit));
 }
+uint64_t Align256(uint64_t b) { return (b + 255) / 256 * 256; }
 uint32_t GemvGroups(int64_t N, const GemvSpec& gs) {
   return uint32_t((N + gs.Outputs() - 1) / gs.Outputs());
 }
@@ -106,12 +107,10 @@ bool IdotQuantizeOnce(const Device& dev) {
   return Knob("ES_VK_GEMV_IDOT_LOCAL", {0, 1}, 1) == 0;
 }
 
-uint64_t QuantXBytes(int64_t R, int64_t K) {
-  return (uint64_t(R * K) + 255) / 256 * 256 + uint64_t(R * K / 32) * 8;
-}
+uint64_t QuantXBytes(int64_t R, int64_t K) { return Align256(uint64_t(R * K)) + uint64_t(R * K / 32) * 8; }
 
 QuantX QuantXRanges(BufRange xq, int64_t R, int64_t K) {
-  const uint64_t qb = (uint64_t(R * K) + 255) / 256 * 256;
+  const uint64_t qb = Align256(uint64_t(R * K));
   ES_ASSERT(xq.size >= QuantXBytes(R, K));
   return {BufRange{xq.buffer, xq.offset, uint64_t(R * K)},
           BufRange{xq.buffer, xq.offset + qb, uint64_t(R * K / 32) * 8}};
@@ -171,7 +170,6 @@ void RecordHeadGemv(OpContext& c, BufRange x, int64_t R, int64_t H, int64_t N, i
 // The workgroup-scope GEMM's scratch: x as f16 (R * K halves), then, for split-K, the partial
 // products of the K slices ([S][R][N] f32), then, for quantized weights, one chunk's f16 copy
 // ([N][K] halves), each part from a 256-byte boundary.
-static uint64_t Align256(uint64_t b) { return (b + 255) / 256 * 256; }
 static uint64_t Cm2PartOffset(int64_t R, int64_t K) { return Align256(uint64_t(R) * uint64_t(K) * 2); }
 static uint64_t Cm2WeightOffset(int64_t R, int64_t K, uint32_t S, uint64_t N) {
   return S > 1 ? Align256(Cm2PartOffset(R, K) + uint64_t(S) * uint64_t(R) * N * 4) : Cm2PartOffset(R, K);
