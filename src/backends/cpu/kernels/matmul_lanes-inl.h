@@ -49,6 +49,7 @@
 #include <vector>
 
 #include "cpu/kernels/scratch.h"
+#include "cpu/kernels/task_grid.h"
 #include "edgeseek/core/thread_pool.h"
 #include "edgeseek/quant/blocks.h"
 #include "hwy/cache_control.h"
@@ -545,13 +546,11 @@ struct LaneRawSource {
 template <class Kern, class Source>
 void LaneGemm(const LaneActs& acts, size_t R, size_t N, const Source& source, const float* bias,
               float* y, size_t ldy, ThreadPool& pool) {
-  const size_t row_blocks = (R + kLaneTaskRows - 1) / kLaneTaskRows;
-  const size_t col_blocks = (N + kLaneTaskCols - 1) / kLaneTaskCols;
-  pool.ParallelFor(int64_t(row_blocks * col_blocks), [&](int64_t t0, int64_t t1, int) {
+  const TaskGrid<kLaneTaskRows, kLaneTaskCols> tasks(R, N);
+  pool.ParallelFor(int64_t(tasks.Count()), [&](int64_t t0, int64_t t1, int) {
     const Source thread_source = source.ForThread();
     for (size_t t = size_t(t0); t < size_t(t1); ++t) {
-      const size_t n0 = (t / row_blocks) * kLaneTaskCols, r0 = (t % row_blocks) * kLaneTaskRows;
-      const size_t n1 = std::min(N, n0 + kLaneTaskCols), r1 = std::min(R, r0 + kLaneTaskRows);
+      const auto [r0, r1, n0, n1] = tasks[t];
       for (size_t n = n0; n < n1; n += kLaneCols) {
         const size_t nc = std::min(kLaneCols, n1 - n);
         const auto src = thread_source.Group(n, nc);

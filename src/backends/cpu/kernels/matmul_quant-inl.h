@@ -122,6 +122,7 @@ inline void QuantizeActivationRowWide(const float* x, int64_t K, int16_t* qs, fl
 #include "cpu/kernels/kquant_scales.h"
 #include "cpu/kernels/matmul_quant_arm.h"
 #include "cpu/kernels/scratch.h"
+#include "cpu/kernels/task_grid.h"
 #include "edgeseek/core/error.h"
 #include "edgeseek/core/half.h"
 #include "edgeseek/core/thread_pool.h"
@@ -729,17 +730,15 @@ void QuantMatMulT(const float* x, size_t R, size_t K, const Block* w, size_t N, 
       }
     }
   };
-  const size_t row_blocks = (R + kQuantRC - 1) / kQuantRC;
-  const size_t col_blocks = (N + kQuantNC - 1) / kQuantNC;
-  pool.ParallelFor(int64_t(row_blocks * col_blocks), [&](int64_t t0, int64_t t1, int) {
+  const TaskGrid<kQuantRC, kQuantNC> tasks(R, N);
+  pool.ParallelFor(int64_t(tasks.Count()), [&](int64_t t0, int64_t t1, int) {
     float out[kQuantCols];
 #if ES_QUANT_X86
     float* panel_mem =
         ThreadScratch(0).Floats(QuantPanel<Block>::Floats(groups, nb, kQuantCols));
 #endif
     for (size_t t = size_t(t0); t < size_t(t1); ++t) {
-      const size_t n0 = (t / row_blocks) * kQuantNC, r0 = (t % row_blocks) * kQuantRC;
-      const size_t n1 = std::min(N, n0 + kQuantNC), r1 = std::min(R, r0 + kQuantRC);
+      const auto [r0, r1, n0, n1] = tasks[t];
       for (size_t n = n0; n < n1; n += kQuantCols) {
         const size_t nc = std::min(kQuantCols, n1 - n);
 #if ES_QUANT_X86

@@ -44,6 +44,7 @@
 #include "cpu/kernels/block_dispatch.h"
 #include "cpu/kernels/kquant_scales.h"
 #include "cpu/kernels/scratch.h"
+#include "cpu/kernels/task_grid.h"
 #include "edgeseek/core/error.h"
 #include "edgeseek/quant/blocks.h"
 #define ES_CPU_QUANT_ACTIVATIONS_ONLY 1
@@ -396,12 +397,10 @@ void Run(const ArmKernels<Block>& k, const float* x, size_t R, size_t K, const B
   auto store = [&](size_t r, size_t n, const float* out, size_t nc) {
     for (size_t c = 0; c < nc; ++c) y[r * ldy + n + c] = out[c] + (bias ? bias[n + c] : 0.0f);
   };
-  const size_t row_blocks = (R + kTaskRows - 1) / kTaskRows;
-  const size_t col_blocks = (N + kTaskCols - 1) / kTaskCols;
-  pool.ParallelFor(int64_t(row_blocks * col_blocks), [&](int64_t t0, int64_t t1, int) {
+  const TaskGrid<kTaskRows, kTaskCols> tasks(R, N);
+  pool.ParallelFor(int64_t(tasks.Count()), [&](int64_t t0, int64_t t1, int) {
     for (size_t t = size_t(t0); t < size_t(t1); ++t) {
-      const size_t n0 = (t / row_blocks) * kTaskCols, r0 = (t % row_blocks) * kTaskRows;
-      const size_t n1 = std::min(N, n0 + kTaskCols), r1 = std::min(R, r0 + kTaskRows);
+      const auto [r0, r1, n0, n1] = tasks[t];
       for (size_t n = n0; n < n1; n += kCols) {
         const size_t nc = std::min(kCols, n1 - n);
         const Block* wn = w + n * nb;
