@@ -8,10 +8,13 @@
 //   value j = V[(s*capacity + j)*v_w + kvh*dv ..]; caches f32 or f16 (KV_F16)
 //   out[t*o_rs + h*o_hs + d] = Σ_{j <= pos_t} softmax_j(scale * q_t·key_j) value_j[d]
 // Keys go KT (32 or 16) at a time: invocation (r, jj) = (tid / 32, tid % 32), jj < KT, scores
-// row r against key jj of the tile; the running max m and sum l of each row rescale the row's accumulators, of
-// which invocation (r, lane) owns dims lane + 32 c. Rows of one group may belong to different
-// sequences (slots): the group makes one pass over the keys per distinct slot, rows of other
-// slots masked out of that pass.
+// row r against key jj of the tile; the running max m and sum l of each row rescale the row's
+// accumulators, of which invocation (r, lane) owns dims 4 lane .. 4 lane + 3. q, key and value
+// rows sit in shared memory as vec4 (zero-padded to a multiple of 4; key rows padded by one vec4
+// so the 32 lanes' 16-byte reads of 32 different keys hit distinct banks): a score is dk / 4
+// vec4 dot products, an accumulator update one vec4 read per key. Rows of one group may belong
+// to different sequences (slots): the group makes one pass over the keys per distinct slot, rows
+// of other slots masked out of that pass.
 layout(local_size_x = 256) in;
 #ifndef KT
 #define KT 32  // keys per tile: 32 needs ~38 KiB of shared memory, 16 ~21 KiB
@@ -19,7 +22,7 @@ layout(local_size_x = 256) in;
 #ifndef MAXD
 #define MAXD 128  // largest head dim (dk, dv); 64 halves the tiles
 #endif
-const uint QR = 8, MAXC = MAXD / 32;
+const uint QR = 8, MAXD4 = MAXD / 4;
 layout(binding = 0) readonly buffer Q { float q[]; };
 layout(binding = 1) readonly buffer KA { uint ka[]; };
 layout(binding = 2) readonly buffer KB { uint kb[]; };  // unused (MLA's rope part)
@@ -38,9 +41,9 @@ float LoadV(uint i) { return unpackHalf2x16(v[i >> 1])[i & 1u]; }
 float LoadKA(uint i) { return uintBitsToFloat(ka[i]); }
 float LoadV(uint i) { return uintBitsToFloat(v[i]); }
 #endif
-shared float qs[QR][MAXD];
-shared float ks[KT][MAXD + 1];
-shared float vs[KT][MAXD];
+shared vec4 qs4[QR][MAXD4];
+shared vec4 ks4[KT][MAXD4 + 1];
+shared vec4 vs4[KT][MAXD4];
 shared float ps[QR][KT];
 shared int row_slot[QR];
 shared uint row_ctx[QR];
@@ -50,10 +53,13 @@ void main() {
   const uint h = gl_WorkGroupID.x, t0 = gl_WorkGroupID.y * QR;
   const uint kvh = h / (p.Hq / p.Hkv);
   const uint r = tid / 32u, lane = tid % 32u;
-  const uint dk = p.wa;
-  for (uint e = tid; e < QR * dk; e += 256u) {
-    const uint rr = e / dk, i = e % dk;
-    qs[rr][i] = t0 + rr < p.T ? q[(t0 + rr) * p.q_rs + h * p.q_hs + i] : 0.0;
+  const uint dk = p.wa, nk4 = (dk + 3u) / 4u, nv4 = (p.dv + 3u) / 4u;
+  for (uint e = tid; e < QR * nk4; e += 256u) {
+    const uint rr = e / nk4, i4 = e % nk4;
+    vec4 v = vec4(0.0);
+    for (uint c = 0; c < 4u; ++c)
+      if (t0 + rr < p.T && 4u * i4 + c < dk) v[c] = q[(t0 + rr) * p.q_rs + h * p.q_hs + 4u * i4 + c];
+    qs4[rr][i4] = v;
   }
   if (tid < QR) {
     const bool live = t0 + tid < p.T;
@@ -64,8 +70,7 @@ void main() {
   const bool live = t0 + r < p.T;
   const int my_slot = row_slot[r];
   float m = -1.0 / 0.0, l = 0.0;
-  float acc[MAXC];
-  [[unroll]] for (uint c = 0; c < MAXC; ++c) acc[c] = 0.0;
+  vec4 acc = vec4(0.0);
 
   for (uint pass = 0; pass < QR; ++pass) {
     // One pass per distinct slot among the live rows (uniform: shared values only).
@@ -81,13 +86,19 @@ void main() {
     const uint my_ctx = mine ? row_ctx[r] : 0u;
     const uint base = uint(slot) * p.capacity;
     for (uint j0 = 0; j0 < n_ctx; j0 += KT) {
-      for (uint e = tid; e < KT * dk; e += 256u) {
-        const uint jj = e / dk, i = e % dk;
-        ks[jj][i] = j0 + jj < n_ctx ? LoadKA((base + j0 + jj) * p.a_w + kvh * dk + i) : 0.0;
+      for (uint e = tid; e < KT * nk4; e += 256u) {
+        const uint jj = e / nk4, i4 = e % nk4;
+        vec4 v = vec4(0.0);
+        for (uint c = 0; c < 4u; ++c)
+          if (j0 + jj < n_ctx && 4u * i4 + c < dk) v[c] = LoadKA((base + j0 + jj) * p.a_w + kvh * dk + 4u * i4 + c);
+        ks4[jj][i4] = v;
       }
-      for (uint e = tid; e < KT * p.dv; e += 256u) {
-        const uint jj = e / p.dv, d = e % p.dv;
-        vs[jj][d] = j0 + jj < n_ctx ? LoadV((base + j0 + jj) * p.v_w + kvh * p.dv + d) : 0.0;
+      for (uint e = tid; e < KT * nv4; e += 256u) {
+        const uint jj = e / nv4, i4 = e % nv4;
+        vec4 v = vec4(0.0);
+        for (uint c = 0; c < 4u; ++c)
+          if (j0 + jj < n_ctx && 4u * i4 + c < p.dv) v[c] = LoadV((base + j0 + jj) * p.v_w + kvh * p.dv + 4u * i4 + c);
+        vs4[jj][i4] = v;
       }
       barrier();
       // Score of row r against key lane of the tile.
@@ -95,7 +106,7 @@ void main() {
       float s = -1.0 / 0.0;
       if (lane < KT && j < my_ctx) {
         float dsum = 0.0;
-        for (uint i = 0; i < dk; ++i) dsum += qs[r][i] * ks[lane][i];
+        for (uint i4 = 0; i4 < nk4; ++i4) dsum += dot(qs4[r][i4], ks4[lane][i4]);
         s = dsum * p.scale;
       }
       if (lane < KT) ps[r][lane] = s;
@@ -112,21 +123,18 @@ void main() {
       float tsum = 0.0;
       [[unroll]] for (uint jj = 0; jj < KT; ++jj) tsum += ps[r][jj];
       l = l * corr + tsum;
-      [[unroll]] for (uint c = 0; c < MAXC; ++c) {
-        const uint d = lane + 32u * c;
-        if (d < p.dv) {
-          float a = acc[c] * corr;
-          [[unroll]] for (uint jj = 0; jj < KT; ++jj) a += ps[r][jj] * vs[jj][d];
-          acc[c] = a;
-        }
+      if (lane < nv4) {
+        vec4 a = acc * corr;
+        [[unroll]] for (uint jj = 0; jj < KT; ++jj) a += ps[r][jj] * vs4[jj][lane];
+        acc = a;
       }
       m = m_new;
       barrier();  // ks, vs and ps are rewritten by the next tile
     }
   }
-  if (live) {
-    [[unroll]] for (uint c = 0; c < MAXC; ++c) {
-      const uint d = lane + 32u * c;
+  if (live && lane < nv4) {
+    for (uint c = 0; c < 4u; ++c) {
+      const uint d = 4u * lane + c;
       if (d < p.dv) o[(t0 + r) * p.o_rs + h * p.o_hs + d] = acc[c] / l;
     }
   }
