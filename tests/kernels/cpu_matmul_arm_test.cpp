@@ -18,6 +18,7 @@
 #include "backends/cpu/kernels/matmul.h"
 #include "backends/cpu/kernels/matmul_quant_arm.h"
 #include "edgeseek/quant/blocks.h"
+#include "matmul_case_util.h"
 #include "test_util.h"
 
 namespace es {
@@ -25,8 +26,8 @@ namespace {
 
 using cpu::ArmQuantPath;
 
-const DType kTypes[] = {DType::kQ8_0, DType::kQ4_0, DType::kQ4_1, DType::kQ5_0, DType::kQ5_1,
-                        DType::kI4G,  DType::kQ4_K, DType::kQ5_K, DType::kQ6_K};
+using test::kQuantMatMulTypes;
+using test::RandomWeights;
 
 // The paths this CPU can run, plain NEON first.
 std::vector<ArmQuantPath> Paths() {
@@ -35,15 +36,6 @@ std::vector<ArmQuantPath> Paths() {
     p.push_back(ArmQuantPath(i));
   }
   return p;
-}
-
-void MakeWeights(DType type, int64_t N, int64_t K, uint64_t seed, std::vector<uint8_t>* bytes,
-                 std::vector<float>* values) {
-  const auto src = test::RandomFloats(size_t(N * K), seed, 1.0f);
-  bytes->resize(RowBytes(type, K) * size_t(N));
-  values->resize(src.size());
-  Quantize(type, src.data(), bytes->data(), N * K);
-  Dequantize(type, bytes->data(), values->data(), N * K);
 }
 
 TEST(CpuMatMulArm, PathNames) {
@@ -76,10 +68,8 @@ TEST(CpuMatMulArm, ActivePathFollowsTheEnvironment) {
   ThreadPool pool(2);
   const int64_t R = 5, K = 2 * kQKK, N = 7;
   const auto x = test::RandomFloats(size_t(R * K), 5);
-  for (DType type : kTypes) {
-    std::vector<uint8_t> w;
-    std::vector<float> wv;
-    MakeWeights(type, N, K, 11, &w, &wv);
+  for (DType type : kQuantMatMulTypes) {
+    const auto w = RandomWeights(type, N, K, 11).bytes;
     std::vector<float> y(size_t(R * N)), yp(size_t(R * N));
     cpu::MatMul(x.data(), R, K, w.data(), type, N, nullptr, y.data(), N, pool);
     cpu::ArmQuantMatMul(active, x.data(), R, K, w.data(), type, N, nullptr, yp.data(), N, pool);
@@ -98,39 +88,21 @@ TEST(CpuMatMulArm, PathsAreBitIdenticalAndBatchInvariant) {
   std::printf("ARM paths checked: %s\n", names.c_str());
   RecordProperty("paths", names);
   ThreadPool pool1(1), pool3(3);
-  for (DType type : kTypes) {
+  for (DType type : kQuantMatMulTypes) {
     const int64_t be = BlockElems(type);
     for (int64_t blocks : {int64_t(1), int64_t(3), be == kQK ? int64_t(7) : int64_t(2)}) {
       const int64_t K = blocks * be;
       for (int64_t N : {1, 5, 13, 37}) {
-        std::vector<uint8_t> w;
-        std::vector<float> wv;
-        MakeWeights(type, N, K, uint64_t(K * 7 + N), &w, &wv);
+        const auto wt = RandomWeights(type, N, K, uint64_t(K * 7 + N));
+        const auto& w = wt.bytes;
         const auto bias = test::RandomFloats(size_t(N), uint64_t(N + 3), 0.5f);
         for (int64_t R : {1, 3, 7, 33}) {
           const auto x = test::RandomFloats(size_t(R * K), uint64_t(R * 13 + K));
-          // f64 reference and the bound of the activation rounding: |x - x̂| <= d/2 per element,
-          // d = block absmax / levels (127 for int8, 32512 for Q8_0's int16), plus f32 rounding.
-          const double levels = type == DType::kQ8_0 ? 32512.0 : 127.0;
-          std::vector<double> ref(size_t(R * N)), bound(size_t(R * N));
-          for (int64_t r = 0; r < R; ++r) {
-            for (int64_t n = 0; n < N; ++n) {
-              double s = 0.0, e = 0.0, mag = 0.0;
-              for (int64_t k0 = 0; k0 < K; k0 += kQK) {
-                double amax = 0.0, wabs = 0.0;
-                for (int64_t k = k0; k < k0 + kQK; ++k) {
-                  const double xv = x[size_t(r * K + k)], wk = wv[size_t(n * K + k)];
-                  s += xv * wk;
-                  mag += std::fabs(xv * wk);
-                  amax = std::max(amax, std::fabs(xv));
-                  wabs += std::fabs(wk);
-                }
-                e += amax / levels / 2.0 * wabs;
-              }
-              ref[size_t(r * N + n)] = s;
-              bound[size_t(r * N + n)] = e * 1.0001 + (1e-6 * std::sqrt(double(K)) + 1e-6) * mag;
-            }
-          }
+          // f64 reference (the bias is added below) and the bound of the activation rounding
+          // (matmul_case_util.h), f32 slack 1e-6.
+          std::vector<double> ref, bound;
+          test::QuantMatMulReference(x, R, K, wt.values, N, nullptr, test::ActivationLevels(type),
+                                     &ref, &bound, 1e-6);
           for (bool with_bias : {false, true}) {
             const float* b = with_bias ? bias.data() : nullptr;
             std::vector<float> first;  // plain NEON's output
@@ -174,12 +146,10 @@ TEST(CpuMatMulArm, ColumnPositionDoesNotChangeBits) {
   if (cpu::ArmQuantPathBest() == ArmQuantPath::kNone) GTEST_SKIP() << "not an ARM64 CPU";
   ThreadPool pool(2);
   const int64_t R = 6, N = 11;
-  for (DType type : kTypes) {
+  for (DType type : kQuantMatMulTypes) {
     const int64_t K = 2 * BlockElems(type);
     const size_t row = RowBytes(type, K);
-    std::vector<uint8_t> w;
-    std::vector<float> wv;
-    MakeWeights(type, N, K, 21, &w, &wv);
+    const auto w = RandomWeights(type, N, K, 21).bytes;
     const auto x = test::RandomFloats(size_t(R * K), 22);
     for (ArmQuantPath path : Paths()) {
       std::vector<float> full(size_t(R * N));
@@ -209,11 +179,9 @@ TEST(CpuMatMulArm, ExtremeValuesAgreeOnEveryPath) {
   ThreadPool pool(2);
   const int64_t R = 9, N = 8;
   const int kVals[] = {32512, -32512, -32384, 128, -128, 32383, -1, 0, 255, -257, 16384};
-  for (DType type : kTypes) {
+  for (DType type : kQuantMatMulTypes) {
     const int64_t K = 2 * BlockElems(type);
-    const auto src = test::RandomFloats(size_t(N * K), 3, 1.0f);
-    std::vector<uint8_t> w(RowBytes(type, K) * size_t(N));
-    Quantize(type, src.data(), w.data(), N * K);
+    std::vector<uint8_t> w = RandomWeights(type, N, K, 3).bytes;
     if (type == DType::kQ8_0) {  // the quantizer stops at -127; the format allows -128
       auto* blk = reinterpret_cast<BlockQ8_0*>(w.data());
       for (int64_t i = 0; i < N * K / kQK; ++i) {

@@ -1,8 +1,7 @@
-// Tests of the CPU matmul kernels for block-quantized weights (Q8_0, Q4_0, I4G, Q4_K, Q6_K):
-// against a double
-// reference over the dequantized weights (es::Dequantize, the scalar truth of src/quant), over odd
-// numbers of blocks; exactness when the activations quantize losslessly; the batch-invariance
-// contract bit for bit; and bad shapes.
+// Tests of the CPU matmul kernels for block-quantized weights (every type of
+// test::kQuantMatMulTypes): against a double reference over the dequantized weights
+// (es::Dequantize, the scalar truth of src/quant), over odd numbers of blocks; exactness when the
+// activations quantize losslessly; the batch-invariance contract bit for bit; and bad shapes.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -15,6 +14,7 @@
 #include "backends/cpu/kernels/matmul.h"
 #include "edgeseek/core/error.h"
 #include "edgeseek/quant/blocks.h"
+#include "matmul_case_util.h"
 #include "test_util.h"
 
 namespace es {
@@ -22,54 +22,9 @@ namespace {
 
 using test::RandomFloats;
 
-struct QuantWeights {
-  std::vector<uint8_t> bytes;  // N rows of RowBytes(type, K)
-  std::vector<float> values;   // [N, K]: es::Dequantize of the bytes
-};
-
-QuantWeights MakeWeights(DType type, int64_t N, int64_t K, uint64_t seed) {
-  QuantWeights w;
-  const auto src = RandomFloats(size_t(N * K), seed, 1.0f);
-  const size_t row = RowBytes(type, K);
-  w.bytes.resize(row * size_t(N));
-  w.values.resize(size_t(N * K));
-  for (int64_t n = 0; n < N; ++n) {
-    Quantize(type, src.data() + n * K, w.bytes.data() + size_t(n) * row, K);
-    Dequantize(type, w.bytes.data() + size_t(n) * row, w.values.data() + n * K, K);
-  }
-  return w;
-}
-
-// Double reference y = x · Wᵀ + bias, and the worst-case error of quantizing x per 32-block to
-// int8 (|x - x̂| <= d/2 with d = absmax/127; Q8_0 weights: int16, d = absmax/32512):
-// Σ_b d_b/2 · Σ_{k in b} |w_k|, plus f32 rounding.
-void Reference(const std::vector<float>& x, int64_t R, int64_t K, const std::vector<float>& w,
-               int64_t N, const float* bias, std::vector<double>* y, std::vector<double>* bound,
-               double act_levels = 127.0) {
-  y->assign(size_t(R * N), 0.0);
-  bound->assign(size_t(R * N), 0.0);
-  for (int64_t r = 0; r < R; ++r) {
-    for (int64_t n = 0; n < N; ++n) {
-      double s = bias ? bias[n] : 0.0, b = 0.0, mag = 0.0;
-      for (int64_t k0 = 0; k0 < K; k0 += kQK) {
-        double amax = 0.0, wabs = 0.0;
-        for (int64_t k = k0; k < k0 + kQK; ++k) {
-          const double xv = x[size_t(r * K + k)], wv = w[size_t(n * K + k)];
-          s += xv * wv;
-          mag += std::fabs(xv * wv);
-          amax = std::max(amax, std::fabs(xv));
-          wabs += std::fabs(wv);
-        }
-        b += amax / act_levels / 2.0 * wabs;
-      }
-      (*y)[size_t(r * N + n)] = s;
-      (*bound)[size_t(r * N + n)] = b * 1.0001 + (1e-6 * std::sqrt(double(K)) + 1e-7) * mag;
-    }
-  }
-}
-
-const DType kQuantTypes[] = {DType::kQ8_0, DType::kQ4_0, DType::kQ4_1, DType::kQ5_0, DType::kQ5_1,
-                             DType::kI4G,  DType::kQ4_K, DType::kQ5_K, DType::kQ6_K};
+using test::ActivationLevels;
+using test::QuantMatMulReference;
+using test::RandomWeights;
 
 class QuantMatMul : public ::testing::TestWithParam<DType> {};
 
@@ -83,12 +38,12 @@ TEST_P(QuantMatMul, MatchesDequantizedReference) {
                           Shape{40, 5, 70}, Shape{1, 48, 33}}) {
     const int64_t R = sb.R, K = sb.blocks * BlockElems(type), N = sb.N;
     for (bool with_bias : {false, true}) {
-      const auto w = MakeWeights(type, N, K, uint64_t(K + N));
+      const auto w = RandomWeights(type, N, K, uint64_t(K + N));
       const auto x = RandomFloats(size_t(R * K), uint64_t(R), 1.0f);
       const auto bias = RandomFloats(size_t(N), 9, 0.5f);
       const float* b = with_bias ? bias.data() : nullptr;
       std::vector<double> ref, bound;
-      Reference(x, R, K, w.values, N, b, &ref, &bound, type == DType::kQ8_0 ? 32512.0 : 127.0);
+      QuantMatMulReference(x, R, K, w.values, N, b, ActivationLevels(type), &ref, &bound);
       std::vector<float> y(size_t(R * N), std::numeric_limits<float>::quiet_NaN());
       cpu::MatMul(x.data(), R, K, w.bytes.data(), type, N, b, y.data(), N, pool);
       for (size_t i = 0; i < y.size(); ++i) {
@@ -110,7 +65,7 @@ TEST_P(QuantMatMul, ExactForLosslessActivations) {
   ThreadPool pool(2);
   const int64_t R = 5, N = 19;
   const int64_t K = BlockElems(type) == kQK ? 11 * kQK : 3 * BlockElems(type);
-  const auto w = MakeWeights(type, N, K, 77);
+  const auto w = RandomWeights(type, N, K, 77);
   std::vector<float> x(size_t(R * K));
   uint32_t s = 1;
   for (size_t i = 0; i < x.size(); ++i) {
@@ -120,7 +75,7 @@ TEST_P(QuantMatMul, ExactForLosslessActivations) {
     x[i] = float(q) * scale;
   }
   std::vector<double> ref, bound;
-  Reference(x, R, K, w.values, N, nullptr, &ref, &bound);
+  QuantMatMulReference(x, R, K, w.values, N, nullptr, 127.0, &ref, &bound);
   std::vector<float> y(size_t(R * N));
   cpu::MatMul(x.data(), R, K, w.bytes.data(), type, N, nullptr, y.data(), N, pool);
   for (int64_t r = 0; r < R; ++r) {
@@ -145,7 +100,7 @@ TEST_P(QuantMatMul, BatchInvariantBitForBit) {
     if (blocks == 0) continue;
     const int64_t K = blocks * be;
     for (int64_t N : {1, 3, 17, 100}) {
-      const auto w = MakeWeights(type, N, K, uint64_t(K * 31 + N));
+      const auto w = RandomWeights(type, N, K, uint64_t(K * 31 + N));
       const auto bias = RandomFloats(size_t(N), uint64_t(N));
       for (int64_t R : {1, 2, 3, 5, 17, 64}) {
         const auto x = RandomFloats(size_t(R * K), uint64_t(R * 5 + K));
@@ -191,7 +146,7 @@ TEST_P(QuantMatMul, TileEdgesBitForBit) {
   const int64_t be = BlockElems(type);
   for (int64_t K : {be, int64_t(8960) / be * be}) {
     for (int64_t N : {8, 9, 31, 40}) {
-      const auto w = MakeWeights(type, N, K, uint64_t(K + 3 * N));
+      const auto w = RandomWeights(type, N, K, uint64_t(K + 3 * N));
       const auto bias = RandomFloats(size_t(N), uint64_t(N + 1));
       for (int64_t R : {4, 7, 65, 131}) {
         if (K > be && R == 65) continue;  // the large K runs R = 4, 7, 131
@@ -210,8 +165,8 @@ TEST_P(QuantMatMul, TileEdgesBitForBit) {
         }
         if (R == 7) {
           std::vector<double> ref, bound;
-          Reference(x, R, K, w.values, N, bias.data(), &ref, &bound,
-                    type == DType::kQ8_0 ? 32512.0 : 127.0);
+          QuantMatMulReference(x, R, K, w.values, N, bias.data(), ActivationLevels(type), &ref,
+                               &bound);
           for (size_t i = 0; i < rows.size(); ++i) {
             ASSERT_LE(std::fabs(double(rows[i]) - ref[i]), bound[i])
                 << Name(type) << " K=" << K << " N=" << N << " at " << i;
@@ -226,7 +181,7 @@ TEST_P(QuantMatMul, StridedOutputAndMisalignedActivations) {
   const DType type = GetParam();
   ThreadPool pool(2);
   const int64_t R = 7, K = 5 * BlockElems(type), N = 13, ldy = 20;
-  const auto w = MakeWeights(type, N, K, 4);
+  const auto w = RandomWeights(type, N, K, 4);
   std::vector<float> xbuf(size_t(R * K) + 1);
   const auto xr = RandomFloats(size_t(R * K), 8);
   std::memcpy(xbuf.data() + 1, xr.data(), xr.size() * 4);
@@ -234,7 +189,7 @@ TEST_P(QuantMatMul, StridedOutputAndMisalignedActivations) {
   cpu::MatMul(xbuf.data() + 1, R, K, w.bytes.data(), type, N, nullptr, ybuf.data() + 1, ldy,
               pool);
   std::vector<double> ref, bound;
-  Reference(xr, R, K, w.values, N, nullptr, &ref, &bound);
+  QuantMatMulReference(xr, R, K, w.values, N, nullptr, 127.0, &ref, &bound);
   EXPECT_EQ(ybuf[0], -5.0f);
   for (int64_t r = 0; r < R; ++r) {
     for (int64_t n = 0; n < ldy; ++n) {
@@ -263,7 +218,7 @@ TEST_P(QuantMatMul, RejectsKNotAMultipleOfTheBlock) {
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(Types, QuantMatMul, ::testing::ValuesIn(kQuantTypes),
+INSTANTIATE_TEST_SUITE_P(Types, QuantMatMul, ::testing::ValuesIn(test::kQuantMatMulTypes),
                          [](const auto& info) { return std::string(Name(info.param)); });
 
 TEST(CpuMatMulQuant, Supports) {

@@ -21,6 +21,7 @@
 #define HWY_WANT_AVX3_DL 1
 #endif
 #include "hwy/targets.h"
+#include "matmul_case_util.h"
 #include "test_util.h"
 
 namespace es {
@@ -31,16 +32,6 @@ struct ForcedTarget {
   explicit ForcedTarget(int64_t t) { hwy::SetSupportedTargetsForTest(t); }
   ~ForcedTarget() { hwy::SetSupportedTargetsForTest(0); }
 };
-
-// Weights as bytes of `type` plus their exact f32 values; block types via es::Quantize.
-void MakeWeights(DType type, int64_t N, int64_t K, std::vector<uint8_t>* bytes,
-                 std::vector<float>* values) {
-  const auto src = test::RandomFloats(size_t(N * K), uint64_t(K * 3 + N), 1.0f);
-  bytes->resize(RowBytes(type, K) * size_t(N));
-  values->resize(src.size());
-  Quantize(type, src.data(), bytes->data(), N * K);
-  Dequantize(type, bytes->data(), values->data(), N * K);
-}
 
 TEST(CpuMatMulTargets, EveryTargetIsAccurateAndBatchInvariant) {
   const std::vector<int64_t> targets = hwy::SupportedAndGeneratedTargets();
@@ -61,9 +52,9 @@ TEST(CpuMatMulTargets, EveryTargetIsAccurateAndBatchInvariant) {
     for (DType type : {DType::kF32, DType::kF16, DType::kBF16, DType::kQ8_0, DType::kQ4_0,
                        DType::kQ4_1, DType::kQ5_0, DType::kQ5_1, DType::kI4G, DType::kQ4_K,
                        DType::kQ5_K, DType::kQ6_K}) {
-      std::vector<uint8_t> w;
-      std::vector<float> wv;
-      MakeWeights(type, N, K, &w, &wv);
+      const auto wt = test::RandomWeights(type, N, K, uint64_t(K * 3 + N));
+      const std::vector<uint8_t>& w = wt.bytes;
+      const std::vector<float>& wv = wt.values;
       std::vector<float> y(size_t(R * N)), row(static_cast<size_t>(N));
       cpu::MatMul(x.data(), R, K, w.data(), type, N, bias.data(), y.data(), N, pool);
       // Quantized types also carry the int8 activation error (~0.5% on uniform data).

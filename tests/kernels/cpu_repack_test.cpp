@@ -25,17 +25,11 @@
 #include "edgeseek/runtime/model.h"
 #include "edgeseek/runtime/quality.h"
 #include "edgeseek/runtime/runner.h"
+#include "matmul_case_util.h"
 #include "test_util.h"
 
 namespace es {
 namespace {
-
-std::vector<uint8_t> QuantWeights(DType type, int64_t N, int64_t K, uint64_t seed) {
-  const auto src = test::RandomFloats(size_t(N * K), seed, 1.0f);
-  std::vector<uint8_t> bytes(RowBytes(type, K) * size_t(N));
-  Quantize(type, src.data(), bytes.data(), N * K);
-  return bytes;
-}
 
 class CpuRepack : public ::testing::TestWithParam<DType> {};
 
@@ -52,7 +46,7 @@ TEST_P(CpuRepack, BitIdenticalToRawKernels) {
     ThreadPool pool(threads);
     for (const Shape& s : shapes) {
       const int64_t N = s.N, K = s.blocks * 32, ldy = N + 3;
-      const auto w = QuantWeights(type, N, K, uint64_t(N * 131 + K));
+      const auto w = test::RandomWeights(type, N, K, uint64_t(N * 131 + K)).bytes;
       const cpu::PackedWeight pw = cpu::Repack(w.data(), type, N, K, pool);
       EXPECT_EQ(pw.bytes, size_t((N + 7) / 8 * 8) * RowBytes(type, K)) << "N=" << N;
       const auto bias = test::RandomFloats(size_t(N), 7);
@@ -84,7 +78,7 @@ TEST_P(CpuRepack, BadShapesAreRejected) {
   const DType type = GetParam();
   if (!cpu::RepackSupports(type)) GTEST_SKIP();
   ThreadPool pool(1);
-  const auto w = QuantWeights(type, 8, 64, 1);
+  const auto w = test::RandomWeights(type, 8, 64, 1).bytes;
   EXPECT_THROW(cpu::Repack(w.data(), type, 8, 48, pool), Error);  // K not whole blocks
   const cpu::PackedWeight pw = cpu::Repack(w.data(), type, 8, 64, pool);
   std::vector<float> x(64, 1.0f), y(8);
