@@ -11,6 +11,7 @@
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
+#include <functional>
 #include <memory>
 #include <utility>
 
@@ -176,33 +177,47 @@ TEST_F(VulkanQuant, GemvKnobOutOfRangeIsAClearError) {
   }
 }
 
+// The decode FFN block of AddFfnBlock (T rows, D -> I -> D, weights of type dt, seeds from
+// `seed`) run on `be`, and in `want` its reference with `mm(x rows, W, rows)` as the matmul.
+using RefMm = std::function<std::vector<float>(const std::vector<float>&, const Tensor&, int)>;
+std::vector<float> RunFfn(Backend& be, DType dt, int T, int D, int I, uint64_t seed, const RefMm& mm,
+                          std::vector<float>* want) {
+  Tensor X = RandomTensor("x", DType::kF32, {T, D}, seed);
+  Tensor Rs = RandomTensor("res", DType::kF32, {T, D}, seed + 1);
+  Tensor Wg = RandomTensor("wg", dt, {I, D}, seed + 2), Wu = RandomTensor("wu", dt, {I, D}, seed + 3);
+  Tensor Wd = RandomTensor("wd", dt, {D, I}, seed + 4);
+  Tensor Nw = RandomTensor("norm.w", DType::kF32, {D}, seed + 5);
+  Graph g;
+  const int res = Input(g, Rs, T), x0 = Input(g, X, T);
+  AddFfnBlock(g, res, x0, Nw, Wg, Wu, Wd, T, D, I);
+  std::vector<float> got = RunGraph(be, g, RowsBatch(T));
+  std::vector<float> xn(size_t(T * D));
+  ref::RmsNorm(X.as<float>(), Nw.as<float>(), T, D, 1e-5f, xn.data());
+  const std::vector<float> gv = mm(xn, Wg, T), uv = mm(xn, Wu, T);
+  std::vector<float> a(gv.size());
+  for (size_t i = 0; i < gv.size(); ++i) a[i] = gv[i] / (1.0f + std::exp(-gv[i])) * uv[i];
+  *want = mm(a, Wd, T);
+  const auto rv = Values(Rs);
+  for (size_t i = 0; i < want->size(); ++i) (*want)[i] += rv[i];
+  return got;
+}
+
 // Decode FFN with every fusion (norm folded, gate/up as one dual GEMV + SwiGLU, down + residual)
 // against the unfused reference: 2 embeddings + 2 dispatches per type.
 TEST_F(VulkanQuant, FusedSwiGluGemvOverTypes) {
+  const RefMm mm = [](const std::vector<float>& x, const Tensor& W, int T) {
+    Tensor X = AllocTensor("x", DType::kF32, {T, W.cols()});
+    std::copy(x.begin(), x.end(), static_cast<float*>(MutableData(X)));
+    return RefMatMul(X, W, nullptr, T);
+  };
   for (DType dt : kTypes) {
     const int D = 2 * BlockElems(dt), I = 3 * BlockElems(dt);
     // 3 rows for two types only: lavapipe compiles each (type, rows) pipeline slowly.
     const bool three = dt == DType::kQ4_K || dt == DType::kQ5_1;
     for (int T : three ? std::vector<int>{1, 3} : std::vector<int>{1}) {
-      Tensor X = RandomTensor("x", DType::kF32, {T, D}, 71);
-      Tensor Rs = RandomTensor("res", DType::kF32, {T, D}, 72);
-      Tensor Wg = RandomTensor("wg", dt, {I, D}, 73), Wu = RandomTensor("wu", dt, {I, D}, 74);
-      Tensor Wd = RandomTensor("wd", dt, {D, I}, 75);
-      Tensor Nw = RandomTensor("norm.w", DType::kF32, {D}, 76);
-      Graph g;
-      const int res = Input(g, Rs, T), x0 = Input(g, X, T);
-      AddFfnBlock(g, res, x0, Nw, Wg, Wu, Wd, T, D, I);
-      const auto got = RunGraph(SharedVulkan(), g, RowsBatch(T));
+      std::vector<float> want;
+      const std::vector<float> got = RunFfn(SharedVulkan(), dt, T, D, I, 71, mm, &want);
       EXPECT_EQ(SharedVulkan().counters().dispatches, 4) << Name(dt);
-      Tensor Xn = AllocTensor("xn", DType::kF32, {T, D});
-      ref::RmsNorm(X.as<float>(), Nw.as<float>(), T, D, 1e-5f, static_cast<float*>(MutableData(Xn)));
-      const std::vector<float> gv = RefMatMul(Xn, Wg, nullptr, T), uv = RefMatMul(Xn, Wu, nullptr, T);
-      Tensor A = AllocTensor("a", DType::kF32, {T, I});
-      float* a = static_cast<float*>(MutableData(A));
-      for (size_t i = 0; i < gv.size(); ++i) a[i] = gv[i] / (1.0f + std::exp(-gv[i])) * uv[i];
-      std::vector<float> want = RefMatMul(A, Wd, nullptr, T);
-      const auto rv = Values(Rs);
-      for (size_t i = 0; i < want.size(); ++i) want[i] += rv[i];
       ExpectClose(got, want, kTol, "fused FFN T=" + std::to_string(T) + " " + std::string(Name(dt)));
     }
   }
@@ -427,34 +442,20 @@ TEST_F(VulkanQuant, IdotGemvKnobsAllGiveTheReference) {
 // one dual integer-dot GEMV, down adds the residual: 2 inputs + 2 GEMVs, with x quantized in the
 // GEMV workgroups (default) or by 2 dispatches of their own (ES_VK_GEMV_IDOT_LOCAL=0).
 TEST_F(VulkanQuant, IdotFusedFfnMatchesQuantizedReference) {
+  const RefMm mm = [](const std::vector<float>& x, const Tensor& W, int T) {
+    return RefIdot(QuantizedRows(x, T, int(W.cols())), W, nullptr, T);
+  };
   for (const char* local : {"1", "0"})
-  for (DType dt : kIdotTypes)
-    for (int T : {1, 3}) {
-      ScopedEnv env("ES_VK_GEMV_IDOT_LOCAL", local);
-      auto be = IdotVulkan();
-      const int D = 64, I = 96;
-      Tensor X = RandomTensor("x", DType::kF32, {T, D}, 171);
-      Tensor Rs = RandomTensor("res", DType::kF32, {T, D}, 172);
-      Tensor Wg = RandomTensor("wg", dt, {I, D}, 173), Wu = RandomTensor("wu", dt, {I, D}, 174);
-      Tensor Wd = RandomTensor("wd", dt, {D, I}, 175);
-      Tensor Nw = RandomTensor("norm.w", DType::kF32, {D}, 176);
-      Graph g;
-      const int res = Input(g, Rs, T), x0 = Input(g, X, T);
-      AddFfnBlock(g, res, x0, Nw, Wg, Wu, Wd, T, D, I);
-      const auto got = RunGraph(*be, g, RowsBatch(T));
-      EXPECT_EQ(be->counters().dispatches, local[0] == '1' ? 4 : 6) << Name(dt);
-      Tensor Xn = AllocTensor("xn", DType::kF32, {T, D});
-      ref::RmsNorm(X.as<float>(), Nw.as<float>(), T, D, 1e-5f, static_cast<float*>(MutableData(Xn)));
-      const Tensor Xq = QuantizedRows(Values(Xn), T, D);
-      const std::vector<float> gv = RefIdot(Xq, Wg, nullptr, T), uv = RefIdot(Xq, Wu, nullptr, T);
-      std::vector<float> a(gv.size());
-      for (size_t i = 0; i < gv.size(); ++i) a[i] = gv[i] / (1.0f + std::exp(-gv[i])) * uv[i];
-      std::vector<float> want = RefIdot(QuantizedRows(a, T, I), Wd, nullptr, T);
-      const auto rv = Values(Rs);
-      for (size_t i = 0; i < want.size(); ++i) want[i] += rv[i];
-      ExpectClose(got, want, kIdotTol, std::string("idot fused FFN local=") + local + " T=" +
-                                           std::to_string(T) + " " + std::string(Name(dt)));
-    }
+    for (DType dt : kIdotTypes)
+      for (int T : {1, 3}) {
+        ScopedEnv env("ES_VK_GEMV_IDOT_LOCAL", local);
+        auto be = IdotVulkan();
+        std::vector<float> want;
+        const std::vector<float> got = RunFfn(*be, dt, T, 64, 96, 171, mm, &want);
+        EXPECT_EQ(be->counters().dispatches, local[0] == '1' ? 4 : 6) << Name(dt);
+        ExpectClose(got, want, kIdotTol, std::string("idot fused FFN local=") + local + " T=" +
+                                             std::to_string(T) + " " + std::string(Name(dt)));
+      }
 }
 
 // With x quantized by a dispatch of its own, three projections of one normed x (q, k, v) share
