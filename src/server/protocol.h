@@ -24,6 +24,7 @@ struct ApiError {
   std::string param;       // empty: null
   std::string code;        // empty: null
   double retry_after_s = 0;  // 429/503: Retry-After header when > 0
+  bool close_connection = false;  // refusals under load: "Connection: close"
 };
 json ErrorBody(const ApiError& e);
 ApiError BadRequest(const std::string& message, const std::string& param = {},

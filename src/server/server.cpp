@@ -71,6 +71,9 @@ ApiError MakeError(int status, const std::string& msg, const std::string& type,
 
 void SendError(httplib::Response& res, const ApiError& e) {
   res.status = e.status;
+  // The client reconnects for its next request, so a refused keep-alive client gives its HTTP
+  // thread back instead of holding it with retries.
+  if (e.close_connection) res.set_header("Connection", "close");
   if (e.retry_after_s > 0) res.set_header("Retry-After", std::to_string(int(std::ceil(e.retry_after_s))));
   res.set_content(server::ErrorBody(e).dump(-1, ' ', false, json::error_handler_t::replace), "application/json");
 }
@@ -127,6 +130,15 @@ struct Server::Impl {
   // ---- request helpers ----
   const ClientInfo* Authenticate(const httplib::Request& req, ApiError* err) const;
   ModelGroup* Route(const std::string& model, ApiError* err);
+  // Generation requests in flight (waiting or running) hold one HTTP thread each. Of the
+  // http_threads, `reserve` are never held by them, so new connections are always read (and
+  // answered, if only with 503); the highest class may use `reserve` more than the others, so a
+  // high-priority request is still admitted when lower ones fill the server.
+  int HttpReserve() const { return std::max(1, cfg.http_threads / 8); }
+  int InFlightCap(int priority) const {
+    int top = std::max(1, cfg.http_threads - HttpReserve());
+    return priority == 0 ? top : std::max(1, top - HttpReserve());
+  }
   int PriorityOf(const std::optional<json>& field, const httplib::Request& req,
                  const ClientInfo& client, ApiError* err) const;
   void Handle(const httplib::Request& req, httplib::Response& res, bool chat);
@@ -169,6 +181,9 @@ void Server::Impl::DefineMetrics() {
                  "Backend time of the forward passes by phase (upload, dispatch, shader, download), with profiling on.");
   metrics.Define("edgeseek_client_queue_length", T::kGauge, "Requests waiting, by client.");
   metrics.Define("edgeseek_client_running_sequences", T::kGauge, "Sequences running, by client.");
+  metrics.Define("edgeseek_requests_in_flight", T::kGauge,
+                 "Generation requests waiting or running; each holds an HTTP thread.");
+  metrics.Define("edgeseek_http_threads", T::kGauge, "HTTP worker threads (http_threads).");
   metrics.Define("edgeseek_ready", T::kGauge, "1 when every model is loaded and the server accepts requests.");
   metrics.Define("edgeseek_batch_tokens", T::kHistogram, "Tokens per engine step.",
                  {1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024, 2048});
@@ -182,6 +197,8 @@ void Server::Impl::DefineMetrics() {
   metrics.Set("edgeseek_ready", {}, 0);
   metrics.AddCollector([this](Metrics& m) {
     m.Set("edgeseek_ready", {}, state.load() == State::kReady ? 1 : 0);
+    m.Set("edgeseek_requests_in_flight", {}, active.load());
+    m.Set("edgeseek_http_threads", {}, cfg.http_threads);
     if (state.load() == State::kLoading) return;
     for (auto& g : groups) {
       auto sizes = g->queue->size_per_class();
@@ -466,12 +483,25 @@ void Server::Impl::Handle(const httplib::Request& req, httplib::Response& res, b
       err = MakeError(429, "too many concurrent requests for this client (limit " + std::to_string(limit) + ")",
                       "rate_limit_error", "rate_limit_exceeded");
       err.retry_after_s = 1;
+      err.close_connection = true;
+      st->impl = nullptr;
+      st.reset();
+    } else if (active.load() >= InFlightCap(priority)) {
+      // Every request in flight holds an HTTP thread until it ends; past this cap the threads
+      // that read new connections (and the top class's share) would be gone (docs/server.md).
+      err = MakeError(503, "the server is at capacity: " + std::to_string(active.load()) +
+                               " requests are in flight for " + std::to_string(cfg.http_threads) +
+                               " HTTP threads (http_threads); retry later",
+                      "server_error", "server_busy");
+      err.retry_after_s = 1;
+      err.close_connection = true;
       st->impl = nullptr;
       st.reset();
     } else if (group->queue->size() >= size_t(cfg.limits.max_queue)) {
       err = MakeError(429, "the server is overloaded: " + std::to_string(group->queue->size()) + " requests are queued",
                       "rate_limit_error", "overloaded");
       err.retry_after_s = 2;
+      err.close_connection = true;
       st->impl = nullptr;
       st.reset();
     } else {
@@ -618,7 +648,11 @@ void Server::Impl::Routes() {
   http.set_read_timeout(30, 0);
   http.set_write_timeout(30, 0);
   http.set_keep_alive_max_count(1000);
-  http.set_keep_alive_timeout(2);  // idle keep-alive threads delay a drain by this much
+  // Longer than keep-alive clients keep an idle socket (node's agentkeepalive, the openai
+  // client's agent: 4 s), so a client never reuses a socket the server is closing (ECONNRESET,
+  // "socket hang up"). An idle keep-alive connection holds its thread this long, and delays a
+  // drain by as much.
+  http.set_keep_alive_timeout(5);
   int threads = cfg.http_threads;
   http.new_task_queue = [threads] { return new httplib::ThreadPool(size_t(threads)); };
 
