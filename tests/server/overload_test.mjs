@@ -36,6 +36,13 @@ main(async () => {
   let stop = false;
   let load = [];
   try {
+    // Keep-alive: the server must keep an idle connection longer than the openai client's agent
+    // (agentkeepalive: 4 s free-socket timeout) keeps an idle socket; at 2 s, reusing a socket
+    // idle for ~2 s raced the server's close: 3-8 ECONNRESET ("socket hang up") in 500 reuses.
+    const ka = (await fetch(srv.base + '/health')).headers.get('keep-alive') || '';
+    const kaTimeout = Number((/timeout=(\d+)/.exec(ka) || [])[1]);
+    check(kaTimeout * 1000 > 4000, `Keep-Alive '${ka}': the server closes idle connections before clients stop reusing them`);
+
     const c = new OpenAI({ baseURL: srv.base + '/v1', apiKey: 'x', maxRetries: 0, timeout: 30000 });
     let served = 0;
     let refused = 0;
