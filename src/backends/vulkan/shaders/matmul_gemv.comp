@@ -118,6 +118,15 @@ int SDot4x8(uint a, uint b, spirv_literal int packed_format);
 int Dot4(uvec4 a, uvec4 b) {
   return SDot4x8(a.x, b.x, 0) + SDot4x8(a.y, b.y, 0) + SDot4x8(a.z, b.z, 0) + SDot4x8(a.w, b.w, 0);
 }
+// One unit of one row (quants w, block scale dw) against its x (xa, and for Q4_0 the block's
+// second half xc; the block's dx = (d, d·Σq)): see the header.
+float IdotUnit(uvec4 w, float dw, uvec4 xa, uvec4 xc, vec2 dx) {
+#if defined(W_Q4_0)
+  return dw * (dx.x * float(Dot4(w & 0x0F0F0F0Fu, xa) + Dot4((w >> 4) & 0x0F0F0F0Fu, xc)) - 8.0 * dx.y);
+#else
+  return dw * (dx.x * float(Dot4(w, xa)));
+#endif
+}
 #if !defined(XLOCAL)
 // acc[i][r] += Σ over this invocation's units of row row0 + i (rows past `last` read `last`)
 // times batch row r0 + r of the quantized x (see the header).
@@ -146,15 +155,11 @@ void AccumIdot(uint row0, uint last, uint r0, uint nr, uint lane, inout float ac
       if (r < nr) {
         const vec2 dx = xds[(r0 + r) * nb + b];
 #if defined(W_Q4_0)
-        const uvec4 xa = xq4[(r0 + r) * xrow4 + 2u * u], xb = xq4[(r0 + r) * xrow4 + 2u * u + 1u];
-        for (uint i = 0; i < QR; ++i) {
-          const int s = Dot4(w[i] & 0x0F0F0F0Fu, xa) + Dot4((w[i] >> 4) & 0x0F0F0F0Fu, xb);
-          acc[i][r] += dw[i] * (dx.x * float(s) - 8.0 * dx.y);
-        }
+        const uvec4 xa = xq4[(r0 + r) * xrow4 + 2u * u], xc = xq4[(r0 + r) * xrow4 + 2u * u + 1u];
 #else
-        const uvec4 xa = xq4[(r0 + r) * xrow4 + u];
-        for (uint i = 0; i < QR; ++i) acc[i][r] += dw[i] * (dx.x * float(Dot4(w[i], xa)));
+        const uvec4 xa = xq4[(r0 + r) * xrow4 + u], xc = xa;
 #endif
+        for (uint i = 0; i < QR; ++i) acc[i][r] += IdotUnit(w[i], dw[i], xa, xc, dx);
       }
     }
   }
@@ -163,12 +168,7 @@ void AccumIdot(uint row0, uint last, uint r0, uint nr, uint lane, inout float ac
 #if defined(XLOCAL)
 shared uvec4 xs4[RB * KC / 16u];  // int8 x of the step: row r at r * KC / 16
 shared vec2 xsd[RB * KC / 32u];   // (d, d * Σq) per block: row r at r * KC / 32
-shared float inv_s[RB];
-
-uint Pack4(ivec4 q) {
-  const uvec4 b = uvec4(q) & 0xffu;
-  return b.x | (b.y << 8) | (b.z << 16) | (b.w << 24);
-}
+#include "quant_x.glsl"
 
 // Every invocation of the workgroup calls this (barriers inside). Per step of KC elements: the
 // workgroup quantizes that part of each batch row into shared memory, then every group walks its
@@ -181,20 +181,14 @@ void AccumIdotLocal(uint row0, uint last, uint xb, uint nr, uint tid, uint lane,
 ) {
   const uint K = p.K, rw = QRowWords(K);
   // Folded norm: 1 / sqrt(mean(x²) + eps) per batch row, over the whole row first.
+  float inv[RB];
+  for (uint r = 0; r < RB; ++r) inv[r] = 1.0;
   if (p.norm != 0u) {
     for (uint r = 0; r < nr; ++r) {
       const uint xo = (xb + r * p.x_rs) / 4u;
       float ss = 0.0;
       for (uint k4 = tid; k4 < K / 4u; k4 += WG) ss += dot(x4[xo + k4], x4[xo + k4]);
-      ss = subgroupAdd(ss);
-      if (subgroupElect()) part_ss[gl_SubgroupID] = ss;
-      barrier();
-      if (tid == 0u) {
-        float t = 0.0;
-        for (uint i = 0; i < gl_NumSubgroups; ++i) t += part_ss[i];
-        inv_s[r] = 1.0 / sqrt(t / float(K) + p.eps);
-      }
-      barrier();
+      inv[r] = 1.0 / sqrt(WgSum(ss) / float(K) + p.eps);
     }
   }
   uint base[QR];
@@ -205,26 +199,13 @@ void AccumIdotLocal(uint row0, uint last, uint xb, uint nr, uint tid, uint lane,
     for (uint t = tid; t < nr * nbc; t += WG) {
       const uint r = t / nbc, b = t % nbc;
       const uint xo = (xb + r * p.x_rs + c0) / 4u + 8u * b, go = (c0 / 4u) + 8u * b;
-      const float inv = p.norm != 0u ? inv_s[r] : 1.0;
       vec4 v[8];
-      float amax = 0.0;
       for (uint i = 0; i < 8u; ++i) {
         v[i] = x4[xo + i];
-        if (p.norm != 0u) v[i] = g4[go + i] * (v[i] * inv);
-        const vec4 a = abs(v[i]);
-        amax = max(amax, max(max(a.x, a.y), max(a.z, a.w)));
+        if (p.norm != 0u) v[i] = g4[go + i] * (v[i] * inv[r]);
       }
-      const float d = amax / 127.0, id = d != 0.0 ? 1.0 / d : 0.0;
-      uint w[8];
-      int sum = 0;
-      for (uint i = 0; i < 8u; ++i) {
-        const ivec4 q = clamp(ivec4(roundEven(v[i] * id)), ivec4(-127), ivec4(127));
-        sum += q.x + q.y + q.z + q.w;
-        w[i] = Pack4(q);
-      }
-      xs4[r * (KC / 16u) + 2u * b] = uvec4(w[0], w[1], w[2], w[3]);
-      xs4[r * (KC / 16u) + 2u * b + 1u] = uvec4(w[4], w[5], w[6], w[7]);
-      xsd[r * (KC / 32u) + b] = vec2(d, d * float(sum));
+      QuantizeBlock32(v, xs4[r * (KC / 16u) + 2u * b], xs4[r * (KC / 16u) + 2u * b + 1u],
+                      xsd[r * (KC / 32u) + b]);
     }
     barrier();
 #if defined(W_Q4_0)
@@ -254,14 +235,10 @@ void AccumIdotLocal(uint row0, uint last, uint xb, uint nr, uint tid, uint lane,
 #if defined(W_Q4_0)
           const uvec4 xa = xs4[r * (KC / 16u) + 2u * bl], xc = xs4[r * (KC / 16u) + 2u * bl + 1u];
 #else
-          const uvec4 xa = xs4[r * (KC / 16u) + (u - u0)];
+          const uvec4 xa = xs4[r * (KC / 16u) + (u - u0)], xc = xa;
 #endif
           for (uint i = 0; i < QR; ++i) {
-#if defined(W_Q4_0)
-            const float v = dw[i] * (dx.x * float(Dot4(w[i] & 0x0F0F0F0Fu, xa) + Dot4((w[i] >> 4) & 0x0F0F0F0Fu, xc)) - 8.0 * dx.y);
-#else
-            const float v = dw[i] * (dx.x * float(Dot4(w[i], xa)));
-#endif
+            const float v = IdotUnit(w[i], dw[i], xa, xc, dx);
 #if defined(DUAL)
             if (sel == 0u) acc[i][r] += v; else acc2[i][r] += v;
 #else
@@ -375,13 +352,10 @@ void main() {
     AccumIdotLocal(row0, last, xb, nr, tid, lane, acc);
 #endif
   }
-  if (false) {
 #else
   if (n < p.N) {
-#endif
     const uint xb = r0 * p.x_rs + h * p.x_hs + p.x_off;
 #if defined(IDOT)
-#if !defined(XLOCAL)
     const uint row0 = h * p.N + n, last = h * p.N + p.N - 1u;
 #if defined(DUAL)
     wsel = 0u;
@@ -390,7 +364,6 @@ void main() {
     AccumIdot(row0, last, r0, nr, lane, acc2);
 #else
     AccumIdot(row0, last, r0, nr, lane, acc);
-#endif
 #endif
 #elif defined(VEC) && defined(W_QUANT)
     // Rows past N (the last group of the last workgroup) re-read row N - 1; not written.
@@ -421,6 +394,7 @@ void main() {
 #endif
 #endif
   }
+#endif
   // Folded RMSNorm: this invocation's share of Σ x² per row (the group covers all of K).
   float ss[RB];
   for (uint r = 0; r < RB; ++r) ss[r] = 0.0;
