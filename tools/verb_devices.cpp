@@ -43,9 +43,9 @@ VerbRun Setup(CLI::App& sub) {
       std::printf("    memory heaps:");
       for (const auto& h : d.heaps)
         std::printf(" %s%s", Bytes(h.bytes).c_str(), h.device_local ? " (device-local)" : "");
-      std::printf("\n    subgroup: %u (min %u, max %u), arithmetic %s, shuffle %s\n", d.subgroup_size,
-                  d.min_subgroup_size, d.max_subgroup_size, YesNo(d.subgroup_arithmetic),
-                  YesNo(d.subgroup_shuffle));
+      std::printf("\n    subgroup: %u (min %u, max %u), arithmetic %s, shuffle %s, clustered %s\n",
+                  d.subgroup_size, d.min_subgroup_size, d.max_subgroup_size, YesNo(d.subgroup_arithmetic),
+                  YesNo(d.subgroup_shuffle), YesNo(d.subgroup_clustered));
       std::printf("    fp16 %s, int8 %s, storage16 %s, storage8 %s, int-dot %s, bf16 %s\n",
                   YesNo(d.fp16), YesNo(d.int8), YesNo(d.storage16), YesNo(d.storage8),
                   d.int_dot_accel ? "yes (4x8 in hardware)" : YesNo(d.int_dot), YesNo(d.bf16));

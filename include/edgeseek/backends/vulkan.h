@@ -25,6 +25,7 @@ struct VulkanDeviceInfo {
   uint32_t min_subgroup_size = 0, max_subgroup_size = 0;
   bool subgroup_arithmetic = false;  // subgroupAdd/Max in compute shaders (required)
   bool subgroup_shuffle = false;
+  bool subgroup_clustered = false;   // subgroupClusteredAdd in compute shaders (small-TPR GEMV)
   bool fp16 = false;                 // shaderFloat16
   bool int8 = false;                 // shaderInt8
   bool storage16 = false;            // storageBuffer16BitAccess

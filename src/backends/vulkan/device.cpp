@@ -373,6 +373,7 @@ VulkanDeviceInfo Describe(VkPhysicalDevice pd, int index) {
   d.subgroup_arithmetic = sg_compute && (sg.supportedOperations & VK_SUBGROUP_FEATURE_ARITHMETIC_BIT) &&
                           (sg.supportedOperations & VK_SUBGROUP_FEATURE_BASIC_BIT);
   d.subgroup_shuffle = sg_compute && (sg.supportedOperations & VK_SUBGROUP_FEATURE_SHUFFLE_BIT);
+  d.subgroup_clustered = sg_compute && (sg.supportedOperations & VK_SUBGROUP_FEATURE_CLUSTERED_BIT);
   d.max_storage_buffer_range = props.limits.maxStorageBufferRange;
   d.max_memory_allocation = m3.maxMemoryAllocationSize;
   d.max_shared_memory = props.limits.maxComputeSharedMemorySize;
