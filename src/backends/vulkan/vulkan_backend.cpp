@@ -381,7 +381,7 @@ std::unique_ptr<VulkanBackend::Program> VulkanBackend::Build(const Graph& g, con
       continue;
     const int64_t K = g.node(n.src[0]).shape[1];
     if (!UseIdotGemv(*dev_, T, K, weights_->Get(*g.node(n.src[1]).weight).dtype) ||
-        !IdotQuantizeOnce(*dev_))
+        !IdotQuantizeOnce())
       continue;
     const int nm = norm_of[size_t(i)];
     const std::pair<int, int> key{nm >= 0 ? nodes[size_t(nm)].src[0] : n.src[0], nm};

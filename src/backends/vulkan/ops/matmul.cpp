@@ -102,8 +102,7 @@ bool UseIdotGemv(const Device& dev, int64_t R, int64_t K, DType wt) {
   return on;
 }
 
-bool IdotQuantizeOnce(const Device& dev) {
-  (void)dev;
+bool IdotQuantizeOnce() {
   return Knob("ES_VK_GEMV_IDOT_LOCAL", {0, 1}, 1) == 0;
 }
 
@@ -201,11 +200,12 @@ void RecordMatMul(OpContext& c, BufRange x, int64_t R, int64_t K, const DeviceWe
   if (idot && !xq) gs.kc = IdotLocalStep(K, gs.rb);
   // The workgroup-scope coopmat GEMM reads x as f16: one conversion serves every chunk.
   const bool quant = IsQuantized(w.dtype);
-  const uint32_t S_all = c.dev.coopmat2().bm ? c.dev.coopmat2().SplitK(uint64_t(R), uint64_t(w.rows), uint64_t(K)) : 1u;
-  const uint64_t w16_off = Cm2WeightOffset(R, K, S_all, uint64_t(w.rows));
+  const bool cm2_type = !gemv && UseCoopmat2(c.dev, K, w.dtype, w.rows);
+  // Its split-K slices and the offset of a chunk's f16 copy in the scratch (cm2 GEMMs only).
+  const uint32_t S_all = cm2_type ? c.dev.coopmat2().SplitK(uint64_t(R), uint64_t(w.rows), uint64_t(K)) : 1u;
+  const uint64_t w16_off = cm2_type ? Cm2WeightOffset(R, K, S_all, uint64_t(w.rows)) : 0;
   // Quantized weights need room for a chunk's f16 copy in the scratch (MatMulScratchBytes).
-  const bool cm2 = !gemv && UseCoopmat2(c.dev, K, w.dtype, w.rows) &&
-                   (!quant || (x16 && x16->size >= w16_off + uint64_t(w.rows) * uint64_t(K) * 2));
+  const bool cm2 = cm2_type && (!quant || (x16 && x16->size >= w16_off + uint64_t(w.rows) * uint64_t(K) * 2));
   const bool cm2_h = cm2 && x16 && x16->size >= uint64_t(R * K * 2);
   const BufRange xh = cm2_h ? BufRange{x16->buffer, x16->offset, uint64_t(R * K * 2)} : x;
   if (cm2_h) {

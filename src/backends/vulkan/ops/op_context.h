@@ -109,7 +109,7 @@ void RecordMatMul(OpContext& c, BufRange x, int64_t R, int64_t K, const DeviceWe
 bool UseIdotGemv(const Device& dev, int64_t R, int64_t K, DType wt);
 // Whether its x is quantized once per input by a dispatch of its own (ES_VK_GEMV_IDOT_LOCAL=0)
 // rather than inside each GEMV workgroup (the default).
-bool IdotQuantizeOnce(const Device& dev);
+bool IdotQuantizeOnce();
 // Bytes of x quantized for it: R * K int8 (rounded up to 256 bytes), then per 32-block (d, d·Σq).
 uint64_t QuantXBytes(int64_t R, int64_t K);
 QuantX QuantXRanges(BufRange xq, int64_t R, int64_t K);

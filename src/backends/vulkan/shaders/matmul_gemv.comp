@@ -127,52 +127,105 @@ float IdotUnit(uvec4 w, float dw, uvec4 xa, uvec4 xc, vec2 dx) {
   return dw * (dx.x * float(Dot4(w, xa)));
 #endif
 }
-#if !defined(XLOCAL)
-// acc[i][r] += Σ over this invocation's units of row row0 + i (rows past `last` read `last`)
-// times batch row r0 + r of the quantized x (see the header).
-void AccumIdot(uint row0, uint last, uint r0, uint nr, uint lane, inout float acc[QR][RB]) {
-  const uint K = p.K, nb = K / 32u, rw = QRowWords(K), xrow4 = K / 16u;
-  uint base[QR];
-  for (uint i = 0; i < QR; ++i) base[i] = min(row0 + i, last) * rw;
 #if defined(W_Q4_0)
-  const uint nu = nb;       // units: blocks
+const uint kUnitElems = 32u;  // units: blocks
 #else
-  const uint nu = 2u * nb;  // units: half blocks
+const uint kUnitElems = 16u;  // units: half blocks
 #endif
-  for (uint u = lane; u < nu; u += TPR) {
+#if defined(XLOCAL)
+shared uvec4 xs4[RB * KC / 16u];  // int8 x of the step: row r at r * KC / 16
+shared vec2 xsd[RB * KC / 32u];   // (d, d * Σq) per block: row r at r * KC / 32
+#include "quant_x.glsl"
+// Unit u of batch row r (of this workgroup) of the step starting at unit u0, from shared memory.
+void XUnit(uint r, uint u, uint u0, out uvec4 xa, out uvec4 xc, out vec2 dx) {
+  const uint ul = u - u0;
+#if defined(W_Q4_0)
+  dx = xsd[r * (KC / 32u) + ul];
+  xa = xs4[r * (KC / 16u) + 2u * ul];
+  xc = xs4[r * (KC / 16u) + 2u * ul + 1u];
+#else
+  dx = xsd[r * (KC / 32u) + (ul >> 1)];
+  xa = xs4[r * (KC / 16u) + ul];
+  xc = xa;
+#endif
+}
+#else
+// Unit u of batch row r of the x quantized by quantize_q8.comp (one step: u0 = 0).
+void XUnit(uint r, uint u, uint u0, out uvec4 xa, out uvec4 xc, out vec2 dx) {
+  const uint nb = p.K / 32u, xrow4 = p.K / 16u;
+#if defined(W_Q4_0)
+  dx = xds[r * nb + u];
+  xa = xq4[r * xrow4 + 2u * u];
+  xc = xq4[r * xrow4 + 2u * u + 1u];
+#else
+  dx = xds[r * nb + (u >> 1)];
+  xa = xq4[r * xrow4 + u];
+  xc = xa;
+#endif
+}
+#endif
+// acc[i][r] += Σ over this invocation's units u in [u0, u1) (lane, lane + TPR, ...) of row i of
+// the group (quants at word base[i]) times batch row xr0 + r of x (XUnit); DUAL: the gate weight
+// into acc, the up weight into acc2.
+void IdotUnits(uint u0, uint u1, const uint base[QR], uint xr0, uint nr, uint lane,
+               inout float acc[QR][RB]
+#if defined(DUAL)
+               , inout float acc2[QR][RB]
+#endif
+) {
+  const uint K = p.K;
+#if defined(DUAL)
+  for (uint sel = 0; sel < 2u; ++sel) {
+    wsel = sel;
+#endif
+  for (uint u = u0 + lane; u < u1; u += TPR) {
     uvec4 w[QR];
     float dw[QR];
-#if defined(W_Q4_0)
-    const uint b = u;
-#else
-    const uint b = u >> 1;
-#endif
+    const uint b = u * kUnitElems / 32u;
     for (uint i = 0; i < QR; ++i) {
       w[i] = QUAD(base[i] / 4u + u);
       dw[i] = QScale(base[i], K, b);
     }
     for (uint r = 0; r < RB; ++r) {
       if (r < nr) {
-        const vec2 dx = xds[(r0 + r) * nb + b];
-#if defined(W_Q4_0)
-        const uvec4 xa = xq4[(r0 + r) * xrow4 + 2u * u], xc = xq4[(r0 + r) * xrow4 + 2u * u + 1u];
+        uvec4 xa, xc;
+        vec2 dx;
+        XUnit(xr0 + r, u, u0, xa, xc, dx);
+        for (uint i = 0; i < QR; ++i) {
+          const float v = IdotUnit(w[i], dw[i], xa, xc, dx);
+#if defined(DUAL)
+          if (sel == 0u) acc[i][r] += v; else acc2[i][r] += v;
 #else
-        const uvec4 xa = xq4[(r0 + r) * xrow4 + u], xc = xa;
+          acc[i][r] += v;
 #endif
-        for (uint i = 0; i < QR; ++i) acc[i][r] += IdotUnit(w[i], dw[i], xa, xc, dx);
+        }
       }
     }
   }
-}
+#if defined(DUAL)
+  }
 #endif
-#if defined(XLOCAL)
-shared uvec4 xs4[RB * KC / 16u];  // int8 x of the step: row r at r * KC / 16
-shared vec2 xsd[RB * KC / 32u];   // (d, d * Σq) per block: row r at r * KC / 32
-#include "quant_x.glsl"
-
+}
+#if !defined(XLOCAL)
+// acc[i][r] += Σ over this invocation's units of row row0 + i (rows past `last` read `last`)
+// times batch row r0 + r of the quantized x (see the header).
+void AccumIdot(uint row0, uint last, uint r0, uint nr, uint lane, inout float acc[QR][RB]
+#if defined(DUAL)
+               , inout float acc2[QR][RB]
+#endif
+) {
+  uint base[QR];
+  for (uint i = 0; i < QR; ++i) base[i] = min(row0 + i, last) * QRowWords(p.K);
+#if defined(DUAL)
+  IdotUnits(0u, p.K / kUnitElems, base, r0, nr, lane, acc, acc2);
+#else
+  IdotUnits(0u, p.K / kUnitElems, base, r0, nr, lane, acc);
+#endif
+}
+#else
 // Every invocation of the workgroup calls this (barriers inside). Per step of KC elements: the
 // workgroup quantizes that part of each batch row into shared memory, then every group walks its
-// units of it (as AccumIdot).
+// units of it (IdotUnits, as AccumIdot).
 void AccumIdotLocal(uint row0, uint last, uint xb, uint nr, uint tid, uint lane,
                     inout float acc[QR][RB]
 #if defined(DUAL)
@@ -208,48 +261,11 @@ void AccumIdotLocal(uint row0, uint last, uint xb, uint nr, uint tid, uint lane,
                       xsd[r * (KC / 32u) + b]);
     }
     barrier();
-#if defined(W_Q4_0)
-    const uint u0 = c0 / 32u, u1 = u0 + nbc;  // units: blocks
-#else
-    const uint u0 = c0 / 16u, u1 = u0 + 2u * nbc;  // units: half blocks
-#endif
+    const uint u0 = c0 / kUnitElems, u1 = u0 + kc / kUnitElems;
 #if defined(DUAL)
-    for (uint sel = 0; sel < 2u; ++sel) {
-      wsel = sel;
-#endif
-    for (uint u = u0 + lane; u < u1; u += TPR) {
-      uvec4 w[QR];
-      float dw[QR];
-#if defined(W_Q4_0)
-      const uint b = u, bl = u - u0;
+    IdotUnits(u0, u1, base, 0u, nr, lane, acc, acc2);
 #else
-      const uint b = u >> 1, bl = (u - u0) >> 1;
-#endif
-      for (uint i = 0; i < QR; ++i) {
-        w[i] = QUAD(base[i] / 4u + u);
-        dw[i] = QScale(base[i], K, b);
-      }
-      for (uint r = 0; r < RB; ++r) {
-        if (r < nr) {
-          const vec2 dx = xsd[r * (KC / 32u) + bl];
-#if defined(W_Q4_0)
-          const uvec4 xa = xs4[r * (KC / 16u) + 2u * bl], xc = xs4[r * (KC / 16u) + 2u * bl + 1u];
-#else
-          const uvec4 xa = xs4[r * (KC / 16u) + (u - u0)], xc = xa;
-#endif
-          for (uint i = 0; i < QR; ++i) {
-            const float v = IdotUnit(w[i], dw[i], xa, xc, dx);
-#if defined(DUAL)
-            if (sel == 0u) acc[i][r] += v; else acc2[i][r] += v;
-#else
-            acc[i][r] += v;
-#endif
-          }
-        }
-      }
-    }
-#if defined(DUAL)
-    }
+    IdotUnits(u0, u1, base, 0u, nr, lane, acc);
 #endif
   }
 }
@@ -358,10 +374,7 @@ void main() {
 #if defined(IDOT)
     const uint row0 = h * p.N + n, last = h * p.N + p.N - 1u;
 #if defined(DUAL)
-    wsel = 0u;
-    AccumIdot(row0, last, r0, nr, lane, acc);
-    wsel = 1u;
-    AccumIdot(row0, last, r0, nr, lane, acc2);
+    AccumIdot(row0, last, r0, nr, lane, acc, acc2);
 #else
     AccumIdot(row0, last, r0, nr, lane, acc);
 #endif
