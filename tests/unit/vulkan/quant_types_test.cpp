@@ -1,9 +1,9 @@
 // Every GGUF block type (Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, Q4_K, Q5_K, Q6_K) on the Vulkan backend
 // against the CPU reference (src/quant's Dequantize, backends/cpu/reference.h): embedding rows
 // element for element (the repacked layouts of weights.cpp + wload.glsl dequantize exactly), the
-// decode GEMV (R = 1, 3, 8) under every knob of the quantized GEMV, the plain GEMM (R = 9, 37),
-// the fused SwiGLU GEMV, MoE experts and MLA's per-head GEMV. Sizes: N not a multiple of the
-// outputs per workgroup, K of 1 and 3 blocks (32-blocks) or 1 and 3 super-blocks (K-quants).
+// decode GEMV (R = 1, 3, 8) under every knob of the quantized GEMV (TPR 4, 8, 16 too: clustered
+// subgroup sums), the plain GEMM (R = 9, 37), the fused SwiGLU GEMV, MoE experts and MLA's
+// per-head GEMV. Sizes: N not a multiple of the outputs per workgroup, K of 1 and 3 blocks (32-blocks) or 1 and 3 super-blocks (K-quants).
 // Tolerance: relative L2 1e-5 (both sides sum the same dequantized weights; ours in f32).
 #include <gtest/gtest.h>
 
@@ -498,6 +498,108 @@ TEST_F(VulkanQuant, IdotKnobOutOfRangeIsAClearError) {
     EXPECT_NE(std::string(e.what()).find("ES_VK_GEMV_IDOT"), std::string::npos) << e.what();
   }
 }
+
+// ---- small TPR: 4, 8 or 16 invocations per output group (matmul_gemv.comp CLUSTER) ----------
+// Below the subgroup size a group is one cluster of its subgroup, summed by subgroupClusteredAdd
+// and written by its lane 0 (the "_c" shader variants). That needs clustered subgroup ops;
+// without them the host raises TPR to the subgroup size, so such a setting would only repeat a
+// larger one: it is skipped, saying why (lavapipe: subgroup 8, no clustered ops, so TPR 4 skips
+// and 8, 16 take the shared-memory step; on the H200, subgroup 32, all three are clustered). A
+// workgroup covers WG / TPR · QR outputs (up to 512 here): N = 37 and 301 leave partial ones.
+// Every path of the GEMV: float (AccumQuant: Q8_0, Q4_0, Q4_K), integer dot with x quantized in
+// the workgroup and by a dispatch of its own, R = 1 and 3 (+ bias), and the fused FFN (dual
+// gate/up + SwiGLU, folded norm, residual epilogue).
+class VulkanSmallTpr : public VulkanTest, public ::testing::WithParamInterface<int> {
+ protected:
+  void SetUp() override {
+    VulkanTest::SetUp();
+    const VulkanDeviceInfo& info = SharedVulkan().device().info();
+    if (uint32_t(GetParam()) < info.max_subgroup_size && !info.subgroup_clustered)
+      GTEST_SKIP() << "TPR " << GetParam() << " is below " << info.name << "'s subgroup size "
+                   << info.max_subgroup_size << ", which needs clustered subgroup ops; it has none";
+  }
+  // The knob settings of this TPR with `qr` outputs per group, and what the case is called.
+  std::string What(const char* path, uint32_t qr) const {
+    const VulkanDeviceInfo& info = SharedVulkan().device().info();
+    return std::string(path) + " TPR=" + std::to_string(GetParam()) + " QR=" + std::to_string(qr) +
+           (uint32_t(GetParam()) < info.subgroup_size ? " (clustered)" : " (shared step)");
+  }
+};
+
+// Outputs per group by TPR: each value of the QR knob once over the three TPRs and two paths.
+uint32_t SmallTprQr(int tpr, bool idot) {
+  if (tpr == 4) return idot ? 8 : 4;
+  return tpr == 8 ? (idot ? 2 : 8) : (idot ? 4 : 2);
+}
+
+TEST_P(VulkanSmallTpr, FloatGemvGivesTheReference) {
+  const uint32_t qr = SmallTprQr(GetParam(), false);
+  ScopedEnv tpr("ES_VK_GEMV_TPR", std::to_string(GetParam()));
+  ScopedEnv rows("ES_VK_GEMV_QR", std::to_string(qr));
+  auto be = MakeVulkan({});
+  for (DType dt : {DType::kQ8_0, DType::kQ4_0, DType::kQ4_K})
+    for (int R : {1, 3})
+      for (int N : {37, 301}) CheckMatMul(*be, dt, R, Ks(dt)[1], N, R == 3, What("float", qr));
+}
+
+TEST_P(VulkanSmallTpr, IdotGemvGivesTheReference) {
+  const uint32_t qr = SmallTprQr(GetParam(), true);
+  for (const char* local : {"1", "0"}) {
+    ScopedEnv tpr("ES_VK_GEMV_IDOT_TPR", std::to_string(GetParam()));
+    ScopedEnv rows("ES_VK_GEMV_IDOT_QR", std::to_string(qr));
+    ScopedEnv wg("ES_VK_GEMV_IDOT_WG", GetParam() == 8 ? "128" : "256");
+    ScopedEnv loc("ES_VK_GEMV_IDOT_LOCAL", local);
+    auto be = IdotVulkan();
+    const std::string what = What("idot", qr) + " LOCAL=" + local;
+    // K = 65 blocks: 16 or 17 units per invocation at TPR 4, none for some at TPR 16 (Q4_0).
+    for (DType dt : kIdotTypes)
+      for (int R : {1, 3})
+        for (int N : {37, 301}) CheckIdot(*be, dt, R, 2080, N, R == 3, what);
+  }
+}
+
+TEST_P(VulkanSmallTpr, FusedFfnGivesTheReference) {
+  const uint32_t qr = SmallTprQr(GetParam(), false), qr_idot = SmallTprQr(GetParam(), true);
+  const RefMm mm = [](const std::vector<float>& x, const Tensor& W, int T) {
+    Tensor X = AllocTensor("x", DType::kF32, {T, W.cols()});
+    std::copy(x.begin(), x.end(), static_cast<float*>(MutableData(X)));
+    return RefMatMul(X, W, nullptr, T);
+  };
+  const RefMm mm_idot = [](const std::vector<float>& x, const Tensor& W, int T) {
+    return RefIdot(QuantizedRows(x, T, int(W.cols())), W, nullptr, T);
+  };
+  {  // the float GEMV: the folded norm's Σ x² is summed by the cluster too
+    ScopedEnv tpr("ES_VK_GEMV_TPR", std::to_string(GetParam()));
+    ScopedEnv rows("ES_VK_GEMV_QR", std::to_string(qr));
+    auto be = MakeVulkan({});
+    for (DType dt : {DType::kQ8_0, DType::kQ4_K})
+      for (int T : {1, 3}) {
+        std::vector<float> want;
+        const int D = 2 * BlockElems(dt), I = 3 * BlockElems(dt);
+        const std::vector<float> got = RunFfn(*be, dt, T, D, I, 191, mm, &want);
+        EXPECT_EQ(be->counters().dispatches, 4) << Name(dt);
+        ExpectClose(got, want, kTol, "fused FFN " + What("float", qr) + " T=" + std::to_string(T) +
+                                         " " + std::string(Name(dt)));
+      }
+  }
+  for (const char* local : {"1", "0"}) {
+    ScopedEnv tpr("ES_VK_GEMV_IDOT_TPR", std::to_string(GetParam()));
+    ScopedEnv rows("ES_VK_GEMV_IDOT_QR", std::to_string(qr_idot));
+    ScopedEnv loc("ES_VK_GEMV_IDOT_LOCAL", local);
+    auto be = IdotVulkan();
+    for (DType dt : kIdotTypes)
+      for (int T : {1, 3}) {
+        std::vector<float> want;
+        const std::vector<float> got = RunFfn(*be, dt, T, 320, 96, 193, mm_idot, &want);
+        EXPECT_EQ(be->counters().dispatches, local[0] == '1' ? 4 : 6) << Name(dt);
+        ExpectClose(got, want, kIdotTol, "fused FFN " + What("idot", qr_idot) + " LOCAL=" + local +
+                                             " T=" + std::to_string(T) + " " + std::string(Name(dt)));
+      }
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Tpr, VulkanSmallTpr, ::testing::Values(4, 8, 16),
+                         [](const ::testing::TestParamInfo<int>& i) { return "tpr" + std::to_string(i.param); });
 
 // End to end: a golden transformers checkpoint (DeepSeek-V2 at real head dims: MLA, MoE, and
 // rows of 256) converted by `edgeseek convert --type q4_k_m` (Q4_K, Q5_K, Q6_K and Q5_1 tensors)

@@ -38,7 +38,10 @@ uint32_t Knob(const char* name, std::initializer_list<uint32_t> allowed, uint32_
 // one process can compare them); the dense types keep GemvFor's geometry with QR = SPL = 1.
 //   ES_VK_GEMV_QR   1|2|4|8      adjacent output rows per invocation group, sharing each x load
 //                                (default 4)
-//   ES_VK_GEMV_TPR  32..256      invocations per group (default 128; at least the subgroup size)
+//   ES_VK_GEMV_TPR  4..256       invocations per group, a power of two (default 128); below the
+//                                device's largest subgroup size only where it has clustered
+//                                subgroup ops (the "_c" shader variants: a group is one cluster of
+//                                a subgroup, summed by subgroupClusteredAdd), else raised to it
 //   ES_VK_GEMV_SPL  1|2|4        consecutive 8-element slices per invocation per step (default 1:
 //                                4 invocations per 32-block, neighbours read neighbouring words)
 //   ES_VK_GEMV_MAGIC 0|1         levels to floats by the 0x4B000000 bit trick (default 1)
@@ -47,7 +50,9 @@ uint32_t Knob(const char* name, std::initializer_list<uint32_t> allowed, uint32_
 //                                device has 4x8-bit dot products in hardware: Q8_0 keeps exact
 //                                f32 x, its own error, for +1-2% at most on the H200;
 //                                VulkanTuning::gemv_idot overrides)
-//   ES_VK_GEMV_IDOT_TPR  32..256 invocations per group (default 64)
+//   ES_VK_GEMV_IDOT_TPR  4..256  invocations per group (default 64; below the subgroup size as
+//                                ES_VK_GEMV_TPR: 4, 8 or 16 let a workgroup cover 64, 32 or 16
+//                                groups, its x quantized once for all of them)
 //   ES_VK_GEMV_IDOT_QR   1|2|4|8 adjacent output rows per group (default 4)
 //   ES_VK_GEMV_IDOT_WG   128|256 invocations per workgroup (default 256; at least TPR): 16 rows
 //                                a workgroup at the defaults (H200, 7B Q4_0 tg128: 237 t/s; 4
@@ -57,8 +62,10 @@ uint32_t Knob(const char* name, std::initializer_list<uint32_t> allowed, uint32_
 //                                the matmuls reading it (one more dispatch, no repeated work)
 struct GemvSpec {
   uint32_t wg, rows, qr, spl, nsg, magic, rb, kc = 32;
+  bool cluster = false;  // TPR = wg / rows below the largest subgroup size: the "_c" variants
   std::vector<uint32_t> Spec() const { return {wg, rows, qr, spl, nsg, magic, rb, kc}; }
   uint32_t Outputs() const { return rows * qr; }  // outputs per workgroup
+  const char* Variant() const { return cluster ? "_c" : ""; }  // shader name suffix
 };
 // R: the batch rows (RB: the smallest of 1, 2, 4, 8 covering min(R, 8)). idot: the
 // integer-dot variant (its own knobs and defaults: a 3584-wide Q4_0 row is only 112 units).
@@ -68,12 +75,17 @@ GemvSpec GemvSpecFor(const Device& dev, DType wt, bool vec, int64_t R, bool idot
   const uint32_t rb = R <= 1 ? 1 : R <= 2 ? 2 : R <= 4 ? 4 : 8;
   if (!(vec && IsQuantized(wt))) return {gs.wg, gs.rows, 1, 1, gs.wg / min_sg, 1, rb};
   const uint32_t max_sg = std::max<uint32_t>(dev.info().max_subgroup_size, 1);
-  const uint32_t tpr =
-      std::max(Knob(idot ? "ES_VK_GEMV_IDOT_TPR" : "ES_VK_GEMV_TPR", {32, 64, 128, 256}, idot ? 64 : 128), max_sg);
+  const uint32_t knob =
+      Knob(idot ? "ES_VK_GEMV_IDOT_TPR" : "ES_VK_GEMV_TPR", {4, 8, 16, 32, 64, 128, 256}, idot ? 64 : 128);
+  // Below the subgroup size a group is a cluster of its subgroup (subgroupClusteredAdd); without
+  // clustered ops, at least the largest subgroup size (the shared step needs whole subgroups).
+  const uint32_t tpr = dev.info().subgroup_clustered ? knob : std::max(knob, max_sg);
   const uint32_t wg = std::max<uint32_t>(idot ? Knob("ES_VK_GEMV_IDOT_WG", {128, 256}, 256) : 128, tpr);
-  return {wg, wg / tpr, Knob(idot ? "ES_VK_GEMV_IDOT_QR" : "ES_VK_GEMV_QR", {1, 2, 4, 8}, 4),
-          Knob("ES_VK_GEMV_SPL", {1, 2, 4}, 1),
-          wg / min_sg, Knob("ES_VK_GEMV_MAGIC", {0, 1}, 1), rb};
+  GemvSpec spec{wg, wg / tpr, Knob(idot ? "ES_VK_GEMV_IDOT_QR" : "ES_VK_GEMV_QR", {1, 2, 4, 8}, 4),
+                Knob("ES_VK_GEMV_SPL", {1, 2, 4}, 1),
+                wg / min_sg, Knob("ES_VK_GEMV_MAGIC", {0, 1}, 1), rb};
+  spec.cluster = tpr < max_sg;
+  return spec;
 }
 // The in-workgroup x quantization's step (spec constant KC): K where rb rows of int8 plus their
 // scales (1.25 bytes an element) fit 24 KiB of shared memory, else the most 32-blocks that do.
@@ -155,7 +167,7 @@ void RecordHeadGemv(OpContext& c, BufRange x, int64_t R, int64_t H, int64_t N, i
   ES_CHECK(vec || !IsQuantized(w.dtype), "vulkan: quantized per-head weight '", c.n.name,
            "' needs 4-aligned activation offsets");
   const GemvSpec gs = GemvSpecFor(c.dev, w.dtype, vec, R);
-  Dispatch& d = c.Add(std::string("matmul_gemv_") + TypeSuffix(w.dtype) + (vec ? "_vec" : ""),
+  Dispatch& d = c.Add(std::string("matmul_gemv_") + TypeSuffix(w.dtype) + (vec ? "_vec" : "") + gs.Variant(),
                       {1, 1, 1, 1, 1, 1}, gs.Spec());
   d.bindings = {{Range(w.chunks[0].alloc)}, {x}, {x}, {y}, {x}, {x}};
   d.writes = {3};
@@ -221,7 +233,7 @@ void RecordMatMul(OpContext& c, BufRange x, int64_t R, int64_t K, const DeviceWe
     const uint32_t N = uint32_t(ch.rows);
     if (gemv) {
       Dispatch& d = c.Add(std::string("matmul_gemv_") + TypeSuffix(w.dtype) +
-                              (xq ? "_idot" : idot ? "_idotl" : vec ? "_vec" : ""),
+                              (xq ? "_idot" : idot ? "_idotl" : vec ? "_vec" : "") + gs.Variant(),
                           {1, 1, 1, 1, 1, 1}, gs.Spec());
       d.bindings = {{Range(ch.alloc)}, {xq ? xq->q : x}, {bias ? *bias : x}, {y}, {residual ? *residual : x},
                     {xq ? xq->ds : norm ? norm->weight : x}};
@@ -319,7 +331,7 @@ void RecordGemvSwiGLU(OpContext& c, BufRange x, int64_t R, int64_t K, const Devi
     if (cg.rows == 0) continue;
     const uint32_t N = uint32_t(cg.rows);
     Dispatch& d = c.Add(std::string("matmul_gemv_") + TypeSuffix(gate.dtype) +
-                            (xq ? "_idot_dual" : idot ? "_idotl_dual" : "_dual"),
+                            (xq ? "_idot_dual" : idot ? "_idotl_dual" : "_dual") + gs.Variant(),
                         {2, 1, 1, 1, 1, 1}, gs.Spec());
     d.bindings = {{Range(cg.alloc), Range(cu.alloc)}, {xq ? xq->q : x}, {x}, {y}, {x},
                   {xq ? xq->ds : norm ? norm->weight : x}};

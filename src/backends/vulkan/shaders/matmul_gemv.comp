@@ -4,9 +4,18 @@
 //   y[r*y_rs + h*y_hs + y_off + n0 + n] = Σ_k W[h*N + n, k] x[r*x_rs + h*x_hs + x_off + k]
 //                                         (+ bias[n0 + n])
 // A workgroup computes ROWS outputs n for up to RB batch rows r; TPR = WG / ROWS invocations
-// share one output (a multiple of the subgroup size, chosen by the host), reduced with
-// subgroupAdd and one shared-memory step. VEC reads 8 weights per load and x as vec4 (K % 8 == 0,
-// x offsets and strides % 4 == 0).
+// share one output (a power of two chosen by the host), reduced with subgroupAdd and one
+// shared-memory step where TPR is a multiple of the subgroup size. VEC reads 8 weights per load
+// and x as vec4 (K % 8 == 0, x offsets and strides % 4 == 0).
+// CLUSTER (the "_c" variants, quantized VEC paths only; the host takes them where TPR is below
+// the device's largest subgroup size, which needs VK_SUBGROUP_FEATURE_CLUSTERED_BIT): where TPR <
+// gl_SubgroupSize, a group is one cluster of TPR lanes of its subgroup (group g = invocations
+// g·TPR .. g·TPR + TPR - 1, the subgroups laid out in invocation order, as the shared step also
+// assumes), reduced by subgroupClusteredAdd(v, TPR): every lane ends with the full sums, and the
+// group's lane 0 applies the folded norm and the epilogue and writes y itself — no shared-memory
+// step, no barrier. Where TPR >= gl_SubgroupSize (a device with several subgroup sizes) the
+// variant takes the shared step above. Small TPR (4, 8, 16) lets a workgroup cover WG / TPR · QR
+// rows: more units per invocation, and XLOCAL's x quantization amortized over more rows.
 // Fused epilogues (decode): p.epi == 1 adds res[...] (indexed as y: the residual stream) to each
 // output; DUAL (VEC only) binds two weights of the same shape (gate, up) and writes
 // silu(x Wgᵀ) * (x Wuᵀ), the SwiGLU of the FFN, in one pass over x. Folded RMSNorm (VEC,
@@ -17,7 +26,7 @@
 // host's group count says so); each invocation walks the rows' 8-element slices (QSlice), SPL
 // consecutive slices per step (spec constant 3), reading each x vec4 once for the QR rows.
 // Spec constant 4 (NSG) sizes the shared partial sums: subgroups per workgroup at the smallest
-// subgroup size; 5 (MAGIC) picks the int-to-float trick of QLevels (1) or plain conversions;
+// subgroup size (the clustered reduction does not use them); 5 (MAGIC) picks the int-to-float trick of QLevels (1) or plain conversions;
 // 6 (RB) is the number of batch rows a workgroup covers.
 // Integer dot products (IDOT, Q8_0 and Q4_0, VEC): x comes quantized to int8 per 32-block by
 // quantize_q8.comp (binding 1: the int8 words, binding 5: each block's (d, d·Σq); a folded norm is
@@ -33,6 +42,9 @@
 // quantizing, exactly as quantize_q8.comp does), so x is bound as f32 like the float GEMV's.
 #ifdef IDOT
 #extension GL_EXT_spirv_intrinsics : require
+#endif
+#ifdef CLUSTER
+#extension GL_KHR_shader_subgroup_clustered : require
 #endif
 #include "common.glsl"
 layout(local_size_x_id = 0) in;
@@ -343,6 +355,30 @@ void AccumVec(uint wrow, uint xb, uint nr, uint lane, inout float acc[RB]) {
 }
 #endif
 
+// y of output ni of batch row r from its full dot products (norm scale applied): s, and for DUAL
+// s2 the up projection's (silu(s) * s2); else s + bias (p.has_bias) + the residual (p.epi == 1).
+void Store(uint h, uint r, uint ni, float s, float s2) {
+  const uint yi = r * p.y_rs + h * p.y_hs + p.y_off + p.n0 + ni;
+#ifdef DUAL
+  y[yi] = s / (1.0 + exp(-s)) * s2;
+#else
+  const float b = p.has_bias != 0u ? bias[p.n0 + ni] : 0.0;
+  y[yi] = s + b + (p.epi == 1u ? res[yi] : 0.0);
+#endif
+}
+#if defined(CLUSTER)
+// Σ of v over this invocation's cluster of TPR lanes (TPR < gl_SubgroupSize, a power of two).
+// The cluster size must be a literal constant (glslang rejects a specialization constant); TPR
+// is one, so the driver keeps one branch.
+float ClusterSum(float v) {
+  if (TPR == 4u) return subgroupClusteredAdd(v, 4u);
+  if (TPR == 8u) return subgroupClusteredAdd(v, 8u);
+  if (TPR == 16u) return subgroupClusteredAdd(v, 16u);
+  if (TPR == 32u) return subgroupClusteredAdd(v, 32u);
+  return subgroupClusteredAdd(v, 64u);
+}
+#endif
+
 void main() {
   const uint tid = gl_LocalInvocationID.x;
   const uint g = tid / TPR, lane = tid % TPR;
@@ -421,6 +457,24 @@ void main() {
     }
   }
 #endif
+#if defined(CLUSTER)
+  if (TPR < gl_SubgroupSize) {  // uniform: the group is one cluster of its subgroup (header)
+    for (uint r = 0; r < nr; ++r) {
+      const float inv =
+          p.norm != 0u && !kNormInX ? 1.0 / sqrt(ClusterSum(ss[r]) / float(p.K) + p.eps) : 1.0;
+      for (uint i = 0; i < QR; ++i) {
+        const float s = ClusterSum(acc[i][r]) * inv;
+#ifdef DUAL
+        const float s2 = ClusterSum(acc2[i][r]) * inv;
+#else
+        const float s2 = 0.0;
+#endif
+        if (lane == 0u && n + i < p.N) Store(h, r0 + r, n + i, s, s2);
+      }
+    }
+    return;
+  }
+#endif
   for (uint r = 0; r < RB; ++r) {
     if (r < nr) {  // uniform: every invocation of the workgroup takes the same branch
       for (uint i = 0; i < QR; ++i) {
@@ -449,19 +503,12 @@ void main() {
       for (uint i = 0; i < QR; ++i) {
         const uint ni = n + i;
         if (ni >= p.N) break;
-        float s = 0.0;
+        float s = 0.0, s2 = 0.0;
         for (uint c = 0; c < per; ++c) s += part[(i * RB + r) * NSG + first + c];
-        s *= inv;
-        const uint yi = (r0 + r) * p.y_rs + h * p.y_hs + p.y_off + p.n0 + ni;
 #ifdef DUAL
-        float s2 = 0.0;
         for (uint c = 0; c < per; ++c) s2 += part2[(i * RB + r) * NSG + first + c];
-        s2 *= inv;
-        y[yi] = s / (1.0 + exp(-s)) * s2;
-#else
-        const float b = p.has_bias != 0u ? bias[p.n0 + ni] : 0.0;
-        y[yi] = s + b + (p.epi == 1u ? res[yi] : 0.0);
 #endif
+        Store(h, r0 + r, ni, s * inv, s2 * inv);
       }
     }
   }
