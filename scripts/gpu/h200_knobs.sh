@@ -1,7 +1,15 @@
 #!/usr/bin/env bash
 # Knob comparisons on the H200 after `h200_compare.sh run` (same job, same binaries in .esbin/):
 # one line per setting, appended to $OUT/knobs.txt. ES_KNOBS picks the groups (gemm cm2 cm2b
-# cm2prof gemv idot).
+# cm2prof gemv idot tpr_idot tpr_gemv). `idot` and `gemv` end with their small-TPR settings
+# (docs/vulkan.md "Small TPR"), which `tpr_idot` and `tpr_gemv` run alone; those take
+# /tmp/PRESET-TYPE.gguf where h200_compare.sh wrote it, else the synthetic model (slower to
+# load). All four files, then each group in a call of its own (10 minutes a call; the machine
+# and /tmp stay between calls while it is warm):
+#   run(command="ES_GGUFS='r1-distill-qwen-1.5b:q4_0 r1-distill-qwen-1.5b:q8_0 r1-distill-qwen-7b:q4_0
+#     r1-distill-qwen-7b:q8_0' ES_TESTS=0 ES_LLAMA=0 bash scripts/gpu/h200_compare.sh run",
+#     carry=[".gl", ".llama", ".esbin"])
+#   run(command="ES_KNOBS=tpr_idot bash scripts/gpu/h200_knobs.sh", ...), then ES_KNOBS=tpr_gemv
 #   run(command="bash scripts/gpu/h200_compare.sh run; bash scripts/gpu/h200_knobs.sh", carry=[...])
 set -uo pipefail
 cd "$(dirname "$0")/../.."
@@ -18,6 +26,45 @@ bench() {  # label, env..., -- bench args
   local line
   line=$(env "${envs[@]}" timeout 120 "$B/edgeseek" bench --backend vulkan "$@" 2>&1 | grep -E "prefill|decode" | tr '\n' ' ')
   echo "$label: $line" | tee -a "$OUT/knobs.txt"
+}
+# The model args of a preset and weight type: the GGUF h200_compare.sh wrote, else the synthetic model.
+model() {
+  local f=/tmp/$1-$2.gguf
+  if [[ -f $f ]]; then echo "-m $f"; else echo "--synthetic $1 --dtype $2"; fi
+}
+# Small TPR (4-16 invocations per output group, clustered subgroup sums: docs/vulkan.md "Small
+# TPR") against the defaults: each argument one setting of ES_VK_GEMV_<KNOB> words (spaces or
+# ";"), over the 7B and 1.5B distills in the weight types given by $TPR_TYPES. Rows per
+# workgroup = WG / TPR * QR: the first look (TPR 8 QR 4 WG 256 = 128 rows) lost to the default
+# (16 rows), maybe for want of workgroups (the 7B's 3584 outputs: 28), so the lists span 16 to
+# 128 rows. ES_TPR_IDOT_KNOBS / ES_TPR_GEMV_KNOBS replace them (settings apart by spaces, the
+# words of one joined by ";").
+TPR_IDOT_DEFAULT=("IDOT=0" "IDOT=1" "IDOT=1 IDOT_TPR=8 IDOT_QR=4 IDOT_WG=256" "IDOT=1 IDOT_TPR=8 IDOT_QR=2 IDOT_WG=128"
+  "IDOT=1 IDOT_TPR=8 IDOT_QR=1 IDOT_WG=128" "IDOT=1 IDOT_TPR=16 IDOT_QR=4 IDOT_WG=256"
+  "IDOT=1 IDOT_TPR=16 IDOT_QR=2 IDOT_WG=128" "IDOT=1 IDOT_TPR=16 IDOT_QR=2 IDOT_WG=256"
+  "IDOT=1 IDOT_TPR=4 IDOT_QR=2 IDOT_WG=128" "IDOT=1 IDOT_LOCAL=0 IDOT_TPR=8 IDOT_QR=2 IDOT_WG=128")
+TPR_GEMV_DEFAULT=("IDOT=0" "IDOT=0 TPR=8 QR=4" "IDOT=0 TPR=8 QR=2" "IDOT=0 TPR=16 QR=4" "IDOT=0 TPR=16 QR=2"
+  "IDOT=0 TPR=4 QR=2")
+tpr_settings() {
+  for m in r1-distill-qwen-7b r1-distill-qwen-1.5b; do
+    for t in $TPR_TYPES; do
+      for k in "$@"; do
+        local_env=()
+        for kv in ${k//;/ }; do local_env+=("ES_VK_GEMV_$kv"); done
+        bench "$m $t $k" "${local_env[@]}" -- $(model $m $t) -p 16 -n 64 -r 2
+      done
+    done
+  done
+}
+# The integer-dot path (Q4_0's default; Q8_0 needs IDOT=1), Q4_0 and Q8_0.
+tpr_idot() {
+  if [[ -n ${ES_TPR_IDOT_KNOBS:-} ]]; then TPR_TYPES="q4_0 q8_0" tpr_settings $ES_TPR_IDOT_KNOBS
+  else TPR_TYPES="q4_0 q8_0" tpr_settings "${TPR_IDOT_DEFAULT[@]}"; fi
+}
+# The float path (AccumQuant: Q8_0's default; WG 128, so TPR 8 QR 4 is 64 rows a workgroup).
+tpr_gemv() {
+  if [[ -n ${ES_TPR_GEMV_KNOBS:-} ]]; then TPR_TYPES="q8_0" tpr_settings $ES_TPR_GEMV_KNOBS
+  else TPR_TYPES="q8_0" tpr_settings "${TPR_GEMV_DEFAULT[@]}"; fi
 }
 cm2_settings() {  # each argument one setting: ES_VK_CM2_<KNOB>=<value> words (";" or spaces), or CM2=0
   for m in r1-distill-qwen-1.5b r1-distill-qwen-7b; do
@@ -77,6 +124,7 @@ for g in ${ES_KNOBS:-gemm gemv}; do
           bench "$(basename $f) $k" "${local_env[@]}" -- -m $f -p 16 -n 128 -r 1
         done
       done
+      tpr_idot
       f=/tmp/r1-distill-qwen-7b-q4_0.gguf
       [[ -f $f ]] && timeout 120 "$B/edgeseek" bench --backend vulkan -m $f -p 16 -n 16 -r 1 --profile 2>&1 |
         grep -A3 -E "profile, decode" | sed "s|^|7b q4_0 idot: |" | tee -a "$OUT/knobs.txt" ;;
@@ -88,6 +136,9 @@ for g in ${ES_KNOBS:-gemm gemv}; do
           for kv in $k; do local_env+=("ES_VK_GEMV_$kv"); done
           bench "$(basename $f) $k" "${local_env[@]}" -- -m $f -p 16 -n 64 -r 1
         done
-      done ;;
+      done
+      tpr_gemv ;;
+    tpr_idot) tpr_idot ;;
+    tpr_gemv) tpr_gemv ;;
   esac
 done
