@@ -140,5 +140,28 @@ for g in ${ES_KNOBS:-gemm gemv}; do
       tpr_gemv ;;
     tpr_idot) tpr_idot ;;
     tpr_gemv) tpr_gemv ;;
+    fa)  # prefill attention on tensor cores (attention_cm2.comp) against attention_rows.comp
+         # (FA_CM2=0): tiles BRxBC and workgroup sizes, pp512 on the f16 files h200_compare.sh
+         # wrote (else the synthetic models); ES_FA_KNOBS overrides (ES_VK_FA_<KNOB>=<value>
+         # words joined by ";"); then 7B prefill profiles and a pp2048 pair
+      for m in r1-distill-qwen-1.5b r1-distill-qwen-7b; do
+        f=/tmp/$m-f16.gguf
+        if [[ -f $f ]]; then margs="-m $f"; else margs="--synthetic $m --dtype f16"; fi
+        for k in ${ES_FA_KNOBS:-"CM2=0" "TILE=64x64" "TILE=32x64" "TILE=16x64" "TILE=64x32" "TILE=128x64" \
+          "TILE=64x64;WG=256" "TILE=32x32"}; do
+          local_env=()
+          for kv in ${k//;/ }; do local_env+=("ES_VK_FA_$kv"); done
+          bench "$m f16 fa $k" "${local_env[@]}" -- $margs -p 512 -n 4 -r 2
+        done
+        for k in "CM2=0" "CM2=1"; do
+          bench "$m f16 fa $k pp2048" ES_VK_FA_$k -- $margs -p 2048 -n 4 -r 1
+        done
+      done
+      for k in "CM2=0" "CM2=1"; do
+        f=/tmp/r1-distill-qwen-7b-f16.gguf
+        if [[ -f $f ]]; then margs="-m $f"; else margs="--synthetic r1-distill-qwen-7b --dtype f16"; fi
+        env ES_VK_FA_$k timeout 180 "$B/edgeseek" bench --backend vulkan $margs -p 512 -n 4 -r 1 --profile 2>&1 |
+          grep -A1 -E "profile, prefill" | sed "s|^|7b fa $k: |" | tee -a "$OUT/knobs.txt"
+      done ;;
   esac
 done

@@ -215,8 +215,10 @@ using PfnFlexibleDimensions = VkResult(VKAPI_PTR*)(VkPhysicalDevice, uint32_t*,
 // The workgroup-scope GEMM of matmul_gemm_cm2.comp: whether the build compiled it and the device
 // has everything it uses (VK_NV_cooperative_matrix2 with workgroup scope, flexible dimensions,
 // tensor addressing, conversions and per-element operations; VK_KHR_cooperative_matrix; the
-// Vulkan memory model; f16 arithmetic and 16-bit storage), and an f16 x f16 -> f32 workgroup-scope shape whose granularity divides the tile.
-// ES_VK_CM2=1 enables it.
+// Vulkan memory model; f16 arithmetic and 16-bit storage), and an f16 x f16 -> f32
+// workgroup-scope shape whose granularity divides the tile; then the prefill attention of
+// attention_cm2.comp where the device also has reductions. On by default; ES_VK_CM2=0 disables
+// both.
 Coopmat2Config QueryCoopmat2(VkPhysicalDevice pd, const VulkanDeviceInfo& info) {
   Coopmat2Config c;
 #ifndef ES_GLSLC_NV_COOPMAT2
@@ -257,51 +259,61 @@ Coopmat2Config QueryCoopmat2(VkPhysicalDevice pd, const VulkanDeviceInfo& info) 
   std::vector<CoopmatFlexibleDimensions> dims(n);
   for (auto& d : dims) d = CoopmatFlexibleDimensions{kSTypeCoopmatFlexibleDimensions, nullptr};
   if (flex(pd, &n, dims.data()) != VK_SUCCESS) return c;
-  // Tile BM x BN x BK and workgroup size: ES_VK_CM2_TILE=BMxBNxBK, ES_VK_CM2_WG; ES_VK_CM2_X32=1,
-  // ES_VK_CM2_SWAP=1, the variant flags ES_VK_CM2_FAST|ALIGN|LOOP|ACC16|ORDER and split-K
-  // ES_VK_CM2_SPLITK|SPLITK_MINK|SMS (knobs for
-  // scripts/gpu/h200_knobs.sh, docs/vulkan.md); the defaults were
-  // measured on the H200 (docs/vulkan.md).
-  uint32_t bm = 128, bn = 128, bk = 64, wg = 256;
-  if (const char* t = std::getenv("ES_VK_CM2_TILE")) std::sscanf(t, "%ux%ux%u", &bm, &bn, &bk);
-  if (const char* w = std::getenv("ES_VK_CM2_WG")) wg = uint32_t(std::strtoul(w, nullptr, 10));
-  if (wg == 0 || wg > props.workgroup_scope_max_workgroup_size) return c;
-  // A workgroup-scope f16 x f16 -> acc shape whose granularity divides the tile.
-  auto fits = [&](uint32_t acc) {
+  // Knobs (scripts/gpu/h200_knobs.sh, docs/vulkan.md): a flag is on when set to 1 (Flag), a
+  // number read as such (Num); the defaults were measured on the H200 (docs/vulkan.md).
+  auto env = [](const char* name) -> const char* {
+    const char* v = std::getenv(name);
+    return v && *v ? v : nullptr;
+  };
+  auto Flag = [&](const char* name, bool def) {
+    const char* v = env(name);
+    return v ? std::string(v) == "1" : def;
+  };
+  auto Num = [&](const char* name, uint32_t def) {
+    const char* v = env(name);
+    return v ? uint32_t(std::strtoul(v, nullptr, 10)) : def;
+  };
+  // A workgroup-scope f16 x f16 -> acc shape whose granularity divides m x n x k at workgroup
+  // size wg.
+  auto fits = [&](uint32_t acc, uint32_t m, uint32_t n, uint32_t k, uint32_t wg) {
     for (const auto& d : dims) {
       if (d.scope != kScopeWorkgroup || d.a_type != kComponentF16 || d.b_type != kComponentF16 ||
           d.c_type != acc || d.result_type != acc || d.saturating_accumulation)
         continue;
       if (!d.m_granularity || !d.n_granularity || !d.k_granularity) continue;
-      if (bm % d.m_granularity || bn % d.n_granularity || bk % d.k_granularity) continue;
+      if (m % d.m_granularity || n % d.n_granularity || k % d.k_granularity) continue;
       if (d.workgroup_invocations && d.workgroup_invocations != wg) continue;
       return true;
     }
     return false;
   };
-  if (!fits(kComponentF32)) return c;
+  // GEMM tile BM x BN x BK and workgroup size: ES_VK_CM2_TILE=BMxBNxBK, ES_VK_CM2_WG.
+  uint32_t bm = 128, bn = 128, bk = 64;
+  if (const char* t = env("ES_VK_CM2_TILE")) std::sscanf(t, "%ux%ux%u", &bm, &bn, &bk);
+  const uint32_t wg = Num("ES_VK_CM2_WG", 256);
+  if (wg == 0 || wg > props.workgroup_scope_max_workgroup_size) return c;
+  if (!fits(kComponentF32, bm, bn, bk, wg)) return c;
   c.bm = bm, c.bn = bn, c.bk = bk, c.wg = wg;
-  auto on = [](const char* name) {
-    const char* v = std::getenv(name);
-    return v && std::string(v) == "1";
-  };
-  c.x32 = on("ES_VK_CM2_X32");
-  c.swap = on("ES_VK_CM2_SWAP");
+  c.x32 = Flag("ES_VK_CM2_X32", false);
+  c.swap = Flag("ES_VK_CM2_SWAP", false);
   // Variant flags, matmul_gemm_cm2.comp's specialization constant 4 (its header lists them).
-  // Defaults: FAST (unclamped loop for whole tiles) on, LOOP 1 (no K-loop hint), split-K 4.
-  const char* fast = std::getenv("ES_VK_CM2_FAST");
-  if (!fast || std::string(fast) != "0") c.flags |= 1u;
-  if (on("ES_VK_CM2_ALIGN")) c.flags |= 2u;
-  const char* loop = std::getenv("ES_VK_CM2_LOOP");
-  c.flags |= ((loop ? uint32_t(std::atoi(loop)) : 1u) & 3u) << 2;
-  c.splitk = 4;
-  if (on("ES_VK_CM2_ORDER")) c.flags |= 32u;
-  // Split-K: the multiprocessor count from VK_NV_shader_sm_builtins (ES_VK_CM2_SMS overrides).
-  if (const char* v = std::getenv("ES_VK_CM2_SPLITK")) c.splitk = uint32_t(std::strtoul(v, nullptr, 10));
-  if (const char* v = std::getenv("ES_VK_CM2_SPLITK_MINK"))
-    c.splitk_min_k = uint32_t(std::strtoul(v, nullptr, 10));
-  if (const char* v = std::getenv("ES_VK_CM2_SMS")) {
-    c.sms = uint32_t(std::strtoul(v, nullptr, 10));
+  // Defaults: FAST (unclamped loop for whole tiles) on, LOOP 1 (no K-loop hint), ORDER off.
+  if (Flag("ES_VK_CM2_FAST", true)) c.flags |= 1u;
+  if (Flag("ES_VK_CM2_ALIGN", false)) c.flags |= 2u;
+  c.flags |= (Num("ES_VK_CM2_LOOP", 1) & 3u) << 2;
+  if (Flag("ES_VK_CM2_ORDER", false)) c.flags |= 32u;
+  if (Flag("ES_VK_CM2_ACC16", false)) {
+    if (fits(kComponentF16, bm, bn, bk, wg))
+      c.flags |= 16u;
+    else
+      std::fprintf(stderr, "vulkan: ES_VK_CM2_ACC16=1 ignored: no workgroup-scope f16 accumulator shape fits %ux%ux%u/%u\n", bm, bn, bk, wg);
+  }
+  // Split-K (default up to 4 slices): the multiprocessor count from VK_NV_shader_sm_builtins
+  // (ES_VK_CM2_SMS overrides).
+  c.splitk = Num("ES_VK_CM2_SPLITK", 4);
+  c.splitk_min_k = Num("ES_VK_CM2_SPLITK_MINK", 2048);
+  if (env("ES_VK_CM2_SMS")) {
+    c.sms = Num("ES_VK_CM2_SMS", 0);
   } else if (c.splitk > 1 && HasExtension(DeviceExtensions(pd), VK_NV_SHADER_SM_BUILTINS_EXTENSION_NAME)) {
     VkPhysicalDeviceShaderSMBuiltinsPropertiesNV sm{
         VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SHADER_SM_BUILTINS_PROPERTIES_NV};
@@ -310,11 +322,17 @@ Coopmat2Config QueryCoopmat2(VkPhysicalDevice pd, const VulkanDeviceInfo& info) 
     vkGetPhysicalDeviceProperties2(pd, &q);
     c.sms = sm.shaderSMCount;
   }
-  if (on("ES_VK_CM2_ACC16")) {
-    if (fits(kComponentF16))
-      c.flags |= 16u;
-    else
-      std::fprintf(stderr, "vulkan: ES_VK_CM2_ACC16=1 ignored: no workgroup-scope f16 accumulator shape fits %ux%ux%u/%u\n", bm, bn, bk, wg);
+  // Prefill attention (attention_cm2.comp, on unless ES_VK_FA_CM2=0): BR query rows x BC keys
+  // per tile (ES_VK_FA_TILE=BRxBC), workgroup size ES_VK_FA_WG; it also needs row reductions.
+  // Head dims pad to multiples of 16, so the shape must divide BR x BC x 16 and BR x 16 x BC.
+  if (cm2.reductions && Flag("ES_VK_FA_CM2", true)) {
+    uint32_t br = 64, bc = 64;
+    if (const char* t = env("ES_VK_FA_TILE")) std::sscanf(t, "%ux%u", &br, &bc);
+    const uint32_t fwg = Num("ES_VK_FA_WG", 128);
+    if (fwg && fwg <= props.workgroup_scope_max_workgroup_size && fits(kComponentF32, br, bc, 16, fwg) &&
+        fits(kComponentF32, br, 16, bc, fwg)) {
+      c.fa_br = br, c.fa_bc = bc, c.fa_wg = fwg;
+    }
   }
   return c;
 #endif
@@ -525,6 +543,7 @@ Device::Device(const std::string& want) {
   Coopmat2Features cm2{kSTypeCoopmat2Features, nullptr, VK_TRUE, VK_TRUE, VK_FALSE, VK_TRUE,
                        VK_TRUE, VK_TRUE, VK_FALSE};
   coopmat2_ = QueryCoopmat2(physical_, info_);
+  if (coopmat2_.fa_br) cm2.reductions = VK_TRUE;  // the attention's row max and smears
   if (coopmat2_.bm) {
     extensions.push_back("VK_KHR_cooperative_matrix");
     extensions.push_back("VK_NV_cooperative_matrix2");

@@ -48,6 +48,10 @@ struct Coopmat2Config {
     while (s * 2 <= splitk && s * 2 * tiles <= sms && s * 2 * bk <= K) s *= 2;
     return uint32_t(s);
   }
+  // Prefill attention on tensor cores (attention_cm2.comp): tiles of fa_br query rows x fa_bc
+  // keys, workgroup size fa_wg (ES_VK_FA_TILE=BRxBC, ES_VK_FA_WG); fa_br == 0: not available
+  // (no GEMM config, no row reductions, no fitting shape, or ES_VK_FA_CM2=0).
+  uint32_t fa_br = 0, fa_bc = 0, fa_wg = 0;
 };
 
 class Device {

@@ -159,6 +159,9 @@ std::string VulkanBackend::description() const {
      << ", subgroup " << i.subgroup_size;
   if (const auto& c2 = dev_->coopmat2(); c2.bm)
     os << ", NV coopmat2 " << c2.bm << "x" << c2.bn << "x" << c2.bk << "/" << c2.wg
+       << (c2.fa_br ? ", attention " + std::to_string(c2.fa_br) + "x" + std::to_string(c2.fa_bc) +
+                          "/" + std::to_string(c2.fa_wg)
+                    : std::string())
        << (dev_->f16_math() ? " in use" : " (off: f32 math)");
   if (dev_->coopmat_n())
     os << ", NV coopmat 16x" << dev_->coopmat_n() << "x16" << (dev_->f16_math() ? " in use" : " (off: f32 math)");

@@ -5,6 +5,7 @@
 
 #include <cmath>
 #include <map>
+#include <memory>
 
 #include "backends/cpu/reference.h"
 #include "edgeseek/core/half.h"
@@ -98,16 +99,26 @@ TEST_F(VulkanTest, SplitKeyDecodeOverALongContext) {
   }
 }
 
-TEST_P(VulkanAttention, CausalGqaOverTwoSlotsThenDecode) {
-  const DType kv_type = GetParam();
-  const int Hq = 6, Hkv = 2, dk = 10, dv = 6;
-  Tensor Q = RandomTensor("q", DType::kF32, {9, Hq * dk}, 21);
-  Tensor K = RandomTensor("k", DType::kF32, {9, Hkv * dk}, 22);
-  Tensor V = RandomTensor("v", DType::kF32, {9, Hkv * dv}, 23);
-  auto& be = SharedVulkan();
-  auto kv = be.CreateKv(KvSpec{2, {Hkv * dk, Hkv * dv}, kv_type}, 2, 16);
-  std::map<int, std::vector<std::vector<float>>> kc, vc;  // slot -> rows by position
-  for (const Batch& b : Steps()) {
+// KV stores of k and v rows and the attention of q over them, step after step, on one cache;
+// each step's output against the reference over host copies of what each slot holds (kc, vc:
+// slot -> rows by position, rounded to the cache type). q, k, v rows come from `vocab`-row tables
+// indexed by the batch's tokens.
+struct AttentionSteps {
+  int Hq, Hkv, dk, dv;
+  DType kv_type;
+  Tensor Q, K, V;
+  std::unique_ptr<KvStorage> kv;
+  std::map<int, std::vector<std::vector<float>>> kc, vc;
+
+  AttentionSteps(Backend& be, int hq, int hkv, int dk_, int dv_, DType kv_t, int vocab, int slots,
+                 int64_t capacity)
+      : Hq(hq), Hkv(hkv), dk(dk_), dv(dv_), kv_type(kv_t),
+        Q(RandomTensor("q", DType::kF32, {vocab, hq * dk_}, 21)),
+        K(RandomTensor("k", DType::kF32, {vocab, hkv * dk_}, 22)),
+        V(RandomTensor("v", DType::kF32, {vocab, hkv * dv_}, 23)),
+        kv(be.CreateKv(KvSpec{2, {hkv * dk_, hkv * dv_}, kv_t}, slots, capacity)) {}
+
+  void Step(Backend& be, const Batch& b, double tol, const std::string& what) {
     const int T = b.n_tokens();
     Graph g;
     const int q = Input(g, Q, T), k = Input(g, K, T), v = Input(g, V, T);
@@ -144,13 +155,62 @@ TEST_P(VulkanAttention, CausalGqaOverTwoSlotsThenDecode) {
       ref::AttentionRow(qr.data(), Kf.data(), Vf.data(), pos + 1, Hq, Hkv, dk, dv, at.f0,
                         &want[size_t(t * Hq * dv)]);
     }
-    ExpectClose(got, want, 1e-5, "attention T=" + std::to_string(T));
+    ExpectClose(got, want, tol, what + " T=" + std::to_string(T));
   }
+};
+
+TEST_P(VulkanAttention, CausalGqaOverTwoSlotsThenDecode) {
+  auto& be = SharedVulkan();
+  AttentionSteps run(be, 6, 2, 10, 6, GetParam(), 9, 2, 16);
+  for (const Batch& b : Steps()) run.Step(be, b, 1e-5, "attention");
   // The cache holds what was stored (read back row by row).
-  std::vector<float> row(size_t(Hkv * dk));
+  std::vector<float> row(size_t(run.Hkv * run.dk));
   for (int pos = 0; pos < 6; ++pos) {
-    kv->ReadRow(1, 1, 0, pos, row.data());
-    EXPECT_EQ(row, kc[1][size_t(pos)]) << "slot 1 pos " << pos;
+    run.kv->ReadRow(1, 1, 0, pos, row.data());
+    EXPECT_EQ(row, run.kc[1][size_t(pos)]) << "slot 1 pos " << pos;
+  }
+}
+
+// The prefill attention on tensor cores (attention_cm2.comp, VK_NV_cooperative_matrix2 with f16
+// math): head dims 128, 64 and odd ones (padded to 16), GQA, a first prefill whose tiles mix two
+// slots (slot 1's 150 rows then slot 0's 70: the tile at row 128 holds both), a second one that
+// continues slot 0 from position 70 (keys before the batch, the causal diagonal off the tile
+// grid), then a decode step (the other kernel). f16 q, keys and probabilities: 3e-3.
+// Needs a device with the extension and a build whose glslc compiled the shader (the GPU
+// machine); elsewhere it is skipped.
+TEST_P(VulkanAttention, Coopmat2PrefillOverTwoSlots) {
+  vk::VulkanTuning t;
+  t.f16_act = 1;
+  auto be = MakeVulkan(t);
+  if (!be->device().coopmat2().fa_br || !be->device().f16_math())
+    GTEST_SKIP() << "no VK_NV_cooperative_matrix2 attention on this device/build";
+  const int vocab = 97;
+  auto tokens = [&](int n, int seed) {
+    std::vector<int32_t> v(static_cast<size_t>(n));
+    for (int i = 0; i < n; ++i) v[size_t(i)] = (i * 7 + seed) % vocab;
+    return v;
+  };
+  Batch a;
+  a.Add(1, 0, tokens(150, 1), true);
+  a.Add(0, 0, tokens(70, 2), true);
+  a.Finalize();
+  Batch b;
+  b.Add(0, 70, tokens(100, 3), true);
+  b.Finalize();
+  Batch c;
+  c.Add(1, 150, {5}, true);
+  c.Add(0, 170, {6}, true);
+  c.Finalize();
+  struct Shape {
+    int Hq, Hkv, dk, dv;
+  };
+  for (const Shape s : {Shape{4, 2, 128, 128}, Shape{6, 2, 64, 64}, Shape{3, 1, 10, 6},
+                        Shape{2, 2, 200, 136}}) {
+    const std::string tag = "cm2 attention Hq=" + std::to_string(s.Hq) + " Hkv=" +
+                            std::to_string(s.Hkv) + " dk=" + std::to_string(s.dk) + " dv=" +
+                            std::to_string(s.dv);
+    AttentionSteps run(*be, s.Hq, s.Hkv, s.dk, s.dv, GetParam(), vocab, 2, 256);
+    for (const Batch* step : {&a, &b, &c}) run.Step(*be, *step, 3e-3, tag);
   }
 }
 

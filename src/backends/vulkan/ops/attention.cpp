@@ -8,8 +8,40 @@ uint64_t AttentionSplitBytes(int64_t T, int64_t Hq, int64_t dv) {
   return uint64_t(T * Hq) * kAttentionSplits * uint64_t(dv + 2) * 4;
 }
 
+namespace {
+// Push constants of the prefill kernels (attention_rows.comp, attention_cm2.comp).
+struct RowsPush {
+  uint32_t Hq, Hkv, wa, wb, dv, q_rs, q_hs, capacity, a_w, b_w, v_w, slot_off, pos_off, o_rs, o_hs;
+  float scale;
+  uint32_t T;
+};
+RowsPush PushFor(const OpContext& c, const AttentionArgs& a) {
+  return {a.Hq, a.Hkv, a.wa, a.wb, a.dv, a.q_rs, a.q_hs, uint32_t(c.kv.capacity()), a.a_w, a.b_w,
+          a.v_w, c.layout->slots, c.layout->positions, a.o_rs, a.o_hs, a.scale, uint32_t(c.T)};
+}
+constexpr uint32_t kCm2MaxHeadDim = 256;
+uint32_t Pad16(uint32_t d) { return (d + 15) / 16 * 16; }
+}  // namespace
+
+bool UseAttentionCm2(const Device& dev, int64_t T, uint32_t dk, uint32_t dv) {
+  return dev.f16_math() && dev.coopmat2().fa_br != 0 && T > kAttentionSplitMaxRows &&
+         dk <= kCm2MaxHeadDim && dv <= kCm2MaxHeadDim;
+}
+
 void RecordAttention(OpContext& c, const AttentionArgs& a) {
   const bool f16 = c.kv.spec().dtype == DType::kF16;
+  if (a.part.size == 0 && a.wb == 0 && UseAttentionCm2(c.dev, c.T, a.wa, a.dv)) {
+    // Prefill on tensor cores (attention_cm2.comp): tiles of BR query rows x BC keys.
+    const Coopmat2Config& t = c.dev.coopmat2();
+    Dispatch& d = c.Add(std::string("attention_cm2_") + (f16 ? "f16" : "f32"), {1, 1, 1, 1, 1, 1},
+                        {t.fa_wg, t.fa_br, t.fa_bc, Pad16(a.wa), Pad16(a.dv)});
+    d.bindings = {{a.q}, {a.ka}, {a.kb}, {a.v}, {a.out}, {c.batch}};
+    d.writes = {4};
+    d.Push(PushFor(c, a));
+    d.groups[0] = a.Hq;
+    d.groups[1] = uint32_t((c.T + t.fa_br - 1) / t.fa_br);
+    return;
+  }
   if (a.part.size == 0 && a.wb == 0 && a.wa <= 128 && a.dv <= 128 && c.T > kAttentionSplitMaxRows) {
     // Prefill: 8 query rows per workgroup share each key/value tile (attention_rows.comp).
     // 32-key tiles of 128-wide heads need ~38 KiB of shared memory; heads up to 64 wide fit
@@ -20,13 +52,7 @@ void RecordAttention(OpContext& c, const AttentionArgs& a) {
                         {1, 1, 1, 1, 1, 1});
     d.bindings = {{a.q}, {a.ka}, {a.kb}, {a.v}, {a.out}, {c.batch}};
     d.writes = {4};
-    struct {
-      uint32_t Hq, Hkv, wa, wb, dv, q_rs, q_hs, capacity, a_w, b_w, v_w, slot_off, pos_off, o_rs, o_hs;
-      float scale;
-      uint32_t T;
-    } pc{a.Hq, a.Hkv, a.wa, a.wb, a.dv, a.q_rs, a.q_hs, uint32_t(c.kv.capacity()), a.a_w, a.b_w,
-         a.v_w, c.layout->slots, c.layout->positions, a.o_rs, a.o_hs, a.scale, uint32_t(c.T)};
-    d.Push(pc);
+    d.Push(PushFor(c, a));
     d.groups[0] = a.Hq;
     d.groups[1] = uint32_t((c.T + 7) / 8);
     return;

@@ -31,5 +31,9 @@ constexpr uint32_t kAttentionSplits = 16;
 constexpr int64_t kAttentionSplitMaxRows = 8;
 uint64_t AttentionSplitBytes(int64_t T, int64_t Hq, int64_t dv);
 void RecordAttention(OpContext& c, const AttentionArgs& a);
+// Whether a prefill of T rows with head dims dk, dv takes the tensor-core attention
+// (attention_cm2.comp): f16 math, the device's Coopmat2Config::fa_br, T > kAttentionSplitMaxRows,
+// head dims up to 256.
+bool UseAttentionCm2(const Device& dev, int64_t T, uint32_t dk, uint32_t dv);
 
 }  // namespace es::vk
