@@ -26,8 +26,9 @@
 // host's group count says so); each invocation walks the rows' 8-element slices (QSlice), SPL
 // consecutive slices per step (spec constant 3), reading each x vec4 once for the QR rows.
 // Spec constant 4 (NSG) sizes the shared partial sums: subgroups per workgroup at the smallest
-// subgroup size (the clustered reduction does not use them); 5 (MAGIC) picks the int-to-float trick of QLevels (1) or plain conversions;
-// 6 (RB) is the number of batch rows a workgroup covers.
+// subgroup size (the clustered reduction leaves them unused); 5 (MAGIC) picks the int-to-float
+// trick of QLevels (1) or plain conversions; 6 (RB) is the number of batch rows a workgroup
+// covers. CLUSTER adds none: its cluster size is TPR = WG / ROWS (ids 0 and 1).
 // Integer dot products (IDOT, Q8_0 and Q4_0, VEC): x comes quantized to int8 per 32-block by
 // quantize_q8.comp (binding 1: the int8 words, binding 5: each block's (d, d·Σq); a folded norm is
 // applied there, so p.norm is 0 here) and each invocation walks whole 16-byte units of a row's
