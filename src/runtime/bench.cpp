@@ -29,6 +29,10 @@ size_t ActiveWeightBytes(const Model& m) {
       b *= double(c.num_experts_per_tok) / c.n_routed_experts;
     // Absorbed MLA weights are read instead of kv_b_proj, which decode never touches.
     if (t->name.find("kv_b_proj") != std::string::npos) b = 0;
+    // An untied embedding table gives one row per token; tied, it is read whole as the output.
+    if (t->name == "model.embed_tokens.weight" && !c.tie_word_embeddings && t->shape.size() == 2 &&
+        t->shape[0] > 0)
+      b /= double(t->shape[0]);
     total += b;
   }
   return size_t(total);

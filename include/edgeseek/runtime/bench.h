@@ -38,7 +38,8 @@ struct BenchResult {
   nlohmann::json ToJson() const;
 };
 
-// Bytes of weights one decode step reads (routed experts counted at their active share).
+// Bytes of weights one decode step reads: routed experts at their active share, one row of an
+// untied embedding table, none of kv_b_proj (MLA decode reads its absorbed copies).
 size_t ActiveWeightBytes(const Model& m);
 // Streams a buffer much larger than the caches with all threads; GB/s of reads.
 double MeasureReadBandwidth(int threads, size_t bytes = size_t(1) << 30);
