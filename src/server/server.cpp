@@ -19,6 +19,7 @@
 
 #include "edgeseek/core/error.h"
 #include "edgeseek/server/server.h"
+#include "admission.h"
 #include "generation.h"
 #include "metrics.h"
 #include "protocol.h"
@@ -103,12 +104,11 @@ struct Server::Impl {
   bool auth = false;
   int default_priority = 0;
 
-  std::mutex mu;  // guards in_flight, live, traces
-  std::map<std::string, int> in_flight;               // client -> requests
+  server::Admission admission;  // generation requests in flight, per client and in all
+  std::mutex mu;  // guards live, traces
   std::map<std::string, std::weak_ptr<SeqRequest>> live;
   std::deque<std::pair<std::string, std::string>> traces;  // id -> trace JSON, newest last
   std::atomic<uint64_t> next_id{1};
-  std::atomic<int> active{0};
 
   std::mutex shut_mu;
   std::condition_variable shut_cv;
@@ -197,7 +197,7 @@ void Server::Impl::DefineMetrics() {
   metrics.Set("edgeseek_ready", {}, 0);
   metrics.AddCollector([this](Metrics& m) {
     m.Set("edgeseek_ready", {}, state.load() == State::kReady ? 1 : 0);
-    m.Set("edgeseek_requests_in_flight", {}, active.load());
+    m.Set("edgeseek_requests_in_flight", {}, admission.in_flight());
     m.Set("edgeseek_http_threads", {}, cfg.http_threads);
     if (state.load() == State::kLoading) return;
     for (auto& g : groups) {
@@ -297,9 +297,10 @@ void Server::Impl::StoreTrace(const std::string& id, const std::string& trace) {
 // ---- the generation endpoints -----------------------------------------------------------------
 namespace {
 
-// Everything a request holds while it runs; releases its client slot when destroyed.
+// Everything a request holds while it runs; gives its place in flight back when destroyed.
 struct RequestState {
   Server::Impl* impl = nullptr;
+  server::Admission::Ticket ticket;
   ModelGroup* group = nullptr;
   std::shared_ptr<SeqRequest> seq;
   std::shared_ptr<server::EventChannel> channel;
@@ -385,15 +386,15 @@ void RequestState::Finish() {
 }
 
 RequestState::~RequestState() {
-  if (!impl) return;  // refused before it took a client slot
   try {
     if (seq) Finish();
   } catch (...) {
   }
-  std::lock_guard<std::mutex> lock(impl->mu);
-  if (--impl->in_flight[client] <= 0) impl->in_flight.erase(client);
-  impl->live.erase(id);
-  --impl->active;
+  if (impl) {
+    std::lock_guard<std::mutex> lock(impl->mu);
+    impl->live.erase(id);
+  }
+  ticket.Release();  // before the members go: a drain that sees none in flight may stop engines
 }
 
 void Server::Impl::Handle(const httplib::Request& req, httplib::Response& res, bool chat) {
@@ -473,44 +474,41 @@ void Server::Impl::Handle(const httplib::Request& req, httplib::Response& res, b
   }
 
   // ---- admission limits ----
+  // The client's limit and the in-flight cap are checked and taken in one step (admission.h).
+  int limit = client->max_concurrent > 0 ? client->max_concurrent : cfg.limits.max_concurrent_per_client;
+  server::Admission::Refusal refusal;
+  int in_flight = 0;
+  server::Admission::Ticket ticket =
+      admission.TryAdmit(client->name, limit, InFlightCap(priority), &refusal, &in_flight);
+  if (refusal == server::Admission::Refusal::kClientLimit) {
+    err = MakeError(429, "too many concurrent requests for this client (limit " + std::to_string(limit) + ")",
+                    "rate_limit_error", "rate_limit_exceeded");
+    err.retry_after_s = 1;
+    err.close_connection = true;
+    return SendError(res, err);
+  }
+  if (refusal == server::Admission::Refusal::kInFlightCap) {
+    // Every request in flight holds an HTTP thread until it ends; past this cap the threads
+    // that read new connections (and the top class's share) would be gone (docs/server.md).
+    err = MakeError(503, "the server is at capacity: " + std::to_string(in_flight) +
+                             " requests are in flight for " + std::to_string(cfg.http_threads) +
+                             " HTTP threads (http_threads); retry later",
+                    "server_error", "server_busy");
+    err.retry_after_s = 1;
+    err.close_connection = true;
+    return SendError(res, err);
+  }
+  if (group->queue->size() >= size_t(cfg.limits.max_queue)) {
+    err = MakeError(429, "the server is overloaded: " + std::to_string(group->queue->size()) + " requests are queued",
+                    "rate_limit_error", "overloaded");
+    err.retry_after_s = 2;
+    err.close_connection = true;
+    return SendError(res, err);  // (the ticket gives the place back)
+  }
   auto st = std::make_shared<RequestState>();
   st->impl = this;
+  st->ticket = std::move(ticket);  // st's destructor gives the place back from here on
   st->client = client->name;
-  {
-    std::lock_guard<std::mutex> lock(mu);
-    int limit = client->max_concurrent > 0 ? client->max_concurrent : cfg.limits.max_concurrent_per_client;
-    if (in_flight[client->name] >= limit) {
-      err = MakeError(429, "too many concurrent requests for this client (limit " + std::to_string(limit) + ")",
-                      "rate_limit_error", "rate_limit_exceeded");
-      err.retry_after_s = 1;
-      err.close_connection = true;
-      st->impl = nullptr;
-      st.reset();
-    } else if (active.load() >= InFlightCap(priority)) {
-      // Every request in flight holds an HTTP thread until it ends; past this cap the threads
-      // that read new connections (and the top class's share) would be gone (docs/server.md).
-      err = MakeError(503, "the server is at capacity: " + std::to_string(active.load()) +
-                               " requests are in flight for " + std::to_string(cfg.http_threads) +
-                               " HTTP threads (http_threads); retry later",
-                      "server_error", "server_busy");
-      err.retry_after_s = 1;
-      err.close_connection = true;
-      st->impl = nullptr;
-      st.reset();
-    } else if (group->queue->size() >= size_t(cfg.limits.max_queue)) {
-      err = MakeError(429, "the server is overloaded: " + std::to_string(group->queue->size()) + " requests are queued",
-                      "rate_limit_error", "overloaded");
-      err.retry_after_s = 2;
-      err.close_connection = true;
-      st->impl = nullptr;
-      st.reset();
-    } else {
-      ++in_flight[client->name];
-      ++active;
-    }
-  }
-  if (!st) return SendError(res, err);
-  // (st's destructor gives the client slot back from here on)
   uint64_t n = next_id.fetch_add(1);
   st->id = RandomId(chat ? "chatcmpl-" : "cmpl-", n);
   st->chat = chat;
@@ -755,7 +753,7 @@ void Server::Impl::Shutdown() {
     State prev = state.exchange(State::kDraining);
     (void)prev;
     double until = SteadySeconds() + cfg.drain_grace_s;
-    while (active.load() > 0 && SteadySeconds() < until) std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    while (admission.in_flight() > 0 && SteadySeconds() < until) std::this_thread::sleep_for(std::chrono::milliseconds(20));
     {
       std::lock_guard<std::mutex> lock(mu);
       for (auto& [id, w] : live)
@@ -763,7 +761,7 @@ void Server::Impl::Shutdown() {
     }
     for (auto& g : groups) g->queue->Notify();
     double hard = SteadySeconds() + 5;
-    while (active.load() > 0 && SteadySeconds() < hard) std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    while (admission.in_flight() > 0 && SteadySeconds() < hard) std::this_thread::sleep_for(std::chrono::milliseconds(20));
     http.stop();
     if (http_thread.joinable()) http_thread.join();
     for (auto& g : groups)
