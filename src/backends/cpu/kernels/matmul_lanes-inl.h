@@ -540,6 +540,21 @@ struct LaneRawSource {
   }
 };
 
+// GEMV (R = 1) of LaneMatMul and LanePackedMatMul: threads take contiguous ranges of 8-column
+// groups; group_dot(g, n, nc) is the 8 lanes of group g (columns n .. n + nc, nc = 8 but in the
+// last group) against activation row 0. A template so that group_dot inlines into the loop.
+template <class GroupDot>
+HWY_INLINE void LaneGemv(size_t N, const float* bias, float* y, ThreadPool& pool,
+                         const GroupDot& group_dot) {
+  const size_t groups = (N + kLaneCols - 1) / kLaneCols;
+  pool.ParallelFor(int64_t(groups), [&](int64_t g0, int64_t g1, int) {
+    for (size_t g = size_t(g0); g < size_t(g1); ++g) {
+      const size_t n = g * kLaneCols, nc = std::min(kLaneCols, N - n);
+      LaneStore(group_dot(g, n, nc), bias ? bias + n : nullptr, nc, y + n);
+    }
+  });
+}
+
 // GEMM (R > 1) of LaneMatMul and LanePackedMatMul: one task per kLaneTaskRows × kLaneTaskCols
 // outputs; in a task, each group of 8 columns from `source` (LaneRawSource, LanePackedSource)
 // read by 4-row register tiles, then single rows.
@@ -577,14 +592,9 @@ void LaneMatMul(const float* x, size_t R, size_t K, const typename Kern::Block* 
   const size_t nb = K / kQK;
   const LaneActs acts = QuantizeLaneActs<Kern>(x, R, K, pool);
   if (R == 1) {
-    const size_t groups = (N + kLaneCols - 1) / kLaneCols;
-    pool.ParallelFor(int64_t(groups), [&](int64_t g0, int64_t g1, int) {
-      for (size_t g = size_t(g0); g < size_t(g1); ++g) {
-        const size_t n = g * kLaneCols, nc = std::min(kLaneCols, N - n);
-        const __m256 acc =
-            Kern::Gemv(acts, nc == kLaneCols ? w + n * nb : LanePaddedGroup(w, nb, n, nc), nb);
-        LaneStore(acc, bias ? bias + n : nullptr, nc, y + n);
-      }
+    // Each group interleaved in registers from the raw rows (a partial one zero-padded first).
+    LaneGemv(N, bias, y, pool, [&](size_t, size_t n, size_t nc) {
+      return Kern::Gemv(acts, nc == kLaneCols ? w + n * nb : LanePaddedGroup(w, nb, n, nc), nb);
     });
     return;
   }
@@ -658,14 +668,11 @@ void LanePackedMatMul(const float* x, size_t R, size_t K, const uint8_t* packed,
   const size_t nb = K / kQK;
   const LaneActs acts = QuantizeLaneActs<Kern>(x, R, K, pool);
   if (R == 1) {
-    const size_t groups = (N + kLaneCols - 1) / kLaneCols;
-    pool.ParallelFor(int64_t(groups), [&](int64_t g0, int64_t g1, int) {
-      for (size_t g = size_t(g0); g < size_t(g1); ++g) {
-        const size_t n = g * kLaneCols, nc = std::min(kLaneCols, N - n);
-        __m256 acc[1];
-        Kern::template Rows<1>(acts, 0, LanePackedGroup<Kern>(packed, nb, g), acc);
-        LaneStore(acc[0], bias ? bias + n : nullptr, nc, y + n);
-      }
+    // The panel row kernel with one row on the group as it lies in memory.
+    LaneGemv(N, bias, y, pool, [&](size_t g, size_t, size_t) {
+      __m256 acc[1];
+      Kern::template Rows<1>(acts, 0, LanePackedGroup<Kern>(packed, nb, g), acc);
+      return acc[0];
     });
     return;
   }
