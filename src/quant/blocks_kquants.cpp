@@ -21,16 +21,6 @@
 
 namespace es {
 
-void UnpackScaleMinK4(int j, const uint8_t* q, uint8_t* sc, uint8_t* mn) {
-  if (j < 4) {
-    *sc = q[j] & 63;
-    *mn = q[j + 4] & 63;
-  } else {
-    *sc = uint8_t((q[j + 4] & 0xF) | ((q[j - 4] >> 6) << 4));
-    *mn = uint8_t((q[j + 4] >> 4) | ((q[j] >> 6) << 4));
-  }
-}
-
 namespace quant {
 namespace {
 

@@ -107,7 +107,18 @@ static_assert(sizeof(BlockI4G) == 66);
 //   j < 4: sc = scales[j] & 63,  mn = scales[j+4] & 63
 //   j >= 4: sc = (scales[j+4] & 0xF) | ((scales[j-4] >> 6) << 4),
 //           mn = (scales[j+4] >> 4)  | ((scales[j]   >> 6) << 4)
-void UnpackScaleMinK4(int j, const uint8_t* scales, uint8_t* sc, uint8_t* mn);
+// Inline: the CPU matmul kernels decode every weight block with it (kquant_scales.h), in two
+// loops over j < 4 and j >= 4, where the branch folds away.
+[[gnu::always_inline]] inline void UnpackScaleMinK4(int j, const uint8_t* scales, uint8_t* sc,
+                                                    uint8_t* mn) {
+  if (j < 4) {
+    *sc = scales[j] & 63;
+    *mn = scales[j + 4] & 63;
+  } else {
+    *sc = uint8_t((scales[j + 4] & 0xF) | ((scales[j - 4] >> 6) << 4));
+    *mn = uint8_t((scales[j + 4] >> 4) | ((scales[j] >> 6) << 4));
+  }
+}
 
 // True for the types Quantize/Dequantize handle: F32, F16, BF16 and every block type above.
 bool CanQuantize(DType t);
