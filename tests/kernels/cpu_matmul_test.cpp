@@ -13,59 +13,24 @@
 
 #include "backends/cpu/kernels/matmul.h"
 #include "edgeseek/core/error.h"
-#include "edgeseek/core/half.h"
+#include "matmul_case_util.h"
 #include "test_util.h"
 
 namespace es {
 namespace {
 
 using test::RandomFloats;
+using test::RandomWeights;
 
-// Weights of one dense type: the bytes MatMul reads and the exact f32 values they hold.
-struct DenseWeights {
-  std::vector<uint8_t> bytes;  // N rows of K elements of the type
-  std::vector<float> values;   // [N, K]: what the bytes decode to
-};
-
-DenseWeights MakeWeights(DType type, int64_t N, int64_t K, uint64_t seed) {
-  DenseWeights w;
-  w.values = RandomFloats(size_t(N * K), seed, 1.0f);
-  w.bytes.resize(RowBytes(type, K) * size_t(N));
-  for (size_t i = 0; i < w.values.size(); ++i) {
-    if (type == DType::kF32) {
-      std::memcpy(w.bytes.data() + 4 * i, &w.values[i], 4);
-    } else {
-      const uint16_t h = type == DType::kF16 ? F32ToF16(w.values[i]) : F32ToBF16(w.values[i]);
-      w.values[i] = type == DType::kF16 ? F16ToF32(h) : BF16ToF32(h);
-      std::memcpy(w.bytes.data() + 2 * i, &h, 2);
-    }
-  }
-  return w;
-}
-
-// y_ref[r, n] = Σ_k x[r, k] W[n, k] + bias[n] in double; mag[r, n] = Σ_k |x W| + |bias|, the scale
-// that f32 rounding errors are proportional to.
-void Reference(const float* x, int64_t R, int64_t K, const std::vector<float>& w, int64_t N,
-               const float* bias, std::vector<double>* y, std::vector<double>* mag) {
-  y->assign(size_t(R * N), 0.0);
-  mag->assign(size_t(R * N), 0.0);
-  for (int64_t r = 0; r < R; ++r) {
-    for (int64_t n = 0; n < N; ++n) {
-      double s = bias ? bias[n] : 0.0, m = bias ? std::fabs(bias[n]) : 0.0;
-      for (int64_t k = 0; k < K; ++k) {
-        const double p = double(x[r * K + k]) * double(w[size_t(n * K + k)]);
-        s += p;
-        m += std::fabs(p);
-      }
-      (*y)[size_t(r * N + n)] = s;
-      (*mag)[size_t(r * N + n)] = m;
-    }
-  }
-}
-
-// f32 accumulation in vector lanes: error grows like sqrt(K) · 2^-24 relative to Σ|x w| on random
-// data; 1e-6·sqrt(K) leaves a margin of ~10 over that, and catches any wrong index or lost term.
+// The error bound of f32 accumulation in vector lanes, relative to Σ|x w| (matmul_case_util.h).
 double Tolerance(int64_t K) { return 1e-6 * std::sqrt(double(K)) + 1e-7; }
+
+// y = x · Wᵀ (+ bias) in f64 and each output's error bound: f32 accumulation, no activation
+// quantization (the dense kernels take the activations as they are).
+void Reference(const std::vector<float>& x, int64_t R, int64_t K, const std::vector<float>& w,
+               int64_t N, const float* bias, std::vector<double>* y, std::vector<double>* bound) {
+  test::QuantMatMulReference(x, R, K, w, N, bias, test::kExactActivations, y, bound);
+}
 
 const DType kDenseTypes[] = {DType::kF32, DType::kF16, DType::kBF16};
 
@@ -83,22 +48,21 @@ TEST_P(DenseMatMul, MatchesDoubleReferenceOverOddShapes) {
                           {70, 300, 29}, {1, 1536, 40}, {9, 2049, 7}};
   for (const Shape& s : shapes) {
     for (bool with_bias : {false, true}) {
-      const auto w = MakeWeights(type, s.N, s.K, 100 + uint64_t(s.K));
+      const auto w = RandomWeights(type, s.N, s.K, 100 + uint64_t(s.K));
       const auto x = RandomFloats(size_t(s.R * s.K), 7 + uint64_t(s.R), 1.0f);
       const auto bias = RandomFloats(size_t(s.N), 3, 0.5f);
       const float* b = with_bias ? bias.data() : nullptr;
-      std::vector<double> ref, mag;
-      Reference(x.data(), s.R, s.K, w.values, s.N, b, &ref, &mag);
+      std::vector<double> ref, bound;
+      Reference(x, s.R, s.K, w.values, s.N, b, &ref, &bound);
       std::vector<float> y(size_t(s.R * s.N), std::numeric_limits<float>::quiet_NaN());
       cpu::MatMul(x.data(), s.R, s.K, w.bytes.data(), type, s.N, b, y.data(), s.N, pool);
-      const double tol = Tolerance(s.K);
       for (size_t i = 0; i < y.size(); ++i) {
-        ASSERT_LE(std::fabs(double(y[i]) - ref[i]), tol * mag[i])
+        ASSERT_LE(std::fabs(double(y[i]) - ref[i]), bound[i])
             << Name(type) << " R=" << s.R << " K=" << s.K << " N=" << s.N << " bias=" << with_bias
             << " at r=" << i / size_t(s.N) << " n=" << i % size_t(s.N) << ": " << y[i] << " vs "
             << ref[i];
       }
-      EXPECT_LE(test::RelL2(y.data(), ref.data(), y.size()), tol) << Name(type);
+      EXPECT_LE(test::RelL2(y.data(), ref.data(), y.size()), Tolerance(s.K)) << Name(type);
     }
   }
 }
@@ -109,7 +73,7 @@ TEST_P(DenseMatMul, StridedAndMisalignedBuffers) {
   ThreadPool pool(2);
   for (const Shape& s : {Shape{1, 37, 13}, Shape{6, 77, 30}, Shape{33, 520, 51}}) {
     const int64_t ldy = s.N + 5;
-    const auto w = MakeWeights(type, s.N, s.K, 11);
+    const auto w = RandomWeights(type, s.N, s.K, 11);
     std::vector<float> xbuf(size_t(s.R * s.K) + 1);
     const auto xr = RandomFloats(size_t(s.R * s.K), 12);
     std::memcpy(xbuf.data() + 1, xr.data(), xr.size() * 4);
@@ -118,8 +82,8 @@ TEST_P(DenseMatMul, StridedAndMisalignedBuffers) {
     std::vector<float> ybuf(size_t(s.R * ldy) + 1, 12345.0f);
     float* y = ybuf.data() + 1;
     cpu::MatMul(x, s.R, s.K, w.bytes.data(), type, s.N, bias.data(), y, ldy, pool);
-    std::vector<double> ref, mag;
-    Reference(x, s.R, s.K, w.values, s.N, bias.data(), &ref, &mag);
+    std::vector<double> ref, bound;
+    Reference(xr, s.R, s.K, w.values, s.N, bias.data(), &ref, &bound);
     EXPECT_EQ(ybuf[0], 12345.0f);
     for (int64_t r = 0; r < s.R; ++r) {
       for (int64_t n = 0; n < ldy; ++n) {
@@ -127,8 +91,7 @@ TEST_P(DenseMatMul, StridedAndMisalignedBuffers) {
         if (n >= s.N) {
           ASSERT_EQ(v, 12345.0f) << "gap written at r=" << r << " n=" << n;
         } else {
-          ASSERT_LE(std::fabs(v - ref[size_t(r * s.N + n)]),
-                    Tolerance(s.K) * mag[size_t(r * s.N + n)])
+          ASSERT_LE(std::fabs(v - ref[size_t(r * s.N + n)]), bound[size_t(r * s.N + n)])
               << Name(type) << " r=" << r << " n=" << n;
         }
       }
@@ -146,7 +109,7 @@ TEST_P(DenseMatMul, BatchInvariantBitForBit) {
   int checked = 0;
   for (int64_t K : {1, 7, 31, 64, 129, 1000}) {
     for (int64_t N : {1, 3, 17, 100}) {
-      const auto w = MakeWeights(type, N, K, uint64_t(K * 1000 + N));
+      const auto w = RandomWeights(type, N, K, uint64_t(K * 1000 + N));
       const auto bias = RandomFloats(size_t(N), uint64_t(N));
       for (int64_t R : {1, 2, 3, 5, 17, 64}) {
         const auto x = RandomFloats(size_t(R * K), uint64_t(R * 7 + K));
@@ -191,7 +154,7 @@ TEST_P(DenseMatMul, BatchInvariantPrefillSized) {
   const DType type = GetParam();
   ThreadPool pool(2);
   const int64_t R = 131, K = 600, N = 75;
-  const auto w = MakeWeights(type, N, K, 5);
+  const auto w = RandomWeights(type, N, K, 5);
   const auto x = RandomFloats(size_t(R * K), 6);
   std::vector<float> y(size_t(R * N));
   std::vector<float> row(static_cast<size_t>(N));

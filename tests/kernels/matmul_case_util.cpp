@@ -28,10 +28,10 @@ void QuantMatMulReference(const std::vector<float>& x, int64_t R, int64_t K,
   bound->assign(size_t(R * N), 0.0);
   for (int64_t r = 0; r < R; ++r) {
     for (int64_t n = 0; n < N; ++n) {
-      double s = bias ? bias[n] : 0.0, b = 0.0, mag = 0.0;
+      double s = bias ? bias[n] : 0.0, b = 0.0, mag = bias ? std::fabs(bias[n]) : 0.0;
       for (int64_t k0 = 0; k0 < K; k0 += kQK) {
         double amax = 0.0, wabs = 0.0;
-        for (int64_t k = k0; k < k0 + kQK; ++k) {
+        for (int64_t k = k0; k < std::min(k0 + kQK, K); ++k) {
           const double xv = x[size_t(r * K + k)], wv = w[size_t(n * K + k)];
           s += xv * wv;
           mag += std::fabs(xv * wv);
