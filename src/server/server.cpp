@@ -480,31 +480,29 @@ void Server::Impl::Handle(const httplib::Request& req, httplib::Response& res, b
   int in_flight = 0;
   server::Admission::Ticket ticket =
       admission.TryAdmit(client->name, limit, InFlightCap(priority), &refusal, &in_flight);
-  if (refusal == server::Admission::Refusal::kClientLimit) {
-    err = MakeError(429, "too many concurrent requests for this client (limit " + std::to_string(limit) + ")",
-                    "rate_limit_error", "rate_limit_exceeded");
-    err.retry_after_s = 1;
-    err.close_connection = true;
-    return SendError(res, err);
-  }
-  if (refusal == server::Admission::Refusal::kInFlightCap) {
-    // Every request in flight holds an HTTP thread until it ends; past this cap the threads
-    // that read new connections (and the top class's share) would be gone (docs/server.md).
-    err = MakeError(503, "the server is at capacity: " + std::to_string(in_flight) +
-                             " requests are in flight for " + std::to_string(cfg.http_threads) +
-                             " HTTP threads (http_threads); retry later",
-                    "server_error", "server_busy");
-    err.retry_after_s = 1;
-    err.close_connection = true;
-    return SendError(res, err);
-  }
-  if (group->queue->size() >= size_t(cfg.limits.max_queue)) {
-    err = MakeError(429, "the server is overloaded: " + std::to_string(group->queue->size()) + " requests are queued",
-                    "rate_limit_error", "overloaded");
-    err.retry_after_s = 2;
-    err.close_connection = true;
-    return SendError(res, err);  // (the ticket gives the place back)
-  }
+  // A refused client reconnects for its retry, so a keep-alive one gives its HTTP thread back.
+  auto refuse = [&](ApiError e, double retry_after_s) {
+    e.retry_after_s = retry_after_s;
+    e.close_connection = true;
+    SendError(res, e);
+  };
+  if (refusal == server::Admission::Refusal::kClientLimit)
+    return refuse(MakeError(429, "too many concurrent requests for this client (limit " + std::to_string(limit) + ")",
+                            "rate_limit_error", "rate_limit_exceeded"),
+                  1);
+  // Every request in flight holds an HTTP thread until it ends; past this cap the threads that
+  // read new connections (and the top class's share) would be gone (docs/server.md).
+  if (refusal == server::Admission::Refusal::kInFlightCap)
+    return refuse(MakeError(503, "the server is at capacity: " + std::to_string(in_flight) +
+                                     " requests are in flight for " + std::to_string(cfg.http_threads) +
+                                     " HTTP threads (http_threads); retry later",
+                            "server_error", "server_busy"),
+                  1);
+  if (group->queue->size() >= size_t(cfg.limits.max_queue))  // (the ticket gives the place back)
+    return refuse(MakeError(429, "the server is overloaded: " + std::to_string(group->queue->size()) +
+                                     " requests are queued",
+                            "rate_limit_error", "overloaded"),
+                  2);
   auto st = std::make_shared<RequestState>();
   st->impl = this;
   st->ticket = std::move(ticket);  // st's destructor gives the place back from here on
