@@ -163,13 +163,5 @@ for g in ${ES_KNOBS:-gemm gemv}; do
         env ES_VK_FA_$k timeout 180 "$B/edgeseek" bench --backend vulkan $margs -p 512 -n 4 -r 1 --profile 2>&1 |
           grep -A1 -E "profile, prefill" | sed "s|^|7b fa $k: |" | tee -a "$OUT/knobs.txt"
       done ;;
-    fold)  # split decode attention merged by its last workgroup (default) or by a combine
-           # dispatch (ATTN_FOLD=0), alternating, on the files h200_compare.sh wrote
-      for rep in 1 2; do
-        for f in /tmp/r1-distill-qwen-7b-q4_0.gguf /tmp/r1-distill-qwen-7b-f16.gguf /tmp/r1-distill-qwen-1.5b-q4_0.gguf; do
-          [[ -f $f ]] || continue
-          for k in 0 1; do bench "$(basename $f) ATTN_FOLD=$k" ES_VK_ATTN_FOLD=$k -- -m $f -p 16 -n 128 -r 2; done
-        done
-      done ;;
   esac
 done

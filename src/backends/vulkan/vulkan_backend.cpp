@@ -14,7 +14,6 @@
 #include <sstream>
 
 #include "instance.h"
-#include "ops/ops.h"
 #include "plan.h"
 
 namespace es {
@@ -425,17 +424,6 @@ std::unique_ptr<VulkanBackend::Program> VulkanBackend::Build(const Graph& g, con
   lay.words = w;
   p->batch = host_pool_->Alloc(uint64_t(w) * 4, "batch tables");
 
-  // Split decode attention's counters (OpContext::attn_counters), zeroed once here; the merging
-  // workgroups put them back to zero.
-  BufRange attn_counters;
-  if (T <= kAttentionSplitMaxRows &&
-      std::any_of(nodes.begin(), nodes.end(), [](const Node& n) { return n.op == Op::kAttention || n.op == Op::kMlaAttention; })) {
-    Allocation cnt = act_pool_->Alloc(uint64_t(kAttentionCounters) * 4, "attention split counters");
-    p->owned.push_back(cnt);
-    attn_counters = Range(cnt);
-    dev_->RunOnce([&](VkCommandBuffer cb) { vkCmdFillBuffer(cb, cnt.buffer, cnt.offset, cnt.size, 0); });
-  }
-
   // ---- dispatches --------------------------------------------------------------------------
   OpContext c{*dev_, *pipes_, *weights_, kv, g, nodes[0]};
   c.act = act;
@@ -457,7 +445,6 @@ std::unique_ptr<VulkanBackend::Program> VulkanBackend::Build(const Graph& g, con
     ci.T = T;
     ci.host_pool = host_pool_.get();
     ci.owned = &p->owned;
-    ci.attn_counters = attn_counters;
     for (int it : scratch_items[size_t(i)]) ci.scratch.push_back(item_range(it));
     if (skip[size_t(i)]) continue;
     ci.out_node = out_node[size_t(i)];

@@ -4,7 +4,6 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
-#include <cstdlib>
 #include <map>
 #include <memory>
 
@@ -49,21 +48,15 @@ std::vector<float> RoundTo(DType dt, std::vector<float> v) {
 class VulkanAttention : public VulkanTest, public ::testing::WithParamInterface<DType> {};
 
 // Decode over a long context takes the split-key path (16 chunks of keys, each more than one
-// 128-key tile), merged by the last chunk's workgroup (the default) or by attention_combine
-// (ES_VK_ATTN_FOLD=0); a prefill of 2100 rows
+// 128-key tile, merged by attention_combine); a prefill of 2100 rows
 // (KV stores only: attention over all of it would be slow on lavapipe) fills the cache first.
-// Tokens cycle through a 40-row table so values repeat but positions don't. Three decode steps
-// in a row also check that the merge leaves its counters at zero for the next.
-class VulkanSplitKey : public VulkanTest, public ::testing::WithParamInterface<const char*> {};
-TEST_P(VulkanSplitKey, DecodeOverALongContext) {
+// Tokens cycle through a 40-row table so values repeat but positions don't.
+TEST_F(VulkanTest, SplitKeyDecodeOverALongContext) {
   const int Hq = 4, Hkv = 2, dk = 16, dv = 8, n_pre = 2100, vocab = 40;
   Tensor Q = RandomTensor("q", DType::kF32, {vocab, Hq * dk}, 41);
   Tensor K = RandomTensor("k", DType::kF32, {vocab, Hkv * dk}, 42, 2.0f);
   Tensor V = RandomTensor("v", DType::kF32, {vocab, Hkv * dv}, 43);
-  setenv("ES_VK_ATTN_FOLD", GetParam(), 1);
-  auto owned = MakeVulkan({});  // programs are recorded with the knob set
-  unsetenv("ES_VK_ATTN_FOLD");
-  auto& be = *owned;
+  auto& be = SharedVulkan();
   auto kv = be.CreateKv(KvSpec{2, {Hkv * dk, Hkv * dv}, DType::kF32}, 1, 2200);
   std::vector<float> Kf, Vf;
   auto run = [&](const std::vector<int32_t>& toks, int64_t pos0, bool attend) {
@@ -105,8 +98,6 @@ TEST_P(VulkanSplitKey, DecodeOverALongContext) {
     ExpectClose(got, want, 1e-5, "split decode step " + std::to_string(step));
   }
 }
-INSTANTIATE_TEST_SUITE_P(Merge, VulkanSplitKey, ::testing::Values("1", "0"),
-                         [](const auto& info) { return std::string(info.param[0] == '1' ? "fold" : "combine"); });
 
 // KV stores of k and v rows and the attention of q over them, step after step, on one cache;
 // each step's output against the reference over host copies of what each slot holds (kc, vc:

@@ -58,22 +58,15 @@ void RecordAttention(OpContext& c, const AttentionArgs& a) {
     return;
   }
   const bool split = a.part.size != 0;
-  // The last chunk's workgroup merges the partials itself (ES_VK_ATTN_FOLD=0: a combine dispatch).
-  const bool fold = split && c.attn_counters.size >= uint64_t(c.T) * a.Hq * 4 &&
-                    Knob("ES_VK_ATTN_FOLD", {0, 1}, 1) == 1;
-  const std::string name = std::string(f16 ? "attention_f16" : "attention_f32") +
-                           (split ? "_split" : "") + (fold ? "_fold" : "");
-  Dispatch& d = c.Add(name, std::vector<uint32_t>(fold ? 8 : split ? 7 : 6, 1));
+  const std::string name = std::string(f16 ? "attention_f16" : "attention_f32") + (split ? "_split" : "");
+  Dispatch& d = c.Add(name, split ? std::vector<uint32_t>{1, 1, 1, 1, 1, 1, 1}
+                                  : std::vector<uint32_t>{1, 1, 1, 1, 1, 1});
   d.bindings = {{a.q}, {a.ka}, {a.kb}, {a.v}, {a.out}, {c.batch}};
   d.writes = {4};
   if (split) {
     d.bindings.push_back({a.part});
     d.writes = {6};
     d.groups[2] = kAttentionSplits;
-  }
-  if (fold) {
-    d.bindings.push_back({c.attn_counters});
-    d.writes = {4, 6, 7};
   }
   struct {
     uint32_t Hq, Hkv, wa, wb, dv, q_rs, q_hs, capacity, a_w, b_w, v_w, slot_off, pos_off, o_rs, o_hs;
@@ -83,7 +76,7 @@ void RecordAttention(OpContext& c, const AttentionArgs& a) {
   d.Push(pc);
   d.groups[0] = a.Hq;
   d.groups[1] = uint32_t(c.T);
-  if (split && !fold) {
+  if (split) {
     Dispatch& m = c.Add("attention_combine", {1, 1});
     m.bindings = {{a.part}, {a.out}};
     m.writes = {1};

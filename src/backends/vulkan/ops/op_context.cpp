@@ -2,8 +2,6 @@
 #include "ops/op_context.h"
 
 #include <algorithm>
-#include <cstdlib>
-#include <initializer_list>
 
 #include "ops/ops.h"
 
@@ -113,18 +111,6 @@ bool OpSupported(const Graph& g, const Node& n, std::string* why) {
     return false;
   }
   return n.op != Op::kCount;
-}
-
-uint32_t Knob(const char* name, std::initializer_list<uint32_t> allowed, uint32_t def) {
-  const char* v = std::getenv(name);
-  if (!v || !*v) return def;
-  char* end = nullptr;
-  const unsigned long x = std::strtoul(v, &end, 10);
-  for (uint32_t a : allowed)
-    if (*end == 0 && x == a) return a;
-  std::string list;
-  for (uint32_t a : allowed) list += (list.empty() ? "" : ", ") + std::to_string(a);
-  Fail("vulkan: ", name, "='", v, "' is not one of ", list);
 }
 
 }  // namespace es::vk

@@ -5,7 +5,6 @@
 // nothing here runs per token.
 #pragma once
 
-#include <initializer_list>
 #include <map>
 #include <string>
 #include <vector>
@@ -54,10 +53,6 @@ struct OpContext {
   // reading the same x; the first of them (xq_fill) records the quantization.
   BufRange xq;
   bool xq_fill = false;
-  // Split decode attention's per-(row, head) counters (kAttentionCounters words, zero between
-  // dispatches), so the last chunk's workgroup merges the partials (attention.comp FOLD); empty:
-  // a separate attention_combine dispatch.
-  BufRange attn_counters;
   MemoryPool* host_pool = nullptr;          // for small constant tables written once
   std::vector<Allocation>* owned = nullptr; // allocations the recorded program keeps and frees
 
@@ -71,9 +66,6 @@ struct OpContext {
 };
 
 BufRange Range(const Allocation& a);
-// Environment knob `name` (read when a graph is recorded) as an integer from `allowed`, `def`
-// when unset; any other value is an error naming the knob.
-uint32_t Knob(const char* name, std::initializer_list<uint32_t> allowed, uint32_t def);
 // A 2-D grid of 256-wide groups covering n invocations.
 void Grid1D(Dispatch& d, uint64_t n, uint32_t wg = 256);
 const char* TypeSuffix(DType t);  // "f32", "f16", "bf16", "q8_0", ..., "q6_k"

@@ -30,8 +30,6 @@ struct AttentionArgs {
 constexpr uint32_t kAttentionSplits = 16;
 constexpr int64_t kAttentionSplitMaxRows = 8;
 uint64_t AttentionSplitBytes(int64_t T, int64_t Hq, int64_t dv);
-// Words of OpContext::attn_counters: one per (row, head) of a split decode step.
-constexpr uint32_t kAttentionCounters = uint32_t(kAttentionSplitMaxRows) * 256;
 void RecordAttention(OpContext& c, const AttentionArgs& a);
 // Whether a prefill of T rows with head dims dk, dv takes the tensor-core attention
 // (attention_cm2.comp): f16 math, the device's Coopmat2Config::fa_br, T > kAttentionSplitMaxRows,

@@ -11,10 +11,7 @@
 // SPLIT (decode, few rows): the keys of a row are split into gl_NumWorkGroups.z contiguous
 // chunks, one workgroup each (flash-decoding), so that a handful of heads still fills the GPU;
 // each writes its unnormalised accumulators, running max and sum to part[((t*Hq + h)*S + z)*
-// (dv + 2) ..] and attention_combine.comp merges them — or, with FOLD, the last of the S
-// workgroups of a (head, row) to finish merges them itself (attention_merge.glsl): each counts
-// itself in cnt[t*Hq + h] (binding 7, zero between dispatches: the merging group puts it back to
-// 0) after making its partials visible, so the merge needs no dispatch and barrier of its own.
+// (dv + 2) ..] and attention_combine.comp merges them.
 #extension GL_EXT_control_flow_attributes : require
 #include "common.glsl"
 layout(local_size_x = 128) in;
@@ -25,12 +22,7 @@ layout(binding = 2) readonly buffer KB { uint kb[]; };
 layout(binding = 3) readonly buffer V { uint v[]; };
 layout(binding = 4) writeonly buffer O { float o[]; };
 layout(binding = 5) readonly buffer B { int bt[]; };
-#if defined(SPLIT) && defined(FOLD)
-layout(binding = 6) coherent buffer Part { float part[]; };
-layout(binding = 7) coherent buffer Cnt { uint cnt[]; };
-#include "attention_merge.glsl"
-shared bool merger;
-#elif defined(SPLIT)
+#ifdef SPLIT
 layout(binding = 6) writeonly buffer Part { float part[]; };
 #endif
 layout(push_constant) uniform P {
@@ -137,16 +129,6 @@ void main() {
     part[pb + p.dv] = m;   // -inf for an empty chunk
     part[pb + p.dv + 1u] = l;
   }
-#ifdef FOLD
-  memoryBarrierBuffer();  // this invocation's partials before the count
-  barrier();
-  if (tid == 0u) merger = atomicAdd(cnt[t * p.Hq + h], 1u) == S - 1u;
-  barrier();
-  if (!merger) return;
-  memoryBarrierBuffer();
-  MergeSplits((t * p.Hq + h) * S * (p.dv + 2u), S, p.dv, t * p.o_rs + h * p.o_hs, tid, WG);
-  if (tid == 0u) cnt[t * p.Hq + h] = 0u;
-#endif
 #else
   [[unroll]] for (uint c = 0; c < MAXC; ++c) {
     const uint d = tid + WG * c;
