@@ -102,7 +102,7 @@ convert_all & CONVERT_PID=$!
 echo "== machine"; nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader
 echo "== devices"; timeout 60 "$B/edgeseek" devices --bandwidth > "$OUT/devices.txt" 2>&1; echo "rc=$?"; grep -i "bandwidth\|coop\|H200" "$OUT/devices.txt" | head -8
 if [[ "${ES_TESTS:-1}" == 1 ]]; then
-  echo "== es_test_vulkan"; timeout 120 "$B/es_test_vulkan" > "$OUT/test_vulkan.txt" 2>&1; echo "rc=$?"; grep -E "PASSED|FAILED|tests ran" "$OUT/test_vulkan.txt" | head -12
+  echo "== es_test_vulkan"; timeout 300 "$B/es_test_vulkan" > "$OUT/test_vulkan.txt" 2>&1; echo "rc=$?"; grep -E "PASSED|FAILED|tests ran" "$OUT/test_vulkan.txt" | head -12
   for f16 in ${ES_GOLDEN_MODES:-0 1}; do
     echo "== goldens on vulkan, ES_VK_F16_ACT=$f16"
     ES_VK_F16_ACT=$f16 ES_GOLDEN_BACKENDS=vulkan timeout 150 "$B/es_test_golden" --gtest_filter='*vulkan*' > "$OUT/golden_f16_$f16.txt" 2>&1
@@ -136,11 +136,11 @@ for mt in $GGUFS; do
   left || { echo "(deadline: $m $ty skipped)"; continue; }
   if [[ -x $LB ]]; then
     echo "== llama-bench $m $ty"
-    timeout 120 $LB -m "$g" -p 512 -n 128 -r 2 -ngl 99 > "$OUT/llama_${m}_$ty.txt" 2>&1
+    timeout 120 $LB -m "$g" -p 512 -n 128 -r 3 -ngl 99 > "$OUT/llama_${m}_$ty.txt" 2>&1
     grep -E "^\|" "$OUT/llama_${m}_$ty.txt" | tail -3
   fi
   echo "== edgeseek bench $m $ty (same file, ES_VK_F16_ACT=1)"
-  ES_VK_F16_ACT=1 timeout 120 "$B/edgeseek" bench --backend vulkan -m "$g" -p 512 -n 128 -r 1 > "$OUT/es_${m}_$ty.txt" 2>&1
+  ES_VK_F16_ACT=1 timeout 120 "$B/edgeseek" bench --backend vulkan -m "$g" -p 512 -n 128 -r 3 > "$OUT/es_${m}_$ty.txt" 2>&1
   grep -E "backend|prefill|decode" "$OUT/es_${m}_$ty.txt"
   for e in ${ES_EXTRA_ENVS:-}; do  # the same bench again under other knob settings (A/B)
     left || break

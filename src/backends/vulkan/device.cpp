@@ -324,9 +324,11 @@ Coopmat2Config QueryCoopmat2(VkPhysicalDevice pd, const VulkanDeviceInfo& info) 
   }
   // Prefill attention (attention_cm2.comp, on unless ES_VK_FA_CM2=0): BR query rows x BC keys
   // per tile (ES_VK_FA_TILE=BRxBC), workgroup size ES_VK_FA_WG; it also needs row reductions.
+  // Default 32 x 32 at 128 invocations (H200 pp512, two rounds in one job: 1.5B 26.5k/26.4k t/s
+  // against 25.3k/25.2k at 64 x 64, 7B 8.9k/9.7k against 7.0k/9.4k; docs/vulkan.md).
   // Head dims pad to multiples of 16, so the shape must divide BR x BC x 16 and BR x 16 x BC.
   if (cm2.reductions && Flag("ES_VK_FA_CM2", true)) {
-    uint32_t br = 64, bc = 64;
+    uint32_t br = 32, bc = 32;
     if (const char* t = env("ES_VK_FA_TILE")) std::sscanf(t, "%ux%u", &br, &bc);
     const uint32_t fwg = Num("ES_VK_FA_WG", 128);
     if (fwg && fwg <= props.workgroup_scope_max_workgroup_size && fits(kComponentF32, br, bc, 16, fwg) &&
