@@ -211,6 +211,56 @@ constexpr auto kSTypeCoopmat2Properties = VkStructureType(1000593002);
 constexpr uint32_t kComponentF16 = 0, kComponentF32 = 1, kScopeWorkgroup = 2;
 using PfnFlexibleDimensions = VkResult(VKAPI_PTR*)(VkPhysicalDevice, uint32_t*,
                                                     CoopmatFlexibleDimensions*);
+struct CoopmatKhrProperties {
+  VkStructureType sType;
+  void* pNext;
+  uint32_t m, n, k;
+  uint32_t a_type, b_type, c_type, result_type;  // VkComponentTypeKHR
+  VkBool32 saturating_accumulation;
+  uint32_t scope;  // VkScopeKHR
+};
+constexpr auto kSTypeCoopmatKhrProperties = VkStructureType(1000506001);
+constexpr uint32_t kScopeSubgroup = 3;
+using PfnCoopmatKhrProperties = VkResult(VKAPI_PTR*)(VkPhysicalDevice, uint32_t*, CoopmatKhrProperties*);
+
+// Whether matmul_gemm_cm.comp's KHR variants ("_khr") run here: the build compiled them (a glslc
+// with GL_KHR_cooperative_matrix), and the device has VK_KHR_cooperative_matrix with a
+// subgroup-scope 16 x 16 x 16 f16 x f16 -> f32 shape, a 32-wide subgroup, f16 arithmetic and
+// the Vulkan memory model. Taken where the NV extension is missing, or with ES_VK_COOPMAT=khr.
+bool CoopmatKhr16(VkPhysicalDevice pd, const VulkanDeviceInfo& info) {
+#ifndef ES_GLSLC_KHR_COOPMAT
+  (void)pd;
+  (void)info;
+  return false;
+#else
+  if (const char* e = std::getenv("ES_VK_COOPMAT"); e && std::string(e) == "0") return false;
+  if (!info.coopmat_khr || !info.fp16 || info.api_version < VK_API_VERSION_1_2 || info.subgroup_size != 32)
+    return false;
+  auto props_fn = reinterpret_cast<PfnCoopmatKhrProperties>(vkGetInstanceProcAddr(
+      Instance::Get().handle(), "vkGetPhysicalDeviceCooperativeMatrixPropertiesKHR"));
+  if (!props_fn) return false;
+  VkPhysicalDeviceFeatures2 f2{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_FEATURES_2};
+  VkPhysicalDeviceVulkan12Features f12{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_2_FEATURES};
+  CoopmatKhrFeatures khr{kSTypeCoopmatKhrFeatures, nullptr, 0, 0};
+  f2.pNext = &f12;
+  f12.pNext = &khr;
+  vkGetPhysicalDeviceFeatures2(pd, &f2);
+  if (!khr.cooperative_matrix || !f12.vulkanMemoryModel || !f12.vulkanMemoryModelDeviceScope ||
+      !f12.shaderFloat16)
+    return false;
+  uint32_t n = 0;
+  if (props_fn(pd, &n, nullptr) != VK_SUCCESS || n == 0) return false;
+  std::vector<CoopmatKhrProperties> props(n);
+  for (auto& c : props) c = CoopmatKhrProperties{kSTypeCoopmatKhrProperties, nullptr};
+  if (props_fn(pd, &n, props.data()) != VK_SUCCESS) return false;
+  for (const auto& c : props)
+    if (c.scope == kScopeSubgroup && c.m == 16 && c.n == 16 && c.k == 16 && c.a_type == kComponentF16 &&
+        c.b_type == kComponentF16 && c.c_type == kComponentF32 && c.result_type == kComponentF32 &&
+        !c.saturating_accumulation)
+      return true;
+  return false;
+#endif
+}
 
 // The workgroup-scope GEMM of matmul_gemm_cm2.comp: whether the build compiled it and the device
 // has everything it uses (VK_NV_cooperative_matrix2 with workgroup scope, flexible dimensions,
@@ -532,8 +582,16 @@ Device::Device(const std::string& want) {
   std::vector<const char*> extensions;
   VkPhysicalDeviceCooperativeMatrixFeaturesNV cmf{
       VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_COOPERATIVE_MATRIX_FEATURES_NV};
-  coopmat_n_ = CoopmatShapeN(physical_, info_);
-  if (coopmat_n_) {
+  // The subgroup-scope coopmat GEMM: NV's where the device has it, else KHR's (16 x 16 x 16);
+  // ES_VK_COOPMAT=khr prefers KHR's, =0 neither.
+  const char* cm_env = std::getenv("ES_VK_COOPMAT");
+  const bool prefer_khr = cm_env && std::string(cm_env) == "khr";
+  coopmat_n_ = prefer_khr ? 0 : CoopmatShapeN(physical_, info_);
+  if (!coopmat_n_ && CoopmatKhr16(physical_, info_)) {
+    coopmat_n_ = 16;
+    coopmat_khr_ = true;
+  }
+  if (coopmat_n_ && !coopmat_khr_) {
     extensions.push_back("VK_NV_cooperative_matrix");
     cmf.cooperativeMatrix = VK_TRUE;
     f12.vulkanMemoryModel = VK_TRUE;
@@ -546,8 +604,14 @@ Device::Device(const std::string& want) {
                        VK_TRUE, VK_TRUE, VK_FALSE};
   coopmat2_ = QueryCoopmat2(physical_, info_);
   if (coopmat2_.fa_br) cm2.reductions = VK_TRUE;  // the attention's row max and smears
+  if (coopmat_khr_ || coopmat2_.bm) extensions.push_back("VK_KHR_cooperative_matrix");
+  if (coopmat_khr_ && !coopmat2_.bm) {
+    f12.vulkanMemoryModel = VK_TRUE;
+    f12.vulkanMemoryModelDeviceScope = VK_TRUE;
+    khr.pNext = f12.pNext;
+    f12.pNext = &khr;
+  }
   if (coopmat2_.bm) {
-    extensions.push_back("VK_KHR_cooperative_matrix");
     extensions.push_back("VK_NV_cooperative_matrix2");
     f12.vulkanMemoryModel = VK_TRUE;
     f12.vulkanMemoryModelDeviceScope = VK_TRUE;

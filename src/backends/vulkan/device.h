@@ -74,6 +74,9 @@ class Device {
   // with a 32-wide subgroup, for matmul_gemm_cm.comp (16 or 8); 0 when there is none (or the
   // build's glslc could not compile the shader).
   uint32_t coopmat_n() const { return coopmat_n_; }
+  // Whether that GEMM runs on VK_KHR_cooperative_matrix (matmul_gemm_cm.comp's "_khr" variants:
+  // 16 x 16 x 16) rather than the NV extension.
+  bool coopmat_khr() const { return coopmat_khr_; }
   // The workgroup-scope cooperative-matrix GEMM (matmul_gemm_cm2.comp, VK_NV_cooperative_matrix2)
   // enabled on this device, with its tile and workgroup size; bm == 0 when it is not.
   const Coopmat2Config& coopmat2() const { return coopmat2_; }
@@ -119,6 +122,7 @@ class Device {
   uint64_t min_storage_alignment_ = 16;
   uint32_t timestamp_valid_bits_ = 0;
   uint32_t coopmat_n_ = 0;
+  bool coopmat_khr_ = false;
   Coopmat2Config coopmat2_;
   bool shared_blocks_ = false;
   bool f16_math_ = false;

@@ -164,7 +164,8 @@ std::string VulkanBackend::description() const {
                     : std::string())
        << (dev_->f16_math() ? " in use" : " (off: f32 math)");
   if (dev_->coopmat_n())
-    os << ", NV coopmat 16x" << dev_->coopmat_n() << "x16" << (dev_->f16_math() ? " in use" : " (off: f32 math)");
+    os << (dev_->coopmat_khr() ? ", KHR coopmat 16x" : ", NV coopmat 16x") << dev_->coopmat_n() << "x16"
+       << (dev_->f16_math() ? " in use" : " (off: f32 math)");
   else if ((i.coopmat_khr || i.coopmat_nv) && !dev_->coopmat2().bm)
     os << ", coopmat present (not used)";
   os << (dev_->f16_math() ? ", f16 math" : ", f32 math") << ")";

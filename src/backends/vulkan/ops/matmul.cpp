@@ -293,7 +293,7 @@ void RecordMatMul(OpContext& c, BufRange x, int64_t R, int64_t K, const DeviceWe
       const uint32_t bm = c.dev.gemm_bm() ? c.dev.gemm_bm() : (tiles128 >= kCoopmatBigTiles ? 128 : 64);
       Dispatch& d = c.Add(std::string("matmul_gemm_cm_") + TypeSuffix(w.dtype) + "_n" +
                               std::to_string(c.dev.coopmat_n()) + (bm == 64 ? "_m64" : "") +
-                              (c.dev.shared_blocks() ? "_sb" : ""),
+                              (c.dev.shared_blocks() ? "_sb" : "") + (c.dev.coopmat_khr() ? "_khr" : ""),
                           {1, 1, 1, 1});
       d.bindings = {{Range(ch.alloc)}, {x}, {bias ? *bias : x}, {y}};
       d.writes = {3};

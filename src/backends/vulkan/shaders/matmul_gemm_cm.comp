@@ -1,5 +1,5 @@
 #version 450
-// Prefill matrix product on tensor cores (GL_NV_cooperative_matrix):
+// Prefill matrix product on tensor cores (GL_NV_cooperative_matrix, or KHR below):
 //   y[r, n0 + n] = Σ_k x[r, k] W[n, k] (+ bias[n0 + n])
 //   x: [R, K] f32 (converted to f16 on the way to shared memory); W: [N, K] of the weight type
 //   (this chunk; f16 as is, bf16 and f32 converted to f16; Q8_0/Q4_0 in wload.glsl's repacked
@@ -21,7 +21,27 @@
 // Epilogue: tiles wholly inside R and N without bias are stored straight to y
 // (coopMatStoreNV); others go through a small per-subgroup f32 staging tile so that partial
 // tiles at the edges (any size) and the bias are handled per element.
+// KHR (the "_khr" variants, glslc with GL_KHR_cooperative_matrix): the same kernel on
+// VK_KHR_cooperative_matrix's subgroup-scope matrices, for devices without the NV extension (or
+// ES_VK_COOPMAT=khr); the CM_* macros below name the matrix types and operations of either.
+#ifdef KHR
+#extension GL_KHR_cooperative_matrix : require
+#define CM_ACC coopmat<float, gl_ScopeSubgroup, CM, CN, gl_MatrixUseAccumulator>
+#define CM_A coopmat<float16_t, gl_ScopeSubgroup, CM, CK, gl_MatrixUseA>
+#define CM_B coopmat<float16_t, gl_ScopeSubgroup, CK, CN, gl_MatrixUseB>
+#define CM_LOAD(m, buf, off, stride, colmajor) \
+  coopMatLoad(m, buf, off, stride, (colmajor) ? gl_CooperativeMatrixLayoutColumnMajor : gl_CooperativeMatrixLayoutRowMajor)
+#define CM_STORE(m, buf, off, stride) coopMatStore(m, buf, off, stride, gl_CooperativeMatrixLayoutRowMajor)
+#define CM_MULADD coopMatMulAdd
+#else
 #extension GL_NV_cooperative_matrix : require
+#define CM_ACC fcoopmatNV<32, gl_ScopeSubgroup, CM, CN>
+#define CM_A fcoopmatNV<16, gl_ScopeSubgroup, CM, CK>
+#define CM_B fcoopmatNV<16, gl_ScopeSubgroup, CK, CN>
+#define CM_LOAD(m, buf, off, stride, colmajor) coopMatLoadNV(m, buf, off, stride, colmajor)
+#define CM_STORE(m, buf, off, stride) coopMatStoreNV(m, buf, off, stride, false)
+#define CM_MULADD coopMatMulAddNV
+#endif
 #extension GL_KHR_memory_scope_semantics : require
 #extension GL_EXT_shader_explicit_arithmetic_types_float16 : require
 #extension GL_KHR_shader_subgroup_basic : require
@@ -106,9 +126,9 @@ void main() {
   const uint m0 = gl_WorkGroupID.y * BM, nb = gl_WorkGroupID.x * BN;
   const uint K4 = p.K / 4u;
 
-  fcoopmatNV<32, gl_ScopeSubgroup, CM, CN> acc[FM][FN];
+  CM_ACC acc[FM][FN];
   [[unroll]] for (uint i = 0; i < FM; ++i)
-    [[unroll]] for (uint j = 0; j < FN; ++j) acc[i][j] = fcoopmatNV<32, gl_ScopeSubgroup, CM, CN>(0.0);
+    [[unroll]] for (uint j = 0; j < FN; ++j) acc[i][j] = CM_ACC(0.0);
 
   // Prefetch registers of one K step.
   vec4 ra[UA][2];
@@ -250,15 +270,15 @@ void main() {
     }
     const uint ab = cur * STAGE_H, bb = ab + A_H;
     [[unroll]] for (uint kk = 0; kk < BK; kk += CK) {
-      fcoopmatNV<16, gl_ScopeSubgroup, CM, CK> a[FM];
-      fcoopmatNV<16, gl_ScopeSubgroup, CK, CN> b[FN];
+      CM_A a[FM];
+      CM_B b[FN];
       [[unroll]] for (uint i = 0; i < FM; ++i)
-        coopMatLoadNV(a[i], SH, ab + (wm * WM + i * CM) * LDS + kk, LDS, false);
+        CM_LOAD(a[i], SH, ab + (wm * WM + i * CM) * LDS + kk, LDS, false);
       // B[k][n] = W[n][k]: W rows are the columns of B (column-major with stride LDS).
       [[unroll]] for (uint j = 0; j < FN; ++j)
-        coopMatLoadNV(b[j], SH, bb + (wn * WN + j * CN) * LDS + kk, LDS, true);
+        CM_LOAD(b[j], SH, bb + (wn * WN + j * CN) * LDS + kk, LDS, true);
       [[unroll]] for (uint i = 0; i < FM; ++i)
-        [[unroll]] for (uint j = 0; j < FN; ++j) acc[i][j] = coopMatMulAddNV(a[i], b[j], acc[i][j]);
+        [[unroll]] for (uint j = 0; j < FN; ++j) acc[i][j] = CM_MULADD(a[i], b[j], acc[i][j]);
     }
     if (more) {
       STORE_A(cur ^ 1u)
@@ -274,10 +294,10 @@ void main() {
     [[unroll]] for (uint j = 0; j < FN; ++j) {
       const uint rb0 = m0 + wm * WM + i * CM, cb0 = nb + wn * WN + j * CN;
       if (direct) {
-        coopMatStoreNV(acc[i][j], y, rb0 * p.y_rs + p.n0 + cb0, p.y_rs, false);
+        CM_STORE(acc[i][j], y, rb0 * p.y_rs + p.n0 + cb0, p.y_rs);
         continue;
       }
-      coopMatStoreNV(acc[i][j], STAGE_F, sg * CM * CN, CN, false);
+      CM_STORE(acc[i][j], STAGE_F, sg * CM * CN, CN);
       subgroupMemoryBarrierShared();
       subgroupBarrier();
       for (uint e = lane; e < CM * CN; e += gl_SubgroupSize) {
