@@ -583,10 +583,11 @@ Device::Device(const std::string& want) {
   VkPhysicalDeviceCooperativeMatrixFeaturesNV cmf{
       VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_COOPERATIVE_MATRIX_FEATURES_NV};
   // The subgroup-scope coopmat GEMM: NV's where the device has it, else KHR's (16 x 16 x 16);
-  // ES_VK_COOPMAT=khr prefers KHR's, =0 neither.
+  // ES_VK_COOPMAT=khr tries KHR's first, =0 neither.
   const char* cm_env = std::getenv("ES_VK_COOPMAT");
   const bool prefer_khr = cm_env && std::string(cm_env) == "khr";
-  coopmat_n_ = prefer_khr ? 0 : CoopmatShapeN(physical_, info_);
+  coopmat_khr_ = prefer_khr && CoopmatKhr16(physical_, info_);
+  coopmat_n_ = coopmat_khr_ ? 16 : CoopmatShapeN(physical_, info_);
   if (!coopmat_n_ && CoopmatKhr16(physical_, info_)) {
     coopmat_n_ = 16;
     coopmat_khr_ = true;
