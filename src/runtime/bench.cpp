@@ -110,19 +110,34 @@ BenchResult RunBench(Runner& runner, const BenchOptions& o, double load_s) {
   for (auto& t : prompt) t = dist(rng);
   std::vector<double> token_times;
   std::vector<double> ttfts;
-  // One warm-up pass (page faults of mmapped weights, allocator, caches), then timed reps.
-  for (int rep = -1; rep < o.reps; ++rep) {
+  // One pass: the prompt, then n_new greedy tokens.
+  auto pass = [&](int n_new) {
     const int slot = runner.AcquireSlot();
     ES_ASSERT(slot >= 0);
     GenerateOptions go;
-    go.max_new_tokens = rep < 0 ? 2 : o.n_gen + 1;
+    go.max_new_tokens = n_new;
     go.min_new_tokens = go.max_new_tokens;
     go.sampling.temperature = 0;
     go.prefill_chunk = o.n_prompt;
     GenerateStats gs;
     Generate(runner, slot, prompt, go, &gs);
     runner.ReleaseSlot(slot);
-    if (rep < 0) continue;
+    return gs;
+  };
+  // Warm-up passes (page faults of mmapped weights, allocator, caches, a GPU's clocks): at least
+  // one, more (up to kMaxWarmups) until kMinWarmupS have passed. On a GPU one pass can take 20
+  // ms, which may not bring an idle device's clocks up: the H200's first bench of a job once read
+  // 6.2k t/s pp512 where the same file read 25k in later runs.
+  constexpr double kMinWarmupS = 1.0;
+  constexpr int kMaxWarmups = 8;
+  const auto warm_t0 = Clock::now();
+  for (int w = 0; w < kMaxWarmups; ++w) {
+    pass(2);
+    ++r.warmups;
+    if (std::chrono::duration<double>(Clock::now() - warm_t0).count() >= kMinWarmupS) break;
+  }
+  for (int rep = 0; rep < o.reps; ++rep) {
+    const GenerateStats gs = pass(o.n_gen + 1);
     if (o.n_prompt > 0) r.prefill_runs.push_back(double(o.n_prompt) / gs.prefill_s);
     double sum = 0;
     for (double t : gs.token_s) sum += t;
@@ -165,6 +180,7 @@ nlohmann::json BenchResult::ToJson() const {
           {"n_prompt", n_prompt},
           {"n_gen", n_gen},
           {"repetitions", reps},
+          {"warmup_passes", warmups},
           {"load_s", load_s},
           {"prefill_tokens_per_s", prefill_tokens_per_s},
           {"decode_tokens_per_s", decode_tokens_per_s},

@@ -25,6 +25,7 @@ struct BenchOptions {
 struct BenchResult {
   std::string model, backend, backend_desc;
   int threads = 0, n_prompt = 0, n_gen = 0, reps = 0;
+  int warmups = 0;                   // untimed passes before the reps (at least 1, until 1 s)
   double load_s = 0;
   double prefill_tokens_per_s = 0, decode_tokens_per_s = 0;
   double ttft_s = 0;                 // prefill of n_prompt + first token

@@ -66,6 +66,10 @@ TEST(Cli, BenchJson) {
   EXPECT_GT(j["decode_tokens_per_s"].get<double>(), 0);
   EXPECT_EQ(j["backend"], "cpu");
   EXPECT_EQ(j["threads"], 2);
+  // Warm-up passes continue until 1 s has passed (at most 8): this model's take milliseconds.
+  ASSERT_TRUE(j.contains("warmup_passes"));
+  EXPECT_GE(j["warmup_passes"].get<int>(), 2);
+  EXPECT_LE(j["warmup_passes"].get<int>(), 8);
 }
 
 TEST(Cli, InspectMlaPreset) {
