@@ -26,7 +26,19 @@ static std::string Env(const char* k, const char* fallback) {
 #endif
 std::string SourceDir() { return Env("ES_SOURCE_DIR", ES_SOURCE_DIR_DEFAULT); }
 std::string BinaryDir() { return Env("ES_BINARY_DIR", ES_BINARY_DIR_DEFAULT); }
-std::string CliPath() { return Env("ES_CLI", ES_CLI_DEFAULT); }
+// $ES_CLI, else the build's edgeseek, else an edgeseek next to the test binary (test binaries
+// copied elsewhere with the CLI, as scripts/gpu/h200_compare.sh carries them).
+std::string CliPath() {
+  if (const char* v = std::getenv("ES_CLI")) return v;
+  std::error_code ec;
+  if (std::filesystem::exists(ES_CLI_DEFAULT, ec)) return ES_CLI_DEFAULT;
+  const auto self = std::filesystem::read_symlink("/proc/self/exe", ec);
+  if (!ec) {
+    const auto next = self.parent_path() / "edgeseek";
+    if (std::filesystem::exists(next, ec)) return next.string();
+  }
+  return ES_CLI_DEFAULT;
+}
 
 std::string TempDir() {
   const auto* info = ::testing::UnitTest::GetInstance()->current_test_info();
