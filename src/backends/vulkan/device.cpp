@@ -586,12 +586,10 @@ Device::Device(const std::string& want) {
   // ES_VK_COOPMAT=khr tries KHR's first, =0 neither.
   const char* cm_env = std::getenv("ES_VK_COOPMAT");
   const bool prefer_khr = cm_env && std::string(cm_env) == "khr";
-  coopmat_khr_ = prefer_khr && CoopmatKhr16(physical_, info_);
-  coopmat_n_ = coopmat_khr_ ? 16 : CoopmatShapeN(physical_, info_);
-  if (!coopmat_n_ && CoopmatKhr16(physical_, info_)) {
-    coopmat_n_ = 16;
-    coopmat_khr_ = true;
-  }
+  const bool khr_ok = CoopmatKhr16(physical_, info_);
+  const uint32_t nv_n = prefer_khr && khr_ok ? 0 : CoopmatShapeN(physical_, info_);
+  coopmat_khr_ = khr_ok && nv_n == 0;
+  coopmat_n_ = coopmat_khr_ ? 16 : nv_n;
   if (coopmat_n_ && !coopmat_khr_) {
     extensions.push_back("VK_NV_cooperative_matrix");
     cmf.cooperativeMatrix = VK_TRUE;
