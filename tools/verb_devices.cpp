@@ -48,7 +48,10 @@ VerbRun Setup(CLI::App& sub) {
                   YesNo(d.subgroup_shuffle), YesNo(d.subgroup_clustered));
       std::printf("    fp16 %s, int8 %s, storage16 %s, storage8 %s, int-dot %s, bf16 %s\n",
                   YesNo(d.fp16), YesNo(d.int8), YesNo(d.storage16), YesNo(d.storage8),
-                  d.int_dot_accel ? "yes (4x8 in hardware)" : YesNo(d.int_dot), YesNo(d.bf16));
+                  d.int_dot_mixed_accel ? "yes (4x8 in hardware, mixed signedness too)"
+                  : d.int_dot_accel     ? "yes (4x8 in hardware)"
+                                        : YesNo(d.int_dot),
+                  YesNo(d.bf16));
       std::printf("    cooperative matrix: KHR %s, NV %s, NV2 %s\n", YesNo(d.coopmat_khr),
                   YesNo(d.coopmat_nv), YesNo(d.coopmat2_nv));
       std::printf("    limits: storage range %s, allocation %s, shared memory %u KiB, push %u B\n",

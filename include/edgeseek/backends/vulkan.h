@@ -32,6 +32,7 @@ struct VulkanDeviceInfo {
   bool storage8 = false;             // storageBuffer8BitAccess
   bool int_dot = false;              // shaderIntegerDotProduct (VK_KHR_shader_integer_dot_product or 1.3)
   bool int_dot_accel = false;        // ... with signed 4x8-bit packed dot products in hardware
+  bool int_dot_mixed_accel = false;  // ... and signed x unsigned ones (Q8_0's int16 x)
   bool coopmat_khr = false;          // VK_KHR_cooperative_matrix
   bool coopmat_nv = false;           // VK_NV_cooperative_matrix
   bool coopmat2_nv = false;          // VK_NV_cooperative_matrix2

@@ -470,6 +470,7 @@ VulkanDeviceInfo Describe(VkPhysicalDevice pd, int index) {
   d.storage8 = f12.storageBuffer8BitAccess;
   d.int_dot = idot_ext && idf.shaderIntegerDotProduct;
   d.int_dot_accel = d.int_dot && idp.integerDotProduct4x8BitPackedSignedAccelerated;
+  d.int_dot_mixed_accel = d.int_dot_accel && idp.integerDotProduct4x8BitPackedMixedSignednessAccelerated;
   d.coopmat_khr = HasExtension(exts, "VK_KHR_cooperative_matrix");
   d.coopmat_nv = HasExtension(exts, "VK_NV_cooperative_matrix");
   d.coopmat2_nv = HasExtension(exts, "VK_NV_cooperative_matrix2");
@@ -647,6 +648,21 @@ Device::Device(const std::string& want) {
       wml.pNext = f12.pNext;
       f12.pNext = &wml;
       shared_blocks_ = true;
+    }
+  }
+  // Pipeline statistics for tuning (ES_VK_PIPELINE_STATS=1): registers, spills, ... per pipeline.
+  VkPhysicalDevicePipelineExecutablePropertiesFeaturesKHR pef{
+      VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_PIPELINE_EXECUTABLE_PROPERTIES_FEATURES_KHR};
+  if (const char* ps = std::getenv("ES_VK_PIPELINE_STATS"); ps && std::string(ps) == "1") {
+    if (HasExtension(DeviceExtensions(physical_), VK_KHR_PIPELINE_EXECUTABLE_PROPERTIES_EXTENSION_NAME)) {
+      extensions.push_back(VK_KHR_PIPELINE_EXECUTABLE_PROPERTIES_EXTENSION_NAME);
+      pef.pipelineExecutableInfo = VK_TRUE;
+      pef.pNext = f2.pNext;
+      f2.pNext = &pef;
+      pipeline_stats_ = true;
+    } else {
+      std::fprintf(stderr, "vulkan: ES_VK_PIPELINE_STATS=1, but %s has no %s: no statistics\n",
+                   info_.name.c_str(), VK_KHR_PIPELINE_EXECUTABLE_PROPERTIES_EXTENSION_NAME);
     }
   }
   VkDeviceCreateInfo dci{VK_STRUCTURE_TYPE_DEVICE_CREATE_INFO};

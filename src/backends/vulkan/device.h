@@ -84,6 +84,9 @@ class Device {
   // cooperative matrices: the coopmat GEMM then writes its f16 shared tiles 8 halves at a time
   // (its "_sb" variants). ES_VK_SHARED_BLOCK=0 leaves it off.
   bool shared_blocks() const { return shared_blocks_; }
+  // ES_VK_PIPELINE_STATS=1 on a device with VK_KHR_pipeline_executable_properties: every
+  // pipeline is created capturing its statistics, printed to stderr (registers, ...).
+  bool pipeline_stats() const { return pipeline_stats_; }
   // f16 math: prefill GEMMs round activations to f16 and run on the cooperative-matrix path
   // where the device has one. Default: on where coopmat_n() != 0; ES_VK_F16_ACT=0/1 or
   // VulkanTuning::f16_act override it (vulkan_backend.cpp).
@@ -125,6 +128,7 @@ class Device {
   bool coopmat_khr_ = false;
   Coopmat2Config coopmat2_;
   bool shared_blocks_ = false;
+  bool pipeline_stats_ = false;
   bool f16_math_ = false;
   uint32_t gemm_bm_ = 0;
   int gemv_idot_ = -1;

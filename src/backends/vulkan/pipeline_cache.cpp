@@ -13,6 +13,42 @@
 
 namespace es::vk {
 namespace {
+// One stderr line per executable of `pipe`: "vulkan pipeline <shader>/<spec...>: Name value, ...".
+void PrintStats(VkDevice d, VkPipeline pipe, const std::string& shader, const std::vector<uint32_t>& spec) {
+  auto props = reinterpret_cast<PFN_vkGetPipelineExecutablePropertiesKHR>(
+      vkGetDeviceProcAddr(d, "vkGetPipelineExecutablePropertiesKHR"));
+  auto stats = reinterpret_cast<PFN_vkGetPipelineExecutableStatisticsKHR>(
+      vkGetDeviceProcAddr(d, "vkGetPipelineExecutableStatisticsKHR"));
+  if (!props || !stats) return;
+  VkPipelineInfoKHR pi{VK_STRUCTURE_TYPE_PIPELINE_INFO_KHR};
+  pi.pipeline = pipe;
+  uint32_t ne = 0;
+  if (props(d, &pi, &ne, nullptr) != VK_SUCCESS) return;
+  std::string name = shader;
+  for (uint32_t v : spec) name += "/" + std::to_string(v);
+  for (uint32_t e = 0; e < ne; ++e) {
+    VkPipelineExecutableInfoKHR ei{VK_STRUCTURE_TYPE_PIPELINE_EXECUTABLE_INFO_KHR};
+    ei.pipeline = pipe;
+    ei.executableIndex = e;
+    uint32_t ns = 0;
+    if (stats(d, &ei, &ns, nullptr) != VK_SUCCESS) continue;
+    std::vector<VkPipelineExecutableStatisticKHR> st(ns, {VK_STRUCTURE_TYPE_PIPELINE_EXECUTABLE_STATISTIC_KHR});
+    if (stats(d, &ei, &ns, st.data()) != VK_SUCCESS) continue;
+    std::string line;
+    for (const auto& s : st) {
+      line += line.empty() ? "" : ", ";
+      line += s.name;
+      switch (s.format) {
+        case VK_PIPELINE_EXECUTABLE_STATISTIC_FORMAT_BOOL32_KHR: line += s.value.b32 ? " yes" : " no"; break;
+        case VK_PIPELINE_EXECUTABLE_STATISTIC_FORMAT_INT64_KHR: line += " " + std::to_string(s.value.i64); break;
+        case VK_PIPELINE_EXECUTABLE_STATISTIC_FORMAT_UINT64_KHR: line += " " + std::to_string(s.value.u64); break;
+        case VK_PIPELINE_EXECUTABLE_STATISTIC_FORMAT_FLOAT64_KHR: line += " " + std::to_string(s.value.f64); break;
+        default: break;
+      }
+    }
+    std::fprintf(stderr, "vulkan pipeline %s: %s\n", name.c_str(), line.c_str());
+  }
+}
 std::string CacheDir() {
   if (const char* d = std::getenv("ES_VK_CACHE_DIR")) return d;
   if (const char* x = std::getenv("XDG_CACHE_HOME"); x && *x) return std::string(x) + "/edgeseek";
@@ -127,9 +163,11 @@ const Pipeline& PipelineCache::Get(const std::string& shader, const std::vector<
   ci.stage.pName = "main";
   ci.stage.pSpecializationInfo = spec.empty() ? nullptr : &si;
   ci.layout = p->layout;
+  if (dev_.pipeline_stats()) ci.flags |= VK_PIPELINE_CREATE_CAPTURE_STATISTICS_BIT_KHR;
   const VkResult r = vkCreateComputePipelines(d, cache_, 1, &ci, nullptr, &p->pipeline);
   vkDestroyShaderModule(d, module, nullptr);
   VK_CHECK(r, " for shader ", shader);
+  if (dev_.pipeline_stats()) PrintStats(d, p->pipeline, shader, spec);
   ++created_;
   dirty_ = true;
   return *(pipelines_[key] = std::move(p));

@@ -58,6 +58,7 @@
   X(vkAllocateDescriptorSets)                  \
   X(vkUpdateDescriptorSets)                    \
   X(vkCreateCommandPool)                       \
+  X(vkGetDeviceProcAddr)                       \
   X(vkDestroyCommandPool)                      \
   X(vkAllocateCommandBuffers)                  \
   X(vkFreeCommandBuffers)                      \

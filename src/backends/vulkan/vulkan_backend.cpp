@@ -11,6 +11,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <map>
+#include <tuple>
 #include <sstream>
 
 #include "instance.h"
@@ -27,6 +28,23 @@ namespace es::vk {
 namespace {
 using Clock = std::chrono::steady_clock;
 enum Mode : int { kLogits = 0, kArgmax = 1, kSample = 2 };
+
+// The profile's kind of a dispatch: its node's name with every all-digit dotted part (the layer
+// number) as '*', then the shader: "model.layers.*.mlp.down_proj [matmul_gemv_q4_0_vec]".
+std::string ProfileKind(const std::string& node, const std::string& shader) {
+  std::string out;
+  size_t i = 0;
+  while (i < node.size()) {
+    size_t j = node.find('.', i);
+    if (j == std::string::npos) j = node.size();
+    const std::string part = node.substr(i, j - i);
+    const bool digits = !part.empty() && part.find_first_not_of("0123456789") == std::string::npos;
+    out += digits ? "*" : part;
+    if (j < node.size()) out += '.';
+    i = j + 1;
+  }
+  return out + " [" + shader + "]";
+}
 
 // sample.comp's parameter block: per row 12 words (temperature, top_k, top_p, min_p, seed,
 // repeat, presence, frequency, n_counts, 3 unused), then per row kMaxSamplingCounts (id, count).
@@ -377,22 +395,22 @@ std::unique_ptr<VulkanBackend::Program> VulkanBackend::Build(const Graph& g, con
   // dual GEMV).
   std::vector<int> xq_item(static_cast<size_t>(N), -1);
   std::vector<char> xq_fill(static_cast<size_t>(N), 0);
-  std::map<std::pair<int, int>, int> xq_of;  // (x node, norm node or -1) -> item
+  std::map<std::tuple<int, int, bool>, int> xq_of;  // (x node, norm node or -1, int16) -> item
   for (int i = 0; i < N; ++i) {
     const Node& n = nodes[size_t(i)];
     if (n.op != Op::kMatMul || skip[size_t(i)] || n.src.size() < 2 || n.src[1] < 0 ||
         !g.node(n.src[1]).weight)
       continue;
     const int64_t K = g.node(n.src[0]).shape[1];
-    if (!UseIdotGemv(*dev_, T, K, weights_->Get(*g.node(n.src[1]).weight).dtype) ||
-        !IdotQuantizeOnce())
-      continue;
+    const DType wt = weights_->Get(*g.node(n.src[1]).weight).dtype;
+    if (!UseIdotGemv(*dev_, T, K, wt) || !IdotQuantizeOnce(K)) continue;
     const int nm = norm_of[size_t(i)];
-    const std::pair<int, int> key{nm >= 0 ? nodes[size_t(nm)].src[0] : n.src[0], nm};
+    // int8 x for Q4_0, int16 for Q8_0: one copy per format.
+    const std::tuple<int, int, bool> key{nm >= 0 ? nodes[size_t(nm)].src[0] : n.src[0], nm, wt == DType::kQ8_0};
     auto it = xq_of.find(key);
     if (it == xq_of.end()) {
       it = xq_of.emplace(key, int(items.size())).first;
-      items.push_back({i, i, QuantXBytes(T, K)});
+      items.push_back({i, i, QuantXBytes(T, K, wt)});
       xq_fill[size_t(i)] = 1;
     }
     items[size_t(it->second)].end = i;
@@ -562,7 +580,14 @@ void VulkanBackend::Run(Program& p, const Batch& b, VkKv& kv, void* out, Compute
     double span = 0;
     for (size_t i = 0; i < iv.size() && i < p.ds.size(); ++i) {
       span += iv[i];
-      pp.family_s[OpName(p.node_info[size_t(p.ds[i].node)].second)] += iv[i];
+      const Dispatch& d = p.ds[i];
+      const auto& [name, op] = p.node_info[size_t(d.node)];
+      pp.family_s[OpName(op)] += iv[i];
+      PhaseProfile::Kind& k = pp.kinds[ProfileKind(name, d.pipe->name)];
+      k.s += iv[i];
+      ++k.count;
+      if (d.pipe->name.rfind("matmul_gemv", 0) == 0 && !d.bindings.empty())
+        for (const BufRange& r : d.bindings[0]) k.weight_bytes += double(r.size);
     }
     ++pp.runs;
     pp.tokens += T;
@@ -617,6 +642,17 @@ void VulkanBackend::PrintProfile() const {
     std::fprintf(stderr, "  shader time per op family (us/step, incl. barrier waits):");
     for (const auto& [s, name] : fam) std::fprintf(stderr, " %s %.1f", name.c_str(), s * k);
     std::fprintf(stderr, "\n");
+    std::vector<std::pair<double, std::string>> kinds;
+    for (const auto& [name, kd] : pp.kinds) kinds.push_back({kd.s, name});
+    std::sort(kinds.rbegin(), kinds.rend());
+    std::fprintf(stderr, "  per dispatch kind (us/step, dispatches/step; GEMVs: GB/s of their weights):\n");
+    for (size_t i = 0; i < kinds.size() && i < 16; ++i) {
+      const PhaseProfile::Kind& kd = pp.kinds.at(kinds[i].second);
+      std::fprintf(stderr, "    %-60s %9.1f us %5.1f", kinds[i].second.c_str(), kd.s * k,
+                   double(kd.count) / pp.runs);
+      if (kd.weight_bytes > 0 && kd.s > 0) std::fprintf(stderr, "  %7.1f GB/s", kd.weight_bytes / kd.s / 1e9);
+      std::fprintf(stderr, "\n");
+    }
   }
 }
 

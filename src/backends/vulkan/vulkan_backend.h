@@ -87,6 +87,13 @@ class VulkanBackend final : public Backend {
     double upload_s = 0, submit_s = 0, gpu_span_s = 0, idle_s = 0, download_s = 0;
     int dispatches = 0, barriers = 0;
     std::map<std::string, double> family_s;  // shader time per op family
+    // Per dispatch kind (node name with its layer number as '*', and the shader): shader time,
+    // dispatches, and the bytes of a GEMV's weights (binding 0), for its bandwidth.
+    struct Kind {
+      double s = 0, weight_bytes = 0;
+      int count = 0;
+    };
+    std::map<std::string, Kind> kinds;
   };
   PhaseProfile profile_[2];
   void PrintProfile() const;

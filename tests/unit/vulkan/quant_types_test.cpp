@@ -346,16 +346,18 @@ TEST_F(VulkanQuant, MlaPerHeadGemvOverTypes) {
   }
 }
 
-// ---- integer-dot GEMV (Q8_0, Q4_0 over x quantized to int8 per 32-block) ---------------------
-// The reference quantizes each row of x as quantize_q8.comp does (d = max|v| / 127, q =
-// round-half-even(v / d) in [-127, 127]) and takes the dequantized weights times d·q, summed in
+// ---- integer-dot GEMV (Q4_0 over x quantized to int8 per 32-block, Q8_0 to int16) ------------
+// The reference quantizes each row of x as quantize_q8.comp does (d = max|v| / L, q =
+// round-half-even(v / d) in [-L, L]; L = 127, for Q8_0 32512) and takes the dequantized weights times d·q, summed in
 // f64. Only the f32 summation order differs (and, on GPUs whose division is not correctly
 // rounded, a rare one-level difference of q): 1e-4.
 constexpr double kIdotTol = 1e-4;
 constexpr DType kIdotTypes[] = {DType::kQ8_0, DType::kQ4_0};
 
-// x [R, K] with every 32-block replaced by its int8 quantization times the block's scale.
-Tensor QuantizedRows(const std::vector<float>& x, int R, int K) {
+// x [R, K] with every 32-block replaced by its quantization (int8; int16 for Q8_0 weights) times
+// the block's scale.
+Tensor QuantizedRows(const std::vector<float>& x, int R, int K, DType wt) {
+  const float levels = wt == DType::kQ8_0 ? 32512.0f : 127.0f;  // int16 x for Q8_0, int8 for Q4_0
   Tensor out = AllocTensor("xq", DType::kF32, {R, K});
   float* o = static_cast<float*>(MutableData(out));
   for (int r = 0; r < R; ++r)
@@ -363,9 +365,9 @@ Tensor QuantizedRows(const std::vector<float>& x, int R, int K) {
       const float* v = &x[size_t(r * K + 32 * b)];
       float amax = 0.0f;
       for (int i = 0; i < 32; ++i) amax = std::max(amax, std::fabs(v[i]));
-      const float d = amax / 127.0f, id = d != 0.0f ? 1.0f / d : 0.0f;
+      const float d = amax / levels, id = d != 0.0f ? 1.0f / d : 0.0f;
       for (int i = 0; i < 32; ++i) {
-        const float q = std::min(127.0f, std::max(-127.0f, std::nearbyint(v[i] * id)));
+        const float q = std::min(levels, std::max(-levels, std::nearbyint(v[i] * id)));
         o[r * K + 32 * b + i] = d * q;
       }
     }
@@ -394,11 +396,12 @@ void CheckIdot(Backend& be, DType dt, int R, int K, int N, bool bias, const std:
   const std::vector<float>& got = m.got;
   const std::string& where = m.where;
   const std::vector<float> bv = Values(B);
-  ExpectClose(got, RefIdot(QuantizedRows(Values(X), R, K), W, bias ? &bv : nullptr, R), kIdotTol, where);
+  ExpectClose(got, RefIdot(QuantizedRows(Values(X), R, K, dt), W, bias ? &bv : nullptr, R), kIdotTol, where);
   // ... and within int8 activation error of the f32 product: the test can tell the paths apart.
   const double f32_err = RelL2(got, RefMatMul(X, W, bias ? &B : nullptr, R));
-  EXPECT_LT(f32_err, 3e-2) << where;
-  EXPECT_GT(f32_err, 1e-5) << where << ": the integer-dot path did not run";
+  // (int8 x: ~4e-3 here; Q8_0's int16 x: ~1e-5; f32 x: ~1e-7, the summation order's.)
+  EXPECT_LT(f32_err, dt == DType::kQ8_0 ? 1e-4 : 3e-2) << where;
+  EXPECT_GT(f32_err, dt == DType::kQ8_0 ? 3e-6 : 1e-5) << where << ": the integer-dot path did not run";
 }
 
 std::unique_ptr<vk::VulkanBackend> IdotVulkan() {
@@ -415,17 +418,29 @@ TEST_F(VulkanQuant, IdotGemvMatchesQuantizedReference) {
     for (int K : {32, 96, 2080})
       for (int R : {1, 3, 8}) CheckIdot(*be, dt, R, K, K == 2080 ? 19 : 37, R == 3, "idot");
   // 8 rows of 81 blocks: the in-workgroup quantization takes two steps (2432 + 160 elements).
-  for (DType dt : kIdotTypes) CheckIdot(*be, dt, 8, 2592, 13, true, "idot two steps");
+  for (DType dt : kIdotTypes) CheckIdot(*be, dt, 8, 2592, 13, true, "idot two steps");  // By default rows longer than 8192 are quantized by a dispatch of their own (257 blocks: three
+  // quantize_q8 workgroups a row), the GEMV taking QR 1 for want of workgroups.
+  for (DType dt : kIdotTypes) CheckIdot(*be, dt, 2, 8224, 23, false, "idot, long rows");
+  // ... and every row with ES_VK_GEMV_IDOT_LOCAL=0 (131 blocks: two workgroups a row).
+  ScopedEnv local("ES_VK_GEMV_IDOT_LOCAL", "0");
+  for (DType dt : kIdotTypes) CheckIdot(*be, dt, 3, 4192, 11, false, "idot, x quantized apart");
 }
 
-// Invocations per row group, rows per group, workgroup size, and x quantized by a dispatch of
-// its own (ES_VK_GEMV_IDOT_TPR, _QR, _WG, _LOCAL=0).
+// Invocations per row group, rows per group, workgroup size, x quantized by a dispatch of its
+// own (ES_VK_GEMV_IDOT_TPR, _QR, _WG, _LOCAL=0), units loaded ahead (_UNROLL), and the
+// workgroups the default QR keeps (ES_VK_GEMV_MIN_GROUPS).
 TEST_F(VulkanQuant, IdotGemvKnobsAllGiveTheReference) {
   const std::vector<std::pair<const char*, const char*>> settings[] = {
       {{"ES_VK_GEMV_IDOT_TPR", "128"}, {"ES_VK_GEMV_IDOT_QR", "1"}},
       {{"ES_VK_GEMV_IDOT_TPR", "256"}, {"ES_VK_GEMV_IDOT_QR", "8"}},
       {{"ES_VK_GEMV_IDOT_TPR", "32"}, {"ES_VK_GEMV_IDOT_QR", "4"}, {"ES_VK_GEMV_IDOT_WG", "256"}},
-      {{"ES_VK_GEMV_IDOT_LOCAL", "0"}, {"ES_VK_GEMV_IDOT_TPR", "64"}, {"ES_VK_GEMV_IDOT_QR", "2"}}};
+      {{"ES_VK_GEMV_IDOT_LOCAL", "0"}, {"ES_VK_GEMV_IDOT_TPR", "64"}, {"ES_VK_GEMV_IDOT_QR", "2"}},
+      // Units loaded ahead of their sums (65 units a row: the last step is partial).
+      {{"ES_VK_GEMV_IDOT_UNROLL", "2"}},
+      {{"ES_VK_GEMV_IDOT_UNROLL", "4"}, {"ES_VK_GEMV_IDOT_TPR", "16"}, {"ES_VK_GEMV_IDOT_QR", "4"}},
+      {{"ES_VK_GEMV_IDOT_UNROLL", "2"}, {"ES_VK_GEMV_IDOT_LOCAL", "0"}, {"ES_VK_GEMV_IDOT_QR", "8"}},
+      // The default QR with fewer workgroups wanted than a QR of 4 gives (45 outputs).
+      {{"ES_VK_GEMV_MIN_GROUPS", "0"}}};
   for (const auto& s : settings) {
     std::vector<std::unique_ptr<ScopedEnv>> env;
     std::string what;
@@ -440,15 +455,17 @@ TEST_F(VulkanQuant, IdotGemvKnobsAllGiveTheReference) {
 
 // The decode FFN with every fusion: the folded norm is applied while quantizing x, gate/up are
 // one dual integer-dot GEMV, down adds the residual: 2 inputs + 2 GEMVs, with x quantized in the
-// GEMV workgroups (default) or by 2 dispatches of their own (ES_VK_GEMV_IDOT_LOCAL=0).
+// GEMV workgroups (default; also with units loaded ahead, ES_VK_GEMV_IDOT_UNROLL=2) or by 2
+// dispatches of their own (ES_VK_GEMV_IDOT_LOCAL=0).
 TEST_F(VulkanQuant, IdotFusedFfnMatchesQuantizedReference) {
   const RefMm mm = [](const std::vector<float>& x, const Tensor& W, int T) {
-    return RefIdot(QuantizedRows(x, T, int(W.cols())), W, nullptr, T);
+    return RefIdot(QuantizedRows(x, T, int(W.cols()), W.dtype), W, nullptr, T);
   };
-  for (const char* local : {"1", "0"})
+  for (const char* local : {"1", "0", "1 UNROLL=2"})
     for (DType dt : kIdotTypes)
       for (int T : {1, 3}) {
-        ScopedEnv env("ES_VK_GEMV_IDOT_LOCAL", local);
+        ScopedEnv env("ES_VK_GEMV_IDOT_LOCAL", std::string(local, 1));
+        ScopedEnv un("ES_VK_GEMV_IDOT_UNROLL", local[1] ? "2" : "1");
         auto be = IdotVulkan();
         std::vector<float> want;
         const std::vector<float> got = RunFfn(*be, dt, T, 64, 96, 171, mm, &want);
@@ -458,8 +475,9 @@ TEST_F(VulkanQuant, IdotFusedFfnMatchesQuantizedReference) {
       }
 }
 
-// With x quantized by a dispatch of its own, three projections of one normed x (q, k, v) share
-// one quantization: one dispatch more than the float GEMVs (which fold the norm each), not three.
+// With x quantized by a dispatch of its own, projections of one normed x share its quantization
+// per format: q and k (Q4_0) one int8 copy, v (Q8_0) an int16 one — two dispatches more than the
+// float GEMVs (which fold the norm each), not three.
 TEST_F(VulkanQuant, IdotQuantizesSharedInputOnce) {
   ScopedEnv env("ES_VK_GEMV_IDOT_LOCAL", "0");
   const int D = 64, N = 40;
@@ -480,8 +498,8 @@ TEST_F(VulkanQuant, IdotQuantizesSharedInputOnce) {
   const auto want = RunGraph(*be_f, g, RowsBatch(1));
   auto be = IdotVulkan();
   const auto got = RunGraph(*be, g, RowsBatch(1));
-  EXPECT_EQ(be->counters().dispatches, be_f->counters().dispatches + 1);
-  ExpectClose(got, want, 5e-2, "q/k/v over one quantized x");
+  EXPECT_EQ(be->counters().dispatches, be_f->counters().dispatches + 2);
+  ExpectClose(got, want, 5e-2, "q/k/v over one quantized x per format");
 }
 
 TEST_F(VulkanQuant, IdotKnobOutOfRangeIsAClearError) {
@@ -566,7 +584,7 @@ TEST_P(VulkanSmallTpr, FusedFfnGivesTheReference) {
     return RefMatMul(X, W, nullptr, T);
   };
   const RefMm mm_idot = [](const std::vector<float>& x, const Tensor& W, int T) {
-    return RefIdot(QuantizedRows(x, T, int(W.cols())), W, nullptr, T);
+    return RefIdot(QuantizedRows(x, T, int(W.cols()), W.dtype), W, nullptr, T);
   };
   {  // the float GEMV: the folded norm's Σ x² is summed by the cluster too
     ScopedEnv tpr("ES_VK_GEMV_TPR", std::to_string(GetParam()));

@@ -17,6 +17,8 @@ struct GemmPush {
   uint32_t K, N, R, n0, y_rs, has_bias;
 };
 constexpr int64_t kGemvMaxRows = 8;
+// ES_VK_GEMV_IDOT_LOCAL=2: x rows longer than this are quantized by a dispatch of their own.
+constexpr int64_t kIdotLocalMaxK = 8192;
 
 // Environment knob `name` as an integer from `allowed`, `def` when unset.
 uint32_t Knob(const char* name, std::initializer_list<uint32_t> allowed, uint32_t def) {
@@ -46,10 +48,9 @@ uint32_t Knob(const char* name, std::initializer_list<uint32_t> allowed, uint32_
 //                                4 invocations per 32-block, neighbours read neighbouring words)
 //   ES_VK_GEMV_MAGIC 0|1         levels to floats by the 0x4B000000 bit trick (default 1)
 // The integer-dot GEMV (Q8_0/Q4_0 over x quantized to int8, UseIdotGemv) has its own knobs:
-//   ES_VK_GEMV_IDOT      0|1     1: Q8_0 and Q4_0; 0: neither (default: Q4_0 only, where the
-//                                device has 4x8-bit dot products in hardware: Q8_0 keeps exact
-//                                f32 x, its own error, for +1-2% at most on the H200;
-//                                VulkanTuning::gemv_idot overrides)
+//   ES_VK_GEMV_IDOT      0|1     1: Q8_0 and Q4_0; 0: neither (default: both where the device
+//                                has 4x8-bit dot products in hardware, signed and, for Q8_0's
+//                                int16 x, mixed-signedness; VulkanTuning::gemv_idot overrides)
 //   ES_VK_GEMV_IDOT_TPR  4..256  invocations per group (default 64; below the subgroup size as
 //                                ES_VK_GEMV_TPR: 4, 8 or 16 let a workgroup cover 64, 32 or 16
 //                                groups, its x quantized once for all of them)
@@ -57,19 +58,33 @@ uint32_t Knob(const char* name, std::initializer_list<uint32_t> allowed, uint32_
 //   ES_VK_GEMV_IDOT_WG   128|256 invocations per workgroup (default 256; at least TPR): 16 rows
 //                                a workgroup at the defaults (H200, 7B Q4_0 tg128: 237 t/s; 4
 //                                rows 161, 32 rows 215; float GEMV 187)
-//   ES_VK_GEMV_IDOT_LOCAL 0|1    1 (default): each workgroup quantizes the x it reads into
-//                                shared memory; 0: one quantize_q8 dispatch per input, shared by
-//                                the matmuls reading it (one more dispatch, no repeated work)
+//   ES_VK_GEMV_IDOT_UNROLL 1|2|4 units of each row an invocation loads before using them
+//                                (default 2)
+//   ES_VK_GEMV_MIN_GROUPS 0..2048 with x quantized apart: workgroups the default QR keeps at
+//                                least; it halves from 4 (to 1 at most) while a GEMV of N
+//                                outputs would have fewer (default 512; H200, 7B down_proj: 4
+//                                rows a workgroup, 896 workgroups, 2.46 TB/s against 1.53 at 16)
+//   ES_VK_GEMV_IDOT_LOCAL 0|1|2  1: each workgroup quantizes the x it reads into shared memory;
+//                                0: one quantize_q8 dispatch per input, shared by the matmuls
+//                                reading it (one more dispatch, no repeated work); 2 (default):
+//                                1 for rows up to kIdotLocalMaxK, 0 for longer ones (the 7B's
+//                                down_proj, 18944 wide: H200 tg128 7B Q4_0 276-280 t/s against
+//                                268-271 with 1 and 271-273 with 0, same job)
 struct GemvSpec {
-  uint32_t wg, rows, qr, spl, nsg, magic, rb, kc = 32;
+  uint32_t wg, rows, qr, spl, nsg, magic, rb, kc = 32, un = 1;
   bool cluster = false;  // TPR = wg / rows below the largest subgroup size: the "_c" variants
-  std::vector<uint32_t> Spec() const { return {wg, rows, qr, spl, nsg, magic, rb, kc}; }
+  std::vector<uint32_t> Spec() const { return {wg, rows, qr, spl, nsg, magic, rb, kc, un}; }
   uint32_t Outputs() const { return rows * qr; }  // outputs per workgroup
   const char* Variant() const { return cluster ? "_c" : ""; }  // shader name suffix
 };
 // R: the batch rows (RB: the smallest of 1, 2, 4, 8 covering min(R, 8)). idot: the
 // integer-dot variant (its own knobs and defaults: a 3584-wide Q4_0 row is only 112 units).
-GemvSpec GemvSpecFor(const Device& dev, DType wt, bool vec, int64_t R, bool idot = false) {
+// N: the outputs; unless ES_VK_GEMV_IDOT_QR is set, the integer-dot GEMV over x quantized by a
+// dispatch of its own (xq) halves its QR (from 4) while that leaves fewer than
+// ES_VK_GEMV_MIN_GROUPS workgroups. (With x quantized in each workgroup, more workgroups repeat
+// that work: H200, 7B Q4_0 tg128, QR 1 for the 3584-output GEMVs: 199-203 t/s against 257-263.)
+GemvSpec GemvSpecFor(const Device& dev, DType wt, bool vec, int64_t R, int64_t N, bool idot = false,
+                     bool xq = false) {
   const GemvShape gs = GemvFor(dev);
   const uint32_t min_sg = std::max<uint32_t>(dev.info().min_subgroup_size, 4);
   const uint32_t rb = R <= 1 ? 1 : R <= 2 ? 2 : R <= 4 ? 4 : 8;
@@ -85,12 +100,22 @@ GemvSpec GemvSpecFor(const Device& dev, DType wt, bool vec, int64_t R, bool idot
                 Knob("ES_VK_GEMV_SPL", {1, 2, 4}, 1),
                 wg / min_sg, Knob("ES_VK_GEMV_MAGIC", {0, 1}, 1), rb};
   spec.cluster = tpr < max_sg;
+  if (idot) {
+    spec.un = Knob("ES_VK_GEMV_IDOT_UNROLL", {1, 2, 4}, 2);
+    const char* qr_env = std::getenv("ES_VK_GEMV_IDOT_QR");
+    if (xq && (!qr_env || !*qr_env)) {
+      const uint32_t min_groups = Knob("ES_VK_GEMV_MIN_GROUPS", {0, 128, 256, 512, 1024, 2048}, 512);
+      while (spec.qr > 1 && (N + spec.Outputs() - 1) / spec.Outputs() < min_groups) spec.qr /= 2;
+    }
+  }
   return spec;
 }
-// The in-workgroup x quantization's step (spec constant KC): K where rb rows of int8 plus their
-// scales (1.25 bytes an element) fit 24 KiB of shared memory, else the most 32-blocks that do.
-uint32_t IdotLocalStep(int64_t K, uint32_t rb) {
-  const int64_t fit = int64_t(24576 / (rb * 5 / 4)) / 32 * 32;
+// The in-workgroup x quantization's step (spec constant KC): K where rb rows of levels plus
+// their scales (1.25 bytes an element for int8, 2.25 for the int16 of Q8_0) fit 24 KiB of shared
+// memory, else the most 32-blocks that do.
+uint32_t IdotLocalStep(int64_t K, uint32_t rb, DType wt) {
+  const int64_t quarter_bytes = wt == DType::kQ8_0 ? 9 : 5;  // per element, in quarters
+  const int64_t fit = 24576 * 4 / (int64_t(rb) * quarter_bytes) / 32 * 32;
   return uint32_t(std::min<int64_t>(K, fit));
 }
 uint64_t Align256(uint64_t b) { return (b + 255) / 256 * 256; }
@@ -107,30 +132,39 @@ constexpr uint64_t kCoopmatBigTiles = 100;
 bool UseIdotGemv(const Device& dev, int64_t R, int64_t K, DType wt) {
   if (R > kGemvMaxRows || K % 32 != 0 || (wt != DType::kQ8_0 && wt != DType::kQ4_0)) return false;
   const int mode = dev.gemv_idot() >= 0 ? dev.gemv_idot() : int(Knob("ES_VK_GEMV_IDOT", {0, 1}, 2));
-  // mode 2 (unset): Q4_0 where the hardware does the dot products.
-  const bool on = mode == 1 || (mode == 2 && wt == DType::kQ4_0 && dev.info().int_dot_accel);
+  // mode 2 (unset): where the hardware does the dot products (Q8_0: the mixed-signedness ones too).
+  const bool on = mode == 1 || (mode == 2 && (wt == DType::kQ4_0 ? dev.info().int_dot_accel
+                                                                  : dev.info().int_dot_mixed_accel));
   ES_CHECK(!on || dev.info().int_dot, "vulkan: the integer-dot GEMV is asked for (ES_VK_GEMV_IDOT=1), but ",
            dev.info().name, " has no shaderIntegerDotProduct");
   return on;
 }
 
-bool IdotQuantizeOnce() {
-  return Knob("ES_VK_GEMV_IDOT_LOCAL", {0, 1}, 1) == 0;
+bool IdotQuantizeOnce(int64_t K) {
+  const uint32_t mode = Knob("ES_VK_GEMV_IDOT_LOCAL", {0, 1, 2}, 2);
+  return mode == 0 || (mode == 2 && K > kIdotLocalMaxK);
 }
 
-uint64_t QuantXBytes(int64_t R, int64_t K) { return Align256(uint64_t(R * K)) + uint64_t(R * K / 32) * 8; }
+namespace {
+// Bytes of one quantized x element for weights of type wt (quant_x.glsl: int16 for Q8_0).
+uint64_t XLevelBytes(DType wt) { return wt == DType::kQ8_0 ? 2 : 1; }
+}  // namespace
 
-QuantX QuantXRanges(BufRange xq, int64_t R, int64_t K) {
-  const uint64_t qb = Align256(uint64_t(R * K));
-  ES_ASSERT(xq.size >= QuantXBytes(R, K));
-  return {BufRange{xq.buffer, xq.offset, uint64_t(R * K)},
-          BufRange{xq.buffer, xq.offset + qb, uint64_t(R * K / 32) * 8}};
+uint64_t QuantXBytes(int64_t R, int64_t K, DType wt) {
+  return Align256(uint64_t(R * K) * XLevelBytes(wt)) + uint64_t(R * K / 32) * 8;
+}
+
+QuantX QuantXRanges(BufRange xq, int64_t R, int64_t K, DType wt) {
+  const uint64_t qb = Align256(uint64_t(R * K) * XLevelBytes(wt));
+  ES_ASSERT(xq.size >= QuantXBytes(R, K, wt));
+  return {BufRange{xq.buffer, xq.offset, uint64_t(R * K) * XLevelBytes(wt)},
+          BufRange{xq.buffer, xq.offset + qb, uint64_t(R * K / 32) * 8}, XLevelBytes(wt) == 2};
 }
 
 void RecordQuantizeX(OpContext& c, BufRange x, int64_t R, int64_t K, const NormFold* norm,
                      const QuantX& xq) {
   ES_ASSERT(K % 32 == 0);
-  Dispatch& d = c.Add("quantize_q8", {1, 1, 1, 1});
+  Dispatch& d = c.Add(xq.wide ? "quantize_q8_i16" : "quantize_q8", {1, 1, 1, 1});
   d.bindings = {{x}, {norm ? norm->weight : x}, {xq.q}, {xq.ds}};
   d.writes = {2, 3};
   struct {
@@ -139,6 +173,7 @@ void RecordQuantizeX(OpContext& c, BufRange x, int64_t R, int64_t K, const NormF
   } push{uint32_t(K), uint32_t(K), norm ? 1u : 0u, norm ? norm->eps : 0.0f};
   d.Push(push);
   d.groups[0] = uint32_t(R);
+  d.groups[1] = norm ? 1u : uint32_t((K / 32 + 127) / 128);  // quantize_q8.comp: 128 blocks a workgroup
 }
 
 // Quantized weights take the workgroup-scope GEMM through an f16 copy of each chunk in the
@@ -166,7 +201,7 @@ void RecordHeadGemv(OpContext& c, BufRange x, int64_t R, int64_t H, int64_t N, i
   const bool vec = K % 8 == 0 && x_rs % 4 == 0 && x_hs % 4 == 0 && x_off % 4 == 0;
   ES_CHECK(vec || !IsQuantized(w.dtype), "vulkan: quantized per-head weight '", c.n.name,
            "' needs 4-aligned activation offsets");
-  const GemvSpec gs = GemvSpecFor(c.dev, w.dtype, vec, R);
+  const GemvSpec gs = GemvSpecFor(c.dev, w.dtype, vec, R, w.rows);
   Dispatch& d = c.Add(std::string("matmul_gemv_") + TypeSuffix(w.dtype) + (vec ? "_vec" : "") + gs.Variant(),
                       {1, 1, 1, 1, 1, 1}, gs.Spec());
   d.bindings = {{Range(w.chunks[0].alloc)}, {x}, {x}, {y}, {x}, {x}};
@@ -208,8 +243,8 @@ void RecordMatMul(OpContext& c, BufRange x, int64_t R, int64_t K, const DeviceWe
   const bool vec = K % 8 == 0;
   // Integer dot products over x quantized by a separate dispatch (xq) or in each workgroup.
   const bool idot = gemv && UseIdotGemv(c.dev, R, K, w.dtype);
-  GemvSpec gs = GemvSpecFor(c.dev, w.dtype, vec, R, idot);
-  if (idot && !xq) gs.kc = IdotLocalStep(K, gs.rb);
+  GemvSpec gs = GemvSpecFor(c.dev, w.dtype, vec, R, w.rows, idot, xq != nullptr);
+  if (idot && !xq) gs.kc = IdotLocalStep(K, gs.rb, w.dtype);
   // The workgroup-scope coopmat GEMM reads x as f16: one conversion serves every chunk.
   const bool quant = IsQuantized(w.dtype);
   const bool cm2_type = !gemv && UseCoopmat2(c.dev, K, w.dtype, w.rows);
@@ -322,8 +357,8 @@ void RecordGemvSwiGLU(OpContext& c, BufRange x, int64_t R, int64_t K, const Devi
             gate.chunks.size() == up.chunks.size());
   ES_ASSERT(!xq || (!norm && UseIdotGemv(c.dev, R, K, gate.dtype)));
   const bool idot = UseIdotGemv(c.dev, R, K, gate.dtype);
-  GemvSpec gs = GemvSpecFor(c.dev, gate.dtype, true, R, idot);
-  if (idot && !xq) gs.kc = IdotLocalStep(K, gs.rb);
+  GemvSpec gs = GemvSpecFor(c.dev, gate.dtype, true, R, gate.rows, idot, xq != nullptr);
+  if (idot && !xq) gs.kc = IdotLocalStep(K, gs.rb, gate.dtype);
   for (size_t i = 0; i < gate.chunks.size(); ++i) {
     const auto& cg = gate.chunks[i];
     const auto& cu = up.chunks[i];
@@ -359,7 +394,7 @@ void BuildMatMul(OpContext& c) {
   QuantX xq;
   const int64_t R = c.n.shape[0], K = c.Src(0).shape[1];
   if (c.xq.size) {
-    xq = QuantXRanges(c.xq, R, K);
+    xq = QuantXRanges(c.xq, R, K, c.W(1).dtype);
     if (c.xq_fill) RecordQuantizeX(c, x, R, K, norm, xq);
     norm = nullptr;
   }

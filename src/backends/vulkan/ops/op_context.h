@@ -49,7 +49,7 @@ struct OpContext {
   const Node* dual_up = nullptr;
   const Node* norm_node = nullptr;  // a folded RMSNorm producing this matmul's x
   const Node* rope_node = nullptr;  // kv_store: a folded rope (the store rotates its input)
-  // Integer-dot GEMV (UseIdotGemv): the int8 copy of x (QuantXBytes), shared by the matmuls
+  // Integer-dot GEMV (UseIdotGemv): the quantized copy of x (QuantXBytes), shared by the matmuls
   // reading the same x; the first of them (xq_fill) records the quantization.
   BufRange xq;
   bool xq_fill = false;
@@ -89,9 +89,11 @@ struct NormFold {
   BufRange weight;
   float eps = 0;
 };
-// The quantized x in `xq` (QuantXBytes): q, the int8 words; ds, the per-block pairs.
+// The quantized x in `xq` (QuantXBytes): q, the levels; ds, the per-block pairs; wide: int16
+// levels (for Q8_0 weights), else int8.
 struct QuantX {
   BufRange q, ds;
+  bool wide = false;
 };
 // y = x Wᵀ (+ bias) over every row chunk of W. x: [R, K] (row stride K); y: row stride y_rs;
 // GEMV for R <= 8, tiled GEMM otherwise.
@@ -103,16 +105,17 @@ void RecordMatMul(OpContext& c, BufRange x, int64_t R, int64_t K, const DeviceWe
                   const NormFold* norm = nullptr, const BufRange* x16 = nullptr,
                   const QuantX* xq = nullptr);
 // Whether a GEMV of R rows, inner size K over weights of type wt runs on integer dot products
-// (matmul_gemv.comp IDOT over x quantized to int8 per 32-block): R <= 8, K % 32 == 0, and Q8_0 or
+// (matmul_gemv.comp IDOT over x quantized per 32-block): R <= 8, K % 32 == 0, and Q8_0 or
 // Q4_0 with ES_VK_GEMV_IDOT=1 (or VulkanTuning::gemv_idot = 1); unset, Q4_0 on devices with
 // 4x8-bit dot products in hardware.
 bool UseIdotGemv(const Device& dev, int64_t R, int64_t K, DType wt);
-// Whether its x is quantized once per input by a dispatch of its own (ES_VK_GEMV_IDOT_LOCAL=0)
-// rather than inside each GEMV workgroup (the default).
-bool IdotQuantizeOnce();
-// Bytes of x quantized for it: R * K int8 (rounded up to 256 bytes), then per 32-block (d, d·Σq).
-uint64_t QuantXBytes(int64_t R, int64_t K);
-QuantX QuantXRanges(BufRange xq, int64_t R, int64_t K);
+// Whether its x (rows of K) is quantized once per input by a dispatch of its own rather than
+// inside each GEMV workgroup: ES_VK_GEMV_IDOT_LOCAL (default: for rows longer than 8192).
+bool IdotQuantizeOnce(int64_t K);
+// Bytes of x quantized for weights of type wt: R * K levels (int8 for Q4_0, int16 for Q8_0;
+// rounded up to 256 bytes), then per 32-block (d, d·Σq).
+uint64_t QuantXBytes(int64_t R, int64_t K, DType wt);
+QuantX QuantXRanges(BufRange xq, int64_t R, int64_t K, DType wt);
 // Records quantize_q8.comp: x [R, K] (row stride K) → xq, applying `norm` when given.
 void RecordQuantizeX(OpContext& c, BufRange x, int64_t R, int64_t K, const NormFold* norm,
                      const QuantX& xq);

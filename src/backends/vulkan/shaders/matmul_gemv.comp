@@ -29,15 +29,16 @@
 // subgroup size (the clustered reduction leaves them unused); 5 (MAGIC) picks the int-to-float
 // trick of QLevels (1) or plain conversions; 6 (RB) is the number of batch rows a workgroup
 // covers. CLUSTER adds none: its cluster size is TPR = WG / ROWS (ids 0 and 1).
-// Integer dot products (IDOT, Q8_0 and Q4_0, VEC): x comes quantized to int8 per 32-block by
-// quantize_q8.comp (binding 1: the int8 words, binding 5: each block's (d, d·Σq); a folded norm is
-// applied there, so p.norm is 0 here) and each invocation walks whole 16-byte units of a row's
+// Integer dot products (IDOT, Q8_0 and Q4_0, VEC): x comes quantized per 32-block by
+// quantize_q8.comp (binding 1: the levels, binding 5: each block's (d, d·Σq); a folded norm is
+// applied there, so p.norm is 0 here) — int8 for Q4_0, int16 for Q8_0 (as the CPU kernels: int8
+// x would double Q8_0's error), see quant_x.glsl — and each invocation walks whole 16-byte units of a row's
 // quants — Q4_0 one block (32 weights), Q8_0 half a block — neighbouring invocations taking
 // neighbouring units (one coalesced uvec4 load per row per unit). A unit's sum is exact in
 // int32 (4x8-bit packed dot products, SPV_KHR_integer_dot_product through spirv_intrinsics, so
 // any glslc with GL_EXT_spirv_intrinsics compiles it); per unit and QR row:
 //   Q4_0: acc += dw * (dx * Σ n·q - 8 * dx·Σq)    (n: the unsigned nibbles)
-//   Q8_0: acc += dw * dx * Σ w·q
+//   Q8_0: acc += dw * dx * (256 Σ w·hi + Σ w·lo)  (q = 256 hi + lo: signed x unsigned products)
 // XLOCAL (with IDOT): no separate quantization — each workgroup quantizes the x it needs into
 // shared memory itself (KC elements of every batch row per step, the folded norm applied while
 // quantizing, exactly as quantize_q8.comp does), so x is bound as f32 like the float GEMV's.
@@ -62,6 +63,8 @@ layout(constant_id = 6) const uint RB = 8;
 // XLOCAL: elements of each batch row's x quantized into shared memory per step (a multiple of
 // 32; the host makes it K where RB·K int8 and their scales fit its budget).
 layout(constant_id = 7) const uint KC = 4096;
+// IDOT: units of each row an invocation loads before using them (1, 2 or 4; IdotUnits).
+layout(constant_id = 8) const uint UN = 1;
 const uint TPR = WG / ROWS;
 #if defined(DUAL)
 layout(binding = 0) readonly buffer W { uvec4 wq[]; } wb[2];  // gate, up
@@ -77,7 +80,7 @@ layout(binding = 0) readonly buffer W { uint w[]; };
 #define WORD(i) w[i]
 #endif
 #if defined(IDOT) && !defined(XLOCAL)
-layout(binding = 1) readonly buffer X { uvec4 xq4[]; };  // int8 x, 32 per two uvec4
+layout(binding = 1) readonly buffer X { uvec4 xq4[]; };  // quantized x, XB uvec4 per 32 (quant_x.glsl)
 #elif defined(VEC)
 layout(binding = 1) readonly buffer X { vec4 x4[]; };  // x offsets and strides % 4 == 0
 #else
@@ -125,19 +128,32 @@ shared float part2[QR * RB * NSG];
 #if !defined(W_Q4_0) && !defined(W_Q8_0)
 #error "IDOT: Q4_0 and Q8_0 only"
 #endif
+#if defined(W_Q8_0)
+#define X_I16 1  // quant_x.glsl: int16 x
+#endif
 // Σ of the 4 products of packed signed bytes (OpSDotKHR, PackedVectorFormat4x8Bit).
 spirv_instruction(extensions = ["SPV_KHR_integer_dot_product"], capabilities = [6019, 6018], id = 4450)
 int SDot4x8(uint a, uint b, spirv_literal int packed_format);
 int Dot4(uvec4 a, uvec4 b) {
   return SDot4x8(a.x, b.x, 0) + SDot4x8(a.y, b.y, 0) + SDot4x8(a.z, b.z, 0) + SDot4x8(a.w, b.w, 0);
 }
-// One unit of one row (quants w, block scale dw) against its x (xa, and for Q4_0 the block's
-// second half xc; the block's dx = (d, d·Σq)): see the header.
+#if defined(W_Q8_0)
+// Σ of the 4 products of packed signed bytes a and unsigned bytes b (OpSUDotKHR).
+spirv_instruction(extensions = ["SPV_KHR_integer_dot_product"], capabilities = [6019, 6018], id = 4452)
+int SUDot4x8(uint a, uint b, spirv_literal int packed_format);
+int DotSU4(uvec4 a, uvec4 b) {
+  return SUDot4x8(a.x, b.x, 0) + SUDot4x8(a.y, b.y, 0) + SUDot4x8(a.z, b.z, 0) + SUDot4x8(a.w, b.w, 0);
+}
+#endif
+// One unit of one row (quants w, block scale dw) against its x (the block's dx = (d, d·Σq)):
+//   Q4_0: xa, xc the int8 x of the block's two halves;
+//   Q8_0: x in int16 (quant_x.glsl X_I16), xa its high bytes (signed), xc its low (unsigned):
+//         Σ w·q = 256 Σ w·hi + Σ w·lo, exact in int32 (16 · 127 · 32512 < 2^31).
 float IdotUnit(uvec4 w, float dw, uvec4 xa, uvec4 xc, vec2 dx) {
 #if defined(W_Q4_0)
   return dw * (dx.x * float(Dot4(w & 0x0F0F0F0Fu, xa) + Dot4((w >> 4) & 0x0F0F0F0Fu, xc)) - 8.0 * dx.y);
 #else
-  return dw * (dx.x * float(Dot4(w, xa)));
+  return dw * (dx.x * float(Dot4(w, xa) * 256 + DotSU4(w, xc)));
 #endif
 }
 #if defined(W_Q4_0)
@@ -145,36 +161,39 @@ const uint kUnitElems = 32u;  // units: blocks
 #else
 const uint kUnitElems = 16u;  // units: half blocks
 #endif
-#if defined(XLOCAL)
-shared uvec4 xs4[RB * KC / 16u];  // int8 x of the step: row r at r * KC / 16
-shared vec2 xsd[RB * KC / 32u];   // (d, d * Σq) per block: row r at r * KC / 32
 #include "quant_x.glsl"
+// The uvec4 index, within a row's quantized x, of unit u's xa and xc (quant_x.glsl's layout: XB
+// per 32-block).
+void XUnitIdx(uint u, out uint ia, out uint ic) {
+#if defined(W_Q4_0)
+  ia = 2u * u;
+  ic = ia + 1u;
+#else
+  ia = (u >> 1) * 4u + (u & 1u);  // hi of the half block
+  ic = ia + 2u;                   // its lo
+#endif
+}
+#if defined(XLOCAL)
+shared uvec4 xs4[RB * (KC / 32u) * XB];  // quantized x of the step: row r at r * (KC / 32) * XB
+shared vec2 xsd[RB * KC / 32u];          // (d, d * Σq) per block: row r at r * KC / 32
 // Unit u of batch row r (of this workgroup) of the step starting at unit u0, from shared memory.
 void XUnit(uint r, uint u, uint u0, out uvec4 xa, out uvec4 xc, out vec2 dx) {
-  const uint ul = u - u0;
-#if defined(W_Q4_0)
-  dx = xsd[r * (KC / 32u) + ul];
-  xa = xs4[r * (KC / 16u) + 2u * ul];
-  xc = xs4[r * (KC / 16u) + 2u * ul + 1u];
-#else
-  dx = xsd[r * (KC / 32u) + (ul >> 1)];
-  xa = xs4[r * (KC / 16u) + ul];
-  xc = xa;
-#endif
+  const uint ul = u - u0, row = r * (KC / 32u) * XB;
+  uint ia, ic;
+  XUnitIdx(ul, ia, ic);
+  dx = xsd[r * (KC / 32u) + ul * kUnitElems / 32u];
+  xa = xs4[row + ia];
+  xc = xs4[row + ic];
 }
 #else
 // Unit u of batch row r of the x quantized by quantize_q8.comp (one step: u0 = 0).
 void XUnit(uint r, uint u, uint u0, out uvec4 xa, out uvec4 xc, out vec2 dx) {
-  const uint nb = p.K / 32u, xrow4 = p.K / 16u;
-#if defined(W_Q4_0)
-  dx = xds[r * nb + u];
-  xa = xq4[r * xrow4 + 2u * u];
-  xc = xq4[r * xrow4 + 2u * u + 1u];
-#else
-  dx = xds[r * nb + (u >> 1)];
-  xa = xq4[r * xrow4 + u];
-  xc = xa;
-#endif
+  const uint nb = p.K / 32u, row = r * nb * XB;
+  uint ia, ic;
+  XUnitIdx(u, ia, ic);
+  dx = xds[r * nb + u * kUnitElems / 32u];
+  xa = xq4[row + ia];
+  xc = xq4[row + ic];
 }
 #endif
 // acc[i][r] += Σ over this invocation's units u in [u0, u1) (lane, lane + TPR, ...) of row i of
@@ -191,26 +210,33 @@ void IdotUnits(uint u0, uint u1, const uint base[QR], uint xr0, uint nr, uint la
   for (uint sel = 0; sel < 2u; ++sel) {
     wsel = sel;
 #endif
-  for (uint u = u0 + lane; u < u1; u += TPR) {
-    uvec4 w[QR];
-    float dw[QR];
-    const uint b = u * kUnitElems / 32u;
-    for (uint i = 0; i < QR; ++i) {
-      w[i] = QUAD(base[i] / 4u + u);
-      dw[i] = QScale(base[i], K, b);
+  for (uint ub = u0 + lane; ub < u1; ub += UN * TPR) {
+    // UN units' quants and scales first (past u1: the last unit again, not added), then the sums.
+    uvec4 w[UN * QR];
+    float dw[UN * QR];
+    for (uint h = 0; h < UN; ++h) {
+      const uint u = min(ub + h * TPR, u1 - 1u);
+      for (uint i = 0; i < QR; ++i) {
+        w[h * QR + i] = QUAD(base[i] / 4u + u);
+        dw[h * QR + i] = QScale(base[i], K, u * kUnitElems / 32u);
+      }
     }
-    for (uint r = 0; r < RB; ++r) {
-      if (r < nr) {
-        uvec4 xa, xc;
-        vec2 dx;
-        XUnit(xr0 + r, u, u0, xa, xc, dx);
-        for (uint i = 0; i < QR; ++i) {
-          const float v = IdotUnit(w[i], dw[i], xa, xc, dx);
+    for (uint h = 0; h < UN; ++h) {
+      const uint u = ub + h * TPR;
+      if (u >= u1) break;
+      for (uint r = 0; r < RB; ++r) {
+        if (r < nr) {
+          uvec4 xa, xc;
+          vec2 dx;
+          XUnit(xr0 + r, u, u0, xa, xc, dx);
+          for (uint i = 0; i < QR; ++i) {
+            const float v = IdotUnit(w[h * QR + i], dw[h * QR + i], xa, xc, dx);
 #if defined(DUAL)
-          if (sel == 0u) acc[i][r] += v; else acc2[i][r] += v;
+            if (sel == 0u) acc[i][r] += v; else acc2[i][r] += v;
 #else
-          acc[i][r] += v;
+            acc[i][r] += v;
 #endif
+          }
         }
       }
     }
@@ -246,32 +272,30 @@ void AccumIdotLocal(uint row0, uint last, uint xb, uint nr, uint tid, uint lane,
 #endif
 ) {
   const uint K = p.K, rw = QRowWords(K);
-  // Folded norm: 1 / sqrt(mean(x²) + eps) per batch row, over the whole row first.
-  float inv[RB];
-  for (uint r = 0; r < RB; ++r) inv[r] = 1.0;
-  if (p.norm != 0u) {
-    for (uint r = 0; r < nr; ++r) {
-      const uint xo = (xb + r * p.x_rs) / 4u;
-      float ss = 0.0;
-      for (uint k4 = tid; k4 < K / 4u; k4 += WG) ss += dot(x4[xo + k4], x4[xo + k4]);
-      inv[r] = 1.0 / sqrt(WgSum(ss) / float(K) + p.eps);
-    }
-  }
   uint base[QR];
   for (uint i = 0; i < QR; ++i) base[i] = min(row0 + i, last) * rw;
+  // Folded norm: x ⊙ g is quantized (the int8 levels of the normed x are the same, their scales
+  // 1/rms times larger), Σx² taken on the way; the sums are scaled by 1/rms at the end.
+  float ssq[RB];
+  for (uint r = 0; r < RB; ++r) ssq[r] = 0.0;
   for (uint c0 = 0; c0 < K; c0 += KC) {
     const uint kc = min(KC, K - c0), nbc = kc / 32u;
-    barrier();  // the previous step's x is no longer read
-    for (uint t = tid; t < nr * nbc; t += WG) {
-      const uint r = t / nbc, b = t % nbc;
-      const uint xo = (xb + r * p.x_rs + c0) / 4u + 8u * b, go = (c0 / 4u) + 8u * b;
-      vec4 v[8];
-      for (uint i = 0; i < 8u; ++i) {
-        v[i] = x4[xo + i];
-        if (p.norm != 0u) v[i] = g4[go + i] * (v[i] * inv[r]);
+    if (c0 > 0u) barrier();  // the previous step's x is no longer read
+    for (uint r = 0; r < RB; ++r) {
+      for (uint b = tid; b < nbc && r < nr; b += WG) {
+        const uint xo = (xb + r * p.x_rs + c0) / 4u + 8u * b, go = (c0 / 4u) + 8u * b;
+        vec4 v[8];
+        for (uint i = 0; i < 8u; ++i) {
+          v[i] = x4[xo + i];
+          if (p.norm != 0u) {
+            ssq[r] += dot(v[i], v[i]);
+            v[i] *= g4[go + i];
+          }
+        }
+        uvec4 q[XB];
+        QuantizeBlock32(v, q, xsd[r * (KC / 32u) + b]);
+        for (uint j = 0; j < XB; ++j) xs4[(r * (KC / 32u) + b) * XB + j] = q[j];
       }
-      QuantizeBlock32(v, xs4[r * (KC / 16u) + 2u * b], xs4[r * (KC / 16u) + 2u * b + 1u],
-                      xsd[r * (KC / 32u) + b]);
     }
     barrier();
     const uint u0 = c0 / kUnitElems, u1 = u0 + kc / kUnitElems;
@@ -280,6 +304,18 @@ void AccumIdotLocal(uint row0, uint last, uint xb, uint nr, uint tid, uint lane,
 #else
     IdotUnits(u0, u1, base, 0u, nr, lane, acc);
 #endif
+  }
+  if (p.norm != 0u) {
+    for (uint r = 0; r < RB; ++r) {
+      if (r >= nr) break;  // uniform: WgSum's barriers
+      const float inv = 1.0 / sqrt(WgSum(ssq[r]) / float(K) + p.eps);
+      for (uint i = 0; i < QR; ++i) {
+        acc[i][r] *= inv;
+#if defined(DUAL)
+        acc2[i][r] *= inv;
+#endif
+      }
+    }
   }
 }
 #endif
