@@ -403,7 +403,7 @@ std::unique_ptr<VulkanBackend::Program> VulkanBackend::Build(const Graph& g, con
       continue;
     const int64_t K = g.node(n.src[0]).shape[1];
     const DType wt = weights_->Get(*g.node(n.src[1]).weight).dtype;
-    if (!UseIdotGemv(*dev_, T, K, wt) || !IdotQuantizeOnce(K)) continue;
+    if (!UseIdotGemv(*dev_, T, K, wt) || !IdotQuantizeOnce(K, gate_node[size_t(i)] >= 0)) continue;
     const int nm = norm_of[size_t(i)];
     // int8 x for Q4_0, int16 for Q8_0: one copy per format.
     const std::tuple<int, int, bool> key{nm >= 0 ? nodes[size_t(nm)].src[0] : n.src[0], nm, wt == DType::kQ8_0};

@@ -64,12 +64,15 @@ uint32_t Knob(const char* name, std::initializer_list<uint32_t> allowed, uint32_
 //                                least; it halves from 4 (to 1 at most) while a GEMV of N
 //                                outputs would have fewer (default 512; H200, 7B down_proj: 4
 //                                rows a workgroup, 896 workgroups, 2.46 TB/s against 1.53 at 16)
-//   ES_VK_GEMV_IDOT_LOCAL 0|1|2  1: each workgroup quantizes the x it reads into shared memory;
+//   ES_VK_GEMV_IDOT_LOCAL 0..3   1: each workgroup quantizes the x it reads into shared memory;
 //                                0: one quantize_q8 dispatch per input, shared by the matmuls
-//                                reading it (one more dispatch, no repeated work); 2 (default):
-//                                1 for rows up to kIdotLocalMaxK, 0 for longer ones (the 7B's
-//                                down_proj, 18944 wide: H200 tg128 7B Q4_0 276-280 t/s against
-//                                268-271 with 1 and 271-273 with 0, same job)
+//                                reading it (one more dispatch, no repeated work); 2: 1 for rows
+//                                up to kIdotLocalMaxK, 0 for longer ones (the 7B's down_proj,
+//                                18944 wide: H200 tg128 7B Q4_0 276-280 t/s against 268-271 with
+//                                1 and 271-273 with 0, same job); 3 (default): as 2, and 0 for
+//                                the x of dual (gate/up) GEMVs (7B Q4_0 282/287 against 264/273
+//                                with 2, Q8_0 229/227 against 217/219, 1.5B Q4_0 409/415 against
+//                                410/405, same job)
 struct GemvSpec {
   uint32_t wg, rows, qr, spl, nsg, magic, rb, kc = 32, un = 1;
   bool cluster = false;  // TPR = wg / rows below the largest subgroup size: the "_c" variants
@@ -140,9 +143,9 @@ bool UseIdotGemv(const Device& dev, int64_t R, int64_t K, DType wt) {
   return on;
 }
 
-bool IdotQuantizeOnce(int64_t K) {
-  const uint32_t mode = Knob("ES_VK_GEMV_IDOT_LOCAL", {0, 1, 2}, 2);
-  return mode == 0 || (mode == 2 && K > kIdotLocalMaxK);
+bool IdotQuantizeOnce(int64_t K, bool dual) {
+  const uint32_t mode = Knob("ES_VK_GEMV_IDOT_LOCAL", {0, 1, 2, 3}, 3);
+  return mode == 0 || (mode >= 2 && K > kIdotLocalMaxK) || (mode == 3 && dual);
 }
 
 namespace {
