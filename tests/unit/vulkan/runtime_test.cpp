@@ -236,6 +236,24 @@ TEST_F(VulkanRuntime, ProfileGivesPerOpShaderTimes) {
   EXPECT_GT(be->peak_bytes(), 0u);
 }
 
+// bench --profile: besides the per-family line, a line per dispatch kind (the node name with its
+// layer as '*', the shader) with the GEMVs' weight bandwidth; ES_VK_PIPELINE_STATS=1 prints the
+// pipelines' statistics or says once that the device has none.
+TEST(VulkanCli, ProfileListsDispatchKindsWithGemvBandwidth) {
+  std::string out, err;
+  const int rc = RunCommand("ES_VK_PIPELINE_STATS=1 " + CliPath() + " bench --backend vulkan -m " + SourceDir() +
+                                "/tests/golden/data/models/qwen2_realdim --dtype q4_0 -p 4 -n 2 -r 1 --profile",
+                            &out, &err);
+  ASSERT_EQ(rc, 0) << err;
+  EXPECT_NE(err.find("per dispatch kind"), std::string::npos) << err;
+  const size_t down = err.find("model.layers.*.mlp.down_proj [matmul_gemv_q4_0");
+  ASSERT_NE(down, std::string::npos) << err;
+  EXPECT_NE(err.find("GB/s", down), std::string::npos) << err;
+  EXPECT_TRUE(err.find("vulkan pipeline matmul_gemv") != std::string::npos ||
+              err.find("ES_VK_PIPELINE_STATS=1, but") != std::string::npos)
+      << err;
+}
+
 TEST(VulkanCli, DevicesListsTheDeviceAndItsFeatures) {
   std::string out, err;
   const int rc = RunCommand(CliPath() + " devices", &out, &err);

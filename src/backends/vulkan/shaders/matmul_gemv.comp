@@ -32,8 +32,8 @@
 // Integer dot products (IDOT, Q8_0 and Q4_0, VEC): x comes quantized per 32-block by
 // quantize_q8.comp (binding 1: the levels, binding 5: each block's (d, d·Σq); a folded norm is
 // applied there, so p.norm is 0 here) — int8 for Q4_0, int16 for Q8_0 (as the CPU kernels: int8
-// x would double Q8_0's error), see quant_x.glsl — and each invocation walks whole 16-byte units of a row's
-// quants — Q4_0 one block (32 weights), Q8_0 half a block — neighbouring invocations taking
+// x would double Q8_0's error), see quant_x.glsl — and each invocation walks whole 16-byte units
+// of a row's quants — Q4_0 one block (32 weights), Q8_0 half a block — neighbouring invocations taking
 // neighbouring units (one coalesced uvec4 load per row per unit). A unit's sum is exact in
 // int32 (4x8-bit packed dot products, SPV_KHR_integer_dot_product through spirv_intrinsics, so
 // any glslc with GL_EXT_spirv_intrinsics compiles it); per unit and QR row:
@@ -61,7 +61,7 @@ layout(constant_id = 5) const bool MAGIC = true;
 // one-row decode keeps QR accumulators, not 8 * QR, and compiles to a short loop).
 layout(constant_id = 6) const uint RB = 8;
 // XLOCAL: elements of each batch row's x quantized into shared memory per step (a multiple of
-// 32; the host makes it K where RB·K int8 and their scales fit its budget).
+// 32; the host makes it K where RB·K levels and their scales fit its budget).
 layout(constant_id = 7) const uint KC = 4096;
 // IDOT: units of each row an invocation loads before using them (1, 2 or 4; IdotUnits).
 layout(constant_id = 8) const uint UN = 1;
