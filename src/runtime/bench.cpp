@@ -13,6 +13,7 @@
 #include "edgeseek/backends/vulkan.h"
 #include "edgeseek/core/error.h"
 #include "edgeseek/core/thread_pool.h"
+#include "edgeseek/models/arch.h"
 #include "edgeseek/models/config.h"
 #include "edgeseek/runtime/generator.h"
 
@@ -30,8 +31,7 @@ size_t ActiveWeightBytes(const Model& m) {
     // Absorbed MLA weights are read instead of kv_b_proj, which decode never touches.
     if (t->name.find("kv_b_proj") != std::string::npos) b = 0;
     // An untied embedding table gives one row per token; tied, it is read whole as the output.
-    if (t->name == "model.embed_tokens.weight" && !c.tie_word_embeddings && t->shape.size() == 2 &&
-        t->shape[0] > 0)
+    if (t == m.arch().embedding() && !c.tie_word_embeddings && t->shape.size() == 2 && t->shape[0] > 0)
       b /= double(t->shape[0]);
     total += b;
   }

@@ -56,6 +56,8 @@ class ModelArch {
   Graph Build(const Batch& batch) const;
   // Every tensor the graphs read.
   std::vector<const Tensor*> Weights() const;
+  // The token embedding table (also the output matrix where tied).
+  const Tensor* embedding() const { return embed_; }
 
  private:
   int AttentionBlock(Graph& g, int h, int layer, const Batch& b) const;

@@ -28,9 +28,22 @@ bool UseAttentionCm2(const Device& dev, int64_t T, uint32_t dk, uint32_t dv) {
          dk <= kCm2MaxHeadDim && dv <= kCm2MaxHeadDim;
 }
 
+namespace {
+// The kernel of an attention: prefill (more than kAttentionSplitMaxRows rows, no split scratch,
+// no second key part) on tensor cores or by 8-row tiles where the head dims allow; else one
+// workgroup per (head, row), split over keys where a.part is given.
+enum class AttentionKernel { kTensorCores, kRows, kPerRow };
+AttentionKernel KernelFor(const OpContext& c, const AttentionArgs& a) {
+  if (a.part.size != 0 || a.wb != 0 || c.T <= kAttentionSplitMaxRows) return AttentionKernel::kPerRow;
+  if (UseAttentionCm2(c.dev, c.T, a.wa, a.dv)) return AttentionKernel::kTensorCores;
+  return a.wa <= 128 && a.dv <= 128 ? AttentionKernel::kRows : AttentionKernel::kPerRow;
+}
+}  // namespace
+
 void RecordAttention(OpContext& c, const AttentionArgs& a) {
   const bool f16 = c.kv.spec().dtype == DType::kF16;
-  if (a.part.size == 0 && a.wb == 0 && UseAttentionCm2(c.dev, c.T, a.wa, a.dv)) {
+  const AttentionKernel kernel = KernelFor(c, a);
+  if (kernel == AttentionKernel::kTensorCores) {
     // Prefill on tensor cores (attention_cm2.comp): tiles of BR query rows x BC keys.
     const Coopmat2Config& t = c.dev.coopmat2();
     Dispatch& d = c.Add(std::string("attention_cm2_") + (f16 ? "f16" : "f32"), {1, 1, 1, 1, 1, 1},
@@ -42,7 +55,7 @@ void RecordAttention(OpContext& c, const AttentionArgs& a) {
     d.groups[1] = uint32_t((c.T + t.fa_br - 1) / t.fa_br);
     return;
   }
-  if (a.part.size == 0 && a.wb == 0 && a.wa <= 128 && a.dv <= 128 && c.T > kAttentionSplitMaxRows) {
+  if (kernel == AttentionKernel::kRows) {
     // Prefill: 8 query rows per workgroup share each key/value tile (attention_rows.comp).
     // 32-key tiles of 128-wide heads need ~38 KiB of shared memory; heads up to 64 wide fit
     // 32-key tiles in ~19 KiB; else 16-key tiles (~21 KiB).
