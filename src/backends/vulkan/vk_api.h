@@ -81,6 +81,7 @@
   X(vkCreateFence)                             \
   X(vkDestroyFence)                            \
   X(vkWaitForFences)                           \
+  X(vkGetFenceStatus)                          \
   X(vkResetFences)                             \
   X(vkDeviceWaitIdle)
 

@@ -209,6 +209,22 @@ TEST_F(VulkanRuntime, PipelineCacheIsStoredAndLoadedNextStart) {
   setenv("ES_VK_CACHE_DIR", (BinaryDir() + "/test_tmp/vk_cache").c_str(), 1);
 }
 
+// Waiting on a step's fence by polling first (ES_VK_SPIN_US; default 0 on CPU devices like
+// lavapipe) changes no result.
+TEST_F(VulkanRuntime, SpinWaitGivesTheSameResult) {
+  Tensor E = RandomTensor("e", DType::kF32, {16, 32}, 13);
+  Tensor W1 = RandomTensor("w1", DType::kF16, {24, 32}, 14), W2 = RandomTensor("w2", DType::kF16, {24, 32}, 15),
+         W3 = RandomTensor("w3", DType::kBF16, {24, 32}, 16);
+  Graph g = SmallGraph(E, W1, W2, W3, 2);
+  auto be = MakeVulkan({});
+  setenv("ES_VK_SPIN_US", "0", 1);
+  const std::vector<float> blocking = RunGraph(*be, g, RowsBatch(2));
+  setenv("ES_VK_SPIN_US", "200000", 1);  // longer than the step: the poll sees it done
+  const std::vector<float> polled = RunGraph(*be, g, RowsBatch(2));
+  unsetenv("ES_VK_SPIN_US");
+  EXPECT_EQ(polled, blocking);
+}
+
 TEST_F(VulkanRuntime, ProfileGivesPerOpShaderTimes) {
   auto be = MakeVulkan({}, /*profile=*/true);
   Tensor E = RandomTensor("e", DType::kF32, {16, 32}, 3);
