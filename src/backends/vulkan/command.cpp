@@ -10,6 +10,12 @@
 namespace es::vk {
 
 Sequence::Sequence(Device& dev, bool profile) : dev_(dev) {
+  // Decode steps last a few ms: polling the fence for up to ES_VK_SPIN_US microseconds before
+  // blocking spares the blocked thread's wake-up after the GPU signals it (default 3000 on GPUs;
+  // 0 on CPU devices such as lavapipe, whose own threads need the cores). H200, same job, tg128
+  // Q4_0: 1.5B 405 -> 445 t/s, 7B 290 -> 297-306 (docs/performance.md "Session 7").
+  const char* spin = std::getenv("ES_VK_SPIN_US");
+  spin_s_ = spin && *spin ? std::strtod(spin, nullptr) * 1e-6 : dev.info().type == "cpu" ? 0.0 : 3000e-6;
   VkCommandBufferAllocateInfo ai{VK_STRUCTURE_TYPE_COMMAND_BUFFER_ALLOCATE_INFO};
   ai.commandPool = dev.command_pool();
   ai.level = VK_COMMAND_BUFFER_LEVEL_PRIMARY;
@@ -99,18 +105,9 @@ double Sequence::SubmitAndWait() {
   VK_CHECK(vkResetFences(dev_.handle(), 1, &fence_));
   VK_CHECK(vkQueueSubmit(dev_.queue(), 1, &si, fence_));
   const double submit_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  // Decode steps last a few ms: polling the fence for up to ES_VK_SPIN_US microseconds before
-  // blocking spares the blocked thread's wake-up after the GPU signals it (default 3000 on GPUs;
-  // 0 on CPU devices such as lavapipe, whose own threads need the cores). H200, same job, tg128
-  // Q4_0: 1.5B 405 -> 445 t/s, 7B 290 -> 297-306 (docs/performance.md "Session 7").
-  const double spin_s = [&] {
-    const char* v = std::getenv("ES_VK_SPIN_US");
-    if (v && *v) return std::strtod(v, nullptr) * 1e-6;
-    return dev_.info().type == "cpu" ? 0.0 : 3000e-6;
-  }();
   VkResult st = VK_NOT_READY;
-  while (spin_s > 0 && st == VK_NOT_READY &&
-         std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count() < spin_s)
+  while (spin_s_ > 0 && st == VK_NOT_READY &&
+         std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count() < spin_s_)
     st = vkGetFenceStatus(dev_.handle(), fence_);
   if (st != VK_SUCCESS) VK_CHECK(vkWaitForFences(dev_.handle(), 1, &fence_, VK_TRUE, UINT64_MAX));
   ++submits_;

@@ -68,6 +68,7 @@ class Sequence {
   VkFence fence_ = VK_NULL_HANDLE;      // owned
   std::unique_ptr<Timer> timer_;        // with profiling
   bool profile_ = false;
+  double spin_s_ = 0;  // SubmitAndWait polls the fence this long before blocking (ES_VK_SPIN_US)
   int barriers_ = 0, submits_ = 0;
 };
 

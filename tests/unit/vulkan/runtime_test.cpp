@@ -216,11 +216,11 @@ TEST_F(VulkanRuntime, SpinWaitGivesTheSameResult) {
   Tensor W1 = RandomTensor("w1", DType::kF16, {24, 32}, 14), W2 = RandomTensor("w2", DType::kF16, {24, 32}, 15),
          W3 = RandomTensor("w3", DType::kBF16, {24, 32}, 16);
   Graph g = SmallGraph(E, W1, W2, W3, 2);
-  auto be = MakeVulkan({});
+  // Read when a program is recorded: a backend (and program) per setting.
   setenv("ES_VK_SPIN_US", "0", 1);
-  const std::vector<float> blocking = RunGraph(*be, g, RowsBatch(2));
+  const std::vector<float> blocking = RunGraph(*MakeVulkan({}), g, RowsBatch(2));
   setenv("ES_VK_SPIN_US", "200000", 1);  // longer than the step: the poll sees it done
-  const std::vector<float> polled = RunGraph(*be, g, RowsBatch(2));
+  const std::vector<float> polled = RunGraph(*MakeVulkan({}), g, RowsBatch(2));
   unsetenv("ES_VK_SPIN_US");
   EXPECT_EQ(polled, blocking);
 }

@@ -47,7 +47,7 @@ uint32_t Knob(const char* name, std::initializer_list<uint32_t> allowed, uint32_
 //   ES_VK_GEMV_SPL  1|2|4        consecutive 8-element slices per invocation per step (default 1:
 //                                4 invocations per 32-block, neighbours read neighbouring words)
 //   ES_VK_GEMV_MAGIC 0|1         levels to floats by the 0x4B000000 bit trick (default 1)
-// The integer-dot GEMV (Q8_0/Q4_0 over x quantized to int8, UseIdotGemv) has its own knobs:
+// The integer-dot GEMV (Q4_0 over x quantized to int8, Q8_0 to int16; UseIdotGemv) has its own knobs:
 //   ES_VK_GEMV_IDOT      0|1     1: Q8_0 and Q4_0; 0: neither (default: both where the device
 //                                has 4x8-bit dot products in hardware, signed and, for Q8_0's
 //                                int16 x, mixed-signedness; VulkanTuning::gemv_idot overrides)

@@ -107,7 +107,7 @@ void RecordMatMul(OpContext& c, BufRange x, int64_t R, int64_t K, const DeviceWe
 // Whether a GEMV of R rows, inner size K over weights of type wt runs on integer dot products
 // (matmul_gemv.comp IDOT over x quantized per 32-block): R <= 8, K % 32 == 0, and Q8_0 or
 // Q4_0 with ES_VK_GEMV_IDOT=1 (or VulkanTuning::gemv_idot = 1); unset, Q4_0 on devices with
-// 4x8-bit dot products in hardware.
+// 4x8-bit dot products in hardware, Q8_0 (int16 x) where the mixed-signedness ones are too.
 bool UseIdotGemv(const Device& dev, int64_t R, int64_t K, DType wt);
 // Whether its x (rows of K; dual: the x of a fused gate/up GEMV) is quantized once per input by a
 // dispatch of its own rather than inside each GEMV workgroup: ES_VK_GEMV_IDOT_LOCAL (default: for

@@ -1,6 +1,7 @@
-// Activations to int8 per 32-element block, shared by quantize_q8.comp and matmul_gemv.comp's
-// in-workgroup quantization (XLOCAL), so both round alike: d = max|v| / 127, q = roundEven(v / d)
-// in [-127, 127] (all 0 when d == 0), element 4j + i in byte i of word j of (q[0], q[1]).
+// Activations to int8 (or int16: X_I16 below) per 32-element block, shared by quantize_q8.comp
+// and matmul_gemv.comp's in-workgroup quantization (XLOCAL), so both round alike: d = max|v| /
+// 127, q = roundEven(v / d) in [-127, 127] (all 0 when d == 0), element 4j + i in byte i of word
+// j of (q[0], q[1]).
 
 uint Pack4(ivec4 q) {
   const uvec4 b = uvec4(q) & 0xffu;

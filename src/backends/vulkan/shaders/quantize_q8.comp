@@ -1,9 +1,10 @@
 #version 450
-// Activations to int8 per 32-element block, for the integer-dot GEMV (matmul_gemv.comp IDOT):
+// Activations to int8 (int16 in the "_i16" variant, for Q8_0 weights) per 32-element block, for
+// the integer-dot GEMV (matmul_gemv.comp IDOT):
 //   v = x[r, k], or with a folded RMSNorm (p.norm == 1) g[k] * (x[r, k] * inv),
-//   inv = 1 / sqrt(mean_k(x[r, k]²) + eps) (rms_norm.comp's order);
-//   per block b of row r (quant_x.glsl's QuantizeBlock32): 8 words of 4 int8 at word
-//   (r * K + 32 b) / 4, and (d, d * Σ q) at vec2 index r * K / 32 + b.
+//   inv = 1 / sqrt(mean_k(x[r, k]²) + eps);
+//   per block b of row r (quant_x.glsl's QuantizeBlock32): XB uvec4 at (r * K / 32 + b) * XB,
+//   and (d, d * Σ q) at vec2 index r * K / 32 + b.
 // x: rows of K f32 with stride x_rs (K % 32 == 0, x_rs % 4 == 0). Workgroups (R, Y): Y split a
 // row's blocks (1 with a folded norm, whose Σx² is the whole row's), each invocation one block at
 // a time. A folded norm quantizes g ⊙ x (the same int8 levels as the normed values, the scale
