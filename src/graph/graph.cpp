@@ -2,6 +2,7 @@
 #include "edgeseek/graph/graph.h"
 
 #include <algorithm>
+#include <atomic>
 
 #include "edgeseek/core/error.h"
 
@@ -57,9 +58,19 @@ const char* OpName(Op op) {
   return "?";
 }
 
+namespace {
+uint64_t NextGraphVersion() {
+  static std::atomic<uint64_t> next{1};
+  return next.fetch_add(1, std::memory_order_relaxed);
+}
+}  // namespace
+
+Graph::Graph() : version_(NextGraphVersion()) {}
+
 int Graph::Add(Node n) {
   for (int s : n.src) ES_ASSERT(s < int(nodes_.size()));
   nodes_.push_back(std::move(n));
+  version_ = NextGraphVersion();
   return int(nodes_.size()) - 1;
 }
 

@@ -54,16 +54,30 @@ void Runner::CheckBatch(const Batch& batch) const {
   }
 }
 
+const Graph& Runner::GraphFor(const Batch& batch) {
+  const int rows = batch.n_tokens(), out_rows = int(batch.out_rows.size());
+  auto it = std::find_if(graphs_.begin(), graphs_.end(), [&](const ShapeGraph& s) {
+    return s.rows == rows && s.out_rows == out_rows;
+  });
+  if (it == graphs_.end()) {
+    if (graphs_.size() == kMaxGraphs) graphs_.pop_back();
+    graphs_.push_back({rows, out_rows, std::make_unique<const Graph>(model_->arch().Build(batch))});
+    it = graphs_.end() - 1;
+  }
+  std::rotate(graphs_.begin(), it, it + 1);
+  return *graphs_.front().graph;
+}
+
 void Runner::Forward(const Batch& batch, std::vector<float>* logits, ComputeStats* stats) {
   CheckBatch(batch);
-  const Graph g = model_->arch().Build(batch);
+  const Graph& g = GraphFor(batch);
   logits->resize(batch.out_rows.size() * size_t(model_->vocab_size()));
   backend_->Compute(g, batch, *kv_, logits->data(), stats);
 }
 
 void Runner::ForwardArgmax(const Batch& batch, std::vector<int32_t>* ids, ComputeStats* stats) {
   CheckBatch(batch);
-  const Graph g = model_->arch().Build(batch);
+  const Graph& g = GraphFor(batch);
   ids->resize(batch.out_rows.size());
   backend_->ComputeArgmax(g, batch, *kv_, ids->data(), stats);
 }
@@ -73,7 +87,7 @@ void Runner::ForwardSample(const Batch& batch, const std::vector<RowSampling>& r
   CheckBatch(batch);
   ES_CHECK(rows.size() == batch.out_rows.size(), "sampling: ", rows.size(), " parameter rows for ",
            batch.out_rows.size(), " output rows");
-  const Graph g = model_->arch().Build(batch);
+  const Graph& g = GraphFor(batch);
   ids->resize(batch.out_rows.size());
   backend_->ComputeSample(g, batch, *kv_, rows.data(), ids->data(), stats);
 }

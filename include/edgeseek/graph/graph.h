@@ -119,6 +119,7 @@ struct Node {
 
 class Graph {
  public:
+  Graph();
   int Add(Node n);                       // returns the node id
   int AddWeight(const Tensor& t);        // dedups by tensor address
   const Node& node(int id) const { return nodes_[size_t(id)]; }
@@ -126,8 +127,13 @@ class Graph {
   int output() const { return int(nodes_.size()) - 1; }
   // For each node: index of the last node that reads it (or itself), for memory planning.
   std::vector<int> LastUse() const;
+  // A process-wide number of this graph's content: new for every graph made and every node
+  // added, kept by copies (equal content). A backend may key what it derives from the nodes
+  // (weight checks, the recorded program's hash) by it.
+  uint64_t version() const { return version_; }
 
  private:
+  uint64_t version_ = 0;
   std::vector<Node> nodes_;
   std::vector<std::pair<const Tensor*, int>> weight_ids_;
 };

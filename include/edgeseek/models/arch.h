@@ -53,6 +53,9 @@ class ModelArch {
 
   const ModelConfig& config() const { return c_; }
   // The graph of one forward pass over `batch` (Finalize()d); output: logits [out_rows, vocab].
+  // It depends on the batch only through n_tokens() and out_rows.size() (tokens, positions,
+  // slots and which rows are read out come from the batch when the graph runs), so Runner keeps
+  // one graph per such shape.
   Graph Build(const Batch& batch) const;
   // Every tensor the graphs read.
   std::vector<const Tensor*> Weights() const;

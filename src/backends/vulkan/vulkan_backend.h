@@ -78,6 +78,13 @@ class VulkanBackend final : public Backend {
   std::shared_ptr<StagingRing> staging_;  // shared with KV caches
   std::unique_ptr<WeightStore> weights_;
   std::list<std::unique_ptr<Program>> programs_;  // most recently used first
+  // Graphs (version, nodes' hash) whose weights were checked against stale device copies
+  // (WeightStore::DropStale): most recent first.
+  struct SeenGraph {
+    uint64_t version = 0, nodes_hash = 0;
+  };
+  std::vector<SeenGraph> seen_graphs_;
+  static constexpr size_t kMaxSeenGraphs = 16;
   int programs_built_ = 0, submits_ = 0;
   // With BackendOptions::profile: the split of every Run, summed per phase (0 = decode, T == 1;
   // 1 = prefill) and printed to stderr when the backend goes away.

@@ -189,6 +189,26 @@ TEST_F(VulkanRuntime, ProgramsAndPipelinesAreBuiltOnceAndReused) {
   EXPECT_NE(out, first);  // different tokens, different rows
 }
 
+// One graph kept across steps (as Runner keeps one per batch shape) while a weight it reads is
+// replaced in place by a tensor with other values: the next step reads the new values (the
+// program key and the stale-weight check follow the weights' data, not only the graph version),
+// and the graph's steps before and after give what fresh graphs give.
+TEST_F(VulkanRuntime, KeptGraphFollowsAReplacedWeight) {
+  auto be = MakeVulkan({});
+  Tensor E = RandomTensor("e", DType::kF32, {16, 32}, 3);
+  Tensor W1 = RandomTensor("w1", DType::kF16, {24, 32}, 4), W2 = RandomTensor("w2", DType::kF16, {24, 32}, 5),
+         W3 = RandomTensor("w3", DType::kBF16, {24, 32}, 6);
+  auto kv = be->CreateKv(KvSpec{1, {2, 2}, DType::kF32}, 1, 16);  // one cache: one program key
+  const Graph kept = SmallGraph(E, W1, W2, W3, 2);
+  const std::vector<float> before = RunGraph(*be, kept, RowsBatch(2), kv.get());
+  EXPECT_EQ(RunGraph(*be, kept, RowsBatch(2), kv.get()), before);
+  EXPECT_EQ(be->counters().programs_built, 1);
+  W2 = RandomTensor("w2", DType::kF16, {24, 32}, 50);
+  const std::vector<float> after = RunGraph(*be, kept, RowsBatch(2), kv.get());
+  EXPECT_NE(after, before);
+  EXPECT_EQ(after, RunGraph(*MakeVulkan({}), SmallGraph(E, W1, W2, W3, 2), RowsBatch(2)));
+}
+
 TEST_F(VulkanRuntime, PipelineCacheIsStoredAndLoadedNextStart) {
   const std::string dir = TempDir();
   setenv("ES_VK_CACHE_DIR", dir.c_str(), 1);
