@@ -78,10 +78,12 @@ class VulkanBackend final : public Backend {
   std::shared_ptr<StagingRing> staging_;  // shared with KV caches
   std::unique_ptr<WeightStore> weights_;
   std::list<std::unique_ptr<Program>> programs_;  // most recently used first
-  // Graphs (version, nodes' hash) whose weights were checked against stale device copies
-  // (WeightStore::DropStale): most recent first.
+  // Graphs (version, and the data pointers of their weights then) whose weights were checked
+  // against stale device copies (WeightStore::DropStale), with their nodes' hash: most recent
+  // first.
   struct SeenGraph {
     uint64_t version = 0, nodes_hash = 0;
+    std::vector<const void*> weight_data;
   };
   std::vector<SeenGraph> seen_graphs_;
   static constexpr size_t kMaxSeenGraphs = 16;
