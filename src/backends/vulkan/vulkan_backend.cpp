@@ -117,6 +117,7 @@ struct VulkanBackend::Program {
   std::unique_ptr<DescriptorArena> descs;
   std::unique_ptr<Sequence> seq;
   std::vector<std::pair<std::string, Op>> node_info;  // per node: name, op (profiling)
+  std::vector<std::string> profile_kinds;  // per dispatch: ProfileKind, made on the first profiled run
 
   ~Program() {
     seq.reset();
@@ -597,13 +598,16 @@ void VulkanBackend::Run(Program& p, const Batch& b, VkKv& kv, void* out, Compute
   if (opts_.profile && p.seq->timer()) {
     PhaseProfile& pp = profile_[T == 1 ? 0 : 1];
     const auto iv = p.seq->timer()->Intervals();
+    if (p.profile_kinds.empty())
+      for (const Dispatch& d : p.ds)
+        p.profile_kinds.push_back(ProfileKind(p.node_info[size_t(d.node)].first, d.pipe->name));
     double span = 0;
     for (size_t i = 0; i < iv.size() && i < p.ds.size(); ++i) {
       span += iv[i];
       const Dispatch& d = p.ds[i];
       const auto& [name, op] = p.node_info[size_t(d.node)];
       pp.family_s[OpName(op)] += iv[i];
-      PhaseProfile::Kind& k = pp.kinds[ProfileKind(name, d.pipe->name)];
+      PhaseProfile::Kind& k = pp.kinds[p.profile_kinds[i]];
       k.s += iv[i];
       ++k.count;
       if (d.pipe->name.rfind("matmul_gemv", 0) == 0 && !d.bindings.empty())

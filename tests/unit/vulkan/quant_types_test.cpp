@@ -439,8 +439,10 @@ TEST_F(VulkanQuant, IdotGemvKnobsAllGiveTheReference) {
       {{"ES_VK_GEMV_IDOT_UNROLL", "2"}},
       {{"ES_VK_GEMV_IDOT_UNROLL", "4"}, {"ES_VK_GEMV_IDOT_TPR", "16"}, {"ES_VK_GEMV_IDOT_QR", "4"}},
       {{"ES_VK_GEMV_IDOT_UNROLL", "2"}, {"ES_VK_GEMV_IDOT_LOCAL", "0"}, {"ES_VK_GEMV_IDOT_QR", "8"}},
-      // The default QR with fewer workgroups wanted than a QR of 4 gives (45 outputs).
-      {{"ES_VK_GEMV_MIN_GROUPS", "0"}}};
+      // The default QR with fewer workgroups wanted than a QR of 4 gives (45 outputs), and
+      // QR 0 (the default, said explicitly) with x quantized apart.
+      {{"ES_VK_GEMV_MIN_GROUPS", "0"}},
+      {{"ES_VK_GEMV_IDOT_QR", "0"}, {"ES_VK_GEMV_IDOT_LOCAL", "0"}}};
   for (const auto& s : settings) {
     std::vector<std::unique_ptr<ScopedEnv>> env;
     std::string what;

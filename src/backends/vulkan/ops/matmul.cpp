@@ -38,7 +38,7 @@ uint32_t Knob(const char* name, std::initializer_list<uint32_t> allowed, uint32_
 // (NSG), int-to-float trick (MAGIC), batch rows per workgroup (RB: 1, 2, 4 or 8, the smallest
 // covering R). Block-quantized weights take the knobs below (read when a graph is recorded, so
 // one process can compare them); the dense types keep GemvFor's geometry with QR = SPL = 1.
-//   ES_VK_GEMV_QR   1|2|4|8      adjacent output rows per invocation group, sharing each x load
+//   ES_VK_GEMV_QR   0|1|2|4|8    adjacent output rows per invocation group, sharing each x load (0: 4)
 //                                (default 4)
 //   ES_VK_GEMV_TPR  4..256       invocations per group, a power of two (default 128); below the
 //                                device's largest subgroup size only where it has clustered
@@ -54,7 +54,8 @@ uint32_t Knob(const char* name, std::initializer_list<uint32_t> allowed, uint32_
 //   ES_VK_GEMV_IDOT_TPR  4..256  invocations per group (default 64; below the subgroup size as
 //                                ES_VK_GEMV_TPR: 4, 8 or 16 let a workgroup cover 64, 32 or 16
 //                                groups, its x quantized once for all of them)
-//   ES_VK_GEMV_IDOT_QR   1|2|4|8 adjacent output rows per group (default 4)
+//   ES_VK_GEMV_IDOT_QR   0|1|2|4|8 adjacent output rows per group (0: the default, 4, halved
+//                                over x quantized apart while under ES_VK_GEMV_MIN_GROUPS groups)
 //   ES_VK_GEMV_IDOT_WG   128|256 invocations per workgroup (default 256; at least TPR): 16 rows
 //                                a workgroup at the defaults (H200, 7B Q4_0 tg128: 237 t/s; 4
 //                                rows 161, 32 rows 215; float GEMV 187)
@@ -82,7 +83,7 @@ struct GemvSpec {
 };
 // R: the batch rows (RB: the smallest of 1, 2, 4, 8 covering min(R, 8)). idot: the
 // integer-dot variant (its own knobs and defaults: a 3584-wide Q4_0 row is only 112 units).
-// N: the outputs; unless ES_VK_GEMV_IDOT_QR is set, the integer-dot GEMV over x quantized by a
+// N: the outputs; unless ES_VK_GEMV_IDOT_QR is set (to 1..8), the integer-dot GEMV over x quantized by a
 // dispatch of its own (xq) halves its QR (from 4) while that leaves fewer than
 // ES_VK_GEMV_MIN_GROUPS workgroups. (With x quantized in each workgroup, more workgroups repeat
 // that work: H200, 7B Q4_0 tg128, QR 1 for the 3584-output GEMVs: 199-203 t/s against 257-263.)
@@ -99,14 +100,14 @@ GemvSpec GemvSpecFor(const Device& dev, DType wt, bool vec, int64_t R, int64_t N
   // clustered ops, at least the largest subgroup size (the shared step needs whole subgroups).
   const uint32_t tpr = dev.info().subgroup_clustered ? knob : std::max(knob, max_sg);
   const uint32_t wg = std::max<uint32_t>(idot ? Knob("ES_VK_GEMV_IDOT_WG", {128, 256}, 256) : 128, tpr);
-  GemvSpec spec{wg, wg / tpr, Knob(idot ? "ES_VK_GEMV_IDOT_QR" : "ES_VK_GEMV_QR", {1, 2, 4, 8}, 4),
-                Knob("ES_VK_GEMV_SPL", {1, 2, 4}, 1),
+  // QR: 0 (or unset) is the default, 4, which the rule below may lower; any other value is kept.
+  const uint32_t qr = Knob(idot ? "ES_VK_GEMV_IDOT_QR" : "ES_VK_GEMV_QR", {0, 1, 2, 4, 8}, 0);
+  GemvSpec spec{wg, wg / tpr, qr ? qr : 4, Knob("ES_VK_GEMV_SPL", {1, 2, 4}, 1),
                 wg / min_sg, Knob("ES_VK_GEMV_MAGIC", {0, 1}, 1), rb};
   spec.cluster = tpr < max_sg;
   if (idot) {
     spec.un = Knob("ES_VK_GEMV_IDOT_UNROLL", {1, 2, 4}, 2);
-    const char* qr_env = std::getenv("ES_VK_GEMV_IDOT_QR");
-    if (xq && (!qr_env || !*qr_env)) {
+    if (xq && qr == 0) {
       const uint32_t min_groups = Knob("ES_VK_GEMV_MIN_GROUPS", {0, 128, 256, 512, 1024, 2048}, 512);
       while (spec.qr > 1 && (N + spec.Outputs() - 1) / spec.Outputs() < min_groups) spec.qr /= 2;
     }
