@@ -38,8 +38,8 @@ uint32_t Knob(const char* name, std::initializer_list<uint32_t> allowed, uint32_
 // (NSG), int-to-float trick (MAGIC), batch rows per workgroup (RB: 1, 2, 4 or 8, the smallest
 // covering R). Block-quantized weights take the knobs below (read when a graph is recorded, so
 // one process can compare them); the dense types keep GemvFor's geometry with QR = SPL = 1.
-//   ES_VK_GEMV_QR   0|1|2|4|8    adjacent output rows per invocation group, sharing each x load (0: 4)
-//                                (default 4)
+//   ES_VK_GEMV_QR   0|1|2|4|8    adjacent output rows per invocation group, sharing each x load
+//                                (default 4; 0 says the default)
 //   ES_VK_GEMV_TPR  4..256       invocations per group, a power of two (default 128); below the
 //                                device's largest subgroup size only where it has clustered
 //                                subgroup ops (the "_c" shader variants: a group is one cluster of
@@ -83,8 +83,8 @@ struct GemvSpec {
 };
 // R: the batch rows (RB: the smallest of 1, 2, 4, 8 covering min(R, 8)). idot: the
 // integer-dot variant (its own knobs and defaults: a 3584-wide Q4_0 row is only 112 units).
-// N: the outputs; unless ES_VK_GEMV_IDOT_QR is set (to 1..8), the integer-dot GEMV over x quantized by a
-// dispatch of its own (xq) halves its QR (from 4) while that leaves fewer than
+// N: the outputs; unless ES_VK_GEMV_IDOT_QR is set to 1..8, the integer-dot GEMV over x quantized
+// by a dispatch of its own (xq) halves its QR (from 4) while that leaves fewer than
 // ES_VK_GEMV_MIN_GROUPS workgroups. (With x quantized in each workgroup, more workgroups repeat
 // that work: H200, 7B Q4_0 tg128, QR 1 for the 3584-output GEMVs: 199-203 t/s against 257-263.)
 GemvSpec GemvSpecFor(const Device& dev, DType wt, bool vec, int64_t R, int64_t N, bool idot = false,
