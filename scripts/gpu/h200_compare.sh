@@ -142,6 +142,11 @@ for mt in $GGUFS; do
   echo "== edgeseek bench $m $ty (same file, ES_VK_F16_ACT=1)"
   ES_VK_F16_ACT=1 timeout 120 "$B/edgeseek" bench --backend vulkan -m "$g" -p 512 -n 128 -r 3 > "$OUT/es_${m}_$ty.txt" 2>&1
   grep -E "backend|prefill|decode" "$OUT/es_${m}_$ty.txt"
+  # The decode above follows the 512-token prompt (context 512..640); llama-bench's tg128 starts
+  # from an empty cache, as this one does (a 1-token prompt).
+  echo "== edgeseek bench $m $ty, decode from an empty cache (-p 0)"
+  ES_VK_F16_ACT=1 timeout 120 "$B/edgeseek" bench --backend vulkan -m "$g" -p 0 -n 128 -r 3 > "$OUT/es_${m}_${ty}_tg0.txt" 2>&1
+  grep -E "decode" "$OUT/es_${m}_${ty}_tg0.txt"
   for e in ${ES_EXTRA_ENVS:-}; do  # the same bench again under other knob settings (A/B)
     left || break
     echo "== edgeseek bench $m $ty, $e"
