@@ -114,11 +114,13 @@ GemvSpec GemvSpecFor(const Device& dev, DType wt, bool vec, int64_t R, int64_t N
   }
   return spec;
 }
+// Bytes of one quantized x element for weights of type wt (quant_x.glsl: int16 for Q8_0).
+uint64_t XLevelBytes(DType wt) { return wt == DType::kQ8_0 ? 2 : 1; }
 // The in-workgroup x quantization's step (spec constant KC): K where rb rows of levels plus
-// their scales (1.25 bytes an element for int8, 2.25 for the int16 of Q8_0) fit 24 KiB of shared
-// memory, else the most 32-blocks that do.
+// their scales (a (d, d·Σq) pair, 8 bytes, per 32: 1.25 bytes an element for int8, 2.25 for the
+// int16 of Q8_0) fit 24 KiB of shared memory, else the most 32-blocks that do.
 uint32_t IdotLocalStep(int64_t K, uint32_t rb, DType wt) {
-  const int64_t quarter_bytes = wt == DType::kQ8_0 ? 9 : 5;  // per element, in quarters
+  const int64_t quarter_bytes = 4 * int64_t(XLevelBytes(wt)) + 1;  // per element, in quarters
   const int64_t fit = 24576 * 4 / (int64_t(rb) * quarter_bytes) / 32 * 32;
   return uint32_t(std::min<int64_t>(K, fit));
 }
@@ -148,11 +150,6 @@ bool IdotQuantizeOnce(int64_t K, bool dual) {
   const uint32_t mode = Knob("ES_VK_GEMV_IDOT_LOCAL", {0, 1, 2, 3}, 3);
   return mode == 0 || (mode >= 2 && K > kIdotLocalMaxK) || (mode == 3 && dual);
 }
-
-namespace {
-// Bytes of one quantized x element for weights of type wt (quant_x.glsl: int16 for Q8_0).
-uint64_t XLevelBytes(DType wt) { return wt == DType::kQ8_0 ? 2 : 1; }
-}  // namespace
 
 uint64_t QuantXBytes(int64_t R, int64_t K, DType wt) {
   return Align256(uint64_t(R * K) * XLevelBytes(wt)) + uint64_t(R * K / 32) * 8;

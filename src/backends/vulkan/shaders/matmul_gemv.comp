@@ -161,6 +161,9 @@ const uint kUnitElems = 32u;  // units: blocks
 #else
 const uint kUnitElems = 16u;  // units: half blocks
 #endif
+#if defined(XLOCAL)
+#define QX_X4 1  // quant_x.glsl's QuantizeXBlock over x4, g4
+#endif
 #include "quant_x.glsl"
 // The uvec4 index, within a row's quantized x, of unit u's xa and xc (quant_x.glsl's layout: XB
 // per 32-block).
@@ -284,16 +287,8 @@ void AccumIdotLocal(uint row0, uint last, uint xb, uint nr, uint tid, uint lane,
     for (uint r = 0; r < RB; ++r) {
       for (uint b = tid; b < nbc && r < nr; b += WG) {
         const uint xo = (xb + r * p.x_rs + c0) / 4u + 8u * b, go = (c0 / 4u) + 8u * b;
-        vec4 v[8];
-        for (uint i = 0; i < 8u; ++i) {
-          v[i] = x4[xo + i];
-          if (p.norm != 0u) {
-            ssq[r] += dot(v[i], v[i]);
-            v[i] *= g4[go + i];
-          }
-        }
         uvec4 q[XB];
-        QuantizeBlock32(v, q, xsd[r * (KC / 32u) + b]);
+        QuantizeXBlock(xo, go, p.norm != 0u, ssq[r], q, xsd[r * (KC / 32u) + b]);
         for (uint j = 0; j < XB; ++j) xs4[(r * (KC / 32u) + b) * XB + j] = q[j];
       }
     }

@@ -50,3 +50,21 @@ void QuantizeBlock32(const vec4 v[8], out uvec4 q[XB], out vec2 ds) {
 #endif
   ds = vec2(d, d * float(sum));
 }
+
+#ifdef QX_X4
+// For includers that declare the f32 x as vec4 x4[] and a folded norm's weight as vec4 g4[]:
+// the block x4[xo .. xo + 7] quantized into q, ds (QuantizeBlock32). With norm, x ⊙ g4[go ..]
+// is quantized and the block's Σx² added to ss (the caller scales ds, or its sums, by 1/rms
+// once the row's Σx² is known): quantize_q8.comp and matmul_gemv.comp XLOCAL fold alike.
+void QuantizeXBlock(uint xo, uint go, bool norm, inout float ss, out uvec4 q[XB], out vec2 ds) {
+  vec4 v[8];
+  for (uint i = 0; i < 8u; ++i) {
+    v[i] = x4[xo + i];
+    if (norm) {
+      ss += dot(v[i], v[i]);
+      v[i] *= g4[go + i];
+    }
+  }
+  QuantizeBlock32(v, q, ds);
+}
+#endif

@@ -10,10 +10,11 @@
 // a time. A folded norm quantizes g ⊙ x (the same int8 levels as the normed values, the scale
 // 1/inv larger), takes Σx² on the same pass, then scales its blocks' (d, d·Σq) by inv.
 #include "common.glsl"
-#include "quant_x.glsl"
 layout(local_size_x = 128) in;
 layout(binding = 0) readonly buffer X { vec4 x4[]; };
 layout(binding = 1) readonly buffer G { vec4 g4[]; };
+#define QX_X4 1  // quant_x.glsl's QuantizeXBlock over x4, g4
+#include "quant_x.glsl"
 layout(binding = 2) writeonly buffer Q { uvec4 q4[]; };
 layout(binding = 3) buffer DS { vec2 ds[]; };  // read back by a folded norm
 layout(push_constant) uniform P { uint K, x_rs, norm; float eps; } p;
@@ -24,18 +25,10 @@ void main() {
   const uint b0 = gl_WorkGroupID.y * 128u + tid, step = gl_NumWorkGroups.y * 128u;
   float ss = 0.0;
   for (uint b = b0; b < nb; b += step) {
-    vec4 v[8];
-    for (uint i = 0; i < 8u; ++i) {
-      v[i] = x4[xo + 8u * b + i];
-      if (p.norm != 0u) {
-        ss += dot(v[i], v[i]);
-        v[i] *= g4[8u * b + i];
-      }
-    }
     const uint o = (r * nb + b) * XB;
     uvec4 q[XB];
     vec2 d;
-    QuantizeBlock32(v, q, d);
+    QuantizeXBlock(xo + 8u * b, 8u * b, p.norm != 0u, ss, q, d);
     for (uint j = 0; j < XB; ++j) q4[o + j] = q[j];
     ds[r * nb + b] = d;
   }
