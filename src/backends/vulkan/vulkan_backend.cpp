@@ -15,6 +15,7 @@
 #include <sstream>
 
 #include "instance.h"
+#include "ops/ops.h"
 #include "plan.h"
 
 namespace es {
@@ -381,6 +382,35 @@ std::unique_ptr<VulkanBackend::Program> VulkanBackend::Build(const Graph& g, con
     live_until[size_t(x)] = std::max(live_until[size_t(x)], j);
   }
 
+  // Split decode attention over the raw projections: attention(rope(q), store(rope(k)),
+  // store(v)) where attention_decode.comp runs (UseDecodeAttention) takes the raw q, k and v rows
+  // and rotates and stores them itself (FUSED): the q rope and both stores are skipped, three
+  // dispatches and one barrier step fewer per layer.
+  std::vector<int> attn_rope(static_cast<size_t>(N), -1), attn_k(static_cast<size_t>(N), -1),
+      attn_v(static_cast<size_t>(N), -1);
+  const bool attn_fuse = fuse && Knob("ES_VK_ATTN_FUSE", {0, 1}, 1) == 1;
+  for (int j = 0; attn_fuse && j < N; ++j) {
+    const Node& n = nodes[size_t(j)];
+    if (n.op != Op::kAttention || n.src.size() != 3) continue;
+    const int qr = n.src[0], sk = n.src[1], sv = n.src[2];
+    if (qr < 0 || sk < 0 || sv < 0) continue;
+    const Node &q = nodes[size_t(qr)], &k = nodes[size_t(sk)], &v = nodes[size_t(sv)];
+    if (q.op != Op::kRope || uses[size_t(qr)] != 1 || k.op != Op::kKvStore || uses[size_t(sk)] != 1 ||
+        rope_of[size_t(sk)] < 0 || v.op != Op::kKvStore || uses[size_t(sv)] != 1 ||
+        nodes[size_t(v.src[0])].op == Op::kRope)
+      continue;
+    const Node& kr = nodes[size_t(rope_of[size_t(sk)])];
+    const int64_t Hq = n.i[0], Hkv = n.i[1], dk = n.i[2], dv = n.i[3];
+    if (q.rope.get() != kr.rope.get() || q.i[1] != dk || kr.i[1] != dk || q.i[2] != kr.i[2] ||
+        !UseDecodeAttention(*dev_, T, uint32_t(Hq), uint32_t(Hkv), uint32_t(dk), uint32_t(dv)))
+      continue;
+    attn_rope[size_t(j)] = qr;
+    attn_k[size_t(j)] = kr.src[0];
+    attn_v[size_t(j)] = v.src[0];
+    skip[size_t(qr)] = skip[size_t(sk)] = skip[size_t(sv)] = 1;
+    for (int x : {q.src[0], kr.src[0], v.src[0]}) live_until[size_t(x)] = std::max(live_until[size_t(x)], j);
+  }
+
   // ---- activation plan: intervals from Graph::LastUse (kv_store passes its input through) ---
   std::vector<int> last = g.LastUse();
   for (int i = 0; i < N; ++i) last[size_t(i)] = std::max(last[size_t(i)], live_until[size_t(i)]);
@@ -491,6 +521,11 @@ std::unique_ptr<VulkanBackend::Program> VulkanBackend::Build(const Graph& g, con
     if (res_node[size_t(i)] >= 0) ci.residual = act[size_t(res_node[size_t(i)])];
     if (norm_of[size_t(i)] >= 0) ci.norm_node = &nodes[size_t(norm_of[size_t(i)])];
     if (rope_of[size_t(i)] >= 0) ci.rope_node = &nodes[size_t(rope_of[size_t(i)])];
+    if (attn_rope[size_t(i)] >= 0) {
+      ci.attn_rope = &nodes[size_t(attn_rope[size_t(i)])];
+      ci.attn_k = act[size_t(attn_k[size_t(i)])];
+      ci.attn_v = act[size_t(attn_v[size_t(i)])];
+    }
     if (xq_item[size_t(i)] >= 0) {
       ci.xq = item_range(xq_item[size_t(i)]);
       ci.xq_fill = xq_fill[size_t(i)] != 0;

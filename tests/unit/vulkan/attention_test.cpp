@@ -4,10 +4,12 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstdlib>
 #include <map>
 #include <memory>
 
 #include "backends/cpu/reference.h"
+#include "backends/vulkan/ops/ops.h"
 #include "edgeseek/core/half.h"
 #include "test_util.h"
 #include "vk_util.h"
@@ -168,6 +170,168 @@ TEST_P(VulkanAttention, CausalGqaOverTwoSlotsThenDecode) {
   for (int pos = 0; pos < 6; ++pos) {
     run.kv->ReadRow(1, 1, 0, pos, row.data());
     EXPECT_EQ(row, run.kc[1][size_t(pos)]) << "slot 1 pos " << pos;
+  }
+}
+
+// Sets environment knobs for one scope (read when a backend records a graph).
+struct ScopedEnv {
+  std::vector<std::string> names;
+  ScopedEnv(std::initializer_list<std::pair<const char*, const char*>> kv) {
+    for (auto [n, v] : kv) {
+      setenv(n, v, 1);
+      names.push_back(n);
+    }
+  }
+  ~ScopedEnv() {
+    for (auto& n : names) unsetenv(n.c_str());
+  }
+};
+
+// Split decode by kv head (attention_decode.comp) over the shapes it takes: 1 to 8 query heads
+// per kv head (the 7B's 7), head dims 32 to 256, value widths 16 to 256 (each a different layout
+// of the value lanes), f16 and f32 caches; with the default chunks (32 splits of at least 32
+// keys), many short ones (8 splits, chunk 1), 64 splits of at least 8, and long ones of 128 keys
+// (4 tiles a chunk). A 140-row prefill (the multi-row kernel) fills slot 1 first; then steps of
+// one row per slot and one of three rows of slot 1 (the stores come first: nothing folded here).
+TEST(VulkanDecodeAttention, ShapesSplitsAndChunks) {
+  struct Shape {
+    int Hq, Hkv, dk, dv;
+  };
+  struct Setting {
+    const char *splits, *chunk;
+  };
+  Batch pre;
+  std::vector<int32_t> toks(140);
+  for (int i = 0; i < 140; ++i) toks[size_t(i)] = (i * 7 + 1) % 401;  // distinct keys: later tiles raise the max
+  pre.Add(1, 0, toks, true);
+  pre.Add(0, 0, {3, 4, 5}, true);
+  pre.Finalize();
+  for (const Setting st : {Setting{"32", "32"}, Setting{"8", "1"}, Setting{"64", "8"}, Setting{"8", "128"}}) {
+    ScopedEnv env{{"ES_VK_ATTN_SPLITS", st.splits}, {"ES_VK_ATTN_CHUNK", st.chunk}};
+    auto be = MakeVulkan({});
+    for (const Shape s : {Shape{7, 1, 128, 128}, Shape{4, 2, 32, 16}, Shape{8, 1, 64, 64},
+                          Shape{2, 2, 256, 256}, Shape{6, 2, 64, 32}}) {
+      ASSERT_TRUE(vk::UseDecodeAttention(be->device(), 3, s.Hq, s.Hkv, s.dk, s.dv)) << s.dk << "/" << s.dv;
+      for (DType kt : {DType::kF16, DType::kF32}) {
+        const std::string tag = std::string("splits=") + st.splits + " chunk=" + st.chunk +
+                                " G=" + std::to_string(s.Hq / s.Hkv) + " dk=" + std::to_string(s.dk) +
+                                " dv=" + std::to_string(s.dv) + (kt == DType::kF16 ? " f16" : " f32");
+        AttentionSteps run(*be, s.Hq, s.Hkv, s.dk, s.dv, kt, 401, 2, 160);
+        run.Step(*be, pre, 1e-5, tag + " prefill");
+        for (int step = 0; step < 3; ++step) {
+          Batch b;
+          if (step == 1) {
+            b.Add(1, 140 + step, {int32_t(step * 3 % 23), 7, 11}, true);
+          } else {
+            b.Add(1, 140 + (step ? 4 : 0), {int32_t(step * 3 % 23)}, true);
+          }
+          b.Add(0, 3 + step, {int32_t((step * 7 + 2) % 23)}, true);
+          b.Finalize();
+          run.Step(*be, b, 1e-5, tag + " step " + std::to_string(step));
+        }
+      }
+    }
+  }
+}
+
+// The ropes of q and k and both cache stores folded into the decode kernel (FUSED): a layer's
+// attention(rope(q), store(rope(k)), store(v)) step by step against the CPU backend — NEOX rope
+// over the whole head and interleaved rope over 16 of 32 dims at offset 8, f16 and f32 caches,
+// default chunks and many short ones. Steps of up to 8 rows where several rows of one slot
+// attend to each other's new keys (taken from the step's rows, not the cache) — a 6-row first
+// step over two slots, 3 rows of slot 1 with 1 of slot 0 — then single rows, to 40 keys. Each
+// step also against the unfused program (ES_VK_ATTN_FUSE=0: rope and store dispatches, then the
+// same kernel), which has 3 dispatches more; the caches hold what the unfused stores wrote (the
+// rotated keys). The CPU backend has f32 caches only.
+TEST(VulkanDecodeAttention, FoldedRopesAndStoresMatchTheCpuBackend) {
+  const int Hq = 6, Hkv = 2, dk = 32, dv = 32, vocab = 19;
+  Tensor Q = RandomTensor("q", DType::kF32, {vocab, Hq * dk}, 31);
+  Tensor K = RandomTensor("k", DType::kF32, {vocab, Hkv * dk}, 32);
+  Tensor V = RandomTensor("v", DType::kF32, {vocab, Hkv * dv}, 33);
+  std::vector<Batch> steps;
+  {
+    Batch a;
+    a.Add(1, 0, {1, 2, 3, 4}, true);
+    a.Add(0, 0, {5, 6}, true);
+    steps.push_back(a);
+    Batch b;
+    b.Add(1, 4, {7, 8, 9}, true);
+    b.Add(0, 2, {10}, true);
+    steps.push_back(b);
+    for (int i = 0; i < 33; ++i) {
+      Batch c;
+      c.Add(1, 7 + i, {int32_t(i * 5 % vocab)}, true);
+      c.Add(0, 3 + i, {int32_t(i * 3 % vocab)}, true);
+      steps.push_back(c);
+    }
+    for (Batch& x : steps) x.Finalize();
+  }
+  struct Rope {
+    RopeMode mode;
+    int dim, off;
+  };
+  for (const Rope r : {Rope{RopeMode::kNeox, 32, 0}, Rope{RopeMode::kInterleaved, 16, 8}}) {
+    auto rt = std::make_shared<RopeTable>();
+    rt->mode = r.mode;
+    rt->dim = r.dim;
+    for (int i = 0; i < r.dim / 2; ++i) rt->inv_freq.push_back(std::pow(10000.0f, -2.0f * i / r.dim));
+    rt->attention_factor = 1.1f;
+    auto build = [&](int T) {
+      Graph g;
+      const int q = Input(g, Q, T), k = Input(g, K, T), v = Input(g, V, T);
+      auto rope = [&](int x, int heads, const char* name) {
+        Node n = Make(Op::kRope, name, {x}, {T, heads * dk});
+        n.i[0] = heads, n.i[1] = dk, n.i[2] = r.off;
+        n.rope = rt;
+        return g.Add(n);
+      };
+      const int qr = rope(q, Hq, "q_rope"), kr = rope(k, Hkv, "k_rope");
+      Node sk = Make(Op::kKvStore, "sk", {kr}, {T, Hkv * dk}, 1);
+      sk.i[0] = 0;
+      Node sv = Make(Op::kKvStore, "sv", {v}, {T, Hkv * dv}, 1);
+      sv.i[0] = 1;
+      const int ks = g.Add(sk), vs = g.Add(sv);
+      Node at = Make(Op::kAttention, "attn", {qr, ks, vs}, {T, Hq * dv}, 1);
+      at.i[0] = Hq, at.i[1] = Hkv, at.i[2] = dk, at.i[3] = dv;
+      at.f0 = 1.0f / std::sqrt(float(dk));
+      g.Add(at);
+      return g;
+    };
+    for (DType kt : {DType::kF16, DType::kF32}) {
+      for (const char* chunk : {"32", "1"}) {
+        const std::string tag = std::string(r.mode == RopeMode::kNeox ? "neox" : "interleaved") +
+                                (kt == DType::kF16 ? " f16" : " f32") + " chunk=" + chunk;
+        const KvSpec spec{2, {Hkv * dk, Hkv * dv}, kt};
+        // Knobs are read when a program is recorded (each shape's first step).
+        ScopedEnv env{{"ES_VK_ATTN_SPLITS", chunk[0] == '1' ? "8" : "32"}, {"ES_VK_ATTN_CHUNK", chunk}};
+        auto be = MakeVulkan({}), plain = MakeVulkan({});
+        auto cpu = CreateCpuBackend(BackendOptions{});  // f32 caches only
+        auto kv_gpu = be->CreateKv(spec, 2, 64), kv_plain = plain->CreateKv(spec, 2, 64);
+        auto kv_cpu = cpu->CreateKv(KvSpec{2, {Hkv * dk, Hkv * dv}, DType::kF32}, 2, 64);
+        for (size_t i = 0; i < steps.size(); ++i) {
+          const Graph g = build(steps[i].n_tokens());
+          const std::string what = tag + " step " + std::to_string(i);
+          const auto got = RunGraph(*be, g, steps[i], kv_gpu.get());
+          std::vector<float> unfused;
+          {
+            ScopedEnv off{{"ES_VK_ATTN_FUSE", "0"}};
+            unfused = RunGraph(*plain, g, steps[i], kv_plain.get());
+          }
+          ExpectClose(got, unfused, 1e-6, what + " vs unfused");
+          const auto want = RunGraph(*cpu, g, steps[i], kv_cpu.get());
+          if (kt == DType::kF32) ExpectClose(got, want, 1e-5, what + " vs cpu");
+          if (i == 0) EXPECT_EQ(plain->counters().dispatches, be->counters().dispatches + 3) << tag;
+        }
+        std::vector<float> a(size_t(Hkv * dk)), c(a.size());
+        for (int slot = 0; slot < 2; ++slot)
+          for (int part = 0; part < 2; ++part)
+            for (int64_t pos = 0; pos < (slot ? 40 : 36); ++pos) {
+              kv_gpu->ReadRow(slot, 1, part, pos, a.data());
+              kv_plain->ReadRow(slot, 1, part, pos, c.data());
+              ASSERT_EQ(a, c) << tag << " cache slot " << slot << " part " << part << " pos " << pos;
+            }
+      }
+    }
   }
 }
 

@@ -5,7 +5,28 @@ namespace es::vk {
 
 uint64_t AttentionSplitBytes(int64_t T, int64_t Hq, int64_t dv) {
   if (T > kAttentionSplitMaxRows) return 0;
-  return uint64_t(T * Hq) * kAttentionSplits * uint64_t(dv + 2) * 4;
+  return uint64_t(T * Hq) * kAttentionMaxSplits * uint64_t(dv + 2) * 4;
+}
+
+namespace {
+constexpr uint32_t kDecodeMaxG = 8, kDecodeTileKeys = 32, kDecodeMaxNew = 8;  // attention_decode.comp
+// attention_decode.comp's shared memory (its declarations).
+uint64_t DecodeSharedBytes(uint32_t G, uint32_t dk, uint32_t dv) {
+  const uint32_t vl = dv / 4, ng = 128 / vl;
+  return 4ull * (G * dk + 4 * G * kDecodeTileKeys + G * kDecodeTileKeys + 2 * G +
+                 kDecodeMaxNew * (dk + dv) + kDecodeMaxNew) +
+         16ull * ((ng - 1) * G * vl + 1);
+}
+}  // namespace
+
+bool UseDecodeAttention(const Device& dev, int64_t T, uint32_t Hq, uint32_t Hkv, uint32_t dk, uint32_t dv) {
+  static_assert(kDecodeMaxNew >= kAttentionSplitMaxRows, "a step's rows must fit the new-key table");
+  if (T > kAttentionSplitMaxRows || Hkv == 0 || Hq % Hkv != 0 || Knob("ES_VK_ATTN_DECODE", {0, 1}, 1) == 0)
+    return false;
+  const uint32_t G = Hq / Hkv;
+  const bool dv_ok = dv == 16 || dv == 32 || dv == 64 || dv == 128 || dv == 256;
+  return G <= kDecodeMaxG && dk % 32 == 0 && dk <= 256 && dv_ok &&
+         DecodeSharedBytes(G, dk, dv) + 256 <= dev.info().max_shared_memory;
 }
 
 namespace {
@@ -29,6 +50,59 @@ bool UseAttentionCm2(const Device& dev, int64_t T, uint32_t dk, uint32_t dv) {
 }
 
 namespace {
+// attention_combine.comp: merges the S key chunks of each (row, head) of a split attention.
+void RecordCombine(OpContext& c, const AttentionArgs& a, uint32_t S) {
+  Dispatch& m = c.Add("attention_combine", {1, 1}, {S});
+  m.bindings = {{a.part}, {a.out}};
+  m.writes = {1};
+  struct {
+    uint32_t Hq, dv, o_rs, o_hs;
+  } mc{a.Hq, a.dv, a.o_rs, a.o_hs};
+  m.Push(mc);
+  m.groups[0] = a.Hq;
+  m.groups[1] = uint32_t(c.T);
+}
+
+// Split decode attention by kv head (attention_decode.comp), FUSED where the builder folded the
+// ropes and the cache stores into it (c.attn_rope): then a.q is the raw q.
+void RecordDecodeAttention(OpContext& c, const AttentionArgs& a) {
+  const bool f16 = c.kv.spec().dtype == DType::kF16, fused = c.attn_rope != nullptr;
+  const uint32_t S = Knob("ES_VK_ATTN_SPLITS", {8, 16, 32, 64}, 32);
+  const uint32_t min_chunk = Knob("ES_VK_ATTN_CHUNK", {1, 8, 16, 32, 64, 128}, 32);
+  static_assert(kAttentionMaxSplits >= 64, "ES_VK_ATTN_SPLITS must fit the scratch");
+  const uint32_t G = a.Hq / a.Hkv;
+  std::vector<uint32_t> counts(fused ? 7 : 5, 1);
+  Dispatch& d = c.Add(std::string("attention_decode_") + (f16 ? "f16" : "f32") + (fused ? "_fused" : ""),
+                      counts, {a.wa, a.dv, G, min_chunk});
+  d.bindings = {{a.q}, {a.ka}, {a.v}, {a.part}, {c.batch}};
+  d.writes = {3};
+  struct {
+    uint32_t Hq, q_rs, capacity, a_w, v_w, slot_off, pos_off, T, k_rs, v_rs, rope_off, rope_half, neox, cs_off;
+    float scale;
+  } pc{a.Hq, a.q_rs, uint32_t(c.kv.capacity()), a.a_w, a.v_w, c.layout->slots, c.layout->positions,
+       uint32_t(c.T), 0, 0, 0, 0, 0, 0, a.scale};
+  if (fused) {
+    const Node& rn = *c.attn_rope;
+    const RopeTable& rt = *rn.rope;
+    ES_CHECK(rt.dim % 2 == 0 && rn.i[1] == int64_t(a.wa) && rn.i[2] + rt.dim <= rn.i[1],
+             "vulkan: rope '", rn.name, "' folded into '", c.n.name, "' does not fit its heads");
+    d.bindings.push_back({c.attn_k});
+    d.bindings.push_back({c.attn_v});
+    d.writes = {1, 2, 3};
+    pc.k_rs = a.a_w;
+    pc.v_rs = a.v_w;
+    pc.rope_off = uint32_t(rn.i[2]);
+    pc.rope_half = uint32_t(rt.dim / 2);
+    pc.neox = rt.mode == RopeMode::kNeox ? 1u : 0u;
+    pc.cs_off = c.layout->rope.at(&rt);
+  }
+  d.Push(pc);
+  d.groups[0] = a.Hkv;
+  d.groups[1] = uint32_t(c.T);
+  d.groups[2] = S;
+  RecordCombine(c, a, S);
+}
+
 // The kernel of an attention: prefill (more than kAttentionSplitMaxRows rows, no split scratch,
 // no second key part) on tensor cores or by 8-row tiles where the head dims allow; else one
 // workgroup per (head, row), split over keys where a.part is given.
@@ -89,17 +163,7 @@ void RecordAttention(OpContext& c, const AttentionArgs& a) {
   d.Push(pc);
   d.groups[0] = a.Hq;
   d.groups[1] = uint32_t(c.T);
-  if (split) {
-    Dispatch& m = c.Add("attention_combine", {1, 1});
-    m.bindings = {{a.part}, {a.out}};
-    m.writes = {1};
-    struct {
-      uint32_t Hq, S, dv, o_rs, o_hs;
-    } mc{a.Hq, kAttentionSplits, a.dv, a.o_rs, a.o_hs};
-    m.Push(mc);
-    m.groups[0] = a.Hq;
-    m.groups[1] = uint32_t(c.T);
-  }
+  if (split) RecordCombine(c, a, kAttentionSplits);
 }
 
 void BuildAttention(OpContext& c) {
@@ -130,6 +194,12 @@ void BuildAttention(OpContext& c) {
   a.o_hs = dv;
   a.scale = n.f0;
   if (!c.scratch.empty()) a.part = c.scratch[0];
+  if (a.part.size != 0 && UseDecodeAttention(c.dev, c.T, Hq, Hkv, dk, dv)) {
+    if (c.attn_rope) a.q = c.act[size_t(c.attn_rope->src[0])];
+    RecordDecodeAttention(c, a);
+    return;
+  }
+  ES_CHECK(c.attn_rope == nullptr, "vulkan: attention '", n.name, "' has a folded rope but no decode kernel");
   RecordAttention(c, a);
 }
 

@@ -20,19 +20,6 @@ constexpr int64_t kGemvMaxRows = 8;
 // ES_VK_GEMV_IDOT_LOCAL=2: x rows longer than this are quantized by a dispatch of their own.
 constexpr int64_t kIdotLocalMaxK = 8192;
 
-// Environment knob `name` as an integer from `allowed`, `def` when unset.
-uint32_t Knob(const char* name, std::initializer_list<uint32_t> allowed, uint32_t def) {
-  const char* v = std::getenv(name);
-  if (!v || !*v) return def;
-  char* end = nullptr;
-  const unsigned long x = std::strtoul(v, &end, 10);
-  for (uint32_t a : allowed)
-    if (*end == 0 && x == a) return a;
-  std::string list;
-  for (uint32_t a : allowed) list += (list.empty() ? "" : ", ") + std::to_string(a);
-  Fail("vulkan: ", name, "='", v, "' is not one of ", list);
-}
-
 // The GEMV's specialization constants (matmul_gemv.comp ids 0..6): workgroup size, invocation
 // groups per workgroup, outputs per group (QR), slices per step (SPL), shared partial-sum slots
 // (NSG), int-to-float trick (MAGIC), batch rows per workgroup (RB: 1, 2, 4 or 8, the smallest

@@ -2,6 +2,8 @@
 #include "ops/op_context.h"
 
 #include <algorithm>
+#include <cstdlib>
+#include <string>
 
 #include "ops/ops.h"
 
@@ -15,6 +17,18 @@ Dispatch& OpContext::Add(const std::string& shader, const std::vector<uint32_t>&
   d.bindings.resize(counts.size());
   out->push_back(std::move(d));
   return out->back();
+}
+
+uint32_t Knob(const char* name, std::initializer_list<uint32_t> allowed, uint32_t def) {
+  const char* v = std::getenv(name);
+  if (!v || !*v) return def;
+  char* end = nullptr;
+  const unsigned long x = std::strtoul(v, &end, 10);
+  for (uint32_t a : allowed)
+    if (*end == 0 && x == a) return a;
+  std::string list;
+  for (uint32_t a : allowed) list += (list.empty() ? "" : ", ") + std::to_string(a);
+  Fail("vulkan: ", name, "='", v, "' is not one of ", list);
 }
 
 BufRange Range(const Allocation& a) { return {a.buffer, a.offset, a.size}; }

@@ -5,6 +5,7 @@
 // nothing here runs per token.
 #pragma once
 
+#include <initializer_list>
 #include <map>
 #include <string>
 #include <vector>
@@ -49,6 +50,11 @@ struct OpContext {
   const Node* dual_up = nullptr;
   const Node* norm_node = nullptr;  // a folded RMSNorm producing this matmul's x
   const Node* rope_node = nullptr;  // kv_store: a folded rope (the store rotates its input)
+  // kAttention with the ropes of q and k and both cache stores folded in (attention_decode.comp
+  // FUSED, UseDecodeAttention): the q rope (its input is the raw q, its table and dims are k's
+  // too) and the raw k and v rows.
+  const Node* attn_rope = nullptr;
+  BufRange attn_k, attn_v;
   // Integer-dot GEMV (UseIdotGemv): the quantized copy of x (QuantXBytes), shared by the matmuls
   // reading the same x; the first of them (xq_fill) records the quantization.
   BufRange xq;
@@ -66,6 +72,9 @@ struct OpContext {
 };
 
 BufRange Range(const Allocation& a);
+// Environment knob `name` as an integer from `allowed`, `def` when unset; any other value fails
+// naming the allowed ones. Read when a graph is recorded, so one process can compare settings.
+uint32_t Knob(const char* name, std::initializer_list<uint32_t> allowed, uint32_t def);
 // A 2-D grid of 256-wide groups covering n invocations.
 void Grid1D(Dispatch& d, uint64_t n, uint32_t wg = 256);
 const char* TypeSuffix(DType t);  // "f32", "f16", "bf16", "q8_0", ..., "q6_k"

@@ -26,11 +26,18 @@ struct AttentionArgs {
   float scale;
   BufRange part;  // decode: split-key partials (AttentionScratch); empty = one workgroup per row
 };
-// Key chunks per (head, row) of split decode attention, and its scratch bytes (0: not split).
+// Key chunks per (head, row) of split decode attention (attention.comp; attention_decode.comp
+// takes ES_VK_ATTN_SPLITS, up to kAttentionMaxSplits), and the scratch bytes (0: not split).
 constexpr uint32_t kAttentionSplits = 16;
+constexpr uint32_t kAttentionMaxSplits = 64;
 constexpr int64_t kAttentionSplitMaxRows = 8;
 uint64_t AttentionSplitBytes(int64_t T, int64_t Hq, int64_t dv);
 void RecordAttention(OpContext& c, const AttentionArgs& a);
+// Whether split decode attention of T rows (Hq query heads over Hkv kv heads, head dims dk, dv)
+// takes attention_decode.comp, one workgroup per kv head and key chunk (ES_VK_ATTN_DECODE=0:
+// never; else where the dims and the shared memory fit). The builder folds the ropes of q and k
+// and the cache stores into it only where this holds.
+bool UseDecodeAttention(const Device& dev, int64_t T, uint32_t Hq, uint32_t Hkv, uint32_t dk, uint32_t dv);
 // Whether a prefill of T rows with head dims dk, dv takes the tensor-core attention
 // (attention_cm2.comp): f16 math, the device's Coopmat2Config::fa_br, T > kAttentionSplitMaxRows,
 // head dims up to 256.

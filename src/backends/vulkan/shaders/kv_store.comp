@@ -2,8 +2,8 @@
 // Writes rows of x [T, W] into a KV cache part laid out [slot][capacity][W] at each row's
 // (slot, position). KV_F16 packs two halves per word (W even); KV_F32 stores floats.
 // ROPE: x is a rope's input [T, heads * hd]; each element is rotated as rope.comp does (dims
-// [off, off + 2 half) of each head; NEOX pairs (i, i + half), else (2i, 2i + 1); cos/sin from
-// the batch buffer's tables at cs_off) before it is stored.
+// [off, off + 2 half) of each head, pairs as rope.glsl; cos/sin from the batch buffer's tables
+// at cs_off) before it is stored.
 #include "common.glsl"
 layout(local_size_x = 256) in;
 layout(binding = 0) readonly buffer X { float x[]; };
@@ -11,24 +11,15 @@ layout(binding = 1) readonly buffer B { int bt[]; };
 layout(binding = 2) writeonly buffer C { uint c[]; };
 layout(push_constant) uniform P { uint T, W, capacity, slot_off, pos_off, hd, off, half_, neox, cs_off; } p;
 #ifdef ROPE
+#include "rope.glsl"
 float XV(uint t, uint e) {  // element e of row t, rotated
   const uint d = e % p.hd, hb = t * p.W + e - d;
-  if (d < p.off || d >= p.off + 2u * p.half_) return x[t * p.W + e];
-  const uint q = d - p.off;
-  uint i, ia, ib;
-  if (p.neox != 0u) {
-    i = q % p.half_;
-    ia = hb + p.off + i;
-    ib = ia + p.half_;
-  } else {
-    i = q / 2u;
-    ia = hb + p.off + 2u * i;
-    ib = ia + 1u;
-  }
+  uint partner, i;
+  bool first;
+  if (!RopePair(d, p.off, p.half_, p.neox != 0u, partner, i, first)) return x[t * p.W + e];
   const float cs = intBitsToFloat(bt[p.cs_off + t * p.half_ + i]);
   const float sn = intBitsToFloat(bt[p.cs_off + p.T * p.half_ + t * p.half_ + i]);
-  const float x0 = x[ia], x1 = x[ib];
-  return t * p.W + e == ia ? x0 * cs - x1 * sn : x1 * cs + x0 * sn;
+  return RopeRotate(x[t * p.W + e], x[hb + partner], cs, sn, first);
 }
 #else
 float XV(uint t, uint e) { return x[t * p.W + e]; }
