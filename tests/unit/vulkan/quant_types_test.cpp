@@ -70,15 +70,6 @@ void CheckMatMul(Backend& be, DType dt, int R, int K, int N, bool bias, const st
 }
 
 // Sets an environment variable for the life of the object.
-class ScopedEnv {
- public:
-  ScopedEnv(const char* name, const std::string& value) : name_(name) { setenv(name, value.c_str(), 1); }
-  ~ScopedEnv() { unsetenv(name_); }
-
- private:
-  const char* name_;
-};
-
 class VulkanQuant : public VulkanTest {};
 
 TEST_F(VulkanQuant, RepackedRowsKeepTheFileSize) {
@@ -453,6 +444,59 @@ TEST_F(VulkanQuant, IdotGemvKnobsAllGiveTheReference) {
     auto be = IdotVulkan();
     for (DType dt : kIdotTypes) CheckIdot(*be, dt, 3, 2080, 45, true, what);
   }
+}
+
+// The output projection over a split decode attention: the attention's combine step writes its
+// output quantized (attention_combine QUANT, int8 for Q4_0, int16 for Q8_0) and the integer-dot
+// GEMV reads that instead of quantizing x in its workgroups. Against the quantized-x reference
+// over the attention's own f32 output, and against ES_VK_ATTN_QUANT=0 (the in-workgroup
+// quantization of the same x: the same levels); heads of 32 over the kv-head kernel
+// (attention_decode.comp) and of 64 with 16-wide keys over attention.comp; one step of 8 rows,
+// two slots.
+TEST_F(VulkanQuant, IdotOutputProjectionReadsTheAttentionsQuantizedOutput) {
+  struct Shape {
+    int Hq, Hkv, dk, dv;
+  };
+  Batch b;
+  b.Add(0, 0, {1, 2, 3, 4, 5}, true);
+  b.Add(1, 0, {6, 7, 8}, true);
+  b.Finalize();
+  const int T = 8, N = 40;
+  for (const Shape s : {Shape{4, 2, 32, 32}, Shape{3, 1, 16, 64}})
+    for (DType dt : kIdotTypes) {
+      const int K = s.Hq * s.dv;
+      Tensor Q = RandomTensor("q", DType::kF32, {9, s.Hq * s.dk}, 191);
+      Tensor Kt = RandomTensor("k", DType::kF32, {9, s.Hkv * s.dk}, 192);
+      Tensor V = RandomTensor("v", DType::kF32, {9, s.Hkv * s.dv}, 193);
+      Tensor W = RandomTensor("wo", dt, {N, K}, 194);
+      auto build = [&](bool project) {
+        Graph g;
+        const int q = Input(g, Q, T), k = Input(g, Kt, T), v = Input(g, V, T);
+        Node sk = Make(Op::kKvStore, "sk", {k}, {T, s.Hkv * s.dk}, 0);
+        sk.i[0] = 0;
+        Node sv = Make(Op::kKvStore, "sv", {v}, {T, s.Hkv * s.dv}, 0);
+        sv.i[0] = 1;
+        const int ks = g.Add(sk), vs = g.Add(sv);
+        Node at = Make(Op::kAttention, "attn", {q, ks, vs}, {T, K}, 0);
+        at.i[0] = s.Hq, at.i[1] = s.Hkv, at.i[2] = s.dk, at.i[3] = s.dv;
+        at.f0 = 1.0f / std::sqrt(float(s.dk));
+        const int a = g.Add(at);
+        if (project) g.Add(Make(Op::kMatMul, "o", {a, g.AddWeight(W)}, {T, N}));
+        return g;
+      };
+      const std::string where = std::string(Name(dt)) + " dv=" + std::to_string(s.dv);
+      const KvSpec spec{1, {s.Hkv * s.dk, s.Hkv * s.dv}, DType::kF32};
+      auto be = IdotVulkan();
+      auto kv = be->CreateKv(spec, 2, 16);
+      const std::vector<float> attn = RunGraph(*be, build(false), b, kv.get());
+      auto kv2 = be->CreateKv(spec, 2, 16);
+      const std::vector<float> got = RunGraph(*be, build(true), b, kv2.get());
+      ExpectClose(got, RefIdot(QuantizedRows(attn, T, K, dt), W, nullptr, T), kIdotTol, where);
+      ScopedEnv off("ES_VK_ATTN_QUANT", "0");
+      auto be_local = IdotVulkan();
+      auto kv3 = be_local->CreateKv(spec, 2, 16);
+      ExpectClose(got, RunGraph(*be_local, build(true), b, kv3.get()), 1e-6, where + " vs in-workgroup x");
+    }
 }
 
 // The decode FFN with every fusion: the folded norm is applied while quantizing x, gate/up are

@@ -20,6 +20,17 @@ const bool kValidationDefault = [] {
 }();
 }  // namespace
 
+ScopedEnv::ScopedEnv(std::initializer_list<std::pair<const char*, std::string>> vars) {
+  for (const auto& [name, value] : vars) {
+    setenv(name, value.c_str(), 1);
+    names_.push_back(name);
+  }
+}
+
+ScopedEnv::~ScopedEnv() {
+  for (const std::string& n : names_) unsetenv(n.c_str());
+}
+
 vk::VulkanBackend& SharedVulkan() {
   static std::unique_ptr<vk::VulkanBackend> b = MakeVulkan({});
   return *b;

@@ -5,6 +5,7 @@
 
 #include <gtest/gtest.h>
 
+#include <initializer_list>
 #include <memory>
 #include <string>
 #include <vector>
@@ -19,6 +20,20 @@ namespace es::test {
 // The shared backend (default device, default tuning); throws es::Error without a driver.
 vk::VulkanBackend& SharedVulkan();
 std::unique_ptr<vk::VulkanBackend> MakeVulkan(const vk::VulkanTuning& t, bool profile = false);
+
+// Sets environment variables (knobs) for one scope and unsets them after; the Vulkan backend
+// reads its knobs when it records a graph, so a program must be first run inside the scope.
+class ScopedEnv {
+ public:
+  ScopedEnv(const char* name, const std::string& value) : ScopedEnv({{name, value}}) {}
+  ScopedEnv(std::initializer_list<std::pair<const char*, std::string>> vars);
+  ~ScopedEnv();
+  ScopedEnv(const ScopedEnv&) = delete;
+  ScopedEnv& operator=(const ScopedEnv&) = delete;
+
+ private:
+  std::vector<std::string> names_;
+};
 
 class VulkanTest : public ::testing::Test {
  protected:

@@ -52,9 +52,17 @@ bool UseAttentionCm2(const Device& dev, int64_t T, uint32_t dk, uint32_t dv) {
 namespace {
 // attention_combine.comp: merges the S key chunks of each (row, head) of a split attention.
 void RecordCombine(OpContext& c, const AttentionArgs& a, uint32_t S) {
-  Dispatch& m = c.Add("attention_combine", {1, 1}, {S});
+  const std::string name = a.xq ? (a.xq->wide ? "attention_combine_q8_i16" : "attention_combine_q8") : "attention_combine";
+  Dispatch& m = c.Add(name, std::vector<uint32_t>(a.xq ? 4 : 2, 1), {S});
   m.bindings = {{a.part}, {a.out}};
   m.writes = {1};
+  if (a.xq) {
+    ES_CHECK(a.dv % 32 == 0 && a.o_hs % 32 == 0 && a.dv <= 1024, "vulkan: attention '", c.n.name,
+             "': a quantized output needs 32-aligned heads of at most 1024");
+    m.bindings.push_back({a.xq->q});
+    m.bindings.push_back({a.xq->ds});
+    m.writes = {1, 2, 3};
+  }
   struct {
     uint32_t Hq, dv, o_rs, o_hs;
   } mc{a.Hq, a.dv, a.o_rs, a.o_hs};
@@ -194,6 +202,12 @@ void BuildAttention(OpContext& c) {
   a.o_hs = dv;
   a.scale = n.f0;
   if (!c.scratch.empty()) a.part = c.scratch[0];
+  QuantX xq;
+  if (c.out_xq.size) {
+    ES_CHECK(a.part.size != 0, "vulkan: attention '", n.name, "': a quantized output needs split decode");
+    xq = QuantXRanges(c.out_xq, c.T, int64_t(Hq) * dv, c.out_xq_type);
+    a.xq = &xq;
+  }
   if (a.part.size != 0 && UseDecodeAttention(c.dev, c.T, Hq, Hkv, dk, dv)) {
     if (c.attn_rope) a.q = c.act[size_t(c.attn_rope->src[0])];
     RecordDecodeAttention(c, a);

@@ -55,6 +55,10 @@ struct OpContext {
   // too) and the raw k and v rows.
   const Node* attn_rope = nullptr;
   BufRange attn_k, attn_v;
+  // kAttention (split decode) read by an integer-dot GEMV: its output also goes here quantized
+  // for weights of type out_xq_type (QuantXRanges), so that GEMV reads it as x quantized once.
+  BufRange out_xq;
+  DType out_xq_type = DType::kF32;
   // Integer-dot GEMV (UseIdotGemv): the quantized copy of x (QuantXBytes), shared by the matmuls
   // reading the same x; the first of them (xq_fill) records the quantization.
   BufRange xq;

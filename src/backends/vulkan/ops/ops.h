@@ -25,6 +25,7 @@ struct AttentionArgs {
   uint32_t Hq, Hkv, wa, wb, dv, q_rs, q_hs, a_w, b_w, v_w, o_rs, o_hs;
   float scale;
   BufRange part;  // decode: split-key partials (AttentionScratch); empty = one workgroup per row
+  const QuantX* xq = nullptr;  // split decode: also write the output quantized (attention_combine QUANT)
 };
 // Key chunks per (head, row) of split decode attention (attention.comp; attention_decode.comp
 // takes ES_VK_ATTN_SPLITS, up to kAttentionMaxSplits), and the scratch bytes (0: not split).

@@ -5,10 +5,22 @@
 //   out[t*o_rs + h*o_hs + d] = Σ_s exp(m_s - M) acc_s[d] / Σ_s exp(m_s - M) l_s,  M = max_s m_s
 // Chunks without keys carry m_s = -inf and contribute nothing. S is a specialization constant
 // (<= 128), so the S loads of each output are issued together.
+// QUANT (the output projection takes the integer-dot GEMV, vulkan_backend.cpp): the head's
+// outputs are also quantized per 32-block as quantize_q8.comp would quantize the row (quant_x.glsl;
+// X_I16: int16 levels for Q8_0 weights): block b of row t at xq[(t * nb + b) * XB ..], its
+// (d, d·Σq) at xds[t * nb + b], nb = o_rs / 32 (dv % 32 == 0 and o_hs % 32 == 0: no block
+// straddles two heads).
 layout(local_size_x = 128) in;
 layout(constant_id = 0) const uint S = 16;
 layout(binding = 0) readonly buffer Part { float part[]; };
 layout(binding = 1) writeonly buffer O { float o[]; };
+#ifdef QUANT
+#include "quant_x.glsl"
+layout(binding = 2) writeonly buffer XQ { uvec4 xq[]; };
+layout(binding = 3) writeonly buffer XDS { vec2 xds[]; };
+const uint MAXDV = 1024u;
+shared vec4 outs[MAXDV / 4u];
+#endif
 layout(push_constant) uniform P { uint Hq, dv, o_rs, o_hs; } p;
 shared float ms[S], ls[S], ws[S];
 void main() {
@@ -29,5 +41,22 @@ void main() {
     float a = 0.0;
     for (uint s = 0u; s < S; ++s) a += ws[s] * part[base + s * w + d];  // empty chunks: 0 * 0
     o[t * p.o_rs + h * p.o_hs + d] = a / L;
+#ifdef QUANT
+    outs[d / 4u][d % 4u] = a / L;
+#endif
   }
+#ifdef QUANT
+  barrier();
+  const uint nb = p.o_rs / 32u;
+  for (uint b = tid; b < p.dv / 32u; b += 128u) {
+    vec4 v[8];
+    for (uint i = 0u; i < 8u; ++i) v[i] = outs[8u * b + i];
+    uvec4 q[XB];
+    vec2 ds;
+    QuantizeBlock32(v, q, ds);
+    const uint blk = t * nb + (h * p.o_hs) / 32u + b;
+    for (uint j = 0u; j < XB; ++j) xq[blk * XB + j] = q[j];
+    xds[blk] = ds;
+  }
+#endif
 }

@@ -113,15 +113,19 @@ void main() {
   const uint chunk = max((n_ctx + S - 1u) / S, MINCHUNK);
   const uint jbeg = min(n_ctx, z * chunk), jend = min(n_ctx, jbeg + chunk);
 
-  for (uint e = tid; e < G * DK; e += WG) {
-    const uint qo = t * p.q_rs + (kvh * G + e / DK) * DK, d = e % DK;
+  // A fixed trip count, unrolled: every q load of the invocation is issued at once.
+  [[unroll]] for (uint i = 0u; i < (G * DK + WG - 1u) / WG; ++i) {
+    const uint e = tid + WG * i;
+    if (e < G * DK) {
+      const uint qo = t * p.q_rs + (kvh * G + e / DK) * DK, d = e % DK;
 #ifdef FUSED
-    float x;
-    ROTATED(q, qo, d, t, x)
-    qs[e] = x;
+      float x;
+      ROTATED(q, qo, d, t, x)
+      qs[e] = x;
 #else
-    qs[e] = q[qo + d];
+      qs[e] = q[qo + d];
 #endif
+    }
   }
   uint nn = 0u;
 #ifdef FUSED
