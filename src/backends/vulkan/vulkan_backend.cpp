@@ -443,11 +443,12 @@ std::unique_ptr<VulkanBackend::Program> VulkanBackend::Build(const Graph& g, con
   }
   // Integer-dot GEMVs with x quantized once (IdotQuantizeOnce) read it from here: one per (x, folded norm), recorded
   // by the first matmul reading it and kept until the last (q/k/v share one; gate/up are one
-  // dual GEMV); or written by the split decode attention producing x (ES_VK_ATTN_QUANT=0: not).
+  // dual GEMV); or written by the split decode attention producing x (ES_VK_ATTN_QUANT=0: not)
+  // or by the dual GEMV producing it (DualQuantizesOut).
   std::vector<int> xq_item(static_cast<size_t>(N), -1);
   std::vector<char> xq_fill(static_cast<size_t>(N), 0);
   std::map<std::tuple<int, int, bool>, int> xq_of;  // (x node, norm node or -1, int16) -> item
-  std::vector<int> out_xq_item(static_cast<size_t>(N), -1);
+  std::vector<int> out_xq_item(static_cast<size_t>(N), -1), dual_yq_item(static_cast<size_t>(N), -1);
   std::vector<DType> out_xq_type(static_cast<size_t>(N), DType::kF32);
   const bool attn_quant = fuse && Knob("ES_VK_ATTN_QUANT", {0, 1}, 1) == 1;
   for (int i = 0; i < N; ++i) {
@@ -469,6 +470,19 @@ std::unique_ptr<VulkanBackend::Program> VulkanBackend::Build(const Graph& g, con
       out_xq_type[size_t(xs)] = wt;
       items.push_back({xs, i, QuantXBytes(T, K, wt)});
       continue;
+    }
+    // x from a dual gate/up GEMV read by this GEMV alone (the down projection), in the same
+    // format: the dual GEMV writes it quantized (no quantize dispatch between them).
+    if (xn.op == Op::kSwiGLU && uses[size_t(xs)] == 1 && nm < 0 && gate_node[size_t(write_at[size_t(xs)])] >= 0 &&
+        UseIdotGemv(*dev_, T, K, wt)) {
+      const int dual = write_at[size_t(xs)];
+      const Node& gn = nodes[size_t(gate_node[size_t(dual)])];
+      const DeviceWeight& gw = weights_->Get(*g.node(gn.src[1]).weight);
+      if (gw.dtype == wt && DualQuantizesOut(*dev_, T, g.node(gn.src[0]).shape[1], gw)) {
+        dual_yq_item[size_t(dual)] = xq_item[size_t(i)] = int(items.size());
+        items.push_back({dual, i, QuantXBytes(T, K, wt)});
+        continue;
+      }
     }
     if (!UseIdotGemv(*dev_, T, K, wt) || !IdotQuantizeOnce(K, gate_node[size_t(i)] >= 0)) continue;
     // int8 x for Q4_0, int16 for Q8_0: one copy per format.
@@ -545,6 +559,7 @@ std::unique_ptr<VulkanBackend::Program> VulkanBackend::Build(const Graph& g, con
       ci.xq = item_range(xq_item[size_t(i)]);
       ci.xq_fill = xq_fill[size_t(i)] != 0;
     }
+    if (dual_yq_item[size_t(i)] >= 0) ci.dual_yq = item_range(dual_yq_item[size_t(i)]);
     if (out_xq_item[size_t(i)] >= 0) {
       ci.out_xq = item_range(out_xq_item[size_t(i)]);
       ci.out_xq_type = out_xq_type[size_t(i)];

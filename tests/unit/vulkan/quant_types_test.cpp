@@ -501,24 +501,32 @@ TEST_F(VulkanQuant, IdotOutputProjectionReadsTheAttentionsQuantizedOutput) {
 
 // The decode FFN with every fusion: the folded norm is applied while quantizing x, gate/up are
 // one dual integer-dot GEMV, down adds the residual: 2 inputs + 2 GEMVs, with x quantized in the
-// GEMV workgroups (default; also with units loaded ahead, ES_VK_GEMV_IDOT_UNROLL=2) or by 2
-// dispatches of their own (ES_VK_GEMV_IDOT_LOCAL=0), or the dual's x only (=3).
+// GEMV workgroups (ES_VK_GEMV_IDOT_LOCAL=1; also with units loaded ahead, ES_VK_GEMV_IDOT_UNROLL=2),
+// or the dual's x by a dispatch of its own (=3, the default, and =0) — then the dual GEMV also
+// writes down's x quantized (QOUT, ES_VK_GEMV_DUAL_QUANT 1: QR 8, 2: TPR 32; 0: down's x is
+// quantized in its workgroups (=3) or by a dispatch of its own (=0)).
 TEST_F(VulkanQuant, IdotFusedFfnMatchesQuantizedReference) {
   const RefMm mm = [](const std::vector<float>& x, const Tensor& W, int T) {
     return RefIdot(QuantizedRows(x, T, int(W.cols()), W.dtype), W, nullptr, T);
   };
-  for (const char* local : {"1", "0", "1 UNROLL=2", "3"})
+  struct Setting {
+    const char *local, *unroll, *dual_quant;
+    int dispatches;
+  };
+  for (const Setting st : {Setting{"1", "1", "1", 4}, Setting{"1", "2", "1", 4}, Setting{"0", "1", "1", 5},
+                           Setting{"0", "1", "0", 6}, Setting{"3", "1", "1", 5}, Setting{"3", "2", "2", 5},
+                           Setting{"3", "1", "0", 5}})
     for (DType dt : kIdotTypes)
       for (int T : {1, 3}) {
-        ScopedEnv env("ES_VK_GEMV_IDOT_LOCAL", std::string(local, 1));
-        ScopedEnv un("ES_VK_GEMV_IDOT_UNROLL", local[1] ? "2" : "1");
+        ScopedEnv env{{"ES_VK_GEMV_IDOT_LOCAL", st.local}, {"ES_VK_GEMV_IDOT_UNROLL", st.unroll},
+                      {"ES_VK_GEMV_DUAL_QUANT", st.dual_quant}};
         auto be = IdotVulkan();
         std::vector<float> want;
         const std::vector<float> got = RunFfn(*be, dt, T, 64, 96, 171, mm, &want);
-        // 3: the dual GEMV's x quantized apart, down's (96 wide) in its workgroups.
-        EXPECT_EQ(be->counters().dispatches, local[0] == '1' ? 4 : local[0] == '3' ? 5 : 6) << Name(dt);
-        ExpectClose(got, want, kIdotTol, std::string("idot fused FFN local=") + local + " T=" +
-                                             std::to_string(T) + " " + std::string(Name(dt)));
+        const std::string what = std::string("idot fused FFN local=") + st.local + " unroll=" + st.unroll +
+                                 " dual_quant=" + st.dual_quant + " T=" + std::to_string(T) + " " + std::string(Name(dt));
+        EXPECT_EQ(be->counters().dispatches, st.dispatches) << what;
+        ExpectClose(got, want, kIdotTol, what);
       }
 }
 

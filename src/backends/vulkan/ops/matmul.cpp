@@ -339,13 +339,38 @@ bool CanFuseGemv(int64_t R, int64_t K, const DeviceWeight& w) {
   return R <= kGemvMaxRows && K % 8 == 0;
 }
 
+namespace {
+// The dual GEMV's spec with 32 outputs a workgroup (QOUT), or false where the knobs and the device
+// give none: ES_VK_GEMV_DUAL_QUANT 1 keeps TPR and sets QR = 32 / rows, 2 takes TPR 32 and QR 4.
+bool DualQoutSpec(const Device& dev, int64_t R, const DeviceWeight& gate, GemvSpec* gs) {
+  const uint32_t mode = Knob("ES_VK_GEMV_DUAL_QUANT", {0, 1, 2}, 1);
+  if (mode == 0) return false;
+  *gs = GemvSpecFor(dev, gate.dtype, true, R, gate.rows, true, true);
+  if (mode == 2) gs->rows = gs->wg / 32;
+  const uint32_t tpr = gs->wg / gs->rows;
+  if (tpr < std::max<uint32_t>(dev.info().max_subgroup_size, 1) || 32 % gs->rows != 0) return false;
+  gs->qr = 32 / gs->rows;
+  gs->cluster = false;
+  return gs->qr <= 8;
+}
+}  // namespace
+
+bool DualQuantizesOut(const Device& dev, int64_t R, int64_t K, const DeviceWeight& gate) {
+  GemvSpec gs{};
+  return UseIdotGemv(dev, R, K, gate.dtype) && IdotQuantizeOnce(K, true) && gate.chunks.size() == 1 &&
+         gate.rows % 32 == 0 && DualQoutSpec(dev, R, gate, &gs);
+}
+
 void RecordGemvSwiGLU(OpContext& c, BufRange x, int64_t R, int64_t K, const DeviceWeight& gate,
-                      const DeviceWeight& up, BufRange y, const NormFold* norm, const QuantX* xq) {
+                      const DeviceWeight& up, BufRange y, const NormFold* norm, const QuantX* xq,
+                      const QuantX* yq) {
   ES_ASSERT(CanFuseGemv(R, K, gate) && gate.dtype == up.dtype && gate.rows == up.rows &&
             gate.chunks.size() == up.chunks.size());
   ES_ASSERT(!xq || (!norm && UseIdotGemv(c.dev, R, K, gate.dtype)));
+  ES_ASSERT(!yq || (xq && DualQuantizesOut(c.dev, R, K, gate)));
   const bool idot = UseIdotGemv(c.dev, R, K, gate.dtype);
   GemvSpec gs = GemvSpecFor(c.dev, gate.dtype, true, R, gate.rows, idot, xq != nullptr);
+  if (yq) DualQoutSpec(c.dev, R, gate, &gs);
   if (idot && !xq) gs.kc = IdotLocalStep(K, gs.rb, gate.dtype);
   for (size_t i = 0; i < gate.chunks.size(); ++i) {
     const auto& cg = gate.chunks[i];
@@ -354,11 +379,18 @@ void RecordGemvSwiGLU(OpContext& c, BufRange x, int64_t R, int64_t K, const Devi
     if (cg.rows == 0) continue;
     const uint32_t N = uint32_t(cg.rows);
     Dispatch& d = c.Add(std::string("matmul_gemv_") + TypeSuffix(gate.dtype) +
-                            (xq ? "_idot_dual" : idot ? "_idotl_dual" : "_dual") + gs.Variant(),
-                        {2, 1, 1, 1, 1, 1}, gs.Spec());
+                            (xq ? "_idot_dual" : idot ? "_idotl_dual" : "_dual") + (yq ? "_q" : "") +
+                            gs.Variant(),
+                        yq ? std::vector<uint32_t>{2, 1, 1, 1, 1, 1, 1, 1} : std::vector<uint32_t>{2, 1, 1, 1, 1, 1},
+                        gs.Spec());
     d.bindings = {{Range(cg.alloc), Range(cu.alloc)}, {xq ? xq->q : x}, {x}, {y}, {x},
                   {xq ? xq->ds : norm ? norm->weight : x}};
     d.writes = {3};
+    if (yq) {
+      d.bindings.push_back({yq->q});
+      d.bindings.push_back({yq->ds});
+      d.writes = {3, 6, 7};
+    }
     d.Push(GemvPush{uint32_t(K), N, uint32_t(R), uint32_t(cg.row0), uint32_t(K), 0, 0,
                     uint32_t(gate.rows), 0, 0, 0u, 0u, norm ? 1u : 0u, norm ? norm->eps : 0.0f});
     d.groups[0] = GemvGroups(N, gs);
@@ -390,7 +422,10 @@ void BuildMatMul(OpContext& c) {
   if (c.dual_gate) {  // fused gate/up + SwiGLU (decided by the builder)
     const Tensor& gw = *c.g.node(c.dual_gate->src[1]).weight;
     const Tensor& uw = *c.g.node(c.dual_up->src[1]).weight;
-    RecordGemvSwiGLU(c, x, R, K, c.weights.Get(gw), c.weights.Get(uw), c.Out(), norm, xqp);
+    const DeviceWeight& gd = c.weights.Get(gw);
+    QuantX yq;
+    if (c.dual_yq.size) yq = QuantXRanges(c.dual_yq, R, gd.rows, gd.dtype);
+    RecordGemvSwiGLU(c, x, R, K, gd, c.weights.Get(uw), c.Out(), norm, xqp, c.dual_yq.size ? &yq : nullptr);
     return;
   }
   const Tensor& W = c.W(1);

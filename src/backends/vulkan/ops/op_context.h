@@ -59,6 +59,9 @@ struct OpContext {
   // for weights of type out_xq_type (QuantXRanges), so that GEMV reads it as x quantized once.
   BufRange out_xq;
   DType out_xq_type = DType::kF32;
+  // Dual gate/up GEMV (DualQuantizesOut): its output also goes here quantized (QuantXRanges over
+  // the gate's rows) for the down projection, which reads it as x quantized once.
+  BufRange dual_yq;
   // Integer-dot GEMV (UseIdotGemv): the quantized copy of x (QuantXBytes), shared by the matmuls
   // reading the same x; the first of them (xq_fill) records the quantization.
   BufRange xq;
@@ -137,9 +140,14 @@ void RecordQuantizeX(OpContext& c, BufRange x, int64_t R, int64_t K, const NormF
 // SwiGLU pair).
 bool CanFuseGemv(int64_t R, int64_t K, const DeviceWeight& w);
 // y = silu(x gateᵀ) * (x upᵀ) in one GEMV pass (matmul_gemv.comp DUAL); y: [R, gate.rows].
+// yq: y also quantized for the next integer-dot GEMV (QOUT; only where DualQuantizesOut).
 void RecordGemvSwiGLU(OpContext& c, BufRange x, int64_t R, int64_t K, const DeviceWeight& gate,
                       const DeviceWeight& up, BufRange y, const NormFold* norm = nullptr,
-                      const QuantX* xq = nullptr);
+                      const QuantX* xq = nullptr, const QuantX* yq = nullptr);
+// Whether the dual integer-dot GEMV over rows of K (x quantized apart) can also write its output
+// quantized in its own x format (matmul_gemv.comp QOUT: 32 outputs a workgroup): 
+// ES_VK_GEMV_DUAL_QUANT 1 (TPR kept, QR = 32 / rows) or 2 (TPR 32, QR 4); 0: never.
+bool DualQuantizesOut(const Device& dev, int64_t R, int64_t K, const DeviceWeight& gate);
 // Per-head GEMV: y[r*y_rs + h*y_hs + y_off + n] = Σ_k W[h*N + n, k] x[r*x_rs + h*x_hs + x_off + k]
 void RecordHeadGemv(OpContext& c, BufRange x, int64_t R, int64_t H, int64_t N, int64_t K,
                     const DeviceWeight& w, int64_t x_rs, int64_t x_hs, int64_t x_off, BufRange y,

@@ -39,6 +39,11 @@
 // any glslc with GL_EXT_spirv_intrinsics compiles it); per unit and QR row:
 //   Q4_0: acc += dw * (dx * Σ n·q - 8 * dx·Σq)    (n: the unsigned nibbles)
 //   Q8_0: acc += dw * dx * (256 Σ w·hi + Σ w·lo)  (q = 256 hi + lo: signed x unsigned products)
+// QOUT (with IDOT and DUAL, x quantized apart; the host makes ROWS * QR == 32, N % 32 == 0, one
+// chunk, no CLUSTER): the workgroup's 32 outputs of each batch row are also quantized as one
+// 32-block in this GEMV's own x format (quant_x.glsl) — the x of the next GEMV (down_proj), which
+// then needs no quantize dispatch: levels of row r, block b at qo4[(r * N / 32 + b) * XB ..],
+// (d, d·Σq) at qds[r * N / 32 + b] (bindings 6 and 7).
 // XLOCAL (with IDOT): no separate quantization — each workgroup quantizes the x it needs into
 // shared memory itself (KC elements of every batch row per step, the folded norm applied while
 // quantizing, exactly as quantize_q8.comp does), so x is bound as f32 like the float GEMV's.
@@ -165,6 +170,14 @@ const uint kUnitElems = 16u;  // units: half blocks
 #define QX_X4 1  // quant_x.glsl's QuantizeXBlock over x4, g4
 #endif
 #include "quant_x.glsl"
+#if defined(QOUT)
+#if !defined(DUAL) || defined(XLOCAL) || defined(CLUSTER)
+#error "QOUT: the dual GEMV over x quantized apart only"
+#endif
+layout(binding = 6) writeonly buffer QO { uvec4 qo4[]; };
+layout(binding = 7) writeonly buffer QD { vec2 qds[]; };
+shared float qout[RB * 32u];  // the workgroup's outputs: batch row r at r * 32
+#endif
 // The uvec4 index, within a row's quantized x, of unit u's xa and xc (quant_x.glsl's layout: XB
 // per 32-block).
 void XUnitIdx(uint u, out uint ia, out uint ic) {
@@ -389,14 +402,17 @@ void AccumVec(uint wrow, uint xb, uint nr, uint lane, inout float acc[RB]) {
 
 // y of output ni of batch row r from its full dot products (norm scale applied): s, and for DUAL
 // s2 the up projection's (silu(s) * s2); else s + bias (p.has_bias) + the residual (p.epi == 1).
-void Store(uint h, uint r, uint ni, float s, float s2) {
+// Returns the value written.
+float Store(uint h, uint r, uint ni, float s, float s2) {
   const uint yi = r * p.y_rs + h * p.y_hs + p.y_off + p.n0 + ni;
 #ifdef DUAL
-  y[yi] = s / (1.0 + exp(-s)) * s2;
+  const float v = s / (1.0 + exp(-s)) * s2;
 #else
   const float b = p.has_bias != 0u ? bias[p.n0 + ni] : 0.0;
-  y[yi] = s + b + (p.epi == 1u ? res[yi] : 0.0);
+  const float v = s + b + (p.epi == 1u ? res[yi] : 0.0);
 #endif
+  y[yi] = v;
+  return v;
 }
 #if defined(CLUSTER)
 // Σ of v over this invocation's cluster of TPR lanes (TPR < gl_SubgroupSize, a power of two).
@@ -540,8 +556,27 @@ void main() {
 #ifdef DUAL
         for (uint c = 0; c < per; ++c) s2 += part2[(i * RB + r) * NSG + first + c];
 #endif
-        Store(h, r0 + r, ni, s * inv, s2 * inv);
+        const float v = Store(h, r0 + r, ni, s * inv, s2 * inv);
+#if defined(QOUT)
+        qout[r * 32u + g * QR + i] = v;
+#endif
       }
     }
   }
+#if defined(QOUT)
+  barrier();
+  if (tid < nr) {  // batch row tid's block: outputs [32 x, 32 x + 32) of the workgroup
+    vec4 v[8];
+    for (uint i = 0u; i < 8u; ++i) {
+      const uint o = tid * 32u + 4u * i;
+      v[i] = vec4(qout[o], qout[o + 1u], qout[o + 2u], qout[o + 3u]);
+    }
+    uvec4 q[XB];
+    vec2 ds;
+    QuantizeBlock32(v, q, ds);
+    const uint blk = (r0 + tid) * (p.N / 32u) + gl_WorkGroupID.x;
+    for (uint j = 0u; j < XB; ++j) qo4[blk * XB + j] = q[j];
+    qds[blk] = ds;
+  }
+#endif
 }
