@@ -659,12 +659,12 @@ TEST_P(VulkanSmallTpr, FusedFfnGivesTheReference) {
     ScopedEnv tpr("ES_VK_GEMV_IDOT_TPR", std::to_string(GetParam()));
     ScopedEnv rows("ES_VK_GEMV_IDOT_QR", std::to_string(qr_idot));
     ScopedEnv loc("ES_VK_GEMV_IDOT_LOCAL", local);
+    ScopedEnv dq("ES_VK_GEMV_DUAL_QUANT", "0");  // the dual's quantized output: IdotFusedFfn* above
     auto be = IdotVulkan();
     for (DType dt : kIdotTypes)
       for (int T : {1, 3}) {
         std::vector<float> want;
         const std::vector<float> got = RunFfn(*be, dt, T, 320, 96, 193, mm_idot, &want);
-        // 3: the dual GEMV's x quantized apart, down's (96 wide) in its workgroups.
         EXPECT_EQ(be->counters().dispatches, local[0] == '1' ? 4 : local[0] == '3' ? 5 : 6) << Name(dt);
         ExpectClose(got, want, kIdotTol, "fused FFN " + What("idot", qr_idot) + " LOCAL=" + local +
                                              " T=" + std::to_string(T) + " " + std::string(Name(dt)));
