@@ -29,6 +29,8 @@ namespace es::vk {
 namespace {
 using Clock = std::chrono::steady_clock;
 enum Mode : int { kLogits = 0, kArgmax = 1, kSample = 2 };
+// Greedy ids of rows up to this many columns take one workgroup per row (argmax.comp).
+constexpr uint32_t kArgmaxOneGroupCols = 4096;
 
 // The profile's kind of a dispatch: its node's name with every all-digit dotted part (the layer
 // number) as '*', then the shader: "model.layers.*.mlp.down_proj [matmul_gemv_q4_0_vec]".
@@ -578,12 +580,36 @@ std::unique_ptr<VulkanBackend::Program> VulkanBackend::Build(const Graph& g, con
   if (mode == kArgmax) {
     Allocation ids = act_pool_->Alloc(uint64_t(p->n_out) * 4, "argmax ids");
     p->owned.push_back(ids);
-    Dispatch& d = c.Add("argmax", {1, 1});
-    d.node = N - 1;
-    d.bindings = {{result}, {Range(ids)}};
-    d.writes = {1};
-    d.Push(uint32_t(p->out_cols));
-    Grid1D(d, uint64_t(p->n_out), 1);
+    const uint32_t C = uint32_t(p->out_cols);
+    if (C > kArgmaxOneGroupCols) {
+      // Long rows: parts of about 1024 columns (at most 256) a workgroup each, then one
+      // workgroup per row over the parts' best (argmax.comp PARTIAL, FINAL).
+      const uint32_t parts = std::min<uint32_t>(256, (C + 1023) / 1024), chunk = (C + parts - 1) / parts;
+      Allocation pv = act_pool_->Alloc(uint64_t(p->n_out) * parts * 8, "argmax parts");
+      p->owned.push_back(pv);
+      const BufRange vals{pv.buffer, pv.offset, uint64_t(p->n_out) * parts * 4};
+      const BufRange idx{pv.buffer, pv.offset + vals.size, vals.size};
+      Dispatch& d = c.Add("argmax_partial", {1, 1, 1});
+      d.node = N - 1;
+      d.bindings = {{result}, {vals}, {idx}};
+      d.writes = {1, 2};
+      d.Push(std::array<uint32_t, 2>{C, chunk});
+      d.groups[0] = parts;
+      d.groups[1] = uint32_t(p->n_out);
+      Dispatch& f = c.Add("argmax_final", {1, 1, 1});
+      f.node = N - 1;
+      f.bindings = {{vals}, {Range(ids)}, {idx}};
+      f.writes = {1};
+      f.Push(parts);
+      Grid1D(f, uint64_t(p->n_out), 1);
+    } else {
+      Dispatch& d = c.Add("argmax", {1, 1});
+      d.node = N - 1;
+      d.bindings = {{result}, {Range(ids)}};
+      d.writes = {1};
+      d.Push(C);
+      Grid1D(d, uint64_t(p->n_out), 1);
+    }
     result = Range(ids);
     result.size = uint64_t(p->n_out) * 4;
   } else if (mode == kSample) {

@@ -424,21 +424,24 @@ TEST_F(VulkanOps, GetRowsTakesEachSequencesLastRow) {
   EXPECT_EQ(RunGraph(SharedVulkan(), g, b, kv.get()), want);
 }
 
+// One workgroup per row (1001 columns), and parts then a final pass for long rows (20011
+// columns: 20 parts of 1001, the last one short; ties across parts).
 TEST_F(VulkanOps, ArgmaxOnTheDevice) {
-  Tensor X = RandomTensor("x", DType::kF32, {3, 1001}, 14);
-  float* x = static_cast<float*>(MutableData(X));
-  x[1 * 1001 + 999] = 5.0f;  // row 1: late maximum
-  x[2 * 1001 + 3] = 7.0f;    // row 2: a tie, the lower index wins
-  x[2 * 1001 + 700] = 7.0f;
-  Graph g;
-  g.Add(Make(Op::kGetRows, "rows", {Input(g, X, 3)}, {3, 1001}));
-  auto kv = SharedVulkan().CreateKv(KvSpec{1, {2, 2}, DType::kF32}, 1, 8);
-  std::vector<int32_t> ids(3);
-  SharedVulkan().ComputeArgmax(g, RowsBatch(3), *kv, ids.data());
-  ASSERT_EQ(ids.size(), 3u);
-  EXPECT_EQ(ids[0], int(std::max_element(x, x + 1001) - x));
-  EXPECT_EQ(ids[1], 999);
-  EXPECT_EQ(ids[2], 3);
+  for (const int C : {1001, 20011}) {
+    Tensor X = RandomTensor("x", DType::kF32, {3, C}, 14);
+    float* x = static_cast<float*>(MutableData(X));
+    x[1 * C + C - 2] = 5.0f;  // row 1: late maximum
+    x[2 * C + 3] = 7.0f;      // row 2: a tie, the lower index wins
+    x[2 * C + C - 301] = 7.0f;
+    Graph g;
+    g.Add(Make(Op::kGetRows, "rows", {Input(g, X, 3)}, {3, C}));
+    auto kv = SharedVulkan().CreateKv(KvSpec{1, {2, 2}, DType::kF32}, 1, 8);
+    std::vector<int32_t> ids(3);
+    SharedVulkan().ComputeArgmax(g, RowsBatch(3), *kv, ids.data());
+    EXPECT_EQ(ids[0], int(std::max_element(x, x + C) - x)) << C;
+    EXPECT_EQ(ids[1], C - 2) << C;
+    EXPECT_EQ(ids[2], 3) << C;
+  }
 }
 
 }  // namespace
