@@ -124,15 +124,7 @@ struct AttentionSteps {
     const int T = b.n_tokens();
     Graph g;
     const int q = Input(g, Q, T), k = Input(g, K, T), v = Input(g, V, T);
-    Node sk = Make(Op::kKvStore, "sk", {k}, {T, Hkv * dk}, 1);
-    sk.i[0] = 0;
-    Node sv = Make(Op::kKvStore, "sv", {v}, {T, Hkv * dv}, 1);
-    sv.i[0] = 1;
-    const int ks = g.Add(sk), vs = g.Add(sv);
-    Node at = Make(Op::kAttention, "attn", {q, ks, vs}, {T, Hq * dv}, 1);
-    at.i[0] = Hq, at.i[1] = Hkv, at.i[2] = dk, at.i[3] = dv;
-    at.f0 = 1.0f / std::sqrt(float(dk));
-    g.Add(at);
+    const float scale = g.node(AddCachedAttention(g, q, k, v, T, Hq, Hkv, dk, dv, 1)).f0;
     std::vector<float> got(size_t(T * Hq * dv));
     be.Compute(g, b, *kv, got.data());
 
@@ -154,7 +146,7 @@ struct AttentionSteps {
         Vf.insert(Vf.end(), vc[slot][size_t(j)].begin(), vc[slot][size_t(j)].end());
       }
       const auto qr = Row(Q, b.tokens[size_t(t)]);
-      ref::AttentionRow(qr.data(), Kf.data(), Vf.data(), pos + 1, Hq, Hkv, dk, dv, at.f0,
+      ref::AttentionRow(qr.data(), Kf.data(), Vf.data(), pos + 1, Hq, Hkv, dk, dv, scale,
                         &want[size_t(t * Hq * dv)]);
     }
     ExpectClose(got, want, tol, what + " T=" + std::to_string(T));
@@ -273,16 +265,7 @@ TEST(VulkanDecodeAttention, FoldedRopesAndStoresMatchTheCpuBackend) {
         n.rope = rt;
         return g.Add(n);
       };
-      const int qr = rope(q, Hq, "q_rope"), kr = rope(k, Hkv, "k_rope");
-      Node sk = Make(Op::kKvStore, "sk", {kr}, {T, Hkv * dk}, 1);
-      sk.i[0] = 0;
-      Node sv = Make(Op::kKvStore, "sv", {v}, {T, Hkv * dv}, 1);
-      sv.i[0] = 1;
-      const int ks = g.Add(sk), vs = g.Add(sv);
-      Node at = Make(Op::kAttention, "attn", {qr, ks, vs}, {T, Hq * dv}, 1);
-      at.i[0] = Hq, at.i[1] = Hkv, at.i[2] = dk, at.i[3] = dv;
-      at.f0 = 1.0f / std::sqrt(float(dk));
-      g.Add(at);
+      AddCachedAttention(g, rope(q, Hq, "q_rope"), rope(k, Hkv, "k_rope"), v, T, Hq, Hkv, dk, dv, 1);
       return g;
     };
     for (DType kt : {DType::kF16, DType::kF32}) {

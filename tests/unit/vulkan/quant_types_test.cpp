@@ -471,16 +471,8 @@ TEST_F(VulkanQuant, IdotOutputProjectionReadsTheAttentionsQuantizedOutput) {
       Tensor W = RandomTensor("wo", dt, {N, K}, 194);
       auto build = [&](bool project) {
         Graph g;
-        const int q = Input(g, Q, T), k = Input(g, Kt, T), v = Input(g, V, T);
-        Node sk = Make(Op::kKvStore, "sk", {k}, {T, s.Hkv * s.dk}, 0);
-        sk.i[0] = 0;
-        Node sv = Make(Op::kKvStore, "sv", {v}, {T, s.Hkv * s.dv}, 0);
-        sv.i[0] = 1;
-        const int ks = g.Add(sk), vs = g.Add(sv);
-        Node at = Make(Op::kAttention, "attn", {q, ks, vs}, {T, K}, 0);
-        at.i[0] = s.Hq, at.i[1] = s.Hkv, at.i[2] = s.dk, at.i[3] = s.dv;
-        at.f0 = 1.0f / std::sqrt(float(s.dk));
-        const int a = g.Add(at);
+        const int a = AddCachedAttention(g, Input(g, Q, T), Input(g, Kt, T), Input(g, V, T), T, s.Hq,
+                                         s.Hkv, s.dk, s.dv, 0);
         if (project) g.Add(Make(Op::kMatMul, "o", {a, g.AddWeight(W)}, {T, N}));
         return g;
       };

@@ -31,6 +31,18 @@ ScopedEnv::~ScopedEnv() {
   for (const std::string& n : names_) unsetenv(n.c_str());
 }
 
+int AddCachedAttention(Graph& g, int q, int k, int v, int64_t T, int Hq, int Hkv, int dk, int dv, int layer) {
+  Node sk = Make(Op::kKvStore, "sk", {k}, {T, int64_t(Hkv) * dk}, layer);
+  sk.i[0] = 0;
+  Node sv = Make(Op::kKvStore, "sv", {v}, {T, int64_t(Hkv) * dv}, layer);
+  sv.i[0] = 1;
+  const int ks = g.Add(sk), vs = g.Add(sv);
+  Node at = Make(Op::kAttention, "attn", {q, ks, vs}, {T, int64_t(Hq) * dv}, layer);
+  at.i[0] = Hq, at.i[1] = Hkv, at.i[2] = dk, at.i[3] = dv;
+  at.f0 = 1.0f / std::sqrt(float(dk));
+  return g.Add(at);
+}
+
 vk::VulkanBackend& SharedVulkan() {
   static std::unique_ptr<vk::VulkanBackend> b = MakeVulkan({});
   return *b;

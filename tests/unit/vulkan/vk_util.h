@@ -54,6 +54,9 @@ int Input(Graph& g, const Tensor& table, int T);
 // up(n)), n = RMSNorm(x0; norm, eps 1e-5); gate/up [I, D], down [D, I]. Returns the output node.
 int AddFfnBlock(Graph& g, int res, int x0, const Tensor& norm, const Tensor& gate, const Tensor& up,
                 const Tensor& down, int64_t T, int64_t D, int64_t I);
+// Stores k ([T, Hkv*dk]) and v ([T, Hkv*dv]) into parts 0 and 1 of the cache's `layer`, then the
+// causal GQA attention of q ([T, Hq*dk]) over them, scale 1/sqrt(dk); returns the attention node.
+int AddCachedAttention(Graph& g, int q, int k, int v, int64_t T, int Hq, int Hkv, int dk, int dv, int layer);
 // A node of op `op` over `src`, output `shape`, at `layer`.
 Node Make(Op op, const std::string& name, std::vector<int> src, Shape shape, int layer = -1);
 // Runs `g` on `be` for `b` (a KV cache of its own unless `kv` is given); the output, NaN-filled first.
