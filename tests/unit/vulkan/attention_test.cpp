@@ -167,7 +167,7 @@ TEST_P(VulkanAttention, CausalGqaOverTwoSlotsThenDecode) {
 
 // Split decode by kv head (attention_decode.comp) over the shapes it takes: 1 to 8 query heads
 // per kv head (the 7B's 7), head dims 32 to 256, value widths 16 to 256 (each a different layout
-// of the value lanes), f16 and f32 caches; with the default chunks (32 splits of at least 32
+// of the value lanes), f16 and f32 caches; with the default chunks (32 splits of at least 16
 // keys), and for two of the shapes many short ones (8 splits, chunk 1), 64 splits of at least 8,
 // and long ones of 128 keys (4 tiles a chunk). A 140-row prefill (the multi-row kernel) fills slot 1 first; then steps of
 // one row per slot and one of three rows of slot 1 (the stores come first: nothing folded here).
@@ -184,7 +184,7 @@ TEST(VulkanDecodeAttention, ShapesSplitsAndChunks) {
   pre.Add(1, 0, toks, true);
   pre.Add(0, 0, {3, 4, 5}, true);
   pre.Finalize();
-  for (const Setting st : {Setting{"32", "32"}, Setting{"8", "1"}, Setting{"64", "8"}, Setting{"8", "128"}}) {
+  for (const Setting st : {Setting{"32", "16"}, Setting{"8", "1"}, Setting{"64", "8"}, Setting{"8", "128"}}) {
     ScopedEnv env{{"ES_VK_ATTN_SPLITS", st.splits}, {"ES_VK_ATTN_CHUNK", st.chunk}};
     auto be = MakeVulkan({});
     std::vector<Shape> shapes{Shape{7, 1, 128, 128}, Shape{8, 1, 64, 64}};
@@ -269,12 +269,12 @@ TEST(VulkanDecodeAttention, FoldedRopesAndStoresMatchTheCpuBackend) {
       return g;
     };
     for (DType kt : {DType::kF16, DType::kF32}) {
-      for (const char* chunk : {"32", "1"}) {
+      for (const char* chunk : {"16", "1"}) {
         const std::string tag = std::string(r.mode == RopeMode::kNeox ? "neox" : "interleaved") +
                                 (kt == DType::kF16 ? " f16" : " f32") + " chunk=" + chunk;
         const KvSpec spec{2, {Hkv * dk, Hkv * dv}, kt};
         // Knobs are read when a program is recorded (each shape's first step).
-        ScopedEnv env{{"ES_VK_ATTN_SPLITS", chunk[0] == '1' ? "8" : "32"}, {"ES_VK_ATTN_CHUNK", chunk}};
+        ScopedEnv env{{"ES_VK_ATTN_SPLITS", std::string(chunk) == "1" ? "8" : "32"}, {"ES_VK_ATTN_CHUNK", chunk}};
         auto be = MakeVulkan({}), plain = MakeVulkan({});
         auto cpu = CreateCpuBackend(BackendOptions{});  // f32 caches only
         auto kv_gpu = be->CreateKv(spec, 2, 64), kv_plain = plain->CreateKv(spec, 2, 64);
