@@ -495,8 +495,9 @@ TEST_F(VulkanQuant, IdotOutputProjectionReadsTheAttentionsQuantizedOutput) {
 // one dual integer-dot GEMV, down adds the residual: 2 inputs + 2 GEMVs, with x quantized in the
 // GEMV workgroups (ES_VK_GEMV_IDOT_LOCAL=1; also with units loaded ahead, ES_VK_GEMV_IDOT_UNROLL=2),
 // or the dual's x by a dispatch of its own (=3, the default, and =0) — then the dual GEMV also
-// writes down's x quantized (QOUT, ES_VK_GEMV_DUAL_QUANT 1: QR 8, 2: TPR 32; 0: down's x is
-// quantized in its workgroups (=3) or by a dispatch of its own (=0)).
+// writes down's x quantized (QOUT, ES_VK_GEMV_DUAL_QUANT 1: QR 8, 2: TPR 32, the default for
+// Q4_0; 0, the default for Q8_0: down's x is quantized in its workgroups (=3) or by a dispatch of
+// its own (=0)).
 TEST_F(VulkanQuant, IdotFusedFfnMatchesQuantizedReference) {
   const RefMm mm = [](const std::vector<float>& x, const Tensor& W, int T) {
     return RefIdot(QuantizedRows(x, T, int(W.cols()), W.dtype), W, nullptr, T);

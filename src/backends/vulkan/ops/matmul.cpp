@@ -341,11 +341,14 @@ bool CanFuseGemv(int64_t R, int64_t K, const DeviceWeight& w) {
 
 namespace {
 // The dual GEMV's spec with 32 outputs a workgroup (QOUT), or false where the knobs and the device
-// give none: ES_VK_GEMV_DUAL_QUANT 1 keeps TPR and sets QR = 32 / rows, 2 (default) takes TPR 32
-// and QR 4. H200, 7B tg128 (t/s, one job): QR 8 slowed the dual GEMV from 2.36 to 1.91 TB/s (Q4_0
-// 341 against 351 without QOUT, Q8_0 245 against 255); TPR 32 QR 4: Q4_0 357, Q8_0 255.
+// give none: ES_VK_GEMV_DUAL_QUANT 1 keeps TPR and sets QR = 32 / rows, 2 takes TPR 32 and QR 4;
+// unset: 2 for Q4_0, 0 for Q8_0. H200, 7B tg128 (t/s, one job): QR 8 slowed the dual GEMV from
+// 2.36 to 1.91 TB/s (Q4_0 341 against 351 without QOUT, Q8_0 245 against 255); TPR 32 QR 4: Q4_0
+// 357 against 350, Q8_0 255 against 257; a later job, Q8_0: 260.2 / 261.6 against 264.1 (its
+// int16 x makes twice the stores; the dual GEMV at TPR 32 read 2.57 TB/s against 2.80 at 64);
+// 512-invocation workgroups of 8 groups (TPR 64, QR 4): Q8_0 249, Q4_0 338.
 bool DualQoutSpec(const Device& dev, int64_t R, const DeviceWeight& gate, GemvSpec* gs) {
-  const uint32_t mode = Knob("ES_VK_GEMV_DUAL_QUANT", {0, 1, 2}, 2);
+  const uint32_t mode = Knob("ES_VK_GEMV_DUAL_QUANT", {0, 1, 2}, gate.dtype == DType::kQ8_0 ? 0 : 2);
   if (mode == 0) return false;
   *gs = GemvSpecFor(dev, gate.dtype, true, R, gate.rows, true, true);
   if (mode == 2) gs->rows = gs->wg / 32;

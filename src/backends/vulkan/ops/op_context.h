@@ -146,7 +146,8 @@ void RecordGemvSwiGLU(OpContext& c, BufRange x, int64_t R, int64_t K, const Devi
                       const QuantX* xq = nullptr, const QuantX* yq = nullptr);
 // Whether the dual integer-dot GEMV over rows of K (x quantized apart) can also write its output
 // quantized in its own x format (matmul_gemv.comp QOUT: 32 outputs a workgroup):
-// ES_VK_GEMV_DUAL_QUANT 2 (default: TPR 32, QR 4) or 1 (TPR kept, QR = 32 / rows); 0: never.
+// ES_VK_GEMV_DUAL_QUANT 2 (TPR 32, QR 4; the default for Q4_0) or 1 (TPR kept, QR = 32 / rows);
+// 0: never (the default for Q8_0).
 bool DualQuantizesOut(const Device& dev, int64_t R, int64_t K, const DeviceWeight& gate);
 // Per-head GEMV: y[r*y_rs + h*y_hs + y_off + n] = Σ_k W[h*N + n, k] x[r*x_rs + h*x_hs + x_off + k]
 void RecordHeadGemv(OpContext& c, BufRange x, int64_t R, int64_t H, int64_t N, int64_t K,
