@@ -236,8 +236,8 @@ VulkanBackend::Program& VulkanBackend::GetProgram(const Graph& g, const Batch& b
   // version and weights' data pointers: a Runner passes the same graph every decode step, and
   // walking its ~340 weights through the store's map took ~0.2 ms a step, hashing its ~800
   // nodes ~0.1 ms (this repository's CI machine).
-  std::vector<const void*> data;
-  data.reserve(g.nodes().size());
+  std::vector<const void*>& data = weight_data_;
+  data.clear();
   for (const Node& n : g.nodes())
     if (n.op == Op::kWeight && n.weight) data.push_back(n.weight->data);
   auto seen = std::find_if(seen_graphs_.begin(), seen_graphs_.end(), [&](const SeenGraph& s) {
@@ -252,7 +252,7 @@ VulkanBackend::Program& VulkanBackend::GetProgram(const Graph& g, const Batch& b
       seen_graphs_.clear();
     }
     if (seen_graphs_.size() == kMaxSeenGraphs) seen_graphs_.pop_back();
-    seen_graphs_.insert(seen_graphs_.begin(), {g.version(), NodesHash(g), std::move(data)});
+    seen_graphs_.insert(seen_graphs_.begin(), {g.version(), NodesHash(g), data});
     seen = seen_graphs_.begin();
   }
   uint64_t key = Mix(seen->nodes_hash, kv.id());

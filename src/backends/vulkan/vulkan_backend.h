@@ -87,6 +87,7 @@ class VulkanBackend final : public Backend {
   };
   std::vector<SeenGraph> seen_graphs_;
   static constexpr size_t kMaxSeenGraphs = 16;
+  std::vector<const void*> weight_data_;  // GetProgram's scratch (no allocation per step)
   int programs_built_ = 0, submits_ = 0;
   // With BackendOptions::profile: the split of every Run, summed per phase (0 = decode, T == 1;
   // 1 = prefill) and printed to stderr when the backend goes away.

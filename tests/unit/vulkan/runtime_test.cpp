@@ -243,6 +243,16 @@ TEST_F(VulkanRuntime, SpinWaitGivesTheSameResult) {
   const std::vector<float> polled = RunGraph(*MakeVulkan({}), g, RowsBatch(2));
   unsetenv("ES_VK_SPIN_US");
   EXPECT_EQ(polled, blocking);
+  // A value that is not a number of microseconds is one clear error, not a silent 0.
+  for (const char* bad : {"3ms", "-5", "fast"}) {
+    ScopedEnv env("ES_VK_SPIN_US", bad);
+    try {
+      RunGraph(*MakeVulkan({}), g, RowsBatch(2));
+      ADD_FAILURE() << "ES_VK_SPIN_US=" << bad << " was accepted";
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find("ES_VK_SPIN_US='" + std::string(bad) + "'"), std::string::npos) << e.what();
+    }
+  }
 }
 
 TEST_F(VulkanRuntime, ProfileGivesPerOpShaderTimes) {
