@@ -466,7 +466,7 @@ std::unique_ptr<VulkanBackend::Program> VulkanBackend::Build(const Graph& g, con
     const int xs = n.src[0];
     const Node& xn = nodes[size_t(xs)];
     if (attn_quant && nm < 0 && xn.op == Op::kAttention && uses[size_t(xs)] == 1 && !skip[size_t(xs)] &&
-        AttentionSplitBytes(T, xn.i[0], xn.i[3]) != 0 && xn.i[3] % 32 == 0 && xn.i[3] <= 1024 &&
+        T <= kAttentionSplitMaxRows && xn.i[3] % 32 == 0 && xn.i[3] <= 1024 &&
         UseIdotGemv(*dev_, T, K, wt)) {
       out_xq_item[size_t(xs)] = xq_item[size_t(i)] = int(items.size());
       out_xq_type[size_t(xs)] = wt;
@@ -475,9 +475,8 @@ std::unique_ptr<VulkanBackend::Program> VulkanBackend::Build(const Graph& g, con
     }
     // x from a dual gate/up GEMV read by this GEMV alone (the down projection), in the same
     // format: the dual GEMV writes it quantized (no quantize dispatch between them).
-    if (xn.op == Op::kSwiGLU && uses[size_t(xs)] == 1 && nm < 0 && gate_node[size_t(write_at[size_t(xs)])] >= 0 &&
-        UseIdotGemv(*dev_, T, K, wt)) {
-      const int dual = write_at[size_t(xs)];
+    const int dual = xn.op == Op::kSwiGLU ? write_at[size_t(xs)] : -1;  // the fused gate/up GEMV
+    if (dual >= 0 && gate_node[size_t(dual)] >= 0 && uses[size_t(xs)] == 1 && nm < 0 && UseIdotGemv(*dev_, T, K, wt)) {
       const Node& gn = nodes[size_t(gate_node[size_t(dual)])];
       const DeviceWeight& gw = weights_->Get(*g.node(gn.src[1]).weight);
       if (gw.dtype == wt && DualQuantizesOut(*dev_, T, g.node(gn.src[0]).shape[1], gw)) {

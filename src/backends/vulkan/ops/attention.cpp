@@ -3,13 +3,11 @@
 
 namespace es::vk {
 
-uint64_t AttentionSplitBytes(int64_t T, int64_t Hq, int64_t dv) {
-  if (T > kAttentionSplitMaxRows) return 0;
-  return uint64_t(T * Hq) * kAttentionMaxSplits * uint64_t(dv + 2) * 4;
-}
-
 namespace {
 constexpr uint32_t kDecodeMaxG = 8, kDecodeTileKeys = 32, kDecodeMaxNew = 8;  // attention_decode.comp
+// Key chunks per (row, kv head) of attention_decode.comp (ES_VK_ATTN_SPLITS; 16 splits measured
+// slower on the H200, docs/performance.md "Session 9").
+uint32_t DecodeSplits() { return Knob("ES_VK_ATTN_SPLITS", {8, 16, 32, 64}, 32); }
 // attention_decode.comp's shared memory (its declarations).
 uint64_t DecodeSharedBytes(uint32_t G, uint32_t dk, uint32_t dv) {
   const uint32_t vl = dv / 4, ng = 128 / vl;
@@ -18,6 +16,12 @@ uint64_t DecodeSharedBytes(uint32_t G, uint32_t dk, uint32_t dv) {
          16ull * ((ng - 1) * G * vl + 1);
 }
 }  // namespace
+
+uint64_t AttentionSplitBytes(const Device& dev, int64_t T, uint32_t Hq, uint32_t Hkv, uint32_t dk, uint32_t dv) {
+  if (T > kAttentionSplitMaxRows) return 0;
+  const uint32_t S = UseDecodeAttention(dev, T, Hq, Hkv, dk, dv) ? DecodeSplits() : kAttentionSplits;
+  return uint64_t(T) * Hq * S * uint64_t(dv + 2) * 4;
+}
 
 bool UseDecodeAttention(const Device& dev, int64_t T, uint32_t Hq, uint32_t Hkv, uint32_t dk, uint32_t dv) {
   static_assert(kDecodeMaxNew >= kAttentionSplitMaxRows, "a step's rows must fit the new-key table");
@@ -75,12 +79,12 @@ void RecordCombine(OpContext& c, const AttentionArgs& a, uint32_t S) {
 // ropes and the cache stores into it (c.attn_rope): then a.q is the raw q.
 void RecordDecodeAttention(OpContext& c, const AttentionArgs& a) {
   const bool f16 = c.kv.spec().dtype == DType::kF16, fused = c.attn_rope != nullptr;
-  // S chunks of at least min_chunk keys (H200, 7B tg128 at context 512..640, t/s, two rounds in
-  // one job: Q4_0 362.3 / 361.1 with chunks of 16 against 357.6 / 358.4 with 32, Q8_0 263.2 /
-  // 263.8 against 259.2 / 259.5; earlier jobs: 64 slower, 16 splits slower).
-  const uint32_t S = Knob("ES_VK_ATTN_SPLITS", {8, 16, 32, 64}, 32);
+  // S chunks (the scratch was sized for them: AttentionSplitBytes) of at least min_chunk keys
+  // (H200, 7B tg128 at context 512..640, t/s, two rounds in one job: Q4_0 362.3 / 361.1 with
+  // chunks of 16 against 357.6 / 358.4 with 32, Q8_0 263.2 / 263.8 against 259.2 / 259.5; earlier
+  // jobs: 64 slower).
+  const uint32_t S = DecodeSplits();
   const uint32_t min_chunk = Knob("ES_VK_ATTN_CHUNK", {1, 8, 16, 32, 64, 128}, 16);
-  static_assert(kAttentionMaxSplits >= 64, "ES_VK_ATTN_SPLITS must fit the scratch");
   const uint32_t G = a.Hq / a.Hkv;
   std::vector<uint32_t> counts(fused ? 7 : 5, 1);
   Dispatch& d = c.Add(std::string("attention_decode_") + (f16 ? "f16" : "f32") + (fused ? "_fused" : ""),

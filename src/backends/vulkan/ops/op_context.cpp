@@ -74,7 +74,8 @@ std::vector<uint64_t> ScratchBytes(const Device& dev, const Graph& g, const Node
     case Op::kMlaAttention: return MlaScratch(g, n, T);
     case Op::kMoE: return MoeScratch(g, n, T);
     case Op::kAttention: {
-      const uint64_t b = AttentionSplitBytes(T, n.i[0], n.i[3]);
+      const uint64_t b = AttentionSplitBytes(dev, T, uint32_t(n.i[0]), uint32_t(n.i[1]), uint32_t(n.i[2]),
+                                             uint32_t(n.i[3]));
       return b ? std::vector<uint64_t>{b} : std::vector<uint64_t>{};
     }
     default: return {};

@@ -28,11 +28,11 @@ struct AttentionArgs {
   const QuantX* xq = nullptr;  // split decode: also write the output quantized (attention_combine QUANT)
 };
 // Key chunks per (head, row) of split decode attention (attention.comp; attention_decode.comp
-// takes ES_VK_ATTN_SPLITS, up to kAttentionMaxSplits), and the scratch bytes (0: not split).
+// takes ES_VK_ATTN_SPLITS), and the scratch bytes of a kAttention's partials for the kernel its
+// shape takes (0: not split, more than kAttentionSplitMaxRows rows).
 constexpr uint32_t kAttentionSplits = 16;
-constexpr uint32_t kAttentionMaxSplits = 64;
 constexpr int64_t kAttentionSplitMaxRows = 8;
-uint64_t AttentionSplitBytes(int64_t T, int64_t Hq, int64_t dv);
+uint64_t AttentionSplitBytes(const Device& dev, int64_t T, uint32_t Hq, uint32_t Hkv, uint32_t dk, uint32_t dv);
 void RecordAttention(OpContext& c, const AttentionArgs& a);
 // Whether split decode attention of T rows (Hq query heads over Hkv kv heads, head dims dk, dv)
 // takes attention_decode.comp, one workgroup per kv head and key chunk (ES_VK_ATTN_DECODE=0:
