@@ -16,6 +16,8 @@
 #include <cstring>
 
 #include "edgeseek/core/error.h"
+#include "edgeseek/core/half.h"
+#include "edgeseek/quant/blocks.h"
 
 namespace es {
 namespace {
@@ -85,11 +87,24 @@ std::vector<WeightSpec> ExpectedWeights(const ModelConfig& c) {
 
 namespace {
 
+// One f32 value stored as an element of `dt` (f32 or f16).
+void StoreElement(DType dt, float v, uint8_t* dst) {
+  if (dt == DType::kF16) {
+    const uint16_t h = F32ToF16(v);
+    std::memcpy(dst, &h, 2);
+  } else {
+    std::memcpy(dst, &v, 4);
+  }
+}
+
 // Transposes per-head blocks of kv_b into the absorbed-MLA weights.
 void BuildAbsorbed(const ModelConfig& c, const Tensor& kv_b, int layer, Tensor* wuk_t, Tensor* wuv) {
   const int64_t H = c.n_heads, dn = c.qk_nope_head_dim, dv = c.v_head_dim, r = c.kv_lora_rank;
+  // bf16/f16 kv_b keeps its type (a copy of its elements); a block-quantized one becomes f16
+  // (decode reads these every token: f32 would be 4x the bytes of the checkpoint's 2-byte form
+  // and ~7x those of Q4_0); an f32 one stays f32.
   const bool dense16 = kv_b.dtype == DType::kBF16 || kv_b.dtype == DType::kF16;
-  const DType dt = dense16 ? kv_b.dtype : DType::kF32;
+  const DType dt = dense16 ? kv_b.dtype : IsQuantized(kv_b.dtype) ? DType::kF16 : DType::kF32;
   const std::string p = L(layer) + "self_attn.";
   *wuk_t = AllocTensor(p + "wuk_t", dt, {H * r, dn});
   *wuv = AllocTensor(p + "wuv", dt, {H * dv, r});
@@ -101,6 +116,12 @@ void BuildAbsorbed(const ModelConfig& c, const Tensor& kv_b, int layer, Tensor* 
     for (int64_t i = 0; i < dn + dv; ++i) {
       const int64_t src_row = h * (dn + dv) + i;
       const uint8_t* src = kv_b.bytes() + size_t(src_row) * kv_b.row_bytes();
+      if (!dense16) {  // the source row as f32 (dequantized once: r elements in whole blocks)
+        if (IsQuantized(kv_b.dtype))
+          Dequantize(kv_b.dtype, src, row.data(), r);
+        else
+          ConvertRowToF32(kv_b.dtype, src, row.data(), r);
+      }
       if (i < dn) {
         // Wuk[h][i, j] -> WukT[h][j, i]
         for (int64_t j = 0; j < r; ++j) {
@@ -108,9 +129,7 @@ void BuildAbsorbed(const ModelConfig& c, const Tensor& kv_b, int layer, Tensor* 
           if (dense16) {
             std::memcpy(dst, src + size_t(j) * 2, 2);
           } else {
-            float v;
-            ConvertRowToF32(kv_b.dtype, src + size_t(j) * RowBytes(kv_b.dtype, 1), &v, 1);
-            std::memcpy(dst, &v, 4);
+            StoreElement(dt, row[size_t(j)], dst);
           }
         }
       } else {
@@ -118,8 +137,7 @@ void BuildAbsorbed(const ModelConfig& c, const Tensor& kv_b, int layer, Tensor* 
         if (dense16) {
           std::memcpy(dst, src, size_t(r) * 2);
         } else {
-          ConvertRowToF32(kv_b.dtype, src, row.data(), r);
-          std::memcpy(dst, row.data(), size_t(r) * 4);
+          for (int64_t j = 0; j < r; ++j) StoreElement(dt, row[size_t(j)], dst + size_t(j) * es);
         }
       }
     }

@@ -23,6 +23,7 @@
 #include <set>
 
 #include "edgeseek/core/error.h"
+#include "edgeseek/core/half.h"
 #include "edgeseek/formats/gguf.h"
 #include "edgeseek/models/arch.h"
 #include "edgeseek/quant/blocks.h"
@@ -316,7 +317,7 @@ class GgufWeights {
     f_->GetTensor(vb, VbShape());
   }
 
-  // kv_b_proj [H*(dn+dv), r]: the attn_kv_b view (dequantized to f32 when block-quantized: the
+  // kv_b_proj [H*(dn+dv), r]: the attn_kv_b view (dequantized to f16 when block-quantized: the
   // absorbed MLA weights are built from it at load), or rebuilt from attn_k_b [H, r, dn] and
   // attn_v_b [H, dv, r].
   const Tensor* KvB(const std::string& hf) {
@@ -327,8 +328,15 @@ class GgufWeights {
       Tensor t = f_->GetTensor(kv);
       t.name = hf;
       if (IsQuantized(t.dtype)) {
-        Tensor d = AllocTensor(hf, DType::kF32, t.shape);
-        Dequantize(t.dtype, t.data, static_cast<float*>(MutableData(d)), t.numel());
+        // f16 (not f32): the absorbed pair built from it keeps this type, and decode reads
+        // that pair every token.
+        Tensor d = AllocTensor(hf, DType::kF16, t.shape);
+        std::vector<float> row(size_t(t.cols()));
+        auto* h = static_cast<uint16_t*>(MutableData(d));
+        for (int64_t i = 0; i < t.rows(); ++i) {
+          Dequantize(t.dtype, t.bytes() + size_t(i) * t.row_bytes(), row.data(), t.cols());
+          for (int64_t j = 0; j < t.cols(); ++j) h[i * t.cols() + j] = F32ToF16(row[size_t(j)]);
+        }
         t = std::move(d);
       }
       return &((*owned_)[hf] = std::move(t));

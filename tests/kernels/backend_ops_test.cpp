@@ -10,6 +10,7 @@
 #include "backends/cpu/reference.h"
 #include "edgeseek/backends/backend.h"
 #include "edgeseek/core/half.h"
+#include "edgeseek/quant/blocks.h"
 #include "test_util.h"
 
 namespace es {
@@ -276,6 +277,90 @@ TEST_P(BackendOps, MoeRoutingMethods) {
     std::vector<float> ref(size_t(R * D));
     ref::MoE(x.as<float>(), R, D, gate, m == TopkMethod::kNoauxTc ? &bias : nullptr, exp, *p, ref.data());
     EXPECT_LE(test::RelL2(got, ref), 2e-6) << "method " << int(m);
+  }
+}
+
+// Routed experts at sizes where the CPU backend splits each expert's columns into blocks (I and D
+// above 64), with block-quantized experts, 8..256 experts, top-k 1..8 and ragged rows per expert:
+// most experts with no row (R = 1 of 64), one row, and every row on one expert (its router row
+// dominates). Each batch row must also equal that row run alone (bit-identical on the CPU, the
+// batch-invariance contract; within the types' tolerance elsewhere).
+TEST_P(BackendOps, MoeExpertCountsTypesAndRaggedRows) {
+  struct Case {
+    int E, top_k;
+    int64_t R, D, I;
+    DType wt;
+    bool one_expert;  // every row's first choice is expert E / 2
+    double tol;       // against the reference: f32 / quantized activations
+  };
+  const std::vector<Case> cases = {
+      {8, 1, 5, 96, 200, DType::kBF16, false, 2e-6},
+      {64, 6, 1, 128, 160, DType::kQ4_0, false, 3e-2},
+      {64, 6, 7, 128, 160, DType::kQ8_0, false, 1e-2},
+      {16, 4, 9, 64, 320, DType::kQ4_0, true, 3e-2},
+      {256, 8, 3, 64, 96, DType::kQ8_0, false, 1e-2},
+  };
+  for (const Case& c : cases) {
+    auto p = std::make_shared<MoeParams>();
+    p->n_experts = c.E;
+    p->top_k = c.top_k;
+    p->ffn_dim = int(c.I);
+    p->norm_topk_prob = c.top_k > 1;
+    Tensor x = RandTensor("x", DType::kF32, {c.R, c.D}, 150);
+    Tensor gate = RandTensor("gate", DType::kF32, {c.E, c.D}, 151, 1.0f);
+    if (c.one_expert) {
+      // x's signs alternate with k and gate[E/2] = ±50 with the same signs: its logit is
+      // 50 Σ|x| for every row, far above the other experts' logits.
+      float* gw = static_cast<float*>(MutableData(gate)) + (c.E / 2) * c.D;
+      for (int64_t r = 0; r < c.R; ++r) {
+        float* xr = static_cast<float*>(MutableData(x)) + r * c.D;
+        for (int64_t k = 0; k < c.D; ++k) xr[k] = std::fabs(xr[k]) * (k % 2 ? 1.0f : -1.0f);
+      }
+      for (int64_t k = 0; k < c.D; ++k) gw[k] = k % 2 ? 50.0f : -50.0f;
+    }
+    std::vector<Tensor> ex;
+    for (int e = 0; e < c.E; ++e) {
+      for (int m = 0; m < 3; ++m) {
+        const Shape sh = m == 2 ? Shape{c.D, c.I} : Shape{c.I, c.D};
+        Tensor f = RandTensor("e" + std::to_string(e) + "." + std::to_string(m), DType::kF32, sh,
+                              200 + uint64_t(3 * e + m));
+        if (c.wt == DType::kBF16 || c.wt == DType::kF32) {
+          ex.push_back(RandTensor(f.name, c.wt, sh, 200 + uint64_t(3 * e + m)));
+          continue;
+        }
+        Tensor q = AllocTensor(f.name, c.wt, sh);
+        Quantize(c.wt, f.as<float>(), MutableData(q), f.numel());
+        ex.push_back(std::move(q));
+      }
+    }
+    auto run = [&](int64_t r0, int64_t rows) {
+      Tensor xs = AllocTensor("xs", DType::kF32, {rows, c.D});
+      std::memcpy(MutableData(xs), x.as<float>() + r0 * c.D, size_t(rows * c.D) * 4);
+      Graph g;
+      const int xi = InputNode(g, xs, rows);
+      Node n{Op::kMoE, "moe", {xi, g.AddWeight(gate), -1}, {rows, c.D}};
+      for (auto& t : ex) n.src.push_back(g.AddWeight(t));
+      n.moe = p;
+      g.Add(n);
+      return RunGraph(*be_, g, SeqBatch({int(rows)}, {0}));
+    };
+    const std::string what = "E=" + std::to_string(c.E) + " k=" + std::to_string(c.top_k) +
+                             " R=" + std::to_string(c.R) + " " + std::string(Name(c.wt));
+    const auto got = run(0, c.R);
+    std::vector<const Tensor*> exp;
+    for (auto& t : ex) exp.push_back(&t);
+    std::vector<float> ref(size_t(c.R * c.D));
+    ref::MoE(x.as<float>(), c.R, c.D, gate, nullptr, exp, *p, ref.data());
+    EXPECT_LE(test::RelL2(got, ref), c.tol) << what;
+    for (int64_t r = 0; r < c.R; r += std::max<int64_t>(1, c.R / 3)) {
+      const auto alone = run(r, 1);
+      const std::vector<float> in_batch(got.begin() + r * c.D, got.begin() + (r + 1) * c.D);
+      if (GetParam() == "cpu") {
+        EXPECT_EQ(alone, in_batch) << what << " row " << r;
+      } else {
+        EXPECT_LE(test::RelL2(alone, in_batch), c.tol) << what << " row " << r;
+      }
+    }
   }
 }
 

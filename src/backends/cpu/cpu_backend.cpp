@@ -13,12 +13,14 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
+#include <functional>
 #include <map>
 #include <mutex>
 #include <set>
@@ -184,6 +186,15 @@ class CpuBackend final : public Backend {
   void Release(float* p, size_t n);
   void MatMul(const float* x, int64_t R, int64_t K, const Tensor& w, const float* bias, float* y,
               int64_t ldy);
+  // y[:, 0:n1-n0] = x · W[n0:n1]ᵀ on `pool` (the columns n0..n1 of W's output; W's rows are its
+  // output columns, so the slice is a row range of the weight).
+  void MatMulCols(const float* x, int64_t R, int64_t K, const Tensor& w, int64_t n0, int64_t n1,
+                  float* y, int64_t ldy, ThreadPool& pool);
+  // fn(item, serial_pool) for items [0, n), each on one of the pool's threads; `serial_pool` is
+  // that thread's own one-thread pool, so the kernels fn calls run inside the item. Threads take
+  // the next item from a shared counter (items of uneven cost balance out); which thread runs an
+  // item never changes its result, so batch invariance holds.
+  void ForEachItem(int64_t n, const std::function<void(int64_t, ThreadPool&)>& fn);
   void Attention(const Node& n, const Batch& b, CpuKv& kv, const float* q, float* y);
   void Mla(const Node& n, const Graph& g, const Batch& b, CpuKv& kv, const float* q, float* y);
   void MoE(const Node& n, const Graph& g, const float* x, int64_t R, float* y);
@@ -246,6 +257,31 @@ float* CpuBackend::Alloc(size_t n) {
 
 void CpuBackend::Release(float* p, size_t n) { free_.emplace(n, p); }
 
+void CpuBackend::MatMulCols(const float* x, int64_t R, int64_t K, const Tensor& w, int64_t n0,
+                            int64_t n1, float* y, int64_t ldy, ThreadPool& pool) {
+  if (const Packed* p = FindPacked(w); p && K == p->w.K) {
+    // Repacked weights are whole: only the full range (ExpertColumnBlocks keeps it so).
+    ES_ASSERT(n0 == 0 && n1 == w.rows());
+    cpu::PackedMatMul(x, R, p->w, nullptr, y, ldy, pool);
+    return;
+  }
+  ES_CHECK(cpu::MatMulSupports(w.dtype), "cpu backend: no matmul kernel for weight type ",
+           Name(w.dtype), " (tensor ", w.name, ")");
+  cpu::MatMul(x, R, K, w.bytes() + size_t(n0) * w.row_bytes(), w.dtype, n1 - n0, nullptr, y, ldy,
+              pool);
+}
+
+void CpuBackend::ForEachItem(int64_t n, const std::function<void(int64_t, ThreadPool&)>& fn) {
+  if (n <= 0) return;
+  std::atomic<int64_t> next{0};
+  pool_.RunOnAll([&](int, int) {
+    thread_local ThreadPool serial(1);
+    for (int64_t i = next.fetch_add(1, std::memory_order_relaxed); i < n;
+         i = next.fetch_add(1, std::memory_order_relaxed))
+      fn(i, serial);
+  });
+}
+
 void CpuBackend::MatMul(const float* x, int64_t R, int64_t K, const Tensor& w, const float* bias,
                         float* y, int64_t ldy) {
   if (const Packed* p = FindPacked(w); p && K == p->w.K) {
@@ -298,46 +334,59 @@ void CpuBackend::Mla(const Node& n, const Graph& g, const Batch& b, CpuKv& kv, c
   const Tensor& wuv = *g.node(n.src[4]).weight;
   const float scale = n.f0;
   const int64_t qw = H * (dn + dr);
-  std::vector<float> qn(size_t(T * dn)), qlat(size_t(H * T * r)), olat(size_t(H * T * r));
-  // q_lat[h] = q_nope[h] WukT[h]ᵀ : [T, r] per head.
-  for (int64_t h = 0; h < H; ++h) {
+  // qlat, olat: [H][T, r] (one head's rows contiguous, as its GEMV/GEMM reads and writes them).
+  float* qlat = Alloc(size_t(H * T * r));
+  float* olat = Alloc(size_t(H * T * r));
+  // 1. q_lat[h] = q_nope[h] · WukT[h]ᵀ : [T, r], one item per head (one parallel region for all
+  //    heads instead of two per head).
+  ForEachItem(H, [&](int64_t h, ThreadPool& serial) {
+    thread_local std::vector<float> qn;
+    qn.resize(size_t(T * dn));
     for (int64_t t = 0; t < T; ++t)
       std::memcpy(&qn[size_t(t * dn)], q + t * qw + h * (dn + dr), size_t(dn) * 4);
-    cpu::MatMul(qn.data(), T, dn, wuk_t.bytes() + size_t(h * r) * wuk_t.row_bytes(), wuk_t.dtype,
-                r, nullptr, &qlat[size_t(h * T * r)], r, pool_);
-  }
+    MatMulCols(qn.data(), T, dn, wuk_t, h * r, (h + 1) * r, qlat + h * T * r, r, serial);
+  });
+  // 2. o_lat[h][t] = Σ_j softmax_j(scale · (q_lat·C_j + q_pe·KPE_j)) C_j, per (row, head).
   pool_.ParallelFor(T * H, [&](int64_t begin, int64_t end, int) {
-    std::vector<float> p;
+    thread_local std::vector<float> p;
     for (int64_t u = begin; u < end; ++u) {
       const int64_t t = u / H, h = u % H;
       const BatchSeq& s = b.seqs[size_t(b.row_seq[size_t(t)])];
       const int64_t n_ctx = b.positions[size_t(t)] + 1;
       const float* C = kv.Part(s.slot, n.layer, 0);
       const float* KPE = kv.Part(s.slot, n.layer, 1);
-      const float* ql = &qlat[size_t((h * T + t) * r)];
+      const float* ql = qlat + (h * T + t) * r;
       const float* qp = q + t * qw + h * (dn + dr) + dn;
       p.resize(size_t(n_ctx));
       float mx = -INFINITY;
       for (int64_t j = 0; j < n_ctx; ++j) {
-        const float* cr = C + j * r;
-        const float* kr = KPE + j * dr;
-        p[size_t(j)] = (cpu::Dot(ql, cr, r) + cpu::Dot(qp, kr, dr)) * scale;
+        p[size_t(j)] = (cpu::Dot(ql, C + j * r, r) + cpu::Dot(qp, KPE + j * dr, dr)) * scale;
         mx = std::max(mx, p[size_t(j)]);
       }
       float sum = 0;
-      for (auto& v : p) sum += (v = std::exp(v - mx));
+      for (int64_t j = 0; j < n_ctx; ++j) sum += (p[size_t(j)] = std::exp(p[size_t(j)] - mx));
       const float inv = 1.0f / sum;
-      float* o = &olat[size_t((h * T + t) * r)];
+      float* o = olat + (h * T + t) * r;
       std::fill(o, o + r, 0.0f);
-      for (int64_t j = 0; j < n_ctx; ++j) {
-        cpu::Axpy(p[size_t(j)] * inv, C + j * r, o, r);
-      }
+      for (int64_t j = 0; j < n_ctx; ++j) cpu::Axpy(p[size_t(j)] * inv, C + j * r, o, r);
     }
   });
-  // out[t, h*dv:(h+1)*dv] = o_lat[h][t] Wuv[h]ᵀ
-  for (int64_t h = 0; h < H; ++h)
-    cpu::MatMul(&olat[size_t(h * T * r)], T, r, wuv.bytes() + size_t(h * dv) * wuv.row_bytes(),
-                wuv.dtype, dv, nullptr, y + h * dv, H * dv, pool_);
+  // 3. out[t, h*dv:(h+1)*dv] = o_lat[h][t] · Wuv[h]ᵀ, one item per head.
+  ForEachItem(H, [&](int64_t h, ThreadPool& serial) {
+    MatMulCols(olat + h * T * r, T, r, wuv, h * dv, (h + 1) * dv, y + h * dv, H * dv, serial);
+  });
+  Release(qlat, size_t(H * T * r));
+  Release(olat, size_t(H * T * r));
+}
+
+// Column blocks of an expert projection with `cols` outputs when `active` experts run at once on
+// `threads` threads: enough items to keep every thread busy (about 4 a thread), blocks of whole
+// 64 columns (the kernels' groups of 8 and tasks of 32 stay whole), one block per expert when the
+// experts alone are enough, or when the weight is repacked (whole matrices only).
+int64_t ExpertColumnBlocks(int64_t cols, int64_t active, int threads, bool packed) {
+  if (packed || active <= 0) return 1;
+  const int64_t want = (4 * int64_t(threads) + active - 1) / active;
+  return std::clamp<int64_t>(want, 1, std::max<int64_t>(1, cols / 64));
 }
 
 void CpuBackend::MoE(const Node& n, const Graph& g, const float* x, int64_t R, float* y) {
@@ -347,50 +396,97 @@ void CpuBackend::MoE(const Node& n, const Graph& g, const float* x, int64_t R, f
   const float* bias = n.src[2] >= 0 ? F32(g.node(n.src[2]).weight) : nullptr;
   const int E = p.n_experts, K = p.top_k;
   const int64_t I = p.ffn_dim;
+  auto weight = [&](int e, int part) -> const Tensor& {
+    return *g.node(n.src[size_t(3 + 3 * e + part)]).weight;
+  };
   // Routing (router logits in f32, as transformers does even for f64 models).
   std::vector<float> logits(size_t(R * E));
   MatMul(x, R, D, router, nullptr, logits.data(), E);
   std::vector<int32_t> chosen(size_t(R * K));
   std::vector<float> weights(size_t(R * K));
-  pool_.ParallelFor(R, [&](int64_t b, int64_t e, int) {
-    for (int64_t r = b; r < e; ++r)
+  pool_.ParallelFor(R, [&](int64_t b0, int64_t e0, int) {
+    for (int64_t r = b0; r < e0; ++r)
       ref::MoeRoute(&logits[size_t(r * E)], bias, p, &chosen[size_t(r * K)], &weights[size_t(r * K)]);
-  });
-  // Group rows by expert; run each chosen expert once over its rows; keep per (row, j) outputs
-  // and sum them in the row's own top-k order (independent of the batch).
-  std::vector<std::vector<int32_t>> rows_of(static_cast<size_t>(E));  // entries r*K + j
-  for (int64_t i = 0; i < R * K; ++i) rows_of[size_t(chosen[size_t(i)])].push_back(int32_t(i));
-  std::vector<float> outs(size_t(R * K * D));
-  std::vector<float> xs, gt, up, act, dn;
-  for (int e = 0; e < E; ++e) {
-    const auto& list = rows_of[size_t(e)];
-    if (list.empty()) continue;
-    const int64_t m = int64_t(list.size());
-    xs.resize(size_t(m * D));
-    gt.resize(size_t(m * I));
-    up.resize(size_t(m * I));
-    dn.resize(size_t(m * D));
-    for (int64_t i = 0; i < m; ++i)
-      std::memcpy(&xs[size_t(i * D)], x + (list[size_t(i)] / K) * D, size_t(D) * 4);
-    const Tensor& wg = *g.node(n.src[size_t(3 + 3 * e)]).weight;
-    const Tensor& wu = *g.node(n.src[size_t(4 + 3 * e)]).weight;
-    const Tensor& wd = *g.node(n.src[size_t(5 + 3 * e)]).weight;
-    MatMul(xs.data(), m, D, wg, nullptr, gt.data(), I);
-    MatMul(xs.data(), m, D, wu, nullptr, up.data(), I);
-    for (int64_t i = 0; i < m * I; ++i) gt[size_t(i)] = gt[size_t(i)] / (1.0f + std::exp(-gt[size_t(i)])) * up[size_t(i)];
-    MatMul(gt.data(), m, I, wd, nullptr, dn.data(), D);
-    for (int64_t i = 0; i < m; ++i)
-      std::memcpy(&outs[size_t(list[size_t(i)]) * size_t(D)], &dn[size_t(i * D)], size_t(D) * 4);
-  }
-  for (int64_t r = 0; r < R; ++r) {
-    float* yr = y + r * D;
-    std::fill(yr, yr + D, 0.0f);
-    for (int j = 0; j < K; ++j) {
-      const float w = weights[size_t(r * K + j)];
-      const float* o = &outs[size_t((r * K + j) * D)];
-      for (int64_t i = 0; i < D; ++i) yr[i] += w * o[i];
+  }, 16);
+  // Rows compacted per expert: counts, offsets, and the (row, j) entry of each compacted row.
+  std::vector<int64_t> count(size_t(E) + 1, 0), offset(size_t(E) + 1, 0);
+  for (int64_t i = 0; i < R * K; ++i) ++count[size_t(chosen[size_t(i)])];
+  for (int e = 0; e < E; ++e) offset[size_t(e) + 1] = offset[size_t(e)] + count[size_t(e)];
+  std::vector<int64_t> entry(size_t(R * K)), pos_of(size_t(R * K));
+  {
+    std::vector<int64_t> fill(offset.begin(), offset.end() - 1);
+    for (int64_t i = 0; i < R * K; ++i) {
+      const int64_t at = fill[size_t(chosen[size_t(i)])]++;
+      entry[size_t(at)] = i;
+      pos_of[size_t(i)] = at;
     }
   }
+  std::vector<int> active;  // experts with rows, most rows first (longest items start first)
+  for (int e = 0; e < E; ++e)
+    if (count[size_t(e)] > 0) active.push_back(e);
+  std::stable_sort(active.begin(), active.end(),
+                   [&](int a, int b) { return count[size_t(a)] > count[size_t(b)]; });
+  const int64_t A = int64_t(active.size()), M = R * K;
+  // xs: [M, D] the compacted rows; act: [M, I] silu(gate)·up; dn: [M, D] the experts' outputs.
+  float* xs = Alloc(size_t(M * D));
+  float* act = Alloc(size_t(M * I));
+  float* dn = Alloc(size_t(M * D));
+  pool_.ParallelFor(M, [&](int64_t b0, int64_t e0, int) {
+    for (int64_t i = b0; i < e0; ++i)
+      std::memcpy(xs + i * D, x + (entry[size_t(i)] / K) * D, size_t(D) * 4);
+  }, 8);
+  bool packed = false;
+  for (int e : active) packed = packed || FindPacked(weight(e, 0)) || FindPacked(weight(e, 2));
+  // Gate and up of every active expert in one parallel region: items (expert, column block),
+  // SwiGLU applied to the block's outputs in place.
+  const int64_t bu = ExpertColumnBlocks(I, A, pool_.size(), packed);
+  ForEachItem(A * bu, [&](int64_t item, ThreadPool& serial) {
+    const int e = active[size_t(item / bu)];
+    const int64_t blk = item % bu, n0 = I * blk / bu / 64 * 64,
+                  n1 = blk + 1 == bu ? I : I * (blk + 1) / bu / 64 * 64;
+    const int64_t m = count[size_t(e)], nc = n1 - n0;
+    if (nc <= 0) return;
+    const float* xe = xs + offset[size_t(e)] * D;
+    thread_local std::vector<float> gt, up;
+    gt.resize(size_t(m * nc));
+    up.resize(size_t(m * nc));
+    MatMulCols(xe, m, D, weight(e, 0), n0, n1, gt.data(), nc, serial);
+    MatMulCols(xe, m, D, weight(e, 1), n0, n1, up.data(), nc, serial);
+    float* ae = act + offset[size_t(e)] * I;
+    for (int64_t i = 0; i < m; ++i)
+      for (int64_t c = 0; c < nc; ++c) {
+        const float gv = gt[size_t(i * nc + c)];
+        ae[i * I + n0 + c] = gv / (1.0f + std::exp(-gv)) * up[size_t(i * nc + c)];
+      }
+  });
+  // Down of every active expert in one parallel region: items (expert, column block of D).
+  const int64_t bd = ExpertColumnBlocks(D, A, pool_.size(), packed);
+  ForEachItem(A * bd, [&](int64_t item, ThreadPool& serial) {
+    const int e = active[size_t(item / bd)];
+    const int64_t blk = item % bd, n0 = D * blk / bd / 64 * 64,
+                  n1 = blk + 1 == bd ? D : D * (blk + 1) / bd / 64 * 64;
+    if (n1 <= n0) return;
+    MatMulCols(act + offset[size_t(e)] * I, count[size_t(e)], I, weight(e, 2), n0, n1,
+               dn + offset[size_t(e)] * D + n0, D, serial);
+  });
+  // Combine: each row sums its experts' outputs in its own top-k order (independent of the
+  // batch); threaded over rows, or over columns for a single row.
+  const int64_t cb = R >= pool_.size() ? 1 : (D + 255) / 256;
+  pool_.ParallelFor(R * cb, [&](int64_t b0, int64_t e0, int) {
+    for (int64_t u = b0; u < e0; ++u) {
+      const int64_t r = u / cb, c0 = D * (u % cb) / cb, c1 = D * (u % cb + 1) / cb;
+      float* yr = y + r * D;
+      std::fill(yr + c0, yr + c1, 0.0f);
+      for (int j = 0; j < K; ++j) {
+        const float w = weights[size_t(r * K + j)];
+        const float* o = dn + pos_of[size_t(r * K + j)] * D;
+        for (int64_t i = c0; i < c1; ++i) yr[i] += w * o[i];
+      }
+    }
+  });
+  Release(xs, size_t(M * D));
+  Release(act, size_t(M * I));
+  Release(dn, size_t(M * D));
 }
 
 void CpuBackend::Compute(const Graph& g, const Batch& b, KvStorage& kv_base, float* out,
