@@ -15,6 +15,14 @@ Runner::Runner(std::shared_ptr<const Model> model, std::unique_ptr<Backend> back
   const ModelConfig& c = model_->config();
   int64_t ctx = opts.context > 0 ? opts.context : std::min<int64_t>(c.max_position_embeddings, 4096);
   ES_CHECK(opts.n_slots >= 1, "runner needs at least one sequence slot");
+  {
+    // The one-row decode graph first (kept for the first step): it lets the backend prepare
+    // weights that ops read together (stacked experts) before the tensors one by one.
+    Batch one;
+    one.Add(0, 0, {0}, true);
+    one.Finalize();
+    backend_->PrepareGraph(GraphFor(one));
+  }
   for (const Tensor* w : model_->weights()) backend_->PrepareWeight(*w);
   kv_ = backend_->CreateKv(c.MakeKvSpec(opts.kv_dtype), opts.n_slots, ctx);
   slot_used_.assign(size_t(opts.n_slots), false);

@@ -54,6 +54,10 @@ class Backend {
   // Prepares (repacks, uploads) a weight before first use; called once per tensor by the
   // runtime after loading. Default: nothing.
   virtual void PrepareWeight(const Tensor& w) {}
+  // Prepares the weights that ops of `g` read together (a layer's routed experts, stacked per
+  // projection on the GPU); called by the runtime with a decode graph before PrepareWeight, so
+  // a backend can skip the tensors already prepared here. Default: nothing.
+  virtual void PrepareGraph(const Graph& g) {}
   virtual std::unique_ptr<KvStorage> CreateKv(const KvSpec& spec, int n_slots, int64_t capacity) = 0;
   // Runs `g` for `batch`; writes the output node (f32, row-major) into `out`.
   virtual void Compute(const Graph& g, const Batch& batch, KvStorage& kv, float* out,

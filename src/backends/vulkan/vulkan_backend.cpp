@@ -197,9 +197,26 @@ bool VulkanBackend::Supports(const Graph& g, const Node& n) const {
   return OpSupported(g, n, nullptr);
 }
 
+void VulkanBackend::PrepareGraph(const Graph& g) {
+  for (const Node& n : g.nodes()) {
+    if (n.op != Op::kMoE || !n.moe) continue;
+    for (int m = 0; m < 3; ++m) {
+      std::vector<const Tensor*> members;
+      for (int e = 0; e < n.moe->n_experts; ++e) {
+        const Tensor* t = g.node(n.src[size_t(3 + 3 * e + m)]).weight;
+        if (!t || !WeightStore::Supported(t->dtype)) break;  // reported at first use
+        if (weights_->DropStale(*t)) programs_.clear();
+        members.push_back(t);
+      }
+      if (int(members.size()) == n.moe->n_experts) weights_->GetExperts(members);
+    }
+  }
+}
+
 void VulkanBackend::PrepareWeight(const Tensor& w) {
   if (!WeightStore::Supported(w.dtype)) return;  // reported by Supports / at first use
   if (weights_->DropStale(w)) programs_.clear();
+  if (weights_->Stacked(w)) return;  // a routed expert: uploaded with its stack (PrepareGraph)
   if (w.shape.size() == 1 && w.dtype != DType::kF32)
     weights_->GetF32(w);  // vectors are read as f32 (norm weights, biases)
   else

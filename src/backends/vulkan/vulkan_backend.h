@@ -45,6 +45,7 @@ class VulkanBackend final : public Backend {
   std::string description() const override;
   bool Supports(const Graph& g, const Node& n) const override;
   void PrepareWeight(const Tensor& w) override;
+  void PrepareGraph(const Graph& g) override;
   std::unique_ptr<KvStorage> CreateKv(const KvSpec& spec, int n_slots, int64_t capacity) override;
   void Compute(const Graph& g, const Batch& batch, KvStorage& kv, float* out,
                ComputeStats* stats = nullptr) override;

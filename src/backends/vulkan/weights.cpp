@@ -130,10 +130,84 @@ void RepackQuantRow(DType t, const uint8_t* src, int64_t cols, uint8_t* dst) {
 WeightStore::~WeightStore() {
   for (auto& [k, w] : weights_)
     for (auto& c : w->chunks) pool_.Free(c.alloc);
+  for (auto& [k, s] : stacks_)
+    for (auto& b : s->blocks) pool_.Free(b);
+}
+
+void WeightStore::FreeStack(const StackKey& key) {
+  auto it = stacks_.find(key);
+  if (it == stacks_.end()) return;
+  for (auto& b : it->second->blocks) {
+    bytes_ -= b.size;
+    pool_.Free(b);
+  }
+  for (const void* d : key) stack_of_.erase(d);
+  stacks_.erase(it);
+}
+
+const ExpertStack& WeightStore::GetExperts(const std::vector<const Tensor*>& experts) {
+  ES_CHECK(!experts.empty(), "vulkan: an expert stack needs at least one expert");
+  StackKey key;
+  for (const Tensor* t : experts) key.push_back(t->data);
+  if (auto it = stacks_.find(key); it != stacks_.end()) return *it->second;
+  const Tensor& first = *experts[0];
+  ES_CHECK(Supported(first.dtype), "vulkan: expert weight '", first.name, "' has type ",
+           Name(first.dtype), ", which the Vulkan backend does not read");
+  ES_CHECK(first.shape.size() == 2 && (!IsQuantized(first.dtype) || first.cols() % BlockElems(first.dtype) == 0),
+           "vulkan: expert weight '", first.name, "' must be a matrix with rows of whole blocks");
+  for (const Tensor* t : experts)
+    ES_CHECK(t->dtype == first.dtype && t->shape == first.shape, "vulkan: expert weight '", t->name,
+             "' is ", Name(t->dtype), " ", ShapeStr(t->shape), " but '", first.name, "' is ",
+             Name(first.dtype), " ", ShapeStr(first.shape),
+             " (the experts of one projection share one type and shape)");
+  auto s = std::make_unique<ExpertStack>();
+  s->dtype = first.dtype;
+  s->n = int64_t(experts.size());
+  s->rows = first.rows();
+  s->cols = first.cols();
+  for (const Tensor* t : experts) s->owners.emplace_back(t->owner, t->owner != nullptr);
+  s->expert_bytes = uint64_t(s->rows) * DeviceRowBytes(s->dtype, s->cols);
+  ES_CHECK(s->expert_bytes <= pool_.max_range(), "vulkan: expert weight '", first.name, "' (",
+           s->expert_bytes, " bytes) exceeds the device's largest buffer range");
+  s->per_block = std::max<int64_t>(1, int64_t(pool_.max_range() / std::max<uint64_t>(s->expert_bytes, 1)));
+  for (int64_t e0 = 0; e0 < s->n; e0 += s->per_block) {
+    const int64_t ne = std::min(s->per_block, s->n - e0);
+    Allocation a = pool_.Alloc(uint64_t(ne) * s->expert_bytes, first.name + " (expert stack)");
+    bytes_ += a.size;
+    s->blocks.push_back(a);
+    for (int64_t e = 0; e < ne; ++e)
+      UploadRows(static_cast<const uint8_t*>(experts[size_t(e0 + e)]->data), s->dtype, s->cols,
+                 s->rows, a, uint64_t(e) * s->expert_bytes);
+  }
+  for (size_t i = 0; i < key.size(); ++i) stack_of_[key[i]] = {key, i};
+  return *(stacks_[key] = std::move(s));
+}
+
+void WeightStore::UploadRows(const uint8_t* src, DType dtype, int64_t cols, int64_t n,
+                             const Allocation& dst, uint64_t dst_offset) {
+  const uint64_t row_bytes = DeviceRowBytes(dtype, cols), bytes = uint64_t(n) * row_bytes;
+  if (!bytes) return;
+  if (!Repacked(dtype)) {
+    staging_.Upload(src, bytes, dst, dst_offset);
+    return;
+  }
+  const uint64_t src_row_bytes = RowBytes(dtype, cols);
+  std::vector<uint8_t> packed(bytes);
+  for (int64_t r = 0; r < n; ++r)
+    RepackQuantRow(dtype, src + uint64_t(r) * src_row_bytes, cols, packed.data() + uint64_t(r) * row_bytes);
+  staging_.Upload(packed.data(), bytes, dst, dst_offset);
 }
 
 bool WeightStore::DropStale(const Tensor& t) {
   bool dropped = false;
+  if (auto it = stack_of_.find(t.data); it != stack_of_.end()) {
+    const auto& [owner, has_owner] = stacks_.at(it->second.first)->owners[it->second.second];
+    const auto live = owner.lock();
+    if (has_owner && !(live && live.get() == t.owner.get())) {
+      FreeStack(StackKey(it->second.first));
+      dropped = true;
+    }
+  }
   for (bool f32 : {false, true}) {
     auto it = weights_.find(Key{t.data, t.nbytes, int(t.dtype), f32});
     if (it == weights_.end() || !it->second->has_owner) continue;
@@ -176,9 +250,7 @@ const DeviceWeight& WeightStore::Upload(const Tensor& t, const void* data, DType
   w->has_owner = t.owner != nullptr;
   w->rows = w->cols ? t.numel() / w->cols : 0;
   const uint64_t row_bytes = DeviceRowBytes(dtype, w->cols);
-  const bool repack = Repacked(dtype);
   const uint64_t src_row_bytes = RowBytes(dtype, w->cols);
-  std::vector<uint8_t> packed;
   ES_CHECK(row_bytes <= pool_.max_range(), "vulkan: one row of weight '", t.name, "' (", row_bytes,
            " bytes) exceeds the device's largest buffer range");
   // Rows per chunk: as many as fit, a multiple of 8 so chunk starts stay 16-byte aligned.
@@ -192,15 +264,7 @@ const DeviceWeight& WeightStore::Upload(const Tensor& t, const void* data, DType
     c.rows = n;
     const uint64_t bytes = uint64_t(n) * row_bytes;
     c.alloc = pool_.Alloc(bytes, t.name);
-    if (bytes && repack) {
-      packed.resize(bytes);
-      for (int64_t r = 0; r < n; ++r)
-        RepackQuantRow(dtype, src + uint64_t(r0 + r) * src_row_bytes, w->cols,
-                       packed.data() + uint64_t(r) * row_bytes);
-      staging_.Upload(packed.data(), bytes, c.alloc);
-    } else if (bytes) {
-      staging_.Upload(src + uint64_t(r0) * row_bytes, bytes, c.alloc);
-    }
+    UploadRows(src + uint64_t(r0) * src_row_bytes, dtype, w->cols, n, c.alloc, 0);
     bytes_ += c.alloc.size;
     w->chunks.push_back(c);
     if (w->rows == 0) break;

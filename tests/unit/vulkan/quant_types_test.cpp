@@ -671,7 +671,8 @@ INSTANTIATE_TEST_SUITE_P(Tpr, VulkanSmallTpr, ::testing::Values(4, 8, 16),
 // End to end: a golden transformers checkpoint (DeepSeek-V2 at real head dims: MLA, MoE, and
 // rows of 256) converted by `edgeseek convert --type q4_k_m` (Q4_K, Q5_K, Q6_K and Q5_1 tensors)
 // gives on the Vulkan backend the logits of the CPU backend on the same file dequantized to f32
-// by `edgeseek quantize --type f32` (both see exactly the same weights; measured ~1e-6). The CPU
+// by `edgeseek quantize --type f32` (both see the same weights but for the absorbed MLA pair, f16
+// from a quantized kv_b; measured ~3e-4, ~1e-6 without that rounding). The CPU
 // backend on the quantized file itself differs by ~1-4% (its kernels quantize activations to
 // int8 per 32), so it is not the reference. The files come from the CLI; the forward passes run
 // in this process (the shared backend's pipelines are already built: lavapipe compiles slowly).
@@ -703,8 +704,10 @@ TEST_F(VulkanQuant, GoldenModelInQ4KMMatchesTheCpuBackend) {
     std::vector<float> vk(size_t(o.shape[0] * o.shape[1])), ref(vk.size());
     SharedVulkan().Compute(gq, *step, *kv_gpu, vk.data());
     cpu->Compute(gf, *step, *kv_cpu, ref.data());
-    // f16 math (devices with NV coopmat: the H200) rounds the prefill GEMM's activations to f16.
-    const double tol = SharedVulkan().device().f16_math() ? 2e-3 : 1e-4;
+    // The quantized file's absorbed MLA weights are f16 (built from its Q-typed kv_b: the
+    // dequantized values rounded to f16, measured 2.6-2.8e-4 here), the f32 file's f32. f16 math
+    // (devices with NV coopmat: the H200) also rounds the prefill GEMM's activations to f16.
+    const double tol = SharedVulkan().device().f16_math() ? 2e-3 : 6e-4;
     ExpectClose(vk, ref, tol, "q4_k_m dsv2_realdim T=" + std::to_string(step->n_tokens()));
   }
 }

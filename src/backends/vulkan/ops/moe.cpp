@@ -1,8 +1,9 @@
 // kMoE: router GEMV/GEMM -> routing kernel (scores, group-limited / noaux_tc top-k, weights) ->
-// expert kernels that read only the chosen experts' weights. Expert matrices stay where the
-// weight pool placed them; the pool blocks holding them are bound as an array (at most 4) and a
-// small table maps each expert to (block, offset) of its gate, up and down matrices (offsets in
-// elements, or in words for block-quantized experts, whose rows are repacked).
+// expert kernels that read only the chosen experts' weights. Each projection's experts are one
+// stack in device memory (weights.h ExpertStack); the stacks' buffers are bound as an array (at
+// most kMoeMaxBlocks) and a small table maps each expert to (buffer, offset) of its gate, up and
+// down matrices (offsets in elements, or in words for block-quantized experts, whose rows are
+// repacked).
 // Scratch: logits [R, E], ids [R, k] (int32), weights [R, k], h [R*k, I].
 #include <cstdint>
 #include <cstring>
@@ -10,6 +11,12 @@
 #include "ops/ops.h"
 
 namespace es::vk {
+
+// Buffers each expert kernel binds as one array (moe_expert.comp's NB): the UP kernel the gate
+// and up stacks', the DOWN kernel the down stack's. A stack takes ceil(bytes / largest range)
+// blocks: a V2-Lite f16 projection (369 MB) 3 where the range is 128 MiB (lavapipe), a V3 f16
+// one (7.5 GB) 2 at 4 GiB (NVIDIA).
+constexpr size_t kMoeMaxBlocks = 8;
 
 std::vector<uint64_t> MoeScratch(const Graph& g, const Node& n, int64_t T) {
   const MoeParams& p = *n.moe;
@@ -43,44 +50,47 @@ void BuildMoe(OpContext& c) {
     d.Push(pc);
     d.groups[0] = uint32_t((R + 63) / 64);
   }
-  // Expert table and the blocks it points into.
-  constexpr size_t kMaxBlocks = 4;
-  std::vector<BufRange> blocks;
+  // Expert table and the buffers it points into: each projection's experts are one stack
+  // (WeightStore::GetExperts), bound by their blocks' buffers: gate and up for the UP kernel,
+  // down for the DOWN kernel; table entries index their kernel's list.
+  std::vector<BufRange> lists[2];
   std::vector<uint32_t> table(size_t(6 * E));
   // Gate and up share one type (the UP kernel reads both), down may have another (llama.cpp's
-  // q4_k_m files keep gate/up in Q4_K and some layers' down in Q6_K); each is the same for all
-  // experts (GGUF stacks them in one tensor).
+  // q4_k_m files keep gate/up in Q4_K and some layers' down in Q6_K).
   DType dtype[3] = {DType::kF32, DType::kF32, DType::kF32};
-  for (int64_t e = 0; e < E; ++e) {
-    for (int m = 0; m < 3; ++m) {
-      const Tensor& t = c.W(int(3 + 3 * e + m));
-      const DeviceWeight& w = c.weights.Get(t);
-      ES_CHECK(w.chunks.size() == 1, "vulkan: expert weight '", t.name, "' is too large for one buffer");
-      const int64_t rows = m == 2 ? D : I, cols = m == 2 ? I : D;
-      ES_CHECK(w.rows == rows && w.cols == cols, "vulkan: expert weight '", t.name, "' should be [",
-               rows, ", ", cols, "]");
-      if (e == 0) dtype[m] = w.dtype;
-      ES_CHECK(w.dtype == dtype[m] && (m == 0 || dtype[1] == dtype[0]), "vulkan: moe '", n.name,
-               "': expert weight '", t.name, "' has type ", Name(w.dtype), ", expected ",
-               Name(e == 0 ? dtype[0] : dtype[m]), " (gate and up of every expert share one type, "
-               "down of every expert one type)");
-      const Allocation& a = w.chunks[0].alloc;
+  for (int m = 0; m < 3; ++m) {
+    std::vector<const Tensor*> members;
+    for (int64_t e = 0; e < E; ++e) members.push_back(&c.W(int(3 + 3 * e + m)));
+    const ExpertStack& st = c.weights.GetExperts(members);
+    const int64_t rows = m == 2 ? D : I, cols = m == 2 ? I : D;
+    ES_CHECK(st.rows == rows && st.cols == cols, "vulkan: expert weight '", members[0]->name,
+             "' should be [", rows, ", ", cols, "]");
+    dtype[m] = st.dtype;
+    ES_CHECK(m != 1 || dtype[1] == dtype[0], "vulkan: moe '", n.name, "': expert weight '",
+             members[0]->name, "' has type ", Name(dtype[1]), " but the gate projections have ",
+             Name(dtype[0]), " (gate and up share one type)");
+    // Offsets in elements for dense types, in 32-bit words for repacked block types.
+    const uint64_t unit = Repacked(st.dtype) ? 4 : RowBytes(st.dtype, 1);
+    std::vector<BufRange>& blocks = lists[m == 2 ? 1 : 0];
+    for (int64_t e = 0; e < E; ++e) {
+      const Allocation& a = st.block_of(e);
       size_t b = 0;
       while (b < blocks.size() && blocks[b].buffer != a.buffer) ++b;
       if (b == blocks.size()) {
-        ES_CHECK(blocks.size() < kMaxBlocks, "vulkan: moe '", n.name, "': experts span more than ",
-                 kMaxBlocks, " memory blocks");
+        ES_CHECK(blocks.size() < kMoeMaxBlocks, "vulkan: moe '", n.name, "': the ",
+                 m == 2 ? "down" : "gate and up", " experts span more than ", kMoeMaxBlocks,
+                 " buffers of the device's largest range");
         blocks.push_back({a.buffer, 0, a.buffer_size});
       }
-      // Offsets in elements for dense types, in 32-bit words for repacked block types.
-      const uint64_t unit = Repacked(w.dtype) ? 4 : RowBytes(w.dtype, 1);
-      ES_CHECK(a.offset % unit == 0 && a.offset / unit <= UINT32_MAX, "vulkan: expert weight '",
-               t.name, "' lies beyond a 32-bit offset of its memory block");
+      const uint64_t off = st.offset(e);
+      ES_CHECK(off % unit == 0 && off / unit <= UINT32_MAX, "vulkan: expert weight '",
+               members[size_t(e)]->name, "' lies beyond a 32-bit offset of its buffer");
       table[size_t(6 * e + 2 * m)] = uint32_t(b);
-      table[size_t(6 * e + 2 * m + 1)] = uint32_t(a.offset / unit);
+      table[size_t(6 * e + 2 * m + 1)] = uint32_t(off / unit);
     }
   }
-  while (blocks.size() < kMaxBlocks) blocks.push_back(blocks[0]);
+  for (auto& blocks : lists)
+    while (blocks.size() < kMoeMaxBlocks) blocks.push_back(blocks[0]);
   Allocation tab = c.host_pool->Alloc(table.size() * 4, n.name + " expert table");
   std::memcpy(tab.mapped, table.data(), table.size() * 4);
   c.owned->push_back(tab);
@@ -95,8 +105,8 @@ void BuildMoe(OpContext& c) {
   {
     Dispatch& d = c.Add(
         std::string("moe_up_") + TypeSuffix(dtype[0]) + (vec(D, dtype[0]) ? "_vec" : ""),
-        {uint32_t(kMaxBlocks), 1, 1, 1, 1, 1}, {gs.wg, gs.rows});
-    d.bindings = {blocks, {c.In(0)}, {ids}, {wts}, {Range(tab)}, {h}};
+        {uint32_t(kMoeMaxBlocks), 1, 1, 1, 1, 1}, {gs.wg, gs.rows});
+    d.bindings = {lists[0], {c.In(0)}, {ids}, {wts}, {Range(tab)}, {h}};
     d.writes = {5};
     d.Push(pc);
     d.groups[0] = uint32_t((I + gs.rows - 1) / gs.rows);
@@ -105,8 +115,8 @@ void BuildMoe(OpContext& c) {
   {
     Dispatch& d = c.Add(
         std::string("moe_down_") + TypeSuffix(dtype[2]) + (vec(I, dtype[2]) ? "_vec" : ""),
-        {uint32_t(kMaxBlocks), 1, 1, 1, 1, 1}, {gs.wg, gs.rows});
-    d.bindings = {blocks, {h}, {ids}, {wts}, {Range(tab)}, {c.Out()}};
+        {uint32_t(kMoeMaxBlocks), 1, 1, 1, 1, 1}, {gs.wg, gs.rows});
+    d.bindings = {lists[1], {h}, {ids}, {wts}, {Range(tab)}, {c.Out()}};
     d.writes = {5};
     d.Push(pc);
     d.groups[0] = uint32_t((D + gs.rows - 1) / gs.rows);

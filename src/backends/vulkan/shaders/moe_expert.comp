@@ -1,6 +1,6 @@
 #version 450
-// Routed-expert FFN reading only the chosen experts' weights. Expert weights stay where the
-// weight pool put them: up to NB pool blocks are bound as an array and a table gives each
+// Routed-expert FFN reading only the chosen experts' weights. Each projection's experts are one
+// stack (weights.h): up to NB buffers are bound as an array and a table gives each
 // expert matrix's (block, element offset): table[6e + 2m] = block, table[6e + 2m + 1] = offset
 // for m = gate, up, down. The block index is uniform per workgroup (one expert per workgroup).
 //   UP:   h[pair, i] = silu(gate_e[i]·x_r) * (up_e[i]·x_r)      pair = r*top_k + j, i < I
@@ -12,7 +12,7 @@
 layout(local_size_x_id = 0) in;
 layout(constant_id = 0) const uint WG = 128;
 layout(constant_id = 1) const uint ROWS = 4;
-const uint TPR = WG / ROWS, NB = 4;
+const uint TPR = WG / ROWS, NB = 8;  // ops/moe.cpp kMoeMaxBlocks
 #ifdef VEC
 layout(binding = 0) readonly buffer Wb { uvec4 wq[]; } wb[NB];
 #define QUAD(i) wb[blk].wq[i]
