@@ -347,28 +347,47 @@ void CpuBackend::Mla(const Node& n, const Graph& g, const Batch& b, CpuKv& kv, c
     MatMulCols(qn.data(), T, dn, wuk_t, h * r, (h + 1) * r, qlat + h * T * r, r, serial);
   });
   // 2. o_lat[h][t] = Σ_j softmax_j(scale · (q_lat·C_j + q_pe·KPE_j)) C_j, per (row, head).
-  pool_.ParallelFor(T * H, [&](int64_t begin, int64_t end, int) {
+  //    Items are (row, group of G heads): every head shares the row's latent cache, so each
+  //    latent row is loaded once for the G heads of the group (from L1 for all but the first)
+  //    instead of once per head; G is as large as the thread count allows (at most 8: the G
+  //    output rows of r floats stay in L1). Per head the operations and their order are those of
+  //    one head alone, so the group size never changes a bit.
+  const int64_t G = std::clamp<int64_t>(H * T / pool_.size(), 1, 8);
+  const int64_t groups = (H + G - 1) / G;
+  pool_.ParallelFor(T * groups, [&](int64_t begin, int64_t end, int) {
     thread_local std::vector<float> p;
     for (int64_t u = begin; u < end; ++u) {
-      const int64_t t = u / H, h = u % H;
+      const int64_t t = u / groups, h0 = (u % groups) * G, g1 = std::min(G, H - h0);
       const BatchSeq& s = b.seqs[size_t(b.row_seq[size_t(t)])];
       const int64_t n_ctx = b.positions[size_t(t)] + 1;
       const float* C = kv.Part(s.slot, n.layer, 0);
       const float* KPE = kv.Part(s.slot, n.layer, 1);
-      const float* ql = qlat + (h * T + t) * r;
-      const float* qp = q + t * qw + h * (dn + dr) + dn;
-      p.resize(size_t(n_ctx));
-      float mx = -INFINITY;
+      p.resize(size_t(G * n_ctx));
+      float mx[8], inv[8];
+      for (int64_t g = 0; g < g1; ++g) mx[g] = -INFINITY;
       for (int64_t j = 0; j < n_ctx; ++j) {
-        p[size_t(j)] = (cpu::Dot(ql, C + j * r, r) + cpu::Dot(qp, KPE + j * dr, dr)) * scale;
-        mx = std::max(mx, p[size_t(j)]);
+        const float* cr = C + j * r;
+        const float* kr = KPE + j * dr;
+        for (int64_t g = 0; g < g1; ++g) {
+          const int64_t h = h0 + g;
+          const float v = (cpu::Dot(qlat + (h * T + t) * r, cr, r) +
+                           cpu::Dot(q + t * qw + h * (dn + dr) + dn, kr, dr)) *
+                          scale;
+          p[size_t(g * n_ctx + j)] = v;
+          mx[g] = std::max(mx[g], v);
+        }
       }
-      float sum = 0;
-      for (int64_t j = 0; j < n_ctx; ++j) sum += (p[size_t(j)] = std::exp(p[size_t(j)] - mx));
-      const float inv = 1.0f / sum;
-      float* o = olat + (h * T + t) * r;
-      std::fill(o, o + r, 0.0f);
-      for (int64_t j = 0; j < n_ctx; ++j) cpu::Axpy(p[size_t(j)] * inv, C + j * r, o, r);
+      for (int64_t g = 0; g < g1; ++g) {
+        float sum = 0;
+        float* pg = &p[size_t(g * n_ctx)];
+        for (int64_t j = 0; j < n_ctx; ++j) sum += (pg[j] = std::exp(pg[j] - mx[g]));
+        inv[g] = 1.0f / sum;
+        float* o = olat + ((h0 + g) * T + t) * r;
+        std::fill(o, o + r, 0.0f);
+      }
+      for (int64_t j = 0; j < n_ctx; ++j)
+        for (int64_t g = 0; g < g1; ++g)
+          cpu::Axpy(p[size_t(g * n_ctx + j)] * inv[g], C + j * r, olat + ((h0 + g) * T + t) * r, r);
     }
   });
   // 3. out[t, h*dv:(h+1)*dv] = o_lat[h][t] · Wuv[h]ᵀ, one item per head.
@@ -404,10 +423,14 @@ void CpuBackend::MoE(const Node& n, const Graph& g, const float* x, int64_t R, f
   MatMul(x, R, D, router, nullptr, logits.data(), E);
   std::vector<int32_t> chosen(size_t(R * K));
   std::vector<float> weights(size_t(R * K));
-  pool_.ParallelFor(R, [&](int64_t b0, int64_t e0, int) {
-    for (int64_t r = b0; r < e0; ++r)
-      ref::MoeRoute(&logits[size_t(r * E)], bias, p, &chosen[size_t(r * K)], &weights[size_t(r * K)]);
-  }, 16);
+  pool_.ParallelFor(
+      R,
+      [&](int64_t b0, int64_t e0, int) {
+        for (int64_t r = b0; r < e0; ++r)
+          ref::MoeRoute(&logits[size_t(r * E)], bias, p, &chosen[size_t(r * K)],
+                        &weights[size_t(r * K)]);
+      },
+      16);
   // Rows compacted per expert: counts, offsets, and the (row, j) entry of each compacted row.
   std::vector<int64_t> count(size_t(E) + 1, 0), offset(size_t(E) + 1, 0);
   for (int64_t i = 0; i < R * K; ++i) ++count[size_t(chosen[size_t(i)])];
@@ -431,10 +454,13 @@ void CpuBackend::MoE(const Node& n, const Graph& g, const float* x, int64_t R, f
   float* xs = Alloc(size_t(M * D));
   float* act = Alloc(size_t(M * I));
   float* dn = Alloc(size_t(M * D));
-  pool_.ParallelFor(M, [&](int64_t b0, int64_t e0, int) {
-    for (int64_t i = b0; i < e0; ++i)
-      std::memcpy(xs + i * D, x + (entry[size_t(i)] / K) * D, size_t(D) * 4);
-  }, 8);
+  pool_.ParallelFor(
+      M,
+      [&](int64_t b0, int64_t e0, int) {
+        for (int64_t i = b0; i < e0; ++i)
+          std::memcpy(xs + i * D, x + (entry[size_t(i)] / K) * D, size_t(D) * 4);
+      },
+      8);
   bool packed = false;
   for (int e : active) packed = packed || FindPacked(weight(e, 0)) || FindPacked(weight(e, 2));
   // Gate and up of every active expert in one parallel region: items (expert, column block),
