@@ -729,13 +729,15 @@ void Server::Impl::Handle(const httplib::Request& req, const std::string& body_t
 }
 
 bool Server::Impl::CheckPost(const httplib::Request& req, ApiError* err) const {
+  // Every refusal here closes the connection: the body is unread, and without a usable length
+  // its end is unknown.
   auto refuse = [&](int status, const std::string& msg, const char* type, const char* code) {
     *err = MakeError(status, msg, type, code);
-    err->close_connection = HasBody(req);
+    err->close_connection = true;
     return false;
   };
   if (!Authenticate(req, err)) {
-    err->close_connection = HasBody(req);
+    err->close_connection = true;
     return false;
   }
   // A form or text/plain POST is a "simple" cross-origin request a browser sends without asking;
