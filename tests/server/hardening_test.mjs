@@ -123,23 +123,19 @@ async function slowClients(srv) {
   }
   const timer = setInterval(() => slow.forEach((s) => s.write('X')), 500);
   await new Promise((r) => setTimeout(r, 1200));
+  // Each on a new connection: a pooled keep-alive one would already hold its worker.
   let worst = 0;
   for (let i = 0; i < 10; ++i) {
-    const t0 = performance.now();
-    const h = await fetch(srv.base + '/health');
-    await h.text();
-    worst = Math.max(worst, performance.now() - t0);
-    check(h.status === 200, 'health beside slow clients: ' + h.status);
+    const h = await raw(srv.port, 'GET /health HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n');
+    worst = Math.max(worst, h.ms);
+    check(statusOf(h.text) === 200, 'health beside slow clients: ' + h.text.slice(0, 100));
   }
-  const t0 = performance.now();
-  const c = await fetch(srv.base + '/v1/completions', {
-    method: 'POST', headers: { 'Content-Type': 'application/json' }, body: JSON.stringify({ prompt: 'still here', max_tokens: 2 }),
-  });
-  check(c.status === 200, 'completion beside slow clients: ' + c.status);
-  await c.text();
+  const b = JSON.stringify({ prompt: 'still here', max_tokens: 2 });
+  const c = await raw(srv.port, `POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nConnection: close\r\nContent-Length: ${b.length}\r\n\r\n${b}`);
+  check(statusOf(c.text) === 200, 'completion beside slow clients: ' + c.text.slice(0, 100));
   clearInterval(timer);
   slow.forEach((s) => s.destroy());
-  console.log(`beside 20 slow-header sockets: /health worst ${worst.toFixed(1)} ms, a completion ${(performance.now() - t0).toFixed(1)} ms`);
+  console.log(`beside 20 slow-header sockets: /health worst ${worst.toFixed(1)} ms, a completion ${c.ms} ms`);
   check(worst < 100, `a /health beside 20 slow-header sockets took ${worst.toFixed(1)} ms`);
 }
 
