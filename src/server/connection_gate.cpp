@@ -239,6 +239,7 @@ class GatePool : public httplib::TaskQueue {
 struct GatedServer::Impl {
   GatedServer* owner;
   ReceiveLimits lim;
+  std::function<void(int)> observer;  // set before the gate starts; read on its thread
   int workers;
   std::mutex mu;            // guards inbox, stopped, pool, held
   std::vector<Conn*> inbox;  // handed to the gate, not yet in its poll set
@@ -292,6 +293,10 @@ struct GatedServer::Impl {
     else Wake();
   }
 
+  void Observe(int status) {
+    if (observer) observer(status);
+  }
+
   void BeginRequest(Conn* c, double now) {
     c->phase = Conn::Phase::kHead;
     c->phase_deadline = now + lim.header_timeout_s;
@@ -323,6 +328,7 @@ struct GatedServer::Impl {
       if (!end) {
         c->scan = c->off + n;
         if (n > lim.max_head_bytes) {
+          Observe(431);
           SendGateError(c->fd, 431, "Request Header Fields Too Large",
                         "request headers exceed " + std::to_string(lim.max_head_bytes) + " bytes",
                         "headers_too_large");
@@ -334,6 +340,7 @@ struct GatedServer::Impl {
       size_t head = size_t(end - base);
       HeadInfo h = ScanHead(base, head);
       if (head > lim.max_head_bytes || h.lines > lim.max_headers) {
+        Observe(431);
         SendGateError(c->fd, 431, "Request Header Fields Too Large",
                       h.lines > lim.max_headers
                           ? "request has " + std::to_string(h.lines) + " header lines; at most " +
@@ -388,6 +395,7 @@ struct GatedServer::Impl {
       return;
     }
     bool head = c->phase == Conn::Phase::kHead;
+    Observe(408);
     SendGateError(c->fd, 408, "Request Timeout",
                   std::string(head ? "request headers" : "request body") + " not received in time (" +
                       (now >= c->phase_deadline ? "limit " + std::to_string(int(head ? lim.header_timeout_s : lim.body_timeout_s)) + " s"
@@ -549,6 +557,8 @@ void GatedServer::CloseAfterResponse() {
 }
 
 bool GatedServer::ReceiveTimedOut() { return tl_conn && tl_conn->timed_out; }
+
+void GatedServer::set_gate_observer(std::function<void(int status)> fn) { impl_->observer = std::move(fn); }
 
 size_t GatedServer::gate_connections() const {
   std::lock_guard<std::mutex> lock(impl_->mu);

@@ -12,6 +12,7 @@
 
 #include <httplib.h>
 
+#include <functional>
 #include <memory>
 
 namespace es::server {
@@ -41,6 +42,9 @@ class GatedServer : public httplib::Server {
   static bool ReceiveTimedOut();
   // Connections the gate holds now (waiting for a request head or body, or idle); for tests.
   size_t gate_connections() const;
+  // Called on the gate thread with the status of every answer the gate gives itself (408, 431),
+  // which httplib's logger never sees. Set before listening.
+  void set_gate_observer(std::function<void(int status)> fn);
 
   struct Impl;
 

@@ -987,6 +987,9 @@ void Server::Impl::Routes() {
   http.set_exception_handler([](const httplib::Request&, httplib::Response& r, std::exception_ptr) {
     SendError(r, MakeError(500, "internal error", "server_error", "internal_error"));
   });
+  http.set_gate_observer([this](int status) {
+    metrics.Add("edgeseek_requests_total", {{"endpoint", "other"}, {"status", std::to_string(status)}});
+  });
   http.set_logger([this](const httplib::Request& q, const httplib::Response& r) {
     static const char* kNames[] = {"other", "chat_completions", "completions", "models", "models",
                                    "health", "metrics", "traces"};

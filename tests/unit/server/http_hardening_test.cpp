@@ -174,6 +174,10 @@ TEST(HttpHardening, HeaderCountAndSizeAreLimited) {
   ans = Raw(u.srv->port(), endless);
   EXPECT_EQ(StatusOf(ans), 431) << ans.substr(0, 200);
   EXPECT_TRUE(ServesHealth(u));
+  // The gate's own answers are counted like httplib's.
+  auto cli = u.Client();
+  std::string m = cli.Get("/metrics")->body;
+  EXPECT_NE(m.find("edgeseek_requests_total{endpoint=\"other\",status=\"431\"} 2"), std::string::npos) << m;
 }
 
 // Issue 23: with http_threads 16, twenty sockets sending a header byte every 0.5 s locked out
