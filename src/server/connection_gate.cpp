@@ -41,9 +41,9 @@ int PollMs(double until, double now) {
 // One client connection and what has been received on it but not yet consumed.
 struct Conn {
   int fd = -1;
-  std::string buf;       // received bytes; [off, size) not yet consumed by a request
+  std::string buf;  // received bytes; [off, size) not yet consumed by a request
   size_t off = 0;
-  size_t scan = 0;       // the head search resumes here (index into buf)
+  size_t scan = 0;  // the head search resumes here (index into buf)
   enum class Phase { kHead, kBody, kIdle, kLinger } phase = Phase::kHead;
   double phase_deadline = 0;
   double last_byte = 0;
@@ -79,7 +79,7 @@ bool IEquals(const char* a, size_t n, const char* lit) {
 
 // What a complete head says about the body that follows.
 struct HeadInfo {
-  int lines = 0;              // header lines
+  int lines = 0;  // header lines
   bool chunked_or_expect = false;
   bool has_length = false;
   uint64_t length = 0;
@@ -103,7 +103,8 @@ HeadInfo ScanHead(const char* p, size_t n) {
     const char* colon = static_cast<const char*>(std::memchr(s, ':', len));
     if (!colon) continue;
     size_t klen = size_t(colon - s);
-    if (IEquals(s, klen, "transfer-encoding") || IEquals(s, klen, "expect")) h.chunked_or_expect = true;
+    if (IEquals(s, klen, "transfer-encoding") || IEquals(s, klen, "expect"))
+      h.chunked_or_expect = true;
     if (IEquals(s, klen, "content-length")) {
       const char* v = colon + 1;
       const char* e = s + len;
@@ -111,7 +112,10 @@ HeadInfo ScanHead(const char* p, size_t n) {
       uint64_t x = 0;
       bool ok = v < e;
       for (; v < e && *v != ' ' && *v != '\t'; ++v) {
-        if (*v < '0' || *v > '9' || x > (uint64_t(1) << 50)) { ok = false; break; }
+        if (*v < '0' || *v > '9' || x > (uint64_t(1) << 50)) {
+          ok = false;
+          break;
+        }
         x = x * 10 + uint64_t(*v - '0');
       }
       // A malformed or repeated length is the worker's to refuse: dispatch at once.
@@ -124,7 +128,8 @@ HeadInfo ScanHead(const char* p, size_t n) {
 }
 
 // A small error answer written from the gate (non-blocking; it fits any send buffer).
-void SendGateError(int fd, int status, const char* reason, const std::string& message, const char* code) {
+void SendGateError(int fd, int status, const char* reason, const std::string& message,
+                   const char* code) {
   std::string body = std::string(R"({"error":{"message":")") + message +
                      R"(","type":"invalid_request_error","param":null,"code":")" + code + R"("}})";
   std::string out = "HTTP/1.1 " + std::to_string(status) + " " + reason +
@@ -168,7 +173,8 @@ class ConnStream : public httplib::Stream {
   }
   bool is_writable() const override {
     pollfd p{c_->fd, POLLOUT, 0};
-    if (poll(&p, 1, int(write_timeout_s_ * 1000)) <= 0 || (p.revents & (POLLERR | POLLHUP))) return false;
+    if (poll(&p, 1, int(write_timeout_s_ * 1000)) <= 0 || (p.revents & (POLLERR | POLLHUP)))
+      return false;
     char b;
     return recv(c_->fd, &b, 1, MSG_PEEK | MSG_DONTWAIT) != 0;  // 0: the client closed
   }
@@ -188,8 +194,12 @@ class ConnStream : public httplib::Stream {
     if (!is_writable()) return -1;
     return send(c_->fd, ptr, size, MSG_NOSIGNAL);
   }
-  void get_remote_ip_and_port(std::string& ip, int& port) const override { ip = PeerOrLocal(c_->fd, true, &port); }
-  void get_local_ip_and_port(std::string& ip, int& port) const override { ip = PeerOrLocal(c_->fd, false, &port); }
+  void get_remote_ip_and_port(std::string& ip, int& port) const override {
+    ip = PeerOrLocal(c_->fd, true, &port);
+  }
+  void get_local_ip_and_port(std::string& ip, int& port) const override {
+    ip = PeerOrLocal(c_->fd, false, &port);
+  }
   socket_t socket() const override { return c_->fd; }
 
  private:
@@ -241,7 +251,7 @@ struct GatedServer::Impl {
   ReceiveLimits lim;
   std::function<void(int)> observer;  // set before the gate starts; read on its thread
   int workers;
-  std::mutex mu;            // guards inbox, stopped, pool, held
+  std::mutex mu;             // guards inbox, stopped, pool, held
   std::vector<Conn*> inbox;  // handed to the gate, not yet in its poll set
   bool stopped = true;
   GatePool* pool = nullptr;
@@ -289,8 +299,10 @@ struct GatedServer::Impl {
         c = nullptr;
       }
     }
-    if (c) delete c;
-    else Wake();
+    if (c)
+      delete c;
+    else
+      Wake();
   }
 
   void Observe(int status) {
@@ -341,12 +353,13 @@ struct GatedServer::Impl {
       HeadInfo h = ScanHead(base, head);
       if (head > lim.max_head_bytes || h.lines > lim.max_headers) {
         Observe(431);
-        SendGateError(c->fd, 431, "Request Header Fields Too Large",
-                      h.lines > lim.max_headers
-                          ? "request has " + std::to_string(h.lines) + " header lines; at most " +
-                                std::to_string(lim.max_headers) + " are allowed"
-                          : "request headers exceed " + std::to_string(lim.max_head_bytes) + " bytes",
-                      "headers_too_large");
+        SendGateError(
+            c->fd, 431, "Request Header Fields Too Large",
+            h.lines > lim.max_headers
+                ? "request has " + std::to_string(h.lines) + " header lines; at most " +
+                      std::to_string(lim.max_headers) + " are allowed"
+                : "request headers exceed " + std::to_string(lim.max_head_bytes) + " bytes",
+            "headers_too_large");
         BeginLinger(c, now);
         return false;
       }
@@ -364,8 +377,10 @@ struct GatedServer::Impl {
     char tmp[16 << 10];
     for (;;) {
       size_t room = c->phase == Conn::Phase::kLinger ? sizeof tmp
-                    : c->phase == Conn::Phase::kBody ? std::min(sizeof tmp, c->need - std::min(c->need, c->pending()))
-                                                     : std::min(sizeof tmp, lim.max_head_bytes + 1 - std::min(lim.max_head_bytes + 1, c->pending()));
+                    : c->phase == Conn::Phase::kBody
+                        ? std::min(sizeof tmp, c->need - std::min(c->need, c->pending()))
+                        : std::min(sizeof tmp, lim.max_head_bytes + 1 -
+                                                   std::min(lim.max_head_bytes + 1, c->pending()));
       if (room == 0) return true;
       ssize_t n = recv(c->fd, tmp, room, MSG_DONTWAIT);
       if (n < 0 && errno == EINTR) continue;
@@ -396,11 +411,15 @@ struct GatedServer::Impl {
     }
     bool head = c->phase == Conn::Phase::kHead;
     Observe(408);
-    SendGateError(c->fd, 408, "Request Timeout",
-                  std::string(head ? "request headers" : "request body") + " not received in time (" +
-                      (now >= c->phase_deadline ? "limit " + std::to_string(int(head ? lim.header_timeout_s : lim.body_timeout_s)) + " s"
-                                                : "nothing for " + std::to_string(int(lim.idle_timeout_s)) + " s") + ")",
-                  "request_timeout");
+    SendGateError(
+        c->fd, 408, "Request Timeout",
+        std::string(head ? "request headers" : "request body") + " not received in time (" +
+            (now >= c->phase_deadline
+                 ? "limit " +
+                       std::to_string(int(head ? lim.header_timeout_s : lim.body_timeout_s)) + " s"
+                 : "nothing for " + std::to_string(int(lim.idle_timeout_s)) + " s") +
+            ")",
+        "request_timeout");
     BeginLinger(c, now);
     keep->push_back(c);
   }
@@ -558,7 +577,9 @@ void GatedServer::CloseAfterResponse() {
 
 bool GatedServer::ReceiveTimedOut() { return tl_conn && tl_conn->timed_out; }
 
-void GatedServer::set_gate_observer(std::function<void(int status)> fn) { impl_->observer = std::move(fn); }
+void GatedServer::set_gate_observer(std::function<void(int status)> fn) {
+  impl_->observer = std::move(fn);
+}
 
 size_t GatedServer::gate_connections() const {
   std::lock_guard<std::mutex> lock(impl_->mu);

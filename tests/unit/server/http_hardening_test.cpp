@@ -32,7 +32,9 @@ constexpr double kSlow = 5;
 constexpr double kSlow = 1;
 #endif
 
-double Ms(Clock::time_point t0) { return std::chrono::duration<double, std::milli>(Clock::now() - t0).count(); }
+double Ms(Clock::time_point t0) {
+  return std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
+}
 
 ServerConfig HardConfig() {
   ServerConfig c;
@@ -112,7 +114,9 @@ std::string Raw(int port, const std::string& req, int wait_ms = 3000) {
 }
 
 int StatusOf(const std::string& answer) {
-  return answer.size() > 12 && answer.compare(0, 9, "HTTP/1.1 ") == 0 ? std::stoi(answer.substr(9, 3)) : -1;
+  return answer.size() > 12 && answer.compare(0, 9, "HTTP/1.1 ") == 0
+             ? std::stoi(answer.substr(9, 3))
+             : -1;
 }
 
 json BodyOf(const std::string& answer) {
@@ -121,7 +125,8 @@ json BodyOf(const std::string& answer) {
 }
 
 std::string PostHead(const std::string& path, const std::string& extra) {
-  return "POST " + path + " HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n" + extra + "\r\n";
+  return "POST " + path + " HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n" + extra +
+         "\r\n";
 }
 
 bool ServesHealth(const Up& u) {
@@ -132,8 +137,8 @@ bool ServesHealth(const Up& u) {
 
 TEST(HttpHardening, DeepToolsAnswer400AndTheServerKeepsServing) {
   Up u(HardConfig());
-  std::string body = R"({"messages":[{"role":"user","content":"x"}],"tools":[)" + std::string(30000, '[') +
-                     std::string(30000, ']') + "]}";
+  std::string body = R"({"messages":[{"role":"user","content":"x"}],"tools":[)" +
+                     std::string(30000, '[') + std::string(30000, ']') + "]}";
   auto cli = u.Client();
   auto r = cli.Post("/v1/chat/completions", body, "application/json");
   ASSERT_TRUE(r);
@@ -147,7 +152,8 @@ TEST(HttpHardening, ChunkedBodiesHonourMaxBodyBytes) {
   std::string chunk(8192, 'a');
   char size[16];
   std::snprintf(size, sizeof size, "%zx\r\n", chunk.size());
-  std::string req = PostHead("/v1/completions", "Transfer-Encoding: chunked\r\n") + size + "{\"prompt\":\"" + chunk.substr(11) + "\r\n";
+  std::string req = PostHead("/v1/completions", "Transfer-Encoding: chunked\r\n") + size +
+                    "{\"prompt\":\"" + chunk.substr(11) + "\r\n";
   for (int i = 0; i < 20; ++i) req += std::string(size) + chunk + "\r\n";  // 168 KB > 64 KB
   req += "0\r\n\r\n";
   std::string ans = Raw(u.srv->port(), req);
@@ -156,8 +162,9 @@ TEST(HttpHardening, ChunkedBodiesHonourMaxBodyBytes) {
   // A chunked body under the limit is served.
   std::string ok = R"({"prompt":"chunked","max_tokens":2})";
   std::snprintf(size, sizeof size, "%zx\r\n", ok.size());
-  ans = Raw(u.srv->port(), PostHead("/v1/completions", "Transfer-Encoding: chunked\r\nConnection: close\r\n") + size + ok +
-                               "\r\n0\r\n\r\n");
+  ans = Raw(u.srv->port(),
+            PostHead("/v1/completions", "Transfer-Encoding: chunked\r\nConnection: close\r\n") +
+                size + ok + "\r\n0\r\n\r\n");
   EXPECT_EQ(StatusOf(ans), 200) << ans.substr(0, 300);
 }
 
@@ -167,7 +174,9 @@ TEST(HttpHardening, HeaderCountAndSizeAreLimited) {
   for (int i = 0; i < 300; ++i) many += "X-H" + std::to_string(i) + ": v\r\n";
   std::string ans = Raw(u.srv->port(), many + "\r\n");
   EXPECT_EQ(StatusOf(ans), 431) << ans.substr(0, 200);
-  EXPECT_NE(BodyOf(ans)["error"]["message"].get<std::string>().find("301 header lines"), std::string::npos) << ans;
+  EXPECT_NE(BodyOf(ans)["error"]["message"].get<std::string>().find("301 header lines"),
+            std::string::npos)
+      << ans;
   // Headers that never end: refused once past the size limit, not buffered without bound.
   std::string endless = "GET /health HTTP/1.1\r\n";
   for (int i = 0; i < 5000; ++i) endless += "X-Long: " + std::string(20, 'v') + "\r\n";
@@ -177,7 +186,9 @@ TEST(HttpHardening, HeaderCountAndSizeAreLimited) {
   // The gate's own answers are counted like httplib's.
   auto cli = u.Client();
   std::string m = cli.Get("/metrics")->body;
-  EXPECT_NE(m.find("edgeseek_requests_total{endpoint=\"other\",status=\"431\"} 2"), std::string::npos) << m;
+  EXPECT_NE(m.find("edgeseek_requests_total{endpoint=\"other\",status=\"431\"} 2"),
+            std::string::npos)
+      << m;
 }
 
 // Issue 23: with http_threads 16, twenty sockets sending a header byte every 0.5 s locked out
@@ -202,14 +213,16 @@ TEST(HttpHardening, SlowHeaderClientsDoNotDelayOthers) {
   double worst = 0;
   for (int i = 0; i < 10; ++i) {
     auto t0 = Clock::now();
-    std::string ans = Raw(u.srv->port(), "GET /health HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n");
+    std::string ans =
+        Raw(u.srv->port(), "GET /health HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n");
     worst = std::max(worst, Ms(t0));
     EXPECT_EQ(StatusOf(ans), 200);
   }
   stop = true;
   drip.join();
   for (int fd : slow) close(fd);
-  EXPECT_LT(worst, 100 * kSlow) << "a request beside 20 slow-header sockets took " << worst << " ms";
+  EXPECT_LT(worst, 100 * kSlow) << "a request beside 20 slow-header sockets took " << worst
+                                << " ms";
 }
 
 TEST(HttpHardening, SilentAndDribblingClientsAreClosedByDeadlines) {
@@ -241,18 +254,22 @@ TEST(HttpHardening, MissingOrLyingContentLengthIsAnsweredPromptly) {
   EXPECT_LT(Ms(t0), 1000);
   // Says 100 bytes, sends 10, waits: 408 after idle_timeout_s (0.5 s), not the 30 s read timeout.
   t0 = Clock::now();
-  ans = Raw(u.srv->port(), PostHead("/v1/completions", "Content-Length: 100\r\n") + R"({"prompt":)", 5000);
+  ans = Raw(u.srv->port(), PostHead("/v1/completions", "Content-Length: 100\r\n") + R"({"prompt":)",
+            5000);
   EXPECT_EQ(StatusOf(ans), 408) << ans;
   EXPECT_LT(Ms(t0), 2000);
   // The same past the gate's small-body window: the worker's read has the deadline.
   t0 = Clock::now();
-  ans = Raw(u.srv->port(), PostHead("/v1/completions", "Content-Length: 60000\r\n") + R"({"prompt":")" + std::string(20000, 'a'),
+  ans = Raw(u.srv->port(),
+            PostHead("/v1/completions", "Content-Length: 60000\r\n") + R"({"prompt":")" +
+                std::string(20000, 'a'),
             5000);
   EXPECT_EQ(StatusOf(ans), 408) << ans.substr(0, 300);
   EXPECT_EQ(BodyOf(ans)["error"]["code"], "request_timeout");
   EXPECT_LT(Ms(t0), 2000);
-  for (const char* framing : {"Content-Length: 12abc\r\n", "Content-Length: 5\r\nContent-Length: 6\r\n",
-                              "Content-Length: 5\r\nTransfer-Encoding: chunked\r\n"}) {
+  for (const char* framing :
+       {"Content-Length: 12abc\r\n", "Content-Length: 5\r\nContent-Length: 6\r\n",
+        "Content-Length: 5\r\nTransfer-Encoding: chunked\r\n"}) {
     ans = Raw(u.srv->port(), PostHead("/v1/completions", framing) + "{}", 3000);
     EXPECT_EQ(StatusOf(ans), 400) << framing << ans;
   }
@@ -267,17 +284,20 @@ TEST(HttpHardening, AuthenticationComesBeforeTheBody) {
   Up u(c);
   // Only the head is sent: the refusal must come without the body.
   auto t0 = Clock::now();
-  std::string ans = Raw(u.srv->port(), PostHead("/v1/completions", "Content-Length: 50000\r\n"), 3000);
+  std::string ans =
+      Raw(u.srv->port(), PostHead("/v1/completions", "Content-Length: 50000\r\n"), 3000);
   EXPECT_EQ(StatusOf(ans), 401) << ans;
   EXPECT_LT(Ms(t0), 1000);
   // Expect: 100-continue gets the refusal instead of the go-ahead.
-  ans = Raw(u.srv->port(), PostHead("/v1/completions", "Content-Length: 50000\r\nExpect: 100-continue\r\n"), 3000);
+  ans = Raw(u.srv->port(),
+            PostHead("/v1/completions", "Content-Length: 50000\r\nExpect: 100-continue\r\n"), 3000);
   EXPECT_EQ(StatusOf(ans), 401) << ans;
   // ...and a good key the go-ahead.
   std::string body = R"({"prompt":"abc","max_tokens":2})";
   int fd = Connect(u.srv->port());
-  SendAll(fd, PostHead("/v1/completions", "Content-Length: " + std::to_string(body.size()) +
-                                              "\r\nExpect: 100-continue\r\nAuthorization: Bearer sk-a\r\n"));
+  SendAll(fd, PostHead("/v1/completions",
+                       "Content-Length: " + std::to_string(body.size()) +
+                           "\r\nExpect: 100-continue\r\nAuthorization: Bearer sk-a\r\n"));
   std::string go = ReadAll(fd, 300);
   EXPECT_EQ(go.rfind("HTTP/1.1 100", 0), 0u) << go;
   SendAll(fd, body);
@@ -286,7 +306,8 @@ TEST(HttpHardening, AuthenticationComesBeforeTheBody) {
   EXPECT_NE(done.find("HTTP/1.1 200"), std::string::npos) << go << "|" << done;
   // X-Api-Key is not an accepted header (only Authorization: Bearer, docs/server.md).
   auto cli = u.Client();
-  auto r = cli.Post("/v1/completions", {{"X-Api-Key", "sk-a"}}, R"({"prompt":"x","max_tokens":1})", "application/json");
+  auto r = cli.Post("/v1/completions", {{"X-Api-Key", "sk-a"}}, R"({"prompt":"x","max_tokens":1})",
+                    "application/json");
   ASSERT_TRUE(r);
   EXPECT_EQ(r->status, 401);
 }
@@ -306,14 +327,15 @@ TEST(HttpHardening, MethodAndContentTypeAreChecked) {
   EXPECT_EQ(r->status, 405);
   r = cli.Get("/v1/nowhere");
   EXPECT_EQ(r->status, 404);
-  for (const char* type : {"text/plain", "application/x-www-form-urlencoded", "multipart/form-data; boundary=x",
-                           "application/jsonx"}) {
+  for (const char* type : {"text/plain", "application/x-www-form-urlencoded",
+                           "multipart/form-data; boundary=x", "application/jsonx"}) {
     r = cli.Post("/v1/completions", R"({"prompt":"x","max_tokens":1})", type);
     ASSERT_TRUE(r);
     EXPECT_EQ(r->status, 415) << type;
     EXPECT_EQ(json::parse(r->body)["error"]["code"], "unsupported_media_type");
   }
-  r = cli.Post("/v1/completions", R"({"prompt":"x","max_tokens":1})", "Application/JSON; charset=utf-8");
+  r = cli.Post("/v1/completions", R"({"prompt":"x","max_tokens":1})",
+               "Application/JSON; charset=utf-8");
   EXPECT_EQ(r->status, 200) << r->body;
 }
 
@@ -353,7 +375,8 @@ TEST(HttpHardening, TracesAndMetricsAreScopedToTheKey) {
   Up u(c);
   auto cli = u.Client();
   httplib::Headers a = {{"Authorization", "Bearer sk-a"}}, b = {{"Authorization", "Bearer sk-b"}};
-  auto r = cli.Post("/v1/completions", a, R"({"prompt":"alice's","max_tokens":3})", "application/json");
+  auto r =
+      cli.Post("/v1/completions", a, R"({"prompt":"alice's","max_tokens":3})", "application/json");
   ASSERT_EQ(r->status, 200) << r->body;
   std::string id = json::parse(r->body)["id"];
   ASSERT_EQ(id.size(), std::string("cmpl-").size() + 32) << id;  // 128 random bits
@@ -368,11 +391,15 @@ TEST(HttpHardening, TracesAndMetricsAreScopedToTheKey) {
   std::string mb = cli.Get("/metrics", b)->body;
   EXPECT_EQ(mb.find("alice"), std::string::npos) << mb;
   std::string ma = cli.Get("/metrics", a)->body;
-  EXPECT_NE(ma.find("edgeseek_client_generation_tokens_total{client=\"alice\"} 3"), std::string::npos) << ma;
+  EXPECT_NE(ma.find("edgeseek_client_generation_tokens_total{client=\"alice\"} 3"),
+            std::string::npos)
+      << ma;
   EXPECT_NE(ma.find("edgeseek_ready 1"), std::string::npos);
   // The operator's key sees every client, and only /metrics.
   std::string mo = cli.Get("/metrics", {{"Authorization", "Bearer sk-ops"}})->body;
-  EXPECT_NE(mo.find("edgeseek_client_generation_tokens_total{client=\"alice\"} 3"), std::string::npos) << mo;
+  EXPECT_NE(mo.find("edgeseek_client_generation_tokens_total{client=\"alice\"} 3"),
+            std::string::npos)
+      << mo;
   EXPECT_EQ(cli.Get("/v1/models", {{"Authorization", "Bearer sk-ops"}})->status, 401);
 }
 
@@ -382,8 +409,8 @@ TEST(HttpHardening, PublicMetricsLeaveClientsOut) {
   c.metrics_public = true;
   Up u(c);
   auto cli = u.Client();
-  auto r = cli.Post("/v1/completions", {{"Authorization", "Bearer sk-a"}}, R"({"prompt":"x","max_tokens":2})",
-                    "application/json");
+  auto r = cli.Post("/v1/completions", {{"Authorization", "Bearer sk-a"}},
+                    R"({"prompt":"x","max_tokens":2})", "application/json");
   ASSERT_EQ(r->status, 200);
   r = cli.Get("/metrics");
   ASSERT_EQ(r->status, 200);
@@ -402,7 +429,9 @@ TEST(HttpHardening, ANonStreamingClientThatHangsUpIsCancelled) {
   Up u(HardConfig(), test::FakeLoader(0.05));  // 50 ms a step: 60 tokens would take 3 s
   std::string body = R"({"prompt":"long","max_tokens":60,"ignore_eos":true})";
   int fd = Connect(u.srv->port());
-  SendAll(fd, PostHead("/v1/completions", "Content-Length: " + std::to_string(body.size()) + "\r\n") + body);
+  SendAll(fd,
+          PostHead("/v1/completions", "Content-Length: " + std::to_string(body.size()) + "\r\n") +
+              body);
   std::this_thread::sleep_for(std::chrono::milliseconds(300));
   auto t0 = Clock::now();
   close(fd);
