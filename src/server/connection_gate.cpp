@@ -577,6 +577,11 @@ void GatedServer::CloseAfterResponse() {
 
 bool GatedServer::ReceiveTimedOut() { return tl_conn && tl_conn->timed_out; }
 
+void GatedServer::WidenListenBacklog() {
+  socket_t s = svr_sock_;
+  if (s != INVALID_SOCKET) ::listen(s, SOMAXCONN);  // on Linux, listen() again resizes the queue
+}
+
 void GatedServer::set_gate_observer(std::function<void(int status)> fn) {
   impl_->observer = std::move(fn);
 }

@@ -43,6 +43,10 @@ class GatedServer : public httplib::Server {
   static bool ReceiveTimedOut();
   // Connections the gate holds now (waiting for a request head or body, or idle); for tests.
   size_t gate_connections() const;
+  // After bind_to_port / bind_to_any_port: a listen backlog of SOMAXCONN instead of httplib's
+  // 5. With 5, a burst of new connections overflowed the accept queue and the kernel dropped
+  // SYNs, which clients resend after 1 s (measured: a connect beside 20 others took 1.02 s).
+  void WidenListenBacklog();
   // Called on the gate thread with the status of every answer the gate gives itself (408, 431),
   // which httplib's logger never sees. Set before listening.
   void set_gate_observer(std::function<void(int status)> fn);

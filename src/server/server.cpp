@@ -1062,6 +1062,7 @@ void Server::Listen() {
     ES_CHECK(m.http.bind_to_port(m.cfg.host.c_str(), m.cfg.port), "serve: cannot bind ", m.cfg.host, ":",
              m.cfg.port, " (in use, or not an address of this machine)");
   }
+  m.http.WidenListenBacklog();
   m.http_thread = std::thread([&m] { m.http.listen_after_bind(); });
 }
 
