@@ -6,13 +6,20 @@
 //
 // Binds 127.0.0.1 unless --host says otherwise; answers /health with 503 "loading" while the
 // models load; SIGTERM or SIGINT drains (no new requests, running ones finish within the grace
-// period) and exits 0. Model options (-m, --synthetic, --dtype, --backend, -t, --context,
+// period) and exits 0; if the drain has not finished drain_grace_s + 3 s after the signal (a
+// worker stuck in a template render or an engine step cannot be interrupted), the process
+// exits 1 anyway. Model options (-m, --synthetic, --dtype, --backend, -t, --context,
 // --profile...) are the other model verbs' (ModelArgs); host, port, model name and API keys are
 // shared with `loadtest` (EndpointArgs).
+#include <unistd.h>
+
+#include <atomic>
+#include <chrono>
 #include <csignal>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <thread>
 
 #include "common.h"
 #include "edgeseek/core/error.h"
@@ -32,10 +39,39 @@ struct ServeArgs {
 };
 
 Server* g_server = nullptr;
+std::atomic<int> g_signals{0};  // lock-free: safe to touch from the handler
 
 void OnSignal(int) {
+  g_signals.fetch_add(1);
   if (g_server) g_server->RequestShutdown();  // write() to a pipe: async-signal-safe
 }
+
+// Ends the process when a drain outlives its grace: Server::Shutdown cancels what runs after
+// drain_grace_s, but cannot interrupt a render or a step in progress, and joining such a worker
+// would wait for it (issue 23: SIGTERM did not stop a server rendering a runaway template).
+class DrainDeadline {
+ public:
+  explicit DrainDeadline(double grace_s)
+      : thread_([this, grace_s] {
+          using Clock = std::chrono::steady_clock;
+          while (g_signals.load() == 0 && !done_.load()) std::this_thread::sleep_for(std::chrono::milliseconds(50));
+          auto until = Clock::now() + std::chrono::duration<double>(grace_s + 3);
+          while (!done_.load() && Clock::now() < until) std::this_thread::sleep_for(std::chrono::milliseconds(50));
+          if (done_.load()) return;
+          std::fprintf(stderr, "edgeseek serve: the drain did not finish within %.0f s of the signal; exiting\n",
+                       grace_s + 3);
+          std::fflush(stderr);
+          _exit(1);
+        }) {}
+  ~DrainDeadline() {
+    done_ = true;
+    thread_.join();
+  }
+
+ private:
+  std::atomic<bool> done_{false};
+  std::thread thread_;
+};
 
 std::string DefaultName(const std::string& model, const std::string& synthetic) {
   namespace fs = std::filesystem;
@@ -90,6 +126,7 @@ int RunServe(const ServeArgs& a) {
   }
   ES_CHECK(!cfg.models.empty(), "serve: no model: give -m MODEL, --synthetic NAME or a --config with models");
 
+  DrainDeadline deadline(cfg.drain_grace_s);  // before the server: destroyed after it
   Server server(cfg, DefaultModelBuilder());
   g_server = &server;
   struct sigaction sa {};

@@ -123,7 +123,7 @@ void Metrics::AddCollector(std::function<void(Metrics&)> fn) {
   collectors_.push_back(std::move(fn));
 }
 
-std::string Metrics::Render() {
+std::string Metrics::Render(const std::function<bool(const Labels&)>& keep) {
   std::vector<std::function<void(Metrics&)>> collectors;
   {
     std::lock_guard<std::mutex> lock(mu_);
@@ -138,6 +138,7 @@ std::string Metrics::Render() {
     for (char c : f.help) help += c == '\n' ? std::string("\\n") : c == '\\' ? std::string("\\\\") : std::string(1, c);
     os << "# HELP " << name << " " << help << "\n# TYPE " << name << " " << type << "\n";
     for (auto& [labels, s] : f.series) {
+      if (keep && !keep(labels)) continue;
       if (f.type != Type::kHistogram) {
         os << name << LabelText(labels) << " " << FormatValue(s.value) << "\n";
         continue;

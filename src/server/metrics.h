@@ -27,7 +27,9 @@ class Metrics {
   double Value(const std::string& name, const Labels& labels) const;         // counter/gauge
   // Called (outside the lock) before every Render.
   void AddCollector(std::function<void(Metrics&)> fn);
-  std::string Render();
+  // `keep`, when given, chooses the series shown (by their labels); a family keeps its HELP and
+  // TYPE lines either way.
+  std::string Render(const std::function<bool(const Labels&)>& keep = {});
 
   static std::vector<double> LatencyBuckets();  // 1 ms .. 60 s
   static std::string EscapeLabel(const std::string& v);

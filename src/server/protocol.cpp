@@ -4,6 +4,7 @@
 // priority, chat_template_kwargs).
 #include "protocol.h"
 
+#include <algorithm>
 #include <cmath>
 #include <limits>
 
@@ -25,7 +26,33 @@ ApiError BadRequest(const std::string& message, const std::string& param, const 
   return e;
 }
 
+size_t JsonDepth(const std::string& text) {
+  size_t depth = 0, deepest = 0;
+  bool in_string = false;
+  for (size_t i = 0; i < text.size(); ++i) {
+    char c = text[i];
+    if (in_string) {
+      if (c == '\\') ++i;  // the escaped character cannot end the string
+      else if (c == '"') in_string = false;
+    } else if (c == '"') {
+      in_string = true;
+    } else if (c == '[' || c == '{') {
+      deepest = std::max(deepest, ++depth);
+    } else if ((c == ']' || c == '}') && depth > 0) {
+      --depth;
+    }
+  }
+  return deepest;
+}
+
 json ParseBody(const std::string& body) {
+  // Counted on the text, before anything builds or walks the tree: copying, dumping and the
+  // chat template's value conversion all recurse once per level (issue 23: 30,000 nested '['
+  // in "tools" overflowed a worker's stack).
+  size_t depth = JsonDepth(body);
+  if (depth > kMaxJsonDepth)
+    throw BadRequest("request body nests " + std::to_string(depth) + " levels deep; at most " +
+                         std::to_string(kMaxJsonDepth) + " are allowed", {}, "json_too_deep");
   json j;
   try {
     j = json::parse(body);
@@ -149,6 +176,14 @@ GenParams ParseGen(const json& b, const ProtocolLimits& lim, bool chat) {
     g.priority = p;
   }
   if (Present(b, "ignore_eos")) g.ignore_eos = Bool(b, "ignore_eos");
+  // The sampler has no per-token bias; refused rather than ignored, so a client that relies on
+  // it (banning a token, forcing a choice) learns that it had no effect. An empty map asks for
+  // nothing and is accepted.
+  if (Present(b, "logit_bias")) {
+    const json& lb = b.at("logit_bias");
+    if (!lb.is_object()) throw BadRequest("'logit_bias' must be an object mapping token ids to biases", "logit_bias");
+    if (!lb.empty()) Unsupported(b, "logit_bias", "with entries");
+  }
   if (Present(b, "user")) String(b, "user");
   if (chat) {
     if (Present(b, "logprobs") && Bool(b, "logprobs")) Unsupported(b, "logprobs", "true");
@@ -199,6 +234,9 @@ ChatRequest ParseChatRequest(const json& b, const ProtocolLimits& lim) {
   const json& msgs = b.at("messages");
   if (!msgs.is_array() || msgs.empty())
     throw BadRequest("'messages' must be a non-empty array", "messages");
+  if (msgs.size() > lim.max_messages)
+    throw BadRequest("'messages' has " + std::to_string(msgs.size()) + " entries; at most " +
+                         std::to_string(lim.max_messages) + " are allowed", "messages");
   r.messages = json::array();
   for (size_t i = 0; i < msgs.size(); ++i) {
     const json& m = msgs[i];
@@ -226,6 +264,9 @@ ChatRequest ParseChatRequest(const json& b, const ProtocolLimits& lim) {
   }
   if (Present(b, "tools")) {
     if (!b.at("tools").is_array()) throw BadRequest("'tools' must be an array", "tools");
+    if (b.at("tools").size() > lim.max_tools)
+      throw BadRequest("'tools' has " + std::to_string(b.at("tools").size()) + " entries; at most " +
+                           std::to_string(lim.max_tools) + " are allowed", "tools");
     r.tools = b.at("tools");
   }
   if (Present(b, "chat_template_kwargs")) {

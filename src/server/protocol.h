@@ -34,7 +34,15 @@ struct ProtocolLimits {
   int max_tokens = 4096;        // largest max_tokens accepted
   int max_stop = 16;            // stop strings
   size_t max_stop_len = 256;
+  size_t max_messages = 4096;   // entries of 'messages'
+  size_t max_tools = 128;       // entries of 'tools' (OpenAI's documented maximum)
 };
+
+// Deepest nesting of arrays and objects a request body may have (the root object is level 1);
+// deeper bodies are refused before they are parsed.
+inline constexpr size_t kMaxJsonDepth = 64;
+// Nesting depth of JSON text, counted without parsing (brackets inside strings do not count).
+size_t JsonDepth(const std::string& text);
 
 // Generation fields shared by both endpoints.
 struct GenParams {
@@ -67,7 +75,8 @@ struct CompletionRequest {
 // Throw ApiError (by value) on the first bad field.
 ChatRequest ParseChatRequest(const json& body, const ProtocolLimits& lim);
 CompletionRequest ParseCompletionRequest(const json& body, const ProtocolLimits& lim);
-// Parses a request body; ApiError 400 on malformed JSON or invalid UTF-8, or a non-object.
+// Parses a request body; ApiError 400 on malformed JSON or invalid UTF-8, a non-object, or
+// nesting deeper than kMaxJsonDepth.
 json ParseBody(const std::string& body);
 
 }  // namespace es::server

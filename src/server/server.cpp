@@ -11,15 +11,18 @@
 #include <cmath>
 #include <csignal>
 #include <cstdio>
+#include <cstring>
 #include <ctime>
 #include <filesystem>
 #include <fstream>
 #include <map>
+#include <random>
 #include <set>
 
 #include "edgeseek/core/error.h"
 #include "edgeseek/server/server.h"
 #include "admission.h"
+#include "connection_gate.h"
 #include "generation.h"
 #include "metrics.h"
 #include "protocol.h"
@@ -29,6 +32,7 @@ namespace es {
 using json = nlohmann::json;
 using server::ApiError;
 using server::BadRequest;
+using server::GatedServer;
 using server::Labels;
 using server::Metrics;
 
@@ -73,21 +77,72 @@ ApiError MakeError(int status, const std::string& msg, const std::string& type,
 void SendError(httplib::Response& res, const ApiError& e) {
   res.status = e.status;
   // The client reconnects for its next request, so a refused keep-alive client gives its HTTP
-  // thread back instead of holding it with retries.
-  if (e.close_connection) res.set_header("Connection", "close");
+  // thread back instead of holding it with retries; a refusal before the body was read must
+  // close too (the unread body would be taken for the next request).
+  if (e.close_connection) {
+    res.set_header("Connection", "close");
+    GatedServer::CloseAfterResponse();
+  }
   if (e.retry_after_s > 0) res.set_header("Retry-After", std::to_string(int(std::ceil(e.retry_after_s))));
   res.set_content(server::ErrorBody(e).dump(-1, ' ', false, json::error_handler_t::replace), "application/json");
 }
 
 std::string Sse(const json& j) { return "data: " + j.dump(-1, ' ', false, json::error_handler_t::replace) + "\n\n"; }
 
-std::string RandomId(const char* prefix, uint64_t n) {
-  static const uint64_t salt = uint64_t(std::time(nullptr)) * 2654435761u;
-  char buf[48];
-  std::snprintf(buf, sizeof buf, "%s%012llx%04llx", prefix, (unsigned long long)((salt ^ (n * 0x9E3779B97F4A7C15ull)) & 0xffffffffffffull),
-                (unsigned long long)(n & 0xffff));
+// 128 random bits from the OS: request ids name traces, so they must not be computable from
+// another tenant's id (issue 23: they were a counter mixed with the start time).
+std::string RandomId(const char* prefix) {
+  thread_local std::random_device rd;
+  char buf[64];
+  std::snprintf(buf, sizeof buf, "%s%08x%08x%08x%08x", prefix, unsigned(rd()), unsigned(rd()), unsigned(rd()),
+                unsigned(rd()));
   return buf;
 }
+
+// The server's endpoints. Paths are matched by comparison, never by a regex: std::regex
+// recursed once per character of "/v1/models/<id>", 4.6 MB of stack for an 8 KB path, which a
+// worker never gave back (issue 23).
+enum class Endpoint { kNone, kChat, kCompletions, kModels, kModel, kHealth, kMetrics, kTrace };
+
+struct PathMatch {
+  Endpoint ep = Endpoint::kNone;
+  std::string id;  // kModel, kTrace
+  bool post() const { return ep == Endpoint::kChat || ep == Endpoint::kCompletions; }
+  const char* allow() const { return post() ? "POST" : "GET, HEAD"; }
+};
+
+PathMatch MatchPath(const std::string& path) {
+  PathMatch m;
+  auto tail = [&](const char* prefix) {
+    size_t n = std::strlen(prefix);
+    if (path.size() <= n || path.compare(0, n, prefix) != 0 || path.find('/', n) != std::string::npos) return false;
+    m.id = path.substr(n);
+    return true;
+  };
+  if (path == "/v1/chat/completions") m.ep = Endpoint::kChat;
+  else if (path == "/v1/completions") m.ep = Endpoint::kCompletions;
+  else if (path == "/v1/models") m.ep = Endpoint::kModels;
+  else if (path == "/health") m.ep = Endpoint::kHealth;
+  else if (path == "/metrics") m.ep = Endpoint::kMetrics;
+  else if (tail("/v1/models/")) m.ep = Endpoint::kModel;
+  else if (tail("/v1/traces/")) m.ep = Endpoint::kTrace;
+  return m;
+}
+
+bool HasBody(const httplib::Request& req) {
+  return req.has_header("Transfer-Encoding") ||
+         (req.has_header("Content-Length") && req.get_header_value("Content-Length") != "0");
+}
+
+bool IsJsonType(std::string t) {
+  std::transform(t.begin(), t.end(), t.begin(), [](unsigned char c) { return char(std::tolower(c)); });
+  size_t semi = t.find(';');
+  std::string media = t.substr(0, semi);
+  while (!media.empty() && (media.back() == ' ' || media.back() == '\t')) media.pop_back();
+  return media == "application/json";
+}
+
+std::string Clip(const std::string& s, size_t n = 120) { return s.size() <= n ? s : s.substr(0, n) + "..."; }
 
 }  // namespace
 
@@ -95,7 +150,7 @@ std::string RandomId(const char* prefix, uint64_t n) {
 struct Server::Impl {
   ServerConfig cfg;
   ModelBuilder loader;
-  httplib::Server http;
+  GatedServer http;
   std::thread http_thread;
   std::atomic<State> state{State::kLoading};
   std::vector<std::unique_ptr<ModelGroup>> groups;
@@ -107,8 +162,10 @@ struct Server::Impl {
   server::Admission admission;  // generation requests in flight, per client and in all
   std::mutex mu;  // guards live, traces
   std::map<std::string, std::weak_ptr<SeqRequest>> live;
-  std::deque<std::pair<std::string, std::string>> traces;  // id -> trace JSON, newest last
-  std::atomic<uint64_t> next_id{1};
+  struct StoredTrace {
+    std::string id, owner, json;  // owner: the client whose request it was
+  };
+  std::deque<StoredTrace> traces;  // newest last
 
   std::mutex shut_mu;
   std::condition_variable shut_cv;
@@ -117,7 +174,16 @@ struct Server::Impl {
   std::thread shut_watch;
   std::once_flag shutdown_once;
 
-  Impl(ServerConfig c, ModelBuilder l) : cfg(std::move(c)), loader(std::move(l)) {}
+  Impl(ServerConfig c, ModelBuilder l)
+      : cfg(std::move(c)), loader(std::move(l)), http(ReceiveLimitsOf(cfg), cfg.http_threads) {}
+  static server::ReceiveLimits ReceiveLimitsOf(const ServerConfig& c) {
+    server::ReceiveLimits r;
+    r.header_timeout_s = c.limits.header_timeout_s;
+    r.body_timeout_s = c.limits.body_timeout_s;
+    r.idle_timeout_s = c.limits.idle_timeout_s;
+    r.gate_body_bytes = std::min<size_t>(r.gate_body_bytes, c.limits.max_body_bytes);
+    return r;
+  }
 
   // ---- setup ----
   void DefineMetrics();
@@ -141,8 +207,16 @@ struct Server::Impl {
   }
   int PriorityOf(const std::optional<json>& field, const httplib::Request& req,
                  const ClientInfo& client, ApiError* err) const;
-  void Handle(const httplib::Request& req, httplib::Response& res, bool chat);
-  void StoreTrace(const std::string& id, const std::string& trace);
+  // Checks that need only the head (method, authentication, Content-Type, body framing and
+  // size), so a refused request is answered before its body is read. false: `err` says why.
+  bool CheckPost(const httplib::Request& req, ApiError* err) const;
+  // Routes every request; answers all but the generation endpoints, whose bodies httplib then
+  // reads through ReadBody.
+  httplib::Server::HandlerResponse PreRoute(const httplib::Request& req, httplib::Response& res);
+  std::string ReadBody(const httplib::ContentReader& reader) const;
+  void ServeGet(const PathMatch& m, const httplib::Request& req, httplib::Response& res);
+  void Handle(const httplib::Request& req, const std::string& body, httplib::Response& res, bool chat);
+  void StoreTrace(const std::string& id, const std::string& owner, const std::string& trace);
   void Shutdown();
 };
 
@@ -227,13 +301,19 @@ void Server::Impl::DefineMetrics() {
   });
 }
 
+namespace {
+// The key of "Authorization: Bearer <key>", the one header that carries it (OpenAI's).
+std::string BearerKey(const httplib::Request& req) {
+  std::string h = req.get_header_value("Authorization");
+  const std::string bearer = "Bearer ";
+  return h.rfind(bearer, 0) == 0 ? h.substr(bearer.size()) : std::string();
+}
+}  // namespace
+
 const ClientInfo* Server::Impl::Authenticate(const httplib::Request& req, ApiError* err) const {
   static const ClientInfo kAnonymous{"anonymous", 0, -1};
   if (!auth) return &kAnonymous;
-  std::string h = req.get_header_value("Authorization");
-  const std::string bearer = "Bearer ";
-  std::string key = h.rfind(bearer, 0) == 0 ? h.substr(bearer.size()) : std::string();
-  if (key.empty()) key = req.get_header_value("X-Api-Key");
+  std::string key = BearerKey(req);
   auto it = keys.find(key);
   if (key.empty() || it == keys.end()) {
     *err = MakeError(401, key.empty() ? "missing API key: send 'Authorization: Bearer <key>'"
@@ -284,13 +364,13 @@ int Server::Impl::PriorityOf(const std::optional<json>& field, const httplib::Re
   return -1;
 }
 
-void Server::Impl::StoreTrace(const std::string& id, const std::string& trace) {
+void Server::Impl::StoreTrace(const std::string& id, const std::string& owner, const std::string& trace) {
   if (!cfg.trace_dir.empty()) {
     std::ofstream f(cfg.trace_dir + "/" + id + ".json");
     f << trace;
   }
   std::lock_guard<std::mutex> lock(mu);
-  traces.emplace_back(id, trace);
+  traces.push_back({id, owner, trace});
   while (traces.size() > 256) traces.pop_front();
 }
 
@@ -381,7 +461,7 @@ void RequestState::Finish() {
   if (engine_finished) {
     auto trace = server::ChromeTrace(*seq, model, {{"receive+tokenize", {t_receive, t_tokenized}},
                                                    {"respond", {t_tokenized, SteadySeconds()}}});
-    impl->StoreTrace(id, trace.dump());
+    impl->StoreTrace(id, client, trace.dump());
   }
 }
 
@@ -397,7 +477,8 @@ RequestState::~RequestState() {
   ticket.Release();  // before the members go: a drain that sees none in flight may stop engines
 }
 
-void Server::Impl::Handle(const httplib::Request& req, httplib::Response& res, bool chat) {
+void Server::Impl::Handle(const httplib::Request& req, const std::string& body_text, httplib::Response& res,
+                          bool chat) {
   double t_receive = SteadySeconds();
   ApiError err;
   if (state.load() != State::kReady) {
@@ -411,7 +492,7 @@ void Server::Impl::Handle(const httplib::Request& req, httplib::Response& res, b
 
   server::ProtocolLimits plim;
   plim.max_tokens = cfg.limits.max_tokens;
-  json body = server::ParseBody(req.body);
+  json body = server::ParseBody(body_text);
   server::ChatRequest creq;
   server::CompletionRequest preq;
   server::GenParams* gp;
@@ -507,8 +588,7 @@ void Server::Impl::Handle(const httplib::Request& req, httplib::Response& res, b
   st->impl = this;
   st->ticket = std::move(ticket);  // st's destructor gives the place back from here on
   st->client = client->name;
-  uint64_t n = next_id.fetch_add(1);
-  st->id = RandomId(chat ? "chatcmpl-" : "cmpl-", n);
+  st->id = RandomId(chat ? "chatcmpl-" : "cmpl-");
   st->chat = chat;
   st->object = chat ? "chat.completion.chunk" : "text_completion";
   st->model = group->entry.name;
@@ -541,8 +621,15 @@ void Server::Impl::Handle(const httplib::Request& req, httplib::Response& res, b
 
   if (!gp->stream) {
     // ---- non-streaming: wait for the end ----
+    // The handler's thread waits here, so it also watches the socket: a client that hung up
+    // gets its generation cancelled (its slot and KV freed within a step), not run to the end.
     server::Delta all;
+    bool client_gone = false;
     while (!st->Pump(&all, 0.25)) {
+      if (!client_gone && GatedServer::ClientGone()) {
+        client_gone = true;
+        st->seq->cancel = true;
+      }
     }
     st->WaitEngine(5);
     FinishReason why = st->gen->engine_finish();
@@ -552,7 +639,9 @@ void Server::Impl::Handle(const httplib::Request& req, httplib::Response& res, b
                 ? MakeError(408, "request timed out after " + std::to_string(int(cfg.limits.request_timeout_s)) + " s",
                             "timeout_error", "timeout")
             : why == FinishReason::kCancelled
-                ? MakeError(503, "request cancelled: the server is shutting down", "server_error", "cancelled")
+                ? MakeError(503, client_gone ? "request cancelled: the client disconnected"
+                                             : "request cancelled: the server is shutting down",
+                            "server_error", "cancelled")
                 : MakeError(500, "generation failed: " + st->gen->error(), "server_error", "internal_error");
       st->Finish();
       return SendError(res, err);
@@ -639,18 +728,206 @@ void Server::Impl::Handle(const httplib::Request& req, httplib::Response& res, b
       });
 }
 
+bool Server::Impl::CheckPost(const httplib::Request& req, ApiError* err) const {
+  // Every refusal here closes the connection: the body is unread, and without a usable length
+  // its end is unknown.
+  auto refuse = [&](int status, const std::string& msg, const char* type, const char* code) {
+    *err = MakeError(status, msg, type, code);
+    err->close_connection = true;
+    return false;
+  };
+  if (!Authenticate(req, err)) {
+    err->close_connection = true;
+    return false;
+  }
+  // A form or text/plain POST is a "simple" cross-origin request a browser sends without asking;
+  // requiring JSON's media type keeps web pages from driving the server (issue 23).
+  if (!IsJsonType(req.get_header_value("Content-Type")))
+    return refuse(415, "Content-Type must be application/json, got '" + Clip(req.get_header_value("Content-Type")) + "'",
+                  "invalid_request_error", "unsupported_media_type");
+  std::string enc = req.get_header_value("Content-Encoding");
+  if (!enc.empty() && enc != "identity")
+    return refuse(415, "Content-Encoding '" + Clip(enc) + "' is not supported; send the body uncompressed",
+                  "invalid_request_error", "unsupported_media_type");
+  size_t n_length = req.get_header_value_count("Content-Length");
+  if (req.has_header("Transfer-Encoding")) {
+    if (req.get_header_value_count("Transfer-Encoding") != 1 || req.get_header_value("Transfer-Encoding") != "chunked")
+      return refuse(501, "Transfer-Encoding '" + Clip(req.get_header_value("Transfer-Encoding")) +
+                             "' is not supported (only 'chunked')", "invalid_request_error", "not_implemented");
+    if (n_length > 0)
+      return refuse(400, "a request must not carry both Content-Length and Transfer-Encoding", "invalid_request_error",
+                    "bad_framing");
+    return true;  // the decoded size is counted while it is read (ReadBody)
+  }
+  // Without a length the body would run to the end of the connection, and a client that waits
+  // for the answer would wait for the read timeout.
+  if (n_length == 0)
+    return refuse(411, "Content-Length (or Transfer-Encoding: chunked) is required", "invalid_request_error",
+                  "length_required");
+  std::string len = req.get_header_value("Content-Length");
+  bool digits = !len.empty() && len.size() <= 19 && std::all_of(len.begin(), len.end(), ::isdigit);
+  if (n_length != 1 || !digits)
+    return refuse(400, "Content-Length must be one decimal number, got '" + Clip(len) + "'", "invalid_request_error",
+                  "bad_framing");
+  uint64_t bytes = std::stoull(len);
+  if (bytes > cfg.limits.max_body_bytes)
+    return refuse(413, "request body of " + len + " bytes exceeds the limit of " +
+                           std::to_string(cfg.limits.max_body_bytes) + " (limits.max_body_bytes)",
+                  "invalid_request_error", "request_too_large");
+  return true;
+}
+
+std::string Server::Impl::ReadBody(const httplib::ContentReader& reader) const {
+  std::string body;
+  bool too_big = false;
+  const size_t max = cfg.limits.max_body_bytes;
+  // Counted here, after any transfer decoding: a chunked body is not covered by httplib's
+  // payload limit (issue 23: 50 MB were read and tokenized).
+  bool ok = reader([&](const char* data, size_t n) {
+    if (body.size() + n > max) {
+      too_big = true;
+      return false;
+    }
+    body.append(data, n);
+    return true;
+  });
+  if (ok) return body;
+  ApiError e;
+  if (too_big)
+    e = MakeError(413, "request body exceeds the limit of " + std::to_string(max) + " bytes (limits.max_body_bytes)",
+                  "invalid_request_error", "request_too_large");
+  else if (GatedServer::ReceiveTimedOut())
+    e = MakeError(408, "request body not received in time: " + std::to_string(body.size()) +
+                           " bytes came (limits.body_timeout_s, limits.idle_timeout_s)",
+                  "invalid_request_error", "request_timeout");
+  else
+    e = MakeError(400, "request body is incomplete or badly framed after " + std::to_string(body.size()) + " bytes",
+                  "invalid_request_error", "bad_framing");
+  e.close_connection = true;
+  throw e;
+}
+
+void Server::Impl::ServeGet(const PathMatch& m, const httplib::Request& req, httplib::Response& r) {
+  ApiError err;
+  switch (m.ep) {
+    case Endpoint::kHealth: {
+      State s = state.load();
+      r.status = s == State::kReady ? 200 : 503;
+      const char* name = s == State::kReady ? "ok" : s == State::kLoading ? "loading" : "draining";
+      if (s != State::kReady) r.set_header("Retry-After", "5");
+      json body = {{"status", name}, {"deterministic", cfg.scheduler.deterministic}, {"profile", cfg.scheduler.profile}};
+      if (s != State::kLoading) {
+        bool invariant = true;
+        for (auto& g : groups)
+          for (auto& in : g->instances) invariant = invariant && in.engine->batch_invariant();
+        body["batch_invariant"] = invariant;
+      }
+      return r.set_content(body.dump(), "application/json");
+    }
+    case Endpoint::kMetrics: {
+      // With keys, a scrape needs one unless metrics_public says otherwise; either way the
+      // per-client series shown are the caller's own (none without a key), so one tenant does
+      // not learn the others' names or token counts.
+      const ClientInfo* client = nullptr;
+      std::string key = BearerKey(req);
+      bool operator_key = !key.empty() && std::find(cfg.metrics_keys.begin(), cfg.metrics_keys.end(), key) !=
+                                              cfg.metrics_keys.end();
+      if (auth && !operator_key) {
+        bool has_key = req.has_header("Authorization");
+        if (has_key || !cfg.metrics_public) {
+          client = Authenticate(req, &err);
+          if (!client) return SendError(r, err);
+        }
+      }
+      std::string viewer = client ? client->name : std::string();
+      bool all_clients = !auth || operator_key;
+      return r.set_content(metrics.Render([&](const Labels& labels) {
+                             if (all_clients) return true;
+                             for (auto& [k, v] : labels)
+                               if (k == "client") return v == viewer;
+                             return true;
+                           }),
+                           "text/plain; version=0.0.4; charset=utf-8");
+    }
+    case Endpoint::kModels: {
+      if (!Authenticate(req, &err)) return SendError(r, err);
+      json data = json::array();
+      if (state.load() != State::kLoading)
+        for (auto& g : groups)
+          data.push_back({{"id", g->entry.name}, {"object", "model"}, {"created", g->created},
+                          {"owned_by", "edgeseek"}, {"max_model_len", g->max_fit},
+                          {"instances", g->instances.size()}, {"edgeseek", ModelMeta(*g)}});
+      return r.set_content(json{{"object", "list"}, {"data", data}}.dump(), "application/json");
+    }
+    case Endpoint::kModel: {
+      if (!Authenticate(req, &err)) return SendError(r, err);
+      if (state.load() == State::kLoading) {
+        err = MakeError(503, "the server is loading models", "server_error", "service_unavailable");
+        err.retry_after_s = 5;
+        return SendError(r, err);
+      }
+      ModelGroup* g = Route(m.id, &err);
+      if (!g) return SendError(r, err);
+      return r.set_content(json{{"id", g->entry.name}, {"object", "model"}, {"created", g->created},
+                                {"owned_by", "edgeseek"}, {"edgeseek", ModelMeta(*g)}}.dump(),
+                           "application/json");
+    }
+    case Endpoint::kTrace: {
+      const ClientInfo* client = Authenticate(req, &err);
+      if (!client) return SendError(r, err);
+      // Another client's trace answers as a missing one: its existence is not told either.
+      std::lock_guard<std::mutex> lock(mu);
+      for (auto& t : traces)
+        if (t.id == m.id && t.owner == client->name) return r.set_content(t.json, "application/json");
+      return SendError(r, MakeError(404, "no trace for request '" + Clip(m.id) + "' (only the last 256 are kept)",
+                                    "invalid_request_error", "trace_not_found"));
+    }
+    default:
+      return SendError(r, MakeError(404, "no such endpoint", "invalid_request_error", "not_found"));
+  }
+}
+
+httplib::Server::HandlerResponse Server::Impl::PreRoute(const httplib::Request& req, httplib::Response& res) {
+  using HR = httplib::Server::HandlerResponse;
+  PathMatch m = MatchPath(req.path);
+  if (m.ep == Endpoint::kNone) {
+    ApiError e = MakeError(404, "no such endpoint: " + Clip(req.path), "invalid_request_error", "not_found");
+    e.close_connection = HasBody(req);
+    SendError(res, e);
+    return HR::Handled;
+  }
+  bool get = req.method == "GET" || req.method == "HEAD";
+  if (m.post() ? req.method != "POST" : !get) {
+    res.set_header("Allow", m.allow());
+    ApiError e = MakeError(405, "method " + Clip(req.method, 16) + " is not allowed on " + Clip(req.path) + "; use " + m.allow(),
+                           "invalid_request_error", "method_not_allowed");
+    e.close_connection = HasBody(req);
+    SendError(res, e);
+    return HR::Handled;
+  }
+  if (m.post()) {
+    ApiError e;
+    if (!CheckPost(req, &e)) {
+      SendError(res, e);
+      return HR::Handled;
+    }
+    return HR::Unhandled;  // httplib calls the endpoint's handler, which reads the body
+  }
+  ServeGet(m, req, res);
+  return HR::Handled;
+}
+
 void Server::Impl::Routes() {
   http.set_payload_max_length(cfg.limits.max_body_bytes);
+  // Per read while a response is written or a large body read; the gate's deadlines
+  // (header_timeout_s, body_timeout_s, idle_timeout_s) bound how long a request may take to arrive.
   http.set_read_timeout(30, 0);
   http.set_write_timeout(30, 0);
   http.set_keep_alive_max_count(1000);
   // Longer than keep-alive clients keep an idle socket (node's agentkeepalive, the openai
   // client's agent: 4 s), so a client never reuses a socket the server is closing (ECONNRESET,
-  // "socket hang up"). An idle keep-alive connection holds its thread this long, and delays a
-  // drain by as much.
+  // "socket hang up"). Idle keep-alive connections wait in the gate, not on an HTTP thread.
   http.set_keep_alive_timeout(5);
-  int threads = cfg.http_threads;
-  http.new_task_queue = [threads] { return new httplib::ThreadPool(size_t(threads)); };
 
   auto guarded = [this](std::function<void(const httplib::Request&, httplib::Response&)> fn) {
     return [this, fn](const httplib::Request& req, httplib::Response& res) {
@@ -668,81 +945,56 @@ void Server::Impl::Routes() {
     };
   };
 
-  http.Post("/v1/chat/completions", guarded([this](const httplib::Request& q, httplib::Response& r) { Handle(q, r, true); }));
-  http.Post("/v1/completions", guarded([this](const httplib::Request& q, httplib::Response& r) { Handle(q, r, false); }));
-  http.Get("/v1/models", guarded([this](const httplib::Request& q, httplib::Response& r) {
-    ApiError err;
-    if (!Authenticate(q, &err)) return SendError(r, err);
-    json data = json::array();
-    if (state.load() != State::kLoading)
-      for (auto& g : groups)
-        data.push_back({{"id", g->entry.name}, {"object", "model"}, {"created", g->created},
-                        {"owned_by", "edgeseek"}, {"max_model_len", g->max_fit},
-                        {"instances", g->instances.size()}, {"edgeseek", ModelMeta(*g)}});
-    r.set_content(json{{"object", "list"}, {"data", data}}.dump(), "application/json");
-  }));
-  http.Get(R"(/v1/models/([^/]+))", guarded([this](const httplib::Request& q, httplib::Response& r) {
-    ApiError err;
-    if (!Authenticate(q, &err)) return SendError(r, err);
-    ModelGroup* g = Route(q.matches[1], &err);
-    if (!g) return SendError(r, err);
-    r.set_content(json{{"id", g->entry.name}, {"object", "model"}, {"created", g->created}, {"owned_by", "edgeseek"},
-                       {"edgeseek", ModelMeta(*g)}}.dump(),
-                  "application/json");
-  }));
-  http.Get("/health", [this](const httplib::Request&, httplib::Response& r) {
-    State s = state.load();
-    r.status = s == State::kReady ? 200 : 503;
-    const char* name = s == State::kReady ? "ok" : s == State::kLoading ? "loading" : "draining";
-    if (s != State::kReady) r.set_header("Retry-After", "5");
-    json body = {{"status", name}, {"deterministic", cfg.scheduler.deterministic}, {"profile", cfg.scheduler.profile}};
-    if (s != State::kLoading) {
-      bool invariant = true;
-      for (auto& g : groups)
-        for (auto& in : g->instances) invariant = invariant && in.engine->batch_invariant();
-      body["batch_invariant"] = invariant;
-    }
-    r.set_content(body.dump(), "application/json");
+  http.set_pre_routing_handler([this, guarded](const httplib::Request& req, httplib::Response& res) {
+    auto answer = httplib::Server::HandlerResponse::Handled;
+    guarded([&](const httplib::Request& q, httplib::Response& r) { answer = PreRoute(q, r); })(req, res);
+    return answer;
   });
-  http.Get("/metrics", guarded([this](const httplib::Request&, httplib::Response& r) {
-    r.set_content(metrics.Render(), "text/plain; version=0.0.4; charset=utf-8");
-  }));
-  http.Get(R"(/v1/traces/([A-Za-z0-9_-]+))", guarded([this](const httplib::Request& q, httplib::Response& r) {
-    ApiError err;
-    if (!Authenticate(q, &err)) return SendError(r, err);
-    std::string id = q.matches[1];
-    std::lock_guard<std::mutex> lock(mu);
-    for (auto& [tid, t] : traces)
-      if (tid == id) return r.set_content(t, "application/json");
-    SendError(r, MakeError(404, "no trace for request '" + id + "' (only the last 256 are kept)",
-                           "invalid_request_error", "trace_not_found"));
-  }));
+  // A client that sends "Expect: 100-continue" waits for the go-ahead before its body: it gets
+  // the refusal (401, 413, 415...) instead, and the body is never sent.
+  http.set_expect_100_continue_handler([this](const httplib::Request& req, httplib::Response& res) {
+    PathMatch m = MatchPath(req.path);
+    if (!m.post() || req.method != "POST") return 100;
+    ApiError e;
+    if (CheckPost(req, &e)) return 100;
+    e.close_connection = true;
+    SendError(res, e);
+    return e.status;
+  });
+  for (bool chat : {true, false}) {
+    httplib::Server::HandlerWithContentReader h = [this, guarded, chat](const httplib::Request& q, httplib::Response& r,
+                                                                      const httplib::ContentReader& reader) {
+      guarded([&](const httplib::Request& req, httplib::Response& res) { Handle(req, ReadBody(reader), res, chat); })(q, r);
+    };
+    http.Post(chat ? "/v1/chat/completions" : "/v1/completions", h);
+  }
   http.set_error_handler([](const httplib::Request&, httplib::Response& r) {
     if (!r.body.empty()) return;
     ApiError e;
     e.status = r.status;
     e.type = r.status >= 500 ? "server_error" : "invalid_request_error";
     switch (r.status) {
+      case 400: e.message = "malformed HTTP request"; e.code = "bad_request"; break;
       case 404: e.message = "no such endpoint"; e.code = "not_found"; break;
-      case 405: e.message = "method not allowed"; break;
+      case 405: e.message = "method not allowed"; e.code = "method_not_allowed"; break;
       case 413: e.message = "request body too large"; e.code = "request_too_large"; break;
-      case 414: e.message = "request URI too long"; break;
+      case 414: e.message = "request URI too long"; e.code = "uri_too_long"; break;
       default: e.message = "HTTP error " + std::to_string(r.status);
     }
+    e.close_connection = r.status == 400 || r.status == 413 || r.status == 414;
     SendError(r, e);
   });
   http.set_exception_handler([](const httplib::Request&, httplib::Response& r, std::exception_ptr) {
     SendError(r, MakeError(500, "internal error", "server_error", "internal_error"));
   });
+  http.set_gate_observer([this](int status) {
+    metrics.Add("edgeseek_requests_total", {{"endpoint", "other"}, {"status", std::to_string(status)}});
+  });
   http.set_logger([this](const httplib::Request& q, const httplib::Response& r) {
-    std::string ep = q.path.rfind("/v1/chat/completions", 0) == 0 ? "chat_completions"
-                     : q.path.rfind("/v1/completions", 0) == 0    ? "completions"
-                     : q.path.rfind("/v1/models", 0) == 0         ? "models"
-                     : q.path == "/health"                       ? "health"
-                     : q.path == "/metrics"                      ? "metrics"
-                     : q.path.rfind("/v1/traces", 0) == 0         ? "traces"
-                                                                  : "other";
-    metrics.Add("edgeseek_requests_total", {{"endpoint", ep}, {"status", std::to_string(r.status)}});
+    static const char* kNames[] = {"other", "chat_completions", "completions", "models", "models",
+                                   "health", "metrics", "traces"};
+    metrics.Add("edgeseek_requests_total", {{"endpoint", kNames[int(MatchPath(q.path).ep)]},
+                                            {"status", std::to_string(r.status)}});
   });
 }
 
@@ -758,7 +1010,7 @@ void Server::Impl::Shutdown() {
         if (auto s = w.lock()) s->cancel = true;
     }
     for (auto& g : groups) g->queue->Notify();
-    double hard = SteadySeconds() + 5;
+    double hard = SteadySeconds() + 2;  // cancelled sequences leave within a step
     while (admission.in_flight() > 0 && SteadySeconds() < hard) std::this_thread::sleep_for(std::chrono::milliseconds(20));
     http.stop();
     if (http_thread.joinable()) http_thread.join();
@@ -810,6 +1062,7 @@ void Server::Listen() {
     ES_CHECK(m.http.bind_to_port(m.cfg.host.c_str(), m.cfg.port), "serve: cannot bind ", m.cfg.host, ":",
              m.cfg.port, " (in use, or not an address of this machine)");
   }
+  m.http.WidenListenBacklog();
   m.http_thread = std::thread([&m] { m.http.listen_after_bind(); });
 }
 

@@ -67,6 +67,8 @@ ServerConfig ServerConfigFromJson(const json& doc, const std::string& schema_pat
   Get(doc, "trace_dir", &c.trace_dir);
   Get(doc, "http_threads", &c.http_threads);
   Get(doc, "drain_grace_s", &c.drain_grace_s);
+  Get(doc, "metrics_public", &c.metrics_public);
+  Get(doc, "metrics_keys", &c.metrics_keys);
   if (doc.contains("limits")) {
     const json& l = doc.at("limits");
     Get(l, "max_body_bytes", &c.limits.max_body_bytes);
@@ -76,6 +78,9 @@ ServerConfig ServerConfigFromJson(const json& doc, const std::string& schema_pat
     Get(l, "max_concurrent_per_client", &c.limits.max_concurrent_per_client);
     Get(l, "max_queue", &c.limits.max_queue);
     Get(l, "request_timeout_s", &c.limits.request_timeout_s);
+    Get(l, "header_timeout_s", &c.limits.header_timeout_s);
+    Get(l, "body_timeout_s", &c.limits.body_timeout_s);
+    Get(l, "idle_timeout_s", &c.limits.idle_timeout_s);
   }
   if (doc.contains("scheduler")) {
     const json& s = doc.at("scheduler");

@@ -70,8 +70,10 @@ export async function startServer(extraArgs = [], { model = true, env = {} } = {
   };
 }
 
-export async function metrics(base) {
-  const r = await fetch(base + '/metrics');
+// With API keys configured /metrics needs one; a client's key shows only its own per-client
+// series, a `metrics_keys` key all of them.
+export async function metrics(base, key = null) {
+  const r = await fetch(base + '/metrics', key ? { headers: { Authorization: 'Bearer ' + key } } : {});
   check(r.status === 200, `/metrics status ${r.status}`);
   return r.text();
 }

@@ -23,7 +23,7 @@ main(async () => {
     // ---- traffic of every kind, then promtool ----
     const done = await client.chat.completions.create({ model: 'tiny', messages: [{ role: 'user', content: 'hi' }], max_tokens: 6 });
     await client.completions.create({ model: 'tiny', prompt: 'abc', max_tokens: 3, stream: true }).then(async (s) => { for await (const _ of s); });
-    await fetch(srv.base + '/v1/chat/completions', { method: 'POST', body: '{' });
+    await fetch(srv.base + '/v1/chat/completions', { method: 'POST', headers: { 'Content-Type': 'application/json' }, body: '{' });
     await fetch(srv.base + '/nope');
     const text = await metrics(srv.base);
     const file = tempFile('metrics.txt', text);

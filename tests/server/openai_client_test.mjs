@@ -102,7 +102,7 @@ main(async () => {
       for await (const chunk of long) {
         if (chunk.choices.length && chunk.choices[0].delta.content) ++got;
         if (got === 5) {
-          const m = await metrics(srv.base);
+          const m = await metrics(srv.base, 'sk-test');
           check(metricValue(m, 'edgeseek_running_sequences') === 1, 'running while streaming');
           check(metricValue(m, 'edgeseek_kv_cache_used_tokens') > 0, 'KV used while streaming');
           ac.abort();
@@ -112,11 +112,11 @@ main(async () => {
       check(e.name === 'APIUserAbortError' || e.name === 'AbortError', 'abort error ' + e.name);
     }
     const ms = await waitFor(async () => {
-      const m = await metrics(srv.base);
+      const m = await metrics(srv.base, 'sk-test');
       return metricValue(m, 'edgeseek_kv_cache_used_tokens') === 0 && metricValue(m, 'edgeseek_running_sequences') === 0;
     }, 'KV freed after abort', 5000);
     console.log(`KV freed ${ms} ms after abort`);
-    const m = await metrics(srv.base);
+    const m = await metrics(srv.base, 'sk-test');
     check(metricValue(m, 'edgeseek_request_finish_total', { reason: 'cancelled' }) >= 1, 'cancelled counted');
     check(metricValue(m, 'edgeseek_generation_tokens_total') < 900 + 12 + 12 + 8 + 10, 'aborted request ran on');
   } finally {

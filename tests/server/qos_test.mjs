@@ -16,6 +16,7 @@ const config = {
     { api_key: 'sk-p', name: 'p', weight: 1 },
   ],
   limits: { max_concurrent_per_client: 64 },
+  metrics_keys: ['sk-ops'],  // the per-client shares are read from every client's series
 };
 
 function mean(xs) {
@@ -42,7 +43,7 @@ async function ttft(client, opts, headers) {
 async function backlogged(base, n) {
   const t0 = performance.now();
   while (performance.now() - t0 < 5000) {
-    if ((metricValue(await metrics(base), 'edgeseek_queue_length', { priority: 'low' }) || 0) >= n) return true;
+    if ((metricValue(await metrics(base, 'sk-ops'), 'edgeseek_queue_length', { priority: 'low' }) || 0) >= n) return true;
     await new Promise((r) => setTimeout(r, 20));
   }
   return false;
@@ -77,7 +78,7 @@ main(async () => {
     await Promise.all(load);
     console.log(`TTFT ms: high ${hi.map((x) => x.toFixed(0))} (mean ${mean(hi).toFixed(1)}), low ${lo.map((x) => x.toFixed(0))} (mean ${mean(lo).toFixed(1)})`);
     check(mean(hi) * 1.5 < mean(lo), `high-priority TTFT ${mean(hi).toFixed(1)} ms is not well below low ${mean(lo).toFixed(1)} ms`);
-    const m1 = await metrics(srv.base);
+    const m1 = await metrics(srv.base, 'sk-ops');
     check(metricValue(m1, 'edgeseek_time_to_first_token_seconds_count', { priority: 'high' }) === 6, 'high TTFT count');
     check(metricValue(m1, 'edgeseek_queue_time_seconds_count', { priority: 'low' }) > 6, 'low queue time count');
 
@@ -97,7 +98,7 @@ main(async () => {
     for (let i = 0; i < 24; ++i) workers.push(worker(a, 'a'));
     for (let i = 0; i < 8; ++i) workers.push(worker(b, 'b'));
     const sample = async () => {
-      const m = await metrics(srv.base);
+      const m = await metrics(srv.base, 'sk-ops');
       const v = (name, client) => metricValue(m, name, { client }) || 0;
       return {
         a: v('edgeseek_client_generation_tokens_total', 'a'),

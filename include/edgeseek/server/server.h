@@ -60,6 +60,12 @@ struct ServerLimits {
   int max_concurrent_per_client = 64;
   int max_queue = 1024;
   double request_timeout_s = 600;
+  // Receive deadlines (docs/server.md, "Slow clients"): headers within header_timeout_s of the
+  // connection (or of the first byte after keep-alive), the body within body_timeout_s after
+  // them, and never idle_timeout_s of silence inside a request; 408 otherwise.
+  double header_timeout_s = 10;
+  double body_timeout_s = 60;
+  double idle_timeout_s = 2;
 };
 
 struct ServerConfig {
@@ -69,6 +75,12 @@ struct ServerConfig {
   std::string trace_dir;
   int http_threads = 128;
   double drain_grace_s = 30;
+  // With API keys configured, /metrics needs one unless this is set; public metrics leave the
+  // per-client series out, and a key sees only its own client's.
+  bool metrics_public = false;
+  // Keys that may read /metrics with every client's series (an operator's scraper); they are
+  // not accepted by the other endpoints.
+  std::vector<std::string> metrics_keys;
   ServerLimits limits;
   EngineOptions scheduler;
   // Classes from "priorities" (default: high 8, normal 4, low 1); client weights from "clients".

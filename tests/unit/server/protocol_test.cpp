@@ -104,6 +104,55 @@ TEST(Protocol, MalformedBodies) {
   EXPECT_TRUE(ErrorBody(BadRequest("bad"))["error"]["param"].is_null());
 }
 
+// Issue 23: 30,000 nested '[' in "tools" (also tool_calls, chat_template_kwargs) crashed the
+// server when the template conversion recursed; the depth is refused before parsing.
+TEST(Protocol, DeepNestingIsRefusedBeforeParsing) {
+  std::string deep = std::string(30000, '[') + std::string(30000, ']');
+  for (std::string body :
+       {R"({"messages":[{"role":"user","content":"x"}],"tools":[)" + deep + "]}",
+        R"({"messages":[{"role":"assistant","content":null,"tool_calls":[)" + deep + "]}]}",
+        R"({"messages":[{"role":"user","content":"x"}],"chat_template_kwargs":{"a":)" + deep + "}}"}) {
+    ApiError e = ChatError(body);
+    EXPECT_EQ(e.status, 400);
+    EXPECT_EQ(e.code, "json_too_deep");
+    EXPECT_NE(e.message.find("levels deep; at most 64 are allowed"), std::string::npos) << e.message;
+  }
+  // Brackets inside strings (escaped quotes too) are text, not nesting.
+  std::string text = "\\\"" + std::string(1000, '[');
+  EXPECT_EQ(JsonDepth(R"({"a":")" + text + R"("})"), 1u);
+  std::string ok = R"({"messages":[{"role":"user","content":"x"}],"chat_template_kwargs":{"a":)" +
+                   std::string(kMaxJsonDepth - 2, '[') + std::string(kMaxJsonDepth - 2, ']') + "}}";
+  EXPECT_EQ(JsonDepth(ok), kMaxJsonDepth);
+  EXPECT_NO_THROW(ParseChatRequest(ParseBody(ok), Lim()));
+  EXPECT_EQ(ChatError(R"({"messages":[{"role":"user","content":"x"}],"chat_template_kwargs":{"a":[)" +
+                      std::string(kMaxJsonDepth - 2, '[') + std::string(kMaxJsonDepth - 2, ']') + "]}}")
+                .code,
+            "json_too_deep");
+}
+
+TEST(Protocol, CountsAndLogitBias) {
+  json many = json::array();
+  for (int i = 0; i < 129; ++i) many.push_back({{"type", "function"}, {"function", {{"name", "f"}}}});
+  json b = {{"messages", {{{"role", "user"}, {"content", "x"}}}}, {"tools", many}};
+  ApiError e = ChatError(b.dump());
+  EXPECT_EQ(e.param, "tools");
+  json msgs = json::array();
+  for (int i = 0; i < 4097; ++i) msgs.push_back({{"role", "user"}, {"content", "x"}});
+  EXPECT_EQ(ChatError(json{{"messages", msgs}}.dump()).param, "messages");
+  // logit_bias: the sampler cannot apply it, so it is refused by name rather than ignored.
+  e = ChatError(R"({"messages":[{"role":"user","content":"x"}],"logit_bias":{"50256":-100}})");
+  EXPECT_EQ(e.param, "logit_bias");
+  EXPECT_EQ(e.code, "unsupported");
+  EXPECT_EQ(ChatError(R"({"messages":[{"role":"user","content":"x"}],"logit_bias":[1]})").param, "logit_bias");
+  EXPECT_NO_THROW(ParseChatRequest(ParseBody(R"({"messages":[{"role":"user","content":"x"}],"logit_bias":{}})"), Lim()));
+  try {
+    ParseCompletionRequest(ParseBody(R"({"prompt":"x","logit_bias":{"1":5}})"), Lim());
+    ADD_FAILURE() << "completion logit_bias accepted";
+  } catch (const ApiError& err) {
+    EXPECT_EQ(err.param, "logit_bias");
+  }
+}
+
 TEST(Protocol, CompletionPrompts) {
   auto a = ParseCompletionRequest(ParseBody(R"({"prompt":"hello","max_tokens":3})"), Lim());
   EXPECT_EQ(a.prompt_text, "hello");
@@ -220,6 +269,9 @@ TEST(Config, ExampleConfigIsValid) {
   EXPECT_EQ(c.models[0].instances[0].backend, "vulkan");
   EXPECT_DOUBLE_EQ(c.models[0].instances[1].kv_memory_mb, 512);
   EXPECT_EQ(c.limits.max_concurrent_per_client, 32);
+  EXPECT_DOUBLE_EQ(c.limits.idle_timeout_s, 2);
+  EXPECT_EQ(c.metrics_keys, std::vector<std::string>{"sk-prometheus"});
+  EXPECT_FALSE(c.metrics_public);
 }
 
 std::string ConfigError(const std::string& text) {
