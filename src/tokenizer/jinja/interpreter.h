@@ -9,6 +9,7 @@
 #include <unordered_map>
 
 #include "jinja/ast.h"
+#include "jinja/budget.h"
 #include "jinja/value.h"
 
 namespace es::jinja {
@@ -25,7 +26,8 @@ Value BinaryOp(const std::string& op, const Value& a, const Value& b);
 
 class Interpreter {
  public:
-  explicit Interpreter(std::string name) : name_(std::move(name)) {}
+  Interpreter(std::string name, const RenderLimits& limits)
+      : name_(std::move(name)), budget_(limits) {}
 
   // Renders `body` with `globals` beneath `context` (context names shadow globals).
   std::string Render(const Body& body, const DictData& context, const DictData& globals);
@@ -43,6 +45,7 @@ class Interpreter {
  private:
   enum class Flow { kNormal, kBreak, kContinue };
   Flow Exec(const Body& body, const ScopePtr& scope, std::string& out);
+  Flow ExecOne(const Stmt& s, const ScopePtr& scope, std::string& out);
   Flow ExecFor(const Stmt& s, const ScopePtr& scope, std::string& out);
   void Assign(const Expr& target, const Value& v, const ScopePtr& scope);
   Value EvalInner(const Expr& e, const ScopePtr& scope);
@@ -50,6 +53,7 @@ class Interpreter {
   void EvalArgs(const Expr& e, const ScopePtr& scope, CallArgs& args);
 
   std::string name_;
+  Budget budget_;  // charged through ActiveBudget() while Render runs
   int depth_ = 0;
 };
 
