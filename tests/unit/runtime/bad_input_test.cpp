@@ -52,6 +52,17 @@ TEST(BadInput, CorruptHeader) {
   ExpectOneLineError("logits -m " + d + " --ids 1 --out /dev/null", {"model.safetensors", "corrupt"});
 }
 
+// A shape whose element count wraps around 2^64 matched an empty data range and loaded.
+TEST(BadInput, ShapeLargerThanTheFile) {
+  const std::string d = CopyModel("llama3");
+  const std::string header = R"({"x": {"dtype": "F32", "shape": [4294967296, 4294967296], "data_offsets": [0, 0]}})";
+  std::string file(8, '\0');
+  for (int i = 0; i < 8; ++i) file[size_t(i)] = char((header.size() >> (8 * i)) & 0xFF);
+  test::WriteFile(d + "/model.safetensors", file + header);
+  ExpectOneLineError("logits -m " + d + " --ids 1 --out /dev/null",
+                     {"model.safetensors: tensor 'x'", "holds more elements than the file has bytes"});
+}
+
 TEST(BadInput, MissingShard) {
   const std::string d = CopyModel("qwen2_sharded");
   std::string shard;
