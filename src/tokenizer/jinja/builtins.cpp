@@ -100,6 +100,7 @@ class NamespaceObject : public Object {
   // Grows with every assignment of a value that nests (a namespace assigned into itself counts
   // once more each time: conservative, and such templates stop at kMaxValueNesting).
   int Nesting() const override { return nest_; }
+  void BreakCycles() override { attrs_.clear(); }
   bool SetAttr(const std::string& name, Value value) override {
     nest_ = std::max(nest_, NestAround(jinja::Nesting(value)));
     for (auto& [k, v] : attrs_)
@@ -1205,8 +1206,10 @@ void AddGlobals(DictData& globals) {
     for (const auto& [k, v] : args.keyword) d.dict().Set(Value::String(k), v);
     return d;
   }));
-  globals.Set(Value::String("namespace"), MakeFn("namespace", [](Interpreter&, CallArgs& args) {
+  globals.Set(Value::String("namespace"), MakeFn("namespace", [](Interpreter& in, CallArgs& args) {
+    in.budget().Alloc(Interpreter::kScopeBytes);
     auto ns = std::make_shared<NamespaceObject>();
+    in.Track(std::shared_ptr<Object>(ns));
     if (args.positional.size() > 1) throw OpError("TypeError: namespace expected at most 1 argument");
     if (!args.positional.empty()) {
       if (!args.positional[0].IsDict()) throw OpError("TypeError: namespace() argument must be a mapping");

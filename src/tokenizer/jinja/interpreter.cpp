@@ -92,7 +92,9 @@ class Macro : public Callable {
   Macro(const Stmt* def, ScopePtr closure, std::string name)
       : def_(def), closure_(std::move(closure)), name_(std::move(name)) {}
   std::string Name() const override { return name_; }
+  void BreakCycles() override { closure_.reset(); }
   Value Call(Interpreter& in, CallArgs& args) override {
+    in.budget().Alloc(Interpreter::kScopeBytes);
     auto scope = std::make_shared<Scope>();
     scope->parent = closure_;
     const auto& params = def_->params;
@@ -304,6 +306,15 @@ void Interpreter::Enter() {
 
 std::string Interpreter::Render(const Body& body, const DictData& context, const DictData& globals) {
   BudgetScope active(budget_);
+  struct Release {  // on every exit, exceptions included
+    Interpreter& in;
+    ~Release() {
+      for (auto& w : in.objects_)
+        if (auto o = w.lock()) o->BreakCycles();
+      for (auto& w : in.callables_)
+        if (auto c = w.lock()) c->BreakCycles();
+    }
+  } release{*this};
   auto global_scope = std::make_shared<Scope>();
   for (const auto& [k, v] : globals.items) global_scope->vars[k.GetString()] = v;
   auto root = std::make_shared<Scope>();
@@ -366,17 +377,22 @@ Interpreter::Flow Interpreter::ExecOne(const Stmt& s, const ScopePtr& scope, std
         Assign(*s.target, v, scope);
         break;
       }
-      case StmtKind::kMacro:
-        scope->vars[s.text] = Value::FromCallable(std::make_shared<Macro>(&s, scope, s.text));
+      case StmtKind::kMacro: {
+        budget_.Alloc(kScopeBytes);
+        auto m = std::make_shared<Macro>(&s, scope, s.text);
+        Track(std::shared_ptr<Callable>(m));
+        scope->vars[s.text] = Value::FromCallable(std::move(m));
         break;
+      }
       case StmtKind::kCallBlock: {
         const Expr& call = *s.expr;
         try {
           Value callee = Eval(*call.a, scope);
           CallArgs args;
           EvalArgs(call, scope, args);
-          args.keyword.emplace_back("caller",
-                                    Value::FromCallable(std::make_shared<Macro>(&s, scope, "caller")));
+          auto caller = std::make_shared<Macro>(&s, scope, "caller");
+          Track(std::shared_ptr<Callable>(caller));
+          args.keyword.emplace_back("caller", Value::FromCallable(std::move(caller)));
           out += ToStr(Call(callee, args));
         } catch (const OpError& e) {
           Fail(s.line, s.col, e.what());
@@ -439,6 +455,7 @@ Interpreter::Flow Interpreter::ExecFor(const Stmt& s, const ScopePtr& scope, std
   const std::vector<Value>& loop_items = loop->items();
   for (size_t i = 0; i < loop_items.size(); ++i) {
     budget_.Steps(1);  // an empty body still costs its iterations
+    budget_.Alloc(kScopeBytes);
     loop->index0_ = int64_t(i);
     auto inner = std::make_shared<Scope>();
     inner->parent = scope;

@@ -7,6 +7,7 @@
 #include <memory>
 #include <string>
 #include <unordered_map>
+#include <vector>
 
 #include "jinja/ast.h"
 #include "jinja/budget.h"
@@ -37,6 +38,15 @@ class Interpreter {
   Value Call(const Value& f, CallArgs& args);
   // Renders a statement list into a new string (macro bodies, caller(), set blocks).
   std::string RenderBody(const Body& body, const ScopePtr& scope);
+  // Registers an object or macro made during this render; when the render ends (normally or
+  // not) each that is still alive drops what it holds. A macro defined in a loop body is stored
+  // in the scope it closes over, and a namespace can hold itself: such cycles were never freed
+  // (a loop defining a macro 2*10^6 times leaked 1.2 GB, on every request).
+  void Track(std::shared_ptr<Object> o) { objects_.push_back(o); }
+  void Track(std::shared_ptr<Callable> c) { callables_.push_back(c); }
+  // Charged for each scope, macro and namespace made (their memory is not in any value's size).
+  static constexpr size_t kScopeBytes = 1024;  // a Scope, its map nodes, a Macro: measured ~700 B
+  Budget& budget() { return budget_; }
   // Macro recursion guard.
   void Enter();
   void Leave() { --depth_; }
@@ -54,6 +64,8 @@ class Interpreter {
 
   std::string name_;
   Budget budget_;  // charged through ActiveBudget() while Render runs
+  std::vector<std::weak_ptr<Object>> objects_;
+  std::vector<std::weak_ptr<Callable>> callables_;
   int depth_ = 0;
 };
 

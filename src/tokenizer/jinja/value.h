@@ -71,6 +71,8 @@ class Object {
   virtual std::string Repr() const;
   // Nesting of the values the object holds, as ListData::nest.
   virtual int Nesting() const { return 1; }
+  // Drops the values held, when the render ends (see Interpreter::Track).
+  virtual void BreakCycles() {}
 };
 
 class Callable {
@@ -78,6 +80,8 @@ class Callable {
   virtual ~Callable() = default;
   virtual std::string Name() const = 0;
   virtual Value Call(Interpreter& interp, CallArgs& args) = 0;
+  // Drops what the callable holds, when the render ends (see Interpreter::Track).
+  virtual void BreakCycles() {}
 };
 
 class Value {
