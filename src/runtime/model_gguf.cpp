@@ -58,7 +58,8 @@ int BlocksPresent(const GgufFile& f) {
     if (t.name.compare(0, 4, "blk.") != 0) continue;
     int64_t n = 0;
     size_t i = 4;
-    for (; i < t.name.size() && i < 14 && t.name[i] >= '0' && t.name[i] <= '9'; ++i) n = n * 10 + (t.name[i] - '0');
+    for (; i < t.name.size() && i < 14 && t.name[i] >= '0' && t.name[i] <= '9'; ++i)
+      n = n * 10 + (t.name[i] - '0');
     if (i > 4 && i < t.name.size() && t.name[i] == '.') blocks = std::max(blocks, n + 1);
   }
   return int(std::min<int64_t>(blocks, INT32_MAX));
@@ -67,7 +68,8 @@ int BlocksPresent(const GgufFile& f) {
 // A float key that must be a positive finite number (NaN rms_norm_eps or a 0 rope base loaded
 // and gave NaN logits).
 float PositiveF32(const GgufFile& f, const std::string& key, float v) {
-  ES_CHECK(std::isfinite(v) && v > 0, f.path(), ": key ", key, " is ", v, " (must be a positive finite number)");
+  ES_CHECK(std::isfinite(v) && v > 0, f.path(), ": key ", key, " is ", v,
+           " (must be a positive finite number)");
   return v;
 }
 
@@ -85,8 +87,10 @@ void ReadRopeScaling(const GgufFile& f, const std::string& arch, ModelConfig& c)
   if (type == "linear") return;
   c.rope.original_max_position_embeddings = f.GetU32Or(key(kKeyRopeScalingOrigCtxLen),
                                                        uint32_t(c.max_position_embeddings));
-  c.rope.beta_fast = PositiveF32(f, key(kKeyRopeScalingYarnBetaFast), f.GetF32Or(key(kKeyRopeScalingYarnBetaFast), 32.0f));
-  c.rope.beta_slow = PositiveF32(f, key(kKeyRopeScalingYarnBetaSlow), f.GetF32Or(key(kKeyRopeScalingYarnBetaSlow), 1.0f));
+  c.rope.beta_fast = PositiveF32(f, key(kKeyRopeScalingYarnBetaFast),
+                                 f.GetF32Or(key(kKeyRopeScalingYarnBetaFast), 32.0f));
+  c.rope.beta_slow = PositiveF32(f, key(kKeyRopeScalingYarnBetaSlow),
+                                 f.GetF32Or(key(kKeyRopeScalingYarnBetaSlow), 1.0f));
   if (c.is_mla()) {
     const float log_mul = f.GetF32Or(key(kKeyRopeScalingYarnLogMul), 0.0f);
     const float attn_factor = f.GetF32Or(key(kKeyRopeScalingAttnFactor), 1.0f);
@@ -136,7 +140,8 @@ void ReadDeepseek2(const GgufFile& f, ModelConfig& c) {
   uint32_t gating = kGatingNone;
   if (c.n_routed_experts > 0) {
     // Bounded by the stacked expert tensor [E, ff, embd] before anything per expert is built.
-    const int first_moe = int(std::min<uint32_t>(f.GetU32Or(key(kKeyLeadingDenseBlockCount), 0), INT32_MAX));
+    const int first_moe =
+        int(std::min<uint32_t>(f.GetU32Or(key(kKeyLeadingDenseBlockCount), 0), INT32_MAX));
     const std::string exps = BlockTensorName(first_moe, kTensorFfnGateExps, "weight");
     const GgufTensorInfo* t = f.FindTensor(exps);
     ES_CHECK(t && !t->shape.empty() && t->shape[0] >= int64_t(n_experts), f.path(), ": key ",
@@ -146,7 +151,8 @@ void ReadDeepseek2(const GgufFile& f, ModelConfig& c) {
     c.moe_intermediate_size = f.GetU32(key(kKeyExpertFeedForwardLength));
     c.n_shared_experts = int(f.GetU32Or(key(kKeyExpertSharedCount), 0));
     c.first_k_dense_replace = int(f.GetU32Or(key(kKeyLeadingDenseBlockCount), 0));
-    c.routed_scaling_factor = PositiveF32(f, key(kKeyExpertWeightsScale), f.GetF32Or(key(kKeyExpertWeightsScale), 1.0f));
+    c.routed_scaling_factor =
+        PositiveF32(f, key(kKeyExpertWeightsScale), f.GetF32Or(key(kKeyExpertWeightsScale), 1.0f));
     c.norm_topk_prob = f.GetBoolOr(key(kKeyExpertWeightsNorm), false);
     c.n_group = int(f.GetU32Or(key(kKeyExpertGroupCount), 1));
     c.topk_group = int(f.GetU32Or(key(kKeyExpertGroupUsedCount), uint32_t(c.n_group)));
@@ -189,14 +195,15 @@ ModelConfig GgufModelConfig(const GgufFile& f) {
   ES_CHECK(nextn < block_count, f.path(), ": key ", key(kKeyNextnPredictLayers), " (", nextn,
            ") must be below ", key(kKeyBlockCount), " (", block_count, ")");
   const int blocks_present = BlocksPresent(f);
-  ES_CHECK(block_count - nextn <= uint32_t(blocks_present), f.path(), ": key ", key(kKeyBlockCount), " is ",
-           block_count, " but the file holds tensors for ", blocks_present, " blocks (blk.0 to blk.",
-           blocks_present - 1, ")");
+  ES_CHECK(block_count - nextn <= uint32_t(blocks_present), f.path(), ": key ", key(kKeyBlockCount),
+           " is ", block_count, " but the file holds tensors for ", blocks_present,
+           " blocks (blk.0 to blk.", blocks_present - 1, ")");
   c.n_layers = int(block_count - nextn);  // multi-token-prediction layers are never run
   c.hidden_size = f.GetU32(key(kKeyEmbeddingLength));
   c.n_heads = int(f.GetU32(key(kKeyAttnHeadCount)));
   c.n_kv_heads = int(f.GetU32Or(key(kKeyAttnHeadCountKv), uint32_t(c.n_heads)));
-  c.rms_norm_eps = PositiveF32(f, key(kKeyAttnLayerNormRmsEps), f.GetF32(key(kKeyAttnLayerNormRmsEps)));
+  c.rms_norm_eps =
+      PositiveF32(f, key(kKeyAttnLayerNormRmsEps), f.GetF32(key(kKeyAttnLayerNormRmsEps)));
   c.max_position_embeddings = f.GetU32Or(key(kKeyContextLength), 4096);
   c.rope_theta = PositiveF32(f, key(kKeyRopeFreqBase), f.GetF32Or(key(kKeyRopeFreqBase), 10000.0f));
 

@@ -40,10 +40,10 @@ class RaisedError : public es::Error {
 inline constexpr int kMaxContextDepth = 128;
 
 struct RenderLimits {
-  uint64_t max_steps = 20'000'000;              // statements + expressions + elements visited
-  size_t max_output_bytes = size_t(32) << 20;   // the rendered text (and any rendered block)
-  size_t max_value_bytes = size_t(16) << 20;    // one string or container the template builds
-  size_t max_alloc_bytes = size_t(256) << 20;   // all the strings and containers it builds
+  uint64_t max_steps = 20'000'000;             // statements + expressions + elements visited
+  size_t max_output_bytes = size_t(32) << 20;  // the rendered text (and any rendered block)
+  size_t max_value_bytes = size_t(16) << 20;   // one string or container the template builds
+  size_t max_alloc_bytes = size_t(256) << 20;  // all the strings and containers it builds
   int max_depth = 1000;  // nested statements + expressions + macro calls being evaluated
 };
 

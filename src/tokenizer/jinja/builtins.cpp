@@ -272,7 +272,8 @@ Value Pad(const std::string& s, const CallArgs& args, const char* name, int wher
   const int64_t len = int64_t(CodepointCount(s));
   if (width <= len) return Value::String(s);
   const int64_t total = width - len;
-  CheckAlloc(size_t(total) * std::max<size_t>(1, fill.size()) + s.size());  // before: width may be 10**12
+  CheckAlloc(size_t(total) * std::max<size_t>(1, fill.size()) +
+             s.size());  // before: width may be 10**12
   int64_t left = where < 0 ? 0 : where > 0 ? total : total / 2 + (total & width & 1);
   std::string out;
   for (int64_t i = 0; i < left; ++i) out += fill;
@@ -923,8 +924,8 @@ const std::unordered_map<std::string, FilterFn>& Filters() {
            else if (a[1]->IsIntLike()) {
              CheckAlloc(size_t(std::max<int64_t>(0, a[1]->GetInt())));
              o.indent = std::string(size_t(std::max<int64_t>(0, a[1]->GetInt())), ' ');
-           }
-           else throw OpError("TypeError: tojson indent must be an int or a string");
+           } else
+             throw OpError("TypeError: tojson indent must be an int or a string");
            o.item_separator = ",";
          }
          if (a[2] && !a[2]->IsNone()) {
@@ -1207,17 +1208,20 @@ void AddGlobals(DictData& globals) {
     return d;
   }));
   globals.Set(Value::String("namespace"), MakeFn("namespace", [](Interpreter& in, CallArgs& args) {
-    in.budget().Alloc(Interpreter::kScopeBytes);
-    auto ns = std::make_shared<NamespaceObject>();
-    in.Track(std::shared_ptr<Object>(ns));
-    if (args.positional.size() > 1) throw OpError("TypeError: namespace expected at most 1 argument");
-    if (!args.positional.empty()) {
-      if (!args.positional[0].IsDict()) throw OpError("TypeError: namespace() argument must be a mapping");
-      for (const auto& [k, v] : args.positional[0].dict().items) ns->SetAttr(ToStr(k), v);
-    }
-    for (const auto& [k, v] : args.keyword) ns->SetAttr(k, v);
-    return Value::FromObject(std::move(ns));
-  }));
+                in.budget().Alloc(Interpreter::kScopeBytes);
+                auto ns = std::make_shared<NamespaceObject>();
+                in.Track(std::shared_ptr<Object>(ns));
+                if (args.positional.size() > 1)
+                  throw OpError("TypeError: namespace expected at most 1 argument");
+                if (!args.positional.empty()) {
+                  if (!args.positional[0].IsDict())
+                    throw OpError("TypeError: namespace() argument must be a mapping");
+                  for (const auto& [k, v] : args.positional[0].dict().items)
+                    ns->SetAttr(ToStr(k), v);
+                }
+                for (const auto& [k, v] : args.keyword) ns->SetAttr(k, v);
+                return Value::FromObject(std::move(ns));
+              }));
   globals.Set(Value::String("raise_exception"), MakeFn("raise_exception", [](Interpreter&, CallArgs& args) -> Value {
     auto a = Bind("raise_exception", args, {"message"});
     throw RaisedError(a[0] ? ToStr(*a[0]) : "");

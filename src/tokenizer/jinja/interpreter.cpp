@@ -157,7 +157,10 @@ Value IntResult(__int128 r) {
 Value Repeat(const Value& seq, int64_t n) {
   const size_t unit = seq.IsString() ? seq.GetString().size() : seq.list().items.size();
   // An empty sequence repeats to empty at once: looping n (up to 2^63) times would hang.
-  if (n <= 0 || unit == 0) return seq.IsString() ? Value::String("") : seq.list().is_tuple ? Value::Tuple({}) : Value::List({});
+  if (n <= 0 || unit == 0)
+    return seq.IsString()        ? Value::String("")
+           : seq.list().is_tuple ? Value::Tuple({})
+                                 : Value::List({});
   const size_t slot = seq.IsString() ? 1 : sizeof(Value);
   // Checked before allocating: 'a' * 10**8 must fail here, not after taking the memory.
   if (uint64_t(n) > (uint64_t(1) << 40) / (unit * slot))
@@ -508,8 +511,12 @@ size_t OwnBytes(const Value& v) {
 // element of one, an operand passed through); the others build a new one.
 bool PassesThrough(const Expr& e) {
   switch (e.kind) {
-    case ExprKind::kConst: case ExprKind::kName: case ExprKind::kGetattr: case ExprKind::kAnd:
-    case ExprKind::kOr: case ExprKind::kCondExpr:
+    case ExprKind::kConst:
+    case ExprKind::kName:
+    case ExprKind::kGetattr:
+    case ExprKind::kAnd:
+    case ExprKind::kOr:
+    case ExprKind::kCondExpr:
       return true;
     case ExprKind::kGetitem:
       return e.b->kind != ExprKind::kSlice;

@@ -98,8 +98,8 @@ class Parser {
     }
     e->depth = h + 1;
     if (e->depth > kMaxExprDepth)
-      es::Fail(Where(name_, e->line, e->col), ": expression nested too deep (over ",
-               kMaxExprDepth, " levels of operators, calls, filters or attributes)");
+      es::Fail(Where(name_, e->line, e->col), ": expression nested too deep (over ", kMaxExprDepth,
+               " levels of operators, calls, filters or attributes)");
     return e;
   }
   static constexpr int kMaxExprDepth = 256;

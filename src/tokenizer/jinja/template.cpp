@@ -38,7 +38,8 @@ Template::~Template() = default;
 Template::Template(Template&&) noexcept = default;
 Template& Template::operator=(Template&&) noexcept = default;
 
-std::string Template::Render(const nlohmann::ordered_json& context, const RenderLimits& limits) const {
+std::string Template::Render(const nlohmann::ordered_json& context,
+                             const RenderLimits& limits) const {
   ES_CHECK(context.is_object() || context.is_null(), impl_->name,
            ": render context must be a JSON object");
   try {

@@ -118,10 +118,14 @@ void DictData::Set(Value key, Value value) {
 
 int Nesting(const Value& v) {
   switch (v.type()) {
-    case Value::Type::kList: return v.list().nest;
-    case Value::Type::kDict: return v.dict().nest;
-    case Value::Type::kObject: return v.object().Nesting();
-    default: return 0;
+    case Value::Type::kList:
+      return v.list().nest;
+    case Value::Type::kDict:
+      return v.dict().nest;
+    case Value::Type::kObject:
+      return v.object().Nesting();
+    default:
+      return 0;
   }
 }
 
@@ -357,7 +361,8 @@ Value FromJson(const nlohmann::ordered_json& j, int depth) {
       Value d = Value::Dict();
       for (auto it = j.begin(); it != j.end(); ++it)
         d.dict().items.emplace_back(Value::String(it.key()), FromJson(it.value(), depth + 1));
-      for (const auto& kv : d.dict().items) d.dict().nest = std::max(d.dict().nest, Nesting(kv.second) + 1);
+      for (const auto& kv : d.dict().items)
+        d.dict().nest = std::max(d.dict().nest, Nesting(kv.second) + 1);
       return d;
     }
     case J::binary: break;

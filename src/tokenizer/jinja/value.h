@@ -44,7 +44,7 @@ struct ListData {
 
 struct DictData {
   std::vector<std::pair<Value, Value>> items;  // insertion order, keys unique by Python ==
-  int nest = 1;  // as ListData::nest; kept by Set and CopyFrom
+  int nest = 1;                                // as ListData::nest; kept by Set and CopyFrom
   void CopyFrom(const DictData& other) {
     items = other.items;
     nest = other.nest;

@@ -118,13 +118,18 @@ TEST(GgufBadModel, UnknownTokenizerModelOnlyMattersForText) {
 // `generate` then emitted token 0 forever. Each is one error naming the key.
 TEST(GgufBadModel, NonFiniteOrZeroHyperparameters) {
   test::HfToGgufOptions o;
-  o.edit = [](GgufWriter& w) { w.Set("qwen2.attention.layer_norm_rms_epsilon", GgufValue::F32(std::nanf(""))); };
-  ExpectOneLine(LoadError("qwen2_tied", o), {"key qwen2.attention.layer_norm_rms_epsilon is nan", "positive finite"});
+  o.edit = [](GgufWriter& w) {
+    w.Set("qwen2.attention.layer_norm_rms_epsilon", GgufValue::F32(std::nanf("")));
+  };
+  ExpectOneLine(LoadError("qwen2_tied", o),
+                {"key qwen2.attention.layer_norm_rms_epsilon is nan", "positive finite"});
   o.edit = [](GgufWriter& w) { w.Set("qwen2.rope.freq_base", GgufValue::F32(0)); };
   ExpectOneLine(LoadError("qwen2_tied", o), {"key qwen2.rope.freq_base is 0", "positive finite"});
   o.edit = [](GgufWriter& w) { w.Set("llama.rope.freq_base", GgufValue::F32(-INFINITY)); };
   ExpectOneLine(LoadError("llama3_f32", o), {"key llama.rope.freq_base is -inf"});
-  o.edit = [](GgufWriter& w) { w.Set("deepseek2.expert_weights_scale", GgufValue::F32(std::nanf(""))); };
+  o.edit = [](GgufWriter& w) {
+    w.Set("deepseek2.expert_weights_scale", GgufValue::F32(std::nanf("")));
+  };
   ExpectOneLine(LoadError("dsv2_lite", o), {"key deepseek2.expert_weights_scale is nan"});
 }
 
@@ -134,12 +139,14 @@ TEST(GgufBadModel, CountsBoundedByTheTensorsPresent) {
   test::HfToGgufOptions o;
   o.edit = [](GgufWriter& w) { w.Set("qwen2.block_count", GgufValue::U32(10000000)); };
   const auto t0 = std::chrono::steady_clock::now();
-  ExpectOneLine(LoadError("qwen2_tied", o), {"key qwen2.block_count is 10000000", "tensors for 2 blocks"});
+  ExpectOneLine(LoadError("qwen2_tied", o),
+                {"key qwen2.block_count is 10000000", "tensors for 2 blocks"});
   EXPECT_LT(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(), 2.0);
   o.edit = [](GgufWriter& w) { w.Set("qwen2.block_count", GgufValue::U32(0xFFFFFFFFu)); };
   ExpectOneLine(LoadError("qwen2_tied", o), {"key qwen2.block_count is 4294967295"});
   o.edit = [](GgufWriter& w) { w.Set("deepseek2.expert_count", GgufValue::U32(10000000)); };
-  ExpectOneLine(LoadError("dsv2_lite", o), {"key deepseek2.expert_count is 10000000", "ffn_gate_exps.weight has shape [8,"});
+  ExpectOneLine(LoadError("dsv2_lite", o),
+                {"key deepseek2.expert_count is 10000000", "ffn_gate_exps.weight has shape [8,"});
 }
 
 }  // namespace

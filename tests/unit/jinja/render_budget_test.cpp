@@ -45,7 +45,8 @@ TEST(RenderBudget, LongOperatorChainsFailAtParseNotOnTheStack) {
   ExpectFailsFast("{{ x" + Repeated("|string", 20000) + " }}", "expression nested too deep");
   ExpectFailsFast("{{ x" + Repeated(" or x", 20000) + " }}", "expression nested too deep");
   ExpectFailsFast("{{ f" + Repeated("()", 20000) + " }}", "expression nested too deep");
-  ExpectFailsFast("{% if a %}" + Repeated("{% elif a %}", 20000) + "{% endif %}", "nesting too deep");
+  ExpectFailsFast("{% if a %}" + Repeated("{% elif a %}", 20000) + "{% endif %}",
+                  "nesting too deep");
   // Chains as long as real templates write them still render; `~` builds one flat node.
   EXPECT_EQ(Render("{{ 0" + Repeated(" + 1", 200) + " }}"), "200");
   EXPECT_EQ(Render("{{ ''" + Repeated(" ~ 'a'", 20000) + " }}"), std::string(20000, 'a'));
@@ -57,8 +58,10 @@ TEST(RenderBudget, NestedLoopsHitTheStepBudget) {
   ExpectFailsFast("{% for i in range(99999) %}{% for j in range(99999) %}{% endfor %}{% endfor %}",
                   "render budget exceeded");
   // Quadratic work inside one step is charged too: `in` over a long list, dict lookups.
-  ExpectFailsFast("{% set l = range(99999)|list %}{% for i in range(99999) %}{% if -1 in l %}{% endif %}"
-                  "{% endfor %}", "max_steps");
+  ExpectFailsFast(
+      "{% set l = range(99999)|list %}{% for i in range(99999) %}{% if -1 in l %}{% endif %}"
+      "{% endfor %}",
+      "max_steps");
 }
 
 TEST(RenderBudget, AllocationIsCheckedBeforeItHappens) {
@@ -68,11 +71,14 @@ TEST(RenderBudget, AllocationIsCheckedBeforeItHappens) {
   ExpectFailsFast("{{ 'ab'|indent(10**12) }}", "max_value_bytes", 1.0);
   ExpectFailsFast("{{ [1]|tojson(indent=10**12) }}", "max_value_bytes", 1.0);
   ExpectFailsFast("{% set s = 'a' * 1000000 %}{{ s.replace('a', s) }}", "max_value_bytes", 2.0);
-  ExpectFailsFast("{% set s = 'a' * 1000000 %}{{ s.join(range(100000)|map('string')) }}", "max_value_bytes", 2.0);
+  ExpectFailsFast("{% set s = 'a' * 1000000 %}{{ s.join(range(100000)|map('string')) }}",
+                  "max_value_bytes", 2.0);
   ExpectFailsFast("{{ ([1] * 10000000) * 10 }}", "max_value_bytes", 2.0);
   // Doubling a string: each step is small, their sum is not.
-  ExpectFailsFast("{% set ns = namespace(s='a') %}{% for i in range(40) %}{% set ns.s = ns.s ~ ns.s %}"
-                  "{% endfor %}{{ ns.s|length }}", "max_value_bytes");
+  ExpectFailsFast(
+      "{% set ns = namespace(s='a') %}{% for i in range(40) %}{% set ns.s = ns.s ~ ns.s %}"
+      "{% endfor %}{{ ns.s|length }}",
+      "max_value_bytes");
   // Printing a list that shares one long string many times grows as it is written.
   ExpectFailsFast("{% set s = 'a' * 1000000 %}{{ [s] * 100000 }}", "max_value_bytes");
   // An empty sequence repeated 10^18 times is empty at once (it used to loop 10^18 times).
@@ -99,14 +105,21 @@ TEST(RenderBudget, OutputAndCustomLimits) {
 
 TEST(RenderBudget, DeepValuesAndCyclesFailCleanly) {
   // A namespace holding itself: printing it used to recurse until the stack overflowed.
-  ExpectFailsFast("{% set ns = namespace() %}{% set ns.x = ns %}{{ ns }}", "render budget exceeded");
+  ExpectFailsFast("{% set ns = namespace() %}{% set ns.x = ns %}{{ ns }}",
+                  "render budget exceeded");
   // A chain of 10^5 nested lists would overflow the stack when freed: refused as it is built.
-  ExpectFailsFast("{% set ns = namespace(l=[]) %}{% for i in range(100000) %}{% set ns.l = [ns.l] %}"
-                  "{% endfor %}", "containers nested deeper than 512");
-  ExpectFailsFast("{% set ns = namespace(l={}) %}{% for i in range(100000) %}{% set ns.l = {'a': ns.l} %}"
-                  "{% endfor %}", "containers nested deeper than 512");
-  ExpectFailsFast("{% set ns = namespace(n=none) %}{% for i in range(100000) %}"
-                  "{% set ns.n = namespace(n=ns.n) %}{% endfor %}", "containers nested deeper than 512");
+  ExpectFailsFast(
+      "{% set ns = namespace(l=[]) %}{% for i in range(100000) %}{% set ns.l = [ns.l] %}"
+      "{% endfor %}",
+      "containers nested deeper than 512");
+  ExpectFailsFast(
+      "{% set ns = namespace(l={}) %}{% for i in range(100000) %}{% set ns.l = {'a': ns.l} %}"
+      "{% endfor %}",
+      "containers nested deeper than 512");
+  ExpectFailsFast(
+      "{% set ns = namespace(n=none) %}{% for i in range(100000) %}"
+      "{% set ns.n = namespace(n=ns.n) %}{% endfor %}",
+      "containers nested deeper than 512");
 }
 
 size_t ResidentBytes() {
@@ -122,16 +135,19 @@ size_t ResidentBytes() {
 // namespace counts against max_alloc_bytes while it runs.
 TEST(RenderBudget, CyclesAreFreedAndScopesCharged) {
   jinja::Template leaky(
-      "{% set ns = namespace(m=none) %}{% set ns.self = ns %}{% for i in range(10000) %}{% set prev = ns.m %}"
+      "{% set ns = namespace(m=none) %}{% set ns.self = ns %}{% for i in range(10000) %}{% set "
+      "prev = ns.m %}"
       "{% macro f() %}{{ prev }}{% endmacro %}{% set ns.m = f %}{% endfor %}{{ ns.m() }}");
   EXPECT_EQ(leaky.Render(nlohmann::ordered_json::object()), "<function f>");
   const size_t before = ResidentBytes();
   for (int k = 0; k < 30; ++k) leaky.Render(nlohmann::ordered_json::object());
   // ~7 MB a render leaked before: 200 MB over 30.
   EXPECT_LT(ResidentBytes(), before + (size_t(64) << 20));
-  ExpectFailsFast("{% set ns = namespace(m=none) %}{% for j in range(20) %}{% for i in range(99999) %}"
-                  "{% set prev = ns.m %}{% macro f() %}{{ prev }}{% endmacro %}{% set ns.m = f %}{% endfor %}"
-                  "{% endfor %}", "max_alloc_bytes");
+  ExpectFailsFast(
+      "{% set ns = namespace(m=none) %}{% for j in range(20) %}{% for i in range(99999) %}"
+      "{% set prev = ns.m %}{% macro f() %}{{ prev }}{% endmacro %}{% set ns.m = f %}{% endfor %}"
+      "{% endfor %}",
+      "max_alloc_bytes");
 }
 
 TEST(RenderBudget, RecursionStaysWithinASmallStack) {
@@ -139,7 +155,8 @@ TEST(RenderBudget, RecursionStaysWithinASmallStack) {
   // statements and expressions) must end with the max_depth error inside a 4 MiB thread stack,
   // half of Linux's default (a release build needs about 1 MiB for max_depth 1000).
   const std::string tpl =
-      "{% macro m(n) %}{% if n > 0 %}{% for x in [1] %}{% if true %}{{ (((m(n - 1) ~ '')|string)|trim) }}"
+      "{% macro m(n) %}{% if n > 0 %}{% for x in [1] %}{% if true %}{{ (((m(n - 1) ~ "
+      "'')|string)|trim) }}"
       "{% endif %}{% endfor %}{% endif %}{% endmacro %}{{ m(100000) }}";
   struct Job {
     std::string tpl, err;
@@ -148,15 +165,18 @@ TEST(RenderBudget, RecursionStaysWithinASmallStack) {
   pthread_attr_init(&attr);
   pthread_attr_setstacksize(&attr, size_t(4) << 20);
   pthread_t th;
-  ASSERT_EQ(pthread_create(&th, &attr, [](void* p) -> void* {
-              auto* j = static_cast<Job*>(p);
-              j->err = RenderError(j->tpl);
-              return nullptr;
-            }, &job), 0);
+  ASSERT_EQ(pthread_create(
+                &th, &attr,
+                [](void* p) -> void* {
+                  auto* j = static_cast<Job*>(p);
+                  j->err = RenderError(j->tpl);
+                  return nullptr;
+                },
+                &job),
+            0);
   pthread_join(th, nullptr);
   pthread_attr_destroy(&attr);
   EXPECT_NE(job.err.find("max_depth (1000)"), std::string::npos) << job.err;
-
 }
 
 TEST(RenderBudget, ParseTimeIsLinearInTemplateLength) {
@@ -190,7 +210,8 @@ TEST(RenderBudget, DeepJsonContextIsOneClearError) {
     tpl.Render(in);
     ADD_FAILURE() << "expected an error";
   } catch (const es::Error& e) {
-    EXPECT_NE(std::string(e.what()).find("tools nested deeper than 128"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("tools nested deeper than 128"), std::string::npos)
+        << e.what();
   }
   in.tools = nullptr;
   in.extra = nlohmann::ordered_json::object({{"k", deep}});

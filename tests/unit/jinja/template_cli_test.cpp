@@ -100,12 +100,14 @@ TEST(TemplateCli, ChatTemplateJinjaFileTakesPrecedence) {
 // line naming the limit, quickly.
 TEST(TemplateCli, RenderBudgetEndsAHostileTemplate) {
   const std::string dir = TempDir();
-  WriteFile(dir + "/tokenizer_config.json",
-            R"({"chat_template": "{% for i in range(99999) %}{% for j in range(99999) %}{% endfor %}{% endfor %}"})");
+  WriteFile(
+      dir + "/tokenizer_config.json",
+      R"({"chat_template": "{% for i in range(99999) %}{% for j in range(99999) %}{% endfor %}{% endfor %}"})");
   WriteFile(dir + "/m.json", R"([{"role": "user", "content": "a"}])");
   std::string out, err;
   const auto t0 = std::chrono::steady_clock::now();
-  EXPECT_NE(RunCommand(CliPath() + " template --tokenizer " + Quote(dir) + " --messages " + Quote(dir + "/m.json"),
+  EXPECT_NE(RunCommand(CliPath() + " template --tokenizer " + Quote(dir) + " --messages " +
+                           Quote(dir + "/m.json"),
                        &out, &err),
             0);
   EXPECT_LT(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(), 5.0);

@@ -55,12 +55,14 @@ TEST(BadInput, CorruptHeader) {
 // A shape whose element count wraps around 2^64 matched an empty data range and loaded.
 TEST(BadInput, ShapeLargerThanTheFile) {
   const std::string d = CopyModel("llama3");
-  const std::string header = R"({"x": {"dtype": "F32", "shape": [4294967296, 4294967296], "data_offsets": [0, 0]}})";
+  const std::string header =
+      R"({"x": {"dtype": "F32", "shape": [4294967296, 4294967296], "data_offsets": [0, 0]}})";
   std::string file(8, '\0');
   for (int i = 0; i < 8; ++i) file[size_t(i)] = char((header.size() >> (8 * i)) & 0xFF);
   test::WriteFile(d + "/model.safetensors", file + header);
-  ExpectOneLineError("logits -m " + d + " --ids 1 --out /dev/null",
-                     {"model.safetensors: tensor 'x'", "holds more elements than the file has bytes"});
+  ExpectOneLineError(
+      "logits -m " + d + " --ids 1 --out /dev/null",
+      {"model.safetensors: tensor 'x'", "holds more elements than the file has bytes"});
 }
 
 TEST(BadInput, MissingShard) {
@@ -90,7 +92,8 @@ TEST(BadInput, NonPositiveOrHugeHyperparameters) {
   const auto base = nlohmann::json::parse(test::ReadFile(d + "/config.json"));
   const std::vector<std::tuple<const char*, nlohmann::json, const char*>> cases = {
       {"/rms_norm_eps", 0, "field 'rms_norm_eps' must be a positive finite number (got 0)"},
-      {"/rope_parameters/rope_theta", -10000.0, "field 'rope_theta' must be a positive finite number (got -10000)"},
+      {"/rope_parameters/rope_theta", -10000.0,
+       "field 'rope_theta' must be a positive finite number (got -10000)"},
       {"/num_hidden_layers", 10000000, "field 'num_hidden_layers' is 10000000 (at most 4096"},
   };
   for (const auto& [field, value, expect] : cases) {
@@ -99,7 +102,8 @@ TEST(BadInput, NonPositiveOrHugeHyperparameters) {
     test::WriteFile(d + "/config.json", j.dump());
     const auto t0 = std::chrono::steady_clock::now();
     ExpectOneLineError("inspect -m " + d, {"config.json", expect});
-    EXPECT_LT(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(), 5.0) << field;
+    EXPECT_LT(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(), 5.0)
+        << field;
   }
 }
 

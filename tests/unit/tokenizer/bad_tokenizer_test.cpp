@@ -18,7 +18,10 @@ namespace {
 
 using nlohmann::json;
 
-json Tiny() { return json::parse(test::ReadFile(test::SourceDir() + "/tests/data/tiny_tokenizer/tokenizer.json")); }
+json Tiny() {
+  return json::parse(
+      test::ReadFile(test::SourceDir() + "/tests/data/tiny_tokenizer/tokenizer.json"));
+}
 
 std::string LoadError(const json& j) {
   try {
@@ -32,7 +35,8 @@ std::string LoadError(const json& j) {
 void ExpectError(const json& j, const std::vector<std::string>& parts) {
   const auto t0 = std::chrono::steady_clock::now();
   const std::string err = LoadError(j);
-  for (const auto& p : parts) EXPECT_NE(err.find(p), std::string::npos) << "'" << p << "' not in: '" << err << "'";
+  for (const auto& p : parts)
+    EXPECT_NE(err.find(p), std::string::npos) << "'" << p << "' not in: '" << err << "'";
   EXPECT_LT(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(), 2.0);
 }
 
