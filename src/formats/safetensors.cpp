@@ -3,6 +3,7 @@
 #include "edgeseek/formats/safetensors.h"
 
 #include <algorithm>
+#include <cstdint>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -66,11 +67,19 @@ void SafetensorsSet::AddFile(const std::string& file) {
     t.name = name;
     try {
       t.dtype = SafetensorsDType(info["dtype"].get<std::string>(), where);
+      // The element count saturates instead of wrapping: a shape like [2^32, 2^32] wrapped to 0
+      // elements and matched an empty data range.
+      uint64_t numel = 1;
+      bool empty = false;
       for (auto& d : info["shape"]) {
         const int64_t v = d.get<int64_t>();
         ES_CHECK(v >= 0, where, ": negative dimension");
+        empty = empty || v == 0;
+        numel = v != 0 && numel > UINT64_MAX / uint64_t(v) ? UINT64_MAX : numel * uint64_t(v);
         t.shape.push_back(v);
       }
+      ES_CHECK(empty || numel <= data_size, where, ": shape ", info["shape"].dump(),
+               " holds more elements than the file has bytes (", data_size, ")");
       const uint64_t b = info["data_offsets"].at(0).get<uint64_t>();
       const uint64_t e = info["data_offsets"].at(1).get<uint64_t>();
       ES_CHECK(b <= e && e <= data_size, where, ": data offsets [", b, ", ", e,

@@ -1,6 +1,7 @@
 // config.json parsing (both dialects), rope tables, attention scale, KV layout.
 #include "edgeseek/models/config.h"
 
+#include <algorithm>
 #include <cmath>
 #include <fstream>
 #include <numbers>
@@ -217,10 +218,32 @@ ModelConfig ParseHfConfig(const json& j, const std::string& where) {
   return c;
 }
 
+// Far above any model (DeepSeek-V3: 61 layers x 256 experts; the largest dense models ~130
+// layers) and low enough that the tensor list built from the config before the checkpoint is
+// read stays small: a config claiming 10^7 layers fails here, not after gigabytes of names.
+constexpr int64_t kMaxLayers = 4096;
+constexpr int64_t kMaxExpertLayers = int64_t(1) << 18;  // layers x routed experts
+
 void ModelConfig::Validate(const std::string& where) const {
   auto positive = [&](int64_t v, const char* name) {
     ES_CHECK(v > 0, where, ": field '", name, "' must be positive (got ", v, ")");
   };
+  // NaN or 0 here loaded and gave NaN logits (then `generate` emitted token 0 forever).
+  auto positive_finite = [&](double v, const char* name) {
+    ES_CHECK(std::isfinite(v) && v > 0, where, ": field '", name,
+             "' must be a positive finite number (got ", v, ")");
+  };
+  positive_finite(rms_norm_eps, "rms_norm_eps");
+  positive_finite(rope_theta, "rope_theta");
+  ES_CHECK(std::isfinite(rope.factor) && rope.factor >= 0, where,
+           ": field 'rope_scaling.factor' must be a finite number >= 0 (got ", rope.factor, ")");
+  ES_CHECK(std::isfinite(routed_scaling_factor), where,
+           ": field 'routed_scaling_factor' must be finite (got ", routed_scaling_factor, ")");
+  ES_CHECK(n_layers <= kMaxLayers, where, ": field 'num_hidden_layers' is ", n_layers, " (at most ",
+           kMaxLayers, " supported)");
+  ES_CHECK(int64_t(n_layers) * std::max(1, n_routed_experts) <= kMaxExpertLayers, where,
+           ": field 'n_routed_experts' is ", n_routed_experts, " with ", n_layers,
+           " layers (at most ", kMaxExpertLayers, " expert-layers supported)");
   positive(vocab_size, "vocab_size");
   positive(hidden_size, "hidden_size");
   positive(n_layers, "num_hidden_layers");

@@ -17,6 +17,8 @@
 //    mscale == mscale_all_dim = 10 * yarn_log_multiplier.
 //  - MoE experts are stacked 3-D tensors [E, rows, cols]; each expert is a 2-D view.
 //  - Tied embeddings when output.weight is absent.
+#include <algorithm>
+#include <climits>
 #include <cmath>
 #include <cstring>
 #include <filesystem>
@@ -48,6 +50,30 @@ bool HasAnyTensor(const GgufFile& f, int n_layers, std::string_view base, std::s
   return false;
 }
 
+// 1 + the highest N of the blk.N.* tensors in the file (0 without any): what bounds the block
+// count a key may claim. A 4-byte edit of block_count to 10^7 made `inspect` build tens of
+// millions of tensor names (20 s, 3 GB) before failing on the first missing one.
+int BlocksPresent(const GgufFile& f) {
+  int64_t blocks = 0;
+  for (const GgufTensorInfo& t : f.tensor_infos()) {
+    if (t.name.compare(0, 4, "blk.") != 0) continue;
+    int64_t n = 0;
+    size_t i = 4;
+    for (; i < t.name.size() && i < 14 && t.name[i] >= '0' && t.name[i] <= '9'; ++i)
+      n = n * 10 + (t.name[i] - '0');
+    if (i > 4 && i < t.name.size() && t.name[i] == '.') blocks = std::max(blocks, n + 1);
+  }
+  return int(std::min<int64_t>(blocks, INT32_MAX));
+}
+
+// A float key that must be a positive finite number (NaN rms_norm_eps or a 0 rope base loaded
+// and gave NaN logits).
+float PositiveF32(const GgufFile& f, const std::string& key, float v) {
+  ES_CHECK(std::isfinite(v) && v > 0, f.path(), ": key ", key, " is ", v,
+           " (must be a positive finite number)");
+  return v;
+}
+
 void ReadRopeScaling(const GgufFile& f, const std::string& arch, ModelConfig& c) {
   auto key = [&](std::string_view s) { return ArchKey(arch, s); };
   const std::string type = f.GetStringOr(key(kKeyRopeScalingType), "none");
@@ -62,8 +88,10 @@ void ReadRopeScaling(const GgufFile& f, const std::string& arch, ModelConfig& c)
   if (type == "linear") return;
   c.rope.original_max_position_embeddings = f.GetU32Or(key(kKeyRopeScalingOrigCtxLen),
                                                        uint32_t(c.max_position_embeddings));
-  c.rope.beta_fast = f.GetF32Or(key(kKeyRopeScalingYarnBetaFast), 32.0f);
-  c.rope.beta_slow = f.GetF32Or(key(kKeyRopeScalingYarnBetaSlow), 1.0f);
+  c.rope.beta_fast = PositiveF32(f, key(kKeyRopeScalingYarnBetaFast),
+                                 f.GetF32Or(key(kKeyRopeScalingYarnBetaFast), 32.0f));
+  c.rope.beta_slow = PositiveF32(f, key(kKeyRopeScalingYarnBetaSlow),
+                                 f.GetF32Or(key(kKeyRopeScalingYarnBetaSlow), 1.0f));
   if (c.is_mla()) {
     const float log_mul = f.GetF32Or(key(kKeyRopeScalingYarnLogMul), 0.0f);
     const float attn_factor = f.GetF32Or(key(kKeyRopeScalingAttnFactor), 1.0f);
@@ -108,14 +136,24 @@ void ReadDeepseek2(const GgufFile& f, ModelConfig& c) {
     c.q_lora_rank = 0;
   }
 
-  c.n_routed_experts = int(f.GetU32Or(key(kKeyExpertCount), 0));
+  const uint32_t n_experts = f.GetU32Or(key(kKeyExpertCount), 0);
+  c.n_routed_experts = int(std::min<uint32_t>(n_experts, INT32_MAX));
   uint32_t gating = kGatingNone;
   if (c.n_routed_experts > 0) {
+    // Bounded by the stacked expert tensor [E, ff, embd] before anything per expert is built.
+    const int first_moe =
+        int(std::min<uint32_t>(f.GetU32Or(key(kKeyLeadingDenseBlockCount), 0), INT32_MAX));
+    const std::string exps = BlockTensorName(first_moe, kTensorFfnGateExps, "weight");
+    const GgufTensorInfo* t = f.FindTensor(exps);
+    ES_CHECK(t && !t->shape.empty() && t->shape[0] >= int64_t(n_experts), f.path(), ": key ",
+             key(kKeyExpertCount), " is ", n_experts, " but tensor ", exps,
+             t ? " has shape " + ShapeStr(t->shape) : std::string(" is missing"));
     c.num_experts_per_tok = int(f.GetU32(key(kKeyExpertUsedCount)));
     c.moe_intermediate_size = f.GetU32(key(kKeyExpertFeedForwardLength));
     c.n_shared_experts = int(f.GetU32Or(key(kKeyExpertSharedCount), 0));
     c.first_k_dense_replace = int(f.GetU32Or(key(kKeyLeadingDenseBlockCount), 0));
-    c.routed_scaling_factor = f.GetF32Or(key(kKeyExpertWeightsScale), 1.0f);
+    c.routed_scaling_factor =
+        PositiveF32(f, key(kKeyExpertWeightsScale), f.GetF32Or(key(kKeyExpertWeightsScale), 1.0f));
     c.norm_topk_prob = f.GetBoolOr(key(kKeyExpertWeightsNorm), false);
     c.n_group = int(f.GetU32Or(key(kKeyExpertGroupCount), 1));
     c.topk_group = int(f.GetU32Or(key(kKeyExpertGroupUsedCount), uint32_t(c.n_group)));
@@ -153,17 +191,22 @@ ModelConfig GgufModelConfig(const GgufFile& f) {
          "; supported: llama, qwen2, deepseek2)");
   }
   auto key = [&](std::string_view s) { return ArchKey(arch, s); };
-  const int block_count = int(f.GetU32(key(kKeyBlockCount)));
-  const int nextn = int(f.GetU32Or(key(kKeyNextnPredictLayers), 0));
+  const uint32_t block_count = f.GetU32(key(kKeyBlockCount));
+  const uint32_t nextn = f.GetU32Or(key(kKeyNextnPredictLayers), 0);
   ES_CHECK(nextn < block_count, f.path(), ": key ", key(kKeyNextnPredictLayers), " (", nextn,
            ") must be below ", key(kKeyBlockCount), " (", block_count, ")");
-  c.n_layers = block_count - nextn;  // multi-token-prediction layers are never run
+  const int blocks_present = BlocksPresent(f);
+  ES_CHECK(block_count - nextn <= uint32_t(blocks_present), f.path(), ": key ", key(kKeyBlockCount),
+           " is ", block_count, " but the file holds tensors for ", blocks_present,
+           " blocks (blk.0 to blk.", blocks_present - 1, ")");
+  c.n_layers = int(block_count - nextn);  // multi-token-prediction layers are never run
   c.hidden_size = f.GetU32(key(kKeyEmbeddingLength));
   c.n_heads = int(f.GetU32(key(kKeyAttnHeadCount)));
   c.n_kv_heads = int(f.GetU32Or(key(kKeyAttnHeadCountKv), uint32_t(c.n_heads)));
-  c.rms_norm_eps = f.GetF32(key(kKeyAttnLayerNormRmsEps));
+  c.rms_norm_eps =
+      PositiveF32(f, key(kKeyAttnLayerNormRmsEps), f.GetF32(key(kKeyAttnLayerNormRmsEps)));
   c.max_position_embeddings = f.GetU32Or(key(kKeyContextLength), 4096);
-  c.rope_theta = f.GetF32Or(key(kKeyRopeFreqBase), 10000.0f);
+  c.rope_theta = PositiveF32(f, key(kKeyRopeFreqBase), f.GetF32Or(key(kKeyRopeFreqBase), 10000.0f));
 
   // Vocabulary size and dtype from the embedding table [V, D].
   const GgufTensorInfo* embd = f.FindTensor(TensorName(kTensorTokenEmbd));

@@ -3,6 +3,8 @@
 
 #include <algorithm>
 
+#include "edgeseek/core/error.h"
+
 #include "normalizers.h"
 #include "utf8.h"
 
@@ -54,6 +56,11 @@ void AddedVocabulary::Build(std::vector<AddedToken> tokens, const Normalizer* no
   norm_ = Trie{};
   for (size_t k = 0; k < tokens_.size(); ++k) {
     const AddedToken& t = tokens_[k];
+    ES_CHECK(t.content.size() <= kMaxAddedTokenBytes, "added token ", t.id, " is ",
+             t.content.size(), " bytes long (at most ", kMaxAddedTokenBytes, " supported)");
+    if (auto it = by_id_.find(t.id); it != by_id_.end() && tokens_[it->second].content != t.content)
+      Fail("added tokens '", tokens_[it->second].content, "' and '", t.content,
+           "' have the same id ", t.id);
     by_id_[t.id] = k;
     by_content_.emplace(t.content, t.id);
     if (t.normalized) {

@@ -25,9 +25,15 @@ struct AddedToken {
   bool lstrip = false, rstrip = false, normalized = false, single_word = false;
 };
 
+// Longest added token accepted. Real ones are short (DeepSeek-V3's longest is 33 bytes, Llama 3's
+// 30, Qwen3's 20); matching costs up to this many steps per byte of text, and the trie a node
+// per byte: a 10 MB token took 5 s and 828 MB to load and made tokenization quadratic.
+inline constexpr size_t kMaxAddedTokenBytes = 256;
+
 class AddedVocabulary {
  public:
-  // `normalizer` (may be null) gives the normalized form of normalized=true tokens.
+  // `normalizer` (may be null) gives the normalized form of normalized=true tokens. Throws
+  // es::Error for a token longer than kMaxAddedTokenBytes or two tokens with one id.
   void Build(std::vector<AddedToken> tokens, const Normalizer* normalizer);
   const std::vector<AddedToken>& tokens() const { return tokens_; }
   const AddedToken* ById(int32_t id) const;

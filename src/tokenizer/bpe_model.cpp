@@ -21,6 +21,9 @@ BpeModel::BpeModel(Vocab vocab, const std::vector<std::pair<std::string, std::st
   id_to_token_.assign(static_cast<size_t>(max_id + 1), std::string());
   has_id_.assign(static_cast<size_t>(max_id + 1), false);
   for (const auto& [tok, id] : vocab_) {
+    // Two tokens with one id would decode that id to either of them.
+    if (has_id_[id])
+      Fail(where, ".vocab: id ", id, " is given to both '", id_to_token_[id], "' and '", tok, "'");
     id_to_token_[id] = tok;
     has_id_[id] = true;
   }

@@ -4,6 +4,8 @@
 #include <filesystem>
 #include <fstream>
 #include <sstream>
+#include <utility>
+#include <vector>
 
 #include "edgeseek/core/error.h"
 
@@ -12,8 +14,29 @@ namespace es {
 ChatTemplate::ChatTemplate(std::string source)
     : source_(std::move(source)), template_(source_, "chat template") {}
 
+namespace {
+
+// Fails when `j` nests arrays/objects deeper than jinja::kMaxContextDepth, without recursing
+// (copying or converting such JSON recursively is what would overflow the stack).
+void CheckDepth(const nlohmann::ordered_json& j, const char* what) {
+  std::vector<std::pair<const nlohmann::ordered_json*, int>> todo{{&j, 1}};
+  while (!todo.empty()) {
+    auto [v, depth] = todo.back();
+    todo.pop_back();
+    if (!v->is_structured()) continue;
+    ES_CHECK(depth < jinja::kMaxContextDepth, "chat template: ", what, " nested deeper than ",
+             jinja::kMaxContextDepth, " levels");
+    for (const auto& x : *v) todo.emplace_back(&x, depth + 1);
+  }
+}
+
+}  // namespace
+
 std::string ChatTemplate::Render(const ChatTemplateInputs& in) const {
   ES_CHECK(in.messages.is_array(), "chat template: messages must be a JSON array");
+  CheckDepth(in.messages, "messages");
+  CheckDepth(in.tools, "tools");
+  CheckDepth(in.extra, "extra variables (chat_template_kwargs)");
   ES_CHECK(in.tools.is_null() || in.tools.is_array(), "chat template: tools must be null or an array");
   ES_CHECK(in.extra.is_null() || in.extra.is_object(),
            "chat template: extra variables must be a JSON object");

@@ -108,13 +108,28 @@ std::unique_ptr<Tokenizer> Tokenizer::FromJson(const json& j, const json* config
     if (type.empty() && !m.contains("merges"))
       Fail("tokenizer.json model: no 'type' and no 'merges' (only BPE models are supported)");
     if (!m.contains("vocab") || !m["vocab"].is_object()) Fail("tokenizer.json model: missing 'vocab'");
+    // Tables indexed by id are as long as the highest id, so ids are bounded by the number of
+    // tokens the file holds (real vocabularies are dense: 0..n-1, added tokens right after);
+    // an id of 2^40 was truncated, one of 2^31-1 would have allocated 64 GB.
+    const size_t n_added =
+        j.contains("added_tokens") && j["added_tokens"].is_array() ? j["added_tokens"].size() : 0;
+    const int64_t id_limit =
+        std::min<int64_t>(2 * int64_t(m["vocab"].size() + n_added) + 1024, INT32_MAX);
+    auto check_id = [&](const json& v, const std::string& what) {
+      if (!v.is_number_integer()) Fail("tokenizer.json ", what, ": id must be an integer");
+      const bool neg = v.is_number_integer() && !v.is_number_unsigned() && v.get<int64_t>() < 0;
+      if (neg) Fail("tokenizer.json ", what, ": negative id ", v.get<int64_t>());
+      const uint64_t id = v.get<uint64_t>();
+      if (id >= uint64_t(id_limit))
+        Fail("tokenizer.json ", what, ": id ", id, " is out of range (the file holds ",
+             m["vocab"].size(), " vocabulary entries and ", n_added,
+             " added tokens; ids must be below ", id_limit, ")");
+      return int32_t(id);
+    };
     tok::Vocab vocab;
     vocab.reserve(m["vocab"].size());
-    for (auto it = m["vocab"].begin(); it != m["vocab"].end(); ++it) {
-      if (!it.value().is_number_integer())
-        Fail("tokenizer.json model.vocab['", it.key(), "']: id must be an integer");
-      vocab.emplace(it.key(), it.value().get<int32_t>());
-    }
+    for (auto it = m["vocab"].begin(); it != m["vocab"].end(); ++it)
+      vocab.emplace(it.key(), check_id(it.value(), "model.vocab['" + it.key() + "']"));
     tok::BpeOptions opt;
     opt.unk_token = OptString(m, "unk_token");
     opt.continuing_subword_prefix = OptString(m, "continuing_subword_prefix");
@@ -148,7 +163,8 @@ std::unique_ptr<Tokenizer> Tokenizer::FromJson(const json& j, const json* config
         tok::AddedToken at;
         at.content = e["content"].get<std::string>();
         at.special = e.value("special", false);
-        at.id = e.contains("id") ? e["id"].get<int32_t>() : p.model->TokenToId(at.content);
+        at.id = e.contains("id") ? check_id(e["id"], "added_tokens[" + std::to_string(i) + "]")
+                                 : p.model->TokenToId(at.content);
         if (at.id < 0) at.id = ++max_id;
         at.lstrip = e.value("lstrip", false);
         at.rstrip = e.value("rstrip", false);

@@ -10,6 +10,8 @@
 // RaisedError whose message is exactly msg.
 #pragma once
 
+#include <cstddef>
+#include <cstdint>
 #include <memory>
 #include <string>
 
@@ -26,6 +28,25 @@ class RaisedError : public es::Error {
   using es::Error::Error;
 };
 
+// The render budget: a render that goes past any of these ends with an es::Error naming the
+// limit ("render budget exceeded: ... max_steps ..."), so that a hostile template (from a model
+// file) cannot hang, exhaust memory or overflow the stack of the process rendering it. The
+// defaults are far above what real chat templates need (a DeepSeek/Qwen template renders a
+// 100-message chat in ~10^4 steps and a few times the conversation's bytes; the server's request
+// body is 4 MiB at most) and keep the worst case near a second and a few hundred MB: 20M steps
+// take ~0.8 s on one core; a value is checked before it is allocated.
+// Arrays/objects nested deeper than this in a render context (messages, tools, extra variables)
+// are rejected before conversion; real tool schemas nest a few levels.
+inline constexpr int kMaxContextDepth = 128;
+
+struct RenderLimits {
+  uint64_t max_steps = 20'000'000;             // statements + expressions + elements visited
+  size_t max_output_bytes = size_t(32) << 20;  // the rendered text (and any rendered block)
+  size_t max_value_bytes = size_t(16) << 20;   // one string or container the template builds
+  size_t max_alloc_bytes = size_t(256) << 20;  // all the strings and containers it builds
+  int max_depth = 1000;  // nested statements + expressions + macro calls being evaluated
+};
+
 class Template {
  public:
   // Parses `source`; `name` prefixes error positions.
@@ -35,8 +56,8 @@ class Template {
   Template& operator=(Template&&) noexcept;
 
   // Renders with the members of `context` (a JSON object) as variables. Thread-safe: rendering
-  // does not modify the template.
-  std::string Render(const nlohmann::ordered_json& context) const;
+  // does not modify the template. JSON nested deeper than kMaxContextDepth is an es::Error.
+  std::string Render(const nlohmann::ordered_json& context, const RenderLimits& limits = {}) const;
 
  private:
   struct Impl;

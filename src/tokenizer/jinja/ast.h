@@ -41,6 +41,7 @@ enum class ExprKind {
 struct Expr {
   ExprKind kind;
   int line = 0, col = 0;
+  int depth = 1;  // height of the tree under this node (the parser bounds it)
   Value constant;
   std::string name;
   ExprPtr a, b, c;

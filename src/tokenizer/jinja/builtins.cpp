@@ -12,6 +12,7 @@
 
 #include "edgeseek/core/error.h"
 #include "edgeseek/tokenizer/jinja.h"
+#include "jinja/budget.h"
 #include "jinja/interpreter.h"
 #include "jinja/pystr.h"
 
@@ -96,7 +97,12 @@ class NamespaceObject : public Object {
       if (k == name) return v;
     return Value::Undefined("'jinja2.utils.Namespace object' has no attribute '" + std::string(name) + "'");
   }
+  // Grows with every assignment of a value that nests (a namespace assigned into itself counts
+  // once more each time: conservative, and such templates stop at kMaxValueNesting).
+  int Nesting() const override { return nest_; }
+  void BreakCycles() override { attrs_.clear(); }
   bool SetAttr(const std::string& name, Value value) override {
+    nest_ = std::max(nest_, NestAround(jinja::Nesting(value)));
     for (auto& [k, v] : attrs_)
       if (k == name) {
         v = std::move(value);
@@ -116,6 +122,7 @@ class NamespaceObject : public Object {
 
  private:
   std::vector<std::pair<std::string, Value>> attrs_;
+  int nest_ = 1;
 };
 
 // ---- str methods -----------------------------------------------------------------------------------
@@ -265,6 +272,8 @@ Value Pad(const std::string& s, const CallArgs& args, const char* name, int wher
   const int64_t len = int64_t(CodepointCount(s));
   if (width <= len) return Value::String(s);
   const int64_t total = width - len;
+  CheckAlloc(size_t(total) * std::max<size_t>(1, fill.size()) +
+             s.size());  // before: width may be 10**12
   int64_t left = where < 0 ? 0 : where > 0 ? total : total / 2 + (total & width & 1);
   std::string out;
   for (int64_t i = 0; i < left; ++i) out += fill;
@@ -342,6 +351,7 @@ Value StrMethod(const std::string& s, const std::string& m, CallArgs& args) {
         throw OpError("TypeError: sequence item " + std::to_string(i) + ": expected str instance, " +
                       TypeName(x) + " found");
       if (i++) out += s;
+      CheckAlloc(out.size() + x.GetString().size());
       out += x.GetString();
     }
     return Value::String(out);
@@ -385,6 +395,7 @@ Value StrMethod(const std::string& s, const std::string& m, CallArgs& args) {
     const int64_t width = ArgInt(a[0], 0, "width");
     const int64_t len = int64_t(CodepointCount(s));
     if (width <= len) return Value::String(s);
+    CheckAlloc(size_t(width) + s.size());
     size_t sign = !s.empty() && (s[0] == '+' || s[0] == '-') ? 1 : 0;
     return Value::String(s.substr(0, sign) + std::string(size_t(width - len), '0') + s.substr(sign));
   }
@@ -412,7 +423,7 @@ Value DictMethod(const Value& d, const std::string& m, CallArgs& args) {
   for (const auto& [k, v] : d.dict().items) out.push_back(m == "keys" ? k : v);
   if (m == "keys" || m == "values") return Value::List(std::move(out));
   Value copy = Value::Dict();
-  copy.dict().items = d.dict().items;
+  copy.dict().CopyFrom(d.dict());
   return copy;  // copy
 }
 
@@ -665,6 +676,7 @@ Value MinMax(const Value& seq, CallArgs& args, bool is_max) {
 
 Value SortValues(std::vector<Value> items, std::function<Value(const Value&)> key, bool reverse) {
   std::vector<std::pair<Value, size_t>> keyed;
+  ChargeSteps(items.size() * 20);  // ~n log n comparisons
   for (size_t i = 0; i < items.size(); ++i) keyed.emplace_back(key(items[i]), i);
   std::stable_sort(keyed.begin(), keyed.end(), [&](const auto& x, const auto& y) {
     return reverse ? Compare(y.first, x.first, "<") < 0 : Compare(x.first, y.first, "<") < 0;
@@ -675,11 +687,13 @@ Value SortValues(std::vector<Value> items, std::function<Value(const Value&)> ke
 }
 
 std::string Indent(std::string s, const Value& width, bool first, bool blank) {
+  if (width.IsIntLike()) CheckAlloc(size_t(std::max<int64_t>(0, width.GetInt())));
   std::string ind = width.IsString() ? width.GetString()
                                      : std::string(size_t(std::max<int64_t>(0, width.GetInt())), ' ');
   s += "\n";
   auto lines = SplitLines(s, false);
   std::string rv;
+  CheckAlloc(s.size() + lines.size() * ind.size());
   if (blank) {
     for (size_t i = 0; i < lines.size(); ++i) rv += (i ? "\n" + ind : "") + lines[i];
   } else {
@@ -791,6 +805,7 @@ const std::unordered_map<std::string, FilterFn>& Filters() {
            if (!first) out += d;
            first = false;
            out += ToStr(a[1] ? get(x) : x);
+           CheckAlloc(out.size() + d.size());
          }
          return Value::String(out);
        }},
@@ -906,8 +921,11 @@ const std::unordered_map<std::string, FilterFn>& Filters() {
          if (a[1] && !a[1]->IsNone()) {
            o.has_indent = true;
            if (a[1]->IsString()) o.indent = a[1]->GetString();
-           else if (a[1]->IsIntLike()) o.indent = std::string(size_t(std::max<int64_t>(0, a[1]->GetInt())), ' ');
-           else throw OpError("TypeError: tojson indent must be an int or a string");
+           else if (a[1]->IsIntLike()) {
+             CheckAlloc(size_t(std::max<int64_t>(0, a[1]->GetInt())));
+             o.indent = std::string(size_t(std::max<int64_t>(0, a[1]->GetInt())), ' ');
+           } else
+             throw OpError("TypeError: tojson indent must be an int or a string");
            o.item_separator = ",";
          }
          if (a[2] && !a[2]->IsNone()) {
@@ -930,6 +948,7 @@ const std::unordered_map<std::string, FilterFn>& Filters() {
          std::vector<Value> seen, out;
          for (const auto& x : Iterate(v)) {
            Value k = get(x);
+           ChargeSteps(seen.size());  // quadratic in the distinct items
            if (std::none_of(seen.begin(), seen.end(), [&](const Value& s) { return Equals(s, k); })) {
              seen.push_back(k);
              out.push_back(x);
@@ -1104,8 +1123,13 @@ Value GetItem(const Value& obj, const Value& key) {
 std::vector<Value> Iterate(const Value& v) {
   switch (v.type()) {
     case Value::Type::kUndefined: return {};
-    case Value::Type::kList: return v.list().items;
+    case Value::Type::kList:
+      ChargeSteps(v.list().items.size());
+      ChargeAlloc(v.list().items.size() * sizeof(Value));
+      return v.list().items;
     case Value::Type::kDict: {
+      ChargeSteps(v.dict().items.size());
+      ChargeAlloc(v.dict().items.size() * sizeof(Value));
       std::vector<Value> keys;
       for (const auto& [k, x] : v.dict().items) keys.push_back(k);
       return keys;
@@ -1113,6 +1137,9 @@ std::vector<Value> Iterate(const Value& v) {
     case Value::Type::kString: {
       std::vector<Value> chars;
       const std::string& s = v.GetString();
+      // One value per character is ~20x the string's bytes: checked before it is built.
+      ChargeSteps(s.size());
+      ChargeAlloc(s.size() * (sizeof(Value) + sizeof(std::string)));
       for (size_t i = 0; i < s.size();) {
         const size_t start = i;
         NextCodepoint(s, i);
@@ -1133,6 +1160,7 @@ bool Contains(const Value& container, const Value& item) {
         throw OpError("TypeError: 'in <string>' requires string as left operand, not " + TypeName(item));
       return container.GetString().find(item.GetString()) != std::string::npos;
     case Value::Type::kList:
+      ChargeSteps(container.list().items.size());
       for (const auto& x : container.list().items)
         if (Equals(x, item)) return true;
       return false;
@@ -1167,7 +1195,7 @@ void AddGlobals(DictData& globals) {
     if (!args.positional.empty()) {
       const Value& src = args.positional[0];
       if (src.IsDict()) {
-        d.dict().items = src.dict().items;
+        d.dict().CopyFrom(src.dict());
       } else {
         for (const auto& pair : Iterate(src)) {
           auto kv = Iterate(pair);
@@ -1179,16 +1207,21 @@ void AddGlobals(DictData& globals) {
     for (const auto& [k, v] : args.keyword) d.dict().Set(Value::String(k), v);
     return d;
   }));
-  globals.Set(Value::String("namespace"), MakeFn("namespace", [](Interpreter&, CallArgs& args) {
-    auto ns = std::make_shared<NamespaceObject>();
-    if (args.positional.size() > 1) throw OpError("TypeError: namespace expected at most 1 argument");
-    if (!args.positional.empty()) {
-      if (!args.positional[0].IsDict()) throw OpError("TypeError: namespace() argument must be a mapping");
-      for (const auto& [k, v] : args.positional[0].dict().items) ns->SetAttr(ToStr(k), v);
-    }
-    for (const auto& [k, v] : args.keyword) ns->SetAttr(k, v);
-    return Value::FromObject(std::move(ns));
-  }));
+  globals.Set(Value::String("namespace"), MakeFn("namespace", [](Interpreter& in, CallArgs& args) {
+                in.budget().Alloc(Interpreter::kScopeBytes);
+                auto ns = std::make_shared<NamespaceObject>();
+                in.Track(std::shared_ptr<Object>(ns));
+                if (args.positional.size() > 1)
+                  throw OpError("TypeError: namespace expected at most 1 argument");
+                if (!args.positional.empty()) {
+                  if (!args.positional[0].IsDict())
+                    throw OpError("TypeError: namespace() argument must be a mapping");
+                  for (const auto& [k, v] : args.positional[0].dict().items)
+                    ns->SetAttr(ToStr(k), v);
+                }
+                for (const auto& [k, v] : args.keyword) ns->SetAttr(k, v);
+                return Value::FromObject(std::move(ns));
+              }));
   globals.Set(Value::String("raise_exception"), MakeFn("raise_exception", [](Interpreter&, CallArgs& args) -> Value {
     auto a = Bind("raise_exception", args, {"message"});
     throw RaisedError(a[0] ? ToStr(*a[0]) : "");

@@ -26,7 +26,12 @@ constexpr int kMaxDepth = 200;
 // ---- loop context -----------------------------------------------------------------------------
 class LoopObject : public Object, public std::enable_shared_from_this<LoopObject> {
  public:
-  explicit LoopObject(std::vector<Value> items) : items_(std::move(items)) {}
+  explicit LoopObject(std::vector<Value> items) : items_(std::move(items)) {
+    int inner = 0;
+    for (const Value& x : items_) inner = std::max(inner, jinja::Nesting(x));
+    nest_ = NestAround(inner);
+  }
+  int Nesting() const override { return nest_; }
   const std::vector<Value>& items() const { return items_; }
   std::string TypeName() const override { return "LoopContext"; }
   std::string Repr() const override {
@@ -75,6 +80,7 @@ class LoopObject : public Object, public std::enable_shared_from_this<LoopObject
 
  private:
   std::vector<Value> items_;
+  int nest_ = 1;
   Value last_changed_;
   bool has_last_changed_ = false;
 };
@@ -86,7 +92,9 @@ class Macro : public Callable {
   Macro(const Stmt* def, ScopePtr closure, std::string name)
       : def_(def), closure_(std::move(closure)), name_(std::move(name)) {}
   std::string Name() const override { return name_; }
+  void BreakCycles() override { closure_.reset(); }
   Value Call(Interpreter& in, CallArgs& args) override {
+    in.budget().Alloc(Interpreter::kScopeBytes);
     auto scope = std::make_shared<Scope>();
     scope->parent = closure_;
     const auto& params = def_->params;
@@ -146,18 +154,27 @@ Value IntResult(__int128 r) {
   return Value::Int(int64_t(r));
 }
 
-constexpr size_t kMaxRepeat = size_t(1) << 28;  // elements or bytes a `*` may produce
-
 Value Repeat(const Value& seq, int64_t n) {
   const size_t unit = seq.IsString() ? seq.GetString().size() : seq.list().items.size();
-  if (n > 0 && unit > 0 && uint64_t(n) > kMaxRepeat / unit)
+  // An empty sequence repeats to empty at once: looping n (up to 2^63) times would hang.
+  if (n <= 0 || unit == 0)
+    return seq.IsString()        ? Value::String("")
+           : seq.list().is_tuple ? Value::Tuple({})
+                                 : Value::List({});
+  const size_t slot = seq.IsString() ? 1 : sizeof(Value);
+  // Checked before allocating: 'a' * 10**8 must fail here, not after taking the memory.
+  if (uint64_t(n) > (uint64_t(1) << 40) / (unit * slot))
     throw OpError("MemoryError: repetition result would be too large");
+  CheckAlloc(size_t(n) * unit * slot);
+  ChargeSteps(uint64_t(n));
   if (seq.IsString()) {
     std::string out;
+    out.reserve(size_t(n) * unit);
     for (int64_t i = 0; i < n; ++i) out += seq.GetString();
     return Value::String(std::move(out));
   }
   std::vector<Value> items;
+  items.reserve(size_t(n) * unit);
   for (int64_t i = 0; i < n; ++i)
     items.insert(items.end(), seq.list().items.begin(), seq.list().items.end());
   return seq.list().is_tuple ? Value::Tuple(std::move(items)) : Value::List(std::move(items));
@@ -173,9 +190,13 @@ Value BinaryOp(const std::string& op, const Value& a, const Value& b) {
   if (op == "+") {
     if (ints) return IntResult(__int128(a.GetInt()) + b.GetInt());
     if (nums) return Value::Float(a.GetFloat() + b.GetFloat());
-    if (a.IsString() && b.IsString()) return Value::String(a.GetString() + b.GetString());
+    if (a.IsString() && b.IsString()) {
+      CheckAlloc(a.GetString().size() + b.GetString().size());
+      return Value::String(a.GetString() + b.GetString());
+    }
     if (a.IsList() && b.IsList() && !a.list().is_generator && !b.list().is_generator &&
         a.list().is_tuple == b.list().is_tuple) {
+      CheckAlloc((a.list().items.size() + b.list().items.size()) * sizeof(Value));
       std::vector<Value> items = a.list().items;
       items.insert(items.end(), b.list().items.begin(), b.list().items.end());
       return a.list().is_tuple ? Value::Tuple(std::move(items)) : Value::List(std::move(items));
@@ -287,6 +308,16 @@ void Interpreter::Enter() {
 }
 
 std::string Interpreter::Render(const Body& body, const DictData& context, const DictData& globals) {
+  BudgetScope active(budget_);
+  struct Release {  // on every exit, exceptions included
+    Interpreter& in;
+    ~Release() {
+      for (auto& w : in.objects_)
+        if (auto o = w.lock()) o->BreakCycles();
+      for (auto& w : in.callables_)
+        if (auto c = w.lock()) c->BreakCycles();
+    }
+  } release{*this};
   auto global_scope = std::make_shared<Scope>();
   for (const auto& [k, v] : globals.items) global_scope->vars[k.GetString()] = v;
   auto root = std::make_shared<Scope>();
@@ -310,8 +341,19 @@ Value Interpreter::Call(const Value& f, CallArgs& args) {
 }
 
 Interpreter::Flow Interpreter::Exec(const Body& body, const ScopePtr& scope, std::string& out) {
+  DepthGuard depth;
   for (const auto& sp : body) {
     const Stmt& s = *sp;
+    budget_.Steps(1);
+    Flow flow = ExecOne(s, scope, out);
+    budget_.CheckOutput(out.size());
+    if (flow != Flow::kNormal) return flow;
+  }
+  return Flow::kNormal;
+}
+
+Interpreter::Flow Interpreter::ExecOne(const Stmt& s, const ScopePtr& scope, std::string& out) {
+  {
     switch (s.kind) {
       case StmtKind::kData:
         out += s.text;
@@ -338,17 +380,22 @@ Interpreter::Flow Interpreter::Exec(const Body& body, const ScopePtr& scope, std
         Assign(*s.target, v, scope);
         break;
       }
-      case StmtKind::kMacro:
-        scope->vars[s.text] = Value::FromCallable(std::make_shared<Macro>(&s, scope, s.text));
+      case StmtKind::kMacro: {
+        budget_.Alloc(kScopeBytes);
+        auto m = std::make_shared<Macro>(&s, scope, s.text);
+        Track(std::shared_ptr<Callable>(m));
+        scope->vars[s.text] = Value::FromCallable(std::move(m));
         break;
+      }
       case StmtKind::kCallBlock: {
         const Expr& call = *s.expr;
         try {
           Value callee = Eval(*call.a, scope);
           CallArgs args;
           EvalArgs(call, scope, args);
-          args.keyword.emplace_back("caller",
-                                    Value::FromCallable(std::make_shared<Macro>(&s, scope, "caller")));
+          auto caller = std::make_shared<Macro>(&s, scope, "caller");
+          Track(std::shared_ptr<Callable>(caller));
+          args.keyword.emplace_back("caller", Value::FromCallable(std::move(caller)));
           out += ToStr(Call(callee, args));
         } catch (const OpError& e) {
           Fail(s.line, s.col, e.what());
@@ -410,6 +457,8 @@ Interpreter::Flow Interpreter::ExecFor(const Stmt& s, const ScopePtr& scope, std
   const Value loop_value = Value::FromObject(loop);
   const std::vector<Value>& loop_items = loop->items();
   for (size_t i = 0; i < loop_items.size(); ++i) {
+    budget_.Steps(1);  // an empty body still costs its iterations
+    budget_.Alloc(kScopeBytes);
     loop->index0_ = int64_t(i);
     auto inner = std::make_shared<Scope>();
     inner->parent = scope;
@@ -448,9 +497,43 @@ void Interpreter::Assign(const Expr& target, const Value& v, const ScopePtr& sco
   for (size_t i = 0; i < items.size(); ++i) Assign(*target.args[i], items[i], scope);
 }
 
+namespace {
+
+// Bytes a freshly built value holds (its string, or its container's slots).
+size_t OwnBytes(const Value& v) {
+  if (v.IsString()) return v.GetString().size();
+  if (v.IsList()) return v.list().items.size() * sizeof(Value);
+  if (v.IsDict()) return v.dict().items.size() * 2 * sizeof(Value);
+  return 0;
+}
+
+// Kinds whose result is a value that already existed (a constant, a variable, an attribute or
+// element of one, an operand passed through); the others build a new one.
+bool PassesThrough(const Expr& e) {
+  switch (e.kind) {
+    case ExprKind::kConst:
+    case ExprKind::kName:
+    case ExprKind::kGetattr:
+    case ExprKind::kAnd:
+    case ExprKind::kOr:
+    case ExprKind::kCondExpr:
+      return true;
+    case ExprKind::kGetitem:
+      return e.b->kind != ExprKind::kSlice;
+    default:
+      return false;
+  }
+}
+
+}  // namespace
+
 Value Interpreter::Eval(const Expr& e, const ScopePtr& scope) {
   try {
-    return EvalInner(e, scope);
+    DepthGuard depth;
+    budget_.Steps(1);
+    Value v = EvalInner(e, scope);
+    if (!PassesThrough(e)) budget_.Alloc(OwnBytes(v));
+    return v;
   } catch (const OpError& err) {
     Fail(e.line, e.col, err.what());
   }
@@ -555,7 +638,11 @@ Value Interpreter::EvalInner(const Expr& e, const ScopePtr& scope) {
     }
     case ExprKind::kConcat: {
       std::string s;
-      for (const auto& a : e.args) s += ToStr(Eval(*a, scope));
+      for (const auto& a : e.args) {
+        std::string part = ToStr(Eval(*a, scope));
+        CheckAlloc(s.size() + part.size());
+        s += part;
+      }
       return Value::String(std::move(s));
     }
     case ExprKind::kCompare: {

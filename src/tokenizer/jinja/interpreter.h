@@ -7,8 +7,10 @@
 #include <memory>
 #include <string>
 #include <unordered_map>
+#include <vector>
 
 #include "jinja/ast.h"
+#include "jinja/budget.h"
 #include "jinja/value.h"
 
 namespace es::jinja {
@@ -25,7 +27,8 @@ Value BinaryOp(const std::string& op, const Value& a, const Value& b);
 
 class Interpreter {
  public:
-  explicit Interpreter(std::string name) : name_(std::move(name)) {}
+  Interpreter(std::string name, const RenderLimits& limits)
+      : name_(std::move(name)), budget_(limits) {}
 
   // Renders `body` with `globals` beneath `context` (context names shadow globals).
   std::string Render(const Body& body, const DictData& context, const DictData& globals);
@@ -35,6 +38,15 @@ class Interpreter {
   Value Call(const Value& f, CallArgs& args);
   // Renders a statement list into a new string (macro bodies, caller(), set blocks).
   std::string RenderBody(const Body& body, const ScopePtr& scope);
+  // Registers an object or macro made during this render; when the render ends (normally or
+  // not) each that is still alive drops what it holds. A macro defined in a loop body is stored
+  // in the scope it closes over, and a namespace can hold itself: such cycles were never freed
+  // (a loop defining a macro 2*10^6 times leaked 1.2 GB, on every request).
+  void Track(std::shared_ptr<Object> o) { objects_.push_back(o); }
+  void Track(std::shared_ptr<Callable> c) { callables_.push_back(c); }
+  // Charged for each scope, macro and namespace made (their memory is not in any value's size).
+  static constexpr size_t kScopeBytes = 1024;  // a Scope, its map nodes, a Macro: measured ~700 B
+  Budget& budget() { return budget_; }
   // Macro recursion guard.
   void Enter();
   void Leave() { --depth_; }
@@ -43,6 +55,7 @@ class Interpreter {
  private:
   enum class Flow { kNormal, kBreak, kContinue };
   Flow Exec(const Body& body, const ScopePtr& scope, std::string& out);
+  Flow ExecOne(const Stmt& s, const ScopePtr& scope, std::string& out);
   Flow ExecFor(const Stmt& s, const ScopePtr& scope, std::string& out);
   void Assign(const Expr& target, const Value& v, const ScopePtr& scope);
   Value EvalInner(const Expr& e, const ScopePtr& scope);
@@ -50,6 +63,9 @@ class Interpreter {
   void EvalArgs(const Expr& e, const ScopePtr& scope, CallArgs& args);
 
   std::string name_;
+  Budget budget_;  // charged through ActiveBudget() while Render runs
+  std::vector<std::weak_ptr<Object>> objects_;
+  std::vector<std::weak_ptr<Callable>> callables_;
   int depth_ = 0;
 };
 

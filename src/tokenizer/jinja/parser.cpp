@@ -76,6 +76,34 @@ class Parser {
     return s;
   }
 
+  // Records the height of `e` from its children's and fails past kMaxExprDepth. Operator chains
+  // (`1 + 1 + ...`, `a.b.c...`, `x|f|f...`) are parsed by loops, not recursion, so the parser's
+  // own DepthGuard does not see how deep the tree they build is; evaluating (and destroying) a
+  // tree recurses over its height, so 20,000 terms would overflow the stack there instead.
+  ExprPtr Seal(ExprPtr e) const {
+    int h = 0;
+    auto see = [&](const ExprPtr& c) {
+      if (c) h = std::max(h, c->depth);
+    };
+    see(e->a);
+    see(e->b);
+    see(e->c);
+    see(e->dyn_args);
+    see(e->dyn_kwargs);
+    for (const auto& x : e->args) see(x);
+    for (const auto& kv : e->kwargs) see(kv.second);
+    for (const auto& kv : e->dict_items) {
+      see(kv.first);
+      see(kv.second);
+    }
+    e->depth = h + 1;
+    if (e->depth > kMaxExprDepth)
+      es::Fail(Where(name_, e->line, e->col), ": expression nested too deep (over ", kMaxExprDepth,
+               " levels of operators, calls, filters or attributes)");
+    return e;
+  }
+  static constexpr int kMaxExprDepth = 256;
+
   // ---- statements --------------------------------------------------------------------------------
   // Parses until a block tag whose name is in `end`; leaves that name token current (after the
   // `{%`) and stores it in *which. With an empty `end`, parses to the end of the template.
@@ -209,7 +237,9 @@ class Parser {
     std::string which;
     s->body = ParseBody({"elif", "else", "endif"}, &which, &tag, "if");
     if (which == "elif") {
-      // Continue as a nested if in the else branch; it consumes the shared endif.
+      // Continue as a nested if in the else branch; it consumes the shared endif. The guard
+      // bounds elif chains, which nest as deep as they are long.
+      DepthGuard guard(*this, Cur());
       s->else_body.push_back(ParseIf());
       return s;
     }
@@ -378,7 +408,7 @@ class Parser {
     }
     auto e = Make(ExprKind::kTuple, start);
     e->args = std::move(args);
-    return e;
+    return Seal(std::move(e));
   }
 
   ExprPtr ParseExpression(bool with_condexpr) {
@@ -396,7 +426,7 @@ class Parser {
         Next();
         e->c = ParseCondExpr();
       }
-      expr = std::move(e);
+      expr = Seal(std::move(e));
     }
     return expr;
   }
@@ -408,7 +438,7 @@ class Parser {
       auto e = Make(ExprKind::kOr, t);
       e->a = std::move(left);
       e->b = ParseAnd();
-      left = std::move(e);
+      left = Seal(std::move(e));
     }
     return left;
   }
@@ -420,7 +450,7 @@ class Parser {
       auto e = Make(ExprKind::kAnd, t);
       e->a = std::move(left);
       e->b = ParseNot();
-      left = std::move(e);
+      left = Seal(std::move(e));
     }
     return left;
   }
@@ -431,7 +461,7 @@ class Parser {
       const Token& t = Next();
       auto e = Make(ExprKind::kNot, t);
       e->a = ParseNot();
-      return e;
+      return Seal(std::move(e));
     }
     return ParseCompare();
   }
@@ -463,7 +493,7 @@ class Parser {
     e->a = std::move(expr);
     e->ops = std::move(ops);
     e->args = std::move(operands);
-    return e;
+    return Seal(std::move(e));
   }
 
   ExprPtr Binary(const Token& t, ExprPtr l, ExprPtr r) {
@@ -471,7 +501,7 @@ class Parser {
     e->name = t.text;
     e->a = std::move(l);
     e->b = std::move(r);
-    return e;
+    return Seal(std::move(e));
   }
 
   ExprPtr ParseMath1() {
@@ -493,7 +523,7 @@ class Parser {
       Next();
       e->args.push_back(ParseMath2());
     }
-    return e;
+    return Seal(std::move(e));
   }
 
   ExprPtr ParseMath2() {
@@ -521,6 +551,7 @@ class Parser {
       const Token& t = Next();
       node = Make(t.text == "-" ? ExprKind::kNeg : ExprKind::kPos, t);
       node->a = ParseUnary(false);
+      node = Seal(std::move(node));
     } else {
       node = ParsePrimary();
     }
@@ -571,7 +602,7 @@ class Parser {
         e->args.push_back(ParseExpression(true));
       }
       Next();
-      return e;
+      return Seal(std::move(e));
     }
     if (IsOp("{")) {
       Next();
@@ -584,7 +615,7 @@ class Parser {
         e->dict_items.emplace_back(std::move(key), ParseExpression(true));
       }
       Next();
-      return e;
+      return Seal(std::move(e));
     }
     Fail(t, "unexpected " + Describe(t));
   }
@@ -614,14 +645,14 @@ class Parser {
         auto e = Make(ExprKind::kGetattr, t);
         e->a = std::move(node);
         e->name = attr.text;
-        return e;
+        return Seal(std::move(e));
       }
       if (attr.type != Tok::kInt) Fail(attr, "expected a name or number after '.'");
       auto e = Make(ExprKind::kGetitem, t);
       e->a = std::move(node);
       e->b = Make(ExprKind::kConst, attr);
       e->b->constant = Value::Int(attr.int_value);
-      return e;
+      return Seal(std::move(e));
     }
     std::vector<ExprPtr> args;
     while (!IsOp("]")) {
@@ -636,8 +667,9 @@ class Parser {
     } else {
       e->b = Make(ExprKind::kTuple, t);
       e->b->args = std::move(args);
+      e->b = Seal(std::move(e->b));
     }
-    return e;
+    return Seal(std::move(e));
   }
 
   ExprPtr ParseSubscribed() {
@@ -666,7 +698,7 @@ class Parser {
     e->a = std::move(parts[0]);
     e->b = std::move(parts[1]);
     e->c = std::move(parts[2]);
-    return e;
+    return Seal(std::move(e));
   }
 
   void ParseCallArgs(Expr& e) {
@@ -707,7 +739,7 @@ class Parser {
     auto e = Make(ExprKind::kCall, Cur());
     e->a = std::move(node);
     ParseCallArgs(*e);
-    return e;
+    return Seal(std::move(e));
   }
 
   // `|name(args)|name2...`; with start_inline the first `|` is absent ({% filter %}).
@@ -726,7 +758,7 @@ class Parser {
       e->name = name;
       e->a = std::move(node);
       if (IsOp("(")) ParseCallArgs(*e);
-      node = std::move(e);
+      node = Seal(std::move(e));
     }
     return node;
   }
@@ -757,10 +789,11 @@ class Parser {
       if (IsName("is")) Fail(c, "you cannot chain multiple tests with 'is'");
       e->args.push_back(ParsePostfix(ParsePrimary()));
     }
+    e = Seal(std::move(e));
     if (!negated) return e;
     auto n = Make(ExprKind::kNot, is_tok);
     n->a = std::move(e);
-    return n;
+    return Seal(std::move(n));
   }
 
   const std::vector<Token>& toks_;

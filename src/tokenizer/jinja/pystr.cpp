@@ -6,6 +6,7 @@
 
 #include <utf8proc.h>
 
+#include "jinja/budget.h"
 #include "jinja/value.h"
 
 namespace es::jinja {
@@ -197,6 +198,7 @@ std::string PyReplace(std::string_view s, std::string_view old_s, std::string_vi
       if (done < count) {
         out += new_s;
         ++done;
+        CheckAlloc(out.size() + new_s.size());  // the result can be len(s) * len(new) bytes
       }
       size_t j = i;
       NextCodepoint(s, j);
@@ -215,6 +217,7 @@ std::string PyReplace(std::string_view s, std::string_view old_s, std::string_vi
     out.append(new_s);
     pos = f + old_s.size();
     ++done;
+    CheckAlloc(out.size() + new_s.size());
   }
   out.append(s.substr(pos));
   return out;

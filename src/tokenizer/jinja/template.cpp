@@ -38,15 +38,16 @@ Template::~Template() = default;
 Template::Template(Template&&) noexcept = default;
 Template& Template::operator=(Template&&) noexcept = default;
 
-std::string Template::Render(const nlohmann::ordered_json& context) const {
+std::string Template::Render(const nlohmann::ordered_json& context,
+                             const RenderLimits& limits) const {
   ES_CHECK(context.is_object() || context.is_null(), impl_->name,
            ": render context must be a JSON object");
-  DictData ctx;
-  if (context.is_object())
-    for (auto it = context.begin(); it != context.end(); ++it)
-      ctx.items.emplace_back(Value::String(it.key()), FromJson(it.value()));
-  Interpreter interp(impl_->name);
   try {
+    DictData ctx;
+    if (context.is_object())
+      for (auto it = context.begin(); it != context.end(); ++it)
+        ctx.items.emplace_back(Value::String(it.key()), FromJson(it.value(), 1));
+    Interpreter interp(impl_->name, limits);
     return interp.Render(impl_->body, ctx, impl_->globals);
   } catch (const OpError& e) {
     Fail(impl_->name, ": ", e.what());

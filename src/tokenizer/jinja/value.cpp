@@ -6,6 +6,7 @@
 #include <cmath>
 #include <cstdio>
 
+#include "jinja/budget.h"
 #include "jinja/pystr.h"
 
 namespace es::jinja {
@@ -49,6 +50,9 @@ Value Value::List(std::vector<Value> items) {
   Value v;
   v.type_ = Type::kList;
   auto d = std::make_shared<ListData>();
+  int inner = 0;
+  for (const Value& x : items) inner = std::max(inner, Nesting(x));
+  d->nest = NestAround(inner);
   d->items = std::move(items);
   v.ptr_ = std::move(d);
   return v;
@@ -90,22 +94,46 @@ const std::string& Value::UndefinedHint() const {
 }
 
 const Value* DictData::Find(const Value& key) const {
+  ChargeSteps(items.size());  // a linear scan: lookups in a loop over a big dict are quadratic
   for (const auto& [k, v] : items)
     if (Equals(k, key)) return &v;
   return nullptr;
 }
 const Value* DictData::Find(std::string_view key) const {
+  ChargeSteps(items.size());
   for (const auto& [k, v] : items)
     if (k.IsString() && k.GetString() == key) return &v;
   return nullptr;
 }
 void DictData::Set(Value key, Value value) {
+  ChargeSteps(items.size());
   for (auto& [k, v] : items)
     if (Equals(k, key)) {
       v = std::move(value);
       return;
     }
+  nest = std::max(nest, NestAround(std::max(Nesting(key), Nesting(value))));
   items.emplace_back(std::move(key), std::move(value));
+}
+
+int Nesting(const Value& v) {
+  switch (v.type()) {
+    case Value::Type::kList:
+      return v.list().nest;
+    case Value::Type::kDict:
+      return v.dict().nest;
+    case Value::Type::kObject:
+      return v.object().Nesting();
+    default:
+      return 0;
+  }
+}
+
+int NestAround(int inner) {
+  if (inner + 1 > kMaxValueNesting)
+    throw OpError("render budget exceeded: containers nested deeper than " +
+                  std::to_string(kMaxValueNesting) + " levels");
+  return inner + 1;
 }
 
 Value Object::GetAttr(std::string_view) const { return Value(); }
@@ -188,13 +216,20 @@ std::string ObjectTypeRepr(const Value& v) {
   return TypeName(v) + " object";
 }
 
+// Printing, comparing and serializing containers recurse into them and can grow a text many
+// times the size of what is shared inside (a list holding one long string 10^5 times), so each
+// element visited counts against the render budget, and so do the text's size and the depth
+// (a namespace holding itself would otherwise recurse until the stack overflows).
 static std::string SeqToStr(const Value& v) {
   const ListData& l = v.list();
   if (l.is_generator) return "<generator object>";
+  DepthGuard depth;
   std::string out = l.is_tuple ? "(" : "[";
   for (size_t i = 0; i < l.items.size(); ++i) {
     if (i) out += ", ";
     out += Repr(l.items[i]);
+    ChargeSteps(1);
+    CheckAlloc(out.size());
   }
   if (l.is_tuple && l.items.size() == 1) out += ",";
   out += l.is_tuple ? ")" : "]";
@@ -211,16 +246,22 @@ std::string ToStr(const Value& v) {
     case Value::Type::kString: return v.GetString();
     case Value::Type::kList: return SeqToStr(v);
     case Value::Type::kDict: {
+      DepthGuard depth;
       std::string out = "{";
       bool first = true;
       for (const auto& [k, x] : v.dict().items) {
         if (!first) out += ", ";
         first = false;
         out += Repr(k) + ": " + Repr(x);
+        ChargeSteps(1);
+        CheckAlloc(out.size());
       }
       return out + "}";
     }
-    case Value::Type::kObject: return v.object().Repr();
+    case Value::Type::kObject: {
+      DepthGuard depth;
+      return v.object().Repr();
+    }
     case Value::Type::kCallable: return "<function " + v.callable().Name() + ">";
   }
   return "";
@@ -246,6 +287,8 @@ bool Equals(const Value& a, const Value& b) {
       const ListData &x = a.list(), &y = b.list();
       if (x.is_generator || y.is_generator) return a.identity() == b.identity();
       if (x.is_tuple != y.is_tuple || x.items.size() != y.items.size()) return false;
+      DepthGuard depth;
+      ChargeSteps(x.items.size());
       for (size_t i = 0; i < x.items.size(); ++i)
         if (!Equals(x.items[i], y.items[i])) return false;
       return true;
@@ -253,6 +296,7 @@ bool Equals(const Value& a, const Value& b) {
     case T::kDict: {
       const DictData &x = a.dict(), &y = b.dict();
       if (x.items.size() != y.items.size()) return false;
+      DepthGuard depth;
       for (const auto& [k, v] : x.items) {
         const Value* o = y.Find(k);
         if (!o || !Equals(v, *o)) return false;
@@ -281,6 +325,8 @@ int Compare(const Value& a, const Value& b, const char* op) {
   if (a.IsList() && b.IsList() && !a.list().is_generator && !b.list().is_generator &&
       a.list().is_tuple == b.list().is_tuple) {
     const auto &x = a.list().items, &y = b.list().items;
+    DepthGuard depth;
+    ChargeSteps(std::min(x.size(), y.size()));
     for (size_t i = 0; i < x.size() && i < y.size(); ++i)
       if (!Equals(x[i], y[i])) return Compare(x[i], y[i], op);
     return x.size() < y.size() ? -1 : x.size() > y.size() ? 1 : 0;
@@ -290,8 +336,11 @@ int Compare(const Value& a, const Value& b, const char* op) {
 }
 
 // ---- JSON ----------------------------------------------------------------------------------------
-Value FromJson(const nlohmann::ordered_json& j) {
+Value FromJson(const nlohmann::ordered_json& j, int depth) {
   using J = nlohmann::ordered_json::value_t;
+  if ((j.is_array() || j.is_object()) && depth >= kMaxContextDepth)
+    throw OpError("render context: JSON nested deeper than " + std::to_string(kMaxContextDepth) +
+                  " levels");
   switch (j.type()) {
     case J::null: case J::discarded: return Value::None();
     case J::boolean: return Value::Bool(j.get<bool>());
@@ -305,13 +354,15 @@ Value FromJson(const nlohmann::ordered_json& j) {
     case J::array: {
       std::vector<Value> items;
       items.reserve(j.size());
-      for (const auto& x : j) items.push_back(FromJson(x));
+      for (const auto& x : j) items.push_back(FromJson(x, depth + 1));
       return Value::List(std::move(items));
     }
     case J::object: {
       Value d = Value::Dict();
       for (auto it = j.begin(); it != j.end(); ++it)
-        d.dict().items.emplace_back(Value::String(it.key()), FromJson(it.value()));
+        d.dict().items.emplace_back(Value::String(it.key()), FromJson(it.value(), depth + 1));
+      for (const auto& kv : d.dict().items)
+        d.dict().nest = std::max(d.dict().nest, Nesting(kv.second) + 1);
       return d;
     }
     case J::binary: break;
@@ -358,7 +409,11 @@ static std::string JsonFloat(double d) {
 }
 
 static void ToJsonRec(const Value& v, const JsonOptions& o, int level, std::string& out) {
+  DepthGuard depth;
+  ChargeSteps(1);
+  CheckAlloc(out.size());
   auto newline = [&](int lvl) {
+    CheckAlloc(out.size() + size_t(lvl) * o.indent.size());
     out.push_back('\n');
     for (int i = 0; i < lvl; ++i) out += o.indent;
   };

@@ -15,6 +15,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "edgeseek/tokenizer/jinja.h"
+
 namespace es::jinja {
 
 class Value;
@@ -27,14 +29,26 @@ class OpError : public std::runtime_error {
   using std::runtime_error::runtime_error;
 };
 
+// How deep containers may nest inside one another. Destroying, printing or comparing a value
+// recurses over its nesting, so a template building `[x]` around x in a loop must stop here
+// rather than overflow the stack when the chain is freed. Above kMaxContextDepth, so any
+// render context fits.
+inline constexpr int kMaxValueNesting = 512;
+
 struct ListData {
   std::vector<Value> items;
+  int nest = 1;  // 1 + the deepest nesting among items
   bool is_tuple = false;
   bool is_generator = false;  // result of map/select/...: no len(), no indexing, always truthy
 };
 
 struct DictData {
   std::vector<std::pair<Value, Value>> items;  // insertion order, keys unique by Python ==
+  int nest = 1;                                // as ListData::nest; kept by Set and CopyFrom
+  void CopyFrom(const DictData& other) {
+    items = other.items;
+    nest = other.nest;
+  }
   const Value* Find(const Value& key) const;
   const Value* Find(std::string_view key) const;
   void Set(Value key, Value value);
@@ -55,6 +69,10 @@ class Object {
   // Returns false when the object does not allow assignment.
   virtual bool SetAttr(const std::string& name, Value value);
   virtual std::string Repr() const;
+  // Nesting of the values the object holds, as ListData::nest.
+  virtual int Nesting() const { return 1; }
+  // Drops the values held, when the render ends (see Interpreter::Track).
+  virtual void BreakCycles() {}
 };
 
 class Callable {
@@ -62,6 +80,8 @@ class Callable {
   virtual ~Callable() = default;
   virtual std::string Name() const = 0;
   virtual Value Call(Interpreter& interp, CallArgs& args) = 0;
+  // Drops what the callable holds, when the render ends (see Interpreter::Track).
+  virtual void BreakCycles() {}
 };
 
 class Value {
@@ -120,6 +140,11 @@ class Value {
   std::shared_ptr<void> ptr_;  // string, undefined hint, ListData, DictData, Object, Callable
 };
 
+// Nesting of containers in v (0 for scalars); OpError when `inner` (the deepest nesting of what a
+// new container holds) would make it deeper than kMaxValueNesting.
+int Nesting(const Value& v);
+int NestAround(int inner);
+
 // ---- Python semantics -------------------------------------------------------------------------
 bool Truthy(const Value& v);
 std::string ToStr(const Value& v);   // str(v)
@@ -135,7 +160,9 @@ std::string PyFloatRepr(double d);
 [[noreturn]] void FailUndefined(const Value& v);
 
 // ---- JSON ---------------------------------------------------------------------------------------
-Value FromJson(const nlohmann::ordered_json& j);
+// Arrays and objects nested deeper than kMaxContextDepth (edgeseek/tokenizer/jinja.h) are an
+// OpError: the conversion recurses, and JSON from a request must not choose its depth.
+Value FromJson(const nlohmann::ordered_json& j, int depth = 0);
 struct JsonOptions {
   bool ensure_ascii = false;
   bool has_indent = false;

@@ -1,6 +1,9 @@
 // Bad GGUF models: each fault is one es::Error line naming the file and the key or tensor at
 // fault (shapes given as found and as expected); an unsupported tokenizer only matters when a
 // tokenizer is needed.
+#include <chrono>
+#include <cmath>
+
 #include <gtest/gtest.h>
 
 #include "edgeseek/core/error.h"
@@ -109,6 +112,41 @@ TEST(GgufBadModel, UnknownTokenizerModelOnlyMattersForText) {
   const auto m3 = Model::Load(path);
   ASSERT_NE(m3->tokenizer(), nullptr);
   EXPECT_TRUE(m3->tokenizer_error().empty());
+}
+
+// Garbage that used to load (issue 23): a NaN epsilon or a zero rope base gave NaN logits, and
+// `generate` then emitted token 0 forever. Each is one error naming the key.
+TEST(GgufBadModel, NonFiniteOrZeroHyperparameters) {
+  test::HfToGgufOptions o;
+  o.edit = [](GgufWriter& w) {
+    w.Set("qwen2.attention.layer_norm_rms_epsilon", GgufValue::F32(std::nanf("")));
+  };
+  ExpectOneLine(LoadError("qwen2_tied", o),
+                {"key qwen2.attention.layer_norm_rms_epsilon is nan", "positive finite"});
+  o.edit = [](GgufWriter& w) { w.Set("qwen2.rope.freq_base", GgufValue::F32(0)); };
+  ExpectOneLine(LoadError("qwen2_tied", o), {"key qwen2.rope.freq_base is 0", "positive finite"});
+  o.edit = [](GgufWriter& w) { w.Set("llama.rope.freq_base", GgufValue::F32(-INFINITY)); };
+  ExpectOneLine(LoadError("llama3_f32", o), {"key llama.rope.freq_base is -inf"});
+  o.edit = [](GgufWriter& w) {
+    w.Set("deepseek2.expert_weights_scale", GgufValue::F32(std::nanf("")));
+  };
+  ExpectOneLine(LoadError("dsv2_lite", o), {"key deepseek2.expert_weights_scale is nan"});
+}
+
+// Counts are bounded by the tensors in the file before anything proportional to them is built:
+// block_count = 10^7 (a 4-byte edit) made `inspect` run 20 s and take 3 GB.
+TEST(GgufBadModel, CountsBoundedByTheTensorsPresent) {
+  test::HfToGgufOptions o;
+  o.edit = [](GgufWriter& w) { w.Set("qwen2.block_count", GgufValue::U32(10000000)); };
+  const auto t0 = std::chrono::steady_clock::now();
+  ExpectOneLine(LoadError("qwen2_tied", o),
+                {"key qwen2.block_count is 10000000", "tensors for 2 blocks"});
+  EXPECT_LT(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(), 2.0);
+  o.edit = [](GgufWriter& w) { w.Set("qwen2.block_count", GgufValue::U32(0xFFFFFFFFu)); };
+  ExpectOneLine(LoadError("qwen2_tied", o), {"key qwen2.block_count is 4294967295"});
+  o.edit = [](GgufWriter& w) { w.Set("deepseek2.expert_count", GgufValue::U32(10000000)); };
+  ExpectOneLine(LoadError("dsv2_lite", o),
+                {"key deepseek2.expert_count is 10000000", "ffn_gate_exps.weight has shape [8,"});
 }
 
 }  // namespace

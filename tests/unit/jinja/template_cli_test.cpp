@@ -1,5 +1,7 @@
 // `edgeseek template`: exact output on stdout (nothing added), the accepted messages-file forms,
 // and one-line errors with a non-zero exit code.
+#include <chrono>
+
 #include <gtest/gtest.h>
 
 #include "test_util.h"
@@ -92,6 +94,25 @@ TEST(TemplateCli, ChatTemplateJinjaFileTakesPrecedence) {
             0)
       << err;
   EXPECT_EQ(out, "file a");  // the file's trailing newline is dropped, as jinja2 does
+}
+
+// The render budget holds in the CLI too: a template that would loop 10^10 times fails on one
+// line naming the limit, quickly.
+TEST(TemplateCli, RenderBudgetEndsAHostileTemplate) {
+  const std::string dir = TempDir();
+  WriteFile(
+      dir + "/tokenizer_config.json",
+      R"({"chat_template": "{% for i in range(99999) %}{% for j in range(99999) %}{% endfor %}{% endfor %}"})");
+  WriteFile(dir + "/m.json", R"([{"role": "user", "content": "a"}])");
+  std::string out, err;
+  const auto t0 = std::chrono::steady_clock::now();
+  EXPECT_NE(RunCommand(CliPath() + " template --tokenizer " + Quote(dir) + " --messages " +
+                           Quote(dir + "/m.json"),
+                       &out, &err),
+            0);
+  EXPECT_LT(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(), 5.0);
+  EXPECT_NE(err.find("render budget exceeded"), std::string::npos) << err;
+  EXPECT_EQ(out, "");
 }
 
 }  // namespace

@@ -1,7 +1,9 @@
 // Bad input through the CLI: each case exits non-zero with one clear line naming what is wrong.
 #include <gtest/gtest.h>
 
+#include <chrono>
 #include <filesystem>
+#include <tuple>
 #include <nlohmann/json.hpp>
 
 #include "test_util.h"
@@ -50,6 +52,19 @@ TEST(BadInput, CorruptHeader) {
   ExpectOneLineError("logits -m " + d + " --ids 1 --out /dev/null", {"model.safetensors", "corrupt"});
 }
 
+// A shape whose element count wraps around 2^64 matched an empty data range and loaded.
+TEST(BadInput, ShapeLargerThanTheFile) {
+  const std::string d = CopyModel("llama3");
+  const std::string header =
+      R"({"x": {"dtype": "F32", "shape": [4294967296, 4294967296], "data_offsets": [0, 0]}})";
+  std::string file(8, '\0');
+  for (int i = 0; i < 8; ++i) file[size_t(i)] = char((header.size() >> (8 * i)) & 0xFF);
+  test::WriteFile(d + "/model.safetensors", file + header);
+  ExpectOneLineError(
+      "logits -m " + d + " --ids 1 --out /dev/null",
+      {"model.safetensors: tensor 'x'", "holds more elements than the file has bytes"});
+}
+
 TEST(BadInput, MissingShard) {
   const std::string d = CopyModel("qwen2_sharded");
   std::string shard;
@@ -67,6 +82,29 @@ TEST(BadInput, ShapeDisagreesWithConfig) {
   j["intermediate_size"] = j["intermediate_size"].get<int>() + 8;
   test::WriteFile(d + "/config.json", j.dump());
   ExpectOneLineError("logits -m " + d + " --ids 1 --out /dev/null", {"mlp.gate_proj.weight", "shape"});
+}
+
+// Garbage hyperparameters that used to load (issue 23): 0 or negative epsilon / rope base gave
+// NaN logits; num_hidden_layers = 10^7 built tens of millions of tensor names before failing.
+// Each is one line naming the field, quickly.
+TEST(BadInput, NonPositiveOrHugeHyperparameters) {
+  const std::string d = CopyModel("qwen2_tied");
+  const auto base = nlohmann::json::parse(test::ReadFile(d + "/config.json"));
+  const std::vector<std::tuple<const char*, nlohmann::json, const char*>> cases = {
+      {"/rms_norm_eps", 0, "field 'rms_norm_eps' must be a positive finite number (got 0)"},
+      {"/rope_parameters/rope_theta", -10000.0,
+       "field 'rope_theta' must be a positive finite number (got -10000)"},
+      {"/num_hidden_layers", 10000000, "field 'num_hidden_layers' is 10000000 (at most 4096"},
+  };
+  for (const auto& [field, value, expect] : cases) {
+    auto j = base;
+    j[nlohmann::json::json_pointer(field)] = value;
+    test::WriteFile(d + "/config.json", j.dump());
+    const auto t0 = std::chrono::steady_clock::now();
+    ExpectOneLineError("inspect -m " + d, {"config.json", expect});
+    EXPECT_LT(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(), 5.0)
+        << field;
+  }
 }
 
 TEST(BadInput, DtypeDisagreesWithHeader) {
