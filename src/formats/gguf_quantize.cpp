@@ -16,7 +16,7 @@ namespace es {
 
 void RequantizeRows(ThreadPool& pool, DType src_type, const std::function<const uint8_t*(int64_t)>& src_row,
                     DType dst_type, int64_t rows, int64_t cols, uint8_t* out, const std::string& where,
-                    const std::string& name) {
+                    const std::string& name, int64_t first_row) {
   const size_t out_row = RowBytes(dst_type, cols);
   const int64_t grain = std::max<int64_t>(1, (1 << 16) / std::max<int64_t>(cols, 1));
   const size_t n = size_t(pool.size());
@@ -48,7 +48,12 @@ void RequantizeRows(ThreadPool& pool, DType src_type, const std::function<const 
       first = bad_row[k];
       which = k;
     }
-  if (first >= 0) Fail(where, ": tensor ", name, " row ", first, ": ", bad_msg[which]);
+  if (first >= 0) Fail(where, ": tensor ", name, " row ", first_row + first, ": ", bad_msg[which]);
+}
+
+int64_t StreamStepRows(size_t in_row_bytes, size_t out_row_bytes) {
+  constexpr size_t kStepBytes = size_t(8) << 20;
+  return int64_t(std::max<size_t>(1, kStepBytes / std::max<size_t>({in_row_bytes, out_row_bytes, 1})));
 }
 
 GgufQuantizeStats QuantizeGguf(const std::string& in_path, const std::string& out_path, const QuantPolicy& policy,
@@ -81,6 +86,7 @@ GgufQuantizeStats QuantizeGguf(const std::string& in_path, const std::string& ou
   if (any_quantized) w.Set(std::string(kKeyGeneralQuantizationVersion), GgufValue::U32(kGgmlQuantizationVersion));
 
   ThreadPool pool(options.threads);
+  std::vector<uint8_t> out;  // one slice of re-encoded rows
   w.Begin(out_path);
   uint64_t done = 0;
   for (size_t i = 0; i < in->tensor_infos().size(); ++i) {
@@ -96,13 +102,18 @@ GgufQuantizeStats QuantizeGguf(const std::string& in_path, const std::string& ou
     } else {
       const int64_t cols = src.cols(), rows = src.rows();
       const size_t in_row = RowBytes(ti.dtype, cols), out_row = RowBytes(dst_type, cols);
-      const size_t out_bytes = out_row * size_t(rows);
-      std::unique_ptr<uint8_t[]> out(new uint8_t[out_bytes ? out_bytes : 1]);
-      RequantizeRows(pool, ti.dtype, [&](int64_t r) { return src.bytes() + size_t(r) * in_row; }, dst_type,
-                     rows, cols, out.get(), in_path, ti.name);
-      w.WriteTensorData(out.get(), out_bytes);
+      const int64_t step = StreamStepRows(in_row, out_row);
+      out.resize(size_t(std::min(step, rows)) * out_row);
+      if (rows == 0) w.WriteTensorData(out.data(), 0);
+      for (int64_t r0 = 0; r0 < rows; r0 += step) {
+        const int64_t n = std::min(step, rows - r0);
+        const uint8_t* in_rows = src.bytes() + size_t(r0) * in_row;
+        RequantizeRows(pool, ti.dtype, [&](int64_t r) { return in_rows + size_t(r) * in_row; }, dst_type, n, cols,
+                       out.data(), in_path, ti.name, r0);
+        w.WriteTensorPart(out.data(), size_t(n) * out_row);
+      }
       ++st.requantized;
-      st.out_bytes += out_bytes;
+      st.out_bytes += out_row * size_t(rows);
     }
     done += ti.nbytes;
     if (options.progress) options.progress(done, st.in_bytes, ti.name);
