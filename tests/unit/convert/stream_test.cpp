@@ -285,6 +285,9 @@ TEST(StreamingConvert, PeakMemoryIsAboutOneTensorNotTheModel) {
     for (const Tensor* t : m->weights()) kept += t->nbytes;
     ES_CHECK(kept < model_bytes / 2, "weights were not quantized: ", kept, " bytes kept");
   });
+  std::printf("peak RSS growth, %.1f MB model: convert %.1f MB, convert of the model held whole %.1f MB, "
+              "quantize at load %.1f MB\n",
+              double(model_bytes) / 1e6, double(convert) / 1e6, double(whole) / 1e6, double(load) / 1e6);
   EXPECT_GT(load, 0);
   EXPECT_LT(load, int64_t(model_bytes) * 9 / 32 + bound) << "quantize-at-load of a " << model_bytes / 1000000
                                                          << " MB model";
