@@ -598,13 +598,15 @@ GgufQuantizeStats ConvertToGguf(const GgufConvertSource& src, const std::string&
         }
         if (copy) {
           w.WriteTensorPart(in, size_t(n) * in_row);
-          continue;
+        } else {
+          out.resize(size_t(n) * out_row);
+          RequantizeRows(pool, o.src_type, [&](int64_t r) { return in + size_t(r) * in_row; }, o.dst_type, n, cols,
+                         out.data(), where, o.name, int64_t(p) * part_rows + r0);
+          w.WriteTensorPart(out.data(), size_t(n) * out_row);
         }
-        out.resize(size_t(n) * out_row);
-        RequantizeRows(pool, o.src_type, [&](int64_t r) { return in + size_t(r) * in_row; }, o.dst_type, n, cols,
-                       out.data(), where, o.name, int64_t(p) * part_rows + r0);
-        w.WriteTensorPart(out.data(), size_t(n) * out_row);
+        if (src.release && part.data && o.permute_heads == 0) src.release(part, r0, r0 + n);
       }
+      if (src.release && part.data && o.permute_heads > 0) src.release(part, 0, part_rows);
     }
     if (rows == 0) w.WriteTensorData(nullptr, 0);
     ++(copy ? st.copied : st.requantized);

@@ -1,6 +1,9 @@
 // QuantizeGguf: requantize every tensor of a GGUF file by policy (see gguf_quantize.h).
 #include "edgeseek/formats/gguf_quantize.h"
 
+#include <sys/mman.h>
+#include <unistd.h>
+
 #include <chrono>
 #include <algorithm>
 #include <cstdlib>
@@ -51,6 +54,12 @@ void RequantizeRows(ThreadPool& pool, DType src_type, const std::function<const 
   if (first >= 0) Fail(where, ": tensor ", name, " row ", first_row + first, ": ", bad_msg[which]);
 }
 
+void DropMappedPages(const void* data, size_t nbytes) {
+  const uintptr_t page = uintptr_t(::sysconf(_SC_PAGESIZE));
+  const uintptr_t b = (uintptr_t(data) + page - 1) / page * page, e = (uintptr_t(data) + nbytes) / page * page;
+  if (e > b) ::madvise(reinterpret_cast<void*>(b), e - b, MADV_DONTNEED);  // advisory: failure changes nothing
+}
+
 int64_t StreamStepRows(size_t in_row_bytes, size_t out_row_bytes) {
   constexpr size_t kStepBytes = size_t(8) << 20;
   return int64_t(std::max<size_t>(1, kStepBytes / std::max<size_t>({in_row_bytes, out_row_bytes, 1})));
@@ -95,22 +104,31 @@ GgufQuantizeStats QuantizeGguf(const std::string& in_path, const std::string& ou
     const DType dst_type = targets[i];
     ++st.tensors;
     ++st.out_types[dst_type];
+    // A slice at a time, each slice's input pages handed back once it is written (the input is
+    // mmapped): memory holds a slice, not the tensor.
     if (dst_type == ti.dtype) {
-      w.WriteTensorData(src.data, src.nbytes);
+      const size_t slice = size_t(StreamStepRows(1, 1));
+      if (src.nbytes == 0) w.WriteTensorData(src.data, 0);
+      for (size_t off = 0; off < src.nbytes; off += slice) {
+        const size_t n = std::min(slice, src.nbytes - off);
+        w.WriteTensorPart(src.bytes() + off, n);
+        DropMappedPages(src.bytes() + off, n);
+      }
       ++st.copied;
       st.out_bytes += src.nbytes;
     } else {
       const int64_t cols = src.cols(), rows = src.rows();
       const size_t in_row = RowBytes(ti.dtype, cols), out_row = RowBytes(dst_type, cols);
       const int64_t step = StreamStepRows(in_row, out_row);
-      out.resize(size_t(std::min(step, rows)) * out_row);
-      if (rows == 0) w.WriteTensorData(out.data(), 0);
+      if (rows == 0) w.WriteTensorData(src.data, 0);
       for (int64_t r0 = 0; r0 < rows; r0 += step) {
         const int64_t n = std::min(step, rows - r0);
         const uint8_t* in_rows = src.bytes() + size_t(r0) * in_row;
+        out.resize(size_t(n) * out_row);
         RequantizeRows(pool, ti.dtype, [&](int64_t r) { return in_rows + size_t(r) * in_row; }, dst_type, n, cols,
                        out.data(), in_path, ti.name, r0);
         w.WriteTensorPart(out.data(), size_t(n) * out_row);
+        DropMappedPages(in_rows, size_t(n) * in_row);
       }
       ++st.requantized;
       st.out_bytes += out_row * size_t(rows);

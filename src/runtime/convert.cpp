@@ -8,6 +8,7 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <optional>
+#include <set>
 #include <utility>
 #include <vector>
 
@@ -37,6 +38,15 @@ nlohmann::json ReadConfigJson(const std::string& path) {
   }
 }
 
+// The owners of a folder model's safetensors views (one per mapped file; fused-expert views
+// share them; FP8 weights converted at load own their bytes and are not among them).
+std::set<const void*> MappedOwners(ModelLoader* ml) {
+  std::set<const void*> out;
+  if (!ml || !ml->st) return out;
+  for (const std::string& n : ml->st->Names()) out.insert(ml->st->Find(n)->owner.get());
+  return out;
+}
+
 }  // namespace
 
 GgufQuantizeStats ConvertModelToGguf(const Model& m, const std::string& out_path, const QuantPolicy& policy,
@@ -59,6 +69,12 @@ GgufQuantizeStats ConvertModelToGguf(const Model& m, const std::string& out_path
   } else {
     src.tensors = m.weights();
   }
+  // Views of the checkpoint's mapped files hand their pages back once written, so RSS does not
+  // grow to the size of the checkpoint.
+  const std::set<const void*> mapped = MappedOwners(ml);
+  src.release = [&mapped](const Tensor& t, int64_t b, int64_t e) {
+    if (mapped.count(t.owner.get())) DropMappedPages(t.bytes() + size_t(b) * t.row_bytes(), size_t(e - b) * t.row_bytes());
+  };
   src.tokenizer_dir = options.tokenizer_dir;
   src.name = m.name();
   return ConvertToGguf(src, out_path, policy, options.quantize);
@@ -137,6 +153,7 @@ QuantizeAtLoadStats QuantizeModelWeights(Model& m, const QuantPolicy& policy, in
       ++st.kept;
   }
   ThreadPool pool(threads);
+  const std::set<const void*> mapped = MappedOwners(ml);
   std::vector<std::pair<std::string, Tensor>> made;
   for (const Job& j : jobs) {
     const Tensor& s = *j.src;
@@ -147,6 +164,8 @@ QuantizeAtLoadStats QuantizeModelWeights(Model& m, const QuantPolicy& policy, in
     st.bytes_before += s.nbytes;
     st.bytes_after += q.nbytes;
     ++st.quantized;
+    // A mapped source is not read again (the quantized copy replaces it): hand its pages back.
+    if (mapped.count(s.owner.get())) DropMappedPages(s.data, s.nbytes);
     made.emplace_back(s.name, std::move(q));
   }
   // Swap in the quantized tensors (the lookup prefers owned tensors) and rebind the architecture;

@@ -47,6 +47,9 @@ struct GgufConvertSource {
   // weights) then never holds more than one slice of one tensor. Unset: every tensor has data.
   std::function<void(const Tensor& t, int64_t row_begin, int64_t row_end, uint8_t* dst, ThreadPool& pool)>
       fill_rows;
+  // Called once rows [row_begin, row_end) of a source tensor are written and will not be read
+  // again (a source of mmapped tensors hands their pages back: DropMappedPages). Unset: nothing.
+  std::function<void(const Tensor& t, int64_t row_begin, int64_t row_end)> release;
   std::string tokenizer_dir;            // folder with tokenizer.json; empty: no tokenizer keys
   std::string name;                     // general.name
   std::string where = "config.json";    // names the config in errors

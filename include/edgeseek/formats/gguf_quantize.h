@@ -34,6 +34,12 @@ void RequantizeRows(ThreadPool& pool, DType src_type, const std::function<const 
 // scratch rows) instead of a whole tensor.
 int64_t StreamStepRows(size_t in_row_bytes, size_t out_row_bytes);
 
+// Hands the resident pages of [data, data + nbytes) back to the kernel (the whole pages inside
+// it). Only for views of a read-only file mapping (GGUF, safetensors): the pages refault from the
+// file if read again, so nothing changes but RSS, which then holds what is being converted
+// instead of every page read so far. On anonymous memory it would zero the bytes.
+void DropMappedPages(const void* data, size_t nbytes);
+
 struct GgufQuantizeOptions {
   int threads = 0;  // <= 0: one per hardware thread
   // Called after each tensor: bytes of input processed so far, total input tensor bytes, and
