@@ -9,6 +9,7 @@
 
 #include <cmath>
 #include <cstdio>
+#include <filesystem>
 #include <fstream>
 #include <functional>
 #include <string>
@@ -19,6 +20,7 @@
 #include "edgeseek/core/half.h"
 #include "edgeseek/core/thread_pool.h"
 #include "edgeseek/formats/gguf_quantize.h"
+#include "edgeseek/formats/safetensors.h"
 #include "edgeseek/models/config.h"
 #include "edgeseek/runtime/convert.h"
 #include "edgeseek/runtime/model.h"
@@ -291,6 +293,50 @@ TEST(StreamingConvert, PeakMemoryIsAboutOneTensorNotTheModel) {
   EXPECT_GT(load, 0);
   EXPECT_LT(load, int64_t(model_bytes) * 9 / 32 + bound) << "quantize-at-load of a " << model_bytes / 1000000
                                                          << " MB model";
+}
+
+TEST(StreamingConvert, MappedInputsAreHandedBackAsTheyAreWritten) {
+  // A folder and a GGUF file of the same 265 MB model: converting the folder and requantizing the
+  // bf16 file read every input page, but hand them back slice by slice, so the peak stays near
+  // a slice (without that it reaches the input's size: mapped pages count in RSS).
+  const std::string dir = test::TempDir();
+  const std::string folder = dir + "/stream_v2";
+  std::filesystem::create_directories(folder);
+  test::WriteFile(folder + "/config.json", kStreamConfig);
+  const ModelConfig c = LoadHfConfig(folder + "/config.json");
+  size_t largest = 0;
+  {
+    const SyntheticWeights sw(c, DType::kBF16, 0, 2);
+    ThreadPool pool(2);
+    std::vector<Tensor> made;
+    for (size_t i = 0; i < sw.tensors().size(); ++i) made.push_back(sw.Make(i, pool));
+    std::vector<const Tensor*> ts;
+    for (const Tensor& t : made) {
+      ts.push_back(&t);
+      largest = std::max(largest, t.nbytes);
+    }
+    WriteSafetensors(folder + "/model.safetensors", ts);
+  }
+  const int64_t bound = int64_t(3 * largest) + (int64_t(40) << 20);
+
+  const int64_t convert = PeakRssGrowth([&] {
+    ConvertHfToGguf(folder, dir + "/f.gguf", BuiltinQuantPolicy("q4_0"));
+    ConvertHfToGguf(folder, dir + "/f16.gguf", BuiltinQuantPolicy("bf16"));
+  });
+  if (convert == -2) GTEST_SKIP() << "cannot reset the peak RSS here (/proc/self/clear_refs)";
+  const int64_t requantize = PeakRssGrowth([&] { QuantizeGguf(dir + "/f16.gguf", dir + "/q.gguf", BuiltinQuantPolicy("q4_0")); });
+  std::printf("peak RSS growth: folder convert %.1f MB, quantize %.1f MB\n", double(convert) / 1e6,
+              double(requantize) / 1e6);
+  EXPECT_GT(convert, 0);
+  EXPECT_LT(convert, bound);
+  EXPECT_GT(requantize, 0);
+  EXPECT_LT(requantize, bound);
+  // The same weights (made with 2 splits) from the folder and made as they are written give the
+  // same file, the one the pre-streaming converter wrote.
+  ConvertSyntheticWeightsToGguf(SyntheticWeights(c, DType::kBF16, 0, 2), c, "stream_v2", dir + "/s.gguf",
+                                BuiltinQuantPolicy("q4_0"), {});
+  EXPECT_EQ(test::ReadFile(dir + "/f.gguf"), test::ReadFile(dir + "/s.gguf"));
+  EXPECT_EQ(FileFnv(dir + "/s.gguf"), 0xdf5747eeae08269dull);  // the pre-streaming converter's
 }
 
 }  // namespace
