@@ -37,24 +37,21 @@ std::shared_ptr<Model> ModelArgs::Load() const {
     } catch (const Error&) {
     }
   }
-  std::shared_ptr<Model> m;
+  // Folders: any explicit --dtype converts the matmul weights (f16 included); synthetic models
+  // are made in a dense --dtype, or quantized tensor by tensor as they are made.
+  LoadOptions lo;
+  lo.tokenizer = tokenizer;
+  lo.threads = threads;
+  if (!dtype.empty() && (!dense || synthetic.empty()))
+    lo.quantize = std::make_shared<const QuantPolicy>(BuiltinQuantPolicy(dtype));
   if (!synthetic.empty()) {
-    LoadOptions lo;
     lo.synthetic = synthetic;
     lo.seed = seed;
     lo.synthetic_dtype = dense && !dtype.empty() ? ParseDType(dtype) : DType::kBF16;
-    lo.tokenizer = tokenizer;
-    m = Model::Synthetic(synthetic, lo);
-  } else {
-    ES_CHECK(!model.empty(), "no model given: pass -m PATH or --synthetic NAME");
-    LoadOptions lo;
-    lo.tokenizer = tokenizer;
-    m = Model::Load(model, lo);
+    return Model::Synthetic(synthetic, lo);
   }
-  // Folders: any explicit --dtype converts the matmul weights (f16 included); synthetic models
-  // were made in a dense --dtype already.
-  if (!dtype.empty() && (!dense || synthetic.empty())) QuantizeModelWeights(*m, BuiltinQuantPolicy(dtype), threads);
-  return m;
+  ES_CHECK(!model.empty(), "no model given: pass -m PATH or --synthetic NAME");
+  return Model::Load(model, lo);
 }
 
 std::unique_ptr<Runner> ModelArgs::MakeRunner(std::shared_ptr<Model> m, int n_slots) const {

@@ -2,7 +2,8 @@
 // writes a GGUF file that llama.cpp loads (src/formats/gguf_convert.cpp), tensors quantized by
 // policy, with a progress bar on stderr when it is a terminal and one summary line at the end.
 // --synthetic writes a random-weight model of a preset so that llama.cpp and edgeseek can bench
-// the very same file.
+// the very same file. Either way tensors are streamed (read or made, re-encoded, written a slice
+// at a time): peak memory is a slice plus the mmapped input's resident pages, not the model.
 #include <unistd.h>
 
 #include <cstdio>
@@ -44,12 +45,9 @@ int Run(const ConvertArgs& a) {
   ES_CHECK(!a.out.empty(), "convert: give the output file with -o OUT.gguf");
   if (a.type.empty() && a.policy.empty()) Fail("convert: give --type or --policy");
   const QuantPolicy policy = a.policy.empty() ? BuiltinQuantPolicy(a.type) : LoadQuantPolicy(a.policy);
-  std::shared_ptr<Model> m;
+  std::shared_ptr<Model> m;  // folders only: synthetic weights are made as they are written
   ConvertModelOptions o;
   if (!a.synthetic.empty()) {
-    LoadOptions lo;
-    lo.seed = a.seed;
-    m = Model::Synthetic(a.synthetic, lo);
     o.tokenizer_dir = a.tokenizer;
   } else {
     std::error_code ec;
@@ -64,7 +62,8 @@ int Run(const ConvertArgs& a) {
   o.quantize.threads = a.threads;
   const bool tty = ::isatty(STDERR_FILENO) != 0;
   if (tty) o.quantize.progress = DrawBar;
-  const GgufQuantizeStats st = ConvertModelToGguf(*m, a.out, policy, o);
+  const GgufQuantizeStats st =
+      m ? ConvertModelToGguf(*m, a.out, policy, o) : ConvertSyntheticToGguf(a.synthetic, a.seed, a.out, policy, o);
   if (tty) std::fprintf(stderr, "\n");
   std::string types;
   for (const auto& [t, n] : st.out_types)

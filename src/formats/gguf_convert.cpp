@@ -548,6 +548,7 @@ GgufQuantizeStats ConvertToGguf(const GgufConvertSource& src, const std::string&
   if (any_quantized) w.Set(std::string(kKeyGeneralQuantizationVersion), GgufValue::U32(kGgmlQuantizationVersion));
 
   ThreadPool pool(options.threads);
+  std::vector<uint8_t> made, permuted, out;  // a made slice (or part), a permuted part, re-encoded rows
   w.Begin(out_path);
   uint64_t done = 0;
   for (const OutTensor& o : plan) {
@@ -561,39 +562,55 @@ GgufQuantizeStats ConvertToGguf(const GgufConvertSource& src, const std::string&
       if (options.progress) options.progress(done, st.in_bytes, o.name);
       continue;
     }
+    // One part (the tensor, or one expert of a stacked one) and one slice of its rows at a
+    // time: a part without data is made by src.fill_rows just before it is written.
     const int64_t cols = o.shape.back();
     const int64_t part_rows = o.parts[0]->rows();
     const size_t in_row = RowBytes(o.src_type, cols), out_row = RowBytes(o.dst_type, cols);
     const int64_t rows = part_rows * int64_t(o.parts.size());
+    const bool copy = o.dst_type == o.src_type;
+    const int64_t step = StreamStepRows(in_row, out_row);
     // 1-D tensors permuted (llama q/k biases) are rows of one element here.
     const bool one_d = o.shape.size() == 1;
     const int64_t prow = one_d ? cols : part_rows;         // rows seen by the permutation
     const size_t prow_bytes = one_d ? RowBytes(o.src_type, 1) : in_row;
-    std::vector<uint8_t> permuted;
-    if (o.permute_heads > 0) {
-      permuted.resize(size_t(prow) * prow_bytes);
-      PermuteRopeRows(o.parts[0]->bytes(), permuted.data(), prow, prow_bytes, o.permute_heads);
-    }
-    auto src_row = [&](int64_t r) -> const uint8_t* {
-      if (!permuted.empty()) return permuted.data() + size_t(r) * in_row;
-      return o.parts[size_t(r / part_rows)]->bytes() + size_t(r % part_rows) * in_row;
-    };
-    const size_t out_bytes = out_row * size_t(rows);
-    if (o.dst_type == o.src_type) {
-      if (permuted.empty() && o.parts.size() == 1) {
-        w.WriteTensorData(o.parts[0]->data, out_bytes);
-      } else {
-        std::vector<uint8_t> buf(out_bytes);
-        for (int64_t r = 0; r < rows; ++r) std::memcpy(buf.data() + size_t(r) * out_row, src_row(r), out_row);
-        w.WriteTensorData(buf.data(), out_bytes);
+    for (size_t p = 0; p < o.parts.size(); ++p) {
+      const Tensor& part = *o.parts[p];
+      ES_CHECK(part.data || src.fill_rows, where, ": tensor '", part.name, "' has no data");
+      const uint8_t* whole = part.bytes();  // the part's rows, when they are all at hand
+      if (o.permute_heads > 0) {            // the permutation moves rows across the part
+        if (!whole) {
+          made.resize(part.nbytes);
+          src.fill_rows(part, 0, part_rows, made.data(), pool);
+          whole = made.data();
+        }
+        permuted.resize(size_t(prow) * prow_bytes);
+        PermuteRopeRows(whole, permuted.data(), prow, prow_bytes, o.permute_heads);
+        whole = permuted.data();
       }
-      ++st.copied;
-    } else {
-      std::unique_ptr<uint8_t[]> out(new uint8_t[out_bytes ? out_bytes : 1]);
-      RequantizeRows(pool, o.src_type, src_row, o.dst_type, rows, cols, out.get(), where, o.name);
-      w.WriteTensorData(out.get(), out_bytes);
-      ++st.requantized;
+      for (int64_t r0 = 0; r0 < part_rows; r0 += step) {
+        const int64_t n = std::min(step, part_rows - r0);
+        const uint8_t* in = whole ? whole + size_t(r0) * in_row : nullptr;
+        if (!in) {
+          made.resize(size_t(n) * in_row);
+          src.fill_rows(part, r0, r0 + n, made.data(), pool);
+          in = made.data();
+        }
+        if (copy) {
+          w.WriteTensorPart(in, size_t(n) * in_row);
+        } else {
+          out.resize(size_t(n) * out_row);
+          RequantizeRows(pool, o.src_type, [&](int64_t r) { return in + size_t(r) * in_row; }, o.dst_type, n, cols,
+                         out.data(), where, o.name, int64_t(p) * part_rows + r0);
+          w.WriteTensorPart(out.data(), size_t(n) * out_row);
+        }
+        if (src.release && part.data && o.permute_heads == 0) src.release(part, r0, r0 + n);
+      }
+      if (src.release && part.data && o.permute_heads > 0) src.release(part, 0, part_rows);
     }
+    if (rows == 0) w.WriteTensorData(nullptr, 0);
+    ++(copy ? st.copied : st.requantized);
+    const size_t out_bytes = out_row * size_t(rows);
     st.out_bytes += out_bytes;
     done += o.in_bytes;
     if (options.progress) options.progress(done, st.in_bytes, o.name);

@@ -1,6 +1,9 @@
 // QuantizeGguf: requantize every tensor of a GGUF file by policy (see gguf_quantize.h).
 #include "edgeseek/formats/gguf_quantize.h"
 
+#include <sys/mman.h>
+#include <unistd.h>
+
 #include <chrono>
 #include <algorithm>
 #include <cstdlib>
@@ -16,7 +19,7 @@ namespace es {
 
 void RequantizeRows(ThreadPool& pool, DType src_type, const std::function<const uint8_t*(int64_t)>& src_row,
                     DType dst_type, int64_t rows, int64_t cols, uint8_t* out, const std::string& where,
-                    const std::string& name) {
+                    const std::string& name, int64_t first_row) {
   const size_t out_row = RowBytes(dst_type, cols);
   const int64_t grain = std::max<int64_t>(1, (1 << 16) / std::max<int64_t>(cols, 1));
   const size_t n = size_t(pool.size());
@@ -48,7 +51,18 @@ void RequantizeRows(ThreadPool& pool, DType src_type, const std::function<const 
       first = bad_row[k];
       which = k;
     }
-  if (first >= 0) Fail(where, ": tensor ", name, " row ", first, ": ", bad_msg[which]);
+  if (first >= 0) Fail(where, ": tensor ", name, " row ", first_row + first, ": ", bad_msg[which]);
+}
+
+void DropMappedPages(const void* data, size_t nbytes) {
+  const uintptr_t page = uintptr_t(::sysconf(_SC_PAGESIZE));
+  const uintptr_t b = (uintptr_t(data) + page - 1) / page * page, e = (uintptr_t(data) + nbytes) / page * page;
+  if (e > b) ::madvise(reinterpret_cast<void*>(b), e - b, MADV_DONTNEED);  // advisory: failure changes nothing
+}
+
+int64_t StreamStepRows(size_t in_row_bytes, size_t out_row_bytes) {
+  constexpr size_t kStepBytes = size_t(8) << 20;
+  return int64_t(std::max<size_t>(1, kStepBytes / std::max<size_t>({in_row_bytes, out_row_bytes, 1})));
 }
 
 GgufQuantizeStats QuantizeGguf(const std::string& in_path, const std::string& out_path, const QuantPolicy& policy,
@@ -81,6 +95,7 @@ GgufQuantizeStats QuantizeGguf(const std::string& in_path, const std::string& ou
   if (any_quantized) w.Set(std::string(kKeyGeneralQuantizationVersion), GgufValue::U32(kGgmlQuantizationVersion));
 
   ThreadPool pool(options.threads);
+  std::vector<uint8_t> out;  // one slice of re-encoded rows
   w.Begin(out_path);
   uint64_t done = 0;
   for (size_t i = 0; i < in->tensor_infos().size(); ++i) {
@@ -89,20 +104,34 @@ GgufQuantizeStats QuantizeGguf(const std::string& in_path, const std::string& ou
     const DType dst_type = targets[i];
     ++st.tensors;
     ++st.out_types[dst_type];
+    // A slice at a time, each slice's input pages handed back once it is written (the input is
+    // mmapped): memory holds a slice, not the tensor.
     if (dst_type == ti.dtype) {
-      w.WriteTensorData(src.data, src.nbytes);
+      const size_t slice = size_t(StreamStepRows(1, 1));
+      if (src.nbytes == 0) w.WriteTensorData(src.data, 0);
+      for (size_t off = 0; off < src.nbytes; off += slice) {
+        const size_t n = std::min(slice, src.nbytes - off);
+        w.WriteTensorPart(src.bytes() + off, n);
+        DropMappedPages(src.bytes() + off, n);
+      }
       ++st.copied;
       st.out_bytes += src.nbytes;
     } else {
       const int64_t cols = src.cols(), rows = src.rows();
       const size_t in_row = RowBytes(ti.dtype, cols), out_row = RowBytes(dst_type, cols);
-      const size_t out_bytes = out_row * size_t(rows);
-      std::unique_ptr<uint8_t[]> out(new uint8_t[out_bytes ? out_bytes : 1]);
-      RequantizeRows(pool, ti.dtype, [&](int64_t r) { return src.bytes() + size_t(r) * in_row; }, dst_type,
-                     rows, cols, out.get(), in_path, ti.name);
-      w.WriteTensorData(out.get(), out_bytes);
+      const int64_t step = StreamStepRows(in_row, out_row);
+      if (rows == 0) w.WriteTensorData(src.data, 0);
+      for (int64_t r0 = 0; r0 < rows; r0 += step) {
+        const int64_t n = std::min(step, rows - r0);
+        const uint8_t* in_rows = src.bytes() + size_t(r0) * in_row;
+        out.resize(size_t(n) * out_row);
+        RequantizeRows(pool, ti.dtype, [&](int64_t r) { return in_rows + size_t(r) * in_row; }, dst_type, n, cols,
+                       out.data(), in_path, ti.name, r0);
+        w.WriteTensorPart(out.data(), size_t(n) * out_row);
+        DropMappedPages(in_rows, size_t(n) * in_row);
+      }
       ++st.requantized;
-      st.out_bytes += out_bytes;
+      st.out_bytes += out_row * size_t(rows);
     }
     done += ti.nbytes;
     if (options.progress) options.progress(done, st.in_bytes, ti.name);

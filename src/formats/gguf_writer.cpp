@@ -157,6 +157,7 @@ void GgufWriter::Begin(const std::string& path) {
   fp_ = f;
   written_ = 0;
   next_tensor_ = 0;
+  tensor_done_ = 0;
 
   std::string head;
   Put<uint32_t>(head, kGgufMagic);
@@ -183,16 +184,30 @@ void GgufWriter::WriteTensorData(const void* data, size_t nbytes) {
   ES_CHECK(fp_ != nullptr, "GGUF writer: WriteTensorData before Begin");
   ES_CHECK(next_tensor_ < tensors_.size(), "GGUF writer: more tensor data than declared tensors");
   const Pending& t = tensors_[next_tensor_];
+  ES_CHECK(tensor_done_ == 0, "GGUF writer: tensor ", t.name, " is partly written (", tensor_done_, " of ", t.nbytes,
+           " bytes); WriteTensorData takes a whole tensor");
   ES_CHECK(nbytes == t.nbytes, "GGUF writer: tensor ", t.name, " needs ", t.nbytes, " bytes, got ", nbytes);
+  WriteTensorPart(data, nbytes);
+}
+
+void GgufWriter::WriteTensorPart(const void* data, size_t nbytes) {
+  ES_CHECK(fp_ != nullptr, "GGUF writer: WriteTensorPart before Begin");
+  ES_CHECK(next_tensor_ < tensors_.size(), "GGUF writer: more tensor data than declared tensors");
+  const Pending& t = tensors_[next_tensor_];
+  ES_CHECK(nbytes <= t.nbytes - tensor_done_, "GGUF writer: tensor ", t.name, " needs ", t.nbytes, " bytes, got ",
+           tensor_done_ + nbytes);
   WriteAll(data, nbytes);
+  tensor_done_ += nbytes;
+  if (tensor_done_ < t.nbytes) return;
   Pad();
+  tensor_done_ = 0;
   ++next_tensor_;
 }
 
 void GgufWriter::Finish() {
   ES_CHECK(fp_ != nullptr, "GGUF writer: Finish before Begin");
   ES_CHECK(next_tensor_ == tensors_.size(), "GGUF writer: ", tensors_.size() - next_tensor_,
-           " declared tensors were not written");
+           " declared tensors were not written", tensor_done_ ? " (one in part)" : "");
   FILE* f = static_cast<FILE*>(fp_);
   fp_ = nullptr;
   const bool ok = std::fflush(f) == 0;

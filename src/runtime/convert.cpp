@@ -1,11 +1,14 @@
-// ConvertModelToGguf / ConvertHfToGguf / QuantizeModelWeights (include/edgeseek/runtime/convert.h):
-// the model-level halves of `edgeseek convert` and of quantize-at-load (`--dtype q4_0` ...).
+// ConvertModelToGguf / ConvertSyntheticToGguf / ConvertHfToGguf / QuantizeModelWeights
+// (include/edgeseek/runtime/convert.h): the model-level halves of `edgeseek convert` and of
+// quantize-at-load (`--dtype q4_0` ...).
 #include "edgeseek/runtime/convert.h"
 
 #include <algorithm>
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
+#include <optional>
+#include <set>
 #include <utility>
 #include <vector>
 
@@ -17,10 +20,34 @@
 #include "edgeseek/models/config.h"
 #include "edgeseek/quant/blocks.h"
 #include "model_loader.h"
+#include "synthetic_weights.h"
 
 namespace es {
 
 namespace fs = std::filesystem;
+
+namespace {
+
+nlohmann::json ReadConfigJson(const std::string& path) {
+  std::ifstream f(path);
+  ES_CHECK(f.good(), "cannot read '", path, "'");
+  try {
+    return nlohmann::json::parse(f);
+  } catch (const nlohmann::json::parse_error& e) {
+    Fail(path, ": invalid JSON: ", e.what());
+  }
+}
+
+// The owners of a folder model's safetensors views (one per mapped file; fused-expert views
+// share them; FP8 weights converted at load own their bytes and are not among them).
+std::set<const void*> MappedOwners(ModelLoader* ml) {
+  std::set<const void*> out;
+  if (!ml || !ml->st) return out;
+  for (const std::string& n : ml->st->Names()) out.insert(ml->st->Find(n)->owner.get());
+  return out;
+}
+
+}  // namespace
 
 GgufQuantizeStats ConvertModelToGguf(const Model& m, const std::string& out_path, const QuantPolicy& policy,
                                      const ConvertModelOptions& options) {
@@ -29,13 +56,7 @@ GgufQuantizeStats ConvertModelToGguf(const Model& m, const std::string& out_path
     src.config = ToHfConfig(m.config());
     src.where = "model " + m.name();
   } else {
-    std::ifstream f(options.config_path);
-    ES_CHECK(f.good(), "cannot read '", options.config_path, "'");
-    try {
-      src.config = nlohmann::json::parse(f);
-    } catch (const nlohmann::json::parse_error& e) {
-      Fail(options.config_path, ": invalid JSON: ", e.what());
-    }
+    src.config = ReadConfigJson(options.config_path);
     src.where = options.config_path;
   }
   // The checkpoint tensors by their names (ExpectedWeights order); m.weights() lists what the
@@ -48,9 +69,45 @@ GgufQuantizeStats ConvertModelToGguf(const Model& m, const std::string& out_path
   } else {
     src.tensors = m.weights();
   }
+  // Views of the checkpoint's mapped files hand their pages back once written, so RSS does not
+  // grow to the size of the checkpoint.
+  const std::set<const void*> mapped = MappedOwners(ml);
+  src.release = [&mapped](const Tensor& t, int64_t b, int64_t e) {
+    if (mapped.count(t.owner.get())) DropMappedPages(t.bytes() + size_t(b) * t.row_bytes(), size_t(e - b) * t.row_bytes());
+  };
   src.tokenizer_dir = options.tokenizer_dir;
   src.name = m.name();
   return ConvertToGguf(src, out_path, policy, options.quantize);
+}
+
+GgufQuantizeStats ConvertSyntheticWeightsToGguf(const SyntheticWeights& weights, const ModelConfig& c,
+                                                const std::string& name, const std::string& out_path,
+                                                const QuantPolicy& policy, const ConvertModelOptions& options) {
+  GgufConvertSource src;
+  if (options.config_path.empty()) {
+    src.config = ToHfConfig(c);
+    src.where = "model " + name;
+  } else {
+    src.config = ReadConfigJson(options.config_path);
+    src.where = options.config_path;
+  }
+  // The tensors in ExpectedWeights order, as Model::Synthetic binds them, without data: each
+  // slice is made when the converter reaches it.
+  for (const Tensor& t : weights.tensors()) src.tensors.push_back(&t);
+  src.fill_rows = [&weights](const Tensor& t, int64_t b, int64_t e, uint8_t* dst, ThreadPool& pool) {
+    weights.Fill(size_t(&t - weights.tensors().data()), b, e, dst, pool);
+  };
+  src.tokenizer_dir = options.tokenizer_dir;
+  src.name = name;
+  return ConvertToGguf(src, out_path, policy, options.quantize);
+}
+
+GgufQuantizeStats ConvertSyntheticToGguf(const std::string& name_or_config, uint64_t seed, const std::string& out_path,
+                                         const QuantPolicy& policy, const ConvertModelOptions& options) {
+  std::string name;
+  const ModelConfig c = SyntheticConfig(name_or_config, &name);
+  const SyntheticWeights weights(c, DType::kBF16, seed);
+  return ConvertSyntheticWeightsToGguf(weights, c, name, out_path, policy, options);
 }
 
 GgufQuantizeStats ConvertHfToGguf(const std::string& hf_dir, const std::string& out_path, const QuantPolicy& policy,
@@ -62,6 +119,18 @@ GgufQuantizeStats ConvertHfToGguf(const std::string& hf_dir, const std::string& 
   o.quantize = options;
   if (fs::exists(fs::path(hf_dir) / "tokenizer.json")) o.tokenizer_dir = hf_dir;
   return ConvertModelToGguf(*m, out_path, policy, o);
+}
+
+std::optional<DType> QuantizeAtLoadType(const QuantPolicy& policy, const std::string& name, const Shape& shape,
+                                        DType dtype) {
+  if (shape.size() != 2) return std::nullopt;
+  const auto g = HfToGgufName(name);
+  if (!g) return std::nullopt;  // derived tensors (MLA absorption)
+  const std::string& n = g->gguf_name;
+  const bool keep = n == TensorName(kTensorTokenEmbd) || n.find("." + std::string(kTensorAttnKvB) + ".") != std::string::npos;
+  const DType type = ChooseType(policy, n, shape, dtype);
+  if (keep || type == dtype || !CanQuantize(type) || !CanQuantize(dtype)) return std::nullopt;
+  return type;
 }
 
 QuantizeAtLoadStats QuantizeModelWeights(Model& m, const QuantPolicy& policy, int threads) {
@@ -77,46 +146,26 @@ QuantizeAtLoadStats QuantizeModelWeights(Model& m, const QuantPolicy& policy, in
   for (const Tensor* t : m.weights()) {
     if (std::find(seen.begin(), seen.end(), t) != seen.end()) continue;
     seen.push_back(t);
-    if (t->shape.size() != 2) continue;
-    const auto g = HfToGgufName(t->name);
-    if (!g) continue;  // derived tensors (MLA absorption)
-    const std::string& n = g->gguf_name;
-    const bool keep = n == TensorName(kTensorTokenEmbd) || n.find("." + std::string(kTensorAttnKvB) + ".") != std::string::npos;
-    const DType type = ChooseType(policy, n, t->shape, t->dtype);
-    if (keep || type == t->dtype || !CanQuantize(type) || !CanQuantize(t->dtype)) {
+    if (t->shape.size() != 2 || !HfToGgufName(t->name)) continue;  // 1-D and derived tensors
+    if (const std::optional<DType> type = QuantizeAtLoadType(policy, t->name, t->shape, t->dtype))
+      jobs.push_back({t, *type});
+    else
       ++st.kept;
-      continue;
-    }
-    jobs.push_back({t, type});
   }
   ThreadPool pool(threads);
+  const std::set<const void*> mapped = MappedOwners(ml);
   std::vector<std::pair<std::string, Tensor>> made;
   for (const Job& j : jobs) {
     const Tensor& s = *j.src;
     Tensor q = AllocTensor(s.name, j.type, s.shape);
-    const int64_t cols = s.cols();
-    const size_t in_row = s.row_bytes(), out_row = q.row_bytes();
-    uint8_t* dst = static_cast<uint8_t*>(MutableData(q));
-    std::vector<std::string> errors(size_t(pool.size()));
-    pool.ParallelFor(
-        s.rows(),
-        [&](int64_t b, int64_t e, int th) {
-          std::vector<float> f(static_cast<size_t>(cols));
-          for (int64_t r = b; r < e; ++r) {
-            try {
-              Dequantize(s.dtype, s.bytes() + size_t(r) * in_row, f.data(), cols);
-              Quantize(j.type, f.data(), dst + size_t(r) * out_row, cols);
-            } catch (const Error& err) {
-              errors[size_t(th)] = "tensor " + s.name + " row " + std::to_string(r) + ": " + err.what();
-              return;
-            }
-          }
-        },
-        std::max<int64_t>(1, (1 << 16) / std::max<int64_t>(cols, 1)));
-    for (const std::string& e : errors) ES_CHECK(e.empty(), "quantize at load: ", e);
+    const size_t in_row = s.row_bytes();
+    RequantizeRows(pool, s.dtype, [&](int64_t r) { return s.bytes() + size_t(r) * in_row; }, j.type, s.rows(),
+                   s.cols(), static_cast<uint8_t*>(MutableData(q)), "quantize at load", s.name);
     st.bytes_before += s.nbytes;
     st.bytes_after += q.nbytes;
     ++st.quantized;
+    // A mapped source is not read again (the quantized copy replaces it): hand its pages back.
+    if (mapped.count(s.owner.get())) DropMappedPages(s.data, s.nbytes);
     made.emplace_back(s.name, std::move(q));
   }
   // Swap in the quantized tensors (the lookup prefers owned tensors) and rebind the architecture;

@@ -1,5 +1,6 @@
 // Model loading: Hugging Face folders (config.json, safetensors, generation_config.json,
-// tokenizer files) and synthetic models of built-in shapes.
+// tokenizer files) and synthetic models of built-in shapes, each optionally quantized at load
+// (LoadOptions::quantize; synthetic weights tensor by tensor as they are made).
 //
 // Weight lookups go through one function that also
 //  - converts FP8 E4M3 weights with 128×128 block scales (`<name>_scale_inv`) to f32 at load,
@@ -14,17 +15,18 @@
 #include <fstream>
 #include <map>
 #include <nlohmann/json.hpp>
-#include <random>
+#include <optional>
 
 #include "edgeseek/core/error.h"
-#include "edgeseek/core/half.h"
 #include "edgeseek/core/thread_pool.h"
 #include "edgeseek/formats/safetensors.h"
 #include "edgeseek/models/arch.h"
 #include "edgeseek/models/config.h"
-#include "edgeseek/models/presets.h"
+#include "edgeseek/formats/gguf_quantize.h"
+#include "edgeseek/runtime/convert.h"
 #include "edgeseek/tokenizer/tokenizer.h"
 #include "model_loader.h"
+#include "synthetic_weights.h"
 
 namespace es {
 
@@ -52,7 +54,11 @@ std::shared_ptr<Model> Model::Load(const std::string& path, const LoadOptions& o
   std::error_code ec;
   ES_CHECK(fs::exists(path, ec), "cannot read '", path, "': no such file or directory");
   if (!fs::is_directory(path, ec)) {
-    if (fs::path(path).extension() == ".gguf") return LoadGgufModel(path, opts);
+    if (fs::path(path).extension() == ".gguf") {
+      std::shared_ptr<Model> g = LoadGgufModel(path, opts);
+      if (opts.quantize) QuantizeModelWeights(*g, *opts.quantize, opts.threads);
+      return g;
+    }
     Fail("'", path, "' is neither a Hugging Face model folder nor a .gguf file");
   }
   auto m = std::shared_ptr<ModelLoader>(new ModelLoader());
@@ -66,49 +72,46 @@ std::shared_ptr<Model> Model::Load(const std::string& path, const LoadOptions& o
     m->tokenizer_ = Tokenizer::Load(opts.tokenizer);
   else if (fs::exists(fs::path(path) / "tokenizer.json"))
     m->tokenizer_ = Tokenizer::Load(path);
+  if (opts.quantize) QuantizeModelWeights(*m, *opts.quantize, opts.threads);
   return m;
 }
 
+namespace {
+
+// Synthetic tensor i quantized to `type` a slice of rows at a time: the source slice is made,
+// re-encoded into the quantized tensor and dropped, so the source tensor never exists whole.
+Tensor QuantizeSynthetic(const SyntheticWeights& sw, size_t i, DType type, ThreadPool& pool) {
+  const Tensor& s = sw.tensors()[i];
+  Tensor q = AllocTensor(s.name, type, s.shape);
+  const int64_t cols = s.cols(), rows = s.rows();
+  const size_t in_row = s.row_bytes(), out_row = q.row_bytes();
+  const int64_t step = StreamStepRows(in_row, out_row);
+  std::vector<uint8_t> slice(size_t(std::min(step, rows)) * in_row);
+  uint8_t* dst = static_cast<uint8_t*>(MutableData(q));
+  for (int64_t r0 = 0; r0 < rows; r0 += step) {
+    const int64_t n = std::min(step, rows - r0);
+    sw.Fill(i, r0, r0 + n, slice.data(), pool);
+    RequantizeRows(pool, s.dtype, [&](int64_t r) { return slice.data() + size_t(r) * in_row; }, type, n, cols,
+                   dst + size_t(r0) * out_row, "quantize at load", s.name, r0);
+  }
+  return q;
+}
+
+}  // namespace
+
 std::shared_ptr<Model> Model::Synthetic(const std::string& name_or_config, const LoadOptions& opts) {
   auto m = std::shared_ptr<ModelLoader>(new ModelLoader());
-  ModelConfig c;
-  std::error_code ec;
-  if (fs::exists(name_or_config, ec) && !fs::is_directory(name_or_config, ec)) {
-    c = LoadHfConfig(name_or_config);
-    m->name_ = fs::path(name_or_config).stem().string();
-  } else {
-    c = PresetConfig(name_or_config);
-    m->name_ = name_or_config;
-  }
+  const ModelConfig c = SyntheticConfig(name_or_config, &m->name_);
   m->config_ = std::make_unique<ModelConfig>(c);
-  // Deterministic random weights: each tensor seeded by its name and the seed; values uniform
-  // in ±sqrt(3/fan_in) (unit-variance outputs), norms 1 ± 0.1.
-  const std::vector<WeightSpec> specs = ExpectedWeights(c);
-  ThreadPool pool(0);
-  for (const WeightSpec& s : specs) {
-    Tensor t = AllocTensor(s.name, s.is_norm || s.shape.size() == 1 ? DType::kF32 : opts.synthetic_dtype, s.shape);
-    const int64_t n = t.numel();
-    const uint64_t seed = std::hash<std::string>{}(s.name) ^ (opts.seed * 0x9e3779b97f4a7c15ull);
-    const float scale = s.is_norm ? 0.1f : float(std::sqrt(3.0 / double(s.shape.back())));
-    const float center = s.is_norm ? 1.0f : 0.0f;
-    const DType dt = t.dtype;
-    void* data = MutableData(t);
-    pool.ParallelFor(n, [&](int64_t b, int64_t e, int) {
-      uint64_t x = seed + uint64_t(b) * 0xbf58476d1ce4e5b9ull;
-      for (int64_t i = b; i < e; ++i) {
-        x += 0x9e3779b97f4a7c15ull;  // splitmix64
-        uint64_t z = x;
-        z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-        z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-        z ^= z >> 31;
-        const float u = float(z >> 40) * (1.0f / 16777216.0f) * 2.0f - 1.0f;
-        const float v = center + scale * u;
-        if (dt == DType::kF32) static_cast<float*>(data)[i] = v;
-        else if (dt == DType::kF16) static_cast<uint16_t*>(data)[i] = F32ToF16(v);
-        else static_cast<uint16_t*>(data)[i] = F32ToBF16(v);
-      }
-    }, 4096);
-    m->owned.emplace(s.name, std::move(t));
+  // Deterministic random weights (synthetic_weights.h), made one tensor at a time; those that
+  // quantize-at-load replaces are quantized as they are made.
+  const SyntheticWeights sw(c, opts.synthetic_dtype, opts.seed);
+  ThreadPool pool(opts.threads);
+  for (size_t i = 0; i < sw.tensors().size(); ++i) {
+    const Tensor& s = sw.tensors()[i];
+    const std::optional<DType> q =
+        opts.quantize ? QuantizeAtLoadType(*opts.quantize, s.name, s.shape, s.dtype) : std::nullopt;
+    m->owned.emplace(s.name, q ? QuantizeSynthetic(sw, i, *q, pool) : sw.Make(i, pool));
   }
   m->Finish();
   if (!opts.tokenizer.empty()) {

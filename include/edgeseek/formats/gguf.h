@@ -193,8 +193,9 @@ class GgufFile {
 };
 
 // ---- Writer. Collect metadata and tensor declarations, then either WriteFile (all data given
-// up front) or Begin / WriteTensorData (in declaration order) / Finish for streaming large
-// tensors. Output is version 3, little-endian, tensors in declaration order each padded to the
+// up front) or Begin / WriteTensorData or WriteTensorPart (in declaration order) / Finish for
+// streaming: the header holds every tensor's offset, which follows from the declared types and
+// shapes alone, so the data can then come a tensor — or a slice of one — at a time. Output is version 3, little-endian, tensors in declaration order each padded to the
 // alignment (what llama.cpp's loader expects: offsets consecutive after padding). The file is
 // written to PATH.tmp and renamed on Finish, so a failed run leaves no half file at PATH.
 class GgufWriter {
@@ -222,7 +223,11 @@ class GgufWriter {
   void WriteFile(const std::string& path);
   // Streaming: header + metadata + tensor infos now, then each tensor's bytes in order.
   void Begin(const std::string& path);
+  // The next tensor's bytes, whole.
   void WriteTensorData(const void* data, size_t nbytes);
+  // The next `nbytes` of the tensor being written (slices in order; a tensor is complete, and
+  // padded, when its declared size has arrived). A slice past the tensor's end is an error.
+  void WriteTensorPart(const void* data, size_t nbytes);
   void Finish();
 
  private:
@@ -244,6 +249,7 @@ class GgufWriter {
   std::string path_, tmp_path_;
   void* fp_ = nullptr;  // FILE*, owned between Begin and Finish
   size_t next_tensor_ = 0;
+  size_t tensor_done_ = 0;  // bytes of tensors_[next_tensor_] written so far
   uint64_t written_ = 0;
 };
 

@@ -36,16 +36,31 @@
 
 namespace es {
 
+class ThreadPool;
+
 struct GgufConvertSource {
   nlohmann::json config;                // config.json (hub or transformers-5 dialect)
   std::vector<const Tensor*> tensors;   // Hugging Face names; a repeated name is taken once
+  // Makes rows [row_begin, row_end) of a tensor of `tensors` whose `data` is null (name, type,
+  // shape and nbytes set), RowBytes(dtype, cols) bytes a row, when the converter reaches them
+  // (threads from `pool` may help): a source that makes its tensors on demand (synthetic
+  // weights) then never holds more than one slice of one tensor. Unset: every tensor has data.
+  std::function<void(const Tensor& t, int64_t row_begin, int64_t row_end, uint8_t* dst, ThreadPool& pool)>
+      fill_rows;
+  // Called once rows [row_begin, row_end) of a source tensor are written and will not be read
+  // again (a source of mmapped tensors hands their pages back: DropMappedPages). Unset: nothing.
+  std::function<void(const Tensor& t, int64_t row_begin, int64_t row_end)> release;
   std::string tokenizer_dir;            // folder with tokenizer.json; empty: no tokenizer keys
   std::string name;                     // general.name
   std::string where = "config.json";    // names the config in errors
 };
 
 // Writes `src` to `out_path` (via PATH.tmp, renamed at the end). Stats count output tensors;
-// `requantized` are those whose type changed, `copied` those written as they were.
+// `requantized` are those whose type changed, `copied` those written as they were. The header
+// (every tensor's type, shape and offset) is written first, from the plan; then each tensor's
+// data a slice of rows at a time (StreamStepRows), read from the source tensors (or made by
+// fill_rows), re-encoded and written — memory holds one slice, never a tensor or the model
+// (a llama q/k projection, whose rope permutation moves rows across it, is held whole).
 GgufQuantizeStats ConvertToGguf(const GgufConvertSource& src, const std::string& out_path,
                                 const QuantPolicy& policy, const GgufQuantizeOptions& options = {});
 

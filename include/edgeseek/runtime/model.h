@@ -14,6 +14,7 @@ namespace es {
 struct ModelConfig;      // edgeseek/models/config.h
 class ModelArch;         // edgeseek/models/arch.h
 class Tokenizer;         // edgeseek/tokenizer/tokenizer.h
+struct QuantPolicy;      // edgeseek/formats/quant_policy.h
 
 struct GenerationDefaults {
   std::vector<int32_t> eos_ids;
@@ -27,6 +28,12 @@ struct LoadOptions {
   uint64_t seed = 0;       // for synthetic weights
   DType synthetic_dtype = DType::kBF16;
   std::string tokenizer;   // tokenizer folder or tokenizer.json to attach (overrides the model's)
+  // Quantize at load (`--dtype q4_0`): the weights QuantizeAtLoadType picks
+  // (edgeseek/runtime/convert.h) become quantized copies, as QuantizeModelWeights makes them.
+  // Synthetic weights are quantized tensor by tensor as they are made, so their bf16 form never
+  // exists whole (peak memory: the quantized model plus one slice). Null: none.
+  std::shared_ptr<const QuantPolicy> quantize;
+  int threads = 0;         // making and quantizing weights at load (<= 0: all)
 };
 
 class Model {

@@ -4,6 +4,7 @@
 
 #include <cstring>
 #include <filesystem>
+#include <functional>
 
 #include "edgeseek/core/error.h"
 #include "edgeseek/formats/gguf.h"
@@ -232,6 +233,66 @@ TEST(GgufWriter, StreamingChecksSizesAndLeavesNoPartialFile) {
     w.WriteTensorData(a.data(), 16);
     EXPECT_THROW(w.WriteTensorData(a.data(), 16), Error);  // b is 8 bytes
     EXPECT_THROW(w.Finish(), Error);                       // b never written
+  }
+  EXPECT_FALSE(std::filesystem::exists(path));
+  EXPECT_FALSE(std::filesystem::exists(path + ".tmp"));
+}
+
+TEST(GgufWriter, TensorsInSlicesWriteTheSameFileAsWholeTensors) {
+  // Converters stream a tensor a slice of rows at a time; the file must not show it.
+  const std::string dir = test::TempDir();
+  std::vector<float> a(40), b(3), c(64);
+  for (size_t i = 0; i < a.size(); ++i) a[i] = float(i);
+  for (size_t i = 0; i < c.size(); ++i) c[i] = -float(i);
+  b = {7, 8, 9};
+  auto declare = [&](GgufWriter& w) {
+    w.Set("general.architecture", GgufValue::Str("llama"));
+    w.AddTensor("a", DType::kF32, {10, 4}, a.data());
+    w.AddTensor("empty", DType::kF32, {0, 4}, a.data());
+    w.AddTensor("b", DType::kF32, {3}, b.data());
+    w.AddTensor("c", DType::kF32, {64}, c.data());
+  };
+  GgufWriter whole;
+  declare(whole);
+  whole.WriteFile(dir + "/whole.gguf");
+  GgufWriter sliced;
+  declare(sliced);
+  sliced.Begin(dir + "/sliced.gguf");
+  sliced.WriteTensorPart(a.data(), 12);        // a: 12 + 0 + 100 + 48 bytes
+  sliced.WriteTensorPart(a.data() + 3, 0);
+  sliced.WriteTensorPart(a.data() + 3, 100);
+  sliced.WriteTensorPart(a.data() + 28, 48);
+  sliced.WriteTensorData(nullptr, 0);           // empty
+  sliced.WriteTensorData(b.data(), 12);
+  sliced.WriteTensorPart(c.data(), 4);
+  sliced.WriteTensorPart(c.data() + 1, 252);
+  sliced.Finish();
+  EXPECT_EQ(test::ReadFile(dir + "/sliced.gguf"), test::ReadFile(dir + "/whole.gguf"));
+}
+
+TEST(GgufWriter, SlicesPastATensorOrShortOfItAreErrors) {
+  const std::string path = test::TempDir() + "/bad.gguf";
+  std::vector<float> a(8);
+  auto message = [](const std::function<void()>& f) -> std::string {
+    try {
+      f();
+    } catch (const Error& e) {
+      return e.what();
+    }
+    return "no error";
+  };
+  {
+    GgufWriter w;
+    w.AddTensor("a", DType::kF32, {4});
+    w.AddTensor("b", DType::kF32, {2});
+    w.Begin(path);
+    w.WriteTensorPart(a.data(), 12);
+    EXPECT_EQ(message([&] { w.WriteTensorPart(a.data(), 8); }), "GGUF writer: tensor a needs 16 bytes, got 20");
+    EXPECT_EQ(message([&] { w.WriteTensorData(a.data(), 4); }), 
+              "GGUF writer: tensor a is partly written (12 of 16 bytes); WriteTensorData takes a whole tensor");
+    w.WriteTensorPart(a.data(), 4);  // a complete
+    w.WriteTensorPart(a.data(), 4);  // half of b
+    EXPECT_EQ(message([&] { w.Finish(); }), "GGUF writer: 1 declared tensors were not written (one in part)");
   }
   EXPECT_FALSE(std::filesystem::exists(path));
   EXPECT_FALSE(std::filesystem::exists(path + ".tmp"));
