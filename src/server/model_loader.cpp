@@ -96,14 +96,16 @@ ModelBuilder DefaultModelBuilder() {
       }
     }
     if (dense && !e.dtype.empty()) lo.synthetic_dtype = ParseDType(e.dtype);
-    std::shared_ptr<Model> model = e.synthetic.empty() ? Model::Load(e.path, lo) : Model::Synthetic(e.synthetic, lo);
+    // Quantized tensor by tensor at load (a synthetic model's bf16 form never exists whole).
     if (!e.dtype.empty() && (!dense || e.synthetic.empty())) {
       try {
-        QuantizeModelWeights(*model, BuiltinQuantPolicy(e.dtype), e.instances.empty() ? 0 : e.instances[0].threads);
+        lo.quantize = std::make_shared<const QuantPolicy>(BuiltinQuantPolicy(e.dtype));
       } catch (const Error& err) {
         Fail("model '", e.name, "': dtype '", e.dtype, "': ", err.what());
       }
+      lo.threads = e.instances.empty() ? 0 : e.instances[0].threads;
     }
+    std::shared_ptr<Model> model = e.synthetic.empty() ? Model::Load(e.path, lo) : Model::Synthetic(e.synthetic, lo);
     std::shared_ptr<const Tokenizer> tok;
     if (!e.tokenizer.empty()) {
       tok = Tokenizer::Load(e.tokenizer);

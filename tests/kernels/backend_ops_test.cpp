@@ -9,6 +9,7 @@
 
 #include "backends/cpu/reference.h"
 #include "edgeseek/backends/backend.h"
+#include "edgeseek/core/error.h"
 #include "edgeseek/core/half.h"
 #include "edgeseek/quant/blocks.h"
 #include "test_util.h"
@@ -366,6 +367,42 @@ TEST_P(BackendOps, MoeExpertCountsTypesAndRaggedRows) {
       } else {
         EXPECT_LE(test::RelL2(alone, in_batch), c.tol) << what << " row " << r;
       }
+    }
+  }
+}
+
+// Experts of one projection that disagree in type or shape: one error naming the tensor (and
+// the backend keeps working).
+TEST_P(BackendOps, MoeExpertsThatDisagreeAreNamed) {
+  const int64_t R = 2, D = 32, I = 16;
+  const int E = 4;
+  auto p = std::make_shared<MoeParams>();
+  p->n_experts = E;
+  p->top_k = 2;
+  p->ffn_dim = int(I);
+  Tensor x = RandTensor("x", DType::kF32, {R, D}, 161);
+  Tensor gate = RandTensor("router", DType::kF32, {E, D}, 162);
+  for (int bad : {0, 1}) {
+    std::vector<Tensor> ex;
+    for (int e = 0; e < E; ++e) {
+      const bool odd = e == 2;
+      ex.push_back(RandTensor("g" + std::to_string(e), DType::kF16, {I, D}, uint64_t(300 + e)));
+      ex.push_back(RandTensor("u" + std::to_string(e), odd && bad == 0 ? DType::kF32 : DType::kF16,
+                              {I, D}, uint64_t(310 + e)));
+      ex.push_back(RandTensor("d" + std::to_string(e), DType::kF16,
+                              odd && bad == 1 ? Shape{D, I / 2} : Shape{D, I}, uint64_t(320 + e)));
+    }
+    Graph g;
+    const int xi = InputNode(g, x, R);
+    Node n{Op::kMoE, "moe", {xi, g.AddWeight(gate), -1}, {R, D}};
+    for (auto& t : ex) n.src.push_back(g.AddWeight(t));
+    n.moe = p;
+    g.Add(n);
+    try {
+      RunGraph(*be_, g, SeqBatch({int(R)}, {0}));
+      ADD_FAILURE() << "no error for " << (bad == 0 ? "u2 of another type" : "d2 of another shape");
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find(bad == 0 ? "'u2'" : "'d2'"), std::string::npos) << e.what();
     }
   }
 }

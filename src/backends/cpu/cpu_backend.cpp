@@ -19,6 +19,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <exception>
 #include <fstream>
 #include <functional>
 #include <map>
@@ -274,12 +275,24 @@ void CpuBackend::MatMulCols(const float* x, int64_t R, int64_t K, const Tensor& 
 void CpuBackend::ForEachItem(int64_t n, const std::function<void(int64_t, ThreadPool&)>& fn) {
   if (n <= 0) return;
   std::atomic<int64_t> next{0};
+  // An error inside an item (a kernel's check) must reach the caller as an exception, not end
+  // the process from a pool thread: the first one is kept, the remaining items are skipped.
+  std::mutex mu;
+  std::exception_ptr error;
   pool_.RunOnAll([&](int, int) {
     thread_local ThreadPool serial(1);
     for (int64_t i = next.fetch_add(1, std::memory_order_relaxed); i < n;
-         i = next.fetch_add(1, std::memory_order_relaxed))
-      fn(i, serial);
+         i = next.fetch_add(1, std::memory_order_relaxed)) {
+      try {
+        fn(i, serial);
+      } catch (...) {
+        std::lock_guard<std::mutex> lock(mu);
+        if (!error) error = std::current_exception();
+        next.store(n, std::memory_order_relaxed);
+      }
+    }
   });
+  if (error) std::rethrow_exception(error);
 }
 
 void CpuBackend::MatMul(const float* x, int64_t R, int64_t K, const Tensor& w, const float* bias,
@@ -418,6 +431,21 @@ void CpuBackend::MoE(const Node& n, const Graph& g, const float* x, int64_t R, f
   auto weight = [&](int e, int part) -> const Tensor& {
     return *g.node(n.src[size_t(3 + 3 * e + part)]).weight;
   };
+  // Every expert of a projection has the projection's shape and the first expert's type (one
+  // error naming the tensor, before any kernel runs on a pool thread).
+  for (int part = 0; part < 3; ++part) {
+    const Tensor& first = weight(0, part);
+    const Shape want = part == 2 ? Shape{D, I} : Shape{I, D};
+    for (int e = 0; e < E; ++e) {
+      const Tensor& t = weight(e, part);
+      ES_CHECK(t.shape == want && t.dtype == first.dtype, "cpu backend: expert weight '", t.name,
+               "' is ", Name(t.dtype), " ", ShapeStr(t.shape), ", expected ", Name(first.dtype), " ",
+               ShapeStr(want), " (the experts of one projection share one type and shape)");
+    }
+    ES_CHECK(cpu::MatMulSupports(first.dtype) && (part == 2 ? I : D) % BlockElems(first.dtype) == 0,
+             "cpu backend: no matmul kernel for expert weight '", first.name, "' of type ",
+             Name(first.dtype), " ", ShapeStr(first.shape));
+  }
   // Routing (router logits in f32, as transformers does even for f64 models).
   std::vector<float> logits(size_t(R * E));
   MatMul(x, R, D, router, nullptr, logits.data(), E);
