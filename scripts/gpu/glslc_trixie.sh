@@ -19,7 +19,12 @@ if [ -x "$D/glslc" ] && [ -x "$D/spirv-val" ] && "$D/glslc" --version >/dev/null
   echo "$D/glslc"; exit 0
 fi
 mkdir -p "$D/apt/lists/partial" "$D/apt/cache/archives/partial" "$D/debs" "$D/root"
-echo 'deb http://deb.debian.org/debian trixie main' > "$D/apt/sources.list"
+# The machine's own Debian archive (its configured apt sources, deb822 or one-line), suite trixie.
+mirror=$(cat /etc/apt/sources.list.d/*.sources 2>/dev/null | awk '/^URIs:/ {print $2}' | grep -v -- '-security' | head -1)
+[ -n "$mirror" ] || mirror=$(grep -hE '^deb ' /etc/apt/sources.list /etc/apt/sources.list.d/*.list 2>/dev/null |
+  awk '{print $2}' | grep -v -- '-security' | head -1)
+[ -n "$mirror" ] || { echo "glslc_trixie.sh: no Debian archive in the machine's apt sources" >&2; exit 1; }
+echo "deb $mirror trixie main" > "$D/apt/sources.list"
 o=(-oDir::Etc::SourceList="$D/apt/sources.list" -oDir::Etc::SourceParts=/dev/null
    -oDir::State::Lists="$D/apt/lists" -oDir::Cache="$D/apt/cache" -oAPT::Architecture=amd64
    -oAPT::Sandbox::User=root)
