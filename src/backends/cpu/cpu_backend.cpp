@@ -421,6 +421,13 @@ int64_t ExpertColumnBlocks(int64_t cols, int64_t active, int threads, bool packe
   return std::clamp<int64_t>(want, 1, std::max<int64_t>(1, cols / 64));
 }
 
+// Columns [n0, n1) of block `blk` of `blocks` over `cols` (starts on whole 64s; the last block
+// ends at cols; a block may be empty when cols has fewer 64s than blocks).
+std::pair<int64_t, int64_t> ColumnBlock(int64_t cols, int64_t blocks, int64_t blk) {
+  const auto start = [&](int64_t b) { return b == blocks ? cols : cols * b / blocks / 64 * 64; };
+  return {start(blk), start(blk + 1)};
+}
+
 void CpuBackend::MoE(const Node& n, const Graph& g, const float* x, int64_t R, float* y) {
   const MoeParams& p = *n.moe;
   const int64_t D = g.node(n.src[0]).shape[1];
@@ -496,8 +503,7 @@ void CpuBackend::MoE(const Node& n, const Graph& g, const float* x, int64_t R, f
   const int64_t bu = ExpertColumnBlocks(I, A, pool_.size(), packed);
   ForEachItem(A * bu, [&](int64_t item, ThreadPool& serial) {
     const int e = active[size_t(item / bu)];
-    const int64_t blk = item % bu, n0 = I * blk / bu / 64 * 64,
-                  n1 = blk + 1 == bu ? I : I * (blk + 1) / bu / 64 * 64;
+    const auto [n0, n1] = ColumnBlock(I, bu, item % bu);
     const int64_t m = count[size_t(e)], nc = n1 - n0;
     if (nc <= 0) return;
     const float* xe = xs + offset[size_t(e)] * D;
@@ -517,8 +523,7 @@ void CpuBackend::MoE(const Node& n, const Graph& g, const float* x, int64_t R, f
   const int64_t bd = ExpertColumnBlocks(D, A, pool_.size(), packed);
   ForEachItem(A * bd, [&](int64_t item, ThreadPool& serial) {
     const int e = active[size_t(item / bd)];
-    const int64_t blk = item % bd, n0 = D * blk / bd / 64 * 64,
-                  n1 = blk + 1 == bd ? D : D * (blk + 1) / bd / 64 * 64;
+    const auto [n0, n1] = ColumnBlock(D, bd, item % bd);
     if (n1 <= n0) return;
     MatMulCols(act + offset[size_t(e)] * I, count[size_t(e)], I, weight(e, 2), n0, n1,
                dn + offset[size_t(e)] * D + n0, D, serial);
