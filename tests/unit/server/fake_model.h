@@ -66,6 +66,10 @@ class FakeTextModel : public TextModel {
 
 // A loader that gives every ModelEntry a FakeTextModel and one FakeStepModel per instance
 // (batch_variant: models that are not batch-invariant, like a GPU backend).
+// A server config on an ephemeral port with one model "tiny" (4 slots of 256 tokens) and small
+// limits (64 KiB bodies, 64 tokens), for the HTTP tests to adjust.
+ServerConfig TinyServerConfig();
+
 ModelBuilder FakeLoader(double step_sleep_s = 0.002, std::string suffix = "", int eos_bias = -100,
                         bool batch_variant = false);
 

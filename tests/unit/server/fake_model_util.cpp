@@ -149,4 +149,18 @@ ModelBuilder FakeLoader(double step_sleep_s, std::string suffix, int eos_bias, b
   };
 }
 
+ServerConfig TinyServerConfig() {
+  ServerConfig c;
+  c.port = 0;
+  c.limits.max_body_bytes = 64 * 1024;
+  c.limits.max_tokens = 64;
+  ModelEntry m;
+  m.name = "tiny";
+  m.instances = {InstanceConfig{}};
+  m.instances[0].slots = 4;
+  m.instances[0].context = 256;
+  c.models.push_back(m);
+  return c;
+}
+
 }  // namespace es::test

@@ -37,20 +37,11 @@ double Ms(Clock::time_point t0) {
 }
 
 ServerConfig HardConfig() {
-  ServerConfig c;
-  c.port = 0;
+  ServerConfig c = test::TinyServerConfig();
   c.http_threads = 4;
-  c.limits.max_body_bytes = 64 * 1024;
-  c.limits.max_tokens = 64;
   c.limits.header_timeout_s = 1;
   c.limits.body_timeout_s = 2;
   c.limits.idle_timeout_s = 0.5;
-  ModelEntry m;
-  m.name = "tiny";
-  m.instances = {InstanceConfig{}};
-  m.instances[0].slots = 4;
-  m.instances[0].context = 256;
-  c.models.push_back(m);
   return c;
 }
 

@@ -16,19 +16,7 @@ namespace {
 
 using json = nlohmann::json;
 
-ServerConfig BaseConfig() {
-  ServerConfig c;
-  c.port = 0;
-  c.limits.max_body_bytes = 64 * 1024;
-  c.limits.max_tokens = 64;
-  ModelEntry m;
-  m.name = "tiny";
-  m.instances = {InstanceConfig{}};
-  m.instances[0].slots = 4;
-  m.instances[0].context = 256;
-  c.models.push_back(m);
-  return c;
-}
+ServerConfig BaseConfig() { return test::TinyServerConfig(); }
 
 struct Running {
   std::unique_ptr<Server> srv;
