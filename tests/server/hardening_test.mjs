@@ -8,7 +8,7 @@ import fs from 'node:fs';
 import net from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
-import { check, main, metricValue, metrics, root, startServer, tempFile, tinyConfig, tinyTokenizer } from './lib.mjs';
+import { check, main, metricValue, metrics, openSockets, root, startServer, tempFile, tinyConfig, tinyTokenizer } from './lib.mjs';
 
 const corpus = path.join(root, 'tests/fuzz/corpus/server_request');
 const body = (name) => fs.readFileSync(path.join(corpus, name), 'latin1');
@@ -114,13 +114,7 @@ async function hostileRequests(srv) {
 async function slowClients(srv) {
   // Issue 23: with http_threads 16, twenty sockets dribbling one header byte every 0.5 s locked
   // out every other client.
-  const slow = [];
-  for (let i = 0; i < 20; ++i) {
-    const s = net.connect(srv.port, '127.0.0.1');
-    s.on('error', () => {});
-    s.write('GET /health HTTP/1.1\r\n');
-    slow.push(s);
-  }
+  const slow = openSockets(srv.port, 20, 'GET /health HTTP/1.1\r\n');
   const timer = setInterval(() => slow.forEach((s) => s.write('X')), 500);
   await new Promise((r) => setTimeout(r, 1200));
   // Each on a new connection: a pooled keep-alive one would already hold its worker.

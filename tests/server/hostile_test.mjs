@@ -1,7 +1,7 @@
 // Malformed and hostile input: every request gets the right 4xx with an OpenAI error object,
 // slow clients do not block others, and the server stays healthy throughout.
 import net from 'node:net';
-import { check, main, startServer } from './lib.mjs';
+import { check, main, openSockets, startServer } from './lib.mjs';
 
 async function post(base, path, body, headers = {}) {
   const r = await fetch(base + path, { method: 'POST', headers: { 'Content-Type': 'application/json', ...headers }, body });
@@ -79,13 +79,8 @@ main(async () => {
     check(ans.includes('"invalid_json"'), 'invalid UTF-8 error code: ' + ans.slice(-200));
 
     // A lying Content-Length and a header-only slowloris: they must not block other clients.
-    const slow = [];
-    for (let i = 0; i < 20; ++i) {
-      const s = net.connect(srv.port, '127.0.0.1');
-      s.on('error', () => {});
-      s.write('POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Length: 100\r\n\r\n{"prompt":');
-      slow.push(s);
-    }
+    const slow = openSockets(srv.port, 20,
+      'POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Length: 100\r\n\r\n{"prompt":');
     const drip = net.connect(srv.port, '127.0.0.1');
     drip.on('error', () => {});
     drip.write('GET /health HTTP/1.1\r\n');

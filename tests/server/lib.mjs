@@ -4,6 +4,7 @@
 import { spawn } from 'node:child_process';
 import { once } from 'node:events';
 import fs from 'node:fs';
+import net from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -16,6 +17,19 @@ export const tinyTokenizer = path.join(root, 'tests/data/tiny_tokenizer');
 
 export function check(cond, msg) {
   if (!cond) throw new Error('check failed: ' + msg);
+}
+
+// n raw sockets to the server at 127.0.0.1:port, each having written `first` (slow or stuck
+// clients; errors ignored). The caller writes more or destroys them.
+export function openSockets(port, n, first) {
+  const socks = [];
+  for (let i = 0; i < n; ++i) {
+    const s = net.connect(port, '127.0.0.1');
+    s.on('error', () => {});
+    s.write(first);
+    socks.push(s);
+  }
+  return socks;
 }
 
 export function tempFile(name, text) {
