@@ -77,6 +77,14 @@ build_llama() {
     ninja -C /tmp/llama/b llama-bench ${ES_SERVE:+llama-server} > /tmp/llama/build.log 2>&1
   local rc=$?
   echo "llama.cpp build rc=$rc in $((SECONDS - t0)) s" >> /tmp/llama/build.log
+  if [[ "${ES_LLAMA_CUDA:-0}" == 1 ]]; then  # the CUDA backend too, for the H200 only (sm_90)
+    t0=$SECONDS
+    cmake -S /tmp/llama -B /tmp/llama/bc -G Ninja -DCMAKE_BUILD_TYPE=Release -DGGML_CUDA=ON \
+      -DCMAKE_CUDA_ARCHITECTURES=90 -DGGML_NATIVE=ON -DLLAMA_CURL=OFF -DBUILD_SHARED_LIBS=OFF \
+      -DLLAMA_BUILD_TESTS=OFF > /tmp/llama/cmake_cuda.log 2>&1 &&
+      ninja -C /tmp/llama/bc llama-bench > /tmp/llama/build_cuda.log 2>&1
+    echo "llama.cpp CUDA build rc=$? in $((SECONDS - t0)) s" >> /tmp/llama/build.log
+  fi
   return $rc
 }
 if [[ "${ES_LLAMA:-1}" == 1 ]]; then
@@ -129,15 +137,25 @@ if [[ "${ES_LLAMA:-1}" == 1 ]]; then
   wait $LLAMA_PID; echo "== llama.cpp build"; tail -1 /tmp/llama/build.log; grep -i "coopmat" /tmp/llama/cmake.log | head -4
   tail -40 /tmp/llama/cmake.log > "$OUT/llama_cmake.txt"; tail -40 /tmp/llama/build.log > "$OUT/llama_build.txt"
 fi
-LB=/tmp/llama/b/bin/llama-bench
+LB=/tmp/llama/b/bin/llama-bench LBC=/tmp/llama/bc/bin/llama-bench
+# ES_DEPTH=N: also prefill N tokens and decode 128 after them (llama-bench -pg N,128; decode at
+# depth = 128 / (pg time - N / ppN)); ES_GGUF_PROFILE=1: edgeseek --profile of each file's prefill
+# and of decode after ES_DEPTH (or 512) tokens.
+DEPTH=${ES_DEPTH:-}
+LARGS=(-p "512${DEPTH:+,$DEPTH}" -n 128 ${DEPTH:+-pg "$DEPTH,128"} -ngl 99)
 for mt in $GGUFS; do
   m=${mt%%:*}; ty=${mt##*:}; g=/tmp/$m-$ty.gguf
   [[ -f $g ]] || continue
   left || { echo "(deadline: $m $ty skipped)"; continue; }
   if [[ -x $LB ]]; then
     echo "== llama-bench $m $ty"
-    timeout 120 $LB -m "$g" -p 512 -n 128 -r 3 -ngl 99 > "$OUT/llama_${m}_$ty.txt" 2>&1
-    grep -E "^\|" "$OUT/llama_${m}_$ty.txt" | tail -3
+    timeout 150 $LB -m "$g" "${LARGS[@]}" -r 3 > "$OUT/llama_${m}_$ty.txt" 2>&1
+    grep -E "^\|" "$OUT/llama_${m}_$ty.txt" | tail -5
+  fi
+  if [[ -x $LBC ]] && left; then
+    echo "== llama-bench CUDA $m $ty"
+    timeout 150 $LBC -m "$g" "${LARGS[@]}" -r 3 > "$OUT/llama_cuda_${m}_$ty.txt" 2>&1
+    grep -E "^\|" "$OUT/llama_cuda_${m}_$ty.txt" | tail -5
   fi
   echo "== edgeseek bench $m $ty (same file, ES_VK_F16_ACT=1)"
   ES_VK_F16_ACT=1 timeout 120 "$B/edgeseek" bench --backend vulkan -m "$g" -p 512 -n 128 -r 3 > "$OUT/es_${m}_$ty.txt" 2>&1
@@ -147,6 +165,17 @@ for mt in $GGUFS; do
   echo "== edgeseek bench $m $ty, decode from an empty cache (-p 0)"
   ES_VK_F16_ACT=1 timeout 120 "$B/edgeseek" bench --backend vulkan -m "$g" -p 0 -n 128 -r 3 > "$OUT/es_${m}_${ty}_tg0.txt" 2>&1
   grep -E "decode" "$OUT/es_${m}_${ty}_tg0.txt"
+  if [[ -n $DEPTH ]] && left; then
+    echo "== edgeseek bench $m $ty, decode after $DEPTH tokens (-p $DEPTH)"
+    ES_VK_F16_ACT=1 timeout 150 "$B/edgeseek" bench --backend vulkan -m "$g" -p "$DEPTH" -n 128 -c $((DEPTH + 256)) -r 1 > "$OUT/es_${m}_${ty}_d$DEPTH.txt" 2>&1
+    grep -E "prefill|decode" "$OUT/es_${m}_${ty}_d$DEPTH.txt"
+  fi
+  if [[ "${ES_GGUF_PROFILE:-0}" == 1 ]] && left; then
+    for pp in 512 "${DEPTH:-512}"; do
+      ES_VK_F16_ACT=1 timeout 150 "$B/edgeseek" bench --backend vulkan -m "$g" -p "$pp" -n 8 -c $((pp + 64)) -r 1 --profile > "$OUT/profile_${m}_${ty}_p$pp.txt" 2>&1
+      echo "== profile $m $ty -p $pp"; grep -E "^vulkan profile|shader time per op" -A 14 "$OUT/profile_${m}_${ty}_p$pp.txt" | cut -c1-150
+    done
+  fi
   for e in ${ES_EXTRA_ENVS:-}; do  # the same bench again under other knob settings (A/B)
     left || break
     echo "== edgeseek bench $m $ty, $e"

@@ -353,18 +353,25 @@ TEST_P(VulkanAttention, Coopmat2PrefillOverTwoSlots) {
   }
 }
 
-TEST_P(VulkanAttention, AbsorbedMlaOverTheLatentCache) {
-  const DType kv_type = GetParam();
-  const int H = 3, dn = 8, dr = 4, dv = 6, r = 16;
-  Tensor Q = RandomTensor("q", DType::kF32, {9, H * (dn + dr)}, 31);
-  Tensor C = RandomTensor("c", DType::kF32, {9, r}, 32);
-  Tensor PE = RandomTensor("pe", DType::kF32, {9, dr}, 33);
-  Tensor WukT = RandomTensor("wuk_t", DType::kBF16, {H * r, dn}, 34, 0.5f);
-  Tensor Wuv = RandomTensor("wuv", DType::kF16, {H * dv, r}, 35, 0.5f);
-  auto& be = SharedVulkan();
-  auto kv = be.CreateKv(KvSpec{1, {r, dr}, kv_type}, 2, 16);
+// Absorbed MLA (kMlaAttention) step after step over a latent cache of two slots, against
+// ref::MlaAttentionRow on what the cache holds. A step's rows are either computed and compared
+// or, with `store_only`, only written to the cache (a graph of the two stores: long contexts
+// without a long attention on lavapipe).
+struct MlaSteps {
+  int H, dn, dr, dv, r;
+  DType kv_type;
+  Tensor Q, C, PE, WukT, Wuv;
+  std::unique_ptr<KvStorage> kv;
   std::map<int, std::vector<std::vector<float>>> cc, pc;
-  for (const Batch& b : Steps()) {
+  MlaSteps(Backend& be, int H_, int dn_, int dr_, int dv_, int r_, DType kt, int capacity, int vocab = 97)
+      : H(H_), dn(dn_), dr(dr_), dv(dv_), r(r_), kv_type(kt),
+        Q(RandomTensor("q", DType::kF32, {vocab, H * (dn + dr)}, 31)),
+        C(RandomTensor("c", DType::kF32, {vocab, r}, 32)),
+        PE(RandomTensor("pe", DType::kF32, {vocab, dr}, 33)),
+        WukT(RandomTensor("wuk_t", DType::kBF16, {H * r, dn}, 34, 0.5f)),
+        Wuv(RandomTensor("wuv", DType::kF16, {H * dv, r}, 35, 0.5f)),
+        kv(be.CreateKv(KvSpec{1, {r, dr}, kt}, 2, capacity)) {}
+  void Step(Backend& be, const Batch& b, double tol, const std::string& tag, bool store_only = false) {
     const int T = b.n_tokens();
     Graph g;
     const int q = Input(g, Q, T), c = Input(g, C, T), pe = Input(g, PE, T);
@@ -376,17 +383,21 @@ TEST_P(VulkanAttention, AbsorbedMlaOverTheLatentCache) {
     Node m = Make(Op::kMlaAttention, "mla", {q, cs, ps, g.AddWeight(WukT), g.AddWeight(Wuv)},
                   {T, H * dv}, 0);
     m.i[0] = H, m.i[1] = dn, m.i[2] = dr, m.i[3] = dv, m.i[4] = r;
-    m.f0 = 0.3f;
-    g.Add(m);
-    std::vector<float> got(size_t(T * H * dv));
+    m.f0 = 0.3f / std::sqrt(float(r) / 16.0f);
+    if (store_only)
+      g.Add(Make(Op::kAdd, "out", {ps, ps}, {T, dr}, 0));  // a graph needs an output
+    else
+      g.Add(m);
+    std::vector<float> got(size_t(T) * size_t(store_only ? dr : H * dv));
     be.Compute(g, b, *kv, got.data());
     for (int t = 0; t < T; ++t) {
       const int slot = b.seqs[size_t(b.row_seq[size_t(t)])].slot, pos = b.positions[size_t(t)];
-      cc[slot].resize(size_t(pos + 1));
-      pc[slot].resize(size_t(pos + 1));
+      if (cc[slot].size() < size_t(pos + 1)) cc[slot].resize(size_t(pos + 1));
+      if (pc[slot].size() < size_t(pos + 1)) pc[slot].resize(size_t(pos + 1));
       cc[slot][size_t(pos)] = RoundTo(kv_type, Row(C, b.tokens[size_t(t)]));
       pc[slot][size_t(pos)] = RoundTo(kv_type, Row(PE, b.tokens[size_t(t)]));
     }
+    if (store_only) return;
     std::vector<float> want(got.size());
     for (int t = 0; t < T; ++t) {
       const int slot = b.seqs[size_t(b.row_seq[size_t(t)])].slot, pos = b.positions[size_t(t)];
@@ -397,10 +408,63 @@ TEST_P(VulkanAttention, AbsorbedMlaOverTheLatentCache) {
       }
       const auto qr = Row(Q, b.tokens[size_t(t)]);
       ref::MlaAttentionRow(qr.data(), Cf.data(), Pf.data(), pos + 1, H, dn, dr, dv, r, WukT, Wuv,
-                           m.f0, &want[size_t(t * H * dv)]);
+                           m.f0, &want[size_t(t) * size_t(H * dv)]);
     }
-    ExpectClose(got, want, 1e-5, "mla T=" + std::to_string(T));
+    ExpectClose(got, want, tol, tag + " T=" + std::to_string(T));
   }
+};
+
+std::vector<int32_t> Tokens(int n, int seed, int vocab = 97) {
+  std::vector<int32_t> v(static_cast<size_t>(n));
+  for (int i = 0; i < n; ++i) v[size_t(i)] = (i * 7 + seed) % vocab;
+  return v;
+}
+
+TEST_P(VulkanAttention, AbsorbedMlaOverTheLatentCache) {
+  MlaSteps run(SharedVulkan(), 3, 8, 4, 6, 16, GetParam(), 16);
+  for (const Batch& b : Steps()) run.Step(SharedVulkan(), b, 1e-5, "mla");
+}
+
+// At DeepSeek's own widths (latent 512, rope 64; 16 heads as V2-Lite, 128 as V3): mla_attention.comp
+// over prefills that mix two slots (one workgroup per heads x row), decode rows whose keys are
+// split into chunks (1 key up to ~5,000, so chunks of 1 tile, of many tiles and empty ones), and
+// a step of 3 rows in one slot. Odd head counts leave a group partly empty.
+TEST_P(VulkanAttention, AbsorbedMlaAtRealWidthsAndLongContexts) {
+  const DType kt = GetParam();
+  const double tol = kt == DType::kF16 ? 2e-4 : 1e-4;
+  auto& be = SharedVulkan();
+  for (const int H : {16, 5}) {
+    const std::string tag = "mla H=" + std::to_string(H);
+    MlaSteps run(be, H, 16, 64, 16, 512, kt, 5200);
+    Batch a;  // prefill: slot 1's 40 rows, then slot 0's 9 (DIRECT)
+    a.Add(1, 0, Tokens(40, 1), true);
+    a.Add(0, 0, Tokens(9, 2), true);
+    a.Finalize();
+    run.Step(be, a, tol, tag + " prefill");
+    Batch b;  // decode: contexts 41 and 10 (split)
+    b.Add(1, 40, {5}, true);
+    b.Add(0, 9, {6}, true);
+    b.Finalize();
+    run.Step(be, b, tol, tag + " decode");
+    Batch c;  // slot 0 to ~5,000 keys, stored only
+    c.Add(0, 10, Tokens(4980, 3), true);
+    c.Finalize();
+    run.Step(be, c, tol, tag, /*store_only=*/true);
+    Batch d;  // decode rows at 4,991..4,993 keys in one slot
+    d.Add(0, 4990, {7, 8, 9}, true);
+    d.Finalize();
+    run.Step(be, d, tol, tag + " long decode");
+  }
+  MlaSteps v3(be, 128, 16, 64, 16, 512, kt, 300);  // V3: 8 groups of 16 heads
+  Batch a;
+  a.Add(0, 0, Tokens(20, 4), true);
+  a.Finalize();
+  v3.Step(be, a, tol, "mla H=128 prefill");
+  Batch b;
+  b.Add(0, 20, {3}, true);
+  b.Add(1, 0, {4}, true);  // a row whose only key is its own
+  b.Finalize();
+  v3.Step(be, b, tol, "mla H=128 decode");
 }
 
 INSTANTIATE_TEST_SUITE_P(KvTypes, VulkanAttention, ::testing::Values(DType::kF32, DType::kF16),

@@ -53,9 +53,8 @@ bool UseAttentionCm2(const Device& dev, int64_t T, uint32_t dk, uint32_t dv) {
          dk <= kCm2MaxHeadDim && dv <= kCm2MaxHeadDim;
 }
 
-namespace {
 // attention_combine.comp: merges the S key chunks of each (row, head) of a split attention.
-void RecordCombine(OpContext& c, const AttentionArgs& a, uint32_t S) {
+void RecordAttentionCombine(OpContext& c, const AttentionArgs& a, uint32_t S) {
   const std::string name = a.xq ? (a.xq->wide ? "attention_combine_q8_i16" : "attention_combine_q8") : "attention_combine";
   Dispatch& m = c.Add(name, std::vector<uint32_t>(a.xq ? 4 : 2, 1), {S});
   m.bindings = {{a.part}, {a.out}};
@@ -74,6 +73,8 @@ void RecordCombine(OpContext& c, const AttentionArgs& a, uint32_t S) {
   m.groups[0] = a.Hq;
   m.groups[1] = uint32_t(c.T);
 }
+
+namespace {
 
 // Split decode attention by kv head (attention_decode.comp), FUSED where the builder folded the
 // ropes and the cache stores into it (c.attn_rope): then a.q is the raw q.
@@ -115,7 +116,7 @@ void RecordDecodeAttention(OpContext& c, const AttentionArgs& a) {
   d.groups[0] = a.Hkv;
   d.groups[1] = uint32_t(c.T);
   d.groups[2] = S;
-  RecordCombine(c, a, S);
+  RecordAttentionCombine(c, a, S);
 }
 
 // The kernel of an attention: prefill (more than kAttentionSplitMaxRows rows, no split scratch,
@@ -178,7 +179,7 @@ void RecordAttention(OpContext& c, const AttentionArgs& a) {
   d.Push(pc);
   d.groups[0] = a.Hq;
   d.groups[1] = uint32_t(c.T);
-  if (split) RecordCombine(c, a, kAttentionSplits);
+  if (split) RecordAttentionCombine(c, a, kAttentionSplits);
 }
 
 void BuildAttention(OpContext& c) {

@@ -1,11 +1,15 @@
 // kMlaAttention, absorbed form over the latent cache (C: [ctx, r], PE: [ctx, dr]):
 //   1. q_lat[t, h] = WukT[h] · q_nope[t, h]         per-head GEMV into qcat[:, h, 0:r]
 //   2. qcat[t, h, r:r+dr] = q_pe[t, h]               strided copy
-//   3. o_lat[t, h] = Σ_j softmax(scale · qcat·[C_j | PE_j]) C_j   the attention kernel, with
-//      one shared kv head whose key is the latent row plus its rope part and whose value is
-//      the latent row
+//   3. o_lat[t, h] = Σ_j softmax(scale · qcat·[C_j | PE_j]) C_j   mla_attention.comp: one
+//      workgroup per (group of heads, row, key chunk) reading each latent row once for all the
+//      group's heads; decode rows split the keys into kMlaSplits chunks merged by
+//      attention_combine.comp, prefill rows take one workgroup per (heads, row) (DIRECT).
+//      Where that kernel does not fit (odd widths, subgroups under 8), attention.comp with one
+//      shared kv head whose key is the latent row plus its rope part and whose value is it.
 //   4. out[t, h] = Wuv[h] · o_lat[t, h]              per-head GEMV
-// Scratch: qcat [T, H*(r+dr)], o_lat [T, H*r] (f32).
+// Scratch: qcat [T, H*(r+dr)], o_lat [T, H*r] (f32), and for split decode the chunks' partials
+// [T, H, kMlaSplits, r + 2].
 #include "ops/ops.h"
 
 namespace es::vk {
@@ -14,9 +18,30 @@ struct CopyPush {
   uint32_t R, H, W, is, ihs, ioff, os, ohs, ooff;
 };
 
+namespace {
+// Key chunks of a decode row (mla_attention.comp without DIRECT) and the fewest keys a chunk
+// takes (ES_VK_MLA_SPLITS / ES_VK_MLA_CHUNK: an A/B on the H200, to be settled).
+uint32_t MlaSplits() { return Knob("ES_VK_MLA_SPLITS", {16, 32, 64, 128}, 64); }
+uint32_t MlaMinChunk() { return Knob("ES_VK_MLA_CHUNK", {16, 32, 64}, 32); }
+constexpr uint32_t kMlaKeyTile = 32;  // mla_attention.comp's KT
+// Heads per workgroup of mla_attention.comp: the most (up to 16) whose q and scores fit the
+// device's shared memory; 0 where the kernel does not apply.
+uint32_t MlaHeadsPerGroup(const Device& dev, int64_t r, int64_t dr) {
+  const auto& info = dev.info();
+  if (r % 2 != 0 || dr % 2 != 0 || info.min_subgroup_size < 8) return 0;
+  for (uint32_t G = 16; G >= 1; G /= 2) {
+    const uint64_t bytes = 4ull * G * uint64_t(r + dr) + 4ull * G * kMlaKeyTile + 12ull * G + 1024;
+    if (bytes <= info.max_shared_memory) return G;
+  }
+  return 0;
+}
+}  // namespace
+
 std::vector<uint64_t> MlaScratch(const Graph& g, const Node& n, int64_t T) {
   const uint64_t H = uint64_t(n.i[0]), dr = uint64_t(n.i[2]), r = uint64_t(n.i[4]);
-  return {uint64_t(T) * H * (r + dr) * 4, uint64_t(T) * H * r * 4};
+  std::vector<uint64_t> s{uint64_t(T) * H * (r + dr) * 4, uint64_t(T) * H * r * 4};
+  if (T <= kAttentionSplitMaxRows) s.push_back(uint64_t(T) * H * MlaSplits() * (r + 2) * 4);
+  return s;
 }
 
 void BuildMla(OpContext& c) {
@@ -39,6 +64,36 @@ void BuildMla(OpContext& c) {
     d.Push(CopyPush{uint32_t(T), uint32_t(H), uint32_t(dr), uint32_t(qw), uint32_t(dn + dr),
                     uint32_t(dn), uint32_t(cw), uint32_t(r + dr), uint32_t(r)});
     Grid1D(d, uint64_t(T * H * dr));
+  }
+  if (const uint32_t G = MlaHeadsPerGroup(c.dev, r, dr)) {
+    const bool f16 = spec.dtype == DType::kF16, split = c.T <= kAttentionSplitMaxRows;
+    const uint32_t S = split ? MlaSplits() : 1;
+    Dispatch& d = c.Add(std::string("mla_attention_") + (f16 ? "f16" : "f32") + (split ? "" : "_direct"),
+                        {1, 1, 1, 1, 1}, {uint32_t(r), uint32_t(dr), G, MlaMinChunk()});
+    d.bindings = {{qcat}, {Range(c.kv.part(n.layer, 0))}, {Range(c.kv.part(n.layer, 1))}, {c.batch},
+                  {split ? c.scratch[2] : olat}};
+    d.writes = {4};
+    struct {
+      uint32_t Hq, q_rs, q_hs, capacity, slot_off, pos_off, o_rs, o_hs;
+      float scale;
+    } pc{uint32_t(H), uint32_t(cw), uint32_t(r + dr), uint32_t(c.kv.capacity()), c.layout->slots,
+         c.layout->positions, uint32_t(H * r), uint32_t(r), n.f0};
+    d.Push(pc);
+    d.groups[0] = uint32_t((H + G - 1) / G);
+    d.groups[1] = uint32_t(T);
+    d.groups[2] = S;
+    if (split) {
+      AttentionArgs a{};
+      a.part = c.scratch[2];
+      a.out = olat;
+      a.Hq = uint32_t(H);
+      a.dv = uint32_t(r);
+      a.o_rs = uint32_t(H * r);
+      a.o_hs = uint32_t(r);
+      RecordAttentionCombine(c, a, S);
+    }
+    RecordHeadGemv(c, olat, T, H, dv, r, wuv, H * r, r, 0, c.Out(), H * dv, dv, 0);
+    return;
   }
   AttentionArgs a{};
   a.q = qcat;

@@ -48,7 +48,7 @@ void BuildMoe(OpContext& c) {
          p.scoring == ScoringFunc::kSigmoid ? 1u : 0u, uint32_t(p.topk_method),
          p.norm_topk_prob ? 1u : 0u, has_bias ? 1u : 0u, p.routed_scaling_factor};
     d.Push(pc);
-    d.groups[0] = uint32_t((R + 63) / 64);
+    d.groups[0] = uint32_t(R);  // one workgroup per token
   }
   // Expert table and the buffers it points into: each projection's experts are one stack
   // (WeightStore::GetExperts), bound by their blocks' buffers: gate and up for the UP kernel,

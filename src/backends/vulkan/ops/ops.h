@@ -34,6 +34,9 @@ constexpr uint32_t kAttentionSplits = 16;
 constexpr int64_t kAttentionSplitMaxRows = 8;
 uint64_t AttentionSplitBytes(const Device& dev, int64_t T, uint32_t Hq, uint32_t Hkv, uint32_t dk, uint32_t dv);
 void RecordAttention(OpContext& c, const AttentionArgs& a);
+// attention_combine.comp: merges the S key chunks in a.part of each (row, head) into a.out
+// (a.Hq heads of a.dv values, row stride a.o_rs, head stride a.o_hs; a.xq: also quantized).
+void RecordAttentionCombine(OpContext& c, const AttentionArgs& a, uint32_t S);
 // Whether split decode attention of T rows (Hq query heads over Hkv kv heads, head dims dk, dv)
 // takes attention_decode.comp, one workgroup per kv head and key chunk (ES_VK_ATTN_DECODE=0:
 // never; else where the dims and the shared memory fit). The builder folds the ropes of q and k

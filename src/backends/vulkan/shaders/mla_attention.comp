@@ -1,0 +1,180 @@
+#version 450
+// MLA attention in the absorbed form over the latent cache (ops/mla_attention.cpp), one
+// workgroup per (group of G query heads, row, key chunk): every latent row of the chunk is read
+// once for the G heads (attention.comp reads it once per head), as the key (latent C_j and its
+// rope part PE_j) and as the value (C_j):
+//   o[t, h] = Σ_j softmax_j(scale · (qc[t, h]·C_j + qr[t, h]·PE_j)) C_j,  j = 0 .. pos(t)
+//   q: [T, *], head h at q[t*q_rs + h*q_hs ..]: R latent dims, then DR rope dims
+//   C: [slot][capacity][R], PE: [slot][capacity][DR] (KV_F16 or f32), the row's own slot
+// Per tile of KT keys:
+//   scores: LPK = 8 invocations per key, lane s dotting the dim pairs s, s + 8, ... of the key
+//     with the G heads' q (shared memory, f32); the 8 partial dots are added by subgroup
+//     shuffles (the 8 lanes of a key are adjacent in one subgroup: subgroup size % 8 == 0);
+//   online softmax per head (running max m, sum l, as in FlashAttention);
+//   values: invocation tid owns the dim pairs tid, tid + WG, ... of all G heads' outputs and
+//     adds the tile's rows weighted by the heads' probabilities.
+// The keys of a row are split into S = gl_NumWorkGroups.z chunks of max(ceil(n / S), MINCHUNK)
+// keys (chunks past the context are empty); each workgroup writes per head its unnormalised
+// sums, m and l to part[((t*Hq + h)*S + z)*(R + 2) ..] and attention_combine.comp merges them
+// (decode). DIRECT (prefill, S = 1): the normalised output goes straight to
+// o[t*o_rs + h*o_hs + d].
+#extension GL_EXT_control_flow_attributes : require
+#extension GL_KHR_shader_subgroup_shuffle : require
+#include "common.glsl"
+layout(local_size_x = 256) in;
+layout(constant_id = 0) const uint R = 512;         // latent dims (even)
+layout(constant_id = 1) const uint DR = 64;         // rope dims (even)
+layout(constant_id = 2) const uint G = 16;          // query heads per workgroup
+layout(constant_id = 3) const uint MINCHUNK = 32;   // fewest keys a chunk takes
+const uint WG = 256u, LPK = 8u, KT = WG / LPK;
+const uint R2 = R / 2u, DR2 = DR / 2u, QW2 = R2 + DR2;   // dim pairs
+const uint MAXP = (R2 + WG - 1u) / WG;                   // value pairs per invocation
+const uint PE_ = (G * KT + WG - 1u) / WG;                // (head, key) entries per invocation
+
+layout(binding = 0) readonly buffer Q { float q[]; };
+#if defined(KV_F16)
+layout(binding = 1) readonly buffer C { uint c2[]; };    // 2 halves
+layout(binding = 2) readonly buffer PE { uint pe2[]; };
+vec2 LoadC(uint i) { return unpackHalf2x16(c2[i]); }
+vec2 LoadPE(uint i) { return unpackHalf2x16(pe2[i]); }
+#else
+layout(binding = 1) readonly buffer C { vec2 c2[]; };    // 2 floats
+layout(binding = 2) readonly buffer PE { vec2 pe2[]; };
+vec2 LoadC(uint i) { return c2[i]; }
+vec2 LoadPE(uint i) { return pe2[i]; }
+#endif
+layout(binding = 3) readonly buffer B { int bt[]; };
+#ifdef DIRECT
+layout(binding = 4) writeonly buffer O { float o[]; };
+#else
+layout(binding = 4) writeonly buffer Part { float part[]; };
+#endif
+layout(push_constant) uniform P {
+  uint Hq, q_rs, q_hs, capacity, slot_off, pos_off, o_rs, o_hs;
+  float scale;
+} p;
+
+shared vec2 qs[G * QW2];      // the G heads' q, f32
+shared float ps[G * KT];      // scores, then probabilities: [head][key]
+shared float mh[G], lh[G], corr[G];
+
+void main() {
+  const uint tid = gl_LocalInvocationID.x;
+  const uint h0 = gl_WorkGroupID.x * G, t = gl_WorkGroupID.y;
+  for (uint i = tid; i < G * QW2; i += WG) {
+    const uint hh = i / QW2, d = i % QW2, h = h0 + hh;
+    const uint qo = t * p.q_rs + h * p.q_hs + 2u * d;
+    qs[i] = h < p.Hq ? vec2(q[qo], q[qo + 1u]) : vec2(0.0);
+  }
+  if (tid < G) {
+    mh[tid] = -1.0 / 0.0;
+    lh[tid] = 0.0;
+  }
+  const uint slot = uint(bt[p.slot_off + t]);
+  const uint n_ctx = uint(bt[p.pos_off + t]) + 1u;
+  const uint base = slot * p.capacity;
+#ifdef DIRECT
+  const uint S = 1u, z = 0u;
+#else
+  const uint S = gl_NumWorkGroups.z, z = gl_WorkGroupID.z;
+#endif
+  const uint chunk = max((n_ctx + S - 1u) / S, MINCHUNK);
+  const uint jbeg = min(n_ctx, z * chunk), jend = min(n_ctx, jbeg + chunk);
+  vec2 acc[G * MAXP];
+  [[unroll]] for (uint i = 0u; i < G * MAXP; ++i) acc[i] = vec2(0.0);
+  barrier();
+
+  const uint kj = tid / LPK, s = tid % LPK;
+  for (uint j0 = jbeg; j0 < jend; j0 += KT) {
+    // Scores of the tile's keys.
+    const uint j = j0 + kj;
+    float dots[G];
+    [[unroll]] for (uint hh = 0u; hh < G; ++hh) dots[hh] = 0.0;
+    if (j < jend) {
+      const uint rc = (base + j) * R2, rp = (base + j) * DR2;
+      [[unroll]] for (uint i = s; i < R2; i += LPK) {
+        const vec2 k = LoadC(rc + i);
+        [[unroll]] for (uint hh = 0u; hh < G; ++hh) dots[hh] += dot(qs[hh * QW2 + i], k);
+      }
+      [[unroll]] for (uint i = s; i < DR2; i += LPK) {
+        const vec2 k = LoadPE(rp + i);
+        [[unroll]] for (uint hh = 0u; hh < G; ++hh) dots[hh] += dot(qs[hh * QW2 + R2 + i], k);
+      }
+    }
+    [[unroll]] for (uint hh = 0u; hh < G; ++hh) {
+      float d = dots[hh];
+      d += subgroupShuffleXor(d, 1u);
+      d += subgroupShuffleXor(d, 2u);
+      d += subgroupShuffleXor(d, 4u);
+      dots[hh] = d;
+    }
+    [[unroll]] for (uint hh = 0u; hh < G; ++hh)
+      if (s == hh % LPK) ps[hh * KT + kj] = j < jend ? dots[hh] * p.scale : -1.0 / 0.0;
+    barrier();
+    // Running max per head, and the rescale of the sums so far.
+    if (tid < G) {
+      float mt = mh[tid];
+      for (uint jj = 0u; jj < KT; ++jj) mt = max(mt, ps[tid * KT + jj]);
+      corr[tid] = mh[tid] == -1.0 / 0.0 ? 0.0 : exp(mh[tid] - mt);
+      mh[tid] = mt;
+    }
+    barrier();
+    [[unroll]] for (uint c = 0u; c < PE_; ++c) {
+      const uint e = tid + WG * c;
+      if (e < G * KT) {
+        const float sc = ps[e];
+        ps[e] = sc == -1.0 / 0.0 ? 0.0 : exp(sc - mh[e / KT]);
+      }
+    }
+    barrier();
+    if (tid < G) {
+      float l = lh[tid] * corr[tid];
+      for (uint jj = 0u; jj < KT; ++jj) l += ps[tid * KT + jj];
+      lh[tid] = l;
+    }
+    // Values: the tile's latent rows weighted by each head's probabilities.
+    const uint nt = min(KT, jend - j0);
+    [[unroll]] for (uint hh = 0u; hh < G; ++hh)
+      [[unroll]] for (uint c = 0u; c < MAXP; ++c) acc[hh * MAXP + c] *= corr[hh];
+    for (uint jj = 0u; jj < nt; ++jj) {
+      const uint rc = (base + j0 + jj) * R2;
+      [[unroll]] for (uint c = 0u; c < MAXP; ++c) {
+        const uint i = tid + WG * c;
+        if (i < R2) {
+          const vec2 v = LoadC(rc + i);
+          [[unroll]] for (uint hh = 0u; hh < G; ++hh) acc[hh * MAXP + c] += ps[hh * KT + jj] * v;
+        }
+      }
+    }
+    barrier();  // ps, corr and lh are rewritten by the next tile
+  }
+
+  [[unroll]] for (uint hh = 0u; hh < G; ++hh) {
+    const uint h = h0 + hh;
+    if (h >= p.Hq) continue;
+#ifdef DIRECT
+    const float inv = lh[hh] > 0.0 ? 1.0 / lh[hh] : 0.0;
+    [[unroll]] for (uint c = 0u; c < MAXP; ++c) {
+      const uint i = tid + WG * c;
+      if (i < R2) {
+        const uint oo = t * p.o_rs + h * p.o_hs + 2u * i;
+        o[oo] = acc[hh * MAXP + c].x * inv;
+        o[oo + 1u] = acc[hh * MAXP + c].y * inv;
+      }
+    }
+#else
+    const uint pb = ((t * p.Hq + h) * S + z) * (R + 2u);
+    [[unroll]] for (uint c = 0u; c < MAXP; ++c) {
+      const uint i = tid + WG * c;
+      if (i < R2) {
+        part[pb + 2u * i] = acc[hh * MAXP + c].x;
+        part[pb + 2u * i + 1u] = acc[hh * MAXP + c].y;
+      }
+    }
+    if (tid == 0u) {
+      part[pb + R] = mh[hh];  // -inf for an empty chunk
+      part[pb + R + 1u] = lh[hh];
+    }
+#endif
+  }
+}
