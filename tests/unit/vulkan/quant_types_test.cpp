@@ -217,8 +217,8 @@ TEST_F(VulkanQuant, FusedSwiGluGemvOverTypes) {
 // Routed experts (only the chosen experts' rows are read): 3 rows, 5 experts, top 2, softmax
 // routing, expert matrices [I, D] / [D, I] of 1-3 blocks per row; gate/up of one type and down
 // of the same or another (q4_k_m files: Q4_K gate/up, Q6_K down), a quantized router too.
-std::vector<float> MoeGotWant(DType gu, DType down, std::vector<float>* want) {
-  const int R = 3, D = 2 * std::max(BlockElems(gu), BlockElems(down)), E = 5;
+std::vector<float> MoeGotWant(DType gu, DType down, std::vector<float>* want, int R = 3) {
+  const int D = 2 * std::max(BlockElems(gu), BlockElems(down)), E = 5;
   const int I = std::max(BlockElems(gu), BlockElems(down)) == 32 ? 96 : 256;
   auto p = std::make_shared<MoeParams>();
   p->n_experts = E;
@@ -261,6 +261,24 @@ TEST_F(VulkanQuant, MoeExpertsOverTypes) {
     std::vector<float> want;
     const std::vector<float> got = MoeGotWant(gu, down, &want);
     ExpectClose(got, want, kTol, "moe " + std::string(Name(gu)) + "/" + std::string(Name(down)));
+  }
+}
+
+// The grouped expert GEMMs (more than 8 rows: moe_compact + moe_gemm, ops/moe.cpp) over the same
+// types: 150 rows over 5 experts, top 2, so experts take more than one row tile (64 rows on
+// tensor cores, 128 on the plain GEMM) and partial ones. f16 math (the tensor-core GEMM rounds
+// activations to f16): 3e-3.
+TEST_F(VulkanQuant, MoeGroupedExpertsOverTypes) {
+  const double tol = SharedVulkan().device().f16_math() ? 3e-3 : kTol;
+  std::vector<std::pair<DType, DType>> cases;
+  for (DType dt : kTypes) cases.push_back({dt, dt});
+  cases.push_back({DType::kQ4_K, DType::kQ6_K});
+  cases.push_back({DType::kF16, DType::kQ5_1});
+  cases.push_back({DType::kBF16, DType::kBF16});
+  for (const auto& [gu, down] : cases) {
+    std::vector<float> want;
+    const std::vector<float> got = MoeGotWant(gu, down, &want, 150);
+    ExpectClose(got, want, tol, "grouped moe " + std::string(Name(gu)) + "/" + std::string(Name(down)));
   }
 }
 

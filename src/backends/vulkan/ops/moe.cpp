@@ -4,7 +4,15 @@
 // most kMoeMaxBlocks) and a small table maps each expert to (buffer, offset) of its gate, up and
 // down matrices (offsets in elements, or in words for block-quantized experts, whose rows are
 // repacked).
-// Scratch: logits [R, E], ids [R, k] (int32), weights [R, k], h [R*k, I].
+// Up to kMoeGemvMaxRows rows (decode): one GEMV workgroup row per (token, expert) pair
+// (moe_expert.comp UP, DOWN). More rows (prefill, batches): the pairs are grouped by expert
+// (moe_compact.comp) and each expert's projections run as one GEMM over the rows routed to it
+// (moe_gemm.glsl: matmul_gemm_cm.comp on tensor cores, else matmul_gemm.comp), so each expert's
+// weights are read about once a step instead of once per token that chose it; gate and up
+// into two [R*k, I] products, SwiGLU, down with the routing weight in its epilogue, and the
+// tokens' k outputs added in choice order (moe_combine.comp).
+// Scratch: logits [R, E], ids [R, k] (int32), weights [R, k], h [R*k, I]; grouped also gate and
+// up [R*k, I] each, the down outputs [R*k, D] and meta (counts, offsets, pairs).
 #include <cstdint>
 #include <cstring>
 
@@ -17,12 +25,82 @@ namespace es::vk {
 // blocks: a V2-Lite f16 projection (369 MB) 3 where the range is 128 MiB (lavapipe), a V3 f16
 // one (7.5 GB) 2 at 4 GiB (NVIDIA).
 constexpr size_t kMoeMaxBlocks = 8;
+// Most rows that take the per-pair GEMV kernels; more take the grouped GEMMs.
+constexpr int64_t kMoeGemvMaxRows = 8;
 
 std::vector<uint64_t> MoeScratch(const Graph& g, const Node& n, int64_t T) {
   const MoeParams& p = *n.moe;
-  const uint64_t R = uint64_t(n.shape[0]), k = uint64_t(p.top_k);
-  return {R * uint64_t(p.n_experts) * 4, R * k * 4, R * k * 4, R * k * uint64_t(p.ffn_dim) * 4};
+  const uint64_t R = uint64_t(n.shape[0]), k = uint64_t(p.top_k), I = uint64_t(p.ffn_dim),
+                 E = uint64_t(p.n_experts), D = uint64_t(n.shape[1]);
+  std::vector<uint64_t> s{R * E * 4, R * k * 4, R * k * 4, R * k * I * 4};
+  if (int64_t(R) > kMoeGemvMaxRows) {
+    s.push_back(R * k * I * 4);         // gate
+    s.push_back(R * k * I * 4);         // up
+    s.push_back(R * k * D * 4);         // down outputs, weighted
+    s.push_back((2 * E + R * k) * 4);   // meta
+  }
+  return s;
 }
+
+namespace {
+// The grouped path (R > kMoeGemvMaxRows): compaction, the gate/up/down GEMMs, SwiGLU, combine.
+void RecordGroupedExperts(OpContext& c, const std::vector<BufRange> (&lists)[2], const BufRange& tab,
+                          const DType (&dtype)[3]) {
+  const MoeParams& p = *c.n.moe;
+  const int64_t R = c.n.shape[0], D = c.n.shape[1], I = p.ffn_dim, E = p.n_experts, K = p.top_k;
+  const BufRange ids = c.scratch[1], wts = c.scratch[2], h = c.scratch[3], gate = c.scratch[4],
+                 up = c.scratch[5], yp = c.scratch[6], meta = c.scratch[7];
+  {
+    Dispatch& d = c.Add("moe_compact", {1, 1});
+    d.bindings = {{ids}, {meta}};
+    d.writes = {1};
+    struct {
+      uint32_t n, E;
+    } pc{uint32_t(R * K), uint32_t(E)};
+    d.Push(pc);
+  }
+  const bool cm = UseCoopmat(c.dev, D, dtype[0]) && UseCoopmat(c.dev, I, dtype[2]);
+  const uint32_t bm = cm ? 64 : 128, bn = 128;  // the kernels' tiles
+  auto gemm = [&](int mat, const std::vector<BufRange>& w, BufRange x, BufRange y, int64_t N, int64_t Kd,
+                  uint32_t xdiv, bool use_wts) {
+    const std::string t = TypeSuffix(dtype[mat]);
+    const std::string name =
+        cm ? "moe_gemm_cm_" + t + "_n" + std::to_string(c.dev.coopmat_n()) + (c.dev.shared_blocks() ? "_sb" : "") +
+                 (c.dev.coopmat_khr() ? "_khr" : "")
+           : "moe_gemm_" + t;
+    Dispatch& d = c.Add(name, {uint32_t(kMoeMaxBlocks), 1, 1, 1, 1, 1});
+    d.bindings = {w, {x}, {meta}, {y}, {tab}, {wts}};
+    d.writes = {3};
+    struct {
+      uint32_t K, N, y_rs, E, xdiv, mat, use_wts;
+    } pc{uint32_t(Kd), uint32_t(N), uint32_t(N), uint32_t(E), xdiv, uint32_t(mat), use_wts ? 1u : 0u};
+    d.Push(pc);
+    d.groups[0] = uint32_t((N + bn - 1) / bn);
+    d.groups[1] = uint32_t((R + bm - 1) / bm);  // an expert takes each token at most once
+    d.groups[2] = uint32_t(E);
+  };
+  gemm(0, lists[0], c.In(0), gate, I, D, uint32_t(K), false);
+  gemm(1, lists[0], c.In(0), up, I, D, uint32_t(K), false);
+  {
+    Dispatch& d = c.Add("swiglu", {1, 1, 1});
+    d.bindings = {{gate}, {up}, {h}};
+    d.writes = {2};
+    d.Push(uint32_t(R * K * I));
+    Grid1D(d, uint64_t(R * K * I));
+  }
+  gemm(2, lists[1], h, yp, D, I, 1, true);
+  {
+    Dispatch& d = c.Add("moe_combine", {1, 1});
+    d.bindings = {{yp}, {c.Out()}};
+    d.writes = {1};
+    struct {
+      uint32_t R, D, top_k;
+    } pc{uint32_t(R), uint32_t(D), uint32_t(K)};
+    d.Push(pc);
+    Grid1D(d, uint64_t(R * D));
+  }
+}
+}  // namespace
 
 void BuildMoe(OpContext& c) {
   const MoeParams& p = *c.n.moe;
@@ -94,6 +172,10 @@ void BuildMoe(OpContext& c) {
   Allocation tab = c.host_pool->Alloc(table.size() * 4, n.name + " expert table");
   std::memcpy(tab.mapped, table.data(), table.size() * 4);
   c.owned->push_back(tab);
+  if (R > kMoeGemvMaxRows) {
+    RecordGroupedExperts(c, lists, Range(tab), dtype);
+    return;
+  }
 
   const GemvShape gs = GemvFor(c.dev);
   // Dense experts with rows of whole 8-element groups take the vector variant; block types

@@ -50,12 +50,6 @@
 #extension GL_EXT_shared_memory_block : require
 #endif
 layout(local_size_x = 256) in;
-layout(binding = 0) readonly buffer W { uvec4 wq[]; };
-layout(binding = 1) readonly buffer X { vec4 x4[]; };
-layout(binding = 2) readonly buffer Bias { float bias[]; };
-layout(binding = 3) writeonly buffer Y { float y[]; };
-layout(push_constant) uniform P { uint K, N, R, n0, y_rs, has_bias; } p;
-
 #ifndef CN
 #define CN 16
 #endif
@@ -64,6 +58,28 @@ const uint CM = 16, CK = 16;
 #define BM 128
 #endif
 const uint BN = 128, BK = 32;
+#ifdef MOE
+// The grouped expert product (moe_gemm.glsl): one expert per gl_WorkGroupID.z, rows gathered.
+layout(binding = 0) readonly buffer Wb { uvec4 wq[]; } wb[8];
+layout(binding = 1) readonly buffer X { vec4 x4[]; };
+#include "moe_gemm.glsl"
+#define WQ(i) wb[blk].wq[i]
+#define XROW(row, gm) MoeXRow(row)
+#define ROWS moe_count
+#define WBASE_EL wbase   // dense types: elements
+#define WBASE_Q wbase    // block types: words
+#else
+layout(binding = 0) readonly buffer W { uvec4 wq[]; };
+layout(binding = 1) readonly buffer X { vec4 x4[]; };
+layout(binding = 2) readonly buffer Bias { float bias[]; };
+layout(binding = 3) writeonly buffer Y { float y[]; };
+layout(push_constant) uniform P { uint K, N, R, n0, y_rs, has_bias; } p;
+#define WQ(i) wq[i]
+#define XROW(row, gm) (gm)
+#define ROWS p.R
+#define WBASE_EL 0u
+#define WBASE_Q 0u
+#endif
 const uint LDS = BK + 8;          // f16 per shared row: 80 bytes (5 uvec4), staggers the banks
 const uint LDQ = LDS / 8u;        // uvec4 per shared row
 const uint WM = BM / 2, WN = 32;  // per subgroup
@@ -76,7 +92,7 @@ const uint A_H = BM * LDS, STAGE_H = (BM + BN) * LDS;  // halves: A tile, one st
 #endif
 #if defined(W_Q8_0) || defined(W_Q4_0) || defined(QGEN)
 // Repacked quantized rows (wload.glsl): QRowWords, QScale and kQWordsPerBlock.
-#define WORD(i) wq[(i) >> 2][(i) & 3u]
+#define WORD(i) WQ((i) >> 2)[(i) & 3u]
 #define WCOLS p.K
 #include "wload.glsl"
 #endif
@@ -107,6 +123,16 @@ shared float stage_f[8u * CM * CN];
 #define SH sh_h
 #define STAGE_F stage_f
 #endif
+#ifdef MOE
+#ifdef SB
+// The tile's pairs after the stages (the blocks alias each other).
+shared ShR { float16_t pad_[2u * STAGE_H]; uint rows[BM]; } shr;
+#define MOE_ROWS
+#define moe_rows shr.rows
+#endif
+#define MOE_GEMM_FUNCS
+#include "moe_gemm.glsl"
+#endif
 
 // Eight halves at half-offset o (a multiple of 8) of the stages.
 void Put8(uint o, f16vec4 lo, f16vec4 hi) {
@@ -125,6 +151,9 @@ void main() {
   const uint wm = sg / 4u, wn = sg % 4u;       // subgroup position in the 2 x 4 layout
   const uint m0 = gl_WorkGroupID.y * BM, nb = gl_WorkGroupID.x * BN;
   const uint K4 = p.K / 4u;
+#ifdef MOE
+  if (!MoeBegin(m0)) return;
+#endif
 
   CM_ACC acc[FM][FN];
   [[unroll]] for (uint i = 0; i < FM; ++i)
@@ -149,9 +178,10 @@ void main() {
     [[unroll]] for (uint l = 0; l < UA; ++l) {                                                   \
       const uint u = tid + 256u * l, row = u / (BK / 8u), c = u % (BK / 8u);          \
       const uint gm = m0 + row, gk4 = (k0) / 4u + 2u * c;                             \
-      const bool ok = gm < p.R && gk4 < K4;                                           \
-      ra[l][0] = ok ? x4[gm * K4 + gk4] : vec4(0.0);                                  \
-      ra[l][1] = ok ? x4[gm * K4 + gk4 + 1u] : vec4(0.0);                             \
+      const bool ok = gm < ROWS && gk4 < K4;                                          \
+      const uint xr = XROW(row, gm);                                                  \
+      ra[l][0] = ok ? x4[xr * K4 + gk4] : vec4(0.0);                                  \
+      ra[l][1] = ok ? x4[xr * K4 + gk4 + 1u] : vec4(0.0);                             \
     }
 #if defined(W_F32) || defined(W_F16) || defined(W_BF16)
 #if defined(W_F32)
@@ -164,13 +194,13 @@ void main() {
       const uint u = tid + 256u * l, row = u / (BK / 8u), c = u % (BK / 8u);          \
       const uint gn = nb + row, gk = (k0) + 8u * c;                                   \
       const bool ok = gn < p.N && gk < p.K;                                           \
-      const uint q = (gn * p.K + gk) / (8u / QPU);                                    \
+      const uint q = (WBASE_EL + gn * p.K + gk) / (8u / QPU);                         \
       LOAD_B_UNIT                                                                     \
     }
 #if defined(W_F32)
-  #define LOAD_B_UNIT rb[l][0] = ok ? wq[q] : uvec4(0u); rb[l][1] = ok ? wq[q + 1u] : uvec4(0u);
+  #define LOAD_B_UNIT rb[l][0] = ok ? WQ(q) : uvec4(0u); rb[l][1] = ok ? WQ(q + 1u) : uvec4(0u);
 #else
-  #define LOAD_B_UNIT rb[l] = ok ? wq[q] : uvec4(0u);
+  #define LOAD_B_UNIT rb[l] = ok ? WQ(q) : uvec4(0u);
 #endif
 #elif defined(QGEN)
   // Other block types: invocation tid dequantizes elements k0 + 16 (tid % 2) .. + 15 of row
@@ -178,7 +208,7 @@ void main() {
   #define LOAD_B(k0)                                                                  \
     {                                                                                 \
       const uint row = tid / 2u, half_ = tid % 2u, gn = nb + row;                     \
-      const uint base = gn * QRowWords(p.K);                                          \
+      const uint base = WBASE_Q + gn * QRowWords(p.K);                                          \
       [[unroll]] for (uint j = 0; j < 4u; ++j)                                        \
         rg[j] = gn < p.N ? QGroup4(base, p.K, (k0) + 16u * half_ + 4u * j) : vec4(0.0); \
     }
@@ -187,15 +217,15 @@ void main() {
   #define LOAD_B(k0)                                                                  \
     {                                                                                 \
       const uint row = tid / 2u, half_ = tid % 2u, gn = nb + row;                     \
-      const uint base = gn * QRowWords(p.K), b = (k0) / 32u;                          \
+      const uint base = WBASE_Q + gn * QRowWords(p.K), b = (k0) / 32u;                          \
       const bool ok = gn < p.N;                                                       \
       LOAD_Q                                                                          \
       rd = ok ? QScale(base, p.K, b) : 0.0;                                           \
     }
 #if defined(W_Q8_0)
-  #define LOAD_Q rb[0] = ok ? wq[(base + b * kQWordsPerBlock) / 4u + half_] : uvec4(0u);
+  #define LOAD_Q rb[0] = ok ? WQ((base + b * kQWordsPerBlock) / 4u + half_) : uvec4(0u);
 #else
-  #define LOAD_Q rb[0] = ok ? wq[(base + b * kQWordsPerBlock) / 4u] : uvec4(0u);
+  #define LOAD_Q rb[0] = ok ? WQ((base + b * kQWordsPerBlock) / 4u) : uvec4(0u);
 #endif
 #endif
 
@@ -288,23 +318,34 @@ void main() {
   }
 
   // Whole tiles without bias go straight to y (16-byte aligned rows); the rest per element.
+#ifdef MOE
+  const bool direct = false;  // rows scattered to their pairs
+#else
   const bool direct = p.has_bias == 0u && m0 + BM <= p.R && nb + BN <= p.N &&
                       p.y_rs % 4u == 0u && p.n0 % 4u == 0u;
+#endif
   [[unroll]] for (uint i = 0; i < FM; ++i) {
     [[unroll]] for (uint j = 0; j < FN; ++j) {
       const uint rb0 = m0 + wm * WM + i * CM, cb0 = nb + wn * WN + j * CN;
+#ifndef MOE
       if (direct) {
         CM_STORE(acc[i][j], y, rb0 * p.y_rs + p.n0 + cb0, p.y_rs);
         continue;
       }
+#endif
       CM_STORE(acc[i][j], STAGE_F, sg * CM * CN, CN);
       subgroupMemoryBarrierShared();
       subgroupBarrier();
       for (uint e = lane; e < CM * CN; e += gl_SubgroupSize) {
         const uint gm = rb0 + e / CN, gn = cb0 + e % CN;
+#ifdef MOE
+        if (gm < ROWS && gn < p.N)
+          y[MoeYRow(gm - m0) * p.y_rs + gn] = STAGE_F[sg * CM * CN + e] * MoeScale(gm - m0);
+#else
         if (gm < p.R && gn < p.N)
           y[gm * p.y_rs + p.n0 + gn] =
               STAGE_F[sg * CM * CN + e] + (p.has_bias != 0u ? bias[p.n0 + gn] : 0.0);
+#endif
       }
       subgroupBarrier();
     }
