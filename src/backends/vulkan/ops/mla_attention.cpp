@@ -8,8 +8,14 @@
 //      Where that kernel does not fit (odd widths, subgroups under 8), attention.comp with one
 //      shared kv head whose key is the latent row plus its rope part and whose value is it.
 //   4. out[t, h] = Wuv[h] · o_lat[t, h]              per-head GEMV
-// Scratch: qcat [T, H*(r+dr)], o_lat [T, H*r] (f32), and for split decode the chunks' partials
-// [T, H, kMlaSplits, r + 2].
+// Prefill (more than kAttentionSplitMaxRows rows, dense WukT/Wuv): steps 1 and 4 are grouped
+// GEMMs with one group per head (RecordGroupedGemm, on tensor cores where the device has them)
+// over head-major copies of their inputs ([H, T, *]), their outputs copied back.
+// Scratch: qcat [T, H*(r+dr)], o_lat [T, H*r] (f32); split decode: the chunks' partials
+// [T, H, kMlaSplits, r + 2]; prefill: head-major [H*T, max(dn, r, dv)] twice.
+#include <algorithm>
+#include <cstring>
+
 #include "ops/ops.h"
 
 namespace es::vk {
@@ -19,6 +25,32 @@ struct CopyPush {
 };
 
 namespace {
+void RecordCopy(OpContext& c, BufRange in, BufRange out, const CopyPush& pc) {
+  Dispatch& d = c.Add("copy", {1, 1});
+  d.bindings = {{in}, {out}};
+  d.writes = {1};
+  d.Push(pc);
+  Grid1D(d, uint64_t(pc.R) * pc.H * pc.W);
+}
+
+// y[t, h*y_hs + n] = W[h] · x[t, h*x_hs + k] for T rows as one grouped GEMM per head
+// (W: [H*N, K] dense, head h's rows at h*N): x copied head-major into xh, the GEMM into yh, and
+// yh copied back. meta: the identity grouping (head h takes rows h*T .. h*T + T of xh).
+void RecordHeadGemm(OpContext& c, BufRange x, uint32_t x_rs, uint32_t x_hs, uint32_t H, uint32_t N,
+                    uint32_t K, const DeviceWeight& w, BufRange y, uint32_t y_rs, uint32_t y_hs,
+                    BufRange xh, BufRange yh, BufRange meta) {
+  const uint32_t T = uint32_t(c.T);
+  RecordCopy(c, x, xh, CopyPush{T, H, K, x_rs, x_hs, 0, K, T * K, 0});
+  std::vector<uint32_t> table(size_t(6) * H, 0);
+  for (uint32_t h = 0; h < H; ++h) table[6 * h + 1] = h * N * K;  // elements
+  Allocation tab = c.host_pool->Alloc(table.size() * 4, c.n.name + " head table");
+  std::memcpy(tab.mapped, table.data(), table.size() * 4);
+  c.owned->push_back(tab);
+  GroupedGemm g{{Range(w.chunks[0].alloc)}, xh, meta, yh, Range(tab), meta, w.dtype, N, K, H, T, 1, 0, false};
+  RecordGroupedGemm(c, g);
+  RecordCopy(c, yh, y, CopyPush{T, H, N, N, T * N, 0, y_rs, y_hs, 0});
+}
+
 // Key chunks of a decode row (mla_attention.comp without DIRECT) and the fewest keys a chunk
 // takes (ES_VK_MLA_SPLITS / ES_VK_MLA_CHUNK: an A/B on the H200, to be settled).
 uint32_t MlaSplits() { return Knob("ES_VK_MLA_SPLITS", {16, 32, 64, 128}, 64); }
@@ -40,7 +72,13 @@ uint32_t MlaHeadsPerGroup(const Device& dev, int64_t r, int64_t dr) {
 std::vector<uint64_t> MlaScratch(const Graph& g, const Node& n, int64_t T) {
   const uint64_t H = uint64_t(n.i[0]), dr = uint64_t(n.i[2]), r = uint64_t(n.i[4]);
   std::vector<uint64_t> s{uint64_t(T) * H * (r + dr) * 4, uint64_t(T) * H * r * 4};
-  if (T <= kAttentionSplitMaxRows) s.push_back(uint64_t(T) * H * MlaSplits() * (r + 2) * 4);
+  if (T <= kAttentionSplitMaxRows) {
+    s.push_back(uint64_t(T) * H * MlaSplits() * (r + 2) * 4);
+  } else {
+    const uint64_t dn = uint64_t(n.i[1]), dv = uint64_t(n.i[3]), w = std::max({dn, r, dv});
+    s.push_back(uint64_t(T) * H * w * 4);
+    s.push_back(uint64_t(T) * H * w * 4);
+  }
   return s;
 }
 
@@ -56,7 +94,25 @@ void BuildMla(OpContext& c) {
   ES_CHECK(wuv.rows == H * dv && wuv.cols == r, "vulkan: mla '", n.name, "': Wuv must be [H*dv, r]");
   const BufRange qcat = c.scratch[0], olat = c.scratch[1];
   const int64_t qw = H * (dn + dr), cw = H * (r + dr);
-  RecordHeadGemv(c, c.In(0), T, H, r, dn, wuk, qw, dn + dr, 0, qcat, cw, r + dr, 0);
+  const bool gemm = T > kAttentionSplitMaxRows && !IsQuantized(wuk.dtype) && !IsQuantized(wuv.dtype) &&
+                    wuk.chunks.size() == 1 && wuv.chunks.size() == 1;
+  BufRange meta;
+  if (gemm) {
+    std::vector<uint32_t> m(size_t(2 * H + T * H));
+    for (int64_t h = 0; h < H; ++h) {
+      m[size_t(h)] = uint32_t(T);
+      m[size_t(H + h)] = uint32_t(h * T);
+    }
+    for (int64_t i = 0; i < T * H; ++i) m[size_t(2 * H + i)] = uint32_t(i);
+    Allocation ma = c.host_pool->Alloc(m.size() * 4, n.name + " head rows");
+    std::memcpy(ma.mapped, m.data(), m.size() * 4);
+    c.owned->push_back(ma);
+    meta = Range(ma);
+    RecordHeadGemm(c, c.In(0), uint32_t(qw), uint32_t(dn + dr), uint32_t(H), uint32_t(r), uint32_t(dn), wuk,
+                   qcat, uint32_t(cw), uint32_t(r + dr), c.scratch[2], c.scratch[3], meta);
+  } else {
+    RecordHeadGemv(c, c.In(0), T, H, r, dn, wuk, qw, dn + dr, 0, qcat, cw, r + dr, 0);
+  }
   {
     Dispatch& d = c.Add("copy", {1, 1});
     d.bindings = {{c.In(0)}, {qcat}};
@@ -92,7 +148,11 @@ void BuildMla(OpContext& c) {
       a.o_hs = uint32_t(r);
       RecordAttentionCombine(c, a, S);
     }
-    RecordHeadGemv(c, olat, T, H, dv, r, wuv, H * r, r, 0, c.Out(), H * dv, dv, 0);
+    if (gemm)
+      RecordHeadGemm(c, olat, uint32_t(H * r), uint32_t(r), uint32_t(H), uint32_t(dv), uint32_t(r), wuv,
+                     c.Out(), uint32_t(H * dv), uint32_t(dv), c.scratch[2], c.scratch[3], meta);
+    else
+      RecordHeadGemv(c, olat, T, H, dv, r, wuv, H * r, r, 0, c.Out(), H * dv, dv, 0);
     return;
   }
   AttentionArgs a{};
@@ -114,7 +174,11 @@ void BuildMla(OpContext& c) {
   a.o_hs = uint32_t(r);
   a.scale = n.f0;
   RecordAttention(c, a);
-  RecordHeadGemv(c, olat, T, H, dv, r, wuv, H * r, r, 0, c.Out(), H * dv, dv, 0);
+  if (gemm)
+    RecordHeadGemm(c, olat, uint32_t(H * r), uint32_t(r), uint32_t(H), uint32_t(dv), uint32_t(r), wuv,
+                   c.Out(), uint32_t(H * dv), uint32_t(dv), c.scratch[2], c.scratch[3], meta);
+  else
+    RecordHeadGemv(c, olat, T, H, dv, r, wuv, H * r, r, 0, c.Out(), H * dv, dv, 0);
 }
 
 }  // namespace es::vk

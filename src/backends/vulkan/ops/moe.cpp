@@ -42,6 +42,29 @@ std::vector<uint64_t> MoeScratch(const Graph& g, const Node& n, int64_t T) {
   return s;
 }
 
+void RecordGroupedGemm(OpContext& c, const GroupedGemm& g) {
+  const bool cm = UseCoopmat(c.dev, g.K, g.dtype);
+  const uint32_t bm = cm ? 64 : 128, bn = 128;  // the kernels' tiles
+  const std::string t = TypeSuffix(g.dtype);
+  const std::string name =
+      cm ? "moe_gemm_cm_" + t + "_n" + std::to_string(c.dev.coopmat_n()) + (c.dev.shared_blocks() ? "_sb" : "") +
+               (c.dev.coopmat_khr() ? "_khr" : "")
+         : "moe_gemm_" + t;
+  ES_CHECK(g.w.size() <= kMoeMaxBlocks, "vulkan: '", c.n.name, "': grouped GEMM over ", g.w.size(), " buffers");
+  std::vector<BufRange> w = g.w;
+  while (w.size() < kMoeMaxBlocks) w.push_back(w[0]);
+  Dispatch& d = c.Add(name, {uint32_t(kMoeMaxBlocks), 1, 1, 1, 1, 1});
+  d.bindings = {w, {g.x}, {g.meta}, {g.y}, {g.table}, {g.wts}};
+  d.writes = {3};
+  struct {
+    uint32_t K, N, y_rs, E, xdiv, mat, use_wts;
+  } pc{g.K, g.N, g.N, g.groups, g.xdiv, g.mat, g.use_wts ? 1u : 0u};
+  d.Push(pc);
+  d.groups[0] = (g.N + bn - 1) / bn;
+  d.groups[1] = (g.max_rows + bm - 1) / bm;
+  d.groups[2] = g.groups;
+}
+
 namespace {
 // The grouped path (R > kMoeGemvMaxRows): compaction, the gate/up/down GEMMs, SwiGLU, combine.
 void RecordGroupedExperts(OpContext& c, const std::vector<BufRange> (&lists)[2], const BufRange& tab,
@@ -59,25 +82,11 @@ void RecordGroupedExperts(OpContext& c, const std::vector<BufRange> (&lists)[2],
     } pc{uint32_t(R * K), uint32_t(E)};
     d.Push(pc);
   }
-  const bool cm = UseCoopmat(c.dev, D, dtype[0]) && UseCoopmat(c.dev, I, dtype[2]);
-  const uint32_t bm = cm ? 64 : 128, bn = 128;  // the kernels' tiles
   auto gemm = [&](int mat, const std::vector<BufRange>& w, BufRange x, BufRange y, int64_t N, int64_t Kd,
                   uint32_t xdiv, bool use_wts) {
-    const std::string t = TypeSuffix(dtype[mat]);
-    const std::string name =
-        cm ? "moe_gemm_cm_" + t + "_n" + std::to_string(c.dev.coopmat_n()) + (c.dev.shared_blocks() ? "_sb" : "") +
-                 (c.dev.coopmat_khr() ? "_khr" : "")
-           : "moe_gemm_" + t;
-    Dispatch& d = c.Add(name, {uint32_t(kMoeMaxBlocks), 1, 1, 1, 1, 1});
-    d.bindings = {w, {x}, {meta}, {y}, {tab}, {wts}};
-    d.writes = {3};
-    struct {
-      uint32_t K, N, y_rs, E, xdiv, mat, use_wts;
-    } pc{uint32_t(Kd), uint32_t(N), uint32_t(N), uint32_t(E), xdiv, uint32_t(mat), use_wts ? 1u : 0u};
-    d.Push(pc);
-    d.groups[0] = uint32_t((N + bn - 1) / bn);
-    d.groups[1] = uint32_t((R + bm - 1) / bm);  // an expert takes each token at most once
-    d.groups[2] = uint32_t(E);
+    GroupedGemm gg{w, x, meta, y, tab, wts, dtype[mat], uint32_t(N), uint32_t(Kd), uint32_t(E),
+                   uint32_t(R), xdiv, uint32_t(mat), use_wts};
+    RecordGroupedGemm(c, gg);
   };
   gemm(0, lists[0], c.In(0), gate, I, D, uint32_t(K), false);
   gemm(1, lists[0], c.In(0), up, I, D, uint32_t(K), false);

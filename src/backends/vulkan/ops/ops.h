@@ -17,6 +17,20 @@ void BuildAttention(OpContext& c);
 void BuildMla(OpContext& c);
 void BuildMoe(OpContext& c);
 void BuildGetRows(OpContext& c);
+// A grouped GEMM (moe_gemm.glsl: matmul_gemm_cm.comp on tensor cores where UseCoopmat, else
+// matmul_gemm.comp, with MOE): for each group z < groups, the rows listed in meta (counts |
+// offsets | pairs, moe_compact.comp's layout) times the group's matrix `mat` of `table`:
+//   y[pair, n] = Σ_k x[pair / xdiv, k] W_z[n, k] (· wts[pair] with use_wts),  n < N, k < K
+// W_z in one of the buffers `w` (at most kMoeMaxBlocks); max_rows: the most rows of a group.
+// Used by the routed experts (ops/moe.cpp) and by MLA's per-head projections in prefill.
+struct GroupedGemm {
+  std::vector<BufRange> w;
+  BufRange x, meta, y, table, wts;
+  DType dtype;
+  uint32_t N, K, groups, max_rows, xdiv, mat;
+  bool use_wts;
+};
+void RecordGroupedGemm(OpContext& c, const GroupedGemm& g);
 std::vector<uint64_t> MlaScratch(const Graph& g, const Node& n, int64_t T);
 std::vector<uint64_t> MoeScratch(const Graph& g, const Node& n, int64_t T);
 // Records the attention kernel (shared by kAttention and the MLA decomposition).
