@@ -3,7 +3,8 @@
 // (head, row) per workgroup:
 //   part[((t*Hq + h)*S + s)*(dv + 2) + d] = Σ_{j in chunk s} exp(score_j - m_s) value_j[d], then m_s, l_s
 //   out[t*o_rs + h*o_hs + d] = Σ_s exp(m_s - M) acc_s[d] / Σ_s exp(m_s - M) l_s,  M = max_s m_s
-// Chunks without keys carry m_s = -inf and contribute nothing. S is a specialization constant
+// Chunks without keys carry m_s = -inf and contribute nothing (their sums are not read: a writer
+// may leave them unwritten). S is a specialization constant
 // (<= 128), so the S loads of each output are issued together.
 // QUANT (the output projection takes the integer-dot GEMV, vulkan_backend.cpp): the head's
 // outputs are also quantized per 32-block as quantize_q8.comp would quantize the row (quant_x.glsl;
@@ -36,10 +37,12 @@ void main() {
   if (tid < S) ws[tid] = ms[tid] > -1.0 / 0.0 ? exp(ms[tid] - M) : 0.0;
   barrier();
   float L = 0.0;
-  for (uint s = 0u; s < S; ++s) L += ws[s] * ls[s];
+  for (uint s = 0u; s < S; ++s)
+    if (ws[s] != 0.0) L += ws[s] * ls[s];
   for (uint d = tid; d < p.dv; d += 128u) {
     float a = 0.0;
-    for (uint s = 0u; s < S; ++s) a += ws[s] * part[base + s * w + d];  // empty chunks: 0 * 0
+    for (uint s = 0u; s < S; ++s)
+      if (ws[s] != 0.0) a += ws[s] * part[base + s * w + d];  // chunks without keys: not written
     o[t * p.o_rs + h * p.o_hs + d] = a / L;
 #ifdef QUANT
     outs[d / 4u][d % 4u] = a / L;

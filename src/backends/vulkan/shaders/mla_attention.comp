@@ -14,9 +14,9 @@
 //   values: invocation tid owns the dim pairs tid, tid + WG, ... of all G heads' outputs and
 //     adds the tile's rows weighted by the heads' probabilities.
 // The keys of a row are split into S = gl_NumWorkGroups.z chunks of max(ceil(n / S), MINCHUNK)
-// keys (chunks past the context are empty); each workgroup writes per head its unnormalised
-// sums, m and l to part[((t*Hq + h)*S + z)*(R + 2) ..] and attention_combine.comp merges them
-// (decode). DIRECT (prefill, S = 1): the normalised output goes straight to
+// keys; each workgroup writes per head its unnormalised sums, m and l to
+// part[((t*Hq + h)*S + z)*(R + 2) ..] and attention_combine.comp merges them (decode). A chunk
+// past the context writes only m = -inf (the combine skips it without reading its sums). DIRECT (prefill, S = 1): the normalised output goes straight to
 // o[t*o_rs + h*o_hs + d].
 #extension GL_EXT_control_flow_attributes : require
 #extension GL_KHR_shader_subgroup_shuffle : require
@@ -30,6 +30,7 @@ const uint WG = 256u, LPK = 8u, KT = WG / LPK;
 const uint R2 = R / 2u, DR2 = DR / 2u, QW2 = R2 + DR2;   // dim pairs
 const uint MAXP = (R2 + WG - 1u) / WG;                   // value pairs per invocation
 const uint PE_ = (G * KT + WG - 1u) / WG;                // (head, key) entries per invocation
+const uint NC = (R2 + LPK - 1u) / LPK, NP = (DR2 + LPK - 1u) / LPK;  // key pairs per lane
 
 layout(binding = 0) readonly buffer Q { float q[]; };
 #if defined(KV_F16)
@@ -61,15 +62,6 @@ shared float mh[G], lh[G], corr[G];
 void main() {
   const uint tid = gl_LocalInvocationID.x;
   const uint h0 = gl_WorkGroupID.x * G, t = gl_WorkGroupID.y;
-  for (uint i = tid; i < G * QW2; i += WG) {
-    const uint hh = i / QW2, d = i % QW2, h = h0 + hh;
-    const uint qo = t * p.q_rs + h * p.q_hs + 2u * d;
-    qs[i] = h < p.Hq ? vec2(q[qo], q[qo + 1u]) : vec2(0.0);
-  }
-  if (tid < G) {
-    mh[tid] = -1.0 / 0.0;
-    lh[tid] = 0.0;
-  }
   const uint slot = uint(bt[p.slot_off + t]);
   const uint n_ctx = uint(bt[p.pos_off + t]) + 1u;
   const uint base = slot * p.capacity;
@@ -80,6 +72,21 @@ void main() {
 #endif
   const uint chunk = max((n_ctx + S - 1u) / S, MINCHUNK);
   const uint jbeg = min(n_ctx, z * chunk), jend = min(n_ctx, jbeg + chunk);
+#ifndef DIRECT
+  if (jbeg == jend) {  // past the context: only "no keys" for the combine, which then skips it
+    if (tid < G && h0 + tid < p.Hq) part[((t * p.Hq + h0 + tid) * S + z) * (R + 2u) + R] = -1.0 / 0.0;
+    return;
+  }
+#endif
+  for (uint i = tid; i < G * QW2; i += WG) {
+    const uint hh = i / QW2, d = i % QW2, h = h0 + hh;
+    const uint qo = t * p.q_rs + h * p.q_hs + 2u * d;
+    qs[i] = h < p.Hq ? vec2(q[qo], q[qo + 1u]) : vec2(0.0);
+  }
+  if (tid < G) {
+    mh[tid] = -1.0 / 0.0;
+    lh[tid] = 0.0;
+  }
   vec2 acc[G * MAXP];
   [[unroll]] for (uint i = 0u; i < G * MAXP; ++i) acc[i] = vec2(0.0);
   barrier();
@@ -91,14 +98,24 @@ void main() {
     float dots[G];
     [[unroll]] for (uint hh = 0u; hh < G; ++hh) dots[hh] = 0.0;
     if (j < jend) {
+      // Constant trip counts, so that all of a lane's loads are issued before the first use.
       const uint rc = (base + j) * R2, rp = (base + j) * DR2;
-      [[unroll]] for (uint i = s; i < R2; i += LPK) {
-        const vec2 k = LoadC(rc + i);
-        [[unroll]] for (uint hh = 0u; hh < G; ++hh) dots[hh] += dot(qs[hh * QW2 + i], k);
+      vec2 kc[NC], kp[NP];
+      [[unroll]] for (uint ii = 0u; ii < NC; ++ii) {
+        const uint i = s + ii * LPK;
+        kc[ii] = i < R2 ? LoadC(rc + i) : vec2(0.0);
       }
-      [[unroll]] for (uint i = s; i < DR2; i += LPK) {
-        const vec2 k = LoadPE(rp + i);
-        [[unroll]] for (uint hh = 0u; hh < G; ++hh) dots[hh] += dot(qs[hh * QW2 + R2 + i], k);
+      [[unroll]] for (uint ii = 0u; ii < NP; ++ii) {
+        const uint i = s + ii * LPK;
+        kp[ii] = i < DR2 ? LoadPE(rp + i) : vec2(0.0);
+      }
+      [[unroll]] for (uint ii = 0u; ii < NC; ++ii) {
+        const uint i = min(s + ii * LPK, R2 - 1u);  // past R2: kc is 0
+        [[unroll]] for (uint hh = 0u; hh < G; ++hh) dots[hh] += dot(qs[hh * QW2 + i], kc[ii]);
+      }
+      [[unroll]] for (uint ii = 0u; ii < NP; ++ii) {
+        const uint i = min(s + ii * LPK, DR2 - 1u);
+        [[unroll]] for (uint hh = 0u; hh < G; ++hh) dots[hh] += dot(qs[hh * QW2 + R2 + i], kp[ii]);
       }
     }
     [[unroll]] for (uint hh = 0u; hh < G; ++hh) {
@@ -133,17 +150,18 @@ void main() {
       lh[tid] = l;
     }
     // Values: the tile's latent rows weighted by each head's probabilities.
-    const uint nt = min(KT, jend - j0);
+    // The tile's value rows (rows past the chunk repeat its last one; their probability is 0),
+    // all loaded before the first multiply.
+    const uint last = jend - 1u;
     [[unroll]] for (uint hh = 0u; hh < G; ++hh)
       [[unroll]] for (uint c = 0u; c < MAXP; ++c) acc[hh * MAXP + c] *= corr[hh];
-    for (uint jj = 0u; jj < nt; ++jj) {
-      const uint rc = (base + j0 + jj) * R2;
-      [[unroll]] for (uint c = 0u; c < MAXP; ++c) {
-        const uint i = tid + WG * c;
-        if (i < R2) {
-          const vec2 v = LoadC(rc + i);
-          [[unroll]] for (uint hh = 0u; hh < G; ++hh) acc[hh * MAXP + c] += ps[hh * KT + jj] * v;
-        }
+    [[unroll]] for (uint c = 0u; c < MAXP; ++c) {
+      const uint i = min(tid + WG * c, R2 - 1u);
+      vec2 v[KT];
+      [[unroll]] for (uint jj = 0u; jj < KT; ++jj) v[jj] = LoadC((base + min(j0 + jj, last)) * R2 + i);
+      if (tid + WG * c < R2) {
+        [[unroll]] for (uint jj = 0u; jj < KT; ++jj)
+          [[unroll]] for (uint hh = 0u; hh < G; ++hh) acc[hh * MAXP + c] += ps[hh * KT + jj] * v[jj];
       }
     }
     barrier();  // ps, corr and lh are rewritten by the next tile
