@@ -15,7 +15,10 @@
 #   run(command="bash scripts/gpu/h200_compare.sh run", carry=[".gl", ".llama", ".esbin"])
 # Environment: ES_MODELS (presets of the synthetic f16 benches, default the 1.5B and 7B distills),
 # ES_GGUFS ("preset:type ..." files written by `edgeseek convert` and benched by both programs),
-# ES_TOKENIZER (vocabulary put in those files; llama.cpp needs one), ES_DEADLINE (seconds after
+# ES_TOKENIZER (vocabulary put in those files; llama.cpp needs one; /tmp/tok_PRESET, where it
+# exists, for that preset's files), ES_DEPTH (also prefill that many tokens and decode after them,
+# both programs), ES_GGUF_PROFILE=1 (edgeseek --profile of each file), ES_LLAMA_CUDA=1 (llama.cpp's
+# CUDA backend too), ES_DEADLINE (seconds after
 # which no new step starts), ES_TESTS=0 skips the Vulkan and golden tests, ES_LLAMA=0 skips
 # llama.cpp, ES_GOLDEN_MODES (default "0 1": f32 and f16 math), ES_LLAMA_CM1 ("preset:type ...":
 # llama-bench pp512 again with its coopmat2 path off), ES_EXTRA_ENVS ("NAME=VALUE ...": each GGUF's
@@ -100,7 +103,9 @@ convert_all() {
   for mt in $GGUFS; do
     local m=${mt%%:*} ty=${mt##*:}
     local t0=$SECONDS
-    "$B/edgeseek" convert --synthetic "$m" --type "$ty" --tokenizer "$TOK" -t 8 -o "/tmp/$m-$ty.gguf.part" \
+    local tok=$TOK
+    [[ -d /tmp/tok_$m ]] && tok=/tmp/tok_$m  # a preset's own vocabulary (V2-Lite: 102,400 tokens)
+    "$B/edgeseek" convert --synthetic "$m" --type "$ty" --tokenizer "$tok" -t 8 -o "/tmp/$m-$ty.gguf.part" \
       > "/tmp/convert-$m-$ty.log" 2>&1 && mv "/tmp/$m-$ty.gguf.part" "/tmp/$m-$ty.gguf"
     echo "convert $m $ty rc=$? $((SECONDS - t0)) s" >> /tmp/convert.log
   done
