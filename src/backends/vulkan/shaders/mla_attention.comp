@@ -16,8 +16,8 @@
 // The keys of a row are split into S = gl_NumWorkGroups.z chunks of max(ceil(n / S), MINCHUNK)
 // keys; each workgroup writes per head its unnormalised sums, m and l to
 // part[((t*Hq + h)*S + z)*(R + 2) ..] and attention_combine.comp merges them (decode). A chunk
-// past the context writes only m = -inf (the combine skips it without reading its sums). DIRECT (prefill, S = 1): the normalised output goes straight to
-// o[t*o_rs + h*o_hs + d].
+// past the context writes only m = -inf (the combine skips it without reading its sums).
+// DIRECT (prefill, S = 1): the normalised output goes straight to o[t*o_rs + h*o_hs + d].
 #extension GL_EXT_control_flow_attributes : require
 #extension GL_KHR_shader_subgroup_shuffle : require
 #include "common.glsl"
@@ -26,11 +26,12 @@ layout(constant_id = 0) const uint R = 512;         // latent dims (even)
 layout(constant_id = 1) const uint DR = 64;         // rope dims (even)
 layout(constant_id = 2) const uint G = 16;          // query heads per workgroup
 layout(constant_id = 3) const uint MINCHUNK = 32;   // fewest keys a chunk takes
+layout(constant_id = 4) const uint LB = 1;          // key or value loads issued together
 const uint WG = 256u, LPK = 8u, KT = WG / LPK;
 const uint R2 = R / 2u, DR2 = DR / 2u, QW2 = R2 + DR2;   // dim pairs
 const uint MAXP = (R2 + WG - 1u) / WG;                   // value pairs per invocation
 const uint PE_ = (G * KT + WG - 1u) / WG;                // (head, key) entries per invocation
-const uint NC = (R2 + LPK - 1u) / LPK, NP = (DR2 + LPK - 1u) / LPK;  // key pairs per lane
+const uint NC = (R2 + LPK - 1u) / LPK;                   // latent pairs per lane and key
 
 layout(binding = 0) readonly buffer Q { float q[]; };
 #if defined(KV_F16)
@@ -98,24 +99,22 @@ void main() {
     float dots[G];
     [[unroll]] for (uint hh = 0u; hh < G; ++hh) dots[hh] = 0.0;
     if (j < jend) {
-      // Constant trip counts, so that all of a lane's loads are issued before the first use.
       const uint rc = (base + j) * R2, rp = (base + j) * DR2;
-      vec2 kc[NC], kp[NP];
-      [[unroll]] for (uint ii = 0u; ii < NC; ++ii) {
-        const uint i = s + ii * LPK;
-        kc[ii] = i < R2 ? LoadC(rc + i) : vec2(0.0);
+      // LB key pairs loaded together, then used (LB = 1: one load per use).
+      [[unroll]] for (uint i0 = 0u; i0 < NC; i0 += LB) {
+        vec2 k[LB];
+        [[unroll]] for (uint b = 0u; b < LB; ++b) {
+          const uint i = s + (i0 + b) * LPK;
+          k[b] = i0 + b < NC && i < R2 ? LoadC(rc + i) : vec2(0.0);
+        }
+        [[unroll]] for (uint b = 0u; b < LB; ++b) {
+          const uint i = min(s + (i0 + b) * LPK, R2 - 1u);  // past R2: k is 0
+          [[unroll]] for (uint hh = 0u; hh < G; ++hh) dots[hh] += dot(qs[hh * QW2 + i], k[b]);
+        }
       }
-      [[unroll]] for (uint ii = 0u; ii < NP; ++ii) {
-        const uint i = s + ii * LPK;
-        kp[ii] = i < DR2 ? LoadPE(rp + i) : vec2(0.0);
-      }
-      [[unroll]] for (uint ii = 0u; ii < NC; ++ii) {
-        const uint i = min(s + ii * LPK, R2 - 1u);  // past R2: kc is 0
-        [[unroll]] for (uint hh = 0u; hh < G; ++hh) dots[hh] += dot(qs[hh * QW2 + i], kc[ii]);
-      }
-      [[unroll]] for (uint ii = 0u; ii < NP; ++ii) {
-        const uint i = min(s + ii * LPK, DR2 - 1u);
-        [[unroll]] for (uint hh = 0u; hh < G; ++hh) dots[hh] += dot(qs[hh * QW2 + R2 + i], kp[ii]);
+      [[unroll]] for (uint i = s; i < DR2; i += LPK) {
+        const vec2 k = LoadPE(rp + i);
+        [[unroll]] for (uint hh = 0u; hh < G; ++hh) dots[hh] += dot(qs[hh * QW2 + R2 + i], k);
       }
     }
     [[unroll]] for (uint hh = 0u; hh < G; ++hh) {
@@ -150,18 +149,19 @@ void main() {
       lh[tid] = l;
     }
     // Values: the tile's latent rows weighted by each head's probabilities.
-    // The tile's value rows (rows past the chunk repeat its last one; their probability is 0),
-    // all loaded before the first multiply.
-    const uint last = jend - 1u;
+    const uint nt = min(KT, jend - j0), last = jend - 1u;
     [[unroll]] for (uint hh = 0u; hh < G; ++hh)
       [[unroll]] for (uint c = 0u; c < MAXP; ++c) acc[hh * MAXP + c] *= corr[hh];
-    [[unroll]] for (uint c = 0u; c < MAXP; ++c) {
-      const uint i = min(tid + WG * c, R2 - 1u);
-      vec2 v[KT];
-      [[unroll]] for (uint jj = 0u; jj < KT; ++jj) v[jj] = LoadC((base + min(j0 + jj, last)) * R2 + i);
-      if (tid + WG * c < R2) {
-        [[unroll]] for (uint jj = 0u; jj < KT; ++jj)
-          [[unroll]] for (uint hh = 0u; hh < G; ++hh) acc[hh * MAXP + c] += ps[hh * KT + jj] * v[jj];
+    for (uint jj = 0u; jj < nt; jj += LB) {  // LB rows loaded together (past the chunk: p = 0)
+      [[unroll]] for (uint c = 0u; c < MAXP; ++c) {
+        const uint i = tid + WG * c;
+        if (i < R2) {
+          vec2 v[LB];
+          [[unroll]] for (uint b = 0u; b < LB; ++b) v[b] = LoadC((base + min(j0 + jj + b, last)) * R2 + i);
+          [[unroll]] for (uint b = 0u; b < LB; ++b)
+            [[unroll]] for (uint hh = 0u; hh < G; ++hh)
+              acc[hh * MAXP + c] += ps[hh * KT + min(jj + b, KT - 1u)] * (jj + b < nt ? v[b] : vec2(0.0));
+        }
       }
     }
     barrier();  // ps, corr and lh are rewritten by the next tile
