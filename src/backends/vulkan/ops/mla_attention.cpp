@@ -57,8 +57,10 @@ void RecordHeadGemm(OpContext& c, BufRange x, uint32_t x_rs, uint32_t x_hs, uint
 constexpr uint32_t kMlaSplits = 64, kMlaMinChunk = 32;
 uint32_t MlaSplits() { return kMlaSplits; }
 uint32_t MlaMinChunk() { return kMlaMinChunk; }
-// Key and value loads mla_attention.comp issues together (ES_VK_MLA_BATCH: an A/B on the H200).
-uint32_t MlaLoadBatch() { return Knob("ES_VK_MLA_BATCH", {1, 4, 8}, 1); }
+// Key and value loads mla_attention.comp issues together. H200, V2-Lite Q4_0, one job (pp512 /
+// tg128 t/s): 1 load per use 5,696 / 168.1; 4 together 7,613 / 176.1; 8 together 3,614 / 170.3
+// (the prefill kernel spills); all of a tile's (an earlier job) 5,585 / 161.0.
+constexpr uint32_t kMlaLoadBatch = 4;
 constexpr uint32_t kMlaKeyTile = 32;  // mla_attention.comp's KT
 // Heads per workgroup of mla_attention.comp: the most (up to 16) whose q and scores fit the
 // device's shared memory; 0 where the kernel does not apply.
@@ -129,7 +131,7 @@ void BuildMla(OpContext& c) {
     const bool f16 = spec.dtype == DType::kF16, split = c.T <= kAttentionSplitMaxRows;
     const uint32_t S = split ? MlaSplits() : 1;
     Dispatch& d = c.Add(std::string("mla_attention_") + (f16 ? "f16" : "f32") + (split ? "" : "_direct"),
-                        {1, 1, 1, 1, 1}, {uint32_t(r), uint32_t(dr), G, MlaMinChunk(), MlaLoadBatch()});
+                        {1, 1, 1, 1, 1}, {uint32_t(r), uint32_t(dr), G, MlaMinChunk(), kMlaLoadBatch});
     d.bindings = {{qcat}, {Range(c.kv.part(n.layer, 0))}, {Range(c.kv.part(n.layer, 1))}, {c.batch},
                   {split ? c.scratch[2] : olat}};
     d.writes = {4};

@@ -187,8 +187,7 @@ void BuildMoe(OpContext& c) {
   }
 
   const GemvShape gs = GemvFor(c.dev);
-  // ES_VK_MOE_SPECK=1: the dots' row lengths as specialization constants (an A/B on the H200).
-  const bool speck = Knob("ES_VK_MOE_SPECK", {0, 1}, 0) == 1;
+
   // Dense experts with rows of whole 8-element groups take the vector variant; block types
   // have one variant (8-element slices).
   auto vec = [&](int64_t cols, DType t) { return cols % 8 == 0 && !Repacked(t); };
@@ -198,7 +197,7 @@ void BuildMoe(OpContext& c) {
   {
     Dispatch& d = c.Add(
         std::string("moe_up_") + TypeSuffix(dtype[0]) + (vec(D, dtype[0]) ? "_vec" : ""),
-        {uint32_t(kMoeMaxBlocks), 1, 1, 1, 1, 1}, {gs.wg, gs.rows, speck ? uint32_t(D) : 0u});
+        {uint32_t(kMoeMaxBlocks), 1, 1, 1, 1, 1}, {gs.wg, gs.rows});
     d.bindings = {lists[0], {c.In(0)}, {ids}, {wts}, {Range(tab)}, {h}};
     d.writes = {5};
     d.Push(pc);
@@ -208,7 +207,7 @@ void BuildMoe(OpContext& c) {
   {
     Dispatch& d = c.Add(
         std::string("moe_down_") + TypeSuffix(dtype[2]) + (vec(I, dtype[2]) ? "_vec" : ""),
-        {uint32_t(kMoeMaxBlocks), 1, 1, 1, 1, 1}, {gs.wg, gs.rows, speck ? uint32_t(I) : 0u});
+        {uint32_t(kMoeMaxBlocks), 1, 1, 1, 1, 1}, {gs.wg, gs.rows});
     d.bindings = {lists[1], {h}, {ids}, {wts}, {Range(tab)}, {c.Out()}};
     d.writes = {5};
     d.Push(pc);

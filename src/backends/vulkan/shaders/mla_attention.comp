@@ -26,7 +26,7 @@ layout(constant_id = 0) const uint R = 512;         // latent dims (even)
 layout(constant_id = 1) const uint DR = 64;         // rope dims (even)
 layout(constant_id = 2) const uint G = 16;          // query heads per workgroup
 layout(constant_id = 3) const uint MINCHUNK = 32;   // fewest keys a chunk takes
-layout(constant_id = 4) const uint LB = 1;          // key or value loads issued together
+layout(constant_id = 4) const uint LB = 4;          // key or value loads issued together
 const uint WG = 256u, LPK = 8u, KT = WG / LPK;
 const uint R2 = R / 2u, DR2 = DR / 2u, QW2 = R2 + DR2;   // dim pairs
 const uint MAXP = (R2 + WG - 1u) / WG;                   // value pairs per invocation

@@ -12,9 +12,6 @@
 layout(local_size_x_id = 0) in;
 layout(constant_id = 0) const uint WG = 128;
 layout(constant_id = 1) const uint ROWS = 4;
-// The row length K of this kernel's dots as a constant (0: the push constant's), so that the
-// driver can unroll the slice loops and issue their loads together.
-layout(constant_id = 2) const uint KC = 0;
 const uint TPR = WG / ROWS, NB = 8;  // ops/moe.cpp kMoeMaxBlocks
 #ifdef VEC
 layout(binding = 0) readonly buffer Wb { uvec4 wq[]; } wb[NB];
@@ -42,8 +39,7 @@ shared float part[2][64];
 // Σ_k W[row, k] v[vb + k] over this invocation's share of k (K = len, W at element offset wo;
 // block types: at word offset wo).
 #if defined(W_QUANT)
-float Dot(uint wo, uint row, uint K_, uint vb, uint lane) {
-  const uint K = KC != 0u ? KC : K_;
+float Dot(uint wo, uint row, uint K, uint vb, uint lane) {
   float acc = 0.0;
   const uint base = wo + row * QRowWords(K);
   for (uint s = lane; s < K / 8u; s += TPR) {
@@ -61,8 +57,7 @@ float Dot(uint wo, uint row, uint K_, uint vb, uint lane) {
   return acc;
 }
 #else
-float Dot(uint wo, uint row, uint K_, uint vb, uint lane) {
-  const uint K = KC != 0u ? KC : K_;
+float Dot(uint wo, uint row, uint K, uint vb, uint lane) {
   float acc = 0.0;
   const uint wrow = wo + row * K;
 #ifdef VEC
