@@ -48,6 +48,18 @@ const ArchCase kCases[] = {
       "scoring_func":"sigmoid","norm_topk_prob":true,"routed_scaling_factor":2.5,
       "rms_norm_eps":1e-6,"max_position_embeddings":512,"rope_theta":10000.0,
       "torch_dtype":"bfloat16"})"},
+    // One DeepSeek-V3 layer at its real widths (hidden 7168, 128 heads, q LoRA 1536, latent 512 +
+    // rope 64, expert FFN 2048, top 8 in 8 groups of which 4, noaux_tc) with 16 experts instead of
+    // 256 (0.9B parameters): the V3 shapes through the same kernels.
+    {"deepseek_v3_real_widths", R"({"architectures":["DeepseekV3ForCausalLM"],"model_type":"deepseek_v3",
+      "vocab_size":89,"hidden_size":7168,"intermediate_size":18432,"moe_intermediate_size":2048,
+      "num_hidden_layers":1,"num_attention_heads":128,"num_key_value_heads":128,"q_lora_rank":1536,
+      "kv_lora_rank":512,"qk_nope_head_dim":128,"qk_rope_head_dim":64,"v_head_dim":128,
+      "n_routed_experts":16,"n_shared_experts":1,"num_experts_per_tok":8,"first_k_dense_replace":0,
+      "moe_layer_freq":1,"n_group":8,"topk_group":4,"topk_method":"noaux_tc",
+      "scoring_func":"sigmoid","norm_topk_prob":true,"routed_scaling_factor":2.5,
+      "rms_norm_eps":1e-6,"max_position_embeddings":512,"rope_theta":10000.0,
+      "torch_dtype":"bfloat16"})"},
 };
 
 class VulkanModel : public VulkanTest, public ::testing::WithParamInterface<ArchCase> {};

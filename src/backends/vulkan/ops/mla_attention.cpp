@@ -55,7 +55,9 @@ void RecordHeadGemm(OpContext& c, BufRange x, uint32_t x_rs, uint32_t x_hs, uint
 // takes. H200, V2-Lite Q4_0 tg128 after a 512-token prompt, one job (t/s): 64 chunks of at
 // least 32 keys 161.0; 16 chunks 153.0; 128 chunks 153.7; chunks of at least 64 keys 145.6.
 constexpr uint32_t kMlaSplits = 64, kMlaMinChunk = 32;
-uint32_t MlaSplits() { return kMlaSplits; }
+// Fewer chunks for many heads: the partials of 128 heads (V3) in 64 chunks would take 135 MB at
+// 8 rows; 1,024 (head, chunk) workgroups a row are plenty.
+uint32_t MlaSplits(int64_t H) { return uint32_t(std::clamp<int64_t>(1024 / H, 1, kMlaSplits)); }
 uint32_t MlaMinChunk() { return kMlaMinChunk; }
 // Key and value loads mla_attention.comp issues together. H200, V2-Lite Q4_0, one job (pp512 /
 // tg128 t/s): 1 load per use 5,696 / 168.1; 4 together 7,613 / 176.1; 8 together 3,614 / 170.3
@@ -79,7 +81,7 @@ std::vector<uint64_t> MlaScratch(const Graph& g, const Node& n, int64_t T) {
   const uint64_t H = uint64_t(n.i[0]), dr = uint64_t(n.i[2]), r = uint64_t(n.i[4]);
   std::vector<uint64_t> s{uint64_t(T) * H * (r + dr) * 4, uint64_t(T) * H * r * 4};
   if (T <= kAttentionSplitMaxRows) {
-    s.push_back(uint64_t(T) * H * MlaSplits() * (r + 2) * 4);
+    s.push_back(uint64_t(T) * H * MlaSplits(int64_t(H)) * (r + 2) * 4);
   } else {
     const uint64_t dn = uint64_t(n.i[1]), dv = uint64_t(n.i[3]), w = std::max({dn, r, dv});
     s.push_back(uint64_t(T) * H * w * 4);
@@ -129,7 +131,7 @@ void BuildMla(OpContext& c) {
   }
   if (const uint32_t G = MlaHeadsPerGroup(c.dev, r, dr)) {
     const bool f16 = spec.dtype == DType::kF16, split = c.T <= kAttentionSplitMaxRows;
-    const uint32_t S = split ? MlaSplits() : 1;
+    const uint32_t S = split ? MlaSplits(H) : 1;
     Dispatch& d = c.Add(std::string("mla_attention_") + (f16 ? "f16" : "f32") + (split ? "" : "_direct"),
                         {1, 1, 1, 1, 1}, {uint32_t(r), uint32_t(dr), G, MlaMinChunk(), kMlaLoadBatch});
     d.bindings = {{qcat}, {Range(c.kv.part(n.layer, 0))}, {Range(c.kv.part(n.layer, 1))}, {c.batch},
