@@ -272,8 +272,8 @@ struct EngineStats {
   int64_t kv_tokens_used = 0;   // tokens in KV slots now
   int64_t kv_tokens_reserved = 0;  // tokens of the blocks held (used_blocks x block size)
   int64_t kv_token_capacity = 0;   // tokens of the pool (blocks x block size)
-  // KV blocks: the pool's, referenced by running requests, cached (prefix cache, referenced or
-  // not), free (neither referenced nor cached).
+  // KV blocks: the pool's = used (referenced by running requests, shared prefix blocks once) +
+  // cached (kept only by the prefix cache, evictable) + free.
   int64_t kv_blocks_total = 0, kv_blocks_used = 0, kv_blocks_cached = 0, kv_blocks_free = 0;
   bool prefix_cache = false;
   // Prefix cache: tokens looked up at admission (prompt, or prompt + generated on a resume) and

@@ -466,7 +466,7 @@ void Engine::PublishStats() {
   local_.kv_tokens_used = used;
   local_.kv_blocks_total = pool_->n_blocks();
   local_.kv_blocks_used = pool_->used_blocks();
-  local_.kv_blocks_cached = pool_->cached_blocks();
+  local_.kv_blocks_cached = pool_->evictable_blocks();
   local_.kv_blocks_free = pool_->free_blocks();
   local_.kv_tokens_reserved = pool_->used_blocks() * kKvBlockTokens;
   std::lock_guard<std::mutex> lock(stats_mu_);
