@@ -161,7 +161,9 @@ void Engine::Preempt(size_t i, double now) {
 }
 
 void Engine::MaybePreempt(double now) {
-  if (int(running_.size()) < n_slots_) return;  // there is room: admission serves the overdue one
+  // There is room (a slot, and blocks beyond the running requests' headroom): admission serves
+  // the overdue one. Full slots or a short pool both make it wait, so both let it preempt.
+  if (int(running_.size()) < n_slots_ && pool_->available() > int64_t(running_.size())) return;
   int overdue = queue_->OverdueClass(now);
   if (overdue < 0) return;
   const auto& classes = queue_->policy().classes;

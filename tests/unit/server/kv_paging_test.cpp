@@ -86,6 +86,27 @@ TEST(KvPaging, ShortRequestsOutnumberWhatSlotsTimesContextWouldHold) {
   ExpectNoLeak(h);
 }
 
+TEST(KvPaging, AnOverdueHigherClassPreemptsWhenThePoolIsShortThoughSlotsAreFree) {
+  QosPolicy qos;
+  qos.classes = {{"hi", 1, 1e-6, false}, {"lo", 1, 0, true}};
+  const auto lo_solo = Solo(Prompt(40, 5), 24, 0.9f, 77), lo2_solo = Solo(Prompt(40, 6), 24, 0.9f, 78);
+  // 8 slots but 8 blocks: two low requests of 40 + 24 tokens (4 blocks each) fill the pool
+  // without ever preempting each other.
+  Harness h(8, 512, {}, qos, false, /*kv_blocks=*/8);
+  h.Submit(h.Make("lo", Prompt(40, 5), 24, 0.9f, 77, 1));
+  h.Submit(h.Make("lo2", Prompt(40, 6), 24, 0.9f, 78, 1));
+  for (int i = 0; i < 5; ++i) h.engine->Step();
+  h.step = 5;
+  ASSERT_EQ(h.engine->stats().running, 2);
+  h.Submit(h.Make("hi", Prompt(30, 1), 5, 0, 0, 0));
+  h.RunAll();
+  EXPECT_LE(h.out["hi"].first_step, 7) << "the high request waited for a low one to finish";
+  EXPECT_EQ(h.out["lo"].preempted + h.out["lo2"].preempted, 1);
+  EXPECT_EQ(h.out["lo"].tokens, lo_solo);
+  EXPECT_EQ(h.out["lo2"].tokens, lo2_solo);
+  ExpectNoLeak(h);
+}
+
 TEST(KvPaging, ManyRequestsDroppingMidStreamLeaveNoBlockBehind) {
   Harness h(8, 256, {}, {}, false, /*kv_blocks=*/40);
   std::vector<std::shared_ptr<SeqRequest>> reqs;
