@@ -36,6 +36,7 @@ struct ServeArgs {
   int slots = 4, max_batch_tokens = 0;
   double grace_s = -1;
   bool deterministic = false;
+  std::string prefix_cache;  // "on" / "off"; empty: the config's (default on)
 };
 
 Server* g_server = nullptr;
@@ -94,6 +95,7 @@ int RunServe(const ServeArgs& a) {
   if (a.grace_s >= 0) cfg.drain_grace_s = a.grace_s;
   if (a.max_batch_tokens > 0) cfg.scheduler.max_batch_tokens = a.max_batch_tokens;
   if (a.deterministic) cfg.scheduler.deterministic = true;
+  if (!a.prefix_cache.empty()) cfg.scheduler.prefix_cache = a.prefix_cache == "on";
   if (a.model.profile) cfg.scheduler.profile = true;
   for (auto& k : a.endpoint.api_keys) cfg.api_keys.push_back(k);
   if (!a.api_key_file.empty()) {
@@ -165,6 +167,9 @@ VerbRun Setup(CLI::App& sub) {
   sub.add_option("--trace-dir", a->trace_dir, "write each request's Chrome trace JSON here");
   sub.add_option("--max-batch-tokens", a->max_batch_tokens, "tokens per engine step (prefill budget)");
   sub.add_option("--drain-grace", a->grace_s, "seconds running requests get after SIGTERM (default 30)");
+  sub.add_option("--prefix-cache", a->prefix_cache,
+                 "reuse cached KV blocks of a prompt's longest cached prefix (default on)")
+      ->check(CLI::IsMember({"on", "off"}));
   sub.add_flag("--deterministic", a->deterministic,
                "batch-invariant outputs on every backend (CPU: always; GPU: one sequence per step)");
   return [a] { return RunServe(*a); };

@@ -7,6 +7,10 @@
 
 namespace es {
 
+void KvStorage::SetBlockTable(int slot, const int32_t*, int) {
+  Fail("KV storage of slot ", slot, " is not paged: it has no block table to set");
+}
+
 void Backend::ComputeArgmax(const Graph& g, const Batch& batch, KvStorage& kv, int32_t* ids,
                             ComputeStats* stats) {
   const Shape& s = g.node(g.output()).shape;  // [rows, cols]

@@ -24,7 +24,12 @@ Runner::Runner(std::shared_ptr<const Model> model, std::unique_ptr<Backend> back
     backend_->PrepareGraph(GraphFor(one));
   }
   for (const Tensor* w : model_->weights()) backend_->PrepareWeight(*w);
-  kv_ = backend_->CreateKv(c.MakeKvSpec(opts.kv_dtype), opts.n_slots, ctx);
+  const KvSpec spec = c.MakeKvSpec(opts.kv_dtype);
+  const int64_t per_slot = (ctx + kKvBlockTokens - 1) / kKvBlockTokens;
+  int64_t blocks = int64_t(opts.n_slots) * per_slot;
+  if (opts.kv_memory_bytes > 0)
+    blocks = std::max<int64_t>(1, int64_t(opts.kv_memory_bytes / (spec.BytesPerToken() * kKvBlockTokens)));
+  kv_ = backend_->CreatePagedKv(spec, opts.n_slots, ctx, blocks);
   slot_used_.assign(size_t(opts.n_slots), false);
 }
 
@@ -34,6 +39,12 @@ int Runner::n_slots() const { return kv_->n_slots(); }
 int64_t Runner::context() const { return kv_->capacity(); }
 size_t Runner::kv_bytes_per_token() const { return kv_->spec().BytesPerToken(); }
 size_t Runner::kv_bytes_total() const { return kv_->bytes(); }
+
+int64_t Runner::kv_blocks() const { return kv_->n_blocks(); }
+bool Runner::kv_paged() const { return kv_->paged(); }
+void Runner::SetBlockTable(int slot, const std::vector<int32_t>& blocks) {
+  kv_->SetBlockTable(slot, blocks.data(), int(blocks.size()));
+}
 
 int Runner::AcquireSlot() {
   for (size_t i = 0; i < slot_used_.size(); ++i)

@@ -99,6 +99,11 @@ void Metrics::Set(const std::string& name, const Labels& labels, double v) {
   Get(name, labels, Type::kGauge).value = v;
 }
 
+void Metrics::SetTotal(const std::string& name, const Labels& labels, double v) {
+  std::lock_guard<std::mutex> lock(mu_);
+  Get(name, labels, Type::kCounter).value = v;
+}
+
 void Metrics::Observe(const std::string& name, const Labels& labels, double v) {
   std::lock_guard<std::mutex> lock(mu_);
   Series& s = Get(name, labels, Type::kHistogram);

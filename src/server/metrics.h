@@ -23,6 +23,8 @@ class Metrics {
               std::vector<double> buckets = {});
   void Add(const std::string& name, const Labels& labels, double v = 1);     // counter
   void Set(const std::string& name, const Labels& labels, double v);         // gauge
+  // A counter whose running total is kept elsewhere (an engine's statistics), set at scrape time.
+  void SetTotal(const std::string& name, const Labels& labels, double v);
   void Observe(const std::string& name, const Labels& labels, double v);     // histogram
   double Value(const std::string& name, const Labels& labels) const;         // counter/gauge
   // Called (outside the lock) before every Render.

@@ -1,5 +1,6 @@
 // DefaultModelBuilder: a ModelEntry → es::Model (HF folder or synthetic), its tokenizer and chat
 // template (TextModel), and one es::Runner per instance on its backend (StepModel).
+#include <algorithm>
 #include <filesystem>
 
 #include "edgeseek/core/error.h"
@@ -130,6 +131,9 @@ ModelBuilder DefaultModelBuilder() {
       RunnerOptions ro;
       ro.n_slots = ic.slots;
       ro.context = ic.context;
+      // The quota sizes the KV pool itself (paged backends): memory is what was asked for,
+      // and more short requests than slots x context would allow share it.
+      ro.kv_memory_bytes = size_t(std::max(0.0, ic.kv_memory_mb) * 1048576.0);
       auto runner = std::make_unique<Runner>(model, CreateBackend(ic.backend, bo), ro);
       lm.instances.push_back(WrapRunner(std::move(runner)));
       lm.instance_names.push_back(ic.backend + (ic.device.empty() ? "" : ":" + ic.device));

@@ -61,6 +61,7 @@ struct ClientInfo {
   std::string name;
   int max_concurrent = 0;
   int priority = -1;
+  bool shared_prefix = false;  // prefix_scope "shared"
 };
 
 ApiError MakeError(int status, const std::string& msg, const std::string& type,
@@ -246,10 +247,17 @@ void Server::Impl::DefineMetrics() {
   metrics.Define("edgeseek_running_sequences", T::kGauge, "Sequences holding a KV slot, by instance.");
   metrics.Define("edgeseek_waiting_sequences", T::kGauge, "Sequences waiting for admission, by model.");
   metrics.Define("edgeseek_kv_cache_used_tokens", T::kGauge, "Tokens held in KV caches, by instance.");
-  metrics.Define("edgeseek_kv_cache_reserved_tokens", T::kGauge, "Tokens reserved (prompt + max_tokens) by running requests.");
+  metrics.Define("edgeseek_kv_cache_reserved_tokens", T::kGauge, "Tokens of the KV blocks held by running requests, by instance.");
   metrics.Define("edgeseek_kv_cache_capacity_tokens", T::kGauge, "KV capacity in tokens, by instance.");
   metrics.Define("edgeseek_kv_cache_usage_ratio", T::kGauge, "Used over capacity of the KV caches, by instance.");
   metrics.Define("edgeseek_kv_cache_used_bytes", T::kGauge, "Bytes of KV cache holding tokens, by instance.");
+  metrics.Define("edgeseek_kv_blocks", T::kGauge,
+                 "KV blocks by instance and state: used (held by running requests), cached (only in the prefix cache, evictable), free.");
+  metrics.Define("edgeseek_kv_block_tokens", T::kGauge, "Tokens per KV block.");
+  metrics.Define("edgeseek_kv_preemptions_total", T::kCounter, "Sequences preempted for want of KV blocks, by instance.");
+  metrics.Define("edgeseek_prefix_cache_lookup_tokens_total", T::kCounter, "Tokens of admitted requests looked up in the prefix cache, by instance.");
+  metrics.Define("edgeseek_prefix_cache_hit_tokens_total", T::kCounter, "Tokens taken from the prefix cache instead of computed, by instance.");
+  metrics.Define("edgeseek_prefix_cache_hit_ratio", T::kGauge, "Prefix-cache hit tokens over lookup tokens since start, by instance.");
   metrics.Define("edgeseek_engine_steps_total", T::kCounter, "Engine steps (forward passes), by instance.");
   metrics.Define("edgeseek_backend_seconds_total", T::kCounter,
                  "Backend time of the forward passes by phase (upload, dispatch, shader, download), with profiling on.");
@@ -296,6 +304,20 @@ void Server::Impl::DefineMetrics() {
         m.Set("edgeseek_kv_cache_usage_ratio", l,
               s.kv_token_capacity ? double(s.kv_tokens_used) / double(s.kv_token_capacity) : 0);
         m.Set("edgeseek_kv_cache_used_bytes", l, double(s.kv_tokens_used) * double(g->instances[i].kv_bytes_per_token));
+        auto state = [&](const char* st, int64_t v) {
+          Labels ls = l;
+          ls.emplace_back("state", st);
+          m.Set("edgeseek_kv_blocks", ls, double(v));
+        };
+        state("used", s.kv_blocks_used);
+        state("cached", s.kv_blocks_cached);
+        state("free", s.kv_blocks_free);
+        m.Set("edgeseek_kv_block_tokens", l, kKvBlockTokens);
+        m.SetTotal("edgeseek_kv_preemptions_total", l, double(s.kv_preemptions));
+        m.SetTotal("edgeseek_prefix_cache_lookup_tokens_total", l, double(s.prefix_lookup_tokens));
+        m.SetTotal("edgeseek_prefix_cache_hit_tokens_total", l, double(s.prefix_hit_tokens));
+        m.Set("edgeseek_prefix_cache_hit_ratio", l,
+              s.prefix_lookup_tokens ? double(s.prefix_hit_tokens) / double(s.prefix_lookup_tokens) : 0);
       }
     }
   });
@@ -400,7 +422,11 @@ struct RequestState {
   void Finish();   // metrics, trace
   json Usage() const {
     int c = gen->completion_tokens();
-    return {{"prompt_tokens", prompt_tokens}, {"completion_tokens", c}, {"total_tokens", prompt_tokens + c}};
+    // cached_tokens (OpenAI's field): prompt tokens whose KV came from the prefix cache.
+    return {{"prompt_tokens", prompt_tokens},
+            {"completion_tokens", c},
+            {"total_tokens", prompt_tokens + c},
+            {"prompt_tokens_details", {{"cached_tokens", seq ? seq->prefix_hit_tokens : 0}}}};
   }
   json Chunk(const json& delta_or_text, const json& finish) const {
     json choice = {{"index", 0}, {"logprobs", nullptr}, {"finish_reason", finish}};
@@ -608,6 +634,8 @@ void Server::Impl::Handle(const httplib::Request& req, const std::string& body_t
   if (!gp->ignore_eos) seq->stop_ids = group->text->eos_ids();
   seq->priority = priority;
   seq->client = client->name;
+  // Cached KV blocks are shared within a scope only: a client's own, or the shared one.
+  seq->prefix_scope = client->shared_prefix ? "" : "client:" + client->name;
   seq->submit_time = SteadySeconds();
   seq->deadline = seq->submit_time + cfg.limits.request_timeout_s;
   seq->on_event = [ch = st->channel](const SeqEvent& e) { ch->Push(e); };
@@ -1033,8 +1061,9 @@ Server::Server(ServerConfig cfg, ModelBuilder loader) : impl_(std::make_unique<I
     return -1;
   };
   for (size_t i = 0; i < m.cfg.api_keys.size(); ++i)
-    m.keys[m.cfg.api_keys[i]] = ClientInfo{"key" + std::to_string(i), 0, -1};
-  for (auto& c : m.cfg.clients) m.keys[c.api_key] = ClientInfo{c.name, c.max_concurrent, class_index(c.priority)};
+    m.keys[m.cfg.api_keys[i]] = ClientInfo{"key" + std::to_string(i), 0, -1, false};
+  for (auto& c : m.cfg.clients)
+    m.keys[c.api_key] = ClientInfo{c.name, c.max_concurrent, class_index(c.priority), c.prefix_scope == "shared"};
   m.auth = !m.keys.empty();
   if (!m.cfg.trace_dir.empty()) std::filesystem::create_directories(m.cfg.trace_dir);
   m.DefineMetrics();

@@ -89,6 +89,7 @@ ServerConfig ServerConfigFromJson(const json& doc, const std::string& schema_pat
     Get(s, "prefill_chunk", &c.scheduler.prefill_chunk);
     Get(s, "deterministic", &c.scheduler.deterministic);
     Get(s, "profile", &c.scheduler.profile);
+    Get(s, "prefix_cache", &c.scheduler.prefix_cache);
   }
   if (doc.contains("priorities")) {
     c.qos.classes.clear();
@@ -123,6 +124,9 @@ ServerConfig ServerConfigFromJson(const json& doc, const std::string& schema_pat
       Get(j, "weight", &cl.weight);
       Get(j, "max_concurrent", &cl.max_concurrent);
       Get(j, "priority", &cl.priority);
+      Get(j, "prefix_scope", &cl.prefix_scope);
+      ES_CHECK(cl.prefix_scope == "client" || cl.prefix_scope == "shared", origin, ": /clients/", i,
+               "/prefix_scope: '", cl.prefix_scope, "' is neither \"client\" nor \"shared\"");
       ES_CHECK(keys.insert(cl.api_key).second, origin, ": /clients/", i, "/api_key: key used twice");
       ES_CHECK(names.insert(cl.name).second, origin, ": /clients/", i, "/name: '", cl.name, "' used twice");
       ES_CHECK(cl.priority.empty() || class_exists(cl.priority), origin, ": /clients/", i,

@@ -13,8 +13,18 @@
 
 namespace es {
 
-// Storage for the KV caches of `n_slots` sequences, `capacity` tokens each, laid out as the
-// backend likes. Read back through ReadRow for tests and debugging.
+// Tokens per KV block: the unit of the paged cache's pool (runtime/kv_block_pool.h). 16 rows
+// keep a block's rows of one (layer, part) within a few cache lines per head and the rounding
+// waste of a sequence under 16 tokens.
+constexpr int kKvBlockTokens = 16;
+
+// Storage for the KV caches of `n_slots` sequences of up to `capacity` tokens each, laid out as
+// the backend likes. A paged storage (paged()) keeps one pool of n_blocks() blocks of
+// kKvBlockTokens tokens (every layer and part of those tokens) and a block table per slot: token
+// `pos` of `slot` lives in pool block table[slot][pos / kKvBlockTokens], row pos %
+// kKvBlockTokens. A new paged storage maps each slot to its own contiguous blocks (slot *
+// blocks_per_slot() + i), so a caller that never sets a table sees the unpaged cache. Read back
+// through ReadRow for tests and debugging.
 class KvStorage {
  public:
   virtual ~KvStorage() = default;
@@ -24,8 +34,14 @@ class KvStorage {
   virtual size_t bytes() const = 0;
   // Copies one token's row of (layer, part) of a slot into dst (width[part] floats).
   virtual void ReadRow(int slot, int layer, int part, int64_t pos, float* dst) const = 0;
+  // ---- paging (a storage that is not paged is one fixed region per slot) ----
+  virtual bool paged() const { return false; }
+  int64_t blocks_per_slot() const { return (capacity() + kKvBlockTokens - 1) / kKvBlockTokens; }
+  virtual int64_t n_blocks() const { return int64_t(n_slots()) * blocks_per_slot(); }
+  // Maps the slot's positions [0, n * kKvBlockTokens) to pool blocks blocks[0..n) (each in
+  // [0, n_blocks())); positions past them are unmapped until the next call. Paged only.
+  virtual void SetBlockTable(int slot, const int32_t* blocks, int n);
 };
-
 struct BackendOptions {
   int threads = 0;           // CPU threads (0 = all)
   std::string device;        // GPU: index or name substring
@@ -59,6 +75,14 @@ class Backend {
   // a backend can skip the tensors already prepared here. Default: nothing.
   virtual void PrepareGraph(const Graph& g) {}
   virtual std::unique_ptr<KvStorage> CreateKv(const KvSpec& spec, int n_slots, int64_t capacity) = 0;
+  // A paged cache whose pool holds `n_blocks` blocks (may be fewer than n_slots x
+  // blocks_per_slot: sequences share the pool). Default, for a backend without paging: CreateKv,
+  // one fixed region per slot (then n_blocks only bounds what the runtime hands out).
+  virtual std::unique_ptr<KvStorage> CreatePagedKv(const KvSpec& spec, int n_slots, int64_t capacity,
+                                                   int64_t n_blocks) {
+    (void)n_blocks;
+    return CreateKv(spec, n_slots, capacity);
+  }
   // Runs `g` for `batch`; writes the output node (f32, row-major) into `out`.
   virtual void Compute(const Graph& g, const Batch& batch, KvStorage& kv, float* out,
                        ComputeStats* stats = nullptr) = 0;

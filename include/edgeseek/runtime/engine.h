@@ -2,9 +2,21 @@
 // fake in tests) through small actions behind one Step():
 //
 //   Step():  sweep cancelled / timed-out  →  preempt (an overdue higher class waits, no room)
-//            →  admit from the RequestQueue (QoS order, KV reservation)  →  plan one batch
-//               (every decode first, then prefill chunks under the per-step token budget)
-//            →  Forward  →  sample, emit events, finish (stop id, max_tokens, context full)
+//            →  admit from the RequestQueue (QoS order, KV blocks, prefix-cache lookup)
+//            →  plan one batch (every decode first, then prefill chunks under the per-step token
+//               budget; KV blocks allocated as tokens need them, out of blocks → preempt)
+//            →  Forward  →  publish full blocks to the prefix cache  →  sample, emit events,
+//               finish (stop id, max_tokens, context full)
+//
+// KV is paged (kv_block_pool.h): each running request holds a list of blocks of
+// kKvBlockTokens tokens from one pool per instance, handed to the model as the slot's block
+// table. A request is admitted when the pool can hold its prompt (minus what the prefix cache
+// already has) with a block of headroom per running request; a step that needs a block the
+// pool does not have preempts the latest-admitted request of the lowest class (it recomputes
+// later, its full blocks likely still cached). Prefix caching: an admitted request first takes
+// the cached blocks of the longest prefix of its tokens (same scope, whole blocks, at least
+// one token left to compute), so a shared system prompt or the earlier turns of a chat are not
+// computed again; the blocks a request fills are published for the next one.
 //
 // Requests of one model share one RequestQueue (below: QoS classes, fair shares of tokens); every
 // instance of that model pulls from it when it has room, so queued work spills to whichever
@@ -26,6 +38,7 @@
 
 #include "edgeseek/backends/backend.h"
 #include "edgeseek/graph/graph.h"
+#include "edgeseek/runtime/kv_block_pool.h"
 #include "edgeseek/runtime/sampler.h"
 
 namespace es {
@@ -43,6 +56,16 @@ class StepModel {
   virtual size_t kv_bytes_per_token() const = 0;
   virtual int AcquireSlot() = 0;         // -1 when none is free
   virtual void ReleaseSlot(int slot) = 0;
+  // ---- paged KV (backend.h, KvStorage) ----
+  // Blocks of kKvBlockTokens tokens in the model's KV pool. Default: n_slots x context.
+  virtual int64_t kv_blocks() const;
+  // Whether a slot's block table may name any block of the pool (SetBlockTable is honoured).
+  // When not, each slot keeps its own fixed region: the engine's blocks then only count memory
+  // and the prefix cache is off.
+  virtual bool paged_kv() const { return false; }
+  // The blocks of the slot's positions [0, blocks.size() * kKvBlockTokens), for the next
+  // Forward calls. Paged models only.
+  virtual void SetBlockTable(int slot, const std::vector<int32_t>& blocks) { (void)slot, (void)blocks; }
   // Whether a row's logits are bitwise the same whatever else shares its batch and however its
   // prompt was chunked. The CPU backend's are (one reduction order per row); the Vulkan
   // backend's are not (GEMV for <= 8 rows, tiled GEMM above).
@@ -103,6 +126,9 @@ struct SeqRequest {
   std::vector<int32_t> stop_ids;      // e.g. EOS; the stop id itself is emitted, then finish
   int priority = 0;                   // QoS class index (0 = highest)
   std::string client;                 // WRR identity (API key name)
+  // Prefix-cache scope: requests share cached KV blocks only within one scope ("" = shared by
+  // every request of the model; the server puts the client's name for per-tenant isolation).
+  std::string prefix_scope;
   double deadline = 0;                // steady seconds; 0 = none
   double submit_time = 0;             // steady seconds (set by RequestQueue::Push)
   // Called on the engine thread for every event; must be quick and must not block.
@@ -118,6 +144,9 @@ struct SeqRequest {
   int admit_generated = 0;            // n_generated when last given out (RequestQueue's charge)
   int slot = -1;
   int instance = -1;
+  std::vector<int32_t> kv_blocks;     // pool blocks of positions [0, size * kKvBlockTokens)
+  std::vector<uint64_t> block_keys;   // prefix-cache keys of the leading full blocks
+  int64_t prefix_hit_tokens = 0;      // tokens taken from the prefix cache at the last admission
   int preemptions = 0;
   double admit_time = 0;
   std::unique_ptr<Sampler> sampler;
@@ -225,9 +254,11 @@ struct EngineOptions {
   int max_batch_tokens = 256;   // per-step token budget (decodes + prefill chunks)
   int max_batch_seqs = 0;       // sequences per step (0: n_slots)
   int prefill_chunk = 0;        // largest prefill piece of one sequence per step (0: budget)
-  // Only this many tokens of KV may be reserved at once (prompt + max_tokens per request);
-  // 0: n_slots * context. A memory quota of Q bytes gives Q / kv_bytes_per_token.
+  // Only this many tokens of KV (rounded down to whole blocks) may be held at once; 0: the
+  // model's whole pool. A memory quota of Q bytes gives Q / kv_bytes_per_token.
   int64_t kv_token_budget = 0;
+  // Share full KV blocks between requests of one prefix scope (paged models only).
+  bool prefix_cache = true;
   int instance = 0;             // index for traces and metrics
   // Batch invariance on a backend that is not invariant by itself (StepModel::batch_invariant):
   // one sequence per forward pass and prompts prefilled in fixed prefill_chunk pieces, so a
@@ -239,8 +270,16 @@ struct EngineOptions {
 struct EngineStats {
   int running = 0;              // sequences holding a slot
   int64_t kv_tokens_used = 0;   // tokens in KV slots now
-  int64_t kv_tokens_reserved = 0;
-  int64_t kv_token_capacity = 0;
+  int64_t kv_tokens_reserved = 0;  // tokens of the blocks held (used_blocks x block size)
+  int64_t kv_token_capacity = 0;   // tokens of the pool (blocks x block size)
+  // KV blocks: the pool's = used (referenced by running requests, shared prefix blocks once) +
+  // cached (kept only by the prefix cache, evictable) + free.
+  int64_t kv_blocks_total = 0, kv_blocks_used = 0, kv_blocks_cached = 0, kv_blocks_free = 0;
+  bool prefix_cache = false;
+  // Prefix cache: tokens looked up at admission (prompt, or prompt + generated on a resume) and
+  // those found cached; hit rate = hit / lookup.
+  int64_t prefix_lookup_tokens = 0, prefix_hit_tokens = 0;
+  int64_t kv_preemptions = 0;   // preemptions for want of KV blocks (also in preemptions)
   int64_t steps = 0, preemptions = 0;
   int64_t prompt_tokens = 0, generated_tokens = 0;  // computed prefill tokens, sampled tokens
   int last_batch_tokens = 0, last_batch_seqs = 0;
@@ -286,6 +325,22 @@ class Engine {
   void Admit(double now);
   void Finish(std::shared_ptr<SeqRequest>& r, FinishReason why, const std::string& msg = {});
   void Preempt(size_t running_index, double now);
+  // ---- KV blocks ----
+  // Takes the cached blocks of the longest prefix of r's tokens (whole blocks, at least one token
+  // left); sets r.n_computed to the tokens they hold.
+  void MatchPrefix(SeqRequest& r);
+  // Blocks to cover r's positions [0, n_tokens), allocated as needed; false when the pool is
+  // out of them (what r already got is kept).
+  bool GrowKv(SeqRequest& r, int64_t n_tokens);
+  // Publishes r's full, computed blocks not yet in the prefix cache.
+  void PublishBlocks(SeqRequest& r);
+  void ReleaseKv(SeqRequest& r);
+  // Gets blocks for `*n` more tokens of r this step, preempting the latest-admitted request of
+  // the lowest class (not r, not in `planned`) while the pool is short; a prefill chunk may
+  // shrink to what fits. false: r itself had to be preempted (it is then no longer running).
+  bool ReserveStep(const std::shared_ptr<SeqRequest>& r, int* n,
+                   const std::vector<std::shared_ptr<SeqRequest>>& planned, double now);
+  int64_t BlocksFor(int64_t tokens) const { return (tokens + kKvBlockTokens - 1) / kKvBlockTokens; }
   void Emit(SeqRequest& r, SeqEvent e);
   void RunLoop();
   void PublishStats();
@@ -297,7 +352,9 @@ class Engine {
   bool serial_ = false;         // deterministic on a non-invariant model
   size_t next_serial_ = 0;      // serial mode: whose turn it is
   bool invariant_ = true;
-  int64_t context_ = 0, kv_budget_ = 0, kv_reserved_ = 0;
+  int64_t context_ = 0, kv_budget_ = 0;  // kv_budget_: tokens of the pool's blocks
+  std::unique_ptr<KvBlockPool> pool_;
+  bool paged_ = false;
   std::vector<std::shared_ptr<SeqRequest>> running_;  // admission order
   std::vector<float> logits_;
   std::vector<int32_t> ids_;  // greedy / device-sampled steps: the id per output row

@@ -24,6 +24,10 @@ struct RunnerOptions {
   int n_slots = 1;          // sequences whose KV caches live at once
   int64_t context = 0;      // tokens per slot (0: min(model max, 4096))
   DType kv_dtype = DType::kF32;
+  // Bytes of the KV pool (whole blocks of kKvBlockTokens tokens, at least one); 0: n_slots x
+  // context. A pool smaller than that is shared: a caller maps blocks to slots (SetBlockTable,
+  // the engine does) — slots left on their initial blocks beyond the pool have none.
+  size_t kv_memory_bytes = 0;
 };
 
 class Runner {
@@ -38,6 +42,11 @@ class Runner {
   int64_t context() const;
   size_t kv_bytes_per_token() const;
   size_t kv_bytes_total() const;
+  // Paged KV (backend.h, KvStorage): blocks in the pool, whether tables may name any block.
+  int64_t kv_blocks() const;
+  bool kv_paged() const;
+  void SetBlockTable(int slot, const std::vector<int32_t>& blocks);
+  const KvStorage& kv() const { return *kv_; }
 
   // Slots: a free slot id, or -1 when none is free. Releasing forgets the slot's cache.
   int AcquireSlot();

@@ -31,6 +31,7 @@
 #include "cpu/kernels/matmul.h"
 #include "cpu/kernels/repack.h"
 #include "cpu/kernels/vec.h"
+#include "cpu/paged_kv.h"
 #include "cpu/reference.h"
 #include "edgeseek/backends/backend.h"
 #include "edgeseek/core/error.h"
@@ -102,48 +103,7 @@ void ReleaseFilePages(const void* p, size_t n) {
   if (hi > lo) madvise(reinterpret_cast<void*>(lo), hi - lo, MADV_DONTNEED);
 }
 
-// KV cache: per slot one lazily committed block laid out [layer][part][pos][width] in f32.
-class CpuKv final : public KvStorage {
- public:
-  CpuKv(const KvSpec& spec, int n_slots, int64_t capacity)
-      : spec_(spec), n_slots_(n_slots), capacity_(capacity), slots_(size_t(n_slots), nullptr) {
-    ES_CHECK(spec.dtype == DType::kF32, "cpu backend: KV cache type ", Name(spec.dtype),
-             " is not supported yet (use f32)");
-    per_token_ = size_t(spec.width[0] + spec.width[1]) * size_t(spec.n_layers);
-  }
-  ~CpuKv() override {
-    for (float* p : slots_) std::free(p);
-  }
-  const KvSpec& spec() const override { return spec_; }
-  int n_slots() const override { return n_slots_; }
-  int64_t capacity() const override { return capacity_; }
-  size_t bytes() const override { return per_token_ * 4 * size_t(capacity_) * size_t(n_slots_); }
-  void ReadRow(int slot, int layer, int part, int64_t pos, float* dst) const override {
-    std::memcpy(dst, Row(slot, layer, part, pos), size_t(spec_.width[part]) * 4);
-  }
-  // Base of (layer, part) of a slot: [capacity, width] rows.
-  float* Part(int slot, int layer, int part) const {
-    ES_ASSERT(slot >= 0 && slot < n_slots_);
-    if (!slots_[size_t(slot)]) {
-      // calloc of a large block maps zero pages lazily: memory is committed as tokens arrive.
-      slots_[size_t(slot)] = static_cast<float*>(std::calloc(per_token_ * size_t(capacity_), 4));
-      ES_CHECK(slots_[size_t(slot)], "out of memory allocating the KV cache of slot ", slot);
-    }
-    const size_t w0 = size_t(spec_.width[0]), w1 = size_t(spec_.width[1]);
-    const size_t off = size_t(capacity_) * (size_t(layer) * (w0 + w1) + (part ? w0 : 0));
-    return slots_[size_t(slot)] + off;
-  }
-  float* Row(int slot, int layer, int part, int64_t pos) const {
-    return Part(slot, layer, part) + size_t(pos) * size_t(spec_.width[part]);
-  }
-
- private:
-  KvSpec spec_;
-  int n_slots_;
-  int64_t capacity_;
-  size_t per_token_;
-  mutable std::vector<float*> slots_;
-};
+using cpu::CpuKv;
 
 class CpuBackend final : public Backend {
  public:
@@ -167,7 +127,11 @@ class CpuBackend final : public Backend {
   }
   void PrepareWeight(const Tensor& w) override;
   std::unique_ptr<KvStorage> CreateKv(const KvSpec& spec, int n_slots, int64_t capacity) override {
-    return std::make_unique<CpuKv>(spec, n_slots, capacity);
+    return std::make_unique<CpuKv>(spec, n_slots, capacity, int64_t(n_slots) * ((capacity + kKvBlockTokens - 1) / kKvBlockTokens));
+  }
+  std::unique_ptr<KvStorage> CreatePagedKv(const KvSpec& spec, int n_slots, int64_t capacity,
+                                           int64_t n_blocks) override {
+    return std::make_unique<CpuKv>(spec, n_slots, capacity, n_blocks);
   }
   void Compute(const Graph& g, const Batch& batch, KvStorage& kv, float* out,
                ComputeStats* stats) override;
@@ -318,13 +282,12 @@ void CpuBackend::Attention(const Node& n, const Batch& b, CpuKv& kv, const float
       const int64_t t = u / Hq, h = u % Hq, kh = h / group;
       const BatchSeq& s = b.seqs[size_t(b.row_seq[size_t(t)])];
       const int64_t n_ctx = b.positions[size_t(t)] + 1;  // causal: positions 0..pos
-      const float* K = kv.Part(s.slot, n.layer, 0);
-      const float* V = kv.Part(s.slot, n.layer, 1);
+      const cpu::KvRows K = kv.Rows(s.slot, n.layer, 0), V = kv.Rows(s.slot, n.layer, 1);
       const float* qh = q + t * Hq * dk + h * dk;
       p.resize(size_t(n_ctx));
       float mx = -INFINITY;
       for (int64_t j = 0; j < n_ctx; ++j) {
-        const float* kr = K + j * Hkv * dk + kh * dk;
+        const float* kr = K.Row(j) + kh * dk;
         p[size_t(j)] = cpu::Dot(qh, kr, dk) * scale;
         mx = std::max(mx, p[size_t(j)]);
       }
@@ -334,7 +297,7 @@ void CpuBackend::Attention(const Node& n, const Batch& b, CpuKv& kv, const float
       float* o = y + t * Hq * dv + h * dv;
       std::fill(o, o + dv, 0.0f);
       for (int64_t j = 0; j < n_ctx; ++j) {
-        cpu::Axpy(p[size_t(j)] * inv, V + j * Hkv * dv + kh * dv, o, dv);
+        cpu::Axpy(p[size_t(j)] * inv, V.Row(j) + kh * dv, o, dv);
       }
     }
   });
@@ -373,14 +336,13 @@ void CpuBackend::Mla(const Node& n, const Graph& g, const Batch& b, CpuKv& kv, c
       const int64_t t = u / groups, h0 = (u % groups) * G, g1 = std::min(G, H - h0);
       const BatchSeq& s = b.seqs[size_t(b.row_seq[size_t(t)])];
       const int64_t n_ctx = b.positions[size_t(t)] + 1;
-      const float* C = kv.Part(s.slot, n.layer, 0);
-      const float* KPE = kv.Part(s.slot, n.layer, 1);
+      const cpu::KvRows C = kv.Rows(s.slot, n.layer, 0), KPE = kv.Rows(s.slot, n.layer, 1);
       p.resize(size_t(G * n_ctx));
       float mx[8], inv[8];
       for (int64_t g = 0; g < g1; ++g) mx[g] = -INFINITY;
       for (int64_t j = 0; j < n_ctx; ++j) {
-        const float* cr = C + j * r;
-        const float* kr = KPE + j * dr;
+        const float* cr = C.Row(j);
+        const float* kr = KPE.Row(j);
         for (int64_t g = 0; g < g1; ++g) {
           const int64_t h = h0 + g;
           const float v = (cpu::Dot(qlat + (h * T + t) * r, cr, r) +
@@ -400,7 +362,7 @@ void CpuBackend::Mla(const Node& n, const Graph& g, const Batch& b, CpuKv& kv, c
       }
       for (int64_t j = 0; j < n_ctx; ++j)
         for (int64_t g = 0; g < g1; ++g)
-          cpu::Axpy(p[size_t(g * n_ctx + j)] * inv[g], C + j * r, olat + ((h0 + g) * T + t) * r, r);
+          cpu::Axpy(p[size_t(g * n_ctx + j)] * inv[g], C.Row(j), olat + ((h0 + g) * T + t) * r, r);
     }
   });
   // 3. out[t, h*dv:(h+1)*dv] = o_lat[h][t] · Wuv[h]ᵀ, one item per head.
@@ -561,6 +523,9 @@ void CpuBackend::Compute(const Graph& g, const Batch& b, KvStorage& kv_base, flo
     const BatchSeq& s = b.seqs[size_t(b.row_seq[size_t(t)])];
     ES_CHECK(b.positions[size_t(t)] < kv.capacity(), "sequence in slot ", s.slot,
              " exceeds the context of ", kv.capacity(), " tokens");
+    ES_CHECK(b.positions[size_t(t)] < kv.mapped_tokens(s.slot), "sequence in slot ", s.slot, " position ",
+             b.positions[size_t(t)], " has no KV block (the slot's table maps ", kv.mapped_tokens(s.slot),
+             " tokens)");
   }
   for (size_t i = 0; i < nodes.size(); ++i) {
     const Node& n = nodes[i];
@@ -668,7 +633,7 @@ void CpuBackend::Compute(const Graph& g, const Batch& b, KvStorage& kv_base, flo
         ES_ASSERT(cols == kv.spec().width[part]);
         for (int64_t t = 0; t < T; ++t) {
           const BatchSeq& s = b.seqs[size_t(b.row_seq[size_t(t)])];
-          std::memcpy(kv.Row(s.slot, n.layer, part, b.positions[size_t(t)]), x + t * cols,
+          std::memcpy(kv.Rows(s.slot, n.layer, part).Row(b.positions[size_t(t)]), x + t * cols,
                       size_t(cols) * 4);
         }
         break;

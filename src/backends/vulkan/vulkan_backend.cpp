@@ -224,7 +224,12 @@ void VulkanBackend::PrepareWeight(const Tensor& w) {
 }
 
 std::unique_ptr<KvStorage> VulkanBackend::CreateKv(const KvSpec& spec, int n_slots, int64_t capacity) {
-  auto kv = std::make_unique<VkKv>(dev_, staging_, spec, n_slots, capacity, tuning_.kv);
+  return CreatePagedKv(spec, n_slots, capacity, int64_t(n_slots) * ((capacity + kKvBlockTokens - 1) / kKvBlockTokens));
+}
+
+std::unique_ptr<KvStorage> VulkanBackend::CreatePagedKv(const KvSpec& spec, int n_slots, int64_t capacity,
+                                                        int64_t n_blocks) {
+  auto kv = std::make_unique<VkKv>(dev_, staging_, spec, n_slots, capacity, n_blocks, tuning_.kv);
   kv_peak_ += kv->bytes();
   return kv;
 }
@@ -273,6 +278,7 @@ VulkanBackend::Program& VulkanBackend::GetProgram(const Graph& g, const Batch& b
     seen = seen_graphs_.begin();
   }
   uint64_t key = Mix(seen->nodes_hash, kv.id());
+  key = Mix(key, kv.scattered() ? 1u : 0u);  // the prefill attention kernel depends on it
   key = Mix(key, uint64_t(b.n_tokens()));
   key = Mix(key, b.out_rows.size());
   key = Mix(key, uint64_t(mode));
@@ -528,7 +534,8 @@ std::unique_ptr<VulkanBackend::Program> VulkanBackend::Build(const Graph& g, con
 
   // ---- batch buffer layout -------------------------------------------------------------------
   BatchLayout& lay = p->layout;
-  uint32_t w = 0;
+  // Words 0 and 1: where the KV block tables start and the blocks per slot (kv_addr.glsl).
+  uint32_t w = 2;
   lay.tokens = w, w += uint32_t(T);
   lay.positions = w, w += uint32_t(T);
   lay.slots = w, w += uint32_t(T);
@@ -538,6 +545,7 @@ std::unique_ptr<VulkanBackend::Program> VulkanBackend::Build(const Graph& g, con
       lay.rope[n.rope.get()] = w;
       w += uint32_t(T) * uint32_t(n.rope->dim / 2) * 2;
     }
+  lay.kv_tables = w, w += uint32_t(kv.tables().size());
   lay.words = w;
   p->batch = host_pool_->Alloc(uint64_t(w) * 4, "batch tables");
 
@@ -672,10 +680,17 @@ void VulkanBackend::Run(Program& p, const Batch& b, VkKv& kv, void* out, Compute
              kv.n_slots(), " slots)");
     ES_CHECK(b.positions[size_t(t)] >= 0 && b.positions[size_t(t)] < kv.capacity(), "sequence in slot ",
              s.slot, " exceeds the context of ", kv.capacity(), " tokens");
+    ES_CHECK(b.positions[size_t(t)] < kv.mapped_tokens(s.slot), "sequence in slot ", s.slot, " position ",
+             b.positions[size_t(t)], " has no KV block (the slot's table maps ", kv.mapped_tokens(s.slot),
+             " tokens)");
     words[lay.tokens + t] = tok;
     words[lay.positions + t] = b.positions[size_t(t)];
     words[lay.slots + t] = s.slot;
   }
+  // The block tables as they are now (the engine may change them between steps).
+  words[0] = int32_t(lay.kv_tables);
+  words[1] = int32_t(kv.blocks_per_slot());
+  std::copy(kv.tables().begin(), kv.tables().end(), words + lay.kv_tables);
   for (size_t i = 0; i < b.out_rows.size(); ++i) {
     ES_CHECK(b.out_rows[i] >= 0 && b.out_rows[i] < T, "vulkan: out row ", b.out_rows[i], " outside the batch");
     words[lay.out_rows + i] = b.out_rows[i];

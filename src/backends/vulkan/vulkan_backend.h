@@ -47,6 +47,8 @@ class VulkanBackend final : public Backend {
   void PrepareWeight(const Tensor& w) override;
   void PrepareGraph(const Graph& g) override;
   std::unique_ptr<KvStorage> CreateKv(const KvSpec& spec, int n_slots, int64_t capacity) override;
+  std::unique_ptr<KvStorage> CreatePagedKv(const KvSpec& spec, int n_slots, int64_t capacity,
+                                           int64_t n_blocks) override;
   void Compute(const Graph& g, const Batch& batch, KvStorage& kv, float* out,
                ComputeStats* stats = nullptr) override;
   size_t peak_bytes() const override;

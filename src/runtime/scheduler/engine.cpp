@@ -49,15 +49,28 @@ Engine::Engine(std::unique_ptr<StepModel> model, std::shared_ptr<RequestQueue> q
   serial_ = opts_.deterministic && !model_->batch_invariant();
   invariant_ = model_->batch_invariant() || serial_;
   local_.serial = serial_;
-  kv_budget_ = opts_.kv_token_budget > 0 ? std::min(opts_.kv_token_budget, int64_t(n_slots_) * context_)
-                                         : int64_t(n_slots_) * context_;
-  local_.kv_token_capacity = int64_t(n_slots_) * context_;
+  paged_ = model_->paged_kv();
+  int64_t blocks = model_->kv_blocks();
+  ES_CHECK(blocks >= 1, "engine: the model instance's KV pool has ", blocks, " blocks");
+  if (opts_.kv_token_budget > 0)
+    blocks = std::min(blocks, std::max<int64_t>(1, opts_.kv_token_budget / kKvBlockTokens));
+  // The prefix cache needs blocks that any slot can map, and in serial (deterministic) mode a
+  // request's rows must be computed as when it runs alone, which cached blocks of another
+  // chunking would not be on a backend that is not batch-invariant.
+  pool_ = std::make_unique<KvBlockPool>(blocks, opts_.prefix_cache && paged_ && !serial_);
+  kv_budget_ = blocks * kKvBlockTokens;
+  local_.kv_token_capacity = kv_budget_;
+  local_.prefix_cache = pool_->prefix_cache();
   PublishStats();
 }
 
 Engine::~Engine() { Stop(); }
 
 bool Engine::CanEverFit(int64_t need) const { return need <= context_ && need <= kv_budget_; }
+
+int64_t StepModel::kv_blocks() const {
+  return int64_t(n_slots()) * ((context() + kKvBlockTokens - 1) / kKvBlockTokens);
+}
 
 void Engine::Start() {
   if (thread_.joinable()) return;
@@ -97,7 +110,7 @@ void Engine::Finish(std::shared_ptr<SeqRequest>& ref, FinishReason why, const st
   if (r->slot >= 0) {
     model_->ReleaseSlot(r->slot);
     r->slot = -1;
-    kv_reserved_ -= r->need_tokens();
+    ReleaseKv(*r);
     queue_->Release(*r);
     running_.erase(std::remove(running_.begin(), running_.end(), r), running_.end());
     // Before the event: whoever learns of the finish (an HTTP response) sees its KV freed.
@@ -131,7 +144,7 @@ void Engine::Preempt(size_t i, double now) {
   running_.erase(running_.begin() + ptrdiff_t(i));
   model_->ReleaseSlot(r->slot);
   r->slot = -1;
-  kv_reserved_ -= r->need_tokens();
+  ReleaseKv(*r);  // its full blocks stay cached (evictable): a resume likely finds them
   queue_->Release(*r);
   // Its KV is gone; on resumption prompt + generated tokens are recomputed, and since a row's
   // logits do not depend on the batch and its Sampler keeps its state, the output is unchanged.
@@ -148,7 +161,9 @@ void Engine::Preempt(size_t i, double now) {
 }
 
 void Engine::MaybePreempt(double now) {
-  if (int(running_.size()) < n_slots_) return;  // there is room: admission serves the overdue one
+  // There is room (a slot, and blocks beyond the running requests' headroom): admission serves
+  // the overdue one. Full slots or a short pool both make it wait, so both let it preempt.
+  if (int(running_.size()) < n_slots_ && pool_->available() > int64_t(running_.size())) return;
   int overdue = queue_->OverdueClass(now);
   if (overdue < 0) return;
   const auto& classes = queue_->policy().classes;
@@ -168,28 +183,119 @@ void Engine::MaybePreempt(double now) {
   if (victim >= 0) Preempt(size_t(victim), now);
 }
 
+void Engine::MatchPrefix(SeqRequest& r) {
+  r.n_computed = 0;
+  if (!pool_->prefix_cache()) return;
+  uint64_t prev = KvBlockPool::ScopeSeed(r.prefix_scope);
+  // At least the last token is computed: its logits give the next token.
+  const int64_t max_blocks = (int64_t(r.tokens.size()) - 1) / kKvBlockTokens;
+  for (int64_t i = 0; i < max_blocks; ++i) {
+    const int32_t* t = r.tokens.data() + i * kKvBlockTokens;
+    const uint64_t key = KvBlockPool::ChainHash(prev, t);
+    const int32_t b = pool_->Lookup(key, prev, t);
+    if (b < 0) break;
+    r.kv_blocks.push_back(b);
+    r.block_keys.push_back(key);
+    prev = key;
+  }
+  r.n_computed = int64_t(r.kv_blocks.size()) * kKvBlockTokens;
+}
+
+bool Engine::GrowKv(SeqRequest& r, int64_t n_tokens) {
+  while (int64_t(r.kv_blocks.size()) * kKvBlockTokens < n_tokens) {
+    const int32_t b = pool_->Allocate();
+    if (b < 0) return false;
+    r.kv_blocks.push_back(b);
+  }
+  return true;
+}
+
+void Engine::PublishBlocks(SeqRequest& r) {
+  if (!pool_->prefix_cache()) return;
+  const size_t full = size_t(r.n_computed / kKvBlockTokens);
+  uint64_t prev = r.block_keys.empty() ? KvBlockPool::ScopeSeed(r.prefix_scope) : r.block_keys.back();
+  for (size_t i = r.block_keys.size(); i < full; ++i) {
+    const int32_t* t = r.tokens.data() + i * kKvBlockTokens;
+    const uint64_t key = KvBlockPool::ChainHash(prev, t);
+    pool_->Publish(r.kv_blocks[i], key, prev, t);
+    r.block_keys.push_back(key);
+    prev = key;
+  }
+}
+
+void Engine::ReleaseKv(SeqRequest& r) {
+  for (int32_t b : r.kv_blocks) pool_->Release(b);
+  r.kv_blocks.clear();
+  r.block_keys.clear();
+}
+
+bool Engine::ReserveStep(const std::shared_ptr<SeqRequest>& r, int* n,
+                         const std::vector<std::shared_ptr<SeqRequest>>& planned, double now) {
+  for (;;) {
+    if (GrowKv(*r, r->n_computed + *n)) return true;
+    // A prefill chunk shrinks to the blocks it got (not in serial mode: its chunks are fixed).
+    const int64_t covered = int64_t(r->kv_blocks.size()) * kKvBlockTokens - r->n_computed;
+    if (!serial_ && covered > 0) {
+      *n = int(std::min<int64_t>(*n, covered));
+      return true;
+    }
+    // Out of blocks: preempt a request of a lower class, or of r's class admitted after r —
+    // the lowest class, the latest admitted (least work lost) — or else r itself.
+    const auto self = std::find(running_.begin(), running_.end(), r);
+    ES_ASSERT(self != running_.end());
+    int victim = -1;
+    for (size_t i = 0; i < running_.size(); ++i) {
+      const auto& c = running_[i];
+      if (c == r || std::find(planned.begin(), planned.end(), c) != planned.end()) continue;
+      if (c->priority < r->priority || (c->priority == r->priority && i < size_t(self - running_.begin())))
+        continue;
+      // running_ is in admission order: a later index was admitted later.
+      if (victim < 0 || c->priority >= running_[size_t(victim)]->priority) victim = int(i);
+    }
+    ++local_.kv_preemptions;
+    if (victim < 0) {
+      Preempt(size_t(self - running_.begin()), now);
+      return false;
+    }
+    Preempt(size_t(victim), now);
+  }
+}
+
 void Engine::Admit(double now) {
   while (int(running_.size()) < n_slots_) {
-    int64_t room = std::min(kv_budget_ - kv_reserved_, context_);
-    if (room <= 0) break;
-    auto r = queue_->PopNext(room, now);
+    auto r = queue_->PopNext(max_need(), now);
     if (!r) break;
-    int slot = model_->AcquireSlot();
-    if (slot < 0) {  // the model disagrees about free slots: put it back untouched
+    if (!r->admitted_once) {
+      r->tokens = r->prompt;
+      r->sampler = std::make_unique<Sampler>(r->sampling);
+      r->admitted_once = true;
+    }
+    MatchPrefix(*r);
+    // Room for the rest of its tokens and the first one it generates, with a block of headroom
+    // per running request so that their decodes do not at once preempt it.
+    const int64_t need = BlocksFor(int64_t(r->tokens.size()) + 1) - int64_t(r->kv_blocks.size());
+    int slot = -1;
+    if (need + int64_t(running_.size()) <= pool_->available()) slot = model_->AcquireSlot();
+    // Taken now, so that the next admission sees them gone (they fit: need <= available).
+    if (slot >= 0 && !GrowKv(*r, int64_t(r->tokens.size()) + 1)) {
+      model_->ReleaseSlot(slot);
+      slot = -1;
+    }
+    if (slot < 0) {  // no blocks, or the model disagrees about free slots: put it back untouched
+      ReleaseKv(*r);
+      r->n_computed = 0;
       queue_->Release(*r);
       queue_->PushFront(std::move(r));
       break;
     }
     r->slot = slot;
     r->instance = opts_.instance;
-    r->n_computed = 0;
-    if (!r->admitted_once) {
-      r->tokens = r->prompt;
-      r->sampler = std::make_unique<Sampler>(r->sampling);
-      r->admitted_once = true;
+    r->prefix_hit_tokens = r->n_computed;
+    if (pool_->prefix_cache()) {
+      local_.prefix_lookup_tokens += int64_t(r->tokens.size());
+      local_.prefix_hit_tokens += r->n_computed;
     }
     r->admit_time = now;
-    kv_reserved_ += r->need_tokens();
     double t0 = r->trace.empty() ? r->submit_time : r->trace.back().t1;
     if (r->trace.size() < kMaxTraceEvents)
       r->trace.push_back({"queue", t0, now, 0, 0, 0, opts_.instance, {}});
@@ -219,33 +325,42 @@ bool Engine::Step() {
   std::vector<Item> items;
   int budget = opts_.max_batch_tokens;
   int prefill_tokens = 0, decodes = 0;
+  std::vector<std::shared_ptr<SeqRequest>> planned;  // items' requests (their blocks are held)
   if (serial_) {
     // Deterministic on a backend whose rows depend on the batch: one sequence a step, taken in
     // turn; its prompt in fixed prefill_chunk pieces from position 0 and every later token alone
     // (also when a preempted request recomputes its KV), so each row is computed exactly as
     // when the request runs by itself.
-    auto& r = running_[next_serial_++ % running_.size()];
+    auto r = running_[next_serial_++ % running_.size()];
     int64_t prompt = int64_t(r->prompt.size());
     int n = r->n_computed < prompt ? int(std::min<int64_t>(prompt - r->n_computed, opts_.prefill_chunk)) : 1;
-    items.push_back({r, n});
-    if (int64_t(r->tokens.size()) - r->n_computed == 1) ++decodes;
-    else prefill_tokens += n;
-  } else {
-    // Every decode first (one token each), then prefill chunks under the budget.
-    for (auto& r : running_) {
-      if (int(items.size()) >= opts_.max_batch_seqs || budget <= 0) break;
-      if (int64_t(r->tokens.size()) - r->n_computed == 1) {
-        items.push_back({r, 1});
-        --budget;
-        ++decodes;
-      }
+    if (ReserveStep(r, &n, planned, now)) {
+      items.push_back({r, n});
+      if (int64_t(r->tokens.size()) - r->n_computed == 1) ++decodes;
+      else prefill_tokens += n;
     }
-    for (auto& r : running_) {
+  } else {
+    // Every decode first (one token each), then prefill chunks under the budget. A request
+    // preempted for blocks while planning (its slot is then -1) is skipped.
+    const std::vector<std::shared_ptr<SeqRequest>> order = running_;
+    for (auto& r : order) {
+      if (int(items.size()) >= opts_.max_batch_seqs || budget <= 0) break;
+      if (r->slot < 0 || int64_t(r->tokens.size()) - r->n_computed != 1) continue;
+      int n = 1;
+      if (!ReserveStep(r, &n, planned, now)) continue;
+      items.push_back({r, 1});
+      planned.push_back(r);
+      --budget;
+      ++decodes;
+    }
+    for (auto& r : order) {
       if (int(items.size()) >= opts_.max_batch_seqs || budget <= 0) break;
       int64_t left = int64_t(r->tokens.size()) - r->n_computed;
-      if (left <= 1) continue;
+      if (r->slot < 0 || left <= 1) continue;
       int n = int(std::min<int64_t>({left, budget, opts_.prefill_chunk}));
+      if (!ReserveStep(r, &n, planned, now)) continue;
       items.push_back({r, n});
+      planned.push_back(r);
       budget -= n;
       prefill_tokens += n;
     }
@@ -256,6 +371,7 @@ bool Engine::Step() {
   }
   Batch batch;
   for (auto& it : items) {
+    if (paged_) model_->SetBlockTable(it.r->slot, it.r->kv_blocks);
     auto first = it.r->tokens.begin() + it.r->n_computed;
     batch.Add(it.r->slot, it.r->n_computed, std::vector<int32_t>(first, first + it.n));
   }
@@ -305,6 +421,7 @@ bool Engine::Step() {
     auto r = items[i].r;
     bool decode = int64_t(r->tokens.size()) - r->n_computed == 1 && r->n_generated > 0;
     r->n_computed += items[i].n;
+    PublishBlocks(*r);
     if (r->trace.size() < kMaxTraceEvents)
       r->trace.push_back({decode ? "decode" : "prefill", t0, t1, items[i].n, batch.n_tokens(),
                           int64_t(items.size()), opts_.instance, split});
@@ -346,10 +463,14 @@ bool Engine::Step() {
 
 void Engine::PublishStats() {
   local_.running = int(running_.size());
-  local_.kv_tokens_reserved = kv_reserved_;
   int64_t used = 0;
   for (auto& r : running_) used += r->n_computed;
   local_.kv_tokens_used = used;
+  local_.kv_blocks_total = pool_->n_blocks();
+  local_.kv_blocks_used = pool_->used_blocks();
+  local_.kv_blocks_cached = pool_->evictable_blocks();
+  local_.kv_blocks_free = pool_->free_blocks();
+  local_.kv_tokens_reserved = pool_->used_blocks() * kKvBlockTokens;
   std::lock_guard<std::mutex> lock(stats_mu_);
   stats_ = local_;
 }

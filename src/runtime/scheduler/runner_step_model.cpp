@@ -33,6 +33,13 @@ class RunnerStepModel final : public StepModel {
   size_t kv_bytes_per_token() const override { return r_->kv_bytes_per_token(); }
   int AcquireSlot() override { return r_->AcquireSlot(); }
   void ReleaseSlot(int slot) override { r_->ReleaseSlot(slot); }
+  // A backend without paging keeps CreateKv's region per slot; its pool then counts n_slots x
+  // context blocks whatever the memory quota (the engine's budget still bounds their use).
+  int64_t kv_blocks() const override {
+    return r_->kv_paged() ? r_->kv_blocks() : StepModel::kv_blocks();
+  }
+  bool paged_kv() const override { return r_->kv_paged(); }
+  void SetBlockTable(int slot, const std::vector<int32_t>& blocks) override { r_->SetBlockTable(slot, blocks); }
   // The CPU backend computes every row with one reduction order whatever the batch (its
   // matmuls and attention loop per row; tests/server/batch_invariance_test.mjs checks 32
   // concurrent requests against 32 sequential ones); the Vulkan

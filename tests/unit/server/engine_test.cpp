@@ -7,6 +7,7 @@
 
 #include "edgeseek/core/error.h"
 #include "edgeseek/runtime/engine.h"
+#include "engine_harness.h"
 #include "fake_model.h"
 
 namespace es {
@@ -14,63 +15,8 @@ namespace {
 
 using test::FakeStepModel;
 
-struct Collected {
-  std::vector<int32_t> tokens;
-  FinishReason finish = FinishReason::kNone;
-  double first_token = 0;
-  int first_step = -1, preempted = 0;
-};
-
-struct Harness {
-  std::shared_ptr<RequestQueue> queue;
-  FakeStepModel* model = nullptr;
-  std::unique_ptr<Engine> engine;
-  std::map<std::string, Collected> out;
-  int step = 0;
-
-  Harness(int slots, int64_t ctx, EngineOptions eo = {}, QosPolicy qos = {}, bool batch_variant = false) {
-    queue = std::make_shared<RequestQueue>(qos);
-    auto m = std::make_unique<FakeStepModel>(slots, ctx);
-    m->set_batch_variant(batch_variant);
-    model = m.get();
-    engine = std::make_unique<Engine>(std::move(m), queue, eo);
-  }
-  std::shared_ptr<SeqRequest> Make(const std::string& id, std::vector<int32_t> prompt, int max_tokens,
-                                   float temperature = 0, uint64_t seed = 0, int priority = 0,
-                                   const std::string& client = "c") {
-    auto r = std::make_shared<SeqRequest>();
-    r->id = id;
-    r->prompt = std::move(prompt);
-    r->max_tokens = max_tokens;
-    r->sampling.temperature = temperature;
-    r->sampling.seed = seed;
-    r->priority = priority;
-    r->client = client;
-    r->stop_ids = {256};
-    r->on_event = [this, id](const SeqEvent& e) {
-      auto& c = out[id];
-      if (e.kind == SeqEventKind::kToken) {
-        if (c.tokens.empty()) c.first_step = step;
-        c.tokens.push_back(e.token);
-      }
-      if (e.kind == SeqEventKind::kPreempted) ++c.preempted;
-      if (e.kind == SeqEventKind::kFinished) c.finish = e.finish;
-    };
-    return r;
-  }
-  // Running requests are finished (cancelled) while `out`, which their events write, still lives.
-  ~Harness() { engine->Stop(); }
-  void Submit(std::shared_ptr<SeqRequest> r) { queue->Push(std::move(r)); }
-  void RunAll(int max_steps = 100000) {
-    while (engine->Step() && max_steps-- > 0) ++step;
-  }
-};
-
-std::vector<int32_t> Prompt(int n, int seed) {
-  std::vector<int32_t> p;
-  for (int i = 0; i < n; ++i) p.push_back(32 + (seed * 7 + i * 13) % 90);
-  return p;
-}
+using test::Harness;
+using test::Prompt;
 
 TEST(Engine, ConcurrentEqualsSequentialGreedyAndSeeded) {
   const int kN = 13;  // odd on purpose: the last admission wave is partial
@@ -176,18 +122,31 @@ TEST(Engine, DeadlineTimesOut) {
   EXPECT_EQ(h.out["a"].finish, FinishReason::kTimeout);
 }
 
-TEST(Engine, KvBudgetMakesAdmissionWait) {
+TEST(Engine, KvBudgetBoundsTheBlocksHeld) {
+  std::map<std::string, std::vector<int32_t>> solo;
+  for (int i = 0; i < 5; ++i) {
+    Harness h(1, 256);
+    h.Submit(h.Make("r" + std::to_string(i), Prompt(20, i), 40, 0.8f, uint64_t(i)));
+    h.RunAll();
+    solo["r" + std::to_string(i)] = h.out["r" + std::to_string(i)].tokens;
+  }
   EngineOptions eo;
-  eo.kv_token_budget = 100;  // two requests of 10 + 40 fit, a third waits
+  eo.kv_token_budget = 100;  // 6 blocks of 16: 96 tokens
   Harness h(4, 256, eo);
-  for (int i = 0; i < 3; ++i) h.Submit(h.Make("r" + std::to_string(i), Prompt(10, i), 40));
+  EXPECT_FALSE(h.engine->CanEverFit(97));
+  EXPECT_TRUE(h.engine->CanEverFit(96));
+  for (int i = 0; i < 5; ++i) h.Submit(h.Make("r" + std::to_string(i), Prompt(20, i), 40, 0.8f, uint64_t(i)));
   h.engine->Step();
+  // Each prompt (and its first token) takes 2 blocks, and admission keeps a block of headroom
+  // per running request: two run, three wait.
   EXPECT_EQ(h.engine->stats().running, 2);
-  EXPECT_EQ(h.queue->size(), 1u);
-  EXPECT_FALSE(h.engine->CanEverFit(101));
-  EXPECT_TRUE(h.engine->CanEverFit(100));
-  h.RunAll();
-  EXPECT_EQ(h.out["r2"].tokens.size(), 40u);
+  EXPECT_EQ(h.queue->size(), 3u);
+  while (h.engine->Step()) {
+    EXPECT_LE(h.engine->stats().kv_blocks_used, 6);
+    EXPECT_EQ(h.engine->stats().kv_blocks_total, 6);
+  }
+  for (int i = 0; i < 5; ++i) EXPECT_EQ(h.out["r" + std::to_string(i)].tokens, solo["r" + std::to_string(i)]) << i;
+  EXPECT_EQ(h.engine->stats().kv_blocks_used, 0);
 }
 
 TEST(RequestQueue, SmoothWeightedRoundRobinBetweenClasses) {

@@ -1,5 +1,7 @@
-// Test doubles for the server and the engine: FakeStepModel (a deterministic "model" whose
-// logits are a hash of each slot's whole token history, so any KV bookkeeping error changes the
+// Test doubles for the server and the engine: FakeStepModel (a deterministic "model" with a
+// paged "KV cache" of token ids: its logits are a hash of the whole token history read back
+// through the slot's block table, so any KV or block bookkeeping error — a block shared that
+// should not be, written while shared, evicted while in use, a wrong table — changes the
 // output) and FakeTextModel (bytes as tokens, a ChatML-like template).
 #pragma once
 
@@ -18,11 +20,16 @@ class FakeStepModel : public StepModel {
   static constexpr int kVocab = 258;   // bytes, 256 = EOS, 257 = spare
   FakeStepModel(int slots, int64_t context, double step_sleep_s = 0, int eos_bias = -100);
   int vocab_size() const override { return kVocab; }
-  int n_slots() const override { return int(hist_.size()); }
+  int n_slots() const override { return int(used_.size()); }
   int64_t context() const override { return context_; }
   size_t kv_bytes_per_token() const override { return 1024; }
   int AcquireSlot() override;
   void ReleaseSlot(int slot) override;
+  int64_t kv_blocks() const override;
+  bool paged_kv() const override { return true; }
+  void SetBlockTable(int slot, const std::vector<int32_t>& blocks) override;
+  // A pool of `n` blocks instead of slots x context (before the engine is built).
+  void set_kv_blocks(int64_t n);
   bool batch_invariant() const override { return !variant_; }
   // stats: a made-up split (upload 1 us per token, dispatch 2 us, shader 3 us per token,
   // download 4 us per output row) so tests can follow it into traces.
@@ -39,8 +46,12 @@ class FakeStepModel : public StepModel {
 
  private:
   mutable std::mutex mu_;
-  std::vector<std::vector<int32_t>> hist_;
-  std::vector<std::vector<uint32_t>> batch_marks_;  // per slot, per cached token (variant_)
+  // The pool: per block and row, the token id cached there (-1: never written) and its batch
+  // mark (variant_).
+  std::vector<int32_t> cells_;
+  std::vector<uint32_t> marks_;
+  std::vector<std::vector<int32_t>> tables_;  // per slot
+  std::vector<int64_t> length_;               // per slot: positions computed so far
   bool variant_ = false;
   std::vector<bool> used_;
   int64_t context_;

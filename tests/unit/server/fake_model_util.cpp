@@ -1,6 +1,7 @@
 // Test doubles (fake_model.h).
 #include "fake_model.h"
 
+#include <algorithm>
 #include <chrono>
 #include <thread>
 
@@ -9,16 +10,40 @@
 namespace es::test {
 
 FakeStepModel::FakeStepModel(int slots, int64_t context, double step_sleep_s, int eos_bias)
-    : hist_(size_t(slots)), batch_marks_(size_t(slots)), used_(size_t(slots), false), context_(context), sleep_s_(step_sleep_s),
-      eos_bias_(eos_bias) {}
+    : tables_(size_t(slots)), length_(size_t(slots), 0), used_(size_t(slots), false), context_(context),
+      sleep_s_(step_sleep_s), eos_bias_(eos_bias) {
+  set_kv_blocks(StepModel::kv_blocks());
+  // Each slot starts on its own blocks, as a backend's paged storage does.
+  const int64_t bps = (context + kKvBlockTokens - 1) / kKvBlockTokens;
+  for (int s = 0; s < slots; ++s)
+    for (int64_t i = 0; i < bps; ++i) tables_[size_t(s)].push_back(int32_t(s * bps + i));
+}
+
+void FakeStepModel::set_kv_blocks(int64_t n) {
+  std::lock_guard<std::mutex> lock(mu_);
+  cells_.assign(size_t(n) * kKvBlockTokens, -1);
+  marks_.assign(cells_.size(), 0);
+}
+
+int64_t FakeStepModel::kv_blocks() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return int64_t(cells_.size()) / kKvBlockTokens;
+}
+
+void FakeStepModel::SetBlockTable(int slot, const std::vector<int32_t>& blocks) {
+  std::lock_guard<std::mutex> lock(mu_);
+  ES_CHECK(slot >= 0 && size_t(slot) < used_.size() && used_[size_t(slot)], "fake: table of slot ", slot, " not held");
+  for (int32_t b : blocks)
+    ES_CHECK(b >= 0 && size_t(b) * kKvBlockTokens < cells_.size(), "fake: block ", b, " outside the pool");
+  tables_[size_t(slot)] = blocks;
+}
 
 int FakeStepModel::AcquireSlot() {
   std::lock_guard<std::mutex> lock(mu_);
   for (size_t i = 0; i < used_.size(); ++i)
     if (!used_[i]) {
       used_[i] = true;
-      hist_[i].clear();
-      batch_marks_[i].clear();
+      length_[i] = 0;
       return int(i);
     }
   return -1;
@@ -28,8 +53,7 @@ void FakeStepModel::ReleaseSlot(int slot) {
   std::lock_guard<std::mutex> lock(mu_);
   ES_ASSERT(slot >= 0 && size_t(slot) < used_.size() && used_[size_t(slot)]);
   used_[size_t(slot)] = false;
-  hist_[size_t(slot)].clear();
-  batch_marks_[size_t(slot)].clear();
+  length_[size_t(slot)] = 0;
 }
 
 int FakeStepModel::used_slots() const {
@@ -52,20 +76,34 @@ void FakeStepModel::Forward(const Batch& b, std::vector<float>* logits, ComputeS
   size_t out = 0;
   for (auto& s : b.seqs) {
     ES_CHECK(s.slot >= 0 && size_t(s.slot) < used_.size() && used_[size_t(s.slot)], "fake: slot ", s.slot, " not held");
-    auto& h = hist_[size_t(s.slot)];
-    ES_CHECK(int64_t(h.size()) == s.pos0, "fake: slot ", s.slot, " holds ", h.size(), " tokens, batch starts at ", s.pos0);
+    const auto& table = tables_[size_t(s.slot)];
+    auto cell = [&](int64_t pos) -> size_t {
+      ES_CHECK(pos >= 0 && size_t(pos / kKvBlockTokens) < table.size(), "fake: slot ", s.slot, " position ", pos,
+               " has no block");
+      return size_t(table[size_t(pos / kKvBlockTokens)]) * kKvBlockTokens + size_t(pos % kKvBlockTokens);
+    };
+    // A slot computes its positions in order; the engine may start it past 0 on blocks it took
+    // from the prefix cache, which must hold tokens there.
+    int64_t& len = length_[size_t(s.slot)];
+    if (len == 0) len = s.pos0;
+    ES_CHECK(len == s.pos0, "fake: slot ", s.slot, " holds ", len, " tokens, batch starts at ", s.pos0);
+    for (int64_t p = 0; p < s.pos0; ++p)
+      ES_CHECK(cells_[cell(p)] >= 0, "fake: slot ", s.slot, " position ", p, " was never computed");
     ES_CHECK(s.pos0 + s.n_tokens <= context_, "fake: slot ", s.slot, " overflows its context");
     singles += s.n_tokens == 1;
     for (int i = 0; i < s.n_tokens; ++i) {
       int32_t t = b.tokens[size_t(s.row0 + i)];
       ES_CHECK(t >= 0 && t < kVocab, "fake: token ", t, " outside the vocabulary");
-      h.push_back(t);
-      if (variant_) batch_marks_[size_t(s.slot)].push_back(uint32_t(b.n_tokens()) * 977u + uint32_t(b.seqs.size()));
+      const int64_t pos = s.pos0 + i;
+      cells_[cell(pos)] = t;
+      marks_[cell(pos)] = variant_ ? uint32_t(b.n_tokens()) * 977u + uint32_t(b.seqs.size()) : 0;
+      ++len;
       if (out < b.out_rows.size() && b.out_rows[out] == s.row0 + i) {
         // Logits: a hash of the whole history, so the output depends on every cached token.
         uint64_t x = 1469598103934665603ull;
-        for (int32_t v : h) x = (x ^ uint64_t(v)) * 1099511628211ull;
-        for (uint32_t m : batch_marks_[size_t(s.slot)]) x = (x ^ m) * 1099511628211ull;
+        for (int64_t p = 0; p <= pos; ++p) x = (x ^ uint64_t(cells_[cell(p)])) * 1099511628211ull;
+        if (variant_)
+          for (int64_t p = 0; p <= pos; ++p) x = (x ^ marks_[cell(p)]) * 1099511628211ull;
         float* row = logits->data() + out * kVocab;
         for (int v = 0; v < kVocab; ++v) {
           uint64_t y = (x ^ uint64_t(v) * 0x9E3779B97F4A7C15ull) * 0xBF58476D1CE4E5B9ull;
@@ -141,6 +179,9 @@ ModelBuilder FakeLoader(double step_sleep_s, std::string suffix, int eos_bias, b
     lm.text = std::make_shared<FakeTextModel>(suffix);
     for (auto& ic : e.instances) {
       auto m = std::make_unique<FakeStepModel>(ic.slots, ic.context > 0 ? ic.context : 512, step_sleep_s, eos_bias);
+      // A KV quota sizes the pool, as the real loader's does (1 KiB a token, 16 tokens a block).
+      if (ic.kv_memory_mb > 0)
+        m->set_kv_blocks(std::max<int64_t>(1, int64_t(ic.kv_memory_mb * 1048576.0 / (1024.0 * kKvBlockTokens))));
       m->set_batch_variant(batch_variant);
       lm.instances.push_back(std::move(m));
       lm.instance_names.push_back(batch_variant ? "fake-variant" : "fake");

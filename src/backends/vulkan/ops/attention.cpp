@@ -125,7 +125,8 @@ void RecordDecodeAttention(OpContext& c, const AttentionArgs& a) {
 enum class AttentionKernel { kTensorCores, kRows, kPerRow };
 AttentionKernel KernelFor(const OpContext& c, const AttentionArgs& a) {
   if (a.part.size != 0 || a.wb != 0 || c.T <= kAttentionSplitMaxRows) return AttentionKernel::kPerRow;
-  if (UseAttentionCm2(c.dev, c.T, a.wa, a.dv)) return AttentionKernel::kTensorCores;
+  // attention_cm2.comp loads tiles of adjacent keys: only while no slot left its own blocks.
+  if (!c.kv.scattered() && UseAttentionCm2(c.dev, c.T, a.wa, a.dv)) return AttentionKernel::kTensorCores;
   return a.wa <= 128 && a.dv <= 128 ? AttentionKernel::kRows : AttentionKernel::kPerRow;
 }
 }  // namespace

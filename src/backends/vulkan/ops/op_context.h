@@ -23,6 +23,7 @@ namespace es::vk {
 // Word offsets of the per-token tables inside the batch buffer (int32 / f32 words).
 struct BatchLayout {
   uint32_t tokens = 0, positions = 0, slots = 0, out_rows = 0;
+  uint32_t kv_tables = 0;  // [n_slots][blocks_per_slot]; words 0, 1 hold it and blocks_per_slot
   std::map<const RopeTable*, uint32_t> rope;  // cos table; sin follows after T*dim/2 words
   uint32_t words = 0;
 };

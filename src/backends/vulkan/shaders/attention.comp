@@ -6,7 +6,7 @@
 // accumulators (each invocation owns dims d = tid + WG*c), as in FlashAttention.
 //   q: [T, *] with q[t*q_rs + h*q_hs + i], i < wa + wb
 //   key j = [KA[row(j), kvh*wa ..] , KB[row(j), kvh*wb ..]] (KB optional: MLA's rope part)
-//   value j = V[row(j), kvh*dv ..]; caches are [slot][capacity][width] (KV_F16 or KV_F32)
+//   value j = V[row(j), kvh*dv ..], row(j) = KvRow(slot, j) (kv_addr.glsl: paged; KV_F16 or KV_F32)
 //   out[t*o_rs + h*o_hs + d] = Σ_j softmax(scale * q·key_j) value_j[d]
 // SPLIT (decode, few rows): the keys of a row are split into gl_NumWorkGroups.z contiguous
 // chunks, one workgroup each (flash-decoding), so that a handful of heads still fills the GPU;
@@ -22,6 +22,7 @@ layout(binding = 2) readonly buffer KB { uint kb[]; };
 layout(binding = 3) readonly buffer V { uint v[]; };
 layout(binding = 4) writeonly buffer O { float o[]; };
 layout(binding = 5) readonly buffer B { int bt[]; };
+#include "kv_addr.glsl"
 #ifdef SPLIT
 layout(binding = 6) writeonly buffer Part { float part[]; };
 #endif
@@ -80,7 +81,6 @@ void main() {
   barrier();
   const uint slot = uint(bt[p.slot_off + t]);
   const uint n_ctx = uint(bt[p.pos_off + t]) + 1u;
-  const uint base = slot * p.capacity;
   float m = -1.0 / 0.0, l = 0.0;
   float acc[MAXC];
   [[unroll]] for (uint c = 0; c < MAXC; ++c) acc[c] = 0.0;
@@ -96,9 +96,10 @@ void main() {
     float s = -1.0 / 0.0;
     if (j < jend) {
       float d = 0.0;
-      const uint ra = (base + j) * p.a_w + kvh * p.wa;
+      const uint row = KvRow(slot, j);
+      const uint ra = row * p.a_w + kvh * p.wa;
       KEY_DOT(ka4, LoadKA, ra, 0u, p.wa, d)
-      const uint rb = (base + j) * p.b_w + kvh * p.wb;
+      const uint rb = row * p.b_w + kvh * p.wb;
       KEY_DOT(kb4, LoadKB, rb, p.wa, p.wb, d)
       s = d * p.scale;
     }
@@ -112,7 +113,7 @@ void main() {
       const uint d = tid + WG * c;
       if (d < p.dv) {
         float a = acc[c] * corr;
-        for (uint jj = 0; jj < nt; ++jj) a += ps[jj] * LoadV((base + j0 + jj) * p.v_w + kvh * p.dv + d);
+        for (uint jj = 0; jj < nt; ++jj) a += ps[jj] * LoadV(KvRow(slot, j0 + jj) * p.v_w + kvh * p.dv + d);
         acc[c] = a;
       }
     }

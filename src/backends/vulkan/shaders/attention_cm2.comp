@@ -3,8 +3,10 @@
 // glslc supports the extension, picked at run time with f16 math on a device that has it): the
 // flash-attention recurrence over key tiles, each product a cooperative-matrix multiply.
 // Same inputs, layout and result as attention_rows.comp (causal, GQA, rows of several slots):
-//   q: q[t*q_rs + h*q_hs + i]; key j of slot s = KA[(s*capacity + j)*a_w + kvh*dk ..],
-//   value j = V[(s*capacity + j)*v_w + kvh*dv ..]; caches f16 (KV_F16) or f32
+//   q: q[t*q_rs + h*q_hs + i]; key j of slot s = KA[(KvRow(s, 0) + j)*a_w + kvh*dk ..],
+//   value j = V[(KvRow(s, 0) + j)*v_w + kvh*dv ..]: keys of a slot adjacent (kv_addr.glsl; the
+//   host uses this kernel only while no slot left its own contiguous blocks); caches f16
+//   (KV_F16) or f32
 //   out[t*o_rs + h*o_hs + d] = Σ_{j <= pos_t} softmax_j(scale * q_t·key_j) value_j[d]
 // A workgroup takes BR query rows t0.. of head h (group grid: Hq x ceil(T / BR)). It holds
 // Q = scale * q (BR x DK, f16), and per row the running maximum M, the running sum L (both
@@ -44,6 +46,7 @@ layout(binding = 2) readonly buffer KB { uint kb[]; };  // unused (MLA's rope pa
 layout(binding = 3) readonly buffer V { KV_T v[]; };
 layout(binding = 4) writeonly buffer O { float o[]; };
 layout(binding = 5) readonly buffer B { int bt[]; };
+#include "kv_addr.glsl"
 layout(push_constant) uniform P {
   uint Hq, Hkv, wa, wb, dv, q_rs, q_hs, capacity, a_w, b_w, v_w, slot_off, pos_off, o_rs, o_hs;
   float scale;
@@ -112,7 +115,9 @@ void main() {
         others = true;
       }
     }
-    const uint base = uint(slot) * p.capacity;
+    // The row of the slot's first key: the host picks this kernel only while every slot still
+    // has its own contiguous blocks (VkKv::scattered), so the keys follow it in memory.
+    const uint base = KvRow(uint(slot), 0u);
     tensorLayoutNV<2, CLAMP> tk = createTensorLayoutNV(2, CLAMP);
     tk = setTensorLayoutDimensionNV(tk, n_ctx, p.wa);
     tk = setTensorLayoutStrideNV(tk, p.a_w, 1);

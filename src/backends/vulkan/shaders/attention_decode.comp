@@ -14,8 +14,8 @@
 // the context are empty). Each workgroup writes, per head h, its unnormalised sums, m and l to
 // part[((t*Hq + h)*S + z)*(DV + 2) ..] (attention.comp SPLIT's layout); attention_combine.comp
 // merges the chunks.
-//   q: [T, *], head h at q[t*q_rs + h*DK ..]; caches [slot][capacity][width] (KV_F16 or KV_F32),
-//   key j of kv head kvh at KA[(slot*capacity + j)*a_w + kvh*DK ..], value at V[.. v_w, DV].
+//   q: [T, *], head h at q[t*q_rs + h*DK ..]; caches paged (kv_addr.glsl; KV_F16 or KV_F32),
+//   key j of kv head kvh at KA[KvRow(slot, j)*a_w + kvh*DK ..], value at V[.. v_w, DV].
 // FUSED (the rope of q and k and both cache stores folded in, vulkan_backend.cpp): q, kr, vr are
 // the projections' raw rows; q is rotated here, and so are the step's new keys (rope.glsl, the
 // batch buffer's cos/sin tables at cs_off, kv_store.comp's ROPE). A key at a position this step
@@ -50,6 +50,7 @@ vec4 V4At(uint i) { return uintBitsToFloat(v4[i]); }
 #endif
 layout(binding = 3) writeonly buffer Part { float part[]; };
 layout(binding = 4) readonly buffer B { int bt[]; };
+#include "kv_addr.glsl"
 #ifdef FUSED
 layout(binding = 5) readonly buffer KR { float kr[]; };
 layout(binding = 6) readonly buffer VR { float vr[]; };
@@ -109,7 +110,7 @@ void main() {
   const uint kvh = gl_WorkGroupID.x, t = gl_WorkGroupID.y, z = gl_WorkGroupID.z;
   const uint S = gl_NumWorkGroups.z;
   const uint slot = uint(bt[p.slot_off + t]), pos = uint(bt[p.pos_off + t]);
-  const uint n_ctx = pos + 1u, base = slot * p.capacity;
+  const uint n_ctx = pos + 1u;
   const uint chunk = max((n_ctx + S - 1u) / S, MINCHUNK);
   const uint jbeg = min(n_ctx, z * chunk), jend = min(n_ctx, jbeg + chunk);
 
@@ -148,7 +149,8 @@ void main() {
   barrier();
 #ifdef FUSED
   if (self_n < MAXNEW) {  // this row's key and value go into the caches (read by later steps)
-    const uint rk = (base + pos) * p.a_w + kvh * DK, rv = (base + pos) * p.v_w + kvh * DV;
+    const uint row = KvRow(slot, pos);
+    const uint rk = row * p.a_w + kvh * DK, rv = row * p.v_w + kvh * DV;
 #if defined(KV_F16)
     for (uint e = tid; e < DK / 2u; e += WG)
       ka[rk / 2u + e] = packHalf2x16(vec2(nk[self_n * DK + 2u * e], nk[self_n * DK + 2u * e + 1u]));
@@ -177,7 +179,7 @@ void main() {
     const int jn = j < jend ? NewKey(j, nn) : -1;
     uvec4 kw[DPL / EPQ];
     if (j < jend && jn < 0) {
-      const uint r4 = ((base + j) * p.a_w + kvh * DK + pp * DPL) / EPQ;
+      const uint r4 = (KvRow(slot, j) * p.a_w + kvh * DK + pp * DPL) / EPQ;
       [[unroll]] for (uint u = 0u; u < DPL / EPQ; ++u) kw[u] = ka4[r4 + u];
     }
     vec4 vv[KPG];
@@ -192,7 +194,7 @@ void main() {
           vv[i] = vec4(nv[o], nv[o + 1u], nv[o + 2u], nv[o + 3u]);
         } else
 #endif
-          vv[i] = V4At(((base + jv) * p.v_w + kvh * DV) / 4u + vl);
+          vv[i] = V4At((KvRow(slot, jv) * p.v_w + kvh * DV) / 4u + vl);
       }
     }
     float dots[G];

@@ -4,8 +4,8 @@
 // one head h (causal, GQA, the rows' own slots), so every key/value tile loaded into shared
 // memory serves 8 rows instead of 1. Same inputs and layout as attention.comp without the MLA
 // part (wb == 0), head dims dk, dv <= MAXD (128, or 64 in the small variant; host-checked).
-//   q: q[t*q_rs + h*q_hs + i]; key j of slot s = KA[(s*capacity + j)*a_w + kvh*dk ..],
-//   value j = V[(s*capacity + j)*v_w + kvh*dv ..]; caches f32 or f16 (KV_F16)
+//   q: q[t*q_rs + h*q_hs + i]; key j of slot s = KA[KvRow(s, j)*a_w + kvh*dk ..],
+//   value j = V[KvRow(s, j)*v_w + kvh*dv ..] (kv_addr.glsl); caches f32 or f16 (KV_F16)
 //   out[t*o_rs + h*o_hs + d] = Σ_{j <= pos_t} softmax_j(scale * q_t·key_j) value_j[d]
 // Keys go KT (32 or 16) at a time: invocation (r, jj) = (tid / 32, tid % 32), jj < KT, scores
 // row r against key jj of the tile; the running max m and sum l of each row rescale the row's
@@ -29,6 +29,7 @@ layout(binding = 2) readonly buffer KB { uint kb[]; };  // unused (MLA's rope pa
 layout(binding = 3) readonly buffer V { uint v[]; };
 layout(binding = 4) writeonly buffer O { float o[]; };
 layout(binding = 5) readonly buffer B { int bt[]; };
+#include "kv_addr.glsl"
 layout(push_constant) uniform P {
   uint Hq, Hkv, wa, wb, dv, q_rs, q_hs, capacity, a_w, b_w, v_w, slot_off, pos_off, o_rs, o_hs;
   float scale;
@@ -84,20 +85,21 @@ void main() {
       if (row_slot[e] == slot) n_ctx = max(n_ctx, row_ctx[e]);
     const bool mine = live && my_slot == slot;
     const uint my_ctx = mine ? row_ctx[r] : 0u;
-    const uint base = uint(slot) * p.capacity;
     for (uint j0 = 0; j0 < n_ctx; j0 += KT) {
       for (uint e = tid; e < KT * nk4; e += 256u) {
         const uint jj = e / nk4, i4 = e % nk4;
         vec4 v = vec4(0.0);
+        const uint row = j0 + jj < n_ctx ? KvRow(uint(slot), j0 + jj) : 0u;
         for (uint c = 0; c < 4u; ++c)
-          if (j0 + jj < n_ctx && 4u * i4 + c < dk) v[c] = LoadKA((base + j0 + jj) * p.a_w + kvh * dk + 4u * i4 + c);
+          if (j0 + jj < n_ctx && 4u * i4 + c < dk) v[c] = LoadKA(row * p.a_w + kvh * dk + 4u * i4 + c);
         ks4[jj][i4] = v;
       }
       for (uint e = tid; e < KT * nv4; e += 256u) {
         const uint jj = e / nv4, i4 = e % nv4;
         vec4 v = vec4(0.0);
+        const uint row = j0 + jj < n_ctx ? KvRow(uint(slot), j0 + jj) : 0u;
         for (uint c = 0; c < 4u; ++c)
-          if (j0 + jj < n_ctx && 4u * i4 + c < p.dv) v[c] = LoadV((base + j0 + jj) * p.v_w + kvh * p.dv + 4u * i4 + c);
+          if (j0 + jj < n_ctx && 4u * i4 + c < p.dv) v[c] = LoadV(row * p.v_w + kvh * p.dv + 4u * i4 + c);
         vs4[jj][i4] = v;
       }
       barrier();
