@@ -5,7 +5,8 @@
 // rope part PE_j) and as the value (C_j):
 //   o[t, h] = Σ_j softmax_j(scale · (qc[t, h]·C_j + qr[t, h]·PE_j)) C_j,  j = 0 .. pos(t)
 //   q: [T, *], head h at q[t*q_rs + h*q_hs ..]: R latent dims, then DR rope dims
-//   C: [slot][capacity][R], PE: [slot][capacity][DR] (KV_F16 or f32), the row's own slot
+//   C: [rows][R], PE: [rows][DR] (KV_F16 or f32); key j of the row's slot at row KvRow(slot, j)
+//   (kv_addr.glsl: the paged cache's block tables)
 // Per tile of KT keys:
 //   scores: LPK = 8 invocations per key, lane s dotting the dim pairs s, s + 8, ... of the key
 //     with the G heads' q (shared memory, f32); the 8 partial dots are added by subgroup
@@ -46,6 +47,7 @@ vec2 LoadC(uint i) { return c2[i]; }
 vec2 LoadPE(uint i) { return pe2[i]; }
 #endif
 layout(binding = 3) readonly buffer B { int bt[]; };
+#include "kv_addr.glsl"
 #ifdef DIRECT
 layout(binding = 4) writeonly buffer O { float o[]; };
 #else
@@ -65,7 +67,6 @@ void main() {
   const uint h0 = gl_WorkGroupID.x * G, t = gl_WorkGroupID.y;
   const uint slot = uint(bt[p.slot_off + t]);
   const uint n_ctx = uint(bt[p.pos_off + t]) + 1u;
-  const uint base = slot * p.capacity;
 #ifdef DIRECT
   const uint S = 1u, z = 0u;
 #else
@@ -99,7 +100,7 @@ void main() {
     float dots[G];
     [[unroll]] for (uint hh = 0u; hh < G; ++hh) dots[hh] = 0.0;
     if (j < jend) {
-      const uint rc = (base + j) * R2, rp = (base + j) * DR2;
+      const uint row = KvRow(slot, j), rc = row * R2, rp = row * DR2;
       // LB key pairs loaded together, then used (LB = 1: one load per use).
       [[unroll]] for (uint i0 = 0u; i0 < NC; i0 += LB) {
         vec2 k[LB];
@@ -157,7 +158,7 @@ void main() {
         const uint i = tid + WG * c;
         if (i < R2) {
           vec2 v[LB];
-          [[unroll]] for (uint b = 0u; b < LB; ++b) v[b] = LoadC((base + min(j0 + jj + b, last)) * R2 + i);
+          [[unroll]] for (uint b = 0u; b < LB; ++b) v[b] = LoadC(KvRow(slot, min(j0 + jj + b, last)) * R2 + i);
           [[unroll]] for (uint b = 0u; b < LB; ++b)
             [[unroll]] for (uint hh = 0u; hh < G; ++hh)
               acc[hh * MAXP + c] += ps[hh * KT + min(jj + b, KT - 1u)] * (jj + b < nt ? v[b] : vec2(0.0));
