@@ -98,9 +98,20 @@ struct ModelConfig {
   void Validate(const std::string& where) const;
 };
 
-// Parses config.json (as JSON) of a supported architecture. `where` names the file in errors.
-ModelConfig ParseHfConfig(const nlohmann::json& j, const std::string& where);
-ModelConfig LoadHfConfig(const std::string& path);
+// num_hidden_layers is bounded by the layers the checkpoint holds tensors for (as GGUF's
+// block_count is), so a 4-byte edit cannot make the loader build names for 10^7 layers.
+// kNoCheckpoint (synthetic weights, made from the config's numbers alone): a fixed cap,
+// kMaxSyntheticLayers.
+inline constexpr int64_t kNoCheckpoint = -1;
+inline constexpr int64_t kMaxSyntheticLayers = 4096;
+// 1 + the highest N of the model.layers.N.* names (0 without any).
+int64_t HfLayersPresent(const std::vector<std::string>& tensor_names);
+
+// Parses config.json (as JSON) of a supported architecture. `where` names the file in errors;
+// `layers_present` is HfLayersPresent of the checkpoint, or kNoCheckpoint.
+ModelConfig ParseHfConfig(const nlohmann::json& j, const std::string& where,
+                          int64_t layers_present = kNoCheckpoint);
+ModelConfig LoadHfConfig(const std::string& path, int64_t layers_present = kNoCheckpoint);
 // Writes a transformers-5 style config.json for a ModelConfig (synthetic models, converters).
 nlohmann::json ToHfConfig(const ModelConfig& c);
 
