@@ -22,6 +22,7 @@
 #include <chrono>
 #include <cstring>
 #include <mutex>
+#include <sstream>
 #include <string>
 #include <thread>
 #include <vector>
@@ -125,6 +126,13 @@ HeadInfo ScanHead(const char* p, size_t n) {
     }
   }
   return h;
+}
+
+// "1.5 s", "10 s" (std::to_string(double) gives 6 decimals).
+std::string Seconds(double s) {
+  std::ostringstream o;
+  o << s << " s";
+  return o.str();
 }
 
 // A small error answer written from the gate (non-blocking; it fits any send buffer).
@@ -415,9 +423,8 @@ struct GatedServer::Impl {
         c->fd, 408, "Request Timeout",
         std::string(head ? "request headers" : "request body") + " not received in time (" +
             (now >= c->phase_deadline
-                 ? "limit " +
-                       std::to_string(int(head ? lim.header_timeout_s : lim.body_timeout_s)) + " s"
-                 : "nothing for " + std::to_string(int(lim.idle_timeout_s)) + " s") +
+                 ? "limit " + Seconds(head ? lim.header_timeout_s : lim.body_timeout_s)
+                 : "nothing for " + Seconds(lim.idle_timeout_s)) +
             ")",
         "request_timeout");
     BeginLinger(c, now);

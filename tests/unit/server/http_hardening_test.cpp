@@ -269,6 +269,25 @@ TEST(HttpHardening, MissingOrLyingContentLengthIsAnsweredPromptly) {
   EXPECT_TRUE(ServesHealth(u));
 }
 
+// At the default limits (issue 23's target: every hostile request answered within 2 s), a lying
+// Content-Length is answered by the idle limit with margin; at the old default of 2 s it took
+// 2.004 s in tests/server/hostile_probe.py.
+TEST(HttpHardening, LyingContentLengthAtDefaultsIsAnsweredWithin2s) {
+  ServerConfig c = test::TinyServerConfig();
+  ASSERT_DOUBLE_EQ(c.limits.idle_timeout_s, ServerLimits{}.idle_timeout_s);
+  Up u(c);
+  const auto t0 = Clock::now();
+  const std::string ans =
+      Raw(u.srv->port(), PostHead("/v1/completions", "Content-Length: 100\r\n") + R"({"prompt":)",
+          5000);
+  const double ms = Ms(t0);
+  EXPECT_EQ(StatusOf(ans), 408) << ans;
+  EXPECT_NE(BodyOf(ans)["error"]["message"].get<std::string>().find("nothing for 1.5 s"),
+            std::string::npos)
+      << ans;
+  EXPECT_LT(ms, 1800 * kSlow);
+}
+
 TEST(HttpHardening, AuthenticationComesBeforeTheBody) {
   ServerConfig c = HardConfig();
   c.api_keys = {"sk-a"};
