@@ -27,6 +27,8 @@
 #include <thread>
 #include <vector>
 
+#include "worker_pool.h"
+
 namespace es::server {
 namespace {
 
@@ -244,12 +246,13 @@ class ConnStream : public httplib::Stream {
 class GatePool : public httplib::TaskQueue {
  public:
   GatePool(GatedServer::Impl* gate, int n) : gate_(gate), pool_(size_t(n)) {}
-  void enqueue(std::function<void()> fn) override { pool_.enqueue(std::move(fn)); }
+  void enqueue(std::function<void()> fn) override { pool_.Enqueue(std::move(fn)); }
   void shutdown() override;
+  size_t threads_used() const { return pool_.threads_used(); }
 
  private:
   GatedServer::Impl* gate_;
-  httplib::ThreadPool pool_;
+  WorkerPool pool_;  // LIFO: see worker_pool.h
 };
 
 }  // namespace
@@ -541,7 +544,7 @@ struct GatedServer::Impl {
 
 void GatePool::shutdown() {
   gate_->Stop();
-  pool_.shutdown();
+  pool_.Shutdown();
 }
 
 GatedServer::GatedServer(ReceiveLimits limits, int workers)
