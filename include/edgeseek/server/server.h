@@ -68,6 +68,10 @@ struct ServerLimits {
   double header_timeout_s = 10;
   double body_timeout_s = 60;
   double idle_timeout_s = 1.5;
+  // Open connections in total and from one client IP (docs/server.md, "Connection limits");
+  // one more is answered 503 with Retry-After: 1 and closed at accept.
+  int max_connections = 1024;
+  int max_connections_per_ip = 256;
 };
 
 struct ServerConfig {
