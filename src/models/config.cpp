@@ -256,6 +256,10 @@ void ModelConfig::Validate(const std::string& where) const {
   };
   positive_finite(rms_norm_eps, "rms_norm_eps");
   positive_finite(rope_theta, "rope_theta");
+  // Below 1 the rotary frequencies base^(-2i/d) grow with the dimension instead of falling (no
+  // model has such a base); 1e-45 made them infinite and the logits NaN.
+  ES_CHECK(rope_theta >= 1, where, ": field 'rope_theta' is ", rope_theta,
+           " (a rope base must be at least 1)");
   ES_CHECK(std::isfinite(rope.factor) && rope.factor >= 0, where,
            ": field 'rope_scaling.factor' must be a finite number >= 0 (got ", rope.factor, ")");
   ES_CHECK(std::isfinite(routed_scaling_factor), where,
