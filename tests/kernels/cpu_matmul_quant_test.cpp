@@ -137,7 +137,7 @@ TEST_P(QuantMatMul, BatchInvariantBitForBit) {
 
 // The shapes around the kernels' tiles: Q4_0's GEMM takes 4 activation rows × 8 columns at a
 // time in tasks of 64 rows × 32 columns, its GEMV 8 columns; other types 4 columns. Q4_0 and
-// Q8_0 up to 8 rows (batched decode) take the skinny GEMM, 9 the panel GEMM. R not a
+// Q8_0 up to 4 rows (batched decode) take the skinny GEMM, 7, 8, 9 the panel GEMM. R not a
 // multiple of the row tile or the task, N not a multiple of the column group, K = one block and
 // K = 8960 (the FFN down projection): every row bit for bit equal to the row alone, with 1 and
 // 2 threads, and within the activation-rounding bound of the reference.

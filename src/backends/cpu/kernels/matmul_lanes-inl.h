@@ -507,9 +507,12 @@ struct Q80Kernel {
 constexpr size_t kLaneRowTile = 4;     // activation rows per GEMM register tile
 constexpr size_t kLaneTaskCols = 32;   // columns per GEMM task (4 groups of 8)
 constexpr size_t kLaneTaskRows = 128;  // rows per GEMM task (the panel is built once per task)
-// Up to this many rows the raw Q4_0 / Q8_0 weights go through the skinny GEMM (LaneSkinny), above it
-// through the panel GEMM. Measured on the 1.5B model, 2 threads: see LaneSkinny.
-constexpr size_t kLaneSkinnyRows = 8;
+// Up to this many rows (one register tile) the raw Q4_0 / Q8_0 weights go through the skinny
+// GEMM (LaneSkinny), above it through the panel GEMM: with two tiles or more, interleaving once
+// into the panel beats interleaving in registers per tile (cache-resident 1536×8960 Q4_0, 8
+// rows: panel 0.64 ms, skinny 1.23 ms; 151936×1536 Q8_0 from memory, 8 rows: 47 / 44 ms; 4 rows:
+// 34 / 23 ms, 2 rows 22 / 15 ms; 2 threads on the shared machine).
+constexpr size_t kLaneSkinnyRows = kLaneRowTile;
 
 // The R activation rows quantized into the calling thread's scratch slot 1 (valid until the next
 // call on this thread), in parallel over rows.
@@ -642,7 +645,7 @@ void LaneGemm(const LaneActs& acts, size_t R, size_t N, const Source& source, co
 
 // Skinny GEMM (1 < R <= kLaneSkinnyRows, batched decode) on raw weights: as the GEMV, threads
 // take contiguous ranges of 8-column groups and interleave each block in registers, but every
-// block serves all R rows (4-row tiles, then one tile of the rest). The GEMM's panel (one
+// block serves all R rows (one register tile). The GEMM's panel (one
 // interleave pass writing the group to memory, then single-row passes over it for a 2-row
 // step) made 2 rows cost 2.7x and 4 rows 3.7x one row on the 1.5B model; reading each weight
 // once per step is what batching is for. Per row the same arithmetic as the GEMV and GEMM, so
