@@ -99,6 +99,14 @@ int64_t HfLayersPresent(const std::vector<std::string>& tensor_names) {
   return layers;
 }
 
+void CheckHfLayersPresent(const ModelConfig& c, int64_t layers_present, const std::string& where) {
+  ES_CHECK(c.n_layers <= layers_present, where, ": field 'num_hidden_layers' is ", c.n_layers,
+           " but the checkpoint holds tensors for ", layers_present, " layers",
+           layers_present > 0
+               ? " (model.layers.0 to model.layers." + std::to_string(layers_present - 1) + ")"
+               : std::string());
+}
+
 ModelConfig ParseHfConfig(const json& j, const std::string& where, int64_t layers_present) {
   ES_CHECK(j.is_object(), where, ": config must be a JSON object");
   ModelConfig c;
@@ -126,11 +134,8 @@ ModelConfig ParseHfConfig(const json& j, const std::string& where, int64_t layer
   if (layers_present == kNoCheckpoint)
     ES_CHECK(c.n_layers <= kMaxSyntheticLayers, where, ": field 'num_hidden_layers' is ",
              c.n_layers, " (at most ", kMaxSyntheticLayers, " supported for synthetic weights)");
-  else
-    ES_CHECK(c.n_layers <= layers_present, where, ": field 'num_hidden_layers' is ", c.n_layers,
-             " but the checkpoint holds tensors for ", layers_present, " layers",
-             layers_present > 0 ? " (model.layers.0 to model.layers." + std::to_string(layers_present - 1) + ")"
-                                : std::string());
+  else if (layers_present != kCheckpointLater)
+    CheckHfLayersPresent(c, layers_present, where);
   c.n_heads = Get<int>(j, "num_attention_heads", where);
   c.n_kv_heads = Opt<int>(j, "num_key_value_heads", c.n_heads, where);
   c.rms_norm_eps = float(Opt<double>(j, "rms_norm_eps", 1e-6, where));
@@ -264,7 +269,7 @@ void ModelConfig::Validate(const std::string& where) const {
            ": field 'rope_scaling.factor' must be a finite number >= 0 (got ", rope.factor, ")");
   ES_CHECK(std::isfinite(routed_scaling_factor), where,
            ": field 'routed_scaling_factor' must be finite (got ", routed_scaling_factor, ")");
-  ES_CHECK(int64_t(n_layers) * std::max(1, n_routed_experts) <= kMaxExpertLayers, where,
+  ES_CHECK(n_routed_experts <= 0 || int64_t(n_layers) * n_routed_experts <= kMaxExpertLayers, where,
            ": field 'n_routed_experts' is ", n_routed_experts, " with ", n_layers,
            " layers (at most ", kMaxExpertLayers, " expert-layers supported)");
   positive(vocab_size, "vocab_size");
