@@ -56,8 +56,8 @@ class GatedServer : public httplib::Server {
   // SYNs, which clients resend after 1 s (measured: a connect beside 20 others took 1.02 s).
   void WidenListenBacklog();
   // Called with the status of every answer the gate gives itself (408, 431 on the gate thread;
-  // 503 for a connection over the caps on the accepting thread), which httplib's logger never
-  // sees. Set before listening.
+  // 503 for a connection over the caps on the worker that httplib hands the accepted socket to),
+  // which httplib's logger never sees. Set before listening; must be thread-safe.
   void set_gate_observer(std::function<void(int status)> fn);
 
   struct Impl;
