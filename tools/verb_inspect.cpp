@@ -72,9 +72,10 @@ VerbRun Setup(CLI::App& app) {
       }
     } else {
       ES_CHECK(!model->empty(), "no model given: pass -m PATH or --synthetic NAME");
-      c = LoadHfConfig(*model + "/config.json");
-      name = *model;
+      c = LoadHfConfig(*model + "/config.json", kCheckpointLater);
       auto st = SafetensorsSet::Open(*model);
+      CheckHfLayersPresent(c, HfLayersPresent(st->Names()), *model + "/config.json");
+      name = *model;
       for (const std::string& n : st->Names()) {
         const Tensor& t = st->Get(n);
         params += t.numel();

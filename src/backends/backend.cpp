@@ -1,6 +1,7 @@
 // Backend factory.
 #include "edgeseek/backends/backend.h"
 
+#include <cmath>
 #include <vector>
 
 #include "edgeseek/core/error.h"
@@ -11,11 +12,28 @@ void KvStorage::SetBlockTable(int slot, const int32_t*, int) {
   Fail("KV storage of slot ", slot, " is not paged: it has no block table to set");
 }
 
+void CheckFiniteLogits(const float* logits, int64_t rows, int64_t vocab) {
+  for (int64_t r = 0; r < rows; ++r) {
+    const float* row = logits + r * vocab;
+    // |x| <= FLT_MAX is false for NaN and infinities; branch-free over the row so it
+    // vectorizes, the position searched only on failure.
+    bool ok = true;
+    for (int64_t c = 0; c < vocab; ++c) ok &= std::fabs(row[c]) <= 3.402823466e38f;
+    if (ok) continue;
+    int64_t c = 0;
+    while (c < vocab && std::isfinite(row[c])) ++c;
+    Fail("the model computed a non-finite logit (", row[c], " for token ", c, " in output row ", r,
+         "): its weights or hyperparameters are corrupt (a NaN or infinite weight value, or a "
+         "degenerate rope base or norm epsilon)");
+  }
+}
+
 void Backend::ComputeArgmax(const Graph& g, const Batch& batch, KvStorage& kv, int32_t* ids,
                             ComputeStats* stats) {
   const Shape& s = g.node(g.output()).shape;  // [rows, cols]
   std::vector<float> out(size_t(s[0] * s[1]));
   Compute(g, batch, kv, out.data(), stats);
+  CheckFiniteLogits(out.data(), s[0], s[1]);
   for (int64_t r = 0; r < s[0]; ++r) {
     const float* row = out.data() + r * s[1];
     int32_t best = 0;
@@ -30,6 +48,7 @@ void Backend::ComputeSample(const Graph& g, const Batch& batch, KvStorage& kv, c
   const Shape& s = g.node(g.output()).shape;  // [rows, cols]
   std::vector<float> out(size_t(s[0] * s[1]));
   Compute(g, batch, kv, out.data(), stats);
+  CheckFiniteLogits(out.data(), s[0], s[1]);
   for (int64_t r = 0; r < s[0]; ++r) ids[r] = SampleRowHost(out.data() + r * s[1], s[1], rows[r]);
 }
 

@@ -85,7 +85,29 @@ double GetMscale(double scale, double mscale) {
 
 }  // namespace
 
-ModelConfig ParseHfConfig(const json& j, const std::string& where) {
+int64_t HfLayersPresent(const std::vector<std::string>& tensor_names) {
+  constexpr std::string_view kPrefix = "model.layers.";
+  int64_t layers = 0;
+  for (const std::string& name : tensor_names) {
+    if (name.compare(0, kPrefix.size(), kPrefix) != 0) continue;
+    int64_t n = 0;
+    size_t i = kPrefix.size();
+    for (; i < name.size() && i < kPrefix.size() + 10 && name[i] >= '0' && name[i] <= '9'; ++i)
+      n = n * 10 + (name[i] - '0');
+    if (i > kPrefix.size() && i < name.size() && name[i] == '.') layers = std::max(layers, n + 1);
+  }
+  return layers;
+}
+
+void CheckHfLayersPresent(const ModelConfig& c, int64_t layers_present, const std::string& where) {
+  ES_CHECK(c.n_layers <= layers_present, where, ": field 'num_hidden_layers' is ", c.n_layers,
+           " but the checkpoint holds tensors for ", layers_present, " layers",
+           layers_present > 0
+               ? " (model.layers.0 to model.layers." + std::to_string(layers_present - 1) + ")"
+               : std::string());
+}
+
+ModelConfig ParseHfConfig(const json& j, const std::string& where, int64_t layers_present) {
   ES_CHECK(j.is_object(), where, ": config must be a JSON object");
   ModelConfig c;
   std::string arch;
@@ -109,6 +131,11 @@ ModelConfig ParseHfConfig(const json& j, const std::string& where) {
   c.hidden_size = Get<int64_t>(j, "hidden_size", where);
   c.intermediate_size = Get<int64_t>(j, "intermediate_size", where);
   c.n_layers = Get<int>(j, "num_hidden_layers", where);
+  if (layers_present == kNoCheckpoint)
+    ES_CHECK(c.n_layers <= kMaxSyntheticLayers, where, ": field 'num_hidden_layers' is ",
+             c.n_layers, " (at most ", kMaxSyntheticLayers, " supported for synthetic weights)");
+  else if (layers_present != kCheckpointLater)
+    CheckHfLayersPresent(c, layers_present, where);
   c.n_heads = Get<int>(j, "num_attention_heads", where);
   c.n_kv_heads = Opt<int>(j, "num_key_value_heads", c.n_heads, where);
   c.rms_norm_eps = float(Opt<double>(j, "rms_norm_eps", 1e-6, where));
@@ -218,10 +245,9 @@ ModelConfig ParseHfConfig(const json& j, const std::string& where) {
   return c;
 }
 
-// Far above any model (DeepSeek-V3: 61 layers x 256 experts; the largest dense models ~130
-// layers) and low enough that the tensor list built from the config before the checkpoint is
-// read stays small: a config claiming 10^7 layers fails here, not after gigabytes of names.
-constexpr int64_t kMaxLayers = 4096;
+// Far above any model (DeepSeek-V3: 61 layers x 256 experts) and low enough that the expert
+// tensor list built from the config stays small. (Layers alone are bounded by the tensors
+// present: ParseHfConfig, and block_count in model_gguf.cpp.)
 constexpr int64_t kMaxExpertLayers = int64_t(1) << 18;  // layers x routed experts
 
 void ModelConfig::Validate(const std::string& where) const {
@@ -235,13 +261,15 @@ void ModelConfig::Validate(const std::string& where) const {
   };
   positive_finite(rms_norm_eps, "rms_norm_eps");
   positive_finite(rope_theta, "rope_theta");
+  // Below 1 the rotary frequencies base^(-2i/d) grow with the dimension instead of falling (no
+  // model has such a base); 1e-45 made them infinite and the logits NaN.
+  ES_CHECK(rope_theta >= 1, where, ": field 'rope_theta' is ", rope_theta,
+           " (a rope base must be at least 1)");
   ES_CHECK(std::isfinite(rope.factor) && rope.factor >= 0, where,
            ": field 'rope_scaling.factor' must be a finite number >= 0 (got ", rope.factor, ")");
   ES_CHECK(std::isfinite(routed_scaling_factor), where,
            ": field 'routed_scaling_factor' must be finite (got ", routed_scaling_factor, ")");
-  ES_CHECK(n_layers <= kMaxLayers, where, ": field 'num_hidden_layers' is ", n_layers, " (at most ",
-           kMaxLayers, " supported)");
-  ES_CHECK(int64_t(n_layers) * std::max(1, n_routed_experts) <= kMaxExpertLayers, where,
+  ES_CHECK(n_routed_experts <= 0 || int64_t(n_layers) * n_routed_experts <= kMaxExpertLayers, where,
            ": field 'n_routed_experts' is ", n_routed_experts, " with ", n_layers,
            " layers (at most ", kMaxExpertLayers, " expert-layers supported)");
   positive(vocab_size, "vocab_size");
@@ -370,7 +398,7 @@ size_t ModelConfig::ExpandedKvBytesPerToken(DType kv_dtype) const {
   return size_t(n_layers) * (RowBytes(kv_dtype, k) + RowBytes(kv_dtype, v));
 }
 
-ModelConfig LoadHfConfig(const std::string& path) {
+ModelConfig LoadHfConfig(const std::string& path, int64_t layers_present) {
   std::ifstream f(path);
   ES_CHECK(f.good(), "cannot read '", path, "'");
   json j;
@@ -379,7 +407,7 @@ ModelConfig LoadHfConfig(const std::string& path) {
   } catch (const json::parse_error& e) {
     Fail(path, ": invalid JSON: ", e.what());
   }
-  return ParseHfConfig(j, path);
+  return ParseHfConfig(j, path, layers_present);
 }
 
 json ToHfConfig(const ModelConfig& c) {

@@ -64,8 +64,10 @@ std::shared_ptr<Model> Model::Load(const std::string& path, const LoadOptions& o
   auto m = std::shared_ptr<ModelLoader>(new ModelLoader());
   m->name_ = fs::path(path).filename().string();
   if (m->name_.empty()) m->name_ = fs::path(path).parent_path().filename().string();
-  m->config_ = std::make_unique<ModelConfig>(LoadHfConfig((fs::path(path) / "config.json").string()));
+  const std::string config_path = (fs::path(path) / "config.json").string();
+  m->config_ = std::make_unique<ModelConfig>(LoadHfConfig(config_path, kCheckpointLater));
   m->st = SafetensorsSet::Open(path);
+  CheckHfLayersPresent(*m->config_, HfLayersPresent(m->st->Names()), config_path);
   m->Finish();
   m->ReadGenerationConfig((fs::path(path) / "generation_config.json").string());
   if (!opts.tokenizer.empty())

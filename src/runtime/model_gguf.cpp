@@ -207,6 +207,10 @@ ModelConfig GgufModelConfig(const GgufFile& f) {
       PositiveF32(f, key(kKeyAttnLayerNormRmsEps), f.GetF32(key(kKeyAttnLayerNormRmsEps)));
   c.max_position_embeddings = f.GetU32Or(key(kKeyContextLength), 4096);
   c.rope_theta = PositiveF32(f, key(kKeyRopeFreqBase), f.GetF32Or(key(kKeyRopeFreqBase), 10000.0f));
+  // Below 1 the rotary frequencies base^(-2i/d) grow with the dimension instead of falling (no
+  // model has such a base); 1e-45 made them infinite and the logits NaN.
+  ES_CHECK(c.rope_theta >= 1, f.path(), ": key ", key(kKeyRopeFreqBase), " is ", c.rope_theta,
+           " (a rope base must be at least 1)");
 
   // Vocabulary size and dtype from the embedding table [V, D].
   const GgufTensorInfo* embd = f.FindTensor(TensorName(kTensorTokenEmbd));

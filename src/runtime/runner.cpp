@@ -92,6 +92,7 @@ void Runner::Forward(const Batch& batch, std::vector<float>* logits, ComputeStat
   const Graph& g = GraphFor(batch);
   logits->resize(batch.out_rows.size() * size_t(model_->vocab_size()));
   backend_->Compute(g, batch, *kv_, logits->data(), stats);
+  CheckFiniteLogits(logits->data(), int64_t(batch.out_rows.size()), model_->vocab_size());
 }
 
 void Runner::ForwardArgmax(const Batch& batch, std::vector<int32_t>* ids, ComputeStats* stats) {

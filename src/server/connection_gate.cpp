@@ -22,9 +22,13 @@
 #include <chrono>
 #include <cstring>
 #include <mutex>
+#include <sstream>
 #include <string>
 #include <thread>
+#include <unordered_map>
 #include <vector>
+
+#include "worker_pool.h"
 
 namespace es::server {
 namespace {
@@ -38,9 +42,47 @@ int PollMs(double until, double now) {
   return ms <= 0 ? 0 : ms > 1000 ? 1000 : int(ms) + 1;
 }
 
+// Open connections in total and per client IP, against ReceiveLimits' caps.
+class ConnCounts {
+ public:
+  // Counts a connection from `ip` in; false (nothing counted) when a cap is reached, *per_ip
+  // telling which.
+  bool Acquire(const std::string& ip, const ReceiveLimits& lim, bool* per_ip) {
+    std::lock_guard<std::mutex> lock(mu_);
+    *per_ip = false;
+    if (total_ >= lim.max_connections) return false;
+    size_t& n = per_ip_[ip];
+    if (n >= lim.max_connections_per_ip) {
+      *per_ip = true;
+      if (n == 0) per_ip_.erase(ip);
+      return false;
+    }
+    ++n;
+    ++total_;
+    return true;
+  }
+  void Release(const std::string& ip) {
+    std::lock_guard<std::mutex> lock(mu_);
+    --total_;
+    auto it = per_ip_.find(ip);
+    if (it != per_ip_.end() && --it->second == 0) per_ip_.erase(it);
+  }
+  size_t total() const {
+    std::lock_guard<std::mutex> lock(mu_);
+    return total_;
+  }
+
+ private:
+  mutable std::mutex mu_;
+  size_t total_ = 0;
+  std::unordered_map<std::string, size_t> per_ip_;
+};
+
 // One client connection and what has been received on it but not yet consumed.
 struct Conn {
   int fd = -1;
+  ConnCounts* counts = nullptr;  // counted in there (as `ip`) while it lives
+  std::string ip;
   std::string buf;  // received bytes; [off, size) not yet consumed by a request
   size_t off = 0;
   size_t scan = 0;  // the head search resumes here (index into buf)
@@ -57,6 +99,7 @@ struct Conn {
 
   ~Conn() {
     if (fd >= 0) close(fd);
+    if (counts) counts->Release(ip);
   }
   size_t pending() const { return buf.size() - off; }
   void Compact() {
@@ -127,14 +170,23 @@ HeadInfo ScanHead(const char* p, size_t n) {
   return h;
 }
 
+// "1.5 s", "10 s" (std::to_string(double) gives 6 decimals).
+std::string Seconds(double s) {
+  std::ostringstream o;
+  o << s << " s";
+  return o.str();
+}
+
 // A small error answer written from the gate (non-blocking; it fits any send buffer).
 void SendGateError(int fd, int status, const char* reason, const std::string& message,
-                   const char* code) {
-  std::string body = std::string(R"({"error":{"message":")") + message +
-                     R"(","type":"invalid_request_error","param":null,"code":")" + code + R"("}})";
+                   const char* code, const char* type = "invalid_request_error",
+                   const char* extra_headers = "") {
+  std::string body = std::string(R"({"error":{"message":")") + message + R"(","type":")" + type +
+                     R"(","param":null,"code":")" + code + R"("}})";
   std::string out = "HTTP/1.1 " + std::to_string(status) + " " + reason +
-                    "\r\nContent-Type: application/json\r\nConnection: close\r\nContent-Length: " +
-                    std::to_string(body.size()) + "\r\n\r\n" + body;
+                    "\r\nContent-Type: application/json\r\nConnection: close\r\n" +
+                    extra_headers + "Content-Length: " + std::to_string(body.size()) +
+                    "\r\n\r\n" + body;
   ssize_t w = send(fd, out.data(), out.size(), MSG_NOSIGNAL | MSG_DONTWAIT);
   (void)w;
 }
@@ -236,12 +288,13 @@ class ConnStream : public httplib::Stream {
 class GatePool : public httplib::TaskQueue {
  public:
   GatePool(GatedServer::Impl* gate, int n) : gate_(gate), pool_(size_t(n)) {}
-  void enqueue(std::function<void()> fn) override { pool_.enqueue(std::move(fn)); }
+  void enqueue(std::function<void()> fn) override { pool_.Enqueue(std::move(fn)); }
   void shutdown() override;
+  size_t threads_used() const { return pool_.threads_used(); }
 
  private:
   GatedServer::Impl* gate_;
-  httplib::ThreadPool pool_;
+  WorkerPool pool_;  // LIFO: see worker_pool.h
 };
 
 }  // namespace
@@ -250,6 +303,7 @@ struct GatedServer::Impl {
   GatedServer* owner;
   ReceiveLimits lim;
   std::function<void(int)> observer;  // set before the gate starts; read on its thread
+  ConnCounts counts;
   int workers;
   std::mutex mu;             // guards inbox, stopped, pool, held
   std::vector<Conn*> inbox;  // handed to the gate, not yet in its poll set
@@ -415,9 +469,8 @@ struct GatedServer::Impl {
         c->fd, 408, "Request Timeout",
         std::string(head ? "request headers" : "request body") + " not received in time (" +
             (now >= c->phase_deadline
-                 ? "limit " +
-                       std::to_string(int(head ? lim.header_timeout_s : lim.body_timeout_s)) + " s"
-                 : "nothing for " + std::to_string(int(lim.idle_timeout_s)) + " s") +
+                 ? "limit " + Seconds(head ? lim.header_timeout_s : lim.body_timeout_s)
+                 : "nothing for " + Seconds(lim.idle_timeout_s)) +
             ")",
         "request_timeout");
     BeginLinger(c, now);
@@ -534,7 +587,7 @@ struct GatedServer::Impl {
 
 void GatePool::shutdown() {
   gate_->Stop();
-  pool_.shutdown();
+  pool_.Shutdown();
 }
 
 GatedServer::GatedServer(ReceiveLimits limits, int workers)
@@ -554,11 +607,38 @@ bool GatedServer::process_and_close_socket(socket_t sock) {
   // 44 ms on loopback, a few ms with this on the shared 2-core build machine).
   int one = 1;
   setsockopt(sock, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+  int port = 0;
+  std::string ip = PeerOrLocal(sock, true, &port);
+  bool per_ip = false;
+  if (!impl_->counts.Acquire(ip, impl_->lim, &per_ip)) {
+    RefuseOverCap(sock, per_ip);
+    return true;
+  }
   auto* c = new Conn;
   c->fd = sock;
+  c->counts = &impl_->counts;
+  c->ip = std::move(ip);
   impl_->BeginRequest(c, Now());
   impl_->Add(c);
   return true;
+}
+
+// Over a connection cap: 503 at once and closed, never held (a held refusal would itself be an
+// open connection). What the client already sent is read first, so the close does not reset
+// the connection before the answer is read.
+void GatedServer::RefuseOverCap(socket_t sock, bool per_ip) {
+  impl_->Observe(503);
+  char tmp[16 << 10];
+  while (recv(sock, tmp, sizeof tmp, MSG_DONTWAIT) > 0) {
+  }
+  const std::string msg =
+      per_ip ? "too many open connections from this address (limit " +
+                   std::to_string(impl_->lim.max_connections_per_ip) + ")"
+             : "too many open connections (limit " + std::to_string(impl_->lim.max_connections) + ")";
+  SendGateError(sock, 503, "Service Unavailable", msg, "too_many_connections", "server_error",
+                "Retry-After: 1\r\n");
+  shutdown(sock, SHUT_WR);
+  close(sock);
 }
 
 bool GatedServer::ClientGone() {
@@ -585,6 +665,8 @@ void GatedServer::WidenListenBacklog() {
 void GatedServer::set_gate_observer(std::function<void(int status)> fn) {
   impl_->observer = std::move(fn);
 }
+
+size_t GatedServer::open_connections() const { return impl_->counts.total(); }
 
 size_t GatedServer::gate_connections() const {
   std::lock_guard<std::mutex> lock(impl_->mu);

@@ -58,10 +58,11 @@ class TokenizerTextModel final : public TextModel {
                          const nlohmann::json& kwargs) const override {
     ES_CHECK(template_, "this model has no chat template; use /v1/completions");
     ChatTemplateInputs in;
-    in.messages = messages;
+    // Converted with a depth check of their own, not only the request parser's depth limit.
+    in.messages = ToTemplateInput(messages, "messages");
     in.add_generation_prompt = true;
-    in.tools = tools;
-    in.extra = kwargs;
+    in.tools = ToTemplateInput(tools, "tools");
+    in.extra = ToTemplateInput(kwargs, "extra variables (chat_template_kwargs)");
     in.bos_token = bos_;
     in.eos_token = eos_;
     return template_->Render(in);

@@ -182,6 +182,8 @@ struct Server::Impl {
     r.header_timeout_s = c.limits.header_timeout_s;
     r.body_timeout_s = c.limits.body_timeout_s;
     r.idle_timeout_s = c.limits.idle_timeout_s;
+    r.max_connections = size_t(c.limits.max_connections);
+    r.max_connections_per_ip = size_t(c.limits.max_connections_per_ip);
     r.gate_body_bytes = std::min<size_t>(r.gate_body_bytes, c.limits.max_body_bytes);
     return r;
   }

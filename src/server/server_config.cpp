@@ -81,6 +81,8 @@ ServerConfig ServerConfigFromJson(const json& doc, const std::string& schema_pat
     Get(l, "header_timeout_s", &c.limits.header_timeout_s);
     Get(l, "body_timeout_s", &c.limits.body_timeout_s);
     Get(l, "idle_timeout_s", &c.limits.idle_timeout_s);
+    Get(l, "max_connections", &c.limits.max_connections);
+    Get(l, "max_connections_per_ip", &c.limits.max_connections_per_ip);
   }
   if (doc.contains("scheduler")) {
     const json& s = doc.at("scheduler");

@@ -18,8 +18,9 @@ namespace {
 
 // Fails when `j` nests arrays/objects deeper than jinja::kMaxContextDepth, without recursing
 // (copying or converting such JSON recursively is what would overflow the stack).
-void CheckDepth(const nlohmann::ordered_json& j, const char* what) {
-  std::vector<std::pair<const nlohmann::ordered_json*, int>> todo{{&j, 1}};
+template <class Json>
+void CheckDepth(const Json& j, const char* what) {
+  std::vector<std::pair<const Json*, int>> todo{{&j, 1}};
   while (!todo.empty()) {
     auto [v, depth] = todo.back();
     todo.pop_back();
@@ -31,6 +32,11 @@ void CheckDepth(const nlohmann::ordered_json& j, const char* what) {
 }
 
 }  // namespace
+
+nlohmann::ordered_json ToTemplateInput(const nlohmann::json& j, const char* what) {
+  CheckDepth(j, what);
+  return nlohmann::ordered_json(j);  // recursion now bounded by kMaxContextDepth
+}
 
 std::string ChatTemplate::Render(const ChatTemplateInputs& in) const {
   ES_CHECK(in.messages.is_array(), "chat template: messages must be a JSON array");

@@ -136,7 +136,8 @@ TEST_P(QuantMatMul, BatchInvariantBitForBit) {
 }
 
 // The shapes around the kernels' tiles: Q4_0's GEMM takes 4 activation rows × 8 columns at a
-// time in tasks of 64 rows × 32 columns, its GEMV 8 columns; other types 4 columns. R not a
+// time in tasks of 64 rows × 32 columns, its GEMV 8 columns; other types 4 columns. Q4_0 and
+// Q8_0 up to 4 rows (batched decode) take the skinny GEMM, 7, 8, 9 the panel GEMM. R not a
 // multiple of the row tile or the task, N not a multiple of the column group, K = one block and
 // K = 8960 (the FFN down projection): every row bit for bit equal to the row alone, with 1 and
 // 2 threads, and within the activation-rounding bound of the reference.
@@ -148,7 +149,7 @@ TEST_P(QuantMatMul, TileEdgesBitForBit) {
     for (int64_t N : {8, 9, 31, 40}) {
       const auto w = RandomWeights(type, N, K, uint64_t(K + 3 * N));
       const auto bias = RandomFloats(size_t(N), uint64_t(N + 1));
-      for (int64_t R : {4, 7, 65, 131}) {
+      for (int64_t R : {2, 4, 7, 8, 9, 65, 131}) {
         if (K > be && R == 65) continue;  // the large K runs R = 4, 7, 131
         const auto x = RandomFloats(size_t(R * K), uint64_t(R * 7 + K));
         std::vector<float> rows(size_t(R * N));

@@ -102,6 +102,12 @@ class Backend {
   virtual size_t peak_bytes() const { return 0; }
 };
 
+// Throws es::Error when a logit of `rows` x `vocab` is NaN or infinite. A model never computes
+// one from sound weights; a NaN or infinite weight value (which loading does not scan for) or a
+// degenerate hyperparameter does, and greedy decoding then emitted token 0 forever with exit 0
+// (issue 23, tests/fuzz/corrupt_model_probe.py). Host logits only: one compare per logit.
+void CheckFiniteLogits(const float* logits, int64_t rows, int64_t vocab);
+
 // "cpu" or "vulkan"; throws es::Error naming the backend if it is unknown or unavailable.
 std::unique_ptr<Backend> CreateBackend(const std::string& name, const BackendOptions& opts);
 std::unique_ptr<Backend> CreateCpuBackend(const BackendOptions& opts);

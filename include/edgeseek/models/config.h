@@ -98,9 +98,25 @@ struct ModelConfig {
   void Validate(const std::string& where) const;
 };
 
-// Parses config.json (as JSON) of a supported architecture. `where` names the file in errors.
-ModelConfig ParseHfConfig(const nlohmann::json& j, const std::string& where);
-ModelConfig LoadHfConfig(const std::string& path);
+// num_hidden_layers is bounded by the layers the checkpoint holds tensors for (as GGUF's
+// block_count is), so a 4-byte edit cannot make the loader build names for 10^7 layers.
+// kNoCheckpoint (synthetic weights, made from the config's numbers alone): a fixed cap,
+// kMaxSyntheticLayers. kCheckpointLater: the caller opens the checkpoint after the config (whose
+// errors, e.g. an unknown architecture, come first) and calls CheckHfLayersPresent before
+// building anything per layer.
+inline constexpr int64_t kNoCheckpoint = -1;
+inline constexpr int64_t kCheckpointLater = -2;
+inline constexpr int64_t kMaxSyntheticLayers = 4096;
+// 1 + the highest N of the model.layers.N.* names (0 without any).
+int64_t HfLayersPresent(const std::vector<std::string>& tensor_names);
+// Throws es::Error naming num_hidden_layers in `where` when it exceeds `layers_present`.
+void CheckHfLayersPresent(const ModelConfig& c, int64_t layers_present, const std::string& where);
+
+// Parses config.json (as JSON) of a supported architecture. `where` names the file in errors;
+// `layers_present` is HfLayersPresent of the checkpoint, kNoCheckpoint or kCheckpointLater.
+ModelConfig ParseHfConfig(const nlohmann::json& j, const std::string& where,
+                          int64_t layers_present = kNoCheckpoint);
+ModelConfig LoadHfConfig(const std::string& path, int64_t layers_present = kNoCheckpoint);
 // Writes a transformers-5 style config.json for a ModelConfig (synthetic models, converters).
 nlohmann::json ToHfConfig(const ModelConfig& c);
 

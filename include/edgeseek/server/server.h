@@ -65,10 +65,16 @@ struct ServerLimits {
   double request_timeout_s = 600;
   // Receive deadlines (docs/server.md, "Slow clients"): headers within header_timeout_s of the
   // connection (or of the first byte after keep-alive), the body within body_timeout_s after
-  // them, and never idle_timeout_s of silence inside a request; 408 otherwise.
+  // them, and never idle_timeout_s of silence inside a request; 408 otherwise. 1.5 s: a lying
+  // Content-Length is answered well within issue 23's 2 s for every answer (at 2 s it took
+  // 2.004 s), while a live client's TCP retransmissions (200 ms minimum RTO) still fit.
   double header_timeout_s = 10;
   double body_timeout_s = 60;
-  double idle_timeout_s = 2;
+  double idle_timeout_s = 1.5;
+  // Open connections in total and from one client IP (docs/server.md, "Connection limits");
+  // one more is answered 503 with Retry-After: 1 and closed at accept.
+  int max_connections = 1024;
+  int max_connections_per_ip = 256;
 };
 
 struct ServerConfig {

@@ -46,6 +46,12 @@ struct TemplateConfig {
   std::string chat_template, bos_token, eos_token;
 };
 TemplateConfig ReadTemplateConfig(const nlohmann::json& tokenizer_config);
+
+// `j` as a template input (ordered_json), for callers holding a plain nlohmann::json (the server's
+// parsed request). nlohmann's conversion recurses once per nesting level, so the depth is checked
+// first, without recursing: deeper than jinja::kMaxContextDepth is es::Error "chat template:
+// <what> nested deeper than N levels" whatever limit the caller's parser had.
+nlohmann::ordered_json ToTemplateInput(const nlohmann::json& j, const char* what);
 TemplateConfig ReadTemplateConfig(const nlohmann::ordered_json& tokenizer_config);
 
 // Reads the template facts of a model folder the way transformers loads them: `path` is a folder

@@ -1,9 +1,11 @@
 // ThreadPool: every index covered exactly once (odd sizes, grains), the chunking is a pure
 // function of (n, threads), every thread runs RunOnAll once, and an oversubscribed pool (more
-// threads than cores: the caller yields while it waits) still completes many small regions.
+// threads than cores: the caller yields while it waits) still completes many small regions; the
+// caller runs the chunks whose worker has not started, each with the chunk's own index.
 #include <gtest/gtest.h>
 
 #include <atomic>
+#include <thread>
 #include <vector>
 
 #include "edgeseek/core/thread_pool.h"
@@ -57,6 +59,30 @@ TEST(ThreadPool, OversubscribedPoolCompletesManyRegions) {
   for (int region = 0; region < 500; ++region)
     pool.ParallelFor(64, [&](int64_t b, int64_t e, int) { sum.fetch_add(e - b); });
   EXPECT_EQ(sum.load(), 500 * 64);
+}
+
+// A worker that has not started its chunk (asleep, or not scheduled: another process on the
+// core) no longer holds the region up: the caller claims and runs that chunk. Each chunk runs
+// exactly once and always with its own index, whichever thread runs it, so results stay a
+// function of (n, threads). Tiny chunks: the caller, done with chunk 0 at once, usually claims
+// some before the workers (which take a mutex first) do; without claiming it never ran one.
+TEST(ThreadPool, CallerRunsChunksNotStartedYet) {
+  ThreadPool pool(4);
+  const std::thread::id caller = std::this_thread::get_id();
+  int stolen = 0;
+  for (int region = 0; region < 500; ++region) {
+    std::atomic<int> runs[4] = {0, 0, 0, 0};
+    std::atomic<bool> on_caller[4] = {false, false, false, false};
+    pool.ParallelFor(4, [&](int64_t b, int64_t e, int t) {
+      ASSERT_EQ(e - b, 1);
+      ASSERT_EQ(b, t) << "chunk b ran with another index";
+      runs[t].fetch_add(1);
+      if (std::this_thread::get_id() == caller) on_caller[t] = true;
+    });
+    for (int t = 0; t < 4; ++t) ASSERT_EQ(runs[t].load(), 1) << "region " << region;
+    for (int t = 1; t < 4; ++t) stolen += on_caller[t] ? 1 : 0;
+  }
+  EXPECT_GT(stolen, 0);
 }
 
 }  // namespace

@@ -127,6 +127,11 @@ TEST(GgufBadModel, NonFiniteOrZeroHyperparameters) {
   ExpectOneLine(LoadError("qwen2_tied", o), {"key qwen2.rope.freq_base is 0", "positive finite"});
   o.edit = [](GgufWriter& w) { w.Set("llama.rope.freq_base", GgufValue::F32(-INFINITY)); };
   ExpectOneLine(LoadError("llama3_f32", o), {"key llama.rope.freq_base is -inf"});
+  // Positive and finite but below 1: infinite rotary frequencies, NaN logits, exit 0
+  // (tests/fuzz/corrupt_model_probe.py).
+  o.edit = [](GgufWriter& w) { w.Set("qwen2.rope.freq_base", GgufValue::F32(1e-45f)); };
+  ExpectOneLine(LoadError("qwen2_tied", o),
+                {"key qwen2.rope.freq_base is 1.4013e-45 (a rope base must be at least 1)"});
   o.edit = [](GgufWriter& w) {
     w.Set("deepseek2.expert_weights_scale", GgufValue::F32(std::nanf("")));
   };

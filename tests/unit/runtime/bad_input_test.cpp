@@ -2,6 +2,8 @@
 #include <gtest/gtest.h>
 
 #include <chrono>
+#include <cmath>
+#include <cstring>
 #include <filesystem>
 #include <tuple>
 #include <nlohmann/json.hpp>
@@ -85,8 +87,9 @@ TEST(BadInput, ShapeDisagreesWithConfig) {
 }
 
 // Garbage hyperparameters that used to load (issue 23): 0 or negative epsilon / rope base gave
-// NaN logits; num_hidden_layers = 10^7 built tens of millions of tensor names before failing.
-// Each is one line naming the field, quickly.
+// NaN logits; num_hidden_layers = 10^7 built tens of millions of tensor names before failing,
+// and is now bounded by the layers the checkpoint holds (not a fixed cap of 4,096: 3,000 passed
+// it and built names for 3,000 layers). Each is one line naming the field, quickly.
 TEST(BadInput, NonPositiveOrHugeHyperparameters) {
   const std::string d = CopyModel("qwen2_tied");
   const auto base = nlohmann::json::parse(test::ReadFile(d + "/config.json"));
@@ -94,7 +97,11 @@ TEST(BadInput, NonPositiveOrHugeHyperparameters) {
       {"/rms_norm_eps", 0, "field 'rms_norm_eps' must be a positive finite number (got 0)"},
       {"/rope_parameters/rope_theta", -10000.0,
        "field 'rope_theta' must be a positive finite number (got -10000)"},
-      {"/num_hidden_layers", 10000000, "field 'num_hidden_layers' is 10000000 (at most 4096"},
+      {"/num_hidden_layers", 10000000,
+       "field 'num_hidden_layers' is 10000000 but the checkpoint holds tensors for 2 layers "
+       "(model.layers.0 to model.layers.1)"},
+      {"/num_hidden_layers", 3000, "field 'num_hidden_layers' is 3000 but the checkpoint holds"},
+      {"/rope_parameters/rope_theta", 1e-30, "field 'rope_theta' is 1e-30 (a rope base must be at least 1)"},
   };
   for (const auto& [field, value, expect] : cases) {
     auto j = base;
@@ -105,6 +112,35 @@ TEST(BadInput, NonPositiveOrHugeHyperparameters) {
     EXPECT_LT(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(), 5.0)
         << field;
   }
+}
+
+// A NaN or infinite weight value loads (weights are not scanned) but must not give NaN logits
+// with exit 0: greedy `generate` then emitted token 0 (tests/fuzz/corrupt_model_probe.py).
+TEST(BadInput, NonFiniteWeightFailsAtTheFirstStep) {
+  const std::string d = CopyModel("qwen2_tied");
+  std::string s = test::ReadFile(d + "/model.safetensors");
+  uint64_t header = 0;
+  for (int i = 0; i < 8; ++i) header |= uint64_t(uint8_t(s[size_t(i)])) << (8 * i);
+  const auto h = nlohmann::json::parse(s.substr(8, header));
+  const size_t at = 8 + header + h["model.layers.0.mlp.gate_proj.weight"]["data_offsets"][0].get<size_t>();
+  const float nan = std::nanf("");
+  std::memcpy(&s[at + 40], &nan, 4);
+  test::WriteFile(d + "/model.safetensors", s);
+  for (const char* verb : {"generate -m %s --ids 1,2 -n 2", "logits -m %s --ids 1,2 --out /dev/null"}) {
+    std::string args = verb;
+    args.replace(args.find("%s"), 2, d);
+    ExpectOneLineError(args, {"the model computed a non-finite logit (nan", "corrupt"});
+  }
+}
+
+// Synthetic weights have no checkpoint to count layers in: a fixed cap, as before.
+TEST(BadInput, SyntheticLayerCap) {
+  auto j = nlohmann::json::parse(test::ReadFile(Golden("qwen2_tied") + "/config.json"));
+  j["num_hidden_layers"] = 10000000;
+  const std::string cfg = test::TempDir() + "/huge_layers.json";
+  test::WriteFile(cfg, j.dump());
+  ExpectOneLineError("inspect --synthetic " + cfg,
+                     {"field 'num_hidden_layers' is 10000000 (at most 4096 supported for synthetic"});
 }
 
 TEST(BadInput, DtypeDisagreesWithHeader) {

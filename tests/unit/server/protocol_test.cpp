@@ -269,7 +269,8 @@ TEST(Config, ExampleConfigIsValid) {
   EXPECT_EQ(c.models[0].instances[0].backend, "vulkan");
   EXPECT_DOUBLE_EQ(c.models[0].instances[1].kv_memory_mb, 512);
   EXPECT_EQ(c.limits.max_concurrent_per_client, 32);
-  EXPECT_DOUBLE_EQ(c.limits.idle_timeout_s, 2);
+  EXPECT_DOUBLE_EQ(c.limits.idle_timeout_s, 1.5);
+  EXPECT_EQ(c.limits.max_connections_per_ip, 256);
   EXPECT_EQ(c.metrics_keys, std::vector<std::string>{"sk-prometheus"});
   EXPECT_FALSE(c.metrics_public);
 }
