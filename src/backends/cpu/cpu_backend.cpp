@@ -243,7 +243,11 @@ void CpuBackend::ForEachItem(int64_t n, const std::function<void(int64_t, Thread
   // the process from a pool thread: the first one is kept, the remaining items are skipped.
   std::mutex mu;
   std::exception_ptr error;
-  pool_.RunOnAll([&](int, int) {
+  // One chunk per thread, each taking items from the shared counter until none are left. Through
+  // ParallelFor's claiming, a chunk whose worker the OS has not scheduled yet is run by the
+  // caller once its own is done — by then the counter is spent, so it returns at once — instead
+  // of the region waiting a time slice for that worker (RunOnAll waited for every thread).
+  pool_.ParallelFor(pool_.size(), [&](int64_t, int64_t, int) {
     thread_local ThreadPool serial(1);
     for (int64_t i = next.fetch_add(1, std::memory_order_relaxed); i < n;
          i = next.fetch_add(1, std::memory_order_relaxed)) {
