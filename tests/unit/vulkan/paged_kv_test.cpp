@@ -45,15 +45,31 @@ std::vector<int32_t> Tokens(int n, int seed, int vocab) {
 
 const char* ConfigOf(const std::string& arch) { return arch == "llama" ? kLlama : kDeepseekV2; }
 
+// The architecture's model with its weights on the shared Vulkan backend, a CPU backend, and
+// the f32 cache spec both tests compare.
+struct PagedCase {
+  std::shared_ptr<Model> model;
+  int vocab;
+  std::unique_ptr<Backend> cpu;
+  KvSpec spec;
+};
+PagedCase Prepare(const std::string& arch) {
+  PagedCase su{Load(ConfigOf(arch)), 0, CreateCpuBackend(BackendOptions{}), {}};
+  su.vocab = int(su.model->config().vocab_size);
+  for (const Tensor* w : su.model->weights()) SharedVulkan().PrepareWeight(*w);
+  su.spec = su.model->config().MakeKvSpec(DType::kF32);
+  return su;
+}
+
 class VulkanPagedKv : public VulkanTest, public ::testing::WithParamInterface<std::string> {};
 
 TEST_P(VulkanPagedKv, ScatteredBlocksAgreeWithTheCpuOverRaggedContexts) {
-  auto model = Load(ConfigOf(GetParam()));
-  const int V = int(model->config().vocab_size);
+  const PagedCase su = Prepare(GetParam());
+  const auto& model = su.model;
+  const int V = su.vocab;
   auto& vkb = SharedVulkan();
-  auto cpu = CreateCpuBackend(BackendOptions{});
-  for (const Tensor* w : model->weights()) vkb.PrepareWeight(*w);
-  const KvSpec spec = model->config().MakeKvSpec(DType::kF32);
+  const auto& cpu = su.cpu;
+  const KvSpec& spec = su.spec;
   auto kv_cpu = cpu->CreateKv(spec, 3, 96);
   auto kv_gpu = vkb.CreatePagedKv(spec, 3, 96, 18);
   ASSERT_TRUE(kv_gpu->paged());
@@ -90,12 +106,12 @@ TEST_P(VulkanPagedKv, ScatteredBlocksAgreeWithTheCpuOverRaggedContexts) {
 }
 
 TEST_P(VulkanPagedKv, SharedPrefixBlocksGiveTheLogitsOfComputingThePrefix) {
-  auto model = Load(ConfigOf(GetParam()));
-  const int V = int(model->config().vocab_size);
+  const PagedCase su = Prepare(GetParam());
+  const auto& model = su.model;
+  const int V = su.vocab;
   auto& vkb = SharedVulkan();
-  auto cpu = CreateCpuBackend(BackendOptions{});
-  for (const Tensor* w : model->weights()) vkb.PrepareWeight(*w);
-  const KvSpec spec = model->config().MakeKvSpec(DType::kF32);
+  const auto& cpu = su.cpu;
+  const KvSpec& spec = su.spec;
   const auto p = Tokens(40, 1, V);
   auto q = std::vector<int32_t>(p.begin(), p.begin() + 32);
   for (int32_t t : Tokens(13, 2, V)) q.push_back(t);

@@ -251,13 +251,17 @@ std::vector<float> MoeGotWant(DType gu, DType down, std::vector<float>* want, in
   return RunGraph(SharedVulkan(), g, RowsBatch(R));
 }
 
-TEST_F(VulkanQuant, MoeExpertsOverTypes) {
+// (gate/up type, down type): every block type with itself, then `mixes`.
+std::vector<std::pair<DType, DType>> MoeTypePairs(std::initializer_list<std::pair<DType, DType>> mixes) {
   std::vector<std::pair<DType, DType>> cases;
   for (DType dt : kTypes) cases.push_back({dt, dt});
-  cases.push_back({DType::kQ4_K, DType::kQ6_K});
-  cases.push_back({DType::kQ4_0, DType::kQ8_0});
-  cases.push_back({DType::kF16, DType::kQ5_1});
-  for (const auto& [gu, down] : cases) {
+  cases.insert(cases.end(), mixes);
+  return cases;
+}
+
+TEST_F(VulkanQuant, MoeExpertsOverTypes) {
+  for (const auto& [gu, down] : MoeTypePairs({{DType::kQ4_K, DType::kQ6_K}, {DType::kQ4_0, DType::kQ8_0},
+                                              {DType::kF16, DType::kQ5_1}})) {
     std::vector<float> want;
     const std::vector<float> got = MoeGotWant(gu, down, &want);
     ExpectClose(got, want, kTol, "moe " + std::string(Name(gu)) + "/" + std::string(Name(down)));
@@ -270,12 +274,8 @@ TEST_F(VulkanQuant, MoeExpertsOverTypes) {
 // activations to f16): 3e-3.
 TEST_F(VulkanQuant, MoeGroupedExpertsOverTypes) {
   const double tol = SharedVulkan().device().f16_math() ? 3e-3 : kTol;
-  std::vector<std::pair<DType, DType>> cases;
-  for (DType dt : kTypes) cases.push_back({dt, dt});
-  cases.push_back({DType::kQ4_K, DType::kQ6_K});
-  cases.push_back({DType::kF16, DType::kQ5_1});
-  cases.push_back({DType::kBF16, DType::kBF16});
-  for (const auto& [gu, down] : cases) {
+  for (const auto& [gu, down] : MoeTypePairs({{DType::kQ4_K, DType::kQ6_K}, {DType::kF16, DType::kQ5_1},
+                                              {DType::kBF16, DType::kBF16}})) {
     std::vector<float> want;
     const std::vector<float> got = MoeGotWant(gu, down, &want, 150);
     ExpectClose(got, want, tol, "grouped moe " + std::string(Name(gu)) + "/" + std::string(Name(down)));

@@ -58,7 +58,6 @@ constexpr uint32_t kMlaSplits = 64, kMlaMinChunk = 32;
 // Fewer chunks for many heads: the partials of 128 heads (V3) in 64 chunks would take 135 MB at
 // 8 rows; 1,024 (head, chunk) workgroups a row are plenty.
 uint32_t MlaSplits(int64_t H) { return uint32_t(std::clamp<int64_t>(1024 / H, 1, kMlaSplits)); }
-uint32_t MlaMinChunk() { return kMlaMinChunk; }
 // Key and value loads mla_attention.comp issues together. H200, V2-Lite Q4_0, one job (pp512 /
 // tg128 t/s): 1 load per use 5,696 / 168.1; 4 together 7,613 / 176.1; 8 together 3,614 / 170.3
 // (the prefill kernel spills); all of a tile's (an earlier job) 5,585 / 161.0.
@@ -133,14 +132,14 @@ void BuildMla(OpContext& c) {
     const bool f16 = spec.dtype == DType::kF16, split = c.T <= kAttentionSplitMaxRows;
     const uint32_t S = split ? MlaSplits(H) : 1;
     Dispatch& d = c.Add(std::string("mla_attention_") + (f16 ? "f16" : "f32") + (split ? "" : "_direct"),
-                        {1, 1, 1, 1, 1}, {uint32_t(r), uint32_t(dr), G, MlaMinChunk(), kMlaLoadBatch});
+                        {1, 1, 1, 1, 1}, {uint32_t(r), uint32_t(dr), G, kMlaMinChunk, kMlaLoadBatch});
     d.bindings = {{qcat}, {Range(c.kv.part(n.layer, 0))}, {Range(c.kv.part(n.layer, 1))}, {c.batch},
                   {split ? c.scratch[2] : olat}};
     d.writes = {4};
     struct {
-      uint32_t Hq, q_rs, q_hs, capacity, slot_off, pos_off, o_rs, o_hs;
+      uint32_t Hq, q_rs, q_hs, slot_off, pos_off, o_rs, o_hs;
       float scale;
-    } pc{uint32_t(H), uint32_t(cw), uint32_t(r + dr), uint32_t(c.kv.capacity()), c.layout->slots,
+    } pc{uint32_t(H), uint32_t(cw), uint32_t(r + dr), c.layout->slots,
          c.layout->positions, uint32_t(H * r), uint32_t(r), n.f0};
     d.Push(pc);
     d.groups[0] = uint32_t((H + G - 1) / G);

@@ -54,7 +54,7 @@ layout(binding = 4) writeonly buffer O { float o[]; };
 layout(binding = 4) writeonly buffer Part { float part[]; };
 #endif
 layout(push_constant) uniform P {
-  uint Hq, q_rs, q_hs, capacity, slot_off, pos_off, o_rs, o_hs;
+  uint Hq, q_rs, q_hs, slot_off, pos_off, o_rs, o_hs;
   float scale;
 } p;
 
