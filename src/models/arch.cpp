@@ -400,7 +400,7 @@ int ModelArch::MlaBlock(Graph& g, int h, int layer, const Batch& batch) const {
   return Linear(g, att, w.o, w.o_bias, T, p + "o");
 }
 
-int ModelArch::MlpBlock(Graph& g, int h, int layer, int T) const {
+int ModelArch::MlpBlock(Graph& g, int h, int x, int layer, int T) const {
   const LayerWeights& w = layers_[size_t(layer)];
   const std::string p = L(layer) + "mlp.";
   auto ffn = [&](const Tensor* gw, const Tensor* uw, const Tensor* dw, const std::string& name) {
@@ -409,7 +409,15 @@ int ModelArch::MlpBlock(Graph& g, int h, int layer, int T) const {
     const int act = Unary(g, Op::kSwiGLU, {gt, up}, g.node(gt).shape, name + "act");
     return Linear(g, act, dw, nullptr, T, name + "down_proj");
   };
-  if (!w.moe) return ffn(w.gate, w.up, w.down, p);
+  const std::string res = L(layer) + "mlp_residual";
+  if (!w.moe) return Unary(g, Op::kAdd, {x, ffn(w.gate, w.up, w.down, p)}, {T, c_.hidden_size}, res);
+  // The shared experts first, added to the residual stream, then the routed experts added to
+  // that: x + (shared + routed) as (x + shared) + routed, so that a backend can fold each add into
+  // the projection producing it.
+  if (w.sh_gate) {
+    const int sh = ffn(w.sh_gate, w.sh_up, w.sh_down, p + "shared_experts.");
+    x = Unary(g, Op::kAdd, {x, sh}, g.node(sh).shape, p + "shared_residual");
+  }
   Node m;
   m.op = Op::kMoE;
   m.name = p + "experts";
@@ -418,12 +426,8 @@ int ModelArch::MlpBlock(Graph& g, int h, int layer, int T) const {
   m.shape = g.node(h).shape;
   m.layer = layer;
   m.moe = moe_;
-  int out = g.Add(std::move(m));
-  if (w.sh_gate) {
-    const int sh = ffn(w.sh_gate, w.sh_up, w.sh_down, p + "shared_experts.");
-    out = Unary(g, Op::kAdd, {out, sh}, g.node(out).shape, p + "moe_out");
-  }
-  return out;
+  const int out = g.Add(std::move(m));
+  return Unary(g, Op::kAdd, {x, out}, {T, c_.hidden_size}, res);
 }
 
 Graph ModelArch::Build(const Batch& batch) const {
@@ -444,8 +448,7 @@ Graph ModelArch::Build(const Batch& batch) const {
     const int att = c_.is_mla() ? MlaBlock(g, hn, l, batch) : AttentionBlock(g, hn, l, batch);
     x = Unary(g, Op::kAdd, {x, att}, {T, D}, p + "attn_residual");
     const int fn = RmsNormNode(g, x, w.ffn_norm, c_.rms_norm_eps, T, p + "post_attention_layernorm");
-    const int mlp = MlpBlock(g, fn, l, T);
-    x = Unary(g, Op::kAdd, {x, mlp}, {T, D}, p + "mlp_residual");
+    x = MlpBlock(g, fn, x, l, T);
   }
   const int n_out = int(batch.out_rows.size());
   ES_CHECK(n_out > 0, "batch asks for no logits");

@@ -65,7 +65,8 @@ class ModelArch {
  private:
   int AttentionBlock(Graph& g, int h, int layer, const Batch& b) const;
   int MlaBlock(Graph& g, int h, int layer, const Batch& b) const;
-  int MlpBlock(Graph& g, int h, int layer, int T) const;
+  // The FFN (dense or MoE) of h added to the residual stream x; returns the new stream.
+  int MlpBlock(Graph& g, int h, int x, int layer, int T) const;
   int Linear(Graph& g, int x, const Tensor* w, const Tensor* bias, int rows,
              const std::string& name) const;
 

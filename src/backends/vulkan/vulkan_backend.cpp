@@ -337,6 +337,7 @@ std::unique_ptr<VulkanBackend::Program> VulkanBackend::Build(const Graph& g, con
   auto fusable_mm = [&](int a) {
     if (a < 0 || a == N - 1 || uses[size_t(a)] != 1 || out_node[size_t(a)] >= 0) return false;
     const Node& m = nodes[size_t(a)];
+    if (m.op == Op::kMoE) return MoeTakesGemv(*dev_, g, m, nullptr);  // its down GEMV adds it
     if (m.op != Op::kMatMul) return false;
     const Tensor& W = *g.node(m.src[1]).weight;
     return CanFuseGemv(T, g.node(m.src[0]).shape[1], weights_->Get(W));
@@ -355,7 +356,9 @@ std::unique_ptr<VulkanBackend::Program> VulkanBackend::Build(const Graph& g, con
       }
     } else if (n.op == Op::kSwiGLU) {
       const int gi = n.src[0], ui = n.src[1];
-      if (gi == ui || !fusable_mm(gi) || !fusable_mm(ui)) continue;
+      if (gi == ui || !fusable_mm(gi) || !fusable_mm(ui) || nodes[size_t(gi)].op != Op::kMatMul ||
+          nodes[size_t(ui)].op != Op::kMatMul)
+        continue;
       const Node& gn = nodes[size_t(gi)];
       const Node& un = nodes[size_t(ui)];
       const bool no_bias = (gn.src.size() < 3 || gn.src[2] < 0) && (un.src.size() < 3 || un.src[2] < 0);
@@ -372,8 +375,9 @@ std::unique_ptr<VulkanBackend::Program> VulkanBackend::Build(const Graph& g, con
     }
   }
 
-  // An RMSNorm whose consumers are all GEMV-sized matmuls of its output is folded into them
-  // (each takes the norm's input, weight and eps); its input must then live until the last one.
+  // An RMSNorm whose consumers are all GEMV-sized matmuls of its output (or MoE nodes on the
+  // integer-dot expert GEMVs) is folded into them (each takes the norm's input, weight and eps);
+  // its input must then live until the last one.
   std::vector<int> norm_of(static_cast<size_t>(N), -1), live_until(static_cast<size_t>(N), -1);
   for (int m = 0; fuse && m < N - 1; ++m) {
     const Node& n = nodes[size_t(m)];
@@ -383,8 +387,9 @@ std::unique_ptr<VulkanBackend::Program> VulkanBackend::Build(const Graph& g, con
     for (int j = m + 1; j < N && ok; ++j) {
       const Node& c = nodes[size_t(j)];
       if (std::find(c.src.begin(), c.src.end(), m) == c.src.end()) continue;
-      ok = c.op == Op::kMatMul && c.src[0] == m && c.src[1] != m &&
-           CanFuseGemv(T, n.shape[1], weights_->Get(*g.node(c.src[1]).weight));
+      ok = c.src[0] == m && c.src[1] != m &&
+           ((c.op == Op::kMatMul && CanFuseGemv(T, n.shape[1], weights_->Get(*g.node(c.src[1]).weight))) ||
+            (c.op == Op::kMoE && MoeTakesGemv(*dev_, g, c, nullptr)));
       consumers.push_back(j);
     }
     if (!ok || consumers.empty()) continue;
@@ -405,6 +410,39 @@ std::unique_ptr<VulkanBackend::Program> VulkanBackend::Build(const Graph& g, con
     skip[size_t(r)] = 1;
     const int x = nodes[size_t(r)].src[0];
     live_until[size_t(x)] = std::max(live_until[size_t(x)], j);
+  }
+
+  // MLA's kv_a chain: store(rms_norm(slice(kva, 0, r))) and store(rope(slice(kva, r, dr))) of one
+  // layer become one dispatch at the second store (mla_kv_store.comp), which reads kva: five
+  // dispatches and two barrier steps fewer per layer.
+  std::vector<int> mla_c_store(static_cast<size_t>(N), -1), mla_norm(static_cast<size_t>(N), -1);
+  const DType kv_type = kv.spec().dtype;
+  for (int j = 0; fuse && (kv_type == DType::kF32 || kv_type == DType::kF16) && j < N; ++j) {
+    const Node& s1 = nodes[size_t(j)];
+    if (s1.op != Op::kKvStore || rope_of[size_t(j)] < 0) continue;
+    const Node& rope = nodes[size_t(rope_of[size_t(j)])];
+    const int raw = rope.src[0];
+    const Node& pe = nodes[size_t(raw)];
+    if (rope.i[0] != 1 || rope.i[2] != 0 || rope.i[1] != s1.shape[1] || pe.op != Op::kSlice || uses[size_t(raw)] != 1)
+      continue;
+    const int kva = pe.src[0];
+    for (int i = 0; i < j; ++i) {
+      const Node& s0 = nodes[size_t(i)];
+      if (s0.op != Op::kKvStore || s0.layer != s1.layer || rope_of[size_t(i)] >= 0) continue;
+      const int cn = s0.src[0];
+      const Node& norm = nodes[size_t(cn)];
+      if (norm.op != Op::kRmsNorm || uses[size_t(cn)] != 1) continue;
+      const Node& cr = nodes[size_t(norm.src[0])];
+      if (cr.op != Op::kSlice || uses[size_t(norm.src[0])] != 1 || cr.src[0] != kva || cr.i[0] != 0 ||
+          pe.i[0] != cr.i[1] || nodes[size_t(kva)].shape[1] != cr.i[1] + pe.i[1] || cr.i[1] % 2 != 0 ||
+          pe.i[1] % 2 != 0)
+        continue;
+      mla_c_store[size_t(j)] = i;
+      mla_norm[size_t(j)] = cn;
+      skip[size_t(i)] = skip[size_t(cn)] = skip[size_t(norm.src[0])] = skip[size_t(raw)] = 1;
+      live_until[size_t(kva)] = std::max(live_until[size_t(kva)], j);
+      break;
+    }
   }
 
   // Split decode attention over the raw projections: attention(rope(q), store(rope(k)),
@@ -576,6 +614,10 @@ std::unique_ptr<VulkanBackend::Program> VulkanBackend::Build(const Graph& g, con
     if (res_node[size_t(i)] >= 0) ci.residual = act[size_t(res_node[size_t(i)])];
     if (norm_of[size_t(i)] >= 0) ci.norm_node = &nodes[size_t(norm_of[size_t(i)])];
     if (rope_of[size_t(i)] >= 0) ci.rope_node = &nodes[size_t(rope_of[size_t(i)])];
+    if (mla_c_store[size_t(i)] >= 0) {
+      ci.mla_c_store = &nodes[size_t(mla_c_store[size_t(i)])];
+      ci.mla_norm = &nodes[size_t(mla_norm[size_t(i)])];
+    }
     if (attn_rope[size_t(i)] >= 0) {
       ci.attn_rope = &nodes[size_t(attn_rope[size_t(i)])];
       ci.attn_k = act[size_t(attn_k[size_t(i)])];

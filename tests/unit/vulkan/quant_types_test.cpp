@@ -541,6 +541,90 @@ TEST_F(VulkanQuant, IdotFusedFfnMatchesQuantizedReference) {
       }
 }
 
+// A DeepSeek decode FFN block as the model builds it (models/arch.cpp MlpBlock): norm → shared
+// experts (dual GEMV, down + residual) → t; MoE over the normed x (router, routing, the routed
+// experts' integer-dot GEMVs) → t + moe. With every fusion the norm is folded into the shared
+// dual GEMV, the router and the experts' up GEMV, and the last add into the experts' down GEMV:
+// 7 dispatches against 11 unfused (9 if the MoE took neither), each + 2 for the inputs' embeddings. Reference: x quantized per
+// 32-block wherever the GPU quantizes it (the normed x for every GEMV reading it, h for each
+// down), routing on the f32 logits, each token's choices added in order.
+TEST_F(VulkanQuant, IdotMoeDecodeBlockMatchesQuantizedReference) {
+  const int D = 64, I = 96, E = 8;
+  for (DType dt : kIdotTypes)
+    for (int T : {1, 3, 8})
+      for (const char* fuse : {"1", "0"}) {
+        auto p = std::make_shared<MoeParams>();
+        p->n_experts = E;
+        p->top_k = 3;
+        p->ffn_dim = I;
+        p->norm_topk_prob = T == 3;
+        p->routed_scaling_factor = T == 3 ? 2.5f : 1.0f;
+        const uint64_t seed = 300 + uint64_t(T);
+        Tensor X = RandomTensor("x", DType::kF32, {T, D}, seed), Rs = RandomTensor("res", DType::kF32, {T, D}, seed + 1);
+        Tensor Nw = RandomTensor("norm.w", DType::kF32, {D}, seed + 2);
+        Tensor G = RandomTensor("router", DType::kF32, {E, D}, seed + 3);
+        Tensor Sg = RandomTensor("sg", dt, {I, D}, seed + 4), Su = RandomTensor("su", dt, {I, D}, seed + 5);
+        Tensor Sd = RandomTensor("sd", dt, {D, I}, seed + 6);
+        std::vector<Tensor> ex;
+        ex.reserve(size_t(3 * E));
+        for (int e = 0; e < E; ++e) {
+          ex.push_back(RandomTensor("g" + std::to_string(e), dt, {I, D}, seed + 10 + 3 * uint64_t(e), 0.5f));
+          ex.push_back(RandomTensor("u" + std::to_string(e), dt, {I, D}, seed + 11 + 3 * uint64_t(e), 0.5f));
+          ex.push_back(RandomTensor("d" + std::to_string(e), dt, {D, I}, seed + 12 + 3 * uint64_t(e), 0.5f));
+        }
+        Graph g;
+        const int res = Input(g, Rs, T), x0 = Input(g, X, T);
+        Node nn = Make(Op::kRmsNorm, "norm", {x0, g.AddWeight(Nw)}, {T, D});
+        nn.f0 = 1e-5f;
+        const int xn = g.Add(nn);
+        const int sg = g.Add(Make(Op::kMatMul, "sh.gate", {xn, g.AddWeight(Sg)}, {T, I}));
+        const int su = g.Add(Make(Op::kMatMul, "sh.up", {xn, g.AddWeight(Su)}, {T, I}));
+        const int sa = g.Add(Make(Op::kSwiGLU, "sh.act", {sg, su}, {T, I}));
+        const int sd = g.Add(Make(Op::kMatMul, "sh.down", {sa, g.AddWeight(Sd)}, {T, D}));
+        const int t = g.Add(Make(Op::kAdd, "shared_residual", {res, sd}, {T, D}));
+        Node m = Make(Op::kMoE, "moe", {xn, g.AddWeight(G), -1}, {T, D});
+        for (auto& w : ex) m.src.push_back(g.AddWeight(w));
+        m.moe = p;
+        const int mo = g.Add(m);
+        g.Add(Make(Op::kAdd, "mlp_residual", {t, mo}, {T, D}));
+        ScopedEnv env("ES_VK_FUSE", fuse);
+        auto be = IdotVulkan();
+        const std::vector<float> got = RunGraph(*be, g, RowsBatch(T));
+        const std::string what = "idot moe block " + std::string(Name(dt)) + " T=" + std::to_string(T) + " fuse=" + fuse;
+        EXPECT_EQ(be->counters().dispatches, 2 + (std::string(fuse) == "1" ? 7 : 11)) << what;
+
+        std::vector<float> xnv(size_t(T * D));
+        ref::RmsNorm(X.as<float>(), Nw.as<float>(), T, D, 1e-5f, xnv.data());
+        const Tensor xq = QuantizedRows(xnv, T, D, dt);
+        auto ffn = [&](const Tensor& Wg, const Tensor& Wu, const Tensor& Wd) {
+          const std::vector<float> gv = RefIdot(xq, Wg, nullptr, T), uv = RefIdot(xq, Wu, nullptr, T);
+          std::vector<float> a(gv.size());
+          for (size_t i = 0; i < gv.size(); ++i) a[i] = gv[i] / (1.0f + std::exp(-gv[i])) * uv[i];
+          return RefIdot(QuantizedRows(a, T, I, dt), Wd, nullptr, T);
+        };
+        std::vector<float> want = ffn(Sg, Su, Sd);
+        Tensor XN = AllocTensor("xn", DType::kF32, {T, D});
+        std::copy(xnv.begin(), xnv.end(), static_cast<float*>(MutableData(XN)));
+        const std::vector<float> rv = Values(Rs), gl = RefMatMul(XN, G, nullptr, T);
+        for (int r = 0; r < T; ++r) {
+          std::vector<int32_t> ids(size_t(p->top_k));
+          std::vector<float> wts(size_t(p->top_k));
+          ref::MoeRoute(&gl[size_t(r * E)], nullptr, *p, ids.data(), wts.data());
+          std::vector<float> routed(size_t(D), 0.0f);
+          for (int j = 0; j < p->top_k; ++j) {
+            const int e = ids[size_t(j)];
+            const std::vector<float> y = ffn(ex[size_t(3 * e)], ex[size_t(3 * e + 1)], ex[size_t(3 * e + 2)]);
+            for (int d = 0; d < D; ++d) routed[size_t(d)] += wts[size_t(j)] * y[size_t(r * D + d)];
+          }
+          for (int d = 0; d < D; ++d) {
+            const size_t i = size_t(r * D + d);
+            want[i] = (rv[i] + want[i]) + routed[size_t(d)];
+          }
+        }
+        ExpectClose(got, want, kIdotTol, what);
+      }
+}
+
 // With x quantized by a dispatch of its own, projections of one normed x share its quantization
 // per format: q and k (Q4_0) one int8 copy, v (Q8_0) an int16 one — two dispatches more than the
 // float GEMVs (which fold the norm each), not three.

@@ -1,10 +1,44 @@
 // kKvStore: writes the batch rows into the cache part at each row's (slot, position); with a
-// folded rope (OpContext::rope_node) it rotates them on the way.
+// folded rope (OpContext::rope_node) it rotates them on the way; with MLA's kv_a chain folded in
+// (OpContext::mla_c_store) one dispatch writes both of MLA's parts.
 #include "ops/ops.h"
 
 namespace es::vk {
 
+namespace {
+// The folded MLA chain (vulkan_backend.cpp): kva [T, r + dr] → the normed latent into the c
+// store's part, the rotated rope part into this store's.
+void RecordMlaKvStore(OpContext& c) {
+  const KvSpec& spec = c.kv.spec();
+  const Node& rope = *c.rope_node;
+  const Node& raw = c.g.node(rope.src[0]);  // the rope part's slice of kva
+  const BufRange kva = c.act[size_t(raw.src[0])];
+  const uint32_t T = uint32_t(c.n.shape[0]), r = uint32_t(c.mla_c_store->shape[1]), dr = uint32_t(c.n.shape[1]);
+  const int pc0 = int(c.mla_c_store->i[0]), pc1 = int(c.n.i[0]);
+  ES_CHECK(spec.width[pc0] == int64_t(r) && spec.width[pc1] == int64_t(dr), "vulkan: MLA cache stores '",
+           c.mla_c_store->name, "', '", c.n.name, "' do not fit the cache parts");
+  const bool f16 = spec.dtype == DType::kF16;
+  Dispatch& d = c.Add(f16 ? "mla_kv_store_f16" : "mla_kv_store_f32", {1, 1, 1, 1, 1});
+  const DeviceWeight& w = c.weights.GetF32(*c.g.node(c.mla_norm->src[1]).weight);
+  d.bindings = {{kva}, {c.batch}, {Range(w.chunks[0].alloc)}, {Range(c.kv.part(c.n.layer, pc0))},
+                {Range(c.kv.part(c.n.layer, pc1))}};
+  d.writes = {3, 4};
+  const RopeTable& rt = *rope.rope;
+  struct {
+    uint32_t T, r, dr, slot_off, pos_off, half, neox, cs_off;
+    float eps;
+  } pc{T, r, dr, c.layout->slots, c.layout->positions, uint32_t(rt.dim / 2),
+       rt.mode == RopeMode::kNeox ? 1u : 0u, c.layout->rope.at(&rt), c.mla_norm->f0};
+  d.Push(pc);
+  Grid1D(d, T, 1);
+}
+}  // namespace
+
 void BuildKvStore(OpContext& c) {
+  if (c.mla_c_store) {
+    RecordMlaKvStore(c);
+    return;
+  }
   const int part = int(c.n.i[0]);
   const KvSpec& spec = c.kv.spec();
   ES_CHECK(c.n.layer >= 0 && c.n.layer < spec.n_layers && part >= 0 && part < 2,

@@ -360,6 +360,23 @@ bool DualQoutSpec(const Device& dev, int64_t R, const DeviceWeight& gate, GemvSp
 }
 }  // namespace
 
+bool MoeGemvFor(const Device& dev, int64_t R, int64_t D, int64_t I, DType wt, MoeGemv* out) {
+  if (R > kGemvMaxRows || I % 32 != 0 || !UseIdotGemv(dev, R, D, wt) || !UseIdotGemv(dev, R, I, wt)) return false;
+  // Whole subgroups per output: the MOE variants reduce through shared memory (no clusters).
+  const uint32_t max_sg = std::max<uint32_t>(dev.info().max_subgroup_size, 1);
+  GemvSpec up = GemvSpecFor(dev, wt, true, 1, I, true, false);
+  up.rows = up.wg / std::max<uint32_t>(32, max_sg);  // 32 outputs a workgroup (QOUT)
+  if (up.rows == 0 || 32 % up.rows != 0 || 32 / up.rows > 8) return false;
+  up.qr = 32 / up.rows;
+  up.cluster = false;
+  up.kc = IdotLocalStep(D, 1, wt);
+  GemvSpec down = GemvSpecFor(dev, wt, true, 1, D, true, true);
+  down.rows = std::min(down.rows, down.wg / max_sg);
+  down.cluster = false;
+  *out = MoeGemv{up.Spec(), down.Spec(), up.Outputs(), down.Outputs()};
+  return true;
+}
+
 bool DualQuantizesOut(const Device& dev, int64_t R, int64_t K, const DeviceWeight& gate) {
   GemvSpec gs{};
   return UseIdotGemv(dev, R, K, gate.dtype) && IdotQuantizeOnce(K, true) && gate.chunks.size() == 1 &&

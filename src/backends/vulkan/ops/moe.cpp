@@ -4,8 +4,12 @@
 // most kMoeMaxBlocks) and a small table maps each expert to (buffer, offset) of its gate, up and
 // down matrices (offsets in elements, or in words for block-quantized experts, whose rows are
 // repacked).
-// Up to kMoeGemvMaxRows rows (decode): one GEMV workgroup row per (token, expert) pair
-// (moe_expert.comp UP, DOWN). More rows (prefill, batches): the pairs are grouped by expert
+// Up to kMoeGemvMaxRows rows (decode), Q4_0 and Q8_0 experts where the device has integer dot
+// products (MoeGemvFor): the integer-dot GEMV's MOE variants (matmul_gemv.comp) — up: one
+// workgroup row per (token, expert) pair, gate and up in one pass with SwiGLU, x quantized in the
+// workgroup (a folded RMSNorm applied there), h written quantized too; down: one workgroup row per
+// token, its top_k choices added in order and weighted, plus a fused residual. Other types: the
+// float expert kernels (moe_expert.comp UP, DOWN), one workgroup row per pair. More rows (prefill, batches): the pairs are grouped by expert
 // (moe_compact.comp) and each expert's projections run as one GEMM over the rows routed to it
 // (moe_gemm.glsl: matmul_gemm_cm.comp on tensor cores, else matmul_gemm.comp), so each expert's
 // weights are read about once a step instead of once per token that chose it; gate and up
@@ -28,11 +32,27 @@ constexpr size_t kMoeMaxBlocks = 8;
 // Most rows that take the per-pair GEMV kernels; more take the grouped GEMMs.
 constexpr int64_t kMoeGemvMaxRows = 8;
 
-std::vector<uint64_t> MoeScratch(const Graph& g, const Node& n, int64_t T) {
+namespace {
+// The experts' types as the graph holds them (gate, up, down of expert 0; BuildMoe checks that
+// every expert agrees and that the device copies keep them).
+DType ExpertType(const Graph& g, const Node& n, int m) { return g.node(n.src[size_t(3 + m)]).weight->dtype; }
+}  // namespace
+
+bool MoeTakesGemv(const Device& dev, const Graph& g, const Node& n, MoeGemv* spec) {
+  const MoeParams& p = *n.moe;
+  const DType t = ExpertType(g, n, 0);
+  MoeGemv unused;
+  return n.shape[0] <= kMoeGemvMaxRows && ExpertType(g, n, 1) == t && ExpertType(g, n, 2) == t &&
+         MoeGemvFor(dev, n.shape[0], n.shape[1], p.ffn_dim, t, spec ? spec : &unused);
+}
+
+std::vector<uint64_t> MoeScratch(const Device& dev, const Graph& g, const Node& n, int64_t T) {
   const MoeParams& p = *n.moe;
   const uint64_t R = uint64_t(n.shape[0]), k = uint64_t(p.top_k), I = uint64_t(p.ffn_dim),
                  E = uint64_t(p.n_experts), D = uint64_t(n.shape[1]);
   std::vector<uint64_t> s{R * E * 4, R * k * 4, R * k * 4, R * k * I * 4};
+  if (MoeTakesGemv(dev, g, n, nullptr))  // h quantized for the down GEMV
+    s.push_back(QuantXBytes(int64_t(R * k), int64_t(I), ExpertType(g, n, 0)));
   if (int64_t(R) > kMoeGemvMaxRows) {
     s.push_back(R * k * I * 4);         // gate
     s.push_back(R * k * I * 4);         // up
@@ -111,6 +131,45 @@ void RecordGroupedExperts(OpContext& c, const std::vector<BufRange> (&lists)[2],
 }
 }  // namespace
 
+namespace {
+// matmul_gemv.comp's push constants (its MOE variants read top_k).
+struct MoeGemvPush {
+  uint32_t K, N, R, n0, x_rs, x_hs, x_off, y_rs, y_hs, y_off, has_bias, epi, norm;
+  float eps;
+  uint32_t top_k;
+};
+
+// The integer-dot path (MoeTakesGemv): up (gate/up + SwiGLU, h also quantized) then down (the
+// token's choices weighted and added in order, + the fused residual).
+void RecordIdotExperts(OpContext& c, const MoeGemv& spec, const std::vector<BufRange> (&lists)[2],
+                       BufRange tab, DType t, BufRange x, const NormFold* norm) {
+  const MoeParams& p = *c.n.moe;
+  const int64_t R = c.n.shape[0], D = c.n.shape[1], I = p.ffn_dim, K = p.top_k;
+  const BufRange ids = c.scratch[1], wts = c.scratch[2], h = c.scratch[3];
+  const QuantX hq = QuantXRanges(c.scratch[4], R * K, I, t);
+  const std::string name = std::string("moe_gemv_") + TypeSuffix(t);
+  {
+    Dispatch& d = c.Add(name + "_up", {uint32_t(kMoeMaxBlocks), 1, 1, 1, 1, 1, 1, 1, 1, 1, 1}, spec.up_spec);
+    d.bindings = {lists[0], {x}, {x}, {h}, {x}, {norm ? norm->weight : x}, {hq.q}, {hq.ds}, {ids}, {wts}, {tab}};
+    d.writes = {3, 6, 7};
+    d.Push(MoeGemvPush{uint32_t(D), uint32_t(I), uint32_t(R * K), 0, uint32_t(D), 0, 0, uint32_t(I), 0, 0, 0,
+                       0, norm ? 1u : 0u, norm ? norm->eps : 0.0f, uint32_t(K)});
+    d.groups[0] = uint32_t(I / spec.up_outputs);  // I % 32 == 0 (MoeGemvFor)
+    d.groups[1] = uint32_t(R * K);
+  }
+  {
+    const bool res = c.residual.size != 0;
+    Dispatch& d = c.Add(name + "_down", {uint32_t(kMoeMaxBlocks), 1, 1, 1, 1, 1, 1, 1, 1, 1, 1}, spec.down_spec);
+    d.bindings = {lists[1], {hq.q}, {x}, {c.Out()}, {res ? c.residual : x}, {hq.ds}, {x}, {x}, {ids}, {wts}, {tab}};
+    d.writes = {3};
+    d.Push(MoeGemvPush{uint32_t(I), uint32_t(D), uint32_t(R), 0, uint32_t(I), 0, 0, uint32_t(D), 0, 0, 0,
+                       res ? 1u : 0u, 0, 0.0f, uint32_t(K)});
+    d.groups[0] = uint32_t((D + spec.down_outputs - 1) / spec.down_outputs);
+    d.groups[1] = uint32_t(R);
+  }
+}
+}  // namespace
+
 void BuildMoe(OpContext& c) {
   const MoeParams& p = *c.n.moe;
   const auto& n = c.n;
@@ -120,8 +179,20 @@ void BuildMoe(OpContext& c) {
   ES_CHECK(K >= 1 && K <= E && (p.n_group <= 1 || E % p.n_group == 0) && p.topk_group <= p.n_group,
            "vulkan: moe '", n.name, "': inconsistent routing parameters");
   const BufRange logits = c.scratch[0], ids = c.scratch[1], wts = c.scratch[2], h = c.scratch[3];
+  // Fusions decided by the builder (MoeTakesGemv only): a folded RMSNorm (x is the norm's input;
+  // the router GEMV and the up GEMV apply it) and a residual added by the down GEMV.
+  MoeGemv spec;
+  const bool gemv = MoeTakesGemv(c.dev, c.g, n, &spec);
+  ES_ASSERT(gemv || (!c.norm_node && !c.residual.size));
+  NormFold nf;
+  BufRange x = c.In(0);
+  if (c.norm_node) {
+    nf.weight = Range(c.weights.GetF32(*c.g.node(c.norm_node->src[1]).weight).chunks[0].alloc);
+    nf.eps = c.norm_node->f0;
+    x = c.act[size_t(c.norm_node->src[0])];
+  }
   const DeviceWeight& gate = c.weights.Get(c.W(1));
-  RecordMatMul(c, c.In(0), R, D, gate, nullptr, logits, E);
+  RecordMatMul(c, x, R, D, gate, nullptr, logits, E, nullptr, c.norm_node ? &nf : nullptr);
   {
     const bool has_bias = n.src[2] >= 0;
     BufRange bias = has_bias ? Range(c.weights.GetF32(c.W(2)).chunks[0].alloc) : logits;
@@ -183,6 +254,12 @@ void BuildMoe(OpContext& c) {
   c.owned->push_back(tab);
   if (R > kMoeGemvMaxRows) {
     RecordGroupedExperts(c, lists, Range(tab), dtype);
+    return;
+  }
+  if (gemv) {
+    ES_CHECK(dtype[0] == ExpertType(c.g, n, 0) && dtype[2] == dtype[0], "vulkan: moe '", n.name,
+             "': the device copies of its experts changed type");
+    RecordIdotExperts(c, spec, lists, Range(tab), dtype[0], x, c.norm_node ? &nf : nullptr);
     return;
   }
 

@@ -72,7 +72,7 @@ std::vector<uint64_t> ScratchBytes(const Device& dev, const Graph& g, const Node
       return b ? std::vector<uint64_t>{b} : std::vector<uint64_t>{};
     }
     case Op::kMlaAttention: return MlaScratch(g, n, T);
-    case Op::kMoE: return MoeScratch(g, n, T);
+    case Op::kMoE: return MoeScratch(dev, g, n, T);
     case Op::kAttention: {
       const uint64_t b = AttentionSplitBytes(dev, T, uint32_t(n.i[0]), uint32_t(n.i[1]), uint32_t(n.i[2]),
                                              uint32_t(n.i[3]));

@@ -51,6 +51,10 @@ struct OpContext {
   const Node* dual_up = nullptr;
   const Node* norm_node = nullptr;  // a folded RMSNorm producing this matmul's x
   const Node* rope_node = nullptr;  // kv_store: a folded rope (the store rotates its input)
+  // kv_store of MLA's rope part with the kv_a chain folded in (mla_kv_store.comp): the store of
+  // the normed latent part and its RMSNorm; the rope is rope_node, the input kva its input's.
+  const Node* mla_c_store = nullptr;
+  const Node* mla_norm = nullptr;
   // kAttention with the ropes of q and k and both cache stores folded in (attention_decode.comp
   // FUSED, UseDecodeAttention): the q rope (its input is the raw q, its table and dims are k's
   // too) and the raw k and v rows.
@@ -150,6 +154,16 @@ void RecordGemvSwiGLU(OpContext& c, BufRange x, int64_t R, int64_t K, const Devi
 // ES_VK_GEMV_DUAL_QUANT 2 (TPR 32, QR 4; the default for Q4_0) or 1 (TPR kept, QR = 32 / rows);
 // 0: never (the default for Q8_0).
 bool DualQuantizesOut(const Device& dev, int64_t R, int64_t K, const DeviceWeight& gate);
+// The routed experts' integer-dot GEMVs of a decode step (matmul_gemv.comp MOE, ops/moe.cpp):
+// the up GEMV (gate/up + SwiGLU, x quantized in its workgroups, the output quantized for the
+// down GEMV: 32 outputs a workgroup) and the down GEMV's specialization constants and outputs per
+// workgroup. False where they do not apply: more than 8 rows, experts other than Q4_0 or Q8_0
+// (one type for all three projections), or sizes the integer-dot GEMV does not take.
+struct MoeGemv {
+  std::vector<uint32_t> up_spec, down_spec;
+  uint32_t up_outputs = 0, down_outputs = 0;
+};
+bool MoeGemvFor(const Device& dev, int64_t R, int64_t D, int64_t I, DType wt, MoeGemv* out);
 // Per-head GEMV: y[r*y_rs + h*y_hs + y_off + n] = Σ_k W[h*N + n, k] x[r*x_rs + h*x_hs + x_off + k]
 void RecordHeadGemv(OpContext& c, BufRange x, int64_t R, int64_t H, int64_t N, int64_t K,
                     const DeviceWeight& w, int64_t x_rs, int64_t x_hs, int64_t x_off, BufRange y,

@@ -32,7 +32,11 @@ struct GroupedGemm {
 };
 void RecordGroupedGemm(OpContext& c, const GroupedGemm& g);
 std::vector<uint64_t> MlaScratch(const Graph& g, const Node& n, int64_t T);
-std::vector<uint64_t> MoeScratch(const Graph& g, const Node& n, int64_t T);
+std::vector<uint64_t> MoeScratch(const Device& dev, const Graph& g, const Node& n, int64_t T);
+// Whether a kMoE node runs its experts on the integer-dot GEMVs (MoeGemvFor; spec: their
+// geometry). Only then can the builder fold an RMSNorm producing its x and a residual add of its
+// output into it, as into a matmul's GEMV.
+bool MoeTakesGemv(const Device& dev, const Graph& g, const Node& n, MoeGemv* spec);
 // Records the attention kernel (shared by kAttention and the MLA decomposition).
 struct AttentionArgs {
   BufRange q, ka, kb, v, out;

@@ -44,6 +44,17 @@
 // 32-block in this GEMV's own x format (quant_x.glsl) — the x of the next GEMV (down_proj), which
 // then needs no quantize dispatch: levels of row r, block b at qo4[(r * N / 32 + b) * XB ..],
 // (d, d·Σq) at qds[r * N / 32 + b] (bindings 6 and 7).
+// MOE (with IDOT; ops/moe.cpp): routed experts of a decode step, reading only the chosen experts'
+// weights. Each projection's experts are one stack (weights.h ExpertStack) bound through up to NB
+// buffers (binding 0, an array); table[6e + 2m] and table[6e + 2m + 1] give expert e's matrix m
+// (gate, up, down) as (buffer, word offset); ids[pair] the expert of pair = token * top_k + j and
+// wts[pair] its routing weight. RB is 1; gl_WorkGroupID.y is the output row:
+//   with DUAL (up: XLOCAL, QOUT): a pair; x row = its token; y[pair, i] = silu(x·gate_e[i]) * (x·up_e[i])
+//     (quantized too, for the down GEMV), the folded norm applied as elsewhere.
+//   without (down, x quantized by the up GEMV): a token; y[t, d] = Σ_j wts[pair_j] (h[pair_j]·down_e[d])
+//     (+ res[t, d] where p.epi == 1), the top_k choices added in order, per lane before the
+//     reduction (the sums are linear).
+// The buffer index is uniform in a workgroup (one pair or token a workgroup).
 // XLOCAL (with IDOT): no separate quantization — each workgroup quantizes the x it needs into
 // shared memory itself (KC elements of every batch row per step, the folded norm applied while
 // quantizing, exactly as quantize_q8.comp does), so x is bound as f32 like the float GEMV's.
@@ -71,7 +82,21 @@ layout(constant_id = 7) const uint KC = 4096;
 // IDOT: units of each row an invocation loads before using them (1, 2 or 4; IdotUnits).
 layout(constant_id = 8) const uint UN = 1;
 const uint TPR = WG / ROWS;
-#if defined(DUAL)
+#if defined(MOE)
+#if !defined(IDOT) || defined(CLUSTER)
+#error "MOE: the integer-dot GEMV without clusters"
+#endif
+const uint NB = 8u;  // ops/moe.cpp kMoeMaxBlocks
+layout(binding = 0) readonly buffer W { uvec4 wq[]; } wb[NB];
+uint wsel = 0;
+#define QUAD(i) wb[wsel].wq[i]
+#define WORD(i) wb[wsel].wq[(i) >> 2][(i) & 3u]
+layout(binding = 8) readonly buffer Ids { int ids[]; };
+layout(binding = 9) readonly buffer Wt { float wts[]; };
+layout(binding = 10) readonly buffer Tb { uint table[]; };
+// This workgroup's matrices: buffer and word offset of the gate and up (DUAL) or the down weight.
+uint moe_blk[2], moe_off[2];
+#elif defined(DUAL)
 layout(binding = 0) readonly buffer W { uvec4 wq[]; } wb[2];  // gate, up
 uint wsel = 0;
 #define QUAD(i) wb[wsel].wq[i]
@@ -102,6 +127,7 @@ layout(binding = 5) readonly buffer G { vec4 g4[]; };
 layout(push_constant) uniform P {
   uint K, N, R, n0, x_rs, x_hs, x_off, y_rs, y_hs, y_off, has_bias, epi, norm;
   float eps;
+  uint top_k;  // MOE
 } p;
 #if defined(VEC) && (!defined(IDOT) || defined(XLOCAL))
 // x[row, 4 k4 ..] (xo: the row's first vec4), times the norm weight when folding a norm.
@@ -171,8 +197,8 @@ const uint kUnitElems = 16u;  // units: half blocks
 #endif
 #include "quant_x.glsl"
 #if defined(QOUT)
-#if !defined(DUAL) || defined(XLOCAL) || defined(CLUSTER)
-#error "QOUT: the dual GEMV over x quantized apart only"
+#if !defined(DUAL) || (defined(XLOCAL) && !defined(MOE)) || defined(CLUSTER)
+#error "QOUT: the dual GEMV over x quantized apart (or the experts' up GEMV) only"
 #endif
 layout(binding = 6) writeonly buffer QO { uvec4 qo4[]; };
 layout(binding = 7) writeonly buffer QD { vec2 qds[]; };
@@ -224,7 +250,18 @@ void IdotUnits(uint u0, uint u1, const uint base[QR], uint xr0, uint nr, uint la
   const uint K = p.K;
 #if defined(DUAL)
   for (uint sel = 0; sel < 2u; ++sel) {
+#if defined(MOE)
+    wsel = moe_blk[sel];
+    const uint mo = moe_off[sel];
+#else
     wsel = sel;
+    const uint mo = 0u;
+#endif
+#elif defined(MOE)
+  wsel = moe_blk[0];
+  const uint mo = moe_off[0];
+#else
+  const uint mo = 0u;
 #endif
   for (uint ub = u0 + lane; ub < u1; ub += UN * TPR) {
     // UN units' quants and scales first (past u1: the last unit again, not added), then the sums.
@@ -233,8 +270,8 @@ void IdotUnits(uint u0, uint u1, const uint base[QR], uint xr0, uint nr, uint la
     for (uint h = 0; h < UN; ++h) {
       const uint u = min(ub + h * TPR, u1 - 1u);
       for (uint i = 0; i < QR; ++i) {
-        w[h * QR + i] = QUAD(base[i] / 4u + u);
-        dw[h * QR + i] = QScale(base[i], K, u * kUnitElems / 32u);
+        w[h * QR + i] = QUAD((base[i] + mo) / 4u + u);
+        dw[h * QR + i] = QScale(base[i] + mo, K, u * kUnitElems / 32u);
       }
     }
     for (uint h = 0; h < UN; ++h) {
@@ -431,9 +468,25 @@ void main() {
   const uint tid = gl_LocalInvocationID.x;
   const uint g = tid / TPR, lane = tid % TPR;
   const uint n = (gl_WorkGroupID.x * ROWS + g) * QR;  // this group's first output
+#if defined(MOE)
+  // The output row (a pair for the up GEMV, a token for the down GEMV; see the header), RB == 1.
+  const uint h = 0u, r0 = gl_WorkGroupID.y, nr = 1u;
+#if defined(DUAL)
+  const uint xr0 = r0 / p.top_k;  // the pair's token
+  {
+    const uint e = uint(ids[r0]);
+    moe_blk[0] = table[6u * e];
+    moe_off[0] = table[6u * e + 1u];
+    moe_blk[1] = table[6u * e + 2u];
+    moe_off[1] = table[6u * e + 3u];
+  }
+#endif
+#else
   const uint h = gl_WorkGroupID.y;
   const uint r0 = gl_WorkGroupID.z * RB;
   const uint nr = min(RB, p.R - r0);  // uniform in the workgroup
+  const uint xr0 = r0;  // the first batch row of x
+#endif
   float acc[QR][RB];
   for (uint i = 0; i < QR; ++i)
     for (uint r = 0; r < RB; ++r) acc[i][r] = 0.0;
@@ -444,7 +497,7 @@ void main() {
 #endif
 #if defined(XLOCAL)
   {  // every invocation: the x quantization has barriers; rows past N re-read row N - 1
-    const uint xb = r0 * p.x_rs + h * p.x_hs + p.x_off;
+    const uint xb = xr0 * p.x_rs + h * p.x_hs + p.x_off;
     const uint row0 = h * p.N + min(n, p.N - 1u), last = h * p.N + p.N - 1u;
 #if defined(DUAL)
     AccumIdotLocal(row0, last, xb, nr, tid, lane, acc, acc2);
@@ -457,7 +510,19 @@ void main() {
     const uint xb = r0 * p.x_rs + h * p.x_hs + p.x_off;
 #if defined(IDOT)
     const uint row0 = h * p.N + n, last = h * p.N + p.N - 1u;
-#if defined(DUAL)
+#if defined(MOE)
+    // The down GEMV: the token's top_k choices in order, each weighted per lane.
+    for (uint j = 0; j < p.top_k; ++j) {
+      const uint pair = r0 * p.top_k + j, e = uint(ids[pair]);
+      moe_blk[0] = table[6u * e + 4u];
+      moe_off[0] = table[6u * e + 5u];
+      float t[QR][RB];
+      for (uint i = 0; i < QR; ++i) t[i][0] = 0.0;
+      AccumIdot(row0, last, pair, 1u, lane, t);
+      const float wj = wts[pair];
+      for (uint i = 0; i < QR; ++i) acc[i][0] += wj * t[i][0];
+    }
+#elif defined(DUAL)
     AccumIdot(row0, last, r0, nr, lane, acc, acc2);
 #else
     AccumIdot(row0, last, r0, nr, lane, acc);
