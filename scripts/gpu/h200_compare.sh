@@ -19,7 +19,8 @@
 # exists, for that preset's files), ES_DEPTH (also prefill that many tokens and decode after them,
 # both programs), ES_GGUF_PROFILE=1 (edgeseek --profile of each file), ES_LLAMA_CUDA=1 (llama.cpp's
 # CUDA backend too), ES_DEADLINE (seconds after
-# which no new step starts), ES_TESTS=0 skips the Vulkan and golden tests, ES_LLAMA=0 skips
+# which no new step starts), ES_TESTS=0 skips the Vulkan and golden tests (ES_TEST_FILTER: a
+# gtest filter for es_test_vulkan), ES_LLAMA=0 skips
 # llama.cpp, ES_GOLDEN_MODES (default "0 1": f32 and f16 math), ES_LLAMA_CM1 ("preset:type ...":
 # llama-bench pp512 again with its coopmat2 path off), ES_EXTRA_ENVS ("NAME=VALUE ...": each GGUF's
 # edgeseek bench again with that setting), ES_SERVE=1 adds the serving load benchmark (tests/server/load_bench.sh: edgeseek
@@ -115,7 +116,7 @@ convert_all & CONVERT_PID=$!
 echo "== machine"; nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader
 echo "== devices"; timeout 60 "$B/edgeseek" devices --bandwidth > "$OUT/devices.txt" 2>&1; echo "rc=$?"; grep -i "bandwidth\|coop\|H200" "$OUT/devices.txt" | head -8
 if [[ "${ES_TESTS:-1}" == 1 ]]; then
-  echo "== es_test_vulkan"; timeout 300 "$B/es_test_vulkan" > "$OUT/test_vulkan.txt" 2>&1; echo "rc=$?"; grep -E "PASSED|FAILED|tests ran" "$OUT/test_vulkan.txt" | head -12
+  echo "== es_test_vulkan ${ES_TEST_FILTER:-}"; timeout 300 "$B/es_test_vulkan" --gtest_filter="${ES_TEST_FILTER:-*}" > "$OUT/test_vulkan.txt" 2>&1; echo "rc=$?"; grep -E "PASSED|FAILED|tests ran" "$OUT/test_vulkan.txt" | head -12
   for f16 in ${ES_GOLDEN_MODES:-0 1}; do
     echo "== goldens on vulkan, ES_VK_F16_ACT=$f16"
     ES_VK_F16_ACT=$f16 ES_GOLDEN_BACKENDS=vulkan timeout 150 "$B/es_test_golden" --gtest_filter='*vulkan*' > "$OUT/golden_f16_$f16.txt" 2>&1

@@ -474,6 +474,20 @@ std::unique_ptr<VulkanBackend::Program> VulkanBackend::Build(const Graph& g, con
     for (int x : {q.src[0], kr.src[0], v.src[0]}) live_until[size_t(x)] = std::max(live_until[size_t(x)], j);
   }
 
+  // MLA's q rope: mla_attention.comp rotates q's rope dims while loading them (MlaFoldsQRope).
+  for (int j = 0; fuse && j < N; ++j) {
+    const Node& n = nodes[size_t(j)];
+    if (n.op != Op::kMlaAttention || !MlaFoldsQRope(*dev_, n)) continue;
+    const int qr = n.src[0];
+    const Node& q = nodes[size_t(qr)];
+    if (q.op != Op::kRope || uses[size_t(qr)] != 1 || q.i[0] != n.i[0] || q.i[1] != n.i[1] + n.i[2] ||
+        q.i[2] != n.i[1] || q.rope->dim != n.i[2])
+      continue;
+    attn_rope[size_t(j)] = qr;
+    skip[size_t(qr)] = 1;
+    live_until[size_t(q.src[0])] = std::max(live_until[size_t(q.src[0])], j);
+  }
+
   // ---- activation plan: intervals from Graph::LastUse (kv_store passes its input through) ---
   std::vector<int> last = g.LastUse();
   for (int i = 0; i < N; ++i) last[size_t(i)] = std::max(last[size_t(i)], live_until[size_t(i)]);
@@ -620,8 +634,10 @@ std::unique_ptr<VulkanBackend::Program> VulkanBackend::Build(const Graph& g, con
     }
     if (attn_rope[size_t(i)] >= 0) {
       ci.attn_rope = &nodes[size_t(attn_rope[size_t(i)])];
-      ci.attn_k = act[size_t(attn_k[size_t(i)])];
-      ci.attn_v = act[size_t(attn_v[size_t(i)])];
+      if (attn_k[size_t(i)] >= 0) {  // kAttention (kMlaAttention folds only its q rope)
+        ci.attn_k = act[size_t(attn_k[size_t(i)])];
+        ci.attn_v = act[size_t(attn_v[size_t(i)])];
+      }
     }
     if (xq_item[size_t(i)] >= 0) {
       ci.xq = item_range(xq_item[size_t(i)]);

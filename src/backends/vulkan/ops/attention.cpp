@@ -72,6 +72,7 @@ void RecordAttentionCombine(OpContext& c, const AttentionArgs& a, uint32_t S) {
   m.Push(mc);
   m.groups[0] = a.Hq;
   m.groups[1] = uint32_t(c.T);
+  m.groups[2] = (a.dv + 127) / 128;  // 128 output dims a workgroup
 }
 
 namespace {

@@ -1,6 +1,8 @@
 // kMlaAttention, absorbed form over the latent cache (C: [ctx, r], PE: [ctx, dr]):
 //   1. q_lat[t, h] = WukT[h] · q_nope[t, h]         per-head GEMV into qcat[:, h, 0:r]
-//   2. qcat[t, h, r:r+dr] = q_pe[t, h]               strided copy
+//   2. mla_attention.comp reads q_pe[t, h] from q itself (rotating it where the builder folded
+//      the q rope in: OpContext::attn_rope, MlaFoldsQRope); the fallback kernel gets it copied
+//      into qcat[t, h, r:r+dr]
 //   3. o_lat[t, h] = Σ_j softmax(scale · qcat·[C_j | PE_j]) C_j   mla_attention.comp: one
 //      workgroup per (group of heads, row, key chunk) reading each latent row once for all the
 //      group's heads; decode rows split the keys into kMlaSplits chunks merged by
@@ -57,7 +59,10 @@ void RecordHeadGemm(OpContext& c, BufRange x, uint32_t x_rs, uint32_t x_hs, uint
 constexpr uint32_t kMlaSplits = 64, kMlaMinChunk = 32;
 // Fewer chunks for many heads: the partials of 128 heads (V3) in 64 chunks would take 135 MB at
 // 8 rows; 1,024 (head, chunk) workgroups a row are plenty.
-uint32_t MlaSplits(int64_t H) { return uint32_t(std::clamp<int64_t>(1024 / H, 1, kMlaSplits)); }
+uint32_t MlaSplits(int64_t H) {
+  const int64_t cap = Knob("ES_VK_MLA_SPLITS", {32, 64, 128}, kMlaSplits);  // A/B, session 12
+  return uint32_t(std::clamp<int64_t>(16 * cap / H, 1, cap));
+}
 // Key and value loads mla_attention.comp issues together. H200, V2-Lite Q4_0, one job (pp512 /
 // tg128 t/s): 1 load per use 5,696 / 168.1; 4 together 7,613 / 176.1; 8 together 3,614 / 170.3
 // (the prefill kernel spills); all of a tile's (an earlier job) 5,585 / 161.0.
@@ -75,6 +80,8 @@ uint32_t MlaHeadsPerGroup(const Device& dev, int64_t r, int64_t dr) {
   return 0;
 }
 }  // namespace
+
+bool MlaFoldsQRope(const Device& dev, const Node& n) { return MlaHeadsPerGroup(dev, n.i[4], n.i[2]) != 0; }
 
 std::vector<uint64_t> MlaScratch(const Graph& g, const Node& n, int64_t T) {
   const uint64_t H = uint64_t(n.i[0]), dr = uint64_t(n.i[2]), r = uint64_t(n.i[4]);
@@ -100,6 +107,11 @@ void BuildMla(OpContext& c) {
   ES_CHECK(wuk.rows == H * r && wuk.cols == dn, "vulkan: mla '", n.name, "': WukT must be [H*r, dn]");
   ES_CHECK(wuv.rows == H * dv && wuv.cols == r, "vulkan: mla '", n.name, "': Wuv must be [H*dv, r]");
   const BufRange qcat = c.scratch[0], olat = c.scratch[1];
+  // q: the rope's input where it is folded in (the nope dims are the same either way).
+  const Node* rope = c.attn_rope;
+  const BufRange qin = rope ? c.act[size_t(rope->src[0])] : c.In(0);
+  const uint32_t G = MlaHeadsPerGroup(c.dev, r, dr);
+  ES_CHECK(!rope || G != 0, "vulkan: mla '", n.name, "' has a folded rope but no kernel that applies it");
   const int64_t qw = H * (dn + dr), cw = H * (r + dr);
   const bool gemm = T > kAttentionSplitMaxRows && !IsQuantized(wuk.dtype) && !IsQuantized(wuv.dtype) &&
                     wuk.chunks.size() == 1 && wuv.chunks.size() == 1;
@@ -115,32 +127,34 @@ void BuildMla(OpContext& c) {
     std::memcpy(ma.mapped, m.data(), m.size() * 4);
     c.owned->push_back(ma);
     meta = Range(ma);
-    RecordHeadGemm(c, c.In(0), uint32_t(qw), uint32_t(dn + dr), uint32_t(H), uint32_t(r), uint32_t(dn), wuk,
+    RecordHeadGemm(c, qin, uint32_t(qw), uint32_t(dn + dr), uint32_t(H), uint32_t(r), uint32_t(dn), wuk,
                    qcat, uint32_t(cw), uint32_t(r + dr), c.scratch[2], c.scratch[3], meta);
   } else {
-    RecordHeadGemv(c, c.In(0), T, H, r, dn, wuk, qw, dn + dr, 0, qcat, cw, r + dr, 0);
+    RecordHeadGemv(c, qin, T, H, r, dn, wuk, qw, dn + dr, 0, qcat, cw, r + dr, 0);
   }
-  {
-    Dispatch& d = c.Add("copy", {1, 1});
-    d.bindings = {{c.In(0)}, {qcat}};
-    d.writes = {1};
-    d.Push(CopyPush{uint32_t(T), uint32_t(H), uint32_t(dr), uint32_t(qw), uint32_t(dn + dr),
-                    uint32_t(dn), uint32_t(cw), uint32_t(r + dr), uint32_t(r)});
-    Grid1D(d, uint64_t(T * H * dr));
-  }
-  if (const uint32_t G = MlaHeadsPerGroup(c.dev, r, dr)) {
+  if (G) {
     const bool f16 = spec.dtype == DType::kF16, split = c.T <= kAttentionSplitMaxRows;
     const uint32_t S = split ? MlaSplits(H) : 1;
-    Dispatch& d = c.Add(std::string("mla_attention_") + (f16 ? "f16" : "f32") + (split ? "" : "_direct"),
-                        {1, 1, 1, 1, 1}, {uint32_t(r), uint32_t(dr), G, kMlaMinChunk, kMlaLoadBatch});
+    Dispatch& d = c.Add(std::string("mla_attention_") + (f16 ? "f16" : "f32") + (split ? "" : "_direct") +
+                            (rope ? "_rope" : ""),
+                        {1, 1, 1, 1, 1, 1}, {uint32_t(r), uint32_t(dr), G, kMlaMinChunk, kMlaLoadBatch});
     d.bindings = {{qcat}, {Range(c.kv.part(n.layer, 0))}, {Range(c.kv.part(n.layer, 1))}, {c.batch},
-                  {split ? c.scratch[2] : olat}};
+                  {split ? c.scratch[2] : olat}, {qin}};
     d.writes = {4};
     struct {
       uint32_t Hq, q_rs, q_hs, slot_off, pos_off, o_rs, o_hs;
       float scale;
-    } pc{uint32_t(H), uint32_t(cw), uint32_t(r + dr), c.layout->slots,
-         c.layout->positions, uint32_t(H * r), uint32_t(r), n.f0};
+      uint32_t pq_rs, pq_hs, pq_off, T, half, neox, cs_off;
+    } pc{uint32_t(H), uint32_t(cw), uint32_t(r + dr), c.layout->slots, c.layout->positions, uint32_t(H * r),
+         uint32_t(r), n.f0, uint32_t(qw), uint32_t(dn + dr), uint32_t(dn), uint32_t(T), 0, 0, 0};
+    if (rope) {
+      const RopeTable& rt = *rope->rope;
+      ES_CHECK(rope->i[0] == H && rope->i[1] == dn + dr && rope->i[2] == dn && rt.dim == dr, "vulkan: rope '",
+               rope->name, "' folded into '", n.name, "' does not rotate its q_pe dims");
+      pc.half = uint32_t(rt.dim / 2);
+      pc.neox = rt.mode == RopeMode::kNeox ? 1u : 0u;
+      pc.cs_off = c.layout->rope.at(&rt);
+    }
     d.Push(pc);
     d.groups[0] = uint32_t((H + G - 1) / G);
     d.groups[1] = uint32_t(T);
@@ -161,6 +175,14 @@ void BuildMla(OpContext& c) {
     else
       RecordHeadGemv(c, olat, T, H, dv, r, wuv, H * r, r, 0, c.Out(), H * dv, dv, 0);
     return;
+  }
+  {  // the fallback kernel reads q_pe from qcat
+    Dispatch& d = c.Add("copy", {1, 1});
+    d.bindings = {{c.In(0)}, {qcat}};
+    d.writes = {1};
+    d.Push(CopyPush{uint32_t(T), uint32_t(H), uint32_t(dr), uint32_t(qw), uint32_t(dn + dr),
+                    uint32_t(dn), uint32_t(cw), uint32_t(r + dr), uint32_t(r)});
+    Grid1D(d, uint64_t(T * H * dr));
   }
   AttentionArgs a{};
   a.q = qcat;

@@ -57,7 +57,7 @@ struct OpContext {
   const Node* mla_norm = nullptr;
   // kAttention with the ropes of q and k and both cache stores folded in (attention_decode.comp
   // FUSED, UseDecodeAttention): the q rope (its input is the raw q, its table and dims are k's
-  // too) and the raw k and v rows.
+  // too) and the raw k and v rows. kMlaAttention (MlaFoldsQRope): only the q rope.
   const Node* attn_rope = nullptr;
   BufRange attn_k, attn_v;
   // kAttention (split decode) read by an integer-dot GEMV: its output also goes here quantized

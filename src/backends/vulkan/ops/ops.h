@@ -32,6 +32,9 @@ struct GroupedGemm {
 };
 void RecordGroupedGemm(OpContext& c, const GroupedGemm& g);
 std::vector<uint64_t> MlaScratch(const Graph& g, const Node& n, int64_t T);
+// Whether kMlaAttention node n runs mla_attention.comp, which can rotate q's rope dims itself:
+// the builder then folds the q rope producing its q into it (OpContext::attn_rope).
+bool MlaFoldsQRope(const Device& dev, const Node& n);
 std::vector<uint64_t> MoeScratch(const Device& dev, const Graph& g, const Node& n, int64_t T);
 // Whether a kMoE node runs its experts on the integer-dot GEMVs (MoeGemvFor; spec: their
 // geometry). Only then can the builder fold an RMSNorm producing its x and a residual add of its

@@ -1,10 +1,11 @@
 #version 450
-// Merges the split-key partials of attention.comp (SPLIT) and attention_decode.comp for one
-// (head, row) per workgroup:
+// Merges the split-key partials of attention.comp (SPLIT), attention_decode.comp and
+// mla_attention.comp for 128 output dims of one (head, row) per workgroup (gl_WorkGroupID.z: the
+// dims' chunk, so MLA's 512-wide latent heads take four):
 //   part[((t*Hq + h)*S + s)*(dv + 2) + d] = Σ_{j in chunk s} exp(score_j - m_s) value_j[d], then m_s, l_s
 //   out[t*o_rs + h*o_hs + d] = Σ_s exp(m_s - M) acc_s[d] / Σ_s exp(m_s - M) l_s,  M = max_s m_s
 // Chunks without keys carry m_s = -inf and contribute nothing (their sums are not read: a writer
-// may leave them unwritten). S is a specialization constant
+// may leave them unwritten: they are loaded but not used). S is a specialization constant
 // (<= 128), so the S loads of each output are issued together.
 // QUANT (the output projection takes the integer-dot GEMV, vulkan_backend.cpp): the head's
 // outputs are also quantized per 32-block as quantize_q8.comp would quantize the row (quant_x.glsl;
@@ -19,13 +20,13 @@ layout(binding = 1) writeonly buffer O { float o[]; };
 #include "quant_x.glsl"
 layout(binding = 2) writeonly buffer XQ { uvec4 xq[]; };
 layout(binding = 3) writeonly buffer XDS { vec2 xds[]; };
-const uint MAXDV = 1024u;
-shared vec4 outs[MAXDV / 4u];
+shared vec4 outs[32];  // this workgroup's 128 outputs
 #endif
 layout(push_constant) uniform P { uint Hq, dv, o_rs, o_hs; } p;
 shared float ms[S], ls[S], ws[S];
 void main() {
   const uint h = gl_WorkGroupID.x, t = gl_WorkGroupID.y, tid = gl_LocalInvocationID.x;
+  const uint d0 = gl_WorkGroupID.z * 128u, d = d0 + tid;
   const uint w = p.dv + 2u, base = (t * p.Hq + h) * S * w;
   if (tid < S) {
     ms[tid] = part[base + tid * w + p.dv];
@@ -39,21 +40,23 @@ void main() {
   float L = 0.0;
   for (uint s = 0u; s < S; ++s)
     if (ws[s] != 0.0) L += ws[s] * ls[s];
-  for (uint d = tid; d < p.dv; d += 128u) {
+  if (d < p.dv) {
+    float v[S];  // all S loads first (a chunk without keys: whatever its sums hold, not used)
+    for (uint s = 0u; s < S; ++s) v[s] = part[base + s * w + d];
     float a = 0.0;
-    for (uint s = 0u; s < S; ++s)
-      if (ws[s] != 0.0) a += ws[s] * part[base + s * w + d];  // chunks without keys: not written
+    for (uint s = 0u; s < S; ++s) a += ws[s] != 0.0 ? ws[s] * v[s] : 0.0;
     o[t * p.o_rs + h * p.o_hs + d] = a / L;
 #ifdef QUANT
-    outs[d / 4u][d % 4u] = a / L;
+    outs[tid / 4u][tid % 4u] = a / L;
 #endif
   }
 #ifdef QUANT
   barrier();
   const uint nb = p.o_rs / 32u;
-  for (uint b = tid; b < p.dv / 32u; b += 128u) {
+  if (tid < 4u && d0 + 32u * tid < p.dv) {  // the chunk's 32-blocks
+    const uint b = d0 / 32u + tid;
     vec4 v[8];
-    for (uint i = 0u; i < 8u; ++i) v[i] = outs[8u * b + i];
+    for (uint i = 0u; i < 8u; ++i) v[i] = outs[8u * tid + i];
     uvec4 q[XB];
     vec2 ds;
     QuantizeBlock32(v, q, ds);

@@ -4,7 +4,10 @@
 // once for the G heads (attention.comp reads it once per head), as the key (latent C_j and its
 // rope part PE_j) and as the value (C_j):
 //   o[t, h] = Σ_j softmax_j(scale · (qc[t, h]·C_j + qr[t, h]·PE_j)) C_j,  j = 0 .. pos(t)
-//   q: [T, *], head h at q[t*q_rs + h*q_hs ..]: R latent dims, then DR rope dims
+//   q: [T, *], head h's R latent dims at q[t*q_rs + h*q_hs ..] (the absorbed q_nope); its DR
+//   rope dims at qp[t*pq_rs + h*pq_hs + pq_off ..] (the projection's q_pe), ROPE: rotated here
+//   (rope.glsl's pairs, cos/sin from the batch buffer's tables at cs_off) — the q rope the
+//   builder folds in
 //   C: [rows][R], PE: [rows][DR] (KV_F16 or f32); key j of the row's slot at row KvRow(slot, j)
 //   (kv_addr.glsl: the paged cache's block tables)
 // Per tile of KT keys:
@@ -48,15 +51,33 @@ vec2 LoadPE(uint i) { return pe2[i]; }
 #endif
 layout(binding = 3) readonly buffer B { int bt[]; };
 #include "kv_addr.glsl"
+#include "rope.glsl"
 #ifdef DIRECT
 layout(binding = 4) writeonly buffer O { float o[]; };
 #else
 layout(binding = 4) writeonly buffer Part { float part[]; };
 #endif
+layout(binding = 5) readonly buffer QP { float qp[]; };
 layout(push_constant) uniform P {
   uint Hq, q_rs, q_hs, slot_off, pos_off, o_rs, o_hs;
   float scale;
+  uint pq_rs, pq_hs, pq_off, T, half_, neox, cs_off;
 } p;
+
+// Rope dim e of head h's q (row t), rotated with ROPE.
+float QPe(uint t, uint h, uint e) {
+  const uint b = t * p.pq_rs + h * p.pq_hs + p.pq_off;
+#ifdef ROPE
+  uint partner, i;
+  bool first;
+  if (RopePair(e, 0u, p.half_, p.neox != 0u, partner, i, first)) {
+    const float cs = intBitsToFloat(bt[p.cs_off + t * p.half_ + i]);
+    const float sn = intBitsToFloat(bt[p.cs_off + p.T * p.half_ + t * p.half_ + i]);
+    return RopeRotate(qp[b + e], qp[b + partner], cs, sn, first);
+  }
+#endif
+  return qp[b + e];
+}
 
 shared vec2 qs[G * QW2];      // the G heads' q, f32
 shared float ps[G * KT];      // scores, then probabilities: [head][key]
@@ -82,8 +103,15 @@ void main() {
 #endif
   for (uint i = tid; i < G * QW2; i += WG) {
     const uint hh = i / QW2, d = i % QW2, h = h0 + hh;
-    const uint qo = t * p.q_rs + h * p.q_hs + 2u * d;
-    qs[i] = h < p.Hq ? vec2(q[qo], q[qo + 1u]) : vec2(0.0);
+    vec2 v = vec2(0.0);
+    if (h < p.Hq && d < R2) {
+      const uint qo = t * p.q_rs + h * p.q_hs + 2u * d;
+      v = vec2(q[qo], q[qo + 1u]);
+    } else if (h < p.Hq) {
+      const uint e = 2u * (d - R2);
+      v = vec2(QPe(t, h, e), QPe(t, h, e + 1u));
+    }
+    qs[i] = v;
   }
   if (tid < G) {
     mh[tid] = -1.0 / 0.0;
