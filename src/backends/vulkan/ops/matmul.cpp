@@ -17,6 +17,7 @@ struct GemmPush {
   uint32_t K, N, R, n0, y_rs, has_bias;
 };
 constexpr int64_t kGemvMaxRows = 8;
+constexpr int64_t kGemvFewOutputs = 256;
 // ES_VK_GEMV_IDOT_LOCAL=2: x rows longer than this are quantized by a dispatch of their own.
 constexpr int64_t kIdotLocalMaxK = 8192;
 
@@ -79,7 +80,11 @@ GemvSpec GemvSpecFor(const Device& dev, DType wt, bool vec, int64_t R, int64_t N
   const GemvShape gs = GemvFor(dev);
   const uint32_t min_sg = std::max<uint32_t>(dev.info().min_subgroup_size, 4);
   const uint32_t rb = R <= 1 ? 1 : R <= 2 ? 2 : R <= 4 ? 4 : 8;
-  if (!(vec && IsQuantized(wt))) return {gs.wg, gs.rows, 1, 1, gs.wg / min_sg, 1, rb};
+  if (!(vec && IsQuantized(wt))) {
+    // Few outputs (a MoE router's 64): one output a workgroup, so they spread over more of them.
+    const bool few = N <= kGemvFewOutputs && Knob("ES_VK_GEMV_SMALLN", {0, 1}, 1) == 1;  // A/B, session 12
+    return {gs.wg, few ? 1u : gs.rows, 1, 1, gs.wg / min_sg, 1, rb};
+  }
   const uint32_t max_sg = std::max<uint32_t>(dev.info().max_subgroup_size, 1);
   const uint32_t knob =
       Knob(idot ? "ES_VK_GEMV_IDOT_TPR" : "ES_VK_GEMV_TPR", {4, 8, 16, 32, 64, 128, 256}, idot ? 64 : 128);

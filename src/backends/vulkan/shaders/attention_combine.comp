@@ -5,8 +5,8 @@
 //   part[((t*Hq + h)*S + s)*(dv + 2) + d] = Σ_{j in chunk s} exp(score_j - m_s) value_j[d], then m_s, l_s
 //   out[t*o_rs + h*o_hs + d] = Σ_s exp(m_s - M) acc_s[d] / Σ_s exp(m_s - M) l_s,  M = max_s m_s
 // Chunks without keys carry m_s = -inf and contribute nothing (their sums are not read: a writer
-// may leave them unwritten: they are loaded but not used). S is a specialization constant
-// (<= 128), so the S loads of each output are issued together.
+// may leave them unwritten). Chunks with keys are a prefix of the S (the writers split a row's
+// keys in order); only that prefix is read, 8 chunks' loads issued together.
 // QUANT (the output projection takes the integer-dot GEMV, vulkan_backend.cpp): the head's
 // outputs are also quantized per 32-block as quantize_q8.comp would quantize the row (quant_x.glsl;
 // X_I16: int16 levels for Q8_0 weights): block b of row t at xq[(t * nb + b) * XB ..], its
@@ -34,17 +34,24 @@ void main() {
   }
   barrier();
   float M = -1.0 / 0.0;
-  for (uint s = 0u; s < S; ++s) M = max(M, ms[s]);
+  uint U = 0u;  // chunks with keys: [0, U)
+  for (uint s = 0u; s < S; ++s) {
+    M = max(M, ms[s]);
+    if (ms[s] > -1.0 / 0.0) U = s + 1u;
+  }
   if (tid < S) ws[tid] = ms[tid] > -1.0 / 0.0 ? exp(ms[tid] - M) : 0.0;
   barrier();
   float L = 0.0;
   for (uint s = 0u; s < S; ++s)
     if (ws[s] != 0.0) L += ws[s] * ls[s];
   if (d < p.dv) {
-    float v[S];  // all S loads first (a chunk without keys: whatever its sums hold, not used)
-    for (uint s = 0u; s < S; ++s) v[s] = part[base + s * w + d];
     float a = 0.0;
-    for (uint s = 0u; s < S; ++s) a += ws[s] != 0.0 ? ws[s] * v[s] : 0.0;
+    for (uint s0 = 0u; s0 < U; s0 += 8u) {
+      float v[8];
+      for (uint b = 0u; b < 8u; ++b) v[b] = s0 + b < U ? part[base + (s0 + b) * w + d] : 0.0;
+      for (uint b = 0u; b < 8u; ++b)
+        if (s0 + b < U) a += ws[s0 + b] != 0.0 ? ws[s0 + b] * v[b] : 0.0;
+    }
     o[t * p.o_rs + h * p.o_hs + d] = a / L;
 #ifdef QUANT
     outs[tid / 4u][tid % 4u] = a / L;
