@@ -22,8 +22,23 @@ void ModelArgs::Add(CLI::App& app, bool allow_synthetic) {
   app.add_option("--device", device, "GPU index or name");
   app.add_option("-t,--threads", threads, "CPU threads (0: all)");
   app.add_option("-c,--context", context, "context tokens per sequence (0: min(model, 4096))");
+  AddKvTypeOption(app, kv_type);
   app.add_option("--seed", seed, "seed (synthetic weights, sampling)");
   app.add_flag("--profile", profile, "per-op timing");
+}
+
+void AddKvTypeOption(CLI::App& app, std::string& kv_type) {
+  app.add_option("--kv-type", kv_type, "KV cache type: f32, f16, q8_0 or q4_0 (default: f16 on GPUs, f32 on the CPU)")
+      ->check(CLI::Validator(
+          [](std::string& v) {
+            try {
+              ParseKvType(v);
+              return std::string();
+            } catch (const Error& e) {
+              return std::string(e.what());
+            }
+          },
+          "f32|f16|q8_0|q4_0"));
 }
 
 std::shared_ptr<Model> ModelArgs::Load() const {
@@ -62,6 +77,7 @@ std::unique_ptr<Runner> ModelArgs::MakeRunner(std::shared_ptr<Model> m, int n_sl
   RunnerOptions ro;
   ro.n_slots = n_slots;
   ro.context = context;
+  if (!kv_type.empty()) ro.kv_dtype = ParseKvType(kv_type);
   return std::make_unique<Runner>(std::move(m), CreateBackend(backend, bo), ro);
 }
 
