@@ -28,20 +28,11 @@ void ModelArgs::Add(CLI::App& app, bool allow_synthetic) {
 }
 
 void AddKvTypeOption(CLI::App& app, std::string& kv_type) {
-  app.add_option("--kv-type", kv_type, "KV cache type: f32, f16, q8_0 or q4_0 (default: f16 on GPUs, f32 on the CPU)")
-      ->check(CLI::Validator(
-          [](std::string& v) {
-            try {
-              ParseKvType(v);
-              return std::string();
-            } catch (const Error& e) {
-              return std::string(e.what());
-            }
-          },
-          "f32|f16|q8_0|q4_0"));
+  app.add_option("--kv-type", kv_type, "KV cache type: f32, f16, q8_0 or q4_0 (default: f16 on GPUs, f32 on the CPU)");
 }
 
 std::shared_ptr<Model> ModelArgs::Load() const {
+  if (!kv_type.empty()) ParseKvType(kv_type);  // a bad --kv-type fails before the model loads
   // A dense --dtype is the type of synthetic weights; anything else names a quantization policy
   // applied at load (src/runtime/convert.cpp) to synthetic weights (made in bf16) or a folder's.
   bool dense = dtype.empty();

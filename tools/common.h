@@ -46,7 +46,7 @@ struct EndpointArgs {
   std::string BaseUrl() const;         // url, or http://host:port
 };
 
-// --kv-type on a verb: f32|f16|q8_0|q4_0, checked as it is parsed (one parser: ParseKvType).
+// --kv-type on a verb: f32|f16|q8_0|q4_0 (one parser, ParseKvType: ModelArgs::Load checks it first).
 void AddKvTypeOption(CLI::App& app, std::string& kv_type);
 
 // "1,2,3" -> ids; throws es::Error naming the bad item.
