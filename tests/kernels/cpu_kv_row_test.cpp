@@ -18,7 +18,7 @@ namespace es {
 namespace {
 
 std::vector<float> Stored(DType t, const std::vector<uint8_t>& row, int64_t n) {
-  std::vector<float> v(size_t(n));
+  std::vector<float> v(static_cast<size_t>(n));
   if (IsQuantized(t))
     Dequantize(t, row.data(), v.data(), n);
   else

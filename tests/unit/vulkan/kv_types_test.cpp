@@ -56,13 +56,15 @@ TEST(VulkanKvTypes, F16IsTheDefaultCacheOnTheGpu) {
 
 class VulkanKvTypes : public VulkanTest, public ::testing::WithParamInterface<std::string> {};
 
-// Tolerances (relative L2 of the logits over both models' layers): each backend quantizes what
-// its own earlier layers computed, and values 1e-6 apart on either side of a rounding boundary
-// take neighbouring quants, so the block types differ by about a quant now and then; f16 like f32.
+// Tolerances (relative L2 of the logits): each backend rounds what its own earlier layers
+// computed, and values 1e-6 apart on either side of a rounding boundary take neighbouring f16
+// values or quants. Measured on lavapipe: f16 up to 8.8e-5 (a half-ulp of f16 is small, so
+// flips are frequent but each is small), q8_0 and q4_0 up to 7e-7 (their quanta are coarse, so a
+// flip is rare, but one flip weighs more): 3e-4 for f16, 1e-3 for the block types.
 TEST_P(VulkanKvTypes, ScatteredQuantizedCacheAgreesWithTheCpu) {
   auto model = Load(GetParam());
   for (const std::pair<DType, double> tt :
-       {std::pair{DType::kF16, 1e-4}, std::pair{DType::kQ8_0, 5e-3}, std::pair{DType::kQ4_0, 2e-2}}) {
+       {std::pair{DType::kF16, 3e-4}, std::pair{DType::kQ8_0, 1e-3}, std::pair{DType::kQ4_0, 1e-3}}) {
     const DType kt = tt.first;
     const std::string tag = GetParam() + " " + std::string(Name(kt));
     const int V = int(model->config().vocab_size);
