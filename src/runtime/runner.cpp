@@ -44,6 +44,10 @@ Runner::Runner(std::shared_ptr<const Model> model, std::unique_ptr<Backend> back
   const ModelConfig& c = model_->config();
   int64_t ctx = opts.context > 0 ? opts.context : std::min<int64_t>(c.max_position_embeddings, 4096);
   ES_CHECK(opts.n_slots >= 1, "runner needs at least one sequence slot");
+  // The cache type first: a model whose rows do not split into its blocks fails before any
+  // weight is prepared.
+  const DType kv_type = opts.kv_dtype.value_or(backend_->default_kv_type());
+  CheckKvType(c, model_->name(), kv_type);
   {
     // The one-row decode graph first (kept for the first step): it lets the backend prepare
     // weights that ops read together (stacked experts) before the tensors one by one.
@@ -53,8 +57,6 @@ Runner::Runner(std::shared_ptr<const Model> model, std::unique_ptr<Backend> back
     backend_->PrepareGraph(GraphFor(one));
   }
   for (const Tensor* w : model_->weights()) backend_->PrepareWeight(*w);
-  const DType kv_type = opts.kv_dtype.value_or(backend_->default_kv_type());
-  CheckKvType(c, model_->name(), kv_type);
   const KvSpec spec = c.MakeKvSpec(kv_type);
   const int64_t per_slot = (ctx + kKvBlockTokens - 1) / kKvBlockTokens;
   int64_t blocks = int64_t(opts.n_slots) * per_slot;

@@ -287,11 +287,12 @@ void CpuBackend::Attention(const Node& n, const Batch& b, CpuKv& kv, const float
       const BatchSeq& s = b.seqs[size_t(b.row_seq[size_t(t)])];
       const int64_t n_ctx = b.positions[size_t(t)] + 1;  // causal: positions 0..pos
       const cpu::KvRows K = kv.Rows(s.slot, n.layer, 0), V = kv.Rows(s.slot, n.layer, 1);
+      const size_t ko = RowBytes(K.type(), kh * dk), vo = RowBytes(V.type(), kh * dv);  // the head in a row
       const float* qh = q + t * Hq * dk + h * dk;
       p.resize(size_t(n_ctx));
       float mx = -INFINITY;
       for (int64_t j = 0; j < n_ctx; ++j) {
-        p[size_t(j)] = cpu::KvDot(qh, K.At(j, kh * dk), K.type(), dk) * scale;
+        p[size_t(j)] = cpu::KvDot(qh, K.Row(j) + ko, K.type(), dk) * scale;
         mx = std::max(mx, p[size_t(j)]);
       }
       float sum = 0;
@@ -300,7 +301,7 @@ void CpuBackend::Attention(const Node& n, const Batch& b, CpuKv& kv, const float
       float* o = y + t * Hq * dv + h * dv;
       std::fill(o, o + dv, 0.0f);
       for (int64_t j = 0; j < n_ctx; ++j) {
-        cpu::KvAxpy(p[size_t(j)] * inv, V.At(j, kh * dv), V.type(), o, dv);
+        cpu::KvAxpy(p[size_t(j)] * inv, V.Row(j) + vo, V.type(), o, dv);
       }
     }
   });

@@ -30,8 +30,6 @@ class KvRows {
     const uint64_t p = uint64_t(pos);
     return base_ + size_t(table_[p / kKvBlockTokens]) * block_stride_ + size_t(p % kKvBlockTokens) * row_bytes_;
   }
-  // Element `col` of the row of `pos` (the first column of a head: a block boundary).
-  const uint8_t* At(int64_t pos, int64_t col) const { return KvAt(Row(pos), type_, col); }
   DType type() const { return type_; }
 
  private:
