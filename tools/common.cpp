@@ -22,11 +22,17 @@ void ModelArgs::Add(CLI::App& app, bool allow_synthetic) {
   app.add_option("--device", device, "GPU index or name");
   app.add_option("-t,--threads", threads, "CPU threads (0: all)");
   app.add_option("-c,--context", context, "context tokens per sequence (0: min(model, 4096))");
+  AddKvTypeOption(app, kv_type);
   app.add_option("--seed", seed, "seed (synthetic weights, sampling)");
   app.add_flag("--profile", profile, "per-op timing");
 }
 
+void AddKvTypeOption(CLI::App& app, std::string& kv_type) {
+  app.add_option("--kv-type", kv_type, "KV cache type: f32, f16, q8_0 or q4_0 (default: f16 on GPUs, f32 on the CPU)");
+}
+
 std::shared_ptr<Model> ModelArgs::Load() const {
+  if (!kv_type.empty()) ParseKvType(kv_type);  // a bad --kv-type fails before the model loads
   // A dense --dtype is the type of synthetic weights; anything else names a quantization policy
   // applied at load (src/runtime/convert.cpp) to synthetic weights (made in bf16) or a folder's.
   bool dense = dtype.empty();
@@ -62,6 +68,7 @@ std::unique_ptr<Runner> ModelArgs::MakeRunner(std::shared_ptr<Model> m, int n_sl
   RunnerOptions ro;
   ro.n_slots = n_slots;
   ro.context = context;
+  if (!kv_type.empty()) ro.kv_dtype = ParseKvType(kv_type);
   return std::make_unique<Runner>(std::move(m), CreateBackend(backend, bo), ro);
 }
 

@@ -20,6 +20,7 @@ struct ModelArgs {
   std::string device;
   std::string dtype;  // empty: bf16 synthetic weights, a folder's own types; else see Add()
   std::string tokenizer;
+  std::string kv_type;  // --kv-type (ParseKvType); empty: the backend's default
   int threads = 0;
   int context = 0;
   uint64_t seed = 0;
@@ -44,6 +45,9 @@ struct EndpointArgs {
   void AddClient(CLI::App& app);       // --url --host --port --model --api-key
   std::string BaseUrl() const;         // url, or http://host:port
 };
+
+// --kv-type on a verb: f32|f16|q8_0|q4_0 (one parser, ParseKvType: ModelArgs::Load checks it first).
+void AddKvTypeOption(CLI::App& app, std::string& kv_type);
 
 // "1,2,3" -> ids; throws es::Error naming the bad item.
 std::vector<int32_t> ParseIds(const std::string& s);

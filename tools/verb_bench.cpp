@@ -37,8 +37,8 @@ VerbRun Setup(CLI::App& app) {
     std::printf("model      %s  (%.2f GB weights, %.2f GB read per token)\n", r.model.c_str(),
                 double(r.weight_bytes) / 1e9, double(r.active_bytes_per_token) / 1e9);
     std::printf("backend    %s\n", r.backend_desc.c_str());
-    std::printf("load       %.2f s     peak RSS %.2f GB     KV %zu bytes/token\n", r.load_s,
-                double(r.peak_rss_bytes) / 1e9, r.kv_bytes_per_token);
+    std::printf("load       %.2f s     peak RSS %.2f GB     KV %zu bytes/token (%s)\n", r.load_s,
+                double(r.peak_rss_bytes) / 1e9, r.kv_bytes_per_token, r.kv_type.c_str());
     std::printf("prefill    %8.2f tokens/s  (pp%d, median of %d)   TTFT %.3f s\n",
                 r.prefill_tokens_per_s, r.n_prompt, r.reps, r.ttft_s);
     std::printf("decode     %8.2f tokens/s  (tg%d)  per token p50 %.1f / p95 %.1f / p99 %.1f ms\n",

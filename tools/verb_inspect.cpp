@@ -13,6 +13,7 @@
 #include "edgeseek/models/config.h"
 #include "edgeseek/models/presets.h"
 #include "edgeseek/runtime/model.h"
+#include "edgeseek/runtime/runner.h"
 #include "verb.h"
 
 namespace es::tools {
@@ -33,10 +34,12 @@ VerbRun Setup(CLI::App& app) {
   auto dtype = std::make_shared<std::string>("bf16");
   auto ctx = std::make_shared<int64_t>(4096);
   auto json_out = std::make_shared<bool>(false);
+  auto kv_type = std::make_shared<std::string>("f16");
   app.add_option("-m,--model", *model, "Hugging Face model folder or .gguf file");
   app.add_option("--synthetic", *synthetic, "built-in preset or config.json");
   app.add_option("--dtype", *dtype, "weight type assumed for synthetic presets");
   app.add_option("-c,--context", *ctx, "context length for the KV estimate");
+  AddKvTypeOption(app, *kv_type);
   app.add_flag("--json", *json_out, "one JSON object");
   return [=]() {
     ModelConfig c;
@@ -85,8 +88,12 @@ VerbRun Setup(CLI::App& app) {
         by_type[std::string(Name(t.dtype))].second += t.nbytes;
       }
     }
+    // The chosen KV type (--kv-type, f16 as on a GPU by default) sizes the estimate.
+    const DType kvt = ParseKvType(*kv_type);
+    CheckKvType(c, name, kvt);
     const size_t kv_tok = c.MakeKvSpec(DType::kF32).BytesPerToken();
     const size_t kv_tok16 = c.MakeKvSpec(DType::kF16).BytesPerToken();
+    const size_t kv_sel = c.MakeKvSpec(kvt).BytesPerToken();
     const size_t naive_tok = c.ExpandedKvBytesPerToken(DType::kF16);
     // Bytes read per decoded token: all weights, but only the active share of routed experts.
     double active = double(bytes - expert_bytes);
@@ -103,8 +110,18 @@ VerbRun Setup(CLI::App& app) {
                         {"kv_bytes_per_token_f32", kv_tok},
                         {"kv_bytes_per_token_f16", kv_tok16},
                         {"naive_expanded_kv_bytes_per_token_f16", naive_tok},
+                        {"kv_type", std::string(Name(kvt))},
+                        {"kv_bytes_per_token", kv_sel},
                         {"context", *ctx},
-                        {"memory_estimate_bytes", int64_t(bytes + kv_tok16 * size_t(*ctx))}};
+                        {"memory_estimate_bytes", int64_t(bytes + kv_sel * size_t(*ctx))}};
+    // Every block type whose blocks the rows split into (head dims % 32 == 0).
+    for (DType t : {DType::kQ8_0, DType::kQ4_0}) {
+      try {
+        CheckKvType(c, name, t);
+        j[std::string("kv_bytes_per_token_") + std::string(Name(t))] = c.MakeKvSpec(t).BytesPerToken();
+      } catch (const Error&) {
+      }
+    }
     for (auto& [t, v] : by_type) j["tensor_types"][t] = {{"tensors", v.first}, {"bytes", v.second}};
     if (*json_out) {
       std::printf("%s\n", j.dump().c_str());
@@ -127,12 +144,17 @@ VerbRun Setup(CLI::App& app) {
                 Human(active).c_str());
     for (auto& [t, v] : by_type)
       std::printf("  %-8s     %lld tensors, %s\n", t.c_str(), (long long)v.first, Human(double(v.second)).c_str());
-    std::printf("kv cache:      %s/token f16 (%s f32)", Human(double(kv_tok16)).c_str(), Human(double(kv_tok)).c_str());
+    std::printf("kv cache:      %s/token %s (f16 %s, f32 %s", Human(double(kv_sel)).c_str(),
+                std::string(Name(kvt)).c_str(), Human(double(kv_tok16)).c_str(), Human(double(kv_tok)).c_str());
+    for (DType t : {DType::kQ8_0, DType::kQ4_0})
+      if (j.contains(std::string("kv_bytes_per_token_") + std::string(Name(t))))
+        std::printf(", %s %s", std::string(Name(t)).c_str(), Human(double(c.MakeKvSpec(t).BytesPerToken())).c_str());
+    std::printf(")");
     if (c.is_mla())
       std::printf(" — naive expanded K/V would be %s/token (%.1fx more)", Human(double(naive_tok)).c_str(),
                   double(naive_tok) / double(kv_tok16));
-    std::printf("\nmemory:        %s at %lld tokens of context (weights + f16 KV)\n",
-                Human(double(bytes + kv_tok16 * size_t(*ctx))).c_str(), (long long)*ctx);
+    std::printf("\nmemory:        %s at %lld tokens of context (weights + %s KV)\n",
+                Human(double(bytes + kv_sel * size_t(*ctx))).c_str(), (long long)*ctx, std::string(Name(kvt)).c_str());
     return 0;
   };
 }

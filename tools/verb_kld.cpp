@@ -5,6 +5,8 @@
 // deterministic random ids (-n, for synthetic models) — and prints, per variant, the mean, 99th
 // percentile and max KL divergence of the next-token distributions, the top-1 agreement and the
 // relative L2 error of the logits (src/runtime/quality.cpp). --json: one JSON object per line.
+// --kv-types f16,q8_0,q4_0: instead of weight types, KV cache types against --kv-type (the
+// reference cache, f32 unless given) with the weights as loaded (CompareKvTypes).
 #include <chrono>
 #include <cstdio>
 #include <fstream>
@@ -14,6 +16,7 @@
 
 #include "common.h"
 #include "edgeseek/core/error.h"
+#include "edgeseek/models/config.h"
 #include "edgeseek/runtime/quality.h"
 #include "edgeseek/tokenizer/tokenizer.h"
 #include "verb.h"
@@ -24,6 +27,7 @@ namespace {
 struct KldArgs {
   ModelArgs model;
   std::string types = "q8_0";
+  std::string kv_types;
   std::string test;
   std::string text;
   std::string ids;
@@ -58,7 +62,48 @@ std::vector<int32_t> Tokens(const KldArgs& a, const Model& m) {
   return RandomTokens(a.n_tokens, m.vocab_size(), a.model.seed);
 }
 
+// --kv-types: one model, a runner per KV cache type.
+int RunKvTypes(const KldArgs& a) {
+  auto m = a.model.Load();
+  const std::vector<int32_t> toks = Tokens(a, *m);
+  const DType ref = a.model.kv_type.empty() ? DType::kF32 : ParseKvType(a.model.kv_type);
+  std::vector<DType> types;
+  for (const std::string& t : SplitList(a.kv_types)) types.push_back(ParseKvType(t));
+  ES_CHECK(!types.empty(), "kld: --kv-types is empty");
+  const auto make = [&](DType t) {
+    ModelArgs ma = a.model;
+    ma.kv_type = std::string(Name(t));
+    if (ma.context == 0) ma.context = int(toks.size());
+    return ma.MakeRunner(m);
+  };
+  const std::string name = a.model.model.empty() ? "synthetic " + a.model.synthetic : a.model.model;
+  const std::vector<QualityStats> res = CompareKvTypes(make, toks, ref, types, a.chunk);
+  if (!a.json)
+    std::printf("model: %s (%s backend), %zu tokens, reference KV %s\n%-10s %12s %12s %12s %9s %10s %14s\n",
+                name.c_str(), a.model.backend.c_str(), toks.size(), std::string(Name(ref)).c_str(), "kv type",
+                "mean KL", "p99 KL", "max KL", "top-1 %", "rel L2", "KV bytes/token");
+  for (size_t i = 0; i < types.size(); ++i) {
+    const QualityStats& s = res[i];
+    const size_t bpt = m->config().MakeKvSpec(types[i]).BytesPerToken();
+    if (a.json) {
+      nlohmann::json j = {{"model", name},           {"backend", a.model.backend}, {"tokens", toks.size()},
+                          {"reference_kv_type", std::string(Name(ref))},
+                          {"kv_type", std::string(Name(types[i]))},
+                          {"mean_kl", s.mean_kl},    {"p99_kl", s.p99_kl},       {"max_kl", s.max_kl},
+                          {"top1_agreement", s.top1_agreement},                 {"rel_l2", s.rel_l2},
+                          {"kv_bytes_per_token", bpt}};
+      std::printf("%s\n", j.dump().c_str());
+    } else {
+      std::printf("%-10s %12.6f %12.6f %12.6f %9.2f %10.5f %14zu\n", std::string(Name(types[i])).c_str(), s.mean_kl,
+                  s.p99_kl, s.max_kl, s.top1_agreement, s.rel_l2, bpt);
+    }
+    std::fflush(stdout);
+  }
+  return 0;
+}
+
 int Run(const KldArgs& a) {
+  if (!a.kv_types.empty()) return RunKvTypes(a);
   const auto t0 = std::chrono::steady_clock::now();
   auto ref_model = a.model.Load();
   const std::vector<int32_t> toks = Tokens(a, *ref_model);
@@ -126,6 +171,8 @@ VerbRun Setup(CLI::App& app) {
   auto a = std::make_shared<KldArgs>();
   a->model.Add(app);
   app.add_option("--types", a->types, "comma-separated quantization types/presets to compare (q8_0,q6_k,q4_k,q4_0,...)");
+  app.add_option("--kv-types", a->kv_types,
+                 "comma-separated KV cache types (f16,q8_0,q4_0) to compare against --kv-type (default f32), same weights");
   app.add_option("--test", a->test, "compare against this model (folder or GGUF file) instead of --types");
   app.add_option("--text", a->text, "text file to tokenize as the sequence");
   app.add_option("--ids", a->ids, "comma-separated token ids as the sequence");

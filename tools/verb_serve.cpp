@@ -123,6 +123,7 @@ int RunServe(const ServeArgs& a) {
     ic.threads = ma.threads;
     ic.slots = a.slots;
     ic.context = ma.context;
+    ic.kv_type = ma.kv_type;
     m.instances = {ic};
     cfg.models.insert(cfg.models.begin(), m);
   }

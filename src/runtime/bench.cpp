@@ -102,6 +102,7 @@ BenchResult RunBench(Runner& runner, const BenchOptions& o, double load_s) {
   r.weight_bytes = m.weight_bytes();
   r.active_bytes_per_token = ActiveWeightBytes(m);
   r.kv_bytes_per_token = runner.kv_bytes_per_token();
+  r.kv_type = std::string(Name(runner.kv_type()));
   ES_CHECK(o.n_prompt + o.n_gen <= runner.context(), "bench needs ", o.n_prompt + o.n_gen,
            " tokens of context; the runner has ", runner.context(), " (raise -c)");
   std::mt19937 rng(1234);
@@ -194,6 +195,7 @@ nlohmann::json BenchResult::ToJson() const {
           {"weight_bytes", weight_bytes},
           {"active_weight_bytes_per_token", active_bytes_per_token},
           {"kv_bytes_per_token", kv_bytes_per_token},
+          {"kv_type", kv_type},
           {"mem_read_bandwidth_gbs", mem_bandwidth_gbs},
           {"decode_bandwidth_fraction", decode_bandwidth_fraction}};
 }

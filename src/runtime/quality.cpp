@@ -96,6 +96,27 @@ QualityStats CompareLogits(const std::vector<float>& ref, const std::vector<floa
   return acc.Result();
 }
 
+std::vector<QualityStats> CompareKvTypes(const std::function<std::unique_ptr<Runner>(DType)>& make_runner,
+                                         const std::vector<int32_t>& tokens, DType ref,
+                                         const std::vector<DType>& types, int chunk) {
+  std::vector<float> want;
+  int64_t vocab = 0;
+  {
+    auto r = make_runner(ref);
+    ES_CHECK(r->kv_type() == ref, "quality: the reference runner has a ", Name(r->kv_type()), " KV cache, not ",
+             Name(ref));
+    vocab = r->model().vocab_size();
+    want = SequenceLogits(*r, tokens, chunk);
+  }
+  std::vector<QualityStats> out;
+  for (DType t : types) {
+    auto r = make_runner(t);
+    ES_CHECK(r->kv_type() == t, "quality: the runner has a ", Name(r->kv_type()), " KV cache, not ", Name(t));
+    out.push_back(CompareLogits(want, SequenceLogits(*r, tokens, chunk), vocab));
+  }
+  return out;
+}
+
 std::vector<int32_t> RandomTokens(int64_t n, int64_t vocab, uint64_t seed) {
   ES_CHECK(vocab > 0 && n >= 0, "quality: bad token count ", n, " or vocabulary ", vocab);
   std::vector<int32_t> out(static_cast<size_t>(n));

@@ -2,12 +2,41 @@
 #include "edgeseek/runtime/runner.h"
 
 #include <algorithm>
+#include <cctype>
+#include <string>
 
 #include "edgeseek/core/error.h"
+#include "edgeseek/core/dtype.h"
 #include "edgeseek/models/arch.h"
 #include "edgeseek/models/config.h"
 
 namespace es {
+
+DType ParseKvType(std::string_view s) {
+  std::string l(s);
+  for (char& ch : l) ch = char(std::tolower(static_cast<unsigned char>(ch)));
+  for (DType t : {DType::kF32, DType::kF16, DType::kQ8_0, DType::kQ4_0})
+    if (l == Name(t)) return t;
+  Fail("unknown KV cache type '", s, "' (f32, f16, q8_0 or q4_0)");
+}
+
+void CheckKvType(const ModelConfig& c, const std::string& model_name, DType type) {
+  ES_CHECK(type == DType::kF32 || type == DType::kF16 || type == DType::kQ8_0 || type == DType::kQ4_0,
+           "KV cache type ", Name(type), " is not one of f32, f16, q8_0, q4_0");
+  const int64_t blk = BlockElems(type);
+  if (blk == 1) return;
+  // Rows are quantized per head along their width: each head must be whole blocks.
+  const auto check = [&](const char* what, int64_t w) {
+    ES_CHECK(w % blk == 0, "model '", model_name, "': a ", Name(type), " KV cache needs ", what,
+             " to be a multiple of ", blk, ", but it is ", w, " (use --kv-type f16 or f32)");
+  };
+  if (c.is_mla()) {
+    check("the latent width (kv_lora_rank)", c.kv_lora_rank);
+    check("the rope width (qk_rope_head_dim)", c.qk_rope_head_dim);
+  } else {
+    check("the head dim", c.head_dim);
+  }
+}
 
 Runner::Runner(std::shared_ptr<const Model> model, std::unique_ptr<Backend> backend,
                const RunnerOptions& opts)
@@ -15,6 +44,10 @@ Runner::Runner(std::shared_ptr<const Model> model, std::unique_ptr<Backend> back
   const ModelConfig& c = model_->config();
   int64_t ctx = opts.context > 0 ? opts.context : std::min<int64_t>(c.max_position_embeddings, 4096);
   ES_CHECK(opts.n_slots >= 1, "runner needs at least one sequence slot");
+  // The cache type first: a model whose rows do not split into its blocks fails before any
+  // weight is prepared.
+  const DType kv_type = opts.kv_dtype.value_or(backend_->default_kv_type());
+  CheckKvType(c, model_->name(), kv_type);
   {
     // The one-row decode graph first (kept for the first step): it lets the backend prepare
     // weights that ops read together (stacked experts) before the tensors one by one.
@@ -24,7 +57,7 @@ Runner::Runner(std::shared_ptr<const Model> model, std::unique_ptr<Backend> back
     backend_->PrepareGraph(GraphFor(one));
   }
   for (const Tensor* w : model_->weights()) backend_->PrepareWeight(*w);
-  const KvSpec spec = c.MakeKvSpec(opts.kv_dtype);
+  const KvSpec spec = c.MakeKvSpec(kv_type);
   const int64_t per_slot = (ctx + kKvBlockTokens - 1) / kKvBlockTokens;
   int64_t blocks = int64_t(opts.n_slots) * per_slot;
   if (opts.kv_memory_bytes > 0)

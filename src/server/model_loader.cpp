@@ -135,6 +135,7 @@ ModelBuilder DefaultModelBuilder() {
       // The quota sizes the KV pool itself (paged backends): memory is what was asked for,
       // and more short requests than slots x context would allow share it.
       ro.kv_memory_bytes = size_t(std::max(0.0, ic.kv_memory_mb) * 1048576.0);
+      if (!ic.kv_type.empty()) ro.kv_dtype = ParseKvType(ic.kv_type);
       auto runner = std::make_unique<Runner>(model, CreateBackend(ic.backend, bo), ro);
       lm.instances.push_back(WrapRunner(std::move(runner)));
       lm.instance_names.push_back(ic.backend + (ic.device.empty() ? "" : ":" + ic.device));

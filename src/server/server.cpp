@@ -256,6 +256,8 @@ void Server::Impl::DefineMetrics() {
   metrics.Define("edgeseek_kv_blocks", T::kGauge,
                  "KV blocks by instance and state: used (held by running requests), cached (only in the prefix cache, evictable), free.");
   metrics.Define("edgeseek_kv_block_tokens", T::kGauge, "Tokens per KV block.");
+  metrics.Define("edgeseek_kv_bytes_per_token", T::kGauge, "KV cache bytes per token of the instance's KV type (all layers), by instance.");
+  metrics.Define("edgeseek_kv_block_pool_bytes", T::kGauge, "Bytes of the KV block pool (all blocks, of the instance's KV type), by instance.");
   metrics.Define("edgeseek_kv_preemptions_total", T::kCounter, "Sequences preempted for want of KV blocks, by instance.");
   metrics.Define("edgeseek_prefix_cache_lookup_tokens_total", T::kCounter, "Tokens of admitted requests looked up in the prefix cache, by instance.");
   metrics.Define("edgeseek_prefix_cache_hit_tokens_total", T::kCounter, "Tokens taken from the prefix cache instead of computed, by instance.");
@@ -315,6 +317,10 @@ void Server::Impl::DefineMetrics() {
         state("cached", s.kv_blocks_cached);
         state("free", s.kv_blocks_free);
         m.Set("edgeseek_kv_block_tokens", l, kKvBlockTokens);
+        const double per_token = double(g->instances[i].kv_bytes_per_token);
+        m.Set("edgeseek_kv_bytes_per_token", l, per_token);
+        m.Set("edgeseek_kv_block_pool_bytes", l,
+              double(s.kv_blocks_used + s.kv_blocks_cached + s.kv_blocks_free) * kKvBlockTokens * per_token);
         m.SetTotal("edgeseek_kv_preemptions_total", l, double(s.kv_preemptions));
         m.SetTotal("edgeseek_prefix_cache_lookup_tokens_total", l, double(s.prefix_lookup_tokens));
         m.SetTotal("edgeseek_prefix_cache_hit_tokens_total", l, double(s.prefix_hit_tokens));

@@ -8,6 +8,7 @@
 #include <sstream>
 
 #include "edgeseek/core/error.h"
+#include "edgeseek/runtime/runner.h"
 #include "edgeseek/server/server.h"
 #include "json_schema.h"
 
@@ -162,6 +163,14 @@ ServerConfig ServerConfigFromJson(const json& doc, const std::string& schema_pat
           Get(ij, "slots", &ic.slots);
           Get(ij, "context", &ic.context);
           Get(ij, "kv_memory_mb", &ic.kv_memory_mb);
+          Get(ij, "kv_type", &ic.kv_type);
+          if (!ic.kv_type.empty()) {
+            try {
+              ParseKvType(ic.kv_type);
+            } catch (const Error& e) {
+              Fail(origin, ": /models/", i, "/instances/", m.instances.size(), "/kv_type: ", e.what());
+            }
+          }
           m.instances.push_back(ic);
         }
       }

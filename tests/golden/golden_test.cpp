@@ -58,15 +58,23 @@ class Golden : public ::testing::TestWithParam<Param> {
     // matrices (ES_VK_F16_ACT overrides); its description names the math mode.
     f16_math_ = backend->description().find("f16 math") != std::string::npos;
     runner_ = std::make_unique<Runner>(model_, std::move(backend), ro);
+    kv_f16_ = runner_->kv_type() == DType::kF16;  // the default cache on a GPU
     ids_ = golden_["input_ids"].get<std::vector<int32_t>>();
     ref_ = ReadF32(dir_ + "/logits.f32");
     V_ = golden_["logits_shape"][1].get<int>();
   }
   // Issue 4's bounds: 1e-4 with f32 activations; 2e-3 when the backend runs its prefill GEMMs
-  // in f16 (Vulkan on devices with cooperative matrices).
+  // in f16 (Vulkan on devices with cooperative matrices). With an f16 KV cache (the default on
+  // Vulkan, issue 17) keys and values are rounded to f16 (a relative half-ulp of 2.4e-4 per
+  // element): lavapipe measured up to 4.1e-4 over the goldens (dsv3_mtp), hence 1e-3.
   bool F16Math() const { return f16_math_; }
-  double Tolerance() const { return F16Math() ? 2e-3 : 1e-4; }
+  double Tolerance() const { return F16Math() ? 2e-3 : kv_f16_ ? 1e-3 : 1e-4; }
+  // A batch against separate runs: 1e-5 with f32 math and cache. With an f16 cache the two runs
+  // take different kernels (prefill tiles, decode), and a value a few ulp apart on either side of
+  // an f16 rounding boundary is stored one f16 ulp apart: up to 8.8e-5 measured, hence 2e-4.
+  double BatchTolerance() const { return F16Math() ? Tolerance() : kv_f16_ ? 2e-4 : 1e-5; }
   bool f16_math_ = false;
+  bool kv_f16_ = false;
 
   std::string dir_;
   json golden_;
@@ -154,7 +162,7 @@ TEST_P(Golden, BatchOfSequencesEqualsSeparateRuns) {
     if (GetParam().backend == "cpu")
       EXPECT_EQ(got, separate[i]) << "sequence " << i << " differs inside a batch";
     else
-      EXPECT_LE(test::RelL2(got, separate[i]), F16Math() ? Tolerance() : 1e-5) << "sequence " << i;
+      EXPECT_LE(test::RelL2(got, separate[i]), BatchTolerance()) << "sequence " << i;
   }
   // Mixed step: slot 0 decodes one more token while slot 3 prefills a fresh prompt.
   Batch mixed;

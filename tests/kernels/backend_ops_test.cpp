@@ -247,6 +247,134 @@ TEST_P(BackendOps, MlaAbsorbed) {
   }
 }
 
+// What a cache of type `t` holds for a row of floats: rounded to f16, or quantized per 32-block
+// and dequantized (the reference attention then runs on these rows).
+std::vector<float> AsStored(DType t, std::vector<float> v) {
+  if (t == DType::kF16)
+    for (float& x : v) x = F16ToF32(F32ToF16(x));
+  if (IsQuantized(t)) {
+    std::vector<uint8_t> q(RowBytes(t, int64_t(v.size())));
+    Quantize(t, v.data(), q.data(), int64_t(v.size()));
+    Dequantize(t, q.data(), v.data(), int64_t(v.size()));
+  }
+  return v;
+}
+
+// Every KV cache type (f32, f16, q8_0, q4_0) under attention and absorbed MLA, on a paged cache
+// whose slots' blocks are scattered (backwards, interleaved): a prefill of ragged sequences
+// (lengths 5, 19, 1: the 12-row multi-row kernels on Vulkan) then a mixed step crossing a
+// 16-token block boundary (split decode). The reference dequantizes the rows the cache holds
+// (AsStored) and runs the plain attention. Widths are whole 32-blocks but odd counts of them
+// (head dims 96 and 32, latent 96, rope 32), so blocks' scales share words across rows and heads.
+// Tolerances: the CPU quantizes exactly as the reference (es::Quantize), so only summation order
+// differs (1e-5); a GPU's 1/d is not correctly rounded (GLSL division, 2.5 ulp), so a value on a
+// rounding boundary may take the neighbouring quant: 2e-3 for the block types there.
+TEST_P(BackendOps, AttentionAndMlaOverEveryKvType) {
+  for (DType kt : {DType::kF32, DType::kF16, DType::kQ8_0, DType::kQ4_0}) {
+    const double tol = IsQuantized(kt) && GetParam() != "cpu" ? 2e-3 : 1e-5;
+    for (bool mla : {false, true}) {
+      const int64_t Hq = 4, Hkv = 2, dk = 96, dv = 32;      // attention
+      const int64_t H = 3, dn = 16, dr = 32, dvm = 16, r = 96;  // MLA
+      KvSpec spec;
+      spec.n_layers = 1;
+      spec.dtype = kt;
+      spec.width[0] = int(mla ? r : Hkv * dk);
+      spec.width[1] = int(mla ? dr : Hkv * dv);
+      auto kv = be_->CreatePagedKv(spec, 3, 48, 9);
+      for (int s = 0; s < 3; ++s) {
+        const int32_t t[3] = {int32_t(8 - s), int32_t(5 - s), int32_t(2 - s)};
+        kv->SetBlockTable(s, t, 3);
+      }
+      const std::string tag = std::string(Name(kt)) + (mla ? " mla" : " attention");
+      std::vector<std::vector<std::vector<float>>> rows0(3), rows1(3);  // per slot: stored rows
+      const std::vector<std::vector<int>> lens = {{5, 19, 1}, {1, 2, 3}};
+      std::vector<int> pos = {0, 0, 0};
+      for (int pass = 0; pass < 2; ++pass) {
+        const Batch b = SeqBatch(lens[size_t(pass)], pos);
+        const int64_t T = b.n_tokens();
+        const int64_t qw = mla ? H * (dn + dr) : Hq * dk, ow = mla ? H * dvm : Hq * dv;
+        Tensor q = RandTensor("q", DType::kF32, {T, qw}, 10 + uint64_t(pass));
+        Tensor k = RandTensor("k", DType::kF32, {T, spec.width[0]}, 20 + uint64_t(pass));
+        Tensor v = RandTensor("v", DType::kF32, {T, spec.width[1]}, 30 + uint64_t(pass));
+        Tensor wukt = RandTensor("wukt", DType::kBF16, {H * r, dn}, 44);
+        Tensor wuv = RandTensor("wuv", DType::kBF16, {H * dvm, r}, 45);
+        Graph g;
+        const int qi = InputNode(g, q, T), ki = InputNode(g, k, T), vi = InputNode(g, v, T);
+        Node sk{Op::kKvStore, "k_cache", {ki}, {T, spec.width[0]}};
+        sk.layer = 0;
+        sk.i[0] = 0;
+        Node sv{Op::kKvStore, "v_cache", {vi}, {T, spec.width[1]}};
+        sv.layer = 0;
+        sv.i[0] = 1;
+        const int s0 = g.Add(sk), s1 = g.Add(sv);
+        Node a{mla ? Op::kMlaAttention : Op::kAttention, "attn", {qi, s0, s1}, {T, ow}};
+        a.layer = 0;
+        if (mla) {
+          a.src.push_back(g.AddWeight(wukt));
+          a.src.push_back(g.AddWeight(wuv));
+          a.i[0] = H, a.i[1] = dn, a.i[2] = dr, a.i[3] = dvm, a.i[4] = r;
+          a.f0 = 0.3f;
+        } else {
+          a.i[0] = Hq, a.i[1] = Hkv, a.i[2] = dk, a.i[3] = dv;
+          a.f0 = 1.0f / std::sqrt(float(dk));
+        }
+        g.Add(a);
+        const auto got = RunGraph(*be_, g, b, kv.get());
+        for (int64_t t = 0; t < T; ++t) {
+          const int s = b.row_seq[size_t(t)];
+          const float *kr = k.as<float>() + t * spec.width[0], *vr = v.as<float>() + t * spec.width[1];
+          rows0[size_t(s)].push_back(AsStored(kt, std::vector<float>(kr, kr + spec.width[0])));
+          rows1[size_t(s)].push_back(AsStored(kt, std::vector<float>(vr, vr + spec.width[1])));
+        }
+        std::vector<float> ref(size_t(T * ow));
+        for (int64_t t = 0; t < T; ++t) {
+          const int s = b.row_seq[size_t(t)];
+          const int64_t n_ctx = b.positions[size_t(t)] + 1;
+          std::vector<float> K, V;
+          for (int64_t j = 0; j < n_ctx; ++j) {
+            K.insert(K.end(), rows0[size_t(s)][size_t(j)].begin(), rows0[size_t(s)][size_t(j)].end());
+            V.insert(V.end(), rows1[size_t(s)][size_t(j)].begin(), rows1[size_t(s)][size_t(j)].end());
+          }
+          if (mla)
+            ref::MlaAttentionRow(q.as<float>() + t * qw, K.data(), V.data(), n_ctx, H, dn, dr, dvm, r, wukt, wuv,
+                                 a.f0, &ref[size_t(t * ow)]);
+          else
+            ref::AttentionRow(q.as<float>() + t * qw, K.data(), V.data(), n_ctx, Hq, Hkv, dk, dv, a.f0,
+                              &ref[size_t(t * ow)]);
+        }
+        EXPECT_LE(test::RelL2(got, ref), tol) << tag << " pass " << pass;
+        for (size_t s = 0; s < 3; ++s) pos[s] += lens[size_t(pass)][s];
+      }
+      // The cache holds what the reference assumed (ReadRow dequantizes).
+      std::vector<float> row(size_t(spec.width[0]));
+      for (int64_t p : {0, 15, 16, 19}) {
+        kv->ReadRow(1, 0, 0, p, row.data());
+        EXPECT_LE(test::RelL2(row, rows0[1][size_t(p)]), IsQuantized(kt) && GetParam() != "cpu" ? 1e-2 : 0.0)
+            << tag << " row " << p;
+      }
+    }
+  }
+}
+
+// A block-quantized cache needs widths of whole 32-blocks: one error naming the type.
+TEST_P(BackendOps, KvTypeWidthsNotWholeBlocksAreAnError) {
+  for (DType kt : {DType::kQ8_0, DType::kQ4_0}) {
+    KvSpec spec;
+    spec.n_layers = 1;
+    spec.dtype = kt;
+    spec.width[0] = 48;
+    spec.width[1] = 64;
+    try {
+      be_->CreateKv(spec, 1, 16);
+      ADD_FAILURE() << "no error for " << Name(kt);
+    } catch (const Error& e) {
+      const std::string m = e.what();
+      EXPECT_NE(m.find(std::string(Name(kt))), std::string::npos) << m;
+      EXPECT_NE(m.find("multiples of 32"), std::string::npos) << m;
+    }
+  }
+}
+
 TEST_P(BackendOps, MoeRoutingMethods) {
   const int64_t D = 24, I = 10, R = 6;
   const int E = 8;

@@ -98,6 +98,8 @@ class Backend {
   // Compute, then SampleRowHost per row.
   virtual void ComputeSample(const Graph& g, const Batch& batch, KvStorage& kv, const RowSampling* rows,
                              int32_t* ids, ComputeStats* stats = nullptr);
+  // The KV cache type a runner uses when none is asked for (RunnerOptions::kv_dtype).
+  virtual DType default_kv_type() const { return DType::kF32; }
   // Bytes of device memory (or host memory for the CPU) in use at peak.
   virtual size_t peak_bytes() const { return 0; }
 };

@@ -33,7 +33,8 @@ struct BenchResult {
   double decode_p50_ms = 0, decode_p95_ms = 0, decode_p99_ms = 0;
   size_t peak_rss_bytes = 0;
   size_t weight_bytes = 0, active_bytes_per_token = 0;
-  size_t kv_bytes_per_token = 0;
+  size_t kv_bytes_per_token = 0;     // of the runner's KV cache type (kv_type)
+  std::string kv_type;
   double mem_bandwidth_gbs = 0;      // measured read bandwidth
   double decode_bandwidth_fraction = 0;
   nlohmann::json ToJson() const;

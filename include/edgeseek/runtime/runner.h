@@ -13,6 +13,9 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
 #include <vector>
 
 #include "edgeseek/backends/backend.h"
@@ -23,12 +26,22 @@ namespace es {
 struct RunnerOptions {
   int n_slots = 1;          // sequences whose KV caches live at once
   int64_t context = 0;      // tokens per slot (0: min(model max, 4096))
-  DType kv_dtype = DType::kF32;
+  // KV cache type: f32, f16, q8_0 or q4_0 (ParseKvType); unset: the backend's default
+  // (Backend::default_kv_type: f16 on GPUs).
+  std::optional<DType> kv_dtype;
   // Bytes of the KV pool (whole blocks of kKvBlockTokens tokens, at least one); 0: n_slots x
   // context. A pool smaller than that is shared: a caller maps blocks to slots (SetBlockTable,
   // the engine does) — slots left on their initial blocks beyond the pool have none.
   size_t kv_memory_bytes = 0;
 };
+
+// The one parser of a KV cache type (--kv-type, the server's kv_type): "f32", "f16", "q8_0" or
+// "q4_0" (case-insensitive); throws es::Error naming the text and the choices otherwise.
+DType ParseKvType(std::string_view s);
+// Throws es::Error, naming the model and the type, unless every row of the model's cache splits
+// into whole blocks of `type` per head (q8_0 / q4_0: head dims, or MLA's latent and rope
+// widths, multiples of 32).
+void CheckKvType(const ModelConfig& config, const std::string& model_name, DType type);
 
 class Runner {
  public:
@@ -40,6 +53,7 @@ class Runner {
   Backend& backend() { return *backend_; }
   int n_slots() const;
   int64_t context() const;
+  DType kv_type() const { return kv_->spec().dtype; }
   size_t kv_bytes_per_token() const;
   size_t kv_bytes_total() const;
   // Paged KV (backend.h, KvStorage): blocks in the pool, whether tables may name any block.

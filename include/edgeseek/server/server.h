@@ -29,6 +29,7 @@ struct InstanceConfig {
   int slots = 4;
   int64_t context = 0;       // 0: min(model max, 4096)
   double kv_memory_mb = 0;   // 0: slots x context
+  std::string kv_type;       // f32|f16|q8_0|q4_0 (ParseKvType); empty: the backend's default
   // Set by the server from its scheduler options before loading (BackendOptions).
   bool profile = false;
   bool deterministic = false;

@@ -287,12 +287,12 @@ void CpuBackend::Attention(const Node& n, const Batch& b, CpuKv& kv, const float
       const BatchSeq& s = b.seqs[size_t(b.row_seq[size_t(t)])];
       const int64_t n_ctx = b.positions[size_t(t)] + 1;  // causal: positions 0..pos
       const cpu::KvRows K = kv.Rows(s.slot, n.layer, 0), V = kv.Rows(s.slot, n.layer, 1);
+      const size_t ko = RowBytes(K.type(), kh * dk), vo = RowBytes(V.type(), kh * dv);  // the head in a row
       const float* qh = q + t * Hq * dk + h * dk;
       p.resize(size_t(n_ctx));
       float mx = -INFINITY;
       for (int64_t j = 0; j < n_ctx; ++j) {
-        const float* kr = K.Row(j) + kh * dk;
-        p[size_t(j)] = cpu::Dot(qh, kr, dk) * scale;
+        p[size_t(j)] = cpu::KvDot(qh, K.Row(j) + ko, K.type(), dk) * scale;
         mx = std::max(mx, p[size_t(j)]);
       }
       float sum = 0;
@@ -301,7 +301,7 @@ void CpuBackend::Attention(const Node& n, const Batch& b, CpuKv& kv, const float
       float* o = y + t * Hq * dv + h * dv;
       std::fill(o, o + dv, 0.0f);
       for (int64_t j = 0; j < n_ctx; ++j) {
-        cpu::Axpy(p[size_t(j)] * inv, V.Row(j) + kh * dv, o, dv);
+        cpu::KvAxpy(p[size_t(j)] * inv, V.Row(j) + vo, V.type(), o, dv);
       }
     }
   });
@@ -345,12 +345,12 @@ void CpuBackend::Mla(const Node& n, const Graph& g, const Batch& b, CpuKv& kv, c
       float mx[8], inv[8];
       for (int64_t g = 0; g < g1; ++g) mx[g] = -INFINITY;
       for (int64_t j = 0; j < n_ctx; ++j) {
-        const float* cr = C.Row(j);
-        const float* kr = KPE.Row(j);
+        const uint8_t* cr = C.Row(j);
+        const uint8_t* kr = KPE.Row(j);
         for (int64_t g = 0; g < g1; ++g) {
           const int64_t h = h0 + g;
-          const float v = (cpu::Dot(qlat + (h * T + t) * r, cr, r) +
-                           cpu::Dot(q + t * qw + h * (dn + dr) + dn, kr, dr)) *
+          const float v = (cpu::KvDot(qlat + (h * T + t) * r, cr, C.type(), r) +
+                           cpu::KvDot(q + t * qw + h * (dn + dr) + dn, kr, KPE.type(), dr)) *
                           scale;
           p[size_t(g * n_ctx + j)] = v;
           mx[g] = std::max(mx[g], v);
@@ -366,7 +366,7 @@ void CpuBackend::Mla(const Node& n, const Graph& g, const Batch& b, CpuKv& kv, c
       }
       for (int64_t j = 0; j < n_ctx; ++j)
         for (int64_t g = 0; g < g1; ++g)
-          cpu::Axpy(p[size_t(g * n_ctx + j)] * inv[g], C.Row(j), olat + ((h0 + g) * T + t) * r, r);
+          cpu::KvAxpy(p[size_t(g * n_ctx + j)] * inv[g], C.Row(j), C.type(), olat + ((h0 + g) * T + t) * r, r);
     }
   });
   // 3. out[t, h*dv:(h+1)*dv] = o_lat[h][t] · Wuv[h]ᵀ, one item per head.
@@ -637,8 +637,8 @@ void CpuBackend::Compute(const Graph& g, const Batch& b, KvStorage& kv_base, flo
         ES_ASSERT(cols == kv.spec().width[part]);
         for (int64_t t = 0; t < T; ++t) {
           const BatchSeq& s = b.seqs[size_t(b.row_seq[size_t(t)])];
-          std::memcpy(kv.Rows(s.slot, n.layer, part).Row(b.positions[size_t(t)]), x + t * cols,
-                      size_t(cols) * 4);
+          cpu::KvStoreRow(x + t * cols, cols, kv.spec().dtype,
+                          kv.Rows(s.slot, n.layer, part).Row(b.positions[size_t(t)]));
         }
         break;
       }

@@ -1,6 +1,7 @@
 // The CPU backend's KV cache: one pool of kKvBlockTokens-token blocks and a block table per slot
 // (backend.h, KvStorage). A block holds every layer and part of its tokens, laid out
-// [layer][part][kKvBlockTokens][width] in f32. KvRows::Row is the one place where the CPU
+// [layer][part][kKvBlockTokens][row] with rows of the cache type (f32, f16, q8_0 or q4_0:
+// RowBytes(type, width) bytes, kernels/kv_row.h). KvRows::Row is the one place where the CPU
 // backend turns (slot, pos) into memory: KV stores, attention and MLA all go through it.
 #pragma once
 
@@ -10,8 +11,11 @@
 #include <cstring>
 #include <vector>
 
+#include "cpu/kernels/kv_row.h"
 #include "edgeseek/backends/backend.h"
 #include "edgeseek/core/error.h"
+#include "edgeseek/core/tensor.h"
+#include "edgeseek/quant/blocks.h"
 
 namespace es::cpu {
 
@@ -19,35 +23,42 @@ namespace es::cpu {
 // valid while the storage lives and the table is unchanged (one Compute call).
 class KvRows {
  public:
-  KvRows(float* base, const int32_t* table, size_t block_stride, size_t width)
-      : base_(base), table_(table), block_stride_(block_stride), width_(width) {}
+  KvRows(uint8_t* base, const int32_t* table, size_t block_stride, size_t row_bytes, DType type)
+      : base_(base), table_(table), block_stride_(block_stride), row_bytes_(row_bytes), type_(type) {}
   // Row of token `pos`: block table_[pos / B] of the pool, row pos % B inside it.
-  float* Row(int64_t pos) const {
+  uint8_t* Row(int64_t pos) const {
     const uint64_t p = uint64_t(pos);
-    return base_ + size_t(table_[p / kKvBlockTokens]) * block_stride_ + size_t(p % kKvBlockTokens) * width_;
+    return base_ + size_t(table_[p / kKvBlockTokens]) * block_stride_ + size_t(p % kKvBlockTokens) * row_bytes_;
   }
+  DType type() const { return type_; }
 
  private:
-  float* base_;            // pool + offset of (layer, part) inside a block
+  uint8_t* base_;          // pool + offset of (layer, part) inside a block
   const int32_t* table_;   // [blocks_per_slot] pool block of each block of positions
-  size_t block_stride_;    // floats per block
-  size_t width_;           // floats per row
+  size_t block_stride_;    // bytes per block
+  size_t row_bytes_;       // bytes per row
+  DType type_;             // the cache type
 };
 
 class CpuKv final : public KvStorage {
  public:
   CpuKv(const KvSpec& spec, int n_slots, int64_t capacity, int64_t n_blocks)
       : spec_(spec), n_slots_(n_slots), capacity_(capacity), n_blocks_(n_blocks) {
-    ES_CHECK(spec.dtype == DType::kF32, "cpu backend: KV cache type ", Name(spec.dtype),
-             " is not supported yet (use f32)");
+    ES_CHECK(KvTypeSupported(spec.dtype), "cpu backend: KV cache type ", Name(spec.dtype),
+             " is not supported (f32, f16, q8_0 or q4_0)");
+    for (int p = 0; p < 2; ++p)
+      ES_CHECK(spec.width[p] % BlockElems(spec.dtype) == 0, "cpu backend: a ", Name(spec.dtype),
+               " KV cache needs widths that are multiples of ", BlockElems(spec.dtype), " (part ", p,
+               " is ", spec.width[p], ")");
     ES_CHECK(n_slots >= 1 && capacity >= 1 && n_blocks >= 1, "cpu backend: a KV cache of ", n_slots,
              " slots of ", capacity, " tokens in ", n_blocks, " blocks (all must be >= 1)");
-    per_token_ = size_t(spec.width[0] + spec.width[1]) * size_t(spec.n_layers);
-    block_floats_ = per_token_ * kKvBlockTokens;
+    row_bytes_[0] = RowBytes(spec.dtype, spec.width[0]);
+    row_bytes_[1] = spec.width[1] ? RowBytes(spec.dtype, spec.width[1]) : 0;
+    block_bytes_ = (row_bytes_[0] + row_bytes_[1]) * size_t(spec.n_layers) * kKvBlockTokens;
     // calloc of a large block maps zero pages lazily: memory is committed as blocks are written.
-    pool_ = static_cast<float*>(std::calloc(block_floats_ * size_t(n_blocks_), 4));
+    pool_ = static_cast<uint8_t*>(std::calloc(block_bytes_ * size_t(n_blocks_), 1));
     ES_CHECK(pool_, "out of memory allocating a KV pool of ", n_blocks_, " blocks (",
-             block_floats_ * 4 * size_t(n_blocks_), " bytes)");
+             block_bytes_ * size_t(n_blocks_), " bytes)");
     // Each slot starts on its own contiguous blocks where the pool has them (the unpaged
     // layout); the rest start unmapped.
     const int64_t bps = blocks_per_slot();
@@ -66,7 +77,7 @@ class CpuKv final : public KvStorage {
   const KvSpec& spec() const override { return spec_; }
   int n_slots() const override { return n_slots_; }
   int64_t capacity() const override { return capacity_; }
-  size_t bytes() const override { return block_floats_ * 4 * size_t(n_blocks_); }
+  size_t bytes() const override { return block_bytes_ * size_t(n_blocks_); }
   bool paged() const override { return true; }
   int64_t n_blocks() const override { return n_blocks_; }
   void SetBlockTable(int slot, const int32_t* blocks, int n) override {
@@ -88,13 +99,16 @@ class CpuKv final : public KvStorage {
   void ReadRow(int slot, int layer, int part, int64_t pos, float* dst) const override {
     ES_CHECK(slot >= 0 && slot < n_slots_ && pos >= 0 && pos < mapped_tokens(slot), "KV ReadRow: slot ",
              slot, " position ", pos, " is not mapped");
-    std::memcpy(dst, Rows(slot, layer, part).Row(pos), size_t(spec_.width[part]) * 4);
+    const uint8_t* row = Rows(slot, layer, part).Row(pos);
+    if (IsQuantized(spec_.dtype))
+      Dequantize(spec_.dtype, row, dst, spec_.width[part]);
+    else
+      ConvertRowToF32(spec_.dtype, row, dst, spec_.width[part]);
   }
   KvRows Rows(int slot, int layer, int part) const {
     ES_ASSERT(slot >= 0 && slot < n_slots_);
-    const size_t w0 = size_t(spec_.width[0]), w1 = size_t(spec_.width[1]);
-    const size_t off = kKvBlockTokens * (size_t(layer) * (w0 + w1) + (part ? w0 : 0));
-    return KvRows(pool_ + off, tables_[size_t(slot)].data(), block_floats_, size_t(spec_.width[part]));
+    const size_t off = kKvBlockTokens * (size_t(layer) * (row_bytes_[0] + row_bytes_[1]) + (part ? row_bytes_[0] : 0));
+    return KvRows(pool_ + off, tables_[size_t(slot)].data(), block_bytes_, row_bytes_[size_t(part)], spec_.dtype);
   }
 
  private:
@@ -102,9 +116,9 @@ class CpuKv final : public KvStorage {
   int n_slots_;
   int64_t capacity_;
   int64_t n_blocks_;
-  size_t per_token_ = 0;     // floats per token (all layers and parts)
-  size_t block_floats_ = 0;  // floats per block
-  float* pool_ = nullptr;    // [n_blocks][block_floats], owned
+  size_t row_bytes_[2] = {0, 0};  // bytes per row of each part
+  size_t block_bytes_ = 0;        // bytes per block (all layers and parts)
+  uint8_t* pool_ = nullptr;       // [n_blocks][block_bytes], owned
   std::vector<std::vector<int32_t>> tables_;  // [slot][blocks_per_slot], -1 = unmapped
   std::vector<int64_t> mapped_;               // [slot] tokens with blocks
 };

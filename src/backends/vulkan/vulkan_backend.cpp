@@ -451,7 +451,9 @@ std::unique_ptr<VulkanBackend::Program> VulkanBackend::Build(const Graph& g, con
   // dispatches and one barrier step fewer per layer.
   std::vector<int> attn_rope(static_cast<size_t>(N), -1), attn_k(static_cast<size_t>(N), -1),
       attn_v(static_cast<size_t>(N), -1);
-  const bool attn_fuse = fuse && Knob("ES_VK_ATTN_FUSE", {0, 1}, 1) == 1;
+  // Not over a block-quantized cache: the new keys would have to be rounded as their whole
+  // 32-blocks store them (the plain stores and attention_decode.comp run instead).
+  const bool attn_fuse = fuse && Knob("ES_VK_ATTN_FUSE", {0, 1}, 1) == 1 && !IsQuantized(kv.spec().dtype);
   for (int j = 0; attn_fuse && j < N; ++j) {
     const Node& n = nodes[size_t(j)];
     if (n.op != Op::kAttention || n.src.size() != 3) continue;

@@ -33,6 +33,17 @@ void ExpectOneLineError(const std::string& args, const std::vector<std::string>&
   for (const auto& n : needles) EXPECT_NE(err.find(n), std::string::npos) << "missing '" << n << "' in: " << err;
 }
 
+// --kv-type: an unknown type, and a block type the model's rows do not split into (the golden
+// dsv2_lite's rope part is 16 wide); one line naming the type (and the model).
+TEST(BadInput, KvTypes) {
+  ExpectOneLineError("logits -m " + Golden("llama3") + " --ids 1,2 --out /dev/null --kv-type q9",
+                     {"unknown KV cache type 'q9'", "q8_0"});
+  ExpectOneLineError("inspect -m " + Golden("llama3") + " --kv-type int8", {"unknown KV cache type 'int8'"});
+  ExpectOneLineError("logits -m " + Golden("dsv2_lite") + " --ids 1,2 --out /dev/null --kv-type q8_0",
+                     {"dsv2_lite", "q8_0", "multiple of 32", "qk_rope_head_dim"});
+  ExpectOneLineError("inspect -m " + Golden("dsv2_lite") + " --kv-type q4_0", {"dsv2_lite", "q4_0", "multiple of 32"});
+}
+
 TEST(BadInput, TruncatedSafetensors) {
   const std::string d = CopyModel("llama3");
   const std::string f = d + "/model.safetensors";

@@ -70,6 +70,9 @@ TEST(HttpKv, PoolTooSmallForTheLoadAnswers429AndKeepsServing) {
   }
   EXPECT_EQ(used, "0");
   EXPECT_EQ(Metric(srv, "edgeseek_kv_cache_capacity_tokens{model=\"tiny\",instance=\"0\"} "), "96");
+  // The pool's bytes at the instance's KV type: 6 blocks x 16 tokens x 1 KiB.
+  EXPECT_EQ(Metric(srv, "edgeseek_kv_bytes_per_token{model=\"tiny\",instance=\"0\"} "), "1024");
+  EXPECT_EQ(Metric(srv, "edgeseek_kv_block_pool_bytes{model=\"tiny\",instance=\"0\"} "), "98304");
   // A request the pool can never hold is refused up front, naming max_tokens.
   res = cli.Post("/v1/completions", R"({"prompt":"a prompt of forty bytes, with 60 to come","max_tokens":60})", "application/json");
   ASSERT_TRUE(res);

@@ -295,6 +295,9 @@ TEST(Config, ErrorsNameTheField) {
             "cfg.json: /priorities/0: required property 'name' is missing");
   EXPECT_EQ(ConfigError(R"({"models":[{"name":"m","path":"p","instances":[{"backend":"tpu"}]}]})"),
             "cfg.json: /models/0/instances/0/backend: \"tpu\" is not one of [\"cpu\",\"vulkan\"]");
+  EXPECT_EQ(ConfigError(R"({"models":[{"name":"m","path":"p","instances":[{"kv_type":"int4"}]}]})"),
+            "cfg.json: /models/0/instances/0/kv_type: \"int4\" is not one of [\"f32\",\"f16\",\"q8_0\",\"q4_0\"]");
+  EXPECT_EQ(ConfigError(R"({"models":[{"name":"m","path":"p","instances":[{"kv_type":"q8_0"}]}]})"), "accepted");
   EXPECT_EQ(ConfigError(R"({"priorities":[{"name":"a"}],"default_priority":"b"})"),
             "cfg.json: /default_priority: no priority class is named 'b'");
   EXPECT_EQ(ConfigError(R"({"models":[{"name":"m"}]})"),

@@ -11,6 +11,7 @@
 #include "backends/cpu/reference.h"
 #include "backends/vulkan/ops/ops.h"
 #include "edgeseek/core/half.h"
+#include "edgeseek/quant/blocks.h"
 #include "test_util.h"
 #include "vk_util.h"
 
@@ -41,9 +42,16 @@ std::vector<float> Row(const Tensor& t, int r) {
   const auto v = Values(t);
   return std::vector<float>(v.begin() + r * t.cols(), v.begin() + (r + 1) * t.cols());
 }
+// A row as a cache of type dt holds it: rounded to f16, or quantized per 32-block (es::Quantize,
+// the reference of kv_write.glsl) and dequantized.
 std::vector<float> RoundTo(DType dt, std::vector<float> v) {
   if (dt == DType::kF16)
     for (float& x : v) x = F16ToF32(F32ToF16(x));
+  if (IsQuantized(dt)) {
+    std::vector<uint8_t> q(RowBytes(dt, int64_t(v.size())));
+    Quantize(dt, v.data(), q.data(), int64_t(v.size()));
+    Dequantize(dt, q.data(), v.data(), int64_t(v.size()));
+  }
   return v;
 }
 
@@ -469,6 +477,63 @@ TEST_P(VulkanAttention, AbsorbedMlaAtRealWidthsAndLongContexts) {
 
 INSTANTIATE_TEST_SUITE_P(KvTypes, VulkanAttention, ::testing::Values(DType::kF32, DType::kF16),
                          [](const auto& info) { return std::string(Name(info.param)); });
+
+// Block-quantized caches (q8_0, q4_0: kv_type.glsl, written by kv_write.glsl) through every
+// attention kernel, against the reference over the dequantized rows: the decode kernel by kv head
+// (attention_decode.comp) and the 8-row prefill tiles (attention_rows.comp) at head dims 32 / 64;
+// with ES_VK_ATTN_DECODE=0 the split per-head kernel (attention.comp SPLIT); at head dims 160 / 96
+// (5 and 3 blocks: scales sharing words across heads and rows; no decode kernel for dv 96, and
+// prefill past attention_rows' 128) attention.comp split and per row. 2e-3: GLSL's 1 / d is not
+// correctly rounded, so a value on a rounding boundary may take the neighbouring quant.
+TEST(VulkanQuantKv, EveryAttentionKernelOverTheDequantizedCache) {
+  struct Case {
+    int Hq, Hkv, dk, dv;
+    const char* decode;
+  };
+  for (DType kt : {DType::kQ8_0, DType::kQ4_0}) {
+    for (const Case cs : {Case{4, 2, 32, 64, "1"}, Case{4, 2, 32, 64, "0"}, Case{2, 1, 160, 96, "1"}}) {
+      ScopedEnv env{{"ES_VK_ATTN_DECODE", cs.decode}};
+      auto be = MakeVulkan({});
+      const std::string tag = std::string(Name(kt)) + " dk=" + std::to_string(cs.dk) + " dv=" +
+                              std::to_string(cs.dv) + " decode=" + cs.decode;
+      AttentionSteps run(*be, cs.Hq, cs.Hkv, cs.dk, cs.dv, kt, 9, 2, 32);
+      for (const Batch& b : Steps()) run.Step(*be, b, 2e-3, tag);
+      std::vector<float> row(size_t(run.Hkv * run.dk));
+      for (int pos = 0; pos < 15; ++pos) {
+        run.kv->ReadRow(1, 1, 0, pos, row.data());
+        ExpectClose(row, run.kc[1][size_t(pos)], 1e-2, tag + " row " + std::to_string(pos));
+      }
+    }
+  }
+}
+
+// MLA over an int8 (q8_0) or q4_0 latent at DeepSeek's widths (latent 512 = 16 blocks, rope 64
+// = 2): a prefill of two slots (DIRECT), split decode, and decode rows at ~300 keys.
+TEST(VulkanQuantKv, MlaOverAQuantizedLatent) {
+  auto& be = SharedVulkan();
+  for (DType kt : {DType::kQ8_0, DType::kQ4_0}) {
+    const std::string tag = std::string("mla ") + std::string(Name(kt));
+    MlaSteps run(be, 16, 16, 64, 16, 512, kt, 400);
+    Batch a;
+    a.Add(1, 0, Tokens(40, 1), true);
+    a.Add(0, 0, Tokens(9, 2), true);
+    a.Finalize();
+    run.Step(be, a, 2e-3, tag + " prefill");
+    Batch b;
+    b.Add(1, 40, {5}, true);
+    b.Add(0, 9, {6}, true);
+    b.Finalize();
+    run.Step(be, b, 2e-3, tag + " decode");
+    Batch c;
+    c.Add(0, 10, Tokens(290, 3), true);
+    c.Finalize();
+    run.Step(be, c, 2e-3, tag, /*store_only=*/true);
+    Batch d;
+    d.Add(0, 300, {7, 8, 9}, true);
+    d.Finalize();
+    run.Step(be, d, 2e-3, tag + " long decode");
+  }
+}
 
 TEST_F(VulkanTest, KvStoreRejectsPositionsBeyondCapacity) {
   Tensor K = RandomTensor("k", DType::kF32, {4, 4}, 1);

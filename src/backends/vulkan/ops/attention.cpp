@@ -80,7 +80,7 @@ namespace {
 // Split decode attention by kv head (attention_decode.comp), FUSED where the builder folded the
 // ropes and the cache stores into it (c.attn_rope): then a.q is the raw q.
 void RecordDecodeAttention(OpContext& c, const AttentionArgs& a) {
-  const bool f16 = c.kv.spec().dtype == DType::kF16, fused = c.attn_rope != nullptr;
+  const bool fused = c.attn_rope != nullptr;
   // S chunks (the scratch was sized for them: AttentionSplitBytes) of at least min_chunk keys
   // (H200, 7B tg128 at context 512..640, t/s, two rounds in one job: Q4_0 362.3 / 361.1 with
   // chunks of 16 against 357.6 / 358.4 with 32, Q8_0 263.2 / 263.8 against 259.2 / 259.5; earlier
@@ -89,7 +89,8 @@ void RecordDecodeAttention(OpContext& c, const AttentionArgs& a) {
   const uint32_t min_chunk = Knob("ES_VK_ATTN_CHUNK", {1, 8, 16, 32, 64, 128}, 16);
   const uint32_t G = a.Hq / a.Hkv;
   std::vector<uint32_t> counts(fused ? 7 : 5, 1);
-  Dispatch& d = c.Add(std::string("attention_decode_") + (f16 ? "f16" : "f32") + (fused ? "_fused" : ""),
+  ES_ASSERT(!fused || !IsQuantized(c.kv.spec().dtype));  // vulkan_backend.cpp folds only f32 / f16
+  Dispatch& d = c.Add("attention_decode_" + KvTypeSuffix(c.kv.spec().dtype) + (fused ? "_fused" : ""),
                       counts, {a.wa, a.dv, G, min_chunk});
   d.bindings = {{a.q}, {a.ka}, {a.v}, {a.part}, {c.batch}};
   d.writes = {3};
@@ -126,14 +127,18 @@ void RecordDecodeAttention(OpContext& c, const AttentionArgs& a) {
 enum class AttentionKernel { kTensorCores, kRows, kPerRow };
 AttentionKernel KernelFor(const OpContext& c, const AttentionArgs& a) {
   if (a.part.size != 0 || a.wb != 0 || c.T <= kAttentionSplitMaxRows) return AttentionKernel::kPerRow;
-  // attention_cm2.comp loads tiles of adjacent keys: only while no slot left its own blocks.
-  if (!c.kv.scattered() && UseAttentionCm2(c.dev, c.T, a.wa, a.dv)) return AttentionKernel::kTensorCores;
+  // attention_cm2.comp loads tiles of adjacent keys: only while no slot left its own blocks;
+  // and its tiles are f32 or f16 only: a block-quantized cache takes attention_rows.comp,
+  // which dequantizes in its tile loads (a cm2 tile loader for q8_0 / q4_0 is open).
+  if (!c.kv.scattered() && !IsQuantized(c.kv.spec().dtype) && UseAttentionCm2(c.dev, c.T, a.wa, a.dv))
+    return AttentionKernel::kTensorCores;
   return a.wa <= 128 && a.dv <= 128 ? AttentionKernel::kRows : AttentionKernel::kPerRow;
 }
 }  // namespace
 
 void RecordAttention(OpContext& c, const AttentionArgs& a) {
   const bool f16 = c.kv.spec().dtype == DType::kF16;
+  const std::string kt = KvTypeSuffix(c.kv.spec().dtype);
   const AttentionKernel kernel = KernelFor(c, a);
   if (kernel == AttentionKernel::kTensorCores) {
     // Prefill on tensor cores (attention_cm2.comp): tiles of BR query rows x BC keys.
@@ -153,7 +158,7 @@ void RecordAttention(OpContext& c, const AttentionArgs& a) {
     // 32-key tiles in ~19 KiB; else 16-key tiles (~21 KiB).
     const bool big = c.dev.info().max_shared_memory >= 40 * 1024;
     const char* tile = big ? "" : (a.wa <= 64 && a.dv <= 64 ? "_d64" : "_kt16");
-    Dispatch& d = c.Add(std::string(f16 ? "attention_rows_f16" : "attention_rows_f32") + tile,
+    Dispatch& d = c.Add("attention_rows_" + kt + tile,
                         {1, 1, 1, 1, 1, 1});
     d.bindings = {{a.q}, {a.ka}, {a.kb}, {a.v}, {a.out}, {c.batch}};
     d.writes = {4};
@@ -163,7 +168,7 @@ void RecordAttention(OpContext& c, const AttentionArgs& a) {
     return;
   }
   const bool split = a.part.size != 0;
-  const std::string name = std::string(f16 ? "attention_f16" : "attention_f32") + (split ? "_split" : "");
+  const std::string name = "attention_" + kt + (split ? "_split" : "");
   Dispatch& d = c.Add(name, split ? std::vector<uint32_t>{1, 1, 1, 1, 1, 1, 1}
                                   : std::vector<uint32_t>{1, 1, 1, 1, 1, 1});
   d.bindings = {{a.q}, {a.ka}, {a.kb}, {a.v}, {a.out}, {c.batch}};
@@ -193,6 +198,8 @@ void BuildAttention(OpContext& c) {
            " query heads are not a multiple of ", Hkv, " kv heads");
   ES_CHECK(spec.width[0] == int64_t(Hkv) * dk && spec.width[1] == int64_t(Hkv) * dv,
            "vulkan: attention '", n.name, "' does not match the cache widths");
+  ES_CHECK(!IsQuantized(spec.dtype) || (dk % 32 == 0 && dv % 32 == 0), "vulkan: attention '", n.name,
+           "': a ", Name(spec.dtype), " cache needs head dims that are multiples of 32 (", dk, ", ", dv, ")");
   AttentionArgs a{};
   a.q = c.In(0);
   a.ka = a.kb = Range(c.kv.part(n.layer, 0));

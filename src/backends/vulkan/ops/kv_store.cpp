@@ -33,6 +33,16 @@ void RecordMlaKvStore(OpContext& c) {
   Grid1D(d, T, 1);
 }
 }  // namespace
+std::string KvTypeSuffix(DType t) {
+  ES_CHECK(t == DType::kF32 || t == DType::kF16 || t == DType::kQ8_0 || t == DType::kQ4_0,
+           "vulkan: KV cache type ", Name(t), " is not supported (f32, f16, q8_0 or q4_0)");
+  return std::string(Name(t));
+}
+
+uint64_t KvWriteUnits(DType t, uint32_t W) {
+  if (IsQuantized(t)) return W / 32;
+  return t == DType::kF16 ? W / 2 : W;
+}
 
 void BuildKvStore(OpContext& c) {
   if (c.mla_c_store) {
@@ -47,10 +57,9 @@ void BuildKvStore(OpContext& c) {
   const uint32_t T = uint32_t(c.n.shape[0]), W = uint32_t(c.n.shape[1]);
   ES_CHECK(int64_t(W) == spec.width[part], "vulkan: kv_store '", c.n.name, "' writes ", W,
            " columns into a cache part of width ", spec.width[part]);
-  const bool f16 = spec.dtype == DType::kF16;
   // A folded rope (vulkan_backend.cpp): the store reads the rope's input and rotates it.
   const Node* rn = c.rope_node;
-  Dispatch& d = c.Add(std::string(f16 ? "kv_store_f16" : "kv_store_f32") + (rn ? "_rope" : ""), {1, 1, 1});
+  Dispatch& d = c.Add("kv_store_" + KvTypeSuffix(spec.dtype) + (rn ? "_rope" : ""), {1, 1, 1});
   d.bindings = {{rn ? c.act[size_t(rn->src[0])] : c.In(0)}, {c.batch}, {Range(c.kv.part(c.n.layer, part))}};
   d.writes = {2};
   struct {
@@ -67,7 +76,7 @@ void BuildKvStore(OpContext& c) {
     pc.cs_off = c.layout->rope.at(&rt);
   }
   d.Push(pc);
-  Grid1D(d, uint64_t(T) * (f16 ? W / 2 : W));
+  Grid1D(d, uint64_t(T) * KvWriteUnits(spec.dtype, W));  // kv_write.glsl's units of a row
 }
 
 }  // namespace es::vk

@@ -132,10 +132,9 @@ void BuildMla(OpContext& c) {
     RecordHeadGemv(c, qin, T, H, r, dn, wuk, qw, dn + dr, 0, qcat, cw, r + dr, 0);
   }
   if (G) {
-    const bool f16 = spec.dtype == DType::kF16, split = c.T <= kAttentionSplitMaxRows;
+    const bool split = c.T <= kAttentionSplitMaxRows;
     const uint32_t S = split ? MlaSplits(H) : 1;
-    Dispatch& d = c.Add(std::string("mla_attention_") + (f16 ? "f16" : "f32") + (split ? "" : "_direct") +
-                            (rope ? "_rope" : ""),
+    Dispatch& d = c.Add("mla_attention_" + KvTypeSuffix(spec.dtype) + (split ? "" : "_direct") + (rope ? "_rope" : ""),
                         {1, 1, 1, 1, 1, 1}, {uint32_t(r), uint32_t(dr), G, kMlaMinChunk, kMlaLoadBatch});
     d.bindings = {{qcat}, {Range(c.kv.part(n.layer, 0))}, {Range(c.kv.part(n.layer, 1))}, {c.batch},
                   {split ? c.scratch[2] : olat}, {qin}};

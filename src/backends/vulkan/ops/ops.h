@@ -13,6 +13,11 @@ void BuildSwiGLU(OpContext& c);
 void BuildSlice(OpContext& c);
 void BuildRope(OpContext& c);
 void BuildKvStore(OpContext& c);
+// The shader-variant suffix of a KV cache type (kv_type.glsl's KV_<T>): f32, f16, q8_0, q4_0;
+// throws naming the type for any other.
+std::string KvTypeSuffix(DType t);
+// The invocations that write one cache row of W elements (kv_write.glsl's KvWriteUnits).
+uint64_t KvWriteUnits(DType t, uint32_t W);
 void BuildAttention(OpContext& c);
 void BuildMla(OpContext& c);
 void BuildMoe(OpContext& c);

@@ -6,7 +6,8 @@
 // accumulators (each invocation owns dims d = tid + WG*c), as in FlashAttention.
 //   q: [T, *] with q[t*q_rs + h*q_hs + i], i < wa + wb
 //   key j = [KA[row(j), kvh*wa ..] , KB[row(j), kvh*wb ..]] (KB optional: MLA's rope part)
-//   value j = V[row(j), kvh*dv ..], row(j) = KvRow(slot, j) (kv_addr.glsl: paged; KV_F16 or KV_F32)
+//   value j = V[row(j), kvh*dv ..], row(j) = KvRow(slot, j) (kv_addr.glsl: paged; the cache type
+//   KV_F32, KV_F16, KV_Q8_0 or KV_Q4_0, kv_type.glsl: block types dequantized as they are loaded)
 //   out[t*o_rs + h*o_hs + d] = Σ_j softmax(scale * q·key_j) value_j[d]
 // SPLIT (decode, few rows): the keys of a row are split into gl_NumWorkGroups.z contiguous
 // chunks, one workgroup each (flash-decoding), so that a handful of heads still fills the GPU;
@@ -23,6 +24,7 @@ layout(binding = 3) readonly buffer V { uint v[]; };
 layout(binding = 4) writeonly buffer O { float o[]; };
 layout(binding = 5) readonly buffer B { int bt[]; };
 #include "kv_addr.glsl"
+#include "kv_type.glsl"
 #ifdef SPLIT
 layout(binding = 6) writeonly buffer Part { float part[]; };
 #endif
@@ -33,7 +35,12 @@ layout(push_constant) uniform P {
 // The key caches also seen as uvec4, for the vector score loop.
 layout(binding = 1) readonly buffer KA4 { uvec4 ka4[]; };
 layout(binding = 2) readonly buffer KB4 { uvec4 kb4[]; };
-#if defined(KV_F16)
+#if defined(KV_QUANT)
+KV_LOADS(ka, KaAt, KaAt2, KaAt4)
+KV_LOADS(kb, KbAt, KbAt2, KbAt4)
+KV_LOADS(v, VAt, VAt2, VAt4)
+const uint EPQ = 4u;
+#elif defined(KV_F16)
 float LoadKA(uint i) { return unpackHalf2x16(ka[i >> 1])[i & 1u]; }
 float LoadKB(uint i) { return unpackHalf2x16(kb[i >> 1])[i & 1u]; }
 float LoadV(uint i) { return unpackHalf2x16(v[i >> 1])[i & 1u]; }
@@ -97,10 +104,20 @@ void main() {
     if (j < jend) {
       float d = 0.0;
       const uint row = KvRow(slot, j);
+#if defined(KV_QUANT)
+      // Head dims are whole 32-blocks (host-checked): four elements per load.
+      for (uint i = 0; i < p.wa; i += 4u)
+        d += dot(vec4(qs[i], qs[i + 1u], qs[i + 2u], qs[i + 3u]), KaAt4(row, kvh * p.wa + i, p.a_w));
+      for (uint i = 0; i < p.wb; i += 4u) {
+        const uint qo = p.wa + i;
+        d += dot(vec4(qs[qo], qs[qo + 1u], qs[qo + 2u], qs[qo + 3u]), KbAt4(row, kvh * p.wb + i, p.b_w));
+      }
+#else
       const uint ra = row * p.a_w + kvh * p.wa;
       KEY_DOT(ka4, LoadKA, ra, 0u, p.wa, d)
       const uint rb = row * p.b_w + kvh * p.wb;
       KEY_DOT(kb4, LoadKB, rb, p.wa, p.wb, d)
+#endif
       s = d * p.scale;
     }
     const float m_new = max(m, WgMax(s));
@@ -113,7 +130,11 @@ void main() {
       const uint d = tid + WG * c;
       if (d < p.dv) {
         float a = acc[c] * corr;
+#if defined(KV_QUANT)
+        for (uint jj = 0; jj < nt; ++jj) a += ps[jj] * VAt(KvRow(slot, j0 + jj), kvh * p.dv + d, p.v_w);
+#else
         for (uint jj = 0; jj < nt; ++jj) a += ps[jj] * LoadV(KvRow(slot, j0 + jj) * p.v_w + kvh * p.dv + d);
+#endif
         acc[c] = a;
       }
     }

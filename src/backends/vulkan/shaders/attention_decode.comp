@@ -14,7 +14,8 @@
 // the context are empty). Each workgroup writes, per head h, its unnormalised sums, m and l to
 // part[((t*Hq + h)*S + z)*(DV + 2) ..] (attention.comp SPLIT's layout); attention_combine.comp
 // merges the chunks.
-//   q: [T, *], head h at q[t*q_rs + h*DK ..]; caches paged (kv_addr.glsl; KV_F16 or KV_F32),
+//   q: [T, *], head h at q[t*q_rs + h*DK ..]; caches paged (kv_addr.glsl; KV_F16 or KV_F32, or
+//   the block types KV_Q8_0 / KV_Q4_0 of kv_type.glsl, dequantized as they are loaded; not FUSED),
 //   key j of kv head kvh at KA[KvRow(slot, j)*a_w + kvh*DK ..], value at V[.. v_w, DV].
 // FUSED (the rope of q and k and both cache stores folded in, vulkan_backend.cpp): q, kr, vr are
 // the projections' raw rows; q is rotated here, and so are the step's new keys (rope.glsl, the
@@ -39,7 +40,11 @@ layout(binding = 1) buffer KA { uint ka[]; };
 layout(binding = 2) buffer V { uint v[]; };
 #endif
 layout(binding = 1) readonly buffer KA4 { uvec4 ka4[]; };
-#if defined(KV_F16)
+#if defined(KV_Q8_0) || defined(KV_Q4_0)
+layout(binding = 1) readonly buffer KA { uint ka[]; };
+layout(binding = 2) readonly buffer V { uint v[]; };
+const uint EPQ = 4u;  // key elements per load
+#elif defined(KV_F16)
 layout(binding = 2) readonly buffer V4 { uvec2 v4[]; };  // 4 halves
 const uint EPQ = 8u;                                     // key elements per uvec4
 vec4 V4At(uint i) { const uvec2 w = v4[i]; return vec4(unpackHalf2x16(w.x), unpackHalf2x16(w.y)); }
@@ -51,6 +56,11 @@ vec4 V4At(uint i) { return uintBitsToFloat(v4[i]); }
 layout(binding = 3) writeonly buffer Part { float part[]; };
 layout(binding = 4) readonly buffer B { int bt[]; };
 #include "kv_addr.glsl"
+#include "kv_type.glsl"
+#if defined(KV_QUANT)
+KV_LOADS(ka, KaAt, KaAt2, KaAt4)
+KV_LOADS(v, VAt, VAt2, VAt4)
+#endif
 #ifdef FUSED
 layout(binding = 5) readonly buffer KR { float kr[]; };
 layout(binding = 6) readonly buffer VR { float vr[]; };
@@ -177,11 +187,19 @@ void main() {
     // Loads first: this invocation's slice of key j0 + kk and its values.
     const uint j = j0 + kk;
     const int jn = j < jend ? NewKey(j, nn) : -1;
+#if defined(KV_QUANT)
+    vec4 kw[DPL / EPQ];  // dequantized as loaded
+    if (j < jend && jn < 0) {
+      const uint row = KvRow(slot, j), c0 = kvh * DK + pp * DPL;
+      [[unroll]] for (uint u = 0u; u < DPL / EPQ; ++u) kw[u] = KaAt4(row, c0 + EPQ * u, p.a_w);
+    }
+#else
     uvec4 kw[DPL / EPQ];
     if (j < jend && jn < 0) {
       const uint r4 = (KvRow(slot, j) * p.a_w + kvh * DK + pp * DPL) / EPQ;
       [[unroll]] for (uint u = 0u; u < DPL / EPQ; ++u) kw[u] = ka4[r4 + u];
     }
+#endif
     vec4 vv[KPG];
     [[unroll]] for (uint i = 0u; i < KPG; ++i) {
       const uint jv = j0 + kg + NG * i;
@@ -194,7 +212,11 @@ void main() {
           vv[i] = vec4(nv[o], nv[o + 1u], nv[o + 2u], nv[o + 3u]);
         } else
 #endif
+#if defined(KV_QUANT)
+          vv[i] = VAt4(KvRow(slot, jv), kvh * DV + 4u * vl, p.v_w);
+#else
           vv[i] = V4At((KvRow(slot, jv) * p.v_w + kvh * DV) / 4u + vl);
+#endif
       }
     }
     float dots[G];
@@ -208,7 +230,9 @@ void main() {
         } else
 #endif
         {
-#if defined(KV_F16)
+#if defined(KV_QUANT)
+          [[unroll]] for (uint e = 0u; e < 4u; ++e) kx[e] = kw[u][e];
+#elif defined(KV_F16)
           [[unroll]] for (uint e = 0u; e < 4u; ++e) {
             const vec2 h2 = unpackHalf2x16(kw[u][e]);
             kx[2u * e] = h2.x;

@@ -5,7 +5,8 @@
 // memory serves 8 rows instead of 1. Same inputs and layout as attention.comp without the MLA
 // part (wb == 0), head dims dk, dv <= MAXD (128, or 64 in the small variant; host-checked).
 //   q: q[t*q_rs + h*q_hs + i]; key j of slot s = KA[KvRow(s, j)*a_w + kvh*dk ..],
-//   value j = V[KvRow(s, j)*v_w + kvh*dv ..] (kv_addr.glsl); caches f32 or f16 (KV_F16)
+//   value j = V[KvRow(s, j)*v_w + kvh*dv ..] (kv_addr.glsl); caches of the cache type (KV_F32,
+//   KV_F16, KV_Q8_0, KV_Q4_0: kv_type.glsl, dequantized by the tile loads)
 //   out[t*o_rs + h*o_hs + d] = Σ_{j <= pos_t} softmax_j(scale * q_t·key_j) value_j[d]
 // Keys go KT (32 or 16) at a time: invocation (r, jj) = (tid / 32, tid % 32), jj < KT, scores
 // row r against key jj of the tile; the running max m and sum l of each row rescale the row's
@@ -30,12 +31,16 @@ layout(binding = 3) readonly buffer V { uint v[]; };
 layout(binding = 4) writeonly buffer O { float o[]; };
 layout(binding = 5) readonly buffer B { int bt[]; };
 #include "kv_addr.glsl"
+#include "kv_type.glsl"
 layout(push_constant) uniform P {
   uint Hq, Hkv, wa, wb, dv, q_rs, q_hs, capacity, a_w, b_w, v_w, slot_off, pos_off, o_rs, o_hs;
   float scale;
   uint T;
 } p;
-#if defined(KV_F16)
+#if defined(KV_QUANT)
+KV_LOADS(ka, KaAt, KaAt2, KaAt4)
+KV_LOADS(v, VAt, VAt2, VAt4)
+#elif defined(KV_F16)
 float LoadKA(uint i) { return unpackHalf2x16(ka[i >> 1])[i & 1u]; }
 float LoadV(uint i) { return unpackHalf2x16(v[i >> 1])[i & 1u]; }
 #else
@@ -90,16 +95,24 @@ void main() {
         const uint jj = e / nk4, i4 = e % nk4;
         vec4 v = vec4(0.0);
         const uint row = j0 + jj < n_ctx ? KvRow(uint(slot), j0 + jj) : 0u;
+#if defined(KV_QUANT)
+        if (j0 + jj < n_ctx) v = KaAt4(row, kvh * dk + 4u * i4, p.a_w);  // dk % 32 == 0
+#else
         for (uint c = 0; c < 4u; ++c)
           if (j0 + jj < n_ctx && 4u * i4 + c < dk) v[c] = LoadKA(row * p.a_w + kvh * dk + 4u * i4 + c);
+#endif
         ks4[jj][i4] = v;
       }
       for (uint e = tid; e < KT * nv4; e += 256u) {
         const uint jj = e / nv4, i4 = e % nv4;
         vec4 v = vec4(0.0);
         const uint row = j0 + jj < n_ctx ? KvRow(uint(slot), j0 + jj) : 0u;
+#if defined(KV_QUANT)
+        if (j0 + jj < n_ctx) v = VAt4(row, kvh * p.dv + 4u * i4, p.v_w);  // dv % 32 == 0
+#else
         for (uint c = 0; c < 4u; ++c)
           if (j0 + jj < n_ctx && 4u * i4 + c < p.dv) v[c] = LoadV(row * p.v_w + kvh * p.dv + 4u * i4 + c);
+#endif
         vs4[jj][i4] = v;
       }
       barrier();

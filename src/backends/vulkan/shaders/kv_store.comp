@@ -1,6 +1,8 @@
 #version 450
+#extension GL_EXT_control_flow_attributes : require
 // Writes rows of x [T, W] into a KV cache part at each row's (slot, position), addressed
-// through the block tables (kv_addr.glsl). KV_F16 packs two halves per word (W even); KV_F32 stores floats.
+// through the block tables (kv_addr.glsl), in the cache type (KV_F32, KV_F16, KV_Q8_0, KV_Q4_0:
+// kv_type.glsl's layout, written by kv_write.glsl: one invocation per unit of a row).
 // ROPE: x is a rope's input [T, heads * hd]; each element is rotated as rope.comp does (dims
 // [off, off + 2 half) of each head, pairs as rope.glsl; cos/sin from the batch buffer's tables
 // at cs_off) before it is stored.
@@ -8,8 +10,9 @@
 layout(local_size_x = 256) in;
 layout(binding = 0) readonly buffer X { float x[]; };
 layout(binding = 1) readonly buffer B { int bt[]; };
-layout(binding = 2) writeonly buffer C { uint c[]; };
+layout(binding = 2) buffer C { uint c[]; };
 #include "kv_addr.glsl"
+#include "kv_type.glsl"
 layout(push_constant) uniform P { uint T, W, capacity, slot_off, pos_off, hd, off, half_, neox, cs_off; } p;
 #ifdef ROPE
 #include "rope.glsl"
@@ -25,18 +28,13 @@ float XV(uint t, uint e) {  // element e of row t, rotated
 #else
 float XV(uint t, uint e) { return x[t * p.W + e]; }
 #endif
+float KvSrc(uint t, uint col) { return XV(t, col); }
+#define KV_OUT c
+#include "kv_write.glsl"
 void main() {
   const uint idx = FlatGroup() * 256u + gl_LocalInvocationID.x;
-#if defined(KV_F16)
-  const uint wh = p.W / 2u;
-  if (idx >= p.T * wh) return;
-  const uint t = idx / wh, j = idx % wh;
-  const uint row = KvRow(uint(bt[p.slot_off + t]), uint(bt[p.pos_off + t]));
-  c[row * wh + j] = packHalf2x16(vec2(XV(t, 2u * j), XV(t, 2u * j + 1u)));
-#else
-  if (idx >= p.T * p.W) return;
-  const uint t = idx / p.W, j = idx % p.W;
-  const uint row = KvRow(uint(bt[p.slot_off + t]), uint(bt[p.pos_off + t]));
-  c[row * p.W + j] = floatBitsToUint(XV(t, j));
-#endif
+  const uint units = KvWriteUnits(p.W);
+  if (idx >= p.T * units) return;
+  const uint t = idx / units, u = idx % units;
+  KvWriteUnit(t, KvRow(uint(bt[p.slot_off + t]), uint(bt[p.pos_off + t])), u, p.W);
 }

@@ -8,7 +8,8 @@
 //   rope dims at qp[t*pq_rs + h*pq_hs + pq_off ..] (the projection's q_pe), ROPE: rotated here
 //   (rope.glsl's pairs, cos/sin from the batch buffer's tables at cs_off) — the q rope the
 //   builder folds in
-//   C: [rows][R], PE: [rows][DR] (KV_F16 or f32); key j of the row's slot at row KvRow(slot, j)
+//   C: [rows][R], PE: [rows][DR] (KV_F16 or f32, or the block types KV_Q8_0 / KV_Q4_0 of
+//   kv_type.glsl: the int8 latent, dequantized as it is loaded); key j of the row's slot at row KvRow(slot, j)
 //   (kv_addr.glsl: the paged cache's block tables)
 // Per tile of KT keys:
 //   scores: LPK = 8 invocations per key, lane s dotting the dim pairs s, s + 8, ... of the key
@@ -38,7 +39,10 @@ const uint PE_ = (G * KT + WG - 1u) / WG;                // (head, key) entries 
 const uint NC = (R2 + LPK - 1u) / LPK;                   // latent pairs per lane and key
 
 layout(binding = 0) readonly buffer Q { float q[]; };
-#if defined(KV_F16)
+#if defined(KV_Q8_0) || defined(KV_Q4_0)
+layout(binding = 1) readonly buffer C { uint cq[]; };
+layout(binding = 2) readonly buffer PE { uint peq[]; };
+#elif defined(KV_F16)
 layout(binding = 1) readonly buffer C { uint c2[]; };    // 2 halves
 layout(binding = 2) readonly buffer PE { uint pe2[]; };
 vec2 LoadC(uint i) { return unpackHalf2x16(c2[i]); }
@@ -52,6 +56,17 @@ vec2 LoadPE(uint i) { return pe2[i]; }
 layout(binding = 3) readonly buffer B { int bt[]; };
 #include "kv_addr.glsl"
 #include "rope.glsl"
+#include "kv_type.glsl"
+// Dim pair i of the latent / rope row of cache row `row`.
+#if defined(KV_QUANT)
+KV_LOADS(cq, CAt, CAt2, CAt4)
+KV_LOADS(peq, PeAt, PeAt2, PeAt4)
+#define LOAD_C(row, i) CAt2(row, 2u * (i), R)
+#define LOAD_PE(row, i) PeAt2(row, 2u * (i), DR)
+#else
+#define LOAD_C(row, i) LoadC((row) * R2 + (i))
+#define LOAD_PE(row, i) LoadPE((row) * DR2 + (i))
+#endif
 #ifdef DIRECT
 layout(binding = 4) writeonly buffer O { float o[]; };
 #else
@@ -128,13 +143,13 @@ void main() {
     float dots[G];
     [[unroll]] for (uint hh = 0u; hh < G; ++hh) dots[hh] = 0.0;
     if (j < jend) {
-      const uint row = KvRow(slot, j), rc = row * R2, rp = row * DR2;
+      const uint row = KvRow(slot, j);
       // LB key pairs loaded together, then used (LB = 1: one load per use).
       [[unroll]] for (uint i0 = 0u; i0 < NC; i0 += LB) {
         vec2 k[LB];
         [[unroll]] for (uint b = 0u; b < LB; ++b) {
           const uint i = s + (i0 + b) * LPK;
-          k[b] = i0 + b < NC && i < R2 ? LoadC(rc + i) : vec2(0.0);
+          k[b] = i0 + b < NC && i < R2 ? LOAD_C(row, i) : vec2(0.0);
         }
         [[unroll]] for (uint b = 0u; b < LB; ++b) {
           const uint i = min(s + (i0 + b) * LPK, R2 - 1u);  // past R2: k is 0
@@ -142,7 +157,7 @@ void main() {
         }
       }
       [[unroll]] for (uint i = s; i < DR2; i += LPK) {
-        const vec2 k = LoadPE(rp + i);
+        const vec2 k = LOAD_PE(row, i);
         [[unroll]] for (uint hh = 0u; hh < G; ++hh) dots[hh] += dot(qs[hh * QW2 + R2 + i], k);
       }
     }
@@ -186,7 +201,7 @@ void main() {
         const uint i = tid + WG * c;
         if (i < R2) {
           vec2 v[LB];
-          [[unroll]] for (uint b = 0u; b < LB; ++b) v[b] = LoadC(KvRow(slot, min(j0 + jj + b, last)) * R2 + i);
+          [[unroll]] for (uint b = 0u; b < LB; ++b) v[b] = LOAD_C(KvRow(slot, min(j0 + jj + b, last)), i);
           [[unroll]] for (uint b = 0u; b < LB; ++b)
             [[unroll]] for (uint hh = 0u; hh < G; ++hh)
               acc[hh * MAXP + c] += ps[hh * KT + min(jj + b, KT - 1u)] * (jj + b < nt ? v[b] : vec2(0.0));
