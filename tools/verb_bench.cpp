@@ -43,6 +43,12 @@ VerbRun Setup(CLI::App& app) {
                 r.prefill_tokens_per_s, r.n_prompt, r.reps, r.ttft_s);
     std::printf("decode     %8.2f tokens/s  (tg%d)  per token p50 %.1f / p95 %.1f / p99 %.1f ms\n",
                 r.decode_tokens_per_s, r.n_gen, r.decode_p50_ms, r.decode_p95_ms, r.decode_p99_ms);
+    if (r.n_gen > 0)
+      std::printf("steps      first %.1f ms; p50 / p95: CPU %.1f / %.1f ms, run-queue wait %.1f / %.1f ms,"
+                  " preempted %.0f / %.0f, faults %.0f / %.0f\n",
+                  r.first_step_ms, r.step_cpu_p50_ms, r.step_cpu_p95_ms, r.step_wait_p50_ms,
+                  r.step_wait_p95_ms, r.step_preempt_p50, r.step_preempt_p95, r.step_faults_p50,
+                  r.step_faults_p95);
     if (r.mem_bandwidth_gbs > 0)
       std::printf("bandwidth  decode reads %.1f GB/s = %.0f%% of the measured %.1f GB/s\n",
                   r.decode_bandwidth_fraction * r.mem_bandwidth_gbs, 100 * r.decode_bandwidth_fraction,

@@ -1,10 +1,12 @@
 // End-to-end benchmark (see bench.h).
 #include "edgeseek/runtime/bench.h"
 
+#include <dirent.h>
 #include <sys/resource.h>
 
 #include <algorithm>
 #include <chrono>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <nlohmann/json.hpp>
@@ -73,6 +75,42 @@ size_t PeakRssBytes() {
   return size_t(ru.ru_maxrss) * 1024;
 }
 
+namespace {
+
+// Process-wide counters read at each token of a timed pass (decode steps are their differences).
+struct ProcessCounters {
+  double cpu_s = 0;   // user + system time of all threads
+  double wait_s = 0;  // run-queue wait of all threads (/proc/self/task/*/schedstat, field 2)
+  long preempt = 0;   // involuntary context switches
+  long faults = 0;    // minor + major page faults
+};
+
+ProcessCounters ReadProcessCounters() {
+  ProcessCounters c;
+  struct rusage ru {};
+  getrusage(RUSAGE_SELF, &ru);
+  c.cpu_s = double(ru.ru_utime.tv_sec + ru.ru_stime.tv_sec) +
+            1e-6 * double(ru.ru_utime.tv_usec + ru.ru_stime.tv_usec);
+  c.preempt = ru.ru_nivcsw;
+  c.faults = ru.ru_minflt + ru.ru_majflt;
+  // Threads that ended before this read drop out of the sum; a bench's pool lives throughout.
+  if (DIR* d = opendir("/proc/self/task")) {
+    while (const dirent* e = readdir(d)) {
+      if (e->d_name[0] == '.') continue;
+      const std::string path = std::string("/proc/self/task/") + e->d_name + "/schedstat";
+      if (FILE* f = std::fopen(path.c_str(), "r")) {
+        unsigned long long run_ns = 0, wait_ns = 0;
+        if (std::fscanf(f, "%llu %llu", &run_ns, &wait_ns) == 2) c.wait_s += double(wait_ns) * 1e-9;
+        std::fclose(f);
+      }
+    }
+    closedir(d);
+  }
+  return c;
+}
+
+}  // namespace
+
 static double Median(std::vector<double> v) {
   if (v.empty()) return 0;
   std::sort(v.begin(), v.end());
@@ -111,6 +149,9 @@ BenchResult RunBench(Runner& runner, const BenchOptions& o, double load_s) {
   for (auto& t : prompt) t = dist(rng);
   std::vector<double> token_times;
   std::vector<double> ttfts;
+  // Per decode step of the timed passes: CPU, run-queue wait, preemptions, faults; each rep's first.
+  std::vector<double> step_cpu, step_wait, step_preempt, step_faults, first_steps;
+  bool timed = false;
   // One pass: the prompt, then n_new greedy tokens.
   auto pass = [&](int n_new) {
     const int slot = runner.AcquireSlot();
@@ -120,9 +161,22 @@ BenchResult RunBench(Runner& runner, const BenchOptions& o, double load_s) {
     go.min_new_tokens = go.max_new_tokens;
     go.sampling.temperature = 0;
     go.prefill_chunk = o.n_prompt;
+    // Counters at each token: the first comes after the prefill, each later one after a step.
+    std::vector<ProcessCounters> at;
+    if (timed) go.on_token = [&](int32_t) {
+      at.push_back(ReadProcessCounters());
+      return true;
+    };
     GenerateStats gs;
     Generate(runner, slot, prompt, go, &gs);
     runner.ReleaseSlot(slot);
+    for (size_t i = 1; i < at.size(); ++i) {
+      step_cpu.push_back(at[i].cpu_s - at[i - 1].cpu_s);
+      step_wait.push_back(at[i].wait_s - at[i - 1].wait_s);
+      step_preempt.push_back(double(at[i].preempt - at[i - 1].preempt));
+      step_faults.push_back(double(at[i].faults - at[i - 1].faults));
+    }
+    if (timed && !gs.token_s.empty()) first_steps.push_back(gs.token_s.front());
     return gs;
   };
   // Warm-up passes (page faults of mmapped weights, allocator, caches, a GPU's clocks): at least
@@ -137,6 +191,7 @@ BenchResult RunBench(Runner& runner, const BenchOptions& o, double load_s) {
     ++r.warmups;
     if (std::chrono::duration<double>(Clock::now() - warm_t0).count() >= kMinWarmupS) break;
   }
+  timed = true;
   for (int rep = 0; rep < o.reps; ++rep) {
     const GenerateStats gs = pass(o.n_gen + 1);
     if (o.n_prompt > 0) r.prefill_runs.push_back(double(o.n_prompt) / gs.prefill_s);
@@ -152,6 +207,15 @@ BenchResult RunBench(Runner& runner, const BenchOptions& o, double load_s) {
   r.decode_p50_ms = Percentile(token_times, 50) * 1e3;
   r.decode_p95_ms = Percentile(token_times, 95) * 1e3;
   r.decode_p99_ms = Percentile(token_times, 99) * 1e3;
+  r.step_cpu_p50_ms = Percentile(step_cpu, 50) * 1e3;
+  r.step_cpu_p95_ms = Percentile(step_cpu, 95) * 1e3;
+  r.step_wait_p50_ms = Percentile(step_wait, 50) * 1e3;
+  r.step_wait_p95_ms = Percentile(step_wait, 95) * 1e3;
+  r.step_preempt_p50 = Percentile(step_preempt, 50);
+  r.step_preempt_p95 = Percentile(step_preempt, 95);
+  r.step_faults_p50 = Percentile(step_faults, 50);
+  r.step_faults_p95 = Percentile(step_faults, 95);
+  r.first_step_ms = Median(first_steps) * 1e3;
   r.peak_rss_bytes = PeakRssBytes();
   if (r.backend == "vulkan" && MeasureVulkanCopyBandwidth != nullptr) {
     // The device's copy bandwidth (a second, short-lived device handle; 2 x 256 MiB). A device
@@ -191,6 +255,15 @@ nlohmann::json BenchResult::ToJson() const {
           {"decode_token_ms_p50", decode_p50_ms},
           {"decode_token_ms_p95", decode_p95_ms},
           {"decode_token_ms_p99", decode_p99_ms},
+          {"decode_first_step_ms", first_step_ms},
+          {"step_cpu_ms_p50", step_cpu_p50_ms},
+          {"step_cpu_ms_p95", step_cpu_p95_ms},
+          {"step_run_queue_wait_ms_p50", step_wait_p50_ms},
+          {"step_run_queue_wait_ms_p95", step_wait_p95_ms},
+          {"step_preemptions_p50", step_preempt_p50},
+          {"step_preemptions_p95", step_preempt_p95},
+          {"step_page_faults_p50", step_faults_p50},
+          {"step_page_faults_p95", step_faults_p95},
           {"peak_rss_bytes", peak_rss_bytes},
           {"weight_bytes", weight_bytes},
           {"active_weight_bytes_per_token", active_bytes_per_token},

@@ -31,6 +31,15 @@ struct BenchResult {
   double ttft_s = 0;                 // prefill of n_prompt + first token
   std::vector<double> prefill_runs, decode_runs;   // tokens/s per repetition
   double decode_p50_ms = 0, decode_p95_ms = 0, decode_p99_ms = 0;
+  // Where a decode step's time went (Linux; zeros elsewhere), p50 / p95 over all timed steps:
+  // the process's CPU time (all threads), the time its runnable threads waited for a core (the
+  // run queue: other processes on the cores), involuntary context switches and page faults. A
+  // long step with little CPU and much run-queue wait was the machine, not the engine.
+  double step_cpu_p50_ms = 0, step_cpu_p95_ms = 0;
+  double step_wait_p50_ms = 0, step_wait_p95_ms = 0;
+  double step_preempt_p50 = 0, step_preempt_p95 = 0;   // involuntary switches a step
+  double step_faults_p50 = 0, step_faults_p95 = 0;     // minor + major page faults a step
+  double first_step_ms = 0;  // median over reps of each rep's first decode step (after prefill)
   size_t peak_rss_bytes = 0;
   size_t weight_bytes = 0, active_bytes_per_token = 0;
   size_t kv_bytes_per_token = 0;     // of the runner's KV cache type (kv_type)

@@ -70,6 +70,18 @@ TEST(Cli, BenchJson) {
   ASSERT_TRUE(j.contains("warmup_passes"));
   EXPECT_GE(j["warmup_passes"].get<int>(), 2);
   EXPECT_LE(j["warmup_passes"].get<int>(), 8);
+  // Per decode step (4 tokens: 4 steps): the process's CPU time is never zero, each rep's first
+  // step is timed, and the run-queue wait, preemptions and faults are counts, never negative.
+  for (const char* k : {"decode_first_step_ms", "step_cpu_ms_p50", "step_cpu_ms_p95",
+                        "step_run_queue_wait_ms_p50", "step_run_queue_wait_ms_p95",
+                        "step_preemptions_p50", "step_preemptions_p95", "step_page_faults_p50",
+                        "step_page_faults_p95"}) {
+    ASSERT_TRUE(j.contains(k)) << k;
+    EXPECT_GE(j[k].get<double>(), 0) << k;
+  }
+  EXPECT_GT(j["decode_first_step_ms"].get<double>(), 0);
+  EXPECT_GT(j["step_cpu_ms_p50"].get<double>(), 0);
+  EXPECT_GE(j["step_cpu_ms_p95"].get<double>(), j["step_cpu_ms_p50"].get<double>());
 }
 
 TEST(Cli, InspectMlaPreset) {
