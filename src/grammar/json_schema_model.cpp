@@ -10,8 +10,11 @@
 namespace es::grammar {
 
 using json = nlohmann::json;
+using ojson = nlohmann::ordered_json;  // schemas keep their key order: properties are emitted in it
 
 namespace {
+
+json ToJson(const ojson& v) { return json::parse(v.dump()); }
 
 const std::set<std::string> kKnown = {
     "$schema", "$id", "$comment", "title", "description", "default", "examples", "$defs",
@@ -55,7 +58,7 @@ size_t Utf8Length(const std::string& s) {
 
 class SchemaParser {
  public:
-  SchemaParser(const json& root, const SchemaLimits& lim) : root_(root), lim_(lim) {}
+  SchemaParser(const ojson& root, const SchemaLimits& lim) : root_(root), lim_(lim) {}
 
   SchemaModel Run() {
     Node(root_, "#", 0);
@@ -69,7 +72,7 @@ class SchemaParser {
   }
 
  private:
-  int Node(const json& s, const std::string& where, int depth) {
+  int Node(const ojson& s, const std::string& where, int depth) {
     ES_CHECK(depth <= lim_.max_depth, "JSON schema ", where, ": nested deeper than ", lim_.max_depth);
     ES_CHECK(m_.nodes_.size() < lim_.max_nodes, "JSON schema: more than ", lim_.max_nodes, " subschemas");
     const int id = int(m_.nodes_.size());
@@ -82,16 +85,16 @@ class SchemaParser {
     ES_CHECK(s.is_object(), "JSON schema ", where, ": a schema must be an object or a boolean");
     SchemaNode n;
     n.where = where;
-    auto count = [&](const std::string& k, const json& v) -> uint64_t {
+    auto count = [&](const std::string& k, const ojson& v) -> uint64_t {
       ES_CHECK(v.is_number_unsigned() || (v.is_number_integer() && v.get<int64_t>() >= 0),
                "JSON schema ", where, "/", k, ": must be a non-negative integer");
       return v.get<uint64_t>();
     };
-    auto number = [&](const std::string& k, const json& v) -> json {
+    auto number = [&](const std::string& k, const ojson& v) -> json {
       ES_CHECK(v.is_number(), "JSON schema ", where, "/", k, ": must be a number");
-      return v;
+      return ToJson(v);
     };
-    auto list = [&](const std::string& k, const json& v, std::vector<int>* out) {
+    auto list = [&](const std::string& k, const ojson& v, std::vector<int>* out) {
       ES_CHECK(v.is_array() && !v.empty(), "JSON schema ", where, "/", k, ": must be a non-empty array");
       for (size_t i = 0; i < v.size(); ++i) out->push_back(Node(v[i], where + "/" + k + "/" + std::to_string(i), depth + 1));
     };
@@ -99,7 +102,7 @@ class SchemaParser {
       ES_CHECK(kKnown.count(k), "JSON schema ", where, ": keyword '", k, "' is not supported");
       n.keywords.push_back(k);
       if (k == "type") {
-        for (const json& t : v.is_array() ? v : json::array({v})) {
+        for (const ojson& t : v.is_array() ? v : ojson::array({v})) {
           ES_CHECK(t.is_string() && kTypes.count(t.get<std::string>()), "JSON schema ", where,
                    "/type: ", t.dump(), " is not a JSON type");
           n.types.push_back(t.get<std::string>());
@@ -114,7 +117,7 @@ class SchemaParser {
         for (auto& [dk, dv] : v.items()) (void)dk, (void)dv;  // parsed when referenced
       } else if (k == "required") {
         ES_CHECK(v.is_array(), "JSON schema ", where, "/required: must be an array of names");
-        for (const json& r : v) {
+        for (const ojson& r : v) {
           ES_CHECK(r.is_string(), "JSON schema ", where, "/required: must be an array of names");
           n.required.push_back(r.get<std::string>());
         }
@@ -125,9 +128,9 @@ class SchemaParser {
         n.items = Node(v, where + "/items", depth + 1);
       } else if (k == "enum") {
         ES_CHECK(v.is_array(), "JSON schema ", where, "/enum: must be an array");
-        n.enum_values = v;
+        n.enum_values = ToJson(v);
       } else if (k == "const") {
-        n.const_value = v;
+        n.const_value = ToJson(v);
       } else if (k == "minimum") {
         n.minimum = number(k, v);
       } else if (k == "maximum") {
@@ -175,10 +178,10 @@ class SchemaParser {
     if (ref == "#") return 0;
     auto it = refs_.find(ref);
     if (it != refs_.end()) return it->second;
-    const json* target = nullptr;
+    const ojson* target = nullptr;
     try {
-      target = &root_.at(json::json_pointer(ref.substr(1)));
-    } catch (const json::exception&) {
+      target = &root_.at(ojson::json_pointer(ref.substr(1)));
+    } catch (const ojson::exception&) {
       Fail("JSON schema ", where, ": $ref '", ref, "' points nowhere");
     }
     refs_[ref] = -1;  // placeholder while parsing; a ref to a ref chain ends at the limits
@@ -187,15 +190,19 @@ class SchemaParser {
     return id;
   }
 
-  const json& root_;
+  const ojson& root_;
   SchemaLimits lim_;
   SchemaModel m_;
   std::vector<std::pair<int, std::string>> pending_;
   std::map<std::string, int> refs_;
 };
 
-SchemaModel SchemaModel::Parse(const json& schema, const SchemaLimits& lim) {
+SchemaModel SchemaModel::Parse(const ojson& schema, const SchemaLimits& lim) {
   return SchemaParser(schema, lim).Run();
+}
+
+SchemaModel SchemaModel::Parse(const json& schema, const SchemaLimits& lim) {
+  return Parse(ojson::parse(schema.dump()), lim);  // key order: sorted, as nlohmann::json holds it
 }
 
 // ---- validation ---------------------------------------------------------------------------

@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <limits>
 #include <numeric>
 
 #include "edgeseek/core/error.h"
@@ -285,6 +286,44 @@ bool Matcher::can_continue() const {
   if (cur_.need > 0) return true;
   const auto& s = states_[size_t(cur_.st)].stacks;
   return !s.empty() && s.back() != 0;
+}
+
+int ApplyMask(const std::vector<uint64_t>& mask, float* logits, int vocab) {
+  constexpr float kNegInf = -std::numeric_limits<float>::infinity();
+  int allowed = 0;
+  for (int w = 0; w * 64 < vocab; ++w) {
+    const uint64_t bits = size_t(w) < mask.size() ? mask[size_t(w)] : 0;
+    const int n = std::min(64, vocab - w * 64);
+    float* l = logits + w * 64;
+    if (n == 64) {
+      // Per word, touch only the minority: a typical JSON mask is either a few allowed ids in
+      // a word (before a key: fill with -inf, put the few back) or a few cleared ones (inside
+      // a string: the tokens holding '"' or '\\' are spread over the whole vocabulary).
+      const int on = __builtin_popcountll(bits);
+      allowed += on;
+      if (on == 64) continue;
+      if (on <= 32) {
+        float keep[32];
+        int idx[32], m = 0;
+        for (uint64_t b = bits; b; b &= b - 1) {
+          idx[m] = __builtin_ctzll(b);
+          keep[m] = l[idx[m]];
+          ++m;
+        }
+        std::fill(l, l + 64, kNegInf);
+        for (int k = 0; k < m; ++k) l[idx[k]] = keep[k];
+      } else {
+        for (uint64_t b = ~bits; b; b &= b - 1) l[__builtin_ctzll(b)] = kNegInf;
+      }
+      continue;
+    }
+    for (int k = 0; k < n; ++k) {
+      const bool on = (bits >> k) & 1;
+      allowed += on;
+      if (!on) l[k] = kNegInf;
+    }
+  }
+  return allowed;
 }
 
 }  // namespace es::grammar

@@ -68,10 +68,10 @@ std::string Unsigned(int64_t a, int64_t b) {
 
 class Compiler {
  public:
-  explicit Compiler(const SchemaModel& m) : m_(m) {}
+  Compiler(const SchemaModel& m, std::string prefix) : m_(m), prefix_(std::move(prefix)) {}
 
-  std::string Run() {
-    std::string out = std::string("root ::= ") + Name(0) + "\n" + kBasics;
+  std::string Run(bool with_basics) {
+    std::string out = prefix_ + "root ::= " + Name(0) + "\n" + (with_basics ? kBasics : "");
     while (!work_.empty()) {
       const int id = work_.back();
       work_.pop_back();
@@ -83,14 +83,14 @@ class Compiler {
  private:
   std::string Name(int id) {
     if (queued_.insert(id).second) work_.push_back(id);
-    return "n" + std::to_string(id);
+    return prefix_ + "n" + std::to_string(id);
   }
   [[noreturn]] void Unsupported(const SchemaNode& n, const std::string& what) {
     Fail("JSON schema ", n.where, ": ", what, " is not supported for constrained decoding");
   }
   std::string Rule(int id) {
     const SchemaNode& n = m_.node(id);
-    const std::string name = "n" + std::to_string(id);
+    const std::string name = prefix_ + "n" + std::to_string(id);
     if (n.constant) return name + " ::= " + (*n.constant ? "value" : "[]") + "\n";
     if (n.pattern) Unsupported(n, "keyword 'pattern'");
     if (n.unique_items) Unsupported(n, "keyword 'uniqueItems'");
@@ -142,7 +142,7 @@ class Compiler {
 
   std::string Typed(int id, const std::string& t, std::string* extra) {
     const SchemaNode& n = m_.node(id);
-    const std::string name = "n" + std::to_string(id);
+    const std::string name = prefix_ + "n" + std::to_string(id);
     if (t == "null") return "\"null\"";
     if (t == "boolean") return "\"true\" | \"false\"";
     if (t == "number") {
@@ -195,7 +195,7 @@ class Compiler {
   // yet", <name>-<i>a "from i on, some written" (so commas go only between properties).
   std::string Object(int id, std::string* extra) {
     const SchemaNode& n = m_.node(id);
-    const std::string name = "n" + std::to_string(id);
+    const std::string name = prefix_ + "n" + std::to_string(id);
     std::vector<std::pair<std::string, int>> props = n.properties;
     for (const auto& r : n.required) {
       bool listed = false;
@@ -229,13 +229,18 @@ class Compiler {
   }
 
   const SchemaModel& m_;
+  std::string prefix_;
   std::vector<int> work_;
   std::set<int> queued_;
 };
 
 }  // namespace
 
-std::string SchemaToGbnf(const SchemaModel& schema) { return Compiler(schema).Run(); }
+std::string SchemaToGbnf(const SchemaModel& schema, const std::string& prefix, bool with_basics) {
+  return Compiler(schema, prefix).Run(with_basics);
+}
+
+std::string JsonBasicsGbnf() { return kBasics; }
 
 std::string JsonObjectGbnf() { return std::string("root ::= object\n") + kBasics; }
 

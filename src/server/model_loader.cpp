@@ -2,6 +2,7 @@
 // template (TextModel), and one es::Runner per instance on its backend (StepModel).
 #include <algorithm>
 #include <filesystem>
+#include <mutex>
 
 #include "edgeseek/core/error.h"
 #include "edgeseek/formats/quant_policy.h"
@@ -70,8 +71,19 @@ class TokenizerTextModel final : public TextModel {
   std::unique_ptr<TokenTextStream> NewStream() const override { return std::make_unique<DecoderStream>(*tok_); }
   std::vector<int32_t> eos_ids() const override { return eos_ids_; }
   bool has_reasoning_tags() const override { return reasoning_; }
+  std::shared_ptr<const grammar::TokenTrie> token_trie() const override {
+    std::call_once(trie_once_, [&] {
+      std::vector<std::string> bytes(size_t(tok_->vocab_size()));
+      for (int32_t id = 0; id < tok_->vocab_size(); ++id)
+        if (!tok_->IsSpecial(id)) bytes[size_t(id)] = tok_->TokenBytes(id);
+      trie_ = std::make_shared<const grammar::TokenTrie>(std::move(bytes));
+    });
+    return trie_;
+  }
 
  private:
+  mutable std::once_flag trie_once_;
+  mutable std::shared_ptr<const grammar::TokenTrie> trie_;
   std::shared_ptr<const Tokenizer> tok_;
   std::shared_ptr<const Model> model_;  // keeps a model-owned tokenizer alive
   std::unique_ptr<ChatTemplate> template_;

@@ -24,6 +24,7 @@
 #include "admission.h"
 #include "connection_gate.h"
 #include "generation.h"
+#include "grammar_constraint.h"
 #include "metrics.h"
 #include "protocol.h"
 
@@ -416,6 +417,9 @@ struct RequestState {
   double t_receive = 0, t_tokenized = 0;
   bool engine_finished = false;
   bool sent_role = false, sent_finish = false, metrics_done = false;
+  int logprobs = -1;                                   // GenParams::logprobs
+  std::shared_ptr<const grammar::TokenTrie> trie;      // token bytes for logprobs
+  size_t text_offset = 0;                              // completions' logprobs text_offset
 
   ~RequestState();
   // Drains events into `d`; returns true when the output is complete.
@@ -430,8 +434,18 @@ struct RequestState {
             {"total_tokens", prompt_tokens + c},
             {"prompt_tokens_details", {{"cached_tokens", seq ? seq->prefix_hit_tokens : 0}}}};
   }
-  json Chunk(const json& delta_or_text, const json& finish) const {
-    json choice = {{"index", 0}, {"logprobs", nullptr}, {"finish_reason", finish}};
+  // OpenAI's logprobs object for these tokens (null when the request asked for none).
+  json Logprobs(const std::vector<server::TokenLogprob>& toks, size_t offset0) const {
+    if (logprobs < 0) return nullptr;
+    std::vector<std::pair<int32_t, const TokenLogprobs*>> v;
+    for (const auto& t : toks) v.emplace_back(t.token, t.lp.get());
+    auto bytes_of = [this](int32_t id) {
+      return trie && id >= 0 && id < trie->vocab_size() ? trie->bytes(id) : std::string();
+    };
+    return chat ? server::ChatLogprobs(v, bytes_of) : server::CompletionLogprobs(v, bytes_of, offset0);
+  }
+  json Chunk(const json& delta_or_text, const json& finish, const json& lp = nullptr) const {
+    json choice = {{"index", 0}, {"logprobs", lp}, {"finish_reason", finish}};
     if (chat) choice["delta"] = delta_or_text;
     else choice["text"] = delta_or_text;
     return {{"id", id}, {"object", object}, {"created", created}, {"model", model},
@@ -526,11 +540,11 @@ void Server::Impl::Handle(const httplib::Request& req, const std::string& body_t
   server::GenParams* gp;
   std::string model_name;
   if (chat) {
-    creq = server::ParseChatRequest(body, plim);
+    creq = server::ParseChatRequest(body, plim, body_text);
     gp = &creq.gen;
     model_name = creq.model;
   } else {
-    preq = server::ParseCompletionRequest(body, plim);
+    preq = server::ParseCompletionRequest(body, plim, body_text);
     gp = &preq.gen;
     model_name = preq.model;
   }
@@ -582,6 +596,17 @@ void Server::Impl::Handle(const httplib::Request& req, const std::string& body_t
     max_tokens = int(std::min(room, cap));
   }
 
+  // ---- constrained decoding ----
+  std::shared_ptr<TokenConstraint> constraint;
+  if (gp->grammar) {
+    auto trie = group->text->token_trie();
+    if (!trie)
+      throw BadRequest("model '" + group->entry.name + "' has no tokenizer view for constrained decoding",
+                       "response_format");
+    constraint = std::make_shared<server::GrammarConstraint>(
+        gp->grammar, std::move(trie), gp->ignore_eos ? std::vector<int32_t>{} : group->text->eos_ids());
+  }
+
   // ---- admission limits ----
   // The client's limit and the in-flight cap are checked and taken in one step (admission.h).
   int limit = client->max_concurrent > 0 ? client->max_concurrent : cfg.limits.max_concurrent_per_client;
@@ -623,6 +648,8 @@ void Server::Impl::Handle(const httplib::Request& req, const std::string& body_t
   st->group = group;
   st->created = int64_t(std::time(nullptr));
   st->include_usage = gp->include_usage;
+  st->logprobs = gp->logprobs;
+  if (gp->logprobs >= 0) st->trie = group->text->token_trie();
   st->prompt_tokens = int(prompt.size());
   st->t_receive = t_receive;
   st->channel = std::make_shared<server::EventChannel>();
@@ -638,6 +665,8 @@ void Server::Impl::Handle(const httplib::Request& req, const std::string& body_t
   seq->client = client->name;
   // Cached KV blocks are shared within a scope only: a client's own, or the shared one.
   seq->prefix_scope = client->shared_prefix ? "" : "client:" + client->name;
+  seq->constraint = std::move(constraint);
+  seq->logprobs = gp->logprobs;
   seq->submit_time = SteadySeconds();
   seq->deadline = seq->submit_time + cfg.limits.request_timeout_s;
   seq->on_event = [ch = st->channel](const SeqEvent& e) { ch->Push(e); };
@@ -677,7 +706,7 @@ void Server::Impl::Handle(const httplib::Request& req, const std::string& body_t
       return SendError(res, err);
     }
     json out = {{"id", st->id}, {"created", st->created}, {"model", st->model}, {"system_fingerprint", "edgeseek"}};
-    json choice = {{"index", 0}, {"logprobs", nullptr}, {"finish_reason", st->gen->finish_reason()}};
+    json choice = {{"index", 0}, {"logprobs", st->Logprobs(all.logprobs, 0)}, {"finish_reason", st->gen->finish_reason()}};
     if (chat) {
       out["object"] = "chat.completion";
       json msg = {{"role", "assistant"}, {"content", all.content}};
@@ -709,11 +738,15 @@ void Server::Impl::Handle(const httplib::Request& req, const std::string& body_t
           }
           server::Delta d;
           bool done = st->Pump(&d, out.empty() ? 0.5 : 0.0);
+          // Logprobs ride on the chunk of the step that produced their tokens (with an empty
+          // delta when the text is still held back, e.g. inside a UTF-8 character).
+          const json lp = d.logprobs.empty() ? json(nullptr) : st->Logprobs(d.logprobs, st->text_offset);
+          if (!st->chat) st->text_offset += d.content.size();
           if (st->chat) {
             if (!d.reasoning.empty()) out += Sse(st->Chunk({{"reasoning_content", d.reasoning}}, nullptr));
-            if (!d.content.empty()) out += Sse(st->Chunk({{"content", d.content}}, nullptr));
-          } else if (!d.content.empty()) {
-            out += Sse(st->Chunk(d.content, nullptr));
+            if (!d.content.empty() || !lp.is_null()) out += Sse(st->Chunk({{"content", d.content}}, nullptr, lp));
+          } else if (!d.content.empty() || !lp.is_null()) {
+            out += Sse(st->Chunk(d.content, nullptr, lp));
           }
           if (done) {
             FinishReason why = st->gen->engine_finish();

@@ -49,6 +49,9 @@ struct SchemaLimits {
 class SchemaModel {
  public:
   // Throws es::Error on an unsupported keyword, a malformed value or a dangling $ref.
+  // The ordered form keeps the schema's key order, which the grammar emits properties in (a
+  // model writes "reasoning" before "answer" when the schema says so); nlohmann::json sorts keys.
+  static SchemaModel Parse(const nlohmann::ordered_json& schema, const SchemaLimits& lim = {});
   static SchemaModel Parse(const nlohmann::json& schema, const SchemaLimits& lim = {});
   const SchemaNode& node(int i) const { return nodes_[size_t(i)]; }
   size_t size() const { return nodes_.size(); }
@@ -69,7 +72,11 @@ class SchemaModel {
 // between tokens is bounded (at most one newline and a few spaces), numbers have bounded
 // digits. Throws es::Error naming the keyword the compiler cannot enforce (pattern,
 // uniqueItems, minimum on non-integers...) or a schema no value satisfies.
-std::string SchemaToGbnf(const SchemaModel& schema);
+// `prefix` names the rules (the start rule is <prefix>root), so that several schemas can share
+// one grammar (tool calls); the shared JSON rules (ws, string, value...) come with_basics, once.
+std::string SchemaToGbnf(const SchemaModel& schema, const std::string& prefix = "", bool with_basics = true);
+// The shared rules alone: ws, hex, char, string, int, number, value, object, array.
+std::string JsonBasicsGbnf();
 // The grammar of any JSON object (response_format json_object).
 std::string JsonObjectGbnf();
 

@@ -121,4 +121,8 @@ class Matcher {
   Walk cur_;
 };
 
+// Sets logits[id] = -inf for every id < vocab whose bit is clear (ids past the mask's tokens too).
+// Returns how many ids stay allowed.
+int ApplyMask(const std::vector<uint64_t>& mask, float* logits, int vocab);
+
 }  // namespace es::grammar

@@ -2,6 +2,7 @@
 // bytes one by one from the current state succeeds.
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <random>
 
 #include "edgeseek/core/error.h"
@@ -66,6 +67,30 @@ TEST(Matcher, StatesAndMasksAreReused) {
   ASSERT_TRUE(m.AcceptText("d"));
   EXPECT_EQ(m.n_states(), states);  // "inside the string" again: no new state
   EXPECT_EQ(m.Mask(), inside);
+}
+
+// ApplyMask against the plain rule (bit clear or past the mask: -inf) over odd sizes and
+// densities (the word-level shortcuts: full, sparse, dense words).
+TEST(Matcher, ApplyMaskEqualsThePlainRule) {
+  std::mt19937_64 rng(9);
+  for (int vocab : {1, 63, 64, 65, 200, 1000}) {
+    for (double density : {0.0, 0.02, 0.5, 0.97, 1.0}) {
+      std::vector<uint64_t> mask(size_t(vocab + 63) / 64 - (vocab > 100 ? 1 : 0), 0);  // may be short
+      for (size_t w = 0; w < mask.size(); ++w)
+        for (int k = 0; k < 64; ++k)
+          if (std::uniform_real_distribution<double>(0, 1)(rng) < density) mask[w] |= uint64_t(1) << k;
+      std::vector<float> row(static_cast<size_t>(vocab)), want(static_cast<size_t>(vocab));
+      for (int i = 0; i < vocab; ++i) row[size_t(i)] = want[size_t(i)] = float(i % 17) - 8.0f;
+      int allowed = 0;
+      for (int i = 0; i < vocab; ++i) {
+        const bool on = size_t(i / 64) < mask.size() && Bit(mask, i);
+        allowed += on;
+        if (!on) want[size_t(i)] = -INFINITY;
+      }
+      EXPECT_EQ(ApplyMask(mask, row.data(), vocab), allowed) << vocab << " " << density;
+      EXPECT_EQ(row, want) << vocab << " " << density;
+    }
+  }
 }
 
 TEST(Matcher, AmbiguityAndSizeAreBounded) {
