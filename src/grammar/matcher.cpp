@@ -207,6 +207,7 @@ bool Matcher::PartialOk(const Walk& w) const {
   const uint32_t hi = (w.partial << shift) | ((uint32_t(1) << shift) - 1);
   const uint32_t lo = std::max(w.partial << shift, w.min);
   if (lo > hi || lo > 0x10FFFF) return false;
+  if (lo >= 0xD800 && hi <= 0xDFFF) return false;  // ED A0..BF: only surrogates, never UTF-8
   for (int32_t n : states_[size_t(w.st)].stacks) {
     if (n == 0) continue;
     const Element& e = classes_[size_t(code_[size_t(nodes_[size_t(n)].first)].arg)].e;

@@ -8,6 +8,7 @@
 #include "edgeseek/grammar/json_schema.h"
 
 #include <algorithm>
+#include <cctype>
 #include <cmath>
 #include <limits>
 
@@ -138,7 +139,7 @@ std::shared_ptr<const grammar::Grammar> ParseConstraint(const json& b, const std
       if (js.contains("schema")) {
         const auto ordered = nlohmann::ordered_json::parse(body_text, nullptr, false);
         schema = !ordered.is_discarded() && ordered.contains("response_format")
-                     ? ordered["response_format"]["json_schema"]["schema"]
+                     ? ordered.at("response_format").at("json_schema").at("schema")
                      : nlohmann::ordered_json::parse(js.at("schema").dump());
       }
       try {
@@ -286,6 +287,64 @@ std::string ContentText(const json& c, const std::string& param) {
   return text;
 }
 
+// Each tool a function with a name and (optionally) a parameters schema the grammar compiler
+// takes: a tool whose schema could not constrain a call is refused here, not at call time.
+std::vector<ToolSpec> ParseTools(const json& tools, const std::string& body_text) {
+  const auto ordered = body_text.empty() ? nlohmann::ordered_json() : nlohmann::ordered_json::parse(body_text, nullptr, false);
+  std::vector<ToolSpec> specs;
+  for (size_t i = 0; i < tools.size(); ++i) {
+    const std::string p = "tools[" + std::to_string(i) + "]";
+    const json& t = tools[i];
+    if (!t.is_object() || !t.contains("type") || t.at("type") != "function" || !t.contains("function") ||
+        !t.at("function").is_object())
+      throw BadRequest("'" + p + "' must be {\"type\": \"function\", \"function\": {...}}", "tools");
+    const json& f = t.at("function");
+    const std::string name = f.contains("name") && f.at("name").is_string() ? f.at("name").get<std::string>() : "";
+    bool ok = !name.empty() && name.size() <= 64;
+    for (char c : name) ok = ok && (std::isalnum(static_cast<unsigned char>(c)) || c == '_' || c == '-');
+    if (!ok) throw BadRequest("'" + p + ".function.name' must be 1 to 64 of a-z, A-Z, 0-9, _ and -", "tools");
+    for (const auto& s : specs)
+      if (s.name == name) throw BadRequest("'" + p + ".function.name' '" + name + "' is used twice", "tools");
+    ToolSpec spec{name, nlohmann::ordered_json{{"type", "object"}}};
+    if (f.contains("parameters") && !f.at("parameters").is_null()) {
+      spec.parameters = !ordered.is_discarded() && ordered.contains("tools") && ordered.at("tools").size() > i
+                            ? ordered.at("tools").at(i).at("function").at("parameters")
+                            : nlohmann::ordered_json::parse(f.at("parameters").dump());
+      try {
+        grammar::Grammar::ParseGbnf(grammar::SchemaToGbnf(grammar::SchemaModel::Parse(spec.parameters)));
+      } catch (const Error& e) {
+        throw BadRequest("'" + p + ".function.parameters': " + e.what(), "tools", "invalid_schema");
+      }
+    }
+    specs.push_back(std::move(spec));
+  }
+  return specs;
+}
+
+void ParseToolChoice(const json& b, ChatRequest* r) {
+  if (!Present(b, "tool_choice")) return;
+  const json& c = b.at("tool_choice");
+  if (c.is_string()) {
+    const std::string v = c.get<std::string>();
+    if (v == "none") r->tool_choice = ToolChoice::kNone;
+    else if (v == "auto") r->tool_choice = ToolChoice::kAuto;
+    else if (v == "required") r->tool_choice = ToolChoice::kRequired;
+    else throw BadRequest("'tool_choice' must be 'none', 'auto', 'required' or a named function", "tool_choice");
+  } else if (c.is_object() && c.contains("type") && c.at("type") == "function" && c.contains("function") &&
+             c.at("function").is_object() && c.at("function").contains("name") && c.at("function").at("name").is_string()) {
+    r->tool_choice = ToolChoice::kNamed;
+    r->tool_name = c.at("function").at("name").get<std::string>();
+    bool known = false;
+    for (const auto& s : r->tool_specs) known = known || s.name == r->tool_name;
+    if (!known) throw BadRequest("'tool_choice' names '" + r->tool_name + "', which is not in 'tools'", "tool_choice");
+  } else {
+    throw BadRequest("'tool_choice' must be 'none', 'auto', 'required' or {\"type\": \"function\", \"function\": {\"name\": ...}}",
+                     "tool_choice");
+  }
+  if (r->tool_choice == ToolChoice::kRequired && r->tool_specs.empty())
+    throw BadRequest("'tool_choice' is 'required' but there are no 'tools'", "tool_choice");
+}
+
 }  // namespace
 
 ChatRequest ParseChatRequest(const json& b, const ProtocolLimits& lim, const std::string& body_text) {
@@ -329,7 +388,9 @@ ChatRequest ParseChatRequest(const json& b, const ProtocolLimits& lim, const std
       throw BadRequest("'tools' has " + std::to_string(b.at("tools").size()) + " entries; at most " +
                            std::to_string(lim.max_tools) + " are allowed", "tools");
     r.tools = b.at("tools");
+    r.tool_specs = ParseTools(r.tools, body_text);
   }
+  ParseToolChoice(b, &r);
   if (Present(b, "chat_template_kwargs")) {
     if (!b.at("chat_template_kwargs").is_object())
       throw BadRequest("'chat_template_kwargs' must be an object", "chat_template_kwargs");

@@ -14,6 +14,7 @@
 
 #include "edgeseek/grammar/grammar.h"
 #include "edgeseek/runtime/sampler.h"
+#include "tool_calls.h"
 
 namespace es::server {
 
@@ -70,10 +71,15 @@ struct GenParams {
   int logprobs = -1;
 };
 
+enum class ToolChoice { kAuto, kNone, kRequired, kNamed };
+
 struct ChatRequest {
   std::string model;          // empty: the server's only model
   json messages;              // validated array of {role, content (string), ...}
   json tools;                 // null or array
+  std::vector<ToolSpec> tool_specs;  // the tools, validated (names, compilable parameter schemas)
+  ToolChoice tool_choice = ToolChoice::kAuto;
+  std::string tool_name;      // kNamed
   json template_kwargs;       // chat_template_kwargs (object) or null
   GenParams gen;
 };

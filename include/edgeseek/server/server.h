@@ -134,6 +134,8 @@ class TextModel {
   // ids none. Built on first use and shared; null when the model offers none (grammar requests
   // are then refused).
   virtual std::shared_ptr<const grammar::TokenTrie> token_trie() const { return nullptr; }
+  // The chat template's source ("" without one): the server reads its tool call format from it.
+  virtual std::string chat_template_source() const { return ""; }
 };
 
 struct LoadedModel {

@@ -50,6 +50,12 @@ TEST(Matcher, TokensMayEndInsideACharacter) {
   EXPECT_TRUE(Bit(mask, 1 + 0xC3));   // the lead byte of é alone
   EXPECT_FALSE(Bit(mask, 1 + 0xE2));  // the lead byte of € cannot become é
   EXPECT_FALSE(Bit(mask, 1 + 0x80));  // a lone continuation byte is never valid UTF-8
+  {
+    Matcher any(std::make_shared<Grammar>(Grammar::ParseGbnf("root ::= [^\"]+")), vocab);
+    ASSERT_TRUE(any.AcceptText("\xED"));
+    EXPECT_FALSE(any.AcceptText("\xA0"));  // ED A0..BF: only surrogates follow, a dead end
+    EXPECT_TRUE(any.AcceptText("\x9F"));   // ED 9F: U+D7C0..U+D7FF
+  }
   ASSERT_TRUE(m.Accept(1 + 0xC3));
   EXPECT_FALSE(m.accepting());
   EXPECT_FALSE(m.AcceptText("\xA8"));  // è's continuation

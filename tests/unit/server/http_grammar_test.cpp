@@ -151,3 +151,111 @@ TEST(HttpGrammar, BadSchemasAndGrammarsAre400s) {
 
 }  // namespace
 }  // namespace es
+
+namespace es {
+namespace {
+
+json Tools() {
+  return json::parse(R"([{"type":"function","function":{"name":"get_weather","description":"Weather of a city",
+      "parameters":{"type":"object","properties":{"city":{"type":"string","maxLength":10},"unit":{"enum":["c","f"]}},
+      "required":["city","unit"],"additionalProperties":false}}},
+    {"type":"function","function":{"name":"add","parameters":{"type":"object","properties":{"a":{"type":"integer",
+      "minimum":0,"maximum":99},"b":{"type":"integer","minimum":0,"maximum":99}},"required":["a","b"]}}}])");
+}
+
+TEST(HttpTools, RequiredAndNamedCallsAreValid) {
+  Running r;
+  for (int seed = 0; seed < 8; ++seed) {
+    int st;
+    json out = r.Post("/v1/chat/completions", Chat({{"tools", Tools()}, {"tool_choice", "required"}, {"seed", seed}}), &st);
+    ASSERT_EQ(st, 200) << out.dump();
+    const json& choice = out["choices"][0];
+    ASSERT_EQ(choice["finish_reason"], "tool_calls") << out.dump();
+    const json& call = choice["message"]["tool_calls"][0];
+    EXPECT_EQ(call["type"], "function");
+    EXPECT_EQ(call["id"].get<std::string>().rfind("call_", 0), 0u);
+    const json args = json::parse(call["function"]["arguments"].get<std::string>());
+    if (call["function"]["name"] == "add") {
+      EXPECT_TRUE(args["a"].is_number_integer() && args["b"].is_number_integer()) << args;
+    } else {
+      ASSERT_EQ(call["function"]["name"], "get_weather");
+      EXPECT_TRUE(args["city"].is_string() && (args["unit"] == "c" || args["unit"] == "f")) << args;
+    }
+  }
+  int st;
+  json out = r.Post("/v1/chat/completions",
+                    Chat({{"tools", Tools()}, {"tool_choice", {{"type", "function"}, {"function", {{"name", "add"}}}}}}), &st);
+  ASSERT_EQ(st, 200) << out.dump();
+  EXPECT_EQ(out["choices"][0]["message"]["tool_calls"][0]["function"]["name"], "add");
+}
+
+TEST(HttpTools, StreamedCallDeltasAndRoundTrip) {
+  Running r;
+  json body = Chat({{"tools", Tools()}, {"tool_choice", "required"}, {"stream", true}, {"seed", 1}});
+  auto res = r.cli->Post("/v1/chat/completions", body.dump(), "application/json");
+  ASSERT_TRUE(res && res->status == 200);
+  std::string name, args, id, finish;
+  size_t at = 0;
+  while ((at = res->body.find("data: {", at)) != std::string::npos) {
+    const size_t end = res->body.find("\n\n", at);
+    json c = json::parse(res->body.substr(at + 6, end - at - 6));
+    at = end;
+    if (c["choices"].empty()) continue;
+    const json& ch = c["choices"][0];
+    if (ch["finish_reason"].is_string()) finish = ch["finish_reason"];
+    if (!ch["delta"].contains("tool_calls")) continue;
+    const json& tc = ch["delta"]["tool_calls"][0];
+    EXPECT_EQ(tc["index"], 0);
+    if (tc.contains("id")) id = tc["id"];
+    if (tc["function"].contains("name")) name += tc["function"]["name"].get<std::string>();
+    args += tc["function"]["arguments"].get<std::string>();
+  }
+  EXPECT_EQ(finish, "tool_calls");
+  EXPECT_FALSE(id.empty());
+  EXPECT_TRUE(name == "add" || name == "get_weather") << name;
+  EXPECT_TRUE(json::parse(args).is_object()) << args;
+  // The result goes back as a tool message through the template.
+  json msgs = json::array({{{"role", "user"}, {"content", "weather?"}},
+                           {{"role", "assistant"}, {"content", nullptr},
+                            {"tool_calls", json::array({{{"id", id}, {"type", "function"},
+                                                         {"function", {{"name", name}, {"arguments", args}}}}})}},
+                           {{"role", "tool"}, {"tool_call_id", id}, {"content", "{\"temp\": 3}"}}});
+  int st;
+  json out = r.Post("/v1/chat/completions", {{"messages", msgs}, {"tools", Tools()}, {"max_tokens", 5}}, &st);
+  EXPECT_EQ(st, 200) << out.dump();
+}
+
+TEST(HttpTools, AutoLeavesTextAndBadToolsAre400s) {
+  Running r;
+  int st;
+  // auto with the fake model's text: no valid call, so content and "length"/"stop", never a 500.
+  json out = r.Post("/v1/chat/completions", Chat({{"tools", Tools()}, {"max_tokens", 12}}), &st);
+  ASSERT_EQ(st, 200) << out.dump();
+  EXPECT_TRUE(out["choices"][0]["message"]["content"].is_string());
+  EXPECT_FALSE(out["choices"][0]["message"].contains("tool_calls"));
+  // none: never parsed.
+  out = r.Post("/v1/chat/completions", Chat({{"tools", Tools()}, {"tool_choice", "none"}, {"max_tokens", 4}}), &st);
+  EXPECT_EQ(st, 200);
+  auto bad = [&](const json& extra, const char* param) {
+    json o = r.Post("/v1/chat/completions", Chat(extra), &st);
+    EXPECT_EQ(st, 400) << extra.dump();
+    EXPECT_EQ(o["error"]["param"], param) << o.dump();
+    return o["error"]["message"].get<std::string>();
+  };
+  json broken = Tools();
+  broken[0]["function"]["parameters"]["properties"]["city"]["pattern"] = "^[A-Z]";
+  EXPECT_NE(bad({{"tools", broken}}, "tools").find("'pattern'"), std::string::npos);
+  broken = Tools();
+  broken[1]["function"]["parameters"] = json::parse(R"({"type":"object","properties":{"a":false},"required":["a"]})");
+  EXPECT_NE(bad({{"tools", broken}}, "tools").find("can never be satisfied"), std::string::npos);
+  broken = Tools();
+  broken[1]["function"]["name"] = "bad name!";
+  bad({{"tools", broken}}, "tools");
+  bad({{"tools", Tools()}, {"tool_choice", {{"type", "function"}, {"function", {{"name", "nope"}}}}}}, "tool_choice");
+  bad({{"tool_choice", "required"}}, "tool_choice");
+  bad({{"tools", Tools()}, {"tool_choice", "sometimes"}}, "tool_choice");
+  bad({{"tools", Tools()}, {"tool_choice", "required"}, {"response_format", {{"type", "json_object"}}}}, "tool_choice");
+}
+
+}  // namespace
+}  // namespace es
