@@ -35,9 +35,10 @@ bool Sampler::DeviceParams(const std::vector<int32_t>& history, const std::vecto
   return true;
 }
 
-int32_t Sampler::Sample(const float* logits_in, int vocab, const std::vector<int32_t>& history,
-                        const std::vector<int32_t>& banned) {
-  std::vector<float> logits(logits_in, logits_in + vocab);
+void Sampler::Processed(const float* logits_in, int vocab, const std::vector<int32_t>& history,
+                        const std::vector<int32_t>& banned, std::vector<float>* out) const {
+  std::vector<float>& logits = *out;
+  logits.assign(logits_in, logits_in + vocab);
   for (int32_t b : banned)
     if (b >= 0 && b < vocab) logits[size_t(b)] = -INFINITY;
   if (p_.repeat_penalty != 1.0f || p_.presence_penalty != 0.0f || p_.frequency_penalty != 0.0f) {
@@ -50,6 +51,34 @@ int32_t Sampler::Sample(const float* logits_in, int vocab, const std::vector<int
       l -= p_.presence_penalty + p_.frequency_penalty * float(n);
     }
   }
+}
+
+TokenLogprobs LogSoftmaxAt(const float* row, int vocab, int32_t id, int top) {
+  float mx = -INFINITY;
+  for (int i = 0; i < vocab; ++i) mx = std::max(mx, row[i]);
+  double sum = 0;
+  for (int i = 0; i < vocab; ++i)
+    if (row[i] > -INFINITY) sum += std::exp(double(row[i]) - double(mx));
+  const float lse = float(double(mx) + std::log(sum));
+  TokenLogprobs t;
+  t.logprob = id >= 0 && id < vocab ? row[id] - lse : -INFINITY;
+  if (top > 0) {
+    std::vector<std::pair<float, int32_t>> c;
+    for (int i = 0; i < vocab; ++i)
+      if (row[i] > -INFINITY) c.emplace_back(row[i], i);
+    const size_t k = std::min(c.size(), size_t(top));
+    std::partial_sort(c.begin(), c.begin() + long(k), c.end(), [](const auto& a, const auto& b) {
+      return a.first > b.first || (a.first == b.first && a.second < b.second);
+    });
+    for (size_t i = 0; i < k; ++i) t.top.emplace_back(c[i].second, c[i].first - lse);
+  }
+  return t;
+}
+
+int32_t Sampler::Sample(const float* logits_in, int vocab, const std::vector<int32_t>& history,
+                        const std::vector<int32_t>& banned) {
+  std::vector<float> logits;
+  Processed(logits_in, vocab, history, banned, &logits);
   if (p_.temperature <= 0.0f) return Argmax(logits.data(), vocab);
   auto& c = scratch_;
   c.clear();

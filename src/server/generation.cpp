@@ -51,6 +51,7 @@ bool Generation::Consume(const SeqEvent& e, Delta* d) {
       if (first_token_time == 0) first_token_time = e.time;
       else token_gaps.push_back(e.time - last_token_time);
       last_token_time = e.time;
+      if (e.logprobs) d->logprobs.push_back({e.token, e.logprobs});
       Text(stream_->Push(e.token), d);
       if (stop_hit_) {
         split_.Flush(&d->reasoning, &d->content);

@@ -32,8 +32,15 @@ class EventChannel {
   std::deque<SeqEvent> events_;
 };
 
+// A token's log-probabilities as the engine computed them (requests with logprobs).
+struct TokenLogprob {
+  int32_t token = -1;
+  std::shared_ptr<const TokenLogprobs> lp;
+};
+
 struct Delta {
   std::string reasoning, content;
+  std::vector<TokenLogprob> logprobs;  // the tokens of this delta that carry them
 };
 
 class Generation {

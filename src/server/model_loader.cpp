@@ -2,6 +2,7 @@
 // template (TextModel), and one es::Runner per instance on its backend (StepModel).
 #include <algorithm>
 #include <filesystem>
+#include <mutex>
 
 #include "edgeseek/core/error.h"
 #include "edgeseek/formats/quant_policy.h"
@@ -37,6 +38,7 @@ class TokenizerTextModel final : public TextModel {
     TemplateConfig tc;
     if (!cfg.is_null()) tc = ReadTemplateConfig(cfg);
     std::string source = !tc.chat_template.empty() ? tc.chat_template : tok_->chat_template();
+    source_ = source;
     bos_ = !tc.bos_token.empty() ? tc.bos_token : tok_->bos_token();
     eos_ = !tc.eos_token.empty() ? tc.eos_token : tok_->eos_token();
     if (!source.empty()) {
@@ -70,12 +72,24 @@ class TokenizerTextModel final : public TextModel {
   std::unique_ptr<TokenTextStream> NewStream() const override { return std::make_unique<DecoderStream>(*tok_); }
   std::vector<int32_t> eos_ids() const override { return eos_ids_; }
   bool has_reasoning_tags() const override { return reasoning_; }
+  std::string chat_template_source() const override { return source_; }
+  std::shared_ptr<const grammar::TokenTrie> token_trie() const override {
+    std::call_once(trie_once_, [&] {
+      std::vector<std::string> bytes(size_t(tok_->vocab_size()));
+      for (int32_t id = 0; id < tok_->vocab_size(); ++id)
+        if (!tok_->IsSpecial(id)) bytes[size_t(id)] = tok_->TokenBytes(id);
+      trie_ = std::make_shared<const grammar::TokenTrie>(std::move(bytes));
+    });
+    return trie_;
+  }
 
  private:
+  mutable std::once_flag trie_once_;
+  mutable std::shared_ptr<const grammar::TokenTrie> trie_;
   std::shared_ptr<const Tokenizer> tok_;
   std::shared_ptr<const Model> model_;  // keeps a model-owned tokenizer alive
   std::unique_ptr<ChatTemplate> template_;
-  std::string bos_, eos_;
+  std::string bos_, eos_, source_;
   std::vector<int32_t> eos_ids_;
   bool reasoning_ = false;
 };

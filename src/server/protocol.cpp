@@ -4,7 +4,11 @@
 // priority, chat_template_kwargs).
 #include "protocol.h"
 
+#include "edgeseek/core/error.h"
+#include "edgeseek/grammar/json_schema.h"
+
 #include <algorithm>
+#include <cctype>
 #include <cmath>
 #include <limits>
 
@@ -108,7 +112,62 @@ void Unsupported(const json& b, const char* key, const char* why) {
   throw BadRequest(std::string("'") + key + "' " + why + " is not supported", key, "unsupported");
 }
 
-GenParams ParseGen(const json& b, const ProtocolLimits& lim, bool chat) {
+// response_format / grammar → the grammar the output must follow (null: none). Compiled here,
+// per request, so that a bad schema or grammar is a 400 naming the fault before anything runs.
+std::shared_ptr<const grammar::Grammar> ParseConstraint(const json& b, const std::string& body_text) {
+  std::string gbnf;
+  const char* param = "response_format";
+  if (Present(b, "response_format")) {
+    const json& rf = b.at("response_format");
+    if (!rf.is_object() || !rf.contains("type") || !rf.at("type").is_string())
+      throw BadRequest("'response_format' must be an object with a 'type'", param);
+    const std::string type = rf.at("type").get<std::string>();
+    if (type == "json_object") {
+      gbnf = grammar::JsonObjectGbnf();
+    } else if (type == "json_schema") {
+      if (!rf.contains("json_schema") || !rf.at("json_schema").is_object())
+        throw BadRequest("'response_format.json_schema' must be an object with 'name' and 'schema'", param);
+      const json& js = rf.at("json_schema");
+      if (!js.contains("name") || !js.at("name").is_string() || js.at("name").get<std::string>().empty() ||
+          js.at("name").get<std::string>().size() > 64)
+        throw BadRequest("'response_format.json_schema.name' must be a string of 1 to 64 characters", param);
+      if (js.contains("strict") && !js.at("strict").is_null() && !js.at("strict").is_boolean())
+        throw BadRequest("'response_format.json_schema.strict' must be a boolean", param);
+      // OpenAI makes 'schema' optional (any JSON then); a missing one is an open schema.
+      // From the body text again, in key order (properties are generated in schema order).
+      nlohmann::ordered_json schema = nlohmann::ordered_json::object();
+      if (js.contains("schema")) {
+        const auto ordered = nlohmann::ordered_json::parse(body_text, nullptr, false);
+        schema = !ordered.is_discarded() && ordered.contains("response_format")
+                     ? ordered.at("response_format").at("json_schema").at("schema")
+                     : nlohmann::ordered_json::parse(js.at("schema").dump());
+      }
+      try {
+        gbnf = grammar::SchemaToGbnf(grammar::SchemaModel::Parse(schema));
+      } catch (const Error& e) {
+        throw BadRequest(std::string("'response_format.json_schema.schema': ") + e.what(), param, "invalid_schema");
+      }
+    } else if (type != "text") {
+      throw BadRequest("'response_format.type' must be 'text', 'json_object' or 'json_schema', got '" + type + "'", param);
+    }
+  }
+  if (Present(b, "grammar")) {
+    if (!gbnf.empty()) throw BadRequest("'grammar' and a JSON 'response_format' cannot be used together", "grammar");
+    gbnf = String(b, "grammar");
+    param = "grammar";
+    if (gbnf.empty()) throw BadRequest("'grammar' is empty", param);
+  }
+  if (gbnf.empty()) return nullptr;
+  try {
+    return std::make_shared<const grammar::Grammar>(grammar::Grammar::ParseGbnf(gbnf));
+  } catch (const Error& e) {
+    // A schema's grammar fails here only when no value can satisfy the schema.
+    throw BadRequest(std::string("'") + param + "': " + e.what(), param,
+                     param == std::string("grammar") ? "invalid_grammar" : "invalid_schema");
+  }
+}
+
+GenParams ParseGen(const json& b, const ProtocolLimits& lim, bool chat, const std::string& body_text) {
   GenParams g;
   for (const char* key : {"max_completion_tokens", "max_tokens"}) {
     if (!Present(b, key)) continue;
@@ -185,15 +244,18 @@ GenParams ParseGen(const json& b, const ProtocolLimits& lim, bool chat) {
     if (!lb.empty()) Unsupported(b, "logit_bias", "with entries");
   }
   if (Present(b, "user")) String(b, "user");
+  g.grammar = ParseConstraint(b, body_text);
   if (chat) {
-    if (Present(b, "logprobs") && Bool(b, "logprobs")) Unsupported(b, "logprobs", "true");
-    if (Present(b, "response_format")) {
-      const json& rf = b.at("response_format");
-      if (!rf.is_object() || !rf.contains("type") || rf.at("type") != "text")
-        Unsupported(b, "response_format", "other than {\"type\":\"text\"}");
+    const bool lp = Present(b, "logprobs") && Bool(b, "logprobs");
+    if (Present(b, "top_logprobs")) {
+      const int top = int(Integer(b, "top_logprobs", 0, kMaxTopLogprobs));
+      if (!lp) throw BadRequest("'top_logprobs' needs 'logprobs': true", "top_logprobs");
+      g.logprobs = top;
+    } else if (lp) {
+      g.logprobs = 0;
     }
   } else {
-    if (Present(b, "logprobs")) Unsupported(b, "logprobs", "");
+    if (Present(b, "logprobs")) g.logprobs = int(Integer(b, "logprobs", 0, kMaxTopLogprobs));
     if (Present(b, "echo") && Bool(b, "echo")) Unsupported(b, "echo", "true");
     if (Present(b, "suffix")) Unsupported(b, "suffix", "");
     if (Present(b, "best_of") && Integer(b, "best_of", 1, 128) != 1) Unsupported(b, "best_of", "other than 1");
@@ -225,9 +287,67 @@ std::string ContentText(const json& c, const std::string& param) {
   return text;
 }
 
+// Each tool a function with a name and (optionally) a parameters schema the grammar compiler
+// takes: a tool whose schema could not constrain a call is refused here, not at call time.
+std::vector<ToolSpec> ParseTools(const json& tools, const std::string& body_text) {
+  const auto ordered = body_text.empty() ? nlohmann::ordered_json() : nlohmann::ordered_json::parse(body_text, nullptr, false);
+  std::vector<ToolSpec> specs;
+  for (size_t i = 0; i < tools.size(); ++i) {
+    const std::string p = "tools[" + std::to_string(i) + "]";
+    const json& t = tools[i];
+    if (!t.is_object() || !t.contains("type") || t.at("type") != "function" || !t.contains("function") ||
+        !t.at("function").is_object())
+      throw BadRequest("'" + p + "' must be {\"type\": \"function\", \"function\": {...}}", "tools");
+    const json& f = t.at("function");
+    const std::string name = f.contains("name") && f.at("name").is_string() ? f.at("name").get<std::string>() : "";
+    bool ok = !name.empty() && name.size() <= 64;
+    for (char c : name) ok = ok && (std::isalnum(static_cast<unsigned char>(c)) || c == '_' || c == '-');
+    if (!ok) throw BadRequest("'" + p + ".function.name' must be 1 to 64 of a-z, A-Z, 0-9, _ and -", "tools");
+    for (const auto& s : specs)
+      if (s.name == name) throw BadRequest("'" + p + ".function.name' '" + name + "' is used twice", "tools");
+    ToolSpec spec{name, nlohmann::ordered_json{{"type", "object"}}};
+    if (f.contains("parameters") && !f.at("parameters").is_null()) {
+      spec.parameters = !ordered.is_discarded() && ordered.contains("tools") && ordered.at("tools").size() > i
+                            ? ordered.at("tools").at(i).at("function").at("parameters")
+                            : nlohmann::ordered_json::parse(f.at("parameters").dump());
+      try {
+        grammar::Grammar::ParseGbnf(grammar::SchemaToGbnf(grammar::SchemaModel::Parse(spec.parameters)));
+      } catch (const Error& e) {
+        throw BadRequest("'" + p + ".function.parameters': " + e.what(), "tools", "invalid_schema");
+      }
+    }
+    specs.push_back(std::move(spec));
+  }
+  return specs;
+}
+
+void ParseToolChoice(const json& b, ChatRequest* r) {
+  if (!Present(b, "tool_choice")) return;
+  const json& c = b.at("tool_choice");
+  if (c.is_string()) {
+    const std::string v = c.get<std::string>();
+    if (v == "none") r->tool_choice = ToolChoice::kNone;
+    else if (v == "auto") r->tool_choice = ToolChoice::kAuto;
+    else if (v == "required") r->tool_choice = ToolChoice::kRequired;
+    else throw BadRequest("'tool_choice' must be 'none', 'auto', 'required' or a named function", "tool_choice");
+  } else if (c.is_object() && c.contains("type") && c.at("type") == "function" && c.contains("function") &&
+             c.at("function").is_object() && c.at("function").contains("name") && c.at("function").at("name").is_string()) {
+    r->tool_choice = ToolChoice::kNamed;
+    r->tool_name = c.at("function").at("name").get<std::string>();
+    bool known = false;
+    for (const auto& s : r->tool_specs) known = known || s.name == r->tool_name;
+    if (!known) throw BadRequest("'tool_choice' names '" + r->tool_name + "', which is not in 'tools'", "tool_choice");
+  } else {
+    throw BadRequest("'tool_choice' must be 'none', 'auto', 'required' or {\"type\": \"function\", \"function\": {\"name\": ...}}",
+                     "tool_choice");
+  }
+  if (r->tool_choice == ToolChoice::kRequired && r->tool_specs.empty())
+    throw BadRequest("'tool_choice' is 'required' but there are no 'tools'", "tool_choice");
+}
+
 }  // namespace
 
-ChatRequest ParseChatRequest(const json& b, const ProtocolLimits& lim) {
+ChatRequest ParseChatRequest(const json& b, const ProtocolLimits& lim, const std::string& body_text) {
   ChatRequest r;
   r.model = ModelField(b);
   if (!Present(b, "messages")) throw BadRequest("'messages' is required", "messages");
@@ -268,17 +388,19 @@ ChatRequest ParseChatRequest(const json& b, const ProtocolLimits& lim) {
       throw BadRequest("'tools' has " + std::to_string(b.at("tools").size()) + " entries; at most " +
                            std::to_string(lim.max_tools) + " are allowed", "tools");
     r.tools = b.at("tools");
+    r.tool_specs = ParseTools(r.tools, body_text);
   }
+  ParseToolChoice(b, &r);
   if (Present(b, "chat_template_kwargs")) {
     if (!b.at("chat_template_kwargs").is_object())
       throw BadRequest("'chat_template_kwargs' must be an object", "chat_template_kwargs");
     r.template_kwargs = b.at("chat_template_kwargs");
   }
-  r.gen = ParseGen(b, lim, /*chat=*/true);
+  r.gen = ParseGen(b, lim, /*chat=*/true, body_text);
   return r;
 }
 
-CompletionRequest ParseCompletionRequest(const json& b, const ProtocolLimits& lim) {
+CompletionRequest ParseCompletionRequest(const json& b, const ProtocolLimits& lim, const std::string& body_text) {
   CompletionRequest r;
   r.model = ModelField(b);
   if (!Present(b, "prompt")) throw BadRequest("'prompt' is required", "prompt");
@@ -307,8 +429,56 @@ CompletionRequest ParseCompletionRequest(const json& b, const ProtocolLimits& li
   }
   if (!r.prompt_is_ids && r.prompt_text.empty())
     throw BadRequest("'prompt' must not be empty", "prompt");
-  r.gen = ParseGen(b, lim, /*chat=*/false);
+  r.gen = ParseGen(b, lim, /*chat=*/false, body_text);
   return r;
+}
+
+// ---- logprobs ----------------------------------------------------------------------------------
+namespace {
+double Finite(float lp) { return lp > -9999.0f ? double(lp) : -9999.0; }
+json ByteList(const std::string& b) {
+  json a = json::array();
+  for (unsigned char c : b) a.push_back(int(c));
+  return a;
+}
+// Token text as JSON can carry it (a token may end inside a UTF-8 character).
+std::string Text(const std::string& b) { return json(b).dump(-1, ' ', false, json::error_handler_t::replace); }
+std::string Unquote(const std::string& dumped) { return json::parse(dumped).get<std::string>(); }
+}  // namespace
+
+json ChatLogprobs(const std::vector<std::pair<int32_t, const TokenLogprobs*>>& tokens,
+                  const std::function<std::string(int32_t)>& bytes_of) {
+  json content = json::array();
+  for (const auto& [id, lp] : tokens) {
+    const std::string b = bytes_of(id);
+    if (b.empty()) continue;
+    json top = json::array();
+    for (const auto& [alt, alp] : lp->top) {
+      const std::string ab = bytes_of(alt);
+      top.push_back({{"token", Unquote(Text(ab))}, {"logprob", Finite(alp)}, {"bytes", ByteList(ab)}});
+    }
+    content.push_back({{"token", Unquote(Text(b))}, {"logprob", Finite(lp->logprob)}, {"bytes", ByteList(b)},
+                       {"top_logprobs", top}});
+  }
+  return {{"content", content}, {"refusal", nullptr}};
+}
+
+json CompletionLogprobs(const std::vector<std::pair<int32_t, const TokenLogprobs*>>& tokens,
+                        const std::function<std::string(int32_t)>& bytes_of, size_t offset0) {
+  json toks = json::array(), lps = json::array(), tops = json::array(), offs = json::array();
+  size_t off = offset0;
+  for (const auto& [id, lp] : tokens) {
+    const std::string b = bytes_of(id);
+    if (b.empty()) continue;
+    toks.push_back(Unquote(Text(b)));
+    lps.push_back(Finite(lp->logprob));
+    json top = json::object();
+    for (const auto& [alt, alp] : lp->top) top[Unquote(Text(bytes_of(alt)))] = Finite(alp);
+    tops.push_back(top);
+    offs.push_back(off);
+    off += b.size();
+  }
+  return {{"tokens", toks}, {"token_logprobs", lps}, {"top_logprobs", tops}, {"text_offset", offs}};
 }
 
 }  // namespace es::server

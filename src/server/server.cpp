@@ -24,6 +24,8 @@
 #include "admission.h"
 #include "connection_gate.h"
 #include "generation.h"
+#include "grammar_constraint.h"
+#include "tool_calls.h"
 #include "metrics.h"
 #include "protocol.h"
 
@@ -422,6 +424,26 @@ struct RequestState {
   double t_receive = 0, t_tokenized = 0;
   bool engine_finished = false;
   bool sent_role = false, sent_finish = false, metrics_done = false;
+  int logprobs = -1;                                   // GenParams::logprobs
+  std::shared_ptr<const grammar::TokenTrie> trie;      // token bytes for logprobs
+  size_t text_offset = 0;                              // completions' logprobs text_offset
+  // Tool calls (chat with tools, tool_choice not none): the format, the known names, and while
+  // streaming the text held back since a call may have begun.
+  bool parse_tools = false;
+  server::ToolFormat tool_format = server::ToolFormat::kNone;
+  std::set<std::string> tool_names;
+  std::string held;
+  // OpenAI's tool_calls entries for parsed calls (ids fresh per call).
+  json ToolCallsJson(const std::vector<server::ToolCall>& calls, bool delta) const {
+    json out = json::array();
+    for (size_t i = 0; i < calls.size(); ++i) {
+      json c = {{"id", RandomId("call_")}, {"type", "function"},
+                {"function", {{"name", calls[i].name}, {"arguments", calls[i].arguments}}}};
+      if (delta) c["index"] = int(i);
+      out.push_back(std::move(c));
+    }
+    return out;
+  }
 
   ~RequestState();
   // Drains events into `d`; returns true when the output is complete.
@@ -436,8 +458,18 @@ struct RequestState {
             {"total_tokens", prompt_tokens + c},
             {"prompt_tokens_details", {{"cached_tokens", seq ? seq->prefix_hit_tokens : 0}}}};
   }
-  json Chunk(const json& delta_or_text, const json& finish) const {
-    json choice = {{"index", 0}, {"logprobs", nullptr}, {"finish_reason", finish}};
+  // OpenAI's logprobs object for these tokens (null when the request asked for none).
+  json Logprobs(const std::vector<server::TokenLogprob>& toks, size_t offset0) const {
+    if (logprobs < 0) return nullptr;
+    std::vector<std::pair<int32_t, const TokenLogprobs*>> v;
+    for (const auto& t : toks) v.emplace_back(t.token, t.lp.get());
+    auto bytes_of = [this](int32_t id) {
+      return trie && id >= 0 && id < trie->vocab_size() ? trie->bytes(id) : std::string();
+    };
+    return chat ? server::ChatLogprobs(v, bytes_of) : server::CompletionLogprobs(v, bytes_of, offset0);
+  }
+  json Chunk(const json& delta_or_text, const json& finish, const json& lp = nullptr) const {
+    json choice = {{"index", 0}, {"logprobs", lp}, {"finish_reason", finish}};
     if (chat) choice["delta"] = delta_or_text;
     else choice["text"] = delta_or_text;
     return {{"id", id}, {"object", object}, {"created", created}, {"model", model},
@@ -532,11 +564,11 @@ void Server::Impl::Handle(const httplib::Request& req, const std::string& body_t
   server::GenParams* gp;
   std::string model_name;
   if (chat) {
-    creq = server::ParseChatRequest(body, plim);
+    creq = server::ParseChatRequest(body, plim, body_text);
     gp = &creq.gen;
     model_name = creq.model;
   } else {
-    preq = server::ParseCompletionRequest(body, plim);
+    preq = server::ParseCompletionRequest(body, plim, body_text);
     gp = &preq.gen;
     model_name = preq.model;
   }
@@ -588,6 +620,38 @@ void Server::Impl::Handle(const httplib::Request& req, const std::string& body_t
     max_tokens = int(std::min(room, cap));
   }
 
+  // ---- tool calls: the template's format; required / named calls are constrained ----
+  const server::ToolFormat tool_format =
+      chat ? server::DetectToolFormat(group->text->chat_template_source()) : server::ToolFormat::kNone;
+  const bool parse_tools = chat && !creq.tool_specs.empty() && creq.tool_choice != server::ToolChoice::kNone &&
+                           tool_format != server::ToolFormat::kNone;
+  if (chat && (creq.tool_choice == server::ToolChoice::kRequired || creq.tool_choice == server::ToolChoice::kNamed)) {
+    if (gp->grammar) throw BadRequest("'tool_choice' required or named cannot be combined with 'response_format' or 'grammar'",
+                                      "tool_choice");
+    if (tool_format == server::ToolFormat::kNone)
+      throw BadRequest("model '" + group->entry.name + "': its chat template has no tool call format", "tool_choice");
+    std::vector<server::ToolSpec> callable;
+    for (const auto& t : creq.tool_specs)
+      if (creq.tool_choice == server::ToolChoice::kRequired || t.name == creq.tool_name) callable.push_back(t);
+    try {
+      gp->grammar = std::make_shared<const grammar::Grammar>(
+          grammar::Grammar::ParseGbnf(server::ToolCallGbnf(tool_format, callable)));
+    } catch (const Error& e) {
+      throw BadRequest(std::string("tool call grammar: ") + e.what(), "tools");
+    }
+  }
+
+  // ---- constrained decoding ----
+  std::shared_ptr<TokenConstraint> constraint;
+  if (gp->grammar) {
+    auto trie = group->text->token_trie();
+    if (!trie)
+      throw BadRequest("model '" + group->entry.name + "' has no tokenizer view for constrained decoding",
+                       "response_format");
+    constraint = std::make_shared<server::GrammarConstraint>(
+        gp->grammar, std::move(trie), gp->ignore_eos ? std::vector<int32_t>{} : group->text->eos_ids());
+  }
+
   // ---- admission limits ----
   // The client's limit and the in-flight cap are checked and taken in one step (admission.h).
   int limit = client->max_concurrent > 0 ? client->max_concurrent : cfg.limits.max_concurrent_per_client;
@@ -629,6 +693,11 @@ void Server::Impl::Handle(const httplib::Request& req, const std::string& body_t
   st->group = group;
   st->created = int64_t(std::time(nullptr));
   st->include_usage = gp->include_usage;
+  st->logprobs = gp->logprobs;
+  st->parse_tools = parse_tools;
+  st->tool_format = tool_format;
+  for (const auto& t : creq.tool_specs) st->tool_names.insert(t.name);
+  if (gp->logprobs >= 0) st->trie = group->text->token_trie();
   st->prompt_tokens = int(prompt.size());
   st->t_receive = t_receive;
   st->channel = std::make_shared<server::EventChannel>();
@@ -644,6 +713,8 @@ void Server::Impl::Handle(const httplib::Request& req, const std::string& body_t
   seq->client = client->name;
   // Cached KV blocks are shared within a scope only: a client's own, or the shared one.
   seq->prefix_scope = client->shared_prefix ? "" : "client:" + client->name;
+  seq->constraint = std::move(constraint);
+  seq->logprobs = gp->logprobs;
   seq->submit_time = SteadySeconds();
   seq->deadline = seq->submit_time + cfg.limits.request_timeout_s;
   seq->on_event = [ch = st->channel](const SeqEvent& e) { ch->Push(e); };
@@ -683,10 +754,19 @@ void Server::Impl::Handle(const httplib::Request& req, const std::string& body_t
       return SendError(res, err);
     }
     json out = {{"id", st->id}, {"created", st->created}, {"model", st->model}, {"system_fingerprint", "edgeseek"}};
-    json choice = {{"index", 0}, {"logprobs", nullptr}, {"finish_reason", st->gen->finish_reason()}};
+    json choice = {{"index", 0}, {"logprobs", st->Logprobs(all.logprobs, 0)}, {"finish_reason", st->gen->finish_reason()}};
     if (chat) {
       out["object"] = "chat.completion";
       json msg = {{"role", "assistant"}, {"content", all.content}};
+      if (st->parse_tools) {
+        // A call that does not parse stays content (auto mode never fails over the model's text).
+        server::ParsedOutput p = server::ParseToolCalls(st->tool_format, all.content, st->tool_names);
+        if (!p.calls.empty()) {
+          msg["content"] = p.content.empty() ? json(nullptr) : json(p.content);
+          msg["tool_calls"] = st->ToolCallsJson(p.calls, /*delta=*/false);
+          if (choice["finish_reason"] == "stop") choice["finish_reason"] = "tool_calls";
+        }
+      }
       if (group->reasoning) msg["reasoning_content"] = all.reasoning.empty() ? json(nullptr) : json(all.reasoning);
       choice["message"] = msg;
     } else {
@@ -715,11 +795,48 @@ void Server::Impl::Handle(const httplib::Request& req, const std::string& body_t
           }
           server::Delta d;
           bool done = st->Pump(&d, out.empty() ? 0.5 : 0.0);
+          // Logprobs ride on the chunk of the step that produced their tokens (with an empty
+          // delta when the text is still held back, e.g. inside a UTF-8 character).
+          const json lp = d.logprobs.empty() ? json(nullptr) : st->Logprobs(d.logprobs, st->text_offset);
+          if (!st->chat) st->text_offset += d.content.size();
+          std::string finish_override, tool_sse;
+          if (st->parse_tools) {
+            // From where a call may begin, text is held back; at the end it becomes tool_calls
+            // deltas (name, then arguments) or, if it does not parse, content after all.
+            st->held += d.content;
+            d.content.clear();
+            const size_t at = server::ToolCallStart(st->tool_format, st->held);
+            if (at == std::string::npos) {
+              d.content.swap(st->held);
+            } else if (at > 0) {
+              d.content = st->held.substr(0, at);
+              st->held.erase(0, at);
+            }
+            if (done && !st->held.empty()) {
+              server::ParsedOutput p = server::ParseToolCalls(st->tool_format, st->held, st->tool_names);
+              if (p.calls.empty()) {
+                d.content += st->held;
+              } else {
+                d.content += p.content;
+                json calls = st->ToolCallsJson(p.calls, /*delta=*/true);
+                for (json& c : calls) {
+                  json args = c["function"]["arguments"];
+                  c["function"]["arguments"] = "";
+                  tool_sse += Sse(st->Chunk({{"tool_calls", json::array({c})}}, nullptr));
+                  tool_sse += Sse(st->Chunk(
+                      {{"tool_calls", json::array({{{"index", c["index"]}, {"function", {{"arguments", args}}}}})}}, nullptr));
+                }
+                if (st->gen->finish_reason() == "stop") finish_override = "tool_calls";
+              }
+              st->held.clear();
+            }
+          }
           if (st->chat) {
             if (!d.reasoning.empty()) out += Sse(st->Chunk({{"reasoning_content", d.reasoning}}, nullptr));
-            if (!d.content.empty()) out += Sse(st->Chunk({{"content", d.content}}, nullptr));
-          } else if (!d.content.empty()) {
-            out += Sse(st->Chunk(d.content, nullptr));
+            if (!d.content.empty() || !lp.is_null()) out += Sse(st->Chunk({{"content", d.content}}, nullptr, lp));
+            out += tool_sse;
+          } else if (!d.content.empty() || !lp.is_null()) {
+            out += Sse(st->Chunk(d.content, nullptr, lp));
           }
           if (done) {
             FinishReason why = st->gen->engine_finish();
@@ -732,7 +849,8 @@ void Server::Impl::Handle(const httplib::Request& req, const std::string& body_t
                                      "server_error", FinishReasonName(why));
               out += Sse(server::ErrorBody(e));  // Sse() replaces invalid UTF-8
             } else {
-              out += Sse(st->Chunk(st->chat ? json::object() : json(""), st->gen->finish_reason()));
+              out += Sse(st->Chunk(st->chat ? json::object() : json(""),
+                                   finish_override.empty() ? st->gen->finish_reason() : finish_override));
               if (st->include_usage) {
                 json u = st->Chunk(json::object(), nullptr);
                 u["choices"] = json::array();

@@ -10,7 +10,7 @@
 #include "edgeseek/core/error.h"
 #include "edgeseek/runtime/runner.h"
 #include "edgeseek/server/server.h"
-#include "json_schema.h"
+#include "edgeseek/grammar/json_schema.h"
 
 namespace es {
 
@@ -54,7 +54,7 @@ ServerConfig LoadServerConfig(const std::string& path, const std::string& schema
 
 ServerConfig ServerConfigFromJson(const json& doc, const std::string& schema_path,
                                   const std::string& origin) {
-  server::JsonSchema schema(ReadJsonFile(schema_path, "schema"));
+  const grammar::SchemaModel schema = grammar::SchemaModel::Parse(ReadJsonFile(schema_path, "schema"));
   auto errors = schema.Validate(doc);
   if (!errors.empty()) {
     std::string msg = origin + ": " + errors.front();

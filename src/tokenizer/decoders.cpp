@@ -19,6 +19,7 @@ namespace {
 
 class ByteLevelDec : public Decoder {
  public:
+  bool byte_level() const override { return true; }
   void DecodeChain(std::vector<std::string>* tokens) const override {
     std::string bytes;
     for (const auto& t : *tokens) {

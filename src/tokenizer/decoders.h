@@ -15,6 +15,9 @@ class Decoder {
  public:
   virtual ~Decoder() = default;
   virtual void DecodeChain(std::vector<std::string>* tokens) const = 0;
+  // Whether a token string maps to bytes one character at a time (GPT-2 byte level), so that a
+  // single token's bytes are known even when they end inside a UTF-8 character.
+  virtual bool byte_level() const { return false; }
 };
 
 // null json -> nullptr. Unknown "type" -> es::Error naming it.

@@ -283,6 +283,20 @@ std::string Tokenizer::TokenText(int32_t id) const {
   return s ? *s : std::string();
 }
 
+std::string Tokenizer::TokenBytes(int32_t id) const {
+  if (const tok::AddedToken* t = pipeline_->added.ById(id)) return t->content;
+  const std::string* s = pipeline_->model->IdToToken(id);
+  if (!s) return "";
+  if (!pipeline_->decoder || !pipeline_->decoder->byte_level()) return Decode({id});
+  std::string bytes;
+  for (size_t i = 0; i < s->size();) {
+    const int b = tok::UnicodeToByte(tok::NextCodePoint(*s, &i));
+    if (b < 0) return *s;  // a character outside the byte map: the token's own bytes
+    bytes.push_back(static_cast<char>(b));
+  }
+  return bytes;
+}
+
 int32_t Tokenizer::TokenId(std::string_view token) const {
   const int32_t a = pipeline_->added.IdOf(token);
   return a >= 0 ? a : pipeline_->model->TokenToId(token);

@@ -97,6 +97,8 @@ struct SeqEvent {
   int32_t token = -1;                 // kToken
   FinishReason finish = FinishReason::kNone;  // kFinished
   std::string message;                // kFinished with kError
+  // kToken of a request with logprobs >= 0: the token's log-probability and the top ones.
+  std::shared_ptr<const TokenLogprobs> logprobs;
   double time = 0;                    // steady seconds (SteadySeconds())
 };
 
@@ -129,6 +131,11 @@ struct SeqRequest {
   // Prefix-cache scope: requests share cached KV blocks only within one scope ("" = shared by
   // every request of the model; the server puts the client's name for per-tenant isolation).
   std::string prefix_scope;
+  // Constrained decoding (sampler.h); null when the output is free. Used on the engine thread.
+  std::shared_ptr<TokenConstraint> constraint;
+  // Log-probabilities of each generated token (log-softmax of Sampler::Processed, after the
+  // constraint's mask) with this many top alternatives; -1: none.
+  int logprobs = -1;
   double deadline = 0;                // steady seconds; 0 = none
   double submit_time = 0;             // steady seconds (set by RequestQueue::Push)
   // Called on the engine thread for every event; must be quick and must not block.
@@ -344,6 +351,8 @@ class Engine {
   void Emit(SeqRequest& r, SeqEvent e);
   void RunLoop();
   void PublishStats();
+  // Masks a constrained row; false (and the request finished) when nothing may follow.
+  bool ApplyConstraint(std::shared_ptr<SeqRequest>& r, float* row);
 
   std::unique_ptr<StepModel> model_;
   std::shared_ptr<RequestQueue> queue_;
@@ -357,6 +366,7 @@ class Engine {
   bool paged_ = false;
   std::vector<std::shared_ptr<SeqRequest>> running_;  // admission order
   std::vector<float> logits_;
+  std::vector<float> processed_;  // a row after penalties, for logprobs
   std::vector<int32_t> ids_;  // greedy / device-sampled steps: the id per output row
   std::vector<RowSampling> rows_;  // device-sampled steps: each output row's parameters
   ComputeStats compute_stats_;

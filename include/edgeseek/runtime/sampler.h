@@ -41,6 +41,10 @@ class Sampler {
   int32_t Sample(const float* logits, int vocab, const std::vector<int32_t>& history,
                  const std::vector<int32_t>& banned = {});
   const SamplingParams& params() const { return p_; }
+  // The row the draw starts from: logits with `banned` at -inf and the penalties over
+  // `history` applied (before temperature and truncation). Logprobs are its log-softmax.
+  void Processed(const float* logits, int vocab, const std::vector<int32_t>& history,
+                 const std::vector<int32_t>& banned, std::vector<float>* out) const;
 
  private:
   SamplingParams p_;
@@ -49,5 +53,28 @@ class Sampler {
 };
 
 int32_t Argmax(const float* logits, int vocab);
+
+// log-softmax of row[vocab] at `id`, and the `top` most likely ids with theirs (descending,
+// lowest id first on ties). -inf entries take no part.
+struct TokenLogprobs {
+  float logprob = 0;
+  std::vector<std::pair<int32_t, float>> top;
+};
+TokenLogprobs LogSoftmaxAt(const float* row, int vocab, int32_t id, int top);
+
+// Restricts a sequence's next token (constrained decoding; the server's is a grammar, see
+// src/grammar): the engine applies it to the step's logits row before any sampler runs — greedy
+// included — and reports the id picked. Such rows sample on the host: on a GPU backend the
+// logits come back for them and the mask is applied here, on the host side (docs/server.md).
+class TokenConstraint {
+ public:
+  virtual ~TokenConstraint() = default;
+  // Sets the logits of disallowed ids to -inf; returns how many ids stay allowed. 0 means
+  // nothing may follow: the output is complete when complete() says so, else stuck.
+  // es::Error when the constraint cannot be evaluated (its limits).
+  virtual int Apply(float* logits, int vocab) = 0;
+  virtual void Accept(int32_t id) = 0;
+  virtual bool complete() const = 0;
+};
 
 }  // namespace es

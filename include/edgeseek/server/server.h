@@ -17,6 +17,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "edgeseek/grammar/matcher.h"
 #include "edgeseek/runtime/engine.h"
 
 namespace es {
@@ -130,6 +131,12 @@ class TextModel {
   virtual std::unique_ptr<TokenTextStream> NewStream() const = 0;
   virtual std::vector<int32_t> eos_ids() const = 0;
   virtual bool has_reasoning_tags() const = 0;   // "</think>" in the template or vocabulary
+  // The index grammars match tokens against (constrained decoding): every id's bytes, special
+  // ids none. Built on first use and shared; null when the model offers none (grammar requests
+  // are then refused).
+  virtual std::shared_ptr<const grammar::TokenTrie> token_trie() const { return nullptr; }
+  // The chat template's source ("" without one): the server reads its tool call format from it.
+  virtual std::string chat_template_source() const { return ""; }
 };
 
 struct LoadedModel {

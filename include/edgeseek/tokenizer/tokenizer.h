@@ -72,6 +72,10 @@ class Tokenizer {
   bool add_eos() const { return add_eos_; }
   bool IsSpecial(int32_t id) const;
   std::string TokenText(int32_t id) const;         // raw vocab string, "" if absent
+  // The bytes token `id` contributes to decoded text, exact even when they are part of a UTF-8
+  // character (byte-level vocabularies); an added token's content; "" if absent. For grammar
+  // masks (src/grammar), which walk the vocabulary byte by byte.
+  std::string TokenBytes(int32_t id) const;
   int32_t TokenId(std::string_view token) const;   // -1 if absent
   const std::string& chat_template() const { return chat_template_; }  // "" if none
   const nlohmann::json& config() const;             // tokenizer_config.json (null json if none)

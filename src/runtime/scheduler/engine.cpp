@@ -382,9 +382,15 @@ bool Engine::Step() {
   compute_stats_ = ComputeStats{};
   // Every row greedy without penalties: only the argmax ids come back from the backend; else, on
   // a backend that samples on the device, only the sampled ids; else the logits.
-  bool greedy = true;
-  for (auto& it : items) greedy = greedy && it.r->sampler->plain_greedy();
-  bool sampled = !greedy && model_->device_sampling();
+  // A constrained row needs its logits on the host (the mask is applied there), so it takes
+  // the whole step to the logits path.
+  bool greedy = true, constrained = false;
+  for (auto& it : items) {
+    greedy = greedy && it.r->sampler->plain_greedy();
+    constrained = constrained || it.r->constraint || it.r->logprobs >= 0;
+  }
+  greedy = greedy && !constrained;
+  bool sampled = !greedy && !constrained && model_->device_sampling();
   if (sampled) {
     rows_.assign(items.size(), RowSampling{});
     for (size_t i = 0; i < items.size() && sampled; ++i) {
@@ -427,12 +433,18 @@ bool Engine::Step() {
                           int64_t(items.size()), opts_.instance, split});
     if (!decode) local_.prompt_tokens += items[i].n;
     if (r->n_computed < int64_t(r->tokens.size())) continue;  // a prefill chunk, not the last
-    const int32_t tok =
-        have_ids ? ids_[i] : r->sampler->Sample(logits_.data() + i * size_t(vocab_), vocab_, r->tokens);
+    float* row = have_ids ? nullptr : logits_.data() + i * size_t(vocab_);  // constrained: never ids
+    if (r->constraint && !ApplyConstraint(r, row)) continue;
+    const int32_t tok = have_ids ? ids_[i] : r->sampler->Sample(row, vocab_, r->tokens);
+    if (r->constraint) r->constraint->Accept(tok);
+    SeqEvent e;
+    if (r->logprobs >= 0) {
+      r->sampler->Processed(row, vocab_, r->tokens, {}, &processed_);
+      e.logprobs = std::make_shared<const TokenLogprobs>(LogSoftmaxAt(processed_.data(), vocab_, tok, r->logprobs));
+    }
     r->tokens.push_back(tok);
     ++r->n_generated;
     ++local_.generated_tokens;
-    SeqEvent e;
     e.kind = SeqEventKind::kToken;
     e.token = tok;
     e.time = t1;
@@ -459,6 +471,21 @@ bool Engine::Step() {
   }
   PublishStats();
   return true;
+}
+
+bool Engine::ApplyConstraint(std::shared_ptr<SeqRequest>& r, float* row) {
+  int allowed = 0;
+  try {
+    allowed = r->constraint->Apply(row, vocab_);
+  } catch (const Error& e) {
+    Finish(r, FinishReason::kError, e.what());
+    return false;
+  }
+  if (allowed > 0) return true;
+  // Nothing may follow: a complete output without a stop id to emit (ignore_eos) ends here.
+  if (r->constraint->complete()) Finish(r, FinishReason::kStop);
+  else Finish(r, FinishReason::kError, "no token of the vocabulary can continue the grammar");
+  return false;
 }
 
 void Engine::PublishStats() {

@@ -70,6 +70,10 @@ class FakeTextModel : public TextModel {
   std::unique_ptr<TokenTextStream> NewStream() const override;
   std::vector<int32_t> eos_ids() const override { return {256}; }
   bool has_reasoning_tags() const override { return !suffix_.empty(); }
+  // Ids 0..255 are their byte; EOS and the spare id have none.
+  std::shared_ptr<const grammar::TokenTrie> token_trie() const override;
+  // Tool calls in the Hermes form (Qwen's): <tool_call>{json}</tool_call>.
+  std::string chat_template_source() const override { return "{{ '<tool_call>' }}"; }
 
  private:
   std::string suffix_;

@@ -171,6 +171,15 @@ class ByteStream : public TokenTextStream {
 };
 }  // namespace
 
+std::shared_ptr<const grammar::TokenTrie> FakeTextModel::token_trie() const {
+  static const auto trie = [] {
+    std::vector<std::string> bytes(FakeStepModel::kVocab);
+    for (int b = 0; b < 256; ++b) bytes[size_t(b)] = std::string(1, char(b));
+    return std::make_shared<const grammar::TokenTrie>(std::move(bytes));
+  }();
+  return trie;
+}
+
 std::unique_ptr<TokenTextStream> FakeTextModel::NewStream() const { return std::make_unique<ByteStream>(); }
 
 ModelBuilder FakeLoader(double step_sleep_s, std::string suffix, int eos_bias, bool batch_variant) {

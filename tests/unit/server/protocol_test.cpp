@@ -4,7 +4,7 @@
 
 #include "edgeseek/core/error.h"
 #include "edgeseek/server/server.h"
-#include "server/json_schema.h"
+#include "edgeseek/grammar/json_schema.h"
 #include "server/metrics.h"
 #include "server/protocol.h"
 #include "edgeseek/runtime/text_stream.h"
@@ -306,15 +306,18 @@ TEST(Config, ErrorsNameTheField) {
             "cfg.json: /priorities/0/name: \"bad name\" does not match the pattern \"^[A-Za-z0-9_-]+$\"");
 }
 
+// The config validator is the shared schema model (src/grammar, json_schema.h).
 TEST(JsonSchema, RefusesUnsupportedKeywordsAndChecksTheRest) {
-  EXPECT_THROW(JsonSchema(json::parse(R"({"oneOf":[{"type":"string"}]})")), Error);
-  EXPECT_THROW(JsonSchema(json::parse(R"({"$ref":"#/$defs/missing"})")), Error);
-  JsonSchema s(json::parse(R"({"type":["string","null"],"anyOf":[{"minLength":2},{"type":"null"}]})"));
+  using grammar::SchemaModel;
+  EXPECT_THROW(SchemaModel::Parse(json::parse(R"({"allOf":[{"type":"string"}]})")), Error);
+  EXPECT_THROW(SchemaModel::Parse(json::parse(R"({"$ref":"#/$defs/missing"})")), Error);
+  const SchemaModel s = SchemaModel::Parse(json::parse(R"({"type":["string","null"],"anyOf":[{"minLength":2},{"type":"null"}]})"));
   EXPECT_TRUE(s.Validate(json("ab")).empty());
   EXPECT_TRUE(s.Validate(json(nullptr)).empty());
   EXPECT_EQ(s.Validate(json("a")).size(), 1u);
   EXPECT_EQ(s.Validate(json(3)).front(), "/: expected string or null, got number 3");
-  JsonSchema arr(json::parse(R"({"type":"array","items":{"type":"integer"},"uniqueItems":true,"maxItems":3})"));
+  const SchemaModel arr =
+      SchemaModel::Parse(json::parse(R"({"type":"array","items":{"type":"integer"},"uniqueItems":true,"maxItems":3})"));
   EXPECT_TRUE(arr.Validate(json::parse("[1,2]")).empty());
   EXPECT_EQ(arr.Validate(json::parse("[1,1]")).front(), "/: items 0 and 1 are equal");
   EXPECT_EQ(arr.Validate(json::parse("[1,\"x\"]")).front(), "/1: expected integer, got string \"x\"");

@@ -1,0 +1,37 @@
+// Grammar constraint for the engine (grammar_constraint.h).
+#include "grammar_constraint.h"
+
+#include <algorithm>
+#include <cmath>
+
+#include "edgeseek/core/error.h"
+
+namespace es::server {
+
+GrammarConstraint::GrammarConstraint(std::shared_ptr<const grammar::Grammar> g,
+                                     std::shared_ptr<const grammar::TokenTrie> trie, std::vector<int32_t> stop_ids)
+    : matcher_(std::move(g), std::move(trie)), stop_ids_(std::move(stop_ids)) {}
+
+int GrammarConstraint::Apply(float* logits, int vocab) {
+  const bool stop_ok = matcher_.accepting();
+  saved_.clear();
+  if (stop_ok)
+    for (int32_t id : stop_ids_) saved_.push_back(id >= 0 && id < vocab ? logits[id] : NAN);
+  int allowed = grammar::ApplyMask(matcher_.Mask(), logits, vocab);
+  if (stop_ok)
+    for (size_t k = 0; k < stop_ids_.size(); ++k) {
+      const int32_t id = stop_ids_[k];
+      if (id < 0 || id >= vocab || logits[id] == saved_[k]) continue;  // allowed anyway
+      logits[id] = saved_[k];  // masked above (a special token has no bytes): allowed again
+      ++allowed;
+    }
+  return allowed;
+}
+
+void GrammarConstraint::Accept(int32_t id) {
+  if (std::find(stop_ids_.begin(), stop_ids_.end(), id) != stop_ids_.end()) return;  // the end
+  // Apply allowed only what Matcher accepts, so a refusal is a bug, not bad input.
+  ES_CHECK(matcher_.Accept(id), "internal error: the grammar refused token ", id, " its mask allowed");
+}
+
+}  // namespace es::server
