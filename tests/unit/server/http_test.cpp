@@ -222,7 +222,12 @@ TEST(Http, PerClientConcurrencyLimitAnswers429WithRetryAfter) {
     httplib::Client cli("127.0.0.1", r.srv->port());
     cli.Post("/v1/completions", R"({"prompt":"slow","max_tokens":40})", "application/json");
   });
-  std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  // Until the slow request is admitted (a fixed sleep lost the race under ThreadSanitizer).
+  for (int i = 0; i < 500; ++i) {
+    auto m = r.cli->Get("/metrics");
+    if (m && m->body.find("edgeseek_requests_in_flight 1") != std::string::npos) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
   auto res = r.cli->Post("/v1/completions", R"({"prompt":"fast","max_tokens":2})", "application/json");
   ASSERT_TRUE(res);
   EXPECT_EQ(res->status, 429);
