@@ -5,7 +5,11 @@
 // output) and FakeTextModel (bytes as tokens, a ChatML-like template).
 #pragma once
 
+#include <httplib.h>
+
 #include <atomic>
+#include <memory>
+#include <nlohmann/json.hpp>
 #include <mutex>
 #include <string>
 #include <vector>
@@ -79,13 +83,33 @@ class FakeTextModel : public TextModel {
   std::string suffix_;
 };
 
-// A loader that gives every ModelEntry a FakeTextModel and one FakeStepModel per instance
-// (batch_variant: models that are not batch-invariant, like a GPU backend).
 // A server config on an ephemeral port with one model "tiny" (4 slots of 256 tokens) and small
 // limits (64 KiB bodies, 64 tokens), for the HTTP tests to adjust.
 ServerConfig TinyServerConfig();
 
+// A loader that gives every ModelEntry a FakeTextModel and one FakeStepModel per instance
+// (batch_variant: models that are not batch-invariant, like a GPU backend).
 ModelBuilder FakeLoader(double step_sleep_s = 0.002, std::string suffix = "", int eos_bias = -100,
                         bool batch_variant = false);
+
+// A server listening with its models loaded (FakeLoader(0): no step delay) and a client to it.
+struct LoadedServer {
+  std::unique_ptr<Server> srv;
+  std::unique_ptr<httplib::Client> cli;
+  explicit LoadedServer(ServerConfig c = TinyServerConfig()) {
+    srv = std::make_unique<Server>(std::move(c), FakeLoader(0));
+    srv->Listen();
+    srv->LoadModels();
+    cli = std::make_unique<httplib::Client>("127.0.0.1", srv->port());
+    cli->set_read_timeout(20, 0);
+  }
+  // POSTs body as JSON; the reply parsed (discarded on a parse error), its status in *status
+  // (-1: no reply).
+  nlohmann::json Post(const std::string& path, const nlohmann::json& body, int* status) {
+    auto res = cli->Post(path.c_str(), body.dump(), "application/json");
+    *status = res ? res->status : -1;
+    return res ? nlohmann::json::parse(res->body, nullptr, false) : nlohmann::json();
+  }
+};
 
 }  // namespace es::test

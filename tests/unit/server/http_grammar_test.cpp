@@ -13,24 +13,15 @@ namespace {
 
 using json = nlohmann::json;
 
-struct Running {
-  std::unique_ptr<Server> srv;
-  std::unique_ptr<httplib::Client> cli;
-  Running() {
-    ServerConfig c = test::TinyServerConfig();
-    c.limits.max_tokens = 200;
-    c.models[0].instances[0].context = 512;
-    srv = std::make_unique<Server>(std::move(c), test::FakeLoader(0));
-    srv->Listen();
-    srv->LoadModels();
-    cli = std::make_unique<httplib::Client>("127.0.0.1", srv->port());
-    cli->set_read_timeout(20, 0);
-  }
-  json Post(const std::string& path, const json& body, int* status) {
-    auto res = cli->Post(path.c_str(), body.dump(), "application/json");
-    *status = res ? res->status : -1;
-    return res ? json::parse(res->body, nullptr, false) : json();
-  }
+// The tiny server with room for 200-token JSON replies.
+ServerConfig GrammarConfig() {
+  ServerConfig c = test::TinyServerConfig();
+  c.limits.max_tokens = 200;
+  c.models[0].instances[0].context = 512;
+  return c;
+}
+struct Running : test::LoadedServer {
+  Running() : LoadedServer(GrammarConfig()) {}
 };
 
 json Chat(const json& extra) {

@@ -14,22 +14,7 @@ namespace {
 
 using json = nlohmann::json;
 
-struct Running {
-  std::unique_ptr<Server> srv;
-  std::unique_ptr<httplib::Client> cli;
-  Running() {
-    srv = std::make_unique<Server>(test::TinyServerConfig(), test::FakeLoader(0));
-    srv->Listen();
-    srv->LoadModels();
-    cli = std::make_unique<httplib::Client>("127.0.0.1", srv->port());
-    cli->set_read_timeout(20, 0);
-  }
-  json Post(const std::string& path, const json& body, int* status) {
-    auto res = cli->Post(path.c_str(), body.dump(), "application/json");
-    *status = res ? res->status : -1;
-    return res ? json::parse(res->body, nullptr, false) : json();
-  }
-};
+using Running = test::LoadedServer;
 
 json Chat(const json& extra) {
   json b = {{"messages", json::array({{{"role", "user"}, {"content", "hi"}}})}, {"max_tokens", 8}};

@@ -29,18 +29,7 @@ const char* kDeepseekV2 = R"({"architectures":["DeepseekV2ForCausalLM"],"model_t
   "rms_norm_eps":1e-6,"max_position_embeddings":512,"rope_theta":10000.0,"torch_dtype":"bfloat16"})";
 
 std::shared_ptr<Model> Load(const std::string& arch) {
-  const std::string path = TempDir() + "/config.json";
-  WriteFile(path, arch == "llama" ? kLlama : kDeepseekV2);
-  LoadOptions lo;
-  lo.seed = 5;
-  lo.synthetic_dtype = DType::kBF16;
-  return Model::Synthetic(path, lo);
-}
-
-std::vector<int32_t> Tokens(int n, int seed, int vocab) {
-  std::vector<int32_t> t;
-  for (int i = 0; i < n; ++i) t.push_back(int32_t((seed * 7919 + i * 17 + 3) % vocab));
-  return t;
+  return SyntheticModel(arch == "llama" ? kLlama : kDeepseekV2, 5);
 }
 
 TEST(VulkanKvTypes, F16IsTheDefaultCacheOnTheGpu) {
@@ -82,7 +71,7 @@ TEST_P(VulkanKvTypes, ScatteredQuantizedCacheAgreesWithTheCpu) {
     const std::vector<int> lens = {5, 37, 20};
     std::vector<int64_t> pos(3, 0);
     std::vector<std::vector<int32_t>> next(3);
-    for (int s = 0; s < 3; ++s) next[size_t(s)] = Tokens(lens[size_t(s)], s, V);
+    for (int s = 0; s < 3; ++s) next[size_t(s)] = TestTokens(lens[size_t(s)], s, V);
     for (int step = 0; step < 6; ++step) {  // a prefill of 62 rows, then decodes across boundaries
       Batch b;
       for (int s = 0; s < 3; ++s) b.Add(s, pos[size_t(s)], next[size_t(s)], /*all_logits=*/step == 0);

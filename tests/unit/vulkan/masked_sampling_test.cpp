@@ -16,18 +16,8 @@
 namespace es::test {
 namespace {
 
-const char* kLlama = R"({"architectures":["LlamaForCausalLM"],"model_type":"llama","vocab_size":131,
-  "hidden_size":48,"intermediate_size":80,"num_hidden_layers":2,"num_attention_heads":6,
-  "num_key_value_heads":2,"rms_norm_eps":1e-5,"max_position_embeddings":256,
-  "rope_theta":10000.0,"torch_dtype":"bfloat16"})";
-
 TEST_F(VulkanTest, GrammarMaskedSamplingMatchesTheCpu) {
-  const std::string path = TempDir() + "/config.json";
-  WriteFile(path, kLlama);
-  LoadOptions lo;
-  lo.seed = 5;
-  lo.synthetic_dtype = DType::kBF16;
-  auto model = Model::Synthetic(path, lo);
+  auto model = SyntheticModel(kTinyLlamaConfig, 5);
   const int V = int(model->config().vocab_size);
   for (const Tensor* w : model->weights()) SharedVulkan().PrepareWeight(*w);
   auto cpu = CreateCpuBackend(BackendOptions{});

@@ -15,10 +15,6 @@
 namespace es::test {
 namespace {
 
-const char* kLlama = R"({"architectures":["LlamaForCausalLM"],"model_type":"llama","vocab_size":131,
-  "hidden_size":48,"intermediate_size":80,"num_hidden_layers":2,"num_attention_heads":6,
-  "num_key_value_heads":2,"rms_norm_eps":1e-5,"max_position_embeddings":256,
-  "rope_theta":10000.0,"torch_dtype":"bfloat16"})";
 const char* kDeepseekV2 = R"({"architectures":["DeepseekV2ForCausalLM"],"model_type":"deepseek_v2",
   "vocab_size":101,"hidden_size":32,"intermediate_size":64,"moe_intermediate_size":24,
   "num_hidden_layers":2,"num_attention_heads":4,"num_key_value_heads":4,"q_lora_rank":null,
@@ -28,22 +24,9 @@ const char* kDeepseekV2 = R"({"architectures":["DeepseekV2ForCausalLM"],"model_t
   "scoring_func":"softmax","norm_topk_prob":false,"routed_scaling_factor":2.0,
   "rms_norm_eps":1e-6,"max_position_embeddings":512,"rope_theta":10000.0,"torch_dtype":"bfloat16"})";
 
-std::shared_ptr<Model> Load(const char* config) {
-  const std::string path = TempDir() + "/config.json";
-  WriteFile(path, config);
-  LoadOptions lo;
-  lo.seed = 11;
-  lo.synthetic_dtype = DType::kBF16;
-  return Model::Synthetic(path, lo);
-}
+std::shared_ptr<Model> Load(const char* config) { return SyntheticModel(config, 11); }
 
-std::vector<int32_t> Tokens(int n, int seed, int vocab) {
-  std::vector<int32_t> t;
-  for (int i = 0; i < n; ++i) t.push_back(int32_t((seed * 7919 + i * 17 + 3) % vocab));
-  return t;
-}
-
-const char* ConfigOf(const std::string& arch) { return arch == "llama" ? kLlama : kDeepseekV2; }
+const char* ConfigOf(const std::string& arch) { return arch == "llama" ? kTinyLlamaConfig : kDeepseekV2; }
 
 // The architecture's model with its weights on the shared Vulkan backend, a CPU backend, and
 // the f32 cache spec both tests compare.
@@ -81,7 +64,7 @@ TEST_P(VulkanPagedKv, ScatteredBlocksAgreeWithTheCpuOverRaggedContexts) {
   const std::vector<int> lens = {5, 37, 20};
   std::vector<int64_t> pos(3, 0);
   std::vector<std::vector<int32_t>> next(3);
-  for (int s = 0; s < 3; ++s) next[size_t(s)] = Tokens(lens[size_t(s)], s, V);
+  for (int s = 0; s < 3; ++s) next[size_t(s)] = TestTokens(lens[size_t(s)], s, V);
   for (int step = 0; step < 14; ++step) {  // a prefill of 62 rows, then decodes across boundaries
     Batch b;
     for (int s = 0; s < 3; ++s) b.Add(s, pos[size_t(s)], next[size_t(s)], /*all_logits=*/step == 0);
@@ -112,9 +95,9 @@ TEST_P(VulkanPagedKv, SharedPrefixBlocksGiveTheLogitsOfComputingThePrefix) {
   auto& vkb = SharedVulkan();
   const auto& cpu = su.cpu;
   const KvSpec& spec = su.spec;
-  const auto p = Tokens(40, 1, V);
+  const auto p = TestTokens(40, 1, V);
   auto q = std::vector<int32_t>(p.begin(), p.begin() + 32);
-  for (int32_t t : Tokens(13, 2, V)) q.push_back(t);
+  for (int32_t t : TestTokens(13, 2, V)) q.push_back(t);
   auto run = [&](Backend& be, KvStorage& kv, const Batch& b) {
     const Graph g = model->arch().Build(b);
     const Node& o = g.node(g.output());
@@ -134,7 +117,7 @@ TEST_P(VulkanPagedKv, SharedPrefixBlocksGiveTheLogitsOfComputingThePrefix) {
   kv->SetBlockTable(1, t1, 3);
   Batch bp;
   bp.Add(0, 0, p);
-  bp.Add(1, 0, Tokens(40, 7, V));  // other tokens in slot 1's first blocks
+  bp.Add(1, 0, TestTokens(40, 7, V));  // other tokens in slot 1's first blocks
   bp.Finalize();
   run(vkb, *kv, bp);
   kv->SetBlockTable(1, t1b, 3);  // now q's first two blocks are p's

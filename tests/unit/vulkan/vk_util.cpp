@@ -106,6 +106,26 @@ Node Make(Op op, const std::string& name, std::vector<int> src, Shape shape, int
   return n;
 }
 
+std::shared_ptr<Model> SyntheticModel(const char* config_json, uint64_t seed) {
+  const std::string path = TempDir() + "/config.json";
+  WriteFile(path, config_json);
+  LoadOptions lo;
+  lo.seed = seed;
+  lo.synthetic_dtype = DType::kBF16;
+  return Model::Synthetic(path, lo);
+}
+
+const char* const kTinyLlamaConfig = R"({"architectures":["LlamaForCausalLM"],"model_type":"llama",
+  "vocab_size":131,"hidden_size":48,"intermediate_size":80,"num_hidden_layers":2,
+  "num_attention_heads":6,"num_key_value_heads":2,"rms_norm_eps":1e-5,
+  "max_position_embeddings":256,"rope_theta":10000.0,"torch_dtype":"bfloat16"})";
+
+std::vector<int32_t> TestTokens(int n, int seed, int vocab) {
+  std::vector<int32_t> t;
+  for (int i = 0; i < n; ++i) t.push_back(int32_t((seed * 7919 + i * 17 + 3) % vocab));
+  return t;
+}
+
 int AddFfnBlock(Graph& g, int res, int x0, const Tensor& norm, const Tensor& gate, const Tensor& up,
                 const Tensor& down, int64_t T, int64_t D, int64_t I) {
   Node nn = Make(Op::kRmsNorm, "norm", {x0, g.AddWeight(norm)}, {T, D});

@@ -14,6 +14,7 @@
 #include "backends/vulkan/vulkan_backend.h"
 #include "edgeseek/backends/backend.h"
 #include "edgeseek/graph/graph.h"
+#include "edgeseek/runtime/model.h"
 
 namespace es::test {
 
@@ -61,6 +62,12 @@ int AddCachedAttention(Graph& g, int q, int k, int v, int64_t T, int Hq, int Hkv
 Node Make(Op op, const std::string& name, std::vector<int> src, Shape shape, int layer = -1);
 // Runs `g` on `be` for `b` (a KV cache of its own unless `kv` is given); the output, NaN-filled first.
 std::vector<float> RunGraph(Backend& be, const Graph& g, const Batch& b, KvStorage* kv = nullptr);
+// A model of random bf16 weights (seed) from the text of a config.json (written to TempDir()).
+std::shared_ptr<Model> SyntheticModel(const char* config_json, uint64_t seed);
+// A tiny Llama (2 layers, 6 query heads over 2 kv heads of 8 dims, vocabulary 131).
+extern const char* const kTinyLlamaConfig;
+// n deterministic token ids below vocab, different per seed.
+std::vector<int32_t> TestTokens(int n, int seed, int vocab);
 // Max relative L2 error helper with a readable failure.
 void ExpectClose(const std::vector<float>& got, const std::vector<float>& want, double tol,
                  const std::string& what);

@@ -431,12 +431,7 @@ void BuildMatMul(OpContext& c) {
   // A folded RMSNorm (decided by the builder): x is the norm's input, its weight and eps go to
   // the GEMV.
   NormFold nf;
-  BufRange x = c.In(0);
-  if (c.norm_node) {
-    nf.weight = Range(c.weights.GetF32(*c.g.node(c.norm_node->src[1]).weight).chunks[0].alloc);
-    nf.eps = c.norm_node->f0;
-    x = c.act[size_t(c.norm_node->src[0])];
-  }
+  const BufRange x = FoldedNormInput(c, &nf);
   const NormFold* norm = c.norm_node ? &nf : nullptr;
   // Integer-dot GEMV (decided by the builder): x quantized once, by the first matmul reading it,
   // with the folded norm applied there.

@@ -185,12 +185,7 @@ void BuildMoe(OpContext& c) {
   const bool gemv = MoeTakesGemv(c.dev, c.g, n, &spec);
   ES_ASSERT(gemv || (!c.norm_node && !c.residual.size));
   NormFold nf;
-  BufRange x = c.In(0);
-  if (c.norm_node) {
-    nf.weight = Range(c.weights.GetF32(*c.g.node(c.norm_node->src[1]).weight).chunks[0].alloc);
-    nf.eps = c.norm_node->f0;
-    x = c.act[size_t(c.norm_node->src[0])];
-  }
+  const BufRange x = FoldedNormInput(c, &nf);
   const DeviceWeight& gate = c.weights.Get(c.W(1));
   RecordMatMul(c, x, R, D, gate, nullptr, logits, E, nullptr, c.norm_node ? &nf : nullptr);
   {

@@ -56,6 +56,13 @@ const char* TypeSuffix(DType t) {
   }
 }
 
+BufRange FoldedNormInput(const OpContext& c, NormFold* nf) {
+  if (!c.norm_node) return c.In(0);
+  nf->weight = Range(c.weights.GetF32(*c.g.node(c.norm_node->src[1]).weight).chunks[0].alloc);
+  nf->eps = c.norm_node->f0;
+  return c.act[size_t(c.norm_node->src[0])];
+}
+
 GemvShape GemvFor(const Device& dev) {
   GemvShape s;
   const uint32_t sg = std::max<uint32_t>(dev.info().max_subgroup_size, 1);

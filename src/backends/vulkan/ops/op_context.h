@@ -116,6 +116,9 @@ struct QuantX {
   BufRange q, ds;
   bool wide = false;
 };
+// The x of an op with a folded RMSNorm (OpContext::norm_node): the norm's input, its weight and
+// eps in *nf; without one, the op's own input 0.
+BufRange FoldedNormInput(const OpContext& c, NormFold* nf);
 // y = x Wᵀ (+ bias) over every row chunk of W. x: [R, K] (row stride K); y: row stride y_rs;
 // GEMV for R <= 8, tiled GEMM otherwise.
 // x16: room for an f16 copy of x (R * K halves), which the workgroup-scope coopmat GEMM uses
