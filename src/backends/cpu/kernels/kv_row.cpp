@@ -46,23 +46,9 @@ bool KvTypeSupported(DType t) {
 }
 
 void KvStoreRow(const float* x, int64_t n, DType t, void* row) {
-  switch (t) {
-    case DType::kF32:
-      std::memcpy(row, x, size_t(n) * 4);
-      return;
-    case DType::kF16: {
-      auto* h = static_cast<uint16_t*>(row);
-      for (int64_t i = 0; i < n; ++i) h[i] = F32ToF16(x[i]);
-      return;
-    }
-    case DType::kQ8_0:
-    case DType::kQ4_0:
-      ES_ASSERT(n % kQK == 0);
-      Quantize(t, x, row, n);
-      return;
-    default:
-      Fail("cpu backend: KV cache type ", Name(t), " is not supported (f32, f16, q8_0 or q4_0)");
-  }
+  if (!KvTypeSupported(t)) Fail("cpu backend: KV cache type ", Name(t), " is not supported (f32, f16, q8_0 or q4_0)");
+  ES_ASSERT(!IsQuantized(t) || n % kQK == 0);
+  Quantize(t, x, row, n);  // f32: a copy; f16: rounded; q8_0 / q4_0: GGUF's blocks
 }
 
 float KvDot(const float* q, const uint8_t* row, DType t, int64_t n) {
