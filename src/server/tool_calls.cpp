@@ -1,6 +1,8 @@
 // Tool call formats (tool_calls.h).
 #include "tool_calls.h"
 
+#include <algorithm>
+
 #include "edgeseek/core/error.h"
 #include "edgeseek/grammar/grammar.h"
 #include "edgeseek/grammar/json_schema.h"
@@ -134,6 +136,323 @@ size_t ToolCallStart(ToolFormat f, const std::string& text) {
   if (at != std::string::npos) return at;
   const size_t partial = PartialSuffix(text, marker);
   return partial ? text.size() - partial : std::string::npos;
+}
+
+// ---- streaming ------------------------------------------------------------------------------
+namespace {
+
+using Parse = ToolCallStream::Parse;
+
+// A resumable reader of a call's head or tail in text that may still grow: the first step that
+// does not match makes it kBad, one that runs past the end kMore, and both stick.
+struct Cursor {
+  const std::string& s;
+  size_t i = 0;
+  Parse r = Parse::kOk;
+  bool ok() const { return r == Parse::kOk; }
+  bool AtEnd() {
+    if (ok() && i >= s.size()) r = Parse::kMore;
+    return !ok();
+  }
+  void Ws() {
+    while (ok() && i < s.size() && (s[i] == ' ' || s[i] == '\n' || s[i] == '\r' || s[i] == '\t')) ++i;
+  }
+  void Lit(const std::string& lit) {
+    if (!ok()) return;
+    const size_t n = std::min(lit.size(), s.size() - i);
+    if (s.compare(i, n, lit, 0, n) != 0) r = Parse::kBad;
+    else if (n < lit.size()) r = Parse::kMore;
+    else i += n;
+  }
+  bool Next(char c) { return !AtEnd() && s[i] == c; }  // (kMore at the end)
+  // A JSON string (names and keys: a bounded length).
+  std::string Str() {
+    if (AtEnd()) return {};
+    if (s[i] != '"') {
+      r = Parse::kBad;
+      return {};
+    }
+    bool esc = false;
+    size_t j = i + 1;
+    for (; j < s.size() && j - i < 512; ++j) {
+      if (esc) esc = false;
+      else if (s[j] == '\\') esc = true;
+      else if (s[j] == '"') break;
+    }
+    if (j >= s.size() || s[j] != '"') {
+      r = j - i >= 512 ? Parse::kBad : Parse::kMore;
+      return {};
+    }
+    const json v = json::parse(s.substr(i, j - i + 1), nullptr, false);
+    if (v.is_discarded() || !v.is_string()) {
+      r = Parse::kBad;
+      return {};
+    }
+    i = j + 1;
+    return v.get<std::string>();
+  }
+  // The text up to `stop` (at most `max` bytes), `stop` consumed.
+  std::string Until(const std::string& stop, size_t max) {
+    if (!ok()) return {};
+    const size_t at = s.find(stop, i);
+    if (at == std::string::npos || at - i > max) {
+      r = s.size() - i > max ? Parse::kBad : Parse::kMore;
+      return {};
+    }
+    std::string out = s.substr(i, at - i);
+    i = at + stop.size();
+    return out;
+  }
+};
+
+// {"name": N, "<key>": — the head of a JSON call whose name comes first.
+std::string JsonHead(Cursor& c, const std::set<std::string>& arg_keys) {
+  c.Lit("{");
+  c.Ws();
+  const std::string k1 = c.Str();
+  if (c.ok() && k1 != "name") c.r = Parse::kBad;
+  c.Ws();
+  c.Lit(":");
+  c.Ws();
+  std::string name = c.Str();
+  c.Ws();
+  c.Lit(",");
+  c.Ws();
+  const std::string k2 = c.Str();
+  if (c.ok() && !arg_keys.count(k2)) c.r = Parse::kBad;
+  c.Ws();
+  c.Lit(":");
+  c.Ws();
+  return name;
+}
+
+}  // namespace
+
+Parse ToolCallStream::Header(std::string* name, size_t* args_at) const {
+  Cursor c{buf_};
+  c.Ws();
+  if (f_ == ToolFormat::kHermes) {
+    c.Lit(kHermesOpen);
+    c.Ws();
+    *name = JsonHead(c, {"arguments"});
+  } else if (f_ == ToolFormat::kLlama3) {
+    if (c.Next('<')) {
+      c.Lit("<|python_tag|>");
+      c.Ws();
+    }
+    *name = JsonHead(c, {"parameters", "arguments"});
+  } else {
+    if (calls_ == 0) c.Lit(kDsCallsBegin);
+    c.Ws();
+    c.Lit(kDsCallBegin);
+    const std::string pre = Trim(c.Until(kDsSep, 128));
+    if (c.ok() && pre == "function") {  // V3 / R1: function<sep>NAME\n```json\n{
+      *name = Trim(c.Until("\n", 256));
+      c.Ws();
+      if (c.Next('`')) {
+        c.Lit("```");
+        c.Until("\n", 16);
+      }
+    } else {  // V3-0324: NAME<sep>{
+      *name = pre;
+    }
+    c.Ws();
+  }
+  if (!c.Next('{') && c.ok()) c.r = Parse::kBad;  // (kMore while the arguments have not opened)
+  if (c.ok() && !names_.count(*name)) c.r = Parse::kBad;
+  *args_at = c.i;
+  return c.r;
+}
+
+bool ToolCallStream::StartsWithMarker() const {
+  const size_t b = buf_.find_first_not_of(" \n\r\t");
+  if (b == std::string::npos) return false;
+  if (f_ == ToolFormat::kLlama3) return buf_[b] == '{' || buf_.compare(b, 14, "<|python_tag|>") == 0;
+  const std::string& m = f_ == ToolFormat::kHermes ? kHermesOpen : calls_ == 0 ? kDsCallsBegin : kDsCallBegin;
+  return buf_.compare(b, m.size(), m) == 0;
+}
+
+Parse ToolCallStream::Tail(size_t* len) const {
+  Cursor c{buf_};
+  c.Ws();
+  if (f_ == ToolFormat::kHermes) {
+    c.Lit("}");
+    c.Ws();
+    c.Lit(kHermesClose);
+  } else if (f_ == ToolFormat::kLlama3) {
+    c.Lit("}");
+  } else {
+    if (c.Next('`')) {
+      c.Lit("```");
+      c.Ws();
+    }
+    c.Lit(kDsCallEnd);
+  }
+  *len = c.i;
+  return c.r;
+}
+
+Parse ToolCallStream::Between(size_t* skip, bool* more_calls) const {
+  Cursor c{buf_};
+  c.Ws();
+  *skip = c.i;
+  *more_calls = false;
+  if (f_ == ToolFormat::kLlama3) return c.AtEnd() ? c.r : Parse::kBad;  // one call is the whole text
+  if (f_ == ToolFormat::kHermes) {
+    c.Lit(kHermesOpen);
+    *more_calls = c.ok();
+    return c.r;
+  }
+  Cursor next{buf_, c.i}, end{buf_, c.i};
+  next.Lit(kDsCallBegin);
+  end.Lit(kDsCallsEnd);
+  if (next.ok()) {
+    *more_calls = true;
+    return Parse::kOk;
+  }
+  if (end.ok()) {
+    *skip = end.i;  // the calls' end marker goes with the whitespace
+    return Parse::kOk;
+  }
+  return next.r == Parse::kMore || end.r == Parse::kMore ? Parse::kMore : Parse::kBad;
+}
+
+void ToolCallStream::Feed(const std::string& text, bool done, std::string* content,
+                          std::vector<ToolCallPiece>* pieces) {
+  buf_ += text;
+  for (;;) {
+    switch (state_) {
+      case State::kText: {
+        size_t at = std::string::npos;
+        if (f_ == ToolFormat::kLlama3) {
+          const size_t b = buf_.find_first_not_of(" \n\r\t");
+          if (wrote_text_ || (b != std::string::npos && buf_[b] != '{' && buf_[b] != '<')) {
+            state_ = State::kAfter;
+            continue;
+          }
+          at = b == std::string::npos ? std::string::npos : 0;
+          if (at == std::string::npos && !done) return;  // only whitespace yet
+        } else {
+          at = ToolCallStart(f_, buf_);
+        }
+        if (at == std::string::npos) {
+          if (!buf_.empty()) wrote_text_ = true;
+          return Emit(content);
+        }
+        if (at > 0) {
+          content->append(buf_, 0, at);
+          buf_.erase(0, at);
+          wrote_text_ = true;
+        }
+        state_ = State::kHeader;
+        continue;
+      }
+      case State::kHeader: {
+        std::string name;
+        size_t args_at = 0;
+        const Parse r = Header(&name, &args_at);
+        if (r == Parse::kMore) {
+          if (!done) return;
+          state_ = State::kAfter;  // an unfinished head is text
+          continue;
+        }
+        if (r == Parse::kBad && !StartsWithMarker()) {
+          // Text that only began like a marker ("<tool" of "<tools>"): one byte is text, and
+          // the search for a call goes on after it.
+          content->append(buf_, 0, 1);
+          buf_.erase(0, 1);
+          wrote_text_ = true;
+          state_ = f_ == ToolFormat::kLlama3 ? State::kAfter : State::kText;
+          continue;
+        }
+        if (r == Parse::kBad) {
+          state_ = calls_ == 0 ? State::kWhole : State::kAfter;
+          continue;
+        }
+        pieces->push_back({calls_++, name, ""});
+        buf_.erase(0, args_at);
+        depth_ = 0;
+        in_string_ = escape_ = false;
+        state_ = State::kArgs;
+        continue;
+      }
+      case State::kArgs: {
+        size_t end = 0;
+        bool closed = false;
+        for (; end < buf_.size() && !closed; ++end) {
+          const char ch = buf_[end];
+          if (in_string_) {
+            if (escape_) escape_ = false;
+            else if (ch == '\\') escape_ = true;
+            else if (ch == '"') in_string_ = false;
+          } else if (ch == '"') {
+            in_string_ = true;
+          } else if (ch == '{' || ch == '[') {
+            ++depth_;
+          } else if (ch == '}' || ch == ']') {
+            closed = --depth_ == 0;
+          }
+        }
+        if (end > 0) {
+          pieces->push_back({calls_ - 1, "", buf_.substr(0, end)});
+          buf_.erase(0, end);
+        }
+        if (!closed) {
+          if (!done) return;
+          state_ = State::kAfter;  // cut off (max_tokens): the call ends as written
+          continue;
+        }
+        state_ = State::kTail;
+        continue;
+      }
+      case State::kTail: {
+        size_t len = 0;
+        const Parse r = Tail(&len);
+        if (r == Parse::kMore) {
+          if (!done) return;
+          buf_.clear();  // a closing marker cut off: nothing to show
+          return;
+        }
+        if (r == Parse::kBad) {
+          state_ = State::kAfter;
+          continue;
+        }
+        buf_.erase(0, len);
+        state_ = State::kBetween;
+        continue;
+      }
+      case State::kBetween: {
+        size_t skip = 0;
+        bool more_calls = false;
+        const Parse r = Between(&skip, &more_calls);
+        if (r == Parse::kMore) {
+          if (done) buf_.clear();  // whitespace, or a marker cut off
+          return;
+        }
+        if (r == Parse::kBad) {
+          state_ = State::kAfter;  // text after the calls
+          continue;
+        }
+        buf_.erase(0, skip);
+        state_ = more_calls ? State::kHeader : State::kAfter;
+        continue;
+      }
+      case State::kWhole: {
+        if (!done) return;
+        ParsedOutput p = ParseToolCalls(f_, buf_, names_);
+        buf_.clear();
+        content->append(p.content);
+        for (auto& c : p.calls) {
+          pieces->push_back({calls_, c.name, ""});
+          pieces->push_back({calls_++, "", c.arguments});
+        }
+        state_ = State::kAfter;
+        return;
+      }
+      case State::kAfter:
+        return Emit(content);
+    }
+  }
 }
 
 std::string ToolCallGbnf(ToolFormat f, const std::vector<ToolSpec>& tools) {

@@ -37,6 +37,52 @@ ParsedOutput ParseToolCalls(ToolFormat f, const std::string& text, const std::se
 // partial one at the end), so a stream can hold that text back; npos when none.
 size_t ToolCallStart(ToolFormat f, const std::string& text);
 
+// ---- streaming: OpenAI's tool_calls deltas, written as the model writes the call ----
+// A call's first piece carries its name (the caller adds the id and type), the next ones
+// fragments of its arguments' JSON text, token by token. A stream commits to a call once its
+// name is a known tool and its arguments object has opened; a call whose head does not parse
+// that way (unknown name, "arguments" before "name", text that only looks like a marker) is held
+// back and, at the end, parsed whole as ParseToolCalls does (a call, or content after all).
+// Once committed, a call's arguments are what the model writes up to its closing brace: with
+// tool_choice required or named the grammar makes them valid; in auto mode a client validates
+// them, as with OpenAI's own streams (and a reply cut by max_tokens ends mid-arguments).
+struct ToolCallPiece {
+  int index = 0;          // the call's index in the reply
+  std::string name;       // set on the call's first piece only
+  std::string arguments;  // a fragment of the arguments (empty on the first piece)
+};
+
+class ToolCallStream {
+ public:
+  ToolCallStream(ToolFormat f, std::set<std::string> names) : f_(f), names_(std::move(names)) {}
+  // Feeds the text written since the last call (`done`: the output has ended); appends the
+  // plain text to *content and the calls' pieces to *pieces.
+  void Feed(const std::string& text, bool done, std::string* content, std::vector<ToolCallPiece>* pieces);
+  int calls() const { return calls_; }  // calls begun so far
+
+  enum class Parse { kOk, kMore, kBad };  // (internal; public for the parsers in the .cpp)
+
+ private:
+  enum class State { kText, kHeader, kArgs, kTail, kBetween, kWhole, kAfter };
+  Parse Header(std::string* name, size_t* args_at) const;  // from buf_'s start
+  Parse Tail(size_t* len) const;
+  bool StartsWithMarker() const;  // buf_ begins with the whole start marker of a call
+  Parse Between(size_t* skip, bool* more_calls) const;
+  void Emit(std::string* content) {
+    content->append(buf_);
+    buf_.clear();
+  }
+
+  ToolFormat f_;
+  std::set<std::string> names_;
+  State state_ = State::kText;
+  std::string buf_;       // text not given out yet: from the current call's head (or its args)
+  int calls_ = 0;
+  bool wrote_text_ = false;  // Llama 3.1: a call is the whole text, so none after plain text
+  int depth_ = 0;            // kArgs: the scanner's nesting depth, inside a string, after '\'
+  bool in_string_ = false, escape_ = false;
+};
+
 // Validated request tools: names and parameter schemas (an object schema when absent).
 struct ToolSpec {
   std::string name;
