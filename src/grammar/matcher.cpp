@@ -16,6 +16,43 @@ static constexpr size_t kMaxTokenBytes = 1024;
 
 // ---- TokenTrie --------------------------------------------------------------------------------
 
+namespace {
+
+// The characters a plain token never holds: control characters, '"' and '\\' (what ends or
+// escapes a JSON string). All ASCII, so a multi-byte character is never one.
+bool Special(uint32_t cp) { return cp < 0x20 || cp == '"' || cp == '\\'; }
+
+// The code points of a plain token (an unfinished last character counted as one): valid UTF-8
+// as StepByte reads it — no overlong forms, surrogates or code points past U+10FFFF, and an
+// unfinished character only where some character can still complete it — and no Special().
+// 0 for any other token.
+size_t PlainLength(const std::string& t) {
+  size_t n = 0;
+  for (size_t i = 0; i < t.size(); ++n) {
+    const uint8_t b = uint8_t(t[i]);
+    if (b < 0x80) {
+      if (Special(b)) return 0;
+      ++i;
+      continue;
+    }
+    int need;
+    uint8_t lo = 0x80, hi = 0xBF;  // the second byte's range
+    if (b >= 0xC2 && b <= 0xDF) need = 1;
+    else if (b >= 0xE0 && b <= 0xEF) need = 2, lo = b == 0xE0 ? 0xA0 : 0x80, hi = b == 0xED ? 0x9F : 0xBF;
+    else if (b >= 0xF0 && b <= 0xF4) need = 3, lo = b == 0xF0 ? 0x90 : 0x80, hi = b == 0xF4 ? 0x8F : 0xBF;
+    else return 0;
+    ++i;
+    for (int k = 0; k < need; ++k, ++i) {
+      if (i == t.size()) return n + 1;  // unfinished, and completable: the checks so far passed
+      const uint8_t c = uint8_t(t[i]);
+      if (k == 0 ? (c < lo || c > hi) : (c & 0xC0) != 0x80) return 0;
+    }
+  }
+  return n;
+}
+
+}  // namespace
+
 TokenTrie::TokenTrie(std::vector<std::string> bytes) : bytes_(std::move(bytes)) {
   std::vector<int32_t> order;
   for (size_t i = 0; i < bytes_.size(); ++i)
@@ -55,6 +92,35 @@ TokenTrie::TokenTrie(std::vector<std::string> bytes) : bytes_(std::move(bytes)) 
     path.pop_back();
   }
   tok_begin_.push_back(uint32_t(ids_.size()));
+
+  // ---- plain tokens ----
+  plain_len_.assign(bytes_.size(), 0);
+  for (int32_t id : ids_) plain_len_[size_t(id)] = uint16_t(std::min<size_t>(PlainLength(bytes_[size_t(id)]), 65535));
+  std::vector<uint32_t> count;
+  for (int32_t id : ids_) {
+    const uint16_t l = plain_len_[size_t(id)];
+    if (!l) continue;
+    if (count.size() <= l) count.resize(size_t(l) + 1, 0);
+    ++count[l];
+  }
+  plain_upto_.assign(count.size(), 0);
+  for (size_t l = 1; l < count.size(); ++l) plain_upto_[l] = plain_upto_[l - 1] + count[l];
+  plain_ids_.assign(plain_upto_.empty() ? 0 : plain_upto_.back(), 0);
+  std::vector<uint32_t> fill(plain_upto_.size(), 0);
+  for (size_t l = 1; l < fill.size(); ++l) fill[l] = plain_upto_[l - 1];
+  plain_all_.assign((bytes_.size() + 63) / 64, 0);
+  for (int32_t id : ids_) {
+    const uint16_t l = plain_len_[size_t(id)];
+    if (!l) continue;
+    plain_ids_[fill[l]++] = id;
+    plain_all_[size_t(id) >> 6] |= uint64_t(1) << (id & 63);
+  }
+  // A node's subtree holds the ids ids_[tok_begin_[n] .. tok_begin_[end_[n]]) (preorder).
+  std::vector<uint32_t> special(ids_.size() + 1, 0);
+  for (size_t k = 0; k < ids_.size(); ++k) special[k + 1] = special[k] + (plain_len_[size_t(ids_[k])] == 0);
+  special_below_.assign(byte_.size(), 0);
+  for (size_t n = 0; n < byte_.size(); ++n)
+    special_below_[n] = special[tok_begin_[end_[n]]] > special[tok_begin_[n]];
 }
 
 // ---- Matcher: automaton ----------------------------------------------------------------------
@@ -223,13 +289,66 @@ bool Matcher::PartialOk(const Walk& w) const {
   return false;
 }
 
-void Matcher::Compute(const Walk& from, std::vector<uint64_t>* mask) {
+int32_t Matcher::PlainRun(int32_t st) {
   const TokenTrie& t = *trie_;
-  mask->assign(size_t(t.vocab_size() + 63) / 64, 0);
+  const int32_t longest = int32_t(t.plain_upto_.empty() ? 0 : t.plain_upto_.size() - 1);
+  auto alike = [&](int32_t s) {  // every stack's class holds all plain characters or none
+    for (int32_t n : states_[size_t(s)].stacks) {
+      if (n == 0) continue;
+      const Element& e = classes_[size_t(code_[size_t(nodes_[size_t(n)].first)].arg)].e;
+      for (const auto& [a, b] : e.ranges)
+        for (uint32_t cp = a; cp <= b; ++cp)
+          if (!Special(cp)) return false;  // (ranges of specials are short: at most 0x00-0x5C)
+    }
+    return true;
+  };
+  int32_t k = 0;
+  for (int32_t s = st; k <= longest; ++k) {
+    if (!alike(s)) return -1;
+    const int32_t next = Next(s, 'a');  // any plain character steps as 'a' does
+    if (next < 0) return k;
+    if (next == s) return std::numeric_limits<int32_t>::max();
+    s = next;
+  }
+  return std::numeric_limits<int32_t>::max();  // longer than any plain token
+}
+
+void Matcher::Compute(const Walk& from, std::vector<uint64_t>* mask) {
+  const int32_t run = from.need == 0 ? PlainRun(from.st) : -1;
+  if (run < 0) return ComputeByWalk(from, /*special_only=*/false, mask);
+  const TokenTrie& t = *trie_;
+  // The plain tokens of at most `run` characters, then the walk to the others.
+  if (run >= int32_t(t.plain_upto_.size()) - 1) {
+    *mask = t.plain_all_;
+  } else {
+    mask->assign(t.plain_all_.size(), 0);
+    for (uint32_t k = 0; k < t.plain_upto_[size_t(run)]; ++k) {
+      const int32_t id = t.plain_ids_[k];
+      (*mask)[size_t(id) >> 6] |= uint64_t(1) << (id & 63);
+    }
+  }
+  ComputeByWalk(from, /*special_only=*/true, mask);
+}
+
+std::vector<uint64_t> Matcher::MaskByWalk() {
+  std::vector<uint64_t> mask;
+  ComputeByWalk(cur_, /*special_only=*/false, &mask);
+  return mask;
+}
+
+// The walk of the trie from `from`, ORed into *mask (cleared first unless special_only, which
+// walks only the subtrees holding non-plain tokens).
+void Matcher::ComputeByWalk(const Walk& from, bool special_only, std::vector<uint64_t>* mask) {
+  const TokenTrie& t = *trie_;
+  if (!special_only) mask->assign(size_t(t.vocab_size() + 63) / 64, 0);
   std::vector<Walk> at(size_t(t.max_depth_) + 1);
   at[0] = from;
   const uint32_t n = uint32_t(t.byte_.size());
   for (uint32_t i = 1; i < n;) {
+    if (special_only && !t.special_below_[i]) {
+      i = t.end_[i];
+      continue;
+    }
     const Walk w = StepByte(at[t.depth_[i] - 1u], t.byte_[i]);
     if (w.st < 0 || (w.need > 0 && !PartialOk(w))) {
       i = t.end_[i];  // nothing under this prefix can be allowed

@@ -5,6 +5,7 @@
 // Whether the root can be satisfied at all is decided on the grammar (Grammar::Finish).
 #include <algorithm>
 #include <cmath>
+#include <optional>
 #include <set>
 
 #include "edgeseek/core/error.h"
@@ -123,6 +124,7 @@ class Compiler {
       if (int(n.ref >= 0) + int(!n.any_of.empty()) + int(!n.one_of.empty()) > 1)
         Unsupported(n, "combining $ref, anyOf and oneOf in one schema");
       if (n.ref >= 0) return Name(n.ref);
+      if (!n.one_of.empty()) CheckOneOfExclusive(n);
       std::string alts;
       for (int sub : n.any_of.empty() ? n.one_of : n.any_of) alts += (alts.empty() ? "" : " | ") + Name(sub);
       return alts;
@@ -226,6 +228,114 @@ class Compiler {
                 (req ? "" : " | " + (i + 1 == props.size() ? std::string("\"\"") : rest(i + 1, 'a'))) + "\n";
     }
     return "\"{\" ws " + rest(0, 'f') + " \"}\"";
+  }
+
+  // ---- oneOf ----
+  // A value must match exactly one oneOf branch. The grammar writes a value of one branch (a
+  // subset of what that branch accepts), so oneOf is compiled like anyOf when no value written
+  // for one branch can be accepted by another; that is proved pairwise from what the schemas
+  // say (disjoint types, a finite set of values the other rejects, a required property whose
+  // values the other rejects or that it forbids). When it cannot be proved, the schema is
+  // refused (400) rather than a value produced that matches two branches.
+  static constexpr unsigned kObj = 1, kArr = 2, kStr = 4, kInt = 8, kNum = 16, kBool = 32, kNull = 64, kAny = 127;
+  static unsigned TypeBits(const std::vector<std::string>& types) {
+    unsigned b = 0;
+    for (const auto& t : types)
+      b |= t == "object" ? kObj : t == "array" ? kArr : t == "string" ? kStr : t == "integer" ? kInt
+         : t == "number" ? kNum : t == "boolean" ? kBool : kNull;
+    return b;
+  }
+  // integer and number overlap (1.0 is an integer, 1 a number).
+  static bool TypesMeet(unsigned a, unsigned b) {
+    auto widen = [](unsigned x) { return x & (kInt | kNum) ? x | kInt | kNum : x; };
+    return (widen(a) & widen(b)) != 0;
+  }
+  const SchemaNode& Deref(int id) const {
+    for (int hops = 0; m_.node(id).ref >= 0 && hops < 64; ++hops) id = m_.node(id).ref;
+    return m_.node(id);
+  }
+  // The JSON types of the values the grammar writes for node id (kAny when unknown).
+  unsigned WrittenTypes(int id, int depth = 0) const {
+    const SchemaNode& n = Deref(id);
+    if (depth > 16) return kAny;
+    if (n.constant) return *n.constant ? kAny : 0;
+    if (!n.any_of.empty() || !n.one_of.empty()) {
+      unsigned b = 0;
+      for (int sub : n.any_of.empty() ? n.one_of : n.any_of) b |= WrittenTypes(sub, depth + 1);
+      return b;
+    }
+    if (!n.types.empty()) return TypeBits(n.types);
+    unsigned b = 0;  // inferred from the keywords, as Body() does
+    if (!n.properties.empty() || !n.required.empty() || n.additional_allowed || n.additional >= 0) b |= kObj;
+    if (n.items >= 0 || n.min_items || n.max_items) b |= kArr;
+    if (n.min_length || n.max_length) b |= kStr;
+    if (n.minimum || n.maximum || n.exclusive_minimum || n.exclusive_maximum) b |= kNum;
+    return b ? b : kAny;
+  }
+  // The types node id accepts, from its own type keyword (kAny when it has none).
+  unsigned AcceptedTypes(int id) const {
+    const SchemaNode& n = Deref(id);
+    if (n.constant) return *n.constant ? kAny : 0;
+    return n.types.empty() || !n.any_of.empty() || !n.one_of.empty() ? kAny : TypeBits(n.types);
+  }
+  // The finite set of values the grammar may write for node id, when it has one (enum, const).
+  std::optional<std::vector<json>> FiniteValues(int id) const {
+    const SchemaNode& n = Deref(id);
+    if (n.const_value) return std::vector<json>{*n.const_value};
+    if (n.enum_values) return n.enum_values->get<std::vector<json>>();
+    return std::nullopt;
+  }
+  bool Rejects(int id, const json& v) const {
+    std::vector<std::string> errors;
+    m_.Check(id, v, "", &errors);
+    return !errors.empty();
+  }
+  // No value the grammar writes for branch a is accepted by branch b.
+  bool WrittenNeverAccepted(int a, int b) const {
+    if (auto values = FiniteValues(a)) {
+      for (const json& v : *values)
+        if (!Rejects(a, v) && !Rejects(b, v)) return false;
+      return true;
+    }
+    if (auto values = FiniteValues(b)) {  // b accepts only these: a never writes one it rejects
+      bool all_rejected = true;
+      for (const json& v : *values) all_rejected = all_rejected && (Rejects(b, v) || Rejects(a, v));
+      if (all_rejected) return true;
+    }
+    const unsigned written = WrittenTypes(a);
+    if (!TypesMeet(written, AcceptedTypes(b))) return true;
+    if (written != kObj) return false;
+    const SchemaNode& na = Deref(a);
+    const SchemaNode& nb = Deref(b);
+    if (!nb.any_of.empty() || !nb.one_of.empty() || nb.constant) return false;
+    auto prop_of = [](const SchemaNode& n, const std::string& k) {
+      for (const auto& [name, sub] : n.properties)
+        if (name == k) return sub;
+      return -2;  // not listed
+    };
+    for (const auto& k : na.required) {  // written always
+      const int pb = prop_of(nb, k);
+      if (pb == -2 && nb.additional_allowed && !*nb.additional_allowed) return true;  // b forbids it
+      const int pa = prop_of(na, k);
+      if (pb < 0 || pa < 0) continue;
+      if (auto values = FiniteValues(pa)) {
+        bool all_rejected = true;
+        for (const json& v : *values) all_rejected = all_rejected && (Rejects(pa, v) || Rejects(pb, v));
+        if (all_rejected) return true;
+      }
+    }
+    return false;
+  }
+  void CheckOneOfExclusive(const SchemaNode& n) {
+    for (size_t i = 0; i < n.one_of.size(); ++i)
+      for (size_t j = i + 1; j < n.one_of.size(); ++j) {
+        const int a = n.one_of[i], b = n.one_of[j];
+        if (!WrittenNeverAccepted(a, b) || !WrittenNeverAccepted(b, a))
+          Unsupported(n, "keyword 'oneOf' with branches " + std::to_string(i) + " and " + std::to_string(j) +
+                             " that a value may match both of (exactly one is enforced only for branches of "
+                             "different types, distinct const/enum values, or a required property with distinct "
+                             "const/enum values or forbidden by the other; use anyOf to allow both)");
+      }
   }
 
   const SchemaModel& m_;

@@ -11,6 +11,15 @@
 // state skips the whole subtree. Masks are cached per state, so a state met again — the common
 // case in JSON, where "inside a string of this object" recurs at every character — costs a hash
 // lookup. docs/server.md has the measured costs.
+//
+// The first visit to a state inside a JSON string would walk nearly the whole trie (every token
+// fits). The trie therefore also sorts tokens into "plain" ones — valid UTF-8 (a last character
+// possibly unfinished) without '"', '\\' or control characters — and the rest. When every stack
+// of a state treats all plain characters alike (a class that holds all of them or none: a string's
+// [^"\\\x00-\x1F], its '"' and '\\'), they all step to one next state; following that chain gives
+// how many plain characters may come (unbounded for char*, N for char{0,N}), so the plain tokens
+// are allowed by their length at once, and only the paths to the other tokens are walked.
+// States where that does not hold take the whole walk (MaskByWalk, also the tests' reference).
 #pragma once
 
 #include <cstdint>
@@ -42,6 +51,14 @@ class TokenTrie {
   std::vector<uint32_t> tok_begin_;  // ids ending at node n: ids_[tok_begin_[n] .. tok_begin_[n+1])
   std::vector<int32_t> ids_;
   int max_depth_ = 0;
+  // Plain tokens (see above): plain_len_[id] code points (an unfinished last one counted), 0 for
+  // the others; plain_ids_ sorted by that length, plain_upto_[L] of them of length <= L;
+  // plain_all_ their bits; special_below_[n]: some non-plain token ends in node n's subtree.
+  std::vector<uint16_t> plain_len_;
+  std::vector<int32_t> plain_ids_;
+  std::vector<uint32_t> plain_upto_;
+  std::vector<uint64_t> plain_all_;
+  std::vector<uint8_t> special_below_;
 };
 
 // Bounds on one matcher's tables: outside input picks the grammar, so its automaton is capped.
@@ -67,6 +84,9 @@ class Matcher {
   bool accepting() const;
   // Some character may still follow.
   bool can_continue() const;
+  // The mask by a walk of the whole trie, with no use of plain tokens: the plain reference of
+  // Mask() (tests).
+  std::vector<uint64_t> MaskByWalk();
   // Number of states built so far (tests, bench).
   size_t n_states() const { return states_.size(); }
 
@@ -102,6 +122,10 @@ class Matcher {
   Walk StepByte(Walk w, uint8_t b);
   bool PartialOk(const Walk& w) const;
   void Compute(const Walk& from, std::vector<uint64_t>* mask);
+  void ComputeByWalk(const Walk& from, bool special_only, std::vector<uint64_t>* mask);
+  // How many plain characters may follow state st (see above): -1 when its stacks do not treat
+  // them alike, INT32_MAX when unbounded.
+  int32_t PlainRun(int32_t st);
   bool AcceptBytes(std::string_view bytes);
 
   std::shared_ptr<const Grammar> g_;

@@ -40,6 +40,14 @@ const char* kSchemas[] = {
         "properties":{"c":{"type":"string"}},"required":["c"]}},"required":["b"]}},"required":["a"]})",
     R"({"type":"object","properties":{"x":{},"y":true},"required":["y","z"]})",
     R"({"enum":["red","green",null,1.5]})",
+    // oneOf with branches proved exclusive: a discriminator const, enums, types (null or a $ref),
+    // a required property the other branch forbids.
+    R"({"oneOf":[{"type":"object","properties":{"kind":{"const":"a"},"x":{"type":"integer"}},"required":["kind","x"]},
+        {"type":"object","properties":{"kind":{"enum":["b","c"]},"y":{"type":"string","maxLength":4}},"required":["kind"]}]})",
+    R"({"oneOf":[{"enum":[1,2,"x"]},{"enum":[3,"y",null]},{"type":"boolean"}]})",
+    R"({"$defs":{"p":{"type":"object","properties":{"v":{"type":"integer"}}}},"oneOf":[{"type":"null"},{"$ref":"#/$defs/p"}]})",
+    R"({"oneOf":[{"type":"object","properties":{"a":{"type":"integer"}},"required":["a"],"additionalProperties":false},
+        {"type":"object","properties":{"b":{"type":"integer"}},"required":["b"],"additionalProperties":false}]})",
 };
 
 TEST(JsonSchemaGrammar, RandomWalksAreAlwaysValid) {
@@ -108,6 +116,25 @@ TEST(JsonSchemaGrammar, RefusesWhatItCannotEnforceAndWhatNothingSatisfies) {
   std::string deep = "true";
   for (int i = 0; i < 40; ++i) deep = R"({"items":)" + deep + "}";
   EXPECT_NE(ErrorOf(deep).find("nested deeper"), std::string::npos);
+}
+
+// oneOf is exact (compiled like anyOf) only for branches no value can match two of; otherwise
+// the schema is refused, naming oneOf, rather than a value written that matches both.
+TEST(JsonSchemaGrammar, OneOfWithOverlappingBranchesIsRefused) {
+  for (const char* s : {R"({"oneOf":[{"type":"integer"},{"type":"number"}]})",
+                        R"({"oneOf":[{"type":"string"},{"maxLength":3}]})",
+                        R"({"oneOf":[{"type":"object","properties":{"a":{"type":"integer"}}},{"type":"object"}]})",
+                        R"({"oneOf":[{"enum":[1,2]},{"type":"integer"}]})",
+                        R"({"oneOf":[{"type":"boolean"},{"anyOf":[{"type":"string"},{"type":"boolean"}]}]})",
+                        R"({"oneOf":[{"type":"object","properties":{"k":{"const":1}},"required":["k"]},
+                                     {"type":"object","properties":{"k":{"enum":[1,2]}},"required":["k"]}]})",
+                        R"({"properties":{"v":{"oneOf":[{"type":"string"},{"type":"string","maxLength":2}]}}})"}) {
+    const std::string e = ErrorOf(s);
+    EXPECT_NE(e.find("keyword 'oneOf' with branches"), std::string::npos) << s << ": " << e;
+  }
+  EXPECT_NE(ErrorOf(R"({"properties":{"v":{"oneOf":[{"type":"string"},{"type":"string","maxLength":2}]}}})")
+                .find("#/properties/v"), std::string::npos);
+  EXPECT_EQ(ErrorOf(R"({"oneOf":[{"type":"integer"},{"type":"string"}]})"), "");
 }
 
 TEST(JsonSchemaValidator, OneOfMeansExactlyOne) {

@@ -22,6 +22,7 @@ void CheckAgainstReference(const std::string& gbnf, const std::shared_ptr<const 
   std::mt19937_64 rng(seed);
   for (int s = 0; s < steps; ++s) {
     const std::vector<uint64_t> mask = m.Mask();
+    ASSERT_EQ(mask, m.MaskByWalk()) << "step " << s << ": the plain-token shortcut differs from the walk";
     std::vector<int32_t> allowed;
     for (int32_t id = 0; id < vocab->vocab_size(); ++id) {
       Matcher copy = m;
@@ -39,6 +40,50 @@ TEST(Matcher, MaskEqualsPerTokenAcceptance) {
   for (uint64_t seed = 1; seed <= 6; ++seed) {
     CheckAgainstReference(JsonObjectGbnf(), vocab, seed, 25);
     CheckAgainstReference("root ::= ( [a-z]+ \" \" )* \"é\" [^\\x00-\\x7F]{1,3} \"!\"", vocab, seed, 12);
+  }
+}
+
+// The plain-token shortcut of Mask() (matcher.h) against the whole walk and the per-token
+// reference: strings bounded and unbounded, escapes, multi-byte and unfinished characters,
+// classes that do not treat plain characters alike.
+TEST(Matcher, PlainTokensShortcutEqualsTheWalk) {
+  std::vector<std::string> bytes;
+  const auto small = test::SmallVocab();
+  for (int32_t id = 0; id < small->vocab_size(); ++id) bytes.push_back(small->bytes(id));
+  for (const char* t : {"hello", "hello world", "abcdefgh", "ab", "日本語です", "x\xC3", "\xC3\xA9t\xE2\x82", "\xED\xA0",
+                        "\xE0\x80", "\xF4\x90", "\xF4\x8F", "tab\there", "q\"", "\\\\", "ünï"})
+    bytes.push_back(t);
+  const auto vocab = std::make_shared<const TokenTrie>(bytes);
+  const char* grammars[] = {
+      "root ::= \"\\\"\" [^\"\\\\\\x00-\\x1F]{0,5} \"\\\"\"",
+      "root ::= \"\\\"\" [^\"\\\\\\x00-\\x1F]{3,7} \"\\\"\" \"!\"",
+      "root ::= [^\"]* \"\\\"\"",
+      "root ::= ( [a-z]+ \" \" )* \"é\" [^\\x00-\\x7F]{1,3} \"!\"",
+      "root ::= [^x]{0,4} \"x\"",
+  };
+  for (const char* g : grammars)
+    for (uint64_t seed = 1; seed <= 4; ++seed) CheckAgainstReference(g, vocab, seed, 12);
+  for (const char* schema : {R"({"type":"object","properties":{"a":{"type":"string","maxLength":4},"b":{"type":"string"},
+                                 "c":{"enum":["x y","z"]}},"required":["a","b","c"]})",
+                             R"({"type":"array","items":{"type":"string","minLength":2,"maxLength":9},"maxItems":3})"}) {
+    const std::string gbnf = SchemaToGbnf(SchemaModel::Parse(nlohmann::json::parse(schema)));
+    for (uint64_t seed = 1; seed <= 4; ++seed) CheckAgainstReference(gbnf, vocab, seed, 30);
+  }
+  // The real vocabulary (when fetched): the shortcut and the walk agree along random walks.
+  if (const auto qwen = test::QwenVocab()) {
+    const std::string gbnf = SchemaToGbnf(SchemaModel::Parse(nlohmann::json::parse(
+        R"({"type":"object","properties":{"name":{"type":"string","maxLength":6},"bio":{"type":"string"}},"required":["name","bio"]})")));
+    Matcher m(std::make_shared<Grammar>(Grammar::ParseGbnf(gbnf)), qwen);
+    std::mt19937_64 rng(5);
+    for (int s = 0; s < 24; ++s) {
+      const std::vector<uint64_t> mask = m.Mask();
+      ASSERT_EQ(mask, m.MaskByWalk()) << "step " << s;
+      std::vector<int32_t> allowed;
+      for (int32_t id = 0; id < qwen->vocab_size(); ++id)
+        if (Bit(mask, id)) allowed.push_back(id);
+      if (allowed.empty()) break;
+      ASSERT_TRUE(m.Accept(allowed[rng() % allowed.size()]));
+    }
   }
 }
 
