@@ -15,6 +15,7 @@
 #include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <cctype>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
@@ -109,6 +110,9 @@ class CpuBackend final : public Backend {
  public:
   explicit CpuBackend(const BackendOptions& o)
       : opts_(o), pool_(o.threads), repack_(RepackPolicyFromEnv()) {}
+  ~CpuBackend() override {
+    if (opts_.profile) PrintProfile();
+  }
   std::string name() const override { return "cpu"; }
   std::string description() const override {
     std::string d =
@@ -163,6 +167,24 @@ class CpuBackend final : public Backend {
   void Attention(const Node& n, const Batch& b, CpuKv& kv, const float* q, float* y);
   void Mla(const Node& n, const Graph& g, const Batch& b, CpuKv& kv, const float* q, float* y);
   void MoE(const Node& n, const Graph& g, const float* x, int64_t R, float* y);
+  // The bytes node `n` reads from weights and the KV cache (for --profile's GB/s); MoE adds the
+  // experts it ran (moe_bytes_, set by MoE()).
+  double NodeBytes(const Node& n, const Graph& g, const Batch& b, const CpuKv& kv) const;
+  void PrintProfile() const;
+
+  // --profile: per phase (0 = decode steps of one row per sequence, 1 = the others) and per op
+  // family (the node's name with its layer index dropped), wall time and bytes read.
+  struct Family {
+    double s = 0, bytes = 0;
+    int64_t count = 0;
+  };
+  struct PhaseProfile {
+    int64_t runs = 0, rows = 0;
+    double total_s = 0;
+    std::map<std::string, Family> fam;
+  };
+  PhaseProfile profile_[2];
+  double moe_bytes_ = 0;  // weights the last MoE() read (router + the experts that had rows)
 
   BackendOptions opts_;
   ThreadPool pool_;
@@ -451,6 +473,9 @@ void CpuBackend::MoE(const Node& n, const Graph& g, const float* x, int64_t R, f
   std::stable_sort(active.begin(), active.end(),
                    [&](int a, int b) { return count[size_t(a)] > count[size_t(b)]; });
   const int64_t A = int64_t(active.size()), M = R * K;
+  moe_bytes_ = double(router.nbytes);
+  for (int e : active)
+    for (int part = 0; part < 3; ++part) moe_bytes_ += double(weight(e, part).nbytes);
   // xs: [M, D] the compacted rows; act: [M, I] silu(gate)·up; dn: [M, D] the experts' outputs.
   float* xs = Alloc(size_t(M * D));
   float* act = Alloc(size_t(M * I));
@@ -523,6 +548,7 @@ void CpuBackend::Compute(const Graph& g, const Batch& b, KvStorage& kv_base, flo
   std::vector<size_t> buf_n(nodes.size(), 0);
   const auto t_start = Clock::now();
   const int64_t T = b.n_tokens();
+  const bool decode = T == int64_t(b.seqs.size());  // one row per sequence
   for (int64_t t = 0; t < T; ++t) {
     const BatchSeq& s = b.seqs[size_t(b.row_seq[size_t(t)])];
     ES_CHECK(b.positions[size_t(t)] < kv.capacity(), "sequence in slot ", s.slot,
@@ -667,16 +693,89 @@ void CpuBackend::Compute(const Graph& g, const Batch& b, KvStorage& kv_base, flo
         Release(buf[size_t(s)], buf_n[size_t(s)]);
         buf_n[size_t(s)] = 0;
       }
-    if (stats && opts_.profile)
-      stats->ops.push_back({n.name, n.op, std::chrono::duration<double>(Clock::now() - t0).count()});
+    if (opts_.profile) {
+      const double dt = std::chrono::duration<double>(Clock::now() - t0).count();
+      if (stats) stats->ops.push_back({n.name, n.op, dt});
+      // The family: the name with "layers.N." made "layers.*." (one line for all layers).
+      std::string key = n.name;
+      if (const size_t at = key.find("layers."); at != std::string::npos) {
+        size_t e = at + 7;
+        while (e < key.size() && std::isdigit(static_cast<unsigned char>(key[e]))) ++e;
+        key.replace(at + 7, e - at - 7, "*");
+      }
+      Family& f = profile_[decode ? 0 : 1].fam[key + " (" + OpName(n.op) + ")"];
+      f.s += dt;
+      f.bytes += NodeBytes(n, g, b, kv);
+      ++f.count;
+    }
   }
   const size_t on = size_t(g.output());
   std::memcpy(out, buf[on], buf_n[on] * 4);
   for (size_t i = 0; i < nodes.size(); ++i)
     if (buf_n[i]) Release(buf[i], buf_n[i]);
+  const double total_s = std::chrono::duration<double>(Clock::now() - t_start).count();
+  if (opts_.profile) {
+    PhaseProfile& pp = profile_[decode ? 0 : 1];
+    ++pp.runs;
+    pp.rows += T;
+    pp.total_s += total_s;
+  }
   if (stats) {
-    stats->total_s = std::chrono::duration<double>(Clock::now() - t_start).count();
+    stats->total_s = total_s;
     stats->shader_s = stats->total_s;
+  }
+}
+
+double CpuBackend::NodeBytes(const Node& n, const Graph& g, const Batch& b, const CpuKv& kv) const {
+  auto w = [&](int k) -> const Tensor& { return *g.node(n.src[size_t(k)]).weight; };
+  switch (n.op) {
+    case Op::kMatMul:
+      return double(w(1).nbytes);
+    case Op::kEmbed:
+      return double(b.n_tokens()) * double(w(0).row_bytes());
+    case Op::kMoE:
+      return moe_bytes_;
+    case Op::kMlaAttention:
+    case Op::kAttention: {  // the absorbed pair (MLA), then each row's keys, whole cache rows once
+      double bytes = n.op == Op::kMlaAttention ? double(w(3).nbytes + w(4).nbytes) : 0.0;
+      const double row = double(RowBytes(kv.spec().dtype, kv.spec().width[0]) +
+                                (kv.spec().width[1] ? RowBytes(kv.spec().dtype, kv.spec().width[1]) : 0));
+      for (int64_t t = 0; t < b.n_tokens(); ++t) bytes += double(b.positions[size_t(t)] + 1) * row;
+      return bytes;
+    }
+    default:
+      return 0;
+  }
+}
+
+void CpuBackend::PrintProfile() const {
+  const char* names[2] = {"decode (1 row per sequence)", "prefill and mixed steps"};
+  for (int ph = 0; ph < 2; ++ph) {
+    const PhaseProfile& pp = profile_[ph];
+    if (pp.runs == 0) continue;
+    const double k = 1e3 / double(pp.runs);  // ms per step
+    double bytes = 0, op_s = 0;
+    for (const auto& [name, f] : pp.fam) {
+      bytes += f.bytes;
+      op_s += f.s;
+    }
+    std::fprintf(stderr,
+                 "cpu profile, %s: %lld steps (%lld rows), per step %.2f ms (ops %.2f ms), reads "
+                 "%.1f MB: %.1f GB/s\n",
+                 names[ph], static_cast<long long>(pp.runs), static_cast<long long>(pp.rows),
+                 pp.total_s * k, op_s * k, bytes / 1e6 / double(pp.runs),
+                 pp.total_s > 0 ? bytes / pp.total_s / 1e9 : 0.0);
+    std::vector<std::pair<double, std::string>> fam;
+    for (const auto& [name, f] : pp.fam) fam.push_back({f.s, name});
+    std::sort(fam.rbegin(), fam.rend());
+    std::fprintf(stderr, "  %-56s %9s %6s %9s %8s %6s\n", "op family (layers merged)", "ms/step", "share",
+                 "MB/step", "GB/s", "n/step");
+    for (const auto& [s, name] : fam) {
+      const Family& f = pp.fam.at(name);
+      std::fprintf(stderr, "  %-56s %9.3f %5.1f%% %9.2f %8.1f %6.1f\n", name.c_str(), f.s * k,
+                   op_s > 0 ? 100.0 * f.s / op_s : 0.0, f.bytes / 1e6 / double(pp.runs),
+                   f.s > 0 ? f.bytes / f.s / 1e9 : 0.0, double(f.count) / double(pp.runs));
+    }
   }
 }
 
