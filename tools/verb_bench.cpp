@@ -1,4 +1,4 @@
-// `edgeseek bench -m PATH | --synthetic NAME [--backend cpu] [-p 512] [-n 128] [-t T] [--json]`
+// `edgeseek bench -m PATH | --synthetic NAME [--backend cpu] [-p 512] [-n 128] [-b 1] [-t T] [--json]`
 #include <chrono>
 #include <cstdio>
 #include <nlohmann/json.hpp>
@@ -20,12 +20,14 @@ VerbRun Setup(CLI::App& app) {
   app.add_option("-p,--n-prompt", bo->n_prompt, "prompt tokens (prefill)")->check(CLI::NonNegativeNumber);
   app.add_option("-n,--n-gen", bo->n_gen, "generated tokens (decode)")->check(CLI::NonNegativeNumber);
   app.add_option("-r,--repetitions", bo->reps, "timed repetitions")->check(CLI::PositiveNumber);
+  app.add_option("-b,--batch", bo->batch, "sequences decoding together, one row each a step (1..256)")
+      ->check(CLI::Range(1, 256));
   app.add_flag("--json", *json_out, "one JSON object on stdout");
   return [=]() {
     const auto t0 = std::chrono::steady_clock::now();
     auto model = args->Load();
     if (args->context == 0) args->context = bo->n_prompt + bo->n_gen + 8;
-    auto runner = args->MakeRunner(model);
+    auto runner = args->MakeRunner(model, bo->batch);
     const double load_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     bo->threads = args->threads > 0 ? args->threads : int(std::thread::hardware_concurrency());
     bo->device = args->device;
@@ -41,8 +43,12 @@ VerbRun Setup(CLI::App& app) {
                 double(r.peak_rss_bytes) / 1e9, r.kv_bytes_per_token, r.kv_type.c_str());
     std::printf("prefill    %8.2f tokens/s  (pp%d, median of %d)   TTFT %.3f s\n",
                 r.prefill_tokens_per_s, r.n_prompt, r.reps, r.ttft_s);
-    std::printf("decode     %8.2f tokens/s  (tg%d)  per token p50 %.1f / p95 %.1f / p99 %.1f ms\n",
-                r.decode_tokens_per_s, r.n_gen, r.decode_p50_ms, r.decode_p95_ms, r.decode_p99_ms);
+    if (r.batch > 1)
+      std::printf("decode     %8.2f tokens/s  (tg%d x %d sequences)  per step p50 %.1f / p95 %.1f / p99 %.1f ms\n",
+                  r.decode_tokens_per_s, r.n_gen, r.batch, r.decode_p50_ms, r.decode_p95_ms, r.decode_p99_ms);
+    else
+      std::printf("decode     %8.2f tokens/s  (tg%d)  per token p50 %.1f / p95 %.1f / p99 %.1f ms\n",
+                  r.decode_tokens_per_s, r.n_gen, r.decode_p50_ms, r.decode_p95_ms, r.decode_p99_ms);
     if (r.n_gen > 0)
       std::printf("steps      first %.1f ms; p50 / p95: CPU %.1f / %.1f ms, run-queue wait %.1f / %.1f ms,"
                   " preempted %.0f / %.0f, faults %.0f / %.0f\n",

@@ -9,6 +9,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <functional>
 #include <nlohmann/json.hpp>
 #include <random>
 
@@ -126,6 +127,43 @@ static double Percentile(std::vector<double> v, double p) {
   return v[lo] + (v[hi] - v[lo]) * (idx - double(lo));
 }
 
+namespace {
+// One pass of `prompts.size()` sequences: each prompt prefilled alone, then n_new - 1 greedy
+// steps of one row a sequence. stats: the prefills' total time and each step's; on_step after
+// the prefills and after each step.
+void BatchedPass(Runner& runner, const std::vector<std::vector<int32_t>>& prompts, int n_new,
+                 const std::function<void()>& on_step, GenerateStats* stats) {
+  std::vector<int> slots;
+  for (size_t i = 0; i < prompts.size(); ++i) {
+    slots.push_back(runner.AcquireSlot());
+    ES_CHECK(slots.back() >= 0, "bench --batch ", prompts.size(), ": the runner has ", runner.n_slots(), " slots");
+  }
+  std::vector<int32_t> next(prompts.size()), ids;
+  const auto t0 = Clock::now();
+  for (size_t i = 0; i < prompts.size(); ++i) {
+    Batch b;
+    b.Add(slots[i], 0, prompts[i]);
+    b.Finalize();
+    runner.ForwardArgmax(b, &ids);
+    next[i] = ids.at(0);
+  }
+  stats->prefill_s = std::chrono::duration<double>(Clock::now() - t0).count();
+  if (on_step) on_step();
+  for (int step = 1; step < n_new; ++step) {
+    Batch b;
+    for (size_t i = 0; i < prompts.size(); ++i)
+      b.Add(slots[i], int64_t(prompts[i].size()) + step - 1, {next[i]});
+    b.Finalize();
+    const auto s0 = Clock::now();
+    runner.ForwardArgmax(b, &ids);
+    stats->token_s.push_back(std::chrono::duration<double>(Clock::now() - s0).count());
+    next = ids;
+    if (on_step) on_step();
+  }
+  for (int s : slots) runner.ReleaseSlot(s);
+}
+}  // namespace
+
 BenchResult RunBench(Runner& runner, const BenchOptions& o, double load_s) {
   BenchResult r;
   const Model& m = runner.model();
@@ -136,6 +174,7 @@ BenchResult RunBench(Runner& runner, const BenchOptions& o, double load_s) {
   r.n_prompt = o.n_prompt;
   r.n_gen = o.n_gen;
   r.reps = o.reps;
+  r.batch = o.batch;
   r.load_s = load_s;
   r.weight_bytes = m.weight_bytes();
   r.active_bytes_per_token = ActiveWeightBytes(m);
@@ -145,8 +184,12 @@ BenchResult RunBench(Runner& runner, const BenchOptions& o, double load_s) {
            " tokens of context; the runner has ", runner.context(), " (raise -c)");
   std::mt19937 rng(1234);
   std::uniform_int_distribution<int32_t> dist(0, m.vocab_size() - 1);
-  std::vector<int32_t> prompt(size_t(std::max(1, o.n_prompt)));
-  for (auto& t : prompt) t = dist(rng);
+  ES_CHECK(o.batch >= 1, "bench --batch must be at least 1");
+  // One prompt a sequence (the first is the single-sequence bench's).
+  std::vector<std::vector<int32_t>> prompts(size_t(o.batch), std::vector<int32_t>(size_t(std::max(1, o.n_prompt))));
+  for (auto& p : prompts)
+    for (auto& t : p) t = dist(rng);
+  const std::vector<int32_t>& prompt = prompts[0];
   std::vector<double> token_times;
   std::vector<double> ttfts;
   // Per decode step of the timed passes: CPU, run-queue wait, preemptions, faults; each rep's first.
@@ -154,6 +197,20 @@ BenchResult RunBench(Runner& runner, const BenchOptions& o, double load_s) {
   bool timed = false;
   // One pass: the prompt, then n_new greedy tokens.
   auto pass = [&](int n_new) {
+    if (o.batch > 1) {
+      std::vector<ProcessCounters> at;
+      GenerateStats gs;
+      BatchedPass(runner, prompts, n_new, timed ? std::function<void()>([&] { at.push_back(ReadProcessCounters()); })
+                                                : std::function<void()>(), &gs);
+      for (size_t i = 1; i < at.size(); ++i) {
+        step_cpu.push_back(at[i].cpu_s - at[i - 1].cpu_s);
+        step_wait.push_back(at[i].wait_s - at[i - 1].wait_s);
+        step_preempt.push_back(double(at[i].preempt - at[i - 1].preempt));
+        step_faults.push_back(double(at[i].faults - at[i - 1].faults));
+      }
+      if (timed && !gs.token_s.empty()) first_steps.push_back(gs.token_s.front());
+      return gs;
+    }
     const int slot = runner.AcquireSlot();
     ES_ASSERT(slot >= 0);
     GenerateOptions go;
@@ -194,10 +251,10 @@ BenchResult RunBench(Runner& runner, const BenchOptions& o, double load_s) {
   timed = true;
   for (int rep = 0; rep < o.reps; ++rep) {
     const GenerateStats gs = pass(o.n_gen + 1);
-    if (o.n_prompt > 0) r.prefill_runs.push_back(double(o.n_prompt) / gs.prefill_s);
+    if (o.n_prompt > 0) r.prefill_runs.push_back(double(o.n_prompt) * o.batch / gs.prefill_s);
     double sum = 0;
     for (double t : gs.token_s) sum += t;
-    if (!gs.token_s.empty()) r.decode_runs.push_back(double(gs.token_s.size()) / sum);
+    if (!gs.token_s.empty()) r.decode_runs.push_back(double(gs.token_s.size()) * o.batch / sum);
     token_times.insert(token_times.end(), gs.token_s.begin(), gs.token_s.end());
     ttfts.push_back(gs.prefill_s);
   }
@@ -229,10 +286,12 @@ BenchResult RunBench(Runner& runner, const BenchOptions& o, double load_s) {
     r.mem_bandwidth_gbs = MeasureReadBandwidth(o.threads);
   }
   if (r.mem_bandwidth_gbs > 0) {
-    // KV read per decode step: on average the prompt plus half the generated tokens.
+    // KV read per decode row: on average the prompt plus half the generated tokens.
     const double kv_read = double(r.kv_bytes_per_token) * (o.n_prompt + o.n_gen / 2.0);
-    const double bytes_per_token = double(r.active_bytes_per_token) + kv_read;
-    r.decode_bandwidth_fraction = bytes_per_token * r.decode_tokens_per_s / (r.mem_bandwidth_gbs * 1e9);
+    // A step of `batch` rows reads the weights once and each row's KV.
+    const double bytes_per_step = double(r.active_bytes_per_token) + kv_read * o.batch;
+    r.decode_bandwidth_fraction =
+        bytes_per_step * r.decode_tokens_per_s / o.batch / (r.mem_bandwidth_gbs * 1e9);
   }
   return r;
 }
@@ -245,6 +304,7 @@ nlohmann::json BenchResult::ToJson() const {
           {"n_prompt", n_prompt},
           {"n_gen", n_gen},
           {"repetitions", reps},
+          {"batch", batch},
           {"warmup_passes", warmups},
           {"load_s", load_s},
           {"prefill_tokens_per_s", prefill_tokens_per_s},

@@ -19,12 +19,16 @@ struct BenchOptions {
   int n_gen = 128;
   int reps = 3;
   int threads = 0;
+  // Sequences decoding together: each timed pass prefills `batch` prompts (one after another),
+  // then takes n_gen steps of `batch` rows, one a sequence (continuous batching's decode
+  // steps). Decode tokens/s counts every row; the per-token times are the steps'.
+  int batch = 1;
   std::string device;  // GPU backends: the device, for the copy-bandwidth probe
 };
 
 struct BenchResult {
   std::string model, backend, backend_desc;
-  int threads = 0, n_prompt = 0, n_gen = 0, reps = 0;
+  int threads = 0, n_prompt = 0, n_gen = 0, reps = 0, batch = 1;
   int warmups = 0;                   // untimed passes before the reps (at least 1, until 1 s)
   double load_s = 0;
   double prefill_tokens_per_s = 0, decode_tokens_per_s = 0;

@@ -467,6 +467,7 @@ std::unique_ptr<VulkanBackend::Program> VulkanBackend::Build(const Graph& g, con
     const Node& kr = nodes[size_t(rope_of[size_t(sk)])];
     const int64_t Hq = n.i[0], Hkv = n.i[1], dk = n.i[2], dv = n.i[3];
     if (q.rope.get() != kr.rope.get() || q.i[1] != dk || kr.i[1] != dk || q.i[2] != kr.i[2] ||
+        T > kDecodeFusedMaxRows ||
         !UseDecodeAttention(*dev_, T, uint32_t(Hq), uint32_t(Hkv), uint32_t(dk), uint32_t(dv)))
       continue;
     attn_rope[size_t(j)] = qr;
@@ -543,7 +544,7 @@ std::unique_ptr<VulkanBackend::Program> VulkanBackend::Build(const Graph& g, con
     const int xs = n.src[0];
     const Node& xn = nodes[size_t(xs)];
     if (attn_quant && nm < 0 && xn.op == Op::kAttention && uses[size_t(xs)] == 1 && !skip[size_t(xs)] &&
-        T <= kAttentionSplitMaxRows && xn.i[3] % 32 == 0 && xn.i[3] <= 1024 &&
+        T <= kDecodeMaxRows && xn.i[3] % 32 == 0 && xn.i[3] <= 1024 &&
         UseIdotGemv(*dev_, T, K, wt)) {
       out_xq_item[size_t(xs)] = xq_item[size_t(i)] = int(items.size());
       out_xq_type[size_t(xs)] = wt;

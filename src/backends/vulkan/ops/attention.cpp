@@ -6,8 +6,12 @@ namespace es::vk {
 namespace {
 constexpr uint32_t kDecodeMaxG = 8, kDecodeTileKeys = 32, kDecodeMaxNew = 8;  // attention_decode.comp
 // Key chunks per (row, kv head) of attention_decode.comp (ES_VK_ATTN_SPLITS; 16 splits measured
-// slower on the H200, docs/performance.md "Session 9").
-uint32_t DecodeSplits() { return Knob("ES_VK_ATTN_SPLITS", {8, 16, 32, 64}, 32); }
+// slower on the H200, docs/performance.md "Session 9"); past 8 rows the rows fill the GPU
+// themselves: fewer chunks (at least 4), so the partials stay T x Hq x 256 / 8 at most.
+uint32_t DecodeSplits(int64_t T) {
+  const uint32_t s = Knob("ES_VK_ATTN_SPLITS", {8, 16, 32, 64}, 32);
+  return T <= 8 ? s : std::max<uint32_t>(4, uint32_t(int64_t(s) * 8 / T));
+}
 // attention_decode.comp's shared memory (its declarations).
 uint64_t DecodeSharedBytes(uint32_t G, uint32_t dk, uint32_t dv) {
   const uint32_t vl = dv / 4, ng = 128 / vl;
@@ -18,14 +22,14 @@ uint64_t DecodeSharedBytes(uint32_t G, uint32_t dk, uint32_t dv) {
 }  // namespace
 
 uint64_t AttentionSplitBytes(const Device& dev, int64_t T, uint32_t Hq, uint32_t Hkv, uint32_t dk, uint32_t dv) {
-  if (T > kAttentionSplitMaxRows) return 0;
-  const uint32_t S = UseDecodeAttention(dev, T, Hq, Hkv, dk, dv) ? DecodeSplits() : kAttentionSplits;
+  if (T > kDecodeMaxRows) return 0;
+  const uint32_t S = UseDecodeAttention(dev, T, Hq, Hkv, dk, dv) ? DecodeSplits(T) : kAttentionSplits;
   return uint64_t(T) * Hq * S * uint64_t(dv + 2) * 4;
 }
 
 bool UseDecodeAttention(const Device& dev, int64_t T, uint32_t Hq, uint32_t Hkv, uint32_t dk, uint32_t dv) {
-  static_assert(kDecodeMaxNew >= kAttentionSplitMaxRows, "a step's rows must fit the new-key table");
-  if (T > kAttentionSplitMaxRows || Hkv == 0 || Hq % Hkv != 0 || Knob("ES_VK_ATTN_DECODE", {0, 1}, 1) == 0)
+  static_assert(kDecodeMaxNew >= kDecodeFusedMaxRows, "a fused step's rows must fit the new-key table");
+  if (T > kDecodeMaxRows || Hkv == 0 || Hq % Hkv != 0 || Knob("ES_VK_ATTN_DECODE", {0, 1}, 1) == 0)
     return false;
   const uint32_t G = Hq / Hkv;
   const bool dv_ok = dv == 16 || dv == 32 || dv == 64 || dv == 128 || dv == 256;
@@ -49,7 +53,7 @@ uint32_t Pad16(uint32_t d) { return (d + 15) / 16 * 16; }
 }  // namespace
 
 bool UseAttentionCm2(const Device& dev, int64_t T, uint32_t dk, uint32_t dv) {
-  return dev.f16_math() && dev.coopmat2().fa_br != 0 && T > kAttentionSplitMaxRows &&
+  return dev.f16_math() && dev.coopmat2().fa_br != 0 && T > kDecodeMaxRows &&
          dk <= kCm2MaxHeadDim && dv <= kCm2MaxHeadDim;
 }
 
@@ -85,11 +89,12 @@ void RecordDecodeAttention(OpContext& c, const AttentionArgs& a) {
   // (H200, 7B tg128 at context 512..640, t/s, two rounds in one job: Q4_0 362.3 / 361.1 with
   // chunks of 16 against 357.6 / 358.4 with 32, Q8_0 263.2 / 263.8 against 259.2 / 259.5; earlier
   // jobs: 64 slower).
-  const uint32_t S = DecodeSplits();
+  const uint32_t S = DecodeSplits(c.T);
   const uint32_t min_chunk = Knob("ES_VK_ATTN_CHUNK", {1, 8, 16, 32, 64, 128}, 16);
   const uint32_t G = a.Hq / a.Hkv;
   std::vector<uint32_t> counts(fused ? 7 : 5, 1);
-  ES_ASSERT(!fused || !IsQuantized(c.kv.spec().dtype));  // vulkan_backend.cpp folds only f32 / f16
+  // vulkan_backend.cpp folds only f32 / f16 caches, steps of up to kDecodeFusedMaxRows rows
+  ES_ASSERT(!fused || (!IsQuantized(c.kv.spec().dtype) && c.T <= kDecodeFusedMaxRows));
   Dispatch& d = c.Add("attention_decode_" + KvTypeSuffix(c.kv.spec().dtype) + (fused ? "_fused" : ""),
                       counts, {a.wa, a.dv, G, min_chunk});
   d.bindings = {{a.q}, {a.ka}, {a.v}, {a.part}, {c.batch}};
@@ -121,12 +126,12 @@ void RecordDecodeAttention(OpContext& c, const AttentionArgs& a) {
   RecordAttentionCombine(c, a, S);
 }
 
-// The kernel of an attention: prefill (more than kAttentionSplitMaxRows rows, no split scratch,
+// The kernel of an attention: prefill (more than kDecodeMaxRows rows, no split scratch,
 // no second key part) on tensor cores or by 8-row tiles where the head dims allow; else one
 // workgroup per (head, row), split over keys where a.part is given.
 enum class AttentionKernel { kTensorCores, kRows, kPerRow };
 AttentionKernel KernelFor(const OpContext& c, const AttentionArgs& a) {
-  if (a.part.size != 0 || a.wb != 0 || c.T <= kAttentionSplitMaxRows) return AttentionKernel::kPerRow;
+  if (a.part.size != 0 || a.wb != 0 || c.T <= kDecodeMaxRows) return AttentionKernel::kPerRow;
   // attention_cm2.comp loads tiles of adjacent keys: only while no slot left its own blocks;
   // and its tiles are f32 or f16 only: a block-quantized cache takes attention_rows.comp,
   // which dequantizes in its tile loads (a cm2 tile loader for q8_0 / q4_0 is open).

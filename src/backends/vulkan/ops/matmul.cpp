@@ -1,6 +1,7 @@
-// kMatMul: y = x Wᵀ (+ bias). Decode (R <= 8) takes the GEMV kernel, whose workgroups each own a
-// few output columns and stream the weight rows once for all batch rows; prefill takes the
-// tiled GEMM. Weights split into row chunks dispatch once per chunk (output column offset n0).
+// kMatMul: y = x Wᵀ (+ bias). Decode-shaped steps (R <= GemvMaxRows()) take the GEMV kernel,
+// whose workgroups each own a few output columns and stream the weight rows once for up to 8
+// batch rows (more rows: row groups side by side, sharing the reads through the cache); prefill
+// takes the tiled GEMM. Weights split into row chunks dispatch once per chunk (output column offset n0).
 #include <array>
 #include <cstdlib>
 #include <initializer_list>
@@ -16,8 +17,13 @@ struct GemvPush {
 struct GemmPush {
   uint32_t K, N, R, n0, y_rs, has_bias;
 };
-constexpr int64_t kGemvMaxRows = 8;
+// Steps of up to this many rows take the GEMV and its fusions (ES_VK_GEMV_MAX_ROWS 8|16|32|64,
+// default kDecodeMaxRows: an A/B under way on the H200, batched decode).
+int64_t GemvMaxRows() { return Knob("ES_VK_GEMV_MAX_ROWS", {8, 16, 32, 64}, uint32_t(kDecodeMaxRows)); }
 constexpr int64_t kGemvFewOutputs = 256;
+// The routed experts' GEMVs (MoeGemvFor) read an expert once per (token, choice) pair: up to
+// this many rows; more take the grouped expert kernels.
+constexpr int64_t kMoeGemvMaxRows = 8;
 // ES_VK_GEMV_IDOT_LOCAL=2: x rows longer than this are quantized by a dispatch of their own.
 constexpr int64_t kIdotLocalMaxK = 8192;
 
@@ -123,6 +129,15 @@ uint32_t GemvGroups(int64_t N, const GemvSpec& gs) {
   return uint32_t((N + gs.Outputs() - 1) / gs.Outputs());
 }
 uint32_t GemvRowGroups(int64_t R, const GemvSpec& gs) { return uint32_t((R + gs.rb - 1) / gs.rb); }
+// The GEMV's grid: output groups in x; row groups of RB rows interleaved in x where that stays
+// within 65,535 workgroups (matmul_gemv.comp: a weight row's reads by the row groups come close
+// together, from the cache after the first), else in z.
+void GemvGrid(Dispatch& d, int64_t N, int64_t R, const GemvSpec& gs) {
+  const uint64_t og = GemvGroups(N, gs), rg = GemvRowGroups(R, gs);
+  const bool inter = rg > 1 && og * rg <= 65535;
+  d.groups[0] = uint32_t(inter ? og * rg : og);
+  d.groups[2] = uint32_t(inter ? 1 : rg);
+}
 constexpr uint32_t kGemmTile = 128;  // BM = BN of matmul_gemm.comp, BN of matmul_gemm_cm.comp
 // 128-row tiles from this many (H200, pp512: 7B with every projection at 128 rows 5.4k t/s, with
 // q/o/down at 64 rows 4.8k; 1.5B within 4% either way).
@@ -130,7 +145,7 @@ constexpr uint64_t kCoopmatBigTiles = 100;
 }  // namespace
 
 bool UseIdotGemv(const Device& dev, int64_t R, int64_t K, DType wt) {
-  if (R > kGemvMaxRows || K % 32 != 0 || (wt != DType::kQ8_0 && wt != DType::kQ4_0)) return false;
+  if (R > GemvMaxRows() || K % 32 != 0 || (wt != DType::kQ8_0 && wt != DType::kQ4_0)) return false;
   const int mode = dev.gemv_idot() >= 0 ? dev.gemv_idot() : int(Knob("ES_VK_GEMV_IDOT", {0, 1}, 2));
   // mode 2 (unset): where the hardware does the dot products (Q8_0: the mixed-signedness ones too).
   const bool on = mode == 1 || (mode == 2 && (wt == DType::kQ4_0 ? dev.info().int_dot_accel
@@ -203,9 +218,8 @@ void RecordHeadGemv(OpContext& c, BufRange x, int64_t R, int64_t H, int64_t N, i
   d.writes = {3};
   d.Push(GemvPush{uint32_t(K), uint32_t(N), uint32_t(R), 0, uint32_t(x_rs), uint32_t(x_hs),
                   uint32_t(x_off), uint32_t(y_rs), uint32_t(y_hs), uint32_t(y_off), 0, 0, 0, 0.0f});
-  d.groups[0] = GemvGroups(N, gs);
+  GemvGrid(d, N, R, gs);
   d.groups[1] = uint32_t(H);
-  d.groups[2] = GemvRowGroups(R, gs);
 }
 
 // The workgroup-scope GEMM's scratch: x as f16 (R * K halves), then, for split-K, the partial
@@ -220,7 +234,7 @@ uint64_t MatMulScratchBytes(const Device& dev, const Graph& g, const Node& n) {
   if (n.src.size() < 2 || n.src[1] < 0 || !g.node(n.src[1]).weight) return 0;
   const Tensor& W = *g.node(n.src[1]).weight;
   const int64_t R = n.shape[0], K = g.node(n.src[0]).shape[1];
-  if (R <= kGemvMaxRows || dev.coopmat2().x32 || !UseCoopmat2(dev, K, W.dtype, W.shape[0])) return 0;
+  if (R <= GemvMaxRows() || dev.coopmat2().x32 || !UseCoopmat2(dev, K, W.dtype, W.shape[0])) return 0;
   const uint64_t N = uint64_t(W.shape[0]);
   const uint32_t S = dev.coopmat2().SplitK(uint64_t(R), N, uint64_t(K));
   if (IsQuantized(W.dtype)) return Cm2WeightOffset(R, K, S, N) + N * uint64_t(K) * 2;
@@ -231,10 +245,10 @@ uint64_t MatMulScratchBytes(const Device& dev, const Graph& g, const Node& n) {
 void RecordMatMul(OpContext& c, BufRange x, int64_t R, int64_t K, const DeviceWeight& w,
                   const BufRange* bias, BufRange y, int64_t y_rs, const BufRange* residual,
                   const NormFold* norm, const BufRange* x16, const QuantX* xq) {
-  ES_ASSERT((!residual && !norm) || (R <= kGemvMaxRows && K % 8 == 0));
+  ES_ASSERT((!residual && !norm) || (R <= GemvMaxRows() && K % 8 == 0));
   ES_ASSERT(w.cols == K);
   ES_ASSERT(!xq || (!norm && UseIdotGemv(c.dev, R, K, w.dtype)));
-  const bool gemv = R <= kGemvMaxRows;
+  const bool gemv = R <= GemvMaxRows();
   const bool vec = K % 8 == 0;
   // Integer dot products over x quantized by a separate dispatch (xq) or in each workgroup.
   const bool idot = gemv && UseIdotGemv(c.dev, R, K, w.dtype);
@@ -271,8 +285,7 @@ void RecordMatMul(OpContext& c, BufRange x, int64_t R, int64_t K, const DeviceWe
       d.Push(GemvPush{uint32_t(K), N, uint32_t(R), uint32_t(ch.row0), uint32_t(K), 0, 0,
                       uint32_t(y_rs), 0, 0, bias ? 1u : 0u, residual ? 1u : 0u, norm ? 1u : 0u,
                       norm ? norm->eps : 0.0f});
-      d.groups[0] = GemvGroups(N, gs);
-      d.groups[2] = GemvRowGroups(R, gs);
+      GemvGrid(d, N, R, gs);
     } else if (cm2) {
       // Workgroup-scope tensor-core GEMM (matmul_gemm_cm2.comp): the driver stages the tiles.
       const Coopmat2Config& t = c.dev.coopmat2();
@@ -343,7 +356,7 @@ void RecordMatMul(OpContext& c, BufRange x, int64_t R, int64_t K, const DeviceWe
 
 bool CanFuseGemv(int64_t R, int64_t K, const DeviceWeight& w) {
   (void)w;
-  return R <= kGemvMaxRows && K % 8 == 0;
+  return R <= GemvMaxRows() && K % 8 == 0;
 }
 
 namespace {
@@ -368,7 +381,7 @@ bool DualQoutSpec(const Device& dev, int64_t R, const DeviceWeight& gate, GemvSp
 }  // namespace
 
 bool MoeGemvFor(const Device& dev, int64_t R, int64_t D, int64_t I, DType wt, MoeGemv* out) {
-  if (R > kGemvMaxRows || I % 32 != 0 || !UseIdotGemv(dev, R, D, wt) || !UseIdotGemv(dev, R, I, wt)) return false;
+  if (R > kMoeGemvMaxRows || I % 32 != 0 || !UseIdotGemv(dev, R, D, wt) || !UseIdotGemv(dev, R, I, wt)) return false;
   // Whole subgroups per output: the MOE variants reduce through shared memory (no clusters).
   const uint32_t max_sg = std::max<uint32_t>(dev.info().max_subgroup_size, 1);
   GemvSpec up = GemvSpecFor(dev, wt, true, 1, I, true, false);
@@ -422,8 +435,7 @@ void RecordGemvSwiGLU(OpContext& c, BufRange x, int64_t R, int64_t K, const Devi
     }
     d.Push(GemvPush{uint32_t(K), N, uint32_t(R), uint32_t(cg.row0), uint32_t(K), 0, 0,
                     uint32_t(gate.rows), 0, 0, 0u, 0u, norm ? 1u : 0u, norm ? norm->eps : 0.0f});
-    d.groups[0] = GemvGroups(N, gs);
-    d.groups[2] = GemvRowGroups(R, gs);
+    GemvGrid(d, N, R, gs);
   }
 }
 

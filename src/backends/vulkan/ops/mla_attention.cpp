@@ -10,7 +10,7 @@
 //      Where that kernel does not fit (odd widths, subgroups under 8), attention.comp with one
 //      shared kv head whose key is the latent row plus its rope part and whose value is it.
 //   4. out[t, h] = Wuv[h] · o_lat[t, h]              per-head GEMV
-// Prefill (more than kAttentionSplitMaxRows rows, dense WukT/Wuv): steps 1 and 4 are grouped
+// Prefill (more than kDecodeMaxRows rows, dense WukT/Wuv): steps 1 and 4 are grouped
 // GEMMs with one group per head (RecordGroupedGemm, on tensor cores where the device has them)
 // over head-major copies of their inputs ([H, T, *]), their outputs copied back.
 // Scratch: qcat [T, H*(r+dr)], o_lat [T, H*r] (f32); split decode: the chunks' partials
@@ -61,7 +61,11 @@ constexpr uint32_t kMlaSplits = 64, kMlaMinChunk = 32;
 // 8 rows; 1,024 (head, chunk) workgroups a row are plenty.
 // H200, V2-Lite Q4_0, one job (session 12, tg128 from an empty cache / after 4,096 tokens, t/s):
 // 32 chunks 270.0 / 210.4, 64 chunks 251.9 / 232.8, 128 chunks 194.6 / 211.1.
-uint32_t MlaSplits(int64_t H) { return uint32_t(std::clamp<int64_t>(16 * kMlaSplits / H, 1, kMlaSplits)); }
+// Past 8 rows the rows fill the GPU themselves: fewer chunks (as attention_decode's).
+uint32_t MlaSplits(int64_t H, int64_t T) {
+  const int64_t s = std::clamp<int64_t>(16 * kMlaSplits / H, 1, kMlaSplits);
+  return uint32_t(T <= 8 ? s : std::clamp<int64_t>(s * 8 / T, std::min<int64_t>(s, 4), s));
+}
 // Key and value loads mla_attention.comp issues together. H200, V2-Lite Q4_0, one job (pp512 /
 // tg128 t/s): 1 load per use 5,696 / 168.1; 4 together 7,613 / 176.1; 8 together 3,614 / 170.3
 // (the prefill kernel spills); all of a tile's (an earlier job) 5,585 / 161.0.
@@ -85,8 +89,8 @@ bool MlaFoldsQRope(const Device& dev, const Node& n) { return MlaHeadsPerGroup(d
 std::vector<uint64_t> MlaScratch(const Graph& g, const Node& n, int64_t T) {
   const uint64_t H = uint64_t(n.i[0]), dr = uint64_t(n.i[2]), r = uint64_t(n.i[4]);
   std::vector<uint64_t> s{uint64_t(T) * H * (r + dr) * 4, uint64_t(T) * H * r * 4};
-  if (T <= kAttentionSplitMaxRows) {
-    s.push_back(uint64_t(T) * H * MlaSplits(int64_t(H)) * (r + 2) * 4);
+  if (T <= kDecodeMaxRows) {
+    s.push_back(uint64_t(T) * H * MlaSplits(int64_t(H), T) * (r + 2) * 4);
   } else {
     const uint64_t dn = uint64_t(n.i[1]), dv = uint64_t(n.i[3]), w = std::max({dn, r, dv});
     s.push_back(uint64_t(T) * H * w * 4);
@@ -112,7 +116,7 @@ void BuildMla(OpContext& c) {
   const uint32_t G = MlaHeadsPerGroup(c.dev, r, dr);
   ES_CHECK(!rope || G != 0, "vulkan: mla '", n.name, "' has a folded rope but no kernel that applies it");
   const int64_t qw = H * (dn + dr), cw = H * (r + dr);
-  const bool gemm = T > kAttentionSplitMaxRows && !IsQuantized(wuk.dtype) && !IsQuantized(wuv.dtype) &&
+  const bool gemm = T > kDecodeMaxRows && !IsQuantized(wuk.dtype) && !IsQuantized(wuv.dtype) &&
                     wuk.chunks.size() == 1 && wuv.chunks.size() == 1;
   BufRange meta;
   if (gemm) {
@@ -132,8 +136,8 @@ void BuildMla(OpContext& c) {
     RecordHeadGemv(c, qin, T, H, r, dn, wuk, qw, dn + dr, 0, qcat, cw, r + dr, 0);
   }
   if (G) {
-    const bool split = c.T <= kAttentionSplitMaxRows;
-    const uint32_t S = split ? MlaSplits(H) : 1;
+    const bool split = c.T <= kDecodeMaxRows;
+    const uint32_t S = split ? MlaSplits(H, T) : 1;
     Dispatch& d = c.Add("mla_attention_" + KvTypeSuffix(spec.dtype) + (split ? "" : "_direct") + (rope ? "_rope" : ""),
                         {1, 1, 1, 1, 1, 1}, {uint32_t(r), uint32_t(dr), G, kMlaMinChunk, kMlaLoadBatch});
     d.bindings = {{qcat}, {Range(c.kv.part(n.layer, 0))}, {Range(c.kv.part(n.layer, 1))}, {c.batch},

@@ -53,11 +53,17 @@ struct AttentionArgs {
   BufRange part;  // decode: split-key partials (AttentionScratch); empty = one workgroup per row
   const QuantX* xq = nullptr;  // split decode: also write the output quantized (attention_combine QUANT)
 };
+// Steps of up to this many rows are decode-shaped: attention splits each row's keys into chunks
+// (every row its own slot and context: continuous batching's decode rows), the MLA takes its
+// absorbed form, and the matmuls their GEMVs (GemvMaxRows). More rows are prefill.
+constexpr int64_t kDecodeMaxRows = 64;
+// The fused decode attention (attention_decode.comp FUSED: ropes and cache stores folded in)
+// keeps a step's new keys in shared memory: steps of up to this many rows.
+constexpr int64_t kDecodeFusedMaxRows = 8;
 // Key chunks per (head, row) of split decode attention (attention.comp; attention_decode.comp
-// takes ES_VK_ATTN_SPLITS), and the scratch bytes of a kAttention's partials for the kernel its
-// shape takes (0: not split, more than kAttentionSplitMaxRows rows).
+// takes DecodeSplits), and the scratch bytes of a kAttention's partials for the kernel its
+// shape takes (0: not split, more than kDecodeMaxRows rows).
 constexpr uint32_t kAttentionSplits = 16;
-constexpr int64_t kAttentionSplitMaxRows = 8;
 uint64_t AttentionSplitBytes(const Device& dev, int64_t T, uint32_t Hq, uint32_t Hkv, uint32_t dk, uint32_t dv);
 void RecordAttention(OpContext& c, const AttentionArgs& a);
 // attention_combine.comp: merges the S key chunks in a.part of each (row, head) into a.out
@@ -69,7 +75,7 @@ void RecordAttentionCombine(OpContext& c, const AttentionArgs& a, uint32_t S);
 // and the cache stores into it only where this holds.
 bool UseDecodeAttention(const Device& dev, int64_t T, uint32_t Hq, uint32_t Hkv, uint32_t dk, uint32_t dv);
 // Whether a prefill of T rows with head dims dk, dv takes the tensor-core attention
-// (attention_cm2.comp): f16 math, the device's Coopmat2Config::fa_br, T > kAttentionSplitMaxRows,
+// (attention_cm2.comp): f16 math, the device's Coopmat2Config::fa_br, T > kDecodeMaxRows,
 // head dims up to 256.
 bool UseAttentionCm2(const Device& dev, int64_t T, uint32_t dk, uint32_t dv);
 

@@ -1,5 +1,5 @@
 #version 450
-// Decode attention (at most MAXNEW rows, keys split into chunks), one workgroup per (kv head,
+// Decode attention (up to kDecodeMaxRows rows, FUSED at most MAXNEW; keys split into chunks), one workgroup per (kv head,
 // row, key chunk) serving all G = Hq / Hkv query heads of that kv head: each key and value row
 // is read once for the G heads (attention.comp reads it once per query head). Causal over the
 // row's own slot (keys 0..pos); written to be latency-bound rather than load-bound, as decode is:
@@ -31,7 +31,7 @@ layout(constant_id = 2) const uint G = 1;          // query heads per kv head (<
 layout(constant_id = 3) const uint MINCHUNK = 32;  // fewest keys a chunk takes
 const uint WG = 128u, KT = 32u, LPK = WG / KT, DPL = DK / LPK;
 const uint VL = DV / 4u, NG = WG / VL, KPG = KT / NG;
-const uint MAXNEW = 8u;  // rows of a step (kAttentionSplitMaxRows)
+const uint MAXNEW = 8u;  // rows of a FUSED step (kDecodeFusedMaxRows)
 const uint SLOTS = (G * KT + WG - 1u) / WG;  // (head, key) pairs of a tile per invocation
 
 layout(binding = 0) readonly buffer Q { float q[]; };

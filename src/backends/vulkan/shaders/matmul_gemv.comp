@@ -467,7 +467,18 @@ float ClusterSum(float v) {
 void main() {
   const uint tid = gl_LocalInvocationID.x;
   const uint g = tid / TPR, lane = tid % TPR;
-  const uint n = (gl_WorkGroupID.x * ROWS + g) * QR;  // this group's first output
+#if defined(MOE)
+  const uint ogx = gl_WorkGroupID.x;
+#else
+  // Batch rows past RB: row groups of RB rows, in z, or interleaved in x where the host chose so
+  // (gl_NumWorkGroups.z == 1 with R > RB): the row groups of one output group then run side by
+  // side and read its weight rows once from memory, the others from the cache.
+  const uint nrg = (p.R + RB - 1u) / RB;
+  const bool inter = gl_NumWorkGroups.z == 1u && nrg > 1u;
+  const uint ogx = inter ? gl_WorkGroupID.x / nrg : gl_WorkGroupID.x;
+  const uint rg = inter ? gl_WorkGroupID.x % nrg : gl_WorkGroupID.z;
+#endif
+  const uint n = (ogx * ROWS + g) * QR;  // this group's first output
 #if defined(MOE)
   // The output row (a pair for the up GEMV, a token for the down GEMV; see the header), RB == 1.
   const uint h = 0u, r0 = gl_WorkGroupID.y, nr = 1u;
@@ -483,7 +494,7 @@ void main() {
 #endif
 #else
   const uint h = gl_WorkGroupID.y;
-  const uint r0 = gl_WorkGroupID.z * RB;
+  const uint r0 = rg * RB;
   const uint nr = min(RB, p.R - r0);  // uniform in the workgroup
   const uint xr0 = r0;  // the first batch row of x
 #endif
@@ -639,7 +650,7 @@ void main() {
     uvec4 q[XB];
     vec2 ds;
     QuantizeBlock32(v, q, ds);
-    const uint blk = (r0 + tid) * (p.N / 32u) + gl_WorkGroupID.x;
+    const uint blk = (r0 + tid) * (p.N / 32u) + ogx;
     for (uint j = 0u; j < XB; ++j) qo4[blk * XB + j] = q[j];
     qds[blk] = ds;
   }
