@@ -197,36 +197,27 @@ BenchResult RunBench(Runner& runner, const BenchOptions& o, double load_s) {
   bool timed = false;
   // One pass: the prompt, then n_new greedy tokens.
   auto pass = [&](int n_new) {
-    if (o.batch > 1) {
-      std::vector<ProcessCounters> at;
-      GenerateStats gs;
-      BatchedPass(runner, prompts, n_new, timed ? std::function<void()>([&] { at.push_back(ReadProcessCounters()); })
-                                                : std::function<void()>(), &gs);
-      for (size_t i = 1; i < at.size(); ++i) {
-        step_cpu.push_back(at[i].cpu_s - at[i - 1].cpu_s);
-        step_wait.push_back(at[i].wait_s - at[i - 1].wait_s);
-        step_preempt.push_back(double(at[i].preempt - at[i - 1].preempt));
-        step_faults.push_back(double(at[i].faults - at[i - 1].faults));
-      }
-      if (timed && !gs.token_s.empty()) first_steps.push_back(gs.token_s.front());
-      return gs;
-    }
-    const int slot = runner.AcquireSlot();
-    ES_ASSERT(slot >= 0);
-    GenerateOptions go;
-    go.max_new_tokens = n_new;
-    go.min_new_tokens = go.max_new_tokens;
-    go.sampling.temperature = 0;
-    go.prefill_chunk = o.n_prompt;
     // Counters at each token: the first comes after the prefill, each later one after a step.
     std::vector<ProcessCounters> at;
-    if (timed) go.on_token = [&](int32_t) {
-      at.push_back(ReadProcessCounters());
-      return true;
-    };
     GenerateStats gs;
-    Generate(runner, slot, prompt, go, &gs);
-    runner.ReleaseSlot(slot);
+    if (o.batch > 1) {
+      BatchedPass(runner, prompts, n_new, timed ? std::function<void()>([&] { at.push_back(ReadProcessCounters()); })
+                                                : std::function<void()>(), &gs);
+    } else {
+      const int slot = runner.AcquireSlot();
+      ES_ASSERT(slot >= 0);
+      GenerateOptions go;
+      go.max_new_tokens = n_new;
+      go.min_new_tokens = go.max_new_tokens;
+      go.sampling.temperature = 0;
+      go.prefill_chunk = o.n_prompt;
+      if (timed) go.on_token = [&](int32_t) {
+        at.push_back(ReadProcessCounters());
+        return true;
+      };
+      Generate(runner, slot, prompt, go, &gs);
+      runner.ReleaseSlot(slot);
+    }
     for (size_t i = 1; i < at.size(); ++i) {
       step_cpu.push_back(at[i].cpu_s - at[i - 1].cpu_s);
       step_wait.push_back(at[i].wait_s - at[i - 1].wait_s);
