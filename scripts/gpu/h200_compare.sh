@@ -23,8 +23,13 @@
 # gtest filter for es_test_vulkan), ES_LLAMA=0 skips
 # llama.cpp, ES_GOLDEN_MODES (default "0 1": f32 and f16 math), ES_LLAMA_CM1 ("preset:type ...":
 # llama-bench pp512 again with its coopmat2 path off), ES_EXTRA_ENVS ("NAME=VALUE ...": each GGUF's
-# edgeseek bench again with that setting), ES_SERVE=1 adds the serving load benchmark (tests/server/load_bench.sh: edgeseek
-# serve on Vulkan next to llama-server with -ngl 99, same q4_0 file). Every log goes to
+# edgeseek bench again with that setting), ES_BATCHES ("1 8 32 64": each GGUF's batched decode,
+# `bench -b N`, also under each ES_EXTRA_ENVS setting; ES_BATCH_PROFILE=N: --profile of -b N), ES_SERVE=1 adds the serving load benchmark
+# (tests/server/load_bench.sh: edgeseek serve on Vulkan next to llama-server with -ngl 99, same
+# file: ES_SERVE_GGUF "preset:type" of ES_GGUFS, default a 1.5B q4_0; CLIENTS, SLOTS, PROMPT_WORDS,
+# MAX_TOKENS, CONTEXT go to load_bench.sh; with ES_LLAMA_CUDA=1 the peer is llama.cpp's CUDA
+# server), ES_LLAMA_VULKAN=0 builds only llama.cpp's CUDA backend, ES_LLAMA_LATE=1 uses llama.cpp
+# only in the serving benchmark and waits for its build only there. Every log goes to
 # $OUT/all.txt (the device tool returns at most 8 files).
 set -uo pipefail
 cd "$(dirname "$0")/../.."
@@ -73,26 +78,28 @@ build_llama() {
   chmod +x /tmp/bin/glslc
   export PATH=/tmp/bin:$PATH
   tar xzf .llama/llama-src.tar.gz -C /tmp/llama
-  local t0=$SECONDS
-  cmake -S /tmp/llama -B /tmp/llama/b -G Ninja -DCMAKE_BUILD_TYPE=Release -DGGML_VULKAN=ON \
-    -DGGML_NATIVE=ON -DLLAMA_CURL=OFF -DBUILD_SHARED_LIBS=OFF -DLLAMA_BUILD_TESTS=OFF \
-    -DVulkan_INCLUDE_DIR=$T/usr/include -DVulkan_LIBRARY=/usr/lib/x86_64-linux-gnu/libvulkan.so.1 \
-    -DVulkan_GLSLC_EXECUTABLE=/tmp/bin/glslc -DGLSLC_EXECUTABLE=/tmp/bin/glslc > /tmp/llama/cmake.log 2>&1 &&
-    ninja -C /tmp/llama/b llama-bench ${ES_SERVE:+llama-server} > /tmp/llama/build.log 2>&1
-  local rc=$?
-  echo "llama.cpp build rc=$rc in $((SECONDS - t0)) s" >> /tmp/llama/build.log
+  local t0=$SECONDS rc=0
+  if [[ "${ES_LLAMA_VULKAN:-1}" == 1 ]]; then
+    cmake -S /tmp/llama -B /tmp/llama/b -G Ninja -DCMAKE_BUILD_TYPE=Release -DGGML_VULKAN=ON \
+      -DGGML_NATIVE=ON -DLLAMA_CURL=OFF -DBUILD_SHARED_LIBS=OFF -DLLAMA_BUILD_TESTS=OFF \
+      -DVulkan_INCLUDE_DIR=$T/usr/include -DVulkan_LIBRARY=/usr/lib/x86_64-linux-gnu/libvulkan.so.1 \
+      -DVulkan_GLSLC_EXECUTABLE=/tmp/bin/glslc -DGLSLC_EXECUTABLE=/tmp/bin/glslc > /tmp/llama/cmake.log 2>&1 &&
+      ninja -C /tmp/llama/b llama-bench ${ES_SERVE:+llama-server} > /tmp/llama/build.log 2>&1
+    rc=$?
+    echo "llama.cpp build rc=$rc in $((SECONDS - t0)) s" >> /tmp/llama/build.log
+  fi
   if [[ "${ES_LLAMA_CUDA:-0}" == 1 ]]; then  # the CUDA backend too, for the H200 only (sm_90)
     t0=$SECONDS
     cmake -S /tmp/llama -B /tmp/llama/bc -G Ninja -DCMAKE_BUILD_TYPE=Release -DGGML_CUDA=ON \
       -DCMAKE_CUDA_ARCHITECTURES=90 -DGGML_NATIVE=ON -DLLAMA_CURL=OFF -DBUILD_SHARED_LIBS=OFF \
       -DLLAMA_BUILD_TESTS=OFF > /tmp/llama/cmake_cuda.log 2>&1 &&
-      ninja -C /tmp/llama/bc llama-bench > /tmp/llama/build_cuda.log 2>&1
+      ninja -C /tmp/llama/bc llama-bench ${ES_SERVE:+llama-server} > /tmp/llama/build_cuda.log 2>&1
     echo "llama.cpp CUDA build rc=$? in $((SECONDS - t0)) s" >> /tmp/llama/build.log
   fi
   return $rc
 }
 if [[ "${ES_LLAMA:-1}" == 1 ]]; then
-  build_llama & LLAMA_PID=$!
+  (renice -n 19 $BASHPID > /dev/null; build_llama) & LLAMA_PID=$!  # niced: benches run meanwhile
 fi
 
 DEADLINE=${ES_DEADLINE:-560}   # seconds into the job after which no new step starts
@@ -139,7 +146,8 @@ if [[ "${ES_PROFILE:-1}" == 1 ]] && left; then
 fi
 
 wait $CONVERT_PID; echo "== converts"; cat /tmp/convert.log
-if [[ "${ES_LLAMA:-1}" == 1 ]]; then
+LATE=${ES_LLAMA_LATE:-0}  # 1: llama.cpp only for the serving benchmark, waited for there
+if [[ "${ES_LLAMA:-1}" == 1 && $LATE != 1 ]]; then
   wait $LLAMA_PID; echo "== llama.cpp build"; tail -1 /tmp/llama/build.log; grep -i "coopmat" /tmp/llama/cmake.log | head -4
   tail -40 /tmp/llama/cmake.log > "$OUT/llama_cmake.txt"; tail -40 /tmp/llama/build.log > "$OUT/llama_build.txt"
 fi
@@ -153,12 +161,12 @@ for mt in $GGUFS; do
   m=${mt%%:*}; ty=${mt##*:}; g=/tmp/$m-$ty.gguf
   [[ -f $g ]] || continue
   left || { echo "(deadline: $m $ty skipped)"; continue; }
-  if [[ -x $LB ]]; then
+  if [[ -x $LB && $LATE != 1 ]]; then
     echo "== llama-bench $m $ty"
     timeout 150 $LB -m "$g" "${LARGS[@]}" -r 3 > "$OUT/llama_${m}_$ty.txt" 2>&1
     grep -E "^\|" "$OUT/llama_${m}_$ty.txt" | tail -5
   fi
-  if [[ -x $LBC ]] && left; then
+  if [[ -x $LBC && $LATE != 1 ]] && left; then
     echo "== llama-bench CUDA $m $ty"
     timeout 150 $LBC -m "$g" "${LARGS[@]}" -r 3 > "$OUT/llama_cuda_${m}_$ty.txt" 2>&1
     grep -E "^\|" "$OUT/llama_cuda_${m}_$ty.txt" | tail -5
@@ -182,6 +190,20 @@ for mt in $GGUFS; do
       echo "== profile $m $ty -p $pp"; grep -E "^vulkan profile|shader time per op" -A 14 "$OUT/profile_${m}_${ty}_p$pp.txt" | cut -c1-150
     done
   fi
+  for bn in ${ES_BATCHES:-}; do  # batched decode: bn sequences a step, under each knob setting
+    for e in ES_NONE=1 ${ES_EXTRA_ENVS:-}; do
+      left || break
+      echo "== edgeseek bench $m $ty -b $bn, $e"
+      env ES_VK_F16_ACT=1 "$e" timeout 120 "$B/edgeseek" bench --backend vulkan -m "$g" -b "$bn" -p 128 -n 64 -r 1 \
+        > "$OUT/es_${m}_${ty}_b${bn}_${e//[=\/]/_}.txt" 2>&1
+      grep -E "prefill|decode" "$OUT/es_${m}_${ty}_b${bn}_${e//[=\/]/_}.txt"
+    done
+    if [[ $bn == "${ES_BATCH_PROFILE:-}" ]] && left; then  # where a step of bn rows goes
+      ES_VK_F16_ACT=1 timeout 120 "$B/edgeseek" bench --backend vulkan -m "$g" -b "$bn" -p 128 -n 8 -r 1 --profile \
+        > "$OUT/profile_${m}_${ty}_b$bn.txt" 2>&1
+      echo "== profile $m $ty -b $bn"; grep -E "^vulkan profile|shader time per op" -A 14 "$OUT/profile_${m}_${ty}_b$bn.txt" | cut -c1-150
+    fi
+  done
   for e in ${ES_EXTRA_ENVS:-}; do  # the same bench again under other knob settings (A/B)
     left || break
     echo "== edgeseek bench $m $ty, $e"
@@ -200,14 +222,24 @@ if [[ -n "${ES_LLAMA_CM1:-}" && -x $LB ]]; then
   done
 fi
 if [[ -n "${ES_SERVE:-}" ]]; then
-  echo "== serving load benchmark (1.5B q4_0, Vulkan)"
-  python3 tests/server/bench_tokenizer.py /tmp/bench_tok > /dev/null &&
-    "$B/edgeseek" convert --synthetic r1-distill-qwen-1.5b --type q4_0 --tokenizer /tmp/bench_tok -t 8 \
-      -o /tmp/serve.gguf > /dev/null 2>&1 || echo "convert for serving failed"
+  SG=${ES_SERVE_GGUF:-}
+  if [[ -n $SG ]]; then
+    SG=/tmp/${SG%%:*}-${SG##*:}.gguf
+  else
+    SG=/tmp/serve.gguf
+    python3 tests/server/bench_tokenizer.py /tmp/bench_tok > /dev/null &&
+      "$B/edgeseek" convert --synthetic r1-distill-qwen-1.5b --type q4_0 --tokenizer /tmp/bench_tok -t 8 \
+        -o $SG > /dev/null 2>&1 || echo "convert for serving failed"
+  fi
+  echo "== serving load benchmark ($SG, Vulkan; slots ${SLOTS:-8}, clients ${CLIENTS:-1 4 8})"
+  if [[ "${ES_LLAMA:-1}" == 1 && $LATE == 1 ]]; then
+    wait $LLAMA_PID; echo "== llama.cpp build"; cat /tmp/llama/build.log | grep "rc="
+  fi
   LS=/tmp/llama/b/bin/llama-server
+  [[ "${ES_LLAMA_CUDA:-0}" == 1 ]] && LS=/tmp/llama/bc/bin/llama-server
   [[ -x $LS ]] || LS=""
-  ES_SERVE_ARGS="--backend vulkan" LLAMA_ARGS="-ngl 99" timeout 300 bash tests/server/load_bench.sh \
-    "$B/edgeseek" /tmp/serve.gguf /tmp/serve_out $LS 2>&1 | tee "$OUT/serve.txt" | grep -v "^$" | tail -60
+  ES_SERVE_ARGS="--backend vulkan" LLAMA_ARGS="-ngl 99" timeout "${ES_SERVE_TIMEOUT:-300}" bash tests/server/load_bench.sh \
+    "$B/edgeseek" "$SG" /tmp/serve_out $LS 2>&1 | tee "$OUT/serve.txt" | grep -v "^$" | tail -80
   for f in /tmp/serve_out/*.json; do cp "$f" "$OUT/serve_$(basename "$f")"; done 2>/dev/null
 fi
 echo "== job took $SECONDS s"

@@ -1,17 +1,21 @@
 #!/usr/bin/env bash
 # Load benchmark of docs/performance.md ("Serving"): `edgeseek loadtest` against `edgeseek serve`
 # and, when given, llama.cpp's llama-server, on the same GGUF file, at 1, 4 and 8 concurrent
-# closed-loop streaming clients. Not a test: it prints the table rows and keeps the JSON.
+# closed-loop streaming clients (CLIENTS="1 8 32 64" for others). Not a test: it prints the table
+# rows and keeps the JSON.
 #
 #   tests/server/load_bench.sh EDGESEEK GGUF OUT_DIR [LLAMA_SERVER]
 #
 # The GGUF: python3 tests/server/bench_tokenizer.py /tmp/bench_tok &&
 #   edgeseek convert --synthetic r1-distill-qwen-1.5b --type q4_0 --tokenizer /tmp/bench_tok -o X.gguf
-# Both servers: 8 slots, 2 threads, 4096 tokens of context per slot (llama.cpp: -c 32768 -np 8).
+# Both servers: SLOTS sequences (default 8), THREADS threads (2), CONTEXT tokens of context per
+# slot (4096; llama.cpp: -c SLOTS*CONTEXT -np SLOTS); PROMPT_WORDS (16) words a prompt, MAX_TOKENS
+# (32) tokens a request, twice as many requests as clients (at least 4).
 # Extra server arguments: ES_SERVE_ARGS (e.g. "--backend vulkan"), LLAMA_ARGS (e.g. "-ngl 99").
 set -euo pipefail
 es=$1 gguf=$2 out=$3 llama=${4:-}
 threads=${THREADS:-2} words=${PROMPT_WORDS:-16} max_tokens=${MAX_TOKENS:-32}
+slots=${SLOTS:-8} context=${CONTEXT:-4096} clients=${CLIENTS:-1 4 8}
 mkdir -p "$out"
 
 wait_ready() {  # url
@@ -28,7 +32,7 @@ wait_ready() {  # url
 }
 
 run_loads() {  # name url
-  for c in 1 4 8; do
+  for c in $clients; do
     n=$((c * 2 > 4 ? c * 2 : 4))
     echo "== $1: $c clients, $n requests (load: $(cut -d' ' -f1-3 /proc/loadavg))"
     "$es" loadtest --url "$2" --model bench -c "$c" -n "$n" --prompt-words "$words" --max-tokens "$max_tokens" \
@@ -37,7 +41,7 @@ run_loads() {  # name url
 }
 
 # shellcheck disable=SC2086
-"$es" serve -m "$gguf" --alias bench --port 18301 --slots 8 -t "$threads" --context 4096 ${ES_SERVE_ARGS:-} 2> "$out/edgeseek_serve.log" &
+"$es" serve -m "$gguf" --alias bench --port 18301 --slots "$slots" -t "$threads" --context "$context" ${ES_SERVE_ARGS:-} 2> "$out/edgeseek_serve.log" &
 pid=$!
 trap 'kill $pid 2>/dev/null || true' EXIT
 wait_ready http://127.0.0.1:18301
@@ -47,7 +51,7 @@ kill -TERM $pid && wait $pid || true
 
 if [ -n "$llama" ]; then
   # shellcheck disable=SC2086
-  "$llama" -m "$gguf" --alias bench --port 18302 -np 8 -c 32768 -t "$threads" --cont-batching ${LLAMA_ARGS:-} 2> "$out/llama_server.log" > /dev/null &
+  "$llama" -m "$gguf" --alias bench --port 18302 -np "$slots" -c $((slots * context)) -t "$threads" --cont-batching ${LLAMA_ARGS:-} 2> "$out/llama_server.log" > /dev/null &
   pid=$!
   wait_ready http://127.0.0.1:18302
   "$es" loadtest --url http://127.0.0.1:18302 --model bench -c 1 -n 1 --prompt-words 4 --max-tokens 4 > /dev/null
