@@ -40,6 +40,7 @@ struct LoadArgs {
 struct Sample {
   bool ok = false;
   int status = 0;
+  std::string error;  // a failure's answer (the server's error message) or the transport error
   double ttft = -1, e2e = 0;
   std::vector<double> gaps;
   int64_t out_tokens = 0, in_tokens = 0;
@@ -83,10 +84,11 @@ Sample OneRequest(const LoadArgs& a, httplib::Client& cli, int i) {
   if (!a.api_key.empty()) req.headers.emplace("Authorization", "Bearer " + a.api_key);
   auto t0 = Clock::now();
   double last = -1;
-  std::string buf;
+  std::string buf, head;  // head: the answer's first bytes (an error's JSON)
   auto since = [&] { return std::chrono::duration<double>(Clock::now() - t0).count(); };
   req.content_receiver = [&](const char* data, size_t len, uint64_t, uint64_t) {
     buf.append(data, len);
+    if (head.size() < 300) head.append(data, std::min(len, 300 - head.size()));
     size_t pos;
     while ((pos = buf.find("\n\n")) != std::string::npos) {
       std::string ev = buf.substr(0, pos);
@@ -118,6 +120,7 @@ Sample OneRequest(const LoadArgs& a, httplib::Client& cli, int i) {
   if (s.out_tokens == 0 && s.ttft >= 0) s.out_tokens = int64_t(s.gaps.size()) + 1;
   s.status = sent ? res.status : -1;
   s.ok = sent && res.status == 200 && s.ttft >= 0;
+  if (!s.ok) s.error = sent ? head : httplib::to_string(err);
   return s;
 }
 
@@ -159,9 +162,11 @@ int RunLoad(LoadArgs a) {
   int64_t out_tokens = 0, in_tokens = 0;
   int ok = 0;
   std::map<int, int> failures;
+  std::map<int, std::string> first_error;  // per status: what its first failure said
   for (auto& s : samples) {
     if (!s.ok) {
       ++failures[s.status];
+      first_error.emplace(s.status, s.error);
       continue;
     }
     ++ok;
@@ -176,7 +181,8 @@ int RunLoad(LoadArgs a) {
               a.prompt_words, a.max_tokens);
   std::printf("ok %d  failed %d  wall %.2f s  %.2f req/s  output %.1f tok/s  prompt %.1f tok/s\n", ok,
               a.requests - ok, wall, ok / wall, double(out_tokens) / wall, double(in_tokens) / wall);
-  for (auto& [st, n] : failures) std::printf("  failed with status %d: %d\n", st, n);
+  for (auto& [st, n] : failures)
+    std::printf("  failed with status %d: %d (first: %s)\n", st, n, first_error[st].c_str());
   std::printf("%-22s %10s %10s %10s %10s\n", "latency (ms)", "P50", "P95", "P99", "mean");
   auto row = [](const char* name, const std::vector<double>& v) {
     double mean = 0;

@@ -783,7 +783,8 @@ void VulkanBackend::Run(Program& p, const Batch& b, VkKv& kv, void* out, Compute
                                           : uint64_t(p.n_out * (p.mode != kLogits ? 1 : p.out_cols)) * 4);
   const double download_s = Since(t_down);
   if (opts_.profile && p.seq->timer()) {
-    PhaseProfile& pp = profile_[T == 1 ? 0 : 1];
+    // Decode: every row samples a token (one row per sequence, batched decode included).
+    PhaseProfile& pp = profile_[p.n_out == T ? 0 : 1];
     const auto iv = p.seq->timer()->Intervals();
     if (p.profile_kinds.empty())
       for (const Dispatch& d : p.ds)
@@ -836,7 +837,7 @@ void VulkanBackend::Run(Program& p, const Batch& b, VkKv& kv, void* out, Compute
 }
 
 void VulkanBackend::PrintProfile() const {
-  const char* names[2] = {"decode (1 token/step)", "prefill"};
+  const char* names[2] = {"decode (one token a sequence)", "prefill and mixed steps"};
   for (int ph = 0; ph < 2; ++ph) {
     const PhaseProfile& pp = profile_[ph];
     if (pp.runs == 0) continue;

@@ -1,7 +1,6 @@
-// kMatMul: y = x Wᵀ (+ bias). Decode-shaped steps (R <= GemvMaxRows()) take the GEMV kernel,
-// whose workgroups each own a few output columns and stream the weight rows once for up to 8
-// batch rows (more rows: row groups side by side, sharing the reads through the cache); prefill
-// takes the tiled GEMM. Weights split into row chunks dispatch once per chunk (output column offset n0).
+// kMatMul: y = x Wᵀ (+ bias). Steps of up to kGemvMaxRows rows take the GEMV kernel, whose
+// workgroups each own a few output columns and stream the weight rows once for all the rows;
+// more rows take the tiled GEMM. Weights split into row chunks dispatch once per chunk (output column offset n0).
 #include <array>
 #include <cstdlib>
 #include <initializer_list>
@@ -17,13 +16,7 @@ struct GemvPush {
 struct GemmPush {
   uint32_t K, N, R, n0, y_rs, has_bias;
 };
-// Steps of up to this many rows take the GEMV and its fusions (ES_VK_GEMV_MAX_ROWS 8|16|32|64,
-// default kDecodeMaxRows: an A/B under way on the H200, batched decode).
-int64_t GemvMaxRows() { return Knob("ES_VK_GEMV_MAX_ROWS", {8, 16, 32, 64}, uint32_t(kDecodeMaxRows)); }
 constexpr int64_t kGemvFewOutputs = 256;
-// The routed experts' GEMVs (MoeGemvFor) read an expert once per (token, choice) pair: up to
-// this many rows; more take the grouped expert kernels.
-constexpr int64_t kMoeGemvMaxRows = 8;
 // ES_VK_GEMV_IDOT_LOCAL=2: x rows longer than this are quantized by a dispatch of their own.
 constexpr int64_t kIdotLocalMaxK = 8192;
 
@@ -145,7 +138,7 @@ constexpr uint64_t kCoopmatBigTiles = 100;
 }  // namespace
 
 bool UseIdotGemv(const Device& dev, int64_t R, int64_t K, DType wt) {
-  if (R > GemvMaxRows() || K % 32 != 0 || (wt != DType::kQ8_0 && wt != DType::kQ4_0)) return false;
+  if (R > kGemvMaxRows || K % 32 != 0 || (wt != DType::kQ8_0 && wt != DType::kQ4_0)) return false;
   const int mode = dev.gemv_idot() >= 0 ? dev.gemv_idot() : int(Knob("ES_VK_GEMV_IDOT", {0, 1}, 2));
   // mode 2 (unset): where the hardware does the dot products (Q8_0: the mixed-signedness ones too).
   const bool on = mode == 1 || (mode == 2 && (wt == DType::kQ4_0 ? dev.info().int_dot_accel
@@ -234,7 +227,7 @@ uint64_t MatMulScratchBytes(const Device& dev, const Graph& g, const Node& n) {
   if (n.src.size() < 2 || n.src[1] < 0 || !g.node(n.src[1]).weight) return 0;
   const Tensor& W = *g.node(n.src[1]).weight;
   const int64_t R = n.shape[0], K = g.node(n.src[0]).shape[1];
-  if (R <= GemvMaxRows() || dev.coopmat2().x32 || !UseCoopmat2(dev, K, W.dtype, W.shape[0])) return 0;
+  if (R <= kGemvMaxRows || dev.coopmat2().x32 || !UseCoopmat2(dev, K, W.dtype, W.shape[0])) return 0;
   const uint64_t N = uint64_t(W.shape[0]);
   const uint32_t S = dev.coopmat2().SplitK(uint64_t(R), N, uint64_t(K));
   if (IsQuantized(W.dtype)) return Cm2WeightOffset(R, K, S, N) + N * uint64_t(K) * 2;
@@ -245,10 +238,10 @@ uint64_t MatMulScratchBytes(const Device& dev, const Graph& g, const Node& n) {
 void RecordMatMul(OpContext& c, BufRange x, int64_t R, int64_t K, const DeviceWeight& w,
                   const BufRange* bias, BufRange y, int64_t y_rs, const BufRange* residual,
                   const NormFold* norm, const BufRange* x16, const QuantX* xq) {
-  ES_ASSERT((!residual && !norm) || (R <= GemvMaxRows() && K % 8 == 0));
+  ES_ASSERT((!residual && !norm) || (R <= kGemvMaxRows && K % 8 == 0));
   ES_ASSERT(w.cols == K);
   ES_ASSERT(!xq || (!norm && UseIdotGemv(c.dev, R, K, w.dtype)));
-  const bool gemv = R <= GemvMaxRows();
+  const bool gemv = R <= kGemvMaxRows;
   const bool vec = K % 8 == 0;
   // Integer dot products over x quantized by a separate dispatch (xq) or in each workgroup.
   const bool idot = gemv && UseIdotGemv(c.dev, R, K, w.dtype);
@@ -356,7 +349,7 @@ void RecordMatMul(OpContext& c, BufRange x, int64_t R, int64_t K, const DeviceWe
 
 bool CanFuseGemv(int64_t R, int64_t K, const DeviceWeight& w) {
   (void)w;
-  return R <= GemvMaxRows() && K % 8 == 0;
+  return R <= kGemvMaxRows && K % 8 == 0;
 }
 
 namespace {

@@ -29,8 +29,6 @@ namespace es::vk {
 // blocks: a V2-Lite f16 projection (369 MB) 3 where the range is 128 MiB (lavapipe), a V3 f16
 // one (7.5 GB) 2 at 4 GiB (NVIDIA).
 constexpr size_t kMoeMaxBlocks = 8;
-// Most rows that take the per-pair GEMV kernels; more take the grouped GEMMs.
-constexpr int64_t kMoeGemvMaxRows = 8;
 
 namespace {
 // The experts' types as the graph holds them (gate, up, down of expert 0; BuildMoe checks that

@@ -55,8 +55,17 @@ struct AttentionArgs {
 };
 // Steps of up to this many rows are decode-shaped: attention splits each row's keys into chunks
 // (every row its own slot and context: continuous batching's decode rows), the MLA takes its
-// absorbed form, and the matmuls their GEMVs (GemvMaxRows). More rows are prefill.
+// absorbed form, and the matmuls up to kGemvMaxRows rows their GEMVs. More rows are prefill.
 constexpr int64_t kDecodeMaxRows = 64;
+// Steps of up to this many rows take the GEMV and its fusions (norm, residual, dual FFN,
+// quantized x); more take the GEMMs. H200, `bench -b N -p 128 -n 64`, one job, GEMVs up to 64
+// rows against up to 8: 7B Q4_0 32 rows 758 / 880 t/s, 64 rows 788 / 1,700; V2-Lite Q4_0 32
+// rows 709 / 815, 64 rows 1,062 / 1,489; 1 and 8 rows the same. The GEMV's row groups of 8
+// re-read the weights and quantize x once per workgroup, which costs more than they save.
+constexpr int64_t kGemvMaxRows = 8;
+// The routed experts' GEMVs (ops/moe.cpp MoeGemvFor) read an expert once per (token, choice)
+// pair: up to this many rows; more take the grouped expert kernels.
+constexpr int64_t kMoeGemvMaxRows = 8;
 // The fused decode attention (attention_decode.comp FUSED: ropes and cache stores folded in)
 // keeps a step's new keys in shared memory: steps of up to this many rows.
 constexpr int64_t kDecodeFusedMaxRows = 8;
