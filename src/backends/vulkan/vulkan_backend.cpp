@@ -564,7 +564,7 @@ std::unique_ptr<VulkanBackend::Program> VulkanBackend::Build(const Graph& g, con
       }
     }
     if (!UseIdotGemv(*dev_, T, K, wt) || !IdotQuantizeOnce(K, gate_node[size_t(i)] >= 0)) continue;
-    // int8 x for Q4_0, int16 for Q8_0: one copy per format.
+    // int8 x for Q4_0 and Q4_K, int16 for Q8_0: one copy per format.
     const std::tuple<int, int, bool> key{nm >= 0 ? nodes[size_t(nm)].src[0] : n.src[0], nm, wt == DType::kQ8_0};
     auto it = xq_of.find(key);
     if (it == xq_of.end()) {

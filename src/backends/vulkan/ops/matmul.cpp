@@ -34,8 +34,9 @@ constexpr int64_t kIdotLocalMaxK = 8192;
 //   ES_VK_GEMV_SPL  1|2|4        consecutive 8-element slices per invocation per step (default 1:
 //                                4 invocations per 32-block, neighbours read neighbouring words)
 //   ES_VK_GEMV_MAGIC 0|1         levels to floats by the 0x4B000000 bit trick (default 1)
-// The integer-dot GEMV (Q4_0 over x quantized to int8, Q8_0 to int16; UseIdotGemv) has its own knobs:
-//   ES_VK_GEMV_IDOT      0|1     1: Q8_0 and Q4_0; 0: neither (default: both where the device
+// The integer-dot GEMV (Q4_0, Q4_K and Q5_K over x quantized to int8, Q8_0 to int16; UseIdotGemv)
+// has its own knobs:
+//   ES_VK_GEMV_IDOT      0|1     1: Q8_0, Q4_0, Q4_K and Q5_K; 0: none (default: each where the device
 //                                has 4x8-bit dot products in hardware, signed and, for Q8_0's
 //                                int16 x, mixed-signedness; VulkanTuning::gemv_idot overrides)
 //   ES_VK_GEMV_IDOT_TPR  4..256  invocations per group (default 64; below the subgroup size as
@@ -99,7 +100,8 @@ GemvSpec GemvSpecFor(const Device& dev, DType wt, bool vec, int64_t R, int64_t N
                 wg / min_sg, Knob("ES_VK_GEMV_MAGIC", {0, 1}, 1), rb};
   spec.cluster = tpr < max_sg;
   if (idot) {
-    spec.un = Knob("ES_VK_GEMV_IDOT_UNROLL", {1, 2, 4}, 2);
+    // Q5_K holds twice the words of a unit in flight (its fifth bits): one unit ahead.
+    spec.un = Knob("ES_VK_GEMV_IDOT_UNROLL", {1, 2, 4}, wt == DType::kQ5_K ? 1 : 2);
     if (xq && qr == 0) {
       const uint32_t min_groups = Knob("ES_VK_GEMV_MIN_GROUPS", {0, 128, 256, 512, 1024, 2048}, 512);
       while (spec.qr > 1 && (N + spec.Outputs() - 1) / spec.Outputs() < min_groups) spec.qr /= 2;
@@ -111,10 +113,12 @@ GemvSpec GemvSpecFor(const Device& dev, DType wt, bool vec, int64_t R, int64_t N
 uint64_t XLevelBytes(DType wt) { return wt == DType::kQ8_0 ? 2 : 1; }
 // The in-workgroup x quantization's step (spec constant KC): K where rb rows of levels plus
 // their scales (a (d, d·Σq) pair, 8 bytes, per 32: 1.25 bytes an element for int8, 2.25 for the
-// int16 of Q8_0) fit 24 KiB of shared memory, else the most 32-blocks that do.
+// int16 of Q8_0) fit 24 KiB of shared memory, else the most weight blocks (32 elements; the
+// K-quants' 256) that do.
 uint32_t IdotLocalStep(int64_t K, uint32_t rb, DType wt) {
   const int64_t quarter_bytes = 4 * int64_t(XLevelBytes(wt)) + 1;  // per element, in quarters
-  const int64_t fit = 24576 * 4 / (int64_t(rb) * quarter_bytes) / 32 * 32;
+  const int64_t unit = wt == DType::kQ4_K || wt == DType::kQ5_K ? 256 : 32;  // whole blocks
+  const int64_t fit = 24576 * 4 / (int64_t(rb) * quarter_bytes) / unit * unit;
   return uint32_t(std::min<int64_t>(K, fit));
 }
 uint64_t Align256(uint64_t b) { return (b + 255) / 256 * 256; }
@@ -138,10 +142,12 @@ constexpr uint64_t kCoopmatBigTiles = 100;
 }  // namespace
 
 bool UseIdotGemv(const Device& dev, int64_t R, int64_t K, DType wt) {
-  if (R > kGemvMaxRows || K % 32 != 0 || (wt != DType::kQ8_0 && wt != DType::kQ4_0)) return false;
+  const bool typed = wt == DType::kQ8_0 || wt == DType::kQ4_0 ||
+                     ((wt == DType::kQ4_K || wt == DType::kQ5_K) && K % 256 == 0);
+  if (R > kGemvMaxRows || K % 32 != 0 || !typed) return false;
   const int mode = dev.gemv_idot() >= 0 ? dev.gemv_idot() : int(Knob("ES_VK_GEMV_IDOT", {0, 1}, 2));
   // mode 2 (unset): where the hardware does the dot products (Q8_0: the mixed-signedness ones too).
-  const bool on = mode == 1 || (mode == 2 && (wt == DType::kQ4_0 ? dev.info().int_dot_accel
+  const bool on = mode == 1 || (mode == 2 && (wt != DType::kQ8_0 ? dev.info().int_dot_accel
                                                                   : dev.info().int_dot_mixed_accel));
   ES_CHECK(!on || dev.info().int_dot, "vulkan: the integer-dot GEMV is asked for (ES_VK_GEMV_IDOT=1), but ",
            dev.info().name, " has no shaderIntegerDotProduct");
@@ -179,15 +185,18 @@ void RecordQuantizeX(OpContext& c, BufRange x, int64_t R, int64_t K, const NormF
   d.groups[1] = norm ? 1u : uint32_t((K / 32 + 127) / 128);  // quantize_q8.comp: 128 blocks a workgroup
 }
 
-// Quantized weights take the workgroup-scope GEMM through an f16 copy of each chunk in the
-// matmul's scratch (dequant_f16.comp) when the whole weight's copy stays within this many bytes
-// (every projection of the 7B and 14B shapes; ES_VK_CM2_QUANT=0: never).
+// Quantized weights of a prefill (more than kDecodeMaxRows rows) take the workgroup-scope GEMM
+// through an f16 copy of each chunk in the matmul's scratch (dequant_f16.comp) when the whole
+// weight's copy stays within this many bytes (every projection of the 7B and 14B shapes;
+// ES_VK_CM2_QUANT=0: never). Batched decode steps take the coopmat GEMM, which dequantizes in
+// its tile loader: H200, 7B Q4_0 `bench -b N`, one job: 32 rows 1,035 t/s against 879 through
+// the copy, 64 rows 1,897 against 1,698 (V2-Lite the same within 2%); pp512 8,445 against 7,116.
 constexpr uint64_t kCm2QuantMaxBytes = 256ull << 20;
 
-bool UseCoopmat2(const Device& dev, int64_t K, DType wt, int64_t N) {
+bool UseCoopmat2(const Device& dev, int64_t R, int64_t K, DType wt, int64_t N) {
   if (!dev.f16_math() || dev.coopmat2().bm == 0 || K % 8 != 0) return false;
   if (wt == DType::kF16) return true;
-  return IsQuantized(wt) && wt != DType::kI4G && !dev.coopmat2().x32 &&
+  return IsQuantized(wt) && wt != DType::kI4G && !dev.coopmat2().x32 && R > kDecodeMaxRows &&
          uint64_t(N) * uint64_t(K) * 2 <= kCm2QuantMaxBytes && Knob("ES_VK_CM2_QUANT", {0, 1}, 1) == 1;
 }
 
@@ -227,7 +236,7 @@ uint64_t MatMulScratchBytes(const Device& dev, const Graph& g, const Node& n) {
   if (n.src.size() < 2 || n.src[1] < 0 || !g.node(n.src[1]).weight) return 0;
   const Tensor& W = *g.node(n.src[1]).weight;
   const int64_t R = n.shape[0], K = g.node(n.src[0]).shape[1];
-  if (R <= kGemvMaxRows || dev.coopmat2().x32 || !UseCoopmat2(dev, K, W.dtype, W.shape[0])) return 0;
+  if (R <= kGemvMaxRows || dev.coopmat2().x32 || !UseCoopmat2(dev, R, K, W.dtype, W.shape[0])) return 0;
   const uint64_t N = uint64_t(W.shape[0]);
   const uint32_t S = dev.coopmat2().SplitK(uint64_t(R), N, uint64_t(K));
   if (IsQuantized(W.dtype)) return Cm2WeightOffset(R, K, S, N) + N * uint64_t(K) * 2;
@@ -249,7 +258,7 @@ void RecordMatMul(OpContext& c, BufRange x, int64_t R, int64_t K, const DeviceWe
   if (idot && !xq) gs.kc = IdotLocalStep(K, gs.rb, w.dtype);
   // The workgroup-scope coopmat GEMM reads x as f16: one conversion serves every chunk.
   const bool quant = IsQuantized(w.dtype);
-  const bool cm2_type = !gemv && UseCoopmat2(c.dev, K, w.dtype, w.rows);
+  const bool cm2_type = !gemv && UseCoopmat2(c.dev, R, K, w.dtype, w.rows);
   // Its split-K slices and the offset of a chunk's f16 copy in the scratch (cm2 GEMMs only).
   const uint32_t S_all = cm2_type ? c.dev.coopmat2().SplitK(uint64_t(R), uint64_t(w.rows), uint64_t(K)) : 1u;
   const uint64_t w16_off = cm2_type ? Cm2WeightOffset(R, K, S_all, uint64_t(w.rows)) : 0;

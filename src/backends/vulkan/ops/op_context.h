@@ -101,10 +101,11 @@ GemvShape GemvFor(const Device& dev);
 // Whether prefill GEMMs of inner size K over weights of type wt take the cooperative-matrix
 // shader (f16 math on, a device shape, K % 8 == 0, wt one of f32/f16/bf16/q8_0/q4_0).
 bool UseCoopmat(const Device& dev, int64_t K, DType wt);
-// Whether it runs on the workgroup-scope cooperative-matrix GEMM (matmul_gemm_cm2.comp) instead:
-// f16 weights, or block-quantized ones of N rows through an f16 copy (dequant_f16.comp) of at most
-// 256 MiB (ES_VK_CM2_QUANT=0: never).
-bool UseCoopmat2(const Device& dev, int64_t K, DType wt, int64_t N);
+// Whether a matmul of R rows runs on the workgroup-scope cooperative-matrix GEMM
+// (matmul_gemm_cm2.comp) instead: f16 weights, or, for a prefill (R > kDecodeMaxRows),
+// block-quantized ones of N rows through an f16 copy (dequant_f16.comp) of at most 256 MiB
+// (ES_VK_CM2_QUANT=0: never).
+bool UseCoopmat2(const Device& dev, int64_t R, int64_t K, DType wt, int64_t N);
 // An RMSNorm folded into a GEMV: x is the norm's input; weight: the norm weight as f32.
 struct NormFold {
   BufRange weight;

@@ -29,16 +29,21 @@
 // subgroup size (the clustered reduction leaves them unused); 5 (MAGIC) picks the int-to-float
 // trick of QLevels (1) or plain conversions; 6 (RB) is the number of batch rows a workgroup
 // covers. CLUSTER adds none: its cluster size is TPR = WG / ROWS (ids 0 and 1).
-// Integer dot products (IDOT, Q8_0 and Q4_0, VEC): x comes quantized per 32-block by
+// Integer dot products (IDOT, Q8_0, Q4_0, Q4_K and Q5_K, VEC): x comes quantized per 32-block by
 // quantize_q8.comp (binding 1: the levels, binding 5: each block's (d, d·Σq); a folded norm is
-// applied there, so p.norm is 0 here) — int8 for Q4_0, int16 for Q8_0 (as the CPU kernels: int8
-// x would double Q8_0's error), see quant_x.glsl — and each invocation walks whole 16-byte units
-// of a row's quants — Q4_0 one block (32 weights), Q8_0 half a block — neighbouring invocations taking
-// neighbouring units (one coalesced uvec4 load per row per unit). A unit's sum is exact in
-// int32 (4x8-bit packed dot products, SPV_KHR_integer_dot_product through spirv_intrinsics, so
-// any glslc with GL_EXT_spirv_intrinsics compiles it); per unit and QR row:
+// applied there, so p.norm is 0 here) — int8 for Q4_0 and the K-quants, int16 for Q8_0 (as the CPU
+// kernels: int8 x would double Q8_0's error), see quant_x.glsl — and each invocation walks whole
+// units of a row's quants — Q4_0 one block (32 weights, 16 bytes), Q8_0 half a block (16 bytes),
+// Q4_K / Q5_K one 64-element chunk of a 256-block (32 bytes of nibbles: two sub-blocks of 32, each with its 6-bit
+// scale and min) — neighbouring invocations taking neighbouring units (coalesced uvec4 loads). A
+// unit's sums are exact in int32 (4x8-bit packed dot products, SPV_KHR_integer_dot_product
+// through spirv_intrinsics, so any glslc with GL_EXT_spirv_intrinsics compiles it); per unit and
+// QR row:
 //   Q4_0: acc += dw * (dx * Σ n·q - 8 * dx·Σq)    (n: the unsigned nibbles)
 //   Q8_0: acc += dw * dx * (256 Σ w·hi + Σ w·lo)  (q = 256 hi + lo: signed x unsigned products)
+//   Q4_K: acc += Σ over the chunk's sub-blocks j of (d·sc_j) dx_j Σ n·q - (dmin·mn_j) dx_j·Σq
+//         (the low nibbles of the chunk's 32 bytes are sub-block 2c, the high ones 2c + 1: x
+//         blocks 2u and 2u + 1); Q5_K the same with n's fifth bit from the block's qh bytes
 // QOUT (with IDOT and DUAL, x quantized apart; the host makes ROWS * QR == 32, N % 32 == 0, one
 // chunk, no CLUSTER): the workgroup's 32 outputs of each batch row are also quantized as one
 // 32-block in this GEMV's own x format (quant_x.glsl) — the x of the next GEMV (down_proj), which
@@ -156,8 +161,11 @@ shared float part2[QR * RB * NSG];
 #endif
 
 #if defined(IDOT)
-#if !defined(W_Q4_0) && !defined(W_Q8_0)
-#error "IDOT: Q4_0 and Q8_0 only"
+#if !defined(W_Q4_0) && !defined(W_Q8_0) && !defined(W_Q4_K) && !defined(W_Q5_K)
+#error "IDOT: Q4_0, Q8_0, Q4_K and Q5_K only"
+#endif
+#if defined(W_Q4_K) || defined(W_Q5_K)
+#define IDOT_K 1  // 256-blocks of 64-element chunks with 6-bit scales and mins
 #endif
 #if defined(W_Q8_0)
 #define X_I16 1  // quant_x.glsl: int16 x
@@ -180,6 +188,7 @@ int DotSU4(uvec4 a, uvec4 b) {
 //   Q4_0: xa, xc the int8 x of the block's two halves;
 //   Q8_0: x in int16 (quant_x.glsl X_I16), xa its high bytes (signed), xc its low (unsigned):
 //         Σ w·q = 256 Σ w·hi + Σ w·lo, exact in int32 (16 · 127 · 32512 < 2^31).
+#if !defined(IDOT_K)
 float IdotUnit(uvec4 w, float dw, uvec4 xa, uvec4 xc, vec2 dx) {
 #if defined(W_Q4_0)
   return dw * (dx.x * float(Dot4(w & 0x0F0F0F0Fu, xa) + Dot4((w >> 4) & 0x0F0F0F0Fu, xc)) - 8.0 * dx.y);
@@ -187,7 +196,43 @@ float IdotUnit(uvec4 w, float dw, uvec4 xa, uvec4 xc, vec2 dx) {
   return dw * (dx.x * float(Dot4(w, xa) * 256 + DotSU4(w, xc)));
 #endif
 }
-#if defined(W_Q4_0)
+#endif
+#if defined(IDOT_K)
+// Chunk u of a row (sub-blocks 2c, 2c + 1 of block u / 4, c = u % 4) against x blocks 2u, 2u + 1:
+// w, w2 the chunk's two uvec4 of quants (bytes 0-15: elements 0-15 of both sub-blocks in the low
+// / high nibbles; bytes 16-31: elements 16-31); Q5_K: hq, hq2 the fifth bits of those bytes'
+// elements (bit 0 of each byte: the low nibble's, bit 1: the high one's); s = (d·sc0, d·sc1,
+// dmin·mn0, dmin·mn1); xa0, xa1 x block 2u's halves, xc0, xc1 block 2u + 1's; dx their (d, d·Σq).
+uvec4 KLo(uvec4 w, uvec4 hq) {
+#if defined(W_Q5_K)
+  return (w & 0x0F0F0F0Fu) | ((hq & 0x01010101u) << 4);
+#else
+  return w & 0x0F0F0F0Fu;
+#endif
+}
+uvec4 KHi(uvec4 w, uvec4 hq) {
+#if defined(W_Q5_K)
+  return ((w >> 4) & 0x0F0F0F0Fu) | ((hq & 0x02020202u) << 3);
+#else
+  return (w >> 4) & 0x0F0F0F0Fu;
+#endif
+}
+float IdotUnitK(uvec4 w, uvec4 w2, uvec4 hq, uvec4 hq2, vec4 s, uvec4 xa0, uvec4 xa1, uvec4 xc0,
+                uvec4 xc1, vec4 dx) {
+  const int lo = Dot4(KLo(w, hq), xa0) + Dot4(KLo(w2, hq2), xa1);
+  const int hi = Dot4(KHi(w, hq), xc0) + Dot4(KHi(w2, hq2), xc1);
+  return s.x * dx.x * float(lo) + s.y * dx.z * float(hi) - (s.z * dx.y + s.w * dx.w);
+}
+// The scales of chunk u of the row at word `base` (wload.glsl's Q4_K / Q5_K meta words).
+vec4 Q4KScales(uint base, uint K, uint u) {
+  const uint mo = base + QMetaOff(K) + (u >> 2) * 5u;
+  const vec2 dd = unpackHalf2x16(WORD(mo));
+  const uint sm = WORD(mo + 1u + (u & 3u));
+  return vec4(dd.x * float(sm & 63u), dd.x * float((sm >> 16) & 63u), dd.y * float((sm >> 8) & 63u),
+              dd.y * float((sm >> 24) & 63u));
+}
+const uint kUnitElems = 64u;  // units: chunks of 64
+#elif defined(W_Q4_0)
 const uint kUnitElems = 32u;  // units: blocks
 #else
 const uint kUnitElems = 16u;  // units: half blocks
@@ -207,7 +252,7 @@ shared float qout[RB * 32u];  // the workgroup's outputs: batch row r at r * 32
 // The uvec4 index, within a row's quantized x, of unit u's xa and xc (quant_x.glsl's layout: XB
 // per 32-block).
 void XUnitIdx(uint u, out uint ia, out uint ic) {
-#if defined(W_Q4_0)
+#if defined(W_Q4_0) || defined(IDOT_K)  // IDOT_K: block u's halves (XUnitK takes two blocks)
   ia = 2u * u;
   ic = ia + 1u;
 #else
@@ -227,6 +272,18 @@ void XUnit(uint r, uint u, uint u0, out uvec4 xa, out uvec4 xc, out vec2 dx) {
   xa = xs4[row + ia];
   xc = xs4[row + ic];
 }
+#if defined(IDOT_K)
+// Chunk u's two x blocks (2u, 2u + 1 of the step) of batch row r, from shared memory.
+void XUnitK(uint r, uint u, uint u0, out uvec4 xa0, out uvec4 xa1, out uvec4 xc0, out uvec4 xc1,
+            out vec4 dx) {
+  const uint b = 2u * (u - u0), row = r * (KC / 32u) * XB;
+  xa0 = xs4[row + 2u * b];
+  xa1 = xs4[row + 2u * b + 1u];
+  xc0 = xs4[row + 2u * b + 2u];
+  xc1 = xs4[row + 2u * b + 3u];
+  dx = vec4(xsd[r * (KC / 32u) + b], xsd[r * (KC / 32u) + b + 1u]);
+}
+#endif
 #else
 // Unit u of batch row r of the x quantized by quantize_q8.comp (one step: u0 = 0).
 void XUnit(uint r, uint u, uint u0, out uvec4 xa, out uvec4 xc, out vec2 dx) {
@@ -237,6 +294,18 @@ void XUnit(uint r, uint u, uint u0, out uvec4 xa, out uvec4 xc, out vec2 dx) {
   xa = xq4[row + ia];
   xc = xq4[row + ic];
 }
+#if defined(IDOT_K)
+// Chunk u's two x blocks (2u, 2u + 1) of batch row r of the x quantized by quantize_q8.comp.
+void XUnitK(uint r, uint u, uint u0, out uvec4 xa0, out uvec4 xa1, out uvec4 xc0, out uvec4 xc1,
+            out vec4 dx) {
+  const uint nb = p.K / 32u, row = r * nb * XB, b = 2u * u;
+  xa0 = xq4[row + 2u * b];
+  xa1 = xq4[row + 2u * b + 1u];
+  xc0 = xq4[row + 2u * b + 2u];
+  xc1 = xq4[row + 2u * b + 3u];
+  dx = vec4(xds[r * nb + b], xds[r * nb + b + 1u]);
+}
+#endif
 #endif
 // acc[i][r] += Σ over this invocation's units u in [u0, u1) (lane, lane + TPR, ...) of row i of
 // the group (quants at word base[i]) times batch row xr0 + r of x (XUnit); DUAL: the gate weight
@@ -266,12 +335,32 @@ void IdotUnits(uint u0, uint u1, const uint base[QR], uint xr0, uint nr, uint la
   for (uint ub = u0 + lane; ub < u1; ub += UN * TPR) {
     // UN units' quants and scales first (past u1: the last unit again, not added), then the sums.
     uvec4 w[UN * QR];
+#if defined(IDOT_K)
+    uvec4 w2[UN * QR], hq[UN * QR], hq2[UN * QR];
+    vec4 sk[UN * QR];
+#else
     float dw[UN * QR];
+#endif
     for (uint h = 0; h < UN; ++h) {
       const uint u = min(ub + h * TPR, u1 - 1u);
       for (uint i = 0; i < QR; ++i) {
+#if defined(IDOT_K)
+        w[h * QR + i] = QUAD((base[i] + mo) / 4u + 2u * u);
+        w2[h * QR + i] = QUAD((base[i] + mo) / 4u + 2u * u + 1u);
+        sk[h * QR + i] = Q4KScales(base[i] + mo, K, u);
+#if defined(W_Q5_K)
+        // The block's 32 qh bytes; chunk c's bits are 2c and 2c + 1 of each.
+        const uint hb = (base[i] + mo + QHighOff(K)) / 4u + 2u * (u >> 2), sh = 2u * (u & 3u);
+        hq[h * QR + i] = (QUAD(hb) >> sh) & 0x03030303u;
+        hq2[h * QR + i] = (QUAD(hb + 1u) >> sh) & 0x03030303u;
+#else
+        hq[h * QR + i] = uvec4(0u);
+        hq2[h * QR + i] = uvec4(0u);
+#endif
+#else
         w[h * QR + i] = QUAD((base[i] + mo) / 4u + u);
         dw[h * QR + i] = QScale(base[i] + mo, K, u * kUnitElems / 32u);
+#endif
       }
     }
     for (uint h = 0; h < UN; ++h) {
@@ -279,11 +368,22 @@ void IdotUnits(uint u0, uint u1, const uint base[QR], uint xr0, uint nr, uint la
       if (u >= u1) break;
       for (uint r = 0; r < RB; ++r) {
         if (r < nr) {
+#if defined(IDOT_K)
+          uvec4 xa0, xa1, xc0, xc1;
+          vec4 dx;
+          XUnitK(xr0 + r, u, u0, xa0, xa1, xc0, xc1, dx);
+#else
           uvec4 xa, xc;
           vec2 dx;
           XUnit(xr0 + r, u, u0, xa, xc, dx);
+#endif
           for (uint i = 0; i < QR; ++i) {
+#if defined(IDOT_K)
+            const float v = IdotUnitK(w[h * QR + i], w2[h * QR + i], hq[h * QR + i], hq2[h * QR + i],
+                                    sk[h * QR + i], xa0, xa1, xc0, xc1, dx);
+#else
             const float v = IdotUnit(w[h * QR + i], dw[h * QR + i], xa, xc, dx);
+#endif
 #if defined(DUAL)
             if (sel == 0u) acc[i][r] += v; else acc2[i][r] += v;
 #else
