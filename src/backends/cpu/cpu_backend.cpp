@@ -408,14 +408,28 @@ void CpuBackend::Mla(const Node& n, const Graph& g, const Batch& b, CpuKv& kv, c
       p.resize(size_t(G * n_ctx));
       float mx[8], inv[8];
       for (int64_t g = 0; g < g1; ++g) mx[g] = -INFINITY;
+      // An f32 cache (the CPU default) takes DotRows / AxpyRows: each latent row is loaded once
+      // per 4 heads into registers instead of once per head, with every head's result
+      // bit-identical to Dot / Axpy (= KvDot / KvAxpy on f32); other types decode per head.
+      const bool f32 = C.type() == DType::kF32 && KPE.type() == DType::kF32;
+      const float* qlat0 = qlat + (h0 * T + t) * r;          // head g at + g·T·r
+      const float* qpe0 = q + t * qw + h0 * (dn + dr) + dn;  // head g at + g·(dn+dr)
+      float* olat0 = olat + (h0 * T + t) * r;                // head g at + g·T·r
       for (int64_t j = 0; j < n_ctx; ++j) {
         const uint8_t* cr = C.Row(j);
         const uint8_t* kr = KPE.Row(j);
+        float sc[8], sp[8];
+        if (f32) {
+          cpu::DotRows(qlat0, T * r, g1, reinterpret_cast<const float*>(cr), r, sc);
+          cpu::DotRows(qpe0, dn + dr, g1, reinterpret_cast<const float*>(kr), dr, sp);
+        } else {
+          for (int64_t g = 0; g < g1; ++g) {
+            sc[g] = cpu::KvDot(qlat0 + g * T * r, cr, C.type(), r);
+            sp[g] = cpu::KvDot(qpe0 + g * (dn + dr), kr, KPE.type(), dr);
+          }
+        }
         for (int64_t g = 0; g < g1; ++g) {
-          const int64_t h = h0 + g;
-          const float v = (cpu::KvDot(qlat + (h * T + t) * r, cr, C.type(), r) +
-                           cpu::KvDot(q + t * qw + h * (dn + dr) + dn, kr, KPE.type(), dr)) *
-                          scale;
+          const float v = (sc[g] + sp[g]) * scale;
           p[size_t(g * n_ctx + j)] = v;
           mx[g] = std::max(mx[g], v);
         }
@@ -428,10 +442,16 @@ void CpuBackend::Mla(const Node& n, const Graph& g, const Batch& b, CpuKv& kv, c
         float* o = olat + ((h0 + g) * T + t) * r;
         std::fill(o, o + r, 0.0f);
       }
-      for (int64_t j = 0; j < n_ctx; ++j)
-        for (int64_t g = 0; g < g1; ++g)
-          cpu::KvAxpy(p[size_t(g * n_ctx + j)] * inv[g], C.Row(j), C.type(),
-                      olat + ((h0 + g) * T + t) * r, r);
+      for (int64_t j = 0; j < n_ctx; ++j) {
+        float w[8];
+        for (int64_t g = 0; g < g1; ++g) w[g] = p[size_t(g * n_ctx + j)] * inv[g];
+        if (f32) {
+          cpu::AxpyRows(w, reinterpret_cast<const float*>(C.Row(j)), olat0, T * r, g1, r);
+        } else {
+          for (int64_t g = 0; g < g1; ++g)
+            cpu::KvAxpy(w[g], C.Row(j), C.type(), olat0 + g * T * r, r);
+        }
+      }
     }
   });
   // 3. out[t, h*dv:(h+1)*dv] = o_lat[h][t] · Wuv[h]ᵀ, one item per head.
