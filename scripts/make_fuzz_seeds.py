@@ -92,6 +92,12 @@ write('safetensors_header', 'overlap.safetensors', safetensors(
      'b': {'dtype': 'F32', 'shape': [2], 'data_offsets': [4, 12]}}, f32([1] * 3)))
 write('safetensors_header', 'shape_overflow.safetensors', safetensors(
     {'a': {'dtype': 'F32', 'shape': [2**32, 2**32, 16], 'data_offsets': [0, 8]}}, f32([1] * 2)))
+# A number past double's range is nlohmann's out_of_range, not its parse_error (found by the
+# safetensors fuzzer: it escaped the loader's catch).
+hdr = b'{"a":{"dtype":"F32","shape":[1e99999],"data_offsets":[0,4]}}'
+write('safetensors_header', 'number_overflow.safetensors', struct.pack('<Q', len(hdr)) + hdr +
+      f32([1]))
+write('tokenizer_json', 'number_overflow.json', '{"model":{"type":"BPE","vocab":{"a":1e99999}}}')
 write('safetensors_header', 'header_len_huge.safetensors', struct.pack('<Q', 2**63) + b'{}')
 write('safetensors_header', 'deep_metadata.safetensors',
       struct.pack('<Q', 6003) + b'{"a":' + b'[' * 2999 + b']' * 2999 + b'}' + b'\0' * 0)

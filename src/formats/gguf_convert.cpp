@@ -211,7 +211,7 @@ json ReadJsonFile(const std::string& path) {
   ES_CHECK(f.good(), "cannot read '", path, "'");
   try {
     return json::parse(f);
-  } catch (const json::parse_error& e) {
+  } catch (const json::exception& e) {
     Fail(path, ": invalid JSON: ", e.what());
   }
 }

@@ -404,7 +404,7 @@ ModelConfig LoadHfConfig(const std::string& path, int64_t layers_present) {
   json j;
   try {
     j = json::parse(f);
-  } catch (const json::parse_error& e) {
+  } catch (const json::exception& e) {
     Fail(path, ": invalid JSON: ", e.what());
   }
   return ParseHfConfig(j, path, layers_present);
