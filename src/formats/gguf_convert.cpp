@@ -211,7 +211,7 @@ json ReadJsonFile(const std::string& path) {
   ES_CHECK(f.good(), "cannot read '", path, "'");
   try {
     return json::parse(f);
-  } catch (const json::parse_error& e) {
+  } catch (const json::exception& e) {
     Fail(path, ": invalid JSON: ", e.what());
   }
 }
@@ -306,7 +306,7 @@ void SetGgufTokenizer(GgufWriter& w, const std::string& dir, int64_t vocab_size,
   ES_CHECK(max_id < vocab_size, tok_path, ": token id ", max_id, " does not fit the model's vocabulary of ",
            vocab_size);
   std::vector<std::string> tokens(static_cast<size_t>(vocab_size));
-  std::vector<int64_t> types(size_t(vocab_size), int64_t(GgufTokenType::kNormal));
+  std::vector<int64_t> types(size_t(vocab_size), static_cast<int64_t>(GgufTokenType::kNormal));
   std::unordered_map<std::string, int64_t> id_of;
   for (int64_t i = 0; i < vocab_size; ++i) {
     auto it = by_id.find(i);
@@ -487,7 +487,8 @@ std::vector<OutTensor> PlanTensors(const GgufConvertSource& src, const std::stri
       ES_CHECK(created, where, ": tensor '", t->name, "' maps to ", m->gguf_name, ", which another tensor already fills");
     }
   }
-  for (auto& [name, by_expert] : experts) {
+  for (auto& [name, experts_of] : experts) {
+    const auto& by_expert = experts_of;  // a plain name: clang 14 cannot capture a binding
     OutTensor& o = out[index[name]];
     const int n = int(by_expert.size());
     ES_CHECK(by_expert.rbegin()->first == n - 1, where, ": ", name, " is missing expert ",

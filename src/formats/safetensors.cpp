@@ -50,7 +50,7 @@ void SafetensorsSet::AddFile(const std::string& file) {
   json h;
   try {
     h = json::parse(mf->data() + 8, mf->data() + 8 + hlen);
-  } catch (const json::parse_error& e) {
+  } catch (const json::exception& e) {
     Fail(file, ": corrupt safetensors header: ", e.what());
   }
   ES_CHECK(h.is_object(), file, ": corrupt safetensors header (not an object)");
@@ -115,7 +115,7 @@ std::unique_ptr<SafetensorsSet> SafetensorsSet::Open(const std::string& path) {
       json j;
       try {
         j = json::parse(f);
-      } catch (const json::parse_error& e) {
+      } catch (const json::exception& e) {
         Fail(index.string(), ": invalid JSON: ", e.what());
       }
       ES_CHECK(j.contains("weight_map") && j["weight_map"].is_object(), index.string(),

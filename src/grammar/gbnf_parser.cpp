@@ -264,6 +264,9 @@ class GbnfParser {
       ++i_;
       ES_CHECK(hi < 0 || lo <= hi, Where(i_), "repetition {", lo, ",", hi, "} is backwards");
     }
+    // "" or () repeated is still nothing (atom[0] below read past an empty atom: found by
+    // tests/fuzz/targets/grammar.cpp under UBSan).
+    if (atom.empty()) return atom;
     if (atom.size() > 1) atom = {RuleRef(HelperRule({atom}))};
     Sequence out;
     for (int k = 0; k < lo; ++k) out.push_back(atom[0]);

@@ -4,7 +4,9 @@
 #include <algorithm>
 #include <cmath>
 #include <fstream>
+#include <limits>
 #include <numbers>
+#include <type_traits>
 #include <nlohmann/json.hpp>
 
 #include "edgeseek/core/error.h"
@@ -32,26 +34,53 @@ bool ModelConfig::IsMoeLayer(int layer) const {
 
 namespace {
 
+// v as a T. For integer fields, nlohmann converts with a plain cast: 2^40 became 0 in an int and
+// 1e300 was undefined behaviour (found by tests/fuzz/targets/model_config.cpp under UBSan), so
+// the value must be a whole number within T's range (a float such as 4096.0 is accepted).
+template <class T>
+T As(const json& v, const char* key, const std::string& where) {
+  if constexpr (std::is_integral_v<T> && !std::is_same_v<T, bool>) {
+    if (v.is_number_unsigned()) {
+      const uint64_t u = v.get<uint64_t>();
+      ES_CHECK(u <= uint64_t(std::numeric_limits<T>::max()), where, ": field '", key, "' is ", u,
+               ", out of range");
+      return T(u);
+    }
+    if (v.is_number_integer()) {
+      const int64_t x = v.get<int64_t>();
+      ES_CHECK(x >= int64_t(std::numeric_limits<T>::min()) &&
+                   (x < 0 || uint64_t(x) <= uint64_t(std::numeric_limits<T>::max())),
+               where, ": field '", key, "' is ", x, ", out of range");
+      return T(x);
+    }
+    if (v.is_number_float()) {
+      const double d = v.get<double>();
+      const double top = std::ldexp(1.0, std::numeric_limits<T>::digits);  // max + 1, exact
+      ES_CHECK(std::isfinite(d) && d == std::trunc(d) && d < top &&
+                   d >= double(std::numeric_limits<T>::min()),
+               where, ": field '", key, "' is ", d, " (must be a whole number in range)");
+      return T(d);
+    }
+  }
+  try {
+    return v.get<T>();
+  } catch (const json::exception&) {
+    Fail(where, ": field '", key, "' has the wrong type (", v.type_name(), ")");
+  }
+}
+
 template <class T>
 T Get(const json& j, const char* key, const std::string& where) {
   auto it = j.find(key);
   if (it == j.end() || it->is_null()) Fail(where, ": missing field '", key, "'");
-  try {
-    return it->get<T>();
-  } catch (const json::exception&) {
-    Fail(where, ": field '", key, "' has the wrong type (", it->type_name(), ")");
-  }
+  return As<T>(*it, key, where);
 }
 
 template <class T>
 T Opt(const json& j, const char* key, T fallback, const std::string& where) {
   auto it = j.find(key);
   if (it == j.end() || it->is_null()) return fallback;
-  try {
-    return it->get<T>();
-  } catch (const json::exception&) {
-    Fail(where, ": field '", key, "' has the wrong type (", it->type_name(), ")");
-  }
+  return As<T>(*it, key, where);
 }
 
 std::vector<int32_t> IdList(const json& j, const char* key, const std::string& where) {
@@ -59,11 +88,11 @@ std::vector<int32_t> IdList(const json& j, const char* key, const std::string& w
   auto it = j.find(key);
   if (it == j.end() || it->is_null()) return out;
   if (it->is_number_integer()) {
-    out.push_back(it->get<int32_t>());
+    out.push_back(As<int32_t>(*it, key, where));
   } else if (it->is_array()) {
     for (auto& v : *it) {
       ES_CHECK(v.is_number_integer(), where, ": field '", key, "' must hold integers");
-      out.push_back(v.get<int32_t>());
+      out.push_back(As<int32_t>(v, key, where));
     }
   } else {
     Fail(where, ": field '", key, "' must be an integer or a list of integers");
@@ -234,8 +263,8 @@ ModelConfig ParseHfConfig(const json& j, const std::string& where, int64_t layer
     c.fp8_block = true;
     if (q.contains("weight_block_size") && q["weight_block_size"].is_array() &&
         q["weight_block_size"].size() == 2) {
-      c.fp8_block_n = q["weight_block_size"][0].get<int>();
-      c.fp8_block_k = q["weight_block_size"][1].get<int>();
+      c.fp8_block_n = As<int>(q["weight_block_size"][0], "weight_block_size", where);
+      c.fp8_block_k = As<int>(q["weight_block_size"][1], "weight_block_size", where);
     }
   }
   c.eos_token_ids = IdList(j, "eos_token_id", where);
@@ -404,7 +433,7 @@ ModelConfig LoadHfConfig(const std::string& path, int64_t layers_present) {
   json j;
   try {
     j = json::parse(f);
-  } catch (const json::parse_error& e) {
+  } catch (const json::exception& e) {
     Fail(path, ": invalid JSON: ", e.what());
   }
   return ParseHfConfig(j, path, layers_present);

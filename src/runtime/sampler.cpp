@@ -5,9 +5,28 @@
 #include <cmath>
 #include <unordered_map>
 
+#include "edgeseek/core/error.h"
+
 namespace es {
 
+namespace {
+// NaN or +inf in logits[vocab] is an error naming the token: a NaN compares false with
+// everything, so a max over it took token 0, and decoding emitted token 0 forever (issue 23).
+// -inf is a masked (banned) token and stays legal here; the model's own output rows are checked
+// for every non-finite value by CheckFiniteLogits before they reach the sampler.
+void CheckNoNanOrPosInf(const float* logits, int vocab, const char* what) {
+  bool ok = true;
+  for (int i = 0; i < vocab; ++i) ok &= logits[i] <= 3.402823466e38f || logits[i] == -INFINITY;
+  if (ok) return;
+  int i = 0;
+  while (i < vocab && (logits[i] <= 3.402823466e38f || logits[i] == -INFINITY)) ++i;
+  Fail(what, ": the logit for token ", i, " is ", logits[i],
+       " (not finite): the model's weights or hyperparameters are corrupt");
+}
+}  // namespace
+
 int32_t Argmax(const float* logits, int vocab) {
+  CheckNoNanOrPosInf(logits, vocab, "argmax");
   int32_t best = 0;
   for (int i = 1; i < vocab; ++i)
     if (logits[i] > logits[best]) best = i;
@@ -77,6 +96,7 @@ TokenLogprobs LogSoftmaxAt(const float* row, int vocab, int32_t id, int top) {
 
 int32_t Sampler::Sample(const float* logits_in, int vocab, const std::vector<int32_t>& history,
                         const std::vector<int32_t>& banned) {
+  CheckNoNanOrPosInf(logits_in, vocab, "sampler");
   std::vector<float> logits;
   Processed(logits_in, vocab, history, banned, &logits);
   if (p_.temperature <= 0.0f) return Argmax(logits.data(), vocab);

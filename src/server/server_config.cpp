@@ -24,7 +24,7 @@ json ReadJsonFile(const std::string& path, const char* what) {
   ss << f.rdbuf();
   try {
     return json::parse(ss.str());
-  } catch (const json::parse_error& e) {
+  } catch (const json::exception& e) {
     Fail(what, " ", path, ": not valid JSON: ", e.what());
   }
 }

@@ -30,6 +30,8 @@ json ReadJsonFile(const std::string& path) {
     return json::parse(text);
   } catch (const json::parse_error& e) {
     Fail(path, ": malformed JSON at byte ", e.byte, ": ", e.what());
+  } catch (const json::exception& e) {  // a number out of range (found by fuzzing, issue 21)
+    Fail(path, ": malformed JSON: ", e.what());
   }
 }
 

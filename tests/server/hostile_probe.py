@@ -6,7 +6,8 @@ slowest answer (first byte), and the server's RSS after each round (flat RSS = n
     python3 tests/server/hostile_probe.py PORT PID [--requests 1000]
 
 *.json files are POST /v1/chat/completions bodies (Content-Type: application/json); *.http files
-are whole raw requests (sent as they are, the connection closed after the answer or 2 s).
+are whole raw requests (sent as they are, the connection closed after the answer or 2 s); the
+fuzz seeds gen_* are left out.
 """
 import argparse, glob, os, socket, time
 
@@ -50,7 +51,11 @@ def main():
     ap.add_argument('--requests', type=int, default=1000)
     a = ap.parse_args()
     here = os.path.dirname(os.path.abspath(__file__))
-    corpus = sorted(glob.glob(os.path.join(here, '../fuzz/corpus/server_request/*')))
+    # The hand-written hostile cases only: gen_* files are fuzz seeds (scripts/make_fuzz_seeds.py,
+    # some valid requests, some in the fuzz targets' amplified form), not HTTP requests.
+    corpus = sorted(f for f in glob.glob(os.path.join(here, '../fuzz/corpus/server_request/*'))
+                    if not os.path.basename(f).startswith('gen_')
+                    and (f.endswith('.json') or f.endswith('.http')))
     cases = []
     for f in corpus:
         body = open(f, 'rb').read()

@@ -874,6 +874,15 @@ VkKv* AsVkKv(KvStorage& kv) {
   ES_CHECK(v, "vulkan: the KV cache was not created by the Vulkan backend");
   return v;
 }
+// The argmax and sample shaders write -1 for a row holding a NaN or infinite logit; the same
+// error as CheckFiniteLogits on the host path (issue 23: such rows decoded as token 0 forever).
+void CheckDeviceIds(const int32_t* ids, size_t rows) {
+  static const char kWhy[] =
+      ": its weights or hyperparameters are corrupt (a NaN or infinite weight value, or a "
+      "degenerate rope base or norm epsilon)";
+  for (size_t r = 0; r < rows; ++r)
+    if (ids[r] < 0) Fail("vulkan: the model computed a non-finite logit in output row ", r, kWhy);
+}
 }  // namespace
 
 void VulkanBackend::Compute(const Graph& g, const Batch& b, KvStorage& kv_base, float* out,
@@ -888,6 +897,7 @@ void VulkanBackend::ComputeArgmax(const Graph& g, const Batch& b, KvStorage& kv_
   VkKv* kv = AsVkKv(kv_base);
   Program& p = GetProgram(g, b, *kv, kArgmax);
   Run(p, b, *kv, ids, stats);
+  CheckDeviceIds(ids, b.out_rows.size());
 }
 
 void VulkanBackend::ComputeSample(const Graph& g, const Batch& b, KvStorage& kv_base,
@@ -898,6 +908,7 @@ void VulkanBackend::ComputeSample(const Graph& g, const Batch& b, KvStorage& kv_
              rows[r].counts.size(), " penalized ids; the device takes at most ", kMaxSamplingCounts);
   Program& p = GetProgram(g, b, *kv, kSample);
   Run(p, b, *kv, ids, stats, rows);
+  CheckDeviceIds(ids, b.out_rows.size());
 }
 
 }  // namespace es::vk

@@ -93,6 +93,11 @@ const std::string& Value::UndefinedHint() const {
   return ptr_ ? *static_cast<std::string*>(ptr_.get()) : kEmpty;
 }
 
+void DictData::CopyFrom(const DictData& other) {
+  items = other.items;
+  nest = other.nest;
+}
+
 const Value* DictData::Find(const Value& key) const {
   ChargeSteps(items.size());  // a linear scan: lookups in a loop over a big dict are quadratic
   for (const auto& [k, v] : items)

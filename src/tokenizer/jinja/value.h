@@ -45,10 +45,8 @@ struct ListData {
 struct DictData {
   std::vector<std::pair<Value, Value>> items;  // insertion order, keys unique by Python ==
   int nest = 1;                                // as ListData::nest; kept by Set and CopyFrom
-  void CopyFrom(const DictData& other) {
-    items = other.items;
-    nest = other.nest;
-  }
+  // Out of line: Value is incomplete here (clang with libstdc++ refuses to copy the pairs).
+  void CopyFrom(const DictData& other);
   const Value* Find(const Value& key) const;
   const Value* Find(std::string_view key) const;
   void Set(Value key, Value value);

@@ -113,6 +113,11 @@ TEST(BadInput, NonPositiveOrHugeHyperparameters) {
        "(model.layers.0 to model.layers.1)"},
       {"/num_hidden_layers", 3000, "field 'num_hidden_layers' is 3000 but the checkpoint holds"},
       {"/rope_parameters/rope_theta", 1e-30, "field 'rope_theta' is 1e-30 (a rope base must be at least 1)"},
+      // Integer fields out of their type's range: 1e300 was undefined behaviour, 2^40 became 0
+      // in an int (issue 21, tests/fuzz/targets/model_config.cpp under UBSan).
+      {"/intermediate_size", 1e300, "field 'intermediate_size' is 1e+300 (must be a whole number in range)"},
+      {"/num_attention_heads", int64_t(1) << 40, "field 'num_attention_heads' is 1099511627776, out of range"},
+      {"/hidden_size", 128.5, "field 'hidden_size' is 128.5 (must be a whole number in range)"},
   };
   for (const auto& [field, value, expect] : cases) {
     auto j = base;

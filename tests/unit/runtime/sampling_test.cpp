@@ -5,11 +5,14 @@
 // greedy after penalties) and determinism per seed.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <map>
 #include <random>
+#include <string>
 
 #include "edgeseek/backends/sampling.h"
+#include "edgeseek/core/error.h"
 #include "edgeseek/runtime/sampler.h"
 
 namespace es {
@@ -111,6 +114,35 @@ TEST(Sampling, ExactCases) {
   for (int i = 0; i < 5; ++i) EXPECT_EQ(SampleRowHost(l.data(), V, t), a);
   EXPECT_GE(SamplingUniform(7, 3), 0.0f);
   EXPECT_LT(SamplingUniform(7, 3), 1.0f);
+}
+
+// NaN or +inf logits are an error naming the token in argmax and in every sampler mode, wherever
+// the value sits (a NaN at or before the maximum made argmax pick token 0: issue 23); -inf is a
+// masked token and stays legal.
+TEST(Sampling, NanOrInfiniteLogitsAreAnErrorNotTokenZero) {
+  constexpr int kVocab = 37;
+  for (const float bad : {NAN, INFINITY}) {
+    for (const int col : {0, 17, kVocab - 1}) {
+      std::vector<float> l = Row(kVocab, 3);
+      l[size_t(col)] = bad;
+      const std::string want = "token " + std::to_string(col) + " is";
+      try {
+        Argmax(l.data(), kVocab);
+        ADD_FAILURE() << "argmax accepted " << bad << " at " << col;
+      } catch (const Error& e) {
+        EXPECT_NE(std::string(e.what()).find(want), std::string::npos) << e.what();
+      }
+      for (const float t : {0.0f, 0.7f}) {
+        SamplingParams p;
+        p.temperature = t;
+        Sampler s(p);
+        EXPECT_THROW(s.Sample(l.data(), kVocab, {}), Error) << bad << " " << col << " " << t;
+      }
+    }
+  }
+  std::vector<float> l = Row(kVocab, 3);
+  l[0] = -INFINITY;
+  EXPECT_EQ(Argmax(l.data(), kVocab), int(std::max_element(l.begin(), l.end()) - l.begin()));
 }
 
 }  // namespace

@@ -7,6 +7,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <sstream>
+#include <string>
 
 #include "backends/cpu/reference.h"
 #include "test_util.h"
@@ -441,6 +442,32 @@ TEST_F(VulkanOps, ArgmaxOnTheDevice) {
     EXPECT_EQ(ids[0], int(std::max_element(x, x + C) - x)) << C;
     EXPECT_EQ(ids[1], C - 2) << C;
     EXPECT_EQ(ids[2], 3) << C;
+  }
+}
+
+// A NaN or infinite logit anywhere in a row (first, middle or last column; in one part of a long
+// row) is an error naming the row, not the id of the first column (issue 23: NaN logits decoded
+// as token 0 forever). The other rows being clean does not hide it.
+TEST_F(VulkanOps, ArgmaxFlagsNonFiniteLogits) {
+  for (const int C : {1001, 20011}) {
+    for (const float bad : {NAN, INFINITY, -INFINITY}) {
+      for (const int col : {0, C / 2 + 1, C - 1}) {
+        Tensor X = RandomTensor("x", DType::kF32, {3, C}, 15);
+        static_cast<float*>(MutableData(X))[1 * C + col] = bad;
+        Graph g;
+        g.Add(Make(Op::kGetRows, "rows", {Input(g, X, 3)}, {3, C}));
+        auto kv = SharedVulkan().CreateKv(KvSpec{1, {2, 2}, DType::kF32}, 1, 8);
+        std::vector<int32_t> ids(3);
+        std::string msg;
+        try {
+          SharedVulkan().ComputeArgmax(g, RowsBatch(3), *kv, ids.data());
+        } catch (const Error& e) {
+          msg = e.what();
+        }
+        EXPECT_NE(msg.find("non-finite logit"), std::string::npos) << C << " " << bad << " " << col;
+        EXPECT_NE(msg.find("output row 1"), std::string::npos) << msg;
+      }
+    }
   }
 }
 

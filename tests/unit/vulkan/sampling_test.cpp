@@ -108,5 +108,37 @@ TEST_F(VulkanSampling, SamplingRejectsTooManyPenalizedIds) {
   EXPECT_THROW(SharedVulkan().ComputeSample(g, RowsBatch(1), *kv, &s, &id), Error);
 }
 
+// A NaN or infinite logit in a row is an error naming the row, for greedy and drawn rows alike,
+// also where the id is banned (the check reads the logits before bans write -inf) (issue 23).
+TEST_F(VulkanSampling, SamplingFlagsNonFiniteLogits) {
+  constexpr int kVocab = 1001;
+  for (const float bad : {NAN, INFINITY, -INFINITY}) {
+    for (const int col : {0, 500, kVocab - 1}) {
+      for (const float temperature : {0.0f, 0.8f}) {
+        Tensor X = RandomTensor("x", DType::kF32, {2, kVocab}, 4);
+        static_cast<float*>(MutableData(X))[kVocab + col] = bad;
+        Graph g;
+        g.Add(Make(Op::kGetRows, "rows", {Input(g, X, 2)}, {2, kVocab}));
+        auto kv = SharedVulkan().CreateKv(KvSpec{1, {2, 2}, DType::kF32}, 1, 4);
+        std::vector<RowSampling> rows(2);
+        for (RowSampling& s : rows) {
+          s.temperature = temperature;
+          s.counts = {{col, -1}};
+        }
+        std::vector<int32_t> ids(2);
+        std::string msg;
+        try {
+          SharedVulkan().ComputeSample(g, RowsBatch(2), *kv, rows.data(), ids.data());
+        } catch (const Error& e) {
+          msg = e.what();
+        }
+        EXPECT_NE(msg.find("non-finite logit"), std::string::npos)
+            << bad << " " << col << " " << temperature;
+        EXPECT_NE(msg.find("output row 1"), std::string::npos) << msg;
+      }
+    }
+  }
+}
+
 }  // namespace
 }  // namespace es::test

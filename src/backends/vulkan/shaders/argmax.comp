@@ -5,6 +5,9 @@
 //   PARTIAL: workgroup (part, r) takes columns [part * chunk, +chunk) of row r and writes its
 //            best (value, index) to pv/pi[r * gl_NumWorkGroups.x + part];
 //   FINAL:   one workgroup per row reduces those P = p.parts pairs.
+// A row holding a NaN or infinite logit gets ids[r] = -1 (the host fails that request naming the
+// row): a max over NaNs took the first column, and greedy decoding emitted token 0 forever
+// (issue 23). The flag travels through the partial pairs as the index kBad.
 #include "common.glsl"
 layout(local_size_x = 256) in;
 #if defined(FINAL)
@@ -23,12 +26,14 @@ layout(binding = 1) writeonly buffer I { int ids[]; };
 layout(push_constant) uniform P { uint C; } p;
 #endif
 #endif
-const uint kNone = 0xffffffffu;
+const uint kNone = 0xffffffffu, kBad = 0xfffffffeu;
 shared float bv[256];
 shared uint bi[256];
-// (v, i) replaces (best, besti) when it is larger, or equal with a lower index; kNone loses.
+// (v, i) replaces (best, besti) when it is larger, or equal with a lower index; kNone loses,
+// kBad wins and stays.
 void Take(float v, uint i, inout float best, inout uint besti) {
-  if (i != kNone && (besti == kNone || v > best || (v == best && i < besti))) {
+  if (besti == kBad || i == kNone) return;
+  if (i == kBad || besti == kNone || v > best || (v == best && i < besti)) {
     best = v;
     besti = i;
   }
@@ -57,7 +62,7 @@ void main() {
   const uint r = FlatGroup();
   for (uint k = tid; k < p.parts; k += 256u) Take(pv[r * p.parts + k], pi[r * p.parts + k], best, besti);
   Reduce(tid, best, besti);
-  if (tid == 0u) ids[r] = int(bi[0]);
+  if (tid == 0u) ids[r] = bi[0] == kBad ? -1 : int(bi[0]);
 #else
 #if defined(PARTIAL)
   const uint r = gl_WorkGroupID.y, part = gl_WorkGroupID.x;
@@ -67,7 +72,9 @@ void main() {
 #endif
   for (uint c = c0 + tid; c < c1; c += 256u) {
     const float v = x[r * p.C + c];
-    if (v > best || besti == kNone) {  // the first column is taken even when NaN
+    if (isnan(v) || isinf(v)) {
+      besti = kBad;
+    } else if (besti != kBad && (v > best || besti == kNone)) {
       best = v;
       besti = c;
     }
@@ -79,7 +86,7 @@ void main() {
     pi[r * gl_NumWorkGroups.x + part] = bi[0];
   }
 #else
-  if (tid == 0u) ids[r] = int(bi[0]);
+  if (tid == 0u) ids[r] = bi[0] == kBad ? -1 : int(bi[0]);
 #endif
 #endif
 }

@@ -15,6 +15,8 @@
 //   sp: per row r a header of 12 words at 12 r (temperature, top_k, top_p, min_p, seed,
 //   repeat, presence, frequency (floats but top_k, seed as uint), n_pen), then at 12 R + 2 cap r
 //   n_pen entries (id, count; count < 0: banned).
+// A row holding a NaN or infinite logit (before penalties) gets ids[r] = -1, which the host turns
+// into an error for that request (issue 23: NaN logits must not decode as some token forever).
 #include "common.glsl"
 layout(local_size_x = 256) in;
 layout(binding = 0) buffer X { float x[]; };
@@ -90,6 +92,17 @@ void main() {
   const float rp = uintBitsToFloat(sp[h + 5u]), pres = uintBitsToFloat(sp[h + 6u]),
               freq = uintBitsToFloat(sp[h + 7u]);
   const uint npen = min(sp[h + 8u], p.cap), e0 = 12u * p.R + 2u * p.cap * r;
+
+  // Non-finite logits flag the row (read before the bans write -inf in place).
+  uint nbad = 0u;
+  for (uint c = tid; c < p.C; c += WG) {
+    const float l = x[base + c];
+    if (isnan(l) || isinf(l)) ++nbad;
+  }
+  if (CountReduce(nbad) != 0u) {
+    if (tid == 0u) ids[r] = -1;
+    return;
+  }
 
   // Penalties and bans, in place (ids are distinct within a row's list).
   for (uint e = tid; e < npen; e += WG) {

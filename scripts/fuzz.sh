@@ -1,0 +1,39 @@
+#!/usr/bin/env bash
+# Builds the libFuzzer targets of tests/fuzz (issue 21) with clang, ASan and UBSan in their own
+# build dir (no Vulkan, no benchmarks; only the libraries the targets link are compiled) and
+# runs each for SECONDS (default 60) on a scratch copy of its corpus. Crashers land in
+# build-fuzz/artifacts/<target>/; add each to tests/fuzz/corpus/<target>/ (the ctest
+# fuzz_corpus_<target> replays them with any compiler) and fix the bug.
+#     scripts/fuzz.sh [SECONDS] [TARGET...]      (targets: tests/fuzz/CMakeLists.txt)
+set -euo pipefail
+cd "$(dirname "$0")/.."
+SECONDS_PER=${1:-60}
+shift || true
+TARGETS=("$@")
+if [ ${#TARGETS[@]} -eq 0 ]; then
+  TARGETS=(server_request chat_template gguf_metadata safetensors_header tokenizer_json grammar
+           model_config)
+fi
+B=build-fuzz
+cmake -S . -B $B -G Ninja -DCMAKE_BUILD_TYPE=Release -DCMAKE_C_COMPILER=clang-14 \
+  -DCMAKE_CXX_COMPILER=clang++-14 -DES_FUZZ=ON -DES_VULKAN=OFF -DES_BUILD_BENCH=OFF \
+  ${ES_FUZZ_LAUNCHER:+-DCMAKE_CXX_COMPILER_LAUNCHER=$ES_FUZZ_LAUNCHER} >/dev/null
+ninja -C $B "${TARGETS[@]/#/es_fuzz_}"
+status=0
+for t in "${TARGETS[@]}"; do
+  work=$B/work/$t art=$B/artifacts/$t
+  rm -rf "$work" && mkdir -p "$work" "$art"
+  # README.md files are notes, not inputs.
+  find tests/fuzz/corpus/$t -type f ! -name README.md -exec cp {} "$work"/ \;
+  echo "== $t: ${SECONDS_PER}s"
+  # -rss_limit_mb: a parser must not need more for inputs of at most -max_len bytes.
+  if ! ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 \
+      $B/tests/fuzz/es_fuzz_$t "$work" -max_total_time="$SECONDS_PER" -max_len=65536 \
+      -rss_limit_mb=2048 -timeout=10 -artifact_prefix="$art/" -print_final_stats=1 \
+      2>"$B/$t.log"; then
+    status=1
+    echo "   FINDING: see $B/$t.log and $art/"
+  fi
+  grep -E '^stat::number_of_executed_units|^stat::peak_rss_mb' "$B/$t.log" | sed 's/^/   /' || true
+done
+exit $status
