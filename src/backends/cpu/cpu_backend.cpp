@@ -210,16 +210,6 @@ class CpuBackend final : public Backend {
 };
 
 void CpuBackend::PrepareWeight(const Tensor& w) {
-  // The absorbed MLA pair (named by ModelArch): its Q8_0 copies at load rather than in the first
-  // prefill (~0.1 s for V2-Lite); Mla() makes them on first use for graphs built without this.
-  const auto ends_with = [&](const std::string& suffix) {
-    return w.name.size() >= suffix.size() &&
-           w.name.compare(w.name.size() - suffix.size(), suffix.size(), suffix) == 0;
-  };
-  if (ends_with(".self_attn.wuk_t") || ends_with(".self_attn.wuv")) {
-    AbsorbedWeight(w);
-    return;
-  }
   // Matrices only, K (the row) in whole blocks.
   if (!repack_.types.count(w.dtype) || w.shape.size() != 2 || !cpu::RepackSupports(w.dtype) ||
       w.cols() % 32 != 0 || FindPacked(w))
