@@ -14,8 +14,8 @@
 
 #include <algorithm>
 #include <atomic>
-#include <cctype>
 #include <chrono>
+#include <cctype>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
@@ -131,9 +131,7 @@ class CpuBackend final : public Backend {
   }
   void PrepareWeight(const Tensor& w) override;
   std::unique_ptr<KvStorage> CreateKv(const KvSpec& spec, int n_slots, int64_t capacity) override {
-    return std::make_unique<CpuKv>(
-        spec, n_slots, capacity,
-        int64_t(n_slots) * ((capacity + kKvBlockTokens - 1) / kKvBlockTokens));
+    return std::make_unique<CpuKv>(spec, n_slots, capacity, int64_t(n_slots) * ((capacity + kKvBlockTokens - 1) / kKvBlockTokens));
   }
   std::unique_ptr<KvStorage> CreatePagedKv(const KvSpec& spec, int n_slots, int64_t capacity,
                                            int64_t n_blocks) override {
@@ -152,9 +150,6 @@ class CpuBackend final : public Backend {
     cpu::PackedWeight w;
   };
   const Packed* FindPacked(const Tensor& w) const;
-  // The absorbed-MLA weight this backend reads for `w` (WukT or Wuv of a kMlaAttention node): an
-  // f16 one as a Q8_0 copy made on first use and kept, anything else as it is (see Mla()).
-  const Tensor& AbsorbedWeight(const Tensor& w);
   const float* F32(const Tensor* t);  // small weights (norms, biases) as f32, cached
   float* Alloc(size_t n);
   void Release(float* p, size_t n);
@@ -195,17 +190,11 @@ class CpuBackend final : public Backend {
   ThreadPool pool_;
   std::mutex f32_mu_;
   std::unordered_map<const Tensor*, std::vector<float>> f32_cache_;
-  RepackPolicy repack_;                               // ES_CPU_REPACK
-  std::unordered_map<const Tensor*, Packed> packed_;  // repacked weights, owned
-  std::mutex absorbed_mu_;
-  struct Absorbed {
-    const void* data;  // the f16 data the copy was made from (valid while the tensor points at it)
-    Tensor q8;
-  };
-  std::unordered_map<const Tensor*, Absorbed> absorbed_;  // Q8_0 copies of f16 absorbed weights
-  size_t packed_bytes_ = 0;                               // their total size
-  double packed_s_ = 0;                                   // time spent repacking (and releasing)
-  std::multimap<size_t, float*> free_;                    // buffer pool by size (floats)
+  RepackPolicy repack_;                                 // ES_CPU_REPACK
+  std::unordered_map<const Tensor*, Packed> packed_;    // repacked weights, owned
+  size_t packed_bytes_ = 0;                             // their total size
+  double packed_s_ = 0;                                 // time spent repacking (and releasing)
+  std::multimap<size_t, float*> free_;  // buffer pool by size (floats)
   size_t live_ = 0, peak_ = 0;
 };
 
@@ -228,35 +217,6 @@ const CpuBackend::Packed* CpuBackend::FindPacked(const Tensor& w) const {
   if (it == packed_.end()) return nullptr;
   const Packed& p = it->second;
   return p.data == w.data && p.dtype == w.dtype && p.shape == w.shape ? &p : nullptr;
-}
-
-// Decode reads the whole absorbed pair every token (2 x 2.1 MB a layer for V2-Lite in f16, 113 MB
-// of a 1.58 GB step, at half the bandwidth of the Q4_0/Q8_0 matmuls: docs/performance.md, "CPU
-// decode: per-op profile of V2-Lite"). Q8_0 halves the bytes and takes the int8 GEMV. Only f16:
-// that is what ModelArch derives from a block-quantized kv_b (whose Q4_0 grid values Q8_0 keeps
-// to about 1/254 of each 32-block's largest value), and what an f16 checkpoint gives; f32 and
-// bf16 pairs (the goldens, bf16 checkpoints) keep their precision. Widths not in whole 32-blocks
-// stay f16. Q8_0 copies are ~53% of the f16 bytes and replace them in what decode reads.
-const Tensor& CpuBackend::AbsorbedWeight(const Tensor& w) {
-  if (w.dtype != DType::kF16 || w.shape.size() != 2 || w.cols() % 32 != 0) return w;
-  std::lock_guard<std::mutex> lock(absorbed_mu_);
-  auto it = absorbed_.find(&w);
-  if (it != absorbed_.end() && it->second.data == w.data && it->second.q8.shape == w.shape)
-    return it->second.q8;
-  Tensor q = AllocTensor(w.name, DType::kQ8_0, w.shape);
-  const int64_t K = w.cols();
-  auto* dst = static_cast<uint8_t*>(MutableData(q));
-  pool_.ParallelFor(
-      w.rows(),
-      [&](int64_t r0, int64_t r1, int) {
-        std::vector<float> row(static_cast<size_t>(K));
-        for (int64_t r = r0; r < r1; ++r) {
-          ConvertRowToF32(DType::kF16, w.bytes() + size_t(r) * w.row_bytes(), row.data(), K);
-          Quantize(DType::kQ8_0, row.data(), dst + size_t(r) * q.row_bytes(), K);
-        }
-      },
-      64);
-  return absorbed_.insert_or_assign(&w, Absorbed{w.data, std::move(q)}).first->second.q8;
 }
 
 const float* CpuBackend::F32(const Tensor* t) {
@@ -349,8 +309,7 @@ void CpuBackend::Attention(const Node& n, const Batch& b, CpuKv& kv, const float
       const BatchSeq& s = b.seqs[size_t(b.row_seq[size_t(t)])];
       const int64_t n_ctx = b.positions[size_t(t)] + 1;  // causal: positions 0..pos
       const cpu::KvRows K = kv.Rows(s.slot, n.layer, 0), V = kv.Rows(s.slot, n.layer, 1);
-      const size_t ko = RowBytes(K.type(), kh * dk),
-                   vo = RowBytes(V.type(), kh * dv);  // the head in a row
+      const size_t ko = RowBytes(K.type(), kh * dk), vo = RowBytes(V.type(), kh * dv);  // the head in a row
       const float* qh = q + t * Hq * dk + h * dk;
       p.resize(size_t(n_ctx));
       float mx = -INFINITY;
@@ -373,9 +332,8 @@ void CpuBackend::Attention(const Node& n, const Batch& b, CpuKv& kv, const float
 void CpuBackend::Mla(const Node& n, const Graph& g, const Batch& b, CpuKv& kv, const float* q,
                      float* y) {
   const int64_t T = b.n_tokens(), H = n.i[0], dn = n.i[1], dr = n.i[2], dv = n.i[3], r = n.i[4];
-  // WukT / Wuv as this backend keeps them: f16 ones as Q8_0 (AbsorbedWeight).
-  const Tensor& wuk_t = AbsorbedWeight(*g.node(n.src[3]).weight);
-  const Tensor& wuv = AbsorbedWeight(*g.node(n.src[4]).weight);
+  const Tensor& wuk_t = *g.node(n.src[3]).weight;
+  const Tensor& wuv = *g.node(n.src[4]).weight;
   const float scale = n.f0;
   const int64_t qw = H * (dn + dr);
   // qlat, olat: [H][T, r] (one head's rows contiguous, as its GEMV/GEMM reads and writes them).
@@ -497,8 +455,8 @@ void CpuBackend::MoE(const Node& n, const Graph& g, const float* x, int64_t R, f
     for (int e = 0; e < E; ++e) {
       const Tensor& t = weight(e, part);
       ES_CHECK(t.shape == want && t.dtype == first.dtype, "cpu backend: expert weight '", t.name,
-               "' is ", Name(t.dtype), " ", ShapeStr(t.shape), ", expected ", Name(first.dtype),
-               " ", ShapeStr(want), " (the experts of one projection share one type and shape)");
+               "' is ", Name(t.dtype), " ", ShapeStr(t.shape), ", expected ", Name(first.dtype), " ",
+               ShapeStr(want), " (the experts of one projection share one type and shape)");
     }
     ES_CHECK(cpu::MatMulSupports(first.dtype) && (part == 2 ? I : D) % BlockElems(first.dtype) == 0,
              "cpu backend: no matmul kernel for expert weight '", first.name, "' of type ",
@@ -616,9 +574,9 @@ void CpuBackend::Compute(const Graph& g, const Batch& b, KvStorage& kv_base, flo
     const BatchSeq& s = b.seqs[size_t(b.row_seq[size_t(t)])];
     ES_CHECK(b.positions[size_t(t)] < kv.capacity(), "sequence in slot ", s.slot,
              " exceeds the context of ", kv.capacity(), " tokens");
-    ES_CHECK(b.positions[size_t(t)] < kv.mapped_tokens(s.slot), "sequence in slot ", s.slot,
-             " position ", b.positions[size_t(t)], " has no KV block (the slot's table maps ",
-             kv.mapped_tokens(s.slot), " tokens)");
+    ES_CHECK(b.positions[size_t(t)] < kv.mapped_tokens(s.slot), "sequence in slot ", s.slot, " position ",
+             b.positions[size_t(t)], " has no KV block (the slot's table maps ", kv.mapped_tokens(s.slot),
+             " tokens)");
   }
   for (size_t i = 0; i < nodes.size(); ++i) {
     const Node& n = nodes[i];
@@ -641,7 +599,8 @@ void CpuBackend::Compute(const Graph& g, const Batch& b, KvStorage& kv_base, flo
           ES_CHECK(b.tokens[size_t(t)] >= 0 && b.tokens[size_t(t)] < E.rows(), "token id ",
                    b.tokens[size_t(t)], " is outside the vocabulary (", E.rows(), " tokens)");
         pool_.ParallelFor(T, [&](int64_t b0, int64_t e0, int) {
-          for (int64_t t = b0; t < e0; ++t) {
+          for (int64_t t = b0; t < e0; ++t)
+          {
             const void* row = E.bytes() + size_t(b.tokens[size_t(t)]) * E.row_bytes();
             if (IsQuantized(E.dtype))
               Dequantize(E.dtype, row, y + t * cols, cols);
@@ -679,12 +638,9 @@ void CpuBackend::Compute(const Graph& g, const Batch& b, KvStorage& kv_base, flo
       }
       case Op::kSwiGLU: {
         const float *gt = in(0), *up = in(1);
-        pool_.ParallelFor(
-            rows * cols,
-            [&](int64_t b0, int64_t e0, int) {
-              for (int64_t k = b0; k < e0; ++k) y[k] = gt[k] / (1.0f + std::exp(-gt[k])) * up[k];
-            },
-            1024);
+        pool_.ParallelFor(rows * cols, [&](int64_t b0, int64_t e0, int) {
+          for (int64_t k = b0; k < e0; ++k) y[k] = gt[k] / (1.0f + std::exp(-gt[k])) * up[k];
+        }, 1024);
         break;
       }
       case Op::kSlice: {
@@ -754,8 +710,7 @@ void CpuBackend::Compute(const Graph& g, const Batch& b, KvStorage& kv_base, flo
     }
     // Free inputs whose last reader this was.
     for (int s : n.src)
-      if (s >= 0 && last[size_t(s)] == int(i) && buf_n[size_t(s)] &&
-          size_t(s) != nodes.size() - 1) {
+      if (s >= 0 && last[size_t(s)] == int(i) && buf_n[size_t(s)] && size_t(s) != nodes.size() - 1) {
         Release(buf[size_t(s)], buf_n[size_t(s)]);
         buf_n[size_t(s)] = 0;
       }
@@ -803,16 +758,9 @@ double CpuBackend::NodeBytes(const Node& n, const Graph& g, const Batch& b, cons
       return moe_bytes_;
     case Op::kMlaAttention:
     case Op::kAttention: {  // the absorbed pair (MLA), then each row's keys, whole cache rows once
-      double bytes = 0;
-      if (n.op == Op::kMlaAttention) {  // the copies Mla() read where it made them
-        for (int k : {3, 4}) {
-          auto it = absorbed_.find(&w(k));
-          bytes += double(it != absorbed_.end() ? it->second.q8.nbytes : w(k).nbytes);
-        }
-      }
-      const double row =
-          double(RowBytes(kv.spec().dtype, kv.spec().width[0]) +
-                 (kv.spec().width[1] ? RowBytes(kv.spec().dtype, kv.spec().width[1]) : 0));
+      double bytes = n.op == Op::kMlaAttention ? double(w(3).nbytes + w(4).nbytes) : 0.0;
+      const double row = double(RowBytes(kv.spec().dtype, kv.spec().width[0]) +
+                                (kv.spec().width[1] ? RowBytes(kv.spec().dtype, kv.spec().width[1]) : 0));
       for (int64_t t = 0; t < b.n_tokens(); ++t) bytes += double(b.positions[size_t(t)] + 1) * row;
       return bytes;
     }
@@ -841,8 +789,8 @@ void CpuBackend::PrintProfile() const {
     std::vector<std::pair<double, std::string>> fam;
     for (const auto& [name, f] : pp.fam) fam.push_back({f.s, name});
     std::sort(fam.rbegin(), fam.rend());
-    std::fprintf(stderr, "  %-56s %9s %6s %9s %8s %6s\n", "op family (layers merged)", "ms/step",
-                 "share", "MB/step", "GB/s", "n/step");
+    std::fprintf(stderr, "  %-56s %9s %6s %9s %8s %6s\n", "op family (layers merged)", "ms/step", "share",
+                 "MB/step", "GB/s", "n/step");
     for (const auto& [s, name] : fam) {
       const Family& f = pp.fam.at(name);
       std::fprintf(stderr, "  %-56s %9.3f %5.1f%% %9.2f %8.1f %6.1f\n", name.c_str(), f.s * k,
