@@ -21,26 +21,14 @@
 namespace es::test {
 namespace {
 
-const char* kLlama = R"({"architectures":["LlamaForCausalLM"],"model_type":"llama","vocab_size":131,
-  "hidden_size":128,"intermediate_size":96,"num_hidden_layers":2,"num_attention_heads":4,
-  "num_key_value_heads":2,"rms_norm_eps":1e-5,"max_position_embeddings":256,
-  "rope_theta":10000.0,"torch_dtype":"bfloat16"})";
-const char* kDeepseekV2 = R"({"architectures":["DeepseekV2ForCausalLM"],"model_type":"deepseek_v2",
-  "vocab_size":101,"hidden_size":64,"intermediate_size":64,"moe_intermediate_size":32,
-  "num_hidden_layers":2,"num_attention_heads":4,"num_key_value_heads":4,"q_lora_rank":null,
-  "kv_lora_rank":64,"qk_nope_head_dim":16,"qk_rope_head_dim":32,"v_head_dim":16,
-  "n_routed_experts":8,"n_shared_experts":1,"num_experts_per_tok":3,"first_k_dense_replace":1,
-  "moe_layer_freq":1,"n_group":4,"topk_group":2,"topk_method":"group_limited_greedy",
-  "scoring_func":"softmax","norm_topk_prob":false,"routed_scaling_factor":2.0,
-  "rms_norm_eps":1e-6,"max_position_embeddings":512,"rope_theta":10000.0,"torch_dtype":"bfloat16"})";
-
 struct Case {
   std::string arch, weights;  // weights: bf16, q8_0 or q4_0
 };
 
 std::shared_ptr<Model> Load(const Case& c) {
   const std::string path = TempDir() + "/batched_" + c.arch + ".json";
-  WriteFile(path, c.arch == "llama" ? kLlama : kDeepseekV2);
+  // moe_intermediate 32: the q4_0 experts' down rows in whole 32-blocks.
+  WriteFile(path, c.arch == "llama" ? std::string(kSmallLlamaConfig) : SmallDeepseekV2Config(32));
   LoadOptions lo;
   lo.seed = 23;
   if (c.weights != "bf16") lo.quantize = std::make_shared<QuantPolicy>(BuiltinQuantPolicy(c.weights));

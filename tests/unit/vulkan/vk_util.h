@@ -66,6 +66,11 @@ std::vector<float> RunGraph(Backend& be, const Graph& g, const Batch& b, KvStora
 std::shared_ptr<Model> SyntheticModel(const char* config_json, uint64_t seed);
 // A tiny Llama (2 layers, 6 query heads over 2 kv heads of 8 dims, vocabulary 131).
 extern const char* const kTinyLlamaConfig;
+// A small Llama (hidden 128, 4 query heads over 2 kv heads of 32 dims, 2 layers, vocabulary 131)
+// and a small DeepSeek-V2 (MLA: latent 64, rope 32, 4 heads; MoE: 8 routed experts of
+// `moe_intermediate` top 3 over 4 groups, one shared; vocabulary 101), as config.json text.
+extern const char* const kSmallLlamaConfig;
+std::string SmallDeepseekV2Config(int moe_intermediate);
 // n deterministic token ids below vocab, different per seed.
 std::vector<int32_t> TestTokens(int n, int seed, int vocab);
 // Max relative L2 error helper with a readable failure.
