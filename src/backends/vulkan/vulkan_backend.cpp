@@ -389,7 +389,7 @@ std::unique_ptr<VulkanBackend::Program> VulkanBackend::Build(const Graph& g, con
       if (std::find(c.src.begin(), c.src.end(), m) == c.src.end()) continue;
       ok = c.src[0] == m && c.src[1] != m &&
            ((c.op == Op::kMatMul && CanFuseGemv(T, n.shape[1], weights_->Get(*g.node(c.src[1]).weight))) ||
-            (c.op == Op::kMoE && MoeTakesGemv(*dev_, g, c, nullptr)));
+            (c.op == Op::kMoE && T <= kGemvMaxRows && MoeTakesGemv(*dev_, g, c, nullptr)));
       consumers.push_back(j);
     }
     if (!ok || consumers.empty()) continue;
@@ -563,7 +563,7 @@ std::unique_ptr<VulkanBackend::Program> VulkanBackend::Build(const Graph& g, con
         continue;
       }
     }
-    if (!UseIdotGemv(*dev_, T, K, wt) || !IdotQuantizeOnce(K, gate_node[size_t(i)] >= 0)) continue;
+    if (!UseIdotGemv(*dev_, T, K, wt) || !IdotQuantizeOnce(T, K, gate_node[size_t(i)] >= 0)) continue;
     // int8 x for Q4_0 and Q4_K, int16 for Q8_0: one copy per format.
     const std::tuple<int, int, bool> key{nm >= 0 ? nodes[size_t(nm)].src[0] : n.src[0], nm, wt == DType::kQ8_0};
     auto it = xq_of.find(key);

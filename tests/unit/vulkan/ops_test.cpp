@@ -18,7 +18,6 @@ namespace {
 
 constexpr double kTol = 1e-5;
 
-
 class VulkanOps : public VulkanTest {};
 
 TEST_F(VulkanOps, EmbedAllTypes) {
@@ -62,7 +61,8 @@ TEST_F(VulkanOps, RmsNorm) {
     std::vector<float> want(size_t(3 * D));
     const auto w = Values(W);
     ref::RmsNorm(X.as<float>(), w.data(), 3, D, 1e-5f, want.data());
-    ExpectClose(RunGraph(SharedVulkan(), g, RowsBatch(3)), want, kTol, "rmsnorm D=" + std::to_string(D));
+    ExpectClose(RunGraph(SharedVulkan(), g, RowsBatch(3)), want, kTol,
+                "rmsnorm D=" + std::to_string(D));
   }
 }
 
@@ -71,7 +71,6 @@ struct MatCase {
   DType dt;
   bool bias;
 };
-
 
 std::vector<float> RefMatMul(const Tensor& X, const Tensor& W, const Tensor* B, int R) {
   std::vector<float> want(size_t(R * W.rows()));
@@ -93,13 +92,13 @@ void CheckMatCase(Backend& be, const MatCase& c, uint64_t seed, float wscale, do
   if (c.bias) src.push_back(g.AddWeight(B));
   g.Add(Make(Op::kMatMul, "mm", src, {c.R, c.N}));
   ExpectClose(RunGraph(be, g, RowsBatch(c.R)), RefMatMul(X, W, c.bias ? &B : nullptr, c.R), tol,
-              tag + " R=" + std::to_string(c.R) + " K=" + std::to_string(c.K) + " N=" +
-                  std::to_string(c.N) + " " + std::string(Name(c.dt)));
+              tag + " R=" + std::to_string(c.R) + " K=" + std::to_string(c.K) +
+                  " N=" + std::to_string(c.N) + " " + std::string(Name(c.dt)));
 }
 
 TEST_F(VulkanOps, MatMulGemvAndGemmOverTypes) {
-  const MatCase cases[] = {{1, 64, 45, DType::kF16, false},  {3, 37, 19, DType::kBF16, true},
-                           {8, 128, 33, DType::kF32, true},  {9, 64, 70, DType::kF16, true},
+  const MatCase cases[] = {{1, 64, 45, DType::kF16, false},   {3, 37, 19, DType::kBF16, true},
+                           {8, 128, 33, DType::kF32, true},   {9, 64, 70, DType::kF16, true},
                            {70, 37, 65, DType::kBF16, false}, {2, 24, 129, DType::kF32, false},
                            {67, 80, 3, DType::kF32, true}};
   for (const auto& c : cases) CheckMatCase(SharedVulkan(), c, 4, 1.0f, kTol, "matmul");
@@ -124,18 +123,20 @@ bool CheckF16MathGemms(const std::string& mode) {
     if (!mode.empty() && !be->device().coopmat_khr()) return false;
     const bool cm = be->device().coopmat_n() != 0;
     EXPECT_NE(be->description().find(cm ? "in use" : ""), std::string::npos) << be->description();
-    const MatCase cases[] = {{9, 16, 7, DType::kF16, true},      {130, 264, 257, DType::kF16, false},
-                             {200, 96, 130, DType::kBF16, true},  {129, 1000, 33, DType::kF32, false},
-                             {64, 37, 40, DType::kF16, true},    {300, 512, 384, DType::kF16, true},
-                             {130, 96, 257, DType::kQ4_0, true},  {200, 160, 130, DType::kQ8_0, false},
-                             {64, 32, 40, DType::kQ8_0, true},    {129, 544, 129, DType::kQ4_0, false},
-                             {130, 512, 257, DType::kQ4_K, true}, {200, 256, 130, DType::kQ6_K, false},
-                             {64, 512, 40, DType::kQ5_K, true},   {129, 96, 129, DType::kQ4_1, false},
-                             {70, 64, 33, DType::kQ5_0, true},    {33, 128, 70, DType::kQ5_1, false}};
+    const MatCase cases[] = {
+        {9, 16, 7, DType::kF16, true},       {130, 264, 257, DType::kF16, false},
+        {200, 96, 130, DType::kBF16, true},  {129, 1000, 33, DType::kF32, false},
+        {64, 37, 40, DType::kF16, true},     {300, 512, 384, DType::kF16, true},
+        {130, 96, 257, DType::kQ4_0, true},  {200, 160, 130, DType::kQ8_0, false},
+        {64, 32, 40, DType::kQ8_0, true},    {129, 544, 129, DType::kQ4_0, false},
+        {130, 512, 257, DType::kQ4_K, true}, {200, 256, 130, DType::kQ6_K, false},
+        {64, 512, 40, DType::kQ5_K, true},   {129, 96, 129, DType::kQ4_1, false},
+        {70, 64, 33, DType::kQ5_0, true},    {33, 128, 70, DType::kQ5_1, false}};
     for (const auto& c : cases) {
       const bool uses_cm = cm && c.K % 8 == 0;
-      CheckMatCase(*be, c, 14, 0.5f, uses_cm ? 2e-3 : kTol,
-                   std::string(uses_cm ? "coopmat " : "plain ") + mode + " gemm BM=" + std::to_string(bm));
+      CheckMatCase(
+          *be, c, 14, 0.5f, uses_cm ? 2e-3 : kTol,
+          std::string(uses_cm ? "coopmat " : "plain ") + mode + " gemm BM=" + std::to_string(bm));
     }
   }
   return true;
@@ -148,17 +149,57 @@ TEST_F(VulkanOps, MatMulF16MathGemmOverTypesAndEdges) {
   const bool khr = CheckF16MathGemms("khr");
   unsetenv("ES_VK_COOPMAT");
   unsetenv("ES_VK_CM2");
-  if (!khr) std::printf("(no KHR cooperative-matrix GEMM on this device/build: that round skipped)\n");
+  if (!khr)
+    std::printf("(no KHR cooperative-matrix GEMM on this device/build: that round skipped)\n");
+}
+
+// Decode-shaped products (9-64 rows) on the coopmat GEMM split K into slices whose partial
+// tiles matmul_gemm_cm2_reduce sums (+ bias): rows, columns and K off every tile edge, slices
+// whose last one is short (K = 1000: 32 steps and a partial one), a weight split into chunks at a
+// row offset, dense and block-quantized types; each case with the split (one more dispatch a
+// chunk) and without (ES_VK_GEMM_SPLITK=0), both against the reference. Elsewhere (no NV
+// cooperative matrices or no multiprocessor count, e.g. lavapipe) the same cases check the GEMM
+// that runs and the split part is skipped.
+TEST_F(VulkanOps, MatMulCoopmatSplitK) {
+  vk::VulkanTuning t;
+  t.f16_act = 1;
+  auto be = MakeVulkan(t);
+  vk::VulkanTuning st = t;
+  st.weights.max_range = 64 << 10;
+  auto chunked = MakeVulkan(st);
+  const bool split = be->device().coopmat_n() != 0 && be->device().coopmat2().sms != 0;
+  const MatCase cases[] = {
+      {9, 1024, 70, DType::kQ4_0, true},   {33, 3584, 300, DType::kQ8_0, false},
+      {64, 1000, 129, DType::kBF16, true}, {17, 2048, 256, DType::kQ4_K, false},
+      {40, 1536, 96, DType::kQ6_K, true},  {12, 4096, 130, DType::kF32, false},
+      {64, 2560, 512, DType::kQ5_K, true}};
+  for (vk::VulkanBackend* b : {be.get(), chunked.get()}) {
+    for (const auto& c : cases) {
+      const std::string tag = std::string(b == be.get() ? "" : "chunked ") + "split-K";
+      int64_t d_split = 0, d_whole = 0;
+      CheckMatCase(*b, c, 31, 0.5f, split ? 2e-3 : kTol, tag);
+      d_split = b->counters().dispatches;
+      {
+        ScopedEnv env({{"ES_VK_GEMM_SPLITK", "0"}});
+        CheckMatCase(*b, c, 31, 0.5f, split ? 2e-3 : kTol, tag + " off");
+        d_whole = b->counters().dispatches;
+      }
+      if (split) EXPECT_GT(d_split, d_whole) << tag << " R=" << c.R << " K=" << c.K << " N=" << c.N;
+    }
+  }
+  if (!split)
+    GTEST_SKIP() << "no NV cooperative-matrix GEMM with a multiprocessor count: split-K not run";
 }
 
 // The workgroup-scope cooperative-matrix GEMM (matmul_gemm_cm2.comp, VK_NV_cooperative_matrix2):
-// each tile shape of the knob, both operand orders (x · Wᵀ and W · xᵀ) and both ways of loading x (an f16 copy made first, and f32 tiles
-// converted in the shader), over edges of every tile dimension (R, N, K not multiples of the tile; K
-// smaller than one K step), with a bias and with a weight split into chunks at a row offset; and
-// each variant knob (ES_VK_CM2_FAST|ALIGN|LOOP|ACC16|ORDER|SPLITK), alone and combined; f16 and
-// block-quantized weights (the latter through an f16 copy of each chunk).
-// Needs a device with the extension and a build whose glslc compiled the shader (the GPU
-// machine: scripts/gpu/h200_compare.sh); elsewhere it is skipped.
+// each tile shape of the knob, both operand orders (x · Wᵀ and W · xᵀ) and both ways of loading x
+// (an f16 copy made first, and f32 tiles converted in the shader), over edges of every tile
+// dimension (R, N, K not multiples of the tile; K smaller than one K step), with a bias and with a
+// weight split into chunks at a row offset; and each variant knob
+// (ES_VK_CM2_FAST|ALIGN|LOOP|ACC16|ORDER|SPLITK), alone and combined; f16 and block-quantized
+// weights (the latter through an f16 copy of each chunk). Needs a device with the extension and a
+// build whose glslc compiled the shader (the GPU machine: scripts/gpu/h200_compare.sh); elsewhere
+// it is skipped.
 TEST_F(VulkanOps, Coopmat2GemmTilesAndVariants) {
   // tile, x as f32 tiles, swapped operands, then the variant knobs (ES_VK_CM2_<KNOB>=<value>,
   // space-separated; matmul_gemm_cm2.comp's header lists them).
@@ -171,32 +212,33 @@ TEST_F(VulkanOps, Coopmat2GemmTilesAndVariants) {
   };
   // SPLITK with SMS=1000 and SPLITK_MINK=64: these small products split too (needs the host
   // side of split-K in ops/matmul.cpp; without it they run unsplit).
-  const Env envs[] = {{"128x128x32", "0", "0", "", true},
-                      {"128x128x32", "1", "1", "", true},
-                      {"64x128x32", "0", "1", ""},
-                      {"128x256x32", "0", "0", ""},
-                      {"256x128x64", "0", "0", ""},
-                      {"128x128x64", "1", "0", ""},
-                      {"128x256x64", "0", "1", ""},
-                      // llama.cpp's large tile (128 weight rows x 256 activation rows x 64)
-                      {"256x128x64", "0", "1", ""},
-                      {"128x128x64", "0", "0", "FAST=1"},
-                      {"128x128x64", "0", "1", "FAST=1", true},
-                      {"128x128x64", "1", "0", "FAST=1"},
-                      {"128x128x64", "0", "0", "ALIGN=1"},
-                      {"128x128x64", "0", "1", "ALIGN=1 LOOP=1"},
-                      {"128x128x64", "0", "0", "LOOP=1"},
-                      {"128x128x64", "0", "0", "LOOP=2"},
-                      {"128x128x64", "0", "0", "ACC16=1"},
-                      {"128x128x64", "0", "0", "ORDER=1", true},
-                      {"64x128x32", "0", "1", "ORDER=1 FAST=1"},
-                      {"256x128x64", "0", "1", "FAST=1 LOOP=1 ACC16=1"},
-                      {"128x128x32", "1", "1", "FAST=1 ALIGN=1 LOOP=2 ACC16=1"},
-                      {"128x128x64", "0", "0", "SPLITK=4 SPLITK_MINK=64 SMS=1000", true},
-                      {"128x128x64", "0", "1", "SPLITK=2 SPLITK_MINK=64 SMS=1000 ALIGN=1"},
-                      {"256x128x64", "0", "1", "SPLITK=8 SPLITK_MINK=64 SMS=1000 FAST=1 LOOP=1 ACC16=1 ORDER=1"}};
-  const char* knobs[] = {"ES_VK_CM2_FAST",  "ES_VK_CM2_ALIGN",  "ES_VK_CM2_LOOP",
-                         "ES_VK_CM2_ACC16", "ES_VK_CM2_ORDER",  "ES_VK_CM2_SPLITK",
+  const Env envs[] = {
+      {"128x128x32", "0", "0", "", true},
+      {"128x128x32", "1", "1", "", true},
+      {"64x128x32", "0", "1", ""},
+      {"128x256x32", "0", "0", ""},
+      {"256x128x64", "0", "0", ""},
+      {"128x128x64", "1", "0", ""},
+      {"128x256x64", "0", "1", ""},
+      // llama.cpp's large tile (128 weight rows x 256 activation rows x 64)
+      {"256x128x64", "0", "1", ""},
+      {"128x128x64", "0", "0", "FAST=1"},
+      {"128x128x64", "0", "1", "FAST=1", true},
+      {"128x128x64", "1", "0", "FAST=1"},
+      {"128x128x64", "0", "0", "ALIGN=1"},
+      {"128x128x64", "0", "1", "ALIGN=1 LOOP=1"},
+      {"128x128x64", "0", "0", "LOOP=1"},
+      {"128x128x64", "0", "0", "LOOP=2"},
+      {"128x128x64", "0", "0", "ACC16=1"},
+      {"128x128x64", "0", "0", "ORDER=1", true},
+      {"64x128x32", "0", "1", "ORDER=1 FAST=1"},
+      {"256x128x64", "0", "1", "FAST=1 LOOP=1 ACC16=1"},
+      {"128x128x32", "1", "1", "FAST=1 ALIGN=1 LOOP=2 ACC16=1"},
+      {"128x128x64", "0", "0", "SPLITK=4 SPLITK_MINK=64 SMS=1000", true},
+      {"128x128x64", "0", "1", "SPLITK=2 SPLITK_MINK=64 SMS=1000 ALIGN=1"},
+      {"256x128x64", "0", "1", "SPLITK=8 SPLITK_MINK=64 SMS=1000 FAST=1 LOOP=1 ACC16=1 ORDER=1"}};
+  const char* knobs[] = {"ES_VK_CM2_FAST",        "ES_VK_CM2_ALIGN", "ES_VK_CM2_LOOP",
+                         "ES_VK_CM2_ACC16",       "ES_VK_CM2_ORDER", "ES_VK_CM2_SPLITK",
                          "ES_VK_CM2_SPLITK_MINK", "ES_VK_CM2_SMS"};
   bool ran = false;
   setenv("ES_VK_CM2", "1", 1);
@@ -232,13 +274,20 @@ TEST_F(VulkanOps, Coopmat2GemmTilesAndVariants) {
         << be->description();
     // f16 accumulators: rel L2 ~1e-2 at K = 1000 (rounding of every partial sum).
     const double tol = (c2.flags & 16u) ? 2e-2 : 2e-3;
-    const MatCase cases[] = {{9, 16, 7, DType::kF16, true},      {130, 264, 257, DType::kF16, false},
-                             {300, 512, 384, DType::kF16, true}, {257, 1000, 131, DType::kF16, true},
-                             {64, 40, 64, DType::kF16, false},   {513, 136, 300, DType::kF16, true},
-                             {256, 256, 256, DType::kF16, true}, {512, 384, 640, DType::kF16, false},
-                             // block-quantized weights: an f16 copy of each chunk first (dequant_f16.comp)
-                             {130, 256, 257, DType::kQ4_0, true}, {257, 512, 131, DType::kQ4_K, false},
-                             {64, 96, 100, DType::kQ8_0, true},   {200, 256, 130, DType::kQ6_K, true}};
+    const MatCase cases[] = {
+        {9, 16, 7, DType::kF16, true},
+        {130, 264, 257, DType::kF16, false},
+        {300, 512, 384, DType::kF16, true},
+        {257, 1000, 131, DType::kF16, true},
+        {64, 40, 64, DType::kF16, false},
+        {513, 136, 300, DType::kF16, true},
+        {256, 256, 256, DType::kF16, true},
+        {512, 384, 640, DType::kF16, false},
+        // block-quantized weights: an f16 copy of each chunk first (dequant_f16.comp)
+        {130, 256, 257, DType::kQ4_0, true},
+        {257, 512, 131, DType::kQ4_K, false},
+        {64, 96, 100, DType::kQ8_0, true},
+        {200, 256, 130, DType::kQ6_K, true}};
     for (const auto& c : cases) CheckMatCase(*be, c, 24, 0.5f, tol, tag);
     if (::testing::Test::HasFailure()) break;
   }
@@ -258,10 +307,10 @@ TEST_F(VulkanOps, QuantizedMatMulAndEmbed) {
   vk::VulkanTuning t;
   t.weights.max_range = 16384;  // forces row chunks for the larger cases
   auto split = MakeVulkan(t);
-  const MatCase cases[] = {{1, 32, 7, DType::kQ8_0, false},    {3, 96, 45, DType::kQ4_0, true},
-                           {8, 352, 33, DType::kQ8_0, true},   {5, 160, 129, DType::kQ4_0, false},
-                           {70, 96, 65, DType::kQ4_0, true},   {131, 224, 19, DType::kQ8_0, false},
-                           {2, 2080, 37, DType::kQ4_0, true},  {1, 1056, 9, DType::kQ8_0, false}};
+  const MatCase cases[] = {{1, 32, 7, DType::kQ8_0, false},   {3, 96, 45, DType::kQ4_0, true},
+                           {8, 352, 33, DType::kQ8_0, true},  {5, 160, 129, DType::kQ4_0, false},
+                           {70, 96, 65, DType::kQ4_0, true},  {131, 224, 19, DType::kQ8_0, false},
+                           {2, 2080, 37, DType::kQ4_0, true}, {1, 1056, 9, DType::kQ8_0, false}};
   for (Backend* be : {static_cast<Backend*>(&SharedVulkan()), static_cast<Backend*>(split.get())}) {
     for (const auto& c : cases) CheckMatCase(*be, c, 24, 1.0f, kTol, "quantized matmul");
     for (DType dt : {DType::kQ8_0, DType::kQ4_0}) {
@@ -333,8 +382,8 @@ TEST_F(VulkanOps, DecodeFusionsSwiGluPairAndResidualAdd) {
         const auto rv = Values(Rs);
         for (size_t i = 0; i < want.size(); ++i) want[i] += rv[i];
         ExpectClose(got, want, kTol,
-                    std::string(bep == &SharedVulkan() ? "" : "split ") + "fused FFN T=" +
-                        std::to_string(T) + " " + std::string(Name(dt)));
+                    std::string(bep == &SharedVulkan() ? "" : "split ") +
+                        "fused FFN T=" + std::to_string(T) + " " + std::string(Name(dt)));
       }
     }
   }
@@ -372,8 +421,10 @@ TEST_F(VulkanOps, AddSwiGluSlice) {
     const int a = Input(g, A, 5), b = Input(g, B, 5);
     g.Add(Make(op, "op", {a, b}, {5, 33}));
     std::vector<float> want(5 * 33);
-    if (op == Op::kAdd) ref::Add(A.as<float>(), B.as<float>(), 5 * 33, want.data());
-    else ref::SwiGLU(A.as<float>(), B.as<float>(), 5 * 33, want.data());
+    if (op == Op::kAdd)
+      ref::Add(A.as<float>(), B.as<float>(), 5 * 33, want.data());
+    else
+      ref::SwiGLU(A.as<float>(), B.as<float>(), 5 * 33, want.data());
     ExpectClose(RunGraph(SharedVulkan(), g, RowsBatch(5)), want, 1e-6, OpName(op));
   }
   Graph g;
@@ -405,7 +456,8 @@ TEST_F(VulkanOps, RopeNeoxAndInterleavedWithOffsetAndFactor) {
     const Batch b = RowsBatch(R, 1000);  // large angles
     std::vector<float> want(size_t(R * H * hd));
     ref::Rope(X.as<float>(), R, H, hd, off, *rt, b.positions.data(), want.data());
-    ExpectClose(RunGraph(SharedVulkan(), g, b), want, 1e-6, mode == RopeMode::kNeox ? "neox" : "interleaved");
+    ExpectClose(RunGraph(SharedVulkan(), g, b), want, 1e-6,
+                mode == RopeMode::kNeox ? "neox" : "interleaved");
   }
 }
 

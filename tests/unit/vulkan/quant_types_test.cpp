@@ -3,8 +3,9 @@
 // element for element (the repacked layouts of weights.cpp + wload.glsl dequantize exactly), the
 // decode GEMV (R = 1, 3, 8) under every knob of the quantized GEMV (TPR 4, 8, 16 too: clustered
 // subgroup sums), the plain GEMM (R = 9, 37), the fused SwiGLU GEMV, MoE experts and MLA's
-// per-head GEMV. Sizes: N not a multiple of the outputs per workgroup, K of 1 and 3 blocks (32-blocks) or 1 and 3 super-blocks (K-quants).
-// Tolerance: relative L2 1e-5 (both sides sum the same dequantized weights; ours in f32).
+// per-head GEMV. Sizes: N not a multiple of the outputs per workgroup, K of 1 and 3 blocks
+// (32-blocks) or 1 and 3 super-blocks (K-quants). Tolerance: relative L2 1e-5 (both sides sum the
+// same dequantized weights; ours in f32).
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -34,7 +35,6 @@ constexpr DType kTypes[] = {DType::kQ8_0, DType::kQ4_0, DType::kQ4_1, DType::kQ5
 // Row lengths of 1 and 3 blocks of the type.
 std::vector<int> Ks(DType t) { return {BlockElems(t), 3 * BlockElems(t)}; }
 
-
 std::vector<float> RefMatMul(const Tensor& X, const Tensor& W, const Tensor* B, int R) {
   std::vector<float> want(size_t(R * W.rows()));
   std::vector<float> bias = B ? Values(*B) : std::vector<float>();
@@ -51,15 +51,18 @@ struct MatMulRun {
 };
 MatMulRun RunMatMul(Backend& be, DType dt, int R, int K, int N, bool bias, uint64_t seed,
                     const std::string& what) {
-  MatMulRun m{RandomTensor("x", DType::kF32, {R, K}, seed), RandomTensor("w", dt, {N, K}, seed + 1),
-              RandomTensor("b", DType::kF32, {N}, seed + 2), {}, {}};
+  MatMulRun m{RandomTensor("x", DType::kF32, {R, K}, seed),
+              RandomTensor("w", dt, {N, K}, seed + 1),
+              RandomTensor("b", DType::kF32, {N}, seed + 2),
+              {},
+              {}};
   Graph g;
   std::vector<int> src = {Input(g, m.X, R), g.AddWeight(m.W)};
   if (bias) src.push_back(g.AddWeight(m.B));
   g.Add(Make(Op::kMatMul, "mm", src, {R, N}));
   m.got = RunGraph(be, g, RowsBatch(R));
-  m.where = what + " R=" + std::to_string(R) + " K=" + std::to_string(K) + " N=" +
-            std::to_string(N) + " " + std::string(Name(dt));
+  m.where = what + " R=" + std::to_string(R) + " K=" + std::to_string(K) +
+            " N=" + std::to_string(N) + " " + std::string(Name(dt));
   return m;
 }
 
@@ -107,7 +110,8 @@ TEST_F(VulkanQuant, GemvOverTypesAndRows) {
 
 TEST_F(VulkanQuant, PlainGemmOverTypes) {
   for (DType dt : kTypes)
-    for (int R : {9, 37}) CheckMatMul(SharedVulkan(), dt, R, Ks(dt)[R == 9 ? 1 : 0], 19, R == 9, "gemm");
+    for (int R : {9, 37})
+      CheckMatMul(SharedVulkan(), dt, R, Ks(dt)[R == 9 ? 1 : 0], 19, R == 9, "gemm");
 }
 
 // The quantized GEMV's knobs (ES_VK_GEMV_*: rows per invocation group, invocations per group,
@@ -123,10 +127,13 @@ TEST_F(VulkanQuant, GemvKnobsAllGiveTheReference) {
   const Setting settings[] = {
       {{{"ES_VK_GEMV_QR", "1"}, {"ES_VK_GEMV_SPL", "4"}, {"ES_VK_GEMV_TPR", "32"}},
        {DType::kQ4_0, DType::kQ8_0, DType::kQ4_K}},
-      {{{"ES_VK_GEMV_QR", "8"}, {"ES_VK_GEMV_SPL", "2"}, {"ES_VK_GEMV_TPR", "256"},
+      {{{"ES_VK_GEMV_QR", "8"},
+        {"ES_VK_GEMV_SPL", "2"},
+        {"ES_VK_GEMV_TPR", "256"},
         {"ES_VK_GEMV_MAGIC", "0"}},
        {DType::kQ4_0, DType::kQ6_K, DType::kQ5_1}},
-      {{{"ES_VK_GEMV_QR", "2"}, {"ES_VK_GEMV_TPR", "128"}}, {DType::kQ5_0, DType::kQ5_K, DType::kQ4_1}}};
+      {{{"ES_VK_GEMV_QR", "2"}, {"ES_VK_GEMV_TPR", "128"}},
+       {DType::kQ5_0, DType::kQ5_K, DType::kQ4_1}}};
   for (const auto& s : settings) {
     std::vector<std::unique_ptr<ScopedEnv>> env;
     std::string what;
@@ -171,11 +178,12 @@ TEST_F(VulkanQuant, GemvKnobOutOfRangeIsAClearError) {
 // The decode FFN block of AddFfnBlock (T rows, D -> I -> D, weights of type dt, seeds from
 // `seed`) run on `be`, and in `want` its reference with `mm(x rows, W, rows)` as the matmul.
 using RefMm = std::function<std::vector<float>(const std::vector<float>&, const Tensor&, int)>;
-std::vector<float> RunFfn(Backend& be, DType dt, int T, int D, int I, uint64_t seed, const RefMm& mm,
-                          std::vector<float>* want) {
+std::vector<float> RunFfn(Backend& be, DType dt, int T, int D, int I, uint64_t seed,
+                          const RefMm& mm, std::vector<float>* want) {
   Tensor X = RandomTensor("x", DType::kF32, {T, D}, seed);
   Tensor Rs = RandomTensor("res", DType::kF32, {T, D}, seed + 1);
-  Tensor Wg = RandomTensor("wg", dt, {I, D}, seed + 2), Wu = RandomTensor("wu", dt, {I, D}, seed + 3);
+  Tensor Wg = RandomTensor("wg", dt, {I, D}, seed + 2),
+         Wu = RandomTensor("wu", dt, {I, D}, seed + 3);
   Tensor Wd = RandomTensor("wd", dt, {D, I}, seed + 4);
   Tensor Nw = RandomTensor("norm.w", DType::kF32, {D}, seed + 5);
   Graph g;
@@ -209,7 +217,8 @@ TEST_F(VulkanQuant, FusedSwiGluGemvOverTypes) {
       std::vector<float> want;
       const std::vector<float> got = RunFfn(SharedVulkan(), dt, T, D, I, 71, mm, &want);
       EXPECT_EQ(SharedVulkan().counters().dispatches, 4) << Name(dt);
-      ExpectClose(got, want, kTol, "fused FFN T=" + std::to_string(T) + " " + std::string(Name(dt)));
+      ExpectClose(got, want, kTol,
+                  "fused FFN T=" + std::to_string(T) + " " + std::string(Name(dt)));
     }
   }
 }
@@ -252,7 +261,8 @@ std::vector<float> MoeGotWant(DType gu, DType down, std::vector<float>* want, in
 }
 
 // (gate/up type, down type): every block type with itself, then `mixes`.
-std::vector<std::pair<DType, DType>> MoeTypePairs(std::initializer_list<std::pair<DType, DType>> mixes) {
+std::vector<std::pair<DType, DType>> MoeTypePairs(
+    std::initializer_list<std::pair<DType, DType>> mixes) {
   std::vector<std::pair<DType, DType>> cases;
   for (DType dt : kTypes) cases.push_back({dt, dt});
   cases.insert(cases.end(), mixes);
@@ -260,7 +270,8 @@ std::vector<std::pair<DType, DType>> MoeTypePairs(std::initializer_list<std::pai
 }
 
 TEST_F(VulkanQuant, MoeExpertsOverTypes) {
-  for (const auto& [gu, down] : MoeTypePairs({{DType::kQ4_K, DType::kQ6_K}, {DType::kQ4_0, DType::kQ8_0},
+  for (const auto& [gu, down] : MoeTypePairs({{DType::kQ4_K, DType::kQ6_K},
+                                              {DType::kQ4_0, DType::kQ8_0},
                                               {DType::kF16, DType::kQ5_1}})) {
     std::vector<float> want;
     const std::vector<float> got = MoeGotWant(gu, down, &want);
@@ -274,11 +285,13 @@ TEST_F(VulkanQuant, MoeExpertsOverTypes) {
 // activations to f16): 3e-3.
 TEST_F(VulkanQuant, MoeGroupedExpertsOverTypes) {
   const double tol = SharedVulkan().device().f16_math() ? 3e-3 : kTol;
-  for (const auto& [gu, down] : MoeTypePairs({{DType::kQ4_K, DType::kQ6_K}, {DType::kF16, DType::kQ5_1},
+  for (const auto& [gu, down] : MoeTypePairs({{DType::kQ4_K, DType::kQ6_K},
+                                              {DType::kF16, DType::kQ5_1},
                                               {DType::kBF16, DType::kBF16}})) {
     std::vector<float> want;
     const std::vector<float> got = MoeGotWant(gu, down, &want, 150);
-    ExpectClose(got, want, tol, "grouped moe " + std::string(Name(gu)) + "/" + std::string(Name(down)));
+    ExpectClose(got, want, tol,
+                "grouped moe " + std::string(Name(gu)) + "/" + std::string(Name(down)));
   }
 }
 
@@ -293,9 +306,10 @@ TEST_F(VulkanQuant, MoeGateAndUpOfDifferentTypesIsAClearError) {
   p->top_k = 1;
   p->ffn_dim = 32;
   Graph g;
-  Node n = Make(Op::kMoE, "moe", {Input(g, X, 1), g.AddWeight(G), -1, g.AddWeight(Wg),
-                                  g.AddWeight(Wu), g.AddWeight(Wd)},
-                {1, 32});
+  Node n =
+      Make(Op::kMoE, "moe",
+           {Input(g, X, 1), g.AddWeight(G), -1, g.AddWeight(Wg), g.AddWeight(Wu), g.AddWeight(Wd)},
+           {1, 32});
   n.moe = p;
   g.Add(n);
   try {
@@ -357,9 +371,9 @@ TEST_F(VulkanQuant, MlaPerHeadGemvOverTypes) {
 
 // ---- integer-dot GEMV (Q4_0 and the K-quants over x quantized to int8, Q8_0 to int16) --------
 // The reference quantizes each row of x as quantize_q8.comp does (d = max|v| / L, q =
-// round-half-even(v / d) in [-L, L]; L = 127, for Q8_0 32512) and takes the dequantized weights times d·q, summed in
-// f64. Only the f32 summation order differs (and, on GPUs whose division is not correctly
-// rounded, a rare one-level difference of q): 1e-4.
+// round-half-even(v / d) in [-L, L]; L = 127, for Q8_0 32512) and takes the dequantized weights
+// times d·q, summed in f64. Only the f32 summation order differs (and, on GPUs whose division is
+// not correctly rounded, a rare one-level difference of q): 1e-4.
 constexpr double kIdotTol = 1e-4;
 constexpr DType kIdotTypes[] = {DType::kQ8_0, DType::kQ4_0, DType::kQ5_K};
 // Inner sizes of the tests below: 256-element blocks for the K-quants (their rows hold whole
@@ -387,7 +401,8 @@ Tensor QuantizedRows(const std::vector<float>& x, int R, int K, DType wt) {
 }
 
 // Σ_k W[n, k] xq[r, k] in f64 (+ bias).
-std::vector<float> RefIdot(const Tensor& Xq, const Tensor& W, const std::vector<float>* bias, int R) {
+std::vector<float> RefIdot(const Tensor& Xq, const Tensor& W, const std::vector<float>* bias,
+                           int R) {
   const int N = int(W.rows()), K = int(W.cols());
   std::vector<float> w(size_t(N) * size_t(K));
   Dequantize(W.dtype, W.data, w.data(), int64_t(w.size()));
@@ -408,12 +423,14 @@ void CheckIdot(Backend& be, DType dt, int R, int K, int N, bool bias, const std:
   const std::vector<float>& got = m.got;
   const std::string& where = m.where;
   const std::vector<float> bv = Values(B);
-  ExpectClose(got, RefIdot(QuantizedRows(Values(X), R, K, dt), W, bias ? &bv : nullptr, R), kIdotTol, where);
+  ExpectClose(got, RefIdot(QuantizedRows(Values(X), R, K, dt), W, bias ? &bv : nullptr, R),
+              kIdotTol, where);
   // ... and within int8 activation error of the f32 product: the test can tell the paths apart.
   const double f32_err = RelL2(got, RefMatMul(X, W, bias ? &B : nullptr, R));
   // (int8 x: ~4e-3 here; Q8_0's int16 x: ~1e-5; f32 x: ~1e-7, the summation order's.)
   EXPECT_LT(f32_err, dt == DType::kQ8_0 ? 1e-4 : 3e-2) << where;
-  EXPECT_GT(f32_err, dt == DType::kQ8_0 ? 3e-6 : 1e-5) << where << ": the integer-dot path did not run";
+  EXPECT_GT(f32_err, dt == DType::kQ8_0 ? 3e-6 : 1e-5)
+      << where << ": the integer-dot path did not run";
 }
 
 std::unique_ptr<vk::VulkanBackend> IdotVulkan() {
@@ -431,13 +448,16 @@ TEST_F(VulkanQuant, IdotGemvMatchesQuantizedReference) {
       for (int R : {1, 3, 8}) CheckIdot(*be, dt, R, K, R == 8 ? 19 : 37, R == 3, "idot");
   // 8 rows of 81 blocks: the in-workgroup quantization takes two steps (2432 + 160 elements;
   // Q4_K: 2304 + 256, steps of whole 256-blocks).
-  for (DType dt : kIdotTypes) CheckIdot(*be, dt, 8, IdotK(dt, 2592, 2560), 13, true, "idot two steps");
+  for (DType dt : kIdotTypes)
+    CheckIdot(*be, dt, 8, IdotK(dt, 2592, 2560), 13, true, "idot two steps");
   // By default rows longer than 8192 are quantized by a dispatch of their own (257 blocks: three
   // quantize_q8 workgroups a row), the GEMV taking QR 1 for want of workgroups.
-  for (DType dt : kIdotTypes) CheckIdot(*be, dt, 2, IdotK(dt, 8224, 8448), 23, false, "idot, long rows");
+  for (DType dt : kIdotTypes)
+    CheckIdot(*be, dt, 2, IdotK(dt, 8224, 8448), 23, false, "idot, long rows");
   // ... and every row with ES_VK_GEMV_IDOT_LOCAL=0 (131 blocks: two workgroups a row).
   ScopedEnv local("ES_VK_GEMV_IDOT_LOCAL", "0");
-  for (DType dt : kIdotTypes) CheckIdot(*be, dt, 3, IdotK(dt, 4192, 4352), 11, false, "idot, x quantized apart");
+  for (DType dt : kIdotTypes)
+    CheckIdot(*be, dt, 3, IdotK(dt, 4192, 4352), 11, false, "idot, x quantized apart");
 }
 
 // Invocations per row group, rows per group, workgroup size, x quantized by a dispatch of its
@@ -452,7 +472,9 @@ TEST_F(VulkanQuant, IdotGemvKnobsAllGiveTheReference) {
       // Units loaded ahead of their sums (65 units a row: the last step is partial).
       {{"ES_VK_GEMV_IDOT_UNROLL", "2"}},
       {{"ES_VK_GEMV_IDOT_UNROLL", "4"}, {"ES_VK_GEMV_IDOT_TPR", "16"}, {"ES_VK_GEMV_IDOT_QR", "4"}},
-      {{"ES_VK_GEMV_IDOT_UNROLL", "2"}, {"ES_VK_GEMV_IDOT_LOCAL", "0"}, {"ES_VK_GEMV_IDOT_QR", "8"}},
+      {{"ES_VK_GEMV_IDOT_UNROLL", "2"},
+       {"ES_VK_GEMV_IDOT_LOCAL", "0"},
+       {"ES_VK_GEMV_IDOT_QR", "8"}},
       // The default QR with fewer workgroups wanted than a QR of 4 gives (45 outputs), and
       // QR 0 (the default, said explicitly) with x quantized apart.
       {{"ES_VK_GEMV_MIN_GROUPS", "0"}},
@@ -496,8 +518,8 @@ TEST_F(VulkanQuant, IdotOutputProjectionReadsTheAttentionsQuantizedOutput) {
       Tensor W = RandomTensor("wo", dt, {N, K}, 194);
       auto build = [&](bool project) {
         Graph g;
-        const int a = AddCachedAttention(g, Input(g, Q, T), Input(g, Kt, T), Input(g, V, T), T, s.Hq,
-                                         s.Hkv, s.dk, s.dv, 0);
+        const int a = AddCachedAttention(g, Input(g, Q, T), Input(g, Kt, T), Input(g, V, T), T,
+                                         s.Hq, s.Hkv, s.dk, s.dv, 0);
         if (project) g.Add(Make(Op::kMatMul, "o", {a, g.AddWeight(W)}, {T, N}));
         return g;
       };
@@ -512,38 +534,44 @@ TEST_F(VulkanQuant, IdotOutputProjectionReadsTheAttentionsQuantizedOutput) {
       ScopedEnv off("ES_VK_ATTN_QUANT", "0");
       auto be_local = IdotVulkan();
       auto kv3 = be_local->CreateKv(spec, 2, 16);
-      ExpectClose(got, RunGraph(*be_local, build(true), b, kv3.get()), 1e-6, where + " vs in-workgroup x");
+      ExpectClose(got, RunGraph(*be_local, build(true), b, kv3.get()), 1e-6,
+                  where + " vs in-workgroup x");
     }
 }
 
 // The decode FFN with every fusion: the folded norm is applied while quantizing x, gate/up are
 // one dual integer-dot GEMV, down adds the residual: 2 inputs + 2 GEMVs, with x quantized in the
-// GEMV workgroups (ES_VK_GEMV_IDOT_LOCAL=1; also with units loaded ahead, ES_VK_GEMV_IDOT_UNROLL=2),
-// or the dual's x by a dispatch of its own (=3, the default, and =0) — then the dual GEMV also
-// writes down's x quantized (QOUT, ES_VK_GEMV_DUAL_QUANT 1: QR 8, 2: TPR 32, the default for
-// Q4_0; 0, the default for Q8_0: down's x is quantized in its workgroups (=3) or by a dispatch of
-// its own (=0)).
+// GEMV workgroups (ES_VK_GEMV_IDOT_LOCAL=1; also with units loaded ahead,
+// ES_VK_GEMV_IDOT_UNROLL=2), or the dual's x by a dispatch of its own (=3, the default, and =0; =3
+// takes every x of a step of more than one row apart, as =0: `dispatches` for 1 and for 3 rows) —
+// then the dual GEMV also writes down's x quantized (QOUT, ES_VK_GEMV_DUAL_QUANT 1: QR 8, 2: TPR
+// 32, the default for Q4_0; 0, the default for Q8_0: down's x is quantized in its workgroups (=3)
+// or by a dispatch of its own (=0)).
 TEST_F(VulkanQuant, IdotFusedFfnMatchesQuantizedReference) {
   const RefMm mm = [](const std::vector<float>& x, const Tensor& W, int T) {
     return RefIdot(QuantizedRows(x, T, int(W.cols()), W.dtype), W, nullptr, T);
   };
   struct Setting {
     const char *local, *unroll, *dual_quant;
-    int dispatches;
+    int dispatches[2];
   };
-  for (const Setting st : {Setting{"1", "1", "1", 4}, Setting{"1", "2", "1", 4}, Setting{"0", "1", "1", 5},
-                           Setting{"0", "1", "0", 6}, Setting{"3", "1", "1", 5}, Setting{"3", "2", "2", 5},
-                           Setting{"3", "1", "0", 5}})
+  for (const Setting st : {Setting{"1", "1", "1", {4, 4}}, Setting{"1", "2", "1", {4, 4}},
+                           Setting{"0", "1", "1", {5, 5}}, Setting{"0", "1", "0", {6, 6}},
+                           Setting{"3", "1", "1", {5, 5}}, Setting{"3", "2", "2", {5, 5}},
+                           Setting{"3", "1", "0", {5, 6}}})
     for (DType dt : kIdotTypes)
       for (int T : {1, 3}) {
-        ScopedEnv env{{"ES_VK_GEMV_IDOT_LOCAL", st.local}, {"ES_VK_GEMV_IDOT_UNROLL", st.unroll},
+        ScopedEnv env{{"ES_VK_GEMV_IDOT_LOCAL", st.local},
+                      {"ES_VK_GEMV_IDOT_UNROLL", st.unroll},
                       {"ES_VK_GEMV_DUAL_QUANT", st.dual_quant}};
         auto be = IdotVulkan();
         std::vector<float> want;
-        const std::vector<float> got = RunFfn(*be, dt, T, IdotK(dt, 64, 256), IdotK(dt, 96, 512), 171, mm, &want);
-        const std::string what = std::string("idot fused FFN local=") + st.local + " unroll=" + st.unroll +
-                                 " dual_quant=" + st.dual_quant + " T=" + std::to_string(T) + " " + std::string(Name(dt));
-        EXPECT_EQ(be->counters().dispatches, st.dispatches) << what;
+        const std::vector<float> got =
+            RunFfn(*be, dt, T, IdotK(dt, 64, 256), IdotK(dt, 96, 512), 171, mm, &want);
+        const std::string what = std::string("idot fused FFN local=") + st.local +
+                                 " unroll=" + st.unroll + " dual_quant=" + st.dual_quant +
+                                 " T=" + std::to_string(T) + " " + std::string(Name(dt));
+        EXPECT_EQ(be->counters().dispatches, st.dispatches[T == 1 ? 0 : 1]) << what;
         ExpectClose(got, want, kIdotTol, what);
       }
 }
@@ -552,9 +580,9 @@ TEST_F(VulkanQuant, IdotFusedFfnMatchesQuantizedReference) {
 // experts (dual GEMV, down + residual) → t; MoE over the normed x (router, routing, the routed
 // experts' integer-dot GEMVs) → t + moe. With every fusion the norm is folded into the shared
 // dual GEMV, the router and the experts' up GEMV, and the last add into the experts' down GEMV:
-// 7 dispatches against 11 unfused (9 if the MoE took neither), each + 2 for the inputs' embeddings. Reference: x quantized per
-// 32-block wherever the GPU quantizes it (the normed x for every GEMV reading it, h for each
-// down), routing on the f32 logits, each token's choices added in order.
+// 7 dispatches against 11 unfused (9 if the MoE took neither), each + 2 for the inputs' embeddings.
+// Reference: x quantized per 32-block wherever the GPU quantizes it (the normed x for every GEMV
+// reading it, h for each down), routing on the f32 logits, each token's choices added in order.
 TEST_F(VulkanQuant, IdotMoeDecodeBlockMatchesQuantizedReference) {
   const int E = 8;
   for (DType dt : kIdotTypes)
@@ -568,17 +596,22 @@ TEST_F(VulkanQuant, IdotMoeDecodeBlockMatchesQuantizedReference) {
         p->norm_topk_prob = T == 3;
         p->routed_scaling_factor = T == 3 ? 2.5f : 1.0f;
         const uint64_t seed = 300 + uint64_t(T);
-        Tensor X = RandomTensor("x", DType::kF32, {T, D}, seed), Rs = RandomTensor("res", DType::kF32, {T, D}, seed + 1);
+        Tensor X = RandomTensor("x", DType::kF32, {T, D}, seed),
+               Rs = RandomTensor("res", DType::kF32, {T, D}, seed + 1);
         Tensor Nw = RandomTensor("norm.w", DType::kF32, {D}, seed + 2);
         Tensor G = RandomTensor("router", DType::kF32, {E, D}, seed + 3);
-        Tensor Sg = RandomTensor("sg", dt, {I, D}, seed + 4), Su = RandomTensor("su", dt, {I, D}, seed + 5);
+        Tensor Sg = RandomTensor("sg", dt, {I, D}, seed + 4),
+               Su = RandomTensor("su", dt, {I, D}, seed + 5);
         Tensor Sd = RandomTensor("sd", dt, {D, I}, seed + 6);
         std::vector<Tensor> ex;
         ex.reserve(size_t(3 * E));
         for (int e = 0; e < E; ++e) {
-          ex.push_back(RandomTensor("g" + std::to_string(e), dt, {I, D}, seed + 10 + 3 * uint64_t(e), 0.5f));
-          ex.push_back(RandomTensor("u" + std::to_string(e), dt, {I, D}, seed + 11 + 3 * uint64_t(e), 0.5f));
-          ex.push_back(RandomTensor("d" + std::to_string(e), dt, {D, I}, seed + 12 + 3 * uint64_t(e), 0.5f));
+          ex.push_back(
+              RandomTensor("g" + std::to_string(e), dt, {I, D}, seed + 10 + 3 * uint64_t(e), 0.5f));
+          ex.push_back(
+              RandomTensor("u" + std::to_string(e), dt, {I, D}, seed + 11 + 3 * uint64_t(e), 0.5f));
+          ex.push_back(
+              RandomTensor("d" + std::to_string(e), dt, {D, I}, seed + 12 + 3 * uint64_t(e), 0.5f));
         }
         Graph g;
         const int res = Input(g, Rs, T), x0 = Input(g, X, T);
@@ -598,14 +631,21 @@ TEST_F(VulkanQuant, IdotMoeDecodeBlockMatchesQuantizedReference) {
         ScopedEnv env("ES_VK_FUSE", fuse);
         auto be = IdotVulkan();
         const std::vector<float> got = RunGraph(*be, g, RowsBatch(T));
-        const std::string what = "idot moe block " + std::string(Name(dt)) + " T=" + std::to_string(T) + " fuse=" + fuse;
-        EXPECT_EQ(be->counters().dispatches, 2 + (std::string(fuse) == "1" ? 7 : 11)) << what;
+        const std::string what =
+            "idot moe block " + std::string(Name(dt)) + " T=" + std::to_string(T) + " fuse=" + fuse;
+        // Steps of 2+ rows quantize every x apart (ops/matmul.cpp IdotQuantizeOnce): fused, the
+        // shared down's x (Q8_0, whose dual GEMV does not write it quantized); unfused, the
+        // normed x of the shared gate/up and the shared down's x.
+        const int apart = T == 1 ? 0 : std::string(fuse) == "1" ? (dt == DType::kQ8_0 ? 1 : 0) : 2;
+        EXPECT_EQ(be->counters().dispatches, 2 + (std::string(fuse) == "1" ? 7 : 11) + apart)
+            << what;
 
         std::vector<float> xnv(size_t(T * D));
         ref::RmsNorm(X.as<float>(), Nw.as<float>(), T, D, 1e-5f, xnv.data());
         const Tensor xq = QuantizedRows(xnv, T, D, dt);
         auto ffn = [&](const Tensor& Wg, const Tensor& Wu, const Tensor& Wd) {
-          const std::vector<float> gv = RefIdot(xq, Wg, nullptr, T), uv = RefIdot(xq, Wu, nullptr, T);
+          const std::vector<float> gv = RefIdot(xq, Wg, nullptr, T),
+                                   uv = RefIdot(xq, Wu, nullptr, T);
           std::vector<float> a(gv.size());
           for (size_t i = 0; i < gv.size(); ++i) a[i] = gv[i] / (1.0f + std::exp(-gv[i])) * uv[i];
           return RefIdot(QuantizedRows(a, T, I, dt), Wd, nullptr, T);
@@ -621,7 +661,8 @@ TEST_F(VulkanQuant, IdotMoeDecodeBlockMatchesQuantizedReference) {
           std::vector<float> routed(size_t(D), 0.0f);
           for (int j = 0; j < p->top_k; ++j) {
             const int e = ids[size_t(j)];
-            const std::vector<float> y = ffn(ex[size_t(3 * e)], ex[size_t(3 * e + 1)], ex[size_t(3 * e + 2)]);
+            const std::vector<float> y =
+                ffn(ex[size_t(3 * e)], ex[size_t(3 * e + 1)], ex[size_t(3 * e + 2)]);
             for (int d = 0; d < D; ++d) routed[size_t(d)] += wts[size_t(j)] * y[size_t(r * D + d)];
           }
           for (int d = 0; d < D; ++d) {
@@ -635,6 +676,67 @@ TEST_F(VulkanQuant, IdotMoeDecodeBlockMatchesQuantizedReference) {
       }
 }
 
+// The routed experts' GEMVs past 8 rows (ops.h kMoeGemvMaxRows): a lone MoE node over 20 and 33
+// rows (no norm to fold, no shared experts: the matmuls past 8 rows are GEMMs on f32 x), against
+// the reference over x quantized per 32-block, h quantized again for each down.
+TEST_F(VulkanQuant, IdotMoeGemvPastEightRows) {
+  const int E = 8;
+  for (DType dt : kIdotTypes)
+    for (int T : {20, 33}) {
+      const int D = IdotK(dt, 64, 256), I = IdotK(dt, 96, 512);
+      auto p = std::make_shared<MoeParams>();
+      p->n_experts = E;
+      p->top_k = 3;
+      p->ffn_dim = I;
+      p->norm_topk_prob = true;
+      p->routed_scaling_factor = 2.5f;
+      const uint64_t seed = 700 + uint64_t(T);
+      Tensor X = RandomTensor("x", DType::kF32, {T, D}, seed);
+      Tensor G = RandomTensor("router", DType::kF32, {E, D}, seed + 3);
+      std::vector<Tensor> ex;
+      ex.reserve(size_t(3 * E));
+      for (int e = 0; e < E; ++e) {
+        ex.push_back(
+            RandomTensor("g" + std::to_string(e), dt, {I, D}, seed + 10 + 3 * uint64_t(e), 0.5f));
+        ex.push_back(
+            RandomTensor("u" + std::to_string(e), dt, {I, D}, seed + 11 + 3 * uint64_t(e), 0.5f));
+        ex.push_back(
+            RandomTensor("d" + std::to_string(e), dt, {D, I}, seed + 12 + 3 * uint64_t(e), 0.5f));
+      }
+      Graph g;
+      Node m = Make(Op::kMoE, "moe", {Input(g, X, T), g.AddWeight(G), -1}, {T, D});
+      for (auto& w : ex) m.src.push_back(g.AddWeight(w));
+      m.moe = p;
+      g.Add(m);
+      auto be = IdotVulkan();
+      const std::vector<float> got = RunGraph(*be, g, RowsBatch(T));
+      const std::string what = "idot moe " + std::string(Name(dt)) + " T=" + std::to_string(T);
+      const Tensor xq = QuantizedRows(Values(X), T, D, dt);
+      const std::vector<float> gl = RefMatMul(X, G, nullptr, T);
+      std::vector<float> want(size_t(T * D), 0.0f);
+      for (int r = 0; r < T; ++r) {
+        std::vector<int32_t> ids(size_t(p->top_k));
+        std::vector<float> wts(size_t(p->top_k));
+        ref::MoeRoute(&gl[size_t(r * E)], nullptr, *p, ids.data(), wts.data());
+        for (int j = 0; j < p->top_k; ++j) {
+          const int e = ids[size_t(j)];
+          const std::vector<float> gv = RefIdot(xq, ex[size_t(3 * e)], nullptr, T),
+                                   uv = RefIdot(xq, ex[size_t(3 * e + 1)], nullptr, T);
+          std::vector<float> a(gv.size());
+          for (size_t i = 0; i < gv.size(); ++i) a[i] = gv[i] / (1.0f + std::exp(-gv[i])) * uv[i];
+          const std::vector<float> y =
+              RefIdot(QuantizedRows(a, T, I, dt), ex[size_t(3 * e + 2)], nullptr, T);
+          for (int d = 0; d < D; ++d)
+            want[size_t(r * D + d)] += wts[size_t(j)] * y[size_t(r * D + d)];
+        }
+      }
+      // h quantized from f32 sums here and f64 ones in the reference: over 60-99 pairs a few
+      // levels apart (q5_k T=20: 2.3e-4).
+      ExpectClose(got, want, 3 * kIdotTol, what);
+      EXPECT_EQ(be->counters().dispatches, 1 + 4) << what;  // x; router, route, up, down
+    }
+}
+
 // With x quantized by a dispatch of its own, projections of one normed x share its quantization
 // per format: q and k (Q4_0) one int8 copy, v (Q8_0) an int16 one — two dispatches more than the
 // float GEMVs (which fold the norm each), not three.
@@ -643,7 +745,8 @@ TEST_F(VulkanQuant, IdotQuantizesSharedInputOnce) {
   const int D = 64, N = 40;
   Tensor X = RandomTensor("x", DType::kF32, {1, D}, 181);
   Tensor Nw = RandomTensor("norm.w", DType::kF32, {D}, 182);
-  Tensor Wq = RandomTensor("wq", DType::kQ4_0, {N, D}, 183), Wk = RandomTensor("wk", DType::kQ4_0, {N, D}, 184),
+  Tensor Wq = RandomTensor("wq", DType::kQ4_0, {N, D}, 183),
+         Wk = RandomTensor("wk", DType::kQ4_0, {N, D}, 184),
          Wv = RandomTensor("wv", DType::kQ8_0, {N, D}, 185);
   Graph g;
   Node nn = Make(Op::kRmsNorm, "norm", {Input(g, X, 1), g.AddWeight(Nw)}, {1, D});
@@ -757,8 +860,9 @@ TEST_P(VulkanSmallTpr, FusedFfnGivesTheReference) {
         const int D = 2 * BlockElems(dt), I = 3 * BlockElems(dt);
         const std::vector<float> got = RunFfn(*be, dt, T, D, I, 191, mm, &want);
         EXPECT_EQ(be->counters().dispatches, 4) << Name(dt);
-        ExpectClose(got, want, kTol, "fused FFN " + What("float", qr) + " T=" + std::to_string(T) +
-                                         " " + std::string(Name(dt)));
+        ExpectClose(got, want, kTol,
+                    "fused FFN " + What("float", qr) + " T=" + std::to_string(T) + " " +
+                        std::string(Name(dt)));
       }
   }
   for (const char* local : {"1", "0"}) {
@@ -772,15 +876,21 @@ TEST_P(VulkanSmallTpr, FusedFfnGivesTheReference) {
         std::vector<float> want;
         const std::vector<float> got =
             RunFfn(*be, dt, T, IdotK(dt, 320, 512), IdotK(dt, 96, 256), 193, mm_idot, &want);
-        EXPECT_EQ(be->counters().dispatches, local[0] == '1' ? 4 : local[0] == '3' ? 5 : 6) << Name(dt);
-        ExpectClose(got, want, kIdotTol, "fused FFN " + What("idot", qr_idot) + " LOCAL=" + local +
-                                             " T=" + std::to_string(T) + " " + std::string(Name(dt)));
+        EXPECT_EQ(be->counters().dispatches, local[0] == '1'   ? 4
+                                             : local[0] == '3' ? 5
+                                                               : 6)
+            << Name(dt);
+        ExpectClose(got, want, kIdotTol,
+                    "fused FFN " + What("idot", qr_idot) + " LOCAL=" + local +
+                        " T=" + std::to_string(T) + " " + std::string(Name(dt)));
       }
   }
 }
 
 INSTANTIATE_TEST_SUITE_P(Tpr, VulkanSmallTpr, ::testing::Values(4, 8, 16),
-                         [](const ::testing::TestParamInfo<int>& i) { return "tpr" + std::to_string(i.param); });
+                         [](const ::testing::TestParamInfo<int>& i) {
+                           return "tpr" + std::to_string(i.param);
+                         });
 
 // End to end: a golden transformers checkpoint (DeepSeek-V2 at real head dims: MLA, MoE, and
 // rows of 256) converted by `edgeseek convert --type q4_k_m` (Q4_K, Q5_K, Q6_K and Q5_1 tensors)
@@ -800,7 +910,8 @@ TEST_F(VulkanQuant, GoldenModelInQ4KMMatchesTheCpuBackend) {
             0)
       << err;
   for (const char* t : {"q4_k", "q5_k", "q6_k"}) EXPECT_NE(err.find(t), std::string::npos) << err;
-  ASSERT_EQ(RunCommand(CliPath() + " quantize " + q + " " + f32 + " --type f32", &out, &err), 0) << err;
+  ASSERT_EQ(RunCommand(CliPath() + " quantize " + q + " " + f32 + " --type f32", &out, &err), 0)
+      << err;
   auto mq = Model::Load(q), mf = Model::Load(f32);
   auto cpu = CreateCpuBackend(BackendOptions{});
   Batch b;

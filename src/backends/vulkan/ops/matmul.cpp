@@ -1,6 +1,7 @@
 // kMatMul: y = x Wᵀ (+ bias). Steps of up to kGemvMaxRows rows take the GEMV kernel, whose
 // workgroups each own a few output columns and stream the weight rows once for all the rows;
-// more rows take the tiled GEMM. Weights split into row chunks dispatch once per chunk (output column offset n0).
+// more rows take the tiled GEMM. Weights split into row chunks dispatch once per chunk (output
+// column offset n0).
 #include <array>
 #include <cstdlib>
 #include <initializer_list>
@@ -15,6 +16,9 @@ struct GemvPush {
 };
 struct GemmPush {
   uint32_t K, N, R, n0, y_rs, has_bias;
+};
+struct GemmCmPush {  // matmul_gemm_cm.comp: ks = the K slice of a split (0: whole K)
+  uint32_t K, N, R, n0, y_rs, has_bias, ks;
 };
 constexpr int64_t kGemvFewOutputs = 256;
 // ES_VK_GEMV_IDOT_LOCAL=2: x rows longer than this are quantized by a dispatch of their own.
@@ -61,12 +65,15 @@ constexpr int64_t kIdotLocalMaxK = 8192;
 //                                1 and 271-273 with 0, same job); 3 (default): as 2, and 0 for
 //                                the x of dual (gate/up) GEMVs (7B Q4_0 282/287 against 264/273
 //                                with 2, Q8_0 229/227 against 217/219, 1.5B Q4_0 409/415 against
-//                                410/405, same job)
+//                                410/405, same job), and 0 for steps of 2-8 rows (H200, `bench
+//                                -b`, one job: 7B Q4_0 4 rows 776 t/s against 541 with 3, 8 rows
+//                                839 against 548, 1 row 364 / 357; V2-Lite 8 rows 990 / 771): each
+//                                workgroup quantizing every row of x costs more than a dispatch
 struct GemvSpec {
   uint32_t wg, rows, qr, spl, nsg, magic, rb, kc = 32, un = 1;
   bool cluster = false;  // TPR = wg / rows below the largest subgroup size: the "_c" variants
   std::vector<uint32_t> Spec() const { return {wg, rows, qr, spl, nsg, magic, rb, kc, un}; }
-  uint32_t Outputs() const { return rows * qr; }  // outputs per workgroup
+  uint32_t Outputs() const { return rows * qr; }               // outputs per workgroup
   const char* Variant() const { return cluster ? "_c" : ""; }  // shader name suffix
 };
 // R: the batch rows (RB: the smallest of 1, 2, 4, 8 covering min(R, 8)). idot: the
@@ -88,22 +95,26 @@ GemvSpec GemvSpecFor(const Device& dev, DType wt, bool vec, int64_t R, int64_t N
     return {gs.wg, few ? 1u : gs.rows, 1, 1, gs.wg / min_sg, 1, rb};
   }
   const uint32_t max_sg = std::max<uint32_t>(dev.info().max_subgroup_size, 1);
-  const uint32_t knob =
-      Knob(idot ? "ES_VK_GEMV_IDOT_TPR" : "ES_VK_GEMV_TPR", {4, 8, 16, 32, 64, 128, 256}, idot ? 64 : 128);
+  const uint32_t knob = Knob(idot ? "ES_VK_GEMV_IDOT_TPR" : "ES_VK_GEMV_TPR",
+                             {4, 8, 16, 32, 64, 128, 256}, idot ? 64 : 128);
   // Below the subgroup size a group is a cluster of its subgroup (subgroupClusteredAdd); without
   // clustered ops, at least the largest subgroup size (the shared step needs whole subgroups).
   const uint32_t tpr = dev.info().subgroup_clustered ? knob : std::max(knob, max_sg);
-  const uint32_t wg = std::max<uint32_t>(idot ? Knob("ES_VK_GEMV_IDOT_WG", {128, 256}, 256) : 128, tpr);
+  const uint32_t wg =
+      std::max<uint32_t>(idot ? Knob("ES_VK_GEMV_IDOT_WG", {128, 256}, 256) : 128, tpr);
   // QR: 0 (or unset) is the default, 4, which the rule below may lower; any other value is kept.
   const uint32_t qr = Knob(idot ? "ES_VK_GEMV_IDOT_QR" : "ES_VK_GEMV_QR", {0, 1, 2, 4, 8}, 0);
-  GemvSpec spec{wg, wg / tpr, qr ? qr : 4, Knob("ES_VK_GEMV_SPL", {1, 2, 4}, 1),
-                wg / min_sg, Knob("ES_VK_GEMV_MAGIC", {0, 1}, 1), rb};
+  GemvSpec spec{wg,          wg / tpr,
+                qr ? qr : 4, Knob("ES_VK_GEMV_SPL", {1, 2, 4}, 1),
+                wg / min_sg, Knob("ES_VK_GEMV_MAGIC", {0, 1}, 1),
+                rb};
   spec.cluster = tpr < max_sg;
   if (idot) {
     // Q5_K holds twice the words of a unit in flight (its fifth bits): one unit ahead.
     spec.un = Knob("ES_VK_GEMV_IDOT_UNROLL", {1, 2, 4}, wt == DType::kQ5_K ? 1 : 2);
     if (xq && qr == 0) {
-      const uint32_t min_groups = Knob("ES_VK_GEMV_MIN_GROUPS", {0, 128, 256, 512, 1024, 2048}, 512);
+      const uint32_t min_groups =
+          Knob("ES_VK_GEMV_MIN_GROUPS", {0, 128, 256, 512, 1024, 2048}, 512);
       while (spec.qr > 1 && (N + spec.Outputs() - 1) / spec.Outputs() < min_groups) spec.qr /= 2;
     }
   }
@@ -117,7 +128,7 @@ uint64_t XLevelBytes(DType wt) { return wt == DType::kQ8_0 ? 2 : 1; }
 // K-quants' 256) that do.
 uint32_t IdotLocalStep(int64_t K, uint32_t rb, DType wt) {
   const int64_t quarter_bytes = 4 * int64_t(XLevelBytes(wt)) + 1;  // per element, in quarters
-  const int64_t unit = wt == DType::kQ5_K ? 256 : 32;  // whole blocks
+  const int64_t unit = wt == DType::kQ5_K ? 256 : 32;              // whole blocks
   const int64_t fit = 24576 * 4 / (int64_t(rb) * quarter_bytes) / unit * unit;
   return uint32_t(std::min<int64_t>(K, fit));
 }
@@ -139,26 +150,64 @@ constexpr uint32_t kGemmTile = 128;  // BM = BN of matmul_gemm.comp, BN of matmu
 // 128-row tiles from this many (H200, pp512: 7B with every projection at 128 rows 5.4k t/s, with
 // q/o/down at 64 rows 4.8k; 1.5B within 4% either way).
 constexpr uint64_t kCoopmatBigTiles = 100;
+// The coopmat GEMM's tile rows for an R x N product (BM 128 unless that leaves too few tiles).
+uint32_t CoopmatBm(const Device& dev, int64_t R, int64_t N) {
+  if (dev.gemm_bm()) return dev.gemm_bm();
+  const uint64_t tiles128 = uint64_t((R + 127) / 128) * uint64_t((N + 127) / 128);
+  return tiles128 >= kCoopmatBigTiles ? 128 : 64;
+}
+// Split-K of the coopmat GEMM (matmul_gemm_cm.comp ks): slices of K (a power of two, at most
+// kCmMaxSlices, each at least kCmMinSliceSteps steps of 32) while the tiles times the slices stay
+// within kCmSplitPerSm workgroups per multiprocessor (the count from VK_NV_shader_sm_builtins;
+// unknown: no split; ES_VK_GEMM_SPLITK=0: none, for tests). Returns the slice length in elements
+// of K (0: no split) and the slice count in *S. H200, 7B Q4_0 `bench -b N`, one job, against no
+// split / 4 a multiprocessor: 9 rows 452 / 267 / 429 t/s, 32 rows 1,462 / 892 / 1,407, 64 rows
+// 2,611 / 1,629 / 2,527 (V2-Lite: the same within 1%).
+constexpr uint64_t kCmMaxSlices = 16, kCmMinSliceSteps = 4, kCmSplitPerSm = 8;
+uint32_t CoopmatSliceK(const Device& dev, int64_t R, int64_t N, int64_t K, uint32_t* S) {
+  *S = 1;
+  const uint64_t per_sm = Knob("ES_VK_GEMM_SPLITK", {0, 1}, 1) ? kCmSplitPerSm : 0,
+                 sms = dev.coopmat2().sms;
+  if (!per_sm || !sms) return 0;
+  const uint32_t bm = CoopmatBm(dev, R, N);
+  const uint64_t tiles = uint64_t((R + bm - 1) / bm) * uint64_t((N + kGemmTile - 1) / kGemmTile);
+  const uint64_t steps = uint64_t((K + 31) / 32);
+  uint64_t s = 1;
+  while (s * 2 <= kCmMaxSlices && tiles * s * 2 <= per_sm * sms &&
+         steps / (s * 2) >= kCmMinSliceSteps)
+    s *= 2;
+  if (s == 1) return 0;
+  const uint64_t per = (steps + s - 1) / s;  // steps a slice
+  *S = uint32_t((steps + per - 1) / per);
+  return *S > 1 ? uint32_t(per * 32) : 0;
+}
 }  // namespace
 
 bool UseIdotGemv(const Device& dev, int64_t R, int64_t K, DType wt) {
   // Q4_K is not taken yet: matmul_gemv.comp computes it (IDOT_K, as Q5_K) and every lavapipe test
   // passes, but on the H200 its dual GEMV over x quantized apart gave the fused FFN 0.9e-3 to
   // 1.7e-3 of error against 1e-4 (quant_types_test IdotFusedFfn*, local 0 and 3; Q5_K exact).
-  const bool typed = wt == DType::kQ8_0 || wt == DType::kQ4_0 || (wt == DType::kQ5_K && K % 256 == 0);
+  // Session 15's H200 check (q4_k added to CMake's idot list and to kIdotTypes): the same errors
+  // (1.69e-3 at T=1, 0.905e-3 at T=3) with ES_VK_GEMV_IDOT_UNROLL 1 and 2 and with
+  // ES_VK_GEMV_DUAL_QUANT 0 (no quantized h): the gate/up sums themselves differ, only in the dual
+  // variant over x quantized apart (IdotGemvMatches* and the XLOCAL dual pass).
+  const bool typed =
+      wt == DType::kQ8_0 || wt == DType::kQ4_0 || (wt == DType::kQ5_K && K % 256 == 0);
   if (R > kGemvMaxRows || K % 32 != 0 || !typed) return false;
   const int mode = dev.gemv_idot() >= 0 ? dev.gemv_idot() : int(Knob("ES_VK_GEMV_IDOT", {0, 1}, 2));
   // mode 2 (unset): where the hardware does the dot products (Q8_0: the mixed-signedness ones too).
   const bool on = mode == 1 || (mode == 2 && (wt != DType::kQ8_0 ? dev.info().int_dot_accel
-                                                                  : dev.info().int_dot_mixed_accel));
-  ES_CHECK(!on || dev.info().int_dot, "vulkan: the integer-dot GEMV is asked for (ES_VK_GEMV_IDOT=1), but ",
-           dev.info().name, " has no shaderIntegerDotProduct");
+                                                                 : dev.info().int_dot_mixed_accel));
+  ES_CHECK(!on || dev.info().int_dot,
+           "vulkan: the integer-dot GEMV is asked for (ES_VK_GEMV_IDOT=1), but ", dev.info().name,
+           " has no shaderIntegerDotProduct");
   return on;
 }
 
-bool IdotQuantizeOnce(int64_t K, bool dual) {
+bool IdotQuantizeOnce(int64_t R, int64_t K, bool dual) {
   const uint32_t mode = Knob("ES_VK_GEMV_IDOT_LOCAL", {0, 1, 2, 3}, 3);
-  return mode == 0 || (mode >= 2 && K > kIdotLocalMaxK) || (mode == 3 && dual);
+  return mode == 0 || (mode == 3 && R > 1) || (mode >= 2 && K > kIdotLocalMaxK) ||
+         (mode == 3 && dual);
 }
 
 uint64_t QuantXBytes(int64_t R, int64_t K, DType wt) {
@@ -184,7 +233,8 @@ void RecordQuantizeX(OpContext& c, BufRange x, int64_t R, int64_t K, const NormF
   } push{uint32_t(K), uint32_t(K), norm ? 1u : 0u, norm ? norm->eps : 0.0f};
   d.Push(push);
   d.groups[0] = uint32_t(R);
-  d.groups[1] = norm ? 1u : uint32_t((K / 32 + 127) / 128);  // quantize_q8.comp: 128 blocks a workgroup
+  d.groups[1] =
+      norm ? 1u : uint32_t((K / 32 + 127) / 128);  // quantize_q8.comp: 128 blocks a workgroup
 }
 
 // Quantized weights of a prefill (more than kDecodeMaxRows rows) take the workgroup-scope GEMM
@@ -199,7 +249,8 @@ bool UseCoopmat2(const Device& dev, int64_t R, int64_t K, DType wt, int64_t N) {
   if (!dev.f16_math() || dev.coopmat2().bm == 0 || K % 8 != 0) return false;
   if (wt == DType::kF16) return true;
   return IsQuantized(wt) && wt != DType::kI4G && !dev.coopmat2().x32 && R > kDecodeMaxRows &&
-         uint64_t(N) * uint64_t(K) * 2 <= kCm2QuantMaxBytes && Knob("ES_VK_CM2_QUANT", {0, 1}, 1) == 1;
+         uint64_t(N) * uint64_t(K) * 2 <= kCm2QuantMaxBytes &&
+         Knob("ES_VK_CM2_QUANT", {0, 1}, 1) == 1;
 }
 
 bool UseCoopmat(const Device& dev, int64_t K, DType wt) {
@@ -216,8 +267,9 @@ void RecordHeadGemv(OpContext& c, BufRange x, int64_t R, int64_t H, int64_t N, i
   ES_CHECK(vec || !IsQuantized(w.dtype), "vulkan: quantized per-head weight '", c.n.name,
            "' needs 4-aligned activation offsets");
   const GemvSpec gs = GemvSpecFor(c.dev, w.dtype, vec, R, w.rows);
-  Dispatch& d = c.Add(std::string("matmul_gemv_") + TypeSuffix(w.dtype) + (vec ? "_vec" : "") + gs.Variant(),
-                      {1, 1, 1, 1, 1, 1}, gs.Spec());
+  Dispatch& d =
+      c.Add(std::string("matmul_gemv_") + TypeSuffix(w.dtype) + (vec ? "_vec" : "") + gs.Variant(),
+            {1, 1, 1, 1, 1, 1}, gs.Spec());
   d.bindings = {{Range(w.chunks[0].alloc)}, {x}, {x}, {y}, {x}, {x}};
   d.writes = {3};
   d.Push(GemvPush{uint32_t(K), uint32_t(N), uint32_t(R), 0, uint32_t(x_rs), uint32_t(x_hs),
@@ -229,16 +281,25 @@ void RecordHeadGemv(OpContext& c, BufRange x, int64_t R, int64_t H, int64_t N, i
 // The workgroup-scope GEMM's scratch: x as f16 (R * K halves), then, for split-K, the partial
 // products of the K slices ([S][R][N] f32), then, for quantized weights, one chunk's f16 copy
 // ([N][K] halves), each part from a 256-byte boundary.
-static uint64_t Cm2PartOffset(int64_t R, int64_t K) { return Align256(uint64_t(R) * uint64_t(K) * 2); }
+static uint64_t Cm2PartOffset(int64_t R, int64_t K) {
+  return Align256(uint64_t(R) * uint64_t(K) * 2);
+}
 static uint64_t Cm2WeightOffset(int64_t R, int64_t K, uint32_t S, uint64_t N) {
-  return S > 1 ? Align256(Cm2PartOffset(R, K) + uint64_t(S) * uint64_t(R) * N * 4) : Cm2PartOffset(R, K);
+  return S > 1 ? Align256(Cm2PartOffset(R, K) + uint64_t(S) * uint64_t(R) * N * 4)
+               : Cm2PartOffset(R, K);
 }
 
 uint64_t MatMulScratchBytes(const Device& dev, const Graph& g, const Node& n) {
   if (n.src.size() < 2 || n.src[1] < 0 || !g.node(n.src[1]).weight) return 0;
   const Tensor& W = *g.node(n.src[1]).weight;
   const int64_t R = n.shape[0], K = g.node(n.src[0]).shape[1];
-  if (R <= kGemvMaxRows || dev.coopmat2().x32 || !UseCoopmat2(dev, R, K, W.dtype, W.shape[0])) return 0;
+  if (R <= kGemvMaxRows) return 0;
+  if (dev.coopmat2().x32 || !UseCoopmat2(dev, R, K, W.dtype, W.shape[0])) {
+    // The coopmat GEMM's split-K partials ([S][R][N] f32).
+    uint32_t S = 1;
+    if (!UseCoopmat(dev, K, W.dtype) || !CoopmatSliceK(dev, R, W.shape[0], K, &S)) return 0;
+    return uint64_t(S) * uint64_t(R) * uint64_t(W.shape[0]) * 4;
+  }
   const uint64_t N = uint64_t(W.shape[0]);
   const uint32_t S = dev.coopmat2().SplitK(uint64_t(R), N, uint64_t(K));
   if (IsQuantized(W.dtype)) return Cm2WeightOffset(R, K, S, N) + N * uint64_t(K) * 2;
@@ -262,10 +323,12 @@ void RecordMatMul(OpContext& c, BufRange x, int64_t R, int64_t K, const DeviceWe
   const bool quant = IsQuantized(w.dtype);
   const bool cm2_type = !gemv && UseCoopmat2(c.dev, R, K, w.dtype, w.rows);
   // Its split-K slices and the offset of a chunk's f16 copy in the scratch (cm2 GEMMs only).
-  const uint32_t S_all = cm2_type ? c.dev.coopmat2().SplitK(uint64_t(R), uint64_t(w.rows), uint64_t(K)) : 1u;
+  const uint32_t S_all =
+      cm2_type ? c.dev.coopmat2().SplitK(uint64_t(R), uint64_t(w.rows), uint64_t(K)) : 1u;
   const uint64_t w16_off = cm2_type ? Cm2WeightOffset(R, K, S_all, uint64_t(w.rows)) : 0;
   // Quantized weights need room for a chunk's f16 copy in the scratch (MatMulScratchBytes).
-  const bool cm2 = cm2_type && (!quant || (x16 && x16->size >= w16_off + uint64_t(w.rows) * uint64_t(K) * 2));
+  const bool cm2 =
+      cm2_type && (!quant || (x16 && x16->size >= w16_off + uint64_t(w.rows) * uint64_t(K) * 2));
   const bool cm2_h = cm2 && x16 && x16->size >= uint64_t(R * K * 2);
   const BufRange xh = cm2_h ? BufRange{x16->buffer, x16->offset, uint64_t(R * K * 2)} : x;
   if (cm2_h) {
@@ -281,10 +344,15 @@ void RecordMatMul(OpContext& c, BufRange x, int64_t R, int64_t K, const DeviceWe
     const uint32_t N = uint32_t(ch.rows);
     if (gemv) {
       Dispatch& d = c.Add(std::string("matmul_gemv_") + TypeSuffix(w.dtype) +
-                              (xq ? "_idot" : idot ? "_idotl" : vec ? "_vec" : "") + gs.Variant(),
+                              (xq     ? "_idot"
+                               : idot ? "_idotl"
+                               : vec  ? "_vec"
+                                      : "") +
+                              gs.Variant(),
                           {1, 1, 1, 1, 1, 1}, gs.Spec());
-      d.bindings = {{Range(ch.alloc)}, {xq ? xq->q : x}, {bias ? *bias : x}, {y}, {residual ? *residual : x},
-                    {xq ? xq->ds : norm ? norm->weight : x}};
+      d.bindings = {{Range(ch.alloc)},          {xq ? xq->q : x},
+                    {bias ? *bias : x},         {y},
+                    {residual ? *residual : x}, {xq ? xq->ds : norm ? norm->weight : x}};
       d.writes = {3};
       d.Push(GemvPush{uint32_t(K), N, uint32_t(R), uint32_t(ch.row0), uint32_t(K), 0, 0,
                       uint32_t(y_rs), 0, 0, bias ? 1u : 0u, residual ? 1u : 0u, norm ? 1u : 0u,
@@ -318,7 +386,8 @@ void RecordMatMul(OpContext& c, BufRange x, int64_t R, int64_t K, const DeviceWe
         d.bindings.push_back({part});
         d.writes = {4};
       }
-      d.Push(GemmPush{uint32_t(K), N, uint32_t(R), uint32_t(ch.row0), uint32_t(y_rs), bias ? 1u : 0u});
+      d.Push(
+          GemmPush{uint32_t(K), N, uint32_t(R), uint32_t(ch.row0), uint32_t(y_rs), bias ? 1u : 0u});
       d.groups[0] = (N + t.bn - 1) / t.bn;
       d.groups[1] = uint32_t((R + t.bm - 1) / t.bm);
       if (sk) {
@@ -336,22 +405,42 @@ void RecordMatMul(OpContext& c, BufRange x, int64_t R, int64_t K, const DeviceWe
     } else if (UseCoopmat(c.dev, K, w.dtype)) {
       // Tensor cores: f16 tiles, f32 accumulators (matmul_gemm_cm.comp); BM x 128 tiles, BM =
       // 64 unless 128-row tiles already give enough workgroups to fill a large GPU.
-      const uint64_t tiles128 = uint64_t((R + 127) / 128) * ((N + 127) / 128);
-      const uint32_t bm = c.dev.gemm_bm() ? c.dev.gemm_bm() : (tiles128 >= kCoopmatBigTiles ? 128 : 64);
-      Dispatch& d = c.Add(std::string("matmul_gemm_cm_") + TypeSuffix(w.dtype) + "_n" +
-                              std::to_string(c.dev.coopmat_n()) + (bm == 64 ? "_m64" : "") +
-                              (c.dev.shared_blocks() ? "_sb" : "") + (c.dev.coopmat_khr() ? "_khr" : ""),
-                          {1, 1, 1, 1});
-      d.bindings = {{Range(ch.alloc)}, {x}, {bias ? *bias : x}, {y}};
-      d.writes = {3};
-      d.Push(GemmPush{uint32_t(K), N, uint32_t(R), uint32_t(ch.row0), uint32_t(y_rs), bias ? 1u : 0u});
+      // Decode-shaped products split K (CoopmatSliceK): partials into the scratch, then summed.
+      const uint32_t bm = CoopmatBm(c.dev, R, N);
+      uint32_t S = 1;
+      uint32_t ks = CoopmatSliceK(c.dev, R, N, K, &S);
+      const uint64_t part_bytes = uint64_t(S) * uint64_t(R) * N * 4;
+      if (ks && !(x16 && x16->size >= part_bytes)) ks = 0, S = 1;
+      const BufRange part = ks ? BufRange{x16->buffer, x16->offset, part_bytes} : y;
+      Dispatch& d =
+          c.Add(std::string("matmul_gemm_cm_") + TypeSuffix(w.dtype) + "_n" +
+                    std::to_string(c.dev.coopmat_n()) + (bm == 64 ? "_m64" : "") +
+                    (c.dev.shared_blocks() ? "_sb" : "") + (c.dev.coopmat_khr() ? "_khr" : ""),
+                {1, 1, 1, 1, 1});
+      d.bindings = {{Range(ch.alloc)}, {x}, {bias ? *bias : x}, {y}, {part}};
+      d.writes = {ks ? 4 : 3};
+      d.Push(GemmCmPush{uint32_t(K), N, uint32_t(R), uint32_t(ch.row0), uint32_t(y_rs),
+                        bias ? 1u : 0u, ks});
       d.groups[0] = (N + kGemmTile - 1) / kGemmTile;
       d.groups[1] = uint32_t((R + bm - 1) / bm);
+      d.groups[2] = S;
+      if (ks) {
+        Dispatch& r = c.Add("matmul_gemm_cm2_reduce", {1, 1, 1});
+        r.bindings = {{part}, {bias ? *bias : x}, {y}};
+        r.writes = {2};
+        struct {
+          uint32_t N, R, n0, y_rs, has_bias, S;
+        } push{N, uint32_t(R), uint32_t(ch.row0), uint32_t(y_rs), bias ? 1u : 0u, S};
+        r.Push(push);
+        r.groups[0] = (N + 255) / 256;
+        r.groups[1] = uint32_t(R);
+      }
     } else {
       Dispatch& d = c.Add(std::string("matmul_gemm_") + TypeSuffix(w.dtype), {1, 1, 1, 1});
       d.bindings = {{Range(ch.alloc)}, {x}, {bias ? *bias : x}, {y}};
       d.writes = {3};
-      d.Push(GemmPush{uint32_t(K), N, uint32_t(R), uint32_t(ch.row0), uint32_t(y_rs), bias ? 1u : 0u});
+      d.Push(
+          GemmPush{uint32_t(K), N, uint32_t(R), uint32_t(ch.row0), uint32_t(y_rs), bias ? 1u : 0u});
       d.groups[0] = (N + kGemmTile - 1) / kGemmTile;
       d.groups[1] = uint32_t((R + kGemmTile - 1) / kGemmTile);
     }
@@ -372,7 +461,8 @@ namespace {
 // int16 x makes twice the stores; the dual GEMV at TPR 32 read 2.57 TB/s against 2.80 at 64);
 // 512-invocation workgroups of 8 groups (TPR 64, QR 4): Q8_0 249, Q4_0 338.
 bool DualQoutSpec(const Device& dev, int64_t R, const DeviceWeight& gate, GemvSpec* gs) {
-  const uint32_t mode = Knob("ES_VK_GEMV_DUAL_QUANT", {0, 1, 2}, gate.dtype == DType::kQ8_0 ? 0 : 2);
+  const uint32_t mode =
+      Knob("ES_VK_GEMV_DUAL_QUANT", {0, 1, 2}, gate.dtype == DType::kQ8_0 ? 0 : 2);
   if (mode == 0) return false;
   *gs = GemvSpecFor(dev, gate.dtype, true, R, gate.rows, true, true);
   if (mode == 2) gs->rows = gs->wg / 32;
@@ -385,7 +475,10 @@ bool DualQoutSpec(const Device& dev, int64_t R, const DeviceWeight& gate, GemvSp
 }  // namespace
 
 bool MoeGemvFor(const Device& dev, int64_t R, int64_t D, int64_t I, DType wt, MoeGemv* out) {
-  if (R > kMoeGemvMaxRows || I % 32 != 0 || !UseIdotGemv(dev, R, D, wt) || !UseIdotGemv(dev, R, I, wt)) return false;
+  // One workgroup row per (token, choice) pair: each GEMV has one row of x per workgroup row.
+  if (R > kMoeGemvMaxRows || I % 32 != 0 || !UseIdotGemv(dev, 1, D, wt) ||
+      !UseIdotGemv(dev, 1, I, wt))
+    return false;
   // Whole subgroups per output: the MOE variants reduce through shared memory (no clusters).
   const uint32_t max_sg = std::max<uint32_t>(dev.info().max_subgroup_size, 1);
   GemvSpec up = GemvSpecFor(dev, wt, true, 1, I, true, false);
@@ -403,8 +496,8 @@ bool MoeGemvFor(const Device& dev, int64_t R, int64_t D, int64_t I, DType wt, Mo
 
 bool DualQuantizesOut(const Device& dev, int64_t R, int64_t K, const DeviceWeight& gate) {
   GemvSpec gs{};
-  return UseIdotGemv(dev, R, K, gate.dtype) && IdotQuantizeOnce(K, true) && gate.chunks.size() == 1 &&
-         gate.rows % 32 == 0 && DualQoutSpec(dev, R, gate, &gs);
+  return UseIdotGemv(dev, R, K, gate.dtype) && IdotQuantizeOnce(R, K, true) &&
+         gate.chunks.size() == 1 && gate.rows % 32 == 0 && DualQoutSpec(dev, R, gate, &gs);
 }
 
 void RecordGemvSwiGLU(OpContext& c, BufRange x, int64_t R, int64_t K, const DeviceWeight& gate,
@@ -425,11 +518,14 @@ void RecordGemvSwiGLU(OpContext& c, BufRange x, int64_t R, int64_t K, const Devi
     if (cg.rows == 0) continue;
     const uint32_t N = uint32_t(cg.rows);
     Dispatch& d = c.Add(std::string("matmul_gemv_") + TypeSuffix(gate.dtype) +
-                            (xq ? "_idot_dual" : idot ? "_idotl_dual" : "_dual") + (yq ? "_q" : "") +
-                            gs.Variant(),
-                        yq ? std::vector<uint32_t>{2, 1, 1, 1, 1, 1, 1, 1} : std::vector<uint32_t>{2, 1, 1, 1, 1, 1},
+                            (xq     ? "_idot_dual"
+                             : idot ? "_idotl_dual"
+                                    : "_dual") +
+                            (yq ? "_q" : "") + gs.Variant(),
+                        yq ? std::vector<uint32_t>{2, 1, 1, 1, 1, 1, 1, 1}
+                           : std::vector<uint32_t>{2, 1, 1, 1, 1, 1},
                         gs.Spec());
-    d.bindings = {{Range(cg.alloc), Range(cu.alloc)}, {xq ? xq->q : x}, {x}, {y}, {x},
+    d.bindings = {{Range(cg.alloc), Range(cu.alloc)},     {xq ? xq->q : x}, {x}, {y}, {x},
                   {xq ? xq->ds : norm ? norm->weight : x}};
     d.writes = {3};
     if (yq) {
@@ -465,7 +561,8 @@ void BuildMatMul(OpContext& c) {
     const DeviceWeight& gd = c.weights.Get(gw);
     QuantX yq;
     if (c.dual_yq.size) yq = QuantXRanges(c.dual_yq, R, gd.rows, gd.dtype);
-    RecordGemvSwiGLU(c, x, R, K, gd, c.weights.Get(uw), c.Out(), norm, xqp, c.dual_yq.size ? &yq : nullptr);
+    RecordGemvSwiGLU(c, x, R, K, gd, c.weights.Get(uw), c.Out(), norm, xqp,
+                     c.dual_yq.size ? &yq : nullptr);
     return;
   }
   const Tensor& W = c.W(1);
@@ -476,8 +573,8 @@ void BuildMatMul(OpContext& c) {
   const bool has_bias = c.n.src.size() > 2 && c.n.src[2] >= 0;
   if (has_bias) bias = Range(c.weights.GetF32(c.W(2)).chunks[0].alloc);
   RecordMatMul(c, x, R, K, w, has_bias ? &bias : nullptr, c.Out(), c.n.shape[1],
-               c.residual.size ? &c.residual : nullptr, norm, c.scratch.empty() ? nullptr : &c.scratch[0],
-               xqp);
+               c.residual.size ? &c.residual : nullptr, norm,
+               c.scratch.empty() ? nullptr : &c.scratch[0], xqp);
 }
 
 }  // namespace es::vk

@@ -4,12 +4,13 @@
 // most kMoeMaxBlocks) and a small table maps each expert to (buffer, offset) of its gate, up and
 // down matrices (offsets in elements, or in words for block-quantized experts, whose rows are
 // repacked).
-// Up to kMoeGemvMaxRows rows (decode), Q4_0 and Q8_0 experts where the device has integer dot
+// Up to kMoeGemvMaxRows rows (decode), Q4_0, Q8_0 and Q5_K experts where the device has integer dot
 // products (MoeGemvFor): the integer-dot GEMV's MOE variants (matmul_gemv.comp) — up: one
 // workgroup row per (token, expert) pair, gate and up in one pass with SwiGLU, x quantized in the
 // workgroup (a folded RMSNorm applied there), h written quantized too; down: one workgroup row per
 // token, its top_k choices added in order and weighted, plus a fused residual. Other types: the
-// float expert kernels (moe_expert.comp UP, DOWN), one workgroup row per pair. More rows (prefill, batches): the pairs are grouped by expert
+// float expert kernels (moe_expert.comp UP, DOWN), one workgroup row per pair, up to kGemvMaxRows
+// rows. More rows (prefill, batches of other types; MoeGrouped): the pairs are grouped by expert
 // (moe_compact.comp) and each expert's projections run as one GEMM over the rows routed to it
 // (moe_gemm.glsl: matmul_gemm_cm.comp on tensor cores, else matmul_gemm.comp), so each expert's
 // weights are read about once a step instead of once per token that chose it; gate and up
@@ -33,7 +34,9 @@ constexpr size_t kMoeMaxBlocks = 8;
 namespace {
 // The experts' types as the graph holds them (gate, up, down of expert 0; BuildMoe checks that
 // every expert agrees and that the device copies keep them).
-DType ExpertType(const Graph& g, const Node& n, int m) { return g.node(n.src[size_t(3 + m)]).weight->dtype; }
+DType ExpertType(const Graph& g, const Node& n, int m) {
+  return g.node(n.src[size_t(3 + m)]).weight->dtype;
+}
 }  // namespace
 
 bool MoeTakesGemv(const Device& dev, const Graph& g, const Node& n, MoeGemv* spec) {
@@ -44,6 +47,14 @@ bool MoeTakesGemv(const Device& dev, const Graph& g, const Node& n, MoeGemv* spe
          MoeGemvFor(dev, n.shape[0], n.shape[1], p.ffn_dim, t, spec ? spec : &unused);
 }
 
+// Whether a kMoE node's experts take the grouped GEMMs: past kMoeGemvMaxRows rows, or past
+// kGemvMaxRows where they are not on the integer-dot GEMVs (the float expert kernels read an
+// expert once per pair at the float GEMV's speed).
+bool MoeGrouped(const Device& dev, const Graph& g, const Node& n) {
+  return n.shape[0] > kMoeGemvMaxRows ||
+         (n.shape[0] > kGemvMaxRows && !MoeTakesGemv(dev, g, n, nullptr));
+}
+
 std::vector<uint64_t> MoeScratch(const Device& dev, const Graph& g, const Node& n, int64_t T) {
   const MoeParams& p = *n.moe;
   const uint64_t R = uint64_t(n.shape[0]), k = uint64_t(p.top_k), I = uint64_t(p.ffn_dim),
@@ -51,11 +62,11 @@ std::vector<uint64_t> MoeScratch(const Device& dev, const Graph& g, const Node& 
   std::vector<uint64_t> s{R * E * 4, R * k * 4, R * k * 4, R * k * I * 4};
   if (MoeTakesGemv(dev, g, n, nullptr))  // h quantized for the down GEMV
     s.push_back(QuantXBytes(int64_t(R * k), int64_t(I), ExpertType(g, n, 0)));
-  if (int64_t(R) > kMoeGemvMaxRows) {
-    s.push_back(R * k * I * 4);         // gate
-    s.push_back(R * k * I * 4);         // up
-    s.push_back(R * k * D * 4);         // down outputs, weighted
-    s.push_back((2 * E + R * k) * 4);   // meta
+  if (MoeGrouped(dev, g, n)) {
+    s.push_back(R * k * I * 4);        // gate
+    s.push_back(R * k * I * 4);        // up
+    s.push_back(R * k * D * 4);        // down outputs, weighted
+    s.push_back((2 * E + R * k) * 4);  // meta
   }
   return s;
 }
@@ -64,11 +75,12 @@ void RecordGroupedGemm(OpContext& c, const GroupedGemm& g) {
   const bool cm = UseCoopmat(c.dev, g.K, g.dtype);
   const uint32_t bm = cm ? 64 : 128, bn = 128;  // the kernels' tiles
   const std::string t = TypeSuffix(g.dtype);
-  const std::string name =
-      cm ? "moe_gemm_cm_" + t + "_n" + std::to_string(c.dev.coopmat_n()) + (c.dev.shared_blocks() ? "_sb" : "") +
-               (c.dev.coopmat_khr() ? "_khr" : "")
-         : "moe_gemm_" + t;
-  ES_CHECK(g.w.size() <= kMoeMaxBlocks, "vulkan: '", c.n.name, "': grouped GEMM over ", g.w.size(), " buffers");
+  const std::string name = cm ? "moe_gemm_cm_" + t + "_n" + std::to_string(c.dev.coopmat_n()) +
+                                    (c.dev.shared_blocks() ? "_sb" : "") +
+                                    (c.dev.coopmat_khr() ? "_khr" : "")
+                              : "moe_gemm_" + t;
+  ES_CHECK(g.w.size() <= kMoeMaxBlocks, "vulkan: '", c.n.name, "': grouped GEMM over ", g.w.size(),
+           " buffers");
   std::vector<BufRange> w = g.w;
   while (w.size() < kMoeMaxBlocks) w.push_back(w[0]);
   Dispatch& d = c.Add(name, {uint32_t(kMoeMaxBlocks), 1, 1, 1, 1, 1});
@@ -84,9 +96,9 @@ void RecordGroupedGemm(OpContext& c, const GroupedGemm& g) {
 }
 
 namespace {
-// The grouped path (R > kMoeGemvMaxRows): compaction, the gate/up/down GEMMs, SwiGLU, combine.
-void RecordGroupedExperts(OpContext& c, const std::vector<BufRange> (&lists)[2], const BufRange& tab,
-                          const DType (&dtype)[3]) {
+// The grouped path (MoeGrouped): compaction, the gate/up/down GEMMs, SwiGLU, combine.
+void RecordGroupedExperts(OpContext& c, const std::vector<BufRange> (&lists)[2],
+                          const BufRange& tab, const DType (&dtype)[3]) {
   const MoeParams& p = *c.n.moe;
   const int64_t R = c.n.shape[0], D = c.n.shape[1], I = p.ffn_dim, E = p.n_experts, K = p.top_k;
   const BufRange ids = c.scratch[1], wts = c.scratch[2], h = c.scratch[3], gate = c.scratch[4],
@@ -100,10 +112,22 @@ void RecordGroupedExperts(OpContext& c, const std::vector<BufRange> (&lists)[2],
     } pc{uint32_t(R * K), uint32_t(E)};
     d.Push(pc);
   }
-  auto gemm = [&](int mat, const std::vector<BufRange>& w, BufRange x, BufRange y, int64_t N, int64_t Kd,
-                  uint32_t xdiv, bool use_wts) {
-    GroupedGemm gg{w, x, meta, y, tab, wts, dtype[mat], uint32_t(N), uint32_t(Kd), uint32_t(E),
-                   uint32_t(R), xdiv, uint32_t(mat), use_wts};
+  auto gemm = [&](int mat, const std::vector<BufRange>& w, BufRange x, BufRange y, int64_t N,
+                  int64_t Kd, uint32_t xdiv, bool use_wts) {
+    GroupedGemm gg{w,
+                   x,
+                   meta,
+                   y,
+                   tab,
+                   wts,
+                   dtype[mat],
+                   uint32_t(N),
+                   uint32_t(Kd),
+                   uint32_t(E),
+                   uint32_t(R),
+                   xdiv,
+                   uint32_t(mat),
+                   use_wts};
     RecordGroupedGemm(c, gg);
   };
   gemm(0, lists[0], c.In(0), gate, I, D, uint32_t(K), false);
@@ -147,21 +171,25 @@ void RecordIdotExperts(OpContext& c, const MoeGemv& spec, const std::vector<BufR
   const QuantX hq = QuantXRanges(c.scratch[4], R * K, I, t);
   const std::string name = std::string("moe_gemv_") + TypeSuffix(t);
   {
-    Dispatch& d = c.Add(name + "_up", {uint32_t(kMoeMaxBlocks), 1, 1, 1, 1, 1, 1, 1, 1, 1, 1}, spec.up_spec);
-    d.bindings = {lists[0], {x}, {x}, {h}, {x}, {norm ? norm->weight : x}, {hq.q}, {hq.ds}, {ids}, {wts}, {tab}};
+    Dispatch& d =
+        c.Add(name + "_up", {uint32_t(kMoeMaxBlocks), 1, 1, 1, 1, 1, 1, 1, 1, 1, 1}, spec.up_spec);
+    d.bindings = {lists[0], {x},     {x},   {h},   {x},  {norm ? norm->weight : x},
+                  {hq.q},   {hq.ds}, {ids}, {wts}, {tab}};
     d.writes = {3, 6, 7};
-    d.Push(MoeGemvPush{uint32_t(D), uint32_t(I), uint32_t(R * K), 0, uint32_t(D), 0, 0, uint32_t(I), 0, 0, 0,
-                       0, norm ? 1u : 0u, norm ? norm->eps : 0.0f, uint32_t(K)});
+    d.Push(MoeGemvPush{uint32_t(D), uint32_t(I), uint32_t(R * K), 0, uint32_t(D), 0, 0, uint32_t(I),
+                       0, 0, 0, 0, norm ? 1u : 0u, norm ? norm->eps : 0.0f, uint32_t(K)});
     d.groups[0] = uint32_t(I / spec.up_outputs);  // I % 32 == 0 (MoeGemvFor)
     d.groups[1] = uint32_t(R * K);
   }
   {
     const bool res = c.residual.size != 0;
-    Dispatch& d = c.Add(name + "_down", {uint32_t(kMoeMaxBlocks), 1, 1, 1, 1, 1, 1, 1, 1, 1, 1}, spec.down_spec);
-    d.bindings = {lists[1], {hq.q}, {x}, {c.Out()}, {res ? c.residual : x}, {hq.ds}, {x}, {x}, {ids}, {wts}, {tab}};
+    Dispatch& d = c.Add(name + "_down", {uint32_t(kMoeMaxBlocks), 1, 1, 1, 1, 1, 1, 1, 1, 1, 1},
+                        spec.down_spec);
+    d.bindings = {lists[1], {hq.q}, {x},   {c.Out()}, {res ? c.residual : x}, {hq.ds}, {x},
+                  {x},      {ids},  {wts}, {tab}};
     d.writes = {3};
-    d.Push(MoeGemvPush{uint32_t(I), uint32_t(D), uint32_t(R), 0, uint32_t(I), 0, 0, uint32_t(D), 0, 0, 0,
-                       res ? 1u : 0u, 0, 0.0f, uint32_t(K)});
+    d.Push(MoeGemvPush{uint32_t(I), uint32_t(D), uint32_t(R), 0, uint32_t(I), 0, 0, uint32_t(D), 0,
+                       0, 0, res ? 1u : 0u, 0, 0.0f, uint32_t(K)});
     d.groups[0] = uint32_t((D + spec.down_outputs - 1) / spec.down_outputs);
     d.groups[1] = uint32_t(R);
   }
@@ -195,9 +223,16 @@ void BuildMoe(OpContext& c) {
     struct {
       uint32_t R, E, top_k, n_group, topk_group, sigmoid, method, norm, has_bias;
       float scaling;
-    } pc{uint32_t(R), uint32_t(E), uint32_t(K), uint32_t(p.n_group), uint32_t(p.topk_group),
-         p.scoring == ScoringFunc::kSigmoid ? 1u : 0u, uint32_t(p.topk_method),
-         p.norm_topk_prob ? 1u : 0u, has_bias ? 1u : 0u, p.routed_scaling_factor};
+    } pc{uint32_t(R),
+         uint32_t(E),
+         uint32_t(K),
+         uint32_t(p.n_group),
+         uint32_t(p.topk_group),
+         p.scoring == ScoringFunc::kSigmoid ? 1u : 0u,
+         uint32_t(p.topk_method),
+         p.norm_topk_prob ? 1u : 0u,
+         has_bias ? 1u : 0u,
+         p.routed_scaling_factor};
     d.Push(pc);
     d.groups[0] = uint32_t(R);  // one workgroup per token
   }
@@ -245,7 +280,7 @@ void BuildMoe(OpContext& c) {
   Allocation tab = c.host_pool->Alloc(table.size() * 4, n.name + " expert table");
   std::memcpy(tab.mapped, table.data(), table.size() * 4);
   c.owned->push_back(tab);
-  if (R > kMoeGemvMaxRows) {
+  if (MoeGrouped(c.dev, c.g, n)) {
     RecordGroupedExperts(c, lists, Range(tab), dtype);
     return;
   }
@@ -265,9 +300,9 @@ void BuildMoe(OpContext& c) {
     uint32_t D, I, top_k;
   } pc{uint32_t(D), uint32_t(I), uint32_t(K)};
   {
-    Dispatch& d = c.Add(
-        std::string("moe_up_") + TypeSuffix(dtype[0]) + (vec(D, dtype[0]) ? "_vec" : ""),
-        {uint32_t(kMoeMaxBlocks), 1, 1, 1, 1, 1}, {gs.wg, gs.rows});
+    Dispatch& d =
+        c.Add(std::string("moe_up_") + TypeSuffix(dtype[0]) + (vec(D, dtype[0]) ? "_vec" : ""),
+              {uint32_t(kMoeMaxBlocks), 1, 1, 1, 1, 1}, {gs.wg, gs.rows});
     d.bindings = {lists[0], {c.In(0)}, {ids}, {wts}, {Range(tab)}, {h}};
     d.writes = {5};
     d.Push(pc);
@@ -275,9 +310,9 @@ void BuildMoe(OpContext& c) {
     d.groups[1] = uint32_t(R * K);
   }
   {
-    Dispatch& d = c.Add(
-        std::string("moe_down_") + TypeSuffix(dtype[2]) + (vec(I, dtype[2]) ? "_vec" : ""),
-        {uint32_t(kMoeMaxBlocks), 1, 1, 1, 1, 1}, {gs.wg, gs.rows});
+    Dispatch& d =
+        c.Add(std::string("moe_down_") + TypeSuffix(dtype[2]) + (vec(I, dtype[2]) ? "_vec" : ""),
+              {uint32_t(kMoeMaxBlocks), 1, 1, 1, 1, 1}, {gs.wg, gs.rows});
     d.bindings = {lists[1], {h}, {ids}, {wts}, {Range(tab)}, {c.Out()}};
     d.writes = {5};
     d.Push(pc);

@@ -136,8 +136,8 @@ void RecordMatMul(OpContext& c, BufRange x, int64_t R, int64_t K, const DeviceWe
 bool UseIdotGemv(const Device& dev, int64_t R, int64_t K, DType wt);
 // Whether its x (rows of K; dual: the x of a fused gate/up GEMV) is quantized once per input by a
 // dispatch of its own rather than inside each GEMV workgroup: ES_VK_GEMV_IDOT_LOCAL (default: for
-// rows longer than 8192 and for dual GEMVs).
-bool IdotQuantizeOnce(int64_t K, bool dual);
+// steps of more than one row, rows longer than 8192 and dual GEMVs).
+bool IdotQuantizeOnce(int64_t R, int64_t K, bool dual);
 // Bytes of x quantized for weights of type wt: R * K levels (int8 for Q4_0, int16 for Q8_0;
 // rounded up to 256 bytes), then per 32-block (d, d·Σq).
 uint64_t QuantXBytes(int64_t R, int64_t K, DType wt);

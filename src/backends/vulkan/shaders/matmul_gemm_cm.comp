@@ -21,6 +21,12 @@
 // Epilogue: tiles wholly inside R and N without bias are stored straight to y
 // (coopMatStoreNV); others go through a small per-subgroup f32 staging tile so that partial
 // tiles at the edges (any size) and the bias are handled per element.
+// Split-K (non-MOE): push constant ks > 0 gives each gl_WorkGroupID.z the K slice [z ks,
+// (z + 1) ks) (ks a multiple of BK) and writes its partial tile, without bias, to
+// part[z][r][n] (row stride N); matmul_gemm_cm2_reduce.comp sums the slices (+ bias) into y.
+// Decode-shaped products (9-64 rows) have few output tiles (a 3584-output projection: 28 of
+// 128 columns on 132 multiprocessors), and each workgroup's K loop is bound by the latency of
+// one step's loads: the slices multiply the workgroups.
 // KHR (the "_khr" variants, glslc with GL_KHR_cooperative_matrix): the same kernel on
 // VK_KHR_cooperative_matrix's subgroup-scope matrices, for devices without the NV extension (or
 // ES_VK_COOPMAT=khr); the CM_* macros below name the matrix types and operations of either.
@@ -73,7 +79,8 @@ layout(binding = 0) readonly buffer W { uvec4 wq[]; };
 layout(binding = 1) readonly buffer X { vec4 x4[]; };
 layout(binding = 2) readonly buffer Bias { float bias[]; };
 layout(binding = 3) writeonly buffer Y { float y[]; };
-layout(push_constant) uniform P { uint K, N, R, n0, y_rs, has_bias; } p;
+layout(binding = 4) writeonly buffer Part { float part[]; };
+layout(push_constant) uniform P { uint K, N, R, n0, y_rs, has_bias, ks; } p;
 #define WQ(i) wq[i]
 #define XROW(row, gm) (gm)
 #define ROWS p.R
@@ -285,9 +292,15 @@ void main() {
     }
 #endif
 
-  const uint steps = (p.K + BK - 1u) / BK;
-  LOAD_A(0u)
-  LOAD_B(0u)
+#ifdef MOE
+  const uint kb = 0u, kend = p.K;
+#else
+  const uint kb = p.ks != 0u ? gl_WorkGroupID.z * p.ks : 0u;
+  const uint kend = p.ks != 0u ? min(p.K, kb + p.ks) : p.K;
+#endif
+  const uint steps = (kend - kb + BK - 1u) / BK;
+  LOAD_A(kb)
+  LOAD_B(kb)
   STORE_A(0u)
   STORE_B(0u)
   barrier();
@@ -295,8 +308,8 @@ void main() {
     const uint cur = s & 1u;
     const bool more = s + 1u < steps;
     if (more) {
-      LOAD_A((s + 1u) * BK)
-      LOAD_B((s + 1u) * BK)
+      LOAD_A(kb + (s + 1u) * BK)
+      LOAD_B(kb + (s + 1u) * BK)
     }
     const uint ab = cur * STAGE_H, bb = ab + A_H;
     [[unroll]] for (uint kk = 0; kk < BK; kk += CK) {
@@ -321,15 +334,21 @@ void main() {
 #ifdef MOE
   const bool direct = false;  // rows scattered to their pairs
 #else
-  const bool direct = p.has_bias == 0u && m0 + BM <= p.R && nb + BN <= p.N &&
-                      p.y_rs % 4u == 0u && p.n0 % 4u == 0u;
+  const bool split = p.ks != 0u;
+  const uint part0 = gl_WorkGroupID.z * p.R * p.N;  // this slice's partial [R][N]
+  const bool direct = split ? m0 + BM <= p.R && nb + BN <= p.N && p.N % 4u == 0u
+                            : p.has_bias == 0u && m0 + BM <= p.R && nb + BN <= p.N &&
+                                  p.y_rs % 4u == 0u && p.n0 % 4u == 0u;
 #endif
   [[unroll]] for (uint i = 0; i < FM; ++i) {
     [[unroll]] for (uint j = 0; j < FN; ++j) {
       const uint rb0 = m0 + wm * WM + i * CM, cb0 = nb + wn * WN + j * CN;
 #ifndef MOE
       if (direct) {
-        CM_STORE(acc[i][j], y, rb0 * p.y_rs + p.n0 + cb0, p.y_rs);
+        if (split)
+          CM_STORE(acc[i][j], part, part0 + rb0 * p.N + cb0, p.N);
+        else
+          CM_STORE(acc[i][j], y, rb0 * p.y_rs + p.n0 + cb0, p.y_rs);
         continue;
       }
 #endif
@@ -342,9 +361,13 @@ void main() {
         if (gm < ROWS && gn < p.N)
           y[MoeYRow(gm - m0) * p.y_rs + gn] = STAGE_F[sg * CM * CN + e] * MoeScale(gm - m0);
 #else
-        if (gm < p.R && gn < p.N)
-          y[gm * p.y_rs + p.n0 + gn] =
-              STAGE_F[sg * CM * CN + e] + (p.has_bias != 0u ? bias[p.n0 + gn] : 0.0);
+        if (gm < p.R && gn < p.N) {
+          if (split)
+            part[part0 + gm * p.N + gn] = STAGE_F[sg * CM * CN + e];
+          else
+            y[gm * p.y_rs + p.n0 + gn] =
+                STAGE_F[sg * CM * CN + e] + (p.has_bias != 0u ? bias[p.n0 + gn] : 0.0);
+        }
 #endif
       }
       subgroupBarrier();

@@ -1,5 +1,6 @@
 #version 450
-// The second half of matmul_gemm_cm2.comp's split-K ("_sk" variants): y[r, n0 + n] = Σ_s
+// The second half of a split-K product (matmul_gemm_cm2.comp's "_sk" variants, matmul_gemm_cm.comp
+// with ks): y[r, n0 + n] = Σ_s
 // part[s][r][n] (+ bias[n0 + n]) for the S partial products of the K slices. One invocation per
 // output; workgroup x covers 256 columns, y the row.
 layout(local_size_x = 256) in;
