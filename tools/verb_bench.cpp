@@ -1,4 +1,7 @@
-// `edgeseek bench -m PATH | --synthetic NAME [--backend cpu] [-p 512] [-n 128] [-b 1] [-t T] [--json]`
+// `edgeseek bench -m PATH | --synthetic NAME [--backend cpu] [-p 512] [-n 128] [-b 1[,8,...]] [-t
+// T] [--json]` Several batch sizes (-b 1,8,32) run one after another on one loaded model (one
+// runner with the largest count's slots); --json then prints one object a line, one per batch size.
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <nlohmann/json.hpp>
@@ -12,53 +15,73 @@
 namespace es::tools {
 namespace {
 
+// The text report of one bench; the model/backend/load lines only with `header`.
+void Print(const BenchResult& r, bool header) {
+  if (header) {
+    std::printf("model      %s  (%.2f GB weights, %.2f GB read per token)\n", r.model.c_str(),
+                double(r.weight_bytes) / 1e9, double(r.active_bytes_per_token) / 1e9);
+    std::printf("backend    %s\n", r.backend_desc.c_str());
+    std::printf("load       %.2f s     peak RSS %.2f GB     KV %zu bytes/token (%s)\n", r.load_s,
+                double(r.peak_rss_bytes) / 1e9, r.kv_bytes_per_token, r.kv_type.c_str());
+  }
+  std::printf("prefill    %8.2f tokens/s  (pp%d, median of %d)   TTFT %.3f s\n",
+              r.prefill_tokens_per_s, r.n_prompt, r.reps, r.ttft_s);
+  if (r.batch > 1)
+    std::printf(
+        "decode     %8.2f tokens/s  (tg%d x %d sequences)  per step p50 %.1f / p95 %.1f / p99 %.1f "
+        "ms\n",
+        r.decode_tokens_per_s, r.n_gen, r.batch, r.decode_p50_ms, r.decode_p95_ms, r.decode_p99_ms);
+  else
+    std::printf("decode     %8.2f tokens/s  (tg%d)  per token p50 %.1f / p95 %.1f / p99 %.1f ms\n",
+                r.decode_tokens_per_s, r.n_gen, r.decode_p50_ms, r.decode_p95_ms, r.decode_p99_ms);
+  if (r.n_gen > 0)
+    std::printf(
+        "steps      first %.1f ms; p50 / p95: CPU %.1f / %.1f ms, run-queue wait %.1f / %.1f ms,"
+        " preempted %.0f / %.0f, faults %.0f / %.0f\n",
+        r.first_step_ms, r.step_cpu_p50_ms, r.step_cpu_p95_ms, r.step_wait_p50_ms,
+        r.step_wait_p95_ms, r.step_preempt_p50, r.step_preempt_p95, r.step_faults_p50,
+        r.step_faults_p95);
+  if (r.mem_bandwidth_gbs > 0)
+    std::printf("bandwidth  decode reads %.1f GB/s = %.0f%% of the measured %.1f GB/s\n",
+                r.decode_bandwidth_fraction * r.mem_bandwidth_gbs,
+                100 * r.decode_bandwidth_fraction, r.mem_bandwidth_gbs);
+}
+
 VerbRun Setup(CLI::App& app) {
   auto args = std::make_shared<ModelArgs>();
   auto bo = std::make_shared<BenchOptions>();
   auto json_out = std::make_shared<bool>(false);
+  auto batches = std::make_shared<std::vector<int>>(std::vector<int>{1});
   args->Add(app);
-  app.add_option("-p,--n-prompt", bo->n_prompt, "prompt tokens (prefill)")->check(CLI::NonNegativeNumber);
-  app.add_option("-n,--n-gen", bo->n_gen, "generated tokens (decode)")->check(CLI::NonNegativeNumber);
+  app.add_option("-p,--n-prompt", bo->n_prompt, "prompt tokens (prefill)")
+      ->check(CLI::NonNegativeNumber);
+  app.add_option("-n,--n-gen", bo->n_gen, "generated tokens (decode)")
+      ->check(CLI::NonNegativeNumber);
   app.add_option("-r,--repetitions", bo->reps, "timed repetitions")->check(CLI::PositiveNumber);
-  app.add_option("-b,--batch", bo->batch, "sequences decoding together, one row each a step (1..256)")
+  app.add_option(
+         "-b,--batch", *batches,
+         "sequences decoding together, one row each a step (1..256); a comma list runs each")
+      ->delimiter(',')
       ->check(CLI::Range(1, 256));
   app.add_flag("--json", *json_out, "one JSON object on stdout");
   return [=]() {
     const auto t0 = std::chrono::steady_clock::now();
     auto model = args->Load();
     if (args->context == 0) args->context = bo->n_prompt + bo->n_gen + 8;
-    auto runner = args->MakeRunner(model, bo->batch);
-    const double load_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    auto runner = args->MakeRunner(model, *std::max_element(batches->begin(), batches->end()));
+    const double load_s =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     bo->threads = args->threads > 0 ? args->threads : int(std::thread::hardware_concurrency());
     bo->device = args->device;
-    const BenchResult r = RunBench(*runner, *bo, load_s);
-    if (*json_out) {
-      std::printf("%s\n", r.ToJson().dump().c_str());
-      return 0;
+    for (size_t i = 0; i < batches->size(); ++i) {
+      bo->batch = (*batches)[i];
+      const BenchResult r = RunBench(*runner, *bo, load_s);
+      if (*json_out)
+        std::printf("%s\n", r.ToJson().dump().c_str());
+      else
+        Print(r, i == 0);
+      std::fflush(stdout);
     }
-    std::printf("model      %s  (%.2f GB weights, %.2f GB read per token)\n", r.model.c_str(),
-                double(r.weight_bytes) / 1e9, double(r.active_bytes_per_token) / 1e9);
-    std::printf("backend    %s\n", r.backend_desc.c_str());
-    std::printf("load       %.2f s     peak RSS %.2f GB     KV %zu bytes/token (%s)\n", r.load_s,
-                double(r.peak_rss_bytes) / 1e9, r.kv_bytes_per_token, r.kv_type.c_str());
-    std::printf("prefill    %8.2f tokens/s  (pp%d, median of %d)   TTFT %.3f s\n",
-                r.prefill_tokens_per_s, r.n_prompt, r.reps, r.ttft_s);
-    if (r.batch > 1)
-      std::printf("decode     %8.2f tokens/s  (tg%d x %d sequences)  per step p50 %.1f / p95 %.1f / p99 %.1f ms\n",
-                  r.decode_tokens_per_s, r.n_gen, r.batch, r.decode_p50_ms, r.decode_p95_ms, r.decode_p99_ms);
-    else
-      std::printf("decode     %8.2f tokens/s  (tg%d)  per token p50 %.1f / p95 %.1f / p99 %.1f ms\n",
-                  r.decode_tokens_per_s, r.n_gen, r.decode_p50_ms, r.decode_p95_ms, r.decode_p99_ms);
-    if (r.n_gen > 0)
-      std::printf("steps      first %.1f ms; p50 / p95: CPU %.1f / %.1f ms, run-queue wait %.1f / %.1f ms,"
-                  " preempted %.0f / %.0f, faults %.0f / %.0f\n",
-                  r.first_step_ms, r.step_cpu_p50_ms, r.step_cpu_p95_ms, r.step_wait_p50_ms,
-                  r.step_wait_p95_ms, r.step_preempt_p50, r.step_preempt_p95, r.step_faults_p50,
-                  r.step_faults_p95);
-    if (r.mem_bandwidth_gbs > 0)
-      std::printf("bandwidth  decode reads %.1f GB/s = %.0f%% of the measured %.1f GB/s\n",
-                  r.decode_bandwidth_fraction * r.mem_bandwidth_gbs, 100 * r.decode_bandwidth_fraction,
-                  r.mem_bandwidth_gbs);
     return 0;
   };
 }

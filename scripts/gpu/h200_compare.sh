@@ -24,7 +24,10 @@
 # llama.cpp, ES_GOLDEN_MODES (default "0 1": f32 and f16 math), ES_LLAMA_CM1 ("preset:type ...":
 # llama-bench pp512 again with its coopmat2 path off), ES_EXTRA_ENVS ("NAME=VALUE ...": each GGUF's
 # edgeseek bench again with that setting), ES_BATCHES ("1 8 32 64": each GGUF's batched decode,
-# `bench -b N`, also under each ES_EXTRA_ENVS setting; ES_BATCH_PROFILE=N: --profile of -b N), ES_SERVE=1 adds the serving load benchmark
+# `bench -b 1,8,32,64` in one process, also under each ES_EXTRA_ENVS setting, or ES_BATCH_ENVS where
+# given; ES_BATCH_PROFILE=N: --profile of -b N), ES_SINGLE=0 skips each GGUF's single-sequence
+# benches, ES_TEST_ENVS ("A=1,B=2 C=3": es_test_vulkan again under each comma-joined setting, with
+# the filter ES_TEST_FILTER2), ES_SERVE=1 adds the serving load benchmark
 # (tests/server/load_bench.sh: edgeseek serve on Vulkan next to llama-server with -ngl 99, same
 # file: ES_SERVE_GGUF "preset:type" of ES_GGUFS, default a 1.5B q4_0; CLIENTS, SLOTS, PROMPT_WORDS,
 # MAX_TOKENS, CONTEXT go to load_bench.sh; with ES_LLAMA_CUDA=1 the peer is llama.cpp's CUDA
@@ -124,6 +127,11 @@ echo "== machine"; nvidia-smi --query-gpu=name,driver_version,memory.total --for
 echo "== devices"; timeout 60 "$B/edgeseek" devices --bandwidth > "$OUT/devices.txt" 2>&1; echo "rc=$?"; grep -i "bandwidth\|coop\|H200" "$OUT/devices.txt" | head -8
 if [[ "${ES_TESTS:-1}" == 1 ]]; then
   echo "== es_test_vulkan ${ES_TEST_FILTER:-}"; timeout 300 "$B/es_test_vulkan" --gtest_filter="${ES_TEST_FILTER:-*}" > "$OUT/test_vulkan.txt" 2>&1; echo "rc=$?"; grep -E "PASSED|FAILED|tests ran" "$OUT/test_vulkan.txt" | head -12
+  for set in ${ES_TEST_ENVS:-}; do
+    echo "== es_test_vulkan ${ES_TEST_FILTER2:-*} under $set"
+    env ${set//,/ } timeout 200 "$B/es_test_vulkan" --gtest_filter="${ES_TEST_FILTER2:-*}" > "$OUT/test_vulkan_${set//[=,\/]/_}.txt" 2>&1
+    echo "rc=$?"; grep -E "PASSED|FAILED|tests ran|Expected|relative" "$OUT/test_vulkan_${set//[=,\/]/_}.txt" | head -24
+  done
   for f16 in ${ES_GOLDEN_MODES:-0 1}; do
     echo "== goldens on vulkan, ES_VK_F16_ACT=$f16"
     ES_VK_F16_ACT=$f16 ES_GOLDEN_BACKENDS=vulkan timeout 150 "$B/es_test_golden" --gtest_filter='*vulkan*' > "$OUT/golden_f16_$f16.txt" 2>&1
@@ -171,6 +179,7 @@ for mt in $GGUFS; do
     timeout 150 $LBC -m "$g" "${LARGS[@]}" -r 3 > "$OUT/llama_cuda_${m}_$ty.txt" 2>&1
     grep -E "^\|" "$OUT/llama_cuda_${m}_$ty.txt" | tail -5
   fi
+  if [[ "${ES_SINGLE:-1}" == 1 ]]; then
   echo "== edgeseek bench $m $ty (same file, ES_VK_F16_ACT=1)"
   ES_VK_F16_ACT=1 timeout 120 "$B/edgeseek" bench --backend vulkan -m "$g" -p 512 -n 128 -r 3 > "$OUT/es_${m}_$ty.txt" 2>&1
   grep -E "backend|prefill|decode" "$OUT/es_${m}_$ty.txt"
@@ -190,14 +199,16 @@ for mt in $GGUFS; do
       echo "== profile $m $ty -p $pp"; grep -E "^vulkan profile|shader time per op" -A 14 "$OUT/profile_${m}_${ty}_p$pp.txt" | cut -c1-150
     done
   fi
-  for bn in ${ES_BATCHES:-}; do  # batched decode: bn sequences a step, under each knob setting
-    for e in ES_NONE=1 ${ES_EXTRA_ENVS:-}; do
-      left || break
-      echo "== edgeseek bench $m $ty -b $bn, $e"
-      env ES_VK_F16_ACT=1 "$e" timeout 120 "$B/edgeseek" bench --backend vulkan -m "$g" -b "$bn" -p 128 -n 64 -r 1 \
-        > "$OUT/es_${m}_${ty}_b${bn}_${e//[=\/]/_}.txt" 2>&1
-      grep -E "prefill|decode" "$OUT/es_${m}_${ty}_b${bn}_${e//[=\/]/_}.txt"
-    done
+  fi
+  BL=${ES_BATCHES:-}
+  for e in ES_NONE=1 ${ES_BATCH_ENVS:-${ES_EXTRA_ENVS:-}}; do  # batched decode, each batch size in one process
+    [[ -n $BL ]] && left || break
+    echo "== edgeseek bench $m $ty -b ${BL// /,}, $e"
+    env ES_VK_F16_ACT=1 "$e" timeout 200 "$B/edgeseek" bench --backend vulkan -m "$g" -b "${BL// /,}" -p 128 -n 64 -r 1 \
+      > "$OUT/es_${m}_${ty}_batches_${e//[=\/]/_}.txt" 2>&1
+    grep -E "decode" "$OUT/es_${m}_${ty}_batches_${e//[=\/]/_}.txt"
+  done
+  for bn in $BL; do
     if [[ $bn == "${ES_BATCH_PROFILE:-}" ]] && left; then  # where a step of bn rows goes
       ES_VK_F16_ACT=1 timeout 120 "$B/edgeseek" bench --backend vulkan -m "$g" -b "$bn" -p 128 -n 8 -r 1 --profile \
         > "$OUT/profile_${m}_${ty}_b$bn.txt" 2>&1
@@ -205,7 +216,7 @@ for mt in $GGUFS; do
     fi
   done
   for e in ${ES_EXTRA_ENVS:-}; do  # the same bench again under other knob settings (A/B)
-    left || break
+    [[ "${ES_SINGLE:-1}" == 1 ]] && left || break
     echo "== edgeseek bench $m $ty, $e"
     env ES_VK_F16_ACT=1 "$e" timeout 120 "$B/edgeseek" bench --backend vulkan -m "$g" -p 512 -n 128 -r 1 > "$OUT/es_${m}_${ty}_${e//[=\/]/_}.txt" 2>&1
     grep -E "prefill|decode" "$OUT/es_${m}_${ty}_${e//[=\/]/_}.txt"

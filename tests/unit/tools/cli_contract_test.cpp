@@ -10,7 +10,9 @@
 namespace es {
 namespace {
 
-std::string Golden(const std::string& v) { return test::SourceDir() + "/tests/golden/data/models/" + v; }
+std::string Golden(const std::string& v) {
+  return test::SourceDir() + "/tests/golden/data/models/" + v;
+}
 
 std::string Ids(const nlohmann::json& g) {
   std::string s;
@@ -47,15 +49,16 @@ TEST(Cli, GenerateGreedyIds) {
             0)
       << err;
   std::string expect;
-  for (auto& id : g["greedy_new_ids"]) expect += (expect.empty() ? "" : " ") + std::to_string(id.get<int>());
+  for (auto& id : g["greedy_new_ids"])
+    expect += (expect.empty() ? "" : " ") + std::to_string(id.get<int>());
   EXPECT_EQ(out, expect + "\n");
 }
 
 TEST(Cli, BenchJson) {
   std::string out, err;
-  ASSERT_EQ(test::RunCommand(test::CliPath() + " bench -m " + Golden("llama3") +
-                                 " -p 16 -n 4 -r 1 -t 2 --json",
-                             &out, &err),
+  ASSERT_EQ(test::RunCommand(
+                test::CliPath() + " bench -m " + Golden("llama3") + " -p 16 -n 4 -r 1 -t 2 --json",
+                &out, &err),
             0)
       << err;
   const auto j = nlohmann::json::parse(out);
@@ -72,10 +75,10 @@ TEST(Cli, BenchJson) {
   EXPECT_LE(j["warmup_passes"].get<int>(), 8);
   // Per decode step (4 tokens: 4 steps): the process's CPU time is never zero, each rep's first
   // step is timed, and the run-queue wait, preemptions and faults are counts, never negative.
-  for (const char* k : {"decode_first_step_ms", "step_cpu_ms_p50", "step_cpu_ms_p95",
-                        "step_run_queue_wait_ms_p50", "step_run_queue_wait_ms_p95",
-                        "step_preemptions_p50", "step_preemptions_p95", "step_page_faults_p50",
-                        "step_page_faults_p95"}) {
+  for (const char* k :
+       {"decode_first_step_ms", "step_cpu_ms_p50", "step_cpu_ms_p95", "step_run_queue_wait_ms_p50",
+        "step_run_queue_wait_ms_p95", "step_preemptions_p50", "step_preemptions_p95",
+        "step_page_faults_p50", "step_page_faults_p95"}) {
     ASSERT_TRUE(j.contains(k)) << k;
     EXPECT_GE(j[k].get<double>(), 0) << k;
   }
@@ -84,9 +87,33 @@ TEST(Cli, BenchJson) {
   EXPECT_GE(j["step_cpu_ms_p95"].get<double>(), j["step_cpu_ms_p50"].get<double>());
 }
 
+// Several batch sizes on one loaded model: one JSON object a line, in the order asked.
+TEST(Cli, BenchBatchList) {
+  std::string out, err;
+  ASSERT_EQ(test::RunCommand(test::CliPath() + " bench -m " + Golden("llama3") +
+                                 " -p 4 -n 3 -r 1 -t 2 -b 1,3,2 --json",
+                             &out, &err),
+            0)
+      << err;
+  std::vector<int> got;
+  size_t at = 0;
+  for (size_t nl; (nl = out.find('\n', at)) != std::string::npos; at = nl + 1) {
+    const auto j = nlohmann::json::parse(out.substr(at, nl - at));
+    got.push_back(j["batch"].get<int>());
+    EXPECT_GT(j["decode_tokens_per_s"].get<double>(), 0);
+  }
+  EXPECT_EQ(got, (std::vector<int>{1, 3, 2}));
+  EXPECT_NE(
+      test::RunCommand(test::CliPath() + " bench -m " + Golden("llama3") + " -b 1,0", &out, &err),
+      0);
+}
+
 TEST(Cli, InspectMlaPreset) {
   std::string out, err;
-  ASSERT_EQ(test::RunCommand(test::CliPath() + " inspect --synthetic deepseek-v2-lite --json", &out, &err), 0) << err;
+  ASSERT_EQ(test::RunCommand(test::CliPath() + " inspect --synthetic deepseek-v2-lite --json", &out,
+                             &err),
+            0)
+      << err;
   const auto j = nlohmann::json::parse(out);
   EXPECT_EQ(j["architecture"], "DeepseekV2ForCausalLM");
   // 15.7B parameters; latent KV: 27 layers × (512 + 64) × 2 bytes in f16.
