@@ -33,7 +33,7 @@ nlohmann::json ReadConfigJson(const std::string& path) {
   ES_CHECK(f.good(), "cannot read '", path, "'");
   try {
     return nlohmann::json::parse(f);
-  } catch (const nlohmann::json::parse_error& e) {
+  } catch (const nlohmann::json::exception& e) {  // parse_error, or out_of_range for 1e999
     Fail(path, ": invalid JSON: ", e.what());
   }
 }
