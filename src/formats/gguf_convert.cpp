@@ -202,15 +202,7 @@ void SetGgufHparams(GgufWriter& w, const std::string& arch, const json& c, const
 // Tokenizer.
 namespace {
 
-json ReadJsonFile(const std::string& path) {
-  std::ifstream f(path);
-  ES_CHECK(f.good(), "cannot read '", path, "'");
-  try {
-    return json::parse(f);
-  } catch (const json::exception& e) {
-    Fail(path, ": invalid JSON: ", e.what());
-  }
-}
+json ReadJsonFile(const std::string& path) { return json_field::ReadFile(path); }
 
 // The Split regexes of a pre_tokenizer (in order), and whether a ByteLevel with use_regex is there.
 void CollectSplits(const json& p, std::vector<std::string>* splits, bool* byte_level_regex,

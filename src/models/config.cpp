@@ -384,14 +384,7 @@ size_t ModelConfig::ExpandedKvBytesPerToken(DType kv_dtype) const {
 }
 
 ModelConfig LoadHfConfig(const std::string& path, int64_t layers_present) {
-  std::ifstream f(path);
-  ES_CHECK(f.good(), "cannot read '", path, "'");
-  json j;
-  try {
-    j = json::parse(f);
-  } catch (const json::exception& e) {
-    Fail(path, ": invalid JSON: ", e.what());
-  }
+  const json j = json_field::ReadFile(path);
   return ParseHfConfig(j, path, layers_present);
 }
 

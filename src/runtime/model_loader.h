@@ -120,14 +120,8 @@ class ModelLoader : public Model {
   void ReadGenerationConfig(const std::string& path) {
     using json_field::As;
     using json_field::Opt;
-    std::ifstream f(path);
-    if (!f.good()) return;
-    nlohmann::json j;
-    try {
-      j = nlohmann::json::parse(f);
-    } catch (const nlohmann::json::exception& e) {  // parse_error, or out_of_range for 1e999
-      Fail(path, ": invalid JSON: ", e.what());
-    }
+    if (!std::ifstream(path).good()) return;  // optional
+    const nlohmann::json j = json_field::ReadFile(path);
     ES_CHECK(j.is_object(), path, ": expected a JSON object at the top level");
     if (auto it = j.find("eos_token_id"); it != j.end() && !it->is_null()) {
       gen_.eos_ids.clear();

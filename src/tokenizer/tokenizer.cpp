@@ -26,6 +26,7 @@ json ReadJsonFile(const std::string& path) {
   std::stringstream ss;
   ss << f.rdbuf();
   const std::string text = ss.str();
+  json_field::CheckDepth(text, path);
   try {
     return json::parse(text);
   } catch (const json::parse_error& e) {

@@ -4,12 +4,18 @@
 // out_of_range escaping without either (issue 23). Integers must be whole numbers within the
 // target type's range: nlohmann converts with a plain cast, so 2^40 became 0 in an int and 1e300
 // was undefined behaviour (found by tests/fuzz/targets/model_config.cpp under UBSan).
+// Files are parsed with their nesting bounded first (Parse, ReadFile, CheckDepth): copying,
+// comparing and dumping a nlohmann value recurse once per level, so a tokenizer_config.json
+// with a million nested '[' parsed fine and then overflowed the stack when it was copied.
 // Header-only; a library that includes it links nlohmann_json.
 #pragma once
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <fstream>
 #include <limits>
+#include <sstream>
 #include <nlohmann/json.hpp>
 #include <string>
 #include <string_view>
@@ -86,6 +92,61 @@ T Opt(const nlohmann::json& j, std::string_view key, T fallback, std::string_vie
   auto it = j.find(key);
   if (it == j.end() || it->is_null()) return fallback;
   return As<T>(*it, key, where);
+}
+
+// The deepest nesting of arrays and objects in a JSON text (brackets inside strings do not
+// count), found in one pass before anything builds or walks a tree.
+inline size_t Depth(std::string_view text) {
+  size_t depth = 0, deepest = 0;
+  bool in_string = false;
+  for (size_t i = 0; i < text.size(); ++i) {
+    const char c = text[i];
+    if (in_string) {
+      if (c == '\\') ++i;  // the escaped character cannot end the string
+      else if (c == '"') in_string = false;
+    } else if (c == '"') {
+      in_string = true;
+    } else if (c == '[' || c == '{') {
+      deepest = std::max(deepest, ++depth);
+    } else if ((c == ']' || c == '}') && depth > 0) {
+      --depth;
+    }
+  }
+  return deepest;
+}
+
+// Nesting allowed in the JSON files of a model folder and in configs: real ones stay below 10
+// (a tokenizer.json Sequence of Splits is 5); each level costs a few hundred bytes of stack
+// wherever a value is copied.
+inline constexpr size_t kMaxFileDepth = 128;
+
+inline void CheckDepth(std::string_view text, std::string_view where,
+                       size_t max_depth = kMaxFileDepth) {
+  const size_t d = Depth(text);
+  if (d > max_depth)
+    Fail(where, ": JSON nested ", d, " levels deep (at most ", max_depth, " are allowed)");
+}
+
+// text parsed as J (nlohmann::json or ordered_json) after CheckDepth; a syntax error or a number
+// out of range (out_of_range, not parse_error) is one error naming `where`.
+template <class J = nlohmann::json>
+J Parse(std::string_view text, std::string_view where) {
+  CheckDepth(text, where);
+  try {
+    return J::parse(text);
+  } catch (const nlohmann::json::exception& e) {
+    Fail(where, ": invalid JSON: ", e.what());
+  }
+}
+
+// The whole file at `path`, parsed by Parse (errors name the path).
+template <class J = nlohmann::json>
+J ReadFile(const std::string& path) {
+  std::ifstream f(path, std::ios::binary);
+  if (!f.good()) Fail("cannot read '", path, "'");
+  std::stringstream ss;
+  ss << f.rdbuf();
+  return Parse<J>(ss.str(), path);
 }
 
 }  // namespace es::json_field

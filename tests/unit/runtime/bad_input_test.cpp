@@ -240,6 +240,28 @@ TEST(BadInput, WronglyTypedOrMissingJsonValues) {
   }
 }
 
+// A million nested '[' in any JSON file of the folder: `run` copied tokenizer_config.json's
+// value tree recursively and died of a stack overflow (SIGSEGV); now every file's nesting is
+// bounded before it is parsed (edgeseek/core/json_field.h) and this is one line naming it.
+TEST(BadInput, DeeplyNestedJsonFiles) {
+  const std::string deep = std::string(1000000, '[') + std::string(1000000, ']');
+  const std::string tok = test::SourceDir() + "/tests/data/tiny_tokenizer";
+  for (const char* file :
+       {"config.json", "generation_config.json", "tokenizer.json", "tokenizer_config.json"}) {
+    const std::string d = test::TempDir() + "/deep_" + file;
+    fs::create_directories(d);
+    fs::copy(Golden("qwen2_tied"), d, fs::copy_options::recursive);
+    fs::copy(tok + "/tokenizer.json", d + "/tokenizer.json");
+    fs::copy(tok + "/tokenizer_config.json", d + "/tokenizer_config.json");
+    std::string text = test::ReadFile(d + "/" + file);
+    text.insert(text.find('{') + 1, "\"zz\": " + deep + ", ");
+    test::WriteFile(d + "/" + file, text);
+    ExpectOneLineError(
+        "run -m " + d + " -p hi -n 1",
+        {d + "/" + file, "JSON nested 1000001 levels deep (at most 128 are allowed)"});
+  }
+}
+
 TEST(BadInput, MalformedConfigJson) {
   const std::string d = CopyModel("llama3");
   test::WriteFile(d + "/config.json", "{\"vocab_size\": 12,");
