@@ -18,6 +18,7 @@
 #include <unordered_map>
 
 #include "edgeseek/core/error.h"
+#include "edgeseek/core/json_field.h"
 #include "edgeseek/core/thread_pool.h"
 #include "edgeseek/quant/blocks.h"
 
@@ -34,18 +35,13 @@ namespace {
 bool HasNumber(const json& j, const char* key) { return j.contains(key) && j[key].is_number(); }
 
 int64_t GetInt(const json& j, const char* key, const std::string& where) {
-  ES_CHECK(j.contains(key), where, ": missing field '", key, "'");
-  ES_CHECK(j[key].is_number_integer(), where, ": field '", key, "' must be an integer");
-  return j[key].get<int64_t>();
+  return json_field::Get<int64_t>(j, key, where);
 }
 int64_t GetIntOr(const json& j, const char* key, int64_t def, const std::string& where) {
-  if (!j.contains(key) || j[key].is_null()) return def;
-  return GetInt(j, key, where);
+  return json_field::Opt<int64_t>(j, key, def, where);
 }
 double GetDoubleOr(const json& j, const char* key, double def, const std::string& where) {
-  if (!j.contains(key) || j[key].is_null()) return def;
-  ES_CHECK(j[key].is_number(), where, ": field '", key, "' must be a number");
-  return j[key].get<double>();
+  return json_field::Opt<double>(j, key, def, where);
 }
 
 // The rope scaling object ({} when none) with its type under "type".
@@ -206,28 +202,21 @@ void SetGgufHparams(GgufWriter& w, const std::string& arch, const json& c, const
 // Tokenizer.
 namespace {
 
-json ReadJsonFile(const std::string& path) {
-  std::ifstream f(path);
-  ES_CHECK(f.good(), "cannot read '", path, "'");
-  try {
-    return json::parse(f);
-  } catch (const json::exception& e) {
-    Fail(path, ": invalid JSON: ", e.what());
-  }
-}
+json ReadJsonFile(const std::string& path) { return json_field::ReadFile(path); }
 
 // The Split regexes of a pre_tokenizer (in order), and whether a ByteLevel with use_regex is there.
-void CollectSplits(const json& p, std::vector<std::string>* splits, bool* byte_level_regex) {
+void CollectSplits(const json& p, std::vector<std::string>* splits, bool* byte_level_regex,
+                   const std::string& where) {
   if (!p.is_object()) return;
-  const std::string type = p.value("type", "");
+  const std::string type = json_field::Opt<std::string>(p, "type", "", where);
   if (type == "Sequence" && p.contains("pretokenizers")) {
-    for (const auto& q : p["pretokenizers"]) CollectSplits(q, splits, byte_level_regex);
+    for (const auto& q : p["pretokenizers"]) CollectSplits(q, splits, byte_level_regex, where);
   } else if (type == "Split" && p.contains("pattern") && p["pattern"].is_object()) {
     const json& pat = p["pattern"];
     if (pat.contains("Regex") && pat["Regex"].is_string()) splits->push_back(pat["Regex"].get<std::string>());
     else if (pat.contains("String") && pat["String"].is_string()) splits->push_back(pat["String"].get<std::string>());
   } else if (type == "ByteLevel") {
-    *byte_level_regex = *byte_level_regex || p.value("use_regex", true);
+    *byte_level_regex = *byte_level_regex || json_field::Opt<bool>(p, "use_regex", true, where);
   }
 }
 
@@ -241,13 +230,16 @@ bool LooksSpecial(const std::string& t) {
   return t == "<pad>" || t == "<mask>" || ends("<|", "|>") || ends("<\xef\xbd\x9c", "\xef\xbd\x9c>");  // <｜ … ｜>
 }
 
-// The text of a special token entry of tokenizer_config.json: a string or {"content": ...}.
-std::optional<std::string> SpecialText(const json& cfg, const std::string& key) {
-  if (!cfg.contains(key)) return std::nullopt;
+// The text of a special token entry of tokenizer_config.json: a string or {"content": ...}
+// (absent or null: none).
+std::optional<std::string> SpecialText(const json& cfg, const std::string& key,
+                                       const std::string& where) {
+  if (!cfg.contains(key) || cfg[key].is_null()) return std::nullopt;
   const json& v = cfg[key];
   if (v.is_string()) return v.get<std::string>();
-  if (v.is_object() && v.contains("content") && v["content"].is_string()) return v["content"].get<std::string>();
-  return std::nullopt;
+  if (v.is_object()) return json_field::Get<std::string>(v, "content", where + ": " + key);
+  Fail(where, ": field '", key, "' must be a string or {\"content\": ...} (got ", v.type_name(),
+       ")");
 }
 
 }  // namespace
@@ -259,7 +251,8 @@ std::string GgufPreTokenizerName(const json& tok, const std::string& where) {
       R"((?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+)";
   std::vector<std::string> splits;
   bool byte_level_regex = false;
-  if (tok.contains("pre_tokenizer")) CollectSplits(tok["pre_tokenizer"], &splits, &byte_level_regex);
+  if (tok.contains("pre_tokenizer"))
+    CollectSplits(tok["pre_tokenizer"], &splits, &byte_level_regex, where + ": pre_tokenizer");
   if (splits.size() == 1 && splits[0] == kLlama3) return "llama-bpe";
   if (splits.size() == 1 && splits[0] == kQwen2) return "qwen2";
   if (splits.size() == 3 && splits[0] == R"(\p{N}{1,3})" && Contains(splits[1], "\xe4\xb8\x80-\xe9\xbe\xa5") &&
@@ -277,9 +270,9 @@ void SetGgufTokenizer(GgufWriter& w, const std::string& dir, int64_t vocab_size,
   const json tok = ReadJsonFile(tok_path);
   ES_CHECK(tok.contains("model") && tok["model"].is_object(), tok_path, ": missing 'model'");
   const json& model = tok["model"];
-  const std::string mtype = model.value("type", "");
+  const std::string mtype = json_field::Opt<std::string>(model, "type", "", tok_path + ": model");
   ES_CHECK(mtype == "BPE", tok_path, ": tokenizer model '", mtype, "' is not supported (byte-level BPE only)");
-  ES_CHECK(!model.value("byte_fallback", false), tok_path,
+  ES_CHECK(!json_field::Opt<bool>(model, "byte_fallback", false, tok_path + ": model"), tok_path,
            ": byte-fallback (SentencePiece-style) BPE is not supported (byte-level BPE only)");
   ES_CHECK(model.contains("vocab") && model["vocab"].is_object(), tok_path, ": missing model.vocab");
 
@@ -297,7 +290,9 @@ void SetGgufTokenizer(GgufWriter& w, const std::string& dir, int64_t vocab_size,
       const int64_t id = a["id"].get<int64_t>();
       const std::string text = a["content"].get<std::string>();
       by_id[id] = text;
-      const bool special = a.value("special", false) || LooksSpecial(text);
+      const bool special =
+          json_field::Opt<bool>(a, "special", false, tok_path + ": added token '" + text + "'") ||
+          LooksSpecial(text);
       type_of[id] = int64_t(special ? GgufTokenType::kControl : GgufTokenType::kUserDefined);
     }
   }
@@ -353,7 +348,7 @@ void SetGgufTokenizer(GgufWriter& w, const std::string& dir, int64_t vocab_size,
   std::map<std::string, int64_t> special_ids;
   for (const SpecialKey& s : kSpecials) {
     int64_t id = -1;
-    if (auto text = SpecialText(tcfg, std::string(s.name) + "_token")) {
+    if (auto text = SpecialText(tcfg, std::string(s.name) + "_token", cfg_path)) {
       auto it = id_of.find(*text);
       ES_CHECK(it != id_of.end(), cfg_path, ": ", s.name, "_token '", *text, "' is not in the vocabulary");
       id = it->second;
@@ -373,17 +368,22 @@ void SetGgufTokenizer(GgufWriter& w, const std::string& dir, int64_t vocab_size,
 
   // add_bos / add_eos: tokenizer_config.json, else the post-processor's template.
   std::optional<bool> add_bos, add_eos;
-  if (tcfg.contains("add_bos_token") && tcfg["add_bos_token"].is_boolean()) add_bos = tcfg["add_bos_token"].get<bool>();
-  if (tcfg.contains("add_eos_token") && tcfg["add_eos_token"].is_boolean()) add_eos = tcfg["add_eos_token"].get<bool>();
+  if (tcfg.contains("add_bos_token") && !tcfg["add_bos_token"].is_null())
+    add_bos = json_field::As<bool>(tcfg["add_bos_token"], "add_bos_token", cfg_path);
+  if (tcfg.contains("add_eos_token") && !tcfg["add_eos_token"].is_null())
+    add_eos = json_field::As<bool>(tcfg["add_eos_token"], "add_eos_token", cfg_path);
   std::function<void(const json&)> scan = [&](const json& p) {
     if (!p.is_object()) return;
-    if (p.value("type", "") == "Sequence" && p.contains("processors"))
+    const std::string type =
+        json_field::Opt<std::string>(p, "type", "", tok_path + ": post_processor");
+    if (type == "Sequence" && p.contains("processors"))
       for (const auto& q : p["processors"]) scan(q);
-    if (p.value("type", "") != "TemplateProcessing" || !p.contains("single") || !p["single"].is_array()) return;
+    if (type != "TemplateProcessing" || !p.contains("single") || !p["single"].is_array()) return;
     const json& single = p["single"];
     auto special_is = [&](const json& e, const char* which) {
-      if (!e.contains("SpecialToken")) return false;
-      const std::string text = e["SpecialToken"].value("id", "");
+      if (!e.is_object() || !e.contains("SpecialToken")) return false;
+      const std::string text = json_field::Opt<std::string>(
+          e["SpecialToken"], "id", "", tok_path + ": post_processor SpecialToken");
       auto it = id_of.find(text);
       return it != id_of.end() && special_ids.count(which) && special_ids[which] == it->second;
     };
@@ -398,6 +398,10 @@ void SetGgufTokenizer(GgufWriter& w, const std::string& dir, int64_t vocab_size,
   const std::string jinja = (fs::path(dir) / "chat_template.jinja").string();
   if (tcfg.contains("chat_template") && tcfg["chat_template"].is_string()) {
     w.Set(std::string(kKeyTokenizerChatTemplate), GgufValue::Str(tcfg["chat_template"].get<std::string>()));
+  } else if (tcfg.contains("chat_template") && !tcfg["chat_template"].is_null() &&
+             !tcfg["chat_template"].is_array()) {
+    Fail(cfg_path,
+         ": field 'chat_template' must be a string or a list of {\"name\", \"template\"}");
   } else if (tcfg.contains("chat_template") && tcfg["chat_template"].is_array()) {
     for (const auto& t : tcfg["chat_template"]) {
       ES_CHECK(t.contains("name") && t["name"].is_string() && t.contains("template") && t["template"].is_string(),

@@ -6,6 +6,7 @@
 #include <sstream>
 
 #include "edgeseek/core/error.h"
+#include "edgeseek/core/json_field.h"
 #include "edgeseek/formats/gguf.h"
 #include "edgeseek/quant/blocks.h"
 
@@ -128,6 +129,7 @@ bool QuantPolicy::SameAs(const QuantPolicy& o) const {
 QuantPolicy ParseQuantPolicy(const std::string& text, const std::string& origin) {
   const std::string where = "policy " + origin;
   nlohmann::json j;
+  json_field::CheckDepth(text, where);
   try {
     j = nlohmann::json::parse(text);
   } catch (const nlohmann::json::exception& e) {

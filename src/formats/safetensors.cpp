@@ -11,6 +11,7 @@
 #include <set>
 
 #include "edgeseek/core/error.h"
+#include "edgeseek/core/json_field.h"
 
 namespace es {
 
@@ -48,8 +49,10 @@ void SafetensorsSet::AddFile(const std::string& file) {
   ES_CHECK(hlen <= size - 8, file, ": truncated or corrupt safetensors file (header of ", hlen,
            " bytes, file of ", size, ")");
   json h;
+  const std::string_view htext(reinterpret_cast<const char*>(mf->data()) + 8, size_t(hlen));
+  json_field::CheckDepth(htext, file + ": corrupt safetensors header");
   try {
-    h = json::parse(mf->data() + 8, mf->data() + 8 + hlen);
+    h = json::parse(htext);
   } catch (const json::exception& e) {
     Fail(file, ": corrupt safetensors header: ", e.what());
   }
@@ -111,13 +114,7 @@ std::unique_ptr<SafetensorsSet> SafetensorsSet::Open(const std::string& path) {
     const fs::path index = fs::path(path) / "model.safetensors.index.json";
     const fs::path single = fs::path(path) / "model.safetensors";
     if (fs::exists(index)) {
-      std::ifstream f(index);
-      json j;
-      try {
-        j = json::parse(f);
-      } catch (const json::exception& e) {
-        Fail(index.string(), ": invalid JSON: ", e.what());
-      }
+      const json j = json_field::ReadFile(index.string());
       ES_CHECK(j.contains("weight_map") && j["weight_map"].is_object(), index.string(),
                ": missing 'weight_map'");
       std::set<std::string> shards;

@@ -5,11 +5,12 @@
 #include <cmath>
 #include <fstream>
 #include <limits>
+#include <nlohmann/json.hpp>
 #include <numbers>
 #include <type_traits>
-#include <nlohmann/json.hpp>
 
 #include "edgeseek/core/error.h"
+#include "edgeseek/core/json_field.h"
 
 namespace es {
 
@@ -34,54 +35,9 @@ bool ModelConfig::IsMoeLayer(int layer) const {
 
 namespace {
 
-// v as a T. For integer fields, nlohmann converts with a plain cast: 2^40 became 0 in an int and
-// 1e300 was undefined behaviour (found by tests/fuzz/targets/model_config.cpp under UBSan), so
-// the value must be a whole number within T's range (a float such as 4096.0 is accepted).
-template <class T>
-T As(const json& v, const char* key, const std::string& where) {
-  if constexpr (std::is_integral_v<T> && !std::is_same_v<T, bool>) {
-    if (v.is_number_unsigned()) {
-      const uint64_t u = v.get<uint64_t>();
-      ES_CHECK(u <= uint64_t(std::numeric_limits<T>::max()), where, ": field '", key, "' is ", u,
-               ", out of range");
-      return T(u);
-    }
-    if (v.is_number_integer()) {
-      const int64_t x = v.get<int64_t>();
-      ES_CHECK(x >= int64_t(std::numeric_limits<T>::min()) &&
-                   (x < 0 || uint64_t(x) <= uint64_t(std::numeric_limits<T>::max())),
-               where, ": field '", key, "' is ", x, ", out of range");
-      return T(x);
-    }
-    if (v.is_number_float()) {
-      const double d = v.get<double>();
-      const double top = std::ldexp(1.0, std::numeric_limits<T>::digits);  // max + 1, exact
-      ES_CHECK(std::isfinite(d) && d == std::trunc(d) && d < top &&
-                   d >= double(std::numeric_limits<T>::min()),
-               where, ": field '", key, "' is ", d, " (must be a whole number in range)");
-      return T(d);
-    }
-  }
-  try {
-    return v.get<T>();
-  } catch (const json::exception&) {
-    Fail(where, ": field '", key, "' has the wrong type (", v.type_name(), ")");
-  }
-}
-
-template <class T>
-T Get(const json& j, const char* key, const std::string& where) {
-  auto it = j.find(key);
-  if (it == j.end() || it->is_null()) Fail(where, ": missing field '", key, "'");
-  return As<T>(*it, key, where);
-}
-
-template <class T>
-T Opt(const json& j, const char* key, T fallback, const std::string& where) {
-  auto it = j.find(key);
-  if (it == j.end() || it->is_null()) return fallback;
-  return As<T>(*it, key, where);
-}
+using json_field::As;
+using json_field::Get;
+using json_field::Opt;
 
 std::vector<int32_t> IdList(const json& j, const char* key, const std::string& where) {
   std::vector<int32_t> out;
@@ -141,7 +97,7 @@ ModelConfig ParseHfConfig(const json& j, const std::string& where, int64_t layer
   ModelConfig c;
   std::string arch;
   if (j.contains("architectures") && j["architectures"].is_array() && !j["architectures"].empty())
-    arch = j["architectures"][0].get<std::string>();
+    arch = As<std::string>(j["architectures"][0], "architectures[0]", where);
   const std::string model_type = Opt<std::string>(j, "model_type", "", where);
   if (arch == "LlamaForCausalLM" || (arch.empty() && model_type == "llama")) {
     c.arch = Arch::kLlama;
@@ -428,14 +384,7 @@ size_t ModelConfig::ExpandedKvBytesPerToken(DType kv_dtype) const {
 }
 
 ModelConfig LoadHfConfig(const std::string& path, int64_t layers_present) {
-  std::ifstream f(path);
-  ES_CHECK(f.good(), "cannot read '", path, "'");
-  json j;
-  try {
-    j = json::parse(f);
-  } catch (const json::exception& e) {
-    Fail(path, ": invalid JSON: ", e.what());
-  }
+  const json j = json_field::ReadFile(path);
   return ParseHfConfig(j, path, layers_present);
 }
 

@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "edgeseek/core/error.h"
+#include "edgeseek/core/json_field.h"
 #include "edgeseek/core/thread_pool.h"
 #include "edgeseek/formats/gguf_convert.h"
 #include "edgeseek/formats/gguf_names.h"
@@ -28,15 +29,7 @@ namespace fs = std::filesystem;
 
 namespace {
 
-nlohmann::json ReadConfigJson(const std::string& path) {
-  std::ifstream f(path);
-  ES_CHECK(f.good(), "cannot read '", path, "'");
-  try {
-    return nlohmann::json::parse(f);
-  } catch (const nlohmann::json::parse_error& e) {
-    Fail(path, ": invalid JSON: ", e.what());
-  }
-}
+nlohmann::json ReadConfigJson(const std::string& path) { return json_field::ReadFile(path); }
 
 // The owners of a folder model's safetensors views (one per mapped file; fused-expert views
 // share them; FP8 weights converted at load own their bytes and are not among them).

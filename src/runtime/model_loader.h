@@ -3,20 +3,20 @@
 // names for the architectures.
 #pragma once
 
+#include <fstream>
+#include <functional>
 #include <map>
 #include <memory>
-#include <functional>
-#include <string>
-
-#include <fstream>
 #include <nlohmann/json.hpp>
+#include <string>
 
 #include "edgeseek/core/error.h"
 #include "edgeseek/core/half.h"
+#include "edgeseek/core/json_field.h"
 #include "edgeseek/core/tensor.h"
+#include "edgeseek/formats/safetensors.h"
 #include "edgeseek/models/arch.h"
 #include "edgeseek/models/config.h"
-#include "edgeseek/formats/safetensors.h"
 #include "edgeseek/runtime/model.h"
 
 namespace es {
@@ -115,28 +115,28 @@ class ModelLoader : public Model {
     gen_.bos_id = config_->bos_token_id;
   }
 
+  // generation_config.json: the generation defaults (EOS/BOS ids, temperature, top_p, top_k).
+  // Values of the wrong type are one error naming the file and the field, like config.json's.
   void ReadGenerationConfig(const std::string& path) {
-    std::ifstream f(path);
-    if (!f.good()) return;
-    nlohmann::json j;
-    try {
-      j = nlohmann::json::parse(f);
-    } catch (const nlohmann::json::parse_error& e) {
-      Fail(path, ": invalid JSON: ", e.what());
-    }
-    if (j.contains("eos_token_id")) {
+    using json_field::As;
+    using json_field::Opt;
+    if (!std::ifstream(path).good()) return;  // optional
+    const nlohmann::json j = json_field::ReadFile(path);
+    ES_CHECK(j.is_object(), path, ": expected a JSON object at the top level");
+    if (auto it = j.find("eos_token_id"); it != j.end() && !it->is_null()) {
       gen_.eos_ids.clear();
-      if (j["eos_token_id"].is_array())
-        for (auto& v : j["eos_token_id"]) gen_.eos_ids.push_back(v.get<int32_t>());
-      else if (j["eos_token_id"].is_number_integer())
-        gen_.eos_ids.push_back(j["eos_token_id"].get<int32_t>());
+      if (it->is_array()) {
+        for (size_t i = 0; i < it->size(); ++i)
+          gen_.eos_ids.push_back(
+              As<int32_t>((*it)[i], "eos_token_id[" + std::to_string(i) + "]", path));
+      } else {
+        gen_.eos_ids.push_back(As<int32_t>(*it, "eos_token_id", path));
+      }
     }
-    if (j.contains("bos_token_id") && j["bos_token_id"].is_number_integer())
-      gen_.bos_id = j["bos_token_id"].get<int32_t>();
-    if (j.contains("temperature") && j["temperature"].is_number())
-      gen_.temperature = j["temperature"].get<float>();
-    if (j.contains("top_p") && j["top_p"].is_number()) gen_.top_p = j["top_p"].get<float>();
-    if (j.contains("top_k") && j["top_k"].is_number_integer()) gen_.top_k = j["top_k"].get<int>();
+    gen_.bos_id = Opt<int32_t>(j, "bos_token_id", gen_.bos_id, path);
+    gen_.temperature = float(Opt<double>(j, "temperature", gen_.temperature, path));
+    gen_.top_p = float(Opt<double>(j, "top_p", gen_.top_p, path));
+    gen_.top_k = Opt<int>(j, "top_k", gen_.top_k, path);
   }
 };
 

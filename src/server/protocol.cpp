@@ -4,13 +4,14 @@
 // priority, chat_template_kwargs).
 #include "protocol.h"
 
-#include "edgeseek/core/error.h"
-#include "edgeseek/grammar/json_schema.h"
-
 #include <algorithm>
 #include <cctype>
 #include <cmath>
 #include <limits>
+
+#include "edgeseek/core/error.h"
+#include "edgeseek/core/json_field.h"
+#include "edgeseek/grammar/json_schema.h"
 
 namespace es::server {
 
@@ -30,24 +31,7 @@ ApiError BadRequest(const std::string& message, const std::string& param, const 
   return e;
 }
 
-size_t JsonDepth(const std::string& text) {
-  size_t depth = 0, deepest = 0;
-  bool in_string = false;
-  for (size_t i = 0; i < text.size(); ++i) {
-    char c = text[i];
-    if (in_string) {
-      if (c == '\\') ++i;  // the escaped character cannot end the string
-      else if (c == '"') in_string = false;
-    } else if (c == '"') {
-      in_string = true;
-    } else if (c == '[' || c == '{') {
-      deepest = std::max(deepest, ++depth);
-    } else if ((c == ']' || c == '}') && depth > 0) {
-      --depth;
-    }
-  }
-  return deepest;
-}
+size_t JsonDepth(const std::string& text) { return json_field::Depth(text); }
 
 json ParseBody(const std::string& body) {
   // Counted on the text, before anything builds or walks the tree: copying, dumping and the

@@ -8,9 +8,10 @@
 #include <sstream>
 
 #include "edgeseek/core/error.h"
+#include "edgeseek/core/json_field.h"
+#include "edgeseek/grammar/json_schema.h"
 #include "edgeseek/runtime/runner.h"
 #include "edgeseek/server/server.h"
-#include "edgeseek/grammar/json_schema.h"
 
 namespace es {
 
@@ -22,6 +23,7 @@ json ReadJsonFile(const std::string& path, const char* what) {
   ES_CHECK(f, what, " ", path, ": cannot open");
   std::stringstream ss;
   ss << f.rdbuf();
+  json_field::CheckDepth(ss.str(), std::string(what) + " " + path);
   try {
     return json::parse(ss.str());
   } catch (const json::exception& e) {

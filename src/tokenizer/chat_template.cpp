@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "edgeseek/core/error.h"
+#include "edgeseek/core/json_field.h"
 
 namespace es {
 
@@ -120,8 +121,10 @@ TemplateConfig LoadTemplateConfig(const std::string& path) {
   if (fs::is_directory(cfg_path)) cfg_path /= "tokenizer_config.json";
   ES_CHECK(fs::exists(cfg_path), "tokenizer config '", cfg_path.string(), "' does not exist");
   nlohmann::ordered_json cfg;
+  const std::string text = ReadWholeFile(cfg_path);
+  json_field::CheckDepth(text, "'" + cfg_path.string() + "'");
   try {
-    cfg = nlohmann::ordered_json::parse(ReadWholeFile(cfg_path));
+    cfg = nlohmann::ordered_json::parse(text);
   } catch (const nlohmann::json::exception& e) {
     Fail("'", cfg_path.string(), "': invalid JSON: ", e.what());
   }

@@ -5,12 +5,12 @@
 #include <algorithm>
 #include <filesystem>
 #include <fstream>
-#include <sstream>
-
 #include <nlohmann/json.hpp>
+#include <sstream>
 
 #include "byte_level.h"
 #include "edgeseek/core/error.h"
+#include "edgeseek/core/json_field.h"
 #include "pipeline.h"
 #include "utf8.h"
 
@@ -26,6 +26,7 @@ json ReadJsonFile(const std::string& path) {
   std::stringstream ss;
   ss << f.rdbuf();
   const std::string text = ss.str();
+  json_field::CheckDepth(text, path);
   try {
     return json::parse(text);
   } catch (const json::parse_error& e) {
@@ -56,9 +57,11 @@ std::vector<std::pair<std::string, std::string>> ParseMerges(const json& m) {
   return merges;
 }
 
-std::string OptString(const json& j, const char* key) {
-  auto it = j.find(key);
-  return it == j.end() || !it->is_string() ? std::string() : it->get<std::string>();
+using json_field::As;
+using json_field::Opt;
+
+std::string OptString(const json& j, const char* key, std::string_view where) {
+  return Opt<std::string>(j, key, "", where);
 }
 
 // bos_token / eos_token in tokenizer_config.json: a string, {"content": ...}, or null.
@@ -105,7 +108,7 @@ std::unique_ptr<Tokenizer> Tokenizer::FromJson(const json& j, const json* config
     if (!j.is_object()) Fail("tokenizer.json: expected a JSON object");
     if (!j.contains("model") || !j["model"].is_object()) Fail("tokenizer.json: missing 'model'");
     const json& m = j["model"];
-    const std::string type = OptString(m, "type");
+    const std::string type = OptString(m, "type", "tokenizer.json model");
     if (!type.empty() && type != "BPE") Fail("tokenizer.json model: unsupported model type '", type, "'");
     if (type.empty() && !m.contains("merges"))
       Fail("tokenizer.json model: no 'type' and no 'merges' (only BPE models are supported)");
@@ -133,13 +136,14 @@ std::unique_ptr<Tokenizer> Tokenizer::FromJson(const json& j, const json* config
     for (auto it = m["vocab"].begin(); it != m["vocab"].end(); ++it)
       vocab.emplace(it.key(), check_id(it.value(), "model.vocab['" + it.key() + "']"));
     tok::BpeOptions opt;
-    opt.unk_token = OptString(m, "unk_token");
-    opt.continuing_subword_prefix = OptString(m, "continuing_subword_prefix");
-    opt.end_of_word_suffix = OptString(m, "end_of_word_suffix");
-    opt.fuse_unk = m.value("fuse_unk", false);
-    opt.byte_fallback = m.value("byte_fallback", false);
-    opt.ignore_merges = m.value("ignore_merges", false);
-    if (m.contains("dropout") && !m["dropout"].is_null() && m["dropout"].get<double>() > 0)
+    const std::string_view wm = "tokenizer.json model";
+    opt.unk_token = OptString(m, "unk_token", wm);
+    opt.continuing_subword_prefix = OptString(m, "continuing_subword_prefix", wm);
+    opt.end_of_word_suffix = OptString(m, "end_of_word_suffix", wm);
+    opt.fuse_unk = Opt<bool>(m, "fuse_unk", false, wm);
+    opt.byte_fallback = Opt<bool>(m, "byte_fallback", false, wm);
+    opt.ignore_merges = Opt<bool>(m, "ignore_merges", false, wm);
+    if (Opt<double>(m, "dropout", 0.0, wm) > 0)
       Fail("tokenizer.json model.dropout: BPE dropout is not supported for inference");
     const json empty_merges = json::array();
     p.model = std::make_unique<tok::BpeModel>(
@@ -148,10 +152,19 @@ std::unique_ptr<Tokenizer> Tokenizer::FromJson(const json& j, const json* config
 
     const json null_json;
     auto field = [&](const char* k) -> const json& { return j.contains(k) ? j[k] : null_json; };
-    p.normalizer = tok::MakeNormalizer(field("normalizer"), "tokenizer.json normalizer");
-    p.pre_tokenizer = tok::MakePreTokenizer(field("pre_tokenizer"), "tokenizer.json pre_tokenizer");
-    p.post_processor = tok::MakePostProcessor(field("post_processor"), "tokenizer.json post_processor");
-    p.decoder = tok::MakeDecoder(field("decoder"), "tokenizer.json decoder");
+    // The components read their fields directly; a wrongly typed one names its section.
+    auto make = [&](auto make_fn, const char* k) {
+      const std::string where = std::string("tokenizer.json ") + k;
+      try {
+        return make_fn(field(k), where);
+      } catch (const json::exception& e) {
+        Fail(where, ": a field has the wrong type or is missing (", e.what(), ")");
+      }
+    };
+    p.normalizer = make(tok::MakeNormalizer, "normalizer");
+    p.pre_tokenizer = make(tok::MakePreTokenizer, "pre_tokenizer");
+    p.post_processor = make(tok::MakePostProcessor, "post_processor");
+    p.decoder = make(tok::MakeDecoder, "decoder");
 
     std::vector<tok::AddedToken> added;
     int32_t max_id = p.model->max_id();
@@ -162,16 +175,17 @@ std::unique_ptr<Tokenizer> Tokenizer::FromJson(const json& j, const json* config
         const json& e = a[i];
         if (!e.is_object() || !e.contains("content") || !e["content"].is_string())
           Fail("tokenizer.json added_tokens[", i, "]: missing 'content'");
+        const std::string wa = "tokenizer.json added_tokens[" + std::to_string(i) + "]";
         tok::AddedToken at;
         at.content = e["content"].get<std::string>();
-        at.special = e.value("special", false);
+        at.special = Opt<bool>(e, "special", false, wa);
         at.id = e.contains("id") ? check_id(e["id"], "added_tokens[" + std::to_string(i) + "]")
                                  : p.model->TokenToId(at.content);
         if (at.id < 0) at.id = ++max_id;
-        at.lstrip = e.value("lstrip", false);
-        at.rstrip = e.value("rstrip", false);
-        at.single_word = e.value("single_word", false);
-        at.normalized = e.value("normalized", !at.special);
+        at.lstrip = Opt<bool>(e, "lstrip", false, wa);
+        at.rstrip = Opt<bool>(e, "rstrip", false, wa);
+        at.single_word = Opt<bool>(e, "single_word", false, wa);
+        at.normalized = Opt<bool>(e, "normalized", !at.special, wa);
         max_id = std::max(max_id, at.id);
         added.push_back(std::move(at));
       }
@@ -231,10 +245,7 @@ void Tokenizer::ApplyConfig(const json* config) {
   eos_token_ = ConfigToken(*config, "eos_token");
   bos_id_ = bos_token_.empty() ? -1 : TokenId(bos_token_);
   eos_id_ = eos_token_.empty() ? -1 : TokenId(eos_token_);
-  auto flag = [&](const char* k) {
-    auto it = config->find(k);
-    return it != config->end() && it->is_boolean() && it->get<bool>();
-  };
+  auto flag = [&](const char* k) { return Opt<bool>(*config, k, false, "tokenizer_config.json"); };
   add_bos_ = flag("add_bos_token") && bos_id_ >= 0;
   add_eos_ = flag("add_eos_token") && eos_id_ >= 0;
   auto ct = config->find("chat_template");
@@ -242,11 +253,20 @@ void Tokenizer::ApplyConfig(const json* config) {
     if (ct->is_string()) {
       chat_template_ = ct->get<std::string>();
     } else if (ct->is_array()) {  // [{"name": "default", "template": ...}, ...]
-      for (const auto& e : *ct)
-        if (e.is_object() && e.value("name", "") == "default" && e.contains("template"))
-          chat_template_ = e["template"].get<std::string>();
-      if (chat_template_.empty() && !ct->empty() && (*ct)[0].contains("template"))
-        chat_template_ = (*ct)[0]["template"].get<std::string>();
+      std::vector<std::pair<std::string, std::string>> named;
+      for (size_t i = 0; i < ct->size(); ++i) {
+        const std::string w = "tokenizer_config.json chat_template[" + std::to_string(i) + "]";
+        named.emplace_back(json_field::Get<std::string>((*ct)[i], "name", w),
+                           json_field::Get<std::string>((*ct)[i], "template", w));
+      }
+      for (const auto& [name, text] : named)
+        if (name == "default") chat_template_ = text;
+      if (chat_template_.empty() && !named.empty()) chat_template_ = named[0].second;
+    } else if (!ct->is_null()) {
+      Fail(
+          "tokenizer_config.json: field 'chat_template' must be a string or a list of "
+          "{\"name\", \"template\"} (got ",
+          ct->type_name(), ")");
     }
   }
 }

@@ -131,9 +131,22 @@ def mut_st_data_nonfinite(rng, d):
     return f'safetensors {name} one value non-finite'
 
 
+def mut_generation_config_field(rng, d):
+    # generation_config.json's values (EOS/BOS ids, temperature, top_p, top_k) of the wrong type
+    # or range escaped as nlohmann type_errors before the checked reads (issue 23).
+    p = os.path.join(d, 'generation_config.json')
+    j = json.load(open(p))
+    k = rng.choice(['eos_token_id', 'bos_token_id', 'temperature', 'top_p', 'top_k'])
+    v = rng.choice(HOSTILE_VALUES + [['x'], [1, 'y'], [2**40]])
+    j[k] = v
+    open(p, 'w').write(json.dumps(j))
+    return f'generation_config.json {k} = {v!r}'
+
+
 FOLDER_MUTATIONS = [mut_config_field] * 4 + [mut_config_bytes, mut_st_header_field,
                                              mut_st_header_field, mut_st_header_bytes, mut_st_length,
-                                             mut_st_truncate, mut_st_data_nonfinite]
+                                             mut_st_truncate, mut_st_data_nonfinite,
+                                             mut_generation_config_field]
 
 # GGUF: byte-level edits of the metadata and tensor-info area (the first `meta` bytes), of
 # integer fields found there, truncation, and non-finite weights.

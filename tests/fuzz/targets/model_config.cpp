@@ -1,22 +1,17 @@
-// Fuzz target: a config.json through ParseHfConfig and its validation (src/models/config.cpp),
-// as a checkpoint with 4 layers would bound it. Every failure must be one es::Error.
+// Fuzz target: a config.json through LoadHfConfig (src/models/config.cpp: the nesting bound and
+// the checked reads of edgeseek/core/json_field.h, ParseHfConfig and its validation), as a
+// checkpoint with 4 layers would bound it. Every failure must be one es::Error.
 #include <cstddef>
 #include <cstdint>
-#include <nlohmann/json.hpp>
 
 #include "edgeseek/core/error.h"
 #include "edgeseek/models/config.h"
 #include "fuzz_util.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
-  nlohmann::json j;
+  es::fuzz::TempFile file(es::fuzz::Expand(data, size), "_config.json");
   try {
-    j = nlohmann::json::parse(es::fuzz::Expand(data, size));
-  } catch (const nlohmann::json::exception&) {
-    return 0;
-  }
-  try {
-    es::ParseHfConfig(j, "config.json", 4);
+    es::LoadHfConfig(file.path(), 4);
   } catch (const es::Error&) {
   }
   return 0;

@@ -301,6 +301,73 @@ TEST_F(ConvertFile, TokenizerIdOutsideTheVocabularyIsAnError) {
   EXPECT_FALSE(fs::exists(dir_ + "/bad.gguf"));
 }
 
+// Wrongly typed or missing values in the config.json given to convert, tokenizer.json and
+// tokenizer_config.json are one es::Error naming the file and the key (issue 23), and no file is
+// left behind; nlohmann's type_error escaped before (e.g. add_bos_token "yes", SpecialToken 5).
+TEST_F(ConvertFile, WronglyTypedOrMissingJsonValues) {
+  const std::shared_ptr<Model> m = Model::Load(Golden("qwen2_tied"));
+  const std::string tok_dir = dir_ + "/tok";
+  fs::create_directories(tok_dir);
+  const nlohmann::json tok =
+      nlohmann::json::parse(test::ReadFile(TinyTokenizer() + "/tokenizer.json"));
+  const nlohmann::json tcfg =
+      nlohmann::json::parse(test::ReadFile(TinyTokenizer() + "/tokenizer_config.json"));
+  const nlohmann::json config = Config("qwen2_tied");
+  struct Case {
+    const char* file;
+    const char* pointer;  // replaced by `value`, or removed when it is null
+    nlohmann::json value;
+    std::string expect;
+  };
+  const std::vector<Case> cases = {
+      {"config.json", "/hidden_size", "128", "field 'hidden_size' must be an integer (got string)"},
+      {"config.json", "/num_hidden_layers", nullptr, "missing field 'num_hidden_layers'"},
+      {"config.json", "/rms_norm_eps", "small",
+       "field 'rms_norm_eps' must be a number (got string)"},
+      {"tokenizer_config.json", "/add_bos_token", "yes",
+       "field 'add_bos_token' must be true or false (got string)"},
+      {"tokenizer_config.json", "/eos_token", 5,
+       "field 'eos_token' must be a string or {\"content\""},
+      {"tokenizer_config.json",
+       "/eos_token",
+       {{"lstrip", false}},
+       "eos_token: missing field 'content'"},
+      {"tokenizer_config.json", "/chat_template", 5,
+       "field 'chat_template' must be a string or a list"},
+      {"tokenizer.json", "/added_tokens/0/special", "yes",
+       "added token '<|endoftext|>': field 'special' must be true or false"},
+      {"tokenizer.json", "/model/byte_fallback", 0,
+       "model: field 'byte_fallback' must be true or false"},
+      {"tokenizer.json", "/pre_tokenizer/type", 3, "pre_tokenizer: field 'type' must be a string"},
+  };
+  for (const Case& c : cases) {
+    const std::string file = c.file;
+    nlohmann::json j = file == "config.json" ? config : file == "tokenizer.json" ? tok : tcfg;
+    const nlohmann::json::json_pointer ptr(c.pointer);
+    if (!c.value.is_null())
+      j[ptr] = c.value;
+    else
+      j[ptr.parent_pointer()].erase(ptr.back());
+    test::WriteFile(dir_ + "/config.json", (file == "config.json" ? j : config).dump());
+    test::WriteFile(tok_dir + "/tokenizer.json", (file == "tokenizer.json" ? j : tok).dump());
+    test::WriteFile(tok_dir + "/tokenizer_config.json",
+                    (file == "tokenizer_config.json" ? j : tcfg).dump());
+    ConvertModelOptions o;
+    o.tokenizer_dir = tok_dir;
+    o.config_path = dir_ + "/config.json";
+    const std::string where = file == "config.json" ? o.config_path : tok_dir + "/" + file;
+    try {
+      ConvertModelToGguf(*m, dir_ + "/bad.gguf", BuiltinQuantPolicy("q8_0"), o);
+      ADD_FAILURE() << "no error for " << c.file << c.pointer;
+    } catch (const Error& e) {
+      const std::string err = e.what();
+      EXPECT_EQ(err.rfind(where, 0), 0u) << err;
+      EXPECT_NE(err.find(c.expect), std::string::npos) << "'" << c.expect << "' not in: " << err;
+    }
+    EXPECT_FALSE(fs::exists(dir_ + "/bad.gguf"));
+  }
+}
+
 // ---- The verb.
 
 TEST_F(ConvertFile, VerbWritesFileFromFolderAndSynthetic) {

@@ -272,7 +272,8 @@ TEST(GgufModel, EveryWeightTypeLoads) {
     const std::string q = tmp + "/" + name + ".gguf", twin = tmp + "/" + name + "_twin.gguf";
     QuantizeGguf(tmp + "/f32.gguf", q, BuiltinQuantPolicy(name));
     int n = 0;
-    for (const auto& ti : GgufFile::Open(q)->tensor_infos()) n += ti.dtype == dt;
+    const auto qf = GgufFile::Open(q);  // outlives the loop (ASan: heap-use-after-free)
+    for (const auto& ti : qf->tensor_infos()) n += ti.dtype == dt;
     EXPECT_GE(n, 10) << name;
     QuantizeGguf(q, twin, BuiltinQuantPolicy("f32"));
     const auto got = test::PrefillLogits(Model::Load(q), ids);

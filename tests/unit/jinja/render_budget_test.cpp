@@ -197,15 +197,21 @@ TEST(RenderBudget, ParseTimeIsLinearInTemplateLength) {
 TEST(RenderBudget, DeepJsonContextIsOneClearError) {
   // From tools / messages / chat_template_kwargs of a request: converting it recursed without
   // limit (30,000 brackets crashed the server).
-  nlohmann::ordered_json deep = nlohmann::ordered_json::array();
-  nlohmann::ordered_json* cur = &deep;
-  for (int i = 0; i < 30000; ++i) {
-    cur->push_back(nlohmann::ordered_json::array());
-    cur = &(*cur)[0];
-  }
+  // Built in place and moved, never copied: copying recurses once per level, and under
+  // AddressSanitizer's larger frames the test's own copy overflowed the stack.
+  auto make_deep = [] {
+    nlohmann::ordered_json deep = nlohmann::ordered_json::array();
+    nlohmann::ordered_json* cur = &deep;
+    for (int i = 0; i < 30000; ++i) {
+      cur->push_back(nlohmann::ordered_json::array());
+      cur = &(*cur)[0];
+    }
+    return deep;
+  };
   ChatTemplate tpl("{{ tools|length }}");
   ChatTemplateInputs in;
-  in.tools = nlohmann::ordered_json::array({deep});
+  in.tools = nlohmann::ordered_json::array();
+  in.tools.push_back(make_deep());
   try {
     tpl.Render(in);
     ADD_FAILURE() << "expected an error";
@@ -214,7 +220,8 @@ TEST(RenderBudget, DeepJsonContextIsOneClearError) {
         << e.what();
   }
   in.tools = nullptr;
-  in.extra = nlohmann::ordered_json::object({{"k", deep}});
+  in.extra = nlohmann::ordered_json::object();
+  in.extra["k"] = make_deep();
   EXPECT_THROW(tpl.Render(in), es::Error);
   // Template::Render checks by itself too.
   nlohmann::ordered_json ctx = nlohmann::ordered_json::object();

@@ -5,9 +5,9 @@
 #include <gtest/gtest.h>
 
 #include <chrono>
-#include <string>
-
+#include <filesystem>
 #include <nlohmann/json.hpp>
+#include <string>
 
 #include "edgeseek/core/error.h"
 #include "test_util.h"
@@ -87,6 +87,71 @@ TEST(BadTokenizer, HugeAddedTokenIsRefusedQuickly) {
   const auto ids = t->Encode(std::string(64 << 10, 'a') + std::string(255, 'a') + "b");
   EXPECT_LT(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(), 3.0);
   EXPECT_EQ(ids.back(), 379);
+}
+
+// Wrongly typed fields of tokenizer.json and tokenizer_config.json are one es::Error naming the
+// file, the entry and the key (issue 23); before, nlohmann's type_error escaped ApplyConfig
+// without naming either, and tokenizer.json's were one message naming no key.
+TEST(BadTokenizer, WronglyTypedFields) {
+  json j = Tiny();
+  j["added_tokens"][1]["special"] = "yes";
+  ExpectError(
+      j, {"tokenizer.json added_tokens[1]: field 'special' must be true or false (got string)"});
+  j = Tiny();
+  j["model"]["fuse_unk"] = 1;
+  ExpectError(j, {"tokenizer.json model: field 'fuse_unk' must be true or false (got number)"});
+  j = Tiny();
+  j["model"]["unk_token"] = 7;
+  ExpectError(j, {"tokenizer.json model: field 'unk_token' must be a string (got number)"});
+  j = Tiny();
+  j["pre_tokenizer"]["add_prefix_space"] = "x";
+  ExpectError(j, {"tokenizer.json pre_tokenizer: a field has the wrong type"});
+
+  auto config_error = [](const json& cfg) {
+    try {
+      Tokenizer::FromJson(Tiny(), &cfg);
+    } catch (const Error& e) {
+      return std::string(e.what());
+    }
+    return std::string();
+  };
+  const json base = json::parse(
+      test::ReadFile(test::SourceDir() + "/tests/data/tiny_tokenizer/tokenizer_config.json"));
+  const std::vector<std::pair<json, std::string>> cases = {
+      {{{"add_bos_token", "yes"}},
+       "tokenizer_config.json: field 'add_bos_token' must be true or false (got string)"},
+      {{{"chat_template", 5}},
+       "tokenizer_config.json: field 'chat_template' must be a string or a list"},
+      {{{"chat_template", {{{"name", "default"}, {"template", 5}}}}},
+       "tokenizer_config.json chat_template[0]: field 'template' must be a string (got number)"},
+      {{{"chat_template", {{{"template", "x"}}}}},
+       "tokenizer_config.json chat_template[0]: missing field 'name'"},
+      {{{"chat_template", {"x"}}}, "tokenizer_config.json chat_template[0]: expected an object"},
+      {{{"eos_token", 3}}, "tokenizer_config.json: 'eos_token' must be a string"},
+  };
+  for (const auto& [patch, expect] : cases) {
+    json cfg = base;
+    cfg.merge_patch(patch);
+    const std::string err = config_error(cfg);
+    EXPECT_NE(err.find(expect), std::string::npos) << "'" << expect << "' not in: '" << err << "'";
+  }
+  EXPECT_EQ(config_error(base), "");
+  // Through Tokenizer::Load the message also names the file's path.
+  const std::string dir = test::TempDir() + "/typed_cfg";
+  std::filesystem::create_directories(dir);
+  test::WriteFile(dir + "/tokenizer.json", Tiny().dump());
+  json cfg = base;
+  cfg["add_eos_token"] = 1;
+  test::WriteFile(dir + "/tokenizer_config.json", cfg.dump());
+  try {
+    Tokenizer::Load(dir);
+    ADD_FAILURE() << "no error";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find(dir + "/tokenizer.json: tokenizer_config.json: field "
+                                               "'add_eos_token' must be true or false"),
+              std::string::npos)
+        << e.what();
+  }
 }
 
 }  // namespace
