@@ -1,4 +1,6 @@
-// `edgeseek bench -m PATH | --synthetic NAME [--backend cpu] [-p 512] [-n 128] [-b 1] [-t T] [--json]`
+// `edgeseek bench -m PATH | --synthetic NAME [--backend cpu] [-p 512] [-n 128] [-b 1] [-t T]
+// [--json]
+//  [--draft MODEL|target | --spec ngram] [--spec-k K] [--prompt-pattern N]`
 #include <chrono>
 #include <cstdio>
 #include <nlohmann/json.hpp>
@@ -16,7 +18,12 @@ VerbRun Setup(CLI::App& app) {
   auto args = std::make_shared<ModelArgs>();
   auto bo = std::make_shared<BenchOptions>();
   auto json_out = std::make_shared<bool>(false);
+  auto spec = std::make_shared<SpecArgs>();
   args->Add(app);
+  spec->Add(app);
+  app.add_option("--prompt-pattern", bo->prompt_pattern,
+                 "repeat a random pattern of this many tokens as the prompt (0: random tokens)")
+      ->check(CLI::NonNegativeNumber);
   app.add_option("-p,--n-prompt", bo->n_prompt, "prompt tokens (prefill)")->check(CLI::NonNegativeNumber);
   app.add_option("-n,--n-gen", bo->n_gen, "generated tokens (decode)")->check(CLI::NonNegativeNumber);
   app.add_option("-r,--repetitions", bo->reps, "timed repetitions")->check(CLI::PositiveNumber);
@@ -28,6 +35,9 @@ VerbRun Setup(CLI::App& app) {
     auto model = args->Load();
     if (args->context == 0) args->context = bo->n_prompt + bo->n_gen + 8;
     auto runner = args->MakeRunner(model, bo->batch);
+    const std::unique_ptr<Drafter> drafter = spec->Make(*args, model);
+    bo->drafter = drafter.get();
+    bo->spec_k = spec->k;
     const double load_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     bo->threads = args->threads > 0 ? args->threads : int(std::thread::hardware_concurrency());
     bo->device = args->device;
@@ -55,6 +65,14 @@ VerbRun Setup(CLI::App& app) {
                   r.first_step_ms, r.step_cpu_p50_ms, r.step_cpu_p95_ms, r.step_wait_p50_ms,
                   r.step_wait_p95_ms, r.step_preempt_p50, r.step_preempt_p95, r.step_faults_p50,
                   r.step_faults_p95);
+    if (drafter)
+      std::printf(
+          "speculative %s, k=%d: acceptance %.1f%% (%lld of %lld), %.2f tokens/step; decode %.2f "
+          "vs "
+          "%.2f tokens/s without: x%.2f (median of %d pairs)\n",
+          r.spec_drafter.c_str(), r.spec_k, 100 * r.spec.acceptance(), (long long)r.spec.accepted,
+          (long long)r.spec.drafted, r.spec.tokens_per_step(), r.decode_tokens_per_s,
+          r.plain_decode_tokens_per_s, r.spec_speedup, r.reps);
     if (r.mem_bandwidth_gbs > 0)
       std::printf("bandwidth  decode reads %.1f GB/s = %.0f%% of the measured %.1f GB/s\n",
                   r.decode_bandwidth_fraction * r.mem_bandwidth_gbs, 100 * r.decode_bandwidth_fraction,
