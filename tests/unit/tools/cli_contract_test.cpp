@@ -99,11 +99,13 @@ TEST(Cli, SpeculativeGenerateEqualsPlain) {
     EXPECT_EQ(out, plain) << spec;
     EXPECT_NE(err.find("speculative: "), std::string::npos) << err;
   }
-  EXPECT_NE(err.find("(100.0%)"), std::string::npos) << "draft = target accepts every draft: " << err;
+  EXPECT_NE(err.find("(100.0%)"), std::string::npos)
+      << "draft = target accepts every draft: " << err;
   std::string out;
   EXPECT_EQ(test::RunCommand(base + " --draft " + Golden("qwen2_tied"), &out, &err), 1);
-  EXPECT_NE(err.find("draft model 'qwen2_tied' and target model 'llama3' have different vocabularies"),
-            std::string::npos)
+  EXPECT_NE(
+      err.find("draft model 'qwen2_tied' and target model 'llama3' have different vocabularies"),
+      std::string::npos)
       << err;
   EXPECT_EQ(std::count(err.begin(), err.end(), '\n'), 1) << err;
   ASSERT_EQ(test::RunCommand(test::CliPath() + " bench -m " + Golden("llama3") +
