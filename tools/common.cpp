@@ -72,6 +72,34 @@ std::unique_ptr<Runner> ModelArgs::MakeRunner(std::shared_ptr<Model> m, int n_sl
   return std::make_unique<Runner>(std::move(m), CreateBackend(backend, bo), ro);
 }
 
+void SpecArgs::Add(CLI::App& app) {
+  app.add_option(
+      "--draft", draft,
+      "speculative decoding with a draft model: folder, .gguf, or 'target' (the target's weights)");
+  app.add_option("--draft-dtype", draft_dtype,
+                 "quantize the draft model at load (q4_0, q8_0, ...)");
+  app.add_option("--spec", spec, "speculative decoding by prompt lookup: ngram")
+      ->check(CLI::IsMember({"ngram"}));
+  app.add_option("--spec-k", k, "tokens drafted per verification step (1..32)")
+      ->check(CLI::Range(1, 32));
+}
+
+std::unique_ptr<Drafter> SpecArgs::Make(const ModelArgs& target_args,
+                                        const std::shared_ptr<Model>& target) const {
+  ES_CHECK(draft.empty() || spec.empty(), "--draft and --spec ngram are alternatives: pass one");
+  if (spec == "ngram") return std::make_unique<NgramDrafter>();
+  if (draft.empty()) return nullptr;
+  std::shared_ptr<Model> dm = target;
+  if (draft != "target" || !draft_dtype.empty()) {
+    ModelArgs da = target_args;
+    da.dtype = draft_dtype;
+    if (draft != "target") da.model = draft, da.synthetic.clear();
+    dm = da.Load();
+  }
+  CheckSameTokenizer(*target, *dm);
+  return std::make_unique<ModelDrafter>(target_args.MakeRunner(dm));
+}
+
 void EndpointArgs::AddServer(CLI::App& app) {
   app.add_option("--host", host, "address to bind (default 127.0.0.1)");
   app.add_option("--port", port, "port (default 8080; 0: any free port)")->check(CLI::Range(0, 65535));

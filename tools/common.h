@@ -10,6 +10,7 @@
 
 #include "edgeseek/runtime/model.h"
 #include "edgeseek/runtime/runner.h"
+#include "edgeseek/runtime/speculative.h"
 
 namespace es::tools {
 
@@ -29,6 +30,23 @@ struct ModelArgs {
   void Add(CLI::App& app, bool allow_synthetic = true);
   std::shared_ptr<Model> Load() const;
   std::unique_ptr<Runner> MakeRunner(std::shared_ptr<Model> m, int n_slots = 1) const;
+};
+
+// Speculative decoding options of generate / bench (docs/speculative.md): --draft MODEL (a
+// folder, a .gguf or "target": the target's own weights on a second runner), --draft-dtype,
+// --spec ngram, --spec-k K.
+struct SpecArgs {
+  std::string draft;
+  std::string draft_dtype;
+  std::string spec;  // "ngram" or empty
+  int k = 4;
+
+  void Add(CLI::App& app);
+  bool enabled() const { return !draft.empty() || !spec.empty(); }
+  // The drafter these options ask for (null when none): a draft model is loaded like the target
+  // (same backend, device, threads, context, KV type) and checked against it (CheckSameTokenizer).
+  std::unique_ptr<Drafter> Make(const ModelArgs& target_args,
+                                const std::shared_ptr<Model>& target) const;
 };
 
 // Where a server listens and who talks to it, shared by `serve` (binds host:port, accepts the

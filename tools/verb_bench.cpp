@@ -1,6 +1,8 @@
-// `edgeseek bench -m PATH | --synthetic NAME [--backend cpu] [-p 512] [-n 128] [-b 1[,8,...]] [-t
-// T] [--json]` Several batch sizes (-b 1,8,32) run one after another on one loaded model (one
-// runner with the largest count's slots); --json then prints one object a line, one per batch size.
+// `edgeseek bench -m PATH | --synthetic NAME [--backend cpu] [-p 512] [-n 128] [-b 1[,8,...]] [-t T]
+// [--json] [--draft MODEL|target | --spec ngram] [--spec-k K] [--prompt-pattern N]`
+// Several batch sizes (-b 1,8,32) run one after another on one loaded model (one runner with the
+// largest count's slots); --json then prints one object a line, one per batch size. Speculative
+// decoding (docs/speculative.md) applies to batch 1.
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -41,6 +43,13 @@ void Print(const BenchResult& r, bool header) {
         r.first_step_ms, r.step_cpu_p50_ms, r.step_cpu_p95_ms, r.step_wait_p50_ms,
         r.step_wait_p95_ms, r.step_preempt_p50, r.step_preempt_p95, r.step_faults_p50,
         r.step_faults_p95);
+  if (!r.spec_drafter.empty())
+    std::printf(
+        "speculative %s, k=%d: acceptance %.1f%% (%lld of %lld), %.2f tokens/step; decode %.2f vs "
+        "%.2f tokens/s without: x%.2f (median of %d pairs)\n",
+        r.spec_drafter.c_str(), r.spec_k, 100 * r.spec.acceptance(), (long long)r.spec.accepted,
+        (long long)r.spec.drafted, r.spec.tokens_per_step(), r.decode_tokens_per_s,
+        r.plain_decode_tokens_per_s, r.spec_speedup, r.reps);
   if (r.mem_bandwidth_gbs > 0)
     std::printf("bandwidth  decode reads %.1f GB/s = %.0f%% of the measured %.1f GB/s\n",
                 r.decode_bandwidth_fraction * r.mem_bandwidth_gbs,
@@ -52,7 +61,12 @@ VerbRun Setup(CLI::App& app) {
   auto bo = std::make_shared<BenchOptions>();
   auto json_out = std::make_shared<bool>(false);
   auto batches = std::make_shared<std::vector<int>>(std::vector<int>{1});
+  auto spec = std::make_shared<SpecArgs>();
   args->Add(app);
+  spec->Add(app);
+  app.add_option("--prompt-pattern", bo->prompt_pattern,
+                 "repeat a random pattern of this many tokens as the prompt (0: random tokens)")
+      ->check(CLI::NonNegativeNumber);
   app.add_option("-p,--n-prompt", bo->n_prompt, "prompt tokens (prefill)")
       ->check(CLI::NonNegativeNumber);
   app.add_option("-n,--n-gen", bo->n_gen, "generated tokens (decode)")
@@ -69,6 +83,9 @@ VerbRun Setup(CLI::App& app) {
     auto model = args->Load();
     if (args->context == 0) args->context = bo->n_prompt + bo->n_gen + 8;
     auto runner = args->MakeRunner(model, *std::max_element(batches->begin(), batches->end()));
+    const std::unique_ptr<Drafter> drafter = spec->Make(*args, model);
+    bo->drafter = drafter.get();
+    bo->spec_k = spec->k;
     const double load_s =
         std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     bo->threads = args->threads > 0 ? args->threads : int(std::thread::hardware_concurrency());

@@ -32,6 +32,7 @@ namespace {
 struct ServeArgs {
   ModelArgs model;
   EndpointArgs endpoint;
+  SpecArgs spec;
   std::string config, api_key_file, trace_dir, reasoning = "auto";
   int slots = 4, max_batch_tokens = 0;
   double grace_s = -1;
@@ -116,6 +117,11 @@ int RunServe(const ServeArgs& a) {
     m.seed = ma.seed;
     m.dtype = ma.dtype;
     m.reasoning = a.reasoning;
+    ES_CHECK(a.spec.draft.empty() || a.spec.spec.empty(),
+             "--draft and --spec ngram are alternatives: pass one");
+    m.draft = !a.spec.spec.empty() ? a.spec.spec : a.spec.draft;
+    m.draft_dtype = a.spec.draft_dtype;
+    m.spec_k = a.spec.k;
     m.name = a.endpoint.model_name.empty() ? DefaultName(ma.model, ma.synthetic) : a.endpoint.model_name;
     InstanceConfig ic;
     ic.backend = ma.backend;
@@ -160,6 +166,7 @@ VerbRun Setup(CLI::App& sub) {
   auto a = std::make_shared<ServeArgs>();
   a->model.Add(sub);
   a->endpoint.AddServer(sub);
+  a->spec.Add(sub);
   sub.add_option("--slots", a->slots, "sequences decoded together (KV slots)")->check(CLI::Range(1, 4096));
   sub.add_option("--reasoning", a->reasoning, "split <think> blocks into reasoning_content")
       ->check(CLI::IsMember({"auto", "on", "off"}));

@@ -188,7 +188,15 @@ BenchResult RunBench(Runner& runner, const BenchOptions& o, double load_s) {
   // One prompt a sequence (the first is the single-sequence bench's).
   std::vector<std::vector<int32_t>> prompts(size_t(o.batch), std::vector<int32_t>(size_t(std::max(1, o.n_prompt))));
   for (auto& p : prompts)
-    for (auto& t : p) t = dist(rng);
+    for (size_t i = 0; i < p.size(); ++i)
+      p[i] = o.prompt_pattern > 0 && i >= size_t(o.prompt_pattern) ? p[i - size_t(o.prompt_pattern)]
+                                                                   : dist(rng);
+  ES_CHECK(!o.drafter || o.batch == 1, "bench: speculative decoding takes --batch 1, not ",
+           o.batch);
+  if (o.drafter) {
+    r.spec_drafter = o.drafter->name();
+    r.spec_k = o.spec_k;
+  }
   const std::vector<int32_t>& prompt = prompts[0];
   std::vector<double> token_times;
   std::vector<double> ttfts;
@@ -196,7 +204,7 @@ BenchResult RunBench(Runner& runner, const BenchOptions& o, double load_s) {
   std::vector<double> step_cpu, step_wait, step_preempt, step_faults, first_steps;
   bool timed = false;
   // One pass: the prompt, then n_new greedy tokens.
-  auto pass = [&](int n_new) {
+  auto pass = [&](int n_new, Drafter* drafter) {
     // Counters at each token: the first comes after the prefill, each later one after a step.
     std::vector<ProcessCounters> at;
     GenerateStats gs;
@@ -211,10 +219,13 @@ BenchResult RunBench(Runner& runner, const BenchOptions& o, double load_s) {
       go.min_new_tokens = go.max_new_tokens;
       go.sampling.temperature = 0;
       go.prefill_chunk = o.n_prompt;
-      if (timed) go.on_token = [&](int32_t) {
-        at.push_back(ReadProcessCounters());
-        return true;
-      };
+      go.drafter = drafter;
+      go.spec_k = o.spec_k;
+      if (timed)
+        go.on_token = [&](int32_t) {
+          at.push_back(ReadProcessCounters());
+          return true;
+        };
       Generate(runner, slot, prompt, go, &gs);
       runner.ReleaseSlot(slot);
     }
@@ -235,22 +246,42 @@ BenchResult RunBench(Runner& runner, const BenchOptions& o, double load_s) {
   constexpr int kMaxWarmups = 8;
   const auto warm_t0 = Clock::now();
   for (int w = 0; w < kMaxWarmups; ++w) {
-    pass(2);
+    pass(2, nullptr);
+    if (o.drafter) pass(std::min(o.n_gen + 1, 2 + o.spec_k), o.drafter);  // its graphs too
     ++r.warmups;
     if (std::chrono::duration<double>(Clock::now() - warm_t0).count() >= kMinWarmupS) break;
   }
   timed = true;
-  for (int rep = 0; rep < o.reps; ++rep) {
-    const GenerateStats gs = pass(o.n_gen + 1);
-    if (o.n_prompt > 0) r.prefill_runs.push_back(double(o.n_prompt) * o.batch / gs.prefill_s);
+  // Decode tokens/s of a pass: every row of every step (speculative steps emit several tokens).
+  auto decode_rate = [&](const GenerateStats& gs) {
     double sum = 0;
     for (double t : gs.token_s) sum += t;
-    if (!gs.token_s.empty()) r.decode_runs.push_back(double(gs.token_s.size()) * o.batch / sum);
+    const double tokens =
+        o.batch > 1 ? double(gs.token_s.size()) * o.batch : double(gs.decode_tokens);
+    return sum > 0 ? tokens / sum : 0.0;
+  };
+  std::vector<double> ratios;
+  for (int rep = 0; rep < o.reps; ++rep) {
+    if (o.drafter) {
+      // The pair's plain half first; its per-step counters are left out of the step split.
+      timed = false;
+      const GenerateStats plain = pass(o.n_gen + 1, nullptr);
+      timed = true;
+      if (!plain.token_s.empty()) r.plain_decode_runs.push_back(decode_rate(plain));
+    }
+    const GenerateStats gs = pass(o.n_gen + 1, o.drafter);
+    r.spec.Add(gs.spec);
+    if (o.drafter && !gs.token_s.empty() && !r.plain_decode_runs.empty())
+      ratios.push_back(decode_rate(gs) / r.plain_decode_runs.back());
+    if (o.n_prompt > 0) r.prefill_runs.push_back(double(o.n_prompt) * o.batch / gs.prefill_s);
+    if (!gs.token_s.empty()) r.decode_runs.push_back(decode_rate(gs));
     token_times.insert(token_times.end(), gs.token_s.begin(), gs.token_s.end());
     ttfts.push_back(gs.prefill_s);
   }
   r.prefill_tokens_per_s = Median(r.prefill_runs);
   r.decode_tokens_per_s = Median(r.decode_runs);
+  r.plain_decode_tokens_per_s = Median(r.plain_decode_runs);
+  r.spec_speedup = Median(ratios);
   r.ttft_s = Median(ttfts);
   r.decode_p50_ms = Percentile(token_times, 50) * 1e3;
   r.decode_p95_ms = Percentile(token_times, 95) * 1e3;
@@ -288,40 +319,53 @@ BenchResult RunBench(Runner& runner, const BenchOptions& o, double load_s) {
 }
 
 nlohmann::json BenchResult::ToJson() const {
-  return {{"model", model},
-          {"backend", backend},
-          {"backend_description", backend_desc},
-          {"threads", threads},
-          {"n_prompt", n_prompt},
-          {"n_gen", n_gen},
-          {"repetitions", reps},
-          {"batch", batch},
-          {"warmup_passes", warmups},
-          {"load_s", load_s},
-          {"prefill_tokens_per_s", prefill_tokens_per_s},
-          {"decode_tokens_per_s", decode_tokens_per_s},
-          {"prefill_runs_tokens_per_s", prefill_runs},
-          {"decode_runs_tokens_per_s", decode_runs},
-          {"ttft_s", ttft_s},
-          {"decode_token_ms_p50", decode_p50_ms},
-          {"decode_token_ms_p95", decode_p95_ms},
-          {"decode_token_ms_p99", decode_p99_ms},
-          {"decode_first_step_ms", first_step_ms},
-          {"step_cpu_ms_p50", step_cpu_p50_ms},
-          {"step_cpu_ms_p95", step_cpu_p95_ms},
-          {"step_run_queue_wait_ms_p50", step_wait_p50_ms},
-          {"step_run_queue_wait_ms_p95", step_wait_p95_ms},
-          {"step_preemptions_p50", step_preempt_p50},
-          {"step_preemptions_p95", step_preempt_p95},
-          {"step_page_faults_p50", step_faults_p50},
-          {"step_page_faults_p95", step_faults_p95},
-          {"peak_rss_bytes", peak_rss_bytes},
-          {"weight_bytes", weight_bytes},
-          {"active_weight_bytes_per_token", active_bytes_per_token},
-          {"kv_bytes_per_token", kv_bytes_per_token},
-          {"kv_type", kv_type},
-          {"mem_read_bandwidth_gbs", mem_bandwidth_gbs},
-          {"decode_bandwidth_fraction", decode_bandwidth_fraction}};
+  return {
+      {"model", model},
+      {"backend", backend},
+      {"backend_description", backend_desc},
+      {"threads", threads},
+      {"n_prompt", n_prompt},
+      {"n_gen", n_gen},
+      {"repetitions", reps},
+      {"batch", batch},
+      {"warmup_passes", warmups},
+      {"load_s", load_s},
+      {"prefill_tokens_per_s", prefill_tokens_per_s},
+      {"decode_tokens_per_s", decode_tokens_per_s},
+      {"prefill_runs_tokens_per_s", prefill_runs},
+      {"decode_runs_tokens_per_s", decode_runs},
+      {"ttft_s", ttft_s},
+      {"decode_token_ms_p50", decode_p50_ms},
+      {"decode_token_ms_p95", decode_p95_ms},
+      {"decode_token_ms_p99", decode_p99_ms},
+      {"decode_first_step_ms", first_step_ms},
+      {"step_cpu_ms_p50", step_cpu_p50_ms},
+      {"step_cpu_ms_p95", step_cpu_p95_ms},
+      {"step_run_queue_wait_ms_p50", step_wait_p50_ms},
+      {"step_run_queue_wait_ms_p95", step_wait_p95_ms},
+      {"step_preemptions_p50", step_preempt_p50},
+      {"step_preemptions_p95", step_preempt_p95},
+      {"step_page_faults_p50", step_faults_p50},
+      {"step_page_faults_p95", step_faults_p95},
+      {"peak_rss_bytes", peak_rss_bytes},
+      {"weight_bytes", weight_bytes},
+      {"active_weight_bytes_per_token", active_bytes_per_token},
+      {"kv_bytes_per_token", kv_bytes_per_token},
+      {"kv_type", kv_type},
+      {"mem_read_bandwidth_gbs", mem_bandwidth_gbs},
+      {"decode_bandwidth_fraction", decode_bandwidth_fraction},
+      {"speculative", spec_drafter.empty()
+                          ? nlohmann::json(nullptr)
+                          : nlohmann::json{{"drafter", spec_drafter},
+                                           {"k", spec_k},
+                                           {"steps", spec.steps},
+                                           {"drafted", spec.drafted},
+                                           {"accepted", spec.accepted},
+                                           {"acceptance", spec.acceptance()},
+                                           {"tokens_per_step", spec.tokens_per_step()},
+                                           {"plain_decode_tokens_per_s", plain_decode_tokens_per_s},
+                                           {"plain_decode_runs_tokens_per_s", plain_decode_runs},
+                                           {"speedup", spec_speedup}}}};
 }
 
 }  // namespace es

@@ -1,4 +1,4 @@
-// Generation loop.
+// Generation loop: chunked prefill, then one token a step, or speculative steps of a drafter.
 #include "edgeseek/runtime/generator.h"
 
 #include <algorithm>
@@ -43,31 +43,94 @@ std::vector<int32_t> Generate(Runner& runner, int slot, const std::vector<int32_
   for (size_t b = 0; b < prompt.size(); b += size_t(chunk)) {
     const size_t e = std::min(prompt.size(), b + size_t(chunk));
     Batch batch;
-    batch.Add(slot, int64_t(b), std::vector<int32_t>(prompt.begin() + long(b), prompt.begin() + long(e)));
+    batch.Add(slot, int64_t(b),
+              std::vector<int32_t>(prompt.begin() + long(b), prompt.begin() + long(e)));
     batch.Finalize();
     if (e < prompt.size())
       runner.ForwardArgmax(batch, &ids);  // only the cache matters: the least to download
     else
       forward(batch);
   }
+  if (opts.drafter) opts.drafter->Begin(prompt);  // the draft model's prefill is prefill too
   if (stats) stats->prefill_s = std::chrono::duration<double>(Clock::now() - t0).count();
-  int64_t pos = int64_t(prompt.size());
-  while (int(out.size()) < opts.max_new_tokens) {
-    const int32_t id = have_id ? ids[0] : sampler.Sample(logits.data(), vocab, history, banned_now());
+  if (opts.max_new_tokens <= 0) return out;
+  // Emits one id; false when generation stops after it (a callback, EOS, max_new_tokens).
+  auto emit = [&](int32_t id) {
     out.push_back(id);
     history.push_back(id);
-    if (opts.on_token && !opts.on_token(id)) break;
+    if (opts.on_token && !opts.on_token(id)) return false;
     if (std::find(opts.eos_ids.begin(), opts.eos_ids.end(), id) != opts.eos_ids.end()) {
       if (stats) stats->stopped_by_eos = true;
-      break;
+      return false;
     }
-    if (int(out.size()) >= opts.max_new_tokens) break;
+    return int(out.size()) < opts.max_new_tokens;
+  };
+  bool go_on = emit(have_id ? ids[0] : sampler.Sample(logits.data(), vocab, history, banned_now()));
+  // KV holds positions [0, pos); history.back() goes at pos.
+  int64_t pos = int64_t(prompt.size());
+  if (!opts.drafter) {
+    while (go_on) {
+      const auto ts = Clock::now();
+      Batch batch;
+      batch.Add(slot, pos++, {history.back()});
+      batch.Finalize();
+      forward(batch);
+      const int32_t id =
+          have_id ? ids[0] : sampler.Sample(logits.data(), vocab, history, banned_now());
+      if (stats) {
+        stats->token_s.push_back(std::chrono::duration<double>(Clock::now() - ts).count());
+        ++stats->decode_tokens;
+      }
+      go_on = emit(id);
+    }
+    return out;
+  }
+  // Speculative steps: draft k, verify k + 1 rows in one forward, emit the accepted prefix and
+  // the target's own next token (speculative.h). k never drafts past max_new_tokens (the last
+  // row's token is the step's extra one) nor past the context.
+  Draft draft;
+  std::vector<float> dense;
+  std::vector<int32_t> toks;
+  while (go_on) {
     const auto ts = Clock::now();
+    const int64_t left = int64_t(opts.max_new_tokens) - int64_t(out.size());
+    const int k = int(std::max<int64_t>(
+        0, std::min<int64_t>({opts.spec_k, left - 1, runner.context() - pos - 1})));
+    draft.tokens.clear();
+    draft.probs.clear();
+    if (k > 0) opts.drafter->Propose(history, k, opts.sampling, &draft);
+    ES_ASSERT(draft.tokens.size() <= size_t(k));
+    toks.assign(1, history.back());
+    toks.insert(toks.end(), draft.tokens.begin(), draft.tokens.end());
     Batch batch;
-    batch.Add(slot, pos++, {id});
+    batch.Add(slot, pos, toks, /*all_logits=*/true);
     batch.Finalize();
-    forward(batch);
-    if (stats) stats->token_s.push_back(std::chrono::duration<double>(Clock::now() - ts).count());
+    // Greedy without penalties and nothing banned in any row: the argmax ids are all it needs.
+    const bool argmax_only = sampler.plain_greedy() && int(out.size()) >= opts.min_new_tokens;
+    if (argmax_only)
+      runner.ForwardArgmax(batch, &ids);
+    else
+      runner.Forward(batch, &logits);
+    const size_t before = out.size();
+    VerifyStep step;
+    step.draft = &draft;
+    step.vocab = vocab;
+    step.target = [&](int i, Sampler::Candidates* p) {
+      if (argmax_only)
+        p->assign(1, {1.0f, ids[size_t(i)]});
+      else
+        sampler.Distribution(logits.data() + size_t(i) * size_t(vocab), vocab, history,
+                             banned_now(), p);
+      return true;
+    };
+    step.emit = [&](int32_t id) { return go_on = emit(id); };
+    Verify(step, sampler, &dense, stats ? &stats->spec : nullptr);
+    // The last token and the accepted drafts are now valid KV; the rest is overwritten later.
+    pos += int64_t(out.size() - before);
+    if (stats) {
+      stats->token_s.push_back(std::chrono::duration<double>(Clock::now() - ts).count());
+      stats->decode_tokens += int64_t(out.size() - before);
+    }
   }
   return out;
 }

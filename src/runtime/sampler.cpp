@@ -94,17 +94,23 @@ TokenLogprobs LogSoftmaxAt(const float* row, int vocab, int32_t id, int top) {
   return t;
 }
 
-int32_t Sampler::Sample(const float* logits_in, int vocab, const std::vector<int32_t>& history,
-                        const std::vector<int32_t>& banned) {
+bool Sampler::Distribution(const float* logits_in, int vocab, const std::vector<int32_t>& history,
+                           const std::vector<int32_t>& banned, Candidates* out) const {
   CheckNoNanOrPosInf(logits_in, vocab, "sampler");
   std::vector<float> logits;
   Processed(logits_in, vocab, history, banned, &logits);
-  if (p_.temperature <= 0.0f) return Argmax(logits.data(), vocab);
-  auto& c = scratch_;
+  auto& c = *out;
   c.clear();
+  if (p_.temperature <= 0.0f) {
+    c.emplace_back(1.0f, Argmax(logits.data(), vocab));
+    return false;
+  }
   for (int i = 0; i < vocab; ++i)
     if (logits[size_t(i)] > -INFINITY) c.emplace_back(logits[size_t(i)] / p_.temperature, i);
-  if (c.empty()) return Argmax(logits_in, vocab);
+  if (c.empty()) {  // everything banned: the model's own argmax
+    c.emplace_back(1.0f, Argmax(logits_in, vocab));
+    return false;
+  }
   auto by_logit = [](const auto& a, const auto& b) {
     return a.first > b.first || (a.first == b.first && a.second < b.second);
   };
@@ -137,6 +143,15 @@ int32_t Sampler::Sample(const float* logits_in, int vocab, const std::vector<int
     }
     c.resize(std::max<size_t>(keep, 1));
   }
+  // Renormalized over what survived truncation (the draw below weighs by the same numbers).
+  double total = 0;
+  for (auto& [pr, id] : c) total += pr;
+  for (auto& [pr, id] : c) pr = float(pr / total);
+  return true;
+}
+
+int32_t Sampler::Draw(const Candidates& c) {
+  ES_ASSERT(!c.empty());
   double total = 0;
   for (auto& [pr, id] : c) total += pr;
   std::uniform_real_distribution<double> u(0.0, total);
@@ -146,6 +161,15 @@ int32_t Sampler::Sample(const float* logits_in, int vocab, const std::vector<int
     if (r < acc) return id;
   }
   return c.back().second;
+}
+
+double Sampler::Uniform() { return std::uniform_real_distribution<double>(0.0, 1.0)(rng_); }
+
+int32_t Sampler::Sample(const float* logits_in, int vocab, const std::vector<int32_t>& history,
+                        const std::vector<int32_t>& banned) {
+  // A forced pick (greedy, or every id banned) takes no draw from the generator.
+  if (!Distribution(logits_in, vocab, history, banned, &scratch_)) return scratch_[0].second;
+  return Draw(scratch_);
 }
 
 }  // namespace es

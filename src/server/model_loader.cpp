@@ -9,6 +9,7 @@
 #include "edgeseek/runtime/convert.h"
 #include "edgeseek/runtime/model.h"
 #include "edgeseek/runtime/runner.h"
+#include "edgeseek/runtime/speculative.h"
 #include "edgeseek/server/server.h"
 #include "edgeseek/tokenizer/chat_template.h"
 #include "edgeseek/tokenizer/tokenizer.h"
@@ -137,6 +138,27 @@ ModelBuilder DefaultModelBuilder() {
              tok->vocab_size(), " tokens but the model only ", model->vocab_size());
     LoadedModel lm;
     lm.text = std::make_shared<TokenizerTextModel>(tok, model, e.name);
+    // The draft model of speculative decoding: loaded once, one Runner (one slot) per instance.
+    std::shared_ptr<Model> draft;
+    if (!e.draft.empty() && e.draft != "ngram") {
+      draft = model;
+      if (e.draft != "target" || !e.draft_dtype.empty()) {
+        LoadOptions dl;
+        if (!e.draft_dtype.empty())
+          dl.quantize = std::make_shared<const QuantPolicy>(BuiltinQuantPolicy(e.draft_dtype));
+        if (e.draft == "target") {
+          dl.synthetic = e.synthetic, dl.seed = e.seed, dl.synthetic_dtype = lo.synthetic_dtype;
+          draft = e.synthetic.empty() ? Model::Load(e.path, dl) : Model::Synthetic(e.synthetic, dl);
+        } else {
+          draft = Model::Load(e.draft, dl);
+        }
+      }
+      try {
+        CheckSameTokenizer(*model, *draft);
+      } catch (const Error& err) {
+        Fail("model '", e.name, "': ", err.what());
+      }
+    }
     for (const InstanceConfig& ic : e.instances) {
       BackendOptions bo;
       bo.threads = ic.threads;
@@ -152,6 +174,17 @@ ModelBuilder DefaultModelBuilder() {
       if (!ic.kv_type.empty()) ro.kv_dtype = ParseKvType(ic.kv_type);
       auto runner = std::make_unique<Runner>(model, CreateBackend(ic.backend, bo), ro);
       lm.instances.push_back(WrapRunner(std::move(runner)));
+      if (e.draft == "ngram") {
+        lm.drafters.push_back(std::make_unique<NgramDrafter>());
+      } else if (draft) {
+        RunnerOptions dro;
+        dro.context = lm.instances.back()->context();
+        if (!ic.kv_type.empty()) dro.kv_dtype = ParseKvType(ic.kv_type);
+        lm.drafters.push_back(std::make_unique<ModelDrafter>(
+            std::make_unique<Runner>(draft, CreateBackend(ic.backend, bo), dro)));
+      } else {
+        lm.drafters.push_back(nullptr);
+      }
       lm.instance_names.push_back(ic.backend + (ic.device.empty() ? "" : ":" + ic.device));
     }
     return lm;

@@ -267,6 +267,16 @@ void Server::Impl::DefineMetrics() {
   metrics.Define("edgeseek_prefix_cache_hit_tokens_total", T::kCounter, "Tokens taken from the prefix cache instead of computed, by instance.");
   metrics.Define("edgeseek_prefix_cache_hit_ratio", T::kGauge, "Prefix-cache hit tokens over lookup tokens since start, by instance.");
   metrics.Define("edgeseek_engine_steps_total", T::kCounter, "Engine steps (forward passes), by instance.");
+  metrics.Define("edgeseek_spec_steps_total", T::kCounter,
+                 "Speculative steps (one forward verifying drafted tokens), by instance.");
+  metrics.Define("edgeseek_spec_drafted_tokens_total", T::kCounter,
+                 "Tokens proposed by the drafter, by instance.");
+  metrics.Define(
+      "edgeseek_spec_accepted_tokens_total", T::kCounter,
+      "Drafted tokens the target accepted, by instance (acceptance rate = accepted / drafted).");
+  metrics.Define(
+      "edgeseek_spec_emitted_tokens_total", T::kCounter,
+      "Tokens the speculative steps emitted, by instance (tokens per step = emitted / steps).");
   metrics.Define("edgeseek_backend_seconds_total", T::kCounter,
                  "Backend time of the forward passes by phase (upload, dispatch, shader, download), with profiling on.");
   metrics.Define("edgeseek_client_queue_length", T::kGauge, "Requests waiting, by client.");
@@ -330,6 +340,12 @@ void Server::Impl::DefineMetrics() {
         m.SetTotal("edgeseek_prefix_cache_hit_tokens_total", l, double(s.prefix_hit_tokens));
         m.Set("edgeseek_prefix_cache_hit_ratio", l,
               s.prefix_lookup_tokens ? double(s.prefix_hit_tokens) / double(s.prefix_lookup_tokens) : 0);
+        if (!g->entry.draft.empty()) {
+          m.SetTotal("edgeseek_spec_steps_total", l, double(s.spec.steps));
+          m.SetTotal("edgeseek_spec_drafted_tokens_total", l, double(s.spec.drafted));
+          m.SetTotal("edgeseek_spec_accepted_tokens_total", l, double(s.spec.accepted));
+          m.SetTotal("edgeseek_spec_emitted_tokens_total", l, double(s.spec.emitted));
+        }
       }
     }
   });
@@ -1257,6 +1273,8 @@ void Server::LoadModels() {
         eo.kv_token_budget = std::max<int64_t>(1, int64_t(mb * 1048576.0 / double(in.kv_bytes_per_token)));
       g->vocab = lm.instances[i]->vocab_size();
       in.engine = std::make_unique<Engine>(std::move(lm.instances[i]), g->queue, eo);
+      if (i < lm.drafters.size() && lm.drafters[i])
+        in.engine->set_drafter(std::move(lm.drafters[i]), entry.spec_k);
       ModelGroup* gp = g.get();
       Labels l = {{"model", entry.name}, {"instance", std::to_string(i)}};
       in.engine->set_step_observer([&m, l](const StepInfo& s) {

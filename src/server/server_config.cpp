@@ -152,6 +152,12 @@ ServerConfig ServerConfigFromJson(const json& doc, const std::string& schema_pat
       Get(j, "seed", &m.seed);
       Get(j, "dtype", &m.dtype);
       Get(j, "reasoning", &m.reasoning);
+      if (j.contains("speculative")) {
+        const json& sj = j.at("speculative");
+        Get(sj, "draft", &m.draft);
+        Get(sj, "draft_dtype", &m.draft_dtype);
+        Get(sj, "k", &m.spec_k);
+      }
       ES_CHECK(!m.path.empty() || !m.synthetic.empty(), origin, ": /models/", i,
                ": one of 'path' or 'synthetic' is required");
       ES_CHECK(names.insert(m.name).second, origin, ": /models/", i, "/name: '", m.name, "' used twice");

@@ -11,6 +11,7 @@
 #include <nlohmann/json_fwd.hpp>
 
 #include "edgeseek/runtime/runner.h"
+#include "edgeseek/runtime/speculative.h"
 
 namespace es {
 
@@ -24,6 +25,14 @@ struct BenchOptions {
   // steps). Decode tokens/s counts every row; the per-token times are the steps'.
   int batch = 1;
   std::string device;  // GPU backends: the device, for the copy-bandwidth probe
+  // Speculative decoding (batch 1): each repetition is a pair, the pass without drafts then the
+  // same pass with them (greedy, so both emit the same tokens); decode tokens/s, acceptance and
+  // tokens per verification step are the speculative passes', the speed-up the median of the
+  // pairs' ratios. Null: no speculation.
+  Drafter* drafter = nullptr;
+  int spec_k = 4;
+  // > 0: the prompt is a random pattern of this many tokens, repeated (prompt lookup's case).
+  int prompt_pattern = 0;
 };
 
 struct BenchResult {
@@ -50,6 +59,13 @@ struct BenchResult {
   std::string kv_type;
   double mem_bandwidth_gbs = 0;      // measured read bandwidth
   double decode_bandwidth_fraction = 0;
+  // With BenchOptions::drafter (else empty / zeros).
+  std::string spec_drafter;
+  int spec_k = 0;
+  SpecStats spec;                        // over the timed speculative passes
+  double plain_decode_tokens_per_s = 0;  // median of the pairs' passes without drafts
+  std::vector<double> plain_decode_runs;
+  double spec_speedup = 0;  // median over pairs of spec / plain decode tokens/s
   nlohmann::json ToJson() const;
 };
 

@@ -40,6 +40,7 @@
 #include "edgeseek/graph/graph.h"
 #include "edgeseek/runtime/kv_block_pool.h"
 #include "edgeseek/runtime/sampler.h"
+#include "edgeseek/runtime/speculative.h"
 
 namespace es {
 
@@ -291,6 +292,9 @@ struct EngineStats {
   int64_t prompt_tokens = 0, generated_tokens = 0;  // computed prefill tokens, sampled tokens
   int last_batch_tokens = 0, last_batch_seqs = 0;
   bool serial = false;          // deterministic on a non-invariant backend: one sequence a step
+  // Speculative decoding (Engine::set_drafter): steps that verified drafts, drafted tokens,
+  // accepted ones, and the tokens those steps emitted.
+  SpecStats spec;
 };
 
 // Observer of every step (for metrics); called on the engine thread.
@@ -325,6 +329,11 @@ class Engine {
   bool batch_invariant() const { return invariant_; }  // the model's, or forced (deterministic)
   EngineStats stats() const;
   void set_step_observer(std::function<void(const StepInfo&)> fn) { on_step_ = std::move(fn); }
+  // Speculative decoding for single-sequence decode: a step whose only running request is
+  // decoding drafts up to k tokens with `drafter` and verifies them in one forward of k + 1
+  // rows (speculative.h); with two or more running requests the batch decodes one token each as
+  // before. Set before Start(); the drafter is used on the engine thread only. Null: off.
+  void set_drafter(std::unique_ptr<Drafter> drafter, int k);
 
  private:
   void SweepFinishedRequests(double now);
@@ -351,6 +360,8 @@ class Engine {
   void Emit(SeqRequest& r, SeqEvent e);
   void RunLoop();
   void PublishStats();
+  // The speculative step of a lone decoding request (set_drafter).
+  bool SpecStep(std::shared_ptr<SeqRequest> r, double now);
   // Masks a constrained row; false (and the request finished) when nothing may follow.
   bool ApplyConstraint(std::shared_ptr<SeqRequest>& r, float* row);
 
@@ -371,6 +382,10 @@ class Engine {
   std::vector<RowSampling> rows_;  // device-sampled steps: each output row's parameters
   ComputeStats compute_stats_;
   std::function<void(const StepInfo&)> on_step_;
+  std::unique_ptr<Drafter> drafter_;
+  int spec_k_ = 0;
+  Draft draft_;
+  std::vector<float> dense_;  // AcceptDraftToken's scratch
 
   mutable std::mutex stats_mu_;
   EngineStats stats_;   // guarded by stats_mu_

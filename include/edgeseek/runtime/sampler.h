@@ -41,6 +41,18 @@ class Sampler {
   int32_t Sample(const float* logits, int vocab, const std::vector<int32_t>& history,
                  const std::vector<int32_t>& banned = {});
   const SamplingParams& params() const { return p_; }
+  // The distribution Sample draws from: the surviving candidates (probability, id) after
+  // penalties, temperature, top-k, min-p and top-p, in descending probability (lowest id first on
+  // ties), probabilities summing to ~1. Greedy (temperature <= 0) or every id banned: one forced
+  // id at 1, and false (Sample then takes no draw). Speculative decoding (speculative.h) verifies
+  // drafts against exactly this.
+  using Candidates = std::vector<std::pair<float, int32_t>>;
+  bool Distribution(const float* logits, int vocab, const std::vector<int32_t>& history,
+                    const std::vector<int32_t>& banned, Candidates* out) const;
+  // A draw from `c` (a Distribution) with this sampler's generator: Sample is Distribution + Draw.
+  int32_t Draw(const Candidates& c);
+  // A uniform draw in [0, 1) from this sampler's generator (speculative acceptance).
+  double Uniform();
   // The row the draw starts from: logits with `banned` at -inf and the penalties over
   // `history` applied (before temperature and truncation). Logprobs are its log-softmax.
   void Processed(const float* logits, int vocab, const std::vector<int32_t>& history,
@@ -49,7 +61,7 @@ class Sampler {
  private:
   SamplingParams p_;
   std::mt19937_64 rng_;
-  std::vector<std::pair<float, int32_t>> scratch_;
+  Candidates scratch_;
 };
 
 int32_t Argmax(const float* logits, int vocab);

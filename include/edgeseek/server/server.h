@@ -45,6 +45,12 @@ struct ModelEntry {
   std::string dtype;         // synthetic weights' type ("bf16" when empty)
   std::string reasoning = "auto";  // auto: on when the chat template or vocabulary has </think>
   std::vector<InstanceConfig> instances = {InstanceConfig{}};
+  // Speculative decoding of a lone decoding request (Engine::set_drafter, docs/speculative.md):
+  // "" off, "ngram" (prompt lookup), "target" (the model's own weights: acceptance's upper
+  // bound) or a draft model's folder / GGUF; draft_dtype quantizes the draft at load.
+  std::string draft;
+  std::string draft_dtype;
+  int spec_k = 4;
 };
 
 struct ClientConfig {
@@ -143,6 +149,8 @@ struct LoadedModel {
   std::shared_ptr<const TextModel> text;
   std::vector<std::unique_ptr<StepModel>> instances;  // one per InstanceConfig
   std::vector<std::string> instance_names;            // "cpu", "vulkan:0"
+  // Per instance (empty, or one each, null for none): the drafter its engine speculates with.
+  std::vector<std::unique_ptr<Drafter>> drafters;
 };
 
 using ModelBuilder = std::function<LoadedModel(const ModelEntry&)>;

@@ -307,6 +307,12 @@ void Engine::Admit(double now) {
   }
 }
 
+void Engine::set_drafter(std::unique_ptr<Drafter> drafter, int k) {
+  ES_CHECK(!drafter || k >= 1, "engine: speculative decoding needs spec_k >= 1, got ", k);
+  drafter_ = std::move(drafter);
+  spec_k_ = k;
+}
+
 bool Engine::Step() {
   double now = SteadySeconds();
   SweepFinishedRequests(now);
@@ -316,6 +322,13 @@ bool Engine::Step() {
     PublishStats();
     return false;
   }
+  // A lone request that decodes: a speculative step (set_drafter). Batches of several requests
+  // keep one row each, where the step's weights are already shared between them.
+  // Not in serial mode: there a request's rows must be computed as when it runs alone, one a
+  // step, and k + 1 rows of a backend that is not batch-invariant are not.
+  if (drafter_ && !serial_ && running_.size() == 1 && running_[0]->n_generated > 0 &&
+      int64_t(running_[0]->tokens.size()) - running_[0]->n_computed == 1)
+    return SpecStep(running_[0], now);
 
   // ---- plan ----
   struct Item {
@@ -465,6 +478,116 @@ bool Engine::Step() {
     info.batch_seqs = int(items.size());
     info.decode_seqs = decodes;
     info.prefill_tokens = prefill_tokens;
+    info.seconds = t1 - t0;
+    info.split = split;
+    on_step_(info);
+  }
+  PublishStats();
+  return true;
+}
+
+bool Engine::SpecStep(std::shared_ptr<SeqRequest> r, double now) {
+  const int64_t pos = r->n_computed;  // the last token goes here; drafts after it
+  const int64_t left = int64_t(r->max_tokens) - r->n_generated;
+  // Never past max_tokens (the step's own token is the extra one) nor the context.
+  const int k =
+      int(std::max<int64_t>(0, std::min<int64_t>({spec_k_, left - 1, context_ - pos - 1})));
+  draft_.tokens.clear();
+  draft_.probs.clear();
+  try {
+    if (k > 0) drafter_->Propose(r->tokens, k, r->sampling, &draft_);
+  } catch (const Error& e) {
+    Finish(r, FinishReason::kError, std::string("draft: ") + e.what());
+    PublishStats();
+    return true;
+  }
+  int n = 1 + int(draft_.tokens.size());
+  if (!ReserveStep(r, &n, {}, now)) {  // preempted itself: out of KV blocks
+    PublishStats();
+    return true;
+  }
+  draft_.tokens.resize(size_t(n - 1));  // the blocks it got may cut the draft
+  if (!draft_.probs.empty()) draft_.probs.resize(size_t(n - 1));
+  if (paged_) model_->SetBlockTable(r->slot, r->kv_blocks);
+  std::vector<int32_t> toks = {r->tokens.back()};
+  toks.insert(toks.end(), draft_.tokens.begin(), draft_.tokens.end());
+  Batch batch;
+  batch.Add(r->slot, pos, toks, /*all_logits=*/true);
+  batch.Finalize();
+  const bool argmax_only = r->sampler->plain_greedy() && !r->constraint && r->logprobs < 0;
+  const double t0 = SteadySeconds();
+  compute_stats_ = ComputeStats{};
+  try {
+    if (argmax_only)
+      model_->ForwardArgmax(batch, &ids_, opts_.profile ? &compute_stats_ : nullptr);
+    else
+      model_->Forward(batch, &logits_, opts_.profile ? &compute_stats_ : nullptr);
+  } catch (const Error& e) {
+    Finish(r, FinishReason::kError, e.what());
+    PublishStats();
+    return true;
+  }
+  const double t1 = SteadySeconds();
+  StepSplit split;
+  if (opts_.profile) {
+    const ComputeStats& cs = compute_stats_;
+    split = {cs.upload_s, cs.dispatch_s, cs.shader_s, cs.download_s, cs.total_s, true};
+  }
+  if (r->trace.size() < kMaxTraceEvents)
+    r->trace.push_back({"decode", t0, t1, n, n, 1, opts_.instance, split});
+  // Rows in order: row i's mask, penalties and logprobs see the tokens emitted before it.
+  float* row = nullptr;
+  VerifyStep step;
+  step.draft = &draft_;
+  step.vocab = vocab_;
+  step.target = [&](int i, Sampler::Candidates* p) {
+    if (argmax_only) {
+      p->assign(1, {1.0f, ids_[size_t(i)]});
+      return true;
+    }
+    row = logits_.data() + size_t(i) * size_t(vocab_);
+    if (r->constraint && !ApplyConstraint(r, row)) return false;  // finished
+    r->sampler->Distribution(row, vocab_, r->tokens, {}, p);
+    return true;
+  };
+  int emitted = 0;
+  step.emit = [&](int32_t tok) {
+    if (r->constraint) r->constraint->Accept(tok);
+    SeqEvent e;
+    if (r->logprobs >= 0) {
+      r->sampler->Processed(row, vocab_, r->tokens, {}, &processed_);
+      e.logprobs = std::make_shared<const TokenLogprobs>(
+          LogSoftmaxAt(processed_.data(), vocab_, tok, r->logprobs));
+    }
+    // The fed tokens before this one are confirmed: the last token and the accepted drafts.
+    r->n_computed = pos + (++emitted);
+    PublishBlocks(*r);
+    r->tokens.push_back(tok);
+    ++r->n_generated;
+    ++local_.generated_tokens;
+    e.kind = SeqEventKind::kToken;
+    e.token = tok;
+    e.time = t1;
+    Emit(*r, e);
+    if (std::find(r->stop_ids.begin(), r->stop_ids.end(), tok) != r->stop_ids.end()) {
+      Finish(r, FinishReason::kStop);
+      return false;
+    }
+    if (r->n_generated >= r->max_tokens || int64_t(r->tokens.size()) > context_) {
+      Finish(r, FinishReason::kLength);
+      return false;
+    }
+    return true;
+  };
+  Verify(step, *r->sampler, &dense_, &local_.spec);
+  ++local_.steps;
+  local_.last_batch_tokens = n;
+  local_.last_batch_seqs = 1;
+  if (on_step_) {
+    StepInfo info;
+    info.batch_tokens = n;
+    info.batch_seqs = 1;
+    info.decode_seqs = 1;
     info.seconds = t1 - t0;
     info.split = split;
     on_step_(info);

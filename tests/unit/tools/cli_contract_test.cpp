@@ -1,6 +1,7 @@
 // The CLI contract used by outside checks: logits, generate, bench --json, inspect.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstring>
 #include <nlohmann/json.hpp>
 #include <sstream>
@@ -106,6 +107,44 @@ TEST(Cli, BenchBatchList) {
   EXPECT_NE(
       test::RunCommand(test::CliPath() + " bench -m " + Golden("llama3") + " -b 1,0", &out, &err),
       0);
+}
+
+// Speculative decoding through the CLI (docs/speculative.md): the same greedy ids with n-gram
+// drafts and with draft = target, the acceptance on stderr, a draft of another vocabulary
+// refused with one line naming both models, and bench's speculative JSON.
+TEST(Cli, SpeculativeGenerateEqualsPlain) {
+  const std::string base = test::CliPath() + " generate -m " + Golden("llama3") +
+                           " --ids 11,57,203,9,140,77,11,57,203,9,140,77 -n 24 --temp 0";
+  std::string plain, err;
+  ASSERT_EQ(test::RunCommand(base, &plain, &err), 0) << err;
+  for (const std::string spec : {" --spec ngram --spec-k 3", " --draft target --spec-k 4"}) {
+    std::string out;
+    ASSERT_EQ(test::RunCommand(base + spec, &out, &err), 0) << err;
+    EXPECT_EQ(out, plain) << spec;
+    EXPECT_NE(err.find("speculative: "), std::string::npos) << err;
+  }
+  EXPECT_NE(err.find("(100.0%)"), std::string::npos)
+      << "draft = target accepts every draft: " << err;
+  std::string out;
+  EXPECT_EQ(test::RunCommand(base + " --draft " + Golden("qwen2_tied"), &out, &err), 1);
+  EXPECT_NE(
+      err.find("draft model 'qwen2_tied' and target model 'llama3' have different vocabularies"),
+      std::string::npos)
+      << err;
+  EXPECT_EQ(std::count(err.begin(), err.end(), '\n'), 1) << err;
+  ASSERT_EQ(test::RunCommand(test::CliPath() + " bench -m " + Golden("llama3") +
+                                 " -p 16 -n 8 -r 2 -t 2 --draft target --spec-k 3 --json",
+                             &out, &err),
+            0)
+      << err;
+  const auto j = nlohmann::json::parse(out)["speculative"];
+  ASSERT_TRUE(j.is_object()) << out;
+  EXPECT_EQ(j["k"], 3);
+  EXPECT_EQ(j["acceptance"].get<double>(), 1.0);
+  EXPECT_GT(j["tokens_per_step"].get<double>(), 1.0);
+  EXPECT_LE(j["tokens_per_step"].get<double>(), 4.0);
+  EXPECT_EQ(j["plain_decode_runs_tokens_per_s"].size(), 2u);
+  EXPECT_GT(j["speedup"].get<double>(), 0.0);
 }
 
 TEST(Cli, InspectMlaPreset) {

@@ -285,6 +285,25 @@ TEST_F(VulkanRuntime, ProfileGivesPerOpShaderTimes) {
 // bench --profile: besides the per-family line, a line per dispatch kind (the node name with its
 // layer as '*', the shader) with the GEMVs' weight bandwidth; ES_VK_PIPELINE_STATS=1 prints the
 // pipelines' statistics or says once that the device has none.
+// Speculative decoding on the Vulkan backend (docs/speculative.md): the same greedy ids with
+// n-gram drafts and with draft = target (k + 1 rows a verification) as plain decoding on it, and
+// as on the CPU backend, for the golden Llama.
+TEST(VulkanCli, SpeculativeGreedyEqualsPlain) {
+  const std::string base =
+      CliPath() + " generate -m " + SourceDir() +
+      "/tests/golden/data/models/llama3 --ids 11,57,203,9,140,77,11,57,203,9,140,77 -n 30";
+  std::string cpu, plain, out, err;
+  ASSERT_EQ(RunCommand(base, &cpu, &err), 0) << err;
+  ASSERT_EQ(RunCommand(base + " --backend vulkan", &plain, &err), 0) << err;
+  EXPECT_EQ(plain, cpu);
+  for (const std::string spec : {" --spec ngram --spec-k 3", " --draft target --spec-k 4"}) {
+    ASSERT_EQ(RunCommand(base + " --backend vulkan" + spec, &out, &err), 0) << err;
+    EXPECT_EQ(out, plain) << spec;
+    EXPECT_NE(err.find("speculative: "), std::string::npos) << err;
+  }
+  EXPECT_NE(err.find("(100.0%)"), std::string::npos) << err;
+}
+
 TEST(VulkanCli, ProfileListsDispatchKindsWithGemvBandwidth) {
   std::string out, err;
   const int rc = RunCommand("ES_VK_PIPELINE_STATS=1 " + CliPath() + " bench --backend vulkan -m " + SourceDir() +
