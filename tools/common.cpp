@@ -97,7 +97,7 @@ std::unique_ptr<Drafter> SpecArgs::Make(const ModelArgs& target_args,
     dm = da.Load();
   }
   CheckSameTokenizer(*target, *dm);
-  return std::make_unique<ModelDrafter>(target_args.MakeRunner(dm));
+  return std::make_unique<ModelDrafter>(target_args.MakeRunner(dm), int(target->vocab_size()));
 }
 
 void EndpointArgs::AddServer(CLI::App& app) {

@@ -40,7 +40,12 @@ void NgramDrafter::Propose(const std::vector<int32_t>& h, int k, const SamplingP
 void CheckSameTokenizer(const Model& target, const Model& draft) {
   const std::string pair =
       "draft model '" + draft.name() + "' and target model '" + target.name() + "'";
-  ES_CHECK(draft.vocab_size() == target.vocab_size(), pair,
+  const Tokenizer* td = draft.tokenizer();
+  const Tokenizer* tt = target.tokenizer();
+  // Embedding tables may be padded past the tokenizer differently (R1-Distill-Qwen-1.5B has
+  // 151,936 rows, the 7B 152,064, one tokenizer): with both tokenizers the check is theirs below,
+  // and drafts stay below both models' sizes (ModelDrafter's target_vocab); without, the sizes.
+  ES_CHECK((td && tt) || draft.vocab_size() == target.vocab_size(), pair,
            " have different vocabularies: ", draft.vocab_size(), " vs ", target.vocab_size(),
            " tokens (the draft must share the tokenizer)");
   ES_CHECK(draft.generation().bos_id == target.generation().bos_id, pair,
@@ -55,12 +60,13 @@ void CheckSameTokenizer(const Model& target, const Model& draft) {
   ES_CHECK(ids(draft.generation().eos_ids) == ids(target.generation().eos_ids), pair,
            " have different EOS ids: ", ids(draft.generation().eos_ids), " vs ",
            ids(target.generation().eos_ids));
-  const Tokenizer* td = draft.tokenizer();
-  const Tokenizer* tt = target.tokenizer();
   if (!td || !tt) return;
   ES_CHECK(td->vocab_size() == tt->vocab_size(), pair,
            " have tokenizers of different sizes: ", td->vocab_size(), " vs ", tt->vocab_size(),
            " tokens");
+  ES_CHECK(td->vocab_size() <= draft.vocab_size() && tt->vocab_size() <= target.vocab_size(), pair,
+           " have tokenizers of ", tt->vocab_size(), " tokens but embedding tables of ",
+           draft.vocab_size(), " and ", target.vocab_size(), " rows");
   ES_CHECK(td->bos_id() == tt->bos_id() && td->bos_token() == tt->bos_token(), pair,
            " have different BOS tokens: ", td->bos_id(), " '", td->bos_token(), "' vs ",
            tt->bos_id(), " '", tt->bos_token(), "'");
@@ -76,7 +82,8 @@ void CheckSameTokenizer(const Model& target, const Model& draft) {
   }
 }
 
-ModelDrafter::ModelDrafter(std::unique_ptr<Runner> draft) : runner_(std::move(draft)) {
+ModelDrafter::ModelDrafter(std::unique_ptr<Runner> draft, int target_vocab)
+    : runner_(std::move(draft)), target_vocab_(target_vocab) {
   ES_ASSERT(runner_);
   slot_ = runner_->AcquireSlot();
   ES_CHECK(slot_ >= 0, "draft model '", runner_->model().name(), "': its runner has no free slot");
@@ -115,7 +122,9 @@ void ModelDrafter::Propose(const std::vector<int32_t>& history, int k, const Sam
   // Drafting k tokens feeds positions up to n + k - 2 of the draft's slot.
   k = int(std::min<int64_t>(k, runner_->context() - n + 1));
   if (k <= 0 || n == 0) return;
-  const int vocab = runner_->model().vocab_size();
+  // Ids past the target's table (a draft's padding rows) are never drafted.
+  const int vocab = target_vocab_ > 0 ? std::min(runner_->model().vocab_size(), target_vocab_)
+                                      : runner_->model().vocab_size();
   // Plain greedy: the argmax of the draft's rows; else its sampler (greedy with penalties is a
   // forced pick there, so the drafts follow the target's rule).
   const bool greedy = Sampler(sp).plain_greedy();
@@ -145,6 +154,7 @@ void ModelDrafter::Propose(const std::vector<int32_t>& history, int k, const Sam
     int32_t d;
     if (greedy) {
       d = ids_.at(0);
+      if (d >= vocab) break;  // a padding row won: no draft past here
     } else {
       Sampler::Candidates q;
       if (sampler_->Distribution(logits_.data(), vocab, hist, {}, &q))

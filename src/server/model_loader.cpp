@@ -181,7 +181,8 @@ ModelBuilder DefaultModelBuilder() {
         dro.context = lm.instances.back()->context();
         if (!ic.kv_type.empty()) dro.kv_dtype = ParseKvType(ic.kv_type);
         lm.drafters.push_back(std::make_unique<ModelDrafter>(
-            std::make_unique<Runner>(draft, CreateBackend(ic.backend, bo), dro)));
+            std::make_unique<Runner>(draft, CreateBackend(ic.backend, bo), dro),
+            int(model->vocab_size())));
       } else {
         lm.drafters.push_back(nullptr);
       }

@@ -79,7 +79,8 @@ void CheckSameTokenizer(const Model& target, const Model& draft);
 // from `history` (the accepted drafts are already there; rejected ones are overwritten).
 class ModelDrafter : public Drafter {
  public:
-  explicit ModelDrafter(std::unique_ptr<Runner> draft);
+  // target_vocab (> 0): the target's embedding rows; drafts stay below it and the draft's.
+  explicit ModelDrafter(std::unique_ptr<Runner> draft, int target_vocab = 0);
   std::string name() const override;
   void Begin(const std::vector<int32_t>& prompt) override;
   void Propose(const std::vector<int32_t>& history, int k, const SamplingParams& sampling,
@@ -90,6 +91,7 @@ class ModelDrafter : public Drafter {
 
  private:
   std::unique_ptr<Runner> runner_;
+  int target_vocab_ = 0;
   int slot_ = -1;
   std::vector<int32_t> cached_;       // tokens at positions [0, cached_.size()) of the slot
   std::unique_ptr<Sampler> sampler_;  // for sampled drafts; re-made when the parameters change

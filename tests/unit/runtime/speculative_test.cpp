@@ -421,6 +421,34 @@ TEST(DraftTokenizer, VocabularySize) {
   EXPECT_NE(msg.find("llama3"), std::string::npos) << msg;
 }
 
+// One tokenizer, embedding tables of different sizes (as R1-Distill-Qwen 1.5B and 7B): accepted,
+// and a draft whose padding rows win is never proposed past the target's table.
+TEST(DraftTokenizer, PaddedEmbeddingTablesShareTheTokenizer) {
+  const std::string tiny = test::SourceDir() + "/tests/server/tiny_config.json";
+  const std::string tok = test::SourceDir() + "/tests/data/tiny_tokenizer";
+  std::string cfg = test::ReadFile(tiny);
+  const size_t at = cfg.find("\"vocab_size\": 384");
+  ASSERT_NE(at, std::string::npos);
+  cfg.replace(at, 17, "\"vocab_size\": 448");
+  const std::string padded = test::TempDir() + "/padded_config.json";
+  test::WriteFile(padded, cfg);
+  auto target = Tiny(tiny, tok), draft = Tiny(padded, tok);
+  ASSERT_EQ(draft->vocab_size(), 448);
+  EXPECT_NO_THROW(CheckSameTokenizer(*target, *draft));
+  ModelDrafter d(std::make_unique<Runner>(draft, CreateBackend("cpu", {}), RunnerOptions{}),
+                 int(target->vocab_size()));
+  std::vector<int32_t> history{1, 5, 9, 2, 7};
+  for (int round = 0; round < 8; ++round) {
+    Draft out;
+    SamplingParams sp;
+    sp.temperature = round % 2 ? 0.0f : 1.0f;
+    sp.seed = uint64_t(round);
+    d.Propose(history, 6, sp, &out);
+    for (int32_t id : out.tokens) EXPECT_LT(id, target->vocab_size());
+    history.push_back(out.tokens.empty() ? 3 : out.tokens[0]);
+  }
+}
+
 TEST(DraftTokenizer, EosIds) {
   const std::string dir = test::TempDir();
   std::string cfg = test::ReadFile(LlamaDir() + "/config.json");
