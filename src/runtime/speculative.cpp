@@ -42,9 +42,9 @@ void CheckSameTokenizer(const Model& target, const Model& draft) {
       "draft model '" + draft.name() + "' and target model '" + target.name() + "'";
   const Tokenizer* td = draft.tokenizer();
   const Tokenizer* tt = target.tokenizer();
-  // Embedding tables may be padded past the tokenizer differently (R1-Distill-Qwen-1.5B has
-  // 151,936 rows, the 7B 152,064, one tokenizer): with both tokenizers the check is theirs below,
-  // and drafts stay below both models' sizes (ModelDrafter's target_vocab); without, the sizes.
+  // Embedding tables may be padded differently (R1-Distill-Qwen-1.5B has 151,936 rows, the 7B
+  // 152,064, one tokenizer): with both tokenizers the check is theirs below, and drafts stay
+  // below both models' sizes (ModelDrafter's target_vocab); without, the sizes.
   ES_CHECK((td && tt) || draft.vocab_size() == target.vocab_size(), pair,
            " have different vocabularies: ", draft.vocab_size(), " vs ", target.vocab_size(),
            " tokens (the draft must share the tokenizer)");
@@ -61,24 +61,22 @@ void CheckSameTokenizer(const Model& target, const Model& draft) {
            " have different EOS ids: ", ids(draft.generation().eos_ids), " vs ",
            ids(target.generation().eos_ids));
   if (!td || !tt) return;
-  ES_CHECK(td->vocab_size() == tt->vocab_size(), pair,
-           " have tokenizers of different sizes: ", td->vocab_size(), " vs ", tt->vocab_size(),
-           " tokens");
-  ES_CHECK(td->vocab_size() <= draft.vocab_size() && tt->vocab_size() <= target.vocab_size(), pair,
-           " have tokenizers of ", tt->vocab_size(), " tokens but embedding tables of ",
-           draft.vocab_size(), " and ", target.vocab_size(), " rows");
+  // GGUF files list their padding rows as tokens too: the tokenizers may differ in length, and
+  // must agree on every id both hold (drafts stay below both sizes).
   ES_CHECK(td->bos_id() == tt->bos_id() && td->bos_token() == tt->bos_token(), pair,
            " have different BOS tokens: ", td->bos_id(), " '", td->bos_token(), "' vs ",
            tt->bos_id(), " '", tt->bos_token(), "'");
   ES_CHECK(td->eos_id() == tt->eos_id() && td->eos_token() == tt->eos_token(), pair,
            " have different EOS tokens: ", td->eos_id(), " '", td->eos_token(), "' vs ",
            tt->eos_id(), " '", tt->eos_token(), "'");
-  for (int32_t id = 0; id < tt->vocab_size(); ++id) {
+  const int32_t common = std::min(td->vocab_size(), tt->vocab_size());
+  for (int32_t id = 0; id < common; ++id) {
     const bool sd = td->IsSpecial(id), st = tt->IsSpecial(id);
-    if (!sd && !st) continue;
     const std::string a = td->TokenText(id), b = tt->TokenText(id);
-    ES_CHECK(sd == st && a == b, pair, " have different special tokens at id ", id, ": '", a, "'",
-             sd ? "" : " (not special)", " vs '", b, "'", st ? "" : " (not special)");
+    if (sd || st)
+      ES_CHECK(sd == st && a == b, pair, " have different special tokens at id ", id, ": '", a,
+               "'", sd ? "" : " (not special)", " vs '", b, "'", st ? "" : " (not special)");
+    ES_CHECK(a == b, pair, " have different tokens at id ", id, ": '", a, "' vs '", b, "'");
   }
 }
 
