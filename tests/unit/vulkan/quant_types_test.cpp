@@ -576,6 +576,19 @@ TEST_F(VulkanQuant, IdotFusedFfnMatchesQuantizedReference) {
       }
 }
 
+// E experts' gate, up [I, D] and down [D, I] of type dt (seeds seed + 10 + 3e ..), scaled 0.5.
+std::vector<Tensor> RandomExperts(int E, int D, int I, DType dt, uint64_t seed) {
+  std::vector<Tensor> ex;
+  ex.reserve(size_t(3 * E));
+  for (int e = 0; e < E; ++e) {
+    const uint64_t s = seed + 10 + 3 * uint64_t(e);
+    ex.push_back(RandomTensor("g" + std::to_string(e), dt, {I, D}, s, 0.5f));
+    ex.push_back(RandomTensor("u" + std::to_string(e), dt, {I, D}, s + 1, 0.5f));
+    ex.push_back(RandomTensor("d" + std::to_string(e), dt, {D, I}, s + 2, 0.5f));
+  }
+  return ex;
+}
+
 // A DeepSeek decode FFN block as the model builds it (models/arch.cpp MlpBlock): norm → shared
 // experts (dual GEMV, down + residual) → t; MoE over the normed x (router, routing, the routed
 // experts' integer-dot GEMVs) → t + moe. With every fusion the norm is folded into the shared
@@ -603,16 +616,7 @@ TEST_F(VulkanQuant, IdotMoeDecodeBlockMatchesQuantizedReference) {
         Tensor Sg = RandomTensor("sg", dt, {I, D}, seed + 4),
                Su = RandomTensor("su", dt, {I, D}, seed + 5);
         Tensor Sd = RandomTensor("sd", dt, {D, I}, seed + 6);
-        std::vector<Tensor> ex;
-        ex.reserve(size_t(3 * E));
-        for (int e = 0; e < E; ++e) {
-          ex.push_back(
-              RandomTensor("g" + std::to_string(e), dt, {I, D}, seed + 10 + 3 * uint64_t(e), 0.5f));
-          ex.push_back(
-              RandomTensor("u" + std::to_string(e), dt, {I, D}, seed + 11 + 3 * uint64_t(e), 0.5f));
-          ex.push_back(
-              RandomTensor("d" + std::to_string(e), dt, {D, I}, seed + 12 + 3 * uint64_t(e), 0.5f));
-        }
+        std::vector<Tensor> ex = RandomExperts(E, D, I, dt, seed);
         Graph g;
         const int res = Input(g, Rs, T), x0 = Input(g, X, T);
         Node nn = Make(Op::kRmsNorm, "norm", {x0, g.AddWeight(Nw)}, {T, D});
@@ -693,16 +697,7 @@ TEST_F(VulkanQuant, IdotMoeGemvPastEightRows) {
       const uint64_t seed = 700 + uint64_t(T);
       Tensor X = RandomTensor("x", DType::kF32, {T, D}, seed);
       Tensor G = RandomTensor("router", DType::kF32, {E, D}, seed + 3);
-      std::vector<Tensor> ex;
-      ex.reserve(size_t(3 * E));
-      for (int e = 0; e < E; ++e) {
-        ex.push_back(
-            RandomTensor("g" + std::to_string(e), dt, {I, D}, seed + 10 + 3 * uint64_t(e), 0.5f));
-        ex.push_back(
-            RandomTensor("u" + std::to_string(e), dt, {I, D}, seed + 11 + 3 * uint64_t(e), 0.5f));
-        ex.push_back(
-            RandomTensor("d" + std::to_string(e), dt, {D, I}, seed + 12 + 3 * uint64_t(e), 0.5f));
-      }
+      std::vector<Tensor> ex = RandomExperts(E, D, I, dt, seed);
       Graph g;
       Node m = Make(Op::kMoE, "moe", {Input(g, X, T), g.AddWeight(G), -1}, {T, D});
       for (auto& w : ex) m.src.push_back(g.AddWeight(w));

@@ -307,6 +307,24 @@ uint64_t MatMulScratchBytes(const Device& dev, const Graph& g, const Node& n) {
   return uint64_t(R) * uint64_t(K) * 2;
 }
 
+namespace {
+// The sum of a split-K product's S partial products [S][R][N] (+ bias) into y's columns n0.. of
+// rows of stride y_rs (matmul_gemm_cm2_reduce.comp, for both tensor-core GEMMs); `dummy` fills
+// the bias binding without one.
+void RecordSplitKSum(OpContext& c, BufRange part, const BufRange* bias, BufRange dummy, BufRange y,
+                     uint32_t N, int64_t R, int64_t n0, int64_t y_rs, uint32_t S) {
+  Dispatch& r = c.Add("matmul_gemm_cm2_reduce", {1, 1, 1});
+  r.bindings = {{part}, {bias ? *bias : dummy}, {y}};
+  r.writes = {2};
+  struct {
+    uint32_t N, R, n0, y_rs, has_bias, S;
+  } push{N, uint32_t(R), uint32_t(n0), uint32_t(y_rs), bias ? 1u : 0u, S};
+  r.Push(push);
+  r.groups[0] = (N + 255) / 256;
+  r.groups[1] = uint32_t(R);
+}
+}  // namespace
+
 void RecordMatMul(OpContext& c, BufRange x, int64_t R, int64_t K, const DeviceWeight& w,
                   const BufRange* bias, BufRange y, int64_t y_rs, const BufRange* residual,
                   const NormFold* norm, const BufRange* x16, const QuantX* xq) {
@@ -392,15 +410,7 @@ void RecordMatMul(OpContext& c, BufRange x, int64_t R, int64_t K, const DeviceWe
       d.groups[1] = uint32_t((R + t.bm - 1) / t.bm);
       if (sk) {
         d.groups[2] = S;
-        Dispatch& r = c.Add("matmul_gemm_cm2_reduce", {1, 1, 1});
-        r.bindings = {{part}, {bias ? *bias : x}, {y}};
-        r.writes = {2};
-        struct {
-          uint32_t N, R, n0, y_rs, has_bias, S;
-        } push{N, uint32_t(R), uint32_t(ch.row0), uint32_t(y_rs), bias ? 1u : 0u, S};
-        r.Push(push);
-        r.groups[0] = (N + 255) / 256;
-        r.groups[1] = uint32_t(R);
+        RecordSplitKSum(c, part, bias, x, y, N, R, ch.row0, y_rs, S);
       }
     } else if (UseCoopmat(c.dev, K, w.dtype)) {
       // Tensor cores: f16 tiles, f32 accumulators (matmul_gemm_cm.comp); BM x 128 tiles, BM =
@@ -425,15 +435,7 @@ void RecordMatMul(OpContext& c, BufRange x, int64_t R, int64_t K, const DeviceWe
       d.groups[1] = uint32_t((R + bm - 1) / bm);
       d.groups[2] = S;
       if (ks) {
-        Dispatch& r = c.Add("matmul_gemm_cm2_reduce", {1, 1, 1});
-        r.bindings = {{part}, {bias ? *bias : x}, {y}};
-        r.writes = {2};
-        struct {
-          uint32_t N, R, n0, y_rs, has_bias, S;
-        } push{N, uint32_t(R), uint32_t(ch.row0), uint32_t(y_rs), bias ? 1u : 0u, S};
-        r.Push(push);
-        r.groups[0] = (N + 255) / 256;
-        r.groups[1] = uint32_t(R);
+        RecordSplitKSum(c, part, bias, x, y, N, R, ch.row0, y_rs, S);
       }
     } else {
       Dispatch& d = c.Add(std::string("matmul_gemm_") + TypeSuffix(w.dtype), {1, 1, 1, 1});
