@@ -340,6 +340,9 @@ class Engine {
   void MaybePreempt(double now);
   void Admit(double now);
   void Finish(std::shared_ptr<SeqRequest>& r, FinishReason why, const std::string& msg = {});
+  // A new token of r sampled from logits `row` (null when only ids came back): the constraint
+  // and logprobs see it, it is emitted, and a stop id or the length ends r (then false).
+  bool EmitToken(std::shared_ptr<SeqRequest>& r, const float* row, int32_t tok, double t);
   void Preempt(size_t running_index, double now);
   // ---- KV blocks ----
   // Takes the cached blocks of the longest prefix of r's tokens (whole blocks, at least one token

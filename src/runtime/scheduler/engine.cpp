@@ -449,25 +449,7 @@ bool Engine::Step() {
     float* row = have_ids ? nullptr : logits_.data() + i * size_t(vocab_);  // constrained: never ids
     if (r->constraint && !ApplyConstraint(r, row)) continue;
     const int32_t tok = have_ids ? ids_[i] : r->sampler->Sample(row, vocab_, r->tokens);
-    if (r->constraint) r->constraint->Accept(tok);
-    SeqEvent e;
-    if (r->logprobs >= 0) {
-      r->sampler->Processed(row, vocab_, r->tokens, {}, &processed_);
-      e.logprobs = std::make_shared<const TokenLogprobs>(LogSoftmaxAt(processed_.data(), vocab_, tok, r->logprobs));
-    }
-    r->tokens.push_back(tok);
-    ++r->n_generated;
-    ++local_.generated_tokens;
-    e.kind = SeqEventKind::kToken;
-    e.token = tok;
-    e.time = t1;
-    Emit(*r, e);
-    bool stop = std::find(r->stop_ids.begin(), r->stop_ids.end(), tok) != r->stop_ids.end();
-    if (stop) {
-      Finish(r, FinishReason::kStop);
-    } else if (r->n_generated >= r->max_tokens || int64_t(r->tokens.size()) > context_) {
-      Finish(r, FinishReason::kLength);
-    }
+    EmitToken(r, row, tok, t1);
   }
   ++local_.steps;
   local_.last_batch_tokens = batch.n_tokens();
@@ -552,32 +534,10 @@ bool Engine::SpecStep(std::shared_ptr<SeqRequest> r, double now) {
   };
   int emitted = 0;
   step.emit = [&](int32_t tok) {
-    if (r->constraint) r->constraint->Accept(tok);
-    SeqEvent e;
-    if (r->logprobs >= 0) {
-      r->sampler->Processed(row, vocab_, r->tokens, {}, &processed_);
-      e.logprobs = std::make_shared<const TokenLogprobs>(
-          LogSoftmaxAt(processed_.data(), vocab_, tok, r->logprobs));
-    }
     // The fed tokens before this one are confirmed: the last token and the accepted drafts.
     r->n_computed = pos + (++emitted);
     PublishBlocks(*r);
-    r->tokens.push_back(tok);
-    ++r->n_generated;
-    ++local_.generated_tokens;
-    e.kind = SeqEventKind::kToken;
-    e.token = tok;
-    e.time = t1;
-    Emit(*r, e);
-    if (std::find(r->stop_ids.begin(), r->stop_ids.end(), tok) != r->stop_ids.end()) {
-      Finish(r, FinishReason::kStop);
-      return false;
-    }
-    if (r->n_generated >= r->max_tokens || int64_t(r->tokens.size()) > context_) {
-      Finish(r, FinishReason::kLength);
-      return false;
-    }
-    return true;
+    return EmitToken(r, row, tok, t1);
   };
   Verify(step, *r->sampler, &dense_, &local_.spec);
   ++local_.steps;
@@ -593,6 +553,32 @@ bool Engine::SpecStep(std::shared_ptr<SeqRequest> r, double now) {
     on_step_(info);
   }
   PublishStats();
+  return true;
+}
+
+bool Engine::EmitToken(std::shared_ptr<SeqRequest>& r, const float* row, int32_t tok, double t) {
+  if (r->constraint) r->constraint->Accept(tok);
+  SeqEvent e;
+  if (r->logprobs >= 0) {
+    r->sampler->Processed(row, vocab_, r->tokens, {}, &processed_);
+    e.logprobs = std::make_shared<const TokenLogprobs>(
+        LogSoftmaxAt(processed_.data(), vocab_, tok, r->logprobs));
+  }
+  r->tokens.push_back(tok);
+  ++r->n_generated;
+  ++local_.generated_tokens;
+  e.kind = SeqEventKind::kToken;
+  e.token = tok;
+  e.time = t;
+  Emit(*r, e);
+  if (std::find(r->stop_ids.begin(), r->stop_ids.end(), tok) != r->stop_ids.end()) {
+    Finish(r, FinishReason::kStop);
+    return false;
+  }
+  if (r->n_generated >= r->max_tokens || int64_t(r->tokens.size()) > context_) {
+    Finish(r, FinishReason::kLength);
+    return false;
+  }
   return true;
 }
 
