@@ -6,6 +6,7 @@ PKGS=(build-essential cmake ninja-build pkg-config git
       libedit-dev libgtest-dev libgmock-dev libbenchmark-dev libomp-dev
       libvulkan-dev glslc spirv-tools glslang-tools mesa-vulkan-drivers vulkan-validationlayers vulkan-tools
       prometheus
+      valgrind  # Cli.CpuGenerateLeaksNothing
       chromium chromium-driver)  # the web page's test drives headless Chromium (tests/server/web_test.mjs)
 # aarch64 cross build and qemu-user runs of the kernel tests (scripts/test_arm64.sh): arm64
 # libraries through Debian multiarch.

@@ -112,6 +112,8 @@ class CpuBackend final : public Backend {
       : opts_(o), pool_(o.threads), repack_(RepackPolicyFromEnv()) {}
   ~CpuBackend() override {
     if (opts_.profile) PrintProfile();
+    // Every activation is back in the pool between computes (Compute releases its buffers).
+    for (auto& [n, p] : free_) std::free(p);
   }
   std::string name() const override { return "cpu"; }
   std::string description() const override {
