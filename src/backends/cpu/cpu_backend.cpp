@@ -569,6 +569,17 @@ void CpuBackend::Compute(const Graph& g, const Batch& b, KvStorage& kv_base, flo
   const std::vector<int> last = g.LastUse();
   std::vector<float*> buf(nodes.size(), nullptr);
   std::vector<size_t> buf_n(nodes.size(), 0);
+  // Every buffer still held goes back to the pool when Compute ends, also when a check throws
+  // in the middle (a bad position, a non-finite logit): the pool owns them and frees them.
+  struct ReleaseHeld {
+    CpuBackend* self;
+    std::vector<float*>& buf;
+    std::vector<size_t>& buf_n;
+    ~ReleaseHeld() {
+      for (size_t i = 0; i < buf.size(); ++i)
+        if (buf_n[i]) self->Release(buf[i], buf_n[i]);
+    }
+  } release_held{this, buf, buf_n};
   const auto t_start = Clock::now();
   const int64_t T = b.n_tokens();
   const bool decode = T == int64_t(b.seqs.size());  // one row per sequence
@@ -734,8 +745,6 @@ void CpuBackend::Compute(const Graph& g, const Batch& b, KvStorage& kv_base, flo
   }
   const size_t on = size_t(g.output());
   std::memcpy(out, buf[on], buf_n[on] * 4);
-  for (size_t i = 0; i < nodes.size(); ++i)
-    if (buf_n[i]) Release(buf[i], buf_n[i]);
   const double total_s = std::chrono::duration<double>(Clock::now() - t_start).count();
   if (opts_.profile) {
     PhaseProfile& pp = profile_[decode ? 0 : 1];
