@@ -49,7 +49,9 @@ TEST(CpuKvRow, StoreDotAndAxpyOfEveryTypeOverOddSizes) {
         EXPECT_EQ(row, want) << tag;
       }
       const auto s = Stored(t, row, n);
-      if (t == DType::kF32) EXPECT_EQ(s, x) << tag;
+      if (t == DType::kF32) {
+        EXPECT_EQ(s, x) << tag;
+      }
       double ref = 0, mag = 0;
       for (int64_t i = 0; i < n; ++i) {
         ref += double(q[size_t(i)]) * s[size_t(i)];
