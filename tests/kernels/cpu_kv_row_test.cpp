@@ -36,8 +36,9 @@ TEST(CpuKvRow, StoreDotAndAxpyOfEveryTypeOverOddSizes) {
       const auto q = test::RandomFloats(size_t(n), 7 + uint64_t(n));
       // Rows offset by the type's own alignment (4 bytes for f32; 2 for f16 and for q8_0 / q4_0,
       // whose 34- and 18-byte blocks open with an f16 scale): the rows of a cache are aligned to
-      // what their type needs and no more, so never to a SIMD vector. (A 1-byte offset for f32 was a misaligned float access, which UBSan
-      // reports in cpu::Dot's scalar tail; no cache holds such a row.)
+      // what their type needs and no more, so never to a SIMD vector. (A 1-byte offset for f32
+      // was a misaligned float access, which UBSan reports in cpu::Dot's scalar tail; no cache
+      // holds such a row.)
       const size_t off = t == DType::kF32 ? 4 : 2;
       std::vector<uint8_t> buf(RowBytes(t, n) + off), row(RowBytes(t, n));
       uint8_t* at = buf.data() + off;
