@@ -376,7 +376,7 @@ std::unique_ptr<VulkanBackend::Program> VulkanBackend::Build(const Graph& g, con
   }
 
   // An RMSNorm whose consumers are all GEMV-sized matmuls of its output (or MoE nodes on the
-  // integer-dot expert GEMVs) is folded into them (each takes the norm's input, weight and eps);
+  // expert GEMVs) is folded into them (each takes the norm's input, weight and eps);
   // its input must then live until the last one.
   std::vector<int> norm_of(static_cast<size_t>(N), -1), live_until(static_cast<size_t>(N), -1);
   for (int m = 0; fuse && m < N - 1; ++m) {

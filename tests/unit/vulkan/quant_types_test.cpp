@@ -680,6 +680,129 @@ TEST_F(VulkanQuant, IdotMoeDecodeBlockMatchesQuantizedReference) {
       }
 }
 
+// The same decode FFN block over float and block types without integer-dot GEMVs (and Q8_0 /
+// Q4_0 / Q5_K on a device whose dot products are not in hardware): the routed experts take the
+// float / block-type expert GEMVs (matmul_gemv.comp MOE over f32 x, ops/moe.cpp
+// RecordVecExperts), so with every fusion the norm folds into the shared dual GEMV, the router and
+// the up GEMV, and the last add into the down GEMV: 6 dispatches (shared gate/up, shared down +
+// residual, router, routing, the experts' up and down; 11 unfused), + 2 for the inputs. gate/up and
+// down may differ in type (q4_k_m files: Q4_K and Q6_K). The small cases (D 32) are shaped as the
+// model builds the block: x comes from an output projection with its residual folded in, the
+// shared experts are added to x itself (x read by the folded norms and by the shared down), and
+// V2's group-limited routing. Reference: f32 math over the weights' values.
+TEST_F(VulkanQuant, MoeDecodeBlockOverFloatAndBlockTypes) {
+  const int E = 8;
+  struct Case {
+    DType gu, dn;
+    int D, I;
+  };
+  const Case cases[] = {
+      {DType::kBF16, DType::kBF16, 32, 24},   {DType::kF32, DType::kF32, 32, 16},
+      {DType::kF16, DType::kF16, 256, 512},   {DType::kBF16, DType::kBF16, 256, 512},
+      {DType::kF32, DType::kF32, 256, 512},   {DType::kQ4_K, DType::kQ6_K, 256, 512},
+      {DType::kQ6_K, DType::kQ6_K, 256, 512}, {DType::kQ4_1, DType::kQ8_0, 256, 512},
+      {DType::kF16, DType::kQ5_1, 256, 512}};
+  for (const auto& [gu, dn, D, I] : cases)
+    for (int T : {1, 3, 8})
+      for (const char* fuse : {"1", "0"}) {
+        if (T == 8 && gu != DType::kF16 && gu != DType::kQ4_K && D != 32)
+          continue;  // lavapipe compiles slowly
+        auto p = std::make_shared<MoeParams>();
+        p->n_experts = E;
+        p->top_k = 3;
+        p->ffn_dim = I;
+        p->norm_topk_prob = T == 3;
+        p->routed_scaling_factor = T == 3 ? 2.5f : 1.0f;
+        if (D == 32) {  // DeepSeek-V2's group-limited routing
+          p->n_group = 4;
+          p->topk_group = 2;
+          p->topk_method = TopkMethod::kGroupLimitedGreedy;
+          p->norm_topk_prob = false;
+          p->routed_scaling_factor = 2.0f;
+        }
+        const uint64_t seed = 900 + uint64_t(T);
+        Tensor X = RandomTensor("x", DType::kF32, {T, D}, seed),
+               Rs = RandomTensor("res", DType::kF32, {T, D}, seed + 1);
+        Tensor Nw = RandomTensor("norm.w", DType::kF32, {D}, seed + 2);
+        Tensor G = RandomTensor("router", gu == DType::kF32 ? DType::kF32 : DType::kBF16, {E, D},
+                                seed + 3);
+        Tensor Sg = RandomTensor("sg", gu, {I, D}, seed + 4),
+               Su = RandomTensor("su", gu, {I, D}, seed + 5);
+        Tensor Sd = RandomTensor("sd", dn, {D, I}, seed + 6);
+        std::vector<Tensor> ex;
+        for (int e = 0; e < E; ++e) {
+          const uint64_t s = seed + 10 + 3 * uint64_t(e);
+          ex.push_back(RandomTensor("g" + std::to_string(e), gu, {I, D}, s, 0.5f));
+          ex.push_back(RandomTensor("u" + std::to_string(e), gu, {I, D}, s + 1, 0.5f));
+          ex.push_back(RandomTensor("d" + std::to_string(e), dn, {D, I}, s + 2, 0.5f));
+        }
+        Graph g;
+        const int res = Input(g, Rs, T), xin = Input(g, X, T);
+        Tensor Wo =
+            RandomTensor("wo", gu == DType::kF32 ? DType::kF32 : DType::kBF16, {D, D}, seed + 7);
+        const bool model_like = D == 32;
+        int x0 = xin;
+        if (model_like) {
+          const int o = g.Add(Make(Op::kMatMul, "o", {xin, g.AddWeight(Wo)}, {T, D}));
+          x0 = g.Add(Make(Op::kAdd, "attn_residual", {res, o}, {T, D}));
+        }
+        Node nn = Make(Op::kRmsNorm, "norm", {x0, g.AddWeight(Nw)}, {T, D});
+        nn.f0 = 1e-5f;
+        const int xn = g.Add(nn);
+        const int sg = g.Add(Make(Op::kMatMul, "sh.gate", {xn, g.AddWeight(Sg)}, {T, I}));
+        const int su = g.Add(Make(Op::kMatMul, "sh.up", {xn, g.AddWeight(Su)}, {T, I}));
+        const int sa = g.Add(Make(Op::kSwiGLU, "sh.act", {sg, su}, {T, I}));
+        const int sd = g.Add(Make(Op::kMatMul, "sh.down", {sa, g.AddWeight(Sd)}, {T, D}));
+        // The small cases add the shared experts to x itself, as the model does (x is then read
+        // by the folded norms and by the shared down's residual).
+        const int t = g.Add(Make(Op::kAdd, "shared_residual", {model_like ? x0 : res, sd}, {T, D}));
+        Node m = Make(Op::kMoE, "moe", {xn, g.AddWeight(G), -1}, {T, D});
+        for (auto& w : ex) m.src.push_back(g.AddWeight(w));
+        m.moe = p;
+        const int mo = g.Add(m);
+        g.Add(Make(Op::kAdd, "mlp_residual", {t, mo}, {T, D}));
+        ScopedEnv env("ES_VK_FUSE", fuse);
+        auto be = MakeVulkan({});  // the float GEMVs (no integer-dot ones)
+        if (model_like)            // weights uploaded one by one first, as a model load does
+          for (const Tensor* w : {&Nw, &G, &Sg, &Su, &Sd, &Wo}) be->PrepareWeight(*w);
+        if (model_like)
+          for (const Tensor& w : ex) be->PrepareWeight(w);
+        const std::vector<float> got = RunGraph(*be, g, RowsBatch(T));
+        const std::string what = "moe block " + std::string(Name(gu)) + "/" +
+                                 std::string(Name(dn)) + " T=" + std::to_string(T) +
+                                 " fuse=" + fuse;
+        // model_like: + the output projection (its residual add folded in, or apart).
+        EXPECT_EQ(be->counters().dispatches, 2 + (std::string(fuse) == "1" ? 6 : 11) +
+                                                 (model_like ? (fuse[0] == '1' ? 1 : 2) : 0))
+            << what;
+
+        // x0: X, or (model_like) Rs + X Woᵀ.
+        std::vector<float> x0v = Values(X);
+        if (model_like) {
+          x0v = RefMatMul(X, Wo, nullptr, T);
+          const std::vector<float> r = Values(Rs);
+          for (size_t i = 0; i < x0v.size(); ++i) x0v[i] = r[i] + x0v[i];
+        }
+        std::vector<float> xnv(size_t(T * D));
+        ref::RmsNorm(x0v.data(), Nw.as<float>(), T, D, 1e-5f, xnv.data());
+        Tensor XN = AllocTensor("xn", DType::kF32, {T, D});
+        std::copy(xnv.begin(), xnv.end(), static_cast<float*>(MutableData(XN)));
+        const std::vector<float> gv = RefMatMul(XN, Sg, nullptr, T),
+                                 uv = RefMatMul(XN, Su, nullptr, T);
+        Tensor A = AllocTensor("a", DType::kF32, {T, I});
+        float* a = static_cast<float*>(MutableData(A));
+        for (size_t i = 0; i < gv.size(); ++i) a[i] = gv[i] / (1.0f + std::exp(-gv[i])) * uv[i];
+        std::vector<float> want = RefMatMul(A, Sd, nullptr, T);
+        std::vector<float> routed(size_t(T * D), 0.0f);
+        std::vector<const Tensor*> eptr;
+        for (auto& w : ex) eptr.push_back(&w);
+        ref::MoE(xnv.data(), T, D, G, nullptr, eptr, *p, routed.data());
+        const std::vector<float> rv = model_like ? x0v : Values(Rs);
+        for (size_t i = 0; i < want.size(); ++i) want[i] = (rv[i] + want[i]) + routed[i];
+        ExpectClose(got, want, 1e-4, what);
+      }
+}
+
 // The routed experts' GEMVs past 8 rows (ops.h kMoeGemvMaxRows): a lone MoE node over 20 and 33
 // rows (no norm to fold, no shared experts: the matmuls past 8 rows are GEMMs on f32 x), against
 // the reference over x quantized per 32-block, h quantized again for each down.

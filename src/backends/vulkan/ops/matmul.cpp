@@ -476,23 +476,32 @@ bool DualQoutSpec(const Device& dev, int64_t R, const DeviceWeight& gate, GemvSp
 }
 }  // namespace
 
-bool MoeGemvFor(const Device& dev, int64_t R, int64_t D, int64_t I, DType wt, MoeGemv* out) {
+bool MoeGemvFor(const Device& dev, int64_t R, int64_t D, int64_t I, DType gate_up, DType down,
+                MoeGemv* out) {
   // One workgroup row per (token, choice) pair: each GEMV has one row of x per workgroup row.
-  if (R > kMoeGemvMaxRows || I % 32 != 0 || !UseIdotGemv(dev, 1, D, wt) ||
-      !UseIdotGemv(dev, 1, I, wt))
-    return false;
   // Whole subgroups per output: the MOE variants reduce through shared memory (no clusters).
   const uint32_t max_sg = std::max<uint32_t>(dev.info().max_subgroup_size, 1);
-  GemvSpec up = GemvSpecFor(dev, wt, true, 1, I, true, false);
-  up.rows = up.wg / std::max<uint32_t>(32, max_sg);  // 32 outputs a workgroup (QOUT)
-  if (up.rows == 0 || 32 % up.rows != 0 || 32 / up.rows > 8) return false;
-  up.qr = 32 / up.rows;
-  up.cluster = false;
-  up.kc = IdotLocalStep(D, 1, wt);
-  GemvSpec down = GemvSpecFor(dev, wt, true, 1, D, true, true);
-  down.rows = std::min(down.rows, down.wg / max_sg);
-  down.cluster = false;
-  *out = MoeGemv{up.Spec(), down.Spec(), up.Outputs(), down.Outputs()};
+  if (R <= kMoeGemvMaxRows && gate_up == down && I % 32 == 0 && UseIdotGemv(dev, 1, D, gate_up) &&
+      UseIdotGemv(dev, 1, I, gate_up)) {
+    GemvSpec up = GemvSpecFor(dev, gate_up, true, 1, I, true, false);
+    up.rows = up.wg / std::max<uint32_t>(32, max_sg);  // 32 outputs a workgroup (QOUT)
+    if (up.rows == 0 || 32 % up.rows != 0 || 32 / up.rows > 8) return false;
+    up.qr = 32 / up.rows;
+    up.cluster = false;
+    up.kc = IdotLocalStep(D, 1, gate_up);
+    GemvSpec dn = GemvSpecFor(dev, gate_up, true, 1, D, true, true);
+    dn.rows = std::min(dn.rows, dn.wg / max_sg);
+    dn.cluster = false;
+    *out = MoeGemv{up.Spec(), dn.Spec(), up.Outputs(), dn.Outputs(), true};
+    return true;
+  }
+  // Float and block types: the VEC sums (rows of whole 8-element groups) over f32 x. Past
+  // kGemvMaxRows the grouped GEMMs read each chosen expert once a step instead of once a pair.
+  if (R > kGemvMaxRows || D % 8 != 0 || I % 8 != 0) return false;
+  GemvSpec up = GemvSpecFor(dev, gate_up, true, 1, I), dn = GemvSpecFor(dev, down, true, 1, D);
+  for (const GemvSpec* s : {&up, &dn})
+    if (s->cluster || s->rows == 0 || s->wg / s->rows < max_sg) return false;
+  *out = MoeGemv{up.Spec(), dn.Spec(), up.Outputs(), dn.Outputs(), false};
   return true;
 }
 

@@ -8,16 +8,19 @@
 // products (MoeGemvFor): the integer-dot GEMV's MOE variants (matmul_gemv.comp) — up: one
 // workgroup row per (token, expert) pair, gate and up in one pass with SwiGLU, x quantized in the
 // workgroup (a folded RMSNorm applied there), h written quantized too; down: one workgroup row per
-// token, its top_k choices added in order and weighted, plus a fused residual. Other types: the
-// float expert kernels (moe_expert.comp UP, DOWN), one workgroup row per pair, up to kGemvMaxRows
-// rows. More rows (prefill, batches of other types; MoeGrouped): the pairs are grouped by expert
-// (moe_compact.comp) and each expert's projections run as one GEMM over the rows routed to it
-// (moe_gemm.glsl: matmul_gemm_cm.comp on tensor cores, else matmul_gemm.comp), so each expert's
-// weights are read about once a step instead of once per token that chose it; gate and up
-// into two [R*k, I] products, SwiGLU, down with the routing weight in its epilogue, and the
-// tokens' k outputs added in choice order (moe_combine.comp).
-// Scratch: logits [R, E], ids [R, k] (int32), weights [R, k], h [R*k, I]; grouped also gate and
-// up [R*k, I] each, the down outputs [R*k, D] and meta (counts, offsets, pairs).
+// token, its top_k choices added in order and weighted, plus a fused residual. Every other type
+// with rows of whole 8-element groups, up to kGemvMaxRows rows: the same two GEMVs over f32 x
+// (matmul_gemv.comp MOE without IDOT, "_fup" / "_fdown": the dense GEMV's float and block-type
+// sums; gate/up and down may differ in type, as in q4_k_m files). Odd widths: the expert kernels
+// (moe_expert.comp UP, DOWN), one workgroup row per pair. More rows (prefill, batches of other
+// types; MoeGrouped): the pairs are grouped by expert (moe_compact.comp) and each expert's
+// projections run as one GEMM over the rows routed to it (moe_gemm.glsl: matmul_gemm_cm.comp on
+// tensor cores, else matmul_gemm.comp), so each expert's weights are read about once a step instead
+// of once per token that chose it; gate and up into two [R*k, I] products, SwiGLU, down with the
+// routing weight in its epilogue, and the tokens' k outputs added in choice order
+// (moe_combine.comp). Scratch: logits [R, E], ids [R, k] (int32), weights [R, k], h [R*k, I];
+// grouped also gate and up [R*k, I] each, the down outputs [R*k, D] and meta (counts, offsets,
+// pairs).
 #include <cstdint>
 #include <cstring>
 
@@ -43,8 +46,9 @@ bool MoeTakesGemv(const Device& dev, const Graph& g, const Node& n, MoeGemv* spe
   const MoeParams& p = *n.moe;
   const DType t = ExpertType(g, n, 0);
   MoeGemv unused;
-  return n.shape[0] <= kMoeGemvMaxRows && ExpertType(g, n, 1) == t && ExpertType(g, n, 2) == t &&
-         MoeGemvFor(dev, n.shape[0], n.shape[1], p.ffn_dim, t, spec ? spec : &unused);
+  return n.shape[0] <= kMoeGemvMaxRows && ExpertType(g, n, 1) == t &&
+         MoeGemvFor(dev, n.shape[0], n.shape[1], p.ffn_dim, t, ExpertType(g, n, 2),
+                    spec ? spec : &unused);
 }
 
 // Whether a kMoE node's experts take the grouped GEMMs: past kMoeGemvMaxRows rows, or past
@@ -60,7 +64,8 @@ std::vector<uint64_t> MoeScratch(const Device& dev, const Graph& g, const Node& 
   const uint64_t R = uint64_t(n.shape[0]), k = uint64_t(p.top_k), I = uint64_t(p.ffn_dim),
                  E = uint64_t(p.n_experts), D = uint64_t(n.shape[1]);
   std::vector<uint64_t> s{R * E * 4, R * k * 4, R * k * 4, R * k * I * 4};
-  if (MoeTakesGemv(dev, g, n, nullptr))  // h quantized for the down GEMV
+  MoeGemv spec;
+  if (MoeTakesGemv(dev, g, n, &spec) && spec.idot)  // h quantized for the down GEMV
     s.push_back(QuantXBytes(int64_t(R * k), int64_t(I), ExpertType(g, n, 0)));
   if (MoeGrouped(dev, g, n)) {
     s.push_back(R * k * I * 4);        // gate
@@ -161,8 +166,42 @@ struct MoeGemvPush {
   uint32_t top_k;
 };
 
-// The integer-dot path (MoeTakesGemv): up (gate/up + SwiGLU, h also quantized) then down (the
-// token's choices weighted and added in order, + the fused residual).
+// The float / block-type path (MoeTakesGemv, !spec.idot): up (gate/up + SwiGLU over x, or x
+// with the norm folded, h in f32) then down (the token's choices weighted and added in order, +
+// the fused residual).
+void RecordVecExperts(OpContext& c, const MoeGemv& spec, const std::vector<BufRange> (&lists)[2],
+                      BufRange tab, const DType (&dtype)[3], BufRange x, const NormFold* norm) {
+  const MoeParams& p = *c.n.moe;
+  const int64_t R = c.n.shape[0], D = c.n.shape[1], I = p.ffn_dim, K = p.top_k;
+  const BufRange ids = c.scratch[1], wts = c.scratch[2], h = c.scratch[3];
+  const std::vector<uint32_t> counts{uint32_t(kMoeMaxBlocks), 1, 1, 1, 1, 1, 1, 1, 1, 1, 1};
+  {
+    Dispatch& d =
+        c.Add(std::string("moe_gemv_") + TypeSuffix(dtype[0]) + "_fup", counts, spec.up_spec);
+    d.bindings = {lists[0], {x}, {x},   {h},   {x},  {norm ? norm->weight : x},
+                  {x},      {x}, {ids}, {wts}, {tab}};
+    d.writes = {3};
+    d.Push(MoeGemvPush{uint32_t(D), uint32_t(I), uint32_t(R * K), 0, uint32_t(D), 0, 0, uint32_t(I),
+                       0, 0, 0, 0, norm ? 1u : 0u, norm ? norm->eps : 0.0f, uint32_t(K)});
+    d.groups[0] = uint32_t((I + spec.up_outputs - 1) / spec.up_outputs);
+    d.groups[1] = uint32_t(R * K);
+  }
+  {
+    const bool res = c.residual.size != 0;
+    Dispatch& d =
+        c.Add(std::string("moe_gemv_") + TypeSuffix(dtype[2]) + "_fdown", counts, spec.down_spec);
+    d.bindings = {lists[1], {h},   {x},   {c.Out()}, {res ? c.residual : x}, {x}, {x},
+                  {x},      {ids}, {wts}, {tab}};
+    d.writes = {3};
+    d.Push(MoeGemvPush{uint32_t(I), uint32_t(D), uint32_t(R), 0, uint32_t(I), 0, 0, uint32_t(D), 0,
+                       0, 0, res ? 1u : 0u, 0, 0.0f, uint32_t(K)});
+    d.groups[0] = uint32_t((D + spec.down_outputs - 1) / spec.down_outputs);
+    d.groups[1] = uint32_t(R);
+  }
+}
+
+// The integer-dot path (MoeTakesGemv, spec.idot): up (gate/up + SwiGLU, h also quantized) then down
+// (the token's choices weighted and added in order, + the fused residual).
 void RecordIdotExperts(OpContext& c, const MoeGemv& spec, const std::vector<BufRange> (&lists)[2],
                        BufRange tab, DType t, BufRange x, const NormFold* norm) {
   const MoeParams& p = *c.n.moe;
@@ -285,9 +324,18 @@ void BuildMoe(OpContext& c) {
     return;
   }
   if (gemv) {
-    ES_CHECK(dtype[0] == ExpertType(c.g, n, 0) && dtype[2] == dtype[0], "vulkan: moe '", n.name,
-             "': the device copies of its experts changed type");
-    RecordIdotExperts(c, spec, lists, Range(tab), dtype[0], x, c.norm_node ? &nf : nullptr);
+    ES_CHECK(dtype[0] == ExpertType(c.g, n, 0) && dtype[2] == ExpertType(c.g, n, 2),
+             "vulkan: moe '", n.name, "': the device copies of its experts changed type");
+    if (spec.idot) {
+      RecordIdotExperts(c, spec, lists, Range(tab), dtype[0], x, c.norm_node ? &nf : nullptr);
+    } else {
+      // Float experts are read by 8-element loads (wload8): their offsets must be whole groups.
+      for (int64_t e = 0; e < E; ++e)
+        for (int m = 0; m < 3; ++m)
+          ES_CHECK(Repacked(dtype[m]) || table[size_t(6 * e + 2 * m + 1)] % 8 == 0, "vulkan: moe '",
+                   n.name, "': expert ", e, " lies off an 8-element boundary");
+      RecordVecExperts(c, spec, lists, Range(tab), dtype, x, c.norm_node ? &nf : nullptr);
+    }
     return;
   }
 

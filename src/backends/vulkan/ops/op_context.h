@@ -12,11 +12,11 @@
 
 #include "../command.h"
 #include "../device.h"
-#include "edgeseek/graph/graph.h"
 #include "../kv_storage.h"
 #include "../memory.h"
 #include "../pipeline_cache.h"
 #include "../weights.h"
+#include "edgeseek/graph/graph.h"
 
 namespace es::vk {
 
@@ -41,7 +41,7 @@ struct OpContext {
   BufRange batch;                 // the whole batch buffer
   const BatchLayout* layout = nullptr;
   std::vector<Dispatch>* out = nullptr;
-  int64_t T = 0;                  // batch rows
+  int64_t T = 0;  // batch rows
   // Fusions decided by the builder (vulkan_backend.cpp): the node's output goes to act[out_node]
   // (a consumer's) instead of its own; a matmul adds `residual` in its epilogue; a matmul of the
   // FFN up projection computes silu(x gateᵀ) * (x upᵀ) with `dual_gate`'s weight.
@@ -71,8 +71,8 @@ struct OpContext {
   // reading the same x; the first of them (xq_fill) records the quantization.
   BufRange xq;
   bool xq_fill = false;
-  MemoryPool* host_pool = nullptr;          // for small constant tables written once
-  std::vector<Allocation>* owned = nullptr; // allocations the recorded program keeps and frees
+  MemoryPool* host_pool = nullptr;           // for small constant tables written once
+  std::vector<Allocation>* owned = nullptr;  // allocations the recorded program keeps and frees
 
   BufRange In(int k) const { return act[size_t(n.src[size_t(k)])]; }
   BufRange Out() const { return act[size_t(out_node >= 0 ? out_node : id)]; }
@@ -126,9 +126,9 @@ BufRange FoldedNormInput(const OpContext& c, NormFold* nf);
 // where given (MatMulScratchBytes).
 // xq: x already quantized (QuantXRanges) for the integer-dot GEMV; norm must then be null.
 void RecordMatMul(OpContext& c, BufRange x, int64_t R, int64_t K, const DeviceWeight& w,
-                  const BufRange* bias, BufRange y, int64_t y_rs, const BufRange* residual = nullptr,
-                  const NormFold* norm = nullptr, const BufRange* x16 = nullptr,
-                  const QuantX* xq = nullptr);
+                  const BufRange* bias, BufRange y, int64_t y_rs,
+                  const BufRange* residual = nullptr, const NormFold* norm = nullptr,
+                  const BufRange* x16 = nullptr, const QuantX* xq = nullptr);
 // Whether a GEMV of R rows, inner size K over weights of type wt runs on integer dot products
 // (matmul_gemv.comp IDOT over x quantized per 32-block): R <= 8, K % 32 == 0, and Q8_0 or
 // Q4_0 with ES_VK_GEMV_IDOT=1 (or VulkanTuning::gemv_idot = 1); unset, Q4_0 on devices with
@@ -158,16 +158,21 @@ void RecordGemvSwiGLU(OpContext& c, BufRange x, int64_t R, int64_t K, const Devi
 // ES_VK_GEMV_DUAL_QUANT 2 (TPR 32, QR 4; the default for Q4_0) or 1 (TPR kept, QR = 32 / rows);
 // 0: never (the default for Q8_0).
 bool DualQuantizesOut(const Device& dev, int64_t R, int64_t K, const DeviceWeight& gate);
-// The routed experts' integer-dot GEMVs of a decode step (matmul_gemv.comp MOE, ops/moe.cpp):
-// the up GEMV (gate/up + SwiGLU, x quantized in its workgroups, the output quantized for the
-// down GEMV: 32 outputs a workgroup) and the down GEMV's specialization constants and outputs per
-// workgroup. False where they do not apply: more than 8 rows, experts other than Q4_0 or Q8_0
-// (one type for all three projections), or sizes the integer-dot GEMV does not take.
+// The routed experts' GEMVs of a decode step (matmul_gemv.comp MOE, ops/moe.cpp): the up GEMV
+// (gate/up + SwiGLU, one workgroup row per (token, choice) pair) and the down GEMV (one per
+// token, its choices added in order), their specialization constants and outputs per workgroup.
+// idot: the integer-dot variants (Q4_0, Q8_0, Q5_K where the device has the dot products, one
+// type for all three projections: x quantized in the up GEMV's workgroups, its output quantized
+// for the down GEMV, 32 outputs a workgroup); else the float / block-type variants over f32 x
+// (every VEC type, rows of whole 8-element groups, gate/up and down types may differ), up to
+// kGemvMaxRows rows. False where neither applies.
 struct MoeGemv {
   std::vector<uint32_t> up_spec, down_spec;
   uint32_t up_outputs = 0, down_outputs = 0;
+  bool idot = false;
 };
-bool MoeGemvFor(const Device& dev, int64_t R, int64_t D, int64_t I, DType wt, MoeGemv* out);
+bool MoeGemvFor(const Device& dev, int64_t R, int64_t D, int64_t I, DType gate_up, DType down,
+                MoeGemv* out);
 // Per-head GEMV: y[r*y_rs + h*y_hs + y_off + n] = Σ_k W[h*N + n, k] x[r*x_rs + h*x_hs + x_off + k]
 void RecordHeadGemv(OpContext& c, BufRange x, int64_t R, int64_t H, int64_t N, int64_t K,
                     const DeviceWeight& w, int64_t x_rs, int64_t x_hs, int64_t x_off, BufRange y,

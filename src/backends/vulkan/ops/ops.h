@@ -41,8 +41,8 @@ std::vector<uint64_t> MlaScratch(const Graph& g, const Node& n, int64_t T);
 // the builder then folds the q rope producing its q into it (OpContext::attn_rope).
 bool MlaFoldsQRope(const Device& dev, const Node& n);
 std::vector<uint64_t> MoeScratch(const Device& dev, const Graph& g, const Node& n, int64_t T);
-// Whether a kMoE node runs its experts on the integer-dot GEMVs (MoeGemvFor; spec: their
-// geometry). Only then can the builder fold an RMSNorm producing its x and a residual add of its
+// Whether a kMoE node runs its experts on the expert GEMVs (MoeGemvFor: integer-dot, float or
+// block-type; spec: their geometry). Only then can the builder fold an RMSNorm producing its x and a residual add of its
 // output into it, as into a matmul's GEMV.
 bool MoeTakesGemv(const Device& dev, const Graph& g, const Node& n, MoeGemv* spec);
 // Records the attention kernel (shared by kAttention and the MLA decomposition).

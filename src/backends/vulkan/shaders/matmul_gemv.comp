@@ -50,8 +50,11 @@
 // 32-block in this GEMV's own x format (quant_x.glsl) — the x of the next GEMV (down_proj), which
 // then needs no quantize dispatch: levels of row r, block b at qo4[(r * N / 32 + b) * XB ..],
 // (d, d·Σq) at qds[r * N / 32 + b] (bindings 6 and 7).
-// MOE (with IDOT; ops/moe.cpp): routed experts of a decode step, reading only the chosen experts'
-// weights. Each projection's experts are one stack (weights.h ExpertStack) bound through up to NB
+// MOE (ops/moe.cpp): routed experts of a decode step, reading only the chosen experts' weights;
+// with IDOT (Q4_0, Q8_0, Q5_K; the up GEMV XLOCAL and QOUT) or, for every other VEC type, the
+// float (AccumVec) and block-type (AccumQuant) sums over x in f32 (up: the normed x, or x with
+// the norm folded; down: h, written by the up GEMV in f32). Offsets in the table are words for
+// block types, elements for float ones (multiples of 8: wload8). Each projection's experts are one stack (weights.h ExpertStack) bound through up to NB
 // buffers (binding 0, an array); table[6e + 2m] and table[6e + 2m + 1] give expert e's matrix m
 // (gate, up, down) as (buffer, word offset); ids[pair] the expert of pair = token * top_k + j and
 // wts[pair] its routing weight. RB is 1; gl_WorkGroupID.y is the output row:
@@ -89,8 +92,8 @@ layout(constant_id = 7) const uint KC = 4096;
 layout(constant_id = 8) const uint UN = 1;
 const uint TPR = WG / ROWS;
 #if defined(MOE)
-#if !defined(IDOT) || defined(CLUSTER)
-#error "MOE: the integer-dot GEMV without clusters"
+#if !defined(VEC) || defined(CLUSTER) || (!defined(IDOT) && (defined(XLOCAL) || defined(QOUT)))
+#error "MOE: the VEC GEMV without clusters (float and block types: no XLOCAL / QOUT)"
 #endif
 const uint NB = 8u;  // ops/moe.cpp kMoeMaxBlocks
 layout(binding = 0) readonly buffer W { uvec4 wq[]; } wb[NB];
@@ -100,8 +103,11 @@ uint wsel = 0;
 layout(binding = 8) readonly buffer Ids { int ids[]; };
 layout(binding = 9) readonly buffer Wt { float wts[]; };
 layout(binding = 10) readonly buffer Tb { uint table[]; };
-// This workgroup's matrices: buffer and word offset of the gate and up (DUAL) or the down weight.
+// This workgroup's matrices: buffer and offset (words for block types, elements for float
+// ones) of the gate and up (DUAL) or the down weight; moe_woff the one being read (AccumQuant).
 uint moe_blk[2], moe_off[2];
+uint moe_woff = 0u;
+#define WOFF moe_woff
 #elif defined(DUAL)
 layout(binding = 0) readonly buffer W { uvec4 wq[]; } wb[2];  // gate, up
 uint wsel = 0;
@@ -114,6 +120,9 @@ layout(binding = 0) readonly buffer W { uvec4 wq[]; };
 #else
 layout(binding = 0) readonly buffer W { uint w[]; };
 #define WORD(i) w[i]
+#endif
+#if !defined(MOE)
+#define WOFF 0u
 #endif
 #if defined(IDOT) && !defined(XLOCAL)
 layout(binding = 1) readonly buffer X { uvec4 xq4[]; };  // quantized x, XB uvec4 per 32 (quant_x.glsl)
@@ -473,7 +482,7 @@ void AccumIdotLocal(uint row0, uint last, uint xb, uint nr, uint tid, uint lane,
 void AccumQuant(uint row0, uint last, uint xb, uint nr, uint lane, inout float acc[QR][RB]) {
   const uint K = p.K, ns = K / 8u, rw = QRowWords(K);  // K % 32 == 0: ns % SPL == 0
   uint base[QR];
-  for (uint i = 0; i < QR; ++i) base[i] = min(row0 + i, last) * rw;
+  for (uint i = 0; i < QR; ++i) base[i] = WOFF + min(row0 + i, last) * rw;
   for (uint s0 = lane * SPL; s0 < ns; s0 += TPR * SPL) {
     for (uint j = 0; j < SPL; ++j) {
       const uint s = s0 + j;
@@ -592,6 +601,8 @@ void main() {
     moe_blk[1] = table[6u * e + 2u];
     moe_off[1] = table[6u * e + 3u];
   }
+#else
+  const uint xr0 = r0;  // the down GEMV's x rows are pairs, taken per choice below
 #endif
 #else
   const uint h = gl_WorkGroupID.y;
@@ -619,7 +630,7 @@ void main() {
   }
 #else
   if (n < p.N) {
-    const uint xb = r0 * p.x_rs + h * p.x_hs + p.x_off;
+    const uint xb = xr0 * p.x_rs + h * p.x_hs + p.x_off;
 #if defined(IDOT)
     const uint row0 = h * p.N + n, last = h * p.N + p.N - 1u;
 #if defined(MOE)
@@ -639,6 +650,36 @@ void main() {
 #else
     AccumIdot(row0, last, r0, nr, lane, acc);
 #endif
+#elif defined(MOE)
+    // Float and block-type experts: the up GEMV reads the pair's gate and up matrices (x: the
+    // pair's token), the down GEMV each of the token's choices in order (x: the pair's h row),
+    // weighted per lane (the sums are linear).
+#if defined(W_QUANT)
+    const uint row0 = n, last = p.N - 1u;
+#define MOE_ACCUM(x0, t) AccumQuant(row0, last, x0, 1u, lane, t)
+#else
+#define MOE_ACCUM(x0, t) AccumVec(moe_woff + n * p.K, x0, 1u, lane, t[0])
+#endif
+#if defined(DUAL)
+    wsel = moe_blk[0];
+    moe_woff = moe_off[0];
+    MOE_ACCUM(xb, acc);
+    wsel = moe_blk[1];
+    moe_woff = moe_off[1];
+    MOE_ACCUM(xb, acc2);
+#else
+    for (uint j = 0; j < p.top_k; ++j) {
+      const uint pair = r0 * p.top_k + j, e = uint(ids[pair]);
+      wsel = table[6u * e + 4u];
+      moe_woff = table[6u * e + 5u];
+      float t[QR][RB];
+      for (uint i = 0; i < QR; ++i) t[i][0] = 0.0;
+      MOE_ACCUM(pair * p.x_rs, t);
+      const float wj = wts[pair];
+      for (uint i = 0; i < QR; ++i) acc[i][0] += wj * t[i][0];
+    }
+#endif
+#undef MOE_ACCUM
 #elif defined(VEC) && defined(W_QUANT)
     // Rows past N (the last group of the last workgroup) re-read row N - 1; not written.
     const uint row0 = h * p.N + n, last = h * p.N + p.N - 1u;
@@ -676,7 +717,7 @@ void main() {
   if (p.norm != 0u && n < p.N) {
     for (uint r = 0; r < RB; ++r) {
       if (r < nr) {
-        const uint xo = (r0 * p.x_rs + r * p.x_rs) / 4u;
+        const uint xo = (xr0 * p.x_rs + r * p.x_rs) / 4u;
         for (uint k4 = lane; k4 < p.K / 4u; k4 += TPR) ss[r] += dot(x4[xo + k4], x4[xo + k4]);
       }
     }
