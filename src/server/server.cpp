@@ -268,12 +268,14 @@ void Server::Impl::DefineMetrics() {
   metrics.Define("edgeseek_prefix_cache_hit_tokens_total", T::kCounter, "Tokens taken from the prefix cache instead of computed, by instance.");
   metrics.Define("edgeseek_prefix_cache_hit_ratio", T::kGauge, "Prefix-cache hit tokens over lookup tokens since start, by instance.");
   metrics.Define("edgeseek_engine_steps_total", T::kCounter, "Engine steps (forward passes), by instance.");
-  metrics.Define("edgeseek_instance_occupancy", T::kGauge,
-                 "Larger of running/slots and used/total KV blocks, by instance (the balancing rule's load).");
+  metrics.Define(
+      "edgeseek_instance_occupancy", T::kGauge,
+      "Larger of running/slots and used/total KV blocks, by instance (the balancing rule's load).");
   metrics.Define("edgeseek_recent_step_seconds", T::kGauge,
                  "Forward time per step, moving average over ~8 steps, by instance.");
   metrics.Define("edgeseek_migrations_total", T::kCounter,
-                 "Running requests moved from one instance to another (recomputed there), by model, from and to.");
+                 "Running requests moved from one instance to another (recomputed there), by "
+                 "model, from and to.");
   metrics.Define("edgeseek_spec_steps_total", T::kCounter,
                  "Speculative steps (one forward verifying drafted tokens), by instance.");
   metrics.Define("edgeseek_spec_drafted_tokens_total", T::kCounter,
@@ -368,8 +370,10 @@ void Server::Impl::DefineMetrics() {
           for (int to = 0; to < g->balancer->n_instances(); ++to) {
             if (from == to) continue;
             const auto it = moved.find({from, to});
-            m.SetTotal("edgeseek_migrations_total",
-                       {{"model", g->entry.name}, {"from", std::to_string(from)}, {"to", std::to_string(to)}},
+            const Labels ml = {{"model", g->entry.name},
+                               {"from", std::to_string(from)},
+                               {"to", std::to_string(to)}};
+            m.SetTotal("edgeseek_migrations_total", ml,
                        it == moved.end() ? 0.0 : double(it->second));
           }
       }

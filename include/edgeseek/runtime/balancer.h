@@ -39,37 +39,37 @@
 namespace es {
 
 struct BalancePolicy {
-  bool migrate = true;        // off: instances only share the queue
-  double overload = 0.75;     // occupancy at which an instance sheds running requests
-  int min_tokens_left = 16;   // a request closer to its end than this stays
+  bool migrate = true;       // off: instances only share the queue
+  double overload = 0.75;    // occupancy at which an instance sheds running requests
+  int min_tokens_left = 16;  // a request closer to its end than this stays
 };
 
 // A running request of the source instance, as the rule sees it.
 struct MigrationCandidate {
-  bool preemptible = true;    // its QoS class may be preempted
-  bool migrated = false;      // it moved once already
-  int64_t tokens = 0;         // prompt + generated: what the target recomputes
-  int64_t need = 0;           // prompt + max_tokens (SeqRequest::need_tokens)
-  int left = 0;               // tokens left to generate
+  bool preemptible = true;  // its QoS class may be preempted
+  bool migrated = false;    // it moved once already
+  int64_t tokens = 0;       // prompt + generated: what the target recomputes
+  int64_t need = 0;         // prompt + max_tokens (SeqRequest::need_tokens)
+  int left = 0;             // tokens left to generate
   double admit_time = 0;
 };
 
 // One instance's load (Engine publishes its own after every step).
 struct InstanceLoad {
   int slots = 0, running = 0;
-  int64_t blocks = 0;            // the KV pool (or its quota)
-  int64_t used_blocks = 0;       // held by running requests
-  int64_t available_blocks = 0;  // free or evictable (KvBlockPool::available)
-  int64_t max_need = 0;          // the largest prompt + max_tokens it can hold
-  double step_s = 0;             // recent forward time per step (moving average)
+  int64_t blocks = 0;                          // the KV pool (or its quota)
+  int64_t used_blocks = 0;                     // held by running requests
+  int64_t available_blocks = 0;                // free or evictable (KvBlockPool::available)
+  int64_t max_need = 0;                        // the largest prompt + max_tokens it can hold
+  double step_s = 0;                           // recent forward time per step (moving average)
   std::vector<MigrationCandidate> candidates;  // the source's running requests, in order
 
   double Occupancy() const;
 };
 
 struct Migration {
-  int to = -1;          // target instance; -1: no migration
-  int candidate = -1;   // index into loads[source].candidates
+  int to = -1;         // target instance; -1: no migration
+  int candidate = -1;  // index into loads[source].candidates
 };
 
 int64_t KvBlocksFor(int64_t tokens);  // blocks of kKvBlockTokens covering `tokens`
@@ -107,8 +107,8 @@ class LoadBalancer {
   };
   BalancePolicy policy_;
   mutable std::mutex mu_;
-  std::vector<InstanceLoad> loads_;  // guarded by mu_
-  std::vector<Incoming> incoming_;   // guarded by mu_
+  std::vector<InstanceLoad> loads_;                    // guarded by mu_
+  std::vector<Incoming> incoming_;                     // guarded by mu_
   std::map<std::pair<int, int>, int64_t> migrations_;  // guarded by mu_
 };
 

@@ -110,7 +110,8 @@ void RequestQueue::PushFront(std::shared_ptr<SeqRequest> r) {
   cv_.notify_all();
 }
 
-std::shared_ptr<SeqRequest> RequestQueue::Take(Class& c, std::vector<std::shared_ptr<SeqRequest>>& fifo,
+std::shared_ptr<SeqRequest> RequestQueue::Take(Class& c,
+                                               std::vector<std::shared_ptr<SeqRequest>>& fifo,
                                                size_t i) {
   auto r = fifo[i];
   fifo.erase(fifo.begin() + ptrdiff_t(i));

@@ -4,6 +4,8 @@
 // FakeStepModel sharing one queue: a running request migrates mid-decode, only its target
 // takes it, its output equals a solo run, and no KV block or slot is left behind; the same
 // through the server, with /metrics counting the migration.
+#include "edgeseek/runtime/balancer.h"
+
 #include <gtest/gtest.h>
 #include <httplib.h>
 
@@ -11,7 +13,6 @@
 #include <map>
 #include <thread>
 
-#include "edgeseek/runtime/balancer.h"
 #include "edgeseek/runtime/engine.h"
 #include "engine_harness.h"
 #include "fake_model.h"
@@ -130,9 +131,9 @@ TEST(BalanceRule, OnlyWhenTheTargetEndsUpLessLoadedThanTheSourceWas) {
 TEST(BalanceRule, PicksTheLeastLoadedTargetThenTheFasterThenTheFirst) {
   const BalancePolicy p;
   EXPECT_EQ(PlanMigration({FullSource(), Inst(4, 1, 100, 3), Inst(4, 0, 100, 0)}, 0, 0, p).to, 2);
-  EXPECT_EQ(PlanMigration({FullSource(), Inst(4, 0, 100, 0, 0.02), Inst(4, 0, 100, 0, 0.01)}, 0,
-                          0, p).to,
-            2);
+  EXPECT_EQ(
+      PlanMigration({FullSource(), Inst(4, 0, 100, 0, 0.02), Inst(4, 0, 100, 0, 0.01)}, 0, 0, p).to,
+      2);
   EXPECT_EQ(PlanMigration({FullSource(), Inst(4, 0, 100, 0), Inst(4, 0, 100, 0)}, 0, 0, p).to, 1);
   // The source may be any index.
   EXPECT_EQ(PlanMigration({Inst(4, 0, 100, 0), FullSource()}, 1, 0, p).to, 0);
@@ -269,7 +270,8 @@ struct Pair {
   }
 };
 
-std::vector<int32_t> Solo(std::vector<int32_t> prompt, int max_tokens, float temperature, uint64_t seed) {
+std::vector<int32_t> Solo(std::vector<int32_t> prompt, int max_tokens, float temperature,
+                          uint64_t seed) {
   Harness h(1, 256);
   auto r = h.Make("solo", std::move(prompt), max_tokens, temperature, seed);
   r->stop_ids.clear();
@@ -375,11 +377,12 @@ std::string Metric(Server& srv, const std::string& needle_prefix) {
   return m.substr(at + needle_prefix.size(), end - at - needle_prefix.size());
 }
 
-std::string Complete(int port, const std::string& prompt, int max_tokens, const std::string& extra) {
+std::string Complete(int port, const std::string& prompt, int max_tokens,
+                     const std::string& extra) {
   httplib::Client cli("127.0.0.1", port);
   cli.set_read_timeout(30, 0);
-  const std::string body = R"({"prompt":")" + prompt + R"(","max_tokens":)" +
-                           std::to_string(max_tokens) + extra + "}";
+  const std::string body =
+      R"({"prompt":")" + prompt + R"(","max_tokens":)" + std::to_string(max_tokens) + extra + "}";
   auto res = cli.Post("/v1/completions", body, "application/json");
   if (!res || res->status != 200) return "<failed " + (res ? res->body : std::string("-")) + ">";
   return nlohmann::json::parse(res->body)["choices"][0]["text"].get<std::string>();
@@ -407,7 +410,9 @@ TEST(HttpBalancing, AMigrationIsCountedAndChangesNoOutput) {
   std::string out[4];
   for (int i = 0; i < 2; ++i)
     threads.emplace_back([&, i] { out[i] = Complete(port, blocker + char('0' + i), 16, ""); });
-  for (int i = 0; i < 500 && Metric(srv, "edgeseek_running_sequences{model=\"tiny\",instance=\"1\"} ") != "2"; ++i)
+  for (int i = 0;
+       i < 500 && Metric(srv, "edgeseek_running_sequences{model=\"tiny\",instance=\"1\"} ") != "2";
+       ++i)
     std::this_thread::sleep_for(std::chrono::milliseconds(2));
   ASSERT_EQ(Metric(srv, "edgeseek_running_sequences{model=\"tiny\",instance=\"1\"} "), "2");
   const std::string greedy = R"(,"temperature":0)", seeded = R"(,"temperature":0.8,"seed":5)";

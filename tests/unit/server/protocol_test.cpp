@@ -315,7 +315,8 @@ TEST(Config, ErrorsNameTheField) {
             "cfg.json: /models/0/balance/moves: unknown property 'moves'");
   {
     const ServerConfig c = ServerConfigFromJson(
-        json::parse(R"({"models":[{"name":"m","path":"p","balance":{"migrate":false,"overload":1}}]})"),
+        json::parse(
+            R"({"models":[{"name":"m","path":"p","balance":{"migrate":false,"overload":1}}]})"),
         SchemaPath(), "cfg.json");
     EXPECT_FALSE(c.models[0].balance.migrate);
     EXPECT_DOUBLE_EQ(c.models[0].balance.overload, 1.0);
