@@ -12,7 +12,8 @@
 //     (the tighter of slots and KV blocks; a migration on its way to i counts as running there)
 //   Source S sheds one request to target T when
 //     1. the model's queue holds nothing but migrations (else T takes queued work anyway);
-//     2. S is overloaded: occupancy(S) >= policy.overload;
+//     2. S is overloaded: occupancy(S) >= policy.overload, and it runs two requests or more (a
+//        lone request gains no parallelism from moving, only the cost of its recompute);
 //     3. the request may move: its class is preemptible, it has not migrated before (so no
 //        request ever bounces), and it has at least policy.min_tokens_left tokens to generate
 //        (for fewer, recomputing its KV on T costs more than T's parallel decode gains);

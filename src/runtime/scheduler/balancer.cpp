@@ -24,7 +24,8 @@ Migration PlanMigration(const std::vector<InstanceLoad>& loads, int source, size
   if (!policy.migrate || queued > 0 || source < 0 || source >= int(loads.size())) return best;
   const InstanceLoad& s = loads[size_t(source)];
   const double occ_s = s.Occupancy();
-  if (occ_s < policy.overload) return best;
+  // A lone request gains no parallelism from moving, only the cost of its recompute.
+  if (occ_s < policy.overload || s.running < 2) return best;
   // The preference order of the rule, smallest first.
   using Key = std::tuple<double, double, int, int, int64_t, double>;
   Key best_key{};

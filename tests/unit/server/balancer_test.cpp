@@ -82,6 +82,10 @@ TEST(BalanceRule, OnlyAnOverloadedInstanceSheds) {
   EXPECT_EQ(PlanMigration({half, Inst(4, 0, 100, 0)}, 0, 0, p).to, -1);
   p.overload = 0.5;
   EXPECT_EQ(PlanMigration({half, Inst(4, 0, 100, 0)}, 0, 0, p).to, 1);
+  // A lone request stays, even on a full instance of one slot.
+  InstanceLoad one = Inst(1, 1, 100, 3);
+  one.candidates = {Cand(40, 50)};
+  EXPECT_EQ(PlanMigration({one, Inst(4, 0, 100, 0)}, 0, 0, p).to, -1);
   // Overloaded by KV blocks alone: 2 of 8 slots, but 95 of 100 blocks held.
   InstanceLoad kv = Inst(8, 2, 100, 95);
   kv.candidates = {Cand(900, 50), Cand(600, 50)};
