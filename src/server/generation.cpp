@@ -134,7 +134,8 @@ nlohmann::json ChromeTrace(const SeqRequest& r, const std::string& model,
   }
   return json{{"traceEvents", events}, {"displayTimeUnit", "ms"},
               {"otherData", {{"request", r.id}, {"model", model}, {"prompt_tokens", r.prompt.size()},
-                             {"completion_tokens", r.n_generated}, {"preemptions", r.preemptions}}}};
+                             {"completion_tokens", r.n_generated}, {"preemptions", r.preemptions},
+                             {"migrations", r.migrations}}}};
 }
 
 }  // namespace es::server

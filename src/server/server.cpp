@@ -54,6 +54,7 @@ struct ModelGroup {
   std::shared_ptr<const TextModel> text;
   std::shared_ptr<RequestQueue> queue;
   std::vector<Instance> instances;
+  std::shared_ptr<LoadBalancer> balancer;  // two or more instances with balance.migrate
   int64_t max_fit = 0;   // the largest prompt + max_tokens any instance can hold
   bool reasoning = false;
   int64_t created = 0;
@@ -267,6 +268,14 @@ void Server::Impl::DefineMetrics() {
   metrics.Define("edgeseek_prefix_cache_hit_tokens_total", T::kCounter, "Tokens taken from the prefix cache instead of computed, by instance.");
   metrics.Define("edgeseek_prefix_cache_hit_ratio", T::kGauge, "Prefix-cache hit tokens over lookup tokens since start, by instance.");
   metrics.Define("edgeseek_engine_steps_total", T::kCounter, "Engine steps (forward passes), by instance.");
+  metrics.Define(
+      "edgeseek_instance_occupancy", T::kGauge,
+      "Larger of running/slots and used/total KV blocks, by instance (the balancing rule's load).");
+  metrics.Define("edgeseek_recent_step_seconds", T::kGauge,
+                 "Forward time per step, moving average over ~8 steps, by instance.");
+  metrics.Define("edgeseek_migrations_total", T::kCounter,
+                 "Running requests moved from one instance to another (recomputed there), by "
+                 "model, from and to.");
   metrics.Define("edgeseek_spec_steps_total", T::kCounter,
                  "Speculative steps (one forward verifying drafted tokens), by instance.");
   metrics.Define("edgeseek_spec_drafted_tokens_total", T::kCounter,
@@ -340,12 +349,33 @@ void Server::Impl::DefineMetrics() {
         m.SetTotal("edgeseek_prefix_cache_hit_tokens_total", l, double(s.prefix_hit_tokens));
         m.Set("edgeseek_prefix_cache_hit_ratio", l,
               s.prefix_lookup_tokens ? double(s.prefix_hit_tokens) / double(s.prefix_lookup_tokens) : 0);
+        InstanceLoad load;
+        load.slots = g->instances[i].engine->n_slots();
+        load.running = s.running;
+        load.blocks = s.kv_blocks_total;
+        load.used_blocks = s.kv_blocks_used;
+        m.Set("edgeseek_instance_occupancy", l, load.Occupancy());
+        m.Set("edgeseek_recent_step_seconds", l, s.step_s);
         if (!g->entry.draft.empty()) {
           m.SetTotal("edgeseek_spec_steps_total", l, double(s.spec.steps));
           m.SetTotal("edgeseek_spec_drafted_tokens_total", l, double(s.spec.drafted));
           m.SetTotal("edgeseek_spec_accepted_tokens_total", l, double(s.spec.accepted));
           m.SetTotal("edgeseek_spec_emitted_tokens_total", l, double(s.spec.emitted));
         }
+      }
+      if (g->balancer) {
+        // Every pair, zeros included, so that a rate over the series is defined from the start.
+        const auto moved = g->balancer->migrations();
+        for (int from = 0; from < g->balancer->n_instances(); ++from)
+          for (int to = 0; to < g->balancer->n_instances(); ++to) {
+            if (from == to) continue;
+            const auto it = moved.find({from, to});
+            const Labels ml = {{"model", g->entry.name},
+                               {"from", std::to_string(from)},
+                               {"to", std::to_string(to)}};
+            m.SetTotal("edgeseek_migrations_total", ml,
+                       it == moved.end() ? 0.0 : double(it->second));
+          }
       }
     }
   });
@@ -1262,6 +1292,8 @@ void Server::LoadModels() {
     g->text = lm.text;
     g->reasoning = entry.reasoning == "on" || (entry.reasoning == "auto" && lm.text->has_reasoning_tags());
     g->queue = std::make_shared<RequestQueue>(m.cfg.qos);
+    if (lm.instances.size() >= 2 && entry.balance.migrate)
+      g->balancer = std::make_shared<LoadBalancer>(int(lm.instances.size()), entry.balance);
     for (size_t i = 0; i < lm.instances.size(); ++i) {
       Instance in;
       in.kv_bytes_per_token = lm.instances[i]->kv_bytes_per_token();
@@ -1275,6 +1307,7 @@ void Server::LoadModels() {
       in.engine = std::make_unique<Engine>(std::move(lm.instances[i]), g->queue, eo);
       if (i < lm.drafters.size() && lm.drafters[i])
         in.engine->set_drafter(std::move(lm.drafters[i]), entry.spec_k);
+      if (g->balancer) in.engine->set_balancer(g->balancer);
       ModelGroup* gp = g.get();
       Labels l = {{"model", entry.name}, {"instance", std::to_string(i)}};
       in.engine->set_step_observer([&m, l](const StepInfo& s) {

@@ -158,6 +158,12 @@ ServerConfig ServerConfigFromJson(const json& doc, const std::string& schema_pat
         Get(sj, "draft_dtype", &m.draft_dtype);
         Get(sj, "k", &m.spec_k);
       }
+      if (j.contains("balance")) {
+        const json& bj = j.at("balance");
+        Get(bj, "migrate", &m.balance.migrate);
+        Get(bj, "overload", &m.balance.overload);
+        Get(bj, "min_tokens_left", &m.balance.min_tokens_left);
+      }
       ES_CHECK(!m.path.empty() || !m.synthetic.empty(), origin, ": /models/", i,
                ": one of 'path' or 'synthetic' is required");
       ES_CHECK(names.insert(m.name).second, origin, ": /models/", i, "/name: '", m.name, "' used twice");

@@ -23,6 +23,8 @@
 // instance frees first. A request's tokens never depend on the rest of the batch (the CPU
 // backend's rows are batch-invariant and each request samples with its own seeded Sampler), so
 // a preempted request that recomputes its KV from prompt + generated tokens resumes unchanged.
+// Engines sharing a LoadBalancer (balancer.h) also move running requests this way: an
+// overloaded instance preempts one and puts it in the queue for an instance with room.
 #pragma once
 
 #include <algorithm>
@@ -38,6 +40,7 @@
 
 #include "edgeseek/backends/backend.h"
 #include "edgeseek/graph/graph.h"
+#include "edgeseek/runtime/balancer.h"
 #include "edgeseek/runtime/kv_block_pool.h"
 #include "edgeseek/runtime/sampler.h"
 #include "edgeseek/runtime/speculative.h"
@@ -112,7 +115,7 @@ struct StepSplit {
 
 // One span of a request's life, for Chrome/Perfetto traces (server::ChromeTrace writes them).
 struct SeqTraceEvent {
-  const char* name;      // "queue", "prefill", "decode", "preempted"
+  const char* name;      // "queue", "prefill", "decode", "preempted", "migrated"
   double t0 = 0, t1 = 0; // steady seconds
   int64_t tokens = 0;    // tokens this request had in the step
   int64_t batch_tokens = 0, batch_seqs = 0;
@@ -156,6 +159,10 @@ struct SeqRequest {
   std::vector<uint64_t> block_keys;   // prefix-cache keys of the leading full blocks
   int64_t prefix_hit_tokens = 0;      // tokens taken from the prefix cache at the last admission
   int preemptions = 0;
+  int migrations = 0;                 // moves to another instance (balancer.h): at most one
+  // While it waits in the queue on its way to another instance: that instance's index (no
+  // other takes it); -1 otherwise.
+  int migrate_to = -1;
   double admit_time = 0;
   std::unique_ptr<Sampler> sampler;
   bool admitted_once = false;
@@ -201,9 +208,12 @@ class RequestQueue {
   const QosPolicy& policy() const { return policy_; }
 
   void Push(std::shared_ptr<SeqRequest> r);      // sets submit_time if 0
-  void PushFront(std::shared_ptr<SeqRequest> r); // a preempted request: first of its client
-  // The next request whose need fits `max_need` tokens; null when none.
-  std::shared_ptr<SeqRequest> PopNext(int64_t max_need, double now);
+  // A preempted request: first of its client. With migrate_to set, a migration: only that
+  // instance takes it, before anything else.
+  void PushFront(std::shared_ptr<SeqRequest> r);
+  // The next request for engine `instance` whose need fits `max_need` tokens; null when none.
+  // A request migrating to `instance` goes first; one migrating elsewhere is not given out.
+  std::shared_ptr<SeqRequest> PopNext(int64_t max_need, double now, int instance = -1);
   // Removes waiting requests that are cancelled or past their deadline.
   std::vector<std::shared_ptr<SeqRequest>> TakeDead(double now);
   // The highest class with a request waiting past its preempt deadline, or -1.
@@ -215,6 +225,7 @@ class RequestQueue {
   void Charge(const std::string& client, int64_t tokens);
 
   size_t size() const;
+  size_t size_unassigned() const;  // waiting, less the migrations on their way to an instance
   std::vector<size_t> size_per_class() const;
   struct ClientLoad {
     std::string client;
@@ -246,14 +257,16 @@ class RequestQueue {
   int WeightOf(const std::string& client) const;
   Client& ClientOf(const std::string& client);
   void Activate(Client& c, const SeqRequest& r);  // before a push; needs mu_
-  std::shared_ptr<SeqRequest> TakeFront(Class& c, std::vector<std::shared_ptr<SeqRequest>>& fifo);
-  std::shared_ptr<SeqRequest> PopFromClass(Class& c, int64_t max_need);
+  std::shared_ptr<SeqRequest> Take(Class& c, std::vector<std::shared_ptr<SeqRequest>>& fifo,
+                                   size_t i);
+  std::shared_ptr<SeqRequest> PopFromClass(Class& c, int64_t max_need, int instance);
 
   QosPolicy policy_;
   mutable std::mutex mu_;
   std::condition_variable cv_;
   std::vector<Class> classes_;
   std::vector<Client> clients_;  // first-seen order
+  size_t migrating_ = 0;         // waiting requests with migrate_to set
   uint64_t wake_seq_ = 0;
 };
 
@@ -289,6 +302,7 @@ struct EngineStats {
   int64_t prefix_lookup_tokens = 0, prefix_hit_tokens = 0;
   int64_t kv_preemptions = 0;   // preemptions for want of KV blocks (also in preemptions)
   int64_t steps = 0, preemptions = 0;
+  double step_s = 0;            // recent forward time per step (moving average over ~8 steps)
   int64_t prompt_tokens = 0, generated_tokens = 0;  // computed prefill tokens, sampled tokens
   int last_batch_tokens = 0, last_batch_seqs = 0;
   bool serial = false;          // deterministic on a non-invariant backend: one sequence a step
@@ -334,6 +348,10 @@ class Engine {
   // rows (speculative.h); with two or more running requests the batch decodes one token each as
   // before. Set before Start(); the drafter is used on the engine thread only. Null: off.
   void set_drafter(std::unique_ptr<Drafter> drafter, int k);
+  // Load balancing with the model's other instances (balancer.h): this engine publishes its
+  // load there after every step, and when it is overloaded hands a running request to an
+  // instance with room. Set before Start(); opts.instance is its index there. Null: off.
+  void set_balancer(std::shared_ptr<LoadBalancer> balancer);
 
  private:
   void SweepFinishedRequests(double now);
@@ -343,7 +361,14 @@ class Engine {
   // A new token of r sampled from logits `row` (null when only ids came back): the constraint
   // and logprobs see it, it is emitted, and a stop id or the length ends r (then false).
   bool EmitToken(std::shared_ptr<SeqRequest>& r, const float* row, int32_t tok, double t);
-  void Preempt(size_t running_index, double now);
+  // Back to the queue, its KV released (recomputed when admitted again). migrate_to >= 0: a
+  // migration to that instance (not counted as a preemption, no kPreempted event).
+  void Preempt(size_t running_index, double now, int migrate_to = -1);
+  // ---- balancing (balancer.h) ----
+  InstanceLoad Load(bool with_candidates) const;
+  void MaybeMigrate(double now);
+  // A migration left the queue (taken here, or dead): it no longer counts for its target.
+  void Arrived(SeqRequest& r);
   // ---- KV blocks ----
   // Takes the cached blocks of the longest prefix of r's tokens (whole blocks, at least one token
   // left); sets r.n_computed to the tokens they hold.
@@ -363,6 +388,7 @@ class Engine {
   void Emit(SeqRequest& r, SeqEvent e);
   void RunLoop();
   void PublishStats();
+  void UpdateStepTime(double seconds);  // local_.step_s
   // The speculative step of a lone decoding request (set_drafter).
   bool SpecStep(std::shared_ptr<SeqRequest> r, double now);
   // Masks a constrained row; false (and the request finished) when nothing may follow.
@@ -387,6 +413,7 @@ class Engine {
   std::function<void(const StepInfo&)> on_step_;
   std::unique_ptr<Drafter> drafter_;
   int spec_k_ = 0;
+  std::shared_ptr<LoadBalancer> balancer_;
   Draft draft_;
   std::vector<float> dense_;  // AcceptDraftToken's scratch
 

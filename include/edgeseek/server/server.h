@@ -51,6 +51,9 @@ struct ModelEntry {
   std::string draft;
   std::string draft_dtype;
   int spec_k = 4;
+  // Between instances (two or more): migration of running requests from an overloaded
+  // instance to one with room (balancer.h, docs/server.md "Several instances").
+  BalancePolicy balance;
 };
 
 struct ClientConfig {

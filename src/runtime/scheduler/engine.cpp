@@ -1,6 +1,6 @@
 // Engine: the continuous-batching loop of one model instance (edgeseek/runtime/engine.h). Each
-// Step() runs small actions in order — sweep, preempt, admit, plan, forward, sample/emit — so
-// requests join and leave the running batch at token boundaries.
+// Step() runs small actions in order — sweep, preempt, admit, migrate, plan, forward,
+// sample/emit — so requests join and leave the running batch at token boundaries.
 #include "edgeseek/runtime/engine.h"
 
 #include <algorithm>
@@ -124,9 +124,11 @@ void Engine::Finish(std::shared_ptr<SeqRequest>& ref, FinishReason why, const st
 }
 
 void Engine::SweepFinishedRequests(double now) {
-  for (auto& r : queue_->TakeDead(now))
+  for (auto& r : queue_->TakeDead(now)) {
+    if (r->migrate_to >= 0) Arrived(*r);
     Finish(r, r->cancel.load() ? FinishReason::kCancelled : FinishReason::kTimeout,
            r->cancel.load() ? "" : "request timed out while queued");
+  }
   for (size_t i = 0; i < running_.size();) {
     auto r = running_[i];
     if (r->cancel.load()) {
@@ -139,7 +141,7 @@ void Engine::SweepFinishedRequests(double now) {
   }
 }
 
-void Engine::Preempt(size_t i, double now) {
+void Engine::Preempt(size_t i, double now, int migrate_to) {
   std::shared_ptr<SeqRequest> r = running_[i];
   running_.erase(running_.begin() + ptrdiff_t(i));
   model_->ReleaseSlot(r->slot);
@@ -149,15 +151,68 @@ void Engine::Preempt(size_t i, double now) {
   // Its KV is gone; on resumption prompt + generated tokens are recomputed, and since a row's
   // logits do not depend on the batch and its Sampler keeps its state, the output is unchanged.
   r->n_computed = 0;
-  ++r->preemptions;
-  ++local_.preemptions;
   if (r->trace.size() < kMaxTraceEvents)
-    r->trace.push_back({"preempted", now, now, int64_t(r->tokens.size()), 0, 0, opts_.instance, {}});
-  SeqEvent e;
-  e.kind = SeqEventKind::kPreempted;
-  e.time = now;
-  Emit(*r, e);
+    r->trace.push_back({migrate_to >= 0 ? "migrated" : "preempted", now, now,
+                        int64_t(r->tokens.size()), 0, 0, opts_.instance, {}});
+  if (migrate_to >= 0) {
+    // Counted on its way before it is queued, so that the target's arrival finds it.
+    ES_ASSERT(balancer_);
+    ++r->migrations;
+    r->migrate_to = migrate_to;
+    balancer_->Depart(opts_.instance, migrate_to, KvBlocksFor(int64_t(r->tokens.size()) + 1));
+  } else {
+    ++r->preemptions;
+    ++local_.preemptions;
+    SeqEvent e;
+    e.kind = SeqEventKind::kPreempted;
+    e.time = now;
+    Emit(*r, e);
+  }
   queue_->PushFront(std::move(r));
+}
+
+void Engine::set_balancer(std::shared_ptr<LoadBalancer> balancer) {
+  ES_CHECK(!balancer || (opts_.instance >= 0 && opts_.instance < balancer->n_instances()),
+           "engine: instance ", opts_.instance, " is not one of the balancer's ",
+           balancer ? balancer->n_instances() : 0);
+  balancer_ = std::move(balancer);
+  PublishStats();
+}
+
+InstanceLoad Engine::Load(bool with_candidates) const {
+  InstanceLoad l;
+  l.slots = n_slots_;
+  l.running = int(running_.size());
+  l.blocks = pool_->n_blocks();
+  l.used_blocks = pool_->used_blocks();
+  l.available_blocks = pool_->available();
+  l.max_need = max_need();
+  l.step_s = local_.step_s;
+  if (!with_candidates) return l;
+  const auto& classes = queue_->policy().classes;
+  for (const auto& r : running_) {
+    MigrationCandidate c;
+    c.preemptible = classes[size_t(r->priority)].preemptible;
+    c.migrated = r->migrations > 0;
+    c.tokens = int64_t(r->tokens.size());
+    c.need = r->need_tokens();
+    c.left = r->max_tokens - r->n_generated;
+    c.admit_time = r->admit_time;
+    l.candidates.push_back(c);
+  }
+  return l;
+}
+
+void Engine::MaybeMigrate(double now) {
+  if (!balancer_ || !balancer_->policy().migrate || running_.empty()) return;
+  const Migration m = PlanMigration(balancer_->Loads(opts_.instance, Load(true)), opts_.instance,
+                                    queue_->size_unassigned(), balancer_->policy());
+  if (m.to >= 0) Preempt(size_t(m.candidate), now, m.to);
+}
+
+void Engine::Arrived(SeqRequest& r) {
+  if (balancer_) balancer_->Arrive(r.migrate_to, KvBlocksFor(int64_t(r.tokens.size()) + 1));
+  r.migrate_to = -1;
 }
 
 void Engine::MaybePreempt(double now) {
@@ -263,8 +318,11 @@ bool Engine::ReserveStep(const std::shared_ptr<SeqRequest>& r, int* n,
 
 void Engine::Admit(double now) {
   while (int(running_.size()) < n_slots_) {
-    auto r = queue_->PopNext(max_need(), now);
+    auto r = queue_->PopNext(max_need(), now, opts_.instance);
     if (!r) break;
+    // A migration to here: it stops counting as on its way, and should it not be admitted
+    // after all (the blocks went meanwhile), any instance may take it.
+    if (r->migrate_to >= 0) Arrived(*r);
     if (!r->admitted_once) {
       r->tokens = r->prompt;
       r->sampler = std::make_unique<Sampler>(r->sampling);
@@ -318,6 +376,7 @@ bool Engine::Step() {
   SweepFinishedRequests(now);
   MaybePreempt(now);
   Admit(now);
+  MaybeMigrate(now);
   if (running_.empty()) {
     PublishStats();
     return false;
@@ -452,6 +511,7 @@ bool Engine::Step() {
     EmitToken(r, row, tok, t1);
   }
   ++local_.steps;
+  UpdateStepTime(t1 - t0);
   local_.last_batch_tokens = batch.n_tokens();
   local_.last_batch_seqs = int(items.size());
   if (on_step_) {
@@ -541,6 +601,7 @@ bool Engine::SpecStep(std::shared_ptr<SeqRequest> r, double now) {
   };
   Verify(step, *r->sampler, &dense_, &local_.spec);
   ++local_.steps;
+  UpdateStepTime(t1 - t0);
   local_.last_batch_tokens = n;
   local_.last_batch_seqs = 1;
   if (on_step_) {
@@ -607,8 +668,15 @@ void Engine::PublishStats() {
   local_.kv_blocks_cached = pool_->evictable_blocks();
   local_.kv_blocks_free = pool_->free_blocks();
   local_.kv_tokens_reserved = pool_->used_blocks() * kKvBlockTokens;
+  if (balancer_) balancer_->Publish(opts_.instance, Load(false));
   std::lock_guard<std::mutex> lock(stats_mu_);
   stats_ = local_;
+}
+
+void Engine::UpdateStepTime(double seconds) {
+  // An exponential moving average with weight 1/8 (as TCP's smoothed round-trip time): it
+  // follows a change of load within a few steps and ignores a single slow one.
+  local_.step_s = local_.step_s == 0 ? seconds : local_.step_s + (seconds - local_.step_s) / 8;
 }
 
 EngineStats Engine::stats() const {

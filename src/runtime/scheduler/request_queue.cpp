@@ -1,5 +1,6 @@
 // RequestQueue: the waiting requests of one model and the QoS order in which its engines take
-// them (edgeseek/runtime/engine.h). Three rules, in order:
+// them (edgeseek/runtime/engine.h). A request migrating to an instance (balancer.h) goes to
+// that instance first and to no other; then three rules, in order:
 //   1. deadline: a request waiting past its class's preempt_after_s goes first (highest class,
 //      then oldest) — the engine preempts a lower class to make room for it;
 //   2. smooth weighted round robin between backlogged classes (nginx's algorithm: every class
@@ -21,6 +22,13 @@
 #include "edgeseek/runtime/engine.h"
 
 namespace es {
+
+namespace {
+// Whether engine `instance` may take r: it fits, and it is not on its way to another instance.
+bool Eligible(const SeqRequest& r, int64_t max_need, int instance) {
+  return r.need_tokens() <= max_need && (r.migrate_to < 0 || r.migrate_to == instance);
+}
+}  // namespace
 
 RequestQueue::RequestQueue(QosPolicy policy) : policy_(std::move(policy)) {
   ES_CHECK(!policy_.classes.empty(), "QoS policy: at least one priority class is needed");
@@ -93,6 +101,7 @@ void RequestQueue::PushFront(std::shared_ptr<SeqRequest> r) {
     std::lock_guard<std::mutex> lock(mu_);
     ++ClientOf(r->client).waiting;  // keeps its virtual time: it was backlogged all along
     Class& c = classes_[size_t(r->priority)];
+    if (r->migrate_to >= 0) ++migrating_;
     auto& fifo = FifoOf(c, r->client);
     fifo.insert(fifo.begin(), std::move(r));
     ++c.waiting;
@@ -101,10 +110,13 @@ void RequestQueue::PushFront(std::shared_ptr<SeqRequest> r) {
   cv_.notify_all();
 }
 
-std::shared_ptr<SeqRequest> RequestQueue::TakeFront(Class& c, std::vector<std::shared_ptr<SeqRequest>>& fifo) {
-  auto r = fifo.front();
-  fifo.erase(fifo.begin());
+std::shared_ptr<SeqRequest> RequestQueue::Take(Class& c,
+                                               std::vector<std::shared_ptr<SeqRequest>>& fifo,
+                                               size_t i) {
+  auto r = fifo[i];
+  fifo.erase(fifo.begin() + ptrdiff_t(i));
   --c.waiting;
+  if (r->migrate_to >= 0) --migrating_;
   Client& cl = ClientOf(r->client);
   --cl.waiting;
   ++cl.running;
@@ -116,35 +128,42 @@ std::shared_ptr<SeqRequest> RequestQueue::TakeFront(Class& c, std::vector<std::s
   return r;
 }
 
-std::shared_ptr<SeqRequest> RequestQueue::PopFromClass(Class& c, int64_t max_need) {
+std::shared_ptr<SeqRequest> RequestQueue::PopFromClass(Class& c, int64_t max_need, int instance) {
   std::vector<std::shared_ptr<SeqRequest>>* best = nullptr;
   double best_v = 0;
   for (auto& [name, fifo] : c.clients) {
-    if (fifo.empty() || fifo.front()->need_tokens() > max_need) continue;
+    if (fifo.empty() || !Eligible(*fifo.front(), max_need, instance)) continue;
     double v = ClientOf(name).vtime;
     if (!best || v < best_v) best = &fifo, best_v = v;   // ties: the first-seen client
   }
-  return best ? TakeFront(c, *best) : nullptr;
+  return best ? Take(c, *best, 0) : nullptr;
 }
 
-std::shared_ptr<SeqRequest> RequestQueue::PopNext(int64_t max_need, double now) {
+std::shared_ptr<SeqRequest> RequestQueue::PopNext(int64_t max_need, double now, int instance) {
   std::lock_guard<std::mutex> lock(mu_);
+  // 0. A request migrated to this instance: it was moved because this one had room for it.
+  if (migrating_ > 0 && instance >= 0)
+    for (auto& c : classes_)
+      for (auto& [name, fifo] : c.clients)
+        for (size_t i = 0; i < fifo.size(); ++i)
+          if (fifo[i]->migrate_to == instance && fifo[i]->need_tokens() <= max_need)
+            return Take(c, fifo, i);
   // 1. Overdue requests, highest class first, oldest first.
   for (size_t ci = 0; ci < classes_.size(); ++ci) {
     double after = policy_.classes[ci].preempt_after_s;
     if (after <= 0 || classes_[ci].waiting == 0) continue;
     std::vector<std::shared_ptr<SeqRequest>>* best_fifo = nullptr;
     for (auto& [name, fifo] : classes_[ci].clients) {
-      if (fifo.empty() || fifo.front()->need_tokens() > max_need) continue;
+      if (fifo.empty() || !Eligible(*fifo.front(), max_need, instance)) continue;
       if (now - fifo.front()->submit_time < after) continue;
       if (!best_fifo || fifo.front()->submit_time < best_fifo->front()->submit_time) best_fifo = &fifo;
     }
-    if (best_fifo) return TakeFront(classes_[ci], *best_fifo);
+    if (best_fifo) return Take(classes_[ci], *best_fifo, 0);
   }
   // 2. Smooth weighted round robin among classes that have a request that fits.
   auto fits = [&](const Class& c) {
     for (auto& [name, fifo] : c.clients)
-      if (!fifo.empty() && fifo.front()->need_tokens() <= max_need) return true;
+      if (!fifo.empty() && Eligible(*fifo.front(), max_need, instance)) return true;
     return false;
   };
   int64_t total = 0;
@@ -159,7 +178,7 @@ std::shared_ptr<SeqRequest> RequestQueue::PopNext(int64_t max_need, double now) 
   }
   if (chosen < 0) return nullptr;
   classes_[size_t(chosen)].current -= total;
-  return PopFromClass(classes_[size_t(chosen)], max_need);
+  return PopFromClass(classes_[size_t(chosen)], max_need, instance);
 }
 
 std::vector<std::shared_ptr<SeqRequest>> RequestQueue::TakeDead(double now) {
@@ -172,6 +191,7 @@ std::vector<std::shared_ptr<SeqRequest>> RequestQueue::TakeDead(double now) {
         if (r->cancel.load() || (r->deadline > 0 && now >= r->deadline)) {
           dead.push_back(r);
           --ClientOf(r->client).waiting;
+          if (r->migrate_to >= 0) --migrating_;
           fifo.erase(fifo.begin() + ptrdiff_t(i));
           --c.waiting;
         } else {
@@ -186,8 +206,10 @@ int RequestQueue::OverdueClass(double now) {
   for (size_t ci = 0; ci < classes_.size(); ++ci) {
     double after = policy_.classes[ci].preempt_after_s;
     if (after <= 0 || classes_[ci].waiting == 0) continue;
+    // A migration is not waiting for room: its target has it.
     for (auto& [name, fifo] : classes_[ci].clients)
-      if (!fifo.empty() && now - fifo.front()->submit_time >= after) return int(ci);
+      if (!fifo.empty() && fifo.front()->migrate_to < 0 && now - fifo.front()->submit_time >= after)
+        return int(ci);
   }
   return -1;
 }
@@ -220,6 +242,13 @@ size_t RequestQueue::size() const {
   size_t n = 0;
   for (auto& c : classes_) n += c.waiting;
   return n;
+}
+
+size_t RequestQueue::size_unassigned() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  size_t n = 0;
+  for (auto& c : classes_) n += c.waiting;
+  return n - migrating_;
 }
 
 std::vector<size_t> RequestQueue::size_per_class() const {

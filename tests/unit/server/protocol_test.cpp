@@ -268,6 +268,9 @@ TEST(Config, ExampleConfigIsValid) {
   ASSERT_EQ(c.models[0].instances.size(), 2u);
   EXPECT_EQ(c.models[0].instances[0].backend, "vulkan");
   EXPECT_DOUBLE_EQ(c.models[0].instances[1].kv_memory_mb, 512);
+  EXPECT_TRUE(c.models[0].balance.migrate);
+  EXPECT_DOUBLE_EQ(c.models[0].balance.overload, 0.75);
+  EXPECT_EQ(c.models[0].balance.min_tokens_left, 16);
   EXPECT_EQ(c.limits.max_concurrent_per_client, 32);
   EXPECT_DOUBLE_EQ(c.limits.idle_timeout_s, 1.5);
   EXPECT_EQ(c.limits.max_connections_per_ip, 256);
@@ -300,6 +303,25 @@ TEST(Config, ErrorsNameTheField) {
   EXPECT_EQ(ConfigError(R"({"models":[{"name":"m","path":"p","instances":[{"kv_type":"q8_0"}]}]})"), "accepted");
   EXPECT_EQ(ConfigError(R"({"priorities":[{"name":"a"}],"default_priority":"b"})"),
             "cfg.json: /default_priority: no priority class is named 'b'");
+  EXPECT_EQ(ConfigError(R"({"models":[{"name":"m","path":"p","balance":{"overload":0}}]})"),
+            "cfg.json: /models/0/balance/overload: 0 must be greater than 0");
+  EXPECT_EQ(ConfigError(R"({"models":[{"name":"m","path":"p","balance":{"overload":1.5}}]})"),
+            "cfg.json: /models/0/balance/overload: 1.5 is greater than the maximum 1");
+  EXPECT_EQ(ConfigError(R"({"models":[{"name":"m","path":"p","balance":{"min_tokens_left":0}}]})"),
+            "cfg.json: /models/0/balance/min_tokens_left: 0 is less than the minimum 1");
+  EXPECT_EQ(ConfigError(R"({"models":[{"name":"m","path":"p","balance":{"migrate":"yes"}}]})"),
+            "cfg.json: /models/0/balance/migrate: expected boolean, got string \"yes\"");
+  EXPECT_EQ(ConfigError(R"({"models":[{"name":"m","path":"p","balance":{"moves":1}}]})"),
+            "cfg.json: /models/0/balance/moves: unknown property 'moves'");
+  {
+    const ServerConfig c = ServerConfigFromJson(
+        json::parse(
+            R"({"models":[{"name":"m","path":"p","balance":{"migrate":false,"overload":1}}]})"),
+        SchemaPath(), "cfg.json");
+    EXPECT_FALSE(c.models[0].balance.migrate);
+    EXPECT_DOUBLE_EQ(c.models[0].balance.overload, 1.0);
+    EXPECT_EQ(c.models[0].balance.min_tokens_left, 16);
+  }
   EXPECT_EQ(ConfigError(R"({"models":[{"name":"m"}]})"),
             "cfg.json: /models/0: one of 'path' or 'synthetic' is required");
   EXPECT_EQ(ConfigError(R"({"priorities":[{"name":"bad name"}]})"),
