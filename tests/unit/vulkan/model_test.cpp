@@ -139,7 +139,7 @@ TEST_F(VulkanTest, DeepseekMlaNonAbsorbedPrefillMatchesCpuBackend) {
       std::vector<float> a(size_t(o.shape[0] * o.shape[1])), c(a.size());
       vkb.Compute(g, b, *kv_gpu, a.data());
       cpu->Compute(g, b, *kv_cpu, c.data());
-      ExpectClose(a, c, vkb.device().f16_math() ? 3e-3 : 1e-4, std::string(ac.name) + " " + what);
+      ExpectClose(a, c, vkb.device().f16_math() ? 5e-3 : 1e-4, std::string(ac.name) + " " + what);
       bool gathered = false;
       for (const std::string& n : vkb.counters().shaders)
         gathered |= n.rfind("mla_gather_", 0) == 0;
