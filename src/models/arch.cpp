@@ -387,7 +387,8 @@ int ModelArch::MlaBlock(Graph& g, int h, int layer, const Batch& batch) const {
   Node a;
   a.op = Op::kMlaAttention;
   a.name = p + "mla";
-  a.src = {qr, s0, s1, g.AddWeight(w.wuk_t), g.AddWeight(w.wuv)};
+  // kv_b in the checkpoint's type too: a backend may run long prefills in the non-absorbed form.
+  a.src = {qr, s0, s1, g.AddWeight(w.wuk_t), g.AddWeight(w.wuv), g.AddWeight(*w.kv_b)};
   a.shape = {T, H * dv};
   a.layer = layer;
   a.i[0] = H;

@@ -92,9 +92,11 @@ enum class Op : uint8_t {
                   //   (slot, position) of each batch row; out = x (for ordering)
   kAttention,     // src: [q(T, Hq*dk), storeK, storeV] ; layer, i0 = Hq, i1 = Hkv, i2 = dk,
                   //   i3 = dv, f0 = scale -> [T, Hq*dv]; causal over the row's own sequence
-  kMlaAttention,  // src: [q(T, H*(dn+dr)), storeC, storePE, WukT(H*r, dn), Wuv(H*dv, r)] ;
-                  //   layer, i0 = H, i1 = dn, i2 = dr, i3 = dv, i4 = r (kv_lora_rank),
-                  //   f0 = scale -> [T, H*dv] (absorbed form over the latent cache)
+  kMlaAttention,  // src: [q(T, H*(dn+dr)), storeC, storePE, WukT(H*r, dn), Wuv(H*dv, r),
+                  //   kv_b(H*(dn+dv), r)?] ; layer, i0 = H, i1 = dn, i2 = dr, i3 = dv,
+                  //   i4 = r (kv_lora_rank), f0 = scale -> [T, H*dv]; the absorbed form over
+                  //   the latent cache, or (a backend's choice, kv_b given) the non-absorbed one:
+                  //   K_nope, V = c kv_bᵀ per head, attention over [K_nope | k_pe] and V
   kMoE,           // src: [x(R,D), gate(E,D), bias(E) or -1, then per expert e: gate_e(I,D),
                   //   up_e(I,D), down_e(D,I)] ; moe -> [R, D] routed experts only
   kGetRows,       // src: [x(T,C)] ; the batch's out_rows -> [len(out_rows), C]

@@ -247,6 +247,7 @@ VulkanCounters VulkanBackend::counters() const {
   if (!programs_.empty()) {
     c.barriers = programs_.front()->seq->barriers();
     c.dispatches = int(programs_.front()->ds.size());
+    for (const Dispatch& d : programs_.front()->ds) c.shaders.push_back(d.pipe->name);
   }
   return c;
 }
@@ -480,7 +481,7 @@ std::unique_ptr<VulkanBackend::Program> VulkanBackend::Build(const Graph& g, con
   // MLA's q rope: mla_attention.comp rotates q's rope dims while loading them (MlaFoldsQRope).
   for (int j = 0; fuse && j < N; ++j) {
     const Node& n = nodes[size_t(j)];
-    if (n.op != Op::kMlaAttention || !MlaFoldsQRope(*dev_, n)) continue;
+    if (n.op != Op::kMlaAttention || !MlaFoldsQRope(*dev_, kv, g, n, T)) continue;
     const int qr = n.src[0];
     const Node& q = nodes[size_t(qr)];
     if (q.op != Op::kRope || uses[size_t(qr)] != 1 || q.i[0] != n.i[0] || q.i[1] != n.i[1] + n.i[2] ||
@@ -516,7 +517,7 @@ std::unique_ptr<VulkanBackend::Program> VulkanBackend::Build(const Graph& g, con
   std::vector<std::vector<int>> scratch_items(static_cast<size_t>(N));
   for (int i = 0; i < N; ++i) {
     if (nodes[size_t(i)].op == Op::kWeight) continue;
-    for (uint64_t bytes : ScratchBytes(*dev_, g, nodes[size_t(i)], T)) {
+    for (uint64_t bytes : ScratchBytes(*dev_, kv, g, nodes[size_t(i)], T)) {
       scratch_items[size_t(i)].push_back(int(items.size()));
       items.push_back({i, i, bytes});
     }
@@ -601,6 +602,11 @@ std::unique_ptr<VulkanBackend::Program> VulkanBackend::Build(const Graph& g, con
       w += uint32_t(T) * uint32_t(n.rope->dim / 2) * 2;
     }
   lay.kv_tables = w, w += uint32_t(kv.tables().size());
+  if (std::any_of(nodes.begin(), nodes.end(),
+                  [&](const Node& n) { return MlaTakesNonAbsorbed(*dev_, kv, g, n, T); })) {
+    lay.mla_view = w = (w + 63) / 64 * 64;  // bound on its own: 256-byte aligned
+    w += uint32_t(MlaViewWords(kv, T));
+  }
   lay.words = w;
   p->batch = host_pool_->Alloc(uint64_t(w) * 4, "batch tables");
 
@@ -752,6 +758,7 @@ void VulkanBackend::Run(Program& p, const Batch& b, VkKv& kv, void* out, Compute
   words[0] = int32_t(lay.kv_tables);
   words[1] = int32_t(kv.blocks_per_slot());
   std::copy(kv.tables().begin(), kv.tables().end(), words + lay.kv_tables);
+  if (lay.mla_view) WriteMlaView(lay, b, kv, words);
   for (size_t i = 0; i < b.out_rows.size(); ++i) {
     ES_CHECK(b.out_rows[i] >= 0 && b.out_rows[i] < T, "vulkan: out row ", b.out_rows[i], " outside the batch");
     words[lay.out_rows + i] = b.out_rows[i];

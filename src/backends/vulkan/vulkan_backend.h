@@ -8,6 +8,8 @@
 #include <list>
 #include <map>
 #include <memory>
+#include <string>
+#include <vector>
 
 #include "command.h"
 #include "descriptors.h"
@@ -35,6 +37,7 @@ struct VulkanCounters {
   int pipelines_created = 0; // pipelines built by this process (the rest came from the map)
   int barriers = 0;          // barriers in the last recorded program
   int dispatches = 0;        // dispatches in the last recorded program
+  std::vector<std::string> shaders;  // its dispatches' shader variants, in order
 };
 
 class VulkanBackend final : public Backend {

@@ -369,6 +369,7 @@ struct MlaSteps {
   int H, dn, dr, dv, r;
   DType kv_type;
   Tensor Q, C, PE, WukT, Wuv;
+  Tensor KvB;  // with UseKvB: kv_b, the node's sixth source (the non-absorbed form's weight)
   std::unique_ptr<KvStorage> kv;
   std::map<int, std::vector<std::vector<float>>> cc, pc;
   MlaSteps(Backend& be, int H_, int dn_, int dr_, int dv_, int r_, DType kt, int capacity, int vocab = 97)
@@ -379,6 +380,29 @@ struct MlaSteps {
         WukT(RandomTensor("wuk_t", DType::kBF16, {H * r, dn}, 34, 0.5f)),
         Wuv(RandomTensor("wuv", DType::kF16, {H * dv, r}, 35, 0.5f)),
         kv(be.CreateKv(KvSpec{1, {r, dr}, kt}, 2, capacity)) {}
+  // kv_b [H*(dn+dv), r] of type `dt` as the node's sixth source; WukT and Wuv then hold its
+  // numbers (f32), for the absorbed form and the reference.
+  void UseKvB(DType dt) {
+    KvB = RandomTensor("kv_b", dt, {H * (dn + dv), r}, 36, 0.5f);
+    std::vector<float> v(size_t(KvB.numel()));
+    if (IsQuantized(dt))
+      Dequantize(dt, KvB.bytes(), v.data(), KvB.numel());
+    else
+      v = Values(KvB);
+    WukT = AllocTensor("wuk_t", DType::kF32, {H * r, dn});
+    Wuv = AllocTensor("wuv", DType::kF32, {H * dv, r});
+    float* kt = static_cast<float*>(MutableData(WukT));
+    float* uv = static_cast<float*>(MutableData(Wuv));
+    for (int h = 0; h < H; ++h)
+      for (int i = 0; i < dn + dv; ++i)
+        for (int j = 0; j < r; ++j) {
+          const float x = v[(size_t(h) * size_t(dn + dv) + size_t(i)) * size_t(r) + size_t(j)];
+          if (i < dn)
+            kt[(size_t(h) * size_t(r) + size_t(j)) * size_t(dn) + size_t(i)] = x;
+          else
+            uv[(size_t(h) * size_t(dv) + size_t(i - dn)) * size_t(r) + size_t(j)] = x;
+        }
+  }
   void Step(Backend& be, const Batch& b, double tol, const std::string& tag, bool store_only = false) {
     const int T = b.n_tokens();
     Graph g;
@@ -388,8 +412,9 @@ struct MlaSteps {
     Node s1 = Make(Op::kKvStore, "spe", {pe}, {T, dr}, 0);
     s1.i[0] = 1;
     const int cs = g.Add(s0), ps = g.Add(s1);
-    Node m = Make(Op::kMlaAttention, "mla", {q, cs, ps, g.AddWeight(WukT), g.AddWeight(Wuv)},
-                  {T, H * dv}, 0);
+    std::vector<int> src{q, cs, ps, g.AddWeight(WukT), g.AddWeight(Wuv)};
+    if (KvB.data) src.push_back(g.AddWeight(KvB));
+    Node m = Make(Op::kMlaAttention, "mla", src, {T, H * dv}, 0);
     m.i[0] = H, m.i[1] = dn, m.i[2] = dr, m.i[3] = dv, m.i[4] = r;
     m.f0 = 0.3f / std::sqrt(float(r) / 16.0f);
     if (store_only)
@@ -473,6 +498,66 @@ TEST_P(VulkanAttention, AbsorbedMlaAtRealWidthsAndLongContexts) {
   b.Add(1, 0, {4}, true);  // a row whose only key is its own
   b.Finalize();
   v3.Step(be, b, tol, "mla H=128 decode");
+}
+
+// Whether the last program ran a shader whose name starts with `prefix`.
+bool Ran(const std::string& prefix) {
+  for (const std::string& n : SharedVulkan().counters().shaders)
+    if (n.rfind(prefix, 0) == 0) return true;
+  return false;
+}
+
+// MLA in the non-absorbed form (ops/mla_non_absorbed.cpp) at DeepSeek's widths (dn 128, dr 64,
+// dv 128, r 512; 16 heads as V2-Lite and an odd 5): steps of at least kMlaNonAbsorbedMinRows
+// rows gather the latent rows, expand K_nope and V from kv_b (f16 here, q8_0 in one case) by
+// grouped GEMMs and run the prefill attention (attention_cm2.comp with coopmat2, else
+// attention_rows.comp's 192-wide variant) — a fresh prompt, a chunk continuing it (rows at
+// positions > 0) together with a fresh prompt of the other slot, row counts off every tile
+// (197, 251) — against the reference of the absorbed form; a step one row short of the threshold
+// takes the absorbed kernel (mla_attention.comp), and its rows are right too. The dispatch
+// names of each program say which form ran.
+TEST_P(VulkanAttention, MlaNonAbsorbedAtRealWidths) {
+  const DType kt = GetParam();
+  auto& be = SharedVulkan();
+  // f16 math (tensor cores): the GEMMs and the attention take f16 operands.
+  const double tol = be.device().f16_math() ? 5e-3 : kt == DType::kF16 ? 2e-4 : 1e-4;
+  static_assert(vk::kMlaNonAbsorbedMinRows == 192, "the row counts below straddle it");
+  for (const int H : {16, 5}) {
+    const std::string tag = "mla non-absorbed H=" + std::to_string(H) + " " + std::string(Name(kt));
+    MlaSteps run(be, H, 128, 64, 128, 512, kt, 700);
+    run.UseKvB(DType::kF16);
+    Batch a;  // a fresh prompt of 197 rows in slot 0
+    a.Add(0, 0, Tokens(197, 1), true);
+    a.Finalize();
+    run.Step(be, a, tol, tag + " prompt");
+    EXPECT_TRUE(Ran("mla_gather_") && Ran("moe_gemm") && !Ran("mla_attention")) << tag;
+    EXPECT_TRUE(Ran(be.device().f16_math() && be.device().coopmat2().fa_br
+                        ? "attention_cm2_f32"
+                        : "attention_rows_f32_dk192"))
+        << tag;
+    Batch b;  // slot 0 continues at 197 (chunked prefill), slot 1 starts: 251 rows
+    b.Add(0, 197, Tokens(211, 2), true);
+    b.Add(1, 0, Tokens(40, 3), true);
+    b.Finalize();
+    run.Step(be, b, tol, tag + " continued + fresh");
+    EXPECT_TRUE(Ran("mla_gather_")) << tag;
+    Batch c;  // one row short of the threshold: the absorbed form, both slots continuing
+    c.Add(1, 40, Tokens(100, 4), true);
+    c.Add(0, 408, Tokens(91, 5), true);
+    c.Finalize();
+    run.Step(be, c, tol, tag + " absorbed");
+    EXPECT_TRUE(Ran("mla_attention") && !Ran("mla_gather_")) << tag;
+  }
+  if (kt != DType::kF32) return;
+  for (const DType cache : {DType::kQ8_0}) {  // a block-quantized cache, a q8_0 kv_b
+    MlaSteps run(be, 16, 128, 64, 128, 512, cache, 300);
+    run.UseKvB(DType::kQ8_0);
+    Batch a;
+    a.Add(1, 0, Tokens(200, 6), true);
+    a.Finalize();
+    run.Step(be, a, be.device().f16_math() ? 5e-3 : 1e-4, "mla non-absorbed q8_0");
+    EXPECT_TRUE(Ran("mla_gather_q8_0") && Ran("moe_gemm")) << "q8_0";
+  }
 }
 
 INSTANTIATE_TEST_SUITE_P(KvTypes, VulkanAttention, ::testing::Values(DType::kF32, DType::kF16),

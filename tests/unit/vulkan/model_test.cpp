@@ -113,5 +113,51 @@ TEST_P(VulkanModel, LogitsMatchCpuBackendThroughPrefillAndDecode) {
 INSTANTIATE_TEST_SUITE_P(Archs, VulkanModel, ::testing::ValuesIn(kCases),
                          [](const auto& info) { return std::string(info.param.name); });
 
+// The tiny DeepSeek-V2 and V3 through MLA's non-absorbed form (steps of at least
+// kMlaNonAbsorbedMinRows rows: kv_b from the model, the roped q, YaRN's scale): a prefill of two
+// sequences (150 + 60 rows), a chunk of 200 rows continuing the first, then a decode step of
+// both (the absorbed form over the cache the prefills wrote), against the CPU backend.
+TEST_F(VulkanTest, DeepseekMlaNonAbsorbedPrefillMatchesCpuBackend) {
+  for (const ArchCase& ac : {kCases[2], kCases[3]}) {
+    const std::string path = TempDir() + "/config.json";
+    WriteFile(path, ac.config);
+    LoadOptions lo;
+    lo.seed = 9;
+    lo.synthetic_dtype = DType::kBF16;
+    auto model = Model::Synthetic(path, lo);
+    const ModelConfig& cfg = model->config();
+    const int vocab = int(cfg.vocab_size);
+    auto& vkb = SharedVulkan();
+    auto cpu = CreateCpuBackend(BackendOptions{});
+    const KvSpec spec = cfg.MakeKvSpec(DType::kF32);
+    auto kv_gpu = vkb.CreateKv(spec, 2, 512);
+    auto kv_cpu = cpu->CreateKv(spec, 2, 512);
+    auto step = [&](Batch& b, const std::string& what, bool non_absorbed) {
+      b.Finalize();
+      const Graph g = model->arch().Build(b);
+      const Node& o = g.node(g.output());
+      std::vector<float> a(size_t(o.shape[0] * o.shape[1])), c(a.size());
+      vkb.Compute(g, b, *kv_gpu, a.data());
+      cpu->Compute(g, b, *kv_cpu, c.data());
+      ExpectClose(a, c, vkb.device().f16_math() ? 5e-3 : 1e-4, std::string(ac.name) + " " + what);
+      bool gathered = false;
+      for (const std::string& n : vkb.counters().shaders)
+        gathered |= n.rfind("mla_gather_", 0) == 0;
+      EXPECT_EQ(gathered, non_absorbed) << ac.name << " " << what;
+    };
+    Batch a;
+    a.Add(0, 0, TestTokens(150, 1, vocab), true);
+    a.Add(1, 0, TestTokens(60, 2, vocab), true);
+    step(a, "prefill", true);
+    Batch b;
+    b.Add(0, 150, TestTokens(200, 3, vocab), true);
+    step(b, "continued prefill", true);
+    Batch d;
+    d.Add(0, 350, {3});
+    d.Add(1, 60, {5});
+    step(d, "decode", false);
+  }
+}
+
 }  // namespace
 }  // namespace es::test

@@ -44,10 +44,27 @@ struct RowsPush {
   float scale;
   uint32_t T;
 };
-RowsPush PushFor(const OpContext& c, const AttentionArgs& a) {
-  return {a.Hq, a.Hkv, a.wa, a.wb, a.dv, a.q_rs, a.q_hs, uint32_t(c.kv.capacity()), a.a_w, a.b_w,
-          a.v_w, c.layout->slots, c.layout->positions, a.o_rs, a.o_hs, a.scale, uint32_t(c.T)};
+// The word offsets of the rows' slots and positions in the buffer the kernel reads them from.
+uint32_t SlotOff(const OpContext& c, const AttentionArgs& a) {
+  return a.kv ? a.kv->slot_off : c.layout->slots;
 }
+uint32_t PosOff(const OpContext& c, const AttentionArgs& a) {
+  return a.kv ? a.kv->pos_off : c.layout->positions;
+}
+RowsPush PushFor(const OpContext& c, const AttentionArgs& a) {
+  return {a.Hq,         a.Hkv,  a.wa,   a.wb,
+          a.dv,         a.q_rs, a.q_hs, uint32_t(c.kv.capacity()),
+          a.a_w,        a.b_w,  a.v_w,  SlotOff(c, a),
+          PosOff(c, a), a.o_rs, a.o_hs, a.scale,
+          uint32_t(c.T)};
+}
+// The element type of the keys and values an attention reads: the cache's, or its own (a.kv).
+DType KeyType(const OpContext& c, const AttentionArgs& a) {
+  return a.kv ? a.kv->dtype : c.kv.spec().dtype;
+}
+// attention_rows.comp's widest keys (MAXDK) in its _dk192 variants (f32 keys and values; values
+// up to 128): MLA's non-absorbed heads, 128 + 64.
+constexpr uint32_t kRowsWideKeys = 192;
 constexpr uint32_t kCm2MaxHeadDim = 256;
 uint32_t Pad16(uint32_t d) { return (d + 15) / 16 * 16; }
 }  // namespace
@@ -135,22 +152,28 @@ AttentionKernel KernelFor(const OpContext& c, const AttentionArgs& a) {
   // attention_cm2.comp loads tiles of adjacent keys: only while no slot left its own blocks;
   // and its tiles are f32 or f16 only: a block-quantized cache takes attention_rows.comp,
   // which dequantizes in its tile loads (a cm2 tile loader for q8_0 / q4_0 is open).
-  if (!c.kv.scattered() && !IsQuantized(c.kv.spec().dtype) && UseAttentionCm2(c.dev, c.T, a.wa, a.dv))
+  const bool adjacent = a.kv ? a.kv->contiguous : !c.kv.scattered();
+  if (adjacent && !IsQuantized(KeyType(c, a)) && UseAttentionCm2(c.dev, c.T, a.wa, a.dv))
     return AttentionKernel::kTensorCores;
-  return a.wa <= 128 && a.dv <= 128 ? AttentionKernel::kRows : AttentionKernel::kPerRow;
+  if (a.wa <= 128 && a.dv <= 128) return AttentionKernel::kRows;
+  return a.wa <= kRowsWideKeys && a.dv <= 128 && KeyType(c, a) == DType::kF32
+             ? AttentionKernel::kRows
+             : AttentionKernel::kPerRow;
 }
 }  // namespace
 
 void RecordAttention(OpContext& c, const AttentionArgs& a) {
-  const bool f16 = c.kv.spec().dtype == DType::kF16;
-  const std::string kt = KvTypeSuffix(c.kv.spec().dtype);
+  const bool f16 = KeyType(c, a) == DType::kF16;
+  const std::string kt = KvTypeSuffix(KeyType(c, a));
+  const BufRange bt = a.kv ? a.kv->bt : c.batch;
+  ES_ASSERT(!a.kv || (a.part.size == 0 && c.T > kDecodeMaxRows));  // prefill kernels only
   const AttentionKernel kernel = KernelFor(c, a);
   if (kernel == AttentionKernel::kTensorCores) {
     // Prefill on tensor cores (attention_cm2.comp): tiles of BR query rows x BC keys.
     const Coopmat2Config& t = c.dev.coopmat2();
     Dispatch& d = c.Add(std::string("attention_cm2_") + (f16 ? "f16" : "f32"), {1, 1, 1, 1, 1, 1},
                         {t.fa_wg, t.fa_br, t.fa_bc, Pad16(a.wa), Pad16(a.dv)});
-    d.bindings = {{a.q}, {a.ka}, {a.kb}, {a.v}, {a.out}, {c.batch}};
+    d.bindings = {{a.q}, {a.ka}, {a.kb}, {a.v}, {a.out}, {bt}};
     d.writes = {4};
     d.Push(PushFor(c, a));
     d.groups[0] = a.Hq;
@@ -160,12 +183,17 @@ void RecordAttention(OpContext& c, const AttentionArgs& a) {
   if (kernel == AttentionKernel::kRows) {
     // Prefill: 8 query rows per workgroup share each key/value tile (attention_rows.comp).
     // 32-key tiles of 128-wide heads need ~38 KiB of shared memory; heads up to 64 wide fit
-    // 32-key tiles in ~19 KiB; else 16-key tiles (~21 KiB).
-    const bool big = c.dev.info().max_shared_memory >= 40 * 1024;
-    const char* tile = big ? "" : (a.wa <= 64 && a.dv <= 64 ? "_d64" : "_kt16");
-    Dispatch& d = c.Add("attention_rows_" + kt + tile,
-                        {1, 1, 1, 1, 1, 1});
-    d.bindings = {{a.q}, {a.ka}, {a.kb}, {a.v}, {a.out}, {c.batch}};
+    // 32-key tiles in ~19 KiB; else 16-key tiles (~21 KiB). 192-wide keys: ~48 KiB with 32-key
+    // tiles, ~27 KiB with 16.
+    std::string tile;
+    if (a.wa > 128) {
+      tile = c.dev.info().max_shared_memory >= 49 * 1024 ? "_dk192" : "_dk192_kt16";
+    } else {
+      const bool big = c.dev.info().max_shared_memory >= 40 * 1024;
+      tile = big ? "" : (a.wa <= 64 && a.dv <= 64 ? "_d64" : "_kt16");
+    }
+    Dispatch& d = c.Add("attention_rows_" + kt + tile, {1, 1, 1, 1, 1, 1});
+    d.bindings = {{a.q}, {a.ka}, {a.kb}, {a.v}, {a.out}, {bt}};
     d.writes = {4};
     d.Push(PushFor(c, a));
     d.groups[0] = a.Hq;
@@ -176,7 +204,7 @@ void RecordAttention(OpContext& c, const AttentionArgs& a) {
   const std::string name = "attention_" + kt + (split ? "_split" : "");
   Dispatch& d = c.Add(name, split ? std::vector<uint32_t>{1, 1, 1, 1, 1, 1, 1}
                                   : std::vector<uint32_t>{1, 1, 1, 1, 1, 1});
-  d.bindings = {{a.q}, {a.ka}, {a.kb}, {a.v}, {a.out}, {c.batch}};
+  d.bindings = {{a.q}, {a.ka}, {a.kb}, {a.v}, {a.out}, {bt}};
   d.writes = {4};
   if (split) {
     d.bindings.push_back({a.part});
@@ -186,8 +214,8 @@ void RecordAttention(OpContext& c, const AttentionArgs& a) {
   struct {
     uint32_t Hq, Hkv, wa, wb, dv, q_rs, q_hs, capacity, a_w, b_w, v_w, slot_off, pos_off, o_rs, o_hs;
     float scale;
-  } pc{a.Hq, a.Hkv, a.wa, a.wb, a.dv, a.q_rs, a.q_hs, uint32_t(c.kv.capacity()), a.a_w, a.b_w,
-       a.v_w, c.layout->slots, c.layout->positions, a.o_rs, a.o_hs, a.scale};
+  } pc{a.Hq,  a.Hkv, a.wa,  a.wb,          a.dv,         a.q_rs, a.q_hs, uint32_t(c.kv.capacity()),
+       a.a_w, a.b_w, a.v_w, SlotOff(c, a), PosOff(c, a), a.o_rs, a.o_hs, a.scale};
   d.Push(pc);
   d.groups[0] = a.Hq;
   d.groups[1] = uint32_t(c.T);

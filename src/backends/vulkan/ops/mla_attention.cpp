@@ -1,4 +1,5 @@
-// kMlaAttention, absorbed form over the latent cache (C: [ctx, r], PE: [ctx, dr]):
+// kMlaAttention, absorbed form over the latent cache (C: [ctx, r], PE: [ctx, dr]); steps of many
+// rows take the non-absorbed form instead (ops/mla_non_absorbed.cpp, MlaTakesNonAbsorbed):
 //   1. q_lat[t, h] = WukT[h] · q_nope[t, h]         per-head GEMV into qcat[:, h, 0:r]
 //   2. mla_attention.comp reads q_pe[t, h] from q itself (rotating it where the builder folded
 //      the q rope in: OpContext::attn_rope, MlaFoldsQRope); the fallback kernel gets it copied
@@ -84,9 +85,13 @@ uint32_t MlaHeadsPerGroup(const Device& dev, int64_t r, int64_t dr) {
 }
 }  // namespace
 
-bool MlaFoldsQRope(const Device& dev, const Node& n) { return MlaHeadsPerGroup(dev, n.i[4], n.i[2]) != 0; }
+bool MlaFoldsQRope(const Device& dev, const VkKv& kv, const Graph& g, const Node& n, int64_t T) {
+  return !MlaTakesNonAbsorbed(dev, kv, g, n, T) && MlaHeadsPerGroup(dev, n.i[4], n.i[2]) != 0;
+}
 
-std::vector<uint64_t> MlaScratch(const Graph& g, const Node& n, int64_t T) {
+std::vector<uint64_t> MlaScratch(const Device& dev, const VkKv& kv, const Graph& g, const Node& n,
+                                 int64_t T) {
+  if (MlaTakesNonAbsorbed(dev, kv, g, n, T)) return MlaNonAbsorbedScratch(kv, n, T);
   const uint64_t H = uint64_t(n.i[0]), dr = uint64_t(n.i[2]), r = uint64_t(n.i[4]);
   std::vector<uint64_t> s{uint64_t(T) * H * (r + dr) * 4, uint64_t(T) * H * r * 4};
   if (T <= kDecodeMaxRows) {
@@ -100,6 +105,7 @@ std::vector<uint64_t> MlaScratch(const Graph& g, const Node& n, int64_t T) {
 }
 
 void BuildMla(OpContext& c) {
+  if (MlaTakesNonAbsorbed(c.dev, c.kv, c.g, c.n, c.T)) return BuildMlaNonAbsorbed(c);
   const auto& n = c.n;
   const int64_t T = c.T, H = n.i[0], dn = n.i[1], dr = n.i[2], dv = n.i[3], r = n.i[4];
   const KvSpec& spec = c.kv.spec();

@@ -93,7 +93,7 @@ void RecordGroupedGemm(OpContext& c, const GroupedGemm& g) {
   d.writes = {3};
   struct {
     uint32_t K, N, y_rs, E, xdiv, mat, use_wts;
-  } pc{g.K, g.N, g.N, g.groups, g.xdiv, g.mat, g.use_wts ? 1u : 0u};
+  } pc{g.K, g.N, g.y_rs ? g.y_rs : g.N, g.groups, g.xdiv, g.mat, g.use_wts ? 1u : 0u};
   d.Push(pc);
   d.groups[0] = (g.N + bn - 1) / bn;
   d.groups[1] = (g.max_rows + bm - 1) / bm;

@@ -72,13 +72,15 @@ GemvShape GemvFor(const Device& dev) {
   return s;
 }
 
-std::vector<uint64_t> ScratchBytes(const Device& dev, const Graph& g, const Node& n, int64_t T) {
+std::vector<uint64_t> ScratchBytes(const Device& dev, const VkKv& kv, const Graph& g, const Node& n,
+                                   int64_t T) {
   switch (n.op) {
     case Op::kMatMul: {
       const uint64_t b = MatMulScratchBytes(dev, g, n);
       return b ? std::vector<uint64_t>{b} : std::vector<uint64_t>{};
     }
-    case Op::kMlaAttention: return MlaScratch(g, n, T);
+    case Op::kMlaAttention:
+      return MlaScratch(dev, kv, g, n, T);
     case Op::kMoE: return MoeScratch(dev, g, n, T);
     case Op::kAttention: {
       const uint64_t b = AttentionSplitBytes(dev, T, uint32_t(n.i[0]), uint32_t(n.i[1]), uint32_t(n.i[2]),

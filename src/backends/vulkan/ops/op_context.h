@@ -25,6 +25,9 @@ struct BatchLayout {
   uint32_t tokens = 0, positions = 0, slots = 0, out_rows = 0;
   uint32_t kv_tables = 0;  // [n_slots][blocks_per_slot]; words 0, 1 hold it and blocks_per_slot
   std::map<const RopeTable*, uint32_t> rope;  // cos table; sin follows after T*dim/2 words
+  // MLA's non-absorbed form: the view of its gathered keys (WriteMlaView; 64-word aligned: it is
+  // bound on its own); 0 when no node takes that form.
+  uint32_t mla_view = 0;
   uint32_t words = 0;
 };
 
@@ -180,7 +183,8 @@ void RecordHeadGemv(OpContext& c, BufRange x, int64_t R, int64_t H, int64_t N, i
 
 // ---- op registry -----------------------------------------------------------------------------
 // Scratch bytes an op needs while it runs (f32 temporaries), in the order it uses them.
-std::vector<uint64_t> ScratchBytes(const Device& dev, const Graph& g, const Node& n, int64_t T);
+std::vector<uint64_t> ScratchBytes(const Device& dev, const VkKv& kv, const Graph& g, const Node& n,
+                                   int64_t T);
 // A matmul's scratch: the f16 copy of x for the workgroup-scope coopmat GEMM (0 bytes if none).
 uint64_t MatMulScratchBytes(const Device& dev, const Graph& g, const Node& n);
 // Records the node's dispatches.

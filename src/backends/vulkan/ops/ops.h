@@ -28,23 +28,64 @@ void BuildGetRows(OpContext& c);
 //   y[pair, n] = Σ_k x[pair / xdiv, k] W_z[n, k] (· wts[pair] with use_wts),  n < N, k < K
 // W_z in one of the buffers `w` (at most kMoeMaxBlocks); max_rows: the most rows of a group.
 // Used by the routed experts (ops/moe.cpp) and by MLA's per-head projections in prefill.
+// y_rs: y's row stride (0: N).
 struct GroupedGemm {
   std::vector<BufRange> w;
   BufRange x, meta, y, table, wts;
   DType dtype;
   uint32_t N, K, groups, max_rows, xdiv, mat;
   bool use_wts;
+  uint32_t y_rs = 0;
 };
 void RecordGroupedGemm(OpContext& c, const GroupedGemm& g);
-std::vector<uint64_t> MlaScratch(const Graph& g, const Node& n, int64_t T);
+// kMlaAttention takes the non-absorbed form (ops/mla_non_absorbed.cpp) for steps of at least this
+// many rows. Per query row at position p the absorbed form costs the two per-head projections,
+// H (dn + dv) r multiply-adds, plus H (2r + dr) per key; the non-absorbed one costs H (dn + dv) r
+// per key of the context (K_nope and V from the latent: the same as a row's projections) plus
+// H (dn + dr + dv) per key. For a chunk of T rows continuing P cached tokens of one sequence it is
+// cheaper when P (dn + dv) r < T (P + T/2) (2r - dn - dv): always for a fresh prompt, and for any
+// P once T > (dn + dv) r / (2r - dn - dv), 171 at DeepSeek's widths (dn = dv = 128, r = 512;
+// V2 and V3 alike) — before counting that its products all run on tensor cores where the device
+// has them (GEMMs and attention_cm2.comp) while the absorbed kernel runs on the FP32 ALUs. 192
+// keeps the form never dearer in multiply-adds, also on devices without tensor cores.
+constexpr int64_t kMlaNonAbsorbedMinRows = 192;
+// Whether kMlaAttention node n over T rows takes the non-absorbed form: T >= the constant above,
+// kv_b given (src 5) in one chunk, head dims the prefill attention kernels take, and the
+// gathered keys and values (every distinct slot of the step at its whole capacity) within
+// kMlaNonAbsorbedMaxBytes of scratch and each within one binding.
+bool MlaTakesNonAbsorbed(const Device& dev, const VkKv& kv, const Graph& g, const Node& n,
+                         int64_t T);
+std::vector<uint64_t> MlaScratch(const Device& dev, const VkKv& kv, const Graph& g, const Node& n,
+                                 int64_t T);
 // Whether kMlaAttention node n runs mla_attention.comp, which can rotate q's rope dims itself:
-// the builder then folds the q rope producing its q into it (OpContext::attn_rope).
-bool MlaFoldsQRope(const Device& dev, const Node& n);
+// the builder then folds the q rope producing its q into it (OpContext::attn_rope). Never in the
+// non-absorbed form, whose attention reads the rotated q.
+bool MlaFoldsQRope(const Device& dev, const VkKv& kv, const Graph& g, const Node& n, int64_t T);
+// Words of the batch buffer's MLA view (BatchLayout::mla_view) for T rows over kv; the non-absorbed
+// form's gathered rows (at most): every distinct slot of a step at its whole capacity.
+uint64_t MlaViewWords(const VkKv& kv, int64_t T);
+int64_t MlaGatherRows(const VkKv& kv, int64_t T);
+// Writes the MLA view of a step (per-token: positions, slots; then block tables that map each
+// slot's first positions onto consecutive blocks of the gathered keys, and the cache block each
+// gathered block comes from): see ops/mla_non_absorbed.cpp.
+void WriteMlaView(const BatchLayout& lay, const Batch& b, const VkKv& kv, int32_t* words);
+std::vector<uint64_t> MlaNonAbsorbedScratch(const VkKv& kv, const Node& n, int64_t T);
+void BuildMlaNonAbsorbed(OpContext& c);
 std::vector<uint64_t> MoeScratch(const Device& dev, const Graph& g, const Node& n, int64_t T);
 // Whether a kMoE node runs its experts on the expert GEMVs (MoeGemvFor: integer-dot, float or
 // block-type; spec: their geometry). Only then can the builder fold an RMSNorm producing its x and a residual add of its
 // output into it, as into a matmul's GEMV.
 bool MoeTakesGemv(const Device& dev, const Graph& g, const Node& n, MoeGemv* spec);
+// Keys and values that are not the KV cache (MLA's non-absorbed form): their element type (f32 or
+// f16), whether each slot's keys are adjacent (then attention_cm2.comp may read them), and the
+// buffer holding the rows' slots and positions (at slot_off, pos_off) and the block tables that
+// map them (kv_addr.glsl's layout: words 0 and 1 give the tables' offset and blocks per slot).
+struct AttentionKv {
+  DType dtype = DType::kF32;
+  bool contiguous = false;
+  BufRange bt;
+  uint32_t slot_off = 0, pos_off = 0;
+};
 // Records the attention kernel (shared by kAttention and the MLA decomposition).
 struct AttentionArgs {
   BufRange q, ka, kb, v, out;
@@ -52,6 +93,7 @@ struct AttentionArgs {
   float scale;
   BufRange part;  // decode: split-key partials (AttentionScratch); empty = one workgroup per row
   const QuantX* xq = nullptr;  // split decode: also write the output quantized (attention_combine QUANT)
+  const AttentionKv* kv = nullptr;  // prefill over keys and values of its own; null: the cache
 };
 // Steps of up to this many rows are decode-shaped: attention splits each row's keys into chunks
 // (every row its own slot and context: continuous batching's decode rows), the MLA takes its

@@ -3,7 +3,8 @@
 // Prefill attention with multi-row tiles: one workgroup computes QR = 8 query rows t0..t0+7 of
 // one head h (causal, GQA, the rows' own slots), so every key/value tile loaded into shared
 // memory serves 8 rows instead of 1. Same inputs and layout as attention.comp without the MLA
-// part (wb == 0), head dims dk, dv <= MAXD (128, or 64 in the small variant; host-checked).
+// part (wb == 0), head dims dk <= MAXDK and dv <= MAXD (both 128, or 64 in the small variant;
+// MAXDK 192 in the wide-key variants for MLA's non-absorbed heads; host-checked).
 //   q: q[t*q_rs + h*q_hs + i]; key j of slot s = KA[KvRow(s, j)*a_w + kvh*dk ..],
 //   value j = V[KvRow(s, j)*v_w + kvh*dv ..] (kv_addr.glsl); caches of the cache type (KV_F32,
 //   KV_F16, KV_Q8_0, KV_Q4_0: kv_type.glsl, dequantized by the tile loads)
@@ -23,7 +24,10 @@ layout(local_size_x = 256) in;
 #ifndef MAXD
 #define MAXD 128  // largest head dim (dk, dv); 64 halves the tiles
 #endif
-const uint QR = 8, MAXD4 = MAXD / 4;
+#ifndef MAXDK
+#define MAXDK MAXD  // largest key width (192: 32-key tiles need ~48 KiB of shared memory)
+#endif
+const uint QR = 8, MAXD4 = MAXD / 4, MAXDK4 = MAXDK / 4;
 layout(binding = 0) readonly buffer Q { float q[]; };
 layout(binding = 1) readonly buffer KA { uint ka[]; };
 layout(binding = 2) readonly buffer KB { uint kb[]; };  // unused (MLA's rope part)
@@ -47,8 +51,8 @@ float LoadV(uint i) { return unpackHalf2x16(v[i >> 1])[i & 1u]; }
 float LoadKA(uint i) { return uintBitsToFloat(ka[i]); }
 float LoadV(uint i) { return uintBitsToFloat(v[i]); }
 #endif
-shared vec4 qs4[QR][MAXD4];
-shared vec4 ks4[KT][MAXD4 + 1];
+shared vec4 qs4[QR][MAXDK4];
+shared vec4 ks4[KT][MAXDK4 + 1];
 shared vec4 vs4[KT][MAXD4];
 shared float ps[QR][KT];
 shared int row_slot[QR];
