@@ -283,6 +283,7 @@ VulkanBackend::Program& VulkanBackend::GetProgram(const Graph& g, const Batch& b
   key = Mix(key, uint64_t(b.n_tokens()));
   key = Mix(key, b.out_rows.size());
   key = Mix(key, uint64_t(mode));
+  key = Mix(key, MlaStepExpands(g, b) ? 1u : 0u);  // the MLA's form depends on the positions
   for (auto it = programs_.begin(); it != programs_.end(); ++it)
     if ((*it)->key == key) {
       programs_.splice(programs_.begin(), programs_, it);
@@ -308,6 +309,7 @@ std::unique_ptr<VulkanBackend::Program> VulkanBackend::Build(const Graph& g, con
   ES_CHECK(N > 0 && nodes.back().op != Op::kWeight, "vulkan: the graph has no output op");
   const int64_t T = b.n_tokens();
   p->T = T;
+  const bool mla_expand = MlaStepExpands(g, b);  // in the key (Run)
   for (const Node& n : nodes) {
     std::string why;
     ES_CHECK(OpSupported(g, n, &why), "vulkan: node '", n.name, "' (", OpName(n.op),
@@ -481,7 +483,7 @@ std::unique_ptr<VulkanBackend::Program> VulkanBackend::Build(const Graph& g, con
   // MLA's q rope: mla_attention.comp rotates q's rope dims while loading them (MlaFoldsQRope).
   for (int j = 0; fuse && j < N; ++j) {
     const Node& n = nodes[size_t(j)];
-    if (n.op != Op::kMlaAttention || !MlaFoldsQRope(*dev_, kv, g, n, T)) continue;
+    if (n.op != Op::kMlaAttention || !MlaFoldsQRope(*dev_, kv, g, n, T, mla_expand)) continue;
     const int qr = n.src[0];
     const Node& q = nodes[size_t(qr)];
     if (q.op != Op::kRope || uses[size_t(qr)] != 1 || q.i[0] != n.i[0] || q.i[1] != n.i[1] + n.i[2] ||
@@ -517,7 +519,7 @@ std::unique_ptr<VulkanBackend::Program> VulkanBackend::Build(const Graph& g, con
   std::vector<std::vector<int>> scratch_items(static_cast<size_t>(N));
   for (int i = 0; i < N; ++i) {
     if (nodes[size_t(i)].op == Op::kWeight) continue;
-    for (uint64_t bytes : ScratchBytes(*dev_, kv, g, nodes[size_t(i)], T)) {
+    for (uint64_t bytes : ScratchBytes(*dev_, kv, g, nodes[size_t(i)], T, mla_expand)) {
       scratch_items[size_t(i)].push_back(int(items.size()));
       items.push_back({i, i, bytes});
     }
@@ -602,8 +604,9 @@ std::unique_ptr<VulkanBackend::Program> VulkanBackend::Build(const Graph& g, con
       w += uint32_t(T) * uint32_t(n.rope->dim / 2) * 2;
     }
   lay.kv_tables = w, w += uint32_t(kv.tables().size());
-  if (std::any_of(nodes.begin(), nodes.end(),
-                  [&](const Node& n) { return MlaTakesNonAbsorbed(*dev_, kv, g, n, T); })) {
+  if (std::any_of(nodes.begin(), nodes.end(), [&](const Node& n) {
+        return MlaTakesNonAbsorbed(*dev_, kv, g, n, T, mla_expand);
+      })) {
     lay.mla_view = w = (w + 63) / 64 * 64;  // bound on its own: 256-byte aligned
     w += uint32_t(MlaViewWords(kv, T));
   }
@@ -629,6 +632,7 @@ std::unique_ptr<VulkanBackend::Program> VulkanBackend::Build(const Graph& g, con
     ci.layout = &lay;
     ci.out = &p->ds;
     ci.T = T;
+    ci.mla_expand = mla_expand;
     ci.host_pool = host_pool_.get();
     ci.owned = &p->owned;
     for (int it : scratch_items[size_t(i)]) ci.scratch.push_back(item_range(it));

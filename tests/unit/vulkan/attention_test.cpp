@@ -560,6 +560,34 @@ TEST_P(VulkanAttention, MlaNonAbsorbedAtRealWidths) {
   }
 }
 
+// The step's choice of form (MlaStepExpands): fresh prompts and long chunks expand; a step as
+// long that also carries a decode row of a 4,000-key context keeps the absorbed form (expanding
+// that slot's whole context for one row costs ~20x what the absorbed rows cost); fewer rows than
+// kMlaNonAbsorbedMinRows never expand. No device: the rule is host arithmetic.
+TEST(VulkanMlaForm, TheStepExpandsOnlyWhereItSavesMultiplyAdds) {
+  Graph g;
+  Node n = Make(Op::kMlaAttention, "mla", {}, {1, 16 * 128});
+  n.i[0] = 16, n.i[1] = 128, n.i[2] = 64, n.i[3] = 128, n.i[4] = 512;  // V2-Lite's widths
+  g.Add(n);
+  auto step = [&](std::initializer_list<std::pair<int, std::pair<int, int>>> rows) {
+    Batch b;  // (slot, (first position, rows))
+    for (const auto& [slot, pr] : rows) b.Add(slot, pr.first, Tokens(pr.second, slot), true);
+    b.Finalize();
+    return vk::MlaStepExpands(g, b);
+  };
+  EXPECT_TRUE(step({{0, {0, 197}}}));                   // a fresh prompt
+  EXPECT_TRUE(step({{0, {197, 211}}, {1, {0, 40}}}));   // a long chunk continuing, a fresh prompt
+  EXPECT_TRUE(step({{0, {3000, 192}}}));                // past ~171 rows, after any context
+  EXPECT_FALSE(step({{0, {0, 191}}}));                  // short of the row count
+  EXPECT_FALSE(step({{0, {4000, 1}}, {1, {0, 200}}}));  // a decode row of a long context with them
+  Graph dense;
+  dense.Add(Make(Op::kAttention, "attn", {}, {1, 64}));
+  Batch b;
+  b.Add(0, 0, Tokens(300, 1), true);
+  b.Finalize();
+  EXPECT_FALSE(vk::MlaStepExpands(dense, b));  // no MLA
+}
+
 INSTANTIATE_TEST_SUITE_P(KvTypes, VulkanAttention, ::testing::Values(DType::kF32, DType::kF16),
                          [](const auto& info) { return std::string(Name(info.param)); });
 

@@ -85,13 +85,15 @@ uint32_t MlaHeadsPerGroup(const Device& dev, int64_t r, int64_t dr) {
 }
 }  // namespace
 
-bool MlaFoldsQRope(const Device& dev, const VkKv& kv, const Graph& g, const Node& n, int64_t T) {
-  return !MlaTakesNonAbsorbed(dev, kv, g, n, T) && MlaHeadsPerGroup(dev, n.i[4], n.i[2]) != 0;
+bool MlaFoldsQRope(const Device& dev, const VkKv& kv, const Graph& g, const Node& n, int64_t T,
+                   bool expand) {
+  return !MlaTakesNonAbsorbed(dev, kv, g, n, T, expand) &&
+         MlaHeadsPerGroup(dev, n.i[4], n.i[2]) != 0;
 }
 
 std::vector<uint64_t> MlaScratch(const Device& dev, const VkKv& kv, const Graph& g, const Node& n,
-                                 int64_t T) {
-  if (MlaTakesNonAbsorbed(dev, kv, g, n, T)) return MlaNonAbsorbedScratch(kv, n, T);
+                                 int64_t T, bool expand) {
+  if (MlaTakesNonAbsorbed(dev, kv, g, n, T, expand)) return MlaNonAbsorbedScratch(kv, n, T);
   const uint64_t H = uint64_t(n.i[0]), dr = uint64_t(n.i[2]), r = uint64_t(n.i[4]);
   std::vector<uint64_t> s{uint64_t(T) * H * (r + dr) * 4, uint64_t(T) * H * r * 4};
   if (T <= kDecodeMaxRows) {
@@ -105,7 +107,7 @@ std::vector<uint64_t> MlaScratch(const Device& dev, const VkKv& kv, const Graph&
 }
 
 void BuildMla(OpContext& c) {
-  if (MlaTakesNonAbsorbed(c.dev, c.kv, c.g, c.n, c.T)) return BuildMlaNonAbsorbed(c);
+  if (MlaTakesNonAbsorbed(c.dev, c.kv, c.g, c.n, c.T, c.mla_expand)) return BuildMlaNonAbsorbed(c);
   const auto& n = c.n;
   const int64_t T = c.T, H = n.i[0], dn = n.i[1], dr = n.i[2], dv = n.i[3], r = n.i[4];
   const KvSpec& spec = c.kv.spec();

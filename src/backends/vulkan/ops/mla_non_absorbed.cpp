@@ -20,6 +20,7 @@
 // [2H + H rows] (uint); rows = MlaGatherRows, every distinct slot of a step at its capacity.
 #include <algorithm>
 #include <cstring>
+#include <map>
 
 #include "ops/ops.h"
 
@@ -59,9 +60,37 @@ uint64_t MlaViewWords(const VkKv& kv, int64_t T) {
   return uint64_t(ViewMap(kv, T) + 1 + MlaGatherRows(kv, T) / kKvBlockTokens);
 }
 
+bool MlaStepExpands(const Graph& g, const Batch& b) {
+  const int64_t T = b.n_tokens();
+  if (T < kMlaNonAbsorbedMinRows) return false;
+  const Node* mla = nullptr;
+  for (const Node& n : g.nodes())
+    if (n.op == Op::kMlaAttention) {
+      mla = &n;
+      break;
+    }
+  if (!mla) return false;
+  // Multiply-adds per head (ops.h kMlaNonAbsorbedMinRows): a row of context c costs
+  // (dn + dv) r + (2r + dr) c absorbed and (dn + dr + dv) c non-absorbed, plus (dn + dv) r per key
+  // of every slot's context expanded.
+  const double dn = double(mla->i[1]), dr = double(mla->i[2]), dv = double(mla->i[3]),
+               r = double(mla->i[4]);
+  std::map<int, int64_t> ctx;  // slot -> keys of its context after the step
+  double absorbed = 0, expanded = 0;
+  for (int64_t t = 0; t < T; ++t) {
+    const double c = double(b.positions[size_t(t)] + 1);
+    absorbed += (dn + dv) * r + (2 * r + dr) * c;
+    expanded += (dn + dr + dv) * c;
+    int64_t& k = ctx[b.seqs[size_t(b.row_seq[size_t(t)])].slot];
+    k = std::max<int64_t>(k, b.positions[size_t(t)] + 1);
+  }
+  for (const auto& [slot, keys] : ctx) expanded += (dn + dv) * r * double(keys);
+  return expanded < absorbed;
+}
+
 bool MlaTakesNonAbsorbed(const Device& dev, const VkKv& kv, const Graph& g, const Node& n,
-                         int64_t T) {
-  if (n.op != Op::kMlaAttention || T < kMlaNonAbsorbedMinRows) return false;
+                         int64_t T, bool expand) {
+  if (n.op != Op::kMlaAttention || !expand || T < kMlaNonAbsorbedMinRows) return false;
   const Tensor* kvb = KvB(g, n);
   const int64_t H = n.i[0], dn = n.i[1], dr = n.i[2], dv = n.i[3], r = n.i[4];
   if (!kvb || kvb->shape != Shape{H * (dn + dv), r} || !WeightStore::Supported(kvb->dtype) ||

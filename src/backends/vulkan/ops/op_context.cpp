@@ -73,14 +73,14 @@ GemvShape GemvFor(const Device& dev) {
 }
 
 std::vector<uint64_t> ScratchBytes(const Device& dev, const VkKv& kv, const Graph& g, const Node& n,
-                                   int64_t T) {
+                                   int64_t T, bool mla_expand) {
   switch (n.op) {
     case Op::kMatMul: {
       const uint64_t b = MatMulScratchBytes(dev, g, n);
       return b ? std::vector<uint64_t>{b} : std::vector<uint64_t>{};
     }
     case Op::kMlaAttention:
-      return MlaScratch(dev, kv, g, n, T);
+      return MlaScratch(dev, kv, g, n, T, mla_expand);
     case Op::kMoE: return MoeScratch(dev, g, n, T);
     case Op::kAttention: {
       const uint64_t b = AttentionSplitBytes(dev, T, uint32_t(n.i[0]), uint32_t(n.i[1]), uint32_t(n.i[2]),

@@ -45,6 +45,7 @@ struct OpContext {
   const BatchLayout* layout = nullptr;
   std::vector<Dispatch>* out = nullptr;
   int64_t T = 0;  // batch rows
+  bool mla_expand = false;  // the step's MLA expands where it can (MlaStepExpands)
   // Fusions decided by the builder (vulkan_backend.cpp): the node's output goes to act[out_node]
   // (a consumer's) instead of its own; a matmul adds `residual` in its epilogue; a matmul of the
   // FFN up projection computes silu(x gateᵀ) * (x upᵀ) with `dual_gate`'s weight.
@@ -184,7 +185,7 @@ void RecordHeadGemv(OpContext& c, BufRange x, int64_t R, int64_t H, int64_t N, i
 // ---- op registry -----------------------------------------------------------------------------
 // Scratch bytes an op needs while it runs (f32 temporaries), in the order it uses them.
 std::vector<uint64_t> ScratchBytes(const Device& dev, const VkKv& kv, const Graph& g, const Node& n,
-                                   int64_t T);
+                                   int64_t T, bool mla_expand);
 // A matmul's scratch: the f16 copy of x for the workgroup-scope coopmat GEMM (0 bytes if none).
 uint64_t MatMulScratchBytes(const Device& dev, const Graph& g, const Node& n);
 // Records the node's dispatches.

@@ -49,18 +49,25 @@ void RecordGroupedGemm(OpContext& c, const GroupedGemm& g);
 // has them (GEMMs and attention_cm2.comp) while the absorbed kernel runs on the FP32 ALUs. 192
 // keeps the form never dearer in multiply-adds, also on devices without tensor cores.
 constexpr int64_t kMlaNonAbsorbedMinRows = 192;
-// Whether kMlaAttention node n over T rows takes the non-absorbed form: T >= the constant above,
-// kv_b given (src 5) in one chunk, head dims the prefill attention kernels take, and the
-// gathered keys and values (every distinct slot of the step at its whole capacity) within
-// kMlaNonAbsorbedMaxBytes of scratch and each within one binding.
+// Whether the step's MLA pays to expand: at least kMlaNonAbsorbedMinRows rows, and fewer
+// multiply-adds in the non-absorbed form than in the absorbed one for this batch's slots and
+// positions — each slot's whole context is expanded, so a decode row of a long context in the
+// step (continuous batching mixes them with prefill chunks) weighs against it. Positions change
+// from step to step, so the answer is part of the program's key (VulkanBackend::Run).
+bool MlaStepExpands(const Graph& g, const Batch& b);
+// Whether kMlaAttention node n over T rows takes the non-absorbed form: the step expands
+// (MlaStepExpands: `expand`), kv_b given (src 5) in one chunk, head dims the prefill attention
+// kernels take, and the gathered keys and values (every distinct slot of the step at its whole
+// capacity) within kMlaNonAbsorbedMaxBytes of scratch and each within one binding.
 bool MlaTakesNonAbsorbed(const Device& dev, const VkKv& kv, const Graph& g, const Node& n,
-                         int64_t T);
+                         int64_t T, bool expand);
 std::vector<uint64_t> MlaScratch(const Device& dev, const VkKv& kv, const Graph& g, const Node& n,
-                                 int64_t T);
+                                 int64_t T, bool expand);
 // Whether kMlaAttention node n runs mla_attention.comp, which can rotate q's rope dims itself:
 // the builder then folds the q rope producing its q into it (OpContext::attn_rope). Never in the
 // non-absorbed form, whose attention reads the rotated q.
-bool MlaFoldsQRope(const Device& dev, const VkKv& kv, const Graph& g, const Node& n, int64_t T);
+bool MlaFoldsQRope(const Device& dev, const VkKv& kv, const Graph& g, const Node& n, int64_t T,
+                   bool expand);
 // Words of the batch buffer's MLA view (BatchLayout::mla_view) for T rows over kv; the non-absorbed
 // form's gathered rows (at most): every distinct slot of a step at its whole capacity.
 uint64_t MlaViewWords(const VkKv& kv, int64_t T);
