@@ -99,6 +99,7 @@ std::vector<int32_t> Generate(Runner& runner, int slot, const std::vector<int32_
     draft.tokens.clear();
     draft.probs.clear();
     if (k > 0) opts.drafter->Propose(history, k, opts.sampling, &draft);
+    const auto td = Clock::now();
     ES_ASSERT(draft.tokens.size() <= size_t(k));
     toks.assign(1, history.back());
     toks.insert(toks.end(), draft.tokens.begin(), draft.tokens.end());
@@ -142,6 +143,7 @@ std::vector<int32_t> Generate(Runner& runner, int slot, const std::vector<int32_
     pos += int64_t(out.size() - before);
     if (stats) {
       stats->token_s.push_back(std::chrono::duration<double>(Clock::now() - ts).count());
+      stats->draft_s.push_back(std::chrono::duration<double>(td - ts).count());
       stats->decode_tokens += int64_t(out.size() - before);
     }
   }
