@@ -36,7 +36,7 @@ void Print(const BenchResult& r, bool header) {
   else
     std::printf("decode     %8.2f tokens/s  (tg%d)  per token p50 %.1f / p95 %.1f / p99 %.1f ms\n",
                 r.decode_tokens_per_s, r.n_gen, r.decode_p50_ms, r.decode_p95_ms, r.decode_p99_ms);
-  if (r.n_gen > 0)
+  if (r.n_gen > 0 && r.spec_drafter.empty())  // not read with drafts (bench.cpp)
     std::printf(
         "steps      first %.1f ms; p50 / p95: CPU %.1f / %.1f ms, run-queue wait %.1f / %.1f ms,"
         " preempted %.0f / %.0f, faults %.0f / %.0f\n",
@@ -50,6 +50,11 @@ void Print(const BenchResult& r, bool header) {
         r.spec_drafter.c_str(), r.spec_k, 100 * r.spec.acceptance(), (long long)r.spec.accepted,
         (long long)r.spec.drafted, r.spec.tokens_per_step(), r.decode_tokens_per_s,
         r.plain_decode_tokens_per_s, r.spec_speedup, r.reps);
+  if (!r.spec_drafter.empty())
+    std::printf(
+        "spec step  p50 draft %.2f ms + verify %.2f ms, plain step %.2f ms: a free drafter would "
+        "give x%.2f (the verification bound)\n",
+        r.spec_draft_ms, r.spec_verify_ms, r.plain_step_ms, r.spec_verify_bound);
   if (r.mem_bandwidth_gbs > 0)
     std::printf("bandwidth  decode reads %.1f GB/s = %.0f%% of the measured %.1f GB/s\n",
                 r.decode_bandwidth_fraction * r.mem_bandwidth_gbs,

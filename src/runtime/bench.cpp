@@ -221,7 +221,10 @@ BenchResult RunBench(Runner& runner, const BenchOptions& o, double load_s) {
       go.prefill_chunk = o.n_prompt;
       go.drafter = drafter;
       go.spec_k = o.spec_k;
-      if (timed)
+      // Not with drafts: a read costs ~120 us with 9 threads on this CPU (a /proc file a thread),
+      // paid once per emitted token, so k + 1 times a speculative step and never in the pair's
+      // plain half (untimed): it slowed only the speculative side.
+      if (timed && !o.drafter)
         go.on_token = [&](int32_t) {
           at.push_back(ReadProcessCounters());
           return true;
@@ -260,7 +263,7 @@ BenchResult RunBench(Runner& runner, const BenchOptions& o, double load_s) {
         o.batch > 1 ? double(gs.token_s.size()) * o.batch : double(gs.decode_tokens);
     return sum > 0 ? tokens / sum : 0.0;
   };
-  std::vector<double> ratios;
+  std::vector<double> ratios, draft_times, verify_times, plain_times;
   for (int rep = 0; rep < o.reps; ++rep) {
     if (o.drafter) {
       // The pair's plain half first; its per-step counters are left out of the step split.
@@ -268,9 +271,14 @@ BenchResult RunBench(Runner& runner, const BenchOptions& o, double load_s) {
       const GenerateStats plain = pass(o.n_gen + 1, nullptr);
       timed = true;
       if (!plain.token_s.empty()) r.plain_decode_runs.push_back(decode_rate(plain));
+      plain_times.insert(plain_times.end(), plain.token_s.begin(), plain.token_s.end());
     }
     const GenerateStats gs = pass(o.n_gen + 1, o.drafter);
     r.spec.Add(gs.spec);
+    for (size_t i = 0; i < gs.draft_s.size(); ++i) {
+      draft_times.push_back(gs.draft_s[i]);
+      verify_times.push_back(gs.token_s[i] - gs.draft_s[i]);
+    }
     if (o.drafter && !gs.token_s.empty() && !r.plain_decode_runs.empty())
       ratios.push_back(decode_rate(gs) / r.plain_decode_runs.back());
     if (o.n_prompt > 0) r.prefill_runs.push_back(double(o.n_prompt) * o.batch / gs.prefill_s);
@@ -282,6 +290,13 @@ BenchResult RunBench(Runner& runner, const BenchOptions& o, double load_s) {
   r.decode_tokens_per_s = Median(r.decode_runs);
   r.plain_decode_tokens_per_s = Median(r.plain_decode_runs);
   r.spec_speedup = Median(ratios);
+  if (o.drafter) {
+    r.spec_draft_ms = Median(draft_times) * 1e3;
+    r.spec_verify_ms = Median(verify_times) * 1e3;
+    r.plain_step_ms = Median(plain_times) * 1e3;
+    if (r.spec_verify_ms > 0)
+      r.spec_verify_bound = r.spec.tokens_per_step() * r.plain_step_ms / r.spec_verify_ms;
+  }
   r.ttft_s = Median(ttfts);
   r.decode_p50_ms = Percentile(token_times, 50) * 1e3;
   r.decode_p95_ms = Percentile(token_times, 95) * 1e3;
@@ -365,7 +380,11 @@ nlohmann::json BenchResult::ToJson() const {
                                            {"tokens_per_step", spec.tokens_per_step()},
                                            {"plain_decode_tokens_per_s", plain_decode_tokens_per_s},
                                            {"plain_decode_runs_tokens_per_s", plain_decode_runs},
-                                           {"speedup", spec_speedup}}}};
+                                           {"speedup", spec_speedup},
+                                           {"draft_ms_p50", spec_draft_ms},
+                                           {"verify_ms_p50", spec_verify_ms},
+                                           {"plain_step_ms_p50", plain_step_ms},
+                                           {"verification_bound", spec_verify_bound}}}};
 }
 
 }  // namespace es

@@ -99,14 +99,18 @@ std::vector<int32_t> Generate(Runner& runner, int slot, const std::vector<int32_
     draft.tokens.clear();
     draft.probs.clear();
     if (k > 0) opts.drafter->Propose(history, k, opts.sampling, &draft);
+    const auto td = Clock::now();
     ES_ASSERT(draft.tokens.size() <= size_t(k));
     toks.assign(1, history.back());
     toks.insert(toks.end(), draft.tokens.begin(), draft.tokens.end());
     Batch batch;
     batch.Add(slot, pos, toks, /*all_logits=*/true);
     batch.Finalize();
-    // Greedy without penalties and nothing banned in any row: the argmax ids are all it needs.
-    const bool argmax_only = sampler.plain_greedy() && int(out.size()) >= opts.min_new_tokens;
+    // Greedy without penalties: the k + 1 argmax ids are all the verification needs (computed
+    // on the device by GPU backends; no logit row comes back, no distribution is built). A row
+    // whose id is banned there (EOS before min_new_tokens) is computed again alone with its
+    // logits (its KV is rewritten with the same values) and picked by the sampler.
+    const bool argmax_only = sampler.plain_greedy();
     if (argmax_only)
       runner.ForwardArgmax(batch, &ids);
     else
@@ -116,11 +120,21 @@ std::vector<int32_t> Generate(Runner& runner, int slot, const std::vector<int32_
     step.draft = &draft;
     step.vocab = vocab;
     step.target = [&](int i, Sampler::Candidates* p) {
-      if (argmax_only)
-        p->assign(1, {1.0f, ids[size_t(i)]});
-      else
-        sampler.Distribution(logits.data() + size_t(i) * size_t(vocab), vocab, history,
-                             banned_now(), p);
+      const std::vector<int32_t> banned = banned_now();
+      size_t row = size_t(i);
+      if (argmax_only) {
+        const int32_t id = ids[size_t(i)];
+        if (std::find(banned.begin(), banned.end(), id) == banned.end()) {
+          p->assign(1, {1.0f, id});
+          return true;
+        }
+        Batch one;
+        one.Add(slot, pos + i, {toks[size_t(i)]});
+        one.Finalize();
+        runner.Forward(one, &logits);
+        row = 0;
+      }
+      sampler.Distribution(logits.data() + row * size_t(vocab), vocab, history, banned, p);
       return true;
     };
     step.emit = [&](int32_t id) { return go_on = emit(id); };
@@ -129,6 +143,7 @@ std::vector<int32_t> Generate(Runner& runner, int slot, const std::vector<int32_
     pos += int64_t(out.size() - before);
     if (stats) {
       stats->token_s.push_back(std::chrono::duration<double>(Clock::now() - ts).count());
+      stats->draft_s.push_back(std::chrono::duration<double>(td - ts).count());
       stats->decode_tokens += int64_t(out.size() - before);
     }
   }

@@ -173,18 +173,19 @@ void ModelDrafter::Propose(const std::vector<int32_t>& history, int k, const Sam
 int32_t AcceptDraftToken(const Sampler::Candidates& p, int32_t d, const Sampler::Candidates* q,
                          int vocab, Sampler& sampler, std::vector<float>* dense, bool* accepted) {
   ES_ASSERT(!p.empty() && d >= 0 && d < vocab);
+  // q as a dense row (only its support is touched, and cleared again below). A one-hot q (a
+  // deterministic drafter; every greedy step) needs no row: q(id) is 1 at d and 0 elsewhere, so
+  // greedy verification does no work that scales with the vocabulary.
   std::vector<float>& qd = *dense;
-  if (qd.size() < size_t(vocab)) qd.assign(size_t(vocab), 0.0f);
-  // q as a dense row (only its support is touched, and cleared again below).
   if (q) {
+    if (qd.size() < size_t(vocab)) qd.assign(size_t(vocab), 0.0f);
     for (const auto& [pr, id] : *q) qd[size_t(id)] = pr;
-  } else {
-    qd[size_t(d)] = 1.0f;
   }
+  auto q_of = [&](int32_t id) { return q ? qd[size_t(id)] : (id == d ? 1.0f : 0.0f); };
   float pd = 0;
   for (const auto& [pr, id] : p)
     if (id == d) pd = pr;
-  const float q_d = qd[size_t(d)];
+  const float q_d = q_of(d);
   // Accept with probability min(1, p(d) / q(d)): no draw when p(d) >= q(d) (certain), none when
   // p(d) == 0 (impossible), so greedy verification never touches the generator.
   bool ok = pd >= q_d || (pd > 0 && sampler.Uniform() * double(q_d) < double(pd));
@@ -193,17 +194,14 @@ int32_t AcceptDraftToken(const Sampler::Candidates& p, int32_t d, const Sampler:
     // The residual norm(max(0, p - q)): its support lies inside p's.
     Sampler::Candidates r;
     for (const auto& [pr, id] : p) {
-      const float v = pr - qd[size_t(id)];
+      const float v = pr - q_of(id);
       if (v > 0) r.emplace_back(v, id);
     }
     if (r.empty()) r = p;                                 // p == q up to rounding: p itself
     tok = r.size() == 1 ? r[0].second : sampler.Draw(r);  // Draw weighs by the unnormalized mass
   }
-  if (q) {
+  if (q)
     for (const auto& [pr, id] : *q) qd[size_t(id)] = 0.0f;
-  } else {
-    qd[size_t(d)] = 0.0f;
-  }
   *accepted = ok;
   return tok;
 }

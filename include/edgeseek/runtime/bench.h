@@ -47,7 +47,8 @@ struct BenchResult {
   // Where a decode step's time went (Linux; zeros elsewhere), p50 / p95 over all timed steps:
   // the process's CPU time (all threads), the time its runnable threads waited for a core (the
   // run queue: other processes on the cores), involuntary context switches and page faults. A
-  // long step with little CPU and much run-queue wait was the machine, not the engine.
+  // long step with little CPU and much run-queue wait was the machine, not the engine. Zeros with
+  // a drafter (the reads would tax only the speculative side: bench.cpp).
   double step_cpu_p50_ms = 0, step_cpu_p95_ms = 0;
   double step_wait_p50_ms = 0, step_wait_p95_ms = 0;
   double step_preempt_p50 = 0, step_preempt_p95 = 0;   // involuntary switches a step
@@ -66,6 +67,13 @@ struct BenchResult {
   double plain_decode_tokens_per_s = 0;  // median of the pairs' passes without drafts
   std::vector<double> plain_decode_runs;
   double spec_speedup = 0;  // median over pairs of spec / plain decode tokens/s
+  // A speculative step's split, medians over the timed steps: drafting, then the verification
+  // (the forward of up to k + 1 rows and the acceptance); a plain step of the same pairs. The
+  // verification bound is the speed-up a free drafter would give at this acceptance:
+  // tokens_per_step x plain_step / verify (with draft = target, the issue's "verification cost
+  // bound"; drafting with the target itself costs k plain steps on top).
+  double spec_draft_ms = 0, spec_verify_ms = 0, plain_step_ms = 0;
+  double spec_verify_bound = 0;
   nlohmann::json ToJson() const;
 };
 

@@ -29,6 +29,7 @@ struct GenerateOptions {
 struct GenerateStats {
   double prefill_s = 0;
   std::vector<double> token_s;  // per decode step (with speculation: per draft + verify step)
+  std::vector<double> draft_s;  // per speculative step: the drafter's part of token_s
   int64_t decode_tokens = 0;    // tokens the decode steps emitted (token_s.size() without drafts)
   bool stopped_by_eos = false;
   SpecStats spec;  // speculative steps (zeros without a drafter)

@@ -105,8 +105,9 @@ class ModelDrafter : public Drafter {
 
 // ---- verification ----------------------------------------------------------------------------
 // Acceptance of one drafted token `d` against the target's distribution p (Candidates). q: the
-// draft's distribution (null: one-hot at d). `dense` is scratch of at least `vocab` floats (all
-// zero on entry and on return). Returns the token to emit; *accepted says whether it is d.
+// draft's distribution (null: one-hot at d). `dense` is scratch, all zero on entry and on return,
+// grown to `vocab` floats when q is given (a one-hot q needs none: greedy verification costs
+// O(|p|), nothing per vocabulary entry). Returns the token to emit; *accepted says whether it is d.
 int32_t AcceptDraftToken(const Sampler::Candidates& p, int32_t d, const Sampler::Candidates* q,
                          int vocab, Sampler& sampler, std::vector<float>* dense, bool* accepted);
 

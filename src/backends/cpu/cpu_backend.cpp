@@ -140,7 +140,15 @@ class CpuBackend final : public Backend {
     return std::make_unique<CpuKv>(spec, n_slots, capacity, n_blocks);
   }
   void Compute(const Graph& g, const Batch& batch, KvStorage& kv, float* out,
-               ComputeStats* stats) override;
+               ComputeStats* stats) override {
+    Run(g, batch, kv, out, nullptr, stats);
+  }
+  // The argmax straight from the output buffer: no [rows, vocab] copy (152k floats a row for
+  // Qwen2) per greedy step or speculative verification.
+  void ComputeArgmax(const Graph& g, const Batch& batch, KvStorage& kv, int32_t* ids,
+                     ComputeStats* stats) override {
+    Run(g, batch, kv, nullptr, ids, stats);
+  }
   size_t peak_bytes() const override { return peak_; }
 
  private:
@@ -151,6 +159,9 @@ class CpuBackend final : public Backend {
     Shape shape;
     cpu::PackedWeight w;
   };
+  // Runs `g`; the output node's rows go to `out` (logits) or their argmax to `ids`.
+  void Run(const Graph& g, const Batch& batch, KvStorage& kv, float* out, int32_t* ids,
+           ComputeStats* stats);
   const Packed* FindPacked(const Tensor& w) const;
   const float* F32(const Tensor* t);  // small weights (norms, biases) as f32, cached
   float* Alloc(size_t n);
@@ -562,8 +573,8 @@ void CpuBackend::MoE(const Node& n, const Graph& g, const float* x, int64_t R, f
   Release(dn, size_t(M * D));
 }
 
-void CpuBackend::Compute(const Graph& g, const Batch& b, KvStorage& kv_base, float* out,
-                         ComputeStats* stats) {
+void CpuBackend::Run(const Graph& g, const Batch& b, KvStorage& kv_base, float* out, int32_t* ids,
+                     ComputeStats* stats) {
   auto& kv = dynamic_cast<CpuKv&>(kv_base);
   const auto& nodes = g.nodes();
   const std::vector<int> last = g.LastUse();
@@ -744,7 +755,10 @@ void CpuBackend::Compute(const Graph& g, const Batch& b, KvStorage& kv_base, flo
     }
   }
   const size_t on = size_t(g.output());
-  std::memcpy(out, buf[on], buf_n[on] * 4);
+  if (out)
+    std::memcpy(out, buf[on], buf_n[on] * 4);
+  else
+    ArgmaxRowsHost(buf[on], nodes[on].shape[0], nodes[on].shape[1], ids);
   const double total_s = std::chrono::duration<double>(Clock::now() - t_start).count();
   if (opts_.profile) {
     PhaseProfile& pp = profile_[decode ? 0 : 1];

@@ -8,10 +8,12 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <map>
 #include <random>
 
+#include "counting_backend.h"
 #include "edgeseek/backends/backend.h"
 #include "edgeseek/core/error.h"
 #include "edgeseek/runtime/engine.h"
@@ -189,6 +191,66 @@ TEST_F(GreedySpec, ContextEnd) {
   EXPECT_NE(e0.find("context"), std::string::npos) << e0;
   EXPECT_EQ(e1, e0);
   EXPECT_EQ(e2, e0);
+}
+
+// Greedy speculation reads ids only: the draft model's steps and the verification of k + 1 rows
+// take the argmax path (Backend::ComputeArgmax; on a GPU only the ids come back), no logit row
+// reaches the host, no distribution is built. Also with EOS banned before min_new_tokens (the
+// shape of `generate -n`) while no row picks it; a row whose argmax is banned is computed again
+// alone with its logits, and the output is still the plain one.
+TEST_F(GreedySpec, ReadsIdsOnly) {
+  const std::vector<int32_t> prompt = RepetitivePrompt();
+  auto counted = [](std::shared_ptr<const Model> m, test::ReadBack* c) {
+    return std::make_unique<Runner>(
+        std::move(m), std::make_unique<test::CountingBackend>(CreateBackend("cpu", {}), c),
+        RunnerOptions{});
+  };
+  const GenRun free_run = GenerateWith(m_, prompt, Greedy(30), nullptr, 0);
+  int32_t never = 0;  // an id the plain output never holds
+  while (std::count(free_run.out.begin(), free_run.out.end(), never)) ++never;
+  struct Case {
+    const char* name;
+    std::vector<int32_t> eos;
+    int64_t refetched_rows;  // logit rows of the speculative steps (-1: at least one)
+  };
+  for (const Case& c : {Case{"bench: nothing banned", {}, 0},
+                        Case{"generate: EOS banned, never picked", {never}, 0},
+                        Case{"EOS banned and picked", {free_run.out[5]}, -1}}) {
+    GenerateOptions go = Greedy(30);
+    go.min_new_tokens = go.max_new_tokens;
+    go.eos_ids = c.eos;
+    const GenRun plain = GenerateWith(m_, prompt, go, nullptr, 0);
+    for (int k : {2, 4}) {
+      test::ReadBack target, draft, at_first;
+      NgramDrafter ngram;
+      ModelDrafter self(counted(m_, &draft));
+      for (Drafter* d : std::vector<Drafter*>{&ngram, &self}) {
+        SCOPED_TRACE(std::string(c.name) + ", " + d->name() + " k=" + std::to_string(k));
+        target = draft = {};
+        auto runner = counted(m_, &target);
+        GenerateOptions sgo = go;
+        sgo.drafter = d;
+        sgo.spec_k = k;
+        bool first = true;
+        sgo.on_token = [&](int32_t) {
+          if (first) at_first = target;  // after the prefill: the speculative steps start
+          first = false;
+          return true;
+        };
+        GenerateStats st;
+        EXPECT_EQ(Generate(*runner, runner->AcquireSlot(), prompt, sgo, &st), plain.out);
+        EXPECT_GT(st.spec.drafted, 0);
+        EXPECT_EQ(target.max_argmax_rows, k + 1);  // a verification of k + 1 rows, ids only
+        const int64_t rows = target.logit_rows - at_first.logit_rows;
+        if (c.refetched_rows >= 0)
+          EXPECT_EQ(rows, c.refetched_rows);
+        else  // one row at a time, only where the banned id won
+          EXPECT_TRUE(rows > 0 && rows == target.logit_calls - at_first.logit_calls) << rows;
+        EXPECT_EQ(draft.logit_calls, 0);  // the draft model: argmax steps only
+        EXPECT_EQ(target.sample_calls + draft.sample_calls, 0);
+      }
+    }
+  }
 }
 
 TEST_F(GreedySpec, NgramAcceptsOnRepetitiveOutput) {
@@ -575,6 +637,56 @@ TEST(SpecEngine, GreedyOutputIdenticalWithAndWithoutDrafts) {
         EXPECT_EQ(got.at(id).logprobs, o.logprobs);  // same rows, same processing: bitwise
       }
     }
+  }
+}
+
+// The server's speculative step of a greedy request reads ids only: the verification and the
+// draft model's steps take ForwardArgmax, no logit row comes back (the output is the plain one).
+TEST(SpecEngine, GreedyStepReadsIdsOnly) {
+  auto m = GoldenLlama();
+  auto run = [&](std::unique_ptr<Drafter> d, int k, test::ReadBack* target) {
+    RunnerOptions ro;
+    ro.context = 96;
+    auto queue = std::make_shared<RequestQueue>(QosPolicy{});
+    Engine e(WrapRunner(std::make_unique<Runner>(
+                 m, std::make_unique<test::CountingBackend>(CreateBackend("cpu", {}), target), ro)),
+             queue, EngineOptions{});
+    const bool speculative = d != nullptr;
+    if (d) e.set_drafter(std::move(d), k);
+    std::vector<int32_t> out;
+    auto r = std::make_shared<SeqRequest>();
+    r->id = "greedy";
+    r->prompt = RepetitivePrompt();
+    r->max_tokens = 30;
+    r->sampling.temperature = 0;
+    r->on_event = [&out](const SeqEvent& ev) {
+      if (ev.kind == SeqEventKind::kToken) out.push_back(ev.token);
+    };
+    queue->Push(r);
+    while (e.Step()) {
+    }
+    if (speculative) EXPECT_GT(e.stats().spec.steps, 0);
+    return out;
+  };
+  test::ReadBack none;
+  const std::vector<int32_t> plain = run(nullptr, 0, &none);
+  ASSERT_EQ(plain.size(), 30u);
+  for (int k : {2, 4}) {
+    test::ReadBack target, draft;
+    std::vector<std::unique_ptr<Drafter>> drafters;
+    drafters.push_back(std::make_unique<NgramDrafter>());
+    drafters.push_back(std::make_unique<ModelDrafter>(std::make_unique<Runner>(
+        m, std::make_unique<test::CountingBackend>(CreateBackend("cpu", {}), &draft),
+        RunnerOptions{})));
+    for (auto& d : drafters) {
+      SCOPED_TRACE(d->name() + " k=" + std::to_string(k));
+      target = {};
+      EXPECT_EQ(run(std::move(d), k, &target), plain);
+      EXPECT_EQ(target.logit_calls, 0);
+      EXPECT_EQ(target.max_argmax_rows, k + 1);
+    }
+    EXPECT_EQ(draft.logit_calls, 0);
+    EXPECT_GT(draft.argmax_calls, 0);
   }
 }
 
