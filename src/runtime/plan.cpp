@@ -104,7 +104,7 @@ void RetypeWeights(ModelWeights& w, const std::string& type) {
 // ---- per-layer costs -------------------------------------------------------------------------
 
 int LayerDispatches(const ModelConfig& c, int layer) {
-  int n = c.is_mla() ? 14 + (c.q_lora_rank > 0 ? 2 : 0) : 11;
+  int n = c.is_mla() ? 13 + (c.q_lora_rank > 0 ? 2 : 0) : 11;
   if (c.IsMoeLayer(layer))
     n += 3 + (c.n_shared_experts > 0 ? 5 : 0);
   else

@@ -86,9 +86,9 @@ struct LayerCost {
 };
 
 // Graph nodes one layer adds to ModelArch::Build's graph (kWeight nodes excluded): GQA
-// attention 11 (norm, q, k, v, 2 rope, 2 stores, attention, o, residual), MLA 14 (+2 with
-// q_lora: q_a, its norm, q_b for q; plus kv_a, 2 slices, kv norm, 2 rope, 2 stores, mla, o,
-// residual, norm), dense FFN 6 (norm, gate, up, act, down, residual), MoE 3 + 5 with shared
+// attention 11 (norm, q, k, v, 2 rope, 2 stores, attention, o, residual), MLA 13 (norm, q,
+// q rope, kv_a, 2 slices, kv norm, k_pe rope, 2 stores, mla, o, residual; q_lora makes q three:
+// q_a, its norm, q_b), dense FFN 6 (norm, gate, up, act, down, residual), MoE 3 + 5 with shared
 // experts (norm, experts, residual; gate, up, act, down, add). The test PlanArith.
 // DispatchesMatchTheBuiltGraph checks these against built graphs.
 int LayerDispatches(const ModelConfig& c, int layer);
