@@ -433,7 +433,14 @@ Plan MakePlan(const ModelWeights& w, const DeviceProfile& d, const PlanOptions& 
         size_t(4.0 * T * (3.0 * D + std::max(3.0 * widest, 2.0 * q_width + kv_width)) + 4.0 * V);
   }
   p.overhead_bytes = size_t(d.reserved_bytes.value);
-  p.memory_bytes = p.weights_bytes + p.kv_bytes + p.activation_bytes + p.overhead_bytes;
+  // The CPU backend reads weights where the file maps them: an untied embedding table is a row
+  // lookup, so only the rows of the tokens seen become resident (GPU backends upload it whole).
+  p.resident_weights_bytes = p.weights_bytes;
+  if (d.backend == "cpu" && lm_head != embed) {
+    const double rows = std::min(V, double(o.batch) * double(int64_t(o.prompt) + o.gen));
+    p.resident_weights_bytes -= embed->bytes - size_t(rows * embed_row);
+  }
+  p.memory_bytes = p.resident_weights_bytes + p.kv_bytes + p.activation_bytes + p.overhead_bytes;
   p.device_memory_bytes = size_t(d.memory_bytes.value);
   p.fits = p.memory_bytes <= p.device_memory_bytes;
 
@@ -534,6 +541,7 @@ json PlanToJson(const Plan& p) {
             {"decode_bound", p.decode.bound},
             {"memory_bytes", p.memory_bytes},
             {"weights_bytes", p.weights_bytes},
+            {"resident_weights_bytes", p.resident_weights_bytes},
             {"derived_weights_bytes", p.derived_bytes},
             {"kv_bytes", p.kv_bytes},
             {"kv_bytes_per_token", p.kv_bytes_per_token},

@@ -128,11 +128,14 @@ struct Plan {
   std::vector<LayerCost> layers;
   size_t weights_bytes = 0;  // every tensor as stored + derived (MLA absorbed pair)
   size_t derived_bytes = 0;  // the absorbed pair alone
+  // What of the weights is in memory: all of them, except on the CPU backend an untied embedding
+  // table (mmapped, a row lookup) counts only the rows of batch x (prompt + gen) tokens.
+  size_t resident_weights_bytes = 0;
   size_t kv_bytes = 0;       // batch × context × bytes per token
   int64_t kv_bytes_per_token = 0;
   size_t activation_bytes = 0;  // the prefill chunk's live activations + logits
   size_t overhead_bytes = 0;    // the profile's runtime / driver share
-  size_t memory_bytes = 0;      // the sum, what the process needs
+  size_t memory_bytes = 0;      // resident weights + KV + activations + overhead
   size_t device_memory_bytes = 0;
   bool fits = false;
   PhaseCost prefill, decode;

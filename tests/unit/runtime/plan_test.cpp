@@ -112,7 +112,13 @@ TEST(PlanArith, BytesFlopsAndMemoryMatchHandArithmetic) {
     EXPECT_DOUBLE_EQ(p.decode.bytes, double(e.decode_bytes));
     EXPECT_DOUBLE_EQ(p.decode.flops, e.decode_flops);
     EXPECT_DOUBLE_EQ(p.prefill.flops, e.prefill_flops);
-    EXPECT_EQ(p.memory_bytes, p.weights_bytes + p.kv_bytes + p.activation_bytes + p.overhead_bytes);
+    // The unit profile is a CPU: an untied embedding is resident for the 80 rows of the tokens.
+    const size_t embed = size_t(NumElements({w.config.vocab_size, w.config.hidden_size})) * 2;
+    const size_t resident = w.config.tie_word_embeddings
+                                ? p.weights_bytes
+                                : p.weights_bytes - embed + 80 * w.config.hidden_size * 2;
+    EXPECT_EQ(p.resident_weights_bytes, resident);
+    EXPECT_EQ(p.memory_bytes, resident + p.kv_bytes + p.activation_bytes + p.overhead_bytes);
     // 1 GB/s and 1 GFLOP/s without overheads: each phase's time is its larger term.
     EXPECT_DOUBLE_EQ(p.decode.t_total_s, std::max(p.decode.bytes / 1e9, p.decode.flops / 1e9));
   }
