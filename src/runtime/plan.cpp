@@ -594,8 +594,9 @@ std::string PlanTable(const Plan& p) {
   line("shape:    prompt %d, gen %d, batch %d, context %lld, KV %s\n", o.prompt, o.gen, o.batch,
        (long long)o.context, std::string(Name(o.kv_type)).c_str());
   line("\nmemory                     bytes\n");
-  line("  weights                  %s (%s derived: MLA absorbed pair)\n",
-       Human(double(p.weights_bytes)).c_str(), Human(double(p.derived_bytes)).c_str());
+  line("  weights                  %s (%s derived: MLA absorbed pair; resident %s)\n",
+       Human(double(p.weights_bytes)).c_str(), Human(double(p.derived_bytes)).c_str(),
+       Human(double(p.resident_weights_bytes)).c_str());
   line("  KV cache                 %s (%s/token x %lld x %d)\n", Human(double(p.kv_bytes)).c_str(),
        Human(double(p.kv_bytes_per_token)).c_str(), (long long)o.context, o.batch);
   line("  activations              %s\n", Human(double(p.activation_bytes)).c_str());
