@@ -200,7 +200,10 @@ DeviceProfile CalibrateDevice(const CalibrateOptions& o) {
   const int64_t K = o.quick ? 512 : 4096;
   // Like the read probe: far larger than any cache, as a model's weight stream is (a 64 MiB
   // weight read 30-40% faster here than the 8-15 GB models did, docs/plan.md).
-  const size_t gemv_bytes = o.quick ? (size_t(4) << 20) : (size_t(1) << 30);
+  // A GPU's buffers are bounded by its heap (lavapipe reports 2 GiB): an eighth of it at most.
+  size_t gemv_bytes = o.quick ? (size_t(4) << 20) : (size_t(1) << 30);
+  if (o.backend == "vulkan")
+    gemv_bytes = std::min(gemv_bytes, std::max(size_t(4) << 20, size_t(p.memory_bytes.value / 8)));
   const int gemm_rows = o.quick ? 32 : 256;
   const int64_t gemm_n = o.quick ? 512 : 2048;
   for (DType t : {DType::kF32, DType::kF16, DType::kBF16, DType::kQ8_0, DType::kQ4_0}) {

@@ -93,7 +93,7 @@ ModelWeights DescribeSynthetic(const std::string& name_or_config, const std::str
 void RetypeWeights(ModelWeights& w, const std::string& type) {
   const QuantPolicy policy = BuiltinQuantPolicy(type);
   for (PlanTensor& t : w.tensors) {
-    if (t.shape.size() < 2) continue;
+    // Every tensor, as `convert` does: 1-D ones become F32 (ChooseType's fixed rule 2).
     const auto g = HfToGgufName(t.name);
     t.type = ChooseType(policy, g ? g->gguf_name : t.name, t.shape, t.type);
     const int64_t n = NumElements(t.shape);

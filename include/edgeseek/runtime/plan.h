@@ -49,7 +49,8 @@ ModelWeights DescribeModelFile(const std::string& path);
 // 1-D tensors are f32. `uniform` applies TYPE to every matrix, rules ignored (inspect's --dtype).
 ModelWeights DescribeSynthetic(const std::string& name_or_config, const std::string& type,
                                bool uniform = false);
-// The types TYPE's policy gives a model file's matrices (`edgeseek quantize`/`convert` of it).
+// The types TYPE's policy gives a model file's tensors, as `edgeseek convert` would write them
+// (matrices by the policy, 1-D tensors F32).
 void RetypeWeights(ModelWeights& w, const std::string& type);
 
 // ---- what a plan is asked ------------------------------------------------------------------

@@ -148,6 +148,21 @@ TEST(PlanArith, Q4_0PolicyKeepsEmbeddingsHeadAndValuesInQ8_0) {
   EXPECT_EQ(int64_t(w.total_bytes()), q8 / 32 * 34 + q4 / 32 * 18 + f32 * 4);
 }
 
+TEST(PlanArith, ModelFileAndItsRetypedForm) {
+  // The llama3 golden folder's safetensors against the preset path over its config.json: the
+  // same tensors; retyped to q8_0, every matrix is 34 bytes a 32-element block.
+  const std::string dir = test::SourceDir() + "/tests/golden/data/models/llama3";
+  ModelWeights w = DescribeModelFile(dir);
+  const ModelWeights s = DescribeSynthetic(dir + "/config.json", "bf16");
+  EXPECT_EQ(w.parameters(), s.parameters());
+  RetypeWeights(w, "q8_0");
+  int64_t matrix = 0, vec = 0;
+  for (const PlanTensor& t : w.tensors)
+    (t.shape.size() == 2 ? matrix : vec) += NumElements(t.shape);
+  EXPECT_EQ(int64_t(w.total_bytes()), matrix / 32 * 34 + vec * 4);
+  EXPECT_THROW(RetypeWeights(w, "q9"), Error);
+}
+
 TEST(PlanArith, MlaPrefillTakesTheCheaperForm) {
   const ModelConfig c = PresetConfig("deepseek-v2-lite");
   // One query at depth 0: absorbed costs more (2H(2r+dr) + kvb vs 2H(dn+dr+dv) + kvb).
