@@ -132,7 +132,7 @@ struct Plan {
   // What of the weights is in memory: all of them, except on the CPU backend an untied embedding
   // table (mmapped, a row lookup) counts only the rows of batch x (prompt + gen) tokens.
   size_t resident_weights_bytes = 0;
-  size_t kv_bytes = 0;       // batch × context × bytes per token
+  size_t kv_bytes = 0;  // batch × context × bytes per token
   int64_t kv_bytes_per_token = 0;
   size_t activation_bytes = 0;  // the prefill chunk's live activations + logits
   size_t overhead_bytes = 0;    // the profile's runtime / driver share
