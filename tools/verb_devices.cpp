@@ -3,11 +3,14 @@
 // cooperative matrix, bfloat16), and whether each is usable. Without any Vulkan driver it says
 // so and exits 1 (the CPU backend is unaffected).
 #include <cstdio>
+#include <fstream>
 #include <memory>
 #include <string>
 
 #include "edgeseek/backends/backend.h"
 #include "edgeseek/backends/vulkan.h"
+#include "edgeseek/core/error.h"
+#include "edgeseek/runtime/device_profile.h"
 #include "verb.h"
 
 namespace es::tools {
@@ -15,18 +18,63 @@ namespace {
 
 std::string Bytes(uint64_t b) {
   char buf[32];
-  if (b >= (1ull << 30)) std::snprintf(buf, sizeof(buf), "%.1f GiB", double(b) / double(1ull << 30));
-  else std::snprintf(buf, sizeof(buf), "%.0f MiB", double(b) / double(1ull << 20));
+  if (b >= (1ull << 30))
+    std::snprintf(buf, sizeof(buf), "%.1f GiB", double(b) / double(1ull << 30));
+  else
+    std::snprintf(buf, sizeof(buf), "%.0f MiB", double(b) / double(1ull << 20));
   return buf;
 }
 const char* YesNo(bool b) { return b ? "yes" : "no"; }
 
+// `devices --calibrate`: the measured profile, as a table and optionally a profile file.
+int Calibrate(const CalibrateOptions& o, const std::string& out, const std::string& name) {
+  DeviceProfile p = CalibrateDevice(o);
+  if (!name.empty()) p.name = name;
+  std::printf("%s (%s backend)\n", p.description.c_str(), p.backend.c_str());
+  std::printf("  memory          %s\n", Bytes(uint64_t(p.memory_bytes.value)).c_str());
+  std::printf("  bandwidth       %.1f GB/s\n", p.bandwidth.value / 1e9);
+  std::printf("  per op          %.2f us\n", p.dispatch_s.value * 1e6);
+  std::printf("  per step        %.2f us\n", p.step_s.value * 1e6);
+  std::printf("  type     GEMV GB/s   GEMM GFLOP/s\n");
+  for (const auto& [t, v] : p.gemv_bytes_per_s)
+    std::printf("  %-8s %9.1f %14.1f\n", std::string(Name(t)).c_str(), v.value / 1e9,
+                p.gemm_flops[t].value / 1e9);
+  if (!out.empty()) {
+    std::ofstream f(out);
+    ES_CHECK(f, "--json ", out, ": cannot write");
+    f << DeviceProfileToJson(p).dump(2) << "\n";
+    ES_CHECK(f.good(), "--json ", out, ": write failed");
+    std::printf("profile written to %s (use: edgeseek plan --device %s)\n", out.c_str(),
+                out.c_str());
+  }
+  return 0;
+}
+
 VerbRun Setup(CLI::App& sub) {
   auto bandwidth = std::make_shared<bool>(false);
   auto device = std::make_shared<std::string>();
+  auto calibrate = std::make_shared<bool>(false);
+  auto cal = std::make_shared<CalibrateOptions>();
+  auto out = std::make_shared<std::string>();
+  auto name = std::make_shared<std::string>();
   sub.add_flag("--bandwidth", *bandwidth, "also measure the copy bandwidth of the chosen device");
-  sub.add_option("--device", *device, "device for --bandwidth (index or name; default: first GPU)");
+  sub.add_option("--device", *device,
+                 "device for --bandwidth / --calibrate (index or name; default: first GPU)");
+  sub.add_flag("--calibrate", *calibrate,
+               "measure this machine (bandwidth, per-op overhead, GEMV/GEMM per type) into a "
+               "device profile");
+  sub.add_option("--backend", cal->backend, "--calibrate: cpu | vulkan");
+  sub.add_option("-t,--threads", cal->threads, "--calibrate on the CPU: threads (0 = all)");
+  sub.add_option("--json", *out,
+                 "--calibrate: write the profile to this file (configs/devices/NAME.json)");
+  sub.add_option("--name", *name, "--calibrate: the profile's name");
+  sub.add_option("--seconds", cal->seconds_per_case, "--calibrate: seconds per measurement");
+  sub.add_flag("--quick", cal->quick, "--calibrate: small shapes (tests)");
   return [=] {
+    if (*calibrate) {
+      cal->device = *device;
+      return Calibrate(*cal, *out, *name);
+    }
     if (!VulkanBackendBuilt() || !ListVulkanDevices) {
       std::printf("this build has no Vulkan backend (cpu only)\n");
       return 1;
@@ -44,8 +92,9 @@ VerbRun Setup(CLI::App& sub) {
       for (const auto& h : d.heaps)
         std::printf(" %s%s", Bytes(h.bytes).c_str(), h.device_local ? " (device-local)" : "");
       std::printf("\n    subgroup: %u (min %u, max %u), arithmetic %s, shuffle %s, clustered %s\n",
-                  d.subgroup_size, d.min_subgroup_size, d.max_subgroup_size, YesNo(d.subgroup_arithmetic),
-                  YesNo(d.subgroup_shuffle), YesNo(d.subgroup_clustered));
+                  d.subgroup_size, d.min_subgroup_size, d.max_subgroup_size,
+                  YesNo(d.subgroup_arithmetic), YesNo(d.subgroup_shuffle),
+                  YesNo(d.subgroup_clustered));
       std::printf("    fp16 %s, int8 %s, storage16 %s, storage8 %s, int-dot %s, bf16 %s\n",
                   YesNo(d.fp16), YesNo(d.int8), YesNo(d.storage16), YesNo(d.storage8),
                   d.int_dot_mixed_accel ? "yes (4x8 in hardware, mixed signedness too)"

@@ -13,6 +13,7 @@
 #include "edgeseek/models/config.h"
 #include "edgeseek/models/presets.h"
 #include "edgeseek/runtime/model.h"
+#include "edgeseek/runtime/plan.h"
 #include "edgeseek/runtime/runner.h"
 #include "verb.h"
 
@@ -42,51 +43,25 @@ VerbRun Setup(CLI::App& app) {
   AddKvTypeOption(app, *kv_type);
   app.add_flag("--json", *json_out, "one JSON object");
   return [=]() {
-    ModelConfig c;
+    ES_CHECK(!model->empty() || !synthetic->empty(),
+             "no model given: pass -m PATH or --synthetic NAME");
+    // Shapes and types only (runtime/plan.h, shared with `edgeseek plan`): a synthetic preset
+    // with every matrix in --dtype, a GGUF file's or a Hugging Face folder's tensors as stored.
+    const ModelWeights w = !synthetic->empty()
+                               ? DescribeSynthetic(*synthetic, *dtype, /*uniform=*/true)
+                               : DescribeModelFile(*model);
+    const ModelConfig& c = w.config;
+    const std::string& name = w.name;
     std::map<std::string, std::pair<int64_t, size_t>> by_type;  // type -> (count, bytes)
-    int64_t params = 0;
-    size_t bytes = 0, expert_bytes = 0;
-    std::string name;
-    const DType assumed = ParseDType(*dtype);
-    if (!synthetic->empty()) {
-      c = std::filesystem::exists(*synthetic) ? LoadHfConfig(*synthetic) : PresetConfig(*synthetic);
-      name = *synthetic;
-      for (const WeightSpec& s : ExpectedWeights(c)) {
-        const DType t = s.shape.size() == 1 ? DType::kF32 : assumed;
-        const int64_t n = NumElements(s.shape);
-        const size_t b = RowBytes(t, s.shape.back()) * size_t(n / s.shape.back());
-        params += n;
-        bytes += b;
-        if (s.name.find(".mlp.experts.") != std::string::npos) expert_bytes += b;
-        by_type[std::string(Name(t))].first++;
-        by_type[std::string(Name(t))].second += b;
-      }
-    } else if (std::filesystem::path(*model).extension() == ".gguf") {
-      // GGUF: the config as the loader maps it; sizes and types of the tensors as stored.
-      c = Model::Load(*model)->config();
-      name = *model;
-      const auto file = GgufFile::Open(*model);
-      for (const GgufTensorInfo& t : file->tensor_infos()) {
-        params += NumElements(t.shape);
-        bytes += t.nbytes;
-        if (t.name.find("_exps.") != std::string::npos) expert_bytes += t.nbytes;
-        by_type[std::string(Name(t.dtype))].first++;
-        by_type[std::string(Name(t.dtype))].second += t.nbytes;
-      }
-    } else {
-      ES_CHECK(!model->empty(), "no model given: pass -m PATH or --synthetic NAME");
-      c = LoadHfConfig(*model + "/config.json", kCheckpointLater);
-      auto st = SafetensorsSet::Open(*model);
-      CheckHfLayersPresent(c, HfLayersPresent(st->Names()), *model + "/config.json");
-      name = *model;
-      for (const std::string& n : st->Names()) {
-        const Tensor& t = st->Get(n);
-        params += t.numel();
-        bytes += t.nbytes;
-        if (n.find(".mlp.experts.") != std::string::npos) expert_bytes += t.nbytes;
-        by_type[std::string(Name(t.dtype))].first++;
-        by_type[std::string(Name(t.dtype))].second += t.nbytes;
-      }
+    const int64_t params = w.parameters();
+    const size_t bytes = w.total_bytes();
+    size_t expert_bytes = 0;
+    for (const PlanTensor& t : w.tensors) {
+      if (t.name.find(".mlp.experts.") != std::string::npos ||
+          t.name.find("_exps.") != std::string::npos)
+        expert_bytes += t.bytes;
+      by_type[std::string(Name(t.type))].first++;
+      by_type[std::string(Name(t.type))].second += t.bytes;
     }
     // The chosen KV type (--kv-type, f16 as on a GPU by default) sizes the estimate.
     const DType kvt = ParseKvType(*kv_type);
@@ -118,7 +93,8 @@ VerbRun Setup(CLI::App& app) {
     for (DType t : {DType::kQ8_0, DType::kQ4_0}) {
       try {
         CheckKvType(c, name, t);
-        j[std::string("kv_bytes_per_token_") + std::string(Name(t))] = c.MakeKvSpec(t).BytesPerToken();
+        j[std::string("kv_bytes_per_token_") + std::string(Name(t))] =
+            c.MakeKvSpec(t).BytesPerToken();
       } catch (const Error&) {
       }
     }
@@ -131,30 +107,37 @@ VerbRun Setup(CLI::App& app) {
     std::printf("architecture:  %s (%d layers, hidden %lld, vocab %lld)\n", ArchName(c.arch),
                 c.n_layers, (long long)c.hidden_size, (long long)c.vocab_size);
     if (c.is_mla())
-      std::printf("attention:     MLA, %d heads, kv_lora_rank %d, q_lora_rank %d, rope %d, nope %d, v %d\n",
-                  c.n_heads, c.kv_lora_rank, c.q_lora_rank, c.qk_rope_head_dim, c.qk_nope_head_dim,
-                  c.v_head_dim);
+      std::printf(
+          "attention:     MLA, %d heads, kv_lora_rank %d, q_lora_rank %d, rope %d, nope %d, v %d\n",
+          c.n_heads, c.kv_lora_rank, c.q_lora_rank, c.qk_rope_head_dim, c.qk_nope_head_dim,
+          c.v_head_dim);
     else
-      std::printf("attention:     %d heads, %d kv heads, head_dim %d\n", c.n_heads, c.n_kv_heads, c.head_dim);
+      std::printf("attention:     %d heads, %d kv heads, head_dim %d\n", c.n_heads, c.n_kv_heads,
+                  c.head_dim);
     if (c.n_routed_experts)
-      std::printf("moe:           %d routed experts (%d active), %d shared, %s/%s\n", c.n_routed_experts,
-                  c.num_experts_per_tok, c.n_shared_experts, c.topk_method.c_str(), c.scoring_func.c_str());
+      std::printf("moe:           %d routed experts (%d active), %d shared, %s/%s\n",
+                  c.n_routed_experts, c.num_experts_per_tok, c.n_shared_experts,
+                  c.topk_method.c_str(), c.scoring_func.c_str());
     std::printf("parameters:    %.3f B\n", double(params) / 1e9);
     std::printf("weights:       %s (active per token %s)\n", Human(double(bytes)).c_str(),
                 Human(active).c_str());
     for (auto& [t, v] : by_type)
-      std::printf("  %-8s     %lld tensors, %s\n", t.c_str(), (long long)v.first, Human(double(v.second)).c_str());
+      std::printf("  %-8s     %lld tensors, %s\n", t.c_str(), (long long)v.first,
+                  Human(double(v.second)).c_str());
     std::printf("kv cache:      %s/token %s (f16 %s, f32 %s", Human(double(kv_sel)).c_str(),
-                std::string(Name(kvt)).c_str(), Human(double(kv_tok16)).c_str(), Human(double(kv_tok)).c_str());
+                std::string(Name(kvt)).c_str(), Human(double(kv_tok16)).c_str(),
+                Human(double(kv_tok)).c_str());
     for (DType t : {DType::kQ8_0, DType::kQ4_0})
       if (j.contains(std::string("kv_bytes_per_token_") + std::string(Name(t))))
-        std::printf(", %s %s", std::string(Name(t)).c_str(), Human(double(c.MakeKvSpec(t).BytesPerToken())).c_str());
+        std::printf(", %s %s", std::string(Name(t)).c_str(),
+                    Human(double(c.MakeKvSpec(t).BytesPerToken())).c_str());
     std::printf(")");
     if (c.is_mla())
-      std::printf(" — naive expanded K/V would be %s/token (%.1fx more)", Human(double(naive_tok)).c_str(),
-                  double(naive_tok) / double(kv_tok16));
+      std::printf(" — naive expanded K/V would be %s/token (%.1fx more)",
+                  Human(double(naive_tok)).c_str(), double(naive_tok) / double(kv_tok16));
     std::printf("\nmemory:        %s at %lld tokens of context (weights + %s KV)\n",
-                Human(double(bytes + kv_sel * size_t(*ctx))).c_str(), (long long)*ctx, std::string(Name(kvt)).c_str());
+                Human(double(bytes + kv_sel * size_t(*ctx))).c_str(), (long long)*ctx,
+                std::string(Name(kvt)).c_str());
     return 0;
   };
 }

@@ -1,0 +1,243 @@
+// Device profiles: schema-checked JSON files → DeviceProfile (see device_profile.h).
+#include "edgeseek/runtime/device_profile.h"
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include "edgeseek/core/error.h"
+#include "edgeseek/core/json_field.h"
+#include "edgeseek/grammar/json_schema.h"
+
+namespace es {
+namespace fs = std::filesystem;
+using json = nlohmann::json;
+
+// ---- rates by weight type ----------------------------------------------------------------------
+
+std::string DeviceProfile::RateClass(DType t, bool prefill) const {
+  const bool dense_float = t == DType::kF32 || t == DType::kF16 || t == DType::kBF16;
+  if (backend == "vulkan") {
+    // Prefill matmuls run in f16 on cooperative matrices where the device has them (README), for
+    // every weight type (dequantized into the tile); decode's Q4_0 / Q8_0 GEMVs use the int8 dot
+    // products, float types the f32 GEMV.
+    if (prefill && f16_matrix_flops.value > 0) return "f16_matrix";
+    if (!prefill && (t == DType::kQ4_0 || t == DType::kQ8_0) && int8_dot_ops.value > 0)
+      return "int8_dot";
+    return "fp32";
+  }
+  // CPU: float weights are widened to f32 and FMAd; block types quantize the activations per
+  // block and take the int8 dot products (docs/cpu_kernels.md).
+  if (!dense_float && int8_dot_ops.value > 0) return "int8_dot";
+  return "fp32";
+}
+
+static double ClassRate(const DeviceProfile& p, const std::string& cls) {
+  if (cls == "f16_matrix") return p.f16_matrix_flops.value;
+  if (cls == "int8_dot") return p.int8_dot_ops.value;
+  return p.fp32_flops.value;
+}
+
+double DeviceProfile::GemmRate(DType t) const {
+  auto it = gemm_flops.find(t);
+  if (it != gemm_flops.end() && it->second.value > 0) return it->second.value;
+  return ClassRate(*this, RateClass(t, true));
+}
+
+double DeviceProfile::GemvComputeRate(DType t) const {
+  return ClassRate(*this, RateClass(t, false));
+}
+
+double DeviceProfile::GemvBytesRate(DType t) const {
+  auto it = gemv_bytes_per_s.find(t);
+  if (it != gemv_bytes_per_s.end() && it->second.value > 0) return it->second.value;
+  return bandwidth.value;
+}
+
+// ---- files -----------------------------------------------------------------------------------
+
+namespace {
+
+json ReadJson(const std::string& path, const char* what) {
+  std::ifstream f(path, std::ios::binary);
+  ES_CHECK(f, what, " ", path, ": cannot open");
+  std::stringstream ss;
+  ss << f.rdbuf();
+  json_field::CheckDepth(ss.str(), std::string(what) + " " + path);
+  try {
+    return json::parse(ss.str());
+  } catch (const json::exception& e) {
+    Fail(what, " ", path, ": not valid JSON: ", e.what());
+  }
+}
+
+std::string ExecutableDir() {
+  std::error_code ec;
+  const fs::path p = fs::read_symlink("/proc/self/exe", ec);
+  return ec ? std::string() : p.parent_path().string();
+}
+
+ProfileValue ReadValue(const json& doc, const char* key) {
+  ProfileValue v;
+  if (!doc.contains(key)) return v;
+  const json& o = doc.at(key);
+  v.value = o.at("value").get<double>();
+  v.source = o.at("source").get<std::string>();
+  v.calibrated = o.at("calibrated").get<bool>();
+  v.present = true;
+  return v;
+}
+
+std::map<DType, ProfileValue> ReadByType(const json& doc, const char* key,
+                                         const std::string& where) {
+  std::map<DType, ProfileValue> m;
+  if (!doc.contains(key)) return m;
+  for (auto& [name, o] : doc.at(key).items()) {
+    DType t;
+    try {
+      t = ParseDType(name);
+    } catch (const Error&) {
+      Fail("device profile ", where, ": /", key, "/", name, ": unknown weight type '", name, "'");
+    }
+    json holder = {{"v", o}};
+    m[t] = ReadValue(holder, "v");
+  }
+  return m;
+}
+
+json ValueJson(const ProfileValue& v) {
+  return {{"value", v.value}, {"source", v.source}, {"calibrated", v.calibrated}};
+}
+
+}  // namespace
+
+std::vector<std::string> DeviceProfileDirs() {
+  std::vector<std::string> dirs;
+  if (const char* env = std::getenv("ES_DEVICES_DIR")) dirs.push_back(env);
+  const std::string exe = ExecutableDir();
+  if (!exe.empty()) dirs.push_back(exe + "/../share/edgeseek/devices");
+  dirs.push_back("/usr/local/share/edgeseek/devices");
+  dirs.push_back("/usr/share/edgeseek/devices");
+  dirs.push_back("configs/devices");
+#ifdef ES_SOURCE_DIR
+  dirs.push_back(std::string(ES_SOURCE_DIR) + "/configs/devices");
+#endif
+  return dirs;
+}
+
+std::vector<std::string> DeviceProfileNames() {
+  std::vector<std::string> names;
+  for (const std::string& d : DeviceProfileDirs()) {
+    std::error_code ec;
+    for (const auto& e : fs::directory_iterator(d, ec)) {
+      if (e.path().extension() != ".json") continue;
+      const std::string n = e.path().stem().string();
+      if (std::find(names.begin(), names.end(), n) == names.end()) names.push_back(n);
+    }
+  }
+  std::sort(names.begin(), names.end());
+  return names;
+}
+
+std::string DeviceProfileSchemaPath() {
+  if (const char* env = std::getenv("ES_DEVICES_SCHEMA")) return env;
+  for (const std::string& d : DeviceProfileDirs()) {
+    const fs::path p = fs::path(d).parent_path() / "devices.schema.json";
+    std::error_code ec;
+    if (fs::exists(p, ec)) return p.string();
+  }
+  Fail(
+      "device profile schema devices.schema.json not found (looked next to every profile folder; "
+      "set ES_DEVICES_SCHEMA)");
+}
+
+DeviceProfile ParseDeviceProfile(const json& doc, const std::string& where) {
+  static const grammar::SchemaModel schema =
+      grammar::SchemaModel::Parse(ReadJson(DeviceProfileSchemaPath(), "schema"));
+  const auto errors = schema.Validate(doc);
+  if (!errors.empty()) {
+    std::string all;
+    for (const auto& e : errors) all += (all.empty() ? "" : "; ") + e;
+    Fail("device profile ", where, ": ", all);
+  }
+  DeviceProfile p;
+  p.name = doc.at("name").get<std::string>();
+  p.description = doc.at("description").get<std::string>();
+  p.backend = doc.at("backend").get<std::string>();
+  p.calibrated = doc.at("calibrated").get<bool>();
+  p.memory_bytes = ReadValue(doc, "memory_bytes");
+  p.reserved_bytes = ReadValue(doc, "reserved_bytes");
+  p.bandwidth = ReadValue(doc, "bandwidth");
+  p.f16_matrix_flops = ReadValue(doc, "f16_matrix_flops");
+  p.int8_dot_ops = ReadValue(doc, "int8_dot_ops");
+  p.fp32_flops = ReadValue(doc, "fp32_flops");
+  p.dispatch_s = ReadValue(doc, "dispatch_s");
+  p.step_s = ReadValue(doc, "step_s");
+  p.link_bytes_per_s = ReadValue(doc, "link_bytes_per_s");
+  p.gemm_flops = ReadByType(doc, "gemm_flops", where);
+  p.gemv_bytes_per_s = ReadByType(doc, "gemv_bytes_per_s", where);
+  ES_CHECK(p.bandwidth.value > 0, "device profile ", where, ": /bandwidth/value must be above 0");
+  ES_CHECK(p.fp32_flops.value > 0, "device profile ", where, ": /fp32_flops/value must be above 0");
+  ES_CHECK(p.memory_bytes.value > 0, "device profile ", where,
+           ": /memory_bytes/value must be above 0");
+  return p;
+}
+
+DeviceProfile LoadDeviceProfile(const std::string& name_or_path) {
+  ES_CHECK(!name_or_path.empty(),
+           "no device profile given: pass --device NAME or a profile .json path");
+  std::error_code ec;
+  std::string path;
+  if (name_or_path.find('/') != std::string::npos ||
+      fs::path(name_or_path).extension() == ".json") {
+    ES_CHECK(fs::is_regular_file(name_or_path, ec), "device profile ", name_or_path,
+             ": no such file");
+    path = name_or_path;
+  } else {
+    for (const std::string& d : DeviceProfileDirs()) {
+      const fs::path p = fs::path(d) / (name_or_path + ".json");
+      if (fs::is_regular_file(p, ec)) {
+        path = p.string();
+        break;
+      }
+    }
+    if (path.empty()) {
+      std::string known;
+      for (const auto& n : DeviceProfileNames()) known += (known.empty() ? "" : ", ") + n;
+      Fail("unknown device profile '", name_or_path,
+           "' (known: ", known.empty() ? "none found" : known, "; or a path to a profile .json)");
+    }
+  }
+  DeviceProfile p = ParseDeviceProfile(ReadJson(path, "device profile"), path);
+  p.path = path;
+  return p;
+}
+
+json DeviceProfileToJson(const DeviceProfile& p) {
+  json j = {{"name", p.name},
+            {"description", p.description},
+            {"backend", p.backend},
+            {"calibrated", p.calibrated}};
+  auto put = [&](const char* k, const ProfileValue& v) {
+    if (v.present) j[k] = ValueJson(v);
+  };
+  put("memory_bytes", p.memory_bytes);
+  put("reserved_bytes", p.reserved_bytes);
+  put("bandwidth", p.bandwidth);
+  put("f16_matrix_flops", p.f16_matrix_flops);
+  put("int8_dot_ops", p.int8_dot_ops);
+  put("fp32_flops", p.fp32_flops);
+  put("dispatch_s", p.dispatch_s);
+  put("step_s", p.step_s);
+  put("link_bytes_per_s", p.link_bytes_per_s);
+  for (auto& [t, v] : p.gemm_flops) j["gemm_flops"][std::string(Name(t))] = ValueJson(v);
+  for (auto& [t, v] : p.gemv_bytes_per_s)
+    j["gemv_bytes_per_s"][std::string(Name(t))] = ValueJson(v);
+  return j;
+}
+
+}  // namespace es

@@ -1,0 +1,627 @@
+// Plan arithmetic (see plan.h, docs/plan.md). Sections: the model's tensors (from a file or a
+// synthetic preset) → per-layer costs → the two phases against a device profile → memory and
+// multi-device shares → JSON and table.
+#include "edgeseek/runtime/plan.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <filesystem>
+#include <map>
+#include <nlohmann/json.hpp>
+
+#include "edgeseek/core/error.h"
+#include "edgeseek/formats/gguf.h"
+#include "edgeseek/formats/gguf_names.h"
+#include "edgeseek/formats/quant_policy.h"
+#include "edgeseek/formats/safetensors.h"
+#include "edgeseek/models/arch.h"
+#include "edgeseek/models/presets.h"
+#include "edgeseek/runtime/device_profile.h"
+#include "edgeseek/runtime/runner.h"
+#include "gguf_model.h"
+
+namespace es {
+namespace fs = std::filesystem;
+using json = nlohmann::json;
+
+// ---- the model's tensors ---------------------------------------------------------------------
+
+size_t ModelWeights::total_bytes() const {
+  size_t b = 0;
+  for (const PlanTensor& t : tensors) b += t.bytes;
+  return b;
+}
+
+int64_t ModelWeights::parameters() const {
+  int64_t n = 0;
+  for (const PlanTensor& t : tensors) n += NumElements(t.shape);
+  return n;
+}
+
+ModelWeights DescribeModelFile(const std::string& path) {
+  ModelWeights w;
+  w.name = path;
+  std::error_code ec;
+  if (fs::path(path).extension() == ".gguf") {
+    ES_CHECK(fs::is_regular_file(path, ec), "model ", path, ": no such file");
+    const auto file = GgufFile::Open(path);
+    w.config = GgufModelConfig(*file);
+    for (const GgufTensorInfo& t : file->tensor_infos())
+      w.tensors.push_back({t.name, t.shape, t.dtype, t.nbytes});
+    return w;
+  }
+  ES_CHECK(fs::is_directory(path, ec), "model ", path,
+           ": not a .gguf file nor a Hugging Face folder");
+  w.config = LoadHfConfig(path + "/config.json", kCheckpointLater);
+  auto st = SafetensorsSet::Open(path);
+  CheckHfLayersPresent(w.config, HfLayersPresent(st->Names()), path + "/config.json");
+  for (const std::string& n : st->Names()) {
+    const Tensor& t = st->Get(n);
+    w.tensors.push_back({n, t.shape, t.dtype, t.nbytes});
+  }
+  return w;
+}
+
+ModelWeights DescribeSynthetic(const std::string& name_or_config, const std::string& type,
+                               bool uniform) {
+  ModelWeights w;
+  w.name = name_or_config;
+  w.config =
+      fs::exists(name_or_config) ? LoadHfConfig(name_or_config) : PresetConfig(name_or_config);
+  // The source a synthetic model starts from is bf16 (Model::Synthetic, `convert --synthetic`).
+  QuantPolicy policy;
+  if (uniform) {
+    policy.default_type = ParseDType(type);
+  } else {
+    policy = BuiltinQuantPolicy(type);
+  }
+  for (const WeightSpec& s : ExpectedWeights(w.config)) {
+    DType t = DType::kF32;
+    if (s.shape.size() >= 2) {
+      const auto g = HfToGgufName(s.name);
+      t = ChooseType(policy, g ? g->gguf_name : s.name, s.shape, DType::kBF16);
+    }
+    const int64_t n = NumElements(s.shape);
+    w.tensors.push_back(
+        {s.name, s.shape, t, RowBytes(t, s.shape.back()) * size_t(n / s.shape.back())});
+  }
+  return w;
+}
+
+void RetypeWeights(ModelWeights& w, const std::string& type) {
+  const QuantPolicy policy = BuiltinQuantPolicy(type);
+  for (PlanTensor& t : w.tensors) {
+    // Every tensor, as `convert` does: 1-D ones become F32 (ChooseType's fixed rule 2).
+    const auto g = HfToGgufName(t.name);
+    t.type = ChooseType(policy, g ? g->gguf_name : t.name, t.shape, t.type);
+    const int64_t n = NumElements(t.shape);
+    t.bytes = RowBytes(t.type, t.shape.back()) * size_t(n / t.shape.back());
+  }
+}
+
+// ---- per-layer costs -------------------------------------------------------------------------
+
+int LayerDispatches(const ModelConfig& c, int layer) {
+  int n = c.is_mla() ? 13 + (c.q_lora_rank > 0 ? 2 : 0) : 11;
+  if (c.IsMoeLayer(layer))
+    n += 3 + (c.n_shared_experts > 0 ? 5 : 0);
+  else
+    n += 6;
+  return n;
+}
+
+int HeadDispatches(bool all_rows_read) { return 3 + (all_rows_read ? 0 : 1); }
+
+double AttentionFlops(const ModelConfig& c, int64_t depth0, int64_t queries, bool absorbed) {
+  // (query, key) pairs: query i (0-based) at position depth0 + i sees depth0 + i + 1 keys.
+  const double pairs =
+      double(queries) * double(depth0) + double(queries) * double(queries + 1) / 2.0;
+  const double H = c.n_heads;
+  if (!c.is_mla()) return 4.0 * H * c.head_dim * pairs;
+  const double r = c.kv_lora_rank, dn = c.qk_nope_head_dim, dr = c.qk_rope_head_dim,
+               dv = c.v_head_dim;
+  const double kvb = 2.0 * H * r * (dn + dv);  // kv_b's multiply-adds, per query or per key
+  if (absorbed) return 2.0 * H * (2.0 * r + dr) * pairs + kvb * double(queries);
+  return 2.0 * H * (dn + dr + dv) * pairs + kvb * double(depth0 + queries);
+}
+
+double ExpectedExperts(int n_experts, int top_k, int64_t rows) {
+  if (n_experts <= 0 || top_k <= 0 || rows <= 0) return 0;
+  return double(n_experts) * (1.0 - std::pow(1.0 - double(top_k) / n_experts, double(rows)));
+}
+
+namespace {
+
+enum class Role { kEmbed, kLmHead, kFinalNorm, kAttn, kKvB, kFfn, kExperts, kOther };
+
+bool Has(const std::string& s, const char* sub) { return s.find(sub) != std::string::npos; }
+
+// Layer index of "model.layers.N." / "blk.N." names, -1 for the others.
+int LayerOf(const std::string& n) {
+  for (const char* p : {"model.layers.", "blk."}) {
+    if (n.rfind(p, 0) != 0) continue;
+    const size_t b = std::strlen(p);
+    const size_t e = n.find('.', b);
+    if (e == std::string::npos) return -1;
+    try {
+      return std::stoi(n.substr(b, e - b));
+    } catch (const std::exception&) {
+      return -1;
+    }
+  }
+  return -1;
+}
+
+Role RoleOf(const std::string& n) {
+  if (n == "model.embed_tokens.weight" || n == "token_embd.weight") return Role::kEmbed;
+  if (n == "lm_head.weight" || n == "output.weight") return Role::kLmHead;
+  if (n == "model.norm.weight" || n == "output_norm.weight") return Role::kFinalNorm;
+  if (LayerOf(n) < 0) return Role::kOther;
+  if (Has(n, ".mlp.experts.") || Has(n, "_exps.")) return Role::kExperts;
+  if (Has(n, "kv_b_proj") || Has(n, ".attn_kv_b.") || Has(n, ".attn_k_b.") || Has(n, ".attn_v_b."))
+    return Role::kKvB;
+  if (Has(n, ".self_attn.") || Has(n, "input_layernorm") || Has(n, ".attn_")) return Role::kAttn;
+  return Role::kFfn;
+}
+
+// The absorbed pair's type as BuildAbsorbed derives it from kv_b's.
+DType AbsorbedType(DType kv_b) {
+  if (kv_b == DType::kBF16 || kv_b == DType::kF16) return kv_b;
+  return IsQuantized(kv_b) ? DType::kF16 : DType::kF32;
+}
+
+// Elements of one matrix of the tensor (a stacked expert tensor counts one expert).
+double MatrixElems(const PlanTensor& t) {
+  if (t.shape.size() < 2) return 0;
+  return double(t.shape[t.shape.size() - 1]) * double(t.shape[t.shape.size() - 2]);
+}
+
+struct TypedBytes {
+  std::map<DType, double> bytes;  // weight bytes by type
+  std::map<DType, double> flops;  // matmul FLOPs by weight type
+  void Add(DType t, double b, double f) {
+    bytes[t] += b;
+    flops[t] += f;
+  }
+};
+
+}  // namespace
+
+void CheckPlanOptions(const ModelConfig& c, const PlanOptions& o) {
+  ES_CHECK(o.context >= 1, "--context must be at least 1 (got ", o.context, ")");
+  ES_CHECK(o.prompt >= 1, "--prompt must be at least 1 (got ", o.prompt, ")");
+  ES_CHECK(o.gen >= 0, "--gen must not be negative (got ", o.gen, ")");
+  ES_CHECK(int64_t(o.prompt) + o.gen <= o.context, "--prompt ", o.prompt, " + --gen ", o.gen,
+           " does not fit in --context ", o.context);
+  ES_CHECK(o.batch >= 1 && o.batch <= 4096, "--batch must be in 1..4096 (got ", o.batch, ")");
+  ES_CHECK(o.devices >= 1 && o.devices <= 64, "--devices must be in 1..64 (got ", o.devices, ")");
+  if (o.devices > 1 && o.split == PlanSplit::kLayer)
+    ES_CHECK(c.n_layers >= o.devices, "--split layer over ", o.devices,
+             " devices needs at least as many layers (the model has ", c.n_layers, ")");
+  if (o.devices > 1 && o.split == PlanSplit::kHead) {
+    ES_CHECK(c.n_heads % o.devices == 0, "--split head: ", c.n_heads,
+             " attention heads do not divide over ", o.devices, " devices");
+    if (!c.is_mla())
+      ES_CHECK(c.n_kv_heads % o.devices == 0, "--split head: ", c.n_kv_heads,
+               " KV heads do not divide over ", o.devices, " devices");
+  }
+}
+
+// ---- the plan --------------------------------------------------------------------------------
+
+namespace {
+
+void Finish(PhaseCost& ph, double tokens, double t_mem, double t_comp, const DeviceProfile& d) {
+  ph.t_memory_s = t_mem;
+  ph.t_compute_s = t_comp;
+  ph.t_dispatch_s = ph.dispatches * d.dispatch_s.value + d.step_s.value;
+  ph.t_total_s = std::max(t_mem, t_comp) + ph.t_dispatch_s;
+  ph.bound = t_mem >= t_comp ? "bandwidth" : "compute";
+  if (ph.t_dispatch_s > std::max(t_mem, t_comp)) ph.bound = "dispatch";
+  ph.tokens_per_s = ph.t_total_s > 0 ? tokens / ph.t_total_s : 0;
+}
+
+}  // namespace
+
+Plan MakePlan(const ModelWeights& w, const DeviceProfile& d, const PlanOptions& o) {
+  const ModelConfig& c = w.config;
+  CheckPlanOptions(c, o);
+  CheckKvType(c, w.name, o.kv_type);
+  Plan p;
+  p.model = w.name;
+  p.device = d.name;
+  p.backend = d.backend;
+  p.calibrated = d.calibrated;
+  p.options = o;
+  p.kv_bytes_per_token = int64_t(c.MakeKvSpec(o.kv_type).BytesPerToken());
+
+  // Per layer: bytes by role, FLOPs per token.
+  p.layers.resize(size_t(c.n_layers));
+  for (int l = 0; l < c.n_layers; ++l) {
+    LayerCost& lc = p.layers[size_t(l)];
+    lc.layer = l;
+    lc.mla = c.is_mla();
+    lc.moe = c.IsMoeLayer(l);
+    lc.kv_bytes_per_token = p.kv_bytes_per_token / c.n_layers;
+    lc.dispatches = LayerDispatches(c, l);
+  }
+  const PlanTensor* embed = nullptr;
+  const PlanTensor* lm_head = nullptr;
+  size_t other_bytes = 0;  // final norm, anything outside the layers
+  std::vector<TypedBytes> layer_dense(size_t(c.n_layers)), layer_expert(size_t(c.n_layers));
+  std::vector<DType> kv_b_type(size_t(c.n_layers), DType::kBF16);
+  for (const PlanTensor& t : w.tensors) {
+    const Role role = RoleOf(t.name);
+    const int l = LayerOf(t.name);
+    if (role == Role::kEmbed) embed = &t;
+    if (role == Role::kLmHead) lm_head = &t;
+    if (l < 0 || l >= c.n_layers) {
+      if (role != Role::kEmbed && role != Role::kLmHead) other_bytes += t.bytes;
+      continue;
+    }
+    LayerCost& lc = p.layers[size_t(l)];
+    const double mm = 2.0 * MatrixElems(t);
+    switch (role) {
+      case Role::kAttn:
+        lc.attn_bytes += t.bytes;
+        lc.proj_flops += mm;
+        layer_dense[size_t(l)].Add(t.type, double(t.bytes), mm);
+        break;
+      case Role::kKvB: {
+        lc.kv_b_bytes += t.bytes;
+        kv_b_type[size_t(l)] = t.type;
+        // The absorbed pair has kv_b's elements (wuk_t [H·r, dn] + wuv [H·dv, r]).
+        const DType at = AbsorbedType(t.type);
+        const int64_t elems = NumElements(t.shape);
+        lc.absorbed_bytes += RowBytes(at, 1) * size_t(elems);
+        break;
+      }
+      case Role::kExperts: {
+        lc.expert_bytes += t.bytes;
+        // Stacked GGUF tensors hold every expert; HF names one expert a tensor.
+        const double share = t.shape.size() == 3 ? 1.0 / double(t.shape[0]) : 1.0;
+        layer_expert[size_t(l)].Add(t.type, double(t.bytes) * share, mm);
+        break;
+      }
+      default:  // FFN, router, shared experts, norms
+        lc.ffn_bytes += t.bytes;
+        lc.proj_flops += mm;
+        layer_dense[size_t(l)].Add(t.type, double(t.bytes), mm);
+    }
+  }
+  ES_CHECK(embed != nullptr, "model ", w.name, ": no token embedding tensor");
+  if (lm_head == nullptr) {
+    ES_CHECK(c.tie_word_embeddings, "model ", w.name,
+             ": no output (lm_head) tensor and the embedding is not tied");
+    lm_head = embed;
+  }
+  // Per expert (HF: each expert's projections summed; GGUF: each stacked tensor's share).
+  const int E = c.n_routed_experts, K = c.num_experts_per_tok;
+  for (int l = 0; l < c.n_layers; ++l) {
+    LayerCost& lc = p.layers[size_t(l)];
+    if (!lc.moe) continue;
+    TypedBytes& te = layer_expert[size_t(l)];
+    // HF lists E tensors per projection: their Add()s summed all experts; scale to one.
+    const bool stacked = std::any_of(w.tensors.begin(), w.tensors.end(), [&](const PlanTensor& t) {
+      return LayerOf(t.name) == l && RoleOf(t.name) == Role::kExperts && t.shape.size() == 3;
+    });
+    if (!stacked)
+      for (auto& [t, b] : te.bytes) b /= E, te.flops[t] /= E;
+    double one_flops = 0, one_bytes = 0;
+    for (auto& [t, b] : te.bytes) one_bytes += b, one_flops += te.flops[t];
+    lc.active_expert_bytes = size_t(one_bytes * K);
+    lc.expert_flops = one_flops * K;
+  }
+
+  // Weights: every stored tensor plus the derived absorbed pair.
+  p.weights_bytes = w.total_bytes();
+  for (const LayerCost& lc : p.layers) p.derived_bytes += lc.absorbed_bytes;
+  p.weights_bytes += p.derived_bytes;
+
+  const double D = double(c.hidden_size);
+  const double V = double(c.vocab_size);
+  const double lm_bytes = double(lm_head->bytes);
+  const double lm_flops = 2.0 * V * D;
+  const double embed_row = double(embed->bytes) / V;
+  const double kvt = double(p.kv_bytes_per_token);
+
+  // ---- decode: B rows, each at depth prompt + gen / 2 --------------------------------------
+  {
+    const int64_t B = o.batch;
+    const int64_t depth = int64_t(o.prompt) + o.gen / 2;
+    TypedBytes tb;
+    double attn_flops = 0;
+    for (int l = 0; l < c.n_layers; ++l) {
+      const LayerCost& lc = p.layers[size_t(l)];
+      for (auto& [t, b] : layer_dense[size_t(l)].bytes)
+        tb.Add(t, b, layer_dense[size_t(l)].flops[t] * double(B));
+      if (lc.mla) {
+        // The absorbed pair: its reads, and its multiply-adds are AttentionFlops' per-query term.
+        tb.Add(AbsorbedType(kv_b_type[size_t(l)]), double(lc.absorbed_bytes), 0);
+      }
+      if (lc.moe) {
+        const double touched = ExpectedExperts(E, K, B);
+        for (auto& [t, b] : layer_expert[size_t(l)].bytes)
+          tb.Add(t, b * touched, layer_expert[size_t(l)].flops[t] * double(K) * double(B));
+      }
+      attn_flops += AttentionFlops(c, depth, 1, true) * double(B);
+    }
+    tb.Add(lm_head->type, lm_bytes, lm_flops * double(B));
+    const double kv_read = double(B) * double(depth + 1) * kvt;  // keys read incl. the new one
+    const double kv_write = double(B) * kvt;
+    double t_mem =
+        (kv_read + kv_write + double(B) * embed_row + double(other_bytes)) / d.bandwidth.value;
+    double t_comp = attn_flops / d.GemvComputeRate(DType::kF16);
+    PhaseCost& ph = p.decode;
+    ph.bytes = kv_read + kv_write + double(B) * embed_row + double(other_bytes);
+    for (auto& [t, b] : tb.bytes) {
+      ph.bytes += b;
+      t_mem += b / d.GemvBytesRate(t);
+      t_comp += tb.flops[t] / d.GemvComputeRate(t);
+      ph.flops += tb.flops[t];
+    }
+    ph.flops += attn_flops;
+    ph.steps = 1;
+    ph.dispatches = HeadDispatches(true);
+    for (const LayerCost& lc : p.layers) ph.dispatches += lc.dispatches;
+    Finish(ph, double(B), t_mem, t_comp, d);
+  }
+
+  // ---- prefill: one chunk of P rows from an empty cache, the last row's logits --------------
+  {
+    const int64_t P = o.prompt;
+    TypedBytes tb;
+    double attn_flops = 0;
+    for (int l = 0; l < c.n_layers; ++l) {
+      const LayerCost& lc = p.layers[size_t(l)];
+      for (auto& [t, b] : layer_dense[size_t(l)].bytes)
+        tb.Add(t, b, layer_dense[size_t(l)].flops[t] * double(P));
+      if (lc.mla) {
+        // The cheaper form: absorbed reads the pair, non-absorbed expands with kv_b as stored.
+        const double fa = AttentionFlops(c, 0, P, true), fn = AttentionFlops(c, 0, P, false);
+        attn_flops += std::min(fa, fn);
+        if (fa <= fn)
+          tb.Add(AbsorbedType(kv_b_type[size_t(l)]), double(lc.absorbed_bytes), 0);
+        else
+          tb.Add(kv_b_type[size_t(l)], double(lc.kv_b_bytes), 0);
+      } else {
+        attn_flops += AttentionFlops(c, 0, P, true);
+      }
+      if (lc.moe) {
+        const double touched = ExpectedExperts(E, K, P);
+        for (auto& [t, b] : layer_expert[size_t(l)].bytes)
+          tb.Add(t, b * touched, layer_expert[size_t(l)].flops[t] * double(K) * double(P));
+      }
+    }
+    tb.Add(lm_head->type, lm_bytes, lm_flops);
+    PhaseCost& ph = p.prefill;
+    ph.bytes = double(P) * kvt + double(P) * embed_row + double(other_bytes);
+    double t_mem = ph.bytes / d.bandwidth.value;
+    // Attention's products run where the backend's f16 / f32 matmuls do.
+    double t_comp = attn_flops / d.GemmRate(DType::kF16);
+    for (auto& [t, b] : tb.bytes) {
+      ph.bytes += b;
+      t_mem += b / d.bandwidth.value;
+      t_comp += tb.flops[t] / d.GemmRate(t);
+      ph.flops += tb.flops[t];
+    }
+    ph.flops += attn_flops;
+    ph.steps = 1;
+    ph.dispatches = HeadDispatches(P == 1);
+    for (const LayerCost& lc : p.layers) ph.dispatches += lc.dispatches;
+    Finish(ph, double(P), t_mem, t_comp, d);
+  }
+
+  // ---- memory --------------------------------------------------------------------------------
+  p.kv_bytes = size_t(o.batch) * size_t(o.context) * size_t(p.kv_bytes_per_token);
+  {
+    // Live activations of the prefill chunk (f32): the residual stream, the normed input, the
+    // widest projection outputs (q | k | v or gate | up with the SwiGLU result), attention's
+    // output, and the one row of logits. An estimate of the arena, not its plan.
+    const double T = o.prompt;
+    double widest = double(c.intermediate_size);
+    if (c.n_routed_experts > 0)
+      widest = std::max(widest, double(c.moe_intermediate_size) * std::max(1, c.n_shared_experts));
+    const double q_width = c.is_mla()
+                               ? double(c.n_heads) * (c.qk_nope_head_dim + c.qk_rope_head_dim)
+                               : double(c.n_heads) * c.head_dim;
+    const double kv_width =
+        c.is_mla() ? double(c.kv_lora_rank + c.qk_rope_head_dim) : 2.0 * c.n_kv_heads * c.head_dim;
+    p.activation_bytes =
+        size_t(4.0 * T * (3.0 * D + std::max(3.0 * widest, 2.0 * q_width + kv_width)) + 4.0 * V);
+  }
+  p.overhead_bytes = size_t(d.reserved_bytes.value);
+  // The CPU backend reads weights where the file maps them: an untied embedding table is a row
+  // lookup, so only the rows of the tokens seen become resident (GPU backends upload it whole).
+  p.resident_weights_bytes = p.weights_bytes;
+  if (d.backend == "cpu" && lm_head != embed) {
+    const double rows = std::min(V, double(o.batch) * double(int64_t(o.prompt) + o.gen));
+    p.resident_weights_bytes -= embed->bytes - size_t(rows * embed_row);
+  }
+  p.memory_bytes = p.resident_weights_bytes + p.kv_bytes + p.activation_bytes + p.overhead_bytes;
+  p.device_memory_bytes = size_t(d.memory_bytes.value);
+  p.fits = p.memory_bytes <= p.device_memory_bytes;
+
+  // ---- several devices -----------------------------------------------------------------------
+  if (o.devices > 1) {
+    const int N = o.devices;
+    const double link = d.link_bytes_per_s.value > 0 ? d.link_bytes_per_s.value : d.bandwidth.value;
+    p.shares.resize(size_t(N));
+    if (o.split == PlanSplit::kLayer) {
+      // Contiguous layer ranges; the embedding on the first device, the head on the last. The
+      // hidden state ([B, D] f32) crosses each of the N − 1 boundaries once a step.
+      for (int l = 0; l < c.n_layers; ++l) {
+        const LayerCost& lc = p.layers[size_t(l)];
+        DeviceShare& s = p.shares[size_t(int64_t(l) * N / c.n_layers)];
+        s.weights_bytes +=
+            lc.attn_bytes + lc.kv_b_bytes + lc.absorbed_bytes + lc.ffn_bytes + lc.expert_bytes;
+        s.kv_bytes += size_t(o.batch) * size_t(o.context) * size_t(lc.kv_bytes_per_token);
+      }
+      p.shares.front().weights_bytes += embed->bytes;
+      if (lm_head != embed) p.shares.back().weights_bytes += lm_head->bytes;
+      p.shares.back().weights_bytes += other_bytes;
+      p.transfer_bytes_per_token = double(N - 1) * D * 4.0;
+      // Devices take turns on one token: no gain in speed, a hop per boundary.
+      p.t_transfer_s = double(N - 1) * (double(o.batch) * D * 4.0 / link + d.step_s.value);
+      p.decode.t_total_s += p.t_transfer_s;
+    } else {
+      // Heads (and FFN columns, experts) split N ways; the embedding and lm_head too. MLA's latent
+      // is shared by every head, so each device keeps the whole latent cache. Two all-reduces of
+      // [B, D] f32 a layer (after o and after the FFN), ring: 2 (N − 1) / N of the data each.
+      const size_t per = (p.weights_bytes + size_t(N) - 1) / size_t(N);
+      const size_t kv = c.is_mla() ? p.kv_bytes : p.kv_bytes / size_t(N);
+      for (auto& s : p.shares) s.weights_bytes = per, s.kv_bytes = kv;
+      const double ar = 2.0 * double(N - 1) / double(N) * D * 4.0;
+      p.transfer_bytes_per_token = 2.0 * c.n_layers * ar;
+      p.t_transfer_s = 2.0 * c.n_layers * (double(o.batch) * ar / link + d.dispatch_s.value);
+      PhaseCost& ph = p.decode;
+      ph.t_memory_s /= N;
+      ph.t_compute_s /= N;
+      ph.t_total_s = std::max(ph.t_memory_s, ph.t_compute_s) + ph.t_dispatch_s + p.t_transfer_s;
+    }
+    for (size_t i = 0; i < p.shares.size(); ++i) {
+      DeviceShare& s = p.shares[i];
+      s.device = int(i);
+      s.memory_bytes = s.weights_bytes + s.kv_bytes + p.activation_bytes + p.overhead_bytes;
+      s.fits = s.memory_bytes <= p.device_memory_bytes;
+    }
+    p.fits =
+        std::all_of(p.shares.begin(), p.shares.end(), [](const DeviceShare& s) { return s.fits; });
+    PhaseCost& ph = p.decode;
+    ph.tokens_per_s = ph.t_total_s > 0 ? double(o.batch) / ph.t_total_s : 0;
+    if (p.t_transfer_s > std::max({ph.t_memory_s, ph.t_compute_s, ph.t_dispatch_s}))
+      ph.bound = "transfer";
+  }
+  return p;
+}
+
+// ---- output ------------------------------------------------------------------------------------
+
+namespace {
+
+json PhaseJson(const PhaseCost& ph) {
+  return {{"bytes", ph.bytes},
+          {"flops", ph.flops},
+          {"dispatches", ph.dispatches},
+          {"t_memory_s", ph.t_memory_s},
+          {"t_compute_s", ph.t_compute_s},
+          {"t_dispatch_s", ph.t_dispatch_s},
+          {"t_total_s", ph.t_total_s},
+          {"bound", ph.bound},
+          {"tokens_per_s", ph.tokens_per_s}};
+}
+
+std::string Human(double b) {
+  const char* u[] = {"B", "KiB", "MiB", "GiB", "TiB"};
+  int i = 0;
+  while (b >= 1024 && i < 4) b /= 1024, ++i;
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.2f %s", b, u[i]);
+  return buf;
+}
+
+}  // namespace
+
+json PlanToJson(const Plan& p) {
+  const PlanOptions& o = p.options;
+  json j = {{"model", p.model},
+            {"device", p.device},
+            {"backend", p.backend},
+            {"calibrated", p.calibrated},
+            {"context", o.context},
+            {"prompt", o.prompt},
+            {"gen", o.gen},
+            {"batch", o.batch},
+            {"kv_type", std::string(Name(o.kv_type))},
+            {"prefill_tokens_per_s", p.prefill.tokens_per_s},
+            {"decode_tokens_per_s", p.decode.tokens_per_s},
+            {"prefill_bound", p.prefill.bound},
+            {"decode_bound", p.decode.bound},
+            {"memory_bytes", p.memory_bytes},
+            {"weights_bytes", p.weights_bytes},
+            {"resident_weights_bytes", p.resident_weights_bytes},
+            {"derived_weights_bytes", p.derived_bytes},
+            {"kv_bytes", p.kv_bytes},
+            {"kv_bytes_per_token", p.kv_bytes_per_token},
+            {"activation_bytes", p.activation_bytes},
+            {"overhead_bytes", p.overhead_bytes},
+            {"device_memory_bytes", p.device_memory_bytes},
+            {"fits", p.fits},
+            {"prefill", PhaseJson(p.prefill)},
+            {"decode", PhaseJson(p.decode)}};
+  json layers = json::array();
+  for (const LayerCost& l : p.layers)
+    layers.push_back({{"layer", l.layer},
+                      {"attn_bytes", l.attn_bytes},
+                      {"kv_b_bytes", l.kv_b_bytes},
+                      {"absorbed_bytes", l.absorbed_bytes},
+                      {"ffn_bytes", l.ffn_bytes},
+                      {"expert_bytes", l.expert_bytes},
+                      {"active_expert_bytes", l.active_expert_bytes},
+                      {"proj_flops_per_token", l.proj_flops},
+                      {"expert_flops_per_token", l.expert_flops},
+                      {"kv_bytes_per_token", l.kv_bytes_per_token},
+                      {"dispatches", l.dispatches}});
+  j["layers"] = layers;
+  if (o.devices > 1) {
+    j["devices"] = o.devices;
+    j["split"] = o.split == PlanSplit::kLayer ? "layer" : "head";
+    j["transfer_bytes_per_token"] = p.transfer_bytes_per_token;
+    j["t_transfer_s"] = p.t_transfer_s;
+    for (const DeviceShare& s : p.shares)
+      j["per_device"].push_back({{"device", s.device},
+                                 {"weights_bytes", s.weights_bytes},
+                                 {"kv_bytes", s.kv_bytes},
+                                 {"memory_bytes", s.memory_bytes},
+                                 {"fits", s.fits}});
+  }
+  return j;
+}
+
+std::string PlanTable(const Plan& p) {
+  const PlanOptions& o = p.options;
+  std::string s;
+  char buf[512];
+  auto line = [&](const char* fmt, auto... a) {
+    std::snprintf(buf, sizeof buf, fmt, a...);
+    s += buf;
+  };
+  line("model:    %s\n", p.model.c_str());
+  line("device:   %s (%s backend, %s)\n", p.device.c_str(), p.backend.c_str(),
+       p.calibrated ? "calibrated" : "nominal: numbers from datasheets, not measured here");
+  line("shape:    prompt %d, gen %d, batch %d, context %lld, KV %s\n", o.prompt, o.gen, o.batch,
+       (long long)o.context, std::string(Name(o.kv_type)).c_str());
+  line("\nmemory                     bytes\n");
+  line("  weights                  %s (%s derived: MLA absorbed pair; resident %s)\n",
+       Human(double(p.weights_bytes)).c_str(), Human(double(p.derived_bytes)).c_str(),
+       Human(double(p.resident_weights_bytes)).c_str());
+  line("  KV cache                 %s (%s/token x %lld x %d)\n", Human(double(p.kv_bytes)).c_str(),
+       Human(double(p.kv_bytes_per_token)).c_str(), (long long)o.context, o.batch);
+  line("  activations              %s\n", Human(double(p.activation_bytes)).c_str());
+  line("  runtime / driver         %s\n", Human(double(p.overhead_bytes)).c_str());
+  line("  total                    %s of %s: %s\n", Human(double(p.memory_bytes)).c_str(),
+       Human(double(p.device_memory_bytes)).c_str(), p.fits ? "fits" : "DOES NOT FIT");
+  line(
+      "\nphase     tokens/s   bytes/step   GFLOP/step  dispatches  t_mem ms  t_comp ms  t_disp ms  "
+      "bound\n");
+  for (const auto* ph : {&p.prefill, &p.decode}) {
+    line("%-8s %9.1f %12s %11.2f %11.0f %9.2f %10.2f %10.2f  %s\n",
+         ph == &p.prefill ? "prefill" : "decode", ph->tokens_per_s, Human(ph->bytes).c_str(),
+         ph->flops / 1e9, ph->dispatches, ph->t_memory_s * 1e3, ph->t_compute_s * 1e3,
+         ph->t_dispatch_s * 1e3, ph->bound.c_str());
+  }
+  if (o.devices > 1) {
+    line("\n%d devices, split by %s: %s crosses devices per token (%.3f ms a step)\n", o.devices,
+         o.split == PlanSplit::kLayer ? "layer" : "head", Human(p.transfer_bytes_per_token).c_str(),
+         p.t_transfer_s * 1e3);
+    for (const DeviceShare& sh : p.shares)
+      line("  device %d: weights %s, KV %s, total %s%s\n", sh.device,
+           Human(double(sh.weights_bytes)).c_str(), Human(double(sh.kv_bytes)).c_str(),
+           Human(double(sh.memory_bytes)).c_str(), sh.fits ? "" : " DOES NOT FIT");
+  }
+  return s;
+}
+
+}  // namespace es
