@@ -380,7 +380,7 @@ TEST_F(VulkanQuant, MlaPerHeadGemvOverTypes) {
 // times d·q, summed in f64. Only the f32 summation order differs (and, on GPUs whose division is
 // not correctly rounded, a rare one-level difference of q): 1e-4.
 constexpr double kIdotTol = 1e-4;
-const std::vector<DType> kIdotTypes = getenv("ES_TMP_Q4K") ? std::vector<DType>{DType::kQ4_K} : std::vector<DType>{DType::kQ8_0, DType::kQ4_0, DType::kQ5_K};
+constexpr DType kIdotTypes[] = {DType::kQ8_0, DType::kQ4_0, DType::kQ5_K};
 // Inner sizes of the tests below: 256-element blocks for the K-quants (their rows hold whole
 // blocks), else the 32-block sizes the Q4_0 / Q8_0 cases were written with.
 int IdotK(DType dt, int k32, int k256) { return BlockElems(dt) == 256 ? k256 : k32; }

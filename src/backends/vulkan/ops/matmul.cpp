@@ -38,9 +38,9 @@ constexpr int64_t kIdotLocalMaxK = 8192;
 //   ES_VK_GEMV_SPL  1|2|4        consecutive 8-element slices per invocation per step (default 1:
 //                                4 invocations per 32-block, neighbours read neighbouring words)
 //   ES_VK_GEMV_MAGIC 0|1         levels to floats by the 0x4B000000 bit trick (default 1)
-// The integer-dot GEMV (Q4_0, Q4_K and Q5_K over x quantized to int8, Q8_0 to int16; UseIdotGemv) has
+// The integer-dot GEMV (Q4_0 and Q5_K over x quantized to int8, Q8_0 to int16; UseIdotGemv) has
 // its own knobs:
-//   ES_VK_GEMV_IDOT      0|1     1: Q8_0, Q4_0, Q4_K and Q5_K; 0: none (default: each where the device
+//   ES_VK_GEMV_IDOT      0|1     1: Q8_0, Q4_0 and Q5_K; 0: none (default: each where the device
 //                                has 4x8-bit dot products in hardware, signed and, for Q8_0's
 //                                int16 x, mixed-signedness; VulkanTuning::gemv_idot overrides)
 //   ES_VK_GEMV_IDOT_TPR  4..256  invocations per group (default 64; below the subgroup size as
@@ -184,13 +184,15 @@ uint32_t CoopmatSliceK(const Device& dev, int64_t R, int64_t N, int64_t K, uint3
 }  // namespace
 
 bool UseIdotGemv(const Device& dev, int64_t R, int64_t K, DType wt) {
-  // Q4_K was held back in sessions 14-16: on the H200 its fused FFN test missed 1e-4 by 10x.
-  // Session 17's per-output dump showed why: one element of h, the down GEMV's x, sat on an int8
-  // level's half and took the neighbouring level (the GPU rounds its f32 sums, the reference its
-  // f64 ones), moving the outputs by |W[d, i]| times the block's step; the test now allows for
-  // such flips (quant_types_test ExplainLevelFlips) and the sums themselves were right.
-  const bool typed = wt == DType::kQ8_0 || wt == DType::kQ4_0 ||
-                     ((wt == DType::kQ5_K || wt == DType::kQ4_K) && K % 256 == 0);
+  // Q4_K computes here too (matmul_gemv.comp IDOT_K, as Q5_K) and is right on the H200: the fused
+  // FFN test that held it back in sessions 14-16 missed by one int8 level of h, the down GEMV's
+  // x, flipping at a rounding boundary between the GPU's f32 sums and the reference's f64 ones
+  // (session 17's per-output dump; the test now allows such flips, ExplainLevelFlips). It is not
+  // taken because it did not pay: H200, V2-Lite Q4_K_M tg128 from an empty cache, one job, 192.5
+  // t/s with its q/o/kv_a/shared-expert GEMVs on integer dots against 199.1 on the float GEMV
+  // (the integer-dot path adds a quantize dispatch per x; the file's experts are Q4_K / Q5_1).
+  const bool typed =
+      wt == DType::kQ8_0 || wt == DType::kQ4_0 || (wt == DType::kQ5_K && K % 256 == 0);
   if (R > kGemvMaxRows || K % 32 != 0 || !typed) return false;
   const int mode = dev.gemv_idot() >= 0 ? dev.gemv_idot() : int(Knob("ES_VK_GEMV_IDOT", {0, 1}, 2));
   // mode 2 (unset): where the hardware does the dot products (Q8_0: the mixed-signedness ones too).

@@ -4,7 +4,7 @@
 // most kMoeMaxBlocks) and a small table maps each expert to (buffer, offset) of its gate, up and
 // down matrices (offsets in elements, or in words for block-quantized experts, whose rows are
 // repacked).
-// Up to kMoeGemvMaxRows rows (decode), Q4_0, Q8_0, Q4_K and Q5_K experts where the device has integer dot
+// Up to kMoeGemvMaxRows rows (decode), Q4_0, Q8_0 and Q5_K experts where the device has integer dot
 // products (MoeGemvFor): the integer-dot GEMV's MOE variants (matmul_gemv.comp) — up: one
 // workgroup row per (token, expert) pair, gate and up in one pass with SwiGLU, x quantized in the
 // workgroup (a folded RMSNorm applied there), h written quantized too; down: one workgroup row per

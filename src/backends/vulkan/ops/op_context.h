@@ -165,7 +165,7 @@ bool DualQuantizesOut(const Device& dev, int64_t R, int64_t K, const DeviceWeigh
 // The routed experts' GEMVs of a decode step (matmul_gemv.comp MOE, ops/moe.cpp): the up GEMV
 // (gate/up + SwiGLU, one workgroup row per (token, choice) pair) and the down GEMV (one per
 // token, its choices added in order), their specialization constants and outputs per workgroup.
-// idot: the integer-dot variants (Q4_0, Q8_0, Q4_K, Q5_K where the device has the dot products, one
+// idot: the integer-dot variants (Q4_0, Q8_0, Q5_K where the device has the dot products, one
 // type for all three projections: x quantized in the up GEMV's workgroups, its output quantized
 // for the down GEMV, 32 outputs a workgroup); else the float / block-type variants over f32 x
 // (every VEC type, rows of whole 8-element groups, gate/up and down types may differ), up to

@@ -29,7 +29,8 @@
 // subgroup size (the clustered reduction leaves them unused); 5 (MAGIC) picks the int-to-float
 // trick of QLevels (1) or plain conversions; 6 (RB) is the number of batch rows a workgroup
 // covers. CLUSTER adds none: its cluster size is TPR = WG / ROWS (ids 0 and 1).
-// Integer dot products (IDOT, Q8_0, Q4_0, Q4_K and Q5_K, VEC): x comes quantized per 32-block by
+// Integer dot products (IDOT, Q8_0, Q4_0 and Q5_K, VEC; Q4_K computes and is right, but does not
+// pay: ops/matmul.cpp UseIdotGemv): x comes quantized per 32-block by
 // quantize_q8.comp (binding 1: the levels, binding 5: each block's (d, d·Σq); a folded norm is
 // applied there, so p.norm is 0 here) — int8 for Q4_0 and the K-quants, int16 for Q8_0 (as the CPU
 // kernels: int8 x would double Q8_0's error), see quant_x.glsl — and each invocation walks whole
@@ -50,7 +51,7 @@
 // then needs no quantize dispatch: levels of row r, block b at qo4[(r * N / 32 + b) * XB ..],
 // (d, d·Σq) at qds[r * N / 32 + b] (bindings 6 and 7).
 // MOE (ops/moe.cpp): routed experts of a decode step, reading only the chosen experts' weights;
-// with IDOT (Q4_0, Q8_0, Q4_K, Q5_K; the up GEMV XLOCAL and QOUT) or, for every other VEC type, the
+// with IDOT (Q4_0, Q8_0, Q5_K; the up GEMV XLOCAL and QOUT) or, for every other VEC type, the
 // float (AccumVec) and block-type (AccumQuant) sums over x in f32 (up: the normed x, or x with
 // the norm folded; down: h, written by the up GEMV in f32). Offsets in the table are words for
 // block types, elements for float ones (multiples of 8: wload8). Each projection's experts are one stack (weights.h ExpertStack) bound through up to NB
