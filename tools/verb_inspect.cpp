@@ -20,15 +20,6 @@
 namespace es::tools {
 namespace {
 
-std::string Human(double b) {
-  const char* u[] = {"B", "KiB", "MiB", "GiB", "TiB"};
-  int i = 0;
-  while (b >= 1024 && i < 4) b /= 1024, ++i;
-  char buf[32];
-  std::snprintf(buf, sizeof buf, "%.2f %s", b, u[i]);
-  return buf;
-}
-
 VerbRun Setup(CLI::App& app) {
   auto model = std::make_shared<std::string>();
   auto synthetic = std::make_shared<std::string>();
@@ -119,24 +110,24 @@ VerbRun Setup(CLI::App& app) {
                   c.n_routed_experts, c.num_experts_per_tok, c.n_shared_experts,
                   c.topk_method.c_str(), c.scoring_func.c_str());
     std::printf("parameters:    %.3f B\n", double(params) / 1e9);
-    std::printf("weights:       %s (active per token %s)\n", Human(double(bytes)).c_str(),
-                Human(active).c_str());
+    std::printf("weights:       %s (active per token %s)\n", HumanBytes(double(bytes)).c_str(),
+                HumanBytes(active).c_str());
     for (auto& [t, v] : by_type)
       std::printf("  %-8s     %lld tensors, %s\n", t.c_str(), (long long)v.first,
-                  Human(double(v.second)).c_str());
-    std::printf("kv cache:      %s/token %s (f16 %s, f32 %s", Human(double(kv_sel)).c_str(),
-                std::string(Name(kvt)).c_str(), Human(double(kv_tok16)).c_str(),
-                Human(double(kv_tok)).c_str());
+                  HumanBytes(double(v.second)).c_str());
+    std::printf("kv cache:      %s/token %s (f16 %s, f32 %s", HumanBytes(double(kv_sel)).c_str(),
+                std::string(Name(kvt)).c_str(), HumanBytes(double(kv_tok16)).c_str(),
+                HumanBytes(double(kv_tok)).c_str());
     for (DType t : {DType::kQ8_0, DType::kQ4_0})
       if (j.contains(std::string("kv_bytes_per_token_") + std::string(Name(t))))
         std::printf(", %s %s", std::string(Name(t)).c_str(),
-                    Human(double(c.MakeKvSpec(t).BytesPerToken())).c_str());
+                    HumanBytes(double(c.MakeKvSpec(t).BytesPerToken())).c_str());
     std::printf(")");
     if (c.is_mla())
       std::printf(" — naive expanded K/V would be %s/token (%.1fx more)",
-                  Human(double(naive_tok)).c_str(), double(naive_tok) / double(kv_tok16));
+                  HumanBytes(double(naive_tok)).c_str(), double(naive_tok) / double(kv_tok16));
     std::printf("\nmemory:        %s at %lld tokens of context (weights + %s KV)\n",
-                Human(double(bytes + kv_sel * size_t(*ctx))).c_str(), (long long)*ctx,
+                HumanBytes(double(bytes + kv_sel * size_t(*ctx))).c_str(), (long long)*ctx,
                 std::string(Name(kvt)).c_str());
     return 0;
   };

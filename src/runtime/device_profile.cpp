@@ -62,19 +62,6 @@ double DeviceProfile::GemvBytesRate(DType t) const {
 
 namespace {
 
-json ReadJson(const std::string& path, const char* what) {
-  std::ifstream f(path, std::ios::binary);
-  ES_CHECK(f, what, " ", path, ": cannot open");
-  std::stringstream ss;
-  ss << f.rdbuf();
-  json_field::CheckDepth(ss.str(), std::string(what) + " " + path);
-  try {
-    return json::parse(ss.str());
-  } catch (const json::exception& e) {
-    Fail(what, " ", path, ": not valid JSON: ", e.what());
-  }
-}
-
 std::string ExecutableDir() {
   std::error_code ec;
   const fs::path p = fs::read_symlink("/proc/self/exe", ec);
@@ -157,7 +144,7 @@ std::string DeviceProfileSchemaPath() {
 
 DeviceProfile ParseDeviceProfile(const json& doc, const std::string& where) {
   static const grammar::SchemaModel schema =
-      grammar::SchemaModel::Parse(ReadJson(DeviceProfileSchemaPath(), "schema"));
+      grammar::SchemaModel::Parse(json_field::ReadNamedFile(DeviceProfileSchemaPath(), "schema"));
   const auto errors = schema.Validate(doc);
   if (!errors.empty()) {
     std::string all;
@@ -212,7 +199,7 @@ DeviceProfile LoadDeviceProfile(const std::string& name_or_path) {
            "' (known: ", known.empty() ? "none found" : known, "; or a path to a profile .json)");
     }
   }
-  DeviceProfile p = ParseDeviceProfile(ReadJson(path, "device profile"), path);
+  DeviceProfile p = ParseDeviceProfile(json_field::ReadNamedFile(path, "device profile"), path);
   p.path = path;
   return p;
 }

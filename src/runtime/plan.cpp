@@ -513,7 +513,9 @@ json PhaseJson(const PhaseCost& ph) {
           {"tokens_per_s", ph.tokens_per_s}};
 }
 
-std::string Human(double b) {
+}  // namespace
+
+std::string HumanBytes(double b) {
   const char* u[] = {"B", "KiB", "MiB", "GiB", "TiB"};
   int i = 0;
   while (b >= 1024 && i < 4) b /= 1024, ++i;
@@ -521,8 +523,6 @@ std::string Human(double b) {
   std::snprintf(buf, sizeof buf, "%.2f %s", b, u[i]);
   return buf;
 }
-
-}  // namespace
 
 json PlanToJson(const Plan& p) {
   const PlanOptions& o = p.options;
@@ -595,31 +595,32 @@ std::string PlanTable(const Plan& p) {
        (long long)o.context, std::string(Name(o.kv_type)).c_str());
   line("\nmemory                     bytes\n");
   line("  weights                  %s (%s derived: MLA absorbed pair; resident %s)\n",
-       Human(double(p.weights_bytes)).c_str(), Human(double(p.derived_bytes)).c_str(),
-       Human(double(p.resident_weights_bytes)).c_str());
-  line("  KV cache                 %s (%s/token x %lld x %d)\n", Human(double(p.kv_bytes)).c_str(),
-       Human(double(p.kv_bytes_per_token)).c_str(), (long long)o.context, o.batch);
-  line("  activations              %s\n", Human(double(p.activation_bytes)).c_str());
-  line("  runtime / driver         %s\n", Human(double(p.overhead_bytes)).c_str());
-  line("  total                    %s of %s: %s\n", Human(double(p.memory_bytes)).c_str(),
-       Human(double(p.device_memory_bytes)).c_str(), p.fits ? "fits" : "DOES NOT FIT");
+       HumanBytes(double(p.weights_bytes)).c_str(), HumanBytes(double(p.derived_bytes)).c_str(),
+       HumanBytes(double(p.resident_weights_bytes)).c_str());
+  line("  KV cache                 %s (%s/token x %lld x %d)\n",
+       HumanBytes(double(p.kv_bytes)).c_str(), HumanBytes(double(p.kv_bytes_per_token)).c_str(),
+       (long long)o.context, o.batch);
+  line("  activations              %s\n", HumanBytes(double(p.activation_bytes)).c_str());
+  line("  runtime / driver         %s\n", HumanBytes(double(p.overhead_bytes)).c_str());
+  line("  total                    %s of %s: %s\n", HumanBytes(double(p.memory_bytes)).c_str(),
+       HumanBytes(double(p.device_memory_bytes)).c_str(), p.fits ? "fits" : "DOES NOT FIT");
   line(
       "\nphase     tokens/s   bytes/step   GFLOP/step  dispatches  t_mem ms  t_comp ms  t_disp ms  "
       "bound\n");
   for (const auto* ph : {&p.prefill, &p.decode}) {
     line("%-8s %9.1f %12s %11.2f %11.0f %9.2f %10.2f %10.2f  %s\n",
-         ph == &p.prefill ? "prefill" : "decode", ph->tokens_per_s, Human(ph->bytes).c_str(),
+         ph == &p.prefill ? "prefill" : "decode", ph->tokens_per_s, HumanBytes(ph->bytes).c_str(),
          ph->flops / 1e9, ph->dispatches, ph->t_memory_s * 1e3, ph->t_compute_s * 1e3,
          ph->t_dispatch_s * 1e3, ph->bound.c_str());
   }
   if (o.devices > 1) {
     line("\n%d devices, split by %s: %s crosses devices per token (%.3f ms a step)\n", o.devices,
-         o.split == PlanSplit::kLayer ? "layer" : "head", Human(p.transfer_bytes_per_token).c_str(),
-         p.t_transfer_s * 1e3);
+         o.split == PlanSplit::kLayer ? "layer" : "head",
+         HumanBytes(p.transfer_bytes_per_token).c_str(), p.t_transfer_s * 1e3);
     for (const DeviceShare& sh : p.shares)
       line("  device %d: weights %s, KV %s, total %s%s\n", sh.device,
-           Human(double(sh.weights_bytes)).c_str(), Human(double(sh.kv_bytes)).c_str(),
-           Human(double(sh.memory_bytes)).c_str(), sh.fits ? "" : " DOES NOT FIT");
+           HumanBytes(double(sh.weights_bytes)).c_str(), HumanBytes(double(sh.kv_bytes)).c_str(),
+           HumanBytes(double(sh.memory_bytes)).c_str(), sh.fits ? "" : " DOES NOT FIT");
   }
   return s;
 }

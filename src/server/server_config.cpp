@@ -18,18 +18,6 @@ namespace es {
 using json = nlohmann::json;
 
 namespace {
-json ReadJsonFile(const std::string& path, const char* what) {
-  std::ifstream f(path, std::ios::binary);
-  ES_CHECK(f, what, " ", path, ": cannot open");
-  std::stringstream ss;
-  ss << f.rdbuf();
-  json_field::CheckDepth(ss.str(), std::string(what) + " " + path);
-  try {
-    return json::parse(ss.str());
-  } catch (const json::exception& e) {
-    Fail(what, " ", path, ": not valid JSON: ", e.what());
-  }
-}
 
 template <class T>
 void Get(const json& o, const char* key, T* out) {
@@ -51,12 +39,13 @@ std::string DefaultSchemaPath() {
 }
 
 ServerConfig LoadServerConfig(const std::string& path, const std::string& schema_path) {
-  return ServerConfigFromJson(ReadJsonFile(path, "config"), schema_path, path);
+  return ServerConfigFromJson(json_field::ReadNamedFile(path, "config"), schema_path, path);
 }
 
 ServerConfig ServerConfigFromJson(const json& doc, const std::string& schema_path,
                                   const std::string& origin) {
-  const grammar::SchemaModel schema = grammar::SchemaModel::Parse(ReadJsonFile(schema_path, "schema"));
+  const grammar::SchemaModel schema =
+      grammar::SchemaModel::Parse(json_field::ReadNamedFile(schema_path, "schema"));
   auto errors = schema.Validate(doc);
   if (!errors.empty()) {
     std::string msg = origin + ": " + errors.front();

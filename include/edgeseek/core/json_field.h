@@ -149,4 +149,20 @@ J ReadFile(const std::string& path) {
   return Parse<J>(ss.str(), path);
 }
 
+// The file at `path`, read as a `what` (errors "WHAT PATH: cannot open" and "WHAT PATH: not
+// valid JSON: ..."), nesting bounded first: the server config, device profiles, their schemas.
+template <class J = nlohmann::json>
+J ReadNamedFile(const std::string& path, const char* what) {
+  std::ifstream f(path, std::ios::binary);
+  if (!f) Fail(what, " ", path, ": cannot open");
+  std::stringstream ss;
+  ss << f.rdbuf();
+  CheckDepth(ss.str(), std::string(what) + " " + path);
+  try {
+    return J::parse(ss.str());
+  } catch (const nlohmann::json::exception& e) {
+    Fail(what, " ", path, ": not valid JSON: ", e.what());
+  }
+}
+
 }  // namespace es::json_field

@@ -149,5 +149,7 @@ struct Plan {
 Plan MakePlan(const ModelWeights& w, const DeviceProfile& device, const PlanOptions& o);
 nlohmann::json PlanToJson(const Plan& p);
 std::string PlanTable(const Plan& p);  // the human-readable form
+// Bytes as "1.50 GiB" (B, KiB, MiB, GiB, TiB; two decimals): plan's table and `inspect`.
+std::string HumanBytes(double bytes);
 
 }  // namespace es

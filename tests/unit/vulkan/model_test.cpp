@@ -62,36 +62,46 @@ const ArchCase kCases[] = {
       "torch_dtype":"bfloat16"})"},
 };
 
-class VulkanModel : public VulkanTest, public ::testing::WithParamInterface<ArchCase> {};
-
-TEST_P(VulkanModel, LogitsMatchCpuBackendThroughPrefillAndDecode) {
-  const ArchCase& ac = GetParam();
-  const std::string path = TempDir() + "/config.json";
-  WriteFile(path, ac.config);
-  LoadOptions lo;
-  lo.seed = 7;
-  lo.synthetic_dtype = DType::kBF16;
-  auto model = Model::Synthetic(path, lo);
-  const ModelConfig& cfg = model->config();
-  const int vocab = int(cfg.vocab_size);
-
-  auto& vkb = SharedVulkan();
-  auto cpu = CreateCpuBackend(BackendOptions{});
-  for (const Tensor* w : model->weights()) vkb.PrepareWeight(*w);
-  const auto before = vkb.counters();
-
-  const KvSpec spec = cfg.MakeKvSpec(DType::kF32);
-  auto kv_gpu = vkb.CreateKv(spec, 2, 32);
-  auto kv_cpu = cpu->CreateKv(spec, 2, 32);
-
-  auto step = [&](Batch& b, const std::string& what) {
+// A synthetic bf16 model of `config` (seed) on the shared Vulkan backend and on the CPU backend,
+// each with a KV cache of 2 slots x capacity; Step runs a batch on both and compares the logits.
+struct VulkanAndCpu {
+  std::shared_ptr<Model> model;
+  std::unique_ptr<Backend> cpu = CreateCpuBackend(BackendOptions{});
+  std::unique_ptr<KvStorage> kv_gpu, kv_cpu;
+  VulkanAndCpu(const char* config, uint64_t seed, int64_t capacity) {
+    const std::string path = TempDir() + "/config.json";
+    WriteFile(path, config);
+    LoadOptions lo;
+    lo.seed = seed;
+    lo.synthetic_dtype = DType::kBF16;
+    model = Model::Synthetic(path, lo);
+    const KvSpec spec = model->config().MakeKvSpec(DType::kF32);
+    kv_gpu = SharedVulkan().CreateKv(spec, 2, capacity);
+    kv_cpu = cpu->CreateKv(spec, 2, capacity);
+  }
+  int vocab() const { return int(model->config().vocab_size); }
+  void Step(Batch& b, double tol, const std::string& what) {
     b.Finalize();
     const Graph g = model->arch().Build(b);
     const Node& o = g.node(g.output());
     std::vector<float> a(size_t(o.shape[0] * o.shape[1])), c(a.size());
-    vkb.Compute(g, b, *kv_gpu, a.data());
+    SharedVulkan().Compute(g, b, *kv_gpu, a.data());
     cpu->Compute(g, b, *kv_cpu, c.data());
-    ExpectClose(a, c, 1e-4, std::string(ac.name) + " " + what);
+    ExpectClose(a, c, tol, what);
+  }
+};
+
+class VulkanModel : public VulkanTest, public ::testing::WithParamInterface<ArchCase> {};
+
+TEST_P(VulkanModel, LogitsMatchCpuBackendThroughPrefillAndDecode) {
+  const ArchCase& ac = GetParam();
+  VulkanAndCpu run(ac.config, 7, 32);
+  const int vocab = run.vocab();
+  auto& vkb = SharedVulkan();
+  for (const Tensor* w : run.model->weights()) vkb.PrepareWeight(*w);
+  const auto before = vkb.counters();
+  auto step = [&](Batch& b, const std::string& what) {
+    run.Step(b, 1e-4, std::string(ac.name) + " " + what);
   };
   Batch prefill;
   prefill.Add(0, 0, {1, 5, 9, 2, vocab - 1}, true);
@@ -119,27 +129,11 @@ INSTANTIATE_TEST_SUITE_P(Archs, VulkanModel, ::testing::ValuesIn(kCases),
 // both (the absorbed form over the cache the prefills wrote), against the CPU backend.
 TEST_F(VulkanTest, DeepseekMlaNonAbsorbedPrefillMatchesCpuBackend) {
   for (const ArchCase& ac : {kCases[2], kCases[3]}) {
-    const std::string path = TempDir() + "/config.json";
-    WriteFile(path, ac.config);
-    LoadOptions lo;
-    lo.seed = 9;
-    lo.synthetic_dtype = DType::kBF16;
-    auto model = Model::Synthetic(path, lo);
-    const ModelConfig& cfg = model->config();
-    const int vocab = int(cfg.vocab_size);
+    VulkanAndCpu run(ac.config, 9, 512);
+    const int vocab = run.vocab();
     auto& vkb = SharedVulkan();
-    auto cpu = CreateCpuBackend(BackendOptions{});
-    const KvSpec spec = cfg.MakeKvSpec(DType::kF32);
-    auto kv_gpu = vkb.CreateKv(spec, 2, 512);
-    auto kv_cpu = cpu->CreateKv(spec, 2, 512);
     auto step = [&](Batch& b, const std::string& what, bool non_absorbed) {
-      b.Finalize();
-      const Graph g = model->arch().Build(b);
-      const Node& o = g.node(g.output());
-      std::vector<float> a(size_t(o.shape[0] * o.shape[1])), c(a.size());
-      vkb.Compute(g, b, *kv_gpu, a.data());
-      cpu->Compute(g, b, *kv_cpu, c.data());
-      ExpectClose(a, c, vkb.device().f16_math() ? 5e-3 : 1e-4, std::string(ac.name) + " " + what);
+      run.Step(b, vkb.device().f16_math() ? 5e-3 : 1e-4, std::string(ac.name) + " " + what);
       bool gathered = false;
       for (const std::string& n : vkb.counters().shaders)
         gathered |= n.rfind("mla_gather_", 0) == 0;

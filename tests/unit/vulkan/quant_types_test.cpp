@@ -14,6 +14,7 @@
 #include <cstring>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <utility>
 
 #include "backends/cpu/reference.h"
@@ -618,17 +619,41 @@ TEST_F(VulkanQuant, IdotFusedFfnMatchesQuantizedReference) {
       }
 }
 
-// E experts' gate, up [I, D] and down [D, I] of type dt (seeds seed + 10 + 3e ..), scaled 0.5.
-std::vector<Tensor> RandomExperts(int E, int D, int I, DType dt, uint64_t seed) {
+// E experts' gate, up [I, D] of type dt and down [D, I] of type `down` (dt if not given; seeds
+// seed + 10 + 3e ..), scaled 0.5.
+std::vector<Tensor> RandomExperts(int E, int D, int I, DType dt, uint64_t seed,
+                                  std::optional<DType> down = std::nullopt) {
   std::vector<Tensor> ex;
   ex.reserve(size_t(3 * E));
   for (int e = 0; e < E; ++e) {
     const uint64_t s = seed + 10 + 3 * uint64_t(e);
     ex.push_back(RandomTensor("g" + std::to_string(e), dt, {I, D}, s, 0.5f));
     ex.push_back(RandomTensor("u" + std::to_string(e), dt, {I, D}, s + 1, 0.5f));
-    ex.push_back(RandomTensor("d" + std::to_string(e), dt, {D, I}, s + 2, 0.5f));
+    ex.push_back(RandomTensor("d" + std::to_string(e), down.value_or(dt), {D, I}, s + 2, 0.5f));
   }
   return ex;
+}
+
+// A DeepSeek decode FFN block as models/arch.cpp MlpBlock builds it, from the normed x on:
+// norm(x0) → shared experts (gate, up, SwiGLU, down) added to `shared_res` → t; MoE (router G,
+// experts ex, routing p) over the normed x → t + moe, the graph's output.
+void AddMoeDecodeBlock(Graph& g, int x0, int shared_res, const Tensor& Nw, const Tensor& G,
+                       const Tensor& Sg, const Tensor& Su, const Tensor& Sd,
+                       const std::vector<Tensor>& ex, std::shared_ptr<MoeParams> p, int T, int D,
+                       int I) {
+  Node nn = Make(Op::kRmsNorm, "norm", {x0, g.AddWeight(Nw)}, {T, D});
+  nn.f0 = 1e-5f;
+  const int xn = g.Add(nn);
+  const int sg = g.Add(Make(Op::kMatMul, "sh.gate", {xn, g.AddWeight(Sg)}, {T, I}));
+  const int su = g.Add(Make(Op::kMatMul, "sh.up", {xn, g.AddWeight(Su)}, {T, I}));
+  const int sa = g.Add(Make(Op::kSwiGLU, "sh.act", {sg, su}, {T, I}));
+  const int sd = g.Add(Make(Op::kMatMul, "sh.down", {sa, g.AddWeight(Sd)}, {T, D}));
+  const int t = g.Add(Make(Op::kAdd, "shared_residual", {shared_res, sd}, {T, D}));
+  Node m = Make(Op::kMoE, "moe", {xn, g.AddWeight(G), -1}, {T, D});
+  for (const Tensor& w : ex) m.src.push_back(g.AddWeight(w));
+  m.moe = std::move(p);
+  const int mo = g.Add(m);
+  g.Add(Make(Op::kAdd, "mlp_residual", {t, mo}, {T, D}));
 }
 
 // A DeepSeek decode FFN block as the model builds it (models/arch.cpp MlpBlock): norm → shared
@@ -661,19 +686,7 @@ TEST_F(VulkanQuant, IdotMoeDecodeBlockMatchesQuantizedReference) {
         std::vector<Tensor> ex = RandomExperts(E, D, I, dt, seed);
         Graph g;
         const int res = Input(g, Rs, T), x0 = Input(g, X, T);
-        Node nn = Make(Op::kRmsNorm, "norm", {x0, g.AddWeight(Nw)}, {T, D});
-        nn.f0 = 1e-5f;
-        const int xn = g.Add(nn);
-        const int sg = g.Add(Make(Op::kMatMul, "sh.gate", {xn, g.AddWeight(Sg)}, {T, I}));
-        const int su = g.Add(Make(Op::kMatMul, "sh.up", {xn, g.AddWeight(Su)}, {T, I}));
-        const int sa = g.Add(Make(Op::kSwiGLU, "sh.act", {sg, su}, {T, I}));
-        const int sd = g.Add(Make(Op::kMatMul, "sh.down", {sa, g.AddWeight(Sd)}, {T, D}));
-        const int t = g.Add(Make(Op::kAdd, "shared_residual", {res, sd}, {T, D}));
-        Node m = Make(Op::kMoE, "moe", {xn, g.AddWeight(G), -1}, {T, D});
-        for (auto& w : ex) m.src.push_back(g.AddWeight(w));
-        m.moe = p;
-        const int mo = g.Add(m);
-        g.Add(Make(Op::kAdd, "mlp_residual", {t, mo}, {T, D}));
+        AddMoeDecodeBlock(g, x0, res, Nw, G, Sg, Su, Sd, ex, p, T, D, I);
         ScopedEnv env("ES_VK_FUSE", fuse);
         auto be = IdotVulkan();
         const std::vector<float> got = RunGraph(*be, g, RowsBatch(T));
@@ -771,13 +784,7 @@ TEST_F(VulkanQuant, MoeDecodeBlockOverFloatAndBlockTypes) {
         Tensor Sg = RandomTensor("sg", gu, {I, D}, seed + 4),
                Su = RandomTensor("su", gu, {I, D}, seed + 5);
         Tensor Sd = RandomTensor("sd", dn, {D, I}, seed + 6);
-        std::vector<Tensor> ex;
-        for (int e = 0; e < E; ++e) {
-          const uint64_t s = seed + 10 + 3 * uint64_t(e);
-          ex.push_back(RandomTensor("g" + std::to_string(e), gu, {I, D}, s, 0.5f));
-          ex.push_back(RandomTensor("u" + std::to_string(e), gu, {I, D}, s + 1, 0.5f));
-          ex.push_back(RandomTensor("d" + std::to_string(e), dn, {D, I}, s + 2, 0.5f));
-        }
+        std::vector<Tensor> ex = RandomExperts(E, D, I, gu, seed, dn);
         Graph g;
         const int res = Input(g, Rs, T), xin = Input(g, X, T);
         Tensor Wo =
@@ -788,21 +795,9 @@ TEST_F(VulkanQuant, MoeDecodeBlockOverFloatAndBlockTypes) {
           const int o = g.Add(Make(Op::kMatMul, "o", {xin, g.AddWeight(Wo)}, {T, D}));
           x0 = g.Add(Make(Op::kAdd, "attn_residual", {res, o}, {T, D}));
         }
-        Node nn = Make(Op::kRmsNorm, "norm", {x0, g.AddWeight(Nw)}, {T, D});
-        nn.f0 = 1e-5f;
-        const int xn = g.Add(nn);
-        const int sg = g.Add(Make(Op::kMatMul, "sh.gate", {xn, g.AddWeight(Sg)}, {T, I}));
-        const int su = g.Add(Make(Op::kMatMul, "sh.up", {xn, g.AddWeight(Su)}, {T, I}));
-        const int sa = g.Add(Make(Op::kSwiGLU, "sh.act", {sg, su}, {T, I}));
-        const int sd = g.Add(Make(Op::kMatMul, "sh.down", {sa, g.AddWeight(Sd)}, {T, D}));
         // The small cases add the shared experts to x itself, as the model does (x is then read
         // by the folded norms and by the shared down's residual).
-        const int t = g.Add(Make(Op::kAdd, "shared_residual", {model_like ? x0 : res, sd}, {T, D}));
-        Node m = Make(Op::kMoE, "moe", {xn, g.AddWeight(G), -1}, {T, D});
-        for (auto& w : ex) m.src.push_back(g.AddWeight(w));
-        m.moe = p;
-        const int mo = g.Add(m);
-        g.Add(Make(Op::kAdd, "mlp_residual", {t, mo}, {T, D}));
+        AddMoeDecodeBlock(g, x0, model_like ? x0 : res, Nw, G, Sg, Su, Sd, ex, p, T, D, I);
         ScopedEnv env("ES_VK_FUSE", fuse);
         auto be = MakeVulkan({});  // the float GEMVs (no integer-dot ones)
         if (model_like)            // weights uploaded one by one first, as a model load does
