@@ -344,6 +344,19 @@ Coopmat2Config QueryCoopmat2(VkPhysicalDevice pd, const VulkanDeviceInfo& info) 
   if (wg == 0 || wg > props.workgroup_scope_max_workgroup_size) return c;
   if (!fits(kComponentF32, bm, bn, bk, wg)) return c;
   c.bm = bm, c.bn = bn, c.bk = bk, c.wg = wg;
+  // Decode-shaped tiles of the block-load variants (weights as A: an accumulator of bn weight rows
+  // x bm activation rows): the first shape that fits, 128 weight rows a tile where it can.
+  c.block_loads = cm2.block_loads && f12.bufferDeviceAddress;
+  for (uint32_t i = 0; i < 3 && c.block_loads; ++i) {
+    const uint32_t dbm = 16u << i;
+    for (const Coopmat2Config::Tile t : {Coopmat2Config::Tile{dbm, 128, 64, 256},
+                                         Coopmat2Config::Tile{dbm, 128, 64, 128},
+                                         Coopmat2Config::Tile{dbm, 64, 64, 128}})
+      if (t.wg <= props.workgroup_scope_max_workgroup_size && fits(kComponentF32, t.bn, t.bm, t.bk, t.wg)) {
+        c.dec[i] = t;
+        break;
+      }
+  }
   c.x32 = Flag("ES_VK_CM2_X32", false);
   c.swap = Flag("ES_VK_CM2_SWAP", false);
   // Variant flags, matmul_gemm_cm2.comp's specialization constant 4 (its header lists them).
@@ -604,6 +617,10 @@ Device::Device(const std::string& want) {
                        VK_TRUE, VK_TRUE, VK_FALSE};
   coopmat2_ = QueryCoopmat2(physical_, info_);
   if (coopmat2_.fa_br) cm2.reductions = VK_TRUE;  // the attention's row max and smears
+  if (coopmat2_.bm && coopmat2_.block_loads) {  // decode functions take buffer references
+    cm2.block_loads = VK_TRUE;
+    f12.bufferDeviceAddress = VK_TRUE;
+  }
   if (coopmat_khr_ || coopmat2_.bm) extensions.push_back("VK_KHR_cooperative_matrix");
   if (coopmat_khr_ && !coopmat2_.bm) {
     f12.vulkanMemoryModel = VK_TRUE;

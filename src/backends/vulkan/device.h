@@ -52,6 +52,16 @@ struct Coopmat2Config {
   // keys, workgroup size fa_wg (ES_VK_FA_TILE=BRxBC, ES_VK_FA_WG); fa_br == 0: not available
   // (no GEMM config, no row reductions, no fitting shape, or ES_VK_FA_CM2=0).
   uint32_t fa_br = 0, fa_bc = 0, fa_wg = 0;
+  // Quantized weights decoded in the GEMM's tile loads (matmul_gemm_cm2.comp's "_q4_0" / "_q8_0"
+  // variants; cooperativeMatrixBlockLoads and bufferDeviceAddress): false where the device lacks
+  // them. dec[i]: the tile of products of at most 16 << i activation rows (bm = 16, 32, 64; the
+  // weights are the A operand, bn of their rows a tile); bm == 0 where no shape fits, then the
+  // tile above is used.
+  bool block_loads = false;
+  struct Tile {
+    uint32_t bm = 0, bn = 0, bk = 0, wg = 0;
+  };
+  Tile dec[3];
 };
 
 class Device {

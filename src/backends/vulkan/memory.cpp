@@ -128,12 +128,18 @@ int MemoryPool::NewBlock(uint64_t bytes, const std::string& what) {
   bci.size = bytes;
   bci.usage = VK_BUFFER_USAGE_STORAGE_BUFFER_BIT | VK_BUFFER_USAGE_TRANSFER_SRC_BIT |
               VK_BUFFER_USAGE_TRANSFER_DST_BIT;
+  // The GEMM's decode functions see the weights through buffer references (device addresses).
+  const bool address = dev_.coopmat2().block_loads && kind_ == Kind::kDevice;
+  if (address) bci.usage |= VK_BUFFER_USAGE_SHADER_DEVICE_ADDRESS_BIT;
   VK_CHECK(vkCreateBuffer(dev_.handle(), &bci, nullptr, &b.buffer), " for '", what, "'");
   VkMemoryRequirements req;
   vkGetBufferMemoryRequirements(dev_.handle(), b.buffer, &req);
   VkMemoryAllocateInfo ai{VK_STRUCTURE_TYPE_MEMORY_ALLOCATE_INFO};
   ai.allocationSize = req.size;
   ai.memoryTypeIndex = memory_type_;
+  VkMemoryAllocateFlagsInfo flags{VK_STRUCTURE_TYPE_MEMORY_ALLOCATE_FLAGS_INFO};
+  flags.flags = VK_MEMORY_ALLOCATE_DEVICE_ADDRESS_BIT;
+  if (address) ai.pNext = &flags;
   const VkResult r = vkAllocateMemory(dev_.handle(), &ai, nullptr, &b.memory);
   if (r != VK_SUCCESS) {
     vkDestroyBuffer(dev_.handle(), b.buffer, nullptr);

@@ -3,6 +3,7 @@
 // Tolerances: relative L2 1e-5 for f32 math (reference accumulates in double; ours in f32).
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
@@ -189,6 +190,42 @@ TEST_F(VulkanOps, MatMulCoopmatSplitK) {
   }
   if (!split)
     GTEST_SKIP() << "no NV cooperative-matrix GEMM with a multiprocessor count: split-K not run";
+}
+
+// Q4_0 / Q8_0 weights decoded in the workgroup-scope GEMM's tile loads (matmul_gemm_cm2.comp's
+// "_q4_0" / "_q8_0" variants, VK_NV_cooperative_matrix2 block loads): batched-decode row counts on
+// either side of each decode tile (16, 32, 64 rows) and prefill ones past the 128-row tile, K with
+// and without a whole last K step (and under one step), N off the 128-row weight tiles, split K
+// (3584, 4096) and whole, a bias, and weights split into row chunks; every case must take the
+// block-load GEMM (its shader in the program) and match the reference within f16 rounding. Where
+// the device has no block loads (lavapipe) the cases check the GEMM that runs instead.
+TEST_F(VulkanOps, Coopmat2DecodesQuantizedWeightsInTileLoads) {
+  vk::VulkanTuning t;
+  t.f16_act = 1;
+  auto be = MakeVulkan(t);
+  vk::VulkanTuning st = t;
+  st.weights.max_range = 64 << 10;
+  auto chunked = MakeVulkan(st);
+  const bool on = be->device().coopmat2().block_loads && be->device().coopmat2().bm != 0;
+  const MatCase cases[] = {
+      {9, 96, 7, DType::kQ4_0, true},       {16, 1024, 130, DType::kQ8_0, false},
+      {17, 3584, 300, DType::kQ4_0, false}, {32, 32, 129, DType::kQ8_0, true},
+      {33, 992, 257, DType::kQ4_0, true},   {64, 4096, 70, DType::kQ8_0, false},
+      {65, 160, 33, DType::kQ4_0, false},   {130, 544, 257, DType::kQ8_0, true},
+      {300, 3584, 130, DType::kQ4_0, true}};
+  for (vk::VulkanBackend* b : {be.get(), chunked.get()}) {
+    for (const auto& c : cases) {
+      const std::string tag = std::string(b == be.get() ? "" : "chunked ") + "cm2 decode";
+      CheckMatCase(*b, c, 41, 0.5f, 2e-3, tag);
+      if (!on) continue;
+      const auto shaders = b->counters().shaders;
+      const std::string want = std::string("matmul_gemm_cm2_") + (c.dt == DType::kQ4_0 ? "q4_0" : "q8_0");
+      EXPECT_TRUE(std::any_of(shaders.begin(), shaders.end(),
+                              [&](const std::string& n) { return n.rfind(want, 0) == 0; }))
+          << tag << " R=" << c.R << " K=" << c.K << " N=" << c.N << ": no " << want;
+    }
+  }
+  if (!on) GTEST_SKIP() << "no cooperative-matrix block loads on this device: only the reference run";
 }
 
 // The workgroup-scope cooperative-matrix GEMM (matmul_gemm_cm2.comp, VK_NV_cooperative_matrix2):

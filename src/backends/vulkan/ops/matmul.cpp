@@ -259,6 +259,46 @@ bool UseCoopmat(const Device& dev, int64_t K, DType wt) {
   return typed && dev.f16_math() && dev.coopmat_n() != 0 && K % 8 == 0;
 }
 
+namespace {
+// Q4_0 / Q8_0 weights of products of more than kGemvMaxRows rows: the workgroup-scope GEMM with
+// the weights decoded in its tile loads (matmul_gemm_cm2.comp "_q4_0" / "_q8_0"), x converted to
+// f16 once, no f16 copy of the weights.
+//   ES_VK_CM2_DECODE 0|1|2  (experiment) 0: never; 1: steps of at most 64 rows (batched decode);
+//                           2 (default): every row count
+bool UseCm2Decode(const Device& dev, int64_t R, int64_t K, DType wt) {
+  const Coopmat2Config& t = dev.coopmat2();
+  if (!t.block_loads || !t.bm || t.x32 || !dev.f16_math() || R <= kGemvMaxRows || K % 32 != 0)
+    return false;
+  if (wt != DType::kQ4_0 && wt != DType::kQ8_0) return false;
+  const uint32_t mode = Knob("ES_VK_CM2_DECODE", {0, 1, 2}, 2);
+  return mode == 2 || (mode == 1 && R <= 64);
+}
+
+struct Cm2DecodePlan {
+  Coopmat2Config::Tile t;
+  uint32_t S = 1;  // K slices (split-K: partial tiles to the scratch, then summed)
+};
+// The tile for R rows (the decode-shaped ones up to 64 rows, else the prefill tile) and the K
+// slices: doubled (up to 16) while the workgroups stay within two a multiprocessor and each slice
+// keeps at least 4 BK steps, so that a 3584-output projection of 32 rows reads its weights with
+// ~200 workgroups rather than 28.
+Cm2DecodePlan PlanCm2Decode(const Device& dev, int64_t R, int64_t N, int64_t K) {
+  const Coopmat2Config& c = dev.coopmat2();
+  Cm2DecodePlan p;
+  p.t = {c.bm, c.bn, c.bk, c.wg};
+  for (uint32_t i = 0; i < 3; ++i)
+    if (R <= int64_t(16u << i) && c.dec[i].bm) {
+      p.t = c.dec[i];
+      break;
+    }
+  const uint64_t tiles = uint64_t((R + p.t.bm - 1) / p.t.bm) * uint64_t((N + p.t.bn - 1) / p.t.bn);
+  const uint64_t steps = uint64_t(K) / p.t.bk;
+  while (c.sms && p.S * 2 <= 16 && tiles * p.S * 2 <= 2ull * c.sms && steps / (p.S * 2) >= 4)
+    p.S *= 2;
+  return p;
+}
+}  // namespace
+
 void RecordHeadGemv(OpContext& c, BufRange x, int64_t R, int64_t H, int64_t N, int64_t K,
                     const DeviceWeight& w, int64_t x_rs, int64_t x_hs, int64_t x_off, BufRange y,
                     int64_t y_rs, int64_t y_hs, int64_t y_off) {
@@ -294,6 +334,11 @@ uint64_t MatMulScratchBytes(const Device& dev, const Graph& g, const Node& n) {
   const Tensor& W = *g.node(n.src[1]).weight;
   const int64_t R = n.shape[0], K = g.node(n.src[0]).shape[1];
   if (R <= kGemvMaxRows) return 0;
+  if (UseCm2Decode(dev, R, K, W.dtype)) {  // x as f16, then the split-K partials
+    const Cm2DecodePlan p = PlanCm2Decode(dev, R, W.shape[0], K);
+    return Cm2PartOffset(R, K) +
+           (p.S > 1 ? uint64_t(p.S) * uint64_t(R) * uint64_t(W.shape[0]) * 4 : 0);
+  }
   if (dev.coopmat2().x32 || !UseCoopmat2(dev, R, K, W.dtype, W.shape[0])) {
     // The coopmat GEMM's split-K partials ([S][R][N] f32).
     uint32_t S = 1;
@@ -325,6 +370,46 @@ void RecordSplitKSum(OpContext& c, BufRange part, const BufRange* bias, BufRange
 }
 }  // namespace
 
+namespace {
+// The block-load GEMM (UseCm2Decode): x to f16 in the scratch, then per weight chunk one GEMM
+// dispatch (and, split, the sum of its K slices' partial tiles, stored after x's copy).
+void RecordCm2Decode(OpContext& c, BufRange x, int64_t R, int64_t K, const DeviceWeight& w,
+                     const BufRange* bias, BufRange y, int64_t y_rs, BufRange scratch) {
+  const BufRange xh{scratch.buffer, scratch.offset, uint64_t(R * K * 2)};
+  {
+    Dispatch& d = c.Add("to_f16", {1, 1});
+    d.bindings = {{x}, {xh}};
+    d.writes = {1};
+    const uint32_t n4 = uint32_t(R * K / 4);
+    d.Push(n4);
+    Grid1D(d, n4);
+  }
+  const uint64_t part_off = Cm2PartOffset(R, K);
+  for (const auto& ch : w.chunks) {
+    if (ch.rows == 0) continue;
+    const uint32_t N = uint32_t(ch.rows);
+    Cm2DecodePlan p = PlanCm2Decode(c.dev, R, N, K);
+    const uint64_t part_bytes = uint64_t(p.S) * uint64_t(R) * N * 4;
+    if (p.S > 1 && scratch.size < part_off + part_bytes) p.S = 1;
+    const bool sk = p.S > 1;
+    const BufRange part =
+        sk ? BufRange{scratch.buffer, scratch.offset + part_off, part_bytes} : y;
+    const BufRange wr = Range(ch.alloc);
+    Dispatch& d = c.Add(std::string("matmul_gemm_cm2_") + TypeSuffix(w.dtype) + (sk ? "_sk" : ""),
+                        {1, 1, 1, 1, 1, 1},
+                        {p.t.wg, p.t.bm, p.t.bn, p.t.bk, c.dev.coopmat2().flags});
+    d.bindings = {{wr}, {xh}, {bias ? *bias : x}, {y}, {part}, {wr}};
+    d.writes = {sk ? 4 : 3};
+    d.Push(
+        GemmPush{uint32_t(K), N, uint32_t(R), uint32_t(ch.row0), uint32_t(y_rs), bias ? 1u : 0u});
+    d.groups[0] = (N + p.t.bn - 1) / p.t.bn;
+    d.groups[1] = uint32_t((R + p.t.bm - 1) / p.t.bm);
+    d.groups[2] = p.S;
+    if (sk) RecordSplitKSum(c, part, bias, x, y, N, R, ch.row0, y_rs, p.S);
+  }
+}
+}  // namespace
+
 void RecordMatMul(OpContext& c, BufRange x, int64_t R, int64_t K, const DeviceWeight& w,
                   const BufRange* bias, BufRange y, int64_t y_rs, const BufRange* residual,
                   const NormFold* norm, const BufRange* x16, const QuantX* xq) {
@@ -333,6 +418,11 @@ void RecordMatMul(OpContext& c, BufRange x, int64_t R, int64_t K, const DeviceWe
   ES_ASSERT(!xq || (!norm && UseIdotGemv(c.dev, R, K, w.dtype)));
   const bool gemv = R <= kGemvMaxRows;
   const bool vec = K % 8 == 0;
+  if (!gemv && x16 && UseCm2Decode(c.dev, R, K, w.dtype) &&
+      x16->size >= Cm2PartOffset(R, K)) {
+    RecordCm2Decode(c, x, R, K, w, bias, y, y_rs, *x16);
+    return;
+  }
   // Integer dot products over x quantized by a separate dispatch (xq) or in each workgroup.
   const bool idot = gemv && UseIdotGemv(c.dev, R, K, w.dtype);
   GemvSpec gs = GemvSpecFor(c.dev, w.dtype, vec, R, w.rows, idot, xq != nullptr);

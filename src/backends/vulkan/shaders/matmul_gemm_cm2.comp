@@ -42,7 +42,21 @@ const uint LOOP = (FLAGS >> 2u) & 3u;
 const bool ACC16 = (FLAGS & 16u) != 0u;
 const bool ORDER = (FLAGS & 32u) != 0u;
 
+#if defined(W_Q4_0) || defined(W_Q8_0)
+// Block-quantized weights (the "_q4_0" / "_q8_0" variants, always SWAP and X_F16), decoded in the
+// tile loads (cooperativeMatrixBlockLoads): W is seen as uvec4 units of wload.glsl's repacked rows
+// (Q4_0: one unit = a block's 32 quants; Q8_0: half a block's), a row of QRowWords(K) / 4 units,
+// so the tensor layout's blocks are 32 (Q4_0) or 16 (Q8_0) elements of one row and the driver
+// hands DecodeW a reference to the unit; the block's f16 scale is read through WS, the same
+// chunk bound again as words. No f16 copy of the weight is made.
+#extension GL_EXT_buffer_reference : require
+layout(binding = 0) readonly buffer W { uvec4 w[]; };
+layout(binding = 5) readonly buffer WS { uint ws[]; };
+layout(buffer_reference, std430, buffer_reference_align = 16) buffer DecW { uvec4 q; };
+#define QDEC 1
+#else
 layout(binding = 0) readonly buffer W { float16_t w[]; };
+#endif
 #ifdef X_F16
 layout(binding = 1) readonly buffer X { float16_t x[]; };
 #else
@@ -56,6 +70,35 @@ layout(binding = 3) writeonly buffer Y { float y[]; };
 layout(binding = 4) writeonly buffer Part { float part[]; };
 #endif
 layout(push_constant) uniform P { uint K, N, R, n0, y_rs, has_bias; } p;
+
+#ifdef QDEC
+#define WCOLS p.K
+#define WORD(i) ws[i]
+#include "wload.glsl"
+#if defined(W_Q4_0)
+const uint QBS = 32u;  // elements a tensor-layout block (one uvec4 unit)
+// Element j of the block: byte j % 16 of the unit, its low nibble for j < 16, else its high one.
+float16_t DecodeW(const in DecW bl, const in uint bc[2], const in uint cib[2]) {
+  const uint j = cib[1];
+  const uint v = (bl.q[(j & 15u) >> 2u] >> (8u * (j & 3u) + 4u * (j >> 4u))) & 15u;
+  return float16_t((float(v) - 8.0) * QScale(bc[0] * QRowWords(p.K), p.K, bc[1]));
+}
+#else
+const uint QBS = 16u;  // half a Q8_0 block: 16 int8 quants
+float16_t DecodeW(const in DecW bl, const in uint bc[2], const in uint cib[2]) {
+  const uint j = cib[1];
+  const int v = int(bl.q[j >> 2u] << (24u - 8u * (j & 3u))) >> 24;
+  return float16_t(float(v) * QScale(bc[0] * QRowWords(p.K), p.K, bc[1] >> 1u));
+}
+#endif
+// The weight layout's blocks and row stride in units (set on every layout W is read through).
+#define W_LAYOUT(t)                                  \
+  t = setTensorLayoutBlockSizeNV(t, 1, QBS);         \
+  t = setTensorLayoutStrideNV(t, QRowWords(p.K) / 4u, 1);
+#define W_DECODE , DecodeW
+#else
+#define W_DECODE
+#endif
 
 
 // LOAD_X(a, t, USE, R0, C0, KK, V): the BM x BK tile of x at (m0, KK) into `a` (a coopmat of
@@ -93,7 +136,7 @@ layout(push_constant) uniform P { uint K, N, R, n0, y_rs, has_bias; } p;
 #define STEP(acc, LX, LW, KK)                                                               \
   {                                                                                         \
     coopmat<float16_t, gl_ScopeWorkgroup, BN, BK, gl_MatrixUseA> a;                         \
-    coopMatLoadTensorNV(a, w, 0, sliceTensorLayoutNV(LW, c0, BN, KK, BK));                  \
+    coopMatLoadTensorNV(a, w, 0, sliceTensorLayoutNV(LW, c0, BN, KK, BK) W_DECODE);         \
     coopmat<float16_t, gl_ScopeWorkgroup, BK, BM, gl_MatrixUseB> b;                         \
     LOAD_X(b, LX, gl_MatrixUseB, BK, BM, KK, TRANSPOSED)                                    \
     acc = coopMatMulAdd(a, b, acc);                                                         \

@@ -34,6 +34,9 @@ void GEMM_FN(const uint m0, const uint c0) {
 #ifndef SPLITK
   }
 #endif
+#ifdef QDEC
+  W_LAYOUT(tw)
+#endif
 
   coopmat<ACC_T, gl_ScopeWorkgroup, AR, AC, gl_MatrixUseAccumulator> acc =
       coopmat<ACC_T, gl_ScopeWorkgroup, AR, AC, gl_MatrixUseAccumulator>(0.0);
@@ -46,6 +49,9 @@ void GEMM_FN(const uint m0, const uint c0) {
     tensorLayoutNV<2> uw = createTensorLayoutNV(2);
     uw = setTensorLayoutDimensionNV(uw, p.N, kend);
     uw = setTensorLayoutStrideNV(uw, ks, 1);
+#ifdef QDEC
+    W_LAYOUT(uw)
+#endif
     KLOOP(acc, ux, uw, (k & ~7u))
   } else {
     KLOOP(acc, tx, tw, k)
