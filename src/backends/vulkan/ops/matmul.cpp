@@ -3,6 +3,7 @@
 // more rows take the tiled GEMM. Weights split into row chunks dispatch once per chunk (output
 // column offset n0).
 #include <array>
+#include <cstdio>
 #include <cstdlib>
 #include <initializer_list>
 
@@ -277,11 +278,13 @@ bool UseCm2Decode(const Device& dev, int64_t R, int64_t K, DType wt) {
 struct Cm2DecodePlan {
   Coopmat2Config::Tile t;
   uint32_t S = 1;  // K slices (split-K: partial tiles to the scratch, then summed)
+  int64_t Rp = 0;  // rows padded to whole tiles (x's f16 copy has zero rows up to Rp)
 };
 // The tile for R rows (the decode-shaped ones up to 64 rows, else the prefill tile) and the K
 // slices: doubled (up to 16) while the workgroups stay within two a multiprocessor and each slice
 // keeps at least 4 BK steps, so that a 3584-output projection of 32 rows reads its weights with
 // ~200 workgroups rather than 28.
+//   ES_VK_CM2_DTILE BMxBNxBK/WG  (experiment) the tile of steps of at most 64 rows
 Cm2DecodePlan PlanCm2Decode(const Device& dev, int64_t R, int64_t N, int64_t K) {
   const Coopmat2Config& c = dev.coopmat2();
   Cm2DecodePlan p;
@@ -291,7 +294,12 @@ Cm2DecodePlan PlanCm2Decode(const Device& dev, int64_t R, int64_t N, int64_t K) 
       p.t = c.dec[i];
       break;
     }
-  const uint64_t tiles = uint64_t((R + p.t.bm - 1) / p.t.bm) * uint64_t((N + p.t.bn - 1) / p.t.bn);
+  if (const char* e = std::getenv("ES_VK_CM2_DTILE"); e && *e && R <= 64) {
+    Coopmat2Config::Tile t;
+    if (std::sscanf(e, "%ux%ux%u/%u", &t.bm, &t.bn, &t.bk, &t.wg) == 4) p.t = t;
+  }
+  p.Rp = (R + p.t.bm - 1) / p.t.bm * p.t.bm;
+  const uint64_t tiles = uint64_t(p.Rp / p.t.bm) * uint64_t((N + p.t.bn - 1) / p.t.bn);
   const uint64_t steps = uint64_t(K) / p.t.bk;
   while (c.sms && p.S * 2 <= 16 && tiles * p.S * 2 <= 2ull * c.sms && steps / (p.S * 2) >= 4)
     p.S *= 2;
@@ -334,10 +342,10 @@ uint64_t MatMulScratchBytes(const Device& dev, const Graph& g, const Node& n) {
   const Tensor& W = *g.node(n.src[1]).weight;
   const int64_t R = n.shape[0], K = g.node(n.src[0]).shape[1];
   if (R <= kGemvMaxRows) return 0;
-  if (UseCm2Decode(dev, R, K, W.dtype)) {  // x as f16, then the split-K partials
+  if (UseCm2Decode(dev, R, K, W.dtype)) {  // x as f16 (padded rows), then the split-K partials
     const Cm2DecodePlan p = PlanCm2Decode(dev, R, W.shape[0], K);
-    return Cm2PartOffset(R, K) +
-           (p.S > 1 ? uint64_t(p.S) * uint64_t(R) * uint64_t(W.shape[0]) * 4 : 0);
+    return Cm2PartOffset(p.Rp, K) +
+           (p.S > 1 ? uint64_t(p.S) * uint64_t(p.Rp) * uint64_t(W.shape[0]) * 4 : 0);
   }
   if (dev.coopmat2().x32 || !UseCoopmat2(dev, R, K, W.dtype, W.shape[0])) {
     // The coopmat GEMM's split-K partials ([S][R][N] f32).
@@ -356,8 +364,10 @@ namespace {
 // The sum of a split-K product's S partial products [S][R][N] (+ bias) into y's columns n0.. of
 // rows of stride y_rs (matmul_gemm_cm2_reduce.comp, for both tensor-core GEMMs); `dummy` fills
 // the bias binding without one.
+// `rows` (default R) of y are written: R is the partials' rows (a slice is R x N).
 void RecordSplitKSum(OpContext& c, BufRange part, const BufRange* bias, BufRange dummy, BufRange y,
-                     uint32_t N, int64_t R, int64_t n0, int64_t y_rs, uint32_t S) {
+                     uint32_t N, int64_t R, int64_t n0, int64_t y_rs, uint32_t S,
+                     int64_t rows = -1) {
   Dispatch& r = c.Add("matmul_gemm_cm2_reduce", {1, 1, 1});
   r.bindings = {{part}, {bias ? *bias : dummy}, {y}};
   r.writes = {2};
@@ -366,7 +376,7 @@ void RecordSplitKSum(OpContext& c, BufRange part, const BufRange* bias, BufRange
   } push{N, uint32_t(R), uint32_t(n0), uint32_t(y_rs), bias ? 1u : 0u, S};
   r.Push(push);
   r.groups[0] = (N + 255) / 256;
-  r.groups[1] = uint32_t(R);
+  r.groups[1] = uint32_t(rows < 0 ? R : rows);
 }
 }  // namespace
 
@@ -375,21 +385,22 @@ namespace {
 // dispatch (and, split, the sum of its K slices' partial tiles, stored after x's copy).
 void RecordCm2Decode(OpContext& c, BufRange x, int64_t R, int64_t K, const DeviceWeight& w,
                      const BufRange* bias, BufRange y, int64_t y_rs, BufRange scratch) {
-  const BufRange xh{scratch.buffer, scratch.offset, uint64_t(R * K * 2)};
+  const int64_t Rp = PlanCm2Decode(c.dev, R, w.rows, K).Rp;  // the same for every chunk
+  const BufRange xh{scratch.buffer, scratch.offset, uint64_t(Rp * K * 2)};
   {
     Dispatch& d = c.Add("to_f16", {1, 1});
     d.bindings = {{x}, {xh}};
     d.writes = {1};
-    const uint32_t n4 = uint32_t(R * K / 4);
-    d.Push(n4);
+    const uint32_t n4 = uint32_t(Rp * K / 4);
+    d.Push(std::array<uint32_t, 2>{n4, uint32_t(R * K / 4)});
     Grid1D(d, n4);
   }
-  const uint64_t part_off = Cm2PartOffset(R, K);
+  const uint64_t part_off = Cm2PartOffset(Rp, K);
   for (const auto& ch : w.chunks) {
     if (ch.rows == 0) continue;
     const uint32_t N = uint32_t(ch.rows);
     Cm2DecodePlan p = PlanCm2Decode(c.dev, R, N, K);
-    const uint64_t part_bytes = uint64_t(p.S) * uint64_t(R) * N * 4;
+    const uint64_t part_bytes = uint64_t(p.S) * uint64_t(Rp) * N * 4;
     if (p.S > 1 && scratch.size < part_off + part_bytes) p.S = 1;
     const bool sk = p.S > 1;
     const BufRange part =
@@ -400,12 +411,16 @@ void RecordCm2Decode(OpContext& c, BufRange x, int64_t R, int64_t K, const Devic
                         {p.t.wg, p.t.bm, p.t.bn, p.t.bk, c.dev.coopmat2().flags});
     d.bindings = {{wr}, {xh}, {bias ? *bias : x}, {y}, {part}, {wr}};
     d.writes = {sk ? 4 : 3};
-    d.Push(
-        GemmPush{uint32_t(K), N, uint32_t(R), uint32_t(ch.row0), uint32_t(y_rs), bias ? 1u : 0u});
+    struct {
+      uint32_t K, N, R, n0, y_rs, has_bias, Ry;
+    } push{uint32_t(K), N, uint32_t(Rp), uint32_t(ch.row0), uint32_t(y_rs), bias ? 1u : 0u,
+           uint32_t(R)};
+    d.Push(push);
     d.groups[0] = (N + p.t.bn - 1) / p.t.bn;
-    d.groups[1] = uint32_t((R + p.t.bm - 1) / p.t.bm);
+    d.groups[1] = uint32_t(Rp / p.t.bm);
     d.groups[2] = p.S;
-    if (sk) RecordSplitKSum(c, part, bias, x, y, N, R, ch.row0, y_rs, p.S);
+    // The partials are [S][Rp][N]; the sum writes y's R rows.
+    if (sk) RecordSplitKSum(c, part, bias, x, y, N, Rp, ch.row0, y_rs, p.S, R);
   }
 }
 }  // namespace
@@ -419,7 +434,7 @@ void RecordMatMul(OpContext& c, BufRange x, int64_t R, int64_t K, const DeviceWe
   const bool gemv = R <= kGemvMaxRows;
   const bool vec = K % 8 == 0;
   if (!gemv && x16 && UseCm2Decode(c.dev, R, K, w.dtype) &&
-      x16->size >= Cm2PartOffset(R, K)) {
+      x16->size >= Cm2PartOffset(PlanCm2Decode(c.dev, R, w.rows, K).Rp, K)) {
     RecordCm2Decode(c, x, R, K, w, bias, y, y_rs, *x16);
     return;
   }
@@ -444,7 +459,7 @@ void RecordMatMul(OpContext& c, BufRange x, int64_t R, int64_t K, const DeviceWe
     d.bindings = {{x}, {xh}};
     d.writes = {1};
     const uint32_t n4 = uint32_t(R * K / 4);
-    d.Push(n4);
+    d.Push(std::array<uint32_t, 2>{n4, n4});
     Grid1D(d, n4);
   }
   for (const auto& ch : w.chunks) {

@@ -69,7 +69,15 @@ layout(binding = 3) writeonly buffer Y { float y[]; };
 // into part (a scratch of [slices][R][N] f32), summed by matmul_gemm_cm2_reduce.comp.
 layout(binding = 4) writeonly buffer Part { float part[]; };
 #endif
+#ifdef QDEC
+// R: x's rows, a whole number of BM tiles (the host pads x's f16 copy with zero rows, so that every
+// tile takes the unclamped loop); Ry: the rows of y.
+layout(push_constant) uniform P { uint K, N, R, n0, y_rs, has_bias, Ry; } p;
+#define Y_ROWS p.Ry
+#else
 layout(push_constant) uniform P { uint K, N, R, n0, y_rs, has_bias; } p;
+#define Y_ROWS p.R
+#endif
 
 #ifdef QDEC
 #define WCOLS p.K

@@ -19,7 +19,7 @@ void GEMM_FN(const uint m0, const uint c0) {
   tw = setTensorLayoutDimensionNV(tw, p.N, kend);
   tensorLayoutNV<2, gl_CooperativeMatrixClampModeConstantNV> ty =
       createTensorLayoutNV(2, gl_CooperativeMatrixClampModeConstantNV);
-  ty = setTensorLayoutDimensionNV(ty, p.R, p.n0 + p.N);
+  ty = setTensorLayoutDimensionNV(ty, Y_ROWS, p.n0 + p.N);
   ty = setTensorLayoutStrideNV(ty, p.y_rs, 1);
   // Wᵀ (or xᵀ when SWAP): a tile of K-contiguous rows seen with its two dimensions swapped.
   tensorViewNV<2, false, 1, 0> transposed = createTensorViewNV(2, false, 1, 0);
