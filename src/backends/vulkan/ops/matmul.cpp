@@ -3,7 +3,6 @@
 // more rows take the tiled GEMM. Weights split into row chunks dispatch once per chunk (output
 // column offset n0).
 #include <array>
-#include <cstdio>
 #include <cstdlib>
 #include <initializer_list>
 
@@ -261,18 +260,20 @@ bool UseCoopmat(const Device& dev, int64_t K, DType wt) {
 }
 
 namespace {
-// Q4_0 / Q8_0 weights of products of more than kGemvMaxRows rows: the workgroup-scope GEMM with
-// the weights decoded in its tile loads (matmul_gemm_cm2.comp "_q4_0" / "_q8_0"), x converted to
-// f16 once, no f16 copy of the weights.
-//   ES_VK_CM2_DECODE 0|1|2  (experiment) 0: never; 1: steps of at most 64 rows (batched decode);
-//                           2 (default): every row count
+// Q4_0 / Q8_0 weights of batched-decode steps of 17-64 rows: the workgroup-scope GEMM with the
+// weights decoded in its tile loads (matmul_gemm_cm2.comp "_q4_0" / "_q8_0"), x converted to f16
+// once (rows padded to whole tiles), no f16 copy of the weights. H200, 7B Q4_0 `bench -b N`, one
+// job, per step against the coopmat GEMM that dequantizes in its own loader: 32 rows 18.1-18.2 ms
+// against 22.1 (1,766 t/s against 1,446), 64 rows 24.4 against 24.8; but 9 rows 21.2 against
+// 20.1, 16 rows 21.5 against 20.7, and prefill (pp512) 7,939 t/s against 8,333 through the f16
+// weight copy, so those keep their paths. Its tiles (Coopmat2Config::dec) were the fastest tried:
+// 32 x 64 weight rows x 256 K at 128 invocations took 45.4 ms at 32 rows (docs/performance.md,
+// session 18). Like the other GEMMs here it reads its weights at ~250 GB/s in decode shapes.
 bool UseCm2Decode(const Device& dev, int64_t R, int64_t K, DType wt) {
   const Coopmat2Config& t = dev.coopmat2();
-  if (!t.block_loads || !t.bm || t.x32 || !dev.f16_math() || R <= kGemvMaxRows || K % 32 != 0)
+  if (!t.block_loads || !t.bm || t.x32 || !dev.f16_math() || R <= 16 || R > 64 || K % 32 != 0)
     return false;
-  if (wt != DType::kQ4_0 && wt != DType::kQ8_0) return false;
-  const uint32_t mode = Knob("ES_VK_CM2_DECODE", {0, 1, 2}, 2);
-  return mode == 2 || (mode == 1 && R <= 64);
+  return wt == DType::kQ4_0 || wt == DType::kQ8_0;
 }
 
 struct Cm2DecodePlan {
@@ -280,11 +281,9 @@ struct Cm2DecodePlan {
   uint32_t S = 1;  // K slices (split-K: partial tiles to the scratch, then summed)
   int64_t Rp = 0;  // rows padded to whole tiles (x's f16 copy has zero rows up to Rp)
 };
-// The tile for R rows (the decode-shaped ones up to 64 rows, else the prefill tile) and the K
-// slices: doubled (up to 16) while the workgroups stay within two a multiprocessor and each slice
-// keeps at least 4 BK steps, so that a 3584-output projection of 32 rows reads its weights with
-// ~200 workgroups rather than 28.
-//   ES_VK_CM2_DTILE BMxBNxBK/WG  (experiment) the tile of steps of at most 64 rows
+// The decode tile for R rows and the K slices: doubled (up to 16) while the workgroups stay within
+// two a multiprocessor and each slice keeps at least 4 BK steps, so that a 3584-output projection
+// of 32 rows reads its weights with ~200 workgroups rather than 28.
 Cm2DecodePlan PlanCm2Decode(const Device& dev, int64_t R, int64_t N, int64_t K) {
   const Coopmat2Config& c = dev.coopmat2();
   Cm2DecodePlan p;
@@ -294,10 +293,6 @@ Cm2DecodePlan PlanCm2Decode(const Device& dev, int64_t R, int64_t N, int64_t K) 
       p.t = c.dec[i];
       break;
     }
-  if (const char* e = std::getenv("ES_VK_CM2_DTILE"); e && *e && R <= 64) {
-    Coopmat2Config::Tile t;
-    if (std::sscanf(e, "%ux%ux%u/%u", &t.bm, &t.bn, &t.bk, &t.wg) == 4) p.t = t;
-  }
   p.Rp = (R + p.t.bm - 1) / p.t.bm * p.t.bm;
   const uint64_t tiles = uint64_t(p.Rp / p.t.bm) * uint64_t((N + p.t.bn - 1) / p.t.bn);
   const uint64_t steps = uint64_t(K) / p.t.bk;
