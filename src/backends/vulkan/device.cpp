@@ -349,10 +349,11 @@ Coopmat2Config QueryCoopmat2(VkPhysicalDevice pd, const VulkanDeviceInfo& info) 
   c.block_loads = cm2.block_loads && f12.bufferDeviceAddress;
   for (uint32_t i = 0; i < 3 && c.block_loads; ++i) {
     const uint32_t dbm = 16u << i;
-    for (const Coopmat2Config::Tile t : {Coopmat2Config::Tile{dbm, 128, 64, 256},
-                                         Coopmat2Config::Tile{dbm, 128, 64, 128},
-                                         Coopmat2Config::Tile{dbm, 64, 64, 128}})
-      if (t.wg <= props.workgroup_scope_max_workgroup_size && fits(kComponentF32, t.bn, t.bm, t.bk, t.wg)) {
+    for (const Coopmat2Config::Tile t :
+         {Coopmat2Config::Tile{dbm, 128, 64, 256}, Coopmat2Config::Tile{dbm, 128, 64, 128},
+          Coopmat2Config::Tile{dbm, 64, 64, 128}})
+      if (t.wg <= props.workgroup_scope_max_workgroup_size &&
+          fits(kComponentF32, t.bn, t.bm, t.bk, t.wg)) {
         c.dec[i] = t;
         break;
       }
@@ -617,7 +618,7 @@ Device::Device(const std::string& want) {
                        VK_TRUE, VK_TRUE, VK_FALSE};
   coopmat2_ = QueryCoopmat2(physical_, info_);
   if (coopmat2_.fa_br) cm2.reductions = VK_TRUE;  // the attention's row max and smears
-  if (coopmat2_.bm && coopmat2_.block_loads) {  // decode functions take buffer references
+  if (coopmat2_.bm && coopmat2_.block_loads) {    // decode functions take buffer references
     cm2.block_loads = VK_TRUE;
     f12.bufferDeviceAddress = VK_TRUE;
   }

@@ -222,14 +222,16 @@ TEST_F(VulkanOps, Coopmat2DecodesQuantizedWeightsInTileLoads) {
       CheckMatCase(*b, c, 41, 0.5f, 2e-3, tag);
       if (!on) continue;
       const auto shaders = b->counters().shaders;
-      const std::string want = std::string("matmul_gemm_cm2_") + (c.dt == DType::kQ4_0 ? "q4_0" : "q8_0");
+      const std::string want =
+          std::string("matmul_gemm_cm2_") + (c.dt == DType::kQ4_0 ? "q4_0" : "q8_0");
       EXPECT_EQ(std::any_of(shaders.begin(), shaders.end(),
                             [&](const std::string& n) { return n.rfind(want, 0) == 0; }),
                 c.R > 16 && c.R <= 64)
           << tag << " R=" << c.R << " K=" << c.K << " N=" << c.N << ": " << want;
     }
   }
-  if (!on) GTEST_SKIP() << "no cooperative-matrix block loads on this device: only the reference run";
+  if (!on)
+    GTEST_SKIP() << "no cooperative-matrix block loads on this device: only the reference run";
 }
 
 // The workgroup-scope cooperative-matrix GEMM (matmul_gemm_cm2.comp, VK_NV_cooperative_matrix2):

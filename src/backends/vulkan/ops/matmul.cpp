@@ -398,18 +398,17 @@ void RecordCm2Decode(OpContext& c, BufRange x, int64_t R, int64_t K, const Devic
     const uint64_t part_bytes = uint64_t(p.S) * uint64_t(Rp) * N * 4;
     if (p.S > 1 && scratch.size < part_off + part_bytes) p.S = 1;
     const bool sk = p.S > 1;
-    const BufRange part =
-        sk ? BufRange{scratch.buffer, scratch.offset + part_off, part_bytes} : y;
+    const BufRange part = sk ? BufRange{scratch.buffer, scratch.offset + part_off, part_bytes} : y;
     const BufRange wr = Range(ch.alloc);
-    Dispatch& d = c.Add(std::string("matmul_gemm_cm2_") + TypeSuffix(w.dtype) + (sk ? "_sk" : ""),
-                        {1, 1, 1, 1, 1, 1},
-                        {p.t.wg, p.t.bm, p.t.bn, p.t.bk, c.dev.coopmat2().flags});
+    Dispatch& d =
+        c.Add(std::string("matmul_gemm_cm2_") + TypeSuffix(w.dtype) + (sk ? "_sk" : ""),
+              {1, 1, 1, 1, 1, 1}, {p.t.wg, p.t.bm, p.t.bn, p.t.bk, c.dev.coopmat2().flags});
     d.bindings = {{wr}, {xh}, {bias ? *bias : x}, {y}, {part}, {wr}};
     d.writes = {sk ? 4 : 3};
     struct {
       uint32_t K, N, R, n0, y_rs, has_bias, Ry;
-    } push{uint32_t(K), N, uint32_t(Rp), uint32_t(ch.row0), uint32_t(y_rs), bias ? 1u : 0u,
-           uint32_t(R)};
+    } push{uint32_t(K),    N,          uint32_t(Rp), uint32_t(ch.row0), uint32_t(y_rs),
+           bias ? 1u : 0u, uint32_t(R)};
     d.Push(push);
     d.groups[0] = (N + p.t.bn - 1) / p.t.bn;
     d.groups[1] = uint32_t(Rp / p.t.bm);
