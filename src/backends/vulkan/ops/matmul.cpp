@@ -485,6 +485,8 @@ bool DualQoutSpec(const Device& dev, int64_t R, const DeviceWeight& gate, GemvSp
 }  // namespace
 
 namespace {
+// Elements of one unit of the integer-dot GEMV (matmul_gemv.comp kUnitElems).
+uint64_t IdotUnitElems(DType t) { return t == DType::kQ8_0 ? 16 : BlockElems(t) == 256 ? 64 : 32; }
 // The weight types of the experts' integer-dot GEMVs (matmul_gemv.comp IDOT MOE).
 bool MoeIdotType(DType t) {
   switch (t) {
@@ -527,6 +529,10 @@ bool MoeGemvFor(const Device& dev, int64_t R, int64_t D, int64_t I, int64_t top_
     up.qr = 32 / up.rows;
     up.cluster = false;
     up.kc = IdotLocalStep(D, 1, gate_up);
+    // Units loaded ahead only where a lane has more than one a row (V2-Lite's Q4_K gate/up: 32
+    // chunks of 64 over 32 lanes; a second slot would re-load the last unit and double the
+    // registers of the 4 rows' quants).
+    if (uint64_t(D) / IdotUnitElems(gate_up) <= up.wg / up.rows) up.un = 1;
     // The down GEMV's D outputs (V2-Lite: 2048) over at least ES_VK_GEMV_MIN_GROUPS workgroups
     // per token (GemvSpecFor's rule for x quantized apart: QR 1 there, 4 outputs a workgroup,
     // 512 workgroups), each walking its outputs' units of all the token's choices with UN choices
