@@ -38,11 +38,12 @@ constexpr int64_t kIdotLocalMaxK = 8192;
 //   ES_VK_GEMV_SPL  1|2|4        consecutive 8-element slices per invocation per step (default 1:
 //                                4 invocations per 32-block, neighbours read neighbouring words)
 //   ES_VK_GEMV_MAGIC 0|1         levels to floats by the 0x4B000000 bit trick (default 1)
-// The integer-dot GEMV (Q4_0 and Q5_K over x quantized to int8, Q8_0 to int16; UseIdotGemv) has
-// its own knobs:
-//   ES_VK_GEMV_IDOT      0|1     1: Q8_0, Q4_0 and Q5_K; 0: none (default: each where the device
-//                                has 4x8-bit dot products in hardware, signed and, for Q8_0's
-//                                int16 x, mixed-signedness; VulkanTuning::gemv_idot overrides)
+// The integer-dot GEMV (Q4_0 and Q5_K over x quantized to int8, Q8_0 to int16; UseIdotGemv; the
+// routed experts' GEMVs every block type, MoeGemvFor) has its own knobs:
+//   ES_VK_GEMV_IDOT      0|1     1: Q8_0, Q4_0 and Q5_K, the experts' block types; 0: none
+//                                (default: each where the device has 4x8-bit dot products in
+//                                hardware, signed and, for Q8_0's int16 x, mixed-signedness;
+//                                VulkanTuning::gemv_idot overrides)
 //   ES_VK_GEMV_IDOT_TPR  4..256  invocations per group (default 64; below the subgroup size as
 //                                ES_VK_GEMV_TPR: 4, 8 or 16 let a workgroup cover 64, 32 or 16
 //                                groups, its x quantized once for all of them)
@@ -52,7 +53,7 @@ constexpr int64_t kIdotLocalMaxK = 8192;
 //                                a workgroup at the defaults (H200, 7B Q4_0 tg128: 237 t/s; 4
 //                                rows 161, 32 rows 215; float GEMV 187)
 //   ES_VK_GEMV_IDOT_UNROLL 1|2|4 units of each row an invocation loads before using them
-//                                (default 2)
+//                                (default 2; the experts' GEMVs choose their own, MoeGemvFor)
 //   ES_VK_GEMV_MIN_GROUPS 0..2048 with x quantized apart: workgroups the default QR keeps at
 //                                least; it halves from 4 (to 1 at most) while a GEMV of N
 //                                outputs would have fewer (default 512; H200, 7B down_proj: 4
