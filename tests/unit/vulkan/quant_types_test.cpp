@@ -552,33 +552,50 @@ TEST_F(VulkanQuant, IdotOutputProjectionReadsTheAttentionsQuantizedOutput) {
 // what such flips can explain: Σ over h's elements within 1e-3 of a level's half of |W[d, i]|
 // times the block's step. What is left is checked at the usual tolerance, so a wrong sum still
 // fails.
+// For one row h [I] of a down GEMV's x: the most its int8 (Q8_0: int16) levels flipping at a
+// rounding boundary can move each output of Wd [D, I] — Σ over h's elements within 1e-3 of a
+// level's half of |W[d, i]| times the block's step.
+std::vector<double> LevelFlipSlack(const float* h, const std::vector<float>& w, int D, int I,
+                                   DType wt) {
+  const float levels = wt == DType::kQ8_0 ? 32512.0f : 127.0f;
+  std::vector<std::pair<int, float>> near;  // (element, step)
+  for (int b = 0; b < I / 32; ++b) {
+    float amax = 0.0f;
+    for (int i = 0; i < 32; ++i) amax = std::max(amax, std::fabs(h[32 * b + i]));
+    const float d = amax / levels;
+    if (d == 0.0f) continue;
+    for (int i = 0; i < 32; ++i) {
+      const float v = h[32 * b + i] / d;
+      if (std::fabs(std::fabs(v - std::trunc(v)) - 0.5f) < 1e-3f) near.push_back({32 * b + i, d});
+    }
+  }
+  std::vector<double> slack(size_t(D), 0.0);
+  for (int n = 0; n < D; ++n)
+    for (const auto& [i, d] : near) slack[size_t(n)] += std::fabs(double(w[size_t(n * I + i)])) * d;
+  return slack;
+}
+
+// `want` moved towards `got` by at most `slack` per element.
+std::vector<float> WithinSlack(const std::vector<float>& got, std::vector<float> want,
+                               const std::vector<double>& slack) {
+  for (size_t i = 0; i < want.size(); ++i) {
+    const double diff = double(got[i]) - double(want[i]);
+    want[i] += float(std::max(-slack[i], std::min(slack[i], diff)));
+  }
+  return want;
+}
+
 std::vector<float> ExplainLevelFlips(const std::vector<float>& got, std::vector<float> want,
                                      const std::vector<float>& h, const Tensor& Wd, int T) {
   const int D = int(Wd.rows()), I = int(Wd.cols());
   std::vector<float> w(size_t(D) * size_t(I));
   Dequantize(Wd.dtype, Wd.data, w.data(), int64_t(w.size()));
-  const float levels = Wd.dtype == DType::kQ8_0 ? 32512.0f : 127.0f;
+  std::vector<double> slack;
   for (int r = 0; r < T; ++r) {
-    std::vector<std::pair<int, float>> near;  // (element, step)
-    for (int b = 0; b < I / 32; ++b) {
-      float amax = 0.0f;
-      for (int i = 0; i < 32; ++i) amax = std::max(amax, std::fabs(h[size_t(r * I + 32 * b + i)]));
-      const float d = amax / levels;
-      if (d == 0.0f) continue;
-      for (int i = 0; i < 32; ++i) {
-        const float v = h[size_t(r * I + 32 * b + i)] / d;
-        if (std::fabs(std::fabs(v - std::trunc(v)) - 0.5f) < 1e-3f) near.push_back({32 * b + i, d});
-      }
-    }
-    for (int n = 0; n < D; ++n) {
-      double slack = 0;
-      for (const auto& [i, d] : near) slack += std::fabs(double(w[size_t(n * I + i)])) * d;
-      float& y = want[size_t(r * D + n)];
-      const double diff = double(got[size_t(r * D + n)]) - double(y);
-      y += float(std::max(-slack, std::min(slack, diff)));
-    }
+    const std::vector<double> s = LevelFlipSlack(&h[size_t(r * I)], w, D, I, Wd.dtype);
+    slack.insert(slack.end(), s.begin(), s.end());
   }
-  return want;
+  return WithinSlack(got, std::move(want), slack);
 }
 
 // The decode FFN with every fusion: the folded norm is applied while quantizing x, gate/up are
@@ -889,6 +906,165 @@ TEST_F(VulkanQuant, IdotMoeGemvPastEightRows) {
       // levels apart (q5_k T=20: 2.3e-4).
       ExpectClose(got, want, 3 * kIdotTol, what);
       EXPECT_EQ(be->counters().dispatches, 1 + 4) << what;  // x; router, route, up, down
+    }
+}
+
+// The routed experts' integer-dot GEMVs over every block type a K-quant mix puts in experts,
+// gate/up and down of different types (the up GEMV writes h in its own x format: int16 for a
+// Q8_0 gate/up, else int8, which a Q8_0 down then reads, "_down8"), forced on (lavapipe has no
+// dot products in hardware): norm → MoE →
+// + residual, the norm folded into the router and the up GEMV and the add into the down GEMV (6
+// dispatches with the inputs'). Sizes: rows of 3 to 65 blocks (the downs of Q4_1 / Q5_1 and Q6_K
+// hold more units than a group's 64 invocations), top_k 1 to 8 (the down GEMV loads 1 to 4
+// choices before using them, some rounds partial), 1 to 8 rows (V2-Lite's mix also 20, where the
+// norm and the add are not folded: the matmuls past 8 rows are GEMMs). A Q8_0 gate/up over a down
+// of another type keeps the float expert GEMVs. Reference: each pair's gate/up over the normed x
+// quantized per 32-block, its down over its h quantized again, in f64, the choices weighted and
+// added; h's levels may flip at a rounding boundary (ExplainLevelFlips' allowance, weighted by the
+// choice's routing weight), the rest within kIdotTol. The case also fails if the output is within
+// f32 error of the float product (the integer-dot path did not run).
+TEST_F(VulkanQuant, IdotMoeExpertsOverKQuantMixTypes) {
+  struct Case {
+    DType gu, dn;
+    int D, I, top_k;
+    bool idot;
+  };
+  const Case cases[] = {
+      {DType::kQ4_K, DType::kQ5_1, 256, 352, 6, true},  // V2-Lite Q4_K_M's experts (I 1408)
+      {DType::kQ4_K, DType::kQ6_K, 512, 512, 3, true},
+      {DType::kQ5_K, DType::kQ6_K, 256, 768, 2, true},
+      {DType::kQ6_K, DType::kQ6_K, 256, 4352, 4, true},
+      {DType::kQ5_0, DType::kQ5_0, 160, 96, 3, true},
+      {DType::kQ4_1, DType::kQ5_1, 96, 2080, 8, true},
+      {DType::kQ5_1, DType::kQ4_0, 160, 224, 1, true},
+      {DType::kQ8_0, DType::kQ8_0, 96, 160, 5, true},
+      {DType::kQ4_0, DType::kQ4_K, 64, 256, 3, true},
+      {DType::kQ4_K, DType::kQ8_0, 256, 96, 3, true},
+      {DType::kQ8_0, DType::kQ4_0, 96, 64, 3, false}};
+  const int E = 8;
+  auto dequant = [](const Tensor& W) {
+    std::vector<float> w(size_t(W.rows()) * size_t(W.cols()));
+    Dequantize(W.dtype, W.data, w.data(), int64_t(w.size()));
+    return w;
+  };
+  // W [N, K] (dequantized) times one row of x quantized per 32-block as for weights of type wt.
+  auto mv = [](const std::vector<float>& w, int N, int K, const float* x, DType wt) {
+    const std::vector<float> xq = Values(QuantizedRows(std::vector<float>(x, x + K), 1, K, wt));
+    std::vector<float> y(static_cast<size_t>(N));
+    for (int n = 0; n < N; ++n) {
+      double s = 0;
+      for (int k = 0; k < K; ++k)
+        s += double(w[size_t(n) * size_t(K) + size_t(k)]) * double(xq[size_t(k)]);
+      y[size_t(n)] = float(s);
+    }
+    return y;
+  };
+  for (const Case& c : cases)
+    for (int T : {1, 3, 8, 20}) {
+      if (T == 20 && &c != cases) continue;  // past 8 rows (V2-Lite's mix only): nothing folded
+      const int D = c.D, I = c.I;
+      auto p = std::make_shared<MoeParams>();
+      p->n_experts = E;
+      p->top_k = c.top_k;
+      p->ffn_dim = I;
+      p->norm_topk_prob = T == 3;
+      p->routed_scaling_factor = T == 3 ? 2.5f : 1.0f;
+      const uint64_t seed = 1300 + uint64_t(T) + 100 * uint64_t(&c - cases);
+      Tensor X = RandomTensor("x", DType::kF32, {T, D}, seed),
+             Rs = RandomTensor("res", DType::kF32, {T, D}, seed + 1);
+      Tensor Nw = RandomTensor("norm.w", DType::kF32, {D}, seed + 2);
+      Tensor G = RandomTensor("router", DType::kF32, {E, D}, seed + 3);
+      std::vector<Tensor> ex = RandomExperts(E, D, I, c.gu, seed, c.dn);
+      Graph g;
+      const int res = Input(g, Rs, T), x0 = Input(g, X, T);
+      Node nn = Make(Op::kRmsNorm, "norm", {x0, g.AddWeight(Nw)}, {T, D});
+      nn.f0 = 1e-5f;
+      const int xn = g.Add(nn);
+      Node m = Make(Op::kMoE, "moe", {xn, g.AddWeight(G), -1}, {T, D});
+      for (const Tensor& w : ex) m.src.push_back(g.AddWeight(w));
+      m.moe = p;
+      const int mo = g.Add(m);
+      g.Add(Make(Op::kAdd, "mlp_residual", {res, mo}, {T, D}));
+      auto be = IdotVulkan();
+      const std::vector<float> got = RunGraph(*be, g, RowsBatch(T));
+      const std::string what = "idot moe " + std::string(Name(c.gu)) + "/" +
+                               std::string(Name(c.dn)) + " T=" + std::to_string(T);
+      // Shader names are keys: the variant, then its constants.
+      const vk::VulkanCounters cnt = be->counters();
+      auto ran = [&](const std::string& v) {
+        return std::any_of(cnt.shaders.begin(), cnt.shaders.end(), [&](const std::string& n) {
+          return n.rfind(v + "/", 0) == 0 || n == v;
+        });
+      };
+      const bool down8 = c.dn == DType::kQ8_0 && c.gu != DType::kQ8_0;
+      const std::string up = "moe_gemv_" + std::string(Name(c.gu)) + (c.idot ? "_up" : "_fup"),
+                        down = "moe_gemv_" + std::string(Name(c.dn)) +
+                               (c.idot ? (down8 ? "_down8" : "_down") : "_fdown");
+      EXPECT_TRUE(ran(up)) << what << ": no " << up;
+      EXPECT_TRUE(ran(down)) << what << ": no " << down;
+      if (T <= 8) EXPECT_EQ(be->counters().dispatches, 6) << what;
+      if (&c == cases && T == 3) {
+        // The same over stacks of several buffers (a 160 KiB largest range: gate and up 3
+        // blocks each, down 4), each choice's loads from its own buffer.
+        vk::VulkanTuning t;
+        t.gemv_idot = 1;
+        t.weights.max_range = 160 << 10;
+        t.weights.block_bytes = 160 << 10;
+        auto split = MakeVulkan(t);
+        ExpectClose(RunGraph(*split, g, RowsBatch(T)), got, 1e-6, what + " over several buffers");
+      }
+
+      std::vector<float> xnv(size_t(T * D));
+      ref::RmsNorm(X.as<float>(), Nw.as<float>(), T, D, 1e-5f, xnv.data());
+      Tensor XN = AllocTensor("xn", DType::kF32, {T, D});
+      std::copy(xnv.begin(), xnv.end(), static_cast<float*>(MutableData(XN)));
+      const std::vector<float> rv = Values(Rs), gl = RefMatMul(XN, G, nullptr, T);
+      // The float product (ref::MoE) and, for the integer-dot path, the quantized one.
+      std::vector<float> f32(size_t(T * D), 0.0f);
+      std::vector<const Tensor*> eptr;
+      for (auto& w : ex) eptr.push_back(&w);
+      ref::MoE(xnv.data(), T, D, G, nullptr, eptr, *p, f32.data());
+      if (!c.idot) {
+        for (size_t i = 0; i < f32.size(); ++i) f32[i] = rv[i] + f32[i];
+        ExpectClose(got, f32, 1e-4, what);
+        continue;
+      }
+      std::vector<float> want(size_t(T * D), 0.0f);
+      std::vector<double> slack(size_t(T * D), 0.0);
+      std::vector<std::vector<float>> deq(size_t(3 * E));
+      for (int r = 0; r < T; ++r) {
+        std::vector<int32_t> ids(size_t(p->top_k));
+        std::vector<float> wts(size_t(p->top_k));
+        ref::MoeRoute(&gl[size_t(r * E)], nullptr, *p, ids.data(), wts.data());
+        for (int j = 0; j < p->top_k; ++j) {
+          const int e = ids[size_t(j)];
+          for (int k = 0; k < 3; ++k)
+            if (deq[size_t(3 * e + k)].empty())
+              deq[size_t(3 * e + k)] = dequant(ex[size_t(3 * e + k)]);
+          const std::vector<float> gv = mv(deq[size_t(3 * e)], I, D, &xnv[size_t(r * D)], c.gu),
+                                   uv = mv(deq[size_t(3 * e + 1)], I, D, &xnv[size_t(r * D)], c.gu);
+          std::vector<float> a(static_cast<size_t>(I));
+          for (int i = 0; i < I; ++i)
+            a[size_t(i)] = gv[size_t(i)] / (1.0f + std::exp(-gv[size_t(i)])) * uv[size_t(i)];
+          // h in the up GEMV's x format (gate/up's type: int8 unless Q8_0).
+          const std::vector<float> y = mv(deq[size_t(3 * e + 2)], D, I, a.data(), c.gu);
+          const std::vector<double> s =
+              LevelFlipSlack(a.data(), deq[size_t(3 * e + 2)], D, I, c.gu);
+          for (int d = 0; d < D; ++d) {
+            want[size_t(r * D + d)] += wts[size_t(j)] * y[size_t(d)];
+            slack[size_t(r * D + d)] += std::fabs(double(wts[size_t(j)])) * s[size_t(d)];
+          }
+        }
+      }
+      std::vector<float> got_routed(got.size());
+      for (size_t i = 0; i < want.size(); ++i) {
+        got_routed[i] = got[i] - rv[i];
+        want[i] = rv[i] + want[i];
+      }
+      ExpectClose(got, WithinSlack(got, want, slack), kIdotTol, what);
+      // (int8 x: ~1e-3 from the float product; Q8_0's int16 x: ~1e-5.)
+      EXPECT_GT(RelL2(got_routed, f32), c.gu == DType::kQ8_0 ? 2e-6 : 1e-5)
+          << what << ": the integer-dot path did not run";
     }
 }
 

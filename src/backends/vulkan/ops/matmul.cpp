@@ -38,11 +38,12 @@ constexpr int64_t kIdotLocalMaxK = 8192;
 //   ES_VK_GEMV_SPL  1|2|4        consecutive 8-element slices per invocation per step (default 1:
 //                                4 invocations per 32-block, neighbours read neighbouring words)
 //   ES_VK_GEMV_MAGIC 0|1         levels to floats by the 0x4B000000 bit trick (default 1)
-// The integer-dot GEMV (Q4_0 and Q5_K over x quantized to int8, Q8_0 to int16; UseIdotGemv) has
-// its own knobs:
-//   ES_VK_GEMV_IDOT      0|1     1: Q8_0, Q4_0 and Q5_K; 0: none (default: each where the device
-//                                has 4x8-bit dot products in hardware, signed and, for Q8_0's
-//                                int16 x, mixed-signedness; VulkanTuning::gemv_idot overrides)
+// The integer-dot GEMV (Q4_0 and Q5_K over x quantized to int8, Q8_0 to int16; UseIdotGemv; the
+// routed experts' GEMVs every block type, MoeGemvFor) has its own knobs:
+//   ES_VK_GEMV_IDOT      0|1     1: Q8_0, Q4_0 and Q5_K, the experts' block types; 0: none
+//                                (default: each where the device has 4x8-bit dot products in
+//                                hardware, signed and, for Q8_0's int16 x, mixed-signedness;
+//                                VulkanTuning::gemv_idot overrides)
 //   ES_VK_GEMV_IDOT_TPR  4..256  invocations per group (default 64; below the subgroup size as
 //                                ES_VK_GEMV_TPR: 4, 8 or 16 let a workgroup cover 64, 32 or 16
 //                                groups, its x quantized once for all of them)
@@ -52,7 +53,7 @@ constexpr int64_t kIdotLocalMaxK = 8192;
 //                                a workgroup at the defaults (H200, 7B Q4_0 tg128: 237 t/s; 4
 //                                rows 161, 32 rows 215; float GEMV 187)
 //   ES_VK_GEMV_IDOT_UNROLL 1|2|4 units of each row an invocation loads before using them
-//                                (default 2)
+//                                (default 2; the experts' GEMVs choose their own, MoeGemvFor)
 //   ES_VK_GEMV_MIN_GROUPS 0..2048 with x quantized apart: workgroups the default QR keeps at
 //                                least; it halves from 4 (to 1 at most) while a GEMV of N
 //                                outputs would have fewer (default 512; H200, 7B down_proj: 4
@@ -128,7 +129,7 @@ uint64_t XLevelBytes(DType wt) { return wt == DType::kQ8_0 ? 2 : 1; }
 // K-quants' 256) that do.
 uint32_t IdotLocalStep(int64_t K, uint32_t rb, DType wt) {
   const int64_t quarter_bytes = 4 * int64_t(XLevelBytes(wt)) + 1;  // per element, in quarters
-  const int64_t unit = wt == DType::kQ5_K || wt == DType::kQ4_K ? 256 : 32;  // whole blocks
+  const int64_t unit = BlockElems(wt) == 256 ? 256 : 32;           // whole blocks (K-quants: 256)
   const int64_t fit = 24576 * 4 / (int64_t(rb) * quarter_bytes) / unit * unit;
   return uint32_t(std::min<int64_t>(K, fit));
 }
@@ -183,6 +184,21 @@ uint32_t CoopmatSliceK(const Device& dev, int64_t R, int64_t N, int64_t K, uint3
 }
 }  // namespace
 
+namespace {
+// Whether weights of type wt take the integer-dot GEMVs at all: ES_VK_GEMV_IDOT (or
+// VulkanTuning::gemv_idot) 1 / 0, or, unset, where the hardware does the dot products (Q8_0,
+// whose x is int16: the mixed-signedness ones too).
+bool IdotOn(const Device& dev, DType wt) {
+  const int mode = dev.gemv_idot() >= 0 ? dev.gemv_idot() : int(Knob("ES_VK_GEMV_IDOT", {0, 1}, 2));
+  const bool on = mode == 1 || (mode == 2 && (wt != DType::kQ8_0 ? dev.info().int_dot_accel
+                                                                 : dev.info().int_dot_mixed_accel));
+  ES_CHECK(!on || dev.info().int_dot,
+           "vulkan: the integer-dot GEMV is asked for (ES_VK_GEMV_IDOT=1), but ", dev.info().name,
+           " has no shaderIntegerDotProduct");
+  return on;
+}
+}  // namespace
+
 bool UseIdotGemv(const Device& dev, int64_t R, int64_t K, DType wt) {
   // Q4_K computes here too (matmul_gemv.comp IDOT_K, as Q5_K) and is right on the H200: the fused
   // FFN test that held it back in sessions 14-16 missed by one int8 level of h, the down GEMV's
@@ -194,14 +210,7 @@ bool UseIdotGemv(const Device& dev, int64_t R, int64_t K, DType wt) {
   const bool typed =
       wt == DType::kQ8_0 || wt == DType::kQ4_0 || (wt == DType::kQ5_K && K % 256 == 0);
   if (R > kGemvMaxRows || K % 32 != 0 || !typed) return false;
-  const int mode = dev.gemv_idot() >= 0 ? dev.gemv_idot() : int(Knob("ES_VK_GEMV_IDOT", {0, 1}, 2));
-  // mode 2 (unset): where the hardware does the dot products (Q8_0: the mixed-signedness ones too).
-  const bool on = mode == 1 || (mode == 2 && (wt != DType::kQ8_0 ? dev.info().int_dot_accel
-                                                                 : dev.info().int_dot_mixed_accel));
-  ES_CHECK(!on || dev.info().int_dot,
-           "vulkan: the integer-dot GEMV is asked for (ES_VK_GEMV_IDOT=1), but ", dev.info().name,
-           " has no shaderIntegerDotProduct");
-  return on;
+  return IdotOn(dev, wt);
 }
 
 bool IdotQuantizeOnce(int64_t R, int64_t K, bool dual) {
@@ -577,22 +586,66 @@ bool DualQoutSpec(const Device& dev, int64_t R, const DeviceWeight& gate, GemvSp
 }
 }  // namespace
 
-bool MoeGemvFor(const Device& dev, int64_t R, int64_t D, int64_t I, DType gate_up, DType down,
-                MoeGemv* out) {
+namespace {
+// Elements of one unit of the integer-dot GEMV (matmul_gemv.comp kUnitElems).
+uint64_t IdotUnitElems(DType t) { return t == DType::kQ8_0 ? 16 : BlockElems(t) == 256 ? 64 : 32; }
+// The weight types of the experts' integer-dot GEMVs (matmul_gemv.comp IDOT MOE).
+bool MoeIdotType(DType t) {
+  switch (t) {
+    case DType::kQ8_0:
+    case DType::kQ4_0:
+    case DType::kQ4_1:
+    case DType::kQ5_0:
+    case DType::kQ5_1:
+    case DType::kQ4_K:
+    case DType::kQ5_K:
+    case DType::kQ6_K:
+      return true;
+    default:
+      return false;
+  }
+}
+}  // namespace
+
+bool MoeGemvFor(const Device& dev, int64_t R, int64_t D, int64_t I, int64_t top_k, DType gate_up,
+                DType down, MoeGemv* out) {
   // One workgroup row per (token, choice) pair: each GEMV has one row of x per workgroup row.
   // Whole subgroups per output: the MOE variants reduce through shared memory (no clusters).
   const uint32_t max_sg = std::max<uint32_t>(dev.info().max_subgroup_size, 1);
-  if (R <= kMoeGemvMaxRows && gate_up == down && I % 32 == 0 && UseIdotGemv(dev, 1, D, gate_up) &&
-      UseIdotGemv(dev, 1, I, gate_up)) {
+  // Integer dots for every block type a K-quant mix puts in experts, gate/up and down of
+  // different types: the up GEMV writes h quantized in its own x format (int16 for Q8_0, else
+  // int8), which a Q8_0 down under another gate/up type reads as int8 ("_down8": llama.cpp's
+  // q4_k_m fallback for rows that are not whole 256-blocks; a Q8_0 gate/up needs a Q8_0 down).
+  // Rows of whole blocks; the down GEMV holds the token's choices in shared memory
+  // (kMoeGemvMaxChoices). Not taken by the dense GEMVs for Q4_K, Q6_K and the 32-blocks with a
+  // fifth bit or a min (UseIdotGemv): there each x costs a quantize dispatch that the experts'
+  // GEMVs do not pay (the up GEMV quantizes x in its workgroups, the down GEMV reads h quantized by
+  // the up GEMV).
+  if (R <= kMoeGemvMaxRows && top_k <= kMoeGemvMaxChoices && MoeIdotType(gate_up) &&
+      MoeIdotType(down) && (gate_up != DType::kQ8_0 || down == DType::kQ8_0) &&
+      D % BlockElems(gate_up) == 0 && I % 32 == 0 && I % BlockElems(down) == 0 &&
+      IdotOn(dev, gate_up)) {  // (the dot products of gate_up's x format serve both)
     GemvSpec up = GemvSpecFor(dev, gate_up, true, 1, I, true, false);
     up.rows = up.wg / std::max<uint32_t>(32, max_sg);  // 32 outputs a workgroup (QOUT)
     if (up.rows == 0 || 32 % up.rows != 0 || 32 / up.rows > 8) return false;
     up.qr = 32 / up.rows;
     up.cluster = false;
     up.kc = IdotLocalStep(D, 1, gate_up);
-    GemvSpec dn = GemvSpecFor(dev, gate_up, true, 1, D, true, true);
+    // Units loaded ahead only where a lane has more than one a row (V2-Lite's Q4_K gate/up: 32
+    // chunks of 64 over 32 lanes; a second slot would re-load the last unit and double the
+    // registers of the 4 rows' quants).
+    if (uint64_t(D) / IdotUnitElems(gate_up) <= up.wg / up.rows) up.un = 1;
+    // The down GEMV's D outputs (V2-Lite: 2048) over at least ES_VK_GEMV_MIN_GROUPS workgroups
+    // per token (GemvSpecFor's rule for x quantized apart: QR 1 there, 4 outputs a workgroup,
+    // 512 workgroups), each walking its outputs' units of all the token's choices with UN choices
+    // loaded before any is used: ceil(top_k / UN) rounds of loads (V2-Lite's 6 choices: 2 rounds
+    // of 3 at QR 1, not 6 one after the other).
+    GemvSpec dn = GemvSpecFor(dev, down, true, 1, D, true, true);
     dn.rows = std::min(dn.rows, dn.wg / max_sg);
     dn.cluster = false;
+    const uint32_t per_round = std::max<uint32_t>(1, 4 / dn.qr);
+    const uint32_t rounds = uint32_t((top_k + per_round - 1) / per_round);
+    dn.un = uint32_t((top_k + rounds - 1) / rounds);
     *out = MoeGemv{up.Spec(), dn.Spec(), up.Outputs(), dn.Outputs(), true};
     return true;
   }

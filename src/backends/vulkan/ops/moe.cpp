@@ -4,11 +4,13 @@
 // most kMoeMaxBlocks) and a small table maps each expert to (buffer, offset) of its gate, up and
 // down matrices (offsets in elements, or in words for block-quantized experts, whose rows are
 // repacked).
-// Up to kMoeGemvMaxRows rows (decode), Q4_0, Q8_0 and Q5_K experts where the device has integer dot
-// products (MoeGemvFor): the integer-dot GEMV's MOE variants (matmul_gemv.comp) — up: one
-// workgroup row per (token, expert) pair, gate and up in one pass with SwiGLU, x quantized in the
-// workgroup (a folded RMSNorm applied there), h written quantized too; down: one workgroup row per
-// token, its top_k choices added in order and weighted, plus a fused residual. Every other type
+// Up to kMoeGemvMaxRows rows (decode), block-type experts (every GGUF block type; gate/up and down
+// may differ, as in K-quant mixes) where the device has integer dot products (MoeGemvFor): the
+// integer-dot GEMV's MOE variants (matmul_gemv.comp) — up: one workgroup row per (token, expert)
+// pair, gate and up in one pass with SwiGLU, x quantized in the workgroup (a folded RMSNorm
+// applied there), h written quantized too; down: one workgroup row per token, 4 outputs a
+// workgroup (at least ES_VK_GEMV_MIN_GROUPS workgroups a token), its top_k choices weighted and
+// added, plus a fused residual. Every other type
 // with rows of whole 8-element groups, up to kGemvMaxRows rows: the same two GEMVs over f32 x
 // (matmul_gemv.comp MOE without IDOT, "_fup" / "_fdown": the dense GEMV's float and block-type
 // sums; gate/up and down may differ in type, as in q4_k_m files). Odd widths: the expert kernels
@@ -47,7 +49,7 @@ bool MoeTakesGemv(const Device& dev, const Graph& g, const Node& n, MoeGemv* spe
   const DType t = ExpertType(g, n, 0);
   MoeGemv unused;
   return n.shape[0] <= kMoeGemvMaxRows && ExpertType(g, n, 1) == t &&
-         MoeGemvFor(dev, n.shape[0], n.shape[1], p.ffn_dim, t, ExpertType(g, n, 2),
+         MoeGemvFor(dev, n.shape[0], n.shape[1], p.ffn_dim, p.top_k, t, ExpertType(g, n, 2),
                     spec ? spec : &unused);
 }
 
@@ -200,18 +202,17 @@ void RecordVecExperts(OpContext& c, const MoeGemv& spec, const std::vector<BufRa
   }
 }
 
-// The integer-dot path (MoeTakesGemv, spec.idot): up (gate/up + SwiGLU, h also quantized) then down
-// (the token's choices weighted and added in order, + the fused residual).
+// The integer-dot path (MoeTakesGemv, spec.idot): up (gate/up + SwiGLU, h also quantized in the
+// x format of both types) then down (the token's choices weighted and added, + the fused residual).
 void RecordIdotExperts(OpContext& c, const MoeGemv& spec, const std::vector<BufRange> (&lists)[2],
-                       BufRange tab, DType t, BufRange x, const NormFold* norm) {
+                       BufRange tab, const DType (&dtype)[3], BufRange x, const NormFold* norm) {
   const MoeParams& p = *c.n.moe;
   const int64_t R = c.n.shape[0], D = c.n.shape[1], I = p.ffn_dim, K = p.top_k;
   const BufRange ids = c.scratch[1], wts = c.scratch[2], h = c.scratch[3];
-  const QuantX hq = QuantXRanges(c.scratch[4], R * K, I, t);
-  const std::string name = std::string("moe_gemv_") + TypeSuffix(t);
+  const QuantX hq = QuantXRanges(c.scratch[4], R * K, I, dtype[0]);
   {
-    Dispatch& d =
-        c.Add(name + "_up", {uint32_t(kMoeMaxBlocks), 1, 1, 1, 1, 1, 1, 1, 1, 1, 1}, spec.up_spec);
+    Dispatch& d = c.Add(std::string("moe_gemv_") + TypeSuffix(dtype[0]) + "_up",
+                        {uint32_t(kMoeMaxBlocks), 1, 1, 1, 1, 1, 1, 1, 1, 1, 1}, spec.up_spec);
     d.bindings = {lists[0], {x},     {x},   {h},   {x},  {norm ? norm->weight : x},
                   {hq.q},   {hq.ds}, {ids}, {wts}, {tab}};
     d.writes = {3, 6, 7};
@@ -222,8 +223,11 @@ void RecordIdotExperts(OpContext& c, const MoeGemv& spec, const std::vector<BufR
   }
   {
     const bool res = c.residual.size != 0;
-    Dispatch& d = c.Add(name + "_down", {uint32_t(kMoeMaxBlocks), 1, 1, 1, 1, 1, 1, 1, 1, 1, 1},
-                        spec.down_spec);
+    // A Q8_0 down under another gate/up type reads h in int8 (MoeGemvFor).
+    const bool down8 = dtype[2] == DType::kQ8_0 && dtype[0] != DType::kQ8_0;
+    Dispatch& d =
+        c.Add(std::string("moe_gemv_") + TypeSuffix(dtype[2]) + (down8 ? "_down8" : "_down"),
+              {uint32_t(kMoeMaxBlocks), 1, 1, 1, 1, 1, 1, 1, 1, 1, 1}, spec.down_spec);
     d.bindings = {lists[1], {hq.q}, {x},   {c.Out()}, {res ? c.residual : x}, {hq.ds}, {x},
                   {x},      {ids},  {wts}, {tab}};
     d.writes = {3};
@@ -327,7 +331,7 @@ void BuildMoe(OpContext& c) {
     ES_CHECK(dtype[0] == ExpertType(c.g, n, 0) && dtype[2] == ExpertType(c.g, n, 2),
              "vulkan: moe '", n.name, "': the device copies of its experts changed type");
     if (spec.idot) {
-      RecordIdotExperts(c, spec, lists, Range(tab), dtype[0], x, c.norm_node ? &nf : nullptr);
+      RecordIdotExperts(c, spec, lists, Range(tab), dtype, x, c.norm_node ? &nf : nullptr);
     } else {
       // Float experts are read by 8-element loads (wload8): their offsets must be whole groups.
       for (int64_t e = 0; e < E; ++e)

@@ -165,9 +165,10 @@ bool DualQuantizesOut(const Device& dev, int64_t R, int64_t K, const DeviceWeigh
 // The routed experts' GEMVs of a decode step (matmul_gemv.comp MOE, ops/moe.cpp): the up GEMV
 // (gate/up + SwiGLU, one workgroup row per (token, choice) pair) and the down GEMV (one per
 // token, its choices added in order), their specialization constants and outputs per workgroup.
-// idot: the integer-dot variants (Q4_0, Q8_0, Q5_K where the device has the dot products, one
-// type for all three projections: x quantized in the up GEMV's workgroups, its output quantized
-// for the down GEMV, 32 outputs a workgroup); else the float / block-type variants over f32 x
+// idot: the integer-dot variants (every block type where the device has the dot products, gate/up
+// and down of different types but one x format — a Q8_0 gate/up needs a Q8_0 down —, top_k up to
+// kMoeGemvMaxChoices: x quantized in the up GEMV's workgroups, its output quantized for the down
+// GEMV, 32 outputs a workgroup); else the float / block-type variants over f32 x
 // (every VEC type, rows of whole 8-element groups, gate/up and down types may differ), up to
 // kGemvMaxRows rows. False where neither applies.
 struct MoeGemv {
@@ -175,8 +176,8 @@ struct MoeGemv {
   uint32_t up_outputs = 0, down_outputs = 0;
   bool idot = false;
 };
-bool MoeGemvFor(const Device& dev, int64_t R, int64_t D, int64_t I, DType gate_up, DType down,
-                MoeGemv* out);
+bool MoeGemvFor(const Device& dev, int64_t R, int64_t D, int64_t I, int64_t top_k, DType gate_up,
+                DType down, MoeGemv* out);
 // Per-head GEMV: y[r*y_rs + h*y_hs + y_off + n] = Σ_k W[h*N + n, k] x[r*x_rs + h*x_hs + x_off + k]
 void RecordHeadGemv(OpContext& c, BufRange x, int64_t R, int64_t H, int64_t N, int64_t K,
                     const DeviceWeight& w, int64_t x_rs, int64_t x_hs, int64_t x_off, BufRange y,

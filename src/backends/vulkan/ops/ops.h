@@ -119,6 +119,9 @@ constexpr int64_t kGemvMaxRows = 8;
 // 1,563 (the grouped GEMMs' 64-row tiles hold 3 rows an expert at 32 rows; each of their K
 // steps waits on its loads).
 constexpr int64_t kMoeGemvMaxRows = kDecodeMaxRows;
+// The integer-dot expert GEMVs' most choices a token (matmul_gemv.comp's moe_cb: the down GEMV
+// keeps the token's choices in shared memory); DeepSeek-V3 takes 8.
+constexpr int64_t kMoeGemvMaxChoices = 8;
 // The fused decode attention (attention_decode.comp FUSED: ropes and cache stores folded in)
 // keeps a step's new keys in shared memory: steps of up to this many rows.
 constexpr int64_t kDecodeFusedMaxRows = 8;

@@ -29,14 +29,16 @@
 // subgroup size (the clustered reduction leaves them unused); 5 (MAGIC) picks the int-to-float
 // trick of QLevels (1) or plain conversions; 6 (RB) is the number of batch rows a workgroup
 // covers. CLUSTER adds none: its cluster size is TPR = WG / ROWS (ids 0 and 1).
-// Integer dot products (IDOT, Q8_0, Q4_0 and Q5_K, VEC; Q4_K computes and is right, but does not
-// pay: ops/matmul.cpp UseIdotGemv): x comes quantized per 32-block by
+// Integer dot products (IDOT, VEC; the dense GEMVs Q8_0, Q4_0 and Q5_K — Q4_K computes and is
+// right, but does not pay there: ops/matmul.cpp UseIdotGemv —, the experts' GEMVs (MOE) every
+// block type): x comes quantized per 32-block by
 // quantize_q8.comp (binding 1: the levels, binding 5: each block's (d, d·Σq); a folded norm is
 // applied there, so p.norm is 0 here) — int8 for Q4_0 and the K-quants, int16 for Q8_0 (as the CPU
 // kernels: int8 x would double Q8_0's error), see quant_x.glsl — and each invocation walks whole
 // units of a row's quants — Q4_0 one block (32 weights, 16 bytes), Q8_0 half a block (16 bytes),
-// Q4_K / Q5_K one 64-element chunk of a 256-block (32 bytes of nibbles: two sub-blocks of 32, each with its 6-bit
-// scale and min) — neighbouring invocations taking neighbouring units (coalesced uvec4 loads). A
+// Q4_1 / Q5_0 / Q5_1 one block, Q4_K / Q5_K one 64-element chunk of a 256-block (32 bytes of
+// nibbles: two sub-blocks of 32, each with its 6-bit scale and min), Q6_K 64 elements of a half
+// block (see UnitW) — neighbouring invocations taking neighbouring units (coalesced uvec4 loads). A
 // unit's sums are exact in int32 (4x8-bit packed dot products, SPV_KHR_integer_dot_product
 // through spirv_intrinsics, so any glslc with GL_EXT_spirv_intrinsics compiles it); per unit and
 // QR row:
@@ -45,13 +47,16 @@
 //   Q4_K: acc += Σ over the chunk's sub-blocks j of (d·sc_j) dx_j Σ n·q - (dmin·mn_j) dx_j·Σq
 //         (the low nibbles of the chunk's 32 bytes are sub-block 2c, the high ones 2c + 1: x
 //         blocks 2u and 2u + 1); Q5_K the same with n's fifth bit from the block's qh bytes
+//   Q4_1 / Q5_1: acc += d dx Σ n·q + m dx·Σq;  Q5_0: acc += d (dx Σ n·q - 16 dx·Σq)
+//   Q6_K: acc += d Σ over its two x blocks of dx_b Σ over their 16-element runs s sc_s Σ (n-32)·q
 // QOUT (with IDOT and DUAL, x quantized apart; the host makes ROWS * QR == 32, N % 32 == 0, one
 // chunk, no CLUSTER): the workgroup's 32 outputs of each batch row are also quantized as one
 // 32-block in this GEMV's own x format (quant_x.glsl) — the x of the next GEMV (down_proj), which
 // then needs no quantize dispatch: levels of row r, block b at qo4[(r * N / 32 + b) * XB ..],
 // (d, d·Σq) at qds[r * N / 32 + b] (bindings 6 and 7).
 // MOE (ops/moe.cpp): routed experts of a decode step, reading only the chosen experts' weights;
-// with IDOT (Q4_0, Q8_0, Q5_K; the up GEMV XLOCAL and QOUT) or, for every other VEC type, the
+// with IDOT (every block type; the up GEMV XLOCAL and QOUT; the down GEMV's type may differ,
+// reading h in the up GEMV's x format: X_I8, a Q8_0 down over int8 h) or, for every VEC type, the
 // float (AccumVec) and block-type (AccumQuant) sums over x in f32 (up: the normed x, or x with
 // the norm folded; down: h, written by the up GEMV in f32). Offsets in the table are words for
 // block types, elements for float ones (multiples of 8: wload8). Each projection's experts are one stack (weights.h ExpertStack) bound through up to NB
@@ -62,8 +67,10 @@
 //     (quantized too, for the down GEMV), the folded norm applied as elsewhere.
 //   without (down, x quantized by the up GEMV): a token; y[t, d] = Σ_j wts[pair_j] (h[pair_j]·down_e[d])
 //     (+ res[t, d] where p.epi == 1), the top_k choices added in order, per lane before the
-//     reduction (the sums are linear).
-// The buffer index is uniform in a workgroup (one pair or token a workgroup).
+//     reduction (the sums are linear); IDOT: the token's choices read once into shared memory,
+//     each lane's units of UN choices loaded before any is used (MoeDownUnits), weighted per unit.
+// The buffer index is uniform in a workgroup (one pair or token a workgroup; the down GEMV's
+// loads of one choice at a time).
 // XLOCAL (with IDOT): no separate quantization — each workgroup quantizes the x it needs into
 // shared memory itself (KC elements of every batch row per step, the folded norm applied while
 // quantizing, exactly as quantize_q8.comp does), so x is bound as f32 like the float GEMV's.
@@ -171,14 +178,20 @@ shared float part2[QR * RB * NSG];
 #endif
 
 #if defined(IDOT)
-#if !defined(W_Q4_0) && !defined(W_Q8_0) && !defined(W_Q4_K) && !defined(W_Q5_K)
-#error "IDOT: Q4_0, Q8_0, Q4_K and Q5_K only"
+#if !defined(W_Q4_0) && !defined(W_Q8_0) && !defined(W_Q4_1) && !defined(W_Q5_0) && \
+    !defined(W_Q5_1) && !defined(W_Q4_K) && !defined(W_Q5_K) && !defined(W_Q6_K)
+#error "IDOT: the block types only"
 #endif
 #if defined(W_Q4_K) || defined(W_Q5_K)
 #define IDOT_K 1  // 256-blocks of 64-element chunks with 6-bit scales and mins
+#elif defined(W_Q6_K)
+#define IDOT_K6 1  // 256-blocks of 6-bit levels, an int8 scale per 16 elements
+#elif defined(W_Q4_1) || defined(W_Q5_0) || defined(W_Q5_1)
+#define IDOT_B 1  // 32-blocks with a fifth bit and / or a min
 #endif
-#if defined(W_Q8_0)
-#define X_I16 1  // quant_x.glsl: int16 x
+#if defined(W_Q8_0) && !defined(X_I8)
+#define X_I16 1  // quant_x.glsl: int16 x (X_I8: the experts' down GEMV over the int8 h of a
+                 // gate/up of another type, ops/moe.cpp)
 #endif
 // Σ of the 4 products of packed signed bytes (OpSDotKHR, PackedVectorFormat4x8Bit).
 spirv_instruction(extensions = ["SPV_KHR_integer_dot_product"], capabilities = [6019, 6018], id = 4450)
@@ -194,18 +207,38 @@ int DotSU4(uvec4 a, uvec4 b) {
   return SUDot4x8(a.x, b.x, 0) + SUDot4x8(a.y, b.y, 0) + SUDot4x8(a.z, b.z, 0) + SUDot4x8(a.w, b.w, 0);
 }
 #endif
-// One unit of one row (quants w, block scale dw) against its x (the block's dx = (d, d·Σq)):
-//   Q4_0: xa, xc the int8 x of the block's two halves;
-//   Q8_0: x in int16 (quant_x.glsl X_I16), xa its high bytes (signed), xc its low (unsigned):
-//         Σ w·q = 256 Σ w·hi + Σ w·lo, exact in int32 (16 · 127 · 32512 < 2^31).
-#if !defined(IDOT_K)
-float IdotUnit(uvec4 w, float dw, uvec4 xa, uvec4 xc, vec2 dx) {
-#if defined(W_Q4_0)
-  return dw * (dx.x * float(Dot4(w & 0x0F0F0F0Fu, xa) + Dot4((w >> 4) & 0x0F0F0F0Fu, xc)) - 8.0 * dx.y);
+// A unit's quants and scales (UnitW, LoadUnit: loaded for UN units before any is used) and its
+// x (UnitX, LoadX), per type:
+//   Q4_0 (unit: a block), Q8_0 (half a block): w the 16 quant bytes, d the block's scale;
+//   Q4_1, Q5_0, Q5_1 (a block): w the nibbles, qh the fifth bits (bit j: element j), dm = (d, c)
+//     with the value d·n + c (c: Q4_1 / Q5_1 the min m, Q5_0 -16 d), so the block's sum is
+//     d·dx·Σ n·q + c·(dx·Σq): the min (or offset) takes the x block's sum, (d, d·Σq).y;
+//   Q4_K, Q5_K (a 64-element chunk; see IdotUnitK): w, w2 the chunk's 32 bytes, hq, hq2 Q5_K's
+//     fifth bits, s = (d·sc0, d·sc1, dmin·mn0, dmin·mn1) decoded once per chunk;
+//   Q6_K (64 elements: half hf of a 256-block, its part pp = 0 / 1): w, w2 the 32 ql bytes
+//     32pp .. 32pp + 31 of the half (low nibbles: elements 32pp + l, high: 64 + 32pp + l), h, h2
+//     the half's 32 qh bytes (bits 2pp, 2pp + 1: the low nibble's element, 4 + 2pp ..: the high
+//     one's), sc the four int8 scales of those 16-element runs, d the block's scale. Levels q - 32
+//     as signed bytes, so Σ (q - 32)·x needs no sum of x over 16 elements.
+#if defined(IDOT_K) || defined(IDOT_K6)
+const uint kUnitElems = 64u;  // units: 64 elements, two x blocks (a0, c0: the first's halves)
+struct UnitX { uvec4 a0, c0, a1, c1; vec4 dx; };
 #else
-  return dw * (dx.x * float(Dot4(w, xa) * 256 + DotSU4(w, xc)));
+#if defined(W_Q8_0)
+const uint kUnitElems = 16u;  // units: half blocks
+#else
+const uint kUnitElems = 32u;  // units: blocks
 #endif
-}
+struct UnitX { uvec4 a, c; vec2 dx; };
+#endif
+#if defined(IDOT_K)
+struct UnitW { uvec4 w, w2, hq, hq2; vec4 s; };
+#elif defined(IDOT_K6)
+struct UnitW { uvec4 w, w2, h, h2; ivec4 sc; float d; };
+#elif defined(IDOT_B)
+struct UnitW { uvec4 w; uint qh; vec2 dm; };
+#else
+struct UnitW { uvec4 w; float d; };
 #endif
 #if defined(IDOT_K)
 // Chunk u of a row (sub-blocks 2c, 2c + 1 of block u / 4, c = u % 4) against x blocks 2u, 2u + 1:
@@ -241,12 +274,103 @@ vec4 Q4KScales(uint base, uint K, uint u) {
   return vec4(dd.x * float(sm & 63u), dd.x * float((sm >> 16) & 63u), dd.y * float((sm >> 8) & 63u),
               dd.y * float((sm >> 24) & 63u));
 }
-const uint kUnitElems = 64u;  // units: chunks of 64
-#elif defined(W_Q4_0)
-const uint kUnitElems = 32u;  // units: blocks
-#else
-const uint kUnitElems = 16u;  // units: half blocks
 #endif
+#if defined(IDOT_K6)
+// 6-bit levels q (bytes 0..63) as the signed bytes q - 32: +128 by OR, -32 without borrows, -128
+// by XOR.
+uvec4 Q6Signed(uvec4 q) { return ((q | 0x80808080u) - 0x20202020u) ^ 0x80808080u; }
+#endif
+#if defined(IDOT_B) && (defined(W_Q5_0) || defined(W_Q5_1))
+// Bits 0-15 of h as the fifth bits (bit 4 of each byte) of elements 0-15: word i of the result
+// holds bits 4i .. 4i + 3 in its bytes (the multiply moves bit j of a nibble to bit 8j - 7j).
+uvec4 Q5Bits(uint h) {
+  return ((((uvec4(h) >> uvec4(0u, 4u, 8u, 12u)) & 0xFu) * 0x00204081u) & 0x01010101u) << 4;
+}
+#endif
+// Unit u of the row at word b (LoadUnit) dotted with its x (DotUnit).
+UnitW LoadUnit(uint b, uint K, uint u) {
+  UnitW o;
+#if defined(IDOT_K)
+  o.w = QUAD(b / 4u + 2u * u);
+  o.w2 = QUAD(b / 4u + 2u * u + 1u);
+  o.s = Q4KScales(b, K, u);
+#if defined(W_Q5_K)
+  // The block's 32 qh bytes; chunk c's bits are 2c and 2c + 1 of each.
+  const uint hb = (b + QHighOff(K)) / 4u + 2u * (u >> 2), sh = 2u * (u & 3u);
+  o.hq = (QUAD(hb) >> sh) & 0x03030303u;
+  o.hq2 = (QUAD(hb + 1u) >> sh) & 0x03030303u;
+#else
+  o.hq = uvec4(0u);
+  o.hq2 = uvec4(0u);
+#endif
+#elif defined(IDOT_K6)
+  // u = 4 sb + 2 hf + pp: its ql bytes are the row's uvec4 2u, 2u + 1 (64 per block, 32 per half).
+  const uint sb = u >> 2, hf = (u >> 1) & 1u;
+  o.w = QUAD(b / 4u + 2u * u);
+  o.w2 = QUAD(b / 4u + 2u * u + 1u);
+  const uint hb = (b + QHighOff(K)) / 4u + 4u * sb + 2u * hf;
+  // Shifted by 2 pp: bits 0-1 of each byte the low nibble's two high bits, 4-5 the high one's.
+  const uint hs = 2u * (u & 1u);
+  o.h = (QUAD(hb) >> hs) & 0x33333333u;
+  o.h2 = (QUAD(hb + 1u) >> hs) & 0x33333333u;
+  // Scales 8 hf + 2 pp, + 1 (low nibbles) and + 4, + 5 (high ones): bytes 2 pp, 2 pp + 1 of the
+  // block's scale words 2 hf and 2 hf + 1.
+  const uint so = b + QMetaOff(K) + sb * 4u + 2u * hf, sh = 16u * (u & 1u);
+  const uint s0 = WORD(so) >> sh, s1 = WORD(so + 1u) >> sh;
+  o.sc = ivec4(int(s0 << 24) >> 24, int(s0 << 16) >> 24, int(s1 << 24) >> 24, int(s1 << 16) >> 24);
+  o.d = QScale(b, K, sb);
+#elif defined(IDOT_B)
+  o.w = QUAD(b / 4u + u);
+#if defined(W_Q5_0) || defined(W_Q5_1)
+  o.qh = WORD(b + QHighOff(K) + u);
+#else
+  o.qh = 0u;
+#endif
+#if defined(W_Q5_0)
+  const float d = QScale(b, K, u);
+  o.dm = vec2(d, -16.0 * d);
+#else
+  o.dm = unpackHalf2x16(WORD(b + QMetaOff(K) + u));
+#endif
+#else
+  o.w = QUAD(b / 4u + u);
+  o.d = QScale(b, K, u * kUnitElems / 32u);
+#endif
+  return o;
+}
+float DotUnit(UnitW o, UnitX x) {
+#if defined(IDOT_K)
+  return IdotUnitK(o.w, o.w2, o.hq, o.hq2, o.s, x.a0, x.c0, x.a1, x.c1, x.dx);
+#elif defined(IDOT_K6)
+  const uvec4 l0 = Q6Signed((o.w & 0x0F0F0F0Fu) | ((o.h & 0x03030303u) << 4));
+  const uvec4 l1 = Q6Signed((o.w2 & 0x0F0F0F0Fu) | ((o.h2 & 0x03030303u) << 4));
+  const uvec4 h0 = Q6Signed(((o.w >> 4) & 0x0F0F0F0Fu) | (o.h & 0x30303030u));
+  const uvec4 h1 = Q6Signed(((o.w2 >> 4) & 0x0F0F0F0Fu) | (o.h2 & 0x30303030u));
+  // Exact in int32 and in f32: |Σ| <= 2 · 128 · 16 · 32 · 127 < 2^24.
+  const int lo = o.sc.x * Dot4(l0, x.a0) + o.sc.y * Dot4(l1, x.c0);
+  const int hi = o.sc.z * Dot4(h0, x.a1) + o.sc.w * Dot4(h1, x.c1);
+  return o.d * (x.dx.x * float(lo) + x.dx.z * float(hi));
+#elif defined(IDOT_B)
+  uvec4 lo = o.w & 0x0F0F0F0Fu, hi = (o.w >> 4) & 0x0F0F0F0Fu;
+#if defined(W_Q5_0) || defined(W_Q5_1)
+  lo |= Q5Bits(o.qh);
+  hi |= Q5Bits(o.qh >> 16);
+#endif
+  return o.dm.x * x.dx.x * float(Dot4(lo, x.a) + Dot4(hi, x.c)) + o.dm.y * x.dx.y;
+#elif defined(W_Q4_0)
+  // Q4_0: xa, xc the int8 x of the block's two halves.
+  return o.d * (x.dx.x * float(Dot4(o.w & 0x0F0F0F0Fu, x.a) + Dot4((o.w >> 4) & 0x0F0F0F0Fu, x.c)) -
+                8.0 * x.dx.y);
+#else
+  // Q8_0: x in int16 (quant_x.glsl X_I16), a its high bytes (signed), c its low (unsigned):
+  // Σ w·q = 256 Σ w·hi + Σ w·lo, exact in int32 (16 · 127 · 32512 < 2^31).
+#if defined(X_I16)
+  return o.d * (x.dx.x * float(Dot4(o.w, x.a) * 256 + DotSU4(o.w, x.c)));
+#else
+  return o.d * (x.dx.x * float(Dot4(o.w, x.a)));  // X_I8
+#endif
+#endif
+}
 #if defined(XLOCAL)
 #define QX_X4 1  // quant_x.glsl's QuantizeXBlock over x4, g4
 #endif
@@ -259,66 +383,54 @@ layout(binding = 6) writeonly buffer QO { uvec4 qo4[]; };
 layout(binding = 7) writeonly buffer QD { vec2 qds[]; };
 shared float qout[RB * 32u];  // the workgroup's outputs: batch row r at r * 32
 #endif
-// The uvec4 index, within a row's quantized x, of unit u's xa and xc (quant_x.glsl's layout: XB
-// per 32-block).
-void XUnitIdx(uint u, out uint ia, out uint ic) {
-#if defined(W_Q4_0) || defined(IDOT_K)  // IDOT_K: block u's halves (XUnitK takes two blocks)
-  ia = 2u * u;
-  ic = ia + 1u;
-#else
-  ia = (u >> 1) * 4u + (u & 1u);  // hi of the half block
-  ic = ia + 2u;                   // its lo
-#endif
-}
 #if defined(XLOCAL)
 shared uvec4 xs4[RB * (KC / 32u) * XB];  // quantized x of the step: row r at r * (KC / 32) * XB
 shared vec2 xsd[RB * KC / 32u];          // (d, d * Σq) per block: row r at r * KC / 32
-// Unit u of batch row r (of this workgroup) of the step starting at unit u0, from shared memory.
-void XUnit(uint r, uint u, uint u0, out uvec4 xa, out uvec4 xc, out vec2 dx) {
-  const uint ul = u - u0, row = r * (KC / 32u) * XB;
-  uint ia, ic;
-  XUnitIdx(ul, ia, ic);
-  dx = xsd[r * (KC / 32u) + ul * kUnitElems / 32u];
-  xa = xs4[row + ia];
-  xc = xs4[row + ic];
-}
-#if defined(IDOT_K)
-// Chunk u's two x blocks (2u, 2u + 1 of the step) of batch row r, from shared memory.
-void XUnitK(uint r, uint u, uint u0, out uvec4 xa0, out uvec4 xa1, out uvec4 xc0, out uvec4 xc1,
-            out vec4 dx) {
-  const uint b = 2u * (u - u0), row = r * (KC / 32u) * XB;
-  xa0 = xs4[row + 2u * b];
-  xa1 = xs4[row + 2u * b + 1u];
-  xc0 = xs4[row + 2u * b + 2u];
-  xc1 = xs4[row + 2u * b + 3u];
-  dx = vec4(xsd[r * (KC / 32u) + b], xsd[r * (KC / 32u) + b + 1u]);
-}
-#endif
+// The j-th uvec4 (of XB) and (d, d·Σq) of 32-block b of the step of batch row r (this
+// workgroup's), from shared memory.
+uvec4 XQuad(uint r, uint b, uint j) { return xs4[(r * (KC / 32u) + b) * XB + j]; }
+vec2 XScale(uint r, uint b) { return xsd[r * (KC / 32u) + b]; }
 #else
-// Unit u of batch row r of the x quantized by quantize_q8.comp (one step: u0 = 0).
-void XUnit(uint r, uint u, uint u0, out uvec4 xa, out uvec4 xc, out vec2 dx) {
-  const uint nb = p.K / 32u, row = r * nb * XB;
-  uint ia, ic;
-  XUnitIdx(u, ia, ic);
-  dx = xds[r * nb + u * kUnitElems / 32u];
-  xa = xq4[row + ia];
-  xc = xq4[row + ic];
-}
-#if defined(IDOT_K)
-// Chunk u's two x blocks (2u, 2u + 1) of batch row r of the x quantized by quantize_q8.comp.
-void XUnitK(uint r, uint u, uint u0, out uvec4 xa0, out uvec4 xa1, out uvec4 xc0, out uvec4 xc1,
-            out vec4 dx) {
-  const uint nb = p.K / 32u, row = r * nb * XB, b = 2u * u;
-  xa0 = xq4[row + 2u * b];
-  xa1 = xq4[row + 2u * b + 1u];
-  xc0 = xq4[row + 2u * b + 2u];
-  xc1 = xq4[row + 2u * b + 3u];
-  dx = vec4(xds[r * nb + b], xds[r * nb + b + 1u]);
-}
+// The same for row r of the x quantized by quantize_q8.comp (one step).
+uvec4 XQuad(uint r, uint b, uint j) { return xq4[(r * (p.K / 32u) + b) * XB + j]; }
+vec2 XScale(uint r, uint b) { return xds[r * (p.K / 32u) + b]; }
 #endif
+// The x of unit u of batch row r, in the step starting at unit u0.
+UnitX LoadX(uint r, uint u, uint u0) {
+  UnitX x;
+  const uint ul = u - u0;
+#if defined(IDOT_K) || defined(IDOT_K6)
+  // Q4_K / Q5_K: blocks 2u, 2u + 1; Q6_K: 2u - pp and 2u - pp + 2 (its low and high nibbles).
+  // Steps hold whole 256-blocks (IdotLocalStep), so ul and u have the same pp.
+#if defined(IDOT_K6)
+  const uint b0 = 2u * ul - (ul & 1u), b1 = b0 + 2u;
+#else
+  const uint b0 = 2u * ul, b1 = b0 + 1u;
 #endif
+  x.a0 = XQuad(r, b0, 0u);
+  x.c0 = XQuad(r, b0, 1u);
+  x.a1 = XQuad(r, b1, 0u);
+  x.c1 = XQuad(r, b1, 1u);
+  x.dx = vec4(XScale(r, b0), XScale(r, b1));
+#elif defined(W_Q8_0)
+  // Half block ul & 1 of block ul / 2: its hi bytes (quad ul & 1) and lo bytes (quad 2 + (ul & 1));
+  // int8 x: its levels (quad ul & 1).
+  x.a = XQuad(r, ul >> 1, ul & 1u);
+#if defined(X_I16)
+  x.c = XQuad(r, ul >> 1, 2u + (ul & 1u));
+#else
+  x.c = x.a;
+#endif
+  x.dx = XScale(r, ul >> 1);
+#else
+  x.a = XQuad(r, ul, 0u);
+  x.c = XQuad(r, ul, 1u);
+  x.dx = XScale(r, ul);
+#endif
+  return x;
+}
 // acc[i][r] += Σ over this invocation's units u in [u0, u1) (lane, lane + TPR, ...) of row i of
-// the group (quants at word base[i]) times batch row xr0 + r of x (XUnit); DUAL: the gate weight
+// the group (quants at word base[i]) times batch row xr0 + r of x (LoadX); DUAL: the gate weight
 // into acc, the up weight into acc2.
 void IdotUnits(uint u0, uint u1, const uint base[QR], uint xr0, uint nr, uint lane,
                inout float acc[QR][RB]
@@ -344,56 +456,19 @@ void IdotUnits(uint u0, uint u1, const uint base[QR], uint xr0, uint nr, uint la
 #endif
   for (uint ub = u0 + lane; ub < u1; ub += UN * TPR) {
     // UN units' quants and scales first (past u1: the last unit again, not added), then the sums.
-    uvec4 w[UN * QR];
-#if defined(IDOT_K)
-    uvec4 w2[UN * QR], hq[UN * QR], hq2[UN * QR];
-    vec4 sk[UN * QR];
-#else
-    float dw[UN * QR];
-#endif
+    UnitW w[UN * QR];
     for (uint h = 0; h < UN; ++h) {
       const uint u = min(ub + h * TPR, u1 - 1u);
-      for (uint i = 0; i < QR; ++i) {
-#if defined(IDOT_K)
-        w[h * QR + i] = QUAD((base[i] + mo) / 4u + 2u * u);
-        w2[h * QR + i] = QUAD((base[i] + mo) / 4u + 2u * u + 1u);
-        sk[h * QR + i] = Q4KScales(base[i] + mo, K, u);
-#if defined(W_Q5_K)
-        // The block's 32 qh bytes; chunk c's bits are 2c and 2c + 1 of each.
-        const uint hb = (base[i] + mo + QHighOff(K)) / 4u + 2u * (u >> 2), sh = 2u * (u & 3u);
-        hq[h * QR + i] = (QUAD(hb) >> sh) & 0x03030303u;
-        hq2[h * QR + i] = (QUAD(hb + 1u) >> sh) & 0x03030303u;
-#else
-        hq[h * QR + i] = uvec4(0u);
-        hq2[h * QR + i] = uvec4(0u);
-#endif
-#else
-        w[h * QR + i] = QUAD((base[i] + mo) / 4u + u);
-        dw[h * QR + i] = QScale(base[i] + mo, K, u * kUnitElems / 32u);
-#endif
-      }
+      for (uint i = 0; i < QR; ++i) w[h * QR + i] = LoadUnit(base[i] + mo, K, u);
     }
     for (uint h = 0; h < UN; ++h) {
       const uint u = ub + h * TPR;
       if (u >= u1) break;
       for (uint r = 0; r < RB; ++r) {
         if (r < nr) {
-#if defined(IDOT_K)
-          uvec4 xa0, xa1, xc0, xc1;
-          vec4 dx;
-          XUnitK(xr0 + r, u, u0, xa0, xa1, xc0, xc1, dx);
-#else
-          uvec4 xa, xc;
-          vec2 dx;
-          XUnit(xr0 + r, u, u0, xa, xc, dx);
-#endif
+          const UnitX x = LoadX(xr0 + r, u, u0);
           for (uint i = 0; i < QR; ++i) {
-#if defined(IDOT_K)
-            const float v = IdotUnitK(w[h * QR + i], w2[h * QR + i], hq[h * QR + i], hq2[h * QR + i],
-                                    sk[h * QR + i], xa0, xa1, xc0, xc1, dx);
-#else
-            const float v = IdotUnit(w[h * QR + i], dw[h * QR + i], xa, xc, dx);
-#endif
+            const float v = DotUnit(w[h * QR + i], x);
 #if defined(DUAL)
             if (sel == 0u) acc[i][r] += v; else acc2[i][r] += v;
 #else
@@ -408,6 +483,34 @@ void IdotUnits(uint u0, uint u1, const uint base[QR], uint xr0, uint nr, uint la
   }
 #endif
 }
+#if defined(MOE) && !defined(DUAL)
+// The down GEMV's token's choices (read once by its first top_k invocations, ops/moe.cpp
+// kMoeGemvMaxChoices): buffer, word offset of the expert's down matrix, routing weight.
+shared uint moe_cb[8], moe_co[8];
+shared float moe_cw[8];
+// acc[i][0] += Σ over the token's choices j of wts[j] · (h[pair j] · row rows[i] of expert j's
+// down matrix) over this invocation's units: UN choices' units loaded before any is used (their
+// buffer index is uniform: one choice a load), so a lane keeps UN experts' reads in flight.
+void MoeDownUnits(const uint rows[QR], uint r0, uint lane, inout float acc[QR][RB]) {
+  const uint K = p.K, nu = K / kUnitElems;
+  for (uint j0 = 0u; j0 < p.top_k; j0 += UN) {
+    for (uint u = lane; u < nu; u += TPR) {
+      UnitW w[UN * QR];
+      for (uint h = 0; h < UN; ++h) {
+        const uint j = min(j0 + h, p.top_k - 1u);
+        wsel = moe_cb[j];
+        for (uint i = 0; i < QR; ++i) w[h * QR + i] = LoadUnit(moe_co[j] + rows[i], K, u);
+      }
+      for (uint h = 0; h < UN; ++h) {
+        const uint j = j0 + h;
+        if (j >= p.top_k) break;
+        const UnitX x = LoadX(r0 * p.top_k + j, u, 0u);
+        for (uint i = 0; i < QR; ++i) acc[i][0] += moe_cw[j] * DotUnit(w[h * QR + i], x);
+      }
+    }
+  }
+}
+#endif
 #if !defined(XLOCAL)
 // acc[i][r] += Σ over this invocation's units of row row0 + i (rows past `last` read `last`)
 // times batch row r0 + r of the quantized x (see the header).
@@ -610,6 +713,15 @@ void main() {
   const uint nr = min(RB, p.R - r0);  // uniform in the workgroup
   const uint xr0 = r0;  // the first batch row of x
 #endif
+#if defined(MOE) && defined(IDOT) && !defined(DUAL)
+  if (tid < p.top_k) {  // the token's choices, for every output of the workgroup
+    const uint pair = r0 * p.top_k + tid, e = uint(ids[pair]);
+    moe_cb[tid] = table[6u * e + 4u];
+    moe_co[tid] = table[6u * e + 5u];
+    moe_cw[tid] = wts[pair];
+  }
+  barrier();
+#endif
   float acc[QR][RB];
   for (uint i = 0; i < QR; ++i)
     for (uint r = 0; r < RB; ++r) acc[i][r] = 0.0;
@@ -634,17 +746,10 @@ void main() {
 #if defined(IDOT)
     const uint row0 = h * p.N + n, last = h * p.N + p.N - 1u;
 #if defined(MOE)
-    // The down GEMV: the token's top_k choices in order, each weighted per lane.
-    for (uint j = 0; j < p.top_k; ++j) {
-      const uint pair = r0 * p.top_k + j, e = uint(ids[pair]);
-      moe_blk[0] = table[6u * e + 4u];
-      moe_off[0] = table[6u * e + 5u];
-      float t[QR][RB];
-      for (uint i = 0; i < QR; ++i) t[i][0] = 0.0;
-      AccumIdot(row0, last, pair, 1u, lane, t);
-      const float wj = wts[pair];
-      for (uint i = 0; i < QR; ++i) acc[i][0] += wj * t[i][0];
-    }
+    // The down GEMV: the token's top_k choices, each weighted per unit.
+    uint rows[QR];
+    for (uint i = 0; i < QR; ++i) rows[i] = min(row0 + i, last) * QRowWords(p.K);
+    MoeDownUnits(rows, r0, lane, acc);
 #elif defined(DUAL)
     AccumIdot(row0, last, r0, nr, lane, acc, acc2);
 #else
