@@ -305,9 +305,7 @@ Cm2DecodePlan PlanCm2Decode(const Device& dev, int64_t R, int64_t N, int64_t K) 
   p.Rp = (R + p.t.bm - 1) / p.t.bm * p.t.bm;
   const uint64_t tiles = uint64_t(p.Rp / p.t.bm) * uint64_t((N + p.t.bn - 1) / p.t.bn);
   const uint64_t steps = uint64_t(K) / p.t.bk;
-  // ES_VK_CM2_DSPLIT (experiment): workgroups a multiprocessor the slices may reach (default 2).
-  const uint64_t per_sm = Knob("ES_VK_CM2_DSPLIT", {1, 2, 4, 8}, 2);
-  while (c.sms && p.S * 2 <= 16 && tiles * p.S * 2 <= per_sm * c.sms && steps / (p.S * 2) >= 4)
+  while (c.sms && p.S * 2 <= 16 && tiles * p.S * 2 <= 2ull * c.sms && steps / (p.S * 2) >= 4)
     p.S *= 2;
   return p;
 }
