@@ -2,13 +2,15 @@
 // [--json] [--draft MODEL|target | --spec ngram] [--spec-k K] [--prompt-pattern N]`
 // Several batch sizes (-b 1,8,32) run one after another on one loaded model (one runner with the
 // largest count's slots); --json then prints one object a line, one per batch size. Speculative
-// decoding (docs/speculative.md) applies to batch 1.
+// decoding (docs/speculative.md) applies to batch 1. `--suite FILE.json [--out F.jsonl] [--report
+// DIR] [--compare OLD.jsonl]` runs a matrix of benches instead (bench_suite.h).
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <nlohmann/json.hpp>
 #include <thread>
 
+#include "bench_suite.h"
 #include "common.h"
 #include "edgeseek/core/error.h"
 #include "edgeseek/runtime/bench.h"
@@ -83,7 +85,33 @@ VerbRun Setup(CLI::App& app) {
       ->delimiter(',')
       ->check(CLI::Range(1, 256));
   app.add_flag("--json", *json_out, "one JSON object on stdout");
+  auto suite = std::make_shared<std::string>();
+  auto out = std::make_shared<std::string>();
+  auto report = std::make_shared<std::string>();
+  auto compare = std::make_shared<std::string>();
+  auto results = std::make_shared<std::string>();
+  app.add_option("--suite", *suite,
+                 "run a benchmark matrix from this JSON file (docs/benchmarks.md)")
+      ->check(CLI::ExistingFile);
+  app.add_option("--out", *out, "with --suite: write one JSON line per case here");
+  app.add_option("--report", *report, "with --suite: results and gnuplot plots into this folder");
+  app.add_option("--compare", *compare,
+                 "compare with an earlier suite's JSON lines (exit 3 on a regression)")
+      ->check(CLI::ExistingFile);
+  app.add_option("--results", *results, "with --compare and no --suite: the new JSON lines")
+      ->check(CLI::ExistingFile);
   return [=]() {
+    if (!suite->empty() || !compare->empty()) {
+      ES_CHECK(!suite->empty() || !results->empty(),
+               "bench --compare needs --suite (run, then compare) or --results NEW.jsonl");
+      ES_CHECK(suite->empty() || results->empty(), "bench: --suite and --results exclude each other");
+      std::string fresh = *results;
+      if (!suite->empty()) {
+        fresh = !out->empty() ? *out : (!compare->empty() ? std::string("bench_suite.jsonl") : "");
+        RunSuite(*suite, fresh, *report, args->tokenizer);
+      }
+      return compare->empty() ? 0 : CompareResults(*compare, fresh);
+    }
     const auto t0 = std::chrono::steady_clock::now();
     auto model = args->Load();
     if (args->context == 0) args->context = bo->n_prompt + bo->n_gen + 8;
