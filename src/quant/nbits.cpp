@@ -127,10 +127,16 @@ Tensor NBitsToTensor(const NBitsWeight& w, std::string* why_f32) {
         blk->d = F32ToF16(s);
         for (int j = 0; j < kQK; ++j) blk->qs[j] = int8_t(QAt(w, n, c0 + j) - 128);
       } else if (type == DType::kQ4_0) {
+        // The 16 source bytes hold columns 2j (low nibble) and 2j+1 (high); Q4_0 pairs j, j+16.
         auto* blk = reinterpret_cast<BlockQ4_0*>(dst) + n * sub + s32;
         blk->d = F32ToF16(s);
-        for (int j = 0; j < kQK / 2; ++j)
-          blk->qs[j] = uint8_t(QAt(w, n, c0 + j) | QAt(w, n, c0 + j + kQK / 2) << 4);
+        const uint8_t* src = w.q + (n * nb + b) * (w.block / 2) + (c0 % w.block) / 2;
+        uint8_t e[kQK];
+        for (int j = 0; j < kQK / 2; ++j) {
+          e[2 * j] = src[j] & 0xF;
+          e[2 * j + 1] = src[j] >> 4;
+        }
+        for (int j = 0; j < kQK / 2; ++j) blk->qs[j] = uint8_t(e[j] | e[j + kQK / 2] << 4);
       } else {
         auto* blk = reinterpret_cast<BlockQ4_1*>(dst) + n * sub + s32;
         blk->d = F32ToF16(s);

@@ -29,12 +29,13 @@ namespace fs = std::filesystem;
 std::string Golden(const std::string& v) { return SourceDir() + "/tests/golden/data/models/" + v; }
 
 // Logits of a prefill of `ids` (every row) and of one decode step after it.
-std::vector<float> Logits(const std::shared_ptr<Model>& m, const std::vector<int32_t>& ids) {
+std::vector<float> Logits(const std::shared_ptr<Model>& m, const std::vector<int32_t>& ids,
+                          const std::string& backend = "cpu") {
   BackendOptions bo;
   bo.threads = 2;
   RunnerOptions ro;
   ro.context = 64;
-  Runner r(m, CreateBackend("cpu", bo), ro);
+  Runner r(m, CreateBackend(backend, bo), ro);
   Batch b;
   b.Add(0, 0, ids, true);
   b.Finalize();
@@ -200,6 +201,29 @@ TEST(OnnxImportConfig, GenAiConfigAndFolderResolution) {
   std::ofstream(dir + "/genai_config.json")
       << R"({"model": {"decoder": {"filename": "../x.onnx"}}})";
   EXPECT_THROW(Model::Load(dir), Error);
+}
+
+// The same IR on the Vulkan backend (lavapipe in CI): the imported model and the folder agree there
+// too, f32 and int4.
+TEST(OnnxImportVulkan, ImportedAndFolderAgreeOnVulkan) {
+  if (!VulkanBackendBuilt()) GTEST_SKIP() << "built without the Vulkan backend";
+  try {
+    CreateBackend("vulkan", {});
+  } catch (const std::exception& e) {
+    GTEST_SKIP() << "no Vulkan device: " << e.what();
+  }
+  for (bool int4 : {false, true}) {
+    OnnxWriteOptions o;
+    o.style = OnnxStyle::kTorch;
+    o.int4 = int4;
+    const std::string dir = TempDir() + "/vk";
+    WriteOnnxFromHf(Golden("llama3_f32"), dir, o);
+    const auto ref = int4 ? LoadQuantized(Golden("llama3_f32"), DType::kQ4_0)
+                          : Model::Load(Golden("llama3_f32"));
+    const auto m = Model::Load(dir);
+    EXPECT_LE(MaxAbsDiff(Logits(m, Ids(*ref), "vulkan"), Logits(ref, Ids(*ref), "vulkan")), 1e-4)
+        << int4;
+  }
 }
 
 // ---- errors ---------------------------------------------------------------------------------
