@@ -54,7 +54,7 @@ int Run(const ConvertArgs& a) {
     const bool onnx = fs::path(a.in).extension() == ".onnx";
     ES_CHECK(fs::is_directory(a.in, ec) || (onnx && fs::is_regular_file(a.in, ec)), "convert: '",
              a.in,
-             "' is neither a Hugging Face model folder, an ONNX model folder nor an .onnx file");
+             "' is not a Hugging Face model folder, nor an .onnx file or a folder holding one");
     m = Model::Load(a.in);  // an ONNX model is lifted into the same tensors a folder gives
     const std::string folder = onnx ? fs::path(a.in).parent_path().string() : a.in;
     o.tokenizer_dir = !a.tokenizer.empty()                              ? a.tokenizer

@@ -185,6 +185,8 @@ class Lifter {
     int heads = 0, kv_heads = 0, head_dim = 0;
     float scale = 0;
     bool interleaved = false;
+    int rotary_dim = 0;  // RotaryEmbedding's rotary_embedding_dim (0: the whole head)
+    const OpNode* rotary_node = nullptr;
     std::string cos, sin;      // rope tables (values) of the layer
     bool half_tables = false;  // [P, hd/2] (ORT) rather than [.., hd] (torch)
     std::string norm_w, residual;
@@ -402,6 +404,7 @@ bool Lifter::MatchMlp(const OpNode& add, Mlp* m) {
   return pattern::EitherOrder(add, [&](const std::string& r, const std::string& o) {
     Linear down;
     if (!MatchLinear(o, &down)) return false;
+    blame_ = nullptr;  // this order got past the projection: its failure is the one to report
     const OpNode* sw = Prod(down.in);
     if (!sw || !sw->Is("SwiGLU", "es")) {
       Blame(sw, "expected the SwiGLU of the MLP (silu(gate) * up) before down_proj");
@@ -443,9 +446,8 @@ bool Lifter::AttnFromGqa(const OpNode& ga, Attn* a) {
   auto unrope = [&](std::string& v) {
     const OpNode* p = Prod(v);
     if (p && p->Is("RotaryEmbedding", "com.microsoft")) {
-      if (p->Int("rotary_embedding_dim", 0) != 0 &&
-          p->Int("rotary_embedding_dim", 0) != a->head_dim && a->head_dim)
-        FailAt(p, "partial rotary embedding is not supported");
+      a->rotary_dim = int(p->Int("rotary_embedding_dim", 0));
+      a->rotary_node = p;
       a->interleaved = p->Int("interleaved", 0) != 0;
       a->cos = p->In(2);
       a->sin = p->In(3);
@@ -489,6 +491,10 @@ bool Lifter::AttnFromGqa(const OpNode& ga, Attn* a) {
   }
   if (a->cos.empty())
     FailAt(&ga, "no rotary embedding (neither do_rotary nor RotaryEmbedding on q and k)");
+  if (a->rotary_dim != 0 && a->rotary_dim != a->head_dim)
+    FailAt(a->rotary_node, "partial rotary embedding (rotary_embedding_dim " +
+                               std::to_string(a->rotary_dim) + " of head size " +
+                               std::to_string(a->head_dim) + ") is not supported");
   return true;
 }
 
@@ -519,6 +525,7 @@ bool Lifter::MatchAttn(const OpNode& add, Attn* a) {
   return pattern::EitherOrder(add, [&](const std::string& r, const std::string& o) {
     Attn t;
     if (!MatchLinear(o, &t.o)) return false;
+    blame_ = nullptr;  // this order got past o_proj: its failure is the one to report
     const OpNode* core = g_.ProducerNode(Layout(t.o.in));
     if (core && core->Is("GroupQueryAttention", "com.microsoft")) {
       if (!AttnFromGqa(*core, &t)) return false;
@@ -735,7 +742,6 @@ OnnxLifted Lifter::Run() {
   }
   if (const auto ctx = g_.Constant(Through(g_, a0.cos)); ctx && ctx->shape.size() == 2)
     c.max_position_embeddings = ctx->shape[0];
-  c.rms_norm_eps = float(c.rms_norm_eps);
 
   // Tensors under their Hugging Face names.
   auto put = [&](const std::string& name, Tensor t) {

@@ -136,7 +136,7 @@ TEST(OnnxImportBf16, RealDimAndLlama3RopeMatchTheFolder) {
   }
 }
 
-TEST(OnnxImportVariants, ExternalDataPackedQkvZeroPointsF16) {
+TEST(OnnxImportVariants, ExternalDataRotaryNodesPackedQkvZeroPointsF16) {
   const auto ref = Model::Load(Golden("llama3_f32"));
   const std::vector<float> want = Logits(ref, Ids(*ref));
   {
@@ -145,6 +145,13 @@ TEST(OnnxImportVariants, ExternalDataPackedQkvZeroPointsF16) {
     const std::string dir = TempDir() + "/ext";
     WriteOnnxFromHf(Golden("llama3_f32"), dir, o);
     ASSERT_TRUE(fs::exists(dir + "/model.onnx.data"));
+    EXPECT_LE(MaxAbsDiff(Logits(Model::Load(dir), Ids(*ref)), want), 1e-4);
+  }
+  {
+    OnnxWriteOptions o;
+    o.rotary_nodes = true;
+    const std::string dir = TempDir() + "/rotary";
+    WriteOnnxFromHf(Golden("llama3_f32"), dir, o);
     EXPECT_LE(MaxAbsDiff(Logits(Model::Load(dir), Ids(*ref)), want), 1e-4);
   }
   {

@@ -254,7 +254,8 @@ void WriteOnnxFromHf(const std::string& hf_dir, const std::string& out_dir,
   // Inputs.
   b.Value(true, "input_ids", TensorProto::INT64, {"batch_size", "sequence_length"});
   b.Value(true, "attention_mask", TensorProto::INT64, {"batch_size", "total_sequence_length"});
-  if (!genai) b.Value(true, "position_ids", TensorProto::INT64, {"batch_size", "sequence_length"});
+  if (!genai || o.rotary_nodes)
+    b.Value(true, "position_ids", TensorProto::INT64, {"batch_size", "sequence_length"});
   for (int l = 0; l < c.n_layers; ++l)
     for (const char* kv : {"key", "value"})
       b.Value(true, "past_key_values." + std::to_string(l) + "." + kv, TensorProto::FLOAT,
@@ -411,6 +412,19 @@ void WriteOnnxFromHf(const std::string& hf_dir, const std::string& out_dir,
         q = linear(h, p + "self_attn.q_proj", H * hd, D, true);
         k = linear(h, p + "self_attn.k_proj", Hkv * hd, D, true);
         v = linear(h, p + "self_attn.v_proj", Hkv * hd, D, true);
+        if (o.rotary_nodes) {
+          auto rot = [&](const std::string& t, int64_t heads) {
+            return b.OpA(
+                "RotaryEmbedding", {t, "position_ids", cos_cache, sin_cache},
+                [&](onnx::NodeProto* n) {
+                  Builder::AttrI(n, "interleaved", 0);
+                  Builder::AttrI(n, "num_heads", heads);
+                },
+                "com.microsoft");
+          };
+          q = rot(q, H);
+          k = rot(k, Hkv);
+        }
       }
       attn = "attn_" + L;
       onnx::NodeProto* n =
@@ -420,7 +434,7 @@ void WriteOnnxFromHf(const std::string& hf_dir, const std::string& out_dir,
                  {attn, "present." + L + ".key", "present." + L + ".value"}, "com.microsoft");
       Builder::AttrI(n, "num_heads", H);
       Builder::AttrI(n, "kv_num_heads", Hkv);
-      Builder::AttrI(n, "do_rotary", 1);
+      Builder::AttrI(n, "do_rotary", o.rotary_nodes ? 0 : 1);
       Builder::AttrI(n, "rotary_interleaved", 0);
     } else {
       const std::string q = rope4(heads(linear(h, p + "self_attn.q_proj", H * hd, D, true), H));

@@ -27,6 +27,7 @@ struct OnnxWriteOptions {
   bool dequantized_embedding = false;  // Gather of the same Q4_0 rows dequantized (its twin)
   bool f16 = false;                    // matmul weights in f16
   bool packed_qkv = false;     // one q|k|v MatMul, GroupQueryAttention's key/value inputs empty
+  bool rotary_nodes = false;   // com.microsoft RotaryEmbedding on q and k, do_rotary = 0
   bool external_data = false;  // initializers in model.onnx.data
   bool genai_config = true;    // write genai_config.json (GenAi style)
   // Edits the graph before it is saved (error tests), on the serialized node list: op type of
