@@ -91,18 +91,18 @@ def cache_layers(cache):
 
 # ---- torch exports --------------------------------------------------------------------------------
 def make_wrapper(model, n_layers, mask4d):
+    """input_ids, attention_mask (2-D ints or 4-D additive floats), position_ids, then past
+    key/value per layer -> logits, then present key/value per layer. forward() gets one named
+    parameter per past tensor (no *args: torch.export maps dynamic shapes by parameter)."""
     import torch
     from transformers import DynamicCache
 
     class Wrapper(torch.nn.Module):
-        """input_ids, attention_mask (2-D ints or 4-D additive floats), position_ids, then past
-        key/value per layer -> logits, then present key/value per layer."""
-
         def __init__(self):
             super().__init__()
             self.model = model
 
-        def forward(self, input_ids, attention_mask, position_ids, *past):
+        def run(self, input_ids, attention_mask, position_ids, past):
             try:
                 cache = DynamicCache(config=model.config)
             except TypeError:  # older cache API
@@ -116,6 +116,12 @@ def make_wrapper(model, n_layers, mask4d):
                 flat += [k, v]
             return (out.logits, *flat)
 
+    params = ", ".join(f"past_{i}" for i in range(2 * n_layers))
+    src = (f"def forward(self, input_ids, attention_mask, position_ids, {params}):\n"
+           f"    return self.run(input_ids, attention_mask, position_ids, [{params}])\n")
+    scope = {}
+    exec(src, scope)  # noqa: S102 - a fixed template, no outside input
+    Wrapper.forward = scope["forward"]
     return Wrapper().eval()
 
 
@@ -175,11 +181,12 @@ def export_torch(model_dir, config, path, dynamo):
         wrapper = make_wrapper(model, n_layers, mask4d)
         try:
             with torch.no_grad():
-                kw = dict(input_names=ins, output_names=outs, opset_version=OPSET, dynamic_axes=dynamic_axes(n_layers, mask4d))
-                if dynamo:
+                kw = dict(input_names=ins, output_names=outs, dynamic_axes=dynamic_axes(n_layers, mask4d))
+                if dynamo:  # the dynamo exporter's own opset (18 or later)
                     torch.onnx.export(wrapper, args, path, dynamo=True, external_data=False, **kw)
                 else:
-                    torch.onnx.export(wrapper, args, path, dynamo=False, do_constant_folding=True, **kw)
+                    torch.onnx.export(wrapper, args, path, dynamo=False, do_constant_folding=True,
+                                      opset_version=OPSET, **kw)
             inline_external_data(path)
             return "4d" if mask4d else "2d"
         except Exception as e:  # noqa: BLE001 - recorded, then the next form is tried
