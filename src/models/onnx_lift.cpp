@@ -786,6 +786,21 @@ OnnxLifted Lifter::Run() {
   int shown = 0;
   for (const auto& [op, n] : source_ops) ops << (shown++ ? ", " : "") << n << " " << op;
   out.notes.push_back("source ops: " + ops.str());
+  // The graph's inputs with their dynamic axes (symbols), the first few.
+  std::ostringstream ins;
+  for (size_t i = 0; i < g_.inputs.size() && i < 4; ++i) {
+    ins << (i ? ", " : "") << g_.inputs[i].name << " [";
+    for (size_t d = 0; d < g_.inputs[i].dims.size(); ++d) {
+      const OpDim& dim = g_.inputs[i].dims[d];
+      ins << (d ? ", " : "")
+          << (dim.size >= 0        ? std::to_string(dim.size)
+              : dim.symbol.empty() ? "?"
+                                   : dim.symbol);
+    }
+    ins << "]";
+  }
+  if (g_.inputs.size() > 4) ins << " and " << g_.inputs.size() - 4 << " more";
+  out.notes.push_back("inputs: " + ins.str());
   std::ostringstream ps;
   for (size_t i = 0; i < passes.size(); ++i)
     ps << (i ? ", " : "") << passes[i].first << " " << passes[i].second;
