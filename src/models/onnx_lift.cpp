@@ -78,6 +78,7 @@ bool KnownOp(const OpNode& n) {
                                               "Tile",
                                               "Clip",
                                               "Size",
+                                              "Flatten",
                                               "SimplifiedLayerNormalization"};
   static const std::set<std::string> kMs = {
       "GroupQueryAttention",          "MatMulNBits",     "SkipSimplifiedLayerNormalization",
@@ -227,7 +228,7 @@ std::string Lifter::Layout(std::string v) const {
     const OpNode* p = g_.ProducerNode(t);
     if (!p) return t;
     if (p->Is("Reshape") || p->Is("Transpose") || p->Is("Unsqueeze") || p->Is("Squeeze") ||
-        p->Is("Expand") || p->Is("Slice")) {
+        p->Is("Expand") || p->Is("Slice") || p->Is("Flatten")) {
       v = p->In(0);
       continue;
     }

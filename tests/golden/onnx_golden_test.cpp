@@ -8,6 +8,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <cstring>
 #include <filesystem>
 #include <nlohmann/json.hpp>
@@ -49,6 +50,8 @@ void Compare(const std::vector<float>& got, const std::vector<float>& want, doub
     diff = std::max(diff, double(std::fabs(got[i] - want[i])));
   }
   EXPECT_LE(diff, tol * scale) << what << ": max |edgeseek - onnxruntime| = " << diff;
+  std::printf("%s: max |edgeseek - onnxruntime| = %.3g (allowed %.3g)\n", what.c_str(), diff,
+              tol * scale);
 }
 
 TEST(OnnxGolden, LogitsMatchOnnxruntime) {

@@ -9,7 +9,11 @@ namespace pattern {
 std::string Through(const OpGraph& g, std::string v) {
   for (int guard = 0; guard < 16; ++guard) {
     const OpNode* p = g.ProducerNode(v);
-    if (!p || !(p->Is("Cast") || p->Is("Identity")) || p->inputs.empty()) break;
+    // Cast, Identity and a Concat of one input (TorchScript writes one for a cache's first
+    // update) pass their input on.
+    const bool same =
+        p && (p->Is("Cast") || p->Is("Identity") || (p->Is("Concat") && p->inputs.size() == 1));
+    if (!same || p->inputs.empty()) break;
     v = p->inputs[0];
   }
   return v;

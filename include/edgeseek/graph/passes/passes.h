@@ -42,7 +42,7 @@ std::vector<std::pair<std::string, int>> RunPasses(OpGraph& g,
 
 // ---- pattern helpers (shared by the passes) ------------------------------------------------
 namespace pattern {
-// `v` with value-preserving producers (Cast, Identity) skipped backwards.
+// `v` with value-preserving producers (Cast, Identity, one-input Concat) skipped backwards.
 std::string Through(const OpGraph& g, std::string v);
 // The node producing Through(v) if its op type is `op` (domain "" or `domain`), else null.
 const OpNode* Def(const OpGraph& g, const std::string& v, std::string_view op,
