@@ -166,6 +166,17 @@ def dynamic_axes(n_layers, mask4d):
     return ax
 
 
+def dynamic_shapes(n_layers, mask4d):
+    """dynamic_axes' twin for torch.export, keyed by the wrapper's forward() parameters."""
+    from torch.export import Dim
+    auto = Dim.AUTO
+    ds = {"input_ids": {0: auto, 1: auto}, "position_ids": {0: auto, 1: auto},
+          "attention_mask": {0: auto, 2: auto, 3: auto} if mask4d else {0: auto, 1: auto}}
+    for i in range(2 * n_layers):
+        ds[f"past_{i}"] = {0: auto, 2: auto}
+    return ds
+
+
 def export_torch(model_dir, config, path, dynamo):
     """Exports with the 2-D mask, falling back to the 4-D one. Returns the mask kind used."""
     import torch
@@ -181,12 +192,16 @@ def export_torch(model_dir, config, path, dynamo):
         wrapper = make_wrapper(model, n_layers, mask4d)
         try:
             with torch.no_grad():
-                kw = dict(input_names=ins, output_names=outs, dynamic_axes=dynamic_axes(n_layers, mask4d))
-                if dynamo:  # the dynamo exporter's own opset (18 or later)
-                    torch.onnx.export(wrapper, args, path, dynamo=True, external_data=False, **kw)
+                if dynamo:
+                    # torch.export's dynamic_shapes keyed by forward()'s parameter names (it cannot
+                    # convert dynamic_axes for this wrapper); Dim.AUTO lets it infer that the total
+                    # length is past + sequence. The exporter's own opset (18 or later).
+                    torch.onnx.export(wrapper, args, path, dynamo=True, external_data=False, input_names=ins,
+                                      output_names=outs, dynamic_shapes=dynamic_shapes(n_layers, mask4d))
                 else:
                     torch.onnx.export(wrapper, args, path, dynamo=False, do_constant_folding=True,
-                                      opset_version=OPSET, **kw)
+                                      opset_version=OPSET, input_names=ins, output_names=outs,
+                                      dynamic_axes=dynamic_axes(n_layers, mask4d))
             inline_external_data(path)
             return "4d" if mask4d else "2d"
         except Exception as e:  # noqa: BLE001 - recorded, then the next form is tried
