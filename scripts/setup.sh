@@ -4,6 +4,7 @@ set -euo pipefail
 PKGS=(build-essential cmake ninja-build pkg-config git
       nlohmann-json3-dev libpcre2-dev libutf8proc-dev libcpp-httplib-dev libcli11-dev libhwy-dev
       libedit-dev libgtest-dev libgmock-dev libbenchmark-dev libomp-dev
+      libonnx-dev libprotobuf-dev  # ONNX import: generated onnx-ml.pb.h + onnx_proto, protobuf headers
       libvulkan-dev glslc spirv-tools glslang-tools mesa-vulkan-drivers vulkan-validationlayers vulkan-tools
       prometheus
       valgrind  # Cli.CpuGenerateLeaksNothing

@@ -8,7 +8,8 @@
 namespace es::tools {
 
 void ModelArgs::Add(CLI::App& app, bool allow_synthetic) {
-  app.add_option("-m,--model", model, "Hugging Face model folder or .gguf file");
+  app.add_option("-m,--model", model,
+                 "Hugging Face model folder, .gguf file or .onnx file (or a folder holding one)");
   if (allow_synthetic) {
     app.add_option("--synthetic", synthetic, "built-in preset name or config.json: random weights");
     app.add_option("--dtype", dtype,

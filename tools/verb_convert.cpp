@@ -51,10 +51,14 @@ int Run(const ConvertArgs& a) {
     o.tokenizer_dir = a.tokenizer;
   } else {
     std::error_code ec;
-    ES_CHECK(fs::is_directory(a.in, ec), "convert: '", a.in, "' is not a Hugging Face model folder");
-    m = Model::Load(a.in);
+    const bool onnx = fs::path(a.in).extension() == ".onnx";
+    ES_CHECK(fs::is_directory(a.in, ec) || (onnx && fs::is_regular_file(a.in, ec)), "convert: '",
+             a.in,
+             "' is not a Hugging Face model folder, nor an .onnx file or a folder holding one");
+    m = Model::Load(a.in);  // an ONNX model is lifted into the same tensors a folder gives
+    const std::string folder = onnx ? fs::path(a.in).parent_path().string() : a.in;
     o.tokenizer_dir = !a.tokenizer.empty()                              ? a.tokenizer
-                      : fs::exists(fs::path(a.in) / "tokenizer.json") ? a.in
+                      : fs::exists(fs::path(folder) / "tokenizer.json") ? folder
                                                                         : "";
   }
   if (!o.tokenizer_dir.empty() && fs::is_regular_file(o.tokenizer_dir))
@@ -77,7 +81,7 @@ int Run(const ConvertArgs& a) {
 
 VerbRun Setup(CLI::App& sub) {
   auto a = std::make_shared<ConvertArgs>();
-  sub.add_option("input", a->in, "Hugging Face model folder");
+  sub.add_option("input", a->in, "Hugging Face model folder, .onnx file or ONNX model folder");
   sub.add_option("--synthetic", a->synthetic, "built-in preset or config.json: random weights");
   sub.add_option("-o,--output", a->out, "output GGUF file")->required();
   AddQuantTypeOptions(sub, a->type, a->policy, a->threads, "f32, f16, bf16, q4_1, q5_0, q5_1, q4_k, q5_k, q6_k");
@@ -86,7 +90,9 @@ VerbRun Setup(CLI::App& sub) {
   return [a] { return Run(*a); };
 }
 
-const VerbRegistrar kReg("convert", "write a Hugging Face folder or a synthetic model as GGUF", Setup);
+const VerbRegistrar kReg("convert",
+                         "write a Hugging Face folder, an ONNX model or a synthetic model as GGUF",
+                         Setup);
 
 }  // namespace
 }  // namespace es::tools

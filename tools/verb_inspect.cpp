@@ -27,7 +27,8 @@ VerbRun Setup(CLI::App& app) {
   auto ctx = std::make_shared<int64_t>(4096);
   auto json_out = std::make_shared<bool>(false);
   auto kv_type = std::make_shared<std::string>("f16");
-  app.add_option("-m,--model", *model, "Hugging Face model folder or .gguf file");
+  app.add_option("-m,--model", *model,
+                 "Hugging Face model folder, .gguf file or .onnx file (or a folder holding one)");
   app.add_option("--synthetic", *synthetic, "built-in preset or config.json");
   app.add_option("--dtype", *dtype, "weight type assumed for synthetic presets");
   app.add_option("-c,--context", *ctx, "context length for the KV estimate");
@@ -90,6 +91,7 @@ VerbRun Setup(CLI::App& app) {
       }
     }
     for (auto& [t, v] : by_type) j["tensor_types"][t] = {{"tensors", v.first}, {"bytes", v.second}};
+    if (!w.import_notes.empty()) j["import"] = w.import_notes;
     if (*json_out) {
       std::printf("%s\n", j.dump().c_str());
       return 0;
@@ -129,6 +131,7 @@ VerbRun Setup(CLI::App& app) {
     std::printf("\nmemory:        %s at %lld tokens of context (weights + %s KV)\n",
                 HumanBytes(double(bytes + kv_sel * size_t(*ctx))).c_str(), (long long)*ctx,
                 std::string(Name(kvt)).c_str());
+    for (const std::string& n : w.import_notes) std::printf("import:        %s\n", n.c_str());
     return 0;
   };
 }

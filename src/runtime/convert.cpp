@@ -45,6 +45,18 @@ std::set<const void*> MappedOwners(ModelLoader* ml) {
 GgufQuantizeStats ConvertModelToGguf(const Model& m, const std::string& out_path, const QuantPolicy& policy,
                                      const ConvertModelOptions& options) {
   GgufConvertSource src;
+  // An imported (ONNX) model whose rope was recovered as per-frequency factors has no
+  // config.json form for them, and one with interleaved rope already has the layout the GGUF
+  // writer would permute q/k into: refuse rather than write wrong rotary angles.
+  if (!m.import_notes().empty() && options.config_path.empty()) {
+    ES_CHECK(m.config().rope_freq_factors.empty(), "model ", m.name(),
+             ": its rotary frequencies were recovered as per-frequency factors (a scaled rope), "
+             "which the GGUF ",
+             "writer cannot express yet");
+    ES_CHECK(!m.config().rope_interleaved, "model ", m.name(),
+             ": interleaved rotary embedding (GroupQueryAttention rotary_interleaved=1) cannot be "
+             "converted to GGUF yet");
+  }
   if (options.config_path.empty()) {
     src.config = ToHfConfig(m.config());
     src.where = "model " + m.name();

@@ -53,13 +53,18 @@ std::shared_ptr<Model> Model::Load(const std::string& path, const LoadOptions& o
   if (!opts.synthetic.empty()) return Synthetic(opts.synthetic, opts);
   std::error_code ec;
   ES_CHECK(fs::exists(path, ec), "cannot read '", path, "': no such file or directory");
+  if (const std::string onnx = OnnxModelFile(path); !onnx.empty()) {
+    std::shared_ptr<Model> o = LoadOnnxModel(onnx, opts);
+    if (opts.quantize) QuantizeModelWeights(*o, *opts.quantize, opts.threads);
+    return o;
+  }
   if (!fs::is_directory(path, ec)) {
     if (fs::path(path).extension() == ".gguf") {
       std::shared_ptr<Model> g = LoadGgufModel(path, opts);
       if (opts.quantize) QuantizeModelWeights(*g, *opts.quantize, opts.threads);
       return g;
     }
-    Fail("'", path, "' is neither a Hugging Face model folder nor a .gguf file");
+    Fail("'", path, "' is neither a Hugging Face model folder, a .gguf file nor an .onnx file");
   }
   auto m = std::shared_ptr<ModelLoader>(new ModelLoader());
   m->name_ = fs::path(path).filename().string();

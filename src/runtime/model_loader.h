@@ -26,6 +26,7 @@ class ModelLoader : public Model {
  public:
   using Model::config_;
   using Model::gen_;
+  using Model::import_notes_;
   using Model::name_;
   using Model::tokenizer_;
   using Model::tokenizer_error_;
@@ -143,5 +144,15 @@ class ModelLoader : public Model {
 
 // Loads a GGUF file (model_gguf.cpp).
 std::shared_ptr<Model> LoadGgufModel(const std::string& path, const LoadOptions& opts);
+
+// The .onnx file PATH names: PATH itself when it ends in .onnx, the decoder of a folder's
+// genai_config.json, or the one *.onnx file of a folder without *.safetensors; "" when PATH is
+// not an ONNX model (model_onnx.cpp). Throws es::Error when a folder holds several .onnx files
+// and nothing says which.
+std::string OnnxModelFile(const std::string& path);
+// Loads an ONNX decoder (model_onnx.cpp): reads, lifts (edgeseek/models/onnx_lift.h), and takes
+// eos/bos/context from genai_config.json, config.json or generation_config.json beside it and
+// the tokenizer from the folder.
+std::shared_ptr<Model> LoadOnnxModel(const std::string& onnx_file, const LoadOptions& opts);
 
 }  // namespace es

@@ -19,8 +19,10 @@
 #include "edgeseek/models/arch.h"
 #include "edgeseek/models/presets.h"
 #include "edgeseek/runtime/device_profile.h"
+#include "edgeseek/runtime/model.h"
 #include "edgeseek/runtime/runner.h"
 #include "gguf_model.h"
+#include "model_loader.h"
 
 namespace es {
 namespace fs = std::filesystem;
@@ -52,8 +54,16 @@ ModelWeights DescribeModelFile(const std::string& path) {
       w.tensors.push_back({t.name, t.shape, t.dtype, t.nbytes});
     return w;
   }
+  if (!OnnxModelFile(path).empty()) {
+    const std::shared_ptr<Model> m = Model::Load(path);
+    w.config = m->config();
+    for (const Tensor* t : m->weights())
+      w.tensors.push_back({t->name, t->shape, t->dtype, t->nbytes});
+    w.import_notes = m->import_notes();
+    return w;
+  }
   ES_CHECK(fs::is_directory(path, ec), "model ", path,
-           ": not a .gguf file nor a Hugging Face folder");
+           ": not a .gguf file, an .onnx file nor a Hugging Face folder");
   w.config = LoadHfConfig(path + "/config.json", kCheckpointLater);
   auto st = SafetensorsSet::Open(path);
   CheckHfLayersPresent(w.config, HfLayersPresent(st->Names()), path + "/config.json");

@@ -38,8 +38,10 @@ struct LoadOptions {
 
 class Model {
  public:
-  // PATH: a Hugging Face folder (config.json + *.safetensors [+ tokenizer.json]) or, later, a
-  // GGUF file. Throws es::Error naming the file, tensor or field at fault.
+  // PATH: a Hugging Face folder (config.json + *.safetensors [+ tokenizer.json]), a GGUF file,
+  // or an ONNX decoder (a .onnx file, or a folder holding one: ORT-GenAI's builder output with
+  // genai_config.json, a torch.onnx / optimum export), lifted into the same graph (docs/onnx.md).
+  // Throws es::Error naming the file, tensor or field at fault.
   static std::shared_ptr<Model> Load(const std::string& path, const LoadOptions& opts = {});
   static std::shared_ptr<Model> Synthetic(const std::string& name_or_config, const LoadOptions& opts);
   virtual ~Model();
@@ -52,6 +54,8 @@ class Model {
   // line naming the file and key); "" otherwise.
   const std::string& tokenizer_error() const { return tokenizer_error_; }
   std::string name() const { return name_; }
+  // How an imported model (ONNX) was lifted, one line each (inspect prints them); empty otherwise.
+  const std::vector<std::string>& import_notes() const { return import_notes_; }
   int vocab_size() const;
   int64_t max_context() const;
   // Every weight tensor, in load order.
@@ -68,6 +72,7 @@ class Model {
   std::string tokenizer_error_;
   GenerationDefaults gen_;
   std::vector<const Tensor*> weight_list_;
+  std::vector<std::string> import_notes_;
   friend class ModelLoader;
 };
 

@@ -36,12 +36,14 @@ struct ModelWeights {
   std::string name;
   ModelConfig config;
   std::vector<PlanTensor> tensors;
+  std::vector<std::string> import_notes;  // an ONNX model's lift summary (Model::import_notes)
   size_t total_bytes() const;
   int64_t parameters() const;
 };
 
-// A GGUF file (its own types; the config from its metadata, nothing loaded) or a Hugging Face
-// folder (config.json + safetensors headers). Throws es::Error naming the path.
+// A GGUF file (its own types; the config from its metadata, nothing loaded), a Hugging Face
+// folder (config.json + safetensors headers) or an ONNX model (lifted: its tensors as edgeseek
+// holds them). Throws es::Error naming the path.
 ModelWeights DescribeModelFile(const std::string& path);
 // A built-in preset or config.json path with the weights `edgeseek convert --type TYPE` writes:
 // TYPE is a quantization preset (q8_0, q4_0, q4_k_m, i4g: BuiltinQuantPolicy, so embeddings and

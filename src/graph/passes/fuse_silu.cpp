@@ -1,0 +1,32 @@
+// Pass: x * Sigmoid(x) -> es.Silu(x) (how both torch exporters and ORT-GenAI's builder spell SiLU).
+#include "edgeseek/graph/passes/passes.h"
+
+namespace es {
+
+int FuseSilu(OpGraph& g) {
+  int rewrites = 0;
+  for (size_t i = 0; i < g.nodes.size(); ++i) {
+    const OpNode& root = g.nodes[i];
+    if (!root.Is("Mul") || root.outputs.size() != 1) continue;
+    std::string x;
+    const bool ok = pattern::EitherOrder(root, [&](const std::string& a, const std::string& s) {
+      const OpNode* sig = pattern::Def(g, s, "Sigmoid");
+      if (!sig || pattern::Through(g, sig->In(0)) != pattern::Through(g, a)) return false;
+      x = a;
+      return true;
+    });
+    if (!ok) continue;
+    OpNode n;
+    n.name = root.name;
+    n.op = "Silu";
+    n.domain = "es";
+    n.inputs = {x};
+    n.outputs = root.outputs;
+    pattern::Replace(g, int(i), std::move(n));
+    g.Reindex();
+    ++rewrites;
+  }
+  return rewrites;
+}
+
+}  // namespace es

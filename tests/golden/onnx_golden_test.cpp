@@ -1,0 +1,93 @@
+// ONNX goldens: onnxruntime's logits for ONNX files exported from the golden checkpoints on the
+// GPU machine (scripts/gpu/onnx_goldens.py: torch.onnx TorchScript and dynamo exports with past
+// KV, ORT-GenAI builder-style graphs, MatMulNBits int4 variants), compared with edgeseek's
+// logits of the same files: one prefill of the golden input ids (every row) and one decode step
+// of next_id, within each case's tolerance (1e-4 f32, 1e-3 int4) relative to the logits' scale.
+// Skipped while tests/golden/data/onnx/ holds no cases.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <filesystem>
+#include <nlohmann/json.hpp>
+
+#include "edgeseek/backends/backend.h"
+#include "edgeseek/runtime/model.h"
+#include "edgeseek/runtime/runner.h"
+#include "test_util.h"
+
+namespace es {
+namespace {
+
+namespace fs = std::filesystem;
+
+std::vector<std::string> Cases() {
+  std::vector<std::string> out;
+  const fs::path root = fs::path(test::SourceDir()) / "tests/golden/data/onnx";
+  std::error_code ec;
+  if (!fs::is_directory(root, ec)) return out;
+  for (const auto& e : fs::recursive_directory_iterator(root, ec))
+    if (e.path().filename() == "reference.json") out.push_back(e.path().parent_path().string());
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
+std::vector<float> ReadF32(const std::string& path) {
+  const std::string s = test::ReadFile(path);
+  std::vector<float> v(s.size() / 4);
+  std::memcpy(v.data(), s.data(), v.size() * 4);
+  return v;
+}
+
+void Compare(const std::vector<float>& got, const std::vector<float>& want, double tol,
+             const std::string& what) {
+  ASSERT_EQ(got.size(), want.size()) << what;
+  double scale = 1.0, diff = 0;
+  for (size_t i = 0; i < want.size(); ++i) {
+    scale = std::max(scale, double(std::fabs(want[i])));
+    diff = std::max(diff, double(std::fabs(got[i] - want[i])));
+  }
+  EXPECT_LE(diff, tol * scale) << what << ": max |edgeseek - onnxruntime| = " << diff;
+  std::printf("%s: max |edgeseek - onnxruntime| = %.3g (allowed %.3g)\n", what.c_str(), diff,
+              tol * scale);
+}
+
+TEST(OnnxGolden, LogitsMatchOnnxruntime) {
+  const std::vector<std::string> cases = Cases();
+  if (cases.empty())
+    GTEST_SKIP() << "no ONNX goldens under tests/golden/data/onnx (scripts/gpu/onnx_goldens.py)";
+  for (const std::string& dir : cases) {
+    SCOPED_TRACE(dir);
+    const nlohmann::json ref = nlohmann::json::parse(test::ReadFile(dir + "/reference.json"));
+    std::shared_ptr<Model> m;
+    try {
+      m = Model::Load(dir);
+    } catch (const std::exception& e) {
+      ADD_FAILURE() << dir << ": import failed: " << e.what();
+      continue;
+    }
+    const std::vector<int32_t> ids = ref["input_ids"].get<std::vector<int32_t>>();
+    const double tol = ref["tolerance"].get<double>();
+    BackendOptions bo;
+    bo.threads = 2;
+    RunnerOptions ro;
+    ro.context = 256;
+    Runner r(m, CreateBackend("cpu", bo), ro);
+    Batch b;
+    b.Add(0, 0, ids, true);
+    b.Finalize();
+    std::vector<float> prefill, step;
+    r.Forward(b, &prefill);
+    Compare(prefill, ReadF32(dir + "/logits_prefill.f32"), tol, dir + " prefill");
+    Batch d;
+    d.Add(0, int64_t(ids.size()), {ref["next_id"].get<int32_t>()}, true);
+    d.Finalize();
+    r.Forward(d, &step);
+    Compare(step, ReadF32(dir + "/logits_step.f32"), tol, dir + " decode step");
+  }
+}
+
+}  // namespace
+}  // namespace es
