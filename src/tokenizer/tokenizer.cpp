@@ -152,7 +152,9 @@ std::unique_ptr<Tokenizer> Tokenizer::FromJson(const json& j, const json* config
 
     const json null_json;
     auto field = [&](const char* k) -> const json& { return j.contains(k) ? j[k] : null_json; };
-    // The components read their fields directly; a wrongly typed one names its section.
+    // The components read their fields through json_field with their path ("tokenizer.json
+    // pre_tokenizer.pretokenizers[1]: field 'invert' must be true or false (got string)"); a
+    // nlohmann exception escaping one anyway still names its section.
     auto make = [&](auto make_fn, const char* k) {
       const std::string where = std::string("tokenizer.json ") + k;
       try {
