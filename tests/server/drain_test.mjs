@@ -1,6 +1,6 @@
 // SIGTERM ends `edgeseek serve` within --drain-grace even when work that cannot be interrupted
-// is in progress (issue 23): an engine step (one prefill of 3,000 tokens through a small model on
-// one thread: several seconds here) and chat template renders under the render budget but slow
+// is in progress (issue 23): an engine step (one prefill of 4,000 tokens through a 60M-parameter
+// model on one thread: ~500 GFLOP, tens of seconds here, several on any CPU) and chat template renders under the render budget but slow
 // (~0.5 s each, eight at once on the HTTP threads). Before, the process lived up to the grace
 // plus 3 s (the drain waited the whole grace for running requests, then 2 s more for the
 // cancelled ones, then joined the stuck engine). Each case: exit within the grace plus 0.5 s
@@ -13,11 +13,11 @@ import { check, main, metricValue, metrics, startServer, tempFile, tinyConfig, t
 const kGraceS = 1;
 const kSlackMs = 500;
 
-// The tiny model's vocabulary and tokenizer, 8x wider and 2x deeper: a 3,000-token prefill on
+// The tiny model's vocabulary and tokenizer, 16x wider and 2x deeper: a 4,000-token prefill on
 // one thread takes seconds where the tiny model's takes milliseconds.
 const slowConfig = {
-  architectures: ['Qwen2ForCausalLM'], model_type: 'qwen2', hidden_act: 'silu', hidden_size: 512,
-  intermediate_size: 2048, num_hidden_layers: 4, num_attention_heads: 8, num_key_value_heads: 2,
+  architectures: ['Qwen2ForCausalLM'], model_type: 'qwen2', hidden_act: 'silu', hidden_size: 1024,
+  intermediate_size: 4096, num_hidden_layers: 4, num_attention_heads: 16, num_key_value_heads: 4,
   max_position_embeddings: 8192, rms_norm_eps: 1e-6, rope_theta: 1e6, tie_word_embeddings: true,
   bos_token_id: 376, eos_token_id: 378, vocab_size: 384, torch_dtype: 'float32',
 };
@@ -31,8 +31,8 @@ async function timedStop(srv) {
 async function midStep() {
   const cfg = tempFile('slow_config.json', JSON.stringify(slowConfig));
   const srv = await startServer(['--synthetic', cfg, '--tokenizer', tinyTokenizer, '--alias', 'slow', '-t', '1',
-    '--context', '4096', '--slots', '1', '--max-batch-tokens', '3072', '--drain-grace', String(kGraceS)], { model: false });
-  const prompt = Array.from({ length: 3000 }, (_, i) => i % 376);
+    '--context', '4096', '--slots', '1', '--max-batch-tokens', '4096', '--drain-grace', String(kGraceS)], { model: false });
+  const prompt = Array.from({ length: 4000 }, (_, i) => i % 376);
   const sent = Date.now();
   const answer = fetch(srv.base + '/v1/completions', {
     method: 'POST', headers: { 'Content-Type': 'application/json' }, body: JSON.stringify({ prompt, max_tokens: 4 }),
