@@ -58,25 +58,29 @@ void OnSignal(int) {
   if (g_server) g_server->RequestShutdown();  // write() to a pipe: async-signal-safe
 }
 
-// Ends the process drain_grace_s after the signal when the drain has not: Server::Shutdown
-// plans its drain within the grace and cancels what still runs, but cannot interrupt a render
-// or an engine step in progress (a long prefill on a slow device), and joining such a worker
-// would wait for it (issue 23: SIGTERM did not stop a server rendering a runaway template).
+constexpr double kMinDrainS = 0.5;
+
+// Ends the process drain_grace_s (at least kMinDrainS) after the signal when the drain has
+// not: Server::Shutdown plans its drain within the grace and cancels what still runs, but
+// cannot interrupt a render or an engine step in progress (a long prefill on a slow device),
+// and joining such a worker would wait for it (issue 23: SIGTERM did not stop a server rendering a
+// runaway template).
 class DrainDeadline {
  public:
   explicit DrainDeadline(double grace_s)
       : thread_([this, grace_s] {
           while (g_signal_ns.load() == 0 && !done_.load())
             std::this_thread::sleep_for(std::chrono::milliseconds(10));
-          const int64_t until = g_signal_ns.load() + int64_t(std::max(0.0, grace_s) * 1e9);
+          // At least kMinDrainS: an idle server's drain (closing the listener, joining the HTTP
+          // and engine threads) takes ~0.1 s; a grace of 0 would exit 1 for nothing.
+          const int64_t until = g_signal_ns.load() + int64_t(std::max(kMinDrainS, grace_s) * 1e9);
           while (!done_.load() && MonotonicNs() < until)
             std::this_thread::sleep_for(std::chrono::milliseconds(10));
           if (done_.load()) return;
           std::fprintf(stderr,
-                       "edgeseek serve: the drain did not finish within drain_grace_s (%g s) of "
-                       "the signal (a step "
-                       "or a render still running); exiting\n",
-                       grace_s);
+                       "edgeseek serve: the drain did not finish within %g s of the signal "
+                       "(drain_grace_s; a step or a render still running); exiting\n",
+                       std::max(kMinDrainS, grace_s));
           std::fflush(stderr);
           _exit(1);
         }) {}
@@ -191,8 +195,8 @@ VerbRun Setup(CLI::App& sub) {
   sub.add_option("--max-batch-tokens", a->max_batch_tokens, "tokens per engine step (prefill budget)");
   sub.add_option(
       "--drain-grace", a->grace_s,
-      "seconds from SIGTERM to the end of the process: running requests finish, the rest is "
-      "cancelled (default 30)");
+      "seconds from SIGTERM to the end of the process (at least 0.5): running requests finish, "
+      "the rest is cancelled (default 30)");
   sub.add_option("--prefix-cache", a->prefix_cache,
                  "reuse cached KV blocks of a prompt's longest cached prefix (default on)")
       ->check(CLI::IsMember({"on", "off"}));
