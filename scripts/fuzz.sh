@@ -5,6 +5,9 @@
 # build-fuzz/artifacts/<target>/; add each to tests/fuzz/corpus/<target>/ (the ctest
 # fuzz_corpus_<target> replays them with any compiler) and fix the bug.
 #     scripts/fuzz.sh [SECONDS] [TARGET...]      (targets: tests/fuzz/CMakeLists.txt)
+# ES_FUZZ_RUNS=N runs each target for N executions instead of SECONDS (issue 21 asks 1,000,000);
+# ES_BUILD_LOCK=FILE builds under `flock FILE` (a machine shared with other builds); each target
+# runs in one process on one core (libFuzzer's default: no -jobs/-workers).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 SECONDS_PER=${1:-60}
@@ -18,22 +21,23 @@ B=build-fuzz
 cmake -S . -B $B -G Ninja -DCMAKE_BUILD_TYPE=Release -DCMAKE_C_COMPILER=clang-14 \
   -DCMAKE_CXX_COMPILER=clang++-14 -DES_FUZZ=ON -DES_VULKAN=OFF -DES_BUILD_BENCH=OFF \
   ${ES_FUZZ_LAUNCHER:+-DCMAKE_CXX_COMPILER_LAUNCHER=$ES_FUZZ_LAUNCHER} >/dev/null
-ninja -C $B "${TARGETS[@]/#/es_fuzz_}"
+${ES_BUILD_LOCK:+flock "$ES_BUILD_LOCK"} ninja -C $B "${TARGETS[@]/#/es_fuzz_}"
 status=0
 for t in "${TARGETS[@]}"; do
   work=$B/work/$t art=$B/artifacts/$t
   rm -rf "$work" && mkdir -p "$work" "$art"
   # README.md files are notes, not inputs.
   find tests/fuzz/corpus/$t -type f ! -name README.md -exec cp {} "$work"/ \;
-  echo "== $t: ${SECONDS_PER}s"
+  if [ -n "${ES_FUZZ_RUNS:-}" ]; then limit=(-runs="$ES_FUZZ_RUNS"); else limit=(-max_total_time="$SECONDS_PER"); fi
+  echo "== $t: ${limit[0]}"
   # -rss_limit_mb: a parser must not need more for inputs of at most -max_len bytes.
   if ! ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 \
-      $B/tests/fuzz/es_fuzz_$t "$work" -max_total_time="$SECONDS_PER" -max_len=65536 \
+      $B/tests/fuzz/es_fuzz_$t "$work" "${limit[@]}" -max_len=65536 \
       -rss_limit_mb=2048 -timeout=10 -artifact_prefix="$art/" -print_final_stats=1 \
       2>"$B/$t.log"; then
     status=1
     echo "   FINDING: see $B/$t.log and $art/"
   fi
-  grep -E '^stat::number_of_executed_units|^stat::peak_rss_mb' "$B/$t.log" | sed 's/^/   /' || true
+  grep -E '^stat::number_of_executed_units|^stat::peak_rss_mb|^Done [0-9]+ runs' "$B/$t.log" | sed 's/^/   /' || true
 done
 exit $status

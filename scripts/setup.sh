@@ -8,6 +8,8 @@ PKGS=(build-essential cmake ninja-build pkg-config git
       libvulkan-dev glslc spirv-tools glslang-tools mesa-vulkan-drivers vulkan-validationlayers vulkan-tools
       prometheus
       valgrind  # Cli.CpuGenerateLeaksNothing
+      clang-14 libclang-rt-14-dev  # scripts/fuzz.sh: libFuzzer + ASan/UBSan (docs/fuzzing.md)
+      clang-format  # `git clang-format` on changed lines (unversioned names: Debian 12 gives 14)
       chromium chromium-driver)  # the web page's test drives headless Chromium (tests/server/web_test.mjs)
 PKGS+=(gnuplot-nox)  # `bench --suite ... --report DIR` plots (tools/bench_suite.cpp)
 # aarch64 cross build and qemu-user runs of the kernel tests (scripts/test_arm64.sh): arm64

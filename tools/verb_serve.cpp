@@ -6,13 +6,16 @@
 //
 // Binds 127.0.0.1 unless --host says otherwise; answers /health with 503 "loading" while the
 // models load; SIGTERM or SIGINT drains (no new requests, running ones finish within the grace
-// period) and exits 0; if the drain has not finished drain_grace_s + 3 s after the signal (a
-// worker stuck in a template render or an engine step cannot be interrupted), the process
-// exits 1 anyway. Model options (-m, --synthetic, --dtype, --backend, -t, --context,
+// period, what is left is cancelled) and exits 0; if the drain has not finished drain_grace_s
+// after the signal (a worker in a template render or an engine step cannot be interrupted),
+// the process exits 1 then: it never outlives the grace (issue 23). Model options (-m, --synthetic,
+// --dtype, --backend, -t, --context,
 // --profile...) are the other model verbs' (ModelArgs); host, port, model name and API keys are
 // shared with `loadtest` (EndpointArgs).
+#include <time.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <csignal>
@@ -41,27 +44,43 @@ struct ServeArgs {
 };
 
 Server* g_server = nullptr;
-std::atomic<int> g_signals{0};  // lock-free: safe to touch from the handler
+std::atomic<int64_t> g_signal_ns{0};  // CLOCK_MONOTONIC of the first signal; lock-free
+
+int64_t MonotonicNs() {
+  timespec ts{};
+  clock_gettime(CLOCK_MONOTONIC, &ts);  // async-signal-safe
+  return int64_t(ts.tv_sec) * 1000000000 + ts.tv_nsec;
+}
 
 void OnSignal(int) {
-  g_signals.fetch_add(1);
+  int64_t none = 0;
+  g_signal_ns.compare_exchange_strong(none, MonotonicNs());
   if (g_server) g_server->RequestShutdown();  // write() to a pipe: async-signal-safe
 }
 
-// Ends the process when a drain outlives its grace: Server::Shutdown cancels what runs after
-// drain_grace_s, but cannot interrupt a render or a step in progress, and joining such a worker
-// would wait for it (issue 23: SIGTERM did not stop a server rendering a runaway template).
+constexpr double kMinDrainS = 0.5;
+
+// Ends the process drain_grace_s (at least kMinDrainS) after the signal when the drain has
+// not: Server::Shutdown plans its drain within the grace and cancels what still runs, but
+// cannot interrupt a render or an engine step in progress (a long prefill on a slow device),
+// and joining such a worker would wait for it (issue 23: SIGTERM did not stop a server rendering a
+// runaway template).
 class DrainDeadline {
  public:
   explicit DrainDeadline(double grace_s)
       : thread_([this, grace_s] {
-          using Clock = std::chrono::steady_clock;
-          while (g_signals.load() == 0 && !done_.load()) std::this_thread::sleep_for(std::chrono::milliseconds(50));
-          auto until = Clock::now() + std::chrono::duration<double>(grace_s + 3);
-          while (!done_.load() && Clock::now() < until) std::this_thread::sleep_for(std::chrono::milliseconds(50));
+          while (g_signal_ns.load() == 0 && !done_.load())
+            std::this_thread::sleep_for(std::chrono::milliseconds(10));
+          // At least kMinDrainS: an idle server's drain (closing the listener, joining the HTTP
+          // and engine threads) takes ~0.1 s; a grace of 0 would exit 1 for nothing.
+          const int64_t until = g_signal_ns.load() + int64_t(std::max(kMinDrainS, grace_s) * 1e9);
+          while (!done_.load() && MonotonicNs() < until)
+            std::this_thread::sleep_for(std::chrono::milliseconds(10));
           if (done_.load()) return;
-          std::fprintf(stderr, "edgeseek serve: the drain did not finish within %.0f s of the signal; exiting\n",
-                       grace_s + 3);
+          std::fprintf(stderr,
+                       "edgeseek serve: the drain did not finish within %g s of the signal "
+                       "(drain_grace_s; a step or a render still running); exiting\n",
+                       std::max(kMinDrainS, grace_s));
           std::fflush(stderr);
           _exit(1);
         }) {}
@@ -174,7 +193,10 @@ VerbRun Setup(CLI::App& sub) {
   sub.add_option("--api-key-file", a->api_key_file, "file with one accepted API key per line");
   sub.add_option("--trace-dir", a->trace_dir, "write each request's Chrome trace JSON here");
   sub.add_option("--max-batch-tokens", a->max_batch_tokens, "tokens per engine step (prefill budget)");
-  sub.add_option("--drain-grace", a->grace_s, "seconds running requests get after SIGTERM (default 30)");
+  sub.add_option(
+      "--drain-grace", a->grace_s,
+      "seconds from SIGTERM to the end of the process (at least 0.5): running requests finish, "
+      "the rest is cancelled (default 30)");
   sub.add_option("--prefix-cache", a->prefix_cache,
                  "reuse cached KV blocks of a prompt's longest cached prefix (default on)")
       ->check(CLI::IsMember({"on", "off"}));

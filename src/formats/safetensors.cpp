@@ -118,7 +118,15 @@ std::unique_ptr<SafetensorsSet> SafetensorsSet::Open(const std::string& path) {
       ES_CHECK(j.contains("weight_map") && j["weight_map"].is_object(), index.string(),
                ": missing 'weight_map'");
       std::set<std::string> shards;
-      for (auto& [name, file] : j["weight_map"].items()) shards.insert(file.get<std::string>());
+      for (auto& [name, file] : j["weight_map"].items()) {
+        const std::string s =
+            json_field::As<std::string>(file, "weight_map['" + name + "']", index.string());
+        // A shard is a file of this folder: "../x" or "/etc/x" would read any file as weights.
+        ES_CHECK(!s.empty() && fs::path(s).filename().string() == s && s != "." && s != "..",
+                 index.string(), ": weight_map['", name, "'] names '", s,
+                 "', not a file of the model folder");
+        shards.insert(s);
+      }
       for (const auto& s : shards) {
         const fs::path p = fs::path(path) / s;
         ES_CHECK(fs::exists(p), index.string(), ": shard '", s, "' is missing");

@@ -88,8 +88,17 @@ std::unique_ptr<Tokenizer> GgufTokenizer(const GgufFile& f, std::string* why) {
   // tokenizer.json: model, added tokens, normalizer, pre-tokenizer, decoder.
   json vocab = json::object();
   json added = json::array();
+  // A text at several ids (converters pad vocabularies with repeats; llama.cpp's loader asserts
+  // on them, transformers' GGUF converter keeps the last): the first id is the one encoding
+  // gives, also over a later added token of that text; the later ids are added after the
+  // tokenizer is built, decoding to their text (issue 23).
+  std::vector<size_t> duplicates;
   for (size_t i = 0; i < tokens.size(); ++i) {
-    if (!vocab.contains(tokens[i])) vocab[tokens[i]] = int64_t(i);
+    if (vocab.contains(tokens[i])) {
+      duplicates.push_back(i);
+      continue;
+    }
+    vocab[tokens[i]] = int64_t(i);
     const int64_t ty = types.empty() ? int64_t(GgufTokenType::kNormal) : types[i];
     if (ty == int64_t(GgufTokenType::kControl) || ty == int64_t(GgufTokenType::kUserDefined)) {
       const bool special = ty == int64_t(GgufTokenType::kControl);
@@ -156,7 +165,11 @@ std::unique_ptr<Tokenizer> GgufTokenizer(const GgufFile& f, std::string* why) {
   config["add_eos_token"] = f.GetBoolOr(kKeyTokenizerAddEos, false);
   if (f.Has(kKeyTokenizerChatTemplate)) config["chat_template"] = f.GetString(kKeyTokenizerChatTemplate);
   try {
-    return Tokenizer::FromJson(tj, &config);
+    std::unique_ptr<Tokenizer> t = Tokenizer::FromJson(tj, &config);
+    for (size_t i : duplicates)
+      t->AddDuplicateId(int32_t(i), tokens[i],
+                        types.empty() ? TokenType::kNormal : TokenType(types[i]));
+    return t;
   } catch (const Error& e) {
     Fail(f.path(), ": tokenizer.ggml.*: ", e.what());
   }

@@ -1208,7 +1208,12 @@ void Server::Impl::Shutdown() {
   std::call_once(shutdown_once, [this] {
     State prev = state.exchange(State::kDraining);
     (void)prev;
-    double until = SteadySeconds() + cfg.drain_grace_s;
+    // The whole drain fits in drain_grace_s (issue 23: SIGTERM ends the process within it):
+    // running requests get the grace less a reserve, then what still runs is cancelled and
+    // leaves within a step; `edgeseek serve` ends the process at the grace whatever is left (a
+    // step or a render in progress cannot be interrupted).
+    const double start = SteadySeconds(), grace = std::max(0.0, cfg.drain_grace_s);
+    const double until = start + grace - std::min(1.0, grace / 2);
     while (admission.in_flight() > 0 && SteadySeconds() < until) std::this_thread::sleep_for(std::chrono::milliseconds(20));
     {
       std::lock_guard<std::mutex> lock(mu);
@@ -1216,7 +1221,8 @@ void Server::Impl::Shutdown() {
         if (auto s = w.lock()) s->cancel = true;
     }
     for (auto& g : groups) g->queue->Notify();
-    double hard = SteadySeconds() + 2;  // cancelled sequences leave within a step
+    // Cancelled sequences leave within a step.
+    const double hard = start + grace - std::min(0.2, grace / 8);
     while (admission.in_flight() > 0 && SteadySeconds() < hard) std::this_thread::sleep_for(std::chrono::milliseconds(20));
     http.stop();
     if (http_thread.joinable()) http_thread.join();

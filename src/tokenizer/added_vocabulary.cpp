@@ -116,6 +116,14 @@ void AddedVocabulary::Build(std::vector<AddedToken> tokens, const Normalizer* no
   norm_.Finish();
 }
 
+void AddedVocabulary::AddDecodeOnly(AddedToken token) {
+  if (auto it = by_id_.find(token.id); it != by_id_.end())
+    Fail("added tokens '", tokens_[it->second].content, "' and '", token.content,
+         "' have the same id ", token.id);
+  by_id_[token.id] = tokens_.size();
+  tokens_.push_back(std::move(token));
+}
+
 const AddedToken* AddedVocabulary::ById(int32_t id) const {
   auto it = by_id_.find(id);
   return it == by_id_.end() ? nullptr : &tokens_[it->second];

@@ -39,6 +39,9 @@ class AddedVocabulary {
   // es::Error for a token longer than kMaxAddedTokenBytes or two tokens with one id.
   void Build(std::vector<AddedToken> tokens, const Normalizer* normalizer);
   const std::vector<AddedToken>& tokens() const { return tokens_; }
+  // A token only decoded: its content is an earlier id's (IdOf and matching keep that one).
+  // Throws es::Error when its id is already taken. After Build.
+  void AddDecodeOnly(AddedToken token);
   const AddedToken* ById(int32_t id) const;
   int32_t IdOf(std::string_view content) const;  // -1 if absent
 

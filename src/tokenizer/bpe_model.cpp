@@ -61,6 +61,18 @@ const std::string* BpeModel::IdToToken(int32_t id) const {
   return &id_to_token_[id];
 }
 
+void BpeModel::AddAlias(int32_t id, const std::string& token) {
+  ES_CHECK(id >= 0, "vocabulary: negative id ", id, " for token '", token, "'");
+  if (size_t(id) >= id_to_token_.size()) {
+    id_to_token_.resize(size_t(id) + 1);
+    has_id_.resize(size_t(id) + 1, false);
+  }
+  if (has_id_[id])
+    Fail("vocabulary: id ", id, " is given to both '", id_to_token_[id], "' and '", token, "'");
+  id_to_token_[id] = token;
+  has_id_[id] = true;
+}
+
 void BpeModel::Tokenize(std::string_view word, std::vector<int32_t>* out) const {
   if (word.empty()) return;
   if (opt_.ignore_merges) {

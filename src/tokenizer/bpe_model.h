@@ -43,6 +43,9 @@ class BpeModel {
 
   int32_t TokenToId(std::string_view token) const;  // -1 if absent
   const std::string* IdToToken(int32_t id) const;   // nullptr if absent
+  // `id` decodes to `token`, which an earlier id already has; TokenToId keeps that first id.
+  // Throws es::Error when `id` is already taken.
+  void AddAlias(int32_t id, const std::string& token);
   int32_t max_id() const { return static_cast<int32_t>(id_to_token_.size()) - 1; }
   size_t num_merges() const { return merges_.size(); }
 

@@ -5,6 +5,7 @@
 
 #include "byte_level.h"
 #include "edgeseek/core/error.h"
+#include "edgeseek/core/json_field.h"
 #include "normalizers.h"
 #include "utf8.h"
 
@@ -178,7 +179,8 @@ class SequenceDec : public Decoder {
 };
 
 uint32_t OneChar(const json& j, const char* key, const std::string& where, uint32_t def) {
-  return j.contains(key) ? SingleCodePoint(j[key].get<std::string>(), key, where) : def;
+  return j.contains(key) ? SingleCodePoint(json_field::Get<std::string>(j, key, where), key, where)
+                         : def;
 }
 
 }  // namespace
@@ -193,17 +195,21 @@ std::unique_ptr<Decoder> MakeDecoder(const json& j, const std::string& where) {
   if (type == "ByteLevel") return std::make_unique<ByteLevelDec>();
   if (type == "Metaspace") {
     bool prepend = true;
-    if (j.contains("prepend_scheme")) prepend = j["prepend_scheme"].get<std::string>() != "never";
-    else if (j.contains("add_prefix_space")) prepend = j["add_prefix_space"].get<bool>();
+    if (j.contains("prepend_scheme"))
+      prepend = json_field::Get<std::string>(j, "prepend_scheme", where) != "never";
+    else if (j.contains("add_prefix_space"))
+      prepend = json_field::Get<bool>(j, "add_prefix_space", where);
     return std::make_unique<MetaspaceDec>(OneChar(j, "replacement", where, 0x2581), prepend);
   }
   if (type == "Replace") return std::make_unique<ReplaceDec>(j, where);
   if (type == "ByteFallback") return std::make_unique<ByteFallbackDec>();
   if (type == "Fuse") return std::make_unique<FuseDec>();
   if (type == "Strip")
-    return std::make_unique<StripDec>(OneChar(j, "content", where, ' '), j.value("start", size_t(0)),
-                                      j.value("stop", size_t(0)));
-  if (type == "BPEDecoder") return std::make_unique<BpeDec>(j.value("suffix", std::string("</w>")));
+    return std::make_unique<StripDec>(OneChar(j, "content", where, ' '),
+                                      json_field::Opt<size_t>(j, "start", 0, where),
+                                      json_field::Opt<size_t>(j, "stop", 0, where));
+  if (type == "BPEDecoder")
+    return std::make_unique<BpeDec>(json_field::Opt<std::string>(j, "suffix", "</w>", where));
   if (type == "Sequence") {
     if (!j.contains("decoders") || !j["decoders"].is_array())
       Fail(where, ": Sequence needs a 'decoders' array");

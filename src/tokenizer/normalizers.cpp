@@ -1,15 +1,17 @@
 // Normalizer implementations and their JSON factory.
 #include "normalizers.h"
 
-#include <cstdlib>
-#include <vector>
-
-#include <nlohmann/json.hpp>
 #include <utf8proc.h>
+
+#include <cstdlib>
+#include <nlohmann/json.hpp>
+#include <vector>
 
 #include "byte_level.h"
 #include "edgeseek/core/error.h"
+#include "edgeseek/core/json_field.h"
 #include "pcre_regex.h"
+#include "pieces.h"
 #include "utf8.h"
 
 namespace es::tok {
@@ -65,9 +67,7 @@ std::string UnicodeNormalize(const std::string& text, UnicodeForm form) {
 namespace {
 
 std::string FieldStr(const json& j, const char* key, const std::string& where) {
-  auto it = j.find(key);
-  if (it == j.end() || !it->is_string()) Fail(where, ": missing string field '", key, "'");
-  return it->get<std::string>();
+  return json_field::Get<std::string>(j, key, where);
 }
 
 class UnicodeNormalizer : public Normalizer {
@@ -143,14 +143,7 @@ class StripAccents : public Normalizer {
 class Replace : public Normalizer {
  public:
   Replace(const json& j, const std::string& where) {
-    const auto& pat = j.at("pattern");
-    if (pat.contains("String")) {
-      regex_ = std::make_unique<Regex>(Regex::Escape(pat["String"].get<std::string>()), where);
-    } else if (pat.contains("Regex")) {
-      regex_ = std::make_unique<Regex>(pat["Regex"].get<std::string>(), where);
-    } else {
-      Fail(where, ": Replace pattern must have 'String' or 'Regex'");
-    }
+    regex_ = std::make_unique<Regex>(ReadPattern(j, where), where);
     content_ = FieldStr(j, "content", where);
   }
   void Normalize(std::string* t) const override { *t = Apply(*t); }
@@ -224,7 +217,8 @@ std::unique_ptr<Normalizer> MakeNormalizer(const json& j, const std::string& whe
   if (type == "StripAccents") return std::make_unique<StripAccents>();
   if (type == "ByteLevel") return std::make_unique<ByteLevelNormalizer>();
   if (type == "Strip")
-    return std::make_unique<Strip>(j.value("strip_left", true), j.value("strip_right", true));
+    return std::make_unique<Strip>(json_field::Opt<bool>(j, "strip_left", true, where),
+                                   json_field::Opt<bool>(j, "strip_right", true, where));
   if (type == "Replace") return std::make_unique<Replace>(j, where);
   if (type == "Prepend") return std::make_unique<Prepend>(FieldStr(j, "prepend", where));
   if (type == "Sequence") {

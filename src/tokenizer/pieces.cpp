@@ -2,22 +2,32 @@
 #include "pieces.h"
 
 #include <algorithm>
-
 #include <nlohmann/json.hpp>
 
 #include "edgeseek/core/error.h"
+#include "edgeseek/core/json_field.h"
+#include "pcre_regex.h"
 
 namespace es::tok {
 
 SplitBehavior ParseSplitBehavior(const nlohmann::json& j, std::string_view where) {
-  if (!j.is_string()) Fail(where, ": 'behavior' must be a string");
-  const std::string s = j.get<std::string>();
+  const std::string s = json_field::Get<std::string>(j, "behavior", where);
   if (s == "Removed") return SplitBehavior::kRemoved;
   if (s == "Isolated") return SplitBehavior::kIsolated;
   if (s == "MergedWithPrevious") return SplitBehavior::kMergedWithPrevious;
   if (s == "MergedWithNext") return SplitBehavior::kMergedWithNext;
   if (s == "Contiguous") return SplitBehavior::kContiguous;
   Fail(where, ": unknown split behavior '", s, "'");
+}
+
+std::string ReadPattern(const nlohmann::json& j, const std::string& where) {
+  auto it = j.find("pattern");
+  if (it == j.end() || !it->is_object())
+    Fail(where, ": field 'pattern' must be an object {\"String\": ...} or {\"Regex\": ...}");
+  const std::string wp = where + ".pattern";
+  if (it->contains("String")) return Regex::Escape(json_field::Get<std::string>(*it, "String", wp));
+  if (it->contains("Regex")) return json_field::Get<std::string>(*it, "Regex", wp);
+  Fail(wp, ": must have 'String' or 'Regex'");
 }
 
 std::vector<MatchSpan> CoverWithMatches(size_t n, const std::vector<std::pair<size_t, size_t>>& m) {

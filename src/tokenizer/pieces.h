@@ -23,7 +23,12 @@ struct Piece {
 };
 
 enum class SplitBehavior { kRemoved, kIsolated, kMergedWithPrevious, kMergedWithNext, kContiguous };
+// The "behavior" field of the component `j` (a Split or Punctuation pre-tokenizer at `where`).
 SplitBehavior ParseSplitBehavior(const nlohmann::json& j, std::string_view where);
+// The regex source of the "pattern" field of `j` ({"String": s}: s escaped; {"Regex": r}: r),
+// for Split pre-tokenizers and Replace normalizers/decoders; a wrong shape or type names the
+// path ("<where>.pattern: field 'Regex' must be a string (got number)").
+std::string ReadPattern(const nlohmann::json& j, const std::string& where);
 
 struct MatchSpan {
   size_t start, end;

@@ -1,11 +1,11 @@
 // Post-processor implementations and their JSON factory.
 #include "post_processors.h"
 
+#include <nlohmann/json.hpp>
 #include <sstream>
 
-#include <nlohmann/json.hpp>
-
 #include "edgeseek/core/error.h"
+#include "edgeseek/core/json_field.h"
 
 namespace es::tok {
 
@@ -47,22 +47,36 @@ std::vector<int32_t> SpecialIds(const json& specials, const std::string& name, c
   if (!specials.is_object() || !specials.contains(name))
     Fail(where, ": special token '", name, "' is not in 'special_tokens'");
   const json& e = specials[name];
-  if (!e.contains("ids") || !e["ids"].is_array()) Fail(where, ".special_tokens.", name, ": missing 'ids'");
-  return e["ids"].get<std::vector<int32_t>>();
+  const std::string we = where + ".special_tokens['" + name + "']";
+  if (!e.is_object() || !e.contains("ids") || !e["ids"].is_array())
+    Fail(we, ": missing 'ids' (an array)");
+  std::vector<int32_t> ids;
+  for (size_t i = 0; i < e["ids"].size(); ++i)
+    ids.push_back(json_field::As<int32_t>(e["ids"][i], "ids[" + std::to_string(i) + "]", we));
+  return ids;
 }
 
 std::unique_ptr<PostProcessor> MakeTemplateProcessing(const json& j, const std::string& where) {
-  const json specials = j.value("special_tokens", json::object());
+  const json null_json;
+  const json& specials = j.contains("special_tokens") ? j["special_tokens"] : null_json;
+  if (!specials.is_null() && !specials.is_object())
+    Fail(where, ": field 'special_tokens' must be an object (got ", specials.type_name(), ")");
   // "single": either the list form [{"SpecialToken": {"id": ...}}, {"Sequence": {"id": "A"}}]
   // or the string form "[CLS] $A [SEP]" (items may carry ":type_id").
   std::vector<std::pair<bool, std::string>> items;  // (is_sequence, special name)
   if (!j.contains("single")) Fail(where, ": TemplateProcessing needs 'single'");
   const json& single = j["single"];
   if (single.is_array()) {
-    for (const auto& it : single) {
-      if (it.contains("Sequence")) items.emplace_back(true, "");
-      else if (it.contains("SpecialToken")) items.emplace_back(false, it["SpecialToken"].at("id").get<std::string>());
-      else Fail(where, ".single: item must be 'Sequence' or 'SpecialToken'");
+    for (size_t i = 0; i < single.size(); ++i) {
+      const json& it = single[i];
+      const std::string wi = where + ".single[" + std::to_string(i) + "]";
+      if (it.is_object() && it.contains("Sequence"))
+        items.emplace_back(true, "");
+      else if (it.is_object() && it.contains("SpecialToken"))
+        items.emplace_back(
+            false, json_field::Get<std::string>(it["SpecialToken"], "id", wi + ".SpecialToken"));
+      else
+        Fail(wi, ": item must be {\"Sequence\": ...} or {\"SpecialToken\": ...}");
     }
   } else if (single.is_string()) {
     std::istringstream ss(single.get<std::string>());
@@ -93,7 +107,7 @@ std::unique_ptr<PostProcessor> MakeTemplateProcessing(const json& j, const std::
 int32_t PairId(const json& j, const char* key, const std::string& where) {
   if (!j.contains(key) || !j[key].is_array() || j[key].size() != 2)
     Fail(where, ": '", key, "' must be [token, id]");
-  return j[key][1].get<int32_t>();
+  return json_field::As<int32_t>(j[key][1], std::string(key) + "[1]", where);
 }
 
 }  // namespace

@@ -5,6 +5,7 @@
 
 #include "byte_level.h"
 #include "edgeseek/core/error.h"
+#include "edgeseek/core/json_field.h"
 #include "pcre_regex.h"
 #include "utf8.h"
 
@@ -42,16 +43,9 @@ std::vector<MatchSpan> CharMatches(const std::string& s, Pred pred) {
 class SplitPre : public PreTokenizer {
  public:
   SplitPre(const json& j, const std::string& where) {
-    const auto& pat = j.at("pattern");
-    if (pat.contains("String")) {
-      regex_ = std::make_unique<Regex>(Regex::Escape(pat["String"].get<std::string>()), where);
-    } else if (pat.contains("Regex")) {
-      regex_ = std::make_unique<Regex>(pat["Regex"].get<std::string>(), where);
-    } else {
-      Fail(where, ": Split pattern must have 'String' or 'Regex'");
-    }
-    behavior_ = ParseSplitBehavior(j.at("behavior"), where);
-    invert_ = j.value("invert", false);
+    regex_ = std::make_unique<Regex>(ReadPattern(j, where), where);
+    behavior_ = ParseSplitBehavior(j, where);
+    invert_ = json_field::Opt<bool>(j, "invert", false, where);
   }
   SplitPre(const std::string& regex, SplitBehavior b)
       : regex_(std::make_unique<Regex>(regex, "pre_split_regex")), behavior_(b) {}
@@ -219,7 +213,8 @@ class SequencePre : public PreTokenizer {
 };
 
 uint32_t SingleChar(const json& j, const char* key, const std::string& where, uint32_t def) {
-  return j.contains(key) ? SingleCodePoint(j[key].get<std::string>(), key, where) : def;
+  return j.contains(key) ? SingleCodePoint(json_field::Get<std::string>(j, key, where), key, where)
+                         : def;
 }
 
 }  // namespace
@@ -231,21 +226,24 @@ std::unique_ptr<PreTokenizer> MakePreTokenizer(const json& j, const std::string&
   const std::string type = j["type"].get<std::string>();
   if (type == "Split") return std::make_unique<SplitPre>(j, where);
   if (type == "ByteLevel")
-    return std::make_unique<ByteLevelPre>(j.value("add_prefix_space", true), j.value("use_regex", true));
-  if (type == "Digits") return std::make_unique<DigitsPre>(j.value("individual_digits", false));
+    return std::make_unique<ByteLevelPre>(json_field::Opt<bool>(j, "add_prefix_space", true, where),
+                                          json_field::Opt<bool>(j, "use_regex", true, where));
+  if (type == "Digits")
+    return std::make_unique<DigitsPre>(json_field::Opt<bool>(j, "individual_digits", false, where));
   if (type == "Metaspace") {
     PrependScheme scheme = PrependScheme::kAlways;
     if (j.contains("prepend_scheme")) {
-      const std::string s = j["prepend_scheme"].get<std::string>();
+      const std::string s = json_field::Get<std::string>(j, "prepend_scheme", where);
       if (s == "always") scheme = PrependScheme::kAlways;
       else if (s == "first") scheme = PrependScheme::kFirst;
       else if (s == "never") scheme = PrependScheme::kNever;
       else Fail(where, ": unknown prepend_scheme '", s, "'");
     } else if (j.contains("add_prefix_space")) {
-      scheme = j["add_prefix_space"].get<bool>() ? PrependScheme::kAlways : PrependScheme::kNever;
+      scheme = json_field::Get<bool>(j, "add_prefix_space", where) ? PrependScheme::kAlways
+                                                                   : PrependScheme::kNever;
     }
     return std::make_unique<MetaspacePre>(SingleChar(j, "replacement", where, 0x2581), scheme,
-                                          j.value("split", true));
+                                          json_field::Opt<bool>(j, "split", true, where));
   }
   if (type == "Whitespace") return std::make_unique<WhitespacePre>();
   if (type == "WhitespaceSplit")
@@ -253,7 +251,7 @@ std::unique_ptr<PreTokenizer> MakePreTokenizer(const json& j, const std::string&
   if (type == "Punctuation")
     return std::make_unique<CharSplitPre>(
         CharSplitPre::Kind::kPunctuation,
-        j.contains("behavior") ? ParseSplitBehavior(j["behavior"], where) : SplitBehavior::kIsolated);
+        j.contains("behavior") ? ParseSplitBehavior(j, where) : SplitBehavior::kIsolated);
   if (type == "CharDelimiterSplit")
     return std::make_unique<CharSplitPre>(CharSplitPre::Kind::kDelimiter, SplitBehavior::kRemoved,
                                           SingleChar(j, "delimiter", where, ' '));

@@ -152,7 +152,9 @@ std::unique_ptr<Tokenizer> Tokenizer::FromJson(const json& j, const json* config
 
     const json null_json;
     auto field = [&](const char* k) -> const json& { return j.contains(k) ? j[k] : null_json; };
-    // The components read their fields directly; a wrongly typed one names its section.
+    // The components read their fields through json_field with their path ("tokenizer.json
+    // pre_tokenizer.pretokenizers[1]: field 'invert' must be true or false (got string)"); a
+    // nlohmann exception escaping one anyway still names its section.
     auto make = [&](auto make_fn, const char* k) {
       const std::string where = std::string("tokenizer.json ") + k;
       try {
@@ -204,8 +206,12 @@ std::unique_ptr<Tokenizer> Tokenizer::FromBpeVocab(const BpeVocabSpec& spec) {
   tok::Pipeline& p = *t->pipeline_;
   tok::Vocab vocab;
   std::vector<tok::AddedToken> added;
+  std::vector<size_t> duplicates;  // ids whose text an earlier id has
   for (size_t i = 0; i < spec.tokens.size(); ++i) {
-    vocab.emplace(spec.tokens[i], int32_t(i));
+    if (!vocab.emplace(spec.tokens[i], int32_t(i)).second) {
+      duplicates.push_back(i);
+      continue;
+    }
     const TokenType ty = i < spec.token_types.size() ? spec.token_types[i] : TokenType::kNormal;
     if (ty == TokenType::kControl || ty == TokenType::kUserDefined) {
       tok::AddedToken at;
@@ -227,6 +233,9 @@ std::unique_ptr<Tokenizer> Tokenizer::FromBpeVocab(const BpeVocabSpec& spec) {
   p.decoder = tok::MakeByteLevelDecoder();
   p.added.Build(std::move(added), nullptr);
   p.vocab_size = int32_t(spec.tokens.size());
+  for (size_t i : duplicates)
+    t->AddDuplicateId(int32_t(i), spec.tokens[i],
+                      i < spec.token_types.size() ? spec.token_types[i] : TokenType::kNormal);
   t->bos_id_ = spec.bos_id;
   t->eos_id_ = spec.eos_id;
   if (spec.bos_id >= 0) t->bos_token_ = t->TokenText(spec.bos_id);
@@ -235,6 +244,22 @@ std::unique_ptr<Tokenizer> Tokenizer::FromBpeVocab(const BpeVocabSpec& spec) {
   t->add_eos_ = spec.add_eos && spec.eos_id >= 0;
   t->chat_template_ = spec.chat_template;
   return t;
+}
+
+void Tokenizer::AddDuplicateId(int32_t id, const std::string& text, TokenType type) {
+  tok::Pipeline& p = *pipeline_;
+  if (p.added.ById(id) || p.model->IdToToken(id))
+    Fail("vocabulary: id ", id, " ('", text, "') is already taken by '", TokenText(id), "'");
+  if (type == TokenType::kControl || type == TokenType::kUserDefined) {
+    tok::AddedToken at;
+    at.content = text;
+    at.id = id;
+    at.special = type == TokenType::kControl;
+    p.added.AddDecodeOnly(std::move(at));
+  } else {
+    p.model->AddAlias(id, text);
+  }
+  p.vocab_size = std::max(p.vocab_size, id + 1);
 }
 
 void Tokenizer::ApplyConfig(const json* config) {

@@ -159,8 +159,9 @@ async function hangUp(srv) {
 }
 
 async function sigtermMidRender() {
-  // A worker stuck rendering a runaway template cannot be interrupted; SIGTERM must still end
-  // the process: drain_grace_s (1) plus 3 s at most.
+  // A worker rendering a runaway template ends on the render budget; SIGTERM must end the
+  // process within drain_grace_s (1 s) plus signal delivery and teardown (drain_test.mjs has the
+  // slow renders under the budget and a long engine step).
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'es-tok-'));
   for (const f of fs.readdirSync(tinyTokenizer)) fs.copyFileSync(path.join(tinyTokenizer, f), path.join(dir, f));
   const cfgPath = path.join(dir, 'tokenizer_config.json');
@@ -176,7 +177,7 @@ async function sigtermMidRender() {
   const code = await srv.stop();
   const ms = Date.now() - t0;
   console.log(`SIGTERM mid-render: exit ${code} after ${ms} ms`);
-  check(ms < 5500, `SIGTERM mid-render took ${ms} ms`);
+  check(ms < 1500, `SIGTERM mid-render took ${ms} ms`);
   check(code === 0 || code === 1, 'exit code ' + code);
 }
 

@@ -173,8 +173,10 @@ class Server {
   int port() const;
   // Loads every model and starts its engines; afterwards /health says ready.
   void LoadModels();
-  // Stops accepting, lets running requests finish for up to drain_grace_s, cancels the rest,
-  // stops. Safe from any thread (not from a signal handler: use RequestShutdown there).
+  // Stops accepting, lets running requests finish for up to drain_grace_s less a reserve
+  // (min(1 s, grace/2)), cancels the rest, stops; it returns later than drain_grace_s only when
+  // a step or a render in progress outlives it (`edgeseek serve` exits the process then). Safe from
+  // any thread (not from a signal handler: use RequestShutdown there).
   void Shutdown();
   // Async-signal-safe: wakes WaitForShutdown, which then calls Shutdown.
   void RequestShutdown();

@@ -50,8 +50,15 @@ class Tokenizer {
                                              const nlohmann::json* config);
   // From GGUF-style vocabulary arrays (byte-level BPE); control tokens become special added
   // tokens, user-defined ones non-special added tokens.
+  // A text at several ids (GGUF vocabularies may hold one: issue 23) is kept at its first id
+  // for encoding; the later ids decode to it like tokens of their own type.
   static std::unique_ptr<Tokenizer> FromBpeVocab(const BpeVocabSpec& spec);
   ~Tokenizer();
+  // Adds `id`, whose `text` an earlier id already has: Encode never gives it (TokenId(text) stays
+  // the earlier id); it decodes to `text` as a token of `type` (control and user-defined as added
+  // tokens, control ones special; any other type through the model's vocabulary). Throws
+  // es::Error when `id` is taken. For loaders of vocabularies that repeat texts (GGUF).
+  void AddDuplicateId(int32_t id, const std::string& text, TokenType type);
   Tokenizer(const Tokenizer&) = delete;
   Tokenizer& operator=(const Tokenizer&) = delete;
 

@@ -283,6 +283,7 @@ Value Pad(const std::string& s, const CallArgs& args, const char* name, int wher
 }
 
 Value StrMethod(const std::string& s, const std::string& m, CallArgs& args) {
+  ChargeBytes(s.size());  // every method reads the string at least once
   auto none = [&](const char* name) { Bind(name, args, {}); };
   if (m == "startswith") return Value::Bool(StartsOrEnds(s, args, false));
   if (m == "endswith") return Value::Bool(StartsOrEnds(s, args, true));
@@ -1077,12 +1078,14 @@ bool IsKnownTest(std::string_view name) { return Tests().count(std::string(name)
 Value ApplyFilter(Interpreter& interp, std::string_view name, const Value& input, CallArgs& args) {
   auto it = Filters().find(std::string(CanonicalFilter(name)));
   if (it == Filters().end()) throw OpError("no filter named '" + std::string(name) + "'");
+  if (input.IsString()) ChargeBytes(input.GetString().size());
   return it->second(interp, input, args);
 }
 
 bool ApplyTest(Interpreter& interp, std::string_view name, const Value& input, CallArgs& args) {
   auto it = Tests().find(std::string(name));
   if (it == Tests().end()) throw OpError("no test named '" + std::string(name) + "'");
+  if (input.IsString()) ChargeBytes(input.GetString().size());
   return it->second(interp, input, args);
 }
 
@@ -1106,6 +1109,7 @@ Value GetItem(const Value& obj, const Value& key) {
     if (i >= 0 && i < int64_t(items.size())) return items[size_t(i)];
     return Value::Undefined(ObjectTypeRepr(obj) + " has no element " + Repr(key));
   } else if (key.IsIntLike() && obj.IsString()) {
+    ChargeBytes(obj.GetString().size());
     std::u32string u = DecodeUtf8(obj.GetString());
     int64_t i = key.GetInt();
     if (i < 0) i += int64_t(u.size());
@@ -1158,6 +1162,7 @@ bool Contains(const Value& container, const Value& item) {
     case Value::Type::kString:
       if (!item.IsString())
         throw OpError("TypeError: 'in <string>' requires string as left operand, not " + TypeName(item));
+      ChargeBytes(container.GetString().size());
       return container.GetString().find(item.GetString()) != std::string::npos;
     case Value::Type::kList:
       ChargeSteps(container.list().items.size());

@@ -583,6 +583,7 @@ Value Interpreter::EvalInner(const Expr& e, const ScopePtr& scope) {
       auto start = part(sl.a), stop = part(sl.b), step = part(sl.c);
       if (obj.IsUndefined()) FailUndefined(obj);
       if (obj.IsString()) {
+        ChargeBytes(obj.GetString().size());
         std::u32string u = DecodeUtf8(obj.GetString());
         std::u32string r;
         for (int64_t i : PySliceIndices(int64_t(u.size()), start, stop, step)) r.push_back(u[size_t(i)]);

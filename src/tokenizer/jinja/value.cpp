@@ -287,7 +287,10 @@ bool Equals(const Value& a, const Value& b) {
   if (a.type() != b.type()) return false;
   switch (a.type()) {
     case T::kUndefined: case T::kNone: return true;
-    case T::kString: return a.GetString() == b.GetString();
+    case T::kString:
+      if (a.GetString().size() != b.GetString().size()) return false;
+      ChargeBytes(a.GetString().size());
+      return a.GetString() == b.GetString();
     case T::kList: {
       const ListData &x = a.list(), &y = b.list();
       if (x.is_generator || y.is_generator) return a.identity() == b.identity();
@@ -324,6 +327,7 @@ int Compare(const Value& a, const Value& b, const char* op) {
     return x < y ? -1 : x > y ? 1 : 0;
   }
   if (a.IsString() && b.IsString()) {
+    ChargeBytes(std::min(a.GetString().size(), b.GetString().size()));
     int c = a.GetString().compare(b.GetString());
     return c < 0 ? -1 : c > 0 ? 1 : 0;
   }

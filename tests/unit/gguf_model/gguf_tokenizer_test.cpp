@@ -114,5 +114,54 @@ TEST(GgufTokenizer, TinyTokenizerMatchesJson) {
   EXPECT_EQ(g->chat_template(), j->chat_template());
 }
 
+// GGUF vocabularies can hold one text at several ids (converters pad a vocabulary with repeated
+// texts; llama.cpp's loader asserts on them, transformers' GGUF converter keeps the last id in
+// its vocab dict and cannot decode the others). Issue 23: such a file loads; encoding gives the
+// first id of a text (normal and added tokens alike), and every id decodes to its own text.
+TEST(GgufTokenizer, DuplicateTokenTextsLoadAndKeepTheFirstId) {
+  const std::string dir = test::SourceDir() + "/tests/data/tiny_tokenizer";
+  const auto j = Tokenizer::Load(dir);
+  const int32_t a = j->TokenId("a"), im_end = j->TokenId("<|im_end|>");
+  ASSERT_GE(a, 0);
+  ASSERT_GE(im_end, 0);
+  GgufWriter w;
+  w.Set(std::string(kKeyGeneralArchitecture), GgufValue::Str("qwen2"));
+  test::SetGgufVocab(w, dir, "gpt2");
+  // The vocabulary again with three more ids: "a" as a normal token, "<|im_end|>" as a control
+  // token, "a" once more as a user-defined one.
+  const std::string path0 = test::TempDir() + "/dup0.gguf";
+  w.WriteFile(path0);
+  const auto f0 = GgufFile::Open(path0);
+  std::vector<std::string> tokens = f0->GetStringArray(kKeyTokenizerTokens);
+  std::vector<int64_t> types = f0->GetIntArray(kKeyTokenizerTokenType);
+  const int32_t n = int32_t(tokens.size());
+  for (auto [text, type] : {std::pair<std::string, GgufTokenType>{"a", GgufTokenType::kNormal},
+                            {"<|im_end|>", GgufTokenType::kControl},
+                            {"a", GgufTokenType::kUserDefined}}) {
+    tokens.push_back(text);
+    types.push_back(int64_t(type));
+  }
+  w.Set(std::string(kKeyTokenizerTokens), GgufValue::StrArray(tokens));
+  w.Set(std::string(kKeyTokenizerTokenType), GgufValue::IntArray(GgufType::kI32, types));
+  const std::string path = test::TempDir() + "/dup.gguf";
+  w.WriteFile(path);
+  std::string why;
+  const auto g = GgufTokenizer(*GgufFile::Open(path), &why);
+  ASSERT_TRUE(g) << why;
+  EXPECT_EQ(g->vocab_size(), n + 3);
+  // Encoding: the first id, as before the duplicates were appended.
+  for (const std::string text : {"a", "aaa a", "<|im_start|>user\na<|im_end|>\n"})
+    EXPECT_EQ(g->Encode(text), j->Encode(text)) << text;
+  EXPECT_EQ(g->TokenId("a"), a);
+  EXPECT_EQ(g->TokenId("<|im_end|>"), im_end);
+  // Decoding: each id its own text, the duplicates too.
+  EXPECT_EQ(g->Decode({a, n, n + 2, a}), "aaaa");
+  EXPECT_EQ(g->Decode({n + 1}), "<|im_end|>");
+  EXPECT_EQ(g->Decode({n + 1}, /*skip_special=*/true), "");
+  EXPECT_EQ(g->TokenText(n), "a");
+  EXPECT_EQ(g->TokenText(n + 1), "<|im_end|>");
+  EXPECT_EQ(g->TokenText(n + 2), "a");
+}
+
 }  // namespace
 }  // namespace es

@@ -64,6 +64,29 @@ TEST(RenderBudget, NestedLoopsHitTheStepBudget) {
       "max_steps");
 }
 
+TEST(RenderBudget, StringWorkIsChargedByTheBytesRead) {
+  // One expression that reads a long string is one step of the interpreter but linear work:
+  // uncharged, `'b' in s` over 8 MB in a loop of 10^5 ran 9.5 s within max_steps (issue 23).
+  // Each must now end on the step budget within a second or so (~0.1-0.6 s each alone here;
+  // the bound allows a loaded machine).
+  const std::string head = "{% set s = 'ab' * 4000000 %}{% set t = 'ab' * 4000000 %}";
+  for (const char* op : {"'b' in s", "s == t", "s < t", "s[5]", "s[1:3]", "s.count('b')",
+                         "s.find('c')", "s.index('a')", "s.startswith('b')", "s.upper()|length",
+                         "s.title()|length", "s.strip()|length", "s.splitlines()|length",
+                         "s|wordcount", "s|trim|length", "s|length", "s is string"}) {
+    SCOPED_TRACE(op);
+    ExpectFailsFast(head + "{% for i in range(100000) %}{{ " + op + " }}{% endfor %}",
+                    "more than max_steps", 3.0);
+  }
+  // Templates reading real messages a few times stay far inside the budget: a 100 KB message
+  // searched, split and stripped 20 times (~4M of the 20M steps).
+  const std::string ok =
+      "{% set s = 'ab' * 50000 %}{% for i in range(20) %}"
+      "{% if '</think>' in s %}{% endif %}{{ s.split('</think>')[-1]|trim|length }}"
+      "{% endfor %}";
+  EXPECT_EQ(Render(ok), Repeated("100000", 20));
+}
+
 TEST(RenderBudget, AllocationIsCheckedBeforeItHappens) {
   ExpectFailsFast("{{ 'a' * 100000000 }}", "max_value_bytes", 1.0);
   ExpectFailsFast("{{ 'ab'.center(10**12) }}", "max_value_bytes", 1.0);

@@ -89,6 +89,32 @@ TEST(BadInput, MissingShard) {
                      {fs::path(shard).filename().string(), "missing"});
 }
 
+// The shard index (issue 23): a wrongly typed entry names the file and the key (it was
+// nlohmann's bare "type must be string"), and a shard outside the model folder is refused
+// before it is opened (it read "../../../etc/hostname" as weights).
+TEST(BadInput, ShardIndexEntries) {
+  const std::string d = CopyModel("qwen2_sharded");
+  const std::string index = d + "/model.safetensors.index.json";
+  const nlohmann::json good = nlohmann::json::parse(test::ReadFile(index));
+  const std::string name = good["weight_map"].begin().key();
+  const std::vector<std::pair<nlohmann::json, std::vector<std::string>>> cases = {
+      {5,
+       {"model.safetensors.index.json",
+        "field 'weight_map['" + name + "']' must be a string (got number)"}},
+      {"../../../etc/hostname",
+       {"model.safetensors.index.json", "names '../../../etc/hostname'",
+        "not a file of the model folder"}},
+      {"/etc/hostname", {"names '/etc/hostname'", "not a file of the model folder"}},
+      {"", {"names ''", "not a file of the model folder"}},
+  };
+  for (const auto& [value, needles] : cases) {
+    nlohmann::json j = good;
+    j["weight_map"][name] = value;
+    test::WriteFile(index, j.dump());
+    ExpectOneLineError("logits -m " + d + " --ids 1 --out /dev/null", needles);
+  }
+}
+
 TEST(BadInput, ShapeDisagreesWithConfig) {
   const std::string d = CopyModel("qwen2_tied");
   auto j = nlohmann::json::parse(test::ReadFile(d + "/config.json"));

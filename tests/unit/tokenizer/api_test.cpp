@@ -3,10 +3,10 @@
 // several threads at once (shared word cache).
 #include <gtest/gtest.h>
 
+#include <nlohmann/json.hpp>
 #include <thread>
 
-#include <nlohmann/json.hpp>
-
+#include "edgeseek/core/error.h"
 #include "test_util.h"
 #include "tok_test_util.h"
 
@@ -40,6 +40,27 @@ TEST(TokenizerApi, FromBpeVocabMatchesTokenizerJson) {
     EXPECT_EQ(from_vocab->Decode(from_vocab->Encode(s)), s);
   }
   EXPECT_TRUE(from_vocab->IsSpecial(from_vocab->TokenId("<|im_end|>")));
+
+  // A text repeated at later ids (issue 23): encoding keeps the first id, each id decodes to its
+  // own text, a repeated control token stays special; an id taken twice is one clear error.
+  const int32_t n = int32_t(spec.tokens.size()), a = from_json->TokenId("a");
+  spec.tokens.insert(spec.tokens.end(), {"a", "<|im_end|>"});
+  spec.token_types.insert(spec.token_types.end(), {TokenType::kUserDefined, TokenType::kControl});
+  auto dup = Tokenizer::FromBpeVocab(spec);
+  EXPECT_EQ(dup->vocab_size(), n + 2);
+  EXPECT_EQ(dup->Encode("a <|im_end|>"), from_json->Encode("a <|im_end|>"));
+  EXPECT_EQ(dup->TokenId("a"), a);
+  EXPECT_EQ(dup->Decode({n, a, n + 1}), "aa<|im_end|>");
+  EXPECT_EQ(dup->Decode({n, n + 1}, /*skip_special=*/true), "a");
+  try {
+    dup->AddDuplicateId(a, "b", TokenType::kNormal);
+    ADD_FAILURE() << "an id taken twice was accepted";
+  } catch (const Error& e) {
+    EXPECT_NE(
+        std::string(e.what()).find("id " + std::to_string(a) + " ('b') is already taken by 'a'"),
+        std::string::npos)
+        << e.what();
+  }
 }
 
 TEST(TokenizerApi, ConcurrentEncodeIsConsistent) {

@@ -8,6 +8,7 @@
 #include <filesystem>
 #include <nlohmann/json.hpp>
 #include <string>
+#include <tuple>
 
 #include "edgeseek/core/error.h"
 #include "test_util.h"
@@ -92,6 +93,125 @@ TEST(BadTokenizer, HugeAddedTokenIsRefusedQuickly) {
 // Wrongly typed fields of tokenizer.json and tokenizer_config.json are one es::Error naming the
 // file, the entry and the key (issue 23); before, nlohmann's type_error escaped ApplyConfig
 // without naming either, and tokenizer.json's were one message naming no key.
+// A wrong type anywhere inside the normalizer, pre-tokenizer, post-processor or decoder is one
+// error naming the JSON path down to the key (issue 23); before, the components read their
+// fields with nlohmann directly and the message named only the section ("tokenizer.json
+// pre_tokenizer: a field has the wrong type or is missing ([json.exception.type_error.302]
+// ...)"), never which of its fields, nor which entry of a Sequence.
+TEST(BadTokenizer, ComponentFieldsNameTheirPath) {
+  const json seq_split = {
+      {"type", "Split"}, {"pattern", {{"String", " "}}}, {"behavior", "Isolated"}};
+  const json tp_single = json::array({{{"SpecialToken", {{"id", "<s>"}, {"type_id", 0}}}},
+                                      {{"Sequence", {{"id", "A"}, {"type_id", 0}}}}});
+  const std::vector<std::tuple<const char*, json, std::string>> cases = {
+      {"normalizer",
+       {{"type", "Sequence"},
+        {"normalizers",
+         {{{"type", "NFC"}},
+          {{"type", "Replace"}, {"pattern", {{"Regex", 5}}}, {"content", "x"}}}}},
+       "tokenizer.json normalizer.normalizers[1].pattern: field 'Regex' must be a string (got "
+       "number)"},
+      {"normalizer",
+       {{"type", "Replace"}, {"pattern", "x"}, {"content", "x"}},
+       "tokenizer.json normalizer: field 'pattern' must be an object"},
+      {"normalizer",
+       {{"type", "Replace"}, {"pattern", {{"String", "a"}}}, {"content", 3}},
+       "tokenizer.json normalizer: field 'content' must be a string (got number)"},
+      {"normalizer",
+       {{"type", "Strip"}, {"strip_left", "no"}},
+       "tokenizer.json normalizer: field 'strip_left' must be true or false (got string)"},
+      {"normalizer",
+       {{"type", "Prepend"}, {"prepend", {1}}},
+       "tokenizer.json normalizer: field 'prepend' must be a string (got array)"},
+      {"pre_tokenizer",
+       {{"type", "Sequence"},
+        {"pretokenizers", {seq_split, {{"type", "Digits"}, {"individual_digits", 1}}}}},
+       "tokenizer.json pre_tokenizer.pretokenizers[1]: field 'individual_digits' must be true or "
+       "false "
+       "(got number)"},
+      {"pre_tokenizer",
+       {{"type", "Sequence"},
+        {"pretokenizers",
+         {{{"type", "Split"},
+           {"pattern", {{"String", " "}}},
+           {"behavior", "Isolated"},
+           {"invert", "no"}}}}},
+       "tokenizer.json pre_tokenizer.pretokenizers[0]: field 'invert' must be true or false (got "
+       "string)"},
+      {"pre_tokenizer",
+       {{"type", "Split"}, {"pattern", {{"String", " "}}}, {"behavior", 3}},
+       "tokenizer.json pre_tokenizer: field 'behavior' must be a string (got number)"},
+      {"pre_tokenizer",
+       {{"type", "Split"}, {"pattern", {{"String", " "}}}},
+       "tokenizer.json pre_tokenizer: missing field 'behavior'"},
+      {"pre_tokenizer",
+       {{"type", "Split"}, {"pattern", {{"String", false}}}, {"behavior", "Isolated"}},
+       "tokenizer.json pre_tokenizer.pattern: field 'String' must be a string (got boolean)"},
+      {"pre_tokenizer",
+       {{"type", "Metaspace"}, {"replacement", 5}},
+       "tokenizer.json pre_tokenizer: field 'replacement' must be a string (got number)"},
+      {"pre_tokenizer",
+       {{"type", "Metaspace"}, {"prepend_scheme", true}},
+       "tokenizer.json pre_tokenizer: field 'prepend_scheme' must be a string (got boolean)"},
+      {"pre_tokenizer",
+       {{"type", "ByteLevel"}, {"use_regex", "x"}},
+       "tokenizer.json pre_tokenizer: field 'use_regex' must be true or false (got string)"},
+      {"post_processor",
+       {{"type", "TemplateProcessing"},
+        {"single", tp_single},
+        {"special_tokens", {{"<s>", {{"ids", {"a"}}}}}}},
+       "tokenizer.json post_processor.special_tokens['<s>']: field 'ids[0]' must be an integer "
+       "(got string)"},
+      {"post_processor",
+       {{"type", "TemplateProcessing"},
+        {"single", json::array({{{"SpecialToken", {{"id", 5}}}}})},
+        {"special_tokens", json::object()}},
+       "tokenizer.json post_processor.single[0].SpecialToken: field 'id' must be a string (got "
+       "number)"},
+      {"post_processor",
+       {{"type", "TemplateProcessing"}, {"single", tp_single}, {"special_tokens", 5}},
+       "tokenizer.json post_processor: field 'special_tokens' must be an object (got number)"},
+      {"post_processor",
+       {{"type", "RobertaProcessing"}, {"cls", {"<s>", "x"}}, {"sep", {"</s>", 2}}},
+       "tokenizer.json post_processor: field 'cls[1]' must be an integer (got string)"},
+      {"decoder",
+       {{"type", "Sequence"},
+        {"decoders", {{{"type", "Strip"}, {"content", " "}, {"start", "1"}, {"stop", 0}}}}},
+       "tokenizer.json decoder.decoders[0]: field 'start' must be an integer (got string)"},
+      {"decoder",
+       {{"type", "Replace"}, {"pattern", {{"String", json::array()}}}, {"content", " "}},
+       "tokenizer.json decoder.pattern: field 'String' must be a string (got array)"},
+      {"decoder",
+       {{"type", "Metaspace"}, {"add_prefix_space", "x"}},
+       "tokenizer.json decoder: field 'add_prefix_space' must be true or false (got string)"},
+      {"decoder",
+       {{"type", "BPEDecoder"}, {"suffix", 1}},
+       "tokenizer.json decoder: field 'suffix' must be a string (got number)"},
+  };
+  for (const auto& [section, value, expect] : cases) {
+    json j = Tiny();
+    j[section] = value;
+    const std::string err = LoadError(j);
+    EXPECT_NE(err.find(expect), std::string::npos) << "'" << expect << "' not in: '" << err << "'";
+    EXPECT_EQ(err.find("json.exception"), std::string::npos) << err;  // ours, not nlohmann's
+  }
+  // The same components, rightly typed, load.
+  json ok = Tiny();
+  ok["normalizer"] = {{"type", "Sequence"},
+                      {"normalizers",
+                       {{{"type", "Strip"}, {"strip_left", false}},
+                        {{"type", "Replace"}, {"pattern", {{"Regex", "a+"}}}, {"content", "a"}}}}};
+  ok["post_processor"] = {
+      {"type", "TemplateProcessing"},
+      {"single", tp_single},
+      {"special_tokens", {{"<s>", {{"id", "<s>"}, {"ids", {1}}, {"tokens", {"<s>"}}}}}}};
+  ok["decoder"] = {{"type", "Sequence"},
+                   {"decoders",
+                    {{{"type", "ByteLevel"}},
+                     {{"type", "Strip"}, {"content", " "}, {"start", 1}, {"stop", 0}}}}};
+  EXPECT_EQ(LoadError(ok), "");
+}
+
 TEST(BadTokenizer, WronglyTypedFields) {
   json j = Tiny();
   j["added_tokens"][1]["special"] = "yes";
@@ -104,8 +224,9 @@ TEST(BadTokenizer, WronglyTypedFields) {
   j["model"]["unk_token"] = 7;
   ExpectError(j, {"tokenizer.json model: field 'unk_token' must be a string (got number)"});
   j = Tiny();
-  j["pre_tokenizer"]["add_prefix_space"] = "x";
-  ExpectError(j, {"tokenizer.json pre_tokenizer: a field has the wrong type"});
+  j["pre_tokenizer"] = {{"type", "ByteLevel"}, {"add_prefix_space", "x"}};
+  ExpectError(j, {"tokenizer.json pre_tokenizer: field 'add_prefix_space' must be true or false "
+                  "(got string)"});
 
   auto config_error = [](const json& cfg) {
     try {
