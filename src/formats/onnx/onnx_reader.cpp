@@ -4,6 +4,8 @@
 #include <google/protobuf/wire_format_lite.h>
 #include <onnx/onnx_pb.h>  // ONNX_API, then the generated onnx-ml.pb.h
 
+#include <charconv>
+#include <system_error>
 #include <climits>
 #include <cstring>
 #include <filesystem>
@@ -117,15 +119,23 @@ std::pair<const uint8_t*, std::shared_ptr<const void>> ExternalBytes(Ctx& c,
                                                                      size_t want) {
   std::string location;
   int64_t offset = 0, length = -1;
+  const std::string where = c.path + ": initializer '" + t.name() + "'";
+  // offset / length: decimal byte counts (a file's own numbers, checked, never std::stoll's throw)
+  auto count = [&](const std::string& key, const std::string& v) {
+    int64_t x = -1;
+    const auto r = std::from_chars(v.data(), v.data() + v.size(), x);
+    ES_CHECK(r.ec == std::errc() && r.ptr == v.data() + v.size() && x >= 0, where,
+             ": external data ", key, " '", v.substr(0, 32), "' is not a byte count");
+    return x;
+  };
   for (const auto& kv : t.external_data()) {
     if (kv.key() == "location")
       location = kv.value();
     else if (kv.key() == "offset")
-      offset = std::stoll(kv.value());
+      offset = count("offset", kv.value());
     else if (kv.key() == "length")
-      length = std::stoll(kv.value());
+      length = count("length", kv.value());
   }
-  const std::string where = c.path + ": initializer '" + t.name() + "'";
   ES_CHECK(!location.empty(), where, ": external data without a location");
   const fs::path rel(location);
   ES_CHECK(rel.is_relative() && location.find("..") == std::string::npos, where,
@@ -142,7 +152,7 @@ std::pair<const uint8_t*, std::shared_ptr<const void>> ExternalBytes(Ctx& c,
   const MappedFile& f = *it->second;
   ES_CHECK(offset >= 0 && (length < 0 || size_t(length) == want), where, ": external data of ",
            length, " bytes at offset ", offset, " but the shape and type need ", want);
-  ES_CHECK(size_t(offset) + want <= f.size(), where, ": external data file '", location, "' holds ",
+  ES_CHECK(size_t(offset) <= f.size() && want <= f.size() - size_t(offset), where, ": external data file '", location, "' holds ",
            f.size(), " bytes, fewer than offset ", offset, " + ", want);
   return {f.data() + offset, std::shared_ptr<const void>(it->second, f.data())};
 }
@@ -153,14 +163,21 @@ void AddTensor(Ctx& c, OpGraph& g, const onnx::TensorProto& t, const std::string
                const uint8_t* raw, size_t raw_len, bool has_raw) {
   const std::string where = c.path + ": tensor '" + name + "'";
   Shape shape(t.dims().begin(), t.dims().end());
-  for (int64_t d : shape)
+  // Element counts are bounded before anything is allocated: every dimension and their product
+  // below 2^40, and each branch below checks the bytes (or values) actually present against the
+  // count first, so a 4-byte edit of a dimension costs an error, not an allocation of its size.
+  int64_t n = 1;
+  for (int64_t d : shape) {
     ES_CHECK(d >= 0 && d < (int64_t(1) << 40), where, ": dimension ", d, " out of range");
-  const int64_t n = NumElements(shape);
+    ES_CHECK(d == 0 || n <= ((int64_t(1) << 40) - 1) / d, where, ": shape ", ShapeStr(shape),
+             " holds more than 2^40 elements");
+    n *= d;
+  }
   const int et = t.data_type();
   ES_CHECK(t.segment().begin() == t.segment().end() || !t.has_segment(), where,
            ": segmented tensors are not supported");
   if (IsIntLike(et)) {
-    std::vector<int64_t> v(static_cast<size_t>(n), 0);
+    std::vector<int64_t> v;
     if (has_raw || t.data_location() == onnx::TensorProto::EXTERNAL) {
       const size_t es = et == onnx::TensorProto::BOOL                                         ? 1
                         : (et == onnx::TensorProto::INT16 || et == onnx::TensorProto::UINT16) ? 2
@@ -168,9 +185,10 @@ void AddTensor(Ctx& c, OpGraph& g, const onnx::TensorProto& t, const std::string
                                                                                               : 8;
       const uint8_t* p = raw;
       std::shared_ptr<const void> keep;
-      if (!has_raw) std::tie(p, keep) = ExternalBytes(c, t, size_t(n) * es);
       ES_CHECK(!has_raw || raw_len == size_t(n) * es, where, ": raw_data holds ", raw_len,
                " bytes, the shape needs ", size_t(n) * es);
+      if (!has_raw) std::tie(p, keep) = ExternalBytes(c, t, size_t(n) * es);
+      v.assign(static_cast<size_t>(n), 0);
       for (int64_t i = 0; i < n; ++i) {
         int64_t x = 0;
         if (es == 8)
@@ -190,11 +208,11 @@ void AddTensor(Ctx& c, OpGraph& g, const onnx::TensorProto& t, const std::string
     } else if (et == onnx::TensorProto::INT64) {
       ES_CHECK(t.int64_data_size() == n, where, ": int64_data holds ", t.int64_data_size(),
                " values, the shape needs ", n);
-      for (int64_t i = 0; i < n; ++i) v[size_t(i)] = t.int64_data(int(i));
+      v.assign(t.int64_data().begin(), t.int64_data().end());
     } else {
       ES_CHECK(t.int32_data_size() == n, where, ": int32_data holds ", t.int32_data_size(),
                " values, the shape needs ", n);
-      for (int64_t i = 0; i < n; ++i) v[size_t(i)] = t.int32_data(int(i));
+      v.assign(t.int32_data().begin(), t.int32_data().end());
     }
     g.int_constants[name] = std::move(v);
     return;
@@ -203,6 +221,9 @@ void AddTensor(Ctx& c, OpGraph& g, const onnx::TensorProto& t, const std::string
   out.name = name;
   out.shape = shape;
   if (et == onnx::TensorProto::DOUBLE) {  // rare (scalars): stored as f32
+    ES_CHECK(has_raw ? raw_len == size_t(n) * 8 : t.double_data_size() == n, where,
+             ": the double data holds ", has_raw ? raw_len / 8 : size_t(t.double_data_size()),
+             " values, the shape needs ", n);
     out = AllocTensor(name, DType::kF32, shape);
     float* o = static_cast<float*>(MutableData(out));
     if (has_raw) {
@@ -238,6 +259,10 @@ void AddTensor(Ctx& c, OpGraph& g, const onnx::TensorProto& t, const std::string
     out.nbytes = want;
     out.owner = keep;
   } else {
+    const int have = et == onnx::TensorProto::FLOAT ? t.float_data_size() : t.int32_data_size();
+    ES_CHECK(have == n, where, ": ",
+             et == onnx::TensorProto::FLOAT ? "float_data" : "int32_data", " holds ", have,
+             " values, needs ", n);
     Tensor a = AllocTensor(name, out.dtype, shape);
     uint8_t* o = static_cast<uint8_t*>(MutableData(a));
     if (et == onnx::TensorProto::FLOAT) {

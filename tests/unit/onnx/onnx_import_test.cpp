@@ -9,6 +9,7 @@
 #include <cmath>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 
 #include "edgeseek/backends/backend.h"
 #include "edgeseek/core/error.h"
@@ -19,6 +20,7 @@
 #include "edgeseek/runtime/model.h"
 #include "edgeseek/runtime/runner.h"
 #include "onnx_writer_util.h"
+#include <onnx/onnx_pb.h>
 #include "test_util.h"
 
 namespace es::test {
@@ -294,6 +296,64 @@ TEST(OnnxImportErrors, TruncatedAndCorruptFiles) {
   WriteFile(ext + "/model.onnx.data", data.substr(0, data.size() - 100));
   e = LoadError(ext + "/model.onnx");
   EXPECT_NE(e.find("model.onnx.data"), std::string::npos) << e;
+}
+
+// Numbers written inside the file bound nothing by themselves (issue 23): an INT64 initializer
+// claiming 2^35 elements over 8 bytes of raw data, a shape of more than 2^40 elements, and an
+// external-data offset that is not a number are each one clear error naming the tensor, with no
+// allocation of the claimed size (before, the first made a 256 GB vector and the last threw
+// std::stoll's bare "stoll").
+TEST(OnnxImportErrors, CountsAreBoundedByTheBytesPresent) {
+  auto edit = [](const std::string& path, const std::function<void(onnx::ModelProto&)>& f) {
+    onnx::ModelProto m;
+    {
+      std::ifstream in(path, std::ios::binary);
+      ASSERT_TRUE(m.ParseFromIstream(&in));
+    }
+    f(m);
+    std::ofstream out(path, std::ios::binary | std::ios::trunc);
+    ASSERT_TRUE(m.SerializeToOstream(&out));
+  };
+  const std::string dir = TempDir() + "/counts";
+  WriteOnnxFromHf(Golden("qwen2_tied"), dir, {});
+  const std::string clean = ReadFile(dir + "/model.onnx");
+  edit(dir + "/model.onnx", [](onnx::ModelProto& m) {
+    onnx::TensorProto* t = m.mutable_graph()->add_initializer();
+    t->set_name("bogus");
+    t->set_data_type(onnx::TensorProto::INT64);
+    t->add_dims(int64_t(1) << 35);
+    t->set_raw_data(std::string(8, '\0'));
+  });
+  std::string e = LoadError(dir + "/model.onnx");
+  EXPECT_NE(e.find("'bogus'"), std::string::npos) << e;
+  EXPECT_NE(e.find("raw_data holds 8 bytes"), std::string::npos) << e;
+
+  WriteFile(dir + "/model.onnx", clean);
+  edit(dir + "/model.onnx", [](onnx::ModelProto& m) {
+    onnx::TensorProto* t = m.mutable_graph()->add_initializer();
+    t->set_name("huge");
+    t->set_data_type(onnx::TensorProto::FLOAT);
+    t->add_dims(int64_t(1) << 30);
+    t->add_dims(int64_t(1) << 30);
+  });
+  e = LoadError(dir + "/model.onnx");
+  EXPECT_NE(e.find("'huge'"), std::string::npos) << e;
+  EXPECT_NE(e.find("more than 2^40 elements"), std::string::npos) << e;
+
+  const std::string ext = TempDir() + "/counts_ext";
+  OnnxWriteOptions o;
+  o.external_data = true;
+  WriteOnnxFromHf(Golden("qwen2_tied"), ext, o);
+  edit(ext + "/model.onnx", [](onnx::ModelProto& m) {
+    for (auto& t : *m.mutable_graph()->mutable_initializer())
+      for (auto& kv : *t.mutable_external_data())
+        if (kv.key() == "offset") {
+          kv.set_value("12x");
+          return;
+        }
+  });
+  e = LoadError(ext + "/model.onnx");
+  EXPECT_NE(e.find("external data offset '12x' is not a byte count"), std::string::npos) << e;
 }
 
 // ---- verbs ----------------------------------------------------------------------------------
