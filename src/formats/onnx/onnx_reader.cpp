@@ -5,11 +5,11 @@
 #include <onnx/onnx_pb.h>  // ONNX_API, then the generated onnx-ml.pb.h
 
 #include <charconv>
-#include <system_error>
 #include <climits>
 #include <cstring>
 #include <filesystem>
 #include <map>
+#include <system_error>
 
 #include "edgeseek/core/error.h"
 #include "edgeseek/core/half.h"
@@ -152,8 +152,9 @@ std::pair<const uint8_t*, std::shared_ptr<const void>> ExternalBytes(Ctx& c,
   const MappedFile& f = *it->second;
   ES_CHECK(offset >= 0 && (length < 0 || size_t(length) == want), where, ": external data of ",
            length, " bytes at offset ", offset, " but the shape and type need ", want);
-  ES_CHECK(size_t(offset) <= f.size() && want <= f.size() - size_t(offset), where, ": external data file '", location, "' holds ",
-           f.size(), " bytes, fewer than offset ", offset, " + ", want);
+  ES_CHECK(size_t(offset) <= f.size() && want <= f.size() - size_t(offset), where,
+           ": external data file '", location, "' holds ", f.size(), " bytes, fewer than offset ",
+           offset, " + ", want);
   return {f.data() + offset, std::shared_ptr<const void>(it->second, f.data())};
 }
 
@@ -260,9 +261,8 @@ void AddTensor(Ctx& c, OpGraph& g, const onnx::TensorProto& t, const std::string
     out.owner = keep;
   } else {
     const int have = et == onnx::TensorProto::FLOAT ? t.float_data_size() : t.int32_data_size();
-    ES_CHECK(have == n, where, ": ",
-             et == onnx::TensorProto::FLOAT ? "float_data" : "int32_data", " holds ", have,
-             " values, needs ", n);
+    ES_CHECK(have == n, where, ": ", et == onnx::TensorProto::FLOAT ? "float_data" : "int32_data",
+             " holds ", have, " values, needs ", n);
     Tensor a = AllocTensor(name, out.dtype, shape);
     uint8_t* o = static_cast<uint8_t*>(MutableData(a));
     if (et == onnx::TensorProto::FLOAT) {

@@ -5,6 +5,7 @@
 // Q4_0 at load. Error cases: an unsupported op or pattern names the node; a truncated or corrupt
 // file is one clear error.
 #include <gtest/gtest.h>
+#include <onnx/onnx_pb.h>
 
 #include <cmath>
 #include <filesystem>
@@ -20,7 +21,6 @@
 #include "edgeseek/runtime/model.h"
 #include "edgeseek/runtime/runner.h"
 #include "onnx_writer_util.h"
-#include <onnx/onnx_pb.h>
 #include "test_util.h"
 
 namespace es::test {
