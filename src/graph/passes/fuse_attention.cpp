@@ -60,16 +60,10 @@ int FuseAttention(OpGraph& g) {
     const OpNode* tr = Def(g, kt, "Transpose");
     if (!tr || tr->Ints("perm") != std::vector<int64_t>{0, 1, 3, 2}) continue;
     const std::string k = StripScale(g, tr->In(0), &scale);
-    OpNode n;
-    n.name = root.name;
-    n.op = "Attention";
-    n.domain = "es";
-    n.inputs = {q, k, root.In(1)};
-    if (!mask.empty()) n.inputs.push_back(mask);
-    n.outputs = root.outputs;
+    std::vector<std::string> inputs = {q, k, root.In(1)};
+    if (!mask.empty()) inputs.push_back(mask);
+    OpNode& n = pattern::Fuse(g, int(i), "Attention", std::move(inputs));
     n.attrs["scale"] = float(scale);
-    pattern::Replace(g, int(i), std::move(n));
-    g.Reindex();
     ++rewrites;
   }
   return rewrites;

@@ -79,15 +79,8 @@ int FuseRmsNorm(OpGraph& g) {
       return MatchNormalized(g, b, &x, &eps);
     });
     if (!ok) continue;
-    OpNode n;
-    n.name = root.name;
-    n.op = "RmsNorm";
-    n.domain = "es";
-    n.inputs = {x, w};
-    n.outputs = root.outputs;
+    OpNode& n = pattern::Fuse(g, int(i), "RmsNorm", {x, w});
     n.attrs["epsilon"] = eps;
-    pattern::Replace(g, int(i), std::move(n));
-    g.Reindex();
     ++rewrites;
   }
   return rewrites;

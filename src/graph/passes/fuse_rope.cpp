@@ -59,14 +59,7 @@ int FuseRope(OpGraph& g) {
       });
     });
     if (!ok) continue;
-    OpNode n;
-    n.name = root.name;
-    n.op = "Rope";
-    n.domain = "es";
-    n.inputs = {x, cos, sin};
-    n.outputs = root.outputs;
-    pattern::Replace(g, int(i), std::move(n));
-    g.Reindex();
+    pattern::Fuse(g, int(i), "Rope", {x, cos, sin});
     ++rewrites;
   }
   return rewrites;

@@ -16,14 +16,7 @@ int FuseSilu(OpGraph& g) {
       return true;
     });
     if (!ok) continue;
-    OpNode n;
-    n.name = root.name;
-    n.op = "Silu";
-    n.domain = "es";
-    n.inputs = {x};
-    n.outputs = root.outputs;
-    pattern::Replace(g, int(i), std::move(n));
-    g.Reindex();
+    pattern::Fuse(g, int(i), "Silu", {x});
     ++rewrites;
   }
   return rewrites;

@@ -18,14 +18,7 @@ int FuseSwiGlu(OpGraph& g) {
       return true;
     });
     if (!ok) continue;
-    OpNode n;
-    n.name = root.name;
-    n.op = "SwiGLU";
-    n.domain = "es";
-    n.inputs = {gate, up};
-    n.outputs = root.outputs;
-    pattern::Replace(g, int(i), std::move(n));
-    g.Reindex();
+    pattern::Fuse(g, int(i), "SwiGLU", {gate, up});
     ++rewrites;
   }
   return rewrites;

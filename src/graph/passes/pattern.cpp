@@ -38,7 +38,18 @@ bool EitherOrder(const OpNode& n,
   return f(n.inputs[0], n.inputs[1]) || f(n.inputs[1], n.inputs[0]);
 }
 
-void Replace(OpGraph& g, int index, OpNode n) { g.nodes[size_t(index)] = std::move(n); }
+OpNode& Fuse(OpGraph& g, int index, std::string op, std::vector<std::string> inputs) {
+  OpNode& root = g.nodes[size_t(index)];
+  OpNode n;
+  n.name = root.name;
+  n.op = std::move(op);
+  n.domain = "es";
+  n.inputs = std::move(inputs);
+  n.outputs = root.outputs;
+  root = std::move(n);
+  g.Reindex();
+  return root;
+}
 
 }  // namespace pattern
 

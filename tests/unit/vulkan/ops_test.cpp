@@ -7,8 +7,10 @@
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
+#include <memory>
 #include <sstream>
 #include <string>
+#include <utility>
 
 #include "backends/cpu/reference.h"
 #include "test_util.h"
@@ -154,6 +156,16 @@ TEST_F(VulkanOps, MatMulF16MathGemmOverTypesAndEdges) {
     std::printf("(no KHR cooperative-matrix GEMM on this device/build: that round skipped)\n");
 }
 
+// Two f16-math backends: weights whole, and split into 64 KiB row chunks.
+std::pair<std::unique_ptr<vk::VulkanBackend>, std::unique_ptr<vk::VulkanBackend>>
+F16MathBackends() {
+  vk::VulkanTuning t;
+  t.f16_act = 1;
+  vk::VulkanTuning st = t;
+  st.weights.max_range = 64 << 10;
+  return {MakeVulkan(t), MakeVulkan(st)};
+}
+
 // Decode-shaped products (9-64 rows) on the coopmat GEMM split K into slices whose partial
 // tiles matmul_gemm_cm2_reduce sums (+ bias): rows, columns and K off every tile edge, slices
 // whose last one is short (K = 1000: 32 steps and a partial one), a weight split into chunks at a
@@ -162,12 +174,7 @@ TEST_F(VulkanOps, MatMulF16MathGemmOverTypesAndEdges) {
 // cooperative matrices or no multiprocessor count, e.g. lavapipe) the same cases check the GEMM
 // that runs and the split part is skipped.
 TEST_F(VulkanOps, MatMulCoopmatSplitK) {
-  vk::VulkanTuning t;
-  t.f16_act = 1;
-  auto be = MakeVulkan(t);
-  vk::VulkanTuning st = t;
-  st.weights.max_range = 64 << 10;
-  auto chunked = MakeVulkan(st);
+  auto [be, chunked] = F16MathBackends();
   const bool split = be->device().coopmat_n() != 0 && be->device().coopmat2().sms != 0;
   // (Q4_0 / Q8_0 take the block-load GEMM where the device has it: Q5_0 / Q4_1 stand in.)
   const MatCase cases[] = {
@@ -202,12 +209,7 @@ TEST_F(VulkanOps, MatMulCoopmatSplitK) {
 // and the block-load shader in the program exactly where it applies. Where the device has no
 // block loads (lavapipe) the cases check the GEMMs that run instead.
 TEST_F(VulkanOps, Coopmat2DecodesQuantizedWeightsInTileLoads) {
-  vk::VulkanTuning t;
-  t.f16_act = 1;
-  auto be = MakeVulkan(t);
-  vk::VulkanTuning st = t;
-  st.weights.max_range = 64 << 10;
-  auto chunked = MakeVulkan(st);
+  auto [be, chunked] = F16MathBackends();
   const bool on = be->device().coopmat2().block_loads && be->device().coopmat2().bm != 0;
   const MatCase cases[] = {
       {9, 96, 7, DType::kQ4_0, true},       {16, 1024, 130, DType::kQ8_0, false},

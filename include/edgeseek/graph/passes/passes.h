@@ -52,9 +52,9 @@ bool ScalarIs(const OpGraph& g, const std::string& v, double x, double tol = 1e-
 // Calls f(a, b), then f(b, a), for the first two inputs of n; true when one call is.
 bool EitherOrder(const OpNode& n,
                  const std::function<bool(const std::string&, const std::string&)>& f);
-// Replaces node `index` by `n` (which writes the same outputs the root wrote); callers Reindex
-// after a batch of replacements.
-void Replace(OpGraph& g, int index, OpNode n);
+// Replaces the matched root, node `index`, by the fused op es.`op`(inputs) under the root's name
+// and writing its outputs, and reindexes the graph; returns the new node (for its attributes).
+OpNode& Fuse(OpGraph& g, int index, std::string op, std::vector<std::string> inputs);
 }  // namespace pattern
 
 }  // namespace es

@@ -385,20 +385,24 @@ void RecordSplitKSum(OpContext& c, BufRange part, const BufRange* bias, BufRange
 }  // namespace
 
 namespace {
+// x's f16 copy for the workgroup-scope GEMMs (to_f16.comp): n of x's elements, then zeros up to
+// n_out (padding rows); both multiples of 4.
+void RecordToF16(OpContext& c, BufRange x, BufRange xh, int64_t n, int64_t n_out) {
+  Dispatch& d = c.Add("to_f16", {1, 1});
+  d.bindings = {{x}, {xh}};
+  d.writes = {1};
+  const uint32_t n4 = uint32_t(n_out / 4);
+  d.Push(std::array<uint32_t, 2>{n4, uint32_t(n / 4)});
+  Grid1D(d, n4);
+}
+
 // The block-load GEMM (UseCm2Decode): x to f16 in the scratch, then per weight chunk one GEMM
 // dispatch (and, split, the sum of its K slices' partial tiles, stored after x's copy).
 void RecordCm2Decode(OpContext& c, BufRange x, int64_t R, int64_t K, const DeviceWeight& w,
                      const BufRange* bias, BufRange y, int64_t y_rs, BufRange scratch) {
   const int64_t Rp = PlanCm2Decode(c.dev, R, w.rows, K).Rp;  // the same for every chunk
   const BufRange xh{scratch.buffer, scratch.offset, uint64_t(Rp * K * 2)};
-  {
-    Dispatch& d = c.Add("to_f16", {1, 1});
-    d.bindings = {{x}, {xh}};
-    d.writes = {1};
-    const uint32_t n4 = uint32_t(Rp * K / 4);
-    d.Push(std::array<uint32_t, 2>{n4, uint32_t(R * K / 4)});
-    Grid1D(d, n4);
-  }
+  RecordToF16(c, x, xh, R * K, Rp * K);
   const uint64_t part_off = Cm2PartOffset(Rp, K);
   for (const auto& ch : w.chunks) {
     if (ch.rows == 0) continue;
@@ -457,14 +461,7 @@ void RecordMatMul(OpContext& c, BufRange x, int64_t R, int64_t K, const DeviceWe
       cm2_type && (!quant || (x16 && x16->size >= w16_off + uint64_t(w.rows) * uint64_t(K) * 2));
   const bool cm2_h = cm2 && x16 && x16->size >= uint64_t(R * K * 2);
   const BufRange xh = cm2_h ? BufRange{x16->buffer, x16->offset, uint64_t(R * K * 2)} : x;
-  if (cm2_h) {
-    Dispatch& d = c.Add("to_f16", {1, 1});
-    d.bindings = {{x}, {xh}};
-    d.writes = {1};
-    const uint32_t n4 = uint32_t(R * K / 4);
-    d.Push(std::array<uint32_t, 2>{n4, n4});
-    Grid1D(d, n4);
-  }
+  if (cm2_h) RecordToF16(c, x, xh, R * K, R * K);
   for (const auto& ch : w.chunks) {
     if (ch.rows == 0) continue;
     const uint32_t N = uint32_t(ch.rows);
