@@ -204,7 +204,7 @@ for mt in $GGUFS; do
   for e in ES_NONE=1 ${ES_BATCH_ENVS:-${ES_EXTRA_ENVS:-}}; do  # batched decode, each batch size in one process
     [[ -n $BL ]] && left || break
     echo "== edgeseek bench $m $ty -b ${BL// /,}, $e"
-    env ES_VK_F16_ACT=1 "$e" timeout 200 "$B/edgeseek" bench --backend vulkan -m "$g" -b "${BL// /,}" -p 128 -n 64 -r 1 \
+    env ES_VK_F16_ACT=1 ${e//,/ } timeout 200 "$B/edgeseek" bench --backend vulkan -m "$g" -b "${BL// /,}" -p 128 -n 64 -r 1 \
       > "$OUT/es_${m}_${ty}_batches_${e//[=\/]/_}.txt" 2>&1
     grep -E "decode" "$OUT/es_${m}_${ty}_batches_${e//[=\/]/_}.txt"
   done

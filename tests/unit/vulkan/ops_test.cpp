@@ -202,7 +202,7 @@ TEST_F(VulkanOps, MatMulCoopmatSplitK) {
 
 // Q4_0 / Q8_0 weights decoded in the workgroup-scope GEMM's tile loads (matmul_gemm_cm2.comp's
 // "_q4_0" / "_q8_0" variants, VK_NV_cooperative_matrix2 block loads) for batched-decode steps of
-// 17-64 rows: row counts on either side of the 32-row tile and of the range (9, 16, 65, 130 and
+// 9-64 rows: row counts on either side of the 16- and 32-row tiles and of the range (65, 130 and
 // 300 rows must take the other GEMMs), rows padded to whole tiles, K with and without a whole last
 // K step (and under one step), N off the 128-row weight tiles, split K (3584, 4096) and whole, a
 // bias, and weights split into row chunks; each case against the reference within f16 rounding,
@@ -212,7 +212,8 @@ TEST_F(VulkanOps, Coopmat2DecodesQuantizedWeightsInTileLoads) {
   auto [be, chunked] = F16MathBackends();
   const bool on = be->device().coopmat2().block_loads && be->device().coopmat2().bm != 0;
   const MatCase cases[] = {
-      {9, 96, 7, DType::kQ4_0, true},       {16, 1024, 130, DType::kQ8_0, false},
+      {8, 96, 7, DType::kQ4_0, true},       {9, 96, 7, DType::kQ4_0, true},
+      {16, 1024, 130, DType::kQ8_0, false},
       {17, 3584, 300, DType::kQ4_0, false}, {20, 96, 45, DType::kQ8_0, true},
       {32, 32, 129, DType::kQ8_0, true},    {33, 992, 257, DType::kQ4_0, true},
       {50, 1024, 33, DType::kQ4_0, false},  {64, 4096, 70, DType::kQ8_0, false},
@@ -228,7 +229,7 @@ TEST_F(VulkanOps, Coopmat2DecodesQuantizedWeightsInTileLoads) {
           std::string("matmul_gemm_cm2_") + (c.dt == DType::kQ4_0 ? "q4_0" : "q8_0");
       EXPECT_EQ(std::any_of(shaders.begin(), shaders.end(),
                             [&](const std::string& n) { return n.rfind(want, 0) == 0; }),
-                c.R > 16 && c.R <= 64)
+                c.R > 8 && c.R <= 64)
           << tag << " R=" << c.R << " K=" << c.K << " N=" << c.N << ": " << want;
     }
   }

@@ -269,18 +269,19 @@ bool UseCoopmat(const Device& dev, int64_t K, DType wt) {
 }
 
 namespace {
-// Q4_0 / Q8_0 weights of batched-decode steps of 17-64 rows: the workgroup-scope GEMM with the
+// Q4_0 / Q8_0 weights of batched-decode steps of 9-64 rows: the workgroup-scope GEMM with the
 // weights decoded in its tile loads (matmul_gemm_cm2.comp "_q4_0" / "_q8_0"), x converted to f16
 // once (rows padded to whole tiles), no f16 copy of the weights. H200, 7B Q4_0 `bench -b N`, one
-// job, per step against the coopmat GEMM that dequantizes in its own loader: 32 rows 18.1-18.2 ms
-// against 22.1 (1,766 t/s against 1,446), 64 rows 24.4 against 24.8; but 9 rows 21.2 against
-// 20.1, 16 rows 21.5 against 20.7, and prefill (pp512) 7,939 t/s against 8,333 through the f16
-// weight copy, so those keep their paths. Its tiles (Coopmat2Config::dec) were the fastest tried:
-// 32 x 64 weight rows x 256 K at 128 invocations took 45.4 ms at 32 rows (docs/performance.md,
-// session 18). Like the other GEMMs here it reads its weights at ~250 GB/s in decode shapes.
+// job (session 19), per step against the coopmat GEMM that dequantizes in its own loader: 9 rows
+// 16.4 ms against 20.1, 16 rows 16.8 against 20.6, 32 rows 13.4-14.0 against 18.3 (session 18,
+// with at most two workgroups a multiprocessor: 18.1), 64 rows 19.0 against 24.5; prefill
+// (pp512) keeps the f16-copy GEMM (7,939 t/s here against 8,333 there, session 18). Its tiles
+// (Coopmat2Config::dec) were the fastest tried: 32 x 64 weight rows x 256 K at 128 invocations
+// took 45.4 ms at 32 rows (docs/performance.md, session 18).
 bool UseCm2Decode(const Device& dev, int64_t R, int64_t K, DType wt) {
   const Coopmat2Config& t = dev.coopmat2();
-  if (!t.block_loads || !t.bm || t.x32 || !dev.f16_math() || R <= 16 || R > 64 || K % 32 != 0)
+  if (!t.block_loads || !t.bm || t.x32 || !dev.f16_math() || R <= kGemvMaxRows || R > 64 ||
+      K % 32 != 0)
     return false;
   return wt == DType::kQ4_0 || wt == DType::kQ8_0;
 }
@@ -290,9 +291,14 @@ struct Cm2DecodePlan {
   uint32_t S = 1;  // K slices (split-K: partial tiles to the scratch, then summed)
   int64_t Rp = 0;  // rows padded to whole tiles (x's f16 copy has zero rows up to Rp)
 };
-// The decode tile for R rows and the K slices: doubled (up to 16) while the workgroups stay within
-// two a multiprocessor and each slice keeps at least 4 BK steps, so that a 3584-output projection
-// of 32 rows reads its weights with ~200 workgroups rather than 28.
+// The decode tile for R rows and the K slices: doubled (up to 32) while the workgroups stay within
+// kCm2DecodeWgsPerSm a multiprocessor, down to one BK step a slice. Each workgroup walks its K
+// slice serially (a 64-wide step, decoded per element in the loads, takes ~2.8 us), so more of
+// them in flight is what reads the weights faster: H200, 7B Q4_0, one job (session 19), 32 rows
+// 18.3 ms a step with two a multiprocessor and slices of at least 4 steps, 16.0 with 4, 14.7
+// with 8, 14.1 with 8 and 2 steps, 13.4 with 16 and 1 step (64 rows 24.5 / 20.9 / 19.8 / 19.0 /
+// 19.0), although the slices' partial sums ([S][R][N] f32) are written and read again.
+constexpr uint64_t kCm2DecodeWgsPerSm = 16, kCm2DecodeMaxSlices = 32;
 Cm2DecodePlan PlanCm2Decode(const Device& dev, int64_t R, int64_t N, int64_t K) {
   const Coopmat2Config& c = dev.coopmat2();
   Cm2DecodePlan p;
@@ -305,7 +311,8 @@ Cm2DecodePlan PlanCm2Decode(const Device& dev, int64_t R, int64_t N, int64_t K) 
   p.Rp = (R + p.t.bm - 1) / p.t.bm * p.t.bm;
   const uint64_t tiles = uint64_t(p.Rp / p.t.bm) * uint64_t((N + p.t.bn - 1) / p.t.bn);
   const uint64_t steps = uint64_t(K) / p.t.bk;
-  while (c.sms && p.S * 2 <= 16 && tiles * p.S * 2 <= 2ull * c.sms && steps / (p.S * 2) >= 4)
+  while (c.sms && p.S * 2 <= kCm2DecodeMaxSlices && tiles * p.S * 2 <= kCm2DecodeWgsPerSm * c.sms &&
+         steps / (p.S * 2) >= 1)
     p.S *= 2;
   return p;
 }
