@@ -202,8 +202,9 @@ TEST_F(VulkanOps, MatMulCoopmatSplitK) {
 
 // Q4_0 / Q8_0 weights decoded in the workgroup-scope GEMM's tile loads (matmul_gemm_cm2.comp's
 // "_q4_0" / "_q8_0" variants, VK_NV_cooperative_matrix2 block loads) for batched-decode steps of
-// 9-64 rows: row counts on either side of the 16- and 32-row tiles and of the range (65, 130 and
-// 300 rows must take the other GEMMs), rows padded to whole tiles, K with and without a whole last
+// 9-256 rows (batched decode and continuous batching's mixed steps): row counts on either side of
+// the 16-, 32- and 64-row decode tiles, of the 128-row tile and of the range (8 and 300 rows must
+// take the other GEMMs), rows padded to whole tiles, K with and without a whole last
 // K step (and under one step), N off the 128-row weight tiles, split K (3584, 4096) and whole, a
 // bias, and weights split into row chunks; each case against the reference within f16 rounding,
 // and the block-load shader in the program exactly where it applies. Where the device has no
@@ -218,6 +219,7 @@ TEST_F(VulkanOps, Coopmat2DecodesQuantizedWeightsInTileLoads) {
       {32, 32, 129, DType::kQ8_0, true},    {33, 992, 257, DType::kQ4_0, true},
       {50, 1024, 33, DType::kQ4_0, false},  {64, 4096, 70, DType::kQ8_0, false},
       {65, 160, 33, DType::kQ4_0, false},   {130, 544, 257, DType::kQ8_0, true},
+      {256, 3584, 200, DType::kQ4_0, false}, {257, 96, 40, DType::kQ8_0, true},
       {300, 3584, 130, DType::kQ4_0, true}};
   for (vk::VulkanBackend* b : {be.get(), chunked.get()}) {
     for (const auto& c : cases) {
@@ -229,7 +231,7 @@ TEST_F(VulkanOps, Coopmat2DecodesQuantizedWeightsInTileLoads) {
           std::string("matmul_gemm_cm2_") + (c.dt == DType::kQ4_0 ? "q4_0" : "q8_0");
       EXPECT_EQ(std::any_of(shaders.begin(), shaders.end(),
                             [&](const std::string& n) { return n.rfind(want, 0) == 0; }),
-                c.R > 8 && c.R <= 64)
+                c.R > 8 && c.R <= 256)
           << tag << " R=" << c.R << " K=" << c.K << " N=" << c.N << ": " << want;
     }
   }

@@ -269,19 +269,22 @@ bool UseCoopmat(const Device& dev, int64_t K, DType wt) {
 }
 
 namespace {
-// Q4_0 / Q8_0 weights of batched-decode steps of 9-64 rows: the workgroup-scope GEMM with the
-// weights decoded in its tile loads (matmul_gemm_cm2.comp "_q4_0" / "_q8_0"), x converted to f16
-// once (rows padded to whole tiles), no f16 copy of the weights. H200, 7B Q4_0 `bench -b N`, one
-// job (session 19), per step against the coopmat GEMM that dequantizes in its own loader: 9 rows
-// 16.4 ms against 20.1, 16 rows 16.8 against 20.6, 32 rows 13.4-14.0 against 18.3 (session 18,
-// with at most two workgroups a multiprocessor: 18.1), 64 rows 19.0 against 24.5; prefill
-// (pp512) keeps the f16-copy GEMM (7,939 t/s here against 8,333 there, session 18). Its tiles
-// (Coopmat2Config::dec) were the fastest tried: 32 x 64 weight rows x 256 K at 128 invocations
-// took 45.4 ms at 32 rows (docs/performance.md, session 18).
+// Q4_0 / Q8_0 weights of steps of 9-256 rows (batched decode, and continuous batching's mixed
+// steps: the engine's 256-token budget of decode rows and prefill chunks): the workgroup-scope
+// GEMM with the weights decoded in its tile loads (matmul_gemm_cm2.comp "_q4_0" / "_q8_0"), x
+// converted to f16 once (rows padded to whole tiles), no f16 copy of the weights. H200, 7B Q4_0
+// `bench -b N`, one job (session 19), per step against the coopmat GEMM that dequantizes in its
+// own loader: 9 rows 16.4 ms against 20.1, 16 rows 16.8 against 20.6, 32 rows 13.4-14.0 against
+// 18.3 (session 18, with at most two workgroups a multiprocessor: 18.1), 64 rows 19.0 against
+// 24.5. Larger prefill steps keep the GEMM over an f16 copy of each weight (dequant_f16.comp),
+// whose copy (~11 ms a 7B step) is paid once for many rows: pp512 8,333 t/s through it against
+// 7,939 through the tile loads (session 18). Its tiles (Coopmat2Config::dec) were the fastest
+// tried: 32 x 64 weight rows x 256 K at 128 invocations took 45.4 ms at 32 rows (session 18).
+constexpr int64_t kCm2BlockLoadMaxRows = 256;
 bool UseCm2Decode(const Device& dev, int64_t R, int64_t K, DType wt) {
   const Coopmat2Config& t = dev.coopmat2();
-  if (!t.block_loads || !t.bm || t.x32 || !dev.f16_math() || R <= kGemvMaxRows || R > 64 ||
-      K % 32 != 0)
+  if (!t.block_loads || !t.bm || t.x32 || !dev.f16_math() || R <= kGemvMaxRows ||
+      R > kCm2BlockLoadMaxRows || K % 32 != 0)
     return false;
   return wt == DType::kQ4_0 || wt == DType::kQ8_0;
 }
@@ -291,14 +294,15 @@ struct Cm2DecodePlan {
   uint32_t S = 1;  // K slices (split-K: partial tiles to the scratch, then summed)
   int64_t Rp = 0;  // rows padded to whole tiles (x's f16 copy has zero rows up to Rp)
 };
-// The decode tile for R rows and the K slices: doubled (up to 32) while the workgroups stay within
-// kCm2DecodeWgsPerSm a multiprocessor, down to one BK step a slice. Each workgroup walks its K
-// slice serially (a 64-wide step, decoded per element in the loads, takes ~2.8 us), so more of
-// them in flight is what reads the weights faster: H200, 7B Q4_0, one job (session 19), 32 rows
-// 18.3 ms a step with two a multiprocessor and slices of at least 4 steps, 16.0 with 4, 14.7
-// with 8, 14.1 with 8 and 2 steps, 13.4 with 16 and 1 step (64 rows 24.5 / 20.9 / 19.8 / 19.0 /
-// 19.0), although the slices' partial sums ([S][R][N] f32) are written and read again.
-constexpr uint64_t kCm2DecodeWgsPerSm = 16, kCm2DecodeMaxSlices = 32;
+// The tile for R rows (up to 64: Coopmat2Config::dec; more: the prefill tile, 128 rows) and the
+// K slices, doubled while the workgroups stay within a number a multiprocessor and each slice
+// keeps a number of BK steps. Each workgroup walks its K slice serially (a 64-wide step, decoded
+// per element in the loads, takes ~2.8 us), so in decode shapes more of them in flight is what
+// reads the weights faster: H200, 7B Q4_0, one job (session 19), 32 rows 18.3 ms a step with two
+// a multiprocessor and slices of at least 4 steps, 16.0 with 4, 14.7 with 8, 14.1 with 8 and 2
+// steps, 13.4 with 16 and 1 step (64 rows 24.5 / 20.9 / 19.8 / 19.0 / 19.0), although the slices'
+// partial sums ([S][R][N] f32) are written and read again. Past 64 rows those partials outweigh
+// the weights: two a multiprocessor and 4 steps a slice, as the prefill GEMMs.
 Cm2DecodePlan PlanCm2Decode(const Device& dev, int64_t R, int64_t N, int64_t K) {
   const Coopmat2Config& c = dev.coopmat2();
   Cm2DecodePlan p;
@@ -309,10 +313,12 @@ Cm2DecodePlan PlanCm2Decode(const Device& dev, int64_t R, int64_t N, int64_t K) 
       break;
     }
   p.Rp = (R + p.t.bm - 1) / p.t.bm * p.t.bm;
+  const bool decode = R <= kDecodeMaxRows;
+  const uint64_t per_sm = decode ? 16 : 2, min_steps = decode ? 1 : 4, max_slices = decode ? 32 : 16;
   const uint64_t tiles = uint64_t(p.Rp / p.t.bm) * uint64_t((N + p.t.bn - 1) / p.t.bn);
   const uint64_t steps = uint64_t(K) / p.t.bk;
-  while (c.sms && p.S * 2 <= kCm2DecodeMaxSlices && tiles * p.S * 2 <= kCm2DecodeWgsPerSm * c.sms &&
-         steps / (p.S * 2) >= 1)
+  while (c.sms && p.S * 2 <= max_slices && tiles * p.S * 2 <= per_sm * c.sms &&
+         steps / (p.S * 2) >= min_steps)
     p.S *= 2;
   return p;
 }
