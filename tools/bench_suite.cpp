@@ -15,6 +15,8 @@
 
 #include "edgeseek/core/error.h"
 #include "edgeseek/runtime/bench.h"
+#include "edgeseek/runtime/doctor.h"
+#include "edgeseek/runtime/runner.h"
 
 namespace es::tools {
 namespace {
@@ -55,7 +57,64 @@ nlohmann::json Environment() {
         break;
       }
   }
+  // doctor's findings (Vulkan loader and devices, SIMD, governor, THP, ...): the counts per
+  // severity and every finding that is not ok, so a slow run on a misconfigured machine says so.
+  const std::vector<Finding> findings = RunDoctor(SystemDoctorEnv());
+  nlohmann::json doctor{{"ok", 0}, {"info", 0}, {"warn", 0}, {"fail", 0}};
+  nlohmann::json notes = nlohmann::json::array();
+  for (const Finding& f : findings) {
+    doctor[SeverityName(f.severity)] = doctor[SeverityName(f.severity)].get<int>() + 1;
+    if (f.severity != Severity::kOk)
+      notes.push_back({{"check", f.check}, {"severity", SeverityName(f.severity)},
+                       {"message", f.message}});
+  }
+  doctor["findings"] = notes;
+  env["doctor"] = doctor;
   return env;
+}
+
+// A Chrome / Perfetto trace (trace event format, times in microseconds) of one decode step of
+// the case's shape: `batch` rows, each one token at position n_prompt of its own slot, timed by
+// the backend (ComputeStats): the split upload / dispatch / shader / download on one track, and,
+// where the backend was built with profiling, its ops end to end on a second track.
+nlohmann::json StepTrace(Runner& runner, const SuiteCase& c, int max_ctx) {
+  Batch b;
+  const int64_t pos = std::min<int64_t>(c.n_prompt, max_ctx - 1);
+  for (int s = 0; s < c.batch; ++s) b.Add(s, pos, {0});
+  b.Finalize();
+  std::vector<float> logits;
+  runner.Forward(b, &logits);  // warm: the step's program recorded before the timed one
+  ComputeStats st;
+  runner.Forward(b, &logits, &st);
+  nlohmann::json ev = nlohmann::json::array();
+  auto meta = [&](int tid, const char* name) {
+    ev.push_back({{"name", "thread_name"}, {"ph", "M"}, {"pid", 1}, {"tid", tid},
+                  {"args", {{"name", name}}}});
+  };
+  ev.push_back({{"name", "process_name"}, {"ph", "M"}, {"pid", 1}, {"tid", 0},
+                {"args", {{"name", "edgeseek " + c.backend + " decode step"}}}});
+  meta(1, "step split");
+  double t = 0;
+  for (const auto& [name, sec] : {std::pair<const char*, double>{"upload", st.upload_s},
+                                  {"dispatch", st.dispatch_s},
+                                  {"shader", st.shader_s},
+                                  {"download", st.download_s}}) {
+    ev.push_back({{"name", name}, {"ph", "X"}, {"pid", 1}, {"tid", 1}, {"ts", t * 1e6},
+                  {"dur", sec * 1e6}});
+    if (std::string(name) == "shader" && !st.ops.empty()) {
+      meta(2, "ops");
+      double o = t;
+      for (const auto& op : st.ops) {
+        ev.push_back({{"name", op.name}, {"ph", "X"}, {"pid", 1}, {"tid", 2}, {"ts", o * 1e6},
+                      {"dur", op.seconds * 1e6}});
+        o += op.seconds;
+      }
+    }
+    t += sec;
+  }
+  return {{"traceEvents", ev},
+          {"displayTimeUnit", "ms"},
+          {"otherData", {{"rows", c.batch}, {"position", pos}, {"total_s", st.total_s}}}};
 }
 
 // The key that matches a case across runs.
@@ -122,10 +181,16 @@ void WriteReport(const std::vector<nlohmann::json>& lines, const std::string& di
   auto write = [&](auto& m, const std::string& stem, const char* xlabel, const char* ylabel) {
     std::ofstream dat(dir + "/" + stem + ".dat");
     std::ofstream gp(dir + "/" + stem + ".gp");
-    gp << "set terminal pngcairo size 900,540\nset output '" << stem << ".png'\n"
+    gp << "reset\nset terminal pngcairo size 900,540\nset output '" << stem << ".png'\n"
        << "set xlabel '" << xlabel << "'\nset ylabel '" << ylabel << "'\nset key left top\n"
        << "set termoption noenhanced\n"
-       << "set grid\nset logscale x 2\nplot ";
+       << "set grid\n";
+    if (m.empty()) {  // e.g. no single-sequence case for the prefill plot: an empty, labelled one
+      gp << "set label 'no case of this suite has this shape' at graph 0.5, 0.5 center\n"
+         << "plot [0:1] [0:1] NaN notitle\n";
+      return;
+    }
+    gp << "set logscale x 2\nplot ";
     int idx = 0;
     for (auto& [series, pts] : m) {
       std::sort(pts.begin(), pts.end());
@@ -246,6 +311,14 @@ int RunSuite(const std::string& suite, const std::string& out_path, const std::s
                       {"n_gen", c.n_gen},       {"batch", c.batch}};
       line["result"] = r.ToJson();
       line["env"] = env;
+      if (!report.empty()) {  // one step's trace per case, next to the plots
+        const std::string name = "traces/case_" + std::to_string(i) + ".json";
+        std::filesystem::create_directories(report + "/traces");
+        std::ofstream tf(report + "/" + name);
+        ES_CHECK(tf, "bench: cannot write '", report, "/", name, "'");
+        tf << StepTrace(*runner, c, max_ctx).dump() << "\n";
+        line["trace"] = name;
+      }
       std::printf("%-60s prefill %9.2f t/s  decode %9.2f t/s\n", CaseKey(line["case"]).c_str(),
                   r.prefill_tokens_per_s, r.decode_tokens_per_s);
       std::fflush(stdout);
@@ -259,7 +332,8 @@ int RunSuite(const std::string& suite, const std::string& out_path, const std::s
     for (const auto& l : lines) all << l.dump() << "\n";
     all.close();
     WriteReport(lines, report);
-    std::printf("report: %s (decode_vs_batch.png, prefill_vs_prompt.png, results.jsonl)\n",
+    std::printf(
+        "report: %s (decode_vs_batch.png, prefill_vs_prompt.png, results.jsonl, traces/)\n",
                 report.c_str());
   }
   return 0;

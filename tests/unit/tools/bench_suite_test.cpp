@@ -46,6 +46,31 @@ TEST(BenchSuite, MatrixReportAndCompare) {
     EXPECT_GT(l["result"]["decode_tokens_per_s"].get<double>(), 0) << l.dump();
     EXPECT_EQ(l["result"]["repetitions"], 2);
     EXPECT_FALSE(l["env"]["commit"].get<std::string>().empty());
+    // doctor's summary: every finding counted once by severity.
+    const auto& doc = l["env"]["doctor"];
+    EXPECT_GT(doc["ok"].get<int>() + doc["info"].get<int>() + doc["warn"].get<int>() +
+                  doc["fail"].get<int>(),
+              0)
+        << doc.dump();
+    EXPECT_TRUE(doc["findings"].is_array()) << doc.dump();
+    // One decode step's Perfetto trace per case: its split on one track, in order, each phase
+    // a complete event; the shader phase (the CPU backend's whole step) took time.
+    const std::string trace = dir + "/report/" + l["trace"].get<std::string>();
+    std::ifstream tf(trace);
+    ASSERT_TRUE(tf) << trace;
+    const auto tj = nlohmann::json::parse(tf);
+    std::vector<std::string> names;
+    double end = 0;
+    for (const auto& e : tj["traceEvents"]) {
+      if (e["ph"] != "X" || e["tid"] != 1) continue;
+      names.push_back(e["name"]);
+      EXPECT_GE(e["ts"].get<double>(), end - 1e-6) << e.dump();
+      EXPECT_GE(e["dur"].get<double>(), 0.0) << e.dump();
+      end = e["ts"].get<double>() + e["dur"].get<double>();
+      if (e["name"] == "shader") EXPECT_GT(e["dur"].get<double>(), 0.0) << e.dump();
+    }
+    EXPECT_EQ(names, (std::vector<std::string>{"upload", "dispatch", "shader", "download"}));
+    EXPECT_EQ(tj["otherData"]["rows"], l["case"]["batch"]);
   }
   EXPECT_EQ(lines[1]["case"]["batch"], 2);
   EXPECT_EQ(lines[2]["case"]["n_prompt"], 8);
@@ -76,6 +101,25 @@ TEST(BenchSuite, MatrixReportAndCompare) {
             3)
       << out << err;
   EXPECT_NE(out.find("REGRESSION: decode"), std::string::npos) << out;
+}
+
+// A suite without single-sequence cases has nothing to put in the prefill-against-prompt plot:
+// the report still renders (an empty, labelled plot), where gnuplot once failed on an empty
+// `plot` command.
+TEST(BenchSuite, ReportWithoutSingleSequenceCases) {
+  const std::string dir = test::TempDir();
+  const std::string model = test::SourceDir() + "/tests/golden/data/models/qwen2_tied";
+  const std::string suite = Write(dir, "suite.json", R"({"repetitions": 1,
+      "matrix": {"models": [")" + model + R"("], "threads": 1, "prompts": 4, "gen": 2,
+                 "batches": 2}})");
+  std::string out, err;
+  ASSERT_EQ(test::RunCommand(test::CliPath() + " bench --suite " + suite + " --report " + dir +
+                                 "/report",
+                             &out, &err),
+            0)
+      << err;
+  for (const char* f : {"decode_vs_batch.png", "prefill_vs_prompt.png", "traces/case_0.json"})
+    EXPECT_GT(std::filesystem::file_size(dir + "/report/" + f), 0u) << f;
 }
 
 TEST(BenchSuite, BadSuiteFilesAreOneClearError) {
