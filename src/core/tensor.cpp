@@ -24,7 +24,8 @@ int64_t NumElements(const Shape& s) {
   return n;
 }
 
-Tensor AllocTensor(std::string name, DType dtype, Shape shape) {
+namespace {
+Tensor Alloc(std::string name, DType dtype, Shape shape, bool zero) {
   Tensor t;
   t.name = std::move(name);
   t.dtype = dtype;
@@ -34,10 +35,22 @@ Tensor AllocTensor(std::string name, DType dtype, Shape shape) {
   const size_t padded = (t.nbytes + 63) / 64 * 64;
   void* p = std::aligned_alloc(64, padded ? padded : 64);
   ES_CHECK(p != nullptr, "out of memory allocating ", t.nbytes, " bytes for tensor ", t.name);
-  std::memset(p, 0, padded ? padded : 64);
+  if (zero)
+    std::memset(p, 0, padded ? padded : 64);
+  else
+    std::memset(static_cast<uint8_t*>(p) + t.nbytes, 0, (padded ? padded : 64) - t.nbytes);
   t.data = p;
   t.owner = std::shared_ptr<const void>(p, [](const void* q) { std::free(const_cast<void*>(q)); });
   return t;
+}
+}  // namespace
+
+Tensor AllocTensor(std::string name, DType dtype, Shape shape) {
+  return Alloc(std::move(name), dtype, std::move(shape), true);
+}
+
+Tensor AllocTensorForWrite(std::string name, DType dtype, Shape shape) {
+  return Alloc(std::move(name), dtype, std::move(shape), false);
 }
 
 void ConvertRowToF32(DType t, const void* src, float* dst, int64_t n) {

@@ -89,7 +89,7 @@ namespace {
 // re-encoded into the quantized tensor and dropped, so the source tensor never exists whole.
 Tensor QuantizeSynthetic(const SyntheticWeights& sw, size_t i, DType type, ThreadPool& pool) {
   const Tensor& s = sw.tensors()[i];
-  Tensor q = AllocTensor(s.name, type, s.shape);
+  Tensor q = AllocTensorForWrite(s.name, type, s.shape);  // every row re-encoded below
   const int64_t cols = s.cols(), rows = s.rows();
   const size_t in_row = s.row_bytes(), out_row = q.row_bytes();
   const int64_t step = StreamStepRows(in_row, out_row);

@@ -75,6 +75,23 @@ SyntheticWeights::SyntheticWeights(const ModelConfig& c, DType dtype, uint64_t s
   }
 }
 
+namespace {
+// Elements [begin, stop) of one ParallelFor chunk, x the splitmix64 state before `begin`, in type
+// T's encoding (a loop per type: no per-element type test).
+template <typename Encode>
+void FillRun(uint64_t x, int64_t n, float center, float scale, Encode put) {
+  for (int64_t o = 0; o < n; ++o) {
+    x += kGolden;  // splitmix64
+    uint64_t z = x;
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+    z ^= z >> 31;
+    const float u = float(z >> 40) * (1.0f / 16777216.0f) * 2.0f - 1.0f;
+    put(o, center + scale * u);
+  }
+}
+}  // namespace
+
 void SyntheticWeights::FillElements(size_t i, int64_t begin, int64_t end, void* dst) const {
   const Tensor& t = tensors_[i];
   const Gen& g = gen_[i];
@@ -82,21 +99,19 @@ void SyntheticWeights::FillElements(size_t i, int64_t begin, int64_t end, void* 
   const DType dt = t.dtype;
   for (int c = ch.Of(begin); begin < end; ++c) {
     const int64_t b = ch.Begin(c), stop = std::min(end, ch.End(c));
-    uint64_t x = g.seed + uint64_t(b) * kChunkStep + uint64_t(begin - b) * kGolden;
-    for (int64_t k = begin; k < stop; ++k) {
-      x += kGolden;  // splitmix64
-      uint64_t z = x;
-      z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-      z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-      z ^= z >> 31;
-      const float u = float(z >> 40) * (1.0f / 16777216.0f) * 2.0f - 1.0f;
-      const float v = g.center + g.scale * u;
-      const size_t o = size_t(k - begin);
-      if (dt == DType::kF32) static_cast<float*>(dst)[o] = v;
-      else if (dt == DType::kF16) static_cast<uint16_t*>(dst)[o] = F32ToF16(v);
-      else static_cast<uint16_t*>(dst)[o] = F32ToBF16(v);
+    const uint64_t x = g.seed + uint64_t(b) * kChunkStep + uint64_t(begin - b) * kGolden;
+    const int64_t n = stop - begin;
+    if (dt == DType::kF32) {
+      float* d = static_cast<float*>(dst);
+      FillRun(x, n, g.center, g.scale, [d](int64_t o, float v) { d[o] = v; });
+    } else if (dt == DType::kF16) {
+      uint16_t* d = static_cast<uint16_t*>(dst);
+      FillRun(x, n, g.center, g.scale, [d](int64_t o, float v) { d[o] = F32ToF16(v); });
+    } else {
+      uint16_t* d = static_cast<uint16_t*>(dst);
+      FillRun(x, n, g.center, g.scale, [d](int64_t o, float v) { d[o] = F32ToBF16(v); });
     }
-    dst = static_cast<uint8_t*>(dst) + size_t(stop - begin) * RowBytes(dt, 1);
+    dst = static_cast<uint8_t*>(dst) + size_t(n) * RowBytes(dt, 1);
     begin = stop;
   }
 }
@@ -115,7 +130,7 @@ void SyntheticWeights::Fill(size_t i, int64_t row_begin, int64_t row_end, void* 
 
 Tensor SyntheticWeights::Make(size_t i, ThreadPool& pool) const {
   const Tensor& m = tensors_[i];
-  Tensor t = AllocTensor(m.name, m.dtype, m.shape);
+  Tensor t = AllocTensorForWrite(m.name, m.dtype, m.shape);  // every byte filled below
   Fill(i, 0, m.rows(), MutableData(t), pool);
   return t;
 }

@@ -38,6 +38,10 @@ struct Tensor {
 
 // A tensor that owns fresh storage of the given type and shape (zero-filled).
 Tensor AllocTensor(std::string name, DType dtype, Shape shape);
+// As AllocTensor, but only the alignment padding past nbytes is zeroed: for a caller that writes
+// every byte itself (a synthetic or quantized tensor), so its pages are first touched by the
+// threads that fill them rather than by one memset.
+Tensor AllocTensorForWrite(std::string name, DType dtype, Shape shape);
 // Mutable access to an AllocTensor's bytes (the only tensors the library writes after creation).
 inline void* MutableData(Tensor& t) { return const_cast<void*>(t.data); }
 
