@@ -32,7 +32,10 @@
 # file: ES_SERVE_GGUF "preset:type" of ES_GGUFS, default a 1.5B q4_0; CLIENTS, SLOTS, PROMPT_WORDS,
 # MAX_TOKENS, CONTEXT go to load_bench.sh; with ES_LLAMA_CUDA=1 the peer is llama.cpp's CUDA
 # server), ES_LLAMA_VULKAN=0 builds only llama.cpp's CUDA backend, ES_LLAMA_LATE=1 uses llama.cpp
-# only in the serving benchmark and waits for its build only there. Every log goes to
+# only in the serving benchmark and waits for its build only there. ES_SUITE=FILE (e.g.
+# configs/bench/h200.json, whose models are the /tmp files ES_GGUFS writes): `edgeseek bench
+# --suite` after the per-file benches, its JSON lines and report (plots, one Perfetto trace a
+# case) packed into $OUT/suite.tgz. Every log goes to
 # $OUT/all.txt (the device tool returns at most 8 files).
 set -uo pipefail
 cd "$(dirname "$0")/../.."
@@ -222,6 +225,14 @@ for mt in $GGUFS; do
     grep -E "prefill|decode" "$OUT/es_${m}_${ty}_${e//[=\/]/_}.txt"
   done
 done
+if [[ -n "${ES_SUITE:-}" ]] && left; then
+  echo "== bench suite $ES_SUITE"
+  rm -rf /tmp/es_suite && mkdir -p /tmp/es_suite
+  timeout "${ES_SUITE_TIMEOUT:-400}" "$B/edgeseek" bench --suite "$ES_SUITE" --out /tmp/es_suite/results.jsonl \
+    --report /tmp/es_suite/report > "$OUT/suite.txt" 2>&1
+  echo "rc=$?"; cat "$OUT/suite.txt"
+  tar czf "$FINAL_OUT/suite.tgz" -C /tmp es_suite
+fi
 if [[ -n "${ES_LLAMA_CM1:-}" && -x $LB ]]; then
   # llama.cpp's KHR cooperative-matrix path (coopmat2 off): what coopmat1 reaches on this driver.
   for mt in $ES_LLAMA_CM1; do
