@@ -13,8 +13,8 @@
 #include <map>
 #include <thread>
 
-#include "edgeseek/core/error.h"
-#include "edgeseek/runtime/bench.h"
+#include "edgeseek/internal/core/error.h"
+#include "edgeseek/internal/runtime/bench.h"
 
 namespace es::tools {
 namespace {

@@ -12,11 +12,11 @@
 #include <nlohmann/json.hpp>
 
 #include "common.h"
-#include "edgeseek/core/error.h"
-#include "edgeseek/runtime/generator.h"
-#include "edgeseek/runtime/text_stream.h"
-#include "edgeseek/tokenizer/chat_template.h"
-#include "edgeseek/tokenizer/tokenizer.h"
+#include "edgeseek/internal/core/error.h"
+#include "edgeseek/internal/runtime/generator.h"
+#include "edgeseek/internal/runtime/text_stream.h"
+#include "edgeseek/internal/tokenizer/chat_template.h"
+#include "edgeseek/internal/tokenizer/tokenizer.h"
 #include "verb.h"
 
 #include <editline/readline.h>

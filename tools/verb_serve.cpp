@@ -1,4 +1,4 @@
-// `edgeseek serve`: the OpenAI-compatible server (edgeseek/server/server.h, docs/server.md).
+// `edgeseek serve`: the OpenAI-compatible server (edgeseek/internal/server/server.h, docs/server.md).
 //
 //   edgeseek serve -m ~/models/DeepSeek-R1-Distill-Qwen-1.5B --port 8080
 //   edgeseek serve --synthetic tests/server/tiny_config.json --tokenizer tests/data/tiny_tokenizer
@@ -25,8 +25,8 @@
 #include <thread>
 
 #include "common.h"
-#include "edgeseek/core/error.h"
-#include "edgeseek/server/server.h"
+#include "edgeseek/internal/core/error.h"
+#include "edgeseek/internal/server/server.h"
 #include "verb.h"
 
 namespace es::tools {

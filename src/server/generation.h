@@ -13,9 +13,9 @@
 
 #include <nlohmann/json.hpp>
 
-#include "edgeseek/runtime/engine.h"
-#include "edgeseek/server/server.h"
-#include "edgeseek/runtime/text_stream.h"
+#include "edgeseek/internal/runtime/engine.h"
+#include "edgeseek/internal/server/server.h"
+#include "edgeseek/internal/runtime/text_stream.h"
 
 namespace es::server {
 

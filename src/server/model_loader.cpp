@@ -4,15 +4,15 @@
 #include <filesystem>
 #include <mutex>
 
-#include "edgeseek/core/error.h"
-#include "edgeseek/formats/quant_policy.h"
-#include "edgeseek/runtime/convert.h"
-#include "edgeseek/runtime/model.h"
-#include "edgeseek/runtime/runner.h"
-#include "edgeseek/runtime/speculative.h"
-#include "edgeseek/server/server.h"
-#include "edgeseek/tokenizer/chat_template.h"
-#include "edgeseek/tokenizer/tokenizer.h"
+#include "edgeseek/internal/core/error.h"
+#include "edgeseek/internal/formats/quant_policy.h"
+#include "edgeseek/internal/runtime/convert.h"
+#include "edgeseek/internal/runtime/model.h"
+#include "edgeseek/internal/runtime/runner.h"
+#include "edgeseek/internal/runtime/speculative.h"
+#include "edgeseek/internal/server/server.h"
+#include "edgeseek/internal/tokenizer/chat_template.h"
+#include "edgeseek/internal/tokenizer/tokenizer.h"
 
 namespace es {
 

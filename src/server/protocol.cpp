@@ -9,9 +9,9 @@
 #include <cmath>
 #include <limits>
 
-#include "edgeseek/core/error.h"
-#include "edgeseek/core/json_field.h"
-#include "edgeseek/grammar/json_schema.h"
+#include "edgeseek/internal/core/error.h"
+#include "edgeseek/internal/core/json_field.h"
+#include "edgeseek/internal/grammar/json_schema.h"
 
 namespace es::server {
 

@@ -12,8 +12,8 @@
 
 #include <nlohmann/json.hpp>
 
-#include "edgeseek/grammar/grammar.h"
-#include "edgeseek/runtime/sampler.h"
+#include "edgeseek/internal/grammar/grammar.h"
+#include "edgeseek/internal/runtime/sampler.h"
 #include "tool_calls.h"
 
 namespace es::server {

@@ -1,4 +1,4 @@
-// The HTTP server (edgeseek/server/server.h): routes, authentication, limits, routing by model,
+// The HTTP server (edgeseek/internal/server/server.h): routes, authentication, limits, routing by model,
 // streaming with server-sent events, metrics and traces. Handlers never let an exception out:
 // every failure becomes an OpenAI error object with its status.
 #include <httplib.h>
@@ -19,8 +19,8 @@
 #include <random>
 #include <set>
 
-#include "edgeseek/core/error.h"
-#include "edgeseek/server/server.h"
+#include "edgeseek/internal/core/error.h"
+#include "edgeseek/internal/server/server.h"
 #include "admission.h"
 #include "connection_gate.h"
 #include "generation.h"

@@ -7,11 +7,11 @@
 #include <set>
 #include <sstream>
 
-#include "edgeseek/core/error.h"
-#include "edgeseek/core/json_field.h"
-#include "edgeseek/grammar/json_schema.h"
-#include "edgeseek/runtime/runner.h"
-#include "edgeseek/server/server.h"
+#include "edgeseek/internal/core/error.h"
+#include "edgeseek/internal/core/json_field.h"
+#include "edgeseek/internal/grammar/json_schema.h"
+#include "edgeseek/internal/runtime/runner.h"
+#include "edgeseek/internal/server/server.h"
 
 namespace es {
 

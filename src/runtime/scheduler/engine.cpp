@@ -1,14 +1,14 @@
-// Engine: the continuous-batching loop of one model instance (edgeseek/runtime/engine.h). Each
+// Engine: the continuous-batching loop of one model instance (edgeseek/internal/runtime/engine.h). Each
 // Step() runs small actions in order — sweep, preempt, admit, migrate, plan, forward,
 // sample/emit — so requests join and leave the running batch at token boundaries.
-#include "edgeseek/runtime/engine.h"
+#include "edgeseek/internal/runtime/engine.h"
 
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <exception>
 
-#include "edgeseek/core/error.h"
+#include "edgeseek/internal/core/error.h"
 
 namespace es {
 

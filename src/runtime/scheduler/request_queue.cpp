@@ -1,5 +1,5 @@
 // RequestQueue: the waiting requests of one model and the QoS order in which its engines take
-// them (edgeseek/runtime/engine.h). A request migrating to an instance (balancer.h) goes to
+// them (edgeseek/internal/runtime/engine.h). A request migrating to an instance (balancer.h) goes to
 // that instance first and to no other; then three rules, in order:
 //   1. deadline: a request waiting past its class's preempt_after_s goes first (highest class,
 //      then oldest) — the engine preempts a lower class to make room for it;
@@ -18,8 +18,8 @@
 #include <chrono>
 #include <limits>
 
-#include "edgeseek/core/error.h"
-#include "edgeseek/runtime/engine.h"
+#include "edgeseek/internal/core/error.h"
+#include "edgeseek/internal/runtime/engine.h"
 
 namespace es {
 
