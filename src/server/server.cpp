@@ -641,9 +641,7 @@ void Server::Impl::Handle(const httplib::Request& req, const std::string& body_t
       throw BadRequest(std::string("chat template failed: ") + e.what(), "messages");
     }
     // The template may open the reasoning block itself (DeepSeek-R1's ends with "<think>\n").
-    size_t end = text.find_last_not_of(" \n\r\t");
-    std::string trimmed = end == std::string::npos ? "" : text.substr(0, end + 1);
-    start_in_reasoning = group->reasoning && trimmed.size() >= 7 && trimmed.compare(trimmed.size() - 7, 7, "<think>") == 0;
+    start_in_reasoning = group->reasoning && TemplateOpensReasoning(text);
     prompt = group->text->Encode(text, /*add_special=*/false);
   } else if (preq.prompt_is_ids) {
     prompt = preq.prompt_ids;
