@@ -37,6 +37,7 @@ struct ServeArgs {
   EndpointArgs endpoint;
   SpecArgs spec;
   std::string config, api_key_file, trace_dir, reasoning = "auto";
+  std::vector<std::string> plugins;  // --plugin
   int slots = 4, max_batch_tokens = 0;
   double grace_s = -1;
   bool deterministic = false;
@@ -118,6 +119,7 @@ int RunServe(const ServeArgs& a) {
   if (!a.prefix_cache.empty()) cfg.scheduler.prefix_cache = a.prefix_cache == "on";
   if (a.model.profile) cfg.scheduler.profile = true;
   for (auto& k : a.endpoint.api_keys) cfg.api_keys.push_back(k);
+  for (auto& p : a.plugins) cfg.plugins.push_back(p);
   if (!a.api_key_file.empty()) {
     std::ifstream f(a.api_key_file);
     ES_CHECK(f, "--api-key-file ", a.api_key_file, ": cannot open");
@@ -192,6 +194,9 @@ VerbRun Setup(CLI::App& sub) {
   sub.add_option("--config", a->config, "server config JSON (configs/server.schema.json)");
   sub.add_option("--api-key-file", a->api_key_file, "file with one accepted API key per line");
   sub.add_option("--trace-dir", a->trace_dir, "write each request's Chrome trace JSON here");
+  sub.add_option(
+      "--plugin", a->plugins,
+      "plugin shared object, LIB.so or LIB.so:CONFIG (repeatable; after the config's plugins)");
   sub.add_option("--max-batch-tokens", a->max_batch_tokens, "tokens per engine step (prefill budget)");
   sub.add_option(
       "--drain-grace", a->grace_s,

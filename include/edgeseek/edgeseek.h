@@ -185,6 +185,82 @@ ES_API void es_request_cancel(es_request* request);
 /* Cancels the request if still running, waits for it, frees it. NULL is a no-op. */
 ES_API void es_request_free(es_request* request);
 
+/* ---- plugins (docs/server.md "Plugins") ------------------------------------------------------ */
+/* A plugin is a shared object loaded by the server (`edgeseek serve --plugin lib.so[:CONFIG]`,
+ * "plugins" in the server config). It exports
+ *
+ *   es_status es_plugin_init(const char* config, es_plugin* plugin);
+ *
+ * which fills `plugin` (zeroed by the caller, abi_version preset to ES_PLUGIN_ABI_VERSION) with a
+ * name, its state and the callbacks it offers; any may be NULL. The callbacks run on the server's
+ * threads (constraints on HTTP threads, policies and probes on engine threads), concurrently, so
+ * the state must be thread-safe; they must be quick. A callback reports failure by returning an
+ * error status (with a message in `error`, ES_PLUGIN_ERROR_BYTES bytes); the server then logs it,
+ * counts it (edgeseek_plugin_errors_total) and keeps serving: a failing constraint refuses the
+ * request with an OpenAI-style error (500), a failing policy scores the request 0. Results out of
+ * range (a bad verdict, an instance that does not exist, a NaN score) count as failures, and so
+ * does a C++ exception leaving a callback. A plugin that crashes the process (a segfault, abort)
+ * cannot be contained in-process: run untrusted plugins out of process. */
+#define ES_PLUGIN_ABI_VERSION 1
+#define ES_PLUGIN_ERROR_BYTES 256
+
+/* What a plugin sees of a request. Strings are valid during the call only. */
+typedef struct es_request_info {
+  const char* id;       /* "chatcmpl-..." */
+  const char* model;    /* the model's name */
+  const char* client;   /* the API key's client name ("" without authentication) */
+  const char* priority; /* the QoS class's name */
+  int32_t prompt_tokens;
+  int32_t max_tokens;
+  int32_t n_instances; /* instances of the model (engines a request may be routed to) */
+  size_t n_metadata;   /* the request's "metadata" object: string keys and values */
+  const char* const* metadata_keys;
+  const char* const* metadata_values;
+} es_request_info;
+
+typedef enum es_verdict {
+  ES_VERDICT_ADMIT = 0,  /* no objection */
+  ES_VERDICT_REJECT = 1, /* refused: 403 with the plugin's message */
+  ES_VERDICT_ROUTE = 2   /* run only on instance `instance` (0-based) */
+} es_verdict;
+
+typedef struct es_constraint_result {
+  es_verdict verdict;
+  int32_t instance;                    /* ES_VERDICT_ROUTE */
+  char message[ES_PLUGIN_ERROR_BYTES]; /* ES_VERDICT_REJECT: why (shown to the client) */
+} es_constraint_result;
+
+/* The latency split of one engine step (seconds; split fields 0 unless the server profiles). */
+typedef struct es_step_info {
+  const char* model;
+  int32_t instance;
+  int32_t batch_tokens, batch_seqs, decode_seqs, prefill_tokens;
+  double seconds;
+  double upload_s, dispatch_s, shader_s, download_s;
+} es_step_info;
+
+typedef struct es_plugin {
+  uint32_t abi_version; /* ES_PLUGIN_ABI_VERSION */
+  const char* name;     /* static storage */
+  void* state;          /* passed to every callback */
+  /* Scheduler constraint: admit, reject or route a request (before it is queued). The first
+   * plugin that rejects or routes decides. */
+  es_status (*constraint)(void* state, const es_request_info* request, es_constraint_result* out,
+                          char* error);
+  /* Scheduling policy: a score per queued request, higher first (within a QoS class; replaces
+   * the clients' fair shares). waited_s: time in the queue. One policy per server. */
+  es_status (*policy)(void* state, const es_request_info* request, double waited_s, double* score,
+                      char* error);
+  /* Probes. */
+  es_status (*on_step)(void* state, const es_step_info* step, char* error);
+  es_status (*on_request_start)(void* state, const es_request_info* request, char* error);
+  es_status (*on_request_finish)(void* state, const es_request_info* request,
+                                 es_finish_reason finish, int32_t completion_tokens, char* error);
+  void (*destroy)(void* state); /* at unload */
+} es_plugin;
+
+typedef es_status (*es_plugin_init_fn)(const char* config, es_plugin* plugin);
+
 #ifdef __cplusplus
 }
 #endif

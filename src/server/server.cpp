@@ -20,6 +20,7 @@
 #include <set>
 
 #include "edgeseek/internal/core/error.h"
+#include "edgeseek/internal/runtime/plugin_host.h"
 #include "edgeseek/internal/server/server.h"
 #include "admission.h"
 #include "connection_gate.h"
@@ -161,6 +162,7 @@ struct Server::Impl {
   std::atomic<State> state{State::kLoading};
   std::vector<std::unique_ptr<ModelGroup>> groups;
   Metrics metrics;
+  PluginHost plugins;                      // loaded before the models; read-only while serving
   std::map<std::string, ClientInfo> keys;  // api key -> client
   bool auth = false;
   int default_priority = 0;
@@ -268,6 +270,9 @@ void Server::Impl::DefineMetrics() {
   metrics.Define("edgeseek_prefix_cache_hit_tokens_total", T::kCounter, "Tokens taken from the prefix cache instead of computed, by instance.");
   metrics.Define("edgeseek_prefix_cache_hit_ratio", T::kGauge, "Prefix-cache hit tokens over lookup tokens since start, by instance.");
   metrics.Define("edgeseek_engine_steps_total", T::kCounter, "Engine steps (forward passes), by instance.");
+  metrics.Define("edgeseek_plugin_errors_total", T::kCounter,
+                 "Plugin callbacks that failed: an error status, a result out of range or an "
+                 "exception.");
   metrics.Define(
       "edgeseek_instance_occupancy", T::kGauge,
       "Larger of running/slots and used/total KV blocks, by instance (the balancing rule's load).");
@@ -770,6 +775,32 @@ void Server::Impl::Handle(const httplib::Request& req, const std::string& body_t
   seq->submit_time = SteadySeconds();
   seq->deadline = seq->submit_time + cfg.limits.request_timeout_s;
   seq->on_event = [ch = st->channel](const SeqEvent& e) { ch->Push(e); };
+  seq->metadata = gp->metadata;
+  if (!plugins.empty()) {
+    // ---- plugins: constraints decide before the request is queued; probes see it run ----
+    const PluginRequestContext ctx{group->entry.name, cfg.qos.classes[size_t(priority)].name,
+                                   int(group->instances.size())};
+    const PluginDecision d = plugins.Check(*seq, ctx);
+    if (d.kind == PluginDecision::Kind::kReject)
+      return SendError(res,
+                       MakeError(403, "request rejected by plugin '" + d.plugin + "': " + d.message,
+                                 "invalid_request_error", "rejected_by_plugin"));
+    if (d.kind == PluginDecision::Kind::kError)
+      return SendError(res, MakeError(500, d.message + "; the request was not run", "server_error",
+                                      "plugin_error"));
+    if (d.kind == PluginDecision::Kind::kRoute) seq->pinned_instance = d.instance;
+    // On the engine thread (the request owns this function, so `r` outlives it).
+    seq->on_event = [ch = st->channel, this, ctx, r = seq.get(),
+                     started = false](const SeqEvent& e) mutable {
+      ch->Push(e);
+      if (e.kind == SeqEventKind::kAdmitted && !started) {
+        started = true;
+        plugins.OnRequestStart(*r, ctx);
+      } else if (e.kind == SeqEventKind::kFinished) {
+        plugins.OnRequestFinish(*r, ctx, e.finish, r->n_generated);
+      }
+    };
+  }
   st->seq = seq;
   st->t_tokenized = seq->submit_time;
   {
@@ -1282,6 +1313,12 @@ int Server::port() const { return impl_->cfg.port; }
 void Server::LoadModels() {
   Impl& m = *impl_;
   ES_CHECK(!m.cfg.models.empty(), "serve: no model to serve (give -m MODEL or 'models' in the config)");
+  // Plugins first: a bad one stops the start with its path named, before minutes of loading.
+  for (const std::string& spec : m.cfg.plugins) m.plugins.Load(spec);
+  m.plugins.set_error_sink([&m](const std::string& plugin, const std::string& message) {
+    std::fprintf(stderr, "edgeseek serve: plugin '%s': %s\n", plugin.c_str(), message.c_str());
+    m.metrics.Add("edgeseek_plugin_errors_total", {{"plugin", plugin}}, 1);
+  });
   for (auto& entry : m.cfg.models) {
     auto g = std::make_unique<ModelGroup>();
     g->entry = entry;
@@ -1296,6 +1333,15 @@ void Server::LoadModels() {
     g->text = lm.text;
     g->reasoning = entry.reasoning == "on" || (entry.reasoning == "auto" && lm.text->has_reasoning_tags());
     g->queue = std::make_shared<RequestQueue>(m.cfg.qos);
+    if (m.plugins.has_policy()) {
+      const int n_instances = int(lm.instances.size());
+      g->queue->set_priority_fn(
+          [&m, name = entry.name, n_instances](const SeqRequest& r, double now) {
+            const PluginRequestContext ctx{name, m.cfg.qos.classes[size_t(r.priority)].name,
+                                           n_instances};
+            return m.plugins.Score(r, ctx, now - r.submit_time);
+          });
+    }
     if (lm.instances.size() >= 2 && entry.balance.migrate)
       g->balancer = std::make_shared<LoadBalancer>(int(lm.instances.size()), entry.balance);
     for (size_t i = 0; i < lm.instances.size(); ++i) {
@@ -1314,7 +1360,8 @@ void Server::LoadModels() {
       if (g->balancer) in.engine->set_balancer(g->balancer);
       ModelGroup* gp = g.get();
       Labels l = {{"model", entry.name}, {"instance", std::to_string(i)}};
-      in.engine->set_step_observer([&m, l](const StepInfo& s) {
+      in.engine->set_step_observer([&m, l, name = entry.name, i](const StepInfo& s) {
+        if (!m.plugins.empty()) m.plugins.OnStep(name, int(i), s);
         m.metrics.Observe("edgeseek_batch_tokens", l, s.batch_tokens);
         m.metrics.Observe("edgeseek_batch_sequences", l, s.batch_seqs);
         m.metrics.Observe("edgeseek_step_seconds", l, s.seconds);

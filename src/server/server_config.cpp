@@ -61,6 +61,7 @@ ServerConfig ServerConfigFromJson(const json& doc, const std::string& schema_pat
   Get(doc, "drain_grace_s", &c.drain_grace_s);
   Get(doc, "metrics_public", &c.metrics_public);
   Get(doc, "metrics_keys", &c.metrics_keys);
+  Get(doc, "plugins", &c.plugins);
   if (doc.contains("limits")) {
     const json& l = doc.at("limits");
     Get(l, "max_body_bytes", &c.limits.max_body_bytes);

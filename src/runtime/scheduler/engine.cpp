@@ -193,7 +193,7 @@ InstanceLoad Engine::Load(bool with_candidates) const {
   for (const auto& r : running_) {
     MigrationCandidate c;
     c.preemptible = classes[size_t(r->priority)].preemptible;
-    c.migrated = r->migrations > 0;
+    c.migrated = r->migrations > 0 || r->pinned_instance >= 0;  // pinned: never moved
     c.tokens = int64_t(r->tokens.size());
     c.need = r->need_tokens();
     c.left = r->max_tokens - r->n_generated;

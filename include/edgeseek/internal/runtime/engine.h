@@ -140,6 +140,11 @@ struct SeqRequest {
   // Log-probabilities of each generated token (log-softmax of Sampler::Processed, after the
   // constraint's mask) with this many top alternatives; -1: none.
   int logprobs = -1;
+  // Only this engine instance may run it (a plugin constraint's route, plugin_host.h); -1: any.
+  // A pinned request is not migrated between instances.
+  int pinned_instance = -1;
+  // Request metadata for plugins (the server: the body's "metadata" object).
+  std::vector<std::pair<std::string, std::string>> metadata;
   double deadline = 0;                // steady seconds; 0 = none
   double submit_time = 0;             // steady seconds (set by RequestQueue::Push)
   // Called on the engine thread for every event; must be quick and must not block.
@@ -223,6 +228,12 @@ class RequestQueue {
   void Release(const SeqRequest& r);
   // Adds tokens to a client's account (advances its virtual time); tests and external charges.
   void Charge(const std::string& client, int64_t tokens);
+  // A scheduling policy (a plugin's, plugin_host.h): within the class chosen above, the waiting
+  // request with the highest score goes next (ties: clients in first-seen order, FIFO), in place
+  // of the clients' fair shares. Called under the queue's lock: it must be quick and must not
+  // call back into the queue. Set before the engines start; null: fair shares.
+  using PriorityFn = std::function<double(const SeqRequest& r, double now)>;
+  void set_priority_fn(PriorityFn fn) { priority_fn_ = std::move(fn); }
 
   size_t size() const;
   size_t size_unassigned() const;  // waiting, less the migrations on their way to an instance
@@ -259,9 +270,10 @@ class RequestQueue {
   void Activate(Client& c, const SeqRequest& r);  // before a push; needs mu_
   std::shared_ptr<SeqRequest> Take(Class& c, std::vector<std::shared_ptr<SeqRequest>>& fifo,
                                    size_t i);
-  std::shared_ptr<SeqRequest> PopFromClass(Class& c, int64_t max_need, int instance);
+  std::shared_ptr<SeqRequest> PopFromClass(Class& c, int64_t max_need, int instance, double now);
 
   QosPolicy policy_;
+  PriorityFn priority_fn_;
   mutable std::mutex mu_;
   std::condition_variable cv_;
   std::vector<Class> classes_;

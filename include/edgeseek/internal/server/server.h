@@ -108,6 +108,9 @@ struct ServerConfig {
   std::string default_priority;        // class name; empty: the middle class
   std::vector<ClientConfig> clients;
   std::vector<ModelEntry> models;
+  // Plugins (edgeseek.h's es_plugin ABI, plugin_host.h): "lib.so" or "lib.so:CONFIG", loaded in
+  // this order before the models.
+  std::vector<std::string> plugins;
 };
 
 // Reads and validates a config file against the schema; throws es::Error naming the file and
