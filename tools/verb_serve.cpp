@@ -38,6 +38,7 @@ struct ServeArgs {
   SpecArgs spec;
   std::string config, api_key_file, trace_dir, reasoning = "auto";
   std::vector<std::string> plugins;  // --plugin
+  std::string otlp_endpoint;         // --otlp-endpoint
   int slots = 4, max_batch_tokens = 0;
   double grace_s = -1;
   bool deterministic = false;
@@ -120,6 +121,7 @@ int RunServe(const ServeArgs& a) {
   if (a.model.profile) cfg.scheduler.profile = true;
   for (auto& k : a.endpoint.api_keys) cfg.api_keys.push_back(k);
   for (auto& p : a.plugins) cfg.plugins.push_back(p);
+  if (!a.otlp_endpoint.empty()) cfg.otlp.endpoint = a.otlp_endpoint;
   if (!a.api_key_file.empty()) {
     std::ifstream f(a.api_key_file);
     ES_CHECK(f, "--api-key-file ", a.api_key_file, ": cannot open");
@@ -197,6 +199,9 @@ VerbRun Setup(CLI::App& sub) {
   sub.add_option(
       "--plugin", a->plugins,
       "plugin shared object, LIB.so or LIB.so:CONFIG (repeatable; after the config's plugins)");
+  sub.add_option("--otlp-endpoint", a->otlp_endpoint,
+                 "export request traces to this OpenTelemetry collector (OTLP/HTTP JSON), e.g. "
+                 "http://127.0.0.1:4318/v1/traces");
   sub.add_option("--max-batch-tokens", a->max_batch_tokens, "tokens per engine step (prefill budget)");
   sub.add_option(
       "--drain-grace", a->grace_s,

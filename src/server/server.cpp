@@ -29,6 +29,7 @@
 #include "tool_calls.h"
 #include "web_assets.h"
 #include "metrics.h"
+#include "otlp.h"
 #include "protocol.h"
 
 namespace es {
@@ -163,6 +164,7 @@ struct Server::Impl {
   std::vector<std::unique_ptr<ModelGroup>> groups;
   Metrics metrics;
   PluginHost plugins;                      // loaded before the models; read-only while serving
+  std::unique_ptr<server::OtlpExporter> otlp;  // cfg.otlp.endpoint set
   std::map<std::string, ClientInfo> keys;  // api key -> client
   bool auth = false;
   int default_priority = 0;
@@ -270,6 +272,10 @@ void Server::Impl::DefineMetrics() {
   metrics.Define("edgeseek_prefix_cache_hit_tokens_total", T::kCounter, "Tokens taken from the prefix cache instead of computed, by instance.");
   metrics.Define("edgeseek_prefix_cache_hit_ratio", T::kGauge, "Prefix-cache hit tokens over lookup tokens since start, by instance.");
   metrics.Define("edgeseek_engine_steps_total", T::kCounter, "Engine steps (forward passes), by instance.");
+  metrics.Define(
+      "edgeseek_otlp_spans_total", T::kCounter,
+      "Spans given to the OTLP exporter, by outcome: ok (the collector took them), error "
+      "(the POST failed), dropped (the export queue was full).");
   metrics.Define("edgeseek_plugin_errors_total", T::kCounter,
                  "Plugin callbacks that failed: an error status, a result out of range or an "
                  "exception.");
@@ -475,6 +481,7 @@ struct RequestState {
   int64_t created = 0;
   int prompt_tokens = 0;
   double t_receive = 0, t_tokenized = 0;
+  server::TraceContext trace_parent;  // the caller's W3C traceparent (OTLP export)
   bool engine_finished = false;
   bool sent_role = false, sent_finish = false, metrics_done = false;
   int logprobs = -1;                                   // GenParams::logprobs
@@ -586,6 +593,22 @@ void RequestState::Finish() {
     auto trace = server::ChromeTrace(*seq, model, {{"receive+tokenize", {t_receive, t_tokenized}},
                                                    {"respond", {t_tokenized, SteadySeconds()}}});
     impl->StoreTrace(id, client, trace.dump());
+    if (impl->otlp) {
+      server::RequestSpanInfo info;
+      info.name = chat ? "POST /v1/chat/completions" : "POST /v1/completions";
+      info.model = model;
+      info.client = client;
+      info.priority = prio;
+      info.finish_reason = gen->finish_reason();
+      info.prompt_tokens = prompt_tokens;
+      info.completion_tokens = gen->completion_tokens();
+      info.error = gen->engine_finish() == FinishReason::kError;
+      info.parent = trace_parent;
+      info.extra = {{"receive+tokenize", {t_receive, t_tokenized}}};
+      info.t_start = t_receive;
+      info.t_end = SteadySeconds();
+      impl->otlp->Export(server::RequestSpans(*seq, info, server::ClockPair::Now()));
+    }
   }
 }
 
@@ -757,6 +780,7 @@ void Server::Impl::Handle(const httplib::Request& req, const std::string& body_t
   if (gp->logprobs >= 0) st->trie = group->text->token_trie();
   st->prompt_tokens = int(prompt.size());
   st->t_receive = t_receive;
+  if (otlp) st->trace_parent = server::ParseTraceparent(req.get_header_value("traceparent"));
   st->channel = std::make_shared<server::EventChannel>();
   st->gen = std::make_unique<server::Generation>(group->text, gp->stop, chat && group->reasoning, start_in_reasoning);
 
@@ -1257,6 +1281,7 @@ void Server::Impl::Shutdown() {
     if (http_thread.joinable()) http_thread.join();
     for (auto& g : groups)
       for (auto& in : g->instances) in.engine->Stop();
+    if (otlp) otlp->Stop();  // sends what finished requests left queued
     state = State::kStopped;
   });
 }
@@ -1265,6 +1290,16 @@ void Server::Impl::Shutdown() {
 Server::Server(ServerConfig cfg, ModelBuilder loader) : impl_(std::make_unique<Impl>(std::move(cfg), std::move(loader))) {
   Impl& m = *impl_;
   ES_CHECK(!m.cfg.qos.classes.empty(), "server config: at least one priority class is needed");
+  if (!m.cfg.otlp.endpoint.empty()) {
+    m.otlp = std::make_unique<server::OtlpExporter>(
+        m.cfg.otlp, ES_VERSION_STRING,
+        [&m](const char* outcome, size_t spans, const std::string& message) {
+          m.metrics.Add("edgeseek_otlp_spans_total", {{"outcome", outcome}}, double(spans));
+          if (!message.empty())
+            std::fprintf(stderr, "edgeseek serve: OTLP export %s (%zu spans): %s\n", outcome, spans,
+                         message.c_str());
+        });
+  }
   m.default_priority = int(m.cfg.qos.classes.size()) / 2;
   for (size_t i = 0; i < m.cfg.qos.classes.size(); ++i)
     if (m.cfg.qos.classes[i].name == m.cfg.default_priority) m.default_priority = int(i);

@@ -62,6 +62,13 @@ ServerConfig ServerConfigFromJson(const json& doc, const std::string& schema_pat
   Get(doc, "metrics_public", &c.metrics_public);
   Get(doc, "metrics_keys", &c.metrics_keys);
   Get(doc, "plugins", &c.plugins);
+  if (doc.contains("otlp")) {
+    const json& o = doc.at("otlp");
+    Get(o, "endpoint", &c.otlp.endpoint);
+    Get(o, "service_name", &c.otlp.service_name);
+    Get(o, "timeout_s", &c.otlp.timeout_s);
+    Get(o, "max_queued", &c.otlp.max_queued);
+  }
   if (doc.contains("limits")) {
     const json& l = doc.at("limits");
     Get(l, "max_body_bytes", &c.limits.max_body_bytes);

@@ -88,6 +88,14 @@ struct ServerLimits {
   int max_connections_per_ip = 256;
 };
 
+// OpenTelemetry trace export (OTLP/HTTP JSON, src/server/otlp.h; docs/server.md).
+struct OtlpConfig {
+  std::string endpoint;  // http(s)://host:port/v1/traces; empty: off
+  std::string service_name = "edgeseek";
+  double timeout_s = 2;   // connect / read / write timeout of one POST
+  int max_queued = 1024;  // requests' spans waiting to be sent; more are dropped
+};
+
 struct ServerConfig {
   std::string host = "127.0.0.1";
   int port = 8080;
@@ -111,6 +119,7 @@ struct ServerConfig {
   // Plugins (edgeseek.h's es_plugin ABI, plugin_host.h): "lib.so" or "lib.so:CONFIG", loaded in
   // this order before the models.
   std::vector<std::string> plugins;
+  OtlpConfig otlp;
 };
 
 // Reads and validates a config file against the schema; throws es::Error naming the file and
