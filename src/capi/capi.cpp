@@ -491,6 +491,9 @@ es_status es_engine_submit(es_engine* engine, const char* prompt, const es_gener
     seq->on_event = [rp](const es::SeqEvent& e) {
       const es_generate_params& p = rp->params;
       if (e.kind == es::SeqEventKind::kToken) {
+        // A step may emit several tokens (speculative decoding): none after the request was
+        // told to stop (a stop string, a callback's false) reaches the callbacks.
+        if (rp->stop_hit || rp->user_stop) return;
         ++rp->result.completion_tokens;
         bool go = !p.on_token || p.on_token(p.user, e.token);
         if (!rp->text->IsEos(e.token) && !rp->stop_hit) {
