@@ -814,15 +814,16 @@ void Server::Impl::Handle(const httplib::Request& req, const std::string& body_t
                                       "plugin_error"));
     if (d.kind == PluginDecision::Kind::kRoute) seq->pinned_instance = d.instance;
     // On the engine thread (the request owns this function, so `r` outlives it).
+    // Probes first: a finish is probed before the client can see the end.
     seq->on_event = [ch = st->channel, this, ctx, r = seq.get(),
                      started = false](const SeqEvent& e) mutable {
-      ch->Push(e);
       if (e.kind == SeqEventKind::kAdmitted && !started) {
         started = true;
         plugins.OnRequestStart(*r, ctx);
       } else if (e.kind == SeqEventKind::kFinished) {
         plugins.OnRequestFinish(*r, ctx, e.finish, r->n_generated);
       }
+      ch->Push(e);
     };
   }
   st->seq = seq;
