@@ -47,7 +47,7 @@ typedef enum es_status {
   ES_ERR_LOAD = 2,             /* model, tokenizer, backend or device could not be loaded */
   ES_ERR_RUNTIME = 3,          /* tokenizing, templating or generating failed */
   ES_ERR_BUFFER_TOO_SMALL = 4, /* the output did not fit: the size out-parameter holds the need */
-  ES_ERR_CALLBACK = 5          /* a callback (or a plugin's) reported an error */
+  ES_ERR_CALLBACK = 5          /* a plugin callback reported an error (es_plugin) */
 } es_status;
 
 /* The message of the last call that failed on this thread ("" when none has). Valid until the
