@@ -161,6 +161,34 @@ OtlpExporter::OtlpExporter(OtlpConfig cfg, std::string version, ResultFn on_resu
   host_ = scheme + "://" + authority;
   path_ = slash == std::string::npos ? "/v1/traces" : e.substr(slash);
   ES_CHECK(cfg_.max_queued > 0 && cfg_.timeout_s > 0, "otlp: max_queued and timeout_s must be > 0");
+  // host[:port] (an IPv6 literal in brackets keeps its colons).
+  std::string host = authority;
+  int port = scheme == "https" ? 443 : 80;
+  const size_t colon = authority.rfind(':');
+  if (colon != std::string::npos && authority.find(']', colon) == std::string::npos) {
+    host = authority.substr(0, colon);
+    try {
+      size_t used = 0;
+      port = std::stoi(authority.substr(colon + 1), &used);
+      ES_CHECK(used == authority.size() - colon - 1 && port > 0 && port < 65536, "bad port");
+    } catch (const std::exception&) {
+      Fail("otlp endpoint '", e, "': bad port '", authority.substr(colon + 1), "'");
+    }
+  }
+  if (host.size() > 2 && host.front() == '[' && host.back() == ']') host = host.substr(1, host.size() - 2);
+  // Made here, once, by host and port: httplib's "scheme://host:port" constructor compiles a
+  // std::regex, whose first use fills libstdc++'s ctype cache, a write TSan sees racing with
+  // the HTTP threads' own first regex.
+  if (scheme == "https") {
+    client_ = std::make_unique<httplib::SSLClient>(host, port);
+  } else {
+    client_ = std::make_unique<httplib::ClientImpl>(host, port);
+  }
+  const auto timeout = std::chrono::duration_cast<std::chrono::microseconds>(
+      std::chrono::duration<double>(cfg_.timeout_s));
+  client_->set_connection_timeout(timeout);
+  client_->set_read_timeout(timeout);
+  client_->set_write_timeout(timeout);
   thread_ = std::thread([this] { Run(); });
 }
 
@@ -193,14 +221,9 @@ void OtlpExporter::Stop() {
 }
 
 bool OtlpExporter::Post(const json& spans, std::string* error) {
-  httplib::Client cli(host_);
-  const auto timeout = std::chrono::duration<double>(cfg_.timeout_s);
-  cli.set_connection_timeout(std::chrono::duration_cast<std::chrono::microseconds>(timeout));
-  cli.set_read_timeout(std::chrono::duration_cast<std::chrono::microseconds>(timeout));
-  cli.set_write_timeout(std::chrono::duration_cast<std::chrono::microseconds>(timeout));
   const std::string body = ExportRequest(spans, cfg_.service_name, version_)
                                .dump(-1, ' ', false, json::error_handler_t::replace);
-  auto res = cli.Post(path_, body, "application/json");
+  auto res = client_->Post(path_.c_str(), body, "application/json");
   if (!res) {
     *error = "POST " + host_ + path_ + ": " + httplib::to_string(res.error());
     return false;

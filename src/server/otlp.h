@@ -16,8 +16,13 @@
 #include <condition_variable>
 #include <deque>
 #include <functional>
+#include <memory>
 #include <mutex>
 #include <nlohmann/json.hpp>
+
+namespace httplib {
+class ClientImpl;
+}
 #include <string>
 #include <thread>
 #include <utility>
@@ -89,7 +94,7 @@ class OtlpExporter {
 
   OtlpConfig cfg_;
   std::string version_, host_, path_;
-  int port_ = 80;
+  std::unique_ptr<httplib::ClientImpl> client_;  // the sender thread's only
   ResultFn on_result_;
   std::mutex mu_;
   std::condition_variable cv_;
