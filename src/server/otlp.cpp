@@ -175,7 +175,8 @@ OtlpExporter::OtlpExporter(OtlpConfig cfg, std::string version, ResultFn on_resu
       Fail("otlp endpoint '", e, "': bad port '", authority.substr(colon + 1), "'");
     }
   }
-  if (host.size() > 2 && host.front() == '[' && host.back() == ']') host = host.substr(1, host.size() - 2);
+  if (host.size() > 2 && host.front() == '[' && host.back() == ']')
+    host = host.substr(1, host.size() - 2);
   // Made here, once, by host and port: httplib's "scheme://host:port" constructor compiles a
   // std::regex, whose first use fills libstdc++'s ctype cache, a write TSan sees racing with
   // the HTTP threads' own first regex.
