@@ -13,10 +13,10 @@
 #include <map>
 #include <thread>
 
-#include "edgeseek/core/error.h"
-#include "edgeseek/runtime/bench.h"
-#include "edgeseek/runtime/doctor.h"
-#include "edgeseek/runtime/runner.h"
+#include "edgeseek/internal/core/error.h"
+#include "edgeseek/internal/runtime/bench.h"
+#include "edgeseek/internal/runtime/doctor.h"
+#include "edgeseek/internal/runtime/runner.h"
 
 namespace es::tools {
 namespace {

@@ -1,9 +1,9 @@
 #include "common.h"
 
-#include "edgeseek/backends/backend.h"
-#include "edgeseek/core/error.h"
-#include "edgeseek/formats/quant_policy.h"
-#include "edgeseek/runtime/convert.h"
+#include "edgeseek/internal/backends/backend.h"
+#include "edgeseek/internal/core/error.h"
+#include "edgeseek/internal/formats/quant_policy.h"
+#include "edgeseek/internal/runtime/convert.h"
 
 namespace es::tools {
 

@@ -8,9 +8,9 @@
 #include <string>
 #include <vector>
 
-#include "edgeseek/runtime/model.h"
-#include "edgeseek/runtime/runner.h"
-#include "edgeseek/runtime/speculative.h"
+#include "edgeseek/internal/runtime/model.h"
+#include "edgeseek/internal/runtime/runner.h"
+#include "edgeseek/internal/runtime/speculative.h"
 
 namespace es::tools {
 

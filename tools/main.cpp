@@ -4,7 +4,7 @@
 #include <exception>
 #include <memory>
 
-#include "edgeseek/core/error.h"
+#include "edgeseek/internal/core/error.h"
 #include "verb.h"
 
 namespace es::tools {

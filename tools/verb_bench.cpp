@@ -12,8 +12,8 @@
 
 #include "bench_suite.h"
 #include "common.h"
-#include "edgeseek/core/error.h"
-#include "edgeseek/runtime/bench.h"
+#include "edgeseek/internal/core/error.h"
+#include "edgeseek/internal/runtime/bench.h"
 #include "verb.h"
 
 namespace es::tools {

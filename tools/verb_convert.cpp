@@ -11,10 +11,10 @@
 #include <memory>
 #include <string>
 
-#include "edgeseek/core/error.h"
-#include "edgeseek/formats/quant_policy.h"
-#include "edgeseek/runtime/convert.h"
-#include "edgeseek/runtime/model.h"
+#include "edgeseek/internal/core/error.h"
+#include "edgeseek/internal/formats/quant_policy.h"
+#include "edgeseek/internal/runtime/convert.h"
+#include "edgeseek/internal/runtime/model.h"
 #include "common.h"
 #include "verb.h"
 

@@ -7,10 +7,10 @@
 #include <memory>
 #include <string>
 
-#include "edgeseek/backends/backend.h"
-#include "edgeseek/backends/vulkan.h"
-#include "edgeseek/core/error.h"
-#include "edgeseek/runtime/device_profile.h"
+#include "edgeseek/internal/backends/backend.h"
+#include "edgeseek/internal/backends/vulkan.h"
+#include "edgeseek/internal/core/error.h"
+#include "edgeseek/internal/runtime/device_profile.h"
 #include "verb.h"
 
 namespace es::tools {

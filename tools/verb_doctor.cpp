@@ -6,10 +6,10 @@
 #include <memory>
 #include <nlohmann/json.hpp>
 
-#include "edgeseek/core/error.h"
-#include "edgeseek/runtime/device_profile.h"
-#include "edgeseek/runtime/doctor.h"
-#include "edgeseek/runtime/plan.h"
+#include "edgeseek/internal/core/error.h"
+#include "edgeseek/internal/runtime/device_profile.h"
+#include "edgeseek/internal/runtime/doctor.h"
+#include "edgeseek/internal/runtime/plan.h"
 #include "verb.h"
 
 namespace es::tools {

@@ -5,8 +5,8 @@
 #include <cstdio>
 
 #include "common.h"
-#include "edgeseek/core/error.h"
-#include "edgeseek/runtime/generator.h"
+#include "edgeseek/internal/core/error.h"
+#include "edgeseek/internal/runtime/generator.h"
 #include "verb.h"
 
 namespace es::tools {

@@ -4,7 +4,7 @@
 #include <memory>
 #include <string>
 
-#include "edgeseek/formats/gguf.h"
+#include "edgeseek/internal/formats/gguf.h"
 #include "verb.h"
 
 namespace es::tools {

@@ -6,15 +6,15 @@
 #include <nlohmann/json.hpp>
 
 #include "common.h"
-#include "edgeseek/core/error.h"
-#include "edgeseek/formats/gguf.h"
-#include "edgeseek/formats/safetensors.h"
-#include "edgeseek/models/arch.h"
-#include "edgeseek/models/config.h"
-#include "edgeseek/models/presets.h"
-#include "edgeseek/runtime/model.h"
-#include "edgeseek/runtime/plan.h"
-#include "edgeseek/runtime/runner.h"
+#include "edgeseek/internal/core/error.h"
+#include "edgeseek/internal/formats/gguf.h"
+#include "edgeseek/internal/formats/safetensors.h"
+#include "edgeseek/internal/models/arch.h"
+#include "edgeseek/internal/models/config.h"
+#include "edgeseek/internal/models/presets.h"
+#include "edgeseek/internal/runtime/model.h"
+#include "edgeseek/internal/runtime/plan.h"
+#include "edgeseek/internal/runtime/runner.h"
 #include "verb.h"
 
 namespace es::tools {

@@ -15,10 +15,10 @@
 #include <nlohmann/json.hpp>
 
 #include "common.h"
-#include "edgeseek/core/error.h"
-#include "edgeseek/models/config.h"
-#include "edgeseek/runtime/quality.h"
-#include "edgeseek/tokenizer/tokenizer.h"
+#include "edgeseek/internal/core/error.h"
+#include "edgeseek/internal/models/config.h"
+#include "edgeseek/internal/runtime/quality.h"
+#include "edgeseek/internal/tokenizer/tokenizer.h"
 #include "verb.h"
 
 namespace es::tools {

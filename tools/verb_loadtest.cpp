@@ -19,7 +19,7 @@
 #include <nlohmann/json.hpp>
 
 #include "common.h"
-#include "edgeseek/core/error.h"
+#include "edgeseek/internal/core/error.h"
 #include "verb.h"
 
 namespace es::tools {

@@ -3,7 +3,7 @@
 #include <cstdio>
 
 #include "common.h"
-#include "edgeseek/core/error.h"
+#include "edgeseek/internal/core/error.h"
 #include "verb.h"
 
 namespace es::tools {

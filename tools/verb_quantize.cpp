@@ -7,9 +7,9 @@
 #include <memory>
 #include <string>
 
-#include "edgeseek/core/error.h"
-#include "edgeseek/formats/gguf_quantize.h"
-#include "edgeseek/formats/quant_policy.h"
+#include "edgeseek/internal/core/error.h"
+#include "edgeseek/internal/formats/gguf_quantize.h"
+#include "edgeseek/internal/formats/quant_policy.h"
 #include "common.h"
 #include "verb.h"
 

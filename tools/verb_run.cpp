@@ -12,11 +12,9 @@
 #include <nlohmann/json.hpp>
 
 #include "common.h"
-#include "edgeseek/core/error.h"
-#include "edgeseek/runtime/generator.h"
-#include "edgeseek/runtime/text_stream.h"
-#include "edgeseek/tokenizer/chat_template.h"
-#include "edgeseek/tokenizer/tokenizer.h"
+#include "edgeseek/internal/core/error.h"
+#include "edgeseek/internal/runtime/generator.h"
+#include "edgeseek/internal/runtime/text_pipeline.h"
 #include "verb.h"
 
 #include <editline/readline.h>
@@ -56,11 +54,13 @@ class Session {
  public:
   explicit Session(const ChatArgs& a) : a_(a) {
     model_ = a.model.Load();
-    tok_ = model_->tokenizer();
-    if (!tok_ && !model_->tokenizer_error().empty()) Fail(model_->tokenizer_error());
-    ES_CHECK(tok_, "model has no tokenizer (tokenizer.json) — run and chat need one");
+    if (!model_->tokenizer() && !model_->tokenizer_error().empty()) Fail(model_->tokenizer_error());
+    ES_CHECK(model_->tokenizer(),
+             "model has no tokenizer (tokenizer.json) — run and chat need one");
+    text_ =
+        std::make_unique<ChatText>(std::shared_ptr<const Tokenizer>(model_, model_->tokenizer()),
+                                   model_->generation().eos_ids, a.model.model);
     runner_ = a.model.MakeRunner(model_);
-    if (!tok_->chat_template().empty()) tmpl_ = std::make_unique<ChatTemplate>(tok_->chat_template());
     tty_ = isatty(STDOUT_FILENO);
     Reset();
   }
@@ -74,32 +74,20 @@ class Session {
     messages_.push_back({{"role", "user"}, {"content", user}});
     std::string prompt;
     bool add_special = false;
-    if (tmpl_ && !a_.raw) {
-      ChatTemplateInputs in;
-      in.messages = messages_;
-      in.add_generation_prompt = true;
-      in.bos_token = tok_->bos_token();
-      in.eos_token = tok_->eos_token();
-      prompt = tmpl_->Render(in);
+    if (text_->has_template() && !a_.raw) {
+      prompt = text_->RenderChat(messages_, nullptr, nullptr);
     } else {
       prompt = user;
       add_special = true;
     }
-    std::vector<int32_t> ids = tok_->Encode(prompt, add_special);
+    std::vector<int32_t> ids = text_->Encode(prompt, add_special);
     ES_CHECK(int64_t(ids.size()) + 1 < runner_->context(), "prompt of ", ids.size(),
              " tokens does not fit the context of ", runner_->context(), " (raise -c)");
-    // The template may already have opened <think> (R1): then the answer starts in reasoning.
-    const bool opened = prompt.size() >= 8 && prompt.rfind("<think>") != std::string::npos &&
-                        prompt.find("</think>", prompt.rfind("<think>")) == std::string::npos &&
-                        prompt.rfind("<think>") + 10 >= prompt.size();
-    ReasoningSplitter split(true, opened);
-    StopMatcher stop(a_.stops);
-    StreamDecoder dec(*tok_, /*skip_special=*/true);
+    const bool opened = TemplateOpensReasoning(prompt);
+    TokenText pipe(text_->tokenizer(), a_.stops, /*reasoning=*/true, opened);
     std::string answer;
     bool in_reasoning = opened;
-    auto emit = [&](const std::string& text) {
-      std::string reasoning, content;
-      split.Feed(text, &reasoning, &content);
+    auto emit = [&](const std::string& reasoning, const std::string& content) {
       if (!reasoning.empty() && !a_.hide_reasoning) {
         if (!in_reasoning && tty_) std::fputs("\x1b[2m", stdout);
         in_reasoning = true;
@@ -116,19 +104,15 @@ class Session {
     };
     GenerateOptions go;
     go.max_new_tokens = std::min<int64_t>(a_.n, runner_->context() - int64_t(ids.size()) - 1);
-    go.eos_ids = model_->generation().eos_ids;
-    if (tok_->eos_id() >= 0 &&
-        std::find(go.eos_ids.begin(), go.eos_ids.end(), tok_->eos_id()) == go.eos_ids.end())
-      go.eos_ids.push_back(tok_->eos_id());
+    go.eos_ids = text_->eos_ids();
     go.sampling = a_.sp;
     go.sampling.seed = a_.model.seed;
     g_interrupt = false;
-    bool stopped = false;
     go.on_token = [&](int32_t id) {
-      if (std::find(go.eos_ids.begin(), go.eos_ids.end(), id) != go.eos_ids.end()) return true;
-      std::string text;
-      stopped = stop.Feed(dec.Push(id), &text);
-      if (!text.empty()) emit(text);
+      if (text_->IsEos(id)) return true;
+      std::string reasoning, content;
+      const bool stopped = pipe.Push(id, &reasoning, &content);
+      emit(reasoning, content);
       return !stopped && !g_interrupt;
     };
     const int slot = runner_->AcquireSlot();
@@ -139,15 +123,9 @@ class Session {
       throw;
     }
     runner_->ReleaseSlot(slot);
-    if (!stopped) {
-      std::string text;
-      stop.Flush(&text);
-      text = dec.Flush() + text;
-      if (!text.empty()) emit(text);
-    }
     std::string reasoning, content;
-    split.Flush(&reasoning, &content);
-    if (!content.empty()) emit(content);
+    pipe.Finish(&reasoning, &content);
+    emit(reasoning, content);
     if (tty_ && in_reasoning) std::fputs("\x1b[0m", stdout);
     std::fputs("\n", stdout);
     std::fflush(stdout);
@@ -158,9 +136,8 @@ class Session {
  private:
   const ChatArgs& a_;
   std::shared_ptr<Model> model_;
-  const Tokenizer* tok_ = nullptr;
+  std::unique_ptr<ChatText> text_;
   std::unique_ptr<Runner> runner_;
-  std::unique_ptr<ChatTemplate> tmpl_;
   nlohmann::ordered_json messages_;
   bool tty_ = false;
 };

@@ -1,4 +1,4 @@
-// `edgeseek serve`: the OpenAI-compatible server (edgeseek/server/server.h, docs/server.md).
+// `edgeseek serve`: the OpenAI-compatible server (edgeseek/internal/server/server.h, docs/server.md).
 //
 //   edgeseek serve -m ~/models/DeepSeek-R1-Distill-Qwen-1.5B --port 8080
 //   edgeseek serve --synthetic tests/server/tiny_config.json --tokenizer tests/data/tiny_tokenizer
@@ -25,8 +25,8 @@
 #include <thread>
 
 #include "common.h"
-#include "edgeseek/core/error.h"
-#include "edgeseek/server/server.h"
+#include "edgeseek/internal/core/error.h"
+#include "edgeseek/internal/server/server.h"
 #include "verb.h"
 
 namespace es::tools {
@@ -37,6 +37,8 @@ struct ServeArgs {
   EndpointArgs endpoint;
   SpecArgs spec;
   std::string config, api_key_file, trace_dir, reasoning = "auto";
+  std::vector<std::string> plugins;  // --plugin
+  std::string otlp_endpoint;         // --otlp-endpoint
   int slots = 4, max_batch_tokens = 0;
   double grace_s = -1;
   bool deterministic = false;
@@ -118,6 +120,8 @@ int RunServe(const ServeArgs& a) {
   if (!a.prefix_cache.empty()) cfg.scheduler.prefix_cache = a.prefix_cache == "on";
   if (a.model.profile) cfg.scheduler.profile = true;
   for (auto& k : a.endpoint.api_keys) cfg.api_keys.push_back(k);
+  for (auto& p : a.plugins) cfg.plugins.push_back(p);
+  if (!a.otlp_endpoint.empty()) cfg.otlp.endpoint = a.otlp_endpoint;
   if (!a.api_key_file.empty()) {
     std::ifstream f(a.api_key_file);
     ES_CHECK(f, "--api-key-file ", a.api_key_file, ": cannot open");
@@ -192,6 +196,12 @@ VerbRun Setup(CLI::App& sub) {
   sub.add_option("--config", a->config, "server config JSON (configs/server.schema.json)");
   sub.add_option("--api-key-file", a->api_key_file, "file with one accepted API key per line");
   sub.add_option("--trace-dir", a->trace_dir, "write each request's Chrome trace JSON here");
+  sub.add_option(
+      "--plugin", a->plugins,
+      "plugin shared object, LIB.so or LIB.so:CONFIG (repeatable; after the config's plugins)");
+  sub.add_option("--otlp-endpoint", a->otlp_endpoint,
+                 "export request traces to this OpenTelemetry collector (OTLP/HTTP JSON), e.g. "
+                 "http://127.0.0.1:4318/v1/traces");
   sub.add_option("--max-batch-tokens", a->max_batch_tokens, "tokens per engine step (prefill budget)");
   sub.add_option(
       "--drain-grace", a->grace_s,

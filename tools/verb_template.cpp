@@ -9,8 +9,8 @@
 #include <sstream>
 #include <string>
 
-#include "edgeseek/core/error.h"
-#include "edgeseek/tokenizer/chat_template.h"
+#include "edgeseek/internal/core/error.h"
+#include "edgeseek/internal/tokenizer/chat_template.h"
 #include "verb.h"
 
 namespace es::tools {

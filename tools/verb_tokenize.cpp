@@ -10,8 +10,8 @@
 
 #include <nlohmann/json.hpp>
 
-#include "edgeseek/core/error.h"
-#include "edgeseek/tokenizer/tokenizer.h"
+#include "edgeseek/internal/core/error.h"
+#include "edgeseek/internal/tokenizer/tokenizer.h"
 #include "verb.h"
 
 namespace es::tools {

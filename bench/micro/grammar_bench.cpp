@@ -13,9 +13,9 @@
 
 #include <nlohmann/json.hpp>
 
-#include "edgeseek/grammar/json_schema.h"
-#include "edgeseek/grammar/matcher.h"
-#include "edgeseek/tokenizer/tokenizer.h"
+#include "edgeseek/internal/grammar/json_schema.h"
+#include "edgeseek/internal/grammar/matcher.h"
+#include "edgeseek/internal/tokenizer/tokenizer.h"
 
 namespace {
 

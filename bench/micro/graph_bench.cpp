@@ -10,8 +10,8 @@
 #include <memory>
 #include <string>
 
-#include "edgeseek/models/arch.h"
-#include "edgeseek/runtime/model.h"
+#include "edgeseek/internal/models/arch.h"
+#include "edgeseek/internal/runtime/model.h"
 
 namespace es {
 namespace {

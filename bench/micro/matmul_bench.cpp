@@ -18,9 +18,9 @@
 #include <vector>
 
 #include "backends/cpu/kernels/matmul.h"
-#include "edgeseek/core/dtype.h"
-#include "edgeseek/core/thread_pool.h"
-#include "edgeseek/quant/blocks.h"
+#include "edgeseek/internal/core/dtype.h"
+#include "edgeseek/internal/core/thread_pool.h"
+#include "edgeseek/internal/quant/blocks.h"
 #include "hwy/aligned_allocator.h"
 
 namespace es {

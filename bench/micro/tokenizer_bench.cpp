@@ -16,7 +16,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "edgeseek/tokenizer/tokenizer.h"
+#include "edgeseek/internal/tokenizer/tokenizer.h"
 
 namespace {
 

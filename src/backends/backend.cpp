@@ -1,10 +1,10 @@
 // Backend factory.
-#include "edgeseek/backends/backend.h"
+#include "edgeseek/internal/backends/backend.h"
 
 #include <cmath>
 #include <vector>
 
-#include "edgeseek/core/error.h"
+#include "edgeseek/internal/core/error.h"
 
 namespace es {
 

@@ -1,5 +1,5 @@
 // Host twin of the device sampler and the exact distribution (see sampling.h).
-#include "edgeseek/backends/sampling.h"
+#include "edgeseek/internal/backends/sampling.h"
 
 #include <algorithm>
 #include <cmath>

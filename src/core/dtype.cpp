@@ -1,11 +1,11 @@
 // Element type table.
-#include "edgeseek/core/dtype.h"
+#include "edgeseek/internal/core/dtype.h"
 
 #include <array>
 #include <cctype>
 #include <string>
 
-#include "edgeseek/core/error.h"
+#include "edgeseek/internal/core/error.h"
 
 namespace es {
 namespace {

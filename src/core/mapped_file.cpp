@@ -1,5 +1,5 @@
 // mmap wrapper.
-#include "edgeseek/core/mapped_file.h"
+#include "edgeseek/internal/core/mapped_file.h"
 
 #include <fcntl.h>
 #include <sys/mman.h>
@@ -9,7 +9,7 @@
 #include <cerrno>
 #include <cstring>
 
-#include "edgeseek/core/error.h"
+#include "edgeseek/internal/core/error.h"
 
 namespace es {
 

@@ -1,12 +1,12 @@
 // Tensor helpers.
-#include "edgeseek/core/tensor.h"
+#include "edgeseek/internal/core/tensor.h"
 
 #include <cstdlib>
 #include <cstring>
 #include <sstream>
 
-#include "edgeseek/core/error.h"
-#include "edgeseek/core/half.h"
+#include "edgeseek/internal/core/error.h"
+#include "edgeseek/internal/core/half.h"
 
 namespace es {
 

@@ -10,7 +10,7 @@
 // only after winning its claim, and the caller returns only after every chunk a worker won is
 // finished, so a late worker never sees a job that is gone: when it wakes after the region, its
 // chunk is already claimed (by the caller) and it goes back to waiting.
-#include "edgeseek/core/thread_pool.h"
+#include "edgeseek/internal/core/thread_pool.h"
 
 #include <algorithm>
 

@@ -1,8 +1,8 @@
 // ConvertToGguf: Hugging Face config + tensors + tokenizer files -> a GGUF file llama.cpp loads
-// (see include/edgeseek/formats/gguf_convert.h for what is written and why).
+// (see include/edgeseek/internal/formats/gguf_convert.h for what is written and why).
 //
 // Sections: config helpers · hyper-parameters · tokenizer · tensor plan · writing.
-#include "edgeseek/formats/gguf_convert.h"
+#include "edgeseek/internal/formats/gguf_convert.h"
 
 #include <algorithm>
 #include <chrono>
@@ -17,10 +17,10 @@
 #include <sstream>
 #include <unordered_map>
 
-#include "edgeseek/core/error.h"
-#include "edgeseek/core/json_field.h"
-#include "edgeseek/core/thread_pool.h"
-#include "edgeseek/quant/blocks.h"
+#include "edgeseek/internal/core/error.h"
+#include "edgeseek/internal/core/json_field.h"
+#include "edgeseek/internal/core/thread_pool.h"
+#include "edgeseek/internal/quant/blocks.h"
 
 namespace es {
 

@@ -1,5 +1,5 @@
-// GGUF key and tensor-name tables (see include/edgeseek/formats/gguf_names.h).
-#include "edgeseek/formats/gguf_names.h"
+// GGUF key and tensor-name tables (see include/edgeseek/internal/formats/gguf_names.h).
+#include "edgeseek/internal/formats/gguf_names.h"
 
 #include <charconv>
 #include <string>

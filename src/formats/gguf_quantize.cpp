@@ -1,5 +1,5 @@
 // QuantizeGguf: requantize every tensor of a GGUF file by policy (see gguf_quantize.h).
-#include "edgeseek/formats/gguf_quantize.h"
+#include "edgeseek/internal/formats/gguf_quantize.h"
 
 #include <sys/mman.h>
 #include <unistd.h>
@@ -10,10 +10,10 @@
 #include <memory>
 #include <vector>
 
-#include "edgeseek/core/error.h"
-#include "edgeseek/core/thread_pool.h"
-#include "edgeseek/formats/gguf.h"
-#include "edgeseek/quant/blocks.h"
+#include "edgeseek/internal/core/error.h"
+#include "edgeseek/internal/core/thread_pool.h"
+#include "edgeseek/internal/formats/gguf.h"
+#include "edgeseek/internal/quant/blocks.h"
 
 namespace es {
 

@@ -6,8 +6,8 @@
 #include <cstring>
 #include <limits>
 
-#include "edgeseek/core/error.h"
-#include "edgeseek/formats/gguf.h"
+#include "edgeseek/internal/core/error.h"
+#include "edgeseek/internal/formats/gguf.h"
 
 namespace es {
 namespace {

@@ -3,8 +3,8 @@
 #include <limits>
 #include <sstream>
 
-#include "edgeseek/core/error.h"
-#include "edgeseek/formats/gguf.h"
+#include "edgeseek/internal/core/error.h"
+#include "edgeseek/internal/formats/gguf.h"
 
 namespace es {
 

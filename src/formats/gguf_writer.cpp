@@ -5,8 +5,8 @@
 #include <cstdio>
 #include <cstring>
 
-#include "edgeseek/core/error.h"
-#include "edgeseek/formats/gguf.h"
+#include "edgeseek/internal/core/error.h"
+#include "edgeseek/internal/formats/gguf.h"
 
 namespace es {
 namespace {

@@ -1,14 +1,14 @@
 // Quantization policies: JSON parsing, built-in presets and ChooseType.
-#include "edgeseek/formats/quant_policy.h"
+#include "edgeseek/internal/formats/quant_policy.h"
 
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <sstream>
 
-#include "edgeseek/core/error.h"
-#include "edgeseek/core/json_field.h"
-#include "edgeseek/formats/gguf.h"
-#include "edgeseek/quant/blocks.h"
+#include "edgeseek/internal/core/error.h"
+#include "edgeseek/internal/core/json_field.h"
+#include "edgeseek/internal/formats/gguf.h"
+#include "edgeseek/internal/quant/blocks.h"
 
 namespace es {
 namespace {

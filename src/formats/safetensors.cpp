@@ -1,6 +1,6 @@
 // safetensors: 8-byte little-endian header length, JSON header {name: {dtype, shape,
 // data_offsets: [begin, end]}, "__metadata__": {...}}, then the data region.
-#include "edgeseek/formats/safetensors.h"
+#include "edgeseek/internal/formats/safetensors.h"
 
 #include <algorithm>
 #include <cstdint>
@@ -10,8 +10,8 @@
 #include <nlohmann/json.hpp>
 #include <set>
 
-#include "edgeseek/core/error.h"
-#include "edgeseek/core/json_field.h"
+#include "edgeseek/internal/core/error.h"
+#include "edgeseek/internal/core/json_field.h"
 
 namespace es {
 

@@ -7,8 +7,8 @@
 // Groups and repetitions become helper rules named "<rule>/<n>" (a name GBNF cannot write), so Matcher sees plain rules.
 #include <unordered_map>
 
-#include "edgeseek/core/error.h"
-#include "edgeseek/grammar/grammar.h"
+#include "edgeseek/internal/core/error.h"
+#include "edgeseek/internal/grammar/grammar.h"
 
 namespace es::grammar {
 

@@ -1,7 +1,7 @@
 // Grammar IR checks (grammar.h): productive rules, pruning, left recursion.
-#include "edgeseek/grammar/grammar.h"
+#include "edgeseek/internal/grammar/grammar.h"
 
-#include "edgeseek/core/error.h"
+#include "edgeseek/internal/core/error.h"
 
 namespace es::grammar {
 

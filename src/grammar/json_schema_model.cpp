@@ -4,8 +4,8 @@
 #include <regex>
 #include <set>
 
-#include "edgeseek/core/error.h"
-#include "edgeseek/grammar/json_schema.h"
+#include "edgeseek/internal/core/error.h"
+#include "edgeseek/internal/grammar/json_schema.h"
 
 namespace es::grammar {
 

@@ -1,12 +1,12 @@
 // Pushdown matcher and token masks (matcher.h).
-#include "edgeseek/grammar/matcher.h"
+#include "edgeseek/internal/grammar/matcher.h"
 
 #include <algorithm>
 #include <cstring>
 #include <limits>
 #include <numeric>
 
-#include "edgeseek/core/error.h"
+#include "edgeseek/internal/core/error.h"
 
 namespace es::grammar {
 

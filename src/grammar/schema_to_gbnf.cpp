@@ -8,9 +8,9 @@
 #include <optional>
 #include <set>
 
-#include "edgeseek/core/error.h"
-#include "edgeseek/grammar/grammar.h"
-#include "edgeseek/grammar/json_schema.h"
+#include "edgeseek/internal/core/error.h"
+#include "edgeseek/internal/grammar/grammar.h"
+#include "edgeseek/internal/grammar/json_schema.h"
 
 namespace es::grammar {
 

@@ -1,10 +1,10 @@
 // Graph IR: node list, batch tables, liveness.
-#include "edgeseek/graph/graph.h"
+#include "edgeseek/internal/graph/graph.h"
 
 #include <algorithm>
 #include <atomic>
 
-#include "edgeseek/core/error.h"
+#include "edgeseek/internal/core/error.h"
 
 namespace es {
 

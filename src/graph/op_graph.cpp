@@ -1,11 +1,11 @@
-// OpGraph: indexes, constant access and dead-node removal (edgeseek/graph/op_graph.h).
-#include "edgeseek/graph/op_graph.h"
+// OpGraph: indexes, constant access and dead-node removal (edgeseek/internal/graph/op_graph.h).
+#include "edgeseek/internal/graph/op_graph.h"
 
 #include <cstring>
 #include <set>
 
-#include "edgeseek/core/error.h"
-#include "edgeseek/core/half.h"
+#include "edgeseek/internal/core/error.h"
+#include "edgeseek/internal/core/half.h"
 
 namespace es {
 

@@ -11,13 +11,13 @@
 //   c = rms_norm(kva[:, :r]) ; kpe = rope(kva[:, r:])     [T, r], [T, dr]   -> cached
 //   rope(q[:, h, dn:]) ; o = mla(q, C, KPE, Wukᵀ, Wuv) Woᵀ
 // MoE (DeepSeek): routed experts (only the chosen ones run) + shared experts.
-#include "edgeseek/models/arch.h"
+#include "edgeseek/internal/models/arch.h"
 
 #include <cstring>
 
-#include "edgeseek/core/error.h"
-#include "edgeseek/core/half.h"
-#include "edgeseek/quant/blocks.h"
+#include "edgeseek/internal/core/error.h"
+#include "edgeseek/internal/core/half.h"
+#include "edgeseek/internal/quant/blocks.h"
 
 namespace es {
 namespace {

@@ -1,5 +1,5 @@
 // config.json parsing (both dialects), rope tables, attention scale, KV layout.
-#include "edgeseek/models/config.h"
+#include "edgeseek/internal/models/config.h"
 
 #include <algorithm>
 #include <cmath>
@@ -9,8 +9,8 @@
 #include <numbers>
 #include <type_traits>
 
-#include "edgeseek/core/error.h"
-#include "edgeseek/core/json_field.h"
+#include "edgeseek/internal/core/error.h"
+#include "edgeseek/internal/core/json_field.h"
 
 namespace es {
 

@@ -1,8 +1,8 @@
 // Lifting an imported ONNX decoder into a ModelConfig + Hugging Face-named tensors
-// (edgeseek/models/onnx_lift.h). Sections: the known ops, weights (MatMul / Gemm / MatMulNBits /
+// (edgeseek/internal/models/onnx_lift.h). Sections: the known ops, weights (MatMul / Gemm / MatMulNBits /
 // Gather / GatherBlockQuantized -> [N, K] tensors), rope tables -> inv_freq, the layer walk, the
 // config.
-#include "edgeseek/models/onnx_lift.h"
+#include "edgeseek/internal/models/onnx_lift.h"
 
 #include <cmath>
 #include <cstring>
@@ -10,9 +10,9 @@
 #include <set>
 #include <sstream>
 
-#include "edgeseek/core/error.h"
-#include "edgeseek/graph/passes/passes.h"
-#include "edgeseek/quant/nbits.h"
+#include "edgeseek/internal/core/error.h"
+#include "edgeseek/internal/graph/passes/passes.h"
+#include "edgeseek/internal/quant/nbits.h"
 
 namespace es {
 namespace {

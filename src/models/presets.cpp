@@ -1,8 +1,8 @@
 // Built-in presets of real published shapes, for synthetic models (benchmarks, the README's
 // main job) when no checkpoint is at hand. Shapes from the models' config.json files.
-#include "edgeseek/models/presets.h"
+#include "edgeseek/internal/models/presets.h"
 
-#include "edgeseek/core/error.h"
+#include "edgeseek/internal/core/error.h"
 
 namespace es {
 

@@ -15,8 +15,8 @@
 #include <cmath>
 #include <cstring>
 
-#include "edgeseek/core/half.h"
-#include "edgeseek/quant/blocks.h"
+#include "edgeseek/internal/core/half.h"
+#include "edgeseek/internal/quant/blocks.h"
 #include "quant_util.h"
 
 namespace es {

@@ -1,13 +1,13 @@
 // Scalar reference (de)quantizers for the 32-element GGUF block types Q8_0, Q4_0, Q4_1, Q5_0,
 // Q5_1 and edgeseek's 128-element I4G. The encoders follow the formulas of llama.cpp's
 // reference quantizers (so that our files decode the same in llama.cpp); the layouts are in
-// include/edgeseek/quant/blocks.h.
+// include/edgeseek/internal/quant/blocks.h.
 #include <algorithm>
 #include <cmath>
 #include <cstring>
 
-#include "edgeseek/core/half.h"
-#include "edgeseek/quant/blocks.h"
+#include "edgeseek/internal/core/half.h"
+#include "edgeseek/internal/quant/blocks.h"
 #include "quant_util.h"
 
 namespace es::quant {

@@ -1,11 +1,11 @@
-// onnxruntime's block-quantized weights onto edgeseek block types (edgeseek/quant/nbits.h).
-#include "edgeseek/quant/nbits.h"
+// onnxruntime's block-quantized weights onto edgeseek block types (edgeseek/internal/quant/nbits.h).
+#include "edgeseek/internal/quant/nbits.h"
 
 #include <cstring>
 
-#include "edgeseek/core/error.h"
-#include "edgeseek/core/half.h"
-#include "edgeseek/quant/blocks.h"
+#include "edgeseek/internal/core/error.h"
+#include "edgeseek/internal/core/half.h"
+#include "edgeseek/internal/quant/blocks.h"
 
 namespace es {
 namespace {

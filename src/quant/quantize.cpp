@@ -2,10 +2,10 @@
 #include <cmath>
 #include <cstring>
 
-#include "edgeseek/core/error.h"
-#include "edgeseek/core/half.h"
-#include "edgeseek/core/tensor.h"
-#include "edgeseek/quant/blocks.h"
+#include "edgeseek/internal/core/error.h"
+#include "edgeseek/internal/core/half.h"
+#include "edgeseek/internal/core/tensor.h"
+#include "edgeseek/internal/quant/blocks.h"
 #include "quant_util.h"
 
 namespace es {

@@ -1,5 +1,5 @@
 // End-to-end benchmark (see bench.h).
-#include "edgeseek/runtime/bench.h"
+#include "edgeseek/internal/runtime/bench.h"
 
 #include <dirent.h>
 #include <sys/resource.h>
@@ -13,12 +13,12 @@
 #include <nlohmann/json.hpp>
 #include <random>
 
-#include "edgeseek/backends/vulkan.h"
-#include "edgeseek/core/error.h"
-#include "edgeseek/core/thread_pool.h"
-#include "edgeseek/models/arch.h"
-#include "edgeseek/models/config.h"
-#include "edgeseek/runtime/generator.h"
+#include "edgeseek/internal/backends/vulkan.h"
+#include "edgeseek/internal/core/error.h"
+#include "edgeseek/internal/core/thread_pool.h"
+#include "edgeseek/internal/models/arch.h"
+#include "edgeseek/internal/models/config.h"
+#include "edgeseek/internal/runtime/generator.h"
 
 namespace es {
 

@@ -16,13 +16,13 @@
 #include <random>
 #include <string>
 
-#include "edgeseek/backends/backend.h"
-#include "edgeseek/backends/vulkan.h"
-#include "edgeseek/core/error.h"
-#include "edgeseek/core/half.h"
-#include "edgeseek/quant/blocks.h"
-#include "edgeseek/runtime/bench.h"
-#include "edgeseek/runtime/device_profile.h"
+#include "edgeseek/internal/backends/backend.h"
+#include "edgeseek/internal/backends/vulkan.h"
+#include "edgeseek/internal/core/error.h"
+#include "edgeseek/internal/core/half.h"
+#include "edgeseek/internal/quant/blocks.h"
+#include "edgeseek/internal/runtime/bench.h"
+#include "edgeseek/internal/runtime/device_profile.h"
 
 namespace es {
 namespace {

@@ -1,7 +1,7 @@
 // ConvertModelToGguf / ConvertSyntheticToGguf / ConvertHfToGguf / QuantizeModelWeights
-// (include/edgeseek/runtime/convert.h): the model-level halves of `edgeseek convert` and of
+// (include/edgeseek/internal/runtime/convert.h): the model-level halves of `edgeseek convert` and of
 // quantize-at-load (`--dtype q4_0` ...).
-#include "edgeseek/runtime/convert.h"
+#include "edgeseek/internal/runtime/convert.h"
 
 #include <algorithm>
 #include <filesystem>
@@ -12,14 +12,14 @@
 #include <utility>
 #include <vector>
 
-#include "edgeseek/core/error.h"
-#include "edgeseek/core/json_field.h"
-#include "edgeseek/core/thread_pool.h"
-#include "edgeseek/formats/gguf_convert.h"
-#include "edgeseek/formats/gguf_names.h"
-#include "edgeseek/models/arch.h"
-#include "edgeseek/models/config.h"
-#include "edgeseek/quant/blocks.h"
+#include "edgeseek/internal/core/error.h"
+#include "edgeseek/internal/core/json_field.h"
+#include "edgeseek/internal/core/thread_pool.h"
+#include "edgeseek/internal/formats/gguf_convert.h"
+#include "edgeseek/internal/formats/gguf_names.h"
+#include "edgeseek/internal/models/arch.h"
+#include "edgeseek/internal/models/config.h"
+#include "edgeseek/internal/quant/blocks.h"
 #include "model_loader.h"
 #include "synthetic_weights.h"
 

@@ -1,5 +1,5 @@
 // Device profiles: schema-checked JSON files → DeviceProfile (see device_profile.h).
-#include "edgeseek/runtime/device_profile.h"
+#include "edgeseek/internal/runtime/device_profile.h"
 
 #include <unistd.h>
 
@@ -9,9 +9,9 @@
 #include <fstream>
 #include <sstream>
 
-#include "edgeseek/core/error.h"
-#include "edgeseek/core/json_field.h"
-#include "edgeseek/grammar/json_schema.h"
+#include "edgeseek/internal/core/error.h"
+#include "edgeseek/internal/core/json_field.h"
+#include "edgeseek/internal/grammar/json_schema.h"
 
 namespace es {
 namespace fs = std::filesystem;

@@ -1,7 +1,7 @@
 // `edgeseek doctor` checks (see doctor.h). Sections: helpers → Vulkan (loader, devices,
 // features, drivers) → memory against a plan → CPU (SIMD, governor, hugepages) → boards
 // (Jetson L4T, RK3588 Mali) → output.
-#include "edgeseek/runtime/doctor.h"
+#include "edgeseek/internal/runtime/doctor.h"
 
 #include <cctype>
 #include <cstdio>
@@ -10,8 +10,8 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 
-#include "edgeseek/backends/backend.h"
-#include "edgeseek/core/error.h"
+#include "edgeseek/internal/backends/backend.h"
+#include "edgeseek/internal/core/error.h"
 
 namespace es {
 namespace fs = std::filesystem;

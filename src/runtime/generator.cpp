@@ -1,10 +1,10 @@
 // Generation loop: chunked prefill, then one token a step, or speculative steps of a drafter.
-#include "edgeseek/runtime/generator.h"
+#include "edgeseek/internal/runtime/generator.h"
 
 #include <algorithm>
 #include <chrono>
 
-#include "edgeseek/core/error.h"
+#include "edgeseek/internal/core/error.h"
 
 namespace es {
 

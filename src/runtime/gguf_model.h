@@ -5,9 +5,9 @@
 #include <memory>
 #include <string>
 
-#include "edgeseek/formats/gguf.h"
-#include "edgeseek/models/config.h"
-#include "edgeseek/tokenizer/tokenizer.h"
+#include "edgeseek/internal/formats/gguf.h"
+#include "edgeseek/internal/models/config.h"
+#include "edgeseek/internal/tokenizer/tokenizer.h"
 
 namespace es {
 

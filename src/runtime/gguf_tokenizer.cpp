@@ -15,7 +15,7 @@
 #include <nlohmann/json.hpp>
 #include <unordered_set>
 
-#include "edgeseek/core/error.h"
+#include "edgeseek/internal/core/error.h"
 #include "gguf_model.h"
 
 namespace es {

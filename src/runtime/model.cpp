@@ -8,7 +8,7 @@
 //    `mlp.experts.down_proj` [E, D, I]) into per-expert views (no copy),
 // so the architectures see one naming scheme. Multi-token-prediction layers of V3/R1
 // checkpoints (model.layers.<n_layers>…) are never looked up, hence never loaded.
-#include "edgeseek/runtime/model.h"
+#include "edgeseek/internal/runtime/model.h"
 
 #include <cmath>
 #include <filesystem>
@@ -17,14 +17,14 @@
 #include <nlohmann/json.hpp>
 #include <optional>
 
-#include "edgeseek/core/error.h"
-#include "edgeseek/core/thread_pool.h"
-#include "edgeseek/formats/safetensors.h"
-#include "edgeseek/models/arch.h"
-#include "edgeseek/models/config.h"
-#include "edgeseek/formats/gguf_quantize.h"
-#include "edgeseek/runtime/convert.h"
-#include "edgeseek/tokenizer/tokenizer.h"
+#include "edgeseek/internal/core/error.h"
+#include "edgeseek/internal/core/thread_pool.h"
+#include "edgeseek/internal/formats/safetensors.h"
+#include "edgeseek/internal/models/arch.h"
+#include "edgeseek/internal/models/config.h"
+#include "edgeseek/internal/formats/gguf_quantize.h"
+#include "edgeseek/internal/runtime/convert.h"
+#include "edgeseek/internal/tokenizer/tokenizer.h"
 #include "model_loader.h"
 #include "synthetic_weights.h"
 

@@ -24,12 +24,12 @@
 #include <filesystem>
 #include <set>
 
-#include "edgeseek/core/error.h"
-#include "edgeseek/core/half.h"
-#include "edgeseek/formats/gguf.h"
-#include "edgeseek/models/arch.h"
-#include "edgeseek/quant/blocks.h"
-#include "edgeseek/tokenizer/tokenizer.h"
+#include "edgeseek/internal/core/error.h"
+#include "edgeseek/internal/core/half.h"
+#include "edgeseek/internal/formats/gguf.h"
+#include "edgeseek/internal/models/arch.h"
+#include "edgeseek/internal/quant/blocks.h"
+#include "edgeseek/internal/tokenizer/tokenizer.h"
 #include "gguf_model.h"
 #include "model_loader.h"
 

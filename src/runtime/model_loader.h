@@ -10,14 +10,14 @@
 #include <nlohmann/json.hpp>
 #include <string>
 
-#include "edgeseek/core/error.h"
-#include "edgeseek/core/half.h"
-#include "edgeseek/core/json_field.h"
-#include "edgeseek/core/tensor.h"
-#include "edgeseek/formats/safetensors.h"
-#include "edgeseek/models/arch.h"
-#include "edgeseek/models/config.h"
-#include "edgeseek/runtime/model.h"
+#include "edgeseek/internal/core/error.h"
+#include "edgeseek/internal/core/half.h"
+#include "edgeseek/internal/core/json_field.h"
+#include "edgeseek/internal/core/tensor.h"
+#include "edgeseek/internal/formats/safetensors.h"
+#include "edgeseek/internal/models/arch.h"
+#include "edgeseek/internal/models/config.h"
+#include "edgeseek/internal/runtime/model.h"
 
 namespace es {
 
@@ -150,7 +150,7 @@ std::shared_ptr<Model> LoadGgufModel(const std::string& path, const LoadOptions&
 // not an ONNX model (model_onnx.cpp). Throws es::Error when a folder holds several .onnx files
 // and nothing says which.
 std::string OnnxModelFile(const std::string& path);
-// Loads an ONNX decoder (model_onnx.cpp): reads, lifts (edgeseek/models/onnx_lift.h), and takes
+// Loads an ONNX decoder (model_onnx.cpp): reads, lifts (edgeseek/internal/models/onnx_lift.h), and takes
 // eos/bos/context from genai_config.json, config.json or generation_config.json beside it and
 // the tokenizer from the folder.
 std::shared_ptr<Model> LoadOnnxModel(const std::string& onnx_file, const LoadOptions& opts);

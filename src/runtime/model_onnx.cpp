@@ -1,5 +1,5 @@
-// ONNX decoders as es::Models (model_loader.h): the file is read (edgeseek/formats/onnx.h) and
-// lifted into a ModelConfig + Hugging Face-named tensors (edgeseek/models/onnx_lift.h); the
+// ONNX decoders as es::Models (model_loader.h): the file is read (edgeseek/internal/formats/onnx.h) and
+// lifted into a ModelConfig + Hugging Face-named tensors (edgeseek/internal/models/onnx_lift.h); the
 // ModelLoader then builds the same ModelArch a Hugging Face folder gives. Generation defaults
 // come from what sits beside the file: ORT-GenAI's genai_config.json (model.eos_token_id,
 // bos_token_id, context_length), an optimum export's config.json / generation_config.json; the
@@ -7,11 +7,11 @@
 #include <filesystem>
 #include <nlohmann/json.hpp>
 
-#include "edgeseek/core/error.h"
-#include "edgeseek/core/json_field.h"
-#include "edgeseek/formats/onnx.h"
-#include "edgeseek/models/onnx_lift.h"
-#include "edgeseek/tokenizer/tokenizer.h"
+#include "edgeseek/internal/core/error.h"
+#include "edgeseek/internal/core/json_field.h"
+#include "edgeseek/internal/formats/onnx.h"
+#include "edgeseek/internal/models/onnx_lift.h"
+#include "edgeseek/internal/tokenizer/tokenizer.h"
 #include "model_loader.h"
 
 namespace es {

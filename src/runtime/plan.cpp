@@ -1,7 +1,7 @@
 // Plan arithmetic (see plan.h, docs/plan.md). Sections: the model's tensors (from a file or a
 // synthetic preset) → per-layer costs → the two phases against a device profile → memory and
 // multi-device shares → JSON and table.
-#include "edgeseek/runtime/plan.h"
+#include "edgeseek/internal/runtime/plan.h"
 
 #include <algorithm>
 #include <cmath>
@@ -11,16 +11,16 @@
 #include <map>
 #include <nlohmann/json.hpp>
 
-#include "edgeseek/core/error.h"
-#include "edgeseek/formats/gguf.h"
-#include "edgeseek/formats/gguf_names.h"
-#include "edgeseek/formats/quant_policy.h"
-#include "edgeseek/formats/safetensors.h"
-#include "edgeseek/models/arch.h"
-#include "edgeseek/models/presets.h"
-#include "edgeseek/runtime/device_profile.h"
-#include "edgeseek/runtime/model.h"
-#include "edgeseek/runtime/runner.h"
+#include "edgeseek/internal/core/error.h"
+#include "edgeseek/internal/formats/gguf.h"
+#include "edgeseek/internal/formats/gguf_names.h"
+#include "edgeseek/internal/formats/quant_policy.h"
+#include "edgeseek/internal/formats/safetensors.h"
+#include "edgeseek/internal/models/arch.h"
+#include "edgeseek/internal/models/presets.h"
+#include "edgeseek/internal/runtime/device_profile.h"
+#include "edgeseek/internal/runtime/model.h"
+#include "edgeseek/internal/runtime/runner.h"
 #include "gguf_model.h"
 #include "model_loader.h"
 

@@ -1,10 +1,10 @@
-// Quantization quality metrics (include/edgeseek/runtime/quality.h).
-#include "edgeseek/runtime/quality.h"
+// Quantization quality metrics (include/edgeseek/internal/runtime/quality.h).
+#include "edgeseek/internal/runtime/quality.h"
 
 #include <algorithm>
 #include <cmath>
 
-#include "edgeseek/core/error.h"
+#include "edgeseek/internal/core/error.h"
 
 namespace es {
 

@@ -1,14 +1,14 @@
 // Runner: model + backend + KV cache slots; one forward pass per Batch.
-#include "edgeseek/runtime/runner.h"
+#include "edgeseek/internal/runtime/runner.h"
 
 #include <algorithm>
 #include <cctype>
 #include <string>
 
-#include "edgeseek/core/error.h"
-#include "edgeseek/core/dtype.h"
-#include "edgeseek/models/arch.h"
-#include "edgeseek/models/config.h"
+#include "edgeseek/internal/core/error.h"
+#include "edgeseek/internal/core/dtype.h"
+#include "edgeseek/internal/models/arch.h"
+#include "edgeseek/internal/models/config.h"
 
 namespace es {
 

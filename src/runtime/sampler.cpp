@@ -1,11 +1,11 @@
 // Sampling: penalties, temperature, top-k, top-p, min-p, seeded draw.
-#include "edgeseek/runtime/sampler.h"
+#include "edgeseek/internal/runtime/sampler.h"
 
 #include <algorithm>
 #include <cmath>
 #include <unordered_map>
 
-#include "edgeseek/core/error.h"
+#include "edgeseek/internal/core/error.h"
 
 namespace es {
 

@@ -1,12 +1,12 @@
 // Speculative decoding: drafters (n-gram lookup, a draft model) and the acceptance rule
-// (edgeseek/runtime/speculative.h).
-#include "edgeseek/runtime/speculative.h"
+// (edgeseek/internal/runtime/speculative.h).
+#include "edgeseek/internal/runtime/speculative.h"
 
 #include <algorithm>
 
-#include "edgeseek/core/error.h"
-#include "edgeseek/models/config.h"
-#include "edgeseek/tokenizer/tokenizer.h"
+#include "edgeseek/internal/core/error.h"
+#include "edgeseek/internal/models/config.h"
+#include "edgeseek/internal/tokenizer/tokenizer.h"
 
 namespace es {
 

@@ -8,10 +8,10 @@
 #include <string>
 #include <thread>
 
-#include "edgeseek/core/error.h"
-#include "edgeseek/core/half.h"
-#include "edgeseek/core/thread_pool.h"
-#include "edgeseek/models/presets.h"
+#include "edgeseek/internal/core/error.h"
+#include "edgeseek/internal/core/half.h"
+#include "edgeseek/internal/core/thread_pool.h"
+#include "edgeseek/internal/models/presets.h"
 
 namespace es {
 

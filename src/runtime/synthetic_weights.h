@@ -18,12 +18,12 @@
 #include <string>
 #include <vector>
 
-#include "edgeseek/core/tensor.h"
-#include "edgeseek/formats/gguf_quantize.h"
-#include "edgeseek/formats/quant_policy.h"
-#include "edgeseek/models/arch.h"
-#include "edgeseek/models/config.h"
-#include "edgeseek/runtime/convert.h"
+#include "edgeseek/internal/core/tensor.h"
+#include "edgeseek/internal/formats/gguf_quantize.h"
+#include "edgeseek/internal/formats/quant_policy.h"
+#include "edgeseek/internal/models/arch.h"
+#include "edgeseek/internal/models/config.h"
+#include "edgeseek/internal/runtime/convert.h"
 
 namespace es {
 

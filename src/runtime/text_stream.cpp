@@ -1,5 +1,5 @@
-// Stop strings and the R1 reasoning split over streamed text (edgeseek/runtime/text_stream.h).
-#include "edgeseek/runtime/text_stream.h"
+// Stop strings and the R1 reasoning split over streamed text (edgeseek/internal/runtime/text_stream.h).
+#include "edgeseek/internal/runtime/text_stream.h"
 
 #include <algorithm>
 

@@ -28,13 +28,10 @@ Generation::Generation(std::shared_ptr<const TextModel> text, std::vector<std::s
                        bool reasoning, bool start_in_reasoning)
     : text_(std::move(text)),
       stream_(text_->NewStream()),
-      stop_(std::move(stops)),
-      split_(reasoning, start_in_reasoning) {}
+      filter_(std::move(stops), reasoning, start_in_reasoning) {}
 
 void Generation::Text(const std::string& s, Delta* d) {
-  std::string out;
-  if (stop_.Feed(s, &out)) stop_hit_ = true;
-  split_.Feed(out, &d->reasoning, &d->content);
+  if (filter_.Feed(s, &d->reasoning, &d->content)) stop_hit_ = true;
 }
 
 bool Generation::Consume(const SeqEvent& e, Delta* d) {
@@ -54,7 +51,7 @@ bool Generation::Consume(const SeqEvent& e, Delta* d) {
       if (e.logprobs) d->logprobs.push_back({e.token, e.logprobs});
       Text(stream_->Push(e.token), d);
       if (stop_hit_) {
-        split_.Flush(&d->reasoning, &d->content);
+        filter_.Finish(&d->reasoning, &d->content);
         finish_ = FinishReason::kStop;
         finish_time = e.time;
         done_ = true;
@@ -67,10 +64,7 @@ bool Generation::Consume(const SeqEvent& e, Delta* d) {
       finish_time = e.time;
       if (e.finish == FinishReason::kStop || e.finish == FinishReason::kLength) {
         Text(stream_->Flush(), d);
-        std::string rest;
-        if (!stop_hit_) stop_.Flush(&rest);
-        split_.Feed(rest, &d->reasoning, &d->content);
-        split_.Flush(&d->reasoning, &d->content);
+        filter_.Finish(&d->reasoning, &d->content);
         if (stop_hit_) finish_ = FinishReason::kStop;
       }
       done_ = true;

@@ -1,6 +1,6 @@
 // One request in flight, seen from the HTTP side: the event channel the engine thread fills,
-// and the text pipeline (detokenizer → stop strings → reasoning split) that turns token events
-// into deltas. Also the Chrome-trace export of a finished request.
+// and the text pipeline (detokenizer → TextFilter: stop strings, reasoning split) that turns
+// token events into deltas. Also the Chrome-trace export of a finished request.
 #pragma once
 
 #include <condition_variable>
@@ -13,9 +13,9 @@
 
 #include <nlohmann/json.hpp>
 
-#include "edgeseek/runtime/engine.h"
-#include "edgeseek/server/server.h"
-#include "edgeseek/runtime/text_stream.h"
+#include "edgeseek/internal/runtime/engine.h"
+#include "edgeseek/internal/server/server.h"
+#include "edgeseek/internal/runtime/text_pipeline.h"
 
 namespace es::server {
 
@@ -66,8 +66,7 @@ class Generation {
   void Text(const std::string& s, Delta* d);
   std::shared_ptr<const TextModel> text_;
   std::unique_ptr<TokenTextStream> stream_;
-  StopMatcher stop_;
-  ReasoningSplitter split_;
+  TextFilter filter_;  // stop strings, then the reasoning split
   bool done_ = false, stop_hit_ = false;
   FinishReason finish_ = FinishReason::kNone;
   std::string error_;

@@ -4,7 +4,7 @@
 #include <algorithm>
 #include <cmath>
 
-#include "edgeseek/core/error.h"
+#include "edgeseek/internal/core/error.h"
 
 namespace es::server {
 

@@ -6,8 +6,8 @@
 #include <memory>
 #include <vector>
 
-#include "edgeseek/grammar/matcher.h"
-#include "edgeseek/runtime/sampler.h"
+#include "edgeseek/internal/grammar/matcher.h"
+#include "edgeseek/internal/runtime/sampler.h"
 
 namespace es::server {
 

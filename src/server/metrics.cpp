@@ -7,7 +7,7 @@
 #include <cstdio>
 #include <sstream>
 
-#include "edgeseek/core/error.h"
+#include "edgeseek/internal/core/error.h"
 
 namespace es::server {
 

@@ -4,15 +4,16 @@
 #include <filesystem>
 #include <mutex>
 
-#include "edgeseek/core/error.h"
-#include "edgeseek/formats/quant_policy.h"
-#include "edgeseek/runtime/convert.h"
-#include "edgeseek/runtime/model.h"
-#include "edgeseek/runtime/runner.h"
-#include "edgeseek/runtime/speculative.h"
-#include "edgeseek/server/server.h"
-#include "edgeseek/tokenizer/chat_template.h"
-#include "edgeseek/tokenizer/tokenizer.h"
+#include "edgeseek/internal/core/error.h"
+#include "edgeseek/internal/formats/quant_policy.h"
+#include "edgeseek/internal/runtime/convert.h"
+#include "edgeseek/internal/runtime/model.h"
+#include "edgeseek/internal/runtime/runner.h"
+#include "edgeseek/internal/runtime/speculative.h"
+#include "edgeseek/internal/runtime/text_pipeline.h"
+#include "edgeseek/internal/server/server.h"
+#include "edgeseek/internal/tokenizer/chat_template.h"
+#include "edgeseek/internal/tokenizer/tokenizer.h"
 
 namespace es {
 
@@ -34,46 +35,23 @@ class TokenizerTextModel final : public TextModel {
  public:
   TokenizerTextModel(std::shared_ptr<const Tokenizer> tok, std::shared_ptr<const Model> model,
                      const std::string& name)
-      : tok_(std::move(tok)), model_(std::move(model)) {
-    const nlohmann::json& cfg = tok_->config();
-    TemplateConfig tc;
-    if (!cfg.is_null()) tc = ReadTemplateConfig(cfg);
-    std::string source = !tc.chat_template.empty() ? tc.chat_template : tok_->chat_template();
-    source_ = source;
-    bos_ = !tc.bos_token.empty() ? tc.bos_token : tok_->bos_token();
-    eos_ = !tc.eos_token.empty() ? tc.eos_token : tok_->eos_token();
-    if (!source.empty()) {
-      try {
-        template_ = std::make_unique<ChatTemplate>(source);
-      } catch (const Error& e) {
-        Fail("model '", name, "': ", e.what());
-      }
-    }
-    reasoning_ = source.find("</think>") != std::string::npos || tok_->TokenId("</think>") >= 0;
-    if (model_) eos_ids_ = model_->generation().eos_ids;
-    if (tok_->eos_id() >= 0 && std::find(eos_ids_.begin(), eos_ids_.end(), tok_->eos_id()) == eos_ids_.end())
-      eos_ids_.push_back(tok_->eos_id());
-  }
+      : tok_(std::move(tok)),
+        model_(std::move(model)),
+        text_(tok_, model_ ? model_->generation().eos_ids : std::vector<int32_t>{}, name) {}
   std::vector<int32_t> Encode(const std::string& text, bool add_special) const override {
-    return tok_->Encode(text, add_special);
+    return text_.Encode(text, add_special);
   }
   std::string RenderChat(const nlohmann::json& messages, const nlohmann::json& tools,
                          const nlohmann::json& kwargs) const override {
-    ES_CHECK(template_, "this model has no chat template; use /v1/completions");
-    ChatTemplateInputs in;
+    ES_CHECK(text_.has_template(), "this model has no chat template; use /v1/completions");
     // Converted with a depth check of their own, not only the request parser's depth limit.
-    in.messages = ToTemplateInput(messages, "messages");
-    in.add_generation_prompt = true;
-    in.tools = ToTemplateInput(tools, "tools");
-    in.extra = ToTemplateInput(kwargs, "extra variables (chat_template_kwargs)");
-    in.bos_token = bos_;
-    in.eos_token = eos_;
-    return template_->Render(in);
+    return text_.RenderChat(ToTemplateInput(messages, "messages"), ToTemplateInput(tools, "tools"),
+                            ToTemplateInput(kwargs, "extra variables (chat_template_kwargs)"));
   }
   std::unique_ptr<TokenTextStream> NewStream() const override { return std::make_unique<DecoderStream>(*tok_); }
-  std::vector<int32_t> eos_ids() const override { return eos_ids_; }
-  bool has_reasoning_tags() const override { return reasoning_; }
-  std::string chat_template_source() const override { return source_; }
+  std::vector<int32_t> eos_ids() const override { return text_.eos_ids(); }
+  bool has_reasoning_tags() const override { return text_.has_reasoning_tags(); }
+  std::string chat_template_source() const override { return text_.template_source(); }
   std::shared_ptr<const grammar::TokenTrie> token_trie() const override {
     std::call_once(trie_once_, [&] {
       std::vector<std::string> bytes(size_t(tok_->vocab_size()));
@@ -89,10 +67,7 @@ class TokenizerTextModel final : public TextModel {
   mutable std::shared_ptr<const grammar::TokenTrie> trie_;
   std::shared_ptr<const Tokenizer> tok_;
   std::shared_ptr<const Model> model_;  // keeps a model-owned tokenizer alive
-  std::unique_ptr<ChatTemplate> template_;
-  std::string bos_, eos_, source_;
-  std::vector<int32_t> eos_ids_;
-  bool reasoning_ = false;
+  ChatText text_;
 };
 
 }  // namespace

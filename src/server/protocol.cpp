@@ -9,9 +9,9 @@
 #include <cmath>
 #include <limits>
 
-#include "edgeseek/core/error.h"
-#include "edgeseek/core/json_field.h"
-#include "edgeseek/grammar/json_schema.h"
+#include "edgeseek/internal/core/error.h"
+#include "edgeseek/internal/core/json_field.h"
+#include "edgeseek/internal/grammar/json_schema.h"
 
 namespace es::server {
 
@@ -228,6 +228,19 @@ GenParams ParseGen(const json& b, const ProtocolLimits& lim, bool chat, const st
     if (!lb.empty()) Unsupported(b, "logit_bias", "with entries");
   }
   if (Present(b, "user")) String(b, "user");
+  if (Present(b, "metadata")) {
+    const json& md = b.at("metadata");
+    if (!md.is_object()) throw BadRequest("'metadata' must be an object of strings", "metadata");
+    if (md.size() > 16) throw BadRequest("'metadata' has more than 16 keys", "metadata");
+    for (auto it = md.begin(); it != md.end(); ++it) {
+      if (it.key().size() > 64)
+        throw BadRequest("'metadata' key longer than 64 characters", "metadata");
+      if (!it.value().is_string() || it.value().get_ref<const std::string&>().size() > 512)
+        throw BadRequest("'metadata." + it.key() + "' must be a string of at most 512 characters",
+                         "metadata");
+      g.metadata.emplace_back(it.key(), it.value().get<std::string>());
+    }
+  }
   g.grammar = ParseConstraint(b, body_text);
   if (chat) {
     const bool lp = Present(b, "logprobs") && Bool(b, "logprobs");

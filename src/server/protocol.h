@@ -12,8 +12,8 @@
 
 #include <nlohmann/json.hpp>
 
-#include "edgeseek/grammar/grammar.h"
-#include "edgeseek/runtime/sampler.h"
+#include "edgeseek/internal/grammar/grammar.h"
+#include "edgeseek/internal/runtime/sampler.h"
 #include "tool_calls.h"
 
 namespace es::server {
@@ -69,6 +69,9 @@ struct GenParams {
   // Log-probabilities of the output tokens with this many top alternatives (chat: logprobs +
   // top_logprobs; completions: logprobs as an integer); -1: none.
   int logprobs = -1;
+  // 'metadata': string keys and values (OpenAI's limits: 16 pairs, keys of 64 characters, values
+  // of 512), for plugins' constraints and policies (docs/server.md "Plugins").
+  std::vector<std::pair<std::string, std::string>> metadata;
 };
 
 enum class ToolChoice { kAuto, kNone, kRequired, kNamed };

@@ -1,4 +1,4 @@
-// The HTTP server (edgeseek/server/server.h): routes, authentication, limits, routing by model,
+// The HTTP server (edgeseek/internal/server/server.h): routes, authentication, limits, routing by model,
 // streaming with server-sent events, metrics and traces. Handlers never let an exception out:
 // every failure becomes an OpenAI error object with its status.
 #include <httplib.h>
@@ -19,8 +19,9 @@
 #include <random>
 #include <set>
 
-#include "edgeseek/core/error.h"
-#include "edgeseek/server/server.h"
+#include "edgeseek/internal/core/error.h"
+#include "edgeseek/internal/runtime/plugin_host.h"
+#include "edgeseek/internal/server/server.h"
 #include "admission.h"
 #include "connection_gate.h"
 #include "generation.h"
@@ -28,6 +29,7 @@
 #include "tool_calls.h"
 #include "web_assets.h"
 #include "metrics.h"
+#include "otlp.h"
 #include "protocol.h"
 
 namespace es {
@@ -161,6 +163,8 @@ struct Server::Impl {
   std::atomic<State> state{State::kLoading};
   std::vector<std::unique_ptr<ModelGroup>> groups;
   Metrics metrics;
+  PluginHost plugins;                      // loaded before the models; read-only while serving
+  std::unique_ptr<server::OtlpExporter> otlp;  // cfg.otlp.endpoint set
   std::map<std::string, ClientInfo> keys;  // api key -> client
   bool auth = false;
   int default_priority = 0;
@@ -268,6 +272,13 @@ void Server::Impl::DefineMetrics() {
   metrics.Define("edgeseek_prefix_cache_hit_tokens_total", T::kCounter, "Tokens taken from the prefix cache instead of computed, by instance.");
   metrics.Define("edgeseek_prefix_cache_hit_ratio", T::kGauge, "Prefix-cache hit tokens over lookup tokens since start, by instance.");
   metrics.Define("edgeseek_engine_steps_total", T::kCounter, "Engine steps (forward passes), by instance.");
+  metrics.Define(
+      "edgeseek_otlp_spans_total", T::kCounter,
+      "Spans given to the OTLP exporter, by outcome: ok (the collector took them), error "
+      "(the POST failed), dropped (the export queue was full).");
+  metrics.Define("edgeseek_plugin_errors_total", T::kCounter,
+                 "Plugin callbacks that failed: an error status, a result out of range or an "
+                 "exception.");
   metrics.Define(
       "edgeseek_instance_occupancy", T::kGauge,
       "Larger of running/slots and used/total KV blocks, by instance (the balancing rule's load).");
@@ -470,6 +481,7 @@ struct RequestState {
   int64_t created = 0;
   int prompt_tokens = 0;
   double t_receive = 0, t_tokenized = 0;
+  server::TraceContext trace_parent;  // the caller's W3C traceparent (OTLP export)
   bool engine_finished = false;
   bool sent_role = false, sent_finish = false, metrics_done = false;
   int logprobs = -1;                                   // GenParams::logprobs
@@ -581,6 +593,22 @@ void RequestState::Finish() {
     auto trace = server::ChromeTrace(*seq, model, {{"receive+tokenize", {t_receive, t_tokenized}},
                                                    {"respond", {t_tokenized, SteadySeconds()}}});
     impl->StoreTrace(id, client, trace.dump());
+    if (impl->otlp) {
+      server::RequestSpanInfo info;
+      info.name = chat ? "POST /v1/chat/completions" : "POST /v1/completions";
+      info.model = model;
+      info.client = client;
+      info.priority = prio;
+      info.finish_reason = gen->finish_reason();
+      info.prompt_tokens = prompt_tokens;
+      info.completion_tokens = gen->completion_tokens();
+      info.error = gen->engine_finish() == FinishReason::kError;
+      info.parent = trace_parent;
+      info.extra = {{"receive+tokenize", {t_receive, t_tokenized}}};
+      info.t_start = t_receive;
+      info.t_end = SteadySeconds();
+      impl->otlp->Export(server::RequestSpans(*seq, info, server::ClockPair::Now()));
+    }
   }
 }
 
@@ -641,9 +669,7 @@ void Server::Impl::Handle(const httplib::Request& req, const std::string& body_t
       throw BadRequest(std::string("chat template failed: ") + e.what(), "messages");
     }
     // The template may open the reasoning block itself (DeepSeek-R1's ends with "<think>\n").
-    size_t end = text.find_last_not_of(" \n\r\t");
-    std::string trimmed = end == std::string::npos ? "" : text.substr(0, end + 1);
-    start_in_reasoning = group->reasoning && trimmed.size() >= 7 && trimmed.compare(trimmed.size() - 7, 7, "<think>") == 0;
+    start_in_reasoning = group->reasoning && TemplateOpensReasoning(text);
     prompt = group->text->Encode(text, /*add_special=*/false);
   } else if (preq.prompt_is_ids) {
     prompt = preq.prompt_ids;
@@ -754,6 +780,7 @@ void Server::Impl::Handle(const httplib::Request& req, const std::string& body_t
   if (gp->logprobs >= 0) st->trie = group->text->token_trie();
   st->prompt_tokens = int(prompt.size());
   st->t_receive = t_receive;
+  if (otlp) st->trace_parent = server::ParseTraceparent(req.get_header_value("traceparent"));
   st->channel = std::make_shared<server::EventChannel>();
   st->gen = std::make_unique<server::Generation>(group->text, gp->stop, chat && group->reasoning, start_in_reasoning);
 
@@ -772,6 +799,33 @@ void Server::Impl::Handle(const httplib::Request& req, const std::string& body_t
   seq->submit_time = SteadySeconds();
   seq->deadline = seq->submit_time + cfg.limits.request_timeout_s;
   seq->on_event = [ch = st->channel](const SeqEvent& e) { ch->Push(e); };
+  seq->metadata = gp->metadata;
+  if (!plugins.empty()) {
+    // ---- plugins: constraints decide before the request is queued; probes see it run ----
+    const PluginRequestContext ctx{group->entry.name, cfg.qos.classes[size_t(priority)].name,
+                                   int(group->instances.size())};
+    const PluginDecision d = plugins.Check(*seq, ctx);
+    if (d.kind == PluginDecision::Kind::kReject)
+      return SendError(res,
+                       MakeError(403, "request rejected by plugin '" + d.plugin + "': " + d.message,
+                                 "invalid_request_error", "rejected_by_plugin"));
+    if (d.kind == PluginDecision::Kind::kError)
+      return SendError(res, MakeError(500, d.message + "; the request was not run", "server_error",
+                                      "plugin_error"));
+    if (d.kind == PluginDecision::Kind::kRoute) seq->pinned_instance = d.instance;
+    // On the engine thread (the request owns this function, so `r` outlives it).
+    // Probes first: a finish is probed before the client can see the end.
+    seq->on_event = [ch = st->channel, this, ctx, r = seq.get(),
+                     started = false](const SeqEvent& e) mutable {
+      if (e.kind == SeqEventKind::kAdmitted && !started) {
+        started = true;
+        plugins.OnRequestStart(*r, ctx);
+      } else if (e.kind == SeqEventKind::kFinished) {
+        plugins.OnRequestFinish(*r, ctx, e.finish, r->n_generated);
+      }
+      ch->Push(e);
+    };
+  }
   st->seq = seq;
   st->t_tokenized = seq->submit_time;
   {
@@ -1228,6 +1282,7 @@ void Server::Impl::Shutdown() {
     if (http_thread.joinable()) http_thread.join();
     for (auto& g : groups)
       for (auto& in : g->instances) in.engine->Stop();
+    if (otlp) otlp->Stop();  // sends what finished requests left queued
     state = State::kStopped;
   });
 }
@@ -1236,6 +1291,16 @@ void Server::Impl::Shutdown() {
 Server::Server(ServerConfig cfg, ModelBuilder loader) : impl_(std::make_unique<Impl>(std::move(cfg), std::move(loader))) {
   Impl& m = *impl_;
   ES_CHECK(!m.cfg.qos.classes.empty(), "server config: at least one priority class is needed");
+  if (!m.cfg.otlp.endpoint.empty()) {
+    m.otlp = std::make_unique<server::OtlpExporter>(
+        m.cfg.otlp, ES_VERSION_STRING,
+        [&m](const char* outcome, size_t spans, const std::string& message) {
+          m.metrics.Add("edgeseek_otlp_spans_total", {{"outcome", outcome}}, double(spans));
+          if (!message.empty())
+            std::fprintf(stderr, "edgeseek serve: OTLP export %s (%zu spans): %s\n", outcome, spans,
+                         message.c_str());
+        });
+  }
   m.default_priority = int(m.cfg.qos.classes.size()) / 2;
   for (size_t i = 0; i < m.cfg.qos.classes.size(); ++i)
     if (m.cfg.qos.classes[i].name == m.cfg.default_priority) m.default_priority = int(i);
@@ -1284,6 +1349,12 @@ int Server::port() const { return impl_->cfg.port; }
 void Server::LoadModels() {
   Impl& m = *impl_;
   ES_CHECK(!m.cfg.models.empty(), "serve: no model to serve (give -m MODEL or 'models' in the config)");
+  // Plugins first: a bad one stops the start with its path named, before minutes of loading.
+  for (const std::string& spec : m.cfg.plugins) m.plugins.Load(spec);
+  m.plugins.set_error_sink([&m](const std::string& plugin, const std::string& message) {
+    std::fprintf(stderr, "edgeseek serve: plugin '%s': %s\n", plugin.c_str(), message.c_str());
+    m.metrics.Add("edgeseek_plugin_errors_total", {{"plugin", plugin}}, 1);
+  });
   for (auto& entry : m.cfg.models) {
     auto g = std::make_unique<ModelGroup>();
     g->entry = entry;
@@ -1298,6 +1369,15 @@ void Server::LoadModels() {
     g->text = lm.text;
     g->reasoning = entry.reasoning == "on" || (entry.reasoning == "auto" && lm.text->has_reasoning_tags());
     g->queue = std::make_shared<RequestQueue>(m.cfg.qos);
+    if (m.plugins.has_policy()) {
+      const int n_instances = int(lm.instances.size());
+      g->queue->set_priority_fn(
+          [&m, name = entry.name, n_instances](const SeqRequest& r, double now) {
+            const PluginRequestContext ctx{name, m.cfg.qos.classes[size_t(r.priority)].name,
+                                           n_instances};
+            return m.plugins.Score(r, ctx, now - r.submit_time);
+          });
+    }
     if (lm.instances.size() >= 2 && entry.balance.migrate)
       g->balancer = std::make_shared<LoadBalancer>(int(lm.instances.size()), entry.balance);
     for (size_t i = 0; i < lm.instances.size(); ++i) {
@@ -1316,7 +1396,8 @@ void Server::LoadModels() {
       if (g->balancer) in.engine->set_balancer(g->balancer);
       ModelGroup* gp = g.get();
       Labels l = {{"model", entry.name}, {"instance", std::to_string(i)}};
-      in.engine->set_step_observer([&m, l](const StepInfo& s) {
+      in.engine->set_step_observer([&m, l, name = entry.name, i](const StepInfo& s) {
+        if (!m.plugins.empty()) m.plugins.OnStep(name, int(i), s);
         m.metrics.Observe("edgeseek_batch_tokens", l, s.batch_tokens);
         m.metrics.Observe("edgeseek_batch_sequences", l, s.batch_seqs);
         m.metrics.Observe("edgeseek_step_seconds", l, s.seconds);

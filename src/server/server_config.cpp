@@ -7,11 +7,11 @@
 #include <set>
 #include <sstream>
 
-#include "edgeseek/core/error.h"
-#include "edgeseek/core/json_field.h"
-#include "edgeseek/grammar/json_schema.h"
-#include "edgeseek/runtime/runner.h"
-#include "edgeseek/server/server.h"
+#include "edgeseek/internal/core/error.h"
+#include "edgeseek/internal/core/json_field.h"
+#include "edgeseek/internal/grammar/json_schema.h"
+#include "edgeseek/internal/runtime/runner.h"
+#include "edgeseek/internal/server/server.h"
 
 namespace es {
 
@@ -61,6 +61,14 @@ ServerConfig ServerConfigFromJson(const json& doc, const std::string& schema_pat
   Get(doc, "drain_grace_s", &c.drain_grace_s);
   Get(doc, "metrics_public", &c.metrics_public);
   Get(doc, "metrics_keys", &c.metrics_keys);
+  Get(doc, "plugins", &c.plugins);
+  if (doc.contains("otlp")) {
+    const json& o = doc.at("otlp");
+    Get(o, "endpoint", &c.otlp.endpoint);
+    Get(o, "service_name", &c.otlp.service_name);
+    Get(o, "timeout_s", &c.otlp.timeout_s);
+    Get(o, "max_queued", &c.otlp.max_queued);
+  }
   if (doc.contains("limits")) {
     const json& l = doc.at("limits");
     Get(l, "max_body_bytes", &c.limits.max_body_bytes);

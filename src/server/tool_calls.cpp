@@ -3,10 +3,10 @@
 
 #include <algorithm>
 
-#include "edgeseek/core/error.h"
-#include "edgeseek/grammar/grammar.h"
-#include "edgeseek/grammar/json_schema.h"
-#include "edgeseek/runtime/text_stream.h"
+#include "edgeseek/internal/core/error.h"
+#include "edgeseek/internal/grammar/grammar.h"
+#include "edgeseek/internal/grammar/json_schema.h"
+#include "edgeseek/internal/runtime/text_stream.h"
 
 namespace es::server {
 

@@ -3,7 +3,7 @@
 
 #include <algorithm>
 
-#include "edgeseek/core/error.h"
+#include "edgeseek/internal/core/error.h"
 
 #include "normalizers.h"
 #include "utf8.h"

@@ -5,7 +5,7 @@
 #include <cstdio>
 #include <queue>
 
-#include "edgeseek/core/error.h"
+#include "edgeseek/internal/core/error.h"
 #include "utf8.h"
 
 namespace es::tok {

@@ -1,5 +1,5 @@
 // ChatTemplate and ReadTemplateConfig (see chat_template.h).
-#include "edgeseek/tokenizer/chat_template.h"
+#include "edgeseek/internal/tokenizer/chat_template.h"
 
 #include <filesystem>
 #include <fstream>
@@ -7,8 +7,8 @@
 #include <utility>
 #include <vector>
 
-#include "edgeseek/core/error.h"
-#include "edgeseek/core/json_field.h"
+#include "edgeseek/internal/core/error.h"
+#include "edgeseek/internal/core/json_field.h"
 
 namespace es {
 

@@ -8,8 +8,8 @@
 #include <vector>
 
 #include "byte_level.h"
-#include "edgeseek/core/error.h"
-#include "edgeseek/core/json_field.h"
+#include "edgeseek/internal/core/error.h"
+#include "edgeseek/internal/core/json_field.h"
 #include "pcre_regex.h"
 #include "pieces.h"
 #include "utf8.h"

@@ -6,7 +6,7 @@
 
 #include <cctype>
 
-#include "edgeseek/core/error.h"
+#include "edgeseek/internal/core/error.h"
 #include "utf8.h"
 
 namespace es::tok {

@@ -4,8 +4,8 @@
 #include <algorithm>
 #include <nlohmann/json.hpp>
 
-#include "edgeseek/core/error.h"
-#include "edgeseek/core/json_field.h"
+#include "edgeseek/internal/core/error.h"
+#include "edgeseek/internal/core/json_field.h"
 #include "pcre_regex.h"
 
 namespace es::tok {

@@ -4,8 +4,8 @@
 #include <nlohmann/json.hpp>
 
 #include "byte_level.h"
-#include "edgeseek/core/error.h"
-#include "edgeseek/core/json_field.h"
+#include "edgeseek/internal/core/error.h"
+#include "edgeseek/internal/core/json_field.h"
 #include "pcre_regex.h"
 #include "utf8.h"
 

@@ -1,6 +1,6 @@
 // Tokenizer: loading tokenizer.json / tokenizer_config.json (or GGUF-style vocab arrays) into a
 // Pipeline, and the public encode/decode entry points.
-#include "edgeseek/tokenizer/tokenizer.h"
+#include "edgeseek/internal/tokenizer/tokenizer.h"
 
 #include <algorithm>
 #include <filesystem>
@@ -9,8 +9,8 @@
 #include <sstream>
 
 #include "byte_level.h"
-#include "edgeseek/core/error.h"
-#include "edgeseek/core/json_field.h"
+#include "edgeseek/internal/core/error.h"
+#include "edgeseek/internal/core/json_field.h"
 #include "pipeline.h"
 #include "utf8.h"
 

@@ -1,7 +1,7 @@
 // UTF-8 validation/repair and Unicode character predicates (categories from utf8proc).
 #include "utf8.h"
 
-#include "edgeseek/core/error.h"
+#include "edgeseek/internal/core/error.h"
 
 #include <utf8proc.h>
 

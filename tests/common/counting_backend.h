@@ -8,7 +8,7 @@
 #include <memory>
 #include <string>
 
-#include "edgeseek/backends/backend.h"
+#include "edgeseek/internal/backends/backend.h"
 
 namespace es::test {
 

@@ -13,9 +13,9 @@
 #include <filesystem>
 #include <nlohmann/json.hpp>
 
-#include "edgeseek/backends/backend.h"
-#include "edgeseek/runtime/model.h"
-#include "edgeseek/runtime/runner.h"
+#include "edgeseek/internal/backends/backend.h"
+#include "edgeseek/internal/runtime/model.h"
+#include "edgeseek/internal/runtime/runner.h"
 #include "test_util.h"
 
 namespace es {

@@ -9,9 +9,9 @@
 #include <cstring>
 
 #include "backends/cpu/kernels/kv_row.h"
-#include "edgeseek/core/half.h"
-#include "edgeseek/core/tensor.h"
-#include "edgeseek/quant/blocks.h"
+#include "edgeseek/internal/core/half.h"
+#include "edgeseek/internal/core/tensor.h"
+#include "edgeseek/internal/quant/blocks.h"
 #include "test_util.h"
 
 namespace es {

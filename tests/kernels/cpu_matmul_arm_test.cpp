@@ -17,7 +17,7 @@
 
 #include "backends/cpu/kernels/matmul.h"
 #include "backends/cpu/kernels/matmul_quant_arm.h"
-#include "edgeseek/quant/blocks.h"
+#include "edgeseek/internal/quant/blocks.h"
 #include "matmul_case_util.h"
 #include "test_util.h"
 

@@ -12,8 +12,8 @@
 #include <vector>
 
 #include "backends/cpu/kernels/matmul.h"
-#include "edgeseek/core/error.h"
-#include "edgeseek/quant/blocks.h"
+#include "edgeseek/internal/core/error.h"
+#include "edgeseek/internal/quant/blocks.h"
 #include "matmul_case_util.h"
 #include "test_util.h"
 

@@ -13,8 +13,8 @@
 #include <vector>
 
 #include "backends/cpu/kernels/matmul.h"
-#include "edgeseek/core/half.h"
-#include "edgeseek/quant/blocks.h"
+#include "edgeseek/internal/core/half.h"
+#include "edgeseek/internal/quant/blocks.h"
 // matmul.cpp compiles Highway's AVX3_DL target (AVX-512 VNNI) too; list it here as well, so that
 // SupportedAndGeneratedTargets() forces it on CPUs that have it.
 #ifndef HWY_WANT_AVX3_DL

@@ -12,7 +12,7 @@
 #include <vector>
 
 #include "backends/cpu/kernels/matmul.h"
-#include "edgeseek/core/error.h"
+#include "edgeseek/internal/core/error.h"
 #include "matmul_case_util.h"
 #include "test_util.h"
 

@@ -9,10 +9,10 @@
 #include <string>
 #include <vector>
 
-#include "edgeseek/backends/backend.h"
-#include "edgeseek/runtime/model.h"
-#include "edgeseek/runtime/quality.h"
-#include "edgeseek/runtime/runner.h"
+#include "edgeseek/internal/backends/backend.h"
+#include "edgeseek/internal/runtime/model.h"
+#include "edgeseek/internal/runtime/quality.h"
+#include "edgeseek/internal/runtime/runner.h"
 #include "test_util.h"
 
 namespace es {

@@ -3,7 +3,7 @@
 #include <algorithm>
 #include <cmath>
 
-#include "edgeseek/quant/blocks.h"
+#include "edgeseek/internal/quant/blocks.h"
 #include "test_util.h"
 
 namespace es::test {

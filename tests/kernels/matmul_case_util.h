@@ -9,7 +9,7 @@
 #include <limits>
 #include <vector>
 
-#include "edgeseek/core/dtype.h"
+#include "edgeseek/internal/core/dtype.h"
 
 namespace es::test {
 

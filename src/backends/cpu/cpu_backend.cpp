@@ -34,10 +34,10 @@
 #include "cpu/kernels/vec.h"
 #include "cpu/paged_kv.h"
 #include "cpu/reference.h"
-#include "edgeseek/backends/backend.h"
-#include "edgeseek/core/error.h"
-#include "edgeseek/core/thread_pool.h"
-#include "edgeseek/quant/blocks.h"
+#include "edgeseek/internal/backends/backend.h"
+#include "edgeseek/internal/core/error.h"
+#include "edgeseek/internal/core/thread_pool.h"
+#include "edgeseek/internal/quant/blocks.h"
 
 namespace es {
 namespace {

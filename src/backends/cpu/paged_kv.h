@@ -12,10 +12,10 @@
 #include <vector>
 
 #include "cpu/kernels/kv_row.h"
-#include "edgeseek/backends/backend.h"
-#include "edgeseek/core/error.h"
-#include "edgeseek/core/tensor.h"
-#include "edgeseek/quant/blocks.h"
+#include "edgeseek/internal/backends/backend.h"
+#include "edgeseek/internal/core/error.h"
+#include "edgeseek/internal/core/tensor.h"
+#include "edgeseek/internal/quant/blocks.h"
 
 namespace es::cpu {
 

@@ -6,8 +6,8 @@
 #include <cmath>
 #include <numeric>
 
-#include "edgeseek/core/error.h"
-#include "edgeseek/quant/blocks.h"
+#include "edgeseek/internal/core/error.h"
+#include "edgeseek/internal/quant/blocks.h"
 
 namespace es::ref {
 namespace {

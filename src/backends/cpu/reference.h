@@ -1,14 +1,14 @@
 // Plain reference implementations of every graph op over f32 host arrays: the truth that the
 // SIMD kernels, the Vulkan shaders and the tests compare against. Written for clarity: one loop
-// nest per op, no threads, no SIMD. Shapes are row-major; see edgeseek/graph/graph.h for the op
+// nest per op, no threads, no SIMD. Shapes are row-major; see edgeseek/internal/graph/graph.h for the op
 // contracts.
 #pragma once
 
 #include <cstdint>
 #include <vector>
 
-#include "edgeseek/core/tensor.h"
-#include "edgeseek/graph/graph.h"
+#include "edgeseek/internal/core/tensor.h"
+#include "edgeseek/internal/graph/graph.h"
 
 namespace es::ref {
 

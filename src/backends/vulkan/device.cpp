@@ -28,7 +28,7 @@ std::string VulkanVersionString(uint32_t v) {
 // the kernels stream weights) between two device-local buffers, timed with timestamps; bytes
 // read + written per second. On the H200 the transfer copy on the compute queue reached 851 GB/s,
 // a third of what the GEMVs read; the shader copy is the figure decode should be held to. It lives in this
-// file on purpose: the declaration is weak (edgeseek/backends/vulkan.h), and a weak reference does
+// file on purpose: the declaration is weak (edgeseek/internal/backends/vulkan.h), and a weak reference does
 // not pull an archive member into the link, so in a file of its own it was left out of the CLI
 // and `edgeseek devices --bandwidth` called a null function (the segfault seen on the H200).
 double MeasureVulkanCopyBandwidth(const std::string& device, uint64_t bytes) {

@@ -7,7 +7,7 @@
 #include <string>
 #include <vector>
 
-#include "edgeseek/backends/vulkan.h"
+#include "edgeseek/internal/backends/vulkan.h"
 #include "vk_api.h"
 
 namespace es::vk {

@@ -5,8 +5,8 @@
 #include <atomic>
 #include <cstring>
 
-#include "edgeseek/core/half.h"
-#include "edgeseek/quant/blocks.h"
+#include "edgeseek/internal/core/half.h"
+#include "edgeseek/internal/quant/blocks.h"
 
 namespace es::vk {
 

@@ -8,7 +8,7 @@
 #include <memory>
 #include <vector>
 
-#include "edgeseek/backends/backend.h"
+#include "edgeseek/internal/backends/backend.h"
 #include "memory.h"
 
 namespace es::vk {

@@ -12,7 +12,7 @@
 
 #include <string>
 
-#include "edgeseek/core/error.h"
+#include "edgeseek/internal/core/error.h"
 
 #define ES_VK_GLOBAL_FUNCS(X)            \
   X(vkCreateInstance)                    \

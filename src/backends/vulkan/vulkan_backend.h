@@ -14,7 +14,7 @@
 #include "command.h"
 #include "descriptors.h"
 #include "device.h"
-#include "edgeseek/backends/backend.h"
+#include "edgeseek/internal/backends/backend.h"
 #include "kv_storage.h"
 #include "memory.h"
 #include "ops/op_context.h"

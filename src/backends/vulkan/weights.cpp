@@ -5,7 +5,7 @@
 #include <cstring>
 #include <vector>
 
-#include "edgeseek/quant/blocks.h"
+#include "edgeseek/internal/quant/blocks.h"
 
 namespace es::vk {
 

@@ -14,7 +14,7 @@
 #include <tuple>
 #include <vector>
 
-#include "edgeseek/core/tensor.h"
+#include "edgeseek/internal/core/tensor.h"
 #include "memory.h"
 
 namespace es::vk {

@@ -1,4 +1,4 @@
-// ONNX reader (edgeseek/formats/onnx.h). Sections: wire-format split (where the raw_data bytes
+// ONNX reader (edgeseek/internal/formats/onnx.h). Sections: wire-format split (where the raw_data bytes
 // lie), tensors (dtype, views, external data), attributes, the graph.
 #include <google/protobuf/io/coded_stream.h>
 #include <google/protobuf/wire_format_lite.h>
@@ -11,10 +11,10 @@
 #include <map>
 #include <system_error>
 
-#include "edgeseek/core/error.h"
-#include "edgeseek/core/half.h"
-#include "edgeseek/core/mapped_file.h"
-#include "edgeseek/formats/onnx.h"
+#include "edgeseek/internal/core/error.h"
+#include "edgeseek/internal/core/half.h"
+#include "edgeseek/internal/core/mapped_file.h"
+#include "edgeseek/internal/formats/onnx.h"
 
 namespace es {
 namespace {

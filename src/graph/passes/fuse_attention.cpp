@@ -4,7 +4,7 @@
 //   SDPA decomposition puts sqrt(scale) on both) | MatMul(q, kᵀ) (scale 1)
 //   kᵀ = Transpose(k, perm=[0, 1, 3, 2])
 // Casts anywhere in between (eager attention upcasts the softmax to f32).
-#include "edgeseek/graph/passes/passes.h"
+#include "edgeseek/internal/graph/passes/passes.h"
 
 namespace es {
 namespace {

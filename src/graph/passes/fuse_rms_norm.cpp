@@ -3,7 +3,7 @@
 //   w * (x * Reciprocal(Sqrt(ReduceMean(Pow(x, 2)) + eps)))      TorchScript
 //   w * (x * (1 / Sqrt(...)))  or  w * (x / Sqrt(...))             other spellings of rsqrt
 // with Mul(x, x) for the square, any operand order and Casts anywhere in between.
-#include "edgeseek/graph/passes/passes.h"
+#include "edgeseek/internal/graph/passes/passes.h"
 
 namespace es {
 namespace {

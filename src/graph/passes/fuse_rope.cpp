@@ -1,7 +1,7 @@
 // Pass: decomposed rotary embedding (Llama/Qwen2, rotate halves) -> es.Rope(x, cos, sin):
 //   x * cos + Concat(Neg(x2), x1, axis=-1) * sin,  x1 = x[..., :d/2], x2 = x[..., d/2:]
 // with the halves made by two Slices of x or one Split of x; operands in any order.
-#include "edgeseek/graph/passes/passes.h"
+#include "edgeseek/internal/graph/passes/passes.h"
 
 namespace es {
 namespace {

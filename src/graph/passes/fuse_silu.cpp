@@ -1,5 +1,5 @@
 // Pass: x * Sigmoid(x) -> es.Silu(x) (how both torch exporters and ORT-GenAI's builder spell SiLU).
-#include "edgeseek/graph/passes/passes.h"
+#include "edgeseek/internal/graph/passes/passes.h"
 
 namespace es {
 

@@ -1,6 +1,6 @@
 // Pass: es.Silu(gate) * up -> es.SwiGLU(gate, up) (the gated MLP of Llama/Qwen2: down(silu(gate) *
 // up)).
-#include "edgeseek/graph/passes/passes.h"
+#include "edgeseek/internal/graph/passes/passes.h"
 
 namespace es {
 

@@ -2,8 +2,8 @@
 // SkipSimplifiedLayerNormalization(x, skip, w[, bias]) -> s = x + skip (+ bias) ; es.RmsNorm(s, w),
 // where s is the node's 4th output (input_skip_bias_sum, the residual stream ORT-GenAI's builder
 // carries on). The mean / inv_std_var outputs must be unused (training outputs).
-#include "edgeseek/core/error.h"
-#include "edgeseek/graph/passes/passes.h"
+#include "edgeseek/internal/core/error.h"
+#include "edgeseek/internal/graph/passes/passes.h"
 
 namespace es {
 

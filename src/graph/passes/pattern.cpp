@@ -1,7 +1,7 @@
 // Pattern helpers shared by the passes, and the importer's pipeline (passes.h).
 #include <cmath>
 
-#include "edgeseek/graph/passes/passes.h"
+#include "edgeseek/internal/graph/passes/passes.h"
 
 namespace es {
 namespace pattern {

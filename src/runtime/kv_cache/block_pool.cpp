@@ -1,10 +1,10 @@
-// KvBlockPool (edgeseek/runtime/kv_block_pool.h): free list, references, the hash-chained prefix
+// KvBlockPool (edgeseek/internal/runtime/kv_block_pool.h): free list, references, the hash-chained prefix
 // cache and its LRU eviction.
-#include "edgeseek/runtime/kv_block_pool.h"
+#include "edgeseek/internal/runtime/kv_block_pool.h"
 
 #include <algorithm>
 
-#include "edgeseek/core/error.h"
+#include "edgeseek/internal/core/error.h"
 
 namespace es {
 

@@ -1,12 +1,12 @@
 // Load balancing between the instances of one model: the migration rule and the shared loads
-// (edgeseek/runtime/balancer.h has the rule in words).
-#include "edgeseek/runtime/balancer.h"
+// (edgeseek/internal/runtime/balancer.h has the rule in words).
+#include "edgeseek/internal/runtime/balancer.h"
 
 #include <algorithm>
 #include <tuple>
 
-#include "edgeseek/backends/backend.h"
-#include "edgeseek/core/error.h"
+#include "edgeseek/internal/backends/backend.h"
+#include "edgeseek/internal/core/error.h"
 
 namespace es {
 

@@ -1,14 +1,14 @@
-// Engine: the continuous-batching loop of one model instance (edgeseek/runtime/engine.h). Each
+// Engine: the continuous-batching loop of one model instance (edgeseek/internal/runtime/engine.h). Each
 // Step() runs small actions in order — sweep, preempt, admit, migrate, plan, forward,
 // sample/emit — so requests join and leave the running batch at token boundaries.
-#include "edgeseek/runtime/engine.h"
+#include "edgeseek/internal/runtime/engine.h"
 
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <exception>
 
-#include "edgeseek/core/error.h"
+#include "edgeseek/internal/core/error.h"
 
 namespace es {
 
@@ -193,7 +193,7 @@ InstanceLoad Engine::Load(bool with_candidates) const {
   for (const auto& r : running_) {
     MigrationCandidate c;
     c.preemptible = classes[size_t(r->priority)].preemptible;
-    c.migrated = r->migrations > 0;
+    c.migrated = r->migrations > 0 || r->pinned_instance >= 0;  // pinned: never moved
     c.tokens = int64_t(r->tokens.size());
     c.need = r->need_tokens();
     c.left = r->max_tokens - r->n_generated;

@@ -1,5 +1,5 @@
 // RequestQueue: the waiting requests of one model and the QoS order in which its engines take
-// them (edgeseek/runtime/engine.h). A request migrating to an instance (balancer.h) goes to
+// them (edgeseek/internal/runtime/engine.h). A request migrating to an instance (balancer.h) goes to
 // that instance first and to no other; then three rules, in order:
 //   1. deadline: a request waiting past its class's preempt_after_s goes first (highest class,
 //      then oldest) — the engine preempts a lower class to make room for it;
@@ -18,15 +18,16 @@
 #include <chrono>
 #include <limits>
 
-#include "edgeseek/core/error.h"
-#include "edgeseek/runtime/engine.h"
+#include "edgeseek/internal/core/error.h"
+#include "edgeseek/internal/runtime/engine.h"
 
 namespace es {
 
 namespace {
 // Whether engine `instance` may take r: it fits, and it is not on its way to another instance.
 bool Eligible(const SeqRequest& r, int64_t max_need, int instance) {
-  return r.need_tokens() <= max_need && (r.migrate_to < 0 || r.migrate_to == instance);
+  return r.need_tokens() <= max_need && (r.migrate_to < 0 || r.migrate_to == instance) &&
+         (r.pinned_instance < 0 || instance < 0 || r.pinned_instance == instance);
 }
 }  // namespace
 
@@ -128,7 +129,21 @@ std::shared_ptr<SeqRequest> RequestQueue::Take(Class& c,
   return r;
 }
 
-std::shared_ptr<SeqRequest> RequestQueue::PopFromClass(Class& c, int64_t max_need, int instance) {
+std::shared_ptr<SeqRequest> RequestQueue::PopFromClass(Class& c, int64_t max_need, int instance,
+                                                       double now) {
+  if (priority_fn_) {
+    // The policy's order over every waiting request of the class that may run here.
+    std::vector<std::shared_ptr<SeqRequest>>* best = nullptr;
+    size_t best_i = 0;
+    double best_score = 0;
+    for (auto& [name, fifo] : c.clients)
+      for (size_t i = 0; i < fifo.size(); ++i) {
+        if (!Eligible(*fifo[i], max_need, instance)) continue;
+        const double score = priority_fn_(*fifo[i], now);
+        if (!best || score > best_score) best = &fifo, best_i = i, best_score = score;
+      }
+    return best ? Take(c, *best, best_i) : nullptr;
+  }
   std::vector<std::shared_ptr<SeqRequest>>* best = nullptr;
   double best_v = 0;
   for (auto& [name, fifo] : c.clients) {
@@ -162,8 +177,12 @@ std::shared_ptr<SeqRequest> RequestQueue::PopNext(int64_t max_need, double now, 
   }
   // 2. Smooth weighted round robin among classes that have a request that fits.
   auto fits = [&](const Class& c) {
-    for (auto& [name, fifo] : c.clients)
+    for (auto& [name, fifo] : c.clients) {
       if (!fifo.empty() && Eligible(*fifo.front(), max_need, instance)) return true;
+      if (priority_fn_)  // the policy may pick any of the client's requests
+        for (const auto& r : fifo)
+          if (Eligible(*r, max_need, instance)) return true;
+    }
     return false;
   };
   int64_t total = 0;
@@ -178,7 +197,7 @@ std::shared_ptr<SeqRequest> RequestQueue::PopNext(int64_t max_need, double now, 
   }
   if (chosen < 0) return nullptr;
   classes_[size_t(chosen)].current -= total;
-  return PopFromClass(classes_[size_t(chosen)], max_need, instance);
+  return PopFromClass(classes_[size_t(chosen)], max_need, instance, now);
 }
 
 std::vector<std::shared_ptr<SeqRequest>> RequestQueue::TakeDead(double now) {

@@ -1,8 +1,8 @@
 // WrapRunner: es::Runner seen through the engine's StepModel interface.
-#include "edgeseek/core/error.h"
-#include "edgeseek/runtime/engine.h"
-#include "edgeseek/runtime/runner.h"
-#include "edgeseek/runtime/sampler.h"
+#include "edgeseek/internal/core/error.h"
+#include "edgeseek/internal/runtime/engine.h"
+#include "edgeseek/internal/runtime/runner.h"
+#include "edgeseek/internal/runtime/sampler.h"
 
 namespace es {
 

@@ -11,7 +11,7 @@
 #include <cstddef>
 #include <cstdint>
 
-#include "edgeseek/tokenizer/jinja.h"
+#include "edgeseek/internal/tokenizer/jinja.h"
 
 namespace es::jinja {
 

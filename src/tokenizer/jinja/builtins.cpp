@@ -10,8 +10,8 @@
 #include <optional>
 #include <unordered_map>
 
-#include "edgeseek/core/error.h"
-#include "edgeseek/tokenizer/jinja.h"
+#include "edgeseek/internal/core/error.h"
+#include "edgeseek/internal/tokenizer/jinja.h"
 #include "jinja/budget.h"
 #include "jinja/interpreter.h"
 #include "jinja/pystr.h"

@@ -4,7 +4,7 @@
 
 #include <cmath>
 
-#include "edgeseek/core/error.h"
+#include "edgeseek/internal/core/error.h"
 #include "jinja/builtins.h"
 #include "jinja/lexer.h"
 #include "jinja/pystr.h"

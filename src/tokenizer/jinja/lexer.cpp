@@ -8,7 +8,7 @@
 #include <cstdlib>
 #include <cstring>
 
-#include "edgeseek/core/error.h"
+#include "edgeseek/internal/core/error.h"
 #include "jinja/pystr.h"
 
 namespace es::jinja {

@@ -5,7 +5,7 @@
 
 #include <algorithm>
 
-#include "edgeseek/core/error.h"
+#include "edgeseek/internal/core/error.h"
 #include "jinja/builtins.h"
 
 namespace es::jinja {

@@ -15,7 +15,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "edgeseek/tokenizer/jinja.h"
+#include "edgeseek/internal/tokenizer/jinja.h"
 
 namespace es::jinja {
 
@@ -158,7 +158,7 @@ std::string PyFloatRepr(double d);
 [[noreturn]] void FailUndefined(const Value& v);
 
 // ---- JSON ---------------------------------------------------------------------------------------
-// Arrays and objects nested deeper than kMaxContextDepth (edgeseek/tokenizer/jinja.h) are an
+// Arrays and objects nested deeper than kMaxContextDepth (edgeseek/internal/tokenizer/jinja.h) are an
 // OpError: the conversion recurses, and JSON from a request must not choose its depth.
 Value FromJson(const nlohmann::ordered_json& j, int depth = 0);
 struct JsonOptions {

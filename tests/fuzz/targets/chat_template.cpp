@@ -1,11 +1,11 @@
 // Fuzz target: a chat template (as a model file carries it) parsed and rendered with a short
 // conversation and a tool, under the render budget. Every failure must be one es::Error.
-#include "edgeseek/tokenizer/chat_template.h"
+#include "edgeseek/internal/tokenizer/chat_template.h"
 
 #include <cstddef>
 #include <cstdint>
 
-#include "edgeseek/core/error.h"
+#include "edgeseek/internal/core/error.h"
 #include "fuzz_util.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {

@@ -3,14 +3,14 @@
 // (SchemaModel::Parse, SchemaToGbnf, then ParseGbnf of its output, which is where a schema that
 // no value satisfies is refused: Grammar::Finish decides it). Every failure must be one
 // es::Error; text that is not JSON is a nlohmann parse error, which the server answers first.
-#include "edgeseek/grammar/grammar.h"
+#include "edgeseek/internal/grammar/grammar.h"
 
 #include <cstddef>
 #include <cstdint>
 #include <cstdlib>
 
-#include "edgeseek/core/error.h"
-#include "edgeseek/grammar/json_schema.h"
+#include "edgeseek/internal/core/error.h"
+#include "edgeseek/internal/grammar/json_schema.h"
 #include "fuzz_util.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {

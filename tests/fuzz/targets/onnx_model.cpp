@@ -5,8 +5,8 @@
 #include <cstddef>
 #include <cstdint>
 
-#include "edgeseek/core/error.h"
-#include "edgeseek/formats/onnx.h"
+#include "edgeseek/internal/core/error.h"
+#include "edgeseek/internal/formats/onnx.h"
 #include "fuzz_util.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {

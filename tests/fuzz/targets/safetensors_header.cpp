@@ -3,8 +3,8 @@
 #include <cstddef>
 #include <cstdint>
 
-#include "edgeseek/core/error.h"
-#include "edgeseek/formats/safetensors.h"
+#include "edgeseek/internal/core/error.h"
+#include "edgeseek/internal/formats/safetensors.h"
 #include "fuzz_util.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {

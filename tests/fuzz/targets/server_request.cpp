@@ -4,7 +4,7 @@
 #include <cstddef>
 #include <cstdint>
 
-#include "edgeseek/core/error.h"
+#include "edgeseek/internal/core/error.h"
 #include "fuzz_util.h"
 #include "protocol.h"
 

@@ -4,8 +4,8 @@
 #include <cstddef>
 #include <cstdint>
 
-#include "edgeseek/core/error.h"
-#include "edgeseek/tokenizer/tokenizer.h"
+#include "edgeseek/internal/core/error.h"
+#include "edgeseek/internal/tokenizer/tokenizer.h"
 #include "fuzz_util.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {

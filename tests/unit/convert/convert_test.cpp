@@ -11,12 +11,12 @@
 
 #include <nlohmann/json.hpp>
 
-#include "edgeseek/core/error.h"
-#include "edgeseek/formats/gguf.h"
-#include "edgeseek/formats/gguf_convert.h"
-#include "edgeseek/formats/safetensors.h"
-#include "edgeseek/quant/blocks.h"
-#include "edgeseek/runtime/convert.h"
+#include "edgeseek/internal/core/error.h"
+#include "edgeseek/internal/formats/gguf.h"
+#include "edgeseek/internal/formats/gguf_convert.h"
+#include "edgeseek/internal/formats/safetensors.h"
+#include "edgeseek/internal/quant/blocks.h"
+#include "edgeseek/internal/runtime/convert.h"
 #include "test_util.h"
 
 namespace es {

@@ -16,14 +16,14 @@
 
 #include <nlohmann/json.hpp>
 
-#include "edgeseek/core/error.h"
-#include "edgeseek/core/half.h"
-#include "edgeseek/core/thread_pool.h"
-#include "edgeseek/formats/gguf_quantize.h"
-#include "edgeseek/formats/safetensors.h"
-#include "edgeseek/models/config.h"
-#include "edgeseek/runtime/convert.h"
-#include "edgeseek/runtime/model.h"
+#include "edgeseek/internal/core/error.h"
+#include "edgeseek/internal/core/half.h"
+#include "edgeseek/internal/core/thread_pool.h"
+#include "edgeseek/internal/formats/gguf_quantize.h"
+#include "edgeseek/internal/formats/safetensors.h"
+#include "edgeseek/internal/models/config.h"
+#include "edgeseek/internal/runtime/convert.h"
+#include "edgeseek/internal/runtime/model.h"
 #include "runtime/synthetic_weights.h"
 #include "test_util.h"
 

@@ -3,7 +3,7 @@
 
 #include <cmath>
 
-#include "edgeseek/core/half.h"
+#include "edgeseek/internal/core/half.h"
 
 namespace es {
 namespace {

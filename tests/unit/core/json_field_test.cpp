@@ -1,6 +1,6 @@
-// edgeseek/core/json_field.h: checked reads of JSON values (type, range, presence) and the
+// edgeseek/internal/core/json_field.h: checked reads of JSON values (type, range, presence) and the
 // nesting bound applied to files before they are parsed (issue 23).
-#include "edgeseek/core/json_field.h"
+#include "edgeseek/internal/core/json_field.h"
 
 #include <gtest/gtest.h>
 

@@ -8,7 +8,7 @@
 #include <thread>
 #include <vector>
 
-#include "edgeseek/core/thread_pool.h"
+#include "edgeseek/internal/core/thread_pool.h"
 
 namespace es {
 namespace {

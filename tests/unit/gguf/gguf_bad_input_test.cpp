@@ -5,8 +5,8 @@
 
 #include <cstring>
 
-#include "edgeseek/core/error.h"
-#include "edgeseek/formats/gguf.h"
+#include "edgeseek/internal/core/error.h"
+#include "edgeseek/internal/formats/gguf.h"
 #include "test_util.h"
 
 namespace es {

@@ -8,9 +8,9 @@
 #include <cstring>
 #include <random>
 
-#include "edgeseek/formats/gguf.h"
-#include "edgeseek/formats/gguf_quantize.h"
-#include "edgeseek/quant/blocks.h"
+#include "edgeseek/internal/formats/gguf.h"
+#include "edgeseek/internal/formats/gguf_quantize.h"
+#include "edgeseek/internal/quant/blocks.h"
 #include "test_util.h"
 
 namespace es {

@@ -4,7 +4,7 @@
 
 #include <algorithm>
 
-#include "edgeseek/formats/gguf.h"
+#include "edgeseek/internal/formats/gguf.h"
 
 namespace es {
 namespace {

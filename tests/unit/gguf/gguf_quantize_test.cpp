@@ -8,11 +8,11 @@
 #include <cstring>
 #include <filesystem>
 
-#include "edgeseek/core/error.h"
-#include "edgeseek/core/half.h"
-#include "edgeseek/formats/gguf.h"
-#include "edgeseek/formats/gguf_quantize.h"
-#include "edgeseek/quant/blocks.h"
+#include "edgeseek/internal/core/error.h"
+#include "edgeseek/internal/core/half.h"
+#include "edgeseek/internal/formats/gguf.h"
+#include "edgeseek/internal/formats/gguf_quantize.h"
+#include "edgeseek/internal/quant/blocks.h"
 #include "test_util.h"
 
 namespace es {

@@ -6,9 +6,9 @@
 #include <filesystem>
 #include <functional>
 
-#include "edgeseek/core/error.h"
-#include "edgeseek/formats/gguf.h"
-#include "edgeseek/quant/blocks.h"
+#include "edgeseek/internal/core/error.h"
+#include "edgeseek/internal/formats/gguf.h"
+#include "edgeseek/internal/quant/blocks.h"
 #include "test_util.h"
 
 namespace es {

@@ -2,8 +2,8 @@
 // 1-D tensors, fallback on row lengths), rule order, and parse errors that name the field.
 #include <gtest/gtest.h>
 
-#include "edgeseek/core/error.h"
-#include "edgeseek/formats/quant_policy.h"
+#include "edgeseek/internal/core/error.h"
+#include "edgeseek/internal/formats/quant_policy.h"
 #include "test_util.h"
 
 namespace es {

@@ -6,9 +6,9 @@
 
 #include <gtest/gtest.h>
 
-#include "edgeseek/core/error.h"
-#include "edgeseek/formats/gguf.h"
-#include "edgeseek/runtime/model.h"
+#include "edgeseek/internal/core/error.h"
+#include "edgeseek/internal/formats/gguf.h"
+#include "edgeseek/internal/runtime/model.h"
 #include "gguf_model_util.h"
 #include "test_util.h"
 

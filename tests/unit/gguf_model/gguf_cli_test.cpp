@@ -7,9 +7,9 @@
 #include <cstring>
 #include <filesystem>
 
-#include "edgeseek/backends/backend.h"
-#include "edgeseek/formats/gguf.h"
-#include "edgeseek/formats/gguf_quantize.h"
+#include "edgeseek/internal/backends/backend.h"
+#include "edgeseek/internal/formats/gguf.h"
+#include "edgeseek/internal/formats/gguf_quantize.h"
 #include "gguf_model_util.h"
 #include "test_util.h"
 

@@ -8,13 +8,13 @@
 #include <filesystem>
 #include <nlohmann/json.hpp>
 
-#include "edgeseek/formats/gguf.h"
-#include "edgeseek/formats/gguf_quantize.h"
-#include "edgeseek/models/config.h"
-#include "edgeseek/runtime/convert.h"
-#include "edgeseek/runtime/generator.h"
-#include "edgeseek/runtime/runner.h"
-#include "edgeseek/backends/backend.h"
+#include "edgeseek/internal/formats/gguf.h"
+#include "edgeseek/internal/formats/gguf_quantize.h"
+#include "edgeseek/internal/models/config.h"
+#include "edgeseek/internal/runtime/convert.h"
+#include "edgeseek/internal/runtime/generator.h"
+#include "edgeseek/internal/runtime/runner.h"
+#include "edgeseek/internal/backends/backend.h"
 #include "gguf_model_util.h"
 #include "runtime/gguf_model.h"
 #include "test_util.h"

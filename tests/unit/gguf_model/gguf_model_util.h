@@ -8,8 +8,8 @@
 #include <string>
 #include <vector>
 
-#include "edgeseek/formats/gguf.h"
-#include "edgeseek/runtime/model.h"
+#include "edgeseek/internal/formats/gguf.h"
+#include "edgeseek/internal/runtime/model.h"
 
 namespace es::test {
 

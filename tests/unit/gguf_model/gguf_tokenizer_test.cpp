@@ -8,8 +8,8 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 
-#include "edgeseek/core/error.h"
-#include "edgeseek/formats/gguf.h"
+#include "edgeseek/internal/core/error.h"
+#include "edgeseek/internal/formats/gguf.h"
 #include "gguf_model_util.h"
 #include "runtime/gguf_model.h"
 #include "test_util.h"

@@ -1,9 +1,9 @@
 // GBNF parsing (grammar.h): the syntax, the lowering of repetitions, and the refusals.
 #include <gtest/gtest.h>
 
-#include "edgeseek/core/error.h"
-#include "edgeseek/grammar/grammar.h"
-#include "edgeseek/grammar/matcher.h"
+#include "edgeseek/internal/core/error.h"
+#include "edgeseek/internal/grammar/grammar.h"
+#include "edgeseek/internal/grammar/matcher.h"
 #include "grammar_util.h"
 
 namespace es::grammar {

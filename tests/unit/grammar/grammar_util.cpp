@@ -2,7 +2,7 @@
 
 #include <fstream>
 
-#include "edgeseek/tokenizer/tokenizer.h"
+#include "edgeseek/internal/tokenizer/tokenizer.h"
 #include "test_util.h"
 
 namespace es::grammar::test {

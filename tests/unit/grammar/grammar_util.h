@@ -6,7 +6,7 @@
 #include <string>
 #include <vector>
 
-#include "edgeseek/grammar/matcher.h"
+#include "edgeseek/internal/grammar/matcher.h"
 
 namespace es::grammar::test {
 

@@ -2,9 +2,9 @@
 // always give documents the shared validator accepts; refusals name the keyword.
 #include <gtest/gtest.h>
 
-#include "edgeseek/core/error.h"
-#include "edgeseek/grammar/json_schema.h"
-#include "edgeseek/grammar/matcher.h"
+#include "edgeseek/internal/core/error.h"
+#include "edgeseek/internal/grammar/json_schema.h"
+#include "edgeseek/internal/grammar/matcher.h"
 #include "grammar_util.h"
 
 namespace es::grammar {

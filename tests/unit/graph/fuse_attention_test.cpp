@@ -4,7 +4,7 @@
 
 #include <cmath>
 
-#include "edgeseek/graph/passes/passes.h"
+#include "edgeseek/internal/graph/passes/passes.h"
 #include "op_eval_util.h"
 
 namespace es::test {

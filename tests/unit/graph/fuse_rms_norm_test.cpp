@@ -2,7 +2,7 @@
 // Reciprocal, Mul, Mul with Casts) and the x / Sqrt and Mul(x, x) spellings.
 #include <gtest/gtest.h>
 
-#include "edgeseek/graph/passes/passes.h"
+#include "edgeseek/internal/graph/passes/passes.h"
 #include "op_eval_util.h"
 
 namespace es::test {

@@ -2,7 +2,7 @@
 // order; a Concat of the halves in the wrong order (not rotate_half) is left alone.
 #include <gtest/gtest.h>
 
-#include "edgeseek/graph/passes/passes.h"
+#include "edgeseek/internal/graph/passes/passes.h"
 #include "op_eval_util.h"
 
 namespace es::test {

@@ -1,7 +1,7 @@
 // FuseSilu against x * Sigmoid(x) (both operand orders), and not for x * Sigmoid(y).
 #include <gtest/gtest.h>
 
-#include "edgeseek/graph/passes/passes.h"
+#include "edgeseek/internal/graph/passes/passes.h"
 #include "op_eval_util.h"
 
 namespace es::test {

@@ -1,7 +1,7 @@
 // FuseSwiGlu against Silu(gate) * up (after FuseSilu, as the pipeline runs them).
 #include <gtest/gtest.h>
 
-#include "edgeseek/graph/passes/passes.h"
+#include "edgeseek/internal/graph/passes/passes.h"
 #include "op_eval_util.h"
 
 namespace es::test {

@@ -2,8 +2,8 @@
 // SkipSimplifiedLayerNormalization (normalized output and input_skip_bias_sum).
 #include <gtest/gtest.h>
 
-#include "edgeseek/core/error.h"
-#include "edgeseek/graph/passes/passes.h"
+#include "edgeseek/internal/core/error.h"
+#include "edgeseek/internal/graph/passes/passes.h"
 #include "op_eval_util.h"
 
 namespace es::test {

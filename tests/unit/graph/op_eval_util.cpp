@@ -8,7 +8,7 @@
 #include <functional>
 #include <random>
 
-#include "edgeseek/core/error.h"
+#include "edgeseek/internal/core/error.h"
 
 namespace es::test {
 namespace {

@@ -7,7 +7,7 @@
 #include <string>
 #include <vector>
 
-#include "edgeseek/graph/op_graph.h"
+#include "edgeseek/internal/graph/op_graph.h"
 
 namespace es::test {
 

@@ -10,7 +10,7 @@
 
 #include <gtest/gtest.h>
 
-#include "edgeseek/tokenizer/chat_template.h"
+#include "edgeseek/internal/tokenizer/chat_template.h"
 #include "test_util.h"
 
 namespace es::test {

@@ -11,7 +11,7 @@
 
 #include <gtest/gtest.h>
 
-#include "edgeseek/tokenizer/chat_template.h"
+#include "edgeseek/internal/tokenizer/chat_template.h"
 #include "render_util.h"
 
 namespace es::test {

@@ -6,7 +6,7 @@
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
-#include "edgeseek/tokenizer/jinja.h"
+#include "edgeseek/internal/tokenizer/jinja.h"
 
 namespace es::test {
 

@@ -12,14 +12,14 @@
 #include <fstream>
 #include <functional>
 
-#include "edgeseek/backends/backend.h"
-#include "edgeseek/core/error.h"
-#include "edgeseek/formats/quant_policy.h"
-#include "edgeseek/models/arch.h"
-#include "edgeseek/models/config.h"
-#include "edgeseek/runtime/convert.h"
-#include "edgeseek/runtime/model.h"
-#include "edgeseek/runtime/runner.h"
+#include "edgeseek/internal/backends/backend.h"
+#include "edgeseek/internal/core/error.h"
+#include "edgeseek/internal/formats/quant_policy.h"
+#include "edgeseek/internal/models/arch.h"
+#include "edgeseek/internal/models/config.h"
+#include "edgeseek/internal/runtime/convert.h"
+#include "edgeseek/internal/runtime/model.h"
+#include "edgeseek/internal/runtime/runner.h"
 #include "onnx_writer_util.h"
 #include "test_util.h"
 

@@ -10,11 +10,11 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 
-#include "edgeseek/core/error.h"
-#include "edgeseek/core/half.h"
-#include "edgeseek/formats/safetensors.h"
-#include "edgeseek/models/config.h"
-#include "edgeseek/quant/blocks.h"
+#include "edgeseek/internal/core/error.h"
+#include "edgeseek/internal/core/half.h"
+#include "edgeseek/internal/formats/safetensors.h"
+#include "edgeseek/internal/models/config.h"
+#include "edgeseek/internal/quant/blocks.h"
 
 namespace es::test {
 namespace {

@@ -8,9 +8,9 @@
 #include <random>
 #include <vector>
 
-#include "edgeseek/core/error.h"
-#include "edgeseek/core/half.h"
-#include "edgeseek/quant/blocks.h"
+#include "edgeseek/internal/core/error.h"
+#include "edgeseek/internal/core/half.h"
+#include "edgeseek/internal/quant/blocks.h"
 #include "test_util.h"
 
 namespace es {

@@ -1,14 +1,14 @@
 // MatMulNBits / GatherBlockQuantized weights onto edgeseek block types: every case checks that
 // the tensor's values (dequantized) equal onnxruntime's (q - z) * s bit for bit, and which type
 // was chosen: Q4_0 / Q4_1 / Q8_0 where exact, F32 otherwise with a reason.
-#include "edgeseek/quant/nbits.h"
+#include "edgeseek/internal/quant/nbits.h"
 
 #include <gtest/gtest.h>
 
 #include <random>
 
-#include "edgeseek/core/half.h"
-#include "edgeseek/quant/blocks.h"
+#include "edgeseek/internal/core/half.h"
+#include "edgeseek/internal/quant/blocks.h"
 
 namespace es {
 namespace {

@@ -7,12 +7,12 @@
 #include <algorithm>
 #include <cmath>
 
-#include "edgeseek/backends/backend.h"
-#include "edgeseek/core/error.h"
-#include "edgeseek/formats/quant_policy.h"
-#include "edgeseek/runtime/convert.h"
-#include "edgeseek/runtime/quality.h"
-#include "edgeseek/runtime/runner.h"
+#include "edgeseek/internal/backends/backend.h"
+#include "edgeseek/internal/core/error.h"
+#include "edgeseek/internal/formats/quant_policy.h"
+#include "edgeseek/internal/runtime/convert.h"
+#include "edgeseek/internal/runtime/quality.h"
+#include "edgeseek/internal/runtime/runner.h"
 #include "test_util.h"
 
 namespace es {

@@ -268,7 +268,7 @@ TEST(BadInput, WronglyTypedOrMissingJsonValues) {
 
 // A million nested '[' in any JSON file of the folder: `run` copied tokenizer_config.json's
 // value tree recursively and died of a stack overflow (SIGSEGV); now every file's nesting is
-// bounded before it is parsed (edgeseek/core/json_field.h) and this is one line naming it.
+// bounded before it is parsed (edgeseek/internal/core/json_field.h) and this is one line naming it.
 TEST(BadInput, DeeplyNestedJsonFiles) {
   const std::string deep = std::string(1000000, '[') + std::string(1000000, ']');
   const std::string tok = test::SourceDir() + "/tests/data/tiny_tokenizer";

@@ -2,9 +2,9 @@
 // once, except an untied embedding table (one row a token) — tied, it is the output and read whole.
 #include <gtest/gtest.h>
 
-#include "edgeseek/models/config.h"
-#include "edgeseek/runtime/bench.h"
-#include "edgeseek/runtime/model.h"
+#include "edgeseek/internal/models/config.h"
+#include "edgeseek/internal/runtime/bench.h"
+#include "edgeseek/internal/runtime/model.h"
 #include "test_util.h"
 
 namespace es {

@@ -2,7 +2,7 @@
 // /etc, and the Vulkan device list (or the loader's error) is made up per case: no GPU, no
 // loader, an old driver, a Jetson before the L4T 36.3 baseline, an RK3588 without a Mali driver,
 // a governor and hugepages setting to fix, a model that does not fit.
-#include "edgeseek/runtime/doctor.h"
+#include "edgeseek/internal/runtime/doctor.h"
 
 #include <gtest/gtest.h>
 

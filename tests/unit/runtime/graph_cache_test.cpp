@@ -7,10 +7,10 @@
 
 #include <cstring>
 
-#include "edgeseek/backends/backend.h"
-#include "edgeseek/models/arch.h"
-#include "edgeseek/runtime/model.h"
-#include "edgeseek/runtime/runner.h"
+#include "edgeseek/internal/backends/backend.h"
+#include "edgeseek/internal/models/arch.h"
+#include "edgeseek/internal/runtime/model.h"
+#include "edgeseek/internal/runtime/runner.h"
 #include "test_util.h"
 
 namespace es {

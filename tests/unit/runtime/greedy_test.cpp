@@ -3,11 +3,11 @@
 // greedy path (which takes ForwardArgmax) equals a hand-written loop over Forward + Argmax.
 #include <gtest/gtest.h>
 
-#include "edgeseek/backends/backend.h"
-#include "edgeseek/runtime/generator.h"
-#include "edgeseek/runtime/model.h"
-#include "edgeseek/runtime/runner.h"
-#include "edgeseek/runtime/sampler.h"
+#include "edgeseek/internal/backends/backend.h"
+#include "edgeseek/internal/runtime/generator.h"
+#include "edgeseek/internal/runtime/model.h"
+#include "edgeseek/internal/runtime/runner.h"
+#include "edgeseek/internal/runtime/sampler.h"
 #include "test_util.h"
 
 namespace es {

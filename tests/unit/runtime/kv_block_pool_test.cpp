@@ -4,7 +4,7 @@
 
 #include <vector>
 
-#include "edgeseek/runtime/kv_block_pool.h"
+#include "edgeseek/internal/runtime/kv_block_pool.h"
 
 namespace es {
 namespace {

@@ -1,16 +1,16 @@
 // Migration between two instances of a real (golden) model on the CPU backend
-// (edgeseek/runtime/balancer.h): a running request moved in mid-decode from a full instance to
+// (edgeseek/internal/runtime/balancer.h): a running request moved in mid-decode from a full instance to
 // an idle one recomputes its KV there and gives, greedy and seeded, the tokens it gives alone;
 // both instances' blocks are all back afterwards.
 #include <gtest/gtest.h>
 
 #include <map>
 
-#include "edgeseek/backends/backend.h"
-#include "edgeseek/runtime/balancer.h"
-#include "edgeseek/runtime/engine.h"
-#include "edgeseek/runtime/model.h"
-#include "edgeseek/runtime/runner.h"
+#include "edgeseek/internal/backends/backend.h"
+#include "edgeseek/internal/runtime/balancer.h"
+#include "edgeseek/internal/runtime/engine.h"
+#include "edgeseek/internal/runtime/model.h"
+#include "edgeseek/internal/runtime/runner.h"
 #include "test_util.h"
 
 namespace es {

@@ -8,12 +8,12 @@
 #include <cstring>
 #include <map>
 
-#include "edgeseek/backends/backend.h"
-#include "edgeseek/core/error.h"
-#include "edgeseek/models/config.h"
-#include "edgeseek/runtime/engine.h"
-#include "edgeseek/runtime/model.h"
-#include "edgeseek/runtime/runner.h"
+#include "edgeseek/internal/backends/backend.h"
+#include "edgeseek/internal/core/error.h"
+#include "edgeseek/internal/models/config.h"
+#include "edgeseek/internal/runtime/engine.h"
+#include "edgeseek/internal/runtime/model.h"
+#include "edgeseek/internal/runtime/runner.h"
 #include "test_util.h"
 
 namespace es {

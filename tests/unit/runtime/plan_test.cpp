@@ -5,17 +5,17 @@
 // DeepSeek-V2-Lite, DeepSeek-V3 671B). All bf16 matrices but the router (f32, as `convert`
 // writes it), f32 1-D tensors, f16 KV, prompt 64,
 // gen 16 (decode at depth 72), batch 1, context 4096.
-#include "edgeseek/runtime/plan.h"
+#include "edgeseek/internal/runtime/plan.h"
 
 #include <gtest/gtest.h>
 
 #include <nlohmann/json.hpp>
 
-#include "edgeseek/core/error.h"
-#include "edgeseek/models/arch.h"
-#include "edgeseek/models/presets.h"
-#include "edgeseek/runtime/device_profile.h"
-#include "edgeseek/runtime/model.h"
+#include "edgeseek/internal/core/error.h"
+#include "edgeseek/internal/models/arch.h"
+#include "edgeseek/internal/models/presets.h"
+#include "edgeseek/internal/runtime/device_profile.h"
+#include "edgeseek/internal/runtime/model.h"
 #include "test_util.h"
 
 namespace es {

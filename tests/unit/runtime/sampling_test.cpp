@@ -11,9 +11,9 @@
 #include <random>
 #include <string>
 
-#include "edgeseek/backends/sampling.h"
-#include "edgeseek/core/error.h"
-#include "edgeseek/runtime/sampler.h"
+#include "edgeseek/internal/backends/sampling.h"
+#include "edgeseek/internal/core/error.h"
+#include "edgeseek/internal/runtime/sampler.h"
 
 namespace es {
 namespace {

@@ -4,7 +4,7 @@
 // acceptance rule's output distributed as p (chi-square, and the same test failing for a wrong
 // rule); sampled generation distributed as the target's sampler (chi-square against the exact
 // distribution over a short horizon); tokenizer mismatch errors.
-#include "edgeseek/runtime/speculative.h"
+#include "edgeseek/internal/runtime/speculative.h"
 
 #include <gtest/gtest.h>
 
@@ -14,13 +14,13 @@
 #include <random>
 
 #include "counting_backend.h"
-#include "edgeseek/backends/backend.h"
-#include "edgeseek/core/error.h"
-#include "edgeseek/runtime/engine.h"
-#include "edgeseek/runtime/generator.h"
-#include "edgeseek/runtime/model.h"
-#include "edgeseek/runtime/runner.h"
-#include "edgeseek/runtime/sampler.h"
+#include "edgeseek/internal/backends/backend.h"
+#include "edgeseek/internal/core/error.h"
+#include "edgeseek/internal/runtime/engine.h"
+#include "edgeseek/internal/runtime/generator.h"
+#include "edgeseek/internal/runtime/model.h"
+#include "edgeseek/internal/runtime/runner.h"
+#include "edgeseek/internal/runtime/sampler.h"
 #include "test_util.h"
 
 namespace es {

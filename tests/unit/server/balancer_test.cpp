@@ -1,10 +1,10 @@
-// Balancing between instances (edgeseek/runtime/balancer.h): the migration rule over made-up
+// Balancing between instances (edgeseek/internal/runtime/balancer.h): the migration rule over made-up
 // loads (moves only when it helps, never to a full instance, never a request that may not move,
 // no ping-pong), the shared loads' accounting of requests on their way, and two engines over
 // FakeStepModel sharing one queue: a running request migrates mid-decode, only its target
 // takes it, its output equals a solo run, and no KV block or slot is left behind; the same
 // through the server, with /metrics counting the migration.
-#include "edgeseek/runtime/balancer.h"
+#include "edgeseek/internal/runtime/balancer.h"
 
 #include <gtest/gtest.h>
 #include <httplib.h>
@@ -13,7 +13,7 @@
 #include <map>
 #include <thread>
 
-#include "edgeseek/runtime/engine.h"
+#include "edgeseek/internal/runtime/engine.h"
 #include "engine_harness.h"
 #include "fake_model.h"
 #include "test_util.h"

@@ -7,7 +7,7 @@
 #include <string>
 #include <vector>
 
-#include "edgeseek/runtime/engine.h"
+#include "edgeseek/internal/runtime/engine.h"
 #include "fake_model.h"
 
 namespace es::test {

@@ -5,8 +5,8 @@
 
 #include <map>
 
-#include "edgeseek/core/error.h"
-#include "edgeseek/runtime/engine.h"
+#include "edgeseek/internal/core/error.h"
+#include "edgeseek/internal/runtime/engine.h"
 #include "engine_harness.h"
 #include "fake_model.h"
 

@@ -14,8 +14,8 @@
 #include <string>
 #include <vector>
 
-#include "edgeseek/runtime/engine.h"
-#include "edgeseek/server/server.h"
+#include "edgeseek/internal/runtime/engine.h"
+#include "edgeseek/internal/server/server.h"
 
 namespace es::test {
 

@@ -5,7 +5,7 @@
 #include <chrono>
 #include <thread>
 
-#include "edgeseek/core/error.h"
+#include "edgeseek/internal/core/error.h"
 
 namespace es::test {
 

@@ -4,8 +4,8 @@
 #include <gtest/gtest.h>
 #include <httplib.h>
 
-#include "edgeseek/grammar/json_schema.h"
-#include "edgeseek/server/server.h"
+#include "edgeseek/internal/grammar/json_schema.h"
+#include "edgeseek/internal/server/server.h"
 #include "fake_model.h"
 
 namespace es {

@@ -15,7 +15,7 @@
 #include <fstream>
 #include <thread>
 
-#include "edgeseek/server/server.h"
+#include "edgeseek/internal/server/server.h"
 #include "fake_model.h"
 #include "test_util.h"
 

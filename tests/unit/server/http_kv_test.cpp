@@ -8,7 +8,7 @@
 #include <map>
 #include <thread>
 
-#include "edgeseek/server/server.h"
+#include "edgeseek/internal/server/server.h"
 #include "fake_model.h"
 #include "test_util.h"
 

@@ -6,7 +6,7 @@
 
 #include <cmath>
 
-#include "edgeseek/server/server.h"
+#include "edgeseek/internal/server/server.h"
 #include "fake_model.h"
 
 namespace es {

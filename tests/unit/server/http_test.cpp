@@ -7,7 +7,7 @@
 #include <set>
 #include <thread>
 
-#include "edgeseek/server/server.h"
+#include "edgeseek/internal/server/server.h"
 #include "fake_model.h"
 #include "test_util.h"
 

@@ -8,7 +8,7 @@
 #include <map>
 #include <random>
 
-#include "edgeseek/runtime/engine.h"
+#include "edgeseek/internal/runtime/engine.h"
 #include "engine_harness.h"
 #include "fake_model.h"
 

@@ -2,12 +2,12 @@
 // text format and the JSON Schema validator / server config loader.
 #include <gtest/gtest.h>
 
-#include "edgeseek/core/error.h"
-#include "edgeseek/server/server.h"
-#include "edgeseek/grammar/json_schema.h"
+#include "edgeseek/internal/core/error.h"
+#include "edgeseek/internal/server/server.h"
+#include "edgeseek/internal/grammar/json_schema.h"
 #include "server/metrics.h"
 #include "server/protocol.h"
-#include "edgeseek/runtime/text_stream.h"
+#include "edgeseek/internal/runtime/text_stream.h"
 #include "test_util.h"
 
 namespace es::server {

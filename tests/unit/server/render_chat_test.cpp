@@ -8,8 +8,8 @@
 
 #include <nlohmann/json.hpp>
 
-#include "edgeseek/core/error.h"
-#include "edgeseek/server/server.h"
+#include "edgeseek/internal/core/error.h"
+#include "edgeseek/internal/server/server.h"
 #include "test_util.h"
 
 namespace es {

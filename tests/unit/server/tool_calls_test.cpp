@@ -7,8 +7,8 @@
 #include <algorithm>
 #include <random>
 
-#include "edgeseek/grammar/json_schema.h"
-#include "edgeseek/grammar/matcher.h"
+#include "edgeseek/internal/grammar/json_schema.h"
+#include "edgeseek/internal/grammar/matcher.h"
 #include "server/tool_calls.h"
 
 namespace es::server {

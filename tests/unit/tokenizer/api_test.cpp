@@ -6,7 +6,7 @@
 #include <nlohmann/json.hpp>
 #include <thread>
 
-#include "edgeseek/core/error.h"
+#include "edgeseek/internal/core/error.h"
 #include "test_util.h"
 #include "tok_test_util.h"
 

@@ -10,7 +10,7 @@
 #include <string>
 #include <tuple>
 
-#include "edgeseek/core/error.h"
+#include "edgeseek/internal/core/error.h"
 #include "test_util.h"
 #include "tok_test_util.h"
 

@@ -4,7 +4,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "edgeseek/core/error.h"
+#include "edgeseek/internal/core/error.h"
 #include "tok_test_util.h"
 #include "tokenizer/decoders.h"
 #include "tokenizer/normalizers.h"

@@ -5,7 +5,7 @@
 #include <map>
 #include <mutex>
 
-#include "edgeseek/core/error.h"
+#include "edgeseek/internal/core/error.h"
 #include "test_util.h"
 #include "tokenizer/byte_level.h"
 

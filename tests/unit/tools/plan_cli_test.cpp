@@ -6,8 +6,8 @@
 #include <filesystem>
 #include <nlohmann/json.hpp>
 
-#include "edgeseek/core/error.h"
-#include "edgeseek/runtime/device_profile.h"
+#include "edgeseek/internal/core/error.h"
+#include "edgeseek/internal/runtime/device_profile.h"
 #include "test_util.h"
 
 namespace es {

@@ -10,8 +10,8 @@
 
 #include "backends/cpu/reference.h"
 #include "backends/vulkan/ops/ops.h"
-#include "edgeseek/core/half.h"
-#include "edgeseek/quant/blocks.h"
+#include "edgeseek/internal/core/half.h"
+#include "edgeseek/internal/quant/blocks.h"
 #include "test_util.h"
 #include "vk_util.h"
 

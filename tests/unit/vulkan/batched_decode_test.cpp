@@ -11,10 +11,10 @@
 // summation order only. The integer-dot GEMV over 1…8 ragged rows: quant_types_test.
 #include <gtest/gtest.h>
 
-#include "edgeseek/formats/quant_policy.h"
-#include "edgeseek/models/config.h"
-#include "edgeseek/runtime/model.h"
-#include "edgeseek/runtime/runner.h"
+#include "edgeseek/internal/formats/quant_policy.h"
+#include "edgeseek/internal/models/config.h"
+#include "edgeseek/internal/runtime/model.h"
+#include "edgeseek/internal/runtime/runner.h"
 #include "test_util.h"
 #include "vk_util.h"
 

@@ -4,11 +4,11 @@
 // K/V (llama, head dim 32) and the MLA latent (deepseek_v2, latent 64 and rope 32).
 #include <gtest/gtest.h>
 
-#include "edgeseek/core/error.h"
-#include "edgeseek/models/arch.h"
-#include "edgeseek/models/config.h"
-#include "edgeseek/runtime/model.h"
-#include "edgeseek/runtime/runner.h"
+#include "edgeseek/internal/core/error.h"
+#include "edgeseek/internal/models/arch.h"
+#include "edgeseek/internal/models/config.h"
+#include "edgeseek/internal/runtime/model.h"
+#include "edgeseek/internal/runtime/runner.h"
 #include "test_util.h"
 #include "vk_util.h"
 

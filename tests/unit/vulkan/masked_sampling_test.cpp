@@ -5,11 +5,11 @@
 // and must emit the same ids, all within the grammar.
 #include <gtest/gtest.h>
 
-#include "edgeseek/grammar/grammar.h"
-#include "edgeseek/grammar/matcher.h"
-#include "edgeseek/models/arch.h"
-#include "edgeseek/runtime/model.h"
-#include "edgeseek/runtime/sampler.h"
+#include "edgeseek/internal/grammar/grammar.h"
+#include "edgeseek/internal/grammar/matcher.h"
+#include "edgeseek/internal/models/arch.h"
+#include "edgeseek/internal/runtime/model.h"
+#include "edgeseek/internal/runtime/sampler.h"
 #include "test_util.h"
 #include "vk_util.h"
 

@@ -5,9 +5,9 @@
 // shape). Logits agree to 1e-4 relative L2 with f32 activations.
 #include <gtest/gtest.h>
 
-#include "edgeseek/models/arch.h"
-#include "edgeseek/models/config.h"
-#include "edgeseek/runtime/model.h"
+#include "edgeseek/internal/models/arch.h"
+#include "edgeseek/internal/models/config.h"
+#include "edgeseek/internal/runtime/model.h"
 #include "test_util.h"
 #include "vk_util.h"
 

@@ -5,10 +5,10 @@
 // computing that prefix; an unmapped position is a clear error.
 #include <gtest/gtest.h>
 
-#include "edgeseek/core/error.h"
-#include "edgeseek/models/arch.h"
-#include "edgeseek/models/config.h"
-#include "edgeseek/runtime/model.h"
+#include "edgeseek/internal/core/error.h"
+#include "edgeseek/internal/models/arch.h"
+#include "edgeseek/internal/models/config.h"
+#include "edgeseek/internal/runtime/model.h"
 #include "test_util.h"
 #include "vk_util.h"
 

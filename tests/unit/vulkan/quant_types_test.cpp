@@ -19,10 +19,10 @@
 
 #include "backends/cpu/reference.h"
 #include "backends/vulkan/weights.h"
-#include "edgeseek/models/arch.h"
-#include "edgeseek/models/config.h"
-#include "edgeseek/quant/blocks.h"
-#include "edgeseek/runtime/model.h"
+#include "edgeseek/internal/models/arch.h"
+#include "edgeseek/internal/models/config.h"
+#include "edgeseek/internal/quant/blocks.h"
+#include "edgeseek/internal/runtime/model.h"
 #include "test_util.h"
 #include "vk_util.h"
 

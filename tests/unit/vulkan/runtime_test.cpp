@@ -10,7 +10,7 @@
 #include "backends/vulkan/memory.h"
 #include "backends/vulkan/plan.h"
 #include "test_util.h"
-#include "edgeseek/backends/vulkan.h"
+#include "edgeseek/internal/backends/vulkan.h"
 #include "vk_util.h"
 
 namespace es::test {

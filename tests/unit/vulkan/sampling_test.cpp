@@ -8,8 +8,8 @@
 #include <cmath>
 #include <set>
 
-#include "edgeseek/backends/sampling.h"
-#include "edgeseek/core/error.h"
+#include "edgeseek/internal/backends/sampling.h"
+#include "edgeseek/internal/core/error.h"
 #include "test_util.h"
 #include "vk_util.h"
 

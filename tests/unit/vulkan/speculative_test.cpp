@@ -3,14 +3,14 @@
 // id a row downloaded), no logit row comes back, and the golden Llama's greedy ids equal those of
 // plain decoding on the device, with n-gram drafts and with draft = target (on lavapipe; the CLI
 // twin is VulkanCli.SpeculativeGreedyEqualsPlain).
-#include "edgeseek/runtime/speculative.h"
+#include "edgeseek/internal/runtime/speculative.h"
 
 #include <gtest/gtest.h>
 
 #include "counting_backend.h"
-#include "edgeseek/runtime/generator.h"
-#include "edgeseek/runtime/model.h"
-#include "edgeseek/runtime/runner.h"
+#include "edgeseek/internal/runtime/generator.h"
+#include "edgeseek/internal/runtime/model.h"
+#include "edgeseek/internal/runtime/runner.h"
 #include "test_util.h"
 #include "vk_util.h"
 

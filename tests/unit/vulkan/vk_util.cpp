@@ -1,12 +1,12 @@
 // Vulkan test helpers (see vk_util.h).
 #include "vk_util.h"
 
-#include "edgeseek/quant/blocks.h"
+#include "edgeseek/internal/quant/blocks.h"
 
 #include <cmath>
 #include <cstdlib>
 
-#include "edgeseek/core/half.h"
+#include "edgeseek/internal/core/half.h"
 #include "test_util.h"
 
 namespace es::test {

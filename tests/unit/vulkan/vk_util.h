@@ -12,9 +12,9 @@
 
 #include "backends/vulkan/instance.h"
 #include "backends/vulkan/vulkan_backend.h"
-#include "edgeseek/backends/backend.h"
-#include "edgeseek/graph/graph.h"
-#include "edgeseek/runtime/model.h"
+#include "edgeseek/internal/backends/backend.h"
+#include "edgeseek/internal/graph/graph.h"
+#include "edgeseek/internal/runtime/model.h"
 
 namespace es::test {
 

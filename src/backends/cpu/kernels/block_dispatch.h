@@ -1,5 +1,5 @@
 // The one list of block-quantized weight types the CPU matmul kernels take, and the switch from a
-// run-time DType to the block struct (include/edgeseek/quant/blocks.h) that their templates are
+// run-time DType to the block struct (include/edgeseek/internal/quant/blocks.h) that their templates are
 // instantiated on — shared by the x86/portable driver (matmul_quant-inl.h) and the ARM64 one
 // (matmul_quant_arm.cpp), so that a new type is added in one place.
 //
@@ -9,8 +9,8 @@
 //   });
 #pragma once
 
-#include "edgeseek/core/dtype.h"
-#include "edgeseek/quant/blocks.h"
+#include "edgeseek/internal/core/dtype.h"
+#include "edgeseek/internal/quant/blocks.h"
 
 namespace es::cpu {
 

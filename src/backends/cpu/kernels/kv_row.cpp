@@ -8,10 +8,10 @@
 #include <cstring>
 
 #include "cpu/kernels/vec.h"
-#include "edgeseek/core/error.h"
-#include "edgeseek/core/half.h"
-#include "edgeseek/core/tensor.h"
-#include "edgeseek/quant/blocks.h"
+#include "edgeseek/internal/core/error.h"
+#include "edgeseek/internal/core/half.h"
+#include "edgeseek/internal/core/tensor.h"
+#include "edgeseek/internal/quant/blocks.h"
 
 namespace es::cpu {
 namespace {

@@ -9,7 +9,7 @@
 
 #include <cstdint>
 
-#include "edgeseek/core/dtype.h"
+#include "edgeseek/internal/core/dtype.h"
 
 namespace es::cpu {
 

@@ -32,7 +32,7 @@
 #include <cstring>
 
 #include "cpu/kernels/scratch.h"
-#include "edgeseek/core/thread_pool.h"
+#include "edgeseek/internal/core/thread_pool.h"
 #include "hwy/highway.h"
 
 HWY_BEFORE_NAMESPACE();

@@ -23,7 +23,7 @@
 // clang-format on
 
 #include "cpu/kernels/matmul.h"
-#include "edgeseek/core/error.h"
+#include "edgeseek/internal/core/error.h"
 #if HWY_ONCE && HWY_ARCH_ARM_A64
 #include <map>
 #include <mutex>

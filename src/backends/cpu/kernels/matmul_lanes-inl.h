@@ -50,8 +50,8 @@
 
 #include "cpu/kernels/scratch.h"
 #include "cpu/kernels/task_grid.h"
-#include "edgeseek/core/thread_pool.h"
-#include "edgeseek/quant/blocks.h"
+#include "edgeseek/internal/core/thread_pool.h"
+#include "edgeseek/internal/quant/blocks.h"
 #include "hwy/cache_control.h"
 #include "hwy/highway.h"
 

@@ -1,6 +1,6 @@
 // SIMD bodies of the block-quantized CPU matmul, compiled per target by matmul.cpp: weights
 // Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, Q4_K, Q5_K, Q6_K (llama.cpp layouts) and I4G (edgeseek),
-// include/edgeseek/quant/blocks.h, × f32 activations.
+// include/edgeseek/internal/quant/blocks.h, × f32 activations.
 //
 // Activations. Each row is quantized once per call, per group of 32, to int8 with an f32 scale
 // (dx = absmax / 127, q = round-to-nearest-even(x / dx)), keeping dx·Σq per group for the
@@ -44,8 +44,8 @@
 #include <limits>
 
 #include "cpu/kernels/block_dispatch.h"
-#include "edgeseek/core/dtype.h"
-#include "edgeseek/quant/blocks.h"
+#include "edgeseek/internal/core/dtype.h"
+#include "edgeseek/internal/quant/blocks.h"
 
 namespace es::cpu {
 
@@ -123,9 +123,9 @@ inline void QuantizeActivationRowWide(const float* x, int64_t K, int16_t* qs, fl
 #include "cpu/kernels/matmul_quant_arm.h"
 #include "cpu/kernels/scratch.h"
 #include "cpu/kernels/task_grid.h"
-#include "edgeseek/core/error.h"
-#include "edgeseek/core/half.h"
-#include "edgeseek/core/thread_pool.h"
+#include "edgeseek/internal/core/error.h"
+#include "edgeseek/internal/core/half.h"
+#include "edgeseek/internal/core/thread_pool.h"
 #include "hwy/cache_control.h"
 #include "hwy/highway.h"
 

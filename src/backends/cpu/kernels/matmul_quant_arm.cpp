@@ -45,8 +45,8 @@
 #include "cpu/kernels/kquant_scales.h"
 #include "cpu/kernels/scratch.h"
 #include "cpu/kernels/task_grid.h"
-#include "edgeseek/core/error.h"
-#include "edgeseek/quant/blocks.h"
+#include "edgeseek/internal/core/error.h"
+#include "edgeseek/internal/quant/blocks.h"
 #define ES_CPU_QUANT_ACTIVATIONS_ONLY 1
 #include "cpu/kernels/matmul_quant-inl.h"  // QuantizeActivationRow(Wide), shared with x86
 #undef ES_CPU_QUANT_ACTIVATIONS_ONLY

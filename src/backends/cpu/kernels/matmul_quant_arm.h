@@ -12,8 +12,8 @@
 
 #include <cstdint>
 
-#include "edgeseek/core/dtype.h"
-#include "edgeseek/core/thread_pool.h"
+#include "edgeseek/internal/core/dtype.h"
+#include "edgeseek/internal/core/thread_pool.h"
 
 namespace es::cpu {
 

@@ -21,7 +21,7 @@
 
 #include "cpu/kernels/matmul.h"
 #include "cpu/kernels/repack.h"
-#include "edgeseek/core/error.h"
+#include "edgeseek/internal/core/error.h"
 
 HWY_BEFORE_NAMESPACE();
 namespace es::cpu {

@@ -13,8 +13,8 @@
 #include <cstdint>
 #include <memory>
 
-#include "edgeseek/core/dtype.h"
-#include "edgeseek/core/thread_pool.h"
+#include "edgeseek/internal/core/dtype.h"
+#include "edgeseek/internal/core/thread_pool.h"
 
 namespace es::cpu {
 

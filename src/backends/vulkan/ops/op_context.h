@@ -16,7 +16,7 @@
 #include "../memory.h"
 #include "../pipeline_cache.h"
 #include "../weights.h"
-#include "edgeseek/graph/graph.h"
+#include "edgeseek/internal/graph/graph.h"
 
 namespace es::vk {
 

@@ -1,0 +1,155 @@
+// Graph IR: the contract between models (which build graphs) and backends (which execute them).
+//
+// A Graph is a list of nodes in execution order. Each node is one op with its inputs (earlier
+// node ids) and one output tensor of a static shape; all activations are row-major 2-D
+// [rows, cols] (rows = tokens of the batch, or selected rows) in f32 unless a backend plans
+// otherwise. Weights enter as kWeight nodes that point at model tensors (mmapped or repacked);
+// the batch's token ids and positions enter through the Batch, not through nodes. The KV cache
+// is not a graph tensor: kKvStore writes to it and the attention ops read it, addressed by
+// (layer, part) and the Batch's sequence table.
+//
+// Models build one graph per batch shape; building is cheap (a few hundred nodes) and the
+// backends key what they cache (pipelines, descriptor sets, command buffers) on shapes.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "edgeseek/internal/core/tensor.h"
+
+namespace es {
+
+// ---- the batch: tokens of several sequences in one forward pass ----------------------------
+// Tokens of one sequence are contiguous; sequence s covers batch rows
+// [row0, row0 + n_tokens) at positions [pos0, pos0 + n_tokens) of its KV slot. A prefill chunk
+// and decode steps of other sequences may share a batch.
+struct BatchSeq {
+  int slot = 0;       // KV cache slot (one per live sequence)
+  int64_t pos0 = 0;   // position of this sequence's first token in the batch
+  int n_tokens = 0;
+  int row0 = 0;       // first batch row (filled by Batch::Finalize)
+};
+
+struct Batch {
+  std::vector<int32_t> tokens;   // [T]
+  std::vector<BatchSeq> seqs;
+  std::vector<int32_t> out_rows; // batch rows whose logits are wanted, ascending
+  // Derived per-row tables (Finalize): position and sequence index of each row.
+  std::vector<int32_t> positions;
+  std::vector<int32_t> row_seq;
+
+  int n_tokens() const { return int(tokens.size()); }
+  // Appends a sequence's tokens; `all_logits` asks logits for every row, else only its last.
+  void Add(int slot, int64_t pos0, const std::vector<int32_t>& toks, bool all_logits = false);
+  void Finalize();
+};
+
+// ---- rope ----------------------------------------------------------------------------------
+enum class RopeMode : uint8_t {
+  kNeox,        // rotate halves: (x[i], x[i + d/2]) pairs — Llama/Qwen2 in HF layout
+  kInterleaved  // rotate adjacent pairs (x[2i], x[2i+1]) — DeepSeek's rope layout
+};
+
+// Everything needed to rotate: angle(pos, i) = pos * inv_freq[i]; cos/sin scaled by
+// attention_factor (YaRN's mscale ratio). inv_freq already folds llama3 / YaRN scaling.
+struct RopeTable {
+  RopeMode mode = RopeMode::kNeox;
+  int dim = 0;                   // rotated dims per head (even)
+  std::vector<float> inv_freq;   // [dim / 2]
+  float attention_factor = 1.0f;
+};
+
+// ---- MoE -----------------------------------------------------------------------------------
+enum class ScoringFunc : uint8_t { kSoftmax, kSigmoid };
+enum class TopkMethod : uint8_t { kGreedy, kGroupLimitedGreedy, kNoauxTc };
+
+struct MoeParams {
+  int n_experts = 0;
+  int top_k = 0;
+  int n_group = 1;
+  int topk_group = 1;
+  ScoringFunc scoring = ScoringFunc::kSoftmax;
+  TopkMethod topk_method = TopkMethod::kGreedy;
+  bool norm_topk_prob = false;
+  float routed_scaling_factor = 1.0f;
+  int ffn_dim = 0;  // moe_intermediate_size
+};
+
+// ---- ops -----------------------------------------------------------------------------------
+enum class Op : uint8_t {
+  kWeight,        // a model tensor; out shape = tensor shape (no execution)
+  kEmbed,         // src: [W(V,D)] ; batch tokens -> [T, D]
+  kRmsNorm,       // src: [x(R,D), w(D)] ; eps -> x * rsqrt(mean(x^2) + eps) * w
+  kMatMul,        // src: [x(R,K), W(N,K), bias(N)?] -> [R, N] = x Wᵀ (+ bias)
+  kAdd,           // src: [a, b] same shape -> a + b
+  kSwiGLU,        // src: [gate(R,I), up(R,I)] -> silu(gate) * up
+  kSlice,         // src: [x(R,C)] ; i0 = col offset, i1 = width -> [R, width]
+  kRope,          // src: [x(R, H*hd)] ; i0 = heads, i1 = head dim, i2 = offset of the rotated
+                  //   part inside each head, rope -> same shape, rotated at batch positions
+  kKvStore,       // src: [x(T, W)] ; layer, i0 = part (0/1) -> writes rows to the cache at
+                  //   (slot, position) of each batch row; out = x (for ordering)
+  kAttention,     // src: [q(T, Hq*dk), storeK, storeV] ; layer, i0 = Hq, i1 = Hkv, i2 = dk,
+                  //   i3 = dv, f0 = scale -> [T, Hq*dv]; causal over the row's own sequence
+  kMlaAttention,  // src: [q(T, H*(dn+dr)), storeC, storePE, WukT(H*r, dn), Wuv(H*dv, r),
+                  //   kv_b(H*(dn+dv), r)?] ; layer, i0 = H, i1 = dn, i2 = dr, i3 = dv,
+                  //   i4 = r (kv_lora_rank), f0 = scale -> [T, H*dv]; the absorbed form over
+                  //   the latent cache, or (a backend's choice, kv_b given) the non-absorbed one:
+                  //   K_nope, V = c kv_bᵀ per head, attention over [K_nope | k_pe] and V
+  kMoE,           // src: [x(R,D), gate(E,D), bias(E) or -1, then per expert e: gate_e(I,D),
+                  //   up_e(I,D), down_e(D,I)] ; moe -> [R, D] routed experts only
+  kGetRows,       // src: [x(T,C)] ; the batch's out_rows -> [len(out_rows), C]
+  kCount
+};
+
+const char* OpName(Op op);
+
+struct Node {
+  Op op = Op::kWeight;
+  std::string name;                 // checkpoint-style name, e.g. "model.layers.3.self_attn.q"
+  std::vector<int> src;             // node ids (−1 = absent optional input)
+  Shape shape;                      // output [rows, cols] (weights: their own shape)
+  DType dtype = DType::kF32;        // output type
+  const Tensor* weight = nullptr;   // kWeight only; owned by the model
+  int layer = -1;
+  int64_t i[5] = {0, 0, 0, 0, 0};   // integer params (meaning per op, see Op)
+  float f0 = 0.0f;                  // eps or scale
+  std::shared_ptr<const RopeTable> rope;
+  std::shared_ptr<const MoeParams> moe;
+};
+
+class Graph {
+ public:
+  Graph();
+  int Add(Node n);                       // returns the node id
+  int AddWeight(const Tensor& t);        // dedups by tensor address
+  const Node& node(int id) const { return nodes_[size_t(id)]; }
+  const std::vector<Node>& nodes() const { return nodes_; }
+  int output() const { return int(nodes_.size()) - 1; }
+  // For each node: index of the last node that reads it (or itself), for memory planning.
+  std::vector<int> LastUse() const;
+  // A process-wide number of this graph's content: new for every graph made and every node
+  // added, kept by copies (equal content). A backend may key what it derives from the nodes
+  // (weight checks, the recorded program's hash) by it.
+  uint64_t version() const { return version_; }
+
+ private:
+  uint64_t version_ = 0;
+  std::vector<Node> nodes_;
+  std::vector<std::pair<const Tensor*, int>> weight_ids_;
+};
+
+// ---- KV cache layout -----------------------------------------------------------------------
+// Per layer, up to two parts with a width in elements per token: (K, V) for standard attention,
+// (latent c, rope key) for MLA. The runtime owns the cache; a backend allocates its storage.
+struct KvSpec {
+  int n_layers = 0;
+  int width[2] = {0, 0};
+  DType dtype = DType::kF32;
+  size_t BytesPerToken() const {
+    return size_t(n_layers) * (RowBytes(dtype, width[0]) + (width[1] ? RowBytes(dtype, width[1]) : 0));
+  }
+};
+
+}  // namespace es

@@ -1,0 +1,157 @@
+// Plan: what a model needs and how fast it runs on a device, before running it (issue 20).
+//
+// The arithmetic is exact and shape-driven: bytes of every weight tensor (its type's RowBytes),
+// FLOPs of every matmul (2 × rows × the weight's elements), attention at a KV depth (GQA, MLA in
+// the absorbed form for decode and the cheaper of absorbed / non-absorbed for prefill), MoE at the
+// expected number of distinct experts a step touches, KV bytes from ModelConfig::MakeKvSpec (what
+// `inspect` and the runner use). The prediction is a roofline per phase with the device profile's
+// calibrated rates (device_profile.h): time = max(bytes / bandwidth, FLOPs / compute rate) +
+// dispatches × per-dispatch overhead + the per-step overhead, and the larger of those three
+// terms names the phase's binding limit. docs/plan.md has the formulas and the validation.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <nlohmann/json_fwd.hpp>
+#include <string>
+#include <vector>
+
+#include "edgeseek/internal/core/dtype.h"
+#include "edgeseek/internal/core/tensor.h"
+#include "edgeseek/internal/models/config.h"
+
+namespace es {
+
+struct DeviceProfile;
+
+// ---- a model's weights, as stored or as a quantization would store them ----------------------
+struct PlanTensor {
+  std::string name;  // checkpoint name: Hugging Face ("model.layers.3.mlp.up_proj.weight") or GGUF
+  Shape shape;       // outermost first; GGUF expert tensors are stacked [experts, rows, cols]
+  DType type = DType::kF32;
+  size_t bytes = 0;
+};
+
+struct ModelWeights {
+  std::string name;
+  ModelConfig config;
+  std::vector<PlanTensor> tensors;
+  std::vector<std::string> import_notes;  // an ONNX model's lift summary (Model::import_notes)
+  size_t total_bytes() const;
+  int64_t parameters() const;
+};
+
+// A GGUF file (its own types; the config from its metadata, nothing loaded), a Hugging Face
+// folder (config.json + safetensors headers) or an ONNX model (lifted: its tensors as edgeseek
+// holds them). Throws es::Error naming the path.
+ModelWeights DescribeModelFile(const std::string& path);
+// A built-in preset or config.json path with the weights `edgeseek convert --type TYPE` writes:
+// TYPE is a quantization preset (q8_0, q4_0, q4_k_m, i4g: BuiltinQuantPolicy, so embeddings and
+// the value path follow its rules) or one type for every matrix (bf16, f16, f32, q6_k, ...);
+// 1-D tensors are f32. `uniform` applies TYPE to every matrix, rules ignored (inspect's --dtype).
+ModelWeights DescribeSynthetic(const std::string& name_or_config, const std::string& type,
+                               bool uniform = false);
+// The types TYPE's policy gives a model file's tensors, as `edgeseek convert` would write them
+// (matrices by the policy, 1-D tensors F32).
+void RetypeWeights(ModelWeights& w, const std::string& type);
+
+// ---- what a plan is asked ------------------------------------------------------------------
+enum class PlanSplit : uint8_t { kLayer, kHead };
+
+struct PlanOptions {
+  int64_t context = 4096;  // KV capacity per sequence (memory)
+  int prompt = 512;        // prefill: one chunk of this many tokens from an empty cache
+  int gen = 128;           // decode: steps after the prompt; predicted at depth prompt + gen / 2
+  int batch = 1;           // sequences decoding together (rows of a decode step)
+  DType kv_type = DType::kF16;
+  int devices = 1;
+  PlanSplit split = PlanSplit::kLayer;
+};
+// Throws es::Error naming the option when a value is out of range (context 0, prompt past the
+// context, a KV type the model's rows do not split into, ...).
+void CheckPlanOptions(const ModelConfig& c, const PlanOptions& o);
+
+// ---- per-layer costs -------------------------------------------------------------------------
+// One transformer layer. Bytes are weight bytes; FLOPs count multiply and add as two.
+struct LayerCost {
+  int layer = 0;
+  bool mla = false, moe = false;
+  size_t attn_bytes = 0;      // norms + projections (MLA: q path, kv_a, o; not kv_b)
+  size_t kv_b_bytes = 0;      // MLA: kv_b as stored (non-absorbed prefill reads it)
+  size_t absorbed_bytes = 0;  // MLA: wuk_t + wuv as the loader derives them (decode reads them)
+  size_t ffn_bytes = 0;       // norm + dense FFN, or router + shared experts
+  size_t expert_bytes = 0;    // all routed experts
+  size_t active_expert_bytes = 0;  // top-k routed experts at one token
+  double proj_flops = 0;    // per token: matmuls outside attention's inner products and experts
+  double expert_flops = 0;  // per token: the top-k routed experts
+  int64_t kv_bytes_per_token = 0;
+  int dispatches = 0;  // graph nodes (ops) of the layer, see LayerDispatches
+};
+
+// Graph nodes one layer adds to ModelArch::Build's graph (kWeight nodes excluded): GQA
+// attention 11 (norm, q, k, v, 2 rope, 2 stores, attention, o, residual), MLA 13 (norm, q,
+// q rope, kv_a, 2 slices, kv norm, k_pe rope, 2 stores, mla, o, residual; q_lora makes q three:
+// q_a, its norm, q_b), dense FFN 6 (norm, gate, up, act, down, residual), MoE 3 + 5 with shared
+// experts (norm, experts, residual; gate, up, act, down, add). The test PlanArith.
+// DispatchesMatchTheBuiltGraph checks these against built graphs.
+int LayerDispatches(const ModelConfig& c, int layer);
+// Nodes outside the layers: embed, final norm, lm_head (+ get_rows when not every row is read).
+int HeadDispatches(bool all_rows_read);
+
+// Attention FLOPs for `queries` new tokens appended at KV depth `depth0` (each attends to every
+// earlier key and itself): GQA 4·H·hd per (query, key); MLA absorbed 2·H·(2r + dr) per (query,
+// key) + 2·H·r·(dn + dv) per query (q through wuk_t, output through wuv); MLA non-absorbed
+// 2·H·(dn + dr + dv) per (query, key) + 2·H·r·(dn + dv) per new key (kv_b expands each latent).
+double AttentionFlops(const ModelConfig& c, int64_t depth0, int64_t queries, bool absorbed);
+
+// Expected distinct experts a step of `rows` tokens touches, each picking top_k of n uniformly:
+// n·(1 − (1 − k/n)^rows).
+double ExpectedExperts(int n_experts, int top_k, int64_t rows);
+
+// ---- the plan --------------------------------------------------------------------------------
+struct PhaseCost {
+  double bytes = 0, flops = 0;
+  double dispatches = 0;  // per step
+  double steps = 0;
+  double t_memory_s = 0, t_compute_s = 0, t_dispatch_s = 0, t_total_s = 0;
+  std::string bound;  // "bandwidth", "compute" or "dispatch"
+  double tokens_per_s = 0;
+};
+
+struct DeviceShare {
+  int device = 0;
+  size_t weights_bytes = 0, kv_bytes = 0, memory_bytes = 0;
+  bool fits = false;
+};
+
+struct Plan {
+  std::string model, device, backend;
+  bool calibrated = false;
+  PlanOptions options;
+  std::vector<LayerCost> layers;
+  size_t weights_bytes = 0;  // every tensor as stored + derived (MLA absorbed pair)
+  size_t derived_bytes = 0;  // the absorbed pair alone
+  // What of the weights is in memory: all of them, except on the CPU backend an untied embedding
+  // table (mmapped, a row lookup) counts only the rows of batch x (prompt + gen) tokens.
+  size_t resident_weights_bytes = 0;
+  size_t kv_bytes = 0;  // batch × context × bytes per token
+  int64_t kv_bytes_per_token = 0;
+  size_t activation_bytes = 0;  // the prefill chunk's live activations + logits
+  size_t overhead_bytes = 0;    // the profile's runtime / driver share
+  size_t memory_bytes = 0;      // resident weights + KV + activations + overhead
+  size_t device_memory_bytes = 0;
+  bool fits = false;
+  PhaseCost prefill, decode;
+  // --devices N > 1: memory per device and bytes crossing devices per decoded token.
+  std::vector<DeviceShare> shares;
+  double transfer_bytes_per_token = 0;
+  double t_transfer_s = 0;  // per decode step, at the profile's link bandwidth
+};
+
+Plan MakePlan(const ModelWeights& w, const DeviceProfile& device, const PlanOptions& o);
+nlohmann::json PlanToJson(const Plan& p);
+std::string PlanTable(const Plan& p);  // the human-readable form
+// Bytes as "1.50 GiB" (B, KiB, MiB, GiB, TiB; two decimals): plan's table and `inspect`.
+std::string HumanBytes(double bytes);
+
+}  // namespace es

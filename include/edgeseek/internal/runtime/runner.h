@@ -1,0 +1,101 @@
+// Runner: a model on a backend with a KV cache of `n_slots` sequences. The one primitive the
+// generator, the benchmark and the server's continuous batching all build on: a forward pass
+// over a Batch that may mix prefill chunks and decode steps of different sequences.
+//
+//   Runner r(model, CreateBackend("cpu", {}), {.n_slots = 8, .context = 4096});
+//   int s = r.AcquireSlot();
+//   Batch b; b.Add(s, /*pos0=*/0, prompt_ids); b.Finalize();
+//   std::vector<float> logits;   // [b.out_rows.size(), vocab]
+//   r.Forward(b, &logits);
+//
+// Thread-compatibility: one thread drives a Runner at a time (the server's engine loop).
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "edgeseek/internal/backends/backend.h"
+#include "edgeseek/internal/runtime/model.h"
+
+namespace es {
+
+struct RunnerOptions {
+  int n_slots = 1;          // sequences whose KV caches live at once
+  int64_t context = 0;      // tokens per slot (0: min(model max, 4096))
+  // KV cache type: f32, f16, q8_0 or q4_0 (ParseKvType); unset: the backend's default
+  // (Backend::default_kv_type: f16 on GPUs).
+  std::optional<DType> kv_dtype;
+  // Bytes of the KV pool (whole blocks of kKvBlockTokens tokens, at least one); 0: n_slots x
+  // context. A pool smaller than that is shared: a caller maps blocks to slots (SetBlockTable,
+  // the engine does) — slots left on their initial blocks beyond the pool have none.
+  size_t kv_memory_bytes = 0;
+};
+
+// The one parser of a KV cache type (--kv-type, the server's kv_type): "f32", "f16", "q8_0" or
+// "q4_0" (case-insensitive); throws es::Error naming the text and the choices otherwise.
+DType ParseKvType(std::string_view s);
+// Throws es::Error, naming the model and the type, unless every row of the model's cache splits
+// into whole blocks of `type` per head (q8_0 / q4_0: head dims, or MLA's latent and rope
+// widths, multiples of 32).
+void CheckKvType(const ModelConfig& config, const std::string& model_name, DType type);
+
+class Runner {
+ public:
+  Runner(std::shared_ptr<const Model> model, std::unique_ptr<Backend> backend,
+         const RunnerOptions& opts);
+  ~Runner();
+
+  const Model& model() const { return *model_; }
+  Backend& backend() { return *backend_; }
+  int n_slots() const;
+  int64_t context() const;
+  DType kv_type() const { return kv_->spec().dtype; }
+  size_t kv_bytes_per_token() const;
+  size_t kv_bytes_total() const;
+  // Paged KV (backend.h, KvStorage): blocks in the pool, whether tables may name any block.
+  int64_t kv_blocks() const;
+  bool kv_paged() const;
+  void SetBlockTable(int slot, const std::vector<int32_t>& blocks);
+  const KvStorage& kv() const { return *kv_; }
+
+  // Slots: a free slot id, or -1 when none is free. Releasing forgets the slot's cache.
+  int AcquireSlot();
+  void ReleaseSlot(int slot);
+  int free_slots() const;
+
+  // One forward pass. Each sequence's tokens go at positions [pos0, pos0+n) of its slot; the
+  // cache must already hold positions [0, pos0). Writes logits of batch.out_rows (row-major
+  // [out_rows, vocab]). Throws es::Error on an id outside the vocabulary or a slot overflow.
+  void Forward(const Batch& batch, std::vector<float>* logits, ComputeStats* stats = nullptr);
+  // Greedy step: like Forward, but only the argmax id of each output row comes back (computed on
+  // the device by backends that can).
+  void ForwardArgmax(const Batch& batch, std::vector<int32_t>* ids, ComputeStats* stats = nullptr);
+  // Sampling step: output row r sampled by rows[r] (on the device where the backend can).
+  void ForwardSample(const Batch& batch, const std::vector<RowSampling>& rows, std::vector<int32_t>* ids,
+                     ComputeStats* stats = nullptr);
+
+ private:
+  void CheckBatch(const Batch& batch) const;  // token ids, slots and context
+  // The forward graph of a batch of this shape, built once per shape (ModelArch::Build depends
+  // on a batch only through its row and output-row counts): a decode step no longer rebuilds
+  // its ~800 nodes, ~320 us a step for a 28-layer model on this repository's CI machine
+  // (bench/micro/graph_bench.cpp).
+  const Graph& GraphFor(const Batch& batch);
+  struct ShapeGraph {
+    int rows = 0, out_rows = 0;
+    std::unique_ptr<const Graph> graph;
+  };
+  std::vector<ShapeGraph> graphs_;  // most recently used first, at most kMaxGraphs
+  static constexpr size_t kMaxGraphs = 8;
+
+  std::shared_ptr<const Model> model_;
+  std::unique_ptr<Backend> backend_;
+  std::unique_ptr<KvStorage> kv_;
+  std::vector<bool> slot_used_;
+};
+
+}  // namespace es
