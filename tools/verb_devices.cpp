@@ -1,12 +1,15 @@
 // `edgeseek devices`: lists the Vulkan devices with driver, API version, memory heaps, subgroup
 // size and the features edgeseek uses (fp16, int8, 16/8-bit storage, integer dot product,
 // cooperative matrix, bfloat16), and whether each is usable. Without any Vulkan driver it says
-// so and exits 1 (the CPU backend is unaffected).
+// so and exits 1 (the CPU backend is unaffected). `--tuning` prints the Vulkan backend's knobs
+// (backends/vulkan/tuning.h) with their effective values, `--tuning --markdown` the registry's
+// table that docs/vulkan.md carries.
 #include <cstdio>
 #include <fstream>
 #include <memory>
 #include <string>
 
+#include "backends/vulkan/tuning.h"
 #include "edgeseek/internal/backends/backend.h"
 #include "edgeseek/internal/backends/vulkan.h"
 #include "edgeseek/internal/core/error.h"
@@ -57,6 +60,8 @@ VerbRun Setup(CLI::App& sub) {
   auto cal = std::make_shared<CalibrateOptions>();
   auto out = std::make_shared<std::string>();
   auto name = std::make_shared<std::string>();
+  auto tuning = std::make_shared<bool>(false);
+  auto markdown = std::make_shared<bool>(false);
   sub.add_flag("--bandwidth", *bandwidth, "also measure the copy bandwidth of the chosen device");
   sub.add_option("--device", *device,
                  "device for --bandwidth / --calibrate (index or name; default: first GPU)");
@@ -70,7 +75,20 @@ VerbRun Setup(CLI::App& sub) {
   sub.add_option("--name", *name, "--calibrate: the profile's name");
   sub.add_option("--seconds", cal->seconds_per_case, "--calibrate: seconds per measurement");
   sub.add_flag("--quick", cal->quick, "--calibrate: small shapes (tests)");
+  sub.add_flag("--tuning", *tuning,
+               "print the Vulkan knobs (ES_VK_*): value, default, source (default / env), when "
+               "read");
+  sub.add_flag("--markdown", *markdown, "--tuning: the knob registry as a Markdown table");
   return [=] {
+    ES_CHECK(!*markdown || *tuning, "--markdown goes with --tuning");
+    if (*tuning) {
+      if (!VulkanBackendBuilt() || !vk::TuningText) {
+        std::printf("this build has no Vulkan backend (cpu only)\n");
+        return 1;
+      }
+      std::fputs(vk::TuningText(*markdown).c_str(), stdout);
+      return 0;
+    }
     if (*calibrate) {
       cal->device = *device;
       return Calibrate(*cal, *out, *name);

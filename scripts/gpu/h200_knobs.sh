@@ -90,19 +90,14 @@ for g in ${ES_KNOBS:-gemm gemv}; do
         "TILE=128x128x64 X32=1" "TILE=128x128x64 SWAP=1" "TILE=128x256x64 SWAP=1" "TILE=128x128x32 SWAP=1" \
         "TILE=64x128x64 SWAP=1" "TILE=128x128x64 SWAP=1 X32=1" "CM2=0"} ;;
     cm2b)  # variants after llama.cpp's coopmat2 matmul (docs/vulkan.md, "What llama.cpp's coopmat2
-           # GEMM does differently"): unclamped whole-tile loop (FAST), 16-byte strides (ALIGN),
-           # K-loop hint (LOOP=1: none, 0: don't unroll), f16 accumulators (ACC16), split-K
-           # (SPLITK = max slices), its 128 weight x 256 token x 64 tile (TILE=256x128x64
-           # SWAP=1); ours: activation tiles fastest in the launch order (ORDER). Since
-           # 2026-11-30 FAST=1, LOOP=1 and SPLITK=4 are the defaults (set FAST=0 etc. to compare).
-      cm2_settings ${ES_CM2B_KNOBS:-"TILE=256x128x64 SWAP=1 FAST=1 LOOP=1 ACC16=1 SPLITK=4" \
-        "TILE=256x128x64 SWAP=1 FAST=1 LOOP=1 ACC16=1 SPLITK=4 ORDER=1" \
-        "TILE=128x128x64 ACC16=1" "TILE=128x128x64 FAST=1 LOOP=1" "TILE=128x128x64 LOOP=1" \
-        "TILE=128x128x64 ALIGN=1" "TILE=128x128x64 ORDER=1" "TILE=128x128x64 SPLITK=4" \
-        "TILE=128x128x64" "CM2=0"} ;;
+           # GEMM does differently"): split-K (SPLITK = max slices), its 128 weight x 256 token x 64
+           # tile (TILE=256x128x64 SWAP=1). The loop / stride / accumulator / launch-order flags
+           # were settled (FAST, LOOP=1) and are no longer knobs (src/backends/vulkan/tuning.cpp).
+      cm2_settings ${ES_CM2B_KNOBS:-"TILE=256x128x64 SWAP=1 SPLITK=4" "TILE=256x128x64 SWAP=1 SPLITK=0" \
+        "TILE=128x128x64 SPLITK=0" "TILE=128x128x64 SPLITK=4" "TILE=128x128x64 SPLITK=8" "CM2=0"} ;;
     cm2prof)  # where the prefill step's time goes (shader time per op family), cm2 reference and
               # the llama.cpp-like setting, 7B; ES_CM2B_PROF overrides the settings
-      for k in ${ES_CM2B_PROF:-"TILE=128x128x64" "TILE=256x128x64 SWAP=1 FAST=1 LOOP=1 ACC16=1 SPLITK=4"}; do
+      for k in ${ES_CM2B_PROF:-"TILE=128x128x64" "TILE=256x128x64 SWAP=1 SPLITK=4"}; do
         local_env=(ES_VK_CM2=1)
         for kv in ${k//;/ }; do local_env+=("ES_VK_CM2_$kv"); done
         env "${local_env[@]}" timeout 180 "$B/edgeseek" bench --backend vulkan --synthetic r1-distill-qwen-7b \

@@ -14,15 +14,10 @@ Sequence::Sequence(Device& dev, bool profile) : dev_(dev) {
   // blocking spares the blocked thread's wake-up after the GPU signals it (default 3000 on GPUs;
   // 0 on CPU devices such as lavapipe, whose own threads need the cores). H200, same job, tg128
   // Q4_0: 1.5B 405 -> 445 t/s, 7B 290 -> 297-306 (docs/performance.md "Session 7").
-  const char* spin = std::getenv("ES_VK_SPIN_US");
-  spin_s_ = dev.info().type == "cpu" ? 0.0 : 3000e-6;
-  if (spin && *spin) {
-    char* end = nullptr;
-    const double us = std::strtod(spin, &end);
-    ES_CHECK(*end == 0 && us >= 0 && us <= 1e7, "vulkan: ES_VK_SPIN_US='", spin,
-             "' is not a number of microseconds from 0 to 10000000");
-    spin_s_ = us * 1e-6;
-  }
+  const Tuning& tune = dev.tuning();
+  spin_s_ = !tune.IsAuto(Knob::kSpinUs) ? tune.Uint(Knob::kSpinUs) * 1e-6
+            : dev.info().type == "cpu"  ? 0.0
+                                        : 3000e-6;
   VkCommandBufferAllocateInfo ai{VK_STRUCTURE_TYPE_COMMAND_BUFFER_ALLOCATE_INFO};
   ai.commandPool = dev.command_pool();
   ai.level = VK_COMMAND_BUFFER_LEVEL_PRIMARY;

@@ -32,7 +32,7 @@ std::string VulkanVersionString(uint32_t v) {
 // not pull an archive member into the link, so in a file of its own it was left out of the CLI
 // and `edgeseek devices --bandwidth` called a null function (the segfault seen on the H200).
 double MeasureVulkanCopyBandwidth(const std::string& device, uint64_t bytes) {
-  vk::Device dev(device);
+  vk::Device dev(device, vk::Tuning::FromEnvironment());
   vk::MemoryPool pool(dev, vk::MemoryPool::Kind::kDevice, "bandwidth", vk::PoolLimits{});
   bytes = std::min<uint64_t>(bytes, pool.max_range()) & ~uint64_t(255);
   vk::Allocation a = pool.Alloc(bytes, "bandwidth src"), b = pool.Alloc(bytes, "bandwidth dst");
@@ -139,13 +139,14 @@ std::string Lower(std::string s) {
 }
 
 // N of a usable NV coopmat shape (see Device::coopmat_n), 0 if none. ES_VK_COOPMAT=0 disables.
-uint32_t CoopmatShapeN(VkPhysicalDevice pd, const VulkanDeviceInfo& info) {
+uint32_t CoopmatShapeN(VkPhysicalDevice pd, const VulkanDeviceInfo& info, const Tuning& tune) {
 #ifndef ES_GLSLC_NV_COOPMAT
   (void)pd;
   (void)info;
+  (void)tune;
   return 0;
 #else
-  if (const char* e = std::getenv("ES_VK_COOPMAT"); e && std::string(e) == "0") return 0;
+  if (tune.Text(Knob::kCoopmat) == "0") return 0;
   if (!info.coopmat_nv || !info.fp16 || info.api_version < VK_API_VERSION_1_2 ||
       !vkGetPhysicalDeviceCooperativeMatrixPropertiesNV)
     return 0;
@@ -227,13 +228,14 @@ using PfnCoopmatKhrProperties = VkResult(VKAPI_PTR*)(VkPhysicalDevice, uint32_t*
 // with GL_KHR_cooperative_matrix), and the device has VK_KHR_cooperative_matrix with a
 // subgroup-scope 16 x 16 x 16 f16 x f16 -> f32 shape, a 32-wide subgroup, f16 arithmetic and
 // the Vulkan memory model. Taken where the NV extension is missing, or with ES_VK_COOPMAT=khr.
-bool CoopmatKhr16(VkPhysicalDevice pd, const VulkanDeviceInfo& info) {
+bool CoopmatKhr16(VkPhysicalDevice pd, const VulkanDeviceInfo& info, const Tuning& tune) {
 #ifndef ES_GLSLC_KHR_COOPMAT
   (void)pd;
   (void)info;
+  (void)tune;
   return false;
 #else
-  if (const char* e = std::getenv("ES_VK_COOPMAT"); e && std::string(e) == "0") return false;
+  if (tune.Text(Knob::kCoopmat) == "0") return false;
   if (!info.coopmat_khr || !info.fp16 || info.api_version < VK_API_VERSION_1_2 || info.subgroup_size != 32)
     return false;
   auto props_fn = reinterpret_cast<PfnCoopmatKhrProperties>(vkGetInstanceProcAddr(
@@ -269,18 +271,25 @@ bool CoopmatKhr16(VkPhysicalDevice pd, const VulkanDeviceInfo& info) {
 // workgroup-scope shape whose granularity divides the tile; then the prefill attention of
 // attention_cm2.comp where the device also has reductions. On by default; ES_VK_CM2=0 disables
 // both.
-Coopmat2Config QueryCoopmat2(VkPhysicalDevice pd, const VulkanDeviceInfo& info) {
+// matmul_gemm_cm2.comp's variant flags (its specialization constant 4): the unclamped loop for
+// whole tiles (bit 0) without a K-loop hint (bits 2-3 = 1): H200 pp512 1.5B 17,582 t/s, 7B 7,117
+// (docs/vulkan.md); 16-byte strides, f16 accumulators and activation tiles fastest lost.
+constexpr uint32_t kCm2Flags = 1u | (1u << 2);
+
+Coopmat2Config QueryCoopmat2(VkPhysicalDevice pd, const VulkanDeviceInfo& info,
+                             const Tuning& tune) {
   Coopmat2Config c;
 #ifndef ES_GLSLC_NV_COOPMAT2
   (void)pd;
   (void)info;
+  (void)tune;
   return c;
 #else
   // On by default where the device has it (ES_VK_CM2=0: off, matmul_gemm_cm.comp instead): with
   // the unclamped whole-tile loop without a loop hint and split-K (the defaults below) it measured
   // on the H200 at pp512 7B 7,117 t/s (FAST+LOOP, no split-K) against 5,494 for the subgroup-scope
   // GEMM and 1.5B 17,582 against 16,731 (docs/vulkan.md).
-  if (const char* e = std::getenv("ES_VK_CM2"); e && std::string(e) == "0") return c;
+  if (!tune.On(Knob::kCm2)) return c;
   if (!info.coopmat2_nv || !info.coopmat_khr || info.api_version < VK_API_VERSION_1_3) return c;
   auto flex = reinterpret_cast<PfnFlexibleDimensions>(vkGetInstanceProcAddr(
       Instance::Get().handle(), "vkGetPhysicalDeviceCooperativeMatrixFlexibleDimensionsPropertiesNV"));
@@ -309,20 +318,6 @@ Coopmat2Config QueryCoopmat2(VkPhysicalDevice pd, const VulkanDeviceInfo& info) 
   std::vector<CoopmatFlexibleDimensions> dims(n);
   for (auto& d : dims) d = CoopmatFlexibleDimensions{kSTypeCoopmatFlexibleDimensions, nullptr};
   if (flex(pd, &n, dims.data()) != VK_SUCCESS) return c;
-  // Knobs (scripts/gpu/h200_knobs.sh, docs/vulkan.md): a flag is on when set to 1 (Flag), a
-  // number read as such (Num); the defaults were measured on the H200 (docs/vulkan.md).
-  auto env = [](const char* name) -> const char* {
-    const char* v = std::getenv(name);
-    return v && *v ? v : nullptr;
-  };
-  auto Flag = [&](const char* name, bool def) {
-    const char* v = env(name);
-    return v ? std::string(v) == "1" : def;
-  };
-  auto Num = [&](const char* name, uint32_t def) {
-    const char* v = env(name);
-    return v ? uint32_t(std::strtoul(v, nullptr, 10)) : def;
-  };
   // A workgroup-scope f16 x f16 -> acc shape whose granularity divides m x n x k at workgroup
   // size wg.
   auto fits = [&](uint32_t acc, uint32_t m, uint32_t n, uint32_t k, uint32_t wg) {
@@ -338,9 +333,8 @@ Coopmat2Config QueryCoopmat2(VkPhysicalDevice pd, const VulkanDeviceInfo& info) 
     return false;
   };
   // GEMM tile BM x BN x BK and workgroup size: ES_VK_CM2_TILE=BMxBNxBK, ES_VK_CM2_WG.
-  uint32_t bm = 128, bn = 128, bk = 64;
-  if (const char* t = env("ES_VK_CM2_TILE")) std::sscanf(t, "%ux%ux%u", &bm, &bn, &bk);
-  const uint32_t wg = Num("ES_VK_CM2_WG", 256);
+  const auto [bm, bn, bk] = tune.Tile(Knob::kCm2Tile);
+  const uint32_t wg = tune.Uint(Knob::kCm2Wg);
   if (wg == 0 || wg > props.workgroup_scope_max_workgroup_size) return c;
   if (!fits(kComponentF32, bm, bn, bk, wg)) return c;
   c.bm = bm, c.bn = bn, c.bk = bk, c.wg = wg;
@@ -358,27 +352,17 @@ Coopmat2Config QueryCoopmat2(VkPhysicalDevice pd, const VulkanDeviceInfo& info) 
         break;
       }
   }
-  c.x32 = Flag("ES_VK_CM2_X32", false);
-  c.swap = Flag("ES_VK_CM2_SWAP", false);
-  // Variant flags, matmul_gemm_cm2.comp's specialization constant 4 (its header lists them).
-  // Defaults: FAST (unclamped loop for whole tiles) on, LOOP 1 (no K-loop hint), ORDER off.
-  if (Flag("ES_VK_CM2_FAST", true)) c.flags |= 1u;
-  if (Flag("ES_VK_CM2_ALIGN", false)) c.flags |= 2u;
-  c.flags |= (Num("ES_VK_CM2_LOOP", 1) & 3u) << 2;
-  if (Flag("ES_VK_CM2_ORDER", false)) c.flags |= 32u;
-  if (Flag("ES_VK_CM2_ACC16", false)) {
-    if (fits(kComponentF16, bm, bn, bk, wg))
-      c.flags |= 16u;
-    else
-      std::fprintf(stderr, "vulkan: ES_VK_CM2_ACC16=1 ignored: no workgroup-scope f16 accumulator shape fits %ux%ux%u/%u\n", bm, bn, bk, wg);
-  }
+  c.x32 = tune.On(Knob::kCm2X32);
+  c.swap = tune.On(Knob::kCm2Swap);
+  c.flags = kCm2Flags;
   // Split-K (default up to 4 slices): the multiprocessor count from VK_NV_shader_sm_builtins
   // (ES_VK_CM2_SMS overrides).
-  c.splitk = Num("ES_VK_CM2_SPLITK", 4);
-  c.splitk_min_k = Num("ES_VK_CM2_SPLITK_MINK", 2048);
-  if (env("ES_VK_CM2_SMS")) {
-    c.sms = Num("ES_VK_CM2_SMS", 0);
-  } else if (c.splitk > 1 && HasExtension(DeviceExtensions(pd), VK_NV_SHADER_SM_BUILTINS_EXTENSION_NAME)) {
+  c.splitk = tune.Uint(Knob::kCm2Splitk);
+  c.splitk_min_k = tune.Uint(Knob::kCm2SplitkMinK);
+  if (!tune.IsAuto(Knob::kCm2Sms)) {
+    c.sms = tune.Uint(Knob::kCm2Sms);
+  } else if (c.splitk > 1 &&
+             HasExtension(DeviceExtensions(pd), VK_NV_SHADER_SM_BUILTINS_EXTENSION_NAME)) {
     VkPhysicalDeviceShaderSMBuiltinsPropertiesNV sm{
         VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SHADER_SM_BUILTINS_PROPERTIES_NV};
     VkPhysicalDeviceProperties2 q{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_PROPERTIES_2};
@@ -387,14 +371,12 @@ Coopmat2Config QueryCoopmat2(VkPhysicalDevice pd, const VulkanDeviceInfo& info) 
     c.sms = sm.shaderSMCount;
   }
   // Prefill attention (attention_cm2.comp, on unless ES_VK_FA_CM2=0): BR query rows x BC keys
-  // per tile (ES_VK_FA_TILE=BRxBC), workgroup size ES_VK_FA_WG; it also needs row reductions.
-  // Default 32 x 32 at 128 invocations (H200 pp512, two rounds in one job: 1.5B 26.5k/26.4k t/s
-  // against 25.3k/25.2k at 64 x 64, 7B 8.9k/9.7k against 7.0k/9.4k; docs/vulkan.md).
+  // per tile at a workgroup size; it also needs row reductions. 32 x 32 at 128 invocations (H200
+  // pp512, two rounds in one job: 1.5B 26.5k/26.4k t/s against 25.3k/25.2k at 64 x 64, 7B
+  // 8.9k/9.7k against 7.0k/9.4k; docs/vulkan.md; the tile's knobs are retired).
   // Head dims pad to multiples of 16, so the shape must divide BR x BC x 16 and BR x 16 x BC.
-  if (cm2.reductions && Flag("ES_VK_FA_CM2", true)) {
-    uint32_t br = 32, bc = 32;
-    if (const char* t = env("ES_VK_FA_TILE")) std::sscanf(t, "%ux%u", &br, &bc);
-    const uint32_t fwg = Num("ES_VK_FA_WG", 128);
+  if (cm2.reductions && tune.On(Knob::kFaCm2)) {
+    constexpr uint32_t br = 32, bc = 32, fwg = 128;
     if (fwg && fwg <= props.workgroup_scope_max_workgroup_size && fits(kComponentF32, br, bc, 16, fwg) &&
         fits(kComponentF32, br, 16, bc, fwg)) {
       c.fa_br = br, c.fa_bc = bc, c.fa_wg = fwg;
@@ -550,7 +532,7 @@ int ChooseDevice(const std::vector<VulkanDeviceInfo>& devices, const std::string
   return pick;
 }
 
-Device::Device(const std::string& want) {
+Device::Device(const std::string& want, const Tuning& tuning) : tuning_(tuning) {
   auto pds = PhysicalDevices();
   std::vector<VulkanDeviceInfo> infos;
   for (size_t i = 0; i < pds.size(); ++i) infos.push_back(Describe(pds[i], int(i)));
@@ -599,10 +581,9 @@ Device::Device(const std::string& want) {
       VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_COOPERATIVE_MATRIX_FEATURES_NV};
   // The subgroup-scope coopmat GEMM: NV's where the device has it, else KHR's (16 x 16 x 16);
   // ES_VK_COOPMAT=khr tries KHR's first, =0 neither.
-  const char* cm_env = std::getenv("ES_VK_COOPMAT");
-  const bool prefer_khr = cm_env && std::string(cm_env) == "khr";
-  const bool khr_ok = CoopmatKhr16(physical_, info_);
-  const uint32_t nv_n = prefer_khr && khr_ok ? 0 : CoopmatShapeN(physical_, info_);
+  const bool prefer_khr = tuning_.Text(Knob::kCoopmat) == "khr";
+  const bool khr_ok = CoopmatKhr16(physical_, info_, tuning_);
+  const uint32_t nv_n = prefer_khr && khr_ok ? 0 : CoopmatShapeN(physical_, info_, tuning_);
   coopmat_khr_ = khr_ok && nv_n == 0;
   coopmat_n_ = coopmat_khr_ ? 16 : nv_n;
   if (coopmat_n_ && !coopmat_khr_) {
@@ -616,7 +597,7 @@ Device::Device(const std::string& want) {
   CoopmatKhrFeatures khr{kSTypeCoopmatKhrFeatures, nullptr, VK_TRUE, VK_FALSE};
   Coopmat2Features cm2{kSTypeCoopmat2Features, nullptr, VK_TRUE, VK_TRUE, VK_FALSE, VK_TRUE,
                        VK_TRUE, VK_TRUE, VK_FALSE};
-  coopmat2_ = QueryCoopmat2(physical_, info_);
+  coopmat2_ = QueryCoopmat2(physical_, info_, tuning_);
   if (coopmat2_.fa_br) cm2.reductions = VK_TRUE;  // the attention's row max and smears
   if (coopmat2_.bm && coopmat2_.block_loads) {    // decode functions take buffer references
     cm2.block_loads = VK_TRUE;
@@ -651,9 +632,9 @@ Device::Device(const std::string& want) {
   // Explicit shared-memory layout for the coopmat GEMM's vector stores to its f16 tiles.
   VkPhysicalDeviceWorkgroupMemoryExplicitLayoutFeaturesKHR wml{
       VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_WORKGROUP_MEMORY_EXPLICIT_LAYOUT_FEATURES_KHR};
-  const char* sb_env = std::getenv("ES_VK_SHARED_BLOCK");
-  if (coopmat_n_ && !(sb_env && std::string(sb_env) == "0") &&
-      HasExtension(DeviceExtensions(physical_), VK_KHR_WORKGROUP_MEMORY_EXPLICIT_LAYOUT_EXTENSION_NAME)) {
+  if (coopmat_n_ && tuning_.On(Knob::kSharedBlock) &&
+      HasExtension(DeviceExtensions(physical_),
+                   VK_KHR_WORKGROUP_MEMORY_EXPLICIT_LAYOUT_EXTENSION_NAME)) {
     VkPhysicalDeviceWorkgroupMemoryExplicitLayoutFeaturesKHR have{
         VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_WORKGROUP_MEMORY_EXPLICIT_LAYOUT_FEATURES_KHR};
     VkPhysicalDeviceFeatures2 q{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_FEATURES_2};
@@ -671,7 +652,7 @@ Device::Device(const std::string& want) {
   // Pipeline statistics for tuning (ES_VK_PIPELINE_STATS=1): registers, spills, ... per pipeline.
   VkPhysicalDevicePipelineExecutablePropertiesFeaturesKHR pef{
       VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_PIPELINE_EXECUTABLE_PROPERTIES_FEATURES_KHR};
-  if (const char* ps = std::getenv("ES_VK_PIPELINE_STATS"); ps && std::string(ps) == "1") {
+  if (tuning_.On(Knob::kPipelineStats)) {
     if (HasExtension(DeviceExtensions(physical_), VK_KHR_PIPELINE_EXECUTABLE_PROPERTIES_EXTENSION_NAME)) {
       extensions.push_back(VK_KHR_PIPELINE_EXECUTABLE_PROPERTIES_EXTENSION_NAME);
       pef.pipelineExecutableInfo = VK_TRUE;
@@ -683,6 +664,9 @@ Device::Device(const std::string& want) {
                    info_.name.c_str(), VK_KHR_PIPELINE_EXECUTABLE_PROPERTIES_EXTENSION_NAME);
     }
   }
+  // f16 math by default where the prefill GEMM can use tensor cores (a coopmat GEMM).
+  f16_math_ = tuning_.IsAuto(Knob::kF16Act) ? coopmat_n_ != 0 || coopmat2_.bm != 0
+                                            : tuning_.Uint(Knob::kF16Act) == 1;
   VkDeviceCreateInfo dci{VK_STRUCTURE_TYPE_DEVICE_CREATE_INFO};
   dci.pNext = &f2;
   dci.queueCreateInfoCount = 1;
@@ -698,6 +682,14 @@ Device::Device(const std::string& want) {
   VK_CHECK(vkCreateCommandPool(device_, &pci, nullptr, &pool_));
   VkFenceCreateInfo fci{VK_STRUCTURE_TYPE_FENCE_CREATE_INFO};
   VK_CHECK(vkCreateFence(device_, &fci, nullptr, &fence_));
+}
+
+void Device::Retune(const Tuning& t) {
+  for (const KnobSpec& s : TuningTable())
+    ES_CHECK(s.when == KnobWhen::kGraph || t.Text(s.id) == tuning_.Text(s.id), "vulkan: ", s.name,
+             " is read when the ", KnobWhenName(s.when),
+             " is created: set it on the backend's VulkanTuning, not on a running backend");
+  tuning_ = t;
 }
 
 Device::~Device() {

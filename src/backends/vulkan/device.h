@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "edgeseek/internal/backends/vulkan.h"
+#include "tuning.h"
 #include "vk_api.h"
 
 namespace es::vk {
@@ -28,10 +29,9 @@ struct Coopmat2Config {
   uint32_t bm = 0, bn = 0, bk = 0, wg = 0;
   bool x32 = false;
   bool swap = false;  // yᵀ = W xᵀ (weights as the A operand), ES_VK_CM2_SWAP=1
-  // matmul_gemm_cm2.comp's specialization constant 4: bit 0 unclamped whole-tile loop
-  // (ES_VK_CM2_FAST=1), bit 1 16-byte strides (ES_VK_CM2_ALIGN=1), bits 2-3 K-loop hint
-  // (ES_VK_CM2_LOOP=0 don't unroll, 1 none, 2 unroll), bit 4 f16 accumulators (ES_VK_CM2_ACC16=1),
-  // bit 5 activation tiles fastest in the launch order (ES_VK_CM2_ORDER=1).
+  // matmul_gemm_cm2.comp's specialization constant 4: bit 0 unclamped whole-tile loop, bits 2-3
+  // K-loop hint (1: none); the other bits (16-byte strides, f16 accumulators, activation tiles
+  // fastest) lost their A/B and are never set (kCm2Flags in device.cpp; tuning.cpp RetiredKnobs).
   uint32_t flags = 0;
   // Split-K (the "_sk" shader variants + matmul_gemm_cm2_reduce): at most `splitk` slices of K
   // (ES_VK_CM2_SPLITK=2|4|8; 0 = off) for products with K >= splitk_min_k
@@ -49,8 +49,8 @@ struct Coopmat2Config {
     return uint32_t(s);
   }
   // Prefill attention on tensor cores (attention_cm2.comp): tiles of fa_br query rows x fa_bc
-  // keys, workgroup size fa_wg (ES_VK_FA_TILE=BRxBC, ES_VK_FA_WG); fa_br == 0: not available
-  // (no GEMM config, no row reductions, no fitting shape, or ES_VK_FA_CM2=0).
+  // keys, workgroup size fa_wg; fa_br == 0: not available (no GEMM config, no row reductions, no
+  // fitting shape, or ES_VK_FA_CM2=0).
   uint32_t fa_br = 0, fa_bc = 0, fa_wg = 0;
   // Quantized weights decoded in the GEMM's tile loads (matmul_gemm_cm2.comp's "_q4_0" / "_q8_0"
   // variants; cooperativeMatrixBlockLoads and bufferDeviceAddress): false where the device lacks
@@ -66,7 +66,8 @@ struct Coopmat2Config {
 
 class Device {
  public:
-  explicit Device(const std::string& want);
+  // `tuning`: the backend's knobs (tuning.h), the device-creation ones applied here.
+  Device(const std::string& want, const Tuning& tuning);
   ~Device();
   Device(const Device&) = delete;
   Device& operator=(const Device&) = delete;
@@ -98,17 +99,13 @@ class Device {
   // pipeline is created capturing its statistics, printed to stderr (registers, ...).
   bool pipeline_stats() const { return pipeline_stats_; }
   // f16 math: prefill GEMMs round activations to f16 and run on the cooperative-matrix path
-  // where the device has one. Default: on where coopmat_n() != 0; ES_VK_F16_ACT=0/1 or
-  // VulkanTuning::f16_act override it (vulkan_backend.cpp).
+  // where the device has one. ES_VK_F16_ACT: auto = on where a coopmat GEMM exists; 0 / 1.
   bool f16_math() const { return f16_math_; }
-  void set_f16_math(bool on) { f16_math_ = on; }
-  // Rows per cooperative-matrix GEMM tile: 64 or 128; 0 = by the number of tiles (matmul.cpp).
-  uint32_t gemm_bm() const { return gemm_bm_; }
-  void set_gemm_bm(uint32_t bm) { gemm_bm_ = bm; }
-  // Integer-dot GEMV for Q8_0/Q4_0 (matmul.cpp UseIdotGemv): -1 = by $ES_VK_GEMV_IDOT, or by
-  // whether the device does 4x8-bit dot products in hardware; 0 off; 1 on.
-  int gemv_idot() const { return gemv_idot_; }
-  void set_gemv_idot(int mode) { gemv_idot_ = mode; }
+  // The knobs (tuning.h), read by the ops when a graph is recorded.
+  const Tuning& tuning() const { return tuning_; }
+  // Replaces the knobs read at graph build; those read at device creation (and the process
+  // ones) must be unchanged, else es::Error naming the first that differs.
+  void Retune(const Tuning& t);
 
   // Records with `fn` into a one-time command buffer, submits and waits.
   template <class Fn>
@@ -140,8 +137,7 @@ class Device {
   bool shared_blocks_ = false;
   bool pipeline_stats_ = false;
   bool f16_math_ = false;
-  uint32_t gemm_bm_ = 0;
-  int gemv_idot_ = -1;
+  Tuning tuning_;
 };
 
 }  // namespace es::vk

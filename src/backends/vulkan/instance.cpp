@@ -8,6 +8,8 @@
 #include <mutex>
 #include <vector>
 
+#include "tuning.h"
+
 namespace es::vk {
 namespace {
 std::atomic<int> g_messages{0};
@@ -25,10 +27,6 @@ VKAPI_ATTR VkBool32 VKAPI_CALL OnMessage(VkDebugUtilsMessageSeverityFlagBitsEXT 
   return VK_FALSE;
 }
 
-bool EnvOn(const char* name) {
-  const char* v = std::getenv(name);
-  return v && *v && std::strcmp(v, "0") != 0;
-}
 }  // namespace
 
 int ValidationMessageCount() { return g_messages.load(); }
@@ -62,7 +60,7 @@ Instance::Instance() {
          VK_API_VERSION_MINOR(api_version_), "; edgeseek needs 1.1 or newer");
 
   std::vector<const char*> layers, extensions;
-  validation_ = EnvOn("ES_VK_VALIDATION");
+  validation_ = Tuning::Process().On(Knob::kValidation);
   if (validation_) {
     uint32_t n = 0;
     vkEnumerateInstanceLayerProperties(&n, nullptr);

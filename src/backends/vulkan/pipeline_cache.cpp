@@ -49,8 +49,8 @@ void PrintStats(VkDevice d, VkPipeline pipe, const std::string& shader, const st
     std::fprintf(stderr, "vulkan pipeline %s: %s\n", name.c_str(), line.c_str());
   }
 }
-std::string CacheDir() {
-  if (const char* d = std::getenv("ES_VK_CACHE_DIR")) return d;
+std::string CacheDir(const Tuning& t) {
+  if (!t.Text(Knob::kCacheDir).empty()) return t.Text(Knob::kCacheDir);
   if (const char* x = std::getenv("XDG_CACHE_HOME"); x && *x) return std::string(x) + "/edgeseek";
   if (const char* h = std::getenv("HOME"); h && *h) return std::string(h) + "/.cache/edgeseek";
   return "";
@@ -59,7 +59,7 @@ std::string CacheDir() {
 
 PipelineCache::PipelineCache(Device& dev) : dev_(dev) {
   std::vector<char> data;
-  const std::string dir = CacheDir();
+  const std::string dir = CacheDir(dev.tuning());
   if (!dir.empty()) {
     char name[96];
     std::snprintf(name, sizeof(name), "vk_pipelines_%04x_%04x.bin", dev.info().vendor_id,

@@ -6,6 +6,8 @@
 #include <cstdlib>
 #include <mutex>
 
+#include "tuning.h"
+
 namespace es::vk {
 
 PFN_vkGetInstanceProcAddr vkGetInstanceProcAddr = nullptr;
@@ -21,7 +23,8 @@ void LoadGlobalFunctions() {
   static std::once_flag once;
   static std::string error;
   std::call_once(once, [] {
-    const char* override_path = std::getenv("ES_VK_LOADER");
+    const std::string& loader = Tuning::Process().Text(Knob::kLoader);
+    const char* override_path = loader.empty() ? nullptr : loader.c_str();
     const char* names[] = {"libvulkan.so.1", "libvulkan.so"};
     void* lib = nullptr;
     if (override_path) {

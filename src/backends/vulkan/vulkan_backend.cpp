@@ -140,22 +140,8 @@ std::unique_ptr<Backend> CreateVulkanBackendTuned(const BackendOptions& opts,
 
 VulkanBackend::VulkanBackend(const BackendOptions& opts, const VulkanTuning& tuning)
     : opts_(opts), tuning_(tuning) {
-  dev_ = std::make_shared<Device>(opts.device);
-  // f16 math by default where the prefill GEMM can use tensor cores (NV cooperative matrix);
-  // ES_VK_F16_ACT=0 forces f32 math everywhere, =1 f16 math wherever a kernel has it.
-  if (tuning.f16_act >= 0) {
-    dev_->set_f16_math(tuning.f16_act > 0);
-  } else if (const char* e = std::getenv("ES_VK_F16_ACT"); e && *e) {
-    dev_->set_f16_math(std::string(e) != "0");
-  } else {
-    dev_->set_f16_math(dev_->coopmat_n() != 0 || dev_->coopmat2().bm != 0);
-  }
-  int bm = tuning.gemm_bm;
-  if (bm < 0) bm = std::getenv("ES_VK_GEMM_BM") ? std::atoi(std::getenv("ES_VK_GEMM_BM")) : 0;
-  ES_CHECK(bm == 0 || bm == 64 || bm == 128, "vulkan: GEMM tile rows must be 64 or 128, got ", bm);
-  dev_->set_gemm_bm(uint32_t(bm));
-  ES_CHECK(tuning.gemv_idot >= -1 && tuning.gemv_idot <= 1, "vulkan: gemv_idot must be -1, 0 or 1");
-  dev_->set_gemv_idot(tuning.gemv_idot);
+  // The knobs, parsed once: the environment's, then those the caller set.
+  dev_ = std::make_shared<Device>(opts.device, Tuning::FromEnvironment().With(tuning.knobs));
   pipes_ = std::make_unique<PipelineCache>(*dev_);
   weight_pool_ = std::make_unique<MemoryPool>(*dev_, MemoryPool::Kind::kDevice, "weights", tuning.weights);
   act_pool_ = std::make_unique<MemoryPool>(*dev_, MemoryPool::Kind::kDevice, "activations", tuning.activations);
@@ -165,6 +151,11 @@ VulkanBackend::VulkanBackend(const BackendOptions& opts, const VulkanTuning& tun
                                                 PoolLimits{4ull << 20, 0, 0});
   staging_ = std::make_shared<StagingRing>(*dev_, std::min<uint64_t>(64ull << 20, weight_pool_->max_range()));
   weights_ = std::make_unique<WeightStore>(*weight_pool_, *staging_);
+}
+
+void VulkanBackend::Retune(const Tuning& t) {
+  dev_->Retune(t);
+  programs_.clear();
 }
 
 VulkanBackend::~VulkanBackend() {
@@ -335,8 +326,7 @@ std::unique_ptr<VulkanBackend::Program> VulkanBackend::Build(const Graph& g, con
   for (const Node& n : nodes)
     for (int s : n.src)
       if (s >= 0) ++uses[size_t(s)];
-  const char* fuse_env = std::getenv("ES_VK_FUSE");
-  const bool fuse = !(fuse_env && std::string(fuse_env) == "0");
+  const bool fuse = dev_->tuning().On(Knob::kFuse);
   auto fusable_mm = [&](int a) {
     if (a < 0 || a == N - 1 || uses[size_t(a)] != 1 || out_node[size_t(a)] >= 0) return false;
     const Node& m = nodes[size_t(a)];
@@ -456,7 +446,8 @@ std::unique_ptr<VulkanBackend::Program> VulkanBackend::Build(const Graph& g, con
       attn_v(static_cast<size_t>(N), -1);
   // Not over a block-quantized cache: the new keys would have to be rounded as their whole
   // 32-blocks store them (the plain stores and attention_decode.comp run instead).
-  const bool attn_fuse = fuse && Knob("ES_VK_ATTN_FUSE", {0, 1}, 1) == 1 && !IsQuantized(kv.spec().dtype);
+  const bool attn_fuse =
+      fuse && dev_->tuning().On(Knob::kAttnFuse) && !IsQuantized(kv.spec().dtype);
   for (int j = 0; attn_fuse && j < N; ++j) {
     const Node& n = nodes[size_t(j)];
     if (n.op != Op::kAttention || n.src.size() != 3) continue;
@@ -533,7 +524,7 @@ std::unique_ptr<VulkanBackend::Program> VulkanBackend::Build(const Graph& g, con
   std::map<std::tuple<int, int, bool>, int> xq_of;  // (x node, norm node or -1, int16) -> item
   std::vector<int> out_xq_item(static_cast<size_t>(N), -1), dual_yq_item(static_cast<size_t>(N), -1);
   std::vector<DType> out_xq_type(static_cast<size_t>(N), DType::kF32);
-  const bool attn_quant = fuse && Knob("ES_VK_ATTN_QUANT", {0, 1}, 1) == 1;
+  const bool attn_quant = fuse && dev_->tuning().On(Knob::kAttnQuant);
   for (int i = 0; i < N; ++i) {
     const Node& n = nodes[size_t(i)];
     if (n.op != Op::kMatMul || skip[size_t(i)] || n.src.size() < 2 || n.src[1] < 0 ||
@@ -566,7 +557,8 @@ std::unique_ptr<VulkanBackend::Program> VulkanBackend::Build(const Graph& g, con
         continue;
       }
     }
-    if (!UseIdotGemv(*dev_, T, K, wt) || !IdotQuantizeOnce(T, K, gate_node[size_t(i)] >= 0)) continue;
+    if (!UseIdotGemv(*dev_, T, K, wt) || !IdotQuantizeOnce(*dev_, T, K, gate_node[size_t(i)] >= 0))
+      continue;
     // int8 x for Q4_0 and Q4_K, int16 for Q8_0: one copy per format.
     const std::tuple<int, int, bool> key{nm >= 0 ? nodes[size_t(nm)].src[0] : n.src[0], nm, wt == DType::kQ8_0};
     auto it = xq_of.find(key);

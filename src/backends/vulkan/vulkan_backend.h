@@ -26,9 +26,9 @@ namespace es::vk {
 struct VulkanTuning {
   PoolLimits weights, activations, kv;
   size_t max_programs = 8;  // recorded graph shapes kept
-  int f16_act = -1;         // f16 math in prefill GEMMs: -1 = $ES_VK_F16_ACT, else on iff NV coopmat; 0 off, 1 on
-  int gemm_bm = -1;         // coopmat GEMM tile rows 64/128, 0 = auto, -1 = $ES_VK_GEMM_BM or auto
-  int gemv_idot = -1;       // integer-dot GEMV (Q8_0/Q4_0): -1 = $ES_VK_GEMV_IDOT or auto; 0 off, 1 on
+  // The knobs (tuning.h): those set here (Tuning::Set) win over the environment, which the
+  // backend parses once when it is created; the rest keep their defaults.
+  Tuning knobs;
 };
 
 struct VulkanCounters {
@@ -67,6 +67,11 @@ class VulkanBackend final : public Backend {
   void ComputeSample(const Graph& g, const Batch& batch, KvStorage& kv, const RowSampling* rows,
                      int32_t* ids, ComputeStats* stats = nullptr) override;
   VulkanCounters counters() const;
+  // The effective knobs (environment and VulkanTuning::knobs over the defaults).
+  const Tuning& tuning() const { return dev_->tuning(); }
+  // Replaces the knobs read at graph build (Device::Retune) and drops the recorded programs, so
+  // that the next step records with them; a knob read at device creation that differs throws.
+  void Retune(const Tuning& t);
   Device& device() { return *dev_; }
   PipelineCache& pipelines() { return *pipes_; }
 

@@ -193,7 +193,7 @@ TEST(VulkanDecodeAttention, ShapesSplitsAndChunks) {
   pre.Add(0, 0, {3, 4, 5}, true);
   pre.Finalize();
   for (const Setting st : {Setting{"32", "16"}, Setting{"8", "1"}, Setting{"64", "8"}, Setting{"8", "128"}}) {
-    ScopedEnv env{{"ES_VK_ATTN_SPLITS", st.splits}, {"ES_VK_ATTN_CHUNK", st.chunk}};
+    ScopedKnobs env{{"ES_VK_ATTN_SPLITS", st.splits}, {"ES_VK_ATTN_CHUNK", st.chunk}};
     auto be = MakeVulkan({});
     std::vector<Shape> shapes{Shape{7, 1, 128, 128}, Shape{8, 1, 64, 64}};
     if (std::string(st.splits) == "32")  // every shape at the defaults (each is a pipeline to compile)
@@ -282,8 +282,14 @@ TEST(VulkanDecodeAttention, FoldedRopesAndStoresMatchTheCpuBackend) {
                                 (kt == DType::kF16 ? " f16" : " f32") + " chunk=" + chunk;
         const KvSpec spec{2, {Hkv * dk, Hkv * dv}, kt};
         // Knobs are read when a program is recorded (each shape's first step).
-        ScopedEnv env{{"ES_VK_ATTN_SPLITS", std::string(chunk) == "1" ? "8" : "32"}, {"ES_VK_ATTN_CHUNK", chunk}};
-        auto be = MakeVulkan({}), plain = MakeVulkan({});
+        ScopedKnobs env{{"ES_VK_ATTN_SPLITS", std::string(chunk) == "1" ? "8" : "32"},
+                        {"ES_VK_ATTN_CHUNK", chunk}};
+        auto be = MakeVulkan({});
+        std::unique_ptr<vk::VulkanBackend> plain;
+        {
+          ScopedKnobs off{{"ES_VK_ATTN_FUSE", "0"}};
+          plain = MakeVulkan({});
+        }
         auto cpu = CreateCpuBackend(BackendOptions{});  // f32 caches only
         auto kv_gpu = be->CreateKv(spec, 2, 64), kv_plain = plain->CreateKv(spec, 2, 64);
         auto kv_cpu = cpu->CreateKv(KvSpec{2, {Hkv * dk, Hkv * dv}, DType::kF32}, 2, 64);
@@ -292,10 +298,7 @@ TEST(VulkanDecodeAttention, FoldedRopesAndStoresMatchTheCpuBackend) {
           const std::string what = tag + " step " + std::to_string(i);
           const auto got = RunGraph(*be, g, steps[i], kv_gpu.get());
           std::vector<float> unfused;
-          {
-            ScopedEnv off{{"ES_VK_ATTN_FUSE", "0"}};
-            unfused = RunGraph(*plain, g, steps[i], kv_plain.get());
-          }
+          unfused = RunGraph(*plain, g, steps[i], kv_plain.get());
           // The same math in other shaders: a GPU compiler may contract the rotation differently,
           // and a key one f16 step apart then (H200: 1.9e-4 on f16 caches).
           ExpectClose(got, unfused, kt == DType::kF16 ? 2e-3 : 1e-5, what + " vs unfused");
@@ -327,7 +330,7 @@ TEST(VulkanDecodeAttention, FoldedRopesAndStoresMatchTheCpuBackend) {
 // machine); elsewhere it is skipped.
 TEST_P(VulkanAttention, Coopmat2PrefillOverTwoSlots) {
   vk::VulkanTuning t;
-  t.f16_act = 1;
+  t.knobs.Set(vk::Knob::kF16Act, "1");
   auto be = MakeVulkan(t);
   if (!be->device().coopmat2().fa_br || !be->device().f16_math())
     GTEST_SKIP() << "no VK_NV_cooperative_matrix2 attention on this device/build";
@@ -605,7 +608,7 @@ TEST(VulkanQuantKv, EveryAttentionKernelOverTheDequantizedCache) {
   };
   for (DType kt : {DType::kQ8_0, DType::kQ4_0}) {
     for (const Case cs : {Case{4, 2, 32, 64, "1"}, Case{4, 2, 32, 64, "0"}, Case{2, 1, 160, 96, "1"}}) {
-      ScopedEnv env{{"ES_VK_ATTN_DECODE", cs.decode}};
+      ScopedKnobs env{{"ES_VK_ATTN_DECODE", cs.decode}};
       auto be = MakeVulkan({});
       const std::string tag = std::string(Name(kt)) + " dk=" + std::to_string(cs.dk) + " dv=" +
                               std::to_string(cs.dv) + " decode=" + cs.decode;

@@ -43,7 +43,7 @@ TEST_P(VulkanBatchedDecode, StepsOf1To64RowsGiveTheLogitsOfEightRowSteps) {
   const int V = int(model->config().vocab_size);
   constexpr int kSeqs = 64, kSteps = 4;
   vk::VulkanTuning t;
-  t.gemv_idot = 0;  // see the header
+  t.knobs.Set(vk::Knob::kGemvIdot, "0");  // see the header
   RunnerOptions ro;
   ro.n_slots = kSeqs;
   ro.context = 64;

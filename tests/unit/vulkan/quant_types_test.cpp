@@ -136,13 +136,13 @@ TEST_F(VulkanQuant, GemvKnobsAllGiveTheReference) {
       {{{"ES_VK_GEMV_QR", "2"}, {"ES_VK_GEMV_TPR", "128"}},
        {DType::kQ5_0, DType::kQ5_K, DType::kQ4_1}}};
   for (const auto& s : settings) {
-    std::vector<std::unique_ptr<ScopedEnv>> env;
+    vk::VulkanTuning t;
     std::string what;
     for (const auto& [name, value] : s.env) {
-      env.push_back(std::make_unique<ScopedEnv>(name, value));
+      t.knobs.Set(name, value);
       what += std::string(name) + "=" + value + " ";
     }
-    auto be = MakeVulkan({});
+    auto be = MakeVulkan(t);
     // 3 batch rows (RB = 4: QR x 4 accumulators) with the largest QR only.
     const bool qr8 = s.env[0].second == std::string("8");
     for (DType dt : s.types)
@@ -167,9 +167,8 @@ TEST_F(VulkanQuant, UnsupportedTypeIsOneErrorNamingTensorAndType) {
 }
 
 TEST_F(VulkanQuant, GemvKnobOutOfRangeIsAClearError) {
-  ScopedEnv env("ES_VK_GEMV_QR", "3");
   try {
-    CheckMatMul(SharedVulkan(), DType::kQ4_0, 1, 64, 8, false, "bad knob");
+    ScopedKnobs env("ES_VK_GEMV_QR", "3");
     FAIL() << "no error";
   } catch (const Error& e) {
     EXPECT_NE(std::string(e.what()).find("ES_VK_GEMV_QR"), std::string::npos) << e.what();
@@ -439,9 +438,10 @@ void CheckIdot(Backend& be, DType dt, int R, int K, int N, bool bias, const std:
       << where << ": the integer-dot path did not run";
 }
 
-std::unique_ptr<vk::VulkanBackend> IdotVulkan() {
-  vk::VulkanTuning t;
-  t.gemv_idot = 1;
+// A backend whose GEMVs of Q8_0, Q4_0 and Q5_K weights take the integer-dot path, with `t`'s
+// other knobs.
+std::unique_ptr<vk::VulkanBackend> IdotVulkan(vk::VulkanTuning t = {}) {
+  t.knobs.Set(vk::Knob::kGemvIdot, "1");
   return MakeVulkan(t);
 }
 
@@ -461,7 +461,7 @@ TEST_F(VulkanQuant, IdotGemvMatchesQuantizedReference) {
   for (DType dt : kIdotTypes)
     CheckIdot(*be, dt, 2, IdotK(dt, 8224, 8448), 23, false, "idot, long rows");
   // ... and every row with ES_VK_GEMV_IDOT_LOCAL=0 (131 blocks: two workgroups a row).
-  ScopedEnv local("ES_VK_GEMV_IDOT_LOCAL", "0");
+  ScopedKnobs local(*be, {{"ES_VK_GEMV_IDOT_LOCAL", "0"}});
   for (DType dt : kIdotTypes)
     CheckIdot(*be, dt, 3, IdotK(dt, 4192, 4352), 11, false, "idot, x quantized apart");
 }
@@ -486,13 +486,13 @@ TEST_F(VulkanQuant, IdotGemvKnobsAllGiveTheReference) {
       {{"ES_VK_GEMV_MIN_GROUPS", "0"}},
       {{"ES_VK_GEMV_IDOT_QR", "0"}, {"ES_VK_GEMV_IDOT_LOCAL", "0"}}};
   for (const auto& s : settings) {
-    std::vector<std::unique_ptr<ScopedEnv>> env;
+    vk::VulkanTuning t;
     std::string what;
     for (const auto& [name, value] : s) {
-      env.push_back(std::make_unique<ScopedEnv>(name, value));
+      t.knobs.Set(name, value);
       what += std::string(name) + "=" + value + " ";
     }
-    auto be = IdotVulkan();
+    auto be = IdotVulkan(t);
     for (DType dt : kIdotTypes) CheckIdot(*be, dt, 3, IdotK(dt, 2080, 2304), 45, true, what);
   }
 }
@@ -537,7 +537,7 @@ TEST_F(VulkanQuant, IdotOutputProjectionReadsTheAttentionsQuantizedOutput) {
       auto kv2 = be->CreateKv(spec, 2, 16);
       const std::vector<float> got = RunGraph(*be, build(true), b, kv2.get());
       ExpectClose(got, RefIdot(QuantizedRows(attn, T, K, dt), W, nullptr, T), kIdotTol, where);
-      ScopedEnv off("ES_VK_ATTN_QUANT", "0");
+      ScopedKnobs off("ES_VK_ATTN_QUANT", "0");
       auto be_local = IdotVulkan();
       auto kv3 = be_local->CreateKv(spec, 2, 16);
       ExpectClose(got, RunGraph(*be_local, build(true), b, kv3.get()), 1e-6,
@@ -620,9 +620,9 @@ TEST_F(VulkanQuant, IdotFusedFfnMatchesQuantizedReference) {
                            Setting{"3", "1", "0", {5, 6}}})
     for (DType dt : kIdotTypes)
       for (int T : {1, 3}) {
-        ScopedEnv env{{"ES_VK_GEMV_IDOT_LOCAL", st.local},
-                      {"ES_VK_GEMV_IDOT_UNROLL", st.unroll},
-                      {"ES_VK_GEMV_DUAL_QUANT", st.dual_quant}};
+        ScopedKnobs env{{"ES_VK_GEMV_IDOT_LOCAL", st.local},
+                        {"ES_VK_GEMV_IDOT_UNROLL", st.unroll},
+                        {"ES_VK_GEMV_DUAL_QUANT", st.dual_quant}};
         auto be = IdotVulkan();
         std::vector<float> want, h;
         Tensor Wd;
@@ -704,7 +704,7 @@ TEST_F(VulkanQuant, IdotMoeDecodeBlockMatchesQuantizedReference) {
         Graph g;
         const int res = Input(g, Rs, T), x0 = Input(g, X, T);
         AddMoeDecodeBlock(g, x0, res, Nw, G, Sg, Su, Sd, ex, p, T, D, I);
-        ScopedEnv env("ES_VK_FUSE", fuse);
+        ScopedKnobs env("ES_VK_FUSE", fuse);
         auto be = IdotVulkan();
         const std::vector<float> got = RunGraph(*be, g, RowsBatch(T));
         const std::string what =
@@ -815,7 +815,7 @@ TEST_F(VulkanQuant, MoeDecodeBlockOverFloatAndBlockTypes) {
         // The small cases add the shared experts to x itself, as the model does (x is then read
         // by the folded norms and by the shared down's residual).
         AddMoeDecodeBlock(g, x0, model_like ? x0 : res, Nw, G, Sg, Su, Sd, ex, p, T, D, I);
-        ScopedEnv env("ES_VK_FUSE", fuse);
+        ScopedKnobs env("ES_VK_FUSE", fuse);
         auto be = MakeVulkan({});  // the float GEMVs (no integer-dot ones)
         if (model_like)            // weights uploaded one by one first, as a model load does
           for (const Tensor* w : {&Nw, &G, &Sg, &Su, &Sd, &Wo}) be->PrepareWeight(*w);
@@ -1007,7 +1007,7 @@ TEST_F(VulkanQuant, IdotMoeExpertsOverKQuantMixTypes) {
         // The same over stacks of several buffers (a 160 KiB largest range: gate and up 3
         // blocks each, down 4), each choice's loads from its own buffer.
         vk::VulkanTuning t;
-        t.gemv_idot = 1;
+        t.knobs.Set(vk::Knob::kGemvIdot, "1");
         t.weights.max_range = 160 << 10;
         t.weights.block_bytes = 160 << 10;
         auto split = MakeVulkan(t);
@@ -1072,7 +1072,7 @@ TEST_F(VulkanQuant, IdotMoeExpertsOverKQuantMixTypes) {
 // per format: q and k (Q4_0) one int8 copy, v (Q8_0) an int16 one — two dispatches more than the
 // float GEMVs (which fold the norm each), not three.
 TEST_F(VulkanQuant, IdotQuantizesSharedInputOnce) {
-  ScopedEnv env("ES_VK_GEMV_IDOT_LOCAL", "0");
+  ScopedKnobs env("ES_VK_GEMV_IDOT_LOCAL", "0");
   const int D = 64, N = 40;
   Tensor X = RandomTensor("x", DType::kF32, {1, D}, 181);
   Tensor Nw = RandomTensor("norm.w", DType::kF32, {D}, 182);
@@ -1097,14 +1097,8 @@ TEST_F(VulkanQuant, IdotQuantizesSharedInputOnce) {
 }
 
 TEST_F(VulkanQuant, IdotKnobOutOfRangeIsAClearError) {
-  ScopedEnv env("ES_VK_GEMV_IDOT", "2");
-  vk::VulkanTuning t;  // gemv_idot -1: the knob decides (MakeVulkan would turn it off)
-  t.f16_act = 0;
-  BackendOptions o;
-  if (const char* d = std::getenv("ES_VK_DEVICE")) o.device = d;
-  vk::VulkanBackend be(o, t);
   try {
-    CheckMatMul(be, DType::kQ8_0, 1, 64, 8, false, "bad knob");
+    ScopedKnobs env("ES_VK_GEMV_IDOT", "2");
     FAIL() << "no error";
   } catch (const Error& e) {
     EXPECT_NE(std::string(e.what()).find("ES_VK_GEMV_IDOT"), std::string::npos) << e.what();
@@ -1146,8 +1140,8 @@ uint32_t SmallTprQr(int tpr, bool idot) {
 
 TEST_P(VulkanSmallTpr, FloatGemvGivesTheReference) {
   const uint32_t qr = SmallTprQr(GetParam(), false);
-  ScopedEnv tpr("ES_VK_GEMV_TPR", std::to_string(GetParam()));
-  ScopedEnv rows("ES_VK_GEMV_QR", std::to_string(qr));
+  ScopedKnobs tpr("ES_VK_GEMV_TPR", std::to_string(GetParam()));
+  ScopedKnobs rows("ES_VK_GEMV_QR", std::to_string(qr));
   auto be = MakeVulkan({});
   for (DType dt : {DType::kQ8_0, DType::kQ4_0, DType::kQ4_K})
     for (int R : {1, 3})
@@ -1157,10 +1151,10 @@ TEST_P(VulkanSmallTpr, FloatGemvGivesTheReference) {
 TEST_P(VulkanSmallTpr, IdotGemvGivesTheReference) {
   const uint32_t qr = SmallTprQr(GetParam(), true);
   for (const char* local : {"1", "0"}) {
-    ScopedEnv tpr("ES_VK_GEMV_IDOT_TPR", std::to_string(GetParam()));
-    ScopedEnv rows("ES_VK_GEMV_IDOT_QR", std::to_string(qr));
-    ScopedEnv wg("ES_VK_GEMV_IDOT_WG", GetParam() == 8 ? "128" : "256");
-    ScopedEnv loc("ES_VK_GEMV_IDOT_LOCAL", local);
+    ScopedKnobs tpr("ES_VK_GEMV_IDOT_TPR", std::to_string(GetParam()));
+    ScopedKnobs rows("ES_VK_GEMV_IDOT_QR", std::to_string(qr));
+    ScopedKnobs wg("ES_VK_GEMV_IDOT_WG", GetParam() == 8 ? "128" : "256");
+    ScopedKnobs loc("ES_VK_GEMV_IDOT_LOCAL", local);
     auto be = IdotVulkan();
     const std::string what = What("idot", qr) + " LOCAL=" + local;
     // K = 65 blocks: 16 or 17 units per invocation at TPR 4, none for some at TPR 16 (Q4_0);
@@ -1182,8 +1176,8 @@ TEST_P(VulkanSmallTpr, FusedFfnGivesTheReference) {
     return RefIdot(QuantizedRows(x, T, int(W.cols()), W.dtype), W, nullptr, T);
   };
   {  // the float GEMV: the folded norm's Σ x² is summed by the cluster too
-    ScopedEnv tpr("ES_VK_GEMV_TPR", std::to_string(GetParam()));
-    ScopedEnv rows("ES_VK_GEMV_QR", std::to_string(qr));
+    ScopedKnobs tpr("ES_VK_GEMV_TPR", std::to_string(GetParam()));
+    ScopedKnobs rows("ES_VK_GEMV_QR", std::to_string(qr));
     auto be = MakeVulkan({});
     for (DType dt : {DType::kQ8_0, DType::kQ4_K})
       for (int T : {1, 3}) {
@@ -1197,10 +1191,11 @@ TEST_P(VulkanSmallTpr, FusedFfnGivesTheReference) {
       }
   }
   for (const char* local : {"1", "0"}) {
-    ScopedEnv tpr("ES_VK_GEMV_IDOT_TPR", std::to_string(GetParam()));
-    ScopedEnv rows("ES_VK_GEMV_IDOT_QR", std::to_string(qr_idot));
-    ScopedEnv loc("ES_VK_GEMV_IDOT_LOCAL", local);
-    ScopedEnv dq("ES_VK_GEMV_DUAL_QUANT", "0");  // the dual's quantized output: IdotFusedFfn* above
+    ScopedKnobs tpr("ES_VK_GEMV_IDOT_TPR", std::to_string(GetParam()));
+    ScopedKnobs rows("ES_VK_GEMV_IDOT_QR", std::to_string(qr_idot));
+    ScopedKnobs loc("ES_VK_GEMV_IDOT_LOCAL", local);
+    ScopedKnobs dq("ES_VK_GEMV_DUAL_QUANT",
+                   "0");  // the dual's quantized output: IdotFusedFfn* above
     auto be = IdotVulkan();
     for (DType dt : kIdotTypes)
       for (int T : {1, 3}) {

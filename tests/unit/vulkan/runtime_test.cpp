@@ -210,8 +210,7 @@ TEST_F(VulkanRuntime, KeptGraphFollowsAReplacedWeight) {
 }
 
 TEST_F(VulkanRuntime, PipelineCacheIsStoredAndLoadedNextStart) {
-  const std::string dir = TempDir();
-  setenv("ES_VK_CACHE_DIR", dir.c_str(), 1);
+  ScopedKnobs cache("ES_VK_CACHE_DIR", TempDir());
   std::string path;
   {
     auto be = MakeVulkan({});
@@ -226,7 +225,6 @@ TEST_F(VulkanRuntime, PipelineCacheIsStoredAndLoadedNextStart) {
     auto be = MakeVulkan({});
     EXPECT_GT(be->pipelines().loaded_bytes(), 0u);
   }
-  setenv("ES_VK_CACHE_DIR", (BinaryDir() + "/test_tmp/vk_cache").c_str(), 1);
 }
 
 // Waiting on a step's fence by polling first (ES_VK_SPIN_US; default 0 on CPU devices like
@@ -237,17 +235,16 @@ TEST_F(VulkanRuntime, SpinWaitGivesTheSameResult) {
          W3 = RandomTensor("w3", DType::kBF16, {24, 32}, 16);
   Graph g = SmallGraph(E, W1, W2, W3, 2);
   // Read when a program is recorded: a backend (and program) per setting.
-  setenv("ES_VK_SPIN_US", "0", 1);
-  const std::vector<float> blocking = RunGraph(*MakeVulkan({}), g, RowsBatch(2));
-  setenv("ES_VK_SPIN_US", "200000", 1);  // longer than the step: the poll sees it done
-  const std::vector<float> polled = RunGraph(*MakeVulkan({}), g, RowsBatch(2));
-  unsetenv("ES_VK_SPIN_US");
+  vk::VulkanTuning blocking_t, polled_t;
+  blocking_t.knobs.Set(vk::Knob::kSpinUs, "0");
+  polled_t.knobs.Set(vk::Knob::kSpinUs, "200000");  // longer than the step: the poll sees it done
+  const std::vector<float> blocking = RunGraph(*MakeVulkan(blocking_t), g, RowsBatch(2));
+  const std::vector<float> polled = RunGraph(*MakeVulkan(polled_t), g, RowsBatch(2));
   EXPECT_EQ(polled, blocking);
   // A value that is not a number of microseconds is one clear error, not a silent 0.
   for (const char* bad : {"3ms", "-5", "fast"}) {
-    ScopedEnv env("ES_VK_SPIN_US", bad);
     try {
-      RunGraph(*MakeVulkan({}), g, RowsBatch(2));
+      ScopedKnobs env("ES_VK_SPIN_US", bad);
       ADD_FAILURE() << "ES_VK_SPIN_US=" << bad << " was accepted";
     } catch (const Error& e) {
       EXPECT_NE(std::string(e.what()).find("ES_VK_SPIN_US='" + std::string(bad) + "'"), std::string::npos) << e.what();

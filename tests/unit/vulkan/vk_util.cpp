@@ -11,24 +11,39 @@
 
 namespace es::test {
 namespace {
-// Validation on unless the environment says otherwise; set before the instance exists.
+// Validation on unless the environment says otherwise: a process knob (the one instance reads
+// it from the environment when it is created), so it is set there, before the instance exists.
 const bool kValidationDefault = [] {
   setenv("ES_VK_VALIDATION", "1", 0);
-  // Keep the tests' pipeline cache out of the user's home.
-  setenv("ES_VK_CACHE_DIR", (BinaryDir() + "/test_tmp/vk_cache").c_str(), 0);
   return true;
 }();
+// The knobs of ScopedKnobs scopes without a backend, for the backends MakeVulkan creates.
+vk::Tuning& ScopeKnobs() {
+  static vk::Tuning t;
+  return t;
+}
 }  // namespace
 
-ScopedEnv::ScopedEnv(std::initializer_list<std::pair<const char*, std::string>> vars) {
-  for (const auto& [name, value] : vars) {
-    setenv(name, value.c_str(), 1);
-    names_.push_back(name);
-  }
+ScopedKnobs::ScopedKnobs(std::initializer_list<std::pair<const char*, std::string>> knobs)
+    : saved_(ScopeKnobs()) {
+  vk::Tuning t = saved_;
+  for (const auto& [name, value] : knobs) t.Set(name, value);
+  ScopeKnobs() = t;
 }
 
-ScopedEnv::~ScopedEnv() {
-  for (const std::string& n : names_) unsetenv(n.c_str());
+ScopedKnobs::ScopedKnobs(vk::VulkanBackend& be,
+                         std::initializer_list<std::pair<const char*, std::string>> knobs)
+    : be_(&be), saved_(be.tuning()) {
+  vk::Tuning t = saved_;
+  for (const auto& [name, value] : knobs) t.Set(name, value);
+  be.Retune(t);
+}
+
+ScopedKnobs::~ScopedKnobs() {
+  if (be_)
+    be_->Retune(saved_);
+  else
+    ScopeKnobs() = saved_;
 }
 
 int AddCachedAttention(Graph& g, int q, int k, int v, int64_t T, int Hq, int Hkv, int dk, int dv, int layer) {
@@ -55,9 +70,16 @@ std::unique_ptr<vk::VulkanBackend> MakeVulkan(const vk::VulkanTuning& t, bool pr
   // Unit tests compare with the reference at f32 tolerances: f32 math unless a test asks for f16
   // (the backend's default is f16 math on devices with cooperative matrices).
   vk::VulkanTuning tt = t;
-  if (tt.f16_act < 0) tt.f16_act = 0;
+  tt.knobs = ScopeKnobs().With(t.knobs);
+  if (tt.knobs.source(vk::Knob::kF16Act) != vk::KnobSource::kStruct)
+    tt.knobs.Set(vk::Knob::kF16Act, "0");
   // ... and the float GEMV (the integer-dot one quantizes x: its own tests ask for it).
-  if (tt.gemv_idot < 0) tt.gemv_idot = 0;
+  if (tt.knobs.source(vk::Knob::kGemvIdot) != vk::KnobSource::kStruct)
+    tt.knobs.Set(vk::Knob::kGemvIdot, "0");
+  // Keep the tests' pipeline cache out of the user's home.
+  if (tt.knobs.source(vk::Knob::kCacheDir) != vk::KnobSource::kStruct &&
+      !std::getenv("ES_VK_CACHE_DIR"))
+    tt.knobs.Set(vk::Knob::kCacheDir, BinaryDir() + "/test_tmp/vk_cache");
   return std::make_unique<vk::VulkanBackend>(o, tt);
 }
 

@@ -22,18 +22,24 @@ namespace es::test {
 vk::VulkanBackend& SharedVulkan();
 std::unique_ptr<vk::VulkanBackend> MakeVulkan(const vk::VulkanTuning& t, bool profile = false);
 
-// Sets environment variables (knobs) for one scope and unsets them after; the Vulkan backend
-// reads its knobs when it records a graph, so a program must be first run inside the scope.
-class ScopedEnv {
+// Knobs (backends/vulkan/tuning.h, by their ES_VK_* names) for one scope, set on structs, never
+// on the environment: without a backend, on every backend MakeVulkan creates inside the scope
+// (VulkanTuning::knobs); with one, on that backend (VulkanBackend::Retune: graph-build knobs
+// only; its programs are dropped, so the next step records with them), restored at the end. A
+// bad value or name throws es::Error from the constructor.
+class ScopedKnobs {
  public:
-  ScopedEnv(const char* name, const std::string& value) : ScopedEnv({{name, value}}) {}
-  ScopedEnv(std::initializer_list<std::pair<const char*, std::string>> vars);
-  ~ScopedEnv();
-  ScopedEnv(const ScopedEnv&) = delete;
-  ScopedEnv& operator=(const ScopedEnv&) = delete;
+  ScopedKnobs(const char* name, const std::string& value) : ScopedKnobs({{name, value}}) {}
+  ScopedKnobs(std::initializer_list<std::pair<const char*, std::string>> knobs);
+  ScopedKnobs(vk::VulkanBackend& be,
+              std::initializer_list<std::pair<const char*, std::string>> knobs);
+  ~ScopedKnobs();
+  ScopedKnobs(const ScopedKnobs&) = delete;
+  ScopedKnobs& operator=(const ScopedKnobs&) = delete;
 
  private:
-  std::vector<std::string> names_;
+  vk::VulkanBackend* be_ = nullptr;
+  vk::Tuning saved_;
 };
 
 class VulkanTest : public ::testing::Test {

@@ -8,8 +8,8 @@ constexpr uint32_t kDecodeMaxG = 8, kDecodeTileKeys = 32, kDecodeMaxNew = 8;  //
 // Key chunks per (row, kv head) of attention_decode.comp (ES_VK_ATTN_SPLITS; 16 splits measured
 // slower on the H200, docs/performance.md "Session 9"); past 8 rows the rows fill the GPU
 // themselves: fewer chunks (at least 4), so the partials stay T x Hq x 256 / 8 at most.
-uint32_t DecodeSplits(int64_t T) {
-  const uint32_t s = Knob("ES_VK_ATTN_SPLITS", {8, 16, 32, 64}, 32);
+uint32_t DecodeSplits(const Device& dev, int64_t T) {
+  const uint32_t s = dev.tuning().Uint(Knob::kAttnSplits);
   return T <= 8 ? s : std::max<uint32_t>(4, uint32_t(int64_t(s) * 8 / T));
 }
 // attention_decode.comp's shared memory (its declarations).
@@ -23,13 +23,14 @@ uint64_t DecodeSharedBytes(uint32_t G, uint32_t dk, uint32_t dv) {
 
 uint64_t AttentionSplitBytes(const Device& dev, int64_t T, uint32_t Hq, uint32_t Hkv, uint32_t dk, uint32_t dv) {
   if (T > kDecodeMaxRows) return 0;
-  const uint32_t S = UseDecodeAttention(dev, T, Hq, Hkv, dk, dv) ? DecodeSplits(T) : kAttentionSplits;
+  const uint32_t S =
+      UseDecodeAttention(dev, T, Hq, Hkv, dk, dv) ? DecodeSplits(dev, T) : kAttentionSplits;
   return uint64_t(T) * Hq * S * uint64_t(dv + 2) * 4;
 }
 
 bool UseDecodeAttention(const Device& dev, int64_t T, uint32_t Hq, uint32_t Hkv, uint32_t dk, uint32_t dv) {
   static_assert(kDecodeMaxNew >= kDecodeFusedMaxRows, "a fused step's rows must fit the new-key table");
-  if (T > kDecodeMaxRows || Hkv == 0 || Hq % Hkv != 0 || Knob("ES_VK_ATTN_DECODE", {0, 1}, 1) == 0)
+  if (T > kDecodeMaxRows || Hkv == 0 || Hq % Hkv != 0 || !dev.tuning().On(Knob::kAttnDecode))
     return false;
   const uint32_t G = Hq / Hkv;
   const bool dv_ok = dv == 16 || dv == 32 || dv == 64 || dv == 128 || dv == 256;
@@ -106,8 +107,8 @@ void RecordDecodeAttention(OpContext& c, const AttentionArgs& a) {
   // (H200, 7B tg128 at context 512..640, t/s, two rounds in one job: Q4_0 362.3 / 361.1 with
   // chunks of 16 against 357.6 / 358.4 with 32, Q8_0 263.2 / 263.8 against 259.2 / 259.5; earlier
   // jobs: 64 slower).
-  const uint32_t S = DecodeSplits(c.T);
-  const uint32_t min_chunk = Knob("ES_VK_ATTN_CHUNK", {1, 8, 16, 32, 64, 128}, 16);
+  const uint32_t S = DecodeSplits(c.dev, c.T);
+  const uint32_t min_chunk = c.dev.tuning().Uint(Knob::kAttnChunk);
   const uint32_t G = a.Hq / a.Hkv;
   std::vector<uint32_t> counts(fused ? 7 : 5, 1);
   // vulkan_backend.cpp folds only f32 / f16 caches, steps of up to kDecodeFusedMaxRows rows

@@ -43,7 +43,7 @@ constexpr int64_t kIdotLocalMaxK = 8192;
 //   ES_VK_GEMV_IDOT      0|1     1: Q8_0, Q4_0 and Q5_K, the experts' block types; 0: none
 //                                (default: each where the device has 4x8-bit dot products in
 //                                hardware, signed and, for Q8_0's int16 x, mixed-signedness;
-//                                VulkanTuning::gemv_idot overrides)
+//                                set on VulkanTuning::knobs too)
 //   ES_VK_GEMV_IDOT_TPR  4..256  invocations per group (default 64; below the subgroup size as
 //                                ES_VK_GEMV_TPR: 4, 8 or 16 let a workgroup cover 64, 32 or 16
 //                                groups, its x quantized once for all of them)
@@ -96,26 +96,25 @@ GemvSpec GemvSpecFor(const Device& dev, DType wt, bool vec, int64_t R, int64_t N
     return {gs.wg, few ? 1u : gs.rows, 1, 1, gs.wg / min_sg, 1, rb};
   }
   const uint32_t max_sg = std::max<uint32_t>(dev.info().max_subgroup_size, 1);
-  const uint32_t knob = Knob(idot ? "ES_VK_GEMV_IDOT_TPR" : "ES_VK_GEMV_TPR",
-                             {4, 8, 16, 32, 64, 128, 256}, idot ? 64 : 128);
+  const Tuning& tune = dev.tuning();
+  const uint32_t knob = tune.Uint(idot ? Knob::kGemvIdotTpr : Knob::kGemvTpr);
   // Below the subgroup size a group is a cluster of its subgroup (subgroupClusteredAdd); without
   // clustered ops, at least the largest subgroup size (the shared step needs whole subgroups).
   const uint32_t tpr = dev.info().subgroup_clustered ? knob : std::max(knob, max_sg);
-  const uint32_t wg =
-      std::max<uint32_t>(idot ? Knob("ES_VK_GEMV_IDOT_WG", {128, 256}, 256) : 128, tpr);
+  const uint32_t wg = std::max<uint32_t>(idot ? tune.Uint(Knob::kGemvIdotWg) : 128, tpr);
   // QR: 0 (or unset) is the default, 4, which the rule below may lower; any other value is kept.
-  const uint32_t qr = Knob(idot ? "ES_VK_GEMV_IDOT_QR" : "ES_VK_GEMV_QR", {0, 1, 2, 4, 8}, 0);
+  const uint32_t qr = tune.Uint(idot ? Knob::kGemvIdotQr : Knob::kGemvQr);
   GemvSpec spec{wg,          wg / tpr,
-                qr ? qr : 4, Knob("ES_VK_GEMV_SPL", {1, 2, 4}, 1),
-                wg / min_sg, Knob("ES_VK_GEMV_MAGIC", {0, 1}, 1),
+                qr ? qr : 4, tune.Uint(Knob::kGemvSpl),
+                wg / min_sg, tune.On(Knob::kGemvMagic) ? 1u : 0u,
                 rb};
   spec.cluster = tpr < max_sg;
   if (idot) {
     // Q5_K holds twice the words of a unit in flight (its fifth bits): one unit ahead.
-    spec.un = Knob("ES_VK_GEMV_IDOT_UNROLL", {1, 2, 4}, wt == DType::kQ5_K ? 1 : 2);
+    spec.un = tune.IsAuto(Knob::kGemvIdotUnroll) ? (wt == DType::kQ5_K ? 1 : 2)
+                                                 : tune.Uint(Knob::kGemvIdotUnroll);
     if (xq && qr == 0) {
-      const uint32_t min_groups =
-          Knob("ES_VK_GEMV_MIN_GROUPS", {0, 128, 256, 512, 1024, 2048}, 512);
+      const uint32_t min_groups = tune.Uint(Knob::kGemvMinGroups);
       while (spec.qr > 1 && (N + spec.Outputs() - 1) / spec.Outputs() < min_groups) spec.qr /= 2;
     }
   }
@@ -153,7 +152,7 @@ constexpr uint32_t kGemmTile = 128;  // BM = BN of matmul_gemm.comp, BN of matmu
 constexpr uint64_t kCoopmatBigTiles = 100;
 // The coopmat GEMM's tile rows for an R x N product (BM 128 unless that leaves too few tiles).
 uint32_t CoopmatBm(const Device& dev, int64_t R, int64_t N) {
-  if (dev.gemm_bm()) return dev.gemm_bm();
+  if (const uint32_t bm = dev.tuning().Uint(Knob::kGemmBm)) return bm;
   const uint64_t tiles128 = uint64_t((R + 127) / 128) * uint64_t((N + 127) / 128);
   return tiles128 >= kCoopmatBigTiles ? 128 : 64;
 }
@@ -167,7 +166,7 @@ uint32_t CoopmatBm(const Device& dev, int64_t R, int64_t N) {
 constexpr uint64_t kCmMaxSlices = 16, kCmMinSliceSteps = 4, kCmSplitPerSm = 8;
 uint32_t CoopmatSliceK(const Device& dev, int64_t R, int64_t N, int64_t K, uint32_t* S) {
   *S = 1;
-  const uint64_t per_sm = Knob("ES_VK_GEMM_SPLITK", {0, 1}, 1) ? kCmSplitPerSm : 0,
+  const uint64_t per_sm = dev.tuning().On(Knob::kGemmSplitk) ? kCmSplitPerSm : 0,
                  sms = dev.coopmat2().sms;
   if (!per_sm || !sms) return 0;
   const uint32_t bm = CoopmatBm(dev, R, N);
@@ -186,12 +185,14 @@ uint32_t CoopmatSliceK(const Device& dev, int64_t R, int64_t N, int64_t K, uint3
 
 namespace {
 // Whether weights of type wt take the integer-dot GEMVs at all: ES_VK_GEMV_IDOT (or
-// VulkanTuning::gemv_idot) 1 / 0, or, unset, where the hardware does the dot products (Q8_0,
+// VulkanTuning::knobs) 1 / 0, or, auto, where the hardware does the dot products (Q8_0,
 // whose x is int16: the mixed-signedness ones too).
 bool IdotOn(const Device& dev, DType wt) {
-  const int mode = dev.gemv_idot() >= 0 ? dev.gemv_idot() : int(Knob("ES_VK_GEMV_IDOT", {0, 1}, 2));
-  const bool on = mode == 1 || (mode == 2 && (wt != DType::kQ8_0 ? dev.info().int_dot_accel
-                                                                 : dev.info().int_dot_mixed_accel));
+  const Tuning& tune = dev.tuning();
+  const bool on =
+      tune.IsAuto(Knob::kGemvIdot)
+          ? (wt != DType::kQ8_0 ? dev.info().int_dot_accel : dev.info().int_dot_mixed_accel)
+          : tune.Uint(Knob::kGemvIdot) == 1;
   ES_CHECK(!on || dev.info().int_dot,
            "vulkan: the integer-dot GEMV is asked for (ES_VK_GEMV_IDOT=1), but ", dev.info().name,
            " has no shaderIntegerDotProduct");
@@ -213,8 +214,8 @@ bool UseIdotGemv(const Device& dev, int64_t R, int64_t K, DType wt) {
   return IdotOn(dev, wt);
 }
 
-bool IdotQuantizeOnce(int64_t R, int64_t K, bool dual) {
-  const uint32_t mode = Knob("ES_VK_GEMV_IDOT_LOCAL", {0, 1, 2, 3}, 3);
+bool IdotQuantizeOnce(const Device& dev, int64_t R, int64_t K, bool dual) {
+  const uint32_t mode = dev.tuning().Uint(Knob::kGemvIdotLocal);
   return mode == 0 || (mode == 3 && R > 1) || (mode >= 2 && K > kIdotLocalMaxK) ||
          (mode == 3 && dual);
 }
@@ -258,8 +259,7 @@ bool UseCoopmat2(const Device& dev, int64_t R, int64_t K, DType wt, int64_t N) {
   if (!dev.f16_math() || dev.coopmat2().bm == 0 || K % 8 != 0) return false;
   if (wt == DType::kF16) return true;
   return IsQuantized(wt) && wt != DType::kI4G && !dev.coopmat2().x32 && R > kDecodeMaxRows &&
-         uint64_t(N) * uint64_t(K) * 2 <= kCm2QuantMaxBytes &&
-         Knob("ES_VK_CM2_QUANT", {0, 1}, 1) == 1;
+         uint64_t(N) * uint64_t(K) * 2 <= kCm2QuantMaxBytes && dev.tuning().On(Knob::kCm2Quant);
 }
 
 bool UseCoopmat(const Device& dev, int64_t K, DType wt) {
@@ -581,8 +581,9 @@ namespace {
 // int16 x makes twice the stores; the dual GEMV at TPR 32 read 2.57 TB/s against 2.80 at 64);
 // 512-invocation workgroups of 8 groups (TPR 64, QR 4): Q8_0 249, Q4_0 338.
 bool DualQoutSpec(const Device& dev, int64_t R, const DeviceWeight& gate, GemvSpec* gs) {
-  const uint32_t mode =
-      Knob("ES_VK_GEMV_DUAL_QUANT", {0, 1, 2}, gate.dtype == DType::kQ8_0 ? 0 : 2);
+  const Tuning& tune = dev.tuning();
+  const uint32_t mode = tune.IsAuto(Knob::kGemvDualQuant) ? (gate.dtype == DType::kQ8_0 ? 0 : 2)
+                                                          : tune.Uint(Knob::kGemvDualQuant);
   if (mode == 0) return false;
   *gs = GemvSpecFor(dev, gate.dtype, true, R, gate.rows, true, true);
   if (mode == 2) gs->rows = gs->wg / 32;
@@ -669,7 +670,7 @@ bool MoeGemvFor(const Device& dev, int64_t R, int64_t D, int64_t I, int64_t top_
 
 bool DualQuantizesOut(const Device& dev, int64_t R, int64_t K, const DeviceWeight& gate) {
   GemvSpec gs{};
-  return UseIdotGemv(dev, R, K, gate.dtype) && IdotQuantizeOnce(R, K, true) &&
+  return UseIdotGemv(dev, R, K, gate.dtype) && IdotQuantizeOnce(dev, R, K, true) &&
          gate.chunks.size() == 1 && gate.rows % 32 == 0 && DualQoutSpec(dev, R, gate, &gs);
 }
 

@@ -19,18 +19,6 @@ Dispatch& OpContext::Add(const std::string& shader, const std::vector<uint32_t>&
   return out->back();
 }
 
-uint32_t Knob(const char* name, std::initializer_list<uint32_t> allowed, uint32_t def) {
-  const char* v = std::getenv(name);
-  if (!v || !*v) return def;
-  char* end = nullptr;
-  const unsigned long x = std::strtoul(v, &end, 10);
-  for (uint32_t a : allowed)
-    if (*end == 0 && x == a) return a;
-  std::string list;
-  for (uint32_t a : allowed) list += (list.empty() ? "" : ", ") + std::to_string(a);
-  Fail("vulkan: ", name, "='", v, "' is not one of ", list);
-}
-
 BufRange Range(const Allocation& a) { return {a.buffer, a.offset, a.size}; }
 
 void Grid1D(Dispatch& d, uint64_t n, uint32_t wg) {

@@ -88,9 +88,6 @@ struct OpContext {
 };
 
 BufRange Range(const Allocation& a);
-// Environment knob `name` as an integer from `allowed`, `def` when unset; any other value fails
-// naming the allowed ones. Read when a graph is recorded, so one process can compare settings.
-uint32_t Knob(const char* name, std::initializer_list<uint32_t> allowed, uint32_t def);
 // A 2-D grid of 256-wide groups covering n invocations.
 void Grid1D(Dispatch& d, uint64_t n, uint32_t wg = 256);
 const char* TypeSuffix(DType t);  // "f32", "f16", "bf16", "q8_0", ..., "q6_k"
@@ -135,13 +132,13 @@ void RecordMatMul(OpContext& c, BufRange x, int64_t R, int64_t K, const DeviceWe
                   const BufRange* x16 = nullptr, const QuantX* xq = nullptr);
 // Whether a GEMV of R rows, inner size K over weights of type wt runs on integer dot products
 // (matmul_gemv.comp IDOT over x quantized per 32-block): R <= 8, K % 32 == 0, and Q8_0 or
-// Q4_0 with ES_VK_GEMV_IDOT=1 (or VulkanTuning::gemv_idot = 1); unset, Q4_0 on devices with
+// Q4_0 with ES_VK_GEMV_IDOT=1 (the tuning registry's knob); auto, Q4_0 on devices with
 // 4x8-bit dot products in hardware, Q8_0 (int16 x) where the mixed-signedness ones are too.
 bool UseIdotGemv(const Device& dev, int64_t R, int64_t K, DType wt);
 // Whether its x (rows of K; dual: the x of a fused gate/up GEMV) is quantized once per input by a
 // dispatch of its own rather than inside each GEMV workgroup: ES_VK_GEMV_IDOT_LOCAL (default: for
 // steps of more than one row, rows longer than 8192 and dual GEMVs).
-bool IdotQuantizeOnce(int64_t R, int64_t K, bool dual);
+bool IdotQuantizeOnce(const Device& dev, int64_t R, int64_t K, bool dual);
 // Bytes of x quantized for weights of type wt: R * K levels (int8 for Q4_0, int16 for Q8_0;
 // rounded up to 256 bytes), then per 32-block (d, d·Σq).
 uint64_t QuantXBytes(int64_t R, int64_t K, DType wt);

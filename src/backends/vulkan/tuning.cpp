@@ -1,0 +1,324 @@
+// The tuning registry (see tuning.h): the table, its parser, and the report / Markdown views.
+#include "tuning.h"
+
+#include <algorithm>
+#include <cstdio>
+#include <cstdlib>
+#include <sstream>
+
+#include "edgeseek/internal/core/error.h"
+
+namespace es::vk {
+namespace {
+
+using T = KnobType;
+using W = KnobWhen;
+using R = KnobRole;
+
+// The registry. Defaults measured on the H200 cite their measurement (docs/vulkan.md and
+// docs/performance.md have the jobs); "auto" is decided per device or weight type by the code.
+const std::array<KnobSpec, kKnobCount> kTable = {{
+    {Knob::kLoader, "ES_VK_LOADER", T::kText, "a path", "", W::kProcess, R::kOperational,
+     "path of the Vulkan loader to open (empty: libvulkan.so.1, then libvulkan.so)"},
+    {Knob::kValidation, "ES_VK_VALIDATION", T::kBool, "0|1", "0", W::kProcess, R::kOperational,
+     "1: VK_LAYER_KHRONOS_validation on, its messages counted (the tests turn it on)"},
+    {Knob::kCacheDir, "ES_VK_CACHE_DIR", T::kText, "a path", "", W::kDevice, R::kOperational,
+     "directory of the on-disk pipeline cache (empty: $XDG_CACHE_HOME/edgeseek or "
+     "~/.cache/edgeseek)"},
+    {Knob::kPipelineStats, "ES_VK_PIPELINE_STATS", T::kBool, "0|1", "0", W::kDevice,
+     R::kOperational,
+     "1: every pipeline's statistics (registers, spills) to stderr, where the device has "
+     "VK_KHR_pipeline_executable_properties"},
+    {Knob::kCoopmat, "ES_VK_COOPMAT", T::kEnum, "auto|0|khr", "auto", W::kDevice, R::kPath,
+     "subgroup-scope coopmat GEMM: auto = NV's, else KHR's; 0 = neither; khr = KHR's first"},
+    {Knob::kSharedBlock, "ES_VK_SHARED_BLOCK", T::kBool, "0|1", "1", W::kDevice, R::kExperiment,
+     "1: the NV coopmat GEMM stores its f16 tiles 8 halves at a time "
+     "(VK_KHR_workgroup_memory_explicit_layout); no recorded H200 measurement yet"},
+    {Knob::kCm2, "ES_VK_CM2", T::kBool, "0|1", "1", W::kDevice, R::kPath,
+     "workgroup-scope coopmat GEMM (VK_NV_cooperative_matrix2) where the device has it; H200 "
+     "pp512 7B 7,117 t/s against 5,494 without"},
+    {Knob::kCm2Tile, "ES_VK_CM2_TILE", T::kTile, "BMxBNxBK", "128x128x64", W::kDevice,
+     R::kExperiment,
+     "cm2 GEMM tile; H200 pp512 1.5B 17,582 t/s against 14,250 at 256x128x64 swapped; tests "
+     "cover other tiles"},
+    {Knob::kCm2Wg, "ES_VK_CM2_WG", T::kUint, "32..1024", "256", W::kDevice, R::kExperiment,
+     "cm2 GEMM workgroup size; only 256 measured"},
+    {Knob::kCm2X32, "ES_VK_CM2_X32", T::kBool, "0|1", "0", W::kDevice, R::kExperiment,
+     "1: the cm2 GEMM loads x as f32 tiles converted in the shader instead of an f16 copy"},
+    {Knob::kCm2Swap, "ES_VK_CM2_SWAP", T::kBool, "0|1", "0", W::kDevice, R::kExperiment,
+     "1: the cm2 GEMM computes y^T = W x^T (weights as the A operand)"},
+    {Knob::kCm2Splitk, "ES_VK_CM2_SPLITK", T::kUint, "0|1|2|4|8", "4", W::kDevice, R::kExperiment,
+     "cm2 GEMM split-K: at most this many K slices (0, 1: none); helps the 7B shape, costs the "
+     "1.5B's (pp512 1.5B 16,475 t/s against 17,582 without)"},
+    {Knob::kCm2SplitkMinK, "ES_VK_CM2_SPLITK_MINK", T::kUint, "1..1048576", "2048", W::kDevice,
+     R::kPath, "cm2 split-K only for products with K at least this"},
+    {Knob::kCm2Sms, "ES_VK_CM2_SMS", T::kUint, "auto|0..100000", "auto", W::kDevice, R::kPath,
+     "multiprocessors split-K fills (auto: VK_NV_shader_sm_builtins; tests set it)"},
+    {Knob::kFaCm2, "ES_VK_FA_CM2", T::kBool, "0|1", "1", W::kDevice, R::kPath,
+     "prefill attention on cm2 (attention_cm2.comp, 32x32 tiles at 128 invocations) where the "
+     "device has row reductions"},
+    {Knob::kF16Act, "ES_VK_F16_ACT", T::kEnum, "auto|0|1", "auto", W::kDevice, R::kPath,
+     "f16 math in prefill GEMMs: auto = where a coopmat GEMM exists; 0 f32; 1 f16 wherever a "
+     "kernel has it"},
+    {Knob::kSpinUs, "ES_VK_SPIN_US", T::kUint, "auto|0..10000000", "auto", W::kGraph,
+     R::kOperational,
+     "microseconds a step's fence is polled before blocking (auto: 3000 on GPUs, 0 on CPU "
+     "devices; H200 tg128 1.5B Q4_0 405 -> 445 t/s)"},
+    {Knob::kFuse, "ES_VK_FUSE", T::kBool, "0|1", "1", W::kGraph, R::kPath,
+     "decode fusions (residual adds, folded norms, dual gate/up GEMV, folded ropes)"},
+    {Knob::kGemmBm, "ES_VK_GEMM_BM", T::kUint, "0|64|128", "0", W::kGraph, R::kPath,
+     "coopmat GEMM tile rows (0: 128 from 100 tiles, else 64)"},
+    {Knob::kGemmSplitk, "ES_VK_GEMM_SPLITK", T::kBool, "0|1", "1", W::kGraph, R::kPath,
+     "split-K of the subgroup coopmat GEMM (H200 7B Q4_0 32 rows 1,462 t/s against 892 "
+     "without); tests compare both"},
+    {Knob::kCm2Quant, "ES_VK_CM2_QUANT", T::kBool, "0|1", "1", W::kGraph, R::kPath,
+     "quantized prefill weights through an f16 copy into the cm2 GEMM (pp512 7B Q4_0 8,445 "
+     "t/s against 7,116)"},
+    {Knob::kGemvTpr, "ES_VK_GEMV_TPR", T::kUint, "4|8|16|32|64|128|256", "128", W::kGraph, R::kPath,
+     "quantized GEMV: invocations per output group (7B Q4_0 tg64 197.6 t/s against 184.1 at "
+     "64); tests take the clustered variants below the subgroup size"},
+    {Knob::kGemvQr, "ES_VK_GEMV_QR", T::kUint, "0|1|2|4|8", "0", W::kGraph, R::kPath,
+     "quantized GEMV: adjacent output rows per group (0: 4)"},
+    {Knob::kGemvSpl, "ES_VK_GEMV_SPL", T::kUint, "1|2|4", "1", W::kGraph, R::kExperiment,
+     "quantized GEMV: consecutive 8-element slices per invocation per step; no recorded "
+     "measurement"},
+    {Knob::kGemvMagic, "ES_VK_GEMV_MAGIC", T::kBool, "0|1", "1", W::kGraph, R::kExperiment,
+     "quantized GEMV: levels to floats by the 0x4B000000 bit trick; no recorded measurement"},
+    {Knob::kGemvIdot, "ES_VK_GEMV_IDOT", T::kEnum, "auto|0|1", "auto", W::kGraph, R::kPath,
+     "integer-dot GEMV (Q8_0, Q4_0, Q5_K): auto = where the device has 4x8-bit dot products "
+     "in hardware"},
+    {Knob::kGemvIdotTpr, "ES_VK_GEMV_IDOT_TPR", T::kUint, "4|8|16|32|64|128|256", "64", W::kGraph,
+     R::kPath, "integer-dot GEMV: invocations per output group"},
+    {Knob::kGemvIdotQr, "ES_VK_GEMV_IDOT_QR", T::kUint, "0|1|2|4|8", "0", W::kGraph, R::kPath,
+     "integer-dot GEMV: rows per group (0: 4, halved over x quantized apart while under "
+     "ES_VK_GEMV_MIN_GROUPS workgroups)"},
+    {Knob::kGemvIdotWg, "ES_VK_GEMV_IDOT_WG", T::kUint, "128|256", "256", W::kGraph, R::kExperiment,
+     "integer-dot GEMV workgroup size (at least TPR); 7B Q4_0 tg128 at TPR 32: 258.7/255.8 t/s "
+     "with 128 against 239.4/257.4 at the defaults: not settled"},
+    {Knob::kGemvIdotUnroll, "ES_VK_GEMV_IDOT_UNROLL", T::kUint, "auto|1|2|4", "auto", W::kGraph,
+     R::kExperiment,
+     "integer-dot GEMV: units of a row loaded ahead of their sums (auto: 2, Q5_K 1); 4 lost "
+     "(7B Q8_0 237.9 t/s against 254-258), 1 against 2 never measured alone"},
+    {Knob::kGemvIdotLocal, "ES_VK_GEMV_IDOT_LOCAL", T::kUint, "0|1|2|3", "3", W::kGraph, R::kPath,
+     "where x is quantized: 0 apart, 1 in the workgroups, 2 rows over 8192 apart, 3 also dual "
+     "and 2+-row x apart (7B Q4_0 tg128 282/287 t/s against 264/273 with 2)"},
+    {Knob::kGemvMinGroups, "ES_VK_GEMV_MIN_GROUPS", T::kUint, "0|128|256|512|1024|2048", "512",
+     W::kGraph, R::kPath,
+     "over x quantized apart: QR halves while the GEMV has fewer workgroups (7B down_proj 2.46 "
+     "TB/s against 1.53 at 16)"},
+    {Knob::kGemvDualQuant, "ES_VK_GEMV_DUAL_QUANT", T::kEnum, "auto|0|1|2", "auto", W::kGraph,
+     R::kPath,
+     "the dual GEMV writes the down projection's x quantized: auto = 2 for Q4_0, 0 for Q8_0 "
+     "(7B Q4_0 357 t/s against 350)"},
+    {Knob::kAttnDecode, "ES_VK_ATTN_DECODE", T::kBool, "0|1", "1", W::kGraph, R::kPath,
+     "kv-head decode attention (7B Q4_0 tg 354.5 t/s against 320.2 without)"},
+    {Knob::kAttnFuse, "ES_VK_ATTN_FUSE", T::kBool, "0|1", "1", W::kGraph, R::kPath,
+     "decode attention folds the ropes and cache stores (354.5 against 354.3: one dispatch "
+     "less); 0 tests the unfolded path"},
+    {Knob::kAttnQuant, "ES_VK_ATTN_QUANT", T::kBool, "0|1", "1", W::kGraph, R::kExperiment,
+     "the combine step writes o's x quantized (7B Q4_0 349.8 t/s against 351.7, Q8_0 257.1 "
+     "against 254.6: within noise)"},
+    {Knob::kAttnSplits, "ES_VK_ATTN_SPLITS", T::kUint, "8|16|32|64", "32", W::kGraph, R::kPath,
+     "decode attention: key chunks per (kv head, row) at most"},
+    {Knob::kAttnChunk, "ES_VK_ATTN_CHUNK", T::kUint, "1|8|16|32|64|128", "16", W::kGraph, R::kPath,
+     "decode attention: keys per chunk at least"},
+}};
+
+const std::vector<RetiredKnob> kRetired = {
+    {"ES_VK_CM2_FAST", "on: pp512 1.5B 17,582 t/s / 7B 7,117 with FAST LOOP=1 (docs/vulkan.md)"},
+    {"ES_VK_CM2_LOOP", "1 (no K-loop hint): part of the same 17,582 / 7,117 setting"},
+    {"ES_VK_CM2_ALIGN", "off: ALIGN 14,918 / 5,981 against 17,582 / 7,117"},
+    {"ES_VK_CM2_ORDER", "off: ORDER 14,631 / 5,974 against 17,582 / 7,117"},
+    {"ES_VK_CM2_ACC16",
+     "off: llama.cpp's setting with f16 accumulators 10,970 / 6,140, without "
+     "them 11,164 / 7,322"},
+    {"ES_VK_FA_TILE", "32x32: pp512 1.5B 26.5k/26.4k t/s against 25.3k/25.2k at 64x64"},
+    {"ES_VK_FA_WG", "128 (with the 32x32 tile above)"},
+};
+
+const char* kTypeNames[] = {"bool", "uint", "enum", "tile", "text"};
+const char* kWhenNames[] = {"process", "device", "graph"};
+const char* kSourceNames[] = {"default", "env", "struct"};
+const char* kRoleNames[] = {"operational", "path", "experiment"};
+
+std::vector<std::string> SplitBar(const std::string& s) {
+  std::vector<std::string> out;
+  std::stringstream ss(s);
+  for (std::string part; std::getline(ss, part, '|');) out.push_back(part);
+  return out;
+}
+
+// A whole decimal number (no sign, no trailing text) into *x.
+bool ParseU32(const std::string& s, uint32_t* x) {
+  if (s.empty() || s.size() > 10) return false;
+  for (char c : s)
+    if (c < '0' || c > '9') return false;
+  const unsigned long long v = std::strtoull(s.c_str(), nullptr, 10);
+  if (v > 0xffffffffull) return false;
+  *x = uint32_t(v);
+  return true;
+}
+
+// Whether number x is allowed by a kUint spec part: "lo..hi" or a single number.
+bool UintAllowed(const std::string& part, uint32_t x) {
+  const size_t dots = part.find("..");
+  uint32_t lo = 0, hi = 0;
+  if (dots == std::string::npos) return ParseU32(part, &lo) && x == lo;
+  return ParseU32(part.substr(0, dots), &lo) && ParseU32(part.substr(dots + 2), &hi) && x >= lo &&
+         x <= hi;
+}
+
+}  // namespace
+
+const std::array<KnobSpec, kKnobCount>& TuningTable() { return kTable; }
+const KnobSpec& Spec(Knob k) { return kTable[size_t(k)]; }
+const std::vector<RetiredKnob>& RetiredKnobs() { return kRetired; }
+const char* KnobTypeName(KnobType t) { return kTypeNames[int(t)]; }
+const char* KnobWhenName(KnobWhen w) { return kWhenNames[int(w)]; }
+const char* KnobSourceName(KnobSource s) { return kSourceNames[int(s)]; }
+const char* KnobRoleName(KnobRole r) { return kRoleNames[int(r)]; }
+
+Tuning::Value Tuning::Parse(const KnobSpec& s, const std::string& value) {
+  Value v;
+  v.text = value;
+  bool ok = false;
+  switch (s.type) {
+    case KnobType::kText:
+      ok = true;
+      break;
+    case KnobType::kBool:
+      ok = value == "0" || value == "1";
+      v.num[0] = value == "1";
+      break;
+    case KnobType::kEnum:
+      for (const std::string& a : SplitBar(s.allowed)) ok = ok || a == value;
+      if (ok && value != "auto") ParseU32(value, &v.num[0]);  // numbers among the words
+      break;
+    case KnobType::kUint:
+      if (value == "auto") {
+        for (const std::string& a : SplitBar(s.allowed)) ok = ok || a == "auto";
+      } else if (ParseU32(value, &v.num[0])) {
+        for (const std::string& a : SplitBar(s.allowed)) ok = ok || UintAllowed(a, v.num[0]);
+      }
+      break;
+    case KnobType::kTile: {
+      // "AxB" or "AxBxC": each a number from 1 to 4096
+      std::stringstream ss(value);
+      int n = 0;
+      ok = true;
+      for (std::string part; std::getline(ss, part, 'x');) {
+        ok = ok && n < 3 && ParseU32(part, &v.num[size_t(n)]) && v.num[size_t(n)] >= 1 &&
+             v.num[size_t(n)] <= 4096;
+        ++n;
+      }
+      const std::string shape = s.allowed;  // "BMxBNxBK": as many numbers as it has parts
+      ok = ok && n == int(std::count(shape.begin(), shape.end(), 'x')) + 1 && value.back() != 'x';
+      break;
+    }
+  }
+  ES_CHECK(ok, "vulkan: ", s.name, "='", value, "' is not allowed (", KnobTypeName(s.type), ": ",
+           s.allowed, ")");
+  return v;
+}
+
+Tuning::Tuning() {
+  for (const KnobSpec& s : kTable) v_[size_t(s.id)] = Parse(s, s.def);
+}
+
+Tuning Tuning::FromEnvironment() {
+  Tuning t;
+  for (const KnobSpec& s : kTable) {
+    const char* e = std::getenv(s.name);
+    if (!e || !*e) continue;
+    t.v_[size_t(s.id)] = Parse(s, e);
+    t.v_[size_t(s.id)].source = KnobSource::kEnv;
+  }
+  for (const RetiredKnob& r : kRetired)
+    if (const char* e = std::getenv(r.name); e && *e)
+      std::fprintf(stderr, "vulkan: %s=%s ignored: no longer a knob (settled: %s)\n", r.name, e,
+                   r.settled);
+  return t;
+}
+
+const Tuning& Tuning::Process() {
+  static const Tuning t = FromEnvironment();
+  return t;
+}
+
+Tuning& Tuning::Set(Knob k, const std::string& value) {
+  v_[size_t(k)] = Parse(Spec(k), value);
+  v_[size_t(k)].source = KnobSource::kStruct;
+  return *this;
+}
+
+Tuning& Tuning::Set(const std::string& name, const std::string& value) {
+  for (const KnobSpec& s : kTable)
+    if (name == s.name) return Set(s.id, value);
+  for (const RetiredKnob& r : kRetired)
+    ES_CHECK(name != r.name, "vulkan: ", name, " is no longer a knob (settled: ", r.settled, ")");
+  Fail("vulkan: no tuning knob named ", name);
+}
+
+Tuning Tuning::With(const Tuning& over) const {
+  Tuning t = *this;
+  for (int i = 0; i < kKnobCount; ++i)
+    if (over.v_[size_t(i)].source == KnobSource::kStruct) t.v_[size_t(i)] = over.v_[size_t(i)];
+  return t;
+}
+
+bool Tuning::On(Knob k) const {
+  ES_ASSERT(Spec(k).type == KnobType::kBool);
+  return v_[size_t(k)].num[0] != 0;
+}
+uint32_t Tuning::Uint(Knob k) const {
+  ES_ASSERT((Spec(k).type == KnobType::kUint || Spec(k).type == KnobType::kEnum) && !IsAuto(k));
+  return v_[size_t(k)].num[0];
+}
+bool Tuning::IsAuto(Knob k) const { return v_[size_t(k)].text == "auto"; }
+const std::string& Tuning::Text(Knob k) const { return v_[size_t(k)].text; }
+std::array<uint32_t, 3> Tuning::Tile(Knob k) const {
+  ES_ASSERT(Spec(k).type == KnobType::kTile);
+  return v_[size_t(k)].num;
+}
+
+std::string TuningReport(const Tuning& t) {
+  std::string out;
+  char line[512];
+  std::snprintf(line, sizeof(line), "%-24s %-12s %-12s %-8s %-8s %s\n", "knob", "value", "default",
+                "source", "read at", "role");
+  out += line;
+  for (const KnobSpec& s : kTable) {
+    std::snprintf(line, sizeof(line), "%-24s %-12s %-12s %-8s %-8s %s\n", s.name,
+                  t.Text(s.id).empty() ? "\"\"" : t.Text(s.id).c_str(), *s.def ? s.def : "\"\"",
+                  KnobSourceName(t.source(s.id)), KnobWhenName(s.when), KnobRoleName(s.role));
+    out += line;
+  }
+  return out;
+}
+
+std::string TuningText(bool markdown) {
+  return markdown ? TuningMarkdown() : TuningReport(Tuning::FromEnvironment());
+}
+
+std::string TuningMarkdown() {
+  std::string out =
+      "| knob | type | values | default | read at | role | what |\n"
+      "|---|---|---|---|---|---|---|\n";
+  auto cell = [](const char* s) {
+    std::string c;
+    for (const char* p = s; *p; ++p) c += *p == '|' ? std::string("\\|") : std::string(1, *p);
+    return c;
+  };
+  for (const KnobSpec& s : kTable)
+    out += std::string("| `") + s.name + "` | " + KnobTypeName(s.type) + " | " + cell(s.allowed) +
+           " | " + (*s.def ? cell(s.def) : std::string("(empty)")) + " | " + KnobWhenName(s.when) +
+           " | " + KnobRoleName(s.role) + " | " + cell(s.doc) + " |\n";
+  out +=
+      "\nRetired (settled; setting one prints a warning and changes nothing):\n\n"
+      "| knob | kept as code |\n|---|---|\n";
+  for (const RetiredKnob& r : kRetired)
+    out += std::string("| `") + r.name + "` | " + cell(r.settled) + " |\n";
+  return out;
+}
+
+}  // namespace es::vk
