@@ -11,19 +11,20 @@
 // layouts (the driver stages them through shared memory and schedules the tensor-core
 // instructions). Tensor layouts clamp: loads outside R, N or K read zeros and stores outside
 // R x N are dropped, so any R, N and K (K % 8 == 0 for 16-byte rows) need no edge code.
-// Tile sizes are specialization constants (knob ES_VK_CM2_TILE, device.cpp), the workgroup
-// size too, and so are the variant flags (constant 4, Coopmat2Config::flags; 0 = the plain
-// clamped loop):
-//   bit 0 FAST  (ES_VK_CM2_FAST=1): a workgroup whose tile lies wholly inside x, W and K runs its
-//               K loop on layouts without clamping, with 16-byte strides and offsets;
-//   bit 1 ALIGN (ES_VK_CM2_ALIGN=1): explicit 16-byte row strides on the clamping layouts too;
-//   bits 2-3 LOOP (ES_VK_CM2_LOOP=0|1|2): the K loop with a don't-unroll hint (0), no hint (1,
-//               the driver may unroll / software-pipeline it) or an unroll hint (2);
-//   bit 4 ACC16 (ES_VK_CM2_ACC16=1): f16 accumulators (half the registers of f32 ones),
-//               converted to f32 before the bias and the store;
-//   bit 5 ORDER (ES_VK_CM2_ORDER=1): consecutive workgroups walk the activation tiles of one
-//               weight tile (instead of the weight tiles of one activation tile), so that the
-//               GPU reads each weight tile from memory once rather than once per R / BM.
+// Tile sizes are specialization constants (Coopmat2Config, device.cpp; ES_VK_CM2_TILE / _WG),
+// the workgroup size too, and so are the variant flags (constant 4). The host sets FAST and LOOP
+// 1 (device.cpp kCm2Flags: the A/B that settled them is in docs/vulkan.md); the other bits are no
+// longer set by any host path (their knobs were deleted with the tuning registry) and are kept
+// only until the H200 can check the shader without them:
+//   bit 0 FAST:  a workgroup whose tile lies wholly inside x, W and K runs its K loop on layouts
+//               without clamping, with 16-byte strides and offsets;
+//   bit 1 ALIGN: explicit 16-byte row strides on the clamping layouts too;
+//   bits 2-3 LOOP: the K loop with a don't-unroll hint (0), no hint (1, the driver may unroll /
+//               software-pipeline it) or an unroll hint (2);
+//   bit 4 ACC16: f16 accumulators (half the registers of f32 ones), converted to f32 before the
+//               bias and the store;
+//   bit 5 ORDER: consecutive workgroups walk the activation tiles of one weight tile (instead of
+//               the weight tiles of one activation tile).
 #extension GL_KHR_cooperative_matrix : require
 #extension GL_NV_cooperative_matrix2 : require
 #extension GL_KHR_memory_scope_semantics : require
