@@ -19,8 +19,8 @@
 
 #include <algorithm>
 #include <atomic>
-#include <chrono>
 #include <cctype>
+#include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
@@ -37,6 +37,7 @@
 #include "cpu/kernels/matmul.h"
 #include "cpu/kernels/repack.h"
 #include "cpu/kernels/vec.h"
+#include "cpu/mla_form.h"
 #include "cpu/paged_kv.h"
 #include "cpu/reference.h"
 #include "edgeseek/backends/backend.h"
@@ -202,7 +203,17 @@ class CpuBackend final : public Backend {
   // item never changes its result, so batch invariance holds.
   void ForEachItem(int64_t n, const std::function<void(int64_t, ThreadPool&)>& fn);
   void Attention(const Node& n, const Batch& b, CpuKv& kv, const float* q, float* y);
+  // MLA attention: per sequence, the absorbed or the non-absorbed form (cpu/mla_form.h).
   void Mla(const Node& n, const Graph& g, const Batch& b, CpuKv& kv, const float* q, float* y);
+  // The absorbed form for batch rows `rows` (ascending); y: [rows.size(), H dv], row i for
+  // batch row rows[i].
+  void MlaAbsorbed(const Node& n, const Graph& g, const Batch& b, CpuKv& kv,
+                   const std::vector<int64_t>& rows, const float* q, float* y);
+  // The non-absorbed form for sequence s's rows of the step, into their rows of y [T, H dv]:
+  // K_nope and V of its keys expanded through kv_b [H (dn + dv), r], then attention with
+  // dk = dn + dr and dv.
+  void MlaExpanded(const Node& n, const Tensor& kvb, const BatchSeq& s, CpuKv& kv, const float* q,
+                   float* y);
   void MoE(const Node& n, const Graph& g, const float* x, int64_t R, float* y);
   // The bytes node `n` reads from weights and the KV cache (for --profile's GB/s); MoE adds the
   // experts it ran (moe_bytes_, set by MoE()).
@@ -401,11 +412,43 @@ void CpuBackend::Attention(const Node& n, const Batch& b, CpuKv& kv, const float
 void CpuBackend::Mla(const Node& n, const Graph& g, const Batch& b, CpuKv& kv, const float* q,
                      float* y) {
   const int64_t T = b.n_tokens(), H = n.i[0], dn = n.i[1], dr = n.i[2], dv = n.i[3], r = n.i[4];
+  const Tensor* kvb = n.src.size() > 5 && n.src[5] >= 0 ? g.node(n.src[5]).weight : nullptr;
+  // Each sequence's rows take the form with fewer multiply-adds (mla_form.h); without kv_b, or
+  // with a kv_b the kernels cannot read as [H (dn + dv), r], every row stays absorbed.
+  const bool can_expand = kvb && kvb->shape == Shape{H * (dn + dv), r} &&
+                          cpu::MatMulSupports(kvb->dtype) && r % BlockElems(kvb->dtype) == 0;
+  std::vector<int64_t> absorbed;  // batch rows of the absorbed form
+  for (const BatchSeq& s : b.seqs) {
+    if (can_expand && cpu::MlaSeqExpands(H, dn, dr, dv, r, s.pos0, s.n_tokens)) {
+      MlaExpanded(n, *kvb, s, kv, q, y);
+      continue;
+    }
+    for (int64_t t = s.row0; t < s.row0 + s.n_tokens; ++t) absorbed.push_back(t);
+  }
+  if (absorbed.empty()) return;
+  if (int64_t(absorbed.size()) == T) {
+    MlaAbsorbed(n, g, b, kv, absorbed, q, y);
+    return;
+  }
+  // Some rows only: computed into a compact [rows, H dv] and scattered to their batch rows.
+  const int64_t A = int64_t(absorbed.size()), ow = H * dv;
+  float* ya = Alloc(size_t(A * ow));
+  MlaAbsorbed(n, g, b, kv, absorbed, q, ya);
+  for (int64_t i = 0; i < A; ++i)
+    std::memcpy(y + absorbed[size_t(i)] * ow, ya + i * ow, size_t(ow) * 4);
+  Release(ya, size_t(A * ow));
+}
+
+void CpuBackend::MlaAbsorbed(const Node& n, const Graph& g, const Batch& b, CpuKv& kv,
+                             const std::vector<int64_t>& rows, const float* q, float* y) {
+  const int64_t T = int64_t(rows.size()), H = n.i[0], dn = n.i[1], dr = n.i[2], dv = n.i[3],
+                r = n.i[4];
   const Tensor& wuk_t = *g.node(n.src[3]).weight;
   const Tensor& wuv = *g.node(n.src[4]).weight;
   const float scale = n.f0;
   const int64_t qw = H * (dn + dr);
-  // qlat, olat: [H][T, r] (one head's rows contiguous, as its GEMV/GEMM reads and writes them).
+  // qlat, olat: [H][T, r] (one head's rows contiguous, as its GEMV/GEMM reads and writes them);
+  // row i of the step is batch row rows[i].
   float* qlat = Alloc(size_t(H * T * r));
   float* olat = Alloc(size_t(H * T * r));
   // 1. q_lat[h] = q_nope[h] · WukT[h]ᵀ : [T, r], one item per head (one parallel region for all
@@ -414,7 +457,7 @@ void CpuBackend::Mla(const Node& n, const Graph& g, const Batch& b, CpuKv& kv, c
     thread_local std::vector<float> qn;
     qn.resize(size_t(T * dn));
     for (int64_t t = 0; t < T; ++t)
-      std::memcpy(&qn[size_t(t * dn)], q + t * qw + h * (dn + dr), size_t(dn) * 4);
+      std::memcpy(&qn[size_t(t * dn)], q + rows[size_t(t)] * qw + h * (dn + dr), size_t(dn) * 4);
     MatMulCols(qn.data(), T, dn, wuk_t, h * r, (h + 1) * r, qlat + h * T * r, r, serial);
   });
   // 2. o_lat[h][t] = Σ_j softmax_j(scale · (q_lat·C_j + q_pe·KPE_j)) C_j, per (row, head).
@@ -429,8 +472,9 @@ void CpuBackend::Mla(const Node& n, const Graph& g, const Batch& b, CpuKv& kv, c
     thread_local std::vector<float> p;
     for (int64_t u = begin; u < end; ++u) {
       const int64_t t = u / groups, h0 = (u % groups) * G, g1 = std::min(G, H - h0);
-      const BatchSeq& s = b.seqs[size_t(b.row_seq[size_t(t)])];
-      const int64_t n_ctx = b.positions[size_t(t)] + 1;
+      const int64_t bt = rows[size_t(t)];  // the batch row
+      const BatchSeq& s = b.seqs[size_t(b.row_seq[size_t(bt)])];
+      const int64_t n_ctx = b.positions[size_t(bt)] + 1;
       const cpu::KvRows C = kv.Rows(s.slot, n.layer, 0), KPE = kv.Rows(s.slot, n.layer, 1);
       p.resize(size_t(G * n_ctx));
       float mx[8], inv[8];
@@ -439,9 +483,9 @@ void CpuBackend::Mla(const Node& n, const Graph& g, const Batch& b, CpuKv& kv, c
       // per 4 heads into registers instead of once per head, with every head's result
       // bit-identical to Dot / Axpy (= KvDot / KvAxpy on f32); other types decode per head.
       const bool f32 = C.type() == DType::kF32 && KPE.type() == DType::kF32;
-      const float* qlat0 = qlat + (h0 * T + t) * r;          // head g at + g·T·r
-      const float* qpe0 = q + t * qw + h0 * (dn + dr) + dn;  // head g at + g·(dn+dr)
-      float* olat0 = olat + (h0 * T + t) * r;                // head g at + g·T·r
+      const float* qlat0 = qlat + (h0 * T + t) * r;           // head g at + g·T·r
+      const float* qpe0 = q + bt * qw + h0 * (dn + dr) + dn;  // head g at + g·(dn+dr)
+      float* olat0 = olat + (h0 * T + t) * r;                 // head g at + g·T·r
       for (int64_t j = 0; j < n_ctx; ++j) {
         const uint8_t* cr = C.Row(j);
         const uint8_t* kr = KPE.Row(j);
@@ -481,12 +525,104 @@ void CpuBackend::Mla(const Node& n, const Graph& g, const Batch& b, CpuKv& kv, c
       }
     }
   });
-  // 3. out[t, h*dv:(h+1)*dv] = o_lat[h][t] · Wuv[h]ᵀ, one item per head.
+  // 3. out[i, h*dv:(h+1)*dv] = o_lat[h][i] · Wuv[h]ᵀ, one item per head.
   ForEachItem(H, [&](int64_t h, ThreadPool& serial) {
     MatMulCols(olat + h * T * r, T, r, wuv, h * dv, (h + 1) * dv, y + h * dv, H * dv, serial);
   });
   Release(qlat, size_t(H * T * r));
   Release(olat, size_t(H * T * r));
+}
+
+void CpuBackend::MlaExpanded(const Node& n, const Tensor& kvb, const BatchSeq& s, CpuKv& kv,
+                             const float* q, float* y) {
+  const int64_t H = n.i[0], dn = n.i[1], dr = n.i[2], dv = n.i[3], r = n.i[4];
+  const int64_t qw = H * (dn + dr), kvw = H * (dn + dv), T = s.n_tokens;
+  const int64_t keys = s.pos0 + T;  // positions 0 .. the last row's
+  const float scale = n.f0;
+  const cpu::KvRows C = kv.Rows(s.slot, n.layer, 0), KPE = kv.Rows(s.slot, n.layer, 1);
+  // X: [keys, r] the latent rows, KP: [keys, dr] the rope keys, as f32 (an f32 cache is copied;
+  // other types decode through KvAxpy into zeros: exact, 1·v + 0).
+  float* X = Alloc(size_t(keys * r));
+  float* KP = Alloc(size_t(keys * dr));
+  pool_.ParallelFor(
+      keys,
+      [&](int64_t b0, int64_t e0, int) {
+        for (int64_t j = b0; j < e0; ++j) {
+          float* x = X + j * r;
+          float* kp = KP + j * dr;
+          if (C.type() == DType::kF32) {
+            std::memcpy(x, C.Row(j), size_t(r) * 4);
+            std::memcpy(kp, KPE.Row(j), size_t(dr) * 4);
+          } else {
+            std::fill(x, x + r, 0.0f);
+            std::fill(kp, kp + dr, 0.0f);
+            cpu::KvAxpy(1.0f, C.Row(j), C.type(), x, r);
+            cpu::KvAxpy(1.0f, KPE.Row(j), KPE.type(), kp, dr);
+          }
+        }
+      },
+      16);
+  // KV: [keys, H (dn + dv)] = X · kv_bᵀ; head h of key j: K_nope at KV + j·kvw + h (dn + dv), its
+  // V right after (kv_b's rows per head: Wuk[h] then Wuv[h]).
+  float* KV = Alloc(size_t(keys * kvw));
+  MatMul(X, keys, r, kvb, nullptr, KV, kvw);
+  // Attention per (head, block of 4 rows), head-major so that a thread's consecutive items
+  // reuse the head's keys and values from cache. Per key, DotRows / AxpyRows load the key and
+  // value rows once for the block's 4 query rows. Row t sees keys 0 .. pos0 + t: the block runs
+  // to its last row's keys, and a key past a row's own gets weight 0 there (an exact +0, so a
+  // row's values do not depend on the rows it shares a block with).
+  constexpr int64_t kRows = 4;
+  const int64_t blocks = (T + kRows - 1) / kRows;
+  pool_.ParallelFor(H * blocks, [&](int64_t begin, int64_t end, int) {
+    thread_local std::vector<float> p;
+    thread_local std::vector<float> qn;
+    for (int64_t u = begin; u < end; ++u) {
+      const int64_t h = u / blocks, t0 = (u % blocks) * kRows, nr = std::min(kRows, T - t0);
+      const int64_t n_ctx = s.pos0 + t0 + nr;  // the block's last row's keys
+      // The block's queries packed: nope parts [nr, dn], rope parts [nr, dr].
+      qn.resize(size_t(kRows * (dn + dr)));
+      float* qnope = qn.data();
+      float* qpe = qn.data() + kRows * dn;
+      for (int64_t i = 0; i < nr; ++i) {
+        const float* qr = q + (s.row0 + t0 + i) * qw + h * (dn + dr);
+        std::memcpy(qnope + i * dn, qr, size_t(dn) * 4);
+        std::memcpy(qpe + i * dr, qr + dn, size_t(dr) * 4);
+      }
+      p.resize(size_t(kRows * n_ctx));
+      float mx[kRows], inv[kRows];
+      for (int64_t i = 0; i < nr; ++i) mx[i] = -INFINITY;
+      for (int64_t j = 0; j < n_ctx; ++j) {
+        float sn[kRows], sp[kRows];
+        cpu::DotRows(qnope, dn, nr, KV + j * kvw + h * (dn + dv), dn, sn);
+        cpu::DotRows(qpe, dr, nr, KP + j * dr, dr, sp);
+        for (int64_t i = 0; i < nr; ++i) {
+          const float v = (sn[i] + sp[i]) * scale;
+          p[size_t(i * n_ctx + j)] = v;
+          if (j <= s.pos0 + t0 + i) mx[i] = std::max(mx[i], v);
+        }
+      }
+      float* o[kRows];
+      for (int64_t i = 0; i < nr; ++i) {
+        const int64_t vis = s.pos0 + t0 + i + 1;  // keys row i sees
+        float* pi = &p[size_t(i * n_ctx)];
+        float sum = 0;
+        for (int64_t j = 0; j < vis; ++j) sum += (pi[j] = std::exp(pi[j] - mx[i]));
+        for (int64_t j = vis; j < n_ctx; ++j) pi[j] = 0.0f;
+        inv[i] = 1.0f / sum;
+        o[i] = y + (s.row0 + t0 + i) * H * dv + h * dv;
+        std::fill(o[i], o[i] + dv, 0.0f);
+      }
+      // Output rows of the block are H·dv apart in y.
+      for (int64_t j = 0; j < n_ctx; ++j) {
+        float w[kRows];
+        for (int64_t i = 0; i < nr; ++i) w[i] = p[size_t(i * n_ctx + j)] * inv[i];
+        cpu::AxpyRows(w, KV + j * kvw + h * (dn + dv) + dn, o[0], H * dv, nr, dv);
+      }
+    }
+  });
+  Release(X, size_t(keys * r));
+  Release(KP, size_t(keys * dr));
+  Release(KV, size_t(keys * kvw));
 }
 
 // Column blocks of an expert projection with `cols` outputs when `active` experts run at once on
