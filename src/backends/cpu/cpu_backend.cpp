@@ -120,6 +120,16 @@ size_t AvailableMemoryBytes() {
   return 0;
 }
 
+// kv_b of MLA node n (src 5) when the matmul kernels read it as [H (dn + dv), r], else null.
+const Tensor* MlaKvB(const Graph& g, const Node& n) {
+  const Tensor* kvb = n.src.size() > 5 && n.src[5] >= 0 ? g.node(n.src[5]).weight : nullptr;
+  const int64_t H = n.i[0], dn = n.i[1], dv = n.i[3], r = n.i[4];
+  return kvb && kvb->shape == Shape{H * (dn + dv), r} && cpu::MatMulSupports(kvb->dtype) &&
+                 r % BlockElems(kvb->dtype) == 0
+             ? kvb
+             : nullptr;
+}
+
 using cpu::CpuKv;
 
 class CpuBackend final : public Backend {
@@ -154,6 +164,8 @@ class CpuBackend final : public Backend {
     return true;
   }
   void PrepareWeight(const Tensor& w) override;
+  // MLA nodes whose kv_b is block-quantized: a Q8_0 copy of their WukT (see QWeight).
+  void PrepareGraph(const Graph& g) override;
   // Fills the page tables of `w`'s bytes (see the header comment); false when the budget of
   // available memory is spent (then the weight is faulted in by its first use, as before).
   bool Prefault(const Tensor& w);
@@ -188,6 +200,8 @@ class CpuBackend final : public Backend {
   void Run(const Graph& g, const Batch& batch, KvStorage& kv, float* out, int32_t* ids,
            ComputeStats* stats);
   const Packed* FindPacked(const Tensor& w) const;
+  // The Q8_0 copy PrepareGraph made of `w`, or `w` itself.
+  const Tensor& QWeight(const Tensor& w) const;
   const float* F32(const Tensor* t);  // small weights (norms, biases) as f32, cached
   float* Alloc(size_t n);
   void Release(float* p, size_t n);
@@ -207,7 +221,9 @@ class CpuBackend final : public Backend {
   void Mla(const Node& n, const Graph& g, const Batch& b, CpuKv& kv, const float* q, float* y);
   // The absorbed form for batch rows `rows` (ascending); y: [rows.size(), H dv], row i for
   // batch row rows[i].
-  void MlaAbsorbed(const Node& n, const Graph& g, const Batch& b, CpuKv& kv,
+  // kvb: kv_b when the kernels read it as [H (dn + dv), r] (Wuv[h] is its rows h (dn + dv) + dn
+  // .. + dv, read in the checkpoint's type), else null (the node's Wuv).
+  void MlaAbsorbed(const Node& n, const Graph& g, const Batch& b, CpuKv& kv, const Tensor* kvb,
                    const std::vector<int64_t>& rows, const float* q, float* y);
   // The non-absorbed form for sequence s's rows of the step, into their rows of y [T, H dv]:
   // K_nope and V of its keys expanded through kv_b [H (dn + dv), r], then attention with
@@ -240,6 +256,9 @@ class CpuBackend final : public Backend {
   std::unordered_map<const Tensor*, std::vector<float>> f32_cache_;
   RepackPolicy repack_;                                 // ES_CPU_REPACK
   std::unordered_map<const Tensor*, Packed> packed_;    // repacked weights, owned
+  // Q8_0 copies of MLA WukT from a block-quantized kv_b (PrepareGraph), by the model's tensor;
+  // each with the model tensor's data pointer, to check it still is that tensor.
+  std::unordered_map<const Tensor*, std::pair<const void*, Tensor>> qweights_;
   size_t packed_bytes_ = 0;                             // their total size
   double packed_s_ = 0;                                 // time spent repacking (and releasing)
   size_t prefault_budget_ = 0;  // bytes Prefault may still fill (set at its first call)
@@ -297,6 +316,39 @@ const CpuBackend::Packed* CpuBackend::FindPacked(const Tensor& w) const {
   if (it == packed_.end()) return nullptr;
   const Packed& p = it->second;
   return p.data == w.data && p.dtype == w.dtype && p.shape == w.shape ? &p : nullptr;
+}
+
+void CpuBackend::PrepareGraph(const Graph& g) {
+  // The absorbed form reads WukT [H r, dn] every decode step. ModelArch builds it in f16 from a
+  // block-quantized kv_b (~2 MB a V2-Lite layer); its Q8_0 copy halves the bytes. Only there:
+  // an f16 or bf16 kv_b's WukT holds the checkpoint's own values and stays as it is.
+  for (const Node& n : g.nodes()) {
+    if (n.op != Op::kMlaAttention || n.src.size() < 6 || n.src[5] < 0) continue;
+    const Tensor* kvb = g.node(n.src[5]).weight;
+    const Tensor* wk = g.node(n.src[3]).weight;
+    if (!kvb || !wk || !IsQuantized(kvb->dtype) || IsQuantized(wk->dtype) ||
+        wk->shape.size() != 2 || wk->cols() % BlockElems(DType::kQ8_0) != 0 || qweights_.count(wk))
+      continue;
+    Tensor q = AllocTensor(wk->name + ".q8_0", DType::kQ8_0, wk->shape);
+    auto* dst = static_cast<uint8_t*>(MutableData(q));
+    pool_.ParallelFor(
+        wk->rows(),
+        [&](int64_t b0, int64_t e0, int) {
+          std::vector<float> row(size_t(wk->cols()));
+          for (int64_t i = b0; i < e0; ++i) {
+            ConvertRowToF32(wk->dtype, wk->bytes() + size_t(i) * wk->row_bytes(), row.data(),
+                            wk->cols());
+            Quantize(DType::kQ8_0, row.data(), dst + size_t(i) * q.row_bytes(), wk->cols());
+          }
+        },
+        64);
+    qweights_.emplace(wk, std::make_pair(wk->data, std::move(q)));
+  }
+}
+
+const Tensor& CpuBackend::QWeight(const Tensor& w) const {
+  auto it = qweights_.find(&w);
+  return it != qweights_.end() && it->second.first == w.data ? it->second.second : w;
 }
 
 const float* CpuBackend::F32(const Tensor* t) {
@@ -412,11 +464,10 @@ void CpuBackend::Attention(const Node& n, const Batch& b, CpuKv& kv, const float
 void CpuBackend::Mla(const Node& n, const Graph& g, const Batch& b, CpuKv& kv, const float* q,
                      float* y) {
   const int64_t T = b.n_tokens(), H = n.i[0], dn = n.i[1], dr = n.i[2], dv = n.i[3], r = n.i[4];
-  const Tensor* kvb = n.src.size() > 5 && n.src[5] >= 0 ? g.node(n.src[5]).weight : nullptr;
   // Each sequence's rows take the form with fewer multiply-adds (mla_form.h); without kv_b, or
   // with a kv_b the kernels cannot read as [H (dn + dv), r], every row stays absorbed.
-  const bool can_expand = kvb && kvb->shape == Shape{H * (dn + dv), r} &&
-                          cpu::MatMulSupports(kvb->dtype) && r % BlockElems(kvb->dtype) == 0;
+  const Tensor* kvb = MlaKvB(g, n);
+  const bool can_expand = kvb != nullptr;
   std::vector<int64_t> absorbed;  // batch rows of the absorbed form
   for (const BatchSeq& s : b.seqs) {
     if (can_expand && cpu::MlaSeqExpands(H, dn, dr, dv, r, s.pos0, s.n_tokens)) {
@@ -427,24 +478,28 @@ void CpuBackend::Mla(const Node& n, const Graph& g, const Batch& b, CpuKv& kv, c
   }
   if (absorbed.empty()) return;
   if (int64_t(absorbed.size()) == T) {
-    MlaAbsorbed(n, g, b, kv, absorbed, q, y);
+    MlaAbsorbed(n, g, b, kv, kvb, absorbed, q, y);
     return;
   }
   // Some rows only: computed into a compact [rows, H dv] and scattered to their batch rows.
   const int64_t A = int64_t(absorbed.size()), ow = H * dv;
   float* ya = Alloc(size_t(A * ow));
-  MlaAbsorbed(n, g, b, kv, absorbed, q, ya);
+  MlaAbsorbed(n, g, b, kv, kvb, absorbed, q, ya);
   for (int64_t i = 0; i < A; ++i)
     std::memcpy(y + absorbed[size_t(i)] * ow, ya + i * ow, size_t(ow) * 4);
   Release(ya, size_t(A * ow));
 }
 
 void CpuBackend::MlaAbsorbed(const Node& n, const Graph& g, const Batch& b, CpuKv& kv,
-                             const std::vector<int64_t>& rows, const float* q, float* y) {
+                             const Tensor* kvb, const std::vector<int64_t>& rows, const float* q,
+                             float* y) {
   const int64_t T = int64_t(rows.size()), H = n.i[0], dn = n.i[1], dr = n.i[2], dv = n.i[3],
                 r = n.i[4];
-  const Tensor& wuk_t = *g.node(n.src[3]).weight;
-  const Tensor& wuv = *g.node(n.src[4]).weight;
+  const Tensor& wuk_t = QWeight(*g.node(n.src[3]).weight);
+  // Wuv[h]: kv_b's rows as stored when given (a Q4_0 kv_b: a quarter of the f16 Wuv's bytes;
+  // an f16 one: the same values), else the node's Wuv.
+  const Tensor& wuv = kvb ? *kvb : *g.node(n.src[4]).weight;
+  const int64_t wuv_row0 = kvb ? dn : 0, wuv_stride = kvb ? dn + dv : dv;
   const float scale = n.f0;
   const int64_t qw = H * (dn + dr);
   // qlat, olat: [H][T, r] (one head's rows contiguous, as its GEMV/GEMM reads and writes them);
@@ -527,7 +582,8 @@ void CpuBackend::MlaAbsorbed(const Node& n, const Graph& g, const Batch& b, CpuK
   });
   // 3. out[i, h*dv:(h+1)*dv] = o_lat[h][i] · Wuv[h]ᵀ, one item per head.
   ForEachItem(H, [&](int64_t h, ThreadPool& serial) {
-    MatMulCols(olat + h * T * r, T, r, wuv, h * dv, (h + 1) * dv, y + h * dv, H * dv, serial);
+    const int64_t n0 = h * wuv_stride + wuv_row0;
+    MatMulCols(olat + h * T * r, T, r, wuv, n0, n0 + dv, y + h * dv, H * dv, serial);
   });
   Release(qlat, size_t(H * T * r));
   Release(olat, size_t(H * T * r));
@@ -975,7 +1031,13 @@ double CpuBackend::NodeBytes(const Node& n, const Graph& g, const Batch& b, cons
       return moe_bytes_;
     case Op::kMlaAttention:
     case Op::kAttention: {  // the absorbed pair (MLA), then each row's keys, whole cache rows once
-      double bytes = n.op == Op::kMlaAttention ? double(w(3).nbytes + w(4).nbytes) : 0.0;
+      double bytes = 0;
+      if (n.op == Op::kMlaAttention) {  // WukT (its Q8_0 copy) and Wuv (kv_b's V rows)
+        const Tensor* kvb = MlaKvB(g, n);
+        const double dn = double(n.i[1]), dv = double(n.i[3]);
+        bytes = double(QWeight(w(3)).nbytes) +
+                (kvb ? double(kvb->nbytes) * dv / (dn + dv) : double(w(4).nbytes));
+      }
       const double row = double(RowBytes(kv.spec().dtype, kv.spec().width[0]) +
                                 (kv.spec().width[1] ? RowBytes(kv.spec().dtype, kv.spec().width[1]) : 0));
       for (int64_t t = 0; t < b.n_tokens(); ++t) bytes += double(b.positions[size_t(t)] + 1) * row;
