@@ -13,7 +13,8 @@
 // The weights that stay where the model holds them have their page tables filled at load
 // (madvise MADV_POPULATE_READ, on the pool's threads) while their total fits in the memory the
 // kernel reports available: a mixture-of-experts model otherwise takes its routed experts' first
-// touches (one page fault per 4 KB page, a few hundred per decode step) inside the timed tokens.
+// touches (a page fault per 4 KB page or page-cache folio, up to a few hundred per decode step)
+// inside the timed tokens.
 #include <sys/mman.h>
 #include <unistd.h>
 
