@@ -364,9 +364,10 @@ class GgufWeights {
     f_->GetTensor(vb, VbShape());
   }
 
-  // kv_b_proj [H*(dn+dv), r]: the attn_kv_b view (dequantized to f16 when block-quantized: the
-  // absorbed MLA weights are built from it at load), or rebuilt from attn_k_b [H, r, dn] and
-  // attn_v_b [H, dv, r].
+  // kv_b_proj [H*(dn+dv), r]: the attn_kv_b view in the file's type (ModelArch builds the
+  // absorbed MLA pair from it at load, in f16 for a block-quantized one; a CPU decode reads
+  // Wuv as kv_b's own rows and prefill expands K and V through it), or rebuilt from attn_k_b
+  // [H, r, dn] and attn_v_b [H, dv, r].
   const Tensor* KvB(const std::string& hf) {
     const int l = LayerOf(hf);
     const int64_t H = c_.n_heads, dn = c_.qk_nope_head_dim, dv = c_.v_head_dim, r = c_.kv_lora_rank;
@@ -374,18 +375,6 @@ class GgufWeights {
     if (f_->HasTensor(kv)) {
       Tensor t = f_->GetTensor(kv);
       t.name = hf;
-      if (IsQuantized(t.dtype)) {
-        // f16 (not f32): the absorbed pair built from it keeps this type, and decode reads
-        // that pair every token.
-        Tensor d = AllocTensor(hf, DType::kF16, t.shape);
-        std::vector<float> row(size_t(t.cols()));
-        auto* h = static_cast<uint16_t*>(MutableData(d));
-        for (int64_t i = 0; i < t.rows(); ++i) {
-          Dequantize(t.dtype, t.bytes() + size_t(i) * t.row_bytes(), row.data(), t.cols());
-          for (int64_t j = 0; j < t.cols(); ++j) h[i * t.cols() + j] = F32ToF16(row[size_t(j)]);
-        }
-        t = std::move(d);
-      }
       return &((*owned_)[hf] = std::move(t));
     }
     const std::string kbn = BlockTensorName(l, kTensorAttnKB), vbn = BlockTensorName(l, kTensorAttnVB);

@@ -9,13 +9,19 @@
 // (the model still owns them and other readers, e.g. an embedding lookup, fault them back in).
 // ES_CPU_REPACK picks the types: unset = the defaults below (none today), 0 = none, 1 = every
 // supported type, or a comma list of type names (q4_0,q8_0).
+//
+// The weights that stay where the model holds them have their page tables filled at load
+// (madvise MADV_POPULATE_READ, on the pool's threads) while their total fits in the memory the
+// kernel reports available: a mixture-of-experts model otherwise takes its routed experts' first
+// touches (a page fault per 4 KB page or page-cache folio, up to a few hundred per decode step)
+// inside the timed tokens.
 #include <sys/mman.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <atomic>
-#include <chrono>
 #include <cctype>
+#include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
@@ -32,6 +38,7 @@
 #include "cpu/kernels/matmul.h"
 #include "cpu/kernels/repack.h"
 #include "cpu/kernels/vec.h"
+#include "cpu/mla_form.h"
 #include "cpu/paged_kv.h"
 #include "cpu/reference.h"
 #include "edgeseek/internal/backends/backend.h"
@@ -104,6 +111,26 @@ void ReleaseFilePages(const void* p, size_t n) {
   if (hi > lo) madvise(reinterpret_cast<void*>(lo), hi - lo, MADV_DONTNEED);
 }
 
+// MemAvailable of /proc/meminfo in bytes (0 when it cannot be read).
+size_t AvailableMemoryBytes() {
+  std::ifstream mi("/proc/meminfo");
+  for (std::string line; std::getline(mi, line);) {
+    unsigned long long kb = 0;
+    if (std::sscanf(line.c_str(), "MemAvailable: %llu kB", &kb) == 1) return size_t(kb) * 1024;
+  }
+  return 0;
+}
+
+// kv_b of MLA node n (src 5) when the matmul kernels read it as [H (dn + dv), r], else null.
+const Tensor* MlaKvB(const Graph& g, const Node& n) {
+  const Tensor* kvb = n.src.size() > 5 && n.src[5] >= 0 ? g.node(n.src[5]).weight : nullptr;
+  const int64_t H = n.i[0], dn = n.i[1], dv = n.i[3], r = n.i[4];
+  return kvb && kvb->shape == Shape{H * (dn + dv), r} && cpu::MatMulSupports(kvb->dtype) &&
+                 r % BlockElems(kvb->dtype) == 0
+             ? kvb
+             : nullptr;
+}
+
 using cpu::CpuKv;
 
 class CpuBackend final : public Backend {
@@ -119,6 +146,12 @@ class CpuBackend final : public Backend {
   std::string description() const override {
     std::string d =
         "cpu: " + std::to_string(pool_.size()) + " threads, SIMD " + cpu::SimdTargetName();
+    if (prefaulted_bytes_ > 0) {
+      char buf[96];
+      std::snprintf(buf, sizeof buf, ", %.2f GB of weights prefaulted in %.0f ms",
+                    double(prefaulted_bytes_) / 1e9, prefault_s_ * 1e3);
+      d += buf;
+    }
     if (!packed_.empty()) {
       char buf[96];
       std::snprintf(buf, sizeof buf, ", %zu weights repacked (%.2f GB) in %.0f ms", packed_.size(),
@@ -132,6 +165,11 @@ class CpuBackend final : public Backend {
     return true;
   }
   void PrepareWeight(const Tensor& w) override;
+  // MLA nodes whose kv_b is block-quantized: a Q8_0 copy of their WukT (see QWeight).
+  void PrepareGraph(const Graph& g) override;
+  // Fills the page tables of `w`'s bytes (see the header comment); false when the budget of
+  // available memory is spent (then the weight is faulted in by its first use, as before).
+  bool Prefault(const Tensor& w);
   std::unique_ptr<KvStorage> CreateKv(const KvSpec& spec, int n_slots, int64_t capacity) override {
     return std::make_unique<CpuKv>(spec, n_slots, capacity, int64_t(n_slots) * ((capacity + kKvBlockTokens - 1) / kKvBlockTokens));
   }
@@ -163,6 +201,8 @@ class CpuBackend final : public Backend {
   void Run(const Graph& g, const Batch& batch, KvStorage& kv, float* out, int32_t* ids,
            ComputeStats* stats);
   const Packed* FindPacked(const Tensor& w) const;
+  // The Q8_0 copy PrepareGraph made of `w`, or `w` itself.
+  const Tensor& QWeight(const Tensor& w) const;
   const float* F32(const Tensor* t);  // small weights (norms, biases) as f32, cached
   float* Alloc(size_t n);
   void Release(float* p, size_t n);
@@ -178,7 +218,19 @@ class CpuBackend final : public Backend {
   // item never changes its result, so batch invariance holds.
   void ForEachItem(int64_t n, const std::function<void(int64_t, ThreadPool&)>& fn);
   void Attention(const Node& n, const Batch& b, CpuKv& kv, const float* q, float* y);
+  // MLA attention: per sequence, the absorbed or the non-absorbed form (cpu/mla_form.h).
   void Mla(const Node& n, const Graph& g, const Batch& b, CpuKv& kv, const float* q, float* y);
+  // The absorbed form for batch rows `rows` (ascending); y: [rows.size(), H dv], row i for
+  // batch row rows[i].
+  // kvb: kv_b when the kernels read it as [H (dn + dv), r] (Wuv[h] is its rows h (dn + dv) + dn
+  // .. + dv, read in the checkpoint's type), else null (the node's Wuv).
+  void MlaAbsorbed(const Node& n, const Graph& g, const Batch& b, CpuKv& kv, const Tensor* kvb,
+                   const std::vector<int64_t>& rows, const float* q, float* y);
+  // The non-absorbed form for sequence s's rows of the step, into their rows of y [T, H dv]:
+  // K_nope and V of its keys expanded through kv_b [H (dn + dv), r], then attention with
+  // dk = dn + dr and dv.
+  void MlaExpanded(const Node& n, const Tensor& kvb, const BatchSeq& s, CpuKv& kv, const float* q,
+                   float* y);
   void MoE(const Node& n, const Graph& g, const float* x, int64_t R, float* y);
   // The bytes node `n` reads from weights and the KV cache (for --profile's GB/s); MoE adds the
   // experts it ran (moe_bytes_, set by MoE()).
@@ -205,8 +257,15 @@ class CpuBackend final : public Backend {
   std::unordered_map<const Tensor*, std::vector<float>> f32_cache_;
   RepackPolicy repack_;                                 // ES_CPU_REPACK
   std::unordered_map<const Tensor*, Packed> packed_;    // repacked weights, owned
+  // Q8_0 copies of MLA WukT from a block-quantized kv_b (PrepareGraph), by the model's tensor;
+  // each with the model tensor's data pointer, to check it still is that tensor.
+  std::unordered_map<const Tensor*, std::pair<const void*, Tensor>> qweights_;
   size_t packed_bytes_ = 0;                             // their total size
   double packed_s_ = 0;                                 // time spent repacking (and releasing)
+  size_t prefault_budget_ = 0;  // bytes Prefault may still fill (set at its first call)
+  bool prefault_started_ = false;
+  size_t prefaulted_bytes_ = 0;         // filled so far
+  double prefault_s_ = 0;               // time spent filling
   std::multimap<size_t, float*> free_;  // buffer pool by size (floats)
   size_t live_ = 0, peak_ = 0;
 };
@@ -214,9 +273,11 @@ class CpuBackend final : public Backend {
 void CpuBackend::PrepareWeight(const Tensor& w) {
   // Matrices only, K (the row) in whole blocks.
   if (!repack_.types.count(w.dtype) || w.shape.size() != 2 || !cpu::RepackSupports(w.dtype) ||
-      w.cols() % 32 != 0 || FindPacked(w))
+      w.cols() % 32 != 0 || FindPacked(w) ||
+      (repack_.only_file_backed && !InReadOnlyFileMapping(w.data, w.nbytes))) {
+    if (!FindPacked(w)) Prefault(w);
     return;
-  if (repack_.only_file_backed && !InReadOnlyFileMapping(w.data, w.nbytes)) return;
+  }
   const auto t0 = Clock::now();
   Packed p{w.data, w.dtype, w.shape, cpu::Repack(w.data, w.dtype, w.rows(), w.cols(), pool_)};
   ReleaseFilePages(w.data, w.nbytes);
@@ -225,11 +286,70 @@ void CpuBackend::PrepareWeight(const Tensor& w) {
   packed_s_ += std::chrono::duration<double>(Clock::now() - t0).count();
 }
 
+bool CpuBackend::Prefault(const Tensor& w) {
+  if (!prefault_started_) {
+    // Half of what is available: the rest stays for the KV cache, activations and other
+    // processes. Pages already resident (a model's own memory) cost only the walk.
+    prefault_budget_ = AvailableMemoryBytes() / 2;
+    prefault_started_ = true;
+  }
+  if (!w.data || w.nbytes == 0 || w.nbytes > prefault_budget_) return false;
+  prefault_budget_ -= w.nbytes;
+  const auto t0 = Clock::now();
+  const uintptr_t page = uintptr_t(sysconf(_SC_PAGESIZE));
+  const uintptr_t lo = reinterpret_cast<uintptr_t>(w.data) / page * page;
+  const uintptr_t hi = (reinterpret_cast<uintptr_t>(w.data) + w.nbytes + page - 1) / page * page;
+  // Chunks of 4 MB over the pool's threads (filling page tables from the page cache is ~1 µs a
+  // page; a cold file is read by both threads at once). An error (a kernel older than 5.14 has
+  // no MADV_POPULATE_READ) leaves the pages to their first touch.
+  constexpr uintptr_t kChunk = uintptr_t(4) << 20;
+  pool_.ParallelFor(int64_t((hi - lo + kChunk - 1) / kChunk), [&](int64_t b0, int64_t e0, int) {
+    const uintptr_t a = lo + uintptr_t(b0) * kChunk, b = std::min(hi, lo + uintptr_t(e0) * kChunk);
+    madvise(reinterpret_cast<void*>(a), b - a, MADV_POPULATE_READ);
+  });
+  prefaulted_bytes_ += w.nbytes;
+  prefault_s_ += std::chrono::duration<double>(Clock::now() - t0).count();
+  return true;
+}
+
 const CpuBackend::Packed* CpuBackend::FindPacked(const Tensor& w) const {
   auto it = packed_.find(&w);
   if (it == packed_.end()) return nullptr;
   const Packed& p = it->second;
   return p.data == w.data && p.dtype == w.dtype && p.shape == w.shape ? &p : nullptr;
+}
+
+void CpuBackend::PrepareGraph(const Graph& g) {
+  // The absorbed form reads WukT [H r, dn] every decode step. ModelArch builds it in f16 from a
+  // block-quantized kv_b (~2 MB a V2-Lite layer); its Q8_0 copy halves the bytes. Only there:
+  // an f16 or bf16 kv_b's WukT holds the checkpoint's own values and stays as it is.
+  for (const Node& n : g.nodes()) {
+    if (n.op != Op::kMlaAttention || n.src.size() < 6 || n.src[5] < 0) continue;
+    const Tensor* kvb = g.node(n.src[5]).weight;
+    const Tensor* wk = g.node(n.src[3]).weight;
+    if (!kvb || !wk || !IsQuantized(kvb->dtype) || IsQuantized(wk->dtype) ||
+        wk->shape.size() != 2 || wk->cols() % BlockElems(DType::kQ8_0) != 0 || qweights_.count(wk))
+      continue;
+    Tensor q = AllocTensor(wk->name + ".q8_0", DType::kQ8_0, wk->shape);
+    auto* dst = static_cast<uint8_t*>(MutableData(q));
+    pool_.ParallelFor(
+        wk->rows(),
+        [&](int64_t b0, int64_t e0, int) {
+          std::vector<float> row(size_t(wk->cols()));
+          for (int64_t i = b0; i < e0; ++i) {
+            ConvertRowToF32(wk->dtype, wk->bytes() + size_t(i) * wk->row_bytes(), row.data(),
+                            wk->cols());
+            Quantize(DType::kQ8_0, row.data(), dst + size_t(i) * q.row_bytes(), wk->cols());
+          }
+        },
+        64);
+    qweights_.emplace(wk, std::make_pair(wk->data, std::move(q)));
+  }
+}
+
+const Tensor& CpuBackend::QWeight(const Tensor& w) const {
+  auto it = qweights_.find(&w);
+  return it != qweights_.end() && it->second.first == w.data ? it->second.second : w;
 }
 
 const float* CpuBackend::F32(const Tensor* t) {
@@ -345,11 +465,46 @@ void CpuBackend::Attention(const Node& n, const Batch& b, CpuKv& kv, const float
 void CpuBackend::Mla(const Node& n, const Graph& g, const Batch& b, CpuKv& kv, const float* q,
                      float* y) {
   const int64_t T = b.n_tokens(), H = n.i[0], dn = n.i[1], dr = n.i[2], dv = n.i[3], r = n.i[4];
-  const Tensor& wuk_t = *g.node(n.src[3]).weight;
-  const Tensor& wuv = *g.node(n.src[4]).weight;
+  // Each sequence's rows take the form with fewer multiply-adds (mla_form.h); without kv_b, or
+  // with a kv_b the kernels cannot read as [H (dn + dv), r], every row stays absorbed.
+  const Tensor* kvb = MlaKvB(g, n);
+  const bool can_expand = kvb != nullptr;
+  std::vector<int64_t> absorbed;  // batch rows of the absorbed form
+  for (const BatchSeq& s : b.seqs) {
+    if (can_expand && cpu::MlaSeqExpands(H, dn, dr, dv, r, s.pos0, s.n_tokens)) {
+      MlaExpanded(n, *kvb, s, kv, q, y);
+      continue;
+    }
+    for (int64_t t = s.row0; t < s.row0 + s.n_tokens; ++t) absorbed.push_back(t);
+  }
+  if (absorbed.empty()) return;
+  if (int64_t(absorbed.size()) == T) {
+    MlaAbsorbed(n, g, b, kv, kvb, absorbed, q, y);
+    return;
+  }
+  // Some rows only: computed into a compact [rows, H dv] and scattered to their batch rows.
+  const int64_t A = int64_t(absorbed.size()), ow = H * dv;
+  float* ya = Alloc(size_t(A * ow));
+  MlaAbsorbed(n, g, b, kv, kvb, absorbed, q, ya);
+  for (int64_t i = 0; i < A; ++i)
+    std::memcpy(y + absorbed[size_t(i)] * ow, ya + i * ow, size_t(ow) * 4);
+  Release(ya, size_t(A * ow));
+}
+
+void CpuBackend::MlaAbsorbed(const Node& n, const Graph& g, const Batch& b, CpuKv& kv,
+                             const Tensor* kvb, const std::vector<int64_t>& rows, const float* q,
+                             float* y) {
+  const int64_t T = int64_t(rows.size()), H = n.i[0], dn = n.i[1], dr = n.i[2], dv = n.i[3],
+                r = n.i[4];
+  const Tensor& wuk_t = QWeight(*g.node(n.src[3]).weight);
+  // Wuv[h]: kv_b's rows as stored when given (a Q4_0 kv_b: a quarter of the f16 Wuv's bytes;
+  // an f16 one: the same values), else the node's Wuv.
+  const Tensor& wuv = kvb ? *kvb : *g.node(n.src[4]).weight;
+  const int64_t wuv_row0 = kvb ? dn : 0, wuv_stride = kvb ? dn + dv : dv;
   const float scale = n.f0;
   const int64_t qw = H * (dn + dr);
-  // qlat, olat: [H][T, r] (one head's rows contiguous, as its GEMV/GEMM reads and writes them).
+  // qlat, olat: [H][T, r] (one head's rows contiguous, as its GEMV/GEMM reads and writes them);
+  // row i of the step is batch row rows[i].
   float* qlat = Alloc(size_t(H * T * r));
   float* olat = Alloc(size_t(H * T * r));
   // 1. q_lat[h] = q_nope[h] · WukT[h]ᵀ : [T, r], one item per head (one parallel region for all
@@ -358,7 +513,7 @@ void CpuBackend::Mla(const Node& n, const Graph& g, const Batch& b, CpuKv& kv, c
     thread_local std::vector<float> qn;
     qn.resize(size_t(T * dn));
     for (int64_t t = 0; t < T; ++t)
-      std::memcpy(&qn[size_t(t * dn)], q + t * qw + h * (dn + dr), size_t(dn) * 4);
+      std::memcpy(&qn[size_t(t * dn)], q + rows[size_t(t)] * qw + h * (dn + dr), size_t(dn) * 4);
     MatMulCols(qn.data(), T, dn, wuk_t, h * r, (h + 1) * r, qlat + h * T * r, r, serial);
   });
   // 2. o_lat[h][t] = Σ_j softmax_j(scale · (q_lat·C_j + q_pe·KPE_j)) C_j, per (row, head).
@@ -373,8 +528,9 @@ void CpuBackend::Mla(const Node& n, const Graph& g, const Batch& b, CpuKv& kv, c
     thread_local std::vector<float> p;
     for (int64_t u = begin; u < end; ++u) {
       const int64_t t = u / groups, h0 = (u % groups) * G, g1 = std::min(G, H - h0);
-      const BatchSeq& s = b.seqs[size_t(b.row_seq[size_t(t)])];
-      const int64_t n_ctx = b.positions[size_t(t)] + 1;
+      const int64_t bt = rows[size_t(t)];  // the batch row
+      const BatchSeq& s = b.seqs[size_t(b.row_seq[size_t(bt)])];
+      const int64_t n_ctx = b.positions[size_t(bt)] + 1;
       const cpu::KvRows C = kv.Rows(s.slot, n.layer, 0), KPE = kv.Rows(s.slot, n.layer, 1);
       p.resize(size_t(G * n_ctx));
       float mx[8], inv[8];
@@ -383,9 +539,9 @@ void CpuBackend::Mla(const Node& n, const Graph& g, const Batch& b, CpuKv& kv, c
       // per 4 heads into registers instead of once per head, with every head's result
       // bit-identical to Dot / Axpy (= KvDot / KvAxpy on f32); other types decode per head.
       const bool f32 = C.type() == DType::kF32 && KPE.type() == DType::kF32;
-      const float* qlat0 = qlat + (h0 * T + t) * r;          // head g at + g·T·r
-      const float* qpe0 = q + t * qw + h0 * (dn + dr) + dn;  // head g at + g·(dn+dr)
-      float* olat0 = olat + (h0 * T + t) * r;                // head g at + g·T·r
+      const float* qlat0 = qlat + (h0 * T + t) * r;           // head g at + g·T·r
+      const float* qpe0 = q + bt * qw + h0 * (dn + dr) + dn;  // head g at + g·(dn+dr)
+      float* olat0 = olat + (h0 * T + t) * r;                 // head g at + g·T·r
       for (int64_t j = 0; j < n_ctx; ++j) {
         const uint8_t* cr = C.Row(j);
         const uint8_t* kr = KPE.Row(j);
@@ -425,12 +581,105 @@ void CpuBackend::Mla(const Node& n, const Graph& g, const Batch& b, CpuKv& kv, c
       }
     }
   });
-  // 3. out[t, h*dv:(h+1)*dv] = o_lat[h][t] · Wuv[h]ᵀ, one item per head.
+  // 3. out[i, h*dv:(h+1)*dv] = o_lat[h][i] · Wuv[h]ᵀ, one item per head.
   ForEachItem(H, [&](int64_t h, ThreadPool& serial) {
-    MatMulCols(olat + h * T * r, T, r, wuv, h * dv, (h + 1) * dv, y + h * dv, H * dv, serial);
+    const int64_t n0 = h * wuv_stride + wuv_row0;
+    MatMulCols(olat + h * T * r, T, r, wuv, n0, n0 + dv, y + h * dv, H * dv, serial);
   });
   Release(qlat, size_t(H * T * r));
   Release(olat, size_t(H * T * r));
+}
+
+void CpuBackend::MlaExpanded(const Node& n, const Tensor& kvb, const BatchSeq& s, CpuKv& kv,
+                             const float* q, float* y) {
+  const int64_t H = n.i[0], dn = n.i[1], dr = n.i[2], dv = n.i[3], r = n.i[4];
+  const int64_t qw = H * (dn + dr), kvw = H * (dn + dv), T = s.n_tokens;
+  const int64_t keys = s.pos0 + T;  // positions 0 .. the last row's
+  const float scale = n.f0;
+  const cpu::KvRows C = kv.Rows(s.slot, n.layer, 0), KPE = kv.Rows(s.slot, n.layer, 1);
+  // X: [keys, r] the latent rows, KP: [keys, dr] the rope keys, as f32 (an f32 cache is copied;
+  // other types decode through KvAxpy into zeros: exact, 1·v + 0).
+  float* X = Alloc(size_t(keys * r));
+  float* KP = Alloc(size_t(keys * dr));
+  pool_.ParallelFor(
+      keys,
+      [&](int64_t b0, int64_t e0, int) {
+        for (int64_t j = b0; j < e0; ++j) {
+          float* x = X + j * r;
+          float* kp = KP + j * dr;
+          if (C.type() == DType::kF32) {
+            std::memcpy(x, C.Row(j), size_t(r) * 4);
+            std::memcpy(kp, KPE.Row(j), size_t(dr) * 4);
+          } else {
+            std::fill(x, x + r, 0.0f);
+            std::fill(kp, kp + dr, 0.0f);
+            cpu::KvAxpy(1.0f, C.Row(j), C.type(), x, r);
+            cpu::KvAxpy(1.0f, KPE.Row(j), KPE.type(), kp, dr);
+          }
+        }
+      },
+      16);
+  // KV: [keys, H (dn + dv)] = X · kv_bᵀ; head h of key j: K_nope at KV + j·kvw + h (dn + dv), its
+  // V right after (kv_b's rows per head: Wuk[h] then Wuv[h]).
+  float* KV = Alloc(size_t(keys * kvw));
+  MatMul(X, keys, r, kvb, nullptr, KV, kvw);
+  // Attention per (head, block of 4 rows), head-major so that a thread's consecutive items
+  // reuse the head's keys and values from cache. Per key, DotRows / AxpyRows load the key and
+  // value rows once for the block's 4 query rows. Row t sees keys 0 .. pos0 + t: the block runs
+  // to its last row's keys, and a key past a row's own gets weight 0 there (an exact +0, so a
+  // row's values do not depend on the rows it shares a block with).
+  constexpr int64_t kRows = 4;
+  const int64_t blocks = (T + kRows - 1) / kRows;
+  pool_.ParallelFor(H * blocks, [&](int64_t begin, int64_t end, int) {
+    thread_local std::vector<float> p;
+    thread_local std::vector<float> qn;
+    for (int64_t u = begin; u < end; ++u) {
+      const int64_t h = u / blocks, t0 = (u % blocks) * kRows, nr = std::min(kRows, T - t0);
+      const int64_t n_ctx = s.pos0 + t0 + nr;  // the block's last row's keys
+      // The block's queries packed: nope parts [nr, dn], rope parts [nr, dr].
+      qn.resize(size_t(kRows * (dn + dr)));
+      float* qnope = qn.data();
+      float* qpe = qn.data() + kRows * dn;
+      for (int64_t i = 0; i < nr; ++i) {
+        const float* qr = q + (s.row0 + t0 + i) * qw + h * (dn + dr);
+        std::memcpy(qnope + i * dn, qr, size_t(dn) * 4);
+        std::memcpy(qpe + i * dr, qr + dn, size_t(dr) * 4);
+      }
+      p.resize(size_t(kRows * n_ctx));
+      float mx[kRows], inv[kRows];
+      for (int64_t i = 0; i < nr; ++i) mx[i] = -INFINITY;
+      for (int64_t j = 0; j < n_ctx; ++j) {
+        float sn[kRows], sp[kRows];
+        cpu::DotRows(qnope, dn, nr, KV + j * kvw + h * (dn + dv), dn, sn);
+        cpu::DotRows(qpe, dr, nr, KP + j * dr, dr, sp);
+        for (int64_t i = 0; i < nr; ++i) {
+          const float v = (sn[i] + sp[i]) * scale;
+          p[size_t(i * n_ctx + j)] = v;
+          if (j <= s.pos0 + t0 + i) mx[i] = std::max(mx[i], v);
+        }
+      }
+      float* o[kRows];
+      for (int64_t i = 0; i < nr; ++i) {
+        const int64_t vis = s.pos0 + t0 + i + 1;  // keys row i sees
+        float* pi = &p[size_t(i * n_ctx)];
+        float sum = 0;
+        for (int64_t j = 0; j < vis; ++j) sum += (pi[j] = std::exp(pi[j] - mx[i]));
+        for (int64_t j = vis; j < n_ctx; ++j) pi[j] = 0.0f;
+        inv[i] = 1.0f / sum;
+        o[i] = y + (s.row0 + t0 + i) * H * dv + h * dv;
+        std::fill(o[i], o[i] + dv, 0.0f);
+      }
+      // Output rows of the block are H·dv apart in y.
+      for (int64_t j = 0; j < n_ctx; ++j) {
+        float w[kRows];
+        for (int64_t i = 0; i < nr; ++i) w[i] = p[size_t(i * n_ctx + j)] * inv[i];
+        cpu::AxpyRows(w, KV + j * kvw + h * (dn + dv) + dn, o[0], H * dv, nr, dv);
+      }
+    }
+  });
+  Release(X, size_t(keys * r));
+  Release(KP, size_t(keys * dr));
+  Release(KV, size_t(keys * kvw));
 }
 
 // Column blocks of an expert projection with `cols` outputs when `active` experts run at once on
@@ -783,7 +1032,13 @@ double CpuBackend::NodeBytes(const Node& n, const Graph& g, const Batch& b, cons
       return moe_bytes_;
     case Op::kMlaAttention:
     case Op::kAttention: {  // the absorbed pair (MLA), then each row's keys, whole cache rows once
-      double bytes = n.op == Op::kMlaAttention ? double(w(3).nbytes + w(4).nbytes) : 0.0;
+      double bytes = 0;
+      if (n.op == Op::kMlaAttention) {  // WukT (its Q8_0 copy) and Wuv (kv_b's V rows)
+        const Tensor* kvb = MlaKvB(g, n);
+        const double dn = double(n.i[1]), dv = double(n.i[3]);
+        bytes = double(QWeight(w(3)).nbytes) +
+                (kvb ? double(kvb->nbytes) * dv / (dn + dv) : double(w(4).nbytes));
+      }
       const double row = double(RowBytes(kv.spec().dtype, kv.spec().width[0]) +
                                 (kv.spec().width[1] ? RowBytes(kv.spec().dtype, kv.spec().width[1]) : 0));
       for (int64_t t = 0; t < b.n_tokens(); ++t) bytes += double(b.positions[size_t(t)] + 1) * row;
