@@ -11,9 +11,9 @@
 
 #include "backends/cpu/mla_form.h"
 #include "backends/cpu/reference.h"
-#include "edgeseek/backends/backend.h"
-#include "edgeseek/core/half.h"
-#include "edgeseek/quant/blocks.h"
+#include "edgeseek/internal/backends/backend.h"
+#include "edgeseek/internal/core/half.h"
+#include "edgeseek/internal/quant/blocks.h"
 #include "test_util.h"
 
 namespace es {

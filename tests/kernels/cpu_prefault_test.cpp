@@ -12,9 +12,9 @@
 #include <string>
 #include <vector>
 
-#include "edgeseek/backends/backend.h"
-#include "edgeseek/core/mapped_file.h"
-#include "edgeseek/core/tensor.h"
+#include "edgeseek/internal/backends/backend.h"
+#include "edgeseek/internal/core/mapped_file.h"
+#include "edgeseek/internal/core/tensor.h"
 
 namespace es {
 namespace {
