@@ -69,7 +69,13 @@ GgufQuantizeStats ConvertModelToGguf(const Model& m, const std::string& out_path
   // fill the loader's caches (FP8 conversion, fused-expert views), hence the const_cast.
   auto* ml = const_cast<ModelLoader*>(dynamic_cast<const ModelLoader*>(&m));
   if (ml) {
-    for (const WeightSpec& w : ExpectedWeights(m.config()))
+    // The MTP module's tensors (ExpectedMtpWeights) too, where the model carries it.
+    std::vector<WeightSpec> specs = ExpectedWeights(m.config());
+    if (m.arch().mtp()) {
+      const std::vector<WeightSpec> mtp = ExpectedMtpWeights(m.config());
+      specs.insert(specs.end(), mtp.begin(), mtp.end());
+    }
+    for (const WeightSpec& w : specs)
       if (const Tensor* t = ml->Lookup(w.name)) src.tensors.push_back(t);
   } else {
     src.tensors = m.weights();

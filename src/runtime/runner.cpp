@@ -106,33 +106,67 @@ void Runner::CheckBatch(const Batch& batch) const {
   }
 }
 
-const Graph& Runner::GraphFor(const Batch& batch) {
-  const int rows = batch.n_tokens(), out_rows = int(batch.out_rows.size());
+const Graph& Runner::GraphFor(const Batch& batch, int kind) {
+  const int rows = batch.n_tokens(), out_rows = kind == 1 ? 0 : int(batch.out_rows.size());
   auto it = std::find_if(graphs_.begin(), graphs_.end(), [&](const ShapeGraph& s) {
-    return s.rows == rows && s.out_rows == out_rows;
+    return s.rows == rows && s.out_rows == out_rows && s.kind == kind;
   });
   if (it == graphs_.end()) {
     if (graphs_.size() == kMaxGraphs) graphs_.pop_back();
-    graphs_.push_back({rows, out_rows, std::make_unique<const Graph>(model_->arch().Build(batch))});
+    const ModelArch& a = model_->arch();
+    Graph g = kind == 0   ? a.Build(batch)
+              : kind == 1 ? a.BuildHidden(batch)
+                          : a.BuildHead(batch, hidden_table_, /*mtp=*/false);
+    graphs_.push_back({rows, out_rows, kind, std::make_unique<const Graph>(std::move(g))});
     it = graphs_.end() - 1;
   }
   std::rotate(graphs_.begin(), it, it + 1);
   return *graphs_.front().graph;
 }
 
+void Runner::SetHiddenSink(HiddenSink sink) {
+  ES_CHECK(!sink || backend_->name() == "cpu", "model '", model_->name(),
+           "': reading hidden states (MTP drafts) runs on the cpu backend only, not on ",
+           backend_->name(), " (the rows re-enter a graph as a host table, which ",
+           backend_->name(), " uploads once)");
+  sink_ = std::move(sink);
+  hidden_table_.name = "hidden";
+  hidden_table_.dtype = DType::kF32;
+}
+
+const Graph& Runner::Prepare(const Batch& batch, const Batch** run) {
+  *run = &batch;
+  if (!sink_) return GraphFor(batch);
+  const int64_t T = batch.n_tokens(), D = model_->config().hidden_size;
+  hidden_.resize(size_t(T * D));
+  backend_->Compute(GraphFor(batch, 1), batch, *kv_, hidden_.data());
+  sink_(batch, hidden_.data());
+  // The head reads hidden_ as a table at row ids 0..T-1 (the graph keeps a pointer to the
+  // Tensor, whose data and shape follow hidden_).
+  hidden_table_.data = hidden_.data();
+  hidden_table_.shape = {T, D};
+  hidden_table_.nbytes = hidden_.size() * sizeof(float);
+  head_batch_ = batch;
+  for (int64_t t = 0; t < T; ++t) head_batch_.tokens[size_t(t)] = int32_t(t);
+  *run = &head_batch_;
+  return GraphFor(batch, 2);
+}
+
 void Runner::Forward(const Batch& batch, std::vector<float>* logits, ComputeStats* stats) {
   CheckBatch(batch);
-  const Graph& g = GraphFor(batch);
+  const Batch* run = nullptr;
+  const Graph& g = Prepare(batch, &run);
   logits->resize(batch.out_rows.size() * size_t(model_->vocab_size()));
-  backend_->Compute(g, batch, *kv_, logits->data(), stats);
+  backend_->Compute(g, *run, *kv_, logits->data(), stats);
   CheckFiniteLogits(logits->data(), int64_t(batch.out_rows.size()), model_->vocab_size());
 }
 
 void Runner::ForwardArgmax(const Batch& batch, std::vector<int32_t>* ids, ComputeStats* stats) {
   CheckBatch(batch);
-  const Graph& g = GraphFor(batch);
+  const Batch* run = nullptr;
+  const Graph& g = Prepare(batch, &run);
   ids->resize(batch.out_rows.size());
-  backend_->ComputeArgmax(g, batch, *kv_, ids->data(), stats);
+  backend_->ComputeArgmax(g, *run, *kv_, ids->data(), stats);
 }
 
 void Runner::ForwardSample(const Batch& batch, const std::vector<RowSampling>& rows,
@@ -140,9 +174,10 @@ void Runner::ForwardSample(const Batch& batch, const std::vector<RowSampling>& r
   CheckBatch(batch);
   ES_CHECK(rows.size() == batch.out_rows.size(), "sampling: ", rows.size(), " parameter rows for ",
            batch.out_rows.size(), " output rows");
-  const Graph& g = GraphFor(batch);
+  const Batch* run = nullptr;
+  const Graph& g = Prepare(batch, &run);
   ids->resize(batch.out_rows.size());
-  backend_->ComputeSample(g, batch, *kv_, rows.data(), ids->data(), stats);
+  backend_->ComputeSample(g, *run, *kv_, rows.data(), ids->data(), stats);
 }
 
 }  // namespace es
