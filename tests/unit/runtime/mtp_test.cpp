@@ -432,6 +432,41 @@ TEST(MtpDrafter, DraftsEqualAFreshDrafterOverTheSameHistory) {
   }
 }
 
+// Verification steps as the generator takes them, with 0..3 of the drafts accepted (the random
+// MTP layer of dsv3_mtp drafts what the target rarely picks, so acceptance is forced here): the
+// cache then holds accepted rows computed from the chain's own hidden states, rows of rejected
+// drafts, and hidden rows of the verification forward; every draft must still equal a fresh
+// drafter's over the same history.
+TEST(MtpDrafter, CatchUpAfterAcceptedDraftsEqualsAFreshDrafter) {
+  auto m = Model::Load(Dir("dsv3_mtp"));
+  auto r = MakeRunner(m);
+  MtpDrafter d(*r);
+  CheckingDrafter check(m, &d);
+  const int slot = r->AcquireSlot();
+  std::vector<int32_t> history = Prompt(), ids;
+  Batch b;
+  b.Add(slot, 0, history);
+  b.Finalize();
+  r->ForwardArgmax(b, &ids);
+  check.Begin(history);
+  int32_t next = 7;
+  for (int step = 0; step < 10; ++step) {
+    const int k = 1 + step % 3, accept = step % 4 <= k ? step % 4 : k;
+    Draft dr;
+    check.Propose(history, k, SamplingParams{0.0f}, &dr);
+    ASSERT_EQ(int(dr.tokens.size()), k);
+    std::vector<int32_t> rows = {history.back()};
+    rows.insert(rows.end(), dr.tokens.begin(), dr.tokens.end());
+    Batch v;
+    v.Add(slot, int64_t(history.size()) - 1, rows, true);
+    v.Finalize();
+    r->ForwardArgmax(v, &ids);
+    history.insert(history.end(), dr.tokens.begin(), dr.tokens.begin() + accept);
+    history.push_back(next = (next * 37 + 11) % 290);  // the target's own token
+  }
+  EXPECT_EQ(check.checked, 10);
+}
+
 TEST(MtpDrafter, SampledDraftsCarryTheirDistribution) {
   auto m = Model::Load(Dir("dsv3_mtp"));
   auto r = MakeRunner(m);
