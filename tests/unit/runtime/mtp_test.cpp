@@ -17,7 +17,9 @@
 #include "edgeseek/core/error.h"
 #include "edgeseek/models/arch.h"
 #include "edgeseek/models/config.h"
+#include "edgeseek/formats/quant_policy.h"
 #include "edgeseek/runtime/bench.h"
+#include "edgeseek/runtime/convert.h"
 #include "edgeseek/runtime/generator.h"
 #include "edgeseek/runtime/model.h"
 #include "edgeseek/runtime/runner.h"
@@ -515,6 +517,27 @@ TEST(MtpDrafter, BenchCountsDraftsAndAcceptance) {
   EXPECT_LE(res.spec.accepted, res.spec.drafted);
   const nlohmann::json j = res.ToJson();
   EXPECT_NE(j.dump().find("\"mtp\""), std::string::npos) << j.dump();
+}
+
+// `edgeseek convert` keeps the module (blk.3.nextn.* and the block's own tensors, block_count 4,
+// nextn_predict_layers 1); the GGUF loader binds the same values, and drafts with it are lossless.
+TEST(MtpDrafter, GgufKeepsTheModule) {
+  const std::string out = test::TempDir() + "/dsv3_mtp.gguf";
+  ConvertHfToGguf(Dir("dsv3_mtp"), out, BuiltinQuantPolicy("bf16"));
+  auto hf = Model::Load(Dir("dsv3_mtp"));
+  auto gg = Model::Load(out);
+  ASSERT_NE(gg->arch().mtp(), nullptr);
+  EXPECT_EQ(gg->config().n_layers, 3);
+  EXPECT_EQ(gg->config().num_nextn_predict_layers, 1);
+  const std::vector<const Tensor*> a = hf->arch().MtpWeightList(), b = gg->arch().MtpWeightList();
+  ASSERT_EQ(a.size(), b.size());
+  for (size_t i = 0; i < a.size(); ++i) {
+    SCOPED_TRACE(a[i]->name);
+    ASSERT_EQ(a[i]->shape, b[i]->shape);
+    EXPECT_EQ(ToF32(*a[i]), ToF32(*b[i]));  // bf16 kept, norms widened to f32
+  }
+  EXPECT_NE(gg->arch().mtp()->embed, gg->arch().embedding());  // its own embed_tokens, kept
+  EXPECT_EQ(GenerateMtp(gg, 3, Greedy(20)).out, GenerateMtp(gg, 0, Greedy(20)).out);
 }
 
 }  // namespace
