@@ -10,6 +10,8 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstring>
+#include <filesystem>
 #include <map>
 #include <nlohmann/json.hpp>
 
@@ -17,6 +19,7 @@
 #include "edgeseek/core/error.h"
 #include "edgeseek/models/arch.h"
 #include "edgeseek/models/config.h"
+#include "edgeseek/quant/blocks.h"
 #include "edgeseek/formats/quant_policy.h"
 #include "edgeseek/runtime/bench.h"
 #include "edgeseek/runtime/convert.h"
@@ -538,6 +541,64 @@ TEST(MtpDrafter, GgufKeepsTheModule) {
   }
   EXPECT_NE(gg->arch().mtp()->embed, gg->arch().embedding());  // its own embed_tokens, kept
   EXPECT_EQ(GenerateMtp(gg, 3, Greedy(20)).out, GenerateMtp(gg, 0, Greedy(20)).out);
+}
+
+// Against the module built by hand from transformers' pieces in float64
+// (scripts/golden/make_mtp_golden.py, run on the GPU machine; it writes mtp_golden.json,
+// mtp_logits.f32 and mtp_chain_logits.f32 into the dsv3_mtp folder): the catch-up rows' logits
+// over the golden prompt, and the greedy chain of drafts.
+TEST(MtpGolden, MatchesTheTransformersBuiltModule) {
+  const std::string dir = Dir("dsv3_mtp");
+  if (!std::filesystem::exists(dir + "/mtp_golden.json"))
+    GTEST_SKIP() << "no MTP golden yet: run python3 scripts/golden/make_mtp_golden.py on the GPU machine";
+  const nlohmann::json g = nlohmann::json::parse(test::ReadFile(dir + "/mtp_golden.json"));
+  const std::vector<int32_t> ids = g.at("input_ids").get<std::vector<int32_t>>();
+  auto m = Model::Load(dir);
+  const ModelArch& a = m->arch();
+  const int64_t T = int64_t(ids.size()), D = m->config().hidden_size, V = m->vocab_size();
+  auto r = MakeRunner(m);
+  std::vector<float> hidden;
+  r->SetHiddenSink([&](const Batch&, const float* h) { hidden.assign(h, h + T * D); });
+  Batch b;
+  b.Add(0, 0, ids);
+  b.Finalize();
+  std::vector<int32_t> out;
+  r->ForwardArgmax(b, &out);
+  // Rows [embed(t_{i+1}) (0 at position 0) | h_i], i = 0..T-2, through the module and the head.
+  std::vector<float> in(size_t((T - 1) * 2 * D), 0.0f);
+  const Tensor& E = *a.mtp()->embed;
+  for (int64_t i = 0; i < T - 1; ++i) {
+    float* row = in.data() + i * 2 * D;
+    if (i > 0) Dequantize(E.dtype, E.bytes() + size_t(ids[size_t(i + 1)]) * E.row_bytes(), row, D);
+    std::copy(hidden.begin() + i * D, hidden.begin() + (i + 1) * D, row + D);
+  }
+  auto be = CreateBackend("cpu", {});
+  for (const Tensor* t : a.MtpWeightList()) be->PrepareWeight(*t);
+  KvSpec spec = m->config().MakeKvSpec(DType::kF32);
+  spec.n_layers = 1;
+  auto kv = be->CreateKv(spec, 1, 64);
+  const std::vector<float> hp = RunModule(a, *be, *kv, in, 0, T - 1);
+  Tensor table = AllocTensor("h", DType::kF32, {T - 1, D});
+  std::copy(hp.begin(), hp.end(), static_cast<float*>(MutableData(table)));
+  Batch hb;
+  std::vector<int32_t> rows;
+  for (int64_t i = 0; i < T - 1; ++i) rows.push_back(int32_t(i));
+  hb.Add(0, 0, rows, true);
+  hb.Finalize();
+  std::vector<float> logits(size_t((T - 1) * V));
+  be->Compute(a.BuildHead(hb, table, /*mtp=*/true), hb, *kv, logits.data());
+  const std::string raw = test::ReadFile(dir + "/mtp_logits.f32");
+  std::vector<float> want(raw.size() / sizeof(float));
+  std::memcpy(want.data(), raw.data(), want.size() * sizeof(float));
+  ASSERT_EQ(want.size(), logits.size());
+  EXPECT_LT(test::RelL2(logits, want), 1e-4);  // as the model goldens
+  // The drafter's greedy chain.
+  auto r2 = MakeRunner(m);
+  MtpDrafter d(*r2);
+  r2->ForwardArgmax(b, &out);
+  Draft dr;
+  d.Propose(ids, g.at("chain").get<int>(), SamplingParams{0.0f}, &dr);
+  EXPECT_EQ(dr.tokens, g.at("chain_ids").get<std::vector<int32_t>>());
 }
 
 }  // namespace
