@@ -17,10 +17,10 @@
 
 #include "edgeseek/backends/backend.h"
 #include "edgeseek/core/error.h"
+#include "edgeseek/formats/quant_policy.h"
 #include "edgeseek/models/arch.h"
 #include "edgeseek/models/config.h"
 #include "edgeseek/quant/blocks.h"
-#include "edgeseek/formats/quant_policy.h"
 #include "edgeseek/runtime/bench.h"
 #include "edgeseek/runtime/convert.h"
 #include "edgeseek/runtime/generator.h"
@@ -550,7 +550,8 @@ TEST(MtpDrafter, GgufKeepsTheModule) {
 TEST(MtpGolden, MatchesTheTransformersBuiltModule) {
   const std::string dir = Dir("dsv3_mtp");
   if (!std::filesystem::exists(dir + "/mtp_golden.json"))
-    GTEST_SKIP() << "no MTP golden yet: run python3 scripts/golden/make_mtp_golden.py on the GPU machine";
+    GTEST_SKIP()
+        << "no MTP golden yet: run python3 scripts/golden/make_mtp_golden.py on the GPU machine";
   const nlohmann::json g = nlohmann::json::parse(test::ReadFile(dir + "/mtp_golden.json"));
   const std::vector<int32_t> ids = g.at("input_ids").get<std::vector<int32_t>>();
   auto m = Model::Load(dir);
