@@ -134,12 +134,14 @@ void Runner::SetHiddenSink(HiddenSink sink) {
   hidden_table_.dtype = DType::kF32;
 }
 
-const Graph& Runner::Prepare(const Batch& batch, const Batch** run) {
+const Graph& Runner::Prepare(const Batch& batch, const Batch** run, ComputeStats* stats) {
   *run = &batch;
   if (!sink_) return GraphFor(batch);
   const int64_t T = batch.n_tokens(), D = model_->config().hidden_size;
   hidden_.resize(size_t(T * D));
-  backend_->Compute(GraphFor(batch, 1), batch, *kv_, hidden_.data());
+  hidden_stats_ = {};
+  backend_->Compute(GraphFor(batch, 1), batch, *kv_, hidden_.data(),
+                    stats ? &hidden_stats_ : nullptr);
   sink_(batch, hidden_.data());
   // The head reads hidden_ as a table at row ids 0..T-1 (the graph keeps a pointer to the
   // Tensor, whose data and shape follow hidden_).
@@ -152,21 +154,35 @@ const Graph& Runner::Prepare(const Batch& batch, const Batch** run) {
   return GraphFor(batch, 2);
 }
 
+namespace {
+
+// The hidden graph's timing folded into the head's (a split forward reports as one).
+void AddHiddenStats(const ComputeStats& h, ComputeStats* s) {
+  if (!s) return;
+  s->upload_s += h.upload_s, s->dispatch_s += h.dispatch_s, s->shader_s += h.shader_s;
+  s->download_s += h.download_s, s->total_s += h.total_s;
+  s->ops.insert(s->ops.begin(), h.ops.begin(), h.ops.end());
+}
+
+}  // namespace
+
 void Runner::Forward(const Batch& batch, std::vector<float>* logits, ComputeStats* stats) {
   CheckBatch(batch);
   const Batch* run = nullptr;
-  const Graph& g = Prepare(batch, &run);
+  const Graph& g = Prepare(batch, &run, stats);
   logits->resize(batch.out_rows.size() * size_t(model_->vocab_size()));
   backend_->Compute(g, *run, *kv_, logits->data(), stats);
+  if (run != &batch) AddHiddenStats(hidden_stats_, stats);
   CheckFiniteLogits(logits->data(), int64_t(batch.out_rows.size()), model_->vocab_size());
 }
 
 void Runner::ForwardArgmax(const Batch& batch, std::vector<int32_t>* ids, ComputeStats* stats) {
   CheckBatch(batch);
   const Batch* run = nullptr;
-  const Graph& g = Prepare(batch, &run);
+  const Graph& g = Prepare(batch, &run, stats);
   ids->resize(batch.out_rows.size());
   backend_->ComputeArgmax(g, *run, *kv_, ids->data(), stats);
+  if (run != &batch) AddHiddenStats(hidden_stats_, stats);
 }
 
 void Runner::ForwardSample(const Batch& batch, const std::vector<RowSampling>& rows,
@@ -175,9 +191,10 @@ void Runner::ForwardSample(const Batch& batch, const std::vector<RowSampling>& r
   ES_CHECK(rows.size() == batch.out_rows.size(), "sampling: ", rows.size(), " parameter rows for ",
            batch.out_rows.size(), " output rows");
   const Batch* run = nullptr;
-  const Graph& g = Prepare(batch, &run);
+  const Graph& g = Prepare(batch, &run, stats);
   ids->resize(batch.out_rows.size());
   backend_->ComputeSample(g, *run, *kv_, rows.data(), ids->data(), stats);
+  if (run != &batch) AddHiddenStats(hidden_stats_, stats);
 }
 
 }  // namespace es

@@ -99,7 +99,8 @@ class Runner {
   const Graph& GraphFor(const Batch& batch, int kind = 0);
   // With a sink: runs the hidden graph, hands the rows to the sink and returns the head graph
   // with the batch to run it with (head_batch_: row indices as tokens); else GraphFor(batch).
-  const Graph& Prepare(const Batch& batch, const Batch** run);
+  // With `stats`, the hidden graph's timing goes to hidden_stats_ (added after the head's).
+  const Graph& Prepare(const Batch& batch, const Batch** run, ComputeStats* stats);
   struct ShapeGraph {
     int rows = 0, out_rows = 0, kind = 0;
     std::unique_ptr<const Graph> graph;
@@ -115,6 +116,7 @@ class Runner {
   std::vector<float> hidden_;  // [n_tokens, hidden_size]: the last hidden graph's output
   Tensor hidden_table_;        // an f32 view of hidden_ (stable address: graphs point at it)
   Batch head_batch_;
+  ComputeStats hidden_stats_;
 };
 
 }  // namespace es
