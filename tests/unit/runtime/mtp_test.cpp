@@ -392,6 +392,35 @@ TEST(MtpDrafter, GreedyOutputIdenticalToPlain) {
   EXPECT_EQ(sc.out, pc.out);
 }
 
+// Quantized at load (--dtype q8_0): the module's matrices too, and drafts stay lossless.
+TEST(MtpDrafter, QuantizedAtLoadToo) {
+  LoadOptions lo;
+  lo.quantize = std::make_shared<const QuantPolicy>(BuiltinQuantPolicy("q8_0"));
+  auto m = Model::Load(Dir("dsv3_mtp"), lo);
+  ASSERT_NE(m->arch().mtp(), nullptr);
+  EXPECT_EQ(m->arch().mtp()->eh_proj->dtype, DType::kQ8_0);
+  EXPECT_EQ(m->arch().mtp()->eh_e.dtype, DType::kQ8_0);  // 128 columns: whole blocks
+  EXPECT_EQ(m->arch().mtp()->block.kv_a->dtype, DType::kQ8_0);
+  EXPECT_EQ(GenerateMtp(m, 3, Greedy(20)).out, GenerateMtp(m, 0, Greedy(20)).out);
+}
+
+// The Vulkan backend cannot take the rows back into a graph (it uploads tables once): one error
+// naming it, before anything runs.
+TEST(MtpDrafter, RefusedOnVulkan) {
+  if (!VulkanBackendBuilt()) GTEST_SKIP() << "built without Vulkan";
+  auto m = Model::Load(Dir("dsv3_mtp"));
+  RunnerOptions ro;
+  ro.context = 32;
+  Runner r(m, CreateBackend("vulkan", {}), ro);
+  try {
+    MtpDrafter d(r);
+    FAIL() << "no error";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("cpu backend only, not on vulkan"), std::string::npos)
+        << e.what();
+  }
+}
+
 // Records the drafts of an MtpDrafter and, for each, what a fresh drafter over a fresh runner
 // that ran the same history in one forward proposes: the cached rows it kept, recomputed and
 // overwrote across steps must give the same drafts.
