@@ -56,17 +56,31 @@ void MtpDrafter::OnHidden(const Batch& b, const float* hidden) {
     st.hidden.erase(st.hidden.lower_bound(end), st.hidden.end());
     for (int r = 0; r < s.n_tokens; ++r) {
       const float* row = hidden + size_t(s.row0 + r) * size_t(D_);
-      st.hidden[s.pos0 + r].assign(row, row + D_);
+      HiddenRow& hr = st.hidden[s.pos0 + r];
+      hr.token = b.tokens[size_t(s.row0 + r)];
+      hr.h.assign(row, row + D_);
     }
   }
 }
 
-int MtpDrafter::FindSlot(int64_t pos) const {
-  int best = -1;
-  for (size_t i = 0; i < slots_.size(); ++i)
-    if (slots_[i].hidden.count(pos) && (best < 0 || slots_[i].stamp > slots_[size_t(best)].stamp))
-      best = int(i);
-  return best;
+std::vector<int> MtpDrafter::Candidates(const std::vector<int32_t>& history) const {
+  std::vector<int> out;
+  const int64_t pos = int64_t(history.size()) - 2;
+  if (pos < 0) return out;
+  for (size_t i = 0; i < slots_.size(); ++i) {
+    const auto it = slots_[i].hidden.find(pos);
+    if (it != slots_[i].hidden.end() && it->second.token == history[size_t(pos)])
+      out.push_back(int(i));
+  }
+  std::stable_sort(out.begin(), out.end(),
+                   [&](int a, int b) { return slots_[size_t(a)].stamp > slots_[size_t(b)].stamp; });
+  return out;
+}
+
+int MtpDrafter::CatchUpAny(const std::vector<int32_t>& history) {
+  for (int slot : Candidates(history))
+    if (CatchUp(slot, history)) return slot;
+  return -1;
 }
 
 void MtpDrafter::SetRow(int r, int64_t pos, int32_t token, const float* h) {
@@ -109,17 +123,22 @@ bool MtpDrafter::CatchUp(int slot, const std::vector<int32_t>& history) {
   // Cached rows stay while their next token is the history's; the last is always recomputed
   // (its output drafts).
   int64_t from = 0;
-  const int64_t have = std::min<int64_t>(int64_t(st.next.size()), last);
+  const int64_t have =
+      st.first == history[0] ? std::min<int64_t>(int64_t(st.next.size()), last) : 0;
   while (from < have && st.next[size_t(from)] == history[size_t(from + 1)]) ++from;
-  for (int64_t j = from; j <= last; ++j)
-    if (!st.hidden.count(j)) return false;
+  // Each row to compute needs the target's hidden state of that history token.
+  for (int64_t j = from; j <= last; ++j) {
+    const auto it = st.hidden.find(j);
+    if (it == st.hidden.end() || it->second.token != history[size_t(j)]) return false;
+  }
   for (int64_t b = from; b <= last; b += kChunk) {
     const int n = int(std::min<int64_t>(kChunk, last + 1 - b));
     for (int r = 0; r < n; ++r)
-      SetRow(r, b + r, history[size_t(b + r + 1)], st.hidden.at(b + r).data());
+      SetRow(r, b + r, history[size_t(b + r + 1)], st.hidden.at(b + r).h.data());
     RunModule(slot, b, n);
   }
   st.next.assign(history.begin() + 1, history.end());
+  st.first = history[0];
   // Hidden rows before the last are not read again (a changed token there means the target ran
   // that position again, which brings a new row).
   st.hidden.erase(st.hidden.begin(), st.hidden.lower_bound(last));
@@ -145,10 +164,8 @@ int32_t MtpDrafter::Pick(int slot, int64_t pos, bool greedy, const std::vector<i
 }
 
 void MtpDrafter::Begin(const std::vector<int32_t>& prompt) {
-  const int64_t n = int64_t(prompt.size());
-  if (n < 2) return;
-  const int slot = FindSlot(n - 2);
-  if (slot >= 0) CatchUp(slot, prompt);  // the prompt's rows: prefill cost, not a decode step's
+  if (prompt.size() >= 2)
+    CatchUpAny(prompt);  // the prompt's rows: prefill cost, not a decode step's
 }
 
 void MtpDrafter::Propose(const std::vector<int32_t>& history, int k, const SamplingParams& sp,
@@ -159,8 +176,8 @@ void MtpDrafter::Propose(const std::vector<int32_t>& history, int k, const Sampl
   // The chain writes positions n-1 .. n+k-3 of the module's cache.
   k = int(std::min<int64_t>(k, kv_->capacity() - n + 2));
   if (k <= 0 || n < 2) return;
-  const int slot = FindSlot(n - 2);
-  if (slot < 0 || !CatchUp(slot, history)) return;  // nothing to draft from: a plain step
+  const int slot = CatchUpAny(history);
+  if (slot < 0) return;  // nothing to draft from: a plain step
   const bool greedy = Sampler(sp).plain_greedy();
   if (!greedy) {
     const SamplingParams& a = sampler_params_;

@@ -92,9 +92,12 @@ void SyntheticWeights::FillElements(size_t i, int64_t begin, int64_t end, void* 
       const float u = float(z >> 40) * (1.0f / 16777216.0f) * 2.0f - 1.0f;
       const float v = g.center + g.scale * u;
       const size_t o = size_t(k - begin);
-      if (dt == DType::kF32) static_cast<float*>(dst)[o] = v;
-      else if (dt == DType::kF16) static_cast<uint16_t*>(dst)[o] = F32ToF16(v);
-      else static_cast<uint16_t*>(dst)[o] = F32ToBF16(v);
+      if (dt == DType::kF32)
+        static_cast<float*>(dst)[o] = v;
+      else if (dt == DType::kF16)
+        static_cast<uint16_t*>(dst)[o] = F32ToF16(v);
+      else
+        static_cast<uint16_t*>(dst)[o] = F32ToBF16(v);
     }
     dst = static_cast<uint8_t*>(dst) + size_t(stop - begin) * RowBytes(dt, 1);
     begin = stop;

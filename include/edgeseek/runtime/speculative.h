@@ -136,14 +136,22 @@ class MtpDrafter : public Drafter {
   int64_t cached(int slot) const { return int64_t(slots_.at(size_t(slot)).next.size()); }
 
  private:
+  struct HiddenRow {
+    int32_t token = 0;     // the row's input token
+    std::vector<float> h;  // [D]
+  };
   struct SlotState {
-    std::map<int64_t, std::vector<float>> hidden;  // the target's rows by position, not yet used
+    std::map<int64_t, HiddenRow> hidden;  // the target's rows by position, not yet used
     std::vector<int32_t> next;  // next[j]: the token t_{j+1} the cached row j was computed with
+    int32_t first = -1;         // t_0 of the cached rows
     uint64_t stamp = 0;         // when the target last ran this slot
   };
   void OnHidden(const Batch& batch, const float* hidden);
-  // The slot the target last ran that holds a hidden row at `pos`, or -1.
-  int FindSlot(int64_t pos) const;
+  // The slots holding a hidden row of history[n-2] at n-2 (n = history.size()), the one the
+  // target ran last first.
+  std::vector<int> Candidates(const std::vector<int32_t>& history) const;
+  // Catches up the first candidate that holds the hidden rows the history needs; -1 if none.
+  int CatchUpAny(const std::vector<int32_t>& history);
   // Caches rows [.., n-2] of `history` in `slot` (n = history.size() >= 2); the module's output
   // of row n-2 is left in h_. False (nothing changed) when a hidden row it needs is missing.
   bool CatchUp(int slot, const std::vector<int32_t>& history);

@@ -501,6 +501,37 @@ TEST(MtpDrafter, CatchUpAfterAcceptedDraftsEqualsAFreshDrafter) {
   EXPECT_EQ(check.checked, 10);
 }
 
+// Two sequences in two slots, forwarded in one batch at the same positions: each history's drafts
+// come from its own slot (the rows' tokens tell them apart), as a fresh drafter's.
+TEST(MtpDrafter, TwoSlotsInOneBatch) {
+  auto m = Model::Load(Dir("dsv3_mtp"));
+  RunnerOptions ro;
+  ro.n_slots = 2;
+  Runner r(m, CreateBackend("cpu", {}), ro);
+  MtpDrafter d(r);
+  CheckingDrafter check(m, &d);
+  std::vector<int32_t> a = Prompt(), b = Prompt(), ids;
+  b[3] = 200;  // the same length, another sequence
+  const int sa = r.AcquireSlot(), sb = r.AcquireSlot();
+  Batch both;
+  both.Add(sa, 0, a);
+  both.Add(sb, 0, b);
+  both.Finalize();
+  r.ForwardArgmax(both, &ids);
+  for (int round = 0; round < 2; ++round) {  // b was forwarded last in the batch: order matters not
+    Draft da, db;
+    check.Propose(b, 2, SamplingParams{0.0f}, &db);
+    check.Propose(a, 2, SamplingParams{0.0f}, &da);
+    a.push_back(5), b.push_back(6);
+    Batch step;
+    step.Add(sa, int64_t(a.size()) - 2, {a[a.size() - 2], a.back()}, true);
+    step.Add(sb, int64_t(b.size()) - 2, {b[b.size() - 2], b.back()}, true);
+    step.Finalize();
+    r.ForwardArgmax(step, &ids);
+  }
+  EXPECT_EQ(check.checked, 4);
+}
+
 TEST(MtpDrafter, SampledDraftsCarryTheirDistribution) {
   auto m = Model::Load(Dir("dsv3_mtp"));
   auto r = MakeRunner(m);
