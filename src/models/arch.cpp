@@ -547,16 +547,11 @@ int ModelArch::DecoderLayer(Graph& g, int x, const LayerWeights& w, int kv_layer
   return MlpBlock(g, fn, x, w, kv_layer, p, T);
 }
 
-// Rows of an f32 host table at the batch's token ids (BuildHidden's header comment).
-static int TableRows(Graph& g, const Tensor& table, int rows, int64_t cols,
-                     const std::string& name) {
-  ES_CHECK(table.dtype == DType::kF32 && table.shape.size() == 2 && table.cols() == cols,
-           "graph input table '", table.name, "' must be f32 [rows, ", cols, "], not ",
-           Name(table.dtype), " ", ShapeStr(table.shape));
+// The batch's input rows [rows, cols] (BuildHidden's header comment).
+static int InputRows(Graph& g, int rows, int64_t cols, const std::string& name) {
   Node e;
-  e.op = Op::kEmbed;
+  e.op = Op::kInput;
   e.name = name;
-  e.src = {g.AddWeight(table)};
   e.shape = {rows, cols};
   return g.Add(std::move(e));
 }
@@ -594,21 +589,21 @@ Graph ModelArch::BuildHidden(const Batch& batch) const {
   return g;
 }
 
-Graph ModelArch::BuildHead(const Batch& batch, const Tensor& table, bool mtp) const {
+Graph ModelArch::BuildHead(const Batch& batch, bool mtp) const {
   ES_CHECK(!mtp || mtp_, "model has no MTP module");
   Graph g;
   const int T = batch.n_tokens();
   const int64_t D = c_.hidden_size;
   const int n_out = int(batch.out_rows.size());
   ES_CHECK(n_out > 0, "batch asks for no logits");
-  int x = TableRows(g, table, T, D, mtp ? "mtp.hidden" : "hidden");
+  int x = InputRows(g, T, D, mtp ? "mtp.hidden" : "hidden");
   if (n_out != T) x = Unary(g, Op::kGetRows, {x}, {n_out, D}, "out_rows");
   Linear(g, x, mtp ? mtp_->head : lm_head_, nullptr, n_out,
          mtp ? L(mtp_->layer) + "shared_head.head" : "lm_head");
   return g;
 }
 
-Graph ModelArch::BuildMtp(const Batch& batch, const Tensor& table) const {
+Graph ModelArch::BuildMtp(const Batch& batch) const {
   ES_CHECK(mtp_, "model has no MTP module");
   ES_ASSERT(batch.positions.size() == batch.tokens.size());
   Graph g;
@@ -617,7 +612,7 @@ Graph ModelArch::BuildMtp(const Batch& batch, const Tensor& table) const {
   const MtpWeights& m = *mtp_;
   const std::string p = L(m.layer);
   const float eps = c_.rms_norm_eps;
-  const int in = TableRows(g, table, T, 2 * D, p + "input");  // [e | h]
+  const int in = InputRows(g, T, 2 * D, p + "input");  // [e | h]
   const int en = RmsNormNode(g, SliceNode(g, in, 0, D, p + "e"), m.enorm, eps, T, p + "enorm");
   const int hn = RmsNormNode(g, SliceNode(g, in, D, D, p + "h"), m.hnorm, eps, T, p + "hnorm");
   // eh_proj([en | hn]) = en eh_projᵀ[:, :D] + hn eh_projᵀ[:, D:] (there is no concatenation op).

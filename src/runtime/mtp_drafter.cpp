@@ -24,7 +24,6 @@ MtpDrafter::MtpDrafter(Runner& target) : target_(target), arch_(target.model().a
                      " but the file carries no model.layers." + std::to_string(c.n_layers) +
                      ".eh_proj / blk." + std::to_string(c.n_layers) + ".nextn.eh_proj",
            "); use --draft MODEL or --spec ngram");
-  // The sink first: it refuses a backend that cannot feed rows back into a graph.
   target_.SetHiddenSink([this](const Batch& b, const float* h) { OnHidden(b, h); });
   D_ = c.hidden_size;
   vocab_ = target.model().vocab_size();
@@ -34,12 +33,7 @@ MtpDrafter::MtpDrafter(Runner& target) : target_(target), arch_(target.model().a
   kv_ = be.CreateKv(spec, target_.n_slots(), target_.context());
   slots_.resize(size_t(target_.n_slots()));
   for (const Tensor* w : arch_.MtpWeightList()) be.PrepareWeight(*w);
-  in_table_.name = "mtp.input";
-  h_table_.name = "mtp.hidden";
   h_.assign(size_t(D_), 0.0f);
-  h_table_.data = h_.data();
-  h_table_.shape = {1, D_};
-  h_table_.nbytes = h_.size() * sizeof(float);
 }
 
 MtpDrafter::~MtpDrafter() { target_.SetHiddenSink(nullptr); }
@@ -98,18 +92,14 @@ void MtpDrafter::SetRow(int r, int64_t pos, int32_t token, const float* h) {
 
 void MtpDrafter::RunModule(int slot, int64_t pos0, int n) {
   Batch b;
-  std::vector<int32_t> rows(static_cast<size_t>(n));
-  for (int r = 0; r < n; ++r) rows[size_t(r)] = r;  // row ids of the input table
-  b.Add(slot, pos0, rows, /*all_logits=*/true);
+  b.Add(slot, pos0, std::vector<int32_t>(static_cast<size_t>(n), 0), /*all_logits=*/true);
   b.Finalize();
-  in_table_.dtype = DType::kF32;
-  in_table_.data = in_.data();
-  in_table_.shape = {int64_t(in_.size()) / (2 * D_), 2 * D_};
-  in_table_.nbytes = in_.size() * sizeof(float);
+  b.input = in_.data();  // rows [0, n)
+  b.input_cols = 2 * D_;
   auto it = graphs_.find(n);
   if (it == graphs_.end()) {
     if (graphs_.size() >= kMaxGraphs) graphs_.clear();
-    it = graphs_.emplace(n, std::make_unique<const Graph>(arch_.BuildMtp(b, in_table_))).first;
+    it = graphs_.emplace(n, std::make_unique<const Graph>(arch_.BuildMtp(b))).first;
   }
   module_out_.resize(size_t(n) * size_t(D_));
   target_.backend().Compute(*it->second, b, *kv_, module_out_.data());
@@ -148,9 +138,11 @@ bool MtpDrafter::CatchUp(int slot, const std::vector<int32_t>& history) {
 int32_t MtpDrafter::Pick(int slot, int64_t pos, bool greedy, const std::vector<int32_t>& hist,
                          Sampler::Candidates* q) {
   Batch b;
-  b.Add(slot, pos, {0}, true);  // row 0 of h_table_
+  b.Add(slot, pos, {0}, true);
   b.Finalize();
-  if (!head_) head_ = std::make_unique<const Graph>(arch_.BuildHead(b, h_table_, /*mtp=*/true));
+  b.input = h_.data();
+  b.input_cols = D_;
+  if (!head_) head_ = std::make_unique<const Graph>(arch_.BuildHead(b, /*mtp=*/true));
   if (greedy) {
     ids_.resize(1);
     target_.backend().ComputeArgmax(*head_, b, *kv_, ids_.data());

@@ -116,7 +116,7 @@ const Graph& Runner::GraphFor(const Batch& batch, int kind) {
     const ModelArch& a = model_->arch();
     Graph g = kind == 0   ? a.Build(batch)
               : kind == 1 ? a.BuildHidden(batch)
-                          : a.BuildHead(batch, hidden_table_, /*mtp=*/false);
+                          : a.BuildHead(batch, /*mtp=*/false);
     graphs_.push_back({rows, out_rows, kind, std::make_unique<const Graph>(std::move(g))});
     it = graphs_.end() - 1;
   }
@@ -124,15 +124,7 @@ const Graph& Runner::GraphFor(const Batch& batch, int kind) {
   return *graphs_.front().graph;
 }
 
-void Runner::SetHiddenSink(HiddenSink sink) {
-  ES_CHECK(!sink || backend_->name() == "cpu", "model '", model_->name(),
-           "': reading hidden states (MTP drafts) runs on the cpu backend only, not on ",
-           backend_->name(), " (the rows re-enter a graph as a host table, which ",
-           backend_->name(), " uploads once)");
-  sink_ = std::move(sink);
-  hidden_table_.name = "hidden";
-  hidden_table_.dtype = DType::kF32;
-}
+void Runner::SetHiddenSink(HiddenSink sink) { sink_ = std::move(sink); }
 
 const Graph& Runner::Prepare(const Batch& batch, const Batch** run, ComputeStats* stats) {
   *run = &batch;
@@ -143,13 +135,10 @@ const Graph& Runner::Prepare(const Batch& batch, const Batch** run, ComputeStats
   backend_->Compute(GraphFor(batch, 1), batch, *kv_, hidden_.data(),
                     stats ? &hidden_stats_ : nullptr);
   sink_(batch, hidden_.data());
-  // The head reads hidden_ as a table at row ids 0..T-1 (the graph keeps a pointer to the
-  // Tensor, whose data and shape follow hidden_).
-  hidden_table_.data = hidden_.data();
-  hidden_table_.shape = {T, D};
-  hidden_table_.nbytes = hidden_.size() * sizeof(float);
+  // The head reads hidden_ as its input rows.
   head_batch_ = batch;
-  for (int64_t t = 0; t < T; ++t) head_batch_.tokens[size_t(t)] = int32_t(t);
+  head_batch_.input = hidden_.data();
+  head_batch_.input_cols = D;
   *run = &head_batch_;
   return GraphFor(batch, 2);
 }

@@ -81,17 +81,17 @@ class ModelArch {
   std::vector<const Tensor*> Weights() const;
 
   // ---- split forward and the MTP module (speculative decoding with MTP drafts) ----
-  // Rows enter these graphs from the host as an f32 table [>= n_tokens, W] read by kEmbed at
-  // the batch's token ids (the batch's tokens are then row indices 0..n_tokens-1).
+  // Rows enter BuildHead and BuildMtp from the host through a kInput node: the batch's input
+  // rows (Batch::input, f32 [n_tokens, W]), given anew for each forward.
   // The forward pass up to the final norm: [n_tokens, D] = model.norm(x) for every row.
   Graph BuildHidden(const Batch& batch) const;
-  // logits [out_rows, V] = head(table rows at the batch's out_rows): lm_head, or with `mtp` the
-  // MTP module's shared_head.head.
-  Graph BuildHead(const Batch& batch, const Tensor& table, bool mtp) const;
-  // The MTP module over table rows [e | h] ([n_tokens, 2D]): [n_tokens, D] = h' above. Its
+  // logits [out_rows, V] = head(input rows ([n_tokens, D]) at the batch's out_rows): lm_head, or
+  // with `mtp` the MTP module's shared_head.head.
+  Graph BuildHead(const Batch& batch, bool mtp) const;
+  // The MTP module over input rows [e | h] ([n_tokens, 2D]): [n_tokens, D] = h' above. Its
   // decoder layer reads and writes layer 0 of the KV cache it runs with (one layer of
   // config().MakeKvSpec's widths).
-  Graph BuildMtp(const Batch& batch, const Tensor& table) const;
+  Graph BuildMtp(const Batch& batch) const;
   // The MTP module, or null when the model has none (num_nextn_predict_layers == 0, or a file
   // without its tensors).
   const MtpWeights* mtp() const { return mtp_.get(); }

@@ -83,8 +83,8 @@ class Runner {
   // runs as two graphs, the model up to its final norm (ModelArch::BuildHidden) and the head over
   // those rows (BuildHead), and `sink(batch, hidden)` sees the normalized hidden state of every
   // batch row (hidden: [n_tokens, hidden_size]) in between. Logits, ids and the KV cache are
-  // those of a plain forward. The rows re-enter the head graph as an f32 table that the CPU
-  // backend reads in place: throws es::Error naming the backend on any other. Null: plain.
+  // those of a plain forward. The rows re-enter the head graph as its input (Batch::input),
+  // uploaded each step on a GPU. Null: plain.
   using HiddenSink = std::function<void(const Batch& batch, const float* hidden)>;
   void SetHiddenSink(HiddenSink sink);
 
@@ -95,10 +95,11 @@ class Runner {
   // its ~800 nodes, ~320 us a step for a 28-layer model on this repository's CI machine
   // (bench/micro/graph_bench.cpp).
   // kind: 0 the whole forward (Build), 1 up to the final norm (BuildHidden), 2 the head over
-  // hidden_table_ (BuildHead).
+  // the batch's input rows (BuildHead).
   const Graph& GraphFor(const Batch& batch, int kind = 0);
   // With a sink: runs the hidden graph, hands the rows to the sink and returns the head graph
-  // with the batch to run it with (head_batch_: row indices as tokens); else GraphFor(batch).
+  // with the batch to run it with (head_batch_: the batch, hidden_ as its input); else
+  // GraphFor(batch).
   // With `stats`, the hidden graph's timing goes to hidden_stats_ (added after the head's).
   const Graph& Prepare(const Batch& batch, const Batch** run, ComputeStats* stats);
   struct ShapeGraph {
@@ -114,7 +115,6 @@ class Runner {
   std::vector<bool> slot_used_;
   HiddenSink sink_;
   std::vector<float> hidden_;  // [n_tokens, hidden_size]: the last hidden graph's output
-  Tensor hidden_table_;        // an f32 view of hidden_ (stable address: graphs point at it)
   Batch head_batch_;
   ComputeStats hidden_stats_;
 };

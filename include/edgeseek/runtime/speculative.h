@@ -121,11 +121,11 @@ class ModelDrafter : public Drafter {
 // target's sequences like ModelDrafter's: positions whose hidden state or next token changed are
 // recomputed, the chain's rows are junk that the next catch-up overwrites. Drafts are greedy
 // (argmax) or sampled with the request's parameters on a generator of its own (q recorded).
-// The target must outlive the drafter and run on the cpu backend (Runner::SetHiddenSink).
+// The target must outlive the drafter. The module's rows enter its graphs as their input
+// (Batch::input): any backend, recorded programs reused from step to step.
 class MtpDrafter : public Drafter {
  public:
-  // Throws es::Error naming the model when it has no MTP module, or the backend when it cannot
-  // run one.
+  // Throws es::Error naming the model when it has no MTP module.
   explicit MtpDrafter(Runner& target);
   ~MtpDrafter() override;
   std::string name() const override { return "mtp"; }
@@ -155,9 +155,9 @@ class MtpDrafter : public Drafter {
   // Caches rows [.., n-2] of `history` in `slot` (n = history.size() >= 2); the module's output
   // of row n-2 is left in h_. False (nothing changed) when a hidden row it needs is missing.
   bool CatchUp(int slot, const std::vector<int32_t>& history);
-  // Table row r = [embed(token) (zero at position 0) | h].
+  // Input row r = [embed(token) (zero at position 0) | h].
   void SetRow(int r, int64_t pos, int32_t token, const float* h);
-  // The module over table rows [0, n) at positions pos0.. of slot; h_ = its last output row.
+  // The module over input rows [0, n) at positions pos0.. of slot; h_ = its last output row.
   void RunModule(int slot, int64_t pos0, int n);
   // The next draft from h_ at position pos (greedy, or sampled: its distribution in *q).
   int32_t Pick(int slot, int64_t pos, bool greedy, const std::vector<int32_t>& hist,
@@ -170,9 +170,8 @@ class MtpDrafter : public Drafter {
   std::unique_ptr<KvStorage> kv_;
   std::vector<SlotState> slots_;
   uint64_t clock_ = 0;
-  std::vector<float> in_;      // [rows, 2D]: the module's input table
-  std::vector<float> h_;       // [D]: the module's last output row
-  Tensor in_table_, h_table_;  // f32 views of in_ and h_ (stable addresses)
+  std::vector<float> in_;  // [>= rows, 2D]: the module's input rows
+  std::vector<float> h_;   // [D]: the module's last output row (the head's input)
   std::map<int, std::unique_ptr<const Graph>> graphs_;  // the module's graph by row count
   std::unique_ptr<const Graph> head_;                   // shared_head.head over h_
   std::vector<float> module_out_, logits_;
