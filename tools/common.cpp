@@ -81,7 +81,7 @@ void SpecArgs::Add(CLI::App& app) {
                  "quantize the draft model at load (q4_0, q8_0, ...)");
   app.add_option("--spec", spec,
                  "speculative decoding without a draft model: ngram (prompt lookup) or mtp (the "
-                 "model's own multi-token-prediction layer, DeepSeek-V3/R1; cpu)")
+                 "model's own multi-token-prediction layer, DeepSeek-V3/R1)")
       ->check(CLI::IsMember({"ngram", "mtp"}));
   app.add_option("--spec-k", k, "tokens drafted per verification step (1..32)")
       ->check(CLI::Range(1, 32));
