@@ -79,16 +79,21 @@ void SpecArgs::Add(CLI::App& app) {
       "speculative decoding with a draft model: folder, .gguf, or 'target' (the target's weights)");
   app.add_option("--draft-dtype", draft_dtype,
                  "quantize the draft model at load (q4_0, q8_0, ...)");
-  app.add_option("--spec", spec, "speculative decoding by prompt lookup: ngram")
-      ->check(CLI::IsMember({"ngram"}));
+  app.add_option("--spec", spec,
+                 "speculative decoding without a draft model: ngram (prompt lookup) or mtp (the "
+                 "model's own multi-token-prediction layer, DeepSeek-V3/R1)")
+      ->check(CLI::IsMember({"ngram", "mtp"}));
   app.add_option("--spec-k", k, "tokens drafted per verification step (1..32)")
       ->check(CLI::Range(1, 32));
 }
 
 std::unique_ptr<Drafter> SpecArgs::Make(const ModelArgs& target_args,
-                                        const std::shared_ptr<Model>& target) const {
-  ES_CHECK(draft.empty() || spec.empty(), "--draft and --spec ngram are alternatives: pass one");
+                                        const std::shared_ptr<Model>& target,
+                                        Runner& target_runner) const {
+  ES_CHECK(draft.empty() || spec.empty(), "--draft and --spec ", spec,
+           " are alternatives: pass one");
   if (spec == "ngram") return std::make_unique<NgramDrafter>();
+  if (spec == "mtp") return std::make_unique<MtpDrafter>(target_runner);
   if (draft.empty()) return nullptr;
   std::shared_ptr<Model> dm = target;
   if (draft != "target" || !draft_dtype.empty()) {

@@ -34,19 +34,20 @@ struct ModelArgs {
 
 // Speculative decoding options of generate / bench (docs/speculative.md): --draft MODEL (a
 // folder, a .gguf or "target": the target's own weights on a second runner), --draft-dtype,
-// --spec ngram, --spec-k K.
+// --spec ngram | mtp, --spec-k K.
 struct SpecArgs {
   std::string draft;
   std::string draft_dtype;
-  std::string spec;  // "ngram" or empty
+  std::string spec;  // "ngram", "mtp" or empty
   int k = 4;
 
   void Add(CLI::App& app);
   bool enabled() const { return !draft.empty() || !spec.empty(); }
   // The drafter these options ask for (null when none): a draft model is loaded like the target
-  // (same backend, device, threads, context, KV type) and checked against it (CheckSameTokenizer).
-  std::unique_ptr<Drafter> Make(const ModelArgs& target_args,
-                                const std::shared_ptr<Model>& target) const;
+  // (same backend, device, threads, context, KV type) and checked against it (CheckSameTokenizer);
+  // the MTP drafter reads `target_runner`'s hidden states (it must outlive the drafter).
+  std::unique_ptr<Drafter> Make(const ModelArgs& target_args, const std::shared_ptr<Model>& target,
+                                Runner& target_runner) const;
 };
 
 // Where a server listens and who talks to it, shared by `serve` (binds host:port, accepts the

@@ -1,5 +1,6 @@
-// `edgeseek bench -m PATH | --synthetic NAME [--backend cpu] [-p 512] [-n 128] [-b 1[,8,...]] [-t T]
-// [--json] [--draft MODEL|target | --spec ngram] [--spec-k K] [--prompt-pattern N]`
+// `edgeseek bench -m PATH | --synthetic NAME [--backend cpu] [-p 512] [-n 128] [-b 1[,8,...]] [-t
+// T]
+// [--json] [--draft MODEL|target | --spec ngram|mtp] [--spec-k K] [--prompt-pattern N]`
 // Several batch sizes (-b 1,8,32) run one after another on one loaded model (one runner with the
 // largest count's slots); --json then prints one object a line, one per batch size. Speculative
 // decoding (docs/speculative.md) applies to batch 1. `--suite FILE.json [--out F.jsonl] [--report
@@ -116,7 +117,7 @@ VerbRun Setup(CLI::App& app) {
     auto model = args->Load();
     if (args->context == 0) args->context = bo->n_prompt + bo->n_gen + 8;
     auto runner = args->MakeRunner(model, *std::max_element(batches->begin(), batches->end()));
-    const std::unique_ptr<Drafter> drafter = spec->Make(*args, model);
+    const std::unique_ptr<Drafter> drafter = spec->Make(*args, model, *runner);
     bo->drafter = drafter.get();
     bo->spec_k = spec->k;
     const double load_s =

@@ -1,6 +1,6 @@
 // `edgeseek generate -m PATH --ids 1,2,3 -n N --temp 0`: continuation computed incrementally with
 // the KV cache; exactly N new ids (EOS masked as transformers' min_new_tokens does), printed
-// space-separated on stdout. --draft MODEL / --spec ngram --spec-k K: speculative decoding (the
+// space-separated on stdout. --draft MODEL / --spec ngram|mtp --spec-k K: speculative decoding (the
 // same ids when greedy), with its acceptance on stderr.
 #include <cstdio>
 
@@ -33,7 +33,7 @@ VerbRun Setup(CLI::App& app) {
     auto model = args->Load();
     CheckIds(toks, *model);
     auto runner = args->MakeRunner(model);
-    const std::unique_ptr<Drafter> drafter = spec->Make(*args, model);
+    const std::unique_ptr<Drafter> drafter = spec->Make(*args, model, *runner);
     GenerateOptions go;
     go.max_new_tokens = *n;
     go.min_new_tokens = *n;

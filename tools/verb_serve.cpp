@@ -140,8 +140,8 @@ int RunServe(const ServeArgs& a) {
     m.seed = ma.seed;
     m.dtype = ma.dtype;
     m.reasoning = a.reasoning;
-    ES_CHECK(a.spec.draft.empty() || a.spec.spec.empty(),
-             "--draft and --spec ngram are alternatives: pass one");
+    ES_CHECK(a.spec.draft.empty() || a.spec.spec.empty(), "--draft and --spec ", a.spec.spec,
+             " are alternatives: pass one");
     m.draft = !a.spec.spec.empty() ? a.spec.spec : a.spec.draft;
     m.draft_dtype = a.spec.draft_dtype;
     m.spec_k = a.spec.k;

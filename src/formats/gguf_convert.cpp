@@ -526,6 +526,21 @@ GgufQuantizeStats ConvertToGguf(const GgufConvertSource& src, const std::string&
 
   std::vector<OutTensor> plan = PlanTensors(src, arch);
   ES_CHECK(!plan.empty(), where, ": no tensor of the checkpoint maps to a GGUF name");
+  // Multi-token-prediction modules (blk.<num_hidden_layers>.nextn.*) are blocks too, counted in
+  // block_count, with nextn_predict_layers saying how many of the last blocks they are (llama.cpp's
+  // convention); a source without their tensors writes a plain model.
+  const int64_t n_layers = GetInt(src.config, "num_hidden_layers", where);
+  const std::string mtp_prefix = "blk." + std::to_string(n_layers) + ".nextn.";
+  const bool has_mtp = std::any_of(plan.begin(), plan.end(), [&](const OutTensor& o) {
+    return o.name.compare(0, mtp_prefix.size(), mtp_prefix) == 0;
+  });
+  if (has_mtp) {
+    const int64_t nextn = GetIntOr(src.config, "num_nextn_predict_layers", 0, where);
+    ES_CHECK(nextn >= 1, where, ": the tensors hold an MTP module (", mtp_prefix,
+             "*) but num_nextn_predict_layers is ", nextn);
+    w.Set(ArchKey(arch, kKeyBlockCount), GgufValue::U32(uint32_t(n_layers + nextn)));
+    w.Set(ArchKey(arch, kKeyNextnPredictLayers), GgufValue::U32(uint32_t(nextn)));
+  }
   if (arch == kArchLlama) {
     const std::vector<float> f = Llama3RopeFreqFactors(src.config, HeadDim(src.config, where));
     if (!f.empty()) {

@@ -77,6 +77,13 @@ const std::vector<GgufNameRule>& GgufNameTable() {
       {"model.layers.{N}.mlp.shared_experts.gate_proj", "blk.{N}.ffn_gate_shexp", false},
       {"model.layers.{N}.mlp.shared_experts.up_proj", "blk.{N}.ffn_up_shexp", false},
       {"model.layers.{N}.mlp.shared_experts.down_proj", "blk.{N}.ffn_down_shexp", false},
+      // the multi-token-prediction module of DeepSeek-V3/R1 (block n_layers; llama.cpp's names)
+      {"model.layers.{N}.eh_proj", "blk.{N}.nextn.eh_proj", false},
+      {"model.layers.{N}.enorm", "blk.{N}.nextn.enorm", false},
+      {"model.layers.{N}.hnorm", "blk.{N}.nextn.hnorm", false},
+      {"model.layers.{N}.embed_tokens", "blk.{N}.nextn.embed_tokens", false},
+      {"model.layers.{N}.shared_head.norm", "blk.{N}.nextn.shared_head_norm", false},
+      {"model.layers.{N}.shared_head.head", "blk.{N}.nextn.shared_head_head", false},
   };
   return kTable;
 }

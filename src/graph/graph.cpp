@@ -38,6 +38,17 @@ void Batch::Finalize() {
   ES_ASSERT(std::is_sorted(out_rows.begin(), out_rows.end()));
 }
 
+const float* InputRows(const Batch& b, const Node& n) {
+  ES_ASSERT(n.op == Op::kInput && n.shape.size() == 2);
+  ES_CHECK(b.input, "graph input '", n.name,
+           "' needs its rows: the batch carries no input (Batch::input)");
+  ES_CHECK(b.input_cols == n.shape[1], "graph input '", n.name, "' takes rows of ", n.shape[1],
+           " columns, the batch's input has ", b.input_cols);
+  ES_CHECK(n.shape[0] == b.n_tokens(), "graph input '", n.name, "' has ", n.shape[0],
+           " rows, the batch ", b.n_tokens(), " tokens");
+  return b.input;
+}
+
 const char* OpName(Op op) {
   switch (op) {
     case Op::kWeight: return "weight";
@@ -53,6 +64,7 @@ const char* OpName(Op op) {
     case Op::kMlaAttention: return "mla_attention";
     case Op::kMoE: return "moe";
     case Op::kGetRows: return "get_rows";
+    case Op::kInput: return "input";
     case Op::kCount: break;
   }
   return "?";

@@ -36,52 +36,77 @@ void AddMlp(std::vector<WeightSpec>& out, const std::string& p, int64_t d, int64
 
 }  // namespace
 
+namespace {
+
+// The tensors of decoder layer l (named model.layers.l.*).
+void AddLayer(std::vector<WeightSpec>& w, const ModelConfig& c, int l) {
+  const int64_t D = c.hidden_size;
+  const std::string p = L(l);
+  w.push_back({p + "input_layernorm.weight", {D}, false, true});
+  if (c.is_mla()) {
+    const int64_t H = c.n_heads, qk = c.qk_nope_head_dim + c.qk_rope_head_dim;
+    if (c.q_lora_rank > 0) {
+      AddLinear(w, p + "self_attn.q_a_proj", c.q_lora_rank, D);
+      w.push_back({p + "self_attn.q_a_layernorm.weight", {c.q_lora_rank}, false, true});
+      AddLinear(w, p + "self_attn.q_b_proj", H * qk, c.q_lora_rank);
+    } else {
+      AddLinear(w, p + "self_attn.q_proj", H * qk, D);
+    }
+    AddLinear(w, p + "self_attn.kv_a_proj_with_mqa", c.kv_lora_rank + c.qk_rope_head_dim, D);
+    w.push_back({p + "self_attn.kv_a_layernorm.weight", {c.kv_lora_rank}, false, true});
+    AddLinear(w, p + "self_attn.kv_b_proj", H * (c.qk_nope_head_dim + c.v_head_dim),
+              c.kv_lora_rank);
+    AddLinear(w, p + "self_attn.o_proj", D, H * c.v_head_dim);
+  } else {
+    const int64_t qd = int64_t(c.n_heads) * c.head_dim, kd = int64_t(c.n_kv_heads) * c.head_dim;
+    AddLinear(w, p + "self_attn.q_proj", qd, D);
+    AddLinear(w, p + "self_attn.k_proj", kd, D);
+    AddLinear(w, p + "self_attn.v_proj", kd, D);
+    if (c.attention_bias) {
+      w.push_back({p + "self_attn.q_proj.bias", {qd}});
+      w.push_back({p + "self_attn.k_proj.bias", {kd}});
+      w.push_back({p + "self_attn.v_proj.bias", {kd}});
+    }
+    AddLinear(w, p + "self_attn.o_proj", D, qd);
+    if (c.attention_out_bias) w.push_back({p + "self_attn.o_proj.bias", {D}});
+  }
+  w.push_back({p + "post_attention_layernorm.weight", {D}, false, true});
+  if (c.IsMoeLayer(l)) {
+    const int64_t E = c.n_routed_experts, I = c.moe_intermediate_size;
+    AddLinear(w, p + "mlp.gate", E, D);
+    if (c.topk_method == "noaux_tc") w.push_back({p + "mlp.gate.e_score_correction_bias", {E}});
+    for (int e = 0; e < E; ++e) AddMlp(w, p + "mlp.experts." + std::to_string(e) + ".", D, I);
+    if (c.n_shared_experts > 0) AddMlp(w, p + "mlp.shared_experts.", D, I * c.n_shared_experts);
+  } else {
+    AddMlp(w, p + "mlp.", D, c.intermediate_size);
+  }
+}
+
+}  // namespace
+
 std::vector<WeightSpec> ExpectedWeights(const ModelConfig& c) {
   std::vector<WeightSpec> w;
   const int64_t D = c.hidden_size, V = c.vocab_size;
   w.push_back({"model.embed_tokens.weight", {V, D}});
-  for (int l = 0; l < c.n_layers; ++l) {
-    const std::string p = L(l);
-    w.push_back({p + "input_layernorm.weight", {D}, false, true});
-    if (c.is_mla()) {
-      const int64_t H = c.n_heads, qk = c.qk_nope_head_dim + c.qk_rope_head_dim;
-      if (c.q_lora_rank > 0) {
-        AddLinear(w, p + "self_attn.q_a_proj", c.q_lora_rank, D);
-        w.push_back({p + "self_attn.q_a_layernorm.weight", {c.q_lora_rank}, false, true});
-        AddLinear(w, p + "self_attn.q_b_proj", H * qk, c.q_lora_rank);
-      } else {
-        AddLinear(w, p + "self_attn.q_proj", H * qk, D);
-      }
-      AddLinear(w, p + "self_attn.kv_a_proj_with_mqa", c.kv_lora_rank + c.qk_rope_head_dim, D);
-      w.push_back({p + "self_attn.kv_a_layernorm.weight", {c.kv_lora_rank}, false, true});
-      AddLinear(w, p + "self_attn.kv_b_proj", H * (c.qk_nope_head_dim + c.v_head_dim), c.kv_lora_rank);
-      AddLinear(w, p + "self_attn.o_proj", D, H * c.v_head_dim);
-    } else {
-      const int64_t qd = int64_t(c.n_heads) * c.head_dim, kd = int64_t(c.n_kv_heads) * c.head_dim;
-      AddLinear(w, p + "self_attn.q_proj", qd, D);
-      AddLinear(w, p + "self_attn.k_proj", kd, D);
-      AddLinear(w, p + "self_attn.v_proj", kd, D);
-      if (c.attention_bias) {
-        w.push_back({p + "self_attn.q_proj.bias", {qd}});
-        w.push_back({p + "self_attn.k_proj.bias", {kd}});
-        w.push_back({p + "self_attn.v_proj.bias", {kd}});
-      }
-      AddLinear(w, p + "self_attn.o_proj", D, qd);
-      if (c.attention_out_bias) w.push_back({p + "self_attn.o_proj.bias", {D}});
-    }
-    w.push_back({p + "post_attention_layernorm.weight", {D}, false, true});
-    if (c.IsMoeLayer(l)) {
-      const int64_t E = c.n_routed_experts, I = c.moe_intermediate_size;
-      AddLinear(w, p + "mlp.gate", E, D);
-      if (c.topk_method == "noaux_tc") w.push_back({p + "mlp.gate.e_score_correction_bias", {E}});
-      for (int e = 0; e < E; ++e) AddMlp(w, p + "mlp.experts." + std::to_string(e) + ".", D, I);
-      if (c.n_shared_experts > 0) AddMlp(w, p + "mlp.shared_experts.", D, I * c.n_shared_experts);
-    } else {
-      AddMlp(w, p + "mlp.", D, c.intermediate_size);
-    }
-  }
+  for (int l = 0; l < c.n_layers; ++l) AddLayer(w, c, l);
   w.push_back({"model.norm.weight", {D}, false, true});
   if (!c.tie_word_embeddings) w.push_back({"lm_head.weight", {V, D}});
+  return w;
+}
+
+std::vector<WeightSpec> ExpectedMtpWeights(const ModelConfig& c) {
+  std::vector<WeightSpec> w;
+  if (c.num_nextn_predict_layers <= 0 || !c.is_mla()) return w;
+  const int64_t D = c.hidden_size, V = c.vocab_size;
+  const std::string p = L(c.n_layers);
+  // The MTP-specific tensors first: eh_proj tells whether a file carries the module at all.
+  AddLinear(w, p + "eh_proj", D, 2 * D);
+  w.push_back({p + "enorm.weight", {D}, false, true});
+  w.push_back({p + "hnorm.weight", {D}, false, true});
+  w.push_back({p + "shared_head.norm.weight", {D}, false, true});
+  w.push_back({p + "embed_tokens.weight", {V, D}, true});
+  w.push_back({p + "shared_head.head.weight", {V, D}, true});
+  AddLayer(w, c, c.n_layers);
   return w;
 }
 
@@ -144,6 +169,30 @@ void BuildAbsorbed(const ModelConfig& c, const Tensor& kv_b, int layer, Tensor* 
   }
 }
 
+// Columns [c0, c0 + n) of every row of w, as a tensor of its own: a byte copy where the type
+// keeps whole blocks there (dense types; block types with c0 and n multiples of the block),
+// else f32 values.
+Tensor SplitColumns(const Tensor& w, int64_t c0, int64_t n, const std::string& name) {
+  const int64_t blk = BlockElems(w.dtype);
+  const bool bytes = c0 % blk == 0 && n % blk == 0 && w.dtype != DType::kF8E4M3;
+  Tensor out = AllocTensor(name, bytes ? w.dtype : DType::kF32, {w.rows(), n});
+  auto* dst = static_cast<uint8_t*>(MutableData(out));
+  std::vector<float> row(bytes ? 0 : size_t(w.cols()));
+  for (int64_t r = 0; r < w.rows(); ++r) {
+    const uint8_t* src = w.bytes() + size_t(r) * w.row_bytes();
+    if (bytes) {
+      std::memcpy(dst + size_t(r) * out.row_bytes(), src + RowBytes(w.dtype, c0), out.row_bytes());
+    } else {
+      if (IsQuantized(w.dtype))
+        Dequantize(w.dtype, src, row.data(), w.cols());
+      else
+        ConvertRowToF32(w.dtype, src, row.data(), w.cols());
+      std::memcpy(dst + size_t(r) * out.row_bytes(), row.data() + c0, size_t(n) * 4);
+    }
+  }
+  return out;
+}
+
 }  // namespace
 
 ModelArch::ModelArch(const ModelConfig& c, const WeightLookup& lookup) : c_(c) {
@@ -176,57 +225,36 @@ ModelArch::ModelArch(const ModelConfig& c, const WeightLookup& lookup) : c_(c) {
   embed_ = b("model.embed_tokens.weight");
   norm_ = b("model.norm.weight");
   lm_head_ = c.tie_word_embeddings ? embed_ : b("lm_head.weight");
-  layers_.resize(size_t(c.n_layers));
   const int64_t D = c.hidden_size;
-  for (int l = 0; l < c.n_layers; ++l) {
-    LayerWeights& w = layers_[size_t(l)];
-    const std::string p = L(l);
-    w.attn_norm = b(p + "input_layernorm.weight");
-    w.ffn_norm = b(p + "post_attention_layernorm.weight");
-    if (c.is_mla()) {
-      if (c.q_lora_rank > 0) {
-        w.q_a = b(p + "self_attn.q_a_proj.weight");
-        w.q_a_norm = b(p + "self_attn.q_a_layernorm.weight");
-        w.q_b = b(p + "self_attn.q_b_proj.weight");
-      } else {
-        w.q = b(p + "self_attn.q_proj.weight");
-      }
-      w.kv_a = b(p + "self_attn.kv_a_proj_with_mqa.weight");
-      w.kv_a_norm = b(p + "self_attn.kv_a_layernorm.weight");
-      w.kv_b = b(p + "self_attn.kv_b_proj.weight");
-      w.o = b(p + "self_attn.o_proj.weight");
-      w.o_bias = bias(p + "self_attn.o_proj.bias", D);
-      BuildAbsorbed(c, *w.kv_b, l, &w.wuk_t, &w.wuv);
-    } else {
-      w.q = b(p + "self_attn.q_proj.weight");
-      w.k = b(p + "self_attn.k_proj.weight");
-      w.v = b(p + "self_attn.v_proj.weight");
-      w.o = b(p + "self_attn.o_proj.weight");
-      w.q_bias = bias(p + "self_attn.q_proj.bias", w.q->rows());
-      w.k_bias = bias(p + "self_attn.k_proj.bias", w.k->rows());
-      w.v_bias = bias(p + "self_attn.v_proj.bias", w.v->rows());
-      w.o_bias = bias(p + "self_attn.o_proj.bias", D);
+  layers_.resize(size_t(c.n_layers));
+  for (int l = 0; l < c.n_layers; ++l) layers_[size_t(l)] = BindLayer(l, b, bias);
+  // The MTP module: bound when the file carries it (eh_proj present), then all of it or an error
+  // naming what is missing or misshapen.
+  const std::vector<WeightSpec> mtp_specs = ExpectedMtpWeights(c);
+  if (!mtp_specs.empty() && lookup(mtp_specs[0].name)) {
+    for (const WeightSpec& s : mtp_specs) {
+      const Tensor* t = lookup(s.name);
+      if (s.optional && !t) continue;
+      ES_CHECK(t != nullptr, "missing tensor '", s.name, "' of the MTP module (the file carries ",
+               mtp_specs[0].name, "; num_nextn_predict_layers is ", c.num_nextn_predict_layers,
+               ")");
+      ES_CHECK(t->shape == s.shape, "tensor '", s.name, "' of the MTP module has shape ",
+               ShapeStr(t->shape), " but config.json implies ", ShapeStr(s.shape));
+      bound[s.name] = t;
     }
-    if (c.IsMoeLayer(l)) {
-      w.moe = true;
-      w.router = b(p + "mlp.gate.weight");
-      w.router_bias = b(p + "mlp.gate.e_score_correction_bias");
-      for (int e = 0; e < c.n_routed_experts; ++e) {
-        const std::string q = p + "mlp.experts." + std::to_string(e) + ".";
-        w.experts.push_back(b(q + "gate_proj.weight"));
-        w.experts.push_back(b(q + "up_proj.weight"));
-        w.experts.push_back(b(q + "down_proj.weight"));
-      }
-      if (c.n_shared_experts > 0) {
-        w.sh_gate = b(p + "mlp.shared_experts.gate_proj.weight");
-        w.sh_up = b(p + "mlp.shared_experts.up_proj.weight");
-        w.sh_down = b(p + "mlp.shared_experts.down_proj.weight");
-      }
-    } else {
-      w.gate = b(p + "mlp.gate_proj.weight");
-      w.up = b(p + "mlp.up_proj.weight");
-      w.down = b(p + "mlp.down_proj.weight");
-    }
+    auto m = std::make_unique<MtpWeights>();
+    const std::string p = L(c.n_layers);
+    m->layer = c.n_layers;
+    m->eh_proj = b(p + "eh_proj.weight");
+    m->enorm = b(p + "enorm.weight");
+    m->hnorm = b(p + "hnorm.weight");
+    m->head_norm = b(p + "shared_head.norm.weight");
+    m->embed = b(p + "embed_tokens.weight") ? b(p + "embed_tokens.weight") : embed_;
+    m->head = b(p + "shared_head.head.weight") ? b(p + "shared_head.head.weight") : lm_head_;
+    m->eh_e = SplitColumns(*m->eh_proj, 0, D, p + "eh_proj.emb");
+    m->eh_h = SplitColumns(*m->eh_proj, D, D, p + "eh_proj.hidden");
+    m->block = BindLayer(c.n_layers, b, bias);
+    mtp_ = std::move(m);
   }
   rope_ = std::make_shared<RopeTable>(c.MakeRope());
   if (c.n_routed_experts > 0) {
@@ -248,20 +276,96 @@ ModelArch::ModelArch(const ModelConfig& c, const WeightLookup& lookup) : c_(c) {
   }
 }
 
+LayerWeights ModelArch::BindLayer(
+    int l, const std::function<const Tensor*(const std::string&)>& b,
+    const std::function<const Tensor*(const std::string&, int64_t)>& bias) {
+  const ModelConfig& c = c_;
+  const int64_t D = c.hidden_size;
+  LayerWeights w;
+  const std::string p = L(l);
+  w.attn_norm = b(p + "input_layernorm.weight");
+  w.ffn_norm = b(p + "post_attention_layernorm.weight");
+  if (c.is_mla()) {
+    if (c.q_lora_rank > 0) {
+      w.q_a = b(p + "self_attn.q_a_proj.weight");
+      w.q_a_norm = b(p + "self_attn.q_a_layernorm.weight");
+      w.q_b = b(p + "self_attn.q_b_proj.weight");
+    } else {
+      w.q = b(p + "self_attn.q_proj.weight");
+    }
+    w.kv_a = b(p + "self_attn.kv_a_proj_with_mqa.weight");
+    w.kv_a_norm = b(p + "self_attn.kv_a_layernorm.weight");
+    w.kv_b = b(p + "self_attn.kv_b_proj.weight");
+    w.o = b(p + "self_attn.o_proj.weight");
+    w.o_bias = bias(p + "self_attn.o_proj.bias", D);
+    BuildAbsorbed(c, *w.kv_b, l, &w.wuk_t, &w.wuv);
+  } else {
+    w.q = b(p + "self_attn.q_proj.weight");
+    w.k = b(p + "self_attn.k_proj.weight");
+    w.v = b(p + "self_attn.v_proj.weight");
+    w.o = b(p + "self_attn.o_proj.weight");
+    w.q_bias = bias(p + "self_attn.q_proj.bias", w.q->rows());
+    w.k_bias = bias(p + "self_attn.k_proj.bias", w.k->rows());
+    w.v_bias = bias(p + "self_attn.v_proj.bias", w.v->rows());
+    w.o_bias = bias(p + "self_attn.o_proj.bias", D);
+  }
+  if (c.IsMoeLayer(l)) {
+    w.moe = true;
+    w.router = b(p + "mlp.gate.weight");
+    w.router_bias = b(p + "mlp.gate.e_score_correction_bias");
+    for (int e = 0; e < c.n_routed_experts; ++e) {
+      const std::string q = p + "mlp.experts." + std::to_string(e) + ".";
+      w.experts.push_back(b(q + "gate_proj.weight"));
+      w.experts.push_back(b(q + "up_proj.weight"));
+      w.experts.push_back(b(q + "down_proj.weight"));
+    }
+    if (c.n_shared_experts > 0) {
+      w.sh_gate = b(p + "mlp.shared_experts.gate_proj.weight");
+      w.sh_up = b(p + "mlp.shared_experts.up_proj.weight");
+      w.sh_down = b(p + "mlp.shared_experts.down_proj.weight");
+    }
+  } else {
+    w.gate = b(p + "mlp.gate_proj.weight");
+    w.up = b(p + "mlp.up_proj.weight");
+    w.down = b(p + "mlp.down_proj.weight");
+  }
+  return w;
+}
+
+namespace {
+
+// Every tensor one layer's graph reads.
+void AppendLayerWeights(const LayerWeights& w, std::vector<const Tensor*>* out) {
+  for (const Tensor* t : {w.attn_norm, w.q,           w.k,        w.v,     w.o,        w.q_bias,
+                          w.k_bias,    w.v_bias,      w.o_bias,   w.q_a,   w.q_a_norm, w.q_b,
+                          w.kv_a,      w.kv_a_norm,   w.ffn_norm, w.gate,  w.up,       w.down,
+                          w.router,    w.router_bias, w.sh_gate,  w.sh_up, w.sh_down})
+    if (t) out->push_back(t);
+  if (w.kv_b) {
+    out->push_back(&w.wuk_t);
+    out->push_back(&w.wuv);
+  }
+  for (const Tensor* t : w.experts) out->push_back(t);
+}
+
+}  // namespace
+
+std::vector<const Tensor*> ModelArch::MtpWeightList() const {
+  std::vector<const Tensor*> out;
+  if (!mtp_) return out;
+  const MtpWeights& m = *mtp_;
+  for (const Tensor* t :
+       std::initializer_list<const Tensor*>{&m.eh_e, &m.eh_h, m.enorm, m.hnorm, m.head_norm})
+    out.push_back(t);
+  if (mtp_->head != lm_head_) out.push_back(mtp_->head);
+  AppendLayerWeights(mtp_->block, &out);
+  return out;
+}
+
 std::vector<const Tensor*> ModelArch::Weights() const {
   std::vector<const Tensor*> out{embed_, norm_};
   if (lm_head_ != embed_) out.push_back(lm_head_);
-  for (const auto& w : layers_) {
-    for (const Tensor* t : {w.attn_norm, w.q, w.k, w.v, w.o, w.q_bias, w.k_bias, w.v_bias, w.o_bias,
-                            w.q_a, w.q_a_norm, w.q_b, w.kv_a, w.kv_a_norm, w.ffn_norm, w.gate,
-                            w.up, w.down, w.router, w.router_bias, w.sh_gate, w.sh_up, w.sh_down})
-      if (t) out.push_back(t);
-    if (w.kv_b) {
-      out.push_back(&w.wuk_t);
-      out.push_back(&w.wuv);
-    }
-    for (const Tensor* t : w.experts) out.push_back(t);
-  }
+  for (const auto& w : layers_) AppendLayerWeights(w, &out);
   return out;
 }
 
@@ -335,10 +439,10 @@ static int SliceNode(Graph& g, int x, int64_t off, int64_t width, const std::str
   return g.Add(std::move(n));
 }
 
-int ModelArch::AttentionBlock(Graph& g, int h, int layer, const Batch& batch) const {
-  const LayerWeights& w = layers_[size_t(layer)];
+int ModelArch::AttentionBlock(Graph& g, int h, const LayerWeights& w, int layer,
+                              const std::string& prefix, const Batch& batch) const {
   const int T = batch.n_tokens();
-  const std::string p = L(layer) + "self_attn.";
+  const std::string p = prefix + "self_attn.";
   const int q = Linear(g, h, w.q, w.q_bias, T, p + "q");
   const int k = Linear(g, h, w.k, w.k_bias, T, p + "k");
   const int v = Linear(g, h, w.v, w.v_bias, T, p + "v");
@@ -361,10 +465,10 @@ int ModelArch::AttentionBlock(Graph& g, int h, int layer, const Batch& batch) co
   return Linear(g, att, w.o, w.o_bias, T, p + "o");
 }
 
-int ModelArch::MlaBlock(Graph& g, int h, int layer, const Batch& batch) const {
-  const LayerWeights& w = layers_[size_t(layer)];
+int ModelArch::MlaBlock(Graph& g, int h, const LayerWeights& w, int layer,
+                        const std::string& prefix, const Batch& batch) const {
   const int T = batch.n_tokens();
-  const std::string p = L(layer) + "self_attn.";
+  const std::string p = prefix + "self_attn.";
   const int64_t H = c_.n_heads, dn = c_.qk_nope_head_dim, dr = c_.qk_rope_head_dim,
                 dv = c_.v_head_dim, r = c_.kv_lora_rank;
   int q;
@@ -401,16 +505,16 @@ int ModelArch::MlaBlock(Graph& g, int h, int layer, const Batch& batch) const {
   return Linear(g, att, w.o, w.o_bias, T, p + "o");
 }
 
-int ModelArch::MlpBlock(Graph& g, int h, int x, int layer, int T) const {
-  const LayerWeights& w = layers_[size_t(layer)];
-  const std::string p = L(layer) + "mlp.";
+int ModelArch::MlpBlock(Graph& g, int h, int x, const LayerWeights& w, int layer,
+                        const std::string& prefix, int T) const {
+  const std::string p = prefix + "mlp.";
   auto ffn = [&](const Tensor* gw, const Tensor* uw, const Tensor* dw, const std::string& name) {
     const int gt = Linear(g, h, gw, nullptr, T, name + "gate_proj");
     const int up = Linear(g, h, uw, nullptr, T, name + "up_proj");
     const int act = Unary(g, Op::kSwiGLU, {gt, up}, g.node(gt).shape, name + "act");
     return Linear(g, act, dw, nullptr, T, name + "down_proj");
   };
-  const std::string res = L(layer) + "mlp_residual";
+  const std::string res = prefix + "mlp_residual";
   if (!w.moe) return Unary(g, Op::kAdd, {x, ffn(w.gate, w.up, w.down, p)}, {T, c_.hidden_size}, res);
   // The shared experts first, added to the residual stream, then the routed experts added to
   // that: x + (shared + routed) as (x + shared) + routed, so that a backend can fold each add into
@@ -431,31 +535,92 @@ int ModelArch::MlpBlock(Graph& g, int h, int x, int layer, int T) const {
   return Unary(g, Op::kAdd, {x, out}, {T, c_.hidden_size}, res);
 }
 
-Graph ModelArch::Build(const Batch& batch) const {
-  ES_ASSERT(batch.positions.size() == batch.tokens.size());
-  Graph g;
+int ModelArch::DecoderLayer(Graph& g, int x, const LayerWeights& w, int kv_layer,
+                            const std::string& p, const Batch& batch) const {
   const int T = batch.n_tokens();
   const int64_t D = c_.hidden_size;
+  const int hn = RmsNormNode(g, x, w.attn_norm, c_.rms_norm_eps, T, p + "input_layernorm");
+  const int att = c_.is_mla() ? MlaBlock(g, hn, w, kv_layer, p, batch)
+                              : AttentionBlock(g, hn, w, kv_layer, p, batch);
+  x = Unary(g, Op::kAdd, {x, att}, {T, D}, p + "attn_residual");
+  const int fn = RmsNormNode(g, x, w.ffn_norm, c_.rms_norm_eps, T, p + "post_attention_layernorm");
+  return MlpBlock(g, fn, x, w, kv_layer, p, T);
+}
+
+// The batch's input rows [rows, cols] (BuildHidden's header comment).
+static int InputRows(Graph& g, int rows, int64_t cols, const std::string& name) {
+  Node e;
+  e.op = Op::kInput;
+  e.name = name;
+  e.shape = {rows, cols};
+  return g.Add(std::move(e));
+}
+
+int ModelArch::Trunk(Graph& g, const Batch& batch) const {
+  ES_ASSERT(batch.positions.size() == batch.tokens.size());
+  const int T = batch.n_tokens();
   Node e;
   e.op = Op::kEmbed;
   e.name = "model.embed_tokens";
   e.src = {g.AddWeight(*embed_)};
-  e.shape = {T, D};
+  e.shape = {T, c_.hidden_size};
   int x = g.Add(std::move(e));
-  for (int l = 0; l < c_.n_layers; ++l) {
-    const LayerWeights& w = layers_[size_t(l)];
-    const std::string p = L(l);
-    const int hn = RmsNormNode(g, x, w.attn_norm, c_.rms_norm_eps, T, p + "input_layernorm");
-    const int att = c_.is_mla() ? MlaBlock(g, hn, l, batch) : AttentionBlock(g, hn, l, batch);
-    x = Unary(g, Op::kAdd, {x, att}, {T, D}, p + "attn_residual");
-    const int fn = RmsNormNode(g, x, w.ffn_norm, c_.rms_norm_eps, T, p + "post_attention_layernorm");
-    x = MlpBlock(g, fn, x, l, T);
-  }
+  for (int l = 0; l < c_.n_layers; ++l) x = DecoderLayer(g, x, layers_[size_t(l)], l, L(l), batch);
+  return x;
+}
+
+Graph ModelArch::Build(const Batch& batch) const {
+  Graph g;
+  const int T = batch.n_tokens();
+  const int64_t D = c_.hidden_size;
+  int x = Trunk(g, batch);
   const int n_out = int(batch.out_rows.size());
   ES_CHECK(n_out > 0, "batch asks for no logits");
   if (n_out != T) x = Unary(g, Op::kGetRows, {x}, {n_out, D}, "out_rows");
   const int fn = RmsNormNode(g, x, norm_, c_.rms_norm_eps, n_out, "model.norm");
   Linear(g, fn, lm_head_, nullptr, n_out, "lm_head");
+  return g;
+}
+
+Graph ModelArch::BuildHidden(const Batch& batch) const {
+  Graph g;
+  const int x = Trunk(g, batch);
+  RmsNormNode(g, x, norm_, c_.rms_norm_eps, batch.n_tokens(), "model.norm");
+  return g;
+}
+
+Graph ModelArch::BuildHead(const Batch& batch, bool mtp) const {
+  ES_CHECK(!mtp || mtp_, "model has no MTP module");
+  Graph g;
+  const int T = batch.n_tokens();
+  const int64_t D = c_.hidden_size;
+  const int n_out = int(batch.out_rows.size());
+  ES_CHECK(n_out > 0, "batch asks for no logits");
+  int x = InputRows(g, T, D, mtp ? "mtp.hidden" : "hidden");
+  if (n_out != T) x = Unary(g, Op::kGetRows, {x}, {n_out, D}, "out_rows");
+  Linear(g, x, mtp ? mtp_->head : lm_head_, nullptr, n_out,
+         mtp ? L(mtp_->layer) + "shared_head.head" : "lm_head");
+  return g;
+}
+
+Graph ModelArch::BuildMtp(const Batch& batch) const {
+  ES_CHECK(mtp_, "model has no MTP module");
+  ES_ASSERT(batch.positions.size() == batch.tokens.size());
+  Graph g;
+  const int T = batch.n_tokens();
+  const int64_t D = c_.hidden_size;
+  const MtpWeights& m = *mtp_;
+  const std::string p = L(m.layer);
+  const float eps = c_.rms_norm_eps;
+  const int in = InputRows(g, T, 2 * D, p + "input");  // [e | h]
+  const int en = RmsNormNode(g, SliceNode(g, in, 0, D, p + "e"), m.enorm, eps, T, p + "enorm");
+  const int hn = RmsNormNode(g, SliceNode(g, in, D, D, p + "h"), m.hnorm, eps, T, p + "hnorm");
+  // eh_proj([en | hn]) = en eh_projᵀ[:, :D] + hn eh_projᵀ[:, D:] (there is no concatenation op).
+  const int pe = Linear(g, en, &m.eh_e, nullptr, T, p + "eh_proj.emb");
+  const int ph = Linear(g, hn, &m.eh_h, nullptr, T, p + "eh_proj.hidden");
+  int x = Unary(g, Op::kAdd, {pe, ph}, {T, D}, p + "eh_proj");
+  x = DecoderLayer(g, x, m.block, /*kv_layer=*/0, p, batch);
+  RmsNormNode(g, x, m.head_norm, eps, T, p + "shared_head.norm");
   return g;
 }
 

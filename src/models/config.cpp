@@ -397,6 +397,7 @@ json ToHfConfig(const ModelConfig& c) {
   j["hidden_size"] = c.hidden_size;
   j["intermediate_size"] = c.intermediate_size;
   j["num_hidden_layers"] = c.n_layers;
+  if (c.num_nextn_predict_layers > 0) j["num_nextn_predict_layers"] = c.num_nextn_predict_layers;
   j["num_attention_heads"] = c.n_heads;
   j["num_key_value_heads"] = c.n_kv_heads;
   if (!c.is_mla()) j["head_dim"] = c.head_dim;

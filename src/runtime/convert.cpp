@@ -69,7 +69,13 @@ GgufQuantizeStats ConvertModelToGguf(const Model& m, const std::string& out_path
   // fill the loader's caches (FP8 conversion, fused-expert views), hence the const_cast.
   auto* ml = const_cast<ModelLoader*>(dynamic_cast<const ModelLoader*>(&m));
   if (ml) {
-    for (const WeightSpec& w : ExpectedWeights(m.config()))
+    // The MTP module's tensors (ExpectedMtpWeights) too, where the model carries it.
+    std::vector<WeightSpec> specs = ExpectedWeights(m.config());
+    if (m.arch().mtp()) {
+      const std::vector<WeightSpec> mtp = ExpectedMtpWeights(m.config());
+      specs.insert(specs.end(), mtp.begin(), mtp.end());
+    }
+    for (const WeightSpec& w : specs)
       if (const Tensor* t = ml->Lookup(w.name)) src.tensors.push_back(t);
   } else {
     src.tensors = m.weights();
@@ -148,7 +154,13 @@ QuantizeAtLoadStats QuantizeModelWeights(Model& m, const QuantPolicy& policy, in
   };
   std::vector<Job> jobs;
   std::vector<const Tensor*> seen;
-  for (const Tensor* t : m.weights()) {
+  // The MTP module's checkpoint tensors too (eh_proj itself: its column halves are rebuilt from
+  // the quantized copy when the architecture is bound again).
+  std::vector<const Tensor*> all = m.weights();
+  if (m.arch().mtp())
+    for (const WeightSpec& w : ExpectedMtpWeights(m.config()))
+      if (const Tensor* t = ml->Lookup(w.name)) all.push_back(t);
+  for (const Tensor* t : all) {
     if (std::find(seen.begin(), seen.end(), t) != seen.end()) continue;
     seen.push_back(t);
     if (t->shape.size() != 2 || !HfToGgufName(t->name)) continue;  // 1-D and derived tensors

@@ -199,7 +199,10 @@ ModelConfig GgufModelConfig(const GgufFile& f) {
   ES_CHECK(block_count - nextn <= uint32_t(blocks_present), f.path(), ": key ", key(kKeyBlockCount),
            " is ", block_count, " but the file holds tensors for ", blocks_present,
            " blocks (blk.0 to blk.", blocks_present - 1, ")");
-  c.n_layers = int(block_count - nextn);  // multi-token-prediction layers are never run
+  // The last `nextn` blocks are multi-token-prediction modules (ModelArch binds the first when
+  // the file carries its tensors: blk.<n_layers>.nextn.*).
+  c.n_layers = int(block_count - nextn);
+  c.num_nextn_predict_layers = int(nextn);
   c.hidden_size = f.GetU32(key(kKeyEmbeddingLength));
   c.n_heads = int(f.GetU32(key(kKeyAttnHeadCount)));
   c.n_kv_heads = int(f.GetU32Or(key(kKeyAttnHeadCountKv), uint32_t(c.n_heads)));

@@ -106,33 +106,72 @@ void Runner::CheckBatch(const Batch& batch) const {
   }
 }
 
-const Graph& Runner::GraphFor(const Batch& batch) {
-  const int rows = batch.n_tokens(), out_rows = int(batch.out_rows.size());
+const Graph& Runner::GraphFor(const Batch& batch, int kind) {
+  const int rows = batch.n_tokens(), out_rows = kind == 1 ? 0 : int(batch.out_rows.size());
   auto it = std::find_if(graphs_.begin(), graphs_.end(), [&](const ShapeGraph& s) {
-    return s.rows == rows && s.out_rows == out_rows;
+    return s.rows == rows && s.out_rows == out_rows && s.kind == kind;
   });
   if (it == graphs_.end()) {
     if (graphs_.size() == kMaxGraphs) graphs_.pop_back();
-    graphs_.push_back({rows, out_rows, std::make_unique<const Graph>(model_->arch().Build(batch))});
+    const ModelArch& a = model_->arch();
+    Graph g = kind == 0   ? a.Build(batch)
+              : kind == 1 ? a.BuildHidden(batch)
+                          : a.BuildHead(batch, /*mtp=*/false);
+    graphs_.push_back({rows, out_rows, kind, std::make_unique<const Graph>(std::move(g))});
     it = graphs_.end() - 1;
   }
   std::rotate(graphs_.begin(), it, it + 1);
   return *graphs_.front().graph;
 }
 
+void Runner::SetHiddenSink(HiddenSink sink) { sink_ = std::move(sink); }
+
+const Graph& Runner::Prepare(const Batch& batch, const Batch** run, ComputeStats* stats) {
+  *run = &batch;
+  if (!sink_) return GraphFor(batch);
+  const int64_t T = batch.n_tokens(), D = model_->config().hidden_size;
+  hidden_.resize(size_t(T * D));
+  hidden_stats_ = {};
+  backend_->Compute(GraphFor(batch, 1), batch, *kv_, hidden_.data(),
+                    stats ? &hidden_stats_ : nullptr);
+  sink_(batch, hidden_.data());
+  // The head reads hidden_ as its input rows.
+  head_batch_ = batch;
+  head_batch_.input = hidden_.data();
+  head_batch_.input_cols = D;
+  *run = &head_batch_;
+  return GraphFor(batch, 2);
+}
+
+namespace {
+
+// The hidden graph's timing folded into the head's (a split forward reports as one).
+void AddHiddenStats(const ComputeStats& h, ComputeStats* s) {
+  if (!s) return;
+  s->upload_s += h.upload_s, s->dispatch_s += h.dispatch_s, s->shader_s += h.shader_s;
+  s->download_s += h.download_s, s->total_s += h.total_s;
+  s->ops.insert(s->ops.begin(), h.ops.begin(), h.ops.end());
+}
+
+}  // namespace
+
 void Runner::Forward(const Batch& batch, std::vector<float>* logits, ComputeStats* stats) {
   CheckBatch(batch);
-  const Graph& g = GraphFor(batch);
+  const Batch* run = nullptr;
+  const Graph& g = Prepare(batch, &run, stats);
   logits->resize(batch.out_rows.size() * size_t(model_->vocab_size()));
-  backend_->Compute(g, batch, *kv_, logits->data(), stats);
+  backend_->Compute(g, *run, *kv_, logits->data(), stats);
+  if (run != &batch) AddHiddenStats(hidden_stats_, stats);
   CheckFiniteLogits(logits->data(), int64_t(batch.out_rows.size()), model_->vocab_size());
 }
 
 void Runner::ForwardArgmax(const Batch& batch, std::vector<int32_t>* ids, ComputeStats* stats) {
   CheckBatch(batch);
-  const Graph& g = GraphFor(batch);
+  const Batch* run = nullptr;
+  const Graph& g = Prepare(batch, &run, stats);
   ids->resize(batch.out_rows.size());
-  backend_->ComputeArgmax(g, batch, *kv_, ids->data(), stats);
+  backend_->ComputeArgmax(g, *run, *kv_, ids->data(), stats);
+  if (run != &batch) AddHiddenStats(hidden_stats_, stats);
 }
 
 void Runner::ForwardSample(const Batch& batch, const std::vector<RowSampling>& rows,
@@ -140,9 +179,11 @@ void Runner::ForwardSample(const Batch& batch, const std::vector<RowSampling>& r
   CheckBatch(batch);
   ES_CHECK(rows.size() == batch.out_rows.size(), "sampling: ", rows.size(), " parameter rows for ",
            batch.out_rows.size(), " output rows");
-  const Graph& g = GraphFor(batch);
+  const Batch* run = nullptr;
+  const Graph& g = Prepare(batch, &run, stats);
   ids->resize(batch.out_rows.size());
-  backend_->ComputeSample(g, batch, *kv_, rows.data(), ids->data(), stats);
+  backend_->ComputeSample(g, *run, *kv_, rows.data(), ids->data(), stats);
+  if (run != &batch) AddHiddenStats(hidden_stats_, stats);
 }
 
 }  // namespace es

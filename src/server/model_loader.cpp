@@ -115,7 +115,7 @@ ModelBuilder DefaultModelBuilder() {
     lm.text = std::make_shared<TokenizerTextModel>(tok, model, e.name);
     // The draft model of speculative decoding: loaded once, one Runner (one slot) per instance.
     std::shared_ptr<Model> draft;
-    if (!e.draft.empty() && e.draft != "ngram") {
+    if (!e.draft.empty() && e.draft != "ngram" && e.draft != "mtp") {
       draft = model;
       if (e.draft != "target" || !e.draft_dtype.empty()) {
         LoadOptions dl;
@@ -148,9 +148,16 @@ ModelBuilder DefaultModelBuilder() {
       ro.kv_memory_bytes = size_t(std::max(0.0, ic.kv_memory_mb) * 1048576.0);
       if (!ic.kv_type.empty()) ro.kv_dtype = ParseKvType(ic.kv_type);
       auto runner = std::make_unique<Runner>(model, CreateBackend(ic.backend, bo), ro);
+      Runner& target = *runner;  // the engine owns it, and outlives its drafter
       lm.instances.push_back(WrapRunner(std::move(runner)));
       if (e.draft == "ngram") {
         lm.drafters.push_back(std::make_unique<NgramDrafter>());
+      } else if (e.draft == "mtp") {
+        try {
+          lm.drafters.push_back(std::make_unique<MtpDrafter>(target));
+        } catch (const Error& err) {
+          Fail("model '", e.name, "': ", err.what());
+        }
       } else if (draft) {
         RunnerOptions dro;
         dro.context = lm.instances.back()->context();

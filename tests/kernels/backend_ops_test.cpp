@@ -555,6 +555,63 @@ TEST_P(BackendOps, SliceAndGetRows) {
   EXPECT_EQ(got, ref);
 }
 
+// kInput: the batch's host rows, new on every forward of one graph over one cache (a GPU backend
+// reuses the program it recorded for the first and must upload the rows each time), alone as the
+// output (exact) and read by an RMSNorm (its reference), over odd rows and columns.
+TEST_P(BackendOps, InputRowsNewEveryForward) {
+  KvSpec spec;
+  spec.n_layers = 1;
+  spec.width[0] = 1;
+  auto kv = be_->CreateKv(spec, 1, 64);
+  for (int64_t R : {1, 5, 13}) {
+    for (int64_t C : {1, 7, 129}) {
+      Tensor nw = RandTensor("nw", DType::kF32, {C}, 2);
+      Graph copy, norm;
+      copy.Add(Node{Op::kInput, "rows", {}, {R, C}});
+      Node nn{Op::kRmsNorm,
+              "norm",
+              {norm.Add(Node{Op::kInput, "rows", {}, {R, C}}), norm.AddWeight(nw)},
+              {R, C}};
+      nn.f0 = 1e-6f;
+      norm.Add(nn);
+      Batch b = SeqBatch({int(R)}, {0});
+      b.input_cols = C;
+      for (int step = 0; step < 3; ++step) {
+        SCOPED_TRACE("R=" + std::to_string(R) + " C=" + std::to_string(C) + " forward " +
+                     std::to_string(step));
+        const auto x = test::RandomFloats(size_t(R * C), uint64_t(1000 * R + 10 * C + step));
+        b.input = x.data();
+        EXPECT_EQ(RunGraph(*be_, copy, b, kv.get()), x);
+        std::vector<float> ref(size_t(R * C));
+        ref::RmsNorm(x.data(), nw.as<float>(), R, C, 1e-6f, ref.data());
+        EXPECT_LE(test::RelL2(RunGraph(*be_, norm, b, kv.get()), ref), 2e-6);
+      }
+    }
+  }
+}
+
+// A batch without the rows, or with rows of another width: one error naming the input node.
+TEST_P(BackendOps, InputRowsMissingOrOfAnotherWidthAreNamed) {
+  Graph g;
+  g.Add(Node{Op::kInput, "mtp.hidden", {}, {3, 5}});
+  Batch b = SeqBatch({3}, {0});
+  const std::vector<float> x(15, 1.0f);
+  auto expect_error = [&](const std::string& what) {
+    try {
+      RunGraph(*be_, g, b);
+      FAIL() << "no error";
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find(what), std::string::npos) << e.what();
+    }
+  };
+  expect_error("graph input 'mtp.hidden' needs its rows: the batch carries no input");
+  b.input = x.data();
+  b.input_cols = 3;
+  expect_error("graph input 'mtp.hidden' takes rows of 5 columns, the batch's input has 3");
+  b.input_cols = 5;
+  EXPECT_EQ(RunGraph(*be_, g, b), x);
+}
+
 std::vector<std::string> Backends() {
   std::vector<std::string> b = {"cpu"};
   if (VulkanBackendBuilt()) b.push_back("vulkan");

@@ -977,6 +977,9 @@ void CpuBackend::Run(const Graph& g, const Batch& b, KvStorage& kv_base, float* 
           std::memcpy(y + r * cols, x + int64_t(b.out_rows[size_t(r)]) * cols, size_t(cols) * 4);
         break;
       }
+      case Op::kInput:
+        std::memcpy(y, InputRows(b, n), size_t(rows * cols) * 4);
+        break;
       case Op::kWeight:
       case Op::kCount:
         break;

@@ -116,6 +116,7 @@ struct VulkanBackend::Program {
   std::vector<Allocation> arenas, owned;  // from act_pool / host_pool
   Allocation batch, readback;
   BatchLayout layout;
+  Node input;  // the kInput node (layout.input): its name and shape, for Run's checks
   std::vector<Dispatch> ds;
   std::unique_ptr<DescriptorArena> descs;
   std::unique_ptr<Sequence> seq;
@@ -602,6 +603,15 @@ std::unique_ptr<VulkanBackend::Program> VulkanBackend::Build(const Graph& g, con
     lay.mla_view = w = (w + 63) / 64 * 64;  // bound on its own: 256-byte aligned
     w += uint32_t(MlaViewWords(kv, T));
   }
+  for (const Node& n : nodes)  // every kInput node reads the batch's one set of rows
+    if (n.op == Op::kInput && !lay.input) {
+      lay.input = w = (w + 63) / 64 * 64;  // bound on its own: 256-byte aligned
+      w += uint32_t(n.shape[0] * n.shape[1]);
+      p->input = n;
+    } else if (n.op == Op::kInput) {
+      ES_CHECK(n.shape == p->input.shape, "vulkan: input nodes '", p->input.name, "' ",
+               ShapeStr(p->input.shape), " and '", n.name, "' ", ShapeStr(n.shape), " differ");
+    }
   lay.words = w;
   p->batch = host_pool_->Alloc(uint64_t(w) * 4, "batch tables");
 
@@ -728,8 +738,9 @@ void VulkanBackend::Run(Program& p, const Batch& b, VkKv& kv, void* out, Compute
   ES_CHECK(T == p.T, "vulkan: batch has ", T, " tokens, the graph was built for ", p.T);
   ES_CHECK(b.positions.size() == size_t(T) && b.row_seq.size() == size_t(T),
            "vulkan: the batch is not finalized (call Batch::Finalize)");
-  ES_CHECK(int64_t(b.out_rows.size()) == p.n_out, "vulkan: the batch has ", b.out_rows.size(),
-           " output rows, the graph ", p.n_out);
+  // A graph may also output every row (ModelArch::BuildHidden: logits are not its output).
+  ES_CHECK(int64_t(b.out_rows.size()) == p.n_out || (p.mode == kLogits && p.n_out == T),
+           "vulkan: the batch has ", b.out_rows.size(), " output rows, the graph ", p.n_out);
   if (p.mode == kSample) WriteSampling(p.sampling.mapped, rows, p.n_out);
   // ---- upload: the per-token tables --------------------------------------------------------
   int32_t* words = reinterpret_cast<int32_t*>(p.batch.mapped);
@@ -755,6 +766,10 @@ void VulkanBackend::Run(Program& p, const Batch& b, VkKv& kv, void* out, Compute
   words[1] = int32_t(kv.blocks_per_slot());
   std::copy(kv.tables().begin(), kv.tables().end(), words + lay.kv_tables);
   if (lay.mla_view) WriteMlaView(lay, b, kv, words);
+  if (lay.input) {  // the host rows of this forward (ops/input.cpp copies them on the device)
+    std::memcpy(words + lay.input, InputRows(b, p.input),
+                size_t(p.input.shape[0] * p.input.shape[1]) * 4);
+  }
   for (size_t i = 0; i < b.out_rows.size(); ++i) {
     ES_CHECK(b.out_rows[i] >= 0 && b.out_rows[i] < T, "vulkan: out row ", b.out_rows[i], " outside the batch");
     words[lay.out_rows + i] = b.out_rows[i];

@@ -10,6 +10,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <functional>
 #include <map>
 #include <random>
 
@@ -560,22 +561,27 @@ struct Out {
 
 // Requests one after another (each alone: speculative steps) and two at once (batched, then
 // alone once the shorter finishes), through a paged pool with the prefix cache on.
+// `make` (optional) makes a drafter that reads the engine's runner (MtpDrafter).
 std::map<std::string, Out> RunEngine(const std::shared_ptr<Model>& m, std::unique_ptr<Drafter> d,
-                                     int k, SpecStats* spec) {
+                                     int k, SpecStats* spec,
+                                     std::function<std::unique_ptr<Drafter>(Runner&)> make = {},
+                                     std::vector<int32_t> prompt = RepetitivePrompt()) {
   RunnerOptions ro;
   ro.n_slots = 2;
   ro.context = 96;
   auto queue = std::make_shared<RequestQueue>(QosPolicy{});
   EngineOptions eo;
   eo.max_batch_tokens = 16;
-  Engine e(WrapRunner(std::make_unique<Runner>(m, CreateBackend("cpu", {}), ro)), queue, eo);
+  auto runner = std::make_unique<Runner>(m, CreateBackend("cpu", {}), ro);
+  if (make) d = make(*runner);
+  Engine e(WrapRunner(std::move(runner)), queue, eo);
   if (d) e.set_drafter(std::move(d), k);
   std::map<std::string, Out> out;
   auto submit = [&](const std::string& id, int max_tokens, std::vector<int32_t> stop,
                     std::shared_ptr<TokenConstraint> c, int logprobs, int extra) {
     auto r = std::make_shared<SeqRequest>();
     r->id = id;
-    r->prompt = RepetitivePrompt();
+    r->prompt = prompt;
     r->prompt.push_back(extra);
     r->max_tokens = max_tokens;
     r->sampling.temperature = 0;
@@ -602,7 +608,7 @@ std::map<std::string, Out> RunEngine(const std::shared_ptr<Model>& m, std::uniqu
   submit("constrained", 20, {}, std::make_shared<EvenIds>(), 2, 2);
   drain();
   // The whole context (admission takes no more): the last drafts are cut by it.
-  submit("context", int(ro.context) - int(RepetitivePrompt().size()) - 1, {}, nullptr, -1, 3);
+  submit("context", int(ro.context) - int(prompt.size()) - 1, {}, nullptr, -1, 3);
   drain();
   submit("pair_a", 6, {}, nullptr, 1, 4);
   submit("pair_b", 30, {}, nullptr, -1, 5);
@@ -636,6 +642,28 @@ TEST(SpecEngine, GreedyOutputIdenticalWithAndWithoutDrafts) {
         EXPECT_EQ(got.at(id).finish, o.finish);
         EXPECT_EQ(got.at(id).logprobs, o.logprobs);  // same rows, same processing: bitwise
       }
+    }
+  }
+}
+
+// MTP drafts in the engine (the server's path: paged pool, prefix cache, batched then lone
+// requests) on the golden DeepSeek-V3 checkpoint with an MTP layer.
+TEST(SpecEngine, MtpGreedyOutputIdenticalWithAndWithoutDrafts) {
+  auto m = Model::Load(test::SourceDir() + "/tests/golden/data/models/dsv3_mtp");
+  const std::vector<int32_t> prompt = {0, 5, 17, 42, 42, 9, 100, 250, 3, 17, 42, 42, 61, 7, 7};
+  SpecStats none, s;
+  const auto plain = RunEngine(m, nullptr, 0, &none, {}, prompt);
+  for (int k : {1, 3}) {
+    SCOPED_TRACE("k=" + std::to_string(k));
+    const auto got = RunEngine(
+        m, nullptr, k, &s, [](Runner& r) { return std::make_unique<MtpDrafter>(r); }, prompt);
+    EXPECT_GT(s.steps, 0);
+    EXPECT_GT(s.drafted, 0);
+    ASSERT_EQ(got.size(), plain.size());
+    for (auto& [id, o] : plain) {
+      SCOPED_TRACE(id);
+      EXPECT_EQ(got.at(id).tokens, o.tokens);
+      EXPECT_EQ(got.at(id).finish, o.finish);
     }
   }
 }

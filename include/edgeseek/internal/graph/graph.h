@@ -4,8 +4,10 @@
 // node ids) and one output tensor of a static shape; all activations are row-major 2-D
 // [rows, cols] (rows = tokens of the batch, or selected rows) in f32 unless a backend plans
 // otherwise. Weights enter as kWeight nodes that point at model tensors (mmapped or repacked);
-// the batch's token ids and positions enter through the Batch, not through nodes. The KV cache
-// is not a graph tensor: kKvStore writes to it and the attention ops read it, addressed by
+// the batch's token ids and positions enter through the Batch, not through nodes, and so do host
+// rows that change every forward (kInput: Batch::input, e.g. the hidden states MTP drafts take
+// back; a recorded program uploads them each step, where a kWeight table is uploaded once). The KV
+// cache is not a graph tensor: kKvStore writes to it and the attention ops read it, addressed by
 // (layer, part) and the Batch's sequence table.
 //
 // Models build one graph per batch shape; building is cheap (a few hundred nodes) and the
@@ -39,6 +41,11 @@ struct Batch {
   // Derived per-row tables (Finalize): position and sequence index of each row.
   std::vector<int32_t> positions;
   std::vector<int32_t> row_seq;
+  // Rows of the graph's kInput node, if it has one: f32 [n_tokens, input_cols], row-major, in
+  // host memory the caller owns and keeps until Compute returns. Per forward like the tokens:
+  // a backend reads (uploads) them on every Compute, so one graph takes new rows each step.
+  const float* input = nullptr;
+  int64_t input_cols = 0;
 
   int n_tokens() const { return int(tokens.size()); }
   // Appends a sequence's tokens; `all_logits` asks logits for every row, else only its last.
@@ -100,6 +107,8 @@ enum class Op : uint8_t {
   kMoE,           // src: [x(R,D), gate(E,D), bias(E) or -1, then per expert e: gate_e(I,D),
                   //   up_e(I,D), down_e(D,I)] ; moe -> [R, D] routed experts only
   kGetRows,       // src: [x(T,C)] ; the batch's out_rows -> [len(out_rows), C]
+  kInput,         // src: none ; the batch's input rows (Batch::input, f32 [T, C]) -> [T, C],
+                  //   C = Batch::input_cols; new rows every forward
   kCount
 };
 
@@ -118,6 +127,10 @@ struct Node {
   std::shared_ptr<const RopeTable> rope;
   std::shared_ptr<const MoeParams> moe;
 };
+
+// The host rows kInput node `n` reads from `b` (Batch::input): es::Error naming the node when
+// the batch carries none, or rows of another width, or the node's rows are not the batch's.
+const float* InputRows(const Batch& b, const Node& n);
 
 class Graph {
  public:

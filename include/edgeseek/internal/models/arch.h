@@ -24,6 +24,11 @@ struct WeightSpec {
 
 // Every tensor the architecture reads, in order (per-expert names for MoE experts).
 std::vector<WeightSpec> ExpectedWeights(const ModelConfig& c);
+// The tensors of the first multi-token-prediction (MTP) module of a DeepSeek-V3/R1 checkpoint
+// (num_nextn_predict_layers > 0): model.layers.<n_layers>.{enorm, hnorm, eh_proj,
+// shared_head.norm} and a decoder layer of the same names as the others, plus the optional
+// embed_tokens and shared_head.head (the model's own tables where absent). Empty otherwise.
+std::vector<WeightSpec> ExpectedMtpWeights(const ModelConfig& c);
 
 // Looks a tensor up by checkpoint name (nullptr when absent).
 using WeightLookup = std::function<const Tensor*(const std::string& name)>;
@@ -45,6 +50,21 @@ struct LayerWeights {
   const Tensor *sh_gate = nullptr, *sh_up = nullptr, *sh_down = nullptr;
 };
 
+// The MTP module (DeepSeek-V3 technical report, section 2.2; the layout of the V3 checkpoint):
+//   x = eh_proj([enorm(e) | hnorm(h)])     e = embed(t_{i+1}) [D], h = the target's normalized
+//                                          hidden state at i (model.norm(x_i)) [D]; eh_proj [D, 2D]
+//   x = decoder_layer(x)                   MLA + MoE, at position i, a KV cache of its own
+//   h' = shared_head.norm(x) ; logits = shared_head.head(h')   predicts t_{i+2}
+struct MtpWeights {
+  int layer = 0;                  // its index in the checkpoint (= n_layers)
+  const Tensor* embed = nullptr;  // [V, D] embed_tokens, or the model's
+  const Tensor *enorm = nullptr, *hnorm = nullptr, *head_norm = nullptr;  // [D] each
+  const Tensor* eh_proj = nullptr;                                        // [D, 2D]
+  Tensor eh_e, eh_h;             // derived: eh_proj's columns [0, D) and [D, 2D)
+  const Tensor* head = nullptr;  // [V, D] shared_head.head, or the model's lm_head
+  LayerWeights block;
+};
+
 class ModelArch {
  public:
   // Binds and validates weights: a missing tensor or a shape that disagrees with the config is
@@ -57,16 +77,45 @@ class ModelArch {
   // slots and which rows are read out come from the batch when the graph runs), so Runner keeps
   // one graph per such shape.
   Graph Build(const Batch& batch) const;
-  // Every tensor the graphs read.
+  // Every tensor the graphs read (those of Build, BuildHidden and BuildHead; not the MTP module's).
   std::vector<const Tensor*> Weights() const;
+
+  // ---- split forward and the MTP module (speculative decoding with MTP drafts) ----
+  // Rows enter BuildHead and BuildMtp from the host through a kInput node: the batch's input
+  // rows (Batch::input, f32 [n_tokens, W]), given anew for each forward.
+  // The forward pass up to the final norm: [n_tokens, D] = model.norm(x) for every row.
+  Graph BuildHidden(const Batch& batch) const;
+  // logits [out_rows, V] = head(input rows ([n_tokens, D]) at the batch's out_rows): lm_head, or
+  // with `mtp` the MTP module's shared_head.head.
+  Graph BuildHead(const Batch& batch, bool mtp) const;
+  // The MTP module over input rows [e | h] ([n_tokens, 2D]): [n_tokens, D] = h' above. Its
+  // decoder layer reads and writes layer 0 of the KV cache it runs with (one layer of
+  // config().MakeKvSpec's widths).
+  Graph BuildMtp(const Batch& batch) const;
+  // The MTP module, or null when the model has none (num_nextn_predict_layers == 0, or a file
+  // without its tensors).
+  const MtpWeights* mtp() const { return mtp_.get(); }
+  // Every tensor BuildMtp and BuildHead(mtp) read.
+  std::vector<const Tensor*> MtpWeightList() const;
   // The token embedding table (also the output matrix where tied).
   const Tensor* embedding() const { return embed_; }
 
  private:
-  int AttentionBlock(Graph& g, int h, int layer, const Batch& b) const;
-  int MlaBlock(Graph& g, int h, int layer, const Batch& b) const;
+  // Blocks of layer weights `w` named `p` ("model.layers.N."), caching in KV layer `kv_layer`.
+  int AttentionBlock(Graph& g, int h, const LayerWeights& w, int kv_layer, const std::string& p,
+                     const Batch& b) const;
+  int MlaBlock(Graph& g, int h, const LayerWeights& w, int kv_layer, const std::string& p,
+               const Batch& b) const;
   // The FFN (dense or MoE) of h added to the residual stream x; returns the new stream.
-  int MlpBlock(Graph& g, int h, int x, int layer, int T) const;
+  int MlpBlock(Graph& g, int h, int x, const LayerWeights& w, int kv_layer, const std::string& p,
+               int T) const;
+  // One pre-norm decoder layer over the residual stream x; returns the new stream.
+  int DecoderLayer(Graph& g, int x, const LayerWeights& w, int kv_layer, const std::string& p,
+                   const Batch& b) const;
+  // The layers and the final norm: [n_tokens, D] (no row selection).
+  int Trunk(Graph& g, const Batch& b) const;
+  LayerWeights BindLayer(int l, const std::function<const Tensor*(const std::string&)>& b,
+                         const std::function<const Tensor*(const std::string&, int64_t)>& bias);
   int Linear(Graph& g, int x, const Tensor* w, const Tensor* bias, int rows,
              const std::string& name) const;
 
@@ -75,6 +124,7 @@ class ModelArch {
   std::shared_ptr<const MoeParams> moe_;
   const Tensor *embed_ = nullptr, *norm_ = nullptr, *lm_head_ = nullptr;
   std::vector<LayerWeights> layers_;
+  std::unique_ptr<MtpWeights> mtp_;
 };
 
 }  // namespace es

@@ -12,6 +12,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -78,15 +79,31 @@ class Runner {
   void ForwardSample(const Batch& batch, const std::vector<RowSampling>& rows, std::vector<int32_t>* ids,
                      ComputeStats* stats = nullptr);
 
+  // Hidden states for a drafter that reads them (MtpDrafter). With a sink set, every forward
+  // runs as two graphs, the model up to its final norm (ModelArch::BuildHidden) and the head over
+  // those rows (BuildHead), and `sink(batch, hidden)` sees the normalized hidden state of every
+  // batch row (hidden: [n_tokens, hidden_size]) in between. Logits, ids and the KV cache are
+  // those of a plain forward. The rows re-enter the head graph as its input (Batch::input),
+  // uploaded each step on a GPU. Null: plain.
+  using HiddenSink = std::function<void(const Batch& batch, const float* hidden)>;
+  void SetHiddenSink(HiddenSink sink);
+
  private:
   void CheckBatch(const Batch& batch) const;  // token ids, slots and context
   // The forward graph of a batch of this shape, built once per shape (ModelArch::Build depends
   // on a batch only through its row and output-row counts): a decode step no longer rebuilds
   // its ~800 nodes, ~320 us a step for a 28-layer model on this repository's CI machine
   // (bench/micro/graph_bench.cpp).
-  const Graph& GraphFor(const Batch& batch);
+  // kind: 0 the whole forward (Build), 1 up to the final norm (BuildHidden), 2 the head over
+  // the batch's input rows (BuildHead).
+  const Graph& GraphFor(const Batch& batch, int kind = 0);
+  // With a sink: runs the hidden graph, hands the rows to the sink and returns the head graph
+  // with the batch to run it with (head_batch_: the batch, hidden_ as its input); else
+  // GraphFor(batch).
+  // With `stats`, the hidden graph's timing goes to hidden_stats_ (added after the head's).
+  const Graph& Prepare(const Batch& batch, const Batch** run, ComputeStats* stats);
   struct ShapeGraph {
-    int rows = 0, out_rows = 0;
+    int rows = 0, out_rows = 0, kind = 0;
     std::unique_ptr<const Graph> graph;
   };
   std::vector<ShapeGraph> graphs_;  // most recently used first, at most kMaxGraphs
@@ -96,6 +113,10 @@ class Runner {
   std::unique_ptr<Backend> backend_;
   std::unique_ptr<KvStorage> kv_;
   std::vector<bool> slot_used_;
+  HiddenSink sink_;
+  std::vector<float> hidden_;  // [n_tokens, hidden_size]: the last hidden graph's output
+  Batch head_batch_;
+  ComputeStats hidden_stats_;
 };
 
 }  // namespace es

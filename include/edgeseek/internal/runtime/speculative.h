@@ -20,6 +20,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <map>
 #include <memory>
 #include <string>
 #include <vector>
@@ -101,6 +102,82 @@ class ModelDrafter : public Drafter {
   void Feed(const std::vector<int32_t>& history, int64_t from, int64_t n, bool argmax);
   std::vector<float> logits_;
   std::vector<int32_t> ids_;
+};
+
+// DeepSeek-V3/R1's multi-token-prediction (MTP) module as the drafter (ModelArch::mtp(): the
+// model's own layer model.layers.<n_layers>.*, trained to predict the token after next). Row i of
+// the module reads the target's normalized hidden state h_i (model.norm of the last layer's
+// output, which the checkpoint's own modeling code hands the module; Runner::SetHiddenSink
+// delivers it) and the token t_{i+1}, at position i, and its logits predict t_{i+2}:
+//   catch-up  the module's cache gets rows (h_j, t_{j+1}) for every position j <= n-2 of the
+//             history (n tokens) it does not hold yet: the prompt (Begin), then each step's
+//             accepted rows; the row at n-2 drafts d_1 (its t_{n-1} is the token just emitted)
+//   chain     draft i+1 comes from the module's own output h' of draft i (shared_head.norm of
+//             the block, as vLLM and SGLang recycle it) and the token d_i, at position n-2+i:
+//             one MTP layer reused k times, so k > 1 drafts are weaker than the first (the
+//             paper trains depth 1; acceptance falls along the chain)
+// Embeddings at position 0 are zeroed, as vLLM's deepseek_mtp does (the module never saw that
+// row in training). Its KV cache (one layer, the target's KV type, slots and context) follows the
+// target's sequences like ModelDrafter's: positions whose hidden state or next token changed are
+// recomputed, the chain's rows are junk that the next catch-up overwrites. Drafts are greedy
+// (argmax) or sampled with the request's parameters on a generator of its own (q recorded).
+// The target must outlive the drafter. The module's rows enter its graphs as their input
+// (Batch::input): any backend, recorded programs reused from step to step.
+class MtpDrafter : public Drafter {
+ public:
+  // Throws es::Error naming the model when it has no MTP module.
+  explicit MtpDrafter(Runner& target);
+  ~MtpDrafter() override;
+  std::string name() const override { return "mtp"; }
+  void Begin(const std::vector<int32_t>& prompt) override;
+  void Propose(const std::vector<int32_t>& history, int k, const SamplingParams& sampling,
+               Draft* out) override;
+  // Positions [0, n) of `slot` whose module rows are cached (for tests).
+  int64_t cached(int slot) const { return int64_t(slots_.at(size_t(slot)).next.size()); }
+
+ private:
+  struct HiddenRow {
+    int32_t token = 0;     // the row's input token
+    std::vector<float> h;  // [D]
+  };
+  struct SlotState {
+    std::map<int64_t, HiddenRow> hidden;  // the target's rows by position, not yet used
+    std::vector<int32_t> next;  // next[j]: the token t_{j+1} the cached row j was computed with
+    int32_t first = -1;         // t_0 of the cached rows
+    uint64_t stamp = 0;         // when the target last ran this slot
+  };
+  void OnHidden(const Batch& batch, const float* hidden);
+  // The slots holding a hidden row of history[n-2] at n-2 (n = history.size()), the one the
+  // target ran last first.
+  std::vector<int> Candidates(const std::vector<int32_t>& history) const;
+  // Catches up the first candidate that holds the hidden rows the history needs; -1 if none.
+  int CatchUpAny(const std::vector<int32_t>& history);
+  // Caches rows [.., n-2] of `history` in `slot` (n = history.size() >= 2); the module's output
+  // of row n-2 is left in h_. False (nothing changed) when a hidden row it needs is missing.
+  bool CatchUp(int slot, const std::vector<int32_t>& history);
+  // Input row r = [embed(token) (zero at position 0) | h].
+  void SetRow(int r, int64_t pos, int32_t token, const float* h);
+  // The module over input rows [0, n) at positions pos0.. of slot; h_ = its last output row.
+  void RunModule(int slot, int64_t pos0, int n);
+  // The next draft from h_ at position pos (greedy, or sampled: its distribution in *q).
+  int32_t Pick(int slot, int64_t pos, bool greedy, const std::vector<int32_t>& hist,
+               Sampler::Candidates* q);
+
+  Runner& target_;
+  const ModelArch& arch_;
+  int64_t D_ = 0;
+  int vocab_ = 0;
+  std::unique_ptr<KvStorage> kv_;
+  std::vector<SlotState> slots_;
+  uint64_t clock_ = 0;
+  std::vector<float> in_;  // [>= rows, 2D]: the module's input rows
+  std::vector<float> h_;   // [D]: the module's last output row (the head's input)
+  std::map<int, std::unique_ptr<const Graph>> graphs_;  // the module's graph by row count
+  std::unique_ptr<const Graph> head_;                   // shared_head.head over h_
+  std::vector<float> module_out_, logits_;
+  std::vector<int32_t> ids_;
+  std::unique_ptr<Sampler> sampler_;
+  SamplingParams sampler_params_;
 };
 
 // ---- verification ----------------------------------------------------------------------------

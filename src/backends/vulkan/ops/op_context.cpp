@@ -93,6 +93,7 @@ void BuildOp(OpContext& c) {
     case Op::kMlaAttention: return BuildMla(c);
     case Op::kMoE: return BuildMoe(c);
     case Op::kGetRows: return BuildGetRows(c);
+    case Op::kInput: return BuildInput(c);
     case Op::kWeight:
     case Op::kCount: return;
   }

@@ -28,6 +28,9 @@ struct BatchLayout {
   // MLA's non-absorbed form: the view of its gathered keys (WriteMlaView; 64-word aligned: it is
   // bound on its own); 0 when no node takes that form.
   uint32_t mla_view = 0;
+  // The kInput node's rows (Batch::input, T x its columns; 64-word aligned: bound on its own);
+  // 0 when the graph has none.
+  uint32_t input = 0;
   uint32_t words = 0;
 };
 

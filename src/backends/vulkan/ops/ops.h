@@ -22,6 +22,7 @@ void BuildAttention(OpContext& c);
 void BuildMla(OpContext& c);
 void BuildMoe(OpContext& c);
 void BuildGetRows(OpContext& c);
+void BuildInput(OpContext& c);
 // A grouped GEMM (moe_gemm.glsl: matmul_gemm_cm.comp on tensor cores where UseCoopmat, else
 // matmul_gemm.comp, with MOE): for each group z < groups, the rows listed in meta (counts |
 // offsets | pairs, moe_compact.comp's layout) times the group's matrix `mat` of `table`:
