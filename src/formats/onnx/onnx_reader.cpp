@@ -268,7 +268,7 @@ void AddTensor(Ctx& c, OpGraph& g, const onnx::TensorProto& t, const std::string
     if (et == onnx::TensorProto::FLOAT) {
       ES_CHECK(t.float_data_size() == n, where, ": float_data holds ", t.float_data_size(),
                " values, needs ", n);
-      std::memcpy(o, t.float_data().data(), want);
+      if (want) std::memcpy(o, t.float_data().data(), want);  // empty: data() may be null
     } else {  // int32_data carries f16/bf16 bits, int8/uint8 and int32 values one per entry
       ES_CHECK(t.int32_data_size() == n, where, ": int32_data holds ", t.int32_data_size(),
                " values, needs ", n);
