@@ -151,7 +151,8 @@ int32_t MtpDrafter::Pick(int slot, int64_t pos, bool greedy, const std::vector<i
   logits_.resize(size_t(vocab_));
   target_.backend().Compute(*head_, b, *kv_, logits_.data());
   CheckFiniteLogits(logits_.data(), 1, vocab_);
-  if (sampler_->Distribution(logits_.data(), vocab_, hist, {}, q)) return sampler_->Draw(*q);
+  Sampler& s = sampler_.current();
+  if (s.Distribution(logits_.data(), vocab_, hist, {}, q)) return s.Draw(*q);
   return (*q)[0].second;
 }
 
@@ -171,20 +172,7 @@ void MtpDrafter::Propose(const std::vector<int32_t>& history, int k, const Sampl
   const int slot = CatchUpAny(history);
   if (slot < 0) return;  // nothing to draft from: a plain step
   const bool greedy = Sampler(sp).plain_greedy();
-  if (!greedy) {
-    const SamplingParams& a = sampler_params_;
-    const bool same = sampler_ && a.temperature == sp.temperature && a.top_k == sp.top_k &&
-                      a.top_p == sp.top_p && a.min_p == sp.min_p &&
-                      a.repeat_penalty == sp.repeat_penalty &&
-                      a.presence_penalty == sp.presence_penalty &&
-                      a.frequency_penalty == sp.frequency_penalty && a.seed == sp.seed;
-    if (!same) {
-      sampler_params_ = sp;
-      SamplingParams own = sp;
-      own.seed = sp.seed ^ 0x6a09e667f3bcc908ull;  // a generator of its own, not the target's
-      sampler_ = std::make_unique<Sampler>(own);
-    }
-  }
+  if (!greedy) sampler_.For(sp);
   std::vector<int32_t> hist;  // history + drafts so far, for the draft sampler's penalties
   if (!greedy) hist = history;
   for (int i = 0; i < k; ++i) {

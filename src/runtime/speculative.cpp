@@ -10,6 +10,22 @@
 
 namespace es {
 
+Sampler& DraftSampler::For(const SamplingParams& sp) {
+  const SamplingParams& a = params_;
+  const bool same = sampler_ && a.temperature == sp.temperature && a.top_k == sp.top_k &&
+                    a.top_p == sp.top_p && a.min_p == sp.min_p &&
+                    a.repeat_penalty == sp.repeat_penalty &&
+                    a.presence_penalty == sp.presence_penalty &&
+                    a.frequency_penalty == sp.frequency_penalty && a.seed == sp.seed;
+  if (!same) {
+    params_ = sp;
+    SamplingParams own = sp;
+    own.seed = sp.seed ^ salt_;  // a generator of its own, not the target's
+    sampler_ = std::make_unique<Sampler>(own);
+  }
+  return *sampler_;
+}
+
 // ---- n-gram (prompt lookup) --------------------------------------------------------------------
 NgramDrafter::NgramDrafter(int max_n, int min_n) : max_n_(max_n), min_n_(min_n) {
   ES_CHECK(min_n_ >= 1 && max_n_ >= min_n_, "n-gram drafter: need 1 <= min_n <= max_n, got ",
@@ -126,20 +142,7 @@ void ModelDrafter::Propose(const std::vector<int32_t>& history, int k, const Sam
   // Plain greedy: the argmax of the draft's rows; else its sampler (greedy with penalties is a
   // forced pick there, so the drafts follow the target's rule).
   const bool greedy = Sampler(sp).plain_greedy();
-  if (!greedy) {
-    const SamplingParams& a = sampler_params_;
-    const bool same = sampler_ && a.temperature == sp.temperature && a.top_k == sp.top_k &&
-                      a.top_p == sp.top_p && a.min_p == sp.min_p &&
-                      a.repeat_penalty == sp.repeat_penalty &&
-                      a.presence_penalty == sp.presence_penalty &&
-                      a.frequency_penalty == sp.frequency_penalty && a.seed == sp.seed;
-    if (!same) {
-      sampler_params_ = sp;
-      SamplingParams own = sp;
-      own.seed = sp.seed ^ 0x9e3779b97f4a7c15ull;  // a generator of its own, not the target's
-      sampler_ = std::make_unique<Sampler>(own);
-    }
-  }
+  Sampler* draw = greedy ? nullptr : &sampler_.For(sp);
   // What the slot already holds of `history` (at least the last token is fed: its row drafts).
   int64_t keep = 0;
   const int64_t have = std::min<int64_t>(int64_t(cached_.size()), n - 1);
@@ -155,8 +158,8 @@ void ModelDrafter::Propose(const std::vector<int32_t>& history, int k, const Sam
       if (d >= vocab) break;  // a padding row won: no draft past here
     } else {
       Sampler::Candidates q;
-      if (sampler_->Distribution(logits_.data(), vocab, hist, {}, &q))
-        d = sampler_->Draw(q);
+      if (draw->Distribution(logits_.data(), vocab, hist, {}, &q))
+        d = draw->Draw(q);
       else
         d = q[0].second;
       out->probs.push_back(std::move(q));

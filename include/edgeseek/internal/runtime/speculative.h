@@ -30,6 +30,21 @@
 
 namespace es {
 
+// A drafter's own sampler for sampled (non-greedy) requests: made again when the request's
+// sampling parameters change, seeded apart from the target's (the request's seed ^ salt) so that
+// drafting never consumes the target's draws.
+class DraftSampler {
+ public:
+  explicit DraftSampler(uint64_t salt) : salt_(salt) {}
+  Sampler& For(const SamplingParams& sp);
+  Sampler& current() { return *sampler_; }  // the last For's
+
+ private:
+  uint64_t salt_;
+  SamplingParams params_;
+  std::unique_ptr<Sampler> sampler_;
+};
+
 // ---- drafters --------------------------------------------------------------------------------
 struct Draft {
   std::vector<int32_t> tokens;  // [m], m <= k
@@ -95,8 +110,7 @@ class ModelDrafter : public Drafter {
   int target_vocab_ = 0;
   int slot_ = -1;
   std::vector<int32_t> cached_;       // tokens at positions [0, cached_.size()) of the slot
-  std::unique_ptr<Sampler> sampler_;  // for sampled drafts; re-made when the parameters change
-  SamplingParams sampler_params_;
+  DraftSampler sampler_{0x9e3779b97f4a7c15ull};  // for sampled drafts
   // Feeds history[from, n) at positions [from, n); the last row's logits (or argmax when
   // `argmax`) are left in logits_ / ids_.
   void Feed(const std::vector<int32_t>& history, int64_t from, int64_t n, bool argmax);
@@ -176,8 +190,7 @@ class MtpDrafter : public Drafter {
   std::unique_ptr<const Graph> head_;                   // shared_head.head over h_
   std::vector<float> module_out_, logits_;
   std::vector<int32_t> ids_;
-  std::unique_ptr<Sampler> sampler_;
-  SamplingParams sampler_params_;
+  DraftSampler sampler_{0x6a09e667f3bcc908ull};  // for sampled drafts
 };
 
 // ---- verification ----------------------------------------------------------------------------
