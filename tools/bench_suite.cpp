@@ -65,8 +65,8 @@ nlohmann::json Environment() {
   for (const Finding& f : findings) {
     doctor[SeverityName(f.severity)] = doctor[SeverityName(f.severity)].get<int>() + 1;
     if (f.severity != Severity::kOk)
-      notes.push_back({{"check", f.check}, {"severity", SeverityName(f.severity)},
-                       {"message", f.message}});
+      notes.push_back(
+          {{"check", f.check}, {"severity", SeverityName(f.severity)}, {"message", f.message}});
   }
   doctor["findings"] = notes;
   env["doctor"] = doctor;
@@ -88,10 +88,16 @@ nlohmann::json StepTrace(Runner& runner, const SuiteCase& c, int max_ctx) {
   runner.Forward(b, &logits, &st);
   nlohmann::json ev = nlohmann::json::array();
   auto meta = [&](int tid, const char* name) {
-    ev.push_back({{"name", "thread_name"}, {"ph", "M"}, {"pid", 1}, {"tid", tid},
+    ev.push_back({{"name", "thread_name"},
+                  {"ph", "M"},
+                  {"pid", 1},
+                  {"tid", tid},
                   {"args", {{"name", name}}}});
   };
-  ev.push_back({{"name", "process_name"}, {"ph", "M"}, {"pid", 1}, {"tid", 0},
+  ev.push_back({{"name", "process_name"},
+                {"ph", "M"},
+                {"pid", 1},
+                {"tid", 0},
                 {"args", {{"name", "edgeseek " + c.backend + " decode step"}}}});
   meta(1, "step split");
   double t = 0;
@@ -99,13 +105,17 @@ nlohmann::json StepTrace(Runner& runner, const SuiteCase& c, int max_ctx) {
                                   {"dispatch", st.dispatch_s},
                                   {"shader", st.shader_s},
                                   {"download", st.download_s}}) {
-    ev.push_back({{"name", name}, {"ph", "X"}, {"pid", 1}, {"tid", 1}, {"ts", t * 1e6},
-                  {"dur", sec * 1e6}});
+    ev.push_back(
+        {{"name", name}, {"ph", "X"}, {"pid", 1}, {"tid", 1}, {"ts", t * 1e6}, {"dur", sec * 1e6}});
     if (std::string(name) == "shader" && !st.ops.empty()) {
       meta(2, "ops");
       double o = t;
       for (const auto& op : st.ops) {
-        ev.push_back({{"name", op.name}, {"ph", "X"}, {"pid", 1}, {"tid", 2}, {"ts", o * 1e6},
+        ev.push_back({{"name", op.name},
+                      {"ph", "X"},
+                      {"pid", 1},
+                      {"tid", 2},
+                      {"ts", o * 1e6},
                       {"dur", op.seconds * 1e6}});
         o += op.seconds;
       }
@@ -119,10 +129,9 @@ nlohmann::json StepTrace(Runner& runner, const SuiteCase& c, int max_ctx) {
 
 // The key that matches a case across runs.
 std::string CaseKey(const nlohmann::json& c) {
-  return c.value("model", "") + " " + c.value("dtype", "") + " " + c.value("backend", "") +
-         " t" + std::to_string(c.value("threads", 0)) + " p" +
-         std::to_string(c.value("n_prompt", 0)) + " n" + std::to_string(c.value("n_gen", 0)) +
-         " b" + std::to_string(c.value("batch", 1));
+  return c.value("model", "") + " " + c.value("dtype", "") + " " + c.value("backend", "") + " t" +
+         std::to_string(c.value("threads", 0)) + " p" + std::to_string(c.value("n_prompt", 0)) +
+         " n" + std::to_string(c.value("n_gen", 0)) + " b" + std::to_string(c.value("batch", 1));
 }
 
 // (max - min) / median of a run list; 0 for fewer than two runs.
@@ -149,8 +158,7 @@ std::vector<nlohmann::json> ReadLines(const std::string& path) {
     } catch (const nlohmann::json::exception&) {
       Fail("bench: '", path, "' line ", n, " is not a JSON object");
     }
-    ES_CHECK(out.back().is_object() && out.back().contains("case") &&
-                 out.back().contains("result"),
+    ES_CHECK(out.back().is_object() && out.back().contains("case") && out.back().contains("result"),
              "bench: '", path, "' line ", n, " is not a suite result (no \"case\" / \"result\")");
   }
   return out;
@@ -172,7 +180,8 @@ void WriteReport(const std::vector<nlohmann::json>& lines, const std::string& di
     model = std::filesystem::path(model).filename().string();
     const std::string dtype = c.value("dtype", "");
     const std::string series = model + (dtype.empty() ? "" : " " + dtype) + " " +
-                               c.value("backend", "") + " t" + std::to_string(c.value("threads", 0));
+                               c.value("backend", "") + " t" +
+                               std::to_string(c.value("threads", 0));
     by_batch[series + " p" + std::to_string(c.value("n_prompt", 0))].push_back(
         {c.value("batch", 1), r.value("decode_tokens_per_s", 0.0)});
     if (c.value("batch", 1) == 1)
@@ -197,8 +206,8 @@ void WriteReport(const std::vector<nlohmann::json>& lines, const std::string& di
       dat << "# " << series << "\n";
       for (const auto& [x, y] : pts) dat << x << " " << y << "\n";
       dat << "\n\n";
-      gp << (idx ? ", " : "") << "'" << stem << ".dat' index " << idx
-         << " with linespoints title '" << series << "'";
+      gp << (idx ? ", " : "") << "'" << stem << ".dat' index " << idx << " with linespoints title '"
+         << series << "'";
       ++idx;
     }
     gp << "\n";
@@ -208,7 +217,8 @@ void WriteReport(const std::vector<nlohmann::json>& lines, const std::string& di
   const std::string cmd = "cd '" + dir + "' && gnuplot decode_vs_batch.gp prefill_vs_prompt.gp";
   ES_CHECK(std::system("command -v gnuplot >/dev/null 2>&1") == 0,
            "bench --report: gnuplot is not installed (Debian: apt-get install gnuplot-nox); the "
-           "data and scripts are in '", dir, "'");
+           "data and scripts are in '",
+           dir, "'");
   ES_CHECK(std::system(cmd.c_str()) == 0, "bench --report: gnuplot failed in '", dir, "'");
 }
 
@@ -223,11 +233,11 @@ std::vector<SuiteCase> ReadSuite(const std::string& path, int* reps) {
   } catch (const nlohmann::json::exception& e) {
     Fail("bench suite: '", path, "' is not valid JSON (", e.what(), ")");
   }
-  ES_CHECK(j.is_object() && j.contains("matrix") && j["matrix"].is_object(), "bench suite: '",
-           path, "' needs an object with a \"matrix\" object");
+  ES_CHECK(j.is_object() && j.contains("matrix") && j["matrix"].is_object(), "bench suite: '", path,
+           "' needs an object with a \"matrix\" object");
   for (const auto& [k, v] : j.items())
-    ES_CHECK(k == "name" || k == "matrix" || k == "repetitions", "bench suite: unknown field '",
-             k, "' (known: name, matrix, repetitions)");
+    ES_CHECK(k == "name" || k == "matrix" || k == "repetitions", "bench suite: unknown field '", k,
+             "' (known: name, matrix, repetitions)");
   *reps = j.value("repetitions", 3);
   ES_CHECK(*reps >= 1 && *reps <= 100, "bench suite: repetitions must be 1..100");
   const nlohmann::json& m = j["matrix"];
@@ -306,9 +316,9 @@ int RunSuite(const std::string& suite, const std::string& out_path, const std::s
       bo.threads = c.threads > 0 ? c.threads : int(std::thread::hardware_concurrency());
       const BenchResult r = RunBench(*runner, bo, load_s);
       nlohmann::json line;
-      line["case"] = {{"model", c.model},       {"dtype", c.dtype},   {"backend", c.backend},
-                      {"threads", c.threads},   {"n_prompt", c.n_prompt},
-                      {"n_gen", c.n_gen},       {"batch", c.batch}};
+      line["case"] = {{"model", c.model},     {"dtype", c.dtype},       {"backend", c.backend},
+                      {"threads", c.threads}, {"n_prompt", c.n_prompt}, {"n_gen", c.n_gen},
+                      {"batch", c.batch}};
       line["result"] = r.ToJson();
       line["env"] = env;
       if (!report.empty()) {  // one step's trace per case, next to the plots
@@ -332,8 +342,7 @@ int RunSuite(const std::string& suite, const std::string& out_path, const std::s
     for (const auto& l : lines) all << l.dump() << "\n";
     all.close();
     WriteReport(lines, report);
-    std::printf(
-        "report: %s (decode_vs_batch.png, prefill_vs_prompt.png, results.jsonl, traces/)\n",
+    std::printf("report: %s (decode_vs_batch.png, prefill_vs_prompt.png, results.jsonl, traces/)\n",
                 report.c_str());
   }
   return 0;
@@ -368,9 +377,8 @@ int CompareResults(const std::string& old_path, const std::string& new_path) {
       }
       const double ratio = b / a;
       // Beyond the noise: slower than both runs' spreads together allow, and by at least 5%.
-      const double noise = std::max(
-          0.05, Spread(o.value(runs, nlohmann::json::array())) +
-                    Spread(n.value(runs, nlohmann::json::array())));
+      const double noise = std::max(0.05, Spread(o.value(runs, nlohmann::json::array())) +
+                                              Spread(n.value(runs, nlohmann::json::array())));
       std::printf(" %9.3fx", ratio);
       if (ratio < 1.0 - noise) {
         flags += std::string(flags.empty() ? "" : ", ") + what;

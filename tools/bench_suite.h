@@ -29,7 +29,8 @@ struct SuiteCase {
   }
 };
 
-// The cases of a suite file, in matrix order; *reps its repetitions. One clear error for a bad file.
+// The cases of a suite file, in matrix order; *reps its repetitions. One clear error for a bad
+// file.
 std::vector<SuiteCase> ReadSuite(const std::string& path, int* reps);
 int RunSuite(const std::string& suite, const std::string& out_path, const std::string& report,
              const std::string& tokenizer);

@@ -12,13 +12,17 @@ void ModelArgs::Add(CLI::App& app, bool allow_synthetic) {
                  "Hugging Face model folder, .gguf file or .onnx file (or a folder holding one)");
   if (allow_synthetic) {
     app.add_option("--synthetic", synthetic, "built-in preset name or config.json: random weights");
-    app.add_option("--dtype", dtype,
-                   "weight type: bf16, f16, f32 (synthetic weights) or a quantization preset/type (q8_0, q4_0, "
-                   "q4_k_m, i4g, q4_k, q6_k, ...: matmul weights quantized at load, also for -m FOLDER)");
+    app.add_option(
+        "--dtype", dtype,
+        "weight type: bf16, f16, f32 (synthetic weights) or a quantization preset/type (q8_0, "
+        "q4_0, "
+        "q4_k_m, i4g, q4_k, q6_k, ...: matmul weights quantized at load, also for -m FOLDER)");
   } else {
-    app.add_option("--dtype", dtype, "quantize the matmul weights at load (q8_0, q4_0, q4_k_m, i4g, q6_k, ...)");
+    app.add_option("--dtype", dtype,
+                   "quantize the matmul weights at load (q8_0, q4_0, q4_k_m, i4g, q6_k, ...)");
   }
-  app.add_option("--tokenizer", tokenizer, "tokenizer folder or tokenizer.json (for synthetic models)");
+  app.add_option("--tokenizer", tokenizer,
+                 "tokenizer folder or tokenizer.json (for synthetic models)");
   app.add_option("--backend", backend, "cpu or vulkan");
   app.add_option("--device", device, "GPU index or name");
   app.add_option("-t,--threads", threads, "CPU threads (0: all)");
@@ -29,7 +33,8 @@ void ModelArgs::Add(CLI::App& app, bool allow_synthetic) {
 }
 
 void AddKvTypeOption(CLI::App& app, std::string& kv_type) {
-  app.add_option("--kv-type", kv_type, "KV cache type: f32, f16, q8_0 or q4_0 (default: f16 on GPUs, f32 on the CPU)");
+  app.add_option("--kv-type", kv_type,
+                 "KV cache type: f32, f16, q8_0 or q4_0 (default: f16 on GPUs, f32 on the CPU)");
 }
 
 std::shared_ptr<Model> ModelArgs::Load() const {
@@ -108,8 +113,10 @@ std::unique_ptr<Drafter> SpecArgs::Make(const ModelArgs& target_args,
 
 void EndpointArgs::AddServer(CLI::App& app) {
   app.add_option("--host", host, "address to bind (default 127.0.0.1)");
-  app.add_option("--port", port, "port (default 8080; 0: any free port)")->check(CLI::Range(0, 65535));
-  app.add_option("--alias", model_name, "model name clients ask for (default: folder or file name)");
+  app.add_option("--port", port, "port (default 8080; 0: any free port)")
+      ->check(CLI::Range(0, 65535));
+  app.add_option("--alias", model_name,
+                 "model name clients ask for (default: folder or file name)");
   app.add_option("--api-key", api_keys, "accepted API key (repeatable; none: no authentication)");
 }
 
@@ -123,18 +130,21 @@ void EndpointArgs::AddClient(CLI::App& app) {
 
 std::string EndpointArgs::BaseUrl() const {
   if (!url.empty()) return url;
-  return "http://" + (host.empty() ? std::string("127.0.0.1") : host) + ":" + std::to_string(port < 0 ? 8080 : port);
+  return "http://" + (host.empty() ? std::string("127.0.0.1") : host) + ":" +
+         std::to_string(port < 0 ? 8080 : port);
 }
 
 void CheckIds(const std::vector<int32_t>& ids, const Model& model) {
   for (int32_t t : ids)
-    ES_CHECK(t < model.vocab_size(), "token id ", t, " is outside the vocabulary (", model.vocab_size(),
-             " tokens)");
+    ES_CHECK(t < model.vocab_size(), "token id ", t, " is outside the vocabulary (",
+             model.vocab_size(), " tokens)");
 }
 
 void AddQuantTypeOptions(CLI::App& app, std::string& type, std::string& policy, int& threads,
                          const std::string& type_names) {
-  app.add_option("--type", type, "preset (q8_0, q4_0, q4_k_m, i4g) or one type for every weight (" + type_names + ")");
+  app.add_option(
+      "--type", type,
+      "preset (q8_0, q4_0, q4_k_m, i4g) or one type for every weight (" + type_names + ")");
   app.add_option("--policy", policy, "JSON policy file (configs/quant/*.json); overrides --type");
   app.add_option("-t,--threads", threads, "threads (default: all)");
 }
@@ -149,7 +159,8 @@ std::vector<int32_t> ParseIds(const std::string& s) {
     try {
       size_t used = 0;
       const long long v = std::stoll(item, &used);
-      ES_CHECK(used == item.size() && v >= 0 && v <= INT32_MAX, "bad token id '", item, "' in --ids");
+      ES_CHECK(used == item.size() && v >= 0 && v <= INT32_MAX, "bad token id '", item,
+               "' in --ids");
       ids.push_back(int32_t(v));
     } catch (const std::logic_error&) {
       Fail("bad token id '", item, "' in --ids");

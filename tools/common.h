@@ -54,18 +54,19 @@ struct SpecArgs {
 // keys, serves the model under model_name) and `loadtest` (connects there with the first key and
 // asks for model_name), so both spell these options the same way.
 struct EndpointArgs {
-  std::string host;                    // empty: serve's config (127.0.0.1) / loadtest 127.0.0.1
-  int port = -1;                       // -1: serve's config (8080) / loadtest 8080
-  std::string url;                     // loadtest: full base URL, overrides host and port
-  std::string model_name;              // serve --alias, loadtest --model
-  std::vector<std::string> api_keys;   // serve: accepted keys; loadtest: the first is sent
+  std::string host;                   // empty: serve's config (127.0.0.1) / loadtest 127.0.0.1
+  int port = -1;                      // -1: serve's config (8080) / loadtest 8080
+  std::string url;                    // loadtest: full base URL, overrides host and port
+  std::string model_name;             // serve --alias, loadtest --model
+  std::vector<std::string> api_keys;  // serve: accepted keys; loadtest: the first is sent
 
-  void AddServer(CLI::App& app);       // --host --port --alias --api-key (repeatable)
-  void AddClient(CLI::App& app);       // --url --host --port --model --api-key
-  std::string BaseUrl() const;         // url, or http://host:port
+  void AddServer(CLI::App& app);  // --host --port --alias --api-key (repeatable)
+  void AddClient(CLI::App& app);  // --url --host --port --model --api-key
+  std::string BaseUrl() const;    // url, or http://host:port
 };
 
-// --kv-type on a verb: f32|f16|q8_0|q4_0 (one parser, ParseKvType: ModelArgs::Load checks it first).
+// --kv-type on a verb: f32|f16|q8_0|q4_0 (one parser, ParseKvType: ModelArgs::Load checks it
+// first).
 void AddKvTypeOption(CLI::App& app, std::string& kv_type);
 
 // "1,2,3" -> ids; throws es::Error naming the bad item.

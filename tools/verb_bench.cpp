@@ -105,7 +105,8 @@ VerbRun Setup(CLI::App& app) {
     if (!suite->empty() || !compare->empty()) {
       ES_CHECK(!suite->empty() || !results->empty(),
                "bench --compare needs --suite (run, then compare) or --results NEW.jsonl");
-      ES_CHECK(suite->empty() || results->empty(), "bench: --suite and --results exclude each other");
+      ES_CHECK(suite->empty() || results->empty(),
+               "bench: --suite and --results exclude each other");
       std::string fresh = *results;
       if (!suite->empty()) {
         fresh = !out->empty() ? *out : (!compare->empty() ? std::string("bench_suite.jsonl") : "");

@@ -11,11 +11,11 @@
 #include <memory>
 #include <string>
 
+#include "common.h"
 #include "edgeseek/internal/core/error.h"
 #include "edgeseek/internal/formats/quant_policy.h"
 #include "edgeseek/internal/runtime/convert.h"
 #include "edgeseek/internal/runtime/model.h"
-#include "common.h"
 #include "verb.h"
 
 namespace es::tools {
@@ -41,10 +41,12 @@ void DrawBar(uint64_t done, uint64_t total, const std::string& tensor) {
 }
 
 int Run(const ConvertArgs& a) {
-  ES_CHECK(a.in.empty() != a.synthetic.empty(), "convert: give either HF_DIR or --synthetic PRESET");
+  ES_CHECK(a.in.empty() != a.synthetic.empty(),
+           "convert: give either HF_DIR or --synthetic PRESET");
   ES_CHECK(!a.out.empty(), "convert: give the output file with -o OUT.gguf");
   if (a.type.empty() && a.policy.empty()) Fail("convert: give --type or --policy");
-  const QuantPolicy policy = a.policy.empty() ? BuiltinQuantPolicy(a.type) : LoadQuantPolicy(a.policy);
+  const QuantPolicy policy =
+      a.policy.empty() ? BuiltinQuantPolicy(a.type) : LoadQuantPolicy(a.policy);
   std::shared_ptr<Model> m;  // folders only: synthetic weights are made as they are written
   ConvertModelOptions o;
   if (!a.synthetic.empty()) {
@@ -66,16 +68,17 @@ int Run(const ConvertArgs& a) {
   o.quantize.threads = a.threads;
   const bool tty = ::isatty(STDERR_FILENO) != 0;
   if (tty) o.quantize.progress = DrawBar;
-  const GgufQuantizeStats st =
-      m ? ConvertModelToGguf(*m, a.out, policy, o) : ConvertSyntheticToGguf(a.synthetic, a.seed, a.out, policy, o);
+  const GgufQuantizeStats st = m ? ConvertModelToGguf(*m, a.out, policy, o)
+                                 : ConvertSyntheticToGguf(a.synthetic, a.seed, a.out, policy, o);
   if (tty) std::fprintf(stderr, "\n");
   std::string types;
   for (const auto& [t, n] : st.out_types)
     types += (types.empty() ? "" : ", ") + std::to_string(n) + " " + std::string(Name(t));
-  std::fprintf(stderr, "converted %s -> %s (%s): %zu tensors (%s), %.1f MB -> %.1f MB in %.2f s%s\n",
-               a.in.empty() ? ("synthetic " + a.synthetic).c_str() : a.in.c_str(), a.out.c_str(),
-               policy.name.c_str(), st.tensors, types.c_str(), double(st.in_bytes) / 1e6,
-               double(st.out_bytes) / 1e6, st.seconds, o.tokenizer_dir.empty() ? ", no tokenizer" : "");
+  std::fprintf(
+      stderr, "converted %s -> %s (%s): %zu tensors (%s), %.1f MB -> %.1f MB in %.2f s%s\n",
+      a.in.empty() ? ("synthetic " + a.synthetic).c_str() : a.in.c_str(), a.out.c_str(),
+      policy.name.c_str(), st.tensors, types.c_str(), double(st.in_bytes) / 1e6,
+      double(st.out_bytes) / 1e6, st.seconds, o.tokenizer_dir.empty() ? ", no tokenizer" : "");
   return 0;
 }
 
@@ -84,7 +87,8 @@ VerbRun Setup(CLI::App& sub) {
   sub.add_option("input", a->in, "Hugging Face model folder, .onnx file or ONNX model folder");
   sub.add_option("--synthetic", a->synthetic, "built-in preset or config.json: random weights");
   sub.add_option("-o,--output", a->out, "output GGUF file")->required();
-  AddQuantTypeOptions(sub, a->type, a->policy, a->threads, "f32, f16, bf16, q4_1, q5_0, q5_1, q4_k, q5_k, q6_k");
+  AddQuantTypeOptions(sub, a->type, a->policy, a->threads,
+                      "f32, f16, bf16, q4_1, q5_0, q5_1, q4_k, q5_k, q6_k");
   sub.add_option("--tokenizer", a->tokenizer, "tokenizer folder (default: the model folder's)");
   sub.add_option("--seed", a->seed, "seed of synthetic weights");
   return [a] { return Run(*a); };

@@ -17,15 +17,16 @@ struct DumpArgs {
 
 int Run(const DumpArgs& a) {
   const auto f = GgufFile::Open(a.path);
-  std::printf("%s: GGUF v%u, %zu metadata keys, %zu tensors, alignment %u, data at %llu\n", a.path.c_str(),
-              f->version(), f->metadata().size(), f->tensor_infos().size(), f->alignment(),
-              static_cast<unsigned long long>(f->data_offset()));
+  std::printf("%s: GGUF v%u, %zu metadata keys, %zu tensors, alignment %u, data at %llu\n",
+              a.path.c_str(), f->version(), f->metadata().size(), f->tensor_infos().size(),
+              f->alignment(), static_cast<unsigned long long>(f->data_offset()));
   for (const auto& [k, v] : f->metadata())
     std::printf("  %-48s %s\n", k.c_str(), v.Describe(a.all ? size_t(-1) : 4).c_str());
   uint64_t total = 0;
   for (const auto& t : f->tensor_infos()) {
-    std::printf("  %-40s %-6s %-22s offset %-12llu %zu bytes\n", t.name.c_str(), std::string(Name(t.dtype)).c_str(),
-                ShapeStr(t.shape).c_str(), static_cast<unsigned long long>(t.offset), t.nbytes);
+    std::printf("  %-40s %-6s %-22s offset %-12llu %zu bytes\n", t.name.c_str(),
+                std::string(Name(t.dtype)).c_str(), ShapeStr(t.shape).c_str(),
+                static_cast<unsigned long long>(t.offset), t.nbytes);
     total += t.nbytes;
   }
   std::printf("  total tensor data: %.1f MB\n", double(total) / 1e6);

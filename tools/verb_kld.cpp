@@ -10,9 +10,8 @@
 #include <chrono>
 #include <cstdio>
 #include <fstream>
-#include <sstream>
-
 #include <nlohmann/json.hpp>
+#include <sstream>
 
 #include "common.h"
 #include "edgeseek/internal/core/error.h"
@@ -79,23 +78,30 @@ int RunKvTypes(const KldArgs& a) {
   const std::string name = a.model.model.empty() ? "synthetic " + a.model.synthetic : a.model.model;
   const std::vector<QualityStats> res = CompareKvTypes(make, toks, ref, types, a.chunk);
   if (!a.json)
-    std::printf("model: %s (%s backend), %zu tokens, reference KV %s\n%-10s %12s %12s %12s %9s %10s %14s\n",
-                name.c_str(), a.model.backend.c_str(), toks.size(), std::string(Name(ref)).c_str(), "kv type",
-                "mean KL", "p99 KL", "max KL", "top-1 %", "rel L2", "KV bytes/token");
+    std::printf(
+        "model: %s (%s backend), %zu tokens, reference KV %s\n%-10s %12s %12s %12s %9s %10s %14s\n",
+        name.c_str(), a.model.backend.c_str(), toks.size(), std::string(Name(ref)).c_str(),
+        "kv type", "mean KL", "p99 KL", "max KL", "top-1 %", "rel L2", "KV bytes/token");
   for (size_t i = 0; i < types.size(); ++i) {
     const QualityStats& s = res[i];
     const size_t bpt = m->config().MakeKvSpec(types[i]).BytesPerToken();
     if (a.json) {
-      nlohmann::json j = {{"model", name},           {"backend", a.model.backend}, {"tokens", toks.size()},
+      nlohmann::json j = {{"model", name},
+                          {"backend", a.model.backend},
+                          {"tokens", toks.size()},
                           {"reference_kv_type", std::string(Name(ref))},
                           {"kv_type", std::string(Name(types[i]))},
-                          {"mean_kl", s.mean_kl},    {"p99_kl", s.p99_kl},       {"max_kl", s.max_kl},
-                          {"top1_agreement", s.top1_agreement},                 {"rel_l2", s.rel_l2},
+                          {"mean_kl", s.mean_kl},
+                          {"p99_kl", s.p99_kl},
+                          {"max_kl", s.max_kl},
+                          {"top1_agreement", s.top1_agreement},
+                          {"rel_l2", s.rel_l2},
                           {"kv_bytes_per_token", bpt}};
       std::printf("%s\n", j.dump().c_str());
     } else {
-      std::printf("%-10s %12.6f %12.6f %12.6f %9.2f %10.5f %14zu\n", std::string(Name(types[i])).c_str(), s.mean_kl,
-                  s.p99_kl, s.max_kl, s.top1_agreement, s.rel_l2, bpt);
+      std::printf("%-10s %12.6f %12.6f %12.6f %9.2f %10.5f %14zu\n",
+                  std::string(Name(types[i])).c_str(), s.mean_kl, s.p99_kl, s.max_kl,
+                  s.top1_agreement, s.rel_l2, bpt);
     }
     std::fflush(stdout);
   }
@@ -108,19 +114,21 @@ int Run(const KldArgs& a) {
   auto ref_model = a.model.Load();
   const std::vector<int32_t> toks = Tokens(a, *ref_model);
   for (int32_t t : toks)
-    ES_CHECK(t >= 0 && t < ref_model->vocab_size(), "kld: token id ", t, " is outside the vocabulary (",
-             ref_model->vocab_size(), " tokens)");
+    ES_CHECK(t >= 0 && t < ref_model->vocab_size(), "kld: token id ", t,
+             " is outside the vocabulary (", ref_model->vocab_size(), " tokens)");
   const int64_t vocab = ref_model->vocab_size();
   std::vector<float> ref;
   {
     auto runner = a.model.MakeRunner(ref_model);
     ref = SequenceLogits(*runner, toks, a.chunk);
   }
-  const std::string ref_name = a.model.model.empty() ? "synthetic " + a.model.synthetic : a.model.model;
+  const std::string ref_name =
+      a.model.model.empty() ? "synthetic " + a.model.synthetic : a.model.model;
   if (!a.json)
-    std::printf("reference: %s (%s), %zu tokens, vocabulary %lld\n%-10s %12s %12s %12s %9s %10s %10s\n",
-                ref_name.c_str(), a.model.dtype.empty() ? "as stored" : a.model.dtype.c_str(), toks.size(), (long long)vocab, "type", "mean KL",
-                "p99 KL", "max KL", "top-1 %", "rel L2", "weights MB");
+    std::printf(
+        "reference: %s (%s), %zu tokens, vocabulary %lld\n%-10s %12s %12s %12s %9s %10s %10s\n",
+        ref_name.c_str(), a.model.dtype.empty() ? "as stored" : a.model.dtype.c_str(), toks.size(),
+        (long long)vocab, "type", "mean KL", "p99 KL", "max KL", "top-1 %", "rel L2", "weights MB");
   const size_t ref_bytes = ref_model->weight_bytes();
   ref_model.reset();
   std::vector<std::pair<std::string, ModelArgs>> variants;
@@ -150,14 +158,20 @@ int Run(const KldArgs& a) {
     const QualityStats s = CompareLogits(ref, test, vocab);
     const double mb = double(m->weight_bytes()) / 1e6;
     if (a.json) {
-      nlohmann::json j = {{"reference", ref_name},   {"type", label},          {"tokens", toks.size()},
-                          {"mean_kl", s.mean_kl},    {"p99_kl", s.p99_kl},     {"max_kl", s.max_kl},
-                          {"top1_agreement", s.top1_agreement},                {"rel_l2", s.rel_l2},
-                          {"weight_mb", mb},         {"reference_weight_mb", double(ref_bytes) / 1e6}};
+      nlohmann::json j = {{"reference", ref_name},
+                          {"type", label},
+                          {"tokens", toks.size()},
+                          {"mean_kl", s.mean_kl},
+                          {"p99_kl", s.p99_kl},
+                          {"max_kl", s.max_kl},
+                          {"top1_agreement", s.top1_agreement},
+                          {"rel_l2", s.rel_l2},
+                          {"weight_mb", mb},
+                          {"reference_weight_mb", double(ref_bytes) / 1e6}};
       std::printf("%s\n", j.dump().c_str());
     } else {
-      std::printf("%-10s %12.6f %12.6f %12.6f %9.2f %10.5f %10.1f\n", label.c_str(), s.mean_kl, s.p99_kl,
-                  s.max_kl, s.top1_agreement, s.rel_l2, mb);
+      std::printf("%-10s %12.6f %12.6f %12.6f %9.2f %10.5f %10.1f\n", label.c_str(), s.mean_kl,
+                  s.p99_kl, s.max_kl, s.top1_agreement, s.rel_l2, mb);
     }
     std::fflush(stdout);
   }
@@ -170,19 +184,25 @@ int Run(const KldArgs& a) {
 VerbRun Setup(CLI::App& app) {
   auto a = std::make_shared<KldArgs>();
   a->model.Add(app);
-  app.add_option("--types", a->types, "comma-separated quantization types/presets to compare (q8_0,q6_k,q4_k,q4_0,...)");
+  app.add_option("--types", a->types,
+                 "comma-separated quantization types/presets to compare (q8_0,q6_k,q4_k,q4_0,...)");
   app.add_option("--kv-types", a->kv_types,
-                 "comma-separated KV cache types (f16,q8_0,q4_0) to compare against --kv-type (default f32), same weights");
-  app.add_option("--test", a->test, "compare against this model (folder or GGUF file) instead of --types");
+                 "comma-separated KV cache types (f16,q8_0,q4_0) to compare against --kv-type "
+                 "(default f32), same weights");
+  app.add_option("--test", a->test,
+                 "compare against this model (folder or GGUF file) instead of --types");
   app.add_option("--text", a->text, "text file to tokenize as the sequence");
   app.add_option("--ids", a->ids, "comma-separated token ids as the sequence");
-  app.add_option("-n,--n-tokens", a->n_tokens, "sequence length (random ids; or the cap for --text)");
+  app.add_option("-n,--n-tokens", a->n_tokens,
+                 "sequence length (random ids; or the cap for --text)");
   app.add_option("--chunk", a->chunk, "prefill chunk")->check(CLI::PositiveNumber);
   app.add_flag("--json", a->json, "one JSON object per line");
   return [a] { return Run(*a); };
 }
 
-const VerbRegistrar kReg("kld", "quantization quality: KL divergence and top-1 agreement vs the reference", Setup);
+const VerbRegistrar kReg("kld",
+                         "quantization quality: KL divergence and top-1 agreement vs the reference",
+                         Setup);
 
 }  // namespace
 }  // namespace es::tools

@@ -13,10 +13,9 @@
 #include <fstream>
 #include <map>
 #include <mutex>
+#include <nlohmann/json.hpp>
 #include <random>
 #include <thread>
-
-#include <nlohmann/json.hpp>
 
 #include "common.h"
 #include "edgeseek/internal/core/error.h"
@@ -55,8 +54,8 @@ double Pct(std::vector<double> v, double p) {
 }
 
 std::string Prompt(int words, uint64_t seed) {
-  static const char* kWords[] = {"edge", "model", "token", "cache", "server", "latency", "batch",
-                                 "river", "stone", "light", "number", "simple", "quiet", "green"};
+  static const char* kWords[] = {"edge",  "model", "token", "cache",  "server", "latency", "batch",
+                                 "river", "stone", "light", "number", "simple", "quiet",   "green"};
   std::mt19937_64 rng(seed);
   std::string s = "Summarise: ";
   for (int i = 0; i < words; ++i) s += std::string(kWords[rng() % 14]) + " ";
@@ -65,12 +64,16 @@ std::string Prompt(int words, uint64_t seed) {
 
 Sample OneRequest(const LoadArgs& a, httplib::Client& cli, int i) {
   Sample s;
-  json body = {{"max_tokens", a.max_tokens}, {"stream", true}, {"stream_options", {{"include_usage", true}}},
-               {"temperature", 0}, {"ignore_eos", true}};
+  json body = {{"max_tokens", a.max_tokens},
+               {"stream", true},
+               {"stream_options", {{"include_usage", true}}},
+               {"temperature", 0},
+               {"ignore_eos", true}};
   if (!a.model.empty()) body["model"] = a.model;
   std::string path;
   if (a.endpoint == "chat") {
-    body["messages"] = json::array({{{"role", "user"}, {"content", Prompt(a.prompt_words, a.seed + uint64_t(i))}}});
+    body["messages"] = json::array(
+        {{{"role", "user"}, {"content", Prompt(a.prompt_words, a.seed + uint64_t(i))}}});
     path = "/v1/chat/completions";
   } else {
     body["prompt"] = Prompt(a.prompt_words, a.seed + uint64_t(i));
@@ -102,12 +105,16 @@ Sample OneRequest(const LoadArgs& a, httplib::Client& cli, int i) {
       }
       if (!j.contains("choices") || j["choices"].empty()) continue;
       const json& c = j["choices"][0];
-      std::string text = c.contains("delta") ? c["delta"].value("content", std::string()) + c["delta"].value("reasoning_content", std::string())
-                                             : c.value("text", std::string());
+      std::string text = c.contains("delta")
+                             ? c["delta"].value("content", std::string()) +
+                                   c["delta"].value("reasoning_content", std::string())
+                             : c.value("text", std::string());
       if (text.empty()) continue;
       double t = since();
-      if (s.ttft < 0) s.ttft = t;
-      else s.gaps.push_back(t - last);
+      if (s.ttft < 0)
+        s.ttft = t;
+      else
+        s.gaps.push_back(t - last);
       last = t;
     }
     return true;
@@ -176,11 +183,13 @@ int RunLoad(LoadArgs a) {
     out_tokens += s.out_tokens;
     in_tokens += s.in_tokens;
   }
-  std::printf("loadtest %s  clients %d  requests %d  rate %s  prompt ~%d words  max_tokens %d\n", a.url.c_str(),
-              a.clients, a.requests, a.rate > 0 ? (std::to_string(a.rate) + "/s").c_str() : "closed-loop",
-              a.prompt_words, a.max_tokens);
-  std::printf("ok %d  failed %d  wall %.2f s  %.2f req/s  output %.1f tok/s  prompt %.1f tok/s\n", ok,
-              a.requests - ok, wall, ok / wall, double(out_tokens) / wall, double(in_tokens) / wall);
+  std::printf("loadtest %s  clients %d  requests %d  rate %s  prompt ~%d words  max_tokens %d\n",
+              a.url.c_str(), a.clients, a.requests,
+              a.rate > 0 ? (std::to_string(a.rate) + "/s").c_str() : "closed-loop", a.prompt_words,
+              a.max_tokens);
+  std::printf("ok %d  failed %d  wall %.2f s  %.2f req/s  output %.1f tok/s  prompt %.1f tok/s\n",
+              ok, a.requests - ok, wall, ok / wall, double(out_tokens) / wall,
+              double(in_tokens) / wall);
   for (auto& [st, n] : failures)
     std::printf("  failed with status %d: %d (first: %s)\n", st, n, first_error[st].c_str());
   std::printf("%-22s %10s %10s %10s %10s\n", "latency (ms)", "P50", "P95", "P99", "mean");
@@ -188,17 +197,28 @@ int RunLoad(LoadArgs a) {
     double mean = 0;
     for (double x : v) mean += x;
     mean = v.empty() ? NAN : mean / double(v.size());
-    std::printf("%-22s %10.2f %10.2f %10.2f %10.2f\n", name, Pct(v, 50) * 1e3, Pct(v, 95) * 1e3, Pct(v, 99) * 1e3, mean * 1e3);
+    std::printf("%-22s %10.2f %10.2f %10.2f %10.2f\n", name, Pct(v, 50) * 1e3, Pct(v, 95) * 1e3,
+                Pct(v, 99) * 1e3, mean * 1e3);
   };
   row("time to first token", ttft);
   row("inter-token", itl);
   row("end-to-end", e2e);
   if (!a.json_out.empty()) {
-    json j = {{"url", a.url}, {"clients", a.clients}, {"requests", a.requests}, {"rate", a.rate},
-              {"prompt_words", a.prompt_words}, {"max_tokens", a.max_tokens}, {"ok", ok}, {"wall_s", wall},
-              {"req_per_s", ok / wall}, {"output_tok_per_s", double(out_tokens) / wall}};
-    for (auto& [name, v] : std::vector<std::pair<std::string, std::vector<double>*>>{{"ttft", &ttft}, {"itl", &itl}, {"e2e", &e2e}})
-      j[name] = {{"p50_ms", Pct(*v, 50) * 1e3}, {"p95_ms", Pct(*v, 95) * 1e3}, {"p99_ms", Pct(*v, 99) * 1e3}};
+    json j = {{"url", a.url},
+              {"clients", a.clients},
+              {"requests", a.requests},
+              {"rate", a.rate},
+              {"prompt_words", a.prompt_words},
+              {"max_tokens", a.max_tokens},
+              {"ok", ok},
+              {"wall_s", wall},
+              {"req_per_s", ok / wall},
+              {"output_tok_per_s", double(out_tokens) / wall}};
+    for (auto& [name, v] : std::vector<std::pair<std::string, std::vector<double>*>>{
+             {"ttft", &ttft}, {"itl", &itl}, {"e2e", &e2e}})
+      j[name] = {{"p50_ms", Pct(*v, 50) * 1e3},
+                 {"p95_ms", Pct(*v, 95) * 1e3},
+                 {"p99_ms", Pct(*v, 99) * 1e3}};
     std::ofstream(a.json_out) << j.dump(2) << "\n";
   }
   return ok == a.requests ? 0 : 1;
@@ -212,13 +232,17 @@ VerbRun Setup(CLI::App& sub) {
   sub.add_option("--rate", a->rate, "requests per second (Poisson arrivals); 0: closed loop");
   sub.add_option("--prompt-words", a->prompt_words, "words per prompt");
   sub.add_option("--max-tokens", a->max_tokens, "tokens to generate per request (EOS ignored)");
-  sub.add_option("--endpoint", a->endpoint, "chat or completions")->check(CLI::IsMember({"chat", "completions"}));
+  sub.add_option("--endpoint", a->endpoint, "chat or completions")
+      ->check(CLI::IsMember({"chat", "completions"}));
   sub.add_option("--seed", a->seed, "seed of prompts and arrivals");
   sub.add_option("--json", a->json_out, "also write the results as JSON here");
   return [a] { return RunLoad(*a); };
 }
 
-VerbRegistrar reg("loadtest", "load benchmark of an OpenAI-compatible server: throughput, TTFT and inter-token percentiles", Setup);
+VerbRegistrar reg(
+    "loadtest",
+    "load benchmark of an OpenAI-compatible server: throughput, TTFT and inter-token percentiles",
+    Setup);
 
 }  // namespace
 }  // namespace es::tools

@@ -7,10 +7,10 @@
 #include <memory>
 #include <string>
 
+#include "common.h"
 #include "edgeseek/internal/core/error.h"
 #include "edgeseek/internal/formats/gguf_quantize.h"
 #include "edgeseek/internal/formats/quant_policy.h"
-#include "common.h"
 #include "verb.h"
 
 namespace es::tools {
@@ -34,7 +34,8 @@ void DrawBar(uint64_t done, uint64_t total, const std::string& tensor) {
 
 int Run(const QuantizeArgs& a) {
   if (a.type.empty() && a.policy.empty()) Fail("quantize: give --type or --policy");
-  const QuantPolicy policy = a.policy.empty() ? BuiltinQuantPolicy(a.type) : LoadQuantPolicy(a.policy);
+  const QuantPolicy policy =
+      a.policy.empty() ? BuiltinQuantPolicy(a.type) : LoadQuantPolicy(a.policy);
   GgufQuantizeOptions opt;
   opt.threads = a.threads;
   const bool tty = ::isatty(STDERR_FILENO) != 0;
@@ -42,10 +43,14 @@ int Run(const QuantizeArgs& a) {
   const GgufQuantizeStats st = QuantizeGguf(a.in, a.out, policy, opt);
   if (tty) std::fprintf(stderr, "\n");
   std::string types;
-  for (const auto& [t, n] : st.out_types) types += (types.empty() ? "" : ", ") + std::to_string(n) + " " + std::string(Name(t));
-  std::fprintf(stderr, "quantized %s -> %s (%s): %zu tensors (%zu requantized, %zu copied; %s), %.1f MB -> %.1f MB in %.2f s\n",
-               a.in.c_str(), a.out.c_str(), policy.name.c_str(), st.tensors, st.requantized, st.copied,
-               types.c_str(), double(st.in_bytes) / 1e6, double(st.out_bytes) / 1e6, st.seconds);
+  for (const auto& [t, n] : st.out_types)
+    types += (types.empty() ? "" : ", ") + std::to_string(n) + " " + std::string(Name(t));
+  std::fprintf(stderr,
+               "quantized %s -> %s (%s): %zu tensors (%zu requantized, %zu copied; %s), %.1f MB -> "
+               "%.1f MB in %.2f s\n",
+               a.in.c_str(), a.out.c_str(), policy.name.c_str(), st.tensors, st.requantized,
+               st.copied, types.c_str(), double(st.in_bytes) / 1e6, double(st.out_bytes) / 1e6,
+               st.seconds);
   return 0;
 }
 
@@ -53,7 +58,8 @@ VerbRun Setup(CLI::App& sub) {
   auto a = std::make_shared<QuantizeArgs>();
   sub.add_option("input", a->in, "input GGUF file")->required();
   sub.add_option("output", a->out, "output GGUF file")->required();
-  AddQuantTypeOptions(sub, a->type, a->policy, a->threads, "f16, bf16, q4_1, q5_0, q5_1, q4_k, q5_k, q6_k");
+  AddQuantTypeOptions(sub, a->type, a->policy, a->threads,
+                      "f16, bf16, q4_1, q5_0, q5_1, q4_k, q5_k, q6_k");
   return [a] { return Run(*a); };
 }
 

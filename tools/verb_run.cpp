@@ -3,6 +3,7 @@
 // <think> and </think> shown dimmed on a terminal (or hidden with --hide-reasoning), stops at
 // EOS, stop strings or -n. In chat, /reset clears the conversation, /quit leaves, Ctrl-C stops
 // the current answer (not the program).
+#include <editline/readline.h>
 #include <unistd.h>
 
 #include <atomic>
@@ -16,8 +17,6 @@
 #include "edgeseek/internal/runtime/generator.h"
 #include "edgeseek/internal/runtime/text_pipeline.h"
 #include "verb.h"
-
-#include <editline/readline.h>
 
 namespace es::tools {
 namespace {
@@ -198,8 +197,10 @@ VerbRun SetupChat(CLI::App& app) {
   };
 }
 
-VerbRegistrar reg_run("run", "apply the chat template to a prompt, generate and stream text", SetupRun);
-VerbRegistrar reg_chat("chat", "multi-turn chat (/reset, /quit; Ctrl-C stops an answer)", SetupChat);
+VerbRegistrar reg_run("run", "apply the chat template to a prompt, generate and stream text",
+                      SetupRun);
+VerbRegistrar reg_chat("chat", "multi-turn chat (/reset, /quit; Ctrl-C stops an answer)",
+                       SetupChat);
 
 }  // namespace
 }  // namespace es::tools

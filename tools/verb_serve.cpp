@@ -1,4 +1,5 @@
-// `edgeseek serve`: the OpenAI-compatible server (edgeseek/internal/server/server.h, docs/server.md).
+// `edgeseek serve`: the OpenAI-compatible server (edgeseek/internal/server/server.h,
+// docs/server.md).
 //
 //   edgeseek serve -m ~/models/DeepSeek-R1-Distill-Qwen-1.5B --port 8080
 //   edgeseek serve --synthetic tests/server/tiny_config.json --tokenizer tests/data/tiny_tokenizer
@@ -145,7 +146,8 @@ int RunServe(const ServeArgs& a) {
     m.draft = !a.spec.spec.empty() ? a.spec.spec : a.spec.draft;
     m.draft_dtype = a.spec.draft_dtype;
     m.spec_k = a.spec.k;
-    m.name = a.endpoint.model_name.empty() ? DefaultName(ma.model, ma.synthetic) : a.endpoint.model_name;
+    m.name =
+        a.endpoint.model_name.empty() ? DefaultName(ma.model, ma.synthetic) : a.endpoint.model_name;
     InstanceConfig ic;
     ic.backend = ma.backend;
     ic.device = ma.device;
@@ -156,7 +158,8 @@ int RunServe(const ServeArgs& a) {
     m.instances = {ic};
     cfg.models.insert(cfg.models.begin(), m);
   }
-  ES_CHECK(!cfg.models.empty(), "serve: no model: give -m MODEL, --synthetic NAME or a --config with models");
+  ES_CHECK(!cfg.models.empty(),
+           "serve: no model: give -m MODEL, --synthetic NAME or a --config with models");
 
   DrainDeadline deadline(cfg.drain_grace_s);  // before the server: destroyed after it
   Server server(cfg, DefaultModelBuilder());
@@ -169,7 +172,8 @@ int RunServe(const ServeArgs& a) {
   std::signal(SIGPIPE, SIG_IGN);  // a client gone mid-write is an error value, not a signal
 
   server.Listen();
-  std::fprintf(stderr, "edgeseek serve: listening on http://%s:%d (loading)\n", cfg.host.c_str(), server.port());
+  std::fprintf(stderr, "edgeseek serve: listening on http://%s:%d (loading)\n", cfg.host.c_str(),
+               server.port());
   try {
     server.LoadModels();
   } catch (...) {
@@ -177,8 +181,10 @@ int RunServe(const ServeArgs& a) {
     g_server = nullptr;
     throw;
   }
-  std::fprintf(stderr, "edgeseek serve: ready (%zu model%s%s%s)\n", cfg.models.size(), cfg.models.size() == 1 ? "" : "s",
-               cfg.scheduler.deterministic ? ", deterministic" : "", cfg.scheduler.profile ? ", profiling" : "");
+  std::fprintf(stderr, "edgeseek serve: ready (%zu model%s%s%s)\n", cfg.models.size(),
+               cfg.models.size() == 1 ? "" : "s",
+               cfg.scheduler.deterministic ? ", deterministic" : "",
+               cfg.scheduler.profile ? ", profiling" : "");
   server.WaitForShutdown();
   std::fprintf(stderr, "edgeseek serve: drained, exiting\n");
   g_server = nullptr;
@@ -190,7 +196,8 @@ VerbRun Setup(CLI::App& sub) {
   a->model.Add(sub);
   a->endpoint.AddServer(sub);
   a->spec.Add(sub);
-  sub.add_option("--slots", a->slots, "sequences decoded together (KV slots)")->check(CLI::Range(1, 4096));
+  sub.add_option("--slots", a->slots, "sequences decoded together (KV slots)")
+      ->check(CLI::Range(1, 4096));
   sub.add_option("--reasoning", a->reasoning, "split <think> blocks into reasoning_content")
       ->check(CLI::IsMember({"auto", "on", "off"}));
   sub.add_option("--config", a->config, "server config JSON (configs/server.schema.json)");
@@ -202,7 +209,8 @@ VerbRun Setup(CLI::App& sub) {
   sub.add_option("--otlp-endpoint", a->otlp_endpoint,
                  "export request traces to this OpenTelemetry collector (OTLP/HTTP JSON), e.g. "
                  "http://127.0.0.1:4318/v1/traces");
-  sub.add_option("--max-batch-tokens", a->max_batch_tokens, "tokens per engine step (prefill budget)");
+  sub.add_option("--max-batch-tokens", a->max_batch_tokens,
+                 "tokens per engine step (prefill budget)");
   sub.add_option(
       "--drain-grace", a->grace_s,
       "seconds from SIGTERM to the end of the process (at least 0.5): running requests finish, "
@@ -210,8 +218,9 @@ VerbRun Setup(CLI::App& sub) {
   sub.add_option("--prefix-cache", a->prefix_cache,
                  "reuse cached KV blocks of a prompt's longest cached prefix (default on)")
       ->check(CLI::IsMember({"on", "off"}));
-  sub.add_flag("--deterministic", a->deterministic,
-               "batch-invariant outputs on every backend (CPU: always; GPU: one sequence per step)");
+  sub.add_flag(
+      "--deterministic", a->deterministic,
+      "batch-invariant outputs on every backend (CPU: always; GPU: one sequence per step)");
   return [a] { return RunServe(*a); };
 }
 

@@ -42,7 +42,8 @@ std::string OneLine(std::string s) {
 int RunTemplate(const std::string& tokenizer, const std::string& messages_path, bool add_gen) {
   const TemplateConfig cfg = LoadTemplateConfig(tokenizer);
   const std::string& source = cfg.chat_template;
-  ES_CHECK(!source.empty(), "'", tokenizer, "' has no chat_template (tokenizer_config.json or chat_template.jinja)");
+  ES_CHECK(!source.empty(), "'", tokenizer,
+           "' has no chat_template (tokenizer_config.json or chat_template.jinja)");
 
   ChatTemplateInputs in;
   in.add_generation_prompt = add_gen;
@@ -54,9 +55,12 @@ int RunTemplate(const std::string& tokenizer, const std::string& messages_path, 
              "': an object must have a \"messages\" array");
     in.extra = nlohmann::ordered_json::object();
     for (auto it = doc.begin(); it != doc.end(); ++it) {
-      if (it.key() == "messages") in.messages = it.value();
-      else if (it.key() == "tools") in.tools = it.value();
-      else in.extra[it.key()] = it.value();
+      if (it.key() == "messages")
+        in.messages = it.value();
+      else if (it.key() == "tools")
+        in.tools = it.value();
+      else
+        in.extra[it.key()] = it.value();
     }
   } else {
     in.messages = doc;

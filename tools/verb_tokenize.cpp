@@ -6,9 +6,8 @@
 #include <cstdio>
 #include <iostream>
 #include <iterator>
-#include <string>
-
 #include <nlohmann/json.hpp>
+#include <string>
 
 #include "edgeseek/internal/core/error.h"
 #include "edgeseek/internal/tokenizer/tokenizer.h"
@@ -22,7 +21,8 @@ struct TokenizeArgs {
   bool special = false, jsonl = false, decode = false;
 };
 
-std::vector<int32_t> IdsFromJson(const nlohmann::json& a, const Tokenizer& tok, const std::string& where) {
+std::vector<int32_t> IdsFromJson(const nlohmann::json& a, const Tokenizer& tok,
+                                 const std::string& where) {
   if (!a.is_array()) Fail(where, ": expected a JSON array of token ids");
   std::vector<int32_t> ids;
   ids.reserve(a.size());
@@ -30,7 +30,8 @@ std::vector<int32_t> IdsFromJson(const nlohmann::json& a, const Tokenizer& tok, 
     if (!a[i].is_number_integer()) Fail(where, ": element ", i, " is not an integer id");
     const int64_t v = a[i].get<int64_t>();
     if (v < 0 || v > INT32_MAX || !tok.IsValid(static_cast<int32_t>(v)))
-      Fail(where, ": id ", v, " at index ", i, " is out of range (vocabulary size ", tok.vocab_size(), ")");
+      Fail(where, ": id ", v, " at index ", i, " is out of range (vocabulary size ",
+           tok.vocab_size(), ")");
     ids.push_back(static_cast<int32_t>(v));
   }
   return ids;
@@ -69,7 +70,8 @@ int RunTokenize(const TokenizeArgs& a) {
       if (a.decode) {
         const nlohmann::json& arr = j.is_object() && j.contains("ids") ? j["ids"] : j;
         const std::string text = tok->Decode(IdsFromJson(arr, *tok, where), false);
-        out += nlohmann::json(text).dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) + "\n";
+        out += nlohmann::json(text).dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) +
+               "\n";
       } else {
         if (!j.is_object() || !j.contains("text") || !j["text"].is_string())
           Fail(where, ": expected an object {\"text\": \"...\"}");
@@ -86,7 +88,8 @@ VerbRun Setup(CLI::App& sub) {
   auto args = std::make_shared<TokenizeArgs>();
   sub.add_option("--tokenizer", args->tokenizer, "folder with tokenizer.json, or a tokenizer.json")
       ->required();
-  sub.add_flag("--special", args->special, "add special tokens (post-processor, add_bos/eos_token)");
+  sub.add_flag("--special", args->special,
+               "add special tokens (post-processor, add_bos/eos_token)");
   sub.add_flag("--jsonl", args->jsonl, "one JSON object per input line");
   sub.add_flag("--decode", args->decode, "input is ids, output is text");
   return [args] { return RunTokenize(*args); };

@@ -8,10 +8,9 @@
 
 #include <cstdlib>
 #include <memory>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
-
-#include <nlohmann/json.hpp>
 
 #include "edgeseek/internal/grammar/json_schema.h"
 #include "edgeseek/internal/grammar/matcher.h"
@@ -38,7 +37,8 @@ std::shared_ptr<const TokenTrie> Vocab() {
 }
 
 std::shared_ptr<const Grammar> Schema() {
-  static auto g = std::make_shared<const Grammar>(Grammar::ParseGbnf(SchemaToGbnf(SchemaModel::Parse(nlohmann::ordered_json::parse(
+  static auto g = std::make_shared<
+      const Grammar>(Grammar::ParseGbnf(SchemaToGbnf(SchemaModel::Parse(nlohmann::ordered_json::parse(
       R"({"type":"object","properties":{"name":{"type":"string"},"age":{"type":"integer","minimum":0,"maximum":150},
           "tags":{"type":"array","items":{"type":"string"}},"ok":{"type":"boolean"}},
           "required":["name","age","tags","ok"],"additionalProperties":false})")))));
@@ -47,7 +47,8 @@ std::shared_ptr<const Grammar> Schema() {
 
 // Prefixes that end in typical states: inside a string value, before a key, inside an integer,
 // inside an array of strings, at the start.
-const char* kPrefixes[] = {"{\"name\": \"Ada Lov", "{\"name\": \"Ada\", ", "{\"name\": \"Ada\", \"age\": 3",
+const char* kPrefixes[] = {"{\"name\": \"Ada Lov", "{\"name\": \"Ada\", ",
+                           "{\"name\": \"Ada\", \"age\": 3",
                            "{\"name\": \"Ada\", \"age\": 36, \"tags\": [\"x\", \"", ""};
 const char* kLabels[] = {"in_string", "before_key", "in_integer", "in_array_string", "start"};
 

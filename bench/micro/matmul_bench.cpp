@@ -82,26 +82,28 @@ void BM_ReadBandwidth(benchmark::State& state) {
   ThreadPool& pool = Pool(threads);
   std::vector<uint64_t> sums(size_t(threads) * 8);
   for (auto _ : state) {
-    pool.ParallelFor(int64_t(words / 4), [&](int64_t b, int64_t e, int t) {
-      const uint64_t* p = buf.get();
-      uint64_t s0 = 0, s1 = 0, s2 = 0, s3 = 0;
-      for (int64_t i = b * 4; i < e * 4; i += 4) {
-        s0 += p[i];
-        s1 += p[i + 1];
-        s2 += p[i + 2];
-        s3 += p[i + 3];
-      }
-      sums[size_t(t) * 8] = s0 + s1 + s2 + s3;
-    }, 1024);
+    pool.ParallelFor(
+        int64_t(words / 4),
+        [&](int64_t b, int64_t e, int t) {
+          const uint64_t* p = buf.get();
+          uint64_t s0 = 0, s1 = 0, s2 = 0, s3 = 0;
+          for (int64_t i = b * 4; i < e * 4; i += 4) {
+            s0 += p[i];
+            s1 += p[i + 1];
+            s2 += p[i + 2];
+            s3 += p[i + 3];
+          }
+          sums[size_t(t) * 8] = s0 + s1 + s2 + s3;
+        },
+        1024);
     benchmark::DoNotOptimize(sums.data());
   }
-  state.counters["GB/s"] = benchmark::Counter(double(words * 8) / 1e9,
-                                              benchmark::Counter::kIsIterationInvariantRate);
+  state.counters["GB/s"] =
+      benchmark::Counter(double(words * 8) / 1e9, benchmark::Counter::kIsIterationInvariantRate);
 }
 BENCHMARK(BM_ReadBandwidth)->Arg(1)->Arg(2)->UseRealTime()->Unit(benchmark::kMillisecond);
 
-void RunMatMul(benchmark::State& state, DType type, int64_t R, int64_t K, int64_t N,
-               int threads) {
+void RunMatMul(benchmark::State& state, DType type, int64_t R, int64_t K, int64_t N, int threads) {
   const auto& w = Weights(type, N, K);
   const auto x = Activations(R * K);
   std::vector<float> y(size_t(R * N));

@@ -9,12 +9,11 @@
 #include <cstdlib>
 #include <fstream>
 #include <memory>
+#include <nlohmann/json.hpp>
 #include <random>
 #include <sstream>
 #include <string>
 #include <vector>
-
-#include <nlohmann/json.hpp>
 
 #include "edgeseek/internal/tokenizer/tokenizer.h"
 
@@ -37,7 +36,8 @@ const std::string& EnglishText() {
       std::string w;
       while (ss >> w) words.push_back(w);
     }
-    if (words.empty()) words = {"The", "quick", "brown", "fox", "jumps", "over", "the", "lazy", "dog."};
+    if (words.empty())
+      words = {"The", "quick", "brown", "fox", "jumps", "over", "the", "lazy", "dog."};
     std::mt19937 rng(1234);
     std::string out;
     while (out.size() < (1 << 20)) {
@@ -86,7 +86,8 @@ void BM_Decode(benchmark::State& state, const std::string& name) {
   state.SetBytesProcessed(int64_t(state.iterations()) * int64_t(EnglishText().size()));
 }
 
-BENCHMARK_CAPTURE(BM_Encode, deepseek_v3, std::string("deepseek_v3"))->Unit(benchmark::kMillisecond);
+BENCHMARK_CAPTURE(BM_Encode, deepseek_v3, std::string("deepseek_v3"))
+    ->Unit(benchmark::kMillisecond);
 BENCHMARK_CAPTURE(BM_Encode, qwen3, std::string("qwen3"))->Unit(benchmark::kMillisecond);
 BENCHMARK_CAPTURE(BM_Encode, llama3_1, std::string("llama3_1"))->Unit(benchmark::kMillisecond);
 BENCHMARK_CAPTURE(BM_Encode, tiny, std::string("tiny"))->Unit(benchmark::kMillisecond);

@@ -51,8 +51,8 @@ void Backend::ComputeArgmax(const Graph& g, const Batch& batch, KvStorage& kv, i
   ArgmaxRowsHost(out.data(), s[0], s[1], ids);
 }
 
-void Backend::ComputeSample(const Graph& g, const Batch& batch, KvStorage& kv, const RowSampling* rows,
-                            int32_t* ids, ComputeStats* stats) {
+void Backend::ComputeSample(const Graph& g, const Batch& batch, KvStorage& kv,
+                            const RowSampling* rows, int32_t* ids, ComputeStats* stats) {
   const Shape& s = g.node(g.output()).shape;  // [rows, cols]
   std::vector<float> out(size_t(s[0] * s[1]));
   Compute(g, batch, kv, out.data(), stats);
@@ -63,8 +63,9 @@ void Backend::ComputeSample(const Graph& g, const Batch& batch, KvStorage& kv, c
 #if !defined(ES_HAVE_VULKAN)
 bool VulkanBackendBuilt() { return false; }
 std::unique_ptr<Backend> CreateVulkanBackend(const BackendOptions&) {
-  Fail("backend 'vulkan' is not available: this build has no Vulkan support (install "
-       "libvulkan-dev and glslc, then rebuild)");
+  Fail(
+      "backend 'vulkan' is not available: this build has no Vulkan support (install "
+      "libvulkan-dev and glslc, then rebuild)");
 }
 #endif
 

@@ -15,7 +15,9 @@ uint32_t Key(float v) {  // order-preserving: larger float, larger key
   return (b & 0x80000000u) ? ~b : (b | 0x80000000u);
 }
 // (key a, id ia) ranks above (key b, id ib): larger key, then lower id.
-bool Above(uint32_t a, uint32_t ia, uint32_t b, uint32_t ib) { return a > b || (a == b && ia < ib); }
+bool Above(uint32_t a, uint32_t ia, uint32_t b, uint32_t ib) {
+  return a > b || (a == b && ia < ib);
+}
 
 // The row after penalties and bans, the effective temperature and top-k, the max of l / T.
 struct Prepared {
@@ -74,8 +76,9 @@ int32_t SampleRowHost(const float* logits, int64_t vocab, const RowSampling& s) 
     ranked.reserve(size_t(p.finite));
     for (int64_t c = 0; c < vocab; ++c)
       if (p.l[size_t(c)] > kNegInf) ranked.emplace_back(Key(p.l[size_t(c)] / p.T), uint32_t(c));
-    std::nth_element(ranked.begin(), ranked.begin() + (p.top_k - 1), ranked.end(),
-                     [](const auto& a, const auto& b) { return Above(a.first, a.second, b.first, b.second); });
+    std::nth_element(
+        ranked.begin(), ranked.begin() + (p.top_k - 1), ranked.end(),
+        [](const auto& a, const auto& b) { return Above(a.first, a.second, b.first, b.second); });
     key_k = ranked[size_t(p.top_k - 1)].first;
     id_k = ranked[size_t(p.top_k - 1)].second;
   }
@@ -136,7 +139,8 @@ std::vector<std::pair<int32_t, double>> RowDistribution(const float* logits, int
   if (p.finite == 0) return {{0, 1.0}};
   std::vector<std::pair<float, int32_t>> c;
   for (int64_t i = 0; i < vocab; ++i)
-    if (p.l[size_t(i)] > -std::numeric_limits<float>::infinity()) c.emplace_back(p.l[size_t(i)] / p.T, int32_t(i));
+    if (p.l[size_t(i)] > -std::numeric_limits<float>::infinity())
+      c.emplace_back(p.l[size_t(i)] / p.T, int32_t(i));
   std::sort(c.begin(), c.end(), [](const auto& a, const auto& b) {
     return a.first > b.first || (a.first == b.first && a.second < b.second);
   });

@@ -79,7 +79,8 @@ void ConvertRowToF32(DType t, const void* src, float* dst, int64_t n) {
       return;
     }
     default:
-      Fail("cannot convert ", Name(t), " elements to f32 here (quantized types go through src/quant)");
+      Fail("cannot convert ", Name(t),
+           " elements to f32 here (quantized types go through src/quant)");
   }
 }
 

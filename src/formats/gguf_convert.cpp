@@ -47,11 +47,15 @@ double GetDoubleOr(const json& j, const char* key, double def, const std::string
 // The rope scaling object ({} when none) with its type under "type".
 json RopeScaling(const json& c) {
   json r = json::object();
-  if (c.contains("rope_parameters") && c["rope_parameters"].is_object()) r = c["rope_parameters"];
-  else if (c.contains("rope_scaling") && c["rope_scaling"].is_object()) r = c["rope_scaling"];
+  if (c.contains("rope_parameters") && c["rope_parameters"].is_object())
+    r = c["rope_parameters"];
+  else if (c.contains("rope_scaling") && c["rope_scaling"].is_object())
+    r = c["rope_scaling"];
   std::string type = "default";
-  if (r.contains("rope_type") && r["rope_type"].is_string()) type = r["rope_type"].get<std::string>();
-  else if (r.contains("type") && r["type"].is_string()) type = r["type"].get<std::string>();
+  if (r.contains("rope_type") && r["rope_type"].is_string())
+    type = r["rope_type"].get<std::string>();
+  else if (r.contains("type") && r["type"].is_string())
+    type = r["type"].get<std::string>();
   r["type"] = type;
   return r;
 }
@@ -72,15 +76,22 @@ int HeadDim(const json& c, const std::string& where) {
 }  // namespace
 
 std::string GgufArchForConfig(const json& c, const std::string& where) {
-  std::string mt = c.contains("model_type") && c["model_type"].is_string() ? c["model_type"].get<std::string>() : "";
-  if (mt.empty() && c.contains("architectures") && c["architectures"].is_array() && !c["architectures"].empty() &&
-      c["architectures"][0].is_string()) {
+  std::string mt = c.contains("model_type") && c["model_type"].is_string()
+                       ? c["model_type"].get<std::string>()
+                       : "";
+  if (mt.empty() && c.contains("architectures") && c["architectures"].is_array() &&
+      !c["architectures"].empty() && c["architectures"][0].is_string()) {
     const std::string a = c["architectures"][0].get<std::string>();
-    if (a == "LlamaForCausalLM") mt = "llama";
-    else if (a == "Qwen2ForCausalLM") mt = "qwen2";
-    else if (a == "DeepseekV2ForCausalLM") mt = "deepseek_v2";
-    else if (a == "DeepseekV3ForCausalLM") mt = "deepseek_v3";
-    else mt = a;
+    if (a == "LlamaForCausalLM")
+      mt = "llama";
+    else if (a == "Qwen2ForCausalLM")
+      mt = "qwen2";
+    else if (a == "DeepseekV2ForCausalLM")
+      mt = "deepseek_v2";
+    else if (a == "DeepseekV3ForCausalLM")
+      mt = "deepseek_v3";
+    else
+      mt = a;
   }
   if (mt == "llama") return std::string(kArchLlama);
   if (mt == "qwen2") return std::string(kArchQwen2);
@@ -120,13 +131,17 @@ std::vector<float> Llama3RopeFreqFactors(const json& c, int rope_dim) {
   return out;
 }
 
-void SetGgufHparams(GgufWriter& w, const std::string& arch, const json& c, const std::string& where) {
+void SetGgufHparams(GgufWriter& w, const std::string& arch, const json& c,
+                    const std::string& where) {
   auto key = [&](std::string_view suffix) { return ArchKey(arch, suffix); };
   auto u32 = [&](std::string_view suffix, int64_t v) {
-    ES_CHECK(v >= 0 && v <= int64_t(UINT32_MAX), where, ": value ", v, " for ", key(suffix), " is out of range");
+    ES_CHECK(v >= 0 && v <= int64_t(UINT32_MAX), where, ": value ", v, " for ", key(suffix),
+             " is out of range");
     w.Set(key(suffix), GgufValue::U32(uint32_t(v)));
   };
-  auto f32 = [&](std::string_view suffix, double v) { w.Set(key(suffix), GgufValue::F32(float(v))); };
+  auto f32 = [&](std::string_view suffix, double v) {
+    w.Set(key(suffix), GgufValue::F32(float(v)));
+  };
   const int64_t hidden = GetInt(c, "hidden_size", where);
   const int64_t heads = GetInt(c, "num_attention_heads", where);
   const int64_t kv_heads = GetIntOr(c, "num_key_value_heads", heads, where);
@@ -142,7 +157,8 @@ void SetGgufHparams(GgufWriter& w, const std::string& arch, const json& c, const
   const json rs = RopeScaling(c);
   const std::string rtype = rs["type"].get<std::string>();
   if (arch == kArchDeepseek2) {
-    const int64_t nope = GetInt(c, "qk_nope_head_dim", where), rope = GetInt(c, "qk_rope_head_dim", where);
+    const int64_t nope = GetInt(c, "qk_nope_head_dim", where),
+                  rope = GetInt(c, "qk_rope_head_dim", where);
     u32(kKeyLeadingDenseBlockCount, GetIntOr(c, "first_k_dense_replace", 0, where));
     const int64_t q_lora = GetIntOr(c, "q_lora_rank", 0, where);
     if (q_lora > 0) u32(kKeyAttnQLoraRank, q_lora);
@@ -157,10 +173,12 @@ void SetGgufHparams(GgufWriter& w, const std::string& arch, const json& c, const
       u32(kKeyExpertSharedCount, GetIntOr(c, "n_shared_experts", 0, where));
       u32(kKeyExpertUsedCount, GetInt(c, "num_experts_per_tok", where));
       f32(kKeyExpertWeightsScale, GetDoubleOr(c, "routed_scaling_factor", 1.0, where));
-      const bool norm = c.contains("norm_topk_prob") && c["norm_topk_prob"].is_boolean() && c["norm_topk_prob"].get<bool>();
+      const bool norm = c.contains("norm_topk_prob") && c["norm_topk_prob"].is_boolean() &&
+                        c["norm_topk_prob"].get<bool>();
       w.Set(key(kKeyExpertWeightsNorm), GgufValue::Bool(norm));
       const std::string scoring = c.contains("scoring_func") && c["scoring_func"].is_string()
-                                      ? c["scoring_func"].get<std::string>() : "softmax";
+                                      ? c["scoring_func"].get<std::string>()
+                                      : "softmax";
       ES_CHECK(scoring == "softmax" || scoring == "sigmoid", where, ": scoring_func '", scoring,
                "' is not supported (softmax or sigmoid)");
       u32(kKeyExpertGatingFunc, scoring == "softmax" ? 1 : 2);
@@ -174,7 +192,8 @@ void SetGgufHparams(GgufWriter& w, const std::string& arch, const json& c, const
       // llama.cpp's deepseek2 graph takes 0.1 * mscale_all_dim as the yarn log multiplier.
       f32(kKeyRopeScalingYarnLogMul, 0.1 * GetDoubleOr(rs, "mscale_all_dim", 0.0, where));
     } else {
-      ES_CHECK(rtype == "default", where, ": rope scaling '", rtype, "' is not supported for deepseek2");
+      ES_CHECK(rtype == "default", where, ": rope scaling '", rtype,
+               "' is not supported for deepseek2");
     }
     return;
   }
@@ -213,21 +232,26 @@ void CollectSplits(const json& p, std::vector<std::string>* splits, bool* byte_l
     for (const auto& q : p["pretokenizers"]) CollectSplits(q, splits, byte_level_regex, where);
   } else if (type == "Split" && p.contains("pattern") && p["pattern"].is_object()) {
     const json& pat = p["pattern"];
-    if (pat.contains("Regex") && pat["Regex"].is_string()) splits->push_back(pat["Regex"].get<std::string>());
-    else if (pat.contains("String") && pat["String"].is_string()) splits->push_back(pat["String"].get<std::string>());
+    if (pat.contains("Regex") && pat["Regex"].is_string())
+      splits->push_back(pat["Regex"].get<std::string>());
+    else if (pat.contains("String") && pat["String"].is_string())
+      splits->push_back(pat["String"].get<std::string>());
   } else if (type == "ByteLevel") {
     *byte_level_regex = *byte_level_regex || json_field::Opt<bool>(p, "use_regex", true, where);
   }
 }
 
-bool Contains(const std::string& s, std::string_view part) { return s.find(part) != std::string::npos; }
+bool Contains(const std::string& s, std::string_view part) {
+  return s.find(part) != std::string::npos;
+}
 
 bool LooksSpecial(const std::string& t) {
   auto ends = [&](std::string_view a, std::string_view b) {
     return t.size() >= a.size() + b.size() && t.compare(0, a.size(), a) == 0 &&
            t.compare(t.size() - b.size(), b.size(), b) == 0;
   };
-  return t == "<pad>" || t == "<mask>" || ends("<|", "|>") || ends("<\xef\xbd\x9c", "\xef\xbd\x9c>");  // <｜ … ｜>
+  return t == "<pad>" || t == "<mask>" || ends("<|", "|>") ||
+         ends("<\xef\xbd\x9c", "\xef\xbd\x9c>");  // <｜ … ｜>
 }
 
 // The text of a special token entry of tokenizer_config.json: a string or {"content": ...}
@@ -255,37 +279,43 @@ std::string GgufPreTokenizerName(const json& tok, const std::string& where) {
     CollectSplits(tok["pre_tokenizer"], &splits, &byte_level_regex, where + ": pre_tokenizer");
   if (splits.size() == 1 && splits[0] == kLlama3) return "llama-bpe";
   if (splits.size() == 1 && splits[0] == kQwen2) return "qwen2";
-  if (splits.size() == 3 && splits[0] == R"(\p{N}{1,3})" && Contains(splits[1], "\xe4\xb8\x80-\xe9\xbe\xa5") &&
-      Contains(splits[2], R"([\p{L}\p{M}]+)"))
+  if (splits.size() == 3 && splits[0] == R"(\p{N}{1,3})" &&
+      Contains(splits[1], "\xe4\xb8\x80-\xe9\xbe\xa5") && Contains(splits[2], R"([\p{L}\p{M}]+)"))
     return "deepseek-v3";
-  if (splits.size() >= 5 && splits[0] == "[\r\n]" && splits.back() == R"(\p{N}+)") return "deepseek-llm";
+  if (splits.size() >= 5 && splits[0] == "[\r\n]" && splits.back() == R"(\p{N}+)")
+    return "deepseek-llm";
   if (splits.empty() && byte_level_regex) return "gpt-2";
   std::string shown = splits.empty() ? "(none)" : splits[0].substr(0, 60);
   Fail(where, ": pre-tokenizer not recognized (first split pattern ", shown,
        "); known: llama-bpe, qwen2, deepseek-v3, deepseek-llm, gpt-2");
 }
 
-void SetGgufTokenizer(GgufWriter& w, const std::string& dir, int64_t vocab_size, const json& config) {
+void SetGgufTokenizer(GgufWriter& w, const std::string& dir, int64_t vocab_size,
+                      const json& config) {
   const std::string tok_path = (fs::path(dir) / "tokenizer.json").string();
   const json tok = ReadJsonFile(tok_path);
   ES_CHECK(tok.contains("model") && tok["model"].is_object(), tok_path, ": missing 'model'");
   const json& model = tok["model"];
   const std::string mtype = json_field::Opt<std::string>(model, "type", "", tok_path + ": model");
-  ES_CHECK(mtype == "BPE", tok_path, ": tokenizer model '", mtype, "' is not supported (byte-level BPE only)");
+  ES_CHECK(mtype == "BPE", tok_path, ": tokenizer model '", mtype,
+           "' is not supported (byte-level BPE only)");
   ES_CHECK(!json_field::Opt<bool>(model, "byte_fallback", false, tok_path + ": model"), tok_path,
            ": byte-fallback (SentencePiece-style) BPE is not supported (byte-level BPE only)");
-  ES_CHECK(model.contains("vocab") && model["vocab"].is_object(), tok_path, ": missing model.vocab");
+  ES_CHECK(model.contains("vocab") && model["vocab"].is_object(), tok_path,
+           ": missing model.vocab");
 
   // Tokens by id: the BPE vocabulary, then the added tokens (which may repeat vocabulary ids).
   std::map<int64_t, std::string> by_id;
   std::unordered_map<int64_t, int64_t> type_of;
   for (const auto& [text, id] : model["vocab"].items()) {
-    ES_CHECK(id.is_number_integer() && id.get<int64_t>() >= 0, tok_path, ": token '", text, "' has a bad id");
+    ES_CHECK(id.is_number_integer() && id.get<int64_t>() >= 0, tok_path, ": token '", text,
+             "' has a bad id");
     by_id[id.get<int64_t>()] = text;
   }
   if (tok.contains("added_tokens") && tok["added_tokens"].is_array()) {
     for (const auto& a : tok["added_tokens"]) {
-      ES_CHECK(a.contains("id") && a["id"].is_number_integer() && a.contains("content") && a["content"].is_string(),
+      ES_CHECK(a.contains("id") && a["id"].is_number_integer() && a.contains("content") &&
+                   a["content"].is_string(),
                tok_path, ": added_tokens entry without id/content");
       const int64_t id = a["id"].get<int64_t>();
       const std::string text = a["content"].get<std::string>();
@@ -298,8 +328,8 @@ void SetGgufTokenizer(GgufWriter& w, const std::string& dir, int64_t vocab_size,
   }
   ES_CHECK(!by_id.empty(), tok_path, ": empty vocabulary");
   const int64_t max_id = by_id.rbegin()->first;
-  ES_CHECK(max_id < vocab_size, tok_path, ": token id ", max_id, " does not fit the model's vocabulary of ",
-           vocab_size);
+  ES_CHECK(max_id < vocab_size, tok_path, ": token id ", max_id,
+           " does not fit the model's vocabulary of ", vocab_size);
   std::vector<std::string> tokens(static_cast<size_t>(vocab_size));
   std::vector<int64_t> types(size_t(vocab_size), static_cast<int64_t>(GgufTokenType::kNormal));
   std::unordered_map<std::string, int64_t> id_of;
@@ -342,26 +372,32 @@ void SetGgufTokenizer(GgufWriter& w, const std::string& dir, int64_t vocab_size,
     const char* name;
     std::string_view key;
   };
-  const SpecialKey kSpecials[] = {{"bos", kKeyTokenizerBosId}, {"eos", kKeyTokenizerEosId},
-                                  {"unk", kKeyTokenizerUnkId}, {"sep", kKeyTokenizerSepId},
+  const SpecialKey kSpecials[] = {{"bos", kKeyTokenizerBosId},
+                                  {"eos", kKeyTokenizerEosId},
+                                  {"unk", kKeyTokenizerUnkId},
+                                  {"sep", kKeyTokenizerSepId},
                                   {"pad", kKeyTokenizerPadId}};
   std::map<std::string, int64_t> special_ids;
   for (const SpecialKey& s : kSpecials) {
     int64_t id = -1;
     if (auto text = SpecialText(tcfg, std::string(s.name) + "_token", cfg_path)) {
       auto it = id_of.find(*text);
-      ES_CHECK(it != id_of.end(), cfg_path, ": ", s.name, "_token '", *text, "' is not in the vocabulary");
+      ES_CHECK(it != id_of.end(), cfg_path, ": ", s.name, "_token '", *text,
+               "' is not in the vocabulary");
       id = it->second;
     } else {
       const std::string k = std::string(s.name) + "_token_id";
       if (config.contains(k)) {
         const json& v = config[k];
-        if (v.is_number_integer()) id = v.get<int64_t>();
-        else if (v.is_array() && !v.empty() && v[0].is_number_integer()) id = v[0].get<int64_t>();
+        if (v.is_number_integer())
+          id = v.get<int64_t>();
+        else if (v.is_array() && !v.empty() && v[0].is_number_integer())
+          id = v[0].get<int64_t>();
       }
     }
     if (id < 0) continue;
-    ES_CHECK(id < vocab_size, "config: ", s.name, " token id ", id, " is outside the vocabulary of ", vocab_size);
+    ES_CHECK(id < vocab_size, "config: ", s.name, " token id ", id,
+             " is outside the vocabulary of ", vocab_size);
     w.Set(std::string(s.key), GgufValue::U32(uint32_t(id)));
     special_ids[s.name] = id;
   }
@@ -397,18 +433,21 @@ void SetGgufTokenizer(GgufWriter& w, const std::string& dir, int64_t vocab_size,
   // Chat template(s).
   const std::string jinja = (fs::path(dir) / "chat_template.jinja").string();
   if (tcfg.contains("chat_template") && tcfg["chat_template"].is_string()) {
-    w.Set(std::string(kKeyTokenizerChatTemplate), GgufValue::Str(tcfg["chat_template"].get<std::string>()));
+    w.Set(std::string(kKeyTokenizerChatTemplate),
+          GgufValue::Str(tcfg["chat_template"].get<std::string>()));
   } else if (tcfg.contains("chat_template") && !tcfg["chat_template"].is_null() &&
              !tcfg["chat_template"].is_array()) {
     Fail(cfg_path,
          ": field 'chat_template' must be a string or a list of {\"name\", \"template\"}");
   } else if (tcfg.contains("chat_template") && tcfg["chat_template"].is_array()) {
     for (const auto& t : tcfg["chat_template"]) {
-      ES_CHECK(t.contains("name") && t["name"].is_string() && t.contains("template") && t["template"].is_string(),
+      ES_CHECK(t.contains("name") && t["name"].is_string() && t.contains("template") &&
+                   t["template"].is_string(),
                cfg_path, ": chat_template entries need 'name' and 'template'");
       const std::string name = t["name"].get<std::string>();
-      const std::string key = name == "default" ? std::string(kKeyTokenizerChatTemplate)
-                                                : std::string(kKeyTokenizerChatTemplate) + "." + name;
+      const std::string key = name == "default"
+                                  ? std::string(kKeyTokenizerChatTemplate)
+                                  : std::string(kKeyTokenizerChatTemplate) + "." + name;
       w.Set(key, GgufValue::Str(t["template"].get<std::string>()));
     }
   } else if (fs::exists(jinja)) {
@@ -426,8 +465,8 @@ void PermuteRopeRows(const uint8_t* src, uint8_t* dst, int64_t rows, size_t row_
   for (int64_t h = 0; h < heads; ++h)
     for (int64_t i = 0; i < half; ++i)
       for (int64_t j = 0; j < 2; ++j)
-        std::memcpy(dst + size_t(h * d + 2 * i + j) * row_bytes, src + size_t(h * d + j * half + i) * row_bytes,
-                    row_bytes);
+        std::memcpy(dst + size_t(h * d + 2 * i + j) * row_bytes,
+                    src + size_t(h * d + j * half + i) * row_bytes, row_bytes);
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -435,13 +474,13 @@ void PermuteRopeRows(const uint8_t* src, uint8_t* dst, int64_t rows, size_t row_
 namespace {
 
 struct OutTensor {
-  std::string name;                      // GGUF name
-  Shape shape;                           // outermost-first; experts prepended when stacked
+  std::string name;  // GGUF name
+  Shape shape;       // outermost-first; experts prepended when stacked
   DType src_type = DType::kF32;
   DType dst_type = DType::kF32;
-  std::vector<const Tensor*> parts;      // one, or one per expert (in expert order)
-  int permute_heads = 0;                 // > 0: llama q/k rope permutation over this many heads
-  std::vector<float> generated;          // tensors made here (rope_freqs)
+  std::vector<const Tensor*> parts;  // one, or one per expert (in expert order)
+  int permute_heads = 0;             // > 0: llama q/k rope permutation over this many heads
+  std::vector<float> generated;      // tensors made here (rope_freqs)
   uint64_t in_bytes = 0;
 };
 
@@ -452,7 +491,7 @@ bool EndsWith(const std::string& s, std::string_view e) {
 std::vector<OutTensor> PlanTensors(const GgufConvertSource& src, const std::string& arch) {
   const std::string& where = src.where;
   std::vector<OutTensor> out;
-  std::map<std::string, size_t> index;              // gguf name -> out position
+  std::map<std::string, size_t> index;  // gguf name -> out position
   std::map<std::string, std::map<int, const Tensor*>> experts;
   std::map<std::string, bool> seen;
   const int heads = int(GetInt(src.config, "num_attention_heads", where));
@@ -470,9 +509,11 @@ std::vector<OutTensor> PlanTensors(const GgufConvertSource& src, const std::stri
       o.shape = t->shape;
       o.src_type = t->dtype;
       if (arch == kArchLlama) {
-        if (EndsWith(t->name, "self_attn.q_proj.weight") || EndsWith(t->name, "self_attn.q_proj.bias"))
+        if (EndsWith(t->name, "self_attn.q_proj.weight") ||
+            EndsWith(t->name, "self_attn.q_proj.bias"))
           o.permute_heads = heads;
-        if (EndsWith(t->name, "self_attn.k_proj.weight") || EndsWith(t->name, "self_attn.k_proj.bias"))
+        if (EndsWith(t->name, "self_attn.k_proj.weight") ||
+            EndsWith(t->name, "self_attn.k_proj.bias"))
           o.permute_heads = kv_heads;
       }
       if (m->expert < 0) o.parts.push_back(t);
@@ -482,26 +523,35 @@ std::vector<OutTensor> PlanTensors(const GgufConvertSource& src, const std::stri
     }
     if (m->expert >= 0) {
       OutTensor& o = out[it->second];
-      ES_CHECK(t->shape == o.shape && t->dtype == o.src_type, where, ": expert tensor '", t->name, "' has shape ",
-               ShapeStr(t->shape), " ", Name(t->dtype), " but expert tensors of ", o.name, " have ",
-               ShapeStr(o.shape), " ", Name(o.src_type));
-      ES_CHECK(!experts[o.name].count(m->expert), where, ": expert tensor '", t->name, "' given twice");
+      ES_CHECK(t->shape == o.shape && t->dtype == o.src_type, where, ": expert tensor '", t->name,
+               "' has shape ", ShapeStr(t->shape), " ", Name(t->dtype), " but expert tensors of ",
+               o.name, " have ", ShapeStr(o.shape), " ", Name(o.src_type));
+      ES_CHECK(!experts[o.name].count(m->expert), where, ": expert tensor '", t->name,
+               "' given twice");
       experts[o.name][m->expert] = t;
     } else {
-      ES_CHECK(created, where, ": tensor '", t->name, "' maps to ", m->gguf_name, ", which another tensor already fills");
+      ES_CHECK(created, where, ": tensor '", t->name, "' maps to ", m->gguf_name,
+               ", which another tensor already fills");
     }
   }
   for (auto& [name, experts_of] : experts) {
     const auto& by_expert = experts_of;  // a plain name: clang 14 cannot capture a binding
     OutTensor& o = out[index[name]];
     const int n = int(by_expert.size());
-    ES_CHECK(by_expert.rbegin()->first == n - 1, where, ": ", name, " is missing expert ",
-             [&] { int e = 0; for (const auto& kv : by_expert) { if (kv.first != e) break; ++e; } return e; }());
+    ES_CHECK(by_expert.rbegin()->first == n - 1, where, ": ", name, " is missing expert ", [&] {
+      int e = 0;
+      for (const auto& kv : by_expert) {
+        if (kv.first != e) break;
+        ++e;
+      }
+      return e;
+    }());
     for (const auto& kv : by_expert) o.parts.push_back(kv.second);
     o.shape.insert(o.shape.begin(), int64_t(n));
   }
   for (OutTensor& o : out) {
-    ES_CHECK(!o.shape.empty() && o.shape.back() > 0, where, ": tensor ", o.name, " has shape ", ShapeStr(o.shape));
+    ES_CHECK(!o.shape.empty() && o.shape.back() > 0, where, ": tensor ", o.name, " has shape ",
+             ShapeStr(o.shape));
     for (const Tensor* p : o.parts) o.in_bytes += p->nbytes;
   }
   return out;
@@ -512,8 +562,8 @@ std::vector<OutTensor> PlanTensors(const GgufConvertSource& src, const std::stri
 // ---------------------------------------------------------------------------------------------
 // Writing.
 
-GgufQuantizeStats ConvertToGguf(const GgufConvertSource& src, const std::string& out_path, const QuantPolicy& policy,
-                                const GgufQuantizeOptions& options) {
+GgufQuantizeStats ConvertToGguf(const GgufConvertSource& src, const std::string& out_path,
+                                const QuantPolicy& policy, const GgufQuantizeOptions& options) {
   const auto t0 = std::chrono::steady_clock::now();
   const std::string& where = src.where;
   const std::string arch = GgufArchForConfig(src.config, where);
@@ -556,7 +606,8 @@ GgufQuantizeStats ConvertToGguf(const GgufConvertSource& src, const std::string&
   GgufQuantizeStats st;
   bool any_quantized = false;
   for (OutTensor& o : plan) {
-    o.dst_type = o.generated.empty() ? ChooseType(policy, o.name, o.shape, o.src_type) : DType::kF32;
+    o.dst_type =
+        o.generated.empty() ? ChooseType(policy, o.name, o.shape, o.src_type) : DType::kF32;
     ES_CHECK(o.generated.size() || CanQuantize(o.src_type), where, ": tensor ", o.name, " of type ",
              Name(o.src_type), " cannot be converted");
     any_quantized |= IsQuantized(o.dst_type);
@@ -565,10 +616,12 @@ GgufQuantizeStats ConvertToGguf(const GgufConvertSource& src, const std::string&
   }
   const int ftype = policy.file_type >= 0 ? policy.file_type : FileTypeFor(policy.default_type);
   if (ftype >= 0) w.Set(std::string(kKeyGeneralFileType), GgufValue::U32(uint32_t(ftype)));
-  if (any_quantized) w.Set(std::string(kKeyGeneralQuantizationVersion), GgufValue::U32(kGgmlQuantizationVersion));
+  if (any_quantized)
+    w.Set(std::string(kKeyGeneralQuantizationVersion), GgufValue::U32(kGgmlQuantizationVersion));
 
   ThreadPool pool(options.threads);
-  std::vector<uint8_t> made, permuted, out;  // a made slice (or part), a permuted part, re-encoded rows
+  std::vector<uint8_t> made, permuted,
+      out;  // a made slice (or part), a permuted part, re-encoded rows
   w.Begin(out_path);
   uint64_t done = 0;
   for (const OutTensor& o : plan) {
@@ -592,7 +645,7 @@ GgufQuantizeStats ConvertToGguf(const GgufConvertSource& src, const std::string&
     const int64_t step = StreamStepRows(in_row, out_row);
     // 1-D tensors permuted (llama q/k biases) are rows of one element here.
     const bool one_d = o.shape.size() == 1;
-    const int64_t prow = one_d ? cols : part_rows;         // rows seen by the permutation
+    const int64_t prow = one_d ? cols : part_rows;  // rows seen by the permutation
     const size_t prow_bytes = one_d ? RowBytes(o.src_type, 1) : in_row;
     for (size_t p = 0; p < o.parts.size(); ++p) {
       const Tensor& part = *o.parts[p];
@@ -620,8 +673,9 @@ GgufQuantizeStats ConvertToGguf(const GgufConvertSource& src, const std::string&
           w.WriteTensorPart(in, size_t(n) * in_row);
         } else {
           out.resize(size_t(n) * out_row);
-          RequantizeRows(pool, o.src_type, [&](int64_t r) { return in + size_t(r) * in_row; }, o.dst_type, n, cols,
-                         out.data(), where, o.name, int64_t(p) * part_rows + r0);
+          RequantizeRows(
+              pool, o.src_type, [&](int64_t r) { return in + size_t(r) * in_row; }, o.dst_type, n,
+              cols, out.data(), where, o.name, int64_t(p) * part_rows + r0);
           w.WriteTensorPart(out.data(), size_t(n) * out_row);
         }
         if (src.release && part.data && o.permute_heads == 0) src.release(part, r0, r0 + n);

@@ -15,19 +15,21 @@ std::string ArchKey(std::string_view arch, std::string_view suffix) {
 
 const std::vector<std::string_view>& ArchKeySuffixes(std::string_view arch) {
   static const std::vector<std::string_view> kDense = {
-      kKeyContextLength, kKeyEmbeddingLength, kKeyBlockCount, kKeyFeedForwardLength,
+      kKeyContextLength, kKeyEmbeddingLength, kKeyBlockCount,          kKeyFeedForwardLength,
       kKeyAttnHeadCount, kKeyAttnHeadCountKv, kKeyAttnLayerNormRmsEps, kKeyRopeDimensionCount,
-      kKeyRopeFreqBase, kKeyRopeScalingType, kKeyRopeScalingFactor, kKeyRopeScalingOrigCtxLen,
+      kKeyRopeFreqBase,  kKeyRopeScalingType, kKeyRopeScalingFactor,   kKeyRopeScalingOrigCtxLen,
       kKeyVocabSize};
   static const std::vector<std::string_view> kDeepseek2 = {
-      kKeyContextLength, kKeyEmbeddingLength, kKeyBlockCount, kKeyFeedForwardLength,
-      kKeyAttnHeadCount, kKeyAttnHeadCountKv, kKeyAttnLayerNormRmsEps, kKeyAttnQLoraRank,
-      kKeyAttnKvLoraRank, kKeyAttnKeyLength, kKeyAttnValueLength, kKeyAttnKeyLengthMla,
-      kKeyAttnValueLengthMla, kKeyRopeDimensionCount, kKeyRopeFreqBase, kKeyRopeScalingType,
-      kKeyRopeScalingFactor, kKeyRopeScalingOrigCtxLen, kKeyRopeScalingYarnLogMul,
-      kKeyLeadingDenseBlockCount, kKeyExpertFeedForwardLength, kKeyExpertCount,
-      kKeyExpertUsedCount, kKeyExpertSharedCount, kKeyExpertWeightsScale, kKeyExpertWeightsNorm,
-      kKeyExpertGatingFunc, kKeyExpertGroupCount, kKeyExpertGroupUsedCount, kKeyVocabSize};
+      kKeyContextLength,         kKeyEmbeddingLength,        kKeyBlockCount,
+      kKeyFeedForwardLength,     kKeyAttnHeadCount,          kKeyAttnHeadCountKv,
+      kKeyAttnLayerNormRmsEps,   kKeyAttnQLoraRank,          kKeyAttnKvLoraRank,
+      kKeyAttnKeyLength,         kKeyAttnValueLength,        kKeyAttnKeyLengthMla,
+      kKeyAttnValueLengthMla,    kKeyRopeDimensionCount,     kKeyRopeFreqBase,
+      kKeyRopeScalingType,       kKeyRopeScalingFactor,      kKeyRopeScalingOrigCtxLen,
+      kKeyRopeScalingYarnLogMul, kKeyLeadingDenseBlockCount, kKeyExpertFeedForwardLength,
+      kKeyExpertCount,           kKeyExpertUsedCount,        kKeyExpertSharedCount,
+      kKeyExpertWeightsScale,    kKeyExpertWeightsNorm,      kKeyExpertGatingFunc,
+      kKeyExpertGroupCount,      kKeyExpertGroupUsedCount,   kKeyVocabSize};
   static const std::vector<std::string_view> kNone;
   if (arch == kArchQwen2 || arch == kArchLlama) return kDense;
   if (arch == kArchDeepseek2) return kDeepseek2;
@@ -161,7 +163,8 @@ std::optional<GgufNameMapping> HfToGgufName(std::string_view hf_name) {
 std::optional<std::string> GgufToHfName(std::string_view gguf_name, int expert) {
   int layer, unused;
   for (const auto& r : GgufNameTable())
-    if (r.exact && MatchPattern(r.gguf, gguf_name, &layer, &unused)) return Fill(r.hf, layer, expert);
+    if (r.exact && MatchPattern(r.gguf, gguf_name, &layer, &unused))
+      return Fill(r.hf, layer, expert);
   std::string_view base, suffix;
   SplitSuffix(gguf_name, &base, &suffix);
   if (suffix.empty()) return std::nullopt;

@@ -4,8 +4,8 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
-#include <chrono>
 #include <algorithm>
+#include <chrono>
 #include <cstdlib>
 #include <memory>
 #include <vector>
@@ -17,8 +17,9 @@
 
 namespace es {
 
-void RequantizeRows(ThreadPool& pool, DType src_type, const std::function<const uint8_t*(int64_t)>& src_row,
-                    DType dst_type, int64_t rows, int64_t cols, uint8_t* out, const std::string& where,
+void RequantizeRows(ThreadPool& pool, DType src_type,
+                    const std::function<const uint8_t*(int64_t)>& src_row, DType dst_type,
+                    int64_t rows, int64_t cols, uint8_t* out, const std::string& where,
                     const std::string& name, int64_t first_row) {
   const size_t out_row = RowBytes(dst_type, cols);
   const int64_t grain = std::max<int64_t>(1, (1 << 16) / std::max<int64_t>(cols, 1));
@@ -56,17 +57,21 @@ void RequantizeRows(ThreadPool& pool, DType src_type, const std::function<const 
 
 void DropMappedPages(const void* data, size_t nbytes) {
   const uintptr_t page = uintptr_t(::sysconf(_SC_PAGESIZE));
-  const uintptr_t b = (uintptr_t(data) + page - 1) / page * page, e = (uintptr_t(data) + nbytes) / page * page;
-  if (e > b) ::madvise(reinterpret_cast<void*>(b), e - b, MADV_DONTNEED);  // advisory: failure changes nothing
+  const uintptr_t b = (uintptr_t(data) + page - 1) / page * page,
+                  e = (uintptr_t(data) + nbytes) / page * page;
+  if (e > b)
+    ::madvise(reinterpret_cast<void*>(b), e - b,
+              MADV_DONTNEED);  // advisory: failure changes nothing
 }
 
 int64_t StreamStepRows(size_t in_row_bytes, size_t out_row_bytes) {
   constexpr size_t kStepBytes = size_t(8) << 20;
-  return int64_t(std::max<size_t>(1, kStepBytes / std::max<size_t>({in_row_bytes, out_row_bytes, 1})));
+  return int64_t(
+      std::max<size_t>(1, kStepBytes / std::max<size_t>({in_row_bytes, out_row_bytes, 1})));
 }
 
-GgufQuantizeStats QuantizeGguf(const std::string& in_path, const std::string& out_path, const QuantPolicy& policy,
-                               const GgufQuantizeOptions& options) {
+GgufQuantizeStats QuantizeGguf(const std::string& in_path, const std::string& out_path,
+                               const QuantPolicy& policy, const GgufQuantizeOptions& options) {
   const auto t0 = std::chrono::steady_clock::now();
   const std::shared_ptr<GgufFile> in = GgufFile::Open(in_path);
   GgufWriter w(in->alignment());
@@ -92,7 +97,8 @@ GgufQuantizeStats QuantizeGguf(const std::string& in_path, const std::string& ou
     w.Set(std::string(kKeyGeneralFileType), GgufValue::U32(uint32_t(ftype)));
   else
     w.Remove(std::string(kKeyGeneralFileType));
-  if (any_quantized) w.Set(std::string(kKeyGeneralQuantizationVersion), GgufValue::U32(kGgmlQuantizationVersion));
+  if (any_quantized)
+    w.Set(std::string(kKeyGeneralQuantizationVersion), GgufValue::U32(kGgmlQuantizationVersion));
 
   ThreadPool pool(options.threads);
   std::vector<uint8_t> out;  // one slice of re-encoded rows
@@ -125,8 +131,9 @@ GgufQuantizeStats QuantizeGguf(const std::string& in_path, const std::string& ou
         const int64_t n = std::min(step, rows - r0);
         const uint8_t* in_rows = src.bytes() + size_t(r0) * in_row;
         out.resize(size_t(n) * out_row);
-        RequantizeRows(pool, ti.dtype, [&](int64_t r) { return in_rows + size_t(r) * in_row; }, dst_type, n, cols,
-                       out.data(), in_path, ti.name, r0);
+        RequantizeRows(
+            pool, ti.dtype, [&](int64_t r) { return in_rows + size_t(r) * in_row; }, dst_type, n,
+            cols, out.data(), in_path, ti.name, r0);
         w.WriteTensorPart(out.data(), size_t(n) * out_row);
         DropMappedPages(in_rows, size_t(n) * in_row);
       }

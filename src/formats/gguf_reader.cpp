@@ -25,8 +25,8 @@ class Cursor {
 
   void Need(uint64_t n, const std::string& what) const {
     if (n > left())
-      Fail(path_, ": truncated file: ", what, " needs ", n, " bytes at offset ", pos_, " but the file has ",
-           size_, " bytes");
+      Fail(path_, ": truncated file: ", what, " needs ", n, " bytes at offset ", pos_,
+           " but the file has ", size_, " bytes");
   }
   template <class T>
   T Read(const std::string& what) {
@@ -39,8 +39,8 @@ class Cursor {
   std::string String(const std::string& what) {
     const uint64_t n = Read<uint64_t>(what + " (string length)");
     if (n > left())
-      Fail(path_, ": ", what, ": string length ", n, " at offset ", pos_ - 8, " runs past the end of the file (",
-           left(), " bytes left)");
+      Fail(path_, ": ", what, ": string length ", n, " at offset ", pos_ - 8,
+           " runs past the end of the file (", left(), " bytes left)");
     std::string s(reinterpret_cast<const char*>(data_ + pos_), size_t(n));
     pos_ += size_t(n);
     return s;
@@ -56,61 +56,92 @@ class Cursor {
 // Bytes an element of this type needs at least (for count sanity checks); 0 if invalid.
 uint64_t MinSize(uint32_t t) {
   switch (GgufType(t)) {
-    case GgufType::kU8: case GgufType::kI8: case GgufType::kBool: return 1;
-    case GgufType::kU16: case GgufType::kI16: return 2;
-    case GgufType::kU32: case GgufType::kI32: case GgufType::kF32: return 4;
-    case GgufType::kU64: case GgufType::kI64: case GgufType::kF64: return 8;
-    case GgufType::kString: return 8;
-    case GgufType::kArray: return 12;
+    case GgufType::kU8:
+    case GgufType::kI8:
+    case GgufType::kBool:
+      return 1;
+    case GgufType::kU16:
+    case GgufType::kI16:
+      return 2;
+    case GgufType::kU32:
+    case GgufType::kI32:
+    case GgufType::kF32:
+      return 4;
+    case GgufType::kU64:
+    case GgufType::kI64:
+    case GgufType::kF64:
+      return 8;
+    case GgufType::kString:
+      return 8;
+    case GgufType::kArray:
+      return 12;
   }
   return 0;
 }
 
 int64_t ReadInt(Cursor& c, GgufType t, const std::string& what, const std::string& path) {
   switch (t) {
-    case GgufType::kU8: return c.Read<uint8_t>(what);
-    case GgufType::kI8: return c.Read<int8_t>(what);
-    case GgufType::kU16: return c.Read<uint16_t>(what);
-    case GgufType::kI16: return c.Read<int16_t>(what);
-    case GgufType::kU32: return c.Read<uint32_t>(what);
-    case GgufType::kI32: return c.Read<int32_t>(what);
-    case GgufType::kU64: return int64_t(c.Read<uint64_t>(what));
-    case GgufType::kI64: return c.Read<int64_t>(what);
+    case GgufType::kU8:
+      return c.Read<uint8_t>(what);
+    case GgufType::kI8:
+      return c.Read<int8_t>(what);
+    case GgufType::kU16:
+      return c.Read<uint16_t>(what);
+    case GgufType::kI16:
+      return c.Read<int16_t>(what);
+    case GgufType::kU32:
+      return c.Read<uint32_t>(what);
+    case GgufType::kI32:
+      return c.Read<int32_t>(what);
+    case GgufType::kU64:
+      return int64_t(c.Read<uint64_t>(what));
+    case GgufType::kI64:
+      return c.Read<int64_t>(what);
     case GgufType::kBool: {
       const uint8_t b = c.Read<uint8_t>(what);
-      if (b > 1) Fail(path, ": ", what, ": bool value ", int(b), " at offset ", c.pos() - 1, " is neither 0 nor 1");
+      if (b > 1)
+        Fail(path, ": ", what, ": bool value ", int(b), " at offset ", c.pos() - 1,
+             " is neither 0 nor 1");
       return b;
     }
-    default: ES_ASSERT(false);
+    default:
+      ES_ASSERT(false);
   }
 }
 
-GgufValue ReadValue(Cursor& c, uint32_t type, int depth, const std::string& what, const std::string& path) {
+GgufValue ReadValue(Cursor& c, uint32_t type, int depth, const std::string& what,
+                    const std::string& path) {
   const GgufType t = GgufType(type);
   if (MinSize(type) == 0) Fail(path, ": ", what, ": unknown metadata value type ", type);
   switch (t) {
-    case GgufType::kF32: return GgufValue::F32(c.Read<float>(what));
-    case GgufType::kF64: return GgufValue::F64(c.Read<double>(what));
-    case GgufType::kString: return GgufValue::Str(c.String(what));
+    case GgufType::kF32:
+      return GgufValue::F32(c.Read<float>(what));
+    case GgufType::kF64:
+      return GgufValue::F64(c.Read<double>(what));
+    case GgufType::kString:
+      return GgufValue::Str(c.String(what));
     case GgufType::kArray: {
-      if (depth >= kMaxArrayDepth) Fail(path, ": ", what, ": arrays nested deeper than ", kMaxArrayDepth);
+      if (depth >= kMaxArrayDepth)
+        Fail(path, ": ", what, ": arrays nested deeper than ", kMaxArrayDepth);
       const uint32_t et = c.Read<uint32_t>(what + " (array element type)");
       const uint64_t n = c.Read<uint64_t>(what + " (array length)");
       const uint64_t min = MinSize(et);
       if (min == 0) Fail(path, ": ", what, ": unknown array element type ", et);
       if (n > c.left() / min)
-        Fail(path, ": ", what, ": array of ", n, " ", GgufTypeName(GgufType(et)), " at offset ", c.pos() - 12,
-             " runs past the end of the file (", c.left(), " bytes left)");
+        Fail(path, ": ", what, ": array of ", n, " ", GgufTypeName(GgufType(et)), " at offset ",
+             c.pos() - 12, " runs past the end of the file (", c.left(), " bytes left)");
       const GgufType e = GgufType(et);
       if (e == GgufType::kString) {
         std::vector<std::string> v;
         v.reserve(size_t(n));
-        for (uint64_t i = 0; i < n; ++i) v.push_back(c.String(what + "[" + std::to_string(i) + "]"));
+        for (uint64_t i = 0; i < n; ++i)
+          v.push_back(c.String(what + "[" + std::to_string(i) + "]"));
         return GgufValue::StrArray(std::move(v));
       }
       if (e == GgufType::kF32 || e == GgufType::kF64) {
         std::vector<double> v(static_cast<size_t>(n));
-        for (uint64_t i = 0; i < n; ++i) v[i] = e == GgufType::kF32 ? double(c.Read<float>(what)) : c.Read<double>(what);
+        for (uint64_t i = 0; i < n; ++i)
+          v[i] = e == GgufType::kF32 ? double(c.Read<float>(what)) : c.Read<double>(what);
         return GgufValue::FloatArray(e, std::move(v));
       }
       if (e == GgufType::kArray) {
@@ -156,18 +187,21 @@ void GgufFile::Parse() {
   if (version_ == 0x02000000u || version_ == 0x03000000u)
     Fail(path, ": big-endian GGUF files are not supported");
   if (version_ == 1) Fail(path, ": GGUF version 1 is not supported (only versions 2 and 3)");
-  if (version_ != 2 && version_ != 3) Fail(path, ": unsupported GGUF version ", version_, " (only 2 and 3)");
+  if (version_ != 2 && version_ != 3)
+    Fail(path, ": unsupported GGUF version ", version_, " (only 2 and 3)");
   const uint64_t n_tensors = c.Read<uint64_t>("tensor count");
   const uint64_t n_kv = c.Read<uint64_t>("metadata count");
   if (n_kv > c.left() / 13)
-    Fail(path, ": metadata count ", n_kv, " cannot fit in the ", c.left(), " bytes left (truncated or corrupt header)");
+    Fail(path, ": metadata count ", n_kv, " cannot fit in the ", c.left(),
+         " bytes left (truncated or corrupt header)");
 
   kv_.reserve(size_t(n_kv));
   for (uint64_t i = 0; i < n_kv; ++i) {
     std::string key = c.String("metadata key #" + std::to_string(i));
     const uint32_t type = c.Read<uint32_t>("type of metadata key '" + key + "'");
     GgufValue v = ReadValue(c, type, 0, "metadata key '" + key + "'", path);
-    if (!kv_index_.emplace(key, kv_.size()).second) Fail(path, ": duplicate metadata key '", key, "'");
+    if (!kv_index_.emplace(key, kv_.size()).second)
+      Fail(path, ": duplicate metadata key '", key, "'");
     kv_.emplace_back(std::move(key), std::move(v));
   }
 
@@ -175,12 +209,14 @@ void GgufFile::Parse() {
     if (a->type() != GgufType::kU32)
       Fail(path, ": general.alignment must be a uint32, found ", GgufTypeName(a->type()));
     const uint64_t al = a->AsU64();
-    if (al == 0 || (al & (al - 1)) != 0) Fail(path, ": general.alignment ", al, " is not a power of two");
+    if (al == 0 || (al & (al - 1)) != 0)
+      Fail(path, ": general.alignment ", al, " is not a power of two");
     alignment_ = uint32_t(al);
   }
 
   if (n_tensors > c.left() / 24)
-    Fail(path, ": tensor count ", n_tensors, " cannot fit in the ", c.left(), " bytes left (truncated or corrupt header)");
+    Fail(path, ": tensor count ", n_tensors, " cannot fit in the ", c.left(),
+         " bytes left (truncated or corrupt header)");
   tensors_.reserve(size_t(n_tensors));
   for (uint64_t i = 0; i < n_tensors; ++i) {
     GgufTensorInfo t;
@@ -214,11 +250,14 @@ void GgufFile::Parse() {
     const uint64_t rows = ne[0] == 0 ? 0 : numel / ne[0];
     const uint64_t row_bytes = ne[0] / uint64_t(be) * uint64_t(Info(t.dtype).block_bytes);
     if (row_bytes != 0 && rows > std::numeric_limits<uint64_t>::max() / row_bytes)
-      Fail(path, ": ", what, " has an impossible size (", ShapeStr(t.shape), " of type ", Name(t.dtype), ")");
+      Fail(path, ": ", what, " has an impossible size (", ShapeStr(t.shape), " of type ",
+           Name(t.dtype), ")");
     t.nbytes = size_t(row_bytes * rows);
     if (t.offset % alignment_ != 0)
-      Fail(path, ": ", what, " offset ", t.offset, " is not a multiple of the alignment ", alignment_);
-    if (!tensor_index_.emplace(t.name, tensors_.size()).second) Fail(path, ": duplicate tensor name '", t.name, "'");
+      Fail(path, ": ", what, " offset ", t.offset, " is not a multiple of the alignment ",
+           alignment_);
+    if (!tensor_index_.emplace(t.name, tensors_.size()).second)
+      Fail(path, ": duplicate tensor name '", t.name, "'");
     tensors_.push_back(std::move(t));
   }
 
@@ -227,19 +266,21 @@ void GgufFile::Parse() {
   std::vector<size_t> order(tensors_.size());
   for (size_t i = 0; i < order.size(); ++i) order[i] = i;
   std::sort(order.begin(), order.end(), [&](size_t a, size_t b) {
-    return tensors_[a].offset != tensors_[b].offset ? tensors_[a].offset < tensors_[b].offset : a < b;
+    return tensors_[a].offset != tensors_[b].offset ? tensors_[a].offset < tensors_[b].offset
+                                                    : a < b;
   });
   uint64_t prev_end = 0;
   const GgufTensorInfo* prev = nullptr;
   for (size_t idx : order) {
     const GgufTensorInfo& t = tensors_[idx];
-    if (t.offset > size || data_offset_ > size - t.offset || t.nbytes > size - data_offset_ - t.offset)
+    if (t.offset > size || data_offset_ > size - t.offset ||
+        t.nbytes > size - data_offset_ - t.offset)
       Fail(path, ": tensor '", t.name, "' (", t.nbytes, " bytes at data offset ", t.offset,
-           ") runs past the end of the file (truncated file? data starts at ", data_offset_, ", file has ", size,
-           " bytes)");
+           ") runs past the end of the file (truncated file? data starts at ", data_offset_,
+           ", file has ", size, " bytes)");
     if (prev && t.offset < prev_end && t.nbytes > 0)
-      Fail(path, ": tensor '", t.name, "' at data offset ", t.offset, " overlaps tensor '", prev->name,
-           "' which ends at ", prev_end);
+      Fail(path, ": tensor '", t.name, "' at data offset ", t.offset, " overlaps tensor '",
+           prev->name, "' which ends at ", prev_end);
     if (t.offset + t.nbytes >= prev_end) {
       prev_end = t.offset + t.nbytes;
       prev = &t;
@@ -270,8 +311,9 @@ auto Typed(const GgufFile& f, std::string_view key, F&& fn) -> decltype(fn(f.Get
 }
 template <class T>
 T CheckedRange(int64_t v) {
-  ES_CHECK(v >= int64_t(std::numeric_limits<T>::min()) && v <= int64_t(std::numeric_limits<T>::max()),
-           "value ", v, " does not fit the expected type");
+  ES_CHECK(
+      v >= int64_t(std::numeric_limits<T>::min()) && v <= int64_t(std::numeric_limits<T>::max()),
+      "value ", v, " does not fit the expected type");
   return T(v);
 }
 }  // namespace
@@ -302,7 +344,8 @@ const std::string& GgufFile::GetString(std::string_view key) const {
   return Typed(*this, key, [](const GgufValue& v) -> const std::string& { return v.AsString(); });
 }
 const std::vector<std::string>& GgufFile::GetStringArray(std::string_view key) const {
-  return Typed(*this, key, [](const GgufValue& v) -> const std::vector<std::string>& { return v.strings(); });
+  return Typed(*this, key,
+               [](const GgufValue& v) -> const std::vector<std::string>& { return v.strings(); });
 }
 std::vector<int64_t> GgufFile::GetIntArray(std::string_view key) const {
   return Typed(*this, key, [](const GgufValue& v) { return v.ints(); });
@@ -313,9 +356,15 @@ std::vector<float> GgufFile::GetF32Array(std::string_view key) const {
     return std::vector<float>(d.begin(), d.end());
   });
 }
-uint32_t GgufFile::GetU32Or(std::string_view key, uint32_t def) const { return Has(key) ? GetU32(key) : def; }
-float GgufFile::GetF32Or(std::string_view key, float def) const { return Has(key) ? GetF32(key) : def; }
-bool GgufFile::GetBoolOr(std::string_view key, bool def) const { return Has(key) ? GetBool(key) : def; }
+uint32_t GgufFile::GetU32Or(std::string_view key, uint32_t def) const {
+  return Has(key) ? GetU32(key) : def;
+}
+float GgufFile::GetF32Or(std::string_view key, float def) const {
+  return Has(key) ? GetF32(key) : def;
+}
+bool GgufFile::GetBoolOr(std::string_view key, bool def) const {
+  return Has(key) ? GetBool(key) : def;
+}
 std::string GgufFile::GetStringOr(std::string_view key, const std::string& def) const {
   return Has(key) ? GetString(key) : def;
 }
@@ -347,7 +396,8 @@ Tensor GgufFile::GetTensor(std::string_view name) const {
 Tensor GgufFile::GetTensor(std::string_view name, const Shape& expected) const {
   Tensor t = GetTensor(name);
   if (t.shape != expected)
-    Fail("tensor ", name, " ", Where(), " has shape ", ShapeStr(t.shape), ", expected ", ShapeStr(expected));
+    Fail("tensor ", name, " ", Where(), " has shape ", ShapeStr(t.shape), ", expected ",
+         ShapeStr(expected));
   return t;
 }
 

@@ -10,19 +10,32 @@ namespace es {
 
 std::string_view GgufTypeName(GgufType t) {
   switch (t) {
-    case GgufType::kU8: return "uint8";
-    case GgufType::kI8: return "int8";
-    case GgufType::kU16: return "uint16";
-    case GgufType::kI16: return "int16";
-    case GgufType::kU32: return "uint32";
-    case GgufType::kI32: return "int32";
-    case GgufType::kF32: return "float32";
-    case GgufType::kBool: return "bool";
-    case GgufType::kString: return "string";
-    case GgufType::kArray: return "array";
-    case GgufType::kU64: return "uint64";
-    case GgufType::kI64: return "int64";
-    case GgufType::kF64: return "float64";
+    case GgufType::kU8:
+      return "uint8";
+    case GgufType::kI8:
+      return "int8";
+    case GgufType::kU16:
+      return "uint16";
+    case GgufType::kI16:
+      return "int16";
+    case GgufType::kU32:
+      return "uint32";
+    case GgufType::kI32:
+      return "int32";
+    case GgufType::kF32:
+      return "float32";
+    case GgufType::kBool:
+      return "bool";
+    case GgufType::kString:
+      return "string";
+    case GgufType::kArray:
+      return "array";
+    case GgufType::kU64:
+      return "uint64";
+    case GgufType::kI64:
+      return "int64";
+    case GgufType::kF64:
+      return "float64";
   }
   return "unknown";
 }
@@ -30,8 +43,14 @@ std::string_view GgufTypeName(GgufType t) {
 namespace {
 bool IsIntType(GgufType t) {
   switch (t) {
-    case GgufType::kU8: case GgufType::kI8: case GgufType::kU16: case GgufType::kI16:
-    case GgufType::kU32: case GgufType::kI32: case GgufType::kU64: case GgufType::kI64:
+    case GgufType::kU8:
+    case GgufType::kI8:
+    case GgufType::kU16:
+    case GgufType::kI16:
+    case GgufType::kU32:
+    case GgufType::kI32:
+    case GgufType::kU64:
+    case GgufType::kI64:
       return true;
     default:
       return false;
@@ -124,10 +143,15 @@ const std::string& GgufValue::AsString() const {
 size_t GgufValue::size() const {
   if (!is_array()) return 0;
   switch (elem_type_) {
-    case GgufType::kString: return strs_.size();
-    case GgufType::kF32: case GgufType::kF64: return floats_.size();
-    case GgufType::kArray: return items_.size();
-    default: return ints_.size();
+    case GgufType::kString:
+      return strs_.size();
+    case GgufType::kF32:
+    case GgufType::kF64:
+      return floats_.size();
+    case GgufType::kArray:
+      return items_.size();
+    default:
+      return ints_.size();
   }
 }
 const std::vector<std::string>& GgufValue::strings() const {
@@ -180,11 +204,21 @@ std::string GgufValue::Describe(size_t max_items) const {
   for (size_t i = 0; i < n; ++i) {
     if (i) os << ", ";
     switch (elem_type_) {
-      case GgufType::kString: os << '\'' << strs_[i] << '\''; break;
-      case GgufType::kF32: case GgufType::kF64: os << floats_[i]; break;
-      case GgufType::kArray: os << items_[i].Describe(max_items); break;
-      case GgufType::kU64: os << uint64_t(ints_[i]); break;
-      default: os << ints_[i];
+      case GgufType::kString:
+        os << '\'' << strs_[i] << '\'';
+        break;
+      case GgufType::kF32:
+      case GgufType::kF64:
+        os << floats_[i];
+        break;
+      case GgufType::kArray:
+        os << items_[i].Describe(max_items);
+        break;
+      case GgufType::kU64:
+        os << uint64_t(ints_[i]);
+        break;
+      default:
+        os << ints_[i];
     }
   }
   if (size() > n) os << ", ...";
@@ -204,12 +238,46 @@ bool GgufValue::operator==(const GgufValue& o) const {
 
 // ---- ggml tensor types.
 std::string_view GgmlTypeName(uint32_t t) {
-  static const char* const kNames[] = {
-      "f32", "f16", "q4_0", "q4_1", "q4_2(removed)", "q4_3(removed)", "q5_0", "q5_1", "q8_0",
-      "q8_1", "q2_K", "q3_K", "q4_K", "q5_K", "q6_K", "q8_K", "iq2_xxs", "iq2_xs", "iq3_xxs",
-      "iq1_s", "iq4_nl", "iq3_s", "iq2_s", "iq4_xs", "i8", "i16", "i32", "i64", "f64", "iq1_m",
-      "bf16", "q4_0_4_4(removed)", "q4_0_4_8(removed)", "q4_0_8_8(removed)", "tq1_0", "tq2_0",
-      "iq4_nl_4_4(removed)", "iq4_nl_4_8(removed)", "iq4_nl_8_8(removed)", "mxfp4"};
+  static const char* const kNames[] = {"f32",
+                                       "f16",
+                                       "q4_0",
+                                       "q4_1",
+                                       "q4_2(removed)",
+                                       "q4_3(removed)",
+                                       "q5_0",
+                                       "q5_1",
+                                       "q8_0",
+                                       "q8_1",
+                                       "q2_K",
+                                       "q3_K",
+                                       "q4_K",
+                                       "q5_K",
+                                       "q6_K",
+                                       "q8_K",
+                                       "iq2_xxs",
+                                       "iq2_xs",
+                                       "iq3_xxs",
+                                       "iq1_s",
+                                       "iq4_nl",
+                                       "iq3_s",
+                                       "iq2_s",
+                                       "iq4_xs",
+                                       "i8",
+                                       "i16",
+                                       "i32",
+                                       "i64",
+                                       "f64",
+                                       "iq1_m",
+                                       "bf16",
+                                       "q4_0_4_4(removed)",
+                                       "q4_0_4_8(removed)",
+                                       "q4_0_8_8(removed)",
+                                       "tq1_0",
+                                       "tq2_0",
+                                       "iq4_nl_4_4(removed)",
+                                       "iq4_nl_4_8(removed)",
+                                       "iq4_nl_8_8(removed)",
+                                       "mxfp4"};
   if (t < sizeof(kNames) / sizeof(kNames[0])) return kNames[t];
   if (t == kGgmlTypeI4G) return "i4g(edgeseek)";
   return "unknown";
@@ -217,60 +285,104 @@ std::string_view GgmlTypeName(uint32_t t) {
 
 std::optional<DType> DTypeFromGgml(uint32_t t) {
   switch (t) {
-    case 0: return DType::kF32;
-    case 1: return DType::kF16;
-    case 2: return DType::kQ4_0;
-    case 3: return DType::kQ4_1;
-    case 6: return DType::kQ5_0;
-    case 7: return DType::kQ5_1;
-    case 8: return DType::kQ8_0;
-    case 12: return DType::kQ4_K;
-    case 13: return DType::kQ5_K;
-    case 14: return DType::kQ6_K;
-    case 15: return DType::kQ8_K;
-    case 24: return DType::kI8;
-    case 26: return DType::kI32;
-    case 30: return DType::kBF16;
-    case kGgmlTypeI4G: return DType::kI4G;
-    default: return std::nullopt;
+    case 0:
+      return DType::kF32;
+    case 1:
+      return DType::kF16;
+    case 2:
+      return DType::kQ4_0;
+    case 3:
+      return DType::kQ4_1;
+    case 6:
+      return DType::kQ5_0;
+    case 7:
+      return DType::kQ5_1;
+    case 8:
+      return DType::kQ8_0;
+    case 12:
+      return DType::kQ4_K;
+    case 13:
+      return DType::kQ5_K;
+    case 14:
+      return DType::kQ6_K;
+    case 15:
+      return DType::kQ8_K;
+    case 24:
+      return DType::kI8;
+    case 26:
+      return DType::kI32;
+    case 30:
+      return DType::kBF16;
+    case kGgmlTypeI4G:
+      return DType::kI4G;
+    default:
+      return std::nullopt;
   }
 }
 
 uint32_t GgmlFromDType(DType t) {
   switch (t) {
-    case DType::kF32: return 0;
-    case DType::kF16: return 1;
-    case DType::kQ4_0: return 2;
-    case DType::kQ4_1: return 3;
-    case DType::kQ5_0: return 6;
-    case DType::kQ5_1: return 7;
-    case DType::kQ8_0: return 8;
-    case DType::kQ4_K: return 12;
-    case DType::kQ5_K: return 13;
-    case DType::kQ6_K: return 14;
-    case DType::kQ8_K: return 15;
-    case DType::kI8: return 24;
-    case DType::kI32: return 26;
-    case DType::kBF16: return 30;
-    case DType::kI4G: return kGgmlTypeI4G;
-    default: Fail("tensor type ", Name(t), " cannot be stored in GGUF");
+    case DType::kF32:
+      return 0;
+    case DType::kF16:
+      return 1;
+    case DType::kQ4_0:
+      return 2;
+    case DType::kQ4_1:
+      return 3;
+    case DType::kQ5_0:
+      return 6;
+    case DType::kQ5_1:
+      return 7;
+    case DType::kQ8_0:
+      return 8;
+    case DType::kQ4_K:
+      return 12;
+    case DType::kQ5_K:
+      return 13;
+    case DType::kQ6_K:
+      return 14;
+    case DType::kQ8_K:
+      return 15;
+    case DType::kI8:
+      return 24;
+    case DType::kI32:
+      return 26;
+    case DType::kBF16:
+      return 30;
+    case DType::kI4G:
+      return kGgmlTypeI4G;
+    default:
+      Fail("tensor type ", Name(t), " cannot be stored in GGUF");
   }
 }
 
 int FileTypeFor(DType t) {
   switch (t) {
-    case DType::kF32: return 0;
-    case DType::kF16: return 1;
-    case DType::kQ4_0: return 2;
-    case DType::kQ4_1: return 3;
-    case DType::kQ8_0: return 7;
-    case DType::kQ5_0: return 8;
-    case DType::kQ5_1: return 9;
-    case DType::kQ4_K: return 15;  // MOSTLY_Q4_K_M
-    case DType::kQ5_K: return 17;  // MOSTLY_Q5_K_M
-    case DType::kQ6_K: return 18;
-    case DType::kBF16: return 32;
-    default: return -1;
+    case DType::kF32:
+      return 0;
+    case DType::kF16:
+      return 1;
+    case DType::kQ4_0:
+      return 2;
+    case DType::kQ4_1:
+      return 3;
+    case DType::kQ8_0:
+      return 7;
+    case DType::kQ5_0:
+      return 8;
+    case DType::kQ5_1:
+      return 9;
+    case DType::kQ4_K:
+      return 15;  // MOSTLY_Q4_K_M
+    case DType::kQ5_K:
+      return 17;  // MOSTLY_Q5_K_M
+    case DType::kQ6_K:
+      return 18;
+    case DType::kBF16:
+      return 32;
+    default:
+      return -1;
   }
 }
 

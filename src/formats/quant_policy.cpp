@@ -103,7 +103,8 @@ DType ParseTargetType(const std::string& s, const std::string& where) {
     Fail(where, ": ", e.what());
   }
   if (!CanQuantize(t) || t == DType::kQ8_K)
-    Fail(where, ": type '", s, "' cannot be used for weights (choose f32, f16, bf16, q8_0, q4_0, q4_1, q5_0, ",
+    Fail(where, ": type '", s,
+         "' cannot be used for weights (choose f32, f16, bf16, q8_0, q4_0, q4_1, q5_0, ",
          "q5_1, q4_k, q5_k, q6_k or i4g)");
   return t;
 }
@@ -115,7 +116,8 @@ bool QuantRule::Matches(const std::string& name) const {
 }
 
 bool QuantPolicy::SameAs(const QuantPolicy& o) const {
-  if (name != o.name || default_type != o.default_type || file_type != o.file_type || rules.size() != o.rules.size())
+  if (name != o.name || default_type != o.default_type || file_type != o.file_type ||
+      rules.size() != o.rules.size())
     return false;
   for (size_t i = 0; i < rules.size(); ++i) {
     const QuantRule &a = rules[i], &b = o.rules[i];
@@ -140,7 +142,8 @@ QuantPolicy ParseQuantPolicy(const std::string& text, const std::string& origin)
   for (auto it = j.begin(); it != j.end(); ++it) {
     const std::string& k = it.key();
     if (k != "name" && k != "description" && k != "default" && k != "file_type" && k != "rules")
-      Fail(where, ": unknown field '", k, "' (expected name, description, default, file_type, rules)");
+      Fail(where, ": unknown field '", k,
+           "' (expected name, description, default, file_type, rules)");
   }
   auto str = [&](const nlohmann::json& v, const std::string& field) -> std::string {
     ES_CHECK(v.is_string(), where, ": ", field, " must be a string");
@@ -148,7 +151,8 @@ QuantPolicy ParseQuantPolicy(const std::string& text, const std::string& origin)
   };
   p.name = j.contains("name") ? str(j["name"], "name") : origin;
   if (j.contains("description")) p.description = str(j["description"], "description");
-  ES_CHECK(j.contains("default"), where, ": missing field 'default' (the type of tensors no rule matches)");
+  ES_CHECK(j.contains("default"), where,
+           ": missing field 'default' (the type of tensors no rule matches)");
   p.default_type = ParseTargetType(str(j["default"], "default"), where + ": default");
   if (j.contains("file_type")) {
     ES_CHECK(j["file_type"].is_number_integer() && j["file_type"].get<int64_t>() >= 0 &&
@@ -165,7 +169,8 @@ QuantPolicy ParseQuantPolicy(const std::string& text, const std::string& origin)
       for (auto it = r.begin(); it != r.end(); ++it)
         if (it.key() != "match" && it.key() != "regex" && it.key() != "type")
           Fail(rw, ": unknown field '", it.key(), "' (expected match or regex, and type)");
-      ES_CHECK(r.contains("match") != r.contains("regex"), rw, ": needs exactly one of 'match' (glob) or 'regex'");
+      ES_CHECK(r.contains("match") != r.contains("regex"), rw,
+               ": needs exactly one of 'match' (glob) or 'regex'");
       ES_CHECK(r.contains("type"), rw, ": missing 'type'");
       QuantRule q;
       q.is_regex = r.contains("regex");
@@ -212,13 +217,15 @@ std::string_view BuiltinQuantPolicyJson(std::string_view name) {
 
 QuantPolicy BuiltinQuantPolicy(std::string_view name) {
   for (const auto& p : kPresets)
-    if (p.name == name) return ParseQuantPolicy(std::string(p.json), "builtin:" + std::string(name));
+    if (p.name == name)
+      return ParseQuantPolicy(std::string(p.json), "builtin:" + std::string(name));
   DType t;
   try {
     t = ParseDType(name);
   } catch (const Error&) {
     Fail("unknown quantization type '", name,
-         "' (presets: q8_0, q4_0, q4_k_m, i4g; or one type: f32, f16, bf16, q4_1, q5_0, q5_1, q4_k, q5_k, q6_k)");
+         "' (presets: q8_0, q4_0, q4_k_m, i4g; or one type: f32, f16, bf16, q4_1, q5_0, q5_1, "
+         "q4_k, q5_k, q6_k)");
   }
   QuantPolicy p;
   p.name = std::string(name);
@@ -233,19 +240,29 @@ QuantPolicy BuiltinQuantPolicy(std::string_view name) {
 
 DType FallbackType(DType t) {
   switch (t) {
-    case DType::kQ4_K: return DType::kQ5_0;
-    case DType::kQ5_K: return DType::kQ5_1;
-    case DType::kQ6_K: return DType::kQ8_0;
-    case DType::kQ8_K: return DType::kQ8_0;
-    case DType::kI4G: return DType::kQ5_0;
-    case DType::kQ4_0: case DType::kQ4_1: case DType::kQ5_0: case DType::kQ5_1: case DType::kQ8_0:
+    case DType::kQ4_K:
+      return DType::kQ5_0;
+    case DType::kQ5_K:
+      return DType::kQ5_1;
+    case DType::kQ6_K:
+      return DType::kQ8_0;
+    case DType::kQ8_K:
+      return DType::kQ8_0;
+    case DType::kI4G:
+      return DType::kQ5_0;
+    case DType::kQ4_0:
+    case DType::kQ4_1:
+    case DType::kQ5_0:
+    case DType::kQ5_1:
+    case DType::kQ8_0:
       return DType::kF16;
     default:
       return t;
   }
 }
 
-DType ChooseType(const QuantPolicy& policy, const std::string& name, const Shape& shape, DType source) {
+DType ChooseType(const QuantPolicy& policy, const std::string& name, const Shape& shape,
+                 DType source) {
   if (source == DType::kI8 || source == DType::kI32) return source;
   if (shape.size() < 2) return DType::kF32;
   DType t = policy.default_type;

@@ -30,13 +30,20 @@ DType SafetensorsDType(const std::string& s, const std::string& where) {
 
 static const char* DTypeStr(DType t) {
   switch (t) {
-    case DType::kF32: return "F32";
-    case DType::kF16: return "F16";
-    case DType::kBF16: return "BF16";
-    case DType::kF8E4M3: return "F8_E4M3";
-    case DType::kI32: return "I32";
-    case DType::kI8: return "I8";
-    default: Fail("safetensors cannot store type ", Name(t));
+    case DType::kF32:
+      return "F32";
+    case DType::kF16:
+      return "F16";
+    case DType::kBF16:
+      return "BF16";
+    case DType::kF8E4M3:
+      return "F8_E4M3";
+    case DType::kI32:
+      return "I32";
+    case DType::kI8:
+      return "I8";
+    default:
+      Fail("safetensors cannot store type ", Name(t));
   }
 }
 
@@ -179,7 +186,9 @@ void WriteSafetensors(const std::string& path, const std::vector<const Tensor*>&
   json h = json::object();
   uint64_t off = 0;
   for (const Tensor* t : tensors) {
-    h[t->name] = {{"dtype", DTypeStr(t->dtype)}, {"shape", t->shape}, {"data_offsets", {off, off + t->nbytes}}};
+    h[t->name] = {{"dtype", DTypeStr(t->dtype)},
+                  {"shape", t->shape},
+                  {"data_offsets", {off, off + t->nbytes}}};
     off += t->nbytes;
   }
   std::string hs = h.dump();
@@ -189,7 +198,8 @@ void WriteSafetensors(const std::string& path, const std::vector<const Tensor*>&
   const uint64_t hlen = hs.size();
   f.write(reinterpret_cast<const char*>(&hlen), 8);
   f.write(hs.data(), std::streamsize(hs.size()));
-  for (const Tensor* t : tensors) f.write(static_cast<const char*>(t->data), std::streamsize(t->nbytes));
+  for (const Tensor* t : tensors)
+    f.write(static_cast<const char*>(t->data), std::streamsize(t->nbytes));
   ES_CHECK(f.good(), "error writing '", path, "'");
 }
 

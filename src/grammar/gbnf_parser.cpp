@@ -4,7 +4,8 @@
 //   "lit"  [a-z0-9_] [^"\\]  .      literals, classes (negated), any character
 //   ( ... )  x*  x+  x?  x{m} x{m,} x{m,n}   groups and repetitions
 //   # comment to end of line;  escapes \n \r \t \\ \" \[ \] \- \^ \/ \xHH \uHHHH \UHHHHHHHH
-// Groups and repetitions become helper rules named "<rule>/<n>" (a name GBNF cannot write), so Matcher sees plain rules.
+// Groups and repetitions become helper rules named "<rule>/<n>" (a name GBNF cannot write), so
+// Matcher sees plain rules.
 #include <unordered_map>
 
 #include "edgeseek/internal/core/error.h"
@@ -17,8 +18,8 @@ class GbnfParser {
   GbnfParser(std::string_view text, const GrammarLimits& lim) : s_(text), lim_(lim) {}
 
   Grammar Parse(const std::string& root) {
-    ES_CHECK(s_.size() <= lim_.max_text_bytes, "grammar: ", s_.size(), " bytes is more than the limit of ",
-             lim_.max_text_bytes);
+    ES_CHECK(s_.size() <= lim_.max_text_bytes, "grammar: ", s_.size(),
+             " bytes is more than the limit of ", lim_.max_text_bytes);
     SkipSpace();
     while (i_ < s_.size()) {
       const size_t at = i_;
@@ -33,7 +34,8 @@ class GbnfParser {
       current_ = name;
       g_.rules_[size_t(id)].alternatives = Alternatives(0);
       SkipSpace();
-      ES_CHECK(i_ >= s_.size() || AtDefinition(), Where(i_), "unexpected character '", std::string(1, s_[i_]), "'");
+      ES_CHECK(i_ >= s_.size() || AtDefinition(), Where(i_), "unexpected character '",
+               std::string(1, s_[i_]), "'");
     }
     for (size_t r = 0; r < g_.rules_.size(); ++r)
       ES_CHECK(defined_[r], "grammar: rule '", g_.rules_[r].name, "' is used but never defined");
@@ -60,7 +62,8 @@ class GbnfParser {
     }
   }
   static bool NameChar(char c) {
-    return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_' || c == '-';
+    return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_' ||
+           c == '-';
   }
   std::string Name() {
     const size_t b = i_;
@@ -196,14 +199,28 @@ class GbnfParser {
       const char e = s_[i_ + 1];
       i_ += 2;
       switch (e) {
-        case 'n': return '\n';
-        case 'r': return '\r';
-        case 't': return '\t';
-        case 'x': return Hex(2);
-        case 'u': return Hex(4);
-        case 'U': return Hex(8);
-        case '\\': case '"': case '[': case ']': case '-': case '^': case '/': return uint32_t(e);
-        default: Fail(Where(i_), "unknown escape '\\", std::string(1, e), "'");
+        case 'n':
+          return '\n';
+        case 'r':
+          return '\r';
+        case 't':
+          return '\t';
+        case 'x':
+          return Hex(2);
+        case 'u':
+          return Hex(4);
+        case 'U':
+          return Hex(8);
+        case '\\':
+        case '"':
+        case '[':
+        case ']':
+        case '-':
+        case '^':
+        case '/':
+          return uint32_t(e);
+        default:
+          Fail(Where(i_), "unknown escape '\\", std::string(1, e), "'");
       }
     }
     int n = c < 0x80 ? 0 : (c >> 5) == 6 ? 1 : (c >> 4) == 14 ? 2 : (c >> 3) == 30 ? 3 : -1;
@@ -222,8 +239,10 @@ class GbnfParser {
     for (int k = 0; k < digits; ++k, ++i_) {
       ES_CHECK(i_ < s_.size(), Where(i_), "short hex escape");
       const char h = s_[i_];
-      const int d = h >= '0' && h <= '9' ? h - '0' : h >= 'a' && h <= 'f' ? h - 'a' + 10
-                    : h >= 'A' && h <= 'F' ? h - 'A' + 10 : -1;
+      const int d = h >= '0' && h <= '9'   ? h - '0'
+                    : h >= 'a' && h <= 'f' ? h - 'a' + 10
+                    : h >= 'A' && h <= 'F' ? h - 'A' + 10
+                                           : -1;
       ES_CHECK(d >= 0, Where(i_), "bad hex digit '", std::string(1, h), "'");
       v = v * 16 + uint32_t(d);
     }
@@ -237,7 +256,8 @@ class GbnfParser {
     int64_t v = 0;
     while (i_ < s_.size() && s_[i_] >= '0' && s_[i_] <= '9') {
       v = v * 10 + (s_[i_++] - '0');
-      ES_CHECK(v <= lim_.max_repeat, Where(b), "repetition count above the limit of ", lim_.max_repeat);
+      ES_CHECK(v <= lim_.max_repeat, Where(b), "repetition count above the limit of ",
+               lim_.max_repeat);
     }
     ES_CHECK(i_ > b, Where(b), "expected a number");
     return int(v);
@@ -247,8 +267,10 @@ class GbnfParser {
   Sequence Repeat(Sequence atom) {
     int lo = 0, hi = -1;  // hi -1: unbounded
     const char op = s_[i_++];
-    if (op == '+') lo = 1;
-    else if (op == '?') hi = 1;
+    if (op == '+')
+      lo = 1;
+    else if (op == '?')
+      hi = 1;
     else if (op == '{') {
       lo = Number();
       SkipSpace();
@@ -294,7 +316,8 @@ class GbnfParser {
   int helpers_ = 0;
 };
 
-Grammar Grammar::ParseGbnf(std::string_view text, const std::string& root, const GrammarLimits& lim) {
+Grammar Grammar::ParseGbnf(std::string_view text, const std::string& root,
+                           const GrammarLimits& lim) {
   return GbnfParser(text, lim).Parse(root);
 }
 

@@ -32,7 +32,8 @@ std::vector<bool> Productive(const std::vector<Rule>& rules) {
       for (const auto& alt : rules[r].alternatives) {
         bool ok = true;
         for (const auto& e : alt)
-          ok = ok && (e.kind == Element::Kind::kChars ? !ClassEmpty(e) : bool(prod[size_t(e.rule)]));
+          ok =
+              ok && (e.kind == Element::Kind::kChars ? !ClassEmpty(e) : bool(prod[size_t(e.rule)]));
         if (ok) {
           prod[r] = changed = true;
           break;
@@ -72,7 +73,8 @@ void Grammar::Finish(const std::string& root, const GrammarLimits& lim) {
   // An alternative that uses a rule deriving no finite string can never be completed: drop it,
   // so that every prefix the matcher allows can still be finished.
   const std::vector<bool> prod = Productive(rules_);
-  ES_CHECK(prod[size_t(root_)], "grammar: rule '", root, "' can never be satisfied (it derives no finite string)");
+  ES_CHECK(prod[size_t(root_)], "grammar: rule '", root,
+           "' can never be satisfied (it derives no finite string)");
   for (size_t r = 0; r < rules_.size(); ++r) {
     auto& alts = rules_[r].alternatives;
     std::vector<Sequence> kept;
@@ -107,8 +109,9 @@ void Grammar::Finish(const std::string& root, const GrammarLimits& lim) {
         continue;
       }
       const int s = first[size_t(r)][next++];
-      ES_CHECK(mark[size_t(s)] != 1, "grammar: rule '", rules_[size_t(s)].name,
-               "' is left-recursive (it can start with itself), which this matcher does not support");
+      ES_CHECK(
+          mark[size_t(s)] != 1, "grammar: rule '", rules_[size_t(s)].name,
+          "' is left-recursive (it can start with itself), which this matcher does not support");
       if (mark[size_t(s)] == 0) {
         mark[size_t(s)] = 1;
         path.push_back({s, 0});

@@ -16,12 +16,37 @@ namespace {
 
 json ToJson(const ojson& v) { return json::parse(v.dump()); }
 
-const std::set<std::string> kKnown = {
-    "$schema", "$id", "$comment", "title", "description", "default", "examples", "$defs",
-    "definitions", "type", "properties", "required", "additionalProperties", "items", "enum",
-    "const", "minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum", "minLength",
-    "maxLength", "minItems", "maxItems", "uniqueItems", "pattern", "anyOf", "oneOf", "$ref"};
-const std::set<std::string> kTypes = {"object", "array", "string", "integer", "number", "boolean", "null"};
+const std::set<std::string> kKnown = {"$schema",
+                                      "$id",
+                                      "$comment",
+                                      "title",
+                                      "description",
+                                      "default",
+                                      "examples",
+                                      "$defs",
+                                      "definitions",
+                                      "type",
+                                      "properties",
+                                      "required",
+                                      "additionalProperties",
+                                      "items",
+                                      "enum",
+                                      "const",
+                                      "minimum",
+                                      "maximum",
+                                      "exclusiveMinimum",
+                                      "exclusiveMaximum",
+                                      "minLength",
+                                      "maxLength",
+                                      "minItems",
+                                      "maxItems",
+                                      "uniqueItems",
+                                      "pattern",
+                                      "anyOf",
+                                      "oneOf",
+                                      "$ref"};
+const std::set<std::string> kTypes = {"object", "array",   "string", "integer",
+                                      "number", "boolean", "null"};
 
 bool IsType(const json& v, const std::string& t) {
   if (t == "object") return v.is_object();
@@ -41,9 +66,12 @@ std::string Ptr(const std::string& path) { return path.empty() ? "/" : path; }
 std::string EscapePtr(const std::string& key) {
   std::string o;
   for (char c : key) {
-    if (c == '~') o += "~0";
-    else if (c == '/') o += "~1";
-    else o += c;
+    if (c == '~')
+      o += "~0";
+    else if (c == '/')
+      o += "~1";
+    else
+      o += c;
   }
   return o;
 }
@@ -73,8 +101,10 @@ class SchemaParser {
 
  private:
   int Node(const ojson& s, const std::string& where, int depth) {
-    ES_CHECK(depth <= lim_.max_depth, "JSON schema ", where, ": nested deeper than ", lim_.max_depth);
-    ES_CHECK(m_.nodes_.size() < lim_.max_nodes, "JSON schema: more than ", lim_.max_nodes, " subschemas");
+    ES_CHECK(depth <= lim_.max_depth, "JSON schema ", where, ": nested deeper than ",
+             lim_.max_depth);
+    ES_CHECK(m_.nodes_.size() < lim_.max_nodes, "JSON schema: more than ", lim_.max_nodes,
+             " subschemas");
     const int id = int(m_.nodes_.size());
     m_.nodes_.emplace_back();
     m_.nodes_.back().where = where;
@@ -95,8 +125,10 @@ class SchemaParser {
       return ToJson(v);
     };
     auto list = [&](const std::string& k, const ojson& v, std::vector<int>* out) {
-      ES_CHECK(v.is_array() && !v.empty(), "JSON schema ", where, "/", k, ": must be a non-empty array");
-      for (size_t i = 0; i < v.size(); ++i) out->push_back(Node(v[i], where + "/" + k + "/" + std::to_string(i), depth + 1));
+      ES_CHECK(v.is_array() && !v.empty(), "JSON schema ", where, "/", k,
+               ": must be a non-empty array");
+      for (size_t i = 0; i < v.size(); ++i)
+        out->push_back(Node(v[i], where + "/" + k + "/" + std::to_string(i), depth + 1));
     };
     for (auto& [k, v] : s.items()) {
       ES_CHECK(kKnown.count(k), "JSON schema ", where, ": keyword '", k, "' is not supported");
@@ -111,7 +143,8 @@ class SchemaParser {
       } else if (k == "properties") {
         ES_CHECK(v.is_object(), "JSON schema ", where, "/properties: must be an object");
         for (auto& [pk, pv] : v.items())
-          n.properties.emplace_back(pk, Node(pv, where + "/properties/" + EscapePtr(pk), depth + 1));
+          n.properties.emplace_back(pk,
+                                    Node(pv, where + "/properties/" + EscapePtr(pk), depth + 1));
       } else if (k == "$defs" || k == "definitions") {
         ES_CHECK(v.is_object(), "JSON schema ", where, "/", k, ": must be an object");
         for (auto& [dk, dv] : v.items()) (void)dk, (void)dv;  // parsed when referenced
@@ -122,8 +155,10 @@ class SchemaParser {
           n.required.push_back(r.get<std::string>());
         }
       } else if (k == "additionalProperties") {
-        if (v.is_boolean()) n.additional_allowed = v.get<bool>();
-        else n.additional = Node(v, where + "/additionalProperties", depth + 1);
+        if (v.is_boolean())
+          n.additional_allowed = v.get<bool>();
+        else
+          n.additional = Node(v, where + "/additionalProperties", depth + 1);
       } else if (k == "items") {
         n.items = Node(v, where + "/items", depth + 1);
       } else if (k == "enum") {
@@ -173,8 +208,8 @@ class SchemaParser {
   }
 
   int Resolve(const std::string& ref, const std::string& where) {
-    ES_CHECK(ref == "#" || ref.rfind("#/", 0) == 0, "JSON schema ", where, ": only local $ref are supported, got '",
-             ref, "'");
+    ES_CHECK(ref == "#" || ref.rfind("#/", 0) == 0, "JSON schema ", where,
+             ": only local $ref are supported, got '", ref, "'");
     if (ref == "#") return 0;
     auto it = refs_.find(ref);
     if (it != refs_.end()) return it->second;
@@ -213,8 +248,8 @@ std::vector<std::string> SchemaModel::Validate(const json& doc) const {
   return errors;
 }
 
-void SchemaModel::Check(int id, const json& v, const std::string& path, std::vector<std::string>* errors,
-                        int depth) const {
+void SchemaModel::Check(int id, const json& v, const std::string& path,
+                        std::vector<std::string>* errors, int depth) const {
   if (depth > 64) {
     errors->push_back(Ptr(path) + ": schema nesting too deep");
     return;
@@ -257,12 +292,15 @@ void SchemaModel::Check(int id, const json& v, const std::string& path, std::vec
   if (!s.one_of.empty()) {
     int n = 0;
     for (int sub : s.one_of) n += matches(sub);
-    if (n != 1) err(v.dump() + " matches " + std::to_string(n) + " of the oneOf forms, not exactly one");
+    if (n != 1)
+      err(v.dump() + " matches " + std::to_string(n) + " of the oneOf forms, not exactly one");
   }
   if (v.is_number()) {
     const double x = v.get<double>();
-    if (s.minimum && x < s.minimum->get<double>()) err(v.dump() + " is less than the minimum " + s.minimum->dump());
-    if (s.maximum && x > s.maximum->get<double>()) err(v.dump() + " is greater than the maximum " + s.maximum->dump());
+    if (s.minimum && x < s.minimum->get<double>())
+      err(v.dump() + " is less than the minimum " + s.minimum->dump());
+    if (s.maximum && x > s.maximum->get<double>())
+      err(v.dump() + " is greater than the maximum " + s.maximum->dump());
     if (s.exclusive_minimum && x <= s.exclusive_minimum->get<double>())
       err(v.dump() + " must be greater than " + s.exclusive_minimum->dump());
     if (s.exclusive_maximum && x >= s.exclusive_maximum->get<double>())
@@ -271,20 +309,26 @@ void SchemaModel::Check(int id, const json& v, const std::string& path, std::vec
   if (v.is_string()) {
     const std::string& str = v.get_ref<const std::string&>();
     const size_t n = Utf8Length(str);
-    if (s.min_length && n < *s.min_length) err("string is shorter than " + std::to_string(*s.min_length) + " characters");
-    if (s.max_length && n > *s.max_length) err("string is longer than " + std::to_string(*s.max_length) + " characters");
+    if (s.min_length && n < *s.min_length)
+      err("string is shorter than " + std::to_string(*s.min_length) + " characters");
+    if (s.max_length && n > *s.max_length)
+      err("string is longer than " + std::to_string(*s.max_length) + " characters");
     if (s.pattern && !std::regex_search(str, std::regex(*s.pattern, std::regex::ECMAScript)))
       err(v.dump() + " does not match the pattern " + json(*s.pattern).dump());
   }
   if (v.is_array()) {
-    if (s.min_items && v.size() < *s.min_items) err("array has fewer than " + std::to_string(*s.min_items) + " items");
-    if (s.max_items && v.size() > *s.max_items) err("array has more than " + std::to_string(*s.max_items) + " items");
+    if (s.min_items && v.size() < *s.min_items)
+      err("array has fewer than " + std::to_string(*s.min_items) + " items");
+    if (s.max_items && v.size() > *s.max_items)
+      err("array has more than " + std::to_string(*s.max_items) + " items");
     if (s.unique_items)
       for (size_t i = 0; i < v.size(); ++i)
         for (size_t j = i + 1; j < v.size(); ++j)
-          if (v[i] == v[j]) err("items " + std::to_string(i) + " and " + std::to_string(j) + " are equal");
+          if (v[i] == v[j])
+            err("items " + std::to_string(i) + " and " + std::to_string(j) + " are equal");
     if (s.items >= 0)
-      for (size_t i = 0; i < v.size(); ++i) Check(s.items, v[i], path + "/" + std::to_string(i), errors, depth + 1);
+      for (size_t i = 0; i < v.size(); ++i)
+        Check(s.items, v[i], path + "/" + std::to_string(i), errors, depth + 1);
   }
   if (v.is_object()) {
     for (const auto& r : s.required)
@@ -294,9 +338,12 @@ void SchemaModel::Check(int id, const json& v, const std::string& path, std::vec
       int prop = -1;
       for (const auto& [name, node] : s.properties)
         if (name == k) prop = node;
-      if (prop >= 0) Check(prop, sub, p, errors, depth + 1);
-      else if (s.additional_allowed && !*s.additional_allowed) errors->push_back(Ptr(p) + ": unknown property '" + k + "'");
-      else if (s.additional >= 0) Check(s.additional, sub, p, errors, depth + 1);
+      if (prop >= 0)
+        Check(prop, sub, p, errors, depth + 1);
+      else if (s.additional_allowed && !*s.additional_allowed)
+        errors->push_back(Ptr(p) + ": unknown property '" + k + "'");
+      else if (s.additional >= 0)
+        Check(s.additional, sub, p, errors, depth + 1);
     }
   }
 }

@@ -37,10 +37,14 @@ size_t PlainLength(const std::string& t) {
     }
     int need;
     uint8_t lo = 0x80, hi = 0xBF;  // the second byte's range
-    if (b >= 0xC2 && b <= 0xDF) need = 1;
-    else if (b >= 0xE0 && b <= 0xEF) need = 2, lo = b == 0xE0 ? 0xA0 : 0x80, hi = b == 0xED ? 0x9F : 0xBF;
-    else if (b >= 0xF0 && b <= 0xF4) need = 3, lo = b == 0xF0 ? 0x90 : 0x80, hi = b == 0xF4 ? 0x8F : 0xBF;
-    else return 0;
+    if (b >= 0xC2 && b <= 0xDF)
+      need = 1;
+    else if (b >= 0xE0 && b <= 0xEF)
+      need = 2, lo = b == 0xE0 ? 0xA0 : 0x80, hi = b == 0xED ? 0x9F : 0xBF;
+    else if (b >= 0xF0 && b <= 0xF4)
+      need = 3, lo = b == 0xF0 ? 0x90 : 0x80, hi = b == 0xF4 ? 0x8F : 0xBF;
+    else
+      return 0;
     ++i;
     for (int k = 0; k < need; ++k, ++i) {
       if (i == t.size()) return n + 1;  // unfinished, and completable: the checks so far passed
@@ -95,7 +99,8 @@ TokenTrie::TokenTrie(std::vector<std::string> bytes) : bytes_(std::move(bytes)) 
 
   // ---- plain tokens ----
   plain_len_.assign(bytes_.size(), 0);
-  for (int32_t id : ids_) plain_len_[size_t(id)] = uint16_t(std::min<size_t>(PlainLength(bytes_[size_t(id)]), 65535));
+  for (int32_t id : ids_)
+    plain_len_[size_t(id)] = uint16_t(std::min<size_t>(PlainLength(bytes_[size_t(id)]), 65535));
   std::vector<uint32_t> count;
   for (int32_t id : ids_) {
     const uint16_t l = plain_len_[size_t(id)];
@@ -117,7 +122,8 @@ TokenTrie::TokenTrie(std::vector<std::string> bytes) : bytes_(std::move(bytes)) 
   }
   // A node's subtree holds the ids ids_[tok_begin_[n] .. tok_begin_[end_[n]]) (preorder).
   std::vector<uint32_t> special(ids_.size() + 1, 0);
-  for (size_t k = 0; k < ids_.size(); ++k) special[k + 1] = special[k] + (plain_len_[size_t(ids_[k])] == 0);
+  for (size_t k = 0; k < ids_.size(); ++k)
+    special[k + 1] = special[k] + (plain_len_[size_t(ids_[k])] == 0);
   special_below_.assign(byte_.size(), 0);
   for (size_t n = 0; n < byte_.size(); ++n)
     special_below_[n] = special[tok_begin_[end_[n]]] > special[tok_begin_[n]];
@@ -159,8 +165,8 @@ int32_t Matcher::Intern(int32_t pos, int32_t parent) {
   const uint64_t key = (uint64_t(uint32_t(pos)) << 32) | uint32_t(parent);
   auto it = node_ids_.find(key);
   if (it != node_ids_.end()) return it->second;
-  ES_CHECK(nodes_.size() < lim_.max_stacks, "grammar: the matcher outgrew its limit of ", lim_.max_stacks,
-           " stack nodes");
+  ES_CHECK(nodes_.size() < lim_.max_stacks, "grammar: the matcher outgrew its limit of ",
+           lim_.max_stacks, " stack nodes");
   nodes_.push_back({pos, parent});
   node_ids_.emplace(key, int32_t(nodes_.size() - 1));
   return int32_t(nodes_.size() - 1);
@@ -204,8 +210,8 @@ int32_t Matcher::InternState(std::vector<int32_t> stacks) {
   std::string key(reinterpret_cast<const char*>(stacks.data()), stacks.size() * sizeof(int32_t));
   auto it = state_ids_.find(key);
   if (it != state_ids_.end()) return it->second;
-  ES_CHECK(states_.size() < lim_.max_states, "grammar: the matcher outgrew its limit of ", lim_.max_states,
-           " states");
+  ES_CHECK(states_.size() < lim_.max_states, "grammar: the matcher outgrew its limit of ",
+           lim_.max_states, " states");
   State s;
   s.accepting = !stacks.empty() && stacks[0] == 0;
   s.stacks = std::move(stacks);

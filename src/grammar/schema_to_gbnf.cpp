@@ -38,15 +38,19 @@ constexpr uint64_t kMaxRepeat = 4096;          // GrammarLimits::max_repeat
 // Digit strings of one width from lo to hi (leading zeros allowed), as a GBNF expression.
 std::string FixedWidth(const std::string& lo, const std::string& hi) {
   if (lo.empty()) return "";
-  if (lo.find_first_not_of('0') == std::string::npos && hi.find_first_not_of('9') == std::string::npos)
+  if (lo.find_first_not_of('0') == std::string::npos &&
+      hi.find_first_not_of('9') == std::string::npos)
     return "[0-9]{" + std::to_string(lo.size()) + "}";
-  if (lo[0] == hi[0]) return "\"" + std::string(1, lo[0]) + "\" " + FixedWidth(lo.substr(1), hi.substr(1));
+  if (lo[0] == hi[0])
+    return "\"" + std::string(1, lo[0]) + "\" " + FixedWidth(lo.substr(1), hi.substr(1));
   const size_t w = lo.size() - 1;
-  std::string alts = "( \"" + std::string(1, lo[0]) + "\" " + FixedWidth(lo.substr(1), std::string(w, '9'));
+  std::string alts =
+      "( \"" + std::string(1, lo[0]) + "\" " + FixedWidth(lo.substr(1), std::string(w, '9'));
   if (lo[0] + 1 <= hi[0] - 1)
     alts += " | [" + std::string(1, char(lo[0] + 1)) + "-" + std::string(1, char(hi[0] - 1)) + "]" +
             (w ? " [0-9]{" + std::to_string(w) + "}" : "");
-  alts += " | \"" + std::string(1, hi[0]) + "\" " + FixedWidth(std::string(w, '0'), hi.substr(1)) + " )";
+  alts += " | \"" + std::string(1, hi[0]) + "\" " + FixedWidth(std::string(w, '0'), hi.substr(1)) +
+          " )";
   return alts;
 }
 
@@ -106,7 +110,8 @@ class Compiler {
     const bool combined = n.ref >= 0 || !n.any_of.empty() || !n.one_of.empty();
     if (n.enum_values || n.const_value) {
       // Every listed value that the rest of the node allows, as a literal.
-      std::vector<json> values = n.enum_values ? n.enum_values->get<std::vector<json>>() : std::vector<json>{};
+      std::vector<json> values =
+          n.enum_values ? n.enum_values->get<std::vector<json>>() : std::vector<json>{};
       if (n.const_value) values = {*n.const_value};
       std::string alts;
       for (const json& v : values) {
@@ -118,23 +123,27 @@ class Compiler {
     }
     if (combined) {
       for (const auto& k : n.keywords)
-        if (k != "$ref" && k != "anyOf" && k != "oneOf" && k != "title" && k != "description" && k != "default" &&
-            k != "examples" && k != "$schema" && k != "$id" && k != "$comment" && k != "$defs" && k != "definitions")
+        if (k != "$ref" && k != "anyOf" && k != "oneOf" && k != "title" && k != "description" &&
+            k != "default" && k != "examples" && k != "$schema" && k != "$id" && k != "$comment" &&
+            k != "$defs" && k != "definitions")
           Unsupported(n, "keyword '" + k + "' beside $ref/anyOf/oneOf");
       if (int(n.ref >= 0) + int(!n.any_of.empty()) + int(!n.one_of.empty()) > 1)
         Unsupported(n, "combining $ref, anyOf and oneOf in one schema");
       if (n.ref >= 0) return Name(n.ref);
       if (!n.one_of.empty()) CheckOneOfExclusive(n);
       std::string alts;
-      for (int sub : n.any_of.empty() ? n.one_of : n.any_of) alts += (alts.empty() ? "" : " | ") + Name(sub);
+      for (int sub : n.any_of.empty() ? n.one_of : n.any_of)
+        alts += (alts.empty() ? "" : " | ") + Name(sub);
       return alts;
     }
     std::vector<std::string> types = n.types;
     if (types.empty()) {  // inferred from the keywords, else any value
-      if (!n.properties.empty() || !n.required.empty() || n.additional_allowed || n.additional >= 0) types.push_back("object");
+      if (!n.properties.empty() || !n.required.empty() || n.additional_allowed || n.additional >= 0)
+        types.push_back("object");
       if (n.items >= 0 || n.min_items || n.max_items) types.push_back("array");
       if (n.min_length || n.max_length) types.push_back("string");
-      if (n.minimum || n.maximum || n.exclusive_minimum || n.exclusive_maximum) types.push_back("number");
+      if (n.minimum || n.maximum || n.exclusive_minimum || n.exclusive_maximum)
+        types.push_back("number");
       if (types.empty()) return "value";
     }
     std::string alts;
@@ -159,7 +168,8 @@ class Compiler {
       if (lo > kMaxRepeat || n.max_length.value_or(0) > kMaxRepeat)
         Unsupported(n, "a minLength or maxLength above " + std::to_string(kMaxRepeat));
       if (!n.min_length && !n.max_length) return "string";
-      return "\"\\\"\" char{" + std::to_string(lo) + "," + (n.max_length ? std::to_string(*n.max_length) : "") + "} \"\\\"\"";
+      return "\"\\\"\" char{" + std::to_string(lo) + "," +
+             (n.max_length ? std::to_string(*n.max_length) : "") + "} \"\\\"\"";
     }
     if (t == "array") {
       const uint64_t lo = n.min_items.value_or(0);
@@ -168,8 +178,8 @@ class Compiler {
         Unsupported(n, "a minItems or maxItems above " + std::to_string(kMaxRepeat));
       const std::string item = (n.items >= 0 ? Name(n.items) : std::string("value")) + " ws";
       if (n.max_items && *n.max_items == 0) return "\"[\" ws \"]\"";
-      const std::string more = "( \",\" ws " + item + " ){" + std::to_string(lo > 0 ? lo - 1 : 0) + "," +
-                               (n.max_items ? std::to_string(*n.max_items - 1) : "") + "}";
+      const std::string more = "( \",\" ws " + item + " ){" + std::to_string(lo > 0 ? lo - 1 : 0) +
+                               "," + (n.max_items ? std::to_string(*n.max_items - 1) : "") + "}";
       const std::string inner = item + " " + more;
       return "\"[\" ws " + (lo > 0 ? inner : "( " + inner + " )?") + " \"]\"";
     }
@@ -204,7 +214,7 @@ class Compiler {
       for (const auto& [k, sub] : props) listed = listed || k == r;
       if (listed) continue;
       if (n.additional_allowed && !*n.additional_allowed) return "[]";  // required yet forbidden
-      props.emplace_back(r, n.additional);  // -1: any value
+      props.emplace_back(r, n.additional);                              // -1: any value
     }
     if (props.empty()) {
       if (n.additional_allowed && !*n.additional_allowed) return "\"{\" ws \"}\"";
@@ -220,12 +230,17 @@ class Compiler {
     };
     for (size_t i = props.size(); i-- > 0;) {
       const auto& [k, sub] = props[i];
-      const std::string kv = GbnfLiteral(json(k).dump()) + " ws \":\" ws " + (sub >= 0 ? Name(sub) : "value") + " ws";
+      const std::string kv =
+          GbnfLiteral(json(k).dump()) + " ws \":\" ws " + (sub >= 0 ? Name(sub) : "value") + " ws";
       const bool req = required(k);
-      *extra += rest(i, 'f') + " ::= " + kv + " " + rest(i + 1, 'a') +
-                (req ? "" : " | " + (i + 1 == props.size() ? std::string("\"\"") : rest(i + 1, 'f'))) + "\n";
-      *extra += rest(i, 'a') + " ::= \",\" ws " + kv + " " + rest(i + 1, 'a') +
-                (req ? "" : " | " + (i + 1 == props.size() ? std::string("\"\"") : rest(i + 1, 'a'))) + "\n";
+      *extra +=
+          rest(i, 'f') + " ::= " + kv + " " + rest(i + 1, 'a') +
+          (req ? "" : " | " + (i + 1 == props.size() ? std::string("\"\"") : rest(i + 1, 'f'))) +
+          "\n";
+      *extra +=
+          rest(i, 'a') + " ::= \",\" ws " + kv + " " + rest(i + 1, 'a') +
+          (req ? "" : " | " + (i + 1 == props.size() ? std::string("\"\"") : rest(i + 1, 'a'))) +
+          "\n";
     }
     return "\"{\" ws " + rest(0, 'f') + " \"}\"";
   }
@@ -237,12 +252,18 @@ class Compiler {
   // say (disjoint types, a finite set of values the other rejects, a required property whose
   // values the other rejects or that it forbids). When it cannot be proved, the schema is
   // refused (400) rather than a value produced that matches two branches.
-  static constexpr unsigned kObj = 1, kArr = 2, kStr = 4, kInt = 8, kNum = 16, kBool = 32, kNull = 64, kAny = 127;
+  static constexpr unsigned kObj = 1, kArr = 2, kStr = 4, kInt = 8, kNum = 16, kBool = 32,
+                            kNull = 64, kAny = 127;
   static unsigned TypeBits(const std::vector<std::string>& types) {
     unsigned b = 0;
     for (const auto& t : types)
-      b |= t == "object" ? kObj : t == "array" ? kArr : t == "string" ? kStr : t == "integer" ? kInt
-         : t == "number" ? kNum : t == "boolean" ? kBool : kNull;
+      b |= t == "object"    ? kObj
+           : t == "array"   ? kArr
+           : t == "string"  ? kStr
+           : t == "integer" ? kInt
+           : t == "number"  ? kNum
+           : t == "boolean" ? kBool
+                            : kNull;
     return b;
   }
   // integer and number overlap (1.0 is an integer, 1 a number).
@@ -266,7 +287,8 @@ class Compiler {
     }
     if (!n.types.empty()) return TypeBits(n.types);
     unsigned b = 0;  // inferred from the keywords, as Body() does
-    if (!n.properties.empty() || !n.required.empty() || n.additional_allowed || n.additional >= 0) b |= kObj;
+    if (!n.properties.empty() || !n.required.empty() || n.additional_allowed || n.additional >= 0)
+      b |= kObj;
     if (n.items >= 0 || n.min_items || n.max_items) b |= kArr;
     if (n.min_length || n.max_length) b |= kStr;
     if (n.minimum || n.maximum || n.exclusive_minimum || n.exclusive_maximum) b |= kNum;
@@ -315,12 +337,14 @@ class Compiler {
     };
     for (const auto& k : na.required) {  // written always
       const int pb = prop_of(nb, k);
-      if (pb == -2 && nb.additional_allowed && !*nb.additional_allowed) return true;  // b forbids it
+      if (pb == -2 && nb.additional_allowed && !*nb.additional_allowed)
+        return true;  // b forbids it
       const int pa = prop_of(na, k);
       if (pb < 0 || pa < 0) continue;
       if (auto values = FiniteValues(pa)) {
         bool all_rejected = true;
-        for (const json& v : *values) all_rejected = all_rejected && (Rejects(pa, v) || Rejects(pb, v));
+        for (const json& v : *values)
+          all_rejected = all_rejected && (Rejects(pa, v) || Rejects(pb, v));
         if (all_rejected) return true;
       }
     }
@@ -331,10 +355,13 @@ class Compiler {
       for (size_t j = i + 1; j < n.one_of.size(); ++j) {
         const int a = n.one_of[i], b = n.one_of[j];
         if (!WrittenNeverAccepted(a, b) || !WrittenNeverAccepted(b, a))
-          Unsupported(n, "keyword 'oneOf' with branches " + std::to_string(i) + " and " + std::to_string(j) +
-                             " that a value may match both of (exactly one is enforced only for branches of "
-                             "different types, distinct const/enum values, or a required property with distinct "
-                             "const/enum values or forbidden by the other; use anyOf to allow both)");
+          Unsupported(
+              n,
+              "keyword 'oneOf' with branches " + std::to_string(i) + " and " + std::to_string(j) +
+                  " that a value may match both of (exactly one is enforced only for branches of "
+                  "different types, distinct const/enum values, or a required property with "
+                  "distinct "
+                  "const/enum values or forbidden by the other; use anyOf to allow both)");
       }
   }
 

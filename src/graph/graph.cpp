@@ -51,21 +51,36 @@ const float* InputRows(const Batch& b, const Node& n) {
 
 const char* OpName(Op op) {
   switch (op) {
-    case Op::kWeight: return "weight";
-    case Op::kEmbed: return "embed";
-    case Op::kRmsNorm: return "rms_norm";
-    case Op::kMatMul: return "matmul";
-    case Op::kAdd: return "add";
-    case Op::kSwiGLU: return "swiglu";
-    case Op::kSlice: return "slice";
-    case Op::kRope: return "rope";
-    case Op::kKvStore: return "kv_store";
-    case Op::kAttention: return "attention";
-    case Op::kMlaAttention: return "mla_attention";
-    case Op::kMoE: return "moe";
-    case Op::kGetRows: return "get_rows";
-    case Op::kInput: return "input";
-    case Op::kCount: break;
+    case Op::kWeight:
+      return "weight";
+    case Op::kEmbed:
+      return "embed";
+    case Op::kRmsNorm:
+      return "rms_norm";
+    case Op::kMatMul:
+      return "matmul";
+    case Op::kAdd:
+      return "add";
+    case Op::kSwiGLU:
+      return "swiglu";
+    case Op::kSlice:
+      return "slice";
+    case Op::kRope:
+      return "rope";
+    case Op::kKvStore:
+      return "kv_store";
+    case Op::kAttention:
+      return "attention";
+    case Op::kMlaAttention:
+      return "mla_attention";
+    case Op::kMoE:
+      return "moe";
+    case Op::kGetRows:
+      return "get_rows";
+    case Op::kInput:
+      return "input";
+    case Op::kCount:
+      break;
   }
   return "?";
 }

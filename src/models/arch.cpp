@@ -123,7 +123,8 @@ void StoreElement(DType dt, float v, uint8_t* dst) {
 }
 
 // Transposes per-head blocks of kv_b into the absorbed-MLA weights.
-void BuildAbsorbed(const ModelConfig& c, const Tensor& kv_b, int layer, Tensor* wuk_t, Tensor* wuv) {
+void BuildAbsorbed(const ModelConfig& c, const Tensor& kv_b, int layer, Tensor* wuk_t,
+                   Tensor* wuv) {
   const int64_t H = c.n_heads, dn = c.qk_nope_head_dim, dv = c.v_head_dim, r = c.kv_lora_rank;
   // bf16/f16 kv_b keeps its type (a copy of its elements); a block-quantized one becomes f16
   // (decode reads these every token: f32 would be 4x the bytes of the checkpoint's 2-byte form
@@ -390,7 +391,8 @@ static int Unary(Graph& g, Op op, std::vector<int> src, Shape shape, std::string
   return g.Add(std::move(n));
 }
 
-static int RmsNormNode(Graph& g, int x, const Tensor* w, float eps, int rows, const std::string& name) {
+static int RmsNormNode(Graph& g, int x, const Tensor* w, float eps, int rows,
+                       const std::string& name) {
   Node n;
   n.op = Op::kRmsNorm;
   n.name = name;
@@ -515,7 +517,8 @@ int ModelArch::MlpBlock(Graph& g, int h, int x, const LayerWeights& w, int layer
     return Linear(g, act, dw, nullptr, T, name + "down_proj");
   };
   const std::string res = prefix + "mlp_residual";
-  if (!w.moe) return Unary(g, Op::kAdd, {x, ffn(w.gate, w.up, w.down, p)}, {T, c_.hidden_size}, res);
+  if (!w.moe)
+    return Unary(g, Op::kAdd, {x, ffn(w.gate, w.up, w.down, p)}, {T, c_.hidden_size}, res);
   // The shared experts first, added to the residual stream, then the routed experts added to
   // that: x + (shared + routed) as (x + shared) + routed, so that a backend can fold each add into
   // the projection producing it.

@@ -18,10 +18,14 @@ using nlohmann::json;
 
 const char* ArchName(Arch a) {
   switch (a) {
-    case Arch::kLlama: return "LlamaForCausalLM";
-    case Arch::kQwen2: return "Qwen2ForCausalLM";
-    case Arch::kDeepseekV2: return "DeepseekV2ForCausalLM";
-    case Arch::kDeepseekV3: return "DeepseekV3ForCausalLM";
+    case Arch::kLlama:
+      return "LlamaForCausalLM";
+    case Arch::kQwen2:
+      return "Qwen2ForCausalLM";
+    case Arch::kDeepseekV2:
+      return "DeepseekV2ForCausalLM";
+    case Arch::kDeepseekV3:
+      return "DeepseekV3ForCausalLM";
   }
   return "?";
 }
@@ -144,7 +148,8 @@ ModelConfig ParseHfConfig(const json& j, const std::string& where, int64_t layer
     for (auto& [k, v] : j["rope_scaling"].items())
       if (!rp.contains(k)) rp[k] = v;
   c.rope_theta = Opt<double>(rp, "rope_theta", Opt<double>(j, "rope_theta", 10000.0, where), where);
-  std::string rtype = Opt<std::string>(rp, "rope_type", Opt<std::string>(rp, "type", "default", where), where);
+  std::string rtype =
+      Opt<std::string>(rp, "rope_type", Opt<std::string>(rp, "type", "default", where), where);
   c.rope.type = rtype;
   if (rtype != "default" && rtype != "llama3" && rtype != "yarn" && rtype != "linear")
     Fail(where, ": unsupported rope type '", rtype, "' (supported: default, linear, llama3, yarn)");
@@ -169,7 +174,8 @@ ModelConfig ParseHfConfig(const json& j, const std::string& where, int64_t layer
     }
     if (c.rope.factor == 0.0) {
       ES_CHECK(rtype == "yarn", where, ": rope_scaling llama3 needs 'factor'");
-      c.rope.factor = double(c.max_position_embeddings) / double(c.rope.original_max_position_embeddings);
+      c.rope.factor =
+          double(c.max_position_embeddings) / double(c.rope.original_max_position_embeddings);
     }
   }
   if (rtype == "linear") ES_CHECK(c.rope.factor > 0, where, ": rope_scaling linear needs 'factor'");
@@ -189,8 +195,10 @@ ModelConfig ParseHfConfig(const json& j, const std::string& where, int64_t layer
     c.moe_layer_freq = Opt<int>(j, "moe_layer_freq", 1, where);
     c.n_group = Opt<int>(j, "n_group", 1, where);
     c.topk_group = Opt<int>(j, "topk_group", 1, where);
-    c.topk_method = Opt<std::string>(j, "topk_method", c.arch == Arch::kDeepseekV3 ? "noaux_tc" : "greedy", where);
-    c.scoring_func = Opt<std::string>(j, "scoring_func", c.arch == Arch::kDeepseekV3 ? "sigmoid" : "softmax", where);
+    c.topk_method = Opt<std::string>(j, "topk_method",
+                                     c.arch == Arch::kDeepseekV3 ? "noaux_tc" : "greedy", where);
+    c.scoring_func = Opt<std::string>(j, "scoring_func",
+                                      c.arch == Arch::kDeepseekV3 ? "sigmoid" : "softmax", where);
     c.norm_topk_prob = Opt<bool>(j, "norm_topk_prob", false, where);
     c.routed_scaling_factor = Opt<double>(j, "routed_scaling_factor", 1.0, where);
     c.num_nextn_predict_layers = Opt<int>(j, "num_nextn_predict_layers", 0, where);
@@ -201,9 +209,11 @@ ModelConfig ParseHfConfig(const json& j, const std::string& where, int64_t layer
       c.scoring_func = "sigmoid";
     } else {
       c.scoring_func = "softmax";
-      if (c.topk_method == "noaux_tc") Fail(where, ": topk_method noaux_tc needs DeepseekV3ForCausalLM");
+      if (c.topk_method == "noaux_tc")
+        Fail(where, ": topk_method noaux_tc needs DeepseekV3ForCausalLM");
     }
-    if (c.topk_method != "greedy" && c.topk_method != "group_limited_greedy" && c.topk_method != "noaux_tc")
+    if (c.topk_method != "greedy" && c.topk_method != "group_limited_greedy" &&
+        c.topk_method != "noaux_tc")
       Fail(where, ": unsupported topk_method '", c.topk_method, "'");
     if (c.scoring_func != "softmax" && c.scoring_func != "sigmoid")
       Fail(where, ": unsupported scoring_func '", c.scoring_func, "'");
@@ -276,7 +286,8 @@ void ModelConfig::Validate(const std::string& where) const {
                ": num_experts_per_tok exceeds n_routed_experts");
       ES_CHECK(n_group >= 1 && n_routed_experts % n_group == 0, where,
                ": n_routed_experts must be a multiple of n_group");
-      ES_CHECK(topk_group >= 1 && topk_group <= n_group, where, ": topk_group must be in [1, n_group]");
+      ES_CHECK(topk_group >= 1 && topk_group <= n_group, where,
+               ": topk_group must be in [1, n_group]");
     }
   } else {
     positive(head_dim, "head_dim");
@@ -338,14 +349,16 @@ RopeTable ModelConfig::MakeRope() const {
     if (rope.attention_factor > 0) {
       t.attention_factor = float(rope.attention_factor);
     } else if (rope.mscale != 0 && rope.mscale_all_dim != 0) {
-      t.attention_factor = float(GetMscale(factor, rope.mscale) / GetMscale(factor, rope.mscale_all_dim));
+      t.attention_factor =
+          float(GetMscale(factor, rope.mscale) / GetMscale(factor, rope.mscale_all_dim));
     } else {
       t.attention_factor = float(GetMscale(factor, 1.0));
     }
   }
   if (!rope_freq_factors.empty()) {
-    ES_CHECK(rope_freq_factors.size() == t.inv_freq.size(), "rope frequency factors: ",
-             rope_freq_factors.size(), " values for ", t.inv_freq.size(), " frequencies");
+    ES_CHECK(rope_freq_factors.size() == t.inv_freq.size(),
+             "rope frequency factors: ", rope_freq_factors.size(), " values for ",
+             t.inv_freq.size(), " frequencies");
     for (size_t i = 0; i < t.inv_freq.size(); ++i) t.inv_freq[i] /= rope_freq_factors[i];
   }
   return t;

@@ -1,7 +1,7 @@
 // Lifting an imported ONNX decoder into a ModelConfig + Hugging Face-named tensors
-// (edgeseek/internal/models/onnx_lift.h). Sections: the known ops, weights (MatMul / Gemm / MatMulNBits /
-// Gather / GatherBlockQuantized -> [N, K] tensors), rope tables -> inv_freq, the layer walk, the
-// config.
+// (edgeseek/internal/models/onnx_lift.h). Sections: the known ops, weights (MatMul / Gemm /
+// MatMulNBits / Gather / GatherBlockQuantized -> [N, K] tensors), rope tables -> inv_freq, the
+// layer walk, the config.
 #include "edgeseek/internal/models/onnx_lift.h"
 
 #include <cmath>

@@ -53,7 +53,7 @@ ModelConfig DeepseekBase(Arch arch) {
 }  // namespace
 
 std::vector<std::string> PresetNames() {
-  return {"r1-distill-qwen-1.5b", "r1-distill-qwen-7b", "r1-distill-qwen-14b",
+  return {"r1-distill-qwen-1.5b", "r1-distill-qwen-7b",  "r1-distill-qwen-14b",
           "r1-distill-qwen-32b",  "r1-distill-llama-8b", "deepseek-v2-lite",
           "deepseek-v3-small"};
 }
@@ -65,7 +65,8 @@ ModelConfig PresetConfig(const std::string& name) {
     c.vocab_size = 151936;
     return c;
   }
-  if (name == "r1-distill-qwen-7b") return Qwen2Distill(3584, 18944, 28, 28, 4, 10000.0, 131072, false);
+  if (name == "r1-distill-qwen-7b")
+    return Qwen2Distill(3584, 18944, 28, 28, 4, 10000.0, 131072, false);
   if (name == "r1-distill-qwen-14b") {
     ModelConfig c = Qwen2Distill(5120, 13824, 48, 40, 8, 1000000.0, 131072, false);
     c.rms_norm_eps = 1e-5f;

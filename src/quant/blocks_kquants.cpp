@@ -104,7 +104,9 @@ float FitSignedScale(int n, int nmax, const float* x, int8_t* L) {
     std::memset(L, 0, size_t(n));
     return 0.0f;
   }
-  auto level = [&](float iscale, int i) { return std::clamp(NearestInt(iscale * x[i]), -nmax, nmax - 1); };
+  auto level = [&](float iscale, int i) {
+    return std::clamp(NearestInt(iscale * x[i]), -nmax, nmax - 1);
+  };
   float iscale = -float(nmax) / max;
   float sumlx = 0, suml2 = 0;
   for (int i = 0; i < n; ++i) {
@@ -281,7 +283,8 @@ void QuantizeQ6K(const float* x, void* vy, int64_t nb) {
     }
     const float iscale = -128.0f / max_scale;
     y[i].d = F32ToF16(1.0f / iscale);
-    for (int ib = 0; ib < 16; ++ib) y[i].scales[ib] = int8_t(std::min(127, NearestInt(iscale * scales[ib])));
+    for (int ib = 0; ib < 16; ++ib)
+      y[i].scales[ib] = int8_t(std::min(127, NearestInt(iscale * scales[ib])));
     const float d_all = F16ToF32(y[i].d);
     for (int j = 0; j < 16; ++j) {
       const float d = d_all * float(y[i].scales[j]);

@@ -1,4 +1,5 @@
-// onnxruntime's block-quantized weights onto edgeseek block types (edgeseek/internal/quant/nbits.h).
+// onnxruntime's block-quantized weights onto edgeseek block types
+// (edgeseek/internal/quant/nbits.h).
 #include "edgeseek/internal/quant/nbits.h"
 
 #include <cstring>

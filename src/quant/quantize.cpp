@@ -37,16 +37,26 @@ void Dequantize(DType t, const void* src, float* dst, int64_t n) {
            ": not a multiple of its block size ", be);
   const int64_t nb = n / be;
   switch (t) {
-    case DType::kQ8_0: return quant::DequantizeQ8_0(src, dst, nb);
-    case DType::kQ4_0: return quant::DequantizeQ4_0(src, dst, nb);
-    case DType::kQ4_1: return quant::DequantizeQ4_1(src, dst, nb);
-    case DType::kQ5_0: return quant::DequantizeQ5_0(src, dst, nb);
-    case DType::kQ5_1: return quant::DequantizeQ5_1(src, dst, nb);
-    case DType::kQ4_K: return quant::DequantizeQ4K(src, dst, nb);
-    case DType::kQ5_K: return quant::DequantizeQ5K(src, dst, nb);
-    case DType::kQ6_K: return quant::DequantizeQ6K(src, dst, nb);
-    case DType::kQ8_K: return quant::DequantizeQ8K(src, dst, nb);
-    case DType::kI4G: return quant::DequantizeI4G(src, dst, nb);
+    case DType::kQ8_0:
+      return quant::DequantizeQ8_0(src, dst, nb);
+    case DType::kQ4_0:
+      return quant::DequantizeQ4_0(src, dst, nb);
+    case DType::kQ4_1:
+      return quant::DequantizeQ4_1(src, dst, nb);
+    case DType::kQ5_0:
+      return quant::DequantizeQ5_0(src, dst, nb);
+    case DType::kQ5_1:
+      return quant::DequantizeQ5_1(src, dst, nb);
+    case DType::kQ4_K:
+      return quant::DequantizeQ4K(src, dst, nb);
+    case DType::kQ5_K:
+      return quant::DequantizeQ5K(src, dst, nb);
+    case DType::kQ6_K:
+      return quant::DequantizeQ6K(src, dst, nb);
+    case DType::kQ8_K:
+      return quant::DequantizeQ8K(src, dst, nb);
+    case DType::kI4G:
+      return quant::DequantizeI4G(src, dst, nb);
     case DType::kI8: {
       auto* s = static_cast<const int8_t*>(src);
       for (int64_t i = 0; i < n; ++i) dst[i] = float(s[i]);
@@ -83,16 +93,26 @@ void Quantize(DType t, const float* src, void* dst, int64_t n) {
       for (int64_t i = 0; i < n; ++i) d[i] = F32ToBF16(src[i]);
       return;
     }
-    case DType::kQ8_0: return quant::QuantizeQ8_0(src, dst, nb);
-    case DType::kQ4_0: return quant::QuantizeQ4_0(src, dst, nb);
-    case DType::kQ4_1: return quant::QuantizeQ4_1(src, dst, nb);
-    case DType::kQ5_0: return quant::QuantizeQ5_0(src, dst, nb);
-    case DType::kQ5_1: return quant::QuantizeQ5_1(src, dst, nb);
-    case DType::kQ4_K: return quant::QuantizeQ4K(src, dst, nb);
-    case DType::kQ5_K: return quant::QuantizeQ5K(src, dst, nb);
-    case DType::kQ6_K: return quant::QuantizeQ6K(src, dst, nb);
-    case DType::kQ8_K: return quant::QuantizeQ8K(src, dst, nb);
-    case DType::kI4G: return quant::QuantizeI4G(src, dst, nb);
+    case DType::kQ8_0:
+      return quant::QuantizeQ8_0(src, dst, nb);
+    case DType::kQ4_0:
+      return quant::QuantizeQ4_0(src, dst, nb);
+    case DType::kQ4_1:
+      return quant::QuantizeQ4_1(src, dst, nb);
+    case DType::kQ5_0:
+      return quant::QuantizeQ5_0(src, dst, nb);
+    case DType::kQ5_1:
+      return quant::QuantizeQ5_1(src, dst, nb);
+    case DType::kQ4_K:
+      return quant::QuantizeQ4K(src, dst, nb);
+    case DType::kQ5_K:
+      return quant::QuantizeQ5K(src, dst, nb);
+    case DType::kQ6_K:
+      return quant::QuantizeQ6K(src, dst, nb);
+    case DType::kQ8_K:
+      return quant::QuantizeQ8K(src, dst, nb);
+    case DType::kI4G:
+      return quant::QuantizeI4G(src, dst, nb);
     default:
       Fail("cannot quantize to ", Name(t));
   }

@@ -34,7 +34,8 @@ size_t ActiveWeightBytes(const Model& m) {
     // Absorbed MLA weights are read instead of kv_b_proj, which decode never touches.
     if (t->name.find("kv_b_proj") != std::string::npos) b = 0;
     // An untied embedding table gives one row per token; tied, it is read whole as the output.
-    if (t == m.arch().embedding() && !c.tie_word_embeddings && t->shape.size() == 2 && t->shape[0] > 0)
+    if (t == m.arch().embedding() && !c.tie_word_embeddings && t->shape.size() == 2 &&
+        t->shape[0] > 0)
       b /= double(t->shape[0]);
     total += b;
   }
@@ -53,16 +54,25 @@ double MeasureReadBandwidth(int threads, size_t bytes) {
   double best = 0;
   for (int rep = 0; rep < 3; ++rep) {
     const auto t0 = Clock::now();
-    pool.ParallelFor(int64_t(n), [&](int64_t b, int64_t e, int t) {
-      uint64_t a0 = 0, a1 = 0, a2 = 0, a3 = 0, a4 = 0, a5 = 0, a6 = 0, a7 = 0;
-      int64_t i = b;
-      for (; i + 8 <= e; i += 8) {
-        a0 += buf[i]; a1 += buf[i + 1]; a2 += buf[i + 2]; a3 += buf[i + 3];
-        a4 += buf[i + 4]; a5 += buf[i + 5]; a6 += buf[i + 6]; a7 += buf[i + 7];
-      }
-      for (; i < e; ++i) a0 += buf[i];
-      sink[size_t(t) * 8] = a0 + a1 + a2 + a3 + a4 + a5 + a6 + a7;
-    }, 4096);
+    pool.ParallelFor(
+        int64_t(n),
+        [&](int64_t b, int64_t e, int t) {
+          uint64_t a0 = 0, a1 = 0, a2 = 0, a3 = 0, a4 = 0, a5 = 0, a6 = 0, a7 = 0;
+          int64_t i = b;
+          for (; i + 8 <= e; i += 8) {
+            a0 += buf[i];
+            a1 += buf[i + 1];
+            a2 += buf[i + 2];
+            a3 += buf[i + 3];
+            a4 += buf[i + 4];
+            a5 += buf[i + 5];
+            a6 += buf[i + 6];
+            a7 += buf[i + 7];
+          }
+          for (; i < e; ++i) a0 += buf[i];
+          sink[size_t(t) * 8] = a0 + a1 + a2 + a3 + a4 + a5 + a6 + a7;
+        },
+        4096);
     const double s = std::chrono::duration<double>(Clock::now() - t0).count();
     best = std::max(best, double(n * 8) / s / 1e9);
   }
@@ -136,7 +146,8 @@ void BatchedPass(Runner& runner, const std::vector<std::vector<int32_t>>& prompt
   std::vector<int> slots;
   for (size_t i = 0; i < prompts.size(); ++i) {
     slots.push_back(runner.AcquireSlot());
-    ES_CHECK(slots.back() >= 0, "bench --batch ", prompts.size(), ": the runner has ", runner.n_slots(), " slots");
+    ES_CHECK(slots.back() >= 0, "bench --batch ", prompts.size(), ": the runner has ",
+             runner.n_slots(), " slots");
   }
   std::vector<int32_t> next(prompts.size()), ids;
   const auto t0 = Clock::now();
@@ -186,7 +197,8 @@ BenchResult RunBench(Runner& runner, const BenchOptions& o, double load_s) {
   std::uniform_int_distribution<int32_t> dist(0, m.vocab_size() - 1);
   ES_CHECK(o.batch >= 1, "bench --batch must be at least 1");
   // One prompt a sequence (the first is the single-sequence bench's).
-  std::vector<std::vector<int32_t>> prompts(size_t(o.batch), std::vector<int32_t>(size_t(std::max(1, o.n_prompt))));
+  std::vector<std::vector<int32_t>> prompts(size_t(o.batch),
+                                            std::vector<int32_t>(size_t(std::max(1, o.n_prompt))));
   for (auto& p : prompts)
     for (size_t i = 0; i < p.size(); ++i)
       p[i] = o.prompt_pattern > 0 && i >= size_t(o.prompt_pattern) ? p[i - size_t(o.prompt_pattern)]
@@ -200,7 +212,8 @@ BenchResult RunBench(Runner& runner, const BenchOptions& o, double load_s) {
   const std::vector<int32_t>& prompt = prompts[0];
   std::vector<double> token_times;
   std::vector<double> ttfts;
-  // Per decode step of the timed passes: CPU, run-queue wait, preemptions, faults; each rep's first.
+  // Per decode step of the timed passes: CPU, run-queue wait, preemptions, faults; each rep's
+  // first.
   std::vector<double> step_cpu, step_wait, step_preempt, step_faults, first_steps;
   bool timed = false;
   // One pass: the prompt, then n_new greedy tokens.
@@ -209,8 +222,10 @@ BenchResult RunBench(Runner& runner, const BenchOptions& o, double load_s) {
     std::vector<ProcessCounters> at;
     GenerateStats gs;
     if (o.batch > 1) {
-      BatchedPass(runner, prompts, n_new, timed ? std::function<void()>([&] { at.push_back(ReadProcessCounters()); })
-                                                : std::function<void()>(), &gs);
+      BatchedPass(runner, prompts, n_new,
+                  timed ? std::function<void()>([&] { at.push_back(ReadProcessCounters()); })
+                        : std::function<void()>(),
+                  &gs);
     } else {
       const int slot = runner.AcquireSlot();
       ES_ASSERT(slot >= 0);

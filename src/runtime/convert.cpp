@@ -1,6 +1,6 @@
 // ConvertModelToGguf / ConvertSyntheticToGguf / ConvertHfToGguf / QuantizeModelWeights
-// (include/edgeseek/internal/runtime/convert.h): the model-level halves of `edgeseek convert` and of
-// quantize-at-load (`--dtype q4_0` ...).
+// (include/edgeseek/internal/runtime/convert.h): the model-level halves of `edgeseek convert` and
+// of quantize-at-load (`--dtype q4_0` ...).
 #include "edgeseek/internal/runtime/convert.h"
 
 #include <algorithm>
@@ -42,7 +42,8 @@ std::set<const void*> MappedOwners(ModelLoader* ml) {
 
 }  // namespace
 
-GgufQuantizeStats ConvertModelToGguf(const Model& m, const std::string& out_path, const QuantPolicy& policy,
+GgufQuantizeStats ConvertModelToGguf(const Model& m, const std::string& out_path,
+                                     const QuantPolicy& policy,
                                      const ConvertModelOptions& options) {
   GgufConvertSource src;
   // An imported (ONNX) model whose rope was recovered as per-frequency factors has no
@@ -84,16 +85,19 @@ GgufQuantizeStats ConvertModelToGguf(const Model& m, const std::string& out_path
   // grow to the size of the checkpoint.
   const std::set<const void*> mapped = MappedOwners(ml);
   src.release = [&mapped](const Tensor& t, int64_t b, int64_t e) {
-    if (mapped.count(t.owner.get())) DropMappedPages(t.bytes() + size_t(b) * t.row_bytes(), size_t(e - b) * t.row_bytes());
+    if (mapped.count(t.owner.get()))
+      DropMappedPages(t.bytes() + size_t(b) * t.row_bytes(), size_t(e - b) * t.row_bytes());
   };
   src.tokenizer_dir = options.tokenizer_dir;
   src.name = m.name();
   return ConvertToGguf(src, out_path, policy, options.quantize);
 }
 
-GgufQuantizeStats ConvertSyntheticWeightsToGguf(const SyntheticWeights& weights, const ModelConfig& c,
-                                                const std::string& name, const std::string& out_path,
-                                                const QuantPolicy& policy, const ConvertModelOptions& options) {
+GgufQuantizeStats ConvertSyntheticWeightsToGguf(const SyntheticWeights& weights,
+                                                const ModelConfig& c, const std::string& name,
+                                                const std::string& out_path,
+                                                const QuantPolicy& policy,
+                                                const ConvertModelOptions& options) {
   GgufConvertSource src;
   if (options.config_path.empty()) {
     src.config = ToHfConfig(c);
@@ -105,7 +109,8 @@ GgufQuantizeStats ConvertSyntheticWeightsToGguf(const SyntheticWeights& weights,
   // The tensors in ExpectedWeights order, as Model::Synthetic binds them, without data: each
   // slice is made when the converter reaches it.
   for (const Tensor& t : weights.tensors()) src.tensors.push_back(&t);
-  src.fill_rows = [&weights](const Tensor& t, int64_t b, int64_t e, uint8_t* dst, ThreadPool& pool) {
+  src.fill_rows = [&weights](const Tensor& t, int64_t b, int64_t e, uint8_t* dst,
+                             ThreadPool& pool) {
     weights.Fill(size_t(&t - weights.tensors().data()), b, e, dst, pool);
   };
   src.tokenizer_dir = options.tokenizer_dir;
@@ -113,16 +118,17 @@ GgufQuantizeStats ConvertSyntheticWeightsToGguf(const SyntheticWeights& weights,
   return ConvertToGguf(src, out_path, policy, options.quantize);
 }
 
-GgufQuantizeStats ConvertSyntheticToGguf(const std::string& name_or_config, uint64_t seed, const std::string& out_path,
-                                         const QuantPolicy& policy, const ConvertModelOptions& options) {
+GgufQuantizeStats ConvertSyntheticToGguf(const std::string& name_or_config, uint64_t seed,
+                                         const std::string& out_path, const QuantPolicy& policy,
+                                         const ConvertModelOptions& options) {
   std::string name;
   const ModelConfig c = SyntheticConfig(name_or_config, &name);
   const SyntheticWeights weights(c, DType::kBF16, seed);
   return ConvertSyntheticWeightsToGguf(weights, c, name, out_path, policy, options);
 }
 
-GgufQuantizeStats ConvertHfToGguf(const std::string& hf_dir, const std::string& out_path, const QuantPolicy& policy,
-                                  const GgufQuantizeOptions& options) {
+GgufQuantizeStats ConvertHfToGguf(const std::string& hf_dir, const std::string& out_path,
+                                  const QuantPolicy& policy, const GgufQuantizeOptions& options) {
   std::error_code ec;
   ES_CHECK(fs::is_directory(hf_dir, ec), "'", hf_dir, "' is not a Hugging Face model folder");
   const std::shared_ptr<Model> m = Model::Load(hf_dir);
@@ -132,13 +138,14 @@ GgufQuantizeStats ConvertHfToGguf(const std::string& hf_dir, const std::string& 
   return ConvertModelToGguf(*m, out_path, policy, o);
 }
 
-std::optional<DType> QuantizeAtLoadType(const QuantPolicy& policy, const std::string& name, const Shape& shape,
-                                        DType dtype) {
+std::optional<DType> QuantizeAtLoadType(const QuantPolicy& policy, const std::string& name,
+                                        const Shape& shape, DType dtype) {
   if (shape.size() != 2) return std::nullopt;
   const auto g = HfToGgufName(name);
   if (!g) return std::nullopt;  // derived tensors (MLA absorption)
   const std::string& n = g->gguf_name;
-  const bool keep = n == TensorName(kTensorTokenEmbd) || n.find("." + std::string(kTensorAttnKvB) + ".") != std::string::npos;
+  const bool keep = n == TensorName(kTensorTokenEmbd) ||
+                    n.find("." + std::string(kTensorAttnKvB) + ".") != std::string::npos;
   const DType type = ChooseType(policy, n, shape, dtype);
   if (keep || type == dtype || !CanQuantize(type) || !CanQuantize(dtype)) return std::nullopt;
   return type;
@@ -146,7 +153,8 @@ std::optional<DType> QuantizeAtLoadType(const QuantPolicy& policy, const std::st
 
 QuantizeAtLoadStats QuantizeModelWeights(Model& m, const QuantPolicy& policy, int threads) {
   auto* ml = dynamic_cast<ModelLoader*>(&m);
-  ES_CHECK(ml, "quantize at load: model ", m.name(), " was not made by Model::Load or Model::Synthetic");
+  ES_CHECK(ml, "quantize at load: model ", m.name(),
+           " was not made by Model::Load or Model::Synthetic");
   QuantizeAtLoadStats st;
   struct Job {
     const Tensor* src;
@@ -176,8 +184,9 @@ QuantizeAtLoadStats QuantizeModelWeights(Model& m, const QuantPolicy& policy, in
     const Tensor& s = *j.src;
     Tensor q = AllocTensor(s.name, j.type, s.shape);
     const size_t in_row = s.row_bytes();
-    RequantizeRows(pool, s.dtype, [&](int64_t r) { return s.bytes() + size_t(r) * in_row; }, j.type, s.rows(),
-                   s.cols(), static_cast<uint8_t*>(MutableData(q)), "quantize at load", s.name);
+    RequantizeRows(
+        pool, s.dtype, [&](int64_t r) { return s.bytes() + size_t(r) * in_row; }, j.type, s.rows(),
+        s.cols(), static_cast<uint8_t*>(MutableData(q)), "quantize at load", s.name);
     st.bytes_before += s.nbytes;
     st.bytes_after += q.nbytes;
     ++st.quantized;

@@ -7,11 +7,13 @@
 //    DeepSeek tokenizers have three or five, which Tokenizer::FromBpeVocab's single regex cannot
 //    express), then the byte-level map;
 //  - Qwen2-family vocabularies ("qwen2", "deepseek-r1-qwen") carry an NFC normalizer in
-//    tokenizer.json; llama-bpe has ignore_merges (a word found whole in the vocabulary is one token);
+//    tokenizer.json; llama-bpe has ignore_merges (a word found whole in the vocabulary is one
+//    token);
 //  - token_type CONTROL -> special added token, USER_DEFINED -> non-special added token.
-// The regexes are those of the published tokenizer.json files (also in llama.cpp's llama-vocab.cpp).
-// Code points that Unicode normalization would rewrite (U+1F7D, U+1FBE, U+1FD3, U+1FDB, U+2126,
-// U+212A) are written as \x{...} escapes so that no editor or tool can silently change them.
+// The regexes are those of the published tokenizer.json files (also in llama.cpp's
+// llama-vocab.cpp). Code points that Unicode normalization would rewrite (U+1F7D, U+1FBE, U+1FD3,
+// U+1FDB, U+2126, U+212A) are written as \x{...} escapes so that no editor or tool can silently
+// change them.
 #include <nlohmann/json.hpp>
 #include <unordered_set>
 
@@ -26,11 +28,13 @@ namespace {
 
 // GPT-2-style contractions, letters, digits one at a time (Qwen2).
 constexpr const char* kQwen2Regex =
-    "(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|\\p{N}| ?[^\\s\\p{L}\\p{N}]+[\\r\\n]*|"
+    "(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|\\p{N}| "
+    "?[^\\s\\p{L}\\p{N}]+[\\r\\n]*|"
     "\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+";
 // Llama 3: digits in runs of up to three.
 constexpr const char* kLlama3Regex =
-    "(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|\\p{N}{1,3}| ?[^\\s\\p{L}\\p{N}]+[\\r\\n]*|"
+    "(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|\\p{N}{1,3}| "
+    "?[^\\s\\p{L}\\p{N}]+[\\r\\n]*|"
     "\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+";
 
 }  // namespace
@@ -41,16 +45,24 @@ std::vector<std::string> GgufPreTokenizerRegexes(const std::string& pre, const s
   if (pre == "llama-bpe" || pre == "llama3" || pre == "llama-v3") return {kLlama3Regex};
   if (pre == "deepseek-v3")
     return {"\\p{N}{1,3}", "[一-龥぀-ゟ゠-ヿ]+",
-            "[!\"#$%&'()*+,\\-./:;<=>?@\\[\\\\\\]^_`{|}~][A-Za-z]+|[^\r\n\\p{L}\\p{P}\\p{S}]?[\\p{L}\\p{M}]+| "
+            "[!\"#$%&'()*+,\\-./"
+            ":;<=>?@\\[\\\\\\]^_`{|}~][A-Za-z]+|[^\r\n\\p{L}\\p{P}\\p{S}]?[\\p{L}\\p{M}]+| "
             "?[\\p{P}\\p{S}]+[\r\n]*|\\s*[\r\n]+|\\s+(?!\\S)|\\s+"};
   if (pre == "deepseek-llm")
     return {"[\r\n]",
-            "\\s?[A-Za-zµÀ-ÖØ-öø-ƺƼ-ƿǄ-ʓʕ-ʯͰ-ͳͶͷͻ-ͽͿΆΈ-ΊΌΎ-ΡΣ-ϵϷ-ҁҊ-ԯԱ-ՖႠ-ჅᎠ-Ᏽᏸ-ᏽᲐ-ᲺᲽ-Ჿᴀ-ᴫᵫ-ᵷᵹ-ᶚḀ-ἕἘ-Ἕἠ-ὅὈ-Ὅὐ-"
-            "ὗὙὛὝὟ-\\x{1F7D}ᾀ-ᾴᾶ-ᾼ\\x{1FBE}ῂ-ῄῆ-ῌῐ-\\x{1FD3}ῖ-\\x{1FDB}ῠ-Ῥῲ-ῴῶ-ῼℂℇℊ-ℓℕℙ-ℝℤ\\x{2126}ℨ\\x{212A}-ℭℯ-ℴℹℼ-ℿⅅ-ⅉⅎↃↄⰀ-ⱻⱾ-ⳤⳫ-ⳮⳲⳳꙀ-ꙭꚀ-ꚛꜢ-ꝯꝱ-ꞇꞋ-ꞎꭰ-ꮿﬀ-ﬆﬓ-"
+            "\\s?[A-Za-zµÀ-ÖØ-öø-ƺƼ-ƿǄ-ʓʕ-ʯͰ-ͳͶͷͻ-ͽͿΆΈ-ΊΌΎ-ΡΣ-ϵϷ-ҁҊ-ԯԱ-ՖႠ-ჅᎠ-Ᏽᏸ-ᏽᲐ-"
+            "ᲺᲽ-Ჿᴀ-ᴫᵫ-ᵷᵹ-ᶚḀ-ἕἘ-Ἕἠ-ὅὈ-Ὅὐ-"
+            "ὗὙὛὝὟ-\\x{1F7D}ᾀ-ᾴᾶ-ᾼ\\x{1FBE}ῂ-ῄῆ-ῌῐ-\\x{1FD3}ῖ-\\x{1FDB}ῠ-Ῥῲ-ῴῶ-ῼℂℇℊ-ℓℕℙ-ℝℤ\\x{2126}"
+            "ℨ\\x{212A}-ℭℯ-ℴℹℼ-ℿⅅ-ⅉⅎↃↄⰀ-ⱻⱾ-ⳤⳫ-ⳮⳲⳳꙀ-ꙭꚀ-ꚛꜢ-ꝯꝱ-ꞇꞋ-ꞎꭰ-ꮿﬀ-"
+            "ﬆﬓ-"
             "ﬗＡ-Ｚａ-ｚ𐐀-𐑏𐒰-𐓓𐓘-𐓻𐲀-𐲲𐳀-𐳲𑢠-𑣟𞤀-𞥃]+",
-            "\\s?[!-/:-~！-／：-～‘-‟　-。]+", "\\s+$", "[一-龥ࠀ-一가-퟿]+", "\\p{N}+"};
+            "\\s?[!-/:-~！-／：-～‘-‟　-。]+",
+            "\\s+$",
+            "[一-龥ࠀ-一가-퟿]+",
+            "\\p{N}+"};
   Fail(where, ": tokenizer.ggml.pre '", pre,
-       "' is not supported (supported: default, gpt2, qwen2, deepseek-r1-qwen, llama-bpe, deepseek-v3, "
+       "' is not supported (supported: default, gpt2, qwen2, deepseek-r1-qwen, llama-bpe, "
+       "deepseek-v3, "
        "deepseek-llm)");
 }
 
@@ -77,13 +89,13 @@ std::unique_ptr<Tokenizer> GgufTokenizer(const GgufFile& f, std::string* why) {
   std::vector<int64_t> types;
   if (f.Has(kKeyTokenizerTokenType)) {
     types = f.GetIntArray(kKeyTokenizerTokenType);
-    ES_CHECK(types.size() == tokens.size(), f.path(), ": key ", kKeyTokenizerTokenType, " has ", types.size(),
-             " entries but ", kKeyTokenizerTokens, " has ", tokens.size());
+    ES_CHECK(types.size() == tokens.size(), f.path(), ": key ", kKeyTokenizerTokenType, " has ",
+             types.size(), " entries but ", kKeyTokenizerTokens, " has ", tokens.size());
   }
   const std::vector<std::string>& merges = f.GetStringArray(kKeyTokenizerMerges);
   for (size_t r = 0; r < merges.size(); ++r)
-    ES_CHECK(merges[r].find(' ') != std::string::npos, f.path(), ": ", kKeyTokenizerMerges, "[", r, "] '",
-             merges[r], "' is not \"a b\"");
+    ES_CHECK(merges[r].find(' ') != std::string::npos, f.path(), ": ", kKeyTokenizerMerges, "[", r,
+             "] '", merges[r], "' is not \"a b\"");
 
   // tokenizer.json: model, added tokens, normalizer, pre-tokenizer, decoder.
   json vocab = json::object();
@@ -102,25 +114,39 @@ std::unique_ptr<Tokenizer> GgufTokenizer(const GgufFile& f, std::string* why) {
     const int64_t ty = types.empty() ? int64_t(GgufTokenType::kNormal) : types[i];
     if (ty == int64_t(GgufTokenType::kControl) || ty == int64_t(GgufTokenType::kUserDefined)) {
       const bool special = ty == int64_t(GgufTokenType::kControl);
-      added.push_back({{"id", int64_t(i)}, {"content", tokens[i]}, {"special", special}, {"normalized", false},
-                       {"lstrip", false}, {"rstrip", false}, {"single_word", false}});
+      added.push_back({{"id", int64_t(i)},
+                       {"content", tokens[i]},
+                       {"special", special},
+                       {"normalized", false},
+                       {"lstrip", false},
+                       {"rstrip", false},
+                       {"single_word", false}});
     }
   }
-  const json byte_level = {{"type", "ByteLevel"}, {"add_prefix_space", false}, {"trim_offsets", false},
+  const json byte_level = {{"type", "ByteLevel"},
+                           {"add_prefix_space", false},
+                           {"trim_offsets", false},
                            {"use_regex", false}};
   json pre_tok;
   if (regexes.empty()) {
-    pre_tok = {{"type", "ByteLevel"}, {"add_prefix_space", false}, {"trim_offsets", false}, {"use_regex", true}};
+    pre_tok = {{"type", "ByteLevel"},
+               {"add_prefix_space", false},
+               {"trim_offsets", false},
+               {"use_regex", true}};
   } else {
     json seq = json::array();
     for (const std::string& r : regexes)
-      seq.push_back({{"type", "Split"}, {"pattern", {{"Regex", r}}}, {"behavior", "Isolated"}, {"invert", false}});
+      seq.push_back({{"type", "Split"},
+                     {"pattern", {{"Regex", r}}},
+                     {"behavior", "Isolated"},
+                     {"invert", false}});
     seq.push_back(byte_level);
     pre_tok = {{"type", "Sequence"}, {"pretokenizers", seq}};
   }
   json tj = {{"version", "1.0"},
              {"added_tokens", added},
-             {"normalizer", pre == "qwen2" || pre == "deepseek-r1-qwen" ? json{{"type", "NFC"}} : json(nullptr)},
+             {"normalizer",
+              pre == "qwen2" || pre == "deepseek-r1-qwen" ? json{{"type", "NFC"}} : json(nullptr)},
              {"pre_tokenizer", pre_tok},
              {"post_processor", nullptr},
              {"decoder", byte_level},
@@ -135,8 +161,8 @@ std::unique_ptr<Tokenizer> GgufTokenizer(const GgufFile& f, std::string* why) {
   auto id_key = [&](std::string_view k) -> int64_t {
     if (!f.Has(k)) return -1;
     const int64_t id = int64_t(f.GetU32(k));
-    ES_CHECK(id < int64_t(tokens.size()), f.path(), ": key ", k, " is ", id, " but the vocabulary has ",
-             tokens.size(), " tokens");
+    ES_CHECK(id < int64_t(tokens.size()), f.path(), ": key ", k, " is ", id,
+             " but the vocabulary has ", tokens.size(), " tokens");
     return id;
   };
   const int64_t bos = id_key(kKeyTokenizerBosId), eos = id_key(kKeyTokenizerEosId);
@@ -155,15 +181,19 @@ std::unique_ptr<Tokenizer> GgufTokenizer(const GgufFile& f, std::string* why) {
     tj["post_processor"] = {
         {"type", "TemplateProcessing"},
         {"single", {bos_item, {{"Sequence", {{"id", "A"}, {"type_id", 0}}}}}},
-        {"pair", {bos_item, {{"Sequence", {{"id", "A"}, {"type_id", 0}}}}, bos_item,
-                  {{"Sequence", {{"id", "B"}, {"type_id", 1}}}}}},
+        {"pair",
+         {bos_item,
+          {{"Sequence", {{"id", "A"}, {"type_id", 0}}}},
+          bos_item,
+          {{"Sequence", {{"id", "B"}, {"type_id", 1}}}}}},
         {"special_tokens", {{b, {{"id", b}, {"ids", {bos}}, {"tokens", {b}}}}}}};
     config["add_bos_token"] = false;
   } else {
     config["add_bos_token"] = add_bos;
   }
   config["add_eos_token"] = f.GetBoolOr(kKeyTokenizerAddEos, false);
-  if (f.Has(kKeyTokenizerChatTemplate)) config["chat_template"] = f.GetString(kKeyTokenizerChatTemplate);
+  if (f.Has(kKeyTokenizerChatTemplate))
+    config["chat_template"] = f.GetString(kKeyTokenizerChatTemplate);
   try {
     std::unique_ptr<Tokenizer> t = Tokenizer::FromJson(tj, &config);
     for (size_t i : duplicates)

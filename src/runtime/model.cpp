@@ -19,10 +19,10 @@
 
 #include "edgeseek/internal/core/error.h"
 #include "edgeseek/internal/core/thread_pool.h"
+#include "edgeseek/internal/formats/gguf_quantize.h"
 #include "edgeseek/internal/formats/safetensors.h"
 #include "edgeseek/internal/models/arch.h"
 #include "edgeseek/internal/models/config.h"
-#include "edgeseek/internal/formats/gguf_quantize.h"
 #include "edgeseek/internal/runtime/convert.h"
 #include "edgeseek/internal/tokenizer/tokenizer.h"
 #include "model_loader.h"
@@ -98,15 +98,17 @@ Tensor QuantizeSynthetic(const SyntheticWeights& sw, size_t i, DType type, Threa
   for (int64_t r0 = 0; r0 < rows; r0 += step) {
     const int64_t n = std::min(step, rows - r0);
     sw.Fill(i, r0, r0 + n, slice.data(), pool);
-    RequantizeRows(pool, s.dtype, [&](int64_t r) { return slice.data() + size_t(r) * in_row; }, type, n, cols,
-                   dst + size_t(r0) * out_row, "quantize at load", s.name, r0);
+    RequantizeRows(
+        pool, s.dtype, [&](int64_t r) { return slice.data() + size_t(r) * in_row; }, type, n, cols,
+        dst + size_t(r0) * out_row, "quantize at load", s.name, r0);
   }
   return q;
 }
 
 }  // namespace
 
-std::shared_ptr<Model> Model::Synthetic(const std::string& name_or_config, const LoadOptions& opts) {
+std::shared_ptr<Model> Model::Synthetic(const std::string& name_or_config,
+                                        const LoadOptions& opts) {
   auto m = std::shared_ptr<ModelLoader>(new ModelLoader());
   const ModelConfig c = SyntheticConfig(name_or_config, &m->name_);
   m->config_ = std::make_unique<ModelConfig>(c);
@@ -124,7 +126,8 @@ std::shared_ptr<Model> Model::Synthetic(const std::string& name_or_config, const
   if (!opts.tokenizer.empty()) {
     m->tokenizer_ = Tokenizer::Load(opts.tokenizer);
     ES_CHECK(m->tokenizer_->vocab_size() <= c.vocab_size, "tokenizer '", opts.tokenizer, "' has ",
-             m->tokenizer_->vocab_size(), " tokens but the model's vocabulary holds ", c.vocab_size);
+             m->tokenizer_->vocab_size(), " tokens but the model's vocabulary holds ",
+             c.vocab_size);
   }
   return m;
 }

@@ -83,11 +83,11 @@ void ReadRopeScaling(const GgufFile& f, const std::string& arch, ModelConfig& c)
     Fail(where, " is '", type, "' (supported: none, linear, yarn)");
   c.rope.type = type;
   c.rope.factor = f.GetF32(key(kKeyRopeScalingFactor));
-  ES_CHECK(c.rope.factor > 0, f.path(), ": key ", key(kKeyRopeScalingFactor), " must be positive (got ",
-           c.rope.factor, ")");
+  ES_CHECK(c.rope.factor > 0, f.path(), ": key ", key(kKeyRopeScalingFactor),
+           " must be positive (got ", c.rope.factor, ")");
   if (type == "linear") return;
-  c.rope.original_max_position_embeddings = f.GetU32Or(key(kKeyRopeScalingOrigCtxLen),
-                                                       uint32_t(c.max_position_embeddings));
+  c.rope.original_max_position_embeddings =
+      f.GetU32Or(key(kKeyRopeScalingOrigCtxLen), uint32_t(c.max_position_embeddings));
   c.rope.beta_fast = PositiveF32(f, key(kKeyRopeScalingYarnBetaFast),
                                  f.GetF32Or(key(kKeyRopeScalingYarnBetaFast), 32.0f));
   c.rope.beta_slow = PositiveF32(f, key(kKeyRopeScalingYarnBetaSlow),
@@ -95,9 +95,10 @@ void ReadRopeScaling(const GgufFile& f, const std::string& arch, ModelConfig& c)
   if (c.is_mla()) {
     const float log_mul = f.GetF32Or(key(kKeyRopeScalingYarnLogMul), 0.0f);
     const float attn_factor = f.GetF32Or(key(kKeyRopeScalingAttnFactor), 1.0f);
-    ES_CHECK(attn_factor == 1.0f, f.path(), ": key ", key(kKeyRopeScalingAttnFactor), " is ", attn_factor,
-             " (only 1.0 is supported for deepseek2)");
-    // cos/sin unscaled; softmax scale (1 + log_mul ln factor)^2 / sqrt(d) (ModelConfig::AttentionScale).
+    ES_CHECK(attn_factor == 1.0f, f.path(), ": key ", key(kKeyRopeScalingAttnFactor), " is ",
+             attn_factor, " (only 1.0 is supported for deepseek2)");
+    // cos/sin unscaled; softmax scale (1 + log_mul ln factor)^2 / sqrt(d)
+    // (ModelConfig::AttentionScale).
     c.rope.attention_factor = 1.0;
     c.rope.mscale_all_dim = double(log_mul) / 0.1;
     c.rope.mscale = c.rope.mscale_all_dim;
@@ -115,8 +116,8 @@ void ReadDeepseek2(const GgufFile& f, ModelConfig& c) {
   const int k_len = int(f.GetU32(key(mla_keys ? kKeyAttnKeyLengthMla : kKeyAttnKeyLength)));
   c.v_head_dim = int(f.GetU32(key(mla_keys ? kKeyAttnValueLengthMla : kKeyAttnValueLength)));
   ES_CHECK(k_len > c.qk_rope_head_dim, f.path(), ": key ",
-           key(mla_keys ? kKeyAttnKeyLengthMla : kKeyAttnKeyLength), " (", k_len,
-           ") must exceed ", key(kKeyRopeDimensionCount), " (", c.qk_rope_head_dim, ")");
+           key(mla_keys ? kKeyAttnKeyLengthMla : kKeyAttnKeyLength), " (", k_len, ") must exceed ",
+           key(kKeyRopeDimensionCount), " (", c.qk_rope_head_dim, ")");
   c.qk_nope_head_dim = k_len - c.qk_rope_head_dim;
   c.head_dim = k_len;
   c.n_kv_heads = c.n_heads;  // MLA: every head reads the shared latent
@@ -128,11 +129,12 @@ void ReadDeepseek2(const GgufFile& f, ModelConfig& c) {
   if (has_qa) {
     ES_CHECK(f.Has(key(kKeyAttnQLoraRank)), f.path(), ": tensor ", qa, " is present but key ",
              key(kKeyAttnQLoraRank), " is missing");
-    ES_CHECK(q_rank > 0, f.path(), ": tensor ", qa, " is present but key ", key(kKeyAttnQLoraRank), " is 0");
+    ES_CHECK(q_rank > 0, f.path(), ": tensor ", qa, " is present but key ", key(kKeyAttnQLoraRank),
+             " is 0");
     c.q_lora_rank = int(q_rank);
   } else {
-    ES_CHECK(q_rank == 0, f.path(), ": key ", key(kKeyAttnQLoraRank), " is ", q_rank, " but tensor ", qa,
-             " is missing");
+    ES_CHECK(q_rank == 0, f.path(), ": key ", key(kKeyAttnQLoraRank), " is ", q_rank,
+             " but tensor ", qa, " is missing");
     c.q_lora_rank = 0;
   }
 
@@ -158,8 +160,8 @@ void ReadDeepseek2(const GgufFile& f, ModelConfig& c) {
     c.n_group = int(f.GetU32Or(key(kKeyExpertGroupCount), 1));
     c.topk_group = int(f.GetU32Or(key(kKeyExpertGroupUsedCount), uint32_t(c.n_group)));
     gating = f.GetU32Or(key(kKeyExpertGatingFunc), kGatingNone);
-    ES_CHECK(gating <= kGatingSigmoid, f.path(), ": key ", key(kKeyExpertGatingFunc), " is ", gating,
-             " (1: softmax, 2: sigmoid)");
+    ES_CHECK(gating <= kGatingSigmoid, f.path(), ": key ", key(kKeyExpertGatingFunc), " is ",
+             gating, " (1: softmax, 2: sigmoid)");
   }
   // V3: sigmoid scores with the exp_probs_b correction (noaux_tc); V2: softmax, greedy or
   // group-limited greedy.
@@ -218,13 +220,14 @@ ModelConfig GgufModelConfig(const GgufFile& f) {
   // Vocabulary size and dtype from the embedding table [V, D].
   const GgufTensorInfo* embd = f.FindTensor(TensorName(kTensorTokenEmbd));
   ES_CHECK(embd, "missing tensor ", TensorName(kTensorTokenEmbd), " in ", f.path());
-  ES_CHECK(embd->shape.size() == 2 && embd->shape[1] == c.hidden_size, "tensor ", embd->name, " in ", f.path(),
-           " has shape ", ShapeStr(embd->shape), ", expected [n_vocab, ", c.hidden_size, "] (",
-           key(kKeyEmbeddingLength), ")");
+  ES_CHECK(embd->shape.size() == 2 && embd->shape[1] == c.hidden_size, "tensor ", embd->name,
+           " in ", f.path(), " has shape ", ShapeStr(embd->shape), ", expected [n_vocab, ",
+           c.hidden_size, "] (", key(kKeyEmbeddingLength), ")");
   c.vocab_size = embd->shape[0];
   if (f.Has(key(kKeyVocabSize)))
-    ES_CHECK(int64_t(f.GetU32(key(kKeyVocabSize))) == c.vocab_size, f.path(), ": key ", key(kKeyVocabSize),
-             " is ", f.GetU32(key(kKeyVocabSize)), " but ", embd->name, " has ", c.vocab_size, " rows");
+    ES_CHECK(int64_t(f.GetU32(key(kKeyVocabSize))) == c.vocab_size, f.path(), ": key ",
+             key(kKeyVocabSize), " is ", f.GetU32(key(kKeyVocabSize)), " but ", embd->name, " has ",
+             c.vocab_size, " rows");
   c.dtype = IsQuantized(embd->dtype) || embd->dtype == DType::kF32 ? DType::kF32 : embd->dtype;
   c.tie_word_embeddings = !f.HasTensor(TensorName(kTensorOutput));
 
@@ -243,10 +246,11 @@ ModelConfig GgufModelConfig(const GgufFile& f) {
     c.head_dim = int(f.GetU32Or(key(kKeyAttnKeyLength), uint32_t(c.hidden_size / c.n_heads)));
     if (f.Has(key(kKeyAttnValueLength)))
       ES_CHECK(int(f.GetU32(key(kKeyAttnValueLength))) == c.head_dim, f.path(), ": key ",
-               key(kKeyAttnValueLength), " differs from the key length ", c.head_dim, " (not supported)");
+               key(kKeyAttnValueLength), " differs from the key length ", c.head_dim,
+               " (not supported)");
     const int rope_dim = int(f.GetU32Or(key(kKeyRopeDimensionCount), uint32_t(c.head_dim)));
-    ES_CHECK(rope_dim == c.head_dim, f.path(), ": key ", key(kKeyRopeDimensionCount), " is ", rope_dim,
-             " but heads are ", c.head_dim, " wide (partial rotary is not supported)");
+    ES_CHECK(rope_dim == c.head_dim, f.path(), ": key ", key(kKeyRopeDimensionCount), " is ",
+             rope_dim, " but heads are ", c.head_dim, " wide (partial rotary is not supported)");
     if (c.arch == Arch::kQwen2) {
       c.attention_bias = true;
       c.attention_out_bias = f.HasTensor(BlockTensorName(0, kTensorAttnOutput, "bias"));
@@ -262,12 +266,13 @@ ModelConfig GgufModelConfig(const GgufFile& f) {
   if (const GgufTensorInfo* rf = f.FindTensor(TensorName(kTensorRopeFreqs))) {
     const Shape want{c.rope_dim() / 2};
     const Tensor t = f.GetTensor(rf->name, want);
-    ES_CHECK(t.dtype == DType::kF32, "tensor ", rf->name, " in ", f.path(), " has type ", Name(t.dtype),
-             ", expected f32");
+    ES_CHECK(t.dtype == DType::kF32, "tensor ", rf->name, " in ", f.path(), " has type ",
+             Name(t.dtype), ", expected f32");
     c.rope_freq_factors.assign(t.as<float>(), t.as<float>() + want[0]);
     for (size_t i = 0; i < c.rope_freq_factors.size(); ++i)
-      ES_CHECK(std::isfinite(c.rope_freq_factors[i]) && c.rope_freq_factors[i] > 0, "tensor ", rf->name, " in ",
-               f.path(), ": element ", i, " is ", c.rope_freq_factors[i], " (must be positive)");
+      ES_CHECK(std::isfinite(c.rope_freq_factors[i]) && c.rope_freq_factors[i] > 0, "tensor ",
+               rf->name, " in ", f.path(), ": element ", i, " is ", c.rope_freq_factors[i],
+               " (must be positive)");
   }
 
   // Generation ids from the tokenizer keys (they describe the model's vocabulary).
@@ -293,7 +298,8 @@ namespace {
 
 class GgufWeights {
  public:
-  GgufWeights(std::shared_ptr<GgufFile> f, const ModelConfig& c, std::map<std::string, Tensor>* owned)
+  GgufWeights(std::shared_ptr<GgufFile> f, const ModelConfig& c,
+              std::map<std::string, Tensor>* owned)
       : f_(std::move(f)), c_(c), owned_(owned) {}
 
   // Checks every tensor the architecture reads against the shape the metadata implies, naming
@@ -329,8 +335,8 @@ class GgufWeights {
     if (!ti) return nullptr;
     Tensor t = f_->GetTensor(m->gguf_name);
     if (m->expert >= 0) {
-      ES_CHECK(t.shape.size() == 3 && m->expert < t.shape[0], "tensor ", m->gguf_name, " in ", f_->path(),
-               " has shape ", ShapeStr(t.shape), ", too few experts for ", hf);
+      ES_CHECK(t.shape.size() == 3 && m->expert < t.shape[0], "tensor ", m->gguf_name, " in ",
+               f_->path(), " has shape ", ShapeStr(t.shape), ", too few experts for ", hf);
       const size_t rb = t.row_bytes();
       const int64_t rows = t.shape[1];
       t.data = t.bytes() + size_t(m->expert) * size_t(rows) * rb;
@@ -344,7 +350,8 @@ class GgufWeights {
  private:
   static bool IsKvB(const std::string& hf) {
     static const std::string kSuffix = ".self_attn.kv_b_proj.weight";
-    return hf.size() > kSuffix.size() && hf.compare(hf.size() - kSuffix.size(), kSuffix.size(), kSuffix) == 0;
+    return hf.size() > kSuffix.size() &&
+           hf.compare(hf.size() - kSuffix.size(), kSuffix.size(), kSuffix) == 0;
   }
   static int LayerOf(const std::string& hf) {
     // "model.layers.N.self_attn..."
@@ -360,9 +367,10 @@ class GgufWeights {
       f_->GetTensor(kv, s.shape);
       return;
     }
-    const std::string kb = BlockTensorName(l, kTensorAttnKB), vb = BlockTensorName(l, kTensorAttnVB);
-    ES_CHECK(f_->HasTensor(kb) || f_->HasTensor(vb), "missing tensor ", kv, " (or ", kb, " and ", vb, ") in ",
-             f_->path());
+    const std::string kb = BlockTensorName(l, kTensorAttnKB),
+                      vb = BlockTensorName(l, kTensorAttnVB);
+    ES_CHECK(f_->HasTensor(kb) || f_->HasTensor(vb), "missing tensor ", kv, " (or ", kb, " and ",
+             vb, ") in ", f_->path());
     f_->GetTensor(kb, KbShape());
     f_->GetTensor(vb, VbShape());
   }
@@ -380,7 +388,8 @@ class GgufWeights {
       t.name = hf;
       return &((*owned_)[hf] = std::move(t));
     }
-    const std::string kbn = BlockTensorName(l, kTensorAttnKB), vbn = BlockTensorName(l, kTensorAttnVB);
+    const std::string kbn = BlockTensorName(l, kTensorAttnKB),
+                      vbn = BlockTensorName(l, kTensorAttnVB);
     if (!f_->HasTensor(kbn) || !f_->HasTensor(vbn)) return nullptr;
     const Tensor kb = f_->GetTensor(kbn, KbShape()), vb = f_->GetTensor(vbn, VbShape());
     // Same dense type for both: keep it; otherwise assemble in f32.
@@ -404,10 +413,12 @@ class GgufWeights {
     for (int64_t h = 0; h < H; ++h) {
       for (int64_t i = 0; i < dn; ++i)
         for (int64_t j = 0; j < r; ++j)
-          std::memcpy(o + (size_t(h * (dn + dv) + i) * size_t(r) + size_t(j)) * es, src_k(h, j, i), es);
+          std::memcpy(o + (size_t(h * (dn + dv) + i) * size_t(r) + size_t(j)) * es, src_k(h, j, i),
+                      es);
       for (int64_t i = 0; i < dv; ++i) {
         const size_t idx = size_t((h * dv + i) * r);
-        const uint8_t* src = keep ? vb.bytes() + idx * es : reinterpret_cast<const uint8_t*>(vf.data() + idx);
+        const uint8_t* src =
+            keep ? vb.bytes() + idx * es : reinterpret_cast<const uint8_t*>(vf.data() + idx);
         std::memcpy(o + size_t(h * (dn + dv) + dn + i) * size_t(r) * es, src, size_t(r) * es);
       }
     }

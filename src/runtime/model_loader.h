@@ -55,7 +55,8 @@ class ModelLoader : public Model {
     const int64_t bn = config_->fp8_block_n, bk = config_->fp8_block_k;
     const Shape want{(N + bn - 1) / bn, (K + bk - 1) / bk};
     ES_CHECK(s->shape == want, "tensor '", sname, "' has shape ", ShapeStr(s->shape),
-             " but FP8 blocks of ", bn, "x", bk, " over ", ShapeStr(w.shape), " need ", ShapeStr(want));
+             " but FP8 blocks of ", bn, "x", bk, " over ", ShapeStr(w.shape), " need ",
+             ShapeStr(want));
     const std::vector<float> scale = ToF32(*s);
     Tensor out = AllocTensor(w.name, DType::kF32, w.shape);
     float* o = static_cast<float*>(MutableData(out));
@@ -110,7 +111,8 @@ class ModelLoader : public Model {
   }
 
   void Finish() {
-    arch_ = std::make_unique<ModelArch>(*config_, [this](const std::string& n) { return Lookup(n); });
+    arch_ =
+        std::make_unique<ModelArch>(*config_, [this](const std::string& n) { return Lookup(n); });
     weight_list_ = arch_->Weights();
     gen_.eos_ids = config_->eos_token_ids;
     gen_.bos_id = config_->bos_token_id;
@@ -141,7 +143,6 @@ class ModelLoader : public Model {
   }
 };
 
-
 // Loads a GGUF file (model_gguf.cpp).
 std::shared_ptr<Model> LoadGgufModel(const std::string& path, const LoadOptions& opts);
 
@@ -150,8 +151,8 @@ std::shared_ptr<Model> LoadGgufModel(const std::string& path, const LoadOptions&
 // not an ONNX model (model_onnx.cpp). Throws es::Error when a folder holds several .onnx files
 // and nothing says which.
 std::string OnnxModelFile(const std::string& path);
-// Loads an ONNX decoder (model_onnx.cpp): reads, lifts (edgeseek/internal/models/onnx_lift.h), and takes
-// eos/bos/context from genai_config.json, config.json or generation_config.json beside it and
+// Loads an ONNX decoder (model_onnx.cpp): reads, lifts (edgeseek/internal/models/onnx_lift.h), and
+// takes eos/bos/context from genai_config.json, config.json or generation_config.json beside it and
 // the tokenizer from the folder.
 std::shared_ptr<Model> LoadOnnxModel(const std::string& onnx_file, const LoadOptions& opts);
 

@@ -1,9 +1,10 @@
-// ONNX decoders as es::Models (model_loader.h): the file is read (edgeseek/internal/formats/onnx.h) and
-// lifted into a ModelConfig + Hugging Face-named tensors (edgeseek/internal/models/onnx_lift.h); the
-// ModelLoader then builds the same ModelArch a Hugging Face folder gives. Generation defaults
-// come from what sits beside the file: ORT-GenAI's genai_config.json (model.eos_token_id,
-// bos_token_id, context_length), an optimum export's config.json / generation_config.json; the
-// tokenizer (and its chat template) from tokenizer.json / tokenizer_config.json there.
+// ONNX decoders as es::Models (model_loader.h): the file is read (edgeseek/internal/formats/onnx.h)
+// and lifted into a ModelConfig + Hugging Face-named tensors
+// (edgeseek/internal/models/onnx_lift.h); the ModelLoader then builds the same ModelArch a Hugging
+// Face folder gives. Generation defaults come from what sits beside the file: ORT-GenAI's
+// genai_config.json (model.eos_token_id, bos_token_id, context_length), an optimum export's
+// config.json / generation_config.json; the tokenizer (and its chat template) from tokenizer.json /
+// tokenizer_config.json there.
 #include <filesystem>
 #include <nlohmann/json.hpp>
 

@@ -21,9 +21,7 @@ void LogSoftmax(const float* x, int64_t n, std::vector<double>* out) {
   for (int64_t i = 0; i < n; ++i) (*out)[size_t(i)] = double(x[i]) - lse;
 }
 
-int64_t ArgMax(const float* x, int64_t n) {
-  return std::max_element(x, x + n) - x;
-}
+int64_t ArgMax(const float* x, int64_t n) { return std::max_element(x, x + n) - x; }
 
 }  // namespace
 
@@ -53,7 +51,8 @@ QualityStats QualityAccumulator::Result() const {
   s.max_kl = *std::max_element(kl_.begin(), kl_.end());
   std::vector<double> sorted = kl_;
   std::sort(sorted.begin(), sorted.end());
-  s.p99_kl = sorted[std::min(sorted.size() - 1, size_t(std::ceil(0.99 * double(sorted.size()))) - 1)];
+  s.p99_kl =
+      sorted[std::min(sorted.size() - 1, size_t(std::ceil(0.99 * double(sorted.size()))) - 1)];
   s.top1_agreement = 100.0 * double(agree_) / double(kl_.size());
   s.rel_l2 = ref2_ > 0 ? std::sqrt(diff2_ / ref2_) : std::sqrt(diff2_);
   return s;
@@ -72,7 +71,8 @@ std::vector<float> SequenceLogits(Runner& runner, const std::vector<int32_t>& to
     for (size_t p = 0; p < tokens.size(); p += size_t(chunk)) {
       const size_t n = std::min(tokens.size() - p, size_t(chunk));
       Batch b;
-      b.Add(slot, int64_t(p), std::vector<int32_t>(tokens.begin() + int64_t(p), tokens.begin() + int64_t(p + n)),
+      b.Add(slot, int64_t(p),
+            std::vector<int32_t>(tokens.begin() + int64_t(p), tokens.begin() + int64_t(p + n)),
             /*all_logits=*/true);
       b.Finalize();
       runner.Forward(b, &part);
@@ -87,31 +87,33 @@ std::vector<float> SequenceLogits(Runner& runner, const std::vector<int32_t>& to
   return all;
 }
 
-QualityStats CompareLogits(const std::vector<float>& ref, const std::vector<float>& test, int64_t vocab) {
+QualityStats CompareLogits(const std::vector<float>& ref, const std::vector<float>& test,
+                           int64_t vocab) {
   ES_CHECK(vocab > 0 && ref.size() == test.size() && ref.size() % size_t(vocab) == 0,
-           "quality: logits of different sizes (", ref.size(), " and ", test.size(), " values, vocabulary ",
-           vocab, ")");
+           "quality: logits of different sizes (", ref.size(), " and ", test.size(),
+           " values, vocabulary ", vocab, ")");
   QualityAccumulator acc(vocab);
   for (size_t p = 0; p < ref.size(); p += size_t(vocab)) acc.Add(ref.data() + p, test.data() + p);
   return acc.Result();
 }
 
-std::vector<QualityStats> CompareKvTypes(const std::function<std::unique_ptr<Runner>(DType)>& make_runner,
-                                         const std::vector<int32_t>& tokens, DType ref,
-                                         const std::vector<DType>& types, int chunk) {
+std::vector<QualityStats> CompareKvTypes(
+    const std::function<std::unique_ptr<Runner>(DType)>& make_runner,
+    const std::vector<int32_t>& tokens, DType ref, const std::vector<DType>& types, int chunk) {
   std::vector<float> want;
   int64_t vocab = 0;
   {
     auto r = make_runner(ref);
-    ES_CHECK(r->kv_type() == ref, "quality: the reference runner has a ", Name(r->kv_type()), " KV cache, not ",
-             Name(ref));
+    ES_CHECK(r->kv_type() == ref, "quality: the reference runner has a ", Name(r->kv_type()),
+             " KV cache, not ", Name(ref));
     vocab = r->model().vocab_size();
     want = SequenceLogits(*r, tokens, chunk);
   }
   std::vector<QualityStats> out;
   for (DType t : types) {
     auto r = make_runner(t);
-    ES_CHECK(r->kv_type() == t, "quality: the runner has a ", Name(r->kv_type()), " KV cache, not ", Name(t));
+    ES_CHECK(r->kv_type() == t, "quality: the runner has a ", Name(r->kv_type()), " KV cache, not ",
+             Name(t));
     out.push_back(CompareLogits(want, SequenceLogits(*r, tokens, chunk), vocab));
   }
   return out;

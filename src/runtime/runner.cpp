@@ -5,8 +5,8 @@
 #include <cctype>
 #include <string>
 
-#include "edgeseek/internal/core/error.h"
 #include "edgeseek/internal/core/dtype.h"
+#include "edgeseek/internal/core/error.h"
 #include "edgeseek/internal/models/arch.h"
 #include "edgeseek/internal/models/config.h"
 
@@ -21,8 +21,9 @@ DType ParseKvType(std::string_view s) {
 }
 
 void CheckKvType(const ModelConfig& c, const std::string& model_name, DType type) {
-  ES_CHECK(type == DType::kF32 || type == DType::kF16 || type == DType::kQ8_0 || type == DType::kQ4_0,
-           "KV cache type ", Name(type), " is not one of f32, f16, q8_0, q4_0");
+  ES_CHECK(
+      type == DType::kF32 || type == DType::kF16 || type == DType::kQ8_0 || type == DType::kQ4_0,
+      "KV cache type ", Name(type), " is not one of f32, f16, q8_0, q4_0");
   const int64_t blk = BlockElems(type);
   if (blk == 1) return;
   // Rows are quantized per head along their width: each head must be whole blocks.
@@ -42,7 +43,8 @@ Runner::Runner(std::shared_ptr<const Model> model, std::unique_ptr<Backend> back
                const RunnerOptions& opts)
     : model_(std::move(model)), backend_(std::move(backend)) {
   const ModelConfig& c = model_->config();
-  int64_t ctx = opts.context > 0 ? opts.context : std::min<int64_t>(c.max_position_embeddings, 4096);
+  int64_t ctx =
+      opts.context > 0 ? opts.context : std::min<int64_t>(c.max_position_embeddings, 4096);
   ES_CHECK(opts.n_slots >= 1, "runner needs at least one sequence slot");
   // The cache type first: a model whose rows do not split into its blocks fails before any
   // weight is prepared.
@@ -61,7 +63,8 @@ Runner::Runner(std::shared_ptr<const Model> model, std::unique_ptr<Backend> back
   const int64_t per_slot = (ctx + kKvBlockTokens - 1) / kKvBlockTokens;
   int64_t blocks = int64_t(opts.n_slots) * per_slot;
   if (opts.kv_memory_bytes > 0)
-    blocks = std::max<int64_t>(1, int64_t(opts.kv_memory_bytes / (spec.BytesPerToken() * kKvBlockTokens)));
+    blocks = std::max<int64_t>(
+        1, int64_t(opts.kv_memory_bytes / (spec.BytesPerToken() * kKvBlockTokens)));
   kv_ = backend_->CreatePagedKv(spec, opts.n_slots, ctx, blocks);
   slot_used_.assign(size_t(opts.n_slots), false);
 }
@@ -93,7 +96,9 @@ void Runner::ReleaseSlot(int slot) {
   slot_used_[size_t(slot)] = false;
 }
 
-int Runner::free_slots() const { return int(std::count(slot_used_.begin(), slot_used_.end(), false)); }
+int Runner::free_slots() const {
+  return int(std::count(slot_used_.begin(), slot_used_.end(), false));
+}
 
 void Runner::CheckBatch(const Batch& batch) const {
   const int64_t V = model_->vocab_size();

@@ -90,8 +90,8 @@ void CheckSameTokenizer(const Model& target, const Model& draft) {
     const bool sd = td->IsSpecial(id), st = tt->IsSpecial(id);
     const std::string a = td->TokenText(id), b = tt->TokenText(id);
     if (sd || st)
-      ES_CHECK(sd == st && a == b, pair, " have different special tokens at id ", id, ": '", a,
-               "'", sd ? "" : " (not special)", " vs '", b, "'", st ? "" : " (not special)");
+      ES_CHECK(sd == st && a == b, pair, " have different special tokens at id ", id, ": '", a, "'",
+               sd ? "" : " (not special)", " vs '", b, "'", st ? "" : " (not special)");
     ES_CHECK(a == b, pair, " have different tokens at id ", id, ": '", a, "' vs '", b, "'");
   }
 }

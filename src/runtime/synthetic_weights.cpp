@@ -54,12 +54,14 @@ ModelConfig SyntheticConfig(const std::string& name_or_config, std::string* name
   return PresetConfig(name_or_config);
 }
 
-int SyntheticWeights::DefaultSplits() { return int(std::max(1u, std::thread::hardware_concurrency())); }
+int SyntheticWeights::DefaultSplits() {
+  return int(std::max(1u, std::thread::hardware_concurrency()));
+}
 
 SyntheticWeights::SyntheticWeights(const ModelConfig& c, DType dtype, uint64_t seed, int splits)
     : specs_(ExpectedWeights(c)), splits_(splits > 0 ? splits : DefaultSplits()) {
-  ES_CHECK(dtype == DType::kF32 || dtype == DType::kF16 || dtype == DType::kBF16, "synthetic weights: type ",
-           Name(dtype), " is not f32, f16 or bf16");
+  ES_CHECK(dtype == DType::kF32 || dtype == DType::kF16 || dtype == DType::kBF16,
+           "synthetic weights: type ", Name(dtype), " is not f32, f16 or bf16");
   for (const WeightSpec& s : specs_) {
     Tensor t;
     t.name = s.name;
@@ -116,16 +118,19 @@ void SyntheticWeights::FillElements(size_t i, int64_t begin, int64_t end, void* 
   }
 }
 
-void SyntheticWeights::Fill(size_t i, int64_t row_begin, int64_t row_end, void* dst, ThreadPool& pool) const {
+void SyntheticWeights::Fill(size_t i, int64_t row_begin, int64_t row_end, void* dst,
+                            ThreadPool& pool) const {
   ES_ASSERT(i < tensors_.size());
   const Tensor& t = tensors_[i];
   ES_ASSERT(row_begin >= 0 && row_begin <= row_end && row_end <= t.rows());
   const int64_t cols = t.cols(), first = row_begin * cols;
   const size_t es = RowBytes(t.dtype, 1);
-  pool.ParallelFor(
-      (row_end - row_begin) * cols,
-      [&](int64_t b, int64_t e, int) { FillElements(i, first + b, first + e, static_cast<uint8_t*>(dst) + size_t(b) * es); },
-      kUnit);
+  pool.ParallelFor((row_end - row_begin) * cols,
+                   [&](int64_t b, int64_t e, int) {
+                     FillElements(i, first + b, first + e,
+                                  static_cast<uint8_t*>(dst) + size_t(b) * es);
+                   },
+                   kUnit);
 }
 
 Tensor SyntheticWeights::Make(size_t i, ThreadPool& pool) const {

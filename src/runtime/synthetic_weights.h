@@ -67,8 +67,10 @@ class SyntheticWeights {
 };
 
 // ConvertSyntheticToGguf over given weights (convert.cpp): `c` and `name` describe the model.
-GgufQuantizeStats ConvertSyntheticWeightsToGguf(const SyntheticWeights& weights, const ModelConfig& c,
-                                                const std::string& name, const std::string& out_path,
-                                                const QuantPolicy& policy, const ConvertModelOptions& options);
+GgufQuantizeStats ConvertSyntheticWeightsToGguf(const SyntheticWeights& weights,
+                                                const ModelConfig& c, const std::string& name,
+                                                const std::string& out_path,
+                                                const QuantPolicy& policy,
+                                                const ConvertModelOptions& options);
 
 }  // namespace es

@@ -1,4 +1,5 @@
-// Stop strings and the R1 reasoning split over streamed text (edgeseek/internal/runtime/text_stream.h).
+// Stop strings and the R1 reasoning split over streamed text
+// (edgeseek/internal/runtime/text_stream.h).
 #include "edgeseek/internal/runtime/text_stream.h"
 
 #include <algorithm>
@@ -51,13 +52,16 @@ void StopMatcher::Flush(std::string* out) {
 ReasoningSplitter::ReasoningSplitter(bool enabled, bool start_in_reasoning, std::string open,
                                      std::string close)
     : enabled_(enabled),
-      state_(!enabled ? State::kContent : start_in_reasoning ? State::kReasoning : State::kStart),
+      state_(!enabled             ? State::kContent
+             : start_in_reasoning ? State::kReasoning
+                                  : State::kStart),
       open_(std::move(open)),
       close_(std::move(close)) {}
 
 namespace {
 bool AllSpace(std::string_view s) {
-  return std::all_of(s.begin(), s.end(), [](char c) { return c == ' ' || c == '\n' || c == '\r' || c == '\t'; });
+  return std::all_of(s.begin(), s.end(),
+                     [](char c) { return c == ' ' || c == '\n' || c == '\r' || c == '\t'; });
 }
 size_t SkipSpace(std::string_view s) {
   size_t i = 0;

@@ -184,9 +184,8 @@ void SendGateError(int fd, int status, const char* reason, const std::string& me
   std::string body = std::string(R"({"error":{"message":")") + message + R"(","type":")" + type +
                      R"(","param":null,"code":")" + code + R"("}})";
   std::string out = "HTTP/1.1 " + std::to_string(status) + " " + reason +
-                    "\r\nContent-Type: application/json\r\nConnection: close\r\n" +
-                    extra_headers + "Content-Length: " + std::to_string(body.size()) +
-                    "\r\n\r\n" + body;
+                    "\r\nContent-Type: application/json\r\nConnection: close\r\n" + extra_headers +
+                    "Content-Length: " + std::to_string(body.size()) + "\r\n\r\n" + body;
   ssize_t w = send(fd, out.data(), out.size(), MSG_NOSIGNAL | MSG_DONTWAIT);
   (void)w;
 }
@@ -465,14 +464,14 @@ struct GatedServer::Impl {
     }
     bool head = c->phase == Conn::Phase::kHead;
     Observe(408);
-    SendGateError(
-        c->fd, 408, "Request Timeout",
-        std::string(head ? "request headers" : "request body") + " not received in time (" +
-            (now >= c->phase_deadline
-                 ? "limit " + Seconds(head ? lim.header_timeout_s : lim.body_timeout_s)
-                 : "nothing for " + Seconds(lim.idle_timeout_s)) +
-            ")",
-        "request_timeout");
+    SendGateError(c->fd, 408, "Request Timeout",
+                  std::string(head ? "request headers" : "request body") +
+                      " not received in time (" +
+                      (now >= c->phase_deadline
+                           ? "limit " + Seconds(head ? lim.header_timeout_s : lim.body_timeout_s)
+                           : "nothing for " + Seconds(lim.idle_timeout_s)) +
+                      ")",
+                  "request_timeout");
     BeginLinger(c, now);
     keep->push_back(c);
   }
@@ -631,10 +630,10 @@ void GatedServer::RefuseOverCap(socket_t sock, bool per_ip) {
   char tmp[16 << 10];
   while (recv(sock, tmp, sizeof tmp, MSG_DONTWAIT) > 0) {
   }
-  const std::string msg =
-      per_ip ? "too many open connections from this address (limit " +
-                   std::to_string(impl_->lim.max_connections_per_ip) + ")"
-             : "too many open connections (limit " + std::to_string(impl_->lim.max_connections) + ")";
+  const std::string msg = per_ip ? "too many open connections from this address (limit " +
+                                       std::to_string(impl_->lim.max_connections_per_ip) + ")"
+                                 : "too many open connections (limit " +
+                                       std::to_string(impl_->lim.max_connections) + ")";
   SendGateError(sock, 503, "Service Unavailable", msg, "too_many_connections", "server_error",
                 "Retry-After: 1\r\n");
   shutdown(sock, SHUT_WR);

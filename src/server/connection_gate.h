@@ -24,7 +24,7 @@ struct ReceiveLimits {
       10;                      // from accept (or the first byte after keep-alive) to the head's end
   double body_timeout_s = 60;  // from the head's end to the body's end
   double idle_timeout_s = 1.5;  // the longest silence inside a request
-  double keep_alive_s = 5;     // an idle keep-alive connection is closed after this
+  double keep_alive_s = 5;      // an idle keep-alive connection is closed after this
   // Bodies with a Content-Length up to this are received in the gate, before a worker is taken;
   // small enough to fit a socket's default receive buffer, so a client is never stalled by it.
   size_t gate_body_bytes = 16 << 10;

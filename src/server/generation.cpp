@@ -45,8 +45,10 @@ bool Generation::Consume(const SeqEvent& e, Delta* d) {
       return false;
     case SeqEventKind::kToken: {
       ++n_tokens_;
-      if (first_token_time == 0) first_token_time = e.time;
-      else token_gaps.push_back(e.time - last_token_time);
+      if (first_token_time == 0)
+        first_token_time = e.time;
+      else
+        token_gaps.push_back(e.time - last_token_time);
       last_token_time = e.time;
       if (e.logprobs) d->logprobs.push_back({e.token, e.logprobs});
       Text(stream_->Push(e.token), d);
@@ -77,26 +79,37 @@ bool Generation::Consume(const SeqEvent& e, Delta* d) {
 std::string Generation::finish_reason() const {
   if (stop_hit_) return "stop";
   switch (finish_) {
-    case FinishReason::kStop: return "stop";
-    case FinishReason::kLength: return "length";
-    default: return FinishReasonName(finish_);
+    case FinishReason::kStop:
+      return "stop";
+    case FinishReason::kLength:
+      return "length";
+    default:
+      return FinishReasonName(finish_);
   }
 }
 
-nlohmann::json ChromeTrace(const SeqRequest& r, const std::string& model,
-                           const std::vector<std::pair<std::string, std::pair<double, double>>>& extra) {
+nlohmann::json ChromeTrace(
+    const SeqRequest& r, const std::string& model,
+    const std::vector<std::pair<std::string, std::pair<double, double>>>& extra) {
   using json = nlohmann::json;
   double origin = r.submit_time;
   for (auto& [name, t] : extra) origin = std::min(origin, t.first);
   auto us = [&](double t) { return (t - origin) * 1e6; };
   json events = json::array();
-  events.push_back({{"name", "process_name"}, {"ph", "M"}, {"pid", 1},
+  events.push_back({{"name", "process_name"},
+                    {"ph", "M"},
+                    {"pid", 1},
                     {"args", {{"name", "edgeseek request " + r.id + " (" + model + ")"}}}});
-  events.push_back({{"name", "thread_name"}, {"ph", "M"}, {"pid", 1}, {"tid", 0},
-                    {"args", {{"name", "http"}}}});
+  events.push_back(
+      {{"name", "thread_name"}, {"ph", "M"}, {"pid", 1}, {"tid", 0}, {"args", {{"name", "http"}}}});
   for (auto& [name, t] : extra)
-    events.push_back({{"name", name}, {"cat", "http"}, {"ph", "X"}, {"pid", 1}, {"tid", 0},
-                      {"ts", us(t.first)}, {"dur", std::max(0.0, (t.second - t.first) * 1e6)}});
+    events.push_back({{"name", name},
+                      {"cat", "http"},
+                      {"ph", "X"},
+                      {"pid", 1},
+                      {"tid", 0},
+                      {"ts", us(t.first)},
+                      {"dur", std::max(0.0, (t.second - t.first) * 1e6)}});
   for (auto& e : r.trace) {
     json args = {{"instance", e.instance}};
     if (e.tokens) args["tokens"] = e.tokens;
@@ -110,26 +123,43 @@ nlohmann::json ChromeTrace(const SeqRequest& r, const std::string& model,
       args["backend_ms"] = sp.total_s * 1e3;
     }
     int tid = 1 + std::max(0, e.instance);
-    events.push_back({{"name", e.name}, {"cat", "engine"}, {"ph", e.t1 > e.t0 ? "X" : "i"},
-                      {"pid", 1}, {"tid", tid}, {"ts", us(e.t0)},
-                      {"dur", std::max(0.0, (e.t1 - e.t0) * 1e6)}, {"args", args}});
+    events.push_back({{"name", e.name},
+                      {"cat", "engine"},
+                      {"ph", e.t1 > e.t0 ? "X" : "i"},
+                      {"pid", 1},
+                      {"tid", tid},
+                      {"ts", us(e.t0)},
+                      {"dur", std::max(0.0, (e.t1 - e.t0) * 1e6)},
+                      {"args", args}});
     if (sp.valid) {
       // The backend's phases as slices nested in the step, in the order a GPU pass runs them
       // (the backend measures each as a sum over the pass; they are laid end to end here).
       double t = e.t0;
-      for (auto [name, d] : {std::pair<const char*, double>{"upload", sp.upload_s}, {"dispatch", sp.dispatch_s},
-                             {"shader", sp.shader_s}, {"download", sp.download_s}}) {
+      for (auto [name, d] : {std::pair<const char*, double>{"upload", sp.upload_s},
+                             {"dispatch", sp.dispatch_s},
+                             {"shader", sp.shader_s},
+                             {"download", sp.download_s}}) {
         if (d <= 0) continue;
-        events.push_back({{"name", name}, {"cat", "backend"}, {"ph", "X"}, {"pid", 1}, {"tid", tid},
-                          {"ts", us(t)}, {"dur", d * 1e6}});
+        events.push_back({{"name", name},
+                          {"cat", "backend"},
+                          {"ph", "X"},
+                          {"pid", 1},
+                          {"tid", tid},
+                          {"ts", us(t)},
+                          {"dur", d * 1e6}});
         t += d;
       }
     }
   }
-  return json{{"traceEvents", events}, {"displayTimeUnit", "ms"},
-              {"otherData", {{"request", r.id}, {"model", model}, {"prompt_tokens", r.prompt.size()},
-                             {"completion_tokens", r.n_generated}, {"preemptions", r.preemptions},
-                             {"migrations", r.migrations}}}};
+  return json{{"traceEvents", events},
+              {"displayTimeUnit", "ms"},
+              {"otherData",
+               {{"request", r.id},
+                {"model", model},
+                {"prompt_tokens", r.prompt.size()},
+                {"completion_tokens", r.n_generated},
+                {"preemptions", r.preemptions},
+                {"migrations", r.migrations}}}};
 }
 
 }  // namespace es::server

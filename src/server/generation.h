@@ -7,15 +7,14 @@
 #include <deque>
 #include <memory>
 #include <mutex>
+#include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
 #include <vector>
 
-#include <nlohmann/json.hpp>
-
 #include "edgeseek/internal/runtime/engine.h"
-#include "edgeseek/internal/server/server.h"
 #include "edgeseek/internal/runtime/text_pipeline.h"
+#include "edgeseek/internal/server/server.h"
 
 namespace es::server {
 
@@ -45,8 +44,8 @@ struct Delta {
 
 class Generation {
  public:
-  Generation(std::shared_ptr<const TextModel> text, std::vector<std::string> stops,
-             bool reasoning, bool start_in_reasoning);
+  Generation(std::shared_ptr<const TextModel> text, std::vector<std::string> stops, bool reasoning,
+             bool start_in_reasoning);
   // Feeds one event; appends text to `d`. Returns true when the request is over (finished, or
   // a stop string matched — the caller then cancels the sequence).
   bool Consume(const SeqEvent& e, Delta* d);
@@ -59,7 +58,7 @@ class Generation {
   int completion_tokens() const { return n_tokens_; }
   // Timing (steady seconds; 0 when not reached).
   double admit_time = 0, first_token_time = 0, last_token_time = 0, finish_time = 0;
-  std::vector<double> token_gaps;   // inter-token latencies
+  std::vector<double> token_gaps;  // inter-token latencies
   int preemptions = 0;
 
  private:
@@ -75,7 +74,8 @@ class Generation {
 
 // {"traceEvents":[...]} for one request: queue, prefill chunks, decode steps, preemptions,
 // plus the server-side spans given in `extra` (name, t0, t1). Timestamps in µs from t_origin.
-nlohmann::json ChromeTrace(const SeqRequest& r, const std::string& model,
-                           const std::vector<std::pair<std::string, std::pair<double, double>>>& extra);
+nlohmann::json ChromeTrace(
+    const SeqRequest& r, const std::string& model,
+    const std::vector<std::pair<std::string, std::pair<double, double>>>& extra);
 
 }  // namespace es::server

@@ -9,7 +9,8 @@
 namespace es::server {
 
 GrammarConstraint::GrammarConstraint(std::shared_ptr<const grammar::Grammar> g,
-                                     std::shared_ptr<const grammar::TokenTrie> trie, std::vector<int32_t> stop_ids)
+                                     std::shared_ptr<const grammar::TokenTrie> trie,
+                                     std::vector<int32_t> stop_ids)
     : matcher_(std::move(g), std::move(trie)), stop_ids_(std::move(stop_ids)) {}
 
 int GrammarConstraint::Apply(float* logits, int vocab) {
@@ -31,7 +32,8 @@ int GrammarConstraint::Apply(float* logits, int vocab) {
 void GrammarConstraint::Accept(int32_t id) {
   if (std::find(stop_ids_.begin(), stop_ids_.end(), id) != stop_ids_.end()) return;  // the end
   // Apply allowed only what Matcher accepts, so a refusal is a bug, not bad input.
-  ES_CHECK(matcher_.Accept(id), "internal error: the grammar refused token ", id, " its mask allowed");
+  ES_CHECK(matcher_.Accept(id), "internal error: the grammar refused token ", id,
+           " its mask allowed");
 }
 
 }  // namespace es::server

@@ -13,8 +13,8 @@ namespace es::server {
 
 class GrammarConstraint final : public TokenConstraint {
  public:
-  GrammarConstraint(std::shared_ptr<const grammar::Grammar> g, std::shared_ptr<const grammar::TokenTrie> trie,
-                    std::vector<int32_t> stop_ids);
+  GrammarConstraint(std::shared_ptr<const grammar::Grammar> g,
+                    std::shared_ptr<const grammar::TokenTrie> trie, std::vector<int32_t> stop_ids);
   int Apply(float* logits, int vocab) override;
   void Accept(int32_t id) override;
   bool complete() const override { return matcher_.accepting(); }

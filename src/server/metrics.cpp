@@ -57,10 +57,14 @@ std::string LabelText(const Labels& labels, const std::string& extra_key = {},
 std::string Metrics::EscapeLabel(const std::string& v) {
   std::string o;
   for (char c : v) {
-    if (c == '\\') o += "\\\\";
-    else if (c == '"') o += "\\\"";
-    else if (c == '\n') o += "\\n";
-    else o += c;
+    if (c == '\\')
+      o += "\\\\";
+    else if (c == '"')
+      o += "\\\"";
+    else if (c == '\n')
+      o += "\\n";
+    else
+      o += c;
   }
   return o;
 }
@@ -85,7 +89,8 @@ Metrics::Series& Metrics::Get(const std::string& name, const Labels& labels, Typ
   ES_ASSERT(it != families_.end() && it->second.type == type);
   for (auto& [k, v] : labels) ES_ASSERT(ValidName(k));
   Series& s = it->second.series[labels];
-  if (type == Type::kHistogram && s.counts.empty()) s.counts.assign(it->second.buckets.size() + 1, 0);
+  if (type == Type::kHistogram && s.counts.empty())
+    s.counts.assign(it->second.buckets.size() + 1, 0);
   return s;
 }
 
@@ -138,9 +143,12 @@ std::string Metrics::Render(const std::function<bool(const Labels&)>& keep) {
   std::lock_guard<std::mutex> lock(mu_);
   std::ostringstream os;
   for (auto& [name, f] : families_) {
-    const char* type = f.type == Type::kCounter ? "counter" : f.type == Type::kGauge ? "gauge" : "histogram";
+    const char* type = f.type == Type::kCounter ? "counter"
+                       : f.type == Type::kGauge ? "gauge"
+                                                : "histogram";
     std::string help;
-    for (char c : f.help) help += c == '\n' ? std::string("\\n") : c == '\\' ? std::string("\\\\") : std::string(1, c);
+    for (char c : f.help)
+      help += c == '\n' ? std::string("\\n") : c == '\\' ? std::string("\\\\") : std::string(1, c);
     os << "# HELP " << name << " " << help << "\n# TYPE " << name << " " << type << "\n";
     for (auto& [labels, s] : f.series) {
       if (keep && !keep(labels)) continue;
@@ -151,7 +159,8 @@ std::string Metrics::Render(const std::function<bool(const Labels&)>& keep) {
       uint64_t cum = 0;
       for (size_t i = 0; i < f.buckets.size(); ++i) {
         cum += s.counts[i];
-        os << name << "_bucket" << LabelText(labels, "le", FormatValue(f.buckets[i])) << " " << cum << "\n";
+        os << name << "_bucket" << LabelText(labels, "le", FormatValue(f.buckets[i])) << " " << cum
+           << "\n";
       }
       cum += s.counts.back();
       os << name << "_bucket" << LabelText(labels, "le", "+Inf") << " " << cum << "\n";

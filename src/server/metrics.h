@@ -21,12 +21,12 @@ class Metrics {
   // match [a-zA-Z_:][a-zA-Z0-9_:]*; counters should end in _total.
   void Define(const std::string& name, Type type, const std::string& help,
               std::vector<double> buckets = {});
-  void Add(const std::string& name, const Labels& labels, double v = 1);     // counter
-  void Set(const std::string& name, const Labels& labels, double v);         // gauge
+  void Add(const std::string& name, const Labels& labels, double v = 1);  // counter
+  void Set(const std::string& name, const Labels& labels, double v);      // gauge
   // A counter whose running total is kept elsewhere (an engine's statistics), set at scrape time.
   void SetTotal(const std::string& name, const Labels& labels, double v);
-  void Observe(const std::string& name, const Labels& labels, double v);     // histogram
-  double Value(const std::string& name, const Labels& labels) const;         // counter/gauge
+  void Observe(const std::string& name, const Labels& labels, double v);  // histogram
+  double Value(const std::string& name, const Labels& labels) const;      // counter/gauge
   // Called (outside the lock) before every Render.
   void AddCollector(std::function<void(Metrics&)> fn);
   // `keep`, when given, chooses the series shown (by their labels); a family keeps its HELP and

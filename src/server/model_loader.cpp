@@ -48,7 +48,9 @@ class TokenizerTextModel final : public TextModel {
     return text_.RenderChat(ToTemplateInput(messages, "messages"), ToTemplateInput(tools, "tools"),
                             ToTemplateInput(kwargs, "extra variables (chat_template_kwargs)"));
   }
-  std::unique_ptr<TokenTextStream> NewStream() const override { return std::make_unique<DecoderStream>(*tok_); }
+  std::unique_ptr<TokenTextStream> NewStream() const override {
+    return std::make_unique<DecoderStream>(*tok_);
+  }
   std::vector<int32_t> eos_ids() const override { return text_.eos_ids(); }
   bool has_reasoning_tags() const override { return text_.has_reasoning_tags(); }
   std::string chat_template_source() const override { return text_.template_source(); }
@@ -97,7 +99,8 @@ ModelBuilder DefaultModelBuilder() {
       }
       lo.threads = e.instances.empty() ? 0 : e.instances[0].threads;
     }
-    std::shared_ptr<Model> model = e.synthetic.empty() ? Model::Load(e.path, lo) : Model::Synthetic(e.synthetic, lo);
+    std::shared_ptr<Model> model =
+        e.synthetic.empty() ? Model::Load(e.path, lo) : Model::Synthetic(e.synthetic, lo);
     std::shared_ptr<const Tokenizer> tok;
     if (!e.tokenizer.empty()) {
       tok = Tokenizer::Load(e.tokenizer);
@@ -107,7 +110,8 @@ ModelBuilder DefaultModelBuilder() {
                fs::exists(fs::path(e.synthetic).parent_path() / "tokenizer.json")) {
       tok = Tokenizer::Load(fs::path(e.synthetic).parent_path().string());
     } else {
-      Fail("model '", e.name, "' has no tokenizer: give --tokenizer (or \"tokenizer\" in the config)");
+      Fail("model '", e.name,
+           "' has no tokenizer: give --tokenizer (or \"tokenizer\" in the config)");
     }
     ES_CHECK(tok->vocab_size() <= model->vocab_size(), "model '", e.name, "': the tokenizer has ",
              tok->vocab_size(), " tokens but the model only ", model->vocab_size());

@@ -40,13 +40,15 @@ json ParseBody(const std::string& body) {
   size_t depth = JsonDepth(body);
   if (depth > kMaxJsonDepth)
     throw BadRequest("request body nests " + std::to_string(depth) + " levels deep; at most " +
-                         std::to_string(kMaxJsonDepth) + " are allowed", {}, "json_too_deep");
+                         std::to_string(kMaxJsonDepth) + " are allowed",
+                     {}, "json_too_deep");
   json j;
   try {
     j = json::parse(body);
   } catch (const json::exception& e) {
     // parse_error, and out_of_range for numbers like 1e999; ill-formed UTF-8 is a parse_error.
-    throw BadRequest(std::string("request body is not valid JSON: ") + e.what(), {}, "invalid_json");
+    throw BadRequest(std::string("request body is not valid JSON: ") + e.what(), {},
+                     "invalid_json");
   }
   if (!j.is_object()) throw BadRequest("request body must be a JSON object", {}, "invalid_json");
   return j;
@@ -61,7 +63,8 @@ double Number(const json& b, const char* key, double lo, double hi, bool lo_open
   if (!v.is_number()) throw BadRequest(std::string("'") + key + "' must be a number", key);
   double x = v.get<double>();
   if (!std::isfinite(x) || x < lo || x > hi || (lo_open && x == lo)) {
-    std::string range = std::string(lo_open ? "(" : "[") + json(lo).dump() + ", " + json(hi).dump() + "]";
+    std::string range =
+        std::string(lo_open ? "(" : "[") + json(lo).dump() + ", " + json(hi).dump() + "]";
     throw BadRequest(std::string("'") + key + "' must be in " + range + ", got " + v.dump(), key);
   }
   return x;
@@ -76,7 +79,8 @@ int64_t Integer(const json& b, const char* key, int64_t lo, int64_t hi) {
   int64_t x = v.get<int64_t>();
   if (x < lo || x > hi)
     throw BadRequest(std::string("'") + key + "' must be in [" + std::to_string(lo) + ", " +
-                         std::to_string(hi) + "], got " + std::to_string(x), key);
+                         std::to_string(hi) + "], got " + std::to_string(x),
+                     key);
   return x;
 }
 
@@ -98,7 +102,8 @@ void Unsupported(const json& b, const char* key, const char* why) {
 
 // response_format / grammar → the grammar the output must follow (null: none). Compiled here,
 // per request, so that a bad schema or grammar is a 400 naming the fault before anything runs.
-std::shared_ptr<const grammar::Grammar> ParseConstraint(const json& b, const std::string& body_text) {
+std::shared_ptr<const grammar::Grammar> ParseConstraint(const json& b,
+                                                        const std::string& body_text) {
   std::string gbnf;
   const char* param = "response_format";
   if (Present(b, "response_format")) {
@@ -110,11 +115,13 @@ std::shared_ptr<const grammar::Grammar> ParseConstraint(const json& b, const std
       gbnf = grammar::JsonObjectGbnf();
     } else if (type == "json_schema") {
       if (!rf.contains("json_schema") || !rf.at("json_schema").is_object())
-        throw BadRequest("'response_format.json_schema' must be an object with 'name' and 'schema'", param);
+        throw BadRequest("'response_format.json_schema' must be an object with 'name' and 'schema'",
+                         param);
       const json& js = rf.at("json_schema");
-      if (!js.contains("name") || !js.at("name").is_string() || js.at("name").get<std::string>().empty() ||
-          js.at("name").get<std::string>().size() > 64)
-        throw BadRequest("'response_format.json_schema.name' must be a string of 1 to 64 characters", param);
+      if (!js.contains("name") || !js.at("name").is_string() ||
+          js.at("name").get<std::string>().empty() || js.at("name").get<std::string>().size() > 64)
+        throw BadRequest(
+            "'response_format.json_schema.name' must be a string of 1 to 64 characters", param);
       if (js.contains("strict") && !js.at("strict").is_null() && !js.at("strict").is_boolean())
         throw BadRequest("'response_format.json_schema.strict' must be a boolean", param);
       // OpenAI makes 'schema' optional (any JSON then); a missing one is an open schema.
@@ -129,14 +136,19 @@ std::shared_ptr<const grammar::Grammar> ParseConstraint(const json& b, const std
       try {
         gbnf = grammar::SchemaToGbnf(grammar::SchemaModel::Parse(schema));
       } catch (const Error& e) {
-        throw BadRequest(std::string("'response_format.json_schema.schema': ") + e.what(), param, "invalid_schema");
+        throw BadRequest(std::string("'response_format.json_schema.schema': ") + e.what(), param,
+                         "invalid_schema");
       }
     } else if (type != "text") {
-      throw BadRequest("'response_format.type' must be 'text', 'json_object' or 'json_schema', got '" + type + "'", param);
+      throw BadRequest(
+          "'response_format.type' must be 'text', 'json_object' or 'json_schema', got '" + type +
+              "'",
+          param);
     }
   }
   if (Present(b, "grammar")) {
-    if (!gbnf.empty()) throw BadRequest("'grammar' and a JSON 'response_format' cannot be used together", "grammar");
+    if (!gbnf.empty())
+      throw BadRequest("'grammar' and a JSON 'response_format' cannot be used together", "grammar");
     gbnf = String(b, "grammar");
     param = "grammar";
     if (gbnf.empty()) throw BadRequest("'grammar' is empty", param);
@@ -151,7 +163,8 @@ std::shared_ptr<const grammar::Grammar> ParseConstraint(const json& b, const std
   }
 }
 
-GenParams ParseGen(const json& b, const ProtocolLimits& lim, bool chat, const std::string& body_text) {
+GenParams ParseGen(const json& b, const ProtocolLimits& lim, bool chat,
+                   const std::string& body_text) {
   GenParams g;
   for (const char* key : {"max_completion_tokens", "max_tokens"}) {
     if (!Present(b, key)) continue;
@@ -185,7 +198,8 @@ GenParams ParseGen(const json& b, const ProtocolLimits& lim, bool chat, const st
     } else if (s.is_array()) {
       if (int(s.size()) > lim.max_stop)
         throw BadRequest("'stop' has " + std::to_string(s.size()) + " entries, at most " +
-                             std::to_string(lim.max_stop) + " are allowed", "stop");
+                             std::to_string(lim.max_stop) + " are allowed",
+                         "stop");
       for (auto& x : s) {
         if (!x.is_string()) throw BadRequest("'stop' entries must be strings", "stop");
         stops.push_back(x.get<std::string>());
@@ -207,7 +221,8 @@ GenParams ParseGen(const json& b, const ProtocolLimits& lim, bool chat, const st
       throw BadRequest("'stream_options' is only allowed when 'stream' is true", "stream_options");
     if (Present(so, "include_usage")) {
       if (!so.at("include_usage").is_boolean())
-        throw BadRequest("'stream_options.include_usage' must be a boolean", "stream_options.include_usage");
+        throw BadRequest("'stream_options.include_usage' must be a boolean",
+                         "stream_options.include_usage");
       g.include_usage = so.at("include_usage").get<bool>();
     }
   }
@@ -224,7 +239,8 @@ GenParams ParseGen(const json& b, const ProtocolLimits& lim, bool chat, const st
   // nothing and is accepted.
   if (Present(b, "logit_bias")) {
     const json& lb = b.at("logit_bias");
-    if (!lb.is_object()) throw BadRequest("'logit_bias' must be an object mapping token ids to biases", "logit_bias");
+    if (!lb.is_object())
+      throw BadRequest("'logit_bias' must be an object mapping token ids to biases", "logit_bias");
     if (!lb.empty()) Unsupported(b, "logit_bias", "with entries");
   }
   if (Present(b, "user")) String(b, "user");
@@ -255,7 +271,8 @@ GenParams ParseGen(const json& b, const ProtocolLimits& lim, bool chat, const st
     if (Present(b, "logprobs")) g.logprobs = int(Integer(b, "logprobs", 0, kMaxTopLogprobs));
     if (Present(b, "echo") && Bool(b, "echo")) Unsupported(b, "echo", "true");
     if (Present(b, "suffix")) Unsupported(b, "suffix", "");
-    if (Present(b, "best_of") && Integer(b, "best_of", 1, 128) != 1) Unsupported(b, "best_of", "other than 1");
+    if (Present(b, "best_of") && Integer(b, "best_of", 1, 128) != 1)
+      Unsupported(b, "best_of", "other than 1");
   }
   return g;
 }
@@ -269,7 +286,8 @@ std::string ModelField(const json& b) {
 std::string ContentText(const json& c, const std::string& param) {
   if (c.is_null()) return {};
   if (c.is_string()) return c.get<std::string>();
-  if (!c.is_array()) throw BadRequest("'" + param + "' must be a string or an array of parts", param);
+  if (!c.is_array())
+    throw BadRequest("'" + param + "' must be a string or an array of parts", param);
   std::string text;
   for (auto& part : c) {
     if (!part.is_object() || !part.contains("type") || !part.at("type").is_string())
@@ -287,28 +305,37 @@ std::string ContentText(const json& c, const std::string& param) {
 // Each tool a function with a name and (optionally) a parameters schema the grammar compiler
 // takes: a tool whose schema could not constrain a call is refused here, not at call time.
 std::vector<ToolSpec> ParseTools(const json& tools, const std::string& body_text) {
-  const auto ordered = body_text.empty() ? nlohmann::ordered_json() : nlohmann::ordered_json::parse(body_text, nullptr, false);
+  const auto ordered = body_text.empty() ? nlohmann::ordered_json()
+                                         : nlohmann::ordered_json::parse(body_text, nullptr, false);
   std::vector<ToolSpec> specs;
   for (size_t i = 0; i < tools.size(); ++i) {
     const std::string p = "tools[" + std::to_string(i) + "]";
     const json& t = tools[i];
-    if (!t.is_object() || !t.contains("type") || t.at("type") != "function" || !t.contains("function") ||
-        !t.at("function").is_object())
-      throw BadRequest("'" + p + "' must be {\"type\": \"function\", \"function\": {...}}", "tools");
+    if (!t.is_object() || !t.contains("type") || t.at("type") != "function" ||
+        !t.contains("function") || !t.at("function").is_object())
+      throw BadRequest("'" + p + "' must be {\"type\": \"function\", \"function\": {...}}",
+                       "tools");
     const json& f = t.at("function");
-    const std::string name = f.contains("name") && f.at("name").is_string() ? f.at("name").get<std::string>() : "";
+    const std::string name =
+        f.contains("name") && f.at("name").is_string() ? f.at("name").get<std::string>() : "";
     bool ok = !name.empty() && name.size() <= 64;
-    for (char c : name) ok = ok && (std::isalnum(static_cast<unsigned char>(c)) || c == '_' || c == '-');
-    if (!ok) throw BadRequest("'" + p + ".function.name' must be 1 to 64 of a-z, A-Z, 0-9, _ and -", "tools");
+    for (char c : name)
+      ok = ok && (std::isalnum(static_cast<unsigned char>(c)) || c == '_' || c == '-');
+    if (!ok)
+      throw BadRequest("'" + p + ".function.name' must be 1 to 64 of a-z, A-Z, 0-9, _ and -",
+                       "tools");
     for (const auto& s : specs)
-      if (s.name == name) throw BadRequest("'" + p + ".function.name' '" + name + "' is used twice", "tools");
+      if (s.name == name)
+        throw BadRequest("'" + p + ".function.name' '" + name + "' is used twice", "tools");
     ToolSpec spec{name, nlohmann::ordered_json{{"type", "object"}}};
     if (f.contains("parameters") && !f.at("parameters").is_null()) {
-      spec.parameters = !ordered.is_discarded() && ordered.contains("tools") && ordered.at("tools").size() > i
-                            ? ordered.at("tools").at(i).at("function").at("parameters")
-                            : nlohmann::ordered_json::parse(f.at("parameters").dump());
+      spec.parameters =
+          !ordered.is_discarded() && ordered.contains("tools") && ordered.at("tools").size() > i
+              ? ordered.at("tools").at(i).at("function").at("parameters")
+              : nlohmann::ordered_json::parse(f.at("parameters").dump());
       try {
-        grammar::Grammar::ParseGbnf(grammar::SchemaToGbnf(grammar::SchemaModel::Parse(spec.parameters)));
+        grammar::Grammar::ParseGbnf(
+            grammar::SchemaToGbnf(grammar::SchemaModel::Parse(spec.parameters)));
       } catch (const Error& e) {
         throw BadRequest("'" + p + ".function.parameters': " + e.what(), "tools", "invalid_schema");
       }
@@ -323,20 +350,30 @@ void ParseToolChoice(const json& b, ChatRequest* r) {
   const json& c = b.at("tool_choice");
   if (c.is_string()) {
     const std::string v = c.get<std::string>();
-    if (v == "none") r->tool_choice = ToolChoice::kNone;
-    else if (v == "auto") r->tool_choice = ToolChoice::kAuto;
-    else if (v == "required") r->tool_choice = ToolChoice::kRequired;
-    else throw BadRequest("'tool_choice' must be 'none', 'auto', 'required' or a named function", "tool_choice");
-  } else if (c.is_object() && c.contains("type") && c.at("type") == "function" && c.contains("function") &&
-             c.at("function").is_object() && c.at("function").contains("name") && c.at("function").at("name").is_string()) {
+    if (v == "none")
+      r->tool_choice = ToolChoice::kNone;
+    else if (v == "auto")
+      r->tool_choice = ToolChoice::kAuto;
+    else if (v == "required")
+      r->tool_choice = ToolChoice::kRequired;
+    else
+      throw BadRequest("'tool_choice' must be 'none', 'auto', 'required' or a named function",
+                       "tool_choice");
+  } else if (c.is_object() && c.contains("type") && c.at("type") == "function" &&
+             c.contains("function") && c.at("function").is_object() &&
+             c.at("function").contains("name") && c.at("function").at("name").is_string()) {
     r->tool_choice = ToolChoice::kNamed;
     r->tool_name = c.at("function").at("name").get<std::string>();
     bool known = false;
     for (const auto& s : r->tool_specs) known = known || s.name == r->tool_name;
-    if (!known) throw BadRequest("'tool_choice' names '" + r->tool_name + "', which is not in 'tools'", "tool_choice");
+    if (!known)
+      throw BadRequest("'tool_choice' names '" + r->tool_name + "', which is not in 'tools'",
+                       "tool_choice");
   } else {
-    throw BadRequest("'tool_choice' must be 'none', 'auto', 'required' or {\"type\": \"function\", \"function\": {\"name\": ...}}",
-                     "tool_choice");
+    throw BadRequest(
+        "'tool_choice' must be 'none', 'auto', 'required' or {\"type\": \"function\", "
+        "\"function\": {\"name\": ...}}",
+        "tool_choice");
   }
   if (r->tool_choice == ToolChoice::kRequired && r->tool_specs.empty())
     throw BadRequest("'tool_choice' is 'required' but there are no 'tools'", "tool_choice");
@@ -344,7 +381,8 @@ void ParseToolChoice(const json& b, ChatRequest* r) {
 
 }  // namespace
 
-ChatRequest ParseChatRequest(const json& b, const ProtocolLimits& lim, const std::string& body_text) {
+ChatRequest ParseChatRequest(const json& b, const ProtocolLimits& lim,
+                             const std::string& body_text) {
   ChatRequest r;
   r.model = ModelField(b);
   if (!Present(b, "messages")) throw BadRequest("'messages' is required", "messages");
@@ -353,7 +391,8 @@ ChatRequest ParseChatRequest(const json& b, const ProtocolLimits& lim, const std
     throw BadRequest("'messages' must be a non-empty array", "messages");
   if (msgs.size() > lim.max_messages)
     throw BadRequest("'messages' has " + std::to_string(msgs.size()) + " entries; at most " +
-                         std::to_string(lim.max_messages) + " are allowed", "messages");
+                         std::to_string(lim.max_messages) + " are allowed",
+                     "messages");
   r.messages = json::array();
   for (size_t i = 0; i < msgs.size(); ++i) {
     const json& m = msgs[i];
@@ -362,9 +401,12 @@ ChatRequest ParseChatRequest(const json& b, const ProtocolLimits& lim, const std
     if (!m.contains("role") || !m.at("role").is_string())
       throw BadRequest("'" + p + ".role' must be a string", p + ".role");
     std::string role = m.at("role").get<std::string>();
-    if (role != "system" && role != "user" && role != "assistant" && role != "tool" && role != "developer")
-      throw BadRequest("'" + p + ".role' must be one of system, developer, user, assistant, tool; got '" +
-                           role + "'", p + ".role");
+    if (role != "system" && role != "user" && role != "assistant" && role != "tool" &&
+        role != "developer")
+      throw BadRequest("'" + p +
+                           ".role' must be one of system, developer, user, assistant, tool; got '" +
+                           role + "'",
+                       p + ".role");
     json out = {{"role", role == "developer" ? "system" : role}};
     bool has_tool_calls = m.contains("tool_calls") && m.at("tool_calls").is_array();
     if (!m.contains("content") || m.at("content").is_null()) {
@@ -382,8 +424,9 @@ ChatRequest ParseChatRequest(const json& b, const ProtocolLimits& lim, const std
   if (Present(b, "tools")) {
     if (!b.at("tools").is_array()) throw BadRequest("'tools' must be an array", "tools");
     if (b.at("tools").size() > lim.max_tools)
-      throw BadRequest("'tools' has " + std::to_string(b.at("tools").size()) + " entries; at most " +
-                           std::to_string(lim.max_tools) + " are allowed", "tools");
+      throw BadRequest("'tools' has " + std::to_string(b.at("tools").size()) +
+                           " entries; at most " + std::to_string(lim.max_tools) + " are allowed",
+                       "tools");
     r.tools = b.at("tools");
     r.tool_specs = ParseTools(r.tools, body_text);
   }
@@ -397,14 +440,16 @@ ChatRequest ParseChatRequest(const json& b, const ProtocolLimits& lim, const std
   return r;
 }
 
-CompletionRequest ParseCompletionRequest(const json& b, const ProtocolLimits& lim, const std::string& body_text) {
+CompletionRequest ParseCompletionRequest(const json& b, const ProtocolLimits& lim,
+                                         const std::string& body_text) {
   CompletionRequest r;
   r.model = ModelField(b);
   if (!Present(b, "prompt")) throw BadRequest("'prompt' is required", "prompt");
   const json& p = b.at("prompt");
   auto ids_from = [&](const json& arr) {
     for (auto& x : arr) {
-      if (!x.is_number_integer() || x.get<int64_t>() < 0 || x.get<int64_t>() > std::numeric_limits<int32_t>::max())
+      if (!x.is_number_integer() || x.get<int64_t>() < 0 ||
+          x.get<int64_t>() > std::numeric_limits<int32_t>::max())
         throw BadRequest("'prompt' token ids must be non-negative integers", "prompt");
       r.prompt_ids.push_back(int32_t(x.get<int64_t>()));
     }
@@ -439,7 +484,9 @@ json ByteList(const std::string& b) {
   return a;
 }
 // Token text as JSON can carry it (a token may end inside a UTF-8 character).
-std::string Text(const std::string& b) { return json(b).dump(-1, ' ', false, json::error_handler_t::replace); }
+std::string Text(const std::string& b) {
+  return json(b).dump(-1, ' ', false, json::error_handler_t::replace);
+}
 std::string Unquote(const std::string& dumped) { return json::parse(dumped).get<std::string>(); }
 }  // namespace
 
@@ -452,9 +499,12 @@ json ChatLogprobs(const std::vector<std::pair<int32_t, const TokenLogprobs*>>& t
     json top = json::array();
     for (const auto& [alt, alp] : lp->top) {
       const std::string ab = bytes_of(alt);
-      top.push_back({{"token", Unquote(Text(ab))}, {"logprob", Finite(alp)}, {"bytes", ByteList(ab)}});
+      top.push_back(
+          {{"token", Unquote(Text(ab))}, {"logprob", Finite(alp)}, {"bytes", ByteList(ab)}});
     }
-    content.push_back({{"token", Unquote(Text(b))}, {"logprob", Finite(lp->logprob)}, {"bytes", ByteList(b)},
+    content.push_back({{"token", Unquote(Text(b))},
+                       {"logprob", Finite(lp->logprob)},
+                       {"bytes", ByteList(b)},
                        {"top_logprobs", top}});
   }
   return {{"content", content}, {"refusal", nullptr}};

@@ -6,11 +6,10 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
 #include <vector>
-
-#include <nlohmann/json.hpp>
 
 #include "edgeseek/internal/grammar/grammar.h"
 #include "edgeseek/internal/runtime/sampler.h"
@@ -25,9 +24,9 @@ struct ApiError {
   int status = 400;
   std::string message;
   std::string type = "invalid_request_error";
-  std::string param;       // empty: null
-  std::string code;        // empty: null
-  double retry_after_s = 0;  // 429/503: Retry-After header when > 0
+  std::string param;              // empty: null
+  std::string code;               // empty: null
+  double retry_after_s = 0;       // 429/503: Retry-After header when > 0
   bool close_connection = false;  // refusals under load: "Connection: close"
 };
 json ErrorBody(const ApiError& e);
@@ -35,11 +34,11 @@ ApiError BadRequest(const std::string& message, const std::string& param = {},
                     const std::string& code = {});
 
 struct ProtocolLimits {
-  int max_tokens = 4096;        // largest max_tokens accepted
-  int max_stop = 16;            // stop strings
+  int max_tokens = 4096;  // largest max_tokens accepted
+  int max_stop = 16;      // stop strings
   size_t max_stop_len = 256;
-  size_t max_messages = 4096;   // entries of 'messages'
-  size_t max_tools = 128;       // entries of 'tools' (OpenAI's documented maximum)
+  size_t max_messages = 4096;  // entries of 'messages'
+  size_t max_tools = 128;      // entries of 'tools' (OpenAI's documented maximum)
 };
 
 // Deepest nesting of arrays and objects a request body may have (the root object is level 1);
@@ -54,14 +53,14 @@ inline constexpr int kMaxTopLogprobs = 20;
 
 // Generation fields shared by both endpoints.
 struct GenParams {
-  std::optional<int> max_tokens;   // max_tokens or max_completion_tokens
-  SamplingParams sampling;         // temperature 1 unless given (OpenAI default)
+  std::optional<int> max_tokens;  // max_tokens or max_completion_tokens
+  SamplingParams sampling;        // temperature 1 unless given (OpenAI default)
   bool seed_given = false;
   std::vector<std::string> stop;
   bool stream = false;
   bool include_usage = false;
-  std::optional<json> priority;    // string or integer, mapped by the server config
-  bool ignore_eos = false;         // extension (vLLM's)
+  std::optional<json> priority;  // string or integer, mapped by the server config
+  bool ignore_eos = false;       // extension (vLLM's)
   // Constrained decoding: the grammar the output must follow (response_format json_object /
   // json_schema, or GBNF in 'grammar' as llama.cpp's server takes it); null when free. Its
   // schema (json_schema) is kept for the tests and the docs' examples.
@@ -77,13 +76,13 @@ struct GenParams {
 enum class ToolChoice { kAuto, kNone, kRequired, kNamed };
 
 struct ChatRequest {
-  std::string model;          // empty: the server's only model
-  json messages;              // validated array of {role, content (string), ...}
-  json tools;                 // null or array
+  std::string model;                 // empty: the server's only model
+  json messages;                     // validated array of {role, content (string), ...}
+  json tools;                        // null or array
   std::vector<ToolSpec> tool_specs;  // the tools, validated (names, compilable parameter schemas)
   ToolChoice tool_choice = ToolChoice::kAuto;
-  std::string tool_name;      // kNamed
-  json template_kwargs;       // chat_template_kwargs (object) or null
+  std::string tool_name;  // kNamed
+  json template_kwargs;   // chat_template_kwargs (object) or null
   GenParams gen;
 };
 
@@ -107,7 +106,8 @@ json CompletionLogprobs(const std::vector<std::pair<int32_t, const TokenLogprobs
 
 // Throw ApiError (by value) on the first bad field.
 // `body_text`: the body as received, read again only for a json_schema's key order.
-ChatRequest ParseChatRequest(const json& body, const ProtocolLimits& lim, const std::string& body_text = {});
+ChatRequest ParseChatRequest(const json& body, const ProtocolLimits& lim,
+                             const std::string& body_text = {});
 CompletionRequest ParseCompletionRequest(const json& body, const ProtocolLimits& lim,
                                          const std::string& body_text = {});
 // Parses a request body; ApiError 400 on malformed JSON or invalid UTF-8, a non-object, or

@@ -1,36 +1,37 @@
-// The HTTP server (edgeseek/internal/server/server.h): routes, authentication, limits, routing by model,
-// streaming with server-sent events, metrics and traces. Handlers never let an exception out:
-// every failure becomes an OpenAI error object with its status.
+// The HTTP server (edgeseek/internal/server/server.h): routes, authentication, limits, routing by
+// model, streaming with server-sent events, metrics and traces. Handlers never let an exception
+// out: every failure becomes an OpenAI error object with its status.
+#include "edgeseek/internal/server/server.h"
+
 #include <httplib.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <atomic>
 #include <cctype>
-#include <deque>
 #include <cmath>
 #include <csignal>
 #include <cstdio>
 #include <cstring>
 #include <ctime>
+#include <deque>
 #include <filesystem>
 #include <fstream>
 #include <map>
 #include <random>
 #include <set>
 
-#include "edgeseek/internal/core/error.h"
-#include "edgeseek/internal/runtime/plugin_host.h"
-#include "edgeseek/internal/server/server.h"
 #include "admission.h"
 #include "connection_gate.h"
+#include "edgeseek/internal/core/error.h"
+#include "edgeseek/internal/runtime/plugin_host.h"
 #include "generation.h"
 #include "grammar_constraint.h"
-#include "tool_calls.h"
-#include "web_assets.h"
 #include "metrics.h"
 #include "otlp.h"
 #include "protocol.h"
+#include "tool_calls.h"
+#include "web_assets.h"
 
 namespace es {
 
@@ -57,7 +58,7 @@ struct ModelGroup {
   std::shared_ptr<RequestQueue> queue;
   std::vector<Instance> instances;
   std::shared_ptr<LoadBalancer> balancer;  // two or more instances with balance.migrate
-  int64_t max_fit = 0;   // the largest prompt + max_tokens any instance can hold
+  int64_t max_fit = 0;                     // the largest prompt + max_tokens any instance can hold
   bool reasoning = false;
   int64_t created = 0;
   int vocab = 0;
@@ -90,26 +91,40 @@ void SendError(httplib::Response& res, const ApiError& e) {
     res.set_header("Connection", "close");
     GatedServer::CloseAfterResponse();
   }
-  if (e.retry_after_s > 0) res.set_header("Retry-After", std::to_string(int(std::ceil(e.retry_after_s))));
-  res.set_content(server::ErrorBody(e).dump(-1, ' ', false, json::error_handler_t::replace), "application/json");
+  if (e.retry_after_s > 0)
+    res.set_header("Retry-After", std::to_string(int(std::ceil(e.retry_after_s))));
+  res.set_content(server::ErrorBody(e).dump(-1, ' ', false, json::error_handler_t::replace),
+                  "application/json");
 }
 
-std::string Sse(const json& j) { return "data: " + j.dump(-1, ' ', false, json::error_handler_t::replace) + "\n\n"; }
+std::string Sse(const json& j) {
+  return "data: " + j.dump(-1, ' ', false, json::error_handler_t::replace) + "\n\n";
+}
 
 // 128 random bits from the OS: request ids name traces, so they must not be computable from
 // another tenant's id (issue 23: they were a counter mixed with the start time).
 std::string RandomId(const char* prefix) {
   thread_local std::random_device rd;
   char buf[64];
-  std::snprintf(buf, sizeof buf, "%s%08x%08x%08x%08x", prefix, unsigned(rd()), unsigned(rd()), unsigned(rd()),
-                unsigned(rd()));
+  std::snprintf(buf, sizeof buf, "%s%08x%08x%08x%08x", prefix, unsigned(rd()), unsigned(rd()),
+                unsigned(rd()), unsigned(rd()));
   return buf;
 }
 
 // The server's endpoints. Paths are matched by comparison, never by a regex: std::regex
 // recursed once per character of "/v1/models/<id>", 4.6 MB of stack for an 8 KB path, which a
 // worker never gave back (issue 23).
-enum class Endpoint { kNone, kChat, kCompletions, kModels, kModel, kHealth, kMetrics, kTrace, kWeb };
+enum class Endpoint {
+  kNone,
+  kChat,
+  kCompletions,
+  kModels,
+  kModel,
+  kHealth,
+  kMetrics,
+  kTrace,
+  kWeb
+};
 
 struct PathMatch {
   Endpoint ep = Endpoint::kNone;
@@ -122,18 +137,28 @@ PathMatch MatchPath(const std::string& path) {
   PathMatch m;
   auto tail = [&](const char* prefix) {
     size_t n = std::strlen(prefix);
-    if (path.size() <= n || path.compare(0, n, prefix) != 0 || path.find('/', n) != std::string::npos) return false;
+    if (path.size() <= n || path.compare(0, n, prefix) != 0 ||
+        path.find('/', n) != std::string::npos)
+      return false;
     m.id = path.substr(n);
     return true;
   };
-  if (path == "/v1/chat/completions") m.ep = Endpoint::kChat;
-  else if (path == "/v1/completions") m.ep = Endpoint::kCompletions;
-  else if (path == "/v1/models") m.ep = Endpoint::kModels;
-  else if (path == "/health") m.ep = Endpoint::kHealth;
-  else if (path == "/metrics") m.ep = Endpoint::kMetrics;
-  else if (tail("/v1/models/")) m.ep = Endpoint::kModel;
-  else if (tail("/v1/traces/")) m.ep = Endpoint::kTrace;
-  else if (path == "/" || tail("/web/")) m.ep = Endpoint::kWeb;  // the page (web_assets.h)
+  if (path == "/v1/chat/completions")
+    m.ep = Endpoint::kChat;
+  else if (path == "/v1/completions")
+    m.ep = Endpoint::kCompletions;
+  else if (path == "/v1/models")
+    m.ep = Endpoint::kModels;
+  else if (path == "/health")
+    m.ep = Endpoint::kHealth;
+  else if (path == "/metrics")
+    m.ep = Endpoint::kMetrics;
+  else if (tail("/v1/models/"))
+    m.ep = Endpoint::kModel;
+  else if (tail("/v1/traces/"))
+    m.ep = Endpoint::kTrace;
+  else if (path == "/" || tail("/web/"))
+    m.ep = Endpoint::kWeb;  // the page (web_assets.h)
   return m;
 }
 
@@ -143,14 +168,17 @@ bool HasBody(const httplib::Request& req) {
 }
 
 bool IsJsonType(std::string t) {
-  std::transform(t.begin(), t.end(), t.begin(), [](unsigned char c) { return char(std::tolower(c)); });
+  std::transform(t.begin(), t.end(), t.begin(),
+                 [](unsigned char c) { return char(std::tolower(c)); });
   size_t semi = t.find(';');
   std::string media = t.substr(0, semi);
   while (!media.empty() && (media.back() == ' ' || media.back() == '\t')) media.pop_back();
   return media == "application/json";
 }
 
-std::string Clip(const std::string& s, size_t n = 120) { return s.size() <= n ? s : s.substr(0, n) + "..."; }
+std::string Clip(const std::string& s, size_t n = 120) {
+  return s.size() <= n ? s : s.substr(0, n) + "...";
+}
 
 }  // namespace
 
@@ -163,14 +191,14 @@ struct Server::Impl {
   std::atomic<State> state{State::kLoading};
   std::vector<std::unique_ptr<ModelGroup>> groups;
   Metrics metrics;
-  PluginHost plugins;                      // loaded before the models; read-only while serving
+  PluginHost plugins;                          // loaded before the models; read-only while serving
   std::unique_ptr<server::OtlpExporter> otlp;  // cfg.otlp.endpoint set
-  std::map<std::string, ClientInfo> keys;  // api key -> client
+  std::map<std::string, ClientInfo> keys;      // api key -> client
   bool auth = false;
   int default_priority = 0;
 
   server::Admission admission;  // generation requests in flight, per client and in all
-  std::mutex mu;  // guards live, traces
+  std::mutex mu;                // guards live, traces
   std::map<std::string, std::weak_ptr<SeqRequest>> live;
   struct StoredTrace {
     std::string id, owner, json;  // owner: the client whose request it was
@@ -227,7 +255,8 @@ struct Server::Impl {
   httplib::Server::HandlerResponse PreRoute(const httplib::Request& req, httplib::Response& res);
   std::string ReadBody(const httplib::ContentReader& reader) const;
   void ServeGet(const PathMatch& m, const httplib::Request& req, httplib::Response& res);
-  void Handle(const httplib::Request& req, const std::string& body, httplib::Response& res, bool chat);
+  void Handle(const httplib::Request& req, const std::string& body, httplib::Response& res,
+              bool chat);
   void StoreTrace(const std::string& id, const std::string& owner, const std::string& trace);
   void Shutdown();
 };
@@ -237,41 +266,68 @@ json Server::Impl::ModelMeta(const ModelGroup& g) const {
   bool invariant = true;
   for (auto& in : g.instances) {
     EngineStats st = in.engine->stats();
-    inst.push_back({{"name", in.name}, {"slots", in.engine->n_slots()}, {"context", in.engine->context()},
-                    {"batch_invariant", in.engine->batch_invariant()}, {"serial", st.serial}});
+    inst.push_back({{"name", in.name},
+                    {"slots", in.engine->n_slots()},
+                    {"context", in.engine->context()},
+                    {"batch_invariant", in.engine->batch_invariant()},
+                    {"serial", st.serial}});
     invariant = invariant && in.engine->batch_invariant();
   }
-  return {{"deterministic", cfg.scheduler.deterministic}, {"batch_invariant", invariant},
-          {"profile", cfg.scheduler.profile}, {"reasoning", g.reasoning}, {"instances", inst}};
+  return {{"deterministic", cfg.scheduler.deterministic},
+          {"batch_invariant", invariant},
+          {"profile", cfg.scheduler.profile},
+          {"reasoning", g.reasoning},
+          {"instances", inst}};
 }
 
 void Server::Impl::DefineMetrics() {
   using T = Metrics::Type;
   auto lat = Metrics::LatencyBuckets();
   metrics.Define("edgeseek_requests_total", T::kCounter, "HTTP requests by endpoint and status.");
-  metrics.Define("edgeseek_request_finish_total", T::kCounter, "Finished generations by model and finish reason.");
-  metrics.Define("edgeseek_prompt_tokens_total", T::kCounter, "Prompt tokens of admitted requests.");
+  metrics.Define("edgeseek_request_finish_total", T::kCounter,
+                 "Finished generations by model and finish reason.");
+  metrics.Define("edgeseek_prompt_tokens_total", T::kCounter,
+                 "Prompt tokens of admitted requests.");
   metrics.Define("edgeseek_generation_tokens_total", T::kCounter, "Generated tokens.");
-  metrics.Define("edgeseek_client_generation_tokens_total", T::kCounter, "Generated tokens by client.");
-  metrics.Define("edgeseek_preemptions_total", T::kCounter, "Sequences preempted by a higher priority.");
-  metrics.Define("edgeseek_queue_length", T::kGauge, "Requests waiting, by model and priority class.");
-  metrics.Define("edgeseek_running_sequences", T::kGauge, "Sequences holding a KV slot, by instance.");
-  metrics.Define("edgeseek_waiting_sequences", T::kGauge, "Sequences waiting for admission, by model.");
-  metrics.Define("edgeseek_kv_cache_used_tokens", T::kGauge, "Tokens held in KV caches, by instance.");
-  metrics.Define("edgeseek_kv_cache_reserved_tokens", T::kGauge, "Tokens of the KV blocks held by running requests, by instance.");
-  metrics.Define("edgeseek_kv_cache_capacity_tokens", T::kGauge, "KV capacity in tokens, by instance.");
-  metrics.Define("edgeseek_kv_cache_usage_ratio", T::kGauge, "Used over capacity of the KV caches, by instance.");
-  metrics.Define("edgeseek_kv_cache_used_bytes", T::kGauge, "Bytes of KV cache holding tokens, by instance.");
+  metrics.Define("edgeseek_client_generation_tokens_total", T::kCounter,
+                 "Generated tokens by client.");
+  metrics.Define("edgeseek_preemptions_total", T::kCounter,
+                 "Sequences preempted by a higher priority.");
+  metrics.Define("edgeseek_queue_length", T::kGauge,
+                 "Requests waiting, by model and priority class.");
+  metrics.Define("edgeseek_running_sequences", T::kGauge,
+                 "Sequences holding a KV slot, by instance.");
+  metrics.Define("edgeseek_waiting_sequences", T::kGauge,
+                 "Sequences waiting for admission, by model.");
+  metrics.Define("edgeseek_kv_cache_used_tokens", T::kGauge,
+                 "Tokens held in KV caches, by instance.");
+  metrics.Define("edgeseek_kv_cache_reserved_tokens", T::kGauge,
+                 "Tokens of the KV blocks held by running requests, by instance.");
+  metrics.Define("edgeseek_kv_cache_capacity_tokens", T::kGauge,
+                 "KV capacity in tokens, by instance.");
+  metrics.Define("edgeseek_kv_cache_usage_ratio", T::kGauge,
+                 "Used over capacity of the KV caches, by instance.");
+  metrics.Define("edgeseek_kv_cache_used_bytes", T::kGauge,
+                 "Bytes of KV cache holding tokens, by instance.");
   metrics.Define("edgeseek_kv_blocks", T::kGauge,
-                 "KV blocks by instance and state: used (held by running requests), cached (only in the prefix cache, evictable), free.");
+                 "KV blocks by instance and state: used (held by running requests), cached (only "
+                 "in the prefix cache, evictable), free.");
   metrics.Define("edgeseek_kv_block_tokens", T::kGauge, "Tokens per KV block.");
-  metrics.Define("edgeseek_kv_bytes_per_token", T::kGauge, "KV cache bytes per token of the instance's KV type (all layers), by instance.");
-  metrics.Define("edgeseek_kv_block_pool_bytes", T::kGauge, "Bytes of the KV block pool (all blocks, of the instance's KV type), by instance.");
-  metrics.Define("edgeseek_kv_preemptions_total", T::kCounter, "Sequences preempted for want of KV blocks, by instance.");
-  metrics.Define("edgeseek_prefix_cache_lookup_tokens_total", T::kCounter, "Tokens of admitted requests looked up in the prefix cache, by instance.");
-  metrics.Define("edgeseek_prefix_cache_hit_tokens_total", T::kCounter, "Tokens taken from the prefix cache instead of computed, by instance.");
-  metrics.Define("edgeseek_prefix_cache_hit_ratio", T::kGauge, "Prefix-cache hit tokens over lookup tokens since start, by instance.");
-  metrics.Define("edgeseek_engine_steps_total", T::kCounter, "Engine steps (forward passes), by instance.");
+  metrics.Define("edgeseek_kv_bytes_per_token", T::kGauge,
+                 "KV cache bytes per token of the instance's KV type (all layers), by instance.");
+  metrics.Define(
+      "edgeseek_kv_block_pool_bytes", T::kGauge,
+      "Bytes of the KV block pool (all blocks, of the instance's KV type), by instance.");
+  metrics.Define("edgeseek_kv_preemptions_total", T::kCounter,
+                 "Sequences preempted for want of KV blocks, by instance.");
+  metrics.Define("edgeseek_prefix_cache_lookup_tokens_total", T::kCounter,
+                 "Tokens of admitted requests looked up in the prefix cache, by instance.");
+  metrics.Define("edgeseek_prefix_cache_hit_tokens_total", T::kCounter,
+                 "Tokens taken from the prefix cache instead of computed, by instance.");
+  metrics.Define("edgeseek_prefix_cache_hit_ratio", T::kGauge,
+                 "Prefix-cache hit tokens over lookup tokens since start, by instance.");
+  metrics.Define("edgeseek_engine_steps_total", T::kCounter,
+                 "Engine steps (forward passes), by instance.");
   metrics.Define(
       "edgeseek_otlp_spans_total", T::kCounter,
       "Spans given to the OTLP exporter, by outcome: ok (the collector took them), error "
@@ -298,22 +354,27 @@ void Server::Impl::DefineMetrics() {
       "edgeseek_spec_emitted_tokens_total", T::kCounter,
       "Tokens the speculative steps emitted, by instance (tokens per step = emitted / steps).");
   metrics.Define("edgeseek_backend_seconds_total", T::kCounter,
-                 "Backend time of the forward passes by phase (upload, dispatch, shader, download), with profiling on.");
+                 "Backend time of the forward passes by phase (upload, dispatch, shader, "
+                 "download), with profiling on.");
   metrics.Define("edgeseek_client_queue_length", T::kGauge, "Requests waiting, by client.");
   metrics.Define("edgeseek_client_running_sequences", T::kGauge, "Sequences running, by client.");
   metrics.Define("edgeseek_requests_in_flight", T::kGauge,
                  "Generation requests waiting or running; each holds an HTTP thread.");
   metrics.Define("edgeseek_http_threads", T::kGauge, "HTTP worker threads (http_threads).");
-  metrics.Define("edgeseek_ready", T::kGauge, "1 when every model is loaded and the server accepts requests.");
+  metrics.Define("edgeseek_ready", T::kGauge,
+                 "1 when every model is loaded and the server accepts requests.");
   metrics.Define("edgeseek_batch_tokens", T::kHistogram, "Tokens per engine step.",
                  {1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024, 2048});
   metrics.Define("edgeseek_batch_sequences", T::kHistogram, "Sequences per engine step.",
                  {1, 2, 4, 8, 16, 32, 64, 128, 256});
   metrics.Define("edgeseek_step_seconds", T::kHistogram, "Forward pass time per engine step.", lat);
-  metrics.Define("edgeseek_time_to_first_token_seconds", T::kHistogram, "Submit to first token.", lat);
-  metrics.Define("edgeseek_inter_token_latency_seconds", T::kHistogram, "Time between generated tokens.", lat);
+  metrics.Define("edgeseek_time_to_first_token_seconds", T::kHistogram, "Submit to first token.",
+                 lat);
+  metrics.Define("edgeseek_inter_token_latency_seconds", T::kHistogram,
+                 "Time between generated tokens.", lat);
   metrics.Define("edgeseek_e2e_request_latency_seconds", T::kHistogram, "Submit to finish.", lat);
-  metrics.Define("edgeseek_queue_time_seconds", T::kHistogram, "Submit to admission, by model and priority.", lat);
+  metrics.Define("edgeseek_queue_time_seconds", T::kHistogram,
+                 "Submit to admission, by model and priority.", lat);
   metrics.Set("edgeseek_ready", {}, 0);
   metrics.AddCollector([this](Metrics& m) {
     m.Set("edgeseek_ready", {}, state.load() == State::kReady ? 1 : 0);
@@ -324,13 +385,16 @@ void Server::Impl::DefineMetrics() {
       auto sizes = g->queue->size_per_class();
       size_t total = 0;
       for (size_t c = 0; c < sizes.size(); ++c) {
-        m.Set("edgeseek_queue_length", {{"model", g->entry.name}, {"priority", cfg.qos.classes[c].name}}, double(sizes[c]));
+        m.Set("edgeseek_queue_length",
+              {{"model", g->entry.name}, {"priority", cfg.qos.classes[c].name}}, double(sizes[c]));
         total += sizes[c];
       }
       m.Set("edgeseek_waiting_sequences", {{"model", g->entry.name}}, double(total));
       for (auto& c : g->queue->clients()) {
-        m.Set("edgeseek_client_queue_length", {{"model", g->entry.name}, {"client", c.client}}, double(c.waiting));
-        m.Set("edgeseek_client_running_sequences", {{"model", g->entry.name}, {"client", c.client}}, double(c.running));
+        m.Set("edgeseek_client_queue_length", {{"model", g->entry.name}, {"client", c.client}},
+              double(c.waiting));
+        m.Set("edgeseek_client_running_sequences", {{"model", g->entry.name}, {"client", c.client}},
+              double(c.running));
       }
       for (size_t i = 0; i < g->instances.size(); ++i) {
         EngineStats s = g->instances[i].engine->stats();
@@ -341,7 +405,8 @@ void Server::Impl::DefineMetrics() {
         m.Set("edgeseek_kv_cache_capacity_tokens", l, double(s.kv_token_capacity));
         m.Set("edgeseek_kv_cache_usage_ratio", l,
               s.kv_token_capacity ? double(s.kv_tokens_used) / double(s.kv_token_capacity) : 0);
-        m.Set("edgeseek_kv_cache_used_bytes", l, double(s.kv_tokens_used) * double(g->instances[i].kv_bytes_per_token));
+        m.Set("edgeseek_kv_cache_used_bytes", l,
+              double(s.kv_tokens_used) * double(g->instances[i].kv_bytes_per_token));
         auto state = [&](const char* st, int64_t v) {
           Labels ls = l;
           ls.emplace_back("state", st);
@@ -354,12 +419,14 @@ void Server::Impl::DefineMetrics() {
         const double per_token = double(g->instances[i].kv_bytes_per_token);
         m.Set("edgeseek_kv_bytes_per_token", l, per_token);
         m.Set("edgeseek_kv_block_pool_bytes", l,
-              double(s.kv_blocks_used + s.kv_blocks_cached + s.kv_blocks_free) * kKvBlockTokens * per_token);
+              double(s.kv_blocks_used + s.kv_blocks_cached + s.kv_blocks_free) * kKvBlockTokens *
+                  per_token);
         m.SetTotal("edgeseek_kv_preemptions_total", l, double(s.kv_preemptions));
         m.SetTotal("edgeseek_prefix_cache_lookup_tokens_total", l, double(s.prefix_lookup_tokens));
         m.SetTotal("edgeseek_prefix_cache_hit_tokens_total", l, double(s.prefix_hit_tokens));
         m.Set("edgeseek_prefix_cache_hit_ratio", l,
-              s.prefix_lookup_tokens ? double(s.prefix_hit_tokens) / double(s.prefix_lookup_tokens) : 0);
+              s.prefix_lookup_tokens ? double(s.prefix_hit_tokens) / double(s.prefix_lookup_tokens)
+                                     : 0);
         InstanceLoad load;
         load.slots = g->instances[i].engine->n_slots();
         load.running = s.running;
@@ -407,9 +474,10 @@ const ClientInfo* Server::Impl::Authenticate(const httplib::Request& req, ApiErr
   std::string key = BearerKey(req);
   auto it = keys.find(key);
   if (key.empty() || it == keys.end()) {
-    *err = MakeError(401, key.empty() ? "missing API key: send 'Authorization: Bearer <key>'"
-                                      : "invalid API key",
-                     "authentication_error", "invalid_api_key");
+    *err = MakeError(
+        401,
+        key.empty() ? "missing API key: send 'Authorization: Bearer <key>'" : "invalid API key",
+        "authentication_error", "invalid_api_key");
     return nullptr;
   }
   return &it->second;
@@ -418,7 +486,9 @@ const ClientInfo* Server::Impl::Authenticate(const httplib::Request& req, ApiErr
 ModelGroup* Server::Impl::Route(const std::string& model, ApiError* err) {
   if (model.empty()) {
     if (groups.size() == 1) return groups.front().get();
-    *err = BadRequest("'model' is required: this server has " + std::to_string(groups.size()) + " models", "model");
+    *err = BadRequest(
+        "'model' is required: this server has " + std::to_string(groups.size()) + " models",
+        "model");
     return nullptr;
   }
   for (auto& g : groups)
@@ -451,11 +521,13 @@ int Server::Impl::PriorityOf(const std::optional<json>& field, const httplib::Re
   std::string names;
   for (auto& c : classes) names += (names.empty() ? "" : ", ") + c.name;
   *err = BadRequest("unknown priority " + p.dump() + "; classes are " + names + " (or 0.." +
-                        std::to_string(classes.size() - 1) + ")", "priority");
+                        std::to_string(classes.size() - 1) + ")",
+                    "priority");
   return -1;
 }
 
-void Server::Impl::StoreTrace(const std::string& id, const std::string& owner, const std::string& trace) {
+void Server::Impl::StoreTrace(const std::string& id, const std::string& owner,
+                              const std::string& trace) {
   if (!cfg.trace_dir.empty()) {
     std::ofstream f(cfg.trace_dir + "/" + id + ".json");
     f << trace;
@@ -484,9 +556,9 @@ struct RequestState {
   server::TraceContext trace_parent;  // the caller's W3C traceparent (OTLP export)
   bool engine_finished = false;
   bool sent_role = false, sent_finish = false, metrics_done = false;
-  int logprobs = -1;                                   // GenParams::logprobs
-  std::shared_ptr<const grammar::TokenTrie> trie;      // token bytes for logprobs
-  size_t text_offset = 0;                              // completions' logprobs text_offset
+  int logprobs = -1;                               // GenParams::logprobs
+  std::shared_ptr<const grammar::TokenTrie> trie;  // token bytes for logprobs
+  size_t text_offset = 0;                          // completions' logprobs text_offset
   // Tool calls (chat with tools, tool_choice not none): the format, the known names, and while
   // streaming the parser that turns the text into tool_calls deltas as it comes.
   bool parse_tools = false;
@@ -497,7 +569,8 @@ struct RequestState {
   json ToolCallsJson(const std::vector<server::ToolCall>& calls) const {
     json out = json::array();
     for (const auto& c : calls)
-      out.push_back({{"id", RandomId("call_")}, {"type", "function"},
+      out.push_back({{"id", RandomId("call_")},
+                     {"type", "function"},
                      {"function", {{"name", c.name}, {"arguments", c.arguments}}}});
     return out;
   }
@@ -506,7 +579,9 @@ struct RequestState {
   // fragment of its arguments (OpenAI's shape).
   json ToolPieceJson(const server::ToolCallPiece& p) const {
     if (p.name.empty()) return {{"index", p.index}, {"function", {{"arguments", p.arguments}}}};
-    return {{"index", p.index}, {"id", RandomId("call_")}, {"type", "function"},
+    return {{"index", p.index},
+            {"id", RandomId("call_")},
+            {"type", "function"},
             {"function", {{"name", p.name}, {"arguments", p.arguments}}}};
   }
 
@@ -514,7 +589,7 @@ struct RequestState {
   // Drains events into `d`; returns true when the output is complete.
   bool Pump(server::Delta* d, double wait_s);
   void WaitEngine(double max_s);
-  void Finish();   // metrics, trace
+  void Finish();  // metrics, trace
   json Usage() const {
     int c = gen->completion_tokens();
     // cached_tokens (OpenAI's field): prompt tokens whose KV came from the prefix cache.
@@ -531,14 +606,21 @@ struct RequestState {
     auto bytes_of = [this](int32_t id) {
       return trie && id >= 0 && id < trie->vocab_size() ? trie->bytes(id) : std::string();
     };
-    return chat ? server::ChatLogprobs(v, bytes_of) : server::CompletionLogprobs(v, bytes_of, offset0);
+    return chat ? server::ChatLogprobs(v, bytes_of)
+                : server::CompletionLogprobs(v, bytes_of, offset0);
   }
   json Chunk(const json& delta_or_text, const json& finish, const json& lp = nullptr) const {
     json choice = {{"index", 0}, {"logprobs", lp}, {"finish_reason", finish}};
-    if (chat) choice["delta"] = delta_or_text;
-    else choice["text"] = delta_or_text;
-    return {{"id", id}, {"object", object}, {"created", created}, {"model", model},
-            {"system_fingerprint", "edgeseek"}, {"choices", json::array({choice})}};
+    if (chat)
+      choice["delta"] = delta_or_text;
+    else
+      choice["text"] = delta_or_text;
+    return {{"id", id},
+            {"object", object},
+            {"created", created},
+            {"model", model},
+            {"system_fingerprint", "edgeseek"},
+            {"choices", json::array({choice})}};
   }
 };
 
@@ -556,7 +638,8 @@ bool RequestState::Pump(server::Delta* d, double wait_s) {
     if (gen->done() && !engine_finished) seq->cancel = true;  // stop string: free the slot now
   }
   // Counted as they come (not at the end), so the share between clients can be read live.
-  if (tokens) impl->metrics.Add("edgeseek_client_generation_tokens_total", {{"client", client}}, tokens);
+  if (tokens)
+    impl->metrics.Add("edgeseek_client_generation_tokens_total", {{"client", client}}, tokens);
   return gen->done();
 }
 
@@ -590,8 +673,9 @@ void RequestState::Finish() {
   double end = gen->finish_time > 0 ? gen->finish_time : SteadySeconds();
   m.Observe("edgeseek_e2e_request_latency_seconds", mp, end - seq->submit_time);
   if (engine_finished) {
-    auto trace = server::ChromeTrace(*seq, model, {{"receive+tokenize", {t_receive, t_tokenized}},
-                                                   {"respond", {t_tokenized, SteadySeconds()}}});
+    auto trace = server::ChromeTrace(*seq, model,
+                                     {{"receive+tokenize", {t_receive, t_tokenized}},
+                                      {"respond", {t_tokenized, SteadySeconds()}}});
     impl->StoreTrace(id, client, trace.dump());
     if (impl->otlp) {
       server::RequestSpanInfo info;
@@ -624,12 +708,14 @@ RequestState::~RequestState() {
   ticket.Release();  // before the members go: a drain that sees none in flight may stop engines
 }
 
-void Server::Impl::Handle(const httplib::Request& req, const std::string& body_text, httplib::Response& res,
-                          bool chat) {
+void Server::Impl::Handle(const httplib::Request& req, const std::string& body_text,
+                          httplib::Response& res, bool chat) {
   double t_receive = SteadySeconds();
   ApiError err;
   if (state.load() != State::kReady) {
-    err = MakeError(503, state.load() == State::kLoading ? "the server is loading models" : "the server is shutting down",
+    err = MakeError(503,
+                    state.load() == State::kLoading ? "the server is loading models"
+                                                    : "the server is shutting down",
                     "server_error", "service_unavailable");
     err.retry_after_s = 5;
     return SendError(res, err);
@@ -675,43 +761,57 @@ void Server::Impl::Handle(const httplib::Request& req, const std::string& body_t
     prompt = preq.prompt_ids;
     for (size_t i = 0; i < prompt.size(); ++i)
       if (prompt[i] >= group->vocab)
-        throw BadRequest("'prompt' token id " + std::to_string(prompt[i]) + " at " + std::to_string(i) +
-                             " is outside the vocabulary (" + std::to_string(group->vocab) + ")", "prompt");
+        throw BadRequest("'prompt' token id " + std::to_string(prompt[i]) + " at " +
+                             std::to_string(i) + " is outside the vocabulary (" +
+                             std::to_string(group->vocab) + ")",
+                         "prompt");
   } else {
     prompt = group->text->Encode(preq.prompt_text, /*add_special=*/true);
   }
   if (prompt.empty()) throw BadRequest("the prompt has no tokens", chat ? "messages" : "prompt");
-  int64_t max_prompt = cfg.limits.max_prompt_tokens > 0 ? cfg.limits.max_prompt_tokens : group->max_fit - 1;
+  int64_t max_prompt =
+      cfg.limits.max_prompt_tokens > 0 ? cfg.limits.max_prompt_tokens : group->max_fit - 1;
   if (int64_t(prompt.size()) > max_prompt || int64_t(prompt.size()) >= group->max_fit)
-    throw BadRequest("the prompt has " + std::to_string(prompt.size()) + " tokens; this model accepts at most " +
+    throw BadRequest("the prompt has " + std::to_string(prompt.size()) +
+                         " tokens; this model accepts at most " +
                          std::to_string(std::min(max_prompt, group->max_fit - 1)),
                      chat ? "messages" : "prompt", "context_length_exceeded");
   int max_tokens;
   if (gp->max_tokens) {
     max_tokens = *gp->max_tokens;
     if (int64_t(prompt.size()) + max_tokens > group->max_fit)
-      throw BadRequest("this model's context holds " + std::to_string(group->max_fit) + " tokens; the prompt (" +
-                           std::to_string(prompt.size()) + ") plus max_tokens (" + std::to_string(max_tokens) +
-                           ") do not fit", "max_tokens", "context_length_exceeded");
+      throw BadRequest("this model's context holds " + std::to_string(group->max_fit) +
+                           " tokens; the prompt (" + std::to_string(prompt.size()) +
+                           ") plus max_tokens (" + std::to_string(max_tokens) + ") do not fit",
+                       "max_tokens", "context_length_exceeded");
   } else {
     int64_t room = group->max_fit - int64_t(prompt.size());
-    int64_t cap = cfg.limits.default_max_tokens > 0 ? cfg.limits.default_max_tokens : cfg.limits.max_tokens;
+    int64_t cap =
+        cfg.limits.default_max_tokens > 0 ? cfg.limits.default_max_tokens : cfg.limits.max_tokens;
     max_tokens = int(std::min(room, cap));
   }
 
   // ---- tool calls: the template's format; required / named calls are constrained ----
   const server::ToolFormat tool_format =
-      chat ? server::DetectToolFormat(group->text->chat_template_source()) : server::ToolFormat::kNone;
-  const bool parse_tools = chat && !creq.tool_specs.empty() && creq.tool_choice != server::ToolChoice::kNone &&
+      chat ? server::DetectToolFormat(group->text->chat_template_source())
+           : server::ToolFormat::kNone;
+  const bool parse_tools = chat && !creq.tool_specs.empty() &&
+                           creq.tool_choice != server::ToolChoice::kNone &&
                            tool_format != server::ToolFormat::kNone;
-  if (chat && (creq.tool_choice == server::ToolChoice::kRequired || creq.tool_choice == server::ToolChoice::kNamed)) {
-    if (gp->grammar) throw BadRequest("'tool_choice' required or named cannot be combined with 'response_format' or 'grammar'",
-                                      "tool_choice");
+  if (chat && (creq.tool_choice == server::ToolChoice::kRequired ||
+               creq.tool_choice == server::ToolChoice::kNamed)) {
+    if (gp->grammar)
+      throw BadRequest(
+          "'tool_choice' required or named cannot be combined with 'response_format' or 'grammar'",
+          "tool_choice");
     if (tool_format == server::ToolFormat::kNone)
-      throw BadRequest("model '" + group->entry.name + "': its chat template has no tool call format", "tool_choice");
+      throw BadRequest(
+          "model '" + group->entry.name + "': its chat template has no tool call format",
+          "tool_choice");
     std::vector<server::ToolSpec> callable;
     for (const auto& t : creq.tool_specs)
-      if (creq.tool_choice == server::ToolChoice::kRequired || t.name == creq.tool_name) callable.push_back(t);
+      if (creq.tool_choice == server::ToolChoice::kRequired || t.name == creq.tool_name)
+        callable.push_back(t);
     try {
       gp->grammar = std::make_shared<const grammar::Grammar>(
           grammar::Grammar::ParseGbnf(server::ToolCallGbnf(tool_format, callable)));
@@ -725,15 +825,18 @@ void Server::Impl::Handle(const httplib::Request& req, const std::string& body_t
   if (gp->grammar) {
     auto trie = group->text->token_trie();
     if (!trie)
-      throw BadRequest("model '" + group->entry.name + "' has no tokenizer view for constrained decoding",
-                       "response_format");
+      throw BadRequest(
+          "model '" + group->entry.name + "' has no tokenizer view for constrained decoding",
+          "response_format");
     constraint = std::make_shared<server::GrammarConstraint>(
-        gp->grammar, std::move(trie), gp->ignore_eos ? std::vector<int32_t>{} : group->text->eos_ids());
+        gp->grammar, std::move(trie),
+        gp->ignore_eos ? std::vector<int32_t>{} : group->text->eos_ids());
   }
 
   // ---- admission limits ----
   // The client's limit and the in-flight cap are checked and taken in one step (admission.h).
-  int limit = client->max_concurrent > 0 ? client->max_concurrent : cfg.limits.max_concurrent_per_client;
+  int limit =
+      client->max_concurrent > 0 ? client->max_concurrent : cfg.limits.max_concurrent_per_client;
   server::Admission::Refusal refusal;
   int in_flight = 0;
   server::Admission::Ticket ticket =
@@ -745,20 +848,24 @@ void Server::Impl::Handle(const httplib::Request& req, const std::string& body_t
     SendError(res, e);
   };
   if (refusal == server::Admission::Refusal::kClientLimit)
-    return refuse(MakeError(429, "too many concurrent requests for this client (limit " + std::to_string(limit) + ")",
+    return refuse(MakeError(429,
+                            "too many concurrent requests for this client (limit " +
+                                std::to_string(limit) + ")",
                             "rate_limit_error", "rate_limit_exceeded"),
                   1);
   // Every request in flight holds an HTTP thread until it ends; past this cap the threads that
   // read new connections (and the top class's share) would be gone (docs/server.md).
   if (refusal == server::Admission::Refusal::kInFlightCap)
-    return refuse(MakeError(503, "the server is at capacity: " + std::to_string(in_flight) +
-                                     " requests are in flight for " + std::to_string(cfg.http_threads) +
-                                     " HTTP threads (http_threads); retry later",
+    return refuse(MakeError(503,
+                            "the server is at capacity: " + std::to_string(in_flight) +
+                                " requests are in flight for " + std::to_string(cfg.http_threads) +
+                                " HTTP threads (http_threads); retry later",
                             "server_error", "server_busy"),
                   1);
   if (group->queue->size() >= size_t(cfg.limits.max_queue))  // (the ticket gives the place back)
-    return refuse(MakeError(429, "the server is overloaded: " + std::to_string(group->queue->size()) +
-                                     " requests are queued",
+    return refuse(MakeError(429,
+                            "the server is overloaded: " + std::to_string(group->queue->size()) +
+                                " requests are queued",
                             "rate_limit_error", "overloaded"),
                   2);
   auto st = std::make_shared<RequestState>();
@@ -776,13 +883,15 @@ void Server::Impl::Handle(const httplib::Request& req, const std::string& body_t
   st->parse_tools = parse_tools;
   st->tool_format = tool_format;
   for (const auto& t : creq.tool_specs) st->tool_names.insert(t.name);
-  if (parse_tools) st->tool_stream = std::make_unique<server::ToolCallStream>(tool_format, st->tool_names);
+  if (parse_tools)
+    st->tool_stream = std::make_unique<server::ToolCallStream>(tool_format, st->tool_names);
   if (gp->logprobs >= 0) st->trie = group->text->token_trie();
   st->prompt_tokens = int(prompt.size());
   st->t_receive = t_receive;
   if (otlp) st->trace_parent = server::ParseTraceparent(req.get_header_value("traceparent"));
   st->channel = std::make_shared<server::EventChannel>();
-  st->gen = std::make_unique<server::Generation>(group->text, gp->stop, chat && group->reasoning, start_in_reasoning);
+  st->gen = std::make_unique<server::Generation>(group->text, gp->stop, chat && group->reasoning,
+                                                 start_in_reasoning);
 
   auto seq = std::make_shared<SeqRequest>();
   seq->id = st->id;
@@ -848,34 +957,46 @@ void Server::Impl::Handle(const httplib::Request& req, const std::string& body_t
     }
     st->WaitEngine(5);
     FinishReason why = st->gen->engine_finish();
-    if (!st->gen->stop_string_hit() && (why == FinishReason::kError || why == FinishReason::kTimeout ||
-                                        why == FinishReason::kCancelled)) {
+    if (!st->gen->stop_string_hit() &&
+        (why == FinishReason::kError || why == FinishReason::kTimeout ||
+         why == FinishReason::kCancelled)) {
       err = why == FinishReason::kTimeout
-                ? MakeError(408, "request timed out after " + std::to_string(int(cfg.limits.request_timeout_s)) + " s",
+                ? MakeError(408,
+                            "request timed out after " +
+                                std::to_string(int(cfg.limits.request_timeout_s)) + " s",
                             "timeout_error", "timeout")
             : why == FinishReason::kCancelled
-                ? MakeError(503, client_gone ? "request cancelled: the client disconnected"
-                                             : "request cancelled: the server is shutting down",
+                ? MakeError(503,
+                            client_gone ? "request cancelled: the client disconnected"
+                                        : "request cancelled: the server is shutting down",
                             "server_error", "cancelled")
-                : MakeError(500, "generation failed: " + st->gen->error(), "server_error", "internal_error");
+                : MakeError(500, "generation failed: " + st->gen->error(), "server_error",
+                            "internal_error");
       st->Finish();
       return SendError(res, err);
     }
-    json out = {{"id", st->id}, {"created", st->created}, {"model", st->model}, {"system_fingerprint", "edgeseek"}};
-    json choice = {{"index", 0}, {"logprobs", st->Logprobs(all.logprobs, 0)}, {"finish_reason", st->gen->finish_reason()}};
+    json out = {{"id", st->id},
+                {"created", st->created},
+                {"model", st->model},
+                {"system_fingerprint", "edgeseek"}};
+    json choice = {{"index", 0},
+                   {"logprobs", st->Logprobs(all.logprobs, 0)},
+                   {"finish_reason", st->gen->finish_reason()}};
     if (chat) {
       out["object"] = "chat.completion";
       json msg = {{"role", "assistant"}, {"content", all.content}};
       if (st->parse_tools) {
         // A call that does not parse stays content (auto mode never fails over the model's text).
-        server::ParsedOutput p = server::ParseToolCalls(st->tool_format, all.content, st->tool_names);
+        server::ParsedOutput p =
+            server::ParseToolCalls(st->tool_format, all.content, st->tool_names);
         if (!p.calls.empty()) {
           msg["content"] = p.content.empty() ? json(nullptr) : json(p.content);
           msg["tool_calls"] = st->ToolCallsJson(p.calls);
           if (choice["finish_reason"] == "stop") choice["finish_reason"] = "tool_calls";
         }
       }
-      if (group->reasoning) msg["reasoning_content"] = all.reasoning.empty() ? json(nullptr) : json(all.reasoning);
+      if (group->reasoning)
+        msg["reasoning_content"] = all.reasoning.empty() ? json(nullptr) : json(all.reasoning);
       choice["message"] = msg;
     } else {
       out["object"] = "text_completion";
@@ -905,7 +1026,8 @@ void Server::Impl::Handle(const httplib::Request& req, const std::string& body_t
           bool done = st->Pump(&d, out.empty() ? 0.5 : 0.0);
           // Logprobs ride on the chunk of the step that produced their tokens (with an empty
           // delta when the text is still held back, e.g. inside a UTF-8 character).
-          const json lp = d.logprobs.empty() ? json(nullptr) : st->Logprobs(d.logprobs, st->text_offset);
+          const json lp =
+              d.logprobs.empty() ? json(nullptr) : st->Logprobs(d.logprobs, st->text_offset);
           if (!st->chat) st->text_offset += d.content.size();
           std::string finish_override, tool_sse;
           if (st->parse_tools) {
@@ -916,29 +1038,38 @@ void Server::Impl::Handle(const httplib::Request& req, const std::string& body_t
             st->tool_stream->Feed(d.content, done, &content, &pieces);
             d.content = std::move(content);
             for (const auto& p : pieces)
-              tool_sse += Sse(st->Chunk({{"tool_calls", json::array({st->ToolPieceJson(p)})}}, nullptr));
-            if (done && st->tool_stream->calls() > 0 && st->gen->finish_reason() == "stop") finish_override = "tool_calls";
+              tool_sse +=
+                  Sse(st->Chunk({{"tool_calls", json::array({st->ToolPieceJson(p)})}}, nullptr));
+            if (done && st->tool_stream->calls() > 0 && st->gen->finish_reason() == "stop")
+              finish_override = "tool_calls";
           }
           if (st->chat) {
-            if (!d.reasoning.empty()) out += Sse(st->Chunk({{"reasoning_content", d.reasoning}}, nullptr));
-            if (!d.content.empty() || !lp.is_null()) out += Sse(st->Chunk({{"content", d.content}}, nullptr, lp));
+            if (!d.reasoning.empty())
+              out += Sse(st->Chunk({{"reasoning_content", d.reasoning}}, nullptr));
+            if (!d.content.empty() || !lp.is_null())
+              out += Sse(st->Chunk({{"content", d.content}}, nullptr, lp));
             out += tool_sse;
           } else if (!d.content.empty() || !lp.is_null()) {
             out += Sse(st->Chunk(d.content, nullptr, lp));
           }
           if (done) {
             FinishReason why = st->gen->engine_finish();
-            if (!st->gen->stop_string_hit() && (why == FinishReason::kError || why == FinishReason::kTimeout ||
-                                                why == FinishReason::kCancelled)) {
-              ApiError e = MakeError(why == FinishReason::kTimeout ? 408 : why == FinishReason::kCancelled ? 503 : 500,
+            if (!st->gen->stop_string_hit() &&
+                (why == FinishReason::kError || why == FinishReason::kTimeout ||
+                 why == FinishReason::kCancelled)) {
+              ApiError e = MakeError(why == FinishReason::kTimeout     ? 408
+                                     : why == FinishReason::kCancelled ? 503
+                                                                       : 500,
                                      why == FinishReason::kTimeout ? "request timed out"
-                                     : why == FinishReason::kCancelled ? "request cancelled: the server is shutting down"
-                                                                       : "generation failed: " + st->gen->error(),
+                                     : why == FinishReason::kCancelled
+                                         ? "request cancelled: the server is shutting down"
+                                         : "generation failed: " + st->gen->error(),
                                      "server_error", FinishReasonName(why));
               out += Sse(server::ErrorBody(e));  // Sse() replaces invalid UTF-8
             } else {
-              out += Sse(st->Chunk(st->chat ? json::object() : json(""),
-                                   finish_override.empty() ? st->gen->finish_reason() : finish_override));
+              out += Sse(
+                  st->Chunk(st->chat ? json::object() : json(""),
+                            finish_override.empty() ? st->gen->finish_reason() : finish_override));
               if (st->include_usage) {
                 json u = st->Chunk(json::object(), nullptr);
                 u["choices"] = json::array();
@@ -985,36 +1116,43 @@ bool Server::Impl::CheckPost(const httplib::Request& req, ApiError* err) const {
   // A form or text/plain POST is a "simple" cross-origin request a browser sends without asking;
   // requiring JSON's media type keeps web pages from driving the server (issue 23).
   if (!IsJsonType(req.get_header_value("Content-Type")))
-    return refuse(415, "Content-Type must be application/json, got '" + Clip(req.get_header_value("Content-Type")) + "'",
+    return refuse(415,
+                  "Content-Type must be application/json, got '" +
+                      Clip(req.get_header_value("Content-Type")) + "'",
                   "invalid_request_error", "unsupported_media_type");
   std::string enc = req.get_header_value("Content-Encoding");
   if (!enc.empty() && enc != "identity")
-    return refuse(415, "Content-Encoding '" + Clip(enc) + "' is not supported; send the body uncompressed",
-                  "invalid_request_error", "unsupported_media_type");
+    return refuse(
+        415, "Content-Encoding '" + Clip(enc) + "' is not supported; send the body uncompressed",
+        "invalid_request_error", "unsupported_media_type");
   size_t n_length = req.get_header_value_count("Content-Length");
   if (req.has_header("Transfer-Encoding")) {
-    if (req.get_header_value_count("Transfer-Encoding") != 1 || req.get_header_value("Transfer-Encoding") != "chunked")
-      return refuse(501, "Transfer-Encoding '" + Clip(req.get_header_value("Transfer-Encoding")) +
-                             "' is not supported (only 'chunked')", "invalid_request_error", "not_implemented");
+    if (req.get_header_value_count("Transfer-Encoding") != 1 ||
+        req.get_header_value("Transfer-Encoding") != "chunked")
+      return refuse(501,
+                    "Transfer-Encoding '" + Clip(req.get_header_value("Transfer-Encoding")) +
+                        "' is not supported (only 'chunked')",
+                    "invalid_request_error", "not_implemented");
     if (n_length > 0)
-      return refuse(400, "a request must not carry both Content-Length and Transfer-Encoding", "invalid_request_error",
-                    "bad_framing");
+      return refuse(400, "a request must not carry both Content-Length and Transfer-Encoding",
+                    "invalid_request_error", "bad_framing");
     return true;  // the decoded size is counted while it is read (ReadBody)
   }
   // Without a length the body would run to the end of the connection, and a client that waits
   // for the answer would wait for the read timeout.
   if (n_length == 0)
-    return refuse(411, "Content-Length (or Transfer-Encoding: chunked) is required", "invalid_request_error",
-                  "length_required");
+    return refuse(411, "Content-Length (or Transfer-Encoding: chunked) is required",
+                  "invalid_request_error", "length_required");
   std::string len = req.get_header_value("Content-Length");
   bool digits = !len.empty() && len.size() <= 19 && std::all_of(len.begin(), len.end(), ::isdigit);
   if (n_length != 1 || !digits)
-    return refuse(400, "Content-Length must be one decimal number, got '" + Clip(len) + "'", "invalid_request_error",
-                  "bad_framing");
+    return refuse(400, "Content-Length must be one decimal number, got '" + Clip(len) + "'",
+                  "invalid_request_error", "bad_framing");
   uint64_t bytes = std::stoull(len);
   if (bytes > cfg.limits.max_body_bytes)
-    return refuse(413, "request body of " + len + " bytes exceeds the limit of " +
-                           std::to_string(cfg.limits.max_body_bytes) + " (limits.max_body_bytes)",
+    return refuse(413,
+                  "request body of " + len + " bytes exceeds the limit of " +
+                      std::to_string(cfg.limits.max_body_bytes) + " (limits.max_body_bytes)",
                   "invalid_request_error", "request_too_large");
   return true;
 }
@@ -1036,14 +1174,19 @@ std::string Server::Impl::ReadBody(const httplib::ContentReader& reader) const {
   if (ok) return body;
   ApiError e;
   if (too_big)
-    e = MakeError(413, "request body exceeds the limit of " + std::to_string(max) + " bytes (limits.max_body_bytes)",
+    e = MakeError(413,
+                  "request body exceeds the limit of " + std::to_string(max) +
+                      " bytes (limits.max_body_bytes)",
                   "invalid_request_error", "request_too_large");
   else if (GatedServer::ReceiveTimedOut())
-    e = MakeError(408, "request body not received in time: " + std::to_string(body.size()) +
-                           " bytes came (limits.body_timeout_s, limits.idle_timeout_s)",
+    e = MakeError(408,
+                  "request body not received in time: " + std::to_string(body.size()) +
+                      " bytes came (limits.body_timeout_s, limits.idle_timeout_s)",
                   "invalid_request_error", "request_timeout");
   else
-    e = MakeError(400, "request body is incomplete or badly framed after " + std::to_string(body.size()) + " bytes",
+    e = MakeError(400,
+                  "request body is incomplete or badly framed after " +
+                      std::to_string(body.size()) + " bytes",
                   "invalid_request_error", "bad_framing");
   e.close_connection = true;
   throw e;
@@ -1057,7 +1200,9 @@ void Server::Impl::ServeGet(const PathMatch& m, const httplib::Request& req, htt
       r.status = s == State::kReady ? 200 : 503;
       const char* name = s == State::kReady ? "ok" : s == State::kLoading ? "loading" : "draining";
       if (s != State::kReady) r.set_header("Retry-After", "5");
-      json body = {{"status", name}, {"deterministic", cfg.scheduler.deterministic}, {"profile", cfg.scheduler.profile}};
+      json body = {{"status", name},
+                   {"deterministic", cfg.scheduler.deterministic},
+                   {"profile", cfg.scheduler.profile}};
       if (s != State::kLoading) {
         bool invariant = true;
         for (auto& g : groups)
@@ -1072,8 +1217,9 @@ void Server::Impl::ServeGet(const PathMatch& m, const httplib::Request& req, htt
       // not learn the others' names or token counts.
       const ClientInfo* client = nullptr;
       std::string key = BearerKey(req);
-      bool operator_key = !key.empty() && std::find(cfg.metrics_keys.begin(), cfg.metrics_keys.end(), key) !=
-                                              cfg.metrics_keys.end();
+      bool operator_key =
+          !key.empty() && std::find(cfg.metrics_keys.begin(), cfg.metrics_keys.end(), key) !=
+                              cfg.metrics_keys.end();
       if (auth && !operator_key) {
         bool has_key = req.has_header("Authorization");
         if (has_key || !cfg.metrics_public) {
@@ -1084,11 +1230,11 @@ void Server::Impl::ServeGet(const PathMatch& m, const httplib::Request& req, htt
       std::string viewer = client ? client->name : std::string();
       bool all_clients = !auth || operator_key;
       return r.set_content(metrics.Render([&](const Labels& labels) {
-                             if (all_clients) return true;
-                             for (auto& [k, v] : labels)
-                               if (k == "client") return v == viewer;
-                             return true;
-                           }),
+        if (all_clients) return true;
+        for (auto& [k, v] : labels)
+          if (k == "client") return v == viewer;
+        return true;
+      }),
                            "text/plain; version=0.0.4; charset=utf-8");
     }
     case Endpoint::kModels: {
@@ -1096,9 +1242,13 @@ void Server::Impl::ServeGet(const PathMatch& m, const httplib::Request& req, htt
       json data = json::array();
       if (state.load() != State::kLoading)
         for (auto& g : groups)
-          data.push_back({{"id", g->entry.name}, {"object", "model"}, {"created", g->created},
-                          {"owned_by", "edgeseek"}, {"max_model_len", g->max_fit},
-                          {"instances", g->instances.size()}, {"edgeseek", ModelMeta(*g)}});
+          data.push_back({{"id", g->entry.name},
+                          {"object", "model"},
+                          {"created", g->created},
+                          {"owned_by", "edgeseek"},
+                          {"max_model_len", g->max_fit},
+                          {"instances", g->instances.size()},
+                          {"edgeseek", ModelMeta(*g)}});
       return r.set_content(json{{"object", "list"}, {"data", data}}.dump(), "application/json");
     }
     case Endpoint::kModel: {
@@ -1110,8 +1260,12 @@ void Server::Impl::ServeGet(const PathMatch& m, const httplib::Request& req, htt
       }
       ModelGroup* g = Route(m.id, &err);
       if (!g) return SendError(r, err);
-      return r.set_content(json{{"id", g->entry.name}, {"object", "model"}, {"created", g->created},
-                                {"owned_by", "edgeseek"}, {"edgeseek", ModelMeta(*g)}}.dump(),
+      return r.set_content(json{{"id", g->entry.name},
+                                {"object", "model"},
+                                {"created", g->created},
+                                {"owned_by", "edgeseek"},
+                                {"edgeseek", ModelMeta(*g)}}
+                               .dump(),
                            "application/json");
     }
     case Endpoint::kTrace: {
@@ -1120,15 +1274,19 @@ void Server::Impl::ServeGet(const PathMatch& m, const httplib::Request& req, htt
       // Another client's trace answers as a missing one: its existence is not told either.
       std::lock_guard<std::mutex> lock(mu);
       for (auto& t : traces)
-        if (t.id == m.id && t.owner == client->name) return r.set_content(t.json, "application/json");
-      return SendError(r, MakeError(404, "no trace for request '" + Clip(m.id) + "' (only the last 256 are kept)",
-                                    "invalid_request_error", "trace_not_found"));
+        if (t.id == m.id && t.owner == client->name)
+          return r.set_content(t.json, "application/json");
+      return SendError(
+          r,
+          MakeError(404, "no trace for request '" + Clip(m.id) + "' (only the last 256 are kept)",
+                    "invalid_request_error", "trace_not_found"));
     }
     case Endpoint::kWeb: {
       // Public, like /health: the page holds no data; the APIs it calls ask for the key.
       const server::WebAsset* a = server::FindWebAsset(req.path);
       if (!a)
-        return SendError(r, MakeError(404, "no such file: " + Clip(req.path), "invalid_request_error", "not_found"));
+        return SendError(r, MakeError(404, "no such file: " + Clip(req.path),
+                                      "invalid_request_error", "not_found"));
       r.set_header("Content-Security-Policy", server::kWebContentSecurityPolicy);
       r.set_header("X-Content-Type-Options", "nosniff");
       r.set_header("Referrer-Policy", "no-referrer");
@@ -1147,11 +1305,13 @@ void Server::Impl::ServeGet(const PathMatch& m, const httplib::Request& req, htt
   }
 }
 
-httplib::Server::HandlerResponse Server::Impl::PreRoute(const httplib::Request& req, httplib::Response& res) {
+httplib::Server::HandlerResponse Server::Impl::PreRoute(const httplib::Request& req,
+                                                        httplib::Response& res) {
   using HR = httplib::Server::HandlerResponse;
   PathMatch m = MatchPath(req.path);
   if (m.ep == Endpoint::kNone) {
-    ApiError e = MakeError(404, "no such endpoint: " + Clip(req.path), "invalid_request_error", "not_found");
+    ApiError e =
+        MakeError(404, "no such endpoint: " + Clip(req.path), "invalid_request_error", "not_found");
     e.close_connection = HasBody(req);
     SendError(res, e);
     return HR::Handled;
@@ -1159,7 +1319,9 @@ httplib::Server::HandlerResponse Server::Impl::PreRoute(const httplib::Request& 
   bool get = req.method == "GET" || req.method == "HEAD";
   if (m.post() ? req.method != "POST" : !get) {
     res.set_header("Allow", m.allow());
-    ApiError e = MakeError(405, "method " + Clip(req.method, 16) + " is not allowed on " + Clip(req.path) + "; use " + m.allow(),
+    ApiError e = MakeError(405,
+                           "method " + Clip(req.method, 16) + " is not allowed on " +
+                               Clip(req.path) + "; use " + m.allow(),
                            "invalid_request_error", "method_not_allowed");
     e.close_connection = HasBody(req);
     SendError(res, e);
@@ -1200,16 +1362,19 @@ void Server::Impl::Routes() {
       } catch (const std::bad_alloc&) {
         SendError(res, MakeError(503, "out of memory", "server_error", "out_of_memory"));
       } catch (const std::exception& e) {
-        SendError(res, MakeError(500, std::string("internal error: ") + e.what(), "server_error", "internal_error"));
+        SendError(res, MakeError(500, std::string("internal error: ") + e.what(), "server_error",
+                                 "internal_error"));
       }
     };
   };
 
-  http.set_pre_routing_handler([this, guarded](const httplib::Request& req, httplib::Response& res) {
-    auto answer = httplib::Server::HandlerResponse::Handled;
-    guarded([&](const httplib::Request& q, httplib::Response& r) { answer = PreRoute(q, r); })(req, res);
-    return answer;
-  });
+  http.set_pre_routing_handler(
+      [this, guarded](const httplib::Request& req, httplib::Response& res) {
+        auto answer = httplib::Server::HandlerResponse::Handled;
+        guarded([&](const httplib::Request& q, httplib::Response& r) { answer = PreRoute(q, r); })(
+            req, res);
+        return answer;
+      });
   // A client that sends "Expect: 100-continue" waits for the go-ahead before its body: it gets
   // the refusal (401, 413, 415...) instead, and the body is never sent.
   http.set_expect_100_continue_handler([this](const httplib::Request& req, httplib::Response& res) {
@@ -1222,10 +1387,13 @@ void Server::Impl::Routes() {
     return e.status;
   });
   for (bool chat : {true, false}) {
-    httplib::Server::HandlerWithContentReader h = [this, guarded, chat](const httplib::Request& q, httplib::Response& r,
-                                                                      const httplib::ContentReader& reader) {
-      guarded([&](const httplib::Request& req, httplib::Response& res) { Handle(req, ReadBody(reader), res, chat); })(q, r);
-    };
+    httplib::Server::HandlerWithContentReader h =
+        [this, guarded, chat](const httplib::Request& q, httplib::Response& r,
+                              const httplib::ContentReader& reader) {
+          guarded([&](const httplib::Request& req, httplib::Response& res) {
+            Handle(req, ReadBody(reader), res, chat);
+          })(q, r);
+        };
     http.Post(chat ? "/v1/chat/completions" : "/v1/completions", h);
   }
   http.set_error_handler([](const httplib::Request&, httplib::Response& r) {
@@ -1234,12 +1402,28 @@ void Server::Impl::Routes() {
     e.status = r.status;
     e.type = r.status >= 500 ? "server_error" : "invalid_request_error";
     switch (r.status) {
-      case 400: e.message = "malformed HTTP request"; e.code = "bad_request"; break;
-      case 404: e.message = "no such endpoint"; e.code = "not_found"; break;
-      case 405: e.message = "method not allowed"; e.code = "method_not_allowed"; break;
-      case 413: e.message = "request body too large"; e.code = "request_too_large"; break;
-      case 414: e.message = "request URI too long"; e.code = "uri_too_long"; break;
-      default: e.message = "HTTP error " + std::to_string(r.status);
+      case 400:
+        e.message = "malformed HTTP request";
+        e.code = "bad_request";
+        break;
+      case 404:
+        e.message = "no such endpoint";
+        e.code = "not_found";
+        break;
+      case 405:
+        e.message = "method not allowed";
+        e.code = "method_not_allowed";
+        break;
+      case 413:
+        e.message = "request body too large";
+        e.code = "request_too_large";
+        break;
+      case 414:
+        e.message = "request URI too long";
+        e.code = "uri_too_long";
+        break;
+      default:
+        e.message = "HTTP error " + std::to_string(r.status);
     }
     e.close_connection = r.status == 400 || r.status == 413 || r.status == 414;
     SendError(r, e);
@@ -1248,11 +1432,12 @@ void Server::Impl::Routes() {
     SendError(r, MakeError(500, "internal error", "server_error", "internal_error"));
   });
   http.set_gate_observer([this](int status) {
-    metrics.Add("edgeseek_requests_total", {{"endpoint", "other"}, {"status", std::to_string(status)}});
+    metrics.Add("edgeseek_requests_total",
+                {{"endpoint", "other"}, {"status", std::to_string(status)}});
   });
   http.set_logger([this](const httplib::Request& q, const httplib::Response& r) {
-    static const char* kNames[] = {"other", "chat_completions", "completions", "models", "models",
-                                   "health", "metrics", "traces", "web"};
+    static const char* kNames[] = {"other",  "chat_completions", "completions", "models", "models",
+                                   "health", "metrics",          "traces",      "web"};
     metrics.Add("edgeseek_requests_total", {{"endpoint", kNames[int(MatchPath(q.path).ep)]},
                                             {"status", std::to_string(r.status)}});
   });
@@ -1268,7 +1453,8 @@ void Server::Impl::Shutdown() {
     // step or a render in progress cannot be interrupted).
     const double start = SteadySeconds(), grace = std::max(0.0, cfg.drain_grace_s);
     const double until = start + grace - std::min(1.0, grace / 2);
-    while (admission.in_flight() > 0 && SteadySeconds() < until) std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    while (admission.in_flight() > 0 && SteadySeconds() < until)
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
     {
       std::lock_guard<std::mutex> lock(mu);
       for (auto& [id, w] : live)
@@ -1277,7 +1463,8 @@ void Server::Impl::Shutdown() {
     for (auto& g : groups) g->queue->Notify();
     // Cancelled sequences leave within a step.
     const double hard = start + grace - std::min(0.2, grace / 8);
-    while (admission.in_flight() > 0 && SteadySeconds() < hard) std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    while (admission.in_flight() > 0 && SteadySeconds() < hard)
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
     http.stop();
     if (http_thread.joinable()) http_thread.join();
     for (auto& g : groups)
@@ -1288,7 +1475,8 @@ void Server::Impl::Shutdown() {
 }
 
 // ==== Server ==================================================================================
-Server::Server(ServerConfig cfg, ModelBuilder loader) : impl_(std::make_unique<Impl>(std::move(cfg), std::move(loader))) {
+Server::Server(ServerConfig cfg, ModelBuilder loader)
+    : impl_(std::make_unique<Impl>(std::move(cfg), std::move(loader))) {
   Impl& m = *impl_;
   ES_CHECK(!m.cfg.qos.classes.empty(), "server config: at least one priority class is needed");
   if (!m.cfg.otlp.endpoint.empty()) {
@@ -1312,7 +1500,8 @@ Server::Server(ServerConfig cfg, ModelBuilder loader) : impl_(std::make_unique<I
   for (size_t i = 0; i < m.cfg.api_keys.size(); ++i)
     m.keys[m.cfg.api_keys[i]] = ClientInfo{"key" + std::to_string(i), 0, -1, false};
   for (auto& c : m.cfg.clients)
-    m.keys[c.api_key] = ClientInfo{c.name, c.max_concurrent, class_index(c.priority), c.prefix_scope == "shared"};
+    m.keys[c.api_key] =
+        ClientInfo{c.name, c.max_concurrent, class_index(c.priority), c.prefix_scope == "shared"};
   m.auth = !m.keys.empty();
   if (!m.cfg.trace_dir.empty()) std::filesystem::create_directories(m.cfg.trace_dir);
   m.DefineMetrics();
@@ -1337,8 +1526,8 @@ void Server::Listen() {
     ES_CHECK(p > 0, "serve: cannot bind ", m.cfg.host, " (any port)");
     m.cfg.port = p;
   } else {
-    ES_CHECK(m.http.bind_to_port(m.cfg.host.c_str(), m.cfg.port), "serve: cannot bind ", m.cfg.host, ":",
-             m.cfg.port, " (in use, or not an address of this machine)");
+    ES_CHECK(m.http.bind_to_port(m.cfg.host.c_str(), m.cfg.port), "serve: cannot bind ", m.cfg.host,
+             ":", m.cfg.port, " (in use, or not an address of this machine)");
   }
   m.http.WidenListenBacklog();
   m.http_thread = std::thread([&m] { m.http.listen_after_bind(); });
@@ -1348,7 +1537,8 @@ int Server::port() const { return impl_->cfg.port; }
 
 void Server::LoadModels() {
   Impl& m = *impl_;
-  ES_CHECK(!m.cfg.models.empty(), "serve: no model to serve (give -m MODEL or 'models' in the config)");
+  ES_CHECK(!m.cfg.models.empty(),
+           "serve: no model to serve (give -m MODEL or 'models' in the config)");
   // Plugins first: a bad one stops the start with its path named, before minutes of loading.
   for (const std::string& spec : m.cfg.plugins) m.plugins.Load(spec);
   m.plugins.set_error_sink([&m](const std::string& plugin, const std::string& message) {
@@ -1365,9 +1555,11 @@ void Server::LoadModels() {
       ic.deterministic = m.cfg.scheduler.deterministic;
     }
     LoadedModel lm = m.loader(load_entry);
-    ES_CHECK(lm.text && !lm.instances.empty(), "serve: model '", entry.name, "' loaded without instances");
+    ES_CHECK(lm.text && !lm.instances.empty(), "serve: model '", entry.name,
+             "' loaded without instances");
     g->text = lm.text;
-    g->reasoning = entry.reasoning == "on" || (entry.reasoning == "auto" && lm.text->has_reasoning_tags());
+    g->reasoning =
+        entry.reasoning == "on" || (entry.reasoning == "auto" && lm.text->has_reasoning_tags());
     g->queue = std::make_shared<RequestQueue>(m.cfg.qos);
     if (m.plugins.has_policy()) {
       const int n_instances = int(lm.instances.size());
@@ -1388,7 +1580,8 @@ void Server::LoadModels() {
       eo.instance = int(i);
       double mb = i < entry.instances.size() ? entry.instances[i].kv_memory_mb : 0;
       if (mb > 0 && in.kv_bytes_per_token > 0)
-        eo.kv_token_budget = std::max<int64_t>(1, int64_t(mb * 1048576.0 / double(in.kv_bytes_per_token)));
+        eo.kv_token_budget =
+            std::max<int64_t>(1, int64_t(mb * 1048576.0 / double(in.kv_bytes_per_token)));
       g->vocab = lm.instances[i]->vocab_size();
       in.engine = std::make_unique<Engine>(std::move(lm.instances[i]), g->queue, eo);
       if (i < lm.drafters.size() && lm.drafters[i])

@@ -103,7 +103,8 @@ ServerConfig ServerConfigFromJson(const json& doc, const std::string& schema_pat
       ES_CHECK(names.insert(q.name).second, origin, ": /priorities/", i, "/name: class '", q.name,
                "' is defined twice");
       Get(p, "weight", &q.weight);
-      if (p.contains("preempt_after_ms")) q.preempt_after_s = p.at("preempt_after_ms").get<double>() / 1000;
+      if (p.contains("preempt_after_ms"))
+        q.preempt_after_s = p.at("preempt_after_ms").get<double>() / 1000;
       Get(p, "preemptible", &q.preemptible);
       c.qos.classes.push_back(q);
     }
@@ -129,8 +130,10 @@ ServerConfig ServerConfigFromJson(const json& doc, const std::string& schema_pat
       Get(j, "prefix_scope", &cl.prefix_scope);
       ES_CHECK(cl.prefix_scope == "client" || cl.prefix_scope == "shared", origin, ": /clients/", i,
                "/prefix_scope: '", cl.prefix_scope, "' is neither \"client\" nor \"shared\"");
-      ES_CHECK(keys.insert(cl.api_key).second, origin, ": /clients/", i, "/api_key: key used twice");
-      ES_CHECK(names.insert(cl.name).second, origin, ": /clients/", i, "/name: '", cl.name, "' used twice");
+      ES_CHECK(keys.insert(cl.api_key).second, origin, ": /clients/", i,
+               "/api_key: key used twice");
+      ES_CHECK(names.insert(cl.name).second, origin, ": /clients/", i, "/name: '", cl.name,
+               "' used twice");
       ES_CHECK(cl.priority.empty() || class_exists(cl.priority), origin, ": /clients/", i,
                "/priority: no priority class is named '", cl.priority, "'");
       c.qos.client_weights.emplace_back(cl.name, cl.weight);
@@ -163,7 +166,8 @@ ServerConfig ServerConfigFromJson(const json& doc, const std::string& schema_pat
       }
       ES_CHECK(!m.path.empty() || !m.synthetic.empty(), origin, ": /models/", i,
                ": one of 'path' or 'synthetic' is required");
-      ES_CHECK(names.insert(m.name).second, origin, ": /models/", i, "/name: '", m.name, "' used twice");
+      ES_CHECK(names.insert(m.name).second, origin, ": /models/", i, "/name: '", m.name,
+               "' used twice");
       if (j.contains("instances")) {
         m.instances.clear();
         for (auto& ij : j.at("instances")) {
@@ -179,7 +183,8 @@ ServerConfig ServerConfigFromJson(const json& doc, const std::string& schema_pat
             try {
               ParseKvType(ic.kv_type);
             } catch (const Error& e) {
-              Fail(origin, ": /models/", i, "/instances/", m.instances.size(), "/kv_type: ", e.what());
+              Fail(origin, ": /models/", i, "/instances/", m.instances.size(),
+                   "/kv_type: ", e.what());
             }
           }
           m.instances.push_back(ic);

@@ -26,13 +26,16 @@ std::string Trim(const std::string& s) {
 }
 
 // {"name": N, <args_key>: {...}} → a call, when N is a known tool and the arguments an object.
-bool CallFromJson(const std::string& text, const char* args_key, const std::set<std::string>& names, ToolCall* out) {
+bool CallFromJson(const std::string& text, const char* args_key, const std::set<std::string>& names,
+                  ToolCall* out) {
   const json j = json::parse(text, nullptr, false);
-  if (j.is_discarded() || !j.is_object() || !j.contains("name") || !j.at("name").is_string()) return false;
+  if (j.is_discarded() || !j.is_object() || !j.contains("name") || !j.at("name").is_string())
+    return false;
   const std::string name = j.at("name").get<std::string>();
   if (!names.count(name)) return false;
   json args = j.contains(args_key) ? j.at(args_key) : json::object();
-  if (args.is_string()) args = json::parse(args.get<std::string>(), nullptr, false);  // some models quote it
+  if (args.is_string())
+    args = json::parse(args.get<std::string>(), nullptr, false);  // some models quote it
   if (!args.is_object()) return false;
   *out = {name, args.dump()};
   return true;
@@ -48,11 +51,13 @@ ParsedOutput Hermes(const std::string& text, const std::set<std::string>& names)
     const size_t end = text.find(kHermesClose, body);
     if (end == std::string::npos) return {text, {}};
     ToolCall c;
-    if (!CallFromJson(Trim(text.substr(body, end - body)), "arguments", names, &c)) return {text, {}};
+    if (!CallFromJson(Trim(text.substr(body, end - body)), "arguments", names, &c))
+      return {text, {}};
     p.calls.push_back(std::move(c));
     const size_t next = text.find_first_not_of(" \n\r\t", end + kHermesClose.size());
     if (next == std::string::npos) break;
-    if (text.compare(next, kHermesOpen.size(), kHermesOpen) != 0) return {text, {}};  // text after calls
+    if (text.compare(next, kHermesOpen.size(), kHermesOpen) != 0)
+      return {text, {}};  // text after calls
     at = next;
   }
   return p;
@@ -65,7 +70,8 @@ ParsedOutput DeepSeek(const std::string& text, const std::set<std::string>& name
   p.content = Trim(text.substr(0, begin));
   size_t at = begin + kDsCallsBegin.size();
   const size_t end_all = text.find(kDsCallsEnd, at);
-  const std::string calls = text.substr(at, end_all == std::string::npos ? std::string::npos : end_all - at);
+  const std::string calls =
+      text.substr(at, end_all == std::string::npos ? std::string::npos : end_all - at);
   size_t k = 0;
   while ((k = calls.find(kDsCallBegin, k)) != std::string::npos) {
     const size_t body = k + kDsCallBegin.size();
@@ -101,7 +107,8 @@ ParsedOutput Llama3(const std::string& text, const std::set<std::string>& names)
   if (t.rfind("<|python_tag|>", 0) == 0) t = Trim(t.substr(14));
   ToolCall c;
   if (t.empty() || t[0] != '{') return {text, {}};
-  if (!CallFromJson(t, "parameters", names, &c) && !CallFromJson(t, "arguments", names, &c)) return {text, {}};
+  if (!CallFromJson(t, "parameters", names, &c) && !CallFromJson(t, "arguments", names, &c))
+    return {text, {}};
   return {"", {c}};
 }
 
@@ -115,12 +122,17 @@ ToolFormat DetectToolFormat(const std::string& tpl) {
   return ToolFormat::kNone;
 }
 
-ParsedOutput ParseToolCalls(ToolFormat f, const std::string& text, const std::set<std::string>& names) {
+ParsedOutput ParseToolCalls(ToolFormat f, const std::string& text,
+                            const std::set<std::string>& names) {
   switch (f) {
-    case ToolFormat::kHermes: return Hermes(text, names);
-    case ToolFormat::kDeepSeek: return DeepSeek(text, names);
-    case ToolFormat::kLlama3: return Llama3(text, names);
-    case ToolFormat::kNone: break;
+    case ToolFormat::kHermes:
+      return Hermes(text, names);
+    case ToolFormat::kDeepSeek:
+      return DeepSeek(text, names);
+    case ToolFormat::kLlama3:
+      return Llama3(text, names);
+    case ToolFormat::kNone:
+      break;
   }
   return {text, {}};
 }
@@ -128,7 +140,9 @@ ParsedOutput ParseToolCalls(ToolFormat f, const std::string& text, const std::se
 size_t ToolCallStart(ToolFormat f, const std::string& text) {
   if (f == ToolFormat::kLlama3) {  // the whole text is the call: hold it from a leading '{'
     const size_t b = text.find_first_not_of(" \n\r\t");
-    return b != std::string::npos && (text[b] == '{' || text.compare(b, 1, "<") == 0) ? b : std::string::npos;
+    return b != std::string::npos && (text[b] == '{' || text.compare(b, 1, "<") == 0)
+               ? b
+               : std::string::npos;
   }
   const std::string& marker = f == ToolFormat::kHermes ? kHermesOpen : kDsCallsBegin;
   if (f == ToolFormat::kNone) return std::string::npos;
@@ -155,14 +169,18 @@ struct Cursor {
     return !ok();
   }
   void Ws() {
-    while (ok() && i < s.size() && (s[i] == ' ' || s[i] == '\n' || s[i] == '\r' || s[i] == '\t')) ++i;
+    while (ok() && i < s.size() && (s[i] == ' ' || s[i] == '\n' || s[i] == '\r' || s[i] == '\t'))
+      ++i;
   }
   void Lit(const std::string& lit) {
     if (!ok()) return;
     const size_t n = std::min(lit.size(), s.size() - i);
-    if (s.compare(i, n, lit, 0, n) != 0) r = Parse::kBad;
-    else if (n < lit.size()) r = Parse::kMore;
-    else i += n;
+    if (s.compare(i, n, lit, 0, n) != 0)
+      r = Parse::kBad;
+    else if (n < lit.size())
+      r = Parse::kMore;
+    else
+      i += n;
   }
   bool Next(char c) { return !AtEnd() && s[i] == c; }  // (kMore at the end)
   // A JSON string (names and keys: a bounded length).
@@ -175,9 +193,12 @@ struct Cursor {
     bool esc = false;
     size_t j = i + 1;
     for (; j < s.size() && j - i < 512; ++j) {
-      if (esc) esc = false;
-      else if (s[j] == '\\') esc = true;
-      else if (s[j] == '"') break;
+      if (esc)
+        esc = false;
+      else if (s[j] == '\\')
+        esc = true;
+      else if (s[j] == '"')
+        break;
     }
     if (j >= s.size() || s[j] != '"') {
       r = j - i >= 512 ? Parse::kBad : Parse::kMore;
@@ -267,8 +288,11 @@ Parse ToolCallStream::Header(std::string* name, size_t* args_at) const {
 bool ToolCallStream::StartsWithMarker() const {
   const size_t b = buf_.find_first_not_of(" \n\r\t");
   if (b == std::string::npos) return false;
-  if (f_ == ToolFormat::kLlama3) return buf_[b] == '{' || buf_.compare(b, 14, "<|python_tag|>") == 0;
-  const std::string& m = f_ == ToolFormat::kHermes ? kHermesOpen : calls_ == 0 ? kDsCallsBegin : kDsCallBegin;
+  if (f_ == ToolFormat::kLlama3)
+    return buf_[b] == '{' || buf_.compare(b, 14, "<|python_tag|>") == 0;
+  const std::string& m = f_ == ToolFormat::kHermes ? kHermesOpen
+                         : calls_ == 0             ? kDsCallsBegin
+                                                   : kDsCallBegin;
   return buf_.compare(b, m.size(), m) == 0;
 }
 
@@ -297,7 +321,8 @@ Parse ToolCallStream::Between(size_t* skip, bool* more_calls) const {
   c.Ws();
   *skip = c.i;
   *more_calls = false;
-  if (f_ == ToolFormat::kLlama3) return c.AtEnd() ? c.r : Parse::kBad;  // one call is the whole text
+  if (f_ == ToolFormat::kLlama3)
+    return c.AtEnd() ? c.r : Parse::kBad;  // one call is the whole text
   if (f_ == ToolFormat::kHermes) {
     c.Lit(kHermesOpen);
     *more_calls = c.ok();
@@ -382,9 +407,12 @@ void ToolCallStream::Feed(const std::string& text, bool done, std::string* conte
         for (; end < buf_.size() && !closed; ++end) {
           const char ch = buf_[end];
           if (in_string_) {
-            if (escape_) escape_ = false;
-            else if (ch == '\\') escape_ = true;
-            else if (ch == '"') in_string_ = false;
+            if (escape_)
+              escape_ = false;
+            else if (ch == '\\')
+              escape_ = true;
+            else if (ch == '"')
+              in_string_ = false;
           } else if (ch == '"') {
             in_string_ = true;
           } else if (ch == '{' || ch == '[') {
@@ -461,17 +489,20 @@ std::string ToolCallGbnf(ToolFormat f, const std::vector<ToolSpec>& tools) {
   std::string root = "root ::= ", rules;
   for (size_t i = 0; i < tools.size(); ++i) {
     const std::string prefix = "t" + std::to_string(i) + "-";
-    rules += grammar::SchemaToGbnf(grammar::SchemaModel::Parse(tools[i].parameters), prefix, /*with_basics=*/false);
+    rules += grammar::SchemaToGbnf(grammar::SchemaModel::Parse(tools[i].parameters), prefix,
+                                   /*with_basics=*/false);
     const std::string name = tools[i].name, args = prefix + "root";
     std::string call;
     if (f == ToolFormat::kHermes)
-      call = grammar::GbnfLiteral("<tool_call>\n{\"name\": \"" + name + "\", \"arguments\": ") + " " + args + " " +
-             grammar::GbnfLiteral("}\n</tool_call>");
+      call = grammar::GbnfLiteral("<tool_call>\n{\"name\": \"" + name + "\", \"arguments\": ") +
+             " " + args + " " + grammar::GbnfLiteral("}\n</tool_call>");
     else if (f == ToolFormat::kDeepSeek)
-      call = grammar::GbnfLiteral(kDsCallsBegin + kDsCallBegin + "function" + kDsSep + name + "\n```json\n") + " " + args +
-             " " + grammar::GbnfLiteral("\n```" + kDsCallEnd + kDsCallsEnd);
+      call = grammar::GbnfLiteral(kDsCallsBegin + kDsCallBegin + "function" + kDsSep + name +
+                                  "\n```json\n") +
+             " " + args + " " + grammar::GbnfLiteral("\n```" + kDsCallEnd + kDsCallsEnd);
     else
-      call = grammar::GbnfLiteral("{\"name\": \"" + name + "\", \"parameters\": ") + " " + args + " \"}\"";
+      call = grammar::GbnfLiteral("{\"name\": \"" + name + "\", \"parameters\": ") + " " + args +
+             " \"}\"";
     root += (i ? " | " : "") + call;
   }
   return root + "\n" + rules + grammar::JsonBasicsGbnf();

@@ -2,19 +2,19 @@
 // OpenAI `tool_calls`, and the grammar that makes a model write a valid call (tool_choice
 // "required" or a named function):
 //   kHermes   (Qwen2.5 / Qwen3)     <tool_call>\n{"name": N, "arguments": {...}}\n</tool_call>
-//   kDeepSeek (DeepSeek-V3 / R1)    <｜tool▁calls▁begin｜><｜tool▁call▁begin｜>function<｜tool▁sep｜>N
+//   kDeepSeek (DeepSeek-V3 / R1) <｜tool▁calls▁begin｜><｜tool▁call▁begin｜>function<｜tool▁sep｜>N
 //                                   \n```json\n{...}\n```<｜tool▁call▁end｜>...<｜tool▁calls▁end｜>
 //                                   (V3-0324's N<｜tool▁sep｜>{...} form is parsed too)
-//   kLlama3   (Llama 3.1)           [<|python_tag|>]{"name": N, "parameters": {...}} as the whole text
+//   kLlama3   (Llama 3.1)           [<|python_tag|>]{"name": N, "parameters": {...}} as the whole
+//   text
 // A call that does not parse (bad JSON, an unknown function) leaves the text as content: auto
 // mode never fails a request over what the model wrote.
 #pragma once
 
+#include <nlohmann/json.hpp>
 #include <set>
 #include <string>
 #include <vector>
-
-#include <nlohmann/json.hpp>
 
 namespace es::server {
 
@@ -28,10 +28,11 @@ struct ToolCall {
 };
 
 struct ParsedOutput {
-  std::string content;         // text outside the calls
-  std::vector<ToolCall> calls; // empty: no (valid) call
+  std::string content;          // text outside the calls
+  std::vector<ToolCall> calls;  // empty: no (valid) call
 };
-ParsedOutput ParseToolCalls(ToolFormat f, const std::string& text, const std::set<std::string>& names);
+ParsedOutput ParseToolCalls(ToolFormat f, const std::string& text,
+                            const std::set<std::string>& names);
 
 // Where a call may begin in `text`: the offset of the first start marker (or of a possible
 // partial one at the end), so a stream can hold that text back; npos when none.
@@ -57,7 +58,8 @@ class ToolCallStream {
   ToolCallStream(ToolFormat f, std::set<std::string> names) : f_(f), names_(std::move(names)) {}
   // Feeds the text written since the last call (`done`: the output has ended); appends the
   // plain text to *content and the calls' pieces to *pieces.
-  void Feed(const std::string& text, bool done, std::string* content, std::vector<ToolCallPiece>* pieces);
+  void Feed(const std::string& text, bool done, std::string* content,
+            std::vector<ToolCallPiece>* pieces);
   int calls() const { return calls_; }  // calls begun so far
 
   enum class Parse { kOk, kMore, kBad };  // (internal; public for the parsers in the .cpp)
@@ -76,7 +78,7 @@ class ToolCallStream {
   ToolFormat f_;
   std::set<std::string> names_;
   State state_ = State::kText;
-  std::string buf_;       // text not given out yet: from the current call's head (or its args)
+  std::string buf_;  // text not given out yet: from the current call's head (or its args)
   int calls_ = 0;
   bool wrote_text_ = false;  // Llama 3.1: a call is the whole text, so none after plain text
   int depth_ = 0;            // kArgs: the scanner's nesting depth, inside a string, after '\'

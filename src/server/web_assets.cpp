@@ -9,9 +9,12 @@ const char* const kWebContentSecurityPolicy =
 
 const WebAsset* FindWebAsset(const std::string& request_path) {
   std::string p;
-  if (request_path == "/") p = "/index.html";
-  else if (request_path.rfind("/web/", 0) == 0) p = request_path.substr(4);
-  else return nullptr;
+  if (request_path == "/")
+    p = "/index.html";
+  else if (request_path.rfind("/web/", 0) == 0)
+    p = request_path.substr(4);
+  else
+    return nullptr;
   for (const WebAsset& a : WebAssets())
     if (p == a.path) return &a;
   return nullptr;

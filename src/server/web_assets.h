@@ -14,7 +14,7 @@ struct WebAsset {
   const char* content_type;  // from the extension
   const unsigned char* data;
   size_t size;
-  const char* etag;          // quoted, from the file's SHA-256
+  const char* etag;  // quoted, from the file's SHA-256
 };
 const std::vector<WebAsset>& WebAssets();  // generated
 

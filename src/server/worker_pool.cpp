@@ -59,7 +59,8 @@ void WorkerPool::Shutdown() {
 
 size_t WorkerPool::threads_used() const {
   std::lock_guard<std::mutex> lock(mu_);
-  return size_t(std::count_if(workers_.begin(), workers_.end(), [](const auto& w) { return w->used; }));
+  return size_t(
+      std::count_if(workers_.begin(), workers_.end(), [](const auto& w) { return w->used; }));
 }
 
 }  // namespace es::server

@@ -4,7 +4,6 @@
 #include <algorithm>
 
 #include "edgeseek/internal/core/error.h"
-
 #include "normalizers.h"
 #include "utf8.h"
 
@@ -139,9 +138,12 @@ void AddedVocabulary::Split(std::vector<Piece>* pieces, bool normalized_trie) co
   std::vector<Piece> out;
   out.reserve(pieces->size());
   for (auto& p : *pieces) {
-    if (p.added_id >= 0) out.push_back(std::move(p));
-    else if (matcher.empty()) { if (!p.text.empty()) out.push_back(std::move(p)); }
-    else SplitOne(std::move(p), matcher, &out);
+    if (p.added_id >= 0)
+      out.push_back(std::move(p));
+    else if (matcher.empty()) {
+      if (!p.text.empty()) out.push_back(std::move(p));
+    } else
+      SplitOne(std::move(p), matcher, &out);
   }
   pieces->swap(out);
 }

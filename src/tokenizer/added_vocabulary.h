@@ -75,7 +75,8 @@ class AddedVocabulary {
     int32_t Child(int32_t n, uint8_t c) const;
     int32_t Step(int32_t n, uint8_t c) const;  // goto, following failure links
     std::vector<Node> nodes_{Node{}};
-    int32_t root_next_[256] = {};  // the root's children as a table (Finish): most bytes start nothing
+    int32_t root_next_[256] =
+        {};  // the root's children as a table (Finish): most bytes start nothing
   };
 
  private:

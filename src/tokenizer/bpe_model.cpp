@@ -41,9 +41,11 @@ BpeModel::BpeModel(Vocab vocab, const std::vector<std::pair<std::string, std::st
     else
       merged += b;
     const int32_t im = TokenToId(merged);
-    if (im < 0) Fail(where, ".merges[", r, "]: merged token '", merged, "' is not in the vocabulary");
+    if (im < 0)
+      Fail(where, ".merges[", r, "]: merged token '", merged, "' is not in the vocabulary");
     const uint64_t key = (uint64_t(uint32_t(ia)) << 32) | uint32_t(ib);
-    merges_.insert_or_assign(key, std::make_pair(int32_t(r), im));  // a repeated pair: last wins, as in `tokenizers`
+    merges_.insert_or_assign(
+        key, std::make_pair(int32_t(r), im));  // a repeated pair: last wins, as in `tokenizers`
   }
   if (!opt_.unk_token.empty()) {
     unk_id_ = TokenToId(opt_.unk_token);
@@ -113,9 +115,7 @@ struct MergeCand {
   int32_t rank;
   int32_t pos;
   int32_t new_id;
-  bool operator>(const MergeCand& o) const {
-    return rank != o.rank ? rank > o.rank : pos > o.pos;
-  }
+  bool operator>(const MergeCand& o) const { return rank != o.rank ? rank > o.rank : pos > o.pos; }
 };
 
 }  // namespace
@@ -160,7 +160,10 @@ void BpeModel::TokenizeUncached(std::string_view word, std::vector<int32_t>* out
         char name[8];
         std::snprintf(name, sizeof(name), "<0x%02X>", static_cast<unsigned char>(c));
         const int32_t bid = TokenToId(name);
-        if (bid < 0) { ok = false; break; }
+        if (bid < 0) {
+          ok = false;
+          break;
+        }
         bytes.push_back(bid);
       }
       if (ok) {

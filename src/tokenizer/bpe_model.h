@@ -23,7 +23,7 @@ struct StringHash {
 using Vocab = std::unordered_map<std::string, int32_t, StringHash, std::equal_to<>>;
 
 struct BpeOptions {
-  std::string unk_token;                 // "" = none
+  std::string unk_token;  // "" = none
   std::string continuing_subword_prefix;
   std::string end_of_word_suffix;
   bool fuse_unk = false;

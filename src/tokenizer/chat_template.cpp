@@ -44,7 +44,8 @@ std::string ChatTemplate::Render(const ChatTemplateInputs& in) const {
   CheckDepth(in.messages, "messages");
   CheckDepth(in.tools, "tools");
   CheckDepth(in.extra, "extra variables (chat_template_kwargs)");
-  ES_CHECK(in.tools.is_null() || in.tools.is_array(), "chat template: tools must be null or an array");
+  ES_CHECK(in.tools.is_null() || in.tools.is_array(),
+           "chat template: tools must be null or an array");
   ES_CHECK(in.extra.is_null() || in.extra.is_object(),
            "chat template: extra variables must be a JSON object");
   nlohmann::ordered_json ctx = nlohmann::ordered_json::object();
@@ -88,14 +89,17 @@ TemplateConfig ReadTemplateConfig(const nlohmann::ordered_json& cfg) {
     out.chat_template = it->get<std::string>();
     return out;
   }
-  ES_CHECK(it->is_array(), "tokenizer_config.json: field 'chat_template' must be a string or a list "
-                           "of {\"name\", \"template\"}, got ", it->type_name());
+  ES_CHECK(it->is_array(),
+           "tokenizer_config.json: field 'chat_template' must be a string or a list "
+           "of {\"name\", \"template\"}, got ",
+           it->type_name());
   std::string names;
   for (size_t i = 0; i < it->size(); ++i) {
     const auto& e = (*it)[i];
-    ES_CHECK(e.is_object() && e.contains("name") && e["name"].is_string() && e.contains("template") &&
-                 e["template"].is_string(),
-             "tokenizer_config.json: chat_template[", i, "] must be {\"name\": str, \"template\": str}");
+    ES_CHECK(e.is_object() && e.contains("name") && e["name"].is_string() &&
+                 e.contains("template") && e["template"].is_string(),
+             "tokenizer_config.json: chat_template[", i,
+             "] must be {\"name\": str, \"template\": str}");
     const std::string name = e["name"].get<std::string>();
     if (name == "default") {
       out.chat_template = e["template"].get<std::string>();

@@ -29,7 +29,10 @@ class ByteLevelDec : public Decoder {
       bool ok = true;
       while (i < t.size()) {
         const int b = UnicodeToByte(NextCodePoint(t, &i));
-        if (b < 0) { ok = false; break; }
+        if (b < 0) {
+          ok = false;
+          break;
+        }
         bytes.push_back(static_cast<char>(b));
       }
       if (!ok) {  // a character outside the byte map: the token's own bytes
@@ -43,7 +46,9 @@ class ByteLevelDec : public Decoder {
 
 class MetaspaceDec : public Decoder {
  public:
-  MetaspaceDec(uint32_t replacement, bool prepend) : prepend_(prepend) { AppendUtf8(&rep_, replacement); }
+  MetaspaceDec(uint32_t replacement, bool prepend) : prepend_(prepend) {
+    AppendUtf8(&rep_, replacement);
+  }
   void DecodeChain(std::vector<std::string>* tokens) const override {
     for (size_t k = 0; k < tokens->size(); ++k) {
       std::string& t = (*tokens)[k];
@@ -83,7 +88,8 @@ class ByteFallbackDec : public Decoder {
     std::string pending;
     auto flush = [&] {
       if (pending.empty()) return;
-      if (IsValidUtf8(pending)) out.push_back(pending);
+      if (IsValidUtf8(pending))
+        out.push_back(pending);
       else
         for (size_t i = 0; i < pending.size(); ++i) out.emplace_back("\xEF\xBF\xBD");
       pending.clear();
@@ -92,8 +98,10 @@ class ByteFallbackDec : public Decoder {
       int byte = -1;
       if (t.size() == 6 && t.compare(0, 3, "<0x") == 0 && t[5] == '>') {
         auto hex = [](char c) {
-          return c >= '0' && c <= '9' ? c - '0' : c >= 'A' && c <= 'F' ? c - 'A' + 10
-                 : c >= 'a' && c <= 'f' ? c - 'a' + 10 : -1;
+          return c >= '0' && c <= '9'   ? c - '0'
+                 : c >= 'A' && c <= 'F' ? c - 'A' + 10
+                 : c >= 'a' && c <= 'f' ? c - 'a' + 10
+                                        : -1;
         };
         const int hi = hex(t[3]), lo = hex(t[4]);
         if (hi >= 0 && lo >= 0) byte = hi * 16 + lo;
@@ -121,7 +129,8 @@ class FuseDec : public Decoder {
 
 class StripDec : public Decoder {
  public:
-  StripDec(uint32_t content, size_t start, size_t stop) : content_(content), start_(start), stop_(stop) {}
+  StripDec(uint32_t content, size_t start, size_t stop)
+      : content_(content), start_(start), stop_(stop) {}
   void DecodeChain(std::vector<std::string>* tokens) const override {
     for (auto& t : *tokens) {
       std::vector<uint32_t> cps;

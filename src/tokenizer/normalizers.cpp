@@ -20,10 +20,9 @@ using nlohmann::json;
 
 static std::string MapRun(std::string_view run, int options) {
   utf8proc_uint8_t* out = nullptr;
-  const utf8proc_ssize_t n =
-      utf8proc_map(reinterpret_cast<const utf8proc_uint8_t*>(run.data()),
-                   static_cast<utf8proc_ssize_t>(run.size()), &out,
-                   static_cast<utf8proc_option_t>(options));
+  const utf8proc_ssize_t n = utf8proc_map(reinterpret_cast<const utf8proc_uint8_t*>(run.data()),
+                                          static_cast<utf8proc_ssize_t>(run.size()), &out,
+                                          static_cast<utf8proc_option_t>(options));
   if (n < 0) Fail("unicode normalization failed: ", utf8proc_errmsg(n));
   std::string result(reinterpret_cast<const char*>(out), static_cast<size_t>(n));
   std::free(out);
@@ -33,10 +32,18 @@ static std::string MapRun(std::string_view run, int options) {
 std::string UnicodeNormalize(const std::string& text, UnicodeForm form) {
   int options = UTF8PROC_STABLE;
   switch (form) {
-    case UnicodeForm::kNFC: options |= UTF8PROC_COMPOSE; break;
-    case UnicodeForm::kNFD: options |= UTF8PROC_DECOMPOSE; break;
-    case UnicodeForm::kNFKC: options |= UTF8PROC_COMPOSE | UTF8PROC_COMPAT; break;
-    case UnicodeForm::kNFKD: options |= UTF8PROC_DECOMPOSE | UTF8PROC_COMPAT; break;
+    case UnicodeForm::kNFC:
+      options |= UTF8PROC_COMPOSE;
+      break;
+    case UnicodeForm::kNFD:
+      options |= UTF8PROC_DECOMPOSE;
+      break;
+    case UnicodeForm::kNFKC:
+      options |= UTF8PROC_COMPOSE | UTF8PROC_COMPAT;
+      break;
+    case UnicodeForm::kNFKD:
+      options |= UTF8PROC_DECOMPOSE | UTF8PROC_COMPAT;
+      break;
   }
   // ASCII characters are starters (combining class 0) that are never the second half of a
   // composition and never decompose, so they only interact with the marks that follow them.
@@ -226,7 +233,8 @@ std::unique_ptr<Normalizer> MakeNormalizer(const json& j, const std::string& whe
       Fail(where, ": Sequence needs a 'normalizers' array");
     std::vector<std::unique_ptr<Normalizer>> items;
     for (size_t i = 0; i < j["normalizers"].size(); ++i) {
-      auto n = MakeNormalizer(j["normalizers"][i], where + ".normalizers[" + std::to_string(i) + "]");
+      auto n =
+          MakeNormalizer(j["normalizers"][i], where + ".normalizers[" + std::to_string(i) + "]");
       if (n) items.push_back(std::move(n));
     }
     return std::make_unique<SequenceNormalizer>(std::move(items));

@@ -49,8 +49,14 @@ std::string RewriteSpaces(std::string_view p) {
       ++class_depth;
       out.push_back(c);
       // A ']' right after '[' or '[^' is a literal.
-      if (i + 1 < p.size() && p[i + 1] == '^') { out.push_back('^'); ++i; }
-      if (i + 1 < p.size() && p[i + 1] == ']') { out.push_back(']'); ++i; }
+      if (i + 1 < p.size() && p[i + 1] == '^') {
+        out.push_back('^');
+        ++i;
+      }
+      if (i + 1 < p.size() && p[i + 1] == ']') {
+        out.push_back(']');
+        ++i;
+      }
       continue;
     }
     if (c == ']' && class_depth) --class_depth;
@@ -91,8 +97,9 @@ void Regex::FindAll(std::string_view text, std::vector<std::pair<size_t, size_t>
   size_t pos = 0;
   size_t last_end = std::string::npos;
   while (pos <= text.size()) {
-    const int rc = jit_ ? pcre2_jit_match(code, subject, text.size(), pos, 0, tl.md, nullptr)
-                        : pcre2_match(code, subject, text.size(), pos, PCRE2_NO_UTF_CHECK, tl.md, nullptr);
+    const int rc =
+        jit_ ? pcre2_jit_match(code, subject, text.size(), pos, 0, tl.md, nullptr)
+             : pcre2_match(code, subject, text.size(), pos, PCRE2_NO_UTF_CHECK, tl.md, nullptr);
     if (rc == PCRE2_ERROR_NOMATCH) break;
     if (rc < 0) {
       PCRE2_UCHAR msg[256];

@@ -1,6 +1,6 @@
-// Regex (pcre_regex.h): the PCRE2 (JIT) engine behind Split/Replace patterns. `tokenizers` compiles these
-// patterns with Oniguruma; both are backtracking, leftmost-first engines, so match results agree
-// once \s is given Oniguruma's Unicode White_Space meaning (PCRE2's \s with UCP also takes
+// Regex (pcre_regex.h): the PCRE2 (JIT) engine behind Split/Replace patterns. `tokenizers` compiles
+// these patterns with Oniguruma; both are backtracking, leftmost-first engines, so match results
+// agree once \s is given Oniguruma's Unicode White_Space meaning (PCRE2's \s with UCP also takes
 // U+180E), which the constructor arranges by rewriting \s outside and inside classes.
 #pragma once
 

@@ -65,22 +65,28 @@ void SplitPiece(const Piece& piece, std::vector<MatchSpan> spans, SplitBehavior 
       break;
     case SplitBehavior::kContiguous:
       for (const auto& s : spans) {
-        if (s.is_match == prev_match && !ranges.empty()) ranges.back().end = s.end;
-        else ranges.push_back({s.start, s.end, false});
+        if (s.is_match == prev_match && !ranges.empty())
+          ranges.back().end = s.end;
+        else
+          ranges.push_back({s.start, s.end, false});
         prev_match = s.is_match;
       }
       break;
     case SplitBehavior::kMergedWithPrevious:
       for (const auto& s : spans) {
-        if (s.is_match && !prev_match && !ranges.empty()) ranges.back().end = s.end;
-        else ranges.push_back({s.start, s.end, false});
+        if (s.is_match && !prev_match && !ranges.empty())
+          ranges.back().end = s.end;
+        else
+          ranges.push_back({s.start, s.end, false});
         prev_match = s.is_match;
       }
       break;
     case SplitBehavior::kMergedWithNext:
       for (auto it = spans.rbegin(); it != spans.rend(); ++it) {
-        if (it->is_match && !prev_match && !ranges.empty()) ranges.back().start = it->start;
-        else ranges.push_back({it->start, it->end, false});
+        if (it->is_match && !prev_match && !ranges.empty())
+          ranges.back().start = it->start;
+        else
+          ranges.push_back({it->start, it->end, false});
         prev_match = it->is_match;
       }
       std::reverse(ranges.begin(), ranges.end());

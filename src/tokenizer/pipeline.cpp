@@ -24,8 +24,10 @@ std::vector<int32_t> Pipeline::EncodeNoSpecial(std::string_view text) const {
   std::vector<int32_t> ids;
   ids.reserve(text.size() / 3 + 4);
   for (const auto& p : PreTokenized(text)) {
-    if (p.added_id >= 0) ids.push_back(p.added_id);
-    else model->Tokenize(p.text, &ids);
+    if (p.added_id >= 0)
+      ids.push_back(p.added_id);
+    else
+      model->Tokenize(p.text, &ids);
   }
   return ids;
 }

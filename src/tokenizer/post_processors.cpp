@@ -43,7 +43,8 @@ class SequencePost : public PostProcessor {
 };
 
 // The "special_tokens" map of TemplateProcessing: name -> ids.
-std::vector<int32_t> SpecialIds(const json& specials, const std::string& name, const std::string& where) {
+std::vector<int32_t> SpecialIds(const json& specials, const std::string& name,
+                                const std::string& where) {
   if (!specials.is_object() || !specials.contains(name))
     Fail(where, ": special token '", name, "' is not in 'special_tokens'");
   const json& e = specials[name];
@@ -95,7 +96,10 @@ std::unique_ptr<PostProcessor> MakeTemplateProcessing(const json& j, const std::
   std::vector<int32_t> prefix, suffix;
   int seen = 0;
   for (const auto& [is_seq, name] : items) {
-    if (is_seq) { ++seen; continue; }
+    if (is_seq) {
+      ++seen;
+      continue;
+    }
     const auto ids = SpecialIds(specials, name, where);
     auto& dst = seen ? suffix : prefix;
     dst.insert(dst.end(), ids.begin(), ids.end());
@@ -112,7 +116,8 @@ int32_t PairId(const json& j, const char* key, const std::string& where) {
 
 }  // namespace
 
-std::unique_ptr<PostProcessor> MakeTemplate(std::vector<int32_t> prefix, std::vector<int32_t> suffix) {
+std::unique_ptr<PostProcessor> MakeTemplate(std::vector<int32_t> prefix,
+                                            std::vector<int32_t> suffix) {
   return std::make_unique<Template>(std::move(prefix), std::move(suffix));
 }
 
@@ -131,7 +136,8 @@ std::unique_ptr<PostProcessor> MakePostProcessor(const json& j, const std::strin
       Fail(where, ": Sequence needs a 'processors' array");
     std::vector<std::unique_ptr<PostProcessor>> items;
     for (size_t i = 0; i < j["processors"].size(); ++i) {
-      auto p = MakePostProcessor(j["processors"][i], where + ".processors[" + std::to_string(i) + "]");
+      auto p =
+          MakePostProcessor(j["processors"][i], where + ".processors[" + std::to_string(i) + "]");
       if (p) items.push_back(std::move(p));
     }
     return std::make_unique<SequencePost>(std::move(items));

@@ -5,10 +5,9 @@
 
 #include <cstdint>
 #include <memory>
+#include <nlohmann/json_fwd.hpp>
 #include <string>
 #include <vector>
-
-#include <nlohmann/json_fwd.hpp>
 
 namespace es::tok {
 
@@ -23,6 +22,7 @@ class PostProcessor {
 // needed: they carry ids). Unknown "type" -> es::Error naming it.
 std::unique_ptr<PostProcessor> MakePostProcessor(const nlohmann::json& j, const std::string& where);
 // A template "prefix $A suffix" with fixed ids (GGUF add_bos/add_eos; tests).
-std::unique_ptr<PostProcessor> MakeTemplate(std::vector<int32_t> prefix, std::vector<int32_t> suffix);
+std::unique_ptr<PostProcessor> MakeTemplate(std::vector<int32_t> prefix,
+                                            std::vector<int32_t> suffix);
 
 }  // namespace es::tok

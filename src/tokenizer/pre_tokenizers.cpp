@@ -17,8 +17,10 @@ void PreTokenizer::PreTokenize(std::vector<Piece>* pieces) const {
   std::vector<Piece> out;
   out.reserve(pieces->size() * 4);
   for (auto& p : *pieces) {
-    if (p.added_id >= 0) out.push_back(std::move(p));
-    else SplitOne(std::move(p), &out);
+    if (p.added_id >= 0)
+      out.push_back(std::move(p));
+    else
+      SplitOne(std::move(p), &out);
   }
   pieces->swap(out);
 }
@@ -127,12 +129,14 @@ class MetaspacePre : public PreTokenizer {
     std::string t;
     t.reserve(p.text.size() + 3);
     for (const char c : p.text) {
-      if (c == ' ') t += rep_;
-      else t.push_back(c);
+      if (c == ' ')
+        t += rep_;
+      else
+        t.push_back(c);
     }
     const bool starts = t.compare(0, rep_.size(), rep_) == 0;
-    if (!starts && (scheme_ == PrependScheme::kAlways ||
-                    (scheme_ == PrependScheme::kFirst && p.at_start)))
+    if (!starts &&
+        (scheme_ == PrependScheme::kAlways || (scheme_ == PrependScheme::kFirst && p.at_start)))
       t.insert(0, rep_);
     p.text = std::move(t);
     if (!split_) {
@@ -179,13 +183,17 @@ class WhitespacePre : public PreTokenizer {  // \w+|[^\w\s]+
 class CharSplitPre : public PreTokenizer {
  public:
   enum class Kind { kWhitespace, kPunctuation, kDelimiter };
-  CharSplitPre(Kind k, SplitBehavior b, uint32_t delim = 0) : kind_(k), behavior_(b), delim_(delim) {}
+  CharSplitPre(Kind k, SplitBehavior b, uint32_t delim = 0)
+      : kind_(k), behavior_(b), delim_(delim) {}
   void SplitOne(Piece&& p, std::vector<Piece>* out) const override {
     auto pred = [this](uint32_t c) {
       switch (kind_) {
-        case Kind::kWhitespace: return IsWhitespace(c);
-        case Kind::kPunctuation: return IsPunctuation(c);
-        case Kind::kDelimiter: return c == delim_;
+        case Kind::kWhitespace:
+          return IsWhitespace(c);
+        case Kind::kPunctuation:
+          return IsPunctuation(c);
+        case Kind::kDelimiter:
+          return c == delim_;
       }
       return false;
     };
@@ -234,10 +242,14 @@ std::unique_ptr<PreTokenizer> MakePreTokenizer(const json& j, const std::string&
     PrependScheme scheme = PrependScheme::kAlways;
     if (j.contains("prepend_scheme")) {
       const std::string s = json_field::Get<std::string>(j, "prepend_scheme", where);
-      if (s == "always") scheme = PrependScheme::kAlways;
-      else if (s == "first") scheme = PrependScheme::kFirst;
-      else if (s == "never") scheme = PrependScheme::kNever;
-      else Fail(where, ": unknown prepend_scheme '", s, "'");
+      if (s == "always")
+        scheme = PrependScheme::kAlways;
+      else if (s == "first")
+        scheme = PrependScheme::kFirst;
+      else if (s == "never")
+        scheme = PrependScheme::kNever;
+      else
+        Fail(where, ": unknown prepend_scheme '", s, "'");
     } else if (j.contains("add_prefix_space")) {
       scheme = json_field::Get<bool>(j, "add_prefix_space", where) ? PrependScheme::kAlways
                                                                    : PrependScheme::kNever;

@@ -76,7 +76,8 @@ std::string ConfigToken(const json& cfg, const char* key) {
 
 }  // namespace
 
-Tokenizer::Tokenizer() : pipeline_(std::make_unique<tok::Pipeline>()), config_(std::make_unique<json>()) {}
+Tokenizer::Tokenizer()
+    : pipeline_(std::make_unique<tok::Pipeline>()), config_(std::make_unique<json>()) {}
 Tokenizer::~Tokenizer() = default;
 
 std::unique_ptr<Tokenizer> Tokenizer::Load(const std::string& path) {
@@ -109,10 +110,12 @@ std::unique_ptr<Tokenizer> Tokenizer::FromJson(const json& j, const json* config
     if (!j.contains("model") || !j["model"].is_object()) Fail("tokenizer.json: missing 'model'");
     const json& m = j["model"];
     const std::string type = OptString(m, "type", "tokenizer.json model");
-    if (!type.empty() && type != "BPE") Fail("tokenizer.json model: unsupported model type '", type, "'");
+    if (!type.empty() && type != "BPE")
+      Fail("tokenizer.json model: unsupported model type '", type, "'");
     if (type.empty() && !m.contains("merges"))
       Fail("tokenizer.json model: no 'type' and no 'merges' (only BPE models are supported)");
-    if (!m.contains("vocab") || !m["vocab"].is_object()) Fail("tokenizer.json model: missing 'vocab'");
+    if (!m.contains("vocab") || !m["vocab"].is_object())
+      Fail("tokenizer.json model: missing 'vocab'");
     // Tables indexed by id are as long as the highest id, so ids are bounded by the number of
     // tokens the file holds (real vocabularies are dense: 0..n-1, added tokens right after);
     // an id of 2^40 was truncated, one of 2^31-1 would have allocated 64 GB.
@@ -371,7 +374,8 @@ std::string StreamDecoder::Push(int32_t id) {
   ids_.push_back(id);
   const std::string text = tokenizer_.Decode(ids_, skip_special_);
   if (text.size() <= prefix_.size() || EndsIncomplete(text)) return "";
-  std::string fresh = text.compare(0, prefix_.size(), prefix_) == 0 ? text.substr(prefix_.size()) : text;
+  std::string fresh =
+      text.compare(0, prefix_.size(), prefix_) == 0 ? text.substr(prefix_.size()) : text;
   // Keep the ids from the last emission on as left context for the next window.
   const size_t new_prefix_index = ids_.size() - prefix_index_;
   ids_.erase(ids_.begin(), ids_.begin() + static_cast<std::ptrdiff_t>(prefix_index_));

@@ -1,9 +1,9 @@
 // UTF-8 validation/repair and Unicode character predicates (categories from utf8proc).
 #include "utf8.h"
 
-#include "edgeseek/internal/core/error.h"
-
 #include <utf8proc.h>
+
+#include "edgeseek/internal/core/error.h"
 
 namespace es::tok {
 
@@ -56,10 +56,18 @@ static size_t MaximalSubpart(std::string_view s, size_t i) {
   const unsigned c = p[i];
   unsigned lo = 0x80, hi = 0xBF;
   size_t len;
-  if (c >= 0xC2 && c <= 0xDF) len = 2;
-  else if (c >= 0xE0 && c <= 0xEF) { len = 3; if (c == 0xE0) lo = 0xA0; if (c == 0xED) hi = 0x9F; }
-  else if (c >= 0xF0 && c <= 0xF4) { len = 4; if (c == 0xF0) lo = 0x90; if (c == 0xF4) hi = 0x8F; }
-  else return 1;
+  if (c >= 0xC2 && c <= 0xDF)
+    len = 2;
+  else if (c >= 0xE0 && c <= 0xEF) {
+    len = 3;
+    if (c == 0xE0) lo = 0xA0;
+    if (c == 0xED) hi = 0x9F;
+  } else if (c >= 0xF0 && c <= 0xF4) {
+    len = 4;
+    if (c == 0xF0) lo = 0x90;
+    if (c == 0xF4) hi = 0x8F;
+  } else
+    return 1;
   size_t k = 1;
   if (i + k < s.size() && p[i + k] >= lo && p[i + k] <= hi) {
     ++k;
@@ -138,8 +146,9 @@ bool IsWordChar(uint32_t cp) {
 }
 
 bool IsPunctuation(uint32_t cp) {
-  if (cp < 0x80) return (cp >= 0x21 && cp <= 0x2F) || (cp >= 0x3A && cp <= 0x40) ||
-                        (cp >= 0x5B && cp <= 0x60) || (cp >= 0x7B && cp <= 0x7E);
+  if (cp < 0x80)
+    return (cp >= 0x21 && cp <= 0x2F) || (cp >= 0x3A && cp <= 0x40) || (cp >= 0x5B && cp <= 0x60) ||
+           (cp >= 0x7B && cp <= 0x7E);
   const auto c = Category(cp);
   return c >= UTF8PROC_CATEGORY_PC && c <= UTF8PROC_CATEGORY_PO;
 }

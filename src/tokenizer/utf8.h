@@ -22,9 +22,18 @@ size_t ValidSeqLen(std::string_view s, size_t i);
 inline uint32_t NextCodePoint(std::string_view s, size_t* i) {
   const auto* p = reinterpret_cast<const unsigned char*>(s.data()) + *i;
   const uint32_t c = p[0];
-  if (c < 0x80) { *i += 1; return c; }
-  if (c < 0xE0) { *i += 2; return ((c & 0x1F) << 6) | (p[1] & 0x3F); }
-  if (c < 0xF0) { *i += 3; return ((c & 0x0F) << 12) | ((p[1] & 0x3F) << 6) | (p[2] & 0x3F); }
+  if (c < 0x80) {
+    *i += 1;
+    return c;
+  }
+  if (c < 0xE0) {
+    *i += 2;
+    return ((c & 0x1F) << 6) | (p[1] & 0x3F);
+  }
+  if (c < 0xF0) {
+    *i += 3;
+    return ((c & 0x0F) << 12) | ((p[1] & 0x3F) << 6) | (p[2] & 0x3F);
+  }
   *i += 4;
   return ((c & 0x07) << 18) | ((p[1] & 0x3F) << 12) | ((p[2] & 0x3F) << 6) | (p[3] & 0x3F);
 }

@@ -7,10 +7,10 @@
 
 namespace es::test {
 
-std::string SourceDir();   // repository root
-std::string BinaryDir();   // build directory
-std::string CliPath();     // the edgeseek executable
-std::string TempDir();     // a fresh directory under the build dir for this test
+std::string SourceDir();  // repository root
+std::string BinaryDir();  // build directory
+std::string CliPath();    // the edgeseek executable
+std::string TempDir();    // a fresh directory under the build dir for this test
 // Runs a shell command; returns the exit code, with stdout and stderr captured.
 int RunCommand(const std::string& cmd, std::string* out = nullptr, std::string* err = nullptr);
 // ‖a − b‖ / ‖b‖ over all elements.

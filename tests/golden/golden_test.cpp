@@ -198,8 +198,9 @@ std::vector<Param> Params() {
   return out;
 }
 
-INSTANTIATE_TEST_SUITE_P(Models, Golden, ::testing::ValuesIn(Params()),
-                         [](const auto& info) { return info.param.variant + "_" + info.param.backend; });
+INSTANTIATE_TEST_SUITE_P(Models, Golden, ::testing::ValuesIn(Params()), [](const auto& info) {
+  return info.param.variant + "_" + info.param.backend;
+});
 
 }  // namespace
 }  // namespace es

@@ -17,13 +17,17 @@
 namespace es {
 namespace {
 
-Tensor RandTensor(const std::string& name, DType dt, Shape shape, uint64_t seed, float scale = 0.5f) {
+Tensor RandTensor(const std::string& name, DType dt, Shape shape, uint64_t seed,
+                  float scale = 0.5f) {
   Tensor t = AllocTensor(name, dt, shape);
   auto v = test::RandomFloats(size_t(t.numel()), seed, scale);
   for (int64_t i = 0; i < t.numel(); ++i) {
-    if (dt == DType::kF32) static_cast<float*>(MutableData(t))[i] = v[size_t(i)];
-    else if (dt == DType::kF16) static_cast<uint16_t*>(MutableData(t))[i] = F32ToF16(v[size_t(i)]);
-    else static_cast<uint16_t*>(MutableData(t))[i] = F32ToBF16(v[size_t(i)]);
+    if (dt == DType::kF32)
+      static_cast<float*>(MutableData(t))[i] = v[size_t(i)];
+    else if (dt == DType::kF16)
+      static_cast<uint16_t*>(MutableData(t))[i] = F32ToF16(v[size_t(i)]);
+    else
+      static_cast<uint16_t*>(MutableData(t))[i] = F32ToBF16(v[size_t(i)]);
   }
   return t;
 }
@@ -92,7 +96,8 @@ TEST_P(BackendOps, RmsNormMatMulAddSwiGLU) {
         Node nn{Op::kRmsNorm, "norm", {in, g.AddWeight(nw)}, {R, K}};
         nn.f0 = 1e-6f;
         const int norm = g.Add(nn);
-        const int mm = g.Add(Node{Op::kMatMul, "mm", {norm, g.AddWeight(w), g.AddWeight(bias)}, {R, N}});
+        const int mm =
+            g.Add(Node{Op::kMatMul, "mm", {norm, g.AddWeight(w), g.AddWeight(bias)}, {R, N}});
         const int mm2 = g.Add(Node{Op::kMatMul, "mm2", {norm, g.AddWeight(w2), -1}, {R, N}});
         const int act = g.Add(Node{Op::kSwiGLU, "act", {mm, mm2}, {R, N}});
         g.Add(Node{Op::kAdd, "add", {act, mm}, {R, N}});
@@ -117,7 +122,8 @@ TEST_P(BackendOps, RopeNeoxAndInterleaved) {
     auto rope = std::make_shared<RopeTable>();
     rope->mode = mode;
     rope->dim = int(hd - off);
-    for (int i = 0; i < rope->dim / 2; ++i) rope->inv_freq.push_back(std::pow(10000.0f, -2.0f * i / rope->dim));
+    for (int i = 0; i < rope->dim / 2; ++i)
+      rope->inv_freq.push_back(std::pow(10000.0f, -2.0f * i / rope->dim));
     rope->attention_factor = 1.25f;
     Tensor x = RandTensor("x", DType::kF32, {R, H * hd}, 7);
     Graph g;
@@ -273,7 +279,7 @@ TEST_P(BackendOps, AttentionAndMlaOverEveryKvType) {
   for (DType kt : {DType::kF32, DType::kF16, DType::kQ8_0, DType::kQ4_0}) {
     const double tol = IsQuantized(kt) && GetParam() != "cpu" ? 2e-3 : 1e-5;
     for (bool mla : {false, true}) {
-      const int64_t Hq = 4, Hkv = 2, dk = 96, dv = 32;      // attention
+      const int64_t Hq = 4, Hkv = 2, dk = 96, dv = 32;          // attention
       const int64_t H = 3, dn = 16, dr = 32, dvm = 16, r = 96;  // MLA
       KvSpec spec;
       spec.n_layers = 1;
@@ -322,7 +328,8 @@ TEST_P(BackendOps, AttentionAndMlaOverEveryKvType) {
         const auto got = RunGraph(*be_, g, b, kv.get());
         for (int64_t t = 0; t < T; ++t) {
           const int s = b.row_seq[size_t(t)];
-          const float *kr = k.as<float>() + t * spec.width[0], *vr = v.as<float>() + t * spec.width[1];
+          const float *kr = k.as<float>() + t * spec.width[0],
+                      *vr = v.as<float>() + t * spec.width[1];
           rows0[size_t(s)].push_back(AsStored(kt, std::vector<float>(kr, kr + spec.width[0])));
           rows1[size_t(s)].push_back(AsStored(kt, std::vector<float>(vr, vr + spec.width[1])));
         }
@@ -332,15 +339,17 @@ TEST_P(BackendOps, AttentionAndMlaOverEveryKvType) {
           const int64_t n_ctx = b.positions[size_t(t)] + 1;
           std::vector<float> K, V;
           for (int64_t j = 0; j < n_ctx; ++j) {
-            K.insert(K.end(), rows0[size_t(s)][size_t(j)].begin(), rows0[size_t(s)][size_t(j)].end());
-            V.insert(V.end(), rows1[size_t(s)][size_t(j)].begin(), rows1[size_t(s)][size_t(j)].end());
+            K.insert(K.end(), rows0[size_t(s)][size_t(j)].begin(),
+                     rows0[size_t(s)][size_t(j)].end());
+            V.insert(V.end(), rows1[size_t(s)][size_t(j)].begin(),
+                     rows1[size_t(s)][size_t(j)].end());
           }
           if (mla)
-            ref::MlaAttentionRow(q.as<float>() + t * qw, K.data(), V.data(), n_ctx, H, dn, dr, dvm, r, wukt, wuv,
-                                 a.f0, &ref[size_t(t * ow)]);
+            ref::MlaAttentionRow(q.as<float>() + t * qw, K.data(), V.data(), n_ctx, H, dn, dr, dvm,
+                                 r, wukt, wuv, a.f0, &ref[size_t(t * ow)]);
           else
-            ref::AttentionRow(q.as<float>() + t * qw, K.data(), V.data(), n_ctx, Hq, Hkv, dk, dv, a.f0,
-                              &ref[size_t(t * ow)]);
+            ref::AttentionRow(q.as<float>() + t * qw, K.data(), V.data(), n_ctx, Hq, Hkv, dk, dv,
+                              a.f0, &ref[size_t(t * ow)]);
         }
         EXPECT_LE(test::RelL2(got, ref), tol) << tag << " pass " << pass;
         for (size_t s = 0; s < 3; ++s) pos[s] += lens[size_t(pass)][s];
@@ -349,7 +358,8 @@ TEST_P(BackendOps, AttentionAndMlaOverEveryKvType) {
       std::vector<float> row(size_t(spec.width[0]));
       for (int64_t p : {0, 15, 16, 19}) {
         kv->ReadRow(1, 0, 0, p, row.data());
-        EXPECT_LE(test::RelL2(row, rows0[1][size_t(p)]), IsQuantized(kt) && GetParam() != "cpu" ? 1e-2 : 0.0)
+        EXPECT_LE(test::RelL2(row, rows0[1][size_t(p)]),
+                  IsQuantized(kt) && GetParam() != "cpu" ? 1e-2 : 0.0)
             << tag << " row " << p;
       }
     }
@@ -378,7 +388,8 @@ TEST_P(BackendOps, KvTypeWidthsNotWholeBlocksAreAnError) {
 TEST_P(BackendOps, MoeRoutingMethods) {
   const int64_t D = 24, I = 10, R = 6;
   const int E = 8;
-  for (TopkMethod m : {TopkMethod::kGreedy, TopkMethod::kGroupLimitedGreedy, TopkMethod::kNoauxTc}) {
+  for (TopkMethod m :
+       {TopkMethod::kGreedy, TopkMethod::kGroupLimitedGreedy, TopkMethod::kNoauxTc}) {
     auto p = std::make_shared<MoeParams>();
     p->n_experts = E;
     p->top_k = 3;
@@ -400,7 +411,10 @@ TEST_P(BackendOps, MoeRoutingMethods) {
     }
     Graph g;
     const int xi = InputNode(g, x, R);
-    Node n{Op::kMoE, "moe", {xi, g.AddWeight(gate), m == TopkMethod::kNoauxTc ? g.AddWeight(bias) : -1}, {R, D}};
+    Node n{Op::kMoE,
+           "moe",
+           {xi, g.AddWeight(gate), m == TopkMethod::kNoauxTc ? g.AddWeight(bias) : -1},
+           {R, D}};
     std::vector<const Tensor*> exp;
     for (auto& t : ex) {
       n.src.push_back(g.AddWeight(t));
@@ -410,7 +424,8 @@ TEST_P(BackendOps, MoeRoutingMethods) {
     g.Add(n);
     const auto got = RunGraph(*be_, g, SeqBatch({int(R)}, {0}));
     std::vector<float> ref(size_t(R * D));
-    ref::MoE(x.as<float>(), R, D, gate, m == TopkMethod::kNoauxTc ? &bias : nullptr, exp, *p, ref.data());
+    ref::MoE(x.as<float>(), R, D, gate, m == TopkMethod::kNoauxTc ? &bias : nullptr, exp, *p,
+             ref.data());
     EXPECT_LE(test::RelL2(got, ref), 2e-6) << "method " << int(m);
   }
 }
@@ -530,7 +545,8 @@ TEST_P(BackendOps, MoeExpertsThatDisagreeAreNamed) {
       RunGraph(*be_, g, SeqBatch({int(R)}, {0}));
       ADD_FAILURE() << "no error for " << (bad == 0 ? "u2 of another type" : "d2 of another shape");
     } catch (const Error& e) {
-      EXPECT_NE(std::string(e.what()).find(bad == 0 ? "'u2'" : "'d2'"), std::string::npos) << e.what();
+      EXPECT_NE(std::string(e.what()).find(bad == 0 ? "'u2'" : "'d2'"), std::string::npos)
+          << e.what();
     }
   }
 }

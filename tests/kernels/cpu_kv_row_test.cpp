@@ -86,8 +86,9 @@ TEST(CpuKvRow, StoreDotAndAxpyOfEveryTypeOverOddSizes) {
 TEST(CpuKvRow, StoredRowsAreWithinTheTypesStep) {
   const int64_t n = 256;
   const auto x = test::RandomFloats(size_t(n), 11, 3.0f);
-  for (const auto& [t, bound] : {std::pair{DType::kF16, 1.0 / 2048}, std::pair{DType::kQ8_0, 0.5 / 127},
-                                 std::pair{DType::kQ4_0, 1.0 / 8}}) {
+  for (const auto& [t, bound] :
+       {std::pair{DType::kF16, 1.0 / 2048}, std::pair{DType::kQ8_0, 0.5 / 127},
+        std::pair{DType::kQ4_0, 1.0 / 8}}) {
     std::vector<uint8_t> row(RowBytes(t, n));
     cpu::KvStoreRow(x.data(), n, t, row.data());
     const auto s = Stored(t, row, n);
@@ -96,7 +97,8 @@ TEST(CpuKvRow, StoredRowsAreWithinTheTypesStep) {
       for (int j = 0; j < 32; ++j) amax = std::max(amax, std::fabs(double(x[size_t(b * 32 + j)])));
       for (int j = 0; j < 32; ++j) {
         const size_t i = size_t(b * 32 + j);
-        EXPECT_LE(std::fabs(double(s[i]) - x[i]), bound * amax * 1.01 + 1e-7) << Name(t) << " i=" << i;
+        EXPECT_LE(std::fabs(double(s[i]) - x[i]), bound * amax * 1.01 + 1e-7)
+            << Name(t) << " i=" << i;
       }
     }
   }

@@ -187,8 +187,7 @@ TEST_P(QuantMatMul, StridedOutputAndMisalignedActivations) {
   const auto xr = RandomFloats(size_t(R * K), 8);
   std::memcpy(xbuf.data() + 1, xr.data(), xr.size() * 4);
   std::vector<float> ybuf(size_t(R * ldy) + 1, -5.0f);
-  cpu::MatMul(xbuf.data() + 1, R, K, w.bytes.data(), type, N, nullptr, ybuf.data() + 1, ldy,
-              pool);
+  cpu::MatMul(xbuf.data() + 1, R, K, w.bytes.data(), type, N, nullptr, ybuf.data() + 1, ldy, pool);
   std::vector<double> ref, bound;
   QuantMatMulReference(xr, R, K, w.values, N, nullptr, 127.0, &ref, &bound);
   EXPECT_EQ(ybuf[0], -5.0f);
@@ -214,8 +213,7 @@ TEST_P(QuantMatMul, RejectsKNotAMultipleOfTheBlock) {
     cpu::MatMul(x.data(), 1, K, w.data(), type, 1, nullptr, y.data(), 1, pool);
     ADD_FAILURE() << "K=" << K << " accepted for " << Name(type);
   } catch (const Error& e) {
-    EXPECT_NE(std::string(e.what()).find("K=" + std::to_string(K)), std::string::npos)
-        << e.what();
+    EXPECT_NE(std::string(e.what()).find("K=" + std::to_string(K)), std::string::npos) << e.what();
   }
 }
 

@@ -190,12 +190,15 @@ TEST(CpuMatMul, RejectsBadArguments) {
       EXPECT_NE(std::string(e.what()).find(needle), std::string::npos) << e.what();
     }
   };
-  expect_error([&] { cpu::MatMul(x.data(), 1, 4, w.data(), DType::kI32, 4, nullptr, y.data(), 4, pool); },
-               "i32");
-  expect_error([&] { cpu::MatMul(x.data(), 2, 4, w.data(), DType::kF32, 4, nullptr, y.data(), 3, pool); },
-               "ldy=3");
-  expect_error([&] { cpu::MatMul(x.data(), -1, 4, w.data(), DType::kF32, 4, nullptr, y.data(), 4, pool); },
-               "negative");
+  expect_error(
+      [&] { cpu::MatMul(x.data(), 1, 4, w.data(), DType::kI32, 4, nullptr, y.data(), 4, pool); },
+      "i32");
+  expect_error(
+      [&] { cpu::MatMul(x.data(), 2, 4, w.data(), DType::kF32, 4, nullptr, y.data(), 3, pool); },
+      "ldy=3");
+  expect_error(
+      [&] { cpu::MatMul(x.data(), -1, 4, w.data(), DType::kF32, 4, nullptr, y.data(), 4, pool); },
+      "negative");
 }
 
 TEST(CpuMatMul, EmptyShapesAreNoOps) {

@@ -171,7 +171,9 @@ class CpuBackend final : public Backend {
   // available memory is spent (then the weight is faulted in by its first use, as before).
   bool Prefault(const Tensor& w);
   std::unique_ptr<KvStorage> CreateKv(const KvSpec& spec, int n_slots, int64_t capacity) override {
-    return std::make_unique<CpuKv>(spec, n_slots, capacity, int64_t(n_slots) * ((capacity + kKvBlockTokens - 1) / kKvBlockTokens));
+    return std::make_unique<CpuKv>(
+        spec, n_slots, capacity,
+        int64_t(n_slots) * ((capacity + kKvBlockTokens - 1) / kKvBlockTokens));
   }
   std::unique_ptr<KvStorage> CreatePagedKv(const KvSpec& spec, int n_slots, int64_t capacity,
                                            int64_t n_blocks) override {
@@ -255,13 +257,13 @@ class CpuBackend final : public Backend {
   ThreadPool pool_;
   std::mutex f32_mu_;
   std::unordered_map<const Tensor*, std::vector<float>> f32_cache_;
-  RepackPolicy repack_;                                 // ES_CPU_REPACK
-  std::unordered_map<const Tensor*, Packed> packed_;    // repacked weights, owned
+  RepackPolicy repack_;                               // ES_CPU_REPACK
+  std::unordered_map<const Tensor*, Packed> packed_;  // repacked weights, owned
   // Q8_0 copies of MLA WukT from a block-quantized kv_b (PrepareGraph), by the model's tensor;
   // each with the model tensor's data pointer, to check it still is that tensor.
   std::unordered_map<const Tensor*, std::pair<const void*, Tensor>> qweights_;
-  size_t packed_bytes_ = 0;                             // their total size
-  double packed_s_ = 0;                                 // time spent repacking (and releasing)
+  size_t packed_bytes_ = 0;     // their total size
+  double packed_s_ = 0;         // time spent repacking (and releasing)
   size_t prefault_budget_ = 0;  // bytes Prefault may still fill (set at its first call)
   bool prefault_started_ = false;
   size_t prefaulted_bytes_ = 0;         // filled so far
@@ -442,7 +444,8 @@ void CpuBackend::Attention(const Node& n, const Batch& b, CpuKv& kv, const float
       const BatchSeq& s = b.seqs[size_t(b.row_seq[size_t(t)])];
       const int64_t n_ctx = b.positions[size_t(t)] + 1;  // causal: positions 0..pos
       const cpu::KvRows K = kv.Rows(s.slot, n.layer, 0), V = kv.Rows(s.slot, n.layer, 1);
-      const size_t ko = RowBytes(K.type(), kh * dk), vo = RowBytes(V.type(), kh * dv);  // the head in a row
+      const size_t ko = RowBytes(K.type(), kh * dk),
+                   vo = RowBytes(V.type(), kh * dv);  // the head in a row
       const float* qh = q + t * Hq * dk + h * dk;
       p.resize(size_t(n_ctx));
       float mx = -INFINITY;
@@ -717,8 +720,8 @@ void CpuBackend::MoE(const Node& n, const Graph& g, const float* x, int64_t R, f
     for (int e = 0; e < E; ++e) {
       const Tensor& t = weight(e, part);
       ES_CHECK(t.shape == want && t.dtype == first.dtype, "cpu backend: expert weight '", t.name,
-               "' is ", Name(t.dtype), " ", ShapeStr(t.shape), ", expected ", Name(first.dtype), " ",
-               ShapeStr(want), " (the experts of one projection share one type and shape)");
+               "' is ", Name(t.dtype), " ", ShapeStr(t.shape), ", expected ", Name(first.dtype),
+               " ", ShapeStr(want), " (the experts of one projection share one type and shape)");
     }
     ES_CHECK(cpu::MatMulSupports(first.dtype) && (part == 2 ? I : D) % BlockElems(first.dtype) == 0,
              "cpu backend: no matmul kernel for expert weight '", first.name, "' of type ",
@@ -847,9 +850,9 @@ void CpuBackend::Run(const Graph& g, const Batch& b, KvStorage& kv_base, float* 
     const BatchSeq& s = b.seqs[size_t(b.row_seq[size_t(t)])];
     ES_CHECK(b.positions[size_t(t)] < kv.capacity(), "sequence in slot ", s.slot,
              " exceeds the context of ", kv.capacity(), " tokens");
-    ES_CHECK(b.positions[size_t(t)] < kv.mapped_tokens(s.slot), "sequence in slot ", s.slot, " position ",
-             b.positions[size_t(t)], " has no KV block (the slot's table maps ", kv.mapped_tokens(s.slot),
-             " tokens)");
+    ES_CHECK(b.positions[size_t(t)] < kv.mapped_tokens(s.slot), "sequence in slot ", s.slot,
+             " position ", b.positions[size_t(t)], " has no KV block (the slot's table maps ",
+             kv.mapped_tokens(s.slot), " tokens)");
   }
   for (size_t i = 0; i < nodes.size(); ++i) {
     const Node& n = nodes[i];
@@ -872,8 +875,7 @@ void CpuBackend::Run(const Graph& g, const Batch& b, KvStorage& kv_base, float* 
           ES_CHECK(b.tokens[size_t(t)] >= 0 && b.tokens[size_t(t)] < E.rows(), "token id ",
                    b.tokens[size_t(t)], " is outside the vocabulary (", E.rows(), " tokens)");
         pool_.ParallelFor(T, [&](int64_t b0, int64_t e0, int) {
-          for (int64_t t = b0; t < e0; ++t)
-          {
+          for (int64_t t = b0; t < e0; ++t) {
             const void* row = E.bytes() + size_t(b.tokens[size_t(t)]) * E.row_bytes();
             if (IsQuantized(E.dtype))
               Dequantize(E.dtype, row, y + t * cols, cols);
@@ -911,9 +913,12 @@ void CpuBackend::Run(const Graph& g, const Batch& b, KvStorage& kv_base, float* 
       }
       case Op::kSwiGLU: {
         const float *gt = in(0), *up = in(1);
-        pool_.ParallelFor(rows * cols, [&](int64_t b0, int64_t e0, int) {
-          for (int64_t k = b0; k < e0; ++k) y[k] = gt[k] / (1.0f + std::exp(-gt[k])) * up[k];
-        }, 1024);
+        pool_.ParallelFor(
+            rows * cols,
+            [&](int64_t b0, int64_t e0, int) {
+              for (int64_t k = b0; k < e0; ++k) y[k] = gt[k] / (1.0f + std::exp(-gt[k])) * up[k];
+            },
+            1024);
         break;
       }
       case Op::kSlice: {
@@ -986,7 +991,8 @@ void CpuBackend::Run(const Graph& g, const Batch& b, KvStorage& kv_base, float* 
     }
     // Free inputs whose last reader this was.
     for (int s : n.src)
-      if (s >= 0 && last[size_t(s)] == int(i) && buf_n[size_t(s)] && size_t(s) != nodes.size() - 1) {
+      if (s >= 0 && last[size_t(s)] == int(i) && buf_n[size_t(s)] &&
+          size_t(s) != nodes.size() - 1) {
         Release(buf[size_t(s)], buf_n[size_t(s)]);
         buf_n[size_t(s)] = 0;
       }
@@ -1042,8 +1048,9 @@ double CpuBackend::NodeBytes(const Node& n, const Graph& g, const Batch& b, cons
         bytes = double(QWeight(w(3)).nbytes) +
                 (kvb ? double(kvb->nbytes) * dv / (dn + dv) : double(w(4).nbytes));
       }
-      const double row = double(RowBytes(kv.spec().dtype, kv.spec().width[0]) +
-                                (kv.spec().width[1] ? RowBytes(kv.spec().dtype, kv.spec().width[1]) : 0));
+      const double row =
+          double(RowBytes(kv.spec().dtype, kv.spec().width[0]) +
+                 (kv.spec().width[1] ? RowBytes(kv.spec().dtype, kv.spec().width[1]) : 0));
       for (int64_t t = 0; t < b.n_tokens(); ++t) bytes += double(b.positions[size_t(t)] + 1) * row;
       return bytes;
     }
@@ -1072,8 +1079,8 @@ void CpuBackend::PrintProfile() const {
     std::vector<std::pair<double, std::string>> fam;
     for (const auto& [name, f] : pp.fam) fam.push_back({f.s, name});
     std::sort(fam.rbegin(), fam.rend());
-    std::fprintf(stderr, "  %-56s %9s %6s %9s %8s %6s\n", "op family (layers merged)", "ms/step", "share",
-                 "MB/step", "GB/s", "n/step");
+    std::fprintf(stderr, "  %-56s %9s %6s %9s %8s %6s\n", "op family (layers merged)", "ms/step",
+                 "share", "MB/step", "GB/s", "n/step");
     for (const auto& [s, name] : fam) {
       const Family& f = pp.fam.at(name);
       std::fprintf(stderr, "  %-56s %9.3f %5.1f%% %9.2f %8.1f %6.1f\n", name.c_str(), f.s * k,

@@ -24,20 +24,25 @@ namespace es::cpu {
 class KvRows {
  public:
   KvRows(uint8_t* base, const int32_t* table, size_t block_stride, size_t row_bytes, DType type)
-      : base_(base), table_(table), block_stride_(block_stride), row_bytes_(row_bytes), type_(type) {}
+      : base_(base),
+        table_(table),
+        block_stride_(block_stride),
+        row_bytes_(row_bytes),
+        type_(type) {}
   // Row of token `pos`: block table_[pos / B] of the pool, row pos % B inside it.
   uint8_t* Row(int64_t pos) const {
     const uint64_t p = uint64_t(pos);
-    return base_ + size_t(table_[p / kKvBlockTokens]) * block_stride_ + size_t(p % kKvBlockTokens) * row_bytes_;
+    return base_ + size_t(table_[p / kKvBlockTokens]) * block_stride_ +
+           size_t(p % kKvBlockTokens) * row_bytes_;
   }
   DType type() const { return type_; }
 
  private:
-  uint8_t* base_;          // pool + offset of (layer, part) inside a block
-  const int32_t* table_;   // [blocks_per_slot] pool block of each block of positions
-  size_t block_stride_;    // bytes per block
-  size_t row_bytes_;       // bytes per row
-  DType type_;             // the cache type
+  uint8_t* base_;         // pool + offset of (layer, part) inside a block
+  const int32_t* table_;  // [blocks_per_slot] pool block of each block of positions
+  size_t block_stride_;   // bytes per block
+  size_t row_bytes_;      // bytes per row
+  DType type_;            // the cache type
 };
 
 class CpuKv final : public KvStorage {
@@ -48,8 +53,8 @@ class CpuKv final : public KvStorage {
              " is not supported (f32, f16, q8_0 or q4_0)");
     for (int p = 0; p < 2; ++p)
       ES_CHECK(spec.width[p] % BlockElems(spec.dtype) == 0, "cpu backend: a ", Name(spec.dtype),
-               " KV cache needs widths that are multiples of ", BlockElems(spec.dtype), " (part ", p,
-               " is ", spec.width[p], ")");
+               " KV cache needs widths that are multiples of ", BlockElems(spec.dtype), " (part ",
+               p, " is ", spec.width[p], ")");
     ES_CHECK(n_slots >= 1 && capacity >= 1 && n_blocks >= 1, "cpu backend: a KV cache of ", n_slots,
              " slots of ", capacity, " tokens in ", n_blocks, " blocks (all must be >= 1)");
     row_bytes_[0] = RowBytes(spec.dtype, spec.width[0]);
@@ -66,7 +71,8 @@ class CpuKv final : public KvStorage {
     mapped_.assign(size_t(n_slots), 0);
     for (int s = 0; s < n_slots; ++s) {
       int64_t i = 0;
-      for (; i < bps && int64_t(s) * bps + i < n_blocks_; ++i) tables_[size_t(s)][size_t(i)] = int32_t(s * bps + i);
+      for (; i < bps && int64_t(s) * bps + i < n_blocks_; ++i)
+        tables_[size_t(s)][size_t(i)] = int32_t(s * bps + i);
       mapped_[size_t(s)] = i == bps ? capacity_ : i * kKvBlockTokens;
     }
   }
@@ -81,7 +87,8 @@ class CpuKv final : public KvStorage {
   bool paged() const override { return true; }
   int64_t n_blocks() const override { return n_blocks_; }
   void SetBlockTable(int slot, const int32_t* blocks, int n) override {
-    ES_CHECK(slot >= 0 && slot < n_slots_, "KV block table: slot ", slot, " outside [0, ", n_slots_, ")");
+    ES_CHECK(slot >= 0 && slot < n_slots_, "KV block table: slot ", slot, " outside [0, ", n_slots_,
+             ")");
     ES_CHECK(n >= 0 && n <= blocks_per_slot(), "KV block table of slot ", slot, ": ", n,
              " blocks, a slot holds at most ", blocks_per_slot());
     auto& t = tables_[size_t(slot)];
@@ -97,8 +104,8 @@ class CpuKv final : public KvStorage {
   int64_t mapped_tokens(int slot) const { return mapped_[size_t(slot)]; }
 
   void ReadRow(int slot, int layer, int part, int64_t pos, float* dst) const override {
-    ES_CHECK(slot >= 0 && slot < n_slots_ && pos >= 0 && pos < mapped_tokens(slot), "KV ReadRow: slot ",
-             slot, " position ", pos, " is not mapped");
+    ES_CHECK(slot >= 0 && slot < n_slots_ && pos >= 0 && pos < mapped_tokens(slot),
+             "KV ReadRow: slot ", slot, " position ", pos, " is not mapped");
     const uint8_t* row = Rows(slot, layer, part).Row(pos);
     if (IsQuantized(spec_.dtype))
       Dequantize(spec_.dtype, row, dst, spec_.width[part]);
@@ -107,8 +114,10 @@ class CpuKv final : public KvStorage {
   }
   KvRows Rows(int slot, int layer, int part) const {
     ES_ASSERT(slot >= 0 && slot < n_slots_);
-    const size_t off = kKvBlockTokens * (size_t(layer) * (row_bytes_[0] + row_bytes_[1]) + (part ? row_bytes_[0] : 0));
-    return KvRows(pool_ + off, tables_[size_t(slot)].data(), block_bytes_, row_bytes_[size_t(part)], spec_.dtype);
+    const size_t off = kKvBlockTokens * (size_t(layer) * (row_bytes_[0] + row_bytes_[1]) +
+                                         (part ? row_bytes_[0] : 0));
+    return KvRows(pool_ + off, tables_[size_t(slot)].data(), block_bytes_, row_bytes_[size_t(part)],
+                  spec_.dtype);
   }
 
  private:
@@ -116,9 +125,9 @@ class CpuKv final : public KvStorage {
   int n_slots_;
   int64_t capacity_;
   int64_t n_blocks_;
-  size_t row_bytes_[2] = {0, 0};  // bytes per row of each part
-  size_t block_bytes_ = 0;        // bytes per block (all layers and parts)
-  uint8_t* pool_ = nullptr;       // [n_blocks][block_bytes], owned
+  size_t row_bytes_[2] = {0, 0};              // bytes per row of each part
+  size_t block_bytes_ = 0;                    // bytes per block (all layers and parts)
+  uint8_t* pool_ = nullptr;                   // [n_blocks][block_bytes], owned
   std::vector<std::vector<int32_t>> tables_;  // [slot][blocks_per_slot], -1 = unmapped
   std::vector<int64_t> mapped_;               // [slot] tokens with blocks
 };

@@ -173,8 +173,8 @@ void MoeRoute(const float* logits, const float* bias, const MoeParams& p, int32_
     for (int g = 0; g < p.n_group; ++g) {
       std::vector<float> grp(choice.begin() + g * per, choice.begin() + (g + 1) * per);
       std::sort(grp.begin(), grp.end(), std::greater<float>());
-      gscore[size_t(g)] = p.topk_method == TopkMethod::kNoauxTc ? grp[0] + (per > 1 ? grp[1] : 0.0f)
-                                                                : grp[0];
+      gscore[size_t(g)] =
+          p.topk_method == TopkMethod::kNoauxTc ? grp[0] + (per > 1 ? grp[1] : 0.0f) : grp[0];
     }
     std::vector<int> gidx(size_t(p.n_group));
     std::iota(gidx.begin(), gidx.end(), 0);
@@ -213,7 +213,8 @@ void MoE(const float* x, int64_t R, int64_t D, const Tensor& gate, const Tensor*
   std::vector<int32_t> chosen(size_t(p.top_k));
   std::vector<float> w(size_t(p.top_k));
   const int64_t I = p.ffn_dim;
-  std::vector<float> g(static_cast<size_t>(I)), u(static_cast<size_t>(I)), h(static_cast<size_t>(I)), o(static_cast<size_t>(D));
+  std::vector<float> g(static_cast<size_t>(I)), u(static_cast<size_t>(I)),
+      h(static_cast<size_t>(I)), o(static_cast<size_t>(D));
   for (int64_t r = 0; r < R; ++r) {
     const float* xr = x + r * D;
     MatMul(xr, 1, D, gate, nullptr, logits.data());

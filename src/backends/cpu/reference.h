@@ -1,7 +1,7 @@
 // Plain reference implementations of every graph op over f32 host arrays: the truth that the
 // SIMD kernels, the Vulkan shaders and the tests compare against. Written for clarity: one loop
-// nest per op, no threads, no SIMD. Shapes are row-major; see edgeseek/internal/graph/graph.h for the op
-// contracts.
+// nest per op, no threads, no SIMD. Shapes are row-major; see edgeseek/internal/graph/graph.h for
+// the op contracts.
 #pragma once
 
 #include <cstdint>

@@ -72,7 +72,8 @@ void Sequence::Record(const std::vector<Dispatch>& ds, const std::vector<CopySte
       }
     }
     if (need)
-      barrier(VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT, VK_ACCESS_SHADER_READ_BIT | VK_ACCESS_SHADER_WRITE_BIT);
+      barrier(VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT,
+              VK_ACCESS_SHADER_READ_BIT | VK_ACCESS_SHADER_WRITE_BIT);
     for (size_t b = 0; b < d.bindings.size(); ++b) {
       const bool w = std::find(d.writes.begin(), d.writes.end(), int(b)) != d.writes.end();
       for (auto& r : d.bindings[b]) (w ? pending_writes : pending_reads).push_back(r);
@@ -106,7 +107,8 @@ double Sequence::SubmitAndWait() {
   si.pCommandBuffers = &cb_;
   VK_CHECK(vkResetFences(dev_.handle(), 1, &fence_));
   VK_CHECK(vkQueueSubmit(dev_.queue(), 1, &si, fence_));
-  const double submit_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  const double submit_s =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   VkResult st = VK_NOT_READY;
   while (spin_s_ > 0 && st == VK_NOT_READY &&
          std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count() < spin_s_)

@@ -33,8 +33,8 @@ struct Dispatch {
   std::vector<int> writes;                      // indices of bindings the shader writes
   uint8_t push[kPushBytes] = {};
   uint32_t groups[3] = {1, 1, 1};
-  int node = -1;                                // graph node (profiling)
-  VkDescriptorSet set = VK_NULL_HANDLE;         // from DescriptorArena
+  int node = -1;                         // graph node (profiling)
+  VkDescriptorSet set = VK_NULL_HANDLE;  // from DescriptorArena
 
   template <class T>
   void Push(const T& pc) {
@@ -65,8 +65,8 @@ class Sequence {
  private:
   Device& dev_;
   VkCommandBuffer cb_ = VK_NULL_HANDLE;  // owned (freed into the device's pool)
-  VkFence fence_ = VK_NULL_HANDLE;      // owned
-  std::unique_ptr<Timer> timer_;        // with profiling
+  VkFence fence_ = VK_NULL_HANDLE;       // owned
+  std::unique_ptr<Timer> timer_;         // with profiling
   bool profile_ = false;
   double spin_s_ = 0;  // SubmitAndWait polls the fence this long before blocking (ES_VK_SPIN_US)
   int barriers_ = 0, submits_ = 0;

@@ -27,10 +27,11 @@ std::string VulkanVersionString(uint32_t v) {
 // vkCmdCopyBuffer and repeated compute copies (bandwidth_copy.comp: 16-byte loads and stores, as
 // the kernels stream weights) between two device-local buffers, timed with timestamps; bytes
 // read + written per second. On the H200 the transfer copy on the compute queue reached 851 GB/s,
-// a third of what the GEMVs read; the shader copy is the figure decode should be held to. It lives in this
-// file on purpose: the declaration is weak (edgeseek/internal/backends/vulkan.h), and a weak reference does
-// not pull an archive member into the link, so in a file of its own it was left out of the CLI
-// and `edgeseek devices --bandwidth` called a null function (the segfault seen on the H200).
+// a third of what the GEMVs read; the shader copy is the figure decode should be held to. It lives
+// in this file on purpose: the declaration is weak (edgeseek/internal/backends/vulkan.h), and a
+// weak reference does not pull an archive member into the link, so in a file of its own it was left
+// out of the CLI and `edgeseek devices --bandwidth` called a null function (the segfault seen on
+// the H200).
 double MeasureVulkanCopyBandwidth(const std::string& device, uint64_t bytes) {
   vk::Device dev(device, vk::Tuning::FromEnvironment());
   vk::MemoryPool pool(dev, vk::MemoryPool::Kind::kDevice, "bandwidth", vk::PoolLimits{});
@@ -38,7 +39,9 @@ double MeasureVulkanCopyBandwidth(const std::string& device, uint64_t bytes) {
   vk::Allocation a = pool.Alloc(bytes, "bandwidth src"), b = pool.Alloc(bytes, "bandwidth dst");
   constexpr int kReps = 10;
   vk::Timer timer(dev, 2);
-  dev.RunOnce([&](VkCommandBuffer cb) { vk::vkCmdFillBuffer(cb, a.buffer, a.offset, a.size, 0x3f800000u); });
+  dev.RunOnce([&](VkCommandBuffer cb) {
+    vk::vkCmdFillBuffer(cb, a.buffer, a.offset, a.size, 0x3f800000u);
+  });
   dev.RunOnce([&](VkCommandBuffer cb) {
     timer.Reset(cb);
     timer.Stamp(cb, 0);
@@ -48,8 +51,8 @@ double MeasureVulkanCopyBandwidth(const std::string& device, uint64_t bytes) {
       VkMemoryBarrier mb{VK_STRUCTURE_TYPE_MEMORY_BARRIER};
       mb.srcAccessMask = VK_ACCESS_TRANSFER_WRITE_BIT;
       mb.dstAccessMask = VK_ACCESS_TRANSFER_READ_BIT | VK_ACCESS_TRANSFER_WRITE_BIT;
-      vk::vkCmdPipelineBarrier(cb, VK_PIPELINE_STAGE_TRANSFER_BIT, VK_PIPELINE_STAGE_TRANSFER_BIT, 0, 1,
-                           &mb, 0, nullptr, 0, nullptr);
+      vk::vkCmdPipelineBarrier(cb, VK_PIPELINE_STAGE_TRANSFER_BIT, VK_PIPELINE_STAGE_TRANSFER_BIT,
+                               0, 1, &mb, 0, nullptr, 0, nullptr);
     }
     timer.Stamp(cb, 1);
   });
@@ -111,11 +114,16 @@ std::vector<VkExtensionProperties> DeviceExtensions(VkPhysicalDevice pd) {
 }
 const char* TypeName(VkPhysicalDeviceType t) {
   switch (t) {
-    case VK_PHYSICAL_DEVICE_TYPE_DISCRETE_GPU: return "discrete";
-    case VK_PHYSICAL_DEVICE_TYPE_INTEGRATED_GPU: return "integrated";
-    case VK_PHYSICAL_DEVICE_TYPE_VIRTUAL_GPU: return "virtual";
-    case VK_PHYSICAL_DEVICE_TYPE_CPU: return "cpu";
-    default: return "other";
+    case VK_PHYSICAL_DEVICE_TYPE_DISCRETE_GPU:
+      return "discrete";
+    case VK_PHYSICAL_DEVICE_TYPE_INTEGRATED_GPU:
+      return "integrated";
+    case VK_PHYSICAL_DEVICE_TYPE_VIRTUAL_GPU:
+      return "virtual";
+    case VK_PHYSICAL_DEVICE_TYPE_CPU:
+      return "cpu";
+    default:
+      return "other";
   }
 }
 int ComputeQueueFamily(VkPhysicalDevice pd) {
@@ -163,8 +171,10 @@ uint32_t CoopmatShapeN(VkPhysicalDevice pd, const VulkanDeviceInfo& info, const 
     return 0;
   uint32_t n = 0;
   if (vkGetPhysicalDeviceCooperativeMatrixPropertiesNV(pd, &n, nullptr) != VK_SUCCESS) return 0;
-  std::vector<VkCooperativeMatrixPropertiesNV> props(n, {VK_STRUCTURE_TYPE_COOPERATIVE_MATRIX_PROPERTIES_NV});
-  if (vkGetPhysicalDeviceCooperativeMatrixPropertiesNV(pd, &n, props.data()) != VK_SUCCESS) return 0;
+  std::vector<VkCooperativeMatrixPropertiesNV> props(
+      n, {VK_STRUCTURE_TYPE_COOPERATIVE_MATRIX_PROPERTIES_NV});
+  if (vkGetPhysicalDeviceCooperativeMatrixPropertiesNV(pd, &n, props.data()) != VK_SUCCESS)
+    return 0;
   uint32_t best = 0;
   for (const auto& c : props) {
     if (c.scope != VK_SCOPE_SUBGROUP_NV || c.MSize != 16 || c.KSize != 16) continue;
@@ -211,7 +221,7 @@ constexpr auto kSTypeCoopmatFlexibleDimensions = VkStructureType(1000593001);
 constexpr auto kSTypeCoopmat2Properties = VkStructureType(1000593002);
 constexpr uint32_t kComponentF16 = 0, kComponentF32 = 1, kScopeWorkgroup = 2;
 using PfnFlexibleDimensions = VkResult(VKAPI_PTR*)(VkPhysicalDevice, uint32_t*,
-                                                    CoopmatFlexibleDimensions*);
+                                                   CoopmatFlexibleDimensions*);
 struct CoopmatKhrProperties {
   VkStructureType sType;
   void* pNext;
@@ -222,7 +232,8 @@ struct CoopmatKhrProperties {
 };
 constexpr auto kSTypeCoopmatKhrProperties = VkStructureType(1000506001);
 constexpr uint32_t kScopeSubgroup = 3;
-using PfnCoopmatKhrProperties = VkResult(VKAPI_PTR*)(VkPhysicalDevice, uint32_t*, CoopmatKhrProperties*);
+using PfnCoopmatKhrProperties = VkResult(VKAPI_PTR*)(VkPhysicalDevice, uint32_t*,
+                                                     CoopmatKhrProperties*);
 
 // Whether matmul_gemm_cm.comp's KHR variants ("_khr") run here: the build compiled them (a glslc
 // with GL_KHR_cooperative_matrix), and the device has VK_KHR_cooperative_matrix with a
@@ -236,7 +247,8 @@ bool CoopmatKhr16(VkPhysicalDevice pd, const VulkanDeviceInfo& info, const Tunin
   return false;
 #else
   if (tune.Text(Knob::kCoopmat) == "0") return false;
-  if (!info.coopmat_khr || !info.fp16 || info.api_version < VK_API_VERSION_1_2 || info.subgroup_size != 32)
+  if (!info.coopmat_khr || !info.fp16 || info.api_version < VK_API_VERSION_1_2 ||
+      info.subgroup_size != 32)
     return false;
   auto props_fn = reinterpret_cast<PfnCoopmatKhrProperties>(vkGetInstanceProcAddr(
       Instance::Get().handle(), "vkGetPhysicalDeviceCooperativeMatrixPropertiesKHR"));
@@ -256,9 +268,9 @@ bool CoopmatKhr16(VkPhysicalDevice pd, const VulkanDeviceInfo& info, const Tunin
   for (auto& c : props) c = CoopmatKhrProperties{kSTypeCoopmatKhrProperties, nullptr};
   if (props_fn(pd, &n, props.data()) != VK_SUCCESS) return false;
   for (const auto& c : props)
-    if (c.scope == kScopeSubgroup && c.m == 16 && c.n == 16 && c.k == 16 && c.a_type == kComponentF16 &&
-        c.b_type == kComponentF16 && c.c_type == kComponentF32 && c.result_type == kComponentF32 &&
-        !c.saturating_accumulation)
+    if (c.scope == kScopeSubgroup && c.m == 16 && c.n == 16 && c.k == 16 &&
+        c.a_type == kComponentF16 && c.b_type == kComponentF16 && c.c_type == kComponentF32 &&
+        c.result_type == kComponentF32 && !c.saturating_accumulation)
       return true;
   return false;
 #endif
@@ -291,8 +303,9 @@ Coopmat2Config QueryCoopmat2(VkPhysicalDevice pd, const VulkanDeviceInfo& info,
   // GEMM and 1.5B 17,582 against 16,731 (docs/vulkan.md).
   if (!tune.On(Knob::kCm2)) return c;
   if (!info.coopmat2_nv || !info.coopmat_khr || info.api_version < VK_API_VERSION_1_3) return c;
-  auto flex = reinterpret_cast<PfnFlexibleDimensions>(vkGetInstanceProcAddr(
-      Instance::Get().handle(), "vkGetPhysicalDeviceCooperativeMatrixFlexibleDimensionsPropertiesNV"));
+  auto flex = reinterpret_cast<PfnFlexibleDimensions>(
+      vkGetInstanceProcAddr(Instance::Get().handle(),
+                            "vkGetPhysicalDeviceCooperativeMatrixFlexibleDimensionsPropertiesNV"));
   if (!flex) return c;
   VkPhysicalDeviceFeatures2 f2{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_FEATURES_2};
   VkPhysicalDeviceVulkan11Features f11{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_1_FEATURES};
@@ -377,8 +390,8 @@ Coopmat2Config QueryCoopmat2(VkPhysicalDevice pd, const VulkanDeviceInfo& info,
   // Head dims pad to multiples of 16, so the shape must divide BR x BC x 16 and BR x 16 x BC.
   if (cm2.reductions && tune.On(Knob::kFaCm2)) {
     constexpr uint32_t br = 32, bc = 32, fwg = 128;
-    if (fwg && fwg <= props.workgroup_scope_max_workgroup_size && fits(kComponentF32, br, bc, 16, fwg) &&
-        fits(kComponentF32, br, 16, bc, fwg)) {
+    if (fwg && fwg <= props.workgroup_scope_max_workgroup_size &&
+        fits(kComponentF32, br, bc, 16, fwg) && fits(kComponentF32, br, 16, bc, fwg)) {
       c.fa_br = br, c.fa_bc = bc, c.fa_wg = fwg;
     }
   }
@@ -407,7 +420,8 @@ VulkanDeviceInfo Describe(VkPhysicalDevice pd, int index) {
   VkPhysicalDeviceSubgroupProperties sg{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SUBGROUP_PROPERTIES};
   VkPhysicalDeviceSubgroupSizeControlProperties sgc{
       VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SUBGROUP_SIZE_CONTROL_PROPERTIES};
-  VkPhysicalDeviceMaintenance3Properties m3{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_MAINTENANCE_3_PROPERTIES};
+  VkPhysicalDeviceMaintenance3Properties m3{
+      VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_MAINTENANCE_3_PROPERTIES};
   VkPhysicalDeviceDriverProperties drv{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_DRIVER_PROPERTIES};
   VkPhysicalDeviceShaderIntegerDotProductProperties idp{
       VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SHADER_INTEGER_DOT_PRODUCT_PROPERTIES};
@@ -436,7 +450,8 @@ VulkanDeviceInfo Describe(VkPhysicalDevice pd, int index) {
   d.min_subgroup_size = sgc.minSubgroupSize ? sgc.minSubgroupSize : sg.subgroupSize;
   d.max_subgroup_size = sgc.maxSubgroupSize ? sgc.maxSubgroupSize : sg.subgroupSize;
   const bool sg_compute = sg.supportedStages & VK_SHADER_STAGE_COMPUTE_BIT;
-  d.subgroup_arithmetic = sg_compute && (sg.supportedOperations & VK_SUBGROUP_FEATURE_ARITHMETIC_BIT) &&
+  d.subgroup_arithmetic = sg_compute &&
+                          (sg.supportedOperations & VK_SUBGROUP_FEATURE_ARITHMETIC_BIT) &&
                           (sg.supportedOperations & VK_SUBGROUP_FEATURE_BASIC_BIT);
   d.subgroup_shuffle = sg_compute && (sg.supportedOperations & VK_SUBGROUP_FEATURE_SHUFFLE_BIT);
   d.subgroup_clustered = sg_compute && (sg.supportedOperations & VK_SUBGROUP_FEATURE_CLUSTERED_BIT);
@@ -466,7 +481,8 @@ VulkanDeviceInfo Describe(VkPhysicalDevice pd, int index) {
   d.storage8 = f12.storageBuffer8BitAccess;
   d.int_dot = idot_ext && idf.shaderIntegerDotProduct;
   d.int_dot_accel = d.int_dot && idp.integerDotProduct4x8BitPackedSignedAccelerated;
-  d.int_dot_mixed_accel = d.int_dot_accel && idp.integerDotProduct4x8BitPackedMixedSignednessAccelerated;
+  d.int_dot_mixed_accel =
+      d.int_dot_accel && idp.integerDotProduct4x8BitPackedMixedSignednessAccelerated;
   d.coopmat_khr = HasExtension(exts, "VK_KHR_cooperative_matrix");
   d.coopmat_nv = HasExtension(exts, "VK_NV_cooperative_matrix");
   d.coopmat2_nv = HasExtension(exts, "VK_NV_cooperative_matrix2");
@@ -475,11 +491,12 @@ VulkanDeviceInfo Describe(VkPhysicalDevice pd, int index) {
   VkPhysicalDeviceMemoryProperties mp;
   vkGetPhysicalDeviceMemoryProperties(pd, &mp);
   for (uint32_t i = 0; i < mp.memoryHeapCount; ++i)
-    d.heaps.push_back({mp.memoryHeaps[i].size,
-                       bool(mp.memoryHeaps[i].flags & VK_MEMORY_HEAP_DEVICE_LOCAL_BIT)});
+    d.heaps.push_back(
+        {mp.memoryHeaps[i].size, bool(mp.memoryHeaps[i].flags & VK_MEMORY_HEAP_DEVICE_LOCAL_BIT)});
 
   if (props.apiVersion < VK_API_VERSION_1_1) d.missing_required.push_back("Vulkan 1.1");
-  if (!d.subgroup_arithmetic) d.missing_required.push_back("subgroup arithmetic in compute shaders");
+  if (!d.subgroup_arithmetic)
+    d.missing_required.push_back("subgroup arithmetic in compute shaders");
   if (ComputeQueueFamily(pd) < 0) d.missing_required.push_back("a compute queue");
   if (props.limits.maxComputeWorkGroupInvocations < 256)
     d.missing_required.push_back("256 invocations per workgroup");
@@ -497,8 +514,9 @@ int ChooseDevice(const std::vector<VulkanDeviceInfo>& devices, const std::string
     return os.str();
   };
   if (devices.empty())
-    Fail("vulkan: no Vulkan device found (the loader found no driver; install one, e.g. "
-         "mesa-vulkan-drivers, or use --backend cpu)");
+    Fail(
+        "vulkan: no Vulkan device found (the loader found no driver; install one, e.g. "
+        "mesa-vulkan-drivers, or use --backend cpu)");
   int pick = -1;
   if (want.empty()) {
     for (const char* t : {"discrete", "integrated", "virtual", "other", "cpu"}) {
@@ -510,7 +528,8 @@ int ChooseDevice(const std::vector<VulkanDeviceInfo>& devices, const std::string
       if (pick >= 0) break;
     }
     if (pick < 0) pick = 0;  // reported below with what it lacks
-  } else if (std::all_of(want.begin(), want.end(), [](char c) { return std::isdigit(uint8_t(c)); })) {
+  } else if (std::all_of(want.begin(), want.end(),
+                         [](char c) { return std::isdigit(uint8_t(c)); })) {
     pick = std::stoi(want);
     if (pick >= int(devices.size()))
       Fail("vulkan: --device ", want, " is out of range; devices:", list());
@@ -595,8 +614,15 @@ Device::Device(const std::string& want, const Tuning& tuning) : tuning_(tuning) 
   }
   // Workgroup-scope cooperative matrices (matmul_gemm_cm2.comp), next to the NV ones.
   CoopmatKhrFeatures khr{kSTypeCoopmatKhrFeatures, nullptr, VK_TRUE, VK_FALSE};
-  Coopmat2Features cm2{kSTypeCoopmat2Features, nullptr, VK_TRUE, VK_TRUE, VK_FALSE, VK_TRUE,
-                       VK_TRUE, VK_TRUE, VK_FALSE};
+  Coopmat2Features cm2{kSTypeCoopmat2Features,
+                       nullptr,
+                       VK_TRUE,
+                       VK_TRUE,
+                       VK_FALSE,
+                       VK_TRUE,
+                       VK_TRUE,
+                       VK_TRUE,
+                       VK_FALSE};
   coopmat2_ = QueryCoopmat2(physical_, info_, tuning_);
   if (coopmat2_.fa_br) cm2.reductions = VK_TRUE;  // the attention's row max and smears
   if (coopmat2_.bm && coopmat2_.block_loads) {    // decode functions take buffer references
@@ -653,7 +679,8 @@ Device::Device(const std::string& want, const Tuning& tuning) : tuning_(tuning) 
   VkPhysicalDevicePipelineExecutablePropertiesFeaturesKHR pef{
       VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_PIPELINE_EXECUTABLE_PROPERTIES_FEATURES_KHR};
   if (tuning_.On(Knob::kPipelineStats)) {
-    if (HasExtension(DeviceExtensions(physical_), VK_KHR_PIPELINE_EXECUTABLE_PROPERTIES_EXTENSION_NAME)) {
+    if (HasExtension(DeviceExtensions(physical_),
+                     VK_KHR_PIPELINE_EXECUTABLE_PROPERTIES_EXTENSION_NAME)) {
       extensions.push_back(VK_KHR_PIPELINE_EXECUTABLE_PROPERTIES_EXTENSION_NAME);
       pef.pipelineExecutableInfo = VK_TRUE;
       pef.pNext = f2.pNext;

@@ -122,11 +122,11 @@ class Device {
   void EndOnceAndWait(VkCommandBuffer cb);
 
   VkPhysicalDevice physical_ = VK_NULL_HANDLE;
-  VkDevice device_ = VK_NULL_HANDLE;      // owned
+  VkDevice device_ = VK_NULL_HANDLE;  // owned
   VkQueue queue_ = VK_NULL_HANDLE;
   uint32_t queue_family_ = 0;
-  VkCommandPool pool_ = VK_NULL_HANDLE;   // owned
-  VkFence fence_ = VK_NULL_HANDLE;        // owned; for SubmitAndWait
+  VkCommandPool pool_ = VK_NULL_HANDLE;  // owned
+  VkFence fence_ = VK_NULL_HANDLE;       // owned; for SubmitAndWait
   VulkanDeviceInfo info_;
   VkPhysicalDeviceMemoryProperties mem_props_{};
   uint64_t min_storage_alignment_ = 16;

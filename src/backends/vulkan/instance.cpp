@@ -69,8 +69,9 @@ Instance::Instance() {
     bool found = false;
     for (auto& p : props) found |= std::strcmp(p.layerName, "VK_LAYER_KHRONOS_validation") == 0;
     if (!found)
-      Fail("vulkan: ES_VK_VALIDATION is set but VK_LAYER_KHRONOS_validation is not installed "
-           "(apt install vulkan-validationlayers)");
+      Fail(
+          "vulkan: ES_VK_VALIDATION is set but VK_LAYER_KHRONOS_validation is not installed "
+          "(apt install vulkan-validationlayers)");
     layers.push_back("VK_LAYER_KHRONOS_validation");
     extensions.push_back(VK_EXT_DEBUG_UTILS_EXTENSION_NAME);
   }
@@ -97,8 +98,9 @@ Instance::Instance() {
   for (const char* e : extensions)
     if (std::strcmp(e, VK_KHR_PORTABILITY_ENUMERATION_EXTENSION_NAME) == 0)
       ci.flags |= VK_INSTANCE_CREATE_ENUMERATE_PORTABILITY_BIT_KHR;
-  VK_CHECK(vkCreateInstance(&ci, nullptr, &instance_),
-           " (is a Vulkan driver installed? e.g. mesa-vulkan-drivers; otherwise use --backend cpu)");
+  VK_CHECK(
+      vkCreateInstance(&ci, nullptr, &instance_),
+      " (is a Vulkan driver installed? e.g. mesa-vulkan-drivers; otherwise use --backend cpu)");
   LoadInstanceFunctions(instance_);
   if (validation_ && vkCreateDebugUtilsMessengerEXT) {
     VkDebugUtilsMessengerCreateInfoEXT mi{VK_STRUCTURE_TYPE_DEBUG_UTILS_MESSENGER_CREATE_INFO_EXT};

@@ -12,21 +12,28 @@ namespace es::vk {
 
 VkKv::VkKv(std::shared_ptr<Device> dev, std::shared_ptr<StagingRing> staging, const KvSpec& spec,
            int n_slots, int64_t capacity, int64_t n_blocks, const PoolLimits& limits)
-    : dev_(std::move(dev)), staging_(std::move(staging)), spec_(spec), n_slots_(n_slots),
-      capacity_(capacity), n_blocks_(n_blocks) {
+    : dev_(std::move(dev)),
+      staging_(std::move(staging)),
+      spec_(spec),
+      n_slots_(n_slots),
+      capacity_(capacity),
+      n_blocks_(n_blocks) {
   static std::atomic<uint64_t> next{1};
   id_ = next++;
   ES_CHECK(spec.dtype == DType::kF32 || spec.dtype == DType::kF16 || spec.dtype == DType::kQ8_0 ||
                spec.dtype == DType::kQ4_0,
-           "vulkan: KV cache type ", Name(spec.dtype), " is not supported (f32, f16, q8_0 or q4_0)");
-  ES_CHECK(n_slots > 0 && capacity > 0 && n_blocks > 0, "vulkan: KV cache needs slots, capacity and blocks");
+           "vulkan: KV cache type ", Name(spec.dtype),
+           " is not supported (f32, f16, q8_0 or q4_0)");
+  ES_CHECK(n_slots > 0 && capacity > 0 && n_blocks > 0,
+           "vulkan: KV cache needs slots, capacity and blocks");
   // Each slot starts on its own contiguous blocks where the pool has them (the unpaged layout).
   const int64_t bps = blocks_per_slot();
   tables_.assign(size_t(n_slots) * size_t(bps), -1);
   mapped_.assign(size_t(n_slots), 0);
   for (int s = 0; s < n_slots; ++s) {
     int64_t i = 0;
-    for (; i < bps && int64_t(s) * bps + i < n_blocks_; ++i) tables_[size_t(s * bps + i)] = int32_t(s * bps + i);
+    for (; i < bps && int64_t(s) * bps + i < n_blocks_; ++i)
+      tables_[size_t(s * bps + i)] = int32_t(s * bps + i);
     mapped_[size_t(s)] = i == bps ? capacity_ : i * kKvBlockTokens;
   }
   pool_ = std::make_unique<MemoryPool>(*dev_, MemoryPool::Kind::kDevice, "kv", limits);
@@ -37,7 +44,8 @@ VkKv::VkKv(std::shared_ptr<Device> dev, std::shared_ptr<StagingRing> staging, co
       ES_CHECK(spec.dtype != DType::kF16 || spec.width[p] % 2 == 0,
                "vulkan: an f16 KV cache needs even widths (part ", p, " is ", spec.width[p], ")");
       ES_CHECK(!IsQuantized(spec.dtype) || spec.width[p] % kQK == 0, "vulkan: a ", Name(spec.dtype),
-               " KV cache needs widths that are multiples of ", kQK, " (part ", p, " is ", spec.width[p], ")");
+               " KV cache needs widths that are multiples of ", kQK, " (part ", p, " is ",
+               spec.width[p], ")");
       const uint64_t b = uint64_t(n_blocks) * kKvBlockTokens * RowBytes(spec.dtype, spec.width[p]);
       parts_[size_t(l * 2 + p)] =
           pool_->Alloc(b, "kv cache layer " + std::to_string(l) + " part " + std::to_string(p));
@@ -50,13 +58,15 @@ VkKv::~VkKv() {
 }
 
 void VkKv::SetBlockTable(int slot, const int32_t* blocks, int n) {
-  ES_CHECK(slot >= 0 && slot < n_slots_, "KV block table: slot ", slot, " outside [0, ", n_slots_, ")");
+  ES_CHECK(slot >= 0 && slot < n_slots_, "KV block table: slot ", slot, " outside [0, ", n_slots_,
+           ")");
   const int64_t bps = blocks_per_slot();
-  ES_CHECK(n >= 0 && n <= bps, "KV block table of slot ", slot, ": ", n, " blocks, a slot holds at most ", bps);
+  ES_CHECK(n >= 0 && n <= bps, "KV block table of slot ", slot, ": ", n,
+           " blocks, a slot holds at most ", bps);
   int32_t* t = tables_.data() + size_t(slot) * size_t(bps);
   for (int i = 0; i < n; ++i) {
-    ES_CHECK(blocks[i] >= 0 && blocks[i] < n_blocks_, "KV block table of slot ", slot, ": block ", blocks[i],
-             " outside the pool of ", n_blocks_);
+    ES_CHECK(blocks[i] >= 0 && blocks[i] < n_blocks_, "KV block table of slot ", slot, ": block ",
+             blocks[i], " outside the pool of ", n_blocks_);
     scattered_ = scattered_ || blocks[i] != int32_t(slot * bps + i);
     t[i] = blocks[i];
   }
@@ -71,7 +81,8 @@ void VkKv::ReadRow(int slot, int layer, int part, int64_t pos, float* dst) const
            ", pos ", pos, ")");
   const int64_t w = spec_.width[part];
   const uint64_t rb = RowBytes(spec_.dtype, w);
-  const int32_t block = tables_[size_t(slot) * size_t(blocks_per_slot()) + size_t(pos / kKvBlockTokens)];
+  const int32_t block =
+      tables_[size_t(slot) * size_t(blocks_per_slot()) + size_t(pos / kKvBlockTokens)];
   const uint64_t r = uint64_t(pos % kKvBlockTokens);
   if (!IsQuantized(spec_.dtype)) {
     const uint64_t off = (uint64_t(block) * kKvBlockTokens + r) * rb;
@@ -82,11 +93,13 @@ void VkKv::ReadRow(int slot, int layer, int part, int64_t pos, float* dst) const
   }
   // kv_type.glsl: a 16-row block holds the rows' quants, then their scales; the row's GGUF
   // blocks are put back together from the two.
-  const uint64_t qb = spec_.dtype == DType::kQ8_0 ? uint64_t(w) : uint64_t(w) / 2, nb = uint64_t(w) / kQK;
+  const uint64_t qb = spec_.dtype == DType::kQ8_0 ? uint64_t(w) : uint64_t(w) / 2,
+                 nb = uint64_t(w) / kQK;
   const uint64_t base = uint64_t(block) * kKvBlockTokens * rb;
   std::vector<uint8_t> q(qb), d(nb * 2), blocks(rb);
   staging_->Download(this->part(layer, part), base + r * qb, qb, q.data());
-  staging_->Download(this->part(layer, part), base + kKvBlockTokens * qb + r * nb * 2, nb * 2, d.data());
+  staging_->Download(this->part(layer, part), base + kKvBlockTokens * qb + r * nb * 2, nb * 2,
+                     d.data());
   const uint64_t bq = qb / nb, bb = rb / nb;  // quant bytes and GGUF bytes per block
   for (uint64_t i = 0; i < nb; ++i) {
     std::memcpy(&blocks[i * bb], &d[i * 2], 2);

@@ -1,8 +1,9 @@
 // The KV cache on the device: one allocation per (layer, part) from its own pool, laid out
 // [n_blocks * kKvBlockTokens][width] in the cache type (f32, f16, q8_0 or q4_0; shaders/
-// kv_type.glsl has the layout: the block types keep a 16-row block's quants, then its scales), and a block table per slot
-// (backend.h, KvStorage), kept here and copied into every step's batch buffer, where the shaders
-// read it through kv_addr.glsl's KvRow. ReadRow copies one row back (tests).
+// kv_type.glsl has the layout: the block types keep a 16-row block's quants, then its scales), and
+// a block table per slot (backend.h, KvStorage), kept here and copied into every step's batch
+// buffer, where the shaders read it through kv_addr.glsl's KvRow. ReadRow copies one row back
+// (tests).
 #pragma once
 
 #include <memory>

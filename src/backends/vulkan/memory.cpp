@@ -21,7 +21,7 @@ std::optional<uint64_t> RangeAllocator::Alloc(uint64_t bytes, uint64_t align) {
     const uint64_t aligned = (start + align - 1) & ~(align - 1);
     if (aligned + bytes > start + len) continue;
     free_.erase(it);
-    if (aligned > start) free_[start] = aligned - start;                 // head stays free
+    if (aligned > start) free_[start] = aligned - start;  // head stays free
     if (aligned + bytes < start + len) free_[aligned + bytes] = start + len - aligned - bytes;
     return aligned;
   }
@@ -86,18 +86,20 @@ MemoryPool::MemoryPool(Device& dev, Kind kind, std::string label, PoolLimits lim
   vkGetBufferMemoryRequirements(dev.handle(), probe, &req);
   vkDestroyBuffer(dev.handle(), probe, nullptr);
   const auto& mp = dev.memory_properties();
-  const VkMemoryPropertyFlags HV = VK_MEMORY_PROPERTY_HOST_VISIBLE_BIT | VK_MEMORY_PROPERTY_HOST_COHERENT_BIT;
+  const VkMemoryPropertyFlags HV =
+      VK_MEMORY_PROPERTY_HOST_VISIBLE_BIT | VK_MEMORY_PROPERTY_HOST_COHERENT_BIT;
   switch (kind_) {
     case Kind::kDevice:
-      memory_type_ = FindMemoryType(mp, req.memoryTypeBits, {VK_MEMORY_PROPERTY_DEVICE_LOCAL_BIT, 0});
+      memory_type_ =
+          FindMemoryType(mp, req.memoryTypeBits, {VK_MEMORY_PROPERTY_DEVICE_LOCAL_BIT, 0});
       break;
     case Kind::kHostVisible:  // written by the host, read by shaders: device-local if mappable
-      memory_type_ = FindMemoryType(mp, req.memoryTypeBits,
-                                    {HV | VK_MEMORY_PROPERTY_DEVICE_LOCAL_BIT, HV});
+      memory_type_ =
+          FindMemoryType(mp, req.memoryTypeBits, {HV | VK_MEMORY_PROPERTY_DEVICE_LOCAL_BIT, HV});
       break;
     case Kind::kReadback:
-      memory_type_ = FindMemoryType(mp, req.memoryTypeBits,
-                                    {HV | VK_MEMORY_PROPERTY_HOST_CACHED_BIT, HV});
+      memory_type_ =
+          FindMemoryType(mp, req.memoryTypeBits, {HV | VK_MEMORY_PROPERTY_HOST_CACHED_BIT, HV});
       break;
   }
   align_ = std::max<uint64_t>(align_, req.alignment);
@@ -121,8 +123,8 @@ size_t MemoryPool::n_blocks() const {
 
 int MemoryPool::NewBlock(uint64_t bytes, const std::string& what) {
   if (limits_.budget && current_ + bytes > limits_.budget)
-    Fail("vulkan: out of device memory for '", what, "' (", bytes, " bytes; ", label_, " pool holds ",
-         current_, " of its ", limits_.budget, "-byte budget)");
+    Fail("vulkan: out of device memory for '", what, "' (", bytes, " bytes; ", label_,
+         " pool holds ", current_, " of its ", limits_.budget, "-byte budget)");
   Block b;
   VkBufferCreateInfo bci{VK_STRUCTURE_TYPE_BUFFER_CREATE_INFO};
   bci.size = bytes;
@@ -143,8 +145,8 @@ int MemoryPool::NewBlock(uint64_t bytes, const std::string& what) {
   const VkResult r = vkAllocateMemory(dev_.handle(), &ai, nullptr, &b.memory);
   if (r != VK_SUCCESS) {
     vkDestroyBuffer(dev_.handle(), b.buffer, nullptr);
-    Fail("vulkan: out of device memory for '", what, "' (", bytes, " bytes, ", label_, " pool holds ",
-         current_, " bytes): ", ResultName(r));
+    Fail("vulkan: out of device memory for '", what, "' (", bytes, " bytes, ", label_,
+         " pool holds ", current_, " bytes): ", ResultName(r));
   }
   VK_CHECK(vkBindBufferMemory(dev_.handle(), b.buffer, b.memory, 0));
   if (kind_ != Kind::kDevice) {
@@ -167,13 +169,15 @@ int MemoryPool::NewBlock(uint64_t bytes, const std::string& what) {
 Allocation MemoryPool::Alloc(uint64_t bytes, const std::string& what) {
   bytes = (std::max<uint64_t>(bytes, 4) + 15) & ~uint64_t(15);
   if (bytes > max_range_)
-    Fail("vulkan: tensor '", what, "' needs ", bytes, " bytes in one buffer, more than the device allows (",
-         max_range_, " = min(maxStorageBufferRange, maxMemoryAllocationSize)); it must be split");
+    Fail("vulkan: tensor '", what, "' needs ", bytes,
+         " bytes in one buffer, more than the device allows (", max_range_,
+         " = min(maxStorageBufferRange, maxMemoryAllocationSize)); it must be split");
   for (size_t i = 0; i < blocks_.size(); ++i) {
     auto& b = blocks_[i];
     if (!b.buffer) continue;
     if (auto off = b.ranges->Alloc(bytes, align_)) {
-      return Allocation{b.buffer, *off, bytes, b.mapped ? b.mapped + *off : nullptr, int(i), b.ranges->size()};
+      return Allocation{b.buffer,        *off, bytes, b.mapped ? b.mapped + *off : nullptr, int(i),
+                        b.ranges->size()};
     }
   }
   const uint64_t block = std::min(max_range_, std::max(limits_.block_bytes, bytes));
@@ -181,7 +185,8 @@ Allocation MemoryPool::Alloc(uint64_t bytes, const std::string& what) {
   auto& b = blocks_[size_t(bi)];
   const auto off = b.ranges->Alloc(bytes, align_);
   ES_ASSERT(off.has_value());
-  return Allocation{b.buffer, *off, bytes, b.mapped ? b.mapped + *off : nullptr, bi, b.ranges->size()};
+  return Allocation{b.buffer,        *off, bytes, b.mapped ? b.mapped + *off : nullptr, bi,
+                    b.ranges->size()};
 }
 
 void MemoryPool::Free(const Allocation& a) {
@@ -204,7 +209,8 @@ StagingRing::StagingRing(Device& dev, uint64_t bytes) : dev_(dev) {
 
 StagingRing::~StagingRing() { pool_->Free(ring_); }
 
-void StagingRing::Upload(const void* src, uint64_t bytes, const Allocation& dst, uint64_t dst_offset) {
+void StagingRing::Upload(const void* src, uint64_t bytes, const Allocation& dst,
+                         uint64_t dst_offset) {
   const auto t0 = std::chrono::steady_clock::now();
   const uint8_t* p = static_cast<const uint8_t*>(src);
   ES_ASSERT(dst_offset + bytes <= dst.size);

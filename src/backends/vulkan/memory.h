@@ -42,9 +42,9 @@ struct Allocation {
   VkBuffer buffer = VK_NULL_HANDLE;  // the block's buffer (not owned)
   uint64_t offset = 0;               // within the buffer
   uint64_t size = 0;
-  uint8_t* mapped = nullptr;         // host pointer at offset (host-visible pools only)
-  int block = -1;                    // pool-internal
-  uint64_t buffer_size = 0;          // size of `buffer` (the whole block)
+  uint8_t* mapped = nullptr;  // host pointer at offset (host-visible pools only)
+  int block = -1;             // pool-internal
+  uint64_t buffer_size = 0;   // size of `buffer` (the whole block)
   explicit operator bool() const { return buffer != VK_NULL_HANDLE; }
 };
 

@@ -1,12 +1,13 @@
 // Pipeline creation and the on-disk VkPipelineCache (see pipeline_cache.h).
 #include "pipeline_cache.h"
 
+#include <unistd.h>
+
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <iterator>
-#include <unistd.h>
 
 #include "device.h"
 #include "shader_registry.h"
@@ -14,7 +15,8 @@
 namespace es::vk {
 namespace {
 // One stderr line per executable of `pipe`: "vulkan pipeline <shader>/<spec...>: Name value, ...".
-void PrintStats(VkDevice d, VkPipeline pipe, const std::string& shader, const std::vector<uint32_t>& spec) {
+void PrintStats(VkDevice d, VkPipeline pipe, const std::string& shader,
+                const std::vector<uint32_t>& spec) {
   auto props = reinterpret_cast<PFN_vkGetPipelineExecutablePropertiesKHR>(
       vkGetDeviceProcAddr(d, "vkGetPipelineExecutablePropertiesKHR"));
   auto stats = reinterpret_cast<PFN_vkGetPipelineExecutableStatisticsKHR>(
@@ -32,18 +34,28 @@ void PrintStats(VkDevice d, VkPipeline pipe, const std::string& shader, const st
     ei.executableIndex = e;
     uint32_t ns = 0;
     if (stats(d, &ei, &ns, nullptr) != VK_SUCCESS) continue;
-    std::vector<VkPipelineExecutableStatisticKHR> st(ns, {VK_STRUCTURE_TYPE_PIPELINE_EXECUTABLE_STATISTIC_KHR});
+    std::vector<VkPipelineExecutableStatisticKHR> st(
+        ns, {VK_STRUCTURE_TYPE_PIPELINE_EXECUTABLE_STATISTIC_KHR});
     if (stats(d, &ei, &ns, st.data()) != VK_SUCCESS) continue;
     std::string line;
     for (const auto& s : st) {
       line += line.empty() ? "" : ", ";
       line += s.name;
       switch (s.format) {
-        case VK_PIPELINE_EXECUTABLE_STATISTIC_FORMAT_BOOL32_KHR: line += s.value.b32 ? " yes" : " no"; break;
-        case VK_PIPELINE_EXECUTABLE_STATISTIC_FORMAT_INT64_KHR: line += " " + std::to_string(s.value.i64); break;
-        case VK_PIPELINE_EXECUTABLE_STATISTIC_FORMAT_UINT64_KHR: line += " " + std::to_string(s.value.u64); break;
-        case VK_PIPELINE_EXECUTABLE_STATISTIC_FORMAT_FLOAT64_KHR: line += " " + std::to_string(s.value.f64); break;
-        default: break;
+        case VK_PIPELINE_EXECUTABLE_STATISTIC_FORMAT_BOOL32_KHR:
+          line += s.value.b32 ? " yes" : " no";
+          break;
+        case VK_PIPELINE_EXECUTABLE_STATISTIC_FORMAT_INT64_KHR:
+          line += " " + std::to_string(s.value.i64);
+          break;
+        case VK_PIPELINE_EXECUTABLE_STATISTIC_FORMAT_UINT64_KHR:
+          line += " " + std::to_string(s.value.u64);
+          break;
+        case VK_PIPELINE_EXECUTABLE_STATISTIC_FORMAT_FLOAT64_KHR:
+          line += " " + std::to_string(s.value.f64);
+          break;
+        default:
+          break;
       }
     }
     std::fprintf(stderr, "vulkan pipeline %s: %s\n", name.c_str(), line.c_str());

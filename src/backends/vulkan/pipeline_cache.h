@@ -34,13 +34,13 @@ class PipelineCache {
   const Pipeline& Get(const std::string& shader, const std::vector<uint32_t>& binding_counts,
                       const std::vector<uint32_t>& spec = {});
   void Save();
-  int created() const { return created_; }          // pipelines built in this process
+  int created() const { return created_; }               // pipelines built in this process
   size_t loaded_bytes() const { return loaded_bytes_; }  // cache data read from disk at start
   const std::string& path() const { return path_; }
 
  private:
   Device& dev_;
-  VkPipelineCache cache_ = VK_NULL_HANDLE;  // owned
+  VkPipelineCache cache_ = VK_NULL_HANDLE;                      // owned
   std::map<std::string, std::unique_ptr<Pipeline>> pipelines_;  // owned; key: name + spec
   std::string path_;
   size_t loaded_bytes_ = 0;

@@ -25,14 +25,15 @@ ArenaPlan PlanArena(const std::vector<Interval>& items, uint64_t align, uint64_t
     const Interval& it = items[idx];
     const uint64_t bytes = up(std::max<uint64_t>(it.bytes, 1));
     if (bytes > capacity)
-      Fail("vulkan: one activation needs ", bytes, " bytes, more than the device's largest buffer range (",
-           capacity, ")");
+      Fail("vulkan: one activation needs ", bytes,
+           " bytes, more than the device's largest buffer range (", capacity, ")");
     bool placed = false;
     for (size_t a = 0; a < live.size() && !placed; ++a) {
       auto& l = live[a];
       l.erase(std::remove_if(l.begin(), l.end(), [&](size_t j) { return items[j].end < it.start; }),
               l.end());
-      std::sort(l.begin(), l.end(), [&](size_t x, size_t y) { return plan.offset[x] < plan.offset[y]; });
+      std::sort(l.begin(), l.end(),
+                [&](size_t x, size_t y) { return plan.offset[x] < plan.offset[y]; });
       uint64_t cur = 0;
       for (size_t j : l) {
         if (cur + bytes <= plan.offset[j]) break;

@@ -16,9 +16,9 @@ struct Interval {
 };
 
 struct ArenaPlan {
-  std::vector<int> arena;            // per interval: which arena
-  std::vector<uint64_t> offset;      // per interval: byte offset inside it
-  std::vector<uint64_t> arena_bytes; // size of each arena
+  std::vector<int> arena;             // per interval: which arena
+  std::vector<uint64_t> offset;       // per interval: byte offset inside it
+  std::vector<uint64_t> arena_bytes;  // size of each arena
 };
 
 // Throws es::Error when one interval alone exceeds `capacity`.

@@ -6,7 +6,8 @@
 namespace es::vk {
 
 Timer::Timer(Device& dev, uint32_t n) : dev_(dev), n_(n) {
-  if (!dev.timestamps()) Fail("vulkan: device ", dev.info().name, " has no timestamp queries; --profile is unavailable");
+  if (!dev.timestamps())
+    Fail("vulkan: device ", dev.info().name, " has no timestamp queries; --profile is unavailable");
   VkQueryPoolCreateInfo ci{VK_STRUCTURE_TYPE_QUERY_POOL_CREATE_INFO};
   ci.queryType = VK_QUERY_TYPE_TIMESTAMP;
   ci.queryCount = n;

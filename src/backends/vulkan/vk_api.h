@@ -14,75 +14,75 @@
 
 #include "edgeseek/internal/core/error.h"
 
-#define ES_VK_GLOBAL_FUNCS(X)            \
-  X(vkCreateInstance)                    \
+#define ES_VK_GLOBAL_FUNCS(X)               \
+  X(vkCreateInstance)                       \
   X(vkEnumerateInstanceExtensionProperties) \
-  X(vkEnumerateInstanceLayerProperties)  \
+  X(vkEnumerateInstanceLayerProperties)     \
   X(vkEnumerateInstanceVersion)
 
-#define ES_VK_INSTANCE_FUNCS(X)                \
-  X(vkDestroyInstance)                         \
-  X(vkEnumeratePhysicalDevices)                \
-  X(vkGetPhysicalDeviceProperties)             \
-  X(vkGetPhysicalDeviceProperties2)            \
-  X(vkGetPhysicalDeviceFeatures2)              \
-  X(vkGetPhysicalDeviceMemoryProperties)       \
-  X(vkGetPhysicalDeviceQueueFamilyProperties)  \
-  X(vkEnumerateDeviceExtensionProperties)      \
-  X(vkCreateDevice)                            \
-  X(vkDestroyDevice)                           \
-  X(vkGetDeviceQueue)                          \
-  X(vkCreateBuffer)                            \
-  X(vkDestroyBuffer)                           \
-  X(vkGetBufferMemoryRequirements)             \
-  X(vkAllocateMemory)                          \
-  X(vkFreeMemory)                              \
-  X(vkBindBufferMemory)                        \
-  X(vkMapMemory)                               \
-  X(vkUnmapMemory)                             \
-  X(vkFlushMappedMemoryRanges)                 \
-  X(vkInvalidateMappedMemoryRanges)            \
-  X(vkCreateShaderModule)                      \
-  X(vkDestroyShaderModule)                     \
-  X(vkCreateDescriptorSetLayout)               \
-  X(vkDestroyDescriptorSetLayout)              \
-  X(vkCreatePipelineLayout)                    \
-  X(vkDestroyPipelineLayout)                   \
-  X(vkCreateComputePipelines)                  \
-  X(vkDestroyPipeline)                         \
-  X(vkCreatePipelineCache)                     \
-  X(vkDestroyPipelineCache)                    \
-  X(vkGetPipelineCacheData)                    \
-  X(vkCreateDescriptorPool)                    \
-  X(vkDestroyDescriptorPool)                   \
-  X(vkAllocateDescriptorSets)                  \
-  X(vkUpdateDescriptorSets)                    \
-  X(vkCreateCommandPool)                       \
-  X(vkGetDeviceProcAddr)                       \
-  X(vkDestroyCommandPool)                      \
-  X(vkAllocateCommandBuffers)                  \
-  X(vkFreeCommandBuffers)                      \
-  X(vkBeginCommandBuffer)                      \
-  X(vkEndCommandBuffer)                        \
-  X(vkCmdBindPipeline)                         \
-  X(vkCmdBindDescriptorSets)                   \
-  X(vkCmdPushConstants)                        \
-  X(vkCmdDispatch)                             \
-  X(vkCmdPipelineBarrier)                      \
-  X(vkCmdCopyBuffer)                           \
-  X(vkCmdFillBuffer)                           \
-  X(vkCmdWriteTimestamp)                       \
-  X(vkCmdResetQueryPool)                       \
-  X(vkCreateQueryPool)                         \
-  X(vkDestroyQueryPool)                        \
-  X(vkGetQueryPoolResults)                     \
-  X(vkQueueSubmit)                             \
-  X(vkQueueWaitIdle)                           \
-  X(vkCreateFence)                             \
-  X(vkDestroyFence)                            \
-  X(vkWaitForFences)                           \
-  X(vkGetFenceStatus)                          \
-  X(vkResetFences)                             \
+#define ES_VK_INSTANCE_FUNCS(X)               \
+  X(vkDestroyInstance)                        \
+  X(vkEnumeratePhysicalDevices)               \
+  X(vkGetPhysicalDeviceProperties)            \
+  X(vkGetPhysicalDeviceProperties2)           \
+  X(vkGetPhysicalDeviceFeatures2)             \
+  X(vkGetPhysicalDeviceMemoryProperties)      \
+  X(vkGetPhysicalDeviceQueueFamilyProperties) \
+  X(vkEnumerateDeviceExtensionProperties)     \
+  X(vkCreateDevice)                           \
+  X(vkDestroyDevice)                          \
+  X(vkGetDeviceQueue)                         \
+  X(vkCreateBuffer)                           \
+  X(vkDestroyBuffer)                          \
+  X(vkGetBufferMemoryRequirements)            \
+  X(vkAllocateMemory)                         \
+  X(vkFreeMemory)                             \
+  X(vkBindBufferMemory)                       \
+  X(vkMapMemory)                              \
+  X(vkUnmapMemory)                            \
+  X(vkFlushMappedMemoryRanges)                \
+  X(vkInvalidateMappedMemoryRanges)           \
+  X(vkCreateShaderModule)                     \
+  X(vkDestroyShaderModule)                    \
+  X(vkCreateDescriptorSetLayout)              \
+  X(vkDestroyDescriptorSetLayout)             \
+  X(vkCreatePipelineLayout)                   \
+  X(vkDestroyPipelineLayout)                  \
+  X(vkCreateComputePipelines)                 \
+  X(vkDestroyPipeline)                        \
+  X(vkCreatePipelineCache)                    \
+  X(vkDestroyPipelineCache)                   \
+  X(vkGetPipelineCacheData)                   \
+  X(vkCreateDescriptorPool)                   \
+  X(vkDestroyDescriptorPool)                  \
+  X(vkAllocateDescriptorSets)                 \
+  X(vkUpdateDescriptorSets)                   \
+  X(vkCreateCommandPool)                      \
+  X(vkGetDeviceProcAddr)                      \
+  X(vkDestroyCommandPool)                     \
+  X(vkAllocateCommandBuffers)                 \
+  X(vkFreeCommandBuffers)                     \
+  X(vkBeginCommandBuffer)                     \
+  X(vkEndCommandBuffer)                       \
+  X(vkCmdBindPipeline)                        \
+  X(vkCmdBindDescriptorSets)                  \
+  X(vkCmdPushConstants)                       \
+  X(vkCmdDispatch)                            \
+  X(vkCmdPipelineBarrier)                     \
+  X(vkCmdCopyBuffer)                          \
+  X(vkCmdFillBuffer)                          \
+  X(vkCmdWriteTimestamp)                      \
+  X(vkCmdResetQueryPool)                      \
+  X(vkCreateQueryPool)                        \
+  X(vkDestroyQueryPool)                       \
+  X(vkGetQueryPoolResults)                    \
+  X(vkQueueSubmit)                            \
+  X(vkQueueWaitIdle)                          \
+  X(vkCreateFence)                            \
+  X(vkDestroyFence)                           \
+  X(vkWaitForFences)                          \
+  X(vkGetFenceStatus)                         \
+  X(vkResetFences)                            \
   X(vkDeviceWaitIdle)
 
 namespace es::vk {
@@ -96,7 +96,8 @@ ES_VK_INSTANCE_FUNCS(ES_VK_DECLARE)
 extern PFN_vkCreateDebugUtilsMessengerEXT vkCreateDebugUtilsMessengerEXT;
 extern PFN_vkDestroyDebugUtilsMessengerEXT vkDestroyDebugUtilsMessengerEXT;
 // Optional (VK_NV_cooperative_matrix): null when the loader/driver lacks it.
-extern PFN_vkGetPhysicalDeviceCooperativeMatrixPropertiesNV vkGetPhysicalDeviceCooperativeMatrixPropertiesNV;
+extern PFN_vkGetPhysicalDeviceCooperativeMatrixPropertiesNV
+    vkGetPhysicalDeviceCooperativeMatrixPropertiesNV;
 
 // Opens the loader (libvulkan.so.1, or $ES_VK_LOADER) and resolves the global functions; throws
 // es::Error saying that no Vulkan loader is installed. Idempotent.
@@ -108,9 +109,10 @@ const char* ResultName(VkResult r);
 
 }  // namespace es::vk
 
-#define VK_CHECK(call, ...)                                                              \
-  do {                                                                                   \
-    const VkResult es_vk_r_ = (call);                                                    \
-    if (es_vk_r_ != VK_SUCCESS)                                                          \
-      ::es::Fail("vulkan: ", #call, " failed: ", ::es::vk::ResultName(es_vk_r_) __VA_OPT__(, ) __VA_ARGS__); \
+#define VK_CHECK(call, ...)                                                               \
+  do {                                                                                    \
+    const VkResult es_vk_r_ = (call);                                                     \
+    if (es_vk_r_ != VK_SUCCESS)                                                           \
+      ::es::Fail("vulkan: ", #call,                                                       \
+                 " failed: ", ::es::vk::ResultName(es_vk_r_) __VA_OPT__(, ) __VA_ARGS__); \
   } while (0)

@@ -11,8 +11,8 @@
 #include <cstdlib>
 #include <cstring>
 #include <map>
-#include <tuple>
 #include <sstream>
+#include <tuple>
 
 #include "instance.h"
 #include "ops/ops.h"
@@ -78,7 +78,9 @@ void WriteSampling(void* mapped, const RowSampling* rows, int64_t n) {
     }
   }
 }
-double Since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
+double Since(Clock::time_point t) {
+  return std::chrono::duration<double>(Clock::now() - t).count();
+}
 
 uint64_t Mix(uint64_t h, uint64_t v) {
   h ^= v + 0x9e3779b97f4a7c15ull + (h << 6) + (h >> 2);
@@ -111,7 +113,7 @@ struct VulkanBackend::Program {
   MemoryPool* readback_pool = nullptr;
   uint64_t key = 0;
   int64_t T = 0, n_out = 0, out_cols = 0, vocab = -1;
-  int mode = 0;  // what comes back: kLogits, kArgmax or kSample ids
+  int mode = 0;         // what comes back: kLogits, kArgmax or kSample ids
   Allocation sampling;  // kSample: the rows' parameters (host-visible, sample.comp's layout)
   std::vector<Allocation> arenas, owned;  // from act_pool / host_pool
   Allocation batch, readback;
@@ -121,7 +123,8 @@ struct VulkanBackend::Program {
   std::unique_ptr<DescriptorArena> descs;
   std::unique_ptr<Sequence> seq;
   std::vector<std::pair<std::string, Op>> node_info;  // per node: name, op (profiling)
-  std::vector<std::string> profile_kinds;  // per dispatch: ProfileKind, made on the first profiled run
+  std::vector<std::string>
+      profile_kinds;  // per dispatch: ProfileKind, made on the first profiled run
 
   ~Program() {
     seq.reset();
@@ -144,13 +147,16 @@ VulkanBackend::VulkanBackend(const BackendOptions& opts, const VulkanTuning& tun
   // The knobs, parsed once: the environment's, then those the caller set.
   dev_ = std::make_shared<Device>(opts.device, Tuning::FromEnvironment().With(tuning.knobs));
   pipes_ = std::make_unique<PipelineCache>(*dev_);
-  weight_pool_ = std::make_unique<MemoryPool>(*dev_, MemoryPool::Kind::kDevice, "weights", tuning.weights);
-  act_pool_ = std::make_unique<MemoryPool>(*dev_, MemoryPool::Kind::kDevice, "activations", tuning.activations);
+  weight_pool_ =
+      std::make_unique<MemoryPool>(*dev_, MemoryPool::Kind::kDevice, "weights", tuning.weights);
+  act_pool_ = std::make_unique<MemoryPool>(*dev_, MemoryPool::Kind::kDevice, "activations",
+                                           tuning.activations);
   host_pool_ = std::make_unique<MemoryPool>(*dev_, MemoryPool::Kind::kHostVisible, "batch",
                                             PoolLimits{4ull << 20, 0, 0});
   readback_pool_ = std::make_unique<MemoryPool>(*dev_, MemoryPool::Kind::kReadback, "readback",
                                                 PoolLimits{4ull << 20, 0, 0});
-  staging_ = std::make_shared<StagingRing>(*dev_, std::min<uint64_t>(64ull << 20, weight_pool_->max_range()));
+  staging_ = std::make_shared<StagingRing>(
+      *dev_, std::min<uint64_t>(64ull << 20, weight_pool_->max_range()));
   weights_ = std::make_unique<WeightStore>(*weight_pool_, *staging_);
 }
 
@@ -168,8 +174,8 @@ VulkanBackend::~VulkanBackend() {
 std::string VulkanBackend::description() const {
   const auto& i = dev_->info();
   std::ostringstream os;
-  os << "vulkan: " << i.name << " (" << i.driver << ", Vulkan " << VulkanVersionString(i.api_version)
-     << ", subgroup " << i.subgroup_size;
+  os << "vulkan: " << i.name << " (" << i.driver << ", Vulkan "
+     << VulkanVersionString(i.api_version) << ", subgroup " << i.subgroup_size;
   if (const auto& c2 = dev_->coopmat2(); c2.bm)
     os << ", NV coopmat2 " << c2.bm << "x" << c2.bn << "x" << c2.bk << "/" << c2.wg
        << (c2.fa_br ? ", attention " + std::to_string(c2.fa_br) + "x" + std::to_string(c2.fa_bc) +
@@ -177,8 +183,8 @@ std::string VulkanBackend::description() const {
                     : std::string())
        << (dev_->f16_math() ? " in use" : " (off: f32 math)");
   if (dev_->coopmat_n())
-    os << (dev_->coopmat_khr() ? ", KHR coopmat 16x" : ", NV coopmat 16x") << dev_->coopmat_n() << "x16"
-       << (dev_->f16_math() ? " in use" : " (off: f32 math)");
+    os << (dev_->coopmat_khr() ? ", KHR coopmat 16x" : ", NV coopmat 16x") << dev_->coopmat_n()
+       << "x16" << (dev_->f16_math() ? " in use" : " (off: f32 math)");
   else if ((i.coopmat_khr || i.coopmat_nv) && !dev_->coopmat2().bm)
     os << ", coopmat present (not used)";
   os << (dev_->f16_math() ? ", f16 math" : ", f32 math") << ")";
@@ -215,12 +221,14 @@ void VulkanBackend::PrepareWeight(const Tensor& w) {
     weights_->Get(w);
 }
 
-std::unique_ptr<KvStorage> VulkanBackend::CreateKv(const KvSpec& spec, int n_slots, int64_t capacity) {
-  return CreatePagedKv(spec, n_slots, capacity, int64_t(n_slots) * ((capacity + kKvBlockTokens - 1) / kKvBlockTokens));
+std::unique_ptr<KvStorage> VulkanBackend::CreateKv(const KvSpec& spec, int n_slots,
+                                                   int64_t capacity) {
+  return CreatePagedKv(spec, n_slots, capacity,
+                       int64_t(n_slots) * ((capacity + kKvBlockTokens - 1) / kKvBlockTokens));
 }
 
-std::unique_ptr<KvStorage> VulkanBackend::CreatePagedKv(const KvSpec& spec, int n_slots, int64_t capacity,
-                                                        int64_t n_blocks) {
+std::unique_ptr<KvStorage> VulkanBackend::CreatePagedKv(const KvSpec& spec, int n_slots,
+                                                        int64_t capacity, int64_t n_blocks) {
   auto kv = std::make_unique<VkKv>(dev_, staging_, spec, n_slots, capacity, n_blocks, tuning_.kv);
   kv_peak_ += kv->bytes();
   return kv;
@@ -320,8 +328,9 @@ std::unique_ptr<VulkanBackend::Program> VulkanBackend::Build(const Graph& g, con
   // gate and up matmuls whose only consumer is the SwiGLU become one dual GEMV writing
   // silu(gate) * up at the later of the two (the earlier and the SwiGLU are skipped). The fused
   // output is then written at the matmul's position: its lifetime starts there.
-  std::vector<int> uses(static_cast<size_t>(N), 0), write_at(static_cast<size_t>(N)), out_node(static_cast<size_t>(N), -1),
-      res_node(static_cast<size_t>(N), -1), gate_node(static_cast<size_t>(N), -1), up_node(static_cast<size_t>(N), -1);
+  std::vector<int> uses(static_cast<size_t>(N), 0), write_at(static_cast<size_t>(N)),
+      out_node(static_cast<size_t>(N), -1), res_node(static_cast<size_t>(N), -1),
+      gate_node(static_cast<size_t>(N), -1), up_node(static_cast<size_t>(N), -1);
   std::vector<char> skip(static_cast<size_t>(N), 0);
   for (int i = 0; i < N; ++i) write_at[size_t(i)] = i;
   for (const Node& n : nodes)
@@ -355,10 +364,12 @@ std::unique_ptr<VulkanBackend::Program> VulkanBackend::Build(const Graph& g, con
         continue;
       const Node& gn = nodes[size_t(gi)];
       const Node& un = nodes[size_t(ui)];
-      const bool no_bias = (gn.src.size() < 3 || gn.src[2] < 0) && (un.src.size() < 3 || un.src[2] < 0);
+      const bool no_bias =
+          (gn.src.size() < 3 || gn.src[2] < 0) && (un.src.size() < 3 || un.src[2] < 0);
       const Tensor& gw = *g.node(gn.src[1]).weight;
       const Tensor& uw = *g.node(un.src[1]).weight;
-      if (!no_bias || gn.src[0] != un.src[0] || gw.dtype != uw.dtype || gw.shape != uw.shape) continue;
+      if (!no_bias || gn.src[0] != un.src[0] || gw.dtype != uw.dtype || gw.shape != uw.shape)
+        continue;
       const int late = std::max(gi, ui), early = std::min(gi, ui);
       out_node[size_t(late)] = j;
       gate_node[size_t(late)] = gi;
@@ -382,7 +393,8 @@ std::unique_ptr<VulkanBackend::Program> VulkanBackend::Build(const Graph& g, con
       const Node& c = nodes[size_t(j)];
       if (std::find(c.src.begin(), c.src.end(), m) == c.src.end()) continue;
       ok = c.src[0] == m && c.src[1] != m &&
-           ((c.op == Op::kMatMul && CanFuseGemv(T, n.shape[1], weights_->Get(*g.node(c.src[1]).weight))) ||
+           ((c.op == Op::kMatMul &&
+             CanFuseGemv(T, n.shape[1], weights_->Get(*g.node(c.src[1]).weight))) ||
             (c.op == Op::kMoE && T <= kGemvMaxRows && MoeTakesGemv(*dev_, g, c, nullptr)));
       consumers.push_back(j);
     }
@@ -417,7 +429,8 @@ std::unique_ptr<VulkanBackend::Program> VulkanBackend::Build(const Graph& g, con
     const Node& rope = nodes[size_t(rope_of[size_t(j)])];
     const int raw = rope.src[0];
     const Node& pe = nodes[size_t(raw)];
-    if (rope.i[0] != 1 || rope.i[2] != 0 || rope.i[1] != s1.shape[1] || pe.op != Op::kSlice || uses[size_t(raw)] != 1)
+    if (rope.i[0] != 1 || rope.i[2] != 0 || rope.i[1] != s1.shape[1] || pe.op != Op::kSlice ||
+        uses[size_t(raw)] != 1)
       continue;
     const int kva = pe.src[0];
     for (int i = 0; i < j; ++i) {
@@ -427,9 +440,9 @@ std::unique_ptr<VulkanBackend::Program> VulkanBackend::Build(const Graph& g, con
       const Node& norm = nodes[size_t(cn)];
       if (norm.op != Op::kRmsNorm || uses[size_t(cn)] != 1) continue;
       const Node& cr = nodes[size_t(norm.src[0])];
-      if (cr.op != Op::kSlice || uses[size_t(norm.src[0])] != 1 || cr.src[0] != kva || cr.i[0] != 0 ||
-          pe.i[0] != cr.i[1] || nodes[size_t(kva)].shape[1] != cr.i[1] + pe.i[1] || cr.i[1] % 2 != 0 ||
-          pe.i[1] % 2 != 0)
+      if (cr.op != Op::kSlice || uses[size_t(norm.src[0])] != 1 || cr.src[0] != kva ||
+          cr.i[0] != 0 || pe.i[0] != cr.i[1] || nodes[size_t(kva)].shape[1] != cr.i[1] + pe.i[1] ||
+          cr.i[1] % 2 != 0 || pe.i[1] % 2 != 0)
         continue;
       mla_c_store[size_t(j)] = i;
       mla_norm[size_t(j)] = cn;
@@ -455,9 +468,9 @@ std::unique_ptr<VulkanBackend::Program> VulkanBackend::Build(const Graph& g, con
     const int qr = n.src[0], sk = n.src[1], sv = n.src[2];
     if (qr < 0 || sk < 0 || sv < 0) continue;
     const Node &q = nodes[size_t(qr)], &k = nodes[size_t(sk)], &v = nodes[size_t(sv)];
-    if (q.op != Op::kRope || uses[size_t(qr)] != 1 || k.op != Op::kKvStore || uses[size_t(sk)] != 1 ||
-        rope_of[size_t(sk)] < 0 || v.op != Op::kKvStore || uses[size_t(sv)] != 1 ||
-        nodes[size_t(v.src[0])].op == Op::kRope)
+    if (q.op != Op::kRope || uses[size_t(qr)] != 1 || k.op != Op::kKvStore ||
+        uses[size_t(sk)] != 1 || rope_of[size_t(sk)] < 0 || v.op != Op::kKvStore ||
+        uses[size_t(sv)] != 1 || nodes[size_t(v.src[0])].op == Op::kRope)
       continue;
     const Node& kr = nodes[size_t(rope_of[size_t(sk)])];
     const int64_t Hq = n.i[0], Hkv = n.i[1], dk = n.i[2], dv = n.i[3];
@@ -469,7 +482,8 @@ std::unique_ptr<VulkanBackend::Program> VulkanBackend::Build(const Graph& g, con
     attn_k[size_t(j)] = kr.src[0];
     attn_v[size_t(j)] = v.src[0];
     skip[size_t(qr)] = skip[size_t(sk)] = skip[size_t(sv)] = 1;
-    for (int x : {q.src[0], kr.src[0], v.src[0]}) live_until[size_t(x)] = std::max(live_until[size_t(x)], j);
+    for (int x : {q.src[0], kr.src[0], v.src[0]})
+      live_until[size_t(x)] = std::max(live_until[size_t(x)], j);
   }
 
   // MLA's q rope: mla_attention.comp rotates q's rope dims while loading them (MlaFoldsQRope).
@@ -478,8 +492,8 @@ std::unique_ptr<VulkanBackend::Program> VulkanBackend::Build(const Graph& g, con
     if (n.op != Op::kMlaAttention || !MlaFoldsQRope(*dev_, kv, g, n, T, mla_expand)) continue;
     const int qr = n.src[0];
     const Node& q = nodes[size_t(qr)];
-    if (q.op != Op::kRope || uses[size_t(qr)] != 1 || q.i[0] != n.i[0] || q.i[1] != n.i[1] + n.i[2] ||
-        q.i[2] != n.i[1] || q.rope->dim != n.i[2])
+    if (q.op != Op::kRope || uses[size_t(qr)] != 1 || q.i[0] != n.i[0] ||
+        q.i[1] != n.i[1] + n.i[2] || q.i[2] != n.i[1] || q.rope->dim != n.i[2])
       continue;
     attn_rope[size_t(j)] = qr;
     skip[size_t(qr)] = 1;
@@ -501,7 +515,8 @@ std::unique_ptr<VulkanBackend::Program> VulkanBackend::Build(const Graph& g, con
     if (owner[size_t(i)] == i) {
       const Node& n = nodes[size_t(i)];
       item_of[size_t(i)] = int(items.size());
-      items.push_back({write_at[size_t(i)], i == N - 1 ? N : last[size_t(i)], uint64_t(n.shape[0] * n.shape[1]) * 4});
+      items.push_back({write_at[size_t(i)], i == N - 1 ? N : last[size_t(i)],
+                       uint64_t(n.shape[0] * n.shape[1]) * 4});
     }
   for (int i = 0; i < N; ++i)
     if (owner[size_t(i)] >= 0 && owner[size_t(i)] != i) {
@@ -516,14 +531,15 @@ std::unique_ptr<VulkanBackend::Program> VulkanBackend::Build(const Graph& g, con
       items.push_back({i, i, bytes});
     }
   }
-  // Integer-dot GEMVs with x quantized once (IdotQuantizeOnce) read it from here: one per (x, folded norm), recorded
-  // by the first matmul reading it and kept until the last (q/k/v share one; gate/up are one
-  // dual GEMV); or written by the split decode attention producing x (ES_VK_ATTN_QUANT=0: not)
-  // or by the dual GEMV producing it (DualQuantizesOut).
+  // Integer-dot GEMVs with x quantized once (IdotQuantizeOnce) read it from here: one per (x,
+  // folded norm), recorded by the first matmul reading it and kept until the last (q/k/v share one;
+  // gate/up are one dual GEMV); or written by the split decode attention producing x
+  // (ES_VK_ATTN_QUANT=0: not) or by the dual GEMV producing it (DualQuantizesOut).
   std::vector<int> xq_item(static_cast<size_t>(N), -1);
   std::vector<char> xq_fill(static_cast<size_t>(N), 0);
   std::map<std::tuple<int, int, bool>, int> xq_of;  // (x node, norm node or -1, int16) -> item
-  std::vector<int> out_xq_item(static_cast<size_t>(N), -1), dual_yq_item(static_cast<size_t>(N), -1);
+  std::vector<int> out_xq_item(static_cast<size_t>(N), -1),
+      dual_yq_item(static_cast<size_t>(N), -1);
   std::vector<DType> out_xq_type(static_cast<size_t>(N), DType::kF32);
   const bool attn_quant = fuse && dev_->tuning().On(Knob::kAttnQuant);
   for (int i = 0; i < N; ++i) {
@@ -538,8 +554,8 @@ std::unique_ptr<VulkanBackend::Program> VulkanBackend::Build(const Graph& g, con
     // attention's combine step writes it quantized (no quantization in the GEMV's workgroups).
     const int xs = n.src[0];
     const Node& xn = nodes[size_t(xs)];
-    if (attn_quant && nm < 0 && xn.op == Op::kAttention && uses[size_t(xs)] == 1 && !skip[size_t(xs)] &&
-        T <= kDecodeMaxRows && xn.i[3] % 32 == 0 && xn.i[3] <= 1024 &&
+    if (attn_quant && nm < 0 && xn.op == Op::kAttention && uses[size_t(xs)] == 1 &&
+        !skip[size_t(xs)] && T <= kDecodeMaxRows && xn.i[3] % 32 == 0 && xn.i[3] <= 1024 &&
         UseIdotGemv(*dev_, T, K, wt)) {
       out_xq_item[size_t(xs)] = xq_item[size_t(i)] = int(items.size());
       out_xq_type[size_t(xs)] = wt;
@@ -549,7 +565,8 @@ std::unique_ptr<VulkanBackend::Program> VulkanBackend::Build(const Graph& g, con
     // x from a dual gate/up GEMV read by this GEMV alone (the down projection), in the same
     // format: the dual GEMV writes it quantized (no quantize dispatch between them).
     const int dual = xn.op == Op::kSwiGLU ? write_at[size_t(xs)] : -1;  // the fused gate/up GEMV
-    if (dual >= 0 && gate_node[size_t(dual)] >= 0 && uses[size_t(xs)] == 1 && nm < 0 && UseIdotGemv(*dev_, T, K, wt)) {
+    if (dual >= 0 && gate_node[size_t(dual)] >= 0 && uses[size_t(xs)] == 1 && nm < 0 &&
+        UseIdotGemv(*dev_, T, K, wt)) {
       const Node& gn = nodes[size_t(gate_node[size_t(dual)])];
       const DeviceWeight& gw = weights_->Get(*g.node(gn.src[1]).weight);
       if (gw.dtype == wt && DualQuantizesOut(*dev_, T, g.node(gn.src[0]).shape[1], gw)) {
@@ -561,7 +578,8 @@ std::unique_ptr<VulkanBackend::Program> VulkanBackend::Build(const Graph& g, con
     if (!UseIdotGemv(*dev_, T, K, wt) || !IdotQuantizeOnce(*dev_, T, K, gate_node[size_t(i)] >= 0))
       continue;
     // int8 x for Q4_0 and Q4_K, int16 for Q8_0: one copy per format.
-    const std::tuple<int, int, bool> key{nm >= 0 ? nodes[size_t(nm)].src[0] : n.src[0], nm, wt == DType::kQ8_0};
+    const std::tuple<int, int, bool> key{nm >= 0 ? nodes[size_t(nm)].src[0] : n.src[0], nm,
+                                         wt == DType::kQ8_0};
     auto it = xq_of.find(key);
     if (it == xq_of.end()) {
       it = xq_of.emplace(key, int(items.size())).first;
@@ -573,7 +591,8 @@ std::unique_ptr<VulkanBackend::Program> VulkanBackend::Build(const Graph& g, con
   }
   const ArenaPlan plan = PlanArena(items, act_pool_->alignment(), act_pool_->max_range());
   for (size_t a = 0; a < plan.arena_bytes.size(); ++a)
-    p->arenas.push_back(act_pool_->Alloc(plan.arena_bytes[a], "activation arena " + std::to_string(a)));
+    p->arenas.push_back(
+        act_pool_->Alloc(plan.arena_bytes[a], "activation arena " + std::to_string(a)));
   auto item_range = [&](int it) {
     const Allocation& a = p->arenas[size_t(plan.arena[size_t(it)])];
     return BufRange{a.buffer, a.offset + plan.offset[size_t(it)],
@@ -681,7 +700,8 @@ std::unique_ptr<VulkanBackend::Program> VulkanBackend::Build(const Graph& g, con
     if (C > kArgmaxOneGroupCols) {
       // Long rows: parts of about 1024 columns (at most 256) a workgroup each, then one
       // workgroup per row over the parts' best (argmax.comp PARTIAL, FINAL).
-      const uint32_t parts = std::min<uint32_t>(256, (C + 1023) / 1024), chunk = (C + parts - 1) / parts;
+      const uint32_t parts = std::min<uint32_t>(256, (C + 1023) / 1024),
+                     chunk = (C + parts - 1) / parts;
       Allocation pv = act_pool_->Alloc(uint64_t(p->n_out) * parts * 8, "argmax parts");
       p->owned.push_back(pv);
       const BufRange vals{pv.buffer, pv.offset, uint64_t(p->n_out) * parts * 4};
@@ -713,12 +733,14 @@ std::unique_ptr<VulkanBackend::Program> VulkanBackend::Build(const Graph& g, con
     // One workgroup per row (sample.comp); penalties are applied to the logits in place.
     Allocation ids = act_pool_->Alloc(uint64_t(p->n_out) * 4, "sampled ids");
     p->owned.push_back(ids);
-    p->sampling = host_pool_->Alloc(uint64_t(p->n_out) * (12 + 2 * kMaxSamplingCounts) * 4, "sampling parameters");
+    p->sampling = host_pool_->Alloc(uint64_t(p->n_out) * (12 + 2 * kMaxSamplingCounts) * 4,
+                                    "sampling parameters");
     Dispatch& d = c.Add("sample", {1, 1, 1});
     d.node = N - 1;
     d.bindings = {{result}, {Range(ids)}, {Range(p->sampling)}};
     d.writes = {0, 1};
-    d.Push(std::array<uint32_t, 3>{uint32_t(p->out_cols), uint32_t(p->n_out), uint32_t(kMaxSamplingCounts)});
+    d.Push(std::array<uint32_t, 3>{uint32_t(p->out_cols), uint32_t(p->n_out),
+                                   uint32_t(kMaxSamplingCounts)});
     Grid1D(d, uint64_t(p->n_out), 1);
     result = Range(ids);
     result.size = uint64_t(p->n_out) * 4;
@@ -726,7 +748,8 @@ std::unique_ptr<VulkanBackend::Program> VulkanBackend::Build(const Graph& g, con
   p->readback = readback_pool_->Alloc(result.size, "output readback");
   p->descs = std::make_unique<DescriptorArena>(*dev_, p->ds);
   p->seq = std::make_unique<Sequence>(*dev_, opts_.profile);
-  p->seq->Record(p->ds, {CopyStep{result, BufRange{p->readback.buffer, p->readback.offset, result.size}}});
+  p->seq->Record(p->ds,
+                 {CopyStep{result, BufRange{p->readback.buffer, p->readback.offset, result.size}}});
   pipes_->Save();
   return p;
 }
@@ -750,13 +773,13 @@ void VulkanBackend::Run(Program& p, const Batch& b, VkKv& kv, void* out, Compute
     ES_CHECK(p.vocab < 0 || (tok >= 0 && tok < p.vocab), "token id ", tok,
              " is outside the vocabulary (", p.vocab, " tokens)");
     const BatchSeq& s = b.seqs[size_t(b.row_seq[size_t(t)])];
-    ES_CHECK(s.slot >= 0 && s.slot < kv.n_slots(), "vulkan: KV slot ", s.slot, " is outside the cache (",
-             kv.n_slots(), " slots)");
-    ES_CHECK(b.positions[size_t(t)] >= 0 && b.positions[size_t(t)] < kv.capacity(), "sequence in slot ",
-             s.slot, " exceeds the context of ", kv.capacity(), " tokens");
-    ES_CHECK(b.positions[size_t(t)] < kv.mapped_tokens(s.slot), "sequence in slot ", s.slot, " position ",
-             b.positions[size_t(t)], " has no KV block (the slot's table maps ", kv.mapped_tokens(s.slot),
-             " tokens)");
+    ES_CHECK(s.slot >= 0 && s.slot < kv.n_slots(), "vulkan: KV slot ", s.slot,
+             " is outside the cache (", kv.n_slots(), " slots)");
+    ES_CHECK(b.positions[size_t(t)] >= 0 && b.positions[size_t(t)] < kv.capacity(),
+             "sequence in slot ", s.slot, " exceeds the context of ", kv.capacity(), " tokens");
+    ES_CHECK(b.positions[size_t(t)] < kv.mapped_tokens(s.slot), "sequence in slot ", s.slot,
+             " position ", b.positions[size_t(t)], " has no KV block (the slot's table maps ",
+             kv.mapped_tokens(s.slot), " tokens)");
     words[lay.tokens + t] = tok;
     words[lay.positions + t] = b.positions[size_t(t)];
     words[lay.slots + t] = s.slot;
@@ -771,7 +794,8 @@ void VulkanBackend::Run(Program& p, const Batch& b, VkKv& kv, void* out, Compute
                 size_t(p.input.shape[0] * p.input.shape[1]) * 4);
   }
   for (size_t i = 0; i < b.out_rows.size(); ++i) {
-    ES_CHECK(b.out_rows[i] >= 0 && b.out_rows[i] < T, "vulkan: out row ", b.out_rows[i], " outside the batch");
+    ES_CHECK(b.out_rows[i] >= 0 && b.out_rows[i] < T, "vulkan: out row ", b.out_rows[i],
+             " outside the batch");
     words[lay.out_rows + i] = b.out_rows[i];
   }
   float* fw = reinterpret_cast<float*>(p.batch.mapped);
@@ -796,9 +820,10 @@ void VulkanBackend::Run(Program& p, const Batch& b, VkKv& kv, void* out, Compute
   ++submits_;
   // ---- download ----------------------------------------------------------------------------
   const auto t_down = Clock::now();
-  std::memcpy(out, p.readback.mapped, p.readback.size < uint64_t(p.n_out * (p.mode != kLogits ? 1 : p.out_cols)) * 4
-                                          ? p.readback.size
-                                          : uint64_t(p.n_out * (p.mode != kLogits ? 1 : p.out_cols)) * 4);
+  std::memcpy(out, p.readback.mapped,
+              p.readback.size < uint64_t(p.n_out * (p.mode != kLogits ? 1 : p.out_cols)) * 4
+                  ? p.readback.size
+                  : uint64_t(p.n_out * (p.mode != kLogits ? 1 : p.out_cols)) * 4);
   const double download_s = Since(t_down);
   if (opts_.profile && p.seq->timer()) {
     // Decode: every row samples a token (one row per sequence, batched decode included).
@@ -860,12 +885,13 @@ void VulkanBackend::PrintProfile() const {
     const PhaseProfile& pp = profile_[ph];
     if (pp.runs == 0) continue;
     const double k = 1e6 / pp.runs;  // microseconds per step
-    std::fprintf(stderr,
-                 "vulkan profile, %s: %d steps (%lld tokens), per step: upload %.1f us, submit %.1f us, "
-                 "GPU first->last timestamp %.1f us (%d dispatches, %d barriers), launch + wake-up "
-                 "%.1f us, download %.1f us\n",
-                 names[ph], pp.runs, static_cast<long long>(pp.tokens), pp.upload_s * k, pp.submit_s * k,
-                 pp.gpu_span_s * k, pp.dispatches, pp.barriers, pp.idle_s * k, pp.download_s * k);
+    std::fprintf(
+        stderr,
+        "vulkan profile, %s: %d steps (%lld tokens), per step: upload %.1f us, submit %.1f us, "
+        "GPU first->last timestamp %.1f us (%d dispatches, %d barriers), launch + wake-up "
+        "%.1f us, download %.1f us\n",
+        names[ph], pp.runs, static_cast<long long>(pp.tokens), pp.upload_s * k, pp.submit_s * k,
+        pp.gpu_span_s * k, pp.dispatches, pp.barriers, pp.idle_s * k, pp.download_s * k);
     std::vector<std::pair<double, std::string>> fam;
     for (const auto& [name, s] : pp.family_s) fam.push_back({s, name});
     std::sort(fam.rbegin(), fam.rend());
@@ -875,12 +901,14 @@ void VulkanBackend::PrintProfile() const {
     std::vector<std::pair<double, std::string>> kinds;
     for (const auto& [name, kd] : pp.kinds) kinds.push_back({kd.s, name});
     std::sort(kinds.rbegin(), kinds.rend());
-    std::fprintf(stderr, "  per dispatch kind (us/step, dispatches/step; GEMVs: GB/s of their weights):\n");
+    std::fprintf(stderr,
+                 "  per dispatch kind (us/step, dispatches/step; GEMVs: GB/s of their weights):\n");
     for (size_t i = 0; i < kinds.size() && i < 16; ++i) {
       const PhaseProfile::Kind& kd = pp.kinds.at(kinds[i].second);
       std::fprintf(stderr, "    %-60s %9.1f us %5.1f", kinds[i].second.c_str(), kd.s * k,
                    double(kd.count) / pp.runs);
-      if (kd.weight_bytes > 0 && kd.s > 0) std::fprintf(stderr, "  %7.1f GB/s", kd.weight_bytes / kd.s / 1e9);
+      if (kd.weight_bytes > 0 && kd.s > 0)
+        std::fprintf(stderr, "  %7.1f GB/s", kd.weight_bytes / kd.s / 1e9);
       std::fprintf(stderr, "\n");
     }
   }
@@ -922,8 +950,9 @@ void VulkanBackend::ComputeSample(const Graph& g, const Batch& b, KvStorage& kv_
                                   const RowSampling* rows, int32_t* ids, ComputeStats* stats) {
   VkKv* kv = AsVkKv(kv_base);
   for (size_t r = 0; r < b.out_rows.size(); ++r)
-    ES_CHECK(rows[r].counts.size() <= size_t(kMaxSamplingCounts), "vulkan: sampling row ", r, " carries ",
-             rows[r].counts.size(), " penalized ids; the device takes at most ", kMaxSamplingCounts);
+    ES_CHECK(rows[r].counts.size() <= size_t(kMaxSamplingCounts), "vulkan: sampling row ", r,
+             " carries ", rows[r].counts.size(), " penalized ids; the device takes at most ",
+             kMaxSamplingCounts);
   Program& p = GetProgram(g, b, *kv, kSample);
   Run(p, b, *kv, ids, stats, rows);
   CheckDeviceIds(ids, b.out_rows.size());

@@ -32,11 +32,11 @@ struct VulkanTuning {
 };
 
 struct VulkanCounters {
-  int programs_built = 0;    // graph shapes compiled (descriptors allocated, command recorded)
-  int submits = 0;           // command-buffer submissions
-  int pipelines_created = 0; // pipelines built by this process (the rest came from the map)
-  int barriers = 0;          // barriers in the last recorded program
-  int dispatches = 0;        // dispatches in the last recorded program
+  int programs_built = 0;     // graph shapes compiled (descriptors allocated, command recorded)
+  int submits = 0;            // command-buffer submissions
+  int pipelines_created = 0;  // pipelines built by this process (the rest came from the map)
+  int barriers = 0;           // barriers in the last recorded program
+  int dispatches = 0;         // dispatches in the last recorded program
   std::vector<std::string> shaders;  // its dispatches' shader variants, in order
 };
 
@@ -85,7 +85,7 @@ class VulkanBackend final : public Backend {
 
   BackendOptions opts_;
   VulkanTuning tuning_;
-  std::shared_ptr<Device> dev_;            // shared with KV caches; destroyed last
+  std::shared_ptr<Device> dev_;  // shared with KV caches; destroyed last
   std::unique_ptr<PipelineCache> pipes_;
   std::unique_ptr<MemoryPool> weight_pool_, act_pool_, host_pool_, readback_pool_;
   std::shared_ptr<StagingRing> staging_;  // shared with KV caches

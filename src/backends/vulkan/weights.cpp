@@ -14,22 +14,39 @@ constexpr uint64_t Pad16(uint64_t b) { return (b + 15) / 16 * 16; }
 // Bytes per block of each section of a repacked row (wload.glsl): quants, high bits, scales.
 // f16-per-block scale sections are counted in half blocks (2 bytes) and padded as a whole.
 struct QuantLayout {
-  int block = 0;           // elements per block
-  uint64_t qs = 0, qh = 0; // quant and high-bit bytes per block
-  uint64_t meta = 0;       // scale bytes per block (Q4_K/Q5_K meta words, Q6_K int8 scales, dm)
-  bool d16 = false;        // an f16 d per block follows (Q8_0, Q4_0, Q5_0, Q6_K)
+  int block = 0;            // elements per block
+  uint64_t qs = 0, qh = 0;  // quant and high-bit bytes per block
+  uint64_t meta = 0;        // scale bytes per block (Q4_K/Q5_K meta words, Q6_K int8 scales, dm)
+  bool d16 = false;         // an f16 d per block follows (Q8_0, Q4_0, Q5_0, Q6_K)
 };
 bool LayoutOf(DType t, QuantLayout* l) {
   switch (t) {
-    case DType::kQ8_0: *l = {32, 32, 0, 0, true}; return true;
-    case DType::kQ4_0: *l = {32, 16, 0, 0, true}; return true;
-    case DType::kQ4_1: *l = {32, 16, 0, 4, false}; return true;
-    case DType::kQ5_0: *l = {32, 16, 4, 0, true}; return true;
-    case DType::kQ5_1: *l = {32, 16, 4, 4, false}; return true;
-    case DType::kQ4_K: *l = {256, 128, 0, 20, false}; return true;
-    case DType::kQ5_K: *l = {256, 128, 32, 20, false}; return true;
-    case DType::kQ6_K: *l = {256, 128, 64, 16, true}; return true;
-    default: return false;
+    case DType::kQ8_0:
+      *l = {32, 32, 0, 0, true};
+      return true;
+    case DType::kQ4_0:
+      *l = {32, 16, 0, 0, true};
+      return true;
+    case DType::kQ4_1:
+      *l = {32, 16, 0, 4, false};
+      return true;
+    case DType::kQ5_0:
+      *l = {32, 16, 4, 0, true};
+      return true;
+    case DType::kQ5_1:
+      *l = {32, 16, 4, 4, false};
+      return true;
+    case DType::kQ4_K:
+      *l = {256, 128, 0, 20, false};
+      return true;
+    case DType::kQ5_K:
+      *l = {256, 128, 32, 20, false};
+      return true;
+    case DType::kQ6_K:
+      *l = {256, 128, 64, 16, true};
+      return true;
+    default:
+      return false;
   }
 }
 }  // namespace
@@ -110,8 +127,7 @@ void RepackQuantRow(DType t, const uint8_t* src, int64_t cols, uint8_t* dst) {
           std::memcpy(m + 2, &k->dmin, 2);
           scales = k->scales;
         }
-        for (int j = 0; j < 8; ++j)
-          UnpackScaleMinK4(j, scales, m + 4 + 2 * j, m + 5 + 2 * j);
+        for (int j = 0; j < 8; ++j) UnpackScaleMinK4(j, scales, m + 4 + 2 * j, m + 5 + 2 * j);
         break;
       }
       case DType::kQ6_K: {
@@ -122,7 +138,8 @@ void RepackQuantRow(DType t, const uint8_t* src, int64_t cols, uint8_t* dst) {
         std::memcpy(d16 + 2 * b, &k->d, 2);
         break;
       }
-      default: ES_ASSERT(false);
+      default:
+        ES_ASSERT(false);
     }
   }
 }
@@ -153,7 +170,8 @@ const ExpertStack& WeightStore::GetExperts(const std::vector<const Tensor*>& exp
   const Tensor& first = *experts[0];
   ES_CHECK(Supported(first.dtype), "vulkan: expert weight '", first.name, "' has type ",
            Name(first.dtype), ", which the Vulkan backend does not read");
-  ES_CHECK(first.shape.size() == 2 && (!IsQuantized(first.dtype) || first.cols() % BlockElems(first.dtype) == 0),
+  ES_CHECK(first.shape.size() == 2 &&
+               (!IsQuantized(first.dtype) || first.cols() % BlockElems(first.dtype) == 0),
            "vulkan: expert weight '", first.name, "' must be a matrix with rows of whole blocks");
   for (const Tensor* t : experts)
     ES_CHECK(t->dtype == first.dtype && t->shape == first.shape, "vulkan: expert weight '", t->name,
@@ -169,7 +187,8 @@ const ExpertStack& WeightStore::GetExperts(const std::vector<const Tensor*>& exp
   s->expert_bytes = uint64_t(s->rows) * DeviceRowBytes(s->dtype, s->cols);
   ES_CHECK(s->expert_bytes <= pool_.max_range(), "vulkan: expert weight '", first.name, "' (",
            s->expert_bytes, " bytes) exceeds the device's largest buffer range");
-  s->per_block = std::max<int64_t>(1, int64_t(pool_.max_range() / std::max<uint64_t>(s->expert_bytes, 1)));
+  s->per_block =
+      std::max<int64_t>(1, int64_t(pool_.max_range() / std::max<uint64_t>(s->expert_bytes, 1)));
   for (int64_t e0 = 0; e0 < s->n; e0 += s->per_block) {
     const int64_t ne = std::min(s->per_block, s->n - e0);
     Allocation a = pool_.Alloc(uint64_t(ne) * s->expert_bytes, first.name + " (expert stack)");
@@ -194,7 +213,8 @@ void WeightStore::UploadRows(const uint8_t* src, DType dtype, int64_t cols, int6
   const uint64_t src_row_bytes = RowBytes(dtype, cols);
   std::vector<uint8_t> packed(bytes);
   for (int64_t r = 0; r < n; ++r)
-    RepackQuantRow(dtype, src + uint64_t(r) * src_row_bytes, cols, packed.data() + uint64_t(r) * row_bytes);
+    RepackQuantRow(dtype, src + uint64_t(r) * src_row_bytes, cols,
+                   packed.data() + uint64_t(r) * row_bytes);
   staging_.Upload(packed.data(), bytes, dst, dst_offset);
 }
 

@@ -48,8 +48,8 @@ void RepackQuantRow(DType t, const uint8_t* src, int64_t cols, uint8_t* dst);
 struct ExpertStack {
   DType dtype = DType::kF32;
   int64_t n = 0, rows = 0, cols = 0;
-  int64_t per_block = 0;       // experts per block
-  uint64_t expert_bytes = 0;   // rows x DeviceRowBytes(dtype, cols)
+  int64_t per_block = 0;      // experts per block
+  uint64_t expert_bytes = 0;  // rows x DeviceRowBytes(dtype, cols)
   std::vector<Allocation> blocks;
   // Each member's host owner (expired = that tensor is gone) and whether it had one.
   std::vector<std::pair<std::weak_ptr<const void>, bool>> owners;
@@ -83,7 +83,7 @@ class WeightStore {
 
  private:
   using Key = std::tuple<const void*, size_t, int, bool>;  // data, bytes, dtype, as f32
-  using StackKey = std::vector<const void*>;                // the experts' data, in order
+  using StackKey = std::vector<const void*>;               // the experts' data, in order
   const DeviceWeight& Upload(const Tensor& t, const void* data, DType dtype, Key key);
   // Rows [0, n) of `src` (host rows of `dtype`, `cols` elements) into `dst` at `dst_offset`, in
   // the device layout (repacked for block types).

@@ -1,5 +1,5 @@
-// ONNX reader (edgeseek/internal/formats/onnx.h). Sections: wire-format split (where the raw_data bytes
-// lie), tensors (dtype, views, external data), attributes, the graph.
+// ONNX reader (edgeseek/internal/formats/onnx.h). Sections: wire-format split (where the raw_data
+// bytes lie), tensors (dtype, views, external data), attributes, the graph.
 #include <google/protobuf/io/coded_stream.h>
 #include <google/protobuf/wire_format_lite.h>
 #include <onnx/onnx_pb.h>  // ONNX_API, then the generated onnx-ml.pb.h

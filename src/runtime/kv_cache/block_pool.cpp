@@ -1,10 +1,9 @@
-// KvBlockPool (edgeseek/internal/runtime/kv_block_pool.h): free list, references, the hash-chained prefix
-// cache and its LRU eviction.
-#include "edgeseek/internal/runtime/kv_block_pool.h"
-
+// KvBlockPool (edgeseek/internal/runtime/kv_block_pool.h): free list, references, the hash-chained
+// prefix cache and its LRU eviction.
 #include <algorithm>
 
 #include "edgeseek/internal/core/error.h"
+#include "edgeseek/internal/runtime/kv_block_pool.h"
 
 namespace es {
 

@@ -1,5 +1,5 @@
-// Engine: the continuous-batching loop of one model instance (edgeseek/internal/runtime/engine.h). Each
-// Step() runs small actions in order — sweep, preempt, admit, migrate, plan, forward,
+// Engine: the continuous-batching loop of one model instance (edgeseek/internal/runtime/engine.h).
+// Each Step() runs small actions in order — sweep, preempt, admit, migrate, plan, forward,
 // sample/emit — so requests join and leave the running batch at token boundaries.
 #include "edgeseek/internal/runtime/engine.h"
 
@@ -23,12 +23,18 @@ double SteadySeconds() {
 
 const char* FinishReasonName(FinishReason r) {
   switch (r) {
-    case FinishReason::kNone: return "none";
-    case FinishReason::kStop: return "stop";
-    case FinishReason::kLength: return "length";
-    case FinishReason::kCancelled: return "cancelled";
-    case FinishReason::kTimeout: return "timeout";
-    case FinishReason::kError: return "error";
+    case FinishReason::kNone:
+      return "none";
+    case FinishReason::kStop:
+      return "stop";
+    case FinishReason::kLength:
+      return "length";
+    case FinishReason::kCancelled:
+      return "cancelled";
+    case FinishReason::kTimeout:
+      return "timeout";
+    case FinishReason::kError:
+      return "error";
   }
   return "?";
 }
@@ -152,8 +158,14 @@ void Engine::Preempt(size_t i, double now, int migrate_to) {
   // logits do not depend on the batch and its Sampler keeps its state, the output is unchanged.
   r->n_computed = 0;
   if (r->trace.size() < kMaxTraceEvents)
-    r->trace.push_back({migrate_to >= 0 ? "migrated" : "preempted", now, now,
-                        int64_t(r->tokens.size()), 0, 0, opts_.instance, {}});
+    r->trace.push_back({migrate_to >= 0 ? "migrated" : "preempted",
+                        now,
+                        now,
+                        int64_t(r->tokens.size()),
+                        0,
+                        0,
+                        opts_.instance,
+                        {}});
   if (migrate_to >= 0) {
     // Counted on its way before it is queued, so that the target's arrival finds it.
     ES_ASSERT(balancer_);
@@ -268,7 +280,8 @@ bool Engine::GrowKv(SeqRequest& r, int64_t n_tokens) {
 void Engine::PublishBlocks(SeqRequest& r) {
   if (!pool_->prefix_cache()) return;
   const size_t full = size_t(r.n_computed / kKvBlockTokens);
-  uint64_t prev = r.block_keys.empty() ? KvBlockPool::ScopeSeed(r.prefix_scope) : r.block_keys.back();
+  uint64_t prev =
+      r.block_keys.empty() ? KvBlockPool::ScopeSeed(r.prefix_scope) : r.block_keys.back();
   for (size_t i = r.block_keys.size(); i < full; ++i) {
     const int32_t* t = r.tokens.data() + i * kKvBlockTokens;
     const uint64_t key = KvBlockPool::ChainHash(prev, t);
@@ -302,7 +315,8 @@ bool Engine::ReserveStep(const std::shared_ptr<SeqRequest>& r, int* n,
     for (size_t i = 0; i < running_.size(); ++i) {
       const auto& c = running_[i];
       if (c == r || std::find(planned.begin(), planned.end(), c) != planned.end()) continue;
-      if (c->priority < r->priority || (c->priority == r->priority && i < size_t(self - running_.begin())))
+      if (c->priority < r->priority ||
+          (c->priority == r->priority && i < size_t(self - running_.begin())))
         continue;
       // running_ is in admission order: a later index was admitted later.
       if (victim < 0 || c->priority >= running_[size_t(victim)]->priority) victim = int(i);
@@ -405,11 +419,15 @@ bool Engine::Step() {
     // when the request runs by itself.
     auto r = running_[next_serial_++ % running_.size()];
     int64_t prompt = int64_t(r->prompt.size());
-    int n = r->n_computed < prompt ? int(std::min<int64_t>(prompt - r->n_computed, opts_.prefill_chunk)) : 1;
+    int n = r->n_computed < prompt
+                ? int(std::min<int64_t>(prompt - r->n_computed, opts_.prefill_chunk))
+                : 1;
     if (ReserveStep(r, &n, planned, now)) {
       items.push_back({r, n});
-      if (int64_t(r->tokens.size()) - r->n_computed == 1) ++decodes;
-      else prefill_tokens += n;
+      if (int64_t(r->tokens.size()) - r->n_computed == 1)
+        ++decodes;
+      else
+        prefill_tokens += n;
     }
   } else {
     // Every decode first (one token each), then prefill chunks under the budget. A request
@@ -487,7 +505,8 @@ bool Engine::Step() {
   }
   double t1 = SteadySeconds();
   const bool have_ids = greedy || sampled;
-  ES_ASSERT(have_ids ? ids_.size() >= items.size() : logits_.size() >= items.size() * size_t(vocab_));
+  ES_ASSERT(have_ids ? ids_.size() >= items.size()
+                     : logits_.size() >= items.size() * size_t(vocab_));
   StepSplit split;
   if (opts_.profile) {
     const ComputeStats& cs = compute_stats_;
@@ -505,7 +524,8 @@ bool Engine::Step() {
                           int64_t(items.size()), opts_.instance, split});
     if (!decode) local_.prompt_tokens += items[i].n;
     if (r->n_computed < int64_t(r->tokens.size())) continue;  // a prefill chunk, not the last
-    float* row = have_ids ? nullptr : logits_.data() + i * size_t(vocab_);  // constrained: never ids
+    float* row =
+        have_ids ? nullptr : logits_.data() + i * size_t(vocab_);  // constrained: never ids
     if (r->constraint && !ApplyConstraint(r, row)) continue;
     const int32_t tok = have_ids ? ids_[i] : r->sampler->Sample(row, vocab_, r->tokens);
     EmitToken(r, row, tok, t1);
@@ -653,8 +673,10 @@ bool Engine::ApplyConstraint(std::shared_ptr<SeqRequest>& r, float* row) {
   }
   if (allowed > 0) return true;
   // Nothing may follow: a complete output without a stop id to emit (ignore_eos) ends here.
-  if (r->constraint->complete()) Finish(r, FinishReason::kStop);
-  else Finish(r, FinishReason::kError, "no token of the vocabulary can continue the grammar");
+  if (r->constraint->complete())
+    Finish(r, FinishReason::kStop);
+  else
+    Finish(r, FinishReason::kError, "no token of the vocabulary can continue the grammar");
   return false;
 }
 

@@ -1,6 +1,6 @@
 // RequestQueue: the waiting requests of one model and the QoS order in which its engines take
-// them (edgeseek/internal/runtime/engine.h). A request migrating to an instance (balancer.h) goes to
-// that instance first and to no other; then three rules, in order:
+// them (edgeseek/internal/runtime/engine.h). A request migrating to an instance (balancer.h) goes
+// to that instance first and to no other; then three rules, in order:
 //   1. deadline: a request waiting past its class's preempt_after_s goes first (highest class,
 //      then oldest) — the engine preempts a lower class to make room for it;
 //   2. smooth weighted round robin between backlogged classes (nginx's algorithm: every class
@@ -38,7 +38,8 @@ RequestQueue::RequestQueue(QosPolicy policy) : policy_(std::move(policy)) {
   classes_.resize(policy_.classes.size());
 }
 
-std::vector<std::shared_ptr<SeqRequest>>& RequestQueue::FifoOf(Class& c, const std::string& client) {
+std::vector<std::shared_ptr<SeqRequest>>& RequestQueue::FifoOf(Class& c,
+                                                               const std::string& client) {
   for (auto& [name, fifo] : c.clients)
     if (name == client) return fifo;
   c.clients.emplace_back(client, std::vector<std::shared_ptr<SeqRequest>>{});
@@ -60,7 +61,7 @@ RequestQueue::Client& RequestQueue::ClientOf(const std::string& client) {
 
 void RequestQueue::Activate(Client& c, const SeqRequest& r) {
   if (c.waiting > 0) return;  // still backlogged: keeps its place
-  double min_backlog = std::numeric_limits<double>::infinity();   // waiting or running
+  double min_backlog = std::numeric_limits<double>::infinity();  // waiting or running
   double min_waiting = std::numeric_limits<double>::infinity();
   for (auto& o : clients_) {
     if (&o == &c) continue;
@@ -69,7 +70,8 @@ void RequestQueue::Activate(Client& c, const SeqRequest& r) {
   }
   if (c.running == 0) {
     // Back from idle: no credit for the time it asked for nothing.
-    if (min_backlog != std::numeric_limits<double>::infinity()) c.vtime = std::max(c.vtime, min_backlog);
+    if (min_backlog != std::numeric_limits<double>::infinity())
+      c.vtime = std::max(c.vtime, min_backlog);
     return;
   }
   // Its queue ran dry while its requests were served (the next one was on its way): it keeps
@@ -149,7 +151,7 @@ std::shared_ptr<SeqRequest> RequestQueue::PopFromClass(Class& c, int64_t max_nee
   for (auto& [name, fifo] : c.clients) {
     if (fifo.empty() || !Eligible(*fifo.front(), max_need, instance)) continue;
     double v = ClientOf(name).vtime;
-    if (!best || v < best_v) best = &fifo, best_v = v;   // ties: the first-seen client
+    if (!best || v < best_v) best = &fifo, best_v = v;  // ties: the first-seen client
   }
   return best ? Take(c, *best, 0) : nullptr;
 }
@@ -171,7 +173,8 @@ std::shared_ptr<SeqRequest> RequestQueue::PopNext(int64_t max_need, double now, 
     for (auto& [name, fifo] : classes_[ci].clients) {
       if (fifo.empty() || !Eligible(*fifo.front(), max_need, instance)) continue;
       if (now - fifo.front()->submit_time < after) continue;
-      if (!best_fifo || fifo.front()->submit_time < best_fifo->front()->submit_time) best_fifo = &fifo;
+      if (!best_fifo || fifo.front()->submit_time < best_fifo->front()->submit_time)
+        best_fifo = &fifo;
     }
     if (best_fifo) return Take(classes_[ci], *best_fifo, 0);
   }

@@ -20,7 +20,8 @@ void StepModel::ForwardSample(const Batch& batch, const std::vector<RowSampling>
   Forward(batch, &logits, stats);
   const size_t V = size_t(vocab_size());
   ids->resize(batch.out_rows.size());
-  for (size_t r = 0; r < ids->size(); ++r) (*ids)[r] = SampleRowHost(logits.data() + r * V, int64_t(V), rows[r]);
+  for (size_t r = 0; r < ids->size(); ++r)
+    (*ids)[r] = SampleRowHost(logits.data() + r * V, int64_t(V), rows[r]);
 }
 
 namespace {
@@ -39,7 +40,9 @@ class RunnerStepModel final : public StepModel {
     return r_->kv_paged() ? r_->kv_blocks() : StepModel::kv_blocks();
   }
   bool paged_kv() const override { return r_->kv_paged(); }
-  void SetBlockTable(int slot, const std::vector<int32_t>& blocks) override { r_->SetBlockTable(slot, blocks); }
+  void SetBlockTable(int slot, const std::vector<int32_t>& blocks) override {
+    r_->SetBlockTable(slot, blocks);
+  }
   // The CPU backend computes every row with one reduction order whatever the batch (its
   // matmuls and attention loop per row; tests/server/batch_invariance_test.mjs checks 32
   // concurrent requests against 32 sequential ones); the Vulkan
@@ -52,8 +55,8 @@ class RunnerStepModel final : public StepModel {
     r_->ForwardArgmax(batch, ids, stats);
   }
   bool device_sampling() const override { return r_->backend().device_sampling(); }
-  void ForwardSample(const Batch& batch, const std::vector<RowSampling>& rows, std::vector<int32_t>* ids,
-                     ComputeStats* stats) override {
+  void ForwardSample(const Batch& batch, const std::vector<RowSampling>& rows,
+                     std::vector<int32_t>* ids, ComputeStats* stats) override {
     r_->ForwardSample(batch, rows, ids, stats);
   }
 

@@ -20,22 +20,26 @@ using StmtPtr = std::unique_ptr<Stmt>;
 using Body = std::vector<StmtPtr>;
 
 enum class ExprKind {
-  kConst,     // constant
-  kName,      // name
-  kGetattr,   // a.name
-  kGetitem,   // a[b]
-  kSlice,     // a:b:c inside [] (any of them may be null)
-  kCall,      // a(args, kwargs, *dyn_args, **dyn_kwargs)
-  kFilter,    // a|name(args...) — a is null inside {% filter %} blocks
-  kTest,      // a is name(args...)
-  kNeg, kPos, kNot,          // a
-  kAnd, kOr,                 // a, b
+  kConst,    // constant
+  kName,     // name
+  kGetattr,  // a.name
+  kGetitem,  // a[b]
+  kSlice,    // a:b:c inside [] (any of them may be null)
+  kCall,     // a(args, kwargs, *dyn_args, **dyn_kwargs)
+  kFilter,   // a|name(args...) — a is null inside {% filter %} blocks
+  kTest,     // a is name(args...)
+  kNeg,
+  kPos,
+  kNot,  // a
+  kAnd,
+  kOr,        // a, b
   kBinary,    // a op b: name holds + - * / // % **
   kConcat,    // args joined with ~
   kCompare,   // a, then ops[i] applied to args[i]: == != < <= > >= in notin
   kCondExpr,  // b if a else c (c may be null)
-  kList, kTuple,  // args
-  kDict,      // kwargs-like pairs in dict_items
+  kList,
+  kTuple,  // args
+  kDict,   // kwargs-like pairs in dict_items
 };
 
 struct Expr {
@@ -53,18 +57,19 @@ struct Expr {
 };
 
 enum class StmtKind {
-  kData,        // text
-  kOutput,      // {{ expr }}
-  kIf,          // expr, body, else_body (elif chains nest in else_body)
-  kFor,         // target, expr (iterable), cond (loop filter, may be null), body, else_body
-  kSet,         // target = expr
-  kSetBlock,    // target, filter (may be null), body
-  kMacro,       // name, params (+ defaults, null where none), body
-  kCallBlock,   // expr (the call), params (caller's), body
-  kFilterBlock, // filter (chain with a null innermost input), body
-  kWith,        // targets/values in assigns, body
-  kBreak, kContinue,
-  kScope,       // body rendered as is ({% generation %})
+  kData,         // text
+  kOutput,       // {{ expr }}
+  kIf,           // expr, body, else_body (elif chains nest in else_body)
+  kFor,          // target, expr (iterable), cond (loop filter, may be null), body, else_body
+  kSet,          // target = expr
+  kSetBlock,     // target, filter (may be null), body
+  kMacro,        // name, params (+ defaults, null where none), body
+  kCallBlock,    // expr (the call), params (caller's), body
+  kFilterBlock,  // filter (chain with a null innermost input), body
+  kWith,         // targets/values in assigns, body
+  kBreak,
+  kContinue,
+  kScope,  // body rendered as is ({% generation %})
 };
 
 struct Stmt {

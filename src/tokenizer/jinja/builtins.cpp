@@ -19,11 +19,13 @@
 namespace es::jinja {
 namespace {
 
-// ---- argument binding ------------------------------------------------------------------------------
+// ---- argument binding
+// ------------------------------------------------------------------------------
 using Bound = std::vector<std::optional<Value>>;
 
 // Binds positional then keyword arguments to `params` like a Python signature.
-Bound Bind(std::string_view fname, const CallArgs& args, std::initializer_list<std::string_view> params) {
+Bound Bind(std::string_view fname, const CallArgs& args,
+           std::initializer_list<std::string_view> params) {
   Bound out(params.size());
   if (args.positional.size() > params.size())
     throw OpError("TypeError: " + std::string(fname) + "() takes at most " +
@@ -37,8 +39,11 @@ Bound Bind(std::string_view fname, const CallArgs& args, std::initializer_list<s
       ++i;
     }
     if (i == params.size())
-      throw OpError("TypeError: " + std::string(fname) + "() got an unexpected keyword argument '" + k + "'");
-    if (out[i]) throw OpError("TypeError: " + std::string(fname) + "() got multiple values for argument '" + k + "'");
+      throw OpError("TypeError: " + std::string(fname) + "() got an unexpected keyword argument '" +
+                    k + "'");
+    if (out[i])
+      throw OpError("TypeError: " + std::string(fname) + "() got multiple values for argument '" +
+                    k + "'");
     out[i] = v;
   }
   return out;
@@ -85,7 +90,8 @@ Value Unsafe(const std::string& type, std::string_view name) {
 }
 
 Value UndefinedAttr(const Value& obj, std::string_view name) {
-  return Value::Undefined("'" + ObjectTypeRepr(obj) + "' has no attribute '" + std::string(name) + "'");
+  return Value::Undefined("'" + ObjectTypeRepr(obj) + "' has no attribute '" + std::string(name) +
+                          "'");
 }
 
 // ---- namespace ---------------------------------------------------------------------------------
@@ -95,7 +101,8 @@ class NamespaceObject : public Object {
   Value GetAttr(std::string_view name) const override {
     for (const auto& [k, v] : attrs_)
       if (k == name) return v;
-    return Value::Undefined("'jinja2.utils.Namespace object' has no attribute '" + std::string(name) + "'");
+    return Value::Undefined("'jinja2.utils.Namespace object' has no attribute '" +
+                            std::string(name) + "'");
   }
   // Grows with every assignment of a value that nests (a namespace assigned into itself counts
   // once more each time: conservative, and such templates stop at kMaxValueNesting).
@@ -125,14 +132,17 @@ class NamespaceObject : public Object {
   int nest_ = 1;
 };
 
-// ---- str methods -----------------------------------------------------------------------------------
+// ---- str methods
+// -----------------------------------------------------------------------------------
 const char* const kStrMethods[] = {
-    "capitalize", "casefold", "center", "count", "encode", "endswith", "expandtabs", "find",
-    "format", "format_map", "index", "isalnum", "isalpha", "isascii", "isdecimal", "isdigit",
-    "isidentifier", "islower", "isnumeric", "isprintable", "isspace", "istitle", "isupper", "join",
-    "ljust", "lower", "lstrip", "maketrans", "partition", "removeprefix", "removesuffix",
-    "replace", "rfind", "rindex", "rjust", "rpartition", "rsplit", "rstrip", "split", "splitlines",
-    "startswith", "strip", "swapcase", "title", "translate", "upper", "zfill"};
+    "capitalize",   "casefold",    "center",    "count",      "encode",       "endswith",
+    "expandtabs",   "find",        "format",    "format_map", "index",        "isalnum",
+    "isalpha",      "isascii",     "isdecimal", "isdigit",    "isidentifier", "islower",
+    "isnumeric",    "isprintable", "isspace",   "istitle",    "isupper",      "join",
+    "ljust",        "lower",       "lstrip",    "maketrans",  "partition",    "removeprefix",
+    "removesuffix", "replace",     "rfind",     "rindex",     "rjust",        "rpartition",
+    "rsplit",       "rstrip",      "split",     "splitlines", "startswith",   "strip",
+    "swapcase",     "title",       "translate", "upper",      "zfill"};
 
 bool IsLineBreak(char32_t c) {
   return c == '\n' || c == '\r' || c == 0x0B || c == 0x0C || c == 0x1C || c == 0x1D || c == 0x1E ||
@@ -184,7 +194,8 @@ bool StartsOrEnds(const std::string& s, const CallArgs& args, bool ends) {
     candidates.push_back(a[0]->GetString());
   } else if (a[0]->IsList() && a[0]->list().is_tuple) {
     for (const auto& x : a[0]->list().items) {
-      if (!x.IsString()) throw OpError("TypeError: tuple for startswith/endswith must only contain str");
+      if (!x.IsString())
+        throw OpError("TypeError: tuple for startswith/endswith must only contain str");
       candidates.push_back(x.GetString());
     }
   } else {
@@ -234,7 +245,8 @@ std::string PyFormat(const std::string& fmt, const CallArgs& args) {
       continue;
     }
     const size_t close = fmt.find('}', i);
-    if (close == std::string::npos) throw OpError("ValueError: Single '{' encountered in format string");
+    if (close == std::string::npos)
+      throw OpError("ValueError: Single '{' encountered in format string");
     std::string field = fmt.substr(i + 1, close - i - 1);
     i = close;
     char conv = 0;
@@ -301,12 +313,14 @@ Value StrMethod(const std::string& s, const std::string& m, CallArgs& args) {
   if (m == "splitlines") {
     auto a = Bind(m, args, {"keepends"});
     std::vector<Value> parts;
-    for (auto& p : SplitLines(s, a[0] && Truthy(*a[0]))) parts.push_back(Value::String(std::move(p)));
+    for (auto& p : SplitLines(s, a[0] && Truthy(*a[0])))
+      parts.push_back(Value::String(std::move(p)));
     return Value::List(std::move(parts));
   }
   if (m == "replace") {
     auto a = Bind(m, args, {"old", "new", "count"});
-    return Value::String(PyReplace(s, ArgStr(a[0], "old"), ArgStr(a[1], "new"), ArgInt(a[2], -1, "count")));
+    return Value::String(
+        PyReplace(s, ArgStr(a[0], "old"), ArgStr(a[1], "new"), ArgInt(a[2], -1, "count")));
   }
   if (m == "upper") return none("upper"), Value::String(PyUpper(s));
   if (m == "lower" || m == "casefold") return none("lower"), Value::String(PyLower(s));
@@ -349,15 +363,16 @@ Value StrMethod(const std::string& s, const std::string& m, CallArgs& args) {
     size_t i = 0;
     for (const auto& x : Iterate(*a[0])) {
       if (!x.IsString())
-        throw OpError("TypeError: sequence item " + std::to_string(i) + ": expected str instance, " +
-                      TypeName(x) + " found");
+        throw OpError("TypeError: sequence item " + std::to_string(i) +
+                      ": expected str instance, " + TypeName(x) + " found");
       if (i++) out += s;
       CheckAlloc(out.size() + x.GetString().size());
       out += x.GetString();
     }
     return Value::String(out);
   }
-  if (m == "isdigit" || m == "isdecimal" || m == "isnumeric") return none(m.c_str()), Value::Bool(PyIsDigit(s));
+  if (m == "isdigit" || m == "isdecimal" || m == "isnumeric")
+    return none(m.c_str()), Value::Bool(PyIsDigit(s));
   if (m == "isalpha") return none("isalpha"), Value::Bool(PyIsAlpha(s));
   if (m == "isalnum") return none("isalnum"), Value::Bool(PyIsAlnum(s));
   if (m == "isspace") return none("isspace"), Value::Bool(PyIsSpaceStr(s));
@@ -382,7 +397,8 @@ Value StrMethod(const std::string& s, const std::string& m, CallArgs& args) {
   if (m == "removeprefix" || m == "removesuffix") {
     auto a = Bind(m, args, {"affix"});
     const std::string& x = ArgStr(a[0], "argument");
-    if (m == "removeprefix" && s.compare(0, x.size(), x) == 0) return Value::String(s.substr(x.size()));
+    if (m == "removeprefix" && s.compare(0, x.size(), x) == 0)
+      return Value::String(s.substr(x.size()));
     if (m == "removesuffix" && !x.empty() && s.size() >= x.size() &&
         s.compare(s.size() - x.size(), x.size(), x) == 0)
       return Value::String(s.substr(0, s.size() - x.size()));
@@ -398,7 +414,8 @@ Value StrMethod(const std::string& s, const std::string& m, CallArgs& args) {
     if (width <= len) return Value::String(s);
     CheckAlloc(size_t(width) + s.size());
     size_t sign = !s.empty() && (s[0] == '+' || s[0] == '-') ? 1 : 0;
-    return Value::String(s.substr(0, sign) + std::string(size_t(width - len), '0') + s.substr(sign));
+    return Value::String(s.substr(0, sign) + std::string(size_t(width - len), '0') +
+                         s.substr(sign));
   }
   if (m == "format") return Value::String(PyFormat(s, args));
   throw OpError("str method '" + m + "' is not supported");
@@ -489,31 +506,41 @@ std::optional<Value> PyAttr(const Value& obj, std::string_view name) {
   return std::nullopt;
 }
 
-// ---- filter helpers ------------------------------------------------------------------------------
+// ---- filter helpers
+// ------------------------------------------------------------------------------
 int64_t Len(const Value& v) {
   switch (v.type()) {
-    case Value::Type::kUndefined: return 0;
-    case Value::Type::kString: return int64_t(CodepointCount(v.GetString()));
+    case Value::Type::kUndefined:
+      return 0;
+    case Value::Type::kString:
+      return int64_t(CodepointCount(v.GetString()));
     case Value::Type::kList:
       if (!v.list().is_generator) return int64_t(v.list().items.size());
       break;
-    case Value::Type::kDict: return int64_t(v.dict().items.size());
-    default: break;
+    case Value::Type::kDict:
+      return int64_t(v.dict().items.size());
+    default:
+      break;
   }
   throw OpError("TypeError: object of type '" + TypeName(v) + "' has no len()");
 }
 
-Value LowerIfString(const Value& v) { return v.IsString() ? Value::String(PyLower(v.GetString())) : v; }
+Value LowerIfString(const Value& v) {
+  return v.IsString() ? Value::String(PyLower(v.GetString())) : v;
+}
 
 // make_attrgetter: "a.b.0" looks up a, then b, then item 0 (environment.getitem each step).
-std::function<Value(const Value&)> AttrGetter(const std::optional<Value>& attribute, bool ignore_case,
+std::function<Value(const Value&)> AttrGetter(const std::optional<Value>& attribute,
+                                              bool ignore_case,
                                               std::optional<Value> def = std::nullopt) {
   std::vector<Value> parts;
   if (attribute && !attribute->IsNone()) {
     if (attribute->IsString()) {
       for (auto& p : PySplit(attribute->GetString(), std::string("."), -1, false)) {
-        if (PyIsDigit(p)) parts.push_back(Value::Int(std::stoll(p)));
-        else parts.push_back(Value::String(p));
+        if (PyIsDigit(p))
+          parts.push_back(Value::Int(std::stoll(p)));
+        else
+          parts.push_back(Value::String(p));
       }
     } else {
       parts.push_back(*attribute);
@@ -532,7 +559,8 @@ std::function<Value(const Value&)> AttrGetter(const std::optional<Value>& attrib
 Value Round(const Value& v, int64_t precision, const std::string& method) {
   if (method != "common" && method != "ceil" && method != "floor")
     throw OpError("FilterArgumentError: method must be common, ceil or floor");
-  if (!v.IsNumber()) throw OpError("TypeError: type " + TypeName(v) + " doesn't define __round__ method");
+  if (!v.IsNumber())
+    throw OpError("TypeError: type " + TypeName(v) + " doesn't define __round__ method");
   if (method == "common") {
     if (v.IsIntLike() && precision >= 0) return Value::Int(v.GetInt());
     const double x = v.GetFloat();
@@ -547,7 +575,8 @@ Value Round(const Value& v, int64_t precision, const std::string& method) {
     return Value::Float(std::nearbyint(x / scale) * scale);
   }
   const double scale = std::pow(10.0, double(precision));
-  const double r = method == "ceil" ? std::ceil(v.GetFloat() * scale) : std::floor(v.GetFloat() * scale);
+  const double r =
+      method == "ceil" ? std::ceil(v.GetFloat() * scale) : std::floor(v.GetFloat() * scale);
   return Value::Float(r / scale);
 }
 
@@ -561,9 +590,12 @@ bool ParsePyInt(std::string s, int base, int64_t* out) {
     neg = s[0] == '-';
     i = 1;
   }
-  if (base == 16 && s.compare(i, 2, "0x") == 0) i += 2;
-  else if (base == 8 && s.compare(i, 2, "0o") == 0) i += 2;
-  else if (base == 2 && s.compare(i, 2, "0b") == 0) i += 2;
+  if (base == 16 && s.compare(i, 2, "0x") == 0)
+    i += 2;
+  else if (base == 8 && s.compare(i, 2, "0o") == 0)
+    i += 2;
+  else if (base == 2 && s.compare(i, 2, "0b") == 0)
+    i += 2;
   if (i >= s.size()) return false;
   errno = 0;
   char* end = nullptr;
@@ -593,12 +625,23 @@ std::string HtmlEscape(const std::string& s) {
   std::string out;
   for (char c : s) {
     switch (c) {
-      case '&': out += "&amp;"; break;
-      case '<': out += "&lt;"; break;
-      case '>': out += "&gt;"; break;
-      case '"': out += "&#34;"; break;
-      case '\'': out += "&#39;"; break;
-      default: out.push_back(c);
+      case '&':
+        out += "&amp;";
+        break;
+      case '<':
+        out += "&lt;";
+        break;
+      case '>':
+        out += "&gt;";
+        break;
+      case '"':
+        out += "&#34;";
+        break;
+      case '\'':
+        out += "&#39;";
+        break;
+      default:
+        out.push_back(c);
     }
   }
   return out;
@@ -607,7 +650,9 @@ std::string HtmlEscape(const std::string& s) {
 // jinja2's do_title: words split at runs of '-', whitespace, '(', '{', '[', '<'.
 std::string JinjaTitle(const std::string& s) {
   std::u32string u = DecodeUtf8(s);
-  auto sep = [](char32_t c) { return c == '-' || c == '(' || c == '{' || c == '[' || c == '<' || PyIsSpace(c); };
+  auto sep = [](char32_t c) {
+    return c == '-' || c == '(' || c == '{' || c == '[' || c == '<' || PyIsSpace(c);
+  };
   std::string out;
   size_t i = 0;
   while (i < u.size()) {
@@ -634,7 +679,8 @@ Value SelectOrReject(Interpreter& in, const Value& seq, CallArgs& args, bool sel
   size_t off = 0;
   std::function<Value(const Value&)> get = [](const Value& v) { return v; };
   if (attr) {
-    if (args.positional.empty()) throw OpError("FilterArgumentError: missing parameter for attribute name");
+    if (args.positional.empty())
+      throw OpError("FilterArgumentError: missing parameter for attribute name");
     get = AttrGetter(args.positional[0], false);
     off = 1;
   }
@@ -689,8 +735,9 @@ Value SortValues(std::vector<Value> items, std::function<Value(const Value&)> ke
 
 std::string Indent(std::string s, const Value& width, bool first, bool blank) {
   if (width.IsIntLike()) CheckAlloc(size_t(std::max<int64_t>(0, width.GetInt())));
-  std::string ind = width.IsString() ? width.GetString()
-                                     : std::string(size_t(std::max<int64_t>(0, width.GetInt())), ' ');
+  std::string ind = width.IsString()
+                        ? width.GetString()
+                        : std::string(size_t(std::max<int64_t>(0, width.GetInt())), ' ');
   s += "\n";
   auto lines = SplitLines(s, false);
   std::string rv;
@@ -979,7 +1026,8 @@ const std::unordered_map<std::string, FilterFn>& Filters() {
   return *filters;
 }
 
-const char* const kFilterAliases[][2] = {{"d", "default"}, {"e", "escape"}, {"forceescape", "escape"}};
+const char* const kFilterAliases[][2] = {
+    {"d", "default"}, {"e", "escape"}, {"forceescape", "escape"}};
 
 std::string_view CanonicalFilter(std::string_view name) {
   for (const auto& alias : kFilterAliases)
@@ -987,7 +1035,8 @@ std::string_view CanonicalFilter(std::string_view name) {
   return name;
 }
 
-// ---- tests -------------------------------------------------------------------------------------------
+// ---- tests
+// -------------------------------------------------------------------------------------------
 using TestFn = std::function<bool(Interpreter&, const Value&, CallArgs&)>;
 
 TestFn Compare1(const char* op) {
@@ -1069,7 +1118,8 @@ const std::unordered_map<std::string, TestFn>& Tests() {
 
 }  // namespace
 
-// ---- public entry points ---------------------------------------------------------------------------
+// ---- public entry points
+// ---------------------------------------------------------------------------
 bool IsKnownFilter(std::string_view name) {
   return Filters().count(std::string(CanonicalFilter(name))) > 0;
 }
@@ -1126,7 +1176,8 @@ Value GetItem(const Value& obj, const Value& key) {
 
 std::vector<Value> Iterate(const Value& v) {
   switch (v.type()) {
-    case Value::Type::kUndefined: return {};
+    case Value::Type::kUndefined:
+      return {};
     case Value::Type::kList:
       ChargeSteps(v.list().items.size());
       ChargeAlloc(v.list().items.size() * sizeof(Value));
@@ -1151,17 +1202,20 @@ std::vector<Value> Iterate(const Value& v) {
       }
       return chars;
     }
-    default: break;
+    default:
+      break;
   }
   throw OpError("TypeError: '" + TypeName(v) + "' object is not iterable");
 }
 
 bool Contains(const Value& container, const Value& item) {
   switch (container.type()) {
-    case Value::Type::kUndefined: return false;
+    case Value::Type::kUndefined:
+      return false;
     case Value::Type::kString:
       if (!item.IsString())
-        throw OpError("TypeError: 'in <string>' requires string as left operand, not " + TypeName(item));
+        throw OpError("TypeError: 'in <string>' requires string as left operand, not " +
+                      TypeName(item));
       ChargeBytes(container.GetString().size());
       return container.GetString().find(item.GetString()) != std::string::npos;
     case Value::Type::kList:
@@ -1169,49 +1223,57 @@ bool Contains(const Value& container, const Value& item) {
       for (const auto& x : container.list().items)
         if (Equals(x, item)) return true;
       return false;
-    case Value::Type::kDict: return container.dict().Find(item) != nullptr;
-    default: break;
+    case Value::Type::kDict:
+      return container.dict().Find(item) != nullptr;
+    default:
+      break;
   }
   throw OpError("TypeError: argument of type '" + TypeName(container) + "' is not iterable");
 }
 
 void AddGlobals(DictData& globals) {
   globals.Set(Value::String("range"), MakeFn("range", [](Interpreter&, CallArgs& args) {
-    auto a = Bind("range", args, {"start", "stop", "step"});
-    if (!a[0]) throw OpError("TypeError: range expected at least 1 argument, got 0");
-    int64_t start = 0, stop, step = ArgInt(a[2], 1, "range step");
-    if (a[1]) {
-      start = ArgInt(a[0], 0, "range start");
-      stop = ArgInt(a[1], 0, "range stop");
-    } else {
-      stop = ArgInt(a[0], 0, "range stop");
-    }
-    if (step == 0) throw OpError("ValueError: range() arg 3 must not be zero");
-    std::vector<Value> out;
-    for (int64_t i = start; step > 0 ? i < stop : i > stop; i += step) {
-      if (out.size() >= 100000) throw OpError("OverflowError: Range too big. The sandbox blocks ranges larger than MAX_RANGE (100000).");
-      out.push_back(Value::Int(i));
-    }
-    return Value::List(std::move(out));
-  }));
-  globals.Set(Value::String("dict"), MakeFn("dict", [](Interpreter&, CallArgs& args) {
-    Value d = Value::Dict();
-    if (args.positional.size() > 1) throw OpError("TypeError: dict expected at most 1 argument");
-    if (!args.positional.empty()) {
-      const Value& src = args.positional[0];
-      if (src.IsDict()) {
-        d.dict().CopyFrom(src.dict());
-      } else {
-        for (const auto& pair : Iterate(src)) {
-          auto kv = Iterate(pair);
-          if (kv.size() != 2) throw OpError("ValueError: dictionary update sequence element has wrong length");
-          d.dict().Set(kv[0], kv[1]);
+                auto a = Bind("range", args, {"start", "stop", "step"});
+                if (!a[0]) throw OpError("TypeError: range expected at least 1 argument, got 0");
+                int64_t start = 0, stop, step = ArgInt(a[2], 1, "range step");
+                if (a[1]) {
+                  start = ArgInt(a[0], 0, "range start");
+                  stop = ArgInt(a[1], 0, "range stop");
+                } else {
+                  stop = ArgInt(a[0], 0, "range stop");
+                }
+                if (step == 0) throw OpError("ValueError: range() arg 3 must not be zero");
+                std::vector<Value> out;
+                for (int64_t i = start; step > 0 ? i < stop : i > stop; i += step) {
+                  if (out.size() >= 100000)
+                    throw OpError(
+                        "OverflowError: Range too big. The sandbox blocks ranges larger than "
+                        "MAX_RANGE (100000).");
+                  out.push_back(Value::Int(i));
+                }
+                return Value::List(std::move(out));
+              }));
+  globals.Set(
+      Value::String("dict"), MakeFn("dict", [](Interpreter&, CallArgs& args) {
+        Value d = Value::Dict();
+        if (args.positional.size() > 1)
+          throw OpError("TypeError: dict expected at most 1 argument");
+        if (!args.positional.empty()) {
+          const Value& src = args.positional[0];
+          if (src.IsDict()) {
+            d.dict().CopyFrom(src.dict());
+          } else {
+            for (const auto& pair : Iterate(src)) {
+              auto kv = Iterate(pair);
+              if (kv.size() != 2)
+                throw OpError("ValueError: dictionary update sequence element has wrong length");
+              d.dict().Set(kv[0], kv[1]);
+            }
+          }
         }
-      }
-    }
-    for (const auto& [k, v] : args.keyword) d.dict().Set(Value::String(k), v);
-    return d;
-  }));
+        for (const auto& [k, v] : args.keyword) d.dict().Set(Value::String(k), v);
+        return d;
+      }));
   globals.Set(Value::String("namespace"), MakeFn("namespace", [](Interpreter& in, CallArgs& args) {
                 in.budget().Alloc(Interpreter::kScopeBytes);
                 auto ns = std::make_shared<NamespaceObject>();
@@ -1227,20 +1289,22 @@ void AddGlobals(DictData& globals) {
                 for (const auto& [k, v] : args.keyword) ns->SetAttr(k, v);
                 return Value::FromObject(std::move(ns));
               }));
-  globals.Set(Value::String("raise_exception"), MakeFn("raise_exception", [](Interpreter&, CallArgs& args) -> Value {
-    auto a = Bind("raise_exception", args, {"message"});
-    throw RaisedError(a[0] ? ToStr(*a[0]) : "");
-  }));
-  globals.Set(Value::String("strftime_now"), MakeFn("strftime_now", [](Interpreter&, CallArgs& args) {
-    auto a = Bind("strftime_now", args, {"format"});
-    const std::string& fmt = ArgStr(a[0], "format");
-    std::time_t now = std::time(nullptr);
-    std::tm tm{};
-    localtime_r(&now, &tm);
-    char buf[512];
-    size_t n = std::strftime(buf, sizeof buf, fmt.c_str(), &tm);
-    return Value::String(std::string(buf, n));
-  }));
+  globals.Set(Value::String("raise_exception"),
+              MakeFn("raise_exception", [](Interpreter&, CallArgs& args) -> Value {
+                auto a = Bind("raise_exception", args, {"message"});
+                throw RaisedError(a[0] ? ToStr(*a[0]) : "");
+              }));
+  globals.Set(Value::String("strftime_now"),
+              MakeFn("strftime_now", [](Interpreter&, CallArgs& args) {
+                auto a = Bind("strftime_now", args, {"format"});
+                const std::string& fmt = ArgStr(a[0], "format");
+                std::time_t now = std::time(nullptr);
+                std::tm tm{};
+                localtime_r(&now, &tm);
+                char buf[512];
+                size_t n = std::strftime(buf, sizeof buf, fmt.c_str(), &tm);
+                return Value::String(std::string(buf, n));
+              }));
 }
 
 }  // namespace es::jinja

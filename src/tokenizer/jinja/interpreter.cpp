@@ -35,7 +35,8 @@ class LoopObject : public Object, public std::enable_shared_from_this<LoopObject
   const std::vector<Value>& items() const { return items_; }
   std::string TypeName() const override { return "LoopContext"; }
   std::string Repr() const override {
-    return "<LoopContext " + std::to_string(index0_ + 1) + "/" + std::to_string(items_.size()) + ">";
+    return "<LoopContext " + std::to_string(index0_ + 1) + "/" + std::to_string(items_.size()) +
+           ">";
   }
   Value GetAttr(std::string_view n) const override {
     const int64_t len = int64_t(items_.size());
@@ -63,7 +64,8 @@ class LoopObject : public Object, public std::enable_shared_from_this<LoopObject
             return args.positional[size_t(loop->index0_) % args.positional.size()];
           }
           Value now = Value::List(args.positional);
-          if (loop->has_last_changed_ && Equals(now, loop->last_changed_)) return Value::Bool(false);
+          if (loop->has_last_changed_ && Equals(now, loop->last_changed_))
+            return Value::Bool(false);
           loop->last_changed_ = now;
           loop->has_last_changed_ = true;
           return Value::Bool(true);
@@ -114,20 +116,23 @@ class Macro : public Callable {
       for (size_t i = 0; i < params.size(); ++i)
         if (params[i] == k) {
           if (bound[i])
-            throw OpError("TypeError: macro '" + name_ + "' got multiple values for argument '" + k + "'");
+            throw OpError("TypeError: macro '" + name_ + "' got multiple values for argument '" +
+                          k + "'");
           scope->vars[k] = v;
           bound[i] = found = true;
         }
       if (!found) {
-        if (k == "caller") scope->vars["caller"] = v;
-        else kwargs.dict().Set(Value::String(k), v);
+        if (k == "caller")
+          scope->vars["caller"] = v;
+        else
+          kwargs.dict().Set(Value::String(k), v);
       }
     }
     for (size_t i = 0; i < params.size(); ++i) {
       if (bound[i]) continue;
-      scope->vars[params[i]] = def_->defaults[i]
-                                   ? in.Eval(*def_->defaults[i], scope)
-                                   : Value::Undefined("parameter '" + params[i] + "' was not provided");
+      scope->vars[params[i]] =
+          def_->defaults[i] ? in.Eval(*def_->defaults[i], scope)
+                            : Value::Undefined("parameter '" + params[i] + "' was not provided");
     }
     scope->vars["varargs"] = Value::Tuple(std::move(extra));
     scope->vars["kwargs"] = kwargs;
@@ -143,7 +148,8 @@ class Macro : public Callable {
   std::string name_;
 };
 
-// ---- operators ------------------------------------------------------------------------------------
+// ---- operators
+// ------------------------------------------------------------------------------------
 [[noreturn]] void BadOperands(const std::string& op, const Value& a, const Value& b) {
   throw OpError("TypeError: unsupported operand type(s) for " + op + ": '" + TypeName(a) +
                 "' and '" + TypeName(b) + "'");
@@ -215,7 +221,9 @@ Value BinaryOp(const std::string& op, const Value& a, const Value& b) {
   if (op == "*") {
     if (ints) return IntResult(__int128(a.GetInt()) * b.GetInt());
     if (nums) return Value::Float(a.GetFloat() * b.GetFloat());
-    auto seq = [](const Value& v) { return v.IsString() || (v.IsList() && !v.list().is_generator); };
+    auto seq = [](const Value& v) {
+      return v.IsString() || (v.IsList() && !v.list().is_generator);
+    };
     if (seq(a) && b.IsIntLike()) return Repeat(a, b.GetInt());
     if (a.IsIntLike() && seq(b)) return Repeat(b, a.GetInt());
     BadOperands(op, a, b);
@@ -256,7 +264,8 @@ Value BinaryOp(const std::string& op, const Value& a, const Value& b) {
       for (int64_t e = b.GetInt(); e > 0; e >>= 1) {
         if (e & 1) {
           result *= base;
-          if (result > kLimit || result < -kLimit - 1) throw OpError("OverflowError: integer result out of range");
+          if (result > kLimit || result < -kLimit - 1)
+            throw OpError("OverflowError: integer result out of range");
         }
         if (e > 1) {
           base *= base;
@@ -307,7 +316,8 @@ void Interpreter::Enter() {
   }
 }
 
-std::string Interpreter::Render(const Body& body, const DictData& context, const DictData& globals) {
+std::string Interpreter::Render(const Body& body, const DictData& context,
+                                const DictData& globals) {
   BudgetScope active(budget_);
   struct Release {  // on every exit, exceptions included
     Interpreter& in;
@@ -477,8 +487,8 @@ void Interpreter::Assign(const Expr& target, const Value& v, const ScopePtr& sco
   if (target.kind == ExprKind::kGetattr) {
     const Value* obj = scope->Lookup(target.a->name);
     if (!obj || !obj->IsObject() || !obj->object().SetAttr(target.name, v))
-      Fail(target.line, target.col, "cannot assign attribute on non-namespace object '" +
-                                        target.a->name + "'");
+      Fail(target.line, target.col,
+           "cannot assign attribute on non-namespace object '" + target.a->name + "'");
     return;
   }
   // Tuple unpacking.
@@ -490,10 +500,11 @@ void Interpreter::Assign(const Expr& target, const Value& v, const ScopePtr& sco
   }
   if (items.size() != target.args.size())
     Fail(target.line, target.col,
-         items.size() > target.args.size()
-             ? "ValueError: too many values to unpack (expected " + std::to_string(target.args.size()) + ")"
-             : "ValueError: not enough values to unpack (expected " + std::to_string(target.args.size()) +
-                   ", got " + std::to_string(items.size()) + ")");
+         items.size() > target.args.size() ? "ValueError: too many values to unpack (expected " +
+                                                 std::to_string(target.args.size()) + ")"
+                                           : "ValueError: not enough values to unpack (expected " +
+                                                 std::to_string(target.args.size()) + ", got " +
+                                                 std::to_string(items.size()) + ")");
   for (size_t i = 0; i < items.size(); ++i) Assign(*target.args[i], items[i], scope);
 }
 
@@ -553,8 +564,9 @@ void Interpreter::EvalArgs(const Expr& e, const ScopePtr& scope, CallArgs& args)
 
 Value Interpreter::EvalFilter(const Expr& e, const ScopePtr& scope, const Value* input) {
   try {
-    Value in = e.a ? (e.a->kind == ExprKind::kFilter ? EvalFilter(*e.a, scope, input) : Eval(*e.a, scope))
-                   : *input;
+    Value in =
+        e.a ? (e.a->kind == ExprKind::kFilter ? EvalFilter(*e.a, scope, input) : Eval(*e.a, scope))
+            : *input;
     CallArgs args;
     EvalArgs(e, scope, args);
     return ApplyFilter(*this, e.name, in, args);
@@ -586,13 +598,15 @@ Value Interpreter::EvalInner(const Expr& e, const ScopePtr& scope) {
         ChargeBytes(obj.GetString().size());
         std::u32string u = DecodeUtf8(obj.GetString());
         std::u32string r;
-        for (int64_t i : PySliceIndices(int64_t(u.size()), start, stop, step)) r.push_back(u[size_t(i)]);
+        for (int64_t i : PySliceIndices(int64_t(u.size()), start, stop, step))
+          r.push_back(u[size_t(i)]);
         return Value::String(EncodeUtf8(r));
       }
       if (obj.IsList() && !obj.list().is_generator) {
         const auto& items = obj.list().items;
         std::vector<Value> r;
-        for (int64_t i : PySliceIndices(int64_t(items.size()), start, stop, step)) r.push_back(items[size_t(i)]);
+        for (int64_t i : PySliceIndices(int64_t(items.size()), start, stop, step))
+          r.push_back(items[size_t(i)]);
         return obj.list().is_tuple ? Value::Tuple(std::move(r)) : Value::List(std::move(r));
       }
       return Value::Undefined(ObjectTypeRepr(obj) + " has no element slice");
@@ -613,7 +627,8 @@ Value Interpreter::EvalInner(const Expr& e, const ScopePtr& scope) {
       EvalArgs(e, scope, args);
       return Value::Bool(ApplyTest(*this, e.name, in, args));
     }
-    case ExprKind::kNeg: case ExprKind::kPos: {
+    case ExprKind::kNeg:
+    case ExprKind::kPos: {
       Value v = Eval(*e.a, scope);
       if (v.IsUndefined()) FailUndefined(v);
       if (!v.IsNumber())
@@ -660,10 +675,12 @@ Value Interpreter::EvalInner(const Expr& e, const ScopePtr& scope) {
       if (e.c) return Eval(*e.c, scope);
       return Value::Undefined("the inline if-expression on line " + std::to_string(e.line) +
                               " evaluated to false and no else section was defined.");
-    case ExprKind::kList: case ExprKind::kTuple: {
+    case ExprKind::kList:
+    case ExprKind::kTuple: {
       std::vector<Value> items;
       for (const auto& a : e.args) items.push_back(Eval(*a, scope));
-      return e.kind == ExprKind::kList ? Value::List(std::move(items)) : Value::Tuple(std::move(items));
+      return e.kind == ExprKind::kList ? Value::List(std::move(items))
+                                       : Value::Tuple(std::move(items));
     }
     case ExprKind::kDict: {
       Value d = Value::Dict();

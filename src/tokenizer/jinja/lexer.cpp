@@ -212,8 +212,10 @@ class Lexer {
             if (end < n && src_[end] == '\n') ++end;
           }
         } else {
-          if (At(p, "-}}")) end = SkipSpace(p + 3);
-          else if (At(p, "}}")) end = p + 2;
+          if (At(p, "-}}"))
+            end = SkipSpace(p + 3);
+          else if (At(p, "}}"))
+            end = p + 2;
         }
         if (end) {
           Emit(kind == '%' ? Tok::kBlockEnd : Tok::kVarEnd, kind == '%' ? "%}" : "}}", p);
@@ -241,11 +243,15 @@ class Lexer {
         std::string op;
         for (const char* two : kTwo)
           if (At(p, two)) op = two;
-        if (op.empty() && std::strchr("+-/*%~[](){}<>=.:|,;", c) && c != '\0') op = std::string(1, c);
+        if (op.empty() && std::strchr("+-/*%~[](){}<>=.:|,;", c) && c != '\0')
+          op = std::string(1, c);
         if (op.empty()) Fail(p, std::string("unexpected character '") + c + "' in tag");
-        if (op == "(") balance.push_back(')');
-        else if (op == "[") balance.push_back(']');
-        else if (op == "{") balance.push_back('}');
+        if (op == "(")
+          balance.push_back(')');
+        else if (op == "[")
+          balance.push_back(']');
+        else if (op == "{")
+          balance.push_back('}');
         else if (op == ")" || op == "]" || op == "}") {
           if (balance.empty()) Fail(p, "unexpected '" + op + "'");
           if (balance.back() != op[0])
@@ -297,7 +303,9 @@ class Lexer {
       }
       if (exp || frac) {
         const size_t end = exp ? e : f;
-        Token tok{Tok::kFloat, src_.substr(p, end - p), 0, std::strtod(strip(p, end).c_str(), nullptr), 0, 0};
+        Token tok{Tok::kFloat, src_.substr(p, end - p),
+                  0,           std::strtod(strip(p, end).c_str(), nullptr),
+                  0,           0};
         Locate(p, tok);
         out_.push_back(std::move(tok));
         return end;
@@ -316,7 +324,8 @@ class Lexer {
       start = p + 2;
     } else if (src_[p] == '0') {
       end = p + 1;
-      while (end < n && (src_[end] == '0' || (src_[end] == '_' && end + 1 < n && src_[end + 1] == '0')))
+      while (end < n &&
+             (src_[end] == '0' || (src_[end] == '_' && end + 1 < n && src_[end + 1] == '0')))
         ++end;
     } else {
       end = q;
@@ -348,18 +357,41 @@ class Lexer {
       const char e = src_[q + 1];
       q += 2;
       switch (e) {
-        case '\\': val.push_back('\\'); break;
-        case '\'': val.push_back('\''); break;
-        case '"': val.push_back('"'); break;
-        case 'a': val.push_back('\a'); break;
-        case 'b': val.push_back('\b'); break;
-        case 'f': val.push_back('\f'); break;
-        case 'n': val.push_back('\n'); break;
-        case 'r': val.push_back('\r'); break;
-        case 't': val.push_back('\t'); break;
-        case 'v': val.push_back('\v'); break;
-        case '\n': break;  // line continuation
-        case 'x': case 'u': case 'U': {
+        case '\\':
+          val.push_back('\\');
+          break;
+        case '\'':
+          val.push_back('\'');
+          break;
+        case '"':
+          val.push_back('"');
+          break;
+        case 'a':
+          val.push_back('\a');
+          break;
+        case 'b':
+          val.push_back('\b');
+          break;
+        case 'f':
+          val.push_back('\f');
+          break;
+        case 'n':
+          val.push_back('\n');
+          break;
+        case 'r':
+          val.push_back('\r');
+          break;
+        case 't':
+          val.push_back('\t');
+          break;
+        case 'v':
+          val.push_back('\v');
+          break;
+        case '\n':
+          break;  // line continuation
+        case 'x':
+        case 'u':
+        case 'U': {
           const int len = e == 'x' ? 2 : e == 'u' ? 4 : 8;
           char32_t cp = 0;
           for (int k = 0; k < len; ++k) {
@@ -372,7 +404,8 @@ class Lexer {
           q += len;
           break;
         }
-        case 'N': Fail(q - 2, "\\N{...} escapes are not supported");
+        case 'N':
+          Fail(q - 2, "\\N{...} escapes are not supported");
         default:
           if (e >= '0' && e <= '7') {
             char32_t cp = char32_t(e - '0');

@@ -11,8 +11,8 @@
 namespace es::jinja {
 namespace {
 
-const char* const kUnsupportedTags[] = {"block", "extends", "include", "import", "from",
-                                        "autoescape", "do", "trans", "pluralize", "debug"};
+const char* const kUnsupportedTags[] = {"block",      "extends", "include", "import",    "from",
+                                        "autoescape", "do",      "trans",   "pluralize", "debug"};
 
 class Parser {
  public:
@@ -39,12 +39,18 @@ class Parser {
   }
   static std::string Describe(const Token& t) {
     switch (t.type) {
-      case Tok::kEof: return "end of template";
-      case Tok::kBlockEnd: return "end of statement block";
-      case Tok::kVarEnd: return "end of print statement";
-      case Tok::kData: return "template data";
-      case Tok::kString: return "string";
-      default: return "'" + t.text + "'";
+      case Tok::kEof:
+        return "end of template";
+      case Tok::kBlockEnd:
+        return "end of statement block";
+      case Tok::kVarEnd:
+        return "end of print statement";
+      case Tok::kData:
+        return "template data";
+      case Tok::kString:
+        return "string";
+      default:
+        return "'" + t.text + "'";
     }
   }
   void ExpectOp(const char* op) {
@@ -104,8 +110,9 @@ class Parser {
   }
   static constexpr int kMaxExprDepth = 256;
 
-  // ---- statements --------------------------------------------------------------------------------
-  // Parses until a block tag whose name is in `end`; leaves that name token current (after the
+  // ---- statements
+  // -------------------------------------------------------------------------------- Parses until a
+  // block tag whose name is in `end`; leaves that name token current (after the
   // `{%`) and stores it in *which. With an empty `end`, parses to the end of the template.
   Body ParseBody(const std::vector<std::string>& end, std::string* which,
                  const Token* opener = nullptr, const char* opener_name = nullptr) {
@@ -135,8 +142,7 @@ class Parser {
         body.push_back(std::move(s));
       } else if (t.type == Tok::kBlockBegin) {
         const Token& tag = Peek();
-        if (tag.type == Tok::kName &&
-            std::find(end.begin(), end.end(), tag.text) != end.end()) {
+        if (tag.type == Tok::kName && std::find(end.begin(), end.end(), tag.text) != end.end()) {
           Next();
           if (which) *which = tag.text;
           return body;
@@ -153,7 +159,8 @@ class Parser {
   // stack.
   struct DepthGuard {
     DepthGuard(Parser& p, const Token& at) : p_(p) {
-      if (++p_.depth_ > kMaxNesting) p_.Fail(at, "template nesting too deep (over " + std::to_string(kMaxNesting) + " levels)");
+      if (++p_.depth_ > kMaxNesting)
+        p_.Fail(at, "template nesting too deep (over " + std::to_string(kMaxNesting) + " levels)");
     }
     ~DepthGuard() { --p_.depth_; }
     Parser& p_;
@@ -380,7 +387,8 @@ class Parser {
       es::Fail(Where(name_, e.line, e.col), ": can't assign to this expression");
   }
 
-  // ---- expressions -------------------------------------------------------------------------------
+  // ---- expressions
+  // -------------------------------------------------------------------------------
   bool IsTupleEnd(const std::vector<std::string>& extra_end) const {
     const Token& t = Cur();
     if (t.type == Tok::kVarEnd || t.type == Tok::kBlockEnd || IsOp(t, ")")) return true;
@@ -397,10 +405,14 @@ class Parser {
     while (true) {
       if (!args.empty()) ExpectOp(",");
       if (IsTupleEnd(extra_end)) break;
-      if (simplified) args.push_back(ParsePrimary());
-      else args.push_back(ParseExpression(with_condexpr));
-      if (IsOp(",")) is_tuple = true;
-      else break;
+      if (simplified)
+        args.push_back(ParsePrimary());
+      else
+        args.push_back(ParseExpression(with_condexpr));
+      if (IsOp(","))
+        is_tuple = true;
+      else
+        break;
     }
     if (!is_tuple) {
       if (!args.empty()) return std::move(args[0]);
@@ -565,9 +577,12 @@ class Parser {
     if (t.type == Tok::kName) {
       Next();
       auto e = Make(ExprKind::kConst, t);
-      if (t.text == "true" || t.text == "True") e->constant = Value::Bool(true);
-      else if (t.text == "false" || t.text == "False") e->constant = Value::Bool(false);
-      else if (t.text == "none" || t.text == "None") e->constant = Value::None();
+      if (t.text == "true" || t.text == "True")
+        e->constant = Value::Bool(true);
+      else if (t.text == "false" || t.text == "False")
+        e->constant = Value::Bool(false);
+      else if (t.text == "none" || t.text == "None")
+        e->constant = Value::None();
       else {
         e->kind = ExprKind::kName;
         e->name = t.text;
@@ -622,18 +637,25 @@ class Parser {
 
   ExprPtr ParsePostfix(ExprPtr node) {
     while (true) {
-      if (IsOp(".") || IsOp("[")) node = ParseSubscript(std::move(node));
-      else if (IsOp("(")) node = ParseCall(std::move(node));
-      else return node;
+      if (IsOp(".") || IsOp("["))
+        node = ParseSubscript(std::move(node));
+      else if (IsOp("("))
+        node = ParseCall(std::move(node));
+      else
+        return node;
     }
   }
 
   ExprPtr ParseFilterExpr(ExprPtr node) {
     while (true) {
-      if (IsOp("|")) node = ParseFilter(std::move(node), false);
-      else if (IsName("is")) node = ParseTest(std::move(node));
-      else if (IsOp("(")) node = ParseCall(std::move(node));
-      else return node;
+      if (IsOp("|"))
+        node = ParseFilter(std::move(node), false);
+      else if (IsName("is"))
+        node = ParseTest(std::move(node));
+      else if (IsOp("("))
+        node = ParseCall(std::move(node));
+      else
+        return node;
     }
   }
 
@@ -684,13 +706,18 @@ class Parser {
       Next();
       parts.push_back(std::move(node));
     }
-    if (IsOp(":")) parts.push_back(nullptr);
-    else if (!IsOp("]") && !IsOp(",")) parts.push_back(ParseExpression(true));
-    else parts.push_back(nullptr);
+    if (IsOp(":"))
+      parts.push_back(nullptr);
+    else if (!IsOp("]") && !IsOp(","))
+      parts.push_back(ParseExpression(true));
+    else
+      parts.push_back(nullptr);
     if (IsOp(":")) {
       Next();
-      if (!IsOp("]") && !IsOp(",")) parts.push_back(ParseExpression(true));
-      else parts.push_back(nullptr);
+      if (!IsOp("]") && !IsOp(","))
+        parts.push_back(ParseExpression(true));
+      else
+        parts.push_back(nullptr);
     } else {
       parts.push_back(nullptr);
     }

@@ -1,10 +1,10 @@
 // Python str operations on UTF-8 strings (see pystr.h).
 #include "jinja/pystr.h"
 
+#include <utf8proc.h>
+
 #include <algorithm>
 #include <cstdio>
-
-#include <utf8proc.h>
 
 #include "jinja/budget.h"
 #include "jinja/value.h"
@@ -20,7 +20,8 @@ char32_t NextCodepoint(std::string_view s, size_t& i) {
   int n = b0 >= 0xF0 ? 3 : b0 >= 0xE0 ? 2 : 1;
   char32_t c = b0 & (0x3F >> n);
   ++i;
-  for (int k = 0; k < n && i < s.size(); ++k, ++i) c = (c << 6) | (static_cast<unsigned char>(s[i]) & 0x3F);
+  for (int k = 0; k < n && i < s.size(); ++k, ++i)
+    c = (c << 6) | (static_cast<unsigned char>(s[i]) & 0x3F);
   return c;
 }
 
@@ -66,10 +67,17 @@ size_t FindInvalidUtf8(std::string_view s) {
     }
     int n;
     char32_t min;
-    if (b0 >= 0xC2 && b0 <= 0xDF) { n = 1; min = 0x80; }
-    else if (b0 >= 0xE0 && b0 <= 0xEF) { n = 2; min = 0x800; }
-    else if (b0 >= 0xF0 && b0 <= 0xF4) { n = 3; min = 0x10000; }
-    else return i;
+    if (b0 >= 0xC2 && b0 <= 0xDF) {
+      n = 1;
+      min = 0x80;
+    } else if (b0 >= 0xE0 && b0 <= 0xEF) {
+      n = 2;
+      min = 0x800;
+    } else if (b0 >= 0xF0 && b0 <= 0xF4) {
+      n = 3;
+      min = 0x10000;
+    } else
+      return i;
     if (i + n >= s.size()) return i;
     char32_t c = b0 & (0x3F >> n);
     for (int k = 1; k <= n; ++k) {
@@ -92,9 +100,24 @@ size_t CodepointCount(std::string_view s) {
 // str.isspace(): bidirectional class WS, B or S, or category Zs.
 bool PyIsSpace(char32_t c) {
   switch (c) {
-    case 0x09: case 0x0A: case 0x0B: case 0x0C: case 0x0D: case 0x1C: case 0x1D: case 0x1E:
-    case 0x1F: case 0x20: case 0x85: case 0xA0: case 0x1680: case 0x2028: case 0x2029:
-    case 0x202F: case 0x205F: case 0x3000:
+    case 0x09:
+    case 0x0A:
+    case 0x0B:
+    case 0x0C:
+    case 0x0D:
+    case 0x1C:
+    case 0x1D:
+    case 0x1E:
+    case 0x1F:
+    case 0x20:
+    case 0x85:
+    case 0xA0:
+    case 0x1680:
+    case 0x2028:
+    case 0x2029:
+    case 0x202F:
+    case 0x205F:
+    case 0x3000:
       return true;
     default:
       return c >= 0x2000 && c <= 0x200A;
@@ -225,8 +248,7 @@ std::string PyReplace(std::string_view s, std::string_view old_s, std::string_vi
 
 static bool IsCased(char32_t c) {
   auto cat = utf8proc_category(static_cast<utf8proc_int32_t>(c));
-  return cat == UTF8PROC_CATEGORY_LU || cat == UTF8PROC_CATEGORY_LL ||
-         cat == UTF8PROC_CATEGORY_LT;
+  return cat == UTF8PROC_CATEGORY_LU || cat == UTF8PROC_CATEGORY_LL || cat == UTF8PROC_CATEGORY_LT;
 }
 
 template <class F>
@@ -247,7 +269,8 @@ std::string PyLower(std::string_view s) {
 std::string PyCapitalize(std::string_view s) {
   bool first = true;
   return MapCodepoints(s, [&](char32_t c) {
-    char32_t r = first ? char32_t(utf8proc_totitle(int32_t(c))) : char32_t(utf8proc_tolower(int32_t(c)));
+    char32_t r =
+        first ? char32_t(utf8proc_totitle(int32_t(c))) : char32_t(utf8proc_tolower(int32_t(c)));
     first = false;
     return r;
   });
@@ -256,7 +279,8 @@ std::string PyCapitalize(std::string_view s) {
 std::string PyTitle(std::string_view s) {
   bool prev_cased = false;
   return MapCodepoints(s, [&](char32_t c) {
-    char32_t r = prev_cased ? char32_t(utf8proc_tolower(int32_t(c))) : char32_t(utf8proc_totitle(int32_t(c)));
+    char32_t r = prev_cased ? char32_t(utf8proc_tolower(int32_t(c)))
+                            : char32_t(utf8proc_totitle(int32_t(c)));
     prev_cased = IsCased(c);
     return r;
   });
@@ -265,9 +289,14 @@ std::string PyTitle(std::string_view s) {
 static bool IsPrintable(char32_t c) {
   if (c == ' ') return true;
   switch (utf8proc_category(static_cast<utf8proc_int32_t>(c))) {
-    case UTF8PROC_CATEGORY_CC: case UTF8PROC_CATEGORY_CF: case UTF8PROC_CATEGORY_CS:
-    case UTF8PROC_CATEGORY_CO: case UTF8PROC_CATEGORY_CN: case UTF8PROC_CATEGORY_ZL:
-    case UTF8PROC_CATEGORY_ZP: case UTF8PROC_CATEGORY_ZS:
+    case UTF8PROC_CATEGORY_CC:
+    case UTF8PROC_CATEGORY_CF:
+    case UTF8PROC_CATEGORY_CS:
+    case UTF8PROC_CATEGORY_CO:
+    case UTF8PROC_CATEGORY_CN:
+    case UTF8PROC_CATEGORY_ZL:
+    case UTF8PROC_CATEGORY_ZP:
+    case UTF8PROC_CATEGORY_ZS:
       return false;
     default:
       return true;
@@ -327,7 +356,7 @@ std::vector<int64_t> PySliceIndices(int64_t n, std::optional<int64_t> start,
   if (st > 0) {
     lo = clamp(start, 0, 0, n);
     hi = clamp(stop, n, 0, n);
-    for (int64_t i = lo; i < hi; i = st > hi - i ? hi : i + st) idx.push_back(i);
+    for (int64_t i = lo; i<hi; i = st> hi - i ? hi : i + st) idx.push_back(i);
   } else {
     lo = clamp(start, n - 1, -1, n - 1);
     hi = clamp(stop, -1, -1, n - 1);

@@ -1,6 +1,5 @@
 // es::jinja::Template: source -> tokens -> tree once, then Render per context.
 #include "edgeseek/internal/tokenizer/jinja.h"
-
 #include "jinja/ast.h"
 #include "jinja/builtins.h"
 #include "jinja/interpreter.h"

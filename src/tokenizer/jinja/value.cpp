@@ -150,17 +150,28 @@ std::string Object::Repr() const { return "<" + TypeName() + " object>"; }
   throw OpError(hint.empty() ? "value is undefined" : hint);
 }
 
-// ---- Python semantics ----------------------------------------------------------------------------
+// ---- Python semantics
+// ----------------------------------------------------------------------------
 bool Truthy(const Value& v) {
   switch (v.type()) {
-    case Value::Type::kUndefined: case Value::Type::kNone: return false;
-    case Value::Type::kBool: return v.GetBool();
-    case Value::Type::kInt: return v.GetInt() != 0;
-    case Value::Type::kFloat: return v.GetFloat() != 0.0;
-    case Value::Type::kString: return !v.GetString().empty();
-    case Value::Type::kList: return v.list().is_generator || !v.list().items.empty();
-    case Value::Type::kDict: return !v.dict().items.empty();
-    case Value::Type::kObject: case Value::Type::kCallable: return true;
+    case Value::Type::kUndefined:
+    case Value::Type::kNone:
+      return false;
+    case Value::Type::kBool:
+      return v.GetBool();
+    case Value::Type::kInt:
+      return v.GetInt() != 0;
+    case Value::Type::kFloat:
+      return v.GetFloat() != 0.0;
+    case Value::Type::kString:
+      return !v.GetString().empty();
+    case Value::Type::kList:
+      return v.list().is_generator || !v.list().items.empty();
+    case Value::Type::kDict:
+      return !v.dict().items.empty();
+    case Value::Type::kObject:
+    case Value::Type::kCallable:
+      return true;
   }
   return false;
 }
@@ -201,17 +212,26 @@ std::string PyFloatRepr(double d) {
 
 std::string TypeName(const Value& v) {
   switch (v.type()) {
-    case Value::Type::kUndefined: return "Undefined";
-    case Value::Type::kNone: return "NoneType";
-    case Value::Type::kBool: return "bool";
-    case Value::Type::kInt: return "int";
-    case Value::Type::kFloat: return "float";
-    case Value::Type::kString: return "str";
+    case Value::Type::kUndefined:
+      return "Undefined";
+    case Value::Type::kNone:
+      return "NoneType";
+    case Value::Type::kBool:
+      return "bool";
+    case Value::Type::kInt:
+      return "int";
+    case Value::Type::kFloat:
+      return "float";
+    case Value::Type::kString:
+      return "str";
     case Value::Type::kList:
       return v.list().is_generator ? "generator" : v.list().is_tuple ? "tuple" : "list";
-    case Value::Type::kDict: return "dict";
-    case Value::Type::kObject: return v.object().TypeName();
-    case Value::Type::kCallable: return "function";
+    case Value::Type::kDict:
+      return "dict";
+    case Value::Type::kObject:
+      return v.object().TypeName();
+    case Value::Type::kCallable:
+      return "function";
   }
   return "object";
 }
@@ -243,13 +263,20 @@ static std::string SeqToStr(const Value& v) {
 
 std::string ToStr(const Value& v) {
   switch (v.type()) {
-    case Value::Type::kUndefined: return "";
-    case Value::Type::kNone: return "None";
-    case Value::Type::kBool: return v.GetBool() ? "True" : "False";
-    case Value::Type::kInt: return std::to_string(v.GetInt());
-    case Value::Type::kFloat: return PyFloatRepr(v.GetFloat());
-    case Value::Type::kString: return v.GetString();
-    case Value::Type::kList: return SeqToStr(v);
+    case Value::Type::kUndefined:
+      return "";
+    case Value::Type::kNone:
+      return "None";
+    case Value::Type::kBool:
+      return v.GetBool() ? "True" : "False";
+    case Value::Type::kInt:
+      return std::to_string(v.GetInt());
+    case Value::Type::kFloat:
+      return PyFloatRepr(v.GetFloat());
+    case Value::Type::kString:
+      return v.GetString();
+    case Value::Type::kList:
+      return SeqToStr(v);
     case Value::Type::kDict: {
       DepthGuard depth;
       std::string out = "{";
@@ -267,7 +294,8 @@ std::string ToStr(const Value& v) {
       DepthGuard depth;
       return v.object().Repr();
     }
-    case Value::Type::kCallable: return "<function " + v.callable().Name() + ">";
+    case Value::Type::kCallable:
+      return "<function " + v.callable().Name() + ">";
   }
   return "";
 }
@@ -286,7 +314,9 @@ bool Equals(const Value& a, const Value& b) {
   }
   if (a.type() != b.type()) return false;
   switch (a.type()) {
-    case T::kUndefined: case T::kNone: return true;
+    case T::kUndefined:
+    case T::kNone:
+      return true;
     case T::kString:
       if (a.GetString().size() != b.GetString().size()) return false;
       ChargeBytes(a.GetString().size());
@@ -311,7 +341,8 @@ bool Equals(const Value& a, const Value& b) {
       }
       return true;
     }
-    default: return a.identity() == b.identity();
+    default:
+      return a.identity() == b.identity();
   }
 }
 
@@ -344,22 +375,29 @@ int Compare(const Value& a, const Value& b, const char* op) {
                 TypeName(a) + "' and '" + TypeName(b) + "'");
 }
 
-// ---- JSON ----------------------------------------------------------------------------------------
+// ---- JSON
+// ----------------------------------------------------------------------------------------
 Value FromJson(const nlohmann::ordered_json& j, int depth) {
   using J = nlohmann::ordered_json::value_t;
   if ((j.is_array() || j.is_object()) && depth >= kMaxContextDepth)
     throw OpError("render context: JSON nested deeper than " + std::to_string(kMaxContextDepth) +
                   " levels");
   switch (j.type()) {
-    case J::null: case J::discarded: return Value::None();
-    case J::boolean: return Value::Bool(j.get<bool>());
-    case J::number_integer: return Value::Int(j.get<int64_t>());
+    case J::null:
+    case J::discarded:
+      return Value::None();
+    case J::boolean:
+      return Value::Bool(j.get<bool>());
+    case J::number_integer:
+      return Value::Int(j.get<int64_t>());
     case J::number_unsigned: {
       uint64_t u = j.get<uint64_t>();
       return u <= uint64_t(INT64_MAX) ? Value::Int(int64_t(u)) : Value::Float(double(u));
     }
-    case J::number_float: return Value::Float(j.get<double>());
-    case J::string: return Value::String(j.get<std::string>());
+    case J::number_float:
+      return Value::Float(j.get<double>());
+    case J::string:
+      return Value::String(j.get<std::string>());
     case J::array: {
       std::vector<Value> items;
       items.reserve(j.size());
@@ -374,7 +412,8 @@ Value FromJson(const nlohmann::ordered_json& j, int depth) {
         d.dict().nest = std::max(d.dict().nest, Nesting(kv.second) + 1);
       return d;
     }
-    case J::binary: break;
+    case J::binary:
+      break;
   }
   throw OpError("unsupported JSON value");
 }
@@ -386,14 +425,29 @@ static void JsonString(std::string_view s, bool ensure_ascii, std::string& out) 
     size_t start = i;
     char32_t c = NextCodepoint(s, i);
     switch (c) {
-      case '"': out += "\\\""; continue;
-      case '\\': out += "\\\\"; continue;
-      case '\n': out += "\\n"; continue;
-      case '\r': out += "\\r"; continue;
-      case '\t': out += "\\t"; continue;
-      case '\b': out += "\\b"; continue;
-      case '\f': out += "\\f"; continue;
-      default: break;
+      case '"':
+        out += "\\\"";
+        continue;
+      case '\\':
+        out += "\\\\";
+        continue;
+      case '\n':
+        out += "\\n";
+        continue;
+      case '\r':
+        out += "\\r";
+        continue;
+      case '\t':
+        out += "\\t";
+        continue;
+      case '\b':
+        out += "\\b";
+        continue;
+      case '\f':
+        out += "\\f";
+        continue;
+      default:
+        break;
     }
     if (c < 0x20 || (ensure_ascii && c > 0x7E)) {
       if (c >= 0x10000) {
@@ -427,11 +481,21 @@ static void ToJsonRec(const Value& v, const JsonOptions& o, int level, std::stri
     for (int i = 0; i < lvl; ++i) out += o.indent;
   };
   switch (v.type()) {
-    case Value::Type::kNone: out += "null"; return;
-    case Value::Type::kBool: out += v.GetBool() ? "true" : "false"; return;
-    case Value::Type::kInt: out += std::to_string(v.GetInt()); return;
-    case Value::Type::kFloat: out += JsonFloat(v.GetFloat()); return;
-    case Value::Type::kString: JsonString(v.GetString(), o.ensure_ascii, out); return;
+    case Value::Type::kNone:
+      out += "null";
+      return;
+    case Value::Type::kBool:
+      out += v.GetBool() ? "true" : "false";
+      return;
+    case Value::Type::kInt:
+      out += std::to_string(v.GetInt());
+      return;
+    case Value::Type::kFloat:
+      out += JsonFloat(v.GetFloat());
+      return;
+    case Value::Type::kString:
+      JsonString(v.GetString(), o.ensure_ascii, out);
+      return;
     case Value::Type::kList: {
       if (v.list().is_generator) break;
       const auto& items = v.list().items;
@@ -457,9 +521,8 @@ static void ToJsonRec(const Value& v, const JsonOptions& o, int level, std::stri
       std::vector<const std::pair<Value, Value>*> items;
       for (const auto& kv : v.dict().items) items.push_back(&kv);
       if (o.sort_keys)
-        std::stable_sort(items.begin(), items.end(), [](auto* a, auto* b) {
-          return Compare(a->first, b->first, "<") < 0;
-        });
+        std::stable_sort(items.begin(), items.end(),
+                         [](auto* a, auto* b) { return Compare(a->first, b->first, "<") < 0; });
       out.push_back('{');
       bool first = true;
       for (const auto* kv : items) {
@@ -468,13 +531,19 @@ static void ToJsonRec(const Value& v, const JsonOptions& o, int level, std::stri
         if (o.has_indent) newline(level + 1);
         const Value& k = kv->first;
         std::string key;
-        if (k.IsString()) key = k.GetString();
-        else if (k.IsBool()) key = k.GetBool() ? "true" : "false";
-        else if (k.IsNone()) key = "null";
-        else if (k.IsInt()) key = std::to_string(k.GetInt());
-        else if (k.IsFloat()) key = JsonFloat(k.GetFloat());
+        if (k.IsString())
+          key = k.GetString();
+        else if (k.IsBool())
+          key = k.GetBool() ? "true" : "false";
+        else if (k.IsNone())
+          key = "null";
+        else if (k.IsInt())
+          key = std::to_string(k.GetInt());
+        else if (k.IsFloat())
+          key = JsonFloat(k.GetFloat());
         else
-          throw OpError("TypeError: keys must be str, int, float, bool or None, not " + TypeName(k));
+          throw OpError("TypeError: keys must be str, int, float, bool or None, not " +
+                        TypeName(k));
         JsonString(key, o.ensure_ascii, out);
         out += o.key_separator;
         ToJsonRec(kv->second, o, level + 1, out);
@@ -483,7 +552,8 @@ static void ToJsonRec(const Value& v, const JsonOptions& o, int level, std::stri
       out.push_back('}');
       return;
     }
-    default: break;
+    default:
+      break;
   }
   throw OpError("TypeError: Object of type " + TypeName(v) + " is not JSON serializable");
 }

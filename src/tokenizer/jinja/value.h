@@ -8,12 +8,11 @@
 
 #include <cstdint>
 #include <memory>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <string_view>
 #include <utility>
 #include <vector>
-
-#include <nlohmann/json.hpp>
 
 #include "edgeseek/internal/tokenizer/jinja.h"
 
@@ -85,7 +84,16 @@ class Callable {
 class Value {
  public:
   enum class Type : uint8_t {
-    kUndefined, kNone, kBool, kInt, kFloat, kString, kList, kDict, kObject, kCallable
+    kUndefined,
+    kNone,
+    kBool,
+    kInt,
+    kFloat,
+    kString,
+    kList,
+    kDict,
+    kObject,
+    kCallable
   };
 
   Value() = default;  // Undefined without a hint
@@ -125,7 +133,9 @@ class Value {
   ListData& list() const { return *static_cast<ListData*>(ptr_.get()); }
   DictData& dict() const { return *static_cast<DictData*>(ptr_.get()); }
   Object& object() const { return *static_cast<Object*>(ptr_.get()); }
-  const std::shared_ptr<Object> object_ptr() const { return std::static_pointer_cast<Object>(ptr_); }
+  const std::shared_ptr<Object> object_ptr() const {
+    return std::static_pointer_cast<Object>(ptr_);
+  }
   Callable& callable() const { return *static_cast<Callable*>(ptr_.get()); }
   // Identity of the referenced container (Python `is`), null for scalars.
   const void* identity() const { return ptr_.get(); }
@@ -145,8 +155,8 @@ int NestAround(int inner);
 
 // ---- Python semantics -------------------------------------------------------------------------
 bool Truthy(const Value& v);
-std::string ToStr(const Value& v);   // str(v)
-std::string Repr(const Value& v);    // repr(v)
+std::string ToStr(const Value& v);     // str(v)
+std::string Repr(const Value& v);      // repr(v)
 std::string TypeName(const Value& v);  // "str", "int", "list", "dict", "NoneType"...
 // object_type_repr as jinja2 writes it in undefined messages: "dict object", "None".
 std::string ObjectTypeRepr(const Value& v);
@@ -158,13 +168,13 @@ std::string PyFloatRepr(double d);
 [[noreturn]] void FailUndefined(const Value& v);
 
 // ---- JSON ---------------------------------------------------------------------------------------
-// Arrays and objects nested deeper than kMaxContextDepth (edgeseek/internal/tokenizer/jinja.h) are an
-// OpError: the conversion recurses, and JSON from a request must not choose its depth.
+// Arrays and objects nested deeper than kMaxContextDepth (edgeseek/internal/tokenizer/jinja.h) are
+// an OpError: the conversion recurses, and JSON from a request must not choose its depth.
 Value FromJson(const nlohmann::ordered_json& j, int depth = 0);
 struct JsonOptions {
   bool ensure_ascii = false;
   bool has_indent = false;
-  std::string indent;                              // used when has_indent
+  std::string indent;  // used when has_indent
   std::string item_separator = ", ", key_separator = ": ";
   bool sort_keys = false;
 };

@@ -2,21 +2,21 @@
 // convert`) on the golden transformers checkpoints: the metadata keys, tensor names, shapes and
 // types llama.cpp's loader expects, llama's q/k rope permutation, stacked MoE experts, tokenizer
 // metadata, dequantized tensors within each type's error, determinism and bad input.
+#include "edgeseek/internal/runtime/convert.h"
+
 #include <gtest/gtest.h>
 
 #include <cmath>
 #include <filesystem>
 #include <map>
-#include <set>
-
 #include <nlohmann/json.hpp>
+#include <set>
 
 #include "edgeseek/internal/core/error.h"
 #include "edgeseek/internal/formats/gguf.h"
 #include "edgeseek/internal/formats/gguf_convert.h"
 #include "edgeseek/internal/formats/safetensors.h"
 #include "edgeseek/internal/quant/blocks.h"
-#include "edgeseek/internal/runtime/convert.h"
 #include "test_util.h"
 
 namespace es {
@@ -24,7 +24,9 @@ namespace {
 
 namespace fs = std::filesystem;
 
-std::string Golden(const std::string& name) { return test::SourceDir() + "/tests/golden/data/models/" + name; }
+std::string Golden(const std::string& name) {
+  return test::SourceDir() + "/tests/golden/data/models/" + name;
+}
 std::string TinyTokenizer() { return test::SourceDir() + "/tests/data/tiny_tokenizer"; }
 
 nlohmann::json Config(const std::string& model) {
@@ -45,8 +47,8 @@ std::vector<float> HfRows(const SafetensorsSet& st, const std::string& name, int
   std::vector<float> p(v.size());
   const int64_t rows = t.shape.size() == 1 ? t.shape[0] : t.rows();
   const size_t row_bytes = t.shape.size() == 1 ? sizeof(float) : size_t(t.cols()) * sizeof(float);
-  PermuteRopeRows(reinterpret_cast<const uint8_t*>(v.data()), reinterpret_cast<uint8_t*>(p.data()), rows, row_bytes,
-                  heads);
+  PermuteRopeRows(reinterpret_cast<const uint8_t*>(v.data()), reinterpret_cast<uint8_t*>(p.data()),
+                  rows, row_bytes, heads);
   return p;
 }
 
@@ -71,14 +73,16 @@ TEST(ConvertPieces, ArchitectureFromConfig) {
     GgufArchForConfig(nlohmann::json{{"model_type", "gpt_neox"}}, "cfg.json");
     FAIL() << "no error";
   } catch (const Error& e) {
-    EXPECT_NE(std::string(e.what()).find("cfg.json: unsupported architecture 'gpt_neox'"), std::string::npos)
+    EXPECT_NE(std::string(e.what()).find("cfg.json: unsupported architecture 'gpt_neox'"),
+              std::string::npos)
         << e.what();
   }
 }
 
 TEST(ConvertPieces, PreTokenizerNames) {
   auto split = [](const std::string& re) {
-    return nlohmann::json{{"type", "Split"}, {"pattern", {{"Regex", re}}}, {"behavior", "Isolated"}};
+    return nlohmann::json{
+        {"type", "Split"}, {"pattern", {{"Regex", re}}}, {"behavior", "Isolated"}};
   };
   auto seq = [](std::vector<nlohmann::json> v) {
     v.push_back({{"type", "ByteLevel"}, {"use_regex", false}});
@@ -90,12 +94,16 @@ TEST(ConvertPieces, PreTokenizerNames) {
       R"((?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+)";
   EXPECT_EQ(GgufPreTokenizerName(seq({split(llama3)}), "t"), "llama-bpe");
   EXPECT_EQ(GgufPreTokenizerName(seq({split(qwen2)}), "t"), "qwen2");
-  EXPECT_EQ(GgufPreTokenizerName(seq({split(R"(\p{N}{1,3})"), split("[\xe4\xb8\x80-\xe9\xbe\xa5\xe3\x81\x80-\xe3\x82\x9f]+"),
-                                      split(R"([^\r\n\p{L}\p{P}\p{S}]?[\p{L}\p{M}]+|\s+)")}),
-                                 "t"),
-            "deepseek-v3");
-  EXPECT_EQ(GgufPreTokenizerName(nlohmann::json{{"pre_tokenizer", {{"type", "ByteLevel"}, {"use_regex", true}}}}, "t"),
-            "gpt-2");
+  EXPECT_EQ(
+      GgufPreTokenizerName(seq({split(R"(\p{N}{1,3})"),
+                                split("[\xe4\xb8\x80-\xe9\xbe\xa5\xe3\x81\x80-\xe3\x82\x9f]+"),
+                                split(R"([^\r\n\p{L}\p{P}\p{S}]?[\p{L}\p{M}]+|\s+)")}),
+                           "t"),
+      "deepseek-v3");
+  EXPECT_EQ(
+      GgufPreTokenizerName(
+          nlohmann::json{{"pre_tokenizer", {{"type", "ByteLevel"}, {"use_regex", true}}}}, "t"),
+      "gpt-2");
   EXPECT_THROW(GgufPreTokenizerName(seq({split("[a-z]+")}), "t"), Error);
 }
 
@@ -151,7 +159,8 @@ TEST_F(ConvertFile, Qwen2KeysNamesShapesTokenizerAndExactF32) {
   EXPECT_EQ(types[100], int64_t(GgufTokenType::kNormal));
   EXPECT_EQ(f->GetU32("tokenizer.ggml.eos_token_id"), 378u);  // tokenizer_config's eos_token
   EXPECT_EQ(f->GetU32("tokenizer.ggml.padding_token_id"), 376u);
-  EXPECT_EQ(f->GetU32("tokenizer.ggml.bos_token_id"), 1u);  // config.json (tokenizer_config has none)
+  EXPECT_EQ(f->GetU32("tokenizer.ggml.bos_token_id"),
+            1u);  // config.json (tokenizer_config has none)
   EXPECT_FALSE(f->GetBool("tokenizer.ggml.add_bos_token"));
   EXPECT_EQ(f->GetStringArray("tokenizer.ggml.merges")[0], "\xc4\xa0 t");  // "Ġ t"
   EXPECT_NE(f->GetString("tokenizer.chat_template").find("<|im_start|>"), std::string::npos);
@@ -162,9 +171,9 @@ TEST_F(ConvertFile, Qwen2KeysNamesShapesTokenizerAndExactF32) {
   for (const auto& ti : f->tensor_infos()) names.insert(ti.name);
   std::set<std::string> want = {"token_embd.weight", "output_norm.weight"};
   for (int l = 0; l < 2; ++l)
-    for (const char* b : {"attn_norm.weight", "attn_q.weight", "attn_k.weight", "attn_v.weight", "attn_q.bias",
-                          "attn_k.bias", "attn_v.bias", "attn_output.weight", "ffn_norm.weight", "ffn_gate.weight",
-                          "ffn_up.weight", "ffn_down.weight"})
+    for (const char* b : {"attn_norm.weight", "attn_q.weight", "attn_k.weight", "attn_v.weight",
+                          "attn_q.bias", "attn_k.bias", "attn_v.bias", "attn_output.weight",
+                          "ffn_norm.weight", "ffn_gate.weight", "ffn_up.weight", "ffn_down.weight"})
       want.insert("blk." + std::to_string(l) + "." + b);
   EXPECT_EQ(names, want);
   for (const auto& ti : f->tensor_infos()) {
@@ -185,10 +194,14 @@ TEST_F(ConvertFile, LlamaQKPermutedAndRopeFreqs) {
   EXPECT_EQ(f->GetU32("llama.vocab_size"), 320u);
   EXPECT_FALSE(f->Has("tokenizer.ggml.model"));  // the golden folder has no tokenizer
   // q: 4 heads, k: 2 kv heads, each head's rows (i, i + 16) made adjacent.
-  EXPECT_EQ(Floats(f->GetTensor("blk.1.attn_q.weight")), HfRows(*st, "model.layers.1.self_attn.q_proj.weight", 4));
-  EXPECT_EQ(Floats(f->GetTensor("blk.1.attn_k.weight")), HfRows(*st, "model.layers.1.self_attn.k_proj.weight", 2));
-  EXPECT_NE(Floats(f->GetTensor("blk.1.attn_q.weight")), HfRows(*st, "model.layers.1.self_attn.q_proj.weight"));
-  EXPECT_EQ(Floats(f->GetTensor("blk.1.attn_v.weight")), HfRows(*st, "model.layers.1.self_attn.v_proj.weight"));
+  EXPECT_EQ(Floats(f->GetTensor("blk.1.attn_q.weight")),
+            HfRows(*st, "model.layers.1.self_attn.q_proj.weight", 4));
+  EXPECT_EQ(Floats(f->GetTensor("blk.1.attn_k.weight")),
+            HfRows(*st, "model.layers.1.self_attn.k_proj.weight", 2));
+  EXPECT_NE(Floats(f->GetTensor("blk.1.attn_q.weight")),
+            HfRows(*st, "model.layers.1.self_attn.q_proj.weight"));
+  EXPECT_EQ(Floats(f->GetTensor("blk.1.attn_v.weight")),
+            HfRows(*st, "model.layers.1.self_attn.v_proj.weight"));
   EXPECT_EQ(Floats(f->GetTensor("output.weight")), HfRows(*st, "lm_head.weight"));
   // llama3 rope scaling -> rope_freqs [head_dim / 2], no rope.scaling keys.
   const Tensor rf = f->GetTensor("rope_freqs.weight");
@@ -209,7 +222,8 @@ TEST_F(ConvertFile, DeepseekKeysAndStackedExperts) {
               c["qk_nope_head_dim"].get<uint32_t>() + c["qk_rope_head_dim"].get<uint32_t>());
     EXPECT_EQ(f->GetU32("deepseek2.rope.dimension_count"), c["qk_rope_head_dim"].get<uint32_t>());
     EXPECT_EQ(f->GetU32("deepseek2.expert_count"), c["n_routed_experts"].get<uint32_t>());
-    EXPECT_EQ(f->GetU32("deepseek2.leading_dense_block_count"), c["first_k_dense_replace"].get<uint32_t>());
+    EXPECT_EQ(f->GetU32("deepseek2.leading_dense_block_count"),
+              c["first_k_dense_replace"].get<uint32_t>());
     EXPECT_EQ(f->GetU32("deepseek2.expert_gating_func"), model == "dsv3" ? 2u : 1u);
     EXPECT_EQ(f->GetString("deepseek2.rope.scaling.type"), "yarn");
     EXPECT_FLOAT_EQ(f->GetF32("deepseek2.rope.scaling.yarn_log_multiplier"),
@@ -228,11 +242,13 @@ TEST_F(ConvertFile, DeepseekKeysAndStackedExperts) {
     const std::shared_ptr<Model> m = Model::Load(Golden(model));
     const Tensor* e1 = nullptr;
     for (const Tensor* t : m->weights())
-      if (t->name == "model.layers." + std::to_string(last) + ".mlp.experts.1.up_proj.weight") e1 = t;
+      if (t->name == "model.layers." + std::to_string(last) + ".mlp.experts.1.up_proj.weight")
+        e1 = t;
     ASSERT_NE(e1, nullptr);
     const std::vector<float> all = Floats(up);
     const std::vector<float> one = Floats(*e1);
-    EXPECT_EQ(std::vector<float>(all.begin() + int64_t(ff * D), all.begin() + int64_t(2 * ff * D)), one);
+    EXPECT_EQ(std::vector<float>(all.begin() + int64_t(ff * D), all.begin() + int64_t(2 * ff * D)),
+              one);
   }
 }
 
@@ -240,19 +256,29 @@ TEST_F(ConvertFile, DeepseekKeysAndStackedExperts) {
 // errors measured on these Gaussian-like weights).
 double TypeTolerance(DType t) {
   switch (t) {
-    case DType::kF32: return 0;
-    case DType::kF16: return 1e-3;
-    case DType::kBF16: return 5e-3;
-    case DType::kQ8_0: return 0.01;
-    case DType::kQ6_K: return 0.02;
-    case DType::kQ5_0: case DType::kQ5_1: case DType::kQ5_K: return 0.07;
-    default: return 0.14;  // 4-bit types
+    case DType::kF32:
+      return 0;
+    case DType::kF16:
+      return 1e-3;
+    case DType::kBF16:
+      return 5e-3;
+    case DType::kQ8_0:
+      return 0.01;
+    case DType::kQ6_K:
+      return 0.02;
+    case DType::kQ5_0:
+    case DType::kQ5_1:
+    case DType::kQ5_K:
+      return 0.07;
+    default:
+      return 0.14;  // 4-bit types
   }
 }
 
 TEST_F(ConvertFile, QuantizedTensorsWithinTheTypeError) {
   const auto st = SafetensorsSet::Open(Golden("llama3_f32"));
-  for (const char* type : {"f16", "bf16", "q8_0", "q4_0", "q4_1", "q5_0", "q5_1", "q4_k_m", "q6_k", "i4g"}) {
+  for (const char* type :
+       {"f16", "bf16", "q8_0", "q4_0", "q4_1", "q5_0", "q5_1", "q4_k_m", "q6_k", "i4g"}) {
     const std::string out = dir_ + "/llama3_" + type + ".gguf";
     ConvertHfToGguf(Golden("llama3_f32"), out, BuiltinQuantPolicy(type));
     const auto f = GgufFile::Open(out);
@@ -295,7 +321,8 @@ TEST_F(ConvertFile, TokenizerIdOutsideTheVocabularyIsAnError) {
     ConvertModelToGguf(*m, dir_ + "/bad.gguf", BuiltinQuantPolicy("q8_0"), o);
     FAIL() << "no error";
   } catch (const Error& e) {
-    EXPECT_NE(std::string(e.what()).find("does not fit the model's vocabulary of 288"), std::string::npos)
+    EXPECT_NE(std::string(e.what()).find("does not fit the model's vocabulary of 288"),
+              std::string::npos)
         << e.what();
   }
   EXPECT_FALSE(fs::exists(dir_ + "/bad.gguf"));
@@ -397,11 +424,14 @@ TEST_F(ConvertFile, VerbBadInputGivesOneErrorLine) {
   };
   const std::string cfg_dir = dir_ + "/neox";
   fs::create_directories(cfg_dir);
-  test::WriteFile(cfg_dir + "/config.json", R"({"model_type": "gpt_neox", "architectures": ["GPTNeoXForCausalLM"]})");
+  test::WriteFile(cfg_dir + "/config.json",
+                  R"({"model_type": "gpt_neox", "architectures": ["GPTNeoXForCausalLM"]})");
   const std::vector<Case> cases = {
-      {Golden("qwen2_tied") + " -o " + dir_ + "/x.gguf --type q9_9", "unknown quantization type 'q9_9'"},
+      {Golden("qwen2_tied") + " -o " + dir_ + "/x.gguf --type q9_9",
+       "unknown quantization type 'q9_9'"},
       {dir_ + "/missing -o " + dir_ + "/x.gguf --type q8_0", "is not a Hugging Face model folder"},
-      {cfg_dir + " -o " + dir_ + "/x.gguf --type q8_0", "unknown architecture 'GPTNeoXForCausalLM'"},
+      {cfg_dir + " -o " + dir_ + "/x.gguf --type q8_0",
+       "unknown architecture 'GPTNeoXForCausalLM'"},
       {"-o " + dir_ + "/x.gguf --type q8_0", "give either HF_DIR or --synthetic"},
   };
   for (const Case& c : cases) {

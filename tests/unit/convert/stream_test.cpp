@@ -3,7 +3,6 @@
 // `quantize` and quantize-at-load write what the converter wrote before streaming (checksums
 // recorded from it); and their peak memory stays near one tensor, not the model.
 #include <gtest/gtest.h>
-
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -12,9 +11,8 @@
 #include <filesystem>
 #include <fstream>
 #include <functional>
-#include <string>
-
 #include <nlohmann/json.hpp>
+#include <string>
 
 #include "edgeseek/internal/core/error.h"
 #include "edgeseek/internal/core/half.h"
@@ -36,7 +34,8 @@ std::string Golden(const std::string& name) {
 
 // DeepSeek-V2-shaped (MLA + 32 experts, one dense layer), 131M parameters (265 MB of bf16) whose
 // largest tensors (embedding, output: 8192 x 1024, 16 MB of bf16) span several streaming slices.
-constexpr const char* kStreamConfig = R"({"architectures": ["DeepseekV2ForCausalLM"], "model_type": "deepseek_v2",
+constexpr const char* kStreamConfig =
+    R"({"architectures": ["DeepseekV2ForCausalLM"], "model_type": "deepseek_v2",
  "vocab_size": 8192, "hidden_size": 1024, "intermediate_size": 2048, "num_hidden_layers": 3,
  "first_k_dense_replace": 1, "moe_layer_freq": 1, "num_attention_heads": 8, "num_key_value_heads": 8,
  "q_lora_rank": null, "kv_lora_rank": 256, "qk_nope_head_dim": 64, "qk_rope_head_dim": 32, "v_head_dim": 64,
@@ -74,21 +73,27 @@ Tensor WholeTensorGenerator(const WeightSpec& s, DType dtype, uint64_t seed_in, 
   const float center = s.is_norm ? 1.0f : 0.0f;
   const DType dt = t.dtype;
   void* data = MutableData(t);
-  pool.ParallelFor(n, [&](int64_t b, int64_t e, int) {
-    uint64_t x = seed + uint64_t(b) * 0xbf58476d1ce4e5b9ull;
-    for (int64_t i = b; i < e; ++i) {
-      x += 0x9e3779b97f4a7c15ull;  // splitmix64
-      uint64_t z = x;
-      z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-      z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-      z ^= z >> 31;
-      const float u = float(z >> 40) * (1.0f / 16777216.0f) * 2.0f - 1.0f;
-      const float v = center + scale * u;
-      if (dt == DType::kF32) static_cast<float*>(data)[i] = v;
-      else if (dt == DType::kF16) static_cast<uint16_t*>(data)[i] = F32ToF16(v);
-      else static_cast<uint16_t*>(data)[i] = F32ToBF16(v);
-    }
-  }, 4096);
+  pool.ParallelFor(
+      n,
+      [&](int64_t b, int64_t e, int) {
+        uint64_t x = seed + uint64_t(b) * 0xbf58476d1ce4e5b9ull;
+        for (int64_t i = b; i < e; ++i) {
+          x += 0x9e3779b97f4a7c15ull;  // splitmix64
+          uint64_t z = x;
+          z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+          z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+          z ^= z >> 31;
+          const float u = float(z >> 40) * (1.0f / 16777216.0f) * 2.0f - 1.0f;
+          const float v = center + scale * u;
+          if (dt == DType::kF32)
+            static_cast<float*>(data)[i] = v;
+          else if (dt == DType::kF16)
+            static_cast<uint16_t*>(data)[i] = F32ToF16(v);
+          else
+            static_cast<uint16_t*>(data)[i] = F32ToBF16(v);
+        }
+      },
+      4096);
   return t;
 }
 
@@ -105,7 +110,8 @@ TEST(SyntheticWeights, SlicesAreTheBytesOfTheWholeTensorGenerator) {
     const ModelConfig c = LoadHfConfig(Golden(model));
     for (const DType dtype : {DType::kBF16, DType::kF16, DType::kF32}) {
       for (const int splits : {1, 2, 3, 16}) {
-        if (dtype != DType::kBF16 && splits != 3) continue;  // the types differ only in the last step
+        if (dtype != DType::kBF16 && splits != 3)
+          continue;  // the types differ only in the last step
         ThreadPool old_pool(splits);
         const uint64_t seed = uint64_t(splits) * 7;
         const SyntheticWeights sw(c, dtype, seed, splits);
@@ -119,10 +125,12 @@ TEST(SyntheticWeights, SlicesAreTheBytesOfTheWholeTensorGenerator) {
           ASSERT_EQ(Bytes(got.data, got.nbytes), Bytes(want.data, want.nbytes))
               << model << " " << Name(dtype) << " splits " << splits << " " << got.name;
           const int64_t rows = want.rows();
-          const int64_t r0 = rows / 3, r1 = std::min(rows, r0 + 7);  // a range inside some chunk or across two
+          const int64_t r0 = rows / 3,
+                        r1 = std::min(rows, r0 + 7);  // a range inside some chunk or across two
           std::vector<uint8_t> slice(size_t(r1 - r0) * want.row_bytes());
           sw.Fill(i, r0, r1, slice.data(), pool3);
-          ASSERT_EQ(Bytes(slice.data(), slice.size()), Bytes(want.bytes() + size_t(r0) * want.row_bytes(), slice.size()))
+          ASSERT_EQ(Bytes(slice.data(), slice.size()),
+                    Bytes(want.bytes() + size_t(r0) * want.row_bytes(), slice.size()))
               << got.name << " rows " << r0 << ".." << r1;
         }
       }
@@ -145,10 +153,11 @@ struct Recorded {
 TEST(StreamingConvert, FilesAreByteIdenticalToThePreStreamingConverter) {
   const std::string dir = test::TempDir();
   const Recorded kCases[] = {
-      {"", "stream_v2", "q4_0", 0, 0xdf5747eeae08269dull},   // slices across the embedding and output rows
+      {"", "stream_v2", "q4_0", 0,
+       0xdf5747eeae08269dull},  // slices across the embedding and output rows
       {"llama3", "llama3_cfg", "q4_k_m", 3, 0xa95c5612632ce6d4ull},  // q/k rope permutation
       {"dsv2_lite", "config", "bf16", 0, 0x0c8755e2596cc43eull},     // copies; stacked experts
-      {"dsv3", "config", "q4_k_m", 0, 0x618e18defda4800bull},        // mixed types, q LoRA, noaux_tc
+      {"dsv3", "config", "q4_k_m", 0, 0x618e18defda4800bull},  // mixed types, q LoRA, noaux_tc
   };
   for (const Recorded& r : kCases) {
     const std::string cfg = *r.config ? Golden(r.config) : WriteStreamConfig(dir);
@@ -175,7 +184,8 @@ TEST(StreamingConvert, SyntheticConvertWritesWhatTheWholeModelConvertWrites) {
       const std::shared_ptr<Model> m = Model::Synthetic(Golden(model), lo);
       ConvertModelToGguf(*m, dir + "/whole.gguf", BuiltinQuantPolicy(type));
       ConvertSyntheticToGguf(Golden(model), 5, dir + "/stream.gguf", BuiltinQuantPolicy(type));
-      EXPECT_EQ(test::ReadFile(dir + "/stream.gguf"), test::ReadFile(dir + "/whole.gguf")) << model << " " << type;
+      EXPECT_EQ(test::ReadFile(dir + "/stream.gguf"), test::ReadFile(dir + "/whole.gguf"))
+          << model << " " << type;
     }
   }
 }
@@ -196,7 +206,8 @@ TEST(StreamingConvert, QuantizeAtLoadAsTheWeightsAreMadeEqualsQuantizingTheWhole
         const Tensor& b = *whole->weights()[i];
         ASSERT_EQ(a.name, b.name);
         ASSERT_EQ(a.dtype, b.dtype) << model << " " << type << " " << a.name;
-        ASSERT_EQ(Bytes(a.data, a.nbytes), Bytes(b.data, b.nbytes)) << model << " " << type << " " << a.name;
+        ASSERT_EQ(Bytes(a.data, a.nbytes), Bytes(b.data, b.nbytes))
+            << model << " " << type << " " << a.name;
       }
     }
   }
@@ -261,9 +272,8 @@ TEST(StreamingConvert, PeakMemoryIsAboutOneTensorNotTheModel) {
   const int64_t bound = int64_t(3 * largest) + (int64_t(40) << 20);
   ASSERT_LT(bound, int64_t(model_bytes) / 2);  // far below what holding the model takes
 
-  const int64_t convert = PeakRssGrowth([&] {
-    ConvertSyntheticToGguf(cfg, 0, dir + "/s.gguf", BuiltinQuantPolicy("q4_0"));
-  });
+  const int64_t convert = PeakRssGrowth(
+      [&] { ConvertSyntheticToGguf(cfg, 0, dir + "/s.gguf", BuiltinQuantPolicy("q4_0")); });
   if (convert == -2) GTEST_SKIP() << "cannot reset the peak RSS here (/proc/self/clear_refs)";
   EXPECT_GT(convert, 0);
   EXPECT_LT(convert, bound) << "streaming convert of a " << model_bytes / 1000000 << " MB model";
@@ -287,12 +297,13 @@ TEST(StreamingConvert, PeakMemoryIsAboutOneTensorNotTheModel) {
     for (const Tensor* t : m->weights()) kept += t->nbytes;
     ES_CHECK(kept < model_bytes / 2, "weights were not quantized: ", kept, " bytes kept");
   });
-  std::printf("peak RSS growth, %.1f MB model: convert %.1f MB, convert of the model held whole %.1f MB, "
-              "quantize at load %.1f MB\n",
-              double(model_bytes) / 1e6, double(convert) / 1e6, double(whole) / 1e6, double(load) / 1e6);
+  std::printf(
+      "peak RSS growth, %.1f MB model: convert %.1f MB, convert of the model held whole %.1f MB, "
+      "quantize at load %.1f MB\n",
+      double(model_bytes) / 1e6, double(convert) / 1e6, double(whole) / 1e6, double(load) / 1e6);
   EXPECT_GT(load, 0);
-  EXPECT_LT(load, int64_t(model_bytes) * 9 / 32 + bound) << "quantize-at-load of a " << model_bytes / 1000000
-                                                         << " MB model";
+  EXPECT_LT(load, int64_t(model_bytes) * 9 / 32 + bound)
+      << "quantize-at-load of a " << model_bytes / 1000000 << " MB model";
 }
 
 TEST(StreamingConvert, MappedInputsAreHandedBackAsTheyAreWritten) {
@@ -324,7 +335,8 @@ TEST(StreamingConvert, MappedInputsAreHandedBackAsTheyAreWritten) {
     ConvertHfToGguf(folder, dir + "/f16.gguf", BuiltinQuantPolicy("bf16"));
   });
   if (convert == -2) GTEST_SKIP() << "cannot reset the peak RSS here (/proc/self/clear_refs)";
-  const int64_t requantize = PeakRssGrowth([&] { QuantizeGguf(dir + "/f16.gguf", dir + "/q.gguf", BuiltinQuantPolicy("q4_0")); });
+  const int64_t requantize = PeakRssGrowth(
+      [&] { QuantizeGguf(dir + "/f16.gguf", dir + "/q.gguf", BuiltinQuantPolicy("q4_0")); });
   std::printf("peak RSS growth: folder convert %.1f MB, quantize %.1f MB\n", double(convert) / 1e6,
               double(requantize) / 1e6);
   EXPECT_GT(convert, 0);
@@ -333,8 +345,8 @@ TEST(StreamingConvert, MappedInputsAreHandedBackAsTheyAreWritten) {
   EXPECT_LT(requantize, bound);
   // The same weights (made with 2 splits) from the folder and made as they are written give the
   // same file, the one the pre-streaming converter wrote.
-  ConvertSyntheticWeightsToGguf(SyntheticWeights(c, DType::kBF16, 0, 2), c, "stream_v2", dir + "/s.gguf",
-                                BuiltinQuantPolicy("q4_0"), {});
+  ConvertSyntheticWeightsToGguf(SyntheticWeights(c, DType::kBF16, 0, 2), c, "stream_v2",
+                                dir + "/s.gguf", BuiltinQuantPolicy("q4_0"), {});
   EXPECT_EQ(test::ReadFile(dir + "/f.gguf"), test::ReadFile(dir + "/s.gguf"));
   EXPECT_EQ(FileFnv(dir + "/s.gguf"), 0xdf5747eeae08269dull);  // the pre-streaming converter's
 }

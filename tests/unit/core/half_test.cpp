@@ -1,9 +1,9 @@
 // f16 / bf16 / fp8 conversions against exhaustive round trips and known values.
+#include "edgeseek/internal/core/half.h"
+
 #include <gtest/gtest.h>
 
 #include <cmath>
-
-#include "edgeseek/internal/core/half.h"
 
 namespace es {
 namespace {
@@ -21,7 +21,7 @@ TEST(Half, F16KnownValues) {
   EXPECT_EQ(F16ToF32(0xc000), -2.0f);
   EXPECT_EQ(F16ToF32(0x7bff), 65504.0f);
   EXPECT_EQ(F16ToF32(0x0001), std::ldexp(1.0f, -24));
-  EXPECT_EQ(F32ToF16(65520.0f), 0x7c00);           // rounds to inf
+  EXPECT_EQ(F32ToF16(65520.0f), 0x7c00);                      // rounds to inf
   EXPECT_EQ(F32ToF16(1.0f + std::ldexp(1.0f, -11)), 0x3c00);  // tie to even
   EXPECT_EQ(F32ToF16(std::ldexp(1.0f, -25)), 0x0000);         // tie to even (zero)
   EXPECT_EQ(F32ToF16(std::ldexp(1.5f, -25)), 0x0001);

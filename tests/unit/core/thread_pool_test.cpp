@@ -2,13 +2,13 @@
 // function of (n, threads), every thread runs RunOnAll once, and an oversubscribed pool (more
 // threads than cores: the caller yields while it waits) still completes many small regions; the
 // caller runs the chunks whose worker has not started, each with the chunk's own index.
+#include "edgeseek/internal/core/thread_pool.h"
+
 #include <gtest/gtest.h>
 
 #include <atomic>
 #include <thread>
 #include <vector>
-
-#include "edgeseek/internal/core/thread_pool.h"
 
 namespace es {
 namespace {
@@ -19,10 +19,13 @@ TEST(ThreadPool, ParallelForCoversEachIndexOnce) {
     for (int64_t n : {1, 2, 7, 31, 1000, 1023}) {
       for (int64_t grain : {1, 3, 8, 64}) {
         std::vector<std::atomic<int>> hits(static_cast<size_t>(n));
-        pool.ParallelFor(n, [&](int64_t b, int64_t e, int) {
-          EXPECT_EQ(b % grain, 0) << "chunks start at multiples of the grain";
-          for (int64_t i = b; i < e; ++i) hits[size_t(i)].fetch_add(1);
-        }, grain);
+        pool.ParallelFor(
+            n,
+            [&](int64_t b, int64_t e, int) {
+              EXPECT_EQ(b % grain, 0) << "chunks start at multiples of the grain";
+              for (int64_t i = b; i < e; ++i) hits[size_t(i)].fetch_add(1);
+            },
+            grain);
         for (int64_t i = 0; i < n; ++i)
           ASSERT_EQ(hits[size_t(i)].load(), 1) << "n=" << n << " grain=" << grain << " i=" << i;
       }

@@ -100,7 +100,8 @@ TEST(GgufBad, TruncatedWriterOutput) {
   std::vector<uint8_t> d(2 * 34);
   GgufWriter w;
   w.Set("general.architecture", GgufValue::Str("qwen2"));
-  w.Set("x.arr", GgufValue::NestedArray({GgufValue::StrArray({"p", "q"}), GgufValue::FloatArray(GgufType::kF64, {1})}));
+  w.Set("x.arr", GgufValue::NestedArray({GgufValue::StrArray({"p", "q"}),
+                                         GgufValue::FloatArray(GgufType::kF64, {1})}));
   w.Set("x.f", GgufValue::F32(2));
   w.AddTensor("t", DType::kQ8_0, {2, 32}, d.data());
   w.WriteFile(dir + "/w.gguf");
@@ -139,7 +140,9 @@ TEST(GgufBad, UnknownTensorType) {
   Raw r;
   r.Header(1, 0).Tensor("blk.0.attn_q.weight", {256, 2}, 11, 0).PadTo(32);
   r.b.append(2 * 110, '\0');
-  ExpectError(r.b, "tensor 'blk.0.attn_q.weight' has tensor type id 11 (q3_K) which edgeseek does not read");
+  ExpectError(
+      r.b,
+      "tensor 'blk.0.attn_q.weight' has tensor type id 11 (q3_K) which edgeseek does not read");
   Raw q81;
   q81.Header(1, 0).Tensor("x", {32}, 9, 0).PadTo(32);
   q81.b.append(36, '\0');
@@ -180,7 +183,9 @@ TEST(GgufBad, ShapeDisagreesWithData) {
   Raw block;
   block.Header(1, 0).Tensor("q", {33, 2}, 2, 0).PadTo(32);
   block.b.append(128, '\0');
-  ExpectError(block.b, "tensor 'q' of type q4_0 has rows of 33 elements, not a multiple of the block size 32");
+  ExpectError(
+      block.b,
+      "tensor 'q' of type q4_0 has rows of 33 elements, not a multiple of the block size 32");
   Raw dims;
   dims.Header(1, 0).Tensor("d", {1, 1, 1, 1, 1}, 0, 0).PadTo(32);
   ExpectError(dims.b, "tensor 'd' has 5 dims (must be 1..4)");
@@ -197,7 +202,14 @@ TEST(GgufBad, StringLongerThanFile) {
   val.Header(0, 1).Str("tokenizer.chat_template").U32(8).U64(5000).Bytes("{%", 2);
   ExpectError(val.b, "metadata key 'tokenizer.chat_template': string length 5000");
   Raw elem;
-  elem.Header(0, 1).Str("tokenizer.ggml.tokens").U32(9).U32(8).U64(2).Str("ok").U64(99).Bytes("x", 1);
+  elem.Header(0, 1)
+      .Str("tokenizer.ggml.tokens")
+      .U32(9)
+      .U32(8)
+      .U64(2)
+      .Str("ok")
+      .U64(99)
+      .Bytes("x", 1);
   ExpectError(elem.b, "metadata key 'tokenizer.ggml.tokens'[1]");
   Raw name;
   name.Header(1, 0).U64(1000).Bytes("blk", 3);

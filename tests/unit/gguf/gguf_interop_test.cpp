@@ -36,7 +36,8 @@ void SetTinyTokenizer(GgufWriter& w, int n_vocab) {
     toks.push_back(Utf8(uint32_t(self ? b : 256 + extra++)));
   }
   toks.push_back("<|endoftext|>");
-  while (int(toks.size()) < n_vocab) toks.push_back("<|extra_" + std::to_string(toks.size()) + "|>");
+  while (int(toks.size()) < n_vocab)
+    toks.push_back("<|extra_" + std::to_string(toks.size()) + "|>");
   std::vector<int64_t> types(toks.size(), int64_t(GgufTokenType::kNormal));
   for (size_t i = 256; i < toks.size(); ++i) types[i] = int64_t(GgufTokenType::kControl);
   w.Set(std::string(kKeyTokenizerModel), GgufValue::Str("gpt2"));
@@ -50,7 +51,8 @@ void SetTinyTokenizer(GgufWriter& w, int n_vocab) {
 }
 
 void WriteTinyModel(const std::string& arch, const std::string& path) {
-  const int n_embd = 256, n_ff = 512, n_head = 4, n_kv = 2, n_layer = 2, head = n_embd / n_head, n_vocab = 320;
+  const int n_embd = 256, n_ff = 512, n_head = 4, n_kv = 2, n_layer = 2, head = n_embd / n_head,
+            n_vocab = 320;
   GgufWriter w;
   w.Set(std::string(kKeyGeneralArchitecture), GgufValue::Str(arch));
   w.Set(std::string(kKeyGeneralName), GgufValue::Str("tiny-" + arch));
@@ -105,7 +107,8 @@ TEST(GgufInterop, TinyModelsForLlamaCpp) {
     const auto src = GgufFile::Open(f32);
     EXPECT_EQ(src->GetU32(ArchKey(arch, kKeyBlockCount)), 2u);
     EXPECT_EQ(src->GetStringArray(kKeyTokenizerTokens).size(), 320u);
-    for (const char* type : {"q8_0", "q4_0", "q4_k_m", "q4_1", "q5_0", "q5_1", "q5_k", "q6_k", "f16", "bf16"}) {
+    for (const char* type :
+         {"q8_0", "q4_0", "q4_k_m", "q4_1", "q5_0", "q5_1", "q5_k", "q6_k", "f16", "bf16"}) {
       const std::string q = dir + "/tiny_" + arch + "_" + type + ".gguf";
       const std::string twin = dir + "/tiny_" + arch + "_" + type + "_deq.gguf";
       QuantizeGguf(f32, q, BuiltinQuantPolicy(type));

@@ -64,8 +64,10 @@ TEST(GgufNames, StackedExperts) {
   EXPECT_EQ(m->gguf_name, "blk.4.ffn_down_exps.weight");
   EXPECT_EQ(m->layer, 4);
   EXPECT_EQ(m->expert, 63);
-  EXPECT_EQ(HfToGgufName("model.layers.4.mlp.experts.0.gate_proj.weight")->gguf_name, "blk.4.ffn_gate_exps.weight");
-  EXPECT_EQ(HfToGgufName("model.layers.4.mlp.experts.7.up_proj.weight")->gguf_name, "blk.4.ffn_up_exps.weight");
+  EXPECT_EQ(HfToGgufName("model.layers.4.mlp.experts.0.gate_proj.weight")->gguf_name,
+            "blk.4.ffn_gate_exps.weight");
+  EXPECT_EQ(HfToGgufName("model.layers.4.mlp.experts.7.up_proj.weight")->gguf_name,
+            "blk.4.ffn_up_exps.weight");
   EXPECT_EQ(GgufToHfName("blk.4.ffn_up_exps.weight", 7),
             std::optional<std::string>("model.layers.4.mlp.experts.7.up_proj.weight"));
   // A stacked tensor has no single HF name without an expert index, and a plain one takes none.
@@ -100,11 +102,13 @@ TEST(GgufNames, BuildersAndKeys) {
   EXPECT_EQ(BlockTensorName(7, kTensorAttnKB), "blk.7.attn_k_b.weight");
   EXPECT_EQ(ArchKey(kArchQwen2, kKeyBlockCount), "qwen2.block_count");
   EXPECT_EQ(ArchKey(kArchDeepseek2, kKeyAttnKvLoraRank), "deepseek2.attention.kv_lora_rank");
-  EXPECT_EQ(ArchKey(kArchDeepseek2, kKeyRopeScalingYarnLogMul), "deepseek2.rope.scaling.yarn_log_multiplier");
+  EXPECT_EQ(ArchKey(kArchDeepseek2, kKeyRopeScalingYarnLogMul),
+            "deepseek2.rope.scaling.yarn_log_multiplier");
   EXPECT_EQ(ArchKey(kArchLlama, kKeyAttnLayerNormRmsEps), "llama.attention.layer_norm_rms_epsilon");
   const auto& ds = ArchKeySuffixes(kArchDeepseek2);
-  for (auto k : {kKeyAttnQLoraRank, kKeyExpertCount, kKeyExpertSharedCount, kKeyLeadingDenseBlockCount,
-                 kKeyExpertGatingFunc, kKeyExpertWeightsNorm, kKeyRopeScalingYarnLogMul})
+  for (auto k :
+       {kKeyAttnQLoraRank, kKeyExpertCount, kKeyExpertSharedCount, kKeyLeadingDenseBlockCount,
+        kKeyExpertGatingFunc, kKeyExpertWeightsNorm, kKeyRopeScalingYarnLogMul})
     EXPECT_NE(std::find(ds.begin(), ds.end(), k), ds.end()) << k;
   const auto& qw = ArchKeySuffixes(kArchQwen2);
   EXPECT_EQ(std::find(qw.begin(), qw.end(), kKeyExpertCount), qw.end());

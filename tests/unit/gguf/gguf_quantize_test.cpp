@@ -1,6 +1,8 @@
 // QuantizeGguf and the `quantize` verb on a hand-made tiny qwen2-like GGUF: output types by
 // policy, dequantized values against the source, metadata updates, determinism across runs
 // and thread counts, verbatim copies, and one-line errors for bad input.
+#include "edgeseek/internal/formats/gguf_quantize.h"
+
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -11,7 +13,6 @@
 #include "edgeseek/internal/core/error.h"
 #include "edgeseek/internal/core/half.h"
 #include "edgeseek/internal/formats/gguf.h"
-#include "edgeseek/internal/formats/gguf_quantize.h"
 #include "edgeseek/internal/quant/blocks.h"
 #include "test_util.h"
 
@@ -62,7 +63,8 @@ std::string MakeInput(const std::string& dir, bool with_nan = false) {
       for (int64_t r = 0; r < n / s.shape.back(); ++r) {
         const int64_t c = s.shape.back();
         if (s.type == DType::kF16) {
-          for (int64_t i = 0; i < c; ++i) reinterpret_cast<uint16_t*>(b.data())[r * c + i] = F32ToF16(v[size_t(r * c + i)]);
+          for (int64_t i = 0; i < c; ++i)
+            reinterpret_cast<uint16_t*>(b.data())[r * c + i] = F32ToF16(v[size_t(r * c + i)]);
         } else {
           Quantize(s.type, v.data() + r * c, b.data() + size_t(r) * RowBytes(s.type, c), c);
         }
@@ -90,7 +92,9 @@ TEST(GgufQuantize, Q4KMTypesValuesAndMetadata) {
   std::vector<std::pair<uint64_t, uint64_t>> progress;
   GgufQuantizeOptions opt;
   opt.threads = 2;
-  opt.progress = [&](uint64_t done, uint64_t total, const std::string&) { progress.emplace_back(done, total); };
+  opt.progress = [&](uint64_t done, uint64_t total, const std::string&) {
+    progress.emplace_back(done, total);
+  };
   const auto st = QuantizeGguf(in, dir + "/out.gguf", BuiltinQuantPolicy("q4_k_m"), opt);
   EXPECT_EQ(st.tensors, Tensors().size());
   EXPECT_EQ(st.copied, 3u);  // attn_norm (F32), ffn_gate_inp (F32), ids (I32)
@@ -105,10 +109,14 @@ TEST(GgufQuantize, Q4KMTypesValuesAndMetadata) {
   EXPECT_EQ(f->GetStringArray("tokenizer.ggml.tokens")[1], "b");
   EXPECT_EQ(f->GetU32("qwen2.block_count"), 1u);
   const std::pair<const char*, DType> want[] = {
-      {"token_embd.weight", DType::kQ6_K}, {"blk.0.attn_norm.weight", DType::kF32},
-      {"blk.0.attn_q.weight", DType::kQ4_K}, {"blk.0.attn_v.weight", DType::kQ6_K},
+      {"token_embd.weight", DType::kQ6_K},
+      {"blk.0.attn_norm.weight", DType::kF32},
+      {"blk.0.attn_q.weight", DType::kQ4_K},
+      {"blk.0.attn_v.weight", DType::kQ6_K},
       {"blk.0.ffn_down.weight", DType::kQ5_1},  // q5_k rule, 96-wide rows fall back
-      {"blk.0.ffn_gate_inp.weight", DType::kF32}, {"output.weight", DType::kQ6_K}, {"ids", DType::kI32}};
+      {"blk.0.ffn_gate_inp.weight", DType::kF32},
+      {"output.weight", DType::kQ6_K},
+      {"ids", DType::kI32}};
   for (const auto& [name, type] : want) EXPECT_EQ(f->FindTensor(name)->dtype, type) << name;
   // Dequantized values against the source, with each type's round-trip bound (blocks_test).
   const double tol[] = {0.03, 0.0, 0.10, 0.03, 0.06, 0.0, 0.03};
@@ -162,7 +170,8 @@ TEST(GgufQuantize, I4GFilesRoundTrip) {
   EXPECT_LE(test::RelL2(Values(*f, "blk.0.attn_q.weight"), g_values[2]), 0.09);
   // Requantizing an i4g file (dequantize i4g -> quantize) works too.
   QuantizeGguf(dir + "/i4g.gguf", dir + "/back.gguf", BuiltinQuantPolicy("q8_0"));
-  EXPECT_EQ(GgufFile::Open(dir + "/back.gguf")->FindTensor("blk.0.attn_q.weight")->dtype, DType::kQ8_0);
+  EXPECT_EQ(GgufFile::Open(dir + "/back.gguf")->FindTensor("blk.0.attn_q.weight")->dtype,
+            DType::kQ8_0);
 }
 
 TEST(GgufQuantize, NonFiniteWeightIsAnErrorAndLeavesNoFile) {
@@ -172,8 +181,10 @@ TEST(GgufQuantize, NonFiniteWeightIsAnErrorAndLeavesNoFile) {
     QuantizeGguf(in, dir + "/out.gguf", BuiltinQuantPolicy("q4_0"));
     FAIL() << "no error";
   } catch (const Error& e) {
-    EXPECT_NE(std::string(e.what()).find("tensor blk.0.attn_q.weight row 3: cannot quantize to q4_0: element 5 is not finite"),
-              std::string::npos)
+    EXPECT_NE(
+        std::string(e.what()).find(
+            "tensor blk.0.attn_q.weight row 3: cannot quantize to q4_0: element 5 is not finite"),
+        std::string::npos)
         << e.what();
   }
   EXPECT_FALSE(std::filesystem::exists(dir + "/out.gguf"));
@@ -184,7 +195,8 @@ TEST(QuantizeVerb, WritesFileAndOneSummaryLine) {
   const std::string dir = test::TempDir();
   const std::string in = MakeInput(dir);
   std::string out, err;
-  const int rc = test::RunCommand(test::CliPath() + " quantize " + in + " " + dir + "/v.gguf --type q4_0 -t 2", &out, &err);
+  const int rc = test::RunCommand(
+      test::CliPath() + " quantize " + in + " " + dir + "/v.gguf --type q4_0 -t 2", &out, &err);
   ASSERT_EQ(rc, 0) << err;
   EXPECT_EQ(err.find('\r'), std::string::npos) << "no progress bar when stderr is not a terminal";
   EXPECT_NE(err.find("quantized " + in), std::string::npos) << err;
@@ -195,8 +207,8 @@ TEST(QuantizeVerb, WritesFileAndOneSummaryLine) {
   EXPECT_EQ(f->GetU32("general.file_type"), 2u);
 
   // --policy with a config file gives the same bytes as the preset of the same name.
-  ASSERT_EQ(test::RunCommand(test::CliPath() + " quantize " + in + " " + dir + "/p.gguf --policy " + test::SourceDir() +
-                                 "/configs/quant/q4_0.json",
+  ASSERT_EQ(test::RunCommand(test::CliPath() + " quantize " + in + " " + dir + "/p.gguf --policy " +
+                                 test::SourceDir() + "/configs/quant/q4_0.json",
                              &out, &err),
             0)
       << err;
@@ -208,7 +220,8 @@ TEST(GgufDumpVerb, PrintsMetadataAndTensors) {
   const std::string in = MakeInput(dir);
   std::string out, err;
   ASSERT_EQ(test::RunCommand(test::CliPath() + " gguf-dump " + in, &out, &err), 0) << err;
-  EXPECT_NE(out.find("GGUF v3, 4 metadata keys, 8 tensors, alignment 32"), std::string::npos) << out;
+  EXPECT_NE(out.find("GGUF v3, 4 metadata keys, 8 tensors, alignment 32"), std::string::npos)
+      << out;
   EXPECT_NE(out.find("qwen2.block_count"), std::string::npos) << out;
   EXPECT_NE(out.find("array<string>[2]"), std::string::npos) << out;
   EXPECT_NE(out.find("blk.0.attn_q.weight"), std::string::npos) << out;

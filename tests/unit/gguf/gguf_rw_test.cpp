@@ -48,7 +48,8 @@ void SetAllTypes(GgufWriter& w) {
   w.Set("t.f32s", GgufValue::FloatArray(GgufType::kF32, {0.5, -1.25, 1e30}));
   w.Set("t.f64s", GgufValue::FloatArray(GgufType::kF64, {0.1}));
   w.Set("t.empty_arr", GgufValue::IntArray(GgufType::kU64, {}));
-  w.Set("t.nested", GgufValue::NestedArray({GgufValue::StrArray({"x", "y"}), GgufValue::IntArray(GgufType::kI16, {7})}));
+  w.Set("t.nested", GgufValue::NestedArray({GgufValue::StrArray({"x", "y"}),
+                                            GgufValue::IntArray(GgufType::kI16, {7})}));
   w.Set("qwen2.block_count", GgufValue::U32(28));
 }
 
@@ -64,14 +65,22 @@ TEST_P(GgufRoundTrip, MetadataAndTensorsSurvive) {
   const uint32_t alignment = GetParam();
   const std::string path = test::TempDir() + "/rt.gguf";
   const std::vector<TensorCase> cases = {
-      {"token_embd.weight", DType::kF16, {7, 64}},   {"blk.0.attn_norm.weight", DType::kF32, {5}},
-      {"bf", DType::kBF16, {3, 2, 3}},              {"q8", DType::kQ8_0, {3, 64}},
-      {"q40", DType::kQ4_0, {2, 2, 32}},            {"q41", DType::kQ4_1, {1, 32}},
-      {"q50", DType::kQ5_0, {3, 32}},               {"q51", DType::kQ5_1, {1, 1, 1, 96}},
-      {"q4k", DType::kQ4_K, {2, 256}},              {"q5k", DType::kQ5_K, {1, 512}},
-      {"q6k", DType::kQ6_K, {3, 256}},              {"q8k", DType::kQ8_K, {1, 256}},
-      {"i4g", DType::kI4G, {2, 384}},               {"i32", DType::kI32, {3}},
-      {"i8", DType::kI8, {4, 3}},                   {"empty", DType::kF32, {0, 8}},
+      {"token_embd.weight", DType::kF16, {7, 64}},
+      {"blk.0.attn_norm.weight", DType::kF32, {5}},
+      {"bf", DType::kBF16, {3, 2, 3}},
+      {"q8", DType::kQ8_0, {3, 64}},
+      {"q40", DType::kQ4_0, {2, 2, 32}},
+      {"q41", DType::kQ4_1, {1, 32}},
+      {"q50", DType::kQ5_0, {3, 32}},
+      {"q51", DType::kQ5_1, {1, 1, 1, 96}},
+      {"q4k", DType::kQ4_K, {2, 256}},
+      {"q5k", DType::kQ5_K, {1, 512}},
+      {"q6k", DType::kQ6_K, {3, 256}},
+      {"q8k", DType::kQ8_K, {1, 256}},
+      {"i4g", DType::kI4G, {2, 384}},
+      {"i32", DType::kI32, {3}},
+      {"i8", DType::kI8, {4, 3}},
+      {"empty", DType::kF32, {0, 8}},
   };
   std::vector<std::vector<uint8_t>> data;
   {
@@ -79,7 +88,10 @@ TEST_P(GgufRoundTrip, MetadataAndTensorsSurvive) {
     SetAllTypes(w);
     for (size_t i = 0; i < cases.size(); ++i) {
       const auto& c = cases[i];
-      data.push_back(RandomBytes(RowBytes(c.type, c.shape.back()) * size_t(NumElements(c.shape) / std::max<int64_t>(c.shape.back(), 1)), i + 1));
+      data.push_back(
+          RandomBytes(RowBytes(c.type, c.shape.back()) *
+                          size_t(NumElements(c.shape) / std::max<int64_t>(c.shape.back(), 1)),
+                      i + 1));
       if (c.type == DType::kF16 || c.type == DType::kBF16 || c.type == DType::kF32) {
         // keep float payloads finite-looking; bytes are compared verbatim anyway
       }
@@ -163,7 +175,8 @@ TEST(Gguf, ShapeIsOutermostFirstAndGgufDimsInnermostFirst) {
     f->GetTensor("x", {2, 64, 3});  // e.g. a model expecting [n_head, embd, head_dim]
     FAIL() << "no error";
   } catch (const Error& e) {
-    EXPECT_EQ(std::string(e.what()), "tensor x in " + path + " has shape [2, 3, 64], expected [2, 64, 3]");
+    EXPECT_EQ(std::string(e.what()),
+              "tensor x in " + path + " has shape [2, 3, 64], expected [2, 64, 3]");
   }
 }
 
@@ -199,11 +212,14 @@ TEST(Gguf, TypedGetterErrorsNameKeyAndFile) {
     }
     return std::string("no error");
   };
-  EXPECT_EQ(msg([&] { f->GetU32("qwen2.block_count"); }), "missing key qwen2.block_count in " + path);
-  EXPECT_EQ(msg([&] { f->GetU32("qwen2.name"); }), "key qwen2.name in " + path + ": expected an integer, found string");
+  EXPECT_EQ(msg([&] { f->GetU32("qwen2.block_count"); }),
+            "missing key qwen2.block_count in " + path);
+  EXPECT_EQ(msg([&] { f->GetU32("qwen2.name"); }),
+            "key qwen2.name in " + path + ": expected an integer, found string");
   EXPECT_NE(msg([&] { f->GetU32("neg"); }).find("non-negative"), std::string::npos);
   EXPECT_NE(msg([&] { f->GetU32("big"); }).find("does not fit in uint32"), std::string::npos);
-  EXPECT_NE(msg([&] { f->GetStringArray("qwen2.name"); }).find("expected an array of strings"), std::string::npos);
+  EXPECT_NE(msg([&] { f->GetStringArray("qwen2.name"); }).find("expected an array of strings"),
+            std::string::npos);
   EXPECT_EQ(msg([&] { f->GetTensor("output.weight"); }), "missing tensor output.weight in " + path);
   EXPECT_EQ(f->GetU32Or("qwen2.block_count", 7), 7u);
   EXPECT_EQ(f->GetI64("big"), int64_t(1) << 40);
@@ -212,10 +228,11 @@ TEST(Gguf, TypedGetterErrorsNameKeyAndFile) {
 TEST(GgufWriter, RejectsWhatLlamaCppWouldRefuse) {
   GgufWriter w;
   std::vector<uint8_t> d(64 * 34);
-  EXPECT_THROW(w.AddTensor(std::string(64, 'n'), DType::kF32, {1}, d.data()), Error);  // name too long
-  EXPECT_THROW(w.AddTensor("x", DType::kQ4_0, {2, 33}, d.data()), Error);              // not a block multiple
-  EXPECT_THROW(w.AddTensor("x", DType::kF32, {1, 1, 1, 1, 1}, d.data()), Error);       // 5 dims
-  EXPECT_THROW(w.AddTensor("x", DType::kF8E4M3, {4}, d.data()), Error);                // no ggml type
+  EXPECT_THROW(w.AddTensor(std::string(64, 'n'), DType::kF32, {1}, d.data()),
+               Error);                                                     // name too long
+  EXPECT_THROW(w.AddTensor("x", DType::kQ4_0, {2, 33}, d.data()), Error);  // not a block multiple
+  EXPECT_THROW(w.AddTensor("x", DType::kF32, {1, 1, 1, 1, 1}, d.data()), Error);  // 5 dims
+  EXPECT_THROW(w.AddTensor("x", DType::kF8E4M3, {4}, d.data()), Error);           // no ggml type
   w.AddTensor("x", DType::kF32, {4}, d.data());
   EXPECT_THROW(w.AddTensor("x", DType::kF32, {4}, d.data()), Error);  // duplicate
   EXPECT_THROW(w.Set("general.alignment", GgufValue::U32(64)), Error);
@@ -258,11 +275,11 @@ TEST(GgufWriter, TensorsInSlicesWriteTheSameFileAsWholeTensors) {
   GgufWriter sliced;
   declare(sliced);
   sliced.Begin(dir + "/sliced.gguf");
-  sliced.WriteTensorPart(a.data(), 12);        // a: 12 + 0 + 100 + 48 bytes
+  sliced.WriteTensorPart(a.data(), 12);  // a: 12 + 0 + 100 + 48 bytes
   sliced.WriteTensorPart(a.data() + 3, 0);
   sliced.WriteTensorPart(a.data() + 3, 100);
   sliced.WriteTensorPart(a.data() + 28, 48);
-  sliced.WriteTensorData(nullptr, 0);           // empty
+  sliced.WriteTensorData(nullptr, 0);  // empty
   sliced.WriteTensorData(b.data(), 12);
   sliced.WriteTensorPart(c.data(), 4);
   sliced.WriteTensorPart(c.data() + 1, 252);
@@ -287,12 +304,15 @@ TEST(GgufWriter, SlicesPastATensorOrShortOfItAreErrors) {
     w.AddTensor("b", DType::kF32, {2});
     w.Begin(path);
     w.WriteTensorPart(a.data(), 12);
-    EXPECT_EQ(message([&] { w.WriteTensorPart(a.data(), 8); }), "GGUF writer: tensor a needs 16 bytes, got 20");
-    EXPECT_EQ(message([&] { w.WriteTensorData(a.data(), 4); }), 
-              "GGUF writer: tensor a is partly written (12 of 16 bytes); WriteTensorData takes a whole tensor");
+    EXPECT_EQ(message([&] { w.WriteTensorPart(a.data(), 8); }),
+              "GGUF writer: tensor a needs 16 bytes, got 20");
+    EXPECT_EQ(message([&] { w.WriteTensorData(a.data(), 4); }),
+              "GGUF writer: tensor a is partly written (12 of 16 bytes); WriteTensorData takes a "
+              "whole tensor");
     w.WriteTensorPart(a.data(), 4);  // a complete
     w.WriteTensorPart(a.data(), 4);  // half of b
-    EXPECT_EQ(message([&] { w.Finish(); }), "GGUF writer: 1 declared tensors were not written (one in part)");
+    EXPECT_EQ(message([&] { w.Finish(); }),
+              "GGUF writer: 1 declared tensors were not written (one in part)");
   }
   EXPECT_FALSE(std::filesystem::exists(path));
   EXPECT_FALSE(std::filesystem::exists(path + ".tmp"));

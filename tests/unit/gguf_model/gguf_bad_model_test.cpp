@@ -1,10 +1,10 @@
 // Bad GGUF models: each fault is one es::Error line naming the file and the key or tensor at
 // fault (shapes given as found and as expected); an unsupported tokenizer only matters when a
 // tokenizer is needed.
+#include <gtest/gtest.h>
+
 #include <chrono>
 #include <cmath>
-
-#include <gtest/gtest.h>
 
 #include "edgeseek/internal/core/error.h"
 #include "edgeseek/internal/formats/gguf.h"
@@ -15,7 +15,9 @@
 namespace es {
 namespace {
 
-std::string Golden(const std::string& v) { return test::SourceDir() + "/tests/golden/data/models/" + v; }
+std::string Golden(const std::string& v) {
+  return test::SourceDir() + "/tests/golden/data/models/" + v;
+}
 
 // Loads the GGUF written from `variant` with `o`; returns the error message ("" if it loaded).
 std::string LoadError(const std::string& variant, const test::HfToGgufOptions& o) {
@@ -32,7 +34,8 @@ std::string LoadError(const std::string& variant, const test::HfToGgufOptions& o
 void ExpectOneLine(const std::string& msg, const std::vector<std::string>& parts) {
   EXPECT_EQ(msg.find('\n'), std::string::npos) << msg;
   EXPECT_NE(msg.find("bad.gguf"), std::string::npos) << msg;
-  for (const auto& p : parts) EXPECT_NE(msg.find(p), std::string::npos) << "'" << p << "' not in: " << msg;
+  for (const auto& p : parts)
+    EXPECT_NE(msg.find(p), std::string::npos) << "'" << p << "' not in: " << msg;
 }
 
 TEST(GgufBadModel, ShapeDisagreesWithMetadata) {
@@ -45,8 +48,8 @@ TEST(GgufBadModel, ShapeDisagreesWithMetadata) {
 TEST(GgufBadModel, StackedExpertsDisagreeWithMetadata) {
   test::HfToGgufOptions o;
   o.edit = [](GgufWriter& w) { w.Set("deepseek2.expert_feed_forward_length", GgufValue::U32(40)); };
-  ExpectOneLine(LoadError("dsv2_lite", o),
-                {"tensor blk.1.ffn_gate_exps.weight", "has shape [8, 48, 128]", "expected [8, 40, 128]"});
+  ExpectOneLine(LoadError("dsv2_lite", o), {"tensor blk.1.ffn_gate_exps.weight",
+                                            "has shape [8, 48, 128]", "expected [8, 40, 128]"});
 }
 
 TEST(GgufBadModel, MissingTensor) {
@@ -60,7 +63,8 @@ TEST(GgufBadModel, MissingTensor) {
 TEST(GgufBadModel, UnknownArchitecture) {
   test::HfToGgufOptions o;
   o.edit = [](GgufWriter& w) { w.Set("general.architecture", GgufValue::Str("gpt2")); };
-  ExpectOneLine(LoadError("qwen2_tied", o), {"unknown architecture 'gpt2'", "general.architecture"});
+  ExpectOneLine(LoadError("qwen2_tied", o),
+                {"unknown architecture 'gpt2'", "general.architecture"});
 }
 
 TEST(GgufBadModel, MissingRequiredKey) {
@@ -96,8 +100,9 @@ TEST(GgufBadModel, UnknownTokenizerModelOnlyMattersForText) {
   test::WriteHfAsGguf(Golden("qwen2_tied"), path, o);
   const auto m = Model::Load(path);
   EXPECT_EQ(m->tokenizer(), nullptr);
-  EXPECT_NE(m->tokenizer_error().find("tokenizer model 'llama' (tokenizer.ggml.model) is not supported"),
-            std::string::npos)
+  EXPECT_NE(
+      m->tokenizer_error().find("tokenizer model 'llama' (tokenizer.ggml.model) is not supported"),
+      std::string::npos)
       << m->tokenizer_error();
   EXPECT_EQ(test::PrefillLogits(m, {1, 2, 3}).size(), size_t(3 * m->vocab_size()));
   // Same for an unknown pre-tokenizer name.

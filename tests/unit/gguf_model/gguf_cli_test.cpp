@@ -1,7 +1,6 @@
 // The CLI verbs on GGUF files: logits, generate, inspect, bench and run take `-m FILE.gguf` and
 // agree with the same checkpoint as a Hugging Face folder; an f16 GGUF runs on Vulkan too.
 #include <gtest/gtest.h>
-
 #include <unistd.h>
 
 #include <cstring>
@@ -39,8 +38,8 @@ class GgufCli : public ::testing::Test {
   static std::vector<float> Logits(const std::string& model, const std::string& extra = "") {
     const std::string out = *dir_ + "/logits.f32";
     std::string err;
-    const int rc = test::RunCommand(test::CliPath() + " logits -m " + model + " --ids 1,17,42,99,7,300 --out " + out +
-                                        " " + extra,
+    const int rc = test::RunCommand(test::CliPath() + " logits -m " + model +
+                                        " --ids 1,17,42,99,7,300 --out " + out + " " + extra,
                                     nullptr, &err);
     EXPECT_EQ(rc, 0) << err;
     const std::string s = test::ReadFile(out);
@@ -101,7 +100,9 @@ TEST_F(GgufCli, RunWithAnUnsupportedTokenizerSaysWhy) {
   o.edit = [](GgufWriter& w) { w.Set("tokenizer.ggml.model", GgufValue::Str("llama")); };
   test::WriteHfAsGguf(Hf(), bad, o);
   const std::string err = Out("run -m " + bad + " -p hi -n 2", 1);
-  EXPECT_NE(err.find("tokenizer model 'llama' (tokenizer.ggml.model) is not supported"), std::string::npos) << err;
+  EXPECT_NE(err.find("tokenizer model 'llama' (tokenizer.ggml.model) is not supported"),
+            std::string::npos)
+      << err;
   EXPECT_EQ(std::count(err.begin(), err.end(), '\n'), 1) << err;
   // Token ids still work.
   Out("generate -m " + bad + " --ids 1,2 -n 2 --temp 0");
@@ -109,7 +110,8 @@ TEST_F(GgufCli, RunWithAnUnsupportedTokenizerSaysWhy) {
 
 TEST_F(GgufCli, VulkanRunsAnF16Gguf) {
   if (!VulkanBackendBuilt()) {  // then the verb must say so on one line
-    const std::string err = Out("logits -m " + Gguf16() + " --ids 1 --out /dev/null --backend vulkan", 1);
+    const std::string err =
+        Out("logits -m " + Gguf16() + " --ids 1 --out /dev/null --backend vulkan", 1);
     EXPECT_NE(err.find("ulkan"), std::string::npos) << err;
     return;
   }
@@ -118,8 +120,10 @@ TEST_F(GgufCli, VulkanRunsAnF16Gguf) {
   ASSERT_EQ(vk.size(), cpu.size());
   EXPECT_LE(test::RelL2(vk, cpu), 1e-3);
   const std::string args = " --ids 1,17,42,99 -n 6 --temp 0";
-  EXPECT_EQ(Out("generate --backend vulkan -m " + Gguf16() + args), Out("generate -m " + Gguf16() + args));
-  EXPECT_FALSE(Out("run --backend vulkan -m " + Gguf16() + " -p 'Hello there' -n 4 --temp 0").empty());
+  EXPECT_EQ(Out("generate --backend vulkan -m " + Gguf16() + args),
+            Out("generate -m " + Gguf16() + args));
+  EXPECT_FALSE(
+      Out("run --backend vulkan -m " + Gguf16() + " -p 'Hello there' -n 4 --temp 0").empty());
   // bench on Vulkan holds decode against the device's measured copy bandwidth.
   const std::string bench = Out("bench --backend vulkan -m " + Gguf16() + " -p 8 -n 2 -r 1");
   EXPECT_NE(bench.find("bandwidth  decode reads"), std::string::npos) << bench;

@@ -3,20 +3,21 @@
 // edgeseek computes from the Hugging Face folder — f32 to rel L2 1e-5 with the golden greedy ids,
 // f16 within f16 rounding, q8_0 loosely with the same top token on most positions. Also: the
 // split attn_k_b/attn_v_b layout, llama's permuted q/k, rope_freqs.
+#include "runtime/gguf_model.h"
+
 #include <gtest/gtest.h>
 
 #include <filesystem>
 #include <nlohmann/json.hpp>
 
+#include "edgeseek/internal/backends/backend.h"
 #include "edgeseek/internal/formats/gguf.h"
 #include "edgeseek/internal/formats/gguf_quantize.h"
 #include "edgeseek/internal/models/config.h"
 #include "edgeseek/internal/runtime/convert.h"
 #include "edgeseek/internal/runtime/generator.h"
 #include "edgeseek/internal/runtime/runner.h"
-#include "edgeseek/internal/backends/backend.h"
 #include "gguf_model_util.h"
-#include "runtime/gguf_model.h"
 #include "test_util.h"
 
 namespace es {
@@ -39,7 +40,8 @@ std::string ReferenceDir(const std::string& variant, const std::string& tmp) {
   const std::string ref = tmp + "/" + variant + "_ref";
   fs::create_directories(ref);
   for (auto& e : fs::directory_iterator(dir))
-    if (e.path().filename() != "config.json") fs::create_symlink(e.path(), ref + "/" + e.path().filename().string());
+    if (e.path().filename() != "config.json")
+      fs::create_symlink(e.path(), ref + "/" + e.path().filename().string());
   test::WriteFile(ref + "/config.json", cfg.dump(1));
   return ref;
 }
@@ -108,7 +110,8 @@ TEST_P(GgufGolden, LogitsMatchSafetensors) {
   if (!g->config().is_mla()) {
     const std::string conv = tmp + "/m_conv.gguf";
     ConvertHfToGguf(ModelsDir() + "/" + variant, conv, BuiltinQuantPolicy("f32"));
-    EXPECT_LE(test::RelL2(test::PrefillLogits(Model::Load(conv), ids), ref), 1e-5) << variant << " converter";
+    EXPECT_LE(test::RelL2(test::PrefillLogits(Model::Load(conv), ids), ref), 1e-5)
+        << variant << " converter";
   }
   char buf[64];
   std::snprintf(buf, sizeof buf, "%.3g", e32);
@@ -119,8 +122,9 @@ TEST_P(GgufGolden, LogitsMatchSafetensors) {
 
 std::vector<std::string> Variants() {
   // dsv3_fp8 is left out: its FP8 block scales have no GGUF form (the converter dequantizes).
-  return {"llama3", "llama3_f32", "llama3_hubcfg", "qwen2_tied", "qwen2_realdim", "qwen2_sharded",
-          "dsv2_lite", "dsv2_group", "dsv2_realdim", "dsv2_hubcfg", "dsv3", "dsv3_mtp"};
+  return {"llama3",        "llama3_f32",    "llama3_hubcfg", "qwen2_tied",
+          "qwen2_realdim", "qwen2_sharded", "dsv2_lite",     "dsv2_group",
+          "dsv2_realdim",  "dsv2_hubcfg",   "dsv3",          "dsv3_mtp"};
 }
 
 INSTANTIATE_TEST_SUITE_P(Models, GgufGolden, ::testing::ValuesIn(Variants()),
@@ -144,9 +148,10 @@ TEST(GgufModel, Q8_0CloseToSafetensors) {
     const double e = test::RelL2(got, ref);
     // Its dequantized twin separates the weight rounding from the kernels' activation rounding.
     QuantizeGguf(tmp + "/q8.gguf", tmp + "/twin.gguf", BuiltinQuantPolicy("f32"));
-    const double e_twin = test::RelL2(got, test::PrefillLogits(Model::Load(tmp + "/twin.gguf"), ids));
-    std::printf("%s q8_0: rel L2 vs safetensors %.4f, vs dequantized twin %.5f, top-1 %.3f\n", variant.c_str(), e,
-                e_twin, Top1Agreement(got, ref, ref_model->vocab_size()));
+    const double e_twin =
+        test::RelL2(got, test::PrefillLogits(Model::Load(tmp + "/twin.gguf"), ids));
+    std::printf("%s q8_0: rel L2 vs safetensors %.4f, vs dequantized twin %.5f, top-1 %.3f\n",
+                variant.c_str(), e, e_twin, Top1Agreement(got, ref, ref_model->vocab_size()));
     // dsv3's grouped sigmoid routing (min route gap 1.3e-3) flips a few expert choices under
     // 8-bit rounding, hence its looser bound; the twin bound is the same for all.
     EXPECT_LE(e, variant == "dsv3" ? 0.15 : 0.05) << variant;
@@ -176,7 +181,8 @@ TEST(GgufModel, SplitKvBLayout) {
     // Quantized split tensors (dequantized at load) still work.
     QuantizeGguf(tmp + "/split.gguf", tmp + "/split_q8.gguf", BuiltinQuantPolicy("q8_0"));
     EXPECT_LE(test::RelL2(test::PrefillLogits(Model::Load(tmp + "/split_q8.gguf"), ids), ref),
-              variant == "dsv3" ? 0.15 : 0.05) << variant;
+              variant == "dsv3" ? 0.15 : 0.05)
+        << variant;
   }
 }
 
@@ -215,7 +221,8 @@ TEST(GgufModel, RopeFreqsGiveLlama3Frequencies) {
   const RopeTable t = c.MakeRope();
   const auto want = golden["rope_inv_freq"].get<std::vector<double>>();
   ASSERT_EQ(t.inv_freq.size(), want.size());
-  for (size_t i = 0; i < want.size(); ++i) EXPECT_NEAR(t.inv_freq[i], want[i], 1e-6 * std::abs(want[i]) + 1e-12) << i;
+  for (size_t i = 0; i < want.size(); ++i)
+    EXPECT_NEAR(t.inv_freq[i], want[i], 1e-6 * std::abs(want[i]) + 1e-12) << i;
   // Without the tensor the frequencies are the plain ones (so the tensor is what matters).
   ModelConfig plain = c;
   plain.rope_freq_factors.clear();
@@ -266,8 +273,9 @@ TEST(GgufModel, EveryWeightTypeLoads) {
   test::WriteHfAsGguf(ModelsDir() + "/" + variant, tmp + "/f32.gguf");
   const auto ref = test::PrefillLogits(Model::Load(tmp + "/f32.gguf"), ids);
   const std::vector<std::pair<std::string, DType>> types = {
-      {"bf16", DType::kBF16}, {"q4_0", DType::kQ4_0}, {"q4_1", DType::kQ4_1}, {"q5_0", DType::kQ5_0},
-      {"q5_1", DType::kQ5_1}, {"q4_k", DType::kQ4_K}, {"q5_k", DType::kQ5_K}, {"q6_k", DType::kQ6_K}};
+      {"bf16", DType::kBF16}, {"q4_0", DType::kQ4_0}, {"q4_1", DType::kQ4_1},
+      {"q5_0", DType::kQ5_0}, {"q5_1", DType::kQ5_1}, {"q4_k", DType::kQ4_K},
+      {"q5_k", DType::kQ5_K}, {"q6_k", DType::kQ6_K}};
   for (const auto& [name, dt] : types) {
     const std::string q = tmp + "/" + name + ".gguf", twin = tmp + "/" + name + "_twin.gguf";
     QuantizeGguf(tmp + "/f32.gguf", q, BuiltinQuantPolicy(name));
@@ -277,11 +285,15 @@ TEST(GgufModel, EveryWeightTypeLoads) {
     EXPECT_GE(n, 10) << name;
     QuantizeGguf(q, twin, BuiltinQuantPolicy("f32"));
     const auto got = test::PrefillLogits(Model::Load(q), ids);
-    const double e = test::RelL2(got, ref), e_twin = test::RelL2(got, test::PrefillLogits(Model::Load(twin), ids));
+    const double e = test::RelL2(got, ref),
+                 e_twin = test::RelL2(got, test::PrefillLogits(Model::Load(twin), ids));
     std::printf("%s: rel L2 vs f32 %.4f, vs dequantized twin %.4f\n", name.c_str(), e, e_twin);
     EXPECT_LE(e_twin, 0.05) << name;
     // Loose: 4-bit rounding flips some expert choices of this MoE model (min route gap 2.1e-4).
-    const double bound = name == "bf16" ? 1e-4 : name == "q6_k" ? 0.12 : name[1] == '5' ? 0.25 : 0.4;
+    const double bound = name == "bf16"   ? 1e-4
+                         : name == "q6_k" ? 0.12
+                         : name[1] == '5' ? 0.25
+                                          : 0.4;
     EXPECT_LE(e, bound) << name;
   }
 }

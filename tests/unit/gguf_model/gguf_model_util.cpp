@@ -49,14 +49,16 @@ std::string TokenContent(const json& v) {
 void SetGgufVocab(GgufWriter& w, const std::string& dir, const std::string& pre) {
   const json tj = json::parse(ReadFile(dir + "/tokenizer.json"));
   json cfg = json::object();
-  if (fs::exists(dir + "/tokenizer_config.json")) cfg = json::parse(ReadFile(dir + "/tokenizer_config.json"));
+  if (fs::exists(dir + "/tokenizer_config.json"))
+    cfg = json::parse(ReadFile(dir + "/tokenizer_config.json"));
   std::map<int64_t, std::pair<std::string, int64_t>> by_id;  // id -> (text, type)
   for (auto it = tj["model"]["vocab"].begin(); it != tj["model"]["vocab"].end(); ++it)
     by_id[it.value().get<int64_t>()] = {it.key(), int64_t(GgufTokenType::kNormal)};
   for (const json& a : tj["added_tokens"])
     by_id[a["id"].get<int64_t>()] = {a["content"].get<std::string>(),
-                                     a.value("special", false) ? int64_t(GgufTokenType::kControl)
-                                                               : int64_t(GgufTokenType::kUserDefined)};
+                                     a.value("special", false)
+                                         ? int64_t(GgufTokenType::kControl)
+                                         : int64_t(GgufTokenType::kUserDefined)};
   const int64_t n = by_id.rbegin()->first + 1;
   std::vector<std::string> tokens(static_cast<size_t>(n));
   std::vector<int64_t> types(size_t(n), int64_t(GgufTokenType::kUnused));
@@ -67,7 +69,8 @@ void SetGgufVocab(GgufWriter& w, const std::string& dir, const std::string& pre)
   }
   std::vector<std::string> merges;
   for (const json& m : tj["model"]["merges"])
-    merges.push_back(m.is_string() ? m.get<std::string>() : m[0].get<std::string>() + " " + m[1].get<std::string>());
+    merges.push_back(m.is_string() ? m.get<std::string>()
+                                   : m[0].get<std::string>() + " " + m[1].get<std::string>());
   w.Set(std::string(kKeyTokenizerModel), GgufValue::Str("gpt2"));
   w.Set(std::string(kKeyTokenizerPre), GgufValue::Str(pre));
   w.Set(std::string(kKeyTokenizerTokens), GgufValue::StrArray(tokens));
@@ -80,23 +83,29 @@ void SetGgufVocab(GgufWriter& w, const std::string& dir, const std::string& pre)
   };
   const std::string bos = cfg.contains("bos_token") ? TokenContent(cfg["bos_token"]) : "";
   const std::string eos = cfg.contains("eos_token") ? TokenContent(cfg["eos_token"]) : "";
-  if (!bos.empty() && id_of(bos) >= 0) w.Set(std::string(kKeyTokenizerBosId), GgufValue::U32(uint32_t(id_of(bos))));
-  if (!eos.empty() && id_of(eos) >= 0) w.Set(std::string(kKeyTokenizerEosId), GgufValue::U32(uint32_t(id_of(eos))));
+  if (!bos.empty() && id_of(bos) >= 0)
+    w.Set(std::string(kKeyTokenizerBosId), GgufValue::U32(uint32_t(id_of(bos))));
+  if (!eos.empty() && id_of(eos) >= 0)
+    w.Set(std::string(kKeyTokenizerEosId), GgufValue::U32(uint32_t(id_of(eos))));
   // BOS added by tokenizer_config or by the post-processor's template (llama 3).
   bool add_bos = cfg.value("add_bos_token", false);
   if (tj.contains("post_processor") && !tj["post_processor"].is_null() && !bos.empty() &&
-      tj["post_processor"].dump().find("\"SpecialToken\":{\"id\":" + json(bos).dump()) != std::string::npos)
+      tj["post_processor"].dump().find("\"SpecialToken\":{\"id\":" + json(bos).dump()) !=
+          std::string::npos)
     add_bos = true;
   w.Set(std::string(kKeyTokenizerAddBos), GgufValue::Bool(add_bos));
   w.Set(std::string(kKeyTokenizerAddEos), GgufValue::Bool(cfg.value("add_eos_token", false)));
   if (cfg.contains("chat_template") && cfg["chat_template"].is_string())
-    w.Set(std::string(kKeyTokenizerChatTemplate), GgufValue::Str(cfg["chat_template"].get<std::string>()));
+    w.Set(std::string(kKeyTokenizerChatTemplate),
+          GgufValue::Str(cfg["chat_template"].get<std::string>()));
 }
 
 void WriteHfAsGguf(const std::string& hf_dir, const std::string& out, const HfToGgufOptions& o) {
   const ModelConfig c = LoadHfConfig(hf_dir + "/config.json");
   const auto st = SafetensorsSet::Open(hf_dir);
-  const std::string arch = c.arch == Arch::kLlama ? "llama" : c.arch == Arch::kQwen2 ? "qwen2" : "deepseek2";
+  const std::string arch = c.arch == Arch::kLlama   ? "llama"
+                           : c.arch == Arch::kQwen2 ? "qwen2"
+                                                    : "deepseek2";
   auto key = [&](std::string_view s) { return ArchKey(arch, s); };
   GgufWriter w;
   w.Set(std::string(kKeyGeneralArchitecture), GgufValue::Str(arch));
@@ -116,7 +125,8 @@ void WriteHfAsGguf(const std::string& hf_dir, const std::string& out, const HfTo
     w.Set(key(kKeyRopeScalingFactor), GgufValue::F32(float(c.rope.factor)));
   }
   if (c.rope.type == "yarn") {
-    w.Set(key(kKeyRopeScalingOrigCtxLen), GgufValue::U32(uint32_t(c.rope.original_max_position_embeddings)));
+    w.Set(key(kKeyRopeScalingOrigCtxLen),
+          GgufValue::U32(uint32_t(c.rope.original_max_position_embeddings)));
     w.Set(key(kKeyRopeScalingYarnLogMul), GgufValue::F32(float(0.1 * c.rope.mscale_all_dim)));
   }
   std::deque<std::vector<float>> store;
@@ -137,7 +147,8 @@ void WriteHfAsGguf(const std::string& hf_dir, const std::string& out, const HfTo
   if (c.is_mla()) {
     if (c.q_lora_rank > 0) w.Set(key(kKeyAttnQLoraRank), GgufValue::U32(uint32_t(c.q_lora_rank)));
     w.Set(key(kKeyAttnKvLoraRank), GgufValue::U32(uint32_t(c.kv_lora_rank)));
-    const uint32_t kl = uint32_t(c.qk_nope_head_dim + c.qk_rope_head_dim), vl = uint32_t(c.v_head_dim);
+    const uint32_t kl = uint32_t(c.qk_nope_head_dim + c.qk_rope_head_dim),
+                   vl = uint32_t(c.v_head_dim);
     if (o.split_kv_b) {
       w.Set(key(kKeyAttnHeadCountKv), GgufValue::U32(1));
       w.Set(key(kKeyAttnKeyLength), GgufValue::U32(uint32_t(c.kv_lora_rank + c.qk_rope_head_dim)));
@@ -180,7 +191,8 @@ void WriteHfAsGguf(const std::string& hf_dir, const std::string& out, const HfTo
       auto& acc = stacks[m->gguf_name];
       acc.insert(acc.end(), v.begin(), v.end());
       stack_shape[m->gguf_name] = {c.n_routed_experts, s.shape[0], s.shape[1]};
-      if (m->expert == c.n_routed_experts - 1) add(m->gguf_name, stack_shape[m->gguf_name], std::move(acc));
+      if (m->expert == c.n_routed_experts - 1)
+        add(m->gguf_name, stack_shape[m->gguf_name], std::move(acc));
       continue;
     }
     const bool is_q = s.name.find("self_attn.q_proj.") != std::string::npos;
@@ -194,9 +206,11 @@ void WriteHfAsGguf(const std::string& hf_dir, const std::string& out, const HfTo
       std::vector<float> kb(size_t(H * r * dn)), vb(size_t(H * dv * r));
       for (int64_t h = 0; h < H; ++h) {
         for (int64_t i = 0; i < dn; ++i)
-          for (int64_t j = 0; j < r; ++j) kb[size_t((h * r + j) * dn + i)] = v[size_t((h * (dn + dv) + i) * r + j)];
+          for (int64_t j = 0; j < r; ++j)
+            kb[size_t((h * r + j) * dn + i)] = v[size_t((h * (dn + dv) + i) * r + j)];
         for (int64_t i = 0; i < dv; ++i)
-          for (int64_t j = 0; j < r; ++j) vb[size_t((h * dv + i) * r + j)] = v[size_t((h * (dn + dv) + dn + i) * r + j)];
+          for (int64_t j = 0; j < r; ++j)
+            vb[size_t((h * dv + i) * r + j)] = v[size_t((h * (dn + dv) + dn + i) * r + j)];
       }
       const int layer = std::stoi(s.name.substr(std::strlen("model.layers.")));
       add(BlockTensorName(layer, kTensorAttnKB), {H, r, dn}, std::move(kb));

@@ -14,17 +14,18 @@
 namespace es::test {
 
 struct HfToGgufOptions {
-  bool split_kv_b = false;      // deepseek2: attn_k_b / attn_v_b (newer llama.cpp) instead of attn_kv_b
-  bool permute_llama = true;    // llama: permute q/k rows as llama.cpp's converter does
-  std::string tokenizer_dir;    // a tokenizer.json folder whose vocabulary goes into tokenizer.ggml.*
+  bool split_kv_b = false;  // deepseek2: attn_k_b / attn_v_b (newer llama.cpp) instead of attn_kv_b
+  bool permute_llama = true;  // llama: permute q/k rows as llama.cpp's converter does
+  std::string tokenizer_dir;  // a tokenizer.json folder whose vocabulary goes into tokenizer.ggml.*
   std::string tokenizer_pre = "gpt2";  // tokenizer.ggml.pre written with it
-  std::string skip_tensor;      // a GGUF tensor name left out (bad-input tests)
+  std::string skip_tensor;             // a GGUF tensor name left out (bad-input tests)
   // Last chance to edit the file before it is written (bad-input tests).
   std::function<void(GgufWriter&)> edit;
 };
 
 // Writes HF_DIR (config.json + safetensors, dense dtypes) as an f32 GGUF at OUT.
-void WriteHfAsGguf(const std::string& hf_dir, const std::string& out, const HfToGgufOptions& o = {});
+void WriteHfAsGguf(const std::string& hf_dir, const std::string& out,
+                   const HfToGgufOptions& o = {});
 
 // Writes the vocabulary of a tokenizer.json folder as tokenizer.ggml.* keys (model "gpt2").
 void SetGgufVocab(GgufWriter& w, const std::string& tokenizer_dir, const std::string& pre);

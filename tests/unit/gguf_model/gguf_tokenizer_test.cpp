@@ -30,7 +30,8 @@ class GgufTokenizerGolden : public ::testing::TestWithParam<TokCase> {};
 TEST_P(GgufTokenizerGolden, SameIdsAsTokenizerJson) {
   const TokCase& p = GetParam();
   const std::string dir = test::SourceDir() + "/.cache/tokenizers/" + p.name;
-  ASSERT_TRUE(fs::exists(dir + "/tokenizer.json")) << dir << " missing: run scripts/fetch_test_data.sh";
+  ASSERT_TRUE(fs::exists(dir + "/tokenizer.json"))
+      << dir << " missing: run scripts/fetch_test_data.sh";
   const std::string path = test::TempDir() + "/vocab.gguf";
   GgufWriter w;
   w.Set(std::string(kKeyGeneralArchitecture), GgufValue::Str("qwen2"));
@@ -40,13 +41,15 @@ TEST_P(GgufTokenizerGolden, SameIdsAsTokenizerJson) {
   std::string why;
   const auto tok = GgufTokenizer(*f, &why);
   ASSERT_TRUE(tok) << why;
-  const json meta = json::parse(test::ReadFile(test::SourceDir() + "/tests/golden/tokenizer/meta.json"));
+  const json meta =
+      json::parse(test::ReadFile(test::SourceDir() + "/tests/golden/tokenizer/meta.json"));
   const json& m = meta["tokenizers"][p.name];
   EXPECT_EQ(tok->vocab_size(), m["vocab_size_with_added"].get<int>());
   if (!m["bos_id"].is_null()) EXPECT_EQ(tok->bos_id(), m["bos_id"].get<int>());
   EXPECT_EQ(tok->eos_id(), m["eos_id"].get<int>());
   EXPECT_FALSE(tok->chat_template().empty());
-  std::istringstream lines(test::ReadFile(test::SourceDir() + "/tests/golden/tokenizer/" + p.name + ".jsonl"));
+  std::istringstream lines(
+      test::ReadFile(test::SourceDir() + "/tests/golden/tokenizer/" + p.name + ".jsonl"));
   std::string line;
   int n = 0;
   while (std::getline(lines, line)) {
@@ -57,7 +60,8 @@ TEST_P(GgufTokenizerGolden, SameIdsAsTokenizerJson) {
     EXPECT_EQ(tok->Encode(text), ids) << p.name << " case " << c["name"];
     EXPECT_EQ(tok->Encode(text, true), c["ids_special"].get<std::vector<int32_t>>()) << c["name"];
     EXPECT_EQ(tok->Decode(ids), c["decoded"].get<std::string>()) << c["name"];
-    EXPECT_EQ(tok->Decode(c["ids_special"].get<std::vector<int32_t>>(), true), c["decoded_skip"].get<std::string>())
+    EXPECT_EQ(tok->Decode(c["ids_special"].get<std::vector<int32_t>>(), true),
+              c["decoded_skip"].get<std::string>())
         << c["name"];
     ++n;
   }
@@ -65,13 +69,15 @@ TEST_P(GgufTokenizerGolden, SameIdsAsTokenizerJson) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Real, GgufTokenizerGolden,
-                         ::testing::Values(TokCase{"qwen3", "qwen2"}, TokCase{"llama3_1", "llama-bpe"},
+                         ::testing::Values(TokCase{"qwen3", "qwen2"},
+                                           TokCase{"llama3_1", "llama-bpe"},
                                            TokCase{"deepseek_v3", "deepseek-v3"}),
                          [](const auto& info) { return info.param.name; });
 
 // Every pre-tokenizer name compiles; an unknown one is named in the reason.
 TEST(GgufTokenizer, PreTokenizerNames) {
-  for (const char* pre : {"default", "gpt2", "qwen2", "deepseek-r1-qwen", "llama-bpe", "deepseek-v3", "deepseek-llm"}) {
+  for (const char* pre : {"default", "gpt2", "qwen2", "deepseek-r1-qwen", "llama-bpe",
+                          "deepseek-v3", "deepseek-llm"}) {
     const std::string path = test::TempDir() + "/" + pre + ".gguf";
     GgufWriter w;
     w.Set(std::string(kKeyGeneralArchitecture), GgufValue::Str("qwen2"));
@@ -89,7 +95,8 @@ TEST(GgufTokenizer, PreTokenizerNames) {
     GgufPreTokenizerRegexes("chatglm-bpe", "m.gguf");
     FAIL() << "expected an error";
   } catch (const Error& e) {
-    EXPECT_NE(std::string(e.what()).find("tokenizer.ggml.pre 'chatglm-bpe' is not supported"), std::string::npos)
+    EXPECT_NE(std::string(e.what()).find("tokenizer.ggml.pre 'chatglm-bpe' is not supported"),
+              std::string::npos)
         << e.what();
   }
 }
@@ -106,7 +113,8 @@ TEST(GgufTokenizer, TinyTokenizerMatchesJson) {
   const auto g = GgufTokenizer(*GgufFile::Open(path), &why);
   ASSERT_TRUE(g) << why;
   const auto j = Tokenizer::Load(dir);
-  for (const std::string text : {"<|im_start|>user\nHello there!<|im_end|>\n", "  spaces   and\ttabs", "", "ü€😀"}) {
+  for (const std::string text :
+       {"<|im_start|>user\nHello there!<|im_end|>\n", "  spaces   and\ttabs", "", "ü€😀"}) {
     EXPECT_EQ(g->Encode(text), j->Encode(text)) << text;
     EXPECT_EQ(g->Decode(g->Encode(text)), text);
   }

@@ -10,10 +10,13 @@ namespace es::grammar::test {
 std::shared_ptr<const TokenTrie> SmallVocab() {
   std::vector<std::string> v{""};
   for (int b = 0; b < 256; ++b) v.push_back(std::string(1, char(b)));
-  for (const char* t : {"{", "{\"", "\":", "\": ", "\",", "\", \"", "\"}", "}}", "]}", "},", "[{", "[[", "]]",
-                        "true", "false", "null", "nul", "tr", "ue", "12", "345", "-1", "0.", ".5", "e+", "1e9",
-                        "  ", "\n", "\n  ", "    ", "name", "age", "\"name", "city", "ok\"", "a,b", "\\n", "\\u00",
-                        "\\\"", "é", "\xC3", "\xA9\"", "\xE2\x82", "\xAC", "日本", "\xF0\x9F\x98", "\x80"})
+  for (const char* t :
+       {"{",      "{\"",    "\":",      "\": ", "\",",  "\", \"",       "\"}",   "}}",
+        "]}",     "},",     "[{",       "[[",   "]]",   "true",         "false", "null",
+        "nul",    "tr",     "ue",       "12",   "345",  "-1",           "0.",    ".5",
+        "e+",     "1e9",    "  ",       "\n",   "\n  ", "    ",         "name",  "age",
+        "\"name", "city",   "ok\"",     "a,b",  "\\n",  "\\u00",        "\\\"",  "é",
+        "\xC3",   "\xA9\"", "\xE2\x82", "\xAC", "日本", "\xF0\x9F\x98", "\x80"})
     v.push_back(t);
   return std::make_shared<TokenTrie>(std::move(v));
 }
@@ -31,7 +34,8 @@ std::shared_ptr<const TokenTrie> QwenVocab() {
   return cached;
 }
 
-std::string RandomWalk(Matcher m, const TokenTrie& vocab, uint64_t seed, int max_tokens, bool* complete) {
+std::string RandomWalk(Matcher m, const TokenTrie& vocab, uint64_t seed, int max_tokens,
+                       bool* complete) {
   std::mt19937_64 rng(seed);
   std::string text;
   *complete = false;

@@ -20,6 +20,7 @@ std::shared_ptr<const TokenTrie> QwenVocab();
 // Samples tokens uniformly among those the mask allows (an adversarial "model"), stopping when
 // the grammar accepts and a coin says stop, or when nothing may follow. Returns the text; sets
 // *complete when it ended accepting.
-std::string RandomWalk(Matcher m, const TokenTrie& vocab, uint64_t seed, int max_tokens, bool* complete);
+std::string RandomWalk(Matcher m, const TokenTrie& vocab, uint64_t seed, int max_tokens,
+                       bool* complete);
 
 }  // namespace es::grammar::test

@@ -1,9 +1,10 @@
 // JSON schema → grammar (json_schema.h): random walks under the masks (an adversarial model)
 // always give documents the shared validator accepts; refusals name the keyword.
+#include "edgeseek/internal/grammar/json_schema.h"
+
 #include <gtest/gtest.h>
 
 #include "edgeseek/internal/core/error.h"
-#include "edgeseek/internal/grammar/json_schema.h"
 #include "edgeseek/internal/grammar/matcher.h"
 #include "grammar_util.h"
 
@@ -13,7 +14,8 @@ namespace {
 using json = nlohmann::json;
 
 std::shared_ptr<Grammar> Compile(const std::string& schema) {
-  return std::make_shared<Grammar>(Grammar::ParseGbnf(SchemaToGbnf(SchemaModel::Parse(json::parse(schema)))));
+  return std::make_shared<Grammar>(
+      Grammar::ParseGbnf(SchemaToGbnf(SchemaModel::Parse(json::parse(schema)))));
 }
 
 std::string ErrorOf(const std::string& schema) {
@@ -85,8 +87,10 @@ TEST(JsonSchemaGrammar, JsonObjectWalksParse) {
 
 TEST(JsonSchemaGrammar, IntegerRangesAreExact) {
   const auto vocab = test::SmallVocab();
-  for (auto [lo, hi] : std::vector<std::pair<int, int>>{{0, 150}, {-20, -3}, {-7, 12}, {95, 1003}, {5, 5}}) {
-    auto g = Compile(R"({"type":"integer","minimum":)" + std::to_string(lo) + R"(,"maximum":)" + std::to_string(hi) + "}");
+  for (auto [lo, hi] :
+       std::vector<std::pair<int, int>>{{0, 150}, {-20, -3}, {-7, 12}, {95, 1003}, {5, 5}}) {
+    auto g = Compile(R"({"type":"integer","minimum":)" + std::to_string(lo) + R"(,"maximum":)" +
+                     std::to_string(hi) + "}");
     for (int v = -1200; v <= 1200; ++v) {
       Matcher m(g, vocab);
       const bool ok = m.AcceptText(std::to_string(v)) && m.accepting();
@@ -100,18 +104,28 @@ TEST(JsonSchemaGrammar, IntegerRangesAreExact) {
 }
 
 TEST(JsonSchemaGrammar, RefusesWhatItCannotEnforceAndWhatNothingSatisfies) {
-  EXPECT_NE(ErrorOf(R"({"type":"string","pattern":"^a"})").find("keyword 'pattern' is not supported"), std::string::npos);
-  EXPECT_NE(ErrorOf(R"({"type":"string","format":"date"})").find("keyword 'format' is not supported"), std::string::npos);
+  EXPECT_NE(
+      ErrorOf(R"({"type":"string","pattern":"^a"})").find("keyword 'pattern' is not supported"),
+      std::string::npos);
+  EXPECT_NE(
+      ErrorOf(R"({"type":"string","format":"date"})").find("keyword 'format' is not supported"),
+      std::string::npos);
   EXPECT_NE(ErrorOf(R"({"allOf":[]})").find("'allOf'"), std::string::npos);
   EXPECT_NE(ErrorOf(R"({"type":"number","minimum":0})").find("type 'number'"), std::string::npos);
-  EXPECT_NE(ErrorOf(R"({"properties":{"a":{"type":"array","uniqueItems":true}}})").find("#/properties/a"), std::string::npos);
+  EXPECT_NE(
+      ErrorOf(R"({"properties":{"a":{"type":"array","uniqueItems":true}}})").find("#/properties/a"),
+      std::string::npos);
   // Never satisfiable: an error, not a hang.
-  for (const char* s : {R"({"type":"string","minLength":5,"maxLength":2})", R"({"type":"integer","minimum":3,"maximum":1})",
-                        R"({"type":"object","properties":{"a":false},"required":["a"]})", R"(false)",
-                        R"({"enum":[1,2],"type":"string"})", R"({"$ref":"#"})",
-                        R"({"type":"object","required":["q"],"additionalProperties":false})",
-                        R"({"$defs":{"a":{"type":"object","properties":{"n":{"$ref":"#/$defs/a"}},"required":["n"]}},"$ref":"#/$defs/a"})"})
-    EXPECT_NE(ErrorOf(s).find("can never be satisfied"), std::string::npos) << s << ": " << ErrorOf(s);
+  for (
+      const char* s :
+      {R"({"type":"string","minLength":5,"maxLength":2})",
+       R"({"type":"integer","minimum":3,"maximum":1})",
+       R"({"type":"object","properties":{"a":false},"required":["a"]})", R"(false)",
+       R"({"enum":[1,2],"type":"string"})", R"({"$ref":"#"})",
+       R"({"type":"object","required":["q"],"additionalProperties":false})",
+       R"({"$defs":{"a":{"type":"object","properties":{"n":{"$ref":"#/$defs/a"}},"required":["n"]}},"$ref":"#/$defs/a"})"})
+    EXPECT_NE(ErrorOf(s).find("can never be satisfied"), std::string::npos)
+        << s << ": " << ErrorOf(s);
   EXPECT_NE(ErrorOf(R"({"$ref":"http://x/y"})").find("only local $ref"), std::string::npos);
   std::string deep = "true";
   for (int i = 0; i < 40; ++i) deep = R"({"items":)" + deep + "}";
@@ -121,24 +135,29 @@ TEST(JsonSchemaGrammar, RefusesWhatItCannotEnforceAndWhatNothingSatisfies) {
 // oneOf is exact (compiled like anyOf) only for branches no value can match two of; otherwise
 // the schema is refused, naming oneOf, rather than a value written that matches both.
 TEST(JsonSchemaGrammar, OneOfWithOverlappingBranchesIsRefused) {
-  for (const char* s : {R"({"oneOf":[{"type":"integer"},{"type":"number"}]})",
-                        R"({"oneOf":[{"type":"string"},{"maxLength":3}]})",
-                        R"({"oneOf":[{"type":"object","properties":{"a":{"type":"integer"}}},{"type":"object"}]})",
-                        R"({"oneOf":[{"enum":[1,2]},{"type":"integer"}]})",
-                        R"({"oneOf":[{"type":"boolean"},{"anyOf":[{"type":"string"},{"type":"boolean"}]}]})",
-                        R"({"oneOf":[{"type":"object","properties":{"k":{"const":1}},"required":["k"]},
+  for (const char* s :
+       {R"({"oneOf":[{"type":"integer"},{"type":"number"}]})",
+        R"({"oneOf":[{"type":"string"},{"maxLength":3}]})",
+        R"({"oneOf":[{"type":"object","properties":{"a":{"type":"integer"}}},{"type":"object"}]})",
+        R"({"oneOf":[{"enum":[1,2]},{"type":"integer"}]})",
+        R"({"oneOf":[{"type":"boolean"},{"anyOf":[{"type":"string"},{"type":"boolean"}]}]})",
+        R"({"oneOf":[{"type":"object","properties":{"k":{"const":1}},"required":["k"]},
                                      {"type":"object","properties":{"k":{"enum":[1,2]}},"required":["k"]}]})",
-                        R"({"properties":{"v":{"oneOf":[{"type":"string"},{"type":"string","maxLength":2}]}}})"}) {
+        R"({"properties":{"v":{"oneOf":[{"type":"string"},{"type":"string","maxLength":2}]}}})"}) {
     const std::string e = ErrorOf(s);
     EXPECT_NE(e.find("keyword 'oneOf' with branches"), std::string::npos) << s << ": " << e;
   }
-  EXPECT_NE(ErrorOf(R"({"properties":{"v":{"oneOf":[{"type":"string"},{"type":"string","maxLength":2}]}}})")
-                .find("#/properties/v"), std::string::npos);
+  EXPECT_NE(
+      ErrorOf(
+          R"({"properties":{"v":{"oneOf":[{"type":"string"},{"type":"string","maxLength":2}]}}})")
+          .find("#/properties/v"),
+      std::string::npos);
   EXPECT_EQ(ErrorOf(R"({"oneOf":[{"type":"integer"},{"type":"string"}]})"), "");
 }
 
 TEST(JsonSchemaValidator, OneOfMeansExactlyOne) {
-  const SchemaModel m = SchemaModel::Parse(json::parse(R"({"oneOf":[{"type":"integer"},{"minimum":0}]})"));
+  const SchemaModel m =
+      SchemaModel::Parse(json::parse(R"({"oneOf":[{"type":"integer"},{"minimum":0}]})"));
   EXPECT_TRUE(m.Validate(json(-1)).empty());
   EXPECT_FALSE(m.Validate(json(1)).empty());  // both
 }

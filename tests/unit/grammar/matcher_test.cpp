@@ -1,5 +1,7 @@
 // Token masks (matcher.h) against their reference: a token is allowed exactly when accepting its
 // bytes one by one from the current state succeeds.
+#include "edgeseek/internal/grammar/matcher.h"
+
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -7,27 +9,30 @@
 
 #include "edgeseek/internal/core/error.h"
 #include "edgeseek/internal/grammar/json_schema.h"
-#include "edgeseek/internal/grammar/matcher.h"
 #include "grammar_util.h"
 
 namespace es::grammar {
 namespace {
 
-bool Bit(const std::vector<uint64_t>& mask, int32_t id) { return (mask[size_t(id) >> 6] >> (id & 63)) & 1; }
+bool Bit(const std::vector<uint64_t>& mask, int32_t id) {
+  return (mask[size_t(id) >> 6] >> (id & 63)) & 1;
+}
 
 // Walks `steps` random allowed tokens; at every step compares the mask with the reference.
-void CheckAgainstReference(const std::string& gbnf, const std::shared_ptr<const TokenTrie>& vocab, uint64_t seed,
-                           int steps) {
+void CheckAgainstReference(const std::string& gbnf, const std::shared_ptr<const TokenTrie>& vocab,
+                           uint64_t seed, int steps) {
   Matcher m(std::make_shared<Grammar>(Grammar::ParseGbnf(gbnf)), vocab);
   std::mt19937_64 rng(seed);
   for (int s = 0; s < steps; ++s) {
     const std::vector<uint64_t> mask = m.Mask();
-    ASSERT_EQ(mask, m.MaskByWalk()) << "step " << s << ": the plain-token shortcut differs from the walk";
+    ASSERT_EQ(mask, m.MaskByWalk())
+        << "step " << s << ": the plain-token shortcut differs from the walk";
     std::vector<int32_t> allowed;
     for (int32_t id = 0; id < vocab->vocab_size(); ++id) {
       Matcher copy = m;
       const bool ref = copy.Accept(id);
-      ASSERT_EQ(Bit(mask, id), ref) << "step " << s << " token " << id << " '" << vocab->bytes(id) << "'";
+      ASSERT_EQ(Bit(mask, id), ref)
+          << "step " << s << " token " << id << " '" << vocab->bytes(id) << "'";
       if (ref) allowed.push_back(id);
     }
     if (allowed.empty()) return;
@@ -39,7 +44,8 @@ TEST(Matcher, MaskEqualsPerTokenAcceptance) {
   const auto vocab = test::SmallVocab();
   for (uint64_t seed = 1; seed <= 6; ++seed) {
     CheckAgainstReference(JsonObjectGbnf(), vocab, seed, 25);
-    CheckAgainstReference("root ::= ( [a-z]+ \" \" )* \"é\" [^\\x00-\\x7F]{1,3} \"!\"", vocab, seed, 12);
+    CheckAgainstReference("root ::= ( [a-z]+ \" \" )* \"é\" [^\\x00-\\x7F]{1,3} \"!\"", vocab, seed,
+                          12);
   }
 }
 
@@ -50,8 +56,9 @@ TEST(Matcher, PlainTokensShortcutEqualsTheWalk) {
   std::vector<std::string> bytes;
   const auto small = test::SmallVocab();
   for (int32_t id = 0; id < small->vocab_size(); ++id) bytes.push_back(small->bytes(id));
-  for (const char* t : {"hello", "hello world", "abcdefgh", "ab", "日本語です", "x\xC3", "\xC3\xA9t\xE2\x82", "\xED\xA0",
-                        "\xE0\x80", "\xF4\x90", "\xF4\x8F", "tab\there", "q\"", "\\\\", "ünï"})
+  for (const char* t :
+       {"hello", "hello world", "abcdefgh", "ab", "日本語です", "x\xC3", "\xC3\xA9t\xE2\x82",
+        "\xED\xA0", "\xE0\x80", "\xF4\x90", "\xF4\x8F", "tab\there", "q\"", "\\\\", "ünï"})
     bytes.push_back(t);
   const auto vocab = std::make_shared<const TokenTrie>(bytes);
   const char* grammars[] = {
@@ -63,9 +70,10 @@ TEST(Matcher, PlainTokensShortcutEqualsTheWalk) {
   };
   for (const char* g : grammars)
     for (uint64_t seed = 1; seed <= 4; ++seed) CheckAgainstReference(g, vocab, seed, 12);
-  for (const char* schema : {R"({"type":"object","properties":{"a":{"type":"string","maxLength":4},"b":{"type":"string"},
+  for (const char* schema :
+       {R"({"type":"object","properties":{"a":{"type":"string","maxLength":4},"b":{"type":"string"},
                                  "c":{"enum":["x y","z"]}},"required":["a","b","c"]})",
-                             R"({"type":"array","items":{"type":"string","minLength":2,"maxLength":9},"maxItems":3})"}) {
+        R"({"type":"array","items":{"type":"string","minLength":2,"maxLength":9},"maxItems":3})"}) {
     const std::string gbnf = SchemaToGbnf(SchemaModel::Parse(nlohmann::json::parse(schema)));
     for (uint64_t seed = 1; seed <= 4; ++seed) CheckAgainstReference(gbnf, vocab, seed, 30);
   }
@@ -89,7 +97,8 @@ TEST(Matcher, PlainTokensShortcutEqualsTheWalk) {
 
 TEST(Matcher, TokensMayEndInsideACharacter) {
   const auto vocab = test::SmallVocab();
-  Matcher m(std::make_shared<Grammar>(Grammar::ParseGbnf("root ::= \"\\\"\" \"é\" \"\\\"\"")), vocab);
+  Matcher m(std::make_shared<Grammar>(Grammar::ParseGbnf("root ::= \"\\\"\" \"é\" \"\\\"\"")),
+            vocab);
   ASSERT_TRUE(m.AcceptText("\""));
   const auto& mask = m.Mask();
   EXPECT_TRUE(Bit(mask, 1 + 0xC3));   // the lead byte of é alone
@@ -126,10 +135,12 @@ TEST(Matcher, ApplyMaskEqualsThePlainRule) {
   std::mt19937_64 rng(9);
   for (int vocab : {1, 63, 64, 65, 200, 1000}) {
     for (double density : {0.0, 0.02, 0.5, 0.97, 1.0}) {
-      std::vector<uint64_t> mask(size_t(vocab + 63) / 64 - (vocab > 100 ? 1 : 0), 0);  // may be short
+      std::vector<uint64_t> mask(size_t(vocab + 63) / 64 - (vocab > 100 ? 1 : 0),
+                                 0);  // may be short
       for (size_t w = 0; w < mask.size(); ++w)
         for (int k = 0; k < 64; ++k)
-          if (std::uniform_real_distribution<double>(0, 1)(rng) < density) mask[w] |= uint64_t(1) << k;
+          if (std::uniform_real_distribution<double>(0, 1)(rng) < density)
+            mask[w] |= uint64_t(1) << k;
       std::vector<float> row(static_cast<size_t>(vocab)), want(static_cast<size_t>(vocab));
       for (int i = 0; i < vocab; ++i) row[size_t(i)] = want[size_t(i)] = float(i % 17) - 8.0f;
       int allowed = 0;
@@ -149,8 +160,10 @@ TEST(Matcher, AmbiguityAndSizeAreBounded) {
   lim.max_state_stacks = 8;
   // Twenty ways to read the same "a": more open parses than the limit allows.
   std::string g = "root ::= x0";
-  for (int i = 0; i < 20; ++i) g += " | x" + std::to_string(i) + "\nx" + std::to_string(i) + " ::= \"a\"";
-  EXPECT_THROW(Matcher(std::make_shared<Grammar>(Grammar::ParseGbnf(g)), test::SmallVocab(), lim), Error);
+  for (int i = 0; i < 20; ++i)
+    g += " | x" + std::to_string(i) + "\nx" + std::to_string(i) + " ::= \"a\"";
+  EXPECT_THROW(Matcher(std::make_shared<Grammar>(Grammar::ParseGbnf(g)), test::SmallVocab(), lim),
+               Error);
 }
 
 }  // namespace

@@ -4,13 +4,14 @@
 // (DeepSeek-V3's single tool call leaves the tool-calls block unclosed; Qwen3 drops reasoning of
 // turns before the last user query). tests/unit/jinja/template_golden_test.cpp compares against
 // transformers' own renderings.
+#include "edgeseek/internal/tokenizer/chat_template.h"
+
+#include <gtest/gtest.h>
+
 #include <filesystem>
 #include <fstream>
 #include <sstream>
 
-#include <gtest/gtest.h>
-
-#include "edgeseek/internal/tokenizer/chat_template.h"
 #include "test_util.h"
 
 namespace es::test {
@@ -57,13 +58,18 @@ TEST(ChatTemplate, Llama31) {
   ASSERT_TRUE(l.tpl);
   EXPECT_EQ(l.cfg.bos_token, "<|begin_of_text|>");
   EXPECT_EQ(l.cfg.eos_token, "<|eot_id|>");
-  EXPECT_EQ(RenderWith(l, R"([{"role": "system", "content": "Sys"}, {"role": "user", "content": " Hi \n"}])", true),
-            "<|begin_of_text|><|start_header_id|>system<|end_header_id|>\n\nSys<|eot_id|>"
-            "<|start_header_id|>user<|end_header_id|>\n\nHi<|eot_id|>"
-            "<|start_header_id|>assistant<|end_header_id|>\n\n");
-  EXPECT_EQ(RenderWith(l, R"([{"role": "user", "content": "a"}, {"role": "assistant", "content": "b "}])", false),
-            "<|begin_of_text|><|start_header_id|>user<|end_header_id|>\n\na<|eot_id|>"
-            "<|start_header_id|>assistant<|end_header_id|>\n\nb<|eot_id|>");
+  EXPECT_EQ(
+      RenderWith(l,
+                 R"([{"role": "system", "content": "Sys"}, {"role": "user", "content": " Hi \n"}])",
+                 true),
+      "<|begin_of_text|><|start_header_id|>system<|end_header_id|>\n\nSys<|eot_id|>"
+      "<|start_header_id|>user<|end_header_id|>\n\nHi<|eot_id|>"
+      "<|start_header_id|>assistant<|end_header_id|>\n\n");
+  EXPECT_EQ(
+      RenderWith(l, R"([{"role": "user", "content": "a"}, {"role": "assistant", "content": "b "}])",
+                 false),
+      "<|begin_of_text|><|start_header_id|>user<|end_header_id|>\n\na<|eot_id|>"
+      "<|start_header_id|>assistant<|end_header_id|>\n\nb<|eot_id|>");
   EXPECT_EQ(RenderWith(l, "[]", false), "");
 }
 
@@ -73,11 +79,13 @@ TEST(ChatTemplate, DeepSeekV3) {
   const std::string bos = "<｜begin▁of▁sentence｜>";
   EXPECT_EQ(l.cfg.bos_token, bos);
   EXPECT_EQ(l.cfg.eos_token, "<｜end▁of▁sentence｜>");
-  EXPECT_EQ(RenderWith(l, R"([{"role": "system", "content": "S1"}, {"role": "system", "content": "S2"},
+  EXPECT_EQ(
+      RenderWith(l, R"([{"role": "system", "content": "S1"}, {"role": "system", "content": "S2"},
                               {"role": "user", "content": "U1"}, {"role": "assistant", "content": "A1"},
                               {"role": "user", "content": "U2"}])",
-                       true),
-            bos + "S1\n\nS2<｜User｜>U1<｜Assistant｜>A1<｜end▁of▁sentence｜><｜User｜>U2<｜Assistant｜>");
+                 true),
+      bos +
+          "S1\n\nS2<｜User｜>U1<｜Assistant｜>A1<｜end▁of▁sentence｜><｜User｜>U2<｜Assistant｜>");
   EXPECT_EQ(RenderWith(l, R"([{"role": "user", "content": "U"}])", false), bos + "<｜User｜>U");
   EXPECT_EQ(
       RenderWith(l, R"([{"role": "user", "content": "Weather?"},
@@ -86,22 +94,27 @@ TEST(ChatTemplate, DeepSeekV3) {
                         {"role": "tool", "content": "sunny"}, {"role": "tool", "content": "warm"},
                         {"role": "assistant", "content": "It is sunny."}])",
                  true),
-      bos + "<｜User｜>Weather?<｜Assistant｜><｜tool▁calls▁begin｜><｜tool▁call▁begin｜>function"
-            "<｜tool▁sep｜>get_weather\n```json\n{\"city\": \"Paris\"}\n```<｜tool▁call▁end｜>"
-            "<｜tool▁outputs▁begin｜><｜tool▁output▁begin｜>sunny<｜tool▁output▁end｜>"
-            "\n<｜tool▁output▁begin｜>warm<｜tool▁output▁end｜>"
-            "<｜tool▁outputs▁end｜>It is sunny.<｜end▁of▁sentence｜><｜Assistant｜>");
+      bos +
+          "<｜User｜>Weather?<｜Assistant｜><｜tool▁calls▁begin｜><｜tool▁call▁begin｜>function"
+          "<｜tool▁sep｜>get_weather\n```json\n{\"city\": \"Paris\"}\n```<｜tool▁call▁end｜>"
+          "<｜tool▁outputs▁begin｜><｜tool▁output▁begin｜>sunny<｜tool▁output▁end｜>"
+          "\n<｜tool▁output▁begin｜>warm<｜tool▁output▁end｜>"
+          "<｜tool▁outputs▁end｜>It is sunny.<｜end▁of▁sentence｜><｜Assistant｜>");
   // Ending on tool output: the outputs block is closed and no generation prompt follows.
-  EXPECT_EQ(RenderWith(l, R"([{"role": "user", "content": "q"},
+  EXPECT_EQ(
+      RenderWith(l, R"([{"role": "user", "content": "q"},
                               {"role": "assistant", "content": null, "tool_calls": [
                                 {"type": "function", "function": {"name": "f", "arguments": "{}"}},
                                 {"type": "function", "function": {"name": "g", "arguments": "[]"}}]},
                               {"role": "tool", "content": "r"}])",
-                       true),
-            bos + "<｜User｜>q<｜Assistant｜><｜tool▁calls▁begin｜><｜tool▁call▁begin｜>function<｜tool▁sep｜>f"
-                  "\n```json\n{}\n```<｜tool▁call▁end｜>\n<｜tool▁call▁begin｜>function<｜tool▁sep｜>g"
-                  "\n```json\n[]\n```<｜tool▁call▁end｜><｜tool▁calls▁end｜><｜end▁of▁sentence｜>"
-                  "<｜tool▁outputs▁begin｜><｜tool▁output▁begin｜>r<｜tool▁output▁end｜><｜tool▁outputs▁end｜>");
+                 true),
+      bos +
+          "<｜User｜>q<｜Assistant｜><｜tool▁calls▁begin｜><｜tool▁call▁begin｜>function<"
+          "｜tool▁sep｜>f"
+          "\n```json\n{}\n```<｜tool▁call▁end｜>\n<｜tool▁call▁begin｜>function<｜tool▁sep｜>g"
+          "\n```json\n[]\n```<｜tool▁call▁end｜><｜tool▁calls▁end｜><｜end▁of▁sentence｜>"
+          "<｜tool▁outputs▁begin｜><｜tool▁output▁begin｜>r<｜tool▁output▁end｜><"
+          "｜tool▁outputs▁end｜>");
   // A tool-call message without content renders `'<｜Assistant｜>' + undefined`: jinja2 raises.
   EXPECT_THROW(RenderWith(l, R"([{"role": "assistant", "tool_calls": []}])", false), es::Error);
 }
@@ -111,9 +124,11 @@ TEST(ChatTemplate, Qwen3Basic) {
   ASSERT_TRUE(l.tpl);
   EXPECT_EQ(l.cfg.bos_token, "");
   EXPECT_EQ(l.cfg.eos_token, "<|im_end|>");
-  const char* msgs = R"([{"role": "system", "content": "You are X"}, {"role": "user", "content": "Hi"}])";
+  const char* msgs =
+      R"([{"role": "system", "content": "You are X"}, {"role": "user", "content": "Hi"}])";
   EXPECT_EQ(RenderWith(l, msgs, true),
-            "<|im_start|>system\nYou are X<|im_end|>\n<|im_start|>user\nHi<|im_end|>\n<|im_start|>assistant\n");
+            "<|im_start|>system\nYou are "
+            "X<|im_end|>\n<|im_start|>user\nHi<|im_end|>\n<|im_start|>assistant\n");
   EXPECT_EQ(RenderWith(l, msgs, true, "null", R"({"enable_thinking": false})"),
             "<|im_start|>system\nYou are X<|im_end|>\n<|im_start|>user\nHi<|im_end|>\n"
             "<|im_start|>assistant\n<think>\n\n</think>\n\n");
@@ -135,36 +150,43 @@ TEST(ChatTemplate, Qwen3Reasoning) {
   EXPECT_EQ(RenderWith(l, R"([{"role": "user", "content": "Q"},
                               {"role": "assistant", "content": "<think>R</think>A"}])",
                        false),
-            "<|im_start|>user\nQ<|im_end|>\n<|im_start|>assistant\n<think>\nR\n</think>\n\nA<|im_end|>\n");
+            "<|im_start|>user\nQ<|im_end|>\n<|im_start|>assistant\n<think>\nR\n</"
+            "think>\n\nA<|im_end|>\n");
   EXPECT_EQ(RenderWith(l, R"([{"role": "user", "content": "Q"},
                               {"role": "assistant", "content": "A", "reasoning_content": "\nR\n"}])",
                        false),
-            "<|im_start|>user\nQ<|im_end|>\n<|im_start|>assistant\n<think>\nR\n</think>\n\nA<|im_end|>\n");
+            "<|im_start|>user\nQ<|im_end|>\n<|im_start|>assistant\n<think>\nR\n</"
+            "think>\n\nA<|im_end|>\n");
 }
 
 TEST(ChatTemplate, Qwen3Tools) {
   Loaded l = Load("qwen3");
   ASSERT_TRUE(l.tpl);
-  const char* tools = R"([{"type": "function", "function": {"name": "get_weather", "description": "Get weather",
+  const char* tools =
+      R"([{"type": "function", "function": {"name": "get_weather", "description": "Get weather",
       "parameters": {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]}}}])";
   const char* msgs = R"([{"role": "user", "content": "Weather in Paris?"},
       {"role": "assistant", "content": "", "tool_calls": [{"type": "function",
         "function": {"name": "get_weather", "arguments": {"city": "Paris"}}}]},
       {"role": "tool", "content": "{\"temp\": 20}"}])";
-  EXPECT_EQ(RenderWith(l, msgs, true, tools),
-            "<|im_start|>system\n# Tools\n\nYou may call one or more functions to assist with the user query.\n\n"
-            "You are provided with function signatures within <tools></tools> XML tags:\n<tools>\n"
-            "{\"type\": \"function\", \"function\": {\"name\": \"get_weather\", \"description\": \"Get weather\", "
-            "\"parameters\": {\"type\": \"object\", \"properties\": {\"city\": {\"type\": \"string\"}}, "
-            "\"required\": [\"city\"]}}}\n</tools>\n\n"
-            "For each function call, return a json object with function name and arguments within "
-            "<tool_call></tool_call> XML tags:\n<tool_call>\n{\"name\": <function-name>, \"arguments\": "
-            "<args-json-object>}\n</tool_call><|im_end|>\n"
-            "<|im_start|>user\nWeather in Paris?<|im_end|>\n"
-            "<|im_start|>assistant\n<tool_call>\n{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Paris\"}}\n"
-            "</tool_call><|im_end|>\n"
-            "<|im_start|>user\n<tool_response>\n{\"temp\": 20}\n</tool_response><|im_end|>\n"
-            "<|im_start|>assistant\n");
+  EXPECT_EQ(
+      RenderWith(l, msgs, true, tools),
+      "<|im_start|>system\n# Tools\n\nYou may call one or more functions to assist with the user "
+      "query.\n\n"
+      "You are provided with function signatures within <tools></tools> XML tags:\n<tools>\n"
+      "{\"type\": \"function\", \"function\": {\"name\": \"get_weather\", \"description\": \"Get "
+      "weather\", "
+      "\"parameters\": {\"type\": \"object\", \"properties\": {\"city\": {\"type\": \"string\"}}, "
+      "\"required\": [\"city\"]}}}\n</tools>\n\n"
+      "For each function call, return a json object with function name and arguments within "
+      "<tool_call></tool_call> XML tags:\n<tool_call>\n{\"name\": <function-name>, \"arguments\": "
+      "<args-json-object>}\n</tool_call><|im_end|>\n"
+      "<|im_start|>user\nWeather in Paris?<|im_end|>\n"
+      "<|im_start|>assistant\n<tool_call>\n{\"name\": \"get_weather\", \"arguments\": {\"city\": "
+      "\"Paris\"}}\n"
+      "</tool_call><|im_end|>\n"
+      "<|im_start|>user\n<tool_response>\n{\"temp\": 20}\n</tool_response><|im_end|>\n"
+      "<|im_start|>assistant\n");
 }
 
 TEST(ChatTemplate, ReadTemplateConfigForms) {
@@ -175,7 +197,8 @@ TEST(ChatTemplate, ReadTemplateConfigForms) {
   EXPECT_EQ(c.bos_token, "<s>");
   EXPECT_EQ(c.eos_token, "");
   EXPECT_EQ(ReadTemplateConfig(nlohmann::json::parse("{}")).chat_template, "");
-  EXPECT_THROW(ReadTemplateConfig(nlohmann::json::parse(R"({"chat_template": [{"name": "x", "template": "T"}]})")),
+  EXPECT_THROW(ReadTemplateConfig(
+                   nlohmann::json::parse(R"({"chat_template": [{"name": "x", "template": "T"}]})")),
                es::Error);
   EXPECT_THROW(ReadTemplateConfig(nlohmann::json::parse(R"({"chat_template": 3})")), es::Error);
   EXPECT_THROW(ReadTemplateConfig(nlohmann::json::parse(R"({"bos_token": 3})")), es::Error);
@@ -200,8 +223,9 @@ TEST(ChatTemplate, LoadTemplateConfigFromFolder) {
 }
 
 TEST(ChatTemplate, ContextVariables) {
-  ChatTemplate t("{{ tools is none }} {{ documents is none }} {{ bos_token is defined }} "
-                 "{{ eos_token }} {{ add_generation_prompt }} {{ date_string }} {{ messages|length }}");
+  ChatTemplate t(
+      "{{ tools is none }} {{ documents is none }} {{ bos_token is defined }} "
+      "{{ eos_token }} {{ add_generation_prompt }} {{ date_string }} {{ messages|length }}");
   ChatTemplateInputs in;
   in.messages = nlohmann::json::parse(R"([{"role": "user", "content": "x"}])");
   in.eos_token = "</s>";

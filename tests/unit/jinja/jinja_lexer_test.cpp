@@ -10,8 +10,8 @@ namespace {
 TEST(JinjaLexer, PlainTextAndTrailingNewline) {
   EXPECT_EQ(Render(""), "");
   EXPECT_EQ(Render("hello"), "hello");
-  EXPECT_EQ(Render("abc\n"), "abc");      // one trailing newline dropped
-  EXPECT_EQ(Render("abc\n\n"), "abc\n");  // only one
+  EXPECT_EQ(Render("abc\n"), "abc");          // one trailing newline dropped
+  EXPECT_EQ(Render("abc\n\n"), "abc\n");      // only one
   EXPECT_EQ(Render("a\r\nb\rc"), "a\nb\nc");  // newlines normalized
   EXPECT_EQ(Render("{ x } {x}"), "{ x } {x}");
 }
@@ -69,7 +69,7 @@ TEST(JinjaLexer, StringLiteralEscapes) {
   EXPECT_EQ(Render(R"({{ 'a\nb\tc\\d\'e' }})"), "a\nb\tc\\d'e");
   EXPECT_EQ(Render(R"({{ "q\"q" }})"), "q\"q");
   EXPECT_EQ(Render(R"({{ '\x41\u00e9\U0001F600\101' }})"), "A\u00e9\U0001F600A");
-  EXPECT_EQ(Render(R"({{ '\d' }})"), "\\d");  // unknown escapes stay
+  EXPECT_EQ(Render(R"({{ '\d' }})"), "\\d");        // unknown escapes stay
   EXPECT_EQ(Render("{{ 'a' 'b' \"c\" }}"), "abc");  // adjacent literals concatenate
   EXPECT_EQ(Render("{{ '%}' }}{{ '}}' }}"), "%}}}");
   EXPECT_EQ(Render("{{ '<｜User｜>' }}"), "<｜User｜>");

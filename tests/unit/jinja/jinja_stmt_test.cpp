@@ -9,10 +9,12 @@ namespace es::test {
 namespace {
 
 TEST(JinjaStmt, ForLoopVariables) {
-  EXPECT_EQ(Render("{% for x in 'abc' %}{{ loop.index }}{{ loop.index0 }}{{ loop.revindex }}"
-                   "{{ loop.revindex0 }}{{ loop.first }}{{ loop.last }}{{ loop.length }}|{% endfor %}"),
-            "1032TrueFalse3|2121FalseFalse3|3210FalseTrue3|");
-  EXPECT_EQ(Render("{% for x in [1, 2, 3] %}{{ loop.previtem|default('-') }}{{ loop.nextitem|default('-') }} {% endfor %}"),
+  EXPECT_EQ(
+      Render("{% for x in 'abc' %}{{ loop.index }}{{ loop.index0 }}{{ loop.revindex }}"
+             "{{ loop.revindex0 }}{{ loop.first }}{{ loop.last }}{{ loop.length }}|{% endfor %}"),
+      "1032TrueFalse3|2121FalseFalse3|3210FalseTrue3|");
+  EXPECT_EQ(Render("{% for x in [1, 2, 3] %}{{ loop.previtem|default('-') }}{{ "
+                   "loop.nextitem|default('-') }} {% endfor %}"),
             "-2 13 2- ");
   EXPECT_EQ(Render("{% for x in range(3) %}{{ loop.cycle('a', 'b') }}{% endfor %}"), "aba");
   EXPECT_EQ(Render("{% for x in [1, 1, 2] %}{{ loop.changed(x) }}{% endfor %}"), "TrueFalseTrue");
@@ -28,9 +30,10 @@ TEST(JinjaStmt, ForElseFilterBreakContinue) {
   EXPECT_EQ(Render("{% for x in range(10) %}{% if x == 2 %}{% continue %}{% endif %}"
                    "{% if x == 5 %}{% break %}{% endif %}{{ x }}{% endfor %}"),
             "0134");
-  EXPECT_EQ(Render("{% for a in [1, 2] %}{% for b in [1, 2, 3] %}{% if b == 2 %}{% break %}{% endif %}"
-                   "{{ a }}{{ b }} {% endfor %}{% endfor %}"),
-            "11 21 ");
+  EXPECT_EQ(
+      Render("{% for a in [1, 2] %}{% for b in [1, 2, 3] %}{% if b == 2 %}{% break %}{% endif %}"
+             "{{ a }}{{ b }} {% endfor %}{% endfor %}"),
+      "11 21 ");
 }
 
 TEST(JinjaStmt, ForUnpackingAndIterables) {
@@ -38,17 +41,22 @@ TEST(JinjaStmt, ForUnpackingAndIterables) {
   EXPECT_EQ(Render("{% for (a, b) in [(1, 2)] %}{{ a }}{{ b }}{% endfor %}"), "12");
   EXPECT_EQ(Render("{% for k in {'x': 1, 'y': 2} %}{{ k }}{% endfor %}"), "xy");
   EXPECT_EQ(Render("{% for c in 'hé' %}[{{ c }}]{% endfor %}"), "[h][é]");
-  EXPECT_EQ(Render("{% for m in messages[::-1] %}{{ m }}{% endfor %}", R"({"messages": [1, 2, 3]})"), "321");
+  EXPECT_EQ(
+      Render("{% for m in messages[::-1] %}{{ m }}{% endfor %}", R"({"messages": [1, 2, 3]})"),
+      "321");
   EXPECT_EQ(Render("{% for a in [1, 2] %}{% set outer = loop %}{% for b in [1, 2] %}"
                    "{{ outer.index }}{{ loop.index }} {% endfor %}{% endfor %}"),
             "11 12 21 22 ");
-  EXPECT_NE(RenderError("{% for x in 5 %}{% endfor %}").find("'int' object is not iterable"), std::string::npos);
-  EXPECT_NE(RenderError("{% for a, b in [[1, 2, 3]] %}{% endfor %}").find("too many values to unpack"),
+  EXPECT_NE(RenderError("{% for x in 5 %}{% endfor %}").find("'int' object is not iterable"),
             std::string::npos);
+  EXPECT_NE(
+      RenderError("{% for a, b in [[1, 2, 3]] %}{% endfor %}").find("too many values to unpack"),
+      std::string::npos);
 }
 
 TEST(JinjaStmt, IfElifElse) {
-  const char* t = "{% if x == 1 %}one{% elif x == 2 %}two{% elif x == 3 %}three{% else %}many{% endif %}";
+  const char* t =
+      "{% if x == 1 %}one{% elif x == 2 %}two{% elif x == 3 %}three{% else %}many{% endif %}";
   EXPECT_EQ(Render(t, R"({"x": 1})"), "one");
   EXPECT_EQ(Render(t, R"({"x": 2})"), "two");
   EXPECT_EQ(Render(t, R"({"x": 3})"), "three");
@@ -58,8 +66,10 @@ TEST(JinjaStmt, IfElifElse) {
 
 TEST(JinjaStmt, SetScoping) {
   // Assignments inside a loop body do not leak out of the loop, nor into the next iteration.
-  EXPECT_EQ(Render("{% set x = 1 %}{% for i in [1, 2] %}{{ x }}{% set x = 2 %}{{ x }}{% endfor %}{{ x }}"),
-            "12121");
+  EXPECT_EQ(
+      Render(
+          "{% set x = 1 %}{% for i in [1, 2] %}{{ x }}{% set x = 2 %}{{ x }}{% endfor %}{{ x }}"),
+      "12121");
   // `if` blocks share the enclosing scope.
   EXPECT_EQ(Render("{% if true %}{% set y = 5 %}{% endif %}{{ y }}"), "5");
   EXPECT_EQ(Render("{% set a, b = 1, 2 %}{{ a }}{{ b }}"), "12");
@@ -75,12 +85,15 @@ TEST(JinjaStmt, SetScoping) {
 }
 
 TEST(JinjaStmt, Namespace) {
-  EXPECT_EQ(Render("{% set ns = namespace(n=0, s='') %}{% for i in range(4) %}{% set ns.n = ns.n + i %}"
-                   "{% set ns.s = ns.s ~ i %}{% endfor %}{{ ns.n }} {{ ns.s }}"),
-            "6 0123");
-  EXPECT_EQ(Render("{% set ns = namespace() %}{% set ns.found = true %}{{ ns.found }} {{ ns.missing is defined }}"),
+  EXPECT_EQ(
+      Render("{% set ns = namespace(n=0, s='') %}{% for i in range(4) %}{% set ns.n = ns.n + i %}"
+             "{% set ns.s = ns.s ~ i %}{% endfor %}{{ ns.n }} {{ ns.s }}"),
+      "6 0123");
+  EXPECT_EQ(Render("{% set ns = namespace() %}{% set ns.found = true %}{{ ns.found }} {{ "
+                   "ns.missing is defined }}"),
             "True False");
-  EXPECT_EQ(Render("{% set ns = namespace({'a': 1}, b=2) %}{{ ns.a }}{{ ns.b }}{{ ns['a'] }}"), "121");
+  EXPECT_EQ(Render("{% set ns = namespace({'a': 1}, b=2) %}{{ ns.a }}{{ ns.b }}{{ ns['a'] }}"),
+            "121");
   EXPECT_EQ(Render("{% set ns = namespace(a=1) %}{{ ns }}"), "<Namespace {'a': 1}>");
   std::string e = RenderError("{% set d = {} %}{% set d.x = 1 %}");
   EXPECT_NE(e.find("non-namespace object"), std::string::npos) << e;
@@ -93,16 +106,22 @@ TEST(JinjaStmt, Macros) {
   EXPECT_EQ(Render("{% macro m(a) %}[{{ a }}]{% endmacro %}{{ m() }}"), "[]");
   EXPECT_EQ(Render("{% macro m() %}{{ varargs }}{{ kwargs }}{% endmacro %}{{ m(1, 2, k=3) }}"),
             "(1, 2){'k': 3}");
-  EXPECT_EQ(Render("{% macro f(n) %}{% if n > 0 %}{{ n }}{{ f(n - 1) }}{% endif %}{% endmacro %}{{ f(3) }}"),
-            "321");
+  EXPECT_EQ(
+      Render(
+          "{% macro f(n) %}{% if n > 0 %}{{ n }}{{ f(n - 1) }}{% endif %}{% endmacro %}{{ f(3) }}"),
+      "321");
   // Macros see variables of the scope they were defined in.
-  EXPECT_EQ(Render("{% set sep = '-' %}{% macro j(a, b) %}{{ a }}{{ sep }}{{ b }}{% endmacro %}{{ j(1, 2) }}"),
+  EXPECT_EQ(Render("{% set sep = '-' %}{% macro j(a, b) %}{{ a }}{{ sep }}{{ b }}{% endmacro %}{{ "
+                   "j(1, 2) }}"),
             "1-2");
-  EXPECT_EQ(Render("{% macro wrap() %}<{{ caller() }}>{% endmacro %}{% call wrap() %}in{% endcall %}"), "<in>");
+  EXPECT_EQ(
+      Render("{% macro wrap() %}<{{ caller() }}>{% endmacro %}{% call wrap() %}in{% endcall %}"),
+      "<in>");
   EXPECT_EQ(Render("{% macro each(xs) %}{% for x in xs %}{{ caller(x) }}{% endfor %}{% endmacro %}"
                    "{% call(x) each([1, 2]) %}[{{ x }}]{% endcall %}"),
             "[1][2]");
-  EXPECT_NE(RenderError("{% macro f() %}{{ f() }}{% endmacro %}{{ f() }}").find("recursion"), std::string::npos);
+  EXPECT_NE(RenderError("{% macro f() %}{{ f() }}{% endmacro %}{{ f() }}").find("recursion"),
+            std::string::npos);
 }
 
 TEST(JinjaStmt, FilterWithGenerationPrint) {

@@ -2,14 +2,13 @@
 // naming the limit — quickly, without hanging, taking gigabytes or overflowing the stack — and
 // parsing stays linear in the template's length. Each case is one a template from a model file
 // could carry; the small ones are also in tests/fuzz/corpus/chat_template/.
+#include <gtest/gtest.h>
 #include <pthread.h>
 #include <unistd.h>
 
 #include <chrono>
 #include <fstream>
 #include <string>
-
-#include <gtest/gtest.h>
 
 #include "edgeseek/internal/tokenizer/chat_template.h"
 #include "render_util.h"

@@ -1,10 +1,10 @@
 // Helpers for the Jinja tests: render a template string with a JSON context, capture errors.
 #pragma once
 
-#include <string>
-
 #include <gtest/gtest.h>
+
 #include <nlohmann/json.hpp>
+#include <string>
 
 #include "edgeseek/internal/tokenizer/jinja.h"
 

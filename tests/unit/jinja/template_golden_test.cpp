@@ -2,11 +2,11 @@
 // add_generation_prompt, rendered by ChatTemplate, must equal transformers' apply_chat_template
 // output byte for byte (expected.jsonl, made by the committed golden script); where transformers
 // raised, we must raise an es::Error carrying the same Python exception text.
+#include <gtest/gtest.h>
+
 #include <fstream>
 #include <map>
 #include <sstream>
-
-#include <gtest/gtest.h>
 
 #include "edgeseek/internal/tokenizer/chat_template.h"
 #include "test_util.h"
@@ -22,7 +22,9 @@ nlohmann::ordered_json LoadJson(const std::string& path) {
   return nlohmann::ordered_json::parse(f);
 }
 
-std::string Str(const nlohmann::ordered_json& j) { return j.is_string() ? j.get<std::string>() : ""; }
+std::string Str(const nlohmann::ordered_json& j) {
+  return j.is_string() ? j.get<std::string>() : "";
+}
 
 // Shows where two long renderings first differ.
 std::string FirstDifference(const std::string& got, const std::string& want) {
@@ -31,7 +33,8 @@ std::string FirstDifference(const std::string& got, const std::string& want) {
   auto window = [&](const std::string& s) {
     return nlohmann::json(s.substr(i < 40 ? 0 : i - 40, 120)).dump();
   };
-  return "first difference at byte " + std::to_string(i) + "\n  got:  " + window(got) + "\n  want: " + window(want);
+  return "first difference at byte " + std::to_string(i) + "\n  got:  " + window(got) +
+         "\n  want: " + window(want);
 }
 
 TEST(TemplateGolden, EveryTemplateAndCaseMatchesTransformers) {

@@ -1,6 +1,8 @@
 // Block formats: dequantization of hand-built blocks against the GGUF formulas (computed here
 // element by element, independently of the library's loops), round-trip error bounds per type,
 // formula-level checks of the encoders, odd sizes, multi-row layouts and determinism.
+#include "edgeseek/internal/quant/blocks.h"
+
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -10,7 +12,6 @@
 
 #include "edgeseek/internal/core/error.h"
 #include "edgeseek/internal/core/half.h"
-#include "edgeseek/internal/quant/blocks.h"
 #include "test_util.h"
 
 namespace es {
@@ -41,7 +42,8 @@ TEST(BlocksDequant, Q8_0) {
   const auto y = Deq(DType::kQ8_0, b, 64);
   for (int blk = 0; blk < 2; ++blk) {
     const float d = blk == 0 ? 0.5f : -0.03125f;
-    for (int j = 0; j < 32; ++j) EXPECT_EQ(y[32 * blk + j], d * float(int8_t(b[34 * blk + 2 + j]))) << j;
+    for (int j = 0; j < 32; ++j)
+      EXPECT_EQ(y[32 * blk + j], d * float(int8_t(b[34 * blk + 2 + j]))) << j;
   }
 }
 
@@ -71,7 +73,8 @@ TEST(BlocksDequant, Q4_1) {
 TEST(BlocksDequant, Q5_0) {
   std::vector<uint8_t> b = RandomBytes(22, 4);
   PutF16(&b[0], 0.0625f);
-  const uint32_t qh = uint32_t(b[2]) | uint32_t(b[3]) << 8 | uint32_t(b[4]) << 16 | uint32_t(b[5]) << 24;
+  const uint32_t qh =
+      uint32_t(b[2]) | uint32_t(b[3]) << 8 | uint32_t(b[4]) << 16 | uint32_t(b[5]) << 24;
   const auto y = Deq(DType::kQ5_0, b, 32);
   for (int e = 0; e < 32; ++e) {
     const uint8_t byte = b[6 + e % 16];
@@ -85,7 +88,8 @@ TEST(BlocksDequant, Q5_1) {
   std::vector<uint8_t> b = RandomBytes(24, 5);
   PutF16(&b[0], 0.5f);
   PutF16(&b[2], 3.0f);
-  const uint32_t qh = uint32_t(b[4]) | uint32_t(b[5]) << 8 | uint32_t(b[6]) << 16 | uint32_t(b[7]) << 24;
+  const uint32_t qh =
+      uint32_t(b[4]) | uint32_t(b[5]) << 8 | uint32_t(b[6]) << 16 | uint32_t(b[7]) << 24;
   const auto y = Deq(DType::kQ5_1, b, 32);
   for (int e = 0; e < 32; ++e) {
     const uint8_t byte = b[8 + e % 16];
@@ -97,7 +101,8 @@ TEST(BlocksDequant, Q5_1) {
 
 // Packs 8 six-bit scales and mins the way the spec describes K-quant "scales[12]": bytes 0..3
 // hold sc[0..3] with the top 2 bits of sc[4..7] in bits 6-7; bytes 4..7 hold mn[0..3] with the
-// top 2 bits of mn[4..7]; bytes 8..11 hold the low 4 bits of sc[4..7] | low 4 bits of mn[4..7] << 4.
+// top 2 bits of mn[4..7]; bytes 8..11 hold the low 4 bits of sc[4..7] | low 4 bits of mn[4..7]
+// << 4.
 void PackK4(const int* sc, const int* mn, uint8_t* out) {
   for (int j = 0; j < 4; ++j) {
     out[j] = uint8_t(sc[j] | ((sc[j + 4] >> 4) << 6));
@@ -198,9 +203,9 @@ TEST(BlocksQuant, Q4_0FollowsReferenceFormula) {
   // The value of largest magnitude (-4) sets d = -4 / -8 = 0.5 and maps to level 0.
   std::vector<float> x(32, 0.0f);
   x[0] = -4.0f;
-  x[1] = 2.0f;    // 2 / 0.5 + 8.5 = 12.5 -> 12 -> (12 - 8) * 0.5 = 2
-  x[17] = 3.9f;   // 7.8 + 8.5 = 16.3 -> 16 -> clamped to 15 -> 3.5
-  x[5] = 0.2f;    // 0.4 + 8.5 = 8.9 -> 8 -> 0 (truncation, as the reference does)
+  x[1] = 2.0f;   // 2 / 0.5 + 8.5 = 12.5 -> 12 -> (12 - 8) * 0.5 = 2
+  x[17] = 3.9f;  // 7.8 + 8.5 = 16.3 -> 16 -> clamped to 15 -> 3.5
+  x[5] = 0.2f;   // 0.4 + 8.5 = 8.9 -> 8 -> 0 (truncation, as the reference does)
   BlockQ4_0 blk;
   Quantize(DType::kQ4_0, x.data(), &blk, 32);
   EXPECT_EQ(F16ToF32(blk.d), 0.5f);
@@ -291,7 +296,8 @@ TEST_P(RoundTrip, ErrorWithinBound) {
   EXPECT_GT(eu, 0.0) << "suspiciously exact";
   RecordProperty("rel_rmse_uniform", std::to_string(eu));
   RecordProperty("rel_rmse_gauss", std::to_string(eg));
-  std::printf("%-6s rel RMSE uniform %.5f gauss+outliers %.5f\n", std::string(Name(c.type)).c_str(), eu, eg);
+  std::printf("%-6s rel RMSE uniform %.5f gauss+outliers %.5f\n", std::string(Name(c.type)).c_str(),
+              eu, eg);
 }
 
 INSTANTIATE_TEST_SUITE_P(
@@ -300,12 +306,13 @@ INSTANTIATE_TEST_SUITE_P(
     // q4_0 .065/.108, q4_1 .060/.086, q5_0 .031/.054, q5_1 .029/.042, q4_k .054/.080,
     // q5_k .027/.041, q6_k .013/.021, q8_k .0039/.014, i4g .064/.158 (128-wide groups catch
     // more of the outliers than 32-wide ones).
-    ::testing::Values(RoundTripCase{DType::kF16, 2.3e-4, 2.7e-4}, RoundTripCase{DType::kBF16, 1.9e-3, 2.0e-3},
-                      RoundTripCase{DType::kQ8_0, 0.0047, 0.0085}, RoundTripCase{DType::kQ4_0, 0.081, 0.135},
-                      RoundTripCase{DType::kQ4_1, 0.075, 0.108}, RoundTripCase{DType::kQ5_0, 0.039, 0.067},
-                      RoundTripCase{DType::kQ5_1, 0.037, 0.053}, RoundTripCase{DType::kQ4_K, 0.068, 0.100},
-                      RoundTripCase{DType::kQ5_K, 0.034, 0.051}, RoundTripCase{DType::kQ6_K, 0.0165, 0.0264},
-                      RoundTripCase{DType::kQ8_K, 0.0049, 0.0175}, RoundTripCase{DType::kI4G, 0.080, 0.198}),
+    ::testing::Values(
+        RoundTripCase{DType::kF16, 2.3e-4, 2.7e-4}, RoundTripCase{DType::kBF16, 1.9e-3, 2.0e-3},
+        RoundTripCase{DType::kQ8_0, 0.0047, 0.0085}, RoundTripCase{DType::kQ4_0, 0.081, 0.135},
+        RoundTripCase{DType::kQ4_1, 0.075, 0.108}, RoundTripCase{DType::kQ5_0, 0.039, 0.067},
+        RoundTripCase{DType::kQ5_1, 0.037, 0.053}, RoundTripCase{DType::kQ4_K, 0.068, 0.100},
+        RoundTripCase{DType::kQ5_K, 0.034, 0.051}, RoundTripCase{DType::kQ6_K, 0.0165, 0.0264},
+        RoundTripCase{DType::kQ8_K, 0.0049, 0.0175}, RoundTripCase{DType::kI4G, 0.080, 0.198}),
     [](const auto& info) { return std::string(Name(info.param.type)); });
 
 TEST(BlocksQuant, KQuantSearchBeatsPlainMinMax) {
@@ -337,7 +344,8 @@ TEST_P(SpecialInputs, ZerosConstantsAndOutliers) {
   for (int64_t i = 0; i < n; i += BlockElems(t)) out[size_t(i + 3)] = 100.0f;
   Quantize(t, out.data(), q.data(), n);
   Dequantize(t, q.data(), y.data(), n);
-  for (int64_t i = 0; i < n; i += BlockElems(t)) EXPECT_NEAR(y[size_t(i + 3)], 100.0f, 100.0f * 0.08f) << Name(t);
+  for (int64_t i = 0; i < n; i += BlockElems(t))
+    EXPECT_NEAR(y[size_t(i + 3)], 100.0f, 100.0f * 0.08f) << Name(t);
 }
 
 TEST_P(SpecialInputs, RowsAreIndependentAndDeterministic) {
@@ -376,8 +384,9 @@ TEST_P(SpecialInputs, NonFiniteInputIsAnError) {
 }
 
 INSTANTIATE_TEST_SUITE_P(BlockTypes, SpecialInputs,
-                         ::testing::Values(DType::kQ8_0, DType::kQ4_0, DType::kQ4_1, DType::kQ5_0, DType::kQ5_1,
-                                           DType::kQ4_K, DType::kQ5_K, DType::kQ6_K, DType::kQ8_K, DType::kI4G),
+                         ::testing::Values(DType::kQ8_0, DType::kQ4_0, DType::kQ4_1, DType::kQ5_0,
+                                           DType::kQ5_1, DType::kQ4_K, DType::kQ5_K, DType::kQ6_K,
+                                           DType::kQ8_K, DType::kI4G),
                          [](const auto& info) { return std::string(Name(info.param)); });
 
 TEST(BlocksQuant, BlockSizesAgreeWithDTypeTable) {

@@ -2,6 +2,8 @@
 // the metrics on hand-made distributions, and on a golden checkpoint the property the issue
 // demands — Q8_0 keeps top-1 agreement >= 99% with the unquantized model — plus the ordering of
 // the types' errors and which tensors quantize-at-load touches.
+#include "edgeseek/internal/runtime/quality.h"
+
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -11,14 +13,15 @@
 #include "edgeseek/internal/core/error.h"
 #include "edgeseek/internal/formats/quant_policy.h"
 #include "edgeseek/internal/runtime/convert.h"
-#include "edgeseek/internal/runtime/quality.h"
 #include "edgeseek/internal/runtime/runner.h"
 #include "test_util.h"
 
 namespace es {
 namespace {
 
-std::string Golden(const std::string& name) { return test::SourceDir() + "/tests/golden/data/models/" + name; }
+std::string Golden(const std::string& name) {
+  return test::SourceDir() + "/tests/golden/data/models/" + name;
+}
 
 TEST(Quality, MetricsOnHandMadeRows) {
   // Row 0: identical -> KL 0, agree. Row 1: p = softmax(0, 0), q = softmax(log 3, 0) = (3/4, 1/4):
@@ -39,14 +42,15 @@ TEST(Quality, MetricsOnHandMadeRows) {
 }
 
 TEST(Quality, RandomTokensAreDeterministicAndInRange) {
-  const auto a = RandomTokens(500, 384, 7), b = RandomTokens(500, 384, 7), c = RandomTokens(500, 384, 8);
+  const auto a = RandomTokens(500, 384, 7), b = RandomTokens(500, 384, 7),
+             c = RandomTokens(500, 384, 8);
   EXPECT_EQ(a, b);
   EXPECT_NE(a, c);
   for (int32_t t : a) EXPECT_TRUE(t >= 0 && t < 384);
 }
 
-QualityStats Measure(const std::string& model, const std::string& type, const std::vector<int32_t>& toks,
-                     const std::vector<float>& ref) {
+QualityStats Measure(const std::string& model, const std::string& type,
+                     const std::vector<int32_t>& toks, const std::vector<float>& ref) {
   auto m = Model::Load(Golden(model));
   QuantizeModelWeights(*m, BuiltinQuantPolicy(type), 2);
   Runner r(m, CreateBackend("cpu", {}), {});
@@ -88,7 +92,7 @@ TEST(QuantizeAtLoad, ReplacesMatmulWeightsByPolicy) {
       EXPECT_EQ(t->dtype, DType::kBF16);  // kept
     }
     if (t->name == "lm_head.weight") {
-      EXPECT_EQ(t->dtype, DType::kQ8_0);            // preset rule
+      EXPECT_EQ(t->dtype, DType::kQ8_0);  // preset rule
     }
     if (t->name == "model.layers.0.mlp.up_proj.weight") {
       EXPECT_EQ(t->dtype, DType::kQ4_0);
@@ -105,7 +109,8 @@ TEST(QuantizeAtLoad, ReplacesMatmulWeightsByPolicy) {
     QuantizeModelWeights(*m, BuiltinQuantPolicy("q3_x"));
     FAIL() << "no error";
   } catch (const Error& e) {
-    EXPECT_NE(std::string(e.what()).find("unknown quantization type 'q3_x'"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("unknown quantization type 'q3_x'"), std::string::npos)
+        << e.what();
   }
 }
 
@@ -131,10 +136,14 @@ TEST(KldVerb, PrintsOneRowPerTypeAndRejectsBadInput) {
   EXPECT_NE(out.find("\"type\":\"q8_0\""), std::string::npos) << out;
   EXPECT_NE(out.find("\"type\":\"q4_0\""), std::string::npos) << out;
   EXPECT_EQ(std::count(out.begin(), out.end(), '\n'), 2) << out;
-  EXPECT_EQ(test::RunCommand(test::CliPath() + " kld -m " + Golden("qwen2_tied") + " --types q9 -n 8", &out, &err),
-            1);
+  EXPECT_EQ(
+      test::RunCommand(test::CliPath() + " kld -m " + Golden("qwen2_tied") + " --types q9 -n 8",
+                       &out, &err),
+      1);
   EXPECT_NE(err.find("unknown quantization type 'q9'"), std::string::npos) << err;
-  EXPECT_EQ(test::RunCommand(test::CliPath() + " kld -m " + Golden("qwen2_tied") + " --ids 1,2,999", &out, &err), 1);
+  EXPECT_EQ(test::RunCommand(test::CliPath() + " kld -m " + Golden("qwen2_tied") + " --ids 1,2,999",
+                             &out, &err),
+            1);
   EXPECT_NE(err.find("token id 999 is outside the vocabulary"), std::string::npos) << err;
 }
 

@@ -5,8 +5,8 @@
 #include <cmath>
 #include <cstring>
 #include <filesystem>
-#include <tuple>
 #include <nlohmann/json.hpp>
+#include <tuple>
 
 #include "test_util.h"
 
@@ -15,7 +15,9 @@ namespace {
 
 namespace fs = std::filesystem;
 
-std::string Golden(const std::string& v) { return test::SourceDir() + "/tests/golden/data/models/" + v; }
+std::string Golden(const std::string& v) {
+  return test::SourceDir() + "/tests/golden/data/models/" + v;
+}
 
 std::string CopyModel(const std::string& variant) {
   const std::string dst = test::TempDir() + "/" + variant;
@@ -30,7 +32,8 @@ void ExpectOneLineError(const std::string& args, const std::vector<std::string>&
   EXPECT_NE(rc, 0) << args;
   EXPECT_EQ(std::count(err.begin(), err.end(), '\n'), 1) << err;
   EXPECT_EQ(err.rfind("edgeseek: error: ", 0), 0u) << err;
-  for (const auto& n : needles) EXPECT_NE(err.find(n), std::string::npos) << "missing '" << n << "' in: " << err;
+  for (const auto& n : needles)
+    EXPECT_NE(err.find(n), std::string::npos) << "missing '" << n << "' in: " << err;
 }
 
 // --kv-type: an unknown type, and a block type the model's rows do not split into (the golden
@@ -38,23 +41,28 @@ void ExpectOneLineError(const std::string& args, const std::vector<std::string>&
 TEST(BadInput, KvTypes) {
   ExpectOneLineError("logits -m " + Golden("llama3") + " --ids 1,2 --out /dev/null --kv-type q9",
                      {"unknown KV cache type 'q9'", "q8_0"});
-  ExpectOneLineError("inspect -m " + Golden("llama3") + " --kv-type int8", {"unknown KV cache type 'int8'"});
-  ExpectOneLineError("logits -m " + Golden("dsv2_lite") + " --ids 1,2 --out /dev/null --kv-type q8_0",
-                     {"dsv2_lite", "q8_0", "multiple of 32", "qk_rope_head_dim"});
-  ExpectOneLineError("inspect -m " + Golden("dsv2_lite") + " --kv-type q4_0", {"dsv2_lite", "q4_0", "multiple of 32"});
+  ExpectOneLineError("inspect -m " + Golden("llama3") + " --kv-type int8",
+                     {"unknown KV cache type 'int8'"});
+  ExpectOneLineError(
+      "logits -m " + Golden("dsv2_lite") + " --ids 1,2 --out /dev/null --kv-type q8_0",
+      {"dsv2_lite", "q8_0", "multiple of 32", "qk_rope_head_dim"});
+  ExpectOneLineError("inspect -m " + Golden("dsv2_lite") + " --kv-type q4_0",
+                     {"dsv2_lite", "q4_0", "multiple of 32"});
 }
 
 TEST(BadInput, TruncatedSafetensors) {
   const std::string d = CopyModel("llama3");
   const std::string f = d + "/model.safetensors";
   fs::resize_file(f, fs::file_size(f) / 2);
-  ExpectOneLineError("logits -m " + d + " --ids 1,2 --out /dev/null", {"model.safetensors", "truncated"});
+  ExpectOneLineError("logits -m " + d + " --ids 1,2 --out /dev/null",
+                     {"model.safetensors", "truncated"});
 }
 
 TEST(BadInput, TruncatedHeader) {
   const std::string d = CopyModel("llama3");
   fs::resize_file(d + "/model.safetensors", 5);
-  ExpectOneLineError("logits -m " + d + " --ids 1 --out /dev/null", {"model.safetensors", "truncated"});
+  ExpectOneLineError("logits -m " + d + " --ids 1 --out /dev/null",
+                     {"model.safetensors", "truncated"});
 }
 
 TEST(BadInput, CorruptHeader) {
@@ -62,7 +70,8 @@ TEST(BadInput, CorruptHeader) {
   std::string s = test::ReadFile(d + "/model.safetensors");
   s[8] = 'x';  // the header's opening brace: no longer JSON
   test::WriteFile(d + "/model.safetensors", s);
-  ExpectOneLineError("logits -m " + d + " --ids 1 --out /dev/null", {"model.safetensors", "corrupt"});
+  ExpectOneLineError("logits -m " + d + " --ids 1 --out /dev/null",
+                     {"model.safetensors", "corrupt"});
 }
 
 // A shape whose element count wraps around 2^64 matched an empty data range and loaded.
@@ -120,7 +129,8 @@ TEST(BadInput, ShapeDisagreesWithConfig) {
   auto j = nlohmann::json::parse(test::ReadFile(d + "/config.json"));
   j["intermediate_size"] = j["intermediate_size"].get<int>() + 8;
   test::WriteFile(d + "/config.json", j.dump());
-  ExpectOneLineError("logits -m " + d + " --ids 1 --out /dev/null", {"mlp.gate_proj.weight", "shape"});
+  ExpectOneLineError("logits -m " + d + " --ids 1 --out /dev/null",
+                     {"mlp.gate_proj.weight", "shape"});
 }
 
 // Garbage hyperparameters that used to load (issue 23): 0 or negative epsilon / rope base gave
@@ -138,11 +148,14 @@ TEST(BadInput, NonPositiveOrHugeHyperparameters) {
        "field 'num_hidden_layers' is 10000000 but the checkpoint holds tensors for 2 layers "
        "(model.layers.0 to model.layers.1)"},
       {"/num_hidden_layers", 3000, "field 'num_hidden_layers' is 3000 but the checkpoint holds"},
-      {"/rope_parameters/rope_theta", 1e-30, "field 'rope_theta' is 1e-30 (a rope base must be at least 1)"},
+      {"/rope_parameters/rope_theta", 1e-30,
+       "field 'rope_theta' is 1e-30 (a rope base must be at least 1)"},
       // Integer fields out of their type's range: 1e300 was undefined behaviour, 2^40 became 0
       // in an int (issue 21, tests/fuzz/targets/model_config.cpp under UBSan).
-      {"/intermediate_size", 1e300, "field 'intermediate_size' is 1e+300 (must be a whole number in range)"},
-      {"/num_attention_heads", int64_t(1) << 40, "field 'num_attention_heads' is 1099511627776, out of range"},
+      {"/intermediate_size", 1e300,
+       "field 'intermediate_size' is 1e+300 (must be a whole number in range)"},
+      {"/num_attention_heads", int64_t(1) << 40,
+       "field 'num_attention_heads' is 1099511627776, out of range"},
       {"/hidden_size", 128.5, "field 'hidden_size' is 128.5 (must be a whole number in range)"},
   };
   for (const auto& [field, value, expect] : cases) {
@@ -164,11 +177,13 @@ TEST(BadInput, NonFiniteWeightFailsAtTheFirstStep) {
   uint64_t header = 0;
   for (int i = 0; i < 8; ++i) header |= uint64_t(uint8_t(s[size_t(i)])) << (8 * i);
   const auto h = nlohmann::json::parse(s.substr(8, header));
-  const size_t at = 8 + header + h["model.layers.0.mlp.gate_proj.weight"]["data_offsets"][0].get<size_t>();
+  const size_t at =
+      8 + header + h["model.layers.0.mlp.gate_proj.weight"]["data_offsets"][0].get<size_t>();
   const float nan = std::nanf("");
   std::memcpy(&s[at + 40], &nan, 4);
   test::WriteFile(d + "/model.safetensors", s);
-  for (const char* verb : {"generate -m %s --ids 1,2 -n 2", "logits -m %s --ids 1,2 --out /dev/null"}) {
+  for (const char* verb :
+       {"generate -m %s --ids 1,2 -n 2", "logits -m %s --ids 1,2 --out /dev/null"}) {
     std::string args = verb;
     args.replace(args.find("%s"), 2, d);
     ExpectOneLineError(args, {"the model computed a non-finite logit (nan", "corrupt"});
@@ -181,8 +196,9 @@ TEST(BadInput, SyntheticLayerCap) {
   j["num_hidden_layers"] = 10000000;
   const std::string cfg = test::TempDir() + "/huge_layers.json";
   test::WriteFile(cfg, j.dump());
-  ExpectOneLineError("inspect --synthetic " + cfg,
-                     {"field 'num_hidden_layers' is 10000000 (at most 4096 supported for synthetic"});
+  ExpectOneLineError(
+      "inspect --synthetic " + cfg,
+      {"field 'num_hidden_layers' is 10000000 (at most 4096 supported for synthetic"});
 }
 
 TEST(BadInput, DtypeDisagreesWithHeader) {
@@ -211,7 +227,8 @@ TEST(BadInput, IdOutsideVocabulary) {
 }
 
 TEST(BadInput, UnreadablePath) {
-  ExpectOneLineError("logits -m /nonexistent/model --ids 1 --out /dev/null", {"/nonexistent/model"});
+  ExpectOneLineError("logits -m /nonexistent/model --ids 1 --out /dev/null",
+                     {"/nonexistent/model"});
   ExpectOneLineError("bench --synthetic no-such-preset", {"no-such-preset"});
 }
 
@@ -291,7 +308,8 @@ TEST(BadInput, DeeplyNestedJsonFiles) {
 TEST(BadInput, MalformedConfigJson) {
   const std::string d = CopyModel("llama3");
   test::WriteFile(d + "/config.json", "{\"vocab_size\": 12,");
-  ExpectOneLineError("logits -m " + d + " --ids 1 --out /dev/null", {"config.json", "invalid JSON"});
+  ExpectOneLineError("logits -m " + d + " --ids 1 --out /dev/null",
+                     {"config.json", "invalid JSON"});
 }
 
 }  // namespace

@@ -33,7 +33,8 @@ TEST(Greedy, ForwardArgmaxEqualsArgmaxOfLogits) {
   const int V = m->vocab_size();
   ASSERT_EQ(ids.size(), b.out_rows.size());
   ASSERT_EQ(logits.size(), ids.size() * size_t(V));
-  for (size_t i = 0; i < ids.size(); ++i) EXPECT_EQ(ids[i], Argmax(logits.data() + i * size_t(V), V));
+  for (size_t i = 0; i < ids.size(); ++i)
+    EXPECT_EQ(ids[i], Argmax(logits.data() + i * size_t(V), V));
 }
 
 TEST(Greedy, GenerateMatchesForwardAndArgmaxLoop) {

@@ -1,10 +1,10 @@
 // KvBlockPool: allocation and references, the hash-chained prefix cache (scope, divergence,
 // whole-token comparison) and LRU eviction of unreferenced cached blocks.
+#include "edgeseek/internal/runtime/kv_block_pool.h"
+
 #include <gtest/gtest.h>
 
 #include <vector>
-
-#include "edgeseek/internal/runtime/kv_block_pool.h"
 
 namespace es {
 namespace {

@@ -1,7 +1,7 @@
 // Migration between two instances of a real (golden) model on the CPU backend
-// (edgeseek/internal/runtime/balancer.h): a running request moved in mid-decode from a full instance to
-// an idle one recomputes its KV there and gives, greedy and seeded, the tokens it gives alone;
-// both instances' blocks are all back afterwards.
+// (edgeseek/internal/runtime/balancer.h): a running request moved in mid-decode from a full
+// instance to an idle one recomputes its KV there and gives, greedy and seeded, the tokens it gives
+// alone; both instances' blocks are all back afterwards.
 #include <gtest/gtest.h>
 
 #include <map>

@@ -33,7 +33,8 @@ RunnerOptions Paged(const Model& m, int slots, int64_t ctx, int64_t blocks) {
   RunnerOptions ro;
   ro.n_slots = slots;
   ro.context = ctx;
-  ro.kv_memory_bytes = size_t(blocks) * kKvBlockTokens * m.config().MakeKvSpec(DType::kF32).BytesPerToken();
+  ro.kv_memory_bytes =
+      size_t(blocks) * kKvBlockTokens * m.config().MakeKvSpec(DType::kF32).BytesPerToken();
   return ro;
 }
 
@@ -51,7 +52,8 @@ TEST_P(PagedKv, ScatteredBlocksEqualContiguousOverRaggedContexts) {
   std::vector<std::unique_ptr<Runner>> solo;
   RunnerOptions ro;
   ro.context = 96;
-  for (int s = 0; s < 3; ++s) solo.push_back(std::make_unique<Runner>(m, CreateBackend("cpu", {}), ro));
+  for (int s = 0; s < 3; ++s)
+    solo.push_back(std::make_unique<Runner>(m, CreateBackend("cpu", {}), ro));
   // The paged cache: 18 blocks (3 slots x 6), handed out backwards and interleaved, so no
   // slot's blocks are adjacent or in order.
   Runner paged(m, CreateBackend("cpu", {}), Paged(*m, 3, 96, 18));
@@ -79,8 +81,8 @@ TEST_P(PagedKv, ScatteredBlocksEqualContiguousOverRaggedContexts) {
       std::vector<float> want;
       solo[size_t(s)]->Forward(one, &want);
       const std::vector<float> row(got.begin() + s * V, got.begin() + (s + 1) * V);
-      ASSERT_TRUE(SameBits(row, want)) << GetParam() << " step " << step << " sequence " << s
-                                       << ": paged logits differ";
+      ASSERT_TRUE(SameBits(row, want))
+          << GetParam() << " step " << step << " sequence " << s << ": paged logits differ";
       pos[size_t(s)] += int64_t(next[size_t(s)].size());
       next[size_t(s)] = {int32_t((step * 7 + s) % V)};
     }

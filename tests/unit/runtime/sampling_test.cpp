@@ -3,6 +3,8 @@
 // — checked by frequencies over many draws (total variation distance well under what a wrong
 // kept set or a wrong normalisation gives), plus the exact cases (top_k = 1, tiny top_p, bans,
 // greedy after penalties) and determinism per seed.
+#include "edgeseek/internal/backends/sampling.h"
+
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -11,7 +13,6 @@
 #include <random>
 #include <string>
 
-#include "edgeseek/internal/backends/sampling.h"
 #include "edgeseek/internal/core/error.h"
 #include "edgeseek/internal/runtime/sampler.h"
 
@@ -27,7 +28,8 @@ std::vector<float> Row(int vocab, uint32_t seed) {
   return l;
 }
 
-double TotalVariation(const std::map<int32_t, double>& freq, const std::vector<std::pair<int32_t, double>>& dist) {
+double TotalVariation(const std::map<int32_t, double>& freq,
+                      const std::vector<std::pair<int32_t, double>>& dist) {
   std::map<int32_t, double> all = freq;
   for (auto& [id, p] : dist) all[id] += 0;
   double tv = 0;
@@ -50,9 +52,10 @@ TEST(Sampling, HostTwinAndCpuSamplerDrawFromRowDistribution) {
   const int V = 101, N = 20000;
   const std::vector<float> l = Row(V, 4);
   const std::vector<int32_t> history = {5, 5, 17, 60};
-  for (const Params& q : {Params{1.0f, 0, 1.0f, 0, 1, 0, 0}, Params{0.6f, 10, 1.0f, 0, 1, 0, 0},
-                          Params{1.2f, 0, 0.7f, 0, 1, 0, 0}, Params{1.0f, 0, 1.0f, 0.1f, 1, 0, 0},
-                          Params{1.5f, 30, 0.9f, 0.02f, 1, 0, 0}, Params{0.9f, 0, 0.95f, 0, 1.4f, 0.3f, 0.2f}}) {
+  for (const Params& q :
+       {Params{1.0f, 0, 1.0f, 0, 1, 0, 0}, Params{0.6f, 10, 1.0f, 0, 1, 0, 0},
+        Params{1.2f, 0, 0.7f, 0, 1, 0, 0}, Params{1.0f, 0, 1.0f, 0.1f, 1, 0, 0},
+        Params{1.5f, 30, 0.9f, 0.02f, 1, 0, 0}, Params{0.9f, 0, 0.95f, 0, 1.4f, 0.3f, 0.2f}}) {
     SamplingParams sp;
     sp.temperature = q.t;
     sp.top_k = q.k;
@@ -75,7 +78,8 @@ TEST(Sampling, HostTwinAndCpuSamplerDrawFromRowDistribution) {
       ASSERT_TRUE(dev.DeviceParams(history, {}, &rs));
       f_twin[SampleRowHost(l.data(), V, rs)] += 1.0 / N;
     }
-    SCOPED_TRACE("t=" + std::to_string(q.t) + " k=" + std::to_string(q.k) + " p=" + std::to_string(q.top_p));
+    SCOPED_TRACE("t=" + std::to_string(q.t) + " k=" + std::to_string(q.k) +
+                 " p=" + std::to_string(q.top_p));
     EXPECT_LT(TotalVariation(f_cpu, dist), 0.03);
     EXPECT_LT(TotalVariation(f_twin, dist), 0.03);
   }

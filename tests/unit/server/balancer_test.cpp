@@ -1,6 +1,6 @@
-// Balancing between instances (edgeseek/internal/runtime/balancer.h): the migration rule over made-up
-// loads (moves only when it helps, never to a full instance, never a request that may not move,
-// no ping-pong), the shared loads' accounting of requests on their way, and two engines over
+// Balancing between instances (edgeseek/internal/runtime/balancer.h): the migration rule over
+// made-up loads (moves only when it helps, never to a full instance, never a request that may not
+// move, no ping-pong), the shared loads' accounting of requests on their way, and two engines over
 // FakeStepModel sharing one queue: a running request migrates mid-decode, only its target
 // takes it, its output equals a solo run, and no KV block or slot is left behind; the same
 // through the server, with /metrics counting the migration.

@@ -27,8 +27,8 @@ struct Harness {
   int step = 0;
 
   // kv_blocks > 0: a KV pool of that many blocks instead of slots x context.
-  Harness(int slots, int64_t ctx, EngineOptions eo = {}, QosPolicy qos = {}, bool batch_variant = false,
-          int64_t kv_blocks = 0) {
+  Harness(int slots, int64_t ctx, EngineOptions eo = {}, QosPolicy qos = {},
+          bool batch_variant = false, int64_t kv_blocks = 0) {
     queue = std::make_shared<RequestQueue>(qos);
     auto m = std::make_unique<FakeStepModel>(slots, ctx);
     m->set_batch_variant(batch_variant);
@@ -36,9 +36,9 @@ struct Harness {
     model = m.get();
     engine = std::make_unique<Engine>(std::move(m), queue, eo);
   }
-  std::shared_ptr<SeqRequest> Make(const std::string& id, std::vector<int32_t> prompt, int max_tokens,
-                                   float temperature = 0, uint64_t seed = 0, int priority = 0,
-                                   const std::string& client = "c") {
+  std::shared_ptr<SeqRequest> Make(const std::string& id, std::vector<int32_t> prompt,
+                                   int max_tokens, float temperature = 0, uint64_t seed = 0,
+                                   int priority = 0, const std::string& client = "c") {
     auto r = std::make_shared<SeqRequest>();
     r->id = id;
     r->prompt = std::move(prompt);

@@ -1,12 +1,13 @@
 // The continuous-batching engine and its QoS queue, driven step by step over FakeStepModel:
 // batch invariance, chunked prefill budgets, priorities, weighted round robin, preemption with
 // unchanged output, cancellation, KV admission.
+#include "edgeseek/internal/runtime/engine.h"
+
 #include <gtest/gtest.h>
 
 #include <map>
 
 #include "edgeseek/internal/core/error.h"
-#include "edgeseek/internal/runtime/engine.h"
 #include "engine_harness.h"
 #include "fake_model.h"
 
@@ -33,7 +34,8 @@ TEST(Engine, ConcurrentEqualsSequentialGreedyAndSeeded) {
   eo.max_batch_tokens = 17;  // forces chunked prefill mixed with decodes
   Harness h(4, 256, eo);
   for (int i = 0; i < kN; ++i)
-    h.Submit(h.Make("r" + std::to_string(i), Prompt(5 + i * 3, i), 20 + i, i % 2 ? 0.8f : 0.0f, 1000 + i));
+    h.Submit(h.Make("r" + std::to_string(i), Prompt(5 + i * 3, i), 20 + i, i % 2 ? 0.8f : 0.0f,
+                    1000 + i));
   h.RunAll();
   for (int i = 0; i < kN; ++i) {
     std::string id = "r" + std::to_string(i);
@@ -135,7 +137,8 @@ TEST(Engine, KvBudgetBoundsTheBlocksHeld) {
   Harness h(4, 256, eo);
   EXPECT_FALSE(h.engine->CanEverFit(97));
   EXPECT_TRUE(h.engine->CanEverFit(96));
-  for (int i = 0; i < 5; ++i) h.Submit(h.Make("r" + std::to_string(i), Prompt(20, i), 40, 0.8f, uint64_t(i)));
+  for (int i = 0; i < 5; ++i)
+    h.Submit(h.Make("r" + std::to_string(i), Prompt(20, i), 40, 0.8f, uint64_t(i)));
   h.engine->Step();
   // Each prompt (and its first token) takes 2 blocks, and admission keeps a block of headroom
   // per running request: two run, three wait.
@@ -145,7 +148,8 @@ TEST(Engine, KvBudgetBoundsTheBlocksHeld) {
     EXPECT_LE(h.engine->stats().kv_blocks_used, 6);
     EXPECT_EQ(h.engine->stats().kv_blocks_total, 6);
   }
-  for (int i = 0; i < 5; ++i) EXPECT_EQ(h.out["r" + std::to_string(i)].tokens, solo["r" + std::to_string(i)]) << i;
+  for (int i = 0; i < 5; ++i)
+    EXPECT_EQ(h.out["r" + std::to_string(i)].tokens, solo["r" + std::to_string(i)]) << i;
   EXPECT_EQ(h.engine->stats().kv_blocks_used, 0);
 }
 
@@ -196,7 +200,8 @@ struct ClientSpec {
   int outstanding, delay, len, join_step = 0;
 };
 
-std::map<std::string, int64_t> RunClosedLoop(Harness& h, const std::vector<ClientSpec>& clients, int from, int to) {
+std::map<std::string, int64_t> RunClosedLoop(Harness& h, const std::vector<ClientSpec>& clients,
+                                             int from, int to) {
   struct State {
     std::map<std::string, int64_t> tokens;
     std::vector<std::pair<int, const ClientSpec*>> due;  // (step, client)
@@ -242,13 +247,15 @@ TEST(RequestQueue, WeightedTokenSharesHoldWhenAClientsQueueRunsDry) {
     Harness h(2, 256, {}, qos);
     auto tokens = RunClosedLoop(h, {{"a", 3 + delay, delay, 16}, {"b", 4, delay, 16}}, 500, 8500);
     double ratio = double(tokens["a"]) / double(tokens["b"]);
-    EXPECT_NEAR(ratio, 3.0, 0.02) << "delay " << delay << ": a " << tokens["a"] << " b " << tokens["b"];
+    EXPECT_NEAR(ratio, 3.0, 0.02) << "delay " << delay << ": a " << tokens["a"] << " b "
+                                  << tokens["b"];
     EXPECT_EQ(tokens["a"] + tokens["b"], 2 * 8000) << "a slot went idle";
   }
   // Different request lengths (a asks 10 tokens at a time, b 37): shares are of tokens.
   Harness h(3, 256, {}, qos);
   auto tokens = RunClosedLoop(h, {{"a", 8, 0, 10}, {"b", 8, 0, 37}}, 500, 8500);
-  EXPECT_NEAR(double(tokens["a"]) / double(tokens["b"]), 3.0, 0.03) << "a " << tokens["a"] << " b " << tokens["b"];
+  EXPECT_NEAR(double(tokens["a"]) / double(tokens["b"]), 3.0, 0.03)
+      << "a " << tokens["a"] << " b " << tokens["b"];
 }
 
 TEST(RequestQueue, AClientBackFromIdleBanksNoCredit) {
@@ -257,7 +264,8 @@ TEST(RequestQueue, AClientBackFromIdleBanksNoCredit) {
   Harness h(2, 256, {}, qos);
   // a and b saturate for 3000 steps; then c arrives with a backlog. Had c kept the virtual time
   // of its idle start, it would take every slot for ~1500 steps; it gets its 1/5 from the start.
-  auto tokens = RunClosedLoop(h, {{"a", 8, 0, 16}, {"b", 8, 0, 16}, {"c", 8, 0, 16, 3000}}, 3000, 3800);
+  auto tokens =
+      RunClosedLoop(h, {{"a", 8, 0, 16}, {"b", 8, 0, 16}, {"c", 8, 0, 16, 3000}}, 3000, 3800);
   int64_t total = tokens["a"] + tokens["b"] + tokens["c"];
   double c_share = double(tokens["c"]) / double(total);
   EXPECT_GT(c_share, 0.15) << tokens["c"] << " of " << total;
@@ -284,7 +292,7 @@ TEST(RequestQueue, ReleaseRefundsWhatWasNotGenerated) {
   q.Release(*r);
   load = q.clients();
   EXPECT_EQ(load[0].running, 0);
-  EXPECT_DOUBLE_EQ(load[0].vtime, 5.0);   // pays for the 10 it got
+  EXPECT_DOUBLE_EQ(load[0].vtime, 5.0);  // pays for the 10 it got
 }
 
 TEST(RequestQueue, OverdueRequestGoesFirstAndDeadOnesAreTaken) {
@@ -326,7 +334,8 @@ TEST(Engine, HighPriorityOvertakesQueuedLowPriority) {
   h.RunAll();
   // The high request waited for one slot to free, then went before the six queued low ones.
   int earlier_lows = 0;
-  for (int i = 2; i < 8; ++i) earlier_lows += h.out["lo" + std::to_string(i)].first_step < h.out["hi"].first_step;
+  for (int i = 2; i < 8; ++i)
+    earlier_lows += h.out["lo" + std::to_string(i)].first_step < h.out["hi"].first_step;
   EXPECT_EQ(earlier_lows, 0);
   EXPECT_GT(h.out["lo7"].first_step, h.out["hi"].first_step);
 }
@@ -374,7 +383,8 @@ TEST(Engine, DeterministicMakesANonInvariantModelGiveSoloOutputsUnderLoad) {
     EXPECT_EQ(h.engine->stats().serial, deterministic);
     EXPECT_EQ(h.engine->batch_invariant(), deterministic);
     for (int i = 0; i < kN; ++i)
-      h.Submit(h.Make("r" + std::to_string(i), Prompt(9 + 4 * i, i), 12 + i, i % 2 ? 0.7f : 0.0f, 50 + i));
+      h.Submit(h.Make("r" + std::to_string(i), Prompt(9 + 4 * i, i), 12 + i, i % 2 ? 0.7f : 0.0f,
+                      50 + i));
     h.RunAll();
     int same = 0;
     for (int i = 0; i < kN; ++i) same += h.out["r" + std::to_string(i)].tokens == solo[size_t(i)];
@@ -383,7 +393,8 @@ TEST(Engine, DeterministicMakesANonInvariantModelGiveSoloOutputsUnderLoad) {
     return std::make_pair(same, max_seqs);
   };
   auto [same_batched, seqs_batched] = loaded_run(false);
-  EXPECT_LT(same_batched, kN) << "the fake should depend on its batch: this test would prove nothing";
+  EXPECT_LT(same_batched, kN)
+      << "the fake should depend on its batch: this test would prove nothing";
   EXPECT_GT(seqs_batched, 1);
   auto [same_det, seqs_det] = loaded_run(true);
   EXPECT_EQ(same_det, kN);

@@ -9,8 +9,8 @@
 
 #include <atomic>
 #include <memory>
-#include <nlohmann/json.hpp>
 #include <mutex>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
 
@@ -21,7 +21,7 @@ namespace es::test {
 
 class FakeStepModel : public StepModel {
  public:
-  static constexpr int kVocab = 258;   // bytes, 256 = EOS, 257 = spare
+  static constexpr int kVocab = 258;  // bytes, 256 = EOS, 257 = spare
   FakeStepModel(int slots, int64_t context, double step_sleep_s = 0, int eos_bias = -100);
   int vocab_size() const override { return kVocab; }
   int n_slots() const override { return int(used_.size()); }
@@ -44,7 +44,9 @@ class FakeStepModel : public StepModel {
   void set_batch_variant(bool v) { variant_ = v; }
 
   // Observed per Forward: tokens and sequences in the batch, decodes (1-token seqs).
-  struct StepLog { int tokens, seqs, singles; };
+  struct StepLog {
+    int tokens, seqs, singles;
+  };
   std::vector<StepLog> log() const;
   int used_slots() const;
 

@@ -1,17 +1,20 @@
 // Test doubles (fake_model.h).
-#include "fake_model.h"
-
 #include <algorithm>
 #include <chrono>
 #include <thread>
 
 #include "edgeseek/internal/core/error.h"
+#include "fake_model.h"
 
 namespace es::test {
 
 FakeStepModel::FakeStepModel(int slots, int64_t context, double step_sleep_s, int eos_bias)
-    : tables_(size_t(slots)), length_(size_t(slots), 0), used_(size_t(slots), false), context_(context),
-      sleep_s_(step_sleep_s), eos_bias_(eos_bias) {
+    : tables_(size_t(slots)),
+      length_(size_t(slots), 0),
+      used_(size_t(slots), false),
+      context_(context),
+      sleep_s_(step_sleep_s),
+      eos_bias_(eos_bias) {
   set_kv_blocks(StepModel::kv_blocks());
   // Each slot starts on its own blocks, as a backend's paged storage does.
   const int64_t bps = (context + kKvBlockTokens - 1) / kKvBlockTokens;
@@ -32,9 +35,11 @@ int64_t FakeStepModel::kv_blocks() const {
 
 void FakeStepModel::SetBlockTable(int slot, const std::vector<int32_t>& blocks) {
   std::lock_guard<std::mutex> lock(mu_);
-  ES_CHECK(slot >= 0 && size_t(slot) < used_.size() && used_[size_t(slot)], "fake: table of slot ", slot, " not held");
+  ES_CHECK(slot >= 0 && size_t(slot) < used_.size() && used_[size_t(slot)], "fake: table of slot ",
+           slot, " not held");
   for (int32_t b : blocks)
-    ES_CHECK(b >= 0 && size_t(b) * kKvBlockTokens < cells_.size(), "fake: block ", b, " outside the pool");
+    ES_CHECK(b >= 0 && size_t(b) * kKvBlockTokens < cells_.size(), "fake: block ", b,
+             " outside the pool");
   tables_[size_t(slot)] = blocks;
 }
 
@@ -75,18 +80,21 @@ void FakeStepModel::Forward(const Batch& b, std::vector<float>* logits, ComputeS
   int singles = 0;
   size_t out = 0;
   for (auto& s : b.seqs) {
-    ES_CHECK(s.slot >= 0 && size_t(s.slot) < used_.size() && used_[size_t(s.slot)], "fake: slot ", s.slot, " not held");
+    ES_CHECK(s.slot >= 0 && size_t(s.slot) < used_.size() && used_[size_t(s.slot)], "fake: slot ",
+             s.slot, " not held");
     const auto& table = tables_[size_t(s.slot)];
     auto cell = [&](int64_t pos) -> size_t {
-      ES_CHECK(pos >= 0 && size_t(pos / kKvBlockTokens) < table.size(), "fake: slot ", s.slot, " position ", pos,
-               " has no block");
-      return size_t(table[size_t(pos / kKvBlockTokens)]) * kKvBlockTokens + size_t(pos % kKvBlockTokens);
+      ES_CHECK(pos >= 0 && size_t(pos / kKvBlockTokens) < table.size(), "fake: slot ", s.slot,
+               " position ", pos, " has no block");
+      return size_t(table[size_t(pos / kKvBlockTokens)]) * kKvBlockTokens +
+             size_t(pos % kKvBlockTokens);
     };
     // A slot computes its positions in order; the engine may start it past 0 on blocks it took
     // from the prefix cache, which must hold tokens there.
     int64_t& len = length_[size_t(s.slot)];
     if (len == 0) len = s.pos0;
-    ES_CHECK(len == s.pos0, "fake: slot ", s.slot, " holds ", len, " tokens, batch starts at ", s.pos0);
+    ES_CHECK(len == s.pos0, "fake: slot ", s.slot, " holds ", len, " tokens, batch starts at ",
+             s.pos0);
     for (int64_t p = 0; p < s.pos0; ++p)
       ES_CHECK(cells_[cell(p)] >= 0, "fake: slot ", s.slot, " position ", p, " was never computed");
     ES_CHECK(s.pos0 + s.n_tokens <= context_, "fake: slot ", s.slot, " overflows its context");
@@ -139,7 +147,8 @@ std::string FakeTextModel::RenderChat(const nlohmann::json& messages, const nloh
                                       const nlohmann::json&) const {
   std::string s;
   for (auto& m : messages)
-    s += "<|im_start|>" + m.at("role").get<std::string>() + "\n" + m.at("content").get<std::string>() + "<|im_end|>\n";
+    s += "<|im_start|>" + m.at("role").get<std::string>() + "\n" +
+         m.at("content").get<std::string>() + "<|im_end|>\n";
   return s + "<|im_start|>assistant\n" + suffix_;
 }
 
@@ -180,17 +189,21 @@ std::shared_ptr<const grammar::TokenTrie> FakeTextModel::token_trie() const {
   return trie;
 }
 
-std::unique_ptr<TokenTextStream> FakeTextModel::NewStream() const { return std::make_unique<ByteStream>(); }
+std::unique_ptr<TokenTextStream> FakeTextModel::NewStream() const {
+  return std::make_unique<ByteStream>();
+}
 
 ModelBuilder FakeLoader(double step_sleep_s, std::string suffix, int eos_bias, bool batch_variant) {
   return [=](const ModelEntry& e) {
     LoadedModel lm;
     lm.text = std::make_shared<FakeTextModel>(suffix);
     for (auto& ic : e.instances) {
-      auto m = std::make_unique<FakeStepModel>(ic.slots, ic.context > 0 ? ic.context : 512, step_sleep_s, eos_bias);
+      auto m = std::make_unique<FakeStepModel>(ic.slots, ic.context > 0 ? ic.context : 512,
+                                               step_sleep_s, eos_bias);
       // A KV quota sizes the pool, as the real loader's does (1 KiB a token, 16 tokens a block).
       if (ic.kv_memory_mb > 0)
-        m->set_kv_blocks(std::max<int64_t>(1, int64_t(ic.kv_memory_mb * 1048576.0 / (1024.0 * kKvBlockTokens))));
+        m->set_kv_blocks(
+            std::max<int64_t>(1, int64_t(ic.kv_memory_mb * 1048576.0 / (1024.0 * kKvBlockTokens))));
       m->set_batch_variant(batch_variant);
       lm.instances.push_back(std::move(m));
       lm.instance_names.push_back(batch_variant ? "fake-variant" : "fake");

@@ -25,7 +25,8 @@ struct Running : test::LoadedServer {
 };
 
 json Chat(const json& extra) {
-  json b = {{"messages", json::array({{{"role", "user"}, {"content", "give me json"}}})}, {"max_tokens", 200}};
+  json b = {{"messages", json::array({{{"role", "user"}, {"content", "give me json"}}})},
+            {"max_tokens", 200}};
   b.update(extra);
   return b;
 }
@@ -40,11 +41,14 @@ const char* kSchema = R"({"type":"object","properties":{
 TEST(HttpGrammar, JsonSchemaOutputsAreAlwaysValid) {
   Running r;
   const auto model = grammar::SchemaModel::Parse(json::parse(kSchema));
-  const json rf = {{"type", "json_schema"}, {"json_schema", {{"name", "person"}, {"schema", json::parse(kSchema)}, {"strict", true}}}};
+  const json rf = {
+      {"type", "json_schema"},
+      {"json_schema", {{"name", "person"}, {"schema", json::parse(kSchema)}, {"strict", true}}}};
   int valid = 0;
   for (int seed = 0; seed < 24; ++seed) {
     int st;
-    json out = r.Post("/v1/chat/completions", Chat({{"response_format", rf}, {"seed", seed}, {"temperature", 1.0}}), &st);
+    json out = r.Post("/v1/chat/completions",
+                      Chat({{"response_format", rf}, {"seed", seed}, {"temperature", 1.0}}), &st);
     ASSERT_EQ(st, 200) << out.dump();
     ASSERT_EQ(out["choices"][0]["finish_reason"], "stop") << out.dump();
     const std::string text = out["choices"][0]["message"]["content"];
@@ -61,14 +65,23 @@ TEST(HttpGrammar, JsonObjectGreedyAndCompletions) {
   Running r;
   int st;
   json out = r.Post("/v1/chat/completions",
-                    Chat({{"response_format", {{"type", "json_object"}}}, {"temperature", 0}, {"max_tokens", 200}}), &st);
+                    Chat({{"response_format", {{"type", "json_object"}}},
+                          {"temperature", 0},
+                          {"max_tokens", 200}}),
+                    &st);
   ASSERT_EQ(st, 200) << out.dump();
   const std::string text = out["choices"][0]["message"]["content"];
-  if (out["choices"][0]["finish_reason"] == "stop") EXPECT_TRUE(json::parse(text).is_object()) << text;
-  else EXPECT_EQ(text.substr(0, 1), "{");
+  if (out["choices"][0]["finish_reason"] == "stop")
+    EXPECT_TRUE(json::parse(text).is_object()) << text;
+  else
+    EXPECT_EQ(text.substr(0, 1), "{");
   // Completions, with GBNF as llama.cpp's server takes it.
   out = r.Post("/v1/completions",
-               {{"prompt", "answer:"}, {"max_tokens", 50}, {"seed", 3}, {"grammar", "root ::= (\"yes\" | \"no\") \" \" [0-9]{2}"}}, &st);
+               {{"prompt", "answer:"},
+                {"max_tokens", 50},
+                {"seed", 3},
+                {"grammar", "root ::= (\"yes\" | \"no\") \" \" [0-9]{2}"}},
+               &st);
   ASSERT_EQ(st, 200) << out.dump();
   const std::string t = out["choices"][0]["text"];
   EXPECT_TRUE(t.size() == 6 || t.size() == 5) << t;
@@ -80,8 +93,11 @@ TEST(HttpGrammar, MaxTokensCuttingAValueIsLength) {
   Running r;
   int st;
   json out = r.Post("/v1/chat/completions",
-                    Chat({{"response_format", {{"type", "json_schema"}, {"json_schema", {{"name", "p"}, {"schema", json::parse(kSchema)}}}}},
-                          {"max_tokens", 5}}), &st);
+                    Chat({{"response_format",
+                           {{"type", "json_schema"},
+                            {"json_schema", {{"name", "p"}, {"schema", json::parse(kSchema)}}}}},
+                          {"max_tokens", 5}}),
+                    &st);
   ASSERT_EQ(st, 200) << out.dump();
   EXPECT_EQ(out["choices"][0]["finish_reason"], "length");
   EXPECT_EQ(out["choices"][0]["message"]["content"].get<std::string>().substr(0, 1), "{");
@@ -111,17 +127,24 @@ TEST(HttpGrammar, BadSchemasAndGrammarsAre400s) {
   Running r;
   auto schema_error = [&](const json& schema) {
     int st;
-    json out = r.Post("/v1/chat/completions",
-                      Chat({{"response_format", {{"type", "json_schema"}, {"json_schema", {{"name", "x"}, {"schema", schema}}}}}}), &st);
+    json out = r.Post(
+        "/v1/chat/completions",
+        Chat({{"response_format",
+               {{"type", "json_schema"}, {"json_schema", {{"name", "x"}, {"schema", schema}}}}}}),
+        &st);
     EXPECT_EQ(st, 400) << out.dump();
     EXPECT_EQ(out["error"]["param"], "response_format");
     return out["error"]["message"].get<std::string>();
   };
-  EXPECT_NE(schema_error(json::parse(R"({"type":"string","format":"email"})")).find("'format'"), std::string::npos);
-  EXPECT_NE(schema_error(json::parse(R"({"type":"string","pattern":"a+"})")).find("'pattern'"), std::string::npos);
-  EXPECT_NE(schema_error(json::parse(R"({"type":"integer","minimum":5,"maximum":1})")).find("can never be satisfied"),
+  EXPECT_NE(schema_error(json::parse(R"({"type":"string","format":"email"})")).find("'format'"),
             std::string::npos);
-  EXPECT_NE(schema_error(json::parse(R"({"$ref":"#/$defs/nope"})")).find("points nowhere"), std::string::npos);
+  EXPECT_NE(schema_error(json::parse(R"({"type":"string","pattern":"a+"})")).find("'pattern'"),
+            std::string::npos);
+  EXPECT_NE(schema_error(json::parse(R"({"type":"integer","minimum":5,"maximum":1})"))
+                .find("can never be satisfied"),
+            std::string::npos);
+  EXPECT_NE(schema_error(json::parse(R"({"$ref":"#/$defs/nope"})")).find("points nowhere"),
+            std::string::npos);
   int st;
   json out = r.Post("/v1/chat/completions", Chat({{"grammar", "root ::= undefined"}}), &st);
   EXPECT_EQ(st, 400);
@@ -129,11 +152,18 @@ TEST(HttpGrammar, BadSchemasAndGrammarsAre400s) {
   EXPECT_NE(out["error"]["message"].get<std::string>().find("never defined"), std::string::npos);
   out = r.Post("/v1/chat/completions", Chat({{"grammar", "root ::= root \"x\""}}), &st);
   EXPECT_EQ(st, 400);
-  out = r.Post("/v1/completions", {{"prompt", "x"}, {"grammar", "root ::= \"a\""}, {"response_format", {{"type", "json_object"}}}}, &st);
+  out = r.Post("/v1/completions",
+               {{"prompt", "x"},
+                {"grammar", "root ::= \"a\""},
+                {"response_format", {{"type", "json_object"}}}},
+               &st);
   EXPECT_EQ(st, 400);
   out = r.Post("/v1/chat/completions", Chat({{"response_format", {{"type", "xml"}}}}), &st);
   EXPECT_EQ(st, 400);
-  out = r.Post("/v1/chat/completions", Chat({{"response_format", {{"type", "json_schema"}, {"json_schema", {{"schema", json::object()}}}}}}), &st);
+  out = r.Post("/v1/chat/completions",
+               Chat({{"response_format",
+                      {{"type", "json_schema"}, {"json_schema", {{"schema", json::object()}}}}}}),
+               &st);
   EXPECT_EQ(st, 400);  // no name
   // The server still serves.
   out = r.Post("/v1/chat/completions", Chat({{"max_tokens", 3}}), &st);
@@ -147,7 +177,8 @@ namespace es {
 namespace {
 
 json Tools() {
-  return json::parse(R"([{"type":"function","function":{"name":"get_weather","description":"Weather of a city",
+  return json::parse(
+      R"([{"type":"function","function":{"name":"get_weather","description":"Weather of a city",
       "parameters":{"type":"object","properties":{"city":{"type":"string","maxLength":10},"unit":{"enum":["c","f"]}},
       "required":["city","unit"],"additionalProperties":false}}},
     {"type":"function","function":{"name":"add","parameters":{"type":"object","properties":{"a":{"type":"integer",
@@ -158,7 +189,8 @@ TEST(HttpTools, RequiredAndNamedCallsAreValid) {
   Running r;
   for (int seed = 0; seed < 8; ++seed) {
     int st;
-    json out = r.Post("/v1/chat/completions", Chat({{"tools", Tools()}, {"tool_choice", "required"}, {"seed", seed}}), &st);
+    json out = r.Post("/v1/chat/completions",
+                      Chat({{"tools", Tools()}, {"tool_choice", "required"}, {"seed", seed}}), &st);
     ASSERT_EQ(st, 200) << out.dump();
     const json& choice = out["choices"][0];
     ASSERT_EQ(choice["finish_reason"], "tool_calls") << out.dump();
@@ -174,15 +206,19 @@ TEST(HttpTools, RequiredAndNamedCallsAreValid) {
     }
   }
   int st;
-  json out = r.Post("/v1/chat/completions",
-                    Chat({{"tools", Tools()}, {"tool_choice", {{"type", "function"}, {"function", {{"name", "add"}}}}}}), &st);
+  json out =
+      r.Post("/v1/chat/completions",
+             Chat({{"tools", Tools()},
+                   {"tool_choice", {{"type", "function"}, {"function", {{"name", "add"}}}}}}),
+             &st);
   ASSERT_EQ(st, 200) << out.dump();
   EXPECT_EQ(out["choices"][0]["message"]["tool_calls"][0]["function"]["name"], "add");
 }
 
 TEST(HttpTools, StreamedCallDeltasAndRoundTrip) {
   Running r;
-  json body = Chat({{"tools", Tools()}, {"tool_choice", "required"}, {"stream", true}, {"seed", 1}});
+  json body =
+      Chat({{"tools", Tools()}, {"tool_choice", "required"}, {"stream", true}, {"seed", 1}});
   auto res = r.cli->Post("/v1/chat/completions", body.dump(), "application/json");
   ASSERT_TRUE(res && res->status == 200);
   std::string name, args, id, finish;
@@ -206,13 +242,17 @@ TEST(HttpTools, StreamedCallDeltasAndRoundTrip) {
   EXPECT_TRUE(name == "add" || name == "get_weather") << name;
   EXPECT_TRUE(json::parse(args).is_object()) << args;
   // The result goes back as a tool message through the template.
-  json msgs = json::array({{{"role", "user"}, {"content", "weather?"}},
-                           {{"role", "assistant"}, {"content", nullptr},
-                            {"tool_calls", json::array({{{"id", id}, {"type", "function"},
-                                                         {"function", {{"name", name}, {"arguments", args}}}}})}},
-                           {{"role", "tool"}, {"tool_call_id", id}, {"content", "{\"temp\": 3}"}}});
+  json msgs = json::array(
+      {{{"role", "user"}, {"content", "weather?"}},
+       {{"role", "assistant"},
+        {"content", nullptr},
+        {"tool_calls", json::array({{{"id", id},
+                                     {"type", "function"},
+                                     {"function", {{"name", name}, {"arguments", args}}}}})}},
+       {{"role", "tool"}, {"tool_call_id", id}, {"content", "{\"temp\": 3}"}}});
   int st;
-  json out = r.Post("/v1/chat/completions", {{"messages", msgs}, {"tools", Tools()}, {"max_tokens", 5}}, &st);
+  json out = r.Post("/v1/chat/completions",
+                    {{"messages", msgs}, {"tools", Tools()}, {"max_tokens", 5}}, &st);
   EXPECT_EQ(st, 200) << out.dump();
 }
 
@@ -225,7 +265,8 @@ TEST(HttpTools, AutoLeavesTextAndBadToolsAre400s) {
   EXPECT_TRUE(out["choices"][0]["message"]["content"].is_string());
   EXPECT_FALSE(out["choices"][0]["message"].contains("tool_calls"));
   // none: never parsed.
-  out = r.Post("/v1/chat/completions", Chat({{"tools", Tools()}, {"tool_choice", "none"}, {"max_tokens", 4}}), &st);
+  out = r.Post("/v1/chat/completions",
+               Chat({{"tools", Tools()}, {"tool_choice", "none"}, {"max_tokens", 4}}), &st);
   EXPECT_EQ(st, 200);
   auto bad = [&](const json& extra, const char* param) {
     json o = r.Post("/v1/chat/completions", Chat(extra), &st);
@@ -237,15 +278,21 @@ TEST(HttpTools, AutoLeavesTextAndBadToolsAre400s) {
   broken[0]["function"]["parameters"]["properties"]["city"]["pattern"] = "^[A-Z]";
   EXPECT_NE(bad({{"tools", broken}}, "tools").find("'pattern'"), std::string::npos);
   broken = Tools();
-  broken[1]["function"]["parameters"] = json::parse(R"({"type":"object","properties":{"a":false},"required":["a"]})");
+  broken[1]["function"]["parameters"] =
+      json::parse(R"({"type":"object","properties":{"a":false},"required":["a"]})");
   EXPECT_NE(bad({{"tools", broken}}, "tools").find("can never be satisfied"), std::string::npos);
   broken = Tools();
   broken[1]["function"]["name"] = "bad name!";
   bad({{"tools", broken}}, "tools");
-  bad({{"tools", Tools()}, {"tool_choice", {{"type", "function"}, {"function", {{"name", "nope"}}}}}}, "tool_choice");
+  bad({{"tools", Tools()},
+       {"tool_choice", {{"type", "function"}, {"function", {{"name", "nope"}}}}}},
+      "tool_choice");
   bad({{"tool_choice", "required"}}, "tool_choice");
   bad({{"tools", Tools()}, {"tool_choice", "sometimes"}}, "tool_choice");
-  bad({{"tools", Tools()}, {"tool_choice", "required"}, {"response_format", {{"type", "json_object"}}}}, "tool_choice");
+  bad({{"tools", Tools()},
+       {"tool_choice", "required"},
+       {"response_format", {{"type", "json_object"}}}},
+      "tool_choice");
 }
 
 }  // namespace

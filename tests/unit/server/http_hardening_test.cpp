@@ -339,8 +339,9 @@ TEST(HttpHardening, ConnectionCapsInTotalAndPerAddress) {
   EXPECT_NE(ans[0].find("Retry-After: 1\r\n"), std::string::npos) << ans[0];
   EXPECT_EQ(BodyOf(ans[0])["error"]["code"], "too_many_connections");
   EXPECT_EQ(BodyOf(ans[0])["error"]["type"], "server_error");
-  EXPECT_NE(BodyOf(ans[0])["error"]["message"].get<std::string>().find("from this address (limit 3)"),
-            std::string::npos)
+  EXPECT_NE(
+      BodyOf(ans[0])["error"]["message"].get<std::string>().find("from this address (limit 3)"),
+      std::string::npos)
       << ans[0];
   // 3 held; 2 more from another address reach the total of 5, and one from a third is over it.
   std::vector<int> more = {ConnectFrom(port, "127.0.0.2"), ConnectFrom(port, "127.0.0.2"),
@@ -349,7 +350,8 @@ TEST(HttpHardening, ConnectionCapsInTotalAndPerAddress) {
   ans = AnswersOf(more, int(1500 * kSlow));
   ASSERT_EQ(ans.size(), 1u);
   EXPECT_EQ(StatusOf(ans[0]), 503) << ans[0];
-  EXPECT_NE(BodyOf(ans[0])["error"]["message"].get<std::string>().find("too many open connections (limit 5)"),
+  EXPECT_NE(BodyOf(ans[0])["error"]["message"].get<std::string>().find(
+                "too many open connections (limit 5)"),
             std::string::npos)
       << ans[0];
   // Closed connections are counted out again.

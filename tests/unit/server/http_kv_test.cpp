@@ -60,7 +60,8 @@ TEST(HttpKv, PoolTooSmallForTheLoadAnswers429AndKeepsServing) {
   EXPECT_GT(statuses[429], 0) << "16 requests against 6 blocks and a queue of 2 were all served";
   // Still serving, and every block is back.
   httplib::Client cli("127.0.0.1", srv.port());
-  auto res = cli.Post("/v1/completions", R"({"prompt":"after","max_tokens":3})", "application/json");
+  auto res =
+      cli.Post("/v1/completions", R"({"prompt":"after","max_tokens":3})", "application/json");
   ASSERT_TRUE(res);
   EXPECT_EQ(res->status, 200);
   std::string used;
@@ -74,7 +75,9 @@ TEST(HttpKv, PoolTooSmallForTheLoadAnswers429AndKeepsServing) {
   EXPECT_EQ(Metric(srv, "edgeseek_kv_bytes_per_token{model=\"tiny\",instance=\"0\"} "), "1024");
   EXPECT_EQ(Metric(srv, "edgeseek_kv_block_pool_bytes{model=\"tiny\",instance=\"0\"} "), "98304");
   // A request the pool can never hold is refused up front, naming max_tokens.
-  res = cli.Post("/v1/completions", R"({"prompt":"a prompt of forty bytes, with 60 to come","max_tokens":60})", "application/json");
+  res = cli.Post("/v1/completions",
+                 R"({"prompt":"a prompt of forty bytes, with 60 to come","max_tokens":60})",
+                 "application/json");
   ASSERT_TRUE(res);
   EXPECT_EQ(res->status, 400);
   EXPECT_NE(res->body.find("context_length_exceeded"), std::string::npos) << res->body;
@@ -96,18 +99,23 @@ TEST(HttpKv, PrefixCacheHitsAreReportedAndScopedPerClient) {
   srv.Listen();
   srv.LoadModels();
   httplib::Client cli("127.0.0.1", srv.port());
-  const std::string body = R"({"prompt":"a system prompt that is longer than two blocks of sixteen","max_tokens":3})";
+  const std::string body =
+      R"({"prompt":"a system prompt that is longer than two blocks of sixteen","max_tokens":3})";
   auto cached = [&](const std::string& key) {
-    auto res = cli.Post("/v1/completions", {{"Authorization", "Bearer " + key}}, body, "application/json");
+    auto res =
+        cli.Post("/v1/completions", {{"Authorization", "Bearer " + key}}, body, "application/json");
     EXPECT_TRUE(res && res->status == 200);
-    return res ? json::parse(res->body)["usage"]["prompt_tokens_details"]["cached_tokens"].get<int>() : -1;
+    return res ? json::parse(res->body)["usage"]["prompt_tokens_details"]["cached_tokens"]
+                     .get<int>()
+               : -1;
   };
   EXPECT_EQ(cached("sk-a"), 0);
   EXPECT_EQ(cached("sk-a"), 48);  // 55 prompt tokens: 3 whole blocks, the last token recomputed
   EXPECT_EQ(cached("sk-b"), 0) << "alice's cached prompt was served to bob";
   EXPECT_EQ(cached("sk-c"), 0) << "alice's cached prompt reached the shared scope";
   EXPECT_EQ(cached("sk-d"), 48);  // carol's, shared
-  EXPECT_EQ(Metric(srv, "edgeseek_prefix_cache_hit_tokens_total{model=\"tiny\",instance=\"0\"} "), "96");
+  EXPECT_EQ(Metric(srv, "edgeseek_prefix_cache_hit_tokens_total{model=\"tiny\",instance=\"0\"} "),
+            "96");
   srv.Shutdown();
 }
 

@@ -25,7 +25,8 @@ json Chat(const json& extra) {
 TEST(HttpLogprobs, ChatShapeAndGreedyConsistency) {
   Running r;
   int st;
-  json out = r.Post("/v1/chat/completions", Chat({{"logprobs", true}, {"top_logprobs", 3}, {"temperature", 0}}), &st);
+  json out = r.Post("/v1/chat/completions",
+                    Chat({{"logprobs", true}, {"top_logprobs", 3}, {"temperature", 0}}), &st);
   ASSERT_EQ(st, 200) << out.dump();
   const json& content = out["choices"][0]["logprobs"]["content"];
   const std::string text = out["choices"][0]["message"]["content"];
@@ -38,8 +39,10 @@ TEST(HttpLogprobs, ChatShapeAndGreedyConsistency) {
     // Greedy picks the most likely token: it heads its own alternatives.
     EXPECT_EQ(e["top_logprobs"][0]["token"], e["token"]);
     EXPECT_DOUBLE_EQ(e["top_logprobs"][0]["logprob"].get<double>(), e["logprob"].get<double>());
-    EXPECT_GE(e["top_logprobs"][0]["logprob"].get<double>(), e["top_logprobs"][1]["logprob"].get<double>());
-    EXPECT_EQ(e["bytes"], json::array({int(static_cast<unsigned char>(e["token"].get<std::string>()[0]))}));
+    EXPECT_GE(e["top_logprobs"][0]["logprob"].get<double>(),
+              e["top_logprobs"][1]["logprob"].get<double>());
+    EXPECT_EQ(e["bytes"],
+              json::array({int(static_cast<unsigned char>(e["token"].get<std::string>()[0]))}));
   }
   EXPECT_EQ(joined, text);
   // Without logprobs the field stays null.
@@ -50,8 +53,9 @@ TEST(HttpLogprobs, ChatShapeAndGreedyConsistency) {
 TEST(HttpLogprobs, AfterTheGrammarMaskOnlyAllowedTokensRemain) {
   Running r;
   int st;
-  json out = r.Post("/v1/chat/completions",
-                    Chat({{"logprobs", true}, {"top_logprobs", 5}, {"grammar", "root ::= [ab] [ab] [ab]"}}), &st);
+  json out = r.Post(
+      "/v1/chat/completions",
+      Chat({{"logprobs", true}, {"top_logprobs", 5}, {"grammar", "root ::= [ab] [ab] [ab]"}}), &st);
   ASSERT_EQ(st, 200) << out.dump();
   const json& content = out["choices"][0]["logprobs"]["content"];
   ASSERT_EQ(content.size(), 3u);
@@ -66,7 +70,9 @@ TEST(HttpLogprobs, AfterTheGrammarMaskOnlyAllowedTokensRemain) {
 TEST(HttpLogprobs, CompletionsShapeAndStreaming) {
   Running r;
   int st;
-  json out = r.Post("/v1/completions", {{"prompt", "abc"}, {"max_tokens", 6}, {"logprobs", 2}, {"temperature", 0}}, &st);
+  json out =
+      r.Post("/v1/completions",
+             {{"prompt", "abc"}, {"max_tokens", 6}, {"logprobs", 2}, {"temperature", 0}}, &st);
   ASSERT_EQ(st, 200) << out.dump();
   const json& lp = out["choices"][0]["logprobs"];
   ASSERT_EQ(lp["tokens"].size(), 6u);
@@ -85,12 +91,14 @@ TEST(HttpLogprobs, CompletionsShapeAndStreaming) {
     const size_t end = res->body.find("\n\n", at);
     json c = json::parse(res->body.substr(at + 6, end - at - 6));
     if (!c["choices"].empty() && c["choices"][0]["logprobs"].is_object())
-      for (const json& e : c["choices"][0]["logprobs"]["content"]) streamed.push_back(e["logprob"].get<double>());
+      for (const json& e : c["choices"][0]["logprobs"]["content"])
+        streamed.push_back(e["logprob"].get<double>());
     at = end;
   }
   const json& content = whole["choices"][0]["logprobs"]["content"];
   ASSERT_EQ(streamed.size(), content.size());
-  for (size_t i = 0; i < streamed.size(); ++i) EXPECT_DOUBLE_EQ(streamed[i], content[i]["logprob"].get<double>());
+  for (size_t i = 0; i < streamed.size(); ++i)
+    EXPECT_DOUBLE_EQ(streamed[i], content[i]["logprob"].get<double>());
 }
 
 TEST(HttpLogprobs, BadValuesAre400s) {

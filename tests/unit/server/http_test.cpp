@@ -62,8 +62,10 @@ TEST(Http, ChatCompletionAndUsage) {
   Running r(BaseConfig());
   r.srv->LoadModels();
   int st;
-  json out = Post(*r.cli, "/v1/chat/completions",
-                  R"({"model":"tiny","messages":[{"role":"user","content":"hello"}],"max_tokens":9,"temperature":0})", &st);
+  json out = Post(
+      *r.cli, "/v1/chat/completions",
+      R"({"model":"tiny","messages":[{"role":"user","content":"hello"}],"max_tokens":9,"temperature":0})",
+      &st);
   ASSERT_EQ(st, 200) << out.dump();
   EXPECT_EQ(out["object"], "chat.completion");
   EXPECT_EQ(out["choices"][0]["finish_reason"], "length");
@@ -75,22 +77,26 @@ TEST(Http, ChatCompletionAndUsage) {
   EXPECT_EQ(out["usage"]["completion_tokens"], 9);
   EXPECT_EQ(out["usage"]["total_tokens"], prompt.size() + 9);
   // Same request, same greedy output; completions on the same rendered prompt agree too.
-  json again = Post(*r.cli, "/v1/chat/completions",
-                    R"({"messages":[{"role":"user","content":"hello"}],"max_tokens":9,"temperature":0})", &st);
+  json again = Post(
+      *r.cli, "/v1/chat/completions",
+      R"({"messages":[{"role":"user","content":"hello"}],"max_tokens":9,"temperature":0})", &st);
   EXPECT_EQ(again["choices"][0]["message"]["content"], text);
-  json comp = Post(*r.cli, "/v1/completions", json{{"prompt", prompt}, {"max_tokens", 9}, {"temperature", 0}}.dump(), &st);
+  json comp = Post(*r.cli, "/v1/completions",
+                   json{{"prompt", prompt}, {"max_tokens", 9}, {"temperature", 0}}.dump(), &st);
   ASSERT_EQ(st, 200);
   EXPECT_EQ(comp["object"], "text_completion");
   EXPECT_EQ(comp["choices"][0]["text"], text);
   // Stop string: cut before it, finish_reason stop.
   std::string stop = text.substr(4, 2);
-  json stopped = Post(*r.cli, "/v1/completions",
-                      json{{"prompt", prompt}, {"max_tokens", 9}, {"temperature", 0}, {"stop", stop}}.dump(), &st);
+  json stopped = Post(
+      *r.cli, "/v1/completions",
+      json{{"prompt", prompt}, {"max_tokens", 9}, {"temperature", 0}, {"stop", stop}}.dump(), &st);
   EXPECT_EQ(stopped["choices"][0]["finish_reason"], "stop");
   EXPECT_EQ(stopped["choices"][0]["text"], text.substr(0, text.find(stop)));
   // Token-id prompt.
   std::vector<int> ids(prompt.begin(), prompt.end());
-  json by_ids = Post(*r.cli, "/v1/completions", json{{"prompt", ids}, {"max_tokens", 9}, {"temperature", 0}}.dump(), &st);
+  json by_ids = Post(*r.cli, "/v1/completions",
+                     json{{"prompt", ids}, {"max_tokens", 9}, {"temperature", 0}}.dump(), &st);
   EXPECT_EQ(by_ids["choices"][0]["text"], text);
 }
 
@@ -120,12 +126,15 @@ TEST(Http, StreamingChatWithUsage) {
   Running r(BaseConfig());
   r.srv->LoadModels();
   int st;
-  json ref = Post(*r.cli, "/v1/chat/completions",
-                  R"({"messages":[{"role":"user","content":"stream me"}],"max_tokens":12,"temperature":0})", &st);
-  auto res = r.cli->Post("/v1/chat/completions",
-                         R"({"messages":[{"role":"user","content":"stream me"}],"max_tokens":12,"temperature":0,
+  json ref = Post(
+      *r.cli, "/v1/chat/completions",
+      R"({"messages":[{"role":"user","content":"stream me"}],"max_tokens":12,"temperature":0})",
+      &st);
+  auto res = r.cli->Post(
+      "/v1/chat/completions",
+      R"({"messages":[{"role":"user","content":"stream me"}],"max_tokens":12,"temperature":0,
                              "stream":true,"stream_options":{"include_usage":true}})",
-                         "application/json");
+      "application/json");
   ASSERT_TRUE(res);
   EXPECT_EQ(res->status, 200);
   EXPECT_EQ(res->get_header_value("Content-Type"), "text/event-stream");
@@ -156,14 +165,16 @@ TEST(Http, ReasoningWhenTheTemplateOpensThink) {
   Running r(c, test::FakeLoader(0.001, "<think>\n"));
   r.srv->LoadModels();
   int st;
-  json out = Post(*r.cli, "/v1/chat/completions",
-                  R"({"messages":[{"role":"user","content":"think"}],"max_tokens":6,"temperature":0})", &st);
+  json out = Post(
+      *r.cli, "/v1/chat/completions",
+      R"({"messages":[{"role":"user","content":"think"}],"max_tokens":6,"temperature":0})", &st);
   ASSERT_EQ(st, 200);
   EXPECT_EQ(out["choices"][0]["message"]["reasoning_content"].get<std::string>().size(), 6u);
   EXPECT_EQ(out["choices"][0]["message"]["content"], "");
-  auto res = r.cli->Post("/v1/chat/completions",
-                         R"({"messages":[{"role":"user","content":"think"}],"max_tokens":6,"temperature":0,"stream":true})",
-                         "application/json");
+  auto res = r.cli->Post(
+      "/v1/chat/completions",
+      R"({"messages":[{"role":"user","content":"think"}],"max_tokens":6,"temperature":0,"stream":true})",
+      "application/json");
   bool done;
   std::string reasoning;
   for (auto& e : SseEvents(res->body, &done)) {
@@ -180,17 +191,36 @@ TEST(Http, ErrorsHaveOpenAIShapeAndStatus) {
   Running r(c);
   r.srv->LoadModels();
   httplib::Headers good = {{"Authorization", "Bearer sk-good"}};
-  struct Case { std::string path, body; httplib::Headers h; int status; std::string code; };
+  struct Case {
+    std::string path, body;
+    httplib::Headers h;
+    int status;
+    std::string code;
+  };
   std::vector<Case> cases = {
-      {"/v1/chat/completions", R"({"messages":[{"role":"user","content":"x"}]})", {}, 401, "invalid_api_key"},
-      {"/v1/chat/completions", R"({"messages":[{"role":"user","content":"x"}]})", {{"Authorization", "Bearer nope"}}, 401, "invalid_api_key"},
+      {"/v1/chat/completions",
+       R"({"messages":[{"role":"user","content":"x"}]})",
+       {},
+       401,
+       "invalid_api_key"},
+      {"/v1/chat/completions",
+       R"({"messages":[{"role":"user","content":"x"}]})",
+       {{"Authorization", "Bearer nope"}},
+       401,
+       "invalid_api_key"},
       {"/v1/chat/completions", R"({"messages":)", good, 400, "invalid_json"},
       {"/v1/chat/completions", "\xff\xfe", good, 400, "invalid_json"},
-      {"/v1/chat/completions", R"({"model":"other","messages":[{"role":"user","content":"x"}]})", good, 404, "model_not_found"},
-      {"/v1/chat/completions", R"({"messages":[{"role":"user","content":"x"}],"max_tokens":-5})", good, 400, ""},
-      {"/v1/chat/completions", R"({"messages":[{"role":"user","content":"x"}],"max_tokens":64,"priority":"vip"})", good, 400, ""},
-      {"/v1/completions", json{{"prompt", std::string(300, 'a')}}.dump(), good, 400, "context_length_exceeded"},
-      {"/v1/completions", json{{"prompt", std::string(250, 'a')}, {"max_tokens", 20}}.dump(), good, 400, "context_length_exceeded"},
+      {"/v1/chat/completions", R"({"model":"other","messages":[{"role":"user","content":"x"}]})",
+       good, 404, "model_not_found"},
+      {"/v1/chat/completions", R"({"messages":[{"role":"user","content":"x"}],"max_tokens":-5})",
+       good, 400, ""},
+      {"/v1/chat/completions",
+       R"({"messages":[{"role":"user","content":"x"}],"max_tokens":64,"priority":"vip"})", good,
+       400, ""},
+      {"/v1/completions", json{{"prompt", std::string(300, 'a')}}.dump(), good, 400,
+       "context_length_exceeded"},
+      {"/v1/completions", json{{"prompt", std::string(250, 'a')}, {"max_tokens", 20}}.dump(), good,
+       400, "context_length_exceeded"},
       {"/v1/completions", R"({"prompt":[1,2,999999]})", good, 400, ""},
       {"/v1/completions", std::string(70 * 1024, ' '), good, 413, "request_too_large"},
       {"/v1/nothing", "{}", good, 404, "not_found"},
@@ -201,7 +231,8 @@ TEST(Http, ErrorsHaveOpenAIShapeAndStatus) {
     EXPECT_EQ(st, cs.status) << cs.body.substr(0, 80) << " -> " << e.dump();
     ASSERT_TRUE(e.contains("error")) << e.dump();
     EXPECT_TRUE(e["error"]["message"].is_string());
-    EXPECT_TRUE(e["error"].contains("type") && e["error"].contains("param") && e["error"].contains("code"));
+    EXPECT_TRUE(e["error"].contains("type") && e["error"].contains("param") &&
+                e["error"].contains("code"));
     if (!cs.code.empty()) {
       EXPECT_EQ(e["error"]["code"], cs.code) << e.dump();
     }
@@ -228,7 +259,8 @@ TEST(Http, PerClientConcurrencyLimitAnswers429WithRetryAfter) {
     if (m && m->body.find("edgeseek_requests_in_flight 1") != std::string::npos) break;
     std::this_thread::sleep_for(std::chrono::milliseconds(10));
   }
-  auto res = r.cli->Post("/v1/completions", R"({"prompt":"fast","max_tokens":2})", "application/json");
+  auto res =
+      r.cli->Post("/v1/completions", R"({"prompt":"fast","max_tokens":2})", "application/json");
   ASSERT_TRUE(res);
   EXPECT_EQ(res->status, 429);
   EXPECT_EQ(res->get_header_value("Retry-After"), "1");
@@ -241,13 +273,16 @@ TEST(Http, MetricsAndTraces) {
   Running r(BaseConfig());
   r.srv->LoadModels();
   int st;
-  json out = Post(*r.cli, "/v1/completions", R"({"prompt":"trace me","max_tokens":5,"priority":"high"})", &st);
+  json out = Post(*r.cli, "/v1/completions",
+                  R"({"prompt":"trace me","max_tokens":5,"priority":"high"})", &st);
   ASSERT_EQ(st, 200);
   // requests_total is counted by the HTTP logger after the response went out: wait for it.
   std::string m;
   for (int i = 0; i < 500; ++i) {
     m = r.cli->Get("/metrics")->body;
-    if (m.find("edgeseek_requests_total{endpoint=\"completions\",status=\"200\"} 1") != std::string::npos) break;
+    if (m.find("edgeseek_requests_total{endpoint=\"completions\",status=\"200\"} 1") !=
+        std::string::npos)
+      break;
     std::this_thread::sleep_for(std::chrono::milliseconds(10));
   }
   for (const char* needle :
@@ -302,7 +337,8 @@ TEST(Http, ProfiledTracesCarryTheBackendSplit) {
   int st;
   json out = Post(*r.cli, "/v1/completions", R"({"prompt":"split me","max_tokens":3})", &st);
   ASSERT_EQ(st, 200);
-  json trace = json::parse(r.cli->Get(("/v1/traces/" + out["id"].get<std::string>()).c_str())->body);
+  json trace =
+      json::parse(r.cli->Get(("/v1/traces/" + out["id"].get<std::string>()).c_str())->body);
   int steps = 0;
   std::map<std::string, int> phases;
   for (auto& e : trace["traceEvents"]) {
@@ -312,7 +348,8 @@ TEST(Http, ProfiledTracesCarryTheBackendSplit) {
     ++steps;
     const json& a = e["args"];
     // FakeStepModel's split: upload 1 us per token, dispatch 2 us, shader 3 us per token.
-    EXPECT_NEAR(a["upload_ms"].get<double>(), 1e-3 * a["batch_tokens"].get<double>(), 1e-12) << e.dump();
+    EXPECT_NEAR(a["upload_ms"].get<double>(), 1e-3 * a["batch_tokens"].get<double>(), 1e-12)
+        << e.dump();
     EXPECT_NEAR(a["dispatch_ms"].get<double>(), 2e-3, 1e-12);
     EXPECT_NEAR(a["shader_ms"].get<double>(), 3e-3 * a["batch_tokens"].get<double>(), 1e-12);
     EXPECT_GT(a["download_ms"].get<double>(), 0);
@@ -320,7 +357,10 @@ TEST(Http, ProfiledTracesCarryTheBackendSplit) {
   EXPECT_EQ(steps, 3);  // one prefill, two decodes
   for (const char* p : {"upload", "dispatch", "shader", "download"}) EXPECT_EQ(phases[p], 3) << p;
   std::string m = r.cli->Get("/metrics")->body;
-  EXPECT_NE(m.find("edgeseek_backend_seconds_total{model=\"tiny\",instance=\"0\",phase=\"shader\"}"), std::string::npos) << m;
+  EXPECT_NE(
+      m.find("edgeseek_backend_seconds_total{model=\"tiny\",instance=\"0\",phase=\"shader\"}"),
+      std::string::npos)
+      << m;
 }
 
 TEST(Http, ShutdownDrainsRunningRequests) {
@@ -329,13 +369,16 @@ TEST(Http, ShutdownDrainsRunningRequests) {
   int status = 0;
   std::thread t([&] {
     httplib::Client cli("127.0.0.1", r.srv->port());
-    auto res = cli.Post("/v1/completions", R"({"prompt":"drain","max_tokens":30})", "application/json");
+    auto res =
+        cli.Post("/v1/completions", R"({"prompt":"drain","max_tokens":30})", "application/json");
     status = res ? res->status : -1;
   });
   // Shut down once the request runs (a fixed sleep was too short under ThreadSanitizer).
   for (int i = 0; i < 1000; ++i) {
     auto m = r.cli->Get("/metrics");
-    if (m && m->body.find("edgeseek_running_sequences{model=\"tiny\",instance=\"0\"} 1") != std::string::npos) break;
+    if (m && m->body.find("edgeseek_running_sequences{model=\"tiny\",instance=\"0\"} 1") !=
+                 std::string::npos)
+      break;
     std::this_thread::sleep_for(std::chrono::milliseconds(10));
   }
   r.srv->RequestShutdown();

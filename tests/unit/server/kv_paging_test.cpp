@@ -24,7 +24,8 @@ std::vector<int32_t> Concat(std::vector<int32_t> a, const std::vector<int32_t>& 
 }
 
 // The tokens of one request run alone on a fresh engine without the prefix cache.
-std::vector<int32_t> Solo(const std::vector<int32_t>& prompt, int max_tokens, float temp, uint64_t seed) {
+std::vector<int32_t> Solo(const std::vector<int32_t>& prompt, int max_tokens, float temp,
+                          uint64_t seed) {
   EngineOptions eo;
   eo.prefix_cache = false;
   Harness h(1, 512, eo);
@@ -34,8 +35,9 @@ std::vector<int32_t> Solo(const std::vector<int32_t>& prompt, int max_tokens, fl
 }
 
 // Runs one request to its end on `h` and returns it (its prefix_hit_tokens says what it reused).
-std::shared_ptr<SeqRequest> RunOne(Harness& h, const std::string& id, const std::vector<int32_t>& prompt,
-                                   int max_tokens, float temp = 0.7f, uint64_t seed = 5,
+std::shared_ptr<SeqRequest> RunOne(Harness& h, const std::string& id,
+                                   const std::vector<int32_t>& prompt, int max_tokens,
+                                   float temp = 0.7f, uint64_t seed = 5,
                                    const std::string& scope = "") {
   auto r = h.Make(id, prompt, max_tokens, temp, seed);
   r->prefix_scope = scope;
@@ -60,7 +62,8 @@ TEST(KvPaging, PoolSmallerThanSlotsTimesContextPreemptsAndKeepsEveryOutput) {
   std::vector<std::vector<int32_t>> solo;
   for (int i = 0; i < kN; ++i) solo.push_back(Solo(Prompt(30, i), 60, 0.9f, uint64_t(100 + i)));
   Harness h(4, 512, {}, {}, false, /*kv_blocks=*/10);
-  for (int i = 0; i < kN; ++i) h.Submit(h.Make("r" + std::to_string(i), Prompt(30, i), 60, 0.9f, uint64_t(100 + i)));
+  for (int i = 0; i < kN; ++i)
+    h.Submit(h.Make("r" + std::to_string(i), Prompt(30, i), 60, 0.9f, uint64_t(100 + i)));
   int max_running = 0;
   while (h.engine->Step()) {
     max_running = std::max(max_running, h.engine->stats().running);
@@ -89,7 +92,8 @@ TEST(KvPaging, ShortRequestsOutnumberWhatSlotsTimesContextWouldHold) {
 TEST(KvPaging, AnOverdueHigherClassPreemptsWhenThePoolIsShortThoughSlotsAreFree) {
   QosPolicy qos;
   qos.classes = {{"hi", 1, 1e-6, false}, {"lo", 1, 0, true}};
-  const auto lo_solo = Solo(Prompt(40, 5), 24, 0.9f, 77), lo2_solo = Solo(Prompt(40, 6), 24, 0.9f, 78);
+  const auto lo_solo = Solo(Prompt(40, 5), 24, 0.9f, 77),
+             lo2_solo = Solo(Prompt(40, 6), 24, 0.9f, 78);
   // 8 slots but 8 blocks: two low requests of 40 + 24 tokens (4 blocks each) fill the pool
   // without ever preempting each other.
   Harness h(8, 512, {}, qos, false, /*kv_blocks=*/8);
@@ -112,15 +116,16 @@ TEST(KvPaging, ManyRequestsDroppingMidStreamLeaveNoBlockBehind) {
   std::vector<std::shared_ptr<SeqRequest>> reqs;
   std::mt19937 rng(7);
   for (int i = 0; i < 64; ++i) {
-    auto r = h.Make("r" + std::to_string(i), Concat(Prompt(20, 0), Prompt(int(rng() % 30) + 1, i)), 30 + i % 17,
-                    0.8f, uint64_t(i));
+    auto r = h.Make("r" + std::to_string(i), Concat(Prompt(20, 0), Prompt(int(rng() % 30) + 1, i)),
+                    30 + i % 17, 0.8f, uint64_t(i));
     reqs.push_back(r);
     h.Submit(r);
   }
   // Every third request is dropped a few tokens in (the client went away mid-stream).
   for (int step = 0; h.engine->Step(); ++step) {
     for (int i = 0; i < 64; i += 3)
-      if (h.out["r" + std::to_string(i)].tokens.size() >= size_t(1 + i % 5)) reqs[size_t(i)]->cancel = true;
+      if (h.out["r" + std::to_string(i)].tokens.size() >= size_t(1 + i % 5))
+        reqs[size_t(i)]->cancel = true;
   }
   int cancelled = 0;
   for (int i = 0; i < 64; ++i) {

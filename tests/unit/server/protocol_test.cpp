@@ -1,13 +1,14 @@
 // OpenAI request parsing and validation, stop strings, the reasoning splitter, the Prometheus
 // text format and the JSON Schema validator / server config loader.
+#include "server/protocol.h"
+
 #include <gtest/gtest.h>
 
 #include "edgeseek/internal/core/error.h"
-#include "edgeseek/internal/server/server.h"
 #include "edgeseek/internal/grammar/json_schema.h"
-#include "server/metrics.h"
-#include "server/protocol.h"
 #include "edgeseek/internal/runtime/text_stream.h"
+#include "edgeseek/internal/server/server.h"
+#include "server/metrics.h"
 #include "test_util.h"
 
 namespace es::server {
@@ -32,7 +33,8 @@ TEST(Protocol, ParsesAFullChatRequest) {
     "max_completion_tokens": 12, "temperature": 0.5, "top_p": 0.9, "top_k": 40, "min_p": 0.05,
     "seed": -3, "stop": ["\n\n", "END"], "presence_penalty": 0.5, "frequency_penalty": -0.5,
     "stream": true, "stream_options": {"include_usage": true}, "priority": "high", "n": 1,
-    "logprobs": false, "user": "u1"})"), Lim());
+    "logprobs": false, "user": "u1"})"),
+                            Lim());
   EXPECT_EQ(r.model, "m");
   ASSERT_EQ(r.messages.size(), 2u);
   EXPECT_EQ(r.messages[1]["content"], "hi there");
@@ -47,14 +49,20 @@ TEST(Protocol, ParsesAFullChatRequest) {
 }
 
 TEST(Protocol, DefaultsAndNulls) {
-  auto r = ParseChatRequest(ParseBody(R"({"messages":[{"role":"user","content":"x"}],"temperature":null,"max_tokens":null})"), Lim());
+  auto r = ParseChatRequest(
+      ParseBody(
+          R"({"messages":[{"role":"user","content":"x"}],"temperature":null,"max_tokens":null})"),
+      Lim());
   EXPECT_FALSE(r.gen.max_tokens.has_value());
   EXPECT_FLOAT_EQ(r.gen.sampling.temperature, 1.0f);
   EXPECT_FALSE(r.gen.stream);
 }
 
 TEST(Protocol, RejectsBadFieldsNamingThem) {
-  struct Case { const char* body; const char* param; };
+  struct Case {
+    const char* body;
+    const char* param;
+  };
   const Case cases[] = {
       {R"({"messages":[]})", "messages"},
       {R"({"messages":"hi"})", "messages"},
@@ -64,7 +72,8 @@ TEST(Protocol, RejectsBadFieldsNamingThem) {
       {R"({"messages":[{"role":"user","content":"x"}],"max_tokens":-1})", "max_tokens"},
       {R"({"messages":[{"role":"user","content":"x"}],"max_tokens":0})", "max_tokens"},
       {R"({"messages":[{"role":"user","content":"x"}],"max_tokens":1e30})", "max_tokens"},
-      {R"({"messages":[{"role":"user","content":"x"}],"max_tokens":99999999999999999999999})", "max_tokens"},
+      {R"({"messages":[{"role":"user","content":"x"}],"max_tokens":99999999999999999999999})",
+       "max_tokens"},
       {R"({"messages":[{"role":"user","content":"x"}],"max_tokens":"12"})", "max_tokens"},
       {R"({"messages":[{"role":"user","content":"x"}],"max_tokens":5000})", "max_tokens"},
       {R"({"messages":[{"role":"user","content":"x"}],"temperature":2.5})", "temperature"},
@@ -74,7 +83,8 @@ TEST(Protocol, RejectsBadFieldsNamingThem) {
       {R"({"messages":[{"role":"user","content":"x"}],"stop":[1]})", "stop"},
       {R"({"messages":[{"role":"user","content":"x"}],"stop":""})", "stop"},
       {R"({"messages":[{"role":"user","content":"x"}],"stream":"yes"})", "stream"},
-      {R"({"messages":[{"role":"user","content":"x"}],"stream_options":{"include_usage":true}})", "stream_options"},
+      {R"({"messages":[{"role":"user","content":"x"}],"stream_options":{"include_usage":true}})",
+       "stream_options"},
       {R"({"messages":[{"role":"user","content":"x"}],"n":2})", "n"},
       {R"({"messages":[{"role":"user","content":"x"}],"priority":[1]})", "priority"},
       {R"({"messages":[{"role":"user","content":"x"}],"model":7})", "model"},
@@ -100,7 +110,8 @@ TEST(Protocol, MalformedBodies) {
     }
   }
   json err = ErrorBody(BadRequest("bad", "x", "c"));
-  EXPECT_EQ(err.dump(), R"({"error":{"code":"c","message":"bad","param":"x","type":"invalid_request_error"}})");
+  EXPECT_EQ(err.dump(),
+            R"({"error":{"code":"c","message":"bad","param":"x","type":"invalid_request_error"}})");
   EXPECT_TRUE(ErrorBody(BadRequest("bad"))["error"]["param"].is_null());
 }
 
@@ -111,11 +122,13 @@ TEST(Protocol, DeepNestingIsRefusedBeforeParsing) {
   for (std::string body :
        {R"({"messages":[{"role":"user","content":"x"}],"tools":[)" + deep + "]}",
         R"({"messages":[{"role":"assistant","content":null,"tool_calls":[)" + deep + "]}]}",
-        R"({"messages":[{"role":"user","content":"x"}],"chat_template_kwargs":{"a":)" + deep + "}}"}) {
+        R"({"messages":[{"role":"user","content":"x"}],"chat_template_kwargs":{"a":)" + deep +
+            "}}"}) {
     ApiError e = ChatError(body);
     EXPECT_EQ(e.status, 400);
     EXPECT_EQ(e.code, "json_too_deep");
-    EXPECT_NE(e.message.find("levels deep; at most 64 are allowed"), std::string::npos) << e.message;
+    EXPECT_NE(e.message.find("levels deep; at most 64 are allowed"), std::string::npos)
+        << e.message;
   }
   // Brackets inside strings (escaped quotes too) are text, not nesting.
   std::string text = "\\\"" + std::string(1000, '[');
@@ -124,15 +137,17 @@ TEST(Protocol, DeepNestingIsRefusedBeforeParsing) {
                    std::string(kMaxJsonDepth - 2, '[') + std::string(kMaxJsonDepth - 2, ']') + "}}";
   EXPECT_EQ(JsonDepth(ok), kMaxJsonDepth);
   EXPECT_NO_THROW(ParseChatRequest(ParseBody(ok), Lim()));
-  EXPECT_EQ(ChatError(R"({"messages":[{"role":"user","content":"x"}],"chat_template_kwargs":{"a":[)" +
-                      std::string(kMaxJsonDepth - 2, '[') + std::string(kMaxJsonDepth - 2, ']') + "]}}")
-                .code,
-            "json_too_deep");
+  EXPECT_EQ(
+      ChatError(R"({"messages":[{"role":"user","content":"x"}],"chat_template_kwargs":{"a":[)" +
+                std::string(kMaxJsonDepth - 2, '[') + std::string(kMaxJsonDepth - 2, ']') + "]}}")
+          .code,
+      "json_too_deep");
 }
 
 TEST(Protocol, CountsAndLogitBias) {
   json many = json::array();
-  for (int i = 0; i < 129; ++i) many.push_back({{"type", "function"}, {"function", {{"name", "f"}}}});
+  for (int i = 0; i < 129; ++i)
+    many.push_back({{"type", "function"}, {"function", {{"name", "f"}}}});
   json b = {{"messages", {{{"role", "user"}, {"content", "x"}}}}, {"tools", many}};
   ApiError e = ChatError(b.dump());
   EXPECT_EQ(e.param, "tools");
@@ -143,8 +158,10 @@ TEST(Protocol, CountsAndLogitBias) {
   e = ChatError(R"({"messages":[{"role":"user","content":"x"}],"logit_bias":{"50256":-100}})");
   EXPECT_EQ(e.param, "logit_bias");
   EXPECT_EQ(e.code, "unsupported");
-  EXPECT_EQ(ChatError(R"({"messages":[{"role":"user","content":"x"}],"logit_bias":[1]})").param, "logit_bias");
-  EXPECT_NO_THROW(ParseChatRequest(ParseBody(R"({"messages":[{"role":"user","content":"x"}],"logit_bias":{}})"), Lim()));
+  EXPECT_EQ(ChatError(R"({"messages":[{"role":"user","content":"x"}],"logit_bias":[1]})").param,
+            "logit_bias");
+  EXPECT_NO_THROW(ParseChatRequest(
+      ParseBody(R"({"messages":[{"role":"user","content":"x"}],"logit_bias":{}})"), Lim()));
   try {
     ParseCompletionRequest(ParseBody(R"({"prompt":"x","logit_bias":{"1":5}})"), Lim());
     ADD_FAILURE() << "completion logit_bias accepted";
@@ -162,9 +179,9 @@ TEST(Protocol, CompletionPrompts) {
   EXPECT_EQ(b.prompt_ids, (std::vector<int32_t>{1, 2, 3}));
   auto c = ParseCompletionRequest(ParseBody(R"({"prompt":[[4,5]]})"), Lim());
   EXPECT_EQ(c.prompt_ids, (std::vector<int32_t>{4, 5}));
-  for (const char* bad : {R"({"prompt":[-1]})", R"({"prompt":["a","b"]})", R"({"prompt":""})",
-                          R"({"prompt":{}})", R"({"prompt":"x","echo":true})", R"({})",
-                          R"({"prompt":[1, 2.5]})"}) {
+  for (const char* bad :
+       {R"({"prompt":[-1]})", R"({"prompt":["a","b"]})", R"({"prompt":""})", R"({"prompt":{}})",
+        R"({"prompt":"x","echo":true})", R"({})", R"({"prompt":[1, 2.5]})"}) {
     EXPECT_THROW(ParseCompletionRequest(ParseBody(bad), Lim()), ApiError) << bad;
   }
 }
@@ -214,14 +231,18 @@ std::pair<std::string, std::string> Split(bool start_in, const std::vector<std::
 TEST(TextStream, ReasoningSplitter) {
   EXPECT_EQ(Split(false, {"<think>", "plan", "</think>", "\n\nanswer"}),
             std::make_pair(std::string("plan"), std::string("answer")));
-  EXPECT_EQ(Split(false, {"<th", "ink>a b</th", "ink>c"}), std::make_pair(std::string("a b"), std::string("c")));
-  EXPECT_EQ(Split(false, {"\n<think>x</think>y"}), std::make_pair(std::string("x"), std::string("y")));
+  EXPECT_EQ(Split(false, {"<th", "ink>a b</th", "ink>c"}),
+            std::make_pair(std::string("a b"), std::string("c")));
+  EXPECT_EQ(Split(false, {"\n<think>x</think>y"}),
+            std::make_pair(std::string("x"), std::string("y")));
   // Template already opened <think>: the model emits only the closing tag.
   EXPECT_EQ(Split(true, {"step 1, ", "step 2</", "think>\n\nThe answer is 4."}),
             std::make_pair(std::string("step 1, step 2"), std::string("The answer is 4.")));
   // No tags at all: plain content; an unfinished reasoning block stays reasoning.
-  EXPECT_EQ(Split(false, {"just ", "text <think> later"}), std::make_pair(std::string(), std::string("just text <think> later")));
-  EXPECT_EQ(Split(true, {"never closed"}), std::make_pair(std::string("never closed"), std::string()));
+  EXPECT_EQ(Split(false, {"just ", "text <think> later"}),
+            std::make_pair(std::string(), std::string("just text <think> later")));
+  EXPECT_EQ(Split(true, {"never closed"}),
+            std::make_pair(std::string("never closed"), std::string()));
   EXPECT_EQ(Split(false, {"<thi"}), std::make_pair(std::string(), std::string("<thi")));
   ReasoningSplitter off(false, true);
   std::string r, c;
@@ -246,7 +267,8 @@ TEST(Metrics, PrometheusTextFormat) {
             "# HELP t_lat_seconds Latency.\n# TYPE t_lat_seconds histogram\n"
             "t_lat_seconds_bucket{le=\"0.1\"} 2\nt_lat_seconds_bucket{le=\"1\"} 2\n"
             "t_lat_seconds_bucket{le=\"+Inf\"} 3\nt_lat_seconds_sum 5.15\nt_lat_seconds_count 3\n"
-            "# HELP t_queue Queue \\\\ length.\n# TYPE t_queue gauge\nt_queue{p=\"a\\\"b\\\\c\\nd\"} 1.5\n"
+            "# HELP t_queue Queue \\\\ length.\n# TYPE t_queue "
+            "gauge\nt_queue{p=\"a\\\"b\\\\c\\nd\"} 1.5\n"
             "# HELP t_requests_total Requests.\n# TYPE t_requests_total counter\n"
             "t_requests_total{status=\"200\"} 3\n");
   EXPECT_EQ(m.Value("t_requests_total", {{"status", "200"}}), 3);
@@ -257,7 +279,8 @@ TEST(Metrics, PrometheusTextFormat) {
 std::string SchemaPath() { return test::SourceDir() + "/configs/server.schema.json"; }
 
 TEST(Config, ExampleConfigIsValid) {
-  ServerConfig c = LoadServerConfig(test::SourceDir() + "/configs/server.example.json", SchemaPath());
+  ServerConfig c =
+      LoadServerConfig(test::SourceDir() + "/configs/server.example.json", SchemaPath());
   ASSERT_EQ(c.qos.classes.size(), 3u);
   EXPECT_EQ(c.qos.classes[0].name, "interactive");
   EXPECT_DOUBLE_EQ(c.qos.classes[0].preempt_after_s, 2.0);
@@ -288,7 +311,8 @@ std::string ConfigError(const std::string& text) {
 }
 
 TEST(Config, ErrorsNameTheField) {
-  EXPECT_EQ(ConfigError(R"({"port": 70000})"), "cfg.json: /port: 70000 is greater than the maximum 65535");
+  EXPECT_EQ(ConfigError(R"({"port": 70000})"),
+            "cfg.json: /port: 70000 is greater than the maximum 65535");
   EXPECT_EQ(ConfigError(R"({"models":[{"name":"m","path":"p","instances":[{"slots":0}]}]})"),
             "cfg.json: /models/0/instances/0/slots: 0 is less than the minimum 1");
   EXPECT_EQ(ConfigError(R"({"limits":{"max_tokens":"many"}})"),
@@ -299,8 +323,10 @@ TEST(Config, ErrorsNameTheField) {
   EXPECT_EQ(ConfigError(R"({"models":[{"name":"m","path":"p","instances":[{"backend":"tpu"}]}]})"),
             "cfg.json: /models/0/instances/0/backend: \"tpu\" is not one of [\"cpu\",\"vulkan\"]");
   EXPECT_EQ(ConfigError(R"({"models":[{"name":"m","path":"p","instances":[{"kv_type":"int4"}]}]})"),
-            "cfg.json: /models/0/instances/0/kv_type: \"int4\" is not one of [\"f32\",\"f16\",\"q8_0\",\"q4_0\"]");
-  EXPECT_EQ(ConfigError(R"({"models":[{"name":"m","path":"p","instances":[{"kv_type":"q8_0"}]}]})"), "accepted");
+            "cfg.json: /models/0/instances/0/kv_type: \"int4\" is not one of "
+            "[\"f32\",\"f16\",\"q8_0\",\"q4_0\"]");
+  EXPECT_EQ(ConfigError(R"({"models":[{"name":"m","path":"p","instances":[{"kv_type":"q8_0"}]}]})"),
+            "accepted");
   EXPECT_EQ(ConfigError(R"({"priorities":[{"name":"a"}],"default_priority":"b"})"),
             "cfg.json: /default_priority: no priority class is named 'b'");
   EXPECT_EQ(ConfigError(R"({"models":[{"name":"m","path":"p","balance":{"overload":0}}]})"),
@@ -324,8 +350,9 @@ TEST(Config, ErrorsNameTheField) {
   }
   EXPECT_EQ(ConfigError(R"({"models":[{"name":"m"}]})"),
             "cfg.json: /models/0: one of 'path' or 'synthetic' is required");
-  EXPECT_EQ(ConfigError(R"({"priorities":[{"name":"bad name"}]})"),
-            "cfg.json: /priorities/0/name: \"bad name\" does not match the pattern \"^[A-Za-z0-9_-]+$\"");
+  EXPECT_EQ(
+      ConfigError(R"({"priorities":[{"name":"bad name"}]})"),
+      "cfg.json: /priorities/0/name: \"bad name\" does not match the pattern \"^[A-Za-z0-9_-]+$\"");
 }
 
 // The config validator is the shared schema model (src/grammar, json_schema.h).
@@ -333,16 +360,18 @@ TEST(JsonSchema, RefusesUnsupportedKeywordsAndChecksTheRest) {
   using grammar::SchemaModel;
   EXPECT_THROW(SchemaModel::Parse(json::parse(R"({"allOf":[{"type":"string"}]})")), Error);
   EXPECT_THROW(SchemaModel::Parse(json::parse(R"({"$ref":"#/$defs/missing"})")), Error);
-  const SchemaModel s = SchemaModel::Parse(json::parse(R"({"type":["string","null"],"anyOf":[{"minLength":2},{"type":"null"}]})"));
+  const SchemaModel s = SchemaModel::Parse(
+      json::parse(R"({"type":["string","null"],"anyOf":[{"minLength":2},{"type":"null"}]})"));
   EXPECT_TRUE(s.Validate(json("ab")).empty());
   EXPECT_TRUE(s.Validate(json(nullptr)).empty());
   EXPECT_EQ(s.Validate(json("a")).size(), 1u);
   EXPECT_EQ(s.Validate(json(3)).front(), "/: expected string or null, got number 3");
-  const SchemaModel arr =
-      SchemaModel::Parse(json::parse(R"({"type":"array","items":{"type":"integer"},"uniqueItems":true,"maxItems":3})"));
+  const SchemaModel arr = SchemaModel::Parse(json::parse(
+      R"({"type":"array","items":{"type":"integer"},"uniqueItems":true,"maxItems":3})"));
   EXPECT_TRUE(arr.Validate(json::parse("[1,2]")).empty());
   EXPECT_EQ(arr.Validate(json::parse("[1,1]")).front(), "/: items 0 and 1 are equal");
-  EXPECT_EQ(arr.Validate(json::parse("[1,\"x\"]")).front(), "/1: expected integer, got string \"x\"");
+  EXPECT_EQ(arr.Validate(json::parse("[1,\"x\"]")).front(),
+            "/1: expected integer, got string \"x\"");
   EXPECT_EQ(arr.Validate(json::parse("[1,2,3,4]")).front(), "/: array has more than 3 items");
 }
 

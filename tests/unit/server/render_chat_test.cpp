@@ -4,9 +4,8 @@
 // caller without that limit (the library used directly) overflowed the stack.
 #include <gtest/gtest.h>
 
-#include <string>
-
 #include <nlohmann/json.hpp>
+#include <string>
 
 #include "edgeseek/internal/core/error.h"
 #include "edgeseek/internal/server/server.h"

@@ -2,6 +2,8 @@
 // left as content, and the required-call grammar: random walks under it always parse into a
 // call whose arguments the tool's schema accepts; the stream parser (ToolCallStream) gives the
 // same calls fed byte by byte, the name once the arguments open and the arguments as they come.
+#include "server/tool_calls.h"
+
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -9,7 +11,6 @@
 
 #include "edgeseek/internal/grammar/json_schema.h"
 #include "edgeseek/internal/grammar/matcher.h"
-#include "server/tool_calls.h"
 
 namespace es::server {
 namespace {
@@ -18,10 +19,12 @@ using json = nlohmann::json;
 const std::set<std::string> kNames = {"get_weather", "add"};
 
 TEST(ToolCalls, HermesQwen) {
-  auto p = ParseToolCalls(ToolFormat::kHermes,
-                          "Let me check.\n<tool_call>\n{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Oslo\"}}\n"
-                          "</tool_call>\n<tool_call>{\"name\":\"add\",\"arguments\":{\"a\":1,\"b\":2}}</tool_call>",
-                          kNames);
+  auto p = ParseToolCalls(
+      ToolFormat::kHermes,
+      "Let me check.\n<tool_call>\n{\"name\": \"get_weather\", \"arguments\": {\"city\": "
+      "\"Oslo\"}}\n"
+      "</tool_call>\n<tool_call>{\"name\":\"add\",\"arguments\":{\"a\":1,\"b\":2}}</tool_call>",
+      kNames);
   ASSERT_EQ(p.calls.size(), 2u);
   EXPECT_EQ(p.content, "Let me check.");
   EXPECT_EQ(p.calls[0].name, "get_weather");
@@ -39,25 +42,33 @@ TEST(ToolCalls, HermesQwen) {
 
 TEST(ToolCalls, DeepSeekBothForms) {
   const std::string r1 =
-      "<｜tool▁calls▁begin｜><｜tool▁call▁begin｜>function<｜tool▁sep｜>get_weather\n```json\n{\"city\": \"Paris\"}\n```"
-      "<｜tool▁call▁end｜><｜tool▁call▁begin｜>function<｜tool▁sep｜>add\n```json\n{\"a\": 2}\n```<｜tool▁call▁end｜>"
+      "<｜tool▁calls▁begin｜><｜tool▁call▁begin｜>function<｜tool▁sep｜>get_weather\n```json\n{"
+      "\"city\": \"Paris\"}\n```"
+      "<｜tool▁call▁end｜><｜tool▁call▁begin｜>function<｜tool▁sep｜>add\n```json\n{\"a\": "
+      "2}\n```<｜tool▁call▁end｜>"
       "<｜tool▁calls▁end｜>";
   auto p = ParseToolCalls(ToolFormat::kDeepSeek, r1, kNames);
   ASSERT_EQ(p.calls.size(), 2u);
   EXPECT_EQ(p.calls[1].name, "add");
   EXPECT_EQ(json::parse(p.calls[0].arguments)["city"], "Paris");
-  const std::string v3 = "Sure<｜tool▁calls▁begin｜><｜tool▁call▁begin｜>add<｜tool▁sep｜>{\"a\": 1}<｜tool▁call▁end｜><｜tool▁calls▁end｜>";
+  const std::string v3 =
+      "Sure<｜tool▁calls▁begin｜><｜tool▁call▁begin｜>add<｜tool▁sep｜>{\"a\": "
+      "1}<｜tool▁call▁end｜><｜tool▁calls▁end｜>";
   p = ParseToolCalls(ToolFormat::kDeepSeek, v3, kNames);
   ASSERT_EQ(p.calls.size(), 1u);
   EXPECT_EQ(p.content, "Sure");
-  EXPECT_TRUE(ParseToolCalls(ToolFormat::kDeepSeek, "<｜tool▁calls▁begin｜><｜tool▁call▁begin｜>add", kNames).calls.empty());
+  EXPECT_TRUE(ParseToolCalls(ToolFormat::kDeepSeek,
+                             "<｜tool▁calls▁begin｜><｜tool▁call▁begin｜>add", kNames)
+                  .calls.empty());
 }
 
 TEST(ToolCalls, Llama3) {
-  auto p = ParseToolCalls(ToolFormat::kLlama3, "{\"name\": \"add\", \"parameters\": {\"a\": 1}}", kNames);
+  auto p = ParseToolCalls(ToolFormat::kLlama3, "{\"name\": \"add\", \"parameters\": {\"a\": 1}}",
+                          kNames);
   ASSERT_EQ(p.calls.size(), 1u);
   EXPECT_EQ(p.content, "");
-  EXPECT_TRUE(ParseToolCalls(ToolFormat::kLlama3, "The answer is {\"name\": \"add\"}", kNames).calls.empty());
+  EXPECT_TRUE(ParseToolCalls(ToolFormat::kLlama3, "The answer is {\"name\": \"add\"}", kNames)
+                  .calls.empty());
 }
 
 TEST(ToolCalls, FormatFromTemplateAndHoldBack) {
@@ -120,7 +131,8 @@ void ExpectStreamMatchesParse(ToolFormat f, const std::string& text) {
     ASSERT_EQ(st.calls.size(), whole.calls.size()) << "step " << step << ": " << text;
     for (size_t i = 0; i < st.calls.size(); ++i) {
       EXPECT_EQ(st.calls[i].name, whole.calls[i].name);
-      EXPECT_EQ(json::parse(st.calls[i].arguments), json::parse(whole.calls[i].arguments)) << st.calls[i].arguments;
+      EXPECT_EQ(json::parse(st.calls[i].arguments), json::parse(whole.calls[i].arguments))
+          << st.calls[i].arguments;
     }
     EXPECT_EQ(TrimWs(st.content), TrimWs(whole.content)) << "step " << step << ": " << text;
   }
@@ -128,17 +140,27 @@ void ExpectStreamMatchesParse(ToolFormat f, const std::string& text) {
 
 TEST(ToolCallStream, ArgumentsComeTokenByToken) {
   const std::string hermes =
-      "Let me check.\n<tool_call>\n{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Oslo\", \"days\": [1, 2]}}\n"
-      "</tool_call>\n<tool_call>{\"name\":\"add\",\"arguments\":{\"a\":1,\"b\":\"}\\\"{\"}}</tool_call>";
+      "Let me check.\n<tool_call>\n{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Oslo\", "
+      "\"days\": [1, 2]}}\n"
+      "</tool_call>\n<tool_call>{\"name\":\"add\",\"arguments\":{\"a\":1,\"b\":\"}\\\"{\"}}</"
+      "tool_call>";
   const std::string deepseek =
-      "<｜tool▁calls▁begin｜><｜tool▁call▁begin｜>function<｜tool▁sep｜>get_weather\n```json\n{\"city\": \"Paris\"}\n```"
-      "<｜tool▁call▁end｜><｜tool▁call▁begin｜>function<｜tool▁sep｜>add\n```json\n{\"a\": 2}\n```<｜tool▁call▁end｜>"
+      "<｜tool▁calls▁begin｜><｜tool▁call▁begin｜>function<｜tool▁sep｜>get_weather\n```json\n{"
+      "\"city\": \"Paris\"}\n```"
+      "<｜tool▁call▁end｜><｜tool▁call▁begin｜>function<｜tool▁sep｜>add\n```json\n{\"a\": "
+      "2}\n```<｜tool▁call▁end｜>"
       "<｜tool▁calls▁end｜>";
-  const std::string deepseek_v3 = "Sure<｜tool▁calls▁begin｜><｜tool▁call▁begin｜>add<｜tool▁sep｜>{\"a\": {\"b\": 1}}<｜tool▁call▁end｜><｜tool▁calls▁end｜>";
-  const std::string llama = "<|python_tag|>{\"name\": \"add\", \"parameters\": {\"a\": 1, \"b\": 22}}";
-  const std::pair<ToolFormat, std::string> cases[] = {{ToolFormat::kHermes, hermes}, {ToolFormat::kDeepSeek, deepseek},
-                                                      {ToolFormat::kDeepSeek, deepseek_v3}, {ToolFormat::kLlama3, llama},
-                                                      {ToolFormat::kLlama3, "{\"name\": \"add\", \"arguments\": {}}"}};
+  const std::string deepseek_v3 =
+      "Sure<｜tool▁calls▁begin｜><｜tool▁call▁begin｜>add<｜tool▁sep｜>{\"a\": {\"b\": "
+      "1}}<｜tool▁call▁end｜><｜tool▁calls▁end｜>";
+  const std::string llama =
+      "<|python_tag|>{\"name\": \"add\", \"parameters\": {\"a\": 1, \"b\": 22}}";
+  const std::pair<ToolFormat, std::string> cases[] = {
+      {ToolFormat::kHermes, hermes},
+      {ToolFormat::kDeepSeek, deepseek},
+      {ToolFormat::kDeepSeek, deepseek_v3},
+      {ToolFormat::kLlama3, llama},
+      {ToolFormat::kLlama3, "{\"name\": \"add\", \"arguments\": {}}"}};
   for (const auto& [f, text] : cases) {
     ExpectStreamMatchesParse(f, text);
     // Byte by byte: the name comes out as soon as the arguments open, the arguments in many
@@ -163,28 +185,35 @@ TEST(ToolCallStream, ArgumentsComeTokenByToken) {
 
 TEST(ToolCallStream, MalformedCallsAreContent) {
   // Never a call: text that looks like a marker, unknown tools, bad JSON, a head cut off.
-  for (const char* text : {"<tools> are <tool_ nice", "<tool_call>{\"name\": \"rm_rf\", \"arguments\": {}}</tool_call>",
+  for (const char* text : {"<tools> are <tool_ nice",
+                           "<tool_call>{\"name\": \"rm_rf\", \"arguments\": {}}</tool_call>",
                            "<tool_call>{\"name\": \"add\", \"arguments\": 5}</tool_call>",
                            "<tool_call>{\"name\": \"add\"", "a < b <tool_call>"}) {
     ExpectStreamMatchesParse(ToolFormat::kHermes, text);
     EXPECT_EQ(Stream(ToolFormat::kHermes, text, 1).content, text);
   }
-  for (const char* text : {"The answer is {\"name\": \"add\", \"parameters\": {}}", "{not json", "<b>hi</b>"}) {
+  for (const char* text :
+       {"The answer is {\"name\": \"add\", \"parameters\": {}}", "{not json", "<b>hi</b>"}) {
     ExpectStreamMatchesParse(ToolFormat::kLlama3, text);
     EXPECT_EQ(Stream(ToolFormat::kLlama3, text, 2).content, text);
   }
-  ExpectStreamMatchesParse(ToolFormat::kDeepSeek, "<｜tool▁calls▁begin｜><｜tool▁call▁begin｜>rm<｜tool▁sep｜>{}<｜tool▁call▁end｜>");
+  ExpectStreamMatchesParse(
+      ToolFormat::kDeepSeek,
+      "<｜tool▁calls▁begin｜><｜tool▁call▁begin｜>rm<｜tool▁sep｜>{}<｜tool▁call▁end｜>");
   // A head in another key order cannot stream; it is held and parsed whole at the end.
-  const std::string reordered = "<tool_call>{\"arguments\": {\"a\": 1}, \"name\": \"add\"}</tool_call>";
+  const std::string reordered =
+      "<tool_call>{\"arguments\": {\"a\": 1}, \"name\": \"add\"}</tool_call>";
   ExpectStreamMatchesParse(ToolFormat::kHermes, reordered);
   EXPECT_EQ(Stream(ToolFormat::kHermes, reordered, 1).calls.size(), 1u);
   // Cut off inside the arguments (max_tokens): the call ends as written, nothing becomes content.
-  const Streamed cut = Stream(ToolFormat::kHermes, "<tool_call>{\"name\": \"add\", \"arguments\": {\"a\": 1", 1);
+  const Streamed cut =
+      Stream(ToolFormat::kHermes, "<tool_call>{\"name\": \"add\", \"arguments\": {\"a\": 1", 1);
   ASSERT_EQ(cut.calls.size(), 1u);
   EXPECT_EQ(cut.calls[0].arguments, "{\"a\": 1");
   EXPECT_EQ(cut.content, "");
   // Text after the calls is content.
-  const Streamed after = Stream(ToolFormat::kHermes, "<tool_call>{\"name\": \"add\", \"arguments\": {}}</tool_call> done", 3);
+  const Streamed after = Stream(
+      ToolFormat::kHermes, "<tool_call>{\"name\": \"add\", \"arguments\": {}}</tool_call> done", 3);
   ASSERT_EQ(after.calls.size(), 1u);
   EXPECT_EQ(after.content, " done");
 }
@@ -193,15 +222,18 @@ TEST(ToolCallStream, MalformedCallsAreContent) {
 // to one of the tools, with arguments valid against that tool's schema.
 TEST(ToolCalls, RequiredGrammarWalksAreValidCalls) {
   std::vector<ToolSpec> tools = {
-      {"get_weather", nlohmann::ordered_json::parse(R"({"type":"object","properties":{"city":{"type":"string","maxLength":8},
+      {"get_weather", nlohmann::ordered_json::parse(
+                          R"({"type":"object","properties":{"city":{"type":"string","maxLength":8},
           "unit":{"enum":["c","f"]}},"required":["city"],"additionalProperties":false})")},
-      {"add", nlohmann::ordered_json::parse(R"({"type":"object","properties":{"a":{"type":"integer"},"b":{"type":"integer"}},
+      {"add", nlohmann::ordered_json::parse(
+                  R"({"type":"object","properties":{"a":{"type":"integer"},"b":{"type":"integer"}},
           "required":["a","b"]})")}};
   std::vector<std::string> bytes{""};
   for (int b = 1; b < 256; ++b) bytes.push_back(std::string(1, char(b)));
   auto trie = std::make_shared<const grammar::TokenTrie>(bytes);
   for (ToolFormat f : {ToolFormat::kHermes, ToolFormat::kDeepSeek, ToolFormat::kLlama3}) {
-    auto g = std::make_shared<const grammar::Grammar>(grammar::Grammar::ParseGbnf(ToolCallGbnf(f, tools)));
+    auto g = std::make_shared<const grammar::Grammar>(
+        grammar::Grammar::ParseGbnf(ToolCallGbnf(f, tools)));
     for (uint64_t seed = 0; seed < 20; ++seed) {
       grammar::Matcher m(g, trie);
       std::mt19937_64 rng(seed);
@@ -221,7 +253,8 @@ TEST(ToolCalls, RequiredGrammarWalksAreValidCalls) {
       ASSERT_EQ(p.calls.size(), 1u) << text;
       ExpectStreamMatchesParse(f, text);
       const auto& spec = p.calls[0].name == "add" ? tools[1] : tools[0];
-      const auto errors = grammar::SchemaModel::Parse(spec.parameters).Validate(json::parse(p.calls[0].arguments));
+      const auto errors =
+          grammar::SchemaModel::Parse(spec.parameters).Validate(json::parse(p.calls[0].arguments));
       EXPECT_TRUE(errors.empty()) << text;
     }
   }

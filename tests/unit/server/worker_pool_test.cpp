@@ -2,6 +2,8 @@
 // at a time is served by one or two threads, not by all http_threads in turn (which grew RSS by
 // every thread's first-use stack and arena: 15.6 -> 24.1 MB over 125 rounds of the hostile
 // probe). Checked through GatedServer with a handler that names its thread, and on the pool.
+#include "server/worker_pool.h"
+
 #include <gtest/gtest.h>
 #include <httplib.h>
 
@@ -12,7 +14,6 @@
 #include <thread>
 
 #include "server/connection_gate.h"
-#include "server/worker_pool.h"
 
 namespace es::server {
 namespace {

@@ -93,8 +93,8 @@ TEST(AddedMatcher, LeftmostLongestMatchesBruteForce) {
 }
 
 TEST(AddedMatcher, OverlapsAndMultiByteText) {
-  std::vector<AddedToken> toks = {{"<a>", 1}, {"<a><b>", 2}, {"a><b", 3}, {"b>x", 4},
-                                  {"\xC3\xA9t\xC3\xA9", 5}, {"<a>", 6}};
+  std::vector<AddedToken> toks = {
+      {"<a>", 1}, {"<a><b>", 2}, {"a><b", 3}, {"b>x", 4}, {"\xC3\xA9t\xC3\xA9", 5}, {"<a>", 6}};
   AddedVocabulary v;
   v.Build(toks, nullptr);
   // "<a><b>" at 0 is longer than "<a>"; "a><b" starts later than it and loses.

@@ -28,7 +28,8 @@ TEST(TokenizerApi, FromBpeVocabMatchesTokenizerJson) {
     spec.tokens[a["id"].get<int>()] = a["content"].get<std::string>();
     spec.token_types[a["id"].get<int>()] = TokenType::kControl;
   }
-  for (const auto& m : j["model"]["merges"]) spec.merges.push_back(m[0].get<std::string>() + " " + m[1].get<std::string>());
+  for (const auto& m : j["model"]["merges"])
+    spec.merges.push_back(m[0].get<std::string>() + " " + m[1].get<std::string>());
   spec.eos_id = from_json->eos_id();
   spec.chat_template = from_json->chat_template();
   auto from_vocab = Tokenizer::FromBpeVocab(spec);
@@ -66,7 +67,8 @@ TEST(TokenizerApi, FromBpeVocabMatchesTokenizerJson) {
 TEST(TokenizerApi, ConcurrentEncodeIsConsistent) {
   auto t = Tokenizer::Load(test::SourceDir() + "/tests/data/tiny_tokenizer");
   std::string text;
-  for (int i = 0; i < 200; ++i) text += "word" + std::to_string(i * 7919 % 1000) + " the story of a king. ";
+  for (int i = 0; i < 200; ++i)
+    text += "word" + std::to_string(i * 7919 % 1000) + " the story of a king. ";
   const auto expected = t->Encode(text);
   std::vector<std::thread> threads;
   std::vector<int> ok(4, 0);

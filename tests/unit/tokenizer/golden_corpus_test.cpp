@@ -31,8 +31,9 @@ TEST_P(GoldenCorpus, EveryCaseExact) {
     const json& c = corpus[i];
     const json& g = golden[i];
     ASSERT_EQ(c["name"], g["name"]);
-    const std::string input = c.contains("bytes_b64") ? test::Base64Decode(c["bytes_b64"].get<std::string>())
-                                                     : c["text"].get<std::string>();
+    const std::string input = c.contains("bytes_b64")
+                                  ? test::Base64Decode(c["bytes_b64"].get<std::string>())
+                                  : c["text"].get<std::string>();
     const auto ids = tok.Encode(input, false);
     const auto ids_sp = tok.Encode(input, true);
     const auto exp_ids = g["ids"].get<std::vector<int32_t>>();
@@ -41,7 +42,8 @@ TEST_P(GoldenCorpus, EveryCaseExact) {
     const std::string dec_skip = tok.Decode(exp_sp, true);
     const bool ok = ids == exp_ids && ids_sp == exp_sp && dec == g["decoded"].get<std::string>() &&
                     dec_skip == g["decoded_skip"].get<std::string>();
-    EXPECT_EQ(ids, exp_ids) << name << " case " << c["name"] << ": " << Abbrev(g["text"].get<std::string>());
+    EXPECT_EQ(ids, exp_ids) << name << " case " << c["name"] << ": "
+                            << Abbrev(g["text"].get<std::string>());
     EXPECT_EQ(ids_sp, exp_sp) << name << " case " << c["name"];
     EXPECT_EQ(dec, g["decoded"].get<std::string>()) << name << " case " << c["name"];
     EXPECT_EQ(dec_skip, g["decoded_skip"].get<std::string>()) << name << " case " << c["name"];
@@ -52,7 +54,8 @@ TEST_P(GoldenCorpus, EveryCaseExact) {
 TEST_P(GoldenCorpus, StreamingDecodeEqualsDecode) {
   const std::string name = GetParam();
   const Tokenizer& tok = test::RealTokenizer(name);
-  const auto golden = test::ReadJsonl(test::SourceDir() + "/tests/golden/tokenizer/" + name + ".jsonl");
+  const auto golden =
+      test::ReadJsonl(test::SourceDir() + "/tests/golden/tokenizer/" + name + ".jsonl");
   for (const auto& g : golden) {
     for (const bool skip : {false, true}) {
       const auto ids = g["ids_special"].get<std::vector<int32_t>>();
@@ -73,7 +76,8 @@ TEST_P(GoldenCorpus, StreamingDecodeEqualsDecode) {
 TEST_P(GoldenCorpus, MetaFacts) {
   const std::string name = GetParam();
   const Tokenizer& tok = test::RealTokenizer(name);
-  const json meta = json::parse(test::ReadFile(test::SourceDir() + "/tests/golden/tokenizer/meta.json"));
+  const json meta =
+      json::parse(test::ReadFile(test::SourceDir() + "/tests/golden/tokenizer/meta.json"));
   const json& m = meta["tokenizers"][name];
   EXPECT_EQ(tok.vocab_size(), m["vocab_size_with_added"].get<int>());
   EXPECT_EQ(tok.bos_id(), m["bos_id"].is_null() ? -1 : m["bos_id"].get<int>());

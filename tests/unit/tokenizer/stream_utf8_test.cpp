@@ -18,7 +18,8 @@ std::unique_ptr<Tokenizer> Tiny() {
 }
 
 // Pushes ids one at a time; checks every part is valid UTF-8 and the whole equals Decode.
-void CheckStream(const Tokenizer& t, const std::vector<int32_t>& ids, bool skip, std::vector<std::string>* parts) {
+void CheckStream(const Tokenizer& t, const std::vector<int32_t>& ids, bool skip,
+                 std::vector<std::string>* parts) {
   StreamDecoder sd(t, skip);
   std::string all;
   for (const int32_t id : ids) {
@@ -34,7 +35,9 @@ void CheckStream(const Tokenizer& t, const std::vector<int32_t>& ids, bool skip,
 
 TEST(StreamDecoder, ByteLevelMultiByteCharacters) {
   auto t = Tiny();
-  const std::string text = "h\xC3\xA9llo \xE4\xBD\xA0\xE5\xA5\xBD \xF0\x9F\x91\x8D\xF0\x9F\x8F\xBD!";  // héllo 你好 👍🏽!
+  const std::string text =
+      "h\xC3\xA9llo \xE4\xBD\xA0\xE5\xA5\xBD \xF0\x9F\x91\x8D\xF0\x9F\x8F\xBD!";  // héllo 你好
+                                                                                  // 👍🏽!
   const auto ids = t->Encode(text);
   std::vector<std::string> parts;
   CheckStream(*t, ids, false, &parts);
@@ -69,10 +72,18 @@ TEST(StreamDecoder, ByteFallbackAndFlushOfCutCharacter) {
     std::snprintf(name, sizeof(name), "<0x%02X>", b);
     vocab[name] = 2 + b;
   }
-  json j = {{"model", {{"type", "BPE"}, {"vocab", vocab}, {"merges", json::array()}, {"unk_token", "<unk>"},
-                       {"byte_fallback", true}}},
-            {"pre_tokenizer", json::parse(R"({"type":"Metaspace","replacement":"\u2581","prepend_scheme":"always"})")},
-            {"decoder", json::parse(R"({"type":"Sequence","decoders":[{"type":"Replace","pattern":{"String":"\u2581"},"content":" "},
+  json j = {
+      {"model",
+       {{"type", "BPE"},
+        {"vocab", vocab},
+        {"merges", json::array()},
+        {"unk_token", "<unk>"},
+        {"byte_fallback", true}}},
+      {"pre_tokenizer",
+       json::parse(R"({"type":"Metaspace","replacement":"\u2581","prepend_scheme":"always"})")},
+      {"decoder",
+       json::parse(
+           R"({"type":"Sequence","decoders":[{"type":"Replace","pattern":{"String":"\u2581"},"content":" "},
                 {"type":"ByteFallback"},{"type":"Fuse"},{"type":"Strip","content":" ","start":1,"stop":0}]})")}};
   auto t = Tokenizer::FromJson(j, nullptr);
   const auto ids = t->Encode("a \xE2\x82\xAC a");  // "a € a": ▁ a ▁ <E2> <82> <AC> ▁ a
@@ -94,9 +105,9 @@ TEST(Utf8, LossyRepairMaximalSubparts) {
   const std::string in = "\x61\xF1\x80\x80\xE1\x80\xC2\x62\x80\x63\x80\xBF\x64";
   const std::string r = "\xEF\xBF\xBD";
   EXPECT_EQ(tok::ToValidUtf8(in), "a" + r + r + r + "b" + r + "c" + r + r + "d");
-  EXPECT_EQ(tok::ToValidUtf8("\xC0\xAF"), r + r);              // overlong
-  EXPECT_EQ(tok::ToValidUtf8("\xED\xA0\x80"), r + r + r);      // surrogate
-  EXPECT_EQ(tok::ToValidUtf8("end \xE4\xB8"), "end " + r);     // truncated 3-byte
+  EXPECT_EQ(tok::ToValidUtf8("\xC0\xAF"), r + r);                  // overlong
+  EXPECT_EQ(tok::ToValidUtf8("\xED\xA0\x80"), r + r + r);          // surrogate
+  EXPECT_EQ(tok::ToValidUtf8("end \xE4\xB8"), "end " + r);         // truncated 3-byte
   EXPECT_EQ(tok::ToValidUtf8("\xF4\x90\x80\x80"), r + r + r + r);  // > U+10FFFF
   EXPECT_EQ(tok::ToValidUtf8("ok \xF0\x9F\x98\x80"), "ok \xF0\x9F\x98\x80");
   EXPECT_TRUE(tok::IsValidUtf8(""));
@@ -105,7 +116,9 @@ TEST(Utf8, LossyRepairMaximalSubparts) {
 
 TEST(Utf8, EncodeOfInvalidInputEqualsEncodeOfRepairedText) {
   auto t = Tiny();
-  const std::string bad = "abc\x80" "def \xFF\xFEhello \xE4\xB8";
+  const std::string bad =
+      "abc\x80"
+      "def \xFF\xFEhello \xE4\xB8";
   EXPECT_EQ(t->Encode(bad), t->Encode(tok::ToValidUtf8(bad)));
   EXPECT_EQ(t->Decode(t->Encode(bad)), tok::ToValidUtf8(bad));
 }

@@ -33,7 +33,8 @@ TEST(TinyTokenizer, ShapeAndChatML) {
   const auto ids = t->Encode("The quick brown fox and the lazy dog");
   EXPECT_LT(ids.size(), 20u);
   EXPECT_EQ(t->TokenText(ids[0]), "The");
-  for (const std::string s : {"", " ", "hello\n\n  world\t!", "<|im_start|>user\nHi<|im_end|>\n", "\xE2\x82\xAC 12 \xF0\x9F\x98\x80"})
+  for (const std::string s : {"", " ", "hello\n\n  world\t!", "<|im_start|>user\nHi<|im_end|>\n",
+                              "\xE2\x82\xAC 12 \xF0\x9F\x98\x80"})
     EXPECT_EQ(t->Decode(t->Encode(s)), s);
   EXPECT_EQ(t->Encode("<|im_start|>x")[0], t->TokenId("<|im_start|>"));
   EXPECT_EQ(t->Encode("x", true), t->Encode("x", false));  // no BOS for ChatML
@@ -58,23 +59,29 @@ TEST(TokenizerErrors, MalformedJsonNamesPosition) {
     EXPECT_NE(m.find("byte 29"), std::string::npos) << m;
     EXPECT_NE(m.find("line 2"), std::string::npos) << m;
   }
-  test::WriteFile(dir + "/tokenizer.json",
-                  R"({"model":{"type":"BPE","vocab":{"a":0},"merges":[]},"normalizer":{"type":"Fancy"}})");
+  test::WriteFile(
+      dir + "/tokenizer.json",
+      R"({"model":{"type":"BPE","vocab":{"a":0},"merges":[]},"normalizer":{"type":"Fancy"}})");
   try {
     Tokenizer::Load(dir);
     FAIL();
   } catch (const Error& e) {
-    EXPECT_NE(std::string(e.what()).find("unsupported normalizer type 'Fancy'"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("unsupported normalizer type 'Fancy'"), std::string::npos)
+        << e.what();
   }
-  test::WriteFile(dir + "/tokenizer.json",
-                  R"({"model":{"type":"BPE","vocab":{"a":0},"merges":[]},"pre_tokenizer":{"type":"Mystery"}})");
+  test::WriteFile(
+      dir + "/tokenizer.json",
+      R"({"model":{"type":"BPE","vocab":{"a":0},"merges":[]},"pre_tokenizer":{"type":"Mystery"}})");
   try {
     Tokenizer::Load(dir);
     FAIL();
   } catch (const Error& e) {
-    EXPECT_NE(std::string(e.what()).find("unsupported pre-tokenizer type 'Mystery'"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("unsupported pre-tokenizer type 'Mystery'"),
+              std::string::npos)
+        << e.what();
   }
-  test::WriteFile(dir + "/tokenizer.json", R"({"model":{"type":"BPE","vocab":{"a":"zero"},"merges":[]}})");
+  test::WriteFile(dir + "/tokenizer.json",
+                  R"({"model":{"type":"BPE","vocab":{"a":"zero"},"merges":[]}})");
   EXPECT_THROW(Tokenizer::Load(dir), Error);
 }
 
@@ -89,7 +96,9 @@ Cli RunCli(const std::string& args, const std::string& stdin_bytes) {
   const std::string in = test::TempDir() + "/stdin.bin";
   test::WriteFile(in, stdin_bytes);
   Cli r;
-  r.rc = test::RunCommand(test::CliPath() + " tokenize --tokenizer " + TinyDir() + " " + args + " < " + in, &r.out, &r.err);
+  r.rc = test::RunCommand(
+      test::CliPath() + " tokenize --tokenizer " + TinyDir() + " " + args + " < " + in, &r.out,
+      &r.err);
   return r;
 }
 
@@ -105,7 +114,8 @@ TEST(TokenizeCli, EncodeDecodeJsonl) {
 
   r = RunCli("--jsonl", "{\"text\": \"a b\"}\n\n{\"text\": \"line\\nbreak\"}\n");
   ASSERT_EQ(r.rc, 0) << r.err;
-  EXPECT_EQ(r.out, json(t->Encode("a b")).dump() + "\n" + json(t->Encode("line\nbreak")).dump() + "\n");
+  EXPECT_EQ(r.out,
+            json(t->Encode("a b")).dump() + "\n" + json(t->Encode("line\nbreak")).dump() + "\n");
 
   const Ids ids = t->Encode(text);
   r = RunCli("--decode", json(ids).dump());
@@ -118,10 +128,14 @@ TEST(TokenizeCli, EncodeDecodeJsonl) {
 
 TEST(TokenizeCli, InvalidUtf8OnStdinIsReplaced) {
   auto t = Tokenizer::Load(TinyDir());
-  const std::string bad = "abc\x80" "def \xFF\xFE hi \xE4\xB8";
+  const std::string bad =
+      "abc\x80"
+      "def \xFF\xFE hi \xE4\xB8";
   Cli r = RunCli("", bad);
   ASSERT_EQ(r.rc, 0) << r.err;
-  EXPECT_EQ(json::parse(r.out).get<Ids>(), t->Encode("abc\xEF\xBF\xBD" "def \xEF\xBF\xBD\xEF\xBF\xBD hi \xEF\xBF\xBD"));
+  EXPECT_EQ(json::parse(r.out).get<Ids>(),
+            t->Encode("abc\xEF\xBF\xBD"
+                      "def \xEF\xBF\xBD\xEF\xBF\xBD hi \xEF\xBF\xBD"));
 }
 
 TEST(TokenizeCli, BadInputNamesLineAndFails) {
@@ -145,7 +159,8 @@ TEST(TokenizeCli, BadInputNamesLineAndFails) {
   const std::string dir = test::TempDir();
   test::WriteFile(dir + "/tokenizer.json", "{\"model\": [");
   Cli c;
-  c.rc = test::RunCommand(test::CliPath() + " tokenize --tokenizer " + dir + " </dev/null", &c.out, &c.err);
+  c.rc = test::RunCommand(test::CliPath() + " tokenize --tokenizer " + dir + " </dev/null", &c.out,
+                          &c.err);
   EXPECT_NE(c.rc, 0);
   EXPECT_NE(c.err.find("malformed JSON"), std::string::npos) << c.err;
 }

@@ -88,7 +88,8 @@ nlohmann::json ByteLevelJson(const std::vector<std::string>& merges, const nlohm
   return j;
 }
 
-std::unique_ptr<Tokenizer> FromJsonText(const std::string& tokenizer_json, const std::string& config_json) {
+std::unique_ptr<Tokenizer> FromJsonText(const std::string& tokenizer_json,
+                                        const std::string& config_json) {
   const auto t = nlohmann::json::parse(tokenizer_json);
   if (config_json.empty()) return Tokenizer::FromJson(t, nullptr);
   const auto c = nlohmann::json::parse(config_json);

@@ -113,10 +113,10 @@ TEST(BenchSuite, ReportWithoutSingleSequenceCases) {
       "matrix": {"models": [")" + model + R"("], "threads": 1, "prompts": 4, "gen": 2,
                  "batches": 2}})");
   std::string out, err;
-  ASSERT_EQ(test::RunCommand(test::CliPath() + " bench --suite " + suite + " --report " + dir +
-                                 "/report",
-                             &out, &err),
-            0)
+  ASSERT_EQ(
+      test::RunCommand(test::CliPath() + " bench --suite " + suite + " --report " + dir + "/report",
+                       &out, &err),
+      0)
       << err;
   for (const char* f : {"decode_vs_batch.png", "prefill_vs_prompt.png", "traces/case_0.json"})
     EXPECT_GT(std::filesystem::file_size(dir + "/report/" + f), 0u) << f;
@@ -141,8 +141,8 @@ TEST(BenchSuite, BadSuiteFilesAreOneClearError) {
     EXPECT_EQ(std::count(err.begin(), err.end(), '\n'), 1) << err;
   }
   std::string out, err;
-  EXPECT_NE(test::RunCommand(test::CliPath() + " bench --compare " + dir + "/bad0.json", &out, &err),
-            0);
+  EXPECT_NE(
+      test::RunCommand(test::CliPath() + " bench --compare " + dir + "/bad0.json", &out, &err), 0);
   EXPECT_NE(err.find("needs --suite"), std::string::npos) << err;
 }
 

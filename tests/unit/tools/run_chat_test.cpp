@@ -8,8 +8,9 @@ namespace es {
 namespace {
 
 std::string Base() {
-  return test::CliPath() + " --synthetic " + test::SourceDir() + "/tests/server/tiny_config.json --tokenizer " +
-         test::SourceDir() + "/tests/data/tiny_tokenizer -t 1";
+  return test::CliPath() + " --synthetic " + test::SourceDir() +
+         "/tests/server/tiny_config.json --tokenizer " + test::SourceDir() +
+         "/tests/data/tiny_tokenizer -t 1";
 }
 
 std::string Cmd(const std::string& verb, const std::string& rest) {
@@ -21,13 +22,17 @@ std::string Cmd(const std::string& verb, const std::string& rest) {
 
 TEST(RunChat, RunIsDeterministicForASeed) {
   std::string a, b, err;
-  ASSERT_EQ(test::RunCommand(Cmd("run", "-p 'Hello there' -n 12 --temp 0.9 --seed 7"), &a, &err), 0) << err;
-  ASSERT_EQ(test::RunCommand(Cmd("run", "-p 'Hello there' -n 12 --temp 0.9 --seed 7"), &b, &err), 0) << err;
+  ASSERT_EQ(test::RunCommand(Cmd("run", "-p 'Hello there' -n 12 --temp 0.9 --seed 7"), &a, &err), 0)
+      << err;
+  ASSERT_EQ(test::RunCommand(Cmd("run", "-p 'Hello there' -n 12 --temp 0.9 --seed 7"), &b, &err), 0)
+      << err;
   EXPECT_EQ(a, b);
   EXPECT_FALSE(a.empty());
   std::string g1, g2;
   ASSERT_EQ(test::RunCommand(Cmd("run", "-p 'Hello' -n 6 --temp 0"), &g1, &err), 0) << err;
-  ASSERT_EQ(test::RunCommand(Cmd("run", "-p 'Hello' -n 6 --temp 0 --system 'Be brief.'"), &g2, &err), 0) << err;
+  ASSERT_EQ(
+      test::RunCommand(Cmd("run", "-p 'Hello' -n 6 --temp 0 --system 'Be brief.'"), &g2, &err), 0)
+      << err;
   EXPECT_FALSE(g1.empty());
 }
 

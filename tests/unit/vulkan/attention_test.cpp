@@ -18,7 +18,6 @@
 namespace es::test {
 namespace {
 
-
 // Step 1: slot 1 gets tokens 0..4 (positions 0..4), slot 0 tokens 5, 6 (0..1).
 // Step 2: slot 1 token 7 at 5, slot 0 token 8 at 2.
 std::vector<Batch> Steps() {
@@ -122,7 +121,11 @@ struct AttentionSteps {
 
   AttentionSteps(Backend& be, int hq, int hkv, int dk_, int dv_, DType kv_t, int vocab, int slots,
                  int64_t capacity)
-      : Hq(hq), Hkv(hkv), dk(dk_), dv(dv_), kv_type(kv_t),
+      : Hq(hq),
+        Hkv(hkv),
+        dk(dk_),
+        dv(dv_),
+        kv_type(kv_t),
         Q(RandomTensor("q", DType::kF32, {vocab, hq * dk_}, 21)),
         K(RandomTensor("k", DType::kF32, {vocab, hkv * dk_}, 22)),
         V(RandomTensor("v", DType::kF32, {vocab, hkv * dv_}, 23)),
@@ -177,8 +180,9 @@ TEST_P(VulkanAttention, CausalGqaOverTwoSlotsThenDecode) {
 // per kv head (the 7B's 7), head dims 32 to 256, value widths 16 to 256 (each a different layout
 // of the value lanes), f16 and f32 caches; with the default chunks (32 splits of at least 16
 // keys), and for two of the shapes many short ones (8 splits, chunk 1), 64 splits of at least 8,
-// and long ones of 128 keys (4 tiles a chunk). A 140-row prefill (the multi-row kernel) fills slot 1 first; then steps of
-// one row per slot and one of three rows of slot 1 (the stores come first: nothing folded here).
+// and long ones of 128 keys (4 tiles a chunk). A 140-row prefill (the multi-row kernel) fills slot
+// 1 first; then steps of one row per slot and one of three rows of slot 1 (the stores come first:
+// nothing folded here).
 TEST(VulkanDecodeAttention, ShapesSplitsAndChunks) {
   struct Shape {
     int Hq, Hkv, dk, dv;
@@ -188,22 +192,28 @@ TEST(VulkanDecodeAttention, ShapesSplitsAndChunks) {
   };
   Batch pre;
   std::vector<int32_t> toks(140);
-  for (int i = 0; i < 140; ++i) toks[size_t(i)] = (i * 7 + 1) % 401;  // distinct keys: later tiles raise the max
+  for (int i = 0; i < 140; ++i)
+    toks[size_t(i)] = (i * 7 + 1) % 401;  // distinct keys: later tiles raise the max
   pre.Add(1, 0, toks, true);
   pre.Add(0, 0, {3, 4, 5}, true);
   pre.Finalize();
-  for (const Setting st : {Setting{"32", "16"}, Setting{"8", "1"}, Setting{"64", "8"}, Setting{"8", "128"}}) {
+  for (const Setting st :
+       {Setting{"32", "16"}, Setting{"8", "1"}, Setting{"64", "8"}, Setting{"8", "128"}}) {
     ScopedKnobs env{{"ES_VK_ATTN_SPLITS", st.splits}, {"ES_VK_ATTN_CHUNK", st.chunk}};
     auto be = MakeVulkan({});
     std::vector<Shape> shapes{Shape{7, 1, 128, 128}, Shape{8, 1, 64, 64}};
-    if (std::string(st.splits) == "32")  // every shape at the defaults (each is a pipeline to compile)
-      shapes.insert(shapes.end(), {Shape{4, 2, 32, 16}, Shape{2, 2, 256, 256}, Shape{6, 2, 64, 32}});
+    if (std::string(st.splits) ==
+        "32")  // every shape at the defaults (each is a pipeline to compile)
+      shapes.insert(shapes.end(),
+                    {Shape{4, 2, 32, 16}, Shape{2, 2, 256, 256}, Shape{6, 2, 64, 32}});
     for (const Shape s : shapes) {
-      ASSERT_TRUE(vk::UseDecodeAttention(be->device(), 3, s.Hq, s.Hkv, s.dk, s.dv)) << s.dk << "/" << s.dv;
+      ASSERT_TRUE(vk::UseDecodeAttention(be->device(), 3, s.Hq, s.Hkv, s.dk, s.dv))
+          << s.dk << "/" << s.dv;
       for (DType kt : {DType::kF16, DType::kF32}) {
         const std::string tag = std::string("splits=") + st.splits + " chunk=" + st.chunk +
-                                " G=" + std::to_string(s.Hq / s.Hkv) + " dk=" + std::to_string(s.dk) +
-                                " dv=" + std::to_string(s.dv) + (kt == DType::kF16 ? " f16" : " f32");
+                                " G=" + std::to_string(s.Hq / s.Hkv) +
+                                " dk=" + std::to_string(s.dk) + " dv=" + std::to_string(s.dv) +
+                                (kt == DType::kF16 ? " f16" : " f32");
         AttentionSteps run(*be, s.Hq, s.Hkv, s.dk, s.dv, kt, 401, 2, 160);
         run.Step(*be, pre, 1e-5, tag + " prefill");
         for (int step = 0; step < 3; ++step) {
@@ -262,7 +272,8 @@ TEST(VulkanDecodeAttention, FoldedRopesAndStoresMatchTheCpuBackend) {
     auto rt = std::make_shared<RopeTable>();
     rt->mode = r.mode;
     rt->dim = r.dim;
-    for (int i = 0; i < r.dim / 2; ++i) rt->inv_freq.push_back(std::pow(10000.0f, -2.0f * i / r.dim));
+    for (int i = 0; i < r.dim / 2; ++i)
+      rt->inv_freq.push_back(std::pow(10000.0f, -2.0f * i / r.dim));
     rt->attention_factor = 1.1f;
     auto build = [&](int T) {
       Graph g;
@@ -273,7 +284,8 @@ TEST(VulkanDecodeAttention, FoldedRopesAndStoresMatchTheCpuBackend) {
         n.rope = rt;
         return g.Add(n);
       };
-      AddCachedAttention(g, rope(q, Hq, "q_rope"), rope(k, Hkv, "k_rope"), v, T, Hq, Hkv, dk, dv, 1);
+      AddCachedAttention(g, rope(q, Hq, "q_rope"), rope(k, Hkv, "k_rope"), v, T, Hq, Hkv, dk, dv,
+                         1);
       return g;
     };
     for (DType kt : {DType::kF16, DType::kF32}) {
@@ -313,8 +325,8 @@ TEST(VulkanDecodeAttention, FoldedRopesAndStoresMatchTheCpuBackend) {
               kv_gpu->ReadRow(slot, 1, part, pos, a.data());
               kv_plain->ReadRow(slot, 1, part, pos, c.data());
               ExpectClose(a, c, kt == DType::kF16 ? 2e-3 : 1e-6,
-                          tag + " cache slot " + std::to_string(slot) + " part " + std::to_string(part) +
-                              " pos " + std::to_string(pos));
+                          tag + " cache slot " + std::to_string(slot) + " part " +
+                              std::to_string(part) + " pos " + std::to_string(pos));
             }
       }
     }
@@ -354,11 +366,11 @@ TEST_P(VulkanAttention, Coopmat2PrefillOverTwoSlots) {
   struct Shape {
     int Hq, Hkv, dk, dv;
   };
-  for (const Shape s : {Shape{4, 2, 128, 128}, Shape{6, 2, 64, 64}, Shape{3, 1, 10, 6},
-                        Shape{2, 2, 200, 136}}) {
-    const std::string tag = "cm2 attention Hq=" + std::to_string(s.Hq) + " Hkv=" +
-                            std::to_string(s.Hkv) + " dk=" + std::to_string(s.dk) + " dv=" +
-                            std::to_string(s.dv);
+  for (const Shape s :
+       {Shape{4, 2, 128, 128}, Shape{6, 2, 64, 64}, Shape{3, 1, 10, 6}, Shape{2, 2, 200, 136}}) {
+    const std::string tag = "cm2 attention Hq=" + std::to_string(s.Hq) +
+                            " Hkv=" + std::to_string(s.Hkv) + " dk=" + std::to_string(s.dk) +
+                            " dv=" + std::to_string(s.dv);
     AttentionSteps run(*be, s.Hq, s.Hkv, s.dk, s.dv, GetParam(), vocab, 2, 256);
     for (const Batch* step : {&a, &b, &c}) run.Step(*be, *step, 3e-3, tag);
   }
@@ -375,8 +387,14 @@ struct MlaSteps {
   Tensor KvB;  // with UseKvB: kv_b, the node's sixth source (the non-absorbed form's weight)
   std::unique_ptr<KvStorage> kv;
   std::map<int, std::vector<std::vector<float>>> cc, pc;
-  MlaSteps(Backend& be, int H_, int dn_, int dr_, int dv_, int r_, DType kt, int capacity, int vocab = 97)
-      : H(H_), dn(dn_), dr(dr_), dv(dv_), r(r_), kv_type(kt),
+  MlaSteps(Backend& be, int H_, int dn_, int dr_, int dv_, int r_, DType kt, int capacity,
+           int vocab = 97)
+      : H(H_),
+        dn(dn_),
+        dr(dr_),
+        dv(dv_),
+        r(r_),
+        kv_type(kt),
         Q(RandomTensor("q", DType::kF32, {vocab, H * (dn + dr)}, 31)),
         C(RandomTensor("c", DType::kF32, {vocab, r}, 32)),
         PE(RandomTensor("pe", DType::kF32, {vocab, dr}, 33)),
@@ -406,7 +424,8 @@ struct MlaSteps {
             uv[(size_t(h) * size_t(dv) + size_t(i - dn)) * size_t(r) + size_t(j)] = x;
         }
   }
-  void Step(Backend& be, const Batch& b, double tol, const std::string& tag, bool store_only = false) {
+  void Step(Backend& be, const Batch& b, double tol, const std::string& tag,
+            bool store_only = false) {
     const int T = b.n_tokens();
     Graph g;
     const int q = Input(g, Q, T), c = Input(g, C, T), pe = Input(g, PE, T);
@@ -461,10 +480,10 @@ TEST_P(VulkanAttention, AbsorbedMlaOverTheLatentCache) {
   for (const Batch& b : Steps()) run.Step(SharedVulkan(), b, 1e-5, "mla");
 }
 
-// At DeepSeek's own widths (latent 512, rope 64; 16 heads as V2-Lite, 128 as V3): mla_attention.comp
-// over prefills that mix two slots (one workgroup per heads x row), decode rows whose keys are
-// split into chunks (1 key up to ~5,000, so chunks of 1 tile, of many tiles and empty ones), and
-// a step of 3 rows in one slot. Odd head counts leave a group partly empty.
+// At DeepSeek's own widths (latent 512, rope 64; 16 heads as V2-Lite, 128 as V3):
+// mla_attention.comp over prefills that mix two slots (one workgroup per heads x row), decode rows
+// whose keys are split into chunks (1 key up to ~5,000, so chunks of 1 tile, of many tiles and
+// empty ones), and a step of 3 rows in one slot. Odd head counts leave a group partly empty.
 TEST_P(VulkanAttention, AbsorbedMlaAtRealWidthsAndLongContexts) {
   const DType kt = GetParam();
   const double tol = kt == DType::kF16 ? 2e-4 : 1e-4;
@@ -607,11 +626,12 @@ TEST(VulkanQuantKv, EveryAttentionKernelOverTheDequantizedCache) {
     const char* decode;
   };
   for (DType kt : {DType::kQ8_0, DType::kQ4_0}) {
-    for (const Case cs : {Case{4, 2, 32, 64, "1"}, Case{4, 2, 32, 64, "0"}, Case{2, 1, 160, 96, "1"}}) {
+    for (const Case cs :
+         {Case{4, 2, 32, 64, "1"}, Case{4, 2, 32, 64, "0"}, Case{2, 1, 160, 96, "1"}}) {
       ScopedKnobs env{{"ES_VK_ATTN_DECODE", cs.decode}};
       auto be = MakeVulkan({});
-      const std::string tag = std::string(Name(kt)) + " dk=" + std::to_string(cs.dk) + " dv=" +
-                              std::to_string(cs.dv) + " decode=" + cs.decode;
+      const std::string tag = std::string(Name(kt)) + " dk=" + std::to_string(cs.dk) +
+                              " dv=" + std::to_string(cs.dv) + " decode=" + cs.decode;
       AttentionSteps run(*be, cs.Hq, cs.Hkv, cs.dk, cs.dv, kt, 9, 2, 32);
       for (const Batch& b : Steps()) run.Step(*be, b, 2e-3, tag);
       std::vector<float> row(size_t(run.Hkv * run.dk));

@@ -31,7 +31,8 @@ std::shared_ptr<Model> Load(const Case& c) {
   WriteFile(path, c.arch == "llama" ? std::string(kSmallLlamaConfig) : SmallDeepseekV2Config(32));
   LoadOptions lo;
   lo.seed = 23;
-  if (c.weights != "bf16") lo.quantize = std::make_shared<QuantPolicy>(BuiltinQuantPolicy(c.weights));
+  if (c.weights != "bf16")
+    lo.quantize = std::make_shared<QuantPolicy>(BuiltinQuantPolicy(c.weights));
   return Model::Synthetic(path, lo);
 }
 
@@ -72,7 +73,8 @@ TEST_P(VulkanBatchedDecode, StepsOf1To64RowsGiveTheLogitsOfEightRowSteps) {
   // A row read from another slot or context is off by O(1).
   const double tol = 2e-4;
   const int rows_of_step[kSteps] = {64, 9, 33, 17};
-  auto run = [&](Runner& r, const std::vector<int>& slots, const std::vector<int32_t>& tok, int s0, int n) {
+  auto run = [&](Runner& r, const std::vector<int>& slots, const std::vector<int32_t>& tok, int s0,
+                 int n) {
     Batch b;
     for (int s = s0; s < s0 + n; ++s) b.Add(slots[size_t(s)], pos[size_t(s)], {tok[size_t(s)]});
     b.Finalize();
@@ -95,17 +97,21 @@ TEST_P(VulkanBatchedDecode, StepsOf1To64RowsGiveTheLogitsOfEightRowSteps) {
       const auto got = run(many, slot_many, tok, s0, n);
       for (int i = 0; i < n; ++i)
         ExpectClose(got[size_t(i)], want[size_t(s0 + i)], tol,
-                    c.arch + " " + c.weights + ": step " + std::to_string(step) + ", " + std::to_string(n) +
-                        " rows, row " + std::to_string(i) + " (sequence " + std::to_string(s0 + i) + ")");
+                    c.arch + " " + c.weights + ": step " + std::to_string(step) + ", " +
+                        std::to_string(n) + " rows, row " + std::to_string(i) + " (sequence " +
+                        std::to_string(s0 + i) + ")");
     }
     for (int s = 0; s < kSeqs; ++s) ++pos[size_t(s)];
   }
 }
 
 INSTANTIATE_TEST_SUITE_P(Archs, VulkanBatchedDecode,
-                         ::testing::Values(Case{"llama", "bf16"}, Case{"llama", "q8_0"}, Case{"llama", "q4_0"},
-                                           Case{"deepseek_v2", "bf16"}, Case{"deepseek_v2", "q4_0"}),
-                         [](const auto& info) { return info.param.arch + "_" + info.param.weights; });
+                         ::testing::Values(Case{"llama", "bf16"}, Case{"llama", "q8_0"},
+                                           Case{"llama", "q4_0"}, Case{"deepseek_v2", "bf16"},
+                                           Case{"deepseek_v2", "q4_0"}),
+                         [](const auto& info) {
+                           return info.param.arch + "_" + info.param.weights;
+                         });
 
 }  // namespace
 }  // namespace es::test

@@ -40,7 +40,8 @@ class VulkanKvTypes : public VulkanTest, public ::testing::WithParamInterface<st
 TEST_P(VulkanKvTypes, ScatteredQuantizedCacheAgreesWithTheCpu) {
   auto model = Load(GetParam());
   for (const std::pair<DType, double> tt :
-       {std::pair{DType::kF16, 3e-4}, std::pair{DType::kQ8_0, 1e-3}, std::pair{DType::kQ4_0, 1e-3}}) {
+       {std::pair{DType::kF16, 3e-4}, std::pair{DType::kQ8_0, 1e-3},
+        std::pair{DType::kQ4_0, 1e-3}}) {
     const DType kt = tt.first;
     const std::string tag = GetParam() + " " + std::string(Name(kt));
     const int V = int(model->config().vocab_size);
@@ -61,7 +62,8 @@ TEST_P(VulkanKvTypes, ScatteredQuantizedCacheAgreesWithTheCpu) {
     for (int s = 0; s < 3; ++s) next[size_t(s)] = TestTokens(lens[size_t(s)], s, V);
     for (int step = 0; step < 6; ++step) {  // a prefill of 62 rows, then decodes across boundaries
       Batch b;
-      for (int s = 0; s < 3; ++s) b.Add(s, pos[size_t(s)], next[size_t(s)], /*all_logits=*/step == 0);
+      for (int s = 0; s < 3; ++s)
+        b.Add(s, pos[size_t(s)], next[size_t(s)], /*all_logits=*/step == 0);
       b.Finalize();
       const Graph g = model->arch().Build(b);
       const Node& o = g.node(g.output());

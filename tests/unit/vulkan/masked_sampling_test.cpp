@@ -40,7 +40,11 @@ TEST_F(VulkanTest, GrammarMaskedSamplingMatchesTheCpu) {
       Sampler s;
       std::vector<int32_t> ids;
     };
-    Side gpu{&SharedVulkan(), SharedVulkan().CreateKv(spec, 1, 64), grammar::Matcher(g, trie), Sampler(sp), {}};
+    Side gpu{&SharedVulkan(),
+             SharedVulkan().CreateKv(spec, 1, 64),
+             grammar::Matcher(g, trie),
+             Sampler(sp),
+             {}};
     Side host{cpu.get(), cpu->CreateKv(spec, 1, 64), grammar::Matcher(g, trie), Sampler(sp), {}};
     std::vector<int32_t> next = {3, 17, 29, 5, 11};
     int64_t pos = 0;

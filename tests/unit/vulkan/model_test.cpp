@@ -3,11 +3,12 @@
 // noaux_tc sigmoid routing) on the Vulkan backend against the CPU backend: a prefill of two
 // sequences, then decode steps that re-submit the recorded command buffer (one program per
 // shape). Logits agree to 1e-4 relative L2 with f32 activations.
+#include "edgeseek/internal/runtime/model.h"
+
 #include <gtest/gtest.h>
 
 #include "edgeseek/internal/models/arch.h"
 #include "edgeseek/internal/models/config.h"
-#include "edgeseek/internal/runtime/model.h"
 #include "test_util.h"
 #include "vk_util.h"
 
@@ -51,7 +52,8 @@ const ArchCase kCases[] = {
     // One DeepSeek-V3 layer at its real widths (hidden 7168, 128 heads, q LoRA 1536, latent 512 +
     // rope 64, expert FFN 2048, top 8 in 8 groups of which 4, noaux_tc) with 16 experts instead of
     // 256 (0.9B parameters): the V3 shapes through the same kernels.
-    {"deepseek_v3_real_widths", R"({"architectures":["DeepseekV3ForCausalLM"],"model_type":"deepseek_v3",
+    {"deepseek_v3_real_widths",
+     R"({"architectures":["DeepseekV3ForCausalLM"],"model_type":"deepseek_v3",
       "vocab_size":89,"hidden_size":7168,"intermediate_size":18432,"moe_intermediate_size":2048,
       "num_hidden_layers":1,"num_attention_heads":128,"num_key_value_heads":128,"q_lora_rank":1536,
       "kv_lora_rank":512,"qk_nope_head_dim":128,"qk_rope_head_dim":64,"v_head_dim":128,

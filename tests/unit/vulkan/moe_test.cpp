@@ -40,9 +40,12 @@ TEST_P(VulkanMoe, MatchesReference) {
   std::vector<Tensor> ex;
   ex.reserve(size_t(3 * c.E));
   for (int e = 0; e < c.E; ++e) {
-    ex.push_back(RandomTensor("g" + std::to_string(e), c.dt, {c.I, c.D}, uint64_t(100 + 3 * e), 0.5f));
-    ex.push_back(RandomTensor("u" + std::to_string(e), c.dt, {c.I, c.D}, uint64_t(101 + 3 * e), 0.5f));
-    ex.push_back(RandomTensor("d" + std::to_string(e), c.dt, {c.D, c.I}, uint64_t(102 + 3 * e), 0.5f));
+    ex.push_back(
+        RandomTensor("g" + std::to_string(e), c.dt, {c.I, c.D}, uint64_t(100 + 3 * e), 0.5f));
+    ex.push_back(
+        RandomTensor("u" + std::to_string(e), c.dt, {c.I, c.D}, uint64_t(101 + 3 * e), 0.5f));
+    ex.push_back(
+        RandomTensor("d" + std::to_string(e), c.dt, {c.D, c.I}, uint64_t(102 + 3 * e), 0.5f));
   }
   Graph g;
   Node n;
@@ -60,13 +63,14 @@ TEST_P(VulkanMoe, MatchesReference) {
   for (auto& t : ex) eptr.push_back(&t);
   std::vector<float> want(got.size());
   ref::MoE(X.as<float>(), c.R, c.D, G, c.bias ? &Bias : nullptr, eptr, *p, want.data());
-  // More than 8 rows take the grouped GEMMs, on tensor cores with f16 math where the device has them.
+  // More than 8 rows take the grouped GEMMs, on tensor cores with f16 math where the device has
+  // them.
   ExpectClose(got, want, c.R > 8 && SharedVulkan().device().f16_math() ? 3e-3 : 1e-5, c.name);
 }
 
 // The graph of one MoE node over `ex` (3 per expert: gate, up, down).
-Graph MoeGraph(const Tensor& X, const Tensor& G, std::vector<Tensor>& ex, std::shared_ptr<MoeParams> p,
-               int R, int D) {
+Graph MoeGraph(const Tensor& X, const Tensor& G, std::vector<Tensor>& ex,
+               std::shared_ptr<MoeParams> p, int R, int D) {
   Graph g;
   Node n;
   n.op = Op::kMoE;
@@ -96,9 +100,12 @@ TEST_F(VulkanTest, MoeExpertStacksSpanSeveralBuffers) {
   Tensor G = RandomTensor("router", DType::kF32, {E, D}, 52);
   std::vector<Tensor> ex;
   for (int e = 0; e < E; ++e) {
-    ex.push_back(RandomTensor("g" + std::to_string(e), DType::kF16, {I, D}, uint64_t(200 + 3 * e), 0.5f));
-    ex.push_back(RandomTensor("u" + std::to_string(e), DType::kF16, {I, D}, uint64_t(201 + 3 * e), 0.5f));
-    ex.push_back(RandomTensor("d" + std::to_string(e), DType::kF16, {D, I}, uint64_t(202 + 3 * e), 0.5f));
+    ex.push_back(
+        RandomTensor("g" + std::to_string(e), DType::kF16, {I, D}, uint64_t(200 + 3 * e), 0.5f));
+    ex.push_back(
+        RandomTensor("u" + std::to_string(e), DType::kF16, {I, D}, uint64_t(201 + 3 * e), 0.5f));
+    ex.push_back(
+        RandomTensor("d" + std::to_string(e), DType::kF16, {D, I}, uint64_t(202 + 3 * e), 0.5f));
   }
   const Graph g = MoeGraph(X, G, ex, p, R, D);
   std::vector<const Tensor*> eptr;
@@ -128,23 +135,25 @@ TEST_F(VulkanTest, MoeExpertStacksSpanSeveralBuffers) {
 
 INSTANTIATE_TEST_SUITE_P(
     Routing, VulkanMoe,
-    ::testing::Values(
-        MoeCase{"softmax_greedy", 3, 24, 16, 8, 2, 1, 1, ScoringFunc::kSoftmax, TopkMethod::kGreedy,
-                false, false, 1.0f, DType::kBF16},
-        MoeCase{"group_limited", 5, 13, 7, 8, 3, 4, 2, ScoringFunc::kSoftmax,
-                TopkMethod::kGroupLimitedGreedy, false, false, 2.5f, DType::kF32},
-        MoeCase{"noaux_tc_sigmoid_bias", 4, 32, 24, 16, 4, 4, 2, ScoringFunc::kSigmoid,
-                TopkMethod::kNoauxTc, true, true, 2.5f, DType::kF16},
-        MoeCase{"prefill_rows", 11, 16, 8, 6, 2, 1, 1, ScoringFunc::kSoftmax, TopkMethod::kGreedy,
-                true, false, 1.0f, DType::kBF16},
-        // Grouped GEMMs: V3's 256 experts top 8 in 8 groups (top 4) over 40 rows; every expert
-        // taking every row (top_k = E: several row tiles each); 64 experts top 1 over 20 rows (most experts get none).
-        MoeCase{"v3_grouped_rows", 40, 32, 16, 256, 8, 8, 4, ScoringFunc::kSigmoid, TopkMethod::kNoauxTc,
-                true, true, 2.5f, DType::kF16},
-        MoeCase{"all_rows_on_every_expert", 150, 24, 16, 3, 3, 1, 1, ScoringFunc::kSoftmax,
-                TopkMethod::kGreedy, false, false, 1.0f, DType::kF32},
-        MoeCase{"most_experts_empty", 20, 16, 24, 64, 1, 1, 1, ScoringFunc::kSoftmax, TopkMethod::kGreedy,
-                false, false, 1.0f, DType::kBF16}),
+    ::testing::Values(MoeCase{"softmax_greedy", 3, 24, 16, 8, 2, 1, 1, ScoringFunc::kSoftmax,
+                              TopkMethod::kGreedy, false, false, 1.0f, DType::kBF16},
+                      MoeCase{"group_limited", 5, 13, 7, 8, 3, 4, 2, ScoringFunc::kSoftmax,
+                              TopkMethod::kGroupLimitedGreedy, false, false, 2.5f, DType::kF32},
+                      MoeCase{"noaux_tc_sigmoid_bias", 4, 32, 24, 16, 4, 4, 2,
+                              ScoringFunc::kSigmoid, TopkMethod::kNoauxTc, true, true, 2.5f,
+                              DType::kF16},
+                      MoeCase{"prefill_rows", 11, 16, 8, 6, 2, 1, 1, ScoringFunc::kSoftmax,
+                              TopkMethod::kGreedy, true, false, 1.0f, DType::kBF16},
+                      // Grouped GEMMs: V3's 256 experts top 8 in 8 groups (top 4) over 40 rows;
+                      // every expert taking every row (top_k = E: several row tiles each); 64
+                      // experts top 1 over 20 rows (most experts get none).
+                      MoeCase{"v3_grouped_rows", 40, 32, 16, 256, 8, 8, 4, ScoringFunc::kSigmoid,
+                              TopkMethod::kNoauxTc, true, true, 2.5f, DType::kF16},
+                      MoeCase{"all_rows_on_every_expert", 150, 24, 16, 3, 3, 1, 1,
+                              ScoringFunc::kSoftmax, TopkMethod::kGreedy, false, false, 1.0f,
+                              DType::kF32},
+                      MoeCase{"most_experts_empty", 20, 16, 24, 64, 1, 1, 1, ScoringFunc::kSoftmax,
+                              TopkMethod::kGreedy, false, false, 1.0f, DType::kBF16}),
     [](const auto& info) { return std::string(info.param.name); });
 
 }  // namespace

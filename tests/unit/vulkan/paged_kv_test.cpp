@@ -26,7 +26,9 @@ const char* kDeepseekV2 = R"({"architectures":["DeepseekV2ForCausalLM"],"model_t
 
 std::shared_ptr<Model> Load(const char* config) { return SyntheticModel(config, 11); }
 
-const char* ConfigOf(const std::string& arch) { return arch == "llama" ? kTinyLlamaConfig : kDeepseekV2; }
+const char* ConfigOf(const std::string& arch) {
+  return arch == "llama" ? kTinyLlamaConfig : kDeepseekV2;
+}
 
 // The architecture's model with its weights on the shared Vulkan backend, a CPU backend, and
 // the f32 cache spec both tests compare.

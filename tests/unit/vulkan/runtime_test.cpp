@@ -9,8 +9,8 @@
 
 #include "backends/vulkan/memory.h"
 #include "backends/vulkan/plan.h"
-#include "test_util.h"
 #include "edgeseek/internal/backends/vulkan.h"
+#include "test_util.h"
 #include "vk_util.h"
 
 namespace es::test {
@@ -101,7 +101,8 @@ TEST_F(VulkanRuntime, PoolAlignsReusesAndReportsPeak) {
 
 TEST_F(VulkanRuntime, PoolErrorsNameTheTensor) {
   vk::Device& dev = SharedVulkan().device();
-  vk::MemoryPool limited(dev, vk::MemoryPool::Kind::kDevice, "test", vk::PoolLimits{4096, 8192, 8192});
+  vk::MemoryPool limited(dev, vk::MemoryPool::Kind::kDevice, "test",
+                         vk::PoolLimits{4096, 8192, 8192});
   auto a = limited.Alloc(4000, "first");
   auto b = limited.Alloc(4000, "second");
   try {
@@ -135,7 +136,8 @@ TEST_F(VulkanRuntime, WeightUploadBeyondTheBudgetIsAClearError) {
     be->PrepareWeight(huge);
     FAIL() << "no error";
   } catch (const Error& e) {
-    EXPECT_NE(std::string(e.what()).find("model.embed_tokens.weight"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("model.embed_tokens.weight"), std::string::npos)
+        << e.what();
   }
 }
 
@@ -166,7 +168,8 @@ Graph SmallGraph(const Tensor& E, const Tensor& W1, const Tensor& W2, const Tens
 TEST_F(VulkanRuntime, ProgramsAndPipelinesAreBuiltOnceAndReused) {
   auto be = MakeVulkan({});
   Tensor E = RandomTensor("e", DType::kF32, {16, 32}, 3);
-  Tensor W1 = RandomTensor("w1", DType::kF16, {24, 32}, 4), W2 = RandomTensor("w2", DType::kF16, {24, 32}, 5),
+  Tensor W1 = RandomTensor("w1", DType::kF16, {24, 32}, 4),
+         W2 = RandomTensor("w2", DType::kF16, {24, 32}, 5),
          W3 = RandomTensor("w3", DType::kBF16, {24, 32}, 6);
   auto kv = be->CreateKv(KvSpec{1, {2, 2}, DType::kF32}, 1, 16);
   std::vector<float> first, out(24);
@@ -186,7 +189,7 @@ TEST_F(VulkanRuntime, ProgramsAndPipelinesAreBuiltOnceAndReused) {
   // which then waits for w1; w3 runs next to it).
   EXPECT_EQ(c.dispatches, 5);
   EXPECT_EQ(c.barriers, 3 + 1);  // after embed, before w2, before sum2, and before the readback
-  EXPECT_NE(out, first);  // different tokens, different rows
+  EXPECT_NE(out, first);         // different tokens, different rows
 }
 
 // One graph kept across steps (as Runner keeps one per batch shape) while a weight it reads is
@@ -196,7 +199,8 @@ TEST_F(VulkanRuntime, ProgramsAndPipelinesAreBuiltOnceAndReused) {
 TEST_F(VulkanRuntime, KeptGraphFollowsAReplacedWeight) {
   auto be = MakeVulkan({});
   Tensor E = RandomTensor("e", DType::kF32, {16, 32}, 3);
-  Tensor W1 = RandomTensor("w1", DType::kF16, {24, 32}, 4), W2 = RandomTensor("w2", DType::kF16, {24, 32}, 5),
+  Tensor W1 = RandomTensor("w1", DType::kF16, {24, 32}, 4),
+         W2 = RandomTensor("w2", DType::kF16, {24, 32}, 5),
          W3 = RandomTensor("w3", DType::kBF16, {24, 32}, 6);
   auto kv = be->CreateKv(KvSpec{1, {2, 2}, DType::kF32}, 1, 16);  // one cache: one program key
   const Graph kept = SmallGraph(E, W1, W2, W3, 2);
@@ -231,7 +235,8 @@ TEST_F(VulkanRuntime, PipelineCacheIsStoredAndLoadedNextStart) {
 // lavapipe) changes no result.
 TEST_F(VulkanRuntime, SpinWaitGivesTheSameResult) {
   Tensor E = RandomTensor("e", DType::kF32, {16, 32}, 13);
-  Tensor W1 = RandomTensor("w1", DType::kF16, {24, 32}, 14), W2 = RandomTensor("w2", DType::kF16, {24, 32}, 15),
+  Tensor W1 = RandomTensor("w1", DType::kF16, {24, 32}, 14),
+         W2 = RandomTensor("w2", DType::kF16, {24, 32}, 15),
          W3 = RandomTensor("w3", DType::kBF16, {24, 32}, 16);
   Graph g = SmallGraph(E, W1, W2, W3, 2);
   // Read when a program is recorded: a backend (and program) per setting.
@@ -247,7 +252,9 @@ TEST_F(VulkanRuntime, SpinWaitGivesTheSameResult) {
       ScopedKnobs env("ES_VK_SPIN_US", bad);
       ADD_FAILURE() << "ES_VK_SPIN_US=" << bad << " was accepted";
     } catch (const Error& e) {
-      EXPECT_NE(std::string(e.what()).find("ES_VK_SPIN_US='" + std::string(bad) + "'"), std::string::npos) << e.what();
+      EXPECT_NE(std::string(e.what()).find("ES_VK_SPIN_US='" + std::string(bad) + "'"),
+                std::string::npos)
+          << e.what();
     }
   }
 }
@@ -255,7 +262,8 @@ TEST_F(VulkanRuntime, SpinWaitGivesTheSameResult) {
 TEST_F(VulkanRuntime, ProfileGivesPerOpShaderTimes) {
   auto be = MakeVulkan({}, /*profile=*/true);
   Tensor E = RandomTensor("e", DType::kF32, {16, 32}, 3);
-  Tensor W1 = RandomTensor("w1", DType::kF16, {24, 32}, 4), W2 = RandomTensor("w2", DType::kF16, {24, 32}, 5),
+  Tensor W1 = RandomTensor("w1", DType::kF16, {24, 32}, 4),
+         W2 = RandomTensor("w2", DType::kF16, {24, 32}, 5),
          W3 = RandomTensor("w3", DType::kBF16, {24, 32}, 6);
   auto kv = be->CreateKv(KvSpec{1, {2, 2}, DType::kF32}, 1, 16);
   Graph g = SmallGraph(E, W1, W2, W3, 2);
@@ -303,9 +311,10 @@ TEST(VulkanCli, SpeculativeGreedyEqualsPlain) {
 
 TEST(VulkanCli, ProfileListsDispatchKindsWithGemvBandwidth) {
   std::string out, err;
-  const int rc = RunCommand("ES_VK_PIPELINE_STATS=1 " + CliPath() + " bench --backend vulkan -m " + SourceDir() +
-                                "/tests/golden/data/models/qwen2_realdim --dtype q4_0 -p 4 -n 2 -r 1 --profile",
-                            &out, &err);
+  const int rc = RunCommand(
+      "ES_VK_PIPELINE_STATS=1 " + CliPath() + " bench --backend vulkan -m " + SourceDir() +
+          "/tests/golden/data/models/qwen2_realdim --dtype q4_0 -p 4 -n 2 -r 1 --profile",
+      &out, &err);
   ASSERT_EQ(rc, 0) << err;
   EXPECT_NE(err.find("per dispatch kind"), std::string::npos) << err;
   const size_t down = err.find("model.layers.*.mlp.down_proj [matmul_gemv_q4_0");
@@ -341,7 +350,8 @@ TEST(VulkanCli, DevicesBandwidthMeasuresTheCopyBandwidth) {
 TEST(VulkanCli, NoDriverOrNoLoaderIsAClearError) {
   std::string out, err;
   int rc = RunCommand("VK_DRIVER_FILES=/nonexistent.json VK_ICD_FILENAMES=/nonexistent.json " +
-                          CliPath() + " devices", &out, &err);
+                          CliPath() + " devices",
+                      &out, &err);
   EXPECT_EQ(rc, 1);
   EXPECT_NE(err.find("edgeseek: error: vulkan:"), std::string::npos) << err << out;
   EXPECT_NE(err.find("cpu"), std::string::npos) << "should point at --backend cpu: " << err;

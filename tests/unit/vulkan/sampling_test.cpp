@@ -2,13 +2,14 @@
 // set, rows of the same logits with different seeds give the ids of the host twin
 // (SampleRowHost: same rounds, same uniforms) — all but float-rounding near-ties — and the kept
 // set of the exact distribution (RowDistribution); penalties and bans are applied on the device.
+#include "edgeseek/internal/backends/sampling.h"
+
 #include <gtest/gtest.h>
 
 #include <algorithm>
 #include <cmath>
 #include <set>
 
-#include "edgeseek/internal/backends/sampling.h"
 #include "edgeseek/internal/core/error.h"
 #include "test_util.h"
 #include "vk_util.h"

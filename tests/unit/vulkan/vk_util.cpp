@@ -1,12 +1,11 @@
 // Vulkan test helpers (see vk_util.h).
 #include "vk_util.h"
 
-#include "edgeseek/internal/quant/blocks.h"
-
 #include <cmath>
 #include <cstdlib>
 
 #include "edgeseek/internal/core/half.h"
+#include "edgeseek/internal/quant/blocks.h"
 #include "test_util.h"
 
 namespace es::test {
@@ -46,7 +45,8 @@ ScopedKnobs::~ScopedKnobs() {
     ScopeKnobs() = saved_;
 }
 
-int AddCachedAttention(Graph& g, int q, int k, int v, int64_t T, int Hq, int Hkv, int dk, int dv, int layer) {
+int AddCachedAttention(Graph& g, int q, int k, int v, int64_t T, int Hq, int Hkv, int dk, int dv,
+                       int layer) {
   Node sk = Make(Op::kKvStore, "sk", {k}, {T, int64_t(Hkv) * dk}, layer);
   sk.i[0] = 0;
   Node sv = Make(Op::kKvStore, "sv", {v}, {T, int64_t(Hkv) * dv}, layer);
@@ -98,10 +98,17 @@ Tensor RandomTensor(const std::string& name, DType dtype, Shape shape, uint64_t 
   }
   for (size_t i = 0; i < v.size(); ++i) {
     switch (dtype) {
-      case DType::kF32: static_cast<float*>(MutableData(t))[i] = v[i]; break;
-      case DType::kF16: static_cast<uint16_t*>(MutableData(t))[i] = F32ToF16(v[i]); break;
-      case DType::kBF16: static_cast<uint16_t*>(MutableData(t))[i] = F32ToBF16(v[i]); break;
-      default: ADD_FAILURE() << "RandomTensor: type";
+      case DType::kF32:
+        static_cast<float*>(MutableData(t))[i] = v[i];
+        break;
+      case DType::kF16:
+        static_cast<uint16_t*>(MutableData(t))[i] = F32ToF16(v[i]);
+        break;
+      case DType::kBF16:
+        static_cast<uint16_t*>(MutableData(t))[i] = F32ToBF16(v[i]);
+        break;
+      default:
+        ADD_FAILURE() << "RandomTensor: type";
     }
   }
   return t;

@@ -50,7 +50,8 @@ class VulkanTest : public ::testing::Test {
 };
 
 // A tensor of `dtype` filled with deterministic values in [-scale, scale) (rounded to the type).
-Tensor RandomTensor(const std::string& name, DType dtype, Shape shape, uint64_t seed, float scale = 1.0f);
+Tensor RandomTensor(const std::string& name, DType dtype, Shape shape, uint64_t seed,
+                    float scale = 1.0f);
 // The tensor's values as f32 (after rounding to its type).
 std::vector<float> Values(const Tensor& t);
 // A batch of one sequence: tokens 0..T-1 at positions pos0.., slot 0, all rows' logits.
@@ -63,10 +64,12 @@ int AddFfnBlock(Graph& g, int res, int x0, const Tensor& norm, const Tensor& gat
                 const Tensor& down, int64_t T, int64_t D, int64_t I);
 // Stores k ([T, Hkv*dk]) and v ([T, Hkv*dv]) into parts 0 and 1 of the cache's `layer`, then the
 // causal GQA attention of q ([T, Hq*dk]) over them, scale 1/sqrt(dk); returns the attention node.
-int AddCachedAttention(Graph& g, int q, int k, int v, int64_t T, int Hq, int Hkv, int dk, int dv, int layer);
+int AddCachedAttention(Graph& g, int q, int k, int v, int64_t T, int Hq, int Hkv, int dk, int dv,
+                       int layer);
 // A node of op `op` over `src`, output `shape`, at `layer`.
 Node Make(Op op, const std::string& name, std::vector<int> src, Shape shape, int layer = -1);
-// Runs `g` on `be` for `b` (a KV cache of its own unless `kv` is given); the output, NaN-filled first.
+// Runs `g` on `be` for `b` (a KV cache of its own unless `kv` is given); the output, NaN-filled
+// first.
 std::vector<float> RunGraph(Backend& be, const Graph& g, const Batch& b, KvStorage* kv = nullptr);
 // A model of random bf16 weights (seed) from the text of a config.json (written to TempDir()).
 std::shared_ptr<Model> SyntheticModel(const char* config_json, uint64_t seed);

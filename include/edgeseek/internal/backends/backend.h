@@ -1,5 +1,5 @@
-// The backend boundary. A backend executes graphs (edgeseek/internal/graph/graph.h) over weights it has
-// prepared once (repacked or uploaded) and a KV cache whose storage it owns. Only the runtime
+// The backend boundary. A backend executes graphs (edgeseek/internal/graph/graph.h) over weights it
+// has prepared once (repacked or uploaded) and a KV cache whose storage it owns. Only the runtime
 // picks a backend, through CreateBackend; models never see one.
 #pragma once
 
@@ -43,10 +43,10 @@ class KvStorage {
   virtual void SetBlockTable(int slot, const int32_t* blocks, int n);
 };
 struct BackendOptions {
-  int threads = 0;           // CPU threads (0 = all)
-  std::string device;        // GPU: index or name substring
-  bool profile = false;      // per-op timing (timestamps on GPUs)
-  bool deterministic = true; // batch-invariant reductions
+  int threads = 0;            // CPU threads (0 = all)
+  std::string device;         // GPU: index or name substring
+  bool profile = false;       // per-op timing (timestamps on GPUs)
+  bool deterministic = true;  // batch-invariant reductions
 };
 
 // Timing of one Compute call, split as edge users ask for it.
@@ -64,7 +64,7 @@ class Backend {
  public:
   virtual ~Backend() = default;
   virtual std::string name() const = 0;         // "cpu", "vulkan"
-  virtual std::string description() const = 0; // device, threads, SIMD target
+  virtual std::string description() const = 0;  // device, threads, SIMD target
   // Whether this backend can execute node `n` of `g` (type and op support).
   virtual bool Supports(const Graph& g, const Node& n) const = 0;
   // Prepares (repacks, uploads) a weight before first use; called once per tensor by the
@@ -74,12 +74,13 @@ class Backend {
   // projection on the GPU); called by the runtime with a decode graph before PrepareWeight, so
   // a backend can skip the tensors already prepared here. Default: nothing.
   virtual void PrepareGraph(const Graph& g) {}
-  virtual std::unique_ptr<KvStorage> CreateKv(const KvSpec& spec, int n_slots, int64_t capacity) = 0;
+  virtual std::unique_ptr<KvStorage> CreateKv(const KvSpec& spec, int n_slots,
+                                              int64_t capacity) = 0;
   // A paged cache whose pool holds `n_blocks` blocks (may be fewer than n_slots x
   // blocks_per_slot: sequences share the pool). Default, for a backend without paging: CreateKv,
   // one fixed region per slot (then n_blocks only bounds what the runtime hands out).
-  virtual std::unique_ptr<KvStorage> CreatePagedKv(const KvSpec& spec, int n_slots, int64_t capacity,
-                                                   int64_t n_blocks) {
+  virtual std::unique_ptr<KvStorage> CreatePagedKv(const KvSpec& spec, int n_slots,
+                                                   int64_t capacity, int64_t n_blocks) {
     (void)n_blocks;
     return CreateKv(spec, n_slots, capacity);
   }
@@ -96,8 +97,8 @@ class Backend {
   virtual bool device_sampling() const { return false; }
   // Runs `g` for `batch` and samples output row r by rows[r] (sampling.h) into ids[r]. Default:
   // Compute, then SampleRowHost per row.
-  virtual void ComputeSample(const Graph& g, const Batch& batch, KvStorage& kv, const RowSampling* rows,
-                             int32_t* ids, ComputeStats* stats = nullptr);
+  virtual void ComputeSample(const Graph& g, const Batch& batch, KvStorage& kv,
+                             const RowSampling* rows, int32_t* ids, ComputeStats* stats = nullptr);
   // The KV cache type a runner uses when none is asked for (RunnerOptions::kv_dtype).
   virtual DType default_kv_type() const { return DType::kF32; }
   // Bytes of device memory (or host memory for the CPU) in use at peak.

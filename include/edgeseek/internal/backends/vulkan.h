@@ -16,22 +16,22 @@ struct VulkanMemoryHeap {
 struct VulkanDeviceInfo {
   int index = 0;
   std::string name;
-  std::string type;            // "discrete", "integrated", "virtual", "cpu", "other"
-  std::string driver;          // driver name and info, e.g. "NVIDIA 580.159.04"
-  uint32_t api_version = 0;    // VK_MAKE_API_VERSION
+  std::string type;          // "discrete", "integrated", "virtual", "cpu", "other"
+  std::string driver;        // driver name and info, e.g. "NVIDIA 580.159.04"
+  uint32_t api_version = 0;  // VK_MAKE_API_VERSION
   uint32_t vendor_id = 0, device_id = 0;
   std::vector<VulkanMemoryHeap> heaps;
   uint32_t subgroup_size = 0;
   uint32_t min_subgroup_size = 0, max_subgroup_size = 0;
   bool subgroup_arithmetic = false;  // subgroupAdd/Max in compute shaders (required)
   bool subgroup_shuffle = false;
-  bool subgroup_clustered = false;   // subgroupClusteredAdd in compute shaders (small-TPR GEMV)
-  bool fp16 = false;                 // shaderFloat16
-  bool int8 = false;                 // shaderInt8
-  bool storage16 = false;            // storageBuffer16BitAccess
-  bool storage8 = false;             // storageBuffer8BitAccess
-  bool int_dot = false;              // shaderIntegerDotProduct (VK_KHR_shader_integer_dot_product or 1.3)
-  bool int_dot_accel = false;        // ... with signed 4x8-bit packed dot products in hardware
+  bool subgroup_clustered = false;  // subgroupClusteredAdd in compute shaders (small-TPR GEMV)
+  bool fp16 = false;                // shaderFloat16
+  bool int8 = false;                // shaderInt8
+  bool storage16 = false;           // storageBuffer16BitAccess
+  bool storage8 = false;            // storageBuffer8BitAccess
+  bool int_dot = false;        // shaderIntegerDotProduct (VK_KHR_shader_integer_dot_product or 1.3)
+  bool int_dot_accel = false;  // ... with signed 4x8-bit packed dot products in hardware
   bool int_dot_mixed_accel = false;  // ... and signed x unsigned ones (Q8_0's int16 x)
   bool coopmat_khr = false;          // VK_KHR_cooperative_matrix
   bool coopmat_nv = false;           // VK_NV_cooperative_matrix

@@ -26,15 +26,15 @@ enum class DType : uint8_t {
   kQ4_K,
   kQ5_K,
   kQ6_K,
-  kQ8_K,    // activations for K-quant dot products
-  kI4G,     // edgeseek INT4 group-wise: 128 weights, one f16 scale, symmetric
+  kQ8_K,  // activations for K-quant dot products
+  kI4G,   // edgeseek INT4 group-wise: 128 weights, one f16 scale, symmetric
   kCount
 };
 
 struct DTypeInfo {
   std::string_view name;
-  int block_elems;    // elements per block (1 for dense types)
-  int block_bytes;    // bytes per block
+  int block_elems;  // elements per block (1 for dense types)
+  int block_bytes;  // bytes per block
   bool quantized;
 };
 

@@ -26,13 +26,13 @@ template <class... Parts>
 
 }  // namespace es
 
-#define ES_CHECK(cond, ...)           \
-  do {                                \
+#define ES_CHECK(cond, ...)               \
+  do {                                    \
     if (!(cond)) ::es::Fail(__VA_ARGS__); \
   } while (0)
 
-#define ES_ASSERT(cond)                                                                   \
-  do {                                                                                    \
-    if (!(cond))                                                                          \
+#define ES_ASSERT(cond)                                                                          \
+  do {                                                                                           \
+    if (!(cond))                                                                                 \
       ::es::Fail("internal error: assertion '", #cond, "' failed at ", __FILE__, ":", __LINE__); \
   } while (0)

@@ -52,7 +52,7 @@ inline uint16_t F32ToF16(float f) {
   const uint32_t u = F32ToBits(f);
   const uint32_t sign = (u >> 16) & 0x8000u;
   const uint32_t abs = u & 0x7fffffffu;
-  if (abs > 0x7f800000u) return uint16_t(sign | 0x7e00u);  // NaN
+  if (abs > 0x7f800000u) return uint16_t(sign | 0x7e00u);   // NaN
   if (abs >= 0x477ff000u) return uint16_t(sign | 0x7c00u);  // overflow (incl. rounding) -> inf
   if (abs < 0x38800000u) {                                  // subnormal or zero in f16
     if (abs < 0x33000000u) return uint16_t(sign);           // rounds to zero

@@ -33,7 +33,9 @@ struct Tensor {
   size_t row_bytes() const { return RowBytes(dtype, cols()); }
   const uint8_t* bytes() const { return static_cast<const uint8_t*>(data); }
   template <class T>
-  const T* as() const { return static_cast<const T*>(data); }
+  const T* as() const {
+    return static_cast<const T*>(data);
+  }
 };
 
 // A tensor that owns fresh storage of the given type and shape (zero-filled).

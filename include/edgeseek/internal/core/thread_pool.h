@@ -56,7 +56,7 @@ class ThreadPool {
   int claim_count_ = 0;                                 // guarded by mu_, as job_
   uint64_t generation_ = 0;                             // guarded by mu_
   std::atomic<uint64_t> published_{0};                  // generation, for the spin phase
-  std::atomic<int> pending_{0};   // RunOnAll: workers yet to run the job
+  std::atomic<int> pending_{0};                         // RunOnAll: workers yet to run the job
   std::atomic<int> finished_{0};  // ParallelFor: chunks the workers claimed and finished
   // claimed_[t]: the last generation whose chunk t was claimed (by worker t or the caller).
   std::unique_ptr<std::atomic<uint64_t>[]> claimed_;

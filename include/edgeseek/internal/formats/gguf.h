@@ -30,12 +30,23 @@ namespace es {
 
 inline constexpr uint32_t kGgufMagic = 0x46554747;  // "GGUF" read as a little-endian u32
 inline constexpr uint32_t kGgufDefaultAlignment = 32;
-inline constexpr uint32_t kGgufMaxDims = 4;          // GGML_MAX_DIMS
+inline constexpr uint32_t kGgufMaxDims = 4;  // GGML_MAX_DIMS
 
 // ---- Metadata value types (the u32 tags of the file).
 enum class GgufType : uint32_t {
-  kU8 = 0, kI8 = 1, kU16 = 2, kI16 = 3, kU32 = 4, kI32 = 5, kF32 = 6, kBool = 7,
-  kString = 8, kArray = 9, kU64 = 10, kI64 = 11, kF64 = 12,
+  kU8 = 0,
+  kI8 = 1,
+  kU16 = 2,
+  kI16 = 3,
+  kU32 = 4,
+  kI32 = 5,
+  kF32 = 6,
+  kBool = 7,
+  kString = 8,
+  kArray = 9,
+  kU64 = 10,
+  kI64 = 11,
+  kF64 = 12,
 };
 std::string_view GgufTypeName(GgufType t);  // "uint32", "string", "array", ...
 
@@ -81,7 +92,7 @@ class GgufValue {
 
   // Array access.
   GgufType elem_type() const { return elem_type_; }
-  size_t size() const;  // number of elements (arrays only; 0 otherwise)
+  size_t size() const;                              // number of elements (arrays only; 0 otherwise)
   const std::vector<std::string>& strings() const;  // elem kString
   const std::vector<int64_t>& ints() const;         // elem integer or bool
   const std::vector<double>& floats() const;        // elem kF32/kF64
@@ -124,9 +135,9 @@ struct GgufTensorInfo {
   std::string name;
   uint32_t ggml_type = 0;
   DType dtype = DType::kF32;
-  Shape shape;           // outermost-first (GGUF ne reversed)
-  uint64_t offset = 0;   // relative to the data section
-  size_t nbytes = 0;     // RowBytes(dtype, shape.back()) * rows
+  Shape shape;          // outermost-first (GGUF ne reversed)
+  uint64_t offset = 0;  // relative to the data section
+  size_t nbytes = 0;    // RowBytes(dtype, shape.back()) * rows
 };
 
 class GgufFile {
@@ -195,9 +206,10 @@ class GgufFile {
 // ---- Writer. Collect metadata and tensor declarations, then either WriteFile (all data given
 // up front) or Begin / WriteTensorData or WriteTensorPart (in declaration order) / Finish for
 // streaming: the header holds every tensor's offset, which follows from the declared types and
-// shapes alone, so the data can then come a tensor — or a slice of one — at a time. Output is version 3, little-endian, tensors in declaration order each padded to the
-// alignment (what llama.cpp's loader expects: offsets consecutive after padding). The file is
-// written to PATH.tmp and renamed on Finish, so a failed run leaves no half file at PATH.
+// shapes alone, so the data can then come a tensor — or a slice of one — at a time. Output is
+// version 3, little-endian, tensors in declaration order each padded to the alignment (what
+// llama.cpp's loader expects: offsets consecutive after padding). The file is written to PATH.tmp
+// and renamed on Finish, so a failed run leaves no half file at PATH.
 class GgufWriter {
  public:
   explicit GgufWriter(uint32_t alignment = kGgufDefaultAlignment);
@@ -213,7 +225,8 @@ class GgufWriter {
 
   // Declares a tensor (shape outermost-first, last dim a multiple of the block); `data`, if
   // given, must stay valid until WriteFile and hold exactly RowBytes(type, cols) * rows bytes.
-  void AddTensor(const std::string& name, DType type, const Shape& shape, const void* data = nullptr);
+  void AddTensor(const std::string& name, DType type, const Shape& shape,
+                 const void* data = nullptr);
   // Same with an explicit ggml type id (for copying tensors verbatim).
   void AddTensorRaw(const std::string& name, uint32_t ggml_type, DType type, const Shape& shape,
                     const void* data = nullptr);

@@ -2,7 +2,8 @@
 // tensor layouts and tokenizer metadata that llama.cpp's loader reads, with the tensors quantized
 // by a QuantPolicy. The input is a config.json (as JSON) plus the checkpoint's tensors under
 // their Hugging Face names, so this layer does not depend on the model loader: the runtime's
-// ConvertModelToGguf (edgeseek/internal/runtime/convert.h) feeds it a loaded or synthetic es::Model.
+// ConvertModelToGguf (edgeseek/internal/runtime/convert.h) feeds it a loaded or synthetic
+// es::Model.
 //
 // What it writes, per architecture (general.architecture from config.json's model_type):
 //   llama (LlamaForCausalLM), qwen2 (Qwen2ForCausalLM), deepseek2 (DeepseekV2/V3ForCausalLM).
@@ -24,10 +25,9 @@
 
 #include <cstdint>
 #include <functional>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
-
-#include <nlohmann/json.hpp>
 
 #include "edgeseek/internal/core/tensor.h"
 #include "edgeseek/internal/formats/gguf.h"
@@ -39,20 +39,21 @@ namespace es {
 class ThreadPool;
 
 struct GgufConvertSource {
-  nlohmann::json config;                // config.json (hub or transformers-5 dialect)
-  std::vector<const Tensor*> tensors;   // Hugging Face names; a repeated name is taken once
+  nlohmann::json config;               // config.json (hub or transformers-5 dialect)
+  std::vector<const Tensor*> tensors;  // Hugging Face names; a repeated name is taken once
   // Makes rows [row_begin, row_end) of a tensor of `tensors` whose `data` is null (name, type,
   // shape and nbytes set), RowBytes(dtype, cols) bytes a row, when the converter reaches them
   // (threads from `pool` may help): a source that makes its tensors on demand (synthetic
   // weights) then never holds more than one slice of one tensor. Unset: every tensor has data.
-  std::function<void(const Tensor& t, int64_t row_begin, int64_t row_end, uint8_t* dst, ThreadPool& pool)>
+  std::function<void(const Tensor& t, int64_t row_begin, int64_t row_end, uint8_t* dst,
+                     ThreadPool& pool)>
       fill_rows;
   // Called once rows [row_begin, row_end) of a source tensor are written and will not be read
   // again (a source of mmapped tensors hands their pages back: DropMappedPages). Unset: nothing.
   std::function<void(const Tensor& t, int64_t row_begin, int64_t row_end)> release;
-  std::string tokenizer_dir;            // folder with tokenizer.json; empty: no tokenizer keys
-  std::string name;                     // general.name
-  std::string where = "config.json";    // names the config in errors
+  std::string tokenizer_dir;          // folder with tokenizer.json; empty: no tokenizer keys
+  std::string name;                   // general.name
+  std::string where = "config.json";  // names the config in errors
 };
 
 // Writes `src` to `out_path` (via PATH.tmp, renamed at the end). Stats count output tensors;

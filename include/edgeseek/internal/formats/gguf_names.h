@@ -38,7 +38,8 @@ inline constexpr std::string_view kKeyBlockCount = "block_count";
 inline constexpr std::string_view kKeyFeedForwardLength = "feed_forward_length";
 inline constexpr std::string_view kKeyLeadingDenseBlockCount = "leading_dense_block_count";
 inline constexpr std::string_view kKeyExpertFeedForwardLength = "expert_feed_forward_length";
-inline constexpr std::string_view kKeyExpertSharedFeedForwardLength = "expert_shared_feed_forward_length";
+inline constexpr std::string_view kKeyExpertSharedFeedForwardLength =
+    "expert_shared_feed_forward_length";
 inline constexpr std::string_view kKeyExpertCount = "expert_count";
 inline constexpr std::string_view kKeyExpertUsedCount = "expert_used_count";
 inline constexpr std::string_view kKeyExpertSharedCount = "expert_shared_count";
@@ -63,10 +64,12 @@ inline constexpr std::string_view kKeyAttnKvLoraRank = "attention.kv_lora_rank";
 inline constexpr std::string_view kKeyAttnSlidingWindow = "attention.sliding_window";
 inline constexpr std::string_view kKeyRopeDimensionCount = "rope.dimension_count";
 inline constexpr std::string_view kKeyRopeFreqBase = "rope.freq_base";
-inline constexpr std::string_view kKeyRopeScalingType = "rope.scaling.type";  // "none"|"linear"|"yarn"
+inline constexpr std::string_view kKeyRopeScalingType =
+    "rope.scaling.type";  // "none"|"linear"|"yarn"
 inline constexpr std::string_view kKeyRopeScalingFactor = "rope.scaling.factor";
 inline constexpr std::string_view kKeyRopeScalingAttnFactor = "rope.scaling.attn_factor";
-inline constexpr std::string_view kKeyRopeScalingOrigCtxLen = "rope.scaling.original_context_length";
+inline constexpr std::string_view kKeyRopeScalingOrigCtxLen =
+    "rope.scaling.original_context_length";
 inline constexpr std::string_view kKeyRopeScalingFinetuned = "rope.scaling.finetuned";
 inline constexpr std::string_view kKeyRopeScalingYarnLogMul = "rope.scaling.yarn_log_multiplier";
 inline constexpr std::string_view kKeyRopeScalingYarnBetaFast = "rope.scaling.yarn_beta_fast";
@@ -80,7 +83,8 @@ const std::vector<std::string_view>& ArchKeySuffixes(std::string_view arch);
 
 // ---- tokenizer.*
 inline constexpr std::string_view kKeyTokenizerModel = "tokenizer.ggml.model";  // "gpt2", "llama"
-inline constexpr std::string_view kKeyTokenizerPre = "tokenizer.ggml.pre";      // "qwen2", "llama-bpe", "deepseek-llm"...
+inline constexpr std::string_view kKeyTokenizerPre =
+    "tokenizer.ggml.pre";  // "qwen2", "llama-bpe", "deepseek-llm"...
 inline constexpr std::string_view kKeyTokenizerTokens = "tokenizer.ggml.tokens";
 inline constexpr std::string_view kKeyTokenizerTokenType = "tokenizer.ggml.token_type";
 inline constexpr std::string_view kKeyTokenizerScores = "tokenizer.ggml.scores";
@@ -88,7 +92,8 @@ inline constexpr std::string_view kKeyTokenizerMerges = "tokenizer.ggml.merges";
 inline constexpr std::string_view kKeyTokenizerBosId = "tokenizer.ggml.bos_token_id";
 inline constexpr std::string_view kKeyTokenizerEosId = "tokenizer.ggml.eos_token_id";
 inline constexpr std::string_view kKeyTokenizerUnkId = "tokenizer.ggml.unknown_token_id";
-inline constexpr std::string_view kKeyTokenizerSepId = "tokenizer.ggml.seperator_token_id";  // sic, as in gguf-py
+inline constexpr std::string_view kKeyTokenizerSepId =
+    "tokenizer.ggml.seperator_token_id";  // sic, as in gguf-py
 inline constexpr std::string_view kKeyTokenizerPadId = "tokenizer.ggml.padding_token_id";
 inline constexpr std::string_view kKeyTokenizerEotId = "tokenizer.ggml.eot_token_id";
 inline constexpr std::string_view kKeyTokenizerEomId = "tokenizer.ggml.eom_token_id";
@@ -98,7 +103,13 @@ inline constexpr std::string_view kKeyTokenizerAddSpacePrefix = "tokenizer.ggml.
 inline constexpr std::string_view kKeyTokenizerChatTemplate = "tokenizer.chat_template";
 // tokenizer.ggml.token_type values (llama.cpp's llama_token_type).
 enum class GgufTokenType : int32_t {
-  kUndefined = 0, kNormal = 1, kUnknown = 2, kControl = 3, kUserDefined = 4, kUnused = 5, kByte = 6,
+  kUndefined = 0,
+  kNormal = 1,
+  kUnknown = 2,
+  kControl = 3,
+  kUserDefined = 4,
+  kUnused = 5,
+  kByte = 6,
 };
 
 // ---- Tensor base names.
@@ -124,14 +135,15 @@ inline constexpr std::string_view kTensorFfnNorm = "ffn_norm";
 inline constexpr std::string_view kTensorFfnGate = "ffn_gate";
 inline constexpr std::string_view kTensorFfnUp = "ffn_up";
 inline constexpr std::string_view kTensorFfnDown = "ffn_down";
-inline constexpr std::string_view kTensorFfnGateInp = "ffn_gate_inp";  // MoE router
+inline constexpr std::string_view kTensorFfnGateInp = "ffn_gate_inp";    // MoE router
 inline constexpr std::string_view kTensorFfnGateExps = "ffn_gate_exps";  // [experts, ff, embd]
 inline constexpr std::string_view kTensorFfnUpExps = "ffn_up_exps";      // [experts, ff, embd]
 inline constexpr std::string_view kTensorFfnDownExps = "ffn_down_exps";  // [experts, embd, ff]
 inline constexpr std::string_view kTensorFfnGateShexp = "ffn_gate_shexp";
 inline constexpr std::string_view kTensorFfnUpShexp = "ffn_up_shexp";
 inline constexpr std::string_view kTensorFfnDownShexp = "ffn_down_shexp";
-inline constexpr std::string_view kTensorExpProbsB = "exp_probs_b";  // stored as "...exp_probs_b.bias"
+inline constexpr std::string_view kTensorExpProbsB =
+    "exp_probs_b";  // stored as "...exp_probs_b.bias"
 
 // "<base>.<suffix>" and "blk.<layer>.<base>.<suffix>".
 std::string TensorName(std::string_view base, std::string_view suffix = "weight");

@@ -25,8 +25,9 @@ class ThreadPool;
 // A row that cannot be encoded (a non-finite weight) fails with "<where>: tensor <name> row <r>:
 // <why>", naming the lowest such row whatever the timing; r counts from `first_row` (the row of
 // the tensor that src_row(0) is, when a tensor is re-encoded a slice at a time).
-void RequantizeRows(ThreadPool& pool, DType src_type, const std::function<const uint8_t*(int64_t)>& src_row,
-                    DType dst_type, int64_t rows, int64_t cols, uint8_t* out, const std::string& where,
+void RequantizeRows(ThreadPool& pool, DType src_type,
+                    const std::function<const uint8_t*(int64_t)>& src_row, DType dst_type,
+                    int64_t rows, int64_t cols, uint8_t* out, const std::string& where,
                     const std::string& name, int64_t first_row = 0);
 
 // Rows a streaming converter re-encodes per step: about 8 MB of input or output (the larger),
@@ -57,7 +58,7 @@ struct GgufQuantizeStats {
   double seconds = 0;
 };
 
-GgufQuantizeStats QuantizeGguf(const std::string& in_path, const std::string& out_path, const QuantPolicy& policy,
-                               const GgufQuantizeOptions& options = {});
+GgufQuantizeStats QuantizeGguf(const std::string& in_path, const std::string& out_path,
+                               const QuantPolicy& policy, const GgufQuantizeOptions& options = {});
 
 }  // namespace es

@@ -1,5 +1,6 @@
 // ONNX reader: a .onnx file (protobuf ModelProto, parsed with the generated classes of Debian's
-// libonnx-dev) -> an OpGraph (edgeseek/internal/graph/op_graph.h) whose constants view the mapped files.
+// libonnx-dev) -> an OpGraph (edgeseek/internal/graph/op_graph.h) whose constants view the mapped
+// files.
 //
 //  - Initializers with raw_data are views of the mapped .onnx file: the reader walks the wire
 //    format with protobuf's CodedInputStream to find where each raw_data field lies and parses

@@ -61,6 +61,7 @@ std::string_view BuiltinQuantPolicyJson(std::string_view name);
 DType FallbackType(DType t);
 
 // The type tensor `tensor_name` of shape `shape` (outermost-first) and type `source` gets.
-DType ChooseType(const QuantPolicy& policy, const std::string& tensor_name, const Shape& shape, DType source);
+DType ChooseType(const QuantPolicy& policy, const std::string& tensor_name, const Shape& shape,
+                 DType source);
 
 }  // namespace es

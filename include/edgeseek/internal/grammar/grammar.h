@@ -22,9 +22,9 @@ namespace es::grammar {
 struct Element {
   enum class Kind : uint8_t { kChars, kRule };
   Kind kind = Kind::kChars;
-  bool negated = false;                                 // kChars: matches what no range covers
-  std::vector<std::pair<uint32_t, uint32_t>> ranges;    // kChars: inclusive code point ranges
-  int rule = -1;                                        // kRule
+  bool negated = false;                               // kChars: matches what no range covers
+  std::vector<std::pair<uint32_t, uint32_t>> ranges;  // kChars: inclusive code point ranges
+  int rule = -1;                                      // kRule
   bool Matches(uint32_t cp) const;
 };
 
@@ -37,11 +37,11 @@ struct Rule {
 
 // Sizes a grammar from outside input may have (issue 23: every parser bounded).
 struct GrammarLimits {
-  size_t max_text_bytes = 256 * 1024;   // GBNF text
-  size_t max_rules = 20000;             // after lowering repetitions
+  size_t max_text_bytes = 256 * 1024;  // GBNF text
+  size_t max_rules = 20000;            // after lowering repetitions
   size_t max_elements = 200000;
-  int max_nesting = 64;                 // parentheses
-  int max_repeat = 4096;                // m and n of {m,n}
+  int max_nesting = 64;   // parentheses
+  int max_repeat = 4096;  // m and n of {m,n}
 };
 
 class Grammar {

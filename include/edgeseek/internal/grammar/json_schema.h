@@ -12,18 +12,17 @@
 #pragma once
 
 #include <cstdint>
+#include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
 #include <vector>
 
-#include <nlohmann/json.hpp>
-
 namespace es::grammar {
 
 struct SchemaNode {
-  std::string where;                       // "#/properties/a"
-  std::optional<bool> constant;            // a boolean schema: true (anything) or false (nothing)
-  std::vector<std::string> types;          // empty: any type
+  std::string where;               // "#/properties/a"
+  std::optional<bool> constant;    // a boolean schema: true (anything) or false (nothing)
+  std::vector<std::string> types;  // empty: any type
   std::vector<std::pair<std::string, int>> properties;  // in schema order, name → node
   std::vector<std::string> required;
   std::optional<bool> additional_allowed;  // additionalProperties true/false
@@ -31,7 +30,7 @@ struct SchemaNode {
   int items = -1;
   std::optional<uint64_t> min_items, max_items, min_length, max_length;
   std::optional<nlohmann::json> minimum, maximum, exclusive_minimum, exclusive_maximum;  // numbers
-  std::optional<nlohmann::json> enum_values;  // array
+  std::optional<nlohmann::json> enum_values;                                             // array
   std::optional<nlohmann::json> const_value;
   std::vector<int> any_of, one_of;
   int ref = -1;
@@ -60,8 +59,8 @@ class SchemaModel {
   // Errors as "/models/0/slots: 0 is less than the minimum 1"; empty when valid.
   std::vector<std::string> Validate(const nlohmann::json& doc) const;
   // The same against node `n` (a subschema), paths relative to `path`.
-  void Check(int n, const nlohmann::json& v, const std::string& path, std::vector<std::string>* errors,
-             int depth = 0) const;
+  void Check(int n, const nlohmann::json& v, const std::string& path,
+             std::vector<std::string>* errors, int depth = 0) const;
 
  private:
   friend class SchemaParser;
@@ -74,7 +73,8 @@ class SchemaModel {
 // uniqueItems, minimum on non-integers...) or a schema no value satisfies.
 // `prefix` names the rules (the start rule is <prefix>root), so that several schemas can share
 // one grammar (tool calls); the shared JSON rules (ws, string, value...) come with_basics, once.
-std::string SchemaToGbnf(const SchemaModel& schema, const std::string& prefix = "", bool with_basics = true);
+std::string SchemaToGbnf(const SchemaModel& schema, const std::string& prefix = "",
+                         bool with_basics = true);
 // The shared rules alone: ws, hex, char, string, int, number, value, object, array.
 std::string JsonBasicsGbnf();
 // The grammar of any JSON object (response_format json_object).

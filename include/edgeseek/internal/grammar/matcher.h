@@ -63,7 +63,7 @@ class TokenTrie {
 
 // Bounds on one matcher's tables: outside input picks the grammar, so its automaton is capped.
 struct MatcherLimits {
-  size_t max_stacks = 1 << 20;   // interned stack nodes
+  size_t max_stacks = 1 << 20;  // interned stack nodes
   size_t max_states = 1 << 18;
   size_t max_state_stacks = 4096;  // stacks in one state (ambiguity)
   size_t max_cached_masks = 512;   // vocab/8 bytes each
@@ -103,7 +103,7 @@ class Matcher {
     std::vector<int32_t> stacks;  // sorted stack node ids; 0 is the empty stack (accept)
     std::vector<int32_t> ascii;   // next state on code point < 128; -2 unknown, -1 dead
     std::unordered_map<uint32_t, int32_t> other;
-    int32_t mask = -1;            // index into masks_
+    int32_t mask = -1;  // index into masks_
     bool accepting = false;
   };
   struct Walk {  // a state plus a partly read UTF-8 character

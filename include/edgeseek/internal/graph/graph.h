@@ -28,16 +28,16 @@ namespace es {
 // [row0, row0 + n_tokens) at positions [pos0, pos0 + n_tokens) of its KV slot. A prefill chunk
 // and decode steps of other sequences may share a batch.
 struct BatchSeq {
-  int slot = 0;       // KV cache slot (one per live sequence)
-  int64_t pos0 = 0;   // position of this sequence's first token in the batch
+  int slot = 0;      // KV cache slot (one per live sequence)
+  int64_t pos0 = 0;  // position of this sequence's first token in the batch
   int n_tokens = 0;
-  int row0 = 0;       // first batch row (filled by Batch::Finalize)
+  int row0 = 0;  // first batch row (filled by Batch::Finalize)
 };
 
 struct Batch {
-  std::vector<int32_t> tokens;   // [T]
+  std::vector<int32_t> tokens;  // [T]
   std::vector<BatchSeq> seqs;
-  std::vector<int32_t> out_rows; // batch rows whose logits are wanted, ascending
+  std::vector<int32_t> out_rows;  // batch rows whose logits are wanted, ascending
   // Derived per-row tables (Finalize): position and sequence index of each row.
   std::vector<int32_t> positions;
   std::vector<int32_t> row_seq;
@@ -63,8 +63,8 @@ enum class RopeMode : uint8_t {
 // attention_factor (YaRN's mscale ratio). inv_freq already folds llama3 / YaRN scaling.
 struct RopeTable {
   RopeMode mode = RopeMode::kNeox;
-  int dim = 0;                   // rotated dims per head (even)
-  std::vector<float> inv_freq;   // [dim / 2]
+  int dim = 0;                  // rotated dims per head (even)
+  std::vector<float> inv_freq;  // [dim / 2]
   float attention_factor = 1.0f;
 };
 
@@ -116,14 +116,14 @@ const char* OpName(Op op);
 
 struct Node {
   Op op = Op::kWeight;
-  std::string name;                 // checkpoint-style name, e.g. "model.layers.3.self_attn.q"
-  std::vector<int> src;             // node ids (−1 = absent optional input)
-  Shape shape;                      // output [rows, cols] (weights: their own shape)
-  DType dtype = DType::kF32;        // output type
-  const Tensor* weight = nullptr;   // kWeight only; owned by the model
+  std::string name;                // checkpoint-style name, e.g. "model.layers.3.self_attn.q"
+  std::vector<int> src;            // node ids (−1 = absent optional input)
+  Shape shape;                     // output [rows, cols] (weights: their own shape)
+  DType dtype = DType::kF32;       // output type
+  const Tensor* weight = nullptr;  // kWeight only; owned by the model
   int layer = -1;
-  int64_t i[5] = {0, 0, 0, 0, 0};   // integer params (meaning per op, see Op)
-  float f0 = 0.0f;                  // eps or scale
+  int64_t i[5] = {0, 0, 0, 0, 0};  // integer params (meaning per op, see Op)
+  float f0 = 0.0f;                 // eps or scale
   std::shared_ptr<const RopeTable> rope;
   std::shared_ptr<const MoeParams> moe;
 };
@@ -135,8 +135,8 @@ const float* InputRows(const Batch& b, const Node& n);
 class Graph {
  public:
   Graph();
-  int Add(Node n);                       // returns the node id
-  int AddWeight(const Tensor& t);        // dedups by tensor address
+  int Add(Node n);                 // returns the node id
+  int AddWeight(const Tensor& t);  // dedups by tensor address
   const Node& node(int id) const { return nodes_[size_t(id)]; }
   const std::vector<Node>& nodes() const { return nodes_; }
   int output() const { return int(nodes_.size()) - 1; }
@@ -161,7 +161,8 @@ struct KvSpec {
   int width[2] = {0, 0};
   DType dtype = DType::kF32;
   size_t BytesPerToken() const {
-    return size_t(n_layers) * (RowBytes(dtype, width[0]) + (width[1] ? RowBytes(dtype, width[1]) : 0));
+    return size_t(n_layers) *
+           (RowBytes(dtype, width[0]) + (width[1] ? RowBytes(dtype, width[1]) : 0));
   }
 };
 

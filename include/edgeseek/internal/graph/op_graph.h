@@ -2,7 +2,8 @@
 // it is lifted into a model. Nodes are op types by name (ONNX's, com.microsoft's, and the fused
 // ops of the passes in domain "es"), read values by name and write values by name; constants
 // (initializers, Constant nodes) are Tensors that view the mapped file. The fusion passes
-// (edgeseek/internal/graph/passes/passes.h) rewrite decomposed patterns in place into single "es" nodes.
+// (edgeseek/internal/graph/passes/passes.h) rewrite decomposed patterns in place into single "es"
+// nodes.
 //
 // Fused ops (domain "es"), what each computes, last axis = features:
 //   es.RmsNorm(x, w)        attrs epsilon        y = x * 1/sqrt(mean(x^2, -1) + eps) * w

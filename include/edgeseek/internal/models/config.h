@@ -5,10 +5,9 @@
 #pragma once
 
 #include <cstdint>
+#include <nlohmann/json_fwd.hpp>
 #include <string>
 #include <vector>
-
-#include <nlohmann/json_fwd.hpp>
 
 #include "edgeseek/internal/core/dtype.h"
 #include "edgeseek/internal/graph/graph.h"
@@ -27,7 +26,7 @@ struct RopeScaling {
   // yarn
   double beta_fast = 32.0, beta_slow = 1.0;
   double mscale = 0.0, mscale_all_dim = 0.0;  // 0: absent
-  double attention_factor = 0.0;             // 0: absent (derived)
+  double attention_factor = 0.0;              // 0: absent (derived)
   bool truncate = true;
 };
 
@@ -53,7 +52,7 @@ struct ModelConfig {
   // (llama3 scaling baked in by the converter): inv_freq[i] /= rope_freq_factors[i].
   bool rope_interleaved = false;
   std::vector<float> rope_freq_factors;  // [rope_dim / 2] or empty
-  DType dtype = DType::kBF16;  // torch_dtype / dtype
+  DType dtype = DType::kBF16;            // torch_dtype / dtype
 
   // MLA (DeepSeek V2/V3)
   int q_lora_rank = 0;  // 0: no q LoRA (q_proj)

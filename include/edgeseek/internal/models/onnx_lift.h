@@ -1,7 +1,7 @@
-// Lifting an imported ONNX decoder (an OpGraph from edgeseek/internal/formats/onnx.h) into edgeseek's
-// model: a ModelConfig and the checkpoint tensors under their Hugging Face names, so that
-// ModelArch builds exactly the graph a Hugging Face folder or GGUF file of the same weights gives
-// (same IR, same kernels, same speed on every backend).
+// Lifting an imported ONNX decoder (an OpGraph from edgeseek/internal/formats/onnx.h) into
+// edgeseek's model: a ModelConfig and the checkpoint tensors under their Hugging Face names, so
+// that ModelArch builds exactly the graph a Hugging Face folder or GGUF file of the same weights
+// gives (same IR, same kernels, same speed on every backend).
 //
 // Two shapes of graph lift, after the import passes (edgeseek/internal/graph/passes/passes.h):
 //  - ORT-GenAI builder style: com.microsoft GroupQueryAttention (rotary inside or RotaryEmbedding

@@ -40,21 +40,21 @@ inline constexpr int kQKK = 256;  // elements per K-quant super-block
 inline constexpr int kQKI4G = 128;
 
 struct BlockQ8_0 {
-  uint16_t d;       // f16 scale
+  uint16_t d;  // f16 scale
   int8_t qs[32];
 };
 struct BlockQ4_0 {
-  uint16_t d;       // f16 scale
-  uint8_t qs[16];   // element j: low nibble of qs[j]; element j+16: high nibble of qs[j]
+  uint16_t d;      // f16 scale
+  uint8_t qs[16];  // element j: low nibble of qs[j]; element j+16: high nibble of qs[j]
 };
 struct BlockQ4_1 {
-  uint16_t d;       // f16 scale
-  uint16_t m;       // f16 min (added)
+  uint16_t d;  // f16 scale
+  uint16_t m;  // f16 min (added)
   uint8_t qs[16];
 };
 struct BlockQ5_0 {
   uint16_t d;
-  uint8_t qh[4];    // u32 (little-endian): bit j = fifth bit of element j
+  uint8_t qh[4];  // u32 (little-endian): bit j = fifth bit of element j
   uint8_t qs[16];
 };
 struct BlockQ5_1 {
@@ -73,23 +73,23 @@ struct BlockQ5_K {
   uint16_t d;
   uint16_t dmin;
   uint8_t scales[12];
-  uint8_t qh[32];      // fifth bits
-  uint8_t qs[128];     // low 4 bits
+  uint8_t qh[32];   // fifth bits
+  uint8_t qs[128];  // low 4 bits
 };
 struct BlockQ6_K {
-  uint8_t ql[128];     // low 4 bits
-  uint8_t qh[64];      // high 2 bits
-  int8_t scales[16];   // per 16-element sub-block
-  uint16_t d;          // f16 super-block scale
+  uint8_t ql[128];    // low 4 bits
+  uint8_t qh[64];     // high 2 bits
+  int8_t scales[16];  // per 16-element sub-block
+  uint16_t d;         // f16 super-block scale
 };
 struct BlockQ8_K {
-  float d;             // f32 scale
+  float d;  // f32 scale
   int8_t qs[256];
-  int16_t bsums[16];   // sums of qs over groups of 16 (K-quant dot products use them for mins)
+  int16_t bsums[16];  // sums of qs over groups of 16 (K-quant dot products use them for mins)
 };
 struct BlockI4G {
-  uint16_t d;          // f16 scale
-  uint8_t qs[64];      // element j in byte j/2: low nibble for even j, high nibble for odd j
+  uint16_t d;      // f16 scale
+  uint8_t qs[64];  // element j in byte j/2: low nibble for even j, high nibble for odd j
 };
 
 static_assert(sizeof(BlockQ8_0) == 34);

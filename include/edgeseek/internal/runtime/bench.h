@@ -5,10 +5,9 @@
 
 #include <cstdint>
 #include <memory>
+#include <nlohmann/json_fwd.hpp>
 #include <string>
 #include <vector>
-
-#include <nlohmann/json_fwd.hpp>
 
 #include "edgeseek/internal/runtime/runner.h"
 #include "edgeseek/internal/runtime/speculative.h"
@@ -38,11 +37,11 @@ struct BenchOptions {
 struct BenchResult {
   std::string model, backend, backend_desc;
   int threads = 0, n_prompt = 0, n_gen = 0, reps = 0, batch = 1;
-  int warmups = 0;                   // untimed passes before the reps (at least 1, until 1 s)
+  int warmups = 0;  // untimed passes before the reps (at least 1, until 1 s)
   double load_s = 0;
   double prefill_tokens_per_s = 0, decode_tokens_per_s = 0;
-  double ttft_s = 0;                 // prefill of n_prompt + first token
-  std::vector<double> prefill_runs, decode_runs;   // tokens/s per repetition
+  double ttft_s = 0;                              // prefill of n_prompt + first token
+  std::vector<double> prefill_runs, decode_runs;  // tokens/s per repetition
   double decode_p50_ms = 0, decode_p95_ms = 0, decode_p99_ms = 0;
   // Where a decode step's time went (Linux; zeros elsewhere), p50 / p95 over all timed steps:
   // the process's CPU time (all threads), the time its runnable threads waited for a core (the
@@ -51,14 +50,14 @@ struct BenchResult {
   // a drafter (the reads would tax only the speculative side: bench.cpp).
   double step_cpu_p50_ms = 0, step_cpu_p95_ms = 0;
   double step_wait_p50_ms = 0, step_wait_p95_ms = 0;
-  double step_preempt_p50 = 0, step_preempt_p95 = 0;   // involuntary switches a step
-  double step_faults_p50 = 0, step_faults_p95 = 0;     // minor + major page faults a step
+  double step_preempt_p50 = 0, step_preempt_p95 = 0;  // involuntary switches a step
+  double step_faults_p50 = 0, step_faults_p95 = 0;    // minor + major page faults a step
   double first_step_ms = 0;  // median over reps of each rep's first decode step (after prefill)
   size_t peak_rss_bytes = 0;
   size_t weight_bytes = 0, active_bytes_per_token = 0;
-  size_t kv_bytes_per_token = 0;     // of the runner's KV cache type (kv_type)
+  size_t kv_bytes_per_token = 0;  // of the runner's KV cache type (kv_type)
   std::string kv_type;
-  double mem_bandwidth_gbs = 0;      // measured read bandwidth
+  double mem_bandwidth_gbs = 0;  // measured read bandwidth
   double decode_bandwidth_fraction = 0;
   // With BenchOptions::drafter (else empty / zeros).
   std::string spec_drafter;

@@ -56,9 +56,9 @@ class StepModel {
   virtual ~StepModel() = default;
   virtual int vocab_size() const = 0;
   virtual int n_slots() const = 0;
-  virtual int64_t context() const = 0;   // tokens per slot
+  virtual int64_t context() const = 0;  // tokens per slot
   virtual size_t kv_bytes_per_token() const = 0;
-  virtual int AcquireSlot() = 0;         // -1 when none is free
+  virtual int AcquireSlot() = 0;  // -1 when none is free
   virtual void ReleaseSlot(int slot) = 0;
   // ---- paged KV (backend.h, KvStorage) ----
   // Blocks of kKvBlockTokens tokens in the model's KV pool. Default: n_slots x context.
@@ -69,7 +69,9 @@ class StepModel {
   virtual bool paged_kv() const { return false; }
   // The blocks of the slot's positions [0, blocks.size() * kKvBlockTokens), for the next
   // Forward calls. Paged models only.
-  virtual void SetBlockTable(int slot, const std::vector<int32_t>& blocks) { (void)slot, (void)blocks; }
+  virtual void SetBlockTable(int slot, const std::vector<int32_t>& blocks) {
+    (void)slot, (void)blocks;
+  }
   // Whether a row's logits are bitwise the same whatever else shares its batch and however its
   // prompt was chunked. The CPU backend's are (one reduction order per row); the Vulkan
   // backend's are not (GEMV for <= 8 rows, tiled GEMM above).
@@ -98,12 +100,12 @@ enum class SeqEventKind : uint8_t { kAdmitted, kToken, kPreempted, kFinished };
 
 struct SeqEvent {
   SeqEventKind kind = SeqEventKind::kToken;
-  int32_t token = -1;                 // kToken
+  int32_t token = -1;                         // kToken
   FinishReason finish = FinishReason::kNone;  // kFinished
-  std::string message;                // kFinished with kError
+  std::string message;                        // kFinished with kError
   // kToken of a request with logprobs >= 0: the token's log-probability and the top ones.
   std::shared_ptr<const TokenLogprobs> logprobs;
-  double time = 0;                    // steady seconds (SteadySeconds())
+  double time = 0;  // steady seconds (SteadySeconds())
 };
 
 // The backend's time split of one engine step (ComputeStats of the forward pass), in seconds;
@@ -115,23 +117,23 @@ struct StepSplit {
 
 // One span of a request's life, for Chrome/Perfetto traces (server::ChromeTrace writes them).
 struct SeqTraceEvent {
-  const char* name;      // "queue", "prefill", "decode", "preempted", "migrated"
-  double t0 = 0, t1 = 0; // steady seconds
-  int64_t tokens = 0;    // tokens this request had in the step
+  const char* name;       // "queue", "prefill", "decode", "preempted", "migrated"
+  double t0 = 0, t1 = 0;  // steady seconds
+  int64_t tokens = 0;     // tokens this request had in the step
   int64_t batch_tokens = 0, batch_seqs = 0;
   int instance = -1;
-  StepSplit split;       // prefill / decode steps of a profiling instance
+  StepSplit split;  // prefill / decode steps of a profiling instance
 };
 
 struct SeqRequest {
   // ---- set by the submitter, then read-only ----
   std::string id;
-  std::vector<int32_t> prompt;        // non-empty
+  std::vector<int32_t> prompt;  // non-empty
   SamplingParams sampling;
-  int max_tokens = 16;                // > 0
-  std::vector<int32_t> stop_ids;      // e.g. EOS; the stop id itself is emitted, then finish
-  int priority = 0;                   // QoS class index (0 = highest)
-  std::string client;                 // WRR identity (API key name)
+  int max_tokens = 16;            // > 0
+  std::vector<int32_t> stop_ids;  // e.g. EOS; the stop id itself is emitted, then finish
+  int priority = 0;               // QoS class index (0 = highest)
+  std::string client;             // WRR identity (API key name)
   // Prefix-cache scope: requests share cached KV blocks only within one scope ("" = shared by
   // every request of the model; the server puts the client's name for per-tenant isolation).
   std::string prefix_scope;
@@ -145,8 +147,8 @@ struct SeqRequest {
   int pinned_instance = -1;
   // Request metadata for plugins (the server: the body's "metadata" object).
   std::vector<std::pair<std::string, std::string>> metadata;
-  double deadline = 0;                // steady seconds; 0 = none
-  double submit_time = 0;             // steady seconds (set by RequestQueue::Push)
+  double deadline = 0;     // steady seconds; 0 = none
+  double submit_time = 0;  // steady seconds (set by RequestQueue::Push)
   // Called on the engine thread for every event; must be quick and must not block.
   std::function<void(const SeqEvent&)> on_event;
 
@@ -154,17 +156,17 @@ struct SeqRequest {
   std::atomic<bool> cancel{false};
 
   // ---- owned by whichever engine holds the request (or the queue while it waits) ----
-  std::vector<int32_t> tokens;        // prompt + generated
-  int64_t n_computed = 0;             // tokens already in the KV slot
+  std::vector<int32_t> tokens;  // prompt + generated
+  int64_t n_computed = 0;       // tokens already in the KV slot
   int n_generated = 0;
-  int admit_generated = 0;            // n_generated when last given out (RequestQueue's charge)
+  int admit_generated = 0;  // n_generated when last given out (RequestQueue's charge)
   int slot = -1;
   int instance = -1;
-  std::vector<int32_t> kv_blocks;     // pool blocks of positions [0, size * kKvBlockTokens)
-  std::vector<uint64_t> block_keys;   // prefix-cache keys of the leading full blocks
-  int64_t prefix_hit_tokens = 0;      // tokens taken from the prefix cache at the last admission
+  std::vector<int32_t> kv_blocks;    // pool blocks of positions [0, size * kKvBlockTokens)
+  std::vector<uint64_t> block_keys;  // prefix-cache keys of the leading full blocks
+  int64_t prefix_hit_tokens = 0;     // tokens taken from the prefix cache at the last admission
   int preemptions = 0;
-  int migrations = 0;                 // moves to another instance (balancer.h): at most one
+  int migrations = 0;  // moves to another instance (balancer.h): at most one
   // While it waits in the queue on its way to another instance: that instance's index (no
   // other takes it); -1 otherwise.
   int migrate_to = -1;
@@ -182,9 +184,9 @@ double SteadySeconds();
 // ---- the queue: QoS classes and clients ---------------------------------------------------
 struct QosClass {
   std::string name;
-  int weight = 1;               // share of admissions among backlogged classes
-  double preempt_after_s = 0;   // > 0: waiting this long lets it preempt a lower class
-  bool preemptible = true;      // may be preempted by a higher class
+  int weight = 1;              // share of admissions among backlogged classes
+  double preempt_after_s = 0;  // > 0: waiting this long lets it preempt a lower class
+  bool preemptible = true;     // may be preempted by a higher class
 };
 
 struct QosPolicy {
@@ -212,7 +214,7 @@ class RequestQueue {
   explicit RequestQueue(QosPolicy policy);
   const QosPolicy& policy() const { return policy_; }
 
-  void Push(std::shared_ptr<SeqRequest> r);      // sets submit_time if 0
+  void Push(std::shared_ptr<SeqRequest> r);  // sets submit_time if 0
   // A preempted request: first of its client. With migrate_to set, a migration: only that
   // instance takes it, before anything else.
   void PushFront(std::shared_ptr<SeqRequest> r);
@@ -242,7 +244,7 @@ class RequestQueue {
     std::string client;
     size_t waiting = 0;
     int running = 0;
-    double vtime = 0;   // tokens charged / weight
+    double vtime = 0;  // tokens charged / weight
   };
   std::vector<ClientLoad> clients() const;  // every client seen, first-seen order
   // Blocks until work may be there (a push, a cancel, Notify) or `seconds` pass.
@@ -259,9 +261,9 @@ class RequestQueue {
   struct Client {
     std::string name;
     int weight = 1;
-    double vtime = 0;      // tokens charged / weight (kept across idle periods)
-    size_t waiting = 0;    // in any class
-    int running = 0;       // given out by PopNext, not yet Released
+    double vtime = 0;           // tokens charged / weight (kept across idle periods)
+    size_t waiting = 0;         // in any class
+    int running = 0;            // given out by PopNext, not yet Released
     double running_charge = 0;  // what those running requests were charged / weight
   };
   std::vector<std::shared_ptr<SeqRequest>>& FifoOf(Class& c, const std::string& client);
@@ -284,25 +286,25 @@ class RequestQueue {
 
 // ---- the engine ------------------------------------------------------------------------------
 struct EngineOptions {
-  int max_batch_tokens = 256;   // per-step token budget (decodes + prefill chunks)
-  int max_batch_seqs = 0;       // sequences per step (0: n_slots)
-  int prefill_chunk = 0;        // largest prefill piece of one sequence per step (0: budget)
+  int max_batch_tokens = 256;  // per-step token budget (decodes + prefill chunks)
+  int max_batch_seqs = 0;      // sequences per step (0: n_slots)
+  int prefill_chunk = 0;       // largest prefill piece of one sequence per step (0: budget)
   // Only this many tokens of KV (rounded down to whole blocks) may be held at once; 0: the
   // model's whole pool. A memory quota of Q bytes gives Q / kv_bytes_per_token.
   int64_t kv_token_budget = 0;
   // Share full KV blocks between requests of one prefix scope (paged models only).
   bool prefix_cache = true;
-  int instance = 0;             // index for traces and metrics
+  int instance = 0;  // index for traces and metrics
   // Batch invariance on a backend that is not invariant by itself (StepModel::batch_invariant):
   // one sequence per forward pass and prompts prefilled in fixed prefill_chunk pieces, so a
   // request's logits never depend on the load. A no-op on invariant backends (the CPU's).
   bool deterministic = false;
-  bool profile = false;         // ask the backend for its time split; traces carry it
+  bool profile = false;  // ask the backend for its time split; traces carry it
 };
 
 struct EngineStats {
-  int running = 0;              // sequences holding a slot
-  int64_t kv_tokens_used = 0;   // tokens in KV slots now
+  int running = 0;                 // sequences holding a slot
+  int64_t kv_tokens_used = 0;      // tokens in KV slots now
   int64_t kv_tokens_reserved = 0;  // tokens of the blocks held (used_blocks x block size)
   int64_t kv_token_capacity = 0;   // tokens of the pool (blocks x block size)
   // KV blocks: the pool's = used (referenced by running requests, shared prefix blocks once) +
@@ -312,12 +314,12 @@ struct EngineStats {
   // Prefix cache: tokens looked up at admission (prompt, or prompt + generated on a resume) and
   // those found cached; hit rate = hit / lookup.
   int64_t prefix_lookup_tokens = 0, prefix_hit_tokens = 0;
-  int64_t kv_preemptions = 0;   // preemptions for want of KV blocks (also in preemptions)
+  int64_t kv_preemptions = 0;  // preemptions for want of KV blocks (also in preemptions)
   int64_t steps = 0, preemptions = 0;
-  double step_s = 0;            // recent forward time per step (moving average over ~8 steps)
+  double step_s = 0;  // recent forward time per step (moving average over ~8 steps)
   int64_t prompt_tokens = 0, generated_tokens = 0;  // computed prefill tokens, sampled tokens
   int last_batch_tokens = 0, last_batch_seqs = 0;
-  bool serial = false;          // deterministic on a non-invariant backend: one sequence a step
+  bool serial = false;  // deterministic on a non-invariant backend: one sequence a step
   // Speculative decoding (Engine::set_drafter): steps that verified drafts, drafted tokens,
   // accepted ones, and the tokens those steps emitted.
   SpecStats spec;
@@ -327,7 +329,7 @@ struct EngineStats {
 struct StepInfo {
   int batch_tokens = 0, batch_seqs = 0, decode_seqs = 0, prefill_tokens = 0;
   double seconds = 0;
-  StepSplit split;              // with EngineOptions::profile
+  StepSplit split;  // with EngineOptions::profile
 };
 
 class Engine {
@@ -410,16 +412,16 @@ class Engine {
   std::shared_ptr<RequestQueue> queue_;
   EngineOptions opts_;
   int n_slots_ = 0, vocab_ = 0;
-  bool serial_ = false;         // deterministic on a non-invariant model
-  size_t next_serial_ = 0;      // serial mode: whose turn it is
+  bool serial_ = false;     // deterministic on a non-invariant model
+  size_t next_serial_ = 0;  // serial mode: whose turn it is
   bool invariant_ = true;
   int64_t context_ = 0, kv_budget_ = 0;  // kv_budget_: tokens of the pool's blocks
   std::unique_ptr<KvBlockPool> pool_;
   bool paged_ = false;
   std::vector<std::shared_ptr<SeqRequest>> running_;  // admission order
   std::vector<float> logits_;
-  std::vector<float> processed_;  // a row after penalties, for logprobs
-  std::vector<int32_t> ids_;  // greedy / device-sampled steps: the id per output row
+  std::vector<float> processed_;   // a row after penalties, for logprobs
+  std::vector<int32_t> ids_;       // greedy / device-sampled steps: the id per output row
   std::vector<RowSampling> rows_;  // device-sampled steps: each output row's parameters
   ComputeStats compute_stats_;
   std::function<void(const StepInfo&)> on_step_;
@@ -430,8 +432,8 @@ class Engine {
   std::vector<float> dense_;  // AcceptDraftToken's scratch
 
   mutable std::mutex stats_mu_;
-  EngineStats stats_;   // guarded by stats_mu_
-  EngineStats local_;   // engine thread only
+  EngineStats stats_;  // guarded by stats_mu_
+  EngineStats local_;  // engine thread only
 
   std::thread thread_;
   std::atomic<bool> stop_{false};

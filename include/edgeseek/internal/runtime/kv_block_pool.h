@@ -77,8 +77,8 @@ class KvBlockPool {
 
   bool prefix_cache_;
   std::vector<Block> blocks_;
-  std::vector<int32_t> free_;   // LIFO: recently freed (still resident) memory goes first
-  std::list<int32_t> lru_;      // evictable, least recently released first
+  std::vector<int32_t> free_;  // LIFO: recently freed (still resident) memory goes first
+  std::list<int32_t> lru_;     // evictable, least recently released first
   std::unordered_map<uint64_t, int32_t> by_hash_;
   int64_t used_ = 0;
 };

@@ -11,10 +11,10 @@
 
 namespace es {
 
-struct ModelConfig;      // edgeseek/internal/models/config.h
-class ModelArch;         // edgeseek/internal/models/arch.h
-class Tokenizer;         // edgeseek/internal/tokenizer/tokenizer.h
-struct QuantPolicy;      // edgeseek/internal/formats/quant_policy.h
+struct ModelConfig;  // edgeseek/internal/models/config.h
+class ModelArch;     // edgeseek/internal/models/arch.h
+class Tokenizer;     // edgeseek/internal/tokenizer/tokenizer.h
+struct QuantPolicy;  // edgeseek/internal/formats/quant_policy.h
 
 struct GenerationDefaults {
   std::vector<int32_t> eos_ids;
@@ -24,16 +24,16 @@ struct GenerationDefaults {
 };
 
 struct LoadOptions {
-  std::string synthetic;   // preset name or config.json path: random weights, no files
-  uint64_t seed = 0;       // for synthetic weights
+  std::string synthetic;  // preset name or config.json path: random weights, no files
+  uint64_t seed = 0;      // for synthetic weights
   DType synthetic_dtype = DType::kBF16;
-  std::string tokenizer;   // tokenizer folder or tokenizer.json to attach (overrides the model's)
+  std::string tokenizer;  // tokenizer folder or tokenizer.json to attach (overrides the model's)
   // Quantize at load (`--dtype q4_0`): the weights QuantizeAtLoadType picks
-  // (edgeseek/internal/runtime/convert.h) become quantized copies, as QuantizeModelWeights makes them.
-  // Synthetic weights are quantized tensor by tensor as they are made, so their bf16 form never
-  // exists whole (peak memory: the quantized model plus one slice). Null: none.
+  // (edgeseek/internal/runtime/convert.h) become quantized copies, as QuantizeModelWeights makes
+  // them. Synthetic weights are quantized tensor by tensor as they are made, so their bf16 form
+  // never exists whole (peak memory: the quantized model plus one slice). Null: none.
   std::shared_ptr<const QuantPolicy> quantize;
-  int threads = 0;         // making and quantizing weights at load (<= 0: all)
+  int threads = 0;  // making and quantizing weights at load (<= 0: all)
 };
 
 class Model {
@@ -43,7 +43,8 @@ class Model {
   // genai_config.json, a torch.onnx / optimum export), lifted into the same graph (docs/onnx.md).
   // Throws es::Error naming the file, tensor or field at fault.
   static std::shared_ptr<Model> Load(const std::string& path, const LoadOptions& opts = {});
-  static std::shared_ptr<Model> Synthetic(const std::string& name_or_config, const LoadOptions& opts);
+  static std::shared_ptr<Model> Synthetic(const std::string& name_or_config,
+                                          const LoadOptions& opts);
   virtual ~Model();
 
   const ModelConfig& config() const { return *config_; }

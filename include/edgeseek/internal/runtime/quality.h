@@ -40,18 +40,21 @@ class QualityAccumulator {
 // All positions' logits of `tokens` as one sequence, in prefill chunks of `chunk` tokens (slot 0
 // of `runner`, which must start empty and hold tokens.size() positions; it is released after):
 // [tokens.size(), vocab] row-major.
-std::vector<float> SequenceLogits(Runner& runner, const std::vector<int32_t>& tokens, int chunk = 128);
+std::vector<float> SequenceLogits(Runner& runner, const std::vector<int32_t>& tokens,
+                                  int chunk = 128);
 
 // KL / top-1 / L2 of test logits against reference logits, both [positions, vocab].
-QualityStats CompareLogits(const std::vector<float>& ref, const std::vector<float>& test, int64_t vocab);
+QualityStats CompareLogits(const std::vector<float>& ref, const std::vector<float>& test,
+                           int64_t vocab);
 
 // KV cache types against a reference type with the weights fixed (docs/quantization.md, "KV
 // cache types"): make_runner(type) gives a runner of the model whose cache has that type; the
 // logits of `tokens` (SequenceLogits, chunks of `chunk`) with each of `types` against those with
 // `ref`. One result per type, in order.
-std::vector<QualityStats> CompareKvTypes(const std::function<std::unique_ptr<Runner>(DType)>& make_runner,
-                                         const std::vector<int32_t>& tokens, DType ref,
-                                         const std::vector<DType>& types, int chunk = 128);
+std::vector<QualityStats> CompareKvTypes(
+    const std::function<std::unique_ptr<Runner>(DType)>& make_runner,
+    const std::vector<int32_t>& tokens, DType ref, const std::vector<DType>& types,
+    int chunk = 128);
 
 // Deterministic token ids in [0, vocab) for synthetic models (splitmix64 of the seed).
 std::vector<int32_t> RandomTokens(int64_t n, int64_t vocab, uint64_t seed);

@@ -25,8 +25,8 @@
 namespace es {
 
 struct RunnerOptions {
-  int n_slots = 1;          // sequences whose KV caches live at once
-  int64_t context = 0;      // tokens per slot (0: min(model max, 4096))
+  int n_slots = 1;      // sequences whose KV caches live at once
+  int64_t context = 0;  // tokens per slot (0: min(model max, 4096))
   // KV cache type: f32, f16, q8_0 or q4_0 (ParseKvType); unset: the backend's default
   // (Backend::default_kv_type: f16 on GPUs).
   std::optional<DType> kv_dtype;
@@ -76,8 +76,8 @@ class Runner {
   // the device by backends that can).
   void ForwardArgmax(const Batch& batch, std::vector<int32_t>* ids, ComputeStats* stats = nullptr);
   // Sampling step: output row r sampled by rows[r] (on the device where the backend can).
-  void ForwardSample(const Batch& batch, const std::vector<RowSampling>& rows, std::vector<int32_t>* ids,
-                     ComputeStats* stats = nullptr);
+  void ForwardSample(const Batch& batch, const std::vector<RowSampling>& rows,
+                     std::vector<int32_t>* ids, ComputeStats* stats = nullptr);
 
   // Hidden states for a drafter that reads them (MtpDrafter). With a sink set, every forward
   // runs as two graphs, the model up to its final norm (ModelArch::BuildHidden) and the head over

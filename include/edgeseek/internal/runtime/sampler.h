@@ -13,9 +13,9 @@ namespace es {
 
 struct SamplingParams {
   float temperature = 1.0f;
-  int top_k = 0;          // 0: off
-  float top_p = 1.0f;     // 1: off
-  float min_p = 0.0f;     // 0: off
+  int top_k = 0;                   // 0: off
+  float top_p = 1.0f;              // 1: off
+  float min_p = 0.0f;              // 0: off
   float repeat_penalty = 1.0f;     // llama.cpp style, over the whole history
   float presence_penalty = 0.0f;   // OpenAI style
   float frequency_penalty = 0.0f;  // OpenAI style

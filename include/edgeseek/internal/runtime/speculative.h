@@ -109,7 +109,7 @@ class ModelDrafter : public Drafter {
   std::unique_ptr<Runner> runner_;
   int target_vocab_ = 0;
   int slot_ = -1;
-  std::vector<int32_t> cached_;       // tokens at positions [0, cached_.size()) of the slot
+  std::vector<int32_t> cached_;  // tokens at positions [0, cached_.size()) of the slot
   DraftSampler sampler_{0x9e3779b97f4a7c15ull};  // for sampled drafts
   // Feeds history[from, n) at positions [from, n); the last row's logits (or argmax when
   // `argmax`) are left in logits_ / ids_.

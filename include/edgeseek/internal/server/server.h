@@ -12,10 +12,9 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
-
-#include <nlohmann/json.hpp>
 
 #include "edgeseek/internal/grammar/matcher.h"
 #include "edgeseek/internal/runtime/engine.h"
@@ -28,21 +27,21 @@ struct InstanceConfig {
   std::string device;
   int threads = 0;
   int slots = 4;
-  int64_t context = 0;       // 0: min(model max, 4096)
-  double kv_memory_mb = 0;   // 0: slots x context
-  std::string kv_type;       // f32|f16|q8_0|q4_0 (ParseKvType); empty: the backend's default
+  int64_t context = 0;      // 0: min(model max, 4096)
+  double kv_memory_mb = 0;  // 0: slots x context
+  std::string kv_type;      // f32|f16|q8_0|q4_0 (ParseKvType); empty: the backend's default
   // Set by the server from its scheduler options before loading (BackendOptions).
   bool profile = false;
   bool deterministic = false;
 };
 
 struct ModelEntry {
-  std::string name;          // the `model` clients ask for
-  std::string path;          // HF folder / GGUF
-  std::string synthetic;     // preset name or config.json path (random weights)
-  std::string tokenizer;     // tokenizer folder/file; default: the model's, or next to `synthetic`
+  std::string name;       // the `model` clients ask for
+  std::string path;       // HF folder / GGUF
+  std::string synthetic;  // preset name or config.json path (random weights)
+  std::string tokenizer;  // tokenizer folder/file; default: the model's, or next to `synthetic`
   uint64_t seed = 0;
-  std::string dtype;         // synthetic weights' type ("bf16" when empty)
+  std::string dtype;               // synthetic weights' type ("bf16" when empty)
   std::string reasoning = "auto";  // auto: on when the chat template or vocabulary has </think>
   std::vector<InstanceConfig> instances = {InstanceConfig{}};
   // Speculative decoding of a lone decoding request (Engine::set_drafter, docs/speculative.md):
@@ -59,8 +58,8 @@ struct ModelEntry {
 struct ClientConfig {
   std::string api_key, name;
   int weight = 1;
-  int max_concurrent = 0;    // 0: limits.max_concurrent_per_client
-  std::string priority;      // default class for this client
+  int max_concurrent = 0;  // 0: limits.max_concurrent_per_client
+  std::string priority;    // default class for this client
   // Prefix-cache scope: "client" (its cached prompt blocks serve only its own requests) or
   // "shared" (shared with every other "shared" client of the model).
   std::string prefix_scope = "client";
@@ -68,9 +67,9 @@ struct ClientConfig {
 
 struct ServerLimits {
   size_t max_body_bytes = 4 << 20;
-  int64_t max_prompt_tokens = 0;   // 0: the context
+  int64_t max_prompt_tokens = 0;  // 0: the context
   int max_tokens = 4096;
-  int default_max_tokens = 0;      // 0: whatever fits the context
+  int default_max_tokens = 0;  // 0: whatever fits the context
   int max_concurrent_per_client = 64;
   int max_queue = 1024;
   double request_timeout_s = 600;
@@ -99,7 +98,7 @@ struct OtlpConfig {
 struct ServerConfig {
   std::string host = "127.0.0.1";
   int port = 8080;
-  std::vector<std::string> api_keys;   // empty and no clients: no authentication
+  std::vector<std::string> api_keys;  // empty and no clients: no authentication
   std::string trace_dir;
   int http_threads = 128;
   double drain_grace_s = 30;
@@ -113,7 +112,7 @@ struct ServerConfig {
   EngineOptions scheduler;
   // Classes from "priorities" (default: high 8, normal 4, low 1); client weights from "clients".
   QosPolicy qos{{{"high", 8, 0, false}, {"normal", 4, 0, true}, {"low", 1, 0, true}}, {}, 1};
-  std::string default_priority;        // class name; empty: the middle class
+  std::string default_priority;  // class name; empty: the middle class
   std::vector<ClientConfig> clients;
   std::vector<ModelEntry> models;
   // Plugins (edgeseek.h's es_plugin ABI, plugin_host.h): "lib.so" or "lib.so:CONFIG", loaded in
@@ -151,7 +150,7 @@ class TextModel {
                                  const nlohmann::json& kwargs) const = 0;
   virtual std::unique_ptr<TokenTextStream> NewStream() const = 0;
   virtual std::vector<int32_t> eos_ids() const = 0;
-  virtual bool has_reasoning_tags() const = 0;   // "</think>" in the template or vocabulary
+  virtual bool has_reasoning_tags() const = 0;  // "</think>" in the template or vocabulary
   // The index grammars match tokens against (constrained decoding): every id's bytes, special
   // ids none. Built on first use and shared; null when the model offers none (grammar requests
   // are then refused).

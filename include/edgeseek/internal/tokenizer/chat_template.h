@@ -8,9 +8,8 @@
 // as Python does; a plain nlohmann::json converts implicitly (its keys arrive sorted).
 #pragma once
 
-#include <string>
-
 #include <nlohmann/json.hpp>
+#include <string>
 
 #include "edgeseek/internal/tokenizer/jinja.h"
 
@@ -19,8 +18,8 @@ namespace es {
 struct ChatTemplateInputs {
   nlohmann::ordered_json messages = nlohmann::ordered_json::array();  // [{"role","content",...}]
   bool add_generation_prompt = false;
-  nlohmann::ordered_json tools;   // null or an array of tool schemas
-  nlohmann::ordered_json extra;   // null or an object of extra template variables
+  nlohmann::ordered_json tools;      // null or an array of tool schemas
+  nlohmann::ordered_json extra;      // null or an object of extra template variables
   std::string bos_token, eos_token;  // "" = not defined for the template
 };
 

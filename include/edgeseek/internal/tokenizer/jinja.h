@@ -13,14 +13,12 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
-#include <string>
-
 #include <nlohmann/json.hpp>
+#include <string>
 
 #include "edgeseek/internal/core/error.h"
 
 namespace es::jinja {
-
 
 // Thrown by the template's raise_exception(message): what() is the message, verbatim.
 class RaisedError : public es::Error {

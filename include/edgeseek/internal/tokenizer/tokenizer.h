@@ -10,11 +10,10 @@
 
 #include <cstdint>
 #include <memory>
+#include <nlohmann/json_fwd.hpp>
 #include <string>
 #include <string_view>
 #include <vector>
-
-#include <nlohmann/json_fwd.hpp>
 
 namespace es {
 
@@ -24,16 +23,22 @@ struct Pipeline;  // src/tokenizer/pipeline.h: the parsed tokenizer.json compone
 
 // Token kinds, as GGUF's tokenizer.ggml.token_type stores them (1 normal, 2 unknown, 3 control,
 // 4 user-defined, 5 unused, 6 byte).
-enum class TokenType : int32_t { kNormal = 1, kUnknown = 2, kControl = 3, kUserDefined = 4,
-                                 kUnused = 5, kByte = 6 };
+enum class TokenType : int32_t {
+  kNormal = 1,
+  kUnknown = 2,
+  kControl = 3,
+  kUserDefined = 4,
+  kUnused = 5,
+  kByte = 6
+};
 
 // What GGUF's tokenizer.ggml.* metadata holds for a byte-level BPE ("gpt2") vocabulary; enough to
 // build the same Tokenizer a tokenizer.json would give. `pre_split_regex` is the Split pattern
 // (Isolated) applied before byte-level mapping; empty means GPT-2's regex.
 struct BpeVocabSpec {
-  std::vector<std::string> tokens;       // [n_vocab] token strings, index = id
-  std::vector<TokenType> token_types;    // [n_vocab] or empty (all normal)
-  std::vector<std::string> merges;       // "a b" in rank order
+  std::vector<std::string> tokens;     // [n_vocab] token strings, index = id
+  std::vector<TokenType> token_types;  // [n_vocab] or empty (all normal)
+  std::vector<std::string> merges;     // "a b" in rank order
   std::string pre_split_regex;
   int32_t bos_id = -1, eos_id = -1;
   bool add_bos = false, add_eos = false;
@@ -69,8 +74,8 @@ class Tokenizer {
   // Ids out of range are skipped (as `tokenizers` does); use IsValid to check first.
   std::string Decode(const std::vector<int32_t>& ids, bool skip_special = false) const;
 
-  int vocab_size() const;  // highest id + 1, added tokens included
-  bool IsValid(int32_t id) const;  // id names a token (model vocab or added)
+  int vocab_size() const;                     // highest id + 1, added tokens included
+  bool IsValid(int32_t id) const;             // id names a token (model vocab or added)
   int32_t bos_id() const { return bos_id_; }  // -1 when absent
   int32_t eos_id() const { return eos_id_; }
   const std::string& bos_token() const { return bos_token_; }
@@ -78,14 +83,14 @@ class Tokenizer {
   bool add_bos() const { return add_bos_; }
   bool add_eos() const { return add_eos_; }
   bool IsSpecial(int32_t id) const;
-  std::string TokenText(int32_t id) const;         // raw vocab string, "" if absent
+  std::string TokenText(int32_t id) const;  // raw vocab string, "" if absent
   // The bytes token `id` contributes to decoded text, exact even when they are part of a UTF-8
   // character (byte-level vocabularies); an added token's content; "" if absent. For grammar
   // masks (src/grammar), which walk the vocabulary byte by byte.
   std::string TokenBytes(int32_t id) const;
-  int32_t TokenId(std::string_view token) const;   // -1 if absent
+  int32_t TokenId(std::string_view token) const;                       // -1 if absent
   const std::string& chat_template() const { return chat_template_; }  // "" if none
-  const nlohmann::json& config() const;             // tokenizer_config.json (null json if none)
+  const nlohmann::json& config() const;  // tokenizer_config.json (null json if none)
 
   // The parsed tokenizer.json components (src/tokenizer/pipeline.h), for tests and tools.
   const tok::Pipeline& pipeline() const { return *pipeline_; }

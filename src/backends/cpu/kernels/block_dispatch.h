@@ -1,7 +1,7 @@
 // The one list of block-quantized weight types the CPU matmul kernels take, and the switch from a
-// run-time DType to the block struct (include/edgeseek/internal/quant/blocks.h) that their templates are
-// instantiated on — shared by the x86/portable driver (matmul_quant-inl.h) and the ARM64 one
-// (matmul_quant_arm.cpp), so that a new type is added in one place.
+// run-time DType to the block struct (include/edgeseek/internal/quant/blocks.h) that their
+// templates are instantiated on — shared by the x86/portable driver (matmul_quant-inl.h) and the
+// ARM64 one (matmul_quant_arm.cpp), so that a new type is added in one place.
 //
 //   DispatchBlockType(wtype, [&](auto tag) {
 //     using Block = typename decltype(tag)::type;   // e.g. BlockQ4_K

@@ -1,8 +1,8 @@
 // The 6-bit scales and minimums of Q4_K and Q5_K blocks (12 bytes `scales`, 8 groups of 32),
-// unpacked by UnpackScaleMinK4 (edgeseek/internal/quant/blocks.h, the quantizers' own), for the block
-// decoders of the quantized matmul kernels: x86 and portable (BlockScalars, matmul_quant-inl.h)
-// and ARM64 (Scalars, matmul_quant_arm.cpp). Always inlined: it runs once per weight block inside
-// their loops.
+// unpacked by UnpackScaleMinK4 (edgeseek/internal/quant/blocks.h, the quantizers' own), for the
+// block decoders of the quantized matmul kernels: x86 and portable (BlockScalars,
+// matmul_quant-inl.h) and ARM64 (Scalars, matmul_quant_arm.cpp). Always inlined: it runs once per
+// weight block inside their loops.
 #pragma once
 
 #include <cstdint>

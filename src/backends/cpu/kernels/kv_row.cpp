@@ -46,7 +46,8 @@ bool KvTypeSupported(DType t) {
 }
 
 void KvStoreRow(const float* x, int64_t n, DType t, void* row) {
-  if (!KvTypeSupported(t)) Fail("cpu backend: KV cache type ", Name(t), " is not supported (f32, f16, q8_0 or q4_0)");
+  if (!KvTypeSupported(t))
+    Fail("cpu backend: KV cache type ", Name(t), " is not supported (f32, f16, q8_0 or q4_0)");
   ES_ASSERT(!IsQuantized(t) || n % kQK == 0);
   Quantize(t, x, row, n);  // f32: a copy; f16: rounded; q8_0 / q4_0: GGUF's blocks
 }

@@ -18,7 +18,9 @@ bool KvTypeSupported(DType t);
 // Writes n floats x into a cache row of type t (RowBytes(t, n) bytes; n % 32 == 0 for blocks).
 void KvStoreRow(const float* x, int64_t n, DType t, void* row);
 // Element `col` of a row (a block boundary for block types) as a pointer.
-inline const uint8_t* KvAt(const uint8_t* row, DType t, int64_t col) { return row + RowBytes(t, col); }
+inline const uint8_t* KvAt(const uint8_t* row, DType t, int64_t col) {
+  return row + RowBytes(t, col);
+}
 // Σ q[i]·row[i] over n elements of a row of type t. For f32 exactly cpu::Dot.
 float KvDot(const float* q, const uint8_t* row, DType t, int64_t n);
 // y[i] += w·row[i] over n elements. For f32 exactly cpu::Axpy.

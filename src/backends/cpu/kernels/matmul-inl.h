@@ -91,27 +91,27 @@ HWY_INLINE void DotRows(DF df, const float* HWY_RESTRICT xpad, const WT* HWY_RES
   VF a0 = hn::Zero(df), a1 = hn::Zero(df), a2 = hn::Zero(df), a3 = hn::Zero(df);
   VF a4 = hn::Zero(df), a5 = hn::Zero(df), a6 = hn::Zero(df), a7 = hn::Zero(df);
   const WT* HWY_RESTRICT w0 = w;
-#define ES_GEMV_STEP(LOAD)                                                \
-  do {                                                                    \
-    a0 = hn::MulAdd(xv, LOAD(0), a0);                                     \
-    if constexpr (NR > 1) a1 = hn::MulAdd(xv, LOAD(1), a1);               \
-    if constexpr (NR > 2) a2 = hn::MulAdd(xv, LOAD(2), a2);               \
-    if constexpr (NR > 3) a3 = hn::MulAdd(xv, LOAD(3), a3);               \
-    if constexpr (NR > 4) a4 = hn::MulAdd(xv, LOAD(4), a4);               \
-    if constexpr (NR > 5) a5 = hn::MulAdd(xv, LOAD(5), a5);               \
-    if constexpr (NR > 6) a6 = hn::MulAdd(xv, LOAD(6), a6);               \
-    if constexpr (NR > 7) a7 = hn::MulAdd(xv, LOAD(7), a7);               \
+#define ES_GEMV_STEP(LOAD)                                  \
+  do {                                                      \
+    a0 = hn::MulAdd(xv, LOAD(0), a0);                       \
+    if constexpr (NR > 1) a1 = hn::MulAdd(xv, LOAD(1), a1); \
+    if constexpr (NR > 2) a2 = hn::MulAdd(xv, LOAD(2), a2); \
+    if constexpr (NR > 3) a3 = hn::MulAdd(xv, LOAD(3), a3); \
+    if constexpr (NR > 4) a4 = hn::MulAdd(xv, LOAD(4), a4); \
+    if constexpr (NR > 5) a5 = hn::MulAdd(xv, LOAD(5), a5); \
+    if constexpr (NR > 6) a6 = hn::MulAdd(xv, LOAD(6), a6); \
+    if constexpr (NR > 7) a7 = hn::MulAdd(xv, LOAD(7), a7); \
   } while (0)
   size_t k = 0;
   for (; k + L <= K; k += L) {
     const VF xv = hn::Load(df, xpad + k);
-#define ES_LOAD_FULL(c) LoadW(df, w0 + (c) * w_stride + k)
+#define ES_LOAD_FULL(c) LoadW(df, w0 + (c)*w_stride + k)
     ES_GEMV_STEP(ES_LOAD_FULL);
 #undef ES_LOAD_FULL
   }
   if (k < K) {
     const VF xv = hn::Load(df, xpad + k);
-#define ES_LOAD_TAIL(c) LoadWTail(df, w0 + (c) * w_stride + k, K - k)
+#define ES_LOAD_TAIL(c) LoadWTail(df, w0 + (c)*w_stride + k, K - k)
     ES_GEMV_STEP(ES_LOAD_TAIL);
 #undef ES_LOAD_TAIL
   }
@@ -198,15 +198,15 @@ HWY_INLINE void PanelTile(DF df, const float* HWY_RESTRICT xp, size_t xs,
     const VF w3 = NR > 3 ? hn::Load(df, wp + 3 * ws + k) : w0;
     const VF w4 = NR > 4 ? hn::Load(df, wp + 4 * ws + k) : w0;
     const VF w5 = NR > 5 ? hn::Load(df, wp + 5 * ws + k) : w0;
-#define ES_ROW_STEP(r)                                                 \
-  if constexpr (MR > r) {                                              \
-    const VF xv = hn::Load(df, xp + r * xs + k);                       \
-    a##r##0 = hn::MulAdd(xv, w0, a##r##0);                             \
-    if constexpr (NR > 1) a##r##1 = hn::MulAdd(xv, w1, a##r##1);       \
-    if constexpr (NR > 2) a##r##2 = hn::MulAdd(xv, w2, a##r##2);       \
-    if constexpr (NR > 3) a##r##3 = hn::MulAdd(xv, w3, a##r##3);       \
-    if constexpr (NR > 4) a##r##4 = hn::MulAdd(xv, w4, a##r##4);       \
-    if constexpr (NR > 5) a##r##5 = hn::MulAdd(xv, w5, a##r##5);       \
+#define ES_ROW_STEP(r)                                           \
+  if constexpr (MR > r) {                                        \
+    const VF xv = hn::Load(df, xp + r * xs + k);                 \
+    a##r##0 = hn::MulAdd(xv, w0, a##r##0);                       \
+    if constexpr (NR > 1) a##r##1 = hn::MulAdd(xv, w1, a##r##1); \
+    if constexpr (NR > 2) a##r##2 = hn::MulAdd(xv, w2, a##r##2); \
+    if constexpr (NR > 3) a##r##3 = hn::MulAdd(xv, w3, a##r##3); \
+    if constexpr (NR > 4) a##r##4 = hn::MulAdd(xv, w4, a##r##4); \
+    if constexpr (NR > 5) a##r##5 = hn::MulAdd(xv, w5, a##r##5); \
   }
     ES_ROW_STEP(0)
     ES_ROW_STEP(1)
@@ -299,17 +299,24 @@ void Gemm(const float* HWY_RESTRICT x, size_t R, size_t K, const WT* HWY_RESTRIC
           PanelRowTiles<kMR>(df, xp + r * kKC, wp, steps, acc + r * kNC * L, ncp);
         }
         switch (rc - r) {
-          case 3: PanelRowTiles<3>(df, xp + r * kKC, wp, steps, acc + r * kNC * L, ncp); break;
-          case 2: PanelRowTiles<2>(df, xp + r * kKC, wp, steps, acc + r * kNC * L, ncp); break;
-          case 1: PanelRowTiles<1>(df, xp + r * kKC, wp, steps, acc + r * kNC * L, ncp); break;
-          default: break;
+          case 3:
+            PanelRowTiles<3>(df, xp + r * kKC, wp, steps, acc + r * kNC * L, ncp);
+            break;
+          case 2:
+            PanelRowTiles<2>(df, xp + r * kKC, wp, steps, acc + r * kNC * L, ncp);
+            break;
+          case 1:
+            PanelRowTiles<1>(df, xp + r * kKC, wp, steps, acc + r * kNC * L, ncp);
+            break;
+          default:
+            break;
         }
       }
       for (size_t r = 0; r < rc; ++r) {
         float* yr = y + (r0 + r) * ldy + n0;
         for (size_t c = 0; c < nc; ++c) {
-          yr[c] = ReduceLanes(df, hn::Load(df, acc + (r * kNC + c) * L)) +
-                  (bias ? bias[n0 + c] : 0.0f);
+          yr[c] =
+              ReduceLanes(df, hn::Load(df, acc + (r * kNC + c) * L)) + (bias ? bias[n0 + c] : 0.0f);
         }
       }
     }

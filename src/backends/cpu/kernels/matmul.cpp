@@ -90,8 +90,8 @@ void MatMul(const float* x, int64_t R, int64_t K, const void* w, DType wtype, in
            " is not supported by the CPU kernels");
   ES_CHECK(R >= 0 && K >= 0 && N >= 0, "MatMul: negative shape R=", R, " K=", K, " N=", N);
   ES_CHECK(ldy >= N, "MatMul: ldy=", ldy, " is smaller than N=", N);
-  ES_CHECK(K % BlockElems(wtype) == 0, "MatMul: K=", K, " is not a multiple of the ",
-           Name(wtype), " block size ", BlockElems(wtype));
+  ES_CHECK(K % BlockElems(wtype) == 0, "MatMul: K=", K, " is not a multiple of the ", Name(wtype),
+           " block size ", BlockElems(wtype));
   if (R == 0 || N == 0) return;
   HWY_DYNAMIC_DISPATCH(MatMulT)(x, R, K, w, wtype, N, bias, y, ldy, pool);
 }
@@ -106,8 +106,10 @@ const char* SimdTargetName() {
   std::lock_guard<std::mutex> lock(mu);
   auto it = names.find(target);
   if (it == names.end()) {
-    it = names.emplace(target, std::string(hwy::TargetName(target)) + ", int8 " +
-                                   ArmQuantPathName(ArmQuantPathActive())).first;
+    it = names
+             .emplace(target, std::string(hwy::TargetName(target)) + ", int8 " +
+                                  ArmQuantPathName(ArmQuantPathActive()))
+             .first;
   }
   return it->second.c_str();
 #else

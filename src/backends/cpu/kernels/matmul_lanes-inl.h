@@ -137,8 +137,7 @@ struct Q40Nibbles {
   __m256 d;
 };
 
-HWY_INLINE void UnpackQ40(__m256i q0, __m256i q1, __m256i q2, __m256i q3, __m256 d,
-                          Q40Nibbles* n) {
+HWY_INLINE void UnpackQ40(__m256i q0, __m256i q1, __m256i q2, __m256i q3, __m256 d, Q40Nibbles* n) {
   const __m256i m = _mm256_set1_epi8(0x0F);
   n->lo0 = _mm256_and_si256(q0, m);
   n->lo1 = _mm256_and_si256(q1, m);
@@ -460,14 +459,14 @@ HWY_NOINLINE void Q80PanelRows(const LaneActs& a, size_t r0, Src panel, __m256* 
     const __m256 pd = panel.Scales(b);
     c0 = _mm256_fmadd_ps(_mm256_mul_ps(pd, _mm256_set1_ps(d[b])), _mm256_cvtepi32_ps(i0), c0);
     if constexpr (RT > 1)
-      c1 = _mm256_fmadd_ps(_mm256_mul_ps(pd, _mm256_set1_ps(d[nb + b])), _mm256_cvtepi32_ps(i1),
-                           c1);
+      c1 =
+          _mm256_fmadd_ps(_mm256_mul_ps(pd, _mm256_set1_ps(d[nb + b])), _mm256_cvtepi32_ps(i1), c1);
     if constexpr (RT > 2)
-      c2 = _mm256_fmadd_ps(_mm256_mul_ps(pd, _mm256_set1_ps(d[2 * nb + b])),
-                           _mm256_cvtepi32_ps(i2), c2);
+      c2 = _mm256_fmadd_ps(_mm256_mul_ps(pd, _mm256_set1_ps(d[2 * nb + b])), _mm256_cvtepi32_ps(i2),
+                           c2);
     if constexpr (RT > 3)
-      c3 = _mm256_fmadd_ps(_mm256_mul_ps(pd, _mm256_set1_ps(d[3 * nb + b])),
-                           _mm256_cvtepi32_ps(i3), c3);
+      c3 = _mm256_fmadd_ps(_mm256_mul_ps(pd, _mm256_set1_ps(d[3 * nb + b])), _mm256_cvtepi32_ps(i3),
+                           c3);
   }
   acc_out[0] = c0;
   if constexpr (RT > 1) acc_out[1] = c1;
@@ -555,7 +554,7 @@ template <class Kern>
 struct LaneRawSource {
   using Block = typename Kern::Block;
   using Panel = typename Kern::Panel;
-  const Block* w;          // N rows of nb blocks
+  const Block* w;  // N rows of nb blocks
   size_t nb;
   Panel* panel = nullptr;  // ForThread's copy: the thread's [nb] interleaved blocks
 

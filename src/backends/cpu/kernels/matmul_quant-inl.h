@@ -49,7 +49,9 @@
 
 namespace es::cpu {
 
-inline bool QuantMatMulSupports(DType t) { return DispatchBlockType(t, [](auto) {}); }
+inline bool QuantMatMulSupports(DType t) {
+  return DispatchBlockType(t, [](auto) {});
+}
 
 // Quantized activations of one row: qs [K] int8, d [K/32] scales, s [K/32] = d · Σ qs of the
 // group. Non-finite inputs make the group's d and s NaN (NaN outputs, as in f32).
@@ -187,7 +189,8 @@ inline constexpr bool kUnsignedQuants =
     std::is_same_v<Block, BlockQ4_1> || std::is_same_v<Block, BlockQ5_1>;
 // Types with one int16 sub-scale per group of 32 (K-quants with 6-bit scales).
 template <class Block>
-inline constexpr bool kGroupScale = std::is_same_v<Block, BlockQ4_K> || std::is_same_v<Block, BlockQ5_K>;
+inline constexpr bool kGroupScale =
+    std::is_same_v<Block, BlockQ4_K> || std::is_same_v<Block, BlockQ5_K>;
 
 HWY_INLINE float HalfToF32(uint16_t h) {
 #if ES_QUANT_X86
@@ -245,8 +248,12 @@ HWY_INLINE void DecodeScalarsK(const BlockK& b, BlockScalars<BlockK>* s) {
   const float dmin = HalfToF32(b.dmin);
   UnpackScalesMinsK(b.scales, dmin, s);
 }
-HWY_INLINE void DecodeScalars(const BlockQ4_K& b, BlockScalars<BlockQ4_K>* s) { DecodeScalarsK(b, s); }
-HWY_INLINE void DecodeScalars(const BlockQ5_K& b, BlockScalars<BlockQ5_K>* s) { DecodeScalarsK(b, s); }
+HWY_INLINE void DecodeScalars(const BlockQ4_K& b, BlockScalars<BlockQ4_K>* s) {
+  DecodeScalarsK(b, s);
+}
+HWY_INLINE void DecodeScalars(const BlockQ5_K& b, BlockScalars<BlockQ5_K>* s) {
+  DecodeScalarsK(b, s);
+}
 HWY_INLINE void DecodeScalars(const BlockQ6_K& b, BlockScalars<BlockQ6_K>* s) {
   s->fd = HalfToF32(b.d);
   // Group g = 4h + gg covers elements 128h + 32gg ..; its halves use scales[8h + 2gg (+1)].
@@ -283,9 +290,8 @@ HWY_INLINE __m256i GroupQuants(const BlockI4G& b, int g) {
   const __m128i v = _mm_loadu_si128(reinterpret_cast<const __m128i*>(b.qs + 16 * g));
   const __m128i m = _mm_set1_epi8(0x0F);
   const __m128i lo = _mm_and_si128(v, m), hi = _mm_and_si128(_mm_srli_epi16(v, 4), m);
-  return _mm256_sub_epi8(
-      _mm256_set_m128i(_mm_unpackhi_epi8(lo, hi), _mm_unpacklo_epi8(lo, hi)),
-      _mm256_set1_epi8(8));
+  return _mm256_sub_epi8(_mm256_set_m128i(_mm_unpackhi_epi8(lo, hi), _mm_unpacklo_epi8(lo, hi)),
+                         _mm256_set1_epi8(8));
 }
 // Q4_1: as Q4_0 without the offset (0..15).
 HWY_INLINE __m256i GroupQuants(const BlockQ4_1& b, int) {
@@ -300,17 +306,20 @@ HWY_INLINE __m256i FifthBits(const uint8_t* qh4) {
       _mm256_set1_epi32(int(qh)), _mm256_setr_epi8(0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1,
                                                    2, 2, 2, 2, 2, 2, 2, 2, 3, 3, 3, 3, 3, 3, 3, 3));
   const __m256i bit = _mm256_set1_epi64x(int64_t(0x8040201008040201ull));
-  return _mm256_and_si256(_mm256_cmpeq_epi8(_mm256_and_si256(spread, bit), bit), _mm256_set1_epi8(0x10));
+  return _mm256_and_si256(_mm256_cmpeq_epi8(_mm256_and_si256(spread, bit), bit),
+                          _mm256_set1_epi8(0x10));
 }
 // Q5_1: Q4_1's nibbles | fifth bit (0..31); Q5_0: the same minus 16.
 HWY_INLINE __m256i GroupQuants(const BlockQ5_1& b, int) {
   const __m128i v = _mm_loadu_si128(reinterpret_cast<const __m128i*>(b.qs));
-  const __m256i lo = _mm256_and_si256(_mm256_set_m128i(_mm_srli_epi16(v, 4), v), _mm256_set1_epi8(0x0F));
+  const __m256i lo =
+      _mm256_and_si256(_mm256_set_m128i(_mm_srli_epi16(v, 4), v), _mm256_set1_epi8(0x0F));
   return _mm256_or_si256(lo, FifthBits(b.qh));
 }
 HWY_INLINE __m256i GroupQuants(const BlockQ5_0& b, int) {
   const __m128i v = _mm_loadu_si128(reinterpret_cast<const __m128i*>(b.qs));
-  const __m256i lo = _mm256_and_si256(_mm256_set_m128i(_mm_srli_epi16(v, 4), v), _mm256_set1_epi8(0x0F));
+  const __m256i lo =
+      _mm256_and_si256(_mm256_set_m128i(_mm_srli_epi16(v, 4), v), _mm256_set1_epi8(0x0F));
   return _mm256_sub_epi8(_mm256_or_si256(lo, FifthBits(b.qh)), _mm256_set1_epi8(16));
 }
 // Q5_K: Q4_K's nibbles | bit g of qh[l] as bit 4.
@@ -412,12 +421,14 @@ HWY_INLINE float HorizontalSum(__m256 v) {
 // 16+2i, 16+2i+1; exact int32: |sum| <= 4 · 128 · 32512).
 HWY_INLINE __m256 WideDot(const int8_t* q, const int16_t* x) {
   const __m256i w0 = _mm256_cvtepi8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(q)));
-  const __m256i w1 = _mm256_cvtepi8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(q + 16)));
+  const __m256i w1 =
+      _mm256_cvtepi8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(q + 16)));
 #if ES_QUANT_VNNI
-  return _mm256_cvtepi32_ps(DpWssd(DpWssd(_mm256_setzero_si256(), w0, LoadU256(x)), w1, LoadU256(x + 16)));
-#else
   return _mm256_cvtepi32_ps(
-      _mm256_add_epi32(_mm256_madd_epi16(w0, LoadU256(x)), _mm256_madd_epi16(w1, LoadU256(x + 16))));
+      DpWssd(DpWssd(_mm256_setzero_si256(), w0, LoadU256(x)), w1, LoadU256(x + 16)));
+#else
+  return _mm256_cvtepi32_ps(_mm256_add_epi32(_mm256_madd_epi16(w0, LoadU256(x)),
+                                             _mm256_madd_epi16(w1, LoadU256(x + 16))));
 #endif
 }
 #endif  // ES_QUANT_X86
@@ -425,20 +436,23 @@ HWY_INLINE __m256 WideDot(const int8_t* q, const int16_t* x) {
 // Q8_0 × int16 activations: NR columns of one row (the wide counterpart of QuantDotRows, which
 // GEMV and, off x86, GEMM call). xq: [nb * 32] int16, xd: [nb]. Not inlined, as QuantDotRows.
 template <int NR>
-HWY_NOINLINE void WideDotRows(const int16_t* HWY_RESTRICT xq, const float* HWY_RESTRICT xd, size_t nb,
-                              const BlockQ8_0* HWY_RESTRICT w, size_t w_stride, float* HWY_RESTRICT out) {
+HWY_NOINLINE void WideDotRows(const int16_t* HWY_RESTRICT xq, const float* HWY_RESTRICT xd,
+                              size_t nb, const BlockQ8_0* HWY_RESTRICT w, size_t w_stride,
+                              float* HWY_RESTRICT out) {
   static_assert(NR >= 1 && NR <= 4, "WideDotRows handles 1..4 columns");
 #if ES_QUANT_X86
   __m256 a0 = _mm256_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;
   const char* next = reinterpret_cast<const char*>(w + NR * w_stride);
   for (size_t b = 0; b < nb; ++b) {
     if constexpr (NR > 1) {
-      for (size_t o = 0; o < NR * sizeof(BlockQ8_0); o += 64) hwy::Prefetch(next + b * NR * sizeof(BlockQ8_0) + o);
+      for (size_t o = 0; o < NR * sizeof(BlockQ8_0); o += 64)
+        hwy::Prefetch(next + b * NR * sizeof(BlockQ8_0) + o);
     }
-#define ES_WIDE_COL(c)                                                                        \
-  if constexpr (NR > c) {                                                                     \
-    const BlockQ8_0& blk = w[c * w_stride + b];                                               \
-    a##c = _mm256_fmadd_ps(_mm256_set1_ps(HalfToF32(blk.d) * xd[b]), WideDot(blk.qs, xq + b * kQK), a##c); \
+#define ES_WIDE_COL(c)                                               \
+  if constexpr (NR > c) {                                            \
+    const BlockQ8_0& blk = w[c * w_stride + b];                      \
+    a##c = _mm256_fmadd_ps(_mm256_set1_ps(HalfToF32(blk.d) * xd[b]), \
+                           WideDot(blk.qs, xq + b * kQK), a##c);     \
   }
     ES_WIDE_COL(0)
     ES_WIDE_COL(1)
@@ -465,9 +479,7 @@ HWY_NOINLINE void WideDotRows(const int16_t* HWY_RESTRICT xq, const float* HWY_R
 }
 
 // Portable decoding of group g into q[32] (the reference of the x86 loaders above).
-HWY_INLINE void GroupQuantsScalar(const BlockQ8_0& b, int, int8_t* q) {
-  std::memcpy(q, b.qs, kQK);
-}
+HWY_INLINE void GroupQuantsScalar(const BlockQ8_0& b, int, int8_t* q) { std::memcpy(q, b.qs, kQK); }
 HWY_INLINE void GroupQuantsScalar(const BlockQ4_0& b, int, int8_t* q) {
   for (int j = 0; j < 16; ++j) {
     q[j] = int8_t((b.qs[j] & 0x0F) - 8);
@@ -530,9 +542,8 @@ HWY_INLINE void GroupQuantsScalar(const BlockQ6_K& b, int g, int8_t* q) {
 
 template <int NR, class Block>
 HWY_NOINLINE void QuantDotRows(const int8_t* HWY_RESTRICT xq, const float* HWY_RESTRICT xd,
-                               const float* HWY_RESTRICT xs, size_t nb,
-                               const Block* HWY_RESTRICT w, size_t w_stride,
-                               float* HWY_RESTRICT out) {
+                               const float* HWY_RESTRICT xs, size_t nb, const Block* HWY_RESTRICT w,
+                               size_t w_stride, float* HWY_RESTRICT out) {
   constexpr int G = QuantTraits<Block>::kGroups;
   constexpr bool kMins = QuantTraits<Block>::kMins;
   static_assert(NR >= 1 && NR <= 4, "QuantDotRows handles 1..4 columns");
@@ -549,19 +560,18 @@ HWY_NOINLINE void QuantDotRows(const int8_t* HWY_RESTRICT xq, const float* HWY_R
         hwy::Prefetch(next + b * NR * sizeof(Block) + o);
       }
     }
-#define ES_QUANT_COL(c)                                                                      \
-  if constexpr (NR > c) {                                                                    \
-    const Block& blk = w[c * w_stride + b];                                                  \
-    BlockScalars<Block> bs;                                                                  \
-    DecodeScalars(blk, &bs);                                                                 \
-    for (int g = 0; g < G; ++g) {                                                            \
-      const size_t xg = b * G + size_t(g);                                                   \
-      const __m256i xv = LoadU256(xq + xg * kQK);                                            \
-      const __m256i sc = ScaleVector<Block>(bs.sa[g], bs.sb[g]);                             \
-      a##c = _mm256_fmadd_ps(_mm256_set1_ps(bs.fd * xd[xg]),                                 \
-                             GroupDotGemv(blk, g, xv, sc), a##c);               \
-      if constexpr (kMins) m##c = std::fma(bs.fm[g], xs[xg], m##c);                          \
-    }                                                                                        \
+#define ES_QUANT_COL(c)                                                                           \
+  if constexpr (NR > c) {                                                                         \
+    const Block& blk = w[c * w_stride + b];                                                       \
+    BlockScalars<Block> bs;                                                                       \
+    DecodeScalars(blk, &bs);                                                                      \
+    for (int g = 0; g < G; ++g) {                                                                 \
+      const size_t xg = b * G + size_t(g);                                                        \
+      const __m256i xv = LoadU256(xq + xg * kQK);                                                 \
+      const __m256i sc = ScaleVector<Block>(bs.sa[g], bs.sb[g]);                                  \
+      a##c = _mm256_fmadd_ps(_mm256_set1_ps(bs.fd * xd[xg]), GroupDotGemv(blk, g, xv, sc), a##c); \
+      if constexpr (kMins) m##c = std::fma(bs.fm[g], xs[xg], m##c);                               \
+    }                                                                                             \
   }
     ES_QUANT_COL(0)
     ES_QUANT_COL(1)
@@ -606,10 +616,10 @@ HWY_NOINLINE void QuantDotRows(const int8_t* HWY_RESTRICT xq, const float* HWY_R
 template <class Block>
 struct QuantPanel {
   static constexpr int G = QuantTraits<Block>::kGroups;
-  int8_t* q;      // [cols][groups][32] signed quants
-  int16_t* sab;   // [cols][groups][2]  (sA, sB)
-  float* fm;      // [cols][groups]     minimums
-  float* fd;      // [cols][nb]         block multipliers
+  int8_t* q;     // [cols][groups][32] signed quants
+  int16_t* sab;  // [cols][groups][2]  (sA, sB)
+  float* fm;     // [cols][groups]     minimums
+  float* fd;     // [cols][nb]         block multipliers
 
   static size_t Floats(size_t groups, size_t nb, size_t cols) {
     // q: 32 bytes (8 floats) per group; sab: 2 int16 (1 float) per group; fm; fd.
@@ -643,8 +653,8 @@ struct QuantPanel {
 
 template <class Block>
 HWY_NOINLINE void QuantPanelRow(const int8_t* HWY_RESTRICT xq, const float* HWY_RESTRICT xd,
-                                const float* HWY_RESTRICT xs, size_t nb,
-                                const QuantPanel<Block>& p, float* HWY_RESTRICT out) {
+                                const float* HWY_RESTRICT xs, size_t nb, const QuantPanel<Block>& p,
+                                float* HWY_RESTRICT out) {
   constexpr int G = QuantTraits<Block>::kGroups;
   constexpr bool kMins = QuantTraits<Block>::kMins;
   const size_t groups = nb * G;
@@ -654,13 +664,13 @@ HWY_NOINLINE void QuantPanelRow(const int8_t* HWY_RESTRICT xq, const float* HWY_
     for (int g = 0; g < G; ++g) {
       const size_t xg = b * G + size_t(g);
       const __m256i xv = LoadU256(xq + xg * kQK);
-#define ES_PANEL_COL(c)                                                                     \
-  {                                                                                         \
-    const size_t i = c * groups + xg;                                                       \
-    const __m256i sc = ScaleVector<Block>(p.sab[2 * i], p.sab[2 * i + 1]);                  \
-    a##c = _mm256_fmadd_ps(_mm256_set1_ps(p.fd[c * nb + b] * xd[xg]),                       \
-                           GroupDot<Block>(LoadU256(p.q + i * kQK), xv, sc), a##c);         \
-    if constexpr (kMins) m##c = std::fma(p.fm[i], xs[xg], m##c);                            \
+#define ES_PANEL_COL(c)                                                             \
+  {                                                                                 \
+    const size_t i = c * groups + xg;                                               \
+    const __m256i sc = ScaleVector<Block>(p.sab[2 * i], p.sab[2 * i + 1]);          \
+    a##c = _mm256_fmadd_ps(_mm256_set1_ps(p.fd[c * nb + b] * xd[xg]),               \
+                           GroupDot<Block>(LoadU256(p.q + i * kQK), xv, sc), a##c); \
+    if constexpr (kMins) m##c = std::fma(p.fm[i], xs[xg], m##c);                    \
   }
       ES_PANEL_COL(0)
       ES_PANEL_COL(1)
@@ -689,9 +699,9 @@ constexpr size_t kQuantRC = 32;  // rows per task
 template <class Block>
 void QuantMatMulT(const float* x, size_t R, size_t K, const Block* w, size_t N, const float* bias,
                   float* y, size_t ldy, ThreadPool& pool) {
-  constexpr bool kWide = std::is_same_v<Block, BlockQ8_0>;       // int16 activations
-  const size_t groups = K / kQK;                                  // per row
-  const size_t nb = groups / QuantTraits<Block>::kGroups;         // weight blocks per row
+  constexpr bool kWide = std::is_same_v<Block, BlockQ8_0>;  // int16 activations
+  const size_t groups = K / kQK;                            // per row
+  const size_t nb = groups / QuantTraits<Block>::kGroups;   // weight blocks per row
   // Scratch: R rows of K int8 (int16 when wide) quants — K is a multiple of 32, so this many
   // floats —, R * groups scales, R * groups scaled sums.
   const size_t q_floats = R * K * (kWide ? 2 : 1) / sizeof(float);
@@ -718,7 +728,8 @@ void QuantMatMulT(const float* x, size_t R, size_t K, const Block* w, size_t N, 
       if (nc == kQuantCols) {
         WideDotRows<kQuantCols>(xw + r * K, dr, nb, w + n * nb, nb, out);
       } else {
-        for (size_t c = 0; c < nc; ++c) WideDotRows<1>(xw + r * K, dr, nb, w + (n + c) * nb, nb, out + c);
+        for (size_t c = 0; c < nc; ++c)
+          WideDotRows<1>(xw + r * K, dr, nb, w + (n + c) * nb, nb, out + c);
       }
     } else {
       const int8_t* xr = xq + r * K;
@@ -726,7 +737,8 @@ void QuantMatMulT(const float* x, size_t R, size_t K, const Block* w, size_t N, 
       if (nc == kQuantCols) {
         QuantDotRows<kQuantCols>(xr, dr, sr, nb, w + n * nb, nb, out);
       } else {
-        for (size_t c = 0; c < nc; ++c) QuantDotRows<1>(xr, dr, sr, nb, w + (n + c) * nb, nb, out + c);
+        for (size_t c = 0; c < nc; ++c)
+          QuantDotRows<1>(xr, dr, sr, nb, w + (n + c) * nb, nb, out + c);
       }
     }
   };
@@ -734,8 +746,7 @@ void QuantMatMulT(const float* x, size_t R, size_t K, const Block* w, size_t N, 
   pool.ParallelFor(int64_t(tasks.Count()), [&](int64_t t0, int64_t t1, int) {
     float out[kQuantCols];
 #if ES_QUANT_X86
-    float* panel_mem =
-        ThreadScratch(0).Floats(QuantPanel<Block>::Floats(groups, nb, kQuantCols));
+    float* panel_mem = ThreadScratch(0).Floats(QuantPanel<Block>::Floats(groups, nb, kQuantCols));
 #endif
     for (size_t t = size_t(t0); t < size_t(t1); ++t) {
       const auto [r0, r1, n0, n1] = tasks[t];
@@ -766,8 +777,8 @@ void QuantMatMulT(const float* x, size_t R, size_t K, const Block* w, size_t N, 
   });
 }
 
-inline void QuantMatMul(const float* x, int64_t R, int64_t K, const void* w, DType wtype,
-                        int64_t N, const float* bias, float* y, int64_t ldy, ThreadPool& pool) {
+inline void QuantMatMul(const float* x, int64_t R, int64_t K, const void* w, DType wtype, int64_t N,
+                        const float* bias, float* y, int64_t ldy, ThreadPool& pool) {
   const size_t r = size_t(R), k = size_t(K), n = size_t(N), l = size_t(ldy);
 #if HWY_ARCH_ARM_A64
   // ARM64, every Highway target: the NEON / dotprod / i8mm kernels (matmul_quant_arm.cpp).

@@ -343,7 +343,9 @@ ArmQuantPath ArmQuantPathActive() {
   return active;
 }
 
-bool ArmQuantMatMulSupports(DType t) { return DispatchBlockType(t, [](auto) {}); }
+bool ArmQuantMatMulSupports(DType t) {
+  return DispatchBlockType(t, [](auto) {});
+}
 
 // ---------------------------------------------------------------------------------------------
 // Driver: quantize the activation rows (in parallel over rows), then one task per (column block,

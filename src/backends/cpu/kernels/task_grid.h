@@ -21,7 +21,9 @@ template <size_t kRows, size_t kCols>
 class TaskGrid {
  public:
   TaskGrid(size_t R, size_t N)
-      : R_(R), N_(N), row_blocks_((R + kRows - 1) / kRows),
+      : R_(R),
+        N_(N),
+        row_blocks_((R + kRows - 1) / kRows),
         count_(row_blocks_ * ((N + kCols - 1) / kCols)) {}
 
   size_t Count() const { return count_; }

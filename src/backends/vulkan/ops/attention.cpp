@@ -4,7 +4,8 @@
 namespace es::vk {
 
 namespace {
-constexpr uint32_t kDecodeMaxG = 8, kDecodeTileKeys = 32, kDecodeMaxNew = 8;  // attention_decode.comp
+constexpr uint32_t kDecodeMaxG = 8, kDecodeTileKeys = 32,
+                   kDecodeMaxNew = 8;  // attention_decode.comp
 // Key chunks per (row, kv head) of attention_decode.comp (ES_VK_ATTN_SPLITS; 16 splits measured
 // slower on the H200, docs/performance.md "Session 9"); past 8 rows the rows fill the GPU
 // themselves: fewer chunks (at least 4), so the partials stay T x Hq x 256 / 8 at most.
@@ -21,15 +22,18 @@ uint64_t DecodeSharedBytes(uint32_t G, uint32_t dk, uint32_t dv) {
 }
 }  // namespace
 
-uint64_t AttentionSplitBytes(const Device& dev, int64_t T, uint32_t Hq, uint32_t Hkv, uint32_t dk, uint32_t dv) {
+uint64_t AttentionSplitBytes(const Device& dev, int64_t T, uint32_t Hq, uint32_t Hkv, uint32_t dk,
+                             uint32_t dv) {
   if (T > kDecodeMaxRows) return 0;
   const uint32_t S =
       UseDecodeAttention(dev, T, Hq, Hkv, dk, dv) ? DecodeSplits(dev, T) : kAttentionSplits;
   return uint64_t(T) * Hq * S * uint64_t(dv + 2) * 4;
 }
 
-bool UseDecodeAttention(const Device& dev, int64_t T, uint32_t Hq, uint32_t Hkv, uint32_t dk, uint32_t dv) {
-  static_assert(kDecodeMaxNew >= kDecodeFusedMaxRows, "a fused step's rows must fit the new-key table");
+bool UseDecodeAttention(const Device& dev, int64_t T, uint32_t Hq, uint32_t Hkv, uint32_t dk,
+                        uint32_t dv) {
+  static_assert(kDecodeMaxNew >= kDecodeFusedMaxRows,
+                "a fused step's rows must fit the new-key table");
   if (T > kDecodeMaxRows || Hkv == 0 || Hq % Hkv != 0 || !dev.tuning().On(Knob::kAttnDecode))
     return false;
   const uint32_t G = Hq / Hkv;
@@ -77,7 +81,8 @@ bool UseAttentionCm2(const Device& dev, int64_t T, uint32_t dk, uint32_t dv) {
 
 // attention_combine.comp: merges the S key chunks of each (row, head) of a split attention.
 void RecordAttentionCombine(OpContext& c, const AttentionArgs& a, uint32_t S) {
-  const std::string name = a.xq ? (a.xq->wide ? "attention_combine_q8_i16" : "attention_combine_q8") : "attention_combine";
+  const std::string name = a.xq ? (a.xq->wide ? "attention_combine_q8_i16" : "attention_combine_q8")
+                                : "attention_combine";
   Dispatch& m = c.Add(name, std::vector<uint32_t>(a.xq ? 4 : 2, 1), {S});
   m.bindings = {{a.part}, {a.out}};
   m.writes = {1};
@@ -113,15 +118,30 @@ void RecordDecodeAttention(OpContext& c, const AttentionArgs& a) {
   std::vector<uint32_t> counts(fused ? 7 : 5, 1);
   // vulkan_backend.cpp folds only f32 / f16 caches, steps of up to kDecodeFusedMaxRows rows
   ES_ASSERT(!fused || (!IsQuantized(c.kv.spec().dtype) && c.T <= kDecodeFusedMaxRows));
-  Dispatch& d = c.Add("attention_decode_" + KvTypeSuffix(c.kv.spec().dtype) + (fused ? "_fused" : ""),
-                      counts, {a.wa, a.dv, G, min_chunk});
+  Dispatch& d =
+      c.Add("attention_decode_" + KvTypeSuffix(c.kv.spec().dtype) + (fused ? "_fused" : ""), counts,
+            {a.wa, a.dv, G, min_chunk});
   d.bindings = {{a.q}, {a.ka}, {a.v}, {a.part}, {c.batch}};
   d.writes = {3};
   struct {
-    uint32_t Hq, q_rs, capacity, a_w, v_w, slot_off, pos_off, T, k_rs, v_rs, rope_off, rope_half, neox, cs_off;
+    uint32_t Hq, q_rs, capacity, a_w, v_w, slot_off, pos_off, T, k_rs, v_rs, rope_off, rope_half,
+        neox, cs_off;
     float scale;
-  } pc{a.Hq, a.q_rs, uint32_t(c.kv.capacity()), a.a_w, a.v_w, c.layout->slots, c.layout->positions,
-       uint32_t(c.T), 0, 0, 0, 0, 0, 0, a.scale};
+  } pc{a.Hq,
+       a.q_rs,
+       uint32_t(c.kv.capacity()),
+       a.a_w,
+       a.v_w,
+       c.layout->slots,
+       c.layout->positions,
+       uint32_t(c.T),
+       0,
+       0,
+       0,
+       0,
+       0,
+       0,
+       a.scale};
   if (fused) {
     const Node& rn = *c.attn_rope;
     const RopeTable& rt = *rn.rope;
@@ -213,7 +233,8 @@ void RecordAttention(OpContext& c, const AttentionArgs& a) {
     d.groups[2] = kAttentionSplits;
   }
   struct {
-    uint32_t Hq, Hkv, wa, wb, dv, q_rs, q_hs, capacity, a_w, b_w, v_w, slot_off, pos_off, o_rs, o_hs;
+    uint32_t Hq, Hkv, wa, wb, dv, q_rs, q_hs, capacity, a_w, b_w, v_w, slot_off, pos_off, o_rs,
+        o_hs;
     float scale;
   } pc{a.Hq,  a.Hkv, a.wa,  a.wb,          a.dv,         a.q_rs, a.q_hs, uint32_t(c.kv.capacity()),
        a.a_w, a.b_w, a.v_w, SlotOff(c, a), PosOff(c, a), a.o_rs, a.o_hs, a.scale};
@@ -232,8 +253,9 @@ void BuildAttention(OpContext& c) {
            " query heads are not a multiple of ", Hkv, " kv heads");
   ES_CHECK(spec.width[0] == int64_t(Hkv) * dk && spec.width[1] == int64_t(Hkv) * dv,
            "vulkan: attention '", n.name, "' does not match the cache widths");
-  ES_CHECK(!IsQuantized(spec.dtype) || (dk % 32 == 0 && dv % 32 == 0), "vulkan: attention '", n.name,
-           "': a ", Name(spec.dtype), " cache needs head dims that are multiples of 32 (", dk, ", ", dv, ")");
+  ES_CHECK(!IsQuantized(spec.dtype) || (dk % 32 == 0 && dv % 32 == 0), "vulkan: attention '",
+           n.name, "': a ", Name(spec.dtype), " cache needs head dims that are multiples of 32 (",
+           dk, ", ", dv, ")");
   AttentionArgs a{};
   a.q = c.In(0);
   a.ka = a.kb = Range(c.kv.part(n.layer, 0));
@@ -255,7 +277,8 @@ void BuildAttention(OpContext& c) {
   if (!c.scratch.empty()) a.part = c.scratch[0];
   QuantX xq;
   if (c.out_xq.size) {
-    ES_CHECK(a.part.size != 0, "vulkan: attention '", n.name, "': a quantized output needs split decode");
+    ES_CHECK(a.part.size != 0, "vulkan: attention '", n.name,
+             "': a quantized output needs split decode");
     xq = QuantXRanges(c.out_xq, c.T, int64_t(Hq) * dv, c.out_xq_type);
     a.xq = &xq;
   }
@@ -264,7 +287,8 @@ void BuildAttention(OpContext& c) {
     RecordDecodeAttention(c, a);
     return;
   }
-  ES_CHECK(c.attn_rope == nullptr, "vulkan: attention '", n.name, "' has a folded rope but no decode kernel");
+  ES_CHECK(c.attn_rope == nullptr, "vulkan: attention '", n.name,
+           "' has a folded rope but no decode kernel");
   RecordAttention(c, a);
 }
 

@@ -13,22 +13,34 @@ void RecordMlaKvStore(OpContext& c) {
   const Node& rope = *c.rope_node;
   const Node& raw = c.g.node(rope.src[0]);  // the rope part's slice of kva
   const BufRange kva = c.act[size_t(raw.src[0])];
-  const uint32_t T = uint32_t(c.n.shape[0]), r = uint32_t(c.mla_c_store->shape[1]), dr = uint32_t(c.n.shape[1]);
+  const uint32_t T = uint32_t(c.n.shape[0]), r = uint32_t(c.mla_c_store->shape[1]),
+                 dr = uint32_t(c.n.shape[1]);
   const int pc0 = int(c.mla_c_store->i[0]), pc1 = int(c.n.i[0]);
-  ES_CHECK(spec.width[pc0] == int64_t(r) && spec.width[pc1] == int64_t(dr), "vulkan: MLA cache stores '",
-           c.mla_c_store->name, "', '", c.n.name, "' do not fit the cache parts");
+  ES_CHECK(spec.width[pc0] == int64_t(r) && spec.width[pc1] == int64_t(dr),
+           "vulkan: MLA cache stores '", c.mla_c_store->name, "', '", c.n.name,
+           "' do not fit the cache parts");
   const bool f16 = spec.dtype == DType::kF16;
   Dispatch& d = c.Add(f16 ? "mla_kv_store_f16" : "mla_kv_store_f32", {1, 1, 1, 1, 1});
   const DeviceWeight& w = c.weights.GetF32(*c.g.node(c.mla_norm->src[1]).weight);
-  d.bindings = {{kva}, {c.batch}, {Range(w.chunks[0].alloc)}, {Range(c.kv.part(c.n.layer, pc0))},
+  d.bindings = {{kva},
+                {c.batch},
+                {Range(w.chunks[0].alloc)},
+                {Range(c.kv.part(c.n.layer, pc0))},
                 {Range(c.kv.part(c.n.layer, pc1))}};
   d.writes = {3, 4};
   const RopeTable& rt = *rope.rope;
   struct {
     uint32_t T, r, dr, slot_off, pos_off, half, neox, cs_off;
     float eps;
-  } pc{T, r, dr, c.layout->slots, c.layout->positions, uint32_t(rt.dim / 2),
-       rt.mode == RopeMode::kNeox ? 1u : 0u, c.layout->rope.at(&rt), c.mla_norm->f0};
+  } pc{T,
+       r,
+       dr,
+       c.layout->slots,
+       c.layout->positions,
+       uint32_t(rt.dim / 2),
+       rt.mode == RopeMode::kNeox ? 1u : 0u,
+       c.layout->rope.at(&rt),
+       c.mla_norm->f0};
   d.Push(pc);
   Grid1D(d, T, 1);
 }
@@ -60,7 +72,8 @@ void BuildKvStore(OpContext& c) {
   // A folded rope (vulkan_backend.cpp): the store reads the rope's input and rotates it.
   const Node* rn = c.rope_node;
   Dispatch& d = c.Add("kv_store_" + KvTypeSuffix(spec.dtype) + (rn ? "_rope" : ""), {1, 1, 1});
-  d.bindings = {{rn ? c.act[size_t(rn->src[0])] : c.In(0)}, {c.batch}, {Range(c.kv.part(c.n.layer, part))}};
+  d.bindings = {
+      {rn ? c.act[size_t(rn->src[0])] : c.In(0)}, {c.batch}, {Range(c.kv.part(c.n.layer, part))}};
   d.writes = {2};
   struct {
     uint32_t T, W, capacity, slot_off, pos_off, hd, off, half, neox, cs_off;

@@ -314,7 +314,8 @@ Cm2DecodePlan PlanCm2Decode(const Device& dev, int64_t R, int64_t N, int64_t K) 
     }
   p.Rp = (R + p.t.bm - 1) / p.t.bm * p.t.bm;
   const bool decode = R <= kDecodeMaxRows;
-  const uint64_t per_sm = decode ? 16 : 2, min_steps = decode ? 1 : 4, max_slices = decode ? 32 : 16;
+  const uint64_t per_sm = decode ? 16 : 2, min_steps = decode ? 1 : 4,
+                 max_slices = decode ? 32 : 16;
   const uint64_t tiles = uint64_t(p.Rp / p.t.bm) * uint64_t((N + p.t.bn - 1) / p.t.bn);
   const uint64_t steps = uint64_t(K) / p.t.bk;
   while (c.sms && p.S * 2 <= max_slices && tiles * p.S * 2 <= per_sm * c.sms &&

@@ -49,7 +49,8 @@ void RecordHeadGemm(OpContext& c, BufRange x, uint32_t x_rs, uint32_t x_hs, uint
   Allocation tab = c.host_pool->Alloc(table.size() * 4, c.n.name + " head table");
   std::memcpy(tab.mapped, table.data(), table.size() * 4);
   c.owned->push_back(tab);
-  GroupedGemm g{{Range(w.chunks[0].alloc)}, xh, meta, yh, Range(tab), meta, w.dtype, N, K, H, T, 1, 0, false};
+  GroupedGemm g{
+      {Range(w.chunks[0].alloc)}, xh, meta, yh, Range(tab), meta, w.dtype, N, K, H, T, 1, 0, false};
   RecordGroupedGemm(c, g);
   RecordCopy(c, yh, y, CopyPush{T, H, N, N, T * N, 0, y_rs, y_hs, 0});
 }
@@ -115,14 +116,17 @@ void BuildMla(OpContext& c) {
            "' does not match the latent cache widths (", spec.width[0], ", ", spec.width[1], ")");
   const DeviceWeight& wuk = c.weights.Get(c.W(3));
   const DeviceWeight& wuv = c.weights.Get(c.W(4));
-  ES_CHECK(wuk.rows == H * r && wuk.cols == dn, "vulkan: mla '", n.name, "': WukT must be [H*r, dn]");
-  ES_CHECK(wuv.rows == H * dv && wuv.cols == r, "vulkan: mla '", n.name, "': Wuv must be [H*dv, r]");
+  ES_CHECK(wuk.rows == H * r && wuk.cols == dn, "vulkan: mla '", n.name,
+           "': WukT must be [H*r, dn]");
+  ES_CHECK(wuv.rows == H * dv && wuv.cols == r, "vulkan: mla '", n.name,
+           "': Wuv must be [H*dv, r]");
   const BufRange qcat = c.scratch[0], olat = c.scratch[1];
   // q: the rope's input where it is folded in (the nope dims are the same either way).
   const Node* rope = c.attn_rope;
   const BufRange qin = rope ? c.act[size_t(rope->src[0])] : c.In(0);
   const uint32_t G = MlaHeadsPerGroup(c.dev, r, dr);
-  ES_CHECK(!rope || G != 0, "vulkan: mla '", n.name, "' has a folded rope but no kernel that applies it");
+  ES_CHECK(!rope || G != 0, "vulkan: mla '", n.name,
+           "' has a folded rope but no kernel that applies it");
   const int64_t qw = H * (dn + dr), cw = H * (r + dr);
   const bool gemm = T > kDecodeMaxRows && !IsQuantized(wuk.dtype) && !IsQuantized(wuv.dtype) &&
                     wuk.chunks.size() == 1 && wuv.chunks.size() == 1;
@@ -138,29 +142,45 @@ void BuildMla(OpContext& c) {
     std::memcpy(ma.mapped, m.data(), m.size() * 4);
     c.owned->push_back(ma);
     meta = Range(ma);
-    RecordHeadGemm(c, qin, uint32_t(qw), uint32_t(dn + dr), uint32_t(H), uint32_t(r), uint32_t(dn), wuk,
-                   qcat, uint32_t(cw), uint32_t(r + dr), c.scratch[2], c.scratch[3], meta);
+    RecordHeadGemm(c, qin, uint32_t(qw), uint32_t(dn + dr), uint32_t(H), uint32_t(r), uint32_t(dn),
+                   wuk, qcat, uint32_t(cw), uint32_t(r + dr), c.scratch[2], c.scratch[3], meta);
   } else {
     RecordHeadGemv(c, qin, T, H, r, dn, wuk, qw, dn + dr, 0, qcat, cw, r + dr, 0);
   }
   if (G) {
     const bool split = c.T <= kDecodeMaxRows;
     const uint32_t S = split ? MlaSplits(H, T) : 1;
-    Dispatch& d = c.Add("mla_attention_" + KvTypeSuffix(spec.dtype) + (split ? "" : "_direct") + (rope ? "_rope" : ""),
-                        {1, 1, 1, 1, 1, 1}, {uint32_t(r), uint32_t(dr), G, kMlaMinChunk, kMlaLoadBatch});
-    d.bindings = {{qcat}, {Range(c.kv.part(n.layer, 0))}, {Range(c.kv.part(n.layer, 1))}, {c.batch},
-                  {split ? c.scratch[2] : olat}, {qin}};
+    Dispatch& d =
+        c.Add("mla_attention_" + KvTypeSuffix(spec.dtype) + (split ? "" : "_direct") +
+                  (rope ? "_rope" : ""),
+              {1, 1, 1, 1, 1, 1}, {uint32_t(r), uint32_t(dr), G, kMlaMinChunk, kMlaLoadBatch});
+    d.bindings = {{qcat},    {Range(c.kv.part(n.layer, 0))}, {Range(c.kv.part(n.layer, 1))},
+                  {c.batch}, {split ? c.scratch[2] : olat},  {qin}};
     d.writes = {4};
     struct {
       uint32_t Hq, q_rs, q_hs, slot_off, pos_off, o_rs, o_hs;
       float scale;
       uint32_t pq_rs, pq_hs, pq_off, T, half, neox, cs_off;
-    } pc{uint32_t(H), uint32_t(cw), uint32_t(r + dr), c.layout->slots, c.layout->positions, uint32_t(H * r),
-         uint32_t(r), n.f0, uint32_t(qw), uint32_t(dn + dr), uint32_t(dn), uint32_t(T), 0, 0, 0};
+    } pc{uint32_t(H),
+         uint32_t(cw),
+         uint32_t(r + dr),
+         c.layout->slots,
+         c.layout->positions,
+         uint32_t(H * r),
+         uint32_t(r),
+         n.f0,
+         uint32_t(qw),
+         uint32_t(dn + dr),
+         uint32_t(dn),
+         uint32_t(T),
+         0,
+         0,
+         0};
     if (rope) {
       const RopeTable& rt = *rope->rope;
-      ES_CHECK(rope->i[0] == H && rope->i[1] == dn + dr && rope->i[2] == dn && rt.dim == dr, "vulkan: rope '",
-               rope->name, "' folded into '", n.name, "' does not rotate its q_pe dims");
+      ES_CHECK(rope->i[0] == H && rope->i[1] == dn + dr && rope->i[2] == dn && rt.dim == dr,
+               "vulkan: rope '", rope->name, "' folded into '", n.name,
+               "' does not rotate its q_pe dims");
       pc.half = uint32_t(rt.dim / 2);
       pc.neox = rt.mode == RopeMode::kNeox ? 1u : 0u;
       pc.cs_off = c.layout->rope.at(&rt);
@@ -180,8 +200,9 @@ void BuildMla(OpContext& c) {
       RecordAttentionCombine(c, a, S);
     }
     if (gemm)
-      RecordHeadGemm(c, olat, uint32_t(H * r), uint32_t(r), uint32_t(H), uint32_t(dv), uint32_t(r), wuv,
-                     c.Out(), uint32_t(H * dv), uint32_t(dv), c.scratch[2], c.scratch[3], meta);
+      RecordHeadGemm(c, olat, uint32_t(H * r), uint32_t(r), uint32_t(H), uint32_t(dv), uint32_t(r),
+                     wuv, c.Out(), uint32_t(H * dv), uint32_t(dv), c.scratch[2], c.scratch[3],
+                     meta);
     else
       RecordHeadGemv(c, olat, T, H, dv, r, wuv, H * r, r, 0, c.Out(), H * dv, dv, 0);
     return;
@@ -214,8 +235,8 @@ void BuildMla(OpContext& c) {
   a.scale = n.f0;
   RecordAttention(c, a);
   if (gemm)
-    RecordHeadGemm(c, olat, uint32_t(H * r), uint32_t(r), uint32_t(H), uint32_t(dv), uint32_t(r), wuv,
-                   c.Out(), uint32_t(H * dv), uint32_t(dv), c.scratch[2], c.scratch[3], meta);
+    RecordHeadGemm(c, olat, uint32_t(H * r), uint32_t(r), uint32_t(H), uint32_t(dv), uint32_t(r),
+                   wuv, c.Out(), uint32_t(H * dv), uint32_t(dv), c.scratch[2], c.scratch[3], meta);
   else
     RecordHeadGemv(c, olat, T, H, dv, r, wuv, H * r, r, 0, c.Out(), H * dv, dv, 0);
 }

@@ -29,18 +29,30 @@ void Grid1D(Dispatch& d, uint64_t n, uint32_t wg) {
 
 const char* TypeSuffix(DType t) {
   switch (t) {
-    case DType::kF32: return "f32";
-    case DType::kF16: return "f16";
-    case DType::kBF16: return "bf16";
-    case DType::kQ8_0: return "q8_0";
-    case DType::kQ4_0: return "q4_0";
-    case DType::kQ4_1: return "q4_1";
-    case DType::kQ5_0: return "q5_0";
-    case DType::kQ5_1: return "q5_1";
-    case DType::kQ4_K: return "q4_k";
-    case DType::kQ5_K: return "q5_k";
-    case DType::kQ6_K: return "q6_k";
-    default: Fail("vulkan: no shader variant for type ", Name(t));
+    case DType::kF32:
+      return "f32";
+    case DType::kF16:
+      return "f16";
+    case DType::kBF16:
+      return "bf16";
+    case DType::kQ8_0:
+      return "q8_0";
+    case DType::kQ4_0:
+      return "q4_0";
+    case DType::kQ4_1:
+      return "q4_1";
+    case DType::kQ5_0:
+      return "q5_0";
+    case DType::kQ5_1:
+      return "q5_1";
+    case DType::kQ4_K:
+      return "q4_k";
+    case DType::kQ5_K:
+      return "q5_k";
+    case DType::kQ6_K:
+      return "q6_k";
+    default:
+      Fail("vulkan: no shader variant for type ", Name(t));
   }
 }
 
@@ -69,33 +81,49 @@ std::vector<uint64_t> ScratchBytes(const Device& dev, const VkKv& kv, const Grap
     }
     case Op::kMlaAttention:
       return MlaScratch(dev, kv, g, n, T, mla_expand);
-    case Op::kMoE: return MoeScratch(dev, g, n, T);
+    case Op::kMoE:
+      return MoeScratch(dev, g, n, T);
     case Op::kAttention: {
-      const uint64_t b = AttentionSplitBytes(dev, T, uint32_t(n.i[0]), uint32_t(n.i[1]), uint32_t(n.i[2]),
-                                             uint32_t(n.i[3]));
+      const uint64_t b = AttentionSplitBytes(dev, T, uint32_t(n.i[0]), uint32_t(n.i[1]),
+                                             uint32_t(n.i[2]), uint32_t(n.i[3]));
       return b ? std::vector<uint64_t>{b} : std::vector<uint64_t>{};
     }
-    default: return {};
+    default:
+      return {};
   }
 }
 
 void BuildOp(OpContext& c) {
   switch (c.n.op) {
-    case Op::kEmbed: return BuildEmbed(c);
-    case Op::kRmsNorm: return BuildRmsNorm(c);
-    case Op::kMatMul: return BuildMatMul(c);
-    case Op::kAdd: return BuildAdd(c);
-    case Op::kSwiGLU: return BuildSwiGLU(c);
-    case Op::kSlice: return BuildSlice(c);
-    case Op::kRope: return BuildRope(c);
-    case Op::kKvStore: return BuildKvStore(c);
-    case Op::kAttention: return BuildAttention(c);
-    case Op::kMlaAttention: return BuildMla(c);
-    case Op::kMoE: return BuildMoe(c);
-    case Op::kGetRows: return BuildGetRows(c);
-    case Op::kInput: return BuildInput(c);
+    case Op::kEmbed:
+      return BuildEmbed(c);
+    case Op::kRmsNorm:
+      return BuildRmsNorm(c);
+    case Op::kMatMul:
+      return BuildMatMul(c);
+    case Op::kAdd:
+      return BuildAdd(c);
+    case Op::kSwiGLU:
+      return BuildSwiGLU(c);
+    case Op::kSlice:
+      return BuildSlice(c);
+    case Op::kRope:
+      return BuildRope(c);
+    case Op::kKvStore:
+      return BuildKvStore(c);
+    case Op::kAttention:
+      return BuildAttention(c);
+    case Op::kMlaAttention:
+      return BuildMla(c);
+    case Op::kMoE:
+      return BuildMoe(c);
+    case Op::kGetRows:
+      return BuildGetRows(c);
+    case Op::kInput:
+      return BuildInput(c);
     case Op::kWeight:
-    case Op::kCount: return;
+    case Op::kCount:
+      return;
   }
 }
 

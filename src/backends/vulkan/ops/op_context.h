@@ -47,7 +47,7 @@ struct OpContext {
   BufRange batch;                 // the whole batch buffer
   const BatchLayout* layout = nullptr;
   std::vector<Dispatch>* out = nullptr;
-  int64_t T = 0;  // batch rows
+  int64_t T = 0;            // batch rows
   bool mla_expand = false;  // the step's MLA expands where it can (MlaStepExpands)
   // Fusions decided by the builder (vulkan_backend.cpp): the node's output goes to act[out_node]
   // (a consumer's) instead of its own; a matmul adds `residual` in its epilogue; a matmul of the

@@ -81,8 +81,8 @@ std::vector<uint64_t> MlaNonAbsorbedScratch(const VkKv& kv, const Node& n, int64
 void BuildMlaNonAbsorbed(OpContext& c);
 std::vector<uint64_t> MoeScratch(const Device& dev, const Graph& g, const Node& n, int64_t T);
 // Whether a kMoE node runs its experts on the expert GEMVs (MoeGemvFor: integer-dot, float or
-// block-type; spec: their geometry). Only then can the builder fold an RMSNorm producing its x and a residual add of its
-// output into it, as into a matmul's GEMV.
+// block-type; spec: their geometry). Only then can the builder fold an RMSNorm producing its x and
+// a residual add of its output into it, as into a matmul's GEMV.
 bool MoeTakesGemv(const Device& dev, const Graph& g, const Node& n, MoeGemv* spec);
 // Keys and values that are not the KV cache (MLA's non-absorbed form): their element type (f32 or
 // f16), whether each slot's keys are adjacent (then attention_cm2.comp may read them), and the
@@ -100,7 +100,8 @@ struct AttentionArgs {
   uint32_t Hq, Hkv, wa, wb, dv, q_rs, q_hs, a_w, b_w, v_w, o_rs, o_hs;
   float scale;
   BufRange part;  // decode: split-key partials (AttentionScratch); empty = one workgroup per row
-  const QuantX* xq = nullptr;  // split decode: also write the output quantized (attention_combine QUANT)
+  const QuantX* xq =
+      nullptr;  // split decode: also write the output quantized (attention_combine QUANT)
   const AttentionKv* kv = nullptr;  // prefill over keys and values of its own; null: the cache
 };
 // Steps of up to this many rows are decode-shaped: attention splits each row's keys into chunks
@@ -130,7 +131,8 @@ constexpr int64_t kDecodeFusedMaxRows = 8;
 // takes DecodeSplits), and the scratch bytes of a kAttention's partials for the kernel its
 // shape takes (0: not split, more than kDecodeMaxRows rows).
 constexpr uint32_t kAttentionSplits = 16;
-uint64_t AttentionSplitBytes(const Device& dev, int64_t T, uint32_t Hq, uint32_t Hkv, uint32_t dk, uint32_t dv);
+uint64_t AttentionSplitBytes(const Device& dev, int64_t T, uint32_t Hq, uint32_t Hkv, uint32_t dk,
+                             uint32_t dv);
 void RecordAttention(OpContext& c, const AttentionArgs& a);
 // attention_combine.comp: merges the S key chunks in a.part of each (row, head) into a.out
 // (a.Hq heads of a.dv values, row stride a.o_rs, head stride a.o_hs; a.xq: also quantized).
@@ -139,7 +141,8 @@ void RecordAttentionCombine(OpContext& c, const AttentionArgs& a, uint32_t S);
 // takes attention_decode.comp, one workgroup per kv head and key chunk (ES_VK_ATTN_DECODE=0:
 // never; else where the dims and the shared memory fit). The builder folds the ropes of q and k
 // and the cache stores into it only where this holds.
-bool UseDecodeAttention(const Device& dev, int64_t T, uint32_t Hq, uint32_t Hkv, uint32_t dk, uint32_t dv);
+bool UseDecodeAttention(const Device& dev, int64_t T, uint32_t Hq, uint32_t Hkv, uint32_t dk,
+                        uint32_t dv);
 // Whether a prefill of T rows with head dims dk, dv takes the tensor-core attention
 // (attention_cm2.comp): f16 math, the device's Coopmat2Config::fa_br, T > kDecodeMaxRows,
 // head dims up to 256.

@@ -15,8 +15,13 @@ void BuildRope(OpContext& c) {
   d.writes = {2};
   struct {
     uint32_t R, H, hd, off, half, neox, cs_off;
-  } pc{R, uint32_t(c.n.i[0]), uint32_t(c.n.i[1]), uint32_t(c.n.i[2]), uint32_t(rt.dim / 2),
-       rt.mode == RopeMode::kNeox ? 1u : 0u, c.layout->rope.at(&rt)};
+  } pc{R,
+       uint32_t(c.n.i[0]),
+       uint32_t(c.n.i[1]),
+       uint32_t(c.n.i[2]),
+       uint32_t(rt.dim / 2),
+       rt.mode == RopeMode::kNeox ? 1u : 0u,
+       c.layout->rope.at(&rt)};
   d.Push(pc);
   Grid1D(d, uint64_t(R) * c.n.shape[1]);
 }
