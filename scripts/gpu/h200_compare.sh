@@ -260,8 +260,19 @@ if [[ -n "${ES_SERVE:-}" ]]; then
   LS=/tmp/llama/b/bin/llama-server
   [[ "${ES_LLAMA_CUDA:-0}" == 1 ]] && LS=/tmp/llama/bc/bin/llama-server
   [[ -x $LS ]] || LS=""
-  ES_SERVE_ARGS="--backend vulkan" LLAMA_ARGS="-ngl 99" timeout "${ES_SERVE_TIMEOUT:-300}" bash tests/server/load_bench.sh \
-    "$B/edgeseek" "$SG" /tmp/serve_out $LS 2>&1 | tee "$OUT/serve.txt" | grep -v "^$" | tail -80
-  for f in /tmp/serve_out/*.json; do cp "$f" "$OUT/serve_$(basename "$f")"; done 2>/dev/null
+  # ES_SERVE_VARIANTS="ARGS;ARGS...": edgeseek serve again with each set of extra arguments
+  # (e.g. "--max-batch-tokens 1024;--profile"); llama.cpp runs with the first only.
+  IFS=';' read -r -a variants <<< "${ES_SERVE_VARIANTS:-}"
+  [[ ${#variants[@]} -gt 0 ]] || variants=("")
+  for vi in "${!variants[@]}"; do
+    v=${variants[$vi]}
+    echo "== serving variant $vi: edgeseek serve --backend vulkan $v"
+    rm -rf /tmp/serve_out
+    ES_SERVE_ARGS="--backend vulkan $v" LLAMA_ARGS="-ngl 99" timeout "${ES_SERVE_TIMEOUT:-300}" bash tests/server/load_bench.sh \
+      "$B/edgeseek" "$SG" /tmp/serve_out $LS 2>&1 | tee "$OUT/serve_$vi.txt" | grep -v "^$" | tail -80
+    grep -E "^vulkan profile|^  |programs built" /tmp/serve_out/edgeseek_serve.log | head -60
+    for f in /tmp/serve_out/*.json; do cp "$f" "$OUT/serve${vi}_$(basename "$f")"; done 2>/dev/null
+    LS=""
+  done
 fi
 echo "== job took $SECONDS s"

@@ -37,6 +37,10 @@ run_loads() {  # name url
     echo "== $1: $c clients, $n requests (load: $(cut -d' ' -f1-3 /proc/loadavg))"
     "$es" loadtest --url "$2" --model bench -c "$c" -n "$n" --prompt-words "$words" --max-tokens "$max_tokens" \
       --json "$out/$1_c$c.json"
+    # edgeseek's step histograms (cumulative over the client counts run so far)
+    [ "$1" = edgeseek ] && python3 -c "import urllib.request; print(urllib.request.urlopen('$2/metrics').read().decode())" 2>/dev/null |
+      grep -E '^edgeseek_(step_seconds|batch_tokens|batch_sequences)_(sum|count)|^edgeseek_engine_steps_total|^edgeseek_kv_preemptions_total' |
+      sed "s/^/metrics c$c: /" || true
   done
 }
 
@@ -45,7 +49,12 @@ run_loads() {  # name url
 pid=$!
 trap 'kill $pid 2>/dev/null || true' EXIT
 wait_ready http://127.0.0.1:18301
-"$es" loadtest --url http://127.0.0.1:18301 --model bench -c 1 -n 1 --prompt-words 4 --max-tokens 4 > /dev/null  # page in
+warm() {  # url: pages the weights in and builds the batched shapes (GPU pipelines, recorded steps)
+  local cmax=1
+  for c in $clients; do [ "$c" -gt "$cmax" ] && cmax=$c; done
+  "$es" loadtest --url "$1" --model bench -c "$cmax" -n "$cmax" --prompt-words "$words" --max-tokens 8 > /dev/null
+}
+warm http://127.0.0.1:18301
 run_loads edgeseek http://127.0.0.1:18301
 kill -TERM $pid && wait $pid || true
 
@@ -54,7 +63,7 @@ if [ -n "$llama" ]; then
   "$llama" -m "$gguf" --alias bench --port 18302 -np "$slots" -c $((slots * context)) -t "$threads" --cont-batching ${LLAMA_ARGS:-} 2> "$out/llama_server.log" > /dev/null &
   pid=$!
   wait_ready http://127.0.0.1:18302
-  "$es" loadtest --url http://127.0.0.1:18302 --model bench -c 1 -n 1 --prompt-words 4 --max-tokens 4 > /dev/null
+  warm http://127.0.0.1:18302
   run_loads llama_cpp http://127.0.0.1:18302
   kill -TERM $pid && wait $pid || true
 fi

@@ -82,6 +82,25 @@ double Since(Clock::time_point t) {
   return std::chrono::duration<double>(Clock::now() - t).count();
 }
 
+// A mixed step's row tables (BatchLayout::dec_rows, tiles; UseMixedAttention): the rows of
+// one-token sequences, and tiles of at most 8 consecutive rows of each longer sequence.
+void WriteMixedRows(const BatchLayout& lay, const Batch& b, int32_t* words) {
+  int32_t n_dec = 0, n_tiles = 0;
+  for (const BatchSeq& s : b.seqs) {
+    if (s.n_tokens == 1) {
+      words[lay.dec_rows + 1 + n_dec++] = s.row0;
+      continue;
+    }
+    for (int r = 0; r < s.n_tokens; r += 8) {
+      words[lay.tiles + 1 + 2 * n_tiles] = s.row0 + r;
+      words[lay.tiles + 2 + 2 * n_tiles] = std::min(8, s.n_tokens - r);
+      ++n_tiles;
+    }
+  }
+  words[lay.dec_rows] = n_dec;
+  words[lay.tiles] = n_tiles;
+}
+
 uint64_t Mix(uint64_t h, uint64_t v) {
   h ^= v + 0x9e3779b97f4a7c15ull + (h << 6) + (h >> 2);
   return h;
@@ -289,8 +308,10 @@ VulkanBackend::Program& VulkanBackend::GetProgram(const Graph& g, const Batch& b
       programs_.splice(programs_.begin(), programs_, it);
       return *programs_.front();
     }
+  const auto t_build = Clock::now();
   auto p = Build(g, b, kv, mode, key);
   ++programs_built_;
+  build_s_ += Since(t_build);
   programs_.push_front(std::move(p));
   while (programs_.size() > tuning_.max_programs) programs_.pop_back();
   return *programs_.front();
@@ -622,6 +643,15 @@ std::unique_ptr<VulkanBackend::Program> VulkanBackend::Build(const Graph& g, con
     lay.mla_view = w = (w + 63) / 64 * 64;  // bound on its own: 256-byte aligned
     w += uint32_t(MlaViewWords(kv, T));
   }
+  if (std::any_of(nodes.begin(), nodes.end(), [&](const Node& n) {
+        return n.op == Op::kAttention &&
+               UseMixedAttention(*dev_, kv, T, uint32_t(n.i[0]), uint32_t(n.i[1]), uint32_t(n.i[2]),
+                                 uint32_t(n.i[3]));
+      })) {
+    lay.dec_rows = w, w += uint32_t(T) + 1;  // count, rows
+    lay.tiles = w,
+    w += 2 * uint32_t(T) + 1;  // count, (first row, rows) pairs: a tile a row at most
+  }
   for (const Node& n : nodes)  // every kInput node reads the batch's one set of rows
     if (n.op == Op::kInput && !lay.input) {
       lay.input = w = (w + 63) / 64 * 64;  // bound on its own: 256-byte aligned
@@ -793,6 +823,7 @@ void VulkanBackend::Run(Program& p, const Batch& b, VkKv& kv, void* out, Compute
     std::memcpy(words + lay.input, InputRows(b, p.input),
                 size_t(p.input.shape[0] * p.input.shape[1]) * 4);
   }
+  if (lay.dec_rows) WriteMixedRows(lay, b, words);
   for (size_t i = 0; i < b.out_rows.size(); ++i) {
     ES_CHECK(b.out_rows[i] >= 0 && b.out_rows[i] < T, "vulkan: out row ", b.out_rows[i],
              " outside the batch");
@@ -880,6 +911,8 @@ void VulkanBackend::Run(Program& p, const Batch& b, VkKv& kv, void* out, Compute
 }
 
 void VulkanBackend::PrintProfile() const {
+  std::fprintf(stderr, "vulkan profile: %d programs built (graph shapes recorded) in %.1f ms\n",
+               programs_built_, build_s_ * 1e3);
   const char* names[2] = {"decode (one token a sequence)", "prefill and mixed steps"};
   for (int ph = 0; ph < 2; ++ph) {
     const PhaseProfile& pp = profile_[ph];

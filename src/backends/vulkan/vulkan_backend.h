@@ -102,6 +102,7 @@ class VulkanBackend final : public Backend {
   static constexpr size_t kMaxSeenGraphs = 16;
   std::vector<const void*> weight_data_;  // GetProgram's scratch (no allocation per step)
   int programs_built_ = 0, submits_ = 0;
+  double build_s_ = 0;  // time spent in Build (programs_built_ of them)
   // With BackendOptions::profile: the split of every Run, summed per phase (0 = decode, T == 1;
   // 1 = prefill) and printed to stderr when the backend goes away.
   struct PhaseProfile {

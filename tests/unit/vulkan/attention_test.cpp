@@ -610,6 +610,69 @@ TEST(VulkanMlaForm, TheStepExpandsOnlyWhereItSavesMultiplyAdds) {
   EXPECT_FALSE(vk::MlaStepExpands(dense, b));  // no MLA
 }
 
+// Continuous batching's mixed steps (more than kDecodeMaxRows rows, UseMixedAttention) over a
+// paged cache whose slots hold scattered blocks: the decode rows (one-token sequences) take the
+// split decode kernel over the batch's row list, the prompts' rows tiles of one sequence each
+// (attention_rows.comp over the tile table). Ragged prompts (1 to 37 rows: tiles of 1 to 8 rows,
+// and a 2-row "prompt"), decode rows at contexts 3 to 60 between and after them, then a step of
+// 70 decode rows only; the 7B's heads (7 query heads a kv head, 128 wide) and a narrow shape.
+TEST_P(VulkanAttention, MixedStepsSplitDecodeRowsAndTileEachPrompt) {
+  auto& be = SharedVulkan();
+  struct Shape {
+    int Hq, Hkv, dk, dv;
+  };
+  for (const Shape sh : {Shape{7, 1, 128, 128}, Shape{8, 2, 32, 64}}) {
+    const int slots = 72;
+    const int64_t capacity = 64, per_slot = capacity / kKvBlockTokens;
+    const std::string tag = std::string(Name(GetParam())) + " Hq=" + std::to_string(sh.Hq) +
+                            " dk=" + std::to_string(sh.dk);
+    AttentionSteps run(be, sh.Hq, sh.Hkv, sh.dk, sh.dv, GetParam(), 101, slots, capacity);
+    const KvSpec spec{2, {sh.Hkv * sh.dk, sh.Hkv * sh.dv}, GetParam()};
+    run.kv = be.CreatePagedKv(spec, slots, capacity, slots * per_slot);
+    for (int s = 0; s < slots; ++s) {  // slot s takes blocks from the far end, interleaved
+      std::vector<int32_t> table;
+      for (int64_t k = 0; k < per_slot; ++k)
+        table.push_back(int32_t(slots * per_slot - 1 - (k * slots + s)));
+      run.kv->SetBlockTable(s, table.data(), int(table.size()));
+    }
+    // Slots 0..9 hold prompts of 3..57 tokens (one prefill step of 300 rows).
+    Batch pre;
+    for (int s = 0; s < 10; ++s) pre.Add(s, 0, Tokens(3 + 6 * s, s, 101), true);
+    pre.Finalize();
+    run.Step(be, pre, 1e-5, tag + " prefill");
+    // Mixed: 10 decode rows, prompts of 37, 9, 1 and 2 rows in slots 10..13, 10 more decode rows.
+    Batch mixed;
+    for (int s = 0; s < 5; ++s) mixed.Add(s, 3 + 6 * s, {int32_t(s + 1)}, true);
+    mixed.Add(10, 0, Tokens(37, 3, 101), true);
+    for (int s = 5; s < 10; ++s) mixed.Add(s, 3 + 6 * s, {int32_t(s + 1)}, true);
+    mixed.Add(11, 0, Tokens(9, 4, 101), true);
+    mixed.Add(12, 0, {7}, true);
+    mixed.Add(13, 0, {8, 9}, true);
+    for (int s = 14; s < 24; ++s) mixed.Add(s, 0, {int32_t(s)}, true);
+    mixed.Finalize();
+    ASSERT_GT(mixed.n_tokens(), 64);
+    run.Step(be, mixed, 1e-5, tag + " mixed");
+    bool list = false;
+    for (const std::string& n : be.counters().shaders)
+      list = list || n.rfind("attention_combine_list", 0) == 0;
+    EXPECT_TRUE(list) << tag << ": the mixed step did not take the decode-row list";
+    // 70 decode rows, no prompt.
+    Batch dec;
+    for (int s = 0; s < 70; ++s) {
+      const int pos = s < 10    ? 4 + 6 * s
+                      : s == 10 ? 37
+                      : s == 11 ? 9
+                      : s == 12 ? 1
+                      : s == 13 ? 2
+                      : s < 24  ? 1
+                                : 0;
+      dec.Add(s, pos, {int32_t((s * 5) % 101)}, true);
+    }
+    dec.Finalize();
+    run.Step(be, dec, 1e-5, tag + " decode only");
+  }
+}
+
 INSTANTIATE_TEST_SUITE_P(KvTypes, VulkanAttention, ::testing::Values(DType::kF32, DType::kF16),
                          [](const auto& info) { return std::string(Name(info.param)); });
 

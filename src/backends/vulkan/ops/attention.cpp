@@ -48,6 +48,7 @@ struct RowsPush {
   uint32_t Hq, Hkv, wa, wb, dv, q_rs, q_hs, capacity, a_w, b_w, v_w, slot_off, pos_off, o_rs, o_hs;
   float scale;
   uint32_t T;
+  uint32_t tiles_off;  // attention_rows.comp: the batch's tile table (mixed steps), 0: none
 };
 // The word offsets of the rows' slots and positions in the buffer the kernel reads them from.
 uint32_t SlotOff(const OpContext& c, const AttentionArgs& a) {
@@ -57,11 +58,11 @@ uint32_t PosOff(const OpContext& c, const AttentionArgs& a) {
   return a.kv ? a.kv->pos_off : c.layout->positions;
 }
 RowsPush PushFor(const OpContext& c, const AttentionArgs& a) {
-  return {a.Hq,         a.Hkv,  a.wa,   a.wb,
-          a.dv,         a.q_rs, a.q_hs, uint32_t(c.kv.capacity()),
-          a.a_w,        a.b_w,  a.v_w,  SlotOff(c, a),
-          PosOff(c, a), a.o_rs, a.o_hs, a.scale,
-          uint32_t(c.T)};
+  return {a.Hq,          a.Hkv,  a.wa,   a.wb,
+          a.dv,          a.q_rs, a.q_hs, uint32_t(c.kv.capacity()),
+          a.a_w,         a.b_w,  a.v_w,  SlotOff(c, a),
+          PosOff(c, a),  a.o_rs, a.o_hs, a.scale,
+          uint32_t(c.T), 0u};
 }
 // The element type of the keys and values an attention reads: the cache's, or its own (a.kv).
 DType KeyType(const OpContext& c, const AttentionArgs& a) {
@@ -79,12 +80,31 @@ bool UseAttentionCm2(const Device& dev, int64_t T, uint32_t dk, uint32_t dv) {
          dk <= kCm2MaxHeadDim && dv <= kCm2MaxHeadDim;
 }
 
-// attention_combine.comp: merges the S key chunks of each (row, head) of a split attention.
-void RecordAttentionCombine(OpContext& c, const AttentionArgs& a, uint32_t S) {
+bool UseMixedAttention(const Device& dev, const VkKv& kv, int64_t T, uint32_t Hq, uint32_t Hkv,
+                       uint32_t dk, uint32_t dv) {
+  if (T <= kDecodeMaxRows || !UseDecodeAttention(dev, kDecodeMaxRows, Hq, Hkv, dk, dv))
+    return false;
+  // The kernel KernelFor gives the cache's keys: tensor cores while the slots' blocks are
+  // adjacent (attention_cm2.comp, f32 / f16 caches), else the 8-row tiles up to 128-wide heads.
+  if (!kv.scattered() && !IsQuantized(kv.spec().dtype) && UseAttentionCm2(dev, T, dk, dv))
+    return false;
+  return dk <= 128 && dv <= 128;
+}
+
+uint64_t MixedAttentionBytes(const Device& dev, int64_t T, uint32_t Hq, uint32_t dv) {
+  return uint64_t(T) * Hq * DecodeSplits(dev, T) * uint64_t(dv + 2) * 4;
+}
+
+// attention_combine.comp: merges the S key chunks of each (row, head) of a split attention; with
+// `list`, only the rows of the batch's decode-row list (mixed steps).
+void RecordAttentionCombine(OpContext& c, const AttentionArgs& a, uint32_t S, bool list) {
+  ES_ASSERT(!(list && a.xq));
   const std::string name = a.xq ? (a.xq->wide ? "attention_combine_q8_i16" : "attention_combine_q8")
-                                : "attention_combine";
-  Dispatch& m = c.Add(name, std::vector<uint32_t>(a.xq ? 4 : 2, 1), {S});
+                           : list ? "attention_combine_list"
+                                  : "attention_combine";
+  Dispatch& m = c.Add(name, std::vector<uint32_t>(a.xq ? 4 : list ? 3 : 2, 1), {S});
   m.bindings = {{a.part}, {a.out}};
+  if (list) m.bindings.push_back({c.batch});
   m.writes = {1};
   if (a.xq) {
     ES_CHECK(a.dv % 32 == 0 && a.o_hs % 32 == 0 && a.dv <= 1024, "vulkan: attention '", c.n.name,
@@ -94,8 +114,8 @@ void RecordAttentionCombine(OpContext& c, const AttentionArgs& a, uint32_t S) {
     m.writes = {1, 2, 3};
   }
   struct {
-    uint32_t Hq, dv, o_rs, o_hs;
-  } mc{a.Hq, a.dv, a.o_rs, a.o_hs};
+    uint32_t Hq, dv, o_rs, o_hs, list_off;
+  } mc{a.Hq, a.dv, a.o_rs, a.o_hs, list ? c.layout->dec_rows : 0u};
   m.Push(mc);
   m.groups[0] = a.Hq;
   m.groups[1] = uint32_t(c.T);
@@ -106,8 +126,10 @@ namespace {
 
 // Split decode attention by kv head (attention_decode.comp), FUSED where the builder folded the
 // ropes and the cache stores into it (c.attn_rope): then a.q is the raw q.
-void RecordDecodeAttention(OpContext& c, const AttentionArgs& a) {
+// With `list` (mixed steps), the rows of the batch's decode-row list only.
+void RecordDecodeAttention(OpContext& c, const AttentionArgs& a, bool list = false) {
   const bool fused = c.attn_rope != nullptr;
+  ES_ASSERT(!(fused && list));
   // S chunks (the scratch was sized for them: AttentionSplitBytes) of at least min_chunk keys
   // (H200, 7B tg128 at context 512..640, t/s, two rounds in one job: Q4_0 362.3 / 361.1 with
   // chunks of 16 against 357.6 / 358.4 with 32, Q8_0 263.2 / 263.8 against 259.2 / 259.5; earlier
@@ -127,6 +149,7 @@ void RecordDecodeAttention(OpContext& c, const AttentionArgs& a) {
     uint32_t Hq, q_rs, capacity, a_w, v_w, slot_off, pos_off, T, k_rs, v_rs, rope_off, rope_half,
         neox, cs_off;
     float scale;
+    uint32_t list_off;
   } pc{a.Hq,
        a.q_rs,
        uint32_t(c.kv.capacity()),
@@ -141,7 +164,8 @@ void RecordDecodeAttention(OpContext& c, const AttentionArgs& a) {
        0,
        0,
        0,
-       a.scale};
+       a.scale,
+       list ? c.layout->dec_rows : 0u};
   if (fused) {
     const Node& rn = *c.attn_rope;
     const RopeTable& rt = *rn.rope;
@@ -161,7 +185,7 @@ void RecordDecodeAttention(OpContext& c, const AttentionArgs& a) {
   d.groups[0] = a.Hkv;
   d.groups[1] = uint32_t(c.T);
   d.groups[2] = S;
-  RecordAttentionCombine(c, a, S);
+  RecordAttentionCombine(c, a, S, list);
 }
 
 // The kernel of an attention: prefill (more than kDecodeMaxRows rows, no split scratch,
@@ -183,12 +207,13 @@ AttentionKernel KernelFor(const OpContext& c, const AttentionArgs& a) {
 }
 }  // namespace
 
-void RecordAttention(OpContext& c, const AttentionArgs& a) {
+void RecordAttention(OpContext& c, const AttentionArgs& a, bool tiles) {
   const bool f16 = KeyType(c, a) == DType::kF16;
   const std::string kt = KvTypeSuffix(KeyType(c, a));
   const BufRange bt = a.kv ? a.kv->bt : c.batch;
   ES_ASSERT(!a.kv || (a.part.size == 0 && c.T > kDecodeMaxRows));  // prefill kernels only
   const AttentionKernel kernel = KernelFor(c, a);
+  ES_ASSERT(!tiles || kernel == AttentionKernel::kRows);
   if (kernel == AttentionKernel::kTensorCores) {
     // Prefill on tensor cores (attention_cm2.comp): tiles of BR query rows x BC keys.
     const Coopmat2Config& t = c.dev.coopmat2();
@@ -216,9 +241,15 @@ void RecordAttention(OpContext& c, const AttentionArgs& a) {
     Dispatch& d = c.Add("attention_rows_" + kt + tile, {1, 1, 1, 1, 1, 1});
     d.bindings = {{a.q}, {a.ka}, {a.kb}, {a.v}, {a.out}, {bt}};
     d.writes = {4};
-    d.Push(PushFor(c, a));
+    RowsPush pc = PushFor(c, a);
     d.groups[0] = a.Hq;
     d.groups[1] = uint32_t((c.T + 7) / 8);
+    if (tiles) {  // sequence-aligned tiles: at most one more than the 8-row ones a sequence
+      ES_ASSERT(!a.kv && c.layout->tiles != 0);
+      pc.tiles_off = c.layout->tiles;
+      d.groups[1] += uint32_t(std::min<int64_t>(c.kv.n_slots(), c.T));
+    }
+    d.Push(pc);
     return;
   }
   const bool split = a.part.size != 0;
@@ -241,7 +272,7 @@ void RecordAttention(OpContext& c, const AttentionArgs& a) {
   d.Push(pc);
   d.groups[0] = a.Hq;
   d.groups[1] = uint32_t(c.T);
-  if (split) RecordAttentionCombine(c, a, kAttentionSplits);
+  if (split) RecordAttentionCombine(c, a, kAttentionSplits, false);
 }
 
 void BuildAttention(OpContext& c) {
@@ -289,7 +320,15 @@ void BuildAttention(OpContext& c) {
   }
   ES_CHECK(c.attn_rope == nullptr, "vulkan: attention '", n.name,
            "' has a folded rope but no decode kernel");
-  RecordAttention(c, a);
+  if (a.part.size != 0 && UseMixedAttention(c.dev, c.kv, c.T, Hq, Hkv, dk, dv)) {
+    // Mixed step: decode rows split over keys, the other rows on sequence-aligned tiles.
+    RecordDecodeAttention(c, a, /*list=*/true);
+    AttentionArgs rows = a;
+    rows.part = {};
+    RecordAttention(c, rows, /*tiles=*/true);
+    return;
+  }
+  RecordAttention(c, a, false);
 }
 
 }  // namespace es::vk

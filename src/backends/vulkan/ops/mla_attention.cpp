@@ -197,7 +197,7 @@ void BuildMla(OpContext& c) {
       a.dv = uint32_t(r);
       a.o_rs = uint32_t(H * r);
       a.o_hs = uint32_t(r);
-      RecordAttentionCombine(c, a, S);
+      RecordAttentionCombine(c, a, S, false);
     }
     if (gemm)
       RecordHeadGemm(c, olat, uint32_t(H * r), uint32_t(r), uint32_t(H), uint32_t(dv), uint32_t(r),
@@ -233,7 +233,7 @@ void BuildMla(OpContext& c) {
   a.o_rs = uint32_t(H * r);
   a.o_hs = uint32_t(r);
   a.scale = n.f0;
-  RecordAttention(c, a);
+  RecordAttention(c, a, false);
   if (gemm)
     RecordHeadGemm(c, olat, uint32_t(H * r), uint32_t(r), uint32_t(H), uint32_t(dv), uint32_t(r),
                    wuv, c.Out(), uint32_t(H * dv), uint32_t(dv), c.scratch[2], c.scratch[3], meta);

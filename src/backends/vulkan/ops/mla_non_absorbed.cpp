@@ -212,7 +212,7 @@ void BuildMlaNonAbsorbed(OpContext& c) {
   a.o_hs = uint32_t(dv);
   a.scale = n.f0;
   a.kv = &view;
-  RecordAttention(c, a);
+  RecordAttention(c, a, false);
 }
 
 }  // namespace es::vk

@@ -31,6 +31,11 @@ struct BatchLayout {
   // The kInput node's rows (Batch::input, T x its columns; 64-word aligned: bound on its own);
   // 0 when the graph has none.
   uint32_t input = 0;
+  // Mixed steps (UseMixedAttention): word dec_rows holds the count of the batch's decode rows
+  // (sequences of one token), their row indices follow; word tiles the count of tiles of the
+  // other sequences' rows (at most 8 consecutive rows of one sequence each), (first row, rows)
+  // pairs follow. 0 when no node takes that path.
+  uint32_t dec_rows = 0, tiles = 0;
   uint32_t words = 0;
 };
 

@@ -133,10 +133,23 @@ constexpr int64_t kDecodeFusedMaxRows = 8;
 constexpr uint32_t kAttentionSplits = 16;
 uint64_t AttentionSplitBytes(const Device& dev, int64_t T, uint32_t Hq, uint32_t Hkv, uint32_t dk,
                              uint32_t dv);
-void RecordAttention(OpContext& c, const AttentionArgs& a);
+// A step of more than kDecodeMaxRows rows whose attention takes the 8-row tiles
+// (attention_rows.comp) while its shape allows the split decode kernel: continuous batching's
+// mixed steps. Its decode rows (sequences of one token) then take attention_decode.comp over the
+// batch's row list (BatchLayout::dec_rows: split over keys, all the query heads of a kv head a
+// workgroup) and the other rows tiles that never straddle two sequences (BatchLayout::tiles):
+// 8-row tiles of mixed slots made one pass over the keys per slot, up to 8 serial passes (H200,
+// 7B Q4_0 serving, 32 clients: 50.8 of a 90 ms mixed step). Its partials' scratch:
+// MixedAttentionBytes.
+bool UseMixedAttention(const Device& dev, const VkKv& kv, int64_t T, uint32_t Hq, uint32_t Hkv,
+                       uint32_t dk, uint32_t dv);
+uint64_t MixedAttentionBytes(const Device& dev, int64_t T, uint32_t Hq, uint32_t dv);
+// `tiles`: the 8-row tiles from the batch's tile table (mixed steps, BatchLayout::tiles).
+void RecordAttention(OpContext& c, const AttentionArgs& a, bool tiles);
 // attention_combine.comp: merges the S key chunks in a.part of each (row, head) into a.out
 // (a.Hq heads of a.dv values, row stride a.o_rs, head stride a.o_hs; a.xq: also quantized).
-void RecordAttentionCombine(OpContext& c, const AttentionArgs& a, uint32_t S);
+// `list`: only the rows of the batch's decode-row list (mixed steps, BatchLayout::dec_rows).
+void RecordAttentionCombine(OpContext& c, const AttentionArgs& a, uint32_t S, bool list);
 // Whether split decode attention of T rows (Hq query heads over Hkv kv heads, head dims dk, dv)
 // takes attention_decode.comp, one workgroup per kv head and key chunk (ES_VK_ATTN_DECODE=0:
 // never; else where the dims and the shared memory fit). The builder folds the ropes of q and k

@@ -6,7 +6,8 @@
 //   out[t*o_rs + h*o_hs + d] = Σ_s exp(m_s - M) acc_s[d] / Σ_s exp(m_s - M) l_s,  M = max_s m_s
 // Chunks without keys carry m_s = -inf and contribute nothing (their sums are not read: a writer
 // may leave them unwritten). Chunks with keys are a prefix of the S (the writers split a row's
-// keys in order); only that prefix is read, 8 chunks' loads issued together.
+// keys in order); only that prefix is read, 8 chunks' loads issued together. ROW_LIST: the rows
+// are the decode rows of a mixed step, listed in the batch buffer (binding 2) at list_off.
 // QUANT (the output projection takes the integer-dot GEMV, vulkan_backend.cpp): the head's
 // outputs are also quantized per 32-block as quantize_q8.comp would quantize the row (quant_x.glsl;
 // X_I16: int16 levels for Q8_0 weights): block b of row t at xq[(t * nb + b) * XB ..], its
@@ -22,10 +23,20 @@ layout(binding = 2) writeonly buffer XQ { uvec4 xq[]; };
 layout(binding = 3) writeonly buffer XDS { vec2 xds[]; };
 shared vec4 outs[32];  // this workgroup's 128 outputs
 #endif
-layout(push_constant) uniform P { uint Hq, dv, o_rs, o_hs; } p;
+#ifdef ROW_LIST
+layout(binding = 2) readonly buffer B { int bt[]; };
+#endif
+layout(push_constant) uniform P { uint Hq, dv, o_rs, o_hs, list_off; } p;
 shared float ms[S], ls[S], ws[S];
 void main() {
-  const uint h = gl_WorkGroupID.x, t = gl_WorkGroupID.y, tid = gl_LocalInvocationID.x;
+  const uint h = gl_WorkGroupID.x, tid = gl_LocalInvocationID.x;
+#ifdef ROW_LIST
+  // Mixed steps: the decode rows listed at bt[list_off] (their count first).
+  if (gl_WorkGroupID.y >= uint(bt[p.list_off])) return;
+  const uint t = uint(bt[p.list_off + 1u + gl_WorkGroupID.y]);
+#else
+  const uint t = gl_WorkGroupID.y;
+#endif
   const uint d0 = gl_WorkGroupID.z * 128u, d = d0 + tid;
   const uint w = p.dv + 2u, base = (t * p.Hq + h) * S * w;
   if (tid < S) {

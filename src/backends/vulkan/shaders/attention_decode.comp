@@ -1,5 +1,6 @@
 #version 450
-// Decode attention (up to kDecodeMaxRows rows, FUSED at most MAXNEW; keys split into chunks), one workgroup per (kv head,
+// Decode attention (up to kDecodeMaxRows rows, FUSED at most MAXNEW; keys split into chunks; or
+// the decode rows of a mixed step, listed in the batch buffer at list_off), one workgroup per (kv head,
 // row, key chunk) serving all G = Hq / Hkv query heads of that kv head: each key and value row
 // is read once for the G heads (attention.comp reads it once per query head). Causal over the
 // row's own slot (keys 0..pos); written to be latency-bound rather than load-bound, as decode is:
@@ -69,6 +70,7 @@ layout(binding = 6) readonly buffer VR { float vr[]; };
 layout(push_constant) uniform P {
   uint Hq, q_rs, capacity, a_w, v_w, slot_off, pos_off, T, k_rs, v_rs, rope_off, rope_half, neox, cs_off;
   float scale;
+  uint list_off;  // mixed steps: bt[list_off] rows, their indices after it; 0: row = y
 } p;
 
 shared float qs[G * DK];
@@ -117,7 +119,12 @@ int NewKey(uint j, uint nn) {
 
 void main() {
   const uint tid = gl_LocalInvocationID.x;
-  const uint kvh = gl_WorkGroupID.x, t = gl_WorkGroupID.y, z = gl_WorkGroupID.z;
+  const uint kvh = gl_WorkGroupID.x, z = gl_WorkGroupID.z;
+  uint t = gl_WorkGroupID.y;
+  if (p.list_off != 0u) {  // uniform: the whole workgroup leaves or stays
+    if (t >= uint(bt[p.list_off])) return;
+    t = uint(bt[p.list_off + 1u + t]);
+  }
   const uint S = gl_NumWorkGroups.z;
   const uint slot = uint(bt[p.slot_off + t]), pos = uint(bt[p.pos_off + t]);
   const uint n_ctx = pos + 1u;

@@ -16,7 +16,8 @@
 // so the 32 lanes' 16-byte reads of 32 different keys hit distinct banks): a score is dk / 4
 // vec4 dot products, an accumulator update one vec4 read per key. Rows of one group may belong
 // to different sequences (slots): the group makes one pass over the keys per distinct slot, rows
-// of other slots masked out of that pass.
+// of other slots masked out of that pass. With tiles_off (mixed steps), a workgroup takes the
+// rows of one tile of the batch buffer's table instead: at most 8 rows of one sequence.
 layout(local_size_x = 256) in;
 #ifndef KT
 #define KT 32  // keys per tile: 32 needs ~38 KiB of shared memory, 16 ~21 KiB
@@ -40,6 +41,7 @@ layout(push_constant) uniform P {
   uint Hq, Hkv, wa, wb, dv, q_rs, q_hs, capacity, a_w, b_w, v_w, slot_off, pos_off, o_rs, o_hs;
   float scale;
   uint T;
+  uint tiles_off;  // mixed steps: bt[tiles_off] tiles, (first row, rows) pairs after it; 0: 8 rows from 8y
 } p;
 #if defined(KV_QUANT)
 KV_LOADS(ka, KaAt, KaAt2, KaAt4)
@@ -60,7 +62,14 @@ shared uint row_ctx[QR];
 
 void main() {
   const uint tid = gl_LocalInvocationID.x;
-  const uint h = gl_WorkGroupID.x, t0 = gl_WorkGroupID.y * QR;
+  const uint h = gl_WorkGroupID.x;
+  uint t0 = gl_WorkGroupID.y * QR, tend = min(p.T, t0 + QR);
+  if (p.tiles_off != 0u) {  // uniform: the whole workgroup leaves or stays
+    const uint y = gl_WorkGroupID.y;
+    if (y >= uint(bt[p.tiles_off])) return;
+    t0 = uint(bt[p.tiles_off + 1u + 2u * y]);
+    tend = min(p.T, t0 + uint(bt[p.tiles_off + 2u + 2u * y]));
+  }
   const uint kvh = h / (p.Hq / p.Hkv);
   const uint r = tid / 32u, lane = tid % 32u;
   const uint dk = p.wa, nk4 = (dk + 3u) / 4u, nv4 = (p.dv + 3u) / 4u;
@@ -68,16 +77,16 @@ void main() {
     const uint rr = e / nk4, i4 = e % nk4;
     vec4 v = vec4(0.0);
     for (uint c = 0; c < 4u; ++c)
-      if (t0 + rr < p.T && 4u * i4 + c < dk) v[c] = q[(t0 + rr) * p.q_rs + h * p.q_hs + 4u * i4 + c];
+      if (t0 + rr < tend && 4u * i4 + c < dk) v[c] = q[(t0 + rr) * p.q_rs + h * p.q_hs + 4u * i4 + c];
     qs4[rr][i4] = v;
   }
   if (tid < QR) {
-    const bool live = t0 + tid < p.T;
+    const bool live = t0 + tid < tend;
     row_slot[tid] = live ? bt[p.slot_off + t0 + tid] : -1;
     row_ctx[tid] = live ? uint(bt[p.pos_off + t0 + tid]) + 1u : 0u;
   }
   barrier();
-  const bool live = t0 + r < p.T;
+  const bool live = t0 + r < tend;
   const int my_slot = row_slot[r];
   float m = -1.0 / 0.0, l = 0.0;
   vec4 acc = vec4(0.0);
