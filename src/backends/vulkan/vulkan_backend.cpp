@@ -91,9 +91,9 @@ void WriteMixedRows(const BatchLayout& lay, const Batch& b, int32_t* words) {
       words[lay.dec_rows + 1 + n_dec++] = s.row0;
       continue;
     }
-    for (int r = 0; r < s.n_tokens; r += 8) {
+    for (int r = 0; r < s.n_tokens; r += kRowsTile) {
       words[lay.tiles + 1 + 2 * n_tiles] = s.row0 + r;
-      words[lay.tiles + 2 + 2 * n_tiles] = std::min(8, s.n_tokens - r);
+      words[lay.tiles + 2 + 2 * n_tiles] = std::min(kRowsTile, s.n_tokens - r);
       ++n_tiles;
     }
   }
@@ -648,9 +648,10 @@ std::unique_ptr<VulkanBackend::Program> VulkanBackend::Build(const Graph& g, con
                UseMixedAttention(*dev_, kv, T, uint32_t(n.i[0]), uint32_t(n.i[1]), uint32_t(n.i[2]),
                                  uint32_t(n.i[3]));
       })) {
-    lay.dec_rows = w, w += uint32_t(T) + 1;  // count, rows
-    lay.tiles = w,
-    w += 2 * uint32_t(T) + 1;  // count, (first row, rows) pairs: a tile a row at most
+    lay.dec_rows = w;  // count, rows
+    w += uint32_t(T) + 1;
+    lay.tiles = w;  // count, (first row, rows) pairs: at most a tile a row
+    w += 2 * uint32_t(T) + 1;
   }
   for (const Node& n : nodes)  // every kInput node reads the batch's one set of rows
     if (n.op == Op::kInput && !lay.input) {

@@ -243,7 +243,7 @@ void RecordAttention(OpContext& c, const AttentionArgs& a, bool tiles) {
     d.writes = {4};
     RowsPush pc = PushFor(c, a);
     d.groups[0] = a.Hq;
-    d.groups[1] = uint32_t((c.T + 7) / 8);
+    d.groups[1] = uint32_t((c.T + kRowsTile - 1) / kRowsTile);
     if (tiles) {  // sequence-aligned tiles: at most one more than the 8-row ones a sequence
       ES_ASSERT(!a.kv && c.layout->tiles != 0);
       pc.tiles_off = c.layout->tiles;

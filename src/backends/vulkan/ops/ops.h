@@ -144,6 +144,8 @@ uint64_t AttentionSplitBytes(const Device& dev, int64_t T, uint32_t Hq, uint32_t
 bool UseMixedAttention(const Device& dev, const VkKv& kv, int64_t T, uint32_t Hq, uint32_t Hkv,
                        uint32_t dk, uint32_t dv);
 uint64_t MixedAttentionBytes(const Device& dev, int64_t T, uint32_t Hq, uint32_t dv);
+// Query rows of an attention_rows.comp tile (its QR).
+constexpr int kRowsTile = 8;
 // `tiles`: the 8-row tiles from the batch's tile table (mixed steps, BatchLayout::tiles).
 void RecordAttention(OpContext& c, const AttentionArgs& a, bool tiles);
 // attention_combine.comp: merges the S key chunks in a.part of each (row, head) into a.out
