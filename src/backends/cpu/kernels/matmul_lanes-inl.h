@@ -198,10 +198,11 @@ struct Q40PanelSrc {
   HWY_INLINE void Load(size_t b, Q40Nibbles* n) const { UnpackQ40(p[b], n); }
 };
 
-// Repacked weights are one stream per group: the GEMV fetches the quants 16 KiB ahead (past the
-// group's end, the next group's) into L2, as the raw GEMV fetches the next 8 rows. Distance and
-// level measured on the 1.5B shapes (docs/performance.md): 8 KiB or L1 left the Q4_0 GEMV behind
-// the raw one.
+// Repacked weights are one stream per group: the GEMV and every GEMM tile fetch the quants 16 KiB
+// ahead (past the group's end, the next group's) into L2, as the raw GEMV fetches the next 8 rows
+// (the GEMM without it: a 4-row decode step of the 1.5B took 65 ms against 43 ms, 2026-12-03).
+// Distance and level measured on the 1.5B shapes (docs/performance.md): 8 KiB or L1 left the Q4_0
+// GEMV behind the raw one.
 constexpr size_t kPackedAhead = 16384;
 HWY_INLINE void PrefetchPacked(const uint8_t* p) {
   _mm_prefetch(reinterpret_cast<const char*>(p), _MM_HINT_T1);
@@ -251,7 +252,7 @@ HWY_NOINLINE void Q40PanelRows(const LaneActs& a, size_t r0, Src panel, __m256* 
   const int32_t* HWY_RESTRICT s = a.s8 + r0 * nb;
   __m256 c0 = _mm256_setzero_ps(), c1 = c0, c2 = c0, c3 = c0;
   for (size_t b = 0; b < nb; ++b) {
-    if constexpr (RT == 1) panel.Prefetch(b);
+    panel.Prefetch(b);
     Q40Nibbles n;
     panel.Load(b, &n);
     const int8_t* xb = x + b * kQK;
@@ -437,7 +438,7 @@ HWY_NOINLINE void Q80PanelRows(const LaneActs& a, size_t r0, Src panel, __m256* 
   const float* HWY_RESTRICT d = a.d + r0 * nb;
   __m256 c0 = _mm256_setzero_ps(), c1 = c0, c2 = c0, c3 = c0;
   for (size_t b = 0; b < nb; ++b) {
-    if constexpr (RT == 1) panel.Prefetch(b);
+    panel.Prefetch(b);
     const __m128i* HWY_RESTRICT pq = panel.Quants(b);
     const int16_t* xb = x + b * kQK;
     __m256i i0 = _mm256_setzero_si256(), i1 = i0, i2 = i0, i3 = i0;
