@@ -161,6 +161,11 @@ HWY_INLINE __m256i LaneDpBusd(__m256i acc, __m256i u, __m256i s) {
   asm("%{evex%} vpdpbusd %2, %1, %0" : "+v"(acc) : "v"(u), "v"(s));
   return acc;
 }
+// acc += Σ_2 s16 × s16 per int32 lane (vpdpwssd, not saturating).
+HWY_INLINE __m256i LaneDpWssd(__m256i acc, __m256i a, __m256i b) {
+  asm("%{evex%} vpdpwssd %2, %1, %0" : "+v"(acc) : "v"(a), "v"(b));
+  return acc;
+}
 #endif
 
 // One block of one activation row: acc (lane c = column c) = fma(d_w · dx, isum_c, acc).
@@ -473,14 +478,22 @@ HWY_NOINLINE void Q80PanelRows(const LaneActs& a, size_t r0, Src panel, __m256* 
     for (int j = 0; j < 8; ++j) {
       const __m256i wa = _mm256_cvtepi8_epi16(_mm_loadu_si128(pq + 2 * j));
       const __m256i wb = _mm256_cvtepi8_epi16(_mm_loadu_si128(pq + 2 * j + 1));
-      auto row = [&](const int16_t* xr) {
-        return _mm256_add_epi32(_mm256_madd_epi16(wa, Bcast2x16(xr + 4 * j)),
-                                _mm256_madd_epi16(wb, Bcast2x16(xr + 4 * j + 2)));
+      // i += the row's 4 products of each column; AVX3_DL: two vpdpwssd (no saturation, and
+      // madd's one overflow, -32768 · -32768 twice, cannot occur with int8 weights), the same
+      // exact int32 as madd + add.
+      auto row = [&](__m256i i, const int16_t* xr) {
+#if HWY_TARGET == HWY_AVX3_DL
+        return LaneDpWssd(LaneDpWssd(i, wa, Bcast2x16(xr + 4 * j)), wb, Bcast2x16(xr + 4 * j + 2));
+#else
+        return _mm256_add_epi32(i,
+                                _mm256_add_epi32(_mm256_madd_epi16(wa, Bcast2x16(xr + 4 * j)),
+                                                 _mm256_madd_epi16(wb, Bcast2x16(xr + 4 * j + 2))));
+#endif
       };
-      i0 = _mm256_add_epi32(i0, row(xb));
-      if constexpr (RT > 1) i1 = _mm256_add_epi32(i1, row(xb + K));
-      if constexpr (RT > 2) i2 = _mm256_add_epi32(i2, row(xb + 2 * K));
-      if constexpr (RT > 3) i3 = _mm256_add_epi32(i3, row(xb + 3 * K));
+      i0 = row(i0, xb);
+      if constexpr (RT > 1) i1 = row(i1, xb + K);
+      if constexpr (RT > 2) i2 = row(i2, xb + 2 * K);
+      if constexpr (RT > 3) i3 = row(i3, xb + 3 * K);
     }
     const __m256 pd = panel.Scales(b);
     c0 = _mm256_fmadd_ps(_mm256_mul_ps(pd, _mm256_set1_ps(d[b])), _mm256_cvtepi32_ps(i0), c0);
