@@ -80,5 +80,45 @@ TEST(CpuMatMulTargets, EveryTargetIsAccurateAndBatchInvariant) {
   }
 }
 
+// Q4_0 and Q8_0 on x86 take the column-lane kernels (matmul_lanes-inl.h) on AVX2 and every target
+// above it; their integer parts are exact and their float operations the same, so those targets
+// must agree bit for bit — in particular AVX3_DL, whose Q4_0 row dot runs on VNNI (vpdpbusd)
+// instead of maddubs. GEMV, skinny GEMM (2..4 rows) and panel GEMM (5+), odd K and a partial
+// last group of columns.
+TEST(CpuMatMulTargets, LaneKernelsGiveTheSameBitsOnEveryAvx2PlusTarget) {
+  std::vector<int64_t> targets;
+#if HWY_ARCH_X86
+  for (int64_t t : hwy::SupportedAndGeneratedTargets())
+    if (t <= HWY_AVX2) targets.push_back(t);  // AVX2, AVX3, AVX3_DL, ...
+#endif
+  if (targets.size() < 2) GTEST_SKIP() << "fewer than two AVX2+ targets on this CPU";
+  ThreadPool pool(2);
+  for (const int64_t K : {32, 96, 544}) {
+    for (const int64_t N : {8, 23, 57}) {
+      for (const int64_t R : {1, 2, 3, 4, 5, 9}) {
+        const auto x = test::RandomFloats(size_t(R * K), uint64_t(K + N + R));
+        for (DType type : {DType::kQ4_0, DType::kQ8_0}) {
+          const auto wt = test::RandomWeights(type, N, K, uint64_t(K * 7 + N));
+          std::vector<float> first;
+          for (int64_t target : targets) {
+            ForcedTarget forced(target);
+            std::vector<float> y(size_t(R * N));
+            cpu::MatMul(x.data(), R, K, wt.bytes.data(), type, N, nullptr, y.data(), N, pool);
+            if (first.empty()) {
+              first = y;
+              continue;
+            }
+            for (size_t i = 0; i < y.size(); ++i)
+              ASSERT_EQ(0, std::memcmp(&y[i], &first[i], 4))
+                  << hwy::TargetName(target) << " against " << hwy::TargetName(targets[0]) << " "
+                  << Name(type) << " R " << R << " K " << K << " N " << N << " output " << i << ": "
+                  << y[i] << " vs " << first[i];
+          }
+        }
+      }
+    }
+  }
+}
+
 }  // namespace
 }  // namespace es

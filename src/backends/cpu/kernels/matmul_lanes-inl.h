@@ -153,10 +153,39 @@ HWY_INLINE void UnpackQ40(const Q40x8& blk, Q40Nibbles* n) {
   UnpackQ40(blk.q[0], blk.q[1], blk.q[2], blk.q[3], blk.d, n);
 }
 
+#if HWY_TARGET == HWY_AVX3_DL
+// AVX512-VNNI: acc += Σ_4 u8 × s8 per int32 lane, the EVEX form through asm (Highway 1.0.3's
+// AVX3_DL target string enables only the VEX avxvnni form; its run-time check guarantees the
+// EVEX one, see matmul_quant-inl.h DpBusd).
+HWY_INLINE __m256i LaneDpBusd(__m256i acc, __m256i u, __m256i s) {
+  asm("%{evex%} vpdpbusd %2, %1, %0" : "+v"(acc) : "v"(u), "v"(s));
+  return acc;
+}
+// acc += Σ_2 s16 × s16 per int32 lane (vpdpwssd, not saturating).
+HWY_INLINE __m256i LaneDpWssd(__m256i acc, __m256i a, __m256i b) {
+  asm("%{evex%} vpdpwssd %2, %1, %0" : "+v"(acc) : "v"(a), "v"(b));
+  return acc;
+}
+#endif
+
 // One block of one activation row: acc (lane c = column c) = fma(d_w · dx, isum_c, acc).
 //   x: the row's 32 int8 quants of this block; dx, s8: its scale and 8 · Σ quants.
+// With VNNI the 8 nibble dots go straight into int32 lanes (vpdpbusd, two chains of 4): 8 + 1
+// integer operations a row and block instead of 8 maddubs + 7 add + 1 madd. Both sums are exact,
+// so isum — and every output bit — is the same on either path.
 HWY_INLINE __m256 Q40Row(const Q40Nibbles& n, const int8_t* HWY_RESTRICT x, float dx, int32_t s8,
                          __m256 acc) {
+#if HWY_TARGET == HWY_AVX3_DL
+  __m256i lo = LaneDpBusd(_mm256_setzero_si256(), n.lo0, Bcast4(x));
+  __m256i hi = LaneDpBusd(_mm256_setzero_si256(), n.hi0, Bcast4(x + 16));
+  lo = LaneDpBusd(lo, n.lo1, Bcast4(x + 4));
+  hi = LaneDpBusd(hi, n.hi1, Bcast4(x + 20));
+  lo = LaneDpBusd(lo, n.lo2, Bcast4(x + 8));
+  hi = LaneDpBusd(hi, n.hi2, Bcast4(x + 24));
+  lo = LaneDpBusd(lo, n.lo3, Bcast4(x + 12));
+  hi = LaneDpBusd(hi, n.hi3, Bcast4(x + 28));
+  const __m256i isum = _mm256_sub_epi32(_mm256_add_epi32(lo, hi), _mm256_set1_epi32(s8));
+#else
   __m256i p = _mm256_maddubs_epi16(n.lo0, Bcast4(x));
   p = _mm256_add_epi16(p, _mm256_maddubs_epi16(n.lo1, Bcast4(x + 4)));
   p = _mm256_add_epi16(p, _mm256_maddubs_epi16(n.lo2, Bcast4(x + 8)));
@@ -167,6 +196,7 @@ HWY_INLINE __m256 Q40Row(const Q40Nibbles& n, const int8_t* HWY_RESTRICT x, floa
   p = _mm256_add_epi16(p, _mm256_maddubs_epi16(n.hi3, Bcast4(x + 28)));
   const __m256i isum =
       _mm256_sub_epi32(_mm256_madd_epi16(p, _mm256_set1_epi16(1)), _mm256_set1_epi32(s8));
+#endif
   return _mm256_fmadd_ps(_mm256_mul_ps(n.d, _mm256_set1_ps(dx)), _mm256_cvtepi32_ps(isum), acc);
 }
 
@@ -198,10 +228,11 @@ struct Q40PanelSrc {
   HWY_INLINE void Load(size_t b, Q40Nibbles* n) const { UnpackQ40(p[b], n); }
 };
 
-// Repacked weights are one stream per group: the GEMV fetches the quants 16 KiB ahead (past the
-// group's end, the next group's) into L2, as the raw GEMV fetches the next 8 rows. Distance and
-// level measured on the 1.5B shapes (docs/performance.md): 8 KiB or L1 left the Q4_0 GEMV behind
-// the raw one.
+// Repacked weights are one stream per group: the GEMV and every GEMM tile fetch the quants 16 KiB
+// ahead (past the group's end, the next group's) into L2, as the raw GEMV fetches the next 8 rows
+// (the GEMM without it: a 4-row decode step of the 1.5B took 65 ms against 43 ms, 2026-12-03).
+// Distance and level measured on the 1.5B shapes (docs/performance.md): 8 KiB or L1 left the Q4_0
+// GEMV behind the raw one.
 constexpr size_t kPackedAhead = 16384;
 HWY_INLINE void PrefetchPacked(const uint8_t* p) {
   _mm_prefetch(reinterpret_cast<const char*>(p), _MM_HINT_T1);
@@ -251,7 +282,7 @@ HWY_NOINLINE void Q40PanelRows(const LaneActs& a, size_t r0, Src panel, __m256* 
   const int32_t* HWY_RESTRICT s = a.s8 + r0 * nb;
   __m256 c0 = _mm256_setzero_ps(), c1 = c0, c2 = c0, c3 = c0;
   for (size_t b = 0; b < nb; ++b) {
-    if constexpr (RT == 1) panel.Prefetch(b);
+    panel.Prefetch(b);
     Q40Nibbles n;
     panel.Load(b, &n);
     const int8_t* xb = x + b * kQK;
@@ -437,7 +468,7 @@ HWY_NOINLINE void Q80PanelRows(const LaneActs& a, size_t r0, Src panel, __m256* 
   const float* HWY_RESTRICT d = a.d + r0 * nb;
   __m256 c0 = _mm256_setzero_ps(), c1 = c0, c2 = c0, c3 = c0;
   for (size_t b = 0; b < nb; ++b) {
-    if constexpr (RT == 1) panel.Prefetch(b);
+    panel.Prefetch(b);
     const __m128i* HWY_RESTRICT pq = panel.Quants(b);
     const int16_t* xb = x + b * kQK;
     __m256i i0 = _mm256_setzero_si256(), i1 = i0, i2 = i0, i3 = i0;
@@ -447,14 +478,22 @@ HWY_NOINLINE void Q80PanelRows(const LaneActs& a, size_t r0, Src panel, __m256* 
     for (int j = 0; j < 8; ++j) {
       const __m256i wa = _mm256_cvtepi8_epi16(_mm_loadu_si128(pq + 2 * j));
       const __m256i wb = _mm256_cvtepi8_epi16(_mm_loadu_si128(pq + 2 * j + 1));
-      auto row = [&](const int16_t* xr) {
-        return _mm256_add_epi32(_mm256_madd_epi16(wa, Bcast2x16(xr + 4 * j)),
-                                _mm256_madd_epi16(wb, Bcast2x16(xr + 4 * j + 2)));
+      // i += the row's 4 products of each column; AVX3_DL: two vpdpwssd (no saturation, and
+      // madd's one overflow, -32768 · -32768 twice, cannot occur with int8 weights), the same
+      // exact int32 as madd + add.
+      auto row = [&](__m256i i, const int16_t* xr) {
+#if HWY_TARGET == HWY_AVX3_DL
+        return LaneDpWssd(LaneDpWssd(i, wa, Bcast2x16(xr + 4 * j)), wb, Bcast2x16(xr + 4 * j + 2));
+#else
+        return _mm256_add_epi32(i,
+                                _mm256_add_epi32(_mm256_madd_epi16(wa, Bcast2x16(xr + 4 * j)),
+                                                 _mm256_madd_epi16(wb, Bcast2x16(xr + 4 * j + 2))));
+#endif
       };
-      i0 = _mm256_add_epi32(i0, row(xb));
-      if constexpr (RT > 1) i1 = _mm256_add_epi32(i1, row(xb + K));
-      if constexpr (RT > 2) i2 = _mm256_add_epi32(i2, row(xb + 2 * K));
-      if constexpr (RT > 3) i3 = _mm256_add_epi32(i3, row(xb + 3 * K));
+      i0 = row(i0, xb);
+      if constexpr (RT > 1) i1 = row(i1, xb + K);
+      if constexpr (RT > 2) i2 = row(i2, xb + 2 * K);
+      if constexpr (RT > 3) i3 = row(i3, xb + 3 * K);
     }
     const __m256 pd = panel.Scales(b);
     c0 = _mm256_fmadd_ps(_mm256_mul_ps(pd, _mm256_set1_ps(d[b])), _mm256_cvtepi32_ps(i0), c0);
