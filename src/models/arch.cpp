@@ -58,7 +58,8 @@ void AddLayer(std::vector<WeightSpec>& w, const ModelConfig& c, int l) {
               c.kv_lora_rank);
     AddLinear(w, p + "self_attn.o_proj", D, H * c.v_head_dim);
   } else {
-    const int64_t qd = int64_t(c.n_heads) * c.head_dim, kd = int64_t(c.n_kv_heads) * c.head_dim;
+    const int64_t qd = int64_t(c.HeadsOf(l)) * c.head_dim,
+                  kd = int64_t(c.KvHeadsOf(l)) * c.head_dim;
     AddLinear(w, p + "self_attn.q_proj", qd, D);
     AddLinear(w, p + "self_attn.k_proj", kd, D);
     AddLinear(w, p + "self_attn.v_proj", kd, D);
@@ -78,7 +79,13 @@ void AddLayer(std::vector<WeightSpec>& w, const ModelConfig& c, int l) {
     for (int e = 0; e < E; ++e) AddMlp(w, p + "mlp.experts." + std::to_string(e) + ".", D, I);
     if (c.n_shared_experts > 0) AddMlp(w, p + "mlp.shared_experts.", D, I * c.n_shared_experts);
   } else {
-    AddMlp(w, p + "mlp.", D, c.intermediate_size);
+    const int64_t I = c.IntermediateOf(l);
+    AddMlp(w, p + "mlp.", D, I);
+    if (c.mlp_bias) {
+      w.push_back({p + "mlp.gate_proj.bias", {I}});
+      w.push_back({p + "mlp.up_proj.bias", {I}});
+      w.push_back({p + "mlp.down_proj.bias", {D}});
+    }
   }
 }
 
@@ -196,6 +203,39 @@ Tensor SplitColumns(const Tensor& w, int64_t c0, int64_t n, const std::string& n
 
 }  // namespace
 
+// A layer with fewer KV heads than the cache's (a pruned layer; the cache has one width for every
+// layer, n_kv_heads * head_dim, as both backends address it) gets each of its KV heads repeated
+// r = n_kv_heads / kv_heads times: query head h then reads cache head h / (heads / n_kv_heads),
+// which holds a copy of its own KV head h / (heads / kv_heads) — the same attention as GQA's
+// repeat_kv. The repeated rows are byte copies (any weight type; the bias too).
+static void RepeatKvHeads(const ModelConfig& c, int l, LayerWeights* w) {
+  const int kv = w->kv_heads, cache = c.n_kv_heads;
+  ES_CHECK(cache % kv == 0 && w->heads % cache == 0, "layer ", l, " has ", w->heads, " heads and ",
+           kv, " kv heads: a KV cache of ", cache,
+           " heads (the widest layer's) needs its kv heads to divide ", cache, " and ", cache,
+           " to divide its heads (per-layer cache widths are not supported yet)");
+  const int r = cache / kv;
+  const int64_t hd = c.head_dim;
+  auto repeat = [&](const Tensor* t, Tensor* out, const std::string& name) {
+    if (!t) return;
+    const bool vec = t->shape.size() == 1;
+    const int64_t cols = vec ? 1 : t->cols();
+    const size_t head_bytes = vec ? RowBytes(t->dtype, hd) : size_t(hd) * t->row_bytes();
+    *out = AllocTensor(name, t->dtype, vec ? Shape{cache * hd} : Shape{cache * hd, cols});
+    auto* dst = static_cast<uint8_t*>(MutableData(*out));
+    for (int j = 0; j < cache; ++j)
+      std::memcpy(dst + size_t(j) * head_bytes, t->bytes() + size_t(j / r) * head_bytes,
+                  head_bytes);
+  };
+  const std::string p = L(l) + "self_attn.";
+  LayerWeights& x = *w;
+  repeat(x.k, &x.k_rep, p + "k_proj.weight#repeated");
+  repeat(x.v, &x.v_rep, p + "v_proj.weight#repeated");
+  repeat(x.k_bias, &x.k_bias_rep, p + "k_proj.bias#repeated");
+  repeat(x.v_bias, &x.v_bias_rep, p + "v_proj.bias#repeated");
+  x.kv_heads = cache;
+}
+
 ModelArch::ModelArch(const ModelConfig& c, const WeightLookup& lookup) : c_(c) {
   // Bind every expected tensor, checking shapes.
   auto get = [&](const std::string& name, const Shape& shape) -> const Tensor* {
@@ -228,7 +268,11 @@ ModelArch::ModelArch(const ModelConfig& c, const WeightLookup& lookup) : c_(c) {
   lm_head_ = c.tie_word_embeddings ? embed_ : b("lm_head.weight");
   const int64_t D = c.hidden_size;
   layers_.resize(size_t(c.n_layers));
-  for (int l = 0; l < c.n_layers; ++l) layers_[size_t(l)] = BindLayer(l, b, bias);
+  for (int l = 0; l < c.n_layers; ++l) {
+    LayerWeights& w = layers_[size_t(l)];
+    w = BindLayer(l, b, bias);
+    if (!c.is_mla() && w.kv_heads < c.n_kv_heads) RepeatKvHeads(c, l, &w);
+  }
   // The MTP module: bound when the file carries it (eh_proj present), then all of it or an error
   // naming what is missing or misshapen.
   const std::vector<WeightSpec> mtp_specs = ExpectedMtpWeights(c);
@@ -309,6 +353,8 @@ LayerWeights ModelArch::BindLayer(
     w.k_bias = bias(p + "self_attn.k_proj.bias", w.k->rows());
     w.v_bias = bias(p + "self_attn.v_proj.bias", w.v->rows());
     w.o_bias = bias(p + "self_attn.o_proj.bias", D);
+    w.heads = c.HeadsOf(l);
+    w.kv_heads = c.KvHeadsOf(l);
   }
   if (c.IsMoeLayer(l)) {
     w.moe = true;
@@ -329,6 +375,9 @@ LayerWeights ModelArch::BindLayer(
     w.gate = b(p + "mlp.gate_proj.weight");
     w.up = b(p + "mlp.up_proj.weight");
     w.down = b(p + "mlp.down_proj.weight");
+    w.gate_bias = bias(p + "mlp.gate_proj.bias", w.gate->rows());
+    w.up_bias = bias(p + "mlp.up_proj.bias", w.up->rows());
+    w.down_bias = bias(p + "mlp.down_proj.bias", D);
   }
   return w;
 }
@@ -337,10 +386,11 @@ namespace {
 
 // Every tensor one layer's graph reads.
 void AppendLayerWeights(const LayerWeights& w, std::vector<const Tensor*>* out) {
-  for (const Tensor* t : {w.attn_norm, w.q,           w.k,        w.v,     w.o,        w.q_bias,
-                          w.k_bias,    w.v_bias,      w.o_bias,   w.q_a,   w.q_a_norm, w.q_b,
-                          w.kv_a,      w.kv_a_norm,   w.ffn_norm, w.gate,  w.up,       w.down,
-                          w.router,    w.router_bias, w.sh_gate,  w.sh_up, w.sh_down})
+  for (const Tensor* t :
+       {w.attn_norm, w.q,       w.K(),       w.V(),      w.o,        w.q_bias,      w.KBias(),
+        w.VBias(),   w.o_bias,  w.q_a,       w.q_a_norm, w.q_b,      w.kv_a,        w.kv_a_norm,
+        w.ffn_norm,  w.gate,    w.up,        w.down,     w.router,   w.router_bias, w.sh_gate,
+        w.sh_up,     w.sh_down, w.gate_bias, w.up_bias,  w.down_bias})
     if (t) out->push_back(t);
   if (w.kv_b) {
     out->push_back(&w.wuk_t);
@@ -446,20 +496,20 @@ int ModelArch::AttentionBlock(Graph& g, int h, const LayerWeights& w, int layer,
   const int T = batch.n_tokens();
   const std::string p = prefix + "self_attn.";
   const int q = Linear(g, h, w.q, w.q_bias, T, p + "q");
-  const int k = Linear(g, h, w.k, w.k_bias, T, p + "k");
-  const int v = Linear(g, h, w.v, w.v_bias, T, p + "v");
-  const int qr = RopeNode(g, q, c_.n_heads, c_.head_dim, 0, rope_, p + "q_rope");
-  const int kr = RopeNode(g, k, c_.n_kv_heads, c_.head_dim, 0, rope_, p + "k_rope");
+  const int k = Linear(g, h, w.K(), w.KBias(), T, p + "k");
+  const int v = Linear(g, h, w.V(), w.VBias(), T, p + "v");
+  const int qr = RopeNode(g, q, w.heads, c_.head_dim, 0, rope_, p + "q_rope");
+  const int kr = RopeNode(g, k, w.kv_heads, c_.head_dim, 0, rope_, p + "k_rope");
   const int sk = StoreNode(g, kr, layer, 0, p + "k_cache");
   const int sv = StoreNode(g, v, layer, 1, p + "v_cache");
   Node a;
   a.op = Op::kAttention;
   a.name = p + "attn";
   a.src = {qr, sk, sv};
-  a.shape = {T, int64_t(c_.n_heads) * c_.head_dim};
+  a.shape = {T, int64_t(w.heads) * c_.head_dim};
   a.layer = layer;
-  a.i[0] = c_.n_heads;
-  a.i[1] = c_.n_kv_heads;
+  a.i[0] = w.heads;
+  a.i[1] = w.kv_heads;
   a.i[2] = c_.head_dim;
   a.i[3] = c_.head_dim;
   a.f0 = c_.AttentionScale();
@@ -510,15 +560,19 @@ int ModelArch::MlaBlock(Graph& g, int h, const LayerWeights& w, int layer,
 int ModelArch::MlpBlock(Graph& g, int h, int x, const LayerWeights& w, int layer,
                         const std::string& prefix, int T) const {
   const std::string p = prefix + "mlp.";
-  auto ffn = [&](const Tensor* gw, const Tensor* uw, const Tensor* dw, const std::string& name) {
-    const int gt = Linear(g, h, gw, nullptr, T, name + "gate_proj");
-    const int up = Linear(g, h, uw, nullptr, T, name + "up_proj");
+  auto ffn = [&](const Tensor* gw, const Tensor* uw, const Tensor* dw, const std::string& name,
+                 const Tensor* gb = nullptr, const Tensor* ub = nullptr,
+                 const Tensor* db = nullptr) {
+    const int gt = Linear(g, h, gw, gb, T, name + "gate_proj");
+    const int up = Linear(g, h, uw, ub, T, name + "up_proj");
     const int act = Unary(g, Op::kSwiGLU, {gt, up}, g.node(gt).shape, name + "act");
-    return Linear(g, act, dw, nullptr, T, name + "down_proj");
+    return Linear(g, act, dw, db, T, name + "down_proj");
   };
   const std::string res = prefix + "mlp_residual";
   if (!w.moe)
-    return Unary(g, Op::kAdd, {x, ffn(w.gate, w.up, w.down, p)}, {T, c_.hidden_size}, res);
+    return Unary(g, Op::kAdd,
+                 {x, ffn(w.gate, w.up, w.down, p, w.gate_bias, w.up_bias, w.down_bias)},
+                 {T, c_.hidden_size}, res);
   // The shared experts first, added to the residual stream, then the routed experts added to
   // that: x + (shared + routed) as (x + shared) + routed, so that a backend can fold each add into
   // the projection producing it.

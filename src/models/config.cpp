@@ -37,6 +37,17 @@ bool ModelConfig::IsMoeLayer(int layer) const {
   return layer >= first_k_dense_replace;
 }
 
+int ModelConfig::HeadsOf(int l) const {
+  return l >= 0 && size_t(l) < layer_heads.size() ? layer_heads[size_t(l)] : n_heads;
+}
+int ModelConfig::KvHeadsOf(int l) const {
+  return l >= 0 && size_t(l) < layer_kv_heads.size() ? layer_kv_heads[size_t(l)] : n_kv_heads;
+}
+int64_t ModelConfig::IntermediateOf(int l) const {
+  return l >= 0 && size_t(l) < layer_intermediate.size() ? layer_intermediate[size_t(l)]
+                                                         : intermediate_size;
+}
+
 namespace {
 
 using json_field::As;
@@ -58,6 +69,27 @@ std::vector<int32_t> IdList(const json& j, const char* key, const std::string& w
     Fail(where, ": field '", key, "' must be an integer or a list of integers");
   }
   return out;
+}
+
+// A per-layer shape field: one integer for every layer, or a list of one per layer (pruned
+// models). Returns the widest value; fills `per_layer` from a list.
+template <typename T>
+T LayerField(const json& j, const char* key, const std::string& where, T fallback, bool required,
+             std::vector<T>* per_layer) {
+  auto it = j.find(key);
+  if (it == j.end() || it->is_null()) {
+    if (required) return Get<T>(j, key, where);  // the usual "missing field" error
+    return fallback;
+  }
+  if (!it->is_array()) return As<T>(*it, key, where);
+  ES_CHECK(!it->empty(), where, ": field '", key, "' is an empty list");
+  T widest = 0;
+  for (auto& v : *it) {
+    ES_CHECK(v.is_number_integer(), where, ": field '", key, "' must hold integers");
+    per_layer->push_back(As<T>(v, key, where));
+    widest = std::max(widest, per_layer->back());
+  }
+  return widest;
 }
 
 DType ParseTorchDtype(const std::string& s, const std::string& where) {
@@ -118,15 +150,20 @@ ModelConfig ParseHfConfig(const json& j, const std::string& where, int64_t layer
   }
   c.vocab_size = Get<int64_t>(j, "vocab_size", where);
   c.hidden_size = Get<int64_t>(j, "hidden_size", where);
-  c.intermediate_size = Get<int64_t>(j, "intermediate_size", where);
   c.n_layers = Get<int>(j, "num_hidden_layers", where);
   if (layers_present == kNoCheckpoint)
     ES_CHECK(c.n_layers <= kMaxSyntheticLayers, where, ": field 'num_hidden_layers' is ",
              c.n_layers, " (at most ", kMaxSyntheticLayers, " supported for synthetic weights)");
   else if (layers_present != kCheckpointLater)
     CheckHfLayersPresent(c, layers_present, where);
-  c.n_heads = Get<int>(j, "num_attention_heads", where);
-  c.n_kv_heads = Opt<int>(j, "num_key_value_heads", c.n_heads, where);
+  c.intermediate_size =
+      LayerField<int64_t>(j, "intermediate_size", where, 0, true, &c.layer_intermediate);
+  c.n_heads = LayerField<int>(j, "num_attention_heads", where, 0, true, &c.layer_heads);
+  c.n_kv_heads = LayerField<int>(j, "num_key_value_heads", where, -1, false, &c.layer_kv_heads);
+  if (c.n_kv_heads == -1) {  // absent: as many as the query heads, layer by layer
+    c.n_kv_heads = c.n_heads;
+    c.layer_kv_heads = c.layer_heads;
+  }
   c.rms_norm_eps = float(Opt<double>(j, "rms_norm_eps", 1e-6, where));
   c.max_position_embeddings = Opt<int64_t>(j, "max_position_embeddings", 4096, where);
   c.tie_word_embeddings = Opt<bool>(j, "tie_word_embeddings", false, where);
@@ -219,7 +256,14 @@ ModelConfig ParseHfConfig(const json& j, const std::string& where, int64_t layer
       Fail(where, ": unsupported scoring_func '", c.scoring_func, "'");
   } else {
     const int hd = Opt<int>(j, "head_dim", 0, where);
+    ES_CHECK(hd > 0 || c.layer_heads.empty(), where,
+             ": per-layer num_attention_heads need an explicit head_dim");
     c.head_dim = hd > 0 ? hd : int(c.hidden_size / std::max(1, c.n_heads));
+    const double prf = Opt<double>(j, "partial_rotary_factor", 1.0, where);
+    ES_CHECK(std::isfinite(prf) && prf > 0 && prf <= 1, where,
+             ": field 'partial_rotary_factor' must be in (0, 1] (got ", prf, ")");
+    // transformers: int(head_dim * partial_rotary_factor); the nudge keeps r / head_dim exact.
+    if (prf < 1) c.rotary_dim = int(std::floor(double(c.head_dim) * prf + 1e-9));
   }
   if (j.contains("quantization_config") && j["quantization_config"].is_object()) {
     const json& q = j["quantization_config"];
@@ -272,8 +316,26 @@ void ModelConfig::Validate(const std::string& where) const {
   positive(n_layers, "num_hidden_layers");
   positive(n_heads, "num_attention_heads");
   positive(n_kv_heads, "num_key_value_heads");
-  ES_CHECK(n_heads % n_kv_heads == 0, where, ": num_attention_heads (", n_heads,
-           ") must be a multiple of num_key_value_heads (", n_kv_heads, ")");
+  ES_CHECK(n_heads % n_kv_heads == 0 || !layer_heads.empty() || !layer_kv_heads.empty(), where,
+           ": num_attention_heads (", n_heads, ") must be a multiple of num_key_value_heads (",
+           n_kv_heads, ")");
+  auto per_layer = [&](size_t n, const char* name) {
+    ES_CHECK(n == 0 || n == size_t(n_layers), where, ": field '", name, "' lists ", n,
+             " layers, the model has ", n_layers);
+  };
+  per_layer(layer_heads.size(), "num_attention_heads");
+  per_layer(layer_kv_heads.size(), "num_key_value_heads");
+  per_layer(layer_intermediate.size(), "intermediate_size");
+  ES_CHECK(!per_layer_shapes() || !is_mla(), where,
+           ": per-layer shapes are supported for Llama and Qwen2 only");
+  for (int l = 0; l < n_layers && per_layer_shapes(); ++l) {
+    const int h = HeadsOf(l), kv = KvHeadsOf(l);
+    ES_CHECK(h > 0 && kv > 0 && h % kv == 0 && IntermediateOf(l) > 0, where, ": layer ", l, " has ",
+             h, " heads, ", kv, " kv heads and an FFN of ", IntermediateOf(l),
+             " (heads must be a positive multiple of kv heads, the FFN positive)");
+  }
+  ES_CHECK(rotary_dim >= 0 && rotary_dim % 2 == 0 && (is_mla() || rotary_dim <= head_dim), where,
+           ": the rotary dims (", rotary_dim, ") must be even and at most head_dim");
   if (is_mla()) {
     positive(kv_lora_rank, "kv_lora_rank");
     positive(qk_rope_head_dim, "qk_rope_head_dim");
@@ -408,12 +470,15 @@ json ToHfConfig(const ModelConfig& c) {
   j["model_type"] = kTypes[int(c.arch)];
   j["vocab_size"] = c.vocab_size;
   j["hidden_size"] = c.hidden_size;
-  j["intermediate_size"] = c.intermediate_size;
+  j["intermediate_size"] =
+      c.layer_intermediate.empty() ? json(c.intermediate_size) : json(c.layer_intermediate);
   j["num_hidden_layers"] = c.n_layers;
   if (c.num_nextn_predict_layers > 0) j["num_nextn_predict_layers"] = c.num_nextn_predict_layers;
-  j["num_attention_heads"] = c.n_heads;
-  j["num_key_value_heads"] = c.n_kv_heads;
+  j["num_attention_heads"] = c.layer_heads.empty() ? json(c.n_heads) : json(c.layer_heads);
+  j["num_key_value_heads"] = c.layer_kv_heads.empty() ? json(c.n_kv_heads) : json(c.layer_kv_heads);
   if (!c.is_mla()) j["head_dim"] = c.head_dim;
+  if (c.rotary_dim > 0) j["partial_rotary_factor"] = double(c.rotary_dim) / c.head_dim;
+  if (c.mlp_bias) j["mlp_bias"] = true;
   j["rms_norm_eps"] = c.rms_norm_eps;
   j["max_position_embeddings"] = c.max_position_embeddings;
   j["tie_word_embeddings"] = c.tie_word_embeddings;

@@ -4,8 +4,10 @@
 // layer walk, the config.
 #include "edgeseek/internal/models/onnx_lift.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <functional>
 #include <numbers>
 #include <set>
 #include <sstream>
@@ -492,10 +494,16 @@ bool Lifter::AttnFromGqa(const OpNode& ga, Attn* a) {
   }
   if (a->cos.empty())
     FailAt(&ga, "no rotary embedding (neither do_rotary nor RotaryEmbedding on q and k)");
-  if (a->rotary_dim != 0 && a->rotary_dim != a->head_dim)
-    FailAt(a->rotary_node, "partial rotary embedding (rotary_embedding_dim " +
-                               std::to_string(a->rotary_dim) + " of head size " +
-                               std::to_string(a->head_dim) + ") is not supported");
+  // Partial rotary: RotaryEmbedding's rotary_embedding_dim, else the cos cache's width ([P, r/2];
+  // GroupQueryAttention rotates the first r dims of each head).
+  if (a->rotary_dim == 0)
+    if (const Tensor* t = g_.Constant(Through(g_, a->cos)); t && t->shape.size() == 2)
+      a->rotary_dim = int(t->shape[1] * 2);
+  if (a->rotary_dim == a->head_dim) a->rotary_dim = 0;
+  if (a->rotary_dim < 0 || a->rotary_dim > a->head_dim || a->rotary_dim % 2)
+    FailAt(a->rotary_node ? a->rotary_node : &ga, "rotary dims " + std::to_string(a->rotary_dim) +
+                                                      " do not fit heads of " +
+                                                      std::to_string(a->head_dim));
   return true;
 }
 
@@ -505,6 +513,32 @@ bool Lifter::AttnFromDecomposed(const OpNode& at, Attn* a) {
   auto roped = [&](const std::string& v, Linear* l, bool want_rope) {
     std::string x = Layout(v);
     if (want_rope) {
+      // Partial rotary (transformers: cat(rope(x[..., :r]), x[..., r:])): the rope of a Slice of
+      // the head's first r dims, concatenated with the rest of it.
+      if (const OpNode* cat = g_.ProducerNode(x);
+          cat && cat->Is("Concat") && cat->inputs.size() == 2 &&
+          (cat->Int("axis", 0) == -1 || cat->Int("axis", 0) == 3)) {
+        const OpNode* r = g_.ProducerNode(Through(g_, cat->In(0)));
+        const OpNode* rs =
+            r && r->Is("Rope", "es") ? g_.ProducerNode(Through(g_, r->In(0))) : nullptr;
+        const OpNode* ps = g_.ProducerNode(Through(g_, cat->In(1)));
+        const auto r_end = rs && rs->Is("Slice") ? g_.IntValues(rs->In(2)) : std::nullopt;
+        const auto p_start = ps && ps->Is("Slice") ? g_.IntValues(ps->In(1)) : std::nullopt;
+        if (r_end && p_start && r_end->size() == 1 && p_start->size() == 1 &&
+            (*r_end)[0] == (*p_start)[0] && Through(g_, rs->In(0)) == Through(g_, ps->In(0))) {
+          const int rot = int((*r_end)[0]);
+          if (a->rotary_dim != 0 && a->rotary_dim != rot) {
+            Blame(cat, "q and k rotate different numbers of dims");
+            return false;
+          }
+          a->rotary_dim = rot;
+          if (a->cos.empty()) {
+            a->cos = r->In(1);
+            a->sin = r->In(2);
+          }
+          return MatchLinear(Layout(rs->In(0)), l);
+        }
+      }
       const OpNode* r = g_.ProducerNode(x);
       if (!r || !r->Is("Rope", "es")) {
         Blame(r ? r : &at, "expected rotary embedding (x * cos + rotate_half(x) * sin) on q and k");
@@ -572,9 +606,10 @@ std::vector<double> Lifter::InvFreq(const Attn& a) {
     return consts;
   };
   const std::vector<std::string> cc = ancestors(a.cos), sc = ancestors(a.sin);
+  const int64_t rot = a.rotary_dim ? a.rotary_dim : a.head_dim;
   for (const std::string& name : cc) {  // an inv_freq vector: positive, <= 1, non-increasing
     const Tensor& t = *g_.Constant(name);
-    if (!IsDenseFloat(t) || t.numel() < 2 || t.numel() * 2 != a.head_dim) continue;
+    if (!IsDenseFloat(t) || t.numel() < 2 || t.numel() * 2 != rot) continue;
     const std::vector<float> f = ToF32(t);
     bool ok = true;
     for (size_t i = 0; i < f.size() && ok; ++i)
@@ -590,8 +625,8 @@ std::vector<double> Lifter::InvFreq(const Attn& a) {
       const int64_t W = ct.shape.back(), P = ct.numel() / W;
       if (P < 2) continue;
       int64_t distinct = W;
-      if (W == a.head_dim) distinct = W / 2;  // torch layout: cat(freqs, freqs)
-      if (distinct * 2 != a.head_dim) continue;
+      if (W == rot) distinct = W / 2;  // torch layout: cat(freqs, freqs)
+      if (distinct * 2 != rot) continue;
       return InvFreqFromTables(ToF32(ct), ToF32(st), P, W, distinct);
     }
   }
@@ -671,7 +706,20 @@ OnnxLifted Lifter::Run() {
   c.attention_out_bias = a0.o.has_bias();
   c.arch = c.attention_bias ? Arch::kQwen2 : Arch::kLlama;
   c.dtype = IsQuantized(embed_.dtype) ? DType::kF32 : embed_.dtype;
-  // head_dim: GQA knows it; for decomposed graphs the rope width says it.
+  // head_dim: GQA knows it; for decomposed graphs the rope width says it, or with partial rotary
+  // (the rope narrower than the head) the static last dim of the past key inputs.
+  if (c.head_dim == 0 && a0.rotary_dim != 0) {
+    for (const OpValueInfo& in : g_.inputs)
+      if (in.name.find("past") != std::string::npos && in.dims.size() == 4 && in.dims[3].size > 0) {
+        c.head_dim = int(in.dims[3].size);
+        break;
+      }
+    if (c.head_dim == 0)
+      FailAt(g_.ProducerNode(Through(g_, a0.cos)),
+             "partial rotary: cannot tell the head size (no past key input with a static last "
+             "dim)");
+    c.n_heads = int(a0.q.w.shape[0] / c.head_dim);
+  }
   if (c.head_dim == 0) {
     int hd = 0;
     // inv_freq constant or table width: try candidate head dims dividing q and k widths.
@@ -694,16 +742,19 @@ OnnxLifted Lifter::Run() {
     c.n_heads = int(qn / hd);
   }
   c.n_kv_heads = int(a0.k.w.shape[0] / c.head_dim);
+  c.rotary_dim = a0.rotary_dim;
+  ES_CHECK(c.rotary_dim >= 0 && c.rotary_dim < c.head_dim && c.rotary_dim % 2 == 0, where_,
+           ": rotary dims ", c.rotary_dim, " do not fit heads of ", c.head_dim);
+  const int rot = c.rope_dim();
   Attn a0h = a0;
   a0h.head_dim = c.head_dim;
   const std::vector<double> inv = InvFreq(a0h);
-  if (int(inv.size()) * 2 != c.head_dim)
-    Fail(where_, ": rotary frequencies cover ", inv.size() * 2, " of ", c.head_dim,
-         " head dims (partial rotary is not supported)");
+  if (int(inv.size()) * 2 != rot)
+    Fail(where_, ": rotary frequencies cover ", inv.size() * 2, " of ", rot, " rotated dims");
   {
     // theta from the second frequency (unscaled in llama3 / linear-free layouts), rounded to 3
     // significant digits; what it does not explain becomes per-frequency factors.
-    double theta = inv.size() > 1 ? std::pow(inv[1], -double(c.head_dim) / 2.0) : 10000.0;
+    double theta = inv.size() > 1 ? std::pow(inv[1], -double(rot) / 2.0) : 10000.0;
     if (!(theta > 1) || !std::isfinite(theta)) theta = 10000.0;
     const double mag = std::pow(10.0, std::floor(std::log10(theta)) - 2);
     theta = std::round(theta / mag) * mag;
@@ -711,27 +762,45 @@ OnnxLifted Lifter::Run() {
     bool exact = true;
     std::vector<float> factors(inv.size());
     for (size_t i = 0; i < inv.size(); ++i) {
-      const double d = DefaultInvFreq(theta, int(i), c.head_dim);
+      const double d = DefaultInvFreq(theta, int(i), rot);
       factors[i] = float(d / inv[i]);
       if (std::fabs(d - inv[i]) > 2e-6 * d) exact = false;
     }
     if (!exact) c.rope_freq_factors = factors;
   }
   const float want_scale = float(1.0 / std::sqrt(double(c.head_dim)));
+  c.mlp_bias = m0.gate.has_bias();
+  // Per-layer shapes (a pruned export): each layer's heads, kv heads and FFN width; the config's
+  // scalars are the widest layer's.
+  std::vector<int> heads, kv_heads;
+  std::vector<int64_t> ffn;
   for (size_t l = 0; l < layers.size(); ++l) {
     const auto& [a, m] = layers[l];
     const std::string L = "layer " + std::to_string(l) + ": ";
     const int hd = a.heads ? a.head_dim : c.head_dim;
     const int H = a.heads ? a.heads : int(a.q.w.shape[0] / c.head_dim);
-    ES_CHECK(hd == c.head_dim && H == c.n_heads && a.k.w.shape[0] == int64_t(c.n_kv_heads) * hd &&
-                 a.v.w.shape[0] == a.k.w.shape[0] && m.gate.w.shape[0] == c.intermediate_size,
-             where_, ": ", L,
-             "its shapes differ from layer 0's (per-layer shapes are not supported yet)");
+    const int64_t kn = a.k.w.shape[0];
+    ES_CHECK(hd == c.head_dim, where_, ": ", L, "head size ", hd, " differs from layer 0's ",
+             c.head_dim);
+    ES_CHECK(a.q.w.shape[0] == int64_t(H) * hd && kn % hd == 0 && a.v.w.shape[0] == kn &&
+                 H % (kn / hd) == 0,
+             where_, ": ", L, "q/k/v projections of ", a.q.w.shape[0], "/", kn, "/", a.v.w.shape[0],
+             " rows do not make whole heads of ", hd, " (", H,
+             " query heads a multiple of the kv heads)");
+    ES_CHECK(a.o.w.shape[1] == a.q.w.shape[0] && m.up.w.shape[0] == m.gate.w.shape[0] &&
+                 m.down.w.shape[1] == m.gate.w.shape[0],
+             where_, ": ", L, "o_proj / up_proj / down_proj widths disagree with q / gate");
+    heads.push_back(H);
+    kv_heads.push_back(int(kn / hd));
+    ffn.push_back(m.gate.w.shape[0]);
+    ES_CHECK(a.rotary_dim == c.rotary_dim, where_, ": ", L, "rotates ",
+             a.rotary_dim ? a.rotary_dim : hd, " dims of each head, layer 0 ", c.rope_dim());
     ES_CHECK(a.q.has_bias() == c.attention_bias && a.k.has_bias() == c.attention_bias &&
                  a.v.has_bias() == c.attention_bias && a.o.has_bias() == c.attention_out_bias,
              where_, ": ", L, "q/k/v/o biases differ from layer 0's");
-    ES_CHECK(!m.gate.has_bias() && !m.up.has_bias() && !m.down.has_bias(), where_, ": ", L,
-             "MLP biases are not supported");
+    ES_CHECK(m.gate.has_bias() == c.mlp_bias && m.up.has_bias() == c.mlp_bias &&
+                 m.down.has_bias() == c.mlp_bias,
+             where_, ": ", L, "MLP biases (gate/up/down) differ from layer 0's gate_proj");
     const float s = a.scale == 0 ? want_scale : a.scale;
     ES_CHECK(std::fabs(s - want_scale) <= 1e-5f * want_scale, where_, ": ", L, "attention scale ",
              s, " is not 1/sqrt(head_dim) = ", want_scale);
@@ -741,6 +810,15 @@ OnnxLifted Lifter::Run() {
     ES_CHECK(a.interleaved == c.rope_interleaved, where_, ": ", L,
              "rotary layout differs from layer 0's");
   }
+  c.n_heads = *std::max_element(heads.begin(), heads.end());
+  c.n_kv_heads = *std::max_element(kv_heads.begin(), kv_heads.end());
+  c.intermediate_size = *std::max_element(ffn.begin(), ffn.end());
+  auto uniform = [](const auto& v) {
+    return std::adjacent_find(v.begin(), v.end(), std::not_equal_to<>()) == v.end();
+  };
+  if (!uniform(heads)) c.layer_heads = heads;
+  if (!uniform(kv_heads)) c.layer_kv_heads = kv_heads;
+  if (!uniform(ffn)) c.layer_intermediate = ffn;
   if (const auto ctx = g_.Constant(Through(g_, a0.cos)); ctx && ctx->shape.size() == 2)
     c.max_position_embeddings = ctx->shape[0];
 
@@ -806,11 +884,15 @@ OnnxLifted Lifter::Run() {
   for (size_t i = 0; i < passes.size(); ++i)
     ps << (i ? ", " : "") << passes[i].first << " " << passes[i].second;
   out.notes.push_back("passes: " + ps.str());
-  out.notes.push_back(std::string("lifted: ") + ArchName(c.arch) + ", " +
-                      std::to_string(c.n_layers) + " layers, attention from " + a0.kind +
-                      (c.rope_interleaved ? " (interleaved rope)" : "") +
-                      (c.rope_freq_factors.empty() ? "" : ", rope with per-frequency factors") +
-                      ", rope_theta " + std::to_string(int64_t(c.rope_theta)));
+  out.notes.push_back(
+      std::string("lifted: ") + ArchName(c.arch) + ", " + std::to_string(c.n_layers) +
+      " layers, attention from " + a0.kind + (c.rope_interleaved ? " (interleaved rope)" : "") +
+      (c.rope_freq_factors.empty() ? "" : ", rope with per-frequency factors") +
+      (c.rotary_dim ? ", partial rotary (" + std::to_string(c.rotary_dim) + " of " +
+                          std::to_string(c.head_dim) + " dims)"
+                    : "") +
+      (c.per_layer_shapes() ? ", per-layer shapes" : "") + (c.mlp_bias ? ", MLP biases" : "") +
+      ", rope_theta " + std::to_string(int64_t(c.rope_theta)));
   for (const auto& [k, n] : mapped_)
     out.notes.push_back("weights: " + std::to_string(n) + " x " + k);
   for (const std::string& r : f32_reasons_)

@@ -2,7 +2,11 @@
 // (edgeseek/internal/quant/nbits.h).
 #include "edgeseek/internal/quant/nbits.h"
 
+#include <algorithm>
 #include <cstring>
+#include <functional>
+#include <thread>
+#include <vector>
 
 #include "edgeseek/internal/core/error.h"
 #include "edgeseek/internal/core/half.h"
@@ -54,6 +58,18 @@ int QAt(const NBitsWeight& w, int64_t n, int64_t col) {
 
 bool F16Exact(float x) { return F16ToF32(F32ToF16(x)) == x; }
 
+// fn(n0, n1) over row ranges of [0, rows) on the machine's cores: a load-time conversion of a
+// 1.5B-parameter file is ~1 GB of blocks (threads made per weight; not a per-op path).
+void ForRows(int64_t rows, const std::function<void(int64_t, int64_t)>& fn) {
+  const int64_t t = std::min<int64_t>(std::max(1u, std::thread::hardware_concurrency()),
+                                      std::max<int64_t>(1, rows / 64));
+  if (t <= 1) return fn(0, rows);
+  std::vector<std::thread> threads;
+  for (int64_t i = 1; i < t; ++i) threads.emplace_back(fn, rows * i / t, rows * (i + 1) / t);
+  fn(0, rows / t);
+  for (auto& th : threads) th.join();
+}
+
 }  // namespace
 
 float NBitsValue(const NBitsWeight& w, int64_t row, int64_t col) {
@@ -79,11 +95,17 @@ Tensor NBitsToTensor(const NBitsWeight& w, std::string* why_f32) {
   const int64_t nb = w.blocks();
   const float z_sym = float(1 << (w.bits - 1));
   bool sym = true, f16_scales = true, q41 = w.bits == 4;
-  for (int64_t n = 0; n < w.n && why.empty(); ++n) {
+  for (int64_t n = 0; n < w.n && why.empty() && f16_scales; ++n) {
+    for (int64_t b = 0; b < nb; ++b) {
+      if (ZeroAt(w, n, b) != z_sym) sym = false;
+      if (!F16Exact(ScaleAt(w, n * nb + b))) f16_scales = false;
+    }
+  }
+  // Q4_1's checks only where Q4_0 does not fit (every q of every block: the costly pass).
+  q41 = q41 && !sym && f16_scales;
+  for (int64_t n = 0; n < w.n && why.empty() && q41; ++n) {
     for (int64_t b = 0; b < nb; ++b) {
       const float s = ScaleAt(w, n * nb + b), z = ZeroAt(w, n, b);
-      if (z != z_sym) sym = false;
-      if (!F16Exact(s)) f16_scales = false;
       if (q41) {
         const float m = -s * z;
         if (!F16Exact(m) || z != float(int(z))) {
@@ -114,39 +136,43 @@ Tensor NBitsToTensor(const NBitsWeight& w, std::string* why_f32) {
   uint8_t* dst = static_cast<uint8_t*>(MutableData(out));
   if (type == DType::kF32) {
     float* o = reinterpret_cast<float*>(dst);
-    for (int64_t n = 0; n < w.n; ++n)
-      for (int64_t c = 0; c < w.k; ++c) o[n * w.k + c] = NBitsValue(w, n, c);
+    ForRows(w.n, [&](int64_t n0, int64_t n1) {
+      for (int64_t n = n0; n < n1; ++n)
+        for (int64_t c = 0; c < w.k; ++c) o[n * w.k + c] = NBitsValue(w, n, c);
+    });
     return out;
   }
   const int64_t sub = w.k / kQK;  // 32-column blocks per row
-  for (int64_t n = 0; n < w.n; ++n) {
-    for (int64_t s32 = 0; s32 < sub; ++s32) {
-      const int64_t c0 = s32 * kQK, b = c0 / w.block;
-      const float s = ScaleAt(w, n * nb + b);
-      if (type == DType::kQ8_0) {
-        auto* blk = reinterpret_cast<BlockQ8_0*>(dst) + n * sub + s32;
-        blk->d = F32ToF16(s);
-        for (int j = 0; j < kQK; ++j) blk->qs[j] = int8_t(QAt(w, n, c0 + j) - 128);
-      } else if (type == DType::kQ4_0) {
-        // The 16 source bytes hold columns 2j (low nibble) and 2j+1 (high); Q4_0 pairs j, j+16.
-        auto* blk = reinterpret_cast<BlockQ4_0*>(dst) + n * sub + s32;
-        blk->d = F32ToF16(s);
-        const uint8_t* src = w.q + (n * nb + b) * (w.block / 2) + (c0 % w.block) / 2;
-        uint8_t e[kQK];
-        for (int j = 0; j < kQK / 2; ++j) {
-          e[2 * j] = src[j] & 0xF;
-          e[2 * j + 1] = src[j] >> 4;
+  ForRows(w.n, [&](int64_t n0, int64_t n1) {
+    for (int64_t n = n0; n < n1; ++n) {
+      for (int64_t s32 = 0; s32 < sub; ++s32) {
+        const int64_t c0 = s32 * kQK, b = c0 / w.block;
+        const float s = ScaleAt(w, n * nb + b);
+        if (type == DType::kQ8_0) {
+          auto* blk = reinterpret_cast<BlockQ8_0*>(dst) + n * sub + s32;
+          blk->d = F32ToF16(s);
+          for (int j = 0; j < kQK; ++j) blk->qs[j] = int8_t(QAt(w, n, c0 + j) - 128);
+        } else if (type == DType::kQ4_0) {
+          // The 16 source bytes hold columns 2j (low nibble) and 2j+1 (high); Q4_0 pairs j, j+16.
+          auto* blk = reinterpret_cast<BlockQ4_0*>(dst) + n * sub + s32;
+          blk->d = F32ToF16(s);
+          const uint8_t* src = w.q + (n * nb + b) * (w.block / 2) + (c0 % w.block) / 2;
+          uint8_t e[kQK];
+          for (int j = 0; j < kQK / 2; ++j) {
+            e[2 * j] = src[j] & 0xF;
+            e[2 * j + 1] = src[j] >> 4;
+          }
+          for (int j = 0; j < kQK / 2; ++j) blk->qs[j] = uint8_t(e[j] | e[j + kQK / 2] << 4);
+        } else {
+          auto* blk = reinterpret_cast<BlockQ4_1*>(dst) + n * sub + s32;
+          blk->d = F32ToF16(s);
+          blk->m = F32ToF16(-s * ZeroAt(w, n, b));
+          for (int j = 0; j < kQK / 2; ++j)
+            blk->qs[j] = uint8_t(QAt(w, n, c0 + j) | QAt(w, n, c0 + j + kQK / 2) << 4);
         }
-        for (int j = 0; j < kQK / 2; ++j) blk->qs[j] = uint8_t(e[j] | e[j + kQK / 2] << 4);
-      } else {
-        auto* blk = reinterpret_cast<BlockQ4_1*>(dst) + n * sub + s32;
-        blk->d = F32ToF16(s);
-        blk->m = F32ToF16(-s * ZeroAt(w, n, b));
-        for (int j = 0; j < kQK / 2; ++j)
-          blk->qs[j] = uint8_t(QAt(w, n, c0 + j) | QAt(w, n, c0 + j + kQK / 2) << 4);
       }
     }
-  }
+  });
   return out;
 }
 

@@ -58,6 +58,14 @@ GgufQuantizeStats ConvertModelToGguf(const Model& m, const std::string& out_path
              ": interleaved rotary embedding (GroupQueryAttention rotary_interleaved=1) cannot be "
              "converted to GGUF yet");
   }
+  // The GGUF writer has one head count and FFN width for all layers (llama.cpp's per-layer arrays
+  // are not written) and edgeseek's GGUF loader takes no partial rotary: refuse both.
+  ES_CHECK(!m.config().per_layer_shapes(), "model ", m.name(),
+           ": per-layer shapes (different head counts or FFN widths per layer, a pruned model) "
+           "cannot be converted to GGUF yet");
+  ES_CHECK(m.config().rotary_dim == 0, "model ", m.name(), ": partial rotary (",
+           m.config().rotary_dim, " of ", m.config().head_dim,
+           " dims per head) cannot be converted to GGUF yet");
   if (options.config_path.empty()) {
     src.config = ToHfConfig(m.config());
     src.where = "model " + m.name();

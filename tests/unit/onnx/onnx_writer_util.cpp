@@ -205,8 +205,10 @@ void WriteOnnxFromHf(const std::string& hf_dir, const std::string& out_dir,
   const ModelConfig c = LoadHfConfig(hf_dir + "/config.json");
   const auto st = SafetensorsSet::Open(hf_dir);
   auto W = [&](const std::string& n) { return ToF32(st->Get(n)); };
-  const int64_t D = c.hidden_size, V = c.vocab_size, H = c.n_heads, Hkv = c.n_kv_heads,
-                hd = c.head_dim, I = c.intermediate_size;
+  // Heads and FFN width are per layer (pruned checkpoints: lists in config.json); the rope turns
+  // the first `rot` dims of each head (partial_rotary_factor).
+  const int64_t D = c.hidden_size, V = c.vocab_size, hd = c.head_dim, rot = c.rope_dim();
+  int64_t H = c.n_heads, Hkv = c.n_kv_heads, I = c.intermediate_size;
   const int64_t P = c.max_position_embeddings;
   Builder b(o.external_data);
   const bool genai = o.style == OnnxStyle::kGenAi;
@@ -259,7 +261,8 @@ void WriteOnnxFromHf(const std::string& hf_dir, const std::string& out_dir,
   for (int l = 0; l < c.n_layers; ++l)
     for (const char* kv : {"key", "value"})
       b.Value(true, "past_key_values." + std::to_string(l) + "." + kv, TensorProto::FLOAT,
-              {"batch_size", std::to_string(Hkv), "past_sequence_length", std::to_string(hd)});
+              {"batch_size", std::to_string(c.KvHeadsOf(l)), "past_sequence_length",
+               std::to_string(hd)});
 
   // Embedding.
   std::string x;
@@ -298,19 +301,19 @@ void WriteOnnxFromHf(const std::string& hf_dir, const std::string& out_dir,
     total = b.OpA("Cast",
                   {b.Op("Gather", {b.Op("Shape", {"attention_mask"}), b.I64("idx1", {1}, true)})},
                   [](onnx::NodeProto* n) { Builder::AttrI(n, "to", TensorProto::INT32); });
-    std::vector<float> cc(size_t(P * hd / 2)), sc(cc.size());
+    std::vector<float> cc(size_t(P * rot / 2)), sc(cc.size());
     for (int64_t p = 0; p < P; ++p)
-      for (int64_t i = 0; i < hd / 2; ++i) {
+      for (int64_t i = 0; i < rot / 2; ++i) {
         const double a = double(float(p) * rope.inv_freq[size_t(i)]);
-        cc[size_t(p * hd / 2 + i)] = float(std::cos(a));
-        sc[size_t(p * hd / 2 + i)] = float(std::sin(a));
+        cc[size_t(p * rot / 2 + i)] = float(std::cos(a));
+        sc[size_t(p * rot / 2 + i)] = float(std::sin(a));
       }
-    cos_cache = b.F32("cos_cache", {P, hd / 2}, cc);
-    sin_cache = b.F32("sin_cache", {P, hd / 2}, sc);
+    cos_cache = b.F32("cos_cache", {P, rot / 2}, cc);
+    sin_cache = b.F32("sin_cache", {P, rot / 2}, sc);
   } else {
     // cos/sin from inv_freq and position_ids, as transformers' rotary embedding exports.
     const std::vector<float> inv(rope.inv_freq.begin(), rope.inv_freq.end());
-    const std::string invc = b.F32("model.rotary_emb.inv_freq", {hd / 2}, inv);
+    const std::string invc = b.F32("model.rotary_emb.inv_freq", {rot / 2}, inv);
     const std::string inv3 = b.Op("Unsqueeze", {invc, b.I64("axes02", {0, 2})});  // [1, hd/2, 1]
     const std::string pos =
         b.OpA("Cast", {b.Op("Unsqueeze", {"position_ids", b.I64("axes1b", {1})})},
@@ -347,14 +350,24 @@ void WriteOnnxFromHf(const std::string& hf_dir, const std::string& out_dir,
       Builder::AttrInts(n, "perm", {0, 2, 1, 3});
     });
   };
-  auto rope4 = [&](const std::string& v) {
+  auto rope4 = [&](const std::string& v_in) {
+    // Partial rotary as transformers writes it: cat(rope(x[..., :rot]), x[..., rot:]).
+    const std::string v =
+        rot == hd ? v_in
+                  : b.Op("Slice", {v_in, b.I64("rs_" + v_in, {0}), b.I64("re_" + v_in, {rot}),
+                                   b.I64("ra_" + v_in, {-1})});
     const std::string x1 = b.Op(
-        "Slice", {v, b.I64("s0_" + v, {0}), b.I64("e0_" + v, {hd / 2}), b.I64("a0_" + v, {-1})});
-    const std::string x2 = b.Op("Slice", {v, b.I64("s1_" + v, {hd / 2}),
+        "Slice", {v, b.I64("s0_" + v, {0}), b.I64("e0_" + v, {rot / 2}), b.I64("a0_" + v, {-1})});
+    const std::string x2 = b.Op("Slice", {v, b.I64("s1_" + v, {rot / 2}),
                                           b.I64("e1_" + v, {INT64_MAX}), b.I64("a1_" + v, {-1})});
     const std::string rh = b.OpA("Concat", {b.Op("Neg", {x2}), x1},
                                  [](onnx::NodeProto* n) { Builder::AttrI(n, "axis", -1); });
-    return b.Op("Add", {b.Op("Mul", {v, cos4}), b.Op("Mul", {rh, sin4})});
+    const std::string r = b.Op("Add", {b.Op("Mul", {v, cos4}), b.Op("Mul", {rh, sin4})});
+    if (rot == hd) return r;
+    const std::string pass =
+        b.Op("Slice", {v_in, b.I64("ps_" + v_in, {rot}), b.I64("pe_" + v_in, {INT64_MAX}),
+                       b.I64("pa_" + v_in, {-1})});
+    return b.OpA("Concat", {r, pass}, [](onnx::NodeProto* n) { Builder::AttrI(n, "axis", -1); });
   };
   auto repeat = [&](const std::string& v) {
     if (H == Hkv) return v;
@@ -367,6 +380,9 @@ void WriteOnnxFromHf(const std::string& hf_dir, const std::string& out_dir,
   for (int l = 0; l < c.n_layers; ++l) {
     const std::string p = "model.layers." + std::to_string(l) + ".";
     const std::string L = std::to_string(l);
+    H = c.HeadsOf(l);
+    Hkv = c.KvHeadsOf(l);
+    I = c.IntermediateOf(l);
     // input norm
     if (genai) {
       if (l == 0) {
@@ -413,17 +429,18 @@ void WriteOnnxFromHf(const std::string& hf_dir, const std::string& out_dir,
         k = linear(h, p + "self_attn.k_proj", Hkv * hd, D, true);
         v = linear(h, p + "self_attn.v_proj", Hkv * hd, D, true);
         if (o.rotary_nodes) {
-          auto rot = [&](const std::string& t, int64_t heads) {
+          auto rotary = [&](const std::string& t, int64_t heads) {
             return b.OpA(
                 "RotaryEmbedding", {t, "position_ids", cos_cache, sin_cache},
                 [&](onnx::NodeProto* n) {
                   Builder::AttrI(n, "interleaved", 0);
                   Builder::AttrI(n, "num_heads", heads);
+                  if (rot != hd) Builder::AttrI(n, "rotary_embedding_dim", rot);
                 },
                 "com.microsoft");
           };
-          q = rot(q, H);
-          k = rot(k, Hkv);
+          q = rotary(q, H);
+          k = rotary(k, Hkv);
         }
       }
       attn = "attn_" + L;
@@ -510,7 +527,8 @@ void WriteOnnxFromHf(const std::string& hf_dir, const std::string& out_dir,
   for (int l = 0; l < c.n_layers; ++l)
     for (const char* kv : {"key", "value"})
       b.Value(false, "present." + std::to_string(l) + "." + kv, TensorProto::FLOAT,
-              {"batch_size", std::to_string(Hkv), "total_sequence_length", std::to_string(hd)});
+              {"batch_size", std::to_string(c.KvHeadsOf(l)), "total_sequence_length",
+               std::to_string(hd)});
   b.Save(out_dir, o.replace_op, o.with_op);
 
   if (genai && o.genai_config) {
@@ -522,9 +540,9 @@ void WriteOnnxFromHf(const std::string& hf_dir, const std::string& out_dir,
     j["model"]["decoder"] = {{"filename", "model.onnx"},
                              {"head_size", hd},
                              {"hidden_size", D},
-                             {"num_attention_heads", H},
+                             {"num_attention_heads", c.n_heads},
                              {"num_hidden_layers", c.n_layers},
-                             {"num_key_value_heads", Hkv}};
+                             {"num_key_value_heads", c.n_kv_heads}};
     std::ofstream(out_dir + "/genai_config.json") << j.dump(2);
   }
 }

@@ -37,12 +37,21 @@ struct LayerWeights {
   // attention (standard)
   const Tensor *attn_norm = nullptr, *q = nullptr, *k = nullptr, *v = nullptr, *o = nullptr;
   const Tensor *q_bias = nullptr, *k_bias = nullptr, *v_bias = nullptr, *o_bias = nullptr;
+  int heads = 0, kv_heads = 0;  // this layer's (kv_heads: as the cache holds them)
+  // k/v (and biases) with their heads repeated, where the layer has fewer kv heads than the cache
+  // (RepeatKvHeads in arch.cpp); K(), V(), KBias(), VBias() are what the graph reads.
+  Tensor k_rep, v_rep, k_bias_rep, v_bias_rep;
+  const Tensor* K() const { return k_rep.data ? &k_rep : k; }
+  const Tensor* V() const { return v_rep.data ? &v_rep : v; }
+  const Tensor* KBias() const { return k_bias_rep.data ? &k_bias_rep : k_bias; }
+  const Tensor* VBias() const { return v_bias_rep.data ? &v_bias_rep : v_bias; }
   // MLA
   const Tensor *q_a = nullptr, *q_a_norm = nullptr, *q_b = nullptr, *kv_a = nullptr,
                *kv_a_norm = nullptr, *kv_b = nullptr;
   Tensor wuk_t, wuv;  // derived from kv_b at load: [H*r, dn] and [H*dv, r]
   // MLP
   const Tensor *ffn_norm = nullptr, *gate = nullptr, *up = nullptr, *down = nullptr;
+  const Tensor *gate_bias = nullptr, *up_bias = nullptr, *down_bias = nullptr;  // mlp_bias
   // MoE
   bool moe = false;
   const Tensor *router = nullptr, *router_bias = nullptr;

@@ -39,6 +39,16 @@ struct ModelConfig {
   int n_heads = 0;
   int n_kv_heads = 0;
   int head_dim = 0;  // standard attention
+  // Per-layer shapes (structured pruning keeps fewer heads or FFN channels in some layers). Empty:
+  // every layer has n_heads / n_kv_heads / intermediate_size. Else [n_layers] each, and those
+  // three scalars hold the widest layer's values (what the KV cache and the plans size for).
+  // config.json: num_attention_heads, num_key_value_heads and intermediate_size as lists.
+  std::vector<int> layer_heads, layer_kv_heads;
+  std::vector<int64_t> layer_intermediate;
+  // Partial rotary (config.json: partial_rotary_factor, rotary_dim = int(head_dim * factor)): rope
+  // turns the first rotary_dim dims of each head (neox halves inside them) and the rest pass
+  // through. 0: the whole head.
+  int rotary_dim = 0;
   float rms_norm_eps = 1e-6f;
   int64_t max_position_embeddings = 4096;
   bool tie_word_embeddings = false;
@@ -86,7 +96,17 @@ struct ModelConfig {
 
   bool is_mla() const { return arch == Arch::kDeepseekV2 || arch == Arch::kDeepseekV3; }
   bool IsMoeLayer(int layer) const;
-  int rope_dim() const { return is_mla() ? qk_rope_head_dim : head_dim; }
+  int rope_dim() const {
+    return is_mla() ? qk_rope_head_dim : rotary_dim > 0 ? rotary_dim : head_dim;
+  }
+  // Layer l's shapes (the scalars where the config has no per-layer lists, and for l outside
+  // [0, n_layers), e.g. an MTP module's layer).
+  int HeadsOf(int l) const;
+  int KvHeadsOf(int l) const;
+  int64_t IntermediateOf(int l) const;
+  bool per_layer_shapes() const {
+    return !layer_heads.empty() || !layer_kv_heads.empty() || !layer_intermediate.empty();
+  }
   // Rope table (llama3 / YaRN folded into inv_freq) and the softmax scale of attention.
   RopeTable MakeRope() const;
   float AttentionScale() const;
