@@ -3,6 +3,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <csignal>
 #include <cstdio>
 #include <exception>
 #include <memory>
@@ -26,6 +27,10 @@ namespace {
 int RunWorker(const CLI::App* verb) {
   using namespace es::tools;
   std::freopen("/dev/null", "w", stdout);
+  // mpirun forwards SIGTERM / SIGINT to every rank; rank 0 drains (serve) and then tells the
+  // workers to finish, so they outlive the signal rather than fail rank 0's last steps.
+  std::signal(SIGTERM, SIG_IGN);
+  std::signal(SIGINT, SIG_IGN);
   const ModelArgs* args = verb ? ModelArgsOf(verb) : nullptr;
   std::shared_ptr<es::Model> model;
   std::string error;
