@@ -16,6 +16,7 @@
 
 #include <time.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <cstdio>
@@ -65,19 +66,24 @@ double Now() {
   return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
 }
 
-// Waits between polls: the first ones back to back (a reply that is about to come), then 20 us
-// naps, so that a waiting rank leaves the cores to the ranks that compute (a busy-polling MPI
-// receive takes a whole core, which this CPU's 1-thread ranks need).
+// Waits between polls: the first ones back to back (a reply that is about to come), then naps
+// that double from 10 us to kMaxNapUs, so that a waiting rank leaves the cores to the ranks
+// that compute. A busy-polling MPI receive takes a whole core, which the 1-thread ranks of a
+// 2-core machine need: with 20 us naps (50k wakeups a second) rank 0 of a 2-rank 1.5B decode
+// waited 9 ms a token for a core. The longest nap bounds the latency it adds per hand-over.
+constexpr long kMaxNapUs = 400;
 class Backoff {
  public:
   void Wait() {
     if (++n_ < 64) return;
-    timespec ts{0, 20000};
+    timespec ts{0, nap_us_ * 1000};
     nanosleep(&ts, nullptr);
+    nap_us_ = std::min(kMaxNapUs, nap_us_ * 2);
   }
 
  private:
   int n_ = 0;
+  long nap_us_ = 10;
 };
 
 // ---- byte buffers ----
