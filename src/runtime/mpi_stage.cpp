@@ -404,6 +404,7 @@ void RunMpiWorker(std::shared_ptr<const Model> model, const std::string& load_er
   w.busy = false;
   w.beating = false;
   if (w.beat.joinable()) w.beat.join();
+  w.on = false;
   MPI_Finalize();
 }
 
@@ -422,7 +423,14 @@ bool MpiFinish() {
   World& w = W();
   if (!w.on) return false;
   w.on = false;
-  if (w.rank != 0) return false;  // a worker finalizes in RunMpiWorker
+  if (w.rank != 0) {
+    // A worker that never ran RunMpiWorker (its command line failed to parse): stop beating and
+    // finalize with the others.
+    w.beating = false;
+    if (w.beat.joinable()) w.beat.join();
+    MPI_Finalize();
+    return false;
+  }
   if (w.lost) return true;
   Writer m;
   m.I64(kExit);

@@ -43,8 +43,9 @@ void RunMpiWorker(std::shared_ptr<const Model> model, const std::string& load_er
 // draft model's, run on rank 0 alone). The ranks are free again when the stages are destroyed.
 std::vector<std::unique_ptr<PipelineStage>> ClaimMpiStages();
 
-// Rank 0 at exit: tells the workers to finish, then MPI_Finalize (skipped when a rank was lost).
-// Returns whether a rank was lost. A no-op without MPI.
+// At exit. Rank 0: tells the workers to finish, then MPI_Finalize (skipped when a rank was lost).
+// A worker that never entered RunMpiWorker (a command line that failed to parse): finalizes.
+// Returns whether a rank was lost. A no-op without MPI or after RunMpiWorker.
 bool MpiFinish();
 
 }  // namespace es
