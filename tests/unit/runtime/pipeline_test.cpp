@@ -6,10 +6,13 @@
 
 #include <gtest/gtest.h>
 
+#include <map>
+
 #include "edgeseek/internal/backends/backend.h"
 #include "edgeseek/internal/core/error.h"
 #include "edgeseek/internal/models/arch.h"
 #include "edgeseek/internal/models/config.h"
+#include "edgeseek/internal/runtime/engine.h"
 #include "edgeseek/internal/runtime/generator.h"
 #include "edgeseek/internal/runtime/model.h"
 #include "edgeseek/internal/runtime/runner.h"
@@ -119,26 +122,91 @@ TEST(LayerSplit, GreedyGenerationEqualsPlain) {
 }
 
 TEST(LayerSplit, BlockTablesReachEveryStage) {
-  // Slot 0 on slot 2's blocks, slot 1 on slot 0's own: a stage that ignored the tables would
-  // keep slot 0's cache where slot 1's prompt then lands, and its next decode step would differ.
+  // Slot 0 on slot 2's blocks; slot 1 shares slot 0's first block (a cached prefix: its first
+  // kKvBlockTokens positions) and computes only the positions after it. A stage that ignored
+  // the tables would read slot 1's own, never written, first block instead.
   auto m = Golden("dsv3");
   auto plain = Plain(m), split = Split(m, {0, 1, 2});
   ASSERT_TRUE(split->kv_paged());
   const int64_t per_slot = plain->kv_blocks() / plain->n_slots();
+  ASSERT_GE(per_slot, 2);
   std::vector<int32_t> t0, t1;
-  for (int64_t i = 0; i < per_slot; ++i) {
-    t0.push_back(int32_t(2 * per_slot + i));
-    t1.push_back(int32_t(i));
-  }
+  for (int64_t i = 0; i < per_slot; ++i) t0.push_back(int32_t(2 * per_slot + i));
+  t1 = {t0[0]};
+  for (int64_t i = 1; i < per_slot; ++i) t1.push_back(int32_t(per_slot + i));
   for (Runner* r : {plain.get(), split.get()}) {
     r->SetBlockTable(0, t0);
     r->SetBlockTable(1, t1);
     r->SetBlockTable(2, {});
   }
-  const std::vector<int32_t> a = {3, 1, 4, 1, 5}, b = {2, 7, 1, 8, 2, 8};
+  std::vector<int32_t> a;
+  for (int i = 0; i < kKvBlockTokens + 3; ++i) a.push_back(int32_t((i * 5 + 1) % 30));
+  const std::vector<int32_t> b = {2, 7, 1, 8};
   EXPECT_EQ(Logits(*split, Prompt(0, 0, a)), Logits(*plain, Prompt(0, 0, a)));
-  EXPECT_EQ(Logits(*split, Prompt(1, 0, b)), Logits(*plain, Prompt(1, 0, b)));
-  EXPECT_EQ(Logits(*split, Prompt(0, 5, {9})), Logits(*plain, Prompt(0, 5, {9})));
+  EXPECT_EQ(Logits(*split, Prompt(1, kKvBlockTokens, b)),
+            Logits(*plain, Prompt(1, kKvBlockTokens, b)));
+  EXPECT_EQ(Logits(*split, Prompt(0, int64_t(a.size()), {9})),
+            Logits(*plain, Prompt(0, int64_t(a.size()), {9})));
+}
+
+// The server's path: the engine over a shared KV pool smaller than slots x context (block tables
+// change as requests come and go), the prefix cache on, chunked prefill, sampled tokens. A
+// split runner (CPU stages) emits the plain runner's tokens, bit for bit. (Prompts share one
+// prefix at the same positions, so this does not catch a stage that ignores block tables:
+// BlockTablesReachEveryStage does.)
+TEST(LayerSplit, EngineWithPagedPoolAndPrefixCacheEqualsPlain) {
+  auto m = Golden("dsv3");
+  const int V = m->vocab_size();
+  auto run = [&](bool split) {
+    RunnerOptions ro;
+    ro.n_slots = 3;
+    ro.context = 96;
+    ro.kv_memory_bytes = 10 * kKvBlockTokens * m->config().MakeKvSpec(DType::kF32).BytesPerToken();
+    std::unique_ptr<Runner> r;
+    if (split) {
+      std::vector<std::unique_ptr<PipelineStage>> front;
+      front.push_back(MakeLocalStage(CreateBackend("cpu", {})));
+      front.push_back(MakeLocalStage(CreateBackend("cpu", {})));
+      r = std::make_unique<Runner>(m, std::move(front), std::vector<int>{0, 1, 2},
+                                   CreateBackend("cpu", {}), ro);
+    } else {
+      r = std::make_unique<Runner>(m, CreateBackend("cpu", {}), ro);
+    }
+    auto queue = std::make_shared<RequestQueue>(QosPolicy{});
+    EngineOptions eo;
+    eo.prefix_cache = true;
+    eo.max_batch_tokens = 20;
+    Engine e(WrapRunner(std::move(r)), queue, eo);
+    std::map<std::string, std::vector<int32_t>> out;
+    std::vector<int32_t> sys;
+    for (int i = 0; i < 35; ++i) sys.push_back(int32_t((i * 7 + 3) % V));
+    auto submit = [&](const std::string& id, int extra, uint64_t seed) {
+      auto q = std::make_shared<SeqRequest>();
+      q->id = id;
+      q->prompt = sys;
+      for (int i = 0; i < extra; ++i) q->prompt.push_back(int32_t((i * 5 + int(seed)) % V));
+      q->max_tokens = 10;
+      q->sampling.temperature = 0.8f;
+      q->sampling.seed = seed;
+      q->on_event = [&out, id](const SeqEvent& ev) {
+        if (ev.kind == SeqEventKind::kToken) out[id].push_back(ev.token);
+      };
+      queue->Push(q);
+    };
+    submit("a", 6, 1);
+    submit("b", 9, 2);
+    while (e.Step()) {
+    }
+    submit("c", 20, 3);
+    submit("d", 3, 4);
+    while (e.Step()) {
+    }
+    EXPECT_GT(e.stats().prefix_hit_tokens, 0);
+    return out;
+  };
+  const auto plain = run(false), split = run(true);
+  ASSERT_EQ(plain.size(), 4u);
+  for (const auto& [id, toks] : plain) EXPECT_EQ(split.at(id), toks) << id;
 }
 
 TEST(LayerSplit, StageGraphOfTheWholeModelIsBuild) {
