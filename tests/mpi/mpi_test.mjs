@@ -16,6 +16,9 @@ import path from 'node:path';
 import { check, cli, main, root, tinyConfig, tinyTokenizer } from '../server/lib.mjs';
 
 const asRoot = process.getuid && process.getuid() === 0;
+// In containers that forbid ptrace between processes, Open MPI's shared-memory transport fails its
+// single-copy (CMA) reads; copying through the shared buffer works everywhere.
+process.env.OMPI_MCA_btl_vader_single_copy_mechanism = 'none';
 const mpirunArgs = (n, extra = []) => [
   ...(asRoot ? ['--allow-run-as-root'] : []),
   '--oversubscribe',
