@@ -12,6 +12,7 @@ PKGS=(build-essential cmake ninja-build pkg-config git
       clang-format  # `git clang-format` on changed lines (unversioned names: Debian 12 gives 14)
       chromium chromium-driver)  # the web page's test drives headless Chromium (tests/server/web_test.mjs)
 PKGS+=(gnuplot-nox)  # `bench --suite ... --report DIR` plots (tools/bench_suite.cpp)
+PKGS+=(libopenmpi-dev openmpi-bin)  # the layer split over MPI ranks (docs/scale.md)
 # aarch64 cross build and qemu-user runs of the kernel tests (scripts/test_arm64.sh): arm64
 # libraries through Debian multiarch.
 PKGS+=(g++-aarch64-linux-gnu qemu-user libc6:arm64 libhwy-dev:arm64 libgtest-dev:arm64)

@@ -4,10 +4,26 @@
 #include "edgeseek/internal/core/error.h"
 #include "edgeseek/internal/formats/quant_policy.h"
 #include "edgeseek/internal/runtime/convert.h"
+#include "edgeseek/internal/runtime/pipeline.h"
 
 namespace es::tools {
+namespace {
+
+std::vector<std::pair<const CLI::App*, const ModelArgs*>>& ModelArgsRegistry() {
+  static std::vector<std::pair<const CLI::App*, const ModelArgs*>> r;
+  return r;
+}
+
+}  // namespace
+
+const ModelArgs* ModelArgsOf(const CLI::App* app) {
+  for (const auto& [a, m] : ModelArgsRegistry())
+    if (a == app) return m;
+  return nullptr;
+}
 
 void ModelArgs::Add(CLI::App& app, bool allow_synthetic) {
+  ModelArgsRegistry().emplace_back(&app, this);
   app.add_option("-m,--model", model,
                  "Hugging Face model folder, .gguf file or .onnx file (or a folder holding one)");
   if (allow_synthetic) {
@@ -25,6 +41,13 @@ void ModelArgs::Add(CLI::App& app, bool allow_synthetic) {
                  "tokenizer folder or tokenizer.json (for synthetic models)");
   app.add_option("--backend", backend, "cpu or vulkan");
   app.add_option("--device", device, "GPU index or name");
+  app.add_option("--devices", devices,
+                 "split the model over several devices, in order: cpu or a GPU index/name each "
+                 "(cpu,0  0,1  0,0 opens one GPU twice); the last runs the head");
+  app.add_option("--split", split, "how --devices share the model: layer (pipeline stages)")
+      ->check(CLI::IsMember({"layer", "head"}));
+  app.add_option("--split-layers", split_layers,
+                 "decoder layers per --devices entry, e.g. 10,18 (default: by memory)");
   app.add_option("-t,--threads", threads, "CPU threads (0: all)");
   app.add_option("-c,--context", context, "context tokens per sequence (0: min(model, 4096))");
   AddKvTypeOption(app, kv_type);
@@ -66,16 +89,22 @@ std::shared_ptr<Model> ModelArgs::Load() const {
   return Model::Load(model, lo);
 }
 
-std::unique_ptr<Runner> ModelArgs::MakeRunner(std::shared_ptr<Model> m, int n_slots) const {
+BackendOptions ModelArgs::MakeBackendOptions() const {
   BackendOptions bo;
   bo.threads = threads;
   bo.device = device;
   bo.profile = profile;
+  return bo;
+}
+
+std::unique_ptr<Runner> ModelArgs::MakeRunner(std::shared_ptr<Model> m, int n_slots) const {
   RunnerOptions ro;
   ro.n_slots = n_slots;
   ro.context = context;
   if (!kv_type.empty()) ro.kv_dtype = ParseKvType(kv_type);
-  return std::make_unique<Runner>(std::move(m), CreateBackend(backend, bo), ro);
+  SplitOptions so;
+  so.devices = devices, so.split = split, so.layer_counts = split_layers;
+  return MakeSplitRunner(std::move(m), backend, MakeBackendOptions(), ro, so);
 }
 
 void SpecArgs::Add(CLI::App& app) {

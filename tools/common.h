@@ -22,6 +22,9 @@ struct ModelArgs {
   std::string dtype;  // empty: bf16 synthetic weights, a folder's own types; else see Add()
   std::string tokenizer;
   std::string kv_type;  // --kv-type (ParseKvType); empty: the backend's default
+  // Layer split (edgeseek/internal/runtime/pipeline.h): --devices cpu,0 --split layer
+  // --split-layers 10,18; under mpirun the ranks split the layers without these.
+  std::string devices, split = "layer", split_layers;
   int threads = 0;
   int context = 0;
   uint64_t seed = 0;
@@ -29,8 +32,14 @@ struct ModelArgs {
 
   void Add(CLI::App& app, bool allow_synthetic = true);
   std::shared_ptr<Model> Load() const;
+  // The runner of these options: one device, the --devices split, or the MPI ranks' split.
   std::unique_ptr<Runner> MakeRunner(std::shared_ptr<Model> m, int n_slots = 1) const;
+  BackendOptions MakeBackendOptions() const;
 };
+
+// The ModelArgs that Add() declared on subcommand `app` (null if none): under mpirun, main hands
+// a worker rank's model to its stage loop through it.
+const ModelArgs* ModelArgsOf(const CLI::App* app);
 
 // Speculative decoding options of generate / bench (docs/speculative.md): --draft MODEL (a
 // folder, a .gguf or "target": the target's own weights on a second runner), --draft-dtype,

@@ -27,6 +27,7 @@
 
 #include "common.h"
 #include "edgeseek/internal/core/error.h"
+#include "edgeseek/internal/runtime/mpi_stage.h"
 #include "edgeseek/internal/server/server.h"
 #include "verb.h"
 
@@ -155,6 +156,7 @@ int RunServe(const ServeArgs& a) {
     ic.slots = a.slots;
     ic.context = ma.context;
     ic.kv_type = ma.kv_type;
+    ic.devices = ma.devices, ic.split = ma.split, ic.split_layers = ma.split_layers;
     m.instances = {ic};
     cfg.models.insert(cfg.models.begin(), m);
   }
@@ -169,6 +171,10 @@ int RunServe(const ServeArgs& a) {
   sigemptyset(&sa.sa_mask);
   sigaction(SIGTERM, &sa, nullptr);
   sigaction(SIGINT, &sa, nullptr);
+  // A lost MPI rank (mpirun -np N serve): the requests it failed got 503; drain and exit.
+  SetMpiLostHandler([] {
+    if (g_server) g_server->RequestShutdown();
+  });
   std::signal(SIGPIPE, SIG_IGN);  // a client gone mid-write is an error value, not a signal
 
   server.Listen();

@@ -613,35 +613,50 @@ static int InputRows(Graph& g, int rows, int64_t cols, const std::string& name) 
   return g.Add(std::move(e));
 }
 
-int ModelArch::Trunk(Graph& g, const Batch& batch) const {
+int ModelArch::Trunk(Graph& g, const Batch& batch, int layer0, int layer1) const {
   ES_ASSERT(batch.positions.size() == batch.tokens.size());
+  ES_ASSERT(0 <= layer0 && layer0 <= layer1 && layer1 <= c_.n_layers);
   const int T = batch.n_tokens();
-  Node e;
-  e.op = Op::kEmbed;
-  e.name = "model.embed_tokens";
-  e.src = {g.AddWeight(*embed_)};
-  e.shape = {T, c_.hidden_size};
-  int x = g.Add(std::move(e));
-  for (int l = 0; l < c_.n_layers; ++l) x = DecoderLayer(g, x, layers_[size_t(l)], l, L(l), batch);
+  int x;
+  if (layer0 == 0) {
+    Node e;
+    e.op = Op::kEmbed;
+    e.name = "model.embed_tokens";
+    e.src = {g.AddWeight(*embed_)};
+    e.shape = {T, c_.hidden_size};
+    x = g.Add(std::move(e));
+  } else {
+    // The residual stream after layer layer0 - 1, from the previous stage.
+    x = InputRows(g, T, c_.hidden_size, L(layer0) + "input");
+  }
+  for (int l = layer0; l < layer1; ++l)
+    x = DecoderLayer(g, x, layers_[size_t(l)], l - layer0, L(l), batch);
   return x;
 }
 
-Graph ModelArch::Build(const Batch& batch) const {
-  Graph g;
-  const int T = batch.n_tokens();
-  const int64_t D = c_.hidden_size;
-  int x = Trunk(g, batch);
+int ModelArch::Head(Graph& g, int x, const Batch& batch) const {
   const int n_out = int(batch.out_rows.size());
   ES_CHECK(n_out > 0, "batch asks for no logits");
-  if (n_out != T) x = Unary(g, Op::kGetRows, {x}, {n_out, D}, "out_rows");
+  if (n_out != batch.n_tokens())
+    x = Unary(g, Op::kGetRows, {x}, {n_out, c_.hidden_size}, "out_rows");
   const int fn = RmsNormNode(g, x, norm_, c_.rms_norm_eps, n_out, "model.norm");
-  Linear(g, fn, lm_head_, nullptr, n_out, "lm_head");
+  return Linear(g, fn, lm_head_, nullptr, n_out, "lm_head");
+}
+
+Graph ModelArch::Build(const Batch& batch) const { return BuildStage(batch, 0, c_.n_layers, true); }
+
+Graph ModelArch::BuildStage(const Batch& batch, int layer0, int layer1, bool head) const {
+  ES_CHECK(0 <= layer0 && layer0 <= layer1 && layer1 <= c_.n_layers, "stage layers [", layer0, ", ",
+           layer1, ") are not a range of the model's ", c_.n_layers, " layers");
+  Graph g;
+  const int x = Trunk(g, batch, layer0, layer1);
+  if (head) Head(g, x, batch);
   return g;
 }
 
 Graph ModelArch::BuildHidden(const Batch& batch) const {
   Graph g;
-  const int x = Trunk(g, batch);
+  const int x = Trunk(g, batch, 0, c_.n_layers);
   RmsNormNode(g, x, norm_, c_.rms_norm_eps, batch.n_tokens(), "model.norm");
   return g;
 }

@@ -19,6 +19,7 @@
 #include "edgeseek/internal/models/arch.h"
 #include "edgeseek/internal/models/config.h"
 #include "edgeseek/internal/runtime/generator.h"
+#include "edgeseek/internal/runtime/pipeline.h"
 
 namespace es {
 
@@ -181,6 +182,18 @@ BenchResult RunBench(Runner& runner, const BenchOptions& o, double load_s) {
   r.model = m.name();
   r.backend = runner.backend().name();
   r.backend_desc = runner.backend().description();
+  if (!runner.stages().empty()) {
+    // A layer split: every stage with its layers, the head's last.
+    const std::vector<int>& first = runner.stage_first_layers();
+    std::string d;
+    for (size_t i = 0; i <= runner.stages().size(); ++i) {
+      const int l1 = i + 1 < first.size() ? first[i + 1] : m.config().n_layers;
+      d += "layers " + std::to_string(first[i]) + "-" + std::to_string(l1 - 1) + " on " +
+           (i < runner.stages().size() ? runner.stages()[i]->description() : r.backend_desc) +
+           (i < runner.stages().size() ? " | " : "");
+    }
+    r.backend_desc = d;
+  }
   r.threads = o.threads;
   r.n_prompt = o.n_prompt;
   r.n_gen = o.n_gen;

@@ -9,6 +9,7 @@
 #include "edgeseek/internal/core/error.h"
 #include "edgeseek/internal/models/arch.h"
 #include "edgeseek/internal/models/config.h"
+#include "edgeseek/internal/runtime/pipeline.h"
 
 namespace es {
 
@@ -42,7 +43,28 @@ void CheckKvType(const ModelConfig& c, const std::string& model_name, DType type
 Runner::Runner(std::shared_ptr<const Model> model, std::unique_ptr<Backend> backend,
                const RunnerOptions& opts)
     : model_(std::move(model)), backend_(std::move(backend)) {
+  Init(opts);
+}
+
+Runner::Runner(std::shared_ptr<const Model> model,
+               std::vector<std::unique_ptr<PipelineStage>> front, std::vector<int> first_layers,
+               std::unique_ptr<Backend> backend, const RunnerOptions& opts)
+    : model_(std::move(model)),
+      backend_(std::move(backend)),
+      front_(std::move(front)),
+      first_layers_(std::move(first_layers)) {
+  Init(opts);
+}
+
+void Runner::Init(const RunnerOptions& opts) {
   const ModelConfig& c = model_->config();
+  ES_CHECK(first_layers_.size() == front_.size() + 1 && first_layers_[0] == 0,
+           "layer split: ", first_layers_.size(), " first layers for ", front_.size() + 1,
+           " stages");
+  for (size_t i = 0; i < front_.size(); ++i)
+    ES_CHECK(first_layers_[i] < first_layers_[i + 1] && first_layers_[i + 1] <= c.n_layers,
+             "layer split: stage ", i, " would run layers [", first_layers_[i], ", ",
+             first_layers_[i + 1], ") of the model's ", c.n_layers);
   int64_t ctx =
       opts.context > 0 ? opts.context : std::min<int64_t>(c.max_position_embeddings, 4096);
   ES_CHECK(opts.n_slots >= 1, "runner needs at least one sequence slot");
@@ -50,22 +72,33 @@ Runner::Runner(std::shared_ptr<const Model> model, std::unique_ptr<Backend> back
   // weight is prepared.
   const DType kv_type = opts.kv_dtype.value_or(backend_->default_kv_type());
   CheckKvType(c, model_->name(), kv_type);
-  {
-    // The one-row decode graph first (kept for the first step): it lets the backend prepare
-    // weights that ops read together (stacked experts) before the tensors one by one.
-    Batch one;
-    one.Add(0, 0, {0}, true);
-    one.Finalize();
-    backend_->PrepareGraph(GraphFor(one));
-  }
-  for (const Tensor* w : model_->weights()) backend_->PrepareWeight(*w);
   const KvSpec spec = c.MakeKvSpec(kv_type);
   const int64_t per_slot = (ctx + kKvBlockTokens - 1) / kKvBlockTokens;
   int64_t blocks = int64_t(opts.n_slots) * per_slot;
   if (opts.kv_memory_bytes > 0)
     blocks = std::max<int64_t>(
         1, int64_t(opts.kv_memory_bytes / (spec.BytesPerToken() * kKvBlockTokens)));
-  kv_ = backend_->CreatePagedKv(spec, opts.n_slots, ctx, blocks);
+  Batch one;
+  one.Add(0, 0, {0}, true);
+  one.Finalize();
+  if (front_.empty()) {
+    // The one-row decode graph first (kept for the first step): it lets the backend prepare
+    // weights that ops read together (stacked experts) before the tensors one by one.
+    backend_->PrepareGraph(GraphFor(one));
+    for (const Tensor* w : model_->weights()) backend_->PrepareWeight(*w);
+    kv_ = backend_->CreatePagedKv(spec, opts.n_slots, ctx, blocks);
+  } else {
+    // Each stage prepares only the weights of its own layers; all take the same cache shape.
+    StageConfig sc;
+    sc.n_slots = opts.n_slots, sc.context = ctx, sc.kv_blocks = blocks, sc.kv_type = kv_type;
+    for (size_t i = 0; i < front_.size(); ++i) {
+      sc.layer0 = first_layers_[i], sc.layer1 = first_layers_[i + 1];
+      front_[i]->Start(model_, sc);
+    }
+    sc.layer0 = first_layers_.back(), sc.layer1 = c.n_layers;
+    PrepareGraphWeights(*backend_, GraphFor(one));
+    kv_ = CreateStageKv(*backend_, *model_, sc);
+  }
   slot_used_.assign(size_t(opts.n_slots), false);
 }
 
@@ -73,12 +106,23 @@ Runner::~Runner() = default;
 
 int Runner::n_slots() const { return kv_->n_slots(); }
 int64_t Runner::context() const { return kv_->capacity(); }
-size_t Runner::kv_bytes_per_token() const { return kv_->spec().BytesPerToken(); }
-size_t Runner::kv_bytes_total() const { return kv_->bytes(); }
+size_t Runner::kv_bytes_per_token() const {
+  return model_->config().MakeKvSpec(kv_type()).BytesPerToken();  // every stage's layers
+}
+size_t Runner::kv_bytes_total() const {
+  size_t s = kv_->bytes();
+  for (const auto& st : front_) s += st->kv_bytes();
+  return s;
+}
 
 int64_t Runner::kv_blocks() const { return kv_->n_blocks(); }
-bool Runner::kv_paged() const { return kv_->paged(); }
+bool Runner::kv_paged() const {
+  bool paged = kv_->paged();
+  for (const auto& st : front_) paged = paged && st->kv_paged();
+  return paged;
+}
 void Runner::SetBlockTable(int slot, const std::vector<int32_t>& blocks) {
+  for (const auto& st : front_) st->SetBlockTable(slot, blocks.data(), int(blocks.size()));
   kv_->SetBlockTable(slot, blocks.data(), int(blocks.size()));
 }
 
@@ -119,7 +163,9 @@ const Graph& Runner::GraphFor(const Batch& batch, int kind) {
   if (it == graphs_.end()) {
     if (graphs_.size() == kMaxGraphs) graphs_.pop_back();
     const ModelArch& a = model_->arch();
-    Graph g = kind == 0   ? a.Build(batch)
+    const int l0 = first_layers_.back();
+    Graph g = kind == 0   ? (l0 == 0 ? a.Build(batch)
+                                     : a.BuildStage(batch, l0, model_->config().n_layers, true))
               : kind == 1 ? a.BuildHidden(batch)
                           : a.BuildHead(batch, /*mtp=*/false);
     graphs_.push_back({rows, out_rows, kind, std::make_unique<const Graph>(std::move(g))});
@@ -129,11 +175,19 @@ const Graph& Runner::GraphFor(const Batch& batch, int kind) {
   return *graphs_.front().graph;
 }
 
-void Runner::SetHiddenSink(HiddenSink sink) { sink_ = std::move(sink); }
+void Runner::SetHiddenSink(HiddenSink sink) {
+  ES_CHECK(!sink || front_.empty(),
+           "a layer-split runner cannot hand hidden states to a drafter (MTP drafts): run the "
+           "model on one device, or draft with --spec ngram or --draft MODEL");
+  sink_ = std::move(sink);
+}
 
 const Graph& Runner::Prepare(const Batch& batch, const Batch** run, ComputeStats* stats) {
   *run = &batch;
-  if (!sink_) return GraphFor(batch);
+  if (!sink_) {
+    *run = &RunFront(batch, stats);
+    return GraphFor(batch);
+  }
   const int64_t T = batch.n_tokens(), D = model_->config().hidden_size;
   hidden_.resize(size_t(T * D));
   hidden_stats_ = {};
@@ -159,6 +213,31 @@ void AddHiddenStats(const ComputeStats& h, ComputeStats* s) {
 }
 
 }  // namespace
+
+const Batch& Runner::RunFront(const Batch& batch, ComputeStats* stats) {
+  if (front_.empty()) return batch;
+  const size_t n = size_t(batch.n_tokens()) * size_t(model_->config().hidden_size);
+  const float* in = nullptr;
+  // The stages' timing goes to hidden_stats_, folded into the last stage's after it runs.
+  hidden_stats_ = {};
+  for (size_t i = 0; i < front_.size(); ++i) {
+    std::vector<float>& out = stage_rows_[i % 2];
+    out.resize(n);
+    ComputeStats st;
+    front_[i]->Run(batch, in, out.data(), stats ? &st : nullptr);
+    if (stats) {
+      ComputeStats& h = hidden_stats_;
+      h.upload_s += st.upload_s, h.dispatch_s += st.dispatch_s, h.shader_s += st.shader_s;
+      h.download_s += st.download_s, h.total_s += st.total_s;
+      h.ops.insert(h.ops.end(), st.ops.begin(), st.ops.end());
+    }
+    in = out.data();
+  }
+  last_batch_ = batch;  // reuses its vectors' capacity after the first step
+  last_batch_.input = in;
+  last_batch_.input_cols = model_->config().hidden_size;
+  return last_batch_;
+}
 
 void Runner::Forward(const Batch& batch, std::vector<float>* logits, ComputeStats* stats) {
   CheckBatch(batch);

@@ -8,6 +8,7 @@
 #include "edgeseek/internal/formats/quant_policy.h"
 #include "edgeseek/internal/runtime/convert.h"
 #include "edgeseek/internal/runtime/model.h"
+#include "edgeseek/internal/runtime/pipeline.h"
 #include "edgeseek/internal/runtime/runner.h"
 #include "edgeseek/internal/runtime/speculative.h"
 #include "edgeseek/internal/runtime/text_pipeline.h"
@@ -151,7 +152,9 @@ ModelBuilder DefaultModelBuilder() {
       // and more short requests than slots x context would allow share it.
       ro.kv_memory_bytes = size_t(std::max(0.0, ic.kv_memory_mb) * 1048576.0);
       if (!ic.kv_type.empty()) ro.kv_dtype = ParseKvType(ic.kv_type);
-      auto runner = std::make_unique<Runner>(model, CreateBackend(ic.backend, bo), ro);
+      SplitOptions so;
+      so.devices = ic.devices, so.split = ic.split, so.layer_counts = ic.split_layers;
+      auto runner = MakeSplitRunner(model, ic.backend, bo, ro, so);
       Runner& target = *runner;  // the engine owns it, and outlives its drafter
       lm.instances.push_back(WrapRunner(std::move(runner)));
       if (e.draft == "ngram") {

@@ -179,6 +179,9 @@ ServerConfig ServerConfigFromJson(const json& doc, const std::string& schema_pat
           Get(ij, "context", &ic.context);
           Get(ij, "kv_memory_mb", &ic.kv_memory_mb);
           Get(ij, "kv_type", &ic.kv_type);
+          Get(ij, "devices", &ic.devices);
+          Get(ij, "split", &ic.split);
+          Get(ij, "split_layers", &ic.split_layers);
           if (!ic.kv_type.empty()) {
             try {
               ParseKvType(ic.kv_type);

@@ -498,8 +498,11 @@ bool Engine::Step() {
       model_->Forward(batch, &logits_, opts_.profile ? &compute_stats_ : nullptr);
   } catch (const Error& e) {
     // Bad input of one of the sequences (e.g. an id outside the vocabulary): fail the batch's
-    // sequences with the message, keep the engine running.
-    for (auto& it : items) Finish(it.r, FinishReason::kError, e.what());
+    // sequences with the message, keep the engine running. A lost device (UnavailableError)
+    // cancels them: the server is going down (503).
+    const FinishReason why =
+        dynamic_cast<const UnavailableError*>(&e) ? FinishReason::kCancelled : FinishReason::kError;
+    for (auto& it : items) Finish(it.r, why, e.what());
     PublishStats();
     return true;
   }
@@ -585,7 +588,10 @@ bool Engine::SpecStep(std::shared_ptr<SeqRequest> r, double now) {
     else
       model_->Forward(batch, &logits_, opts_.profile ? &compute_stats_ : nullptr);
   } catch (const Error& e) {
-    Finish(r, FinishReason::kError, e.what());
+    Finish(
+        r,
+        dynamic_cast<const UnavailableError*>(&e) ? FinishReason::kCancelled : FinishReason::kError,
+        e.what());
     PublishStats();
     return true;
   }

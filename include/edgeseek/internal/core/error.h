@@ -16,6 +16,13 @@ class Error : public std::runtime_error {
   using std::runtime_error::runtime_error;
 };
 
+// A part of the machine the model runs on is gone for good (an MPI rank of a layer split stopped
+// answering): no request can be served any more. The server answers 503 and shuts down.
+class UnavailableError : public Error {
+ public:
+  using Error::Error;
+};
+
 // Builds a message from any streamable parts: Fail("tensor ", name, ": expected ", n, " dims").
 template <class... Parts>
 [[noreturn]] void Fail(Parts&&... parts) {

@@ -89,6 +89,16 @@ class ModelArch {
   // Every tensor the graphs read (those of Build, BuildHidden and BuildHead; not the MTP module's).
   std::vector<const Tensor*> Weights() const;
 
+  // ---- layer split (pipeline stages, edgeseek/internal/runtime/pipeline.h) ----
+  // One stage of a forward split by layer: decoder layers [layer0, layer1) over
+  //   the embedded batch tokens (layer0 == 0), or the batch's input rows (Batch::input, f32
+  //   [n_tokens, D]: the residual stream the previous stage produced) otherwise;
+  // then, with `head`, the final norm and lm_head at the batch's out_rows (logits [out_rows, V],
+  // as Build), else the residual stream itself ([n_tokens, D], every row). Layer l caches in KV
+  // layer l - layer0 (a stage's cache holds its own layers only). BuildStage(b, 0, n_layers,
+  // true) is Build(b), node for node.
+  Graph BuildStage(const Batch& batch, int layer0, int layer1, bool head) const;
+
   // ---- split forward and the MTP module (speculative decoding with MTP drafts) ----
   // Rows enter BuildHead and BuildMtp from the host through a kInput node: the batch's input
   // rows (Batch::input, f32 [n_tokens, W]), given anew for each forward.
@@ -121,8 +131,10 @@ class ModelArch {
   // One pre-norm decoder layer over the residual stream x; returns the new stream.
   int DecoderLayer(Graph& g, int x, const LayerWeights& w, int kv_layer, const std::string& p,
                    const Batch& b) const;
-  // The layers and the final norm: [n_tokens, D] (no row selection).
-  int Trunk(Graph& g, const Batch& b) const;
+  // The embedding (or the input rows) and layers [layer0, layer1): [n_tokens, D].
+  int Trunk(Graph& g, const Batch& b, int layer0, int layer1) const;
+  // lm_head(model.norm(x)) at the batch's out_rows: logits [out_rows, V].
+  int Head(Graph& g, int x, const Batch& b) const;
   LayerWeights BindLayer(int l, const std::function<const Tensor*(const std::string&)>& b,
                          const std::function<const Tensor*(const std::string&, int64_t)>& bias);
   int Linear(Graph& g, int x, const Tensor* w, const Tensor* bias, int rows,

@@ -24,6 +24,8 @@
 
 namespace es {
 
+class PipelineStage;  // edgeseek/internal/runtime/pipeline.h
+
 struct RunnerOptions {
   int n_slots = 1;      // sequences whose KV caches live at once
   int64_t context = 0;  // tokens per slot (0: min(model max, 4096))
@@ -48,7 +50,21 @@ class Runner {
  public:
   Runner(std::shared_ptr<const Model> model, std::unique_ptr<Backend> backend,
          const RunnerOptions& opts);
+  // A layer-split runner (pipeline.h): stage front[i] runs layers [first_layers[i],
+  // first_layers[i + 1]) (the first one embeds the tokens), in order, and `backend` runs layers
+  // [first_layers.back(), n_layers), the final norm and lm_head over the rows they hand over;
+  // first_layers has front.size() + 1 entries, first_layers[0] = 0, strictly increasing. Every
+  // stage gets a cache of the same slots, context and blocks. Logits are those of the plain
+  // runner (bit for bit on the CPU: the rows cross in f32).
+  Runner(std::shared_ptr<const Model> model, std::vector<std::unique_ptr<PipelineStage>> front,
+         std::vector<int> first_layers, std::unique_ptr<Backend> backend,
+         const RunnerOptions& opts);
   ~Runner();
+
+  // The stages before this runner's backend (none unless split), and the first layer of each
+  // stage, this runner's last (pipeline.h).
+  const std::vector<std::unique_ptr<PipelineStage>>& stages() const { return front_; }
+  const std::vector<int>& stage_first_layers() const { return first_layers_; }
 
   const Model& model() const { return *model_; }
   Backend& backend() { return *backend_; }
@@ -89,13 +105,18 @@ class Runner {
   void SetHiddenSink(HiddenSink sink);
 
  private:
+  void Init(const RunnerOptions& opts);
   void CheckBatch(const Batch& batch) const;  // token ids, slots and context
+  // Runs the front stages for `batch`; returns the batch for the last stage (the batch, with
+  // the last stage's input rows when split).
+  const Batch& RunFront(const Batch& batch, ComputeStats* stats);
   // The forward graph of a batch of this shape, built once per shape (ModelArch::Build depends
   // on a batch only through its row and output-row counts): a decode step no longer rebuilds
   // its ~800 nodes, ~320 us a step for a 28-layer model on this repository's CI machine
   // (bench/micro/graph_bench.cpp).
-  // kind: 0 the whole forward (Build), 1 up to the final norm (BuildHidden), 2 the head over
-  // the batch's input rows (BuildHead).
+  // kind: 0 the whole forward (Build; split: BuildStage of the last stage's layers and the
+  // head), 1 up to the final norm (BuildHidden), 2 the head over the batch's input rows
+  // (BuildHead).
   const Graph& GraphFor(const Batch& batch, int kind = 0);
   // With a sink: runs the hidden graph, hands the rows to the sink and returns the head graph
   // with the batch to run it with (head_batch_: the batch, hidden_ as its input); else
@@ -112,6 +133,10 @@ class Runner {
   std::shared_ptr<const Model> model_;
   std::unique_ptr<Backend> backend_;
   std::unique_ptr<KvStorage> kv_;
+  std::vector<std::unique_ptr<PipelineStage>> front_;  // layer split: stages before backend_
+  std::vector<int> first_layers_{0};                   // first layer of each stage, backend_'s last
+  std::vector<float> stage_rows_[2];                   // [n_tokens, D]: rows between stages
+  Batch last_batch_;                                   // the batch with the rows handed to backend_
   std::vector<bool> slot_used_;
   HiddenSink sink_;
   std::vector<float> hidden_;  // [n_tokens, hidden_size]: the last hidden graph's output

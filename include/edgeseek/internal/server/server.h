@@ -30,6 +30,11 @@ struct InstanceConfig {
   int64_t context = 0;      // 0: min(model max, 4096)
   double kv_memory_mb = 0;  // 0: slots x context
   std::string kv_type;      // f32|f16|q8_0|q4_0 (ParseKvType); empty: the backend's default
+  // Layer split over devices (edgeseek/internal/runtime/pipeline.h, SplitOptions): "cpu,0",
+  // "0,0", ...; empty: `backend` / `device` alone (or the MPI ranks under mpirun).
+  std::string devices;
+  std::string split = "layer";
+  std::string split_layers;  // per-device layer counts; empty: by memory
   // Set by the server from its scheduler options before loading (BackendOptions).
   bool profile = false;
   bool deterministic = false;

@@ -1,0 +1,79 @@
+// Layer split over Vulkan devices (runtime/pipeline.h): one device opened twice (--devices 0,0,
+// how this is tested on lavapipe), and CPU + Vulkan in either order, against the plain CPU
+// runner, for a dense and an MLA+MoE golden: prefill and decode logits within the f32-activation
+// bound (1e-4 relative L2, the goldens' bound; the caches are f32 here so that the bound is the
+// math's alone), and greedy ids equal.
+#include <gtest/gtest.h>
+
+#include "edgeseek/internal/models/config.h"
+#include "edgeseek/internal/runtime/model.h"
+#include "edgeseek/internal/runtime/pipeline.h"
+#include "edgeseek/internal/runtime/runner.h"
+#include "test_util.h"
+#include "vk_util.h"
+
+namespace es::test {
+namespace {
+
+struct SplitCase {
+  const char* model;
+  const char* devices;
+};
+
+class VulkanSplit : public ::testing::TestWithParam<SplitCase> {};
+
+std::vector<float> Logits(Runner& r, int slot, int64_t pos0, const std::vector<int32_t>& ids) {
+  Batch b;
+  b.Add(slot, pos0, ids, true);
+  b.Finalize();
+  std::vector<float> l;
+  r.Forward(b, &l);
+  return l;
+}
+
+TEST_P(VulkanSplit, LogitsMatchTheCpuRunner) {
+  const SplitCase& c = GetParam();
+  auto m = Model::Load(SourceDir() + "/tests/golden/data/models/" + c.model);
+  RunnerOptions ro;
+  ro.n_slots = 2;
+  ro.context = 64;
+  ro.kv_dtype = DType::kF32;
+  BackendOptions bo;
+  bo.threads = 2;
+  Runner plain(m, CreateBackend("cpu", bo), ro);
+  SplitOptions so;
+  so.devices = c.devices;
+  auto split = MakeSplitRunner(m, "cpu", bo, ro, so);
+  ASSERT_EQ(split->stages().size(), 1u);
+  const std::vector<int32_t> ids = {1, 7, 3, 11, 5, 2, 9};
+  EXPECT_LE(RelL2(Logits(*split, 0, 0, ids), Logits(plain, 0, 0, ids)), 1e-4);
+  for (int t = 0; t < 3; ++t) {
+    const std::vector<int32_t> step = {int32_t(4 + t)};
+    const int64_t pos = int64_t(ids.size()) + t;
+    EXPECT_LE(RelL2(Logits(*split, 0, pos, step), Logits(plain, 0, pos, step)), 1e-4)
+        << "decode step " << t;
+  }
+  // A second sequence beside the first, then greedy ids.
+  EXPECT_LE(RelL2(Logits(*split, 1, 0, {2, 8}), Logits(plain, 1, 0, {2, 8})), 1e-4);
+  Batch g;
+  g.Add(0, int64_t(ids.size()) + 3, {6});
+  g.Add(1, 2, {3});
+  g.Finalize();
+  std::vector<int32_t> a, b;
+  split->ForwardArgmax(g, &a);
+  plain.ForwardArgmax(g, &b);
+  EXPECT_EQ(a, b);
+}
+
+const SplitCase kCases[] = {{"llama3", "0,0"},    {"llama3", "cpu,0"},    {"llama3", "0,cpu"},
+                            {"dsv2_lite", "0,0"}, {"dsv2_lite", "cpu,0"}, {"dsv2_lite", "0,cpu"}};
+
+INSTANTIATE_TEST_SUITE_P(Goldens, VulkanSplit, ::testing::ValuesIn(kCases), [](const auto& info) {
+  std::string d = info.param.devices;
+  for (char& ch : d)
+    if (ch == ',') ch = '_';
+  return std::string(info.param.model) + "_" + d;
+});
+
+}  // namespace
+}  // namespace es::test
