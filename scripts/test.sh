@@ -11,7 +11,8 @@ scripts/build.sh
 cd build
 ctest --output-on-failure -j "$(nproc)" --timeout 900
 cd ..
-# The CPU matmul kernels cross-built for aarch64 and run under qemu-user (NEON, dotprod, i8mm).
+# The whole tree cross-built for aarch64; its unit, kernel and golden CPU tests under qemu-user
+# (NEON, dotprod, i8mm, SVE; ~20 min on 2 cores).
 scripts/test_arm64.sh
 # ThreadSanitizer: its own build (no Vulkan, no benchmarks), only the server/engine test target.
 cmake -S . -B build-tsan -G Ninja -DCMAKE_BUILD_TYPE=Release -DES_VULKAN=OFF -DES_BUILD_BENCH=OFF \
