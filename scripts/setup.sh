@@ -16,9 +16,12 @@ PKGS+=(gnuplot-nox)  # `bench --suite ... --report DIR` plots (tools/bench_suite
 # arm64 libraries through Debian multiarch (header-only and arch-independent ones above serve
 # both). Not libonnx-dev:arm64: its libonnxifi:arm64 does not co-install with the amd64 one (both
 # ship /usr/lib/libonnxifi.so), so the cross build has -DES_ONNX=OFF.
-PKGS+=(g++-aarch64-linux-gnu qemu-user libc6:arm64 libhwy-dev:arm64 libgtest-dev:arm64
-       libgmock-dev:arm64 libpcre2-dev:arm64 libutf8proc-dev:arm64 libcpp-httplib-dev:arm64
-       libedit-dev:arm64 libvulkan-dev:arm64)
+# Only on x86-64 hosts: an ARM64 machine builds and tests natively.
+if [ "$(dpkg --print-architecture)" = amd64 ]; then
+  PKGS+=(g++-aarch64-linux-gnu qemu-user libc6:arm64 libhwy-dev:arm64 libgtest-dev:arm64
+         libgmock-dev:arm64 libpcre2-dev:arm64 libutf8proc-dev:arm64 libcpp-httplib-dev:arm64
+         libedit-dev:arm64 libvulkan-dev:arm64)
+fi
 missing=()
 for p in "${PKGS[@]}"; do dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p"); done
 if [[ " ${missing[*]} " == *":arm64 "* ]] && ! dpkg --print-foreign-architectures | grep -qx arm64; then
