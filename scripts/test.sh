@@ -12,7 +12,7 @@ cd build
 ctest --output-on-failure -j "$(nproc)" --timeout 900
 cd ..
 # The whole tree cross-built for aarch64; its unit, kernel and golden CPU tests under qemu-user
-# (NEON, dotprod, i8mm, SVE; ~20 min on 2 cores). On an ARM64 machine the run above was native.
+# (NEON, dotprod, i8mm, SVE; ~15 min on 2 cores). On an ARM64 machine the run above was native.
 if [ "$(uname -m)" = x86_64 ]; then
   scripts/test_arm64.sh
 fi
