@@ -13,9 +13,16 @@ PKGS=(build-essential cmake ninja-build pkg-config git
       chromium chromium-driver)  # the web page's test drives headless Chromium (tests/server/web_test.mjs)
 PKGS+=(gnuplot-nox)  # `bench --suite ... --report DIR` plots (tools/bench_suite.cpp)
 PKGS+=(libopenmpi-dev openmpi-bin)  # the layer split over MPI ranks (docs/scale.md)
-# aarch64 cross build and qemu-user runs of the kernel tests (scripts/test_arm64.sh): arm64
-# libraries through Debian multiarch.
-PKGS+=(g++-aarch64-linux-gnu qemu-user libc6:arm64 libhwy-dev:arm64 libgtest-dev:arm64)
+# aarch64 cross build of the whole tree and qemu-user runs of its tests (scripts/test_arm64.sh):
+# arm64 libraries through Debian multiarch (header-only and arch-independent ones above serve
+# both). Not libonnx-dev:arm64: its libonnxifi:arm64 does not co-install with the amd64 one (both
+# ship /usr/lib/libonnxifi.so), so the cross build has -DES_ONNX=OFF.
+# Only on x86-64 hosts: an ARM64 machine builds and tests natively.
+if [ "$(dpkg --print-architecture)" = amd64 ]; then
+  PKGS+=(g++-aarch64-linux-gnu qemu-user libc6:arm64 libhwy-dev:arm64 libgtest-dev:arm64
+         libgmock-dev:arm64 libpcre2-dev:arm64 libutf8proc-dev:arm64 libcpp-httplib-dev:arm64
+         libedit-dev:arm64 libvulkan-dev:arm64)
+fi
 missing=()
 for p in "${PKGS[@]}"; do dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p"); done
 if [[ " ${missing[*]} " == *":arm64 "* ]] && ! dpkg --print-foreign-architectures | grep -qx arm64; then

@@ -312,5 +312,17 @@ TEST(BadInput, MalformedConfigJson) {
                      {"config.json", "invalid JSON"});
 }
 
+#if !ES_ONNX_BUILT
+// A build without the ONNX importer (-DES_ONNX=OFF: the aarch64 cross build) names the file and
+// says how to get the importer, for every verb that reads a model.
+TEST(BadInput, OnnxFileInABuildWithoutOnnx) {
+  const std::string dir = test::TempDir(), f = dir + "/model.onnx";
+  test::WriteFile(f, "not read");
+  for (const std::string& args : {"inspect -m " + f, "logits -m " + f + " --ids 1 --out /dev/null",
+                                  "convert " + f + " -o " + dir + "/m.gguf --type f16"})
+    ExpectOneLineError(args, {f, "built without ONNX import (-DES_ONNX=OFF)"});
+}
+#endif
+
 }  // namespace
 }  // namespace es
