@@ -21,7 +21,7 @@ B=${ES_ARM64_BUILD_DIR:-build-arm64}
 grep -qx "CMAKE_HOME_DIRECTORY:INTERNAL=$PWD" "$B/CMakeCache.txt" 2>/dev/null || rm -rf "$B"
 cmake -S . -B "$B" -G Ninja -DCMAKE_BUILD_TYPE=Release \
   "-DCMAKE_TOOLCHAIN_FILE=$PWD/cmake/toolchain-aarch64.cmake" -DES_ONNX=OFF -DES_MPI=OFF \
-  -DES_BUILD_BENCH=OFF   ${ES_ARM64_CMAKE_ARGS:-} >/dev/null
+  -DES_BUILD_BENCH=OFF ${ES_ARM64_CMAKE_ARGS:-} >/dev/null
 SUITES=(core quant graph gguf gguf_model convert grammar jinja tokenizer runtime server tools capi
         kernels golden)
 ninja -C "$B" ${ES_JOBS:+-j "$ES_JOBS"} edgeseek_cli "${SUITES[@]/#/es_test_}"  # ES_JOBS=1 when shared
