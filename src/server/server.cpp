@@ -188,6 +188,7 @@ struct Server::Impl {
   ModelBuilder loader;
   GatedServer http;
   std::thread http_thread;
+  std::atomic<bool> listen_returned{false};  // listen_after_bind came back (failed or stopped)
   std::atomic<State> state{State::kLoading};
   std::vector<std::unique_ptr<ModelGroup>> groups;
   Metrics metrics;
@@ -1530,7 +1531,15 @@ void Server::Listen() {
              ":", m.cfg.port, " (in use, or not an address of this machine)");
   }
   m.http.WidenListenBacklog();
-  m.http_thread = std::thread([&m] { m.http.listen_after_bind(); });
+  m.http_thread = std::thread([&m] {
+    m.http.listen_after_bind();
+    m.listen_returned = true;
+  });
+  // httplib's stop() does nothing until the accept loop runs (is_running()): a Shutdown right
+  // after Listen (a model that fails to load at once) would otherwise leave the loop running and
+  // the join waiting forever.
+  while (!m.http.is_running() && !m.listen_returned)
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
 }
 
 int Server::port() const { return impl_->cfg.port; }
