@@ -1623,7 +1623,16 @@ void Server::LoadModels() {
     m.groups.push_back(std::move(g));
   }
   for (auto& g : m.groups)
-    for (auto& in : g->instances) in.engine->Start();
+    for (size_t i = 0; i < g->instances.size(); ++i) {
+      // GPU instances build their pipelines now, not in the first requests' steps.
+      const double t0 = SteadySeconds();
+      const int forwards = g->instances[i].engine->Warm();
+      if (forwards > 0)
+        std::fprintf(stderr,
+                     "edgeseek serve: model '%s' instance %zu warmed up (%d forwards) in %.1f s\n",
+                     g->entry.name.c_str(), i, forwards, SteadySeconds() - t0);
+      g->instances[i].engine->Start();
+    }
   m.state = State::kReady;
 }
 

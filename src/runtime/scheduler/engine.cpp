@@ -84,6 +84,68 @@ void Engine::Start() {
   thread_ = std::thread([this] { RunLoop(); });
 }
 
+int Engine::Warm() {
+  if (!model_->warm_up()) return 0;
+  const int max_rows = std::min(opts_.max_batch_seqs, n_slots_);
+  std::vector<int> slots;
+  for (int s = 0; int(slots.size()) < max_rows && (s = model_->AcquireSlot()) >= 0;)
+    slots.push_back(s);
+  // Scratch context: `len` tokens written by a prefill, read by the decode rows at position len
+  // with every slot mapping the same blocks when paged; unpaged, the decode rows sit at position
+  // 0 (another slot's region holds no written keys).
+  int64_t len = std::min<int64_t>({opts_.max_batch_tokens, context_ - 1, kv_budget_ - 1});
+  std::vector<int32_t> blocks;
+  if (paged_) {
+    while (int64_t(blocks.size()) * kKvBlockTokens < len + 1) {
+      const int32_t b = pool_->Allocate();
+      if (b < 0) break;
+      blocks.push_back(b);
+    }
+    len = std::min<int64_t>(len, int64_t(blocks.size()) * kKvBlockTokens - 1);
+    for (int s : slots) model_->SetBlockTable(s, blocks);
+  }
+  int forwards = 0;
+  auto run = [&](const Batch& b) {
+    model_->Forward(b, &logits_, nullptr);
+    model_->ForwardArgmax(b, &ids_, nullptr);
+    if (model_->device_sampling()) {
+      rows_.assign(b.out_rows.size(), RowSampling{});
+      model_->ForwardSample(b, rows_, &ids_, nullptr);
+    }
+    forwards += model_->device_sampling() ? 3 : 2;
+  };
+  // `decode` one-token rows at position len, then a prompt of `prompt` tokens from position 0.
+  auto step = [&](int decode, int64_t prompt) {
+    Batch b;
+    for (int i = 0; i < decode; ++i) b.Add(slots[size_t(i)], paged_ ? len : 0, {0});
+    if (prompt > 0)
+      b.Add(slots[size_t(std::min<int>(decode, int(slots.size()) - 1))], 0,
+            std::vector<int32_t>(size_t(prompt), 0));
+    b.Finalize();
+    run(b);
+  };
+  if (!slots.empty() && len >= 1) {
+    for (int64_t p : {len, std::min<int64_t>(len, 40), std::min<int64_t>(len, 5)}) step(0, p);
+    const int n = int(slots.size());
+    std::vector<int> rows = {1, 2, 3, 4, 5, 6, 7, 8, 12, 16, 24, 32, 48, 64};
+    for (int r = 96; r < n; r = r * 3 / 2) rows.push_back(r);
+    rows.push_back(n);
+    for (int r : rows)
+      if (r <= n && r <= opts_.max_batch_tokens) step(r, 0);
+    // Prompts next to decode rows: a short step (the GEMM of <= 64 rows) and a full budget.
+    if (n >= 2) {
+      const int d = std::min(n - 1, 8);
+      step(d, std::min<int64_t>(len, 20));
+      const int D = std::min(n - 1, opts_.max_batch_tokens / 2);
+      if (D >= 1 && opts_.max_batch_tokens - D >= 1)
+        step(D, std::min<int64_t>(len, opts_.max_batch_tokens - D));
+    }
+  }
+  for (int32_t b : blocks) pool_->Release(b);
+  for (int s : slots) model_->ReleaseSlot(s);
+  return forwards;
+}
+
 void Engine::Stop() {
   stop_ = true;
   queue_->Notify();

@@ -55,6 +55,7 @@ class RunnerStepModel final : public StepModel {
     r_->ForwardArgmax(batch, ids, stats);
   }
   bool device_sampling() const override { return r_->backend().device_sampling(); }
+  bool warm_up() const override { return r_->backend().name() != "cpu"; }
   void ForwardSample(const Batch& batch, const std::vector<RowSampling>& rows,
                      std::vector<int32_t>* ids, ComputeStats* stats) override {
     r_->ForwardSample(batch, rows, ids, stats);

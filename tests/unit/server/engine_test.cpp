@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include <map>
+#include <set>
 
 #include "edgeseek/internal/core/error.h"
 #include "engine_harness.h"
@@ -71,6 +72,48 @@ TEST(Engine, ChunkedPrefillKeepsDecodesRunningUnderTheBudget) {
   // 501 tokens, 24 a step (the 29 left by the decodes are capped by prefill_chunk): 21 steps.
   EXPECT_EQ(prefill_steps, 21);
   EXPECT_EQ(h.out["long"].tokens.size(), 4u);
+}
+
+// Warm (a GPU backend's first-use pipeline builds moved before the first request) runs the
+// decode row counts 1-8 and the buckets up to the slots, a prefill of the step budget, short
+// prompts and prompts next to decode rows; it returns every slot and KV block, and the requests
+// served after it give the tokens they give without it.
+TEST(Engine, WarmRunsTheServingShapesAndLeavesNoTrace) {
+  EngineOptions eo;
+  eo.max_batch_tokens = 48;
+  Harness ref(12, 256, eo), h(12, 256, eo);
+  h.model->set_warm_up(true);
+  EXPECT_EQ(ref.engine->Warm(), 0) << "a model that does not ask for it is not warmed";
+  EXPECT_TRUE(ref.model->log().empty());
+  EXPECT_GT(h.engine->Warm(), 0);
+  std::set<int> decode_rows;
+  bool budget_prefill = false, short_prefill = false, mixed_short = false, mixed_full = false;
+  for (auto& s : h.model->log()) {
+    if (s.seqs == s.singles) decode_rows.insert(s.singles);
+    budget_prefill = budget_prefill || (s.seqs == 1 && s.tokens == 48);
+    short_prefill = short_prefill || (s.seqs == 1 && s.singles == 0 && s.tokens == 5);
+    mixed_short = mixed_short || (s.singles == 8 && s.tokens == 28);
+    mixed_full = mixed_full || (s.singles > 8 && s.tokens == 48 && s.seqs == s.singles + 1);
+  }
+  for (int r : {1, 2, 3, 4, 5, 6, 7, 8, 12}) EXPECT_EQ(decode_rows.count(r), 1u) << r << " rows";
+  EXPECT_EQ(decode_rows.count(16), 0u) << "more rows than slots";
+  EXPECT_TRUE(budget_prefill && short_prefill && mixed_short && mixed_full);
+  EXPECT_EQ(h.model->used_slots(), 0);
+  for (Harness* x : {&ref, &h})
+    for (int i = 0; i < 9; ++i)
+      x->Submit(x->Make("r" + std::to_string(i), Prompt(7 + i * 5, i), 12 + i, i % 2 ? 0.7f : 0.0f,
+                        50 + i));
+  ref.RunAll();
+  h.RunAll();
+  for (int i = 0; i < 9; ++i) {
+    const std::string id = "r" + std::to_string(i);
+    EXPECT_FALSE(h.out[id].tokens.empty()) << id;
+    EXPECT_EQ(h.out[id].tokens, ref.out[id].tokens) << id;
+  }
+  const EngineStats a = ref.engine->stats(), b = h.engine->stats();
+  EXPECT_EQ(b.kv_blocks_used, 0);
+  EXPECT_EQ(b.kv_blocks_free + b.kv_blocks_cached, b.kv_blocks_total);
+  EXPECT_EQ(b.kv_blocks_cached, a.kv_blocks_cached) << "Warm published blocks to the prefix cache";
 }
 
 TEST(Engine, StopIdAndMaxTokens) {

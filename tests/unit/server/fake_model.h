@@ -42,6 +42,10 @@ class FakeStepModel : public StepModel {
   // a trace of the batch it was computed in (its token count and sequences), and the logits
   // depend on it, so the same request gives other tokens under other loads.
   void set_batch_variant(bool v) { variant_ = v; }
+  // Asks for Engine::Warm, and then lets a slot compute positions again or out of order (as a
+  // real KV cache does: Warm runs each shape through several tails on scratch positions).
+  void set_warm_up(bool v) { warm_ = v; }
+  bool warm_up() const override { return warm_; }
 
   // Observed per Forward: tokens and sequences in the batch, decodes (1-token seqs).
   struct StepLog {
@@ -58,7 +62,7 @@ class FakeStepModel : public StepModel {
   std::vector<uint32_t> marks_;
   std::vector<std::vector<int32_t>> tables_;  // per slot
   std::vector<int64_t> length_;               // per slot: positions computed so far
-  bool variant_ = false;
+  bool variant_ = false, warm_ = false;
   std::vector<bool> used_;
   int64_t context_;
   double sleep_s_;

@@ -92,7 +92,7 @@ void FakeStepModel::Forward(const Batch& b, std::vector<float>* logits, ComputeS
     // A slot computes its positions in order; the engine may start it past 0 on blocks it took
     // from the prefix cache, which must hold tokens there.
     int64_t& len = length_[size_t(s.slot)];
-    if (len == 0) len = s.pos0;
+    if (len == 0 || warm_) len = s.pos0;
     ES_CHECK(len == s.pos0, "fake: slot ", s.slot, " holds ", len, " tokens, batch starts at ",
              s.pos0);
     for (int64_t p = 0; p < s.pos0; ++p)

@@ -85,6 +85,9 @@ class StepModel {
   virtual void ForwardArgmax(const Batch& batch, std::vector<int32_t>* ids, ComputeStats* stats);
   // Whether ForwardSample samples on the device; the engine then uses it for sampled steps.
   virtual bool device_sampling() const { return false; }
+  // Whether running the step shapes of serving once before the first request saves first-use
+  // work later (GPU backends build pipelines and record programs on a shape's first use).
+  virtual bool warm_up() const { return false; }
   // Output row r sampled by rows[r] (sampling.h). Default: Forward, then SampleRowHost.
   virtual void ForwardSample(const Batch& batch, const std::vector<RowSampling>& rows,
                              std::vector<int32_t>* ids, ComputeStats* stats);
@@ -347,6 +350,14 @@ class Engine {
 
   // One scheduling step; returns false when there was nothing to do. Tests call it directly.
   bool Step();
+
+  // Before Start(), on a model that asks for it (StepModel::warm_up): runs the step shapes
+  // serving meets (decode steps of 1-8 rows and buckets up to the slots, a prefill of the
+  // step budget, short prompts, prompts next to decode rows) through every output tail
+  // (logits, argmax, device sampling) on scratch KV of free slots, then frees them. On the
+  // H200 a fresh server otherwise built the tensor-core pipelines of a row count the first time
+  // it met one, stalling every running request for seconds. Returns the forwards run.
+  int Warm();
 
   // Whether a request of `need` tokens (prompt + max_tokens) could ever run here.
   bool CanEverFit(int64_t need) const;
