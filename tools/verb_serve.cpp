@@ -216,7 +216,7 @@ VerbRun Setup(CLI::App& sub) {
                  "export request traces to this OpenTelemetry collector (OTLP/HTTP JSON), e.g. "
                  "http://127.0.0.1:4318/v1/traces");
   sub.add_option("--max-batch-tokens", a->max_batch_tokens,
-                 "tokens per engine step (prefill budget)");
+                 "tokens per engine step (prefill budget; default 256 on the CPU, 1024 on GPUs)");
   sub.add_option(
       "--drain-grace", a->grace_s,
       "seconds from SIGTERM to the end of the process (at least 0.5): running requests finish, "

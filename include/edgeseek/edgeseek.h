@@ -166,7 +166,7 @@ typedef struct es_request es_request;
 
 typedef struct es_engine_params {
   int slots;            /* sequences at once; 0: 4 */
-  int max_batch_tokens; /* tokens per step; 0: 256 */
+  int max_batch_tokens; /* tokens per step; 0: the backend's (256 on the CPU, 1024 on GPUs) */
 } es_engine_params;
 
 ES_API es_engine_params es_engine_default_params(void);

@@ -414,7 +414,7 @@ es_engine_params es_engine_default_params(void) {
   es_engine_params p;
   std::memset(&p, 0, sizeof p);
   p.slots = 4;
-  p.max_batch_tokens = 256;
+  p.max_batch_tokens = 0;
   return p;
 }
 
@@ -429,7 +429,7 @@ es_status es_engine_create(es_model* model, const es_engine_params* params, es_e
     e->model = model;
     e->queue = std::make_shared<es::RequestQueue>(es::QosPolicy{});
     es::EngineOptions eo;
-    eo.max_batch_tokens = p.max_batch_tokens ? p.max_batch_tokens : 256;
+    eo.max_batch_tokens = p.max_batch_tokens;  // 0: the backend's
     e->engine = std::make_unique<es::Engine>(
         es::WrapRunner(MakeRunner(*model, p.slots ? p.slots : 4)), e->queue, eo);
     e->engine->Start();

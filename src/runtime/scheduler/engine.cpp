@@ -48,7 +48,8 @@ Engine::Engine(std::unique_ptr<StepModel> model, std::shared_ptr<RequestQueue> q
   context_ = model_->context();
   ES_CHECK(n_slots_ > 0 && context_ > 0 && vocab_ > 0, "engine: model instance has ", n_slots_,
            " slots of ", context_, " tokens and vocabulary ", vocab_, " (all must be > 0)");
-  ES_CHECK(opts_.max_batch_tokens >= 1, "engine: max_batch_tokens must be >= 1");
+  ES_CHECK(opts_.max_batch_tokens >= 0, "engine: max_batch_tokens must be >= 1 (0: the model's)");
+  if (opts_.max_batch_tokens == 0) opts_.max_batch_tokens = std::max(1, model_->step_tokens());
   if (opts_.max_batch_seqs <= 0) opts_.max_batch_seqs = n_slots_;
   if (opts_.prefill_chunk <= 0 || opts_.prefill_chunk > opts_.max_batch_tokens)
     opts_.prefill_chunk = opts_.max_batch_tokens;

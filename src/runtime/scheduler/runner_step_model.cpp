@@ -56,6 +56,7 @@ class RunnerStepModel final : public StepModel {
   }
   bool device_sampling() const override { return r_->backend().device_sampling(); }
   bool warm_up() const override { return r_->backend().name() != "cpu"; }
+  int step_tokens() const override { return r_->backend().name() == "cpu" ? 256 : 1024; }
   void ForwardSample(const Batch& batch, const std::vector<RowSampling>& rows,
                      std::vector<int32_t>* ids, ComputeStats* stats) override {
     r_->ForwardSample(batch, rows, ids, stats);

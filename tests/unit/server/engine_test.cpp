@@ -557,8 +557,14 @@ TEST(Engine, ThreadedEngineServesAndStops) {
 TEST(Engine, RejectsNonsenseOptions) {
   auto queue = std::make_shared<RequestQueue>(QosPolicy{});
   EngineOptions eo;
-  eo.max_batch_tokens = 0;
+  eo.max_batch_tokens = -1;
   EXPECT_THROW(Engine(std::make_unique<FakeStepModel>(1, 16), queue, eo), Error);
+  // 0 (the default): the model's budget, 256 for the fake as for the CPU.
+  Harness h(1, 512);
+  h.Submit(h.Make("long", Prompt(300, 1), 1));
+  h.RunAll();
+  ASSERT_FALSE(h.model->log().empty());
+  EXPECT_EQ(h.model->log()[0].tokens, 256);
   QosPolicy bad;
   bad.classes = {};
   EXPECT_THROW(RequestQueue{bad}, Error);

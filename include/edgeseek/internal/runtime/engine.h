@@ -88,6 +88,11 @@ class StepModel {
   // Whether running the step shapes of serving once before the first request saves first-use
   // work later (GPU backends build pipelines and record programs on a shape's first use).
   virtual bool warm_up() const { return false; }
+  // The step token budget when the engine's options leave it open. GPU backends take 1,024:
+  // H200, 7B Q4_0, 32 clients of ~900-token prompts, budgets 512 / 1,024 / 2,048 served 752 /
+  // 803 / 847 tokens/s with ITL P99 121 / 196 / 356 ms (docs/performance.md, session 21). The
+  // CPU keeps 256: a CPU step of 1,024 prompt tokens would hold its decode rows for seconds.
+  virtual int step_tokens() const { return 256; }
   // Output row r sampled by rows[r] (sampling.h). Default: Forward, then SampleRowHost.
   virtual void ForwardSample(const Batch& batch, const std::vector<RowSampling>& rows,
                              std::vector<int32_t>* ids, ComputeStats* stats);
@@ -289,9 +294,10 @@ class RequestQueue {
 
 // ---- the engine ------------------------------------------------------------------------------
 struct EngineOptions {
-  int max_batch_tokens = 256;  // per-step token budget (decodes + prefill chunks)
-  int max_batch_seqs = 0;      // sequences per step (0: n_slots)
-  int prefill_chunk = 0;       // largest prefill piece of one sequence per step (0: budget)
+  // Per-step token budget (decodes + prefill chunks); 0: the model's (StepModel::step_tokens).
+  int max_batch_tokens = 0;
+  int max_batch_seqs = 0;  // sequences per step (0: n_slots)
+  int prefill_chunk = 0;   // largest prefill piece of one sequence per step (0: budget)
   // Only this many tokens of KV (rounded down to whole blocks) may be held at once; 0: the
   // model's whole pool. A memory quota of Q bytes gives Q / kv_bytes_per_token.
   int64_t kv_token_budget = 0;
