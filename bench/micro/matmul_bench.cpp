@@ -3,7 +3,8 @@
 //   BM_ReadBandwidth/threads       streaming sum over 1 GiB: bytes/s the memory delivers
 //   BM_Gemv/type/K/N/threads       R = 1: weight bytes/s (GB/s) and GFLOP/s
 //   BM_Gemm/type/K/N/R/threads     R = 512 (prefill): GFLOP/s
-// type: 0 f32, 1 f16, 2 bf16, 3 q8_0, 4 q4_0 (GB/s counts the bytes of the stored weights).
+// type: 0 f32, 1 f16, 2 bf16, 3 q8_0, 4 q4_0, 5 q4_k, 6 q5_k, 7 q6_k (GB/s counts the bytes of
+// the stored weights).
 // Shapes are DeepSeek-R1-Distill-Qwen-1.5B's: [8960, 1536] gate/up, [1536, 8960] down and the
 // [151936, 1536] lm_head (weight [N, K], K the reduction). Run:
 //   build/bench/matmul_bench --benchmark_counters_tabular=true
@@ -46,10 +47,17 @@ const std::vector<const uint8_t*>& Weights(DType type, int64_t N, int64_t K) {
     ptrs.clear();
     const size_t bytes = RowBytes(type, K) * size_t(N);
     const size_t n_copies = std::max<size_t>(1, (size_t(512) << 20) / bytes + 1);
+    // One quantized copy, then byte copies of it: the K-quant quantizers search their scales and
+    // would take minutes for 512 MB; the kernels' speed does not depend on the values.
     for (size_t c = 0; c < n_copies; ++c) {
       copies.push_back(hwy::AllocateAligned<uint8_t>(bytes));
       uint8_t* w = copies.back().get();
-      uint32_t s = 12345 + uint32_t(c);
+      if (c > 0) {
+        std::memcpy(w, copies[0].get(), bytes);
+        ptrs.push_back(w);
+        continue;
+      }
+      uint32_t s = 12345;
       std::vector<float> row(static_cast<size_t>(K));
       for (int64_t n = 0; n < N; ++n) {
         for (float& v : row) {
@@ -121,7 +129,8 @@ void RunMatMul(benchmark::State& state, DType type, int64_t R, int64_t K, int64_
   state.SetLabel(std::string(Name(type)) + " " + cpu::SimdTargetName());
 }
 
-const DType kTypes[] = {DType::kF32, DType::kF16, DType::kBF16, DType::kQ8_0, DType::kQ4_0};
+const DType kTypes[] = {DType::kF32,  DType::kF16,  DType::kBF16, DType::kQ8_0,
+                        DType::kQ4_0, DType::kQ4_K, DType::kQ5_K, DType::kQ6_K};
 
 // args: type index, K, N, threads
 void BM_Gemv(benchmark::State& state) {
@@ -133,6 +142,9 @@ BENCHMARK(BM_Gemv)
     ->ArgsProduct({{2}, {1536}, {151936}, {1, 2}})
     ->ArgsProduct({{3, 4}, {1536}, {8960}, {1, 2}})
     ->ArgsProduct({{3, 4}, {8960}, {1536}, {1, 2}})
+    ->ArgsProduct({{5, 6, 7}, {1536}, {8960}, {1, 2}})
+    ->ArgsProduct({{5, 6, 7}, {8960}, {1536}, {1, 2}})
+    ->ArgsProduct({{7}, {1536}, {151936}, {1, 2}})
     ->UseRealTime()
     ->Unit(benchmark::kMicrosecond);
 
@@ -145,6 +157,7 @@ BENCHMARK(BM_Gemm)
     ->ArgsProduct({{2, 0}, {1536}, {8960}, {512}, {1, 2}})
     ->ArgsProduct({{2, 3, 4}, {8960}, {1536}, {512}, {1, 2}})
     ->ArgsProduct({{3, 4}, {1536}, {8960}, {512}, {1, 2}})
+    ->ArgsProduct({{4, 5, 6, 7}, {1536}, {8960}, {64}, {1, 2}})
     ->UseRealTime()
     ->Unit(benchmark::kMillisecond);
 

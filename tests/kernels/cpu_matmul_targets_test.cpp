@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstddef>
 #include <cstdint>
 #include <cstdio>
 #include <cstring>
@@ -80,11 +81,11 @@ TEST(CpuMatMulTargets, EveryTargetIsAccurateAndBatchInvariant) {
   }
 }
 
-// Q4_0 and Q8_0 on x86 take the column-lane kernels (matmul_lanes-inl.h) on AVX2 and every target
-// above it; their integer parts are exact and their float operations the same, so those targets
-// must agree bit for bit — in particular AVX3_DL, whose Q4_0 row dot runs on VNNI (vpdpbusd)
-// instead of maddubs. GEMV, skinny GEMM (2..4 rows) and panel GEMM (5+), odd K and a partial
-// last group of columns.
+// Q4_0, Q8_0, Q4_K and Q5_K on x86 take the column-lane kernels (matmul_lanes-inl.h,
+// matmul_lanes_k-inl.h) on AVX2 and every target above it; their integer parts are exact and their
+// float operations the same, so those targets must agree bit for bit — in particular AVX3_DL,
+// whose row dots run on VNNI (vpdpbusd; K-quant scales through vpmulld) instead of maddubs. GEMV,
+// skinny GEMM (2..4 rows) and panel GEMM (5+), odd K and a partial last group of columns.
 TEST(CpuMatMulTargets, LaneKernelsGiveTheSameBitsOnEveryAvx2PlusTarget) {
   std::vector<int64_t> targets;
 #if HWY_ARCH_X86
@@ -93,11 +94,12 @@ TEST(CpuMatMulTargets, LaneKernelsGiveTheSameBitsOnEveryAvx2PlusTarget) {
 #endif
   if (targets.size() < 2) GTEST_SKIP() << "fewer than two AVX2+ targets on this CPU";
   ThreadPool pool(2);
-  for (const int64_t K : {32, 96, 544}) {
+  for (const int64_t K : {32, 96, 544, 256, 768}) {
     for (const int64_t N : {8, 23, 57}) {
       for (const int64_t R : {1, 2, 3, 4, 5, 9}) {
         const auto x = test::RandomFloats(size_t(R * K), uint64_t(K + N + R));
-        for (DType type : {DType::kQ4_0, DType::kQ8_0}) {
+        for (DType type : {DType::kQ4_0, DType::kQ8_0, DType::kQ4_K, DType::kQ5_K}) {
+          if (K % BlockElems(type) != 0) continue;
           const auto wt = test::RandomWeights(type, N, K, uint64_t(K * 7 + N));
           std::vector<float> first;
           for (int64_t target : targets) {
@@ -114,6 +116,53 @@ TEST(CpuMatMulTargets, LaneKernelsGiveTheSameBitsOnEveryAvx2PlusTarget) {
                   << Name(type) << " R " << R << " K " << K << " N " << N << " output " << i << ": "
                   << y[i] << " vs " << first[i];
           }
+        }
+      }
+    }
+  }
+}
+
+// The largest integer sums the K-quant kernels can meet: every quant at its maximum (Q4_K 15,
+// Q5_K 31, Q6_K 63), every 6-bit scale and minimum 63, and activations that quantize to +127 (or
+// all −127), on every target. Q5_K's AVX2 lane kernel keeps two int16 partial sums per group
+// (one would pass 32767 here and wrap); the result must match the dequantized weights to f32
+// rounding (the activations quantize without loss).
+TEST(CpuMatMulTargets, ExtremeKQuantsOnEveryTarget) {
+  ThreadPool pool(2);
+  const int64_t R = 5, N = 11, K = 3 * kQKK;
+  for (DType type : {DType::kQ4_K, DType::kQ5_K, DType::kQ6_K}) {
+    const size_t row_bytes = RowBytes(type, K), block_bytes = row_bytes / (K / kQKK);
+    std::vector<uint8_t> w(row_bytes * size_t(N), 0xFF);
+    for (size_t b = 0; b < w.size() / block_bytes; ++b) {
+      uint8_t* blk = w.data() + b * block_bytes;
+      const uint16_t d = F32ToF16(0.25f * float(1 + b % 3)), dmin = F32ToF16(0.125f);
+      if (type == DType::kQ6_K) {
+        std::memcpy(blk + offsetof(BlockQ6_K, d), &d, 2);
+        std::memset(blk + offsetof(BlockQ6_K, scales), 127, 16);
+      } else {
+        std::memcpy(blk, &d, 2);
+        std::memcpy(blk + 2, &dmin, 2);
+      }
+    }
+    std::vector<float> wv(size_t(N * K));
+    Dequantize(type, w.data(), wv.data(), N * K);
+    std::vector<float> x(size_t(R * K));
+    for (int64_t r = 0; r < R; ++r)
+      for (int64_t k = 0; k < K; ++k) x[size_t(r * K + k)] = (r % 2 ? -0.5f : 2.0f) * float(r + 1);
+    for (int64_t target : hwy::SupportedAndGeneratedTargets()) {
+      ForcedTarget forced(target);
+      std::vector<float> y(size_t(R * N));
+      cpu::MatMul(x.data(), R, K, w.data(), type, N, nullptr, y.data(), N, pool);
+      for (int64_t r = 0; r < R; ++r) {
+        for (int64_t n = 0; n < N; ++n) {
+          double ref = 0.0, mag = 0.0;
+          for (int64_t k = 0; k < K; ++k) {
+            ref += double(x[size_t(r * K + k)]) * wv[size_t(n * K + k)];
+            mag += std::fabs(double(x[size_t(r * K + k)]) * wv[size_t(n * K + k)]);
+          }
+          ASSERT_LE(std::fabs(y[size_t(r * N + n)] - ref), 1e-6 * mag)
+              << hwy::TargetName(target) << " " << Name(type) << " r=" << r << " n=" << n << ": "
+              << y[size_t(r * N + n)] << " vs " << ref;
         }
       }
     }

@@ -69,7 +69,8 @@ struct LaneActs {
   const void* q;      // [R, K] int8 (Q4_0) or int16 (Q8_0) quants
   const float* d;     // [R, nb] scales
   const int32_t* s8;  // [R, nb] 8 · Σ quants of the block (Q4_0)
-  size_t K, nb;
+  const float* s;     // [R, nb] scale · Σ quants of the block (Q4_K's minimums)
+  size_t K, nb;       // nb: blocks of 32 activations per row
   const int8_t* q8() const { return static_cast<const int8_t*>(q); }
   const int16_t* q16() const { return static_cast<const int16_t*>(q); }
 };
@@ -301,6 +302,7 @@ struct Q40Kernel {
   using Block = BlockQ4_0;
   using Panel = Q40x8;
   using XQ = int8_t;
+  static constexpr size_t kBlockElems = kQK;
   static void Quantize(const float* x, size_t K, int8_t* q, float* d, int32_t* s8, float* tmp) {
     QuantizeActivationRow(x, int64_t(K), q, d, tmp);
     for (size_t b = 0; b < K / kQK; ++b) {
@@ -517,6 +519,7 @@ struct Q80Kernel {
   using Block = BlockQ8_0;
   using Panel = Q80x8;
   using XQ = int16_t;
+  static constexpr size_t kBlockElems = kQK;
   static void Quantize(const float* x, size_t K, int16_t* q, float* d, int32_t*, float*) {
     QuantizeActivationRowWide(x, int64_t(K), q, d);
   }
@@ -559,7 +562,7 @@ LaneActs QuantizeLaneActs(const float* x, size_t R, size_t K, ThreadPool& pool) 
   using XQ = typename Kern::XQ;
   const size_t nb = K / kQK;
   // Scratch: R · K quants (K is a multiple of 32, so whole floats), then R · nb each of scales,
-  // float sums (unused) and int32 8 · Σq.
+  // float sums (Q4_K) and int32 8 · Σq (Q4_0).
   const size_t q_floats = R * K * sizeof(XQ) / sizeof(float);
   float* buf = ThreadScratch(1).Floats(std::max<size_t>(1, q_floats + 3 * R * nb));
   XQ* xq = reinterpret_cast<XQ*>(buf);
@@ -571,7 +574,7 @@ LaneActs QuantizeLaneActs(const float* x, size_t R, size_t K, ThreadPool& pool) 
       Kern::Quantize(x + r * K, K, xq + r * K, xd + r * nb, s8 + r * nb, xs + r * nb);
     }
   });
-  return LaneActs{xq, xd, s8, K, nb};
+  return LaneActs{xq, xd, s8, xs, K, nb};
 }
 
 // The columns n .. n + nc (nc < 8) of a partial last group, copied into 8 zero-padded rows in the
@@ -691,7 +694,7 @@ void LaneGemm(const LaneActs& acts, size_t R, size_t N, const Source& source, co
 template <class Kern>
 void LaneSkinny(const LaneActs& acts, size_t R, size_t N, const typename Kern::Block* w,
                 const float* bias, float* y, size_t ldy, ThreadPool& pool) {
-  const size_t nb = acts.nb;
+  const size_t nb = acts.K / Kern::kBlockElems;  // weight blocks per row
   const size_t groups = (N + kLaneCols - 1) / kLaneCols;
   pool.ParallelFor(int64_t(groups), [&](int64_t g0, int64_t g1, int) {
     for (size_t g = size_t(g0); g < size_t(g1); ++g) {
@@ -713,7 +716,7 @@ void LaneSkinny(const LaneActs& acts, size_t R, size_t N, const typename Kern::B
 template <class Kern>
 void LaneMatMul(const float* x, size_t R, size_t K, const typename Kern::Block* w, size_t N,
                 const float* bias, float* y, size_t ldy, ThreadPool& pool) {
-  const size_t nb = K / kQK;
+  const size_t nb = K / Kern::kBlockElems;  // weight blocks per row
   const LaneActs acts = QuantizeLaneActs<Kern>(x, R, K, pool);
   if (R == 1) {
     // Each group interleaved in registers from the raw rows (a partial one zero-padded first).

@@ -33,7 +33,8 @@
 // same operations whatever R, the other rows or the thread count (batch invariance).
 // Q4_0 and Q8_0 on x86 take the column-lane kernels of matmul_lanes-inl.h instead (8 columns in
 // the 8 f32 lanes, one FMA per block and output; their own reduction order, the same in GEMV and
-// GEMM).
+// GEMM), and Q4_K / Q5_K those of matmul_lanes_k-inl.h (one FMA per group of 32 for the scales and
+// one for the minimums, 8 outputs at once).
 
 #ifndef ES_CPU_KERNELS_MATMUL_QUANT_ONCE_
 #define ES_CPU_KERNELS_MATMUL_QUANT_ONCE_
@@ -146,8 +147,10 @@ inline void QuantizeActivationRowWide(const float* x, int64_t K, int16_t* qs, fl
 #else
 #define ES_QUANT_VNNI 0
 #endif
-// Q4_0 and Q8_0 on x86: the column-lane GEMV/GEMM (their own file; it needs ES_QUANT_X86 only).
+// Q4_0, Q8_0, Q4_K and Q5_K on x86: the column-lane GEMV/GEMM (their own files; they need
+// ES_QUANT_X86 only).
 #include "cpu/kernels/matmul_lanes-inl.h"
+#include "cpu/kernels/matmul_lanes_k-inl.h"
 
 HWY_BEFORE_NAMESPACE();
 namespace es::cpu {
@@ -790,11 +793,16 @@ inline void QuantMatMul(const float* x, int64_t R, int64_t K, const void* w, DTy
     using Block = typename decltype(tag)::type;
     const Block* wb = static_cast<const Block*>(w);
 #if ES_QUANT_X86
-    // Q8_0 and Q4_0: the column-lane kernels (matmul_lanes-inl.h).
+    // Q8_0, Q4_0, Q4_K and Q5_K: the column-lane kernels (matmul_lanes-inl.h,
+    // matmul_lanes_k-inl.h).
     if constexpr (std::is_same_v<Block, BlockQ8_0>) {
       return LaneMatMul<Q80Kernel>(x, r, k, wb, n, bias, y, l, pool);
     } else if constexpr (std::is_same_v<Block, BlockQ4_0>) {
       return LaneMatMul<Q40Kernel>(x, r, k, wb, n, bias, y, l, pool);
+    } else if constexpr (std::is_same_v<Block, BlockQ4_K>) {
+      return LaneMatMul<Q4KKernel>(x, r, k, wb, n, bias, y, l, pool);
+    } else if constexpr (std::is_same_v<Block, BlockQ5_K>) {
+      return LaneMatMul<Q5KKernel>(x, r, k, wb, n, bias, y, l, pool);
     } else {
       return QuantMatMulT(x, r, k, wb, n, bias, y, l, pool);
     }

@@ -1,0 +1,328 @@
+// Column-lane kernels for Q4_K and Q5_K weights on x86 (AVX2 and up): the GEMV, skinny GEMM and
+// panel GEMM of matmul_lanes-inl.h's drivers (LaneMatMul), with 8 weight columns side by side, one
+// column per f32 lane, as Q4_0 has them. Included by matmul_quant-inl.h once per Highway target,
+// after matmul_lanes-inl.h.
+//
+// A Q4_K block (256 elements, 144 bytes) has 8 groups of 32 with 6-bit scales sc_g and minimums
+// mn_g, an f16 d and dmin (blocks.h): w = d · sc_g · q − dmin · mn_g, q the nibble (0..15). Q5_K
+// (176 bytes) is the same with a fifth bit: q = nibble | bit g of qh[l] << 4 (0..31).
+// Activations are quantized per group of 32 as for every other int8 type (dx_g = absmax / 127,
+// xs_g = dx_g · Σ qx, matmul_quant-inl.h), so that
+//   Σ_k w_k x_k ≈ Σ_g [ d · dx_g · (sc_g · Σ_{k∈g} q_k qx_k) − (dmin · mn_g) · xs_g ].
+// Reduction order of output (r, n) (batch invariance; the same in GEMV, skinny GEMM, panel GEMM,
+// every thread count and every AVX2+ target):
+//   acc = +0;  for g = 0 … K/32 − 1 in order:
+//     acc = fma(d · dx_g, float(isum_g), acc);   isum_g = sc_g · Σ q·qx, exact int32
+//     acc = fma(−(dmin · mn_g), xs_g, acc);      dmin · mn_g is exact in f32 (11 × 6 bits)
+//   y = acc + bias[n]
+// isum_g is exact on both integer paths: AVX2 sums maddubs of the unsigned quants against 4-byte
+// broadcasts of the activations in int16 (Q4_K: 8 of them, ≤ 8 · 2 · 15 · 127 = 30480; Q5_K: two
+// sums of 4, ≤ 4 · 2 · 31 · 127 = 31496) and applies sc_g through madd (the scale as an int16
+// pair); AVX3_DL runs vpdpbusd into int32 and multiplies by sc_g (vpmulld).
+// |isum_g| ≤ 63 · 32 · 31 · 127 < 2^24, so float(isum_g) is exact too.
+//
+// Layout in registers (and in the GEMM panel): per block of 8 columns, the 4 chunks of 32 qs
+// bytes are transposed by dwords — vector k of chunk j holds bytes 4k .. 4k + 3 of chunk j of
+// column c in dword c — so that the low nibbles of chunk j are group 2j and the high ones group
+// 2j + 1, element 4k + i in byte 4c + i, exactly Q4_0's lane layout (Q5_K's qh the same way: bit
+// g of byte 4c + i of vector k is the fifth bit of element 4k + i of group g); the scales and
+// minimums of the 8 columns are decoded once per block into vectors (sc_g per lane, dmin · mn_g
+// per lane, d).
+
+#if defined(ES_CPU_KERNELS_MATMUL_LANES_K_INL_H_) == defined(HWY_TARGET_TOGGLE)
+#ifdef ES_CPU_KERNELS_MATMUL_LANES_K_INL_H_
+#undef ES_CPU_KERNELS_MATMUL_LANES_K_INL_H_
+#else
+#define ES_CPU_KERNELS_MATMUL_LANES_K_INL_H_
+#endif
+
+#include <cstddef>
+#include <cstdint>
+#include <type_traits>
+
+#include "edgeseek/internal/quant/blocks.h"
+#include "hwy/highway.h"
+
+#if HWY_ARCH_X86 && HWY_TARGET <= HWY_AVX2
+#include <immintrin.h>
+
+HWY_BEFORE_NAMESPACE();
+namespace es::cpu {
+namespace HWY_NAMESPACE {
+
+// The per-block scalars of 8 Q4_K / Q5_K columns as lanes.
+struct Q4KScales {
+  // Group g's scale sc_g of column c in int32 lane c: as (sc_g, sc_g) int16 pairs for madd on
+  // AVX2, as int32 for vpmulld on AVX3_DL (the same isum either way).
+  __m256i sc[8];
+  __m256 fm[8];  // dmin · mn_g of column c
+  __m256 d;      // d of column c
+};
+
+// Q5_K: the weight block has fifth bits (qh).
+template <class Block>
+inline constexpr bool kFifthBit = std::is_same_v<Block, BlockQ5_K>;
+
+// One block of 8 interleaved columns, as the GEMM panel stores it (Q4_K 1600 bytes, Q5_K 1824).
+template <class Block>
+struct QKx8 {
+  __m256i q[32];  // q[8j + k]: dword c = bytes 4k .. 4k + 3 of qs chunk j (qs[32j ..]) of column c
+  __m256i h[kFifthBit<Block> ? 8 : 1];  // Q5_K: h[k] dword c = qh[4k .. 4k + 3] of column c
+  Q4KScales s;
+};
+
+// The 4 dwords at byte offset `off` of the blocks p + c · stride (c = 0..7), transposed: out[k]
+// dword c = dword k of column c's 16 bytes (rows c and c + 4 in the two halves, then a 4×4 dword
+// transpose per half, as InterleaveQ40).
+template <class Block>
+HWY_INLINE void TransposeQuads(const Block* HWY_RESTRICT p, size_t stride, size_t off,
+                               __m256i* HWY_RESTRICT out) {
+  auto load = [&](size_t c) {
+    return _mm_loadu_si128(
+        reinterpret_cast<const __m128i*>(reinterpret_cast<const uint8_t*>(p + c * stride) + off));
+  };
+  const __m256i a0 = _mm256_inserti128_si256(_mm256_castsi128_si256(load(0)), load(4), 1);
+  const __m256i a1 = _mm256_inserti128_si256(_mm256_castsi128_si256(load(1)), load(5), 1);
+  const __m256i a2 = _mm256_inserti128_si256(_mm256_castsi128_si256(load(2)), load(6), 1);
+  const __m256i a3 = _mm256_inserti128_si256(_mm256_castsi128_si256(load(3)), load(7), 1);
+  const __m256i t0 = _mm256_unpacklo_epi32(a0, a1), t1 = _mm256_unpackhi_epi32(a0, a1);
+  const __m256i t2 = _mm256_unpacklo_epi32(a2, a3), t3 = _mm256_unpackhi_epi32(a2, a3);
+  out[0] = _mm256_unpacklo_epi64(t0, t2);
+  out[1] = _mm256_unpackhi_epi64(t0, t2);
+  out[2] = _mm256_unpacklo_epi64(t1, t3);
+  out[3] = _mm256_unpackhi_epi64(t1, t3);
+}
+
+// The 32 bytes at offset `off` of block b of the 8 rows, transposed into q[0..7].
+template <class Block>
+HWY_INLINE void Transpose32(const Block* HWY_RESTRICT w, size_t stride, size_t b, size_t off,
+                            __m256i* HWY_RESTRICT q) {
+  TransposeQuads(w + b, stride, off, q);
+  TransposeQuads(w + b, stride, off + 16, q + 4);
+}
+// Chunk j (qs[32j .. 32j + 31]) of block b of the 8 rows, transposed into q[0..7].
+template <class Block>
+HWY_INLINE void InterleaveQKChunk(const Block* HWY_RESTRICT w, size_t stride, size_t b, size_t j,
+                                  __m256i* HWY_RESTRICT q) {
+  Transpose32(w, stride, b, offsetof(Block, qs) + 32 * j, q);
+}
+
+// f16 values in the low 16 bits of 8 int32 lanes, as f32.
+HWY_INLINE __m256 LowHalvesToF32(__m256i v) {
+  return _mm256_cvtph_ps(
+      _mm_packus_epi32(_mm256_castsi256_si128(v), _mm256_extracti128_si256(v, 1)));
+}
+
+// The scalars of block b of the 8 rows (UnpackScaleMinK4, lane-wise; Q4_K and Q5_K both start
+// with d, dmin, scales[12]).
+template <class Block>
+HWY_INLINE void DecodeQKScales(const Block* HWY_RESTRICT w, size_t stride, size_t b,
+                               Q4KScales* HWY_RESTRICT s) {
+  static_assert(offsetof(Block, scales) == 4, "d, dmin, scales[12] first");
+  __m256i h[4];  // dwords of d | dmin << 16, scales[0..3], scales[4..7], scales[8..11]
+  TransposeQuads(w + b, stride, 0, h);
+  const __m256i lo16 = _mm256_set1_epi32(0xFFFF);
+  s->d = LowHalvesToF32(_mm256_and_si256(h[0], lo16));
+  const __m256 dmin = LowHalvesToF32(_mm256_srli_epi32(h[0], 16));
+  const __m256i m63 = _mm256_set1_epi32(63), m15 = _mm256_set1_epi32(15);
+  const __m256i m3 = _mm256_set1_epi32(3);
+  auto bits = [](__m256i v, int shift, __m256i mask) {
+    return _mm256_and_si256(_mm256_srli_epi32(v, shift), mask);
+  };
+  auto put = [&](int g, __m256i sc, __m256i mn) {
+#if HWY_TARGET == HWY_AVX3_DL
+    s->sc[g] = sc;
+#else
+    s->sc[g] = _mm256_or_si256(sc, _mm256_slli_epi32(sc, 16));
+#endif
+    s->fm[g] = _mm256_mul_ps(dmin, _mm256_cvtepi32_ps(mn));
+  };
+  for (int g = 0; g < 4; ++g) put(g, bits(h[1], 8 * g, m63), bits(h[2], 8 * g, m63));
+  for (int g = 0; g < 4; ++g) {
+    const __m256i sc =
+        _mm256_or_si256(bits(h[3], 8 * g, m15), _mm256_slli_epi32(bits(h[1], 8 * g + 6, m3), 4));
+    const __m256i mn = _mm256_or_si256(bits(h[3], 8 * g + 4, m15),
+                                       _mm256_slli_epi32(bits(h[2], 8 * g + 6, m3), 4));
+    put(4 + g, sc, mn);
+  }
+}
+
+template <class Block>
+HWY_INLINE void InterleaveQK(const Block* HWY_RESTRICT w, size_t stride, size_t b,
+                             QKx8<Block>* HWY_RESTRICT out) {
+  for (size_t j = 0; j < 4; ++j) InterleaveQKChunk(w, stride, b, j, out->q + 8 * j);
+  if constexpr (kFifthBit<Block>) Transpose32(w, stride, b, offsetof(Block, qh), out->h);
+  DecodeQKScales(w, stride, b, &out->s);
+}
+
+// One group of one activation row: acc (lane c = column c) += d · dx · isum − fm · xs.
+//   n[0..7]: the group's quants (Q4_K 0..15, Q5_K 0..31), element 4k + i of column c in byte
+//   4c + i of n[k]; x: the row's 32 int8 quants of the group; dx, xs: its scale and dx · Σ quants.
+template <bool kFifth>
+HWY_INLINE __m256 QKRow(const __m256i* HWY_RESTRICT n, __m256i sc, __m256 fm, __m256 d,
+                        const int8_t* HWY_RESTRICT x, float dx, float xs, __m256 acc) {
+#if HWY_TARGET == HWY_AVX3_DL
+  __m256i lo = LaneDpBusd(_mm256_setzero_si256(), n[0], Bcast4(x));
+  __m256i hi = LaneDpBusd(_mm256_setzero_si256(), n[4], Bcast4(x + 16));
+  lo = LaneDpBusd(lo, n[1], Bcast4(x + 4));
+  hi = LaneDpBusd(hi, n[5], Bcast4(x + 20));
+  lo = LaneDpBusd(lo, n[2], Bcast4(x + 8));
+  hi = LaneDpBusd(hi, n[6], Bcast4(x + 24));
+  lo = LaneDpBusd(lo, n[3], Bcast4(x + 12));
+  hi = LaneDpBusd(hi, n[7], Bcast4(x + 28));
+  const __m256i isum = _mm256_mullo_epi32(_mm256_add_epi32(lo, hi), sc);
+#else
+  __m256i p = _mm256_maddubs_epi16(n[0], Bcast4(x));
+  p = _mm256_add_epi16(p, _mm256_maddubs_epi16(n[1], Bcast4(x + 4)));
+  p = _mm256_add_epi16(p, _mm256_maddubs_epi16(n[2], Bcast4(x + 8)));
+  p = _mm256_add_epi16(p, _mm256_maddubs_epi16(n[3], Bcast4(x + 12)));
+  __m256i p2 = _mm256_maddubs_epi16(n[4], Bcast4(x + 16));
+  p2 = _mm256_add_epi16(p2, _mm256_maddubs_epi16(n[5], Bcast4(x + 20)));
+  p2 = _mm256_add_epi16(p2, _mm256_maddubs_epi16(n[6], Bcast4(x + 24)));
+  p2 = _mm256_add_epi16(p2, _mm256_maddubs_epi16(n[7], Bcast4(x + 28)));
+  __m256i isum;
+  if constexpr (kFifth) {  // two int16 sums of at most 31496 each
+    isum = _mm256_add_epi32(_mm256_madd_epi16(p, sc), _mm256_madd_epi16(p2, sc));
+  } else {  // one of at most 30480
+    isum = _mm256_madd_epi16(_mm256_add_epi16(p, p2), sc);
+  }
+#endif
+  acc = _mm256_fmadd_ps(_mm256_mul_ps(d, _mm256_set1_ps(dx)), _mm256_cvtepi32_ps(isum), acc);
+  return _mm256_fnmadd_ps(fm, _mm256_set1_ps(xs), acc);
+}
+
+// Where the row kernel reads block b of 8 columns from:
+//   Prefetch(b); Scales(b) → the block's Q4KScales; Chunk(b, j, q) → q[0..7] of chunk j;
+//   High(b, h) → Q5_K's h[0..7].
+// The GEMM's per-task panel (written by this thread just before):
+template <class Block>
+struct QKPanelSrc {
+  const QKx8<Block>* HWY_RESTRICT p;
+  HWY_INLINE void Prefetch(size_t) const {}
+  HWY_INLINE const Q4KScales& Scales(size_t b) const { return p[b].s; }
+  HWY_INLINE void Chunk(size_t b, size_t j, __m256i* q) const {
+    for (size_t k = 0; k < 8; ++k) q[k] = _mm256_load_si256(&p[b].q[8 * j + k]);
+  }
+  HWY_INLINE void High(size_t b, __m256i* h) const {
+    for (size_t k = 0; k < 8; ++k) h[k] = _mm256_load_si256(&p[b].h[k]);
+  }
+};
+// Raw rows (GEMV and skinny GEMM): each block transposed in registers as it is read, with the
+// next 8 rows fetched at the pace these are consumed (PrefetchNextGroup).
+template <class Block>
+struct QKRawSrc {
+  const Block* HWY_RESTRICT w;  // 8 rows of nb blocks (row stride nb)
+  size_t nb;
+  mutable Q4KScales tmp;
+  HWY_INLINE void Prefetch(size_t b) const {
+    PrefetchNextGroup(w, nb * sizeof(Block), b, kLaneCols * sizeof(Block));
+  }
+  HWY_INLINE const Q4KScales& Scales(size_t b) const {
+    DecodeQKScales(w, nb, b, &tmp);
+    return tmp;
+  }
+  HWY_INLINE void Chunk(size_t b, size_t j, __m256i* q) const { InterleaveQKChunk(w, nb, b, j, q); }
+  HWY_INLINE void High(size_t b, __m256i* h) const {
+    Transpose32(w, nb, b, offsetof(Block, qh), h);
+  }
+};
+
+// Q5_K: bit g of each byte of h moved to bit 4 (16-bit shifts: the single bit left after the mask
+// stays inside its byte).
+template <int g>
+HWY_INLINE __m256i FifthBit(__m256i h) {
+  const __m256i bit = _mm256_and_si256(h, _mm256_set1_epi8(char(1 << g)));
+  if constexpr (g <= 4) return _mm256_slli_epi16(bit, 4 - g);
+  return _mm256_srli_epi16(bit, g - 4);
+}
+
+// RT activation rows (r0 ..) against one group of 8 columns; named accumulators so that they
+// stay in registers. RT = 1 on raw rows is the GEMV.
+template <class Block, int RT, class Src>
+HWY_NOINLINE void QKPanelRows(const LaneActs& a, size_t r0, Src src, __m256* acc_out) {
+  static_assert(RT >= 1 && RT <= 4, "QKPanelRows handles 1..4 rows");
+  constexpr bool kFifth = kFifthBit<Block>;
+  const size_t K = a.K, ng = a.nb;                 // ng: groups of 32 per row
+  const size_t nb = K / kQKK;                      // weight blocks per row
+  const int8_t* HWY_RESTRICT x = a.q8() + r0 * K;  // row r at x + r · K
+  const float* HWY_RESTRICT d = a.d + r0 * ng;     // row r at d + r · ng
+  const float* HWY_RESTRICT s = a.s + r0 * ng;
+  const __m256i m = _mm256_set1_epi8(0x0F);
+  __m256 c0 = _mm256_setzero_ps(), c1 = c0, c2 = c0, c3 = c0;
+  for (size_t b = 0; b < nb; ++b) {
+    src.Prefetch(b);
+    const Q4KScales& sb = src.Scales(b);
+    __m256i qh[kFifth ? 8 : 1];
+    if constexpr (kFifth) src.High(b, qh);
+    // Chunk j: groups 2j (low nibbles) and 2j + 1 (high); J a constant for FifthBit's shifts.
+    auto chunk = [&](auto J) {
+      constexpr int j = decltype(J)::value;
+      __m256i q[8], lo[8], hi[8];
+      src.Chunk(b, j, q);
+      for (int k = 0; k < 8; ++k) {
+        lo[k] = _mm256_and_si256(q[k], m);
+        hi[k] = _mm256_and_si256(_mm256_srli_epi16(q[k], 4), m);
+        if constexpr (kFifth) {
+          lo[k] = _mm256_or_si256(lo[k], FifthBit<2 * j>(qh[k]));
+          hi[k] = _mm256_or_si256(hi[k], FifthBit<2 * j + 1>(qh[k]));
+        }
+      }
+      for (size_t h = 0; h < 2; ++h) {
+        const size_t g = 8 * b + 2 * j + h;  // group of the row
+        const __m256i* n = h ? hi : lo;
+        const __m256i sc = sb.sc[2 * j + h];
+        const __m256 fm = sb.fm[2 * j + h];
+        const int8_t* xg = x + g * kQK;
+        c0 = QKRow<kFifth>(n, sc, fm, sb.d, xg, d[g], s[g], c0);
+        if constexpr (RT > 1) c1 = QKRow<kFifth>(n, sc, fm, sb.d, xg + K, d[ng + g], s[ng + g], c1);
+        if constexpr (RT > 2)
+          c2 = QKRow<kFifth>(n, sc, fm, sb.d, xg + 2 * K, d[2 * ng + g], s[2 * ng + g], c2);
+        if constexpr (RT > 3)
+          c3 = QKRow<kFifth>(n, sc, fm, sb.d, xg + 3 * K, d[3 * ng + g], s[3 * ng + g], c3);
+      }
+    };
+    chunk(std::integral_constant<int, 0>{});
+    chunk(std::integral_constant<int, 1>{});
+    chunk(std::integral_constant<int, 2>{});
+    chunk(std::integral_constant<int, 3>{});
+  }
+  acc_out[0] = c0;
+  if constexpr (RT > 1) acc_out[1] = c1;
+  if constexpr (RT > 2) acc_out[2] = c2;
+  if constexpr (RT > 3) acc_out[3] = c3;
+}
+
+// Q4_K and Q5_K (BlockT) for LaneMatMul.
+template <class BlockT>
+struct QKKernel {
+  using Block = BlockT;
+  using Panel = QKx8<Block>;
+  using XQ = int8_t;
+  static constexpr size_t kBlockElems = kQKK;
+  static void Quantize(const float* x, size_t K, int8_t* q, float* d, int32_t*, float* s) {
+    QuantizeActivationRow(x, int64_t(K), q, d, s);
+  }
+  static __m256 Gemv(const LaneActs& a, const Block* w, size_t nb) {
+    __m256 acc[1];
+    QKPanelRows<Block, 1>(a, 0, QKRawSrc<Block>{w, nb, {}}, acc);
+    return acc[0];
+  }
+  static void Interleave(const Block* w, size_t stride, size_t b, Panel* out) {
+    InterleaveQK(w, stride, b, out);
+  }
+  using PanelSrc = QKPanelSrc<Block>;
+  using RawSrc = QKRawSrc<Block>;  // the skinny GEMM's (LaneSkinny)
+  template <int RT, class Src>
+  static void Rows(const LaneActs& a, size_t r0, Src src, __m256* acc) {
+    QKPanelRows<Block, RT>(a, r0, src, acc);
+  }
+};
+using Q4KKernel = QKKernel<BlockQ4_K>;
+using Q5KKernel = QKKernel<BlockQ5_K>;
+
+}  // namespace HWY_NAMESPACE
+}  // namespace es::cpu
+HWY_AFTER_NAMESPACE();
+
+#endif  // x86 AVX2 and up
+#endif  // ES_CPU_KERNELS_MATMUL_LANES_K_INL_H_ toggle
