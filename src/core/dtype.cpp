@@ -26,6 +26,7 @@ constexpr std::array<DTypeInfo, size_t(DType::kCount)> kInfo = {{
     {"q6_k", 256, 210, true},
     {"q8_k", 256, 292, true},
     {"i4g", 128, 66, true},
+    {"i4f", 32, 24, true},
 }};
 }  // namespace
 

@@ -280,6 +280,7 @@ std::string_view GgmlTypeName(uint32_t t) {
                                        "mxfp4"};
   if (t < sizeof(kNames) / sizeof(kNames[0])) return kNames[t];
   if (t == kGgmlTypeI4G) return "i4g(edgeseek)";
+  if (t == kGgmlTypeI4F) return "i4f(edgeseek)";
   return "unknown";
 }
 
@@ -315,6 +316,8 @@ std::optional<DType> DTypeFromGgml(uint32_t t) {
       return DType::kBF16;
     case kGgmlTypeI4G:
       return DType::kI4G;
+    case kGgmlTypeI4F:
+      return DType::kI4F;
     default:
       return std::nullopt;
   }
@@ -352,6 +355,8 @@ uint32_t GgmlFromDType(DType t) {
       return 30;
     case DType::kI4G:
       return kGgmlTypeI4G;
+    case DType::kI4F:
+      return kGgmlTypeI4F;
     default:
       Fail("tensor type ", Name(t), " cannot be stored in GGUF");
   }

@@ -105,7 +105,7 @@ DType ParseTargetType(const std::string& s, const std::string& where) {
   if (!CanQuantize(t) || t == DType::kQ8_K)
     Fail(where, ": type '", s,
          "' cannot be used for weights (choose f32, f16, bf16, q8_0, q4_0, q4_1, q5_0, ",
-         "q5_1, q4_k, q5_k, q6_k or i4g)");
+         "q5_1, q4_k, q5_k, q6_k, i4g or i4f)");
   return t;
 }
 
@@ -225,7 +225,7 @@ QuantPolicy BuiltinQuantPolicy(std::string_view name) {
   } catch (const Error&) {
     Fail("unknown quantization type '", name,
          "' (presets: q8_0, q4_0, q4_k_m, i4g; or one type: f32, f16, bf16, q4_1, q5_0, q5_1, "
-         "q4_k, q5_k, q6_k)");
+         "q4_k, q5_k, q6_k, i4f)");
   }
   QuantPolicy p;
   p.name = std::string(name);
@@ -255,6 +255,7 @@ DType FallbackType(DType t) {
     case DType::kQ5_0:
     case DType::kQ5_1:
     case DType::kQ8_0:
+    case DType::kI4F:
       return DType::kF16;
     default:
       return t;

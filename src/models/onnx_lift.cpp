@@ -13,6 +13,7 @@
 #include <sstream>
 
 #include "edgeseek/internal/core/error.h"
+#include "edgeseek/internal/core/mapped_file.h"
 #include "edgeseek/internal/graph/passes/passes.h"
 #include "edgeseek/internal/quant/nbits.h"
 
@@ -136,23 +137,37 @@ struct Linear {
 
 // ---- rope -------------------------------------------------------------------------------------
 // inv_freq from cos/sin tables [P, W] (W columns of distinct frequencies): the angle of each
-// column at positions 1, 2, 4, ... unwrapped, so the estimate's error shrinks with P.
+// column at positions 1, 2, 4, ... unwrapped, so the estimate's error shrinks with P. c and s hold
+// those rows only (row j = position 2^j, `stride` floats apart): a GenAI cos cache has a row per
+// context position (tens of MB), of which log2(P) are read.
 std::vector<double> InvFreqFromTables(const std::vector<float>& c, const std::vector<float>& s,
                                       int64_t P, int64_t stride, int64_t W) {
   std::vector<double> inv(static_cast<size_t>(W), 0.0);
   for (int64_t i = 0; i < W; ++i) {
-    auto angle = [&](int64_t p) {
-      return std::atan2(double(s[size_t(p * stride + i)]), double(c[size_t(p * stride + i)]));
+    auto angle = [&](int64_t j) {
+      return std::atan2(double(s[size_t(j * stride + i)]), double(c[size_t(j * stride + i)]));
     };
-    double f = angle(1);
-    for (int64_t p = 2; p < P; p *= 2) {
-      const double meas = angle(p), pred = double(p) * f;
+    double f = angle(0);
+    int64_t j = 1;
+    for (int64_t p = 2; p < P; p *= 2, ++j) {
+      const double meas = angle(j), pred = double(p) * f;
       const double k = std::round((pred - meas) / (2 * std::numbers::pi));
       f = (meas + 2 * std::numbers::pi * k) / double(p);
     }
     inv[size_t(i)] = f;
   }
   return inv;
+}
+
+// Rows 1, 2, 4, ... (< P) of a dense [P, W] table as f32, one after the other.
+std::vector<float> PowerOfTwoRows(const Tensor& t, int64_t P, int64_t W) {
+  std::vector<float> out;
+  const size_t row = RowBytes(t.dtype, W);
+  for (int64_t p = 1; p < P; p *= 2) {
+    out.resize(out.size() + size_t(W));
+    ConvertRowToF32(t.dtype, t.bytes() + size_t(p) * row, out.data() + out.size() - size_t(W), W);
+  }
+  return out;
 }
 
 // transformers' default inv_freq (float32 arithmetic, as ModelConfig::MakeRope).
@@ -257,6 +272,7 @@ Tensor Lifter::DenseWeight(const std::string& v, const OpNode& user, bool transp
   Tensor out;
   if (transposed_source) {
     out = Transposed(w, src);
+    MappedFile::ReleasePages(w.data, w.nbytes);  // the copy is what runs (see NBits)
     mapped_[std::string("MatMul ") + std::string(Name(w.dtype)) + " (transposed copy)"]++;
   } else {
     out = w;
@@ -320,6 +336,13 @@ Tensor Lifter::NBits(const OpNode& n) {
   }
   std::string why;
   Tensor t = NBitsToTensor(w, &why);
+  // The converted blocks are what runs: the source's pages of the mapped file need not stay in
+  // this process's RSS (the import would otherwise hold both, ~2x the weights' bytes).
+  MappedFile::ReleasePages(q.data, q.nbytes);
+  MappedFile::ReleasePages(sc.data, sc.nbytes);
+  if (!zpv.empty())
+    MappedFile::ReleasePages(Const(zpv, n, "zero points").data,
+                             Const(zpv, n, "zero points").nbytes);
   mapped_[n.op + " " + std::to_string(w.bits) + "-bit block " + std::to_string(w.block) + " -> " +
           std::string(Name(t.dtype))]++;
   if (!why.empty()) f32_reasons_.insert(why);
@@ -627,7 +650,11 @@ std::vector<double> Lifter::InvFreq(const Attn& a) {
       int64_t distinct = W;
       if (W == rot) distinct = W / 2;  // torch layout: cat(freqs, freqs)
       if (distinct * 2 != rot) continue;
-      return InvFreqFromTables(ToF32(ct), ToF32(st), P, W, distinct);
+      const std::vector<double> inv =
+          InvFreqFromTables(PowerOfTwoRows(ct, P, W), PowerOfTwoRows(st, P, W), P, W, distinct);
+      MappedFile::ReleasePages(ct.data, ct.nbytes);  // not used at run time
+      MappedFile::ReleasePages(st.data, st.nbytes);
+      return inv;
     }
   }
   const OpNode* at = g_.ProducerNode(Through(g_, a.cos));
@@ -824,6 +851,16 @@ OnnxLifted Lifter::Run() {
 
   // Tensors under their Hugging Face names.
   auto put = [&](const std::string& name, Tensor t) {
+    // Small tensors (norm weights, biases) are copied out of the mapped file: the kernel maps a
+    // file's large folios as whole 2 MiB pages, so a 6 KB norm read every token would keep 2 MiB
+    // of the file resident (~100 MB over a 1.5B model's layers). Large ones stay views.
+    constexpr size_t kCopyBelow = size_t(1) << 20;
+    if (t.data && t.nbytes > 0 && t.nbytes < kCopyBelow) {
+      Tensor c = AllocTensor(name, t.dtype, t.shape);
+      std::memcpy(MutableData(c), t.data, t.nbytes);
+      MappedFile::ReleasePages(t.data, t.nbytes);
+      t = std::move(c);
+    }
     t.name = name;
     out.tensors[name] = std::move(t);
   };

@@ -94,15 +94,17 @@ Tensor NBitsToTensor(const NBitsWeight& w, std::string* why_f32) {
   // Which exact type fits every block.
   const int64_t nb = w.blocks();
   const float z_sym = float(1 << (w.bits - 1));
-  bool sym = true, f16_scales = true, q41 = w.bits == 4;
-  for (int64_t n = 0; n < w.n && why.empty() && f16_scales; ++n) {
+  bool sym = true, f16_scales = true, int_zp = true;  // int_zp: every z an integer in 0..15
+  for (int64_t n = 0; n < w.n && why.empty(); ++n) {
     for (int64_t b = 0; b < nb; ++b) {
-      if (ZeroAt(w, n, b) != z_sym) sym = false;
+      const float z = ZeroAt(w, n, b);
+      if (z != z_sym) sym = false;
+      if (!(z >= 0.0f && z <= 15.0f && z == float(int(z)))) int_zp = false;
       if (!F16Exact(ScaleAt(w, n * nb + b))) f16_scales = false;
     }
   }
   // Q4_1's checks only where Q4_0 does not fit (every q of every block: the costly pass).
-  q41 = q41 && !sym && f16_scales;
+  bool q41 = w.bits == 4 && !sym && f16_scales;
   for (int64_t n = 0; n < w.n && why.empty() && q41; ++n) {
     for (int64_t b = 0; b < nb; ++b) {
       const float s = ScaleAt(w, n * nb + b), z = ZeroAt(w, n, b);
@@ -117,19 +119,22 @@ Tensor NBitsToTensor(const NBitsWeight& w, std::string* why_f32) {
       }
     }
   }
+  // The smallest exact type: Q4_0 / Q8_0 / Q4_1 (llama.cpp's, f16 scales), else I4F (f32 scale
+  // and zero point per 32: any 4-bit weight with integer zero points).
   DType type = DType::kF32;
   if (why.empty()) {
-    if (!f16_scales)
-      why = "its scales are not exact in f16";
-    else if (w.bits == 8 && sym)
+    if (w.bits == 8 && sym && f16_scales)
       type = DType::kQ8_0;
-    else if (w.bits == 4 && sym)
+    else if (w.bits == 4 && sym && f16_scales)
       type = DType::kQ4_0;
     else if (w.bits == 4 && q41)
       type = DType::kQ4_1;
+    else if (w.bits == 4 && int_zp)
+      type = DType::kI4F;
+    else if (w.bits == 4)
+      why = "zero points that are not integers in 0..15";
     else
-      why =
-          w.bits == 8 ? "8-bit zero points other than 128" : "zero points with no exact Q4_1 form";
+      why = !sym ? "8-bit zero points other than 128" : "its scales are not exact in f16";
   }
   if (why_f32) *why_f32 = why;
   Tensor out = AllocTensor(w.name, type, {w.n, w.k});
@@ -163,6 +168,13 @@ Tensor NBitsToTensor(const NBitsWeight& w, std::string* why_f32) {
             e[2 * j + 1] = src[j] >> 4;
           }
           for (int j = 0; j < kQK / 2; ++j) blk->qs[j] = uint8_t(e[j] | e[j + kQK / 2] << 4);
+        } else if (type == DType::kI4F) {
+          auto* blk = reinterpret_cast<BlockI4F*>(dst) + n * sub + s32;
+          std::memset(blk, 0, sizeof(*blk));
+          blk->d = s;
+          blk->z = uint8_t(ZeroAt(w, n, b));
+          for (int j = 0; j < kQK / 2; ++j)
+            blk->qs[j] = uint8_t(QAt(w, n, c0 + j) | QAt(w, n, c0 + j + kQK / 2) << 4);
         } else {
           auto* blk = reinterpret_cast<BlockQ4_1*>(dst) + n * sub + s32;
           blk->d = F32ToF16(s);

@@ -25,6 +25,10 @@ void DequantizeQ5_0(const void* x, float* y, int64_t nblocks);
 void DequantizeQ5_1(const void* x, float* y, int64_t nblocks);
 void DequantizeI4G(const void* x, float* y, int64_t nblocks);
 
+// I4F (blocks_i4f.cpp).
+void QuantizeI4F(const float* x, void* y, int64_t nblocks);
+void DequantizeI4F(const void* x, float* y, int64_t nblocks);
+
 // K-quant super-blocks of 256 (blocks_kquants.cpp).
 void QuantizeQ4K(const float* x, void* y, int64_t nblocks);
 void QuantizeQ5K(const float* x, void* y, int64_t nblocks);

@@ -25,6 +25,7 @@ bool CanQuantize(DType t) {
     case DType::kQ6_K:
     case DType::kQ8_K:
     case DType::kI4G:
+    case DType::kI4F:
       return true;
     default:
       return false;
@@ -57,6 +58,8 @@ void Dequantize(DType t, const void* src, float* dst, int64_t n) {
       return quant::DequantizeQ8K(src, dst, nb);
     case DType::kI4G:
       return quant::DequantizeI4G(src, dst, nb);
+    case DType::kI4F:
+      return quant::DequantizeI4F(src, dst, nb);
     case DType::kI8: {
       auto* s = static_cast<const int8_t*>(src);
       for (int64_t i = 0; i < n; ++i) dst[i] = float(s[i]);
@@ -113,6 +116,8 @@ void Quantize(DType t, const float* src, void* dst, int64_t n) {
       return quant::QuantizeQ8K(src, dst, nb);
     case DType::kI4G:
       return quant::QuantizeI4G(src, dst, nb);
+    case DType::kI4F:
+      return quant::QuantizeI4F(src, dst, nb);
     default:
       Fail("cannot quantize to ", Name(t));
   }

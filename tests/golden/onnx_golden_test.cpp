@@ -3,7 +3,8 @@
 // KV, ORT-GenAI builder-style graphs, MatMulNBits int4 variants), compared with edgeseek's
 // logits of the same files: one prefill of the golden input ids (every row) and one decode step
 // of next_id, within each case's tolerance (1e-4 f32, 1e-3 int4) relative to the logits' scale.
-// Skipped while tests/golden/data/onnx/ holds no cases.
+// Skipped while tests/golden/data/onnx/ holds no cases. The int4 cases (onnxruntime's quantizer
+// on f32 models: f32 scales) must also stay 4-bit: every projection an I4F weight, none F32.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -66,6 +67,15 @@ void RunCases(const std::vector<std::string>& cases, const std::string& backend)
     } catch (const std::exception& e) {
       ADD_FAILURE() << dir << ": import failed: " << e.what();
       continue;
+    }
+    if (dir.size() > 5 && dir.compare(dir.size() - 5, 5, "_int4") == 0) {
+      int i4f = 0;
+      for (const Tensor* t : m->weights()) {
+        if (t->name.find("_proj.weight") == std::string::npos) continue;
+        EXPECT_NE(t->dtype, DType::kF32) << dir << ": " << t->name << " was dequantized";
+        i4f += t->dtype == DType::kI4F;
+      }
+      EXPECT_GT(i4f, 0) << dir << ": no I4F weights";
     }
     const std::vector<int32_t> ids = ref["input_ids"].get<std::vector<int32_t>>();
     const double tol = ref["tolerance"].get<double>();

@@ -219,11 +219,16 @@ TEST_P(QuantMatMul, RejectsKNotAMultipleOfTheBlock) {
 
 INSTANTIATE_TEST_SUITE_P(Types, QuantMatMul, ::testing::ValuesIn(test::kQuantMatMulTypes),
                          [](const auto& info) { return std::string(Name(info.param)); });
+// I4F (matmul_i4f-inl.h): the same cases with f32 activations (ActivationLevels: exact), so its
+// bound is f32 rounding alone. Not in kQuantMatMulTypes: no ARM64 int8 path takes it.
+INSTANTIATE_TEST_SUITE_P(F32Activations, QuantMatMul, ::testing::Values(DType::kI4F),
+                         [](const auto& info) { return std::string(Name(info.param)); });
 
 TEST(CpuMatMulQuant, Supports) {
   EXPECT_TRUE(cpu::MatMulSupports(DType::kQ8_0));
   EXPECT_TRUE(cpu::MatMulSupports(DType::kQ4_0));
   EXPECT_TRUE(cpu::MatMulSupports(DType::kI4G));
+  EXPECT_TRUE(cpu::MatMulSupports(DType::kI4F));
   EXPECT_TRUE(cpu::MatMulSupports(DType::kQ4_K));
   EXPECT_TRUE(cpu::MatMulSupports(DType::kQ6_K));
   EXPECT_TRUE(cpu::MatMulSupports(DType::kQ4_1));

@@ -50,9 +50,9 @@ TEST(CpuMatMulTargets, EveryTargetIsAccurateAndBatchInvariant) {
     // On ARM64 the name goes on with the quantized kernels' integer path ("NEON, int8 ...").
     EXPECT_EQ(std::string(cpu::SimdTargetName()).rfind(hwy::TargetName(target), 0), 0u)
         << cpu::SimdTargetName();
-    for (DType type :
-         {DType::kF32, DType::kF16, DType::kBF16, DType::kQ8_0, DType::kQ4_0, DType::kQ4_1,
-          DType::kQ5_0, DType::kQ5_1, DType::kI4G, DType::kQ4_K, DType::kQ5_K, DType::kQ6_K}) {
+    for (DType type : {DType::kF32, DType::kF16, DType::kBF16, DType::kQ8_0, DType::kQ4_0,
+                       DType::kQ4_1, DType::kQ5_0, DType::kQ5_1, DType::kI4G, DType::kI4F,
+                       DType::kQ4_K, DType::kQ5_K, DType::kQ6_K}) {
       const auto wt = test::RandomWeights(type, N, K, uint64_t(K * 3 + N));
       const std::vector<uint8_t>& w = wt.bytes;
       const std::vector<float>& wv = wt.values;

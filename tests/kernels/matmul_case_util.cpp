@@ -18,7 +18,10 @@ TestWeights RandomWeights(DType type, int64_t N, int64_t K, uint64_t seed) {
   return w;
 }
 
-double ActivationLevels(DType type) { return type == DType::kQ8_0 ? 32512.0 : 127.0; }
+double ActivationLevels(DType type) {
+  if (type == DType::kI4F) return kExactActivations;  // f32 activations (matmul_i4f-inl.h)
+  return type == DType::kQ8_0 ? 32512.0 : 127.0;
+}
 
 void QuantMatMulReference(const std::vector<float>& x, int64_t R, int64_t K,
                           const std::vector<float>& w, int64_t N, const float* bias,

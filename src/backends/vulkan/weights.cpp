@@ -45,6 +45,9 @@ bool LayoutOf(DType t, QuantLayout* l) {
     case DType::kQ6_K:
       *l = {256, 128, 64, 16, true};
       return true;
+    case DType::kI4F:
+      *l = {32, 16, 0, 8, false};
+      return true;
     default:
       return false;
   }
@@ -138,6 +141,14 @@ void RepackQuantRow(DType t, const uint8_t* src, int64_t cols, uint8_t* dst) {
         std::memcpy(d16 + 2 * b, &k->d, 2);
         break;
       }
+      case DType::kI4F: {  // meta: d (f32 bits), z as a word
+        const auto* k = reinterpret_cast<const BlockI4F*>(src) + b;
+        const uint32_t z = k->z;
+        std::memcpy(qs + 16 * b, k->qs, 16);
+        std::memcpy(meta + 8 * b, &k->d, 4);
+        std::memcpy(meta + 8 * b + 4, &z, 4);
+        break;
+      }
       default:
         ES_ASSERT(false);
     }
@@ -168,8 +179,9 @@ const ExpertStack& WeightStore::GetExperts(const std::vector<const Tensor*>& exp
   for (const Tensor* t : experts) key.push_back(t->data);
   if (auto it = stacks_.find(key); it != stacks_.end()) return *it->second;
   const Tensor& first = *experts[0];
-  ES_CHECK(Supported(first.dtype), "vulkan: expert weight '", first.name, "' has type ",
-           Name(first.dtype), ", which the Vulkan backend does not read");
+  ES_CHECK(Supported(first.dtype) && first.dtype != DType::kI4F, "vulkan: expert weight '",
+           first.name, "' has type ", Name(first.dtype),
+           ", which the Vulkan backend does not read for experts");
   ES_CHECK(first.shape.size() == 2 &&
                (!IsQuantized(first.dtype) || first.cols() % BlockElems(first.dtype) == 0),
            "vulkan: expert weight '", first.name, "' must be a matrix with rows of whole blocks");
@@ -242,8 +254,8 @@ bool WeightStore::DropStale(const Tensor& t) {
 
 const DeviceWeight& WeightStore::Get(const Tensor& t) {
   ES_CHECK(Supported(t.dtype), "vulkan: weight '", t.name, "' has type ", Name(t.dtype),
-           "; the Vulkan backend reads f32, f16, bf16, q8_0, q4_0, q4_1, q5_0, q5_1, q4_k, q5_k "
-           "and q6_k weights");
+           "; the Vulkan backend reads f32, f16, bf16, q8_0, q4_0, q4_1, q5_0, q5_1, q4_k, q5_k, "
+           "q6_k and i4f weights");
   ES_CHECK(!IsQuantized(t.dtype) || (!t.shape.empty() && t.cols() % BlockElems(t.dtype) == 0),
            "vulkan: weight '", t.name, "' of type ", Name(t.dtype), " has rows of ",
            t.shape.empty() ? 0 : t.cols(), " elements, not a multiple of ", BlockElems(t.dtype));

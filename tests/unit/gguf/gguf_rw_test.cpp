@@ -78,6 +78,7 @@ TEST_P(GgufRoundTrip, MetadataAndTensorsSurvive) {
       {"q6k", DType::kQ6_K, {3, 256}},
       {"q8k", DType::kQ8_K, {1, 256}},
       {"i4g", DType::kI4G, {2, 384}},
+      {"i4f", DType::kI4F, {3, 96}},
       {"i32", DType::kI32, {3}},
       {"i8", DType::kI8, {4, 3}},
       {"empty", DType::kF32, {0, 8}},
@@ -344,6 +345,9 @@ TEST(GgufTypes, GgmlIdsMatchTheSpec) {
   EXPECT_EQ(FileTypeFor(DType::kQ8_0), 7);
   EXPECT_EQ(FileTypeFor(DType::kQ4_K), 15);
   EXPECT_EQ(FileTypeFor(DType::kI4G), -1);
+  EXPECT_EQ(FileTypeFor(DType::kI4F), -1);
+  EXPECT_EQ(GgmlFromDType(DType::kI4F), kGgmlTypeI4F);
+  EXPECT_EQ(GgmlTypeName(kGgmlTypeI4F), "i4f(edgeseek)");
 }
 
 }  // namespace

@@ -197,6 +197,43 @@ TEST(BlocksDequant, I4G) {
   }
 }
 
+TEST(BlocksDequant, I4F) {
+  // Two blocks: f32 scales that f16 cannot hold, zero points 3 and 15 (levels -15..12).
+  std::vector<uint8_t> b = RandomBytes(48, 12);
+  const float d[2] = {0.1f, -3.3e-7f};
+  const uint8_t z[2] = {3, 15};
+  for (int i = 0; i < 2; ++i) {
+    std::memcpy(&b[24 * i], &d[i], 4);
+    b[24 * i + 20] = z[i];
+  }
+  const auto y = Deq(DType::kI4F, b, 64);
+  for (int e = 0; e < 64; ++e) {
+    const int i = e / 32, j = e % 32;
+    const uint8_t byte = b[24 * i + 4 + j % 16];
+    const int q = j < 16 ? (byte & 15) : (byte >> 4);
+    EXPECT_EQ(y[e], float(q - int(z[i])) * d[i]) << e;
+  }
+}
+
+TEST(BlocksQuant, I4FKeepsZeroAndTheEnds) {
+  // lo = min(0, x) and hi = max(0, x) are the levels 0 and 15 (up to the rounding of d), zero is
+  // a level, and the pad bytes are zero.
+  std::vector<float> x(32);
+  for (int j = 0; j < 32; ++j) x[size_t(j)] = -0.5f + float(j) * (2.0f / 31.0f);
+  BlockI4F blk;
+  std::memset(&blk, 0xAB, sizeof(blk));
+  Quantize(DType::kI4F, x.data(), &blk, 32);
+  EXPECT_EQ(blk.d, 2.0f / 15.0f);
+  EXPECT_EQ(blk.z, 4);  // round(0.5 / d) = round(3.75)
+  EXPECT_EQ(blk.pad[0] | blk.pad[1] | blk.pad[2], 0);
+  std::vector<float> y(32);
+  Dequantize(DType::kI4F, &blk, y.data(), 32);
+  EXPECT_NEAR(y[0], -0.5f, blk.d / 2);
+  EXPECT_NEAR(y[31], 1.5f, blk.d / 2);
+  for (int j = 0; j < 32; ++j)
+    EXPECT_LE(std::fabs(y[size_t(j)] - x[size_t(j)]), blk.d / 2 * 1.0001f);
+}
+
 // ---- Encoders: the formulas of the reference quantizers on a block we can work by hand.
 
 TEST(BlocksQuant, Q4_0FollowsReferenceFormula) {
@@ -312,7 +349,8 @@ INSTANTIATE_TEST_SUITE_P(
         RoundTripCase{DType::kQ4_1, 0.075, 0.108}, RoundTripCase{DType::kQ5_0, 0.039, 0.067},
         RoundTripCase{DType::kQ5_1, 0.037, 0.053}, RoundTripCase{DType::kQ4_K, 0.068, 0.100},
         RoundTripCase{DType::kQ5_K, 0.034, 0.051}, RoundTripCase{DType::kQ6_K, 0.0165, 0.0264},
-        RoundTripCase{DType::kQ8_K, 0.0049, 0.0175}, RoundTripCase{DType::kI4G, 0.080, 0.198}),
+        RoundTripCase{DType::kQ8_K, 0.0049, 0.0175}, RoundTripCase{DType::kI4G, 0.080, 0.198},
+        RoundTripCase{DType::kI4F, 0.075, 0.108}),
     [](const auto& info) { return std::string(Name(info.param.type)); });
 
 TEST(BlocksQuant, KQuantSearchBeatsPlainMinMax) {
@@ -386,7 +424,7 @@ TEST_P(SpecialInputs, NonFiniteInputIsAnError) {
 INSTANTIATE_TEST_SUITE_P(BlockTypes, SpecialInputs,
                          ::testing::Values(DType::kQ8_0, DType::kQ4_0, DType::kQ4_1, DType::kQ5_0,
                                            DType::kQ5_1, DType::kQ4_K, DType::kQ5_K, DType::kQ6_K,
-                                           DType::kQ8_K, DType::kI4G),
+                                           DType::kQ8_K, DType::kI4G, DType::kI4F),
                          [](const auto& info) { return std::string(Name(info.param)); });
 
 TEST(BlocksQuant, BlockSizesAgreeWithDTypeTable) {
@@ -400,6 +438,7 @@ TEST(BlocksQuant, BlockSizesAgreeWithDTypeTable) {
   EXPECT_EQ(RowBytes(DType::kQ6_K, 256), sizeof(BlockQ6_K));
   EXPECT_EQ(RowBytes(DType::kQ8_K, 256), sizeof(BlockQ8_K));
   EXPECT_EQ(RowBytes(DType::kI4G, 128), sizeof(BlockI4G));
+  EXPECT_EQ(RowBytes(DType::kI4F, 32), sizeof(BlockI4F));
 }
 
 }  // namespace

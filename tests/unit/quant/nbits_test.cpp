@@ -17,6 +17,7 @@ struct Case {
   int bits = 4, block = 32;
   int64_t n = 3, k = 128;
   bool zp = false, f16_exact = true, g_idx = false;
+  float zp_float = -1;  // >= 0: float zero points of this value instead of packed ones
   DType want = DType::kQ4_0;
 };
 
@@ -44,6 +45,8 @@ void Check(const Case& c) {
   w.q = q.data();
   w.scales = s.data();
   if (c.zp) w.zp_packed = zp.data();
+  std::vector<float> zf(size_t(c.n * nb), c.zp_float);
+  if (c.zp_float >= 0) w.zp_float = zf.data();
   if (c.g_idx) w.g_idx = gi.data();
   std::string why;
   const Tensor t = NBitsToTensor(w, &why);
@@ -66,7 +69,23 @@ TEST(NBits, LargerBlocksRepeatTheScale) { Check({.block = 128, .k = 256}); }
 TEST(NBits, EightBitIsQ8_0) { Check({.bits = 8, .block = 64, .want = DType::kQ8_0}); }
 TEST(NBits, ZeroPointsAreQ4_1WhereExact) { Check({.zp = true, .want = DType::kQ4_1}); }
 TEST(NBits, Block16IsDequantized) { Check({.block = 16, .want = DType::kF32}); }
-TEST(NBits, ScalesNotExactInF16AreDequantized) { Check({.f16_exact = false, .want = DType::kF32}); }
+// onnxruntime's quantizer on f32 models: f32 scales, with or without zero points, any block.
+TEST(NBits, F32ScalesAreI4F) { Check({.f16_exact = false, .want = DType::kI4F}); }
+TEST(NBits, F32ScalesWithZeroPointsAreI4F) {
+  Check({.zp = true, .f16_exact = false, .want = DType::kI4F});
+}
+TEST(NBits, F32ScalesInLargerBlocksAreI4F) {
+  Check({.block = 256, .n = 5, .k = 512, .zp = true, .f16_exact = false, .want = DType::kI4F});
+}
+TEST(NBits, IntegerFloatZeroPointsAreI4F) {
+  Check({.f16_exact = false, .zp_float = 11.0f, .want = DType::kI4F});
+}
+TEST(NBits, FractionalZeroPointsAreDequantized) {
+  Check({.f16_exact = false, .zp_float = 7.5f, .want = DType::kF32});
+}
+TEST(NBits, EightBitF32ScalesAreDequantized) {
+  Check({.bits = 8, .block = 64, .f16_exact = false, .want = DType::kF32});
+}
 TEST(NBits, ReorderedGroupsAreDequantized) { Check({.g_idx = true, .want = DType::kF32}); }
 TEST(NBits, EightBitZeroPointsAreDequantized) {
   Check({.bits = 8, .zp = true, .want = DType::kF32});

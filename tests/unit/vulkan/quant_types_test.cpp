@@ -228,6 +228,44 @@ TEST_F(VulkanQuant, FusedSwiGluGemvOverTypes) {
   }
 }
 
+// I4F (edgeseek's int4 with an f32 scale and zero point per 32: imported MatMulNBits of f32
+// models): the float paths only (wload.glsl: the zero point as the levels' bias, d as f32 bits).
+// Embedding rows exactly, GEMV (R = 1, 3, 8, with the clustered sums under TPR 8), the plain GEMM
+// and the fused gate/up GEMV against the reference, K of 1 and 3 blocks, N odd.
+TEST_F(VulkanQuant, I4FOverEveryPathItTakes) {
+  const DType dt = DType::kI4F;
+  EXPECT_EQ(vk::DeviceRowBytes(dt, 96), 80u);  // qs 48 | d, z 24 -> 32: each section padded
+  for (int K : Ks(dt)) {
+    Tensor E = RandomTensor("embed", dt, {9, K}, 64, 2.0f);
+    Graph g;
+    Batch b;
+    b.Add(0, 0, {8, 0, 3, 3, 5}, true);
+    b.Finalize();
+    g.Add(Make(Op::kEmbed, "e", {g.AddWeight(E)}, {5, K}));
+    std::vector<float> want(size_t(5 * K));
+    ref::Embed(E, b.tokens.data(), 5, want.data());
+    EXPECT_EQ(RunGraph(SharedVulkan(), g, b), want) << "K=" << K;
+    for (int R : {1, 3, 8}) CheckMatMul(SharedVulkan(), dt, R, K, 37, R == 3, "gemv");
+  }
+  for (int R : {9, 37})
+    CheckMatMul(SharedVulkan(), dt, R, Ks(dt)[R == 9 ? 1 : 0], 19, R == 9, "gemm");
+  {
+    vk::VulkanTuning t;
+    t.knobs.Set("ES_VK_GEMV_TPR", "8");
+    auto be = MakeVulkan(t);
+    CheckMatMul(*be, dt, 1, Ks(dt)[1], 45, false, "ES_VK_GEMV_TPR=8");
+  }
+  const RefMm mm = [](const std::vector<float>& x, const Tensor& W, int T) {
+    Tensor X = AllocTensor("x", DType::kF32, {T, W.cols()});
+    std::copy(x.begin(), x.end(), static_cast<float*>(MutableData(X)));
+    return RefMatMul(X, W, nullptr, T);
+  };
+  std::vector<float> want;
+  const std::vector<float> got = RunFfn(SharedVulkan(), dt, 1, 64, 96, 71, mm, &want);
+  EXPECT_EQ(SharedVulkan().counters().dispatches, 4);
+  ExpectClose(got, want, kTol, "fused FFN i4f");
+}
+
 // Routed experts (only the chosen experts' rows are read): 3 rows, 5 experts, top 2, softmax
 // routing, expert matrices [I, D] / [D, I] of 1-3 blocks per row; gate/up of one type and down
 // of the same or another (q4_k_m files: Q4_K gate/up, Q6_K down), a quantized router too.

@@ -28,6 +28,7 @@ enum class DType : uint8_t {
   kQ6_K,
   kQ8_K,  // activations for K-quant dot products
   kI4G,   // edgeseek INT4 group-wise: 128 weights, one f16 scale, symmetric
+  kI4F,   // edgeseek INT4 with an f32 scale and a 4-bit zero point per 32 (MatMulNBits of f32)
   kCount
 };
 

@@ -21,6 +21,13 @@ class MappedFile {
   size_t size() const { return size_; }
   const std::string& path() const { return path_; }
 
+  // Drops this process's resident pages of [p, p + n), rounded out to 2 MiB within the mapping,
+  // when the range lies in a live MappedFile; does nothing otherwise, so heap memory is never
+  // touched. Every byte stays readable: a later read faults it in again from the page cache. For
+  // weights converted at load (an ONNX import's MatMulNBits blocks): their source no longer
+  // counts in the RSS.
+  static void ReleasePages(const void* p, size_t n);
+
  private:
   MappedFile() = default;
   std::string path_;

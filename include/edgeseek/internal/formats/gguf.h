@@ -119,8 +119,11 @@ class GgufValue {
 // ggml ids: F32=0 F16=1 Q4_0=2 Q4_1=3 Q5_0=6 Q5_1=7 Q8_0=8 Q8_1=9 Q2_K=10 Q3_K=11 Q4_K=12
 // Q5_K=13 Q6_K=14 Q8_K=15 IQ*=16..23,29 I8=24 I16=25 I32=26 I64=27 F64=28 BF16=30 TQ1_0=34
 // TQ2_0=35 MXFP4=39. edgeseek's I4G has no ggml id; it is written as kGgmlTypeI4G, a value far
-// above ggml's range that llama.cpp rejects as unknown (such files are edgeseek-only).
+// above ggml's range that llama.cpp rejects as unknown (such files are edgeseek-only). I4F
+// (int4, f32 scale and zero point per 32: imported MatMulNBits of f32 models) has no exact ggml
+// type either (Q4_1 holds f16 d and m) and is written as kGgmlTypeI4F, edgeseek-only as well.
 inline constexpr uint32_t kGgmlTypeI4G = 1000;
+inline constexpr uint32_t kGgmlTypeI4F = 1001;
 // The ggml name of a type id ("q4_K", "iq2_xxs", ...) or "unknown".
 std::string_view GgmlTypeName(uint32_t ggml_type);
 // Maps a ggml id to a DType; std::nullopt for ids edgeseek does not read (Q8_1, Q2_K, IQ*, ...).

@@ -26,6 +26,12 @@
 //                     packed low-first: element j lives in byte j/2, in the low nibble when j is
 //                     even and in the high nibble when j is odd (unlike Q4_0's split halves, so
 //                     that a kernel unpacks adjacent pairs).
+//   I4F   (32/24 B):   edgeseek's INT4 with an f32 scale d and a zero point z (0..15) per 32
+//                     weights, nibbles in Q4_0's order: x[j] = float((qs[j] & 0xF) - z) * d,
+//                     x[j+16] = float((qs[j] >> 4) - z) * d (the integer q - z, exact in f32,
+//                     times d: one rounding). It holds onnxruntime's MatMulNBits 4-bit weights
+//                     of f32 models (f32 scales, 4-bit zero points, blocks of 32..256) bit for
+//                     bit (src/quant/nbits.cpp). The 3 pad bytes are zero.
 #pragma once
 
 #include <cstddef>
@@ -91,6 +97,12 @@ struct BlockI4G {
   uint16_t d;      // f16 scale
   uint8_t qs[64];  // element j in byte j/2: low nibble for even j, high nibble for odd j
 };
+struct BlockI4F {
+  float d;         // f32 scale
+  uint8_t qs[16];  // element j: low nibble of qs[j]; element j+16: high nibble of qs[j]
+  uint8_t z;       // zero point, 0..15
+  uint8_t pad[3];  // zero
+};
 
 static_assert(sizeof(BlockQ8_0) == 34);
 static_assert(sizeof(BlockQ4_0) == 18);
@@ -102,6 +114,7 @@ static_assert(sizeof(BlockQ5_K) == 176);
 static_assert(sizeof(BlockQ6_K) == 210);
 static_assert(sizeof(BlockQ8_K) == 292);
 static_assert(sizeof(BlockI4G) == 66);
+static_assert(sizeof(BlockI4F) == 24);
 
 // The 6-bit scale and min of sub-block j (0..7) of a Q4_K/Q5_K block:
 //   j < 4: sc = scales[j] & 63,  mn = scales[j+4] & 63

@@ -10,7 +10,11 @@
 //   Q4_1  4 bits, same blocks, any z, s and m = -s*z exact in f16 and q*s + m == (q - z)*s in f32
 //         for every q of the block
 //   Q8_0  8 bits, same blocks, z = 128 everywhere, s exact in f16 (qs = q - 128)
-// and dequantizes to F32 (exact, 8x the bytes of 4 bits) otherwise, saying why.
+//   I4F   4 bits, same blocks, z integers in 0..15 (packed zero points always are), any scales
+//         (f32 d and z per 32 columns; the f32 models' weights of onnxruntime's quantizer)
+// and dequantizes to F32 (exact, 8x the bytes of 4 bits) otherwise, saying why: block 16,
+// act-order g_idx, float zero points off the integers, 8-bit weights with other zero points or
+// scales not exact in f16.
 #pragma once
 
 #include <cstdint>

@@ -1,8 +1,8 @@
 // CPU matmul: argument checks, the choice of path per shape and weight type, and run-time SIMD
 // dispatch. Highway compiles the per-target part of this file once per target (foreach_target.h)
 // and HWY_DYNAMIC_DISPATCH picks the best one the CPU supports, so one portable binary runs AVX2,
-// AVX-512, NEON or SVE code. The SIMD loops live in matmul-inl.h (dense) and matmul_quant-inl.h
-// (block-quantized).
+// AVX-512, NEON or SVE code. The SIMD loops live in matmul-inl.h (dense), matmul_quant-inl.h
+// (block-quantized, int8 activations) and matmul_i4f-inl.h (I4F, f32 activations).
 //
 // Policy: R == 1 (decode) is a GEMV that streams each weight row once, converting in registers;
 // R > 1 (prefill, batched decode) is the blocked GEMM over f32 panels. Both give every output
@@ -20,6 +20,7 @@
 #include "hwy/highway.h"
 #include "cpu/kernels/matmul-inl.h"
 #include "cpu/kernels/matmul_quant-inl.h"
+#include "cpu/kernels/matmul_i4f-inl.h"
 // clang-format on
 
 #include "cpu/kernels/matmul.h"
@@ -56,6 +57,9 @@ void MatMulT(const float* x, int64_t R, int64_t K, const void* w, DType wtype, i
       return DenseT<hwy::float16_t>(x, R, K, w, N, bias, y, ldy, pool);
     case DType::kBF16:
       return DenseT<hwy::bfloat16_t>(x, R, K, w, N, bias, y, ldy, pool);
+    case DType::kI4F:  // f32 activations (matmul_i4f-inl.h)
+      return I4FMatMul(x, size_t(R), size_t(K), static_cast<const BlockI4F*>(w), size_t(N), bias, y,
+                       size_t(ldy), pool);
     default:
       return QuantMatMul(x, R, K, w, wtype, N, bias, y, ldy, pool);
   }
@@ -78,6 +82,7 @@ bool MatMulSupports(DType wtype) {
     case DType::kF32:
     case DType::kF16:
     case DType::kBF16:
+    case DType::kI4F:
       return true;
     default:
       return QuantMatMulSupports(wtype);

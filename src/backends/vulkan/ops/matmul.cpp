@@ -258,13 +258,16 @@ constexpr uint64_t kCm2QuantMaxBytes = 256ull << 20;
 bool UseCoopmat2(const Device& dev, int64_t R, int64_t K, DType wt, int64_t N) {
   if (!dev.f16_math() || dev.coopmat2().bm == 0 || K % 8 != 0) return false;
   if (wt == DType::kF16) return true;
-  return IsQuantized(wt) && wt != DType::kI4G && !dev.coopmat2().x32 && R > kDecodeMaxRows &&
-         uint64_t(N) * uint64_t(K) * 2 <= kCm2QuantMaxBytes && dev.tuning().On(Knob::kCm2Quant);
+  // Not I4G (no shaders) nor I4F (its f32 scales are not exact in the f16 copy).
+  return IsQuantized(wt) && wt != DType::kI4G && wt != DType::kI4F && !dev.coopmat2().x32 &&
+         R > kDecodeMaxRows && uint64_t(N) * uint64_t(K) * 2 <= kCm2QuantMaxBytes &&
+         dev.tuning().On(Knob::kCm2Quant);
 }
 
 bool UseCoopmat(const Device& dev, int64_t K, DType wt) {
   const bool typed = wt == DType::kF32 || wt == DType::kF16 || wt == DType::kBF16 ||
-                     (IsQuantized(wt) && wt != DType::kI4G);  // matmul_gemm_cm.comp's types
+                     (IsQuantized(wt) && wt != DType::kI4G &&
+                      wt != DType::kI4F);  // matmul_gemm_cm.comp's types (f16 tiles)
   return typed && dev.f16_math() && dev.coopmat_n() != 0 && K % 8 == 0;
 }
 

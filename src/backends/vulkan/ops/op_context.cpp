@@ -51,6 +51,8 @@ const char* TypeSuffix(DType t) {
       return "q5_k";
     case DType::kQ6_K:
       return "q6_k";
+    case DType::kI4F:
+      return "i4f";
     default:
       Fail("vulkan: no shader variant for type ", Name(t));
   }

@@ -19,10 +19,11 @@
 //             against the file's 144)
 //   Q5_K: qs  nb*32 | qh nb*8 (GGUF's 32 bytes) | meta nb*5 as Q4_K
 //   Q6_K: ql  nb*32 | qh nb*16 | scales nb*4 (int8) | d f16 per block
+//   I4F:  qs  nb*4 (Q4_0's order)                         | two words per block: d (f32 bits), z
 // ("f16 per block": two blocks per word, block 2i in the low half.) Values, exactly as
 // src/quant's Dequantize (`precise` keeps the compiler from fusing what the reference rounds):
 //   Q8_0 d*q; Q4_0 (q-8)*d; Q4_1 q*d + m; Q5_0 (q-16)*d; Q5_1 q*d + m;
-//   Q4_K/Q5_K (d*sc)*q - dmin*mn; Q6_K (d*sc)*(q-32).
+//   Q4_K/Q5_K (d*sc)*q - dmin*mn; Q6_K (d*sc)*(q-32); I4F (q-z)*d (q-z exact in the levels).
 // Element i = row * K + k needs K: define WCOLS (an expression) before including.
 //
 // The GEMV and the expert kernels read block types by *slices* of 8 elements (QSlice): slice s
@@ -32,7 +33,7 @@
 // (m0 = m1 = 0 for the symmetric types: QHAS_MIN undefined; d0 = d1 for the 32-blocks:
 // QSAME_D). Slices per row: K / 8, those of one block consecutive.
 #if defined(W_Q8_0) || defined(W_Q4_0) || defined(W_Q4_1) || defined(W_Q5_0) || defined(W_Q5_1) || \
-    defined(W_Q4_K) || defined(W_Q5_K) || defined(W_Q6_K)
+    defined(W_Q4_K) || defined(W_Q5_K) || defined(W_Q6_K) || defined(W_I4F)
 #define W_QUANT 1
 #ifndef WCOLS
 #error "define WCOLS (the weight row length) for quantized weights"
@@ -77,6 +78,8 @@ uint QRowWords(uint K) {
   return QMetaOff(K) + QPad4((nb + 1u) / 2u);
 #elif defined(W_Q4_1) || defined(W_Q5_1)
   return QMetaOff(K) + QPad4(nb);
+#elif defined(W_I4F)
+  return QMetaOff(K) + QPad4(2u * nb);
 #elif defined(W_Q6_K)
   return QMetaOff(K) + nb * 4u + QPad4((nb + 1u) / 2u);
 #else
@@ -128,11 +131,19 @@ void QSlice(uint base, uint K, uint s, out vec4 q0, out vec4 q1, out uint k0, ou
   k1 = k0 + 4u;
   const float d = QScale(base, K, b);
   dm = vec4(d, 0.0, d, 0.0);
-#elif defined(W_Q4_0) || defined(W_Q4_1) || defined(W_Q5_0) || defined(W_Q5_1)
+#elif defined(W_Q4_0) || defined(W_Q4_1) || defined(W_Q5_0) || defined(W_Q5_1) || defined(W_I4F)
   const uint qw = WORD(base + b * 4u + t);
   k0 = b * 32u + 4u * t;
   k1 = k0 + 16u;
-#if defined(W_Q4_0)
+#if defined(W_I4F)
+  // The zero point as the levels' bias: (2^23 + q) - (2^23 + z) = q - z exactly.
+  const uint mo = base + QMetaOff(K) + 2u * b;
+  const float z = float(WORD(mo + 1u));
+  q0 = QLevels(QNib(qw, 0u), z);
+  q1 = QLevels(QNib(qw, 4u), z);
+  const float d = uintBitsToFloat(WORD(mo));
+  dm = vec4(d, 0.0, d, 0.0);
+#elif defined(W_Q4_0)
   q0 = QLevels(QNib(qw, 0u), 8.0);
   q1 = QLevels(QNib(qw, 4u), 8.0);
   const float d = QScale(base, K, b);
