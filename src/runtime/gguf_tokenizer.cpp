@@ -48,6 +48,8 @@ std::vector<std::string> GgufPreTokenizerRegexes(const std::string& pre, const s
             "[!\"#$%&'()*+,\\-./"
             ":;<=>?@\\[\\\\\\]^_`{|}~][A-Za-z]+|[^\r\n\\p{L}\\p{P}\\p{S}]?[\\p{L}\\p{M}]+| "
             "?[\\p{P}\\p{S}]+[\r\n]*|\\s*[\r\n]+|\\s+(?!\\S)|\\s+"};
+  // clang-format 14 measures these UTF-8 literals in bytes and splits them again on every run.
+  // clang-format off
   if (pre == "deepseek-llm")
     return {"[\r\n]",
             "\\s?[A-Za-zµÀ-ÖØ-öø-ƺƼ-ƿǄ-ʓʕ-ʯͰ-ͳͶͷͻ-ͽͿΆΈ-ΊΌΎ-ΡΣ-ϵϷ-ҁҊ-ԯԱ-ՖႠ-ჅᎠ-Ᏽᏸ-ᏽᲐ-"
@@ -60,6 +62,7 @@ std::vector<std::string> GgufPreTokenizerRegexes(const std::string& pre, const s
             "\\s+$",
             "[一-龥ࠀ-一가-퟿]+",
             "\\p{N}+"};
+  // clang-format on
   Fail(where, ": tokenizer.ggml.pre '", pre,
        "' is not supported (supported: default, gpt2, qwen2, deepseek-r1-qwen, llama-bpe, "
        "deepseek-v3, "
