@@ -1,7 +1,10 @@
 #!/usr/bin/env bash
-# clang-tidy 14 with the curated checks of .clang-tidy on the C/C++ files a change touches,
-# through build/compile_commands.json (scripts/build.sh writes it; generated sources must exist,
-# so build first). A changed header brings in the source of the same name beside it.
+# clang-tidy 14 with the curated checks of .clang-tidy on the C/C++ files a change touches in
+# the library, the tools and the examples (src/, include/, tools/, examples/; the tests have
+# -Werror and the sanitizers), through build/compile_commands.json (scripts/build.sh writes it;
+# generated sources must exist, so build first). A changed header is checked through the source
+# of the same name beside it; findings in headers are reported only for the changed ones, so a
+# change does not inherit another file's.
 #     scripts/tidy.sh [BASE]   files changed since BASE (default: the merge-base with main; on
 #                              main itself, or without a main branch, HEAD~1: the last commit)
 # ES_TIDY_BUILD names another build directory. Exits 1 when clang-tidy reports anything.
@@ -35,6 +38,14 @@ fi
 # Sources in the compile database (absolute paths), changed files mapped onto them.
 mapfile -t DB < <(python3 -c 'import json,sys; [print(e["file"]) for e in json.load(open(sys.argv[1]))]' \
   "$B/compile_commands.json" | sort -u)
+SCOPE=()
+for d in src include tools examples; do
+  for e in cpp cc c h; do SCOPE+=("$d/*.$e"); done
+done
+# Headers whose findings count: the changed ones (a regex of their absolute paths).
+HEADERS=$(git diff --name-only --diff-filter=ACMR "$BASE" -- "${SCOPE[@]}" | grep '\.h$' |
+  sed -e 's/[.[\*^$()+?{|]/\\&/g' -e "s|^|$PWD/|" | paste -sd'|' || true)
+HEADER_FILTER="^(${HEADERS:-a^})\$"
 FILES=()
 while IFS= read -r f; do
   for cand in "$f" "${f%.*}.cpp" "${f%.*}.c"; do
@@ -44,7 +55,7 @@ while IFS= read -r f; do
       break
     fi
   done
-done < <(git diff --name-only --diff-filter=ACMR "$BASE" -- '*.cpp' '*.cc' '*.c' '*.h' | sort -u)
+done < <(git diff --name-only --diff-filter=ACMR "$BASE" -- "${SCOPE[@]}" | sort -u)
 mapfile -t FILES < <(printf '%s\n' "${FILES[@]}" | sed '/^$/d' | sort -u)
 if [ ${#FILES[@]} -eq 0 ]; then
   echo "tidy: no compiled C/C++ file changed since $(git rev-parse --short "$BASE")"
@@ -53,7 +64,8 @@ fi
 echo "tidy: ${#FILES[@]} file(s) changed since $(git rev-parse --short "$BASE")"
 # --warnings-as-errors: any finding fails the run; --quiet drops the "N warnings generated" noise.
 if printf '%s\0' "${FILES[@]}" |
-  xargs -0 -n 1 -P "$(nproc)" "$TIDY" -p "$B" --quiet --warnings-as-errors='*'; then
+  xargs -0 -n 1 -P "$(nproc)" "$TIDY" -p "$B" --quiet --warnings-as-errors='*' \
+    --header-filter="$HEADER_FILTER"; then
   echo "tidy: clean"
 else
   echo "tidy: findings above (.clang-tidy says which checks run and why others do not)" >&2
