@@ -346,6 +346,9 @@ struct Server::Impl {
 
   // ---- setup ----
   void DefineMetrics();
+  void CollectMetrics(Metrics& m) const;
+  void CollectGroupMetrics(Metrics& m, const ModelGroup& g) const;
+  void CollectInstanceMetrics(Metrics& m, const ModelGroup& g, size_t i) const;
   void Routes();
   std::string Labelled(const char* base) const { return std::string("edgeseek_") + base; }
   // What /v1/models says about a model beyond OpenAI's fields: how it runs and whether its
@@ -389,7 +392,7 @@ struct Server::Impl {
   std::shared_ptr<SeqRequest> NewSeqRequest(GenRequest& g, const RequestState& st);
   void ApplyPlugins(const GenRequest& g, const RequestState& st, SeqRequest& seq);
   void RespondWhole(const std::shared_ptr<RequestState>& st, httplib::Response& res);
-  void RespondStream(std::shared_ptr<RequestState> st, httplib::Response& res);
+  void RespondStream(const std::shared_ptr<RequestState>& st, httplib::Response& res);
   void StoreTrace(const std::string& id, const std::string& owner, const std::string& trace);
   void Shutdown();
 };
@@ -509,87 +512,91 @@ void Server::Impl::DefineMetrics() {
   metrics.Define("edgeseek_queue_time_seconds", T::kHistogram,
                  "Submit to admission, by model and priority.", lat);
   metrics.Set("edgeseek_ready", {}, 0);
-  metrics.AddCollector([this](Metrics& m) {
-    m.Set("edgeseek_ready", {}, state.load() == State::kReady ? 1 : 0);
-    m.Set("edgeseek_requests_in_flight", {}, admission.in_flight());
-    m.Set("edgeseek_http_threads", {}, cfg.http_threads);
-    if (state.load() == State::kLoading) return;
-    for (auto& g : groups) {
-      auto sizes = g->queue->size_per_class();
-      size_t total = 0;
-      for (size_t c = 0; c < sizes.size(); ++c) {
-        m.Set("edgeseek_queue_length",
-              {{"model", g->entry.name}, {"priority", cfg.qos.classes[c].name}}, double(sizes[c]));
-        total += sizes[c];
+  metrics.AddCollector([this](Metrics& m) { CollectMetrics(m); });
+}
+
+// The gauges and totals read at each scrape, by model and by instance.
+void Server::Impl::CollectMetrics(Metrics& m) const {
+  m.Set("edgeseek_ready", {}, state.load() == State::kReady ? 1 : 0);
+  m.Set("edgeseek_requests_in_flight", {}, admission.in_flight());
+  m.Set("edgeseek_http_threads", {}, cfg.http_threads);
+  if (state.load() == State::kLoading) return;
+  for (const auto& g : groups) CollectGroupMetrics(m, *g);
+}
+
+void Server::Impl::CollectGroupMetrics(Metrics& m, const ModelGroup& g) const {
+  auto sizes = g.queue->size_per_class();
+  size_t total = 0;
+  for (size_t c = 0; c < sizes.size(); ++c) {
+    m.Set("edgeseek_queue_length", {{"model", g.entry.name}, {"priority", cfg.qos.classes[c].name}},
+          double(sizes[c]));
+    total += sizes[c];
+  }
+  m.Set("edgeseek_waiting_sequences", {{"model", g.entry.name}}, double(total));
+  for (auto& c : g.queue->clients()) {
+    m.Set("edgeseek_client_queue_length", {{"model", g.entry.name}, {"client", c.client}},
+          double(c.waiting));
+    m.Set("edgeseek_client_running_sequences", {{"model", g.entry.name}, {"client", c.client}},
+          double(c.running));
+  }
+  for (size_t i = 0; i < g.instances.size(); ++i) CollectInstanceMetrics(m, g, i);
+  if (g.balancer) {
+    // Every pair, zeros included, so that a rate over the series is defined from the start.
+    const auto moved = g.balancer->migrations();
+    for (int from = 0; from < g.balancer->n_instances(); ++from)
+      for (int to = 0; to < g.balancer->n_instances(); ++to) {
+        if (from == to) continue;
+        const auto it = moved.find({from, to});
+        const Labels ml = {
+            {"model", g.entry.name}, {"from", std::to_string(from)}, {"to", std::to_string(to)}};
+        m.SetTotal("edgeseek_migrations_total", ml, it == moved.end() ? 0.0 : double(it->second));
       }
-      m.Set("edgeseek_waiting_sequences", {{"model", g->entry.name}}, double(total));
-      for (auto& c : g->queue->clients()) {
-        m.Set("edgeseek_client_queue_length", {{"model", g->entry.name}, {"client", c.client}},
-              double(c.waiting));
-        m.Set("edgeseek_client_running_sequences", {{"model", g->entry.name}, {"client", c.client}},
-              double(c.running));
-      }
-      for (size_t i = 0; i < g->instances.size(); ++i) {
-        EngineStats s = g->instances[i].engine->stats();
-        Labels l = {{"model", g->entry.name}, {"instance", std::to_string(i)}};
-        m.Set("edgeseek_running_sequences", l, s.running);
-        m.Set("edgeseek_kv_cache_used_tokens", l, double(s.kv_tokens_used));
-        m.Set("edgeseek_kv_cache_reserved_tokens", l, double(s.kv_tokens_reserved));
-        m.Set("edgeseek_kv_cache_capacity_tokens", l, double(s.kv_token_capacity));
-        m.Set("edgeseek_kv_cache_usage_ratio", l,
-              s.kv_token_capacity ? double(s.kv_tokens_used) / double(s.kv_token_capacity) : 0);
-        m.Set("edgeseek_kv_cache_used_bytes", l,
-              double(s.kv_tokens_used) * double(g->instances[i].kv_bytes_per_token));
-        auto state = [&](const char* st, int64_t v) {
-          Labels ls = l;
-          ls.emplace_back("state", st);
-          m.Set("edgeseek_kv_blocks", ls, double(v));
-        };
-        state("used", s.kv_blocks_used);
-        state("cached", s.kv_blocks_cached);
-        state("free", s.kv_blocks_free);
-        m.Set("edgeseek_kv_block_tokens", l, kKvBlockTokens);
-        const double per_token = double(g->instances[i].kv_bytes_per_token);
-        m.Set("edgeseek_kv_bytes_per_token", l, per_token);
-        m.Set("edgeseek_kv_block_pool_bytes", l,
-              double(s.kv_blocks_used + s.kv_blocks_cached + s.kv_blocks_free) * kKvBlockTokens *
-                  per_token);
-        m.SetTotal("edgeseek_kv_preemptions_total", l, double(s.kv_preemptions));
-        m.SetTotal("edgeseek_prefix_cache_lookup_tokens_total", l, double(s.prefix_lookup_tokens));
-        m.SetTotal("edgeseek_prefix_cache_hit_tokens_total", l, double(s.prefix_hit_tokens));
-        m.Set("edgeseek_prefix_cache_hit_ratio", l,
-              s.prefix_lookup_tokens ? double(s.prefix_hit_tokens) / double(s.prefix_lookup_tokens)
-                                     : 0);
-        InstanceLoad load;
-        load.slots = g->instances[i].engine->n_slots();
-        load.running = s.running;
-        load.blocks = s.kv_blocks_total;
-        load.used_blocks = s.kv_blocks_used;
-        m.Set("edgeseek_instance_occupancy", l, load.Occupancy());
-        m.Set("edgeseek_recent_step_seconds", l, s.step_s);
-        if (!g->entry.draft.empty()) {
-          m.SetTotal("edgeseek_spec_steps_total", l, double(s.spec.steps));
-          m.SetTotal("edgeseek_spec_drafted_tokens_total", l, double(s.spec.drafted));
-          m.SetTotal("edgeseek_spec_accepted_tokens_total", l, double(s.spec.accepted));
-          m.SetTotal("edgeseek_spec_emitted_tokens_total", l, double(s.spec.emitted));
-        }
-      }
-      if (g->balancer) {
-        // Every pair, zeros included, so that a rate over the series is defined from the start.
-        const auto moved = g->balancer->migrations();
-        for (int from = 0; from < g->balancer->n_instances(); ++from)
-          for (int to = 0; to < g->balancer->n_instances(); ++to) {
-            if (from == to) continue;
-            const auto it = moved.find({from, to});
-            const Labels ml = {{"model", g->entry.name},
-                               {"from", std::to_string(from)},
-                               {"to", std::to_string(to)}};
-            m.SetTotal("edgeseek_migrations_total", ml,
-                       it == moved.end() ? 0.0 : double(it->second));
-          }
-      }
-    }
-  });
+  }
+}
+
+void Server::Impl::CollectInstanceMetrics(Metrics& m, const ModelGroup& g, size_t i) const {
+  EngineStats s = g.instances[i].engine->stats();
+  Labels l = {{"model", g.entry.name}, {"instance", std::to_string(i)}};
+  m.Set("edgeseek_running_sequences", l, s.running);
+  m.Set("edgeseek_kv_cache_used_tokens", l, double(s.kv_tokens_used));
+  m.Set("edgeseek_kv_cache_reserved_tokens", l, double(s.kv_tokens_reserved));
+  m.Set("edgeseek_kv_cache_capacity_tokens", l, double(s.kv_token_capacity));
+  m.Set("edgeseek_kv_cache_usage_ratio", l,
+        s.kv_token_capacity ? double(s.kv_tokens_used) / double(s.kv_token_capacity) : 0);
+  m.Set("edgeseek_kv_cache_used_bytes", l,
+        double(s.kv_tokens_used) * double(g.instances[i].kv_bytes_per_token));
+  auto blocks = [&](const char* st, int64_t v) {
+    Labels ls = l;
+    ls.emplace_back("state", st);
+    m.Set("edgeseek_kv_blocks", ls, double(v));
+  };
+  blocks("used", s.kv_blocks_used);
+  blocks("cached", s.kv_blocks_cached);
+  blocks("free", s.kv_blocks_free);
+  m.Set("edgeseek_kv_block_tokens", l, kKvBlockTokens);
+  const double per_token = double(g.instances[i].kv_bytes_per_token);
+  m.Set("edgeseek_kv_bytes_per_token", l, per_token);
+  m.Set("edgeseek_kv_block_pool_bytes", l,
+        double(s.kv_blocks_used + s.kv_blocks_cached + s.kv_blocks_free) * kKvBlockTokens *
+            per_token);
+  m.SetTotal("edgeseek_kv_preemptions_total", l, double(s.kv_preemptions));
+  m.SetTotal("edgeseek_prefix_cache_lookup_tokens_total", l, double(s.prefix_lookup_tokens));
+  m.SetTotal("edgeseek_prefix_cache_hit_tokens_total", l, double(s.prefix_hit_tokens));
+  m.Set("edgeseek_prefix_cache_hit_ratio", l,
+        s.prefix_lookup_tokens ? double(s.prefix_hit_tokens) / double(s.prefix_lookup_tokens) : 0);
+  InstanceLoad load;
+  load.slots = g.instances[i].engine->n_slots();
+  load.running = s.running;
+  load.blocks = s.kv_blocks_total;
+  load.used_blocks = s.kv_blocks_used;
+  m.Set("edgeseek_instance_occupancy", l, load.Occupancy());
+  m.Set("edgeseek_recent_step_seconds", l, s.step_s);
+  if (!g.entry.draft.empty()) {
+    m.SetTotal("edgeseek_spec_steps_total", l, double(s.spec.steps));
+    m.SetTotal("edgeseek_spec_drafted_tokens_total", l, double(s.spec.drafted));
+    m.SetTotal("edgeseek_spec_accepted_tokens_total", l, double(s.spec.accepted));
+    m.SetTotal("edgeseek_spec_emitted_tokens_total", l, double(s.spec.emitted));
+  }
 }
 
 namespace {
@@ -737,6 +744,7 @@ struct RequestState {
   json Logprobs(const std::vector<server::TokenLogprob>& toks, size_t offset0) const {
     if (logprobs < 0) return nullptr;
     std::vector<std::pair<int32_t, const TokenLogprobs*>> v;
+    v.reserve(toks.size());
     for (const auto& t : toks) v.emplace_back(t.token, t.lp.get());
     auto bytes_of = [this](int32_t id) {
       return trie && id >= 0 && id < trie->vocab_size() ? trie->bytes(id) : std::string();
@@ -954,7 +962,7 @@ void Server::Impl::Handle(const httplib::Request& req, const std::string& body_t
   Validate(g);
   std::shared_ptr<RequestState> st = Admit(req, g);
   if (!g.gp->stream) return RespondWhole(st, res);
-  RespondStream(std::move(st), res);
+  RespondStream(st, res);
 }
 
 // Who asks (readiness, authentication), what (the body, by the endpoint's protocol), of which
@@ -1236,7 +1244,7 @@ void Server::Impl::RespondWhole(const std::shared_ptr<RequestState>& st, httplib
 }
 
 // Streaming: server-sent events, one chunk per step's text (RequestState::StreamStep).
-void Server::Impl::RespondStream(std::shared_ptr<RequestState> st, httplib::Response& res) {
+void Server::Impl::RespondStream(const std::shared_ptr<RequestState>& st, httplib::Response& res) {
   res.set_header("Cache-Control", "no-cache");
   res.set_header("X-Accel-Buffering", "no");
   res.set_chunked_content_provider(
@@ -1505,8 +1513,8 @@ void Server::Impl::Routes() {
   // "socket hang up"). Idle keep-alive connections wait in the gate, not on an HTTP thread.
   http.set_keep_alive_timeout(5);
 
-  auto guarded = [this](std::function<void(const httplib::Request&, httplib::Response&)> fn) {
-    return [this, fn](const httplib::Request& req, httplib::Response& res) {
+  auto guarded = [](const std::function<void(const httplib::Request&, httplib::Response&)>& fn) {
+    return [fn](const httplib::Request& req, httplib::Response& res) {
       try {
         fn(req, res);
       } catch (const ApiError& e) {
@@ -1582,9 +1590,10 @@ void Server::Impl::Routes() {
     e.close_connection = r.status == 400 || r.status == 413 || r.status == 414;
     SendError(r, e);
   });
-  http.set_exception_handler([](const httplib::Request&, httplib::Response& r, std::exception_ptr) {
-    SendError(r, MakeError(500, "internal error", "server_error", "internal_error"));
-  });
+  http.set_exception_handler(
+      [](const httplib::Request&, httplib::Response& r, const std::exception_ptr&) {
+        SendError(r, MakeError(500, "internal error", "server_error", "internal_error"));
+      });
   http.set_gate_observer([this](int status) {
     metrics.Add("edgeseek_requests_total",
                 {{"endpoint", "other"}, {"status", std::to_string(status)}});

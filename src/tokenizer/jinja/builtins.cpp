@@ -57,7 +57,7 @@ Bound Bind(std::string_view fname, const CallArgs& args,
   return out;
 }
 
-Value Or(const std::optional<Value>& v, Value def) { return v ? *v : def; }
+Value Or(const std::optional<Value>& v, const Value& def) { return v ? *v : def; }
 
 const std::string& ArgStr(const std::optional<Value>& v, std::string_view what) {
   if (!v || !v->IsString()) throw OpError("TypeError: " + std::string(what) + " must be a string");

@@ -24,7 +24,7 @@ using Bound = std::vector<std::optional<Value>>;
 // Binds positional then keyword arguments to `params` like a Python signature.
 Bound Bind(std::string_view fname, const CallArgs& args,
            std::initializer_list<std::string_view> params);
-Value Or(const std::optional<Value>& v, Value def);
+Value Or(const std::optional<Value>& v, const Value& def);
 const std::string& ArgStr(const std::optional<Value>& v, std::string_view what);
 int64_t ArgInt(const std::optional<Value>& v, int64_t def, std::string_view what);
 std::optional<std::string> ArgOptStr(const std::optional<Value>& v, std::string_view what);

@@ -109,7 +109,7 @@ std::function<Value(const Value&)> AttrGetter(const std::optional<Value>& attrib
       parts.push_back(*attribute);
     }
   }
-  return [parts, ignore_case, def](const Value& item) {
+  return [parts = std::move(parts), ignore_case, def = std::move(def)](const Value& item) {
     Value v = item;
     for (const auto& p : parts) {
       v = GetItem(v, p);
@@ -166,7 +166,8 @@ Value MinMax(const Value& seq, CallArgs& args, bool is_max) {
   return items[best];
 }
 
-Value SortValues(std::vector<Value> items, std::function<Value(const Value&)> key, bool reverse) {
+Value SortValues(std::vector<Value> items, const std::function<Value(const Value&)>& key,
+                 bool reverse) {
   std::vector<std::pair<Value, size_t>> keyed;
   ChargeSteps(items.size() * 20);  // ~n log n comparisons
   for (size_t i = 0; i < items.size(); ++i) keyed.emplace_back(key(items[i]), i);
@@ -174,6 +175,7 @@ Value SortValues(std::vector<Value> items, std::function<Value(const Value&)> ke
     return reverse ? Compare(y.first, x.first, "<") < 0 : Compare(x.first, y.first, "<") < 0;
   });
   std::vector<Value> out;
+  out.reserve(keyed.size());
   for (const auto& [k, i] : keyed) out.push_back(items[i]);
   return Value::List(std::move(out));
 }
@@ -233,6 +235,7 @@ Value SortFilter(Interpreter&, const Value& v, CallArgs& args) {
   auto key = [getters](const Value& x) {
     if (getters.size() == 1) return getters[0](x);
     std::vector<Value> k;
+    k.reserve(getters.size());
     for (const auto& g : getters) k.push_back(g(x));
     return Value::List(std::move(k));
   };

@@ -363,11 +363,8 @@ bool ParsePyInt(std::string s, int base, int64_t* out) {
     neg = s[0] == '-';
     i = 1;
   }
-  if (base == 16 && s.compare(i, 2, "0x") == 0)
-    i += 2;
-  else if (base == 8 && s.compare(i, 2, "0o") == 0)
-    i += 2;
-  else if (base == 2 && s.compare(i, 2, "0b") == 0)
+  if ((base == 16 && s.compare(i, 2, "0x") == 0) || (base == 8 && s.compare(i, 2, "0o") == 0) ||
+      (base == 2 && s.compare(i, 2, "0b") == 0))
     i += 2;
   if (i >= s.size()) return false;
   errno = 0;

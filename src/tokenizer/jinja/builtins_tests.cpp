@@ -36,7 +36,7 @@ TestFn Compare1(const char* op) {
 }
 
 TestFn NoArg(const char* name, std::function<bool(const Value&)> f) {
-  return [name, f](Interpreter&, const Value& v, CallArgs& args) {
+  return [name, f = std::move(f)](Interpreter&, const Value& v, CallArgs& args) {
     Bind(name, args, {});
     return f(v);
   };
