@@ -2,6 +2,8 @@
 #include "tool_calls.h"
 
 #include <algorithm>
+#include <initializer_list>
+#include <string_view>
 
 #include "edgeseek/internal/core/error.h"
 #include "edgeseek/internal/grammar/grammar.h"
@@ -516,6 +518,18 @@ void ToolCallStream::Feed(const std::string& text, bool done, std::string* conte
   }
 }
 
+namespace {
+// The pieces joined in one allocation (operator+ chains make a temporary per step).
+std::string Concat(std::initializer_list<std::string_view> parts) {
+  size_t n = 0;
+  for (std::string_view p : parts) n += p.size();
+  std::string out;
+  out.reserve(n);
+  for (std::string_view p : parts) out.append(p);
+  return out;
+}
+}  // namespace
+
 std::string ToolCallGbnf(ToolFormat f, const std::vector<ToolSpec>& tools) {
   ES_CHECK(f != ToolFormat::kNone, "this model's chat template has no tool call format");
   ES_CHECK(!tools.empty(), "no tools to call");
@@ -527,16 +541,19 @@ std::string ToolCallGbnf(ToolFormat f, const std::vector<ToolSpec>& tools) {
     const std::string name = tools[i].name, args = prefix + "root";
     std::string call;
     if (f == ToolFormat::kHermes)
-      call = grammar::GbnfLiteral("<tool_call>\n{\"name\": \"" + name + "\", \"arguments\": ") +
-             " " + args + " " + grammar::GbnfLiteral("}\n</tool_call>");
+      call = Concat({grammar::GbnfLiteral(
+                         Concat({"<tool_call>\n{\"name\": \"", name, "\", \"arguments\": "})),
+                     " ", args, " ", grammar::GbnfLiteral("}\n</tool_call>")});
     else if (f == ToolFormat::kDeepSeek)
-      call = grammar::GbnfLiteral(kDsCallsBegin + kDsCallBegin + "function" + kDsSep + name +
-                                  "\n```json\n") +
-             " " + args + " " + grammar::GbnfLiteral("\n```" + kDsCallEnd + kDsCallsEnd);
+      call = Concat(
+          {grammar::GbnfLiteral(
+               Concat({kDsCallsBegin, kDsCallBegin, "function", kDsSep, name, "\n```json\n"})),
+           " ", args, " ", grammar::GbnfLiteral(Concat({"\n```", kDsCallEnd, kDsCallsEnd}))});
     else
-      call = grammar::GbnfLiteral("{\"name\": \"" + name + "\", \"parameters\": ") + " " + args +
-             " \"}\"";
-    root += (i ? " | " : "") + call;
+      call = Concat({grammar::GbnfLiteral(Concat({"{\"name\": \"", name, "\", \"parameters\": "})),
+                     " ", args, " \"}\""});
+    root += i ? " | " : "";
+    root += call;
   }
   return root + "\n" + rules + grammar::JsonBasicsGbnf();
 }
