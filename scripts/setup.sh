@@ -10,6 +10,7 @@ PKGS=(build-essential cmake ninja-build pkg-config git
       valgrind  # Cli.CpuGenerateLeaksNothing
       clang-14 libclang-rt-14-dev  # scripts/fuzz.sh: libFuzzer + ASan/UBSan (docs/fuzzing.md)
       clang-format  # `git clang-format` on changed lines (unversioned names: Debian 12 gives 14)
+      clang-tidy-14  # scripts/tidy.sh: .clang-tidy's checks on changed files (docs/development.md)
       chromium chromium-driver)  # the web page's test drives headless Chromium (tests/server/web_test.mjs)
 PKGS+=(gnuplot-nox)  # `bench --suite ... --report DIR` plots (tools/bench_suite.cpp)
 PKGS+=(libopenmpi-dev openmpi-bin)  # the layer split over MPI ranks (docs/scale.md)

@@ -1,16 +1,23 @@
 #!/usr/bin/env bash
-# The one front door for checks: installs dependencies, fetches test data, builds, runs every
-# test (unit, kernels, golden, tokenizer, Vulkan on lavapipe, server) through CTest, then the
-# server and engine tests again under ThreadSanitizer (docs/server.md "Sanitizers"), and the fuzz
-# corpora under ASan+UBSan (docs/fuzzing.md).
+# The one front door for checks (docs/development.md): installs dependencies, checks the format
+# (seconds, before anything builds), fetches test data, builds with warnings as errors, runs
+# every test (unit, kernels, golden, tokenizer, Vulkan on lavapipe, server) through CTest,
+# clang-tidy on the files the last change touched, then the server and engine tests again under
+# ThreadSanitizer (docs/server.md "Sanitizers"), and the unit and kernel tests of most folders and
+# the fuzz corpora under ASan+UBSan (docs/fuzzing.md).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/setup.sh
+scripts/check_format.sh
 scripts/fetch_test_data.sh
-scripts/build.sh
+# -Werror: GCC 12 prints no warning on the whole tree; CI keeps it so (CMakeLists.txt ES_WERROR).
+scripts/build.sh -DES_WERROR=ON
 cd build
 ctest --output-on-failure -j "$(nproc)" --timeout 900
 cd ..
+# clang-tidy (.clang-tidy) on the files changed since the merge-base with main, or on main the
+# last commit's (~10 s a file on one core; files in parallel).
+scripts/tidy.sh
 # The whole tree cross-built for aarch64; its unit, kernel and golden CPU tests under qemu-user
 # (NEON, dotprod, i8mm, SVE; ~15 min on 2 cores). On an ARM64 machine the run above was native.
 if [ "$(uname -m)" = x86_64 ]; then
@@ -21,8 +28,9 @@ cmake -S . -B build-tsan -G Ninja -DCMAKE_BUILD_TYPE=Release -DES_VULKAN=OFF -DE
   "-DCMAKE_CXX_FLAGS=-fsanitize=thread -g -fno-omit-frame-pointer" -DCMAKE_EXE_LINKER_FLAGS=-fsanitize=thread >/dev/null
 ninja -C build-tsan es_test_server
 TSAN_OPTIONS="halt_on_error=1 exitcode=66" build-tsan/tests/es_test_server
-# AddressSanitizer + UndefinedBehaviorSanitizer (gcc, -O1 -g, build-asan): every fuzz corpus
-# (each hostile input and crasher ever found) through the parsers, ~5 min cold on 2 cores. The
-# whole unit suite under ASan (scripts/sanitize.sh without arguments, ~26 min to build) is not in
-# CI: docs/fuzzing.md "Sanitizers" says why.
-scripts/sanitize.sh --corpora
+# AddressSanitizer + UndefinedBehaviorSanitizer (gcc, -O1 -g, build-asan): the unit tests of the
+# folders below, the kernel tests on the CPU and every fuzz corpus (~20-25 min to build on 2
+# cores, ~2 min to run). Left out until they pass under it (docs/fuzzing.md "Sanitizers"):
+# onnx and golden (misaligned f32 loads from ONNX initializers), convert, jinja and server (RSS
+# bounds that ASan's quarantine breaks; server's node tests time answers), tools (valgrind), capi.
+scripts/sanitize.sh core quant gguf gguf_model grammar graph tokenizer runtime kernels

@@ -48,6 +48,8 @@ std::vector<std::string> GgufPreTokenizerRegexes(const std::string& pre, const s
             "[!\"#$%&'()*+,\\-./"
             ":;<=>?@\\[\\\\\\]^_`{|}~][A-Za-z]+|[^\r\n\\p{L}\\p{P}\\p{S}]?[\\p{L}\\p{M}]+| "
             "?[\\p{P}\\p{S}]+[\r\n]*|\\s*[\r\n]+|\\s+(?!\\S)|\\s+"};
+  // clang-format 14 measures these UTF-8 literals in bytes and splits them again on every run.
+  // clang-format off
   if (pre == "deepseek-llm")
     return {"[\r\n]",
             "\\s?[A-Za-zµÀ-ÖØ-öø-ƺƼ-ƿǄ-ʓʕ-ʯͰ-ͳͶͷͻ-ͽͿΆΈ-ΊΌΎ-ΡΣ-ϵϷ-ҁҊ-ԯԱ-ՖႠ-ჅᎠ-Ᏽᏸ-ᏽᲐ-"
@@ -60,11 +62,91 @@ std::vector<std::string> GgufPreTokenizerRegexes(const std::string& pre, const s
             "\\s+$",
             "[一-龥ࠀ-一가-퟿]+",
             "\\p{N}+"};
+  // clang-format on
   Fail(where, ": tokenizer.ggml.pre '", pre,
        "' is not supported (supported: default, gpt2, qwen2, deepseek-r1-qwen, llama-bpe, "
        "deepseek-v3, "
        "deepseek-llm)");
 }
+
+namespace {
+
+// The ByteLevel pre-tokenizer (bytes to printable characters, no regex) and decoder.
+json ByteLevelJson() {
+  return {{"type", "ByteLevel"},
+          {"add_prefix_space", false},
+          {"trim_offsets", false},
+          {"use_regex", false}};
+}
+
+// tokenizer.json's pre_tokenizer: GPT-2's ByteLevel split when the GGUF names no regexes, else
+// each regex isolating its matches, then ByteLevel.
+json PreTokenizerJson(const std::vector<std::string>& regexes) {
+  const json byte_level = ByteLevelJson();
+  json pre_tok;
+  if (regexes.empty()) {
+    pre_tok = {{"type", "ByteLevel"},
+               {"add_prefix_space", false},
+               {"trim_offsets", false},
+               {"use_regex", true}};
+  } else {
+    json seq = json::array();
+    for (const std::string& r : regexes)
+      seq.push_back({{"type", "Split"},
+                     {"pattern", {{"Regex", r}}},
+                     {"behavior", "Isolated"},
+                     {"invert", false}});
+    seq.push_back(byte_level);
+    pre_tok = {{"type", "Sequence"}, {"pretokenizers", seq}};
+  }
+  return pre_tok;
+}
+
+// tokenizer_config.json from the GGUF keys: special tokens by text, add_bos/add_eos, the chat
+// template; a Llama 3 vocabulary's BOS goes into `tj` as a post-processor.
+json TokenizerConfigJson(const GgufFile& f, const std::vector<std::string>& tokens,
+                         const std::string& pre, json* tj) {
+  json config = json::object();
+  auto id_key = [&](std::string_view k) -> int64_t {
+    if (!f.Has(k)) return -1;
+    const int64_t id = int64_t(f.GetU32(k));
+    ES_CHECK(id < int64_t(tokens.size()), f.path(), ": key ", k, " is ", id,
+             " but the vocabulary has ", tokens.size(), " tokens");
+    return id;
+  };
+  const int64_t bos = id_key(kKeyTokenizerBosId), eos = id_key(kKeyTokenizerEosId);
+  id_key(kKeyTokenizerPadId);
+  if (bos >= 0) config["bos_token"] = tokens[size_t(bos)];
+  if (eos >= 0) config["eos_token"] = tokens[size_t(eos)];
+  // llama.cpp adds BOS by default for llama-bpe vocabularies; elsewhere only when the key says so.
+  // Llama 3's tokenizer.json adds it by a TemplateProcessing post-processor, i.e. always (also
+  // before a BOS the text already holds, as llama.cpp does); tokenizer_config's add_bos_token
+  // (DeepSeek) adds it only when the ids do not start with it.
+  const bool llama3 = pre == "llama-bpe" || pre == "llama3" || pre == "llama-v3";
+  const bool add_bos = f.GetBoolOr(kKeyTokenizerAddBos, llama3) && bos >= 0;
+  if (add_bos && llama3) {
+    const std::string& b = tokens[size_t(bos)];
+    const json bos_item = {{"SpecialToken", {{"id", b}, {"type_id", 0}}}};
+    (*tj)["post_processor"] = {
+        {"type", "TemplateProcessing"},
+        {"single", {bos_item, {{"Sequence", {{"id", "A"}, {"type_id", 0}}}}}},
+        {"pair",
+         {bos_item,
+          {{"Sequence", {{"id", "A"}, {"type_id", 0}}}},
+          bos_item,
+          {{"Sequence", {{"id", "B"}, {"type_id", 1}}}}}},
+        {"special_tokens", {{b, {{"id", b}, {"ids", {bos}}, {"tokens", {b}}}}}}};
+    config["add_bos_token"] = false;
+  } else {
+    config["add_bos_token"] = add_bos;
+  }
+  config["add_eos_token"] = f.GetBoolOr(kKeyTokenizerAddEos, false);
+  if (f.Has(kKeyTokenizerChatTemplate))
+    config["chat_template"] = f.GetString(kKeyTokenizerChatTemplate);
+  return config;
+}
+
+}  // namespace
 
 std::unique_ptr<Tokenizer> GgufTokenizer(const GgufFile& f, std::string* why) {
   if (!f.Has(kKeyTokenizerModel)) {
@@ -123,26 +205,8 @@ std::unique_ptr<Tokenizer> GgufTokenizer(const GgufFile& f, std::string* why) {
                        {"single_word", false}});
     }
   }
-  const json byte_level = {{"type", "ByteLevel"},
-                           {"add_prefix_space", false},
-                           {"trim_offsets", false},
-                           {"use_regex", false}};
-  json pre_tok;
-  if (regexes.empty()) {
-    pre_tok = {{"type", "ByteLevel"},
-               {"add_prefix_space", false},
-               {"trim_offsets", false},
-               {"use_regex", true}};
-  } else {
-    json seq = json::array();
-    for (const std::string& r : regexes)
-      seq.push_back({{"type", "Split"},
-                     {"pattern", {{"Regex", r}}},
-                     {"behavior", "Isolated"},
-                     {"invert", false}});
-    seq.push_back(byte_level);
-    pre_tok = {{"type", "Sequence"}, {"pretokenizers", seq}};
-  }
+  const json byte_level = ByteLevelJson();
+  const json pre_tok = PreTokenizerJson(regexes);
   json tj = {{"version", "1.0"},
              {"added_tokens", added},
              {"normalizer",
@@ -157,43 +221,7 @@ std::unique_ptr<Tokenizer> GgufTokenizer(const GgufFile& f, std::string* why) {
                {"ignore_merges", regexes.size() == 1 && regexes[0] == kLlama3Regex}}}};
 
   // tokenizer_config.json: special tokens by text, add_bos/add_eos, chat template.
-  json config = json::object();
-  auto id_key = [&](std::string_view k) -> int64_t {
-    if (!f.Has(k)) return -1;
-    const int64_t id = int64_t(f.GetU32(k));
-    ES_CHECK(id < int64_t(tokens.size()), f.path(), ": key ", k, " is ", id,
-             " but the vocabulary has ", tokens.size(), " tokens");
-    return id;
-  };
-  const int64_t bos = id_key(kKeyTokenizerBosId), eos = id_key(kKeyTokenizerEosId);
-  id_key(kKeyTokenizerPadId);
-  if (bos >= 0) config["bos_token"] = tokens[size_t(bos)];
-  if (eos >= 0) config["eos_token"] = tokens[size_t(eos)];
-  // llama.cpp adds BOS by default for llama-bpe vocabularies; elsewhere only when the key says so.
-  // Llama 3's tokenizer.json adds it by a TemplateProcessing post-processor, i.e. always (also
-  // before a BOS the text already holds, as llama.cpp does); tokenizer_config's add_bos_token
-  // (DeepSeek) adds it only when the ids do not start with it.
-  const bool llama3 = pre == "llama-bpe" || pre == "llama3" || pre == "llama-v3";
-  const bool add_bos = f.GetBoolOr(kKeyTokenizerAddBos, llama3) && bos >= 0;
-  if (add_bos && llama3) {
-    const std::string& b = tokens[size_t(bos)];
-    const json bos_item = {{"SpecialToken", {{"id", b}, {"type_id", 0}}}};
-    tj["post_processor"] = {
-        {"type", "TemplateProcessing"},
-        {"single", {bos_item, {{"Sequence", {{"id", "A"}, {"type_id", 0}}}}}},
-        {"pair",
-         {bos_item,
-          {{"Sequence", {{"id", "A"}, {"type_id", 0}}}},
-          bos_item,
-          {{"Sequence", {{"id", "B"}, {"type_id", 1}}}}}},
-        {"special_tokens", {{b, {{"id", b}, {"ids", {bos}}, {"tokens", {b}}}}}}};
-    config["add_bos_token"] = false;
-  } else {
-    config["add_bos_token"] = add_bos;
-  }
-  config["add_eos_token"] = f.GetBoolOr(kKeyTokenizerAddEos, false);
-  if (f.Has(kKeyTokenizerChatTemplate))
-    config["chat_template"] = f.GetString(kKeyTokenizerChatTemplate);
+  json config = TokenizerConfigJson(f, tokens, pre, &tj);
   try {
     std::unique_ptr<Tokenizer> t = Tokenizer::FromJson(tj, &config);
     for (size_t i : duplicates)

@@ -6,6 +6,7 @@
 #include <cmath>
 #include <cstdio>
 #include <cstring>
+#include <type_traits>
 
 #include "edgeseek/internal/core/error.h"
 
@@ -181,7 +182,11 @@ PluginDecision PluginHost::Check(const SeqRequest& r, const PluginRequestContext
       return d;
     }
     out.message[sizeof out.message - 1] = '\0';
-    switch (out.verdict) {
+    // Read as an integer: a plugin may write any value, and loading one that es_verdict does not
+    // hold through the enum type is undefined behaviour (UBSan: "not a valid value").
+    std::underlying_type_t<es_verdict> verdict;
+    std::memcpy(&verdict, &out.verdict, sizeof verdict);
+    switch (verdict) {
       case ES_VERDICT_ADMIT:
         continue;
       case ES_VERDICT_REJECT:
@@ -204,8 +209,8 @@ PluginDecision PluginHost::Check(const SeqRequest& r, const PluginRequestContext
         d.instance = out.instance;
         return d;
       default:
-        Report(p.name, "constraint returned verdict " + std::to_string(int(out.verdict)) +
-                           ", which does not exist");
+        Report(p.name,
+               "constraint returned verdict " + std::to_string(verdict) + ", which does not exist");
         d.kind = PluginDecision::Kind::kError;
         d.plugin = p.name;
         d.message = "plugin '" + p.name + "' failed on this request";

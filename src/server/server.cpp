@@ -180,6 +180,125 @@ std::string Clip(const std::string& s, size_t n = 120) {
   return s.size() <= n ? s : s.substr(0, n) + "...";
 }
 
+// ---- generation requests: what passes between the steps, and the one error map ---------------
+// A generation request as Parse reads it and Validate completes it. Not copyable: `gp` points
+// into creq or preq.
+struct GenRequest {
+  GenRequest() = default;
+  GenRequest(const GenRequest&) = delete;
+  GenRequest& operator=(const GenRequest&) = delete;
+
+  // Parse
+  bool chat = true;  // /v1/chat/completions (else /v1/completions)
+  double t_receive = 0;
+  const ClientInfo* client = nullptr;
+  server::ChatRequest creq;         // chat
+  server::CompletionRequest preq;   // !chat
+  server::GenParams* gp = nullptr;  // creq.gen or preq.gen
+  ModelGroup* group = nullptr;
+  int priority = 0;
+  // Validate
+  std::vector<int32_t> prompt;
+  bool start_in_reasoning = false;  // the template opened the reasoning block
+  int max_tokens = 0;
+  server::ToolFormat tool_format = server::ToolFormat::kNone;
+  bool parse_tools = false;
+  std::shared_ptr<TokenConstraint> constraint;
+};
+
+struct RequestState;
+
+// Every way a generation request is refused or fails after its body parsed (a bad body is a
+// BadRequest, a bad head CheckPost's refusal).
+enum class GenFailure {
+  kLoading,       // not ready yet: the models are loading
+  kShuttingDown,  // not ready any more
+  kClientLimit,   // the client's concurrent requests are at its limit
+  kInFlightCap,   // every HTTP thread that requests may hold is held
+  kQueueFull,     // the model's queue is at max_queue
+  kPluginReject,  // a plugin's constraint refused the request
+  kPluginError,   // a plugin failed while deciding
+  kTimeout,       // the run passed request_timeout_s
+  kCancelled,     // the run was cancelled: the server is shutting down
+  kClientGone,    // the run was cancelled: the client hung up (a waiting answer notices)
+  kEngineError,   // the engine failed the run
+  // The last three as a stream's final event: shorter messages, the finish reason as code.
+  kStreamTimeout,
+  kStreamCancelled,
+  kStreamEngineError,
+};
+
+// The one map from a failure to the OpenAI error it is answered with. `detail`: the message of
+// the refusals that carry numbers or a plugin's words, the seconds of kTimeout, the engine's
+// message of the engine errors. Refusals under load close the connection and say when to retry.
+ApiError GenerationError(GenFailure f, const std::string& detail = {}) {
+  auto refusal = [&](int status, const char* type, const char* code, double retry_after_s) {
+    ApiError e = MakeError(status, detail, type, code);
+    e.retry_after_s = retry_after_s;
+    e.close_connection = true;
+    return e;
+  };
+  ApiError e;
+  switch (f) {
+    case GenFailure::kLoading:
+    case GenFailure::kShuttingDown:
+      e = MakeError(503,
+                    f == GenFailure::kLoading ? "the server is loading models"
+                                              : "the server is shutting down",
+                    "server_error", "service_unavailable");
+      e.retry_after_s = 5;
+      return e;
+    case GenFailure::kClientLimit:
+      return refusal(429, "rate_limit_error", "rate_limit_exceeded", 1);
+    case GenFailure::kInFlightCap:
+      return refusal(503, "server_error", "server_busy", 1);
+    case GenFailure::kQueueFull:
+      return refusal(429, "rate_limit_error", "overloaded", 2);
+    case GenFailure::kPluginReject:
+      return MakeError(403, detail, "invalid_request_error", "rejected_by_plugin");
+    case GenFailure::kPluginError:
+      return MakeError(500, detail, "server_error", "plugin_error");
+    case GenFailure::kTimeout:
+      return MakeError(408, "request timed out after " + detail + " s", "timeout_error", "timeout");
+    case GenFailure::kCancelled:
+      return MakeError(503, "request cancelled: the server is shutting down", "server_error",
+                       "cancelled");
+    case GenFailure::kClientGone:
+      return MakeError(503, "request cancelled: the client disconnected", "server_error",
+                       "cancelled");
+    case GenFailure::kEngineError:
+      return MakeError(500, "generation failed: " + detail, "server_error", "internal_error");
+    case GenFailure::kStreamTimeout:
+      return MakeError(408, "request timed out", "server_error",
+                       FinishReasonName(FinishReason::kTimeout));
+    case GenFailure::kStreamCancelled:
+      return MakeError(503, "request cancelled: the server is shutting down", "server_error",
+                       FinishReasonName(FinishReason::kCancelled));
+    case GenFailure::kStreamEngineError:
+      return MakeError(500, "generation failed: " + detail, "server_error",
+                       FinishReasonName(FinishReason::kError));
+  }
+  return MakeError(500, "unknown failure", "server_error", "internal_error");
+}
+
+// How a finished run failed; none when it answered (a stop string that ended it early counts
+// as an answer, whatever the engine said after).
+std::optional<GenFailure> RunFailure(const server::Generation& gen, bool client_gone, bool stream) {
+  if (gen.stop_string_hit()) return std::nullopt;
+  switch (gen.engine_finish()) {
+    case FinishReason::kTimeout:
+      return stream ? GenFailure::kStreamTimeout : GenFailure::kTimeout;
+    case FinishReason::kCancelled:
+      return stream        ? GenFailure::kStreamCancelled
+             : client_gone ? GenFailure::kClientGone
+                           : GenFailure::kCancelled;
+    case FinishReason::kError:
+      return stream ? GenFailure::kStreamEngineError : GenFailure::kEngineError;
+    default:
+      return std::nullopt;
+  }
+}
+
 }  // namespace
 
 // ==== Impl ====================================================================================
@@ -228,6 +347,9 @@ struct Server::Impl {
 
   // ---- setup ----
   void DefineMetrics();
+  void CollectMetrics(Metrics& m) const;
+  void CollectGroupMetrics(Metrics& m, const ModelGroup& g) const;
+  void CollectInstanceMetrics(Metrics& m, const ModelGroup& g, size_t i) const;
   void Routes();
   std::string Labelled(const char* base) const { return std::string("edgeseek_") + base; }
   // What /v1/models says about a model beyond OpenAI's fields: how it runs and whether its
@@ -256,8 +378,22 @@ struct Server::Impl {
   httplib::Server::HandlerResponse PreRoute(const httplib::Request& req, httplib::Response& res);
   std::string ReadBody(const httplib::ContentReader& reader) const;
   void ServeGet(const PathMatch& m, const httplib::Request& req, httplib::Response& res);
+  // The generation endpoints: Handle parses, validates, admits and responds (server.cpp's
+  // "generation requests"); every refusal is an ApiError thrown to the route's guard.
   void Handle(const httplib::Request& req, const std::string& body, httplib::Response& res,
               bool chat);
+  void Parse(const httplib::Request& req, const std::string& body, GenRequest& g);
+  void Validate(GenRequest& g);
+  void Tokenize(GenRequest& g) const;
+  int MaxTokens(const GenRequest& g) const;
+  void ToolsAndConstraint(GenRequest& g) const;
+  std::shared_ptr<RequestState> Admit(const httplib::Request& req, GenRequest& g);
+  server::Admission::Ticket TakeTicket(const GenRequest& g);
+  std::shared_ptr<RequestState> NewRequestState(const httplib::Request& req, const GenRequest& g);
+  std::shared_ptr<SeqRequest> NewSeqRequest(GenRequest& g, const RequestState& st);
+  void ApplyPlugins(const GenRequest& g, const RequestState& st, SeqRequest& seq);
+  void RespondWhole(const std::shared_ptr<RequestState>& st, httplib::Response& res);
+  void RespondStream(const std::shared_ptr<RequestState>& st, httplib::Response& res);
   void StoreTrace(const std::string& id, const std::string& owner, const std::string& trace);
   void Shutdown();
 };
@@ -377,87 +513,91 @@ void Server::Impl::DefineMetrics() {
   metrics.Define("edgeseek_queue_time_seconds", T::kHistogram,
                  "Submit to admission, by model and priority.", lat);
   metrics.Set("edgeseek_ready", {}, 0);
-  metrics.AddCollector([this](Metrics& m) {
-    m.Set("edgeseek_ready", {}, state.load() == State::kReady ? 1 : 0);
-    m.Set("edgeseek_requests_in_flight", {}, admission.in_flight());
-    m.Set("edgeseek_http_threads", {}, cfg.http_threads);
-    if (state.load() == State::kLoading) return;
-    for (auto& g : groups) {
-      auto sizes = g->queue->size_per_class();
-      size_t total = 0;
-      for (size_t c = 0; c < sizes.size(); ++c) {
-        m.Set("edgeseek_queue_length",
-              {{"model", g->entry.name}, {"priority", cfg.qos.classes[c].name}}, double(sizes[c]));
-        total += sizes[c];
+  metrics.AddCollector([this](Metrics& m) { CollectMetrics(m); });
+}
+
+// The gauges and totals read at each scrape, by model and by instance.
+void Server::Impl::CollectMetrics(Metrics& m) const {
+  m.Set("edgeseek_ready", {}, state.load() == State::kReady ? 1 : 0);
+  m.Set("edgeseek_requests_in_flight", {}, admission.in_flight());
+  m.Set("edgeseek_http_threads", {}, cfg.http_threads);
+  if (state.load() == State::kLoading) return;
+  for (const auto& g : groups) CollectGroupMetrics(m, *g);
+}
+
+void Server::Impl::CollectGroupMetrics(Metrics& m, const ModelGroup& g) const {
+  auto sizes = g.queue->size_per_class();
+  size_t total = 0;
+  for (size_t c = 0; c < sizes.size(); ++c) {
+    m.Set("edgeseek_queue_length", {{"model", g.entry.name}, {"priority", cfg.qos.classes[c].name}},
+          double(sizes[c]));
+    total += sizes[c];
+  }
+  m.Set("edgeseek_waiting_sequences", {{"model", g.entry.name}}, double(total));
+  for (auto& c : g.queue->clients()) {
+    m.Set("edgeseek_client_queue_length", {{"model", g.entry.name}, {"client", c.client}},
+          double(c.waiting));
+    m.Set("edgeseek_client_running_sequences", {{"model", g.entry.name}, {"client", c.client}},
+          double(c.running));
+  }
+  for (size_t i = 0; i < g.instances.size(); ++i) CollectInstanceMetrics(m, g, i);
+  if (g.balancer) {
+    // Every pair, zeros included, so that a rate over the series is defined from the start.
+    const auto moved = g.balancer->migrations();
+    for (int from = 0; from < g.balancer->n_instances(); ++from)
+      for (int to = 0; to < g.balancer->n_instances(); ++to) {
+        if (from == to) continue;
+        const auto it = moved.find({from, to});
+        const Labels ml = {
+            {"model", g.entry.name}, {"from", std::to_string(from)}, {"to", std::to_string(to)}};
+        m.SetTotal("edgeseek_migrations_total", ml, it == moved.end() ? 0.0 : double(it->second));
       }
-      m.Set("edgeseek_waiting_sequences", {{"model", g->entry.name}}, double(total));
-      for (auto& c : g->queue->clients()) {
-        m.Set("edgeseek_client_queue_length", {{"model", g->entry.name}, {"client", c.client}},
-              double(c.waiting));
-        m.Set("edgeseek_client_running_sequences", {{"model", g->entry.name}, {"client", c.client}},
-              double(c.running));
-      }
-      for (size_t i = 0; i < g->instances.size(); ++i) {
-        EngineStats s = g->instances[i].engine->stats();
-        Labels l = {{"model", g->entry.name}, {"instance", std::to_string(i)}};
-        m.Set("edgeseek_running_sequences", l, s.running);
-        m.Set("edgeseek_kv_cache_used_tokens", l, double(s.kv_tokens_used));
-        m.Set("edgeseek_kv_cache_reserved_tokens", l, double(s.kv_tokens_reserved));
-        m.Set("edgeseek_kv_cache_capacity_tokens", l, double(s.kv_token_capacity));
-        m.Set("edgeseek_kv_cache_usage_ratio", l,
-              s.kv_token_capacity ? double(s.kv_tokens_used) / double(s.kv_token_capacity) : 0);
-        m.Set("edgeseek_kv_cache_used_bytes", l,
-              double(s.kv_tokens_used) * double(g->instances[i].kv_bytes_per_token));
-        auto state = [&](const char* st, int64_t v) {
-          Labels ls = l;
-          ls.emplace_back("state", st);
-          m.Set("edgeseek_kv_blocks", ls, double(v));
-        };
-        state("used", s.kv_blocks_used);
-        state("cached", s.kv_blocks_cached);
-        state("free", s.kv_blocks_free);
-        m.Set("edgeseek_kv_block_tokens", l, kKvBlockTokens);
-        const double per_token = double(g->instances[i].kv_bytes_per_token);
-        m.Set("edgeseek_kv_bytes_per_token", l, per_token);
-        m.Set("edgeseek_kv_block_pool_bytes", l,
-              double(s.kv_blocks_used + s.kv_blocks_cached + s.kv_blocks_free) * kKvBlockTokens *
-                  per_token);
-        m.SetTotal("edgeseek_kv_preemptions_total", l, double(s.kv_preemptions));
-        m.SetTotal("edgeseek_prefix_cache_lookup_tokens_total", l, double(s.prefix_lookup_tokens));
-        m.SetTotal("edgeseek_prefix_cache_hit_tokens_total", l, double(s.prefix_hit_tokens));
-        m.Set("edgeseek_prefix_cache_hit_ratio", l,
-              s.prefix_lookup_tokens ? double(s.prefix_hit_tokens) / double(s.prefix_lookup_tokens)
-                                     : 0);
-        InstanceLoad load;
-        load.slots = g->instances[i].engine->n_slots();
-        load.running = s.running;
-        load.blocks = s.kv_blocks_total;
-        load.used_blocks = s.kv_blocks_used;
-        m.Set("edgeseek_instance_occupancy", l, load.Occupancy());
-        m.Set("edgeseek_recent_step_seconds", l, s.step_s);
-        if (!g->entry.draft.empty()) {
-          m.SetTotal("edgeseek_spec_steps_total", l, double(s.spec.steps));
-          m.SetTotal("edgeseek_spec_drafted_tokens_total", l, double(s.spec.drafted));
-          m.SetTotal("edgeseek_spec_accepted_tokens_total", l, double(s.spec.accepted));
-          m.SetTotal("edgeseek_spec_emitted_tokens_total", l, double(s.spec.emitted));
-        }
-      }
-      if (g->balancer) {
-        // Every pair, zeros included, so that a rate over the series is defined from the start.
-        const auto moved = g->balancer->migrations();
-        for (int from = 0; from < g->balancer->n_instances(); ++from)
-          for (int to = 0; to < g->balancer->n_instances(); ++to) {
-            if (from == to) continue;
-            const auto it = moved.find({from, to});
-            const Labels ml = {{"model", g->entry.name},
-                               {"from", std::to_string(from)},
-                               {"to", std::to_string(to)}};
-            m.SetTotal("edgeseek_migrations_total", ml,
-                       it == moved.end() ? 0.0 : double(it->second));
-          }
-      }
-    }
-  });
+  }
+}
+
+void Server::Impl::CollectInstanceMetrics(Metrics& m, const ModelGroup& g, size_t i) const {
+  EngineStats s = g.instances[i].engine->stats();
+  Labels l = {{"model", g.entry.name}, {"instance", std::to_string(i)}};
+  m.Set("edgeseek_running_sequences", l, s.running);
+  m.Set("edgeseek_kv_cache_used_tokens", l, double(s.kv_tokens_used));
+  m.Set("edgeseek_kv_cache_reserved_tokens", l, double(s.kv_tokens_reserved));
+  m.Set("edgeseek_kv_cache_capacity_tokens", l, double(s.kv_token_capacity));
+  m.Set("edgeseek_kv_cache_usage_ratio", l,
+        s.kv_token_capacity ? double(s.kv_tokens_used) / double(s.kv_token_capacity) : 0);
+  m.Set("edgeseek_kv_cache_used_bytes", l,
+        double(s.kv_tokens_used) * double(g.instances[i].kv_bytes_per_token));
+  auto blocks = [&](const char* st, int64_t v) {
+    Labels ls = l;
+    ls.emplace_back("state", st);
+    m.Set("edgeseek_kv_blocks", ls, double(v));
+  };
+  blocks("used", s.kv_blocks_used);
+  blocks("cached", s.kv_blocks_cached);
+  blocks("free", s.kv_blocks_free);
+  m.Set("edgeseek_kv_block_tokens", l, kKvBlockTokens);
+  const double per_token = double(g.instances[i].kv_bytes_per_token);
+  m.Set("edgeseek_kv_bytes_per_token", l, per_token);
+  m.Set("edgeseek_kv_block_pool_bytes", l,
+        double(s.kv_blocks_used + s.kv_blocks_cached + s.kv_blocks_free) * kKvBlockTokens *
+            per_token);
+  m.SetTotal("edgeseek_kv_preemptions_total", l, double(s.kv_preemptions));
+  m.SetTotal("edgeseek_prefix_cache_lookup_tokens_total", l, double(s.prefix_lookup_tokens));
+  m.SetTotal("edgeseek_prefix_cache_hit_tokens_total", l, double(s.prefix_hit_tokens));
+  m.Set("edgeseek_prefix_cache_hit_ratio", l,
+        s.prefix_lookup_tokens ? double(s.prefix_hit_tokens) / double(s.prefix_lookup_tokens) : 0);
+  InstanceLoad load;
+  load.slots = g.instances[i].engine->n_slots();
+  load.running = s.running;
+  load.blocks = s.kv_blocks_total;
+  load.used_blocks = s.kv_blocks_used;
+  m.Set("edgeseek_instance_occupancy", l, load.Occupancy());
+  m.Set("edgeseek_recent_step_seconds", l, s.step_s);
+  if (!g.entry.draft.empty()) {
+    m.SetTotal("edgeseek_spec_steps_total", l, double(s.spec.steps));
+    m.SetTotal("edgeseek_spec_drafted_tokens_total", l, double(s.spec.drafted));
+    m.SetTotal("edgeseek_spec_accepted_tokens_total", l, double(s.spec.accepted));
+    m.SetTotal("edgeseek_spec_emitted_tokens_total", l, double(s.spec.emitted));
+  }
 }
 
 namespace {
@@ -591,6 +731,8 @@ struct RequestState {
   bool Pump(server::Delta* d, double wait_s);
   void WaitEngine(double max_s);
   void Finish();  // metrics, trace
+  json WholeResponse(const server::Delta& all) const;
+  bool StreamStep(httplib::DataSink& sink);
   json Usage() const {
     int c = gen->completion_tokens();
     // cached_tokens (OpenAI's field): prompt tokens whose KV came from the prefix cache.
@@ -603,6 +745,7 @@ struct RequestState {
   json Logprobs(const std::vector<server::TokenLogprob>& toks, size_t offset0) const {
     if (logprobs < 0) return nullptr;
     std::vector<std::pair<int32_t, const TokenLogprobs*>> v;
+    v.reserve(toks.size());
     for (const auto& t : toks) v.emplace_back(t.token, t.lp.get());
     auto bytes_of = [this](int32_t id) {
       return trie && id >= 0 && id < trie->vocab_size() ? trie->bytes(id) : std::string();
@@ -709,103 +852,227 @@ RequestState::~RequestState() {
   ticket.Release();  // before the members go: a drain that sees none in flight may stop engines
 }
 
+// The answer of a non-streaming request from everything it generated (OpenAI's shape).
+json RequestState::WholeResponse(const server::Delta& all) const {
+  json out = {
+      {"id", id}, {"created", created}, {"model", model}, {"system_fingerprint", "edgeseek"}};
+  json choice = {{"index", 0},
+                 {"logprobs", Logprobs(all.logprobs, 0)},
+                 {"finish_reason", gen->finish_reason()}};
+  if (chat) {
+    out["object"] = "chat.completion";
+    json msg = {{"role", "assistant"}, {"content", all.content}};
+    if (parse_tools) {
+      // A call that does not parse stays content (auto mode never fails over the model's text).
+      server::ParsedOutput p = server::ParseToolCalls(tool_format, all.content, tool_names);
+      if (!p.calls.empty()) {
+        msg["content"] = p.content.empty() ? json(nullptr) : json(p.content);
+        msg["tool_calls"] = ToolCallsJson(p.calls);
+        if (choice["finish_reason"] == "stop") choice["finish_reason"] = "tool_calls";
+      }
+    }
+    if (group->reasoning)
+      msg["reasoning_content"] = all.reasoning.empty() ? json(nullptr) : json(all.reasoning);
+    choice["message"] = msg;
+  } else {
+    out["object"] = "text_completion";
+    choice["text"] = all.content;
+  }
+  out["choices"] = json::array({choice});
+  out["usage"] = Usage();
+  return out;
+}
+
+// One call of the stream's content provider: the role first, then what the step produced
+// (reasoning, content, tool call pieces, logprobs), and at the end the finish or the error, the
+// usage and [DONE]; a keep-alive comment when there is nothing to send. false: the client left.
+bool RequestState::StreamStep(httplib::DataSink& sink) {
+  std::string out;
+  if (!sent_role) {
+    sent_role = true;
+    out +=
+        Sse(chat ? Chunk({{"role", "assistant"}, {"content", ""}}, nullptr) : Chunk("", nullptr));
+  }
+  server::Delta d;
+  bool done = Pump(&d, out.empty() ? 0.5 : 0.0);
+  // Logprobs ride on the chunk of the step that produced their tokens (with an empty
+  // delta when the text is still held back, e.g. inside a UTF-8 character).
+  const json lp = d.logprobs.empty() ? json(nullptr) : Logprobs(d.logprobs, text_offset);
+  if (!chat) text_offset += d.content.size();
+  std::string finish_override, tool_sse;
+  if (parse_tools) {
+    // Calls leave as tool_calls deltas while the model writes them (tool_calls.h):
+    // the name once known, then the arguments token by token.
+    std::string content;
+    std::vector<server::ToolCallPiece> pieces;
+    tool_stream->Feed(d.content, done, &content, &pieces);
+    d.content = std::move(content);
+    for (const auto& p : pieces)
+      tool_sse += Sse(Chunk({{"tool_calls", json::array({ToolPieceJson(p)})}}, nullptr));
+    if (done && tool_stream->calls() > 0 && gen->finish_reason() == "stop")
+      finish_override = "tool_calls";
+  }
+  if (chat) {
+    if (!d.reasoning.empty()) out += Sse(Chunk({{"reasoning_content", d.reasoning}}, nullptr));
+    if (!d.content.empty() || !lp.is_null())
+      out += Sse(Chunk({{"content", d.content}}, nullptr, lp));
+    out += tool_sse;
+  } else if (!d.content.empty() || !lp.is_null()) {
+    out += Sse(Chunk(d.content, nullptr, lp));
+  }
+  if (done) {
+    if (auto failure = RunFailure(*gen, /*client_gone=*/false, /*stream=*/true)) {
+      // Sse() replaces invalid UTF-8
+      out += Sse(server::ErrorBody(GenerationError(*failure, gen->error())));
+    } else {
+      out += Sse(Chunk(chat ? json::object() : json(""),
+                       finish_override.empty() ? gen->finish_reason() : finish_override));
+      if (include_usage) {
+        json u = Chunk(json::object(), nullptr);
+        u["choices"] = json::array();
+        u["usage"] = Usage();
+        out += Sse(u);
+      }
+    }
+    out += "data: [DONE]\n\n";
+  } else if (out.empty()) {
+    out = ": keep-alive\n\n";  // an SSE comment; also how a gone client is noticed
+  }
+  if (!sink.write(out.data(), out.size())) {
+    seq->cancel = true;  // the client went away: free the slot within a step
+    return false;
+  }
+  if (done) {
+    Finish();
+    sink.done();
+  }
+  return true;
+}
+
+// ---- generation requests: parse, validate, admit, respond ---------------------------------------
+// Handle runs the four steps; each throws the ApiError it refuses with (GenerationError below is
+// the one map from a refusal or failure to its status, type and code), and the route's guard
+// (Routes) answers it.
+
 void Server::Impl::Handle(const httplib::Request& req, const std::string& body_text,
                           httplib::Response& res, bool chat) {
-  double t_receive = SteadySeconds();
+  GenRequest g;
+  g.chat = chat;
+  g.t_receive = SteadySeconds();
+  Parse(req, body_text, g);
+  Validate(g);
+  std::shared_ptr<RequestState> st = Admit(req, g);
+  if (!g.gp->stream) return RespondWhole(st, res);
+  RespondStream(st, res);
+}
+
+// Who asks (readiness, authentication), what (the body, by the endpoint's protocol), of which
+// model and at which priority.
+void Server::Impl::Parse(const httplib::Request& req, const std::string& body_text, GenRequest& g) {
+  const State s = state.load();
+  if (s != State::kReady)
+    throw GenerationError(s == State::kLoading ? GenFailure::kLoading : GenFailure::kShuttingDown);
   ApiError err;
-  if (state.load() != State::kReady) {
-    err = MakeError(503,
-                    state.load() == State::kLoading ? "the server is loading models"
-                                                    : "the server is shutting down",
-                    "server_error", "service_unavailable");
-    err.retry_after_s = 5;
-    return SendError(res, err);
-  }
-  const ClientInfo* client = Authenticate(req, &err);
-  if (!client) return SendError(res, err);
+  g.client = Authenticate(req, &err);
+  if (!g.client) throw err;
 
   server::ProtocolLimits plim;
   plim.max_tokens = cfg.limits.max_tokens;
   json body = server::ParseBody(body_text);
-  server::ChatRequest creq;
-  server::CompletionRequest preq;
-  server::GenParams* gp;
   std::string model_name;
-  if (chat) {
-    creq = server::ParseChatRequest(body, plim, body_text);
-    gp = &creq.gen;
-    model_name = creq.model;
+  if (g.chat) {
+    g.creq = server::ParseChatRequest(body, plim, body_text);
+    g.gp = &g.creq.gen;
+    model_name = g.creq.model;
   } else {
-    preq = server::ParseCompletionRequest(body, plim, body_text);
-    gp = &preq.gen;
-    model_name = preq.model;
+    g.preq = server::ParseCompletionRequest(body, plim, body_text);
+    g.gp = &g.preq.gen;
+    model_name = g.preq.model;
   }
-  ModelGroup* group = Route(model_name, &err);
-  if (!group) return SendError(res, err);
-  int priority = PriorityOf(gp->priority, req, *client, &err);
-  if (priority < 0) return SendError(res, err);
+  g.group = Route(model_name, &err);
+  if (!g.group) throw err;
+  g.priority = PriorityOf(g.gp->priority, req, *g.client, &err);
+  if (g.priority < 0) throw err;
+}
 
-  // ---- prompt ----
-  std::vector<int32_t> prompt;
-  bool start_in_reasoning = false;
-  if (chat) {
+// The request against its model: the prompt's tokens, the room left for the answer, the tool
+// call format and the grammar that constrains decoding.
+void Server::Impl::Validate(GenRequest& g) {
+  Tokenize(g);
+  g.max_tokens = MaxTokens(g);
+  ToolsAndConstraint(g);
+}
+
+void Server::Impl::Tokenize(GenRequest& g) const {
+  ModelGroup* group = g.group;
+  if (g.chat) {
     std::string text;
     try {
-      text = group->text->RenderChat(creq.messages, creq.tools, creq.template_kwargs);
+      text = group->text->RenderChat(g.creq.messages, g.creq.tools, g.creq.template_kwargs);
     } catch (const Error& e) {
       throw BadRequest(std::string("chat template failed: ") + e.what(), "messages");
     }
     // The template may open the reasoning block itself (DeepSeek-R1's ends with "<think>\n").
-    start_in_reasoning = group->reasoning && TemplateOpensReasoning(text);
-    prompt = group->text->Encode(text, /*add_special=*/false);
-  } else if (preq.prompt_is_ids) {
-    prompt = preq.prompt_ids;
-    for (size_t i = 0; i < prompt.size(); ++i)
-      if (prompt[i] >= group->vocab)
-        throw BadRequest("'prompt' token id " + std::to_string(prompt[i]) + " at " +
+    g.start_in_reasoning = group->reasoning && TemplateOpensReasoning(text);
+    g.prompt = group->text->Encode(text, /*add_special=*/false);
+  } else if (g.preq.prompt_is_ids) {
+    g.prompt = g.preq.prompt_ids;
+    for (size_t i = 0; i < g.prompt.size(); ++i)
+      if (g.prompt[i] >= group->vocab)
+        throw BadRequest("'prompt' token id " + std::to_string(g.prompt[i]) + " at " +
                              std::to_string(i) + " is outside the vocabulary (" +
                              std::to_string(group->vocab) + ")",
                          "prompt");
   } else {
-    prompt = group->text->Encode(preq.prompt_text, /*add_special=*/true);
+    g.prompt = group->text->Encode(g.preq.prompt_text, /*add_special=*/true);
   }
-  if (prompt.empty()) throw BadRequest("the prompt has no tokens", chat ? "messages" : "prompt");
+  if (g.prompt.empty())
+    throw BadRequest("the prompt has no tokens", g.chat ? "messages" : "prompt");
+}
+
+int Server::Impl::MaxTokens(const GenRequest& g) const {
+  const ModelGroup* group = g.group;
+  const auto n_prompt = int64_t(g.prompt.size());
   int64_t max_prompt =
       cfg.limits.max_prompt_tokens > 0 ? cfg.limits.max_prompt_tokens : group->max_fit - 1;
-  if (int64_t(prompt.size()) > max_prompt || int64_t(prompt.size()) >= group->max_fit)
-    throw BadRequest("the prompt has " + std::to_string(prompt.size()) +
+  if (n_prompt > max_prompt || n_prompt >= group->max_fit)
+    throw BadRequest("the prompt has " + std::to_string(n_prompt) +
                          " tokens; this model accepts at most " +
                          std::to_string(std::min(max_prompt, group->max_fit - 1)),
-                     chat ? "messages" : "prompt", "context_length_exceeded");
-  int max_tokens;
-  if (gp->max_tokens) {
-    max_tokens = *gp->max_tokens;
-    if (int64_t(prompt.size()) + max_tokens > group->max_fit)
+                     g.chat ? "messages" : "prompt", "context_length_exceeded");
+  if (g.gp->max_tokens) {
+    const int max_tokens = *g.gp->max_tokens;
+    if (n_prompt + max_tokens > group->max_fit)
       throw BadRequest("this model's context holds " + std::to_string(group->max_fit) +
-                           " tokens; the prompt (" + std::to_string(prompt.size()) +
+                           " tokens; the prompt (" + std::to_string(n_prompt) +
                            ") plus max_tokens (" + std::to_string(max_tokens) + ") do not fit",
                        "max_tokens", "context_length_exceeded");
-  } else {
-    int64_t room = group->max_fit - int64_t(prompt.size());
-    int64_t cap =
-        cfg.limits.default_max_tokens > 0 ? cfg.limits.default_max_tokens : cfg.limits.max_tokens;
-    max_tokens = int(std::min(room, cap));
+    return max_tokens;
   }
+  int64_t room = group->max_fit - n_prompt;
+  int64_t cap =
+      cfg.limits.default_max_tokens > 0 ? cfg.limits.default_max_tokens : cfg.limits.max_tokens;
+  return int(std::min(room, cap));
+}
 
-  // ---- tool calls: the template's format; required / named calls are constrained ----
-  const server::ToolFormat tool_format =
-      chat ? server::DetectToolFormat(group->text->chat_template_source())
-           : server::ToolFormat::kNone;
-  const bool parse_tools = chat && !creq.tool_specs.empty() &&
-                           creq.tool_choice != server::ToolChoice::kNone &&
-                           tool_format != server::ToolFormat::kNone;
-  if (chat && (creq.tool_choice == server::ToolChoice::kRequired ||
-               creq.tool_choice == server::ToolChoice::kNamed)) {
+// Tool calls take the template's format; required and named calls are constrained by a grammar,
+// as are response_format and grammar requests.
+void Server::Impl::ToolsAndConstraint(GenRequest& g) const {
+  ModelGroup* group = g.group;
+  server::GenParams* gp = g.gp;
+  const server::ChatRequest& creq = g.creq;
+  g.tool_format = g.chat ? server::DetectToolFormat(group->text->chat_template_source())
+                         : server::ToolFormat::kNone;
+  g.parse_tools = g.chat && !creq.tool_specs.empty() &&
+                  creq.tool_choice != server::ToolChoice::kNone &&
+                  g.tool_format != server::ToolFormat::kNone;
+  if (g.chat && (creq.tool_choice == server::ToolChoice::kRequired ||
+                 creq.tool_choice == server::ToolChoice::kNamed)) {
     if (gp->grammar)
       throw BadRequest(
           "'tool_choice' required or named cannot be combined with 'response_format' or 'grammar'",
           "tool_choice");
-    if (tool_format == server::ToolFormat::kNone)
+    if (g.tool_format == server::ToolFormat::kNone)
       throw BadRequest(
           "model '" + group->entry.name + "': its chat template has no tool call format",
           "tool_choice");
@@ -815,282 +1082,177 @@ void Server::Impl::Handle(const httplib::Request& req, const std::string& body_t
         callable.push_back(t);
     try {
       gp->grammar = std::make_shared<const grammar::Grammar>(
-          grammar::Grammar::ParseGbnf(server::ToolCallGbnf(tool_format, callable)));
+          grammar::Grammar::ParseGbnf(server::ToolCallGbnf(g.tool_format, callable)));
     } catch (const Error& e) {
       throw BadRequest(std::string("tool call grammar: ") + e.what(), "tools");
     }
   }
-
-  // ---- constrained decoding ----
-  std::shared_ptr<TokenConstraint> constraint;
   if (gp->grammar) {
     auto trie = group->text->token_trie();
     if (!trie)
       throw BadRequest(
           "model '" + group->entry.name + "' has no tokenizer view for constrained decoding",
           "response_format");
-    constraint = std::make_shared<server::GrammarConstraint>(
+    g.constraint = std::make_shared<server::GrammarConstraint>(
         gp->grammar, std::move(trie),
         gp->ignore_eos ? std::vector<int32_t>{} : group->text->eos_ids());
   }
+}
 
-  // ---- admission limits ----
-  // The client's limit and the in-flight cap are checked and taken in one step (admission.h).
-  int limit =
-      client->max_concurrent > 0 ? client->max_concurrent : cfg.limits.max_concurrent_per_client;
-  server::Admission::Refusal refusal;
-  int in_flight = 0;
-  server::Admission::Ticket ticket =
-      admission.TryAdmit(client->name, limit, InFlightCap(priority), &refusal, &in_flight);
-  // A refused client reconnects for its retry, so a keep-alive one gives its HTTP thread back.
-  auto refuse = [&](ApiError e, double retry_after_s) {
-    e.retry_after_s = retry_after_s;
-    e.close_connection = true;
-    SendError(res, e);
-  };
-  if (refusal == server::Admission::Refusal::kClientLimit)
-    return refuse(MakeError(429,
-                            "too many concurrent requests for this client (limit " +
-                                std::to_string(limit) + ")",
-                            "rate_limit_error", "rate_limit_exceeded"),
-                  1);
-  // Every request in flight holds an HTTP thread until it ends; past this cap the threads that
-  // read new connections (and the top class's share) would be gone (docs/server.md).
-  if (refusal == server::Admission::Refusal::kInFlightCap)
-    return refuse(MakeError(503,
-                            "the server is at capacity: " + std::to_string(in_flight) +
-                                " requests are in flight for " + std::to_string(cfg.http_threads) +
-                                " HTTP threads (http_threads); retry later",
-                            "server_error", "server_busy"),
-                  1);
-  if (group->queue->size() >= size_t(cfg.limits.max_queue))  // (the ticket gives the place back)
-    return refuse(MakeError(429,
-                            "the server is overloaded: " + std::to_string(group->queue->size()) +
-                                " requests are queued",
-                            "rate_limit_error", "overloaded"),
-                  2);
-  auto st = std::make_shared<RequestState>();
-  st->impl = this;
+// A place in flight (or the refusal), the request's state and its engine request, the plugins'
+// say, then the model's queue.
+std::shared_ptr<RequestState> Server::Impl::Admit(const httplib::Request& req, GenRequest& g) {
+  server::Admission::Ticket ticket = TakeTicket(g);
+  auto st = NewRequestState(req, g);
   st->ticket = std::move(ticket);  // st's destructor gives the place back from here on
-  st->client = client->name;
-  st->id = RandomId(chat ? "chatcmpl-" : "cmpl-");
-  st->chat = chat;
-  st->object = chat ? "chat.completion.chunk" : "text_completion";
-  st->model = group->entry.name;
-  st->group = group;
-  st->created = int64_t(std::time(nullptr));
-  st->include_usage = gp->include_usage;
-  st->logprobs = gp->logprobs;
-  st->parse_tools = parse_tools;
-  st->tool_format = tool_format;
-  for (const auto& t : creq.tool_specs) st->tool_names.insert(t.name);
-  if (parse_tools)
-    st->tool_stream = std::make_unique<server::ToolCallStream>(tool_format, st->tool_names);
-  if (gp->logprobs >= 0) st->trie = group->text->token_trie();
-  st->prompt_tokens = int(prompt.size());
-  st->t_receive = t_receive;
-  if (otlp) st->trace_parent = server::ParseTraceparent(req.get_header_value("traceparent"));
-  st->channel = std::make_shared<server::EventChannel>();
-  st->gen = std::make_unique<server::Generation>(group->text, gp->stop, chat && group->reasoning,
-                                                 start_in_reasoning);
-
-  auto seq = std::make_shared<SeqRequest>();
-  seq->id = st->id;
-  seq->prompt = std::move(prompt);
-  seq->sampling = gp->sampling;
-  seq->max_tokens = max_tokens;
-  if (!gp->ignore_eos) seq->stop_ids = group->text->eos_ids();
-  seq->priority = priority;
-  seq->client = client->name;
-  // Cached KV blocks are shared within a scope only: a client's own, or the shared one.
-  seq->prefix_scope = client->shared_prefix ? "" : "client:" + client->name;
-  seq->constraint = std::move(constraint);
-  seq->logprobs = gp->logprobs;
-  seq->submit_time = SteadySeconds();
-  seq->deadline = seq->submit_time + cfg.limits.request_timeout_s;
-  seq->on_event = [ch = st->channel](const SeqEvent& e) { ch->Push(e); };
-  seq->metadata = gp->metadata;
-  if (!plugins.empty()) {
-    // ---- plugins: constraints decide before the request is queued; probes see it run ----
-    const PluginRequestContext ctx{group->entry.name, cfg.qos.classes[size_t(priority)].name,
-                                   int(group->instances.size())};
-    const PluginDecision d = plugins.Check(*seq, ctx);
-    if (d.kind == PluginDecision::Kind::kReject)
-      return SendError(res,
-                       MakeError(403, "request rejected by plugin '" + d.plugin + "': " + d.message,
-                                 "invalid_request_error", "rejected_by_plugin"));
-    if (d.kind == PluginDecision::Kind::kError)
-      return SendError(res, MakeError(500, d.message + "; the request was not run", "server_error",
-                                      "plugin_error"));
-    if (d.kind == PluginDecision::Kind::kRoute) seq->pinned_instance = d.instance;
-    // On the engine thread (the request owns this function, so `r` outlives it).
-    // Probes first: a finish is probed before the client can see the end.
-    seq->on_event = [ch = st->channel, this, ctx, r = seq.get(),
-                     started = false](const SeqEvent& e) mutable {
-      if (e.kind == SeqEventKind::kAdmitted && !started) {
-        started = true;
-        plugins.OnRequestStart(*r, ctx);
-      } else if (e.kind == SeqEventKind::kFinished) {
-        plugins.OnRequestFinish(*r, ctx, e.finish, r->n_generated);
-      }
-      ch->Push(e);
-    };
-  }
+  auto seq = NewSeqRequest(g, *st);
+  if (!plugins.empty()) ApplyPlugins(g, *st, *seq);
   st->seq = seq;
   st->t_tokenized = seq->submit_time;
   {
     std::lock_guard<std::mutex> lock(mu);
     live[st->id] = seq;
   }
-  group->queue->Push(seq);
+  g.group->queue->Push(seq);
+  return st;
+}
 
-  if (!gp->stream) {
-    // ---- non-streaming: wait for the end ----
-    // The handler's thread waits here, so it also watches the socket: a client that hung up
-    // gets its generation cancelled (its slot and KV freed within a step), not run to the end.
-    server::Delta all;
-    bool client_gone = false;
-    while (!st->Pump(&all, 0.25)) {
-      if (!client_gone && GatedServer::ClientGone()) {
-        client_gone = true;
-        st->seq->cancel = true;
-      }
+server::Admission::Ticket Server::Impl::TakeTicket(const GenRequest& g) {
+  // The client's limit and the in-flight cap are checked and taken in one step (admission.h).
+  const ClientInfo* client = g.client;
+  int limit =
+      client->max_concurrent > 0 ? client->max_concurrent : cfg.limits.max_concurrent_per_client;
+  server::Admission::Refusal refusal;
+  int in_flight = 0;
+  server::Admission::Ticket ticket =
+      admission.TryAdmit(client->name, limit, InFlightCap(g.priority), &refusal, &in_flight);
+  if (refusal == server::Admission::Refusal::kClientLimit)
+    throw GenerationError(
+        GenFailure::kClientLimit,
+        "too many concurrent requests for this client (limit " + std::to_string(limit) + ")");
+  // Every request in flight holds an HTTP thread until it ends; past this cap the threads that
+  // read new connections (and the top class's share) would be gone (docs/server.md).
+  if (refusal == server::Admission::Refusal::kInFlightCap)
+    throw GenerationError(GenFailure::kInFlightCap,
+                          "the server is at capacity: " + std::to_string(in_flight) +
+                              " requests are in flight for " + std::to_string(cfg.http_threads) +
+                              " HTTP threads (http_threads); retry later");
+  if (g.group->queue->size() >= size_t(cfg.limits.max_queue))  // (the ticket gives the place back)
+    throw GenerationError(GenFailure::kQueueFull,
+                          "the server is overloaded: " + std::to_string(g.group->queue->size()) +
+                              " requests are queued");
+  return ticket;
+}
+
+std::shared_ptr<RequestState> Server::Impl::NewRequestState(const httplib::Request& req,
+                                                            const GenRequest& g) {
+  const bool chat = g.chat;
+  ModelGroup* group = g.group;
+  auto st = std::make_shared<RequestState>();
+  st->impl = this;
+  st->client = g.client->name;
+  st->id = RandomId(chat ? "chatcmpl-" : "cmpl-");
+  st->chat = chat;
+  st->object = chat ? "chat.completion.chunk" : "text_completion";
+  st->model = group->entry.name;
+  st->group = group;
+  st->created = int64_t(std::time(nullptr));
+  st->include_usage = g.gp->include_usage;
+  st->logprobs = g.gp->logprobs;
+  st->parse_tools = g.parse_tools;
+  st->tool_format = g.tool_format;
+  for (const auto& t : g.creq.tool_specs) st->tool_names.insert(t.name);
+  if (g.parse_tools)
+    st->tool_stream = std::make_unique<server::ToolCallStream>(g.tool_format, st->tool_names);
+  if (g.gp->logprobs >= 0) st->trie = group->text->token_trie();
+  st->prompt_tokens = int(g.prompt.size());
+  st->t_receive = g.t_receive;
+  if (otlp) st->trace_parent = server::ParseTraceparent(req.get_header_value("traceparent"));
+  st->channel = std::make_shared<server::EventChannel>();
+  st->gen = std::make_unique<server::Generation>(group->text, g.gp->stop, chat && group->reasoning,
+                                                 g.start_in_reasoning);
+  return st;
+}
+
+std::shared_ptr<SeqRequest> Server::Impl::NewSeqRequest(GenRequest& g, const RequestState& st) {
+  const server::GenParams* gp = g.gp;
+  auto seq = std::make_shared<SeqRequest>();
+  seq->id = st.id;
+  seq->prompt = std::move(g.prompt);
+  seq->sampling = gp->sampling;
+  seq->max_tokens = g.max_tokens;
+  if (!gp->ignore_eos) seq->stop_ids = g.group->text->eos_ids();
+  seq->priority = g.priority;
+  seq->client = g.client->name;
+  // Cached KV blocks are shared within a scope only: a client's own, or the shared one.
+  seq->prefix_scope = g.client->shared_prefix ? "" : "client:" + g.client->name;
+  seq->constraint = std::move(g.constraint);
+  seq->logprobs = gp->logprobs;
+  seq->submit_time = SteadySeconds();
+  seq->deadline = seq->submit_time + cfg.limits.request_timeout_s;
+  seq->on_event = [ch = st.channel](const SeqEvent& e) { ch->Push(e); };
+  seq->metadata = gp->metadata;
+  return seq;
+}
+
+// Plugins' constraints decide before the request is queued; probes see it run.
+void Server::Impl::ApplyPlugins(const GenRequest& g, const RequestState& st, SeqRequest& seq) {
+  const PluginRequestContext ctx{g.group->entry.name, cfg.qos.classes[size_t(g.priority)].name,
+                                 int(g.group->instances.size())};
+  const PluginDecision d = plugins.Check(seq, ctx);
+  if (d.kind == PluginDecision::Kind::kReject)
+    throw GenerationError(GenFailure::kPluginReject,
+                          "request rejected by plugin '" + d.plugin + "': " + d.message);
+  if (d.kind == PluginDecision::Kind::kError)
+    throw GenerationError(GenFailure::kPluginError, d.message + "; the request was not run");
+  if (d.kind == PluginDecision::Kind::kRoute) seq.pinned_instance = d.instance;
+  // On the engine thread (the request owns this function, so `r` outlives it).
+  // Probes first: a finish is probed before the client can see the end.
+  seq.on_event = [ch = st.channel, this, ctx, r = &seq,
+                  started = false](const SeqEvent& e) mutable {
+    if (e.kind == SeqEventKind::kAdmitted && !started) {
+      started = true;
+      plugins.OnRequestStart(*r, ctx);
+    } else if (e.kind == SeqEventKind::kFinished) {
+      plugins.OnRequestFinish(*r, ctx, e.finish, r->n_generated);
     }
-    st->WaitEngine(5);
-    FinishReason why = st->gen->engine_finish();
-    if (!st->gen->stop_string_hit() &&
-        (why == FinishReason::kError || why == FinishReason::kTimeout ||
-         why == FinishReason::kCancelled)) {
-      err = why == FinishReason::kTimeout
-                ? MakeError(408,
-                            "request timed out after " +
-                                std::to_string(int(cfg.limits.request_timeout_s)) + " s",
-                            "timeout_error", "timeout")
-            : why == FinishReason::kCancelled
-                ? MakeError(503,
-                            client_gone ? "request cancelled: the client disconnected"
-                                        : "request cancelled: the server is shutting down",
-                            "server_error", "cancelled")
-                : MakeError(500, "generation failed: " + st->gen->error(), "server_error",
-                            "internal_error");
-      st->Finish();
-      return SendError(res, err);
+    ch->Push(e);
+  };
+}
+
+// Non-streaming: the handler's thread waits for the end, so it also watches the socket: a client
+// that hung up gets its generation cancelled (its slot and KV freed within a step), not run to
+// the end.
+void Server::Impl::RespondWhole(const std::shared_ptr<RequestState>& st, httplib::Response& res) {
+  server::Delta all;
+  bool client_gone = false;
+  while (!st->Pump(&all, 0.25)) {
+    if (!client_gone && GatedServer::ClientGone()) {
+      client_gone = true;
+      st->seq->cancel = true;
     }
-    json out = {{"id", st->id},
-                {"created", st->created},
-                {"model", st->model},
-                {"system_fingerprint", "edgeseek"}};
-    json choice = {{"index", 0},
-                   {"logprobs", st->Logprobs(all.logprobs, 0)},
-                   {"finish_reason", st->gen->finish_reason()}};
-    if (chat) {
-      out["object"] = "chat.completion";
-      json msg = {{"role", "assistant"}, {"content", all.content}};
-      if (st->parse_tools) {
-        // A call that does not parse stays content (auto mode never fails over the model's text).
-        server::ParsedOutput p =
-            server::ParseToolCalls(st->tool_format, all.content, st->tool_names);
-        if (!p.calls.empty()) {
-          msg["content"] = p.content.empty() ? json(nullptr) : json(p.content);
-          msg["tool_calls"] = st->ToolCallsJson(p.calls);
-          if (choice["finish_reason"] == "stop") choice["finish_reason"] = "tool_calls";
-        }
-      }
-      if (group->reasoning)
-        msg["reasoning_content"] = all.reasoning.empty() ? json(nullptr) : json(all.reasoning);
-      choice["message"] = msg;
-    } else {
-      out["object"] = "text_completion";
-      choice["text"] = all.content;
-    }
-    out["choices"] = json::array({choice});
-    out["usage"] = st->Usage();
-    st->Finish();
-    res.set_content(out.dump(-1, ' ', false, json::error_handler_t::replace), "application/json");
-    return;
   }
+  st->WaitEngine(5);
+  if (auto failure = RunFailure(*st->gen, client_gone, /*stream=*/false)) {
+    st->Finish();
+    throw GenerationError(*failure, *failure == GenFailure::kTimeout
+                                        ? std::to_string(int(cfg.limits.request_timeout_s))
+                                        : st->gen->error());
+  }
+  json out = st->WholeResponse(all);
+  st->Finish();
+  res.set_content(out.dump(-1, ' ', false, json::error_handler_t::replace), "application/json");
+}
 
-  // ---- streaming: server-sent events, one chunk per step's text ----
+// Streaming: server-sent events, one chunk per step's text (RequestState::StreamStep).
+void Server::Impl::RespondStream(const std::shared_ptr<RequestState>& st, httplib::Response& res) {
   res.set_header("Cache-Control", "no-cache");
   res.set_header("X-Accel-Buffering", "no");
   res.set_chunked_content_provider(
       "text/event-stream",
       [st](size_t, httplib::DataSink& sink) -> bool {
         try {
-          std::string out;
-          if (!st->sent_role) {
-            st->sent_role = true;
-            out += Sse(st->chat ? st->Chunk({{"role", "assistant"}, {"content", ""}}, nullptr)
-                                : st->Chunk("", nullptr));
-          }
-          server::Delta d;
-          bool done = st->Pump(&d, out.empty() ? 0.5 : 0.0);
-          // Logprobs ride on the chunk of the step that produced their tokens (with an empty
-          // delta when the text is still held back, e.g. inside a UTF-8 character).
-          const json lp =
-              d.logprobs.empty() ? json(nullptr) : st->Logprobs(d.logprobs, st->text_offset);
-          if (!st->chat) st->text_offset += d.content.size();
-          std::string finish_override, tool_sse;
-          if (st->parse_tools) {
-            // Calls leave as tool_calls deltas while the model writes them (tool_calls.h):
-            // the name once known, then the arguments token by token.
-            std::string content;
-            std::vector<server::ToolCallPiece> pieces;
-            st->tool_stream->Feed(d.content, done, &content, &pieces);
-            d.content = std::move(content);
-            for (const auto& p : pieces)
-              tool_sse +=
-                  Sse(st->Chunk({{"tool_calls", json::array({st->ToolPieceJson(p)})}}, nullptr));
-            if (done && st->tool_stream->calls() > 0 && st->gen->finish_reason() == "stop")
-              finish_override = "tool_calls";
-          }
-          if (st->chat) {
-            if (!d.reasoning.empty())
-              out += Sse(st->Chunk({{"reasoning_content", d.reasoning}}, nullptr));
-            if (!d.content.empty() || !lp.is_null())
-              out += Sse(st->Chunk({{"content", d.content}}, nullptr, lp));
-            out += tool_sse;
-          } else if (!d.content.empty() || !lp.is_null()) {
-            out += Sse(st->Chunk(d.content, nullptr, lp));
-          }
-          if (done) {
-            FinishReason why = st->gen->engine_finish();
-            if (!st->gen->stop_string_hit() &&
-                (why == FinishReason::kError || why == FinishReason::kTimeout ||
-                 why == FinishReason::kCancelled)) {
-              ApiError e = MakeError(why == FinishReason::kTimeout     ? 408
-                                     : why == FinishReason::kCancelled ? 503
-                                                                       : 500,
-                                     why == FinishReason::kTimeout ? "request timed out"
-                                     : why == FinishReason::kCancelled
-                                         ? "request cancelled: the server is shutting down"
-                                         : "generation failed: " + st->gen->error(),
-                                     "server_error", FinishReasonName(why));
-              out += Sse(server::ErrorBody(e));  // Sse() replaces invalid UTF-8
-            } else {
-              out += Sse(
-                  st->Chunk(st->chat ? json::object() : json(""),
-                            finish_override.empty() ? st->gen->finish_reason() : finish_override));
-              if (st->include_usage) {
-                json u = st->Chunk(json::object(), nullptr);
-                u["choices"] = json::array();
-                u["usage"] = st->Usage();
-                out += Sse(u);
-              }
-            }
-            out += "data: [DONE]\n\n";
-          } else if (out.empty()) {
-            out = ": keep-alive\n\n";  // an SSE comment; also how a gone client is noticed
-          }
-          if (!sink.write(out.data(), out.size())) {
-            st->seq->cancel = true;  // the client went away: free the slot within a step
-            return false;
-          }
-          if (done) {
-            st->Finish();
-            sink.done();
-          }
-          return true;
+          return st->StreamStep(sink);
         } catch (const std::exception& e) {
           std::fprintf(stderr, "edgeseek serve: stream %s failed: %s\n", st->id.c_str(), e.what());
           st->seq->cancel = true;
@@ -1352,8 +1514,8 @@ void Server::Impl::Routes() {
   // "socket hang up"). Idle keep-alive connections wait in the gate, not on an HTTP thread.
   http.set_keep_alive_timeout(5);
 
-  auto guarded = [this](std::function<void(const httplib::Request&, httplib::Response&)> fn) {
-    return [this, fn](const httplib::Request& req, httplib::Response& res) {
+  auto guarded = [](const std::function<void(const httplib::Request&, httplib::Response&)>& fn) {
+    return [fn](const httplib::Request& req, httplib::Response& res) {
       try {
         fn(req, res);
       } catch (const ApiError& e) {
@@ -1429,9 +1591,10 @@ void Server::Impl::Routes() {
     e.close_connection = r.status == 400 || r.status == 413 || r.status == 414;
     SendError(r, e);
   });
-  http.set_exception_handler([](const httplib::Request&, httplib::Response& r, std::exception_ptr) {
-    SendError(r, MakeError(500, "internal error", "server_error", "internal_error"));
-  });
+  http.set_exception_handler(
+      [](const httplib::Request&, httplib::Response& r, const std::exception_ptr&) {
+        SendError(r, MakeError(500, "internal error", "server_error", "internal_error"));
+      });
   http.set_gate_observer([this](int status) {
     metrics.Add("edgeseek_requests_total",
                 {{"endpoint", "other"}, {"status", std::to_string(status)}});

@@ -2,6 +2,8 @@
 #include "tool_calls.h"
 
 #include <algorithm>
+#include <initializer_list>
+#include <string_view>
 
 #include "edgeseek/internal/core/error.h"
 #include "edgeseek/internal/grammar/grammar.h"
@@ -342,146 +344,191 @@ Parse ToolCallStream::Between(size_t* skip, bool* more_calls) const {
   return next.r == Parse::kMore || end.r == Parse::kMore ? Parse::kMore : Parse::kBad;
 }
 
+// Text before a call: passes it on until a call may start.
+bool ToolCallStream::StepText(bool done, std::string* content) {
+  size_t at = std::string::npos;
+  if (f_ == ToolFormat::kLlama3) {
+    const size_t b = buf_.find_first_not_of(" \n\r\t");
+    if (wrote_text_ || (b != std::string::npos && buf_[b] != '{' && buf_[b] != '<')) {
+      state_ = State::kAfter;
+      return true;
+    }
+    at = b == std::string::npos ? std::string::npos : 0;
+    if (at == std::string::npos && !done) return false;  // only whitespace yet
+  } else {
+    at = ToolCallStart(f_, buf_);
+  }
+  if (at == std::string::npos) {
+    if (!buf_.empty()) wrote_text_ = true;
+    Emit(content);
+    return false;
+  }
+  if (at > 0) {
+    content->append(buf_, 0, at);
+    buf_.erase(0, at);
+    wrote_text_ = true;
+  }
+  state_ = State::kHeader;
+  return true;
+}
+
+// A call's start marker and name.
+bool ToolCallStream::StepHeader(bool done, std::string* content,
+                                std::vector<ToolCallPiece>* pieces) {
+  std::string name;
+  size_t args_at = 0;
+  const Parse r = Header(&name, &args_at);
+  if (r == Parse::kMore) {
+    if (!done) return false;
+    state_ = State::kAfter;  // an unfinished head is text
+    return true;
+  }
+  if (r == Parse::kBad && !StartsWithMarker()) {
+    // Text that only began like a marker ("<tool" of "<tools>"): one byte is text, and
+    // the search for a call goes on after it.
+    content->append(buf_, 0, 1);
+    buf_.erase(0, 1);
+    wrote_text_ = true;
+    state_ = f_ == ToolFormat::kLlama3 ? State::kAfter : State::kText;
+    return true;
+  }
+  if (r == Parse::kBad) {
+    state_ = calls_ == 0 ? State::kWhole : State::kAfter;
+    return true;
+  }
+  pieces->push_back({calls_++, name, ""});
+  buf_.erase(0, args_at);
+  depth_ = 0;
+  in_string_ = escape_ = false;
+  state_ = State::kArgs;
+  return true;
+}
+
+// The arguments, as they come, up to the object's closing brace.
+bool ToolCallStream::StepArgs(bool done, std::vector<ToolCallPiece>* pieces) {
+  size_t end = 0;
+  bool closed = false;
+  for (; end < buf_.size() && !closed; ++end) {
+    const char ch = buf_[end];
+    if (in_string_) {
+      if (escape_)
+        escape_ = false;
+      else if (ch == '\\')
+        escape_ = true;
+      else if (ch == '"')
+        in_string_ = false;
+    } else if (ch == '"') {
+      in_string_ = true;
+    } else if (ch == '{' || ch == '[') {
+      ++depth_;
+    } else if (ch == '}' || ch == ']') {
+      closed = --depth_ == 0;
+    }
+  }
+  if (end > 0) {
+    pieces->push_back({calls_ - 1, "", buf_.substr(0, end)});
+    buf_.erase(0, end);
+  }
+  if (!closed) {
+    if (!done) return false;
+    state_ = State::kAfter;  // cut off (max_tokens): the call ends as written
+    return true;
+  }
+  state_ = State::kTail;
+  return true;
+}
+
+// The call's end marker.
+bool ToolCallStream::StepTail(bool done) {
+  size_t len = 0;
+  const Parse r = Tail(&len);
+  if (r == Parse::kMore) {
+    if (!done) return false;
+    buf_.clear();  // a closing marker cut off: nothing to show
+    return false;
+  }
+  if (r == Parse::kBad) {
+    state_ = State::kAfter;
+    return true;
+  }
+  buf_.erase(0, len);
+  state_ = State::kBetween;
+  return true;
+}
+
+// Between calls: another call, or the end of the calls.
+bool ToolCallStream::StepBetween(bool done) {
+  size_t skip = 0;
+  bool more_calls = false;
+  const Parse r = Between(&skip, &more_calls);
+  if (r == Parse::kMore) {
+    if (done) buf_.clear();  // whitespace, or a marker cut off
+    return false;
+  }
+  if (r == Parse::kBad) {
+    state_ = State::kAfter;  // text after the calls
+    return true;
+  }
+  buf_.erase(0, skip);
+  state_ = more_calls ? State::kHeader : State::kAfter;
+  return true;
+}
+
+// A format whose calls only parse whole: at the end, all at once.
+bool ToolCallStream::StepWhole(bool done, std::string* content,
+                               std::vector<ToolCallPiece>* pieces) {
+  if (!done) return false;
+  ParsedOutput p = ParseToolCalls(f_, buf_, names_);
+  buf_.clear();
+  content->append(p.content);
+  for (auto& c : p.calls) {
+    pieces->push_back({calls_, c.name, ""});
+    pieces->push_back({calls_++, "", c.arguments});
+  }
+  state_ = State::kAfter;
+  return false;
+}
+
 void ToolCallStream::Feed(const std::string& text, bool done, std::string* content,
                           std::vector<ToolCallPiece>* pieces) {
   buf_ += text;
-  for (;;) {
+  for (bool more = true; more;) {
     switch (state_) {
-      case State::kText: {
-        size_t at = std::string::npos;
-        if (f_ == ToolFormat::kLlama3) {
-          const size_t b = buf_.find_first_not_of(" \n\r\t");
-          if (wrote_text_ || (b != std::string::npos && buf_[b] != '{' && buf_[b] != '<')) {
-            state_ = State::kAfter;
-            continue;
-          }
-          at = b == std::string::npos ? std::string::npos : 0;
-          if (at == std::string::npos && !done) return;  // only whitespace yet
-        } else {
-          at = ToolCallStart(f_, buf_);
-        }
-        if (at == std::string::npos) {
-          if (!buf_.empty()) wrote_text_ = true;
-          return Emit(content);
-        }
-        if (at > 0) {
-          content->append(buf_, 0, at);
-          buf_.erase(0, at);
-          wrote_text_ = true;
-        }
-        state_ = State::kHeader;
-        continue;
-      }
-      case State::kHeader: {
-        std::string name;
-        size_t args_at = 0;
-        const Parse r = Header(&name, &args_at);
-        if (r == Parse::kMore) {
-          if (!done) return;
-          state_ = State::kAfter;  // an unfinished head is text
-          continue;
-        }
-        if (r == Parse::kBad && !StartsWithMarker()) {
-          // Text that only began like a marker ("<tool" of "<tools>"): one byte is text, and
-          // the search for a call goes on after it.
-          content->append(buf_, 0, 1);
-          buf_.erase(0, 1);
-          wrote_text_ = true;
-          state_ = f_ == ToolFormat::kLlama3 ? State::kAfter : State::kText;
-          continue;
-        }
-        if (r == Parse::kBad) {
-          state_ = calls_ == 0 ? State::kWhole : State::kAfter;
-          continue;
-        }
-        pieces->push_back({calls_++, name, ""});
-        buf_.erase(0, args_at);
-        depth_ = 0;
-        in_string_ = escape_ = false;
-        state_ = State::kArgs;
-        continue;
-      }
-      case State::kArgs: {
-        size_t end = 0;
-        bool closed = false;
-        for (; end < buf_.size() && !closed; ++end) {
-          const char ch = buf_[end];
-          if (in_string_) {
-            if (escape_)
-              escape_ = false;
-            else if (ch == '\\')
-              escape_ = true;
-            else if (ch == '"')
-              in_string_ = false;
-          } else if (ch == '"') {
-            in_string_ = true;
-          } else if (ch == '{' || ch == '[') {
-            ++depth_;
-          } else if (ch == '}' || ch == ']') {
-            closed = --depth_ == 0;
-          }
-        }
-        if (end > 0) {
-          pieces->push_back({calls_ - 1, "", buf_.substr(0, end)});
-          buf_.erase(0, end);
-        }
-        if (!closed) {
-          if (!done) return;
-          state_ = State::kAfter;  // cut off (max_tokens): the call ends as written
-          continue;
-        }
-        state_ = State::kTail;
-        continue;
-      }
-      case State::kTail: {
-        size_t len = 0;
-        const Parse r = Tail(&len);
-        if (r == Parse::kMore) {
-          if (!done) return;
-          buf_.clear();  // a closing marker cut off: nothing to show
-          return;
-        }
-        if (r == Parse::kBad) {
-          state_ = State::kAfter;
-          continue;
-        }
-        buf_.erase(0, len);
-        state_ = State::kBetween;
-        continue;
-      }
-      case State::kBetween: {
-        size_t skip = 0;
-        bool more_calls = false;
-        const Parse r = Between(&skip, &more_calls);
-        if (r == Parse::kMore) {
-          if (done) buf_.clear();  // whitespace, or a marker cut off
-          return;
-        }
-        if (r == Parse::kBad) {
-          state_ = State::kAfter;  // text after the calls
-          continue;
-        }
-        buf_.erase(0, skip);
-        state_ = more_calls ? State::kHeader : State::kAfter;
-        continue;
-      }
-      case State::kWhole: {
-        if (!done) return;
-        ParsedOutput p = ParseToolCalls(f_, buf_, names_);
-        buf_.clear();
-        content->append(p.content);
-        for (auto& c : p.calls) {
-          pieces->push_back({calls_, c.name, ""});
-          pieces->push_back({calls_++, "", c.arguments});
-        }
-        state_ = State::kAfter;
-        return;
-      }
+      case State::kText:
+        more = StepText(done, content);
+        break;
+      case State::kHeader:
+        more = StepHeader(done, content, pieces);
+        break;
+      case State::kArgs:
+        more = StepArgs(done, pieces);
+        break;
+      case State::kTail:
+        more = StepTail(done);
+        break;
+      case State::kBetween:
+        more = StepBetween(done);
+        break;
+      case State::kWhole:
+        more = StepWhole(done, content, pieces);
+        break;
       case State::kAfter:
         return Emit(content);
     }
   }
 }
+
+namespace {
+// The pieces joined in one allocation (operator+ chains make a temporary per step).
+std::string Concat(std::initializer_list<std::string_view> parts) {
+  size_t n = 0;
+  for (std::string_view p : parts) n += p.size();
+  std::string out;
+  out.reserve(n);
+  for (std::string_view p : parts) out.append(p);
+  return out;
+}
+}  // namespace
 
 std::string ToolCallGbnf(ToolFormat f, const std::vector<ToolSpec>& tools) {
   ES_CHECK(f != ToolFormat::kNone, "this model's chat template has no tool call format");
@@ -494,16 +541,19 @@ std::string ToolCallGbnf(ToolFormat f, const std::vector<ToolSpec>& tools) {
     const std::string name = tools[i].name, args = prefix + "root";
     std::string call;
     if (f == ToolFormat::kHermes)
-      call = grammar::GbnfLiteral("<tool_call>\n{\"name\": \"" + name + "\", \"arguments\": ") +
-             " " + args + " " + grammar::GbnfLiteral("}\n</tool_call>");
+      call = Concat({grammar::GbnfLiteral(
+                         Concat({"<tool_call>\n{\"name\": \"", name, "\", \"arguments\": "})),
+                     " ", args, " ", grammar::GbnfLiteral("}\n</tool_call>")});
     else if (f == ToolFormat::kDeepSeek)
-      call = grammar::GbnfLiteral(kDsCallsBegin + kDsCallBegin + "function" + kDsSep + name +
-                                  "\n```json\n") +
-             " " + args + " " + grammar::GbnfLiteral("\n```" + kDsCallEnd + kDsCallsEnd);
+      call = Concat(
+          {grammar::GbnfLiteral(
+               Concat({kDsCallsBegin, kDsCallBegin, "function", kDsSep, name, "\n```json\n"})),
+           " ", args, " ", grammar::GbnfLiteral(Concat({"\n```", kDsCallEnd, kDsCallsEnd}))});
     else
-      call = grammar::GbnfLiteral("{\"name\": \"" + name + "\", \"parameters\": ") + " " + args +
-             " \"}\"";
-    root += (i ? " | " : "") + call;
+      call = Concat({grammar::GbnfLiteral(Concat({"{\"name\": \"", name, "\", \"parameters\": "})),
+                     " ", args, " \"}\""});
+    root += i ? " | " : "";
+    root += call;
   }
   return root + "\n" + rules + grammar::JsonBasicsGbnf();
 }

@@ -70,6 +70,13 @@ class ToolCallStream {
   Parse Tail(size_t* len) const;
   bool StartsWithMarker() const;  // buf_ begins with the whole start marker of a call
   Parse Between(size_t* skip, bool* more_calls) const;
+  // One state of Feed's machine each; false: wait for more text (or the end).
+  bool StepText(bool done, std::string* content);
+  bool StepHeader(bool done, std::string* content, std::vector<ToolCallPiece>* pieces);
+  bool StepArgs(bool done, std::vector<ToolCallPiece>* pieces);
+  bool StepTail(bool done);
+  bool StepBetween(bool done);
+  bool StepWhole(bool done, std::string* content, std::vector<ToolCallPiece>* pieces);
   void Emit(std::string* content) {
     content->append(buf_);
     buf_.clear();

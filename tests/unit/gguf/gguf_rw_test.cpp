@@ -140,7 +140,9 @@ TEST_P(GgufRoundTrip, MetadataAndTensorsSurvive) {
       const Tensor t = f->GetTensor(cases[i].name);
       ASSERT_EQ(t.nbytes, data[i].size()) << ti.name;
       EXPECT_EQ(reinterpret_cast<uintptr_t>(t.data) % alignment, 0u) << "mapping is page aligned";
-      if (t.nbytes > 0) EXPECT_EQ(std::memcmp(t.data, data[i].data(), t.nbytes), 0) << ti.name;
+      if (t.nbytes > 0) {
+        EXPECT_EQ(std::memcmp(t.data, data[i].data(), t.nbytes), 0) << ti.name;
+      }
     }
     kept = f->GetTensor("q6k");
   }

@@ -45,7 +45,9 @@ TEST_P(GgufTokenizerGolden, SameIdsAsTokenizerJson) {
       json::parse(test::ReadFile(test::SourceDir() + "/tests/golden/tokenizer/meta.json"));
   const json& m = meta["tokenizers"][p.name];
   EXPECT_EQ(tok->vocab_size(), m["vocab_size_with_added"].get<int>());
-  if (!m["bos_id"].is_null()) EXPECT_EQ(tok->bos_id(), m["bos_id"].get<int>());
+  if (!m["bos_id"].is_null()) {
+    EXPECT_EQ(tok->bos_id(), m["bos_id"].get<int>());
+  }
   EXPECT_EQ(tok->eos_id(), m["eos_id"].get<int>());
   EXPECT_FALSE(tok->chat_template().empty());
   std::istringstream lines(

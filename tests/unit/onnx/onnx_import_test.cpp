@@ -105,9 +105,11 @@ TEST_P(OnnxImport, Int4MatMulNBitsEqualsQ4_0AtLoad) {
   WriteOnnxFromHf(Golden(c.variant), dir, o);
   const auto ref = LoadQuantized(Golden(c.variant), DType::kQ4_0);
   const auto m = Model::Load(dir);
-  for (const Tensor* t : m->weights())
-    if (t->name.find("q_proj.weight") != std::string::npos)
+  for (const Tensor* t : m->weights()) {
+    if (t->name.find("q_proj.weight") != std::string::npos) {
       EXPECT_EQ(t->dtype, DType::kQ4_0) << t->name;
+    }
+  }
   EXPECT_EQ(MaxAbsDiff(Logits(m, Ids(*ref)), Logits(ref, Ids(*ref))), 0.0);
 }
 
@@ -180,8 +182,11 @@ TEST(OnnxImportVariants, ExternalDataRotaryNodesPackedQkvZeroPointsF16) {
     WriteOnnxFromHf(Golden("llama3_f32"), dir, o);
     const auto h = LoadQuantized(Golden("llama3_f32"), DType::kF16);
     const auto m = Model::Load(dir);
-    for (const Tensor* t : m->weights())
-      if (t->name.find("up_proj") != std::string::npos) EXPECT_EQ(t->dtype, DType::kF16);
+    for (const Tensor* t : m->weights()) {
+      if (t->name.find("up_proj") != std::string::npos) {
+        EXPECT_EQ(t->dtype, DType::kF16);
+      }
+    }
     EXPECT_LE(MaxAbsDiff(Logits(m, Ids(*ref)), Logits(h, Ids(*ref))), 1e-4);
   }
 }

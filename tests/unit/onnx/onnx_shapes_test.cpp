@@ -143,7 +143,7 @@ struct Variant {
   bool mlp_bias = false;
   // Layers written with one kv head per query head (the GQA layer as the MHA layer it equals, its
   // k/v heads duplicated): wider than the others, whose kv heads the cache then repeats.
-  std::vector<int> mha_layers;
+  std::vector<int> mha_layers = {};
 };
 
 // Writes the variant of the golden folder `src` to `dir` (config.json + model.safetensors).

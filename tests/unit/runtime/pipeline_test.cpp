@@ -222,8 +222,11 @@ TEST(LayerSplit, StageGraphOfTheWholeModelIsBuild) {
   // A later stage starts from the input rows and caches in its own layer 0.
   const Graph tail = m->arch().BuildStage(b, 2, 3, false);
   EXPECT_EQ(tail.nodes().front().op, Op::kInput);
-  for (const Node& n : tail.nodes())
-    if (n.op == Op::kKvStore) EXPECT_EQ(n.layer, 0);
+  for (const Node& n : tail.nodes()) {
+    if (n.op == Op::kKvStore) {
+      EXPECT_EQ(n.layer, 0);
+    }
+  }
   EXPECT_EQ(tail.node(tail.output()).shape, (Shape{3, m->config().hidden_size}));
   EXPECT_THROW(m->arch().BuildStage(b, 2, 4, false), Error);
 }

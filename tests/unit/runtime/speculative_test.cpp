@@ -693,7 +693,9 @@ TEST(SpecEngine, GreedyStepReadsIdsOnly) {
     queue->Push(r);
     while (e.Step()) {
     }
-    if (speculative) EXPECT_GT(e.stats().spec.steps, 0);
+    if (speculative) {
+      EXPECT_GT(e.stats().spec.steps, 0);
+    }
     return out;
   };
   test::ReadBack none;

@@ -227,10 +227,11 @@ TEST(Plugins, ServerKeepsServingThroughMisbehavingPlugins) {
     EXPECT_EQ(models->status, 200);
     auto metrics = s.cli->Get("/metrics");
     ASSERT_TRUE(metrics);
-    if (std::string(mode) != "reject_all")
+    if (std::string(mode) != "reject_all") {
       EXPECT_NE(metrics->body.find("edgeseek_plugin_errors_total{plugin=\"misbehaving\"} 3"),
                 std::string::npos)
           << metrics->body.substr(0, 2000);
+    }
   }
 }
 

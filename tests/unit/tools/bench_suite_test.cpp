@@ -67,7 +67,9 @@ TEST(BenchSuite, MatrixReportAndCompare) {
       EXPECT_GE(e["ts"].get<double>(), end - 1e-6) << e.dump();
       EXPECT_GE(e["dur"].get<double>(), 0.0) << e.dump();
       end = e["ts"].get<double>() + e["dur"].get<double>();
-      if (e["name"] == "shader") EXPECT_GT(e["dur"].get<double>(), 0.0) << e.dump();
+      if (e["name"] == "shader") {
+        EXPECT_GT(e["dur"].get<double>(), 0.0) << e.dump();
+      }
     }
     EXPECT_EQ(names, (std::vector<std::string>{"upload", "dispatch", "shader", "download"}));
     EXPECT_EQ(tj["otherData"]["rows"], l["case"]["batch"]);

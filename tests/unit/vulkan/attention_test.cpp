@@ -316,7 +316,9 @@ TEST(VulkanDecodeAttention, FoldedRopesAndStoresMatchTheCpuBackend) {
           ExpectClose(got, unfused, kt == DType::kF16 ? 2e-3 : 1e-5, what + " vs unfused");
           const auto want = RunGraph(*cpu, g, steps[i], kv_cpu.get());
           if (kt == DType::kF32) ExpectClose(got, want, 1e-5, what + " vs cpu");
-          if (i == 0) EXPECT_EQ(plain->counters().dispatches, be->counters().dispatches + 3) << tag;
+          if (i == 0) {
+            EXPECT_EQ(plain->counters().dispatches, be->counters().dispatches + 3) << tag;
+          }
         }
         std::vector<float> a(size_t(Hkv * dk)), c(a.size());
         for (int slot = 0; slot < 2; ++slot)

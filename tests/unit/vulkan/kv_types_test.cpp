@@ -39,7 +39,7 @@ class VulkanKvTypes : public VulkanTest, public ::testing::WithParamInterface<st
 // flip is rare, but one flip weighs more): 3e-4 for f16, 1e-3 for the block types.
 TEST_P(VulkanKvTypes, ScatteredQuantizedCacheAgreesWithTheCpu) {
   auto model = Load(GetParam());
-  for (const std::pair<DType, double> tt :
+  for (const std::pair<DType, double>& tt :
        {std::pair{DType::kF16, 3e-4}, std::pair{DType::kQ8_0, 1e-3},
         std::pair{DType::kQ4_0, 1e-3}}) {
     const DType kt = tt.first;

@@ -192,7 +192,9 @@ TEST_F(VulkanOps, MatMulCoopmatSplitK) {
         CheckMatCase(*b, c, 31, 0.5f, split ? 2e-3 : kTol, tag + " off");
         d_whole = b->counters().dispatches;
       }
-      if (split) EXPECT_GT(d_split, d_whole) << tag << " R=" << c.R << " K=" << c.K << " N=" << c.N;
+      if (split) {
+        EXPECT_GT(d_split, d_whole) << tag << " R=" << c.R << " K=" << c.K << " N=" << c.N;
+      }
     }
   }
   if (!split)

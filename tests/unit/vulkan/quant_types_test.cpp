@@ -1040,7 +1040,9 @@ TEST_F(VulkanQuant, IdotMoeExpertsOverKQuantMixTypes) {
                                (c.idot ? (down8 ? "_down8" : "_down") : "_fdown");
       EXPECT_TRUE(ran(up)) << what << ": no " << up;
       EXPECT_TRUE(ran(down)) << what << ": no " << down;
-      if (T <= 8) EXPECT_EQ(be->counters().dispatches, 6) << what;
+      if (T <= 8) {
+        EXPECT_EQ(be->counters().dispatches, 6) << what;
+      }
       if (&c == cases && T == 3) {
         // The same over stacks of several buffers (a 160 KiB largest range: gate and up 3
         // blocks each, down 4), each choice's loads from its own buffer.

@@ -124,8 +124,8 @@ struct Node {
   int layer = -1;
   int64_t i[5] = {0, 0, 0, 0, 0};  // integer params (meaning per op, see Op)
   float f0 = 0.0f;                 // eps or scale
-  std::shared_ptr<const RopeTable> rope;
-  std::shared_ptr<const MoeParams> moe;
+  std::shared_ptr<const RopeTable> rope = nullptr;
+  std::shared_ptr<const MoeParams> moe = nullptr;
 };
 
 // The host rows kInput node `n` reads from `b` (Batch::input): es::Error naming the node when

@@ -63,8 +63,8 @@ struct ModelEntry {
 struct ClientConfig {
   std::string api_key, name;
   int weight = 1;
-  int max_concurrent = 0;  // 0: limits.max_concurrent_per_client
-  std::string priority;    // default class for this client
+  int max_concurrent = 0;     // 0: limits.max_concurrent_per_client
+  std::string priority = {};  // default class for this client (empty: the server's default)
   // Prefix-cache scope: "client" (its cached prompt blocks serve only its own requests) or
   // "shared" (shared with every other "shared" client of the model).
   std::string prefix_scope = "client";
