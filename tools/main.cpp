@@ -10,6 +10,7 @@
 
 #include "common.h"
 #include "edgeseek/internal/core/error.h"
+#include "edgeseek/internal/core/progress.h"
 #include "edgeseek/internal/runtime/mpi_stage.h"
 #include "verb.h"
 
@@ -91,6 +92,7 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "edgeseek: error: %s\n", e.what());
     return 1;
   }
+  es::EnableTerminalProgress();  // progress lines on stderr when it is a terminal
   CLI::App app{"edgeseek — DeepSeek-family models on edge devices"};
   app.require_subcommand(1);
   app.set_version_flag("--version", "edgeseek 0.1.0");

@@ -1,10 +1,10 @@
 // `edgeseek convert HF_DIR | --synthetic PRESET -o OUT.gguf --type TYPE [--policy FILE]`:
 // writes a GGUF file that llama.cpp loads (src/formats/gguf_convert.cpp), tensors quantized by
-// policy, with a progress bar on stderr when it is a terminal and one summary line at the end.
+// policy, with a progress line on stderr when it is a terminal (core/progress.h) and one summary
+// line at the end.
 // --synthetic writes a random-weight model of a preset so that llama.cpp and edgeseek can bench
 // the very same file. Either way tensors are streamed (read or made, re-encoded, written a slice
 // at a time): peak memory is a slice plus the mmapped input's resident pages, not the model.
-#include <unistd.h>
 
 #include <cstdio>
 #include <filesystem>
@@ -13,6 +13,7 @@
 
 #include "common.h"
 #include "edgeseek/internal/core/error.h"
+#include "edgeseek/internal/core/progress.h"
 #include "edgeseek/internal/formats/quant_policy.h"
 #include "edgeseek/internal/runtime/convert.h"
 #include "edgeseek/internal/runtime/model.h"
@@ -28,17 +29,6 @@ struct ConvertArgs {
   int threads = 0;
   uint64_t seed = 0;
 };
-
-void DrawBar(uint64_t done, uint64_t total, const std::string& tensor) {
-  const double frac = total ? double(done) / double(total) : 1.0;
-  constexpr int kWidth = 30;
-  const int filled = int(frac * kWidth + 0.5);
-  std::string bar(size_t(filled), '#');
-  bar.append(size_t(kWidth - filled), '.');
-  const std::string name = tensor.size() > 32 ? tensor.substr(0, 29) + "..." : tensor;
-  std::fprintf(stderr, "\r[%s] %3d%% %-32s", bar.c_str(), int(frac * 100 + 0.5), name.c_str());
-  std::fflush(stderr);
-}
 
 int Run(const ConvertArgs& a) {
   ES_CHECK(a.in.empty() != a.synthetic.empty(),
@@ -66,11 +56,14 @@ int Run(const ConvertArgs& a) {
   if (!o.tokenizer_dir.empty() && fs::is_regular_file(o.tokenizer_dir))
     o.tokenizer_dir = fs::path(o.tokenizer_dir).parent_path().string();
   o.quantize.threads = a.threads;
-  const bool tty = ::isatty(STDERR_FILENO) != 0;
-  if (tty) o.quantize.progress = DrawBar;
+  std::unique_ptr<Progress> bar;  // made at the first report, which knows the total
+  o.quantize.progress = [&bar](uint64_t done, uint64_t total, const std::string& tensor) {
+    if (!bar) bar = std::make_unique<Progress>("converting", total, Progress::Unit::kBytes);
+    bar->Set(done, tensor);
+  };
   const GgufQuantizeStats st = m ? ConvertModelToGguf(*m, a.out, policy, o)
                                  : ConvertSyntheticToGguf(a.synthetic, a.seed, a.out, policy, o);
-  if (tty) std::fprintf(stderr, "\n");
+  bar.reset();  // the progress line erased before the summary
   std::string types;
   for (const auto& [t, n] : st.out_types)
     types += (types.empty() ? "" : ", ") + std::to_string(n) + " " + std::string(Name(t));

@@ -1,7 +1,6 @@
 // `edgeseek quantize IN.gguf OUT.gguf --type q8_0|q4_0|q4_k_m|i4g|<type> [--policy FILE] [-t N]`:
 // requantizes a GGUF file by policy (src/formats/gguf_quantize.cpp), with a progress bar on
 // stderr when it is a terminal and one summary line at the end either way.
-#include <unistd.h>
 
 #include <cstdio>
 #include <memory>
@@ -9,6 +8,7 @@
 
 #include "common.h"
 #include "edgeseek/internal/core/error.h"
+#include "edgeseek/internal/core/progress.h"
 #include "edgeseek/internal/formats/gguf_quantize.h"
 #include "edgeseek/internal/formats/quant_policy.h"
 #include "verb.h"
@@ -21,27 +21,19 @@ struct QuantizeArgs {
   int threads = 0;
 };
 
-void DrawBar(uint64_t done, uint64_t total, const std::string& tensor) {
-  const double frac = total ? double(done) / double(total) : 1.0;
-  constexpr int kWidth = 30;
-  const int filled = int(frac * kWidth + 0.5);
-  std::string bar(size_t(filled), '#');
-  bar.append(size_t(kWidth - filled), '.');
-  std::string name = tensor.size() > 32 ? tensor.substr(0, 29) + "..." : tensor;
-  std::fprintf(stderr, "\r[%s] %3d%% %-32s", bar.c_str(), int(frac * 100 + 0.5), name.c_str());
-  std::fflush(stderr);
-}
-
 int Run(const QuantizeArgs& a) {
   if (a.type.empty() && a.policy.empty()) Fail("quantize: give --type or --policy");
   const QuantPolicy policy =
       a.policy.empty() ? BuiltinQuantPolicy(a.type) : LoadQuantPolicy(a.policy);
   GgufQuantizeOptions opt;
   opt.threads = a.threads;
-  const bool tty = ::isatty(STDERR_FILENO) != 0;
-  if (tty) opt.progress = DrawBar;
+  std::unique_ptr<Progress> bar;  // made at the first report, which knows the total
+  opt.progress = [&bar](uint64_t done, uint64_t total, const std::string& tensor) {
+    if (!bar) bar = std::make_unique<Progress>("quantizing", total, Progress::Unit::kBytes);
+    bar->Set(done, tensor);
+  };
   const GgufQuantizeStats st = QuantizeGguf(a.in, a.out, policy, opt);
-  if (tty) std::fprintf(stderr, "\n");
+  bar.reset();  // the progress line erased before the summary
   std::string types;
   for (const auto& [t, n] : st.out_types)
     types += (types.empty() ? "" : ", ") + std::to_string(n) + " " + std::string(Name(t));

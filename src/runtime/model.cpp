@@ -18,6 +18,7 @@
 #include <optional>
 
 #include "edgeseek/internal/core/error.h"
+#include "edgeseek/internal/core/progress.h"
 #include "edgeseek/internal/core/thread_pool.h"
 #include "edgeseek/internal/formats/gguf_quantize.h"
 #include "edgeseek/internal/formats/safetensors.h"
@@ -116,11 +117,16 @@ std::shared_ptr<Model> Model::Synthetic(const std::string& name_or_config,
   // quantize-at-load replaces are quantized as they are made.
   const SyntheticWeights sw(c, opts.synthetic_dtype, opts.seed);
   ThreadPool pool(opts.threads);
+  uint64_t total = 0, done = 0;
+  for (const Tensor& s : sw.tensors()) total += s.nbytes;
+  Progress progress(opts.quantize ? "generating and quantizing weights" : "generating weights",
+                    total, Progress::Unit::kBytes);
   for (size_t i = 0; i < sw.tensors().size(); ++i) {
     const Tensor& s = sw.tensors()[i];
     const std::optional<DType> q =
         opts.quantize ? QuantizeAtLoadType(*opts.quantize, s.name, s.shape, s.dtype) : std::nullopt;
     m->owned.emplace(s.name, q ? QuantizeSynthetic(sw, i, *q, pool) : sw.Make(i, pool));
+    progress.Set(done += s.nbytes, s.name);
   }
   m->Finish();
   if (!opts.tokenizer.empty()) {
