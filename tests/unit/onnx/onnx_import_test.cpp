@@ -20,6 +20,7 @@
 #include "edgeseek/internal/runtime/convert.h"
 #include "edgeseek/internal/runtime/model.h"
 #include "edgeseek/internal/runtime/runner.h"
+#include "onnx_logits_util.h"
 #include "onnx_writer_util.h"
 #include "test_util.h"
 
@@ -33,22 +34,7 @@ std::string Golden(const std::string& v) { return SourceDir() + "/tests/golden/d
 // Logits of a prefill of `ids` (every row) and of one decode step after it.
 std::vector<float> Logits(const std::shared_ptr<Model>& m, const std::vector<int32_t>& ids,
                           const std::string& backend = "cpu") {
-  BackendOptions bo;
-  bo.threads = 2;
-  RunnerOptions ro;
-  ro.context = 64;
-  Runner r(m, CreateBackend(backend, bo), ro);
-  Batch b;
-  b.Add(0, 0, ids, true);
-  b.Finalize();
-  std::vector<float> out, step;
-  r.Forward(b, &out);
-  Batch d;
-  d.Add(0, int64_t(ids.size()), {ids[0]}, true);
-  d.Finalize();
-  r.Forward(d, &step);
-  out.insert(out.end(), step.begin(), step.end());
-  return out;
+  return PrefillThenStepLogits(m, ids, backend);
 }
 
 std::vector<int32_t> Ids(const Model& m) {

@@ -21,6 +21,7 @@
 #include "edgeseek/internal/models/config.h"
 #include "edgeseek/internal/runtime/model.h"
 #include "edgeseek/internal/runtime/runner.h"
+#include "onnx_logits_util.h"
 #include "onnx_writer_util.h"
 #include "test_util.h"
 
@@ -257,24 +258,8 @@ std::vector<int32_t> Ids() {
 
 // Logits of a prefill of `ids` (every row), then of one decode step after it.
 std::vector<float> Logits(const std::shared_ptr<Model>& m, const std::string& backend = "cpu") {
-  BackendOptions bo;
-  bo.threads = 2;
-  RunnerOptions ro;
-  ro.context = 64;
-  ro.kv_dtype = DType::kF32;  // (a GPU's default is f16: 3e-4 off the plain reference here)
-  Runner r(m, CreateBackend(backend, bo), ro);
-  const std::vector<int32_t> ids = Ids();
-  Batch b;
-  b.Add(0, 0, ids, true);
-  b.Finalize();
-  std::vector<float> out, step;
-  r.Forward(b, &out);
-  Batch d;
-  d.Add(0, int64_t(ids.size()), {ids[0]}, true);
-  d.Finalize();
-  r.Forward(d, &step);
-  out.insert(out.end(), step.begin(), step.end());
-  return out;
+  // An f32 cache: a GPU's default f16 is 3e-4 off the plain reference here.
+  return PrefillThenStepLogits(m, Ids(), backend, DType::kF32);
 }
 
 // max |a - b| over the first min(|a|, |b|) elements, relative to max |b| (at least 1).
