@@ -39,7 +39,7 @@ run_loads() {  # name url
       --json "$out/$1_c$c.json"
     # edgeseek's step histograms (cumulative over the client counts run so far)
     [ "$1" = edgeseek ] && python3 -c "import urllib.request; print(urllib.request.urlopen('$2/metrics').read().decode())" 2>/dev/null |
-      grep -E '^edgeseek_(step_seconds|batch_tokens|batch_sequences)_(sum|count)|^edgeseek_engine_steps_total|^edgeseek_kv_preemptions_total' |
+      grep -E '^edgeseek_(step_seconds|batch_tokens|batch_sequences)_(sum|count)|^edgeseek_engine_steps_total|^edgeseek_kv_preemptions_total|^edgeseek_preemptions_total' |
       sed "s/^/metrics c$c: /" || true
   done
 }

@@ -239,6 +239,50 @@ TEST_F(VulkanOps, Coopmat2DecodesQuantizedWeightsInTileLoads) {
     GTEST_SKIP() << "no cooperative-matrix block loads on this device: only the reference run";
 }
 
+// The decode-shaped GEMM (matmul_gemm_dec.comp, ES_VK_DEC_GEMM) for Q4_0 / Q8_0 steps of 9-64
+// rows: row counts on both sides of its 16-, 32- and 64-row tiles and of the range (8 and 65 rows
+// take other GEMMs), K under one step, with a short last step (160, 1120) and many steps, N off the
+// 128-row weight tiles, a bias, weights split into row chunks, and K split into slices (a device
+// with 64 multiprocessors: ES_VK_CM2_SMS) and not; each case against the reference within f16
+// rounding, and the shader in the program exactly where it applies (with as many dispatches as
+// its chunks and slices need). On devices without cooperative matrices (lavapipe) it is forced on
+// and runs its f32 multiply-add variant: the loads, tiles, slices and epilogue are the same.
+TEST_F(VulkanOps, DecodeGemmTilesSlicesAndEdges) {
+  const MatCase cases[] = {
+      {8, 96, 7, DType::kQ4_0, true},       {9, 64, 7, DType::kQ4_0, true},
+      {16, 1024, 130, DType::kQ8_0, false}, {17, 160, 300, DType::kQ4_0, false},
+      {20, 96, 45, DType::kQ8_0, true},     {32, 1120, 129, DType::kQ4_0, true},
+      {33, 992, 257, DType::kQ8_0, true},   {50, 3584, 33, DType::kQ4_0, false},
+      {64, 4096, 70, DType::kQ8_0, false},  {65, 160, 33, DType::kQ4_0, false}};
+  for (const char* sms : {"0", "64"}) {
+    vk::VulkanTuning t;
+    t.knobs.Set(vk::Knob::kF16Act, "1").Set(vk::Knob::kDecGemm, "1").Set(vk::Knob::kCm2Sms, sms);
+    vk::VulkanTuning st = t;
+    st.weights.max_range = 16 << 10;
+    auto be = MakeVulkan(t), chunked = MakeVulkan(st);
+    if (!be->device().info().fp16) GTEST_SKIP() << "no shaderFloat16: the decode GEMM cannot run";
+    for (vk::VulkanBackend* b : {be.get(), chunked.get()}) {
+      for (const auto& c : cases) {
+        const std::string tag =
+            std::string(b == be.get() ? "" : "chunked ") + "decode GEMM sms " + sms;
+        CheckMatCase(*b, c, 43, 0.5f, 2e-3, tag);
+        const auto shaders = b->counters().shaders;
+        EXPECT_EQ(
+            std::any_of(shaders.begin(), shaders.end(),
+                        [](const std::string& n) { return n.rfind("matmul_gemm_dec_", 0) == 0; }),
+            c.R > 8 && c.R <= 64)
+            << tag << " R=" << c.R << " K=" << c.K << " N=" << c.N;
+        const bool sliced = std::any_of(shaders.begin(), shaders.end(), [](const std::string& n) {
+          return n == "matmul_gemm_cm2_reduce";
+        });
+        if (c.R > 8 && c.R <= 64 && c.K >= 1000) {
+          EXPECT_EQ(sliced, sms[0] != '0') << tag << " R=" << c.R;
+        }
+      }
+    }
+  }
+}
+
 // The workgroup-scope cooperative-matrix GEMM (matmul_gemm_cm2.comp, VK_NV_cooperative_matrix2):
 // each tile shape of the knob, both operand orders (x · Wᵀ and W · xᵀ) and both ways of loading x
 // (an f16 copy made first, and f32 tiles converted in the shader), over edges of every tile

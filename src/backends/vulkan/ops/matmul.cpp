@@ -326,6 +326,57 @@ Cm2DecodePlan PlanCm2Decode(const Device& dev, int64_t R, int64_t N, int64_t K) 
     p.S *= 2;
   return p;
 }
+
+// Q4_0 / Q8_0 products of 9-64 rows (batched decode; the decode rows of continuous batching) on
+// the decode-shaped subgroup coopmat GEMM (matmul_gemm_dec.comp): tiles of 16, 32 or 64 batch rows
+// x 128 weight rows, K in steps of 128 (64 for 64-row tiles, whose one shared stage must stay
+// within 48 KiB), x as an f16 copy padded to whole tiles, and K split into slices (their partial
+// tiles summed by matmul_gemm_cm2_reduce) while the workgroups stay within ES_VK_DEC_SPLIT a
+// multiprocessor and each slice keeps 2 steps. ES_VK_DEC_GEMM=1 takes it on devices without
+// cooperative matrices too (f32 multiply-adds: how lavapipe tests it), 0 never.
+constexpr int64_t kDecMaxRows = 64;
+bool UseDecGemm(const Device& dev, int64_t R, int64_t K, DType wt) {
+  if (R <= kGemvMaxRows || R > kDecMaxRows || K % 32 != 0 ||
+      (wt != DType::kQ4_0 && wt != DType::kQ8_0))
+    return false;
+  const Tuning& tune = dev.tuning();
+  if (tune.IsAuto(Knob::kDecGemm)) return dev.coopmat_n() != 0 && dev.f16_math();
+  return tune.Text(Knob::kDecGemm) == "1" && dev.info().fp16;
+}
+
+struct DecPlan {
+  uint32_t bm = 16, bk = 128;
+  uint32_t S = 1, ks = 0;  // K slices and the elements of K each (0: whole K)
+  int64_t Rp = 0;          // rows padded to whole tiles (x's f16 copy has zero rows up to Rp)
+};
+DecPlan PlanDec(const Device& dev, int64_t R, int64_t N, int64_t K) {
+  const Tuning& tune = dev.tuning();
+  DecPlan p;
+  p.bm = R <= 16 ? 16 : R <= 32 ? 32 : 64;
+  p.bk = p.bm == 64 ? 64 : tune.Uint(Knob::kDecBk) ? tune.Uint(Knob::kDecBk) : 128;
+  // One shared stage of (128 + BM) rows of BK + 8 halves, and the epilogue's staging tiles
+  // (8 KiB) unless they alias it (shared blocks) or there are none (the f32 variant).
+  const bool staging = dev.coopmat_n() != 0 && !dev.shared_blocks();
+  auto shared_bytes = [&](uint32_t bk) {
+    return (128 + p.bm) * (bk + 8) * 2 + (staging ? 8192 : 0);
+  };
+  if (shared_bytes(p.bk) > dev.info().max_shared_memory) p.bk = 64;
+  p.Rp = (R + p.bm - 1) / p.bm * p.bm;
+  // The multiprocessors: VK_NV_shader_sm_builtins' count, or ES_VK_CM2_SMS where set (tests).
+  uint64_t sms = dev.coopmat2().sms;
+  if (!sms && !tune.IsAuto(Knob::kCm2Sms)) sms = tune.Uint(Knob::kCm2Sms);
+  const uint64_t per_sm = tune.Uint(Knob::kDecSplit);
+  const uint64_t tiles = uint64_t(p.Rp / p.bm) * uint64_t((N + 127) / 128);
+  const uint64_t steps = uint64_t((K + p.bk - 1) / p.bk);
+  uint64_t s = 1;
+  while (sms && s * 2 <= 32 && tiles * s * 2 <= per_sm * sms && steps / (s * 2) >= 2) s *= 2;
+  if (s > 1) {
+    const uint64_t per = (steps + s - 1) / s;  // steps a slice
+    p.S = uint32_t((steps + per - 1) / per);
+    p.ks = p.S > 1 ? uint32_t(per * p.bk) : 0;
+  }
+  return p;
+}
 }  // namespace
 
 void RecordHeadGemv(OpContext& c, BufRange x, int64_t R, int64_t H, int64_t N, int64_t K,
@@ -363,6 +414,11 @@ uint64_t MatMulScratchBytes(const Device& dev, const Graph& g, const Node& n) {
   const Tensor& W = *g.node(n.src[1]).weight;
   const int64_t R = n.shape[0], K = g.node(n.src[0]).shape[1];
   if (R <= kGemvMaxRows) return 0;
+  if (UseDecGemm(dev, R, K, W.dtype)) {  // x as f16 (padded rows), then the slices' partials
+    const DecPlan p = PlanDec(dev, R, W.shape[0], K);
+    return Cm2PartOffset(p.Rp, K) +
+           (p.S > 1 ? uint64_t(p.S) * uint64_t(R) * uint64_t(W.shape[0]) * 4 : 0);
+  }
   if (UseCm2Decode(dev, R, K, W.dtype)) {  // x as f16 (padded rows), then the split-K partials
     const Cm2DecodePlan p = PlanCm2Decode(dev, R, W.shape[0], K);
     return Cm2PartOffset(p.Rp, K) +
@@ -447,6 +503,42 @@ void RecordCm2Decode(OpContext& c, BufRange x, int64_t R, int64_t K, const Devic
     if (sk) RecordSplitKSum(c, part, bias, x, y, N, Rp, ch.row0, y_rs, p.S, R);
   }
 }
+
+// The decode-shaped GEMM (UseDecGemm): x to f16 in the scratch (zero rows up to whole tiles),
+// then per weight chunk one dispatch (and, split, the sum of its slices' partial tiles, stored
+// after x's copy).
+void RecordDecGemm(OpContext& c, BufRange x, int64_t R, int64_t K, const DeviceWeight& w,
+                   const BufRange* bias, BufRange y, int64_t y_rs, BufRange scratch) {
+  const Device& dev = c.dev;
+  const int64_t Rp = PlanDec(dev, R, w.rows, K).Rp;  // the same for every chunk
+  const BufRange xh{scratch.buffer, scratch.offset, uint64_t(Rp * K * 2)};
+  RecordToF16(c, x, xh, R * K, Rp * K);
+  const uint64_t part_off = Cm2PartOffset(Rp, K);
+  const std::string variant = dev.coopmat_n() == 0 ? std::string("_scalar")
+                                                   : "_n" + std::to_string(dev.coopmat_n()) +
+                                                         (dev.shared_blocks() ? "_sb" : "") +
+                                                         (dev.coopmat_khr() ? "_khr" : "");
+  for (const auto& ch : w.chunks) {
+    if (ch.rows == 0) continue;
+    const uint32_t N = uint32_t(ch.rows);
+    DecPlan p = PlanDec(dev, R, N, K);
+    const uint64_t part_bytes = uint64_t(p.S) * uint64_t(R) * N * 4;
+    if (p.S > 1 && scratch.size < part_off + part_bytes) p.S = 1, p.ks = 0;
+    const bool sk = p.S > 1;
+    const BufRange part = sk ? BufRange{scratch.buffer, scratch.offset + part_off, part_bytes} : y;
+    Dispatch& d = c.Add(std::string("matmul_gemm_dec_") + TypeSuffix(w.dtype) + "_m" +
+                            std::to_string(p.bm) + "_k" + std::to_string(p.bk) + variant,
+                        {1, 1, 1, 1, 1});
+    d.bindings = {{Range(ch.alloc)}, {xh}, {bias ? *bias : x}, {y}, {part}};
+    d.writes = {sk ? 4 : 3};
+    d.Push(GemmCmPush{uint32_t(K), N, uint32_t(R), uint32_t(ch.row0), uint32_t(y_rs),
+                      bias ? 1u : 0u, p.ks});
+    d.groups[0] = (N + 127) / 128;
+    d.groups[1] = uint32_t(Rp / p.bm);
+    d.groups[2] = p.S;
+    if (sk) RecordSplitKSum(c, part, bias, x, y, N, R, ch.row0, y_rs, p.S);
+  }
+}
 }  // namespace
 
 void RecordMatMul(OpContext& c, BufRange x, int64_t R, int64_t K, const DeviceWeight& w,
@@ -457,6 +549,11 @@ void RecordMatMul(OpContext& c, BufRange x, int64_t R, int64_t K, const DeviceWe
   ES_ASSERT(!xq || (!norm && UseIdotGemv(c.dev, R, K, w.dtype)));
   const bool gemv = R <= kGemvMaxRows;
   const bool vec = K % 8 == 0;
+  if (!gemv && x16 && UseDecGemm(c.dev, R, K, w.dtype) &&
+      x16->size >= Cm2PartOffset(PlanDec(c.dev, R, w.rows, K).Rp, K)) {
+    RecordDecGemm(c, x, R, K, w, bias, y, y_rs, *x16);
+    return;
+  }
   if (!gemv && x16 && UseCm2Decode(c.dev, R, K, w.dtype) &&
       x16->size >= Cm2PartOffset(PlanCm2Decode(c.dev, R, w.rows, K).Rp, K)) {
     RecordCm2Decode(c, x, R, K, w, bias, y, y_rs, *x16);

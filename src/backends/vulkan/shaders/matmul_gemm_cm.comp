@@ -29,26 +29,8 @@
 // one step's loads: the slices multiply the workgroups.
 // KHR (the "_khr" variants, glslc with GL_KHR_cooperative_matrix): the same kernel on
 // VK_KHR_cooperative_matrix's subgroup-scope matrices, for devices without the NV extension (or
-// ES_VK_COOPMAT=khr); the CM_* macros below name the matrix types and operations of either.
-#ifdef KHR
-#extension GL_KHR_cooperative_matrix : require
-#define CM_ACC coopmat<float, gl_ScopeSubgroup, CM, CN, gl_MatrixUseAccumulator>
-#define CM_A coopmat<float16_t, gl_ScopeSubgroup, CM, CK, gl_MatrixUseA>
-#define CM_B coopmat<float16_t, gl_ScopeSubgroup, CK, CN, gl_MatrixUseB>
-#define CM_LOAD(m, buf, off, stride, colmajor) \
-  coopMatLoad(m, buf, off, stride, (colmajor) ? gl_CooperativeMatrixLayoutColumnMajor : gl_CooperativeMatrixLayoutRowMajor)
-#define CM_STORE(m, buf, off, stride) coopMatStore(m, buf, off, stride, gl_CooperativeMatrixLayoutRowMajor)
-#define CM_MULADD coopMatMulAdd
-#else
-#extension GL_NV_cooperative_matrix : require
-#define CM_ACC fcoopmatNV<32, gl_ScopeSubgroup, CM, CN>
-#define CM_A fcoopmatNV<16, gl_ScopeSubgroup, CM, CK>
-#define CM_B fcoopmatNV<16, gl_ScopeSubgroup, CK, CN>
-#define CM_LOAD(m, buf, off, stride, colmajor) coopMatLoadNV(m, buf, off, stride, colmajor)
-#define CM_STORE(m, buf, off, stride) coopMatStoreNV(m, buf, off, stride, false)
-#define CM_MULADD coopMatMulAddNV
-#endif
-#extension GL_KHR_memory_scope_semantics : require
+// ES_VK_COOPMAT=khr); coopmat.glsl's CM_* macros name the matrix types and operations of either.
+#include "coopmat.glsl"
 #extension GL_EXT_shader_explicit_arithmetic_types_float16 : require
 #extension GL_KHR_shader_subgroup_basic : require
 #extension GL_EXT_control_flow_attributes : require
