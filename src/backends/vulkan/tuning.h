@@ -40,8 +40,6 @@ enum class Knob : int {
   kGemmSplitk,
   kCm2Quant,
   kDecGemm,
-  kDecBk,
-  kDecSplit,
   kGemvTpr,
   kGemvQr,
   kGemvSpl,

@@ -328,13 +328,23 @@ Cm2DecodePlan PlanCm2Decode(const Device& dev, int64_t R, int64_t N, int64_t K) 
 }
 
 // Q4_0 / Q8_0 products of 9-64 rows (batched decode; the decode rows of continuous batching) on
-// the decode-shaped subgroup coopmat GEMM (matmul_gemm_dec.comp): tiles of 16, 32 or 64 batch rows
-// x 128 weight rows, K in steps of 128 (64 for 64-row tiles, whose one shared stage must stay
-// within 48 KiB), x as an f16 copy padded to whole tiles, and K split into slices (their partial
-// tiles summed by matmul_gemm_cm2_reduce) while the workgroups stay within ES_VK_DEC_SPLIT a
-// multiprocessor and each slice keeps 2 steps. ES_VK_DEC_GEMM=1 takes it on devices without
-// cooperative matrices too (f32 multiply-adds: how lavapipe tests it), 0 never.
+// the decode-shaped subgroup coopmat GEMM (matmul_gemm_dec.comp) wherever the device has subgroup
+// cooperative matrices: tiles of 16, 32 or 64 batch rows x 128 weight rows, K in steps of 64 (one
+// shared stage of 20-28 KiB, so that several workgroups share a multiprocessor), x as an f16 copy
+// padded to whole tiles, and K split into slices (their partial tiles summed by
+// matmul_gemm_cm2_reduce) while the workgroups stay within kDecPerSm a multiprocessor and each
+// slice keeps 2 steps. H200, 7B Q4_0 `bench -b 9,16,32,64 -p 128 -n 64`, one job (session 22), per
+// step p50: 9.4 / 9.7 / 11.7 / 18.2 ms, against 15.2 / 15.5 / 13.4 / 19.1 on the workgroup-scope
+// block-load GEMM (UseCm2Decode) that took these steps before; K steps of 128 (43 KiB of shared
+// memory, 106 registers: two workgroups a multiprocessor): 11.9 / 12.1 / 13.8 / 18.1; slices
+// within 4, 16 and 2 workgroups a multiprocessor (K steps of 128): 12.9 / 13.0 / 15.0 / 18.5,
+// 11.8 / 12.0 / 13.9 / 18.9, 14.2 / 14.2 / 16.4 / 20.0 against 11.9 / 12.1 / 13.8 / 18.1 at 8.
+// Without the workgroup-scope GEMM and the multiprocessor count (ES_VK_CM2=0, no slices), against
+// matmul_gemm_cm.comp: 25.4 / 25.5 / 28.9 / 35.9 against 33.8 / 34.3 / 35.7 / 39.2 (K steps of
+// 128). ES_VK_DEC_GEMM=1 takes this GEMM wherever it can run (on devices without cooperative
+// matrices its f32 multiply-add variant: how lavapipe tests it), 0 never.
 constexpr int64_t kDecMaxRows = 64;
+constexpr uint64_t kDecPerSm = 8, kDecMaxSlices = 32, kDecMinSliceSteps = 2;
 bool UseDecGemm(const Device& dev, int64_t R, int64_t K, DType wt) {
   if (R <= kGemvMaxRows || R > kDecMaxRows || K % 32 != 0 ||
       (wt != DType::kQ4_0 && wt != DType::kQ8_0))
@@ -353,23 +363,17 @@ DecPlan PlanDec(const Device& dev, int64_t R, int64_t N, int64_t K) {
   const Tuning& tune = dev.tuning();
   DecPlan p;
   p.bm = R <= 16 ? 16 : R <= 32 ? 32 : 64;
-  p.bk = p.bm == 64 ? 64 : tune.Uint(Knob::kDecBk) ? tune.Uint(Knob::kDecBk) : 128;
-  // One shared stage of (128 + BM) rows of BK + 8 halves, and the epilogue's staging tiles
-  // (8 KiB) unless they alias it (shared blocks) or there are none (the f32 variant).
-  const bool staging = dev.coopmat_n() != 0 && !dev.shared_blocks();
-  auto shared_bytes = [&](uint32_t bk) {
-    return (128 + p.bm) * (bk + 8) * 2 + (staging ? 8192 : 0);
-  };
-  if (shared_bytes(p.bk) > dev.info().max_shared_memory) p.bk = 64;
+  p.bk = 64;
   p.Rp = (R + p.bm - 1) / p.bm * p.bm;
   // The multiprocessors: VK_NV_shader_sm_builtins' count, or ES_VK_CM2_SMS where set (tests).
   uint64_t sms = dev.coopmat2().sms;
   if (!sms && !tune.IsAuto(Knob::kCm2Sms)) sms = tune.Uint(Knob::kCm2Sms);
-  const uint64_t per_sm = tune.Uint(Knob::kDecSplit);
   const uint64_t tiles = uint64_t(p.Rp / p.bm) * uint64_t((N + 127) / 128);
   const uint64_t steps = uint64_t((K + p.bk - 1) / p.bk);
   uint64_t s = 1;
-  while (sms && s * 2 <= 32 && tiles * s * 2 <= per_sm * sms && steps / (s * 2) >= 2) s *= 2;
+  while (sms && s * 2 <= kDecMaxSlices && tiles * s * 2 <= kDecPerSm * sms &&
+         steps / (s * 2) >= kDecMinSliceSteps)
+    s *= 2;
   if (s > 1) {
     const uint64_t per = (steps + s - 1) / s;  // steps a slice
     p.S = uint32_t((steps + per - 1) / per);

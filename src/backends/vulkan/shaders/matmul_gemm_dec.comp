@@ -7,13 +7,14 @@
 //   tile loads exactly as matmul_gemm_cm.comp does (K % 32 == 0); y: f32, row stride y_rs.
 // Why not matmul_gemm_cm.comp: with a handful of rows, each workgroup's K loop is bound by the
 // latency of one step's loads, and a 32-wide step of 128 weight rows keeps only 2.3 KB of weights
-// in flight while its x tile (f32, 64 rows) is larger than the weights. Here a step is BK = 64 or
-// 128 wide (2-4 blocks of each of 128 weight rows: 4.6-9.2 KB in flight a workgroup), x is f16 and
-// only BM = 16, 32 or 64 rows, and K is split into slices (ks) so that the workgroups fill the GPU.
+// in flight while its x tile (f32, 64 rows) is larger than the weights. Here a step is BK = 64
+// wide (2 blocks of each of 128 weight rows: 4.6 KB in flight a workgroup, and a small enough
+// shared stage for several workgroups a multiprocessor: steps of 128 were slower), x
+// is f16 and only BM = 16, 32 or 64 rows, and K is split into slices (ks) so that the workgroups
+// fill the GPU.
 // Workgroup of 256 invocations = 8 subgroups of 32 (host-checked); output tile BM x BN = BM x 128,
 // each subgroup owning all BM rows of 16 columns as (BM / CM) x (16 / CN) f32 accumulators.
-// One shared stage (the 48 KiB a workgroup may have on NVIDIA holds one of 128 x 136 + 32 x 136
-// halves; the host takes BK = 64 where the device's limit is lower, e.g. lavapipe's 32 KiB): while the subgroups multiply it, the next step's loads are in flight in registers;
+// One shared stage (at most 192 x 72 halves, 27 KiB: within lavapipe's 32 KiB too): while the subgroups multiply it, the next step's loads are in flight in registers;
 // they are dequantized into it between two barriers.
 // SCALAR (no cooperative matrices): the same loads, tiles and epilogue with f32 multiply-adds, one
 // output per invocation per 256 of the tile; for devices without coopmat only where forced
@@ -38,7 +39,7 @@ layout(local_size_x = 256) in;
 #define BM 16
 #endif
 #ifndef BK
-#define BK 128
+#define BK 64
 #endif
 const uint CM = 16, CK = 16, BN = 128;
 const uint WN = BN / 8u;              // columns per subgroup
