@@ -18,6 +18,7 @@ struct MoeCase {
   bool norm, bias;
   float scaling;
   DType dt;
+  float bias_scale = 0.2f;  // the correction bias in [-bias_scale, bias_scale]
 };
 
 class VulkanMoe : public VulkanTest, public ::testing::WithParamInterface<MoeCase> {};
@@ -36,7 +37,7 @@ TEST_P(VulkanMoe, MatchesReference) {
   p->ffn_dim = c.I;
   Tensor X = RandomTensor("x", DType::kF32, {c.R, c.D}, 41);
   Tensor G = RandomTensor("router", DType::kF32, {c.E, c.D}, 42);
-  Tensor Bias = RandomTensor("bias", DType::kF32, {c.E}, 43, 0.2f);
+  Tensor Bias = RandomTensor("bias", DType::kF32, {c.E}, 43, c.bias_scale);
   std::vector<Tensor> ex;
   ex.reserve(size_t(3 * c.E));
   for (int e = 0; e < c.E; ++e) {
@@ -135,25 +136,34 @@ TEST_F(VulkanTest, MoeExpertStacksSpanSeveralBuffers) {
 
 INSTANTIATE_TEST_SUITE_P(
     Routing, VulkanMoe,
-    ::testing::Values(MoeCase{"softmax_greedy", 3, 24, 16, 8, 2, 1, 1, ScoringFunc::kSoftmax,
-                              TopkMethod::kGreedy, false, false, 1.0f, DType::kBF16},
-                      MoeCase{"group_limited", 5, 13, 7, 8, 3, 4, 2, ScoringFunc::kSoftmax,
-                              TopkMethod::kGroupLimitedGreedy, false, false, 2.5f, DType::kF32},
-                      MoeCase{"noaux_tc_sigmoid_bias", 4, 32, 24, 16, 4, 4, 2,
-                              ScoringFunc::kSigmoid, TopkMethod::kNoauxTc, true, true, 2.5f,
-                              DType::kF16},
-                      MoeCase{"prefill_rows", 11, 16, 8, 6, 2, 1, 1, ScoringFunc::kSoftmax,
-                              TopkMethod::kGreedy, true, false, 1.0f, DType::kBF16},
-                      // Grouped GEMMs: V3's 256 experts top 8 in 8 groups (top 4) over 40 rows;
-                      // every expert taking every row (top_k = E: several row tiles each); 64
-                      // experts top 1 over 20 rows (most experts get none).
-                      MoeCase{"v3_grouped_rows", 40, 32, 16, 256, 8, 8, 4, ScoringFunc::kSigmoid,
-                              TopkMethod::kNoauxTc, true, true, 2.5f, DType::kF16},
-                      MoeCase{"all_rows_on_every_expert", 150, 24, 16, 3, 3, 1, 1,
-                              ScoringFunc::kSoftmax, TopkMethod::kGreedy, false, false, 1.0f,
-                              DType::kF32},
-                      MoeCase{"most_experts_empty", 20, 16, 24, 64, 1, 1, 1, ScoringFunc::kSoftmax,
-                              TopkMethod::kGreedy, false, false, 1.0f, DType::kBF16}),
+    ::testing::Values(
+        MoeCase{"softmax_greedy", 3, 24, 16, 8, 2, 1, 1, ScoringFunc::kSoftmax, TopkMethod::kGreedy,
+                false, false, 1.0f, DType::kBF16},
+        MoeCase{"group_limited", 5, 13, 7, 8, 3, 4, 2, ScoringFunc::kSoftmax,
+                TopkMethod::kGroupLimitedGreedy, false, false, 2.5f, DType::kF32},
+        MoeCase{"noaux_tc_sigmoid_bias", 4, 32, 24, 16, 4, 4, 2, ScoringFunc::kSigmoid,
+                TopkMethod::kNoauxTc, true, true, 2.5f, DType::kF16},
+        // V3 real widths' routing with 16 experts: 8 groups of 2, 4 kept, top 8,
+        // so every kept expert is chosen, and a bias of up to 1 in size makes some
+        // kept choices negative: noaux_tc masks with -inf, so they still beat the
+        // masked experts (a 0.0 mask picked masked ones instead).
+        MoeCase{"noaux_tc_negative_kept_choices", 6, 32, 16, 16, 8, 8, 4, ScoringFunc::kSigmoid,
+                TopkMethod::kNoauxTc, true, true, 2.5f, DType::kF16, 1.0f},
+        // top_k past the kept experts (2 of 8 kept, top 3): the third comes from
+        // the masked ones, lowest index first, as the reference's stable sort.
+        MoeCase{"noaux_tc_top_k_past_kept", 3, 16, 8, 8, 3, 4, 1, ScoringFunc::kSigmoid,
+                TopkMethod::kNoauxTc, false, true, 1.0f, DType::kF32, 1.0f},
+        MoeCase{"prefill_rows", 11, 16, 8, 6, 2, 1, 1, ScoringFunc::kSoftmax, TopkMethod::kGreedy,
+                true, false, 1.0f, DType::kBF16},
+        // Grouped GEMMs: V3's 256 experts top 8 in 8 groups (top 4) over 40 rows;
+        // every expert taking every row (top_k = E: several row tiles each); 64
+        // experts top 1 over 20 rows (most experts get none).
+        MoeCase{"v3_grouped_rows", 40, 32, 16, 256, 8, 8, 4, ScoringFunc::kSigmoid,
+                TopkMethod::kNoauxTc, true, true, 2.5f, DType::kF16},
+        MoeCase{"all_rows_on_every_expert", 150, 24, 16, 3, 3, 1, 1, ScoringFunc::kSoftmax,
+                TopkMethod::kGreedy, false, false, 1.0f, DType::kF32},
+        MoeCase{"most_experts_empty", 20, 16, 24, 64, 1, 1, 1, ScoringFunc::kSoftmax,
+                TopkMethod::kGreedy, false, false, 1.0f, DType::kBF16}),
     [](const auto& info) { return std::string(info.param.name); });
 
 }  // namespace

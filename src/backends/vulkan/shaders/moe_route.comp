@@ -3,8 +3,10 @@
 // (and src/backends/cpu/reference.cpp's MoeRoute): scores = softmax or sigmoid of the router
 // logits; choice = scores (+ correction bias); group-limited methods keep the topk_group best
 // groups (group score: max, or the sum of the top two for noaux_tc) and set the others' choice
-// to 0; the top_k choices (lowest index on ties) give experts with their unbiased scores as
-// weights, optionally normalised, times routed_scaling_factor.
+// to 0 (group_limited_greedy) or -inf (noaux_tc: sigmoid scores plus a negative bias can fall
+// below 0, and a kept expert must still beat every masked one); the top_k choices (lowest index
+// on ties) give experts with their unbiased scores as weights, optionally normalised, times
+// routed_scaling_factor.
 //   logits: [R, E]; bias: [E]; ids, weights: [R, top_k]
 // Each invocation holds experts tid, tid + WG, ... (E <= 256 = 4 WG); the softmax sums and every
 // top-k step are workgroup reductions (common.glsl), so a step costs a few barriers instead of
@@ -97,19 +99,25 @@ void main() {
       }
     }
     barrier();
+    const float masked = p.method == 2u ? -1.0 / 0.0 : 0.0;
     for (uint c = 0u; c < PER; ++c) {
       const uint e = tid + WG * c;
-      if (e < p.E && !gkeep[e / per]) choice[c] = 0.0;
+      if (e < p.E && !gkeep[e / per]) choice[c] = masked;
     }
   }
   float wsum = 0.0, w_mine = 0.0;
   uint id_mine = 0u;
+  // Taken experts leave the running by a flag, not by a -inf choice: noaux_tc's masked experts
+  // hold -inf too, and where top_k exceeds the kept experts they follow in index order, as the
+  // reference's stable sort has them.
+  bool taken[PER];
+  for (uint c = 0u; c < PER; ++c) taken[c] = false;
   for (uint k = 0u; k < p.top_k; ++k) {
     float v = -1.0 / 0.0;
     uint idx = 0xffffffffu;
     for (uint c = 0u; c < PER; ++c) {
       const uint e = tid + WG * c;
-      if (e < p.E && (idx == 0xffffffffu || choice[c] > v)) {  // taken experts hold -inf... see below
+      if (e < p.E && !taken[c] && (idx == 0xffffffffu || choice[c] > v)) {
         v = choice[c];
         idx = e;
       }
@@ -120,7 +128,7 @@ void main() {
       const uint c = idx / WG;
       for (uint cc = 0u; cc < PER; ++cc)
         if (cc == c) {
-          choice[cc] = -1.0 / 0.0;
+          taken[cc] = true;
           best_v[0] = score[cc];
         }
     }
