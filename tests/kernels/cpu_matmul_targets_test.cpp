@@ -81,7 +81,7 @@ TEST(CpuMatMulTargets, EveryTargetIsAccurateAndBatchInvariant) {
   }
 }
 
-// Q4_0, Q8_0, Q4_K and Q5_K on x86 take the column-lane kernels (matmul_lanes-inl.h,
+// Q4_0, Q8_0, Q4_K, Q5_K and Q6_K on x86 take the column-lane kernels (matmul_lanes-inl.h,
 // matmul_lanes_k-inl.h) on AVX2 and every target above it; their integer parts are exact and their
 // float operations the same, so those targets must agree bit for bit — in particular AVX3_DL,
 // whose row dots run on VNNI (vpdpbusd; K-quant scales through vpmulld) instead of maddubs. GEMV,
@@ -98,7 +98,7 @@ TEST(CpuMatMulTargets, LaneKernelsGiveTheSameBitsOnEveryAvx2PlusTarget) {
     for (const int64_t N : {8, 23, 57}) {
       for (const int64_t R : {1, 2, 3, 4, 5, 9}) {
         const auto x = test::RandomFloats(size_t(R * K), uint64_t(K + N + R));
-        for (DType type : {DType::kQ4_0, DType::kQ8_0, DType::kQ4_K, DType::kQ5_K}) {
+        for (DType type : {DType::kQ4_0, DType::kQ8_0, DType::kQ4_K, DType::kQ5_K, DType::kQ6_K}) {
           if (K % BlockElems(type) != 0) continue;
           const auto wt = test::RandomWeights(type, N, K, uint64_t(K * 7 + N));
           std::vector<float> first;
@@ -124,21 +124,25 @@ TEST(CpuMatMulTargets, LaneKernelsGiveTheSameBitsOnEveryAvx2PlusTarget) {
 
 // The largest integer sums the K-quant kernels can meet: every quant at its maximum (Q4_K 15,
 // Q5_K 31, Q6_K 63), every 6-bit scale and minimum 63, and activations that quantize to +127 (or
-// all −127), on every target. Q5_K's AVX2 lane kernel keeps two int16 partial sums per group
-// (one would pass 32767 here and wrap); the result must match the dequantized weights to f32
-// rounding (the activations quantize without loss).
+// all −127), on every target; Q6_K also with every quant at 0 (q − 32 = −32) and its signed
+// sub-scales at −128. Q5_K's AVX2 lane kernel keeps two int16 partial sums per group (one would
+// pass 32767 here and wrap), Q6_K's pairs of maddubs (four would); the result must match the
+// dequantized weights to f32 rounding (the activations quantize without loss).
 TEST(CpuMatMulTargets, ExtremeKQuantsOnEveryTarget) {
   ThreadPool pool(2);
   const int64_t R = 5, N = 11, K = 3 * kQKK;
-  for (DType type : {DType::kQ4_K, DType::kQ5_K, DType::kQ6_K}) {
+  const DType types[] = {DType::kQ4_K, DType::kQ5_K, DType::kQ6_K, DType::kQ6_K};
+  for (size_t variant = 0; variant < 4; ++variant) {
+    const DType type = types[variant];
+    const bool low = variant == 3;  // Q6_K: quants 0, sub-scales −128
     const size_t row_bytes = RowBytes(type, K), block_bytes = row_bytes / (K / kQKK);
-    std::vector<uint8_t> w(row_bytes * size_t(N), 0xFF);
+    std::vector<uint8_t> w(row_bytes * size_t(N), low ? 0x00 : 0xFF);
     for (size_t b = 0; b < w.size() / block_bytes; ++b) {
       uint8_t* blk = w.data() + b * block_bytes;
       const uint16_t d = F32ToF16(0.25f * float(1 + b % 3)), dmin = F32ToF16(0.125f);
       if (type == DType::kQ6_K) {
         std::memcpy(blk + offsetof(BlockQ6_K, d), &d, 2);
-        std::memset(blk + offsetof(BlockQ6_K, scales), 127, 16);
+        std::memset(blk + offsetof(BlockQ6_K, scales), low ? 0x80 : 127, 16);
       } else {
         std::memcpy(blk, &d, 2);
         std::memcpy(blk + 2, &dmin, 2);

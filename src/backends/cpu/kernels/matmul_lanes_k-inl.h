@@ -1,7 +1,7 @@
-// Column-lane kernels for Q4_K and Q5_K weights on x86 (AVX2 and up): the GEMV, skinny GEMM and
-// panel GEMM of matmul_lanes-inl.h's drivers (LaneMatMul), with 8 weight columns side by side, one
-// column per f32 lane, as Q4_0 has them. Included by matmul_quant-inl.h once per Highway target,
-// after matmul_lanes-inl.h.
+// Column-lane kernels for Q4_K, Q5_K and Q6_K weights on x86 (AVX2 and up): the GEMV, skinny GEMM
+// and panel GEMM of matmul_lanes-inl.h's drivers (LaneMatMul), with 8 weight columns side by side,
+// one column per f32 lane, as Q4_0 has them. Included by matmul_quant-inl.h once per Highway
+// target, after matmul_lanes-inl.h.
 //
 // A Q4_K block (256 elements, 144 bytes) has 8 groups of 32 with 6-bit scales sc_g and minimums
 // mn_g, an f16 d and dmin (blocks.h): w = d · sc_g · q − dmin · mn_g, q the nibble (0..15). Q5_K
@@ -319,6 +319,190 @@ struct QKKernel {
 };
 using Q4KKernel = QKKernel<BlockQ4_K>;
 using Q5KKernel = QKKernel<BlockQ5_K>;
+
+// ---------------------------------------------------------------------------------------------
+// Q6_K (attn_v and the lm_head of Q4_K_M files). A block (256 elements, 210 bytes) has 8 groups
+// of 32 (group g = 4h + gg: the 4 low bits from ql[64h + 32(gg & 1) ..], low nibbles for gg < 2,
+// high ones for gg >= 2; the 2 high bits from qh[32h ..] at bit 2gg), signed 8-bit sub-scales per
+// 16 elements (sA = scales[2g] for elements 0..15 of group g, sB = scales[2g + 1] for 16..31) and
+// an f16 d: w = d · s · (q − 32), q = 0..63. With the activations' per-half sums Σlo, Σhi
+// (QuantizeQ6KActs, an int16 pair a group):
+//   isum_g = sA · Σ_{k<16} q_k qx_k + sB · Σ_{k>=16} q_k qx_k − 32 · (sA · Σlo + sB · Σhi),
+// exact in int32 (|isum_g| ≤ 32 · 32 · 127 · 128 < 2^24, so its float is exact too). AVX2 sums
+// maddubs of the unsigned q (0..63) against 4-byte broadcasts of the activations in pairs
+// (2 · 2 · 63 · 127 = 32004 ≤ 32767) and applies the scales through madd (int16 pairs (s, s));
+// AVX3_DL runs vpdpbusd per half and vpmulld by the scale; the offset is one madd of (32 sA,
+// 32 sB) against the pair (Σlo, Σhi) on both.
+// Reduction order of output (r, n), GEMV, skinny GEMM and panel GEMM, every AVX2+ target:
+//   acc = +0;  for g in order: acc = fma(d · dx_g, float(isum_g), acc);  y = acc + bias[n]
+
+// The sub-scales of 8 Q6_K columns, lanes as in Q4KScales.
+struct Q6KScales {
+  // Group g's sA and sB of column c in lane c: (s, s) int16 pairs for madd on AVX2, int32 for
+  // vpmulld on AVX3_DL.
+  __m256i sa[8], sb[8];
+  __m256i off[8];  // (32 sA, 32 sB) int16 pair of column c
+  __m256 d;        // d of column c
+};
+
+// One block of 8 columns fully decoded, as the GEMM panel stores it (2848 bytes): the panel is
+// read by every 4-row tile of a task, so the 6-bit quants are assembled once per task.
+struct Q6Kx8 {
+  __m256i q[64];  // q[8g + k]: dword c = q (0..63) of elements 4k .. 4k + 3 of group g, column c
+  Q6KScales s;
+};
+
+// Block b of the 8 rows w + c · stride decoded into out.
+HWY_INLINE void InterleaveQ6K(const BlockQ6_K* HWY_RESTRICT w, size_t stride, size_t b,
+                              Q6Kx8* HWY_RESTRICT out) {
+  const __m256i m4 = _mm256_set1_epi8(0x0F), m2 = _mm256_set1_epi8(0x30);
+  for (size_t h = 0; h < 2; ++h) {
+    __m256i qh[8];
+    Transpose32(w, stride, b, offsetof(BlockQ6_K, qh) + 32 * h, qh);
+    for (size_t e = 0; e < 2; ++e) {
+      __m256i ql[8];
+      Transpose32(w, stride, b, offsetof(BlockQ6_K, ql) + 64 * h + 32 * e, ql);
+      __m256i* lo = out->q + 8 * (4 * h + e);      // group 4h + e: low nibbles, qh bits 2e
+      __m256i* hi = out->q + 8 * (4 * h + 2 + e);  // group 4h + 2 + e: high nibbles, bits 4 + 2e
+      for (size_t k = 0; k < 8; ++k) {
+        // The 2 high bits to bits 4..5 of each byte (16-bit shifts; the mask drops what crossed).
+        const __m256i h_lo = e ? _mm256_slli_epi16(qh[k], 2) : _mm256_slli_epi16(qh[k], 4);
+        const __m256i h_hi = e ? _mm256_srli_epi16(qh[k], 2) : qh[k];
+        lo[k] = _mm256_or_si256(_mm256_and_si256(ql[k], m4), _mm256_and_si256(h_lo, m2));
+        hi[k] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(ql[k], 4), m4),
+                                _mm256_and_si256(h_hi, m2));
+      }
+    }
+  }
+  // Scales: v[j] dword c = scales[4j .. 4j + 3] of column c; group g's pair is bytes 2(g & 1)
+  // and 2(g & 1) + 1 of v[g / 2], sign-extended.
+  __m256i v[4];
+  TransposeQuads(w + b, stride, offsetof(BlockQ6_K, scales), v);
+  const __m256i lo16 = _mm256_set1_epi32(0xFFFF);
+  for (int g = 0; g < 8; ++g) {
+    const __m256i ev = _mm256_srai_epi16(_mm256_slli_epi16(v[g / 2], 8), 8);  // bytes 0, 2
+    const __m256i od = _mm256_srai_epi16(v[g / 2], 8);                        // bytes 1, 3
+    const __m256i sa =
+        (g & 1) ? _mm256_srai_epi32(ev, 16) : _mm256_srai_epi32(_mm256_slli_epi32(ev, 16), 16);
+    const __m256i sb =
+        (g & 1) ? _mm256_srai_epi32(od, 16) : _mm256_srai_epi32(_mm256_slli_epi32(od, 16), 16);
+#if HWY_TARGET == HWY_AVX3_DL
+    out->s.sa[g] = sa;
+    out->s.sb[g] = sb;
+#else
+    out->s.sa[g] = _mm256_or_si256(_mm256_and_si256(sa, lo16), _mm256_slli_epi32(sa, 16));
+    out->s.sb[g] = _mm256_or_si256(_mm256_and_si256(sb, lo16), _mm256_slli_epi32(sb, 16));
+#endif
+    out->s.off[g] = _mm256_or_si256(_mm256_and_si256(_mm256_slli_epi32(sa, 5), lo16),
+                                    _mm256_slli_epi32(sb, 21));
+  }
+  out->s.d = LaneScales(w + b, stride);
+}
+
+// One group of one activation row: acc (lane c = column c) += d · dx · isum_g.
+//   n[0..7]: the group's q (0..63) as in Q6Kx8; g: the group within the block; x: the row's 32
+//   int8 quants of the group; dx: its scale; sums: (Σ x[0..15], Σ x[16..31]) as an int16 pair.
+HWY_INLINE __m256 Q6KRow(const __m256i* HWY_RESTRICT n, const Q6KScales& s, int g,
+                         const int8_t* HWY_RESTRICT x, float dx, int32_t sums, __m256 acc) {
+#if HWY_TARGET == HWY_AVX3_DL
+  __m256i lo = LaneDpBusd(_mm256_setzero_si256(), n[0], Bcast4(x));
+  __m256i hi = LaneDpBusd(_mm256_setzero_si256(), n[4], Bcast4(x + 16));
+  lo = LaneDpBusd(lo, n[1], Bcast4(x + 4));
+  hi = LaneDpBusd(hi, n[5], Bcast4(x + 20));
+  lo = LaneDpBusd(lo, n[2], Bcast4(x + 8));
+  hi = LaneDpBusd(hi, n[6], Bcast4(x + 24));
+  lo = LaneDpBusd(lo, n[3], Bcast4(x + 12));
+  hi = LaneDpBusd(hi, n[7], Bcast4(x + 28));
+  __m256i isum = _mm256_add_epi32(_mm256_mullo_epi32(lo, s.sa[g]), _mm256_mullo_epi32(hi, s.sb[g]));
+#else
+  auto pair = [&](int k) {  // two maddubs in int16: ≤ 32004
+    return _mm256_add_epi16(_mm256_maddubs_epi16(n[k], Bcast4(x + 4 * k)),
+                            _mm256_maddubs_epi16(n[k + 1], Bcast4(x + 4 * k + 4)));
+  };
+  __m256i isum = _mm256_add_epi32(
+      _mm256_add_epi32(_mm256_madd_epi16(pair(0), s.sa[g]), _mm256_madd_epi16(pair(2), s.sa[g])),
+      _mm256_add_epi32(_mm256_madd_epi16(pair(4), s.sb[g]), _mm256_madd_epi16(pair(6), s.sb[g])));
+#endif
+  isum = _mm256_sub_epi32(isum, _mm256_madd_epi16(s.off[g], _mm256_set1_epi32(sums)));
+  return _mm256_fmadd_ps(_mm256_mul_ps(s.d, _mm256_set1_ps(dx)), _mm256_cvtepi32_ps(isum), acc);
+}
+
+// Where Q6KPanelRows reads block b of 8 columns: Block(b, tmp) → the decoded block.
+struct Q6KPanelSrc {  // the GEMM's per-task panel
+  const Q6Kx8* HWY_RESTRICT p;
+  HWY_INLINE const Q6Kx8* Block(size_t b, Q6Kx8*) const { return p + b; }
+};
+struct Q6KRawSrc {  // raw rows (GEMV, skinny GEMM): decoded into tmp, next 8 rows prefetched
+  const BlockQ6_K* HWY_RESTRICT w;  // 8 rows of nb blocks (row stride nb)
+  size_t nb;
+  HWY_INLINE const Q6Kx8* Block(size_t b, Q6Kx8* tmp) const {
+    PrefetchNextGroup(w, nb * sizeof(BlockQ6_K), b, kLaneCols * sizeof(BlockQ6_K));
+    InterleaveQ6K(w, nb, b, tmp);
+    return tmp;
+  }
+};
+
+// RT activation rows (r0 ..) against one group of 8 columns. RT = 1 on raw rows is the GEMV.
+template <int RT, class Src>
+HWY_NOINLINE void Q6KPanelRows(const LaneActs& a, size_t r0, Src src, __m256* acc_out) {
+  static_assert(RT >= 1 && RT <= 4, "Q6KPanelRows handles 1..4 rows");
+  const size_t K = a.K, ng = a.nb;                 // ng: groups of 32 per row
+  const size_t nb = K / kQKK;                      // weight blocks per row
+  const int8_t* HWY_RESTRICT x = a.q8() + r0 * K;  // row r at x + r · K
+  const float* HWY_RESTRICT d = a.d + r0 * ng;     // row r at d + r · ng
+  const int32_t* HWY_RESTRICT s = a.s8 + r0 * ng;  // (Σlo, Σhi) pairs
+  __m256 c0 = _mm256_setzero_ps(), c1 = c0, c2 = c0, c3 = c0;
+  Q6Kx8 tmp;
+  for (size_t b = 0; b < nb; ++b) {
+    const Q6Kx8& blk = *src.Block(b, &tmp);
+    for (int j = 0; j < 8; ++j) {
+      const size_t g = 8 * b + size_t(j);  // group of the row
+      const __m256i* n = blk.q + 8 * j;
+      const int8_t* xg = x + g * kQK;
+      c0 = Q6KRow(n, blk.s, j, xg, d[g], s[g], c0);
+      if constexpr (RT > 1) c1 = Q6KRow(n, blk.s, j, xg + K, d[ng + g], s[ng + g], c1);
+      if constexpr (RT > 2) c2 = Q6KRow(n, blk.s, j, xg + 2 * K, d[2 * ng + g], s[2 * ng + g], c2);
+      if constexpr (RT > 3) c3 = Q6KRow(n, blk.s, j, xg + 3 * K, d[3 * ng + g], s[3 * ng + g], c3);
+    }
+  }
+  acc_out[0] = c0;
+  if constexpr (RT > 1) acc_out[1] = c1;
+  if constexpr (RT > 2) acc_out[2] = c2;
+  if constexpr (RT > 3) acc_out[3] = c3;
+}
+
+struct Q6KKernel {
+  using Block = BlockQ6_K;
+  using Panel = Q6Kx8;
+  using XQ = int8_t;
+  static constexpr size_t kBlockElems = kQKK;
+  // int8 activations as every int8 type; s8 of group g = (Σ q[0..15]) | (Σ q[16..31]) << 16.
+  static void Quantize(const float* x, size_t K, int8_t* q, float* d, int32_t* s8, float* tmp) {
+    QuantizeActivationRow(x, int64_t(K), q, d, tmp);
+    for (size_t g = 0; g < K / kQK; ++g) {
+      int32_t lo = 0, hi = 0;
+      for (size_t j = 0; j < kQK / 2; ++j) {
+        lo += q[g * kQK + j];
+        hi += q[g * kQK + kQK / 2 + j];
+      }
+      s8[g] = int32_t(uint32_t(uint16_t(int16_t(lo))) | uint32_t(uint16_t(int16_t(hi))) << 16);
+    }
+  }
+  static __m256 Gemv(const LaneActs& a, const Block* w, size_t nb) {
+    __m256 acc[1];
+    Q6KPanelRows<1>(a, 0, Q6KRawSrc{w, nb}, acc);
+    return acc[0];
+  }
+  static void Interleave(const Block* w, size_t stride, size_t b, Panel* out) {
+    InterleaveQ6K(w, stride, b, out);
+  }
+  using PanelSrc = Q6KPanelSrc;
+  using RawSrc = Q6KRawSrc;  // the skinny GEMM's (LaneSkinny)
+  template <int RT, class Src>
+  static void Rows(const LaneActs& a, size_t r0, Src src, __m256* acc) {
+    Q6KPanelRows<RT>(a, r0, src, acc);
+  }
+};
 
 }  // namespace HWY_NAMESPACE
 }  // namespace es::cpu

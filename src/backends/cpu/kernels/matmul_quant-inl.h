@@ -33,8 +33,8 @@
 // same operations whatever R, the other rows or the thread count (batch invariance).
 // Q4_0 and Q8_0 on x86 take the column-lane kernels of matmul_lanes-inl.h instead (8 columns in
 // the 8 f32 lanes, one FMA per block and output; their own reduction order, the same in GEMV and
-// GEMM), and Q4_K / Q5_K those of matmul_lanes_k-inl.h (one FMA per group of 32 for the scales and
-// one for the minimums, 8 outputs at once).
+// GEMM), and Q4_K / Q5_K / Q6_K those of matmul_lanes_k-inl.h (per group of 32 one FMA for the
+// scales and, Q4_K / Q5_K, one for the minimums, 8 outputs at once).
 
 #ifndef ES_CPU_KERNELS_MATMUL_QUANT_ONCE_
 #define ES_CPU_KERNELS_MATMUL_QUANT_ONCE_
@@ -793,7 +793,7 @@ inline void QuantMatMul(const float* x, int64_t R, int64_t K, const void* w, DTy
     using Block = typename decltype(tag)::type;
     const Block* wb = static_cast<const Block*>(w);
 #if ES_QUANT_X86
-    // Q8_0, Q4_0, Q4_K and Q5_K: the column-lane kernels (matmul_lanes-inl.h,
+    // Q8_0, Q4_0, Q4_K, Q5_K and Q6_K: the column-lane kernels (matmul_lanes-inl.h,
     // matmul_lanes_k-inl.h).
     if constexpr (std::is_same_v<Block, BlockQ8_0>) {
       return LaneMatMul<Q80Kernel>(x, r, k, wb, n, bias, y, l, pool);
@@ -803,6 +803,8 @@ inline void QuantMatMul(const float* x, int64_t R, int64_t K, const void* w, DTy
       return LaneMatMul<Q4KKernel>(x, r, k, wb, n, bias, y, l, pool);
     } else if constexpr (std::is_same_v<Block, BlockQ5_K>) {
       return LaneMatMul<Q5KKernel>(x, r, k, wb, n, bias, y, l, pool);
+    } else if constexpr (std::is_same_v<Block, BlockQ6_K>) {
+      return LaneMatMul<Q6KKernel>(x, r, k, wb, n, bias, y, l, pool);
     } else {
       return QuantMatMulT(x, r, k, wb, n, bias, y, l, pool);
     }
