@@ -42,6 +42,7 @@ bool KnownOp(const OpNode& n) {
                                               "MatMul",
                                               "Gemm",
                                               "Gather",
+                                              "GatherND",  // dynamo: the padding mask's bits
                                               "Shape",
                                               "Reshape",
                                               "Transpose",

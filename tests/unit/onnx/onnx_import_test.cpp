@@ -60,6 +60,10 @@ std::shared_ptr<Model> LoadQuantized(const std::string& dir, DType t) {
   return Model::Load(dir, lo);
 }
 
+std::string StyleName(OnnxStyle s) {
+  return s == OnnxStyle::kGenAi ? "_genai" : s == OnnxStyle::kTorch ? "_torch" : "_dynamo";
+}
+
 struct Case {
   std::string variant;
   OnnxStyle style;
@@ -102,17 +106,18 @@ TEST_P(OnnxImport, Int4MatMulNBitsEqualsQ4_0AtLoad) {
 INSTANTIATE_TEST_SUITE_P(
     , OnnxImport,
     ::testing::Values(Case{"qwen2_tied", OnnxStyle::kGenAi}, Case{"qwen2_tied", OnnxStyle::kTorch},
-                      Case{"llama3_f32", OnnxStyle::kGenAi}, Case{"llama3_f32", OnnxStyle::kTorch}),
-    [](const auto& i) {
-      return i.param.variant + (i.param.style == OnnxStyle::kGenAi ? "_genai" : "_torch");
-    });
+                      Case{"qwen2_tied", OnnxStyle::kDynamo}, Case{"llama3_f32", OnnxStyle::kGenAi},
+                      Case{"llama3_f32", OnnxStyle::kTorch}, Case{"llama3_f32", OnnxStyle::kDynamo},
+                      // 5 query heads on 1 kv head, hidden 160, 3 layers
+                      Case{"qwen2_sharded", OnnxStyle::kDynamo}),
+    [](const auto& i) { return i.param.variant + StyleName(i.param.style); });
 
 // bf16 checkpoints (their values written as f32): GQA 6:1 with head_dim 128, and llama3 rope
 // scaling (per-frequency factors recovered from the cos/sin cache or the inv_freq constant).
 TEST(OnnxImportBf16, RealDimAndLlama3RopeMatchTheFolder) {
   for (const std::string v : {"qwen2_realdim", "llama3"}) {
-    for (OnnxStyle s : {OnnxStyle::kGenAi, OnnxStyle::kTorch}) {
-      const std::string dir = TempDir() + "/" + v + (s == OnnxStyle::kGenAi ? "_genai" : "_torch");
+    for (OnnxStyle s : {OnnxStyle::kGenAi, OnnxStyle::kTorch, OnnxStyle::kDynamo}) {
+      const std::string dir = TempDir() + "/" + v + StyleName(s);
       OnnxWriteOptions o;
       o.style = s;
       WriteOnnxFromHf(Golden(v), dir, o);
@@ -261,6 +266,21 @@ TEST(OnnxImportErrors, UnsupportedPatternNamesTheNode) {
   EXPECT_NE(e.find("does not fit a Llama/Qwen2 decoder"), std::string::npos) << e;
   EXPECT_NE(e.find("node '"), std::string::npos) << e;
   EXPECT_NE(e.find("op type '"), std::string::npos) << e;
+}
+
+// The dynamo exporter's GatherND (the padding bits of the attention mask) is plumbing the lift
+// looks past; one where the walk expects a lifted op is one error naming it.
+TEST(OnnxImportErrors, GatherNdOutsideTheMaskNamesTheNode) {
+  OnnxWriteOptions o;
+  o.style = OnnxStyle::kDynamo;
+  o.replace_op = "Gather";  // the token embedding: the first Gather of a dynamo-style graph
+  o.with_op = "GatherND";
+  const std::string dir = TempDir() + "/gathernd";
+  WriteOnnxFromHf(Golden("llama3_f32"), dir, o);
+  const std::string e = LoadError(dir + "/model.onnx");
+  EXPECT_NE(e.find("node '/Gather_"), std::string::npos) << e;
+  EXPECT_NE(e.find("op type 'GatherND', domain 'ai.onnx'"), std::string::npos) << e;
+  EXPECT_NE(e.find("token embedding (Gather)"), std::string::npos) << e;
 }
 
 TEST(OnnxImportErrors, TruncatedAndCorruptFiles) {
