@@ -6,6 +6,7 @@
 
 #include <charconv>
 #include <climits>
+#include <cstdint>
 #include <cstring>
 #include <filesystem>
 #include <map>
@@ -72,6 +73,7 @@ struct Ctx {
   std::shared_ptr<MappedFile> file;
   std::map<std::string, std::shared_ptr<MappedFile>> external;
   size_t external_bytes = 0;
+  size_t aligned_copies = 0, aligned_copy_bytes = 0;  // misaligned views copied (AddTensor)
 };
 
 // Element size of the types read as Tensors (0: not one of them).
@@ -285,6 +287,17 @@ void AddTensor(Ctx& c, OpGraph& g, const onnx::TensorProto& t, const std::string
     }
     out = std::move(a);
   }
+  // A view must be aligned to its element: reading a float through a misaligned pointer is
+  // undefined behaviour (x86 forgives the load; UBSan and strict-alignment CPUs do not). raw_data
+  // inside the protobuf lies wherever its field landed, so such a tensor is copied into aligned
+  // memory of its own; external data, written at aligned offsets by the exporters, stays mapped.
+  if (es > 1 && reinterpret_cast<uintptr_t>(out.data) % es != 0) {
+    Tensor a = AllocTensor(name, out.dtype, shape);
+    std::memcpy(MutableData(a), out.data, want);
+    out = std::move(a);
+    c.aligned_copies++;
+    c.aligned_copy_bytes += want;
+  }
   g.constants[name] = std::move(out);
 }
 
@@ -430,6 +443,8 @@ OpGraph ReadOnnx(const std::string& path, OnnxModelInfo* info) {
     info->producer_version = model.producer_version();
     info->file_bytes = c.file->size();
     info->external_bytes = c.external_bytes;
+    info->aligned_copies = c.aligned_copies;
+    info->aligned_copy_bytes = c.aligned_copy_bytes;
   }
   return g;
 }
