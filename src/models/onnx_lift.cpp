@@ -42,6 +42,7 @@ bool KnownOp(const OpNode& n) {
                                               "MatMul",
                                               "Gemm",
                                               "Gather",
+                                              "GatherND",  // dynamo: the padding mask's bits
                                               "Shape",
                                               "Reshape",
                                               "Transpose",
@@ -216,11 +217,24 @@ class Lifter {
     std::string norm_w, residual;
     float eps = 0;
   };
+  using Layers = std::vector<std::pair<Attn, Mlp>>;
   bool MatchMlp(const OpNode& add, Mlp* m);
   bool MatchAttn(const OpNode& add, Attn* a);
   bool AttnFromGqa(const OpNode& ga, Attn* a);
   bool AttnFromDecomposed(const OpNode& at, Attn* a);
   std::vector<double> InvFreq(const Attn& a);
+  // Run's steps, in order.
+  void CheckOps();
+  const OpNode& MatchHead(Linear* head);
+  Layers WalkLayers(const OpNode& final_norm);
+  ModelConfig BaseConfig(const Layers& layers);
+  void FindHeadDim(const Attn& a0, ModelConfig& c);
+  void SetRope(const Attn& a0, ModelConfig& c);
+  void LayerShapes(const Layers& layers, ModelConfig& c);
+  void PutTensors(const Layers& layers, const OpNode& final_norm, const Linear& head,
+                  OnnxLifted& out);
+  void AddNotes(const std::vector<std::pair<std::string, int>>& passes, const Attn& a0,
+                OnnxLifted& out) const;
   const Tensor& Const(const std::string& v, const OpNode& user, const char* what) const {
     const Tensor* t = g_.Constant(Through(g_, v));
     if (!t) FailAt(&user, std::string(what) + " '" + v + "' is not a constant");
@@ -237,6 +251,7 @@ class Lifter {
   // embedding
   Tensor embed_;
   std::string embed_source_;
+  std::map<std::string, int> source_ops_;  // "domain.op" -> count, before the passes
 };
 
 std::string Lifter::Layout(std::string v) const {
@@ -664,32 +679,35 @@ std::vector<double> Lifter::InvFreq(const Attn& a) {
              a.cos + "')");
 }
 
-OnnxLifted Lifter::Run() {
+// Every node's op must be one the lift knows (else one error naming it); counts them for inspect.
+void Lifter::CheckOps() {
   for (const OpNode& n : g_.nodes)
     if (!KnownOp(n)) Fail(where_, ": ", n.Where(), " is not supported by edgeseek's ONNX import");
-  std::map<std::string, int> source_ops;
-  for (const OpNode& n : g_.nodes) source_ops[(n.domain.empty() ? "" : n.domain + ".") + n.op]++;
-  const auto passes = RunPasses(g_, ImportPasses());
+  for (const OpNode& n : g_.nodes) source_ops_[(n.domain.empty() ? "" : n.domain + ".") + n.op]++;
+}
 
-  // The logits output and the head.
+// The logits output as lm_head(norm(x)): fills `head`, returns the final RMSNorm.
+const OpNode& Lifter::MatchHead(Linear* head) {
   std::string logits;
   for (const OpValueInfo& o : g_.outputs)
     if (o.name == "logits") logits = o.name;
   if (logits.empty() && !g_.outputs.empty()) logits = g_.outputs[0].name;
   if (logits.empty()) Fail(where_, ": the graph has no outputs");
-  Linear head;
-  if (!MatchLinear(logits, &head))
+  if (!MatchLinear(logits, head))
     FailAt(blame_ ? blame_ : Prod(logits), "the logits output '" + logits +
                                                "' is not lm_head(norm(x))" +
                                                (blame_ ? " (" + blame_what_ + ")" : ""));
   // (transformers' logits_to_keep slices the rows before lm_head: a layout op to look through)
-  const OpNode* final_norm = g_.ProducerNode(Layout(head.in));
+  const OpNode* final_norm = g_.ProducerNode(Layout(head->in));
   if (!final_norm || !final_norm->Is("RmsNorm", "es"))
     FailAt(final_norm, "expected the final RMSNorm before lm_head");
+  return *final_norm;
+}
 
-  // Layers, last to first.
-  std::vector<std::pair<Attn, Mlp>> layers;
-  std::string x = final_norm->In(0);
+// The decoder layers from the final norm's input back to the embedding, first layer first.
+Lifter::Layers Lifter::WalkLayers(const OpNode& final_norm) {
+  Layers layers;
+  std::string x = final_norm.In(0);
   for (int guard = 0; guard < 100000; ++guard) {
     if (MatchEmbedding(x)) break;
     const OpNode* add = Prod(x);
@@ -715,10 +733,76 @@ OnnxLifted Lifter::Run() {
   std::reverse(layers.begin(), layers.end());
   if (layers.empty())
     Fail(where_, ": no decoder layers found between the embedding and the logits");
+  return layers;
+}
 
-  // The config, checked layer by layer.
-  OnnxLifted out;
-  ModelConfig& c = out.config;
+// head_dim and n_heads of a decomposed graph (GroupQueryAttention states them): with partial
+// rotary (the rope narrower than the head) the static last dim of the past key inputs, else the
+// candidate head size whose rope tables or inv_freq constant fit layer 0's.
+void Lifter::FindHeadDim(const Attn& a0, ModelConfig& c) {
+  if (c.head_dim == 0 && a0.rotary_dim != 0) {
+    for (const OpValueInfo& in : g_.inputs)
+      if (in.name.find("past") != std::string::npos && in.dims.size() == 4 && in.dims[3].size > 0) {
+        c.head_dim = int(in.dims[3].size);
+        break;
+      }
+    if (c.head_dim == 0)
+      FailAt(g_.ProducerNode(Through(g_, a0.cos)),
+             "partial rotary: cannot tell the head size (no past key input with a static last "
+             "dim)");
+    c.n_heads = int(a0.q.w.shape[0] / c.head_dim);
+  }
+  if (c.head_dim != 0) return;
+  int hd = 0;
+  // inv_freq constant or table width: try candidate head dims dividing q and k widths.
+  const int64_t qn = a0.q.w.shape[0], kn = a0.k.w.shape[0];
+  for (int cand : {256, 192, 160, 128, 112, 96, 80, 64, 48, 32, 16, 8}) {
+    if (qn % cand || kn % cand) continue;
+    Attn probe = a0;
+    probe.head_dim = cand;
+    try {
+      (void)InvFreq(probe);
+      hd = cand;
+      break;
+    } catch (const Error&) {
+    }
+  }
+  if (hd == 0)
+    FailAt(g_.ProducerNode(Through(g_, a0.cos)),
+           "cannot tell the head size from the rotary tables");
+  c.head_dim = hd;
+  c.n_heads = int(qn / hd);
+}
+
+// rope_theta and, where the default formula does not give layer 0's frequencies, per-frequency
+// factors.
+void Lifter::SetRope(const Attn& a0, ModelConfig& c) {
+  const int rot = c.rope_dim();
+  Attn a0h = a0;
+  a0h.head_dim = c.head_dim;
+  const std::vector<double> inv = InvFreq(a0h);
+  if (int(inv.size()) * 2 != rot)
+    Fail(where_, ": rotary frequencies cover ", inv.size() * 2, " of ", rot, " rotated dims");
+  // theta from the second frequency (unscaled in llama3 / linear-free layouts), rounded to 3
+  // significant digits; what it does not explain becomes per-frequency factors.
+  double theta = inv.size() > 1 ? std::pow(inv[1], -double(rot) / 2.0) : 10000.0;
+  if (!(theta > 1) || !std::isfinite(theta)) theta = 10000.0;
+  const double mag = std::pow(10.0, std::floor(std::log10(theta)) - 2);
+  theta = std::round(theta / mag) * mag;
+  c.rope_theta = theta;
+  bool exact = true;
+  std::vector<float> factors(inv.size());
+  for (size_t i = 0; i < inv.size(); ++i) {
+    const double d = DefaultInvFreq(theta, int(i), rot);
+    factors[i] = float(d / inv[i]);
+    if (std::fabs(d - inv[i]) > 2e-6 * d) exact = false;
+  }
+  if (!exact) c.rope_freq_factors = factors;
+}
+
+// The config from layer 0 and the embedding (head size, rope included).
+ModelConfig Lifter::BaseConfig(const Layers& layers) {
+  ModelConfig c;
   const Attn& a0 = layers[0].first;
   const Mlp& m0 = layers[0].second;
   c.vocab_size = embed_.shape[0];
@@ -733,72 +817,22 @@ OnnxLifted Lifter::Run() {
   c.attention_out_bias = a0.o.has_bias();
   c.arch = c.attention_bias ? Arch::kQwen2 : Arch::kLlama;
   c.dtype = IsQuantized(embed_.dtype) ? DType::kF32 : embed_.dtype;
-  // head_dim: GQA knows it; for decomposed graphs the rope width says it, or with partial rotary
-  // (the rope narrower than the head) the static last dim of the past key inputs.
-  if (c.head_dim == 0 && a0.rotary_dim != 0) {
-    for (const OpValueInfo& in : g_.inputs)
-      if (in.name.find("past") != std::string::npos && in.dims.size() == 4 && in.dims[3].size > 0) {
-        c.head_dim = int(in.dims[3].size);
-        break;
-      }
-    if (c.head_dim == 0)
-      FailAt(g_.ProducerNode(Through(g_, a0.cos)),
-             "partial rotary: cannot tell the head size (no past key input with a static last "
-             "dim)");
-    c.n_heads = int(a0.q.w.shape[0] / c.head_dim);
-  }
-  if (c.head_dim == 0) {
-    int hd = 0;
-    // inv_freq constant or table width: try candidate head dims dividing q and k widths.
-    const int64_t qn = a0.q.w.shape[0], kn = a0.k.w.shape[0];
-    for (int cand : {256, 192, 160, 128, 112, 96, 80, 64, 48, 32, 16, 8}) {
-      if (qn % cand || kn % cand) continue;
-      Attn probe = a0;
-      probe.head_dim = cand;
-      try {
-        (void)InvFreq(probe);
-        hd = cand;
-        break;
-      } catch (const Error&) {
-      }
-    }
-    if (hd == 0)
-      FailAt(g_.ProducerNode(Through(g_, a0.cos)),
-             "cannot tell the head size from the rotary tables");
-    c.head_dim = hd;
-    c.n_heads = int(qn / hd);
-  }
+  FindHeadDim(a0, c);
   c.n_kv_heads = int(a0.k.w.shape[0] / c.head_dim);
   c.rotary_dim = a0.rotary_dim;
   ES_CHECK(c.rotary_dim >= 0 && c.rotary_dim < c.head_dim && c.rotary_dim % 2 == 0, where_,
            ": rotary dims ", c.rotary_dim, " do not fit heads of ", c.head_dim);
-  const int rot = c.rope_dim();
-  Attn a0h = a0;
-  a0h.head_dim = c.head_dim;
-  const std::vector<double> inv = InvFreq(a0h);
-  if (int(inv.size()) * 2 != rot)
-    Fail(where_, ": rotary frequencies cover ", inv.size() * 2, " of ", rot, " rotated dims");
-  {
-    // theta from the second frequency (unscaled in llama3 / linear-free layouts), rounded to 3
-    // significant digits; what it does not explain becomes per-frequency factors.
-    double theta = inv.size() > 1 ? std::pow(inv[1], -double(rot) / 2.0) : 10000.0;
-    if (!(theta > 1) || !std::isfinite(theta)) theta = 10000.0;
-    const double mag = std::pow(10.0, std::floor(std::log10(theta)) - 2);
-    theta = std::round(theta / mag) * mag;
-    c.rope_theta = theta;
-    bool exact = true;
-    std::vector<float> factors(inv.size());
-    for (size_t i = 0; i < inv.size(); ++i) {
-      const double d = DefaultInvFreq(theta, int(i), rot);
-      factors[i] = float(d / inv[i]);
-      if (std::fabs(d - inv[i]) > 2e-6 * d) exact = false;
-    }
-    if (!exact) c.rope_freq_factors = factors;
-  }
-  const float want_scale = float(1.0 / std::sqrt(double(c.head_dim)));
+  SetRope(a0, c);
   c.mlp_bias = m0.gate.has_bias();
-  // Per-layer shapes (a pruned export): each layer's heads, kv heads and FFN width; the config's
-  // scalars are the widest layer's.
+  if (const auto ctx = g_.Constant(Through(g_, a0.cos)); ctx && ctx->shape.size() == 2)
+    c.max_position_embeddings = ctx->shape[0];
+  return c;
+}
+
+// Each layer checked against layer 0, and its own widths (a pruned export: heads, kv heads, FFN
+// channels per layer); the config's scalars become the widest layer's.
+void Lifter::LayerShapes(const Layers& layers, ModelConfig& c) {
+  const float want_scale = float(1.0 / std::sqrt(double(c.head_dim)));
   std::vector<int> heads, kv_heads;
   std::vector<int64_t> ffn;
   for (size_t l = 0; l < layers.size(); ++l) {
@@ -846,20 +880,23 @@ OnnxLifted Lifter::Run() {
   if (!uniform(heads)) c.layer_heads = heads;
   if (!uniform(kv_heads)) c.layer_kv_heads = kv_heads;
   if (!uniform(ffn)) c.layer_intermediate = ffn;
-  if (const auto ctx = g_.Constant(Through(g_, a0.cos)); ctx && ctx->shape.size() == 2)
-    c.max_position_embeddings = ctx->shape[0];
+}
 
-  // Tensors under their Hugging Face names.
+// The weights under their Hugging Face names into out.tensors; ties the head when it reads the
+// embedding's table.
+void Lifter::PutTensors(const Layers& layers, const OpNode& final_norm, const Linear& head,
+                        OnnxLifted& out) {
+  ModelConfig& c = out.config;
   auto put = [&](const std::string& name, Tensor t) {
     // Small tensors (norm weights, biases) are copied out of the mapped file: the kernel maps a
     // file's large folios as whole 2 MiB pages, so a 6 KB norm read every token would keep 2 MiB
     // of the file resident (~100 MB over a 1.5B model's layers). Large ones stay views.
     constexpr size_t kCopyBelow = size_t(1) << 20;
     if (t.data && t.nbytes > 0 && t.nbytes < kCopyBelow) {
-      Tensor c = AllocTensor(name, t.dtype, t.shape);
-      std::memcpy(MutableData(c), t.data, t.nbytes);
+      Tensor copy = AllocTensor(name, t.dtype, t.shape);
+      std::memcpy(MutableData(copy), t.data, t.nbytes);
       MappedFile::ReleasePages(t.data, t.nbytes);
-      t = std::move(c);
+      t = std::move(copy);
     }
     t.name = name;
     out.tensors[name] = std::move(t);
@@ -885,7 +922,7 @@ OnnxLifted Lifter::Run() {
       if (li->has_bias()) put(p + n + ".bias", li->bias);
     }
   }
-  put_norm("model.norm.weight", Through(g_, final_norm->In(1)));
+  put_norm("model.norm.weight", Through(g_, final_norm.In(1)));
   c.tie_word_embeddings = head.source == embed_source_ && !head.has_bias();
   if (!c.tie_word_embeddings) {
     ES_CHECK(!head.has_bias(), where_, ": lm_head with a bias is not supported");
@@ -895,12 +932,16 @@ OnnxLifted Lifter::Run() {
     c.tie_word_embeddings = false;
     put("lm_head.weight", head.w);
   }
-  c.Validate(where_);
+}
 
-  // Notes for `inspect`.
+// Notes for `inspect`: source ops, inputs with their dynamic axes, passes, what was lifted, how
+// the weights were mapped.
+void Lifter::AddNotes(const std::vector<std::pair<std::string, int>>& passes, const Attn& a0,
+                      OnnxLifted& out) const {
+  const ModelConfig& c = out.config;
   std::ostringstream ops;
   int shown = 0;
-  for (const auto& [op, n] : source_ops) ops << (shown++ ? ", " : "") << n << " " << op;
+  for (const auto& [op, n] : source_ops_) ops << (shown++ ? ", " : "") << n << " " << op;
   out.notes.push_back("source ops: " + ops.str());
   // The graph's inputs with their dynamic axes (symbols), the first few.
   std::ostringstream ins;
@@ -934,6 +975,20 @@ OnnxLifted Lifter::Run() {
     out.notes.push_back("weights: " + std::to_string(n) + " x " + k);
   for (const std::string& r : f32_reasons_)
     out.notes.push_back("dequantized to f32 (exact) because " + r);
+}
+
+OnnxLifted Lifter::Run() {
+  CheckOps();
+  const auto passes = RunPasses(g_, ImportPasses());
+  Linear head;
+  const OpNode& final_norm = MatchHead(&head);
+  const Layers layers = WalkLayers(final_norm);
+  OnnxLifted out;
+  out.config = BaseConfig(layers);
+  LayerShapes(layers, out.config);
+  PutTensors(layers, final_norm, head, out);
+  out.config.Validate(where_);
+  AddNotes(passes, layers[0].first, out);
   return out;
 }
 

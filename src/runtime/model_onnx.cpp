@@ -104,6 +104,11 @@ std::shared_ptr<Model> LoadOnnxModel(const std::string& onnx_file, const LoadOpt
                               (info.producer_name.empty() ? "?" : info.producer_name) +
                               (info.producer_version.empty() ? "" : " " + info.producer_version) +
                               (info.external_bytes ? ", external data mapped" : "") + ")");
+  if (info.aligned_copies)
+    m->import_notes_.insert(m->import_notes_.begin() + 1,
+                            "onnx: " + std::to_string(info.aligned_copies) +
+                                " initializers at misaligned offsets copied (" +
+                                std::to_string(info.aligned_copy_bytes) + " bytes)");
   m->Finish();
   m->ReadGenerationConfig((dir / "generation_config.json").string());
   if (!opts.tokenizer.empty())

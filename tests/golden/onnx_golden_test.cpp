@@ -2,7 +2,8 @@
 // GPU machine (scripts/gpu/onnx_goldens.py: torch.onnx TorchScript and dynamo exports with past
 // KV, ORT-GenAI builder-style graphs, MatMulNBits int4 variants), compared with edgeseek's
 // logits of the same files: one prefill of the golden input ids (every row) and one decode step
-// of next_id, within each case's tolerance (1e-4 f32, 1e-3 int4) relative to the logits' scale.
+// of next_id, within each case's tolerance (1e-4 f32, 1e-3 int4) relative to the logits' scale;
+// for the f32 files also the greedy continuation of the source checkpoint's golden.json.
 // Skipped while tests/golden/data/onnx/ holds no cases. The int4 cases (onnxruntime's quantizer
 // on f32 models: f32 scales) must also stay 4-bit: every projection an I4F weight, none F32.
 #include <gtest/gtest.h>
@@ -15,6 +16,7 @@
 #include <nlohmann/json.hpp>
 
 #include "edgeseek/internal/backends/backend.h"
+#include "edgeseek/internal/runtime/generator.h"
 #include "edgeseek/internal/runtime/model.h"
 #include "edgeseek/internal/runtime/runner.h"
 #include "test_util.h"
@@ -55,6 +57,32 @@ void Compare(const std::vector<float>& got, const std::vector<float>& want, doub
               tol * scale);
 }
 
+bool IsInt4(const std::string& dir) {
+  return dir.size() > 5 && dir.compare(dir.size() - 5, 5, "_int4") == 0;
+}
+
+// The greedy continuation of the f32 files equals the source checkpoint's (golden.json of
+// tests/golden/data/models/<model>: transformers' greedy ids of the same prompt, eos masked).
+// The int4 files' weights are not the checkpoint's: their logits are checked, not this.
+void ExpectSourceGreedy(Runner& r, const nlohmann::json& ref, const std::string& dir,
+                        const std::string& backend) {
+  const std::string src = test::SourceDir() + "/tests/golden/data/models/" +
+                          ref["model"].get<std::string>() + "/golden.json";
+  ASSERT_TRUE(fs::exists(src)) << src;
+  const nlohmann::json golden = nlohmann::json::parse(test::ReadFile(src));
+  ASSERT_EQ(golden["input_ids"], ref["input_ids"]) << src << ": another prompt than " << dir;
+  const auto expect = golden["greedy_new_ids"].get<std::vector<int32_t>>();
+  GenerateOptions go;
+  go.max_new_tokens = int(expect.size());
+  go.min_new_tokens = go.max_new_tokens;
+  go.eos_ids = golden["eos_token_ids_masked"].get<std::vector<int32_t>>();
+  go.sampling.temperature = 0;
+  const int slot = r.AcquireSlot();
+  EXPECT_EQ(Generate(r, slot, ref["input_ids"].get<std::vector<int32_t>>(), go), expect)
+      << backend << " " << dir << ": greedy continuation";
+  r.ReleaseSlot(slot);
+}
+
 // Every case on `backend`, with an f32 KV cache (a GPU's default f16 cache alone is ~3e-4 of the
 // logits' scale off, above the f32 tolerance).
 void RunCases(const std::vector<std::string>& cases, const std::string& backend) {
@@ -68,7 +96,7 @@ void RunCases(const std::vector<std::string>& cases, const std::string& backend)
       ADD_FAILURE() << dir << ": import failed: " << e.what();
       continue;
     }
-    if (dir.size() > 5 && dir.compare(dir.size() - 5, 5, "_int4") == 0) {
+    if (IsInt4(dir)) {
       int i4f = 0;
       for (const Tensor* t : m->weights()) {
         if (t->name.find("_proj.weight") == std::string::npos) continue;
@@ -96,6 +124,7 @@ void RunCases(const std::vector<std::string>& cases, const std::string& backend)
     d.Finalize();
     r.Forward(d, &step);
     Compare(step, ReadF32(dir + "/logits_step.f32"), tol, backend + " " + dir + " decode step");
+    if (!IsInt4(dir)) ExpectSourceGreedy(r, ref, dir, backend);
   }
 }
 

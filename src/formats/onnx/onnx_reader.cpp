@@ -6,6 +6,7 @@
 
 #include <charconv>
 #include <climits>
+#include <cstdint>
 #include <cstring>
 #include <filesystem>
 #include <map>
@@ -72,6 +73,7 @@ struct Ctx {
   std::shared_ptr<MappedFile> file;
   std::map<std::string, std::shared_ptr<MappedFile>> external;
   size_t external_bytes = 0;
+  size_t aligned_copies = 0, aligned_copy_bytes = 0;  // misaligned views copied (AddTensor)
 };
 
 // Element size of the types read as Tensors (0: not one of them).
@@ -158,95 +160,146 @@ std::pair<const uint8_t*, std::shared_ptr<const void>> ExternalBytes(Ctx& c,
   return {f.data() + offset, std::shared_ptr<const void>(it->second, f.data())};
 }
 
-// Stores tensor `t` (raw_data at [raw_at, raw_at + raw_len) of the mapped file when raw_len is
-// set) in g under `name`.
+// t's shape, with its element count in *n. Element counts are bounded before anything is
+// allocated: every dimension and their product below 2^40, and each reader below checks the bytes
+// (or values) actually present against the count first, so a 4-byte edit of a dimension costs an
+// error, not an allocation of its size.
+Shape CheckedShape(const onnx::TensorProto& t, const std::string& where, int64_t* n) {
+  Shape shape(t.dims().begin(), t.dims().end());
+  *n = 1;
+  for (int64_t d : shape) {
+    ES_CHECK(d >= 0 && d < (int64_t(1) << 40), where, ": dimension ", d, " out of range");
+    ES_CHECK(d == 0 || *n <= ((int64_t(1) << 40) - 1) / d, where, ": shape ", ShapeStr(shape),
+             " holds more than 2^40 elements");
+    *n *= d;
+  }
+  return shape;
+}
+
+// The n values of an integer-like tensor (int64, bool, int16/uint16/uint32/uint64), from raw_data,
+// external data or the typed fields.
+std::vector<int64_t> IntLikeValues(Ctx& c, const onnx::TensorProto& t, const std::string& where,
+                                   int64_t n, const uint8_t* raw, size_t raw_len, bool has_raw) {
+  const int et = t.data_type();
+  std::vector<int64_t> v;
+  if (has_raw || t.data_location() == onnx::TensorProto::EXTERNAL) {
+    const size_t es = et == onnx::TensorProto::BOOL                                         ? 1
+                      : (et == onnx::TensorProto::INT16 || et == onnx::TensorProto::UINT16) ? 2
+                      : et == onnx::TensorProto::UINT32                                     ? 4
+                                                                                            : 8;
+    const uint8_t* p = raw;
+    std::shared_ptr<const void> keep;
+    ES_CHECK(!has_raw || raw_len == size_t(n) * es, where, ": raw_data holds ", raw_len,
+             " bytes, the shape needs ", size_t(n) * es);
+    if (!has_raw) std::tie(p, keep) = ExternalBytes(c, t, size_t(n) * es);
+    v.assign(static_cast<size_t>(n), 0);
+    for (int64_t i = 0; i < n; ++i) {
+      int64_t x = 0;
+      if (es == 8)
+        std::memcpy(&x, p + i * 8, 8);
+      else if (es == 4) {
+        uint32_t u;
+        std::memcpy(&u, p + i * 4, 4);
+        x = u;
+      } else if (es == 2) {
+        int16_t s;
+        std::memcpy(&s, p + i * 2, 2);
+        x = s;
+      } else
+        x = p[i];
+      v[size_t(i)] = x;
+    }
+  } else if (et == onnx::TensorProto::INT64) {
+    ES_CHECK(t.int64_data_size() == n, where, ": int64_data holds ", t.int64_data_size(),
+             " values, the shape needs ", n);
+    v.assign(t.int64_data().begin(), t.int64_data().end());
+  } else {
+    ES_CHECK(t.int32_data_size() == n, where, ": int32_data holds ", t.int32_data_size(),
+             " values, the shape needs ", n);
+    v.assign(t.int32_data().begin(), t.int32_data().end());
+  }
+  return v;
+}
+
+// A double tensor (rare: scalars), stored as f32.
+Tensor DoubleTensor(const onnx::TensorProto& t, const std::string& name, const std::string& where,
+                    const Shape& shape, int64_t n, const uint8_t* raw, size_t raw_len,
+                    bool has_raw) {
+  ES_CHECK(has_raw ? raw_len == size_t(n) * 8 : t.double_data_size() == n, where,
+           ": the double data holds ", has_raw ? raw_len / 8 : size_t(t.double_data_size()),
+           " values, the shape needs ", n);
+  Tensor out = AllocTensor(name, DType::kF32, shape);
+  float* o = static_cast<float*>(MutableData(out));
+  if (has_raw) {
+    ES_CHECK(raw_len == size_t(n) * 8, where, ": raw_data holds ", raw_len,
+             " bytes, the shape needs ", n * 8);
+    for (int64_t i = 0; i < n; ++i) {
+      double d;
+      std::memcpy(&d, raw + i * 8, 8);
+      o[i] = float(d);
+    }
+  } else {
+    ES_CHECK(t.double_data_size() == n, where, ": double_data holds ", t.double_data_size(),
+             " values, needs ", n);
+    for (int64_t i = 0; i < n; ++i) o[i] = float(t.double_data(int(i)));
+  }
+  return out;
+}
+
+// A tensor of `dtype` from the typed fields: float_data, or int32_data (which carries f16/bf16
+// bits, int8/uint8 and int32 values one per entry), copied into storage of its own.
+Tensor TypedFieldTensor(const onnx::TensorProto& t, const std::string& name,
+                        const std::string& where, DType dtype, const Shape& shape, int64_t n,
+                        size_t es) {
+  const int et = t.data_type();
+  const int have = et == onnx::TensorProto::FLOAT ? t.float_data_size() : t.int32_data_size();
+  ES_CHECK(have == n, where, ": ", et == onnx::TensorProto::FLOAT ? "float_data" : "int32_data",
+           " holds ", have, " values, needs ", n);
+  Tensor a = AllocTensor(name, dtype, shape);
+  uint8_t* o = static_cast<uint8_t*>(MutableData(a));
+  if (et == onnx::TensorProto::FLOAT) {
+    if (n) std::memcpy(o, t.float_data().data(), size_t(n) * es);  // empty: data() may be null
+    return a;
+  }
+  for (int64_t i = 0; i < n; ++i) {
+    const int32_t x = t.int32_data(int(i));
+    if (es == 2) {
+      const uint16_t h = uint16_t(x);
+      std::memcpy(o + i * 2, &h, 2);
+    } else if (es == 1)
+      o[i] = uint8_t(x);
+    else
+      std::memcpy(o + i * 4, &x, 4);
+  }
+  return a;
+}
+
+// Stores tensor `t` (raw_data at [raw, raw + raw_len) of the mapped file when has_raw) in g under
+// `name`: integer-like tensors as int_constants, float and small integer ones as constants (views
+// of the mapped files where aligned, else copies).
 void AddTensor(Ctx& c, OpGraph& g, const onnx::TensorProto& t, const std::string& name,
                const uint8_t* raw, size_t raw_len, bool has_raw) {
   const std::string where = c.path + ": tensor '" + name + "'";
-  Shape shape(t.dims().begin(), t.dims().end());
-  // Element counts are bounded before anything is allocated: every dimension and their product
-  // below 2^40, and each branch below checks the bytes (or values) actually present against the
-  // count first, so a 4-byte edit of a dimension costs an error, not an allocation of its size.
-  int64_t n = 1;
-  for (int64_t d : shape) {
-    ES_CHECK(d >= 0 && d < (int64_t(1) << 40), where, ": dimension ", d, " out of range");
-    ES_CHECK(d == 0 || n <= ((int64_t(1) << 40) - 1) / d, where, ": shape ", ShapeStr(shape),
-             " holds more than 2^40 elements");
-    n *= d;
-  }
+  int64_t n = 0;
+  const Shape shape = CheckedShape(t, where, &n);
   const int et = t.data_type();
   ES_CHECK(t.segment().begin() == t.segment().end() || !t.has_segment(), where,
            ": segmented tensors are not supported");
   if (IsIntLike(et)) {
-    std::vector<int64_t> v;
-    if (has_raw || t.data_location() == onnx::TensorProto::EXTERNAL) {
-      const size_t es = et == onnx::TensorProto::BOOL                                         ? 1
-                        : (et == onnx::TensorProto::INT16 || et == onnx::TensorProto::UINT16) ? 2
-                        : et == onnx::TensorProto::UINT32                                     ? 4
-                                                                                              : 8;
-      const uint8_t* p = raw;
-      std::shared_ptr<const void> keep;
-      ES_CHECK(!has_raw || raw_len == size_t(n) * es, where, ": raw_data holds ", raw_len,
-               " bytes, the shape needs ", size_t(n) * es);
-      if (!has_raw) std::tie(p, keep) = ExternalBytes(c, t, size_t(n) * es);
-      v.assign(static_cast<size_t>(n), 0);
-      for (int64_t i = 0; i < n; ++i) {
-        int64_t x = 0;
-        if (es == 8)
-          std::memcpy(&x, p + i * 8, 8);
-        else if (es == 4) {
-          uint32_t u;
-          std::memcpy(&u, p + i * 4, 4);
-          x = u;
-        } else if (es == 2) {
-          int16_t s;
-          std::memcpy(&s, p + i * 2, 2);
-          x = s;
-        } else
-          x = p[i];
-        v[size_t(i)] = x;
-      }
-    } else if (et == onnx::TensorProto::INT64) {
-      ES_CHECK(t.int64_data_size() == n, where, ": int64_data holds ", t.int64_data_size(),
-               " values, the shape needs ", n);
-      v.assign(t.int64_data().begin(), t.int64_data().end());
-    } else {
-      ES_CHECK(t.int32_data_size() == n, where, ": int32_data holds ", t.int32_data_size(),
-               " values, the shape needs ", n);
-      v.assign(t.int32_data().begin(), t.int32_data().end());
-    }
-    g.int_constants[name] = std::move(v);
+    g.int_constants[name] = IntLikeValues(c, t, where, n, raw, raw_len, has_raw);
     return;
   }
-  Tensor out;
-  out.name = name;
-  out.shape = shape;
-  if (et == onnx::TensorProto::DOUBLE) {  // rare (scalars): stored as f32
-    ES_CHECK(has_raw ? raw_len == size_t(n) * 8 : t.double_data_size() == n, where,
-             ": the double data holds ", has_raw ? raw_len / 8 : size_t(t.double_data_size()),
-             " values, the shape needs ", n);
-    out = AllocTensor(name, DType::kF32, shape);
-    float* o = static_cast<float*>(MutableData(out));
-    if (has_raw) {
-      ES_CHECK(raw_len == size_t(n) * 8, where, ": raw_data holds ", raw_len,
-               " bytes, the shape needs ", n * 8);
-      for (int64_t i = 0; i < n; ++i) {
-        double d;
-        std::memcpy(&d, raw + i * 8, 8);
-        o[i] = float(d);
-      }
-    } else {
-      ES_CHECK(t.double_data_size() == n, where, ": double_data holds ", t.double_data_size(),
-               " values, needs ", n);
-      for (int64_t i = 0; i < n; ++i) o[i] = float(t.double_data(int(i)));
-    }
-    g.constants[name] = std::move(out);
+  if (et == onnx::TensorProto::DOUBLE) {
+    g.constants[name] = DoubleTensor(t, name, where, shape, n, raw, raw_len, has_raw);
     return;
   }
   const size_t es = ElemBytes(et);
   ES_CHECK(es != 0, where, ": element type ", et, " (", onnx::TensorProto::DataType_Name(et),
            ") is not one edgeseek reads");
   const size_t want = size_t(n) * es;
+  Tensor out;
+  out.name = name;
+  out.shape = shape;
   out.dtype = TensorDType(et);
   if (has_raw) {
     ES_CHECK(raw_len == want, where, ": raw_data holds ", raw_len, " bytes but shape ",
@@ -260,30 +313,18 @@ void AddTensor(Ctx& c, OpGraph& g, const onnx::TensorProto& t, const std::string
     out.nbytes = want;
     out.owner = keep;
   } else {
-    const int have = et == onnx::TensorProto::FLOAT ? t.float_data_size() : t.int32_data_size();
-    ES_CHECK(have == n, where, ": ", et == onnx::TensorProto::FLOAT ? "float_data" : "int32_data",
-             " holds ", have, " values, needs ", n);
+    out = TypedFieldTensor(t, name, where, out.dtype, shape, n, es);
+  }
+  // A view must be aligned to its element: reading a float through a misaligned pointer is
+  // undefined behaviour (x86 forgives the load; UBSan and strict-alignment CPUs do not). raw_data
+  // inside the protobuf lies wherever its field landed, so such a tensor is copied into aligned
+  // memory of its own; external data, written at aligned offsets by the exporters, stays mapped.
+  if (es > 1 && reinterpret_cast<uintptr_t>(out.data) % es != 0) {
     Tensor a = AllocTensor(name, out.dtype, shape);
-    uint8_t* o = static_cast<uint8_t*>(MutableData(a));
-    if (et == onnx::TensorProto::FLOAT) {
-      ES_CHECK(t.float_data_size() == n, where, ": float_data holds ", t.float_data_size(),
-               " values, needs ", n);
-      if (want) std::memcpy(o, t.float_data().data(), want);  // empty: data() may be null
-    } else {  // int32_data carries f16/bf16 bits, int8/uint8 and int32 values one per entry
-      ES_CHECK(t.int32_data_size() == n, where, ": int32_data holds ", t.int32_data_size(),
-               " values, needs ", n);
-      for (int64_t i = 0; i < n; ++i) {
-        const int32_t x = t.int32_data(int(i));
-        if (es == 2) {
-          const uint16_t h = uint16_t(x);
-          std::memcpy(o + i * 2, &h, 2);
-        } else if (es == 1)
-          o[i] = uint8_t(x);
-        else
-          std::memcpy(o + i * 4, &x, 4);
-      }
-    }
+    std::memcpy(MutableData(a), out.data, want);
     out = std::move(a);
+    c.aligned_copies++;
+    c.aligned_copy_bytes += want;
   }
   g.constants[name] = std::move(out);
 }
@@ -430,6 +471,8 @@ OpGraph ReadOnnx(const std::string& path, OnnxModelInfo* info) {
     info->producer_version = model.producer_version();
     info->file_bytes = c.file->size();
     info->external_bytes = c.external_bytes;
+    info->aligned_copies = c.aligned_copies;
+    info->aligned_copy_bytes = c.aligned_copy_bytes;
   }
   return g;
 }

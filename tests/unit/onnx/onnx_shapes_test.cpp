@@ -299,14 +299,17 @@ TEST_P(OnnxShapes, ImportedOnnxMatchesTheFolder) {
   WriteVariant(Golden("qwen2_tied"), dir, v);
   const auto ref = Model::Load(dir);
   const std::vector<float> want = Logits(ref);
-  for (OnnxStyle s : {OnnxStyle::kGenAi, OnnxStyle::kTorch}) {
+  for (OnnxStyle s : {OnnxStyle::kGenAi, OnnxStyle::kTorch, OnnxStyle::kDynamo}) {
     for (bool rotary_nodes : {false, true}) {
-      if (s == OnnxStyle::kTorch && rotary_nodes) continue;
+      if (s != OnnxStyle::kGenAi && rotary_nodes) continue;
       OnnxWriteOptions o;
       o.style = s;
       o.rotary_nodes = rotary_nodes;
-      const std::string od =
-          dir + (s == OnnxStyle::kGenAi ? "_genai" : "_torch") + (rotary_nodes ? "_rotary" : "");
+      const std::string od = dir +
+                             (s == OnnxStyle::kGenAi   ? "_genai"
+                              : s == OnnxStyle::kTorch ? "_torch"
+                                                       : "_dynamo") +
+                             (rotary_nodes ? "_rotary" : "");
       WriteOnnxFromHf(dir, od, o);
       const auto m = Model::Load(od);
       const ModelConfig& c = m->config();

@@ -8,6 +8,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <limits>
 #include <nlohmann/json.hpp>
 
 #include "edgeseek/internal/core/error.h"
@@ -197,6 +198,44 @@ Q4Rows QuantizeQ4(const std::vector<float>& w, int64_t N, int64_t K) {
   return r;
 }
 
+// The float mask [B, 1, S, T] as torch.onnx's dynamo exporter writes transformers' causal +
+// padding mask: causal = kv_idx <= q_idx from Ranges over the past and total lengths, the
+// padding bits picked by GatherND(attention_mask, (batch, kv_idx) pairs), And, then
+// Where(mask, 0, -FLT_MAX). `shape(v, start, end)` is Shape with start/end attributes.
+template <typename ShapeFn>
+std::string DynamoMask(Builder& b, const ShapeFn& shape) {
+  auto sq = [&](const std::string& v) { return b.Op("Squeeze", {v}); };
+  auto unsq = [&](const std::string& v, const std::string& axes) {
+    return b.Op("Unsqueeze", {v, axes});
+  };
+  const std::string zero = b.I64("dyn_zero", {0}, true), one = b.I64("dyn_one", {1}, true);
+  const std::string ax0 = b.I64("dyn_ax0", {0}), ax1 = b.I64("dyn_ax1", {1}),
+                    axm1 = b.I64("dyn_axm1", {-1}), ax01 = b.I64("dyn_ax01", {0, 1}),
+                    ax12 = b.I64("dyn_ax12", {1, 2});
+  const std::string seq = sq(shape("input_ids", 1, 2)), bsz = sq(shape("input_ids", 0, 1));
+  const std::string past = sq(shape("past_key_values.0.key", 2, 3));
+  const std::string total = sq(shape("attention_mask", 1, 2));
+  const std::string kv_idx = b.Op("Range", {zero, total, one});                           // [T]
+  const std::string q_idx = b.Op("Add", {b.Op("Range", {zero, seq, one}), past});         // [S]
+  const std::string causal = b.Op("LessOrEqual", {unsq(kv_idx, ax0), unsq(q_idx, ax1)});  // [S, T]
+  const std::string bi = unsq(b.Op("Range", {zero, bsz, one}), ax1);                      // [B, 1]
+  const std::string kj = unsq(kv_idx, ax0);                                               // [1, T]
+  const std::string bt = b.OpA("Shape", {b.Op("Max", {bi, kj})},
+                               [](onnx::NodeProto* n) { Builder::AttrI(n, "start", 0); });
+  const std::string idx =
+      b.OpA("Concat", {unsq(b.Op("Expand", {bi, bt}), axm1), unsq(b.Op("Expand", {kj, bt}), axm1)},
+            [](onnx::NodeProto* n) { Builder::AttrI(n, "axis", -1); });  // [B, T, 2]
+  const std::string am = b.OpA("Cast", {"attention_mask"}, [](onnx::NodeProto* n) {
+    Builder::AttrI(n, "to", TensorProto::BOOL);
+  });
+  const std::string pad = b.OpA("GatherND", {am, idx}, [](onnx::NodeProto* n) {
+    Builder::AttrI(n, "batch_dims", 0);
+  });  // [B, T]
+  const std::string m = b.Op("And", {unsq(causal, ax01), unsq(pad, ax12)});
+  return b.Op("Where", {m, b.Scalar("dyn_zero_f", 0.0f),
+                        b.Scalar("dyn_min_f", -std::numeric_limits<float>::max())});
+}
+
 }  // namespace
 
 void WriteOnnxFromHf(const std::string& hf_dir, const std::string& out_dir,
@@ -212,6 +251,7 @@ void WriteOnnxFromHf(const std::string& hf_dir, const std::string& out_dir,
   const int64_t P = c.max_position_embeddings;
   Builder b(o.external_data);
   const bool genai = o.style == OnnxStyle::kGenAi;
+  const bool dynamo = o.style == OnnxStyle::kDynamo;
 
   // Linear layer y = x Wᵀ (+ bias) in the chosen form.
   auto linear = [&](const std::string& x, const std::string& name, int64_t N, int64_t K,
@@ -312,9 +352,24 @@ void WriteOnnxFromHf(const std::string& hf_dir, const std::string& out_dir,
     sin_cache = b.F32("sin_cache", {P, rot / 2}, sc);
   } else {
     // cos/sin from inv_freq and position_ids, as transformers' rotary embedding exports.
+    // TorchScript keeps inv_freq [hd/2] and unsqueezes it; dynamo folds that into a [1, hd/2, 1]
+    // constant and expands it to the batch.
     const std::vector<float> inv(rope.inv_freq.begin(), rope.inv_freq.end());
-    const std::string invc = b.F32("model.rotary_emb.inv_freq", {rot / 2}, inv);
-    const std::string inv3 = b.Op("Unsqueeze", {invc, b.I64("axes02", {0, 2})});  // [1, hd/2, 1]
+    auto shape = [&](const std::string& v, int64_t start, int64_t end) {  // [end - start] dims
+      return b.OpA("Shape", {v}, [&](onnx::NodeProto* n) {
+        Builder::AttrI(n, "start", start);
+        Builder::AttrI(n, "end", end);
+      });
+    };
+    const std::string inv3 =
+        dynamo
+            ? b.Op("Expand",
+                   {b.F32("unsqueeze_13", {1, rot / 2, 1}, inv),
+                    b.OpA("Concat",
+                          {shape("position_ids", 0, 1), b.I64("one_d", {1}), b.I64("one_e", {1})},
+                          [](onnx::NodeProto* n) { Builder::AttrI(n, "axis", 0); })})
+            : b.Op("Unsqueeze", {b.F32("model.rotary_emb.inv_freq", {rot / 2}, inv),
+                                 b.I64("axes02", {0, 2})});  // [1, hd/2, 1]
     const std::string pos =
         b.OpA("Cast", {b.Op("Unsqueeze", {"position_ids", b.I64("axes1b", {1})})},
               [](onnx::NodeProto* n) { Builder::AttrI(n, "to", TensorProto::FLOAT); });
@@ -326,13 +381,17 @@ void WriteOnnxFromHf(const std::string& hf_dir, const std::string& out_dir,
         b.OpA("Concat", {fr, fr}, [](onnx::NodeProto* n) { Builder::AttrI(n, "axis", -1); });
     cos4 = b.Op("Unsqueeze", {b.Op("Cos", {em}), b.I64("axes1c", {1})});
     sin4 = b.Op("Unsqueeze", {b.Op("Sin", {em}), b.I64("axes1d", {1})});
-    const std::string am = b.OpA("Cast", {"attention_mask"}, [](onnx::NodeProto* n) {
-      Builder::AttrI(n, "to", TensorProto::FLOAT);
-    });
-    mask4 =
-        b.Op("Unsqueeze",
-             {b.Op("Mul", {b.Op("Sub", {b.Scalar("onef", 1.0f), am}), b.Scalar("neg_big", -1e9f)}),
-              b.I64("axes12", {1, 2})});
+    if (dynamo) {
+      mask4 = DynamoMask(b, shape);
+    } else {
+      const std::string am = b.OpA("Cast", {"attention_mask"}, [](onnx::NodeProto* n) {
+        Builder::AttrI(n, "to", TensorProto::FLOAT);
+      });
+      mask4 = b.Op(
+          "Unsqueeze",
+          {b.Op("Mul", {b.Op("Sub", {b.Scalar("onef", 1.0f), am}), b.Scalar("neg_big", -1e9f)}),
+           b.I64("axes12", {1, 2})});
+    }
   }
   auto rms = [&](const std::string& in, const std::string& w) {
     const std::string sq = b.Op("Pow", {in, b.Scalar("two_" + w, 2.0f)});
@@ -350,23 +409,24 @@ void WriteOnnxFromHf(const std::string& hf_dir, const std::string& out_dir,
       Builder::AttrInts(n, "perm", {0, 2, 1, 3});
     });
   };
+  const int64_t last = dynamo ? 3 : -1;  // the Slices' axis: dynamo writes it as 3
   auto rope4 = [&](const std::string& v_in) {
     // Partial rotary as transformers writes it: cat(rope(x[..., :rot]), x[..., rot:]).
     const std::string v =
         rot == hd ? v_in
                   : b.Op("Slice", {v_in, b.I64("rs_" + v_in, {0}), b.I64("re_" + v_in, {rot}),
-                                   b.I64("ra_" + v_in, {-1})});
+                                   b.I64("ra_" + v_in, {last})});
     const std::string x1 = b.Op(
-        "Slice", {v, b.I64("s0_" + v, {0}), b.I64("e0_" + v, {rot / 2}), b.I64("a0_" + v, {-1})});
+        "Slice", {v, b.I64("s0_" + v, {0}), b.I64("e0_" + v, {rot / 2}), b.I64("a0_" + v, {last})});
     const std::string x2 = b.Op("Slice", {v, b.I64("s1_" + v, {rot / 2}),
-                                          b.I64("e1_" + v, {INT64_MAX}), b.I64("a1_" + v, {-1})});
+                                          b.I64("e1_" + v, {INT64_MAX}), b.I64("a1_" + v, {last})});
     const std::string rh = b.OpA("Concat", {b.Op("Neg", {x2}), x1},
                                  [](onnx::NodeProto* n) { Builder::AttrI(n, "axis", -1); });
     const std::string r = b.Op("Add", {b.Op("Mul", {v, cos4}), b.Op("Mul", {rh, sin4})});
     if (rot == hd) return r;
     const std::string pass =
         b.Op("Slice", {v_in, b.I64("ps_" + v_in, {rot}), b.I64("pe_" + v_in, {INT64_MAX}),
-                       b.I64("pa_" + v_in, {-1})});
+                       b.I64("pa_" + v_in, {last})});
     return b.OpA("Concat", {r, pass}, [](onnx::NodeProto* n) { Builder::AttrI(n, "axis", -1); });
   };
   auto repeat = [&](const std::string& v) {

@@ -5,7 +5,10 @@
 //    MatMulNBits, Gather or GatherBlockQuantized), or
 //  - a decomposed torch.onnx-style graph with past KV (Pow/ReduceMean/Add/Sqrt/Reciprocal/Mul
 //    RMSNorm, Slice/Neg/Concat RoPE from an inv_freq initializer, MatMul/Softmax attention over
-//    Concat(past, new) with repeat_kv by Unsqueeze/Expand/Reshape).
+//    Concat(past, new) with repeat_kv by Unsqueeze/Expand/Reshape), or
+//  - the same as torch.onnx's dynamo exporter writes it: the mask from Range/LessOrEqual/And and
+//    a GatherND of the attention mask, Where(mask, 0, -FLT_MAX); inv_freq a folded [1, hd/2, 1]
+//    constant; Shape with start/end; the rope's Slices on axis 3.
 #pragma once
 
 #include <functional>
@@ -13,7 +16,7 @@
 
 namespace es::test {
 
-enum class OnnxStyle { kGenAi, kTorch };
+enum class OnnxStyle { kGenAi, kTorch, kDynamo };
 
 struct OnnxWriteOptions {
   OnnxStyle style = OnnxStyle::kGenAi;

@@ -4,10 +4,12 @@
 //
 //  - Initializers with raw_data are views of the mapped .onnx file: the reader walks the wire
 //    format with protobuf's CodedInputStream to find where each raw_data field lies and parses
-//    every message without those bytes, so weights are never copied. External data
-//    (data_location EXTERNAL: location / offset / length, paths relative to the model's folder)
-//    are views of the mapped data files. Typed fields (float_data, int32_data, ...) are copied
-//    (small tensors: what exporters write for scalars and shapes).
+//    every message without those bytes, so weights are not copied — except a view whose address
+//    is not a multiple of its element size (raw_data lies wherever the protobuf put it): reading
+//    it as f32/f16/i32 would be undefined behaviour, so it is copied into aligned memory. External
+//    data (data_location EXTERNAL: location / offset / length, paths relative to the model's
+//    folder) are views of the mapped data files. Typed fields (float_data, int32_data, ...) are
+//    copied (small tensors: what exporters write for scalars and shapes).
 //  - Constant nodes become constants; int64/bool/int8 shape-like tensors become int_constants.
 //  - Graph inputs and outputs keep their dynamic axes as symbols (batch_size, sequence_length,
 //    past_sequence_length, total_sequence_length, ...).
@@ -25,6 +27,7 @@ struct OnnxModelInfo {
   int64_t ir_version = 0;
   std::string producer_name, producer_version;
   size_t file_bytes = 0, external_bytes = 0;
+  size_t aligned_copies = 0, aligned_copy_bytes = 0;  // misaligned raw_data copied to align it
 };
 
 // Reads `path` (a .onnx file). Throws es::Error naming the file and what is wrong.
