@@ -44,7 +44,8 @@ void ModelArgs::Add(CLI::App& app, bool allow_synthetic) {
   app.add_option("--devices", devices,
                  "split the model over several devices, in order: cpu or a GPU index/name each "
                  "(cpu,0  0,1  0,0 opens one GPU twice); the last runs the head");
-  app.add_option("--split", split, "how --devices share the model: layer (pipeline stages)")
+  app.add_option("--split", split,
+                 "how --devices share the model: layer (pipeline stages) or head (tensor parallel)")
       ->check(CLI::IsMember({"layer", "head"}));
   app.add_option("--split-layers", split_layers,
                  "decoder layers per --devices entry, e.g. 10,18 (default: by memory)");

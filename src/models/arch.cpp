@@ -13,6 +13,7 @@
 // MoE (DeepSeek): routed experts (only the chosen ones run) + shared experts.
 #include "edgeseek/internal/models/arch.h"
 
+#include <algorithm>
 #include <cstring>
 
 #include "edgeseek/internal/core/error.h"
@@ -343,6 +344,7 @@ LayerWeights ModelArch::BindLayer(
     w.kv_b = b(p + "self_attn.kv_b_proj.weight");
     w.o = b(p + "self_attn.o_proj.weight");
     w.o_bias = bias(p + "self_attn.o_proj.bias", D);
+    w.heads = c.n_heads;
     BuildAbsorbed(c, *w.kv_b, l, &w.wuk_t, &w.wuv);
   } else {
     w.q = b(p + "self_attn.q_proj.weight");
@@ -521,8 +523,8 @@ int ModelArch::MlaBlock(Graph& g, int h, const LayerWeights& w, int layer,
                         const std::string& prefix, const Batch& batch) const {
   const int T = batch.n_tokens();
   const std::string p = prefix + "self_attn.";
-  const int64_t H = c_.n_heads, dn = c_.qk_nope_head_dim, dr = c_.qk_rope_head_dim,
-                dv = c_.v_head_dim, r = c_.kv_lora_rank;
+  const int64_t H = w.heads, dn = c_.qk_nope_head_dim, dr = c_.qk_rope_head_dim, dv = c_.v_head_dim,
+                r = c_.kv_lora_rank;
   int q;
   if (w.q_a) {
     const int qa = Linear(g, h, w.q_a, nullptr, T, p + "q_a");
@@ -569,17 +571,17 @@ int ModelArch::MlpBlock(Graph& g, int h, int x, const LayerWeights& w, int layer
     return Linear(g, act, dw, db, T, name + "down_proj");
   };
   const std::string res = prefix + "mlp_residual";
-  if (!w.moe)
-    return Unary(g, Op::kAdd,
-                 {x, ffn(w.gate, w.up, w.down, p, w.gate_bias, w.up_bias, w.down_bias)},
-                 {T, c_.hidden_size}, res);
+  // x < 0 (a head split's shard other than the first): no residual stream, the sum alone.
+  const auto add = [&](int a, int b, const std::string& name) {
+    return a < 0 ? b : Unary(g, Op::kAdd, {a, b}, {T, c_.hidden_size}, name);
+  };
+  if (!w.moe) return add(x, ffn(w.gate, w.up, w.down, p, w.gate_bias, w.up_bias, w.down_bias), res);
   // The shared experts first, added to the residual stream, then the routed experts added to
   // that: x + (shared + routed) as (x + shared) + routed, so that a backend can fold each add into
   // the projection producing it.
-  if (w.sh_gate) {
-    const int sh = ffn(w.sh_gate, w.sh_up, w.sh_down, p + "shared_experts.");
-    x = Unary(g, Op::kAdd, {x, sh}, g.node(sh).shape, p + "shared_residual");
-  }
+  if (w.sh_gate)
+    x = add(x, ffn(w.sh_gate, w.sh_up, w.sh_down, p + "shared_experts."), p + "shared_residual");
+  if (w.experts.empty()) return x;  // a shard without routed experts (-1: nothing at all)
   Node m;
   m.op = Op::kMoE;
   m.name = p + "experts";
@@ -588,8 +590,8 @@ int ModelArch::MlpBlock(Graph& g, int h, int x, const LayerWeights& w, int layer
   m.shape = g.node(h).shape;
   m.layer = layer;
   m.moe = moe_;
-  const int out = g.Add(std::move(m));
-  return Unary(g, Op::kAdd, {x, out}, {T, c_.hidden_size}, res);
+  if (w.expert_range) m.i[0] = w.expert0, m.i[1] = int64_t(w.experts.size() / 3);
+  return add(x, g.Add(std::move(m)), res);
 }
 
 int ModelArch::DecoderLayer(Graph& g, int x, const LayerWeights& w, int kv_layer,
@@ -694,6 +696,158 @@ Graph ModelArch::BuildMtp(const Batch& batch) const {
   x = DecoderLayer(g, x, m.block, /*kv_layer=*/0, p, batch);
   RmsNormNode(g, x, m.head_norm, eps, T, p + "shared_head.norm");
   return g;
+}
+
+// ---- head split ------------------------------------------------------------------------------
+
+namespace {
+
+// Rows [r0, r0 + n) of t (elements of a 1-D tensor) as a view of its bytes, named `name`.
+Tensor RowView(const Tensor& t, int64_t r0, int64_t n, const std::string& name) {
+  Tensor v = t;
+  v.name = name;
+  if (t.shape.size() == 1) {
+    v.shape = {n};
+    v.data = t.bytes() + RowBytes(t.dtype, r0);
+    v.nbytes = RowBytes(t.dtype, n);
+  } else {
+    v.shape = {n, t.cols()};
+    v.data = t.bytes() + size_t(r0) * t.row_bytes();
+    v.nbytes = size_t(n) * t.row_bytes();
+  }
+  return v;
+}
+
+// Where shard s of n starts in `width` columns: at whole blocks of `align` where every shard
+// keeps some, else evenly.
+int64_t Cut(int64_t width, int s, int n, int64_t align) {
+  const int64_t a = std::max<int64_t>(align, 32);
+  const auto at = [&](int k) { return k == n ? width : width * k / n / a * a; };
+  for (int k = 0; k < n; ++k)
+    if (at(k + 1) <= at(k)) return width * s / n;  // too narrow for whole blocks each
+  return at(s);
+}
+
+}  // namespace
+
+std::unique_ptr<ArchShard> ModelArch::MakeShard(const ShardSpec& s) const {
+  const ModelConfig& c = c_;
+  const int n = s.count, i = s.index;
+  ES_CHECK(n >= 1 && i >= 0 && i < n, "head split: shard ", i, " of ", n);
+  if (c.is_mla())
+    ES_CHECK(c.n_heads % n == 0, "--split head over ", n, " devices: the model has ", c.n_heads,
+             " attention heads (MLA), which do not divide by ", n,
+             " (use a device count that divides them, or --split layer)");
+  else
+    ES_CHECK(c.n_kv_heads % n == 0, "--split head over ", n, " devices: the model has ",
+             c.n_kv_heads, " KV heads (", c.n_heads, " attention heads), which do not divide by ",
+             n, " (use a device count that divides them, or --split layer)");
+  ES_CHECK(0 <= s.expert0 && s.expert0 <= s.expert1 && s.expert1 <= c.n_routed_experts,
+           "head split: experts [", s.expert0, ", ", s.expert1, ") of the model's ",
+           c.n_routed_experts);
+  auto sh = std::make_unique<ArchShard>();
+  sh->spec = s;
+  const std::string tag = "#shard" + std::to_string(i) + "of" + std::to_string(n);
+  auto keep = [&](Tensor t) -> const Tensor* {
+    sh->owned.push_back(std::move(t));
+    return &sh->owned.back();
+  };
+  auto rows = [&](const Tensor* t, int64_t r0, int64_t nr) -> const Tensor* {
+    return t ? keep(RowView(*t, r0, nr, t->name + tag)) : nullptr;
+  };
+  auto cols = [&](const Tensor* t, int64_t c0, int64_t nc) -> const Tensor* {
+    return keep(SplitColumns(*t, c0, nc, t->name + tag));
+  };
+  auto once = [&](const Tensor* t) { return i == 0 ? t : nullptr; };  // a bias added once
+  // FFN columns [c0, c1) of gate/up/down (width I), at whole blocks of down's type.
+  auto ffn = [&](const Tensor* gt, const Tensor* up, const Tensor* dn, const Tensor* gb,
+                 const Tensor* ub, const Tensor* db, LayerWeights* w, bool shared) {
+    const int64_t I = gt->rows(), align = BlockElems(dn->dtype);
+    const int64_t c0 = Cut(I, i, n, align), nc = Cut(I, i + 1, n, align) - c0;
+    (shared ? w->sh_gate : w->gate) = rows(gt, c0, nc);
+    (shared ? w->sh_up : w->up) = rows(up, c0, nc);
+    (shared ? w->sh_down : w->down) = cols(dn, c0, nc);
+    if (!shared) {
+      w->gate_bias = rows(gb, c0, nc), w->up_bias = rows(ub, c0, nc);
+      w->down_bias = once(db);
+    }
+  };
+  sh->layers.resize(layers_.size());
+  for (size_t l = 0; l < layers_.size(); ++l) {
+    const LayerWeights& f = layers_[l];
+    LayerWeights& w = sh->layers[l];
+    w.attn_norm = f.attn_norm, w.ffn_norm = f.ffn_norm;
+    if (c.is_mla()) {
+      const int64_t nh = c.n_heads / n, h0 = nh * i, dn = c.qk_nope_head_dim,
+                    qk = dn + c.qk_rope_head_dim, dv = c.v_head_dim, r = c.kv_lora_rank;
+      sh->head0 = int(h0), sh->head1 = int(h0 + nh);
+      w.heads = int(nh);
+      w.q_a = f.q_a, w.q_a_norm = f.q_a_norm, w.kv_a = f.kv_a, w.kv_a_norm = f.kv_a_norm;
+      w.q = rows(f.q, h0 * qk, nh * qk);
+      w.q_b = rows(f.q_b, h0 * qk, nh * qk);
+      w.kv_b = rows(f.kv_b, h0 * (dn + dv), nh * (dn + dv));
+      w.wuk_t = RowView(f.wuk_t, h0 * r, nh * r, f.wuk_t.name + tag);
+      w.wuv = RowView(f.wuv, h0 * dv, nh * dv, f.wuv.name + tag);
+      w.o = cols(f.o, h0 * dv, nh * dv);
+    } else {
+      const int64_t hd = c.head_dim, kn = f.kv_heads / n, k0 = kn * i,
+                    per = f.heads / f.kv_heads;  // query heads per kv head
+      sh->head0 = int(k0 * per), sh->head1 = int((k0 + kn) * per);
+      w.heads = int(kn * per), w.kv_heads = int(kn);
+      w.q = rows(f.q, k0 * per * hd, kn * per * hd);
+      w.q_bias = rows(f.q_bias, k0 * per * hd, kn * per * hd);
+      w.k = rows(f.K(), k0 * hd, kn * hd);
+      w.v = rows(f.V(), k0 * hd, kn * hd);
+      w.k_bias = rows(f.KBias(), k0 * hd, kn * hd);
+      w.v_bias = rows(f.VBias(), k0 * hd, kn * hd);
+      w.o = cols(f.o, k0 * per * hd, kn * per * hd);
+    }
+    w.o_bias = once(f.o_bias);
+    if (!f.moe) {
+      ffn(f.gate, f.up, f.down, f.gate_bias, f.up_bias, f.down_bias, &w, false);
+      continue;
+    }
+    w.moe = true;
+    w.router = f.router, w.router_bias = f.router_bias;
+    if (f.sh_gate) ffn(f.sh_gate, f.sh_up, f.sh_down, nullptr, nullptr, nullptr, &w, true);
+    w.experts.assign(f.experts.begin() + 3 * s.expert0, f.experts.begin() + 3 * s.expert1);
+    w.expert0 = s.expert0;
+    w.expert_range = s.expert1 - s.expert0 < c.n_routed_experts;
+    ES_CHECK(w.sh_gate || !w.experts.empty(), "head split: layer ", l,
+             " has no shared experts, so shard ", i, " needs routed experts (it holds none)");
+  }
+  return sh;
+}
+
+Graph ModelArch::BuildShardBlock(const ArchShard& sh, const Batch& batch, int layer,
+                                 bool ffn) const {
+  ES_CHECK(0 <= layer && layer < c_.n_layers, "head split: layer ", layer, " of the model's ",
+           c_.n_layers);
+  Graph g;
+  const int T = batch.n_tokens();
+  const int64_t D = c_.hidden_size;
+  const LayerWeights& w = sh.layers[size_t(layer)];
+  const std::string p = L(layer);
+  const int x = InputRows(g, T, D, p + (ffn ? "ffn_input" : "attn_input"));
+  const int res = sh.spec.index == 0 ? x : -1;  // the residual stream, added once
+  if (!ffn) {
+    const int hn = RmsNormNode(g, x, w.attn_norm, c_.rms_norm_eps, T, p + "input_layernorm");
+    const int att = c_.is_mla() ? MlaBlock(g, hn, w, layer, p, batch)
+                                : AttentionBlock(g, hn, w, layer, p, batch);
+    if (res >= 0) Unary(g, Op::kAdd, {res, att}, {T, D}, p + "attn_residual");
+    return g;
+  }
+  const int fn = RmsNormNode(g, x, w.ffn_norm, c_.rms_norm_eps, T, p + "post_attention_layernorm");
+  const int out = MlpBlock(g, fn, res, w, layer, p, T);
+  ES_ASSERT(out >= 0);  // MakeShard leaves every shard something in each FFN
+  return g;
+}
+
+KvSpec ModelArch::ShardKvSpec(const ArchShard& sh, DType type) const {
+  KvSpec k = c_.MakeKvSpec(type);
+  if (!c_.is_mla())
+    for (int& width : k.width) width /= sh.spec.count;
+  return k;
 }
 
 }  // namespace es

@@ -188,7 +188,9 @@ BenchResult RunBench(Runner& runner, const BenchOptions& o, double load_s) {
     std::string d;
     for (size_t i = 0; i <= runner.stages().size(); ++i) {
       const int l1 = i + 1 < first.size() ? first[i + 1] : m.config().n_layers;
-      d += "layers " + std::to_string(first[i]) + "-" + std::to_string(l1 - 1) + " on " +
+      d += (l1 > first[i] ? "layers " + std::to_string(first[i]) + "-" + std::to_string(l1 - 1)
+                          : std::string("head")) +
+           " on " +
            (i < runner.stages().size() ? runner.stages()[i]->description() : r.backend_desc) +
            (i < runner.stages().size() ? " | " : "");
     }

@@ -9,6 +9,7 @@
 #include "edgeseek/internal/core/error.h"
 #include "edgeseek/internal/models/arch.h"
 #include "edgeseek/internal/models/config.h"
+#include "edgeseek/internal/runtime/head_split.h"
 #include "edgeseek/internal/runtime/model.h"
 #include "edgeseek/internal/runtime/mpi_stage.h"
 #include "edgeseek/internal/runtime/runner.h"
@@ -238,6 +239,8 @@ std::unique_ptr<Runner> MakeSplitRunner(std::shared_ptr<const Model> model,
     ES_CHECK(split.devices.empty(), "--devices ", split.devices,
              " under mpirun: each rank runs on its own --backend/--device; split over ranks or "
              "over devices, not both");
+    ES_CHECK(split.split == "layer",
+             "--split head over MPI ranks is not built: ranks split the model by layer");
     last = CreateBackend(backend, bo);
   } else if (!split.devices.empty()) {
     const std::vector<DeviceSpec> devs = ParseDevices(split.devices);
@@ -246,9 +249,25 @@ std::unique_ptr<Runner> MakeSplitRunner(std::shared_ptr<const Model> model,
       o.device = devs[0].device;
       return std::make_unique<Runner>(std::move(model), CreateBackend(devs[0].backend, o), ro);
     }
-    ES_CHECK(split.split == "layer",
-             "--split head (tensor parallel: heads, FFN columns and experts sharded over the "
-             "devices) is not built yet; use --split layer");
+    if (split.split == "head") {
+      // One tensor-parallel stage over every layer; the head on another instance of the first
+      // device (head_split.h).
+      ES_CHECK(split.layer_counts.empty(), "--split-layers ", split.layer_counts,
+               " goes with --split layer (a head split runs every layer on every device)");
+      std::vector<std::unique_ptr<Backend>> shards;
+      for (const DeviceSpec& d : devs) {
+        BackendOptions o = bo;
+        o.device = d.device;
+        shards.push_back(CreateBackend(d.backend, o));
+      }
+      BackendOptions o = bo;
+      o.device = devs[0].device;
+      auto head = CreateBackend(devs[0].backend, o);
+      front.push_back(MakeHeadSplitStage(std::move(shards)));
+      const int n_layers = model->config().n_layers;
+      return std::make_unique<Runner>(std::move(model), std::move(front),
+                                      std::vector<int>{0, n_layers}, std::move(head), ro);
+    }
     for (size_t i = 0; i < devs.size(); ++i) {
       BackendOptions o = bo;
       o.device = devs[i].device;

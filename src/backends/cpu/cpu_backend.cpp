@@ -707,8 +707,14 @@ void CpuBackend::MoE(const Node& n, const Graph& g, const float* x, int64_t R, f
   const int64_t D = g.node(n.src[0]).shape[1];
   const Tensor& router = *g.node(n.src[1]).weight;
   const float* bias = n.src[2] >= 0 ? F32(g.node(n.src[2]).weight) : nullptr;
-  const int E = p.n_experts, K = p.top_k;
+  // E experts routed over; EL of them held here (an expert range, i0 = first, i1 = count: a head
+  // split's shard, arch.h ArchShard).
+  const int E = p.n_experts, K = p.top_k, EL = n.i[1] > 0 ? int(n.i[1]) : E,
+            e0 = n.i[1] > 0 ? int(n.i[0]) : 0;
   const int64_t I = p.ffn_dim;
+  ES_CHECK(int64_t(n.src.size()) == 3 + 3 * int64_t(EL) && e0 >= 0 && e0 + EL <= E,
+           "cpu backend: moe '", n.name, "' has ", n.src.size(), " inputs for experts [", e0, ", ",
+           e0 + EL, ") of ", E);
   auto weight = [&](int e, int part) -> const Tensor& {
     return *g.node(n.src[size_t(3 + 3 * e + part)]).weight;
   };
@@ -717,7 +723,7 @@ void CpuBackend::MoE(const Node& n, const Graph& g, const float* x, int64_t R, f
   for (int part = 0; part < 3; ++part) {
     const Tensor& first = weight(0, part);
     const Shape want = part == 2 ? Shape{D, I} : Shape{I, D};
-    for (int e = 0; e < E; ++e) {
+    for (int e = 0; e < EL; ++e) {
       const Tensor& t = weight(e, part);
       ES_CHECK(t.shape == want && t.dtype == first.dtype, "cpu backend: expert weight '", t.name,
                "' is ", Name(t.dtype), " ", ShapeStr(t.shape), ", expected ", Name(first.dtype),
@@ -740,25 +746,29 @@ void CpuBackend::MoE(const Node& n, const Graph& g, const float* x, int64_t R, f
                         &weights[size_t(r * K)]);
       },
       16);
+  // Choices as local experts (-1: outside the range, added by another device).
+  for (int32_t& c : chosen) c = c >= e0 && c < e0 + EL ? c - e0 : -1;
   // Rows compacted per expert: counts, offsets, and the (row, j) entry of each compacted row.
-  std::vector<int64_t> count(size_t(E) + 1, 0), offset(size_t(E) + 1, 0);
-  for (int64_t i = 0; i < R * K; ++i) ++count[size_t(chosen[size_t(i)])];
-  for (int e = 0; e < E; ++e) offset[size_t(e) + 1] = offset[size_t(e)] + count[size_t(e)];
-  std::vector<int64_t> entry(size_t(R * K)), pos_of(size_t(R * K));
+  std::vector<int64_t> count(size_t(EL) + 1, 0), offset(size_t(EL) + 1, 0);
+  for (int64_t i = 0; i < R * K; ++i)
+    if (chosen[size_t(i)] >= 0) ++count[size_t(chosen[size_t(i)])];
+  for (int e = 0; e < EL; ++e) offset[size_t(e) + 1] = offset[size_t(e)] + count[size_t(e)];
+  std::vector<int64_t> entry(size_t(R * K)), pos_of(size_t(R * K), -1);
   {
     std::vector<int64_t> fill(offset.begin(), offset.end() - 1);
     for (int64_t i = 0; i < R * K; ++i) {
+      if (chosen[size_t(i)] < 0) continue;
       const int64_t at = fill[size_t(chosen[size_t(i)])]++;
       entry[size_t(at)] = i;
       pos_of[size_t(i)] = at;
     }
   }
   std::vector<int> active;  // experts with rows, most rows first (longest items start first)
-  for (int e = 0; e < E; ++e)
+  for (int e = 0; e < EL; ++e)
     if (count[size_t(e)] > 0) active.push_back(e);
   std::stable_sort(active.begin(), active.end(),
                    [&](int a, int b) { return count[size_t(a)] > count[size_t(b)]; });
-  const int64_t A = int64_t(active.size()), M = R * K;
+  const int64_t A = int64_t(active.size()), M = offset[size_t(EL)];
   moe_bytes_ = double(router.nbytes);
   for (int e : active)
     for (int part = 0; part < 3; ++part) moe_bytes_ += double(weight(e, part).nbytes);
@@ -814,6 +824,7 @@ void CpuBackend::MoE(const Node& n, const Graph& g, const float* x, int64_t R, f
       float* yr = y + r * D;
       std::fill(yr + c0, yr + c1, 0.0f);
       for (int j = 0; j < K; ++j) {
+        if (pos_of[size_t(r * K + j)] < 0) continue;  // another device's expert
         const float w = weights[size_t(r * K + j)];
         const float* o = dn + pos_of[size_t(r * K + j)] * D;
         for (int64_t i = c0; i < c1; ++i) yr[i] += w * o[i];

@@ -211,12 +211,14 @@ std::string VulkanBackend::description() const {
 }
 
 bool VulkanBackend::Supports(const Graph& g, const Node& n) const {
+  // An expert range (a head split's MoE shard): the routing kernel has no range yet.
+  if (n.op == Op::kMoE && n.i[1] > 0) return false;
   return OpSupported(g, n, nullptr);
 }
 
 void VulkanBackend::PrepareGraph(const Graph& g) {
   for (const Node& n : g.nodes()) {
-    if (n.op != Op::kMoE || !n.moe) continue;
+    if (n.op != Op::kMoE || !n.moe || n.i[1] > 0) continue;  // a range: unsupported
     for (int m = 0; m < 3; ++m) {
       std::vector<const Tensor*> members;
       for (int e = 0; e < n.moe->n_experts; ++e) {

@@ -299,7 +299,7 @@ TEST(LayerSplit, DeviceListParsesAndNamesBadItems) {
   EXPECT_THROW(ParseDevices(""), Error);
 }
 
-TEST(LayerSplit, FactorySplitsOverCpuDevicesAndRefusesHeadSplit) {
+TEST(LayerSplit, FactorySplitsOverCpuDevicesAndRefusesHeadSplitOfOneKvHead) {
   auto m = Golden("qwen2_sharded");
   BackendOptions bo;
   bo.threads = 1;
@@ -313,7 +313,7 @@ TEST(LayerSplit, FactorySplitsOverCpuDevicesAndRefusesHeadSplit) {
   EXPECT_EQ(MakeSplitRunner(m, "cpu", bo, Opts(), so)->stage_first_layers(),
             (std::vector<int>{0, 1}));
   so.layer_counts = "";
-  so.split = "head";
+  so.split = "head";  // qwen2_sharded has one KV head: it cannot shard (head_split_test.cpp)
   try {
     MakeSplitRunner(m, "cpu", bo, Opts(), so);
     FAIL() << "no error";

@@ -1,8 +1,9 @@
-// Layer split over Vulkan devices (runtime/pipeline.h): one device opened twice (--devices 0,0,
-// how this is tested on lavapipe), and CPU + Vulkan in either order, against the plain CPU
-// runner, for a dense and an MLA+MoE golden: prefill and decode logits within the f32-activation
-// bound (1e-4 relative L2, the goldens' bound; the caches are f32 here so that the bound is the
-// math's alone), and greedy ids equal.
+// Layer and head split over Vulkan devices (runtime/pipeline.h, runtime/head_split.h): one device
+// opened twice (--devices 0,0, how this is tested on lavapipe), and CPU + Vulkan in either order,
+// against the plain CPU runner, for a dense and an MLA+MoE golden: prefill and decode logits
+// within the f32-activation bound (1e-4 relative L2, the goldens' bound; the caches are f32 here
+// so that the bound is the math's alone), and greedy ids equal. A head split with a Vulkan device
+// runs the routed experts whole on the first device (Vulkan has no expert range yet).
 #include <gtest/gtest.h>
 
 #include "edgeseek/internal/models/config.h"
@@ -18,6 +19,7 @@ namespace {
 struct SplitCase {
   const char* model;
   const char* devices;
+  const char* split = "layer";
 };
 
 class VulkanSplit : public ::testing::TestWithParam<SplitCase> {};
@@ -43,6 +45,7 @@ TEST_P(VulkanSplit, LogitsMatchTheCpuRunner) {
   Runner plain(m, CreateBackend("cpu", bo), ro);
   SplitOptions so;
   so.devices = c.devices;
+  so.split = c.split;
   auto split = MakeSplitRunner(m, "cpu", bo, ro, so);
   ASSERT_EQ(split->stages().size(), 1u);
   const std::vector<int32_t> ids = {1, 7, 3, 11, 5, 2, 9};
@@ -65,14 +68,22 @@ TEST_P(VulkanSplit, LogitsMatchTheCpuRunner) {
   EXPECT_EQ(a, b);
 }
 
-const SplitCase kCases[] = {{"llama3", "0,0"},    {"llama3", "cpu,0"},    {"llama3", "0,cpu"},
-                            {"dsv2_lite", "0,0"}, {"dsv2_lite", "cpu,0"}, {"dsv2_lite", "0,cpu"}};
+const SplitCase kCases[] = {{"llama3", "0,0"},
+                            {"llama3", "cpu,0"},
+                            {"llama3", "0,cpu"},
+                            {"dsv2_lite", "0,0"},
+                            {"dsv2_lite", "cpu,0"},
+                            {"dsv2_lite", "0,cpu"},
+                            {"llama3", "0,0", "head"},
+                            {"llama3", "cpu,0", "head"},
+                            {"dsv2_lite", "0,0", "head"},
+                            {"dsv2_lite", "cpu,0", "head"}};
 
 INSTANTIATE_TEST_SUITE_P(Goldens, VulkanSplit, ::testing::ValuesIn(kCases), [](const auto& info) {
   std::string d = info.param.devices;
   for (char& ch : d)
     if (ch == ',') ch = '_';
-  return std::string(info.param.model) + "_" + d;
+  return std::string(info.param.model) + "_" + d + "_" + info.param.split;
 });
 
 }  // namespace

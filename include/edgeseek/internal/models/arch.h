@@ -4,6 +4,7 @@
 // occur. Models know nothing about devices: they produce graphs for any backend.
 #pragma once
 
+#include <deque>
 #include <functional>
 #include <map>
 #include <memory>
@@ -57,6 +58,32 @@ struct LayerWeights {
   const Tensor *router = nullptr, *router_bias = nullptr;
   std::vector<const Tensor*> experts;  // gate, up, down per expert
   const Tensor *sh_gate = nullptr, *sh_up = nullptr, *sh_down = nullptr;
+  // A shard's routed experts are [expert0, expert0 + experts.size() / 3) of the router's; the
+  // kMoE node then carries i0 = expert0, i1 = their count (a range: the other experts' choices
+  // add nothing; backend.h Supports says whether a backend runs one).
+  int expert0 = 0;
+  bool expert_range = false;
+};
+
+// ---- head split (tensor parallel, edgeseek/internal/runtime/head_split.h) ----
+// Shard `index` of `count` of every decoder layer:
+//   attention  kv heads [index, index + 1) x Hkv / count with their query heads: q/k/v rows and
+//              o_proj columns (o_proj's bias on shard 0); MLA: heads [index, index + 1) x H /
+//              count (q / q_b, kv_b, Wukᵀ, Wuv rows, o_proj columns), the latent (kv_a, its norm,
+//              q_a) replicated: every shard caches the whole latent
+//   FFN        intermediate columns cut at whole blocks: gate/up rows, down columns (down's bias
+//              on shard 0); shared experts alike; routed experts [expert0, expert1) (the router
+//              on every shard: each routes every row and runs the choices it holds)
+// Row cuts are views of the model's tensors; column cuts are copies the shard owns.
+struct ShardSpec {
+  int index = 0, count = 1;
+  int expert0 = 0, expert1 = 0;  // routed experts held ([0, 0): none)
+};
+struct ArchShard {
+  ShardSpec spec;
+  int head0 = 0, head1 = 0;          // query heads [head0, head1) of a full-width layer
+  std::vector<LayerWeights> layers;  // [n_layers], pointing at the model's tensors and `owned`
+  std::deque<Tensor> owned;          // row views and column copies (stable addresses)
 };
 
 // The MTP module (DeepSeek-V3 technical report, section 2.2; the layout of the V3 checkpoint):
@@ -98,6 +125,20 @@ class ModelArch {
   // layer l - layer0 (a stage's cache holds its own layers only). BuildStage(b, 0, n_layers,
   // true) is Build(b), node for node.
   Graph BuildStage(const Batch& batch, int layer0, int layer1, bool head) const;
+
+  // ---- head split (ArchShard above) ----
+  // Shard s.index of s.count; throws es::Error naming the model's head counts when they do not
+  // divide by s.count (dense: the KV heads; MLA: the heads), or an expert range outside the
+  // model's experts.
+  std::unique_ptr<ArchShard> MakeShard(const ShardSpec& s) const;
+  // Block `ffn` (false: attention, true: FFN) of layer `layer` on shard `sh` over the batch's
+  // input rows x (Batch::input, the residual stream [n_tokens, D]): [n_tokens, D] = x + the
+  // shard's partial sum on shard 0, the partial sum alone on the others, so that the sum over
+  // the shards is the stream after the block. Attention caches in KV layer `layer` of a cache of
+  // ShardKvSpec's widths.
+  Graph BuildShardBlock(const ArchShard& sh, const Batch& batch, int layer, bool ffn) const;
+  // The KV cache of one shard (every layer): its kv heads' share of K and V, or MLA's whole latent.
+  KvSpec ShardKvSpec(const ArchShard& sh, DType type) const;
 
   // ---- split forward and the MTP module (speculative decoding with MTP drafts) ----
   // Rows enter BuildHead and BuildMtp from the host through a kInput node: the batch's input

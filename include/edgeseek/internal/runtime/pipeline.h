@@ -98,15 +98,17 @@ std::vector<DeviceSpec> ParseDevices(const std::string& list);
 // server's instance keys of the same names).
 struct SplitOptions {
   std::string devices;          // "" : one device (the plain Runner)
-  std::string split = "layer";  // "layer" ("head": tensor parallel, not built yet)
+  std::string split = "layer";  // "layer", or "head" (tensor parallel, head_split.h)
   std::string layer_counts;     // "" : by memory (SplitLayersByBytes), else SplitLayersByCounts
 };
 
 // The Runner of `model`: on `backend` (bo.device) alone; or, with split.devices, one stage per
 // device in the list's order (the last one runs the head: ComputeArgmax/Sample happen there);
 // or, under `mpirun -np N` (mpi_stage.h, rank 0, no --devices), one stage per rank with rank 0
-// last. Layers go by memory unless split.layer_counts gives them. Throws es::Error for a bad
-// device list, `--split head`, or --devices under mpirun.
+// last. Layers go by memory unless split.layer_counts gives them. With split.split "head" and
+// several devices: one head-split stage over every layer (head_split.h), the head on another
+// instance of the first device. Throws es::Error for a bad device list, --split-layers with a
+// head split, a head split under mpirun, or --devices under mpirun.
 std::unique_ptr<Runner> MakeSplitRunner(std::shared_ptr<const Model> model,
                                         const std::string& backend, const BackendOptions& bo,
                                         const RunnerOptions& ro, const SplitOptions& split);

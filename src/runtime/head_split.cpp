@@ -1,0 +1,209 @@
+// Head split: the tensor-parallel stage (head_split.h).
+#include "edgeseek/internal/runtime/head_split.h"
+
+#include <algorithm>
+
+#include "edgeseek/internal/core/error.h"
+#include "edgeseek/internal/models/arch.h"
+#include "edgeseek/internal/models/config.h"
+#include "edgeseek/internal/runtime/model.h"
+
+namespace es {
+namespace {
+
+void AddStats(const ComputeStats& s, ComputeStats* to) {
+  if (!to) return;
+  to->upload_s += s.upload_s, to->dispatch_s += s.dispatch_s, to->shader_s += s.shader_s;
+  to->download_s += s.download_s, to->total_s += s.total_s;
+  to->ops.insert(to->ops.end(), s.ops.begin(), s.ops.end());
+}
+
+Batch OneRow() {
+  Batch b;
+  b.Add(0, 0, {0}, true);
+  b.Finalize();
+  return b;
+}
+
+class HeadSplitStage : public PipelineStage {
+ public:
+  explicit HeadSplitStage(std::vector<std::unique_ptr<Backend>> backends) {
+    ES_CHECK(backends.size() >= 2, "a head split needs at least two devices");
+    for (auto& b : backends) devs_.push_back({std::move(b), nullptr, nullptr, {}});
+  }
+
+  std::string description() const override {
+    std::string d = "head split:";
+    for (size_t i = 0; i < devs_.size(); ++i) {
+      const Dev& v = devs_[i];
+      d += (i ? " | " : " ");
+      if (v.shard)
+        d += "heads " + std::to_string(v.shard->head0) + "-" + std::to_string(v.shard->head1 - 1) +
+             (v.shard->spec.expert1 > v.shard->spec.expert0
+                  ? ", experts " + std::to_string(v.shard->spec.expert0) + "-" +
+                        std::to_string(v.shard->spec.expert1 - 1)
+                  : std::string()) +
+             " on ";
+      d += v.backend->description();
+    }
+    return d;
+  }
+
+  void Start(const std::shared_ptr<const Model>& model, const StageConfig& cfg) override {
+    model_ = model;
+    const ModelConfig& c = model_->config();
+    ES_CHECK(cfg.layer0 == 0 && cfg.layer1 == c.n_layers, "a head split runs every layer (got [",
+             cfg.layer0, ", ", cfg.layer1, ") of ", c.n_layers, ")");
+    const int n = int(devs_.size()), E = c.n_routed_experts;
+    try {
+      // Experts by range where every device runs a range, else all on the first device.
+      MakeShards(E >= n ? E : 0);
+      if (E >= n && !AllSupported(/*moe_only=*/true)) MakeShards(0);
+    } catch (const Error& e) {
+      Fail("model '", model_->name(), "': ", e.what());
+    }
+    ES_CHECK(AllSupported(false), "head split: ", unsupported_);
+    const Batch one = OneRow();
+    const ModelArch& a = model_->arch();
+    for (size_t d = 0; d < devs_.size(); ++d) {
+      Dev& v = devs_[d];
+      if (d == 0) PrepareGraphWeights(*v.backend, a.BuildStage(one, 0, 0, false));
+      for (int l = 0; l < c.n_layers; ++l)
+        for (bool ffn : {false, true})
+          PrepareGraphWeights(*v.backend, a.BuildShardBlock(*v.shard, one, l, ffn));
+      v.kv = v.backend->CreatePagedKv(a.ShardKvSpec(*v.shard, cfg.kv_type), cfg.n_slots,
+                                      cfg.context, cfg.kv_blocks);
+    }
+  }
+
+  void Run(const Batch& batch, const float* in, float* out, ComputeStats* stats) override {
+    ES_ASSERT(devs_[0].kv);
+    const RowGraphs& s = GraphsFor(batch);
+    const size_t n = size_t(batch.n_tokens()) * size_t(model_->config().hidden_size);
+    ComputeStats st;
+    // x, the residual stream, lives in `out` from the embedding to the last block.
+    devs_[0].backend->Compute(*s.embed, batch, *devs_[0].kv, out, stats ? &st : nullptr);
+    AddStats(st, stats);
+    staged_ = batch;  // reuses its vectors' capacity after the first step
+    staged_.input = out;
+    staged_.input_cols = model_->config().hidden_size;
+    for (auto& v : devs_) v.part.resize(n);
+    for (size_t b = 0; b < s.blocks[0].size(); ++b) {
+      for (size_t d = 0; d < devs_.size(); ++d) {
+        Dev& v = devs_[d];
+        st = {};
+        v.backend->Compute(*s.blocks[d][b], staged_, *v.kv, v.part.data(), stats ? &st : nullptr);
+        AddStats(st, stats);
+      }
+      // The all-reduce: shard 0's part carries x; the others' partial sums added in device order.
+      std::copy(devs_[0].part.begin(), devs_[0].part.end(), out);
+      for (size_t d = 1; d < devs_.size(); ++d) {
+        const float* p = devs_[d].part.data();
+        for (size_t i = 0; i < n; ++i) out[i] += p[i];
+      }
+    }
+  }
+
+  void SetBlockTable(int slot, const int32_t* blocks, int n) override {
+    for (auto& v : devs_) v.kv->SetBlockTable(slot, blocks, n);
+  }
+  bool kv_paged() const override {
+    bool paged = true;
+    for (const auto& v : devs_) paged = paged && v.kv->paged();
+    return paged;
+  }
+  size_t kv_bytes() const override {
+    size_t b = 0;
+    for (const auto& v : devs_) b += v.kv->bytes();
+    return b;
+  }
+
+ private:
+  struct Dev {
+    std::unique_ptr<Backend> backend;
+    std::unique_ptr<ArchShard> shard;  // its weights (views and copies of the model's)
+    std::unique_ptr<KvStorage> kv;     // its kv heads of every layer (MLA: the whole latent)
+    std::vector<float> part;           // [n_tokens, D]: its last block's output
+  };
+  // The graphs of one row count: the embedding (device 0), then per device the blocks of every
+  // layer in order (attention, FFN).
+  struct RowGraphs {
+    int rows = 0;
+    std::unique_ptr<const Graph> embed;
+    std::vector<std::vector<std::unique_ptr<const Graph>>> blocks;  // [device][2 * layer + ffn]
+  };
+
+  // Shards with routed experts spread evenly over the devices (experts > 0), or all on the
+  // first device (experts == 0).
+  void MakeShards(int experts) {
+    const int n = int(devs_.size()), E = model_->config().n_routed_experts;
+    for (int i = 0; i < n; ++i) {
+      ShardSpec s;
+      s.index = i, s.count = n;
+      s.expert0 = experts ? E * i / n : 0;
+      s.expert1 = experts ? E * (i + 1) / n : (i == 0 ? E : 0);
+      devs_[size_t(i)].shard = model_->arch().MakeShard(s);
+    }
+  }
+
+  // Whether every device runs every node of its blocks (moe_only: its kMoE nodes); the first
+  // refusal is kept in unsupported_.
+  bool AllSupported(bool moe_only) {
+    const Batch one = OneRow();
+    const ModelArch& a = model_->arch();
+    for (const Dev& v : devs_)
+      for (int l = 0; l < model_->config().n_layers; ++l)
+        for (bool ffn : {false, true}) {
+          if (moe_only && (!ffn || !v.shard->layers[size_t(l)].moe)) continue;
+          const Graph g = a.BuildShardBlock(*v.shard, one, l, ffn);
+          for (const Node& nd : g.nodes())
+            if (nd.op != Op::kWeight && !v.backend->Supports(g, nd)) {
+              unsupported_ = v.backend->description() + " cannot run '" + nd.name + "' (" +
+                             OpName(nd.op) + (nd.op == Op::kMoE ? " over an expert range" : "") +
+                             ")";
+              return false;
+            }
+        }
+    return true;
+  }
+
+  // One set of graphs per row count, most recently used first (as LocalStage keeps its own).
+  const RowGraphs& GraphsFor(const Batch& batch) {
+    const int rows = batch.n_tokens();
+    auto it = std::find_if(shapes_.begin(), shapes_.end(),
+                           [&](const RowGraphs& s) { return s.rows == rows; });
+    if (it == shapes_.end()) {
+      if (shapes_.size() == kMaxShapes) shapes_.pop_back();
+      const ModelArch& a = model_->arch();
+      RowGraphs s;
+      s.rows = rows;
+      s.embed = std::make_unique<const Graph>(a.BuildStage(batch, 0, 0, false));
+      for (const Dev& v : devs_) {
+        auto& list = s.blocks.emplace_back();
+        for (int l = 0; l < model_->config().n_layers; ++l)
+          for (bool ffn : {false, true})
+            list.push_back(
+                std::make_unique<const Graph>(a.BuildShardBlock(*v.shard, batch, l, ffn)));
+      }
+      shapes_.push_back(std::move(s));
+      it = shapes_.end() - 1;
+    }
+    std::rotate(shapes_.begin(), it, it + 1);
+    return shapes_.front();
+  }
+  static constexpr size_t kMaxShapes = 8;
+
+  std::shared_ptr<const Model> model_;
+  std::vector<Dev> devs_;
+  std::vector<RowGraphs> shapes_;
+  Batch staged_;
+  std::string unsupported_;
+};
+
+}  // namespace
+
+std::unique_ptr<PipelineStage> MakeHeadSplitStage(std::vector<std::unique_ptr<Backend>> devices) {
+  return std::make_unique<HeadSplitStage>(std::move(devices));
+}
+
+}  // namespace es
