@@ -1,11 +1,47 @@
 #!/usr/bin/env bash
-# Installs what edgeseek needs to build and test on Debian 12 (run as root, or with sudo).
+# Installs what edgeseek needs on Debian 12 (run as root, or with sudo).
+#   scripts/setup.sh              everything to build and test (scripts/test.sh, CI)
+#   scripts/setup.sh --build-only what the `edgeseek` target needs, nothing more (README's first
+#                                 command): compiler, CMake, Ninja, the -dev libraries it links,
+#                                 and the Vulkan headers + glslc for the Vulkan backend
 set -euo pipefail
-PKGS=(build-essential cmake ninja-build pkg-config git
+build_only=0
+for a in "$@"; do
+  case $a in
+    --build-only) build_only=1 ;;
+    *) echo "setup.sh: unknown argument '$a' (--build-only, or none for everything)" >&2; exit 2 ;;
+  esac
+done
+# The `edgeseek` target with the default options (ONNX import on; MPI, tests and benchmarks are
+# found or skipped by CMake).
+PKGS=(build-essential cmake ninja-build pkg-config
       nlohmann-json3-dev libpcre2-dev libutf8proc-dev libcpp-httplib-dev libcli11-dev libhwy-dev
-      libedit-dev libgtest-dev libgmock-dev libbenchmark-dev libomp-dev
+      libedit-dev
       libonnx-dev libprotobuf-dev  # ONNX import: generated onnx-ml.pb.h + onnx_proto, protobuf headers
-      libvulkan-dev glslc spirv-tools glslang-tools mesa-vulkan-drivers vulkan-validationlayers vulkan-tools
+      libvulkan-dev glslc spirv-tools)  # the Vulkan backend's loader, shader compiler, spirv-val
+install_missing() {  # installs the packages of "$@" that are missing
+  local missing=()
+  for p in "$@"; do dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p"); done
+  if [[ " ${missing[*]} " == *":arm64 "* ]] && ! dpkg --print-foreign-architectures | grep -qx arm64; then
+    $([ "$(id -u)" -ne 0 ] && echo sudo) dpkg --add-architecture arm64  # apt-get update follows
+  fi
+  # Node.js and npm (test clients, test data): keep an existing installation (e.g. NodeSource's
+  # nodejs, which bundles npm and conflicts with Debian's npm package).
+  ((build_only)) || command -v npm >/dev/null 2>&1 || missing+=(nodejs npm)
+  if ((${#missing[@]})); then
+    local SUDO=""; [ "$(id -u)" -ne 0 ] && SUDO=sudo
+    export DEBIAN_FRONTEND=noninteractive
+    $SUDO apt-get update -qq
+    $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}"
+  fi
+}
+if ((build_only)); then
+  install_missing "${PKGS[@]}"
+  exit 0
+fi
+# Everything else the checks use: tests, benchmarks, lavapipe, sanitizers, fuzzing, tools.
+PKGS+=(git libgtest-dev libgmock-dev libbenchmark-dev libomp-dev
+      glslang-tools mesa-vulkan-drivers vulkan-validationlayers vulkan-tools
       prometheus
       valgrind  # Cli.CpuGenerateLeaksNothing
       clang-14 libclang-rt-14-dev  # scripts/fuzz.sh: libFuzzer + ASan/UBSan (docs/fuzzing.md)
@@ -24,17 +60,4 @@ if [ "$(dpkg --print-architecture)" = amd64 ]; then
          libgmock-dev:arm64 libpcre2-dev:arm64 libutf8proc-dev:arm64 libcpp-httplib-dev:arm64
          libedit-dev:arm64 libvulkan-dev:arm64)
 fi
-missing=()
-for p in "${PKGS[@]}"; do dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p"); done
-if [[ " ${missing[*]} " == *":arm64 "* ]] && ! dpkg --print-foreign-architectures | grep -qx arm64; then
-  $([ "$(id -u)" -ne 0 ] && echo sudo) dpkg --add-architecture arm64  # apt-get update follows
-fi
-# Node.js and npm (test clients, test data): keep an existing installation (e.g. NodeSource's
-# nodejs, which bundles npm and conflicts with Debian's npm package).
-command -v npm >/dev/null 2>&1 || missing+=(nodejs npm)
-if ((${#missing[@]})); then
-  SUDO=""; [ "$(id -u)" -ne 0 ] && SUDO=sudo
-  export DEBIAN_FRONTEND=noninteractive
-  $SUDO apt-get update -qq
-  $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}"
-fi
+install_missing "${PKGS[@]}"

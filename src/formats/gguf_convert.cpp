@@ -290,21 +290,19 @@ std::string GgufPreTokenizerName(const json& tok, const std::string& where) {
        "); known: llama-bpe, qwen2, deepseek-v3, deepseek-llm, gpt-2");
 }
 
-void SetGgufTokenizer(GgufWriter& w, const std::string& dir, int64_t vocab_size,
-                      const json& config) {
-  const std::string tok_path = (fs::path(dir) / "tokenizer.json").string();
-  const json tok = ReadJsonFile(tok_path);
-  ES_CHECK(tok.contains("model") && tok["model"].is_object(), tok_path, ": missing 'model'");
-  const json& model = tok["model"];
-  const std::string mtype = json_field::Opt<std::string>(model, "type", "", tok_path + ": model");
-  ES_CHECK(mtype == "BPE", tok_path, ": tokenizer model '", mtype,
-           "' is not supported (byte-level BPE only)");
-  ES_CHECK(!json_field::Opt<bool>(model, "byte_fallback", false, tok_path + ": model"), tok_path,
-           ": byte-fallback (SentencePiece-style) BPE is not supported (byte-level BPE only)");
-  ES_CHECK(model.contains("vocab") && model["vocab"].is_object(), tok_path,
-           ": missing model.vocab");
+namespace {
 
-  // Tokens by id: the BPE vocabulary, then the added tokens (which may repeat vocabulary ids).
+// The tokenizer's tokens by id [vocab_size] (ids it leaves out become "[PADi]", unused), their
+// GGUF token types, and each token's id.
+struct GgufVocab {
+  std::vector<std::string> tokens;
+  std::vector<int64_t> types;
+  std::unordered_map<std::string, int64_t> id_of;
+};
+
+// Tokens by id: the BPE vocabulary, then the added tokens (which may repeat vocabulary ids).
+GgufVocab ReadGgufVocab(const json& tok, const std::string& tok_path, int64_t vocab_size) {
+  const json& model = tok["model"];
   std::map<int64_t, std::string> by_id;
   std::unordered_map<int64_t, int64_t> type_of;
   for (const auto& [text, id] : model["vocab"].items()) {
@@ -330,44 +328,44 @@ void SetGgufTokenizer(GgufWriter& w, const std::string& dir, int64_t vocab_size,
   const int64_t max_id = by_id.rbegin()->first;
   ES_CHECK(max_id < vocab_size, tok_path, ": token id ", max_id,
            " does not fit the model's vocabulary of ", vocab_size);
-  std::vector<std::string> tokens(static_cast<size_t>(vocab_size));
-  std::vector<int64_t> types(size_t(vocab_size), static_cast<int64_t>(GgufTokenType::kNormal));
-  std::unordered_map<std::string, int64_t> id_of;
+  GgufVocab v;
+  v.tokens.resize(static_cast<size_t>(vocab_size));
+  v.types.assign(size_t(vocab_size), static_cast<int64_t>(GgufTokenType::kNormal));
   for (int64_t i = 0; i < vocab_size; ++i) {
     auto it = by_id.find(i);
     if (it == by_id.end()) {
-      tokens[size_t(i)] = "[PAD" + std::to_string(i) + "]";
-      types[size_t(i)] = int64_t(GgufTokenType::kUnused);
+      v.tokens[size_t(i)] = "[PAD" + std::to_string(i) + "]";
+      v.types[size_t(i)] = int64_t(GgufTokenType::kUnused);
       continue;
     }
-    tokens[size_t(i)] = it->second;
-    if (auto t = type_of.find(i); t != type_of.end()) types[size_t(i)] = t->second;
-    id_of.emplace(it->second, i);
+    v.tokens[size_t(i)] = it->second;
+    if (auto t = type_of.find(i); t != type_of.end()) v.types[size_t(i)] = t->second;
+    v.id_of.emplace(it->second, i);
   }
+  return v;
+}
 
+// The merges as "a b" strings (tokenizer.json writes "a b" or ["a", "b"]).
+std::vector<std::string> ReadGgufMerges(const json& model, const std::string& tok_path) {
   std::vector<std::string> merges;
-  if (model.contains("merges") && model["merges"].is_array()) {
-    for (const auto& m : model["merges"]) {
-      if (m.is_string()) {
-        merges.push_back(m.get<std::string>());
-      } else {
-        ES_CHECK(m.is_array() && m.size() == 2 && m[0].is_string() && m[1].is_string(), tok_path,
-                 ": merges entry ", merges.size(), " is neither \"a b\" nor [\"a\", \"b\"]");
-        merges.push_back(m[0].get<std::string>() + " " + m[1].get<std::string>());
-      }
+  if (!model.contains("merges") || !model["merges"].is_array()) return merges;
+  for (const auto& m : model["merges"]) {
+    if (m.is_string()) {
+      merges.push_back(m.get<std::string>());
+    } else {
+      ES_CHECK(m.is_array() && m.size() == 2 && m[0].is_string() && m[1].is_string(), tok_path,
+               ": merges entry ", merges.size(), " is neither \"a b\" nor [\"a\", \"b\"]");
+      merges.push_back(m[0].get<std::string>() + " " + m[1].get<std::string>());
     }
   }
+  return merges;
+}
 
-  w.Set(std::string(kKeyTokenizerModel), GgufValue::Str("gpt2"));
-  w.Set(std::string(kKeyTokenizerPre), GgufValue::Str(GgufPreTokenizerName(tok, tok_path)));
-  w.Set(std::string(kKeyTokenizerTokens), GgufValue::StrArray(std::move(tokens)));
-  w.Set(std::string(kKeyTokenizerTokenType), GgufValue::IntArray(GgufType::kI32, std::move(types)));
-  w.Set(std::string(kKeyTokenizerMerges), GgufValue::StrArray(std::move(merges)));
-
-  // Special ids: tokenizer_config.json names them by text; config.json by id for the others.
-  const std::string cfg_path = (fs::path(dir) / "tokenizer_config.json").string();
-  json tcfg = json::object();
-  if (fs::exists(cfg_path)) tcfg = ReadJsonFile(cfg_path);
+// Special ids: tokenizer_config.json names them by text; config.json by id for the others.
+// Returns the ids set, by name ("bos", "eos", ...).
+std::map<std::string, int64_t> SetSpecialIds(GgufWriter& w, const json& tcfg,
+                                             const std::string& cfg_path, const json& config,
+                                             const GgufVocab& v, int64_t vocab_size) {
   struct SpecialKey {
     const char* name;
     std::string_view key;
@@ -381,18 +379,18 @@ void SetGgufTokenizer(GgufWriter& w, const std::string& dir, int64_t vocab_size,
   for (const SpecialKey& s : kSpecials) {
     int64_t id = -1;
     if (auto text = SpecialText(tcfg, std::string(s.name) + "_token", cfg_path)) {
-      auto it = id_of.find(*text);
-      ES_CHECK(it != id_of.end(), cfg_path, ": ", s.name, "_token '", *text,
+      auto it = v.id_of.find(*text);
+      ES_CHECK(it != v.id_of.end(), cfg_path, ": ", s.name, "_token '", *text,
                "' is not in the vocabulary");
       id = it->second;
     } else {
       const std::string k = std::string(s.name) + "_token_id";
       if (config.contains(k)) {
-        const json& v = config[k];
-        if (v.is_number_integer())
-          id = v.get<int64_t>();
-        else if (v.is_array() && !v.empty() && v[0].is_number_integer())
-          id = v[0].get<int64_t>();
+        const json& val = config[k];
+        if (val.is_number_integer())
+          id = val.get<int64_t>();
+        else if (val.is_array() && !val.empty() && val[0].is_number_integer())
+          id = val[0].get<int64_t>();
       }
     }
     if (id < 0) continue;
@@ -401,8 +399,13 @@ void SetGgufTokenizer(GgufWriter& w, const std::string& dir, int64_t vocab_size,
     w.Set(std::string(s.key), GgufValue::U32(uint32_t(id)));
     special_ids[s.name] = id;
   }
+  return special_ids;
+}
 
-  // add_bos / add_eos: tokenizer_config.json, else the post-processor's template.
+// add_bos / add_eos: tokenizer_config.json, else the post-processor's template.
+void SetAddBosEos(GgufWriter& w, const json& tok, const std::string& tok_path, const json& tcfg,
+                  const std::string& cfg_path, const GgufVocab& v,
+                  std::map<std::string, int64_t>& special_ids) {
   std::optional<bool> add_bos, add_eos;
   if (tcfg.contains("add_bos_token") && !tcfg["add_bos_token"].is_null())
     add_bos = json_field::As<bool>(tcfg["add_bos_token"], "add_bos_token", cfg_path);
@@ -420,8 +423,8 @@ void SetGgufTokenizer(GgufWriter& w, const std::string& dir, int64_t vocab_size,
       if (!e.is_object() || !e.contains("SpecialToken")) return false;
       const std::string text = json_field::Opt<std::string>(
           e["SpecialToken"], "id", "", tok_path + ": post_processor SpecialToken");
-      auto it = id_of.find(text);
-      return it != id_of.end() && special_ids.count(which) && special_ids[which] == it->second;
+      auto it = v.id_of.find(text);
+      return it != v.id_of.end() && special_ids.count(which) && special_ids[which] == it->second;
     };
     if (!add_bos) add_bos = !single.empty() && special_is(single.front(), "bos");
     if (!add_eos) add_eos = !single.empty() && special_is(single.back(), "eos");
@@ -429,8 +432,11 @@ void SetGgufTokenizer(GgufWriter& w, const std::string& dir, int64_t vocab_size,
   if (tok.contains("post_processor")) scan(tok["post_processor"]);
   if (add_bos) w.Set(std::string(kKeyTokenizerAddBos), GgufValue::Bool(*add_bos));
   if (add_eos) w.Set(std::string(kKeyTokenizerAddEos), GgufValue::Bool(*add_eos));
+}
 
-  // Chat template(s).
+// Chat template(s): tokenizer_config.json's string or named list, else chat_template.jinja.
+void SetChatTemplates(GgufWriter& w, const json& tcfg, const std::string& cfg_path,
+                      const std::string& dir) {
   const std::string jinja = (fs::path(dir) / "chat_template.jinja").string();
   if (tcfg.contains("chat_template") && tcfg["chat_template"].is_string()) {
     w.Set(std::string(kKeyTokenizerChatTemplate),
@@ -456,6 +462,38 @@ void SetGgufTokenizer(GgufWriter& w, const std::string& dir, int64_t vocab_size,
     ss << f.rdbuf();
     w.Set(std::string(kKeyTokenizerChatTemplate), GgufValue::Str(ss.str()));
   }
+}
+
+}  // namespace
+
+void SetGgufTokenizer(GgufWriter& w, const std::string& dir, int64_t vocab_size,
+                      const json& config) {
+  const std::string tok_path = (fs::path(dir) / "tokenizer.json").string();
+  const json tok = ReadJsonFile(tok_path);
+  ES_CHECK(tok.contains("model") && tok["model"].is_object(), tok_path, ": missing 'model'");
+  const json& model = tok["model"];
+  const std::string mtype = json_field::Opt<std::string>(model, "type", "", tok_path + ": model");
+  ES_CHECK(mtype == "BPE", tok_path, ": tokenizer model '", mtype,
+           "' is not supported (byte-level BPE only)");
+  ES_CHECK(!json_field::Opt<bool>(model, "byte_fallback", false, tok_path + ": model"), tok_path,
+           ": byte-fallback (SentencePiece-style) BPE is not supported (byte-level BPE only)");
+  ES_CHECK(model.contains("vocab") && model["vocab"].is_object(), tok_path,
+           ": missing model.vocab");
+  GgufVocab v = ReadGgufVocab(tok, tok_path, vocab_size);
+  std::vector<std::string> merges = ReadGgufMerges(model, tok_path);
+  w.Set(std::string(kKeyTokenizerModel), GgufValue::Str("gpt2"));
+  w.Set(std::string(kKeyTokenizerPre), GgufValue::Str(GgufPreTokenizerName(tok, tok_path)));
+  w.Set(std::string(kKeyTokenizerTokens), GgufValue::StrArray(std::move(v.tokens)));
+  w.Set(std::string(kKeyTokenizerTokenType),
+        GgufValue::IntArray(GgufType::kI32, std::move(v.types)));
+  w.Set(std::string(kKeyTokenizerMerges), GgufValue::StrArray(std::move(merges)));
+  const std::string cfg_path = (fs::path(dir) / "tokenizer_config.json").string();
+  json tcfg = json::object();
+  if (fs::exists(cfg_path)) tcfg = ReadJsonFile(cfg_path);
+  std::map<std::string, int64_t> special_ids =
+      SetSpecialIds(w, tcfg, cfg_path, config, v, vocab_size);
+  SetAddBosEos(w, tok, tok_path, tcfg, cfg_path, v, special_ids);
+  SetChatTemplates(w, tcfg, cfg_path, dir);
 }
 
 void PermuteRopeRows(const uint8_t* src, uint8_t* dst, int64_t rows, size_t row_bytes, int heads) {
@@ -562,6 +600,123 @@ std::vector<OutTensor> PlanTensors(const GgufConvertSource& src, const std::stri
 // ---------------------------------------------------------------------------------------------
 // Writing.
 
+namespace {
+
+// Multi-token-prediction modules (blk.<num_hidden_layers>.nextn.*) are blocks too, counted in
+// block_count, with nextn_predict_layers saying how many of the last blocks they are (llama.cpp's
+// convention); a source without their tensors writes a plain model.
+void SetMtpBlocks(GgufWriter& w, const GgufConvertSource& src, const std::string& arch,
+                  const std::vector<OutTensor>& plan) {
+  const std::string& where = src.where;
+  const int64_t n_layers = GetInt(src.config, "num_hidden_layers", where);
+  const std::string mtp_prefix = "blk." + std::to_string(n_layers) + ".nextn.";
+  const bool has_mtp = std::any_of(plan.begin(), plan.end(), [&](const OutTensor& o) {
+    return o.name.compare(0, mtp_prefix.size(), mtp_prefix) == 0;
+  });
+  if (!has_mtp) return;
+  const int64_t nextn = GetIntOr(src.config, "num_nextn_predict_layers", 0, where);
+  ES_CHECK(nextn >= 1, where, ": the tensors hold an MTP module (", mtp_prefix,
+           "*) but num_nextn_predict_layers is ", nextn);
+  w.Set(ArchKey(arch, kKeyBlockCount), GgufValue::U32(uint32_t(n_layers + nextn)));
+  w.Set(ArchKey(arch, kKeyNextnPredictLayers), GgufValue::U32(uint32_t(nextn)));
+}
+
+// Llama 3's rope_freqs tensor, made from the config's rope scaling (none without it).
+void AddRopeFreqs(const GgufConvertSource& src, const std::string& arch,
+                  std::vector<OutTensor>& plan) {
+  if (arch != kArchLlama) return;
+  const std::vector<float> f = Llama3RopeFreqFactors(src.config, HeadDim(src.config, src.where));
+  if (f.empty()) return;
+  OutTensor o;
+  o.name = TensorName(kTensorRopeFreqs);
+  o.shape = {int64_t(f.size())};
+  o.generated = f;
+  o.in_bytes = f.size() * sizeof(float);
+  plan.push_back(std::move(o));
+}
+
+// Each tensor's output type by the policy, declared to the writer with the file type; counts
+// the input bytes.
+void DeclareTensors(GgufWriter& w, const GgufConvertSource& src, const QuantPolicy& policy,
+                    std::vector<OutTensor>& plan, GgufQuantizeStats& st) {
+  bool any_quantized = false;
+  for (OutTensor& o : plan) {
+    o.dst_type =
+        o.generated.empty() ? ChooseType(policy, o.name, o.shape, o.src_type) : DType::kF32;
+    ES_CHECK(o.generated.size() || CanQuantize(o.src_type), src.where, ": tensor ", o.name,
+             " of type ", Name(o.src_type), " cannot be converted");
+    any_quantized |= IsQuantized(o.dst_type);
+    w.AddTensor(o.name, o.dst_type, o.shape);
+    st.in_bytes += o.in_bytes;
+  }
+  const int ftype = policy.file_type >= 0 ? policy.file_type : FileTypeFor(policy.default_type);
+  if (ftype >= 0) w.Set(std::string(kKeyGeneralFileType), GgufValue::U32(uint32_t(ftype)));
+  if (any_quantized)
+    w.Set(std::string(kKeyGeneralQuantizationVersion), GgufValue::U32(kGgmlQuantizationVersion));
+}
+
+// Buffers reused from tensor to tensor: a made slice (or part), a permuted part, re-encoded rows.
+struct ConvertScratch {
+  std::vector<uint8_t> made, permuted, out;
+};
+
+// Writes one planned tensor read from its source parts: one part (the tensor, or one expert of
+// a stacked one) and one slice of its rows at a time; a part without data is made by
+// src.fill_rows just before it is written. Returns the bytes written.
+size_t WriteTensorRows(GgufWriter& w, const GgufConvertSource& src, const OutTensor& o,
+                       ThreadPool& pool, ConvertScratch& sc) {
+  const std::string& where = src.where;
+  const int64_t cols = o.shape.back();
+  const int64_t part_rows = o.parts[0]->rows();
+  const size_t in_row = RowBytes(o.src_type, cols), out_row = RowBytes(o.dst_type, cols);
+  const int64_t rows = part_rows * int64_t(o.parts.size());
+  const bool copy = o.dst_type == o.src_type;
+  const int64_t step = StreamStepRows(in_row, out_row);
+  // 1-D tensors permuted (llama q/k biases) are rows of one element here.
+  const bool one_d = o.shape.size() == 1;
+  const int64_t prow = one_d ? cols : part_rows;  // rows seen by the permutation
+  const size_t prow_bytes = one_d ? RowBytes(o.src_type, 1) : in_row;
+  for (size_t p = 0; p < o.parts.size(); ++p) {
+    const Tensor& part = *o.parts[p];
+    ES_CHECK(part.data || src.fill_rows, where, ": tensor '", part.name, "' has no data");
+    const uint8_t* whole = part.bytes();  // the part's rows, when they are all at hand
+    if (o.permute_heads > 0) {            // the permutation moves rows across the part
+      if (!whole) {
+        sc.made.resize(part.nbytes);
+        src.fill_rows(part, 0, part_rows, sc.made.data(), pool);
+        whole = sc.made.data();
+      }
+      sc.permuted.resize(size_t(prow) * prow_bytes);
+      PermuteRopeRows(whole, sc.permuted.data(), prow, prow_bytes, o.permute_heads);
+      whole = sc.permuted.data();
+    }
+    for (int64_t r0 = 0; r0 < part_rows; r0 += step) {
+      const int64_t n = std::min(step, part_rows - r0);
+      const uint8_t* in = whole ? whole + size_t(r0) * in_row : nullptr;
+      if (!in) {
+        sc.made.resize(size_t(n) * in_row);
+        src.fill_rows(part, r0, r0 + n, sc.made.data(), pool);
+        in = sc.made.data();
+      }
+      if (copy) {
+        w.WriteTensorPart(in, size_t(n) * in_row);
+      } else {
+        sc.out.resize(size_t(n) * out_row);
+        RequantizeRows(
+            pool, o.src_type, [&](int64_t r) { return in + size_t(r) * in_row; }, o.dst_type, n,
+            cols, sc.out.data(), where, o.name, int64_t(p) * part_rows + r0);
+        w.WriteTensorPart(sc.out.data(), size_t(n) * out_row);
+      }
+      if (src.release && part.data && o.permute_heads == 0) src.release(part, r0, r0 + n);
+    }
+    if (src.release && part.data && o.permute_heads > 0) src.release(part, 0, part_rows);
+  }
+  if (rows == 0) w.WriteTensorData(nullptr, 0);
+  return out_row * size_t(rows);
+}
+
+}  // namespace
+
 GgufQuantizeStats ConvertToGguf(const GgufConvertSource& src, const std::string& out_path,
                                 const QuantPolicy& policy, const GgufQuantizeOptions& options) {
   const auto t0 = std::chrono::steady_clock::now();
@@ -576,52 +731,13 @@ GgufQuantizeStats ConvertToGguf(const GgufConvertSource& src, const std::string&
 
   std::vector<OutTensor> plan = PlanTensors(src, arch);
   ES_CHECK(!plan.empty(), where, ": no tensor of the checkpoint maps to a GGUF name");
-  // Multi-token-prediction modules (blk.<num_hidden_layers>.nextn.*) are blocks too, counted in
-  // block_count, with nextn_predict_layers saying how many of the last blocks they are (llama.cpp's
-  // convention); a source without their tensors writes a plain model.
-  const int64_t n_layers = GetInt(src.config, "num_hidden_layers", where);
-  const std::string mtp_prefix = "blk." + std::to_string(n_layers) + ".nextn.";
-  const bool has_mtp = std::any_of(plan.begin(), plan.end(), [&](const OutTensor& o) {
-    return o.name.compare(0, mtp_prefix.size(), mtp_prefix) == 0;
-  });
-  if (has_mtp) {
-    const int64_t nextn = GetIntOr(src.config, "num_nextn_predict_layers", 0, where);
-    ES_CHECK(nextn >= 1, where, ": the tensors hold an MTP module (", mtp_prefix,
-             "*) but num_nextn_predict_layers is ", nextn);
-    w.Set(ArchKey(arch, kKeyBlockCount), GgufValue::U32(uint32_t(n_layers + nextn)));
-    w.Set(ArchKey(arch, kKeyNextnPredictLayers), GgufValue::U32(uint32_t(nextn)));
-  }
-  if (arch == kArchLlama) {
-    const std::vector<float> f = Llama3RopeFreqFactors(src.config, HeadDim(src.config, where));
-    if (!f.empty()) {
-      OutTensor o;
-      o.name = TensorName(kTensorRopeFreqs);
-      o.shape = {int64_t(f.size())};
-      o.generated = f;
-      o.in_bytes = f.size() * sizeof(float);
-      plan.push_back(std::move(o));
-    }
-  }
-
+  SetMtpBlocks(w, src, arch, plan);
+  AddRopeFreqs(src, arch, plan);
   GgufQuantizeStats st;
-  bool any_quantized = false;
-  for (OutTensor& o : plan) {
-    o.dst_type =
-        o.generated.empty() ? ChooseType(policy, o.name, o.shape, o.src_type) : DType::kF32;
-    ES_CHECK(o.generated.size() || CanQuantize(o.src_type), where, ": tensor ", o.name, " of type ",
-             Name(o.src_type), " cannot be converted");
-    any_quantized |= IsQuantized(o.dst_type);
-    w.AddTensor(o.name, o.dst_type, o.shape);
-    st.in_bytes += o.in_bytes;
-  }
-  const int ftype = policy.file_type >= 0 ? policy.file_type : FileTypeFor(policy.default_type);
-  if (ftype >= 0) w.Set(std::string(kKeyGeneralFileType), GgufValue::U32(uint32_t(ftype)));
-  if (any_quantized)
-    w.Set(std::string(kKeyGeneralQuantizationVersion), GgufValue::U32(kGgmlQuantizationVersion));
+  DeclareTensors(w, src, policy, plan, st);
 
   ThreadPool pool(options.threads);
-  std::vector<uint8_t> made, permuted,
-      out;  // a made slice (or part), a permuted part, re-encoded rows
+  ConvertScratch scratch;
   w.Begin(out_path);
   uint64_t done = 0;
   for (const OutTensor& o : plan) {
@@ -631,61 +747,10 @@ GgufQuantizeStats ConvertToGguf(const GgufConvertSource& src, const std::string&
       w.WriteTensorData(o.generated.data(), o.generated.size() * sizeof(float));
       st.out_bytes += o.generated.size() * sizeof(float);
       ++st.copied;
-      done += o.in_bytes;
-      if (options.progress) options.progress(done, st.in_bytes, o.name);
-      continue;
+    } else {
+      st.out_bytes += WriteTensorRows(w, src, o, pool, scratch);
+      ++(o.dst_type == o.src_type ? st.copied : st.requantized);
     }
-    // One part (the tensor, or one expert of a stacked one) and one slice of its rows at a
-    // time: a part without data is made by src.fill_rows just before it is written.
-    const int64_t cols = o.shape.back();
-    const int64_t part_rows = o.parts[0]->rows();
-    const size_t in_row = RowBytes(o.src_type, cols), out_row = RowBytes(o.dst_type, cols);
-    const int64_t rows = part_rows * int64_t(o.parts.size());
-    const bool copy = o.dst_type == o.src_type;
-    const int64_t step = StreamStepRows(in_row, out_row);
-    // 1-D tensors permuted (llama q/k biases) are rows of one element here.
-    const bool one_d = o.shape.size() == 1;
-    const int64_t prow = one_d ? cols : part_rows;  // rows seen by the permutation
-    const size_t prow_bytes = one_d ? RowBytes(o.src_type, 1) : in_row;
-    for (size_t p = 0; p < o.parts.size(); ++p) {
-      const Tensor& part = *o.parts[p];
-      ES_CHECK(part.data || src.fill_rows, where, ": tensor '", part.name, "' has no data");
-      const uint8_t* whole = part.bytes();  // the part's rows, when they are all at hand
-      if (o.permute_heads > 0) {            // the permutation moves rows across the part
-        if (!whole) {
-          made.resize(part.nbytes);
-          src.fill_rows(part, 0, part_rows, made.data(), pool);
-          whole = made.data();
-        }
-        permuted.resize(size_t(prow) * prow_bytes);
-        PermuteRopeRows(whole, permuted.data(), prow, prow_bytes, o.permute_heads);
-        whole = permuted.data();
-      }
-      for (int64_t r0 = 0; r0 < part_rows; r0 += step) {
-        const int64_t n = std::min(step, part_rows - r0);
-        const uint8_t* in = whole ? whole + size_t(r0) * in_row : nullptr;
-        if (!in) {
-          made.resize(size_t(n) * in_row);
-          src.fill_rows(part, r0, r0 + n, made.data(), pool);
-          in = made.data();
-        }
-        if (copy) {
-          w.WriteTensorPart(in, size_t(n) * in_row);
-        } else {
-          out.resize(size_t(n) * out_row);
-          RequantizeRows(
-              pool, o.src_type, [&](int64_t r) { return in + size_t(r) * in_row; }, o.dst_type, n,
-              cols, out.data(), where, o.name, int64_t(p) * part_rows + r0);
-          w.WriteTensorPart(out.data(), size_t(n) * out_row);
-        }
-        if (src.release && part.data && o.permute_heads == 0) src.release(part, r0, r0 + n);
-      }
-      if (src.release && part.data && o.permute_heads > 0) src.release(part, 0, part_rows);
-    }
-    if (rows == 0) w.WriteTensorData(nullptr, 0);
-    ++(copy ? st.copied : st.requantized);
-    const size_t out_bytes = out_row * size_t(rows);
-    st.out_bytes += out_bytes;
     done += o.in_bytes;
     if (options.progress) options.progress(done, st.in_bytes, o.name);
   }

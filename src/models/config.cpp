@@ -128,57 +128,27 @@ void CheckHfLayersPresent(const ModelConfig& c, int64_t layers_present, const st
                : std::string());
 }
 
-ModelConfig ParseHfConfig(const json& j, const std::string& where, int64_t layers_present) {
-  ES_CHECK(j.is_object(), where, ": config must be a JSON object");
-  ModelConfig c;
+namespace {
+
+// The architecture: architectures[0], or model_type when that is absent.
+Arch ParseArch(const json& j, const std::string& where) {
   std::string arch;
   if (j.contains("architectures") && j["architectures"].is_array() && !j["architectures"].empty())
     arch = As<std::string>(j["architectures"][0], "architectures[0]", where);
   const std::string model_type = Opt<std::string>(j, "model_type", "", where);
-  if (arch == "LlamaForCausalLM" || (arch.empty() && model_type == "llama")) {
-    c.arch = Arch::kLlama;
-  } else if (arch == "Qwen2ForCausalLM" || (arch.empty() && model_type == "qwen2")) {
-    c.arch = Arch::kQwen2;
-  } else if (arch == "DeepseekV2ForCausalLM" || (arch.empty() && model_type == "deepseek_v2")) {
-    c.arch = Arch::kDeepseekV2;
-  } else if (arch == "DeepseekV3ForCausalLM" || (arch.empty() && model_type == "deepseek_v3")) {
-    c.arch = Arch::kDeepseekV3;
-  } else {
-    Fail(where, ": unknown architecture '", arch.empty() ? model_type : arch,
-         "' (supported: LlamaForCausalLM, Qwen2ForCausalLM, DeepseekV2ForCausalLM, "
-         "DeepseekV3ForCausalLM)");
-  }
-  c.vocab_size = Get<int64_t>(j, "vocab_size", where);
-  c.hidden_size = Get<int64_t>(j, "hidden_size", where);
-  c.n_layers = Get<int>(j, "num_hidden_layers", where);
-  if (layers_present == kNoCheckpoint)
-    ES_CHECK(c.n_layers <= kMaxSyntheticLayers, where, ": field 'num_hidden_layers' is ",
-             c.n_layers, " (at most ", kMaxSyntheticLayers, " supported for synthetic weights)");
-  else if (layers_present != kCheckpointLater)
-    CheckHfLayersPresent(c, layers_present, where);
-  c.intermediate_size =
-      LayerField<int64_t>(j, "intermediate_size", where, 0, true, &c.layer_intermediate);
-  c.n_heads = LayerField<int>(j, "num_attention_heads", where, 0, true, &c.layer_heads);
-  c.n_kv_heads = LayerField<int>(j, "num_key_value_heads", where, -1, false, &c.layer_kv_heads);
-  if (c.n_kv_heads == -1) {  // absent: as many as the query heads, layer by layer
-    c.n_kv_heads = c.n_heads;
-    c.layer_kv_heads = c.layer_heads;
-  }
-  c.rms_norm_eps = float(Opt<double>(j, "rms_norm_eps", 1e-6, where));
-  c.max_position_embeddings = Opt<int64_t>(j, "max_position_embeddings", 4096, where);
-  c.tie_word_embeddings = Opt<bool>(j, "tie_word_embeddings", false, where);
-  c.attention_bias = c.arch == Arch::kQwen2 ? true : Opt<bool>(j, "attention_bias", false, where);
-  c.attention_out_bias = c.arch == Arch::kLlama && c.attention_bias;
-  c.mlp_bias = Opt<bool>(j, "mlp_bias", false, where);
-  if (c.arch == Arch::kDeepseekV3 || c.arch == Arch::kDeepseekV2) {
-    c.attention_out_bias = c.attention_bias;
-  }
-  if (j.contains("dtype") && j["dtype"].is_string())
-    c.dtype = ParseTorchDtype(j["dtype"].get<std::string>(), where);
-  else if (j.contains("torch_dtype") && j["torch_dtype"].is_string())
-    c.dtype = ParseTorchDtype(j["torch_dtype"].get<std::string>(), where);
+  if (arch == "LlamaForCausalLM" || (arch.empty() && model_type == "llama")) return Arch::kLlama;
+  if (arch == "Qwen2ForCausalLM" || (arch.empty() && model_type == "qwen2")) return Arch::kQwen2;
+  if (arch == "DeepseekV2ForCausalLM" || (arch.empty() && model_type == "deepseek_v2"))
+    return Arch::kDeepseekV2;
+  if (arch == "DeepseekV3ForCausalLM" || (arch.empty() && model_type == "deepseek_v3"))
+    return Arch::kDeepseekV3;
+  Fail(where, ": unknown architecture '", arch.empty() ? model_type : arch,
+       "' (supported: LlamaForCausalLM, Qwen2ForCausalLM, DeepseekV2ForCausalLM, "
+       "DeepseekV3ForCausalLM)");
+}
 
-  // Rope: transformers-5 `rope_parameters` or hub `rope_theta` + `rope_scaling`.
+// Rope: transformers-5 `rope_parameters` or hub `rope_theta` + `rope_scaling`.
+void ParseRope(const json& j, const std::string& where, ModelConfig& c) {
   json rp = json::object();
   if (j.contains("rope_parameters") && j["rope_parameters"].is_object()) rp = j["rope_parameters"];
   if (j.contains("rope_scaling") && j["rope_scaling"].is_object())
@@ -216,67 +186,117 @@ ModelConfig ParseHfConfig(const json& j, const std::string& where, int64_t layer
     }
   }
   if (rtype == "linear") ES_CHECK(c.rope.factor > 0, where, ": rope_scaling linear needs 'factor'");
+}
 
-  if (c.is_mla()) {
-    c.q_lora_rank = Opt<int>(j, "q_lora_rank", 0, where);
-    c.kv_lora_rank = Get<int>(j, "kv_lora_rank", where);
-    c.qk_nope_head_dim = Get<int>(j, "qk_nope_head_dim", where);
-    c.qk_rope_head_dim = Get<int>(j, "qk_rope_head_dim", where);
-    c.v_head_dim = Get<int>(j, "v_head_dim", where);
-    c.head_dim = c.qk_nope_head_dim + c.qk_rope_head_dim;
-    c.n_routed_experts = Opt<int>(j, "n_routed_experts", 0, where);
-    c.n_shared_experts = Opt<int>(j, "n_shared_experts", 0, where);
-    c.moe_intermediate_size = Opt<int64_t>(j, "moe_intermediate_size", 0, where);
-    c.num_experts_per_tok = Opt<int>(j, "num_experts_per_tok", 0, where);
-    c.first_k_dense_replace = Opt<int>(j, "first_k_dense_replace", 0, where);
-    c.moe_layer_freq = Opt<int>(j, "moe_layer_freq", 1, where);
-    c.n_group = Opt<int>(j, "n_group", 1, where);
-    c.topk_group = Opt<int>(j, "topk_group", 1, where);
-    c.topk_method = Opt<std::string>(j, "topk_method",
-                                     c.arch == Arch::kDeepseekV3 ? "noaux_tc" : "greedy", where);
-    c.scoring_func = Opt<std::string>(j, "scoring_func",
-                                      c.arch == Arch::kDeepseekV3 ? "sigmoid" : "softmax", where);
-    c.norm_topk_prob = Opt<bool>(j, "norm_topk_prob", false, where);
-    c.routed_scaling_factor = Opt<double>(j, "routed_scaling_factor", 1.0, where);
-    c.num_nextn_predict_layers = Opt<int>(j, "num_nextn_predict_layers", 0, where);
-    // transformers 5.17: V3's router is always noaux_tc over sigmoid scores and V2's always
-    // softmax, whatever the config says.
-    if (c.arch == Arch::kDeepseekV3) {
-      c.topk_method = "noaux_tc";
-      c.scoring_func = "sigmoid";
-    } else {
-      c.scoring_func = "softmax";
-      if (c.topk_method == "noaux_tc")
-        Fail(where, ": topk_method noaux_tc needs DeepseekV3ForCausalLM");
-    }
-    if (c.topk_method != "greedy" && c.topk_method != "group_limited_greedy" &&
-        c.topk_method != "noaux_tc")
-      Fail(where, ": unsupported topk_method '", c.topk_method, "'");
-    if (c.scoring_func != "softmax" && c.scoring_func != "sigmoid")
-      Fail(where, ": unsupported scoring_func '", c.scoring_func, "'");
+// MLA attention (DeepSeek V2 / V3), its mixture of experts and the router's method.
+void ParseMla(const json& j, const std::string& where, ModelConfig& c) {
+  c.q_lora_rank = Opt<int>(j, "q_lora_rank", 0, where);
+  c.kv_lora_rank = Get<int>(j, "kv_lora_rank", where);
+  c.qk_nope_head_dim = Get<int>(j, "qk_nope_head_dim", where);
+  c.qk_rope_head_dim = Get<int>(j, "qk_rope_head_dim", where);
+  c.v_head_dim = Get<int>(j, "v_head_dim", where);
+  c.head_dim = c.qk_nope_head_dim + c.qk_rope_head_dim;
+  c.n_routed_experts = Opt<int>(j, "n_routed_experts", 0, where);
+  c.n_shared_experts = Opt<int>(j, "n_shared_experts", 0, where);
+  c.moe_intermediate_size = Opt<int64_t>(j, "moe_intermediate_size", 0, where);
+  c.num_experts_per_tok = Opt<int>(j, "num_experts_per_tok", 0, where);
+  c.first_k_dense_replace = Opt<int>(j, "first_k_dense_replace", 0, where);
+  c.moe_layer_freq = Opt<int>(j, "moe_layer_freq", 1, where);
+  c.n_group = Opt<int>(j, "n_group", 1, where);
+  c.topk_group = Opt<int>(j, "topk_group", 1, where);
+  c.topk_method = Opt<std::string>(j, "topk_method",
+                                   c.arch == Arch::kDeepseekV3 ? "noaux_tc" : "greedy", where);
+  c.scoring_func = Opt<std::string>(j, "scoring_func",
+                                    c.arch == Arch::kDeepseekV3 ? "sigmoid" : "softmax", where);
+  c.norm_topk_prob = Opt<bool>(j, "norm_topk_prob", false, where);
+  c.routed_scaling_factor = Opt<double>(j, "routed_scaling_factor", 1.0, where);
+  c.num_nextn_predict_layers = Opt<int>(j, "num_nextn_predict_layers", 0, where);
+  // transformers 5.17: V3's router is always noaux_tc over sigmoid scores and V2's always
+  // softmax, whatever the config says.
+  if (c.arch == Arch::kDeepseekV3) {
+    c.topk_method = "noaux_tc";
+    c.scoring_func = "sigmoid";
   } else {
-    const int hd = Opt<int>(j, "head_dim", 0, where);
-    ES_CHECK(hd > 0 || c.layer_heads.empty(), where,
-             ": per-layer num_attention_heads need an explicit head_dim");
-    c.head_dim = hd > 0 ? hd : int(c.hidden_size / std::max(1, c.n_heads));
-    const double prf = Opt<double>(j, "partial_rotary_factor", 1.0, where);
-    ES_CHECK(std::isfinite(prf) && prf > 0 && prf <= 1, where,
-             ": field 'partial_rotary_factor' must be in (0, 1] (got ", prf, ")");
-    // transformers: int(head_dim * partial_rotary_factor); the nudge keeps r / head_dim exact.
-    if (prf < 1) c.rotary_dim = int(std::floor(double(c.head_dim) * prf + 1e-9));
+    c.scoring_func = "softmax";
+    if (c.topk_method == "noaux_tc")
+      Fail(where, ": topk_method noaux_tc needs DeepseekV3ForCausalLM");
   }
-  if (j.contains("quantization_config") && j["quantization_config"].is_object()) {
-    const json& q = j["quantization_config"];
-    const std::string method = Opt<std::string>(q, "quant_method", "", where);
-    ES_CHECK(method == "fp8", where, ": unsupported quantization_config.quant_method '", method,
-             "' (supported: fp8 with block scales)");
-    c.fp8_block = true;
-    if (q.contains("weight_block_size") && q["weight_block_size"].is_array() &&
-        q["weight_block_size"].size() == 2) {
-      c.fp8_block_n = As<int>(q["weight_block_size"][0], "weight_block_size", where);
-      c.fp8_block_k = As<int>(q["weight_block_size"][1], "weight_block_size", where);
-    }
+  if (c.topk_method != "greedy" && c.topk_method != "group_limited_greedy" &&
+      c.topk_method != "noaux_tc")
+    Fail(where, ": unsupported topk_method '", c.topk_method, "'");
+  if (c.scoring_func != "softmax" && c.scoring_func != "sigmoid")
+    Fail(where, ": unsupported scoring_func '", c.scoring_func, "'");
+}
+
+// Plain attention: head_dim (explicit, or hidden / heads) and a partial rotary dimension.
+void ParseHeadDim(const json& j, const std::string& where, ModelConfig& c) {
+  const int hd = Opt<int>(j, "head_dim", 0, where);
+  ES_CHECK(hd > 0 || c.layer_heads.empty(), where,
+           ": per-layer num_attention_heads need an explicit head_dim");
+  c.head_dim = hd > 0 ? hd : int(c.hidden_size / std::max(1, c.n_heads));
+  const double prf = Opt<double>(j, "partial_rotary_factor", 1.0, where);
+  ES_CHECK(std::isfinite(prf) && prf > 0 && prf <= 1, where,
+           ": field 'partial_rotary_factor' must be in (0, 1] (got ", prf, ")");
+  // transformers: int(head_dim * partial_rotary_factor); the nudge keeps r / head_dim exact.
+  if (prf < 1) c.rotary_dim = int(std::floor(double(c.head_dim) * prf + 1e-9));
+}
+
+// quantization_config: fp8 with block scales, the only method read.
+void ParseQuantization(const json& q, const std::string& where, ModelConfig& c) {
+  const std::string method = Opt<std::string>(q, "quant_method", "", where);
+  ES_CHECK(method == "fp8", where, ": unsupported quantization_config.quant_method '", method,
+           "' (supported: fp8 with block scales)");
+  c.fp8_block = true;
+  if (q.contains("weight_block_size") && q["weight_block_size"].is_array() &&
+      q["weight_block_size"].size() == 2) {
+    c.fp8_block_n = As<int>(q["weight_block_size"][0], "weight_block_size", where);
+    c.fp8_block_k = As<int>(q["weight_block_size"][1], "weight_block_size", where);
   }
+}
+
+}  // namespace
+
+ModelConfig ParseHfConfig(const json& j, const std::string& where, int64_t layers_present) {
+  ES_CHECK(j.is_object(), where, ": config must be a JSON object");
+  ModelConfig c;
+  c.arch = ParseArch(j, where);
+  c.vocab_size = Get<int64_t>(j, "vocab_size", where);
+  c.hidden_size = Get<int64_t>(j, "hidden_size", where);
+  c.n_layers = Get<int>(j, "num_hidden_layers", where);
+  if (layers_present == kNoCheckpoint)
+    ES_CHECK(c.n_layers <= kMaxSyntheticLayers, where, ": field 'num_hidden_layers' is ",
+             c.n_layers, " (at most ", kMaxSyntheticLayers, " supported for synthetic weights)");
+  else if (layers_present != kCheckpointLater)
+    CheckHfLayersPresent(c, layers_present, where);
+  c.intermediate_size =
+      LayerField<int64_t>(j, "intermediate_size", where, 0, true, &c.layer_intermediate);
+  c.n_heads = LayerField<int>(j, "num_attention_heads", where, 0, true, &c.layer_heads);
+  c.n_kv_heads = LayerField<int>(j, "num_key_value_heads", where, -1, false, &c.layer_kv_heads);
+  if (c.n_kv_heads == -1) {  // absent: as many as the query heads, layer by layer
+    c.n_kv_heads = c.n_heads;
+    c.layer_kv_heads = c.layer_heads;
+  }
+  c.rms_norm_eps = float(Opt<double>(j, "rms_norm_eps", 1e-6, where));
+  c.max_position_embeddings = Opt<int64_t>(j, "max_position_embeddings", 4096, where);
+  c.tie_word_embeddings = Opt<bool>(j, "tie_word_embeddings", false, where);
+  c.attention_bias = c.arch == Arch::kQwen2 ? true : Opt<bool>(j, "attention_bias", false, where);
+  c.attention_out_bias = c.arch == Arch::kLlama && c.attention_bias;
+  c.mlp_bias = Opt<bool>(j, "mlp_bias", false, where);
+  if (c.arch == Arch::kDeepseekV3 || c.arch == Arch::kDeepseekV2) {
+    c.attention_out_bias = c.attention_bias;
+  }
+  if (j.contains("dtype") && j["dtype"].is_string())
+    c.dtype = ParseTorchDtype(j["dtype"].get<std::string>(), where);
+  else if (j.contains("torch_dtype") && j["torch_dtype"].is_string())
+    c.dtype = ParseTorchDtype(j["torch_dtype"].get<std::string>(), where);
+
+  ParseRope(j, where, c);
+  if (c.is_mla())
+    ParseMla(j, where, c);
+  else
+    ParseHeadDim(j, where, c);
+  if (j.contains("quantization_config") && j["quantization_config"].is_object())
+    ParseQuantization(j["quantization_config"], where, c);
   c.eos_token_ids = IdList(j, "eos_token_id", where);
   auto bos = IdList(j, "bos_token_id", where);
   if (!bos.empty()) c.bos_token_id = bos[0];

@@ -176,7 +176,11 @@ void BatchedPass(Runner& runner, const std::vector<std::vector<int32_t>>& prompt
 }
 }  // namespace
 
-BenchResult RunBench(Runner& runner, const BenchOptions& o, double load_s) {
+namespace {
+
+// The run's description: model, backend (each stage's layers for a layer split), options and
+// the model's bytes.
+BenchResult DescribeRun(Runner& runner, const BenchOptions& o, double load_s) {
   BenchResult r;
   const Model& m = runner.model();
   r.model = m.name();
@@ -206,61 +210,66 @@ BenchResult RunBench(Runner& runner, const BenchOptions& o, double load_s) {
   r.active_bytes_per_token = ActiveWeightBytes(m);
   r.kv_bytes_per_token = runner.kv_bytes_per_token();
   r.kv_type = std::string(Name(runner.kv_type()));
-  ES_CHECK(o.n_prompt + o.n_gen <= runner.context(), "bench needs ", o.n_prompt + o.n_gen,
-           " tokens of context; the runner has ", runner.context(), " (raise -c)");
+  if (o.drafter) {
+    r.spec_drafter = o.drafter->name();
+    r.spec_k = o.spec_k;
+  }
+  return r;
+}
+
+// One prompt a sequence (the first is the single-sequence bench's): random tokens from a fixed
+// seed, repeating with period prompt_pattern when it is set.
+std::vector<std::vector<int32_t>> BenchPrompts(const BenchOptions& o, int vocab_size) {
   std::mt19937 rng(1234);
-  std::uniform_int_distribution<int32_t> dist(0, m.vocab_size() - 1);
-  ES_CHECK(o.batch >= 1, "bench --batch must be at least 1");
-  // One prompt a sequence (the first is the single-sequence bench's).
+  std::uniform_int_distribution<int32_t> dist(0, vocab_size - 1);
   std::vector<std::vector<int32_t>> prompts(size_t(o.batch),
                                             std::vector<int32_t>(size_t(std::max(1, o.n_prompt))));
   for (auto& p : prompts)
     for (size_t i = 0; i < p.size(); ++i)
       p[i] = o.prompt_pattern > 0 && i >= size_t(o.prompt_pattern) ? p[i - size_t(o.prompt_pattern)]
                                                                    : dist(rng);
-  ES_CHECK(!o.drafter || o.batch == 1, "bench: speculative decoding takes --batch 1, not ",
-           o.batch);
-  if (o.drafter) {
-    r.spec_drafter = o.drafter->name();
-    r.spec_k = o.spec_k;
-  }
-  const std::vector<int32_t>& prompt = prompts[0];
-  std::vector<double> token_times;
-  std::vector<double> ttfts;
-  // Per decode step of the timed passes: CPU, run-queue wait, preemptions, faults; each rep's
-  // first.
-  std::vector<double> step_cpu, step_wait, step_preempt, step_faults, first_steps;
+  return prompts;
+}
+
+// Runs passes (the prompt, then n_new greedy tokens) and, while `timed`, keeps the per decode
+// step counters of each: CPU, run-queue wait, preemptions, faults; each pass's first step.
+class BenchPasses {
+ public:
+  BenchPasses(Runner& runner, const BenchOptions& o)
+      : runner_(runner), o_(o), prompts_(BenchPrompts(o, runner.model().vocab_size())) {}
+
   bool timed = false;
-  // One pass: the prompt, then n_new greedy tokens.
-  auto pass = [&](int n_new, Drafter* drafter) {
+  std::vector<double> step_cpu, step_wait, step_preempt, step_faults, first_steps;
+
+  GenerateStats Pass(int n_new, Drafter* drafter) {
     // Counters at each token: the first comes after the prefill, each later one after a step.
     std::vector<ProcessCounters> at;
     GenerateStats gs;
-    if (o.batch > 1) {
-      BatchedPass(runner, prompts, n_new,
+    if (o_.batch > 1) {
+      BatchedPass(runner_, prompts_, n_new,
                   timed ? std::function<void()>([&] { at.push_back(ReadProcessCounters()); })
                         : std::function<void()>(),
                   &gs);
     } else {
-      const int slot = runner.AcquireSlot();
+      const int slot = runner_.AcquireSlot();
       ES_ASSERT(slot >= 0);
       GenerateOptions go;
       go.max_new_tokens = n_new;
       go.min_new_tokens = go.max_new_tokens;
       go.sampling.temperature = 0;
-      go.prefill_chunk = o.n_prompt;
+      go.prefill_chunk = o_.n_prompt;
       go.drafter = drafter;
-      go.spec_k = o.spec_k;
+      go.spec_k = o_.spec_k;
       // Not with drafts: a read costs ~120 us with 9 threads on this CPU (a /proc file a thread),
       // paid once per emitted token, so k + 1 times a speculative step and never in the pair's
       // plain half (untimed): it slowed only the speculative side.
-      if (timed && !o.drafter)
+      if (timed && !o_.drafter)
         go.on_token = [&](int32_t) {
           at.push_back(ReadProcessCounters());
           return true;
         };
-      Generate(runner, slot, prompt, go, &gs);
-      runner.ReleaseSlot(slot);
+      Generate(runner_, slot, prompts_[0], go, &gs);
+      runner_.ReleaseSlot(slot);
     }
     for (size_t i = 1; i < at.size(); ++i) {
       step_cpu.push_back(at[i].cpu_s - at[i - 1].cpu_s);
@@ -270,49 +279,65 @@ BenchResult RunBench(Runner& runner, const BenchOptions& o, double load_s) {
     }
     if (timed && !gs.token_s.empty()) first_steps.push_back(gs.token_s.front());
     return gs;
-  };
-  // Warm-up passes (page faults of mmapped weights, allocator, caches, a GPU's clocks): at least
-  // one, more (up to kMaxWarmups) until kMinWarmupS have passed. On a GPU one pass can take 20
-  // ms, which may not bring an idle device's clocks up: the H200's first bench of a job once read
-  // 6.2k t/s pp512 where the same file read 25k in later runs.
-  constexpr double kMinWarmupS = 1.0;
-  constexpr int kMaxWarmups = 8;
-  const auto warm_t0 = Clock::now();
-  for (int w = 0; w < kMaxWarmups; ++w) {
-    pass(2, nullptr);
-    if (o.drafter) pass(std::min(o.n_gen + 1, 2 + o.spec_k), o.drafter);  // its graphs too
-    ++r.warmups;
-    if (std::chrono::duration<double>(Clock::now() - warm_t0).count() >= kMinWarmupS) break;
   }
-  timed = true;
+
   // Decode tokens/s of a pass: every row of every step (speculative steps emit several tokens).
-  auto decode_rate = [&](const GenerateStats& gs) {
+  double DecodeRate(const GenerateStats& gs) const {
     double sum = 0;
     for (double t : gs.token_s) sum += t;
     const double tokens =
-        o.batch > 1 ? double(gs.token_s.size()) * o.batch : double(gs.decode_tokens);
+        o_.batch > 1 ? double(gs.token_s.size()) * o_.batch : double(gs.decode_tokens);
     return sum > 0 ? tokens / sum : 0.0;
-  };
-  std::vector<double> ratios, draft_times, verify_times, plain_times;
+  }
+
+ private:
+  Runner& runner_;
+  const BenchOptions& o_;
+  const std::vector<std::vector<int32_t>> prompts_;
+};
+
+// Warm-up passes (page faults of mmapped weights, allocator, caches, a GPU's clocks): at least
+// one, more (up to kMaxWarmups) until kMinWarmupS have passed. On a GPU one pass can take 20
+// ms, which may not bring an idle device's clocks up: the H200's first bench of a job once read
+// 6.2k t/s pp512 where the same file read 25k in later runs. Returns the number of passes.
+int WarmUp(BenchPasses& passes, const BenchOptions& o) {
+  constexpr double kMinWarmupS = 1.0;
+  constexpr int kMaxWarmups = 8;
+  const auto warm_t0 = Clock::now();
+  int warmups = 0;
+  for (int w = 0; w < kMaxWarmups; ++w) {
+    passes.Pass(2, nullptr);
+    if (o.drafter) passes.Pass(std::min(o.n_gen + 1, 2 + o.spec_k), o.drafter);  // its graphs too
+    ++warmups;
+    if (std::chrono::duration<double>(Clock::now() - warm_t0).count() >= kMinWarmupS) break;
+  }
+  return warmups;
+}
+
+// The timed repetitions into r's per-run rates and medians (with a drafter: each rep a plain
+// pass, then the speculative one, and their ratio).
+void TimedReps(BenchPasses& passes, const BenchOptions& o, BenchResult& r) {
+  passes.timed = true;
+  std::vector<double> token_times, ttfts, ratios, draft_times, verify_times, plain_times;
   for (int rep = 0; rep < o.reps; ++rep) {
     if (o.drafter) {
       // The pair's plain half first; its per-step counters are left out of the step split.
-      timed = false;
-      const GenerateStats plain = pass(o.n_gen + 1, nullptr);
-      timed = true;
-      if (!plain.token_s.empty()) r.plain_decode_runs.push_back(decode_rate(plain));
+      passes.timed = false;
+      const GenerateStats plain = passes.Pass(o.n_gen + 1, nullptr);
+      passes.timed = true;
+      if (!plain.token_s.empty()) r.plain_decode_runs.push_back(passes.DecodeRate(plain));
       plain_times.insert(plain_times.end(), plain.token_s.begin(), plain.token_s.end());
     }
-    const GenerateStats gs = pass(o.n_gen + 1, o.drafter);
+    const GenerateStats gs = passes.Pass(o.n_gen + 1, o.drafter);
     r.spec.Add(gs.spec);
     for (size_t i = 0; i < gs.draft_s.size(); ++i) {
       draft_times.push_back(gs.draft_s[i]);
       verify_times.push_back(gs.token_s[i] - gs.draft_s[i]);
     }
     if (o.drafter && !gs.token_s.empty() && !r.plain_decode_runs.empty())
-      ratios.push_back(decode_rate(gs) / r.plain_decode_runs.back());
+      ratios.push_back(passes.DecodeRate(gs) / r.plain_decode_runs.back());
     if (o.n_prompt > 0) r.prefill_runs.push_back(double(o.n_prompt) * o.batch / gs.prefill_s);
-    if (!gs.token_s.empty()) r.decode_runs.push_back(decode_rate(gs));
+    if (!gs.token_s.empty()) r.decode_runs.push_back(passes.DecodeRate(gs));
     token_times.insert(token_times.end(), gs.token_s.begin(), gs.token_s.end());
     ttfts.push_back(gs.prefill_s);
   }
@@ -331,16 +356,23 @@ BenchResult RunBench(Runner& runner, const BenchOptions& o, double load_s) {
   r.decode_p50_ms = Percentile(token_times, 50) * 1e3;
   r.decode_p95_ms = Percentile(token_times, 95) * 1e3;
   r.decode_p99_ms = Percentile(token_times, 99) * 1e3;
-  r.step_cpu_p50_ms = Percentile(step_cpu, 50) * 1e3;
-  r.step_cpu_p95_ms = Percentile(step_cpu, 95) * 1e3;
-  r.step_wait_p50_ms = Percentile(step_wait, 50) * 1e3;
-  r.step_wait_p95_ms = Percentile(step_wait, 95) * 1e3;
-  r.step_preempt_p50 = Percentile(step_preempt, 50);
-  r.step_preempt_p95 = Percentile(step_preempt, 95);
-  r.step_faults_p50 = Percentile(step_faults, 50);
-  r.step_faults_p95 = Percentile(step_faults, 95);
-  r.first_step_ms = Median(first_steps) * 1e3;
-  r.peak_rss_bytes = PeakRssBytes();
+}
+
+// The per decode step counters' percentiles (the timed passes').
+void StepSplit(const BenchPasses& passes, BenchResult& r) {
+  r.step_cpu_p50_ms = Percentile(passes.step_cpu, 50) * 1e3;
+  r.step_cpu_p95_ms = Percentile(passes.step_cpu, 95) * 1e3;
+  r.step_wait_p50_ms = Percentile(passes.step_wait, 50) * 1e3;
+  r.step_wait_p95_ms = Percentile(passes.step_wait, 95) * 1e3;
+  r.step_preempt_p50 = Percentile(passes.step_preempt, 50);
+  r.step_preempt_p95 = Percentile(passes.step_preempt, 95);
+  r.step_faults_p50 = Percentile(passes.step_faults, 50);
+  r.step_faults_p95 = Percentile(passes.step_faults, 95);
+  r.first_step_ms = Median(passes.first_steps) * 1e3;
+}
+
+// The device's measured bandwidth and the share of it decode reached.
+void AddBandwidth(const BenchOptions& o, BenchResult& r) {
   if (r.backend == "vulkan" && MeasureVulkanCopyBandwidth != nullptr) {
     // The device's copy bandwidth (a second, short-lived device handle; 2 x 256 MiB). A device
     // without that much memory to spare just gets no bandwidth line.
@@ -360,6 +392,23 @@ BenchResult RunBench(Runner& runner, const BenchOptions& o, double load_s) {
     r.decode_bandwidth_fraction =
         bytes_per_step * r.decode_tokens_per_s / o.batch / (r.mem_bandwidth_gbs * 1e9);
   }
+}
+
+}  // namespace
+
+BenchResult RunBench(Runner& runner, const BenchOptions& o, double load_s) {
+  ES_CHECK(o.n_prompt + o.n_gen <= runner.context(), "bench needs ", o.n_prompt + o.n_gen,
+           " tokens of context; the runner has ", runner.context(), " (raise -c)");
+  ES_CHECK(o.batch >= 1, "bench --batch must be at least 1");
+  ES_CHECK(!o.drafter || o.batch == 1, "bench: speculative decoding takes --batch 1, not ",
+           o.batch);
+  BenchResult r = DescribeRun(runner, o, load_s);
+  BenchPasses passes(runner, o);
+  r.warmups = WarmUp(passes, o);
+  TimedReps(passes, o, r);
+  StepSplit(passes, r);
+  r.peak_rss_bytes = PeakRssBytes();
+  AddBandwidth(o, r);
   return r;
 }
 

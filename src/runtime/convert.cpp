@@ -14,6 +14,7 @@
 
 #include "edgeseek/internal/core/error.h"
 #include "edgeseek/internal/core/json_field.h"
+#include "edgeseek/internal/core/progress.h"
 #include "edgeseek/internal/core/thread_pool.h"
 #include "edgeseek/internal/formats/gguf_convert.h"
 #include "edgeseek/internal/formats/gguf_names.h"
@@ -188,6 +189,9 @@ QuantizeAtLoadStats QuantizeModelWeights(Model& m, const QuantPolicy& policy, in
   ThreadPool pool(threads);
   const std::set<const void*> mapped = MappedOwners(ml);
   std::vector<std::pair<std::string, Tensor>> made;
+  uint64_t total = 0, done = 0;
+  for (const Job& j : jobs) total += j.src->nbytes;
+  Progress progress("quantizing weights", total, Progress::Unit::kBytes);
   for (const Job& j : jobs) {
     const Tensor& s = *j.src;
     Tensor q = AllocTensor(s.name, j.type, s.shape);
@@ -201,6 +205,7 @@ QuantizeAtLoadStats QuantizeModelWeights(Model& m, const QuantPolicy& policy, in
     // A mapped source is not read again (the quantized copy replaces it): hand its pages back.
     if (mapped.count(s.owner.get())) DropMappedPages(s.data, s.nbytes);
     made.emplace_back(s.name, std::move(q));
+    progress.Set(done += s.nbytes, s.name);
   }
   // Swap in the quantized tensors (the lookup prefers owned tensors) and rebind the architecture;
   // generation defaults read from generation_config.json survive the rebinding.

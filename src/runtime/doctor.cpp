@@ -105,15 +105,14 @@ void Add(std::vector<Finding>& out, std::string check, Severity s, std::string m
   out.push_back({std::move(check), s, std::move(msg), std::move(fix)});
 }
 
-}  // namespace
+// ---- Vulkan ----------------------------------------------------------------------------------
 
-std::vector<Finding> RunDoctor(const DoctorEnv& env) {
-  std::vector<Finding> out;
+// Whether the model's plan asks for a GPU (then a missing one fails instead of warning).
+bool WantsGpu(const DoctorEnv& env) { return env.need_bytes > 0 && env.need_backend == "vulkan"; }
 
-  // ---- Vulkan ----------------------------------------------------------------------------------
-  const bool wants_gpu = env.need_bytes > 0 && env.need_backend == "vulkan";
-  const Severity no_gpu = wants_gpu ? Severity::kFail : Severity::kWarn;
-  uint64_t best_heap = 0;
+// The loader: built, working, with devices.
+void CheckVulkanLoader(const DoctorEnv& env, std::vector<Finding>& out) {
+  const Severity no_gpu = WantsGpu(env) ? Severity::kFail : Severity::kWarn;
   if (!env.vulkan_built) {
     Add(out, "vulkan.build", no_gpu, "this build has no Vulkan backend (ES_VULKAN=OFF): CPU only",
         "rebuild with -DES_VULKAN=ON (needs glslc)");
@@ -131,49 +130,63 @@ std::vector<Finding> RunDoctor(const DoctorEnv& env) {
     Add(out, "vulkan.loader", Severity::kOk,
         std::to_string(env.devices.size()) + " Vulkan device(s)");
   }
+}
+
+// One device: usable at all, the features behind the fast paths, a known-bad driver.
+void CheckVulkanDevice(const DoctorEnv& env, const VulkanDeviceInfo& d, std::vector<Finding>& out) {
+  const std::string id = "device." + std::to_string(d.index);
+  const std::string who = d.name + " (" + d.driver + ")";
+  if (!d.missing_required.empty()) {
+    std::string m;
+    for (const auto& r : d.missing_required) m += (m.empty() ? "" : ", ") + r;
+    Add(out, id + ".usable",
+        WantsGpu(env) && env.devices.size() == 1 ? Severity::kFail : Severity::kWarn,
+        who + " cannot run edgeseek: lacks " + m, "update the driver, or use --backend cpu");
+    return;
+  }
+  std::vector<std::string> lacks;
+  if (!d.fp16) lacks.push_back("fp16 arithmetic (f16 math paths off)");
+  if (!d.storage16) lacks.push_back("16-bit storage (f16 weights widened)");
+  if (!d.int8 || !d.storage8) lacks.push_back("8-bit storage / int8 (block types read as bytes)");
+  if (!d.int_dot_accel)
+    lacks.push_back("hardware int8 dot products (Q4_0/Q8_0 decode on the f32 GEMV)");
+  if (!d.coopmat_khr && !d.coopmat_nv)
+    lacks.push_back("cooperative matrices (prefill without tensor cores)");
+  if (!d.subgroup_clustered) lacks.push_back("clustered subgroup ops (small-TPR GEMV off)");
+  char sub[96];
+  std::snprintf(sub, sizeof sub, "subgroup %u (%u..%u)", d.subgroup_size, d.min_subgroup_size,
+                d.max_subgroup_size);
+  if (lacks.empty()) {
+    Add(out, id + ".features", Severity::kOk, who + ": every feature edgeseek uses; " + sub);
+  } else {
+    std::string m;
+    for (const auto& l : lacks) m += (m.empty() ? "" : "; ") + l;
+    Add(out, id + ".features", Severity::kInfo, who + ": " + sub + "; slower paths for: " + m,
+        d.type == "cpu" ? "a software rasterizer (lavapipe): for tests; use --backend cpu for speed"
+                        : "");
+  }
+  const std::string ver = FirstVersion(d.driver);
+  for (const KnownBadDriver& k : env.known_bad)
+    if (d.driver.find(k.driver) != std::string::npos && !ver.empty() && VersionLess(ver, k.below))
+      Add(out, id + ".driver", Severity::kWarn,
+          who + ": driver " + ver + " is older than " + k.below + ": " + k.reason, k.fix);
+}
+
+// The largest device-local heap of the usable devices (0: none).
+uint64_t BestDeviceHeap(const DoctorEnv& env) {
+  uint64_t best_heap = 0;
   for (const VulkanDeviceInfo& d : env.devices) {
-    const std::string id = "device." + std::to_string(d.index);
-    const std::string who = d.name + " (" + d.driver + ")";
-    if (!d.missing_required.empty()) {
-      std::string m;
-      for (const auto& r : d.missing_required) m += (m.empty() ? "" : ", ") + r;
-      Add(out, id + ".usable",
-          wants_gpu && env.devices.size() == 1 ? Severity::kFail : Severity::kWarn,
-          who + " cannot run edgeseek: lacks " + m, "update the driver, or use --backend cpu");
-      continue;
-    }
+    if (!d.missing_required.empty()) continue;
     for (const auto& h : d.heaps)
       if (h.device_local) best_heap = std::max(best_heap, h.bytes);
-    std::vector<std::string> lacks;
-    if (!d.fp16) lacks.push_back("fp16 arithmetic (f16 math paths off)");
-    if (!d.storage16) lacks.push_back("16-bit storage (f16 weights widened)");
-    if (!d.int8 || !d.storage8) lacks.push_back("8-bit storage / int8 (block types read as bytes)");
-    if (!d.int_dot_accel)
-      lacks.push_back("hardware int8 dot products (Q4_0/Q8_0 decode on the f32 GEMV)");
-    if (!d.coopmat_khr && !d.coopmat_nv)
-      lacks.push_back("cooperative matrices (prefill without tensor cores)");
-    if (!d.subgroup_clustered) lacks.push_back("clustered subgroup ops (small-TPR GEMV off)");
-    char sub[96];
-    std::snprintf(sub, sizeof sub, "subgroup %u (%u..%u)", d.subgroup_size, d.min_subgroup_size,
-                  d.max_subgroup_size);
-    if (lacks.empty()) {
-      Add(out, id + ".features", Severity::kOk, who + ": every feature edgeseek uses; " + sub);
-    } else {
-      std::string m;
-      for (const auto& l : lacks) m += (m.empty() ? "" : "; ") + l;
-      Add(out, id + ".features", Severity::kInfo, who + ": " + sub + "; slower paths for: " + m,
-          d.type == "cpu"
-              ? "a software rasterizer (lavapipe): for tests; use --backend cpu for speed"
-              : "");
-    }
-    const std::string ver = FirstVersion(d.driver);
-    for (const KnownBadDriver& k : env.known_bad)
-      if (d.driver.find(k.driver) != std::string::npos && !ver.empty() && VersionLess(ver, k.below))
-        Add(out, id + ".driver", Severity::kWarn,
-            who + ": driver " + ver + " is older than " + k.below + ": " + k.reason, k.fix);
   }
+  return best_heap;
+}
 
-  // ---- memory against the model's plan ---------------------------------------------------------
+// ---- memory against the model's plan ---------------------------------------------------------
+
+void CheckMemory(const DoctorEnv& env, std::vector<Finding>& out) {
+  const uint64_t best_heap = BestDeviceHeap(env);
   const std::string meminfo = ReadText(env, "/proc/meminfo");
   const size_t ram = MemInfoBytes(meminfo, "MemTotal"),
                avail = MemInfoBytes(meminfo, "MemAvailable");
@@ -200,9 +213,12 @@ std::vector<Finding> RunDoctor(const DoctorEnv& env) {
     Add(out, "memory.ram", Severity::kOk,
         "RAM " + Gib(double(ram)) + ", available " + Gib(double(avail)));
   }
+}
 
-  // ---- CPU
-  // ---------------------------------------------------------------------------------------
+// ---- CPU -------------------------------------------------------------------------------------
+
+// The SIMD extensions the CPU kernels pick from.
+void CheckSimd(const DoctorEnv& env, std::vector<Finding>& out) {
   const std::string cpuinfo = ReadText(env, "/proc/cpuinfo");
   auto has = [&](const char* flag) {
     return cpuinfo.find(std::string(" ") + flag) != std::string::npos;
@@ -227,6 +243,10 @@ std::vector<Finding> RunDoctor(const DoctorEnv& env) {
         "no AVX2 or NEON found: the CPU kernels run their portable path",
         "a CPU with AVX2 (x86-64) or NEON (ARM64)");
   }
+}
+
+// The clock governor and transparent hugepages: steady steps, fewer TLB misses.
+void CheckClocksAndPages(const DoctorEnv& env, std::vector<Finding>& out) {
   const std::string gov = ReadText(env, "/sys/devices/system/cpu/cpu0/cpufreq/scaling_governor");
   if (gov.empty()) {
     Add(out, "cpu.governor", Severity::kInfo, "no cpufreq governor (a VM, or fixed clocks)");
@@ -248,8 +268,12 @@ std::vector<Finding> RunDoctor(const DoctorEnv& env) {
         "transparent hugepages " +
             (b != std::string::npos && e > b ? thp.substr(b, e - b + 1) : thp));
   }
+}
 
-  // ---- boards --------------------------------------------------------------------------------
+// ---- boards ----------------------------------------------------------------------------------
+
+// Jetson: the L4T release against the JetPack 6.0 baseline.
+void CheckJetson(const DoctorEnv& env, std::vector<Finding>& out) {
   const std::string tegra = ReadText(env, "/etc/nv_tegra_release");
   if (!tegra.empty()) {
     // "# R36 (release), REVISION: 3.0, GCID: ..." → L4T 36.3.0
@@ -266,6 +290,10 @@ std::vector<Finding> RunDoctor(const DoctorEnv& env) {
               "against)"
             : "");
   }
+}
+
+// RK3588: a Mali GPU driver loaded (panthor or mali_kbase).
+void CheckRk3588(const DoctorEnv& env, std::vector<Finding>& out) {
   const std::string compat = ReadText(env, "/proc/device-tree/compatible");
   if (compat.find("rockchip,rk3588") != std::string::npos) {
     const bool panthor = Exists(env, "/sys/module/panthor"),
@@ -279,6 +307,19 @@ std::vector<Finding> RunDoctor(const DoctorEnv& env) {
           "Linux 6.10+ with panthor and Mesa 24.1+ (panvk), or the vendor kernel's mali_kbase with "
           "its Vulkan blob");
   }
+}
+
+}  // namespace
+
+std::vector<Finding> RunDoctor(const DoctorEnv& env) {
+  std::vector<Finding> out;
+  CheckVulkanLoader(env, out);
+  for (const VulkanDeviceInfo& d : env.devices) CheckVulkanDevice(env, d, out);
+  CheckMemory(env, out);
+  CheckSimd(env, out);
+  CheckClocksAndPages(env, out);
+  CheckJetson(env, out);
+  CheckRk3588(env, out);
   return out;
 }
 

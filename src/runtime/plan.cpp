@@ -233,6 +233,305 @@ void Finish(PhaseCost& ph, double tokens, double t_mem, double t_comp, const Dev
   ph.tokens_per_s = ph.t_total_s > 0 ? tokens / ph.t_total_s : 0;
 }
 
+// What the stored tensors add up to, layer by layer, before the two phases weigh them.
+struct WeightTally {
+  const PlanTensor* embed = nullptr;
+  const PlanTensor* lm_head = nullptr;  // the embedding itself when tied
+  size_t other_bytes = 0;               // final norm, anything outside the layers
+  std::vector<TypedBytes> dense;        // per layer: attention, dense FFN, router, shared experts
+  std::vector<TypedBytes> expert;       // per layer: one routed expert (after ScaleToOneExpert)
+  std::vector<DType> kv_b_type;         // per layer: MLA's kv_b as stored
+};
+
+// Each layer's flags, dispatch count and KV share; the byte and FLOP sums start at zero.
+void InitLayers(const ModelConfig& c, Plan& p) {
+  p.layers.resize(size_t(c.n_layers));
+  for (int l = 0; l < c.n_layers; ++l) {
+    LayerCost& lc = p.layers[size_t(l)];
+    lc.layer = l;
+    lc.mla = c.is_mla();
+    lc.moe = c.IsMoeLayer(l);
+    lc.kv_bytes_per_token = p.kv_bytes_per_token / c.n_layers;
+    lc.dispatches = LayerDispatches(c, l);
+  }
+}
+
+// Sorts every tensor into its layer and role: adds to p.layers' bytes and FLOPs per token and
+// to the tally by weight type; finds the embedding and the head.
+WeightTally TallyWeights(const ModelWeights& w, const ModelConfig& c, Plan& p) {
+  WeightTally wt;
+  wt.dense.resize(size_t(c.n_layers));
+  wt.expert.resize(size_t(c.n_layers));
+  wt.kv_b_type.assign(size_t(c.n_layers), DType::kBF16);
+  for (const PlanTensor& t : w.tensors) {
+    const Role role = RoleOf(t.name);
+    const int l = LayerOf(t.name);
+    if (role == Role::kEmbed) wt.embed = &t;
+    if (role == Role::kLmHead) wt.lm_head = &t;
+    if (l < 0 || l >= c.n_layers) {
+      if (role != Role::kEmbed && role != Role::kLmHead) wt.other_bytes += t.bytes;
+      continue;
+    }
+    LayerCost& lc = p.layers[size_t(l)];
+    const double mm = 2.0 * MatrixElems(t);
+    switch (role) {
+      case Role::kAttn:
+        lc.attn_bytes += t.bytes;
+        lc.proj_flops += mm;
+        wt.dense[size_t(l)].Add(t.type, double(t.bytes), mm);
+        break;
+      case Role::kKvB: {
+        lc.kv_b_bytes += t.bytes;
+        wt.kv_b_type[size_t(l)] = t.type;
+        // The absorbed pair has kv_b's elements (wuk_t [H·r, dn] + wuv [H·dv, r]).
+        const DType at = AbsorbedType(t.type);
+        const int64_t elems = NumElements(t.shape);
+        lc.absorbed_bytes += RowBytes(at, 1) * size_t(elems);
+        break;
+      }
+      case Role::kExperts: {
+        lc.expert_bytes += t.bytes;
+        // Stacked GGUF tensors hold every expert; HF names one expert a tensor.
+        const double share = t.shape.size() == 3 ? 1.0 / double(t.shape[0]) : 1.0;
+        wt.expert[size_t(l)].Add(t.type, double(t.bytes) * share, mm);
+        break;
+      }
+      default:  // FFN, router, shared experts, norms
+        lc.ffn_bytes += t.bytes;
+        lc.proj_flops += mm;
+        wt.dense[size_t(l)].Add(t.type, double(t.bytes), mm);
+    }
+  }
+  ES_CHECK(wt.embed != nullptr, "model ", w.name, ": no token embedding tensor");
+  if (wt.lm_head == nullptr) {
+    ES_CHECK(c.tie_word_embeddings, "model ", w.name,
+             ": no output (lm_head) tensor and the embedding is not tied");
+    wt.lm_head = wt.embed;
+  }
+  return wt;
+}
+
+// Per expert (HF: each expert's projections summed; GGUF: each stacked tensor's share): scales
+// the expert tally to one expert and sets each MoE layer's top-k bytes and FLOPs.
+void ScaleToOneExpert(const ModelWeights& w, const ModelConfig& c, WeightTally& wt, Plan& p) {
+  const int E = c.n_routed_experts, K = c.num_experts_per_tok;
+  for (int l = 0; l < c.n_layers; ++l) {
+    LayerCost& lc = p.layers[size_t(l)];
+    if (!lc.moe) continue;
+    TypedBytes& te = wt.expert[size_t(l)];
+    // HF lists E tensors per projection: their Add()s summed all experts; scale to one.
+    const bool stacked = std::any_of(w.tensors.begin(), w.tensors.end(), [&](const PlanTensor& t) {
+      return LayerOf(t.name) == l && RoleOf(t.name) == Role::kExperts && t.shape.size() == 3;
+    });
+    if (!stacked)
+      for (auto& [t, b] : te.bytes) b /= E, te.flops[t] /= E;
+    double one_flops = 0, one_bytes = 0;
+    for (auto& [t, b] : te.bytes) one_bytes += b, one_flops += te.flops[t];
+    lc.active_expert_bytes = size_t(one_bytes * K);
+    lc.expert_flops = one_flops * K;
+  }
+}
+
+// Adds the routed experts `rows` rows touch (expected distinct experts, K per row) to tb.
+void AddTouchedExperts(const ModelConfig& c, const TypedBytes& expert, int64_t rows,
+                       TypedBytes& tb) {
+  const int E = c.n_routed_experts, K = c.num_experts_per_tok;
+  const double touched = ExpectedExperts(E, K, rows);
+  for (auto& [t, b] : expert.bytes)
+    tb.Add(t, b * touched, expert.flops.at(t) * double(K) * double(rows));
+}
+
+// Decode: B rows, each at depth prompt + gen / 2.
+PhaseCost DecodeCost(const Plan& p, const ModelConfig& c, const WeightTally& wt,
+                     const DeviceProfile& d, const PlanOptions& o) {
+  const int64_t B = o.batch;
+  const int64_t depth = int64_t(o.prompt) + o.gen / 2;
+  const double kvt = double(p.kv_bytes_per_token);
+  const double embed_row = double(wt.embed->bytes) / double(c.vocab_size);
+  TypedBytes tb;
+  double attn_flops = 0;
+  for (int l = 0; l < c.n_layers; ++l) {
+    const LayerCost& lc = p.layers[size_t(l)];
+    for (auto& [t, b] : wt.dense[size_t(l)].bytes)
+      tb.Add(t, b, wt.dense[size_t(l)].flops.at(t) * double(B));
+    if (lc.mla) {
+      // The absorbed pair: its reads, and its multiply-adds are AttentionFlops' per-query term.
+      tb.Add(AbsorbedType(wt.kv_b_type[size_t(l)]), double(lc.absorbed_bytes), 0);
+    }
+    if (lc.moe) AddTouchedExperts(c, wt.expert[size_t(l)], B, tb);
+    attn_flops += AttentionFlops(c, depth, 1, true) * double(B);
+  }
+  const double lm_flops = 2.0 * double(c.vocab_size) * double(c.hidden_size);
+  tb.Add(wt.lm_head->type, double(wt.lm_head->bytes), lm_flops * double(B));
+  const double kv_read = double(B) * double(depth + 1) * kvt;  // keys read incl. the new one
+  const double kv_write = double(B) * kvt;
+  double t_mem =
+      (kv_read + kv_write + double(B) * embed_row + double(wt.other_bytes)) / d.bandwidth.value;
+  double t_comp = attn_flops / d.GemvComputeRate(DType::kF16);
+  PhaseCost ph;
+  ph.bytes = kv_read + kv_write + double(B) * embed_row + double(wt.other_bytes);
+  for (auto& [t, b] : tb.bytes) {
+    ph.bytes += b;
+    t_mem += b / d.GemvBytesRate(t);
+    t_comp += tb.flops[t] / d.GemvComputeRate(t);
+    ph.flops += tb.flops[t];
+  }
+  ph.flops += attn_flops;
+  ph.steps = 1;
+  ph.dispatches = HeadDispatches(true);
+  for (const LayerCost& lc : p.layers) ph.dispatches += lc.dispatches;
+  Finish(ph, double(B), t_mem, t_comp, d);
+  return ph;
+}
+
+// Prefill: one chunk of P rows from an empty cache, the last row's logits.
+PhaseCost PrefillCost(const Plan& p, const ModelConfig& c, const WeightTally& wt,
+                      const DeviceProfile& d, const PlanOptions& o) {
+  const int64_t P = o.prompt;
+  const double kvt = double(p.kv_bytes_per_token);
+  const double embed_row = double(wt.embed->bytes) / double(c.vocab_size);
+  TypedBytes tb;
+  double attn_flops = 0;
+  for (int l = 0; l < c.n_layers; ++l) {
+    const LayerCost& lc = p.layers[size_t(l)];
+    for (auto& [t, b] : wt.dense[size_t(l)].bytes)
+      tb.Add(t, b, wt.dense[size_t(l)].flops.at(t) * double(P));
+    if (lc.mla) {
+      // The cheaper form: absorbed reads the pair, non-absorbed expands with kv_b as stored.
+      const double fa = AttentionFlops(c, 0, P, true), fn = AttentionFlops(c, 0, P, false);
+      attn_flops += std::min(fa, fn);
+      if (fa <= fn)
+        tb.Add(AbsorbedType(wt.kv_b_type[size_t(l)]), double(lc.absorbed_bytes), 0);
+      else
+        tb.Add(wt.kv_b_type[size_t(l)], double(lc.kv_b_bytes), 0);
+    } else {
+      attn_flops += AttentionFlops(c, 0, P, true);
+    }
+    if (lc.moe) AddTouchedExperts(c, wt.expert[size_t(l)], P, tb);
+  }
+  const double lm_flops = 2.0 * double(c.vocab_size) * double(c.hidden_size);
+  tb.Add(wt.lm_head->type, double(wt.lm_head->bytes), lm_flops);
+  PhaseCost ph;
+  ph.bytes = double(P) * kvt + double(P) * embed_row + double(wt.other_bytes);
+  double t_mem = ph.bytes / d.bandwidth.value;
+  // Attention's products run where the backend's f16 / f32 matmuls do.
+  double t_comp = attn_flops / d.GemmRate(DType::kF16);
+  for (auto& [t, b] : tb.bytes) {
+    ph.bytes += b;
+    t_mem += b / d.bandwidth.value;
+    t_comp += tb.flops[t] / d.GemmRate(t);
+    ph.flops += tb.flops[t];
+  }
+  ph.flops += attn_flops;
+  ph.steps = 1;
+  ph.dispatches = HeadDispatches(P == 1);
+  for (const LayerCost& lc : p.layers) ph.dispatches += lc.dispatches;
+  Finish(ph, double(P), t_mem, t_comp, d);
+  return ph;
+}
+
+// Live activations of the prefill chunk (f32): the residual stream, the normed input, the
+// widest projection outputs (q | k | v or gate | up with the SwiGLU result), attention's
+// output, and the one row of logits. An estimate of the arena, not its plan.
+size_t ActivationBytes(const ModelConfig& c, const PlanOptions& o) {
+  const double T = o.prompt;
+  const double D = double(c.hidden_size);
+  double widest = double(c.intermediate_size);
+  if (c.n_routed_experts > 0)
+    widest = std::max(widest, double(c.moe_intermediate_size) * std::max(1, c.n_shared_experts));
+  const double q_width = c.is_mla() ? double(c.n_heads) * (c.qk_nope_head_dim + c.qk_rope_head_dim)
+                                    : double(c.n_heads) * c.head_dim;
+  const double kv_width =
+      c.is_mla() ? double(c.kv_lora_rank + c.qk_rope_head_dim) : 2.0 * c.n_kv_heads * c.head_dim;
+  return size_t(4.0 * T * (3.0 * D + std::max(3.0 * widest, 2.0 * q_width + kv_width)) +
+                4.0 * double(c.vocab_size));
+}
+
+// Memory: resident weights, KV for batch × context, activations, the profile's overhead.
+void AddMemory(const ModelConfig& c, const WeightTally& wt, const DeviceProfile& d,
+               const PlanOptions& o, Plan& p) {
+  p.kv_bytes = size_t(o.batch) * size_t(o.context) * size_t(p.kv_bytes_per_token);
+  p.activation_bytes = ActivationBytes(c, o);
+  p.overhead_bytes = size_t(d.reserved_bytes.value);
+  // The CPU backend reads weights where the file maps them: an untied embedding table is a row
+  // lookup, so only the rows of the tokens seen become resident (GPU backends upload it whole).
+  p.resident_weights_bytes = p.weights_bytes;
+  if (d.backend == "cpu" && wt.lm_head != wt.embed) {
+    const double V = double(c.vocab_size);
+    const double embed_row = double(wt.embed->bytes) / V;
+    const double rows = std::min(V, double(o.batch) * double(int64_t(o.prompt) + o.gen));
+    p.resident_weights_bytes -= wt.embed->bytes - size_t(rows * embed_row);
+  }
+  p.memory_bytes = p.resident_weights_bytes + p.kv_bytes + p.activation_bytes + p.overhead_bytes;
+  p.device_memory_bytes = size_t(d.memory_bytes.value);
+  p.fits = p.memory_bytes <= p.device_memory_bytes;
+}
+
+// --split layer: contiguous layer ranges; the embedding on the first device, the head on the
+// last. The hidden state ([B, D] f32) crosses each of the N − 1 boundaries once a step.
+void SplitByLayer(const ModelConfig& c, const WeightTally& wt, const DeviceProfile& d,
+                  const PlanOptions& o, double link, Plan& p) {
+  const int N = o.devices;
+  const double D = double(c.hidden_size);
+  for (int l = 0; l < c.n_layers; ++l) {
+    const LayerCost& lc = p.layers[size_t(l)];
+    DeviceShare& s = p.shares[size_t(int64_t(l) * N / c.n_layers)];
+    s.weights_bytes +=
+        lc.attn_bytes + lc.kv_b_bytes + lc.absorbed_bytes + lc.ffn_bytes + lc.expert_bytes;
+    s.kv_bytes += size_t(o.batch) * size_t(o.context) * size_t(lc.kv_bytes_per_token);
+  }
+  p.shares.front().weights_bytes += wt.embed->bytes;
+  if (wt.lm_head != wt.embed) p.shares.back().weights_bytes += wt.lm_head->bytes;
+  p.shares.back().weights_bytes += wt.other_bytes;
+  p.transfer_bytes_per_token = double(N - 1) * D * 4.0;
+  // Devices take turns on one token: no gain in speed, a hop per boundary.
+  p.t_transfer_s = double(N - 1) * (double(o.batch) * D * 4.0 / link + d.step_s.value);
+  p.decode.t_total_s += p.t_transfer_s;
+}
+
+// --split head: heads (and FFN columns, experts) split N ways; the embedding and lm_head too.
+// MLA's latent is shared by every head, so each device keeps the whole latent cache. Two
+// all-reduces of [B, D] f32 a layer (after o and after the FFN), ring: 2 (N − 1) / N of the data
+// each.
+void SplitByHead(const ModelConfig& c, const DeviceProfile& d, const PlanOptions& o, double link,
+                 Plan& p) {
+  const int N = o.devices;
+  const double D = double(c.hidden_size);
+  const size_t per = (p.weights_bytes + size_t(N) - 1) / size_t(N);
+  const size_t kv = c.is_mla() ? p.kv_bytes : p.kv_bytes / size_t(N);
+  for (auto& s : p.shares) s.weights_bytes = per, s.kv_bytes = kv;
+  const double ar = 2.0 * double(N - 1) / double(N) * D * 4.0;
+  p.transfer_bytes_per_token = 2.0 * c.n_layers * ar;
+  p.t_transfer_s = 2.0 * c.n_layers * (double(o.batch) * ar / link + d.dispatch_s.value);
+  PhaseCost& ph = p.decode;
+  ph.t_memory_s /= N;
+  ph.t_compute_s /= N;
+  ph.t_total_s = std::max(ph.t_memory_s, ph.t_compute_s) + ph.t_dispatch_s + p.t_transfer_s;
+}
+
+// Several devices: each one's share of memory, the bytes and time crossing devices per step.
+void SplitAcrossDevices(const ModelConfig& c, const WeightTally& wt, const DeviceProfile& d,
+                        const PlanOptions& o, Plan& p) {
+  const double link = d.link_bytes_per_s.value > 0 ? d.link_bytes_per_s.value : d.bandwidth.value;
+  p.shares.resize(size_t(o.devices));
+  if (o.split == PlanSplit::kLayer)
+    SplitByLayer(c, wt, d, o, link, p);
+  else
+    SplitByHead(c, d, o, link, p);
+  for (size_t i = 0; i < p.shares.size(); ++i) {
+    DeviceShare& s = p.shares[i];
+    s.device = int(i);
+    s.memory_bytes = s.weights_bytes + s.kv_bytes + p.activation_bytes + p.overhead_bytes;
+    s.fits = s.memory_bytes <= p.device_memory_bytes;
+  }
+  p.fits =
+      std::all_of(p.shares.begin(), p.shares.end(), [](const DeviceShare& s) { return s.fits; });
+  PhaseCost& ph = p.decode;
+  ph.tokens_per_s = ph.t_total_s > 0 ? double(o.batch) / ph.t_total_s : 0;
+  if (p.t_transfer_s > std::max({ph.t_memory_s, ph.t_compute_s, ph.t_dispatch_s}))
+    ph.bound = "transfer";
+}
+
 }  // namespace
 
 Plan MakePlan(const ModelWeights& w, const DeviceProfile& d, const PlanOptions& o) {
@@ -246,264 +545,17 @@ Plan MakePlan(const ModelWeights& w, const DeviceProfile& d, const PlanOptions& 
   p.calibrated = d.calibrated;
   p.options = o;
   p.kv_bytes_per_token = int64_t(c.MakeKvSpec(o.kv_type).BytesPerToken());
-
-  // Per layer: bytes by role, FLOPs per token.
-  p.layers.resize(size_t(c.n_layers));
-  for (int l = 0; l < c.n_layers; ++l) {
-    LayerCost& lc = p.layers[size_t(l)];
-    lc.layer = l;
-    lc.mla = c.is_mla();
-    lc.moe = c.IsMoeLayer(l);
-    lc.kv_bytes_per_token = p.kv_bytes_per_token / c.n_layers;
-    lc.dispatches = LayerDispatches(c, l);
-  }
-  const PlanTensor* embed = nullptr;
-  const PlanTensor* lm_head = nullptr;
-  size_t other_bytes = 0;  // final norm, anything outside the layers
-  std::vector<TypedBytes> layer_dense(size_t(c.n_layers)), layer_expert(size_t(c.n_layers));
-  std::vector<DType> kv_b_type(size_t(c.n_layers), DType::kBF16);
-  for (const PlanTensor& t : w.tensors) {
-    const Role role = RoleOf(t.name);
-    const int l = LayerOf(t.name);
-    if (role == Role::kEmbed) embed = &t;
-    if (role == Role::kLmHead) lm_head = &t;
-    if (l < 0 || l >= c.n_layers) {
-      if (role != Role::kEmbed && role != Role::kLmHead) other_bytes += t.bytes;
-      continue;
-    }
-    LayerCost& lc = p.layers[size_t(l)];
-    const double mm = 2.0 * MatrixElems(t);
-    switch (role) {
-      case Role::kAttn:
-        lc.attn_bytes += t.bytes;
-        lc.proj_flops += mm;
-        layer_dense[size_t(l)].Add(t.type, double(t.bytes), mm);
-        break;
-      case Role::kKvB: {
-        lc.kv_b_bytes += t.bytes;
-        kv_b_type[size_t(l)] = t.type;
-        // The absorbed pair has kv_b's elements (wuk_t [H·r, dn] + wuv [H·dv, r]).
-        const DType at = AbsorbedType(t.type);
-        const int64_t elems = NumElements(t.shape);
-        lc.absorbed_bytes += RowBytes(at, 1) * size_t(elems);
-        break;
-      }
-      case Role::kExperts: {
-        lc.expert_bytes += t.bytes;
-        // Stacked GGUF tensors hold every expert; HF names one expert a tensor.
-        const double share = t.shape.size() == 3 ? 1.0 / double(t.shape[0]) : 1.0;
-        layer_expert[size_t(l)].Add(t.type, double(t.bytes) * share, mm);
-        break;
-      }
-      default:  // FFN, router, shared experts, norms
-        lc.ffn_bytes += t.bytes;
-        lc.proj_flops += mm;
-        layer_dense[size_t(l)].Add(t.type, double(t.bytes), mm);
-    }
-  }
-  ES_CHECK(embed != nullptr, "model ", w.name, ": no token embedding tensor");
-  if (lm_head == nullptr) {
-    ES_CHECK(c.tie_word_embeddings, "model ", w.name,
-             ": no output (lm_head) tensor and the embedding is not tied");
-    lm_head = embed;
-  }
-  // Per expert (HF: each expert's projections summed; GGUF: each stacked tensor's share).
-  const int E = c.n_routed_experts, K = c.num_experts_per_tok;
-  for (int l = 0; l < c.n_layers; ++l) {
-    LayerCost& lc = p.layers[size_t(l)];
-    if (!lc.moe) continue;
-    TypedBytes& te = layer_expert[size_t(l)];
-    // HF lists E tensors per projection: their Add()s summed all experts; scale to one.
-    const bool stacked = std::any_of(w.tensors.begin(), w.tensors.end(), [&](const PlanTensor& t) {
-      return LayerOf(t.name) == l && RoleOf(t.name) == Role::kExperts && t.shape.size() == 3;
-    });
-    if (!stacked)
-      for (auto& [t, b] : te.bytes) b /= E, te.flops[t] /= E;
-    double one_flops = 0, one_bytes = 0;
-    for (auto& [t, b] : te.bytes) one_bytes += b, one_flops += te.flops[t];
-    lc.active_expert_bytes = size_t(one_bytes * K);
-    lc.expert_flops = one_flops * K;
-  }
-
+  InitLayers(c, p);
+  WeightTally wt = TallyWeights(w, c, p);
+  ScaleToOneExpert(w, c, wt, p);
   // Weights: every stored tensor plus the derived absorbed pair.
   p.weights_bytes = w.total_bytes();
   for (const LayerCost& lc : p.layers) p.derived_bytes += lc.absorbed_bytes;
   p.weights_bytes += p.derived_bytes;
-
-  const double D = double(c.hidden_size);
-  const double V = double(c.vocab_size);
-  const double lm_bytes = double(lm_head->bytes);
-  const double lm_flops = 2.0 * V * D;
-  const double embed_row = double(embed->bytes) / V;
-  const double kvt = double(p.kv_bytes_per_token);
-
-  // ---- decode: B rows, each at depth prompt + gen / 2 --------------------------------------
-  {
-    const int64_t B = o.batch;
-    const int64_t depth = int64_t(o.prompt) + o.gen / 2;
-    TypedBytes tb;
-    double attn_flops = 0;
-    for (int l = 0; l < c.n_layers; ++l) {
-      const LayerCost& lc = p.layers[size_t(l)];
-      for (auto& [t, b] : layer_dense[size_t(l)].bytes)
-        tb.Add(t, b, layer_dense[size_t(l)].flops[t] * double(B));
-      if (lc.mla) {
-        // The absorbed pair: its reads, and its multiply-adds are AttentionFlops' per-query term.
-        tb.Add(AbsorbedType(kv_b_type[size_t(l)]), double(lc.absorbed_bytes), 0);
-      }
-      if (lc.moe) {
-        const double touched = ExpectedExperts(E, K, B);
-        for (auto& [t, b] : layer_expert[size_t(l)].bytes)
-          tb.Add(t, b * touched, layer_expert[size_t(l)].flops[t] * double(K) * double(B));
-      }
-      attn_flops += AttentionFlops(c, depth, 1, true) * double(B);
-    }
-    tb.Add(lm_head->type, lm_bytes, lm_flops * double(B));
-    const double kv_read = double(B) * double(depth + 1) * kvt;  // keys read incl. the new one
-    const double kv_write = double(B) * kvt;
-    double t_mem =
-        (kv_read + kv_write + double(B) * embed_row + double(other_bytes)) / d.bandwidth.value;
-    double t_comp = attn_flops / d.GemvComputeRate(DType::kF16);
-    PhaseCost& ph = p.decode;
-    ph.bytes = kv_read + kv_write + double(B) * embed_row + double(other_bytes);
-    for (auto& [t, b] : tb.bytes) {
-      ph.bytes += b;
-      t_mem += b / d.GemvBytesRate(t);
-      t_comp += tb.flops[t] / d.GemvComputeRate(t);
-      ph.flops += tb.flops[t];
-    }
-    ph.flops += attn_flops;
-    ph.steps = 1;
-    ph.dispatches = HeadDispatches(true);
-    for (const LayerCost& lc : p.layers) ph.dispatches += lc.dispatches;
-    Finish(ph, double(B), t_mem, t_comp, d);
-  }
-
-  // ---- prefill: one chunk of P rows from an empty cache, the last row's logits --------------
-  {
-    const int64_t P = o.prompt;
-    TypedBytes tb;
-    double attn_flops = 0;
-    for (int l = 0; l < c.n_layers; ++l) {
-      const LayerCost& lc = p.layers[size_t(l)];
-      for (auto& [t, b] : layer_dense[size_t(l)].bytes)
-        tb.Add(t, b, layer_dense[size_t(l)].flops[t] * double(P));
-      if (lc.mla) {
-        // The cheaper form: absorbed reads the pair, non-absorbed expands with kv_b as stored.
-        const double fa = AttentionFlops(c, 0, P, true), fn = AttentionFlops(c, 0, P, false);
-        attn_flops += std::min(fa, fn);
-        if (fa <= fn)
-          tb.Add(AbsorbedType(kv_b_type[size_t(l)]), double(lc.absorbed_bytes), 0);
-        else
-          tb.Add(kv_b_type[size_t(l)], double(lc.kv_b_bytes), 0);
-      } else {
-        attn_flops += AttentionFlops(c, 0, P, true);
-      }
-      if (lc.moe) {
-        const double touched = ExpectedExperts(E, K, P);
-        for (auto& [t, b] : layer_expert[size_t(l)].bytes)
-          tb.Add(t, b * touched, layer_expert[size_t(l)].flops[t] * double(K) * double(P));
-      }
-    }
-    tb.Add(lm_head->type, lm_bytes, lm_flops);
-    PhaseCost& ph = p.prefill;
-    ph.bytes = double(P) * kvt + double(P) * embed_row + double(other_bytes);
-    double t_mem = ph.bytes / d.bandwidth.value;
-    // Attention's products run where the backend's f16 / f32 matmuls do.
-    double t_comp = attn_flops / d.GemmRate(DType::kF16);
-    for (auto& [t, b] : tb.bytes) {
-      ph.bytes += b;
-      t_mem += b / d.bandwidth.value;
-      t_comp += tb.flops[t] / d.GemmRate(t);
-      ph.flops += tb.flops[t];
-    }
-    ph.flops += attn_flops;
-    ph.steps = 1;
-    ph.dispatches = HeadDispatches(P == 1);
-    for (const LayerCost& lc : p.layers) ph.dispatches += lc.dispatches;
-    Finish(ph, double(P), t_mem, t_comp, d);
-  }
-
-  // ---- memory --------------------------------------------------------------------------------
-  p.kv_bytes = size_t(o.batch) * size_t(o.context) * size_t(p.kv_bytes_per_token);
-  {
-    // Live activations of the prefill chunk (f32): the residual stream, the normed input, the
-    // widest projection outputs (q | k | v or gate | up with the SwiGLU result), attention's
-    // output, and the one row of logits. An estimate of the arena, not its plan.
-    const double T = o.prompt;
-    double widest = double(c.intermediate_size);
-    if (c.n_routed_experts > 0)
-      widest = std::max(widest, double(c.moe_intermediate_size) * std::max(1, c.n_shared_experts));
-    const double q_width = c.is_mla()
-                               ? double(c.n_heads) * (c.qk_nope_head_dim + c.qk_rope_head_dim)
-                               : double(c.n_heads) * c.head_dim;
-    const double kv_width =
-        c.is_mla() ? double(c.kv_lora_rank + c.qk_rope_head_dim) : 2.0 * c.n_kv_heads * c.head_dim;
-    p.activation_bytes =
-        size_t(4.0 * T * (3.0 * D + std::max(3.0 * widest, 2.0 * q_width + kv_width)) + 4.0 * V);
-  }
-  p.overhead_bytes = size_t(d.reserved_bytes.value);
-  // The CPU backend reads weights where the file maps them: an untied embedding table is a row
-  // lookup, so only the rows of the tokens seen become resident (GPU backends upload it whole).
-  p.resident_weights_bytes = p.weights_bytes;
-  if (d.backend == "cpu" && lm_head != embed) {
-    const double rows = std::min(V, double(o.batch) * double(int64_t(o.prompt) + o.gen));
-    p.resident_weights_bytes -= embed->bytes - size_t(rows * embed_row);
-  }
-  p.memory_bytes = p.resident_weights_bytes + p.kv_bytes + p.activation_bytes + p.overhead_bytes;
-  p.device_memory_bytes = size_t(d.memory_bytes.value);
-  p.fits = p.memory_bytes <= p.device_memory_bytes;
-
-  // ---- several devices -----------------------------------------------------------------------
-  if (o.devices > 1) {
-    const int N = o.devices;
-    const double link = d.link_bytes_per_s.value > 0 ? d.link_bytes_per_s.value : d.bandwidth.value;
-    p.shares.resize(size_t(N));
-    if (o.split == PlanSplit::kLayer) {
-      // Contiguous layer ranges; the embedding on the first device, the head on the last. The
-      // hidden state ([B, D] f32) crosses each of the N − 1 boundaries once a step.
-      for (int l = 0; l < c.n_layers; ++l) {
-        const LayerCost& lc = p.layers[size_t(l)];
-        DeviceShare& s = p.shares[size_t(int64_t(l) * N / c.n_layers)];
-        s.weights_bytes +=
-            lc.attn_bytes + lc.kv_b_bytes + lc.absorbed_bytes + lc.ffn_bytes + lc.expert_bytes;
-        s.kv_bytes += size_t(o.batch) * size_t(o.context) * size_t(lc.kv_bytes_per_token);
-      }
-      p.shares.front().weights_bytes += embed->bytes;
-      if (lm_head != embed) p.shares.back().weights_bytes += lm_head->bytes;
-      p.shares.back().weights_bytes += other_bytes;
-      p.transfer_bytes_per_token = double(N - 1) * D * 4.0;
-      // Devices take turns on one token: no gain in speed, a hop per boundary.
-      p.t_transfer_s = double(N - 1) * (double(o.batch) * D * 4.0 / link + d.step_s.value);
-      p.decode.t_total_s += p.t_transfer_s;
-    } else {
-      // Heads (and FFN columns, experts) split N ways; the embedding and lm_head too. MLA's latent
-      // is shared by every head, so each device keeps the whole latent cache. Two all-reduces of
-      // [B, D] f32 a layer (after o and after the FFN), ring: 2 (N − 1) / N of the data each.
-      const size_t per = (p.weights_bytes + size_t(N) - 1) / size_t(N);
-      const size_t kv = c.is_mla() ? p.kv_bytes : p.kv_bytes / size_t(N);
-      for (auto& s : p.shares) s.weights_bytes = per, s.kv_bytes = kv;
-      const double ar = 2.0 * double(N - 1) / double(N) * D * 4.0;
-      p.transfer_bytes_per_token = 2.0 * c.n_layers * ar;
-      p.t_transfer_s = 2.0 * c.n_layers * (double(o.batch) * ar / link + d.dispatch_s.value);
-      PhaseCost& ph = p.decode;
-      ph.t_memory_s /= N;
-      ph.t_compute_s /= N;
-      ph.t_total_s = std::max(ph.t_memory_s, ph.t_compute_s) + ph.t_dispatch_s + p.t_transfer_s;
-    }
-    for (size_t i = 0; i < p.shares.size(); ++i) {
-      DeviceShare& s = p.shares[i];
-      s.device = int(i);
-      s.memory_bytes = s.weights_bytes + s.kv_bytes + p.activation_bytes + p.overhead_bytes;
-      s.fits = s.memory_bytes <= p.device_memory_bytes;
-    }
-    p.fits =
-        std::all_of(p.shares.begin(), p.shares.end(), [](const DeviceShare& s) { return s.fits; });
-    PhaseCost& ph = p.decode;
-    ph.tokens_per_s = ph.t_total_s > 0 ? double(o.batch) / ph.t_total_s : 0;
-    if (p.t_transfer_s > std::max({ph.t_memory_s, ph.t_compute_s, ph.t_dispatch_s}))
-      ph.bound = "transfer";
-  }
+  p.decode = DecodeCost(p, c, wt, d, o);
+  p.prefill = PrefillCost(p, c, wt, d, o);
+  AddMemory(c, wt, d, o, p);
+  if (o.devices > 1) SplitAcrossDevices(c, wt, d, o, p);
   return p;
 }
 

@@ -7,6 +7,7 @@
 
 #include "edgeseek/internal/core/dtype.h"
 #include "edgeseek/internal/core/error.h"
+#include "edgeseek/internal/core/progress.h"
 #include "edgeseek/internal/models/arch.h"
 #include "edgeseek/internal/models/config.h"
 #include "edgeseek/internal/runtime/pipeline.h"
@@ -84,8 +85,17 @@ void Runner::Init(const RunnerOptions& opts) {
   if (front_.empty()) {
     // The one-row decode graph first (kept for the first step): it lets the backend prepare
     // weights that ops read together (stacked experts) before the tensors one by one.
+    // Uploads (GPU), repacks or prefaults (CPU) every weight: a wait of seconds on a real model,
+    // shown on a terminal (core/progress.h).
+    uint64_t total = 0, done = 0;
+    for (const Tensor* w : model_->weights()) total += w->nbytes;
+    Progress progress("preparing weights (" + backend_->name() + ")", total,
+                      Progress::Unit::kBytes);
     backend_->PrepareGraph(GraphFor(one));
-    for (const Tensor* w : model_->weights()) backend_->PrepareWeight(*w);
+    for (const Tensor* w : model_->weights()) {
+      backend_->PrepareWeight(*w);
+      progress.Set(done += w->nbytes, w->name);
+    }
     kv_ = backend_->CreatePagedKv(spec, opts.n_slots, ctx, blocks);
   } else {
     // Each stage prepares only the weights of its own layers; all take the same cache shape.

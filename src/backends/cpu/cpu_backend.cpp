@@ -233,7 +233,34 @@ class CpuBackend final : public Backend {
   // dk = dn + dr and dv.
   void MlaExpanded(const Node& n, const Tensor& kvb, const BatchSeq& s, CpuKv& kv, const float* q,
                    float* y);
+  // Routed experts: each of the R rows of x [R, D] through its top-k experts' SwiGLU FFNs,
+  // summed by the router's weights into y [R, D].
   void MoE(const Node& n, const Graph& g, const float* x, int64_t R, float* y);
+  struct ExpertRows;
+  // The router's top-k for each row, and the rows compacted per local expert (see ExpertRows):
+  // experts [e0, e0 + EL) of the router's are held here (a head split's range; all by default),
+  // choices outside it are left to another device.
+  ExpertRows RouteRows(const MoeParams& p, const float* x, int64_t R, int64_t D,
+                       const Tensor& router, const float* bias, int e0, int EL);
+  // act [M, I] = silu(xs · gateᵀ) · (xs · upᵀ) and dn [M, D] = act · downᵀ for every active
+  // expert's compacted rows of xs [M, D]; items (expert, column block) spread over the pool.
+  void ExpertFfns(const Node& n, const Graph& g, const ExpertRows& er, int64_t D, int64_t I,
+                  const float* xs, float* act, float* dn);
+  // y [R, D]: each row sums its experts' outputs dn in its own top-k order.
+  void CombineExperts(const ExpertRows& er, int64_t R, int64_t D, int K, const float* dn, float* y);
+  // One node of Run: its op on its inputs (the buffers of earlier nodes in buf) into y.
+  void RunNode(const Node& n, const Graph& g, const Batch& b, CpuKv& kv,
+               const std::vector<float*>& buf, float* y);
+  // y [T, cols] = rows of the embedding table E for the batch's tokens, as f32.
+  void Embed(const Tensor& E, const Batch& b, int64_t cols, float* y);
+  // y = w · x / rms(x), row by row, x and y [rows, cols].
+  void RmsNorm(const float* x, const float* w, float eps, int64_t rows, int64_t cols, float* y);
+  // y = x with node n's heads rotated at the batch's positions (kNeox halves or interleaved
+  // pairs), x and y [rows, cols].
+  void Rope(const Node& n, const Batch& b, const float* x, int64_t rows, int64_t cols, float* y);
+  // --profile: node n's time (into stats, when given) and its family's time and bytes.
+  void ProfileNode(const Node& n, const Graph& g, const Batch& b, const CpuKv& kv, bool decode,
+                   double dt, ComputeStats* stats);
   // The bytes node `n` reads from weights and the KV cache (for --profile's GB/s); MoE adds the
   // experts it ran (moe_bytes_, set by MoE()).
   double NodeBytes(const Node& n, const Graph& g, const Batch& b, const CpuKv& kv) const;
@@ -702,6 +729,146 @@ std::pair<int64_t, int64_t> ColumnBlock(int64_t cols, int64_t blocks, int64_t bl
   return {start(blk), start(blk + 1)};
 }
 
+namespace {
+
+// The expert weight of node n for expert e, part 0 gate, 1 up, 2 down.
+const Tensor& ExpertWeight(const Node& n, const Graph& g, int e, int part) {
+  return *g.node(n.src[size_t(3 + 3 * e + part)]).weight;
+}
+
+// Every expert of a projection has the projection's shape and the first expert's type (one
+// error naming the tensor, before any kernel runs on a pool thread).
+// EL: the experts this node holds (all, or a head split's range).
+void CheckExpertWeights(const Node& n, const Graph& g, int64_t D, int64_t I, int EL) {
+  const int E = EL;
+  for (int part = 0; part < 3; ++part) {
+    const Tensor& first = ExpertWeight(n, g, 0, part);
+    const Shape want = part == 2 ? Shape{D, I} : Shape{I, D};
+    for (int e = 0; e < E; ++e) {
+      const Tensor& t = ExpertWeight(n, g, e, part);
+      ES_CHECK(t.shape == want && t.dtype == first.dtype, "cpu backend: expert weight '", t.name,
+               "' is ", Name(t.dtype), " ", ShapeStr(t.shape), ", expected ", Name(first.dtype),
+               " ", ShapeStr(want), " (the experts of one projection share one type and shape)");
+    }
+    ES_CHECK(cpu::MatMulSupports(first.dtype) && (part == 2 ? I : D) % BlockElems(first.dtype) == 0,
+             "cpu backend: no matmul kernel for expert weight '", first.name, "' of type ",
+             Name(first.dtype), " ", ShapeStr(first.shape));
+  }
+}
+
+}  // namespace
+
+// The routing of one MoE node's R rows, and the R·K (row, j) entries compacted per expert.
+struct CpuBackend::ExpertRows {
+  std::vector<int32_t> chosen;         // [R, K] expert of each row's j-th choice
+  std::vector<float> weights;          // [R, K] its weight
+  std::vector<int64_t> count, offset;  // [EL + 1] compacted rows per local expert, where they start
+  std::vector<int64_t> entry;          // [R K] compacted row → its (row · K + j)
+  std::vector<int64_t> pos_of;         // [R K] (row · K + j) → its compacted row (-1: not here)
+  std::vector<int> active;  // experts with rows, most rows first (longest items start first)
+};
+
+CpuBackend::ExpertRows CpuBackend::RouteRows(const MoeParams& p, const float* x, int64_t R,
+                                             int64_t D, const Tensor& router, const float* bias,
+                                             int e0, int EL) {
+  const int E = p.n_experts, K = p.top_k;
+  ExpertRows er;
+  // Routing (router logits in f32, as transformers does even for f64 models).
+  std::vector<float> logits(size_t(R * E));
+  MatMul(x, R, D, router, nullptr, logits.data(), E);
+  er.chosen.resize(size_t(R * K));
+  er.weights.resize(size_t(R * K));
+  pool_.ParallelFor(
+      R,
+      [&](int64_t b0, int64_t e0, int) {
+        for (int64_t r = b0; r < e0; ++r)
+          ref::MoeRoute(&logits[size_t(r * E)], bias, p, &er.chosen[size_t(r * K)],
+                        &er.weights[size_t(r * K)]);
+      },
+      16);
+  // Rows compacted per expert: counts, offsets, and the (row, j) entry of each compacted row.
+  // Choices as local experts (-1: outside the range, added by another device).
+  for (int32_t& c : er.chosen) c = c >= e0 && c < e0 + EL ? c - e0 : -1;
+  er.count.assign(size_t(EL) + 1, 0);
+  er.offset.assign(size_t(EL) + 1, 0);
+  for (int64_t i = 0; i < R * K; ++i)
+    if (er.chosen[size_t(i)] >= 0) ++er.count[size_t(er.chosen[size_t(i)])];
+  for (int e = 0; e < EL; ++e)
+    er.offset[size_t(e) + 1] = er.offset[size_t(e)] + er.count[size_t(e)];
+  er.entry.resize(size_t(R * K));
+  er.pos_of.assign(size_t(R * K), -1);
+  std::vector<int64_t> fill(er.offset.begin(), er.offset.end() - 1);
+  for (int64_t i = 0; i < R * K; ++i) {
+    if (er.chosen[size_t(i)] < 0) continue;
+    const int64_t at = fill[size_t(er.chosen[size_t(i)])]++;
+    er.entry[size_t(at)] = i;
+    er.pos_of[size_t(i)] = at;
+  }
+  for (int e = 0; e < EL; ++e)
+    if (er.count[size_t(e)] > 0) er.active.push_back(e);
+  std::stable_sort(er.active.begin(), er.active.end(),
+                   [&](int a, int b) { return er.count[size_t(a)] > er.count[size_t(b)]; });
+  return er;
+}
+
+void CpuBackend::ExpertFfns(const Node& n, const Graph& g, const ExpertRows& er, int64_t D,
+                            int64_t I, const float* xs, float* act, float* dn) {
+  const int64_t A = int64_t(er.active.size());
+  auto weight = [&](int e, int part) -> const Tensor& { return ExpertWeight(n, g, e, part); };
+  bool packed = false;
+  for (int e : er.active) packed = packed || FindPacked(weight(e, 0)) || FindPacked(weight(e, 2));
+  // Gate and up of every active expert in one parallel region: items (expert, column block),
+  // SwiGLU applied to the block's outputs in place.
+  const int64_t bu = ExpertColumnBlocks(I, A, pool_.size(), packed);
+  ForEachItem(A * bu, [&](int64_t item, ThreadPool& serial) {
+    const int e = er.active[size_t(item / bu)];
+    const auto [n0, n1] = ColumnBlock(I, bu, item % bu);
+    const int64_t m = er.count[size_t(e)], nc = n1 - n0;
+    if (nc <= 0) return;
+    const float* xe = xs + er.offset[size_t(e)] * D;
+    thread_local std::vector<float> gt, up;
+    gt.resize(size_t(m * nc));
+    up.resize(size_t(m * nc));
+    MatMulCols(xe, m, D, weight(e, 0), n0, n1, gt.data(), nc, serial);
+    MatMulCols(xe, m, D, weight(e, 1), n0, n1, up.data(), nc, serial);
+    float* ae = act + er.offset[size_t(e)] * I;
+    for (int64_t i = 0; i < m; ++i)
+      for (int64_t c = 0; c < nc; ++c) {
+        const float gv = gt[size_t(i * nc + c)];
+        ae[i * I + n0 + c] = gv / (1.0f + std::exp(-gv)) * up[size_t(i * nc + c)];
+      }
+  });
+  // Down of every active expert in one parallel region: items (expert, column block of D).
+  const int64_t bd = ExpertColumnBlocks(D, A, pool_.size(), packed);
+  ForEachItem(A * bd, [&](int64_t item, ThreadPool& serial) {
+    const int e = er.active[size_t(item / bd)];
+    const auto [n0, n1] = ColumnBlock(D, bd, item % bd);
+    if (n1 <= n0) return;
+    MatMulCols(act + er.offset[size_t(e)] * I, er.count[size_t(e)], I, weight(e, 2), n0, n1,
+               dn + er.offset[size_t(e)] * D + n0, D, serial);
+  });
+}
+
+void CpuBackend::CombineExperts(const ExpertRows& er, int64_t R, int64_t D, int K, const float* dn,
+                                float* y) {
+  // Threaded over rows, or over columns for a single row; each row's sum is independent of the
+  // batch.
+  const int64_t cb = R >= pool_.size() ? 1 : (D + 255) / 256;
+  pool_.ParallelFor(R * cb, [&](int64_t b0, int64_t e0, int) {
+    for (int64_t u = b0; u < e0; ++u) {
+      const int64_t r = u / cb, c0 = D * (u % cb) / cb, c1 = D * (u % cb + 1) / cb;
+      float* yr = y + r * D;
+      std::fill(yr + c0, yr + c1, 0.0f);
+      for (int j = 0; j < K; ++j) {
+        if (er.pos_of[size_t(r * K + j)] < 0) continue;  // another device's expert
+        const float w = er.weights[size_t(r * K + j)];
+        const float* o = dn + er.pos_of[size_t(r * K + j)] * D;
+        for (int64_t i = c0; i < c1; ++i) yr[i] += w * o[i];
+      }
+    }
+  });
+}
+
 void CpuBackend::MoE(const Node& n, const Graph& g, const float* x, int64_t R, float* y) {
   const MoeParams& p = *n.moe;
   const int64_t D = g.node(n.src[0]).shape[1];
@@ -715,63 +882,12 @@ void CpuBackend::MoE(const Node& n, const Graph& g, const float* x, int64_t R, f
   ES_CHECK(int64_t(n.src.size()) == 3 + 3 * int64_t(EL) && e0 >= 0 && e0 + EL <= E,
            "cpu backend: moe '", n.name, "' has ", n.src.size(), " inputs for experts [", e0, ", ",
            e0 + EL, ") of ", E);
-  auto weight = [&](int e, int part) -> const Tensor& {
-    return *g.node(n.src[size_t(3 + 3 * e + part)]).weight;
-  };
-  // Every expert of a projection has the projection's shape and the first expert's type (one
-  // error naming the tensor, before any kernel runs on a pool thread).
-  for (int part = 0; part < 3; ++part) {
-    const Tensor& first = weight(0, part);
-    const Shape want = part == 2 ? Shape{D, I} : Shape{I, D};
-    for (int e = 0; e < EL; ++e) {
-      const Tensor& t = weight(e, part);
-      ES_CHECK(t.shape == want && t.dtype == first.dtype, "cpu backend: expert weight '", t.name,
-               "' is ", Name(t.dtype), " ", ShapeStr(t.shape), ", expected ", Name(first.dtype),
-               " ", ShapeStr(want), " (the experts of one projection share one type and shape)");
-    }
-    ES_CHECK(cpu::MatMulSupports(first.dtype) && (part == 2 ? I : D) % BlockElems(first.dtype) == 0,
-             "cpu backend: no matmul kernel for expert weight '", first.name, "' of type ",
-             Name(first.dtype), " ", ShapeStr(first.shape));
-  }
-  // Routing (router logits in f32, as transformers does even for f64 models).
-  std::vector<float> logits(size_t(R * E));
-  MatMul(x, R, D, router, nullptr, logits.data(), E);
-  std::vector<int32_t> chosen(size_t(R * K));
-  std::vector<float> weights(size_t(R * K));
-  pool_.ParallelFor(
-      R,
-      [&](int64_t b0, int64_t e0, int) {
-        for (int64_t r = b0; r < e0; ++r)
-          ref::MoeRoute(&logits[size_t(r * E)], bias, p, &chosen[size_t(r * K)],
-                        &weights[size_t(r * K)]);
-      },
-      16);
-  // Choices as local experts (-1: outside the range, added by another device).
-  for (int32_t& c : chosen) c = c >= e0 && c < e0 + EL ? c - e0 : -1;
-  // Rows compacted per expert: counts, offsets, and the (row, j) entry of each compacted row.
-  std::vector<int64_t> count(size_t(EL) + 1, 0), offset(size_t(EL) + 1, 0);
-  for (int64_t i = 0; i < R * K; ++i)
-    if (chosen[size_t(i)] >= 0) ++count[size_t(chosen[size_t(i)])];
-  for (int e = 0; e < EL; ++e) offset[size_t(e) + 1] = offset[size_t(e)] + count[size_t(e)];
-  std::vector<int64_t> entry(size_t(R * K)), pos_of(size_t(R * K), -1);
-  {
-    std::vector<int64_t> fill(offset.begin(), offset.end() - 1);
-    for (int64_t i = 0; i < R * K; ++i) {
-      if (chosen[size_t(i)] < 0) continue;
-      const int64_t at = fill[size_t(chosen[size_t(i)])]++;
-      entry[size_t(at)] = i;
-      pos_of[size_t(i)] = at;
-    }
-  }
-  std::vector<int> active;  // experts with rows, most rows first (longest items start first)
-  for (int e = 0; e < EL; ++e)
-    if (count[size_t(e)] > 0) active.push_back(e);
-  std::stable_sort(active.begin(), active.end(),
-                   [&](int a, int b) { return count[size_t(a)] > count[size_t(b)]; });
-  const int64_t A = int64_t(active.size()), M = offset[size_t(EL)];
+  CheckExpertWeights(n, g, D, I, EL);
+  const ExpertRows er = RouteRows(p, x, R, D, router, bias, e0, EL);
+  const int64_t M = er.offset[size_t(EL)];
   moe_bytes_ = double(router.nbytes);
-  for (int e : active)
-    for (int part = 0; part < 3; ++part) moe_bytes_ += double(weight(e, part).nbytes);
+  for (int e : er.active)
+    for (int part = 0; part < 3; ++part) moe_bytes_ += double(ExpertWeight(n, g, e, part).nbytes);
   // xs: [M, D] the compacted rows; act: [M, I] silu(gate)·up; dn: [M, D] the experts' outputs.
   float* xs = Alloc(size_t(M * D));
   float* act = Alloc(size_t(M * I));
@@ -780,60 +896,186 @@ void CpuBackend::MoE(const Node& n, const Graph& g, const float* x, int64_t R, f
       M,
       [&](int64_t b0, int64_t e0, int) {
         for (int64_t i = b0; i < e0; ++i)
-          std::memcpy(xs + i * D, x + (entry[size_t(i)] / K) * D, size_t(D) * 4);
+          std::memcpy(xs + i * D, x + (er.entry[size_t(i)] / K) * D, size_t(D) * 4);
       },
       8);
-  bool packed = false;
-  for (int e : active) packed = packed || FindPacked(weight(e, 0)) || FindPacked(weight(e, 2));
-  // Gate and up of every active expert in one parallel region: items (expert, column block),
-  // SwiGLU applied to the block's outputs in place.
-  const int64_t bu = ExpertColumnBlocks(I, A, pool_.size(), packed);
-  ForEachItem(A * bu, [&](int64_t item, ThreadPool& serial) {
-    const int e = active[size_t(item / bu)];
-    const auto [n0, n1] = ColumnBlock(I, bu, item % bu);
-    const int64_t m = count[size_t(e)], nc = n1 - n0;
-    if (nc <= 0) return;
-    const float* xe = xs + offset[size_t(e)] * D;
-    thread_local std::vector<float> gt, up;
-    gt.resize(size_t(m * nc));
-    up.resize(size_t(m * nc));
-    MatMulCols(xe, m, D, weight(e, 0), n0, n1, gt.data(), nc, serial);
-    MatMulCols(xe, m, D, weight(e, 1), n0, n1, up.data(), nc, serial);
-    float* ae = act + offset[size_t(e)] * I;
-    for (int64_t i = 0; i < m; ++i)
-      for (int64_t c = 0; c < nc; ++c) {
-        const float gv = gt[size_t(i * nc + c)];
-        ae[i * I + n0 + c] = gv / (1.0f + std::exp(-gv)) * up[size_t(i * nc + c)];
-      }
-  });
-  // Down of every active expert in one parallel region: items (expert, column block of D).
-  const int64_t bd = ExpertColumnBlocks(D, A, pool_.size(), packed);
-  ForEachItem(A * bd, [&](int64_t item, ThreadPool& serial) {
-    const int e = active[size_t(item / bd)];
-    const auto [n0, n1] = ColumnBlock(D, bd, item % bd);
-    if (n1 <= n0) return;
-    MatMulCols(act + offset[size_t(e)] * I, count[size_t(e)], I, weight(e, 2), n0, n1,
-               dn + offset[size_t(e)] * D + n0, D, serial);
-  });
-  // Combine: each row sums its experts' outputs in its own top-k order (independent of the
-  // batch); threaded over rows, or over columns for a single row.
-  const int64_t cb = R >= pool_.size() ? 1 : (D + 255) / 256;
-  pool_.ParallelFor(R * cb, [&](int64_t b0, int64_t e0, int) {
-    for (int64_t u = b0; u < e0; ++u) {
-      const int64_t r = u / cb, c0 = D * (u % cb) / cb, c1 = D * (u % cb + 1) / cb;
-      float* yr = y + r * D;
-      std::fill(yr + c0, yr + c1, 0.0f);
-      for (int j = 0; j < K; ++j) {
-        if (pos_of[size_t(r * K + j)] < 0) continue;  // another device's expert
-        const float w = weights[size_t(r * K + j)];
-        const float* o = dn + pos_of[size_t(r * K + j)] * D;
-        for (int64_t i = c0; i < c1; ++i) yr[i] += w * o[i];
-      }
-    }
-  });
+  ExpertFfns(n, g, er, D, I, xs, act, dn);
+  CombineExperts(er, R, D, K, dn, y);
   Release(xs, size_t(M * D));
   Release(act, size_t(M * I));
   Release(dn, size_t(M * D));
+}
+
+namespace {
+
+// Every row's position lies inside the cache and inside its sequence's mapped KV blocks.
+void CheckPositions(const Batch& b, const CpuKv& kv) {
+  for (int64_t t = 0; t < b.n_tokens(); ++t) {
+    const BatchSeq& s = b.seqs[size_t(b.row_seq[size_t(t)])];
+    ES_CHECK(b.positions[size_t(t)] < kv.capacity(), "sequence in slot ", s.slot,
+             " exceeds the context of ", kv.capacity(), " tokens");
+    ES_CHECK(b.positions[size_t(t)] < kv.mapped_tokens(s.slot), "sequence in slot ", s.slot,
+             " position ", b.positions[size_t(t)], " has no KV block (the slot's table maps ",
+             kv.mapped_tokens(s.slot), " tokens)");
+  }
+}
+
+// --profile's op family: the node's name with "layers.N." made "layers.*." (one line for all
+// layers) and its op.
+std::string FamilyKey(const Node& n) {
+  std::string key = n.name;
+  if (const size_t at = key.find("layers."); at != std::string::npos) {
+    size_t e = at + 7;
+    while (e < key.size() && std::isdigit(static_cast<unsigned char>(key[e]))) ++e;
+    key.replace(at + 7, e - at - 7, "*");
+  }
+  return key + " (" + OpName(n.op) + ")";
+}
+
+}  // namespace
+
+void CpuBackend::Embed(const Tensor& E, const Batch& b, int64_t cols, float* y) {
+  const int64_t T = b.n_tokens();
+  for (int64_t t = 0; t < T; ++t)
+    ES_CHECK(b.tokens[size_t(t)] >= 0 && b.tokens[size_t(t)] < E.rows(), "token id ",
+             b.tokens[size_t(t)], " is outside the vocabulary (", E.rows(), " tokens)");
+  pool_.ParallelFor(T, [&](int64_t b0, int64_t e0, int) {
+    for (int64_t t = b0; t < e0; ++t) {
+      const void* row = E.bytes() + size_t(b.tokens[size_t(t)]) * E.row_bytes();
+      if (IsQuantized(E.dtype))
+        Dequantize(E.dtype, row, y + t * cols, cols);
+      else
+        ConvertRowToF32(E.dtype, row, y + t * cols, cols);
+    }
+  });
+}
+
+void CpuBackend::RmsNorm(const float* x, const float* w, float eps, int64_t rows, int64_t cols,
+                         float* y) {
+  pool_.ParallelFor(rows, [&](int64_t b0, int64_t e0, int) {
+    for (int64_t r = b0; r < e0; ++r) {
+      const float* xr = x + r * cols;
+      double ss = 0;
+      for (int64_t k = 0; k < cols; ++k) ss += double(xr[k]) * xr[k];
+      const float inv = float(1.0 / std::sqrt(ss / double(cols) + eps));
+      for (int64_t k = 0; k < cols; ++k) y[r * cols + k] = w[k] * (xr[k] * inv);
+    }
+  });
+}
+
+void CpuBackend::Rope(const Node& n, const Batch& b, const float* x, int64_t rows, int64_t cols,
+                      float* y) {
+  const RopeTable& rt = *n.rope;
+  const int64_t H = n.i[0], hd = n.i[1], off = n.i[2], half = rt.dim / 2;
+  std::memcpy(y, x, size_t(rows * cols) * 4);
+  pool_.ParallelFor(rows, [&](int64_t b0, int64_t e0, int) {
+    std::vector<float> cs(static_cast<size_t>(half)), sn(static_cast<size_t>(half));
+    for (int64_t r = b0; r < e0; ++r) {
+      const float pos = float(b.positions[size_t(r)]);
+      for (int64_t k = 0; k < half; ++k) {
+        const float angle = pos * rt.inv_freq[size_t(k)];
+        cs[size_t(k)] = std::cos(angle) * rt.attention_factor;
+        sn[size_t(k)] = std::sin(angle) * rt.attention_factor;
+      }
+      for (int64_t h = 0; h < H; ++h) {
+        float* v = y + r * cols + h * hd + off;
+        for (int64_t k = 0; k < half; ++k) {
+          float* a = rt.mode == RopeMode::kNeox ? v + k : v + 2 * k;
+          float* c = rt.mode == RopeMode::kNeox ? v + k + half : v + 2 * k + 1;
+          const float x0 = *a, x1 = *c;
+          *a = x0 * cs[size_t(k)] - x1 * sn[size_t(k)];
+          *c = x1 * cs[size_t(k)] + x0 * sn[size_t(k)];
+        }
+      }
+    }
+  });
+}
+
+void CpuBackend::RunNode(const Node& n, const Graph& g, const Batch& b, CpuKv& kv,
+                         const std::vector<float*>& buf, float* y) {
+  const int64_t rows = n.shape[0], cols = n.shape[1];
+  auto in = [&](int k) { return buf[size_t(n.src[size_t(k)])]; };
+  auto w = [&](int k) -> const Tensor& { return *g.node(n.src[size_t(k)]).weight; };
+  switch (n.op) {
+    case Op::kEmbed:
+      Embed(w(0), b, cols, y);
+      break;
+    case Op::kRmsNorm:
+      RmsNorm(in(0), F32(&w(1)), n.f0, rows, cols, y);
+      break;
+    case Op::kMatMul: {
+      const Tensor& W = w(1);
+      const float* bias = n.src[2] >= 0 ? F32(g.node(n.src[2]).weight) : nullptr;
+      MatMul(in(0), rows, W.cols(), W, bias, y, cols);
+      break;
+    }
+    case Op::kAdd: {
+      const float *a = in(0), *c = in(1);
+      for (int64_t k = 0; k < rows * cols; ++k) y[k] = a[k] + c[k];
+      break;
+    }
+    case Op::kSwiGLU: {
+      const float *gt = in(0), *up = in(1);
+      pool_.ParallelFor(
+          rows * cols,
+          [&](int64_t b0, int64_t e0, int) {
+            for (int64_t k = b0; k < e0; ++k) y[k] = gt[k] / (1.0f + std::exp(-gt[k])) * up[k];
+          },
+          1024);
+      break;
+    }
+    case Op::kSlice: {
+      const float* x = in(0);
+      const int64_t xc = g.node(n.src[0]).shape[1];
+      for (int64_t r = 0; r < rows; ++r)
+        std::memcpy(y + r * cols, x + r * xc + n.i[0], size_t(cols) * 4);
+      break;
+    }
+    case Op::kRope:
+      Rope(n, b, in(0), rows, cols, y);
+      break;
+    case Op::kKvStore: {
+      const float* x = in(0);
+      const int part = int(n.i[0]);
+      ES_ASSERT(cols == kv.spec().width[part]);
+      for (int64_t t = 0; t < b.n_tokens(); ++t) {
+        const BatchSeq& s = b.seqs[size_t(b.row_seq[size_t(t)])];
+        cpu::KvStoreRow(x + t * cols, cols, kv.spec().dtype,
+                        kv.Rows(s.slot, n.layer, part).Row(b.positions[size_t(t)]));
+      }
+      break;
+    }
+    case Op::kAttention:
+      Attention(n, b, kv, in(0), y);
+      break;
+    case Op::kMlaAttention:
+      Mla(n, g, b, kv, in(0), y);
+      break;
+    case Op::kMoE:
+      MoE(n, g, in(0), rows, y);
+      break;
+    case Op::kGetRows: {
+      const float* x = in(0);
+      for (int64_t r = 0; r < rows; ++r)
+        std::memcpy(y + r * cols, x + int64_t(b.out_rows[size_t(r)]) * cols, size_t(cols) * 4);
+      break;
+    }
+    case Op::kInput:
+      std::memcpy(y, InputRows(b, n), size_t(rows * cols) * 4);
+      break;
+    case Op::kWeight:
+    case Op::kCount:
+      break;
+  }
+}
+
+void CpuBackend::ProfileNode(const Node& n, const Graph& g, const Batch& b, const CpuKv& kv,
+                             bool decode, double dt, ComputeStats* stats) {
+  if (stats) stats->ops.push_back({n.name, n.op, dt});
+  Family& f = profile_[decode ? 0 : 1].fam[FamilyKey(n)];
+  f.s += dt;
+  f.bytes += NodeBytes(n, g, b, kv);
+  ++f.count;
 }
 
 void CpuBackend::Run(const Graph& g, const Batch& b, KvStorage& kv_base, float* out, int32_t* ids,
@@ -857,149 +1099,19 @@ void CpuBackend::Run(const Graph& g, const Batch& b, KvStorage& kv_base, float* 
   const auto t_start = Clock::now();
   const int64_t T = b.n_tokens();
   const bool decode = T == int64_t(b.seqs.size());  // one row per sequence
-  for (int64_t t = 0; t < T; ++t) {
-    const BatchSeq& s = b.seqs[size_t(b.row_seq[size_t(t)])];
-    ES_CHECK(b.positions[size_t(t)] < kv.capacity(), "sequence in slot ", s.slot,
-             " exceeds the context of ", kv.capacity(), " tokens");
-    ES_CHECK(b.positions[size_t(t)] < kv.mapped_tokens(s.slot), "sequence in slot ", s.slot,
-             " position ", b.positions[size_t(t)], " has no KV block (the slot's table maps ",
-             kv.mapped_tokens(s.slot), " tokens)");
-  }
+  CheckPositions(b, kv);
   for (size_t i = 0; i < nodes.size(); ++i) {
     const Node& n = nodes[i];
     if (n.op == Op::kWeight) continue;
     const auto t0 = Clock::now();
-    const int64_t rows = n.shape[0], cols = n.shape[1];
     float* y = nullptr;
     if (n.op == Op::kKvStore) {
       buf[i] = buf[size_t(n.src[0])];  // passes its input through (for ordering)
     } else {
-      buf_n[i] = size_t(rows * cols);
+      buf_n[i] = size_t(n.shape[0] * n.shape[1]);
       y = buf[i] = Alloc(buf_n[i]);
     }
-    auto in = [&](int k) { return buf[size_t(n.src[size_t(k)])]; };
-    auto w = [&](int k) -> const Tensor& { return *g.node(n.src[size_t(k)]).weight; };
-    switch (n.op) {
-      case Op::kEmbed: {
-        const Tensor& E = w(0);
-        for (int64_t t = 0; t < T; ++t)
-          ES_CHECK(b.tokens[size_t(t)] >= 0 && b.tokens[size_t(t)] < E.rows(), "token id ",
-                   b.tokens[size_t(t)], " is outside the vocabulary (", E.rows(), " tokens)");
-        pool_.ParallelFor(T, [&](int64_t b0, int64_t e0, int) {
-          for (int64_t t = b0; t < e0; ++t) {
-            const void* row = E.bytes() + size_t(b.tokens[size_t(t)]) * E.row_bytes();
-            if (IsQuantized(E.dtype))
-              Dequantize(E.dtype, row, y + t * cols, cols);
-            else
-              ConvertRowToF32(E.dtype, row, y + t * cols, cols);
-          }
-        });
-        break;
-      }
-      case Op::kRmsNorm: {
-        const float* x = in(0);
-        const float* wt = F32(&w(1));
-        const float eps = n.f0;
-        pool_.ParallelFor(rows, [&](int64_t b0, int64_t e0, int) {
-          for (int64_t r = b0; r < e0; ++r) {
-            const float* xr = x + r * cols;
-            double ss = 0;
-            for (int64_t k = 0; k < cols; ++k) ss += double(xr[k]) * xr[k];
-            const float inv = float(1.0 / std::sqrt(ss / double(cols) + eps));
-            for (int64_t k = 0; k < cols; ++k) y[r * cols + k] = wt[k] * (xr[k] * inv);
-          }
-        });
-        break;
-      }
-      case Op::kMatMul: {
-        const Tensor& W = w(1);
-        const float* bias = n.src[2] >= 0 ? F32(g.node(n.src[2]).weight) : nullptr;
-        MatMul(in(0), rows, W.cols(), W, bias, y, cols);
-        break;
-      }
-      case Op::kAdd: {
-        const float *a = in(0), *c = in(1);
-        for (int64_t k = 0; k < rows * cols; ++k) y[k] = a[k] + c[k];
-        break;
-      }
-      case Op::kSwiGLU: {
-        const float *gt = in(0), *up = in(1);
-        pool_.ParallelFor(
-            rows * cols,
-            [&](int64_t b0, int64_t e0, int) {
-              for (int64_t k = b0; k < e0; ++k) y[k] = gt[k] / (1.0f + std::exp(-gt[k])) * up[k];
-            },
-            1024);
-        break;
-      }
-      case Op::kSlice: {
-        const float* x = in(0);
-        const int64_t xc = g.node(n.src[0]).shape[1];
-        for (int64_t r = 0; r < rows; ++r)
-          std::memcpy(y + r * cols, x + r * xc + n.i[0], size_t(cols) * 4);
-        break;
-      }
-      case Op::kRope: {
-        const RopeTable& rt = *n.rope;
-        const float* x = in(0);
-        const int64_t H = n.i[0], hd = n.i[1], off = n.i[2], half = rt.dim / 2;
-        std::memcpy(y, x, size_t(rows * cols) * 4);
-        pool_.ParallelFor(rows, [&](int64_t b0, int64_t e0, int) {
-          std::vector<float> cs(static_cast<size_t>(half)), sn(static_cast<size_t>(half));
-          for (int64_t r = b0; r < e0; ++r) {
-            const float pos = float(b.positions[size_t(r)]);
-            for (int64_t k = 0; k < half; ++k) {
-              const float angle = pos * rt.inv_freq[size_t(k)];
-              cs[size_t(k)] = std::cos(angle) * rt.attention_factor;
-              sn[size_t(k)] = std::sin(angle) * rt.attention_factor;
-            }
-            for (int64_t h = 0; h < H; ++h) {
-              float* v = y + r * cols + h * hd + off;
-              for (int64_t k = 0; k < half; ++k) {
-                float* a = rt.mode == RopeMode::kNeox ? v + k : v + 2 * k;
-                float* c = rt.mode == RopeMode::kNeox ? v + k + half : v + 2 * k + 1;
-                const float x0 = *a, x1 = *c;
-                *a = x0 * cs[size_t(k)] - x1 * sn[size_t(k)];
-                *c = x1 * cs[size_t(k)] + x0 * sn[size_t(k)];
-              }
-            }
-          }
-        });
-        break;
-      }
-      case Op::kKvStore: {
-        const float* x = in(0);
-        const int part = int(n.i[0]);
-        ES_ASSERT(cols == kv.spec().width[part]);
-        for (int64_t t = 0; t < T; ++t) {
-          const BatchSeq& s = b.seqs[size_t(b.row_seq[size_t(t)])];
-          cpu::KvStoreRow(x + t * cols, cols, kv.spec().dtype,
-                          kv.Rows(s.slot, n.layer, part).Row(b.positions[size_t(t)]));
-        }
-        break;
-      }
-      case Op::kAttention:
-        Attention(n, b, kv, in(0), y);
-        break;
-      case Op::kMlaAttention:
-        Mla(n, g, b, kv, in(0), y);
-        break;
-      case Op::kMoE:
-        MoE(n, g, in(0), rows, y);
-        break;
-      case Op::kGetRows: {
-        const float* x = in(0);
-        for (int64_t r = 0; r < rows; ++r)
-          std::memcpy(y + r * cols, x + int64_t(b.out_rows[size_t(r)]) * cols, size_t(cols) * 4);
-        break;
-      }
-      case Op::kInput:
-        std::memcpy(y, InputRows(b, n), size_t(rows * cols) * 4);
-        break;
-      case Op::kWeight:
-      case Op::kCount:
-        break;
-    }
+    RunNode(n, g, b, kv, buf, y);
     // Free inputs whose last reader this was.
     for (int s : n.src)
       if (s >= 0 && last[size_t(s)] == int(i) && buf_n[size_t(s)] &&
@@ -1007,21 +1119,9 @@ void CpuBackend::Run(const Graph& g, const Batch& b, KvStorage& kv_base, float* 
         Release(buf[size_t(s)], buf_n[size_t(s)]);
         buf_n[size_t(s)] = 0;
       }
-    if (opts_.profile) {
-      const double dt = std::chrono::duration<double>(Clock::now() - t0).count();
-      if (stats) stats->ops.push_back({n.name, n.op, dt});
-      // The family: the name with "layers.N." made "layers.*." (one line for all layers).
-      std::string key = n.name;
-      if (const size_t at = key.find("layers."); at != std::string::npos) {
-        size_t e = at + 7;
-        while (e < key.size() && std::isdigit(static_cast<unsigned char>(key[e]))) ++e;
-        key.replace(at + 7, e - at - 7, "*");
-      }
-      Family& f = profile_[decode ? 0 : 1].fam[key + " (" + OpName(n.op) + ")"];
-      f.s += dt;
-      f.bytes += NodeBytes(n, g, b, kv);
-      ++f.count;
-    }
+    if (opts_.profile)
+      ProfileNode(n, g, b, kv, decode, std::chrono::duration<double>(Clock::now() - t0).count(),
+                  stats);
   }
   const size_t on = size_t(g.output());
   if (out)

@@ -551,6 +551,35 @@ int ChooseDevice(const std::vector<VulkanDeviceInfo>& devices, const std::string
   return pick;
 }
 
+struct Device::Features {
+  Features() = default;
+  Features(const Features&) = delete;
+  Features& operator=(const Features&) = delete;
+
+  std::vector<const char*> extensions;
+  VkPhysicalDeviceFeatures2 f2{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_FEATURES_2};
+  VkPhysicalDeviceVulkan11Features f11{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_1_FEATURES};
+  VkPhysicalDeviceVulkan12Features f12{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_2_FEATURES};
+  VkPhysicalDeviceCooperativeMatrixFeaturesNV cmf{
+      VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_COOPERATIVE_MATRIX_FEATURES_NV};
+  CoopmatKhrFeatures khr{kSTypeCoopmatKhrFeatures, nullptr, VK_TRUE, VK_FALSE};
+  Coopmat2Features cm2{kSTypeCoopmat2Features,
+                       nullptr,
+                       VK_TRUE,
+                       VK_TRUE,
+                       VK_FALSE,
+                       VK_TRUE,
+                       VK_TRUE,
+                       VK_TRUE,
+                       VK_FALSE};
+  VkPhysicalDeviceShaderIntegerDotProductFeatures idf{
+      VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SHADER_INTEGER_DOT_PRODUCT_FEATURES};
+  VkPhysicalDeviceWorkgroupMemoryExplicitLayoutFeaturesKHR wml{
+      VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_WORKGROUP_MEMORY_EXPLICIT_LAYOUT_FEATURES_KHR};
+  VkPhysicalDevicePipelineExecutablePropertiesFeaturesKHR pef{
+      VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_PIPELINE_EXECUTABLE_PROPERTIES_FEATURES_KHR};
+};
+
 Device::Device(const std::string& want, const Tuning& tuning) : tuning_(tuning) {
   auto pds = PhysicalDevices();
   std::vector<VulkanDeviceInfo> infos;
@@ -573,31 +602,32 @@ Device::Device(const std::string& want, const Tuning& tuning) : tuning_(tuning) 
                                 ? qf[queue_family_].timestampValidBits
                                 : qf[queue_family_].timestampValidBits;
   }
-  const float priority = 1.0f;
-  VkDeviceQueueCreateInfo qci{VK_STRUCTURE_TYPE_DEVICE_QUEUE_CREATE_INFO};
-  qci.queueFamilyIndex = queue_family_;
-  qci.queueCount = 1;
-  qci.pQueuePriorities = &priority;
 
   // Features the shaders may use, enabled where present (fallback shaders otherwise).
-  VkPhysicalDeviceFeatures2 f2{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_FEATURES_2};
-  f2.features.shaderStorageBufferArrayDynamicIndexing = VK_TRUE;
-  VkPhysicalDeviceVulkan11Features f11{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_1_FEATURES};
-  VkPhysicalDeviceVulkan12Features f12{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_2_FEATURES};
+  Features f;
+  f.f2.features.shaderStorageBufferArrayDynamicIndexing = VK_TRUE;
   if (info_.api_version >= VK_API_VERSION_1_2) {
-    f2.pNext = &f11;
-    f11.pNext = &f12;
-    f11.storageBuffer16BitAccess = info_.storage16;
-    f12.shaderFloat16 = info_.fp16;
-    f12.shaderInt8 = info_.int8;
-    f12.storageBuffer8BitAccess = info_.storage8;
+    f.f2.pNext = &f.f11;
+    f.f11.pNext = &f.f12;
+    f.f11.storageBuffer16BitAccess = info_.storage16;
+    f.f12.shaderFloat16 = info_.fp16;
+    f.f12.shaderInt8 = info_.int8;
+    f.f12.storageBuffer8BitAccess = info_.storage8;
   }
+  EnableCoopmat(f);
+  EnableIntDot(f);
+  EnableSharedBlocks(f);
+  EnablePipelineStats(f);
+  // f16 math by default where the prefill GEMM can use tensor cores (a coopmat GEMM).
+  f16_math_ = tuning_.IsAuto(Knob::kF16Act) ? coopmat_n_ != 0 || coopmat2_.bm != 0
+                                            : tuning_.Uint(Knob::kF16Act) == 1;
+  CreateDevice(f);
+}
+
+void Device::EnableCoopmat(Features& f) {
   // NV cooperative matrix for the prefill GEMM: the extension, its feature, f16 arithmetic, the
   // Vulkan memory model (glslang emits it for coopmat shaders), a 32-wide subgroup and a
   // 16 x {16|8} x 16 f16 -> f32 shape at subgroup scope.
-  std::vector<const char*> extensions;
-  VkPhysicalDeviceCooperativeMatrixFeaturesNV cmf{
-      VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_COOPERATIVE_MATRIX_FEATURES_NV};
   // The subgroup-scope coopmat GEMM: NV's where the device has it, else KHR's (16 x 16 x 16);
   // ES_VK_COOPMAT=khr tries KHR's first, =0 neither.
   const bool prefer_khr = tuning_.Text(Knob::kCoopmat) == "khr";
@@ -606,100 +636,92 @@ Device::Device(const std::string& want, const Tuning& tuning) : tuning_(tuning) 
   coopmat_khr_ = khr_ok && nv_n == 0;
   coopmat_n_ = coopmat_khr_ ? 16 : nv_n;
   if (coopmat_n_ && !coopmat_khr_) {
-    extensions.push_back("VK_NV_cooperative_matrix");
-    cmf.cooperativeMatrix = VK_TRUE;
-    f12.vulkanMemoryModel = VK_TRUE;
-    f12.vulkanMemoryModelDeviceScope = VK_TRUE;
-    f12.pNext = &cmf;
+    f.extensions.push_back("VK_NV_cooperative_matrix");
+    f.cmf.cooperativeMatrix = VK_TRUE;
+    f.f12.vulkanMemoryModel = VK_TRUE;
+    f.f12.vulkanMemoryModelDeviceScope = VK_TRUE;
+    f.f12.pNext = &f.cmf;
   }
   // Workgroup-scope cooperative matrices (matmul_gemm_cm2.comp), next to the NV ones.
-  CoopmatKhrFeatures khr{kSTypeCoopmatKhrFeatures, nullptr, VK_TRUE, VK_FALSE};
-  Coopmat2Features cm2{kSTypeCoopmat2Features,
-                       nullptr,
-                       VK_TRUE,
-                       VK_TRUE,
-                       VK_FALSE,
-                       VK_TRUE,
-                       VK_TRUE,
-                       VK_TRUE,
-                       VK_FALSE};
   coopmat2_ = QueryCoopmat2(physical_, info_, tuning_);
-  if (coopmat2_.fa_br) cm2.reductions = VK_TRUE;  // the attention's row max and smears
-  if (coopmat2_.bm && coopmat2_.block_loads) {    // decode functions take buffer references
-    cm2.block_loads = VK_TRUE;
-    f12.bufferDeviceAddress = VK_TRUE;
+  if (coopmat2_.fa_br) f.cm2.reductions = VK_TRUE;  // the attention's row max and smears
+  if (coopmat2_.bm && coopmat2_.block_loads) {      // decode functions take buffer references
+    f.cm2.block_loads = VK_TRUE;
+    f.f12.bufferDeviceAddress = VK_TRUE;
   }
-  if (coopmat_khr_ || coopmat2_.bm) extensions.push_back("VK_KHR_cooperative_matrix");
+  if (coopmat_khr_ || coopmat2_.bm) f.extensions.push_back("VK_KHR_cooperative_matrix");
   if (coopmat_khr_ && !coopmat2_.bm) {
-    f12.vulkanMemoryModel = VK_TRUE;
-    f12.vulkanMemoryModelDeviceScope = VK_TRUE;
-    khr.pNext = f12.pNext;
-    f12.pNext = &khr;
+    f.f12.vulkanMemoryModel = VK_TRUE;
+    f.f12.vulkanMemoryModelDeviceScope = VK_TRUE;
+    f.khr.pNext = f.f12.pNext;
+    f.f12.pNext = &f.khr;
   }
   if (coopmat2_.bm) {
-    extensions.push_back("VK_NV_cooperative_matrix2");
-    f12.vulkanMemoryModel = VK_TRUE;
-    f12.vulkanMemoryModelDeviceScope = VK_TRUE;
-    f11.storageBuffer16BitAccess = VK_TRUE;
-    cm2.pNext = f12.pNext;
-    khr.pNext = &cm2;
-    f12.pNext = &khr;
+    f.extensions.push_back("VK_NV_cooperative_matrix2");
+    f.f12.vulkanMemoryModel = VK_TRUE;
+    f.f12.vulkanMemoryModelDeviceScope = VK_TRUE;
+    f.f11.storageBuffer16BitAccess = VK_TRUE;
+    f.cm2.pNext = f.f12.pNext;
+    f.khr.pNext = &f.cm2;
+    f.f12.pNext = &f.khr;
   }
-  // Integer dot products (the int8 GEMV of block-quantized weights, matmul_gemv.comp IDOT).
-  VkPhysicalDeviceShaderIntegerDotProductFeatures idf{
-      VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SHADER_INTEGER_DOT_PRODUCT_FEATURES};
-  if (info_.int_dot) {
-    if (info_.api_version < VK_API_VERSION_1_3)
-      extensions.push_back(VK_KHR_SHADER_INTEGER_DOT_PRODUCT_EXTENSION_NAME);
-    idf.shaderIntegerDotProduct = VK_TRUE;
-    idf.pNext = f2.pNext;
-    f2.pNext = &idf;
-  }
-  // Explicit shared-memory layout for the coopmat GEMM's vector stores to its f16 tiles.
-  VkPhysicalDeviceWorkgroupMemoryExplicitLayoutFeaturesKHR wml{
+}
+
+void Device::EnableIntDot(Features& f) {
+  if (!info_.int_dot) return;
+  if (info_.api_version < VK_API_VERSION_1_3)
+    f.extensions.push_back(VK_KHR_SHADER_INTEGER_DOT_PRODUCT_EXTENSION_NAME);
+  f.idf.shaderIntegerDotProduct = VK_TRUE;
+  f.idf.pNext = f.f2.pNext;
+  f.f2.pNext = &f.idf;
+}
+
+void Device::EnableSharedBlocks(Features& f) {
+  if (!coopmat_n_ || !tuning_.On(Knob::kSharedBlock) ||
+      !HasExtension(DeviceExtensions(physical_),
+                    VK_KHR_WORKGROUP_MEMORY_EXPLICIT_LAYOUT_EXTENSION_NAME))
+    return;
+  VkPhysicalDeviceWorkgroupMemoryExplicitLayoutFeaturesKHR have{
       VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_WORKGROUP_MEMORY_EXPLICIT_LAYOUT_FEATURES_KHR};
-  if (coopmat_n_ && tuning_.On(Knob::kSharedBlock) &&
-      HasExtension(DeviceExtensions(physical_),
-                   VK_KHR_WORKGROUP_MEMORY_EXPLICIT_LAYOUT_EXTENSION_NAME)) {
-    VkPhysicalDeviceWorkgroupMemoryExplicitLayoutFeaturesKHR have{
-        VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_WORKGROUP_MEMORY_EXPLICIT_LAYOUT_FEATURES_KHR};
-    VkPhysicalDeviceFeatures2 q{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_FEATURES_2};
-    q.pNext = &have;
-    vkGetPhysicalDeviceFeatures2(physical_, &q);
-    if (have.workgroupMemoryExplicitLayout && have.workgroupMemoryExplicitLayout16BitAccess) {
-      extensions.push_back(VK_KHR_WORKGROUP_MEMORY_EXPLICIT_LAYOUT_EXTENSION_NAME);
-      wml.workgroupMemoryExplicitLayout = VK_TRUE;
-      wml.workgroupMemoryExplicitLayout16BitAccess = VK_TRUE;
-      wml.pNext = f12.pNext;
-      f12.pNext = &wml;
-      shared_blocks_ = true;
-    }
+  VkPhysicalDeviceFeatures2 q{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_FEATURES_2};
+  q.pNext = &have;
+  vkGetPhysicalDeviceFeatures2(physical_, &q);
+  if (!have.workgroupMemoryExplicitLayout || !have.workgroupMemoryExplicitLayout16BitAccess) return;
+  f.extensions.push_back(VK_KHR_WORKGROUP_MEMORY_EXPLICIT_LAYOUT_EXTENSION_NAME);
+  f.wml.workgroupMemoryExplicitLayout = VK_TRUE;
+  f.wml.workgroupMemoryExplicitLayout16BitAccess = VK_TRUE;
+  f.wml.pNext = f.f12.pNext;
+  f.f12.pNext = &f.wml;
+  shared_blocks_ = true;
+}
+
+void Device::EnablePipelineStats(Features& f) {
+  if (!tuning_.On(Knob::kPipelineStats)) return;
+  if (!HasExtension(DeviceExtensions(physical_),
+                    VK_KHR_PIPELINE_EXECUTABLE_PROPERTIES_EXTENSION_NAME)) {
+    std::fprintf(stderr, "vulkan: ES_VK_PIPELINE_STATS=1, but %s has no %s: no statistics\n",
+                 info_.name.c_str(), VK_KHR_PIPELINE_EXECUTABLE_PROPERTIES_EXTENSION_NAME);
+    return;
   }
-  // Pipeline statistics for tuning (ES_VK_PIPELINE_STATS=1): registers, spills, ... per pipeline.
-  VkPhysicalDevicePipelineExecutablePropertiesFeaturesKHR pef{
-      VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_PIPELINE_EXECUTABLE_PROPERTIES_FEATURES_KHR};
-  if (tuning_.On(Knob::kPipelineStats)) {
-    if (HasExtension(DeviceExtensions(physical_),
-                     VK_KHR_PIPELINE_EXECUTABLE_PROPERTIES_EXTENSION_NAME)) {
-      extensions.push_back(VK_KHR_PIPELINE_EXECUTABLE_PROPERTIES_EXTENSION_NAME);
-      pef.pipelineExecutableInfo = VK_TRUE;
-      pef.pNext = f2.pNext;
-      f2.pNext = &pef;
-      pipeline_stats_ = true;
-    } else {
-      std::fprintf(stderr, "vulkan: ES_VK_PIPELINE_STATS=1, but %s has no %s: no statistics\n",
-                   info_.name.c_str(), VK_KHR_PIPELINE_EXECUTABLE_PROPERTIES_EXTENSION_NAME);
-    }
-  }
-  // f16 math by default where the prefill GEMM can use tensor cores (a coopmat GEMM).
-  f16_math_ = tuning_.IsAuto(Knob::kF16Act) ? coopmat_n_ != 0 || coopmat2_.bm != 0
-                                            : tuning_.Uint(Knob::kF16Act) == 1;
+  f.extensions.push_back(VK_KHR_PIPELINE_EXECUTABLE_PROPERTIES_EXTENSION_NAME);
+  f.pef.pipelineExecutableInfo = VK_TRUE;
+  f.pef.pNext = f.f2.pNext;
+  f.f2.pNext = &f.pef;
+  pipeline_stats_ = true;
+}
+
+void Device::CreateDevice(Features& f) {
+  const float priority = 1.0f;
+  VkDeviceQueueCreateInfo qci{VK_STRUCTURE_TYPE_DEVICE_QUEUE_CREATE_INFO};
+  qci.queueFamilyIndex = queue_family_;
+  qci.queueCount = 1;
+  qci.pQueuePriorities = &priority;
   VkDeviceCreateInfo dci{VK_STRUCTURE_TYPE_DEVICE_CREATE_INFO};
-  dci.pNext = &f2;
+  dci.pNext = &f.f2;
   dci.queueCreateInfoCount = 1;
   dci.pQueueCreateInfos = &qci;
-  dci.enabledExtensionCount = uint32_t(extensions.size());
-  dci.ppEnabledExtensionNames = extensions.data();
+  dci.enabledExtensionCount = uint32_t(f.extensions.size());
+  dci.ppEnabledExtensionNames = f.extensions.data();
   VK_CHECK(vkCreateDevice(physical_, &dci, nullptr, &device_), " on device ", info_.name);
   vkGetDeviceQueue(device_, queue_family_, 0, &queue_);
 

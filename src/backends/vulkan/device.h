@@ -120,6 +120,21 @@ class Device {
  private:
   VkCommandBuffer BeginOnce();
   void EndOnceAndWait(VkCommandBuffer cb);
+  // ---- creation, in the order the constructor runs them ----
+  // The feature structures and extensions vkCreateDevice gets, chained through pNext
+  // (device.cpp; built in place, never copied).
+  struct Features;
+  // The cooperative-matrix GEMMs (NV subgroup scope, KHR, NV workgroup scope) the device and
+  // the knobs allow: sets coopmat_n_, coopmat_khr_, coopmat2_ and their features.
+  void EnableCoopmat(Features& f);
+  // Integer dot products (the int8 GEMV of block-quantized weights, matmul_gemv.comp IDOT).
+  void EnableIntDot(Features& f);
+  // Explicit shared-memory layout for the coopmat GEMM's f16 tiles: sets shared_blocks_.
+  void EnableSharedBlocks(Features& f);
+  // Pipeline statistics (ES_VK_PIPELINE_STATS=1): sets pipeline_stats_.
+  void EnablePipelineStats(Features& f);
+  // The device with those features, its queue, command pool and fence.
+  void CreateDevice(Features& f);
 
   VkPhysicalDevice physical_ = VK_NULL_HANDLE;
   VkDevice device_ = VK_NULL_HANDLE;  // owned

@@ -182,7 +182,18 @@ const Pipeline& PipelineCache::Get(const std::string& shader, const std::vector<
   if (dev_.pipeline_stats()) PrintStats(d, p->pipeline, shader, spec);
   ++created_;
   dirty_ = true;
+  if (compiling_) compiling_->Add(1);
   return *(pipelines_[key] = std::move(p));
+}
+
+PipelineCache::CompileScope::CompileScope(PipelineCache& cache) : cache_(cache) {
+  if (cache_.compiling_) return;
+  progress_ = std::make_unique<Progress>("compiling pipelines", 0);
+  cache_.compiling_ = progress_.get();
+}
+
+PipelineCache::CompileScope::~CompileScope() {
+  if (progress_) cache_.compiling_ = nullptr;
 }
 
 }  // namespace es::vk

@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "edgeseek/internal/core/progress.h"
 #include "vk_api.h"
 
 namespace es::vk {
@@ -34,6 +35,21 @@ class PipelineCache {
   const Pipeline& Get(const std::string& shader, const std::vector<uint32_t>& binding_counts,
                       const std::vector<uint32_t>& spec = {});
   void Save();
+  // While one lives, each pipeline created counts on one progress line ("compiling pipelines",
+  // core/progress.h): a backend holds one over a program's recording, where the first run on a
+  // device (an empty cache file) compiles dozens, seconds on a phone-class GPU. An inner scope
+  // adds to the outer one's line.
+  class CompileScope {
+   public:
+    explicit CompileScope(PipelineCache& cache);
+    ~CompileScope();
+    CompileScope(const CompileScope&) = delete;
+    CompileScope& operator=(const CompileScope&) = delete;
+
+   private:
+    PipelineCache& cache_;
+    std::unique_ptr<Progress> progress_;  // null in an inner scope
+  };
   int created() const { return created_; }               // pipelines built in this process
   size_t loaded_bytes() const { return loaded_bytes_; }  // cache data read from disk at start
   const std::string& path() const { return path_; }
@@ -46,6 +62,7 @@ class PipelineCache {
   size_t loaded_bytes_ = 0;
   int created_ = 0;
   bool dirty_ = false;
+  Progress* compiling_ = nullptr;  // the outermost CompileScope's line, not owned
 };
 
 }  // namespace es::vk

@@ -311,6 +311,7 @@ VulkanBackend::Program& VulkanBackend::GetProgram(const Graph& g, const Batch& b
       return *programs_.front();
     }
   const auto t_build = Clock::now();
+  const PipelineCache::CompileScope compiling(*pipes_);  // a first run's wait, on a terminal
   auto p = Build(g, b, kv, mode, key);
   ++programs_built_;
   build_s_ += Since(t_build);

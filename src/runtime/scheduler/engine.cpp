@@ -448,90 +448,58 @@ void Engine::set_drafter(std::unique_ptr<Drafter> drafter, int k) {
   spec_k_ = k;
 }
 
-bool Engine::Step() {
-  double now = SteadySeconds();
-  SweepFinishedRequests(now);
-  MaybePreempt(now);
-  Admit(now);
-  MaybeMigrate(now);
-  if (running_.empty()) {
-    PublishStats();
-    return false;
+Engine::StepPlan Engine::PlanSerialStep(double now) {
+  // Deterministic on a backend whose rows depend on the batch: one sequence a step, taken in
+  // turn; its prompt in fixed prefill_chunk pieces from position 0 and every later token alone
+  // (also when a preempted request recomputes its KV), so each row is computed exactly as
+  // when the request runs by itself.
+  StepPlan plan;
+  auto r = running_[next_serial_++ % running_.size()];
+  int64_t prompt = int64_t(r->prompt.size());
+  int n = r->n_computed < prompt
+              ? int(std::min<int64_t>(prompt - r->n_computed, opts_.prefill_chunk))
+              : 1;
+  if (ReserveStep(r, &n, {}, now)) {
+    plan.items.push_back({r, n});
+    if (int64_t(r->tokens.size()) - r->n_computed == 1)
+      ++plan.decodes;
+    else
+      plan.prefill_tokens += n;
   }
-  // A lone request that decodes: a speculative step (set_drafter). Batches of several requests
-  // keep one row each, where the step's weights are already shared between them.
-  // Not in serial mode: there a request's rows must be computed as when it runs alone, one a
-  // step, and k + 1 rows of a backend that is not batch-invariant are not.
-  if (drafter_ && !serial_ && running_.size() == 1 && running_[0]->n_generated > 0 &&
-      int64_t(running_[0]->tokens.size()) - running_[0]->n_computed == 1)
-    return SpecStep(running_[0], now);
+  return plan;
+}
 
-  // ---- plan ----
-  struct Item {
-    std::shared_ptr<SeqRequest> r;
-    int n;
-  };
-  std::vector<Item> items;
+Engine::StepPlan Engine::PlanBatchStep(double now) {
+  // A request preempted for blocks while planning (its slot is then -1) is skipped.
+  StepPlan plan;
   int budget = opts_.max_batch_tokens;
-  int prefill_tokens = 0, decodes = 0;
   std::vector<std::shared_ptr<SeqRequest>> planned;  // items' requests (their blocks are held)
-  if (serial_) {
-    // Deterministic on a backend whose rows depend on the batch: one sequence a step, taken in
-    // turn; its prompt in fixed prefill_chunk pieces from position 0 and every later token alone
-    // (also when a preempted request recomputes its KV), so each row is computed exactly as
-    // when the request runs by itself.
-    auto r = running_[next_serial_++ % running_.size()];
-    int64_t prompt = int64_t(r->prompt.size());
-    int n = r->n_computed < prompt
-                ? int(std::min<int64_t>(prompt - r->n_computed, opts_.prefill_chunk))
-                : 1;
-    if (ReserveStep(r, &n, planned, now)) {
-      items.push_back({r, n});
-      if (int64_t(r->tokens.size()) - r->n_computed == 1)
-        ++decodes;
-      else
-        prefill_tokens += n;
-    }
-  } else {
-    // Every decode first (one token each), then prefill chunks under the budget. A request
-    // preempted for blocks while planning (its slot is then -1) is skipped.
-    const std::vector<std::shared_ptr<SeqRequest>> order = running_;
-    for (auto& r : order) {
-      if (int(items.size()) >= opts_.max_batch_seqs || budget <= 0) break;
-      if (r->slot < 0 || int64_t(r->tokens.size()) - r->n_computed != 1) continue;
-      int n = 1;
-      if (!ReserveStep(r, &n, planned, now)) continue;
-      items.push_back({r, 1});
-      planned.push_back(r);
-      --budget;
-      ++decodes;
-    }
-    for (auto& r : order) {
-      if (int(items.size()) >= opts_.max_batch_seqs || budget <= 0) break;
-      int64_t left = int64_t(r->tokens.size()) - r->n_computed;
-      if (r->slot < 0 || left <= 1) continue;
-      int n = int(std::min<int64_t>({left, budget, opts_.prefill_chunk}));
-      if (!ReserveStep(r, &n, planned, now)) continue;
-      items.push_back({r, n});
-      planned.push_back(r);
-      budget -= n;
-      prefill_tokens += n;
-    }
+  const std::vector<std::shared_ptr<SeqRequest>> order = running_;
+  for (auto& r : order) {
+    if (int(plan.items.size()) >= opts_.max_batch_seqs || budget <= 0) break;
+    if (r->slot < 0 || int64_t(r->tokens.size()) - r->n_computed != 1) continue;
+    int n = 1;
+    if (!ReserveStep(r, &n, planned, now)) continue;
+    plan.items.push_back({r, 1});
+    planned.push_back(r);
+    --budget;
+    ++plan.decodes;
   }
-  if (items.empty()) {
-    PublishStats();
-    return false;
+  for (auto& r : order) {
+    if (int(plan.items.size()) >= opts_.max_batch_seqs || budget <= 0) break;
+    int64_t left = int64_t(r->tokens.size()) - r->n_computed;
+    if (r->slot < 0 || left <= 1) continue;
+    int n = int(std::min<int64_t>({left, budget, opts_.prefill_chunk}));
+    if (!ReserveStep(r, &n, planned, now)) continue;
+    plan.items.push_back({r, n});
+    planned.push_back(r);
+    budget -= n;
+    plan.prefill_tokens += n;
   }
-  Batch batch;
-  for (auto& it : items) {
-    if (paged_) model_->SetBlockTable(it.r->slot, it.r->kv_blocks);
-    auto first = it.r->tokens.begin() + it.r->n_computed;
-    batch.Add(it.r->slot, it.r->n_computed, std::vector<int32_t>(first, first + it.n));
-  }
-  batch.Finalize();
+  return plan;
+}
 
-  // ---- forward ----
-  double t0 = SteadySeconds();
+bool Engine::ForwardStep(const std::vector<StepItem>& items, const Batch& batch) {
   compute_stats_ = ComputeStats{};
   // Every row greedy without penalties: only the argmax ids come back from the backend; else, on
   // a backend that samples on the device, only the sampled ids; else the logits.
@@ -552,34 +520,21 @@ bool Engine::Step() {
       sampled = r->sampler->DeviceParams(r->tokens, {}, &rows_[i]);
     }
   }
-  try {
-    if (greedy)
-      model_->ForwardArgmax(batch, &ids_, opts_.profile ? &compute_stats_ : nullptr);
-    else if (sampled)
-      model_->ForwardSample(batch, rows_, &ids_, opts_.profile ? &compute_stats_ : nullptr);
-    else
-      model_->Forward(batch, &logits_, opts_.profile ? &compute_stats_ : nullptr);
-  } catch (const Error& e) {
-    // Bad input of one of the sequences (e.g. an id outside the vocabulary): fail the batch's
-    // sequences with the message, keep the engine running. A lost device (UnavailableError)
-    // cancels them: the server is going down (503).
-    const FinishReason why =
-        dynamic_cast<const UnavailableError*>(&e) ? FinishReason::kCancelled : FinishReason::kError;
-    for (auto& it : items) Finish(it.r, why, e.what());
-    PublishStats();
-    return true;
-  }
-  double t1 = SteadySeconds();
+  ComputeStats* stats = opts_.profile ? &compute_stats_ : nullptr;
+  if (greedy)
+    model_->ForwardArgmax(batch, &ids_, stats);
+  else if (sampled)
+    model_->ForwardSample(batch, rows_, &ids_, stats);
+  else
+    model_->Forward(batch, &logits_, stats);
   const bool have_ids = greedy || sampled;
   ES_ASSERT(have_ids ? ids_.size() >= items.size()
                      : logits_.size() >= items.size() * size_t(vocab_));
-  StepSplit split;
-  if (opts_.profile) {
-    const ComputeStats& cs = compute_stats_;
-    split = {cs.upload_s, cs.dispatch_s, cs.shader_s, cs.download_s, cs.total_s, true};
-  }
+  return have_ids;
+}
 
-  // ---- sample, emit, finish ----
+void Engine::EmitStep(const std::vector<StepItem>& items, const Batch& batch, bool have_ids,
+                      double t0, double t1, const StepSplit& split) {
   for (size_t i = 0; i < items.size(); ++i) {
     auto r = items[i].r;
     bool decode = int64_t(r->tokens.size()) - r->n_computed == 1 && r->n_generated > 0;
@@ -596,6 +551,64 @@ bool Engine::Step() {
     const int32_t tok = have_ids ? ids_[i] : r->sampler->Sample(row, vocab_, r->tokens);
     EmitToken(r, row, tok, t1);
   }
+}
+
+bool Engine::Step() {
+  double now = SteadySeconds();
+  SweepFinishedRequests(now);
+  MaybePreempt(now);
+  Admit(now);
+  MaybeMigrate(now);
+  if (running_.empty()) {
+    PublishStats();
+    return false;
+  }
+  // A lone request that decodes: a speculative step (set_drafter). Batches of several requests
+  // keep one row each, where the step's weights are already shared between them.
+  // Not in serial mode: there a request's rows must be computed as when it runs alone, one a
+  // step, and k + 1 rows of a backend that is not batch-invariant are not.
+  if (drafter_ && !serial_ && running_.size() == 1 && running_[0]->n_generated > 0 &&
+      int64_t(running_[0]->tokens.size()) - running_[0]->n_computed == 1)
+    return SpecStep(running_[0], now);
+
+  const StepPlan plan = serial_ ? PlanSerialStep(now) : PlanBatchStep(now);
+  const std::vector<StepItem>& items = plan.items;
+  if (items.empty()) {
+    PublishStats();
+    return false;
+  }
+  Batch batch;
+  for (auto& it : items) {
+    if (paged_) model_->SetBlockTable(it.r->slot, it.r->kv_blocks);
+    auto first = it.r->tokens.begin() + it.r->n_computed;
+    batch.Add(it.r->slot, it.r->n_computed, std::vector<int32_t>(first, first + it.n));
+  }
+  batch.Finalize();
+
+  double t0 = SteadySeconds();
+  bool have_ids = false;
+  try {
+    have_ids = ForwardStep(items, batch);
+  } catch (const Error& e) {
+    // Bad input of one of the sequences (e.g. an id outside the vocabulary): fail the batch's
+    // sequences with the message, keep the engine running. A lost device (UnavailableError)
+    // cancels them: the server is going down (503).
+    const FinishReason why =
+        dynamic_cast<const UnavailableError*>(&e) ? FinishReason::kCancelled : FinishReason::kError;
+    for (auto& it : items) {
+      auto r = it.r;
+      Finish(r, why, e.what());
+    }
+    PublishStats();
+    return true;
+  }
+  double t1 = SteadySeconds();
+  StepSplit split;
+  if (opts_.profile) {
+    const ComputeStats& cs = compute_stats_;
+    split = {cs.upload_s, cs.dispatch_s, cs.shader_s, cs.download_s, cs.total_s, true};
+  }
+  EmitStep(items, batch, have_ids, t0, t1, split);
   ++local_.steps;
   UpdateStepTime(t1 - t0);
   local_.last_batch_tokens = batch.n_tokens();
@@ -604,8 +617,8 @@ bool Engine::Step() {
     StepInfo info;
     info.batch_tokens = batch.n_tokens();
     info.batch_seqs = int(items.size());
-    info.decode_seqs = decodes;
-    info.prefill_tokens = prefill_tokens;
+    info.decode_seqs = plan.decodes;
+    info.prefill_tokens = plan.prefill_tokens;
     info.seconds = t1 - t0;
     info.split = split;
     on_step_(info);

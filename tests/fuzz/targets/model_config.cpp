@@ -1,17 +1,20 @@
-// Fuzz target: a config.json through LoadHfConfig (src/models/config.cpp: the nesting bound and
-// the checked reads of edgeseek/internal/core/json_field.h, ParseHfConfig and its validation), as a
-// checkpoint with 4 layers would bound it. Every failure must be one es::Error.
+// Fuzz target: a config.json's text through what LoadHfConfig does after reading the file
+// (src/models/config.cpp): json_field::Parse (the nesting bound, then nlohmann), ParseHfConfig
+// and its validation, as a checkpoint with 4 layers would bound it. Every failure must be one
+// es::Error. In memory: writing each input to a file and reading it back (up to 4 MB once
+// Expand has grown it) cost more than the parse.
 #include <cstddef>
 #include <cstdint>
 
 #include "edgeseek/internal/core/error.h"
+#include "edgeseek/internal/core/json_field.h"
 #include "edgeseek/internal/models/config.h"
 #include "fuzz_util.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
-  es::fuzz::TempFile file(es::fuzz::Expand(data, size), "_config.json");
+  const std::string text = es::fuzz::Expand(data, size);
   try {
-    es::LoadHfConfig(file.path(), 4);
+    es::ParseHfConfig(es::json_field::Parse(text, "config.json"), "config.json", 4);
   } catch (const es::Error&) {
   }
   return 0;

@@ -5,11 +5,13 @@
 // clear error when no Vulkan loader or driver exists.
 #include <gtest/gtest.h>
 
+#include <cstdio>
 #include <filesystem>
 
 #include "backends/vulkan/memory.h"
 #include "backends/vulkan/plan.h"
 #include "edgeseek/internal/backends/vulkan.h"
+#include "edgeseek/internal/core/progress.h"
 #include "test_util.h"
 #include "vk_util.h"
 
@@ -229,6 +231,39 @@ TEST_F(VulkanRuntime, PipelineCacheIsStoredAndLoadedNextStart) {
     auto be = MakeVulkan({});
     EXPECT_GT(be->pipelines().loaded_bytes(), 0u);
   }
+}
+
+// A first run compiles its pipelines while recording: one progress line (core/progress.h) counts
+// them while a CompileScope lives (the backend holds one over each recording), erased after;
+// nothing outside a scope.
+TEST_F(VulkanRuntime, CompilingPipelinesShowsProgressWhileRecording) {
+  auto read_all = [](std::FILE* f) {
+    std::fflush(f);
+    std::rewind(f);
+    std::string s;
+    char buf[256];
+    size_t n;
+    while ((n = std::fread(buf, 1, sizeof(buf), f)) > 0) s.append(buf, n);
+    return s;
+  };
+  Tensor E = RandomTensor("e", DType::kF32, {16, 32}, 13);
+  Tensor W1 = RandomTensor("w1", DType::kF16, {24, 32}, 14),
+         W2 = RandomTensor("w2", DType::kF16, {24, 32}, 15),
+         W3 = RandomTensor("w3", DType::kBF16, {24, 32}, 16);
+  auto be = MakeVulkan({});  // its own pipelines: none made yet in this process
+  std::FILE* f = std::tmpfile();
+  ASSERT_NE(f, nullptr);
+  SetProgressOutput(f, 0.0);
+  be->pipelines().Get("rms_norm", {1, 1, 1}, {7});  // outside a scope: counted nowhere
+  const std::string outside = read_all(f);
+  RunGraph(*be, SmallGraph(E, W1, W2, W3, 2), RowsBatch(2));
+  SetProgressOutput(nullptr);
+  const std::string s = read_all(f);
+  std::fclose(f);
+  EXPECT_EQ(outside, "");
+  EXPECT_EQ(s.find('\n'), std::string::npos) << s;  // one line, rewritten with \r
+  EXPECT_NE(s.find("\rcompiling pipelines: 1 "), std::string::npos) << s;
+  EXPECT_EQ(s.substr(s.size() - 4), "\r\033[K") << s;  // erased at the end
 }
 
 // Waiting on a step's fence by polling first (ES_VK_SPIN_US; default 0 on CPU devices like

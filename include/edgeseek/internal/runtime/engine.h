@@ -422,6 +422,27 @@ class Engine {
   void UpdateStepTime(double seconds);  // local_.step_s
   // The speculative step of a lone decoding request (set_drafter).
   bool SpecStep(std::shared_ptr<SeqRequest> r, double now);
+  // ---- one plain step (Step): plan, forward, sample and emit ----
+  // A request's share of the step: its tokens [n_computed, n_computed + n).
+  struct StepItem {
+    std::shared_ptr<SeqRequest> r;
+    int n = 0;
+  };
+  struct StepPlan {
+    std::vector<StepItem> items;
+    int prefill_tokens = 0, decodes = 0;
+  };
+  // Serial mode: the request whose turn it is, its next prefill chunk or its one decode row.
+  StepPlan PlanSerialStep(double now);
+  // Every decode first (one row each), then prefill chunks under the step's token budget.
+  StepPlan PlanBatchStep(double now);
+  // The step's forward: into ids_ (every row greedy, or sampled on the device; then true) or
+  // into logits_ (false). Throws what the model throws.
+  bool ForwardStep(const std::vector<StepItem>& items, const Batch& batch);
+  // After the forward: each item's rows count as computed (and traced); a request whose
+  // tokens are all computed gets its next token, sampled here from logits_ unless have_ids.
+  void EmitStep(const std::vector<StepItem>& items, const Batch& batch, bool have_ids, double t0,
+                double t1, const StepSplit& split);
   // Masks a constrained row; false (and the request finished) when nothing may follow.
   bool ApplyConstraint(std::shared_ptr<SeqRequest>& r, float* row);
 
