@@ -543,6 +543,24 @@ void RecordDecGemm(OpContext& c, BufRange x, int64_t R, int64_t K, const DeviceW
     if (sk) RecordSplitKSum(c, part, bias, x, y, N, R, ch.row0, y_rs, p.S);
   }
 }
+
+// Decode-shaped products of more than kGemvMaxRows rows on the GEMMs made for them, the decode
+// GEMM first, then the block-load GEMM, where their scratch (x16) fits; false: neither applies.
+bool RecordDecodeShaped(OpContext& c, BufRange x, int64_t R, int64_t K, const DeviceWeight& w,
+                        const BufRange* bias, BufRange y, int64_t y_rs, const BufRange* x16) {
+  if (R <= kGemvMaxRows || !x16) return false;
+  if (UseDecGemm(c.dev, R, K, w.dtype) &&
+      x16->size >= Cm2PartOffset(PlanDec(c.dev, R, w.rows, K).Rp, K)) {
+    RecordDecGemm(c, x, R, K, w, bias, y, y_rs, *x16);
+    return true;
+  }
+  if (UseCm2Decode(c.dev, R, K, w.dtype) &&
+      x16->size >= Cm2PartOffset(PlanCm2Decode(c.dev, R, w.rows, K).Rp, K)) {
+    RecordCm2Decode(c, x, R, K, w, bias, y, y_rs, *x16);
+    return true;
+  }
+  return false;
+}
 }  // namespace
 
 void RecordMatMul(OpContext& c, BufRange x, int64_t R, int64_t K, const DeviceWeight& w,
@@ -551,18 +569,9 @@ void RecordMatMul(OpContext& c, BufRange x, int64_t R, int64_t K, const DeviceWe
   ES_ASSERT((!residual && !norm) || (R <= kGemvMaxRows && K % 8 == 0));
   ES_ASSERT(w.cols == K);
   ES_ASSERT(!xq || (!norm && UseIdotGemv(c.dev, R, K, w.dtype)));
+  if (RecordDecodeShaped(c, x, R, K, w, bias, y, y_rs, x16)) return;
   const bool gemv = R <= kGemvMaxRows;
   const bool vec = K % 8 == 0;
-  if (!gemv && x16 && UseDecGemm(c.dev, R, K, w.dtype) &&
-      x16->size >= Cm2PartOffset(PlanDec(c.dev, R, w.rows, K).Rp, K)) {
-    RecordDecGemm(c, x, R, K, w, bias, y, y_rs, *x16);
-    return;
-  }
-  if (!gemv && x16 && UseCm2Decode(c.dev, R, K, w.dtype) &&
-      x16->size >= Cm2PartOffset(PlanCm2Decode(c.dev, R, w.rows, K).Rp, K)) {
-    RecordCm2Decode(c, x, R, K, w, bias, y, y_rs, *x16);
-    return;
-  }
   // Integer dot products over x quantized by a separate dispatch (xq) or in each workgroup.
   const bool idot = gemv && UseIdotGemv(c.dev, R, K, w.dtype);
   GemvSpec gs = GemvSpecFor(c.dev, w.dtype, vec, R, w.rows, idot, xq != nullptr);
