@@ -16,7 +16,7 @@ uint32_t DecodeSplits(const Device& dev, int64_t T) {
 // attention_decode.comp's shared memory (its declarations).
 uint64_t DecodeSharedBytes(uint32_t G, uint32_t dk, uint32_t dv) {
   const uint32_t vl = dv / 4, ng = 128 / vl;
-  return 4ull * (G * dk + 4 * G * kDecodeTileKeys + G * kDecodeTileKeys + 2 * G +
+  return 4ull * (G * dk + 4 * (G * kDecodeTileKeys + 8) + G * kDecodeTileKeys + 2 * G +
                  kDecodeMaxNew * (dk + dv) + kDecodeMaxNew) +
          16ull * ((ng - 1) * G * vl + 1);
 }

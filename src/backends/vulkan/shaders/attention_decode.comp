@@ -73,8 +73,15 @@ layout(push_constant) uniform P {
   uint list_off;  // mixed steps: bt[list_off] rows, their indices after it; 0: row = y
 } p;
 
-shared float qs[G * DK];
-shared float red[LPK * G * KT];  // partial dots: [part of the key][head][key]
+// q as vec4s in the order the score loop reads them: (head g, dims 4c.. of part pp of the key) at
+// (g * DPL / 4 + c) * LPK + pp, so that the LPK parts of a warp read LPK adjacent vec4s (each
+// broadcast to the warp's keys) with one 16-byte load; a [head][dim] layout put the parts DPL
+// words apart, in one bank: four-way conflicts on every scalar load.
+shared vec4 qs4[G * DK / 4u];
+// Partial dots, [part of the key][head][key], each part's plane RS words apart so that the LPK
+// parts' writes fall in different banks.
+const uint RS = G * KT + 8u;
+shared float red[LPK * RS];
 shared float ps[G * KT];         // scores, then probabilities: [head][key]
 shared float corr[G];            // per head: this tile's rescale of the running sums
 shared float mh[G];              // per head: the running max at the end
@@ -131,18 +138,19 @@ void main() {
   const uint chunk = max((n_ctx + S - 1u) / S, MINCHUNK);
   const uint jbeg = min(n_ctx, z * chunk), jend = min(n_ctx, jbeg + chunk);
 
-  // A fixed trip count, unrolled: every q load of the invocation is issued at once.
-  [[unroll]] for (uint i = 0u; i < (G * DK + WG - 1u) / WG; ++i) {
+  // A fixed trip count, unrolled: every q load of the invocation is issued at once; 4 dims each.
+  [[unroll]] for (uint i = 0u; i < (G * DK / 4u + WG - 1u) / WG; ++i) {
     const uint e = tid + WG * i;
-    if (e < G * DK) {
-      const uint qo = t * p.q_rs + (kvh * G + e / DK) * DK, d = e % DK;
+    if (e < G * DK / 4u) {
+      const uint g = e / (DK / 4u), d0 = 4u * (e % (DK / 4u));
+      const uint qo = t * p.q_rs + (kvh * G + g) * DK;
+      vec4 x;
 #ifdef FUSED
-      float x;
-      ROTATED(q, qo, d, t, x)
-      qs[e] = x;
+      [[unroll]] for (uint c = 0u; c < 4u; ++c) ROTATED(q, qo, d0 + c, t, x[c])
 #else
-      qs[e] = q[qo + d];
+      x = vec4(q[qo + d0], q[qo + d0 + 1u], q[qo + d0 + 2u], q[qo + d0 + 3u]);
 #endif
+      qs4[(g * (DPL / 4u) + (d0 % DPL) / 4u) * LPK + d0 / DPL] = x;
     }
   }
   uint nn = 0u;
@@ -250,14 +258,13 @@ void main() {
 #endif
         }
         [[unroll]] for (uint g = 0u; g < G; ++g) {
-          const uint qo = g * DK + pp * DPL + u * EPQ;
           [[unroll]] for (uint e = 0u; e < EPQ; e += 4u)
-            dots[g] += dot(vec4(qs[qo + e], qs[qo + e + 1u], qs[qo + e + 2u], qs[qo + e + 3u]),
+            dots[g] += dot(qs4[(g * (DPL / 4u) + (u * EPQ + e) / 4u) * LPK + pp],
                            vec4(kx[e], kx[e + 1u], kx[e + 2u], kx[e + 3u]));
         }
       }
     }
-    [[unroll]] for (uint g = 0u; g < G; ++g) red[(pp * G + g) * KT + kk] = dots[g];
+    [[unroll]] for (uint g = 0u; g < G; ++g) red[pp * RS + g * KT + kk] = dots[g];
     barrier();
     // Scores of the tile, then the online softmax per head.
     float sc[SLOTS];
@@ -266,7 +273,7 @@ void main() {
       sc[s] = -1.0 / 0.0;
       if (e < G * KT && j0 + k < jend) {
         float d = 0.0;
-        [[unroll]] for (uint i = 0u; i < LPK; ++i) d += red[(i * G + g) * KT + k];
+        [[unroll]] for (uint i = 0u; i < LPK; ++i) d += red[i * RS + g * KT + k];
         sc[s] = d * p.scale;
       }
       if (e < G * KT) ps[e] = sc[s];
