@@ -35,8 +35,10 @@ run_loads() {  # name url
   for c in $clients; do
     n=$((c * 2 > 4 ? c * 2 : 4))
     echo "== $1: $c clients, $n requests (load: $(cut -d' ' -f1-3 /proc/loadavg))"
+    # Prompts of their own each client count (--seed): no run is served from a prefix cache that
+    # an earlier run or the warm-up filled (llama-server's slots keep their last prompt too).
     "$es" loadtest --url "$2" --model bench -c "$c" -n "$n" --prompt-words "$words" --max-tokens "$max_tokens" \
-      --json "$out/$1_c$c.json"
+      --seed "$((1000 * c + 1))" --json "$out/$1_c$c.json"
     # edgeseek's step histograms (cumulative over the client counts run so far)
     [ "$1" = edgeseek ] && python3 -c "import urllib.request; print(urllib.request.urlopen('$2/metrics').read().decode())" 2>/dev/null |
       grep -E '^edgeseek_(step_seconds|batch_tokens|batch_sequences)_(sum|count)|^edgeseek_engine_steps_total|^edgeseek_kv_preemptions_total|^edgeseek_preemptions_total' |
@@ -52,7 +54,8 @@ wait_ready http://127.0.0.1:18301
 warm() {  # url: pages the weights in and builds the batched shapes (GPU pipelines, recorded steps)
   local cmax=1
   for c in $clients; do [ "$c" -gt "$cmax" ] && cmax=$c; done
-  "$es" loadtest --url "$1" --model bench -c "$cmax" -n "$cmax" --prompt-words "$words" --max-tokens 8 > /dev/null
+  "$es" loadtest --url "$1" --model bench -c "$cmax" -n "$cmax" --prompt-words "$words" --max-tokens 8 \
+    --seed 999001 > /dev/null
 }
 warm http://127.0.0.1:18301
 run_loads edgeseek http://127.0.0.1:18301
