@@ -211,23 +211,22 @@ std::string VulkanBackend::description() const {
 }
 
 bool VulkanBackend::Supports(const Graph& g, const Node& n) const {
-  // An expert range (a head split's MoE shard): the routing kernel has no range yet.
-  if (n.op == Op::kMoE && n.i[1] > 0) return false;
   return OpSupported(g, n, nullptr);
 }
 
 void VulkanBackend::PrepareGraph(const Graph& g) {
   for (const Node& n : g.nodes()) {
-    if (n.op != Op::kMoE || !n.moe || n.i[1] > 0) continue;  // a range: unsupported
+    if (n.op != Op::kMoE || !n.moe) continue;
+    const int64_t experts = LocalExperts(n);  // a head split's range, or all
     for (int m = 0; m < 3; ++m) {
       std::vector<const Tensor*> members;
-      for (int e = 0; e < n.moe->n_experts; ++e) {
+      for (int64_t e = 0; e < experts; ++e) {
         const Tensor* t = g.node(n.src[size_t(3 + 3 * e + m)]).weight;
         if (!t || !WeightStore::Supported(t->dtype)) break;  // reported at first use
         if (weights_->DropStale(*t)) programs_.clear();
         members.push_back(t);
       }
-      if (int(members.size()) == n.moe->n_experts) weights_->GetExperts(members);
+      if (int64_t(members.size()) == experts) weights_->GetExperts(members);
     }
   }
 }

@@ -19,6 +19,9 @@ struct MoeCase {
   float scaling;
   DType dt;
   float bias_scale = 0.2f;  // the correction bias in [-bias_scale, bias_scale]
+  // A head split's expert range: the node holds experts [e0, e0 + n_local) of the E the router
+  // scores (n_local = 0: all); the other experts' choices add nothing.
+  int e0 = 0, n_local = 0;
 };
 
 class VulkanMoe : public VulkanTest, public ::testing::WithParamInterface<MoeCase> {};
@@ -53,15 +56,30 @@ TEST_P(VulkanMoe, MatchesReference) {
   n.op = Op::kMoE;
   n.name = "moe";
   n.src = {Input(g, X, c.R), g.AddWeight(G), c.bias ? g.AddWeight(Bias) : -1};
-  for (auto& t : ex) n.src.push_back(g.AddWeight(t));
+  const int e1 = c.n_local ? c.e0 + c.n_local : c.E;
+  for (int e = c.n_local ? c.e0 : 0; e < e1; ++e)
+    for (int m = 0; m < 3; ++m) n.src.push_back(g.AddWeight(ex[size_t(3 * e + m)]));
+  if (c.n_local) n.i[0] = c.e0, n.i[1] = c.n_local;
   n.shape = {c.R, c.D};
   n.moe = p;
   g.Add(n);
   auto kv = SharedVulkan().CreateKv(KvSpec{1, {2, 2}, DType::kF32}, 1, 256);
   std::vector<float> got(size_t(c.R * c.D));
   SharedVulkan().Compute(g, RowsBatch(c.R), *kv, got.data());
+  // The reference over every expert, those outside the range with a zero down projection.
+  std::vector<Tensor> zero_down;
+  zero_down.reserve(size_t(c.E));
   std::vector<const Tensor*> eptr;
-  for (auto& t : ex) eptr.push_back(&t);
+  for (int e = 0; e < c.E; ++e)
+    for (int m = 0; m < 3; ++m) {
+      const Tensor& t = ex[size_t(3 * e + m)];
+      if (m == 2 && c.n_local && (e < c.e0 || e >= e1)) {
+        zero_down.push_back(RandomTensor("z" + std::to_string(e), c.dt, {c.D, c.I}, 7, 0.0f));
+        eptr.push_back(&zero_down.back());
+      } else {
+        eptr.push_back(&t);
+      }
+    }
   std::vector<float> want(got.size());
   ref::MoE(X.as<float>(), c.R, c.D, G, c.bias ? &Bias : nullptr, eptr, *p, want.data());
   // More than 8 rows take the grouped GEMMs, on tensor cores with f16 math where the device has
@@ -163,7 +181,15 @@ INSTANTIATE_TEST_SUITE_P(
         MoeCase{"all_rows_on_every_expert", 150, 24, 16, 3, 3, 1, 1, ScoringFunc::kSoftmax,
                 TopkMethod::kGreedy, false, false, 1.0f, DType::kF32},
         MoeCase{"most_experts_empty", 20, 16, 24, 64, 1, 1, 1, ScoringFunc::kSoftmax,
-                TopkMethod::kGreedy, false, false, 1.0f, DType::kBF16}),
+                TopkMethod::kGreedy, false, false, 1.0f, DType::kBF16},
+        // Expert ranges (a head split's shard): the expert GEMVs, the plain expert kernels
+        // (odd widths) and the grouped GEMMs, a range at either end and in the middle.
+        MoeCase{"range_gemv", 3, 24, 16, 8, 2, 1, 1, ScoringFunc::kSoftmax, TopkMethod::kGreedy,
+                false, false, 1.0f, DType::kBF16, 0.2f, 2, 4},
+        MoeCase{"range_odd_widths_noaux", 4, 13, 7, 16, 4, 4, 2, ScoringFunc::kSigmoid,
+                TopkMethod::kNoauxTc, true, true, 2.5f, DType::kF32, 0.2f, 12, 4},
+        MoeCase{"range_grouped_rows", 70, 32, 16, 16, 4, 1, 1, ScoringFunc::kSoftmax,
+                TopkMethod::kGreedy, true, false, 1.0f, DType::kF16, 0.2f, 0, 5}),
     [](const auto& info) { return std::string(info.param.name); });
 
 }  // namespace

@@ -2,8 +2,10 @@
 // opened twice (--devices 0,0, how this is tested on lavapipe), and CPU + Vulkan in either order,
 // against the plain CPU runner, for a dense and an MLA+MoE golden: prefill and decode logits
 // within the f32-activation bound (1e-4 relative L2, the goldens' bound; the caches are f32 here
-// so that the bound is the math's alone), and greedy ids equal. A head split with a Vulkan device
-// runs the routed experts whole on the first device (Vulkan has no expert range yet).
+// so that the bound is the math's alone), and greedy ids equal. A head split of an MoE model
+// gives every device a range of the routed experts (Vulkan's routing kernel maps the choices
+// outside its range to weight 0); a long prompt takes the grouped expert GEMMs, the steps of a
+// few rows the expert GEMVs.
 #include <gtest/gtest.h>
 
 #include "edgeseek/internal/models/config.h"
@@ -38,7 +40,7 @@ TEST_P(VulkanSplit, LogitsMatchTheCpuRunner) {
   auto m = Model::Load(SourceDir() + "/tests/golden/data/models/" + c.model);
   RunnerOptions ro;
   ro.n_slots = 2;
-  ro.context = 64;
+  ro.context = 96;
   ro.kv_dtype = DType::kF32;
   BackendOptions bo;
   bo.threads = 2;
@@ -48,6 +50,14 @@ TEST_P(VulkanSplit, LogitsMatchTheCpuRunner) {
   so.split = c.split;
   auto split = MakeSplitRunner(m, "cpu", bo, ro, so);
   ASSERT_EQ(split->stages().size(), 1u);
+  const bool moe = m->config().n_routed_experts > 0;
+  if (std::string(c.split) == "head" && moe) {  // "heads 0-7, experts 0-3 on ... | heads 8-15, ..."
+    const std::string d = split->stages()[0]->description();
+    EXPECT_NE(d.find(", experts 0-"), std::string::npos) << d;
+    EXPECT_NE(d.find(", experts " + std::to_string(m->config().n_routed_experts / 2) + "-"),
+              std::string::npos)
+        << d;
+  }
   const std::vector<int32_t> ids = {1, 7, 3, 11, 5, 2, 9};
   EXPECT_LE(RelL2(Logits(*split, 0, 0, ids), Logits(plain, 0, 0, ids)), 1e-4);
   for (int t = 0; t < 3; ++t) {
@@ -58,6 +68,10 @@ TEST_P(VulkanSplit, LogitsMatchTheCpuRunner) {
   }
   // A second sequence beside the first, then greedy ids.
   EXPECT_LE(RelL2(Logits(*split, 1, 0, {2, 8}), Logits(plain, 1, 0, {2, 8})), 1e-4);
+  // A prompt past the expert GEMVs' rows (MoE: the grouped expert GEMMs).
+  std::vector<int32_t> longer;
+  for (int i = 0; i < 70; ++i) longer.push_back(int32_t(1 + (i * 5) % 13));
+  EXPECT_LE(RelL2(Logits(*split, 1, 2, longer), Logits(plain, 1, 2, longer)), 1e-4) << "70 rows";
   Batch g;
   g.Add(0, int64_t(ids.size()) + 3, {6});
   g.Add(1, 2, {3});

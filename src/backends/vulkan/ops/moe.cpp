@@ -36,7 +36,12 @@ namespace es::vk {
 // one (7.5 GB) 2 at 4 GiB (NVIDIA).
 constexpr size_t kMoeMaxBlocks = 8;
 
+// The routed experts a kMoE node holds: all the router's, or a head split's range (i0 = the
+// first, i1 = how many; arch.h ArchLayer::expert_range).
+int64_t LocalExperts(const Node& n) { return n.i[1] > 0 ? n.i[1] : n.moe->n_experts; }
+
 namespace {
+int64_t FirstExpert(const Node& n) { return n.i[1] > 0 ? n.i[0] : 0; }
 // The experts' types as the graph holds them (gate, up, down of expert 0; BuildMoe checks that
 // every expert agrees and that the device copies keep them).
 DType ExpertType(const Graph& g, const Node& n, int m) {
@@ -107,7 +112,8 @@ namespace {
 void RecordGroupedExperts(OpContext& c, const std::vector<BufRange> (&lists)[2],
                           const BufRange& tab, const DType (&dtype)[3]) {
   const MoeParams& p = *c.n.moe;
-  const int64_t R = c.n.shape[0], D = c.n.shape[1], I = p.ffn_dim, E = p.n_experts, K = p.top_k;
+  const int64_t R = c.n.shape[0], D = c.n.shape[1], I = p.ffn_dim, E = LocalExperts(c.n),
+                K = p.top_k;
   const BufRange ids = c.scratch[1], wts = c.scratch[2], h = c.scratch[3], gate = c.scratch[4],
                  up = c.scratch[5], yp = c.scratch[6], meta = c.scratch[7];
   {
@@ -119,6 +125,9 @@ void RecordGroupedExperts(OpContext& c, const std::vector<BufRange> (&lists)[2],
     } pc{uint32_t(R * K), uint32_t(E)};
     d.Push(pc);
   }
+  // An expert gets at most one pair a row, R in all; under a range, the other devices' choices
+  // all go to local expert 0 (with weight 0, moe_route.comp): up to R * K there.
+  const int64_t max_rows = E == p.n_experts ? R : R * K;
   auto gemm = [&](int mat, const std::vector<BufRange>& w, BufRange x, BufRange y, int64_t N,
                   int64_t Kd, uint32_t xdiv, bool use_wts) {
     GroupedGemm gg{w,
@@ -131,7 +140,7 @@ void RecordGroupedExperts(OpContext& c, const std::vector<BufRange> (&lists)[2],
                    uint32_t(N),
                    uint32_t(Kd),
                    uint32_t(E),
-                   uint32_t(R),
+                   uint32_t(max_rows),
                    xdiv,
                    uint32_t(mat),
                    use_wts};
@@ -242,9 +251,13 @@ void RecordIdotExperts(OpContext& c, const MoeGemv& spec, const std::vector<BufR
 void BuildMoe(OpContext& c) {
   const MoeParams& p = *c.n.moe;
   const auto& n = c.n;
-  const int64_t R = n.shape[0], D = n.shape[1], I = p.ffn_dim, E = p.n_experts, K = p.top_k;
-  ES_CHECK(int64_t(n.src.size()) == 3 + 3 * E, "vulkan: moe '", n.name, "' has ", n.src.size(),
-           " inputs, expected ", 3 + 3 * E);
+  // E: the experts the router scores; EL of them held here, from e0 (all: EL = E, e0 = 0).
+  const int64_t R = n.shape[0], D = n.shape[1], I = p.ffn_dim, E = p.n_experts, K = p.top_k,
+                EL = LocalExperts(n), e0 = FirstExpert(n);
+  ES_CHECK(EL >= 1 && e0 >= 0 && e0 + EL <= E, "vulkan: moe '", n.name, "': experts [", e0, ", ",
+           e0 + EL, ") are not a range of the router's ", E);
+  ES_CHECK(int64_t(n.src.size()) == 3 + 3 * EL, "vulkan: moe '", n.name, "' has ", n.src.size(),
+           " inputs, expected ", 3 + 3 * EL);
   ES_CHECK(K >= 1 && K <= E && (p.n_group <= 1 || E % p.n_group == 0) && p.topk_group <= p.n_group,
            "vulkan: moe '", n.name, "': inconsistent routing parameters");
   const BufRange logits = c.scratch[0], ids = c.scratch[1], wts = c.scratch[2], h = c.scratch[3];
@@ -266,6 +279,7 @@ void BuildMoe(OpContext& c) {
     struct {
       uint32_t R, E, top_k, n_group, topk_group, sigmoid, method, norm, has_bias;
       float scaling;
+      uint32_t e0, n_local;
     } pc{uint32_t(R),
          uint32_t(E),
          uint32_t(K),
@@ -275,7 +289,9 @@ void BuildMoe(OpContext& c) {
          uint32_t(p.topk_method),
          p.norm_topk_prob ? 1u : 0u,
          has_bias ? 1u : 0u,
-         p.routed_scaling_factor};
+         p.routed_scaling_factor,
+         uint32_t(e0),
+         EL == E ? 0u : uint32_t(EL)};
     d.Push(pc);
     d.groups[0] = uint32_t(R);  // one workgroup per token
   }
@@ -283,13 +299,13 @@ void BuildMoe(OpContext& c) {
   // (WeightStore::GetExperts), bound by their blocks' buffers: gate and up for the UP kernel,
   // down for the DOWN kernel; table entries index their kernel's list.
   std::vector<BufRange> lists[2];
-  std::vector<uint32_t> table(size_t(6 * E));
+  std::vector<uint32_t> table(size_t(6 * EL));
   // Gate and up share one type (the UP kernel reads both), down may have another (llama.cpp's
   // q4_k_m files keep gate/up in Q4_K and some layers' down in Q6_K).
   DType dtype[3] = {DType::kF32, DType::kF32, DType::kF32};
   for (int m = 0; m < 3; ++m) {
     std::vector<const Tensor*> members;
-    for (int64_t e = 0; e < E; ++e) members.push_back(&c.W(int(3 + 3 * e + m)));
+    for (int64_t e = 0; e < EL; ++e) members.push_back(&c.W(int(3 + 3 * e + m)));
     const ExpertStack& st = c.weights.GetExperts(members);
     const int64_t rows = m == 2 ? D : I, cols = m == 2 ? I : D;
     ES_CHECK(st.rows == rows && st.cols == cols, "vulkan: expert weight '", members[0]->name,
@@ -301,7 +317,7 @@ void BuildMoe(OpContext& c) {
     // Offsets in elements for dense types, in 32-bit words for repacked block types.
     const uint64_t unit = Repacked(st.dtype) ? 4 : RowBytes(st.dtype, 1);
     std::vector<BufRange>& blocks = lists[m == 2 ? 1 : 0];
-    for (int64_t e = 0; e < E; ++e) {
+    for (int64_t e = 0; e < EL; ++e) {
       const Allocation& a = st.block_of(e);
       size_t b = 0;
       while (b < blocks.size() && blocks[b].buffer != a.buffer) ++b;
@@ -334,7 +350,7 @@ void BuildMoe(OpContext& c) {
       RecordIdotExperts(c, spec, lists, Range(tab), dtype, x, c.norm_node ? &nf : nullptr);
     } else {
       // Float experts are read by 8-element loads (wload8): their offsets must be whole groups.
-      for (int64_t e = 0; e < E; ++e)
+      for (int64_t e = 0; e < EL; ++e)
         for (int m = 0; m < 3; ++m)
           ES_CHECK(Repacked(dtype[m]) || table[size_t(6 * e + 2 * m + 1)] % 8 == 0, "vulkan: moe '",
                    n.name, "': expert ", e, " lies off an 8-element boundary");

@@ -8,6 +8,9 @@
 // on ties) give experts with their unbiased scores as weights, optionally normalised, times
 // routed_scaling_factor.
 //   logits: [R, E]; bias: [E]; ids, weights: [R, top_k]
+// A head split's expert range (n_local > 0: this device holds experts [e0, e0 + n_local) of the
+// E the router scores): a choice in the range gets its local index, one outside it local expert
+// 0 with weight 0, so the expert kernels add nothing for it (0 times a finite output).
 // Each invocation holds experts tid, tid + WG, ... (E <= 256 = 4 WG); the softmax sums and every
 // top-k step are workgroup reductions (common.glsl), so a step costs a few barriers instead of
 // one invocation's serial pass over all experts (26 µs a token on the H200 for 64 experts).
@@ -21,6 +24,7 @@ layout(binding = 3) writeonly buffer Wt { float wts[]; };
 layout(push_constant) uniform P {
   uint R, E, top_k, n_group, topk_group, sigmoid, method, norm, has_bias;
   float scaling;
+  uint e0, n_local;
 } p;
 shared float choice_s[MAXE];
 shared float gscore[MAXG];
@@ -144,7 +148,14 @@ void main() {
   if (tid < p.top_k) {
     float w = w_mine;
     if (p.norm != 0u) w = w / (wsum + 1e-20);
-    ids[r * p.top_k + tid] = int(id_mine);
-    wts[r * p.top_k + tid] = w * p.scaling;
+    w *= p.scaling;
+    int id = int(id_mine);
+    if (p.n_local != 0u) {
+      const bool here = id_mine >= p.e0 && id_mine < p.e0 + p.n_local;
+      id = here ? int(id_mine - p.e0) : 0;
+      w = here ? w : 0.0;
+    }
+    ids[r * p.top_k + tid] = id;
+    wts[r * p.top_k + tid] = w;
   }
 }
