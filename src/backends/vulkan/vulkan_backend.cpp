@@ -142,6 +142,7 @@ struct VulkanBackend::Program {
   std::unique_ptr<DescriptorArena> descs;
   std::unique_ptr<Sequence> seq;
   std::vector<std::pair<std::string, Op>> node_info;  // per node: name, op (profiling)
+  uint64_t bytes = 0;  // its arenas and owned buffers (the program cache's budget)
   std::vector<std::string>
       profile_kinds;  // per dispatch: ProfileKind, made on the first profiled run
 
@@ -177,16 +178,26 @@ VulkanBackend::VulkanBackend(const BackendOptions& opts, const VulkanTuning& tun
   staging_ = std::make_shared<StagingRing>(
       *dev_, std::min<uint64_t>(64ull << 20, weight_pool_->max_range()));
   weights_ = std::make_unique<WeightStore>(*weight_pool_, *staging_);
+  uint64_t local = 0;
+  for (const VulkanMemoryHeap& h : dev_->info().heaps)
+    if (h.device_local) local = std::max(local, h.bytes);
+  program_budget_ =
+      tuning.program_budget ? tuning.program_budget : std::min<uint64_t>(2ull << 30, local / 16);
+}
+
+void VulkanBackend::ClearPrograms() {
+  programs_.clear();
+  program_bytes_ = 0;
 }
 
 void VulkanBackend::Retune(const Tuning& t) {
   dev_->Retune(t);
-  programs_.clear();
+  ClearPrograms();
 }
 
 VulkanBackend::~VulkanBackend() {
   if (opts_.profile) PrintProfile();
-  programs_.clear();
+  ClearPrograms();
   weights_.reset();
 }
 
@@ -223,7 +234,7 @@ void VulkanBackend::PrepareGraph(const Graph& g) {
       for (int64_t e = 0; e < experts; ++e) {
         const Tensor* t = g.node(n.src[size_t(3 + 3 * e + m)]).weight;
         if (!t || !WeightStore::Supported(t->dtype)) break;  // reported at first use
-        if (weights_->DropStale(*t)) programs_.clear();
+        if (weights_->DropStale(*t)) ClearPrograms();
         members.push_back(t);
       }
       if (int64_t(members.size()) == experts) weights_->GetExperts(members);
@@ -233,7 +244,7 @@ void VulkanBackend::PrepareGraph(const Graph& g) {
 
 void VulkanBackend::PrepareWeight(const Tensor& w) {
   if (!WeightStore::Supported(w.dtype)) return;  // reported by Supports / at first use
-  if (weights_->DropStale(w)) programs_.clear();
+  if (weights_->DropStale(w)) ClearPrograms();
   if (weights_->Stacked(w)) return;  // a routed expert: uploaded with its stack (PrepareGraph)
   if (w.shape.size() == 1 && w.dtype != DType::kF32)
     weights_->GetF32(w);  // vectors are read as f32 (norm weights, biases)
@@ -291,7 +302,7 @@ VulkanBackend::Program& VulkanBackend::GetProgram(const Graph& g, const Batch& b
     for (const Node& n : g.nodes())
       if (n.op == Op::kWeight && n.weight) stale |= weights_->DropStale(*n.weight);
     if (stale) {
-      programs_.clear();
+      ClearPrograms();
       seen_graphs_.clear();
     }
     if (seen_graphs_.size() == kMaxSeenGraphs) seen_graphs_.pop_back();
@@ -314,8 +325,16 @@ VulkanBackend::Program& VulkanBackend::GetProgram(const Graph& g, const Batch& b
   auto p = Build(g, b, kv, mode, key);
   ++programs_built_;
   build_s_ += Since(t_build);
+  p->bytes = p->batch.size + p->readback.size + p->sampling.size;
+  for (const Allocation& a : p->arenas) p->bytes += a.size;
+  for (const Allocation& a : p->owned) p->bytes += a.size;
+  program_bytes_ += p->bytes;
   programs_.push_front(std::move(p));
-  while (programs_.size() > tuning_.max_programs) programs_.pop_back();
+  while (programs_.size() > tuning_.max_programs &&
+         (programs_.size() > kMaxPrograms || program_bytes_ > program_budget_)) {
+    program_bytes_ -= programs_.back()->bytes;
+    programs_.pop_back();
+  }
   return *programs_.front();
 }
 

@@ -25,7 +25,11 @@ namespace es::vk {
 
 struct VulkanTuning {
   PoolLimits weights, activations, kv;
-  size_t max_programs = 8;  // recorded graph shapes kept
+  // Recorded graph shapes kept: at least max_programs (most recently used), more while their
+  // activation arenas fit the program budget (VulkanBackend: min(2 GiB, device-local heap / 16))
+  // up to kMaxPrograms: a head split records two graphs a layer for every row count.
+  size_t max_programs = 8;
+  uint64_t program_budget = 0;  // bytes; 0: min(2 GiB, the largest device-local heap / 16)
   // The knobs (tuning.h): those set here (Tuning::Set) win over the environment, which the
   // backend parses once when it is created; the rest keep their defaults.
   Tuning knobs;
@@ -78,6 +82,7 @@ class VulkanBackend final : public Backend {
  private:
   struct Program;
   Program& GetProgram(const Graph& g, const Batch& batch, VkKv& kv, int mode);
+  void ClearPrograms();  // every recorded program (a stale weight, new knobs)
   std::unique_ptr<Program> Build(const Graph& g, const Batch& batch, VkKv& kv, int mode,
                                  uint64_t key);
   void Run(Program& p, const Batch& batch, VkKv& kv, void* out, ComputeStats* stats,
@@ -91,6 +96,9 @@ class VulkanBackend final : public Backend {
   std::shared_ptr<StagingRing> staging_;  // shared with KV caches
   std::unique_ptr<WeightStore> weights_;
   std::list<std::unique_ptr<Program>> programs_;  // most recently used first
+  uint64_t program_bytes_ = 0;   // the kept programs' activation arenas and buffers
+  uint64_t program_budget_ = 0;  // keep more than max_programs while program_bytes_ fits it
+  static constexpr size_t kMaxPrograms = 1024;
   // Graphs (version, and the data pointers of their weights then) whose weights were checked
   // against stale device copies (WeightStore::DropStale), with their nodes' hash: most recent
   // first.
@@ -99,8 +107,8 @@ class VulkanBackend final : public Backend {
     std::vector<const void*> weight_data;
   };
   std::vector<SeenGraph> seen_graphs_;
-  static constexpr size_t kMaxSeenGraphs = 16;
-  std::vector<const void*> weight_data_;  // GetProgram's scratch (no allocation per step)
+  static constexpr size_t kMaxSeenGraphs = 1024;  // as many as programs can be kept
+  std::vector<const void*> weight_data_;          // GetProgram's scratch (no allocation per step)
   int programs_built_ = 0, submits_ = 0;
   double build_s_ = 0;  // time spent in Build (programs_built_ of them)
   // With BackendOptions::profile: the split of every Run, summed per phase (0 = decode, T == 1;

@@ -194,6 +194,37 @@ TEST_F(VulkanRuntime, ProgramsAndPipelinesAreBuiltOnceAndReused) {
   EXPECT_NE(out, first);         // different tokens, different rows
 }
 
+// A head split records two graphs a layer: 24 graphs that differ only in their weights, run in
+// turn three times, are each recorded once (past max_programs while their arenas fit the
+// budget); with a budget of a few bytes only the max_programs most recent stay, so every round
+// records them all again.
+TEST_F(VulkanRuntime, ProgramsPastMaxProgramsStayWhileTheirBytesFit) {
+  Tensor E = RandomTensor("e", DType::kF32, {16, 32}, 3);
+  std::vector<Tensor> ws;
+  for (int i = 0; i < 3 * 24; ++i)
+    ws.push_back(RandomTensor("w" + std::to_string(i), DType::kF16, {24, 32}, uint64_t(10 + i)));
+  for (uint64_t budget : {uint64_t(0), uint64_t(16)}) {
+    vk::VulkanTuning t;
+    t.program_budget = budget;
+    auto be = MakeVulkan(t);
+    auto kv = be->CreateKv(KvSpec{1, {2, 2}, DType::kF32}, 1, 16);
+    std::vector<Graph> graphs;
+    for (int i = 0; i < 24; ++i)
+      graphs.push_back(
+          SmallGraph(E, ws[size_t(3 * i)], ws[size_t(3 * i + 1)], ws[size_t(3 * i + 2)], 1));
+    std::vector<std::vector<float>> first;
+    for (int round = 0; round < 3; ++round)
+      for (size_t i = 0; i < graphs.size(); ++i) {
+        auto out = RunGraph(*be, graphs[i], RowsBatch(1), kv.get());
+        if (round == 0)
+          first.push_back(out);
+        else
+          EXPECT_EQ(out, first[i]) << "graph " << i << ", round " << round;
+      }
+    EXPECT_EQ(be->counters().programs_built, budget ? 3 * 24 : 24) << "budget " << budget;
+  }
+}
+
 // One graph kept across steps (as Runner keeps one per batch shape) while a weight it reads is
 // replaced in place by a tensor with other values: the next step reads the new values (the
 // program key and the stale-weight check follow the weights' data, not only the graph version),
