@@ -87,6 +87,51 @@ TEST_P(VulkanMoe, MatchesReference) {
   ExpectClose(got, want, c.R > 8 && SharedVulkan().device().f16_math() ? 3e-3 : 1e-5, c.name);
 }
 
+// A head split's shards of one MoE node add up to the whole node: experts [0, 3), [3, 8) and the
+// whole, on the integer-dot expert GEMVs (Q8_0, Q4_0: the up GEMV skips a pair of weight 0, the
+// down GEMV the token's choices of weight 0) and the float ones (f16), 1 and 5 rows. The shards
+// add the same terms in another order: equal within float rounding.
+TEST_F(VulkanTest, MoeExpertRangesAddUpToTheWholeNode) {
+  const int E = 8, D = 64, I = 96;
+  auto p = std::make_shared<MoeParams>();
+  p->n_experts = E;
+  p->top_k = 3;
+  p->ffn_dim = I;
+  p->norm_topk_prob = true;
+  vk::VulkanTuning t;
+  t.knobs.Set(vk::Knob::kGemvIdot, "1");
+  auto be = MakeVulkan(t);
+  for (DType dt : {DType::kQ8_0, DType::kQ4_0, DType::kF16})
+    for (int R : {1, 5}) {
+      Tensor X = RandomTensor("x", DType::kF32, {R, D}, 61);
+      Tensor G = RandomTensor("router", DType::kF32, {E, D}, 62);
+      std::vector<Tensor> ex;
+      for (int e = 0; e < E; ++e) {
+        ex.push_back(RandomTensor("g" + std::to_string(e), dt, {I, D}, uint64_t(200 + 3 * e)));
+        ex.push_back(RandomTensor("u" + std::to_string(e), dt, {I, D}, uint64_t(201 + 3 * e)));
+        ex.push_back(RandomTensor("d" + std::to_string(e), dt, {D, I}, uint64_t(202 + 3 * e)));
+      }
+      auto run = [&](int e0, int n) {
+        Graph g;
+        Node m;
+        m.op = Op::kMoE;
+        m.name = "moe";
+        m.src = {Input(g, X, R), g.AddWeight(G), -1};
+        for (int e = e0; e < e0 + n; ++e)
+          for (int k = 0; k < 3; ++k) m.src.push_back(g.AddWeight(ex[size_t(3 * e + k)]));
+        if (n < E) m.i[0] = e0, m.i[1] = n;
+        m.shape = {R, D};
+        m.moe = p;
+        g.Add(m);
+        return RunGraph(*be, g, RowsBatch(R));
+      };
+      const std::vector<float> whole = run(0, E), a = run(0, 3), b = run(3, 5);
+      std::vector<float> sum(whole.size());
+      for (size_t i = 0; i < sum.size(); ++i) sum[i] = a[i] + b[i];
+      ExpectClose(sum, whole, 1e-5, std::string(Name(dt)) + " R=" + std::to_string(R));
+    }
+}
+
 // The graph of one MoE node over `ex` (3 per expert: gate, up, down).
 Graph MoeGraph(const Tensor& X, const Tensor& G, std::vector<Tensor>& ex,
                std::shared_ptr<MoeParams> p, int R, int D) {

@@ -486,25 +486,28 @@ void IdotUnits(uint u0, uint u1, const uint base[QR], uint xr0, uint nr, uint la
 #if defined(MOE) && !defined(DUAL)
 // The down GEMV's token's choices (read once by its first top_k invocations, ops/moe.cpp
 // kMoeGemvMaxChoices): buffer, word offset of the expert's down matrix, routing weight.
-shared uint moe_cb[8], moe_co[8];
+// Only the choices of nonzero weight (moe_nc of them; moe_cj: which choice): a pair of weight 0
+// has no h row (the up GEMV skips it).
+shared uint moe_cb[8], moe_co[8], moe_cj[8], moe_nc;
 shared float moe_cw[8];
 // acc[i][0] += Σ over the token's choices j of wts[j] · (h[pair j] · row rows[i] of expert j's
 // down matrix) over this invocation's units: UN choices' units loaded before any is used (their
 // buffer index is uniform: one choice a load), so a lane keeps UN experts' reads in flight.
 void MoeDownUnits(const uint rows[QR], uint r0, uint lane, inout float acc[QR][RB]) {
   const uint K = p.K, nu = K / kUnitElems;
-  for (uint j0 = 0u; j0 < p.top_k; j0 += UN) {
+  const uint nc = moe_nc;
+  for (uint j0 = 0u; j0 < nc; j0 += UN) {
     for (uint u = lane; u < nu; u += TPR) {
       UnitW w[UN * QR];
       for (uint h = 0; h < UN; ++h) {
-        const uint j = min(j0 + h, p.top_k - 1u);
+        const uint j = min(j0 + h, nc - 1u);
         wsel = moe_cb[j];
         for (uint i = 0; i < QR; ++i) w[h * QR + i] = LoadUnit(moe_co[j] + rows[i], K, u);
       }
       for (uint h = 0; h < UN; ++h) {
         const uint j = j0 + h;
-        if (j >= p.top_k) break;
-        const UnitX x = LoadX(r0 * p.top_k + j, u, 0u);
+        if (j >= nc) break;
+        const UnitX x = LoadX(r0 * p.top_k + moe_cj[j], u, 0u);
         for (uint i = 0; i < QR; ++i) acc[i][0] += moe_cw[j] * DotUnit(w[h * QR + i], x);
       }
     }
@@ -697,6 +700,9 @@ void main() {
   const uint h = 0u, r0 = gl_WorkGroupID.y, nr = 1u;
 #if defined(DUAL)
   const uint xr0 = r0 / p.top_k;  // the pair's token
+  // A pair of weight 0 adds nothing (a head split's choice another device holds, moe_route.comp):
+  // no h row; the down GEMV skips it too. Uniform: the workgroup leaves before any barrier.
+  if (wts[r0] == 0.0) return;
   {
     const uint e = uint(ids[r0]);
     moe_blk[0] = table[6u * e];
@@ -714,11 +720,19 @@ void main() {
   const uint xr0 = r0;  // the first batch row of x
 #endif
 #if defined(MOE) && defined(IDOT) && !defined(DUAL)
-  if (tid < p.top_k) {  // the token's choices, for every output of the workgroup
-    const uint pair = r0 * p.top_k + tid, e = uint(ids[pair]);
-    moe_cb[tid] = table[6u * e + 4u];
-    moe_co[tid] = table[6u * e + 5u];
-    moe_cw[tid] = wts[pair];
+  if (tid == 0u) {  // the token's choices of nonzero weight, in order, for every output
+    uint nc = 0u;
+    for (uint j = 0u; j < p.top_k; ++j) {
+      const uint pair = r0 * p.top_k + j, e = uint(ids[pair]);
+      const float wj = wts[pair];
+      if (wj == 0.0) continue;
+      moe_cb[nc] = table[6u * e + 4u];
+      moe_co[nc] = table[6u * e + 5u];
+      moe_cw[nc] = wj;
+      moe_cj[nc] = j;
+      ++nc;
+    }
+    moe_nc = nc;
   }
   barrier();
 #endif
@@ -775,12 +789,13 @@ void main() {
 #else
     for (uint j = 0; j < p.top_k; ++j) {
       const uint pair = r0 * p.top_k + j, e = uint(ids[pair]);
+      const float wj = wts[pair];
+      if (wj == 0.0) continue;  // no h row (uniform: the workgroup's token)
       wsel = table[6u * e + 4u];
       moe_woff = table[6u * e + 5u];
       float t[QR][RB];
       for (uint i = 0; i < QR; ++i) t[i][0] = 0.0;
       MOE_ACCUM(pair * p.x_rs, t);
-      const float wj = wts[pair];
       for (uint i = 0; i < QR; ++i) acc[i][0] += wj * t[i][0];
     }
 #endif
