@@ -117,17 +117,14 @@ void RecordGroupedExperts(OpContext& c, const std::vector<BufRange> (&lists)[2],
   const BufRange ids = c.scratch[1], wts = c.scratch[2], h = c.scratch[3], gate = c.scratch[4],
                  up = c.scratch[5], yp = c.scratch[6], meta = c.scratch[7];
   {
-    Dispatch& d = c.Add("moe_compact", {1, 1});
-    d.bindings = {{ids}, {meta}};
+    Dispatch& d = c.Add("moe_compact", {1, 1, 1});
+    d.bindings = {{ids}, {meta}, {wts}};
     d.writes = {1};
     struct {
       uint32_t n, E;
     } pc{uint32_t(R * K), uint32_t(E)};
     d.Push(pc);
   }
-  // An expert gets at most one pair a row, R in all; under a range, the other devices' choices
-  // all go to local expert 0 (with weight 0, moe_route.comp): up to R * K there.
-  const int64_t max_rows = E == p.n_experts ? R : R * K;
   auto gemm = [&](int mat, const std::vector<BufRange>& w, BufRange x, BufRange y, int64_t N,
                   int64_t Kd, uint32_t xdiv, bool use_wts) {
     GroupedGemm gg{w,
@@ -140,7 +137,7 @@ void RecordGroupedExperts(OpContext& c, const std::vector<BufRange> (&lists)[2],
                    uint32_t(N),
                    uint32_t(Kd),
                    uint32_t(E),
-                   uint32_t(max_rows),
+                   uint32_t(R),  // an expert's most pairs: one a row
                    xdiv,
                    uint32_t(mat),
                    use_wts};
@@ -157,8 +154,8 @@ void RecordGroupedExperts(OpContext& c, const std::vector<BufRange> (&lists)[2],
   }
   gemm(2, lists[1], h, yp, D, I, 1, true);
   {
-    Dispatch& d = c.Add("moe_combine", {1, 1});
-    d.bindings = {{yp}, {c.Out()}};
+    Dispatch& d = c.Add("moe_combine", {1, 1, 1});
+    d.bindings = {{yp}, {c.Out()}, {wts}};
     d.writes = {1};
     struct {
       uint32_t R, D, top_k;
