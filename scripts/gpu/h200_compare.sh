@@ -35,7 +35,11 @@
 # only in the serving benchmark and waits for its build only there. ES_SUITE=FILE (e.g.
 # configs/bench/h200.json, whose models are the /tmp files ES_GGUFS writes): `edgeseek bench
 # --suite` after the per-file benches, its JSON lines and report (plots, one Perfetto trace a
-# case) packed into $OUT/suite.tgz. Every log goes to
+# case) packed into $OUT/suite.tgz. ES_BASE=FILE.txz (a `pack` of another tree, tarred as
+# .esbin/): binaries to A/B against without a knob — an entry ES_BIN=base in ES_BATCH_ENVS runs
+# that batched bench with them (e.g. ES_BATCH_ENVS='ES_BIN=base ES_NONE=1 ES_BIN=base'), and
+# ES_BATCH_PROFILE profiles both; ES_BATCH_PROMPT (128) is the batched benches' prompt length
+# (their decode attention reads that much context a row). Every log goes to
 # $OUT/all.txt (the device tool returns at most 8 files).
 set -uo pipefail
 cd "$(dirname "$0")/../.."
@@ -74,6 +78,10 @@ if ! "$B/edgeseek" devices >/dev/null 2>&1; then
   export VK_DRIVER_FILES=/usr/local/nvidia/share/vulkan/icd.d/nvidia_icd.json
 fi
 MODELS=${ES_MODELS:-r1-distill-qwen-1.5b r1-distill-qwen-7b}
+BASE=""  # ES_BASE: the binaries of another tree, for A/B runs
+if [[ -n "${ES_BASE:-}" ]]; then
+  mkdir -p /tmp/es_base && tar xJf "$ES_BASE" -C /tmp/es_base && BASE=/tmp/es_base/.esbin
+fi
 
 # llama.cpp build in the background (CPU) while the GPU runs edgeseek's tests.
 build_llama() {
@@ -207,15 +215,21 @@ for mt in $GGUFS; do
   for e in ES_NONE=1 ${ES_BATCH_ENVS:-${ES_EXTRA_ENVS:-}}; do  # batched decode, each batch size in one process
     [[ -n $BL ]] && left || break
     echo "== edgeseek bench $m $ty -b ${BL// /,}, $e"
-    env ES_VK_F16_ACT=1 ${e//,/ } timeout 200 "$B/edgeseek" bench --backend vulkan -m "$g" -b "${BL// /,}" -p 128 -n 64 -r 1 \
+    bin=$B/edgeseek
+    [[ $e == ES_BIN=base && -n $BASE ]] && bin=$BASE/edgeseek
+    env ES_VK_F16_ACT=1 ${e//,/ } timeout 200 "$bin" bench --backend vulkan -m "$g" -b "${BL// /,}" -p "${ES_BATCH_PROMPT:-128}" -n 64 -r 1 \
       > "$OUT/es_${m}_${ty}_batches_${e//[=\/]/_}.txt" 2>&1
     grep -E "decode" "$OUT/es_${m}_${ty}_batches_${e//[=\/]/_}.txt"
   done
   for bn in $BL; do
     if [[ $bn == "${ES_BATCH_PROFILE:-}" ]] && left; then  # where a step of bn rows goes
-      ES_VK_F16_ACT=1 timeout 120 "$B/edgeseek" bench --backend vulkan -m "$g" -b "$bn" -p 128 -n 8 -r 1 --profile \
-        > "$OUT/profile_${m}_${ty}_b$bn.txt" 2>&1
-      echo "== profile $m $ty -b $bn"; grep -E "^vulkan profile|shader time per op" -A 14 "$OUT/profile_${m}_${ty}_b$bn.txt" | cut -c1-150
+      for bin in $B ${BASE:+$BASE}; do
+        tag=${bin//[\/.]/_}
+        ES_VK_F16_ACT=1 timeout 120 "$bin/edgeseek" bench --backend vulkan -m "$g" -b "$bn" -p "${ES_BATCH_PROMPT:-128}" -n 8 -r 1 --profile \
+          > "$OUT/profile_${m}_${ty}_b${bn}${tag}.txt" 2>&1
+        echo "== profile $m $ty -b $bn ($bin)"
+        grep -E "^vulkan profile|shader time per op" -A 14 "$OUT/profile_${m}_${ty}_b${bn}${tag}.txt" | cut -c1-150
+      done
     fi
   done
   for e in ${ES_EXTRA_ENVS:-}; do  # the same bench again under other knob settings (A/B)
