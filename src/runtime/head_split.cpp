@@ -31,7 +31,8 @@ void AddStats(const ComputeStats& s, ComputeStats* to) {
 // exception a device throws comes back from Run, the first device's first.
 class ShardThreads {
  public:
-  explicit ShardThreads(size_t n) : errors_(n) {
+  explicit ShardThreads(size_t n) {
+    errors_.resize(n);
     for (size_t d = 1; d < n; ++d) threads_.emplace_back([this, d] { Loop(d); });
   }
   ~ShardThreads() {

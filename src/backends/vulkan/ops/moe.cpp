@@ -45,7 +45,7 @@ int64_t FirstExpert(const Node& n) { return n.i[1] > 0 ? n.i[0] : 0; }
 // The experts' types as the graph holds them (gate, up, down of expert 0; BuildMoe checks that
 // every expert agrees and that the device copies keep them).
 DType ExpertType(const Graph& g, const Node& n, int m) {
-  return g.node(n.src[size_t(3 + m)]).weight->dtype;
+  return g.node(n.src[size_t(3) + size_t(m)]).weight->dtype;
 }
 }  // namespace
 
@@ -245,6 +245,90 @@ void RecordIdotExperts(OpContext& c, const MoeGemv& spec, const std::vector<BufR
 }
 }  // namespace
 
+namespace {
+// moe_route.comp over the router's logits: ids and weights [R, top_k] (a range: local ids, weight
+// 0 for the choices outside it).
+void RecordRouting(OpContext& c, BufRange logits, BufRange ids, BufRange wts, int64_t e0,
+                   int64_t EL) {
+  const MoeParams& p = *c.n.moe;
+  const Node& n = c.n;
+  const int64_t R = n.shape[0], E = p.n_experts;
+  const bool has_bias = n.src[2] >= 0;
+  BufRange bias = has_bias ? Range(c.weights.GetF32(c.W(2)).chunks[0].alloc) : logits;
+  Dispatch& d = c.Add("moe_route", {1, 1, 1, 1});
+  d.bindings = {{logits}, {bias}, {ids}, {wts}};
+  d.writes = {2, 3};
+  struct {
+    uint32_t R, E, top_k, n_group, topk_group, sigmoid, method, norm, has_bias;
+    float scaling;
+    uint32_t e0, n_local;
+  } pc{uint32_t(R),
+       uint32_t(E),
+       uint32_t(p.top_k),
+       uint32_t(p.n_group),
+       uint32_t(p.topk_group),
+       p.scoring == ScoringFunc::kSigmoid ? 1u : 0u,
+       uint32_t(p.topk_method),
+       p.norm_topk_prob ? 1u : 0u,
+       has_bias ? 1u : 0u,
+       p.routed_scaling_factor,
+       uint32_t(e0),
+       EL == E ? 0u : uint32_t(EL)};
+  d.Push(pc);
+  d.groups[0] = uint32_t(R);  // one workgroup per token
+}
+
+// The EL experts' device stacks and the table the expert kernels read: per expert, (buffer index
+// in its kernel's list, offset) of gate, up and down; the lists padded to kMoeMaxBlocks.
+struct ExpertTable {
+  std::vector<BufRange> lists[2];  // gate and up (the UP kernel), down (the DOWN kernel)
+  std::vector<uint32_t> table;     // [6 * EL]
+  DType dtype[3] = {DType::kF32, DType::kF32, DType::kF32};
+};
+ExpertTable MakeExpertTable(OpContext& c, int64_t EL) {
+  const Node& n = c.n;
+  const int64_t D = n.shape[1], I = n.moe->ffn_dim;
+  ExpertTable t;
+  t.table.resize(size_t(6 * EL));
+  // Gate and up share one type (the UP kernel reads both), down may have another (llama.cpp's
+  // q4_k_m files keep gate/up in Q4_K and some layers' down in Q6_K).
+  for (int m = 0; m < 3; ++m) {
+    std::vector<const Tensor*> members;
+    for (int64_t e = 0; e < EL; ++e) members.push_back(&c.W(int(3 + 3 * e + m)));
+    const ExpertStack& st = c.weights.GetExperts(members);
+    const int64_t rows = m == 2 ? D : I, cols = m == 2 ? I : D;
+    ES_CHECK(st.rows == rows && st.cols == cols, "vulkan: expert weight '", members[0]->name,
+             "' should be [", rows, ", ", cols, "]");
+    t.dtype[m] = st.dtype;
+    ES_CHECK(m != 1 || t.dtype[1] == t.dtype[0], "vulkan: moe '", n.name, "': expert weight '",
+             members[0]->name, "' has type ", Name(t.dtype[1]), " but the gate projections have ",
+             Name(t.dtype[0]), " (gate and up share one type)");
+    // Offsets in elements for dense types, in 32-bit words for repacked block types.
+    const uint64_t unit = Repacked(st.dtype) ? 4 : RowBytes(st.dtype, 1);
+    std::vector<BufRange>& blocks = t.lists[m == 2 ? 1 : 0];
+    for (int64_t e = 0; e < EL; ++e) {
+      const Allocation& a = st.block_of(e);
+      size_t b = 0;
+      while (b < blocks.size() && blocks[b].buffer != a.buffer) ++b;
+      if (b == blocks.size()) {
+        ES_CHECK(blocks.size() < kMoeMaxBlocks, "vulkan: moe '", n.name, "': the ",
+                 m == 2 ? "down" : "gate and up", " experts span more than ", kMoeMaxBlocks,
+                 " buffers of the device's largest range");
+        blocks.push_back({a.buffer, 0, a.buffer_size});
+      }
+      const uint64_t off = st.offset(e);
+      ES_CHECK(off % unit == 0 && off / unit <= UINT32_MAX, "vulkan: expert weight '",
+               members[size_t(e)]->name, "' lies beyond a 32-bit offset of its buffer");
+      t.table[size_t(6 * e + 2 * m)] = uint32_t(b);
+      t.table[size_t(6 * e + 2 * m + 1)] = uint32_t(off / unit);
+    }
+  }
+  for (auto& blocks : t.lists)
+    while (blocks.size() < kMoeMaxBlocks) blocks.push_back(blocks[0]);
+  return t;
+}
+}  // namespace
+
 void BuildMoe(OpContext& c) {
   const MoeParams& p = *c.n.moe;
   const auto& n = c.n;
@@ -267,72 +351,11 @@ void BuildMoe(OpContext& c) {
   const BufRange x = FoldedNormInput(c, &nf);
   const DeviceWeight& gate = c.weights.Get(c.W(1));
   RecordMatMul(c, x, R, D, gate, nullptr, logits, E, nullptr, c.norm_node ? &nf : nullptr);
-  {
-    const bool has_bias = n.src[2] >= 0;
-    BufRange bias = has_bias ? Range(c.weights.GetF32(c.W(2)).chunks[0].alloc) : logits;
-    Dispatch& d = c.Add("moe_route", {1, 1, 1, 1});
-    d.bindings = {{logits}, {bias}, {ids}, {wts}};
-    d.writes = {2, 3};
-    struct {
-      uint32_t R, E, top_k, n_group, topk_group, sigmoid, method, norm, has_bias;
-      float scaling;
-      uint32_t e0, n_local;
-    } pc{uint32_t(R),
-         uint32_t(E),
-         uint32_t(K),
-         uint32_t(p.n_group),
-         uint32_t(p.topk_group),
-         p.scoring == ScoringFunc::kSigmoid ? 1u : 0u,
-         uint32_t(p.topk_method),
-         p.norm_topk_prob ? 1u : 0u,
-         has_bias ? 1u : 0u,
-         p.routed_scaling_factor,
-         uint32_t(e0),
-         EL == E ? 0u : uint32_t(EL)};
-    d.Push(pc);
-    d.groups[0] = uint32_t(R);  // one workgroup per token
-  }
-  // Expert table and the buffers it points into: each projection's experts are one stack
-  // (WeightStore::GetExperts), bound by their blocks' buffers: gate and up for the UP kernel,
-  // down for the DOWN kernel; table entries index their kernel's list.
-  std::vector<BufRange> lists[2];
-  std::vector<uint32_t> table(size_t(6 * EL));
-  // Gate and up share one type (the UP kernel reads both), down may have another (llama.cpp's
-  // q4_k_m files keep gate/up in Q4_K and some layers' down in Q6_K).
-  DType dtype[3] = {DType::kF32, DType::kF32, DType::kF32};
-  for (int m = 0; m < 3; ++m) {
-    std::vector<const Tensor*> members;
-    for (int64_t e = 0; e < EL; ++e) members.push_back(&c.W(int(3 + 3 * e + m)));
-    const ExpertStack& st = c.weights.GetExperts(members);
-    const int64_t rows = m == 2 ? D : I, cols = m == 2 ? I : D;
-    ES_CHECK(st.rows == rows && st.cols == cols, "vulkan: expert weight '", members[0]->name,
-             "' should be [", rows, ", ", cols, "]");
-    dtype[m] = st.dtype;
-    ES_CHECK(m != 1 || dtype[1] == dtype[0], "vulkan: moe '", n.name, "': expert weight '",
-             members[0]->name, "' has type ", Name(dtype[1]), " but the gate projections have ",
-             Name(dtype[0]), " (gate and up share one type)");
-    // Offsets in elements for dense types, in 32-bit words for repacked block types.
-    const uint64_t unit = Repacked(st.dtype) ? 4 : RowBytes(st.dtype, 1);
-    std::vector<BufRange>& blocks = lists[m == 2 ? 1 : 0];
-    for (int64_t e = 0; e < EL; ++e) {
-      const Allocation& a = st.block_of(e);
-      size_t b = 0;
-      while (b < blocks.size() && blocks[b].buffer != a.buffer) ++b;
-      if (b == blocks.size()) {
-        ES_CHECK(blocks.size() < kMoeMaxBlocks, "vulkan: moe '", n.name, "': the ",
-                 m == 2 ? "down" : "gate and up", " experts span more than ", kMoeMaxBlocks,
-                 " buffers of the device's largest range");
-        blocks.push_back({a.buffer, 0, a.buffer_size});
-      }
-      const uint64_t off = st.offset(e);
-      ES_CHECK(off % unit == 0 && off / unit <= UINT32_MAX, "vulkan: expert weight '",
-               members[size_t(e)]->name, "' lies beyond a 32-bit offset of its buffer");
-      table[size_t(6 * e + 2 * m)] = uint32_t(b);
-      table[size_t(6 * e + 2 * m + 1)] = uint32_t(off / unit);
-    }
-  }
-  for (auto& blocks : lists)
-    while (blocks.size() < kMoeMaxBlocks) blocks.push_back(blocks[0]);
+  RecordRouting(c, logits, ids, wts, e0, EL);
+  const ExpertTable et = MakeExpertTable(c, EL);
+  const auto& lists = et.lists;
+  const auto& table = et.table;
+  const auto& dtype = et.dtype;
   Allocation tab = c.host_pool->Alloc(table.size() * 4, n.name + " expert table");
   std::memcpy(tab.mapped, table.data(), table.size() * 4);
   c.owned->push_back(tab);
