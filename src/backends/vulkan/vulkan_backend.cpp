@@ -806,6 +806,27 @@ std::unique_ptr<VulkanBackend::Program> VulkanBackend::Build(const Graph& g, con
   return p;
 }
 
+namespace {
+// The rows' rope cos/sin tables in the batch buffer (words `fw`), one pair per table the program
+// uses, at its layout offset: cos [T, dim / 2] then sin.
+void WriteRopeTables(const BatchLayout& lay, const Batch& b, float* fw) {
+  const int64_t T = b.n_tokens();
+  for (const auto& [rt, off] : lay.rope) {
+    const int64_t half = rt->dim / 2;
+    float* cs = fw + off;
+    float* sn = cs + T * half;
+    for (int64_t t = 0; t < T; ++t) {
+      const float pos = float(b.positions[size_t(t)]);
+      for (int64_t k = 0; k < half; ++k) {
+        const float angle = pos * rt->inv_freq[size_t(k)];  // as the reference: f32 angle
+        cs[t * half + k] = std::cos(angle) * rt->attention_factor;
+        sn[t * half + k] = std::sin(angle) * rt->attention_factor;
+      }
+    }
+  }
+}
+}  // namespace
+
 void VulkanBackend::Run(Program& p, const Batch& b, VkKv& kv, void* out, ComputeStats* stats,
                         const RowSampling* rows) {
   const auto t_start = Clock::now();
@@ -851,20 +872,7 @@ void VulkanBackend::Run(Program& p, const Batch& b, VkKv& kv, void* out, Compute
              " outside the batch");
     words[lay.out_rows + i] = b.out_rows[i];
   }
-  float* fw = reinterpret_cast<float*>(p.batch.mapped);
-  for (const auto& [rt, off] : lay.rope) {
-    const int64_t half = rt->dim / 2;
-    float* cs = fw + off;
-    float* sn = cs + T * half;
-    for (int64_t t = 0; t < T; ++t) {
-      const float pos = float(b.positions[size_t(t)]);
-      for (int64_t k = 0; k < half; ++k) {
-        const float angle = pos * rt->inv_freq[size_t(k)];  // as the reference: f32 angle
-        cs[t * half + k] = std::cos(angle) * rt->attention_factor;
-        sn[t * half + k] = std::sin(angle) * rt->attention_factor;
-      }
-    }
-  }
+  WriteRopeTables(lay, b, reinterpret_cast<float*>(p.batch.mapped));
   const double upload_s = Since(t_start);
   // ---- dispatch ----------------------------------------------------------------------------
   const auto t_submit = Clock::now();
