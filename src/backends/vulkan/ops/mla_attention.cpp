@@ -107,6 +107,34 @@ std::vector<uint64_t> MlaScratch(const Device& dev, const VkKv& kv, const Graph&
   return s;
 }
 
+namespace {
+// The grouped head GEMMs' meta for every head taking all T rows: counts[H] = T, offsets[H] =
+// h * T, then the rows in order (moe_gemm.glsl's layout).
+BufRange HeadRowsMeta(OpContext& c, int64_t T, int64_t H) {
+  std::vector<uint32_t> m(size_t(2 * H + T * H));
+  for (int64_t h = 0; h < H; ++h) {
+    m[size_t(h)] = uint32_t(T);
+    m[size_t(H + h)] = uint32_t(h * T);
+  }
+  for (int64_t i = 0; i < T * H; ++i) m[size_t(2 * H + i)] = uint32_t(i);
+  Allocation ma = c.host_pool->Alloc(m.size() * 4, c.n.name + " head rows");
+  std::memcpy(ma.mapped, m.data(), m.size() * 4);
+  c.owned->push_back(ma);
+  return Range(ma);
+}
+// out [T, H * dv] = per head, the attention's latent output olat [T, H * r] times Wuv's head
+// rows: the grouped head GEMM for prefill steps of float weights, else the per-head GEMV.
+void RecordLatentOutput(OpContext& c, BufRange olat, const DeviceWeight& wuv, bool gemm,
+                        BufRange meta) {
+  const int64_t T = c.T, H = c.n.i[0], dv = c.n.i[3], r = c.n.i[4];
+  if (gemm)
+    RecordHeadGemm(c, olat, uint32_t(H * r), uint32_t(r), uint32_t(H), uint32_t(dv), uint32_t(r),
+                   wuv, c.Out(), uint32_t(H * dv), uint32_t(dv), c.scratch[2], c.scratch[3], meta);
+  else
+    RecordHeadGemv(c, olat, T, H, dv, r, wuv, H * r, r, 0, c.Out(), H * dv, dv, 0);
+}
+}  // namespace
+
 void BuildMla(OpContext& c) {
   if (MlaTakesNonAbsorbed(c.dev, c.kv, c.g, c.n, c.T, c.mla_expand)) return BuildMlaNonAbsorbed(c);
   const auto& n = c.n;
@@ -130,18 +158,8 @@ void BuildMla(OpContext& c) {
   const int64_t qw = H * (dn + dr), cw = H * (r + dr);
   const bool gemm = T > kDecodeMaxRows && !IsQuantized(wuk.dtype) && !IsQuantized(wuv.dtype) &&
                     wuk.chunks.size() == 1 && wuv.chunks.size() == 1;
-  BufRange meta;
+  const BufRange meta = gemm ? HeadRowsMeta(c, T, H) : BufRange{};
   if (gemm) {
-    std::vector<uint32_t> m(size_t(2 * H + T * H));
-    for (int64_t h = 0; h < H; ++h) {
-      m[size_t(h)] = uint32_t(T);
-      m[size_t(H + h)] = uint32_t(h * T);
-    }
-    for (int64_t i = 0; i < T * H; ++i) m[size_t(2 * H + i)] = uint32_t(i);
-    Allocation ma = c.host_pool->Alloc(m.size() * 4, n.name + " head rows");
-    std::memcpy(ma.mapped, m.data(), m.size() * 4);
-    c.owned->push_back(ma);
-    meta = Range(ma);
     RecordHeadGemm(c, qin, uint32_t(qw), uint32_t(dn + dr), uint32_t(H), uint32_t(r), uint32_t(dn),
                    wuk, qcat, uint32_t(cw), uint32_t(r + dr), c.scratch[2], c.scratch[3], meta);
   } else {
@@ -199,12 +217,7 @@ void BuildMla(OpContext& c) {
       a.o_hs = uint32_t(r);
       RecordAttentionCombine(c, a, S, false);
     }
-    if (gemm)
-      RecordHeadGemm(c, olat, uint32_t(H * r), uint32_t(r), uint32_t(H), uint32_t(dv), uint32_t(r),
-                     wuv, c.Out(), uint32_t(H * dv), uint32_t(dv), c.scratch[2], c.scratch[3],
-                     meta);
-    else
-      RecordHeadGemv(c, olat, T, H, dv, r, wuv, H * r, r, 0, c.Out(), H * dv, dv, 0);
+    RecordLatentOutput(c, olat, wuv, gemm, meta);
     return;
   }
   {  // the fallback kernel reads q_pe from qcat
@@ -234,11 +247,7 @@ void BuildMla(OpContext& c) {
   a.o_hs = uint32_t(r);
   a.scale = n.f0;
   RecordAttention(c, a, false);
-  if (gemm)
-    RecordHeadGemm(c, olat, uint32_t(H * r), uint32_t(r), uint32_t(H), uint32_t(dv), uint32_t(r),
-                   wuv, c.Out(), uint32_t(H * dv), uint32_t(dv), c.scratch[2], c.scratch[3], meta);
-  else
-    RecordHeadGemv(c, olat, T, H, dv, r, wuv, H * r, r, 0, c.Out(), H * dv, dv, 0);
+  RecordLatentOutput(c, olat, wuv, gemm, meta);
 }
 
 }  // namespace es::vk
