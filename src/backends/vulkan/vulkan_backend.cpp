@@ -10,6 +10,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <functional>
 #include <map>
 #include <sstream>
 #include <tuple>
@@ -338,54 +339,62 @@ VulkanBackend::Program& VulkanBackend::GetProgram(const Graph& g, const Batch& b
   return *programs_.front();
 }
 
-std::unique_ptr<VulkanBackend::Program> VulkanBackend::Build(const Graph& g, const Batch& b,
-                                                             VkKv& kv, int mode, uint64_t key) {
-  auto p = std::make_unique<Program>();
-  p->act_pool = act_pool_.get();
-  p->host_pool = host_pool_.get();
-  p->readback_pool = readback_pool_.get();
-  p->key = key;
-  p->mode = mode;
+namespace {
+// What Build's fusion passes read.
+struct FuseInput {
+  const Device& dev;
+  WeightStore& weights;
+  const Graph& g;
+  VkKv& kv;
+  int64_t T;
+  bool mla_expand, fuse;
+};
+// The decode fusions Build found, per node (-1: none): what each node's OpContext gets.
+struct Fusions {
+  std::vector<int> uses, write_at, out_node, res_node, gate_node, up_node, norm_of, live_until,
+      rope_of, mla_c_store, mla_norm, attn_rope, attn_k, attn_v;
+  std::vector<char> skip;
+  explicit Fusions(const Graph& g) {
+    const size_t N = g.nodes().size();
+    for (auto* v : {&out_node, &res_node, &gate_node, &up_node, &norm_of, &live_until, &rope_of,
+                    &mla_c_store, &mla_norm, &attn_rope, &attn_k, &attn_v})
+      v->assign(N, -1);
+    uses.assign(N, 0);
+    skip.assign(N, 0);
+    write_at.resize(N);
+    for (size_t i = 0; i < N; ++i) write_at[i] = int(i);
+    for (const Node& n : g.nodes())
+      for (int s : n.src)
+        if (s >= 0) ++uses[size_t(s)];
+  }
+};
+
+// GEMV epilogues: a residual add, the dual gate/up + SwiGLU.
+void FuseEpilogues(const FuseInput& x, Fusions& f) {
+  const Graph& g = x.g;
   const auto& nodes = g.nodes();
   const int N = int(nodes.size());
-  ES_CHECK(N > 0 && nodes.back().op != Op::kWeight, "vulkan: the graph has no output op");
-  const int64_t T = b.n_tokens();
-  p->T = T;
-  const bool mla_expand = MlaStepExpands(g, b);  // in the key (Run)
-  for (const Node& n : nodes) {
-    std::string why;
-    ES_CHECK(OpSupported(g, n, &why), "vulkan: node '", n.name, "' (", OpName(n.op),
-             ") is not supported: ", why);
-    if (n.op != Op::kWeight)
-      ES_CHECK(n.shape.size() == 2, "vulkan: node '", n.name, "' is not 2-D ", ShapeStr(n.shape));
-    if (n.op == Op::kEmbed) {
-      const int64_t v = g.node(n.src[0]).weight->rows();
-      p->vocab = p->vocab < 0 ? v : std::min(p->vocab, v);
-    }
-    p->node_info.emplace_back(n.name, n.op);
-  }
-
+  const int64_t T = x.T;
+  const bool fuse = x.fuse;
+  auto& uses = f.uses;
+  auto& write_at = f.write_at;
+  auto& out_node = f.out_node;
+  auto& res_node = f.res_node;
+  auto& gate_node = f.gate_node;
+  auto& up_node = f.up_node;
+  auto& skip = f.skip;
   // ---- fusions of decode (GEMV epilogues) -----------------------------------------------------
   // A matmul whose only consumer is a residual add writes the sum itself (the add is skipped);
   // gate and up matmuls whose only consumer is the SwiGLU become one dual GEMV writing
   // silu(gate) * up at the later of the two (the earlier and the SwiGLU are skipped). The fused
   // output is then written at the matmul's position: its lifetime starts there.
-  std::vector<int> uses(static_cast<size_t>(N), 0), write_at(static_cast<size_t>(N)),
-      out_node(static_cast<size_t>(N), -1), res_node(static_cast<size_t>(N), -1),
-      gate_node(static_cast<size_t>(N), -1), up_node(static_cast<size_t>(N), -1);
-  std::vector<char> skip(static_cast<size_t>(N), 0);
-  for (int i = 0; i < N; ++i) write_at[size_t(i)] = i;
-  for (const Node& n : nodes)
-    for (int s : n.src)
-      if (s >= 0) ++uses[size_t(s)];
-  const bool fuse = dev_->tuning().On(Knob::kFuse);
   auto fusable_mm = [&](int a) {
     if (a < 0 || a == N - 1 || uses[size_t(a)] != 1 || out_node[size_t(a)] >= 0) return false;
     const Node& m = nodes[size_t(a)];
-    if (m.op == Op::kMoE) return MoeTakesGemv(*dev_, g, m, nullptr);  // its down GEMV adds it
+    if (m.op == Op::kMoE) return MoeTakesGemv(x.dev, g, m, nullptr);  // its down GEMV adds it
     if (m.op != Op::kMatMul) return false;
     const Tensor& W = *g.node(m.src[1]).weight;
-    return CanFuseGemv(T, g.node(m.src[0]).shape[1], weights_->Get(W));
+    return CanFuseGemv(T, g.node(m.src[0]).shape[1], x.weights.Get(W));
   };
   for (int j = 0; fuse && j < N; ++j) {
     const Node& n = nodes[size_t(j)];
@@ -421,11 +430,23 @@ std::unique_ptr<VulkanBackend::Program> VulkanBackend::Build(const Graph& g, con
       skip[size_t(j)] = 1;
     }
   }
+}
 
+// RMSNorms folded into their GEMVs, ropes into their kv_stores.
+void FoldNormsAndRopes(const FuseInput& x, Fusions& f) {
+  const Graph& g = x.g;
+  const auto& nodes = g.nodes();
+  const int N = int(nodes.size());
+  const int64_t T = x.T;
+  const bool fuse = x.fuse;
+  auto& uses = f.uses;
+  auto& skip = f.skip;
+  auto& norm_of = f.norm_of;
+  auto& live_until = f.live_until;
+  auto& rope_of = f.rope_of;
   // An RMSNorm whose consumers are all GEMV-sized matmuls of its output (or MoE nodes on the
   // expert GEMVs) is folded into them (each takes the norm's input, weight and eps);
   // its input must then live until the last one.
-  std::vector<int> norm_of(static_cast<size_t>(N), -1), live_until(static_cast<size_t>(N), -1);
   for (int m = 0; fuse && m < N - 1; ++m) {
     const Node& n = nodes[size_t(m)];
     if (n.op != Op::kRmsNorm || uses[size_t(m)] == 0) continue;
@@ -436,8 +457,8 @@ std::unique_ptr<VulkanBackend::Program> VulkanBackend::Build(const Graph& g, con
       if (std::find(c.src.begin(), c.src.end(), m) == c.src.end()) continue;
       ok = c.src[0] == m && c.src[1] != m &&
            ((c.op == Op::kMatMul &&
-             CanFuseGemv(T, n.shape[1], weights_->Get(*g.node(c.src[1]).weight))) ||
-            (c.op == Op::kMoE && T <= kGemvMaxRows && MoeTakesGemv(*dev_, g, c, nullptr)));
+             CanFuseGemv(T, n.shape[1], x.weights.Get(*g.node(c.src[1]).weight))) ||
+            (c.op == Op::kMoE && T <= kGemvMaxRows && MoeTakesGemv(x.dev, g, c, nullptr)));
       consumers.push_back(j);
     }
     if (!ok || consumers.empty()) continue;
@@ -448,7 +469,6 @@ std::unique_ptr<VulkanBackend::Program> VulkanBackend::Build(const Graph& g, con
 
   // A rope whose only consumer is a kv_store is folded into it: the store reads the rope's input
   // and rotates while writing the cache (one dispatch and one barrier step fewer per layer).
-  std::vector<int> rope_of(static_cast<size_t>(N), -1);
   for (int j = 0; fuse && j < N; ++j) {
     const Node& n = nodes[size_t(j)];
     if (n.op != Op::kKvStore) continue;
@@ -459,11 +479,24 @@ std::unique_ptr<VulkanBackend::Program> VulkanBackend::Build(const Graph& g, con
     const int x = nodes[size_t(r)].src[0];
     live_until[size_t(x)] = std::max(live_until[size_t(x)], j);
   }
+}
 
+// MLA's kv_a chain into one store.
+void FuseMlaKvStores(const FuseInput& x, Fusions& f) {
+  const Graph& g = x.g;
+  const auto& nodes = g.nodes();
+  const int N = int(nodes.size());
+  const bool fuse = x.fuse;
+  VkKv& kv = x.kv;
+  auto& uses = f.uses;
+  auto& skip = f.skip;
+  auto& live_until = f.live_until;
+  auto& rope_of = f.rope_of;
+  auto& mla_c_store = f.mla_c_store;
+  auto& mla_norm = f.mla_norm;
   // MLA's kv_a chain: store(rms_norm(slice(kva, 0, r))) and store(rope(slice(kva, r, dr))) of one
   // layer become one dispatch at the second store (mla_kv_store.comp), which reads kva: five
   // dispatches and two barrier steps fewer per layer.
-  std::vector<int> mla_c_store(static_cast<size_t>(N), -1), mla_norm(static_cast<size_t>(N), -1);
   const DType kv_type = kv.spec().dtype;
   for (int j = 0; fuse && (kv_type == DType::kF32 || kv_type == DType::kF16) && j < N; ++j) {
     const Node& s1 = nodes[size_t(j)];
@@ -493,17 +526,32 @@ std::unique_ptr<VulkanBackend::Program> VulkanBackend::Build(const Graph& g, con
       break;
     }
   }
+}
 
+// Ropes and stores folded into the split decode attention; MLA's q rope into its kernel.
+void FuseAttentionRopes(const FuseInput& x, Fusions& f) {
+  const Graph& g = x.g;
+  const auto& nodes = g.nodes();
+  const int N = int(nodes.size());
+  const int64_t T = x.T;
+  const bool fuse = x.fuse;
+  VkKv& kv = x.kv;
+  const bool mla_expand = x.mla_expand;
+  auto& uses = f.uses;
+  auto& skip = f.skip;
+  auto& live_until = f.live_until;
+  auto& rope_of = f.rope_of;
+  auto& attn_rope = f.attn_rope;
+  auto& attn_k = f.attn_k;
+  auto& attn_v = f.attn_v;
   // Split decode attention over the raw projections: attention(rope(q), store(rope(k)),
   // store(v)) where attention_decode.comp runs (UseDecodeAttention) takes the raw q, k and v rows
   // and rotates and stores them itself (FUSED): the q rope and both stores are skipped, three
   // dispatches and one barrier step fewer per layer.
-  std::vector<int> attn_rope(static_cast<size_t>(N), -1), attn_k(static_cast<size_t>(N), -1),
-      attn_v(static_cast<size_t>(N), -1);
   // Not over a block-quantized cache: the new keys would have to be rounded as their whole
   // 32-blocks store them (the plain stores and attention_decode.comp run instead).
   const bool attn_fuse =
-      fuse && dev_->tuning().On(Knob::kAttnFuse) && !IsQuantized(kv.spec().dtype);
+      fuse && x.dev.tuning().On(Knob::kAttnFuse) && !IsQuantized(kv.spec().dtype);
   for (int j = 0; attn_fuse && j < N; ++j) {
     const Node& n = nodes[size_t(j)];
     if (n.op != Op::kAttention || n.src.size() != 3) continue;
@@ -518,7 +566,7 @@ std::unique_ptr<VulkanBackend::Program> VulkanBackend::Build(const Graph& g, con
     const int64_t Hq = n.i[0], Hkv = n.i[1], dk = n.i[2], dv = n.i[3];
     if (q.rope.get() != kr.rope.get() || q.i[1] != dk || kr.i[1] != dk || q.i[2] != kr.i[2] ||
         T > kDecodeFusedMaxRows ||
-        !UseDecodeAttention(*dev_, T, uint32_t(Hq), uint32_t(Hkv), uint32_t(dk), uint32_t(dv)))
+        !UseDecodeAttention(x.dev, T, uint32_t(Hq), uint32_t(Hkv), uint32_t(dk), uint32_t(dv)))
       continue;
     attn_rope[size_t(j)] = qr;
     attn_k[size_t(j)] = kr.src[0];
@@ -531,7 +579,7 @@ std::unique_ptr<VulkanBackend::Program> VulkanBackend::Build(const Graph& g, con
   // MLA's q rope: mla_attention.comp rotates q's rope dims while loading them (MlaFoldsQRope).
   for (int j = 0; fuse && j < N; ++j) {
     const Node& n = nodes[size_t(j)];
-    if (n.op != Op::kMlaAttention || !MlaFoldsQRope(*dev_, kv, g, n, T, mla_expand)) continue;
+    if (n.op != Op::kMlaAttention || !MlaFoldsQRope(x.dev, kv, g, n, T, mla_expand)) continue;
     const int qr = n.src[0];
     const Node& q = nodes[size_t(qr)];
     if (q.op != Op::kRope || uses[size_t(qr)] != 1 || q.i[0] != n.i[0] ||
@@ -541,6 +589,183 @@ std::unique_ptr<VulkanBackend::Program> VulkanBackend::Build(const Graph& g, con
     skip[size_t(qr)] = 1;
     live_until[size_t(q.src[0])] = std::max(live_until[size_t(q.src[0])], j);
   }
+}
+
+// Where the integer-dot GEMVs read x quantized (items added to the activation plan), per node.
+struct QuantXPlan {
+  std::vector<int> xq_item, out_xq_item, dual_yq_item;
+  std::vector<char> xq_fill;
+  std::vector<DType> out_xq_type;
+};
+// Integer-dot GEMVs with x quantized once (IdotQuantizeOnce) read it from here: one per (x,
+// folded norm), recorded by the first matmul reading it and kept until the last (q/k/v share one;
+// gate/up are one dual GEMV); or written by the split decode attention producing x
+// (ES_VK_ATTN_QUANT=0: not) or by the dual GEMV producing it (DualQuantizesOut).
+QuantXPlan PlanQuantizedX(const FuseInput& x, const Fusions& f, std::vector<Interval>& items) {
+  QuantXPlan q;
+  const size_t n_nodes = x.g.nodes().size();
+  q.xq_item.assign(n_nodes, -1);
+  q.out_xq_item.assign(n_nodes, -1);
+  q.dual_yq_item.assign(n_nodes, -1);
+  q.xq_fill.assign(n_nodes, 0);
+  q.out_xq_type.assign(n_nodes, DType::kF32);
+  const Graph& g = x.g;
+  const auto& nodes = g.nodes();
+  const int N = int(nodes.size());
+  const int64_t T = x.T;
+  const auto& uses = f.uses;
+  const auto& write_at = f.write_at;
+  const auto& gate_node = f.gate_node;
+  const auto& skip = f.skip;
+  const auto& norm_of = f.norm_of;
+  auto& xq_item = q.xq_item;
+  auto& xq_fill = q.xq_fill;
+  auto& out_xq_item = q.out_xq_item;
+  auto& dual_yq_item = q.dual_yq_item;
+  auto& out_xq_type = q.out_xq_type;
+  std::map<std::tuple<int, int, bool>, int> xq_of;  // (x node, norm node or -1, int16) -> item
+  const bool attn_quant = x.fuse && x.dev.tuning().On(Knob::kAttnQuant);
+  for (int i = 0; i < N; ++i) {
+    const Node& n = nodes[size_t(i)];
+    if (n.op != Op::kMatMul || skip[size_t(i)] || n.src.size() < 2 || n.src[1] < 0 ||
+        !g.node(n.src[1]).weight)
+      continue;
+    const int64_t K = g.node(n.src[0]).shape[1];
+    const DType wt = x.weights.Get(*g.node(n.src[1]).weight).dtype;
+    const int nm = norm_of[size_t(i)];
+    // x from a split decode attention read by this GEMV alone (the output projection): the
+    // attention's combine step writes it quantized (no quantization in the GEMV's workgroups).
+    const int xs = n.src[0];
+    const Node& xn = nodes[size_t(xs)];
+    if (attn_quant && nm < 0 && xn.op == Op::kAttention && uses[size_t(xs)] == 1 &&
+        !skip[size_t(xs)] && T <= kDecodeMaxRows && xn.i[3] % 32 == 0 && xn.i[3] <= 1024 &&
+        UseIdotGemv(x.dev, T, K, wt)) {
+      out_xq_item[size_t(xs)] = xq_item[size_t(i)] = int(items.size());
+      out_xq_type[size_t(xs)] = wt;
+      items.push_back({xs, i, QuantXBytes(T, K, wt)});
+      continue;
+    }
+    // x from a dual gate/up GEMV read by this GEMV alone (the down projection), in the same
+    // format: the dual GEMV writes it quantized (no quantize dispatch between them).
+    const int dual = xn.op == Op::kSwiGLU ? write_at[size_t(xs)] : -1;  // the fused gate/up GEMV
+    if (dual >= 0 && gate_node[size_t(dual)] >= 0 && uses[size_t(xs)] == 1 && nm < 0 &&
+        UseIdotGemv(x.dev, T, K, wt)) {
+      const Node& gn = nodes[size_t(gate_node[size_t(dual)])];
+      const DeviceWeight& gw = x.weights.Get(*g.node(gn.src[1]).weight);
+      if (gw.dtype == wt && DualQuantizesOut(x.dev, T, g.node(gn.src[0]).shape[1], gw)) {
+        dual_yq_item[size_t(dual)] = xq_item[size_t(i)] = int(items.size());
+        items.push_back({dual, i, QuantXBytes(T, K, wt)});
+        continue;
+      }
+    }
+    if (!UseIdotGemv(x.dev, T, K, wt) || !IdotQuantizeOnce(x.dev, T, K, gate_node[size_t(i)] >= 0))
+      continue;
+    // int8 x for Q4_0 and Q4_K, int16 for Q8_0: one copy per format.
+    const std::tuple<int, int, bool> key{nm >= 0 ? nodes[size_t(nm)].src[0] : n.src[0], nm,
+                                         wt == DType::kQ8_0};
+    auto it = xq_of.find(key);
+    if (it == xq_of.end()) {
+      it = xq_of.emplace(key, int(items.size())).first;
+      items.push_back({i, i, QuantXBytes(T, K, wt)});
+      xq_fill[size_t(i)] = 1;
+    }
+    items[size_t(it->second)].end = i;
+    xq_item[size_t(i)] = it->second;
+  }
+  return q;
+}
+
+// Node i's fusions into its OpContext: the epilogue, folded norm and ropes, the MLA store, the
+// fused attention's raw rows, quantized x and the dual GEMV (what FindFusions and PlanQuantizedX
+// decided); `range` gives a plan item's buffer range.
+void SetFusions(OpContext& ci, int i, const Fusions& fz, const QuantXPlan& qx,
+                const std::vector<BufRange>& act, const std::function<BufRange(int)>& range) {
+  const auto& nodes = ci.g.nodes();
+  const auto& [xq_item, out_xq_item, dual_yq_item, xq_fill, out_xq_type] = qx;
+  const auto& item_range = range;
+  const auto& out_node = fz.out_node;
+  const auto& res_node = fz.res_node;
+  const auto& gate_node = fz.gate_node;
+  const auto& up_node = fz.up_node;
+  const auto& norm_of = fz.norm_of;
+  const auto& rope_of = fz.rope_of;
+  const auto& mla_c_store = fz.mla_c_store;
+  const auto& mla_norm = fz.mla_norm;
+  const auto& attn_rope = fz.attn_rope;
+  const auto& attn_k = fz.attn_k;
+  const auto& attn_v = fz.attn_v;
+  ci.out_node = out_node[size_t(i)];
+  if (res_node[size_t(i)] >= 0) ci.residual = act[size_t(res_node[size_t(i)])];
+  if (norm_of[size_t(i)] >= 0) ci.norm_node = &nodes[size_t(norm_of[size_t(i)])];
+  if (rope_of[size_t(i)] >= 0) ci.rope_node = &nodes[size_t(rope_of[size_t(i)])];
+  if (mla_c_store[size_t(i)] >= 0) {
+    ci.mla_c_store = &nodes[size_t(mla_c_store[size_t(i)])];
+    ci.mla_norm = &nodes[size_t(mla_norm[size_t(i)])];
+  }
+  if (attn_rope[size_t(i)] >= 0) {
+    ci.attn_rope = &nodes[size_t(attn_rope[size_t(i)])];
+    if (attn_k[size_t(i)] >= 0) {  // kAttention (kMlaAttention folds only its q rope)
+      ci.attn_k = act[size_t(attn_k[size_t(i)])];
+      ci.attn_v = act[size_t(attn_v[size_t(i)])];
+    }
+  }
+  if (xq_item[size_t(i)] >= 0) {
+    ci.xq = item_range(xq_item[size_t(i)]);
+    ci.xq_fill = xq_fill[size_t(i)] != 0;
+  }
+  if (dual_yq_item[size_t(i)] >= 0) ci.dual_yq = item_range(dual_yq_item[size_t(i)]);
+  if (out_xq_item[size_t(i)] >= 0) {
+    ci.out_xq = item_range(out_xq_item[size_t(i)]);
+    ci.out_xq_type = out_xq_type[size_t(i)];
+  }
+  if (gate_node[size_t(i)] >= 0) {
+    ci.dual_gate = &nodes[size_t(gate_node[size_t(i)])];
+    ci.dual_up = &nodes[size_t(up_node[size_t(i)])];
+  }
+}
+
+Fusions FindFusions(const FuseInput& x) {
+  Fusions f(x.g);
+  FuseEpilogues(x, f);
+  FoldNormsAndRopes(x, f);
+  FuseMlaKvStores(x, f);
+  FuseAttentionRopes(x, f);
+  return f;
+}
+}  // namespace
+
+std::unique_ptr<VulkanBackend::Program> VulkanBackend::Build(const Graph& g, const Batch& b,
+                                                             VkKv& kv, int mode, uint64_t key) {
+  auto p = std::make_unique<Program>();
+  p->act_pool = act_pool_.get();
+  p->host_pool = host_pool_.get();
+  p->readback_pool = readback_pool_.get();
+  p->key = key;
+  p->mode = mode;
+  const auto& nodes = g.nodes();
+  const int N = int(nodes.size());
+  ES_CHECK(N > 0 && nodes.back().op != Op::kWeight, "vulkan: the graph has no output op");
+  const int64_t T = b.n_tokens();
+  p->T = T;
+  const bool mla_expand = MlaStepExpands(g, b);  // in the key (Run)
+  for (const Node& n : nodes) {
+    std::string why;
+    ES_CHECK(OpSupported(g, n, &why), "vulkan: node '", n.name, "' (", OpName(n.op),
+             ") is not supported: ", why);
+    if (n.op != Op::kWeight)
+      ES_CHECK(n.shape.size() == 2, "vulkan: node '", n.name, "' is not 2-D ", ShapeStr(n.shape));
+    if (n.op == Op::kEmbed) {
+      const int64_t v = g.node(n.src[0]).weight->rows();
+      p->vocab = p->vocab < 0 ? v : std::min(p->vocab, v);
+    }
+    p->node_info.emplace_back(n.name, n.op);
+  }
+
+  const bool fuse = dev_->tuning().On(Knob::kFuse);
+  const Fusions fz = FindFusions({*dev_, *weights_, g, kv, T, mla_expand, fuse});
+  const auto& write_at = fz.write_at;
+  const auto& skip = fz.skip;
+  const auto& live_until = fz.live_until;
 
   // ---- activation plan: intervals from Graph::LastUse (kv_store passes its input through) ---
   std::vector<int> last = g.LastUse();
@@ -573,64 +798,7 @@ std::unique_ptr<VulkanBackend::Program> VulkanBackend::Build(const Graph& g, con
       items.push_back({i, i, bytes});
     }
   }
-  // Integer-dot GEMVs with x quantized once (IdotQuantizeOnce) read it from here: one per (x,
-  // folded norm), recorded by the first matmul reading it and kept until the last (q/k/v share one;
-  // gate/up are one dual GEMV); or written by the split decode attention producing x
-  // (ES_VK_ATTN_QUANT=0: not) or by the dual GEMV producing it (DualQuantizesOut).
-  std::vector<int> xq_item(static_cast<size_t>(N), -1);
-  std::vector<char> xq_fill(static_cast<size_t>(N), 0);
-  std::map<std::tuple<int, int, bool>, int> xq_of;  // (x node, norm node or -1, int16) -> item
-  std::vector<int> out_xq_item(static_cast<size_t>(N), -1),
-      dual_yq_item(static_cast<size_t>(N), -1);
-  std::vector<DType> out_xq_type(static_cast<size_t>(N), DType::kF32);
-  const bool attn_quant = fuse && dev_->tuning().On(Knob::kAttnQuant);
-  for (int i = 0; i < N; ++i) {
-    const Node& n = nodes[size_t(i)];
-    if (n.op != Op::kMatMul || skip[size_t(i)] || n.src.size() < 2 || n.src[1] < 0 ||
-        !g.node(n.src[1]).weight)
-      continue;
-    const int64_t K = g.node(n.src[0]).shape[1];
-    const DType wt = weights_->Get(*g.node(n.src[1]).weight).dtype;
-    const int nm = norm_of[size_t(i)];
-    // x from a split decode attention read by this GEMV alone (the output projection): the
-    // attention's combine step writes it quantized (no quantization in the GEMV's workgroups).
-    const int xs = n.src[0];
-    const Node& xn = nodes[size_t(xs)];
-    if (attn_quant && nm < 0 && xn.op == Op::kAttention && uses[size_t(xs)] == 1 &&
-        !skip[size_t(xs)] && T <= kDecodeMaxRows && xn.i[3] % 32 == 0 && xn.i[3] <= 1024 &&
-        UseIdotGemv(*dev_, T, K, wt)) {
-      out_xq_item[size_t(xs)] = xq_item[size_t(i)] = int(items.size());
-      out_xq_type[size_t(xs)] = wt;
-      items.push_back({xs, i, QuantXBytes(T, K, wt)});
-      continue;
-    }
-    // x from a dual gate/up GEMV read by this GEMV alone (the down projection), in the same
-    // format: the dual GEMV writes it quantized (no quantize dispatch between them).
-    const int dual = xn.op == Op::kSwiGLU ? write_at[size_t(xs)] : -1;  // the fused gate/up GEMV
-    if (dual >= 0 && gate_node[size_t(dual)] >= 0 && uses[size_t(xs)] == 1 && nm < 0 &&
-        UseIdotGemv(*dev_, T, K, wt)) {
-      const Node& gn = nodes[size_t(gate_node[size_t(dual)])];
-      const DeviceWeight& gw = weights_->Get(*g.node(gn.src[1]).weight);
-      if (gw.dtype == wt && DualQuantizesOut(*dev_, T, g.node(gn.src[0]).shape[1], gw)) {
-        dual_yq_item[size_t(dual)] = xq_item[size_t(i)] = int(items.size());
-        items.push_back({dual, i, QuantXBytes(T, K, wt)});
-        continue;
-      }
-    }
-    if (!UseIdotGemv(*dev_, T, K, wt) || !IdotQuantizeOnce(*dev_, T, K, gate_node[size_t(i)] >= 0))
-      continue;
-    // int8 x for Q4_0 and Q4_K, int16 for Q8_0: one copy per format.
-    const std::tuple<int, int, bool> key{nm >= 0 ? nodes[size_t(nm)].src[0] : n.src[0], nm,
-                                         wt == DType::kQ8_0};
-    auto it = xq_of.find(key);
-    if (it == xq_of.end()) {
-      it = xq_of.emplace(key, int(items.size())).first;
-      items.push_back({i, i, QuantXBytes(T, K, wt)});
-      xq_fill[size_t(i)] = 1;
-    }
-    items[size_t(it->second)].end = i;
-    xq_item[size_t(i)] = it->second;
-  }
+  const QuantXPlan qx = PlanQuantizedX({*dev_, *weights_, g, kv, T, mla_expand, fuse}, fz, items);
   const ArenaPlan plan = PlanArena(items, act_pool_->alignment(), act_pool_->max_range());
   for (size_t a = 0; a < plan.arena_bytes.size(); ++a)
     p->arenas.push_back(
@@ -644,6 +812,52 @@ std::unique_ptr<VulkanBackend::Program> VulkanBackend::Build(const Graph& g, con
   for (int i = 0; i < N; ++i)
     if (owner[size_t(i)] >= 0) act[size_t(i)] = item_range(item_of[size_t(owner[size_t(i)])]);
 
+  LayoutBatch(p.get(), g, b, kv, mla_expand);
+  BatchLayout& lay = p->layout;
+
+  // ---- dispatches --------------------------------------------------------------------------
+  OpContext c{*dev_, *pipes_, *weights_, kv, g, nodes[0]};
+  c.act = act;
+  c.batch = Range(p->batch);
+  c.layout = &lay;
+  c.out = &p->ds;
+  c.T = T;
+  c.host_pool = host_pool_.get();
+  c.owned = &p->owned;
+  for (int i = 0; i < N; ++i) {
+    const Node& n = nodes[size_t(i)];
+    if (n.op == Op::kWeight) continue;
+    OpContext ci{*dev_, *pipes_, *weights_, kv, g, n};
+    ci.id = i;
+    ci.act = act;
+    ci.batch = c.batch;
+    ci.layout = &lay;
+    ci.out = &p->ds;
+    ci.T = T;
+    ci.mla_expand = mla_expand;
+    ci.host_pool = host_pool_.get();
+    ci.owned = &p->owned;
+    for (int it : scratch_items[size_t(i)]) ci.scratch.push_back(item_range(it));
+    if (skip[size_t(i)]) continue;
+    SetFusions(ci, i, fz, qx, act, item_range);
+    BuildOp(ci);
+  }
+  BufRange result = RecordResult(p.get(), c, act[size_t(N - 1)], mode);
+  p->readback = readback_pool_->Alloc(result.size, "output readback");
+  p->descs = std::make_unique<DescriptorArena>(*dev_, p->ds);
+  p->seq = std::make_unique<Sequence>(*dev_, opts_.profile);
+  p->seq->Record(p->ds,
+                 {CopyStep{result, BufRange{p->readback.buffer, p->readback.offset, result.size}}});
+  pipes_->Save();
+  return p;
+}
+
+// The batch buffer's layout (per-token tables, rope tables, block tables, MLA view, mixed-step
+// rows, input rows) and the buffer.
+void VulkanBackend::LayoutBatch(Program* p, const Graph& g, const Batch& b, VkKv& kv,
+                                bool mla_expand) {
+  const auto& nodes = g.nodes();
+  const int64_t T = b.n_tokens();
   // ---- batch buffer layout -------------------------------------------------------------------
   BatchLayout& lay = p->layout;
   // Words 0 and 1: where the KV block tables start and the blocks per slot (kv_addr.glsl).
@@ -685,65 +899,16 @@ std::unique_ptr<VulkanBackend::Program> VulkanBackend::Build(const Graph& g, con
     }
   lay.words = w;
   p->batch = host_pool_->Alloc(uint64_t(w) * 4, "batch tables");
+}
 
-  // ---- dispatches --------------------------------------------------------------------------
-  OpContext c{*dev_, *pipes_, *weights_, kv, g, nodes[0]};
-  c.act = act;
-  c.batch = Range(p->batch);
-  c.layout = &lay;
-  c.out = &p->ds;
-  c.T = T;
-  c.host_pool = host_pool_.get();
-  c.owned = &p->owned;
-  for (int i = 0; i < N; ++i) {
-    const Node& n = nodes[size_t(i)];
-    if (n.op == Op::kWeight) continue;
-    OpContext ci{*dev_, *pipes_, *weights_, kv, g, n};
-    ci.id = i;
-    ci.act = act;
-    ci.batch = c.batch;
-    ci.layout = &lay;
-    ci.out = &p->ds;
-    ci.T = T;
-    ci.mla_expand = mla_expand;
-    ci.host_pool = host_pool_.get();
-    ci.owned = &p->owned;
-    for (int it : scratch_items[size_t(i)]) ci.scratch.push_back(item_range(it));
-    if (skip[size_t(i)]) continue;
-    ci.out_node = out_node[size_t(i)];
-    if (res_node[size_t(i)] >= 0) ci.residual = act[size_t(res_node[size_t(i)])];
-    if (norm_of[size_t(i)] >= 0) ci.norm_node = &nodes[size_t(norm_of[size_t(i)])];
-    if (rope_of[size_t(i)] >= 0) ci.rope_node = &nodes[size_t(rope_of[size_t(i)])];
-    if (mla_c_store[size_t(i)] >= 0) {
-      ci.mla_c_store = &nodes[size_t(mla_c_store[size_t(i)])];
-      ci.mla_norm = &nodes[size_t(mla_norm[size_t(i)])];
-    }
-    if (attn_rope[size_t(i)] >= 0) {
-      ci.attn_rope = &nodes[size_t(attn_rope[size_t(i)])];
-      if (attn_k[size_t(i)] >= 0) {  // kAttention (kMlaAttention folds only its q rope)
-        ci.attn_k = act[size_t(attn_k[size_t(i)])];
-        ci.attn_v = act[size_t(attn_v[size_t(i)])];
-      }
-    }
-    if (xq_item[size_t(i)] >= 0) {
-      ci.xq = item_range(xq_item[size_t(i)]);
-      ci.xq_fill = xq_fill[size_t(i)] != 0;
-    }
-    if (dual_yq_item[size_t(i)] >= 0) ci.dual_yq = item_range(dual_yq_item[size_t(i)]);
-    if (out_xq_item[size_t(i)] >= 0) {
-      ci.out_xq = item_range(out_xq_item[size_t(i)]);
-      ci.out_xq_type = out_xq_type[size_t(i)];
-    }
-    if (gate_node[size_t(i)] >= 0) {
-      ci.dual_gate = &nodes[size_t(gate_node[size_t(i)])];
-      ci.dual_up = &nodes[size_t(up_node[size_t(i)])];
-    }
-    BuildOp(ci);
-  }
-  const Node& out = nodes.back();
+// The program's result: the last node's rows, or (kArgmax, kSample) their ids, recorded after
+// the graph's dispatches.
+BufRange VulkanBackend::RecordResult(Program* p, OpContext& c, BufRange last, int mode) {
+  const int N = int(c.g.nodes().size());
+  const Node& out = c.g.nodes().back();
   p->n_out = out.shape[0];
   p->out_cols = out.shape[1];
-  BufRange result = act[size_t(N - 1)];
+  BufRange result = last;
   result.size = uint64_t(p->n_out * p->out_cols) * 4;
   if (mode == kArgmax) {
     Allocation ids = act_pool_->Alloc(uint64_t(p->n_out) * 4, "argmax ids");
@@ -797,13 +962,7 @@ std::unique_ptr<VulkanBackend::Program> VulkanBackend::Build(const Graph& g, con
     result = Range(ids);
     result.size = uint64_t(p->n_out) * 4;
   }
-  p->readback = readback_pool_->Alloc(result.size, "output readback");
-  p->descs = std::make_unique<DescriptorArena>(*dev_, p->ds);
-  p->seq = std::make_unique<Sequence>(*dev_, opts_.profile);
-  p->seq->Record(p->ds,
-                 {CopyStep{result, BufRange{p->readback.buffer, p->readback.offset, result.size}}});
-  pipes_->Save();
-  return p;
+  return result;
 }
 
 namespace {

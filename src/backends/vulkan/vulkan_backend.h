@@ -83,6 +83,9 @@ class VulkanBackend final : public Backend {
   struct Program;
   Program& GetProgram(const Graph& g, const Batch& batch, VkKv& kv, int mode);
   void ClearPrograms();  // every recorded program (a stale weight, new knobs)
+  // Build's phases: the batch buffer's layout, the result's dispatches (argmax, sampling).
+  void LayoutBatch(Program* p, const Graph& g, const Batch& b, VkKv& kv, bool mla_expand);
+  BufRange RecordResult(Program* p, OpContext& c, BufRange last, int mode);
   std::unique_ptr<Program> Build(const Graph& g, const Batch& batch, VkKv& kv, int mode,
                                  uint64_t key);
   void Run(Program& p, const Batch& batch, VkKv& kv, void* out, ComputeStats* stats,
