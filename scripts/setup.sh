@@ -43,6 +43,7 @@ fi
 PKGS+=(git libgtest-dev libgmock-dev libbenchmark-dev libomp-dev
       glslang-tools mesa-vulkan-drivers vulkan-validationlayers vulkan-tools
       prometheus
+      python3  # scripts/long_functions.py, tests/server/*.py, the scripts test
       valgrind  # Cli.CpuGenerateLeaksNothing
       clang-14 libclang-rt-14-dev  # scripts/fuzz.sh: libFuzzer + ASan/UBSan (docs/fuzzing.md)
       clang-format  # `git clang-format` on changed lines (unversioned names: Debian 12 gives 14)
