@@ -369,227 +369,202 @@ struct Fusions {
   }
 };
 
-// GEMV epilogues: a residual add, the dual gate/up + SwiGLU.
-void FuseEpilogues(const FuseInput& x, Fusions& f) {
-  const Graph& g = x.g;
-  const auto& nodes = g.nodes();
-  const int N = int(nodes.size());
-  const int64_t T = x.T;
-  const bool fuse = x.fuse;
-  auto& uses = f.uses;
-  auto& write_at = f.write_at;
-  auto& out_node = f.out_node;
-  auto& res_node = f.res_node;
-  auto& gate_node = f.gate_node;
-  auto& up_node = f.up_node;
-  auto& skip = f.skip;
-  // ---- fusions of decode (GEMV epilogues) -----------------------------------------------------
-  // A matmul whose only consumer is a residual add writes the sum itself (the add is skipped);
-  // gate and up matmuls whose only consumer is the SwiGLU become one dual GEMV writing
-  // silu(gate) * up at the later of the two (the earlier and the SwiGLU are skipped). The fused
-  // output is then written at the matmul's position: its lifetime starts there.
-  auto fusable_mm = [&](int a) {
-    if (a < 0 || a == N - 1 || uses[size_t(a)] != 1 || out_node[size_t(a)] >= 0) return false;
-    const Node& m = nodes[size_t(a)];
-    if (m.op == Op::kMoE) return MoeTakesGemv(x.dev, g, m, nullptr);  // its down GEMV adds it
-    if (m.op != Op::kMatMul) return false;
-    const Tensor& W = *g.node(m.src[1]).weight;
-    return CanFuseGemv(T, g.node(m.src[0]).shape[1], x.weights.Get(W));
-  };
-  for (int j = 0; fuse && j < N; ++j) {
-    const Node& n = nodes[size_t(j)];
-    if (n.op == Op::kAdd) {
-      for (int k = 0; k < 2; ++k) {
-        const int a = n.src[size_t(k)], b = n.src[size_t(1 - k)];
-        if (b >= a || !fusable_mm(a)) continue;
-        out_node[size_t(a)] = j;
-        res_node[size_t(a)] = b;
-        write_at[size_t(j)] = a;
+// Build's fusion passes over one graph, each filling its part of the Fusions record.
+struct FusionFinder : Fusions {
+  const FuseInput& x;
+  const Graph& g;
+  const std::vector<Node>& nodes;
+  const int N;
+  const int64_t T;
+  const bool fuse, mla_expand;
+  VkKv& kv;
+  explicit FusionFinder(const FuseInput& in)
+      : Fusions(in.g),
+        x(in),
+        g(in.g),
+        nodes(in.g.nodes()),
+        N(int(in.g.nodes().size())),
+        T(in.T),
+        fuse(in.fuse),
+        mla_expand(in.mla_expand),
+        kv(in.kv) {}
+
+  // GEMV epilogues: a residual add, the dual gate/up + SwiGLU.
+  void FuseEpilogues() {
+    // ---- fusions of decode (GEMV epilogues) -----------------------------------------------------
+    // A matmul whose only consumer is a residual add writes the sum itself (the add is skipped);
+    // gate and up matmuls whose only consumer is the SwiGLU become one dual GEMV writing
+    // silu(gate) * up at the later of the two (the earlier and the SwiGLU are skipped). The fused
+    // output is then written at the matmul's position: its lifetime starts there.
+    auto fusable_mm = [&](int a) {
+      if (a < 0 || a == N - 1 || uses[size_t(a)] != 1 || out_node[size_t(a)] >= 0) return false;
+      const Node& m = nodes[size_t(a)];
+      if (m.op == Op::kMoE) return MoeTakesGemv(x.dev, g, m, nullptr);  // its down GEMV adds it
+      if (m.op != Op::kMatMul) return false;
+      const Tensor& W = *g.node(m.src[1]).weight;
+      return CanFuseGemv(T, g.node(m.src[0]).shape[1], x.weights.Get(W));
+    };
+    for (int j = 0; fuse && j < N; ++j) {
+      const Node& n = nodes[size_t(j)];
+      if (n.op == Op::kAdd) {
+        for (int k = 0; k < 2; ++k) {
+          const int a = n.src[size_t(k)], b = n.src[size_t(1 - k)];
+          if (b >= a || !fusable_mm(a)) continue;
+          out_node[size_t(a)] = j;
+          res_node[size_t(a)] = b;
+          write_at[size_t(j)] = a;
+          skip[size_t(j)] = 1;
+          break;
+        }
+      } else if (n.op == Op::kSwiGLU) {
+        const int gi = n.src[0], ui = n.src[1];
+        if (gi == ui || !fusable_mm(gi) || !fusable_mm(ui) || nodes[size_t(gi)].op != Op::kMatMul ||
+            nodes[size_t(ui)].op != Op::kMatMul)
+          continue;
+        const Node& gn = nodes[size_t(gi)];
+        const Node& un = nodes[size_t(ui)];
+        const bool no_bias =
+            (gn.src.size() < 3 || gn.src[2] < 0) && (un.src.size() < 3 || un.src[2] < 0);
+        const Tensor& gw = *g.node(gn.src[1]).weight;
+        const Tensor& uw = *g.node(un.src[1]).weight;
+        if (!no_bias || gn.src[0] != un.src[0] || gw.dtype != uw.dtype || gw.shape != uw.shape)
+          continue;
+        const int late = std::max(gi, ui), early = std::min(gi, ui);
+        out_node[size_t(late)] = j;
+        gate_node[size_t(late)] = gi;
+        up_node[size_t(late)] = ui;
+        write_at[size_t(j)] = late;
+        skip[size_t(early)] = 1;
         skip[size_t(j)] = 1;
+      }
+    }
+  }
+
+  // RMSNorms folded into their GEMVs, ropes into their kv_stores.
+  void FoldNormsAndRopes() {
+    // An RMSNorm whose consumers are all GEMV-sized matmuls of its output (or MoE nodes on the
+    // expert GEMVs) is folded into them (each takes the norm's input, weight and eps);
+    // its input must then live until the last one.
+    for (int m = 0; fuse && m < N - 1; ++m) {
+      const Node& n = nodes[size_t(m)];
+      if (n.op != Op::kRmsNorm || uses[size_t(m)] == 0) continue;
+      std::vector<int> consumers;
+      bool ok = true;
+      for (int j = m + 1; j < N && ok; ++j) {
+        const Node& c = nodes[size_t(j)];
+        if (std::find(c.src.begin(), c.src.end(), m) == c.src.end()) continue;
+        ok = c.src[0] == m && c.src[1] != m &&
+             ((c.op == Op::kMatMul &&
+               CanFuseGemv(T, n.shape[1], x.weights.Get(*g.node(c.src[1]).weight))) ||
+              (c.op == Op::kMoE && T <= kGemvMaxRows && MoeTakesGemv(x.dev, g, c, nullptr)));
+        consumers.push_back(j);
+      }
+      if (!ok || consumers.empty()) continue;
+      skip[size_t(m)] = 1;
+      for (int j : consumers) norm_of[size_t(j)] = m;
+      live_until[size_t(n.src[0])] = consumers.back();
+    }
+
+    // A rope whose only consumer is a kv_store is folded into it: the store reads the rope's input
+    // and rotates while writing the cache (one dispatch and one barrier step fewer per layer).
+    for (int j = 0; fuse && j < N; ++j) {
+      const Node& n = nodes[size_t(j)];
+      if (n.op != Op::kKvStore) continue;
+      const int r = n.src[0];
+      if (r < 0 || nodes[size_t(r)].op != Op::kRope || uses[size_t(r)] != 1) continue;
+      rope_of[size_t(j)] = r;
+      skip[size_t(r)] = 1;
+      const int x = nodes[size_t(r)].src[0];
+      live_until[size_t(x)] = std::max(live_until[size_t(x)], j);
+    }
+  }
+
+  // MLA's kv_a chain into one store.
+  void FuseMlaKvStores() {
+    // MLA's kv_a chain: store(rms_norm(slice(kva, 0, r))) and store(rope(slice(kva, r, dr))) of one
+    // layer become one dispatch at the second store (mla_kv_store.comp), which reads kva: five
+    // dispatches and two barrier steps fewer per layer.
+    const DType kv_type = kv.spec().dtype;
+    for (int j = 0; fuse && (kv_type == DType::kF32 || kv_type == DType::kF16) && j < N; ++j) {
+      const Node& s1 = nodes[size_t(j)];
+      if (s1.op != Op::kKvStore || rope_of[size_t(j)] < 0) continue;
+      const Node& rope = nodes[size_t(rope_of[size_t(j)])];
+      const int raw = rope.src[0];
+      const Node& pe = nodes[size_t(raw)];
+      if (rope.i[0] != 1 || rope.i[2] != 0 || rope.i[1] != s1.shape[1] || pe.op != Op::kSlice ||
+          uses[size_t(raw)] != 1)
+        continue;
+      const int kva = pe.src[0];
+      for (int i = 0; i < j; ++i) {
+        const Node& s0 = nodes[size_t(i)];
+        if (s0.op != Op::kKvStore || s0.layer != s1.layer || rope_of[size_t(i)] >= 0) continue;
+        const int cn = s0.src[0];
+        const Node& norm = nodes[size_t(cn)];
+        if (norm.op != Op::kRmsNorm || uses[size_t(cn)] != 1) continue;
+        const Node& cr = nodes[size_t(norm.src[0])];
+        if (cr.op != Op::kSlice || uses[size_t(norm.src[0])] != 1 || cr.src[0] != kva ||
+            cr.i[0] != 0 || pe.i[0] != cr.i[1] ||
+            nodes[size_t(kva)].shape[1] != cr.i[1] + pe.i[1] || cr.i[1] % 2 != 0 ||
+            pe.i[1] % 2 != 0)
+          continue;
+        mla_c_store[size_t(j)] = i;
+        mla_norm[size_t(j)] = cn;
+        skip[size_t(i)] = skip[size_t(cn)] = skip[size_t(norm.src[0])] = skip[size_t(raw)] = 1;
+        live_until[size_t(kva)] = std::max(live_until[size_t(kva)], j);
         break;
       }
-    } else if (n.op == Op::kSwiGLU) {
-      const int gi = n.src[0], ui = n.src[1];
-      if (gi == ui || !fusable_mm(gi) || !fusable_mm(ui) || nodes[size_t(gi)].op != Op::kMatMul ||
-          nodes[size_t(ui)].op != Op::kMatMul)
-        continue;
-      const Node& gn = nodes[size_t(gi)];
-      const Node& un = nodes[size_t(ui)];
-      const bool no_bias =
-          (gn.src.size() < 3 || gn.src[2] < 0) && (un.src.size() < 3 || un.src[2] < 0);
-      const Tensor& gw = *g.node(gn.src[1]).weight;
-      const Tensor& uw = *g.node(un.src[1]).weight;
-      if (!no_bias || gn.src[0] != un.src[0] || gw.dtype != uw.dtype || gw.shape != uw.shape)
-        continue;
-      const int late = std::max(gi, ui), early = std::min(gi, ui);
-      out_node[size_t(late)] = j;
-      gate_node[size_t(late)] = gi;
-      up_node[size_t(late)] = ui;
-      write_at[size_t(j)] = late;
-      skip[size_t(early)] = 1;
-      skip[size_t(j)] = 1;
     }
   }
-}
 
-// RMSNorms folded into their GEMVs, ropes into their kv_stores.
-void FoldNormsAndRopes(const FuseInput& x, Fusions& f) {
-  const Graph& g = x.g;
-  const auto& nodes = g.nodes();
-  const int N = int(nodes.size());
-  const int64_t T = x.T;
-  const bool fuse = x.fuse;
-  auto& uses = f.uses;
-  auto& skip = f.skip;
-  auto& norm_of = f.norm_of;
-  auto& live_until = f.live_until;
-  auto& rope_of = f.rope_of;
-  // An RMSNorm whose consumers are all GEMV-sized matmuls of its output (or MoE nodes on the
-  // expert GEMVs) is folded into them (each takes the norm's input, weight and eps);
-  // its input must then live until the last one.
-  for (int m = 0; fuse && m < N - 1; ++m) {
-    const Node& n = nodes[size_t(m)];
-    if (n.op != Op::kRmsNorm || uses[size_t(m)] == 0) continue;
-    std::vector<int> consumers;
-    bool ok = true;
-    for (int j = m + 1; j < N && ok; ++j) {
-      const Node& c = nodes[size_t(j)];
-      if (std::find(c.src.begin(), c.src.end(), m) == c.src.end()) continue;
-      ok = c.src[0] == m && c.src[1] != m &&
-           ((c.op == Op::kMatMul &&
-             CanFuseGemv(T, n.shape[1], x.weights.Get(*g.node(c.src[1]).weight))) ||
-            (c.op == Op::kMoE && T <= kGemvMaxRows && MoeTakesGemv(x.dev, g, c, nullptr)));
-      consumers.push_back(j);
-    }
-    if (!ok || consumers.empty()) continue;
-    skip[size_t(m)] = 1;
-    for (int j : consumers) norm_of[size_t(j)] = m;
-    live_until[size_t(n.src[0])] = consumers.back();
-  }
-
-  // A rope whose only consumer is a kv_store is folded into it: the store reads the rope's input
-  // and rotates while writing the cache (one dispatch and one barrier step fewer per layer).
-  for (int j = 0; fuse && j < N; ++j) {
-    const Node& n = nodes[size_t(j)];
-    if (n.op != Op::kKvStore) continue;
-    const int r = n.src[0];
-    if (r < 0 || nodes[size_t(r)].op != Op::kRope || uses[size_t(r)] != 1) continue;
-    rope_of[size_t(j)] = r;
-    skip[size_t(r)] = 1;
-    const int x = nodes[size_t(r)].src[0];
-    live_until[size_t(x)] = std::max(live_until[size_t(x)], j);
-  }
-}
-
-// MLA's kv_a chain into one store.
-void FuseMlaKvStores(const FuseInput& x, Fusions& f) {
-  const Graph& g = x.g;
-  const auto& nodes = g.nodes();
-  const int N = int(nodes.size());
-  const bool fuse = x.fuse;
-  VkKv& kv = x.kv;
-  auto& uses = f.uses;
-  auto& skip = f.skip;
-  auto& live_until = f.live_until;
-  auto& rope_of = f.rope_of;
-  auto& mla_c_store = f.mla_c_store;
-  auto& mla_norm = f.mla_norm;
-  // MLA's kv_a chain: store(rms_norm(slice(kva, 0, r))) and store(rope(slice(kva, r, dr))) of one
-  // layer become one dispatch at the second store (mla_kv_store.comp), which reads kva: five
-  // dispatches and two barrier steps fewer per layer.
-  const DType kv_type = kv.spec().dtype;
-  for (int j = 0; fuse && (kv_type == DType::kF32 || kv_type == DType::kF16) && j < N; ++j) {
-    const Node& s1 = nodes[size_t(j)];
-    if (s1.op != Op::kKvStore || rope_of[size_t(j)] < 0) continue;
-    const Node& rope = nodes[size_t(rope_of[size_t(j)])];
-    const int raw = rope.src[0];
-    const Node& pe = nodes[size_t(raw)];
-    if (rope.i[0] != 1 || rope.i[2] != 0 || rope.i[1] != s1.shape[1] || pe.op != Op::kSlice ||
-        uses[size_t(raw)] != 1)
-      continue;
-    const int kva = pe.src[0];
-    for (int i = 0; i < j; ++i) {
-      const Node& s0 = nodes[size_t(i)];
-      if (s0.op != Op::kKvStore || s0.layer != s1.layer || rope_of[size_t(i)] >= 0) continue;
-      const int cn = s0.src[0];
-      const Node& norm = nodes[size_t(cn)];
-      if (norm.op != Op::kRmsNorm || uses[size_t(cn)] != 1) continue;
-      const Node& cr = nodes[size_t(norm.src[0])];
-      if (cr.op != Op::kSlice || uses[size_t(norm.src[0])] != 1 || cr.src[0] != kva ||
-          cr.i[0] != 0 || pe.i[0] != cr.i[1] || nodes[size_t(kva)].shape[1] != cr.i[1] + pe.i[1] ||
-          cr.i[1] % 2 != 0 || pe.i[1] % 2 != 0)
+  // Ropes and stores folded into the split decode attention; MLA's q rope into its kernel.
+  void FuseAttentionRopes() {
+    // Split decode attention over the raw projections: attention(rope(q), store(rope(k)),
+    // store(v)) where attention_decode.comp runs (UseDecodeAttention) takes the raw q, k and v rows
+    // and rotates and stores them itself (FUSED): the q rope and both stores are skipped, three
+    // dispatches and one barrier step fewer per layer.
+    // Not over a block-quantized cache: the new keys would have to be rounded as their whole
+    // 32-blocks store them (the plain stores and attention_decode.comp run instead).
+    const bool attn_fuse =
+        fuse && x.dev.tuning().On(Knob::kAttnFuse) && !IsQuantized(kv.spec().dtype);
+    for (int j = 0; attn_fuse && j < N; ++j) {
+      const Node& n = nodes[size_t(j)];
+      if (n.op != Op::kAttention || n.src.size() != 3) continue;
+      const int qr = n.src[0], sk = n.src[1], sv = n.src[2];
+      if (qr < 0 || sk < 0 || sv < 0) continue;
+      const Node &q = nodes[size_t(qr)], &k = nodes[size_t(sk)], &v = nodes[size_t(sv)];
+      if (q.op != Op::kRope || uses[size_t(qr)] != 1 || k.op != Op::kKvStore ||
+          uses[size_t(sk)] != 1 || rope_of[size_t(sk)] < 0 || v.op != Op::kKvStore ||
+          uses[size_t(sv)] != 1 || nodes[size_t(v.src[0])].op == Op::kRope)
         continue;
-      mla_c_store[size_t(j)] = i;
-      mla_norm[size_t(j)] = cn;
-      skip[size_t(i)] = skip[size_t(cn)] = skip[size_t(norm.src[0])] = skip[size_t(raw)] = 1;
-      live_until[size_t(kva)] = std::max(live_until[size_t(kva)], j);
-      break;
+      const Node& kr = nodes[size_t(rope_of[size_t(sk)])];
+      const int64_t Hq = n.i[0], Hkv = n.i[1], dk = n.i[2], dv = n.i[3];
+      if (q.rope.get() != kr.rope.get() || q.i[1] != dk || kr.i[1] != dk || q.i[2] != kr.i[2] ||
+          T > kDecodeFusedMaxRows ||
+          !UseDecodeAttention(x.dev, T, uint32_t(Hq), uint32_t(Hkv), uint32_t(dk), uint32_t(dv)))
+        continue;
+      attn_rope[size_t(j)] = qr;
+      attn_k[size_t(j)] = kr.src[0];
+      attn_v[size_t(j)] = v.src[0];
+      skip[size_t(qr)] = skip[size_t(sk)] = skip[size_t(sv)] = 1;
+      for (int x : {q.src[0], kr.src[0], v.src[0]})
+        live_until[size_t(x)] = std::max(live_until[size_t(x)], j);
+    }
+
+    // MLA's q rope: mla_attention.comp rotates q's rope dims while loading them (MlaFoldsQRope).
+    for (int j = 0; fuse && j < N; ++j) {
+      const Node& n = nodes[size_t(j)];
+      if (n.op != Op::kMlaAttention || !MlaFoldsQRope(x.dev, kv, g, n, T, mla_expand)) continue;
+      const int qr = n.src[0];
+      const Node& q = nodes[size_t(qr)];
+      if (q.op != Op::kRope || uses[size_t(qr)] != 1 || q.i[0] != n.i[0] ||
+          q.i[1] != n.i[1] + n.i[2] || q.i[2] != n.i[1] || q.rope->dim != n.i[2])
+        continue;
+      attn_rope[size_t(j)] = qr;
+      skip[size_t(qr)] = 1;
+      live_until[size_t(q.src[0])] = std::max(live_until[size_t(q.src[0])], j);
     }
   }
-}
-
-// Ropes and stores folded into the split decode attention; MLA's q rope into its kernel.
-void FuseAttentionRopes(const FuseInput& x, Fusions& f) {
-  const Graph& g = x.g;
-  const auto& nodes = g.nodes();
-  const int N = int(nodes.size());
-  const int64_t T = x.T;
-  const bool fuse = x.fuse;
-  VkKv& kv = x.kv;
-  const bool mla_expand = x.mla_expand;
-  auto& uses = f.uses;
-  auto& skip = f.skip;
-  auto& live_until = f.live_until;
-  auto& rope_of = f.rope_of;
-  auto& attn_rope = f.attn_rope;
-  auto& attn_k = f.attn_k;
-  auto& attn_v = f.attn_v;
-  // Split decode attention over the raw projections: attention(rope(q), store(rope(k)),
-  // store(v)) where attention_decode.comp runs (UseDecodeAttention) takes the raw q, k and v rows
-  // and rotates and stores them itself (FUSED): the q rope and both stores are skipped, three
-  // dispatches and one barrier step fewer per layer.
-  // Not over a block-quantized cache: the new keys would have to be rounded as their whole
-  // 32-blocks store them (the plain stores and attention_decode.comp run instead).
-  const bool attn_fuse =
-      fuse && x.dev.tuning().On(Knob::kAttnFuse) && !IsQuantized(kv.spec().dtype);
-  for (int j = 0; attn_fuse && j < N; ++j) {
-    const Node& n = nodes[size_t(j)];
-    if (n.op != Op::kAttention || n.src.size() != 3) continue;
-    const int qr = n.src[0], sk = n.src[1], sv = n.src[2];
-    if (qr < 0 || sk < 0 || sv < 0) continue;
-    const Node &q = nodes[size_t(qr)], &k = nodes[size_t(sk)], &v = nodes[size_t(sv)];
-    if (q.op != Op::kRope || uses[size_t(qr)] != 1 || k.op != Op::kKvStore ||
-        uses[size_t(sk)] != 1 || rope_of[size_t(sk)] < 0 || v.op != Op::kKvStore ||
-        uses[size_t(sv)] != 1 || nodes[size_t(v.src[0])].op == Op::kRope)
-      continue;
-    const Node& kr = nodes[size_t(rope_of[size_t(sk)])];
-    const int64_t Hq = n.i[0], Hkv = n.i[1], dk = n.i[2], dv = n.i[3];
-    if (q.rope.get() != kr.rope.get() || q.i[1] != dk || kr.i[1] != dk || q.i[2] != kr.i[2] ||
-        T > kDecodeFusedMaxRows ||
-        !UseDecodeAttention(x.dev, T, uint32_t(Hq), uint32_t(Hkv), uint32_t(dk), uint32_t(dv)))
-      continue;
-    attn_rope[size_t(j)] = qr;
-    attn_k[size_t(j)] = kr.src[0];
-    attn_v[size_t(j)] = v.src[0];
-    skip[size_t(qr)] = skip[size_t(sk)] = skip[size_t(sv)] = 1;
-    for (int x : {q.src[0], kr.src[0], v.src[0]})
-      live_until[size_t(x)] = std::max(live_until[size_t(x)], j);
-  }
-
-  // MLA's q rope: mla_attention.comp rotates q's rope dims while loading them (MlaFoldsQRope).
-  for (int j = 0; fuse && j < N; ++j) {
-    const Node& n = nodes[size_t(j)];
-    if (n.op != Op::kMlaAttention || !MlaFoldsQRope(x.dev, kv, g, n, T, mla_expand)) continue;
-    const int qr = n.src[0];
-    const Node& q = nodes[size_t(qr)];
-    if (q.op != Op::kRope || uses[size_t(qr)] != 1 || q.i[0] != n.i[0] ||
-        q.i[1] != n.i[1] + n.i[2] || q.i[2] != n.i[1] || q.rope->dim != n.i[2])
-      continue;
-    attn_rope[size_t(j)] = qr;
-    skip[size_t(qr)] = 1;
-    live_until[size_t(q.src[0])] = std::max(live_until[size_t(q.src[0])], j);
-  }
-}
+};
 
 // Where the integer-dot GEMVs read x quantized (items added to the activation plan), per node.
 struct QuantXPlan {
@@ -725,12 +700,12 @@ void SetFusions(OpContext& ci, int i, const Fusions& fz, const QuantXPlan& qx,
 }
 
 Fusions FindFusions(const FuseInput& x) {
-  Fusions f(x.g);
-  FuseEpilogues(x, f);
-  FoldNormsAndRopes(x, f);
-  FuseMlaKvStores(x, f);
-  FuseAttentionRopes(x, f);
-  return f;
+  FusionFinder f(x);
+  f.FuseEpilogues();
+  f.FoldNormsAndRopes();
+  f.FuseMlaKvStores();
+  f.FuseAttentionRopes();
+  return std::move(static_cast<Fusions&>(f));
 }
 }  // namespace
 
