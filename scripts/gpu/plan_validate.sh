@@ -23,8 +23,10 @@ if ! "$BIN" devices --calibrate --backend "$BACKEND" "${Q[@]}" --json "$PROFILE"
   tail -5 "$OUT/calibrate-$BACKEND.log"
   PROFILE=""
 fi
-"$BIN" devices --calibrate --backend cpu "${Q[@]}" --json "$OUT/profile-cpu.json" >"$OUT/calibrate-cpu.log" 2>&1 ||
-  echo "cpu calibrate failed (see $OUT/calibrate-cpu.log)"
+if [ "$BACKEND" != cpu ]; then
+  "$BIN" devices --calibrate --backend cpu "${Q[@]}" --json "$OUT/profile-cpu.json" >"$OUT/calibrate-cpu.log" 2>&1 ||
+    echo "cpu calibrate failed (see $OUT/calibrate-cpu.log)"
+fi
 TABLE="$OUT/plan_validate.md"
 {
   echo "| model | type | pred decode tok/s | meas decode | ratio | pred prefill tok/s | meas prefill | ratio | pred mem GiB | peak RSS GiB | ratio |"
