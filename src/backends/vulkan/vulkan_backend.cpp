@@ -654,10 +654,9 @@ QuantXPlan PlanQuantizedX(const FuseInput& x, const Fusions& f, std::vector<Inte
 // fused attention's raw rows, quantized x and the dual GEMV (what FindFusions and PlanQuantizedX
 // decided); `range` gives a plan item's buffer range.
 void SetFusions(OpContext& ci, int i, const Fusions& fz, const QuantXPlan& qx,
-                const std::vector<BufRange>& act, const std::function<BufRange(int)>& range) {
+                const std::vector<BufRange>& act, const std::function<BufRange(int)>& item_range) {
   const auto& nodes = ci.g.nodes();
   const auto& [xq_item, out_xq_item, dual_yq_item, xq_fill, out_xq_type] = qx;
-  const auto& item_range = range;
   const auto& out_node = fz.out_node;
   const auto& res_node = fz.res_node;
   const auto& gate_node = fz.gate_node;
@@ -737,7 +736,8 @@ std::unique_ptr<VulkanBackend::Program> VulkanBackend::Build(const Graph& g, con
   }
 
   const bool fuse = dev_->tuning().On(Knob::kFuse);
-  const Fusions fz = FindFusions({*dev_, *weights_, g, kv, T, mla_expand, fuse});
+  const FuseInput in{*dev_, *weights_, g, kv, T, mla_expand, fuse};
+  const Fusions fz = FindFusions(in);
   const auto& write_at = fz.write_at;
   const auto& skip = fz.skip;
   const auto& live_until = fz.live_until;
@@ -773,7 +773,7 @@ std::unique_ptr<VulkanBackend::Program> VulkanBackend::Build(const Graph& g, con
       items.push_back({i, i, bytes});
     }
   }
-  const QuantXPlan qx = PlanQuantizedX({*dev_, *weights_, g, kv, T, mla_expand, fuse}, fz, items);
+  const QuantXPlan qx = PlanQuantizedX(in, fz, items);
   const ArenaPlan plan = PlanArena(items, act_pool_->alignment(), act_pool_->max_range());
   for (size_t a = 0; a < plan.arena_bytes.size(); ++a)
     p->arenas.push_back(
