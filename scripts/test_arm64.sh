@@ -3,7 +3,7 @@
 # and server, the test binaries; cmake/toolchain-aarch64.cmake: Debian's g++-aarch64-linux-gnu and
 # arm64 libraries from multiarch, installed by scripts/setup.sh) and runs the unit, kernel and
 # golden CPU tests with qemu-user. Called by scripts/test.sh; on 2 cores about 7.5 min to build
-# (cold, no ccache) and 7 min to run. qemu checks correctness only; it says nothing about ARM speed.
+# (cold, no ccache) and 5 min to run (two test processes at a time). qemu checks correctness only; it says nothing about ARM speed.
 #  - Whole suites on `-cpu max` (dotprod, i8mm, SVE2: every integer path, Highway's SVE2 target).
 #  - Kernels and goldens again on cortex-a76 (NEON + dotprod, no i8mm, no SVE: RK3588's big cores,
 #    and what Orin's A78AE has), goldens on cortex-a72 (ARMv8.0: plain NEON), and the ARM kernel
@@ -34,17 +34,33 @@ export ES_CLI="qemu-aarch64 $PWD/$B/edgeseek" ES_GOLDEN_BACKENDS=cpu
 # decode steps: 214 of the runtime suite's 297 s under qemu; no ARM code of its own, the x86 run
 # keeps it).
 SKIP='*Vulkan*:*vulkan*:CpuPrefault.PreparedFileWeightsTakeNoFaults:SampledSpec.DistributedAsTheTarget'
-failed=()
+# The runs go two at a time (ES_ARM64_TEST_JOBS): qemu-user keeps about one core busy per test
+# process, and the test binaries already run side by side under ctest -j. Each run's output is
+# kept and printed in order once all have ended.
+JOBS=${ES_ARM64_TEST_JOBS:-2}
+LOGS=$B/qemu-logs
+rm -rf "$LOGS" && mkdir -p "$LOGS"
+n=0
 run() {  # cpu model, forced ARM path ("" = the CPU's best), suite, filter
-  echo "== aarch64 es_test_$3: qemu -cpu $1, ES_CPU_ARM_PATH=${2:-(best)}, filter $4"
-  local t0=$SECONDS
-  QEMU_CPU=$1 ES_CPU_ARM_PATH=$2 qemu-aarch64 "$B/tests/es_test_$3" --gtest_filter="$4" \
-    --gtest_brief=1 "--gtest_output=xml:$B/qemu-$3-$1${2:+-$2}.xml" ||
-    failed+=("es_test_$3 on $1${2:+ ($2)}")
-  echo "   ($((SECONDS - t0)) s)"
+  local log
+  log=$LOGS/$(printf %02d $n).log
+  n=$((n + 1))
+  while (($(jobs -rp | wc -l) >= JOBS)); do wait -n || true; done
+  (
+    echo "== aarch64 es_test_$3: qemu -cpu $1, ES_CPU_ARM_PATH=${2:-(best)}, filter $4"
+    t0=$SECONDS
+    QEMU_CPU=$1 ES_CPU_ARM_PATH=$2 qemu-aarch64 "$B/tests/es_test_$3" --gtest_filter="$4" \
+      --gtest_brief=1 "--gtest_output=xml:$B/qemu-$3-$1${2:+-$2}.xml" ||
+      echo "es_test_$3 on $1${2:+ ($2)}" > "$log.failed"
+    echo "   ($((SECONDS - t0)) s)"
+  ) > "$log" 2>&1 &
 }
-for s in "${SUITES[@]}"; do run max "" "$s" "-$SKIP"; done
+# The longest runs first (runtime and tools take ~90 s each here).
+for s in runtime tools; do run max "" "$s" "-$SKIP"; done
 run cortex-a76 "" kernels "-$SKIP"
+for s in "${SUITES[@]}"; do
+  [[ $s == runtime || $s == tools ]] || run max "" "$s" "-$SKIP"
+done
 run cortex-a76 "" golden "-$SKIP"
 run cortex-a72 "" golden "-$SKIP"
 # CpuMatMulArm.* checks every path the CPU has against plain NEON bit for bit in each run, so the
@@ -54,6 +70,12 @@ run max neon kernels "$ARM_ONLY"
 run max dotprod kernels "$ARM_ONLY"
 run cortex-a72 "" kernels "$ARM_ONLY"
 run cortex-a72 i8mm kernels "$ARM_ONLY"  # clamped to NEON
+wait
+cat "$LOGS"/*.log
+failed=()
+for f in "$LOGS"/*.failed; do
+  if [[ -e $f ]]; then failed+=("$(cat "$f")"); fi
+done
 if ((${#failed[@]})); then
   printf 'aarch64 failures: %s\n' "${failed[@]}" >&2
   exit 1
