@@ -1,8 +1,9 @@
 // Layer and head split over Vulkan devices (runtime/pipeline.h, runtime/head_split.h): one device
 // opened twice (--devices 0,0, how this is tested on lavapipe), and CPU + Vulkan in either order,
 // against the plain CPU runner, for a dense and an MLA+MoE golden: prefill and decode logits
-// within the f32-activation bound (1e-4 relative L2, the goldens' bound; the caches are f32 here
-// so that the bound is the math's alone), and greedy ids equal. A head split of an MoE model
+// within the goldens' bound (1e-4 relative L2 with f32 activations; 2e-3 where the device runs
+// its prefill GEMMs in f16, golden_test.cpp; the caches are f32 here so that the bound is the
+// math's alone), and greedy ids equal. A head split of an MoE model
 // gives every device a range of the routed experts (Vulkan's routing kernel maps the choices
 // outside its range to weight 0); a long prompt takes the grouped expert GEMMs, the steps of a
 // few rows the expert GEMVs.
@@ -35,6 +36,16 @@ std::vector<float> Logits(Runner& r, int slot, int64_t pos0, const std::vector<i
   return l;
 }
 
+// The goldens' bound for the Vulkan device's math: its description names "f16 math" where it
+// runs prefill GEMMs in f16 (cooperative matrices: the H200's 70-row prompt came out 2.8e-4 to
+// 4.0e-4 from the CPU's, against 1e-4).
+double Bound() {
+  static const double b =
+      CreateBackend("vulkan", {})->description().find("f16 math") != std::string::npos ? 2e-3
+                                                                                       : 1e-4;
+  return b;
+}
+
 TEST_P(VulkanSplit, LogitsMatchTheCpuRunner) {
   const SplitCase& c = GetParam();
   auto m = Model::Load(SourceDir() + "/tests/golden/data/models/" + c.model);
@@ -59,19 +70,19 @@ TEST_P(VulkanSplit, LogitsMatchTheCpuRunner) {
         << d;
   }
   const std::vector<int32_t> ids = {1, 7, 3, 11, 5, 2, 9};
-  EXPECT_LE(RelL2(Logits(*split, 0, 0, ids), Logits(plain, 0, 0, ids)), 1e-4);
+  EXPECT_LE(RelL2(Logits(*split, 0, 0, ids), Logits(plain, 0, 0, ids)), Bound());
   for (int t = 0; t < 3; ++t) {
     const std::vector<int32_t> step = {int32_t(4 + t)};
     const int64_t pos = int64_t(ids.size()) + t;
-    EXPECT_LE(RelL2(Logits(*split, 0, pos, step), Logits(plain, 0, pos, step)), 1e-4)
+    EXPECT_LE(RelL2(Logits(*split, 0, pos, step), Logits(plain, 0, pos, step)), Bound())
         << "decode step " << t;
   }
   // A second sequence beside the first, then greedy ids.
-  EXPECT_LE(RelL2(Logits(*split, 1, 0, {2, 8}), Logits(plain, 1, 0, {2, 8})), 1e-4);
+  EXPECT_LE(RelL2(Logits(*split, 1, 0, {2, 8}), Logits(plain, 1, 0, {2, 8})), Bound());
   // A prompt past the expert GEMVs' rows (MoE: the grouped expert GEMMs).
   std::vector<int32_t> longer;
   for (int i = 0; i < 70; ++i) longer.push_back(int32_t(1 + (i * 5) % 13));
-  EXPECT_LE(RelL2(Logits(*split, 1, 2, longer), Logits(plain, 1, 2, longer)), 1e-4) << "70 rows";
+  EXPECT_LE(RelL2(Logits(*split, 1, 2, longer), Logits(plain, 1, 2, longer)), Bound()) << "70 rows";
   Batch g;
   g.Add(0, int64_t(ids.size()) + 3, {6});
   g.Add(1, 2, {3});
