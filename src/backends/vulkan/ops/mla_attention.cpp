@@ -73,12 +73,19 @@ uint32_t MlaSplits(int64_t H, int64_t T) {
 // (the prefill kernel spills); all of a tile's (an earlier job) 5,585 / 161.0.
 constexpr uint32_t kMlaLoadBatch = 4;
 constexpr uint32_t kMlaKeyTile = 32;  // mla_attention.comp's KT
-// Heads per workgroup of mla_attention.comp: the most (up to 16) whose q and scores fit the
-// device's shared memory; 0 where the kernel does not apply.
+// Heads per workgroup of mla_attention.comp: the most (up to kMlaMaxHeadsPerGroup) whose q and
+// scores fit the device's shared memory; 0 where the kernel does not apply. Fewer heads a
+// workgroup give a decode row more workgroups, each a shorter chain of loads (the latent rows a
+// group reads again come from L2). H200, V2-Lite shapes, f16 (session 24, 2026-12-04, one job,
+// `bench --profile` of a 4-layer V2-Lite-shaped model: us per mla_attention dispatch after 16 /
+// 2,048 tokens): 16 heads 42 / 47 (the kernel before this change: 126 / 39), 8 heads 21 / 26,
+// 4 heads 12.7 / 17.3, 2 heads 15.4 / 25.6; the full V2-Lite f16 tg128 after a 512-token prompt
+// 245.3 t/s with 4 heads against 214.3 before (unprofiled).
+constexpr uint32_t kMlaMaxHeadsPerGroup = 4;
 uint32_t MlaHeadsPerGroup(const Device& dev, int64_t r, int64_t dr) {
   const auto& info = dev.info();
   if (r % 2 != 0 || dr % 2 != 0 || info.min_subgroup_size < 8) return 0;
-  for (uint32_t G = 16; G >= 1; G /= 2) {
+  for (uint32_t G = kMlaMaxHeadsPerGroup; G >= 1; G /= 2) {
     const uint64_t bytes = 4ull * G * uint64_t(r + dr) + 4ull * G * kMlaKeyTile + 12ull * G + 1024;
     if (bytes <= info.max_shared_memory) return G;
   }

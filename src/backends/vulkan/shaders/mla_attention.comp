@@ -29,7 +29,7 @@
 layout(local_size_x = 256) in;
 layout(constant_id = 0) const uint R = 512;         // latent dims (even)
 layout(constant_id = 1) const uint DR = 64;         // rope dims (even)
-layout(constant_id = 2) const uint G = 16;          // query heads per workgroup
+layout(constant_id = 2) const uint G = 4;           // query heads per workgroup
 layout(constant_id = 3) const uint MINCHUNK = 32;   // fewest keys a chunk takes
 layout(constant_id = 4) const uint LB = 4;          // key or value loads issued together
 const uint WG = 256u, LPK = 8u, KT = WG / LPK;
@@ -37,6 +37,7 @@ const uint R2 = R / 2u, DR2 = DR / 2u, QW2 = R2 + DR2;   // dim pairs
 const uint MAXP = (R2 + WG - 1u) / WG;                   // value pairs per invocation
 const uint PE_ = (G * KT + WG - 1u) / WG;                // (head, key) entries per invocation
 const uint NC = (R2 + LPK - 1u) / LPK;                   // latent pairs per lane and key
+const uint QI = (G * QW2 + WG - 1u) / WG;                // q pairs staged per invocation
 
 layout(binding = 0) readonly buffer Q { float q[]; };
 #if defined(KV_Q8_0) || defined(KV_Q4_0)
@@ -97,6 +98,7 @@ float QPe(uint t, uint h, uint e) {
 shared vec2 qs[G * QW2];      // the G heads' q, f32
 shared float ps[G * KT];      // scores, then probabilities: [head][key]
 shared float mh[G], lh[G], corr[G];
+shared uint rows[KT];         // the tile's cache rows (the values' loads need no table read)
 
 void main() {
   const uint tid = gl_LocalInvocationID.x;
@@ -116,17 +118,20 @@ void main() {
     return;
   }
 #endif
-  for (uint i = tid; i < G * QW2; i += WG) {
+  // Unrolled: every invocation's q loads are issued before the first is stored (a loop of
+  // load-then-store waits out the memory latency once per pair).
+  [[unroll]] for (uint c = 0u; c < QI; ++c) {
+    const uint i = tid + c * WG;
     const uint hh = i / QW2, d = i % QW2, h = h0 + hh;
     vec2 v = vec2(0.0);
-    if (h < p.Hq && d < R2) {
+    if (i < G * QW2 && h < p.Hq && d < R2) {
       const uint qo = t * p.q_rs + h * p.q_hs + 2u * d;
       v = vec2(q[qo], q[qo + 1u]);
-    } else if (h < p.Hq) {
+    } else if (i < G * QW2 && h < p.Hq) {
       const uint e = 2u * (d - R2);
       v = vec2(QPe(t, h, e), QPe(t, h, e + 1u));
     }
-    qs[i] = v;
+    if (i < G * QW2) qs[i] = v;
   }
   if (tid < G) {
     mh[tid] = -1.0 / 0.0;
@@ -144,6 +149,7 @@ void main() {
     [[unroll]] for (uint hh = 0u; hh < G; ++hh) dots[hh] = 0.0;
     if (j < jend) {
       const uint row = KvRow(slot, j);
+      if (s == 0u) rows[kj] = row;
       // LB key pairs loaded together, then used (LB = 1: one load per use).
       [[unroll]] for (uint i0 = 0u; i0 < NC; i0 += LB) {
         vec2 k[LB];
@@ -193,7 +199,7 @@ void main() {
       lh[tid] = l;
     }
     // Values: the tile's latent rows weighted by each head's probabilities.
-    const uint nt = min(KT, jend - j0), last = jend - 1u;
+    const uint nt = min(KT, jend - j0);
     [[unroll]] for (uint hh = 0u; hh < G; ++hh)
       [[unroll]] for (uint c = 0u; c < MAXP; ++c) acc[hh * MAXP + c] *= corr[hh];
     for (uint jj = 0u; jj < nt; jj += LB) {  // LB rows loaded together (past the chunk: p = 0)
@@ -201,7 +207,7 @@ void main() {
         const uint i = tid + WG * c;
         if (i < R2) {
           vec2 v[LB];
-          [[unroll]] for (uint b = 0u; b < LB; ++b) v[b] = LOAD_C(KvRow(slot, min(j0 + jj + b, last)), i);
+          [[unroll]] for (uint b = 0u; b < LB; ++b) v[b] = LOAD_C(rows[min(jj + b, nt - 1u)], i);
           [[unroll]] for (uint b = 0u; b < LB; ++b)
             [[unroll]] for (uint hh = 0u; hh < G; ++hh)
               acc[hh * MAXP + c] += ps[hh * KT + min(jj + b, KT - 1u)] * (jj + b < nt ? v[b] : vec2(0.0));
