@@ -62,7 +62,9 @@ constexpr uint32_t kMlaSplits = 64, kMlaMinChunk = 32;
 // Fewer chunks for many heads: the partials of 128 heads (V3) in 64 chunks would take 135 MB at
 // 8 rows; 1,024 (head, chunk) workgroups a row are plenty.
 // H200, V2-Lite Q4_0, one job (session 12, tg128 from an empty cache / after 4,096 tokens, t/s):
-// 32 chunks 270.0 / 210.4, 64 chunks 251.9 / 232.8, 128 chunks 194.6 / 211.1.
+// 32 chunks 270.0 / 210.4, 64 chunks 251.9 / 232.8, 128 chunks 194.6 / 211.1. With 4 heads a
+// workgroup (session 24, f16, us a layer of attention + combine after 2,048 tokens): 16 chunks
+// 33.1, 32 chunks 27.0, 64 chunks 28.8, 128 chunks 32.5.
 // Past 8 rows the rows fill the GPU themselves: fewer chunks (as attention_decode's).
 uint32_t MlaSplits(int64_t H, int64_t T) {
   const int64_t s = std::clamp<int64_t>(16 * kMlaSplits / H, 1, kMlaSplits);
