@@ -311,7 +311,7 @@ Cm2DecodePlan PlanCm2Decode(const Device& dev, int64_t R, int64_t N, int64_t K) 
   Cm2DecodePlan p;
   p.t = {c.bm, c.bn, c.bk, c.wg};
   for (uint32_t i = 0; i < 3; ++i)
-    if (R <= int64_t(16u << i) && c.dec[i].bm) {
+    if (R <= (int64_t(16) << i) && c.dec[i].bm) {
       p.t = c.dec[i];
       break;
     }
