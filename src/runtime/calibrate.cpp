@@ -290,10 +290,14 @@ DeviceProfile CalibrateDevice(const CalibrateOptions& o) {
     const CurvePoint gemm = probe.Measure(t, gemm_n, K, gemm_rows);
     p.gemv_bytes_per_s[t] = gemv.rate;
     p.gemm_flops[t] = gemm.rate;
+    // A slow device (lavapipe) gets a shorter chain, and skips the GEMMs that would take more
+    // than a few cases' time a run: each case stays near seconds_per_case.
+    probe.chain_bytes = std::min(chain_bytes, size_t(gemv.rate.value * o.seconds_per_case));
     for (const auto& [n, k] : CurveShapes(o.quick)) {
       if (RowBytes(t, k) * size_t(n) > gemv_bytes) continue;
       p.gemv_curve[t].push_back(probe.Measure(t, n, k, 1));
-      p.gemm_curve[t].push_back(probe.Measure(t, n, k, gemm_rows));
+      if (2.0 * gemm_rows * double(n) * double(k) / gemm.rate.value <= 4 * o.seconds_per_case)
+        p.gemm_curve[t].push_back(probe.Measure(t, n, k, gemm_rows));
     }
     p.gemv_curve[t].push_back(gemv);
     p.gemm_curve[t].push_back(gemm);
