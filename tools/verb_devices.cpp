@@ -42,6 +42,18 @@ int Calibrate(const CalibrateOptions& o, const std::string& out, const std::stri
   for (const auto& [t, v] : p.gemv_bytes_per_s)
     std::printf("  %-8s %9.1f %14.1f\n", std::string(Name(t)).c_str(), v.value / 1e9,
                 p.gemm_flops[t].value / 1e9);
+  for (const auto& [t, curve] : p.gemv_curve) {
+    std::printf("  %-8s GEMV at %zu shapes:", std::string(Name(t)).c_str(), curve.size());
+    for (const CurvePoint& c : curve)
+      std::printf(" %.1fMB:%.1f", c.weight_bytes / 1e6, c.rate.value / 1e9);
+    std::printf(" GB/s\n");
+  }
+  for (const auto& [t, curve] : p.gemm_curve) {
+    std::printf("  %-8s GEMM at %zu shapes:", std::string(Name(t)).c_str(), curve.size());
+    for (const CurvePoint& c : curve)
+      std::printf(" %.1fMB:%.0f", c.weight_bytes / 1e6, c.rate.value / 1e9);
+    std::printf(" GFLOP/s\n");
+  }
   if (!out.empty()) {
     std::ofstream f(out);
     ES_CHECK(f, "--json ", out, ": cannot write");

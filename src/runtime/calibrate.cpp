@@ -5,6 +5,8 @@
 //    device's copy probe (bytes read + written a second);
 //  - GEMV bytes/s per weight type: one row against a 1 GiB weight (far larger than the caches);
 //  - GEMM FLOP/s per weight type: prefill-shaped rows against a square weight;
+//  - both again at the presets' matmul shapes (CurveShapes), each with its own per-op cost
+//    (a CPU matmul's parallel region fork / join) inside: the rate curves plan interpolates;
 //  - per-op overhead: a chain of 257 tiny adds against a chain of 1 (the difference / 256);
 //  - per-step overhead: the chain of 1.
 #include <algorithm>
@@ -15,6 +17,8 @@
 #include <fstream>
 #include <random>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "edgeseek/internal/backends/backend.h"
 #include "edgeseek/internal/backends/vulkan.h"
@@ -121,6 +125,76 @@ size_t MemTotalBytes() {
   return 0;
 }
 
+// The matmul shapes [n, k] of the presets' layers (1.5B: hidden 1536, FFN 8960, KV 256; 7B:
+// 3584 / 18944 / 512; V2-Lite: 2048, experts 1408, shared 2816, dense FFN 10944, MLA latent
+// 576), so plan interpolates between rates measured where the models' matmuls are.
+std::vector<std::pair<int64_t, int64_t>> CurveShapes(bool quick) {
+  if (quick) return {{64, 256}, {256, 512}, {512, 256}};
+  return {{256, 1536},  {1536, 1536},  {8960, 1536}, {1536, 8960},  {576, 2048},
+          {1408, 2048}, {2816, 2048},  {2048, 1408}, {10944, 2048}, {512, 3584},
+          {3584, 3584}, {18944, 3584}, {3584, 18944}};
+}
+
+// Times `rows` x k by random [n, k] weights of type t through the backend, less the step's own
+// time and each matmul's per-op cost (plan charges those per step and per graph node).
+// GEMM (rows > 1): one weight, FLOP/s. GEMV (rows = 1): as a model's layers do, a chain of
+// distinct weights alternating [n, k] and [k, n], `chain_bytes` of them in all (so they stream
+// from memory, not the caches; each matmul pays its own parallel region), weight bytes/s.
+struct MatMulProbe {
+  Backend& be;
+  KvStorage& kv;
+  double budget, step_s, dispatch_s;
+  size_t chain_bytes;
+  std::string tag;
+
+  CurvePoint Measure(DType t, int64_t n, int64_t k, int rows) {
+    const std::string tn(Name(t));
+    const Tensor w0 = RandomWeight("w_" + tn, t, n, k, uint64_t(2 + rows));
+    const size_t bytes = w0.nbytes;
+    int links = 1;  // GEMM, or a GEMV weight as large as half the chain
+    if (rows == 1 && 2 * bytes <= chain_bytes)
+      links = n == k ? int(std::min<size_t>(chain_bytes / bytes, 512))
+                     : 2 * int(std::clamp<size_t>(chain_bytes / bytes / 2, 1, 256));
+    // Odd links are [k, n] (same bytes; the values do not matter): copies of w1.
+    const Tensor w1 = n == k || links == 1 ? w0 : RandomWeight("w_" + tn, t, k, n, 7);
+    std::vector<Tensor> ws;
+    ws.reserve(size_t(links));
+    for (int i = 0; i < links; ++i) {
+      const Tensor& src = i % 2 ? w1 : w0;
+      if (i == 0 || (i == 1 && n != k)) {
+        ws.push_back(src);
+      } else {
+        ws.push_back(AllocTensor(src.name, t, src.shape));
+        std::memcpy(MutableData(ws.back()), src.data, bytes);
+      }
+    }
+    for (const Tensor& w : ws) be.PrepareWeight(w);
+    Tensor x = RandomWeight("x", DType::kF32, rows, k, uint64_t(3 + rows));
+    Graph g;
+    int h = InputNode(g, x, rows);
+    for (const Tensor& w : ws) h = MatMulNode(g, h, w, rows);
+    const double s =
+        std::max(TimeGraph(be, g, RowsBatch(rows), kv, budget) - step_s - links * dispatch_s, 1e-9);
+    CurvePoint c;
+    c.k = k;
+    c.n = n;
+    c.weight_bytes = double(bytes);
+    const std::string shape = std::to_string(rows) + " x " + std::to_string(k) + " by [" +
+                              std::to_string(n) + ", " + std::to_string(k) + "] " + tn;
+    if (rows == 1)
+      c.rate = Measured(double(bytes) * links / s,
+                        tag + shape +
+                            (links > 1 ? " (a chain of " + std::to_string(links) +
+                                             " distinct weights, [n, k] and [k, n])"
+                                       : std::string()) +
+                            ", weight bytes / (median - step - per op x links)");
+    else
+      c.rate = Measured(2.0 * rows * double(n) * double(k) / s,
+                        tag + shape + ", 2RNK / (median - step - per op)");
+    return c;
+  }
+};
+
 }  // namespace
 
 DeviceProfile CalibrateDevice(const CalibrateOptions& o) {
@@ -196,7 +270,7 @@ DeviceProfile CalibrateDevice(const CalibrateOptions& o) {
                             tag + "(a 257-add chain - a 1-add chain) / 256, medians");
   }
 
-  // GEMV and GEMM per weight type.
+  // GEMV and GEMM per weight type: one large shape, then the presets' matmul shapes.
   const int64_t K = o.quick ? 512 : 4096;
   // Like the read probe: far larger than any cache, as a model's weight stream is (a 64 MiB
   // weight read 30-40% faster here than the 8-15 GB models did, docs/plan.md).
@@ -206,36 +280,31 @@ DeviceProfile CalibrateDevice(const CalibrateOptions& o) {
     gemv_bytes = std::min(gemv_bytes, std::max(size_t(4) << 20, size_t(p.memory_bytes.value / 8)));
   const int gemm_rows = o.quick ? 32 : 256;
   const int64_t gemm_n = o.quick ? 512 : 2048;
+  const size_t chain_bytes =
+      std::min(gemv_bytes, o.quick ? (size_t(4) << 20) : (size_t(256) << 20));
+  MatMulProbe probe{*be,         *kv, o.seconds_per_case, p.step_s.value, p.dispatch_s.value,
+                    chain_bytes, tag};
   for (DType t : {DType::kF32, DType::kF16, DType::kBF16, DType::kQ8_0, DType::kQ4_0}) {
-    const std::string tn(Name(t));
-    {
-      const int64_t N = std::max<int64_t>(64, int64_t(gemv_bytes / RowBytes(t, K)));
-      Tensor w = RandomWeight("w_" + tn, t, N, K, 2);
-      Tensor x = RandomWeight("x", DType::kF32, 1, K, 3);
-      be->PrepareWeight(w);
-      Graph g;
-      const int in = InputNode(g, x, 1);
-      MatMulNode(g, in, w, 1);
-      const double s = TimeGraph(*be, g, RowsBatch(1), *kv, o.seconds_per_case) - p.step_s.value;
-      p.gemv_bytes_per_s[t] =
-          Measured(double(w.nbytes) / std::max(s, 1e-9),
-                   tag + "1 x " + std::to_string(K) + " by [" + std::to_string(N) + ", " +
-                       std::to_string(K) + "] " + tn + ", weight bytes / (median - step)");
+    const int64_t N = std::max<int64_t>(64, int64_t(gemv_bytes / RowBytes(t, K)));
+    const CurvePoint gemv = probe.Measure(t, N, K, 1);
+    const CurvePoint gemm = probe.Measure(t, gemm_n, K, gemm_rows);
+    p.gemv_bytes_per_s[t] = gemv.rate;
+    p.gemm_flops[t] = gemm.rate;
+    // A slow device (lavapipe) gets a shorter chain, and skips the GEMMs that would take more
+    // than a few cases' time a run: each case stays near seconds_per_case.
+    probe.chain_bytes = std::min(chain_bytes, size_t(gemv.rate.value * o.seconds_per_case));
+    for (const auto& [n, k] : CurveShapes(o.quick)) {
+      if (RowBytes(t, k) * size_t(n) > gemv_bytes) continue;
+      p.gemv_curve[t].push_back(probe.Measure(t, n, k, 1));
+      if (2.0 * gemm_rows * double(n) * double(k) / gemm.rate.value <= 4 * o.seconds_per_case)
+        p.gemm_curve[t].push_back(probe.Measure(t, n, k, gemm_rows));
     }
-    {
-      Tensor w = RandomWeight("w_" + tn, t, gemm_n, K, 4);
-      Tensor x = RandomWeight("x", DType::kF32, gemm_rows, K, 5);
-      be->PrepareWeight(w);
-      Graph g;
-      const int in = InputNode(g, x, gemm_rows);
-      MatMulNode(g, in, w, gemm_rows);
-      const double s =
-          TimeGraph(*be, g, RowsBatch(gemm_rows), *kv, o.seconds_per_case) - p.step_s.value;
-      p.gemm_flops[t] = Measured(2.0 * gemm_rows * double(gemm_n) * double(K) / std::max(s, 1e-9),
-                                 tag + std::to_string(gemm_rows) + " x " + std::to_string(K) +
-                                     " by [" + std::to_string(gemm_n) + ", " + std::to_string(K) +
-                                     "] " + tn + ", 2RNK / (median - step)");
-    }
+    p.gemv_curve[t].push_back(gemv);
+    p.gemm_curve[t].push_back(gemm);
+    for (auto* c : {&p.gemv_curve[t], &p.gemm_curve[t]})
+      std::stable_sort(c->begin(), c->end(), [](const CurvePoint& a, const CurvePoint& b) {
+        return a.weight_bytes < b.weight_bytes;
+      });
   }
   // The class rates the plan falls back to for types not measured.
   p.fp32_flops = p.gemm_flops[DType::kF32];

@@ -4,6 +4,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cmath>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -42,7 +43,42 @@ static double ClassRate(const DeviceProfile& p, const std::string& cls) {
   return p.fp32_flops.value;
 }
 
-double DeviceProfile::GemmRate(DType t) const {
+double CurveRate(const std::vector<CurvePoint>& curve, double weight_bytes) {
+  // Points of equal size merge into their mean; the sizes are then strictly increasing.
+  std::vector<std::pair<double, double>> pts;  // (log bytes, rate)
+  std::vector<int> count;
+  for (const CurvePoint& c : curve) {
+    if (!(c.weight_bytes > 0) || !(c.rate.value > 0)) continue;
+    const double x = std::log(c.weight_bytes);
+    if (!pts.empty() && pts.back().first == x) {
+      pts.back().second = (pts.back().second * count.back() + c.rate.value) / (count.back() + 1);
+      ++count.back();
+      continue;
+    }
+    pts.emplace_back(x, c.rate.value);
+    count.push_back(1);
+  }
+  if (pts.empty()) return 0;
+  const double x = std::log(std::max(weight_bytes, 1.0));
+  if (x <= pts.front().first) return pts.front().second;
+  if (x >= pts.back().first) return pts.back().second;
+  size_t i = 1;
+  while (pts[i].first < x) ++i;
+  const auto& [x0, r0] = pts[i - 1];
+  const auto& [x1, r1] = pts[i];
+  return r0 + (r1 - r0) * (x - x0) / (x1 - x0);
+}
+
+// The curve's rate for `t` at `weight_bytes`, 0 when there is no curve or no size.
+static double CurveFor(const std::map<DType, std::vector<CurvePoint>>& curves, DType t,
+                       double weight_bytes) {
+  if (!(weight_bytes > 0)) return 0;
+  auto it = curves.find(t);
+  return it == curves.end() ? 0 : CurveRate(it->second, weight_bytes);
+}
+
+double DeviceProfile::GemmRate(DType t, double weight_bytes) const {
+  if (const double r = CurveFor(gemm_curve, t, weight_bytes); r > 0) return r;
   auto it = gemm_flops.find(t);
   if (it != gemm_flops.end() && it->second.value > 0) return it->second.value;
   return ClassRate(*this, RateClass(t, true));
@@ -52,7 +88,8 @@ double DeviceProfile::GemvComputeRate(DType t) const {
   return ClassRate(*this, RateClass(t, false));
 }
 
-double DeviceProfile::GemvBytesRate(DType t) const {
+double DeviceProfile::GemvBytesRate(DType t, double weight_bytes) const {
+  if (const double r = CurveFor(gemv_curve, t, weight_bytes); r > 0) return r;
   auto it = gemv_bytes_per_s.find(t);
   if (it != gemv_bytes_per_s.end() && it->second.value > 0) return it->second.value;
   return bandwidth.value;
@@ -96,8 +133,52 @@ std::map<DType, ProfileValue> ReadByType(const json& doc, const char* key,
   return m;
 }
 
+// {"q4_0": [{"k", "n", "weight_bytes", "value", "source", "calibrated"}, ...], ...}, sorted by
+// weight bytes.
+std::map<DType, std::vector<CurvePoint>> ReadCurves(const json& doc, const char* key,
+                                                    const std::string& where) {
+  std::map<DType, std::vector<CurvePoint>> m;
+  if (!doc.contains(key)) return m;
+  for (auto& [name, arr] : doc.at(key).items()) {
+    DType t;
+    try {
+      t = ParseDType(name);
+    } catch (const Error&) {
+      Fail("device profile ", where, ": /", key, "/", name, ": unknown weight type '", name, "'");
+    }
+    std::vector<CurvePoint>& curve = m[t];
+    for (const json& o : arr) {
+      CurvePoint c;
+      c.k = o.at("k").get<int64_t>();
+      c.n = o.at("n").get<int64_t>();
+      c.weight_bytes = o.at("weight_bytes").get<double>();
+      json holder = {{"v", o}};
+      c.rate = ReadValue(holder, "v");
+      curve.push_back(c);
+    }
+    std::stable_sort(curve.begin(), curve.end(), [](const CurvePoint& a, const CurvePoint& b) {
+      return a.weight_bytes < b.weight_bytes;
+    });
+  }
+  return m;
+}
+
 json ValueJson(const ProfileValue& v) {
   return {{"value", v.value}, {"source", v.source}, {"calibrated", v.calibrated}};
+}
+
+json CurvesJson(const std::map<DType, std::vector<CurvePoint>>& curves) {
+  json j = json::object();
+  for (auto& [t, curve] : curves) {
+    json arr = json::array();
+    for (const CurvePoint& c : curve) {
+      json o = {{"k", c.k}, {"n", c.n}, {"weight_bytes", c.weight_bytes}};
+      o.update(ValueJson(c.rate));
+      arr.push_back(o);
+    }
+    j[std::string(Name(t))] = arr;
+  }
+  return j;
 }
 
 }  // namespace
@@ -167,6 +248,8 @@ DeviceProfile ParseDeviceProfile(const json& doc, const std::string& where) {
   p.link_bytes_per_s = ReadValue(doc, "link_bytes_per_s");
   p.gemm_flops = ReadByType(doc, "gemm_flops", where);
   p.gemv_bytes_per_s = ReadByType(doc, "gemv_bytes_per_s", where);
+  p.gemv_curve = ReadCurves(doc, "gemv_curve", where);
+  p.gemm_curve = ReadCurves(doc, "gemm_curve", where);
   ES_CHECK(p.bandwidth.value > 0, "device profile ", where, ": /bandwidth/value must be above 0");
   ES_CHECK(p.fp32_flops.value > 0, "device profile ", where, ": /fp32_flops/value must be above 0");
   ES_CHECK(p.memory_bytes.value > 0, "device profile ", where,
@@ -224,6 +307,8 @@ json DeviceProfileToJson(const DeviceProfile& p) {
   for (auto& [t, v] : p.gemm_flops) j["gemm_flops"][std::string(Name(t))] = ValueJson(v);
   for (auto& [t, v] : p.gemv_bytes_per_s)
     j["gemv_bytes_per_s"][std::string(Name(t))] = ValueJson(v);
+  if (!p.gemv_curve.empty()) j["gemv_curve"] = CurvesJson(p.gemv_curve);
+  if (!p.gemm_curve.empty()) j["gemm_curve"] = CurvesJson(p.gemm_curve);
   return j;
 }
 

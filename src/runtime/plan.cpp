@@ -188,14 +188,35 @@ double MatrixElems(const PlanTensor& t) {
   return double(t.shape[t.shape.size() - 1]) * double(t.shape[t.shape.size() - 2]);
 }
 
+// One tensor's share of a tally: its bytes and FLOPs, and the size of one of its matrices (the
+// profile's rate curves are looked up there; 0 for vectors and derived weights: the type's
+// single rate).
+struct MatCost {
+  DType type;
+  double bytes, flops, matrix_bytes;
+};
+
 struct TypedBytes {
   std::map<DType, double> bytes;  // weight bytes by type
   std::map<DType, double> flops;  // matmul FLOPs by weight type
-  void Add(DType t, double b, double f) {
+  std::vector<MatCost> mats;      // the same, tensor by tensor
+  void Add(DType t, double b, double f, double matrix_bytes = 0) {
     bytes[t] += b;
     flops[t] += f;
+    mats.push_back({t, b, f, matrix_bytes});
+  }
+  // Scales every entry's bytes and FLOPs (not the matrix sizes).
+  void Scale(double by_bytes, double by_flops) {
+    for (auto& [t, b] : bytes) b *= by_bytes, flops[t] *= by_flops;
+    for (MatCost& m : mats) m.bytes *= by_bytes, m.flops *= by_flops;
   }
 };
+
+// One matrix's bytes (a stacked expert tensor: one expert's), 0 for vectors.
+double MatrixBytes(const PlanTensor& t) {
+  if (t.shape.size() < 2) return 0;
+  return t.shape.size() == 3 ? double(t.bytes) / double(t.shape[0]) : double(t.bytes);
+}
 
 }  // namespace
 
@@ -278,7 +299,7 @@ WeightTally TallyWeights(const ModelWeights& w, const ModelConfig& c, Plan& p) {
       case Role::kAttn:
         lc.attn_bytes += t.bytes;
         lc.proj_flops += mm;
-        wt.dense[size_t(l)].Add(t.type, double(t.bytes), mm);
+        wt.dense[size_t(l)].Add(t.type, double(t.bytes), mm, MatrixBytes(t));
         break;
       case Role::kKvB: {
         lc.kv_b_bytes += t.bytes;
@@ -293,13 +314,13 @@ WeightTally TallyWeights(const ModelWeights& w, const ModelConfig& c, Plan& p) {
         lc.expert_bytes += t.bytes;
         // Stacked GGUF tensors hold every expert; HF names one expert a tensor.
         const double share = t.shape.size() == 3 ? 1.0 / double(t.shape[0]) : 1.0;
-        wt.expert[size_t(l)].Add(t.type, double(t.bytes) * share, mm);
+        wt.expert[size_t(l)].Add(t.type, double(t.bytes) * share, mm, MatrixBytes(t));
         break;
       }
       default:  // FFN, router, shared experts, norms
         lc.ffn_bytes += t.bytes;
         lc.proj_flops += mm;
-        wt.dense[size_t(l)].Add(t.type, double(t.bytes), mm);
+        wt.dense[size_t(l)].Add(t.type, double(t.bytes), mm, MatrixBytes(t));
     }
   }
   ES_CHECK(wt.embed != nullptr, "model ", w.name, ": no token embedding tensor");
@@ -323,8 +344,7 @@ void ScaleToOneExpert(const ModelWeights& w, const ModelConfig& c, WeightTally& 
     const bool stacked = std::any_of(w.tensors.begin(), w.tensors.end(), [&](const PlanTensor& t) {
       return LayerOf(t.name) == l && RoleOf(t.name) == Role::kExperts && t.shape.size() == 3;
     });
-    if (!stacked)
-      for (auto& [t, b] : te.bytes) b /= E, te.flops[t] /= E;
+    if (!stacked) te.Scale(1.0 / E, 1.0 / E);
     double one_flops = 0, one_bytes = 0;
     for (auto& [t, b] : te.bytes) one_bytes += b, one_flops += te.flops[t];
     lc.active_expert_bytes = size_t(one_bytes * K);
@@ -337,8 +357,8 @@ void AddTouchedExperts(const ModelConfig& c, const TypedBytes& expert, int64_t r
                        TypedBytes& tb) {
   const int E = c.n_routed_experts, K = c.num_experts_per_tok;
   const double touched = ExpectedExperts(E, K, rows);
-  for (auto& [t, b] : expert.bytes)
-    tb.Add(t, b * touched, expert.flops.at(t) * double(K) * double(rows));
+  for (const MatCost& m : expert.mats)
+    tb.Add(m.type, m.bytes * touched, m.flops * double(K) * double(rows), m.matrix_bytes);
 }
 
 // Decode: B rows, each at depth prompt + gen / 2.
@@ -352,8 +372,8 @@ PhaseCost DecodeCost(const Plan& p, const ModelConfig& c, const WeightTally& wt,
   double attn_flops = 0;
   for (int l = 0; l < c.n_layers; ++l) {
     const LayerCost& lc = p.layers[size_t(l)];
-    for (auto& [t, b] : wt.dense[size_t(l)].bytes)
-      tb.Add(t, b, wt.dense[size_t(l)].flops.at(t) * double(B));
+    for (const MatCost& m : wt.dense[size_t(l)].mats)
+      tb.Add(m.type, m.bytes, m.flops * double(B), m.matrix_bytes);
     if (lc.mla) {
       // The absorbed pair: its reads, and its multiply-adds are AttentionFlops' per-query term.
       tb.Add(AbsorbedType(wt.kv_b_type[size_t(l)]), double(lc.absorbed_bytes), 0);
@@ -362,7 +382,8 @@ PhaseCost DecodeCost(const Plan& p, const ModelConfig& c, const WeightTally& wt,
     attn_flops += AttentionFlops(c, depth, 1, true) * double(B);
   }
   const double lm_flops = 2.0 * double(c.vocab_size) * double(c.hidden_size);
-  tb.Add(wt.lm_head->type, double(wt.lm_head->bytes), lm_flops * double(B));
+  tb.Add(wt.lm_head->type, double(wt.lm_head->bytes), lm_flops * double(B),
+         double(wt.lm_head->bytes));
   const double kv_read = double(B) * double(depth + 1) * kvt;  // keys read incl. the new one
   const double kv_write = double(B) * kvt;
   double t_mem =
@@ -370,9 +391,13 @@ PhaseCost DecodeCost(const Plan& p, const ModelConfig& c, const WeightTally& wt,
   double t_comp = attn_flops / d.GemvComputeRate(DType::kF16);
   PhaseCost ph;
   ph.bytes = kv_read + kv_write + double(B) * embed_row + double(wt.other_bytes);
+  // Bytes summed per rate before dividing (one division per type without a curve).
+  std::map<double, double> bytes_at_rate;
+  for (const MatCost& m : tb.mats)
+    bytes_at_rate[d.GemvBytesRate(m.type, m.matrix_bytes)] += m.bytes;
+  for (auto& [rate, b] : bytes_at_rate) t_mem += b / rate;
   for (auto& [t, b] : tb.bytes) {
     ph.bytes += b;
-    t_mem += b / d.GemvBytesRate(t);
     t_comp += tb.flops[t] / d.GemvComputeRate(t);
     ph.flops += tb.flops[t];
   }
@@ -394,8 +419,8 @@ PhaseCost PrefillCost(const Plan& p, const ModelConfig& c, const WeightTally& wt
   double attn_flops = 0;
   for (int l = 0; l < c.n_layers; ++l) {
     const LayerCost& lc = p.layers[size_t(l)];
-    for (auto& [t, b] : wt.dense[size_t(l)].bytes)
-      tb.Add(t, b, wt.dense[size_t(l)].flops.at(t) * double(P));
+    for (const MatCost& m : wt.dense[size_t(l)].mats)
+      tb.Add(m.type, m.bytes, m.flops * double(P), m.matrix_bytes);
     if (lc.mla) {
       // The cheaper form: absorbed reads the pair, non-absorbed expands with kv_b as stored.
       const double fa = AttentionFlops(c, 0, P, true), fn = AttentionFlops(c, 0, P, false);
@@ -410,16 +435,19 @@ PhaseCost PrefillCost(const Plan& p, const ModelConfig& c, const WeightTally& wt
     if (lc.moe) AddTouchedExperts(c, wt.expert[size_t(l)], P, tb);
   }
   const double lm_flops = 2.0 * double(c.vocab_size) * double(c.hidden_size);
-  tb.Add(wt.lm_head->type, double(wt.lm_head->bytes), lm_flops);
+  tb.Add(wt.lm_head->type, double(wt.lm_head->bytes), lm_flops, double(wt.lm_head->bytes));
   PhaseCost ph;
   ph.bytes = double(P) * kvt + double(P) * embed_row + double(wt.other_bytes);
   double t_mem = ph.bytes / d.bandwidth.value;
   // Attention's products run where the backend's f16 / f32 matmuls do.
   double t_comp = attn_flops / d.GemmRate(DType::kF16);
+  // FLOPs summed per rate before dividing (one division per type without a curve).
+  std::map<double, double> flops_at_rate;
+  for (const MatCost& m : tb.mats) flops_at_rate[d.GemmRate(m.type, m.matrix_bytes)] += m.flops;
+  for (auto& [rate, f] : flops_at_rate) t_comp += f / rate;
   for (auto& [t, b] : tb.bytes) {
     ph.bytes += b;
     t_mem += b / d.bandwidth.value;
-    t_comp += tb.flops[t] / d.GemmRate(t);
     ph.flops += tb.flops[t];
   }
   ph.flops += attn_flops;

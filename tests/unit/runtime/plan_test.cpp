@@ -9,6 +9,8 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <cmath>
 #include <nlohmann/json.hpp>
 
 #include "edgeseek/internal/core/error.h"
@@ -245,6 +247,104 @@ TEST(PlanArith, BadOptionsNameTheOption) {
   o.devices = 3;
   o.split = PlanSplit::kHead;
   fails(o, "--split head");
+}
+
+// ---- rate curves (gemv_curve / gemm_curve) ------------------------------------------------------
+
+CurvePoint Point(double bytes, double rate) {
+  CurvePoint c;
+  c.k = 64;
+  c.n = 64;
+  c.weight_bytes = bytes;
+  c.rate.value = rate;
+  c.rate.source = "test";
+  c.rate.calibrated = true;
+  c.rate.present = true;
+  return c;
+}
+
+TEST(PlanCurve, InterpolatesInLogBytesAndClampsAtTheEnds) {
+  // 1 MB: 10, 10 MB: 16 and 24 (their mean, 20), 100 MB: 30; given out of order.
+  const std::vector<CurvePoint> c = {Point(1e8, 30), Point(1e7, 16), Point(1e6, 10),
+                                     Point(1e7, 24)};
+  std::vector<CurvePoint> sorted = c;
+  std::stable_sort(sorted.begin(), sorted.end(), [](const CurvePoint& a, const CurvePoint& b) {
+    return a.weight_bytes < b.weight_bytes;
+  });
+  EXPECT_DOUBLE_EQ(CurveRate(sorted, 1e3), 10);  // below the first point
+  EXPECT_DOUBLE_EQ(CurveRate(sorted, 1e6), 10);
+  EXPECT_NEAR(CurveRate(sorted, std::pow(10.0, 6.5)), 15, 1e-12);  // halfway in log: (10+20)/2
+  EXPECT_DOUBLE_EQ(CurveRate(sorted, 1e7), 20);
+  EXPECT_NEAR(CurveRate(sorted, std::pow(10.0, 7.25)), 22.5, 1e-12);  // a quarter: 20 + 10/4
+  EXPECT_DOUBLE_EQ(CurveRate(sorted, 1e8), 30);
+  EXPECT_DOUBLE_EQ(CurveRate(sorted, 1e12), 30);  // past the last
+  EXPECT_DOUBLE_EQ(CurveRate({}, 1e6), 0);
+}
+
+TEST(PlanCurve, ProfileRatesPreferTheCurveAndFallBackWithout) {
+  DeviceProfile d = UnitProfile();
+  d.gemv_bytes_per_s[DType::kQ4_0].value = 5e9;
+  d.gemv_curve[DType::kQ4_0] = {Point(1e6, 2e9), Point(1e8, 4e9)};
+  d.gemm_curve[DType::kQ4_0] = {Point(1e6, 3e9), Point(1e8, 7e9)};
+  EXPECT_DOUBLE_EQ(d.GemvBytesRate(DType::kQ4_0, 1e6), 2e9);
+  EXPECT_NEAR(d.GemvBytesRate(DType::kQ4_0, 1e7), 3e9, 1e-3);
+  EXPECT_DOUBLE_EQ(d.GemvBytesRate(DType::kQ4_0), 5e9);       // no size: the single rate
+  EXPECT_DOUBLE_EQ(d.GemvBytesRate(DType::kQ8_0, 1e7), 1e9);  // no curve, no rate: bandwidth
+  EXPECT_NEAR(d.GemmRate(DType::kQ4_0, 1e7), 5e9, 1e-3);
+  EXPECT_DOUBLE_EQ(d.GemmRate(DType::kQ4_0), 1e9);  // no size: the class rate
+}
+
+TEST(PlanCurve, ProfileWithCurvesRoundTripsThroughJson) {
+  DeviceProfile d = UnitProfile();
+  d.gemv_curve[DType::kQ8_0] = {Point(1e6, 2e9), Point(3e8, 4.5e9)};
+  d.gemv_curve[DType::kQ8_0][1].k = 1536;
+  d.gemv_curve[DType::kQ8_0][1].n = 8960;
+  d.gemm_curve[DType::kF16] = {Point(4096, 1.25e11)};
+  const nlohmann::json j = DeviceProfileToJson(d);
+  ASSERT_TRUE(j.contains("gemv_curve"));
+  const DeviceProfile r = ParseDeviceProfile(nlohmann::json::parse(j.dump()), "round trip");
+  EXPECT_EQ(DeviceProfileToJson(r), j);
+  ASSERT_EQ(r.gemv_curve.at(DType::kQ8_0).size(), 2u);
+  const CurvePoint& c = r.gemv_curve.at(DType::kQ8_0)[1];
+  EXPECT_EQ(c.k, 1536);
+  EXPECT_EQ(c.n, 8960);
+  EXPECT_DOUBLE_EQ(c.weight_bytes, 3e8);
+  EXPECT_DOUBLE_EQ(c.rate.value, 4.5e9);
+  EXPECT_EQ(c.rate.source, "test");
+  EXPECT_TRUE(c.rate.calibrated);
+  EXPECT_DOUBLE_EQ(r.gemm_curve.at(DType::kF16)[0].rate.value, 1.25e11);
+  // A point without its source fails the schema, naming the field.
+  nlohmann::json bad = j;
+  bad["gemv_curve"]["q8_0"][0].erase("source");
+  try {
+    ParseDeviceProfile(bad, "bad");
+    ADD_FAILURE() << "no error";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("gemv_curve"), std::string::npos) << e.what();
+  }
+}
+
+TEST(PlanCurve, DecodeStreamsEachMatrixAtItsCurveRate) {
+  // bf16 matrices at 2 GB/s (a flat curve), everything else at the unit 1 GB/s: t_memory is
+  // the bf16 matrices' bytes / 2e9 + the rest / 1e9 (an untied embedding is a row lookup).
+  DeviceProfile d = UnitProfile();
+  d.gemv_curve[DType::kBF16] = {Point(1, 2e9), Point(1e12, 2e9)};
+  for (const char* m : {"llama3", "qwen2_tied"}) {
+    SCOPED_TRACE(m);
+    const ModelWeights w = DescribeSynthetic(ModelArg(m), "bf16");
+    const Plan p = MakePlan(w, d, Options());
+    double bf16 = 0;
+    for (const PlanTensor& t : w.tensors) {
+      const bool embed = t.name == "model.embed_tokens.weight";
+      if (t.type == DType::kBF16 && t.shape.size() >= 2 && (!embed || w.config.tie_word_embeddings))
+        bf16 += double(t.bytes);
+    }
+    ASSERT_GT(bf16, 0);
+    EXPECT_NEAR(p.decode.t_memory_s, (p.decode.bytes - bf16) / 1e9 + bf16 / 2e9, 1e-15);
+    // Prefill: the GEMM curve (none here) leaves it at the unit rates.
+    EXPECT_DOUBLE_EQ(p.prefill.t_compute_s,
+                     MakePlan(w, UnitProfile(), Options()).prefill.t_compute_s);
+  }
 }
 
 }  // namespace

@@ -123,6 +123,19 @@ TEST(PlanCli, CalibrateWritesAProfilePlanReads) {
     ASSERT_TRUE(p.gemm_flops.count(t)) << Name(t);
     EXPECT_GT(p.gemv_bytes_per_s.at(t).value, 0) << Name(t);
     EXPECT_TRUE(p.gemv_bytes_per_s.at(t).calibrated);
+    // The shape curves: the quick shapes and the large one, sorted by size, each calibrated.
+    ASSERT_EQ(p.gemv_curve.count(t), 1u) << Name(t);
+    ASSERT_EQ(p.gemm_curve.count(t), 1u) << Name(t);
+    EXPECT_EQ(p.gemv_curve.at(t).size(), 4u) << Name(t);
+    EXPECT_EQ(p.gemm_curve.at(t).size(), 4u) << Name(t);
+    for (const auto* c : {&p.gemv_curve.at(t), &p.gemm_curve.at(t)})
+      for (size_t i = 0; i < c->size(); ++i) {
+        EXPECT_GT((*c)[i].rate.value, 0);
+        EXPECT_TRUE((*c)[i].rate.calibrated);
+        if (i > 0) {
+          EXPECT_LE((*c)[i - 1].weight_bytes, (*c)[i].weight_bytes);
+        }
+      }
   }
   ASSERT_EQ(Plan("--synthetic r1-distill-qwen-1.5b --type q8_0 --device " + out_path + " --json",
                  &out, &err),

@@ -4,6 +4,7 @@
 // device (calibrated) or taken from a datasheet / estimated (nominal).
 #pragma once
 
+#include <cstdint>
 #include <map>
 #include <nlohmann/json.hpp>
 #include <string>
@@ -20,6 +21,19 @@ struct ProfileValue {
   bool present = false;
 };
 
+// One calibrated matmul shape: a [n, k] weight (weight_bytes of it) and the rate measured over
+// it (GEMV: weight bytes/s; GEMM: FLOP/s), with the rate's source.
+struct CurvePoint {
+  int64_t k = 0, n = 0;
+  double weight_bytes = 0;
+  ProfileValue rate;
+};
+
+// A rate curve over weight sizes: the points sorted by weight_bytes. Rate(b) interpolates the
+// rate linearly in log(weight bytes) between the two points around b (points of equal size
+// count as their mean); outside the points it takes the nearest end. 0 when empty.
+double CurveRate(const std::vector<CurvePoint>& curve, double weight_bytes);
+
 struct DeviceProfile {
   std::string name, description;
   std::string backend = "cpu";  // cpu | vulkan: which kernels a matmul of each type takes
@@ -35,12 +49,17 @@ struct DeviceProfile {
   // Calibrated per weight type (optional; preferred over the class rates above when present):
   std::map<DType, ProfileValue> gemm_flops;        // prefill-shaped matmul (hundreds of rows)
   std::map<DType, ProfileValue> gemv_bytes_per_s;  // decode-shaped matmul, weight bytes / s
+  // Calibrated per weight type at several matmul shapes (optional; preferred over the single
+  // rates above for a matmul whose weight size is known): GEMV bytes/s and GEMM FLOP/s.
+  std::map<DType, std::vector<CurvePoint>> gemv_curve, gemm_curve;
 
   // The FLOP rate a matmul over weights of type `t` runs at in prefill (GEMM) and decode (GEMV).
-  double GemmRate(DType t) const;
+  // With `weight_bytes` (one matrix's bytes, > 0) and a curve for `t`, the curve's rate there.
+  double GemmRate(DType t, double weight_bytes = 0) const;
   double GemvComputeRate(DType t) const;
-  // Bytes/s a decode matmul streams weights of type `t` at.
-  double GemvBytesRate(DType t) const;
+  // Bytes/s a decode matmul streams weights of type `t` at (the curve's rate at `weight_bytes`
+  // where the profile has one for `t`).
+  double GemvBytesRate(DType t, double weight_bytes = 0) const;
   // The class rate a type takes on this backend: "f16_matrix", "int8_dot" or "fp32".
   std::string RateClass(DType t, bool prefill) const;
 };
@@ -70,7 +89,8 @@ struct CalibrateOptions {
 };
 // Measures this machine into a profile (calibrated values; memory from /proc/meminfo or the
 // device's heaps): read bandwidth, per-op and per-step overhead, GEMV bytes/s and GEMM FLOP/s
-// for f32, f16, bf16, q8_0, q4_0 weights through the backend's own kernels.
+// for f32, f16, bf16, q8_0, q4_0 weights through the backend's own kernels — one large shape
+// (gemv_bytes_per_s, gemm_flops) and the presets' matmul shapes (gemv_curve, gemm_curve).
 DeviceProfile CalibrateDevice(const CalibrateOptions& o);
 
 }  // namespace es
