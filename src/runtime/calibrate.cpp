@@ -149,7 +149,7 @@ struct MatMulProbe {
 
   CurvePoint Measure(DType t, int64_t n, int64_t k, int rows) {
     const std::string tn(Name(t));
-    const Tensor w0 = RandomWeight("w_" + tn, t, n, k, uint64_t(2 + rows));
+    const Tensor w0 = RandomWeight("w_" + tn, t, n, k, 2 + uint64_t(rows));
     const size_t bytes = w0.nbytes;
     int links = 1;  // GEMM, or a GEMV weight as large as half the chain
     if (rows == 1 && 2 * bytes <= chain_bytes)
@@ -169,7 +169,7 @@ struct MatMulProbe {
       }
     }
     for (const Tensor& w : ws) be.PrepareWeight(w);
-    Tensor x = RandomWeight("x", DType::kF32, rows, k, uint64_t(3 + rows));
+    Tensor x = RandomWeight("x", DType::kF32, rows, k, 3 + uint64_t(rows));
     Graph g;
     int h = InputNode(g, x, rows);
     for (const Tensor& w : ws) h = MatMulNode(g, h, w, rows);

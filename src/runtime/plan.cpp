@@ -674,8 +674,10 @@ std::string PlanTable(const Plan& p) {
   const PlanOptions& o = p.options;
   std::string s;
   char buf[512];
-  auto line = [&](const char* fmt, auto... a) {
-    std::snprintf(buf, sizeof buf, fmt, a...);
+  // At least one argument after the format: every call has one (a format without arguments would
+  // be -Wformat-security's case).
+  auto line = [&](const char* fmt, auto a0, auto... a) {
+    std::snprintf(buf, sizeof buf, fmt, a0, a...);
     s += buf;
   };
   line("model:    %s\n", p.model.c_str());
@@ -683,7 +685,7 @@ std::string PlanTable(const Plan& p) {
        p.calibrated ? "calibrated" : "nominal: numbers from datasheets, not measured here");
   line("shape:    prompt %d, gen %d, batch %d, context %lld, KV %s\n", o.prompt, o.gen, o.batch,
        (long long)o.context, std::string(Name(o.kv_type)).c_str());
-  line("\nmemory                     bytes\n");
+  s += "\nmemory                     bytes\n";
   line("  weights                  %s (%s derived: MLA absorbed pair; resident %s)\n",
        HumanBytes(double(p.weights_bytes)).c_str(), HumanBytes(double(p.derived_bytes)).c_str(),
        HumanBytes(double(p.resident_weights_bytes)).c_str());
@@ -694,9 +696,9 @@ std::string PlanTable(const Plan& p) {
   line("  runtime / driver         %s\n", HumanBytes(double(p.overhead_bytes)).c_str());
   line("  total                    %s of %s: %s\n", HumanBytes(double(p.memory_bytes)).c_str(),
        HumanBytes(double(p.device_memory_bytes)).c_str(), p.fits ? "fits" : "DOES NOT FIT");
-  line(
+  s +=
       "\nphase     tokens/s   bytes/step   GFLOP/step  dispatches  t_mem ms  t_comp ms  t_disp ms  "
-      "bound\n");
+      "bound\n";
   for (const auto* ph : {&p.prefill, &p.decode}) {
     line("%-8s %9.1f %12s %11.2f %11.0f %9.2f %10.2f %10.2f  %s\n",
          ph == &p.prefill ? "prefill" : "decode", ph->tokens_per_s, HumanBytes(ph->bytes).c_str(),
