@@ -5,6 +5,7 @@
 #   ES_PV_ROWS     rows "MODEL:TYPE ..." (MODEL: synthetic preset or config.json)
 #   ES_PV_P/ES_PV_N prompt / generated tokens (default 512 / 128)
 #   ES_PV_QUICK=1  calibrate with --quick (local tests)
+#   ES_PV_NO_CPU=1 no CPU profile beside a GPU's (a short device job)
 # A failing row prints its error and the script continues.
 set -u
 BIN=${1:?usage: plan_validate.sh EDGESEEK OUTDIR}
@@ -23,7 +24,7 @@ if ! "$BIN" devices --calibrate --backend "$BACKEND" "${Q[@]}" --json "$PROFILE"
   tail -5 "$OUT/calibrate-$BACKEND.log"
   PROFILE=""
 fi
-if [ "$BACKEND" != cpu ]; then
+if [ "$BACKEND" != cpu ] && [ -z "${ES_PV_NO_CPU:-}" ]; then
   "$BIN" devices --calibrate --backend cpu "${Q[@]}" --json "$OUT/profile-cpu.json" >"$OUT/calibrate-cpu.log" 2>&1 ||
     echo "cpu calibrate failed (see $OUT/calibrate-cpu.log)"
 fi
