@@ -74,7 +74,9 @@ std::shared_ptr<Model> Model::Load(const std::string& path, const LoadOptions& o
   m->config_ = std::make_unique<ModelConfig>(LoadHfConfig(config_path, kCheckpointLater));
   m->st = SafetensorsSet::Open(path);
   CheckHfLayersPresent(*m->config_, HfLayersPresent(m->st->Names()), config_path);
+  m->fp8_progress = m->LoadFp8Progress();  // FP8 weights are dequantized as Finish looks them up
   m->Finish();
+  m->fp8_progress.reset();
   m->ReadGenerationConfig((fs::path(path) / "generation_config.json").string());
   if (!opts.tokenizer.empty())
     m->tokenizer_ = Tokenizer::Load(opts.tokenizer);

@@ -13,6 +13,7 @@
 #include "edgeseek/internal/core/error.h"
 #include "edgeseek/internal/core/half.h"
 #include "edgeseek/internal/core/json_field.h"
+#include "edgeseek/internal/core/progress.h"
 #include "edgeseek/internal/core/tensor.h"
 #include "edgeseek/internal/formats/safetensors.h"
 #include "edgeseek/internal/models/arch.h"
@@ -35,6 +36,9 @@ class ModelLoader : public Model {
 
   std::unique_ptr<SafetensorsSet> st;
   std::map<std::string, Tensor> owned;  // converted or generated tensors
+  // While the architecture looks up an FP8 checkpoint's weights (each dequantized then): the
+  // bytes converted, on a terminal (LoadFp8Progress).
+  std::unique_ptr<Progress> fp8_progress;
 
   const Tensor* Lookup(const std::string& name) {
     if (custom_lookup) return custom_lookup(name);
@@ -64,6 +68,7 @@ class ModelLoader : public Model {
     for (int64_t n = 0; n < N; ++n)
       for (int64_t k = 0; k < K; ++k)
         o[n * K + k] = F8E4M3ToF32(src[n * K + k]) * scale[size_t((n / bn) * want[1] + k / bk)];
+    if (fp8_progress) fp8_progress->Add(w.nbytes);
     return &(owned[w.name] = std::move(out));
   }
 
@@ -108,6 +113,16 @@ class ModelLoader : public Model {
     }
     v.nbytes = size_t(v.shape[0]) * rb;
     return &(owned[name] = std::move(v));
+  }
+
+  // A progress line over the checkpoint's FP8 bytes, for the Finish() that converts them (null
+  // when it holds none).
+  std::unique_ptr<Progress> LoadFp8Progress() const {
+    uint64_t bytes = 0;
+    for (const std::string& n : st->Names())
+      if (const Tensor* t = st->Find(n); t->dtype == DType::kF8E4M3) bytes += t->nbytes;
+    if (bytes == 0) return nullptr;
+    return std::make_unique<Progress>("converting FP8 weights", bytes, Progress::Unit::kBytes);
   }
 
   void Finish() {

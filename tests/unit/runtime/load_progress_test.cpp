@@ -1,7 +1,8 @@
 // The waits of loading a real model show one progress line (core/progress.h) when an output is
 // set: quantizing at load (QuantizeModelWeights) and preparing the weights for the backend
-// (Runner: repack / prefault on the CPU, upload on a GPU); erased when each ends. The golden
-// Llama is a Hugging Face folder, loaded as `chat` / `generate` / `serve` load one.
+// (Runner: repack / prefault on the CPU, upload on a GPU), and dequantizing an FP8 checkpoint;
+// erased when each ends. The golden Llama is a Hugging Face folder, loaded as `chat` /
+// `generate` / `serve` load one.
 #include <gtest/gtest.h>
 
 #include <cstdio>
@@ -69,6 +70,21 @@ TEST(LoadProgress, QuantizingAtLoadAndPreparingWeightsDrawAndErase) {
   EXPECT_NE(prepare.find("\rpreparing weights (cpu): "), std::string::npos) << prepare;
   EXPECT_NE(prepare.find("(100%)"), std::string::npos) << prepare;
   EXPECT_EQ(prepare.substr(prepare.size() - 4), "\r\033[K") << prepare;
+}
+
+// An FP8 checkpoint (V3's block-scaled E4M3) is dequantized as it loads: one line over its FP8
+// bytes, erased at the end; a checkpoint without FP8 weights draws none.
+TEST(LoadProgress, Fp8DequantizationDrawsAndErases) {
+  const std::string fp8 = Drawn([&] {
+    auto m = Model::Load(test::SourceDir() + "/tests/golden/data/models/dsv3_fp8");
+    EXPECT_GT(m->vocab_size(), 0);
+  });
+  EXPECT_EQ(fp8.find('\n'), std::string::npos) << fp8;
+  EXPECT_NE(fp8.find("\rconverting FP8 weights: "), std::string::npos) << fp8;
+  EXPECT_NE(fp8.find("(100%)"), std::string::npos) << fp8;
+  EXPECT_EQ(fp8.substr(fp8.size() - 4), "\r\033[K") << fp8;
+  const std::string plain = Drawn([&] { Model::Load(LlamaDir()); });
+  EXPECT_EQ(plain.find("FP8"), std::string::npos) << plain;
 }
 
 TEST(LoadProgress, SilentWithoutAnOutput) {
