@@ -28,6 +28,9 @@ ninja -C "$B" ${ES_JOBS:+-j "$ES_JOBS"} edgeseek_cli "${SUITES[@]/#/es_test_}"  
 
 # The tests run the aarch64 CLI through qemu too; goldens on the CPU backend only.
 export ES_CLI="qemu-aarch64 $PWD/$B/edgeseek" ES_GOLDEN_BACKENDS=cpu
+# Wall-clock bounds of the tests (a template's render budget, HTTP deadlines) times 4: qemu-user
+# runs the code several times slower (tests/common/test_util.h TimeScale).
+export ES_TEST_TIME_SCALE=4
 # Left out under qemu: the prefault test (qemu-user 7.2, Debian 12's, answers madvise with success
 # and does nothing, so MADV_POPULATE_READ maps no page and the fault count cannot hold), and
 # SampledSpec.DistributedAsTheTarget (a statistical test of the speculative sampler, thousands of

@@ -24,6 +24,11 @@ static std::string Env(const char* k, const char* fallback) {
 #define ES_CLI_DEFAULT "./edgeseek"
 #endif
 std::string SourceDir() { return Env("ES_SOURCE_DIR", ES_SOURCE_DIR_DEFAULT); }
+double TimeScale() {
+  const char* v = std::getenv("ES_TEST_TIME_SCALE");
+  const double s = v ? std::atof(v) : 1.0;
+  return s >= 1.0 ? s : 1.0;
+}
 std::string BinaryDir() { return Env("ES_BINARY_DIR", ES_BINARY_DIR_DEFAULT); }
 // $ES_CLI, else the build's edgeseek, else an edgeseek next to the test binary (test binaries
 // copied elsewhere with the CLI, as scripts/gpu/h200_compare.sh carries them).

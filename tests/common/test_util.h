@@ -20,5 +20,8 @@ double RelL2(const float* a, const double* b, size_t n);
 std::vector<float> RandomFloats(size_t n, uint64_t seed, float scale = 1.0f);
 std::string ReadFile(const std::string& path);
 void WriteFile(const std::string& path, const std::string& data);
+// What wall-clock bounds are multiplied by: $ES_TEST_TIME_SCALE (scripts/test_arm64.sh sets it
+// under qemu-user, which runs the code several times slower), else 1.
+double TimeScale();
 
 }  // namespace es::test
