@@ -123,11 +123,14 @@ TEST(PlanCli, CalibrateWritesAProfilePlanReads) {
     ASSERT_TRUE(p.gemm_flops.count(t)) << Name(t);
     EXPECT_GT(p.gemv_bytes_per_s.at(t).value, 0) << Name(t);
     EXPECT_TRUE(p.gemv_bytes_per_s.at(t).calibrated);
-    // The shape curves: the quick shapes and the large one, sorted by size, each calibrated.
+    // The shape curves: the quick shapes and the large one, sorted by size, each calibrated. A
+    // GEMM shape whose run would take over 4x --seconds is skipped (a slow device: under qemu
+    // f16 kept 2 of 4), the large one never.
     ASSERT_EQ(p.gemv_curve.count(t), 1u) << Name(t);
     ASSERT_EQ(p.gemm_curve.count(t), 1u) << Name(t);
     EXPECT_EQ(p.gemv_curve.at(t).size(), 4u) << Name(t);
-    EXPECT_EQ(p.gemm_curve.at(t).size(), 4u) << Name(t);
+    EXPECT_GE(p.gemm_curve.at(t).size(), 1u) << Name(t);
+    EXPECT_LE(p.gemm_curve.at(t).size(), 4u) << Name(t);
     for (const auto* c : {&p.gemv_curve.at(t), &p.gemm_curve.at(t)})
       for (size_t i = 0; i < c->size(); ++i) {
         EXPECT_GT((*c)[i].rate.value, 0);
