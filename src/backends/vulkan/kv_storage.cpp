@@ -47,7 +47,7 @@ VkKv::VkKv(std::shared_ptr<Device> dev, std::shared_ptr<StagingRing> staging, co
                " KV cache needs widths that are multiples of ", kQK, " (part ", p, " is ",
                spec.width[p], ")");
       const uint64_t b = uint64_t(n_blocks) * kKvBlockTokens * RowBytes(spec.dtype, spec.width[p]);
-      parts_[size_t(l * 2 + p)] =
+      parts_[size_t(l) * 2 + size_t(p)] =
           pool_->Alloc(b, "kv cache layer " + std::to_string(l) + " part " + std::to_string(p));
       bytes_ += b;
     }
@@ -67,7 +67,6 @@ void VkKv::SetBlockTable(int slot, const int32_t* blocks, int n) {
   for (int i = 0; i < n; ++i) {
     ES_CHECK(blocks[i] >= 0 && blocks[i] < n_blocks_, "KV block table of slot ", slot, ": block ",
              blocks[i], " outside the pool of ", n_blocks_);
-    scattered_ = scattered_ || blocks[i] != int32_t(slot * bps + i);
     t[i] = blocks[i];
   }
   std::fill(t + n, t + bps, -1);

@@ -32,11 +32,7 @@ class VkKv final : public KvStorage {
   int64_t mapped_tokens(int slot) const { return mapped_[size_t(slot)]; }
   // Every slot's table, [n_slots][blocks_per_slot] (-1 = unmapped), as the batch buffer holds it.
   const std::vector<int32_t>& tables() const { return tables_; }
-  // Whether some table ever mapped a slot off its initial contiguous blocks. Until then a
-  // slot's keys are adjacent in memory, which attention_cm2.comp's tile loads still assume
-  // (it does not read through KvRow yet); recorded programs are keyed by it.
-  bool scattered() const { return scattered_; }
-  const Allocation& part(int layer, int p) const { return parts_[size_t(layer * 2 + p)]; }
+  const Allocation& part(int layer, int p) const { return parts_[size_t(layer) * 2 + size_t(p)]; }
   uint64_t peak_bytes() const { return pool_->peak_block_bytes(); }
   uint64_t id() const { return id_; }
 
@@ -49,7 +45,6 @@ class VkKv final : public KvStorage {
   int64_t n_blocks_;
   std::vector<int32_t> tables_;
   std::vector<int64_t> mapped_;
-  bool scattered_ = false;
   size_t bytes_ = 0;
   std::unique_ptr<MemoryPool> pool_;
   std::vector<Allocation> parts_;  // [layer * 2 + part]

@@ -84,7 +84,7 @@ double Since(Clock::time_point t) {
 }
 
 // A mixed step's row tables (BatchLayout::dec_rows, tiles; UseMixedAttention): the rows of
-// one-token sequences, and tiles of at most 8 consecutive rows of each longer sequence.
+// one-token sequences, and tiles of at most lay.tile_rows consecutive rows of each longer one.
 void WriteMixedRows(const BatchLayout& lay, const Batch& b, int32_t* words) {
   int32_t n_dec = 0, n_tiles = 0;
   for (const BatchSeq& s : b.seqs) {
@@ -92,9 +92,9 @@ void WriteMixedRows(const BatchLayout& lay, const Batch& b, int32_t* words) {
       words[lay.dec_rows + 1 + n_dec++] = s.row0;
       continue;
     }
-    for (int r = 0; r < s.n_tokens; r += kRowsTile) {
+    for (int r = 0; r < s.n_tokens; r += lay.tile_rows) {
       words[lay.tiles + 1 + 2 * n_tiles] = s.row0 + r;
-      words[lay.tiles + 2 + 2 * n_tiles] = std::min(kRowsTile, s.n_tokens - r);
+      words[lay.tiles + 2 + 2 * n_tiles] = std::min(lay.tile_rows, s.n_tokens - r);
       ++n_tiles;
     }
   }
@@ -311,7 +311,6 @@ VulkanBackend::Program& VulkanBackend::GetProgram(const Graph& g, const Batch& b
     seen = seen_graphs_.begin();
   }
   uint64_t key = Mix(seen->nodes_hash, kv.id());
-  key = Mix(key, kv.scattered() ? 1u : 0u);  // the prefill attention kernel depends on it
   key = Mix(key, uint64_t(b.n_tokens()));
   key = Mix(key, b.out_rows.size());
   key = Mix(key, uint64_t(mode));
@@ -853,11 +852,16 @@ void VulkanBackend::LayoutBatch(Program* p, const Graph& g, const Batch& b, VkKv
     lay.mla_view = w = (w + 63) / 64 * 64;  // bound on its own: 256-byte aligned
     w += uint32_t(MlaViewWords(kv, T));
   }
-  if (std::any_of(nodes.begin(), nodes.end(), [&](const Node& n) {
-        return n.op == Op::kAttention &&
-               UseMixedAttention(*dev_, kv, T, uint32_t(n.i[0]), uint32_t(n.i[1]), uint32_t(n.i[2]),
-                                 uint32_t(n.i[3]));
-      })) {
+  for (const Node& n : nodes) {
+    const uint32_t dk = uint32_t(n.i[2]), dv = uint32_t(n.i[3]);
+    if (n.op != Op::kAttention ||
+        !UseMixedAttention(*dev_, T, uint32_t(n.i[0]), uint32_t(n.i[1]), dk, dv))
+      continue;
+    const int rows = MixedTileRows(*dev_, T, dk, dv);
+    ES_CHECK(lay.tile_rows == 0 || lay.tile_rows == rows, "vulkan: attention '", n.name,
+             "' takes tiles of ", rows, " rows, another attention of the graph ", lay.tile_rows);
+    if (lay.dec_rows) continue;
+    lay.tile_rows = rows;
     lay.dec_rows = w;  // count, rows
     w += uint32_t(T) + 1;
     lay.tiles = w;  // count, (first row, rows) pairs: at most a tile a row

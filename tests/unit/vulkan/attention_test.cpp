@@ -477,6 +477,76 @@ std::vector<int32_t> Tokens(int n, int seed, int vocab = 97) {
   return v;
 }
 
+// The tensor-core prefill reads keys through the block tables (attention_cm2.comp stages each
+// tile key by key), so it serves a paged cache whose slots hold scattered blocks, of every KV
+// type (q8_0 / q4_0 dequantized in the staging), and continuous batching's mixed steps (prompt
+// rows on sequence-aligned 32-row tiles, decode rows on the split decode kernel where the head
+// dims allow it): a prefill of three ragged prompts (33, 70 and 5 rows), then a mixed step of
+// decode rows around prompts of 37, 1 and 2 rows; head dims 128 (the 7B's, 7 query heads a kv
+// head; f16 staged 8 halves a load), 36 / 20 (4 a load) and 18 / 10 (one a load, off the 16-wide
+// padding). Two block layouts: no two blocks of a slot adjacent (every tile staged), and pairs of
+// adjacent blocks scattered (f32 / f16 caches load each 32-key tile straight from the cache; a
+// slot whose blocks all follow each other: Coopmat2PrefillOverTwoSlots). Reference over the
+// cache's rounded rows; f16 q and probabilities: 5e-3. Skipped where the device or glslc has no
+// cooperative_matrix2.
+TEST(VulkanAttentionCm2, ScatteredBlocksEveryCacheTypeAndMixedSteps) {
+  vk::VulkanTuning tune;
+  tune.knobs.Set(vk::Knob::kF16Act, "1");
+  auto be = MakeVulkan(tune);
+  if (!be->device().coopmat2().fa_br || !be->device().f16_math())
+    GTEST_SKIP() << "no VK_NV_cooperative_matrix2 attention on this device/build";
+  auto ran = [&](const std::string& prefix) {
+    for (const std::string& n : be->counters().shaders)
+      if (n.rfind(prefix, 0) == 0) return true;
+    return false;
+  };
+  struct Shape {
+    int Hq, Hkv, dk, dv;
+  };
+  for (const DType kt : {DType::kF32, DType::kF16, DType::kQ8_0, DType::kQ4_0})
+    for (const Shape sh : {Shape{7, 1, 128, 128}, Shape{4, 2, 36, 20}, Shape{3, 1, 18, 10}})
+      for (const bool pairs : {false, true}) {
+        if (IsQuantized(kt) && (sh.Hkv * sh.dk % 32 != 0 || sh.Hkv * sh.dv % 32 != 0)) continue;
+        if (pairs && (IsQuantized(kt) || sh.dk != 128)) continue;
+        const int slots = 40;
+        const int64_t capacity = 96, per_slot = capacity / kKvBlockTokens;
+        const std::string tag = std::string(Name(kt)) + " Hq=" + std::to_string(sh.Hq) +
+                                " dk=" + std::to_string(sh.dk) + (pairs ? " block pairs" : "");
+        AttentionSteps run(*be, sh.Hq, sh.Hkv, sh.dk, sh.dv, kt, 101, slots, capacity);
+        const KvSpec spec{2, {sh.Hkv * sh.dk, sh.Hkv * sh.dv}, kt};
+        run.kv = be->CreatePagedKv(spec, slots, capacity, slots * per_slot);
+        for (int s = 0; s < slots; ++s) {  // from the far end, interleaved (in pairs)
+          std::vector<int32_t> table;
+          for (int64_t k = 0; k < per_slot; ++k)
+            table.push_back(pairs ? int32_t(2 * ((per_slot / 2 - 1 - k / 2) * slots + s) + k % 2)
+                                  : int32_t(slots * per_slot - 1 - (k * slots + s)));
+          run.kv->SetBlockTable(s, table.data(), int(table.size()));
+        }
+        Batch pre;
+        pre.Add(0, 0, Tokens(33, 1, 101), true);
+        pre.Add(1, 0, Tokens(70, 2, 101), true);
+        pre.Add(2, 0, Tokens(5, 3, 101), true);
+        pre.Finalize();
+        run.Step(*be, pre, 5e-3, tag + " prefill");
+        EXPECT_TRUE(ran("attention_cm2_" + vk::KvTypeSuffix(kt))) << tag;
+        Batch mixed;  // 33 decode rows, prompts of 37, 1 and 2 rows
+        for (int s = 0; s < 3; ++s)
+          mixed.Add(s, s == 0 ? 33 : s == 1 ? 70 : 5, {int32_t(s + 1)}, true);
+        mixed.Add(3, 0, Tokens(37, 4, 101), true);
+        mixed.Add(4, 0, {7}, true);
+        mixed.Add(5, 0, {8, 9}, true);
+        for (int s = 6; s < 36; ++s) mixed.Add(s, 0, {int32_t(s)}, true);
+        mixed.Finalize();
+        ASSERT_GT(mixed.n_tokens(), vk::kDecodeMaxRows);
+        run.Step(*be, mixed, 5e-3, tag + " mixed");
+        EXPECT_TRUE(ran("attention_cm2_" + vk::KvTypeSuffix(kt))) << tag;
+        EXPECT_EQ(ran("attention_combine_list"),
+                  vk::UseDecodeAttention(be->device(), vk::kDecodeMaxRows, uint32_t(sh.Hq),
+                                         uint32_t(sh.Hkv), uint32_t(sh.dk), uint32_t(sh.dv)))
+            << tag << ": the mixed step's decode rows";
+      }
+}
+
 TEST_P(VulkanAttention, AbsorbedMlaOverTheLatentCache) {
   MlaSteps run(SharedVulkan(), 3, 8, 4, 6, 16, GetParam(), 16);
   for (const Batch& b : Steps()) run.Step(SharedVulkan(), b, 1e-5, "mla");

@@ -48,7 +48,7 @@ struct RowsPush {
   uint32_t Hq, Hkv, wa, wb, dv, q_rs, q_hs, capacity, a_w, b_w, v_w, slot_off, pos_off, o_rs, o_hs;
   float scale;
   uint32_t T;
-  uint32_t tiles_off;  // attention_rows.comp: the batch's tile table (mixed steps), 0: none
+  uint32_t tiles_off;  // the batch's tile table (mixed steps, MixedTileRows rows a tile), 0: none
 };
 // The word offsets of the rows' slots and positions in the buffer the kernel reads them from.
 uint32_t SlotOff(const OpContext& c, const AttentionArgs& a) {
@@ -76,19 +76,23 @@ uint32_t Pad16(uint32_t d) { return (d + 15) / 16 * 16; }
 }  // namespace
 
 bool UseAttentionCm2(const Device& dev, int64_t T, uint32_t dk, uint32_t dv) {
-  return dev.f16_math() && dev.coopmat2().fa_br != 0 && T > kDecodeMaxRows &&
-         dk <= kCm2MaxHeadDim && dv <= kCm2MaxHeadDim;
+  const Coopmat2Config& t = dev.coopmat2();
+  // attention_cm2.comp's shared memory: the key and value tiles as f16, rows padded by 8
+  const uint64_t shared = uint64_t(t.fa_bc) * (Pad16(dk) + 8 + Pad16(dv) + 8) * 2 + 8ull * t.fa_br;
+  return dev.f16_math() && t.fa_br != 0 && T > kDecodeMaxRows && dk <= kCm2MaxHeadDim &&
+         dv <= kCm2MaxHeadDim && shared + 256 <= dev.info().max_shared_memory;
 }
 
-bool UseMixedAttention(const Device& dev, const VkKv& kv, int64_t T, uint32_t Hq, uint32_t Hkv,
-                       uint32_t dk, uint32_t dv) {
+bool UseMixedAttention(const Device& dev, int64_t T, uint32_t Hq, uint32_t Hkv, uint32_t dk,
+                       uint32_t dv) {
   if (T <= kDecodeMaxRows || !UseDecodeAttention(dev, kDecodeMaxRows, Hq, Hkv, dk, dv))
     return false;
-  // The kernel KernelFor gives the cache's keys: tensor cores while the slots' blocks are
-  // adjacent (attention_cm2.comp, f32 / f16 caches), else the 8-row tiles up to 128-wide heads.
-  if (!kv.scattered() && !IsQuantized(kv.spec().dtype) && UseAttentionCm2(dev, T, dk, dv))
-    return false;
-  return dk <= 128 && dv <= 128;
+  // The other rows' kernel (KernelFor): tensor cores, else the 8-row tiles up to 128-wide heads.
+  return UseAttentionCm2(dev, T, dk, dv) || (dk <= 128 && dv <= 128);
+}
+
+int MixedTileRows(const Device& dev, int64_t T, uint32_t dk, uint32_t dv) {
+  return UseAttentionCm2(dev, T, dk, dv) ? int(dev.coopmat2().fa_br) : kRowsTile;
 }
 
 uint64_t MixedAttentionBytes(const Device& dev, int64_t T, uint32_t Hq, uint32_t dv) {
@@ -190,16 +194,12 @@ void RecordDecodeAttention(OpContext& c, const AttentionArgs& a, bool list = fal
 
 // The kernel of an attention: prefill (more than kDecodeMaxRows rows, no split scratch,
 // no second key part) on tensor cores or by 8-row tiles where the head dims allow; else one
-// workgroup per (head, row), split over keys where a.part is given.
+// workgroup per (head, row), split over keys where a.part is given. Both prefill kernels read
+// the keys through the block tables and dequantize block-quantized caches in their tile loads.
 enum class AttentionKernel { kTensorCores, kRows, kPerRow };
 AttentionKernel KernelFor(const OpContext& c, const AttentionArgs& a) {
   if (a.part.size != 0 || a.wb != 0 || c.T <= kDecodeMaxRows) return AttentionKernel::kPerRow;
-  // attention_cm2.comp loads tiles of adjacent keys: only while no slot left its own blocks;
-  // and its tiles are f32 or f16 only: a block-quantized cache takes attention_rows.comp,
-  // which dequantizes in its tile loads (a cm2 tile loader for q8_0 / q4_0 is open).
-  const bool adjacent = a.kv ? a.kv->contiguous : !c.kv.scattered();
-  if (adjacent && !IsQuantized(KeyType(c, a)) && UseAttentionCm2(c.dev, c.T, a.wa, a.dv))
-    return AttentionKernel::kTensorCores;
+  if (UseAttentionCm2(c.dev, c.T, a.wa, a.dv)) return AttentionKernel::kTensorCores;
   if (a.wa <= 128 && a.dv <= 128) return AttentionKernel::kRows;
   return a.wa <= kRowsWideKeys && a.dv <= 128 && KeyType(c, a) == DType::kF32
              ? AttentionKernel::kRows
@@ -208,22 +208,27 @@ AttentionKernel KernelFor(const OpContext& c, const AttentionArgs& a) {
 }  // namespace
 
 void RecordAttention(OpContext& c, const AttentionArgs& a, bool tiles) {
-  const bool f16 = KeyType(c, a) == DType::kF16;
   const std::string kt = KvTypeSuffix(KeyType(c, a));
   const BufRange bt = a.kv ? a.kv->bt : c.batch;
   ES_ASSERT(!a.kv || (a.part.size == 0 && c.T > kDecodeMaxRows));  // prefill kernels only
   const AttentionKernel kernel = KernelFor(c, a);
-  ES_ASSERT(!tiles || kernel == AttentionKernel::kRows);
+  ES_ASSERT(!tiles || kernel != AttentionKernel::kPerRow);
   if (kernel == AttentionKernel::kTensorCores) {
     // Prefill on tensor cores (attention_cm2.comp): tiles of BR query rows x BC keys.
     const Coopmat2Config& t = c.dev.coopmat2();
-    Dispatch& d = c.Add(std::string("attention_cm2_") + (f16 ? "f16" : "f32"), {1, 1, 1, 1, 1, 1},
+    Dispatch& d = c.Add("attention_cm2_" + kt, {1, 1, 1, 1, 1, 1},
                         {t.fa_wg, t.fa_br, t.fa_bc, Pad16(a.wa), Pad16(a.dv)});
     d.bindings = {{a.q}, {a.ka}, {a.kb}, {a.v}, {a.out}, {bt}};
     d.writes = {4};
-    d.Push(PushFor(c, a));
+    RowsPush pc = PushFor(c, a);
     d.groups[0] = a.Hq;
     d.groups[1] = uint32_t((c.T + t.fa_br - 1) / t.fa_br);
+    if (tiles) {  // sequence-aligned tiles of BR rows (MixedTileRows): at most one more a sequence
+      ES_ASSERT(!a.kv && c.layout->tiles != 0);
+      pc.tiles_off = c.layout->tiles;
+      d.groups[1] += uint32_t(std::min<int64_t>(c.kv.n_slots(), c.T));
+    }
+    d.Push(pc);
     return;
   }
   if (kernel == AttentionKernel::kRows) {
@@ -320,7 +325,7 @@ void BuildAttention(OpContext& c) {
   }
   ES_CHECK(c.attn_rope == nullptr, "vulkan: attention '", n.name,
            "' has a folded rope but no decode kernel");
-  if (a.part.size != 0 && UseMixedAttention(c.dev, c.kv, c.T, Hq, Hkv, dk, dv)) {
+  if (a.part.size != 0 && UseMixedAttention(c.dev, c.T, Hq, Hkv, dk, dv)) {
     // Mixed step: decode rows split over keys, the other rows on sequence-aligned tiles.
     RecordDecodeAttention(c, a, /*list=*/true);
     AttentionArgs rows = a;

@@ -191,7 +191,6 @@ void BuildMlaNonAbsorbed(OpContext& c) {
                      uint32_t(H), uint32_t(rows), uint32_t(H), 1, false, uint32_t(dv)});
   AttentionKv view;
   view.dtype = DType::kF32;
-  view.contiguous = true;
   view.bt = BufRange{c.batch.buffer, c.batch.offset + uint64_t(c.layout->mla_view) * 4,
                      MlaViewWords(c.kv, T) * 4};
   view.pos_off = 2;

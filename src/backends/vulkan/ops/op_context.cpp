@@ -88,7 +88,7 @@ std::vector<uint64_t> ScratchBytes(const Device& dev, const VkKv& kv, const Grap
     case Op::kAttention: {
       const uint32_t Hq = uint32_t(n.i[0]), Hkv = uint32_t(n.i[1]), dk = uint32_t(n.i[2]),
                      dv = uint32_t(n.i[3]);
-      const uint64_t b = UseMixedAttention(dev, kv, T, Hq, Hkv, dk, dv)
+      const uint64_t b = UseMixedAttention(dev, T, Hq, Hkv, dk, dv)
                              ? MixedAttentionBytes(dev, T, Hq, dv)
                              : AttentionSplitBytes(dev, T, Hq, Hkv, dk, dv);
       return b ? std::vector<uint64_t>{b} : std::vector<uint64_t>{};

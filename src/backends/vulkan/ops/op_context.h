@@ -33,9 +33,10 @@ struct BatchLayout {
   uint32_t input = 0;
   // Mixed steps (UseMixedAttention): word dec_rows holds the count of the batch's decode rows
   // (sequences of one token), their row indices follow; word tiles the count of tiles of the
-  // other sequences' rows (at most 8 consecutive rows of one sequence each), (first row, rows)
-  // pairs follow. 0 when no node takes that path.
+  // other sequences' rows (at most tile_rows consecutive rows of one sequence each: MixedTileRows),
+  // (first row, rows) pairs follow. 0 when no node takes that path.
   uint32_t dec_rows = 0, tiles = 0;
+  int tile_rows = 0;
   uint32_t words = 0;
 };
 

@@ -87,12 +87,11 @@ int64_t LocalExperts(const Node& n);
 // a residual add of its output into it, as into a matmul's GEMV.
 bool MoeTakesGemv(const Device& dev, const Graph& g, const Node& n, MoeGemv* spec);
 // Keys and values that are not the KV cache (MLA's non-absorbed form): their element type (f32 or
-// f16), whether each slot's keys are adjacent (then attention_cm2.comp may read them), and the
-// buffer holding the rows' slots and positions (at slot_off, pos_off) and the block tables that
-// map them (kv_addr.glsl's layout: words 0 and 1 give the tables' offset and blocks per slot).
+// f16), and the buffer holding the rows' slots and positions (at slot_off, pos_off) and the block
+// tables that map them (kv_addr.glsl's layout: words 0 and 1 give the tables' offset and blocks
+// per slot).
 struct AttentionKv {
   DType dtype = DType::kF32;
-  bool contiguous = false;
   BufRange bt;
   uint32_t slot_off = 0, pos_off = 0;
 };
@@ -135,20 +134,22 @@ constexpr int64_t kDecodeFusedMaxRows = 8;
 constexpr uint32_t kAttentionSplits = 16;
 uint64_t AttentionSplitBytes(const Device& dev, int64_t T, uint32_t Hq, uint32_t Hkv, uint32_t dk,
                              uint32_t dv);
-// A step of more than kDecodeMaxRows rows whose attention takes the 8-row tiles
-// (attention_rows.comp) while its shape allows the split decode kernel: continuous batching's
-// mixed steps. Its decode rows (sequences of one token) then take attention_decode.comp over the
-// batch's row list (BatchLayout::dec_rows: split over keys, all the query heads of a kv head a
-// workgroup) and the other rows tiles that never straddle two sequences (BatchLayout::tiles):
-// 8-row tiles of mixed slots made one pass over the keys per slot, up to 8 serial passes (H200,
-// 7B Q4_0 serving, 32 clients: 50.8 of a 90 ms mixed step). Its partials' scratch:
-// MixedAttentionBytes.
-bool UseMixedAttention(const Device& dev, const VkKv& kv, int64_t T, uint32_t Hq, uint32_t Hkv,
-                       uint32_t dk, uint32_t dv);
+// A step of more than kDecodeMaxRows rows whose attention takes a prefill kernel (tensor cores,
+// or attention_rows.comp's 8-row tiles) while its shape allows the split decode kernel:
+// continuous batching's mixed steps. Its decode rows (sequences of one token) then take
+// attention_decode.comp over the batch's row list (BatchLayout::dec_rows: split over keys, all the
+// query heads of a kv head a workgroup) and the other rows tiles that never straddle two
+// sequences (BatchLayout::tiles, MixedTileRows rows each): tiles of mixed slots made one pass over
+// the keys per slot (H200, 7B Q4_0 serving, 32 clients: 50.8 of a 90 ms mixed step). Its
+// partials' scratch: MixedAttentionBytes.
+bool UseMixedAttention(const Device& dev, int64_t T, uint32_t Hq, uint32_t Hkv, uint32_t dk,
+                       uint32_t dv);
+// The rows of a mixed step's tiles: the tensor-core kernel's BR where it runs, else kRowsTile.
+int MixedTileRows(const Device& dev, int64_t T, uint32_t dk, uint32_t dv);
 uint64_t MixedAttentionBytes(const Device& dev, int64_t T, uint32_t Hq, uint32_t dv);
 // Query rows of an attention_rows.comp tile (its QR).
 constexpr int kRowsTile = 8;
-// `tiles`: the 8-row tiles from the batch's tile table (mixed steps, BatchLayout::tiles).
+// `tiles`: the tiles of the batch's tile table (mixed steps, BatchLayout::tiles).
 void RecordAttention(OpContext& c, const AttentionArgs& a, bool tiles);
 // attention_combine.comp: merges the S key chunks in a.part of each (row, head) into a.out
 // (a.Hq heads of a.dv values, row stride a.o_rs, head stride a.o_hs; a.xq: also quantized).
