@@ -60,7 +60,8 @@ VerbRun Setup(CLI::App& app) {
     o.batch = a->batch;
     o.devices = a->devices;
     o.split = a->split == "head" ? PlanSplit::kHead : PlanSplit::kLayer;
-    // The runner's defaults: f32 on the CPU (lossless, docs/performance.md), f16 on GPUs.
+    // The runner's defaults: f32 on the CPU (lossless, docs/log/2026-12-02-cpu-kv-cache-types.md),
+    // f16 on GPUs.
     o.kv_type = !a->kv_type.empty()    ? ParseKvType(a->kv_type)
                 : dev.backend == "cpu" ? DType::kF32
                                        : DType::kF16;

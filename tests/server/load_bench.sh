@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
-# Load benchmark of docs/performance.md ("Serving"): `edgeseek loadtest` against `edgeseek serve`
-# and, when given, llama.cpp's llama-server, on the same GGUF file, at 1, 4 and 8 concurrent
-# closed-loop streaming clients (CLIENTS="1 8 32 64" for others). Not a test: it prints the table
-# rows and keeps the JSON.
+# Load benchmark of docs/performance.md ("Serving"; the runs are in docs/log/): `edgeseek
+# loadtest` against `edgeseek serve` and, when given, llama.cpp's llama-server, on the same GGUF
+# file, at 1, 4 and 8 concurrent closed-loop streaming clients (CLIENTS="1 8 32 64" for others).
+# Not a test: it prints the table rows and keeps the JSON.
 #
 #   tests/server/load_bench.sh EDGESEEK GGUF OUT_DIR [LLAMA_SERVER]
 #

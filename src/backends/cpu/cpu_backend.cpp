@@ -60,7 +60,7 @@ struct RepackPolicy {
 };
 
 // The types repacked when ES_CPU_REPACK is unset: none. Measured on the 1.5B model on the 2-core
-// development machine (docs/performance.md, "CPU weight repacking"), the repacked kernels were
+// development machine (docs/log/2026-11-30-cpu-weight-repacking.md), the repacked kernels were
 // not faster beyond the noise of a shared machine; ES_CPU_REPACK=1 turns them on.
 std::set<DType> DefaultRepackTypes() { return {}; }
 

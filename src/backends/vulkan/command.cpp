@@ -13,7 +13,8 @@ Sequence::Sequence(Device& dev, bool profile) : dev_(dev) {
   // Decode steps last a few ms: polling the fence for up to ES_VK_SPIN_US microseconds before
   // blocking spares the blocked thread's wake-up after the GPU signals it (default 3000 on GPUs;
   // 0 on CPU devices such as lavapipe, whose own threads need the cores). H200, same job, tg128
-  // Q4_0: 1.5B 405 -> 445 t/s, 7B 290 -> 297-306 (docs/performance.md "Session 7").
+  // Q4_0: 1.5B 405 -> 445 t/s, 7B 290 -> 297-306 (docs/log/2026-11-30-sessions2-9-h200-dense.md,
+  // "Session 7").
   const Tuning& tune = dev.tuning();
   spin_s_ = !tune.IsAuto(Knob::kSpinUs) ? tune.Uint(Knob::kSpinUs) * 1e-6
             : dev.info().type == "cpu"  ? 0.0

@@ -16,7 +16,7 @@ using W = KnobWhen;
 using R = KnobRole;
 
 // The registry. Defaults measured on the H200 cite their measurement (docs/vulkan.md and
-// docs/performance.md have the jobs); "auto" is decided per device or weight type by the code.
+// docs/log/ have the jobs); "auto" is decided per device or weight type by the code.
 const std::array<KnobSpec, kKnobCount> kTable = {{
     {Knob::kLoader, "ES_VK_LOADER", T::kText, "a path", "", W::kProcess, R::kOperational,
      "path of the Vulkan loader to open (empty: libvulkan.so.1, then libvulkan.so)"},

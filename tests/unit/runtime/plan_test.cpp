@@ -127,8 +127,9 @@ TEST(PlanArith, BytesFlopsAndMemoryMatchHandArithmetic) {
 }
 
 TEST(PlanArith, InspectAndPlanAgreeOnKvBytes) {
-  // The KV figure is ModelConfig::MakeKvSpec's, as `inspect` prints it (docs/performance.md:
-  // 1.5B 28 KiB f16, 7.88 KiB q4_0; V2-Lite 30.38 KiB f16).
+  // The KV figure is ModelConfig::MakeKvSpec's, as `inspect` prints it
+  // (docs/log/2026-12-02-cpu-kv-cache-types.md: 1.5B 28 KiB f16, 7.88 KiB q4_0; V2-Lite 30.38 KiB
+  // f16).
   const DeviceProfile d = UnitProfile();
   PlanOptions o = Options();
   o.kv_type = DType::kQ4_0;

@@ -29,7 +29,8 @@ TEST(PlanCli, JsonHasTheContractFields) {
     EXPECT_TRUE(j.contains(k)) << k;
   EXPECT_GT(j["decode_tokens_per_s"].get<double>(), 0);
   EXPECT_EQ(j["decode_bound"], "bandwidth");
-  // f16 by default on a GPU profile: 56 KiB a token for the 7B (docs/performance.md).
+  // f16 by default on a GPU profile: 56 KiB a token for the 7B
+  // (docs/log/2026-12-02-cpu-kv-cache-types.md).
   EXPECT_EQ(j["kv_bytes"].get<int64_t>(), int64_t(32768) * 57344);
 }
 

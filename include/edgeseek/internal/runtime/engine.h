@@ -90,8 +90,9 @@ class StepModel {
   virtual bool warm_up() const { return false; }
   // The step token budget when the engine's options leave it open. GPU backends take 1,024:
   // H200, 7B Q4_0, 32 clients of ~900-token prompts, budgets 512 / 1,024 / 2,048 served 752 /
-  // 803 / 847 tokens/s with ITL P99 121 / 196 / 356 ms (docs/performance.md, session 21). The
-  // CPU keeps 256: a CPU step of 1,024 prompt tokens would hold its decode rows for seconds.
+  // 803 / 847 tokens/s with ITL P99 121 / 196 / 356 ms
+  // (docs/log/2026-12-03-session21-h200-serving.md). The CPU keeps 256: a CPU step of 1,024
+  // prompt tokens would hold its decode rows for seconds.
   virtual int step_tokens() const { return 256; }
   // Output row r sampled by rows[r] (sampling.h). Default: Forward, then SampleRowHost.
   virtual void ForwardSample(const Batch& batch, const std::vector<RowSampling>& rows,

@@ -231,9 +231,10 @@ struct Q40PanelSrc {
 
 // Repacked weights are one stream per group: the GEMV and every GEMM tile fetch the quants 16 KiB
 // ahead (past the group's end, the next group's) into L2, as the raw GEMV fetches the next 8 rows
-// (the GEMM without it: a 4-row decode step of the 1.5B took 65 ms against 43 ms, 2026-12-03).
-// Distance and level measured on the 1.5B shapes (docs/performance.md): 8 KiB or L1 left the Q4_0
-// GEMV behind the raw one.
+// (the GEMM without it: a 4-row decode step of the 1.5B took 65 ms against 43 ms, 2026-12-03,
+// docs/log/2026-12-03-helper-cpu17-cpu-batched-decode.md). Distance and level measured on the 1.5B
+// shapes (docs/log/2026-11-30-cpu-weight-repacking.md): 8 KiB or L1 left the Q4_0 GEMV behind the
+// raw one.
 constexpr size_t kPackedAhead = 16384;
 HWY_INLINE void PrefetchPacked(const uint8_t* p) {
   _mm_prefetch(reinterpret_cast<const char*>(p), _MM_HINT_T1);

@@ -7,8 +7,9 @@ namespace {
 constexpr uint32_t kDecodeMaxG = 8, kDecodeTileKeys = 32,
                    kDecodeMaxNew = 8;  // attention_decode.comp
 // Key chunks per (row, kv head) of attention_decode.comp (ES_VK_ATTN_SPLITS; 16 splits measured
-// slower on the H200, docs/performance.md "Session 9"); past 8 rows the rows fill the GPU
-// themselves: fewer chunks (at least 4), so the partials stay T x Hq x 256 / 8 at most.
+// slower on the H200, docs/log/2026-11-30-sessions2-9-h200-dense.md "Session 9"); past 8 rows the
+// rows fill the GPU themselves: fewer chunks (at least 4), so the partials stay T x Hq x 256 / 8
+// at most.
 uint32_t DecodeSplits(const Device& dev, int64_t T) {
   const uint32_t s = dev.tuning().Uint(Knob::kAttnSplits);
   return T <= 8 ? s : std::max<uint32_t>(4, uint32_t(int64_t(s) * 8 / T));
