@@ -105,10 +105,9 @@ std::string ExecutableDir() {
   return ec ? std::string() : p.parent_path().string();
 }
 
-ProfileValue ReadValue(const json& doc, const char* key) {
+// {"value", "source", "calibrated"}
+ProfileValue ParseValue(const json& o) {
   ProfileValue v;
-  if (!doc.contains(key)) return v;
-  const json& o = doc.at(key);
   v.value = o.at("value").get<double>();
   v.source = o.at("source").get<std::string>();
   v.calibrated = o.at("calibrated").get<bool>();
@@ -116,20 +115,24 @@ ProfileValue ReadValue(const json& doc, const char* key) {
   return v;
 }
 
+ProfileValue ReadValue(const json& doc, const char* key) {
+  return doc.contains(key) ? ParseValue(doc.at(key)) : ProfileValue{};
+}
+
+// The weight type a per-type entry /key/name names, or one error naming it.
+DType TypeKey(const std::string& name, const char* key, const std::string& where) {
+  try {
+    return ParseDType(name);
+  } catch (const Error&) {
+    Fail("device profile ", where, ": /", key, "/", name, ": unknown weight type '", name, "'");
+  }
+}
+
 std::map<DType, ProfileValue> ReadByType(const json& doc, const char* key,
                                          const std::string& where) {
   std::map<DType, ProfileValue> m;
   if (!doc.contains(key)) return m;
-  for (auto& [name, o] : doc.at(key).items()) {
-    DType t;
-    try {
-      t = ParseDType(name);
-    } catch (const Error&) {
-      Fail("device profile ", where, ": /", key, "/", name, ": unknown weight type '", name, "'");
-    }
-    json holder = {{"v", o}};
-    m[t] = ReadValue(holder, "v");
-  }
+  for (auto& [name, o] : doc.at(key).items()) m[TypeKey(name, key, where)] = ParseValue(o);
   return m;
 }
 
@@ -140,20 +143,13 @@ std::map<DType, std::vector<CurvePoint>> ReadCurves(const json& doc, const char*
   std::map<DType, std::vector<CurvePoint>> m;
   if (!doc.contains(key)) return m;
   for (auto& [name, arr] : doc.at(key).items()) {
-    DType t;
-    try {
-      t = ParseDType(name);
-    } catch (const Error&) {
-      Fail("device profile ", where, ": /", key, "/", name, ": unknown weight type '", name, "'");
-    }
-    std::vector<CurvePoint>& curve = m[t];
+    std::vector<CurvePoint>& curve = m[TypeKey(name, key, where)];
     for (const json& o : arr) {
       CurvePoint c;
       c.k = o.at("k").get<int64_t>();
       c.n = o.at("n").get<int64_t>();
       c.weight_bytes = o.at("weight_bytes").get<double>();
-      json holder = {{"v", o}};
-      c.rate = ReadValue(holder, "v");
+      c.rate = ParseValue(o);
       curve.push_back(c);
     }
     std::stable_sort(curve.begin(), curve.end(), [](const CurvePoint& a, const CurvePoint& b) {
