@@ -162,7 +162,40 @@ struct AttentionSteps {
     }
     ExpectClose(got, want, tol, what + " T=" + std::to_string(T));
   }
+  // Moves the steps onto a paged cache of `slots` slots whose blocks are scattered: slot s takes
+  // blocks from the pool's far end, interleaved with the other slots' (with `pairs`, in pairs of
+  // adjacent blocks).
+  void ScatterBlocks(Backend& be, int slots, int64_t capacity, bool pairs = false) {
+    const int64_t per_slot = capacity / kKvBlockTokens;
+    kv = be.CreatePagedKv(KvSpec{2, {Hkv * dk, Hkv * dv}, kv_type}, slots, capacity,
+                          slots * per_slot);
+    for (int s = 0; s < slots; ++s) {
+      std::vector<int32_t> table;
+      for (int64_t k = 0; k < per_slot; ++k)
+        table.push_back(pairs ? int32_t(2 * ((per_slot / 2 - 1 - k / 2) * slots + s) + k % 2)
+                              : int32_t(slots * per_slot - 1 - (k * slots + s)));
+      kv->SetBlockTable(s, table.data(), int(table.size()));
+    }
+  }
 };
+
+// Whether the last program of `be` ran a shader whose name starts with `prefix`.
+bool Ran(vk::VulkanBackend& be, const std::string& prefix) {
+  for (const std::string& n : be.counters().shaders)
+    if (n.rfind(prefix, 0) == 0) return true;
+  return false;
+}
+bool Ran(const std::string& prefix) { return Ran(SharedVulkan(), prefix); }
+
+// A backend with f16 math whose prefill attention takes the tensor cores (attention_cm2.comp), or
+// none where the device or glslc has no cooperative_matrix2.
+std::unique_ptr<vk::VulkanBackend> Cm2Backend() {
+  vk::VulkanTuning t;
+  t.knobs.Set(vk::Knob::kF16Act, "1");
+  auto be = MakeVulkan(t);
+  if (!be->device().coopmat2().fa_br || !be->device().f16_math()) return nullptr;
+  return be;
+}
 
 TEST_P(VulkanAttention, CausalGqaOverTwoSlotsThenDecode) {
   auto& be = SharedVulkan();
@@ -343,11 +376,8 @@ TEST(VulkanDecodeAttention, FoldedRopesAndStoresMatchTheCpuBackend) {
 // Needs a device with the extension and a build whose glslc compiled the shader (the GPU
 // machine); elsewhere it is skipped.
 TEST_P(VulkanAttention, Coopmat2PrefillOverTwoSlots) {
-  vk::VulkanTuning t;
-  t.knobs.Set(vk::Knob::kF16Act, "1");
-  auto be = MakeVulkan(t);
-  if (!be->device().coopmat2().fa_br || !be->device().f16_math())
-    GTEST_SKIP() << "no VK_NV_cooperative_matrix2 attention on this device/build";
+  auto be = Cm2Backend();
+  if (!be) GTEST_SKIP() << "no VK_NV_cooperative_matrix2 attention on this device/build";
   const int vocab = 97;
   auto tokens = [&](int n, int seed) {
     std::vector<int32_t> v(static_cast<size_t>(n));
@@ -490,16 +520,9 @@ std::vector<int32_t> Tokens(int n, int seed, int vocab = 97) {
 // cache's rounded rows; f16 q and probabilities: 5e-3. Skipped where the device or glslc has no
 // cooperative_matrix2.
 TEST(VulkanAttentionCm2, ScatteredBlocksEveryCacheTypeAndMixedSteps) {
-  vk::VulkanTuning tune;
-  tune.knobs.Set(vk::Knob::kF16Act, "1");
-  auto be = MakeVulkan(tune);
-  if (!be->device().coopmat2().fa_br || !be->device().f16_math())
-    GTEST_SKIP() << "no VK_NV_cooperative_matrix2 attention on this device/build";
-  auto ran = [&](const std::string& prefix) {
-    for (const std::string& n : be->counters().shaders)
-      if (n.rfind(prefix, 0) == 0) return true;
-    return false;
-  };
+  auto be = Cm2Backend();
+  if (!be) GTEST_SKIP() << "no VK_NV_cooperative_matrix2 attention on this device/build";
+  auto ran = [&](const std::string& prefix) { return Ran(*be, prefix); };
   struct Shape {
     int Hq, Hkv, dk, dv;
   };
@@ -509,19 +532,11 @@ TEST(VulkanAttentionCm2, ScatteredBlocksEveryCacheTypeAndMixedSteps) {
         if (IsQuantized(kt) && (sh.Hkv * sh.dk % 32 != 0 || sh.Hkv * sh.dv % 32 != 0)) continue;
         if (pairs && (IsQuantized(kt) || sh.dk != 128)) continue;
         const int slots = 40;
-        const int64_t capacity = 96, per_slot = capacity / kKvBlockTokens;
+        const int64_t capacity = 96;
         const std::string tag = std::string(Name(kt)) + " Hq=" + std::to_string(sh.Hq) +
                                 " dk=" + std::to_string(sh.dk) + (pairs ? " block pairs" : "");
         AttentionSteps run(*be, sh.Hq, sh.Hkv, sh.dk, sh.dv, kt, 101, slots, capacity);
-        const KvSpec spec{2, {sh.Hkv * sh.dk, sh.Hkv * sh.dv}, kt};
-        run.kv = be->CreatePagedKv(spec, slots, capacity, slots * per_slot);
-        for (int s = 0; s < slots; ++s) {  // from the far end, interleaved (in pairs)
-          std::vector<int32_t> table;
-          for (int64_t k = 0; k < per_slot; ++k)
-            table.push_back(pairs ? int32_t(2 * ((per_slot / 2 - 1 - k / 2) * slots + s) + k % 2)
-                                  : int32_t(slots * per_slot - 1 - (k * slots + s)));
-          run.kv->SetBlockTable(s, table.data(), int(table.size()));
-        }
+        run.ScatterBlocks(*be, slots, capacity, pairs);
         Batch pre;
         pre.Add(0, 0, Tokens(33, 1, 101), true);
         pre.Add(1, 0, Tokens(70, 2, 101), true);
@@ -592,13 +607,6 @@ TEST_P(VulkanAttention, AbsorbedMlaAtRealWidthsAndLongContexts) {
   b.Add(1, 0, {4}, true);  // a row whose only key is its own
   b.Finalize();
   v3.Step(be, b, tol, "mla H=128 decode");
-}
-
-// Whether the last program ran a shader whose name starts with `prefix`.
-bool Ran(const std::string& prefix) {
-  for (const std::string& n : SharedVulkan().counters().shaders)
-    if (n.rfind(prefix, 0) == 0) return true;
-  return false;
 }
 
 // MLA in the non-absorbed form (ops/mla_non_absorbed.cpp) at DeepSeek's widths (dn 128, dr 64,
@@ -695,18 +703,11 @@ TEST_P(VulkanAttention, MixedStepsSplitDecodeRowsAndTileEachPrompt) {
   };
   for (const Shape sh : {Shape{7, 1, 128, 128}, Shape{8, 2, 32, 64}}) {
     const int slots = 72;
-    const int64_t capacity = 64, per_slot = capacity / kKvBlockTokens;
+    const int64_t capacity = 64;
     const std::string tag = std::string(Name(GetParam())) + " Hq=" + std::to_string(sh.Hq) +
                             " dk=" + std::to_string(sh.dk);
     AttentionSteps run(be, sh.Hq, sh.Hkv, sh.dk, sh.dv, GetParam(), 101, slots, capacity);
-    const KvSpec spec{2, {sh.Hkv * sh.dk, sh.Hkv * sh.dv}, GetParam()};
-    run.kv = be.CreatePagedKv(spec, slots, capacity, slots * per_slot);
-    for (int s = 0; s < slots; ++s) {  // slot s takes blocks from the far end, interleaved
-      std::vector<int32_t> table;
-      for (int64_t k = 0; k < per_slot; ++k)
-        table.push_back(int32_t(slots * per_slot - 1 - (k * slots + s)));
-      run.kv->SetBlockTable(s, table.data(), int(table.size()));
-    }
+    run.ScatterBlocks(be, slots, capacity);
     // Slots 0..9 hold prompts of 3..57 tokens (one prefill step of 300 rows).
     Batch pre;
     for (int s = 0; s < 10; ++s) pre.Add(s, 0, Tokens(3 + 6 * s, s, 101), true);

@@ -198,6 +198,14 @@ void RecordDecodeAttention(OpContext& c, const AttentionArgs& a, bool list = fal
 // workgroup per (head, row), split over keys where a.part is given. Both prefill kernels read
 // the keys through the block tables and dequantize block-quantized caches in their tile loads.
 enum class AttentionKernel { kTensorCores, kRows, kPerRow };
+// attention_rows.comp's variant for the head dims: 32-key tiles of 128-wide heads need ~38 KiB of
+// shared memory; heads up to 64 wide fit 32-key tiles in ~19 KiB; else 16-key tiles (~21 KiB).
+// 192-wide keys: ~48 KiB with 32-key tiles, ~27 KiB with 16.
+std::string RowsTile(const Device& dev, uint32_t wa, uint32_t dv) {
+  const uint64_t shared = dev.info().max_shared_memory;
+  if (wa > 128) return shared >= 49 * 1024 ? "_dk192" : "_dk192_kt16";
+  return shared >= 40 * 1024 ? "" : (wa <= 64 && dv <= 64 ? "_d64" : "_kt16");
+}
 AttentionKernel KernelFor(const OpContext& c, const AttentionArgs& a) {
   if (a.part.size != 0 || a.wb != 0 || c.T <= kDecodeMaxRows) return AttentionKernel::kPerRow;
   if (UseAttentionCm2(c.dev, c.T, a.wa, a.dv)) return AttentionKernel::kTensorCores;
@@ -214,43 +222,22 @@ void RecordAttention(OpContext& c, const AttentionArgs& a, bool tiles) {
   ES_ASSERT(!a.kv || (a.part.size == 0 && c.T > kDecodeMaxRows));  // prefill kernels only
   const AttentionKernel kernel = KernelFor(c, a);
   ES_ASSERT(!tiles || kernel != AttentionKernel::kPerRow);
-  if (kernel == AttentionKernel::kTensorCores) {
-    // Prefill on tensor cores (attention_cm2.comp): tiles of BR query rows x BC keys.
+  if (kernel != AttentionKernel::kPerRow) {
+    // Prefill, a workgroup taking `rows` query rows that share each key/value tile: on tensor
+    // cores (attention_cm2.comp: BR rows x BC keys), or 8 rows (attention_rows.comp).
     const Coopmat2Config& t = c.dev.coopmat2();
-    Dispatch& d = c.Add("attention_cm2_" + kt, {1, 1, 1, 1, 1, 1},
-                        {t.fa_wg, t.fa_br, t.fa_bc, Pad16(a.wa), Pad16(a.dv)});
+    const bool cm2 = kernel == AttentionKernel::kTensorCores;
+    Dispatch& d =
+        cm2 ? c.Add("attention_cm2_" + kt, {1, 1, 1, 1, 1, 1},
+                    {t.fa_wg, t.fa_br, t.fa_bc, Pad16(a.wa), Pad16(a.dv)})
+            : c.Add("attention_rows_" + kt + RowsTile(c.dev, a.wa, a.dv), {1, 1, 1, 1, 1, 1});
     d.bindings = {{a.q}, {a.ka}, {a.kb}, {a.v}, {a.out}, {bt}};
     d.writes = {4};
     RowsPush pc = PushFor(c, a);
+    const int64_t rows = cm2 ? int64_t(t.fa_br) : kRowsTile;
     d.groups[0] = a.Hq;
-    d.groups[1] = uint32_t((c.T + t.fa_br - 1) / t.fa_br);
-    if (tiles) {  // sequence-aligned tiles of BR rows (MixedTileRows): at most one more a sequence
-      ES_ASSERT(!a.kv && c.layout->tiles != 0);
-      pc.tiles_off = c.layout->tiles;
-      d.groups[1] += uint32_t(std::min<int64_t>(c.kv.n_slots(), c.T));
-    }
-    d.Push(pc);
-    return;
-  }
-  if (kernel == AttentionKernel::kRows) {
-    // Prefill: 8 query rows per workgroup share each key/value tile (attention_rows.comp).
-    // 32-key tiles of 128-wide heads need ~38 KiB of shared memory; heads up to 64 wide fit
-    // 32-key tiles in ~19 KiB; else 16-key tiles (~21 KiB). 192-wide keys: ~48 KiB with 32-key
-    // tiles, ~27 KiB with 16.
-    std::string tile;
-    if (a.wa > 128) {
-      tile = c.dev.info().max_shared_memory >= 49 * 1024 ? "_dk192" : "_dk192_kt16";
-    } else {
-      const bool big = c.dev.info().max_shared_memory >= 40 * 1024;
-      tile = big ? "" : (a.wa <= 64 && a.dv <= 64 ? "_d64" : "_kt16");
-    }
-    Dispatch& d = c.Add("attention_rows_" + kt + tile, {1, 1, 1, 1, 1, 1});
-    d.bindings = {{a.q}, {a.ka}, {a.kb}, {a.v}, {a.out}, {bt}};
-    d.writes = {4};
-    RowsPush pc = PushFor(c, a);
-    d.groups[0] = a.Hq;
-    d.groups[1] = uint32_t((c.T + kRowsTile - 1) / kRowsTile);
-    if (tiles) {  // sequence-aligned tiles: at most one more than the 8-row ones a sequence
+    d.groups[1] = uint32_t((c.T + rows - 1) / rows);
+    if (tiles) {  // sequence-aligned tiles (MixedTileRows rows): at most one more a sequence
       ES_ASSERT(!a.kv && c.layout->tiles != 0);
       pc.tiles_off = c.layout->tiles;
       d.groups[1] += uint32_t(std::min<int64_t>(c.kv.n_slots(), c.T));
