@@ -8,6 +8,12 @@
 
 namespace es {
 
+void ComputeStats::Add(const ComputeStats& s) {
+  upload_s += s.upload_s, dispatch_s += s.dispatch_s, shader_s += s.shader_s;
+  download_s += s.download_s, total_s += s.total_s;
+  ops.insert(ops.end(), s.ops.begin(), s.ops.end());
+}
+
 void KvStorage::SetBlockTable(int slot, const int32_t*, int) {
   Fail("KV storage of slot ", slot, " is not paged: it has no block table to set");
 }

@@ -2,102 +2,16 @@
 #include "edgeseek/internal/runtime/head_split.h"
 
 #include <algorithm>
-#include <condition_variable>
-#include <exception>
-#include <functional>
-#include <mutex>
-#include <thread>
 #include <utility>
 
 #include "edgeseek/internal/core/error.h"
 #include "edgeseek/internal/models/arch.h"
 #include "edgeseek/internal/models/config.h"
+#include "edgeseek/internal/runtime/device_threads.h"
 #include "edgeseek/internal/runtime/model.h"
 
 namespace es {
 namespace {
-
-void AddStats(const ComputeStats& s, ComputeStats* to) {
-  if (!to) return;
-  to->upload_s += s.upload_s, to->dispatch_s += s.dispatch_s, to->shader_s += s.shader_s;
-  to->download_s += s.download_s, to->total_s += s.total_s;
-  to->ops.insert(to->ops.end(), s.ops.begin(), s.ops.end());
-}
-
-// fn(d) for the devices d of a block at once: device 0 on the calling thread, each other device
-// on a thread of its own (created once), so that the devices compute their shards of a block
-// side by side instead of in turn. Workers block on a condition variable between blocks (no
-// spinning: on a small CPU a spinning worker takes a core from the CPU device's own pool). An
-// exception a device throws comes back from Run, the first device's first.
-class ShardThreads {
- public:
-  explicit ShardThreads(size_t n) {
-    errors_.resize(n);
-    for (size_t d = 1; d < n; ++d) threads_.emplace_back([this, d] { Loop(d); });
-  }
-  ~ShardThreads() {
-    {
-      std::lock_guard<std::mutex> lock(mu_);
-      stop_ = true;
-    }
-    go_.notify_all();
-    for (auto& t : threads_) t.join();
-  }
-  ShardThreads(const ShardThreads&) = delete;
-  ShardThreads& operator=(const ShardThreads&) = delete;
-
-  void Run(const std::function<void(size_t)>& fn) {
-    {
-      std::lock_guard<std::mutex> lock(mu_);
-      fn_ = &fn;
-      pending_ = threads_.size();
-      ++generation_;
-    }
-    go_.notify_all();
-    errors_[0] = nullptr;
-    try {
-      fn(0);
-    } catch (...) {
-      errors_[0] = std::current_exception();
-    }
-    std::unique_lock<std::mutex> lock(mu_);
-    done_.wait(lock, [&] { return pending_ == 0; });
-    fn_ = nullptr;
-    for (auto& e : errors_)
-      if (e) std::rethrow_exception(std::exchange(e, nullptr));
-  }
-
- private:
-  void Loop(size_t d) {
-    uint64_t seen = 0;
-    std::unique_lock<std::mutex> lock(mu_);
-    for (;;) {
-      go_.wait(lock, [&] { return stop_ || generation_ != seen; });
-      if (stop_) return;
-      seen = generation_;
-      const std::function<void(size_t)>* fn = fn_;
-      lock.unlock();
-      std::exception_ptr error;
-      try {
-        (*fn)(d);
-      } catch (...) {
-        error = std::current_exception();
-      }
-      lock.lock();
-      errors_[d] = error;
-      if (--pending_ == 0) done_.notify_one();
-    }
-  }
-
-  std::mutex mu_;
-  std::condition_variable go_, done_;
-  const std::function<void(size_t)>* fn_ = nullptr;  // guarded by mu_; valid during Run
-  uint64_t generation_ = 0;                          // guarded by mu_
-  size_t pending_ = 0;                               // guarded by mu_
-  bool stop_ = false;                                // guarded by mu_
-  std::vector<std::exception_ptr> errors_;           // [device]: 0 written by Run, d by worker d
-  std::vector<std::thread> threads_;
-};
 
 Batch OneRow() {
   Batch b;
@@ -164,12 +78,12 @@ class HeadSplitStage : public PipelineStage {
     ComputeStats st;
     // x, the residual stream, lives in `out` from the embedding to the last block.
     devs_[0].backend->Compute(*s.embed, batch, *devs_[0].kv, out, stats ? &st : nullptr);
-    AddStats(st, stats);
+    if (stats) stats->Add(st);
     staged_ = batch;  // reuses its vectors' capacity after the first step
     staged_.input = out;
     staged_.input_cols = model_->config().hidden_size;
     for (auto& v : devs_) v.part.resize(n);
-    if (!threads_) threads_ = std::make_unique<ShardThreads>(devs_.size());
+    if (!threads_) threads_ = std::make_unique<DeviceThreads>(devs_.size());
     for (size_t b = 0; b < s.blocks[0].size(); ++b) {
       // The devices' shards of block b side by side, each into its own part and stats.
       threads_->Run([&](size_t d) {
@@ -178,7 +92,8 @@ class HeadSplitStage : public PipelineStage {
         v.backend->Compute(*s.blocks[d][b], staged_, *v.kv, v.part.data(),
                            stats ? &v.stats : nullptr);
       });
-      for (const Dev& v : devs_) AddStats(v.stats, stats);
+      if (stats)
+        for (const Dev& v : devs_) stats->Add(v.stats);
       // The all-reduce: shard 0's part carries x; the others' partial sums added in device order.
       std::copy(devs_[0].part.begin(), devs_[0].part.end(), out);
       for (size_t d = 1; d < devs_.size(); ++d) {
@@ -280,7 +195,7 @@ class HeadSplitStage : public PipelineStage {
 
   std::shared_ptr<const Model> model_;
   std::vector<Dev> devs_;
-  std::unique_ptr<ShardThreads> threads_;  // made by the first Run; joined before devs_ go
+  std::unique_ptr<DeviceThreads> threads_;  // made by the first Run; joined before devs_ go
   std::vector<RowGraphs> shapes_;
   Batch staged_;
   std::string unsupported_;

@@ -51,8 +51,8 @@ constexpr double kLostS = 3.0;
 struct World {
   bool on = false;
   int rank = 0, size = 1;
-  bool lost = false;     // rank 0: a worker stopped answering
-  bool claimed = false;  // rank 0: the workers serve a runner's stages
+  std::atomic<bool> lost{false};  // rank 0: a worker stopped answering (stages run on threads)
+  bool claimed = false;           // rank 0: the workers serve a runner's stages
   std::atomic<bool> busy{false}, beating{false};
   std::thread beat;
   std::function<void()> on_lost;
@@ -307,7 +307,7 @@ int MpiRank() { return W().rank; }
 int MpiSize() { return W().size; }
 void SetMpiLostHandler(std::function<void()> f) { W().on_lost = std::move(f); }
 
-void RunMpiWorker(std::shared_ptr<const Model> model, const std::string& load_error,
+void RunMpiWorker(const std::shared_ptr<const Model>& model, const std::string& load_error,
                   const std::string& backend, const BackendOptions& bo) {
   World& w = W();
   ES_ASSERT(w.on && w.rank > 0);
@@ -453,7 +453,7 @@ int MpiInit(int*, char***) { return 1; }
 int MpiRank() { return 0; }
 int MpiSize() { return 1; }
 void SetMpiLostHandler(std::function<void()>) {}
-void RunMpiWorker(std::shared_ptr<const Model>, const std::string&, const std::string&,
+void RunMpiWorker(const std::shared_ptr<const Model>&, const std::string&, const std::string&,
                   const BackendOptions&) {
   Fail("this edgeseek was built without MPI (install libopenmpi-dev and reconfigure)");
 }

@@ -10,6 +10,8 @@
 #include "edgeseek/internal/core/progress.h"
 #include "edgeseek/internal/models/arch.h"
 #include "edgeseek/internal/models/config.h"
+#include "edgeseek/internal/runtime/device_threads.h"
+#include "edgeseek/internal/runtime/micro_batch.h"
 #include "edgeseek/internal/runtime/pipeline.h"
 
 namespace es {
@@ -110,6 +112,7 @@ void Runner::Init(const RunnerOptions& opts) {
     kv_ = CreateStageKv(*backend_, *model_, sc);
   }
   slot_used_.assign(size_t(opts.n_slots), false);
+  micro_batch_rows_ = opts.micro_batch_rows;
 }
 
 Runner::~Runner() = default;
@@ -219,7 +222,7 @@ void AddHiddenStats(const ComputeStats& h, ComputeStats* s) {
   if (!s) return;
   s->upload_s += h.upload_s, s->dispatch_s += h.dispatch_s, s->shader_s += h.shader_s;
   s->download_s += h.download_s, s->total_s += h.total_s;
-  s->ops.insert(s->ops.begin(), h.ops.begin(), h.ops.end());
+  s->ops.insert(s->ops.begin(), h.ops.begin(), h.ops.end());  // before the head's
 }
 
 }  // namespace
@@ -235,12 +238,7 @@ const Batch& Runner::RunFront(const Batch& batch, ComputeStats* stats) {
     out.resize(n);
     ComputeStats st;
     front_[i]->Run(batch, in, out.data(), stats ? &st : nullptr);
-    if (stats) {
-      ComputeStats& h = hidden_stats_;
-      h.upload_s += st.upload_s, h.dispatch_s += st.dispatch_s, h.shader_s += st.shader_s;
-      h.download_s += st.download_s, h.total_s += st.total_s;
-      h.ops.insert(h.ops.end(), st.ops.begin(), st.ops.end());
-    }
+    if (stats) hidden_stats_.Add(st);
     in = out.data();
   }
   last_batch_ = batch;  // reuses its vectors' capacity after the first step
@@ -249,23 +247,107 @@ const Batch& Runner::RunFront(const Batch& batch, ComputeStats* stats) {
   return last_batch_;
 }
 
-void Runner::Forward(const Batch& batch, std::vector<float>* logits, ComputeStats* stats) {
-  CheckBatch(batch);
+void Runner::ComputeHead(const Graph& g, const Batch& run, const HeadOut& o, ComputeStats* stats) {
+  if (o.logits)
+    backend_->Compute(g, run, *kv_, o.logits, stats);
+  else if (o.rows)
+    backend_->ComputeSample(g, run, *kv_, o.rows, o.ids, stats);
+  else
+    backend_->ComputeArgmax(g, run, *kv_, o.ids, stats);
+}
+
+int Runner::MicroParts(const Batch& batch) const {
+  // Not with a hidden sink (never split) nor where the last stage holds no layer (a head split:
+  // its front stage runs every layer, the head alone would overlap nothing).
+  if (front_.empty() || sink_ || first_layers_.back() >= model_->config().n_layers) return 1;
+  return MicroBatchParts(batch.n_tokens(), micro_batch_rows_, 2 * int(front_.size() + 1));
+}
+
+void Runner::Run(const Batch& batch, const HeadOut& o, ComputeStats* stats) {
+  if (const int parts = MicroParts(batch); parts > 1) return RunMicro(batch, parts, o, stats);
   const Batch* run = nullptr;
   const Graph& g = Prepare(batch, &run, stats);
-  logits->resize(batch.out_rows.size() * size_t(model_->vocab_size()));
-  backend_->Compute(g, *run, *kv_, logits->data(), stats);
+  ComputeHead(g, *run, o, stats);
   if (run != &batch) AddHiddenStats(hidden_stats_, stats);
+}
+
+void Runner::RunMicro(const Batch& batch, int parts, const HeadOut& o, ComputeStats* stats) {
+  const std::vector<MicroBatch> mbs = SplitMicroBatches(batch, parts);
+  const size_t S = front_.size() + 1, M = mbs.size();
+  const size_t D = size_t(model_->config().hidden_size), V = size_t(model_->vocab_size());
+  if (!stage_threads_) stage_threads_ = std::make_unique<DeviceThreads>(S);
+  ++micro_forwards_;
+  micro_rows_.resize(2 * (S - 1));
+  // Each part's output rows: logits or ids, and the sampling rows (a stand-in row greedy).
+  std::vector<std::vector<float>> logits(M);
+  std::vector<std::vector<int32_t>> ids(M);
+  std::vector<std::vector<RowSampling>> rows(M);
+  for (size_t m = 0; m < M; ++m) {
+    const size_t n = mbs[m].out_of.size();
+    if (o.logits) {
+      logits[m].resize(n * V);
+      continue;
+    }
+    ids[m].resize(n);
+    if (!o.rows) continue;
+    rows[m].resize(n);
+    for (size_t j = 0; j < n; ++j)
+      if (mbs[m].out_of[j] >= 0)
+        rows[m][j] = o.rows[mbs[m].out_of[j]];
+      else
+        rows[m][j].temperature = 0;
+  }
+  std::vector<ComputeStats> st(S);  // per stage, over the parts
+  // Wave w: stage s computes part w - s, reading what stage s - 1 wrote for it in wave w - 1.
+  for (size_t w = 0; w + 1 < M + S; ++w)
+    stage_threads_->Run([&](size_t s) {
+      if (w < s || w - s >= M) return;
+      const size_t m = w - s;
+      const Batch& part = mbs[m].batch;
+      const float* in = s == 0 ? nullptr : micro_rows_[2 * (s - 1) + m % 2].data();
+      ComputeStats one;
+      ComputeStats* cs = stats ? &one : nullptr;
+      if (s + 1 < S) {
+        std::vector<float>& out = micro_rows_[2 * s + m % 2];
+        out.resize(size_t(part.n_tokens()) * D);
+        front_[s]->Run(part, in, out.data(), cs);
+      } else {
+        Batch run = part;
+        run.input = in;
+        run.input_cols = int64_t(D);
+        ComputeHead(GraphFor(run), run,
+                    {o.logits ? logits[m].data() : nullptr, o.logits ? nullptr : ids[m].data(),
+                     o.rows ? rows[m].data() : nullptr},
+                    cs);
+      }
+      if (cs) st[s].Add(one);
+    });
+  for (size_t m = 0; m < M; ++m)
+    for (size_t j = 0; j < mbs[m].out_of.size(); ++j) {
+      const int k = mbs[m].out_of[j];
+      if (k < 0) continue;
+      if (o.logits)
+        std::copy_n(logits[m].data() + j * V, V, o.logits + size_t(k) * V);
+      else
+        o.ids[k] = ids[m][j];
+    }
+  if (stats) {
+    *stats = {};
+    for (const ComputeStats& s : st) stats->Add(s);
+  }
+}
+
+void Runner::Forward(const Batch& batch, std::vector<float>* logits, ComputeStats* stats) {
+  CheckBatch(batch);
+  logits->resize(batch.out_rows.size() * size_t(model_->vocab_size()));
+  Run(batch, {logits->data(), nullptr, nullptr}, stats);
   CheckFiniteLogits(logits->data(), int64_t(batch.out_rows.size()), model_->vocab_size());
 }
 
 void Runner::ForwardArgmax(const Batch& batch, std::vector<int32_t>* ids, ComputeStats* stats) {
   CheckBatch(batch);
-  const Batch* run = nullptr;
-  const Graph& g = Prepare(batch, &run, stats);
   ids->resize(batch.out_rows.size());
-  backend_->ComputeArgmax(g, *run, *kv_, ids->data(), stats);
-  if (run != &batch) AddHiddenStats(hidden_stats_, stats);
+  Run(batch, {nullptr, ids->data(), nullptr}, stats);
 }
 
 void Runner::ForwardSample(const Batch& batch, const std::vector<RowSampling>& rows,
@@ -273,11 +355,8 @@ void Runner::ForwardSample(const Batch& batch, const std::vector<RowSampling>& r
   CheckBatch(batch);
   ES_CHECK(rows.size() == batch.out_rows.size(), "sampling: ", rows.size(), " parameter rows for ",
            batch.out_rows.size(), " output rows");
-  const Batch* run = nullptr;
-  const Graph& g = Prepare(batch, &run, stats);
   ids->resize(batch.out_rows.size());
-  backend_->ComputeSample(g, *run, *kv_, rows.data(), ids->data(), stats);
-  if (run != &batch) AddHiddenStats(hidden_stats_, stats);
+  Run(batch, {nullptr, ids->data(), rows.data()}, stats);
 }
 
 }  // namespace es

@@ -1,7 +1,8 @@
 // The layer split over MPI ranks on localhost (issue 22; docs/scale.md): `mpirun -np 2` and
 // `-np 3` against the single process, for
 //   - logits of a dense and an MLA+MoE golden (3 layers each: one or more per rank), bit for bit
-//     (every rank computes on the CPU in f32, the rows cross as f32);
+//     (every rank computes on the CPU in f32, the rows cross as f32), and a 200-row prompt that
+//     the ranks compute as micro-batches side by side;
 //   - a served chat (/v1/chat/completions, greedy) of the tiny synthetic model at 3 layers: the
 //     same text, from rank 0's HTTP front end;
 //   - a rank killed while a request runs: that request answers 503, the server drains and the
@@ -31,9 +32,9 @@ const mpirunArgs = (n, extra = []) => [
 const tmp = fs.mkdtempSync(path.join(os.tmpdir(), 'es-mpi-'));
 const golden = (m) => path.join(root, 'tests/golden/data/models', m);
 
-function logits(model, np) {
-  const out = path.join(tmp, `${path.basename(model)}_${np}.f32`);
-  const args = ['logits', '-m', model, '--ids', '1,5,9,33,2,7,4', '--out', out, '-t', '1'];
+function logits(model, np, ids = '1,5,9,33,2,7,4', tag = '') {
+  const out = path.join(tmp, `${path.basename(model)}_${np}${tag}.f32`);
+  const args = ['logits', '-m', model, '--ids', ids, '--out', out, '-t', '1'];
   if (np === 1) execFileSync(cli, args, { stdio: 'inherit' });
   else execFileSync('mpirun', [...mpirunArgs(np), cli, ...args], { stdio: 'inherit', timeout: 60000 });
   return fs.readFileSync(out);
@@ -87,6 +88,12 @@ main(async () => {
     const one = logits(golden(m), 1);
     for (const np of [2, 3]) check(one.equals(logits(golden(m), np)), `${m}: logits under mpirun -np ${np} differ`);
   }
+  // 200 rows: the ranks compute 3 micro-batches side by side (runtime/micro_batch.h).
+  const longIds = Array.from({ length: 200 }, (_, i) => 1 + ((i * 7) % 300)).join(',');
+  const oneLong = logits(golden('qwen2_sharded'), 1, longIds, '_long');
+  for (const np of [2, 3])
+    check(oneLong.equals(logits(golden('qwen2_sharded'), np, longIds, '_long')),
+          `qwen2_sharded: 200-row logits under mpirun -np ${np} differ`);
 
   // ---- a served chat ----
   const single = serve(1);

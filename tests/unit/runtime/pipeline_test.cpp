@@ -14,6 +14,7 @@
 #include "edgeseek/internal/models/config.h"
 #include "edgeseek/internal/runtime/engine.h"
 #include "edgeseek/internal/runtime/generator.h"
+#include "edgeseek/internal/runtime/micro_batch.h"
 #include "edgeseek/internal/runtime/model.h"
 #include "edgeseek/internal/runtime/runner.h"
 #include "test_util.h"
@@ -39,14 +40,15 @@ std::unique_ptr<Runner> Plain(std::shared_ptr<Model> m) {
 }
 
 // CPU stages starting at `first` (first[0] = 0), the runner's backend the last.
-std::unique_ptr<Runner> Split(std::shared_ptr<Model> m, std::vector<int> first) {
+std::unique_ptr<Runner> Split(std::shared_ptr<Model> m, std::vector<int> first,
+                              RunnerOptions ro = Opts()) {
   BackendOptions bo;
   bo.threads = 2;
   std::vector<std::unique_ptr<PipelineStage>> front;
   for (size_t i = 1; i < first.size(); ++i)
     front.push_back(MakeLocalStage(CreateBackend("cpu", bo)));
   return std::make_unique<Runner>(std::move(m), std::move(front), std::move(first),
-                                  CreateBackend("cpu", bo), Opts());
+                                  CreateBackend("cpu", bo), ro);
 }
 
 std::vector<float> Logits(Runner& r, const Batch& b) {
@@ -107,6 +109,104 @@ TEST(LayerSplit, DenseCpuStagesEqualPlainRunner) { ExpectSplitsEqualPlain("qwen2
 TEST(LayerSplit, MlaMoeCpuStagesEqualPlainRunner) { ExpectSplitsEqualPlain("dsv3"); }
 TEST(LayerSplit, MlaMoeDenseFirstLayerCpuStagesEqualPlainRunner) {
   ExpectSplitsEqualPlain("dsv2_lite");  // layer 0 dense, layer 1 MoE: one in each stage
+}
+
+// Micro-batches (micro_batch.h): with parts of at least 2 rows, a 7-row prompt runs as 3 or 4
+// parts cut inside the sequence, the stages side by side; logits, greedy and sampled ids equal
+// the plain runner's, and so does the decode that reads the parts' KV rows. Bit for bit where
+// the model's math does not depend on the row count (`tol` 0); MLA takes its absorbed or expanded
+// form by rows, so its parts' logits match to rounding (`tol`).
+void ExpectMicroBatchesEqualPlain(const std::string& name, std::vector<int> first, float tol) {
+  auto m = Golden(name);
+  auto plain = Plain(m);
+  RunnerOptions ro = Opts();
+  ro.micro_batch_rows = 2;
+  auto split = Split(m, std::move(first), ro);
+  auto expect_logits = [&](const Batch& b, const char* what) {
+    const std::vector<float> want = Logits(*plain, b), got = Logits(*split, b);
+    ASSERT_EQ(got.size(), want.size()) << what;
+    if (tol == 0) {
+      EXPECT_EQ(got, want) << what;
+      return;
+    }
+    for (size_t i = 0; i < got.size(); ++i) ASSERT_NEAR(got[i], want[i], tol) << what << " " << i;
+  };
+  const std::vector<int32_t> ids = {1, 7, 3, 11, 5, 2, 9};
+  expect_logits(Prompt(0, 0, ids), "prompt");
+  const int64_t n = int64_t(ids.size());
+  Batch mixed;  // a decode row, a prompt wanting its last row only, a prompt wanting all
+  mixed.Add(0, n, {6});
+  mixed.Add(1, 0, {2, 8, 1, 4, 4});
+  mixed.Add(2, 0, {3, 9, 2}, true);
+  mixed.Finalize();
+  expect_logits(mixed, "mixed");
+  Batch step;  // the three sequences' next rows read every part's KV rows
+  step.Add(0, n + 1, {5});
+  step.Add(1, 5, {7});
+  step.Add(2, 3, {1});
+  step.Finalize();
+  expect_logits(step, "decode");
+  std::vector<int32_t> want, got;
+  Batch again;  // slot 1 from the start: parts with no wanted row stand in their last
+  again.Add(1, 0, {4, 4, 2, 9, 9, 3, 1, 8});
+  again.Finalize();
+  plain->ForwardArgmax(again, &want);
+  split->ForwardArgmax(again, &got);
+  EXPECT_EQ(got, want);
+  std::vector<RowSampling> rows(1);
+  rows[0].temperature = 0.8f;
+  rows[0].seed = 1234;
+  plain->ForwardSample(again, rows, &want);
+  split->ForwardSample(again, rows, &got);
+  EXPECT_EQ(got, want);
+  std::vector<float> logits;
+  ComputeStats st;
+  split->Forward(Prompt(2, 0, ids), &logits, &st);
+  EXPECT_GT(st.total_s, 0.0);
+  // Every forward above but the one-row-a-sequence decode step ran as micro-batches.
+  EXPECT_EQ(split->micro_batched_forwards(), 5);
+  EXPECT_EQ(plain->micro_batched_forwards(), 0);
+}
+
+TEST(LayerSplit, DenseMicroBatchesEqualPlain) {
+  ExpectMicroBatchesEqualPlain("qwen2_sharded", {0, 1}, 0);
+}
+TEST(LayerSplit, MlaMoeMicroBatchesOverThreeStagesEqualPlain) {
+  ExpectMicroBatchesEqualPlain("dsv3", {0, 1, 2}, 1e-4f);
+}
+TEST(LayerSplit, MlaMoeDenseFirstLayerMicroBatchesEqualPlain) {
+  ExpectMicroBatchesEqualPlain("dsv2_lite", {0, 1}, 1e-4f);
+}
+
+TEST(LayerSplit, MicroBatchesCutRowsInOrder) {
+  EXPECT_EQ(MicroBatchParts(127, 64, 4), 1);
+  EXPECT_EQ(MicroBatchParts(128, 64, 4), 2);
+  EXPECT_EQ(MicroBatchParts(1000, 64, 4), 4);
+  EXPECT_EQ(MicroBatchParts(1000, 0, 4), 1);
+  Batch b;
+  b.Add(3, 10, {1});                // row 0, wanted
+  b.Add(0, 0, {5, 6, 7, 8, 9});     // rows 1-5, the last wanted
+  b.Add(2, 4, {2, 3, 4, 5}, true);  // rows 6-9, all wanted
+  b.Finalize();
+  const std::vector<MicroBatch> p = SplitMicroBatches(b, 3);  // rows [0,3) [3,6) [6,10)
+  ASSERT_EQ(p.size(), 3u);
+  EXPECT_EQ(p[0].row0, 0);
+  EXPECT_EQ(p[0].batch.tokens, (std::vector<int32_t>{1, 5, 6}));
+  ASSERT_EQ(p[0].batch.seqs.size(), 2u);
+  EXPECT_EQ(p[0].batch.seqs[1].slot, 0);
+  EXPECT_EQ(p[0].batch.positions, (std::vector<int32_t>{10, 0, 1}));
+  EXPECT_EQ(p[0].batch.out_rows, (std::vector<int32_t>{0}));
+  EXPECT_EQ(p[0].out_of, (std::vector<int>{0}));
+  EXPECT_EQ(p[1].row0, 3);
+  EXPECT_EQ(p[1].batch.positions, (std::vector<int32_t>{2, 3, 4}));  // slot 0 from position 2
+  EXPECT_EQ(p[1].batch.out_rows, (std::vector<int32_t>{2}));
+  EXPECT_EQ(p[1].out_of, (std::vector<int>{1}));
+  EXPECT_EQ(p[2].batch.positions, (std::vector<int32_t>{4, 5, 6, 7}));
+  EXPECT_EQ(p[2].batch.out_rows, (std::vector<int32_t>{0, 1, 2, 3}));
+  EXPECT_EQ(p[2].out_of, (std::vector<int>{2, 3, 4, 5}));
+  const std::vector<MicroBatch> q = SplitMicroBatches(b, 5);  // rows [0,2) [2,4) [4,6) ...
+  EXPECT_EQ(q[1].batch.out_rows, (std::vector<int32_t>{1}));  // no wanted row: its last stands in
+  EXPECT_EQ(q[1].out_of, (std::vector<int>{-1}));
 }
 
 TEST(LayerSplit, GreedyGenerationEqualsPlain) {

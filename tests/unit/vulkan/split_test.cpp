@@ -6,7 +6,8 @@
 // math's alone), and greedy ids equal. A head split of an MoE model
 // gives every device a range of the routed experts (Vulkan's routing kernel maps the choices
 // outside its range to weight 0); a long prompt takes the grouped expert GEMMs, the steps of a
-// few rows the expert GEMVs.
+// few rows the expert GEMVs. The layer split runs the 70-row prompt as micro-batches, its stages
+// on threads of their own at once (runtime/micro_batch.h).
 #include <gtest/gtest.h>
 
 #include "edgeseek/internal/models/config.h"
@@ -53,6 +54,7 @@ TEST_P(VulkanSplit, LogitsMatchTheCpuRunner) {
   ro.n_slots = 2;
   ro.context = 96;
   ro.kv_dtype = DType::kF32;
+  ro.micro_batch_rows = 16;  // the 70-row prompt: a layer split runs it as 4 micro-batches
   BackendOptions bo;
   bo.threads = 2;
   Runner plain(m, CreateBackend("cpu", bo), ro);
@@ -83,6 +85,9 @@ TEST_P(VulkanSplit, LogitsMatchTheCpuRunner) {
   std::vector<int32_t> longer;
   for (int i = 0; i < 70; ++i) longer.push_back(int32_t(1 + (i * 5) % 13));
   EXPECT_LE(RelL2(Logits(*split, 1, 2, longer), Logits(plain, 1, 2, longer)), Bound()) << "70 rows";
+  // The stages side by side on their threads over the 70 rows' parts (not a head split: its
+  // last stage holds no layer).
+  EXPECT_EQ(split->micro_batched_forwards(), std::string(c.split) == "layer" ? 1 : 0);
   Batch g;
   g.Add(0, int64_t(ids.size()) + 3, {6});
   g.Add(1, 2, {3});

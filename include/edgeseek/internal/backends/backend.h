@@ -58,6 +58,8 @@ struct ComputeStats {
     double seconds;
   };
   std::vector<OpTime> ops;  // filled with BackendOptions::profile
+  // Adds another call's times and appends its ops (a split forward reports as one call).
+  void Add(const ComputeStats& s);
 };
 
 class Backend {

@@ -35,7 +35,7 @@ void SetMpiLostHandler(std::function<void()> f);
 // A worker rank's life after loading `model` (null when its verb has none or its load failed:
 // then every stage rank 0 asks for fails with `load_error`): runs the stages rank 0 asks for,
 // each on a backend made by CreateBackend(backend, bo), until rank 0 says exit; then finalizes.
-void RunMpiWorker(std::shared_ptr<const Model> model, const std::string& load_error,
+void RunMpiWorker(const std::shared_ptr<const Model>& model, const std::string& load_error,
                   const std::string& backend, const BackendOptions& bo);
 
 // Rank 0: the stages on ranks 1..N-1 for one Runner, or none when the ranks already serve another

@@ -25,6 +25,7 @@
 namespace es {
 
 class PipelineStage;  // edgeseek/internal/runtime/pipeline.h
+class DeviceThreads;  // edgeseek/internal/runtime/device_threads.h
 
 struct RunnerOptions {
   int n_slots = 1;      // sequences whose KV caches live at once
@@ -36,6 +37,10 @@ struct RunnerOptions {
   // context. A pool smaller than that is shared: a caller maps blocks to slots (SetBlockTable,
   // the engine does) — slots left on their initial blocks beyond the pool have none.
   size_t kv_memory_bytes = 0;
+  // Layer split: a forward of at least twice this many rows runs as micro-batches of at least
+  // this many (micro_batch.h), so the stages compute side by side; 0: never. Below ~64 rows a
+  // step is bound by reading the weights, which a cut would read once per part.
+  int micro_batch_rows = 64;
 };
 
 // The one parser of a KV cache type (--kv-type, the server's kv_type): "f32", "f16", "q8_0" or
@@ -65,6 +70,8 @@ class Runner {
   // stage, this runner's last (pipeline.h).
   const std::vector<std::unique_ptr<PipelineStage>>& stages() const { return front_; }
   const std::vector<int>& stage_first_layers() const { return first_layers_; }
+  // Forwards run as micro-batches (RunnerOptions::micro_batch_rows), since the runner was made.
+  int64_t micro_batched_forwards() const { return micro_forwards_; }
 
   const Model& model() const { return *model_; }
   Backend& backend() { return *backend_; }
@@ -107,6 +114,20 @@ class Runner {
  private:
   void Init(const RunnerOptions& opts);
   void CheckBatch(const Batch& batch) const;  // token ids, slots and context
+  // What the last stage returns for the output rows: their logits, else their argmax ids
+  // (rows null) or the ids sampled by rows.
+  struct HeadOut {
+    float* logits = nullptr;
+    int32_t* ids = nullptr;
+    const RowSampling* rows = nullptr;
+  };
+  void ComputeHead(const Graph& g, const Batch& run, const HeadOut& o, ComputeStats* stats);
+  // One forward of a checked batch: as micro-batches (RunMicro) where MicroParts says so.
+  void Run(const Batch& batch, const HeadOut& o, ComputeStats* stats);
+  int MicroParts(const Batch& batch) const;  // 1: not cut
+  // The stages as a wavefront over the batch's micro-batches, one thread a stage
+  // (stage_threads_); the parts' outputs gathered into `o`.
+  void RunMicro(const Batch& batch, int parts, const HeadOut& o, ComputeStats* stats);
   // Runs the front stages for `batch`; returns the batch for the last stage (the batch, with
   // the last stage's input rows when split).
   const Batch& RunFront(const Batch& batch, ComputeStats* stats);
@@ -142,6 +163,12 @@ class Runner {
   std::vector<float> hidden_;  // [n_tokens, hidden_size]: the last hidden graph's output
   Batch head_batch_;
   ComputeStats hidden_stats_;
+  int micro_batch_rows_ = 0;
+  int64_t micro_forwards_ = 0;
+  // Micro-batched forwards: rows between stages, [stage][part % 2] (a stage writes part m while
+  // the next reads part m - 1), and one thread a stage.
+  std::vector<std::vector<float>> micro_rows_;
+  std::unique_ptr<DeviceThreads> stage_threads_;
 };
 
 }  // namespace es
