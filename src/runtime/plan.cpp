@@ -19,6 +19,7 @@
 #include "edgeseek/internal/models/arch.h"
 #include "edgeseek/internal/models/presets.h"
 #include "edgeseek/internal/runtime/device_profile.h"
+#include "edgeseek/internal/runtime/micro_batch.h"
 #include "edgeseek/internal/runtime/model.h"
 #include "edgeseek/internal/runtime/runner.h"
 #include "gguf_model.h"
@@ -515,6 +516,19 @@ void SplitByLayer(const ModelConfig& c, const WeightTally& wt, const DeviceProfi
   // Devices take turns on one token: no gain in speed, a hop per boundary.
   p.t_transfer_s = double(N - 1) * (double(o.batch) * D * 4.0 / link + d.step_s.value);
   p.decode.t_total_s += p.t_transfer_s;
+  // The prompt as micro-batches (runtime/micro_batch.h): M parts through the N stages as a
+  // wavefront of M + N − 1 waves. A wave is one stage's work on one part: its share of the
+  // weights read again (1/N of the bytes), 1/(N M) of the FLOPs, its layers' dispatches. Each
+  // boundary carries the prompt's rows in M messages. M = 1: the stages in turn, as decode.
+  PhaseCost& pf = p.prefill;
+  const int M = MicroBatchParts(int(o.prompt), kMicroBatchRows, 2 * N);
+  const double waves = double(M + N - 1);
+  pf.t_memory_s = waves * pf.t_memory_s / N;
+  pf.t_compute_s = waves * pf.t_compute_s / (double(N) * M);
+  pf.t_dispatch_s = waves * pf.t_dispatch_s / N;
+  pf.t_total_s = std::max(pf.t_memory_s, pf.t_compute_s) + pf.t_dispatch_s +
+                 double(N - 1) * (double(o.prompt) * D * 4.0 / link + M * d.step_s.value);
+  pf.tokens_per_s = pf.t_total_s > 0 ? double(o.prompt) / pf.t_total_s : 0;
 }
 
 // --split head: heads (and FFN columns, experts) split N ways; the embedding and lm_head too.

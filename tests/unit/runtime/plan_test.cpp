@@ -214,6 +214,22 @@ TEST(PlanArith, SplitsShareMemoryAndMoveHiddenStates) {
   EXPECT_EQ(layer.shares[0].weights_bytes + layer.shares[1].weights_bytes, layer.weights_bytes);
   EXPECT_EQ(layer.shares[0].kv_bytes + layer.shares[1].kv_bytes, layer.kv_bytes);
   EXPECT_DOUBLE_EQ(layer.transfer_bytes_per_token, 1536.0 * 4);  // one boundary, f32 hidden
+  {
+    // The prompt as micro-batches (runtime/micro_batch.h): 512 rows in 4 parts over 2 stages,
+    // 5 waves of a quarter of one stage's FLOPs: 5/8 of one device's compute time (the unit
+    // profile is compute-bound there). 64 rows are not cut: one device's time, handed over.
+    PlanOptions one = o, cut = o;
+    one.devices = 1;
+    one.prompt = cut.prompt = 512;
+    const Plan p1 = MakePlan(w, d, one), p2 = MakePlan(w, d, cut);
+    EXPECT_DOUBLE_EQ(p2.prefill.t_compute_s, p1.prefill.t_compute_s * 5 / 8);
+    EXPECT_DOUBLE_EQ(p2.prefill.t_memory_s, p1.prefill.t_memory_s * 5 / 2);
+    EXPECT_GT(p2.prefill.tokens_per_s, p1.prefill.tokens_per_s * 1.55);
+    one.prompt = cut.prompt = 64;
+    const Plan q1 = MakePlan(w, d, one), q2 = MakePlan(w, d, cut);
+    EXPECT_DOUBLE_EQ(q2.prefill.t_compute_s, q1.prefill.t_compute_s);
+    EXPECT_DOUBLE_EQ(q2.prefill.t_total_s, q1.prefill.t_total_s + 64 * 1536.0 * 4 / 1e9);
+  }
   o.split = PlanSplit::kHead;
   const Plan head = MakePlan(w, d, o);
   EXPECT_EQ(head.shares[0].kv_bytes, head.kv_bytes / 2);

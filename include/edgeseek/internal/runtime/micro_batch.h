@@ -12,6 +12,10 @@
 
 namespace es {
 
+// Rows a micro-batch keeps at least (RunnerOptions::micro_batch_rows' default, plan's model of
+// it): below ~64 rows a step is bound by reading the weights, which each part reads again.
+constexpr int kMicroBatchRows = 64;
+
 struct MicroBatch {
   Batch batch;   // finalized, no input rows (the caller sets them per stage)
   int row0 = 0;  // its first row in the whole batch

@@ -20,6 +20,7 @@
 #include <vector>
 
 #include "edgeseek/internal/backends/backend.h"
+#include "edgeseek/internal/runtime/micro_batch.h"
 #include "edgeseek/internal/runtime/model.h"
 
 namespace es {
@@ -38,9 +39,8 @@ struct RunnerOptions {
   // the engine does) — slots left on their initial blocks beyond the pool have none.
   size_t kv_memory_bytes = 0;
   // Layer split: a forward of at least twice this many rows runs as micro-batches of at least
-  // this many (micro_batch.h), so the stages compute side by side; 0: never. Below ~64 rows a
-  // step is bound by reading the weights, which a cut would read once per part.
-  int micro_batch_rows = 64;
+  // this many (micro_batch.h), so the stages compute side by side; 0: never.
+  int micro_batch_rows = kMicroBatchRows;
 };
 
 // The one parser of a KV cache type (--kv-type, the server's kv_type): "f32", "f16", "q8_0" or
