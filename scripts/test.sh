@@ -33,9 +33,8 @@ cmake -S . -B build-tsan -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DES_VULKAN=
 ninja -C build-tsan es_test_server
 TSAN_OPTIONS="halt_on_error=1 exitcode=66" build-tsan/tests/es_test_server
 # AddressSanitizer + UndefinedBehaviorSanitizer (gcc, -O1 -g, build-asan): the unit tests of the
-# folders below, the kernel tests on the CPU and every fuzz corpus (~15 min to build on 2
-# cores, ~3 min to run). Left out until they pass under it (docs/fuzzing.md "Sanitizers"):
-# golden (not yet run under it; onnx is in since its misaligned initializer loads were fixed),
+# folders below, the kernel and golden tests on the CPU and every fuzz corpus (~15 min to build
+# on 2 cores, ~3 min to run). Left out until they pass under it (docs/fuzzing.md "Sanitizers"):
 # convert, jinja and server (RSS bounds that ASan's quarantine breaks; server's node tests time
 # answers), tools (valgrind), capi.
-scripts/sanitize.sh core quant gguf gguf_model grammar graph tokenizer runtime kernels onnx
+scripts/sanitize.sh core quant gguf gguf_model grammar graph tokenizer runtime kernels onnx golden
