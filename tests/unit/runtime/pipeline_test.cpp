@@ -254,59 +254,82 @@ TEST(LayerSplit, BlockTablesReachEveryStage) {
 // split runner (CPU stages) emits the plain runner's tokens, bit for bit. (Prompts share one
 // prefix at the same positions, so this does not catch a stage that ignores block tables:
 // BlockTablesReachEveryStage does.)
-TEST(LayerSplit, EngineWithPagedPoolAndPrefixCacheEqualsPlain) {
-  auto m = Golden("dsv3");
+// Four sampled requests through the engine (a paged pool with the prefix cache, steps of up to 20
+// rows: two prompts sharing a 35-token system prompt, then two more after them), on the plain
+// runner or on three CPU stages; the tokens each request got, and how many forwards ran as
+// micro-batches (RunnerOptions::micro_batch_rows `micro`).
+std::map<std::string, std::vector<int32_t>> EngineTokens(const std::string& name, bool split,
+                                                         int micro, int64_t* micro_forwards) {
+  auto m = Golden(name);
   const int V = m->vocab_size();
-  auto run = [&](bool split) {
-    RunnerOptions ro;
-    ro.n_slots = 3;
-    ro.context = 96;
-    ro.kv_memory_bytes = 10 * kKvBlockTokens * m->config().MakeKvSpec(DType::kF32).BytesPerToken();
-    std::unique_ptr<Runner> r;
-    if (split) {
-      std::vector<std::unique_ptr<PipelineStage>> front;
-      front.push_back(MakeLocalStage(CreateBackend("cpu", {})));
-      front.push_back(MakeLocalStage(CreateBackend("cpu", {})));
-      r = std::make_unique<Runner>(m, std::move(front), std::vector<int>{0, 1, 2},
-                                   CreateBackend("cpu", {}), ro);
-    } else {
-      r = std::make_unique<Runner>(m, CreateBackend("cpu", {}), ro);
-    }
-    auto queue = std::make_shared<RequestQueue>(QosPolicy{});
-    EngineOptions eo;
-    eo.prefix_cache = true;
-    eo.max_batch_tokens = 20;
-    Engine e(WrapRunner(std::move(r)), queue, eo);
-    std::map<std::string, std::vector<int32_t>> out;
-    std::vector<int32_t> sys;
-    for (int i = 0; i < 35; ++i) sys.push_back(int32_t((i * 7 + 3) % V));
-    auto submit = [&](const std::string& id, int extra, uint64_t seed) {
-      auto q = std::make_shared<SeqRequest>();
-      q->id = id;
-      q->prompt = sys;
-      for (int i = 0; i < extra; ++i) q->prompt.push_back(int32_t((i * 5 + int(seed)) % V));
-      q->max_tokens = 10;
-      q->sampling.temperature = 0.8f;
-      q->sampling.seed = seed;
-      q->on_event = [&out, id](const SeqEvent& ev) {
-        if (ev.kind == SeqEventKind::kToken) out[id].push_back(ev.token);
-      };
-      queue->Push(q);
+  RunnerOptions ro;
+  ro.n_slots = 3;
+  ro.context = 96;
+  ro.kv_memory_bytes = 10 * kKvBlockTokens * m->config().MakeKvSpec(DType::kF32).BytesPerToken();
+  ro.micro_batch_rows = micro;
+  std::unique_ptr<Runner> r;
+  if (split) {
+    std::vector<std::unique_ptr<PipelineStage>> front;
+    front.push_back(MakeLocalStage(CreateBackend("cpu", {})));
+    front.push_back(MakeLocalStage(CreateBackend("cpu", {})));
+    r = std::make_unique<Runner>(m, std::move(front), std::vector<int>{0, 1, 2},
+                                 CreateBackend("cpu", {}), ro);
+  } else {
+    r = std::make_unique<Runner>(m, CreateBackend("cpu", {}), ro);
+  }
+  const Runner* runner = r.get();
+  auto queue = std::make_shared<RequestQueue>(QosPolicy{});
+  EngineOptions eo;
+  eo.prefix_cache = true;
+  eo.max_batch_tokens = 20;
+  Engine e(WrapRunner(std::move(r)), queue, eo);
+  std::map<std::string, std::vector<int32_t>> out;
+  std::vector<int32_t> sys;
+  for (int i = 0; i < 35; ++i) sys.push_back(int32_t((i * 7 + 3) % V));
+  auto submit = [&](const std::string& id, int extra, uint64_t seed) {
+    auto q = std::make_shared<SeqRequest>();
+    q->id = id;
+    q->prompt = sys;
+    for (int i = 0; i < extra; ++i) q->prompt.push_back(int32_t((i * 5 + int(seed)) % V));
+    q->max_tokens = 10;
+    q->sampling.temperature = 0.8f;
+    q->sampling.seed = seed;
+    q->on_event = [&out, id](const SeqEvent& ev) {
+      if (ev.kind == SeqEventKind::kToken) out[id].push_back(ev.token);
     };
-    submit("a", 6, 1);
-    submit("b", 9, 2);
-    while (e.Step()) {
-    }
-    submit("c", 20, 3);
-    submit("d", 3, 4);
-    while (e.Step()) {
-    }
-    EXPECT_GT(e.stats().prefix_hit_tokens, 0);
-    return out;
+    queue->Push(q);
   };
-  const auto plain = run(false), split = run(true);
+  submit("a", 6, 1);
+  submit("b", 9, 2);
+  while (e.Step()) {
+  }
+  submit("c", 20, 3);
+  submit("d", 3, 4);
+  while (e.Step()) {
+  }
+  EXPECT_GT(e.stats().prefix_hit_tokens, 0);
+  *micro_forwards = runner->micro_batched_forwards();
+  return out;
+}
+
+TEST(LayerSplit, EngineWithPagedPoolAndPrefixCacheEqualsPlain) {
+  int64_t micro = 0;
+  const auto plain = EngineTokens("dsv3", false, kMicroBatchRows, &micro);
+  const auto split = EngineTokens("dsv3", true, kMicroBatchRows, &micro);
   ASSERT_EQ(plain.size(), 4u);
   for (const auto& [id, toks] : plain) EXPECT_EQ(split.at(id), toks) << id;
+  EXPECT_EQ(micro, 0);  // steps of 20 rows are not cut at 64
+}
+
+TEST(LayerSplit, EngineStepsAsMicroBatchesEqualPlain) {
+  // Parts of at least 4 rows: the prompt steps (up to 20 rows, chunks of two prompts beside
+  // decode rows) run cut over the three stages; a dense golden, so bit for bit.
+  int64_t micro = 0;
+  const auto plain = EngineTokens("qwen2_sharded", false, 4, &micro);
+  const auto split = EngineTokens("qwen2_sharded", true, 4, &micro);
+  ASSERT_EQ(plain.size(), 4u);
+  for (const auto& [id, toks] : plain) EXPECT_EQ(split.at(id), toks) << id;
+  EXPECT_GT(micro, 0);
 }
 
 TEST(LayerSplit, StageGraphOfTheWholeModelIsBuild) {
