@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <cctype>
 #include <string>
+#include <utility>
 
 #include "edgeseek/internal/core/dtype.h"
 #include "edgeseek/internal/core/error.h"
@@ -220,9 +221,9 @@ namespace {
 // The hidden graph's timing folded into the head's (a split forward reports as one).
 void AddHiddenStats(const ComputeStats& h, ComputeStats* s) {
   if (!s) return;
-  s->upload_s += h.upload_s, s->dispatch_s += h.dispatch_s, s->shader_s += h.shader_s;
-  s->download_s += h.download_s, s->total_s += h.total_s;
-  s->ops.insert(s->ops.begin(), h.ops.begin(), h.ops.end());  // before the head's
+  ComputeStats all = h;  // its ops before the head's
+  all.Add(*s);
+  *s = std::move(all);
 }
 
 }  // namespace
@@ -272,7 +273,7 @@ void Runner::Run(const Batch& batch, const HeadOut& o, ComputeStats* stats) {
 }
 
 void Runner::RunMicro(const Batch& batch, int parts, const HeadOut& o, ComputeStats* stats) {
-  const std::vector<MicroBatch> mbs = SplitMicroBatches(batch, parts);
+  std::vector<MicroBatch> mbs = SplitMicroBatches(batch, parts);
   const size_t S = front_.size() + 1, M = mbs.size();
   const size_t D = size_t(model_->config().hidden_size), V = size_t(model_->vocab_size());
   if (!stage_threads_) stage_threads_ = std::make_unique<DeviceThreads>(S);
@@ -303,7 +304,7 @@ void Runner::RunMicro(const Batch& batch, int parts, const HeadOut& o, ComputeSt
     stage_threads_->Run([&](size_t s) {
       if (w < s || w - s >= M) return;
       const size_t m = w - s;
-      const Batch& part = mbs[m].batch;
+      Batch& part = mbs[m].batch;
       const float* in = s == 0 ? nullptr : micro_rows_[2 * (s - 1) + m % 2].data();
       ComputeStats one;
       ComputeStats* cs = stats ? &one : nullptr;
@@ -312,10 +313,9 @@ void Runner::RunMicro(const Batch& batch, int parts, const HeadOut& o, ComputeSt
         out.resize(size_t(part.n_tokens()) * D);
         front_[s]->Run(part, in, out.data(), cs);
       } else {
-        Batch run = part;
-        run.input = in;
-        run.input_cols = int64_t(D);
-        ComputeHead(GraphFor(run), run,
+        part.input = in;  // the last stage's rows (front stages take them as an argument)
+        part.input_cols = int64_t(D);
+        ComputeHead(GraphFor(part), part,
                     {o.logits ? logits[m].data() : nullptr, o.logits ? nullptr : ids[m].data(),
                      o.rows ? rows[m].data() : nullptr},
                     cs);

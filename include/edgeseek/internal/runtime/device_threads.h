@@ -23,8 +23,7 @@ class DeviceThreads {
   DeviceThreads(const DeviceThreads&) = delete;
   DeviceThreads& operator=(const DeviceThreads&) = delete;
 
-  size_t size() const { return errors_.size(); }
-  // fn(d) for d in [0, size()), returning when all have; rethrows the first device's error.
+  // fn(d) for every device d, returning when all have; rethrows the first device's error.
   void Run(const std::function<void(size_t)>& fn);
 
  private:
