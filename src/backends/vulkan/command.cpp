@@ -45,6 +45,7 @@ void Sequence::Record(const std::vector<Dispatch>& ds, const std::vector<CopySte
     timer_->Stamp(cb_, 0);
   }
   std::vector<BufRange> pending_reads, pending_writes;
+  steps_.clear();
   auto barrier = [&](VkPipelineStageFlags dst_stage, VkAccessFlags dst_access) {
     VkMemoryBarrier mb{VK_STRUCTURE_TYPE_MEMORY_BARRIER};
     mb.srcAccessMask = VK_ACCESS_SHADER_WRITE_BIT;
@@ -79,6 +80,7 @@ void Sequence::Record(const std::vector<Dispatch>& ds, const std::vector<CopySte
       const bool w = std::find(d.writes.begin(), d.writes.end(), int(b)) != d.writes.end();
       for (auto& r : d.bindings[b]) (w ? pending_writes : pending_reads).push_back(r);
     }
+    steps_.push_back(barriers_);
     vkCmdBindPipeline(cb_, VK_PIPELINE_BIND_POINT_COMPUTE, d.pipe->pipeline);
     vkCmdBindDescriptorSets(cb_, VK_PIPELINE_BIND_POINT_COMPUTE, d.pipe->layout, 0, 1, &d.set, 0,
                             nullptr);
@@ -99,6 +101,64 @@ void Sequence::Record(const std::vector<Dispatch>& ds, const std::vector<CopySte
                          0, nullptr, 0, nullptr);
   }
   VK_CHECK(vkEndCommandBuffer(cb_));
+}
+
+namespace {
+bool Writes(const Dispatch& d, size_t b) {
+  return std::find(d.writes.begin(), d.writes.end(), int(b)) != d.writes.end();
+}
+// A dispatch's ranges in buffers that some dispatch writes: read (only) and written.
+struct Access {
+  std::vector<BufRange> reads, writes;
+};
+bool AnyOverlap(const std::vector<BufRange>& a, const std::vector<BufRange>& b) {
+  for (const BufRange& x : a)
+    for (const BufRange& y : b)
+      if (x.Overlaps(y)) return true;
+  return false;
+}
+bool Conflicts(const Access& later, const Access& earlier) {
+  return AnyOverlap(later.reads, earlier.writes) || AnyOverlap(later.writes, earlier.writes) ||
+         AnyOverlap(later.writes, earlier.reads);
+}
+Access AccessOf(const Dispatch& d, const std::vector<VkBuffer>* written) {
+  Access a;
+  for (size_t b = 0; b < d.bindings.size(); ++b) {
+    const bool w = Writes(d, b);
+    for (const BufRange& r : d.bindings[b])
+      if (w || !written || std::binary_search(written->begin(), written->end(), r.buffer))
+        (w ? a.writes : a.reads).push_back(r);
+  }
+  return a;
+}
+}  // namespace
+
+bool DependsOn(const Dispatch& b, const Dispatch& a) {
+  return Conflicts(AccessOf(b, nullptr), AccessOf(a, nullptr));
+}
+
+void OrderByLevel(std::vector<Dispatch>& ds) {
+  std::vector<VkBuffer> written;
+  for (const Dispatch& d : ds)
+    for (int b : d.writes)
+      for (const BufRange& r : d.bindings[size_t(b)]) written.push_back(r.buffer);
+  std::sort(written.begin(), written.end());
+  written.erase(std::unique(written.begin(), written.end()), written.end());
+  std::vector<Access> acc;
+  acc.reserve(ds.size());
+  for (const Dispatch& d : ds) acc.push_back(AccessOf(d, &written));
+  std::vector<int> level(ds.size(), 0);
+  for (size_t i = 0; i < ds.size(); ++i)
+    for (size_t j = i; j-- > 0;)  // only a dependency that raises the level needs the test
+      if (level[j] >= level[i] && Conflicts(acc[i], acc[j])) level[i] = level[j] + 1;
+  std::vector<size_t> order(ds.size());
+  for (size_t i = 0; i < order.size(); ++i) order[i] = i;
+  std::stable_sort(order.begin(), order.end(),
+                   [&](size_t a, size_t b) { return level[a] < level[b]; });
+  std::vector<Dispatch> out;
+  out.reserve(ds.size());
+  for (size_t i : order) out.push_back(std::move(ds[i]));
+  ds = std::move(out);
 }
 
 double Sequence::SubmitAndWait() {

@@ -1,9 +1,9 @@
 // Dispatch lists and the command buffer that replays them. A forward pass is a list of
 // Dispatches (pipeline, buffer bindings, push constants, group counts) built once per graph
-// shape; Sequence records it into one command buffer with only the barriers the data flow needs
-// (a dispatch waits only when it reads or overwrites a range written, or read, by a dispatch
-// since the last barrier) and re-submits it for every token. With profiling, timestamps follow
-// every dispatch (timer.h).
+// shape, ordered by data-flow level (OrderByLevel); Sequence records it into one command buffer
+// with only the barriers the data flow needs (a dispatch waits only when it reads or overwrites a
+// range written, or read, by a dispatch since the last barrier) and re-submits it for every
+// token. With profiling, timestamps follow every dispatch (timer.h).
 #pragma once
 
 #include <cstdint>
@@ -43,6 +43,18 @@ struct Dispatch {
   }
 };
 
+// Whether dispatch b, recorded after a, must wait for it: b reads a range a writes, or writes a
+// range a reads or writes (the bindings listed in `writes` are the written ones).
+bool DependsOn(const Dispatch& b, const Dispatch& a);
+
+// Reorders dispatches by level, stably: a dispatch's level is 0, or one more than the highest
+// level of the earlier dispatches it depends on (DependsOn). Each level then runs as one barrier
+// step: work that only waits for the same inputs shares a step, however far apart the graph put
+// it (MoE's router and routing beside the shared experts' GEMVs, MLA's q beside kv_a and the kv
+// store), instead of a step of its own. Reads of buffers that no dispatch writes (weights, the
+// batch tables) order nothing.
+void OrderByLevel(std::vector<Dispatch>& ds);
+
 struct CopyStep {
   BufRange src, dst;
 };
@@ -59,6 +71,8 @@ class Sequence {
   // Submits the recorded command buffer and waits. Returns the host seconds spent in submit.
   double SubmitAndWait();
   int barriers() const { return barriers_; }
+  // The barrier step each recorded dispatch runs in (0 before the first barrier).
+  const std::vector<int>& steps() const { return steps_; }
   int submits() const { return submits_; }
   const Timer* timer() const { return timer_.get(); }
 
@@ -70,6 +84,7 @@ class Sequence {
   bool profile_ = false;
   double spin_s_ = 0;  // SubmitAndWait polls the fence this long before blocking (ES_VK_SPIN_US)
   int barriers_ = 0, submits_ = 0;
+  std::vector<int> steps_;
 };
 
 }  // namespace es::vk

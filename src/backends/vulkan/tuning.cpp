@@ -115,6 +115,9 @@ const std::array<KnobSpec, kKnobCount> kTable = {{
      R::kPath,
      "the dual GEMV writes the down projection's x quantized: auto = 2 for Q4_0, 0 for Q8_0 "
      "(7B Q4_0 357 t/s against 350)"},
+    {Knob::kGemvFqr, "ES_VK_GEMV_FQR", T::kUint, "1|2|4|8", "1", W::kGraph, R::kExperiment,
+     "float GEMVs: outputs an invocation group (x read once for them; the group WG / ROWS wide, "
+     "ROWS = 4 / FQR); the float experts' down GEMV at most 2"},
     {Knob::kAttnDecode, "ES_VK_ATTN_DECODE", T::kBool, "0|1", "1", W::kGraph, R::kPath,
      "kv-head decode attention (7B Q4_0 tg 354.5 t/s against 320.2 without)"},
     {Knob::kAttnFuse, "ES_VK_ATTN_FUSE", T::kBool, "0|1", "1", W::kGraph, R::kPath,
@@ -139,6 +142,13 @@ const std::vector<RetiredKnob> kRetired = {
      "them 11,164 / 7,322"},
     {"ES_VK_FA_TILE", "32x32: pp512 1.5B 26.5k/26.4k t/s against 25.3k/25.2k at 64x64"},
     {"ES_VK_FA_WG", "128 (with the 32x32 tile above)"},
+    {"ES_VK_ORDER",
+     "1, dispatches by data-flow level (command.h OrderByLevel): V2-Lite f16 tg128 287.7 / 285.3 "
+     "t/s against 272.4 / 270.4, Q4_0 356.5 / 351.3 against 333.5 / 332.5, 7B Q4_0 345.7 / "
+     "340.9 against 343.6 / 339.9"},
+    {"ES_VK_GEMV_SHORT_ROWS",
+     "off: K / 16 lanes an output for MLA's absorbed WukT (K = 128), 6.4 us a dispatch against "
+     "6.0 with 32 lanes; V2-Lite f16 tg128 274.1 / 287.2 t/s against 287.7 / 285.3"},
 };
 
 const char* kTypeNames[] = {"bool", "uint", "enum", "tile", "text"};

@@ -52,6 +52,7 @@ enum class Knob : int {
   kGemvIdotLocal,
   kGemvMinGroups,
   kGemvDualQuant,
+  kGemvFqr,
   kAttnDecode,
   kAttnFuse,
   kAttnQuant,

@@ -280,8 +280,14 @@ VulkanCounters VulkanBackend::counters() const {
     c.barriers = programs_.front()->seq->barriers();
     c.dispatches = int(programs_.front()->ds.size());
     for (const Dispatch& d : programs_.front()->ds) c.shaders.push_back(d.pipe->name);
+    c.steps = programs_.front()->seq->steps();
   }
   return c;
+}
+
+const std::vector<Dispatch>& VulkanBackend::last_dispatches() const {
+  static const std::vector<Dispatch> none;
+  return programs_.empty() ? none : programs_.front()->ds;
 }
 
 VulkanBackend::Program& VulkanBackend::GetProgram(const Graph& g, const Batch& b, VkKv& kv,
@@ -818,6 +824,8 @@ std::unique_ptr<VulkanBackend::Program> VulkanBackend::Build(const Graph& g, con
   }
   BufRange result = RecordResult(p.get(), c, act[size_t(N - 1)], mode);
   p->readback = readback_pool_->Alloc(result.size, "output readback");
+  // Profiles keep the graph's order: their dispatches are serialised anyway, each timed alone.
+  if (!opts_.profile) OrderByLevel(p->ds);
   p->descs = std::make_unique<DescriptorArena>(*dev_, p->ds);
   p->seq = std::make_unique<Sequence>(*dev_, opts_.profile);
   p->seq->Record(p->ds,

@@ -42,6 +42,7 @@ struct VulkanCounters {
   int barriers = 0;           // barriers in the last recorded program
   int dispatches = 0;         // dispatches in the last recorded program
   std::vector<std::string> shaders;  // its dispatches' shader variants, in order
+  std::vector<int> steps;            // the barrier step each of them runs in
 };
 
 class VulkanBackend final : public Backend {
@@ -71,6 +72,8 @@ class VulkanBackend final : public Backend {
   void ComputeSample(const Graph& g, const Batch& batch, KvStorage& kv, const RowSampling* rows,
                      int32_t* ids, ComputeStats* stats = nullptr) override;
   VulkanCounters counters() const;
+  // The last recorded program's dispatches, in their recorded order (tests check the order).
+  const std::vector<Dispatch>& last_dispatches() const;
   // The effective knobs (environment and VulkanTuning::knobs over the defaults).
   const Tuning& tuning() const { return dev_->tuning(); }
   // Replaces the knobs read at graph build (Device::Retune) and drops the recorded programs, so

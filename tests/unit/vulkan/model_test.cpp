@@ -66,11 +66,14 @@ const ArchCase kCases[] = {
 
 // A synthetic bf16 model of `config` (seed) on the shared Vulkan backend and on the CPU backend,
 // each with a KV cache of 2 slots x capacity; Step runs a batch on both and compares the logits.
+// (Another Vulkan backend where given: one with other knobs.)
 struct VulkanAndCpu {
   std::shared_ptr<Model> model;
   std::unique_ptr<Backend> cpu = CreateCpuBackend(BackendOptions{});
   std::unique_ptr<KvStorage> kv_gpu, kv_cpu;
-  VulkanAndCpu(const char* config, uint64_t seed, int64_t capacity) {
+  Backend* gpu;
+  VulkanAndCpu(const char* config, uint64_t seed, int64_t capacity, Backend* vulkan = nullptr)
+      : gpu(vulkan ? vulkan : &SharedVulkan()) {
     const std::string path = TempDir() + "/config.json";
     WriteFile(path, config);
     LoadOptions lo;
@@ -78,7 +81,7 @@ struct VulkanAndCpu {
     lo.synthetic_dtype = DType::kBF16;
     model = Model::Synthetic(path, lo);
     const KvSpec spec = model->config().MakeKvSpec(DType::kF32);
-    kv_gpu = SharedVulkan().CreateKv(spec, 2, capacity);
+    kv_gpu = gpu->CreateKv(spec, 2, capacity);
     kv_cpu = cpu->CreateKv(spec, 2, capacity);
   }
   int vocab() const { return int(model->config().vocab_size); }
@@ -87,13 +90,32 @@ struct VulkanAndCpu {
     const Graph g = model->arch().Build(b);
     const Node& o = g.node(g.output());
     std::vector<float> a(size_t(o.shape[0] * o.shape[1])), c(a.size());
-    SharedVulkan().Compute(g, b, *kv_gpu, a.data());
+    gpu->Compute(g, b, *kv_gpu, a.data());
     cpu->Compute(g, b, *kv_cpu, c.data());
     ExpectClose(a, c, tol, what);
   }
 };
 
 class VulkanModel : public VulkanTest, public ::testing::WithParamInterface<ArchCase> {};
+
+// The last recorded program runs every dispatch as early as the data flow allows
+// (command.h OrderByLevel): each one past the first barrier step waits for a dispatch of the step
+// just before it. In the graph's order, MoE's router and routing each took a step of their own
+// after the shared experts' GEMVs, whose input they share.
+void ExpectEachDispatchAsEarlyAsItCan(const std::string& what) {
+  const auto& vkb = SharedVulkan();
+  const std::vector<vk::Dispatch>& ds = vkb.last_dispatches();
+  const std::vector<int> steps = vkb.counters().steps;
+  ASSERT_EQ(steps.size(), ds.size()) << what;
+  for (size_t i = 0; i < ds.size(); ++i) {
+    if (steps[i] == 0) continue;
+    bool waits = false;
+    for (size_t j = 0; j < ds.size() && !waits; ++j)
+      waits = steps[j] == steps[i] - 1 && vk::DependsOn(ds[i], ds[j]);
+    EXPECT_TRUE(waits) << what << ": dispatch " << i << " (" << ds[i].pipe->name << ", step "
+                       << steps[i] << ") waits for nothing of the step before it";
+  }
+}
 
 TEST_P(VulkanModel, LogitsMatchCpuBackendThroughPrefillAndDecode) {
   const ArchCase& ac = GetParam();
@@ -120,11 +142,50 @@ TEST_P(VulkanModel, LogitsMatchCpuBackendThroughPrefillAndDecode) {
     d.Add(1, 3 + i, {(11 * i + 6) % vocab});
     step(d, "decode " + std::to_string(i));
   }
+  ExpectEachDispatchAsEarlyAsItCan(std::string(ac.name) + " decode");
   // Two shapes (prefill, decode): two programs; the decode command buffer was re-submitted.
   const auto after = vkb.counters();
   EXPECT_EQ(after.programs_built - before.programs_built, 2);
   EXPECT_EQ(after.submits - before.submits, 4);
   EXPECT_LT(after.barriers, after.dispatches) << "independent dispatches should share barriers";
+}
+
+// The float GEMVs with several outputs an invocation group (ES_VK_GEMV_FQR: matmul_gemv.comp
+// AccumVecRows, x read once for them; taken past 256 outputs) in a bf16 DeepSeek-V2 of widths
+// past that: the dense GEMVs (o: 296 outputs, lm_head: 300, a partial last workgroup), the dual
+// gate/up GEMVs (the dense first layer's and the shared expert's, 264) and the float experts' up
+// (264) and down (296) GEMVs; a prefill, then decode steps of two rows (two batch rows a
+// workgroup), against the CPU backend.
+TEST_F(VulkanTest, FloatGemvsWithSeveralOutputsAGroupMatchCpuBackend) {
+  const char* config = R"({"architectures":["DeepseekV2ForCausalLM"],"model_type":"deepseek_v2",
+      "vocab_size":300,"hidden_size":296,"intermediate_size":264,"moe_intermediate_size":264,
+      "num_hidden_layers":2,"num_attention_heads":2,"num_key_value_heads":2,"q_lora_rank":null,
+      "kv_lora_rank":32,"qk_nope_head_dim":16,"qk_rope_head_dim":8,"v_head_dim":16,
+      "n_routed_experts":8,"n_shared_experts":1,"num_experts_per_tok":3,"first_k_dense_replace":1,
+      "moe_layer_freq":1,"n_group":1,"topk_group":1,"topk_method":"greedy",
+      "scoring_func":"softmax","norm_topk_prob":false,"routed_scaling_factor":1.0,
+      "rms_norm_eps":1e-6,"max_position_embeddings":512,"rope_theta":10000.0,
+      "torch_dtype":"bfloat16"})";
+  for (const char* fqr : {"2", "8"}) {
+    vk::VulkanTuning t;
+    t.knobs.Set(vk::Knob::kGemvFqr, fqr);
+    auto be = MakeVulkan(t);
+    {
+      VulkanAndCpu run(config, 11, 64, be.get());
+      const int vocab = run.vocab();
+      const std::string what = std::string("FQR=") + fqr;
+      Batch prefill;
+      prefill.Add(0, 0, {1, 5, 9, 2, vocab - 1}, true);
+      prefill.Add(1, 0, {3, 4, 8});
+      run.Step(prefill, 1e-4, what + " prefill");
+      for (int i = 0; i < 2; ++i) {
+        Batch d;
+        d.Add(0, 5 + i, {(7 * i + 3) % vocab});
+        d.Add(1, 3 + i, {(11 * i + 6) % vocab});
+        run.Step(d, 1e-4, what + " decode " + std::to_string(i));
+      }
+    }
+  }
 }
 
 INSTANTIATE_TEST_SUITE_P(Archs, VulkanModel, ::testing::ValuesIn(kCases),

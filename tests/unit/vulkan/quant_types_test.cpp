@@ -151,6 +151,19 @@ TEST_F(VulkanQuant, GemvKnobsAllGiveTheReference) {
   }
 }
 
+// The float GEMVs with QR outputs an invocation group (ES_VK_GEMV_FQR, past 256 outputs): f32,
+// f16 and bf16 rows, a partial last workgroup (N = 300), 1 and 3 batch rows.
+TEST_F(VulkanQuant, FloatGemvOutputsPerGroupGiveTheReference) {
+  for (const char* fqr : {"2", "4", "8"}) {
+    vk::VulkanTuning t;
+    t.knobs.Set(vk::Knob::kGemvFqr, fqr);
+    auto be = MakeVulkan(t);
+    for (DType dt : {DType::kF32, DType::kF16, DType::kBF16})
+      for (int R : {1, 3})
+        CheckMatMul(*be, dt, R, 96, 300, R == 3, std::string("ES_VK_GEMV_FQR=") + fqr);
+  }
+}
+
 TEST_F(VulkanQuant, UnsupportedTypeIsOneErrorNamingTensorAndType) {
   Tensor W = RandomTensor("blk.0.ffn_up.weight", DType::kI4G, {4, 128}, 66);
   Tensor X = RandomTensor("x", DType::kF32, {1, 128}, 67);

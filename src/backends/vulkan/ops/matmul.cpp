@@ -93,7 +93,15 @@ GemvSpec GemvSpecFor(const Device& dev, DType wt, bool vec, int64_t R, int64_t N
     // H200, V2-Lite Q4_0 decode after 4,096 tokens, one job: 232.0 / 230.9 t/s against 224.1 /
     // 226.7 with 4 outputs a workgroup (from an empty cache the same within noise).
     const bool few = N <= kGemvFewOutputs;
-    return {gs.wg, few ? 1u : gs.rows, 1, 1, gs.wg / min_sg, 1, rb};
+    GemvSpec s{gs.wg, few ? 1u : gs.rows, 1, 1, gs.wg / min_sg, 1, rb};
+    // Float rows: QR outputs an invocation group (matmul_gemv.comp AccumVecRows), the group
+    // WG / ROWS invocations wide.
+    const uint32_t fq = dev.tuning().Uint(Knob::kGemvFqr);
+    if (vec && !few && fq > 1) {
+      s.qr = fq;
+      s.rows = std::max<uint32_t>(1, gs.rows / fq);
+    }
+    return s;
   }
   const uint32_t max_sg = std::max<uint32_t>(dev.info().max_subgroup_size, 1);
   const Tuning& tune = dev.tuning();
@@ -781,7 +789,10 @@ bool MoeGemvFor(const Device& dev, int64_t R, int64_t D, int64_t I, int64_t top_
   // layer against 26.7 (4 outputs) and 25.3 (1 output, 128 invocations summing each); tg128
   // after 512 tokens 267.2 t/s against 252.9. The up GEMV (2,112 workgroups a token) stays at 4:
   // 2 or 1 were no faster.
-  if (!IsQuantized(down)) dn.rows = std::min<uint32_t>(dn.rows, 2);
+  if (!IsQuantized(down)) {
+    dn.rows = std::min<uint32_t>(dn.rows, 2);
+    if (dn.qr > 1) dn.rows = 1, dn.qr = std::min<uint32_t>(dn.qr, 2);
+  }
   for (const GemvSpec* s : {&up, &dn})
     if (s->cluster || s->rows == 0 || s->wg / s->rows < max_sg) return false;
   *out = MoeGemv{up.Spec(), dn.Spec(), up.Outputs(), dn.Outputs(), false};

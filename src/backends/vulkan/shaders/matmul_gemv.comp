@@ -157,9 +157,9 @@ vec4 XL(uint xo, uint k4) { return p.norm != 0u ? x4[xo + k4] * g4[k4] : x4[xo +
 #endif
 #define WCOLS p.K
 #include "wload.glsl"
-// Outputs per invocation group: QR adjacent rows for quantized weights (they share each x
-// load; matmul.cpp passes the same QR), 1 otherwise.
-#if defined(VEC) && defined(W_QUANT)
+// Outputs per invocation group: QR adjacent rows (they share each x load; matmul.cpp passes
+// the same QR) for VEC weights, quantized or float (AccumVecRows); 1 for the scalar path.
+#if defined(VEC)
 const uint QR = QR_SPEC;
 #else
 const uint QR = 1u;
@@ -651,6 +651,50 @@ void AccumVec(uint wrow, uint xb, uint nr, uint lane, inout float acc[RB]) {
     }
   }
 }
+#if defined(DUAL) || defined(MOE)
+#define SELW(s) wsel = (s)
+#else
+#define SELW(s)
+#endif
+// QR > 1: acc[i][r] += W[row i] · x[r] for the QR rows row i = min(row0 + i, last), at element
+// off + row i * K of buffer sel (the MOE / DUAL array's; else the one weight), each x vec4 read
+// once for all of them and the step's QR (DUAL: 2 QR) weight loads issued before any is used.
+// DUAL: acc2 from the second matrix (sel2, off2), same rows.
+void AccumVecRows(uint sel, uint off,
+#if defined(DUAL)
+                  uint sel2, uint off2,
+#endif
+                  uint row0, uint last, uint xb, uint nr, uint lane, inout float acc[QR][RB]
+#if defined(DUAL)
+                  , inout float acc2[QR][RB]
+#endif
+) {
+  const uint nq = p.K / 8u;
+  for (uint q = lane; q < nq; q += TPR) {
+    float v[QR][8];
+    SELW(sel);
+    for (uint i = 0u; i < QR; ++i) wload8((off + min(row0 + i, last) * p.K) / 8u + q, v[i]);
+#if defined(DUAL)
+    float u[QR][8];
+    SELW(sel2);
+    for (uint i = 0u; i < QR; ++i) wload8((off2 + min(row0 + i, last) * p.K) / 8u + q, u[i]);
+#endif
+    for (uint r = 0u; r < RB; ++r) {
+      if (r < nr) {
+        const uint xo = (xb + r * p.x_rs) / 4u;
+        const vec4 a0 = XL(xo, 2u * q), a1 = XL(xo, 2u * q + 1u);
+        for (uint i = 0u; i < QR; ++i) {
+          acc[i][r] += dot(vec4(v[i][0], v[i][1], v[i][2], v[i][3]), a0) +
+                       dot(vec4(v[i][4], v[i][5], v[i][6], v[i][7]), a1);
+#if defined(DUAL)
+          acc2[i][r] += dot(vec4(u[i][0], u[i][1], u[i][2], u[i][3]), a0) +
+                        dot(vec4(u[i][4], u[i][5], u[i][6], u[i][7]), a1);
+#endif
+        }
+      }
+    }
+  }
+}
 #endif
 
 // y of output ni of batch row r from its full dot products (norm scale applied): s, and for DUAL
@@ -780,12 +824,20 @@ void main() {
 #define MOE_ACCUM(x0, t) AccumVec(moe_woff + n * p.K, x0, 1u, lane, t[0])
 #endif
 #if defined(DUAL)
-    wsel = moe_blk[0];
-    moe_woff = moe_off[0];
-    MOE_ACCUM(xb, acc);
-    wsel = moe_blk[1];
-    moe_woff = moe_off[1];
-    MOE_ACCUM(xb, acc2);
+#if !defined(W_QUANT)
+    if (QR > 1u) {
+      AccumVecRows(moe_blk[0], moe_off[0], moe_blk[1], moe_off[1], n, p.N - 1u, xb, 1u, lane, acc,
+                   acc2);
+    } else
+#endif
+    {
+      wsel = moe_blk[0];
+      moe_woff = moe_off[0];
+      MOE_ACCUM(xb, acc);
+      wsel = moe_blk[1];
+      moe_woff = moe_off[1];
+      MOE_ACCUM(xb, acc2);
+    }
 #else
     for (uint j = 0; j < p.top_k; ++j) {
       const uint pair = r0 * p.top_k + j, e = uint(ids[pair]);
@@ -795,7 +847,12 @@ void main() {
       moe_woff = table[6u * e + 5u];
       float t[QR][RB];
       for (uint i = 0; i < QR; ++i) t[i][0] = 0.0;
-      MOE_ACCUM(pair * p.x_rs, t);
+#if !defined(W_QUANT)
+      if (QR > 1u)
+        AccumVecRows(wsel, moe_woff, n, p.N - 1u, pair * p.x_rs, 1u, lane, t);
+      else
+#endif
+        MOE_ACCUM(pair * p.x_rs, t);
       for (uint i = 0; i < QR; ++i) acc[i][0] += wj * t[i][0];
     }
 #endif
@@ -814,12 +871,19 @@ void main() {
 #else
     const uint wrow = (h * p.N + n) * p.K;
 #if defined(DUAL)
-    wsel = 0u;
-    AccumVec(wrow, xb, nr, lane, acc[0]);
-    wsel = 1u;
-    AccumVec(wrow, xb, nr, lane, acc2[0]);
+    if (QR > 1u) {
+      AccumVecRows(0u, 0u, 1u, 0u, h * p.N + n, h * p.N + p.N - 1u, xb, nr, lane, acc, acc2);
+    } else {
+      wsel = 0u;
+      AccumVec(wrow, xb, nr, lane, acc[0]);
+      wsel = 1u;
+      AccumVec(wrow, xb, nr, lane, acc2[0]);
+    }
 #elif defined(VEC)
-    AccumVec(wrow, xb, nr, lane, acc[0]);
+    if (QR > 1u)
+      AccumVecRows(0u, 0u, h * p.N + n, h * p.N + p.N - 1u, xb, nr, lane, acc);
+    else
+      AccumVec(wrow, xb, nr, lane, acc[0]);
 #else
     for (uint k = lane; k < p.K; k += TPR) {
       const float wv = wload(wrow + k);
