@@ -118,6 +118,9 @@ const std::array<KnobSpec, kKnobCount> kTable = {{
     {Knob::kGemvFqr, "ES_VK_GEMV_FQR", T::kUint, "1|2|4|8", "1", W::kGraph, R::kExperiment,
      "float GEMVs: outputs an invocation group (x read once for them; the group WG / ROWS wide, "
      "ROWS = 4 / FQR); the float experts' down GEMV at most 2"},
+    {Knob::kMoeRouter, "ES_VK_MOE_ROUTER", T::kBool, "0|1", "1", W::kGraph, R::kExperiment,
+     "decode: a small float router's GEMV inside moe_route (one dispatch and barrier step fewer "
+     "per MoE layer); 0: its own GEMV"},
     {Knob::kAttnDecode, "ES_VK_ATTN_DECODE", T::kBool, "0|1", "1", W::kGraph, R::kPath,
      "kv-head decode attention (7B Q4_0 tg 354.5 t/s against 320.2 without)"},
     {Knob::kAttnFuse, "ES_VK_ATTN_FUSE", T::kBool, "0|1", "1", W::kGraph, R::kPath,

@@ -53,6 +53,7 @@ enum class Knob : int {
   kGemvMinGroups,
   kGemvDualQuant,
   kGemvFqr,
+  kMoeRouter,
   kAttnDecode,
   kAttnFuse,
   kAttnQuant,
