@@ -115,12 +115,6 @@ const std::array<KnobSpec, kKnobCount> kTable = {{
      R::kPath,
      "the dual GEMV writes the down projection's x quantized: auto = 2 for Q4_0, 0 for Q8_0 "
      "(7B Q4_0 357 t/s against 350)"},
-    {Knob::kGemvFqr, "ES_VK_GEMV_FQR", T::kUint, "1|2|4|8", "1", W::kGraph, R::kExperiment,
-     "float GEMVs: outputs an invocation group (x read once for them; the group WG / ROWS wide, "
-     "ROWS = 4 / FQR); the float experts' down GEMV at most 2"},
-    {Knob::kMoeRouter, "ES_VK_MOE_ROUTER", T::kBool, "0|1", "1", W::kGraph, R::kExperiment,
-     "decode: a small float router's GEMV inside moe_route (one dispatch and barrier step fewer "
-     "per MoE layer); 0: its own GEMV"},
     {Knob::kAttnDecode, "ES_VK_ATTN_DECODE", T::kBool, "0|1", "1", W::kGraph, R::kPath,
      "kv-head decode attention (7B Q4_0 tg 354.5 t/s against 320.2 without)"},
     {Knob::kAttnFuse, "ES_VK_ATTN_FUSE", T::kBool, "0|1", "1", W::kGraph, R::kPath,
@@ -149,6 +143,14 @@ const std::vector<RetiredKnob> kRetired = {
      "1, dispatches by data-flow level (command.h OrderByLevel): V2-Lite f16 tg128 287.7 / 285.3 "
      "t/s against 272.4 / 270.4, Q4_0 356.5 / 351.3 against 333.5 / 332.5, 7B Q4_0 345.7 / "
      "340.9 against 343.6 / 339.9"},
+    {"ES_VK_GEMV_FQR",
+     "4 outputs a group for float rows of 2,048 or more, else 1 (ops/matmul.cpp GemvSpecFor): "
+     "7B f16 tg128 191.6 t/s at 4 against 161.7 / 164.2 at 1; V2-Lite f16 (all GEMVs alike) "
+     "276.8 / 276.2 at 2, 254.5 / 257.6 at 4, 249.6 / 247.5 at 8, 258.2 / 255.1 at 1"},
+    {"ES_VK_MOE_ROUTER",
+     "off: the router GEMV inside moe_route (one workgroup a token reading the whole router): "
+     "V2-Lite Q4_0 tg128 295.0 / 292.2 t/s against 352.4 / 352.9 (an f32 router, 24.6 us a "
+     "layer), f16 258.2 / 255.1 against 282.0 / 283.5"},
     {"ES_VK_GEMV_SHORT_ROWS",
      "off: K / 16 lanes an output for MLA's absorbed WukT (K = 128), 6.4 us a dispatch against "
      "6.0 with 32 lanes; V2-Lite f16 tg128 274.1 / 287.2 t/s against 287.7 / 285.3"},

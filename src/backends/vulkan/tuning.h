@@ -52,8 +52,6 @@ enum class Knob : int {
   kGemvIdotLocal,
   kGemvMinGroups,
   kGemvDualQuant,
-  kGemvFqr,
-  kMoeRouter,
   kAttnDecode,
   kAttnFuse,
   kAttnQuant,

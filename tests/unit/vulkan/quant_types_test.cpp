@@ -151,17 +151,12 @@ TEST_F(VulkanQuant, GemvKnobsAllGiveTheReference) {
   }
 }
 
-// The float GEMVs with QR outputs an invocation group (ES_VK_GEMV_FQR, past 256 outputs): f32,
-// f16 and bf16 rows, a partial last workgroup (N = 300), 1 and 3 batch rows.
-TEST_F(VulkanQuant, FloatGemvOutputsPerGroupGiveTheReference) {
-  for (const char* fqr : {"2", "4", "8"}) {
-    vk::VulkanTuning t;
-    t.knobs.Set(vk::Knob::kGemvFqr, fqr);
-    auto be = MakeVulkan(t);
-    for (DType dt : {DType::kF32, DType::kF16, DType::kBF16})
-      for (int R : {1, 3})
-        CheckMatMul(*be, dt, R, 96, 300, R == 3, std::string("ES_VK_GEMV_FQR=") + fqr);
-  }
+// The float GEMVs with 4 outputs an invocation group (rows of at least 2,048: ops/matmul.cpp
+// GemvSpecFor, matmul_gemv.comp AccumVecRows): f32, f16 and bf16 rows, a partial last workgroup
+// (N = 301), 1 and 3 batch rows.
+TEST_F(VulkanQuant, LongFloatRowsTakeFourOutputsAGroup) {
+  for (DType dt : {DType::kF32, DType::kF16, DType::kBF16})
+    for (int R : {1, 3}) CheckMatMul(SharedVulkan(), dt, R, 2048, 301, R == 3, "K=2048");
 }
 
 TEST_F(VulkanQuant, UnsupportedTypeIsOneErrorNamingTensorAndType) {
@@ -727,9 +722,8 @@ void AddMoeDecodeBlock(Graph& g, int x0, int shared_res, const Tensor& Nw, const
 // A DeepSeek decode FFN block as the model builds it (models/arch.cpp MlpBlock): norm → shared
 // experts (dual GEMV, down + residual) → t; MoE over the normed x (router, routing, the routed
 // experts' integer-dot GEMVs) → t + moe. With every fusion the norm is folded into the shared
-// dual GEMV, the routing (the router GEMV inside it: ops/moe.cpp RouteReadsRouter) and the
-// experts' up GEMV, and the last add into the experts' down GEMV: 6 dispatches against 10
-// unfused, each + 2 for the inputs' embeddings.
+// dual GEMV, the router and the experts' up GEMV, and the last add into the experts' down GEMV:
+// 7 dispatches against 11 unfused (9 if the MoE took neither), each + 2 for the inputs' embeddings.
 // Reference: x quantized per 32-block wherever the GPU quantizes it (the normed x for every GEMV
 // reading it, h for each down), routing on the f32 logits, each token's choices added in order.
 TEST_F(VulkanQuant, IdotMoeDecodeBlockMatchesQuantizedReference) {
@@ -765,7 +759,7 @@ TEST_F(VulkanQuant, IdotMoeDecodeBlockMatchesQuantizedReference) {
         // shared down's x (Q8_0, whose dual GEMV does not write it quantized); unfused, the
         // normed x of the shared gate/up and the shared down's x.
         const int apart = T == 1 ? 0 : std::string(fuse) == "1" ? (dt == DType::kQ8_0 ? 1 : 0) : 2;
-        EXPECT_EQ(be->counters().dispatches, 2 + (std::string(fuse) == "1" ? 6 : 10) + apart)
+        EXPECT_EQ(be->counters().dispatches, 2 + (std::string(fuse) == "1" ? 7 : 11) + apart)
             << what;
 
         std::vector<float> xnv(size_t(T * D));
@@ -807,10 +801,9 @@ TEST_F(VulkanQuant, IdotMoeDecodeBlockMatchesQuantizedReference) {
 // The same decode FFN block over float and block types without integer-dot GEMVs (and Q8_0 /
 // Q4_0 / Q5_K on a device whose dot products are not in hardware): the routed experts take the
 // float / block-type expert GEMVs (matmul_gemv.comp MOE over f32 x, ops/moe.cpp
-// RecordVecExperts), so with every fusion the norm folds into the shared dual GEMV, the routing
-// (the router GEMV inside it) and the up GEMV, and the last add into the down GEMV: 5 dispatches
-// (shared gate/up, shared down + residual, routing, the experts' up and down; 10 unfused), + 2
-// for the inputs. gate/up and
+// RecordVecExperts), so with every fusion the norm folds into the shared dual GEMV, the router and
+// the up GEMV, and the last add into the down GEMV: 6 dispatches (shared gate/up, shared down +
+// residual, router, routing, the experts' up and down; 11 unfused), + 2 for the inputs. gate/up and
 // down may differ in type (q4_k_m files: Q4_K and Q6_K). The small cases (D 32) are shaped as the
 // model builds the block: x comes from an output projection with its residual folded in, the
 // shared experts are added to x itself (x read by the folded norms and by the shared down), and
@@ -879,7 +872,7 @@ TEST_F(VulkanQuant, MoeDecodeBlockOverFloatAndBlockTypes) {
                                  std::string(Name(dn)) + " T=" + std::to_string(T) +
                                  " fuse=" + fuse;
         // model_like: + the output projection (its residual add folded in, or apart).
-        EXPECT_EQ(be->counters().dispatches, 2 + (std::string(fuse) == "1" ? 5 : 10) +
+        EXPECT_EQ(be->counters().dispatches, 2 + (std::string(fuse) == "1" ? 6 : 11) +
                                                  (model_like ? (fuse[0] == '1' ? 1 : 2) : 0))
             << what;
 
@@ -958,7 +951,7 @@ TEST_F(VulkanQuant, IdotMoeGemvPastEightRows) {
       // h quantized from f32 sums here and f64 ones in the reference: over 60-99 pairs a few
       // levels apart (q5_k T=20: 2.3e-4).
       ExpectClose(got, want, 3 * kIdotTol, what);
-      EXPECT_EQ(be->counters().dispatches, 1 + 3) << what;  // x; route (router inside), up, down
+      EXPECT_EQ(be->counters().dispatches, 1 + 4) << what;  // x; router, route, up, down
     }
 }
 
@@ -966,16 +959,16 @@ TEST_F(VulkanQuant, IdotMoeGemvPastEightRows) {
 // gate/up and down of different types (the up GEMV writes h in its own x format: int16 for a
 // Q8_0 gate/up, else int8, which a Q8_0 down then reads, "_down8"), forced on (lavapipe has no
 // dot products in hardware): norm → MoE →
-// + residual, the norm folded into the routing (the router GEMV inside it) and the up GEMV and
-// the add into the down GEMV (5 dispatches with the inputs'). Sizes: rows of 3 to 65 blocks (the
-// downs of Q4_1 / Q5_1 and Q6_K hold more units than a group's 64 invocations), top_k 1 to 8 (the
-// down GEMV loads 1 to 4 choices before using them, some rounds partial), 1 to 8 rows (V2-Lite's
-// mix also 20, where the norm and the add are not folded: the matmuls past 8 rows are GEMMs). A
-// Q8_0 gate/up over a down of another type keeps the float expert GEMVs. Reference: each pair's
-// gate/up over the normed x quantized per 32-block, its down over its h quantized again, in f64,
-// the choices weighted and added; h's levels may flip at a rounding boundary (ExplainLevelFlips'
-// allowance, weighted by the choice's routing weight), the rest within kIdotTol. The case also
-// fails if the output is within f32 error of the float product (the integer-dot path did not run).
+// + residual, the norm folded into the router and the up GEMV and the add into the down GEMV (6
+// dispatches with the inputs'). Sizes: rows of 3 to 65 blocks (the downs of Q4_1 / Q5_1 and Q6_K
+// hold more units than a group's 64 invocations), top_k 1 to 8 (the down GEMV loads 1 to 4
+// choices before using them, some rounds partial), 1 to 8 rows (V2-Lite's mix also 20, where the
+// norm and the add are not folded: the matmuls past 8 rows are GEMMs). A Q8_0 gate/up over a down
+// of another type keeps the float expert GEMVs. Reference: each pair's gate/up over the normed x
+// quantized per 32-block, its down over its h quantized again, in f64, the choices weighted and
+// added; h's levels may flip at a rounding boundary (ExplainLevelFlips' allowance, weighted by the
+// choice's routing weight), the rest within kIdotTol. The case also fails if the output is within
+// f32 error of the float product (the integer-dot path did not run).
 TEST_F(VulkanQuant, IdotMoeExpertsOverKQuantMixTypes) {
   struct Case {
     DType gu, dn;
@@ -1056,7 +1049,7 @@ TEST_F(VulkanQuant, IdotMoeExpertsOverKQuantMixTypes) {
       EXPECT_TRUE(ran(up)) << what << ": no " << up;
       EXPECT_TRUE(ran(down)) << what << ": no " << down;
       if (T <= 8) {
-        EXPECT_EQ(be->counters().dispatches, 5) << what;
+        EXPECT_EQ(be->counters().dispatches, 6) << what;
       }
       if (&c == cases && T == 3) {
         // The same over stacks of several buffers (a 160 KiB largest range: gate and up 3

@@ -83,8 +83,11 @@ struct GemvSpec {
 // by a dispatch of its own (xq) halves its QR (from 4) while that leaves fewer than
 // ES_VK_GEMV_MIN_GROUPS workgroups. (With x quantized in each workgroup, more workgroups repeat
 // that work: H200, 7B Q4_0 tg128, QR 1 for the 3584-output GEMVs: 199-203 t/s against 257-263.)
+// Float rows at least this long take 4 outputs an invocation group (GemvSpecFor).
+constexpr int64_t kGemvQuadRowsMinK = 2048;
+// K: the row length where known (0: not), for the float GEMV's outputs a group.
 GemvSpec GemvSpecFor(const Device& dev, DType wt, bool vec, int64_t R, int64_t N, bool idot = false,
-                     bool xq = false) {
+                     bool xq = false, int64_t K = 0) {
   const GemvShape gs = GemvFor(dev);
   const uint32_t min_sg = std::max<uint32_t>(dev.info().min_subgroup_size, 4);
   const uint32_t rb = R <= 1 ? 1 : R <= 2 ? 2 : R <= 4 ? 4 : 8;
@@ -94,12 +97,17 @@ GemvSpec GemvSpecFor(const Device& dev, DType wt, bool vec, int64_t R, int64_t N
     // 226.7 with 4 outputs a workgroup (from an empty cache the same within noise).
     const bool few = N <= kGemvFewOutputs;
     GemvSpec s{gs.wg, few ? 1u : gs.rows, 1, 1, gs.wg / min_sg, 1, rb};
-    // Float rows: QR outputs an invocation group (matmul_gemv.comp AccumVecRows), the group
-    // WG / ROWS invocations wide.
-    const uint32_t fq = dev.tuning().Uint(Knob::kGemvFqr);
-    if (vec && !few && fq > 1) {
-      s.qr = fq;
-      s.rows = std::max<uint32_t>(1, gs.rows / fq);
+    // Rows of at least kGemvQuadRowsMinK: 4 outputs an invocation group of the whole workgroup
+    // (matmul_gemv.comp AccumVecRows: each x vec4 read once for the 4 rows, their 4 weight loads
+    // in flight together). H200, session 27, one job: 7B f16 tg128 191.6 / 191.6 t/s against
+    // 161.7 / 164.2 with 32 lanes an output; V2-Lite f16's 2,048-wide GEMVs 15-22% faster a
+    // dispatch (q 1,228 GB/s against 1,045, the shared experts' dual 1,732 against 1,352),
+    // lm_head 4,032 GB/s against 2,307. Shorter rows keep 32 lanes an output: MLA's absorbed
+    // WukT (K = 128) and Wuv (K = 512) took 7.4 us a dispatch against 6.5, the float experts'
+    // down GEMV (K = 1,408, MoeGemvFor) 22.3 against 20.9.
+    if (vec && !few && K >= kGemvQuadRowsMinK) {
+      s.qr = 4;
+      s.rows = std::max<uint32_t>(1, gs.rows / 4);
     }
     return s;
   }
@@ -398,7 +406,7 @@ void RecordHeadGemv(OpContext& c, BufRange x, int64_t R, int64_t H, int64_t N, i
   const bool vec = K % 8 == 0 && x_rs % 4 == 0 && x_hs % 4 == 0 && x_off % 4 == 0;
   ES_CHECK(vec || !IsQuantized(w.dtype), "vulkan: quantized per-head weight '", c.n.name,
            "' needs 4-aligned activation offsets");
-  const GemvSpec gs = GemvSpecFor(c.dev, w.dtype, vec, R, w.rows);
+  const GemvSpec gs = GemvSpecFor(c.dev, w.dtype, vec, R, w.rows, false, false, K);
   Dispatch& d =
       c.Add(std::string("matmul_gemv_") + TypeSuffix(w.dtype) + (vec ? "_vec" : "") + gs.Variant(),
             {1, 1, 1, 1, 1, 1}, gs.Spec());
@@ -582,7 +590,7 @@ void RecordMatMul(OpContext& c, BufRange x, int64_t R, int64_t K, const DeviceWe
   const bool vec = K % 8 == 0;
   // Integer dot products over x quantized by a separate dispatch (xq) or in each workgroup.
   const bool idot = gemv && UseIdotGemv(c.dev, R, K, w.dtype);
-  GemvSpec gs = GemvSpecFor(c.dev, w.dtype, vec, R, w.rows, idot, xq != nullptr);
+  GemvSpec gs = GemvSpecFor(c.dev, w.dtype, vec, R, w.rows, idot, xq != nullptr, K);
   if (idot && !xq) gs.kc = IdotLocalStep(K, gs.rb, w.dtype);
   // The workgroup-scope coopmat GEMM reads x as f16: one conversion serves every chunk.
   const bool quant = IsQuantized(w.dtype);
@@ -783,16 +791,14 @@ bool MoeGemvFor(const Device& dev, int64_t R, int64_t D, int64_t I, int64_t top_
   // Float and block types: the VEC sums (rows of whole 8-element groups) over f32 x. Past
   // kGemvMaxRows the grouped GEMMs read each chosen expert once a step instead of once a pair.
   if (R > kGemvMaxRows || D % 8 != 0 || I % 8 != 0) return false;
-  GemvSpec up = GemvSpecFor(dev, gate_up, true, 1, I), dn = GemvSpecFor(dev, down, true, 1, D);
+  GemvSpec up = GemvSpecFor(dev, gate_up, true, 1, I, false, false, D),
+           dn = GemvSpecFor(dev, down, true, 1, D);
   // The down GEMV of float experts: 2 outputs a workgroup (1,024 workgroups a token for
   // V2-Lite's 2,048), not 4. H200, V2-Lite f16, one job (session 24): the down GEMV 17.6 us a
   // layer against 26.7 (4 outputs) and 25.3 (1 output, 128 invocations summing each); tg128
   // after 512 tokens 267.2 t/s against 252.9. The up GEMV (2,112 workgroups a token) stays at 4:
   // 2 or 1 were no faster.
-  if (!IsQuantized(down)) {
-    dn.rows = std::min<uint32_t>(dn.rows, 2);
-    if (dn.qr > 1) dn.rows = 1, dn.qr = std::min<uint32_t>(dn.qr, 2);
-  }
+  if (!IsQuantized(down)) dn.rows = std::min<uint32_t>(dn.rows, 2);
   for (const GemvSpec* s : {&up, &dn})
     if (s->cluster || s->rows == 0 || s->wg / s->rows < max_sg) return false;
   *out = MoeGemv{up.Spec(), dn.Spec(), up.Outputs(), dn.Outputs(), false};
@@ -813,7 +819,7 @@ void RecordGemvSwiGLU(OpContext& c, BufRange x, int64_t R, int64_t K, const Devi
   ES_ASSERT(!xq || (!norm && UseIdotGemv(c.dev, R, K, gate.dtype)));
   ES_ASSERT(!yq || (xq && DualQuantizesOut(c.dev, R, K, gate)));
   const bool idot = UseIdotGemv(c.dev, R, K, gate.dtype);
-  GemvSpec gs = GemvSpecFor(c.dev, gate.dtype, true, R, gate.rows, idot, xq != nullptr);
+  GemvSpec gs = GemvSpecFor(c.dev, gate.dtype, true, R, gate.rows, idot, xq != nullptr, K);
   if (yq) DualQoutSpec(c.dev, R, gate, &gs);
   if (idot && !xq) gs.kc = IdotLocalStep(K, gs.rb, gate.dtype);
   for (size_t i = 0; i < gate.chunks.size(); ++i) {

@@ -246,48 +246,22 @@ void RecordIdotExperts(OpContext& c, const MoeGemv& spec, const std::vector<BufR
 }  // namespace
 
 namespace {
-// The router GEMV inside moe_route.comp (its "_r" variants) for decode steps: a float router of
-// rows that fit its shared x (kRouteMaxWidth, whole 8-element groups) and at most kRouteMaxBytes
-// (each token's workgroup reads all of it: V2-Lite's 64 x 2,048 f16 is 256 KiB; V3's 256 x 7,168
-// keeps its GEMV), one chunk.
-constexpr int64_t kRouteMaxWidth = 4096, kRouteMaxBytes = 1 << 20;
-bool RouteReadsRouter(const DeviceWeight& router, int64_t D, int64_t E) {
-  return !IsQuantized(router.dtype) && router.chunks.size() == 1 && D % 8 == 0 &&
-         D <= kRouteMaxWidth && E <= 256 &&
-         uint64_t(E) * RowBytes(router.dtype, D) <= uint64_t(kRouteMaxBytes);
-}
-
-// The router's input for moe_route's "_r" variants: x (the folded norm's input where there is
-// one), the router, the norm.
-struct RouterIn {
-  BufRange x;
-  const DeviceWeight* router = nullptr;
-  const NormFold* norm = nullptr;
-};
-
-// moe_route.comp over the router's logits (or, with `in`, computing them): ids and weights [R,
-// top_k] (a range: local ids, weight 0 for the choices outside it).
+// moe_route.comp over the router's logits: ids and weights [R, top_k] (a range: local ids, weight
+// 0 for the choices outside it).
 void RecordRouting(OpContext& c, BufRange logits, BufRange ids, BufRange wts, int64_t e0,
-                   int64_t EL, const RouterIn* in) {
+                   int64_t EL) {
   const MoeParams& p = *c.n.moe;
   const Node& n = c.n;
-  const int64_t R = n.shape[0], E = p.n_experts, D = n.shape[1];
+  const int64_t R = n.shape[0], E = p.n_experts;
   const bool has_bias = n.src[2] >= 0;
   BufRange bias = has_bias ? Range(c.weights.GetF32(c.W(2)).chunks[0].alloc) : logits;
-  Dispatch& d = c.Add(
-      in ? std::string("moe_route_r_") + TypeSuffix(in->router->dtype) : std::string("moe_route"),
-      std::vector<uint32_t>(in ? 6 : 4, 1));
-  d.bindings = {{in ? in->x : logits}, {bias}, {ids}, {wts}};
-  if (in) {
-    d.bindings.push_back({Range(in->router->chunks[0].alloc)});
-    d.bindings.push_back({in->norm ? in->norm->weight : in->x});
-  }
+  Dispatch& d = c.Add("moe_route", {1, 1, 1, 1});
+  d.bindings = {{logits}, {bias}, {ids}, {wts}};
   d.writes = {2, 3};
   struct {
     uint32_t R, E, top_k, n_group, topk_group, sigmoid, method, norm, has_bias;
     float scaling;
-    uint32_t e0, n_local, K, x_rs, xnorm;
-    float eps;
+    uint32_t e0, n_local;
   } pc{uint32_t(R),
        uint32_t(E),
        uint32_t(p.top_k),
@@ -299,11 +273,7 @@ void RecordRouting(OpContext& c, BufRange logits, BufRange ids, BufRange wts, in
        has_bias ? 1u : 0u,
        p.routed_scaling_factor,
        uint32_t(e0),
-       EL == E ? 0u : uint32_t(EL),
-       uint32_t(D),
-       uint32_t(D),
-       in && in->norm ? 1u : 0u,
-       in && in->norm ? in->norm->eps : 0.0f};
+       EL == E ? 0u : uint32_t(EL)};
   d.Push(pc);
   d.groups[0] = uint32_t(R);  // one workgroup per token
 }
@@ -380,13 +350,8 @@ void BuildMoe(OpContext& c) {
   NormFold nf;
   const BufRange x = FoldedNormInput(c, &nf);
   const DeviceWeight& gate = c.weights.Get(c.W(1));
-  const RouterIn in{x, &gate, c.norm_node ? &nf : nullptr};
-  if (gemv && c.dev.tuning().On(Knob::kMoeRouter) && RouteReadsRouter(gate, D, E)) {
-    RecordRouting(c, logits, ids, wts, e0, EL, &in);
-  } else {
-    RecordMatMul(c, x, R, D, gate, nullptr, logits, E, nullptr, in.norm);
-    RecordRouting(c, logits, ids, wts, e0, EL, nullptr);
-  }
+  RecordMatMul(c, x, R, D, gate, nullptr, logits, E, nullptr, c.norm_node ? &nf : nullptr);
+  RecordRouting(c, logits, ids, wts, e0, EL);
   const ExpertTable et = MakeExpertTable(c, EL);
   const auto& lists = et.lists;
   const auto& table = et.table;

@@ -14,33 +14,10 @@
 // Each invocation holds experts tid, tid + WG, ... (E <= 256 = 4 WG); the softmax sums and every
 // top-k step are workgroup reductions (common.glsl), so a step costs a few barriers instead of
 // one invocation's serial pass over all experts (26 µs a token on the H200 for 64 experts).
-// ROUTER (the "_r_<type>" variants, decode steps where the router is small: ops/moe.cpp
-// RouteReadsRouter): the router GEMV inside, so the MoE node takes one dispatch and one barrier
-// step fewer. The workgroup stages its x row in shared memory (the folded RMSNorm applied:
-// p.xnorm), then each subgroup takes experts sg, sg + #subgroups, ..., its lanes splitting the
-// router row (8-element loads of the weight type, wload.glsl) and summing by subgroupAdd; the
-// logits stay in shared memory.
 #include "common.glsl"
-#ifdef ROUTER
-layout(local_size_x = 256) in;
-const uint WG = 256u;
-#else
 layout(local_size_x = 64) in;
-const uint WG = 64u;
-#endif
-const uint MAXE = 256u, PER = MAXE / WG, MAXG = 64u;
-#ifdef ROUTER
-const uint MAXK = 4096u;  // ops/moe.cpp kRouteMaxWidth
-layout(binding = 0) readonly buffer X { vec4 x4[]; };
-layout(binding = 4) readonly buffer W { uvec4 wq[]; };
-layout(binding = 5) readonly buffer G { vec4 g4[]; };  // the folded norm's weight
-#define QUAD(i) wq[i]
-#define WORD(i) wq[(i) >> 2][(i) & 3u]
-#define WCOLS p.K
-#include "wload.glsl"
-#else
+const uint WG = 64u, MAXE = 256u, PER = MAXE / WG, MAXG = 64u;
 layout(binding = 0) readonly buffer L { float logits[]; };
-#endif
 layout(binding = 1) readonly buffer Bs { float bias[]; };
 layout(binding = 2) writeonly buffer Ids { int ids[]; };
 layout(binding = 3) writeonly buffer Wt { float wts[]; };
@@ -48,8 +25,6 @@ layout(push_constant) uniform P {
   uint R, E, top_k, n_group, topk_group, sigmoid, method, norm, has_bias;
   float scaling;
   uint e0, n_local;
-  uint K, x_rs, xnorm;  // ROUTER: the router's row length, x's row stride, a folded norm
-  float eps;
 } p;
 shared float choice_s[MAXE];
 shared float gscore[MAXG];
@@ -76,51 +51,15 @@ void WgArgMax(inout float v, inout uint idx) {
   barrier();
 }
 
-#ifdef ROUTER
-shared vec4 xs4[MAXK / 4u];
-shared float logit_s[MAXE];
-// Row r's router logits into logit_s (every invocation; barriers).
-void RouterLogits(uint r, uint tid) {
-  const uint k4n = p.K / 4u, xo = r * p.x_rs / 4u;
-  float ss = 0.0;
-  for (uint i = tid; i < k4n; i += WG) {
-    const vec4 v = x4[xo + i];
-    ss += dot(v, v);
-    xs4[i] = p.xnorm != 0u ? v * g4[i] : v;
-  }
-  const float inv = p.xnorm != 0u ? 1.0 / sqrt(WgSum(ss) / float(p.K) + p.eps) : 1.0;
-  barrier();
-  const uint nq = p.K / 8u;
-  for (uint e = gl_SubgroupID; e < p.E; e += gl_NumSubgroups) {
-    float acc = 0.0;
-    for (uint q = gl_SubgroupInvocationID; q < nq; q += gl_SubgroupSize) {
-      float v[8];
-      wload8(e * nq + q, v);
-      acc += dot(vec4(v[0], v[1], v[2], v[3]), xs4[2u * q]) +
-             dot(vec4(v[4], v[5], v[6], v[7]), xs4[2u * q + 1u]);
-    }
-    acc = subgroupAdd(acc);
-    if (subgroupElect()) logit_s[e] = acc * inv;
-  }
-  barrier();
-}
-float Logit(uint base, uint e) { return logit_s[e]; }
-#else
-float Logit(uint base, uint e) { return logits[base + e]; }
-#endif
-
 void main() {
   const uint r = gl_WorkGroupID.x, tid = gl_LocalInvocationID.x;
   if (r >= p.R) return;
   const uint base = r * p.E;
-#ifdef ROUTER
-  RouterLogits(r, tid);
-#endif
   float score[PER];
   float mx = -1.0 / 0.0;
   for (uint c = 0u; c < PER; ++c) {
     const uint e = tid + WG * c;
-    score[c] = e < p.E ? Logit(base, e) : -1.0 / 0.0;
+    score[c] = e < p.E ? logits[base + e] : -1.0 / 0.0;
     mx = max(mx, score[c]);
   }
   if (p.sigmoid != 0u) {
