@@ -36,6 +36,13 @@ Sequence::~Sequence() {
   vkFreeCommandBuffers(dev_.handle(), dev_.command_pool(), 1, &cb_);
 }
 
+namespace {
+// Whether dispatch d writes its binding b.
+bool Writes(const Dispatch& d, size_t b) {
+  return std::find(d.writes.begin(), d.writes.end(), int(b)) != d.writes.end();
+}
+}  // namespace
+
 void Sequence::Record(const std::vector<Dispatch>& ds, const std::vector<CopyStep>& copies) {
   if (profile_) timer_ = std::make_unique<Timer>(dev_, uint32_t(ds.size() + 1));
   VkCommandBufferBeginInfo bi{VK_STRUCTURE_TYPE_COMMAND_BUFFER_BEGIN_INFO};
@@ -65,7 +72,7 @@ void Sequence::Record(const std::vector<Dispatch>& ds, const std::vector<CopySte
     const Dispatch& d = ds[i];
     bool need = timer_ != nullptr && i > 0;  // per-op times need serialised dispatches
     for (size_t b = 0; b < d.bindings.size() && !need; ++b) {
-      const bool w = std::find(d.writes.begin(), d.writes.end(), int(b)) != d.writes.end();
+      const bool w = Writes(d, b);
       for (auto& r : d.bindings[b]) {
         if (conflicts(pending_writes, r) || (w && conflicts(pending_reads, r))) {
           need = true;
@@ -77,7 +84,7 @@ void Sequence::Record(const std::vector<Dispatch>& ds, const std::vector<CopySte
       barrier(VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT,
               VK_ACCESS_SHADER_READ_BIT | VK_ACCESS_SHADER_WRITE_BIT);
     for (size_t b = 0; b < d.bindings.size(); ++b) {
-      const bool w = std::find(d.writes.begin(), d.writes.end(), int(b)) != d.writes.end();
+      const bool w = Writes(d, b);
       for (auto& r : d.bindings[b]) (w ? pending_writes : pending_reads).push_back(r);
     }
     steps_.push_back(barriers_);
@@ -104,9 +111,6 @@ void Sequence::Record(const std::vector<Dispatch>& ds, const std::vector<CopySte
 }
 
 namespace {
-bool Writes(const Dispatch& d, size_t b) {
-  return std::find(d.writes.begin(), d.writes.end(), int(b)) != d.writes.end();
-}
 // A dispatch's ranges in buffers that some dispatch writes: read (only) and written.
 struct Access {
   std::vector<BufRange> reads, writes;

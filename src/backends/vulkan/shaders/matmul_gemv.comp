@@ -847,12 +847,7 @@ void main() {
       moe_woff = table[6u * e + 5u];
       float t[QR][RB];
       for (uint i = 0; i < QR; ++i) t[i][0] = 0.0;
-#if !defined(W_QUANT)
-      if (QR > 1u)
-        AccumVecRows(wsel, moe_woff, n, p.N - 1u, pair * p.x_rs, 1u, lane, t);
-      else
-#endif
-        MOE_ACCUM(pair * p.x_rs, t);
+      MOE_ACCUM(pair * p.x_rs, t);  // QR 1 for float experts (ops/matmul.cpp MoeGemvFor)
       for (uint i = 0; i < QR; ++i) acc[i][0] += wj * t[i][0];
     }
 #endif
