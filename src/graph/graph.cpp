@@ -3,6 +3,8 @@
 
 #include <algorithm>
 #include <atomic>
+#include <cstring>
+#include <type_traits>
 
 #include "edgeseek/internal/core/error.h"
 
@@ -85,7 +87,36 @@ const char* OpName(Op op) {
   return "?";
 }
 
+void Node::WrongParams(const char* wanted) const {
+  Fail("graph node '", name, "' (", OpName(op), ") carries no ", wanted, " parameters");
+}
+
 namespace {
+uint64_t Mix(uint64_t h, uint64_t v) {
+  h ^= v + 0x9e3779b97f4a7c15ull + (h << 6) + (h >> 2);
+  return h;
+}
+uint64_t Bits(float f) {
+  uint32_t u;
+  std::memcpy(&u, &f, 4);
+  return u;
+}
+
+// Whether `p` is the record op `op` carries (monostate for ops without parameters).
+bool ParamsFitOp(const OpParams& p, Op op) {
+  return std::visit(
+      [op](const auto& v) {
+        using P = std::decay_t<decltype(v)>;
+        if constexpr (std::is_same_v<P, std::monostate>) {
+          return op != Op::kRmsNorm && op != Op::kSlice && op != Op::kRope && op != Op::kKvStore &&
+                 op != Op::kAttention && op != Op::kMlaAttention && op != Op::kMoE;
+        } else {
+          return P::kOp == op;
+        }
+      },
+      p);
+}
+
 uint64_t NextGraphVersion() {
   static std::atomic<uint64_t> next{1};
   return next.fetch_add(1, std::memory_order_relaxed);
@@ -94,8 +125,43 @@ uint64_t NextGraphVersion() {
 
 Graph::Graph() : version_(NextGraphVersion()) {}
 
+uint64_t ParamsHash(const Node& n) {
+  uint64_t h = n.params.index();
+  std::visit(
+      [&h](const auto& v) {
+        using P = std::decay_t<decltype(v)>;
+        if constexpr (std::is_same_v<P, RmsNormParams>) {
+          h = Mix(h, Bits(v.eps));
+        } else if constexpr (std::is_same_v<P, SliceParams>) {
+          h = Mix(Mix(h, uint64_t(v.col0)), uint64_t(v.width));
+        } else if constexpr (std::is_same_v<P, RopeParams>) {
+          for (int64_t x : {v.heads, v.head_dim, v.offset}) h = Mix(h, uint64_t(x));
+          h = Mix(h, reinterpret_cast<uintptr_t>(v.table.get()));
+        } else if constexpr (std::is_same_v<P, KvStoreParams>) {
+          h = Mix(h, uint64_t(v.part));
+        } else if constexpr (std::is_same_v<P, AttentionParams>) {
+          for (int64_t x : {v.q_heads, v.kv_heads, v.dk, v.dv}) h = Mix(h, uint64_t(x));
+          h = Mix(h, Bits(v.scale));
+        } else if constexpr (std::is_same_v<P, MlaParams>) {
+          for (int64_t x : {v.heads, v.dn, v.dr, v.dv, v.rank}) h = Mix(h, uint64_t(x));
+          h = Mix(h, Bits(v.scale));
+        } else if constexpr (std::is_same_v<P, MoeOpParams>) {
+          const MoeParams& m = v.moe;
+          for (int64_t x : {int64_t(m.n_experts), int64_t(m.top_k), int64_t(m.n_group),
+                            int64_t(m.topk_group), int64_t(m.scoring), int64_t(m.topk_method),
+                            int64_t(m.norm_topk_prob), int64_t(m.ffn_dim), v.expert0, v.n_local})
+            h = Mix(h, uint64_t(x));
+          h = Mix(h, Bits(m.routed_scaling_factor));
+        }
+      },
+      n.params);
+  return h;
+}
+
 int Graph::Add(Node n) {
   for (int s : n.src) ES_ASSERT(s < int(nodes_.size()));
+  ES_CHECK(ParamsFitOp(n.params, n.op), "graph node '", n.name, "' (", OpName(n.op),
+           ") carries the parameters of another op");
   nodes_.push_back(std::move(n));
   version_ = NextGraphVersion();
   return int(nodes_.size()) - 1;

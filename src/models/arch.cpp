@@ -450,7 +450,7 @@ static int RmsNormNode(Graph& g, int x, const Tensor* w, float eps, int rows,
   n.name = name;
   n.src = {x, g.AddWeight(*w)};
   n.shape = {rows, w->shape[0]};
-  n.f0 = eps;
+  n.params = RmsNormParams{eps};
   return g.Add(std::move(n));
 }
 
@@ -462,7 +462,7 @@ static int StoreNode(Graph& g, int x, int layer, int part, const std::string& na
   n.src = {x};
   n.shape = g.node(x).shape;
   n.layer = layer;
-  n.i[0] = part;
+  n.params = KvStoreParams{part};
   return g.Add(std::move(n));
 }
 
@@ -474,10 +474,7 @@ static int RopeNode(Graph& g, int x, int64_t heads, int64_t hd, int64_t off,
   n.name = name;
   n.src = {x};
   n.shape = g.node(x).shape;
-  n.i[0] = heads;
-  n.i[1] = hd;
-  n.i[2] = off;
-  n.rope = std::move(rope);
+  n.params = RopeParams{heads, hd, off, std::move(rope)};
   return g.Add(std::move(n));
 }
 
@@ -488,8 +485,7 @@ static int SliceNode(Graph& g, int x, int64_t off, int64_t width, const std::str
   n.name = name;
   n.src = {x};
   n.shape = {g.node(x).shape[0], width};
-  n.i[0] = off;
-  n.i[1] = width;
+  n.params = SliceParams{off, width};
   return g.Add(std::move(n));
 }
 
@@ -510,11 +506,7 @@ int ModelArch::AttentionBlock(Graph& g, int h, const LayerWeights& w, int layer,
   a.src = {qr, sk, sv};
   a.shape = {T, int64_t(w.heads) * c_.head_dim};
   a.layer = layer;
-  a.i[0] = w.heads;
-  a.i[1] = w.kv_heads;
-  a.i[2] = c_.head_dim;
-  a.i[3] = c_.head_dim;
-  a.f0 = c_.AttentionScale();
+  a.params = AttentionParams{w.heads, w.kv_heads, c_.head_dim, c_.head_dim, c_.AttentionScale()};
   const int att = g.Add(std::move(a));
   return Linear(g, att, w.o, w.o_bias, T, p + "o");
 }
@@ -549,12 +541,7 @@ int ModelArch::MlaBlock(Graph& g, int h, const LayerWeights& w, int layer,
   a.src = {qr, s0, s1, g.AddWeight(w.wuk_t), g.AddWeight(w.wuv), g.AddWeight(*w.kv_b)};
   a.shape = {T, H * dv};
   a.layer = layer;
-  a.i[0] = H;
-  a.i[1] = dn;
-  a.i[2] = dr;
-  a.i[3] = dv;
-  a.i[4] = r;
-  a.f0 = c_.AttentionScale();
+  a.params = MlaParams{H, dn, dr, dv, r, c_.AttentionScale()};
   const int att = g.Add(std::move(a));
   return Linear(g, att, w.o, w.o_bias, T, p + "o");
 }
@@ -589,8 +576,9 @@ int ModelArch::MlpBlock(Graph& g, int h, int x, const LayerWeights& w, int layer
   for (const Tensor* t : w.experts) m.src.push_back(g.AddWeight(*t));
   m.shape = g.node(h).shape;
   m.layer = layer;
-  m.moe = moe_;
-  if (w.expert_range) m.i[0] = w.expert0, m.i[1] = int64_t(w.experts.size() / 3);
+  MoeOpParams mp{*moe_};
+  if (w.expert_range) mp.expert0 = w.expert0, mp.n_local = int64_t(w.experts.size() / 3);
+  m.params = mp;
   return add(x, g.Add(std::move(m)), res);
 }
 

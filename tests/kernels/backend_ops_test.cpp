@@ -94,7 +94,7 @@ TEST_P(BackendOps, RmsNormMatMulAddSwiGLU) {
         Graph g;
         const int in = InputNode(g, x, R);
         Node nn{Op::kRmsNorm, "norm", {in, g.AddWeight(nw)}, {R, K}};
-        nn.f0 = 1e-6f;
+        nn.params = RmsNormParams{1e-6f};
         const int norm = g.Add(nn);
         const int mm =
             g.Add(Node{Op::kMatMul, "mm", {norm, g.AddWeight(w), g.AddWeight(bias)}, {R, N}});
@@ -129,10 +129,7 @@ TEST_P(BackendOps, RopeNeoxAndInterleaved) {
     Graph g;
     const int in = InputNode(g, x, R);
     Node n{Op::kRope, "rope", {in}, {R, H * hd}};
-    n.i[0] = H;
-    n.i[1] = hd;
-    n.i[2] = off;
-    n.rope = rope;
+    n.params = RopeParams{H, hd, off, rope};
     g.Add(n);
     const Batch b = SeqBatch({3, 4}, {5, 100});
     const auto got = RunGraph(*be_, g, b);
@@ -167,18 +164,14 @@ TEST_P(BackendOps, AttentionGqaBatchOfSequences) {
     const int qi = InputNode(g, q, T), ki = InputNode(g, k, T), vi = InputNode(g, v, T);
     Node sk{Op::kKvStore, "k_cache", {ki}, {T, Hkv * d}};
     sk.layer = 0;
-    sk.i[0] = 0;
+    sk.params = KvStoreParams{0};
     Node sv{Op::kKvStore, "v_cache", {vi}, {T, Hkv * d}};
     sv.layer = 0;
-    sv.i[0] = 1;
+    sv.params = KvStoreParams{1};
     const int s0 = g.Add(sk), s1 = g.Add(sv);
     Node a{Op::kAttention, "attn", {qi, s0, s1}, {T, Hq * d}};
     a.layer = 0;
-    a.i[0] = Hq;
-    a.i[1] = Hkv;
-    a.i[2] = d;
-    a.i[3] = d;
-    a.f0 = scale;
+    a.params = AttentionParams{Hq, Hkv, d, d, scale};
     g.Add(a);
     const auto got = RunGraph(*be_, g, b, kv.get());
     std::vector<float> ref(size_t(T * Hq * d));
@@ -225,20 +218,15 @@ TEST_P(BackendOps, MlaAbsorbed) {
     const int qi = InputNode(g, q, T), ci = InputNode(g, c, T), pi = InputNode(g, kpe, T);
     Node s0{Op::kKvStore, "c", {ci}, {T, r}};
     s0.layer = 0;
-    s0.i[0] = 0;
+    s0.params = KvStoreParams{0};
     Node s1{Op::kKvStore, "pe", {pi}, {T, dr}};
     s1.layer = 0;
-    s1.i[0] = 1;
+    s1.params = KvStoreParams{1};
     const int a0 = g.Add(s0), a1 = g.Add(s1);
     Node m{
         Op::kMlaAttention, "mla", {qi, a0, a1, g.AddWeight(wukt), g.AddWeight(wuv)}, {T, H * dv}};
     m.layer = 0;
-    m.i[0] = H;
-    m.i[1] = dn;
-    m.i[2] = dr;
-    m.i[3] = dv;
-    m.i[4] = r;
-    m.f0 = 0.3f;
+    m.params = MlaParams{H, dn, dr, dv, r, 0.3f};
     g.Add(m);
     const auto got = RunGraph(*be_, g, b, kv.get());
     std::vector<float> ref(size_t(T * H * dv));
@@ -308,22 +296,21 @@ TEST_P(BackendOps, AttentionAndMlaOverEveryKvType) {
         const int qi = InputNode(g, q, T), ki = InputNode(g, k, T), vi = InputNode(g, v, T);
         Node sk{Op::kKvStore, "k_cache", {ki}, {T, spec.width[0]}};
         sk.layer = 0;
-        sk.i[0] = 0;
+        sk.params = KvStoreParams{0};
         Node sv{Op::kKvStore, "v_cache", {vi}, {T, spec.width[1]}};
         sv.layer = 0;
-        sv.i[0] = 1;
+        sv.params = KvStoreParams{1};
         const int s0 = g.Add(sk), s1 = g.Add(sv);
         Node a{mla ? Op::kMlaAttention : Op::kAttention, "attn", {qi, s0, s1}, {T, ow}};
         a.layer = 0;
         if (mla) {
           a.src.push_back(g.AddWeight(wukt));
           a.src.push_back(g.AddWeight(wuv));
-          a.i[0] = H, a.i[1] = dn, a.i[2] = dr, a.i[3] = dvm, a.i[4] = r;
-          a.f0 = 0.3f;
+          a.params = MlaParams{H, dn, dr, dvm, r, 0.3f};
         } else {
-          a.i[0] = Hq, a.i[1] = Hkv, a.i[2] = dk, a.i[3] = dv;
-          a.f0 = 1.0f / std::sqrt(float(dk));
+          a.params = AttentionParams{Hq, Hkv, dk, dv, 1.0f / std::sqrt(float(dk))};
         }
+        const float scale = mla ? a.Params<MlaParams>().scale : a.Params<AttentionParams>().scale;
         g.Add(a);
         const auto got = RunGraph(*be_, g, b, kv.get());
         for (int64_t t = 0; t < T; ++t) {
@@ -346,10 +333,10 @@ TEST_P(BackendOps, AttentionAndMlaOverEveryKvType) {
           }
           if (mla)
             ref::MlaAttentionRow(q.as<float>() + t * qw, K.data(), V.data(), n_ctx, H, dn, dr, dvm,
-                                 r, wukt, wuv, a.f0, &ref[size_t(t * ow)]);
+                                 r, wukt, wuv, scale, &ref[size_t(t * ow)]);
           else
             ref::AttentionRow(q.as<float>() + t * qw, K.data(), V.data(), n_ctx, Hq, Hkv, dk, dv,
-                              a.f0, &ref[size_t(t * ow)]);
+                              scale, &ref[size_t(t * ow)]);
         }
         EXPECT_LE(test::RelL2(got, ref), tol) << tag << " pass " << pass;
         for (size_t s = 0; s < 3; ++s) pos[s] += lens[size_t(pass)][s];
@@ -420,7 +407,7 @@ TEST_P(BackendOps, MoeRoutingMethods) {
       n.src.push_back(g.AddWeight(t));
       exp.push_back(&t);
     }
-    n.moe = p;
+    n.params = MoeOpParams{*p};
     g.Add(n);
     const auto got = RunGraph(*be_, g, SeqBatch({int(R)}, {0}));
     std::vector<float> ref(size_t(R * D));
@@ -490,7 +477,7 @@ TEST_P(BackendOps, MoeExpertCountsTypesAndRaggedRows) {
       const int xi = InputNode(g, xs, rows);
       Node n{Op::kMoE, "moe", {xi, g.AddWeight(gate), -1}, {rows, c.D}};
       for (auto& t : ex) n.src.push_back(g.AddWeight(t));
-      n.moe = p;
+      n.params = MoeOpParams{*p};
       g.Add(n);
       return RunGraph(*be_, g, SeqBatch({int(rows)}, {0}));
     };
@@ -539,7 +526,7 @@ TEST_P(BackendOps, MoeExpertsThatDisagreeAreNamed) {
     const int xi = InputNode(g, x, R);
     Node n{Op::kMoE, "moe", {xi, g.AddWeight(gate), -1}, {R, D}};
     for (auto& t : ex) n.src.push_back(g.AddWeight(t));
-    n.moe = p;
+    n.params = MoeOpParams{*p};
     g.Add(n);
     try {
       RunGraph(*be_, g, SeqBatch({int(R)}, {0}));
@@ -556,8 +543,7 @@ TEST_P(BackendOps, SliceAndGetRows) {
   Graph g;
   const int in = InputNode(g, x, 5);
   Node s{Op::kSlice, "slice", {in}, {5, 4}};
-  s.i[0] = 6;
-  s.i[1] = 4;
+  s.params = SliceParams{6, 4};
   const int sl = g.Add(s);
   g.Add(Node{Op::kGetRows, "rows", {sl}, {2, 4}});
   Batch b;
@@ -588,7 +574,7 @@ TEST_P(BackendOps, InputRowsNewEveryForward) {
               "norm",
               {norm.Add(Node{Op::kInput, "rows", {}, {R, C}}), norm.AddWeight(nw)},
               {R, C}};
-      nn.f0 = 1e-6f;
+      nn.params = RmsNormParams{1e-6f};
       norm.Add(nn);
       Batch b = SeqBatch({int(R)}, {0});
       b.input_cols = C;

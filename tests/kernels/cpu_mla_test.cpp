@@ -138,18 +138,17 @@ TEST(CpuMla, FormsMatchTheAbsorbedReference) {
           const int qi = InputNode(g, q, T), ci = InputNode(g, c, T), pi = InputNode(g, kpe, T);
           Node s0{Op::kKvStore, "c", {ci}, {T, r}};
           s0.layer = 0;
-          s0.i[0] = 0;
+          s0.params = KvStoreParams{0};
           Node s1{Op::kKvStore, "pe", {pi}, {T, dr}};
           s1.layer = 0;
-          s1.i[0] = 1;
+          s1.params = KvStoreParams{1};
           const int a0 = g.Add(s0), a1 = g.Add(s1);
           Node m{Op::kMlaAttention,
                  "mla",
                  {qi, a0, a1, g.AddWeight(wukt), g.AddWeight(wuv), g.AddWeight(kvb)},
                  {T, H * dv}};
           m.layer = 0;
-          m.i[0] = H, m.i[1] = dn, m.i[2] = dr, m.i[3] = dv, m.i[4] = r;
-          m.f0 = 0.2f;
+          m.params = MlaParams{H, dn, dr, dv, r, 0.2f};
           g.Add(m);
           // As the runner does: a block-quantized kv_b gets its WukT read as a Q8_0 copy.
           be->PrepareGraph(g);
@@ -183,7 +182,8 @@ TEST(CpuMla, FormsMatchTheAbsorbedReference) {
               P.insert(P.end(), ps[size_t(s)][size_t(j)].begin(), ps[size_t(s)][size_t(j)].end());
             }
             ref::MlaAttentionRow(q.as<float>() + t * qw, C.data(), P.data(), n_ctx, H, dn, dr, dv,
-                                 r, wukt, wuv, m.f0, &ref[size_t(t * H * dv)]);
+                                 r, wukt, wuv, m.Params<MlaParams>().scale,
+                                 &ref[size_t(t * H * dv)]);
           }
           // Per sequence, so that a wrong row in a short one is not averaged away.
           for (const BatchSeq& s : b.seqs) {

@@ -124,7 +124,8 @@ size_t AvailableMemoryBytes() {
 // kv_b of MLA node n (src 5) when the matmul kernels read it as [H (dn + dv), r], else null.
 const Tensor* MlaKvB(const Graph& g, const Node& n) {
   const Tensor* kvb = n.src.size() > 5 && n.src[5] >= 0 ? g.node(n.src[5]).weight : nullptr;
-  const int64_t H = n.i[0], dn = n.i[1], dv = n.i[3], r = n.i[4];
+  const MlaParams& m = n.Params<MlaParams>();
+  const int64_t H = m.heads, dn = m.dn, dv = m.dv, r = m.rank;
   return kvb && kvb->shape == Shape{H * (dn + dv), r} && cpu::MatMulSupports(kvb->dtype) &&
                  r % BlockElems(kvb->dtype) == 0
              ? kvb
@@ -461,8 +462,9 @@ void CpuBackend::MatMul(const float* x, int64_t R, int64_t K, const Tensor& w, c
 }
 
 void CpuBackend::Attention(const Node& n, const Batch& b, CpuKv& kv, const float* q, float* y) {
-  const int64_t T = b.n_tokens(), Hq = n.i[0], Hkv = n.i[1], dk = n.i[2], dv = n.i[3];
-  const float scale = n.f0;
+  const AttentionParams& a = n.Params<AttentionParams>();
+  const int64_t T = b.n_tokens(), Hq = a.q_heads, Hkv = a.kv_heads, dk = a.dk, dv = a.dv;
+  const float scale = a.scale;
   const int64_t group = Hq / Hkv;
   pool_.ParallelFor(T * Hq, [&](int64_t begin, int64_t end, int) {
     std::vector<float> p;
@@ -494,7 +496,8 @@ void CpuBackend::Attention(const Node& n, const Batch& b, CpuKv& kv, const float
 
 void CpuBackend::Mla(const Node& n, const Graph& g, const Batch& b, CpuKv& kv, const float* q,
                      float* y) {
-  const int64_t T = b.n_tokens(), H = n.i[0], dn = n.i[1], dr = n.i[2], dv = n.i[3], r = n.i[4];
+  const MlaParams& m = n.Params<MlaParams>();
+  const int64_t T = b.n_tokens(), H = m.heads, dn = m.dn, dr = m.dr, dv = m.dv, r = m.rank;
   // Each sequence's rows take the form with fewer multiply-adds (mla_form.h); without kv_b, or
   // with a kv_b the kernels cannot read as [H (dn + dv), r], every row stays absorbed.
   const Tensor* kvb = MlaKvB(g, n);
@@ -524,14 +527,14 @@ void CpuBackend::Mla(const Node& n, const Graph& g, const Batch& b, CpuKv& kv, c
 void CpuBackend::MlaAbsorbed(const Node& n, const Graph& g, const Batch& b, CpuKv& kv,
                              const Tensor* kvb, const std::vector<int64_t>& rows, const float* q,
                              float* y) {
-  const int64_t T = int64_t(rows.size()), H = n.i[0], dn = n.i[1], dr = n.i[2], dv = n.i[3],
-                r = n.i[4];
+  const MlaParams& m = n.Params<MlaParams>();
+  const int64_t T = int64_t(rows.size()), H = m.heads, dn = m.dn, dr = m.dr, dv = m.dv, r = m.rank;
   const Tensor& wuk_t = QWeight(*g.node(n.src[3]).weight);
   // Wuv[h]: kv_b's rows as stored when given (a Q4_0 kv_b: a quarter of the f16 Wuv's bytes;
   // an f16 one: the same values), else the node's Wuv.
   const Tensor& wuv = kvb ? *kvb : *g.node(n.src[4]).weight;
   const int64_t wuv_row0 = kvb ? dn : 0, wuv_stride = kvb ? dn + dv : dv;
-  const float scale = n.f0;
+  const float scale = m.scale;
   const int64_t qw = H * (dn + dr);
   // qlat, olat: [H][T, r] (one head's rows contiguous, as its GEMV/GEMM reads and writes them);
   // row i of the step is batch row rows[i].
@@ -622,10 +625,11 @@ void CpuBackend::MlaAbsorbed(const Node& n, const Graph& g, const Batch& b, CpuK
 
 void CpuBackend::MlaExpanded(const Node& n, const Tensor& kvb, const BatchSeq& s, CpuKv& kv,
                              const float* q, float* y) {
-  const int64_t H = n.i[0], dn = n.i[1], dr = n.i[2], dv = n.i[3], r = n.i[4];
+  const MlaParams& m = n.Params<MlaParams>();
+  const int64_t H = m.heads, dn = m.dn, dr = m.dr, dv = m.dv, r = m.rank;
   const int64_t qw = H * (dn + dr), kvw = H * (dn + dv), T = s.n_tokens;
   const int64_t keys = s.pos0 + T;  // positions 0 .. the last row's
-  const float scale = n.f0;
+  const float scale = m.scale;
   const cpu::KvRows C = kv.Rows(s.slot, n.layer, 0), KPE = kv.Rows(s.slot, n.layer, 1);
   // X: [keys, r] the latent rows, KP: [keys, dr] the rope keys, as f32 (an f32 cache is copied;
   // other types decode through KvAxpy into zeros: exact, 1·v + 0).
@@ -733,7 +737,7 @@ namespace {
 
 // The expert weight of node n for expert e, part 0 gate, 1 up, 2 down.
 const Tensor& ExpertWeight(const Node& n, const Graph& g, int e, int part) {
-  return *g.node(n.src[size_t(3 + 3 * e + part)]).weight;
+  return *g.node(n.src[3 + 3 * size_t(e) + size_t(part)]).weight;
 }
 
 // Every expert of a projection has the projection's shape and the first expert's type (one
@@ -870,14 +874,14 @@ void CpuBackend::CombineExperts(const ExpertRows& er, int64_t R, int64_t D, int 
 }
 
 void CpuBackend::MoE(const Node& n, const Graph& g, const float* x, int64_t R, float* y) {
-  const MoeParams& p = *n.moe;
+  const MoeOpParams& mp = n.Params<MoeOpParams>();
+  const MoeParams& p = mp.moe;
   const int64_t D = g.node(n.src[0]).shape[1];
   const Tensor& router = *g.node(n.src[1]).weight;
   const float* bias = n.src[2] >= 0 ? F32(g.node(n.src[2]).weight) : nullptr;
-  // E experts routed over; EL of them held here (an expert range, i0 = first, i1 = count: a head
-  // split's shard, arch.h ArchShard).
-  const int E = p.n_experts, K = p.top_k, EL = n.i[1] > 0 ? int(n.i[1]) : E,
-            e0 = n.i[1] > 0 ? int(n.i[0]) : 0;
+  // E experts routed over; EL of them held here (an expert range: a head split's shard, arch.h
+  // ArchShard).
+  const int E = p.n_experts, K = p.top_k, EL = int(mp.LocalExperts()), e0 = int(mp.FirstExpert());
   const int64_t I = p.ffn_dim;
   ES_CHECK(int64_t(n.src.size()) == 3 + 3 * int64_t(EL) && e0 >= 0 && e0 + EL <= E,
            "cpu backend: moe '", n.name, "' has ", n.src.size(), " inputs for experts [", e0, ", ",
@@ -965,8 +969,9 @@ void CpuBackend::RmsNorm(const float* x, const float* w, float eps, int64_t rows
 
 void CpuBackend::Rope(const Node& n, const Batch& b, const float* x, int64_t rows, int64_t cols,
                       float* y) {
-  const RopeTable& rt = *n.rope;
-  const int64_t H = n.i[0], hd = n.i[1], off = n.i[2], half = rt.dim / 2;
+  const RopeParams& rp = n.Params<RopeParams>();
+  const RopeTable& rt = *rp.table;
+  const int64_t H = rp.heads, hd = rp.head_dim, off = rp.offset, half = rt.dim / 2;
   std::memcpy(y, x, size_t(rows * cols) * 4);
   pool_.ParallelFor(rows, [&](int64_t b0, int64_t e0, int) {
     std::vector<float> cs(static_cast<size_t>(half)), sn(static_cast<size_t>(half));
@@ -1001,7 +1006,7 @@ void CpuBackend::RunNode(const Node& n, const Graph& g, const Batch& b, CpuKv& k
       Embed(w(0), b, cols, y);
       break;
     case Op::kRmsNorm:
-      RmsNorm(in(0), F32(&w(1)), n.f0, rows, cols, y);
+      RmsNorm(in(0), F32(&w(1)), n.Params<RmsNormParams>().eps, rows, cols, y);
       break;
     case Op::kMatMul: {
       const Tensor& W = w(1);
@@ -1028,7 +1033,7 @@ void CpuBackend::RunNode(const Node& n, const Graph& g, const Batch& b, CpuKv& k
       const float* x = in(0);
       const int64_t xc = g.node(n.src[0]).shape[1];
       for (int64_t r = 0; r < rows; ++r)
-        std::memcpy(y + r * cols, x + r * xc + n.i[0], size_t(cols) * 4);
+        std::memcpy(y + r * cols, x + r * xc + n.Params<SliceParams>().col0, size_t(cols) * 4);
       break;
     }
     case Op::kRope:
@@ -1036,7 +1041,7 @@ void CpuBackend::RunNode(const Node& n, const Graph& g, const Batch& b, CpuKv& k
       break;
     case Op::kKvStore: {
       const float* x = in(0);
-      const int part = int(n.i[0]);
+      const int part = n.Params<KvStoreParams>().part;
       ES_ASSERT(cols == kv.spec().width[part]);
       for (int64_t t = 0; t < b.n_tokens(); ++t) {
         const BatchSeq& s = b.seqs[size_t(b.row_seq[size_t(t)])];
@@ -1155,7 +1160,7 @@ double CpuBackend::NodeBytes(const Node& n, const Graph& g, const Batch& b, cons
       double bytes = 0;
       if (n.op == Op::kMlaAttention) {  // WukT (its Q8_0 copy) and Wuv (kv_b's V rows)
         const Tensor* kvb = MlaKvB(g, n);
-        const double dn = double(n.i[1]), dv = double(n.i[3]);
+        const double dn = double(n.Params<MlaParams>().dn), dv = double(n.Params<MlaParams>().dv);
         bytes = double(QWeight(w(3)).nbytes) +
                 (kvb ? double(kvb->nbytes) * dv / (dn + dv) : double(w(4).nbytes));
       }

@@ -116,12 +116,7 @@ uint64_t NodesHash(const Graph& g) {
     h = Mix(h, uint64_t(n.dtype));
     h = Mix(h, reinterpret_cast<uintptr_t>(n.weight ? n.weight->data : nullptr));
     h = Mix(h, uint64_t(int64_t(n.layer)));
-    for (int64_t v : n.i) h = Mix(h, uint64_t(v));
-    uint32_t f;
-    std::memcpy(&f, &n.f0, 4);
-    h = Mix(h, f);
-    h = Mix(h, reinterpret_cast<uintptr_t>(n.rope.get()));
-    h = Mix(h, reinterpret_cast<uintptr_t>(n.moe.get()));
+    h = Mix(h, ParamsHash(n));
   }
   return h;
 }
@@ -228,8 +223,8 @@ bool VulkanBackend::Supports(const Graph& g, const Node& n) const {
 
 void VulkanBackend::PrepareGraph(const Graph& g) {
   for (const Node& n : g.nodes()) {
-    if (n.op != Op::kMoE || !n.moe) continue;
-    const int64_t experts = LocalExperts(n);  // a head split's range, or all
+    if (n.op != Op::kMoE) continue;
+    const int64_t experts = n.Params<MoeOpParams>().LocalExperts();  // a head split's range, or all
     for (int m = 0; m < 3; ++m) {
       std::vector<const Tensor*> members;
       for (int64_t e = 0; e < experts; ++e) {
@@ -496,9 +491,11 @@ struct FusionFinder : Fusions {
       const Node& rope = nodes[size_t(rope_of[size_t(j)])];
       const int raw = rope.src[0];
       const Node& pe = nodes[size_t(raw)];
-      if (rope.i[0] != 1 || rope.i[2] != 0 || rope.i[1] != s1.shape[1] || pe.op != Op::kSlice ||
+      const RopeParams& rp = rope.Params<RopeParams>();
+      if (rp.heads != 1 || rp.offset != 0 || rp.head_dim != s1.shape[1] || pe.op != Op::kSlice ||
           uses[size_t(raw)] != 1)
         continue;
+      const SliceParams& pes = pe.Params<SliceParams>();
       const int kva = pe.src[0];
       for (int i = 0; i < j; ++i) {
         const Node& s0 = nodes[size_t(i)];
@@ -507,10 +504,11 @@ struct FusionFinder : Fusions {
         const Node& norm = nodes[size_t(cn)];
         if (norm.op != Op::kRmsNorm || uses[size_t(cn)] != 1) continue;
         const Node& cr = nodes[size_t(norm.src[0])];
-        if (cr.op != Op::kSlice || uses[size_t(norm.src[0])] != 1 || cr.src[0] != kva ||
-            cr.i[0] != 0 || pe.i[0] != cr.i[1] ||
-            nodes[size_t(kva)].shape[1] != cr.i[1] + pe.i[1] || cr.i[1] % 2 != 0 ||
-            pe.i[1] % 2 != 0)
+        if (cr.op != Op::kSlice || uses[size_t(norm.src[0])] != 1 || cr.src[0] != kva) continue;
+        const SliceParams& crs = cr.Params<SliceParams>();
+        if (crs.col0 != 0 || pes.col0 != crs.width ||
+            nodes[size_t(kva)].shape[1] != crs.width + pes.width || crs.width % 2 != 0 ||
+            pes.width % 2 != 0)
           continue;
         mla_c_store[size_t(j)] = i;
         mla_norm[size_t(j)] = cn;
@@ -542,9 +540,11 @@ struct FusionFinder : Fusions {
           uses[size_t(sv)] != 1 || nodes[size_t(v.src[0])].op == Op::kRope)
         continue;
       const Node& kr = nodes[size_t(rope_of[size_t(sk)])];
-      const int64_t Hq = n.i[0], Hkv = n.i[1], dk = n.i[2], dv = n.i[3];
-      if (q.rope.get() != kr.rope.get() || q.i[1] != dk || kr.i[1] != dk || q.i[2] != kr.i[2] ||
-          T > kDecodeFusedMaxRows ||
+      const AttentionParams& a = n.Params<AttentionParams>();
+      const RopeParams &qp = q.Params<RopeParams>(), &kp = kr.Params<RopeParams>();
+      const int64_t Hq = a.q_heads, Hkv = a.kv_heads, dk = a.dk, dv = a.dv;
+      if (qp.table.get() != kp.table.get() || qp.head_dim != dk || kp.head_dim != dk ||
+          qp.offset != kp.offset || T > kDecodeFusedMaxRows ||
           !UseDecodeAttention(x.dev, T, uint32_t(Hq), uint32_t(Hkv), uint32_t(dk), uint32_t(dv)))
         continue;
       attn_rope[size_t(j)] = qr;
@@ -561,8 +561,11 @@ struct FusionFinder : Fusions {
       if (n.op != Op::kMlaAttention || !MlaFoldsQRope(x.dev, kv, g, n, T, mla_expand)) continue;
       const int qr = n.src[0];
       const Node& q = nodes[size_t(qr)];
-      if (q.op != Op::kRope || uses[size_t(qr)] != 1 || q.i[0] != n.i[0] ||
-          q.i[1] != n.i[1] + n.i[2] || q.i[2] != n.i[1] || q.rope->dim != n.i[2])
+      if (q.op != Op::kRope || uses[size_t(qr)] != 1) continue;
+      const MlaParams& m = n.Params<MlaParams>();
+      const RopeParams& qp = q.Params<RopeParams>();
+      if (qp.heads != m.heads || qp.head_dim != m.dn + m.dr || qp.offset != m.dn ||
+          qp.table->dim != m.dr)
         continue;
       attn_rope[size_t(j)] = qr;
       skip[size_t(qr)] = 1;
@@ -618,8 +621,8 @@ QuantXPlan PlanQuantizedX(const FuseInput& x, const Fusions& f, std::vector<Inte
     const int xs = n.src[0];
     const Node& xn = nodes[size_t(xs)];
     if (attn_quant && nm < 0 && xn.op == Op::kAttention && uses[size_t(xs)] == 1 &&
-        !skip[size_t(xs)] && T <= kDecodeMaxRows && xn.i[3] % 32 == 0 && xn.i[3] <= 1024 &&
-        UseIdotGemv(x.dev, T, K, wt)) {
+        !skip[size_t(xs)] && T <= kDecodeMaxRows && xn.Params<AttentionParams>().dv % 32 == 0 &&
+        xn.Params<AttentionParams>().dv <= 1024 && UseIdotGemv(x.dev, T, K, wt)) {
       out_xq_item[size_t(xs)] = xq_item[size_t(i)] = int(items.size());
       out_xq_type[size_t(xs)] = wt;
       items.push_back({xs, i, QuantXBytes(T, K, wt)});
@@ -849,9 +852,10 @@ void VulkanBackend::LayoutBatch(Program* p, const Graph& g, const Batch& b, VkKv
   lay.slots = w, w += uint32_t(T);
   lay.out_rows = w, w += uint32_t(std::max<size_t>(b.out_rows.size(), 1));
   for (const Node& n : nodes)
-    if (n.op == Op::kRope && !lay.rope.count(n.rope.get())) {
-      lay.rope[n.rope.get()] = w;
-      w += uint32_t(T) * uint32_t(n.rope->dim / 2) * 2;
+    if (n.op == Op::kRope && !lay.rope.count(n.Params<RopeParams>().table.get())) {
+      const RopeTable* rt = n.Params<RopeParams>().table.get();
+      lay.rope[rt] = w;
+      w += uint32_t(T) * uint32_t(rt->dim / 2) * 2;
     }
   lay.kv_tables = w, w += uint32_t(kv.tables().size());
   if (std::any_of(nodes.begin(), nodes.end(), [&](const Node& n) {
@@ -861,10 +865,10 @@ void VulkanBackend::LayoutBatch(Program* p, const Graph& g, const Batch& b, VkKv
     w += uint32_t(MlaViewWords(kv, T));
   }
   for (const Node& n : nodes) {
-    const uint32_t dk = uint32_t(n.i[2]), dv = uint32_t(n.i[3]);
-    if (n.op != Op::kAttention ||
-        !UseMixedAttention(*dev_, T, uint32_t(n.i[0]), uint32_t(n.i[1]), dk, dv))
-      continue;
+    if (n.op != Op::kAttention) continue;
+    const AttentionParams& a = n.Params<AttentionParams>();
+    const uint32_t dk = uint32_t(a.dk), dv = uint32_t(a.dv);
+    if (!UseMixedAttention(*dev_, T, uint32_t(a.q_heads), uint32_t(a.kv_heads), dk, dv)) continue;
     const int rows = MixedTileRows(*dev_, T, dk, dv);
     ES_CHECK(lay.tile_rows == 0 || lay.tile_rows == rows, "vulkan: attention '", n.name,
              "' takes tiles of ", rows, " rows, another attention of the graph ", lay.tile_rows);

@@ -76,13 +76,12 @@ TEST_F(VulkanTest, SplitKeyDecodeOverALongContext) {
     Graph g;
     const int q = Input(g, Q, T), k = Input(g, K, T), v = Input(g, V, T);
     Node sk = Make(Op::kKvStore, "sk", {k}, {T, Hkv * dk}, 1);
-    sk.i[0] = 0;
+    sk.params = KvStoreParams{0};
     Node sv = Make(Op::kKvStore, "sv", {v}, {T, Hkv * dv}, 1);
-    sv.i[0] = 1;
+    sv.params = KvStoreParams{1};
     const int ks = g.Add(sk), vs = g.Add(sv);
     Node at = Make(Op::kAttention, "attn", {q, ks, vs}, {T, Hq * dv}, 1);
-    at.i[0] = Hq, at.i[1] = Hkv, at.i[2] = dk, at.i[3] = dv;
-    at.f0 = 1.0f / std::sqrt(float(dk));
+    at.params = AttentionParams{Hq, Hkv, dk, dv, 1.0f / std::sqrt(float(dk))};
     if (attend) g.Add(at);
     std::vector<float> got(size_t(T * (attend ? Hq * dv : Hkv * dv)));
     be.Compute(g, b, *kv, got.data());
@@ -94,8 +93,8 @@ TEST_F(VulkanTest, SplitKeyDecodeOverALongContext) {
     }
     for (int t = 0; t < T && attend; ++t) {
       const auto qr = Row(Q, toks[size_t(t)]);
-      ref::AttentionRow(qr.data(), Kf.data(), Vf.data(), pos0 + t + 1, Hq, Hkv, dk, dv, at.f0,
-                        &want[size_t(t * Hq * dv)]);
+      ref::AttentionRow(qr.data(), Kf.data(), Vf.data(), pos0 + t + 1, Hq, Hkv, dk, dv,
+                        at.Params<AttentionParams>().scale, &want[size_t(t * Hq * dv)]);
     }
     return std::make_pair(got, want);
   };
@@ -135,7 +134,9 @@ struct AttentionSteps {
     const int T = b.n_tokens();
     Graph g;
     const int q = Input(g, Q, T), k = Input(g, K, T), v = Input(g, V, T);
-    const float scale = g.node(AddCachedAttention(g, q, k, v, T, Hq, Hkv, dk, dv, 1)).f0;
+    const float scale = g.node(AddCachedAttention(g, q, k, v, T, Hq, Hkv, dk, dv, 1))
+                            .Params<AttentionParams>()
+                            .scale;
     std::vector<float> got(size_t(T * Hq * dv));
     be.Compute(g, b, *kv, got.data());
 
@@ -313,8 +314,7 @@ TEST(VulkanDecodeAttention, FoldedRopesAndStoresMatchTheCpuBackend) {
       const int q = Input(g, Q, T), k = Input(g, K, T), v = Input(g, V, T);
       auto rope = [&](int x, int heads, const char* name) {
         Node n = Make(Op::kRope, name, {x}, {T, heads * dk});
-        n.i[0] = heads, n.i[1] = dk, n.i[2] = r.off;
-        n.rope = rt;
+        n.params = RopeParams{heads, dk, r.off, rt};
         return g.Add(n);
       };
       AddCachedAttention(g, rope(q, Hq, "q_rope"), rope(k, Hkv, "k_rope"), v, T, Hq, Hkv, dk, dv,
@@ -462,15 +462,14 @@ struct MlaSteps {
     Graph g;
     const int q = Input(g, Q, T), c = Input(g, C, T), pe = Input(g, PE, T);
     Node s0 = Make(Op::kKvStore, "sc", {c}, {T, r}, 0);
-    s0.i[0] = 0;
+    s0.params = KvStoreParams{0};
     Node s1 = Make(Op::kKvStore, "spe", {pe}, {T, dr}, 0);
-    s1.i[0] = 1;
+    s1.params = KvStoreParams{1};
     const int cs = g.Add(s0), ps = g.Add(s1);
     std::vector<int> src{q, cs, ps, g.AddWeight(WukT), g.AddWeight(Wuv)};
     if (KvB.data) src.push_back(g.AddWeight(KvB));
     Node m = Make(Op::kMlaAttention, "mla", src, {T, H * dv}, 0);
-    m.i[0] = H, m.i[1] = dn, m.i[2] = dr, m.i[3] = dv, m.i[4] = r;
-    m.f0 = 0.3f / std::sqrt(float(r) / 16.0f);
+    m.params = MlaParams{H, dn, dr, dv, r, 0.3f / std::sqrt(float(r) / 16.0f)};
     if (store_only)
       g.Add(Make(Op::kAdd, "out", {ps, ps}, {T, dr}, 0));  // a graph needs an output
     else
@@ -495,7 +494,7 @@ struct MlaSteps {
       }
       const auto qr = Row(Q, b.tokens[size_t(t)]);
       ref::MlaAttentionRow(qr.data(), Cf.data(), Pf.data(), pos + 1, H, dn, dr, dv, r, WukT, Wuv,
-                           m.f0, &want[size_t(t) * size_t(H * dv)]);
+                           m.Params<MlaParams>().scale, &want[size_t(t) * size_t(H * dv)]);
     }
     ExpectClose(got, want, tol, tag + " T=" + std::to_string(T));
   }
@@ -669,7 +668,7 @@ TEST_P(VulkanAttention, MlaNonAbsorbedAtRealWidths) {
 TEST(VulkanMlaForm, TheStepExpandsOnlyWhereItSavesMultiplyAdds) {
   Graph g;
   Node n = Make(Op::kMlaAttention, "mla", {}, {1, 16 * 128});
-  n.i[0] = 16, n.i[1] = 128, n.i[2] = 64, n.i[3] = 128, n.i[4] = 512;  // V2-Lite's widths
+  n.params = MlaParams{16, 128, 64, 128, 512, 1.0f};  // V2-Lite's widths
   g.Add(n);
   auto step = [&](std::initializer_list<std::pair<int, std::pair<int, int>>> rows) {
     Batch b;  // (slot, (first position, rows))
@@ -683,7 +682,9 @@ TEST(VulkanMlaForm, TheStepExpandsOnlyWhereItSavesMultiplyAdds) {
   EXPECT_FALSE(step({{0, {0, 191}}}));                  // short of the row count
   EXPECT_FALSE(step({{0, {4000, 1}}, {1, {0, 200}}}));  // a decode row of a long context with them
   Graph dense;
-  dense.Add(Make(Op::kAttention, "attn", {}, {1, 64}));
+  Node a = Make(Op::kAttention, "attn", {}, {1, 64});
+  a.params = AttentionParams{1, 1, 64, 64, 0.125f};
+  dense.Add(a);
   Batch b;
   b.Add(0, 0, Tokens(300, 1), true);
   b.Finalize();
@@ -811,6 +812,7 @@ TEST_F(VulkanTest, KvStoreRejectsPositionsBeyondCapacity) {
   Tensor K = RandomTensor("k", DType::kF32, {4, 4}, 1);
   Graph g;
   Node s = Make(Op::kKvStore, "sk", {Input(g, K, 1)}, {1, 4}, 0);
+  s.params = KvStoreParams{0};
   g.Add(s);
   auto kv = SharedVulkan().CreateKv(KvSpec{1, {4, 4}, DType::kF32}, 1, 4);
   Batch b;

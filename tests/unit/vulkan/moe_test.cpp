@@ -59,9 +59,8 @@ TEST_P(VulkanMoe, MatchesReference) {
   const int e1 = c.n_local ? c.e0 + c.n_local : c.E;
   for (int e = c.n_local ? c.e0 : 0; e < e1; ++e)
     for (int m = 0; m < 3; ++m) n.src.push_back(g.AddWeight(ex[size_t(3 * e + m)]));
-  if (c.n_local) n.i[0] = c.e0, n.i[1] = c.n_local;
   n.shape = {c.R, c.D};
-  n.moe = p;
+  n.params = MoeOpParams{*p, c.n_local ? c.e0 : 0, c.n_local};
   g.Add(n);
   auto kv = SharedVulkan().CreateKv(KvSpec{1, {2, 2}, DType::kF32}, 1, 256);
   std::vector<float> got(size_t(c.R * c.D));
@@ -119,9 +118,8 @@ TEST_F(VulkanTest, MoeExpertRangesAddUpToTheWholeNode) {
         m.src = {Input(g, X, R), g.AddWeight(G), -1};
         for (int e = e0; e < e0 + n; ++e)
           for (int k = 0; k < 3; ++k) m.src.push_back(g.AddWeight(ex[size_t(3 * e + k)]));
-        if (n < E) m.i[0] = e0, m.i[1] = n;
         m.shape = {R, D};
-        m.moe = p;
+        m.params = MoeOpParams{*p, n < E ? e0 : 0, n < E ? n : 0};
         g.Add(m);
         return RunGraph(*be, g, RowsBatch(R));
       };
@@ -142,7 +140,7 @@ Graph MoeGraph(const Tensor& X, const Tensor& G, std::vector<Tensor>& ex,
   n.src = {Input(g, X, R), g.AddWeight(G), -1};
   for (auto& t : ex) n.src.push_back(g.AddWeight(t));
   n.shape = {R, D};
-  n.moe = p;
+  n.params = MoeOpParams{*p};
   g.Add(n);
   return g;
 }

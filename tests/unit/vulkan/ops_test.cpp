@@ -59,7 +59,7 @@ TEST_F(VulkanOps, RmsNorm) {
     Graph g;
     const int x = Input(g, X, 3);
     Node n = Make(Op::kRmsNorm, "norm", {x, g.AddWeight(W)}, {3, D});
-    n.f0 = 1e-5f;
+    n.params = RmsNormParams{1e-5f};
     g.Add(n);
     std::vector<float> want(size_t(3 * D));
     const auto w = Values(W);
@@ -501,7 +501,7 @@ TEST_F(VulkanOps, AddSwiGluSlice) {
   }
   Graph g;
   Node s = Make(Op::kSlice, "slice", {Input(g, A, 5)}, {5, 7});
-  s.i[0] = 11;
+  s.params = SliceParams{11, 7};
   g.Add(s);
   std::vector<float> want;
   for (int r = 0; r < 5; ++r)
@@ -520,10 +520,7 @@ TEST_F(VulkanOps, RopeNeoxAndInterleavedWithOffsetAndFactor) {
     Tensor X = RandomTensor("x", DType::kF32, {R, H * hd}, 12);
     Graph g;
     Node n = Make(Op::kRope, "rope", {Input(g, X, R)}, {R, H * hd});
-    n.i[0] = H;
-    n.i[1] = hd;
-    n.i[2] = off;
-    n.rope = rt;
+    n.params = RopeParams{H, hd, off, rt};
     g.Add(n);
     const Batch b = RowsBatch(R, 1000);  // large angles
     std::vector<float> want(size_t(R * H * hd));

@@ -302,7 +302,7 @@ std::vector<float> MoeGotWant(DType gu, DType down, std::vector<float>* want, in
   Graph g;
   Node n = Make(Op::kMoE, "moe", {Input(g, X, R), g.AddWeight(G), -1}, {R, D});
   for (auto& t : ex) n.src.push_back(g.AddWeight(t));
-  n.moe = p;
+  n.params = MoeOpParams{*p};
   g.Add(n);
   std::vector<const Tensor*> eptr;
   for (auto& t : ex) eptr.push_back(&t);
@@ -361,7 +361,7 @@ TEST_F(VulkanQuant, MoeGateAndUpOfDifferentTypesIsAClearError) {
       Make(Op::kMoE, "moe",
            {Input(g, X, 1), g.AddWeight(G), -1, g.AddWeight(Wg), g.AddWeight(Wu), g.AddWeight(Wd)},
            {1, 32});
-  n.moe = p;
+  n.params = MoeOpParams{*p};
   g.Add(n);
   try {
     RunGraph(SharedVulkan(), g, RowsBatch(1));
@@ -394,16 +394,15 @@ TEST_F(VulkanQuant, MlaPerHeadGemvOverTypes) {
       const int q = Input(g, Q, T), c = Input(g, C, T), pe = Input(g, PE, T);
       Node s0 = Make(Op::kKvStore, "sc", {c}, {T, r});
       s0.layer = 0;
-      s0.i[0] = 0;
+      s0.params = KvStoreParams{0};
       Node s1 = Make(Op::kKvStore, "spe", {pe}, {T, dr});
       s1.layer = 0;
-      s1.i[0] = 1;
+      s1.params = KvStoreParams{1};
       const int cs = g.Add(s0), ps = g.Add(s1);
       Node m = Make(Op::kMlaAttention, "mla", {q, cs, ps, g.AddWeight(WukT), g.AddWeight(Wuv)},
                     {T, H * dv});
       m.layer = 0;
-      m.i[0] = H, m.i[1] = dn, m.i[2] = dr, m.i[3] = dv, m.i[4] = r;
-      m.f0 = 0.3f;
+      m.params = MlaParams{H, dn, dr, dv, r, 0.3f};
       g.Add(m);
       std::vector<float> got(size_t(T * H * dv));
       SharedVulkan().Compute(g, *b, *kv, got.data());
@@ -413,7 +412,8 @@ TEST_F(VulkanQuant, MlaPerHeadGemvOverTypes) {
       for (int t = 0; t < T; ++t) {
         const int pos = int(b->positions[size_t(t)]), tok = b->tokens[size_t(t)];
         ref::MlaAttentionRow(&qv[size_t(tok * H * (dn + dr))], cv.data(), pv.data(), pos + 1, H, dn,
-                             dr, dv, r, WukT, Wuv, m.f0, &want[size_t(t * H * dv)]);
+                             dr, dv, r, WukT, Wuv, m.Params<MlaParams>().scale,
+                             &want[size_t(t * H * dv)]);
       }
       ExpectClose(got, want, kTol, "mla T=" + std::to_string(T) + " " + std::string(Name(dt)));
     }
@@ -705,7 +705,7 @@ void AddMoeDecodeBlock(Graph& g, int x0, int shared_res, const Tensor& Nw, const
                        const std::vector<Tensor>& ex, std::shared_ptr<MoeParams> p, int T, int D,
                        int I) {
   Node nn = Make(Op::kRmsNorm, "norm", {x0, g.AddWeight(Nw)}, {T, D});
-  nn.f0 = 1e-5f;
+  nn.params = RmsNormParams{1e-5f};
   const int xn = g.Add(nn);
   const int sg = g.Add(Make(Op::kMatMul, "sh.gate", {xn, g.AddWeight(Sg)}, {T, I}));
   const int su = g.Add(Make(Op::kMatMul, "sh.up", {xn, g.AddWeight(Su)}, {T, I}));
@@ -714,7 +714,7 @@ void AddMoeDecodeBlock(Graph& g, int x0, int shared_res, const Tensor& Nw, const
   const int t = g.Add(Make(Op::kAdd, "shared_residual", {shared_res, sd}, {T, D}));
   Node m = Make(Op::kMoE, "moe", {xn, g.AddWeight(G), -1}, {T, D});
   for (const Tensor& w : ex) m.src.push_back(g.AddWeight(w));
-  m.moe = std::move(p);
+  m.params = MoeOpParams{*p};
   const int mo = g.Add(m);
   g.Add(Make(Op::kAdd, "mlp_residual", {t, mo}, {T, D}));
 }
@@ -924,7 +924,7 @@ TEST_F(VulkanQuant, IdotMoeGemvPastEightRows) {
       Graph g;
       Node m = Make(Op::kMoE, "moe", {Input(g, X, T), g.AddWeight(G), -1}, {T, D});
       for (auto& w : ex) m.src.push_back(g.AddWeight(w));
-      m.moe = p;
+      m.params = MoeOpParams{*p};
       g.Add(m);
       auto be = IdotVulkan();
       const std::vector<float> got = RunGraph(*be, g, RowsBatch(T));
@@ -1024,11 +1024,11 @@ TEST_F(VulkanQuant, IdotMoeExpertsOverKQuantMixTypes) {
       Graph g;
       const int res = Input(g, Rs, T), x0 = Input(g, X, T);
       Node nn = Make(Op::kRmsNorm, "norm", {x0, g.AddWeight(Nw)}, {T, D});
-      nn.f0 = 1e-5f;
+      nn.params = RmsNormParams{1e-5f};
       const int xn = g.Add(nn);
       Node m = Make(Op::kMoE, "moe", {xn, g.AddWeight(G), -1}, {T, D});
       for (const Tensor& w : ex) m.src.push_back(g.AddWeight(w));
-      m.moe = p;
+      m.params = MoeOpParams{*p};
       const int mo = g.Add(m);
       g.Add(Make(Op::kAdd, "mlp_residual", {res, mo}, {T, D}));
       auto be = IdotVulkan();
@@ -1129,7 +1129,7 @@ TEST_F(VulkanQuant, IdotQuantizesSharedInputOnce) {
          Wv = RandomTensor("wv", DType::kQ8_0, {N, D}, 185);
   Graph g;
   Node nn = Make(Op::kRmsNorm, "norm", {Input(g, X, 1), g.AddWeight(Nw)}, {1, D});
-  nn.f0 = 1e-5f;
+  nn.params = RmsNormParams{1e-5f};
   const int x = g.Add(nn);
   const int q = g.Add(Make(Op::kMatMul, "q", {x, g.AddWeight(Wq)}, {1, N}));
   const int k = g.Add(Make(Op::kMatMul, "k", {x, g.AddWeight(Wk)}, {1, N}));

@@ -48,13 +48,12 @@ ScopedKnobs::~ScopedKnobs() {
 int AddCachedAttention(Graph& g, int q, int k, int v, int64_t T, int Hq, int Hkv, int dk, int dv,
                        int layer) {
   Node sk = Make(Op::kKvStore, "sk", {k}, {T, int64_t(Hkv) * dk}, layer);
-  sk.i[0] = 0;
+  sk.params = KvStoreParams{0};
   Node sv = Make(Op::kKvStore, "sv", {v}, {T, int64_t(Hkv) * dv}, layer);
-  sv.i[0] = 1;
+  sv.params = KvStoreParams{1};
   const int ks = g.Add(sk), vs = g.Add(sv);
   Node at = Make(Op::kAttention, "attn", {q, ks, vs}, {T, int64_t(Hq) * dv}, layer);
-  at.i[0] = Hq, at.i[1] = Hkv, at.i[2] = dk, at.i[3] = dv;
-  at.f0 = 1.0f / std::sqrt(float(dk));
+  at.params = AttentionParams{Hq, Hkv, dk, dv, 1.0f / std::sqrt(float(dk))};
   return g.Add(at);
 }
 
@@ -175,7 +174,7 @@ std::vector<int32_t> TestTokens(int n, int seed, int vocab) {
 int AddFfnBlock(Graph& g, int res, int x0, const Tensor& norm, const Tensor& gate, const Tensor& up,
                 const Tensor& down, int64_t T, int64_t D, int64_t I) {
   Node nn = Make(Op::kRmsNorm, "norm", {x0, g.AddWeight(norm)}, {T, D});
-  nn.f0 = 1e-5f;
+  nn.params = RmsNormParams{1e-5f};
   const int x = g.Add(nn);
   const int gt = g.Add(Make(Op::kMatMul, "gate", {x, g.AddWeight(gate)}, {T, I}));
   const int u = g.Add(Make(Op::kMatMul, "up", {x, g.AddWeight(up)}, {T, I}));

@@ -17,6 +17,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <variant>
 #include <vector>
 
 #include "edgeseek/internal/core/tensor.h"
@@ -85,32 +86,75 @@ struct MoeParams {
 };
 
 // ---- ops -----------------------------------------------------------------------------------
+// Each op's parameters are a typed record in Node::params (below); the op comments name it.
 enum class Op : uint8_t {
   kWeight,        // a model tensor; out shape = tensor shape (no execution)
   kEmbed,         // src: [W(V,D)] ; batch tokens -> [T, D]
-  kRmsNorm,       // src: [x(R,D), w(D)] ; eps -> x * rsqrt(mean(x^2) + eps) * w
+  kRmsNorm,       // src: [x(R,D), w(D)] ; RmsNormParams -> x * rsqrt(mean(x^2) + eps) * w
   kMatMul,        // src: [x(R,K), W(N,K), bias(N)?] -> [R, N] = x Wᵀ (+ bias)
   kAdd,           // src: [a, b] same shape -> a + b
   kSwiGLU,        // src: [gate(R,I), up(R,I)] -> silu(gate) * up
-  kSlice,         // src: [x(R,C)] ; i0 = col offset, i1 = width -> [R, width]
-  kRope,          // src: [x(R, H*hd)] ; i0 = heads, i1 = head dim, i2 = offset of the rotated
-                  //   part inside each head, rope -> same shape, rotated at batch positions
-  kKvStore,       // src: [x(T, W)] ; layer, i0 = part (0/1) -> writes rows to the cache at
+  kSlice,         // src: [x(R,C)] ; SliceParams -> [R, width], columns [col0, col0 + width)
+  kRope,          // src: [x(R, H*hd)] ; RopeParams -> same shape, rotated at batch positions
+  kKvStore,       // src: [x(T, W)] ; layer, KvStoreParams -> writes rows to the cache at
                   //   (slot, position) of each batch row; out = x (for ordering)
-  kAttention,     // src: [q(T, Hq*dk), storeK, storeV] ; layer, i0 = Hq, i1 = Hkv, i2 = dk,
-                  //   i3 = dv, f0 = scale -> [T, Hq*dv]; causal over the row's own sequence
+  kAttention,     // src: [q(T, Hq*dk), storeK, storeV] ; layer, AttentionParams -> [T, Hq*dv];
+                  //   causal over the row's own sequence
   kMlaAttention,  // src: [q(T, H*(dn+dr)), storeC, storePE, WukT(H*r, dn), Wuv(H*dv, r),
-                  //   kv_b(H*(dn+dv), r)?] ; layer, i0 = H, i1 = dn, i2 = dr, i3 = dv,
-                  //   i4 = r (kv_lora_rank), f0 = scale -> [T, H*dv]; the absorbed form over
-                  //   the latent cache, or (a backend's choice, kv_b given) the non-absorbed one:
-                  //   K_nope, V = c kv_bᵀ per head, attention over [K_nope | k_pe] and V
-  kMoE,           // src: [x(R,D), gate(E,D), bias(E) or -1, then per expert e: gate_e(I,D),
-                  //   up_e(I,D), down_e(D,I)] ; moe -> [R, D] routed experts only
+                  //   kv_b(H*(dn+dv), r)?] ; layer, MlaParams -> [T, H*dv]; the absorbed form
+                  //   over the latent cache, or (a backend's choice, kv_b given) the non-absorbed
+                  //   one: K_nope, V = c kv_bᵀ per head, attention over [K_nope | k_pe] and V
+  kMoE,           // src: [x(R,D), gate(E,D), bias(E) or -1, then per local expert e: gate_e(I,D),
+                  //   up_e(I,D), down_e(D,I)] ; MoeOpParams -> [R, D] routed experts only
   kGetRows,       // src: [x(T,C)] ; the batch's out_rows -> [len(out_rows), C]
   kInput,         // src: none ; the batch's input rows (Batch::input, f32 [T, C]) -> [T, C],
                   //   C = Batch::input_cols; new rows every forward
   kCount
 };
+
+// ---- per-op parameters (Node::params) -------------------------------------------------------
+// One record per op that has parameters; kOp names the op that carries it (Graph::Add checks).
+struct RmsNormParams {
+  static constexpr Op kOp = Op::kRmsNorm;
+  float eps = 0.0f;
+};
+struct SliceParams {
+  static constexpr Op kOp = Op::kSlice;
+  int64_t col0 = 0, width = 0;  // columns [col0, col0 + width) of each row
+};
+// Rotates [offset, offset + table->dim) of each of `heads` heads of width head_dim.
+struct RopeParams {
+  static constexpr Op kOp = Op::kRope;
+  int64_t heads = 0, head_dim = 0, offset = 0;
+  std::shared_ptr<const RopeTable> table;  // shared by a model's ropes (backends key on it)
+};
+struct KvStoreParams {
+  static constexpr Op kOp = Op::kKvStore;
+  int part = 0;  // 0 or 1 (KvSpec::width)
+};
+struct AttentionParams {
+  static constexpr Op kOp = Op::kAttention;
+  int64_t q_heads = 0, kv_heads = 0, dk = 0, dv = 0;
+  float scale = 0.0f;
+};
+// MLA: heads, the no-rope and rope query/key widths per head (dn, dr), the value width dv and
+// the latent width (kv_lora_rank).
+struct MlaParams {
+  static constexpr Op kOp = Op::kMlaAttention;
+  int64_t heads = 0, dn = 0, dr = 0, dv = 0, rank = 0;
+  float scale = 0.0f;
+};
+// The routed experts of one layer: the router's parameters and the experts this node holds,
+// [expert0, expert0 + n_local) of moe.n_experts (a head split's range; n_local 0: all).
+struct MoeOpParams {
+  static constexpr Op kOp = Op::kMoE;
+  MoeParams moe;
+  int64_t expert0 = 0, n_local = 0;
+  int64_t LocalExperts() const { return n_local > 0 ? n_local : moe.n_experts; }
+  int64_t FirstExpert() const { return n_local > 0 ? expert0 : 0; }
+};
+using OpParams = std::variant<std::monostate, RmsNormParams, SliceParams, RopeParams, KvStoreParams,
+                              AttentionParams, MlaParams, MoeOpParams>;
 
 const char* OpName(Op op);
 
@@ -122,11 +166,26 @@ struct Node {
   DType dtype = DType::kF32;       // output type
   const Tensor* weight = nullptr;  // kWeight only; owned by the model
   int layer = -1;
-  int64_t i[5] = {0, 0, 0, 0, 0};  // integer params (meaning per op, see Op)
-  float f0 = 0.0f;                 // eps or scale
-  std::shared_ptr<const RopeTable> rope = nullptr;
-  std::shared_ptr<const MoeParams> moe = nullptr;
+  OpParams params = {};  // the op's record (monostate for ops without parameters)
+
+  // The op's parameters; es::Error naming the node when it carries another op's record.
+  template <class P>
+  const P& Params() const {
+    if (const P* p = std::get_if<P>(&params)) return *p;
+    WrongParams(OpName(P::kOp));
+  }
+  template <class P>
+  P& Params() {
+    if (P* p = std::get_if<P>(&params)) return *p;
+    WrongParams(OpName(P::kOp));
+  }
+
+ private:
+  [[noreturn]] void WrongParams(const char* wanted) const;
 };
+
+// A hash of n.params (fields by value; a rope table by its address), for backends' keys.
+uint64_t ParamsHash(const Node& n);
 
 // The host rows kInput node `n` reads from `b` (Batch::input): es::Error naming the node when
 // the batch carries none, or rows of another width, or the node's rows are not the batch's.

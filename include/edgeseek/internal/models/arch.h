@@ -59,8 +59,8 @@ struct LayerWeights {
   std::vector<const Tensor*> experts;  // gate, up, down per expert
   const Tensor *sh_gate = nullptr, *sh_up = nullptr, *sh_down = nullptr;
   // A shard's routed experts are [expert0, expert0 + experts.size() / 3) of the router's; the
-  // kMoE node then carries i0 = expert0, i1 = their count (a range: the other experts' choices
-  // add nothing; backend.h Supports says whether a backend runs one).
+  // kMoE node then carries them in MoeOpParams (expert0, n_local: a range: the other experts'
+  // choices add nothing; backend.h Supports says whether a backend runs one).
   int expert0 = 0;
   bool expert_range = false;
 };

@@ -173,15 +173,16 @@ void RecordDecodeAttention(OpContext& c, const AttentionArgs& a, bool list = fal
        list ? c.layout->dec_rows : 0u};
   if (fused) {
     const Node& rn = *c.attn_rope;
-    const RopeTable& rt = *rn.rope;
-    ES_CHECK(rt.dim % 2 == 0 && rn.i[1] == int64_t(a.wa) && rn.i[2] + rt.dim <= rn.i[1],
+    const RopeParams& rp = rn.Params<RopeParams>();
+    const RopeTable& rt = *rp.table;
+    ES_CHECK(rt.dim % 2 == 0 && rp.head_dim == int64_t(a.wa) && rp.offset + rt.dim <= rp.head_dim,
              "vulkan: rope '", rn.name, "' folded into '", c.n.name, "' does not fit its heads");
     d.bindings.push_back({c.attn_k});
     d.bindings.push_back({c.attn_v});
     d.writes = {1, 2, 3};
     pc.k_rs = a.a_w;
     pc.v_rs = a.v_w;
-    pc.rope_off = uint32_t(rn.i[2]);
+    pc.rope_off = uint32_t(rp.offset);
     pc.rope_half = uint32_t(rt.dim / 2);
     pc.neox = rt.mode == RopeMode::kNeox ? 1u : 0u;
     pc.cs_off = c.layout->rope.at(&rt);
@@ -270,8 +271,9 @@ void RecordAttention(OpContext& c, const AttentionArgs& a, bool tiles) {
 
 void BuildAttention(OpContext& c) {
   const auto& n = c.n;
-  const uint32_t Hq = uint32_t(n.i[0]), Hkv = uint32_t(n.i[1]), dk = uint32_t(n.i[2]),
-                 dv = uint32_t(n.i[3]);
+  const AttentionParams& p = n.Params<AttentionParams>();
+  const uint32_t Hq = uint32_t(p.q_heads), Hkv = uint32_t(p.kv_heads), dk = uint32_t(p.dk),
+                 dv = uint32_t(p.dv);
   const KvSpec& spec = c.kv.spec();
   ES_CHECK(Hkv > 0 && Hq % Hkv == 0, "vulkan: attention '", n.name, "': ", Hq,
            " query heads are not a multiple of ", Hkv, " kv heads");
@@ -297,7 +299,7 @@ void BuildAttention(OpContext& c) {
   a.v_w = Hkv * dv;
   a.o_rs = Hq * dv;
   a.o_hs = dv;
-  a.scale = n.f0;
+  a.scale = p.scale;
   if (!c.scratch.empty()) a.part = c.scratch[0];
   QuantX xq;
   if (c.out_xq.size) {

@@ -15,7 +15,8 @@ void RecordMlaKvStore(OpContext& c) {
   const BufRange kva = c.act[size_t(raw.src[0])];
   const uint32_t T = uint32_t(c.n.shape[0]), r = uint32_t(c.mla_c_store->shape[1]),
                  dr = uint32_t(c.n.shape[1]);
-  const int pc0 = int(c.mla_c_store->i[0]), pc1 = int(c.n.i[0]);
+  const int pc0 = c.mla_c_store->Params<KvStoreParams>().part,
+            pc1 = c.n.Params<KvStoreParams>().part;
   ES_CHECK(spec.width[pc0] == int64_t(r) && spec.width[pc1] == int64_t(dr),
            "vulkan: MLA cache stores '", c.mla_c_store->name, "', '", c.n.name,
            "' do not fit the cache parts");
@@ -28,7 +29,7 @@ void RecordMlaKvStore(OpContext& c) {
                 {Range(c.kv.part(c.n.layer, pc0))},
                 {Range(c.kv.part(c.n.layer, pc1))}};
   d.writes = {3, 4};
-  const RopeTable& rt = *rope.rope;
+  const RopeTable& rt = *rope.Params<RopeParams>().table;
   struct {
     uint32_t T, r, dr, slot_off, pos_off, half, neox, cs_off;
     float eps;
@@ -40,7 +41,7 @@ void RecordMlaKvStore(OpContext& c) {
        uint32_t(rt.dim / 2),
        rt.mode == RopeMode::kNeox ? 1u : 0u,
        c.layout->rope.at(&rt),
-       c.mla_norm->f0};
+       c.mla_norm->Params<RmsNormParams>().eps};
   d.Push(pc);
   Grid1D(d, T, 1);
 }
@@ -61,7 +62,7 @@ void BuildKvStore(OpContext& c) {
     RecordMlaKvStore(c);
     return;
   }
-  const int part = int(c.n.i[0]);
+  const int part = c.n.Params<KvStoreParams>().part;
   const KvSpec& spec = c.kv.spec();
   ES_CHECK(c.n.layer >= 0 && c.n.layer < spec.n_layers && part >= 0 && part < 2,
            "vulkan: kv_store '", c.n.name, "' addresses layer ", c.n.layer, " part ", part,
@@ -79,11 +80,13 @@ void BuildKvStore(OpContext& c) {
     uint32_t T, W, capacity, slot_off, pos_off, hd, off, half, neox, cs_off;
   } pc{T, W, uint32_t(c.kv.capacity()), c.layout->slots, c.layout->positions, 0, 0, 0, 0, 0};
   if (rn) {
-    const RopeTable& rt = *rn->rope;
-    ES_CHECK(rt.dim % 2 == 0 && rn->i[2] + rt.dim <= rn->i[1] && rn->i[0] * rn->i[1] == int64_t(W),
+    const RopeParams& rp = rn->Params<RopeParams>();
+    const RopeTable& rt = *rp.table;
+    ES_CHECK(rt.dim % 2 == 0 && rp.offset + rt.dim <= rp.head_dim &&
+                 rp.heads * rp.head_dim == int64_t(W),
              "vulkan: rope '", rn->name, "' folded into '", c.n.name, "' does not fit its rows");
-    pc.hd = uint32_t(rn->i[1]);
-    pc.off = uint32_t(rn->i[2]);
+    pc.hd = uint32_t(rp.head_dim);
+    pc.off = uint32_t(rp.offset);
     pc.half = uint32_t(rt.dim / 2);
     pc.neox = rt.mode == RopeMode::kNeox ? 1u : 0u;
     pc.cs_off = c.layout->rope.at(&rt);

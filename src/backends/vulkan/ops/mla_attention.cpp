@@ -98,18 +98,19 @@ uint32_t MlaHeadsPerGroup(const Device& dev, int64_t r, int64_t dr) {
 bool MlaFoldsQRope(const Device& dev, const VkKv& kv, const Graph& g, const Node& n, int64_t T,
                    bool expand) {
   return !MlaTakesNonAbsorbed(dev, kv, g, n, T, expand) &&
-         MlaHeadsPerGroup(dev, n.i[4], n.i[2]) != 0;
+         MlaHeadsPerGroup(dev, n.Params<MlaParams>().rank, n.Params<MlaParams>().dr) != 0;
 }
 
 std::vector<uint64_t> MlaScratch(const Device& dev, const VkKv& kv, const Graph& g, const Node& n,
                                  int64_t T, bool expand) {
   if (MlaTakesNonAbsorbed(dev, kv, g, n, T, expand)) return MlaNonAbsorbedScratch(kv, n, T);
-  const uint64_t H = uint64_t(n.i[0]), dr = uint64_t(n.i[2]), r = uint64_t(n.i[4]);
+  const MlaParams& m = n.Params<MlaParams>();
+  const uint64_t H = uint64_t(m.heads), dr = uint64_t(m.dr), r = uint64_t(m.rank);
   std::vector<uint64_t> s{uint64_t(T) * H * (r + dr) * 4, uint64_t(T) * H * r * 4};
   if (T <= kDecodeMaxRows) {
     s.push_back(uint64_t(T) * H * MlaSplits(int64_t(H), T) * (r + 2) * 4);
   } else {
-    const uint64_t dn = uint64_t(n.i[1]), dv = uint64_t(n.i[3]), w = std::max({dn, r, dv});
+    const uint64_t dn = uint64_t(m.dn), dv = uint64_t(m.dv), w = std::max({dn, r, dv});
     s.push_back(uint64_t(T) * H * w * 4);
     s.push_back(uint64_t(T) * H * w * 4);
   }
@@ -135,7 +136,8 @@ BufRange HeadRowsMeta(OpContext& c, int64_t T, int64_t H) {
 // rows: the grouped head GEMM for prefill steps of float weights, else the per-head GEMV.
 void RecordLatentOutput(OpContext& c, BufRange olat, const DeviceWeight& wuv, bool gemm,
                         BufRange meta) {
-  const int64_t T = c.T, H = c.n.i[0], dv = c.n.i[3], r = c.n.i[4];
+  const MlaParams& m = c.n.Params<MlaParams>();
+  const int64_t T = c.T, H = m.heads, dv = m.dv, r = m.rank;
   if (gemm)
     RecordHeadGemm(c, olat, uint32_t(H * r), uint32_t(r), uint32_t(H), uint32_t(dv), uint32_t(r),
                    wuv, c.Out(), uint32_t(H * dv), uint32_t(dv), c.scratch[2], c.scratch[3], meta);
@@ -147,7 +149,8 @@ void RecordLatentOutput(OpContext& c, BufRange olat, const DeviceWeight& wuv, bo
 void BuildMla(OpContext& c) {
   if (MlaTakesNonAbsorbed(c.dev, c.kv, c.g, c.n, c.T, c.mla_expand)) return BuildMlaNonAbsorbed(c);
   const auto& n = c.n;
-  const int64_t T = c.T, H = n.i[0], dn = n.i[1], dr = n.i[2], dv = n.i[3], r = n.i[4];
+  const MlaParams& m = n.Params<MlaParams>();
+  const int64_t T = c.T, H = m.heads, dn = m.dn, dr = m.dr, dv = m.dv, r = m.rank;
   const KvSpec& spec = c.kv.spec();
   ES_CHECK(spec.width[0] == r && spec.width[1] == dr, "vulkan: mla '", n.name,
            "' does not match the latent cache widths (", spec.width[0], ", ", spec.width[1], ")");
@@ -195,7 +198,7 @@ void BuildMla(OpContext& c) {
          c.layout->positions,
          uint32_t(H * r),
          uint32_t(r),
-         n.f0,
+         m.scale,
          uint32_t(qw),
          uint32_t(dn + dr),
          uint32_t(dn),
@@ -204,8 +207,9 @@ void BuildMla(OpContext& c) {
          0,
          0};
     if (rope) {
-      const RopeTable& rt = *rope->rope;
-      ES_CHECK(rope->i[0] == H && rope->i[1] == dn + dr && rope->i[2] == dn && rt.dim == dr,
+      const RopeParams& rp = rope->Params<RopeParams>();
+      const RopeTable& rt = *rp.table;
+      ES_CHECK(rp.heads == H && rp.head_dim == dn + dr && rp.offset == dn && rt.dim == dr,
                "vulkan: rope '", rope->name, "' folded into '", n.name,
                "' does not rotate its q_pe dims");
       pc.half = uint32_t(rt.dim / 2);
@@ -254,7 +258,7 @@ void BuildMla(OpContext& c) {
   a.v_w = uint32_t(r);
   a.o_rs = uint32_t(H * r);
   a.o_hs = uint32_t(r);
-  a.scale = n.f0;
+  a.scale = m.scale;
   RecordAttention(c, a, false);
   RecordLatentOutput(c, olat, wuv, gemm, meta);
 }

@@ -38,8 +38,9 @@ const Tensor* KvB(const Graph& g, const Node& n) {
 }
 
 std::vector<uint64_t> NonAbsorbedScratch(const Node& n, int64_t rows) {
-  const uint64_t H = uint64_t(n.i[0]), dn = uint64_t(n.i[1]), dr = uint64_t(n.i[2]),
-                 dv = uint64_t(n.i[3]), r = uint64_t(n.i[4]), R = uint64_t(rows);
+  const MlaParams& m = n.Params<MlaParams>();
+  const uint64_t H = uint64_t(m.heads), dn = uint64_t(m.dn), dr = uint64_t(m.dr),
+                 dv = uint64_t(m.dv), r = uint64_t(m.rank), R = uint64_t(rows);
   return {R * r * 4, R * H * (dn + dr) * 4, R * H * dv * 4, (2 * H + H * R) * 4};
 }
 
@@ -73,8 +74,8 @@ bool MlaStepExpands(const Graph& g, const Batch& b) {
   // Multiply-adds per head (ops.h kMlaNonAbsorbedMinRows): a row of context c costs
   // (dn + dv) r + (2r + dr) c absorbed and (dn + dr + dv) c non-absorbed, plus (dn + dv) r per key
   // of every slot's context expanded.
-  const double dn = double(mla->i[1]), dr = double(mla->i[2]), dv = double(mla->i[3]),
-               r = double(mla->i[4]);
+  const MlaParams& m = mla->Params<MlaParams>();
+  const double dn = double(m.dn), dr = double(m.dr), dv = double(m.dv), r = double(m.rank);
   std::map<int, int64_t> ctx;  // slot -> keys of its context after the step
   double absorbed = 0, expanded = 0;
   for (int64_t t = 0; t < T; ++t) {
@@ -92,7 +93,8 @@ bool MlaTakesNonAbsorbed(const Device& dev, const VkKv& kv, const Graph& g, cons
                          int64_t T, bool expand) {
   if (n.op != Op::kMlaAttention || !expand || T < kMlaNonAbsorbedMinRows) return false;
   const Tensor* kvb = KvB(g, n);
-  const int64_t H = n.i[0], dn = n.i[1], dr = n.i[2], dv = n.i[3], r = n.i[4];
+  const MlaParams& m = n.Params<MlaParams>();
+  const int64_t H = m.heads, dn = m.dn, dr = m.dr, dv = m.dv, r = m.rank;
   if (!kvb || kvb->shape != Shape{H * (dn + dv), r} || !WeightStore::Supported(kvb->dtype) ||
       r % BlockElems(kvb->dtype) != 0 || r % 4 != 0 || dr % 4 != 0)
     return false;
@@ -146,7 +148,8 @@ void WriteMlaView(const BatchLayout& lay, const Batch& b, const VkKv& kv, int32_
 
 void BuildMlaNonAbsorbed(OpContext& c) {
   const Node& n = c.n;
-  const int64_t T = c.T, H = n.i[0], dn = n.i[1], dr = n.i[2], dv = n.i[3], r = n.i[4];
+  const MlaParams& m = n.Params<MlaParams>();
+  const int64_t T = c.T, H = m.heads, dn = m.dn, dr = m.dr, dv = m.dv, r = m.rank;
   const int64_t rows = MlaGatherRows(c.kv, T), dk = dn + dr;
   const KvSpec& spec = c.kv.spec();
   ES_CHECK(spec.width[0] == r && spec.width[1] == dr, "vulkan: mla '", n.name,
@@ -209,7 +212,7 @@ void BuildMlaNonAbsorbed(OpContext& c) {
   a.b_w = 0;
   a.v_w = a.o_rs = uint32_t(H * dv);
   a.o_hs = uint32_t(dv);
-  a.scale = n.f0;
+  a.scale = m.scale;
   a.kv = &view;
   RecordAttention(c, a, false);
 }

@@ -36,12 +36,7 @@ namespace es::vk {
 // one (7.5 GB) 2 at 4 GiB (NVIDIA).
 constexpr size_t kMoeMaxBlocks = 8;
 
-// The routed experts a kMoE node holds: all the router's, or a head split's range (i0 = the
-// first, i1 = how many; arch.h ArchLayer::expert_range).
-int64_t LocalExperts(const Node& n) { return n.i[1] > 0 ? n.i[1] : n.moe->n_experts; }
-
 namespace {
-int64_t FirstExpert(const Node& n) { return n.i[1] > 0 ? n.i[0] : 0; }
 // The experts' types as the graph holds them (gate, up, down of expert 0; BuildMoe checks that
 // every expert agrees and that the device copies keep them).
 DType ExpertType(const Graph& g, const Node& n, int m) {
@@ -50,7 +45,7 @@ DType ExpertType(const Graph& g, const Node& n, int m) {
 }  // namespace
 
 bool MoeTakesGemv(const Device& dev, const Graph& g, const Node& n, MoeGemv* spec) {
-  const MoeParams& p = *n.moe;
+  const MoeParams& p = n.Params<MoeOpParams>().moe;
   const DType t = ExpertType(g, n, 0);
   MoeGemv unused;
   return n.shape[0] <= kMoeGemvMaxRows && ExpertType(g, n, 1) == t &&
@@ -67,7 +62,7 @@ bool MoeGrouped(const Device& dev, const Graph& g, const Node& n) {
 }
 
 std::vector<uint64_t> MoeScratch(const Device& dev, const Graph& g, const Node& n, int64_t T) {
-  const MoeParams& p = *n.moe;
+  const MoeParams& p = n.Params<MoeOpParams>().moe;
   const uint64_t R = uint64_t(n.shape[0]), k = uint64_t(p.top_k), I = uint64_t(p.ffn_dim),
                  E = uint64_t(p.n_experts), D = uint64_t(n.shape[1]);
   std::vector<uint64_t> s{R * E * 4, R * k * 4, R * k * 4, R * k * I * 4};
@@ -111,9 +106,9 @@ namespace {
 // The grouped path (MoeGrouped): compaction, the gate/up/down GEMMs, SwiGLU, combine.
 void RecordGroupedExperts(OpContext& c, const std::vector<BufRange> (&lists)[2],
                           const BufRange& tab, const DType (&dtype)[3]) {
-  const MoeParams& p = *c.n.moe;
-  const int64_t R = c.n.shape[0], D = c.n.shape[1], I = p.ffn_dim, E = LocalExperts(c.n),
-                K = p.top_k;
+  const MoeParams& p = c.n.Params<MoeOpParams>().moe;
+  const int64_t R = c.n.shape[0], D = c.n.shape[1], I = p.ffn_dim,
+                E = c.n.Params<MoeOpParams>().LocalExperts(), K = p.top_k;
   const BufRange ids = c.scratch[1], wts = c.scratch[2], h = c.scratch[3], gate = c.scratch[4],
                  up = c.scratch[5], yp = c.scratch[6], meta = c.scratch[7];
   {
@@ -179,7 +174,7 @@ struct MoeGemvPush {
 // the fused residual).
 void RecordVecExperts(OpContext& c, const MoeGemv& spec, const std::vector<BufRange> (&lists)[2],
                       BufRange tab, const DType (&dtype)[3], BufRange x, const NormFold* norm) {
-  const MoeParams& p = *c.n.moe;
+  const MoeParams& p = c.n.Params<MoeOpParams>().moe;
   const int64_t R = c.n.shape[0], D = c.n.shape[1], I = p.ffn_dim, K = p.top_k;
   const BufRange ids = c.scratch[1], wts = c.scratch[2], h = c.scratch[3];
   const std::vector<uint32_t> counts{uint32_t(kMoeMaxBlocks), 1, 1, 1, 1, 1, 1, 1, 1, 1, 1};
@@ -212,7 +207,7 @@ void RecordVecExperts(OpContext& c, const MoeGemv& spec, const std::vector<BufRa
 // x format of both types) then down (the token's choices weighted and added, + the fused residual).
 void RecordIdotExperts(OpContext& c, const MoeGemv& spec, const std::vector<BufRange> (&lists)[2],
                        BufRange tab, const DType (&dtype)[3], BufRange x, const NormFold* norm) {
-  const MoeParams& p = *c.n.moe;
+  const MoeParams& p = c.n.Params<MoeOpParams>().moe;
   const int64_t R = c.n.shape[0], D = c.n.shape[1], I = p.ffn_dim, K = p.top_k;
   const BufRange ids = c.scratch[1], wts = c.scratch[2], h = c.scratch[3];
   const QuantX hq = QuantXRanges(c.scratch[4], R * K, I, dtype[0]);
@@ -250,7 +245,7 @@ namespace {
 // 0 for the choices outside it).
 void RecordRouting(OpContext& c, BufRange logits, BufRange ids, BufRange wts, int64_t e0,
                    int64_t EL) {
-  const MoeParams& p = *c.n.moe;
+  const MoeParams& p = c.n.Params<MoeOpParams>().moe;
   const Node& n = c.n;
   const int64_t R = n.shape[0], E = p.n_experts;
   const bool has_bias = n.src[2] >= 0;
@@ -287,7 +282,7 @@ struct ExpertTable {
 };
 ExpertTable MakeExpertTable(OpContext& c, int64_t EL) {
   const Node& n = c.n;
-  const int64_t D = n.shape[1], I = n.moe->ffn_dim;
+  const int64_t D = n.shape[1], I = n.Params<MoeOpParams>().moe.ffn_dim;
   ExpertTable t;
   t.table.resize(size_t(6 * EL));
   // Gate and up share one type (the UP kernel reads both), down may have another (llama.cpp's
@@ -330,11 +325,12 @@ ExpertTable MakeExpertTable(OpContext& c, int64_t EL) {
 }  // namespace
 
 void BuildMoe(OpContext& c) {
-  const MoeParams& p = *c.n.moe;
+  const MoeParams& p = c.n.Params<MoeOpParams>().moe;
   const auto& n = c.n;
   // E: the experts the router scores; EL of them held here, from e0 (all: EL = E, e0 = 0).
   const int64_t R = n.shape[0], D = n.shape[1], I = p.ffn_dim, E = p.n_experts, K = p.top_k,
-                EL = LocalExperts(n), e0 = FirstExpert(n);
+                EL = n.Params<MoeOpParams>().LocalExperts(),
+                e0 = n.Params<MoeOpParams>().FirstExpert();
   ES_CHECK(EL >= 1 && e0 >= 0 && e0 + EL <= E, "vulkan: moe '", n.name, "': experts [", e0, ", ",
            e0 + EL, ") are not a range of the router's ", E);
   ES_CHECK(int64_t(n.src.size()) == 3 + 3 * EL, "vulkan: moe '", n.name, "' has ", n.src.size(),

@@ -61,7 +61,7 @@ const char* TypeSuffix(DType t) {
 BufRange FoldedNormInput(const OpContext& c, NormFold* nf) {
   if (!c.norm_node) return c.In(0);
   nf->weight = Range(c.weights.GetF32(*c.g.node(c.norm_node->src[1]).weight).chunks[0].alloc);
-  nf->eps = c.norm_node->f0;
+  nf->eps = c.norm_node->Params<RmsNormParams>().eps;
   return c.act[size_t(c.norm_node->src[0])];
 }
 
@@ -86,8 +86,9 @@ std::vector<uint64_t> ScratchBytes(const Device& dev, const VkKv& kv, const Grap
     case Op::kMoE:
       return MoeScratch(dev, g, n, T);
     case Op::kAttention: {
-      const uint32_t Hq = uint32_t(n.i[0]), Hkv = uint32_t(n.i[1]), dk = uint32_t(n.i[2]),
-                     dv = uint32_t(n.i[3]);
+      const AttentionParams& a = n.Params<AttentionParams>();
+      const uint32_t Hq = uint32_t(a.q_heads), Hkv = uint32_t(a.kv_heads), dk = uint32_t(a.dk),
+                     dv = uint32_t(a.dv);
       const uint64_t b = UseMixedAttention(dev, T, Hq, Hkv, dk, dv)
                              ? MixedAttentionBytes(dev, T, Hq, dv)
                              : AttentionSplitBytes(dev, T, Hq, Hkv, dk, dv);
@@ -145,14 +146,19 @@ bool OpSupported(const Graph& g, const Node& n, std::string* why) {
   for (size_t k = 0; k < n.src.size(); ++k)
     if (!weight_ok(int(k))) return false;
   if (n.op == Op::kAttention || n.op == Op::kMlaAttention) {
-    const int64_t dq = n.op == Op::kAttention ? n.i[2] : n.i[4] + n.i[2];
-    const int64_t dv = n.op == Op::kAttention ? n.i[3] : n.i[4];
+    // MLA's absorbed form attends over the latent (rank) plus the rope dims.
+    const int64_t dq = n.op == Op::kAttention
+                           ? n.Params<AttentionParams>().dk
+                           : n.Params<MlaParams>().rank + n.Params<MlaParams>().dr;
+    const int64_t dv =
+        n.op == Op::kAttention ? n.Params<AttentionParams>().dv : n.Params<MlaParams>().rank;
     if (dq > 1024 || dv > 1024) {
       if (why) *why = "attention head dims above 1024";
       return false;
     }
   }
-  if (n.op == Op::kMoE && n.moe && (n.moe->n_experts > 256 || n.moe->n_group > 64)) {
+  if (n.op == Op::kMoE &&
+      (n.Params<MoeOpParams>().moe.n_experts > 256 || n.Params<MoeOpParams>().moe.n_group > 64)) {
     if (why) *why = "more than 256 experts or 64 groups";
     return false;
   }

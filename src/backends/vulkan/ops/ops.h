@@ -80,8 +80,6 @@ void WriteMlaView(const BatchLayout& lay, const Batch& b, const VkKv& kv, int32_
 std::vector<uint64_t> MlaNonAbsorbedScratch(const VkKv& kv, const Node& n, int64_t T);
 void BuildMlaNonAbsorbed(OpContext& c);
 std::vector<uint64_t> MoeScratch(const Device& dev, const Graph& g, const Node& n, int64_t T);
-// The routed experts a kMoE node holds: all the router's, or a head split's range.
-int64_t LocalExperts(const Node& n);
 // Whether a kMoE node runs its experts on the expert GEMVs (MoeGemvFor: integer-dot, float or
 // block-type; spec: their geometry). Only then can the builder fold an RMSNorm producing its x and
 // a residual add of its output into it, as into a matmul's GEMV.

@@ -11,7 +11,7 @@ void BuildRmsNorm(OpContext& c) {
   struct {
     uint32_t D;
     float eps;
-  } pc{uint32_t(c.n.shape[1]), c.n.f0};
+  } pc{uint32_t(c.n.shape[1]), c.n.Params<RmsNormParams>().eps};
   d.Push(pc);
   Grid1D(d, uint64_t(c.n.shape[0]), 1);
 }

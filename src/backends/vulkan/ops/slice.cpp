@@ -1,4 +1,4 @@
-// kSlice: columns [i0, i0 + width) of every row, through the strided copy kernel.
+// kSlice: columns [col0, col0 + width) of every row, through the strided copy kernel.
 #include "ops/ops.h"
 
 namespace es::vk {
@@ -13,7 +13,7 @@ void BuildSlice(OpContext& c) {
   Dispatch& d = c.Add("copy", {1, 1});
   d.bindings = {{c.In(0)}, {c.Out()}};
   d.writes = {1};
-  d.Push(CopyPush{R, 1, W, C, 0, uint32_t(c.n.i[0]), W, 0, 0});
+  d.Push(CopyPush{R, 1, W, C, 0, uint32_t(c.n.Params<SliceParams>().col0), W, 0, 0});
   Grid1D(d, uint64_t(R) * W);
 }
 
