@@ -15,6 +15,7 @@
 #include <sstream>
 #include <tuple>
 
+#include "edgeseek/internal/graph/passes/fusions.h"
 #include "instance.h"
 #include "ops/ops.h"
 #include "plan.h"
@@ -349,229 +350,47 @@ struct FuseInput {
   int64_t T;
   bool mla_expand, fuse;
 };
-// The decode fusions Build found, per node (-1: none): what each node's OpContext gets.
-struct Fusions {
-  std::vector<int> uses, write_at, out_node, res_node, gate_node, up_node, norm_of, live_until,
-      rope_of, mla_c_store, mla_norm, attn_rope, attn_k, attn_v;
-  std::vector<char> skip;
-  explicit Fusions(const Graph& g) {
-    const size_t N = g.nodes().size();
-    for (auto* v : {&out_node, &res_node, &gate_node, &up_node, &norm_of, &live_until, &rope_of,
-                    &mla_c_store, &mla_norm, &attn_rope, &attn_k, &attn_v})
-      v->assign(N, -1);
-    uses.assign(N, 0);
-    skip.assign(N, 0);
-    write_at.resize(N);
-    for (size_t i = 0; i < N; ++i) write_at[i] = int(i);
-    for (const Node& n : g.nodes())
-      for (int s : n.src)
-        if (s >= 0) ++uses[size_t(s)];
+// The Vulkan backend's answers to the fusion passes (graph/passes/fusions.h), per candidate node:
+// GEMV-sized matmuls (CanFuseGemv) and MoE nodes on the expert GEMVs (MoeTakesGemv; their down
+// GEMV adds the residual) take epilogues and folded RMSNorms; ropes fold into kv stores; MLA's
+// kv_a chain becomes one store over an f32 or f16 cache; the split decode attention
+// (UseDecodeAttention; ES_VK_ATTN_FUSE; not over a block-quantized cache, whose new keys would
+// have to be rounded as their whole 32-blocks store them) takes the raw q, k and v rows; the MLA
+// kernel rotates q where MlaFoldsQRope. ES_VK_FUSE=0: none.
+class VkFusionCaps : public FusionCaps {
+ public:
+  explicit VkFusionCaps(const FuseInput& x) : x_(x) {}
+  bool Epilogue(const Graph& g, const Node& m) const override {
+    if (!x_.fuse) return false;
+    if (m.op == Op::kMoE) return MoeTakesGemv(x_.dev, g, m, nullptr);
+    return m.op == Op::kMatMul && Gemv(g, m);
   }
-};
-
-// Build's fusion passes over one graph, each filling its part of the Fusions record.
-struct FusionFinder : Fusions {
-  const FuseInput& x;
-  const Graph& g;
-  const std::vector<Node>& nodes;
-  const int N;
-  const int64_t T;
-  const bool fuse, mla_expand;
-  VkKv& kv;
-  explicit FusionFinder(const FuseInput& in)
-      : Fusions(in.g),
-        x(in),
-        g(in.g),
-        nodes(in.g.nodes()),
-        N(int(in.g.nodes().size())),
-        T(in.T),
-        fuse(in.fuse),
-        mla_expand(in.mla_expand),
-        kv(in.kv) {}
-
-  // GEMV epilogues: a residual add, the dual gate/up + SwiGLU.
-  void FuseEpilogues() {
-    // ---- fusions of decode (GEMV epilogues) -----------------------------------------------------
-    // A matmul whose only consumer is a residual add writes the sum itself (the add is skipped);
-    // gate and up matmuls whose only consumer is the SwiGLU become one dual GEMV writing
-    // silu(gate) * up at the later of the two (the earlier and the SwiGLU are skipped). The fused
-    // output is then written at the matmul's position: its lifetime starts there.
-    auto fusable_mm = [&](int a) {
-      if (a < 0 || a == N - 1 || uses[size_t(a)] != 1 || out_node[size_t(a)] >= 0) return false;
-      const Node& m = nodes[size_t(a)];
-      if (m.op == Op::kMoE) return MoeTakesGemv(x.dev, g, m, nullptr);  // its down GEMV adds it
-      if (m.op != Op::kMatMul) return false;
-      const Tensor& W = *g.node(m.src[1]).weight;
-      return CanFuseGemv(T, g.node(m.src[0]).shape[1], x.weights.Get(W));
-    };
-    for (int j = 0; fuse && j < N; ++j) {
-      const Node& n = nodes[size_t(j)];
-      if (n.op == Op::kAdd) {
-        for (int k = 0; k < 2; ++k) {
-          const int a = n.src[size_t(k)], b = n.src[size_t(1 - k)];
-          if (b >= a || !fusable_mm(a)) continue;
-          out_node[size_t(a)] = j;
-          res_node[size_t(a)] = b;
-          write_at[size_t(j)] = a;
-          skip[size_t(j)] = 1;
-          break;
-        }
-      } else if (n.op == Op::kSwiGLU) {
-        const int gi = n.src[0], ui = n.src[1];
-        if (gi == ui || !fusable_mm(gi) || !fusable_mm(ui) || nodes[size_t(gi)].op != Op::kMatMul ||
-            nodes[size_t(ui)].op != Op::kMatMul)
-          continue;
-        const Node& gn = nodes[size_t(gi)];
-        const Node& un = nodes[size_t(ui)];
-        const bool no_bias =
-            (gn.src.size() < 3 || gn.src[2] < 0) && (un.src.size() < 3 || un.src[2] < 0);
-        const Tensor& gw = *g.node(gn.src[1]).weight;
-        const Tensor& uw = *g.node(un.src[1]).weight;
-        if (!no_bias || gn.src[0] != un.src[0] || gw.dtype != uw.dtype || gw.shape != uw.shape)
-          continue;
-        const int late = std::max(gi, ui), early = std::min(gi, ui);
-        out_node[size_t(late)] = j;
-        gate_node[size_t(late)] = gi;
-        up_node[size_t(late)] = ui;
-        write_at[size_t(j)] = late;
-        skip[size_t(early)] = 1;
-        skip[size_t(j)] = 1;
-      }
-    }
+  bool FoldsNorm(const Graph& g, const Node& c) const override {
+    if (!x_.fuse) return false;
+    if (c.op == Op::kMoE) return x_.T <= kGemvMaxRows && MoeTakesGemv(x_.dev, g, c, nullptr);
+    return c.op == Op::kMatMul && Gemv(g, c);
+  }
+  bool RopeIntoStore() const override { return x_.fuse; }
+  bool MlaKvStore() const override {
+    const DType t = x_.kv.spec().dtype;
+    return x_.fuse && (t == DType::kF32 || t == DType::kF16);
+  }
+  bool AttentionTakesRawRows(const Graph&, const Node& n) const override {
+    const AttentionParams& a = n.Params<AttentionParams>();
+    return x_.fuse && x_.dev.tuning().On(Knob::kAttnFuse) && !IsQuantized(x_.kv.spec().dtype) &&
+           x_.T <= kDecodeFusedMaxRows &&
+           UseDecodeAttention(x_.dev, x_.T, uint32_t(a.q_heads), uint32_t(a.kv_heads),
+                              uint32_t(a.dk), uint32_t(a.dv));
+  }
+  bool MlaFoldsQRope(const Graph& g, const Node& n) const override {
+    return x_.fuse && vk::MlaFoldsQRope(x_.dev, x_.kv, g, n, x_.T, x_.mla_expand);
   }
 
-  // RMSNorms folded into their GEMVs, ropes into their kv_stores.
-  void FoldNormsAndRopes() {
-    // An RMSNorm whose consumers are all GEMV-sized matmuls of its output (or MoE nodes on the
-    // expert GEMVs) is folded into them (each takes the norm's input, weight and eps);
-    // its input must then live until the last one.
-    for (int m = 0; fuse && m < N - 1; ++m) {
-      const Node& n = nodes[size_t(m)];
-      if (n.op != Op::kRmsNorm || uses[size_t(m)] == 0) continue;
-      std::vector<int> consumers;
-      bool ok = true;
-      for (int j = m + 1; j < N && ok; ++j) {
-        const Node& c = nodes[size_t(j)];
-        if (std::find(c.src.begin(), c.src.end(), m) == c.src.end()) continue;
-        ok = c.src[0] == m && c.src[1] != m &&
-             ((c.op == Op::kMatMul &&
-               CanFuseGemv(T, n.shape[1], x.weights.Get(*g.node(c.src[1]).weight))) ||
-              (c.op == Op::kMoE && T <= kGemvMaxRows && MoeTakesGemv(x.dev, g, c, nullptr)));
-        consumers.push_back(j);
-      }
-      if (!ok || consumers.empty()) continue;
-      skip[size_t(m)] = 1;
-      for (int j : consumers) norm_of[size_t(j)] = m;
-      live_until[size_t(n.src[0])] = consumers.back();
-    }
-
-    // A rope whose only consumer is a kv_store is folded into it: the store reads the rope's input
-    // and rotates while writing the cache (one dispatch and one barrier step fewer per layer).
-    for (int j = 0; fuse && j < N; ++j) {
-      const Node& n = nodes[size_t(j)];
-      if (n.op != Op::kKvStore) continue;
-      const int r = n.src[0];
-      if (r < 0 || nodes[size_t(r)].op != Op::kRope || uses[size_t(r)] != 1) continue;
-      rope_of[size_t(j)] = r;
-      skip[size_t(r)] = 1;
-      const int x = nodes[size_t(r)].src[0];
-      live_until[size_t(x)] = std::max(live_until[size_t(x)], j);
-    }
+ private:
+  bool Gemv(const Graph& g, const Node& m) const {
+    return CanFuseGemv(x_.T, g.node(m.src[0]).shape[1], x_.weights.Get(*g.node(m.src[1]).weight));
   }
-
-  // MLA's kv_a chain into one store.
-  void FuseMlaKvStores() {
-    // MLA's kv_a chain: store(rms_norm(slice(kva, 0, r))) and store(rope(slice(kva, r, dr))) of one
-    // layer become one dispatch at the second store (mla_kv_store.comp), which reads kva: five
-    // dispatches and two barrier steps fewer per layer.
-    const DType kv_type = kv.spec().dtype;
-    for (int j = 0; fuse && (kv_type == DType::kF32 || kv_type == DType::kF16) && j < N; ++j) {
-      const Node& s1 = nodes[size_t(j)];
-      if (s1.op != Op::kKvStore || rope_of[size_t(j)] < 0) continue;
-      const Node& rope = nodes[size_t(rope_of[size_t(j)])];
-      const int raw = rope.src[0];
-      const Node& pe = nodes[size_t(raw)];
-      const RopeParams& rp = rope.Params<RopeParams>();
-      if (rp.heads != 1 || rp.offset != 0 || rp.head_dim != s1.shape[1] || pe.op != Op::kSlice ||
-          uses[size_t(raw)] != 1)
-        continue;
-      const SliceParams& pes = pe.Params<SliceParams>();
-      const int kva = pe.src[0];
-      for (int i = 0; i < j; ++i) {
-        const Node& s0 = nodes[size_t(i)];
-        if (s0.op != Op::kKvStore || s0.layer != s1.layer || rope_of[size_t(i)] >= 0) continue;
-        const int cn = s0.src[0];
-        const Node& norm = nodes[size_t(cn)];
-        if (norm.op != Op::kRmsNorm || uses[size_t(cn)] != 1) continue;
-        const Node& cr = nodes[size_t(norm.src[0])];
-        if (cr.op != Op::kSlice || uses[size_t(norm.src[0])] != 1 || cr.src[0] != kva) continue;
-        const SliceParams& crs = cr.Params<SliceParams>();
-        if (crs.col0 != 0 || pes.col0 != crs.width ||
-            nodes[size_t(kva)].shape[1] != crs.width + pes.width || crs.width % 2 != 0 ||
-            pes.width % 2 != 0)
-          continue;
-        mla_c_store[size_t(j)] = i;
-        mla_norm[size_t(j)] = cn;
-        skip[size_t(i)] = skip[size_t(cn)] = skip[size_t(norm.src[0])] = skip[size_t(raw)] = 1;
-        live_until[size_t(kva)] = std::max(live_until[size_t(kva)], j);
-        break;
-      }
-    }
-  }
-
-  // Ropes and stores folded into the split decode attention; MLA's q rope into its kernel.
-  void FuseAttentionRopes() {
-    // Split decode attention over the raw projections: attention(rope(q), store(rope(k)),
-    // store(v)) where attention_decode.comp runs (UseDecodeAttention) takes the raw q, k and v rows
-    // and rotates and stores them itself (FUSED): the q rope and both stores are skipped, three
-    // dispatches and one barrier step fewer per layer.
-    // Not over a block-quantized cache: the new keys would have to be rounded as their whole
-    // 32-blocks store them (the plain stores and attention_decode.comp run instead).
-    const bool attn_fuse =
-        fuse && x.dev.tuning().On(Knob::kAttnFuse) && !IsQuantized(kv.spec().dtype);
-    for (int j = 0; attn_fuse && j < N; ++j) {
-      const Node& n = nodes[size_t(j)];
-      if (n.op != Op::kAttention || n.src.size() != 3) continue;
-      const int qr = n.src[0], sk = n.src[1], sv = n.src[2];
-      if (qr < 0 || sk < 0 || sv < 0) continue;
-      const Node &q = nodes[size_t(qr)], &k = nodes[size_t(sk)], &v = nodes[size_t(sv)];
-      if (q.op != Op::kRope || uses[size_t(qr)] != 1 || k.op != Op::kKvStore ||
-          uses[size_t(sk)] != 1 || rope_of[size_t(sk)] < 0 || v.op != Op::kKvStore ||
-          uses[size_t(sv)] != 1 || nodes[size_t(v.src[0])].op == Op::kRope)
-        continue;
-      const Node& kr = nodes[size_t(rope_of[size_t(sk)])];
-      const AttentionParams& a = n.Params<AttentionParams>();
-      const RopeParams &qp = q.Params<RopeParams>(), &kp = kr.Params<RopeParams>();
-      const int64_t Hq = a.q_heads, Hkv = a.kv_heads, dk = a.dk, dv = a.dv;
-      if (qp.table.get() != kp.table.get() || qp.head_dim != dk || kp.head_dim != dk ||
-          qp.offset != kp.offset || T > kDecodeFusedMaxRows ||
-          !UseDecodeAttention(x.dev, T, uint32_t(Hq), uint32_t(Hkv), uint32_t(dk), uint32_t(dv)))
-        continue;
-      attn_rope[size_t(j)] = qr;
-      attn_k[size_t(j)] = kr.src[0];
-      attn_v[size_t(j)] = v.src[0];
-      skip[size_t(qr)] = skip[size_t(sk)] = skip[size_t(sv)] = 1;
-      for (int x : {q.src[0], kr.src[0], v.src[0]})
-        live_until[size_t(x)] = std::max(live_until[size_t(x)], j);
-    }
-
-    // MLA's q rope: mla_attention.comp rotates q's rope dims while loading them (MlaFoldsQRope).
-    for (int j = 0; fuse && j < N; ++j) {
-      const Node& n = nodes[size_t(j)];
-      if (n.op != Op::kMlaAttention || !MlaFoldsQRope(x.dev, kv, g, n, T, mla_expand)) continue;
-      const int qr = n.src[0];
-      const Node& q = nodes[size_t(qr)];
-      if (q.op != Op::kRope || uses[size_t(qr)] != 1) continue;
-      const MlaParams& m = n.Params<MlaParams>();
-      const RopeParams& qp = q.Params<RopeParams>();
-      if (qp.heads != m.heads || qp.head_dim != m.dn + m.dr || qp.offset != m.dn ||
-          qp.table->dim != m.dr)
-        continue;
-      attn_rope[size_t(j)] = qr;
-      skip[size_t(qr)] = 1;
-      live_until[size_t(q.src[0])] = std::max(live_until[size_t(q.src[0])], j);
-    }
-  }
+  const FuseInput& x_;
 };
 
 // Where the integer-dot GEMVs read x quantized (items added to the activation plan), per node.
@@ -584,7 +403,7 @@ struct QuantXPlan {
 // folded norm), recorded by the first matmul reading it and kept until the last (q/k/v share one;
 // gate/up are one dual GEMV); or written by the split decode attention producing x
 // (ES_VK_ATTN_QUANT=0: not) or by the dual GEMV producing it (DualQuantizesOut).
-QuantXPlan PlanQuantizedX(const FuseInput& x, const Fusions& f, std::vector<Interval>& items) {
+QuantXPlan PlanQuantizedX(const FuseInput& x, const FusionPlan& f, std::vector<Interval>& items) {
   QuantXPlan q;
   const size_t n_nodes = x.g.nodes().size();
   q.xq_item.assign(n_nodes, -1);
@@ -659,9 +478,9 @@ QuantXPlan PlanQuantizedX(const FuseInput& x, const Fusions& f, std::vector<Inte
 }
 
 // Node i's fusions into its OpContext: the epilogue, folded norm and ropes, the MLA store, the
-// fused attention's raw rows, quantized x and the dual GEMV (what FindFusions and PlanQuantizedX
+// fused attention's raw rows, quantized x and the dual GEMV (what PlanFusions and PlanQuantizedX
 // decided); `range` gives a plan item's buffer range.
-void SetFusions(OpContext& ci, int i, const Fusions& fz, const QuantXPlan& qx,
+void SetFusions(OpContext& ci, int i, const FusionPlan& fz, const QuantXPlan& qx,
                 const std::vector<BufRange>& act, const std::function<BufRange(int)>& item_range) {
   const auto& nodes = ci.g.nodes();
   const auto& [xq_item, out_xq_item, dual_yq_item, xq_fill, out_xq_type] = qx;
@@ -706,14 +525,6 @@ void SetFusions(OpContext& ci, int i, const Fusions& fz, const QuantXPlan& qx,
   }
 }
 
-Fusions FindFusions(const FuseInput& x) {
-  FusionFinder f(x);
-  f.FuseEpilogues();
-  f.FoldNormsAndRopes();
-  f.FuseMlaKvStores();
-  f.FuseAttentionRopes();
-  return std::move(static_cast<Fusions&>(f));
-}
 }  // namespace
 
 std::unique_ptr<VulkanBackend::Program> VulkanBackend::Build(const Graph& g, const Batch& b,
@@ -745,7 +556,7 @@ std::unique_ptr<VulkanBackend::Program> VulkanBackend::Build(const Graph& g, con
 
   const bool fuse = dev_->tuning().On(Knob::kFuse);
   const FuseInput in{*dev_, *weights_, g, kv, T, mla_expand, fuse};
-  const Fusions fz = FindFusions(in);
+  const FusionPlan fz = PlanFusions(g, VkFusionCaps(in));
   const auto& write_at = fz.write_at;
   const auto& skip = fz.skip;
   const auto& live_until = fz.live_until;
