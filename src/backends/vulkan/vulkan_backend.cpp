@@ -385,10 +385,34 @@ class VkFusionCaps : public FusionCaps {
   bool MlaFoldsQRope(const Graph& g, const Node& n) const override {
     return x_.fuse && vk::MlaFoldsQRope(x_.dev, x_.kv, g, n, x_.T, x_.mla_expand);
   }
+  // Integer-dot GEMVs: int8 x for Q4_0 and Q4_K (format 0), int16 for Q8_0 (format 1).
+  int QuantizedX(const Graph& g, const Node& m) const override {
+    const DType wt = WeightType(g, m);
+    return UseIdotGemv(x_.dev, x_.T, XCols(g, m), wt) ? (wt == DType::kQ8_0 ? 1 : 0) : -1;
+  }
+  bool QuantizeXOnce(const Graph& g, const Node& m, bool dual) const override {
+    return IdotQuantizeOnce(x_.dev, x_.T, XCols(g, m), dual);
+  }
+  // The split decode attention's combine step writes its output quantized (ES_VK_ATTN_QUANT);
+  // the dual gate/up GEMV (p: its gate) writes silu(gate) * up quantized where DualQuantizesOut.
+  bool WritesQuantizedX(const Graph& g, const Node& p, const Node& m) const override {
+    const DType wt = WeightType(g, m);
+    if (p.op == Op::kAttention) {
+      const int64_t dv = p.Params<AttentionParams>().dv;
+      return x_.fuse && x_.dev.tuning().On(Knob::kAttnQuant) && x_.T <= kDecodeMaxRows &&
+             dv % 32 == 0 && dv <= 1024;
+    }
+    const DeviceWeight& gw = x_.weights.Get(*g.node(p.src[1]).weight);
+    return p.op == Op::kMatMul && gw.dtype == wt && DualQuantizesOut(x_.dev, x_.T, XCols(g, p), gw);
+  }
 
  private:
   bool Gemv(const Graph& g, const Node& m) const {
-    return CanFuseGemv(x_.T, g.node(m.src[0]).shape[1], x_.weights.Get(*g.node(m.src[1]).weight));
+    return CanFuseGemv(x_.T, XCols(g, m), x_.weights.Get(*g.node(m.src[1]).weight));
+  }
+  static int64_t XCols(const Graph& g, const Node& m) { return g.node(m.src[0]).shape[1]; }
+  DType WeightType(const Graph& g, const Node& m) const {
+    return x_.weights.Get(*g.node(m.src[1]).weight).dtype;
   }
   const FuseInput& x_;
 };
@@ -399,10 +423,8 @@ struct QuantXPlan {
   std::vector<char> xq_fill;
   std::vector<DType> out_xq_type;
 };
-// Integer-dot GEMVs with x quantized once (IdotQuantizeOnce) read it from here: one per (x,
-// folded norm), recorded by the first matmul reading it and kept until the last (q/k/v share one;
-// gate/up are one dual GEMV); or written by the split decode attention producing x
-// (ES_VK_ATTN_QUANT=0: not) or by the dual GEMV producing it (DualQuantizesOut).
+// The plan's quantized copies of x (ShareQuantizedX) as arena items: a producer's from the
+// producer to its reader, a shared one from its first reader (which fills it) to its last.
 QuantXPlan PlanQuantizedX(const FuseInput& x, const FusionPlan& f, std::vector<Interval>& items) {
   QuantXPlan q;
   const size_t n_nodes = x.g.nodes().size();
@@ -412,68 +434,25 @@ QuantXPlan PlanQuantizedX(const FuseInput& x, const FusionPlan& f, std::vector<I
   q.xq_fill.assign(n_nodes, 0);
   q.out_xq_type.assign(n_nodes, DType::kF32);
   const Graph& g = x.g;
-  const auto& nodes = g.nodes();
-  const int N = int(nodes.size());
-  const int64_t T = x.T;
-  const auto& uses = f.uses;
-  const auto& write_at = f.write_at;
-  const auto& gate_node = f.gate_node;
-  const auto& skip = f.skip;
-  const auto& norm_of = f.norm_of;
-  auto& xq_item = q.xq_item;
-  auto& xq_fill = q.xq_fill;
-  auto& out_xq_item = q.out_xq_item;
-  auto& dual_yq_item = q.dual_yq_item;
-  auto& out_xq_type = q.out_xq_type;
-  std::map<std::tuple<int, int, bool>, int> xq_of;  // (x node, norm node or -1, int16) -> item
-  const bool attn_quant = x.fuse && x.dev.tuning().On(Knob::kAttnQuant);
-  for (int i = 0; i < N; ++i) {
-    const Node& n = nodes[size_t(i)];
-    if (n.op != Op::kMatMul || skip[size_t(i)] || n.src.size() < 2 || n.src[1] < 0 ||
-        !g.node(n.src[1]).weight)
-      continue;
-    const int64_t K = g.node(n.src[0]).shape[1];
-    const DType wt = x.weights.Get(*g.node(n.src[1]).weight).dtype;
-    const int nm = norm_of[size_t(i)];
-    // x from a split decode attention read by this GEMV alone (the output projection): the
-    // attention's combine step writes it quantized (no quantization in the GEMV's workgroups).
-    const int xs = n.src[0];
-    const Node& xn = nodes[size_t(xs)];
-    if (attn_quant && nm < 0 && xn.op == Op::kAttention && uses[size_t(xs)] == 1 &&
-        !skip[size_t(xs)] && T <= kDecodeMaxRows && xn.Params<AttentionParams>().dv % 32 == 0 &&
-        xn.Params<AttentionParams>().dv <= 1024 && UseIdotGemv(x.dev, T, K, wt)) {
-      out_xq_item[size_t(xs)] = xq_item[size_t(i)] = int(items.size());
-      out_xq_type[size_t(xs)] = wt;
-      items.push_back({xs, i, QuantXBytes(T, K, wt)});
-      continue;
+  std::vector<int> item_of;
+  for (const QuantizedX& c : f.quantized_x) {
+    const Node& m = g.node(c.reader);
+    const DType wt = x.weights.Get(*g.node(m.src[1]).weight).dtype;
+    const int item = int(items.size());
+    item_of.push_back(item);
+    items.push_back({c.producer >= 0 ? c.producer : c.reader, c.last,
+                     QuantXBytes(x.T, g.node(m.src[0]).shape[1], wt)});
+    if (c.producer < 0) {
+      q.xq_fill[size_t(c.reader)] = 1;
+    } else if (g.node(c.producer).op == Op::kAttention) {
+      q.out_xq_item[size_t(c.producer)] = item;
+      q.out_xq_type[size_t(c.producer)] = wt;
+    } else {
+      q.dual_yq_item[size_t(c.producer)] = item;
     }
-    // x from a dual gate/up GEMV read by this GEMV alone (the down projection), in the same
-    // format: the dual GEMV writes it quantized (no quantize dispatch between them).
-    const int dual = xn.op == Op::kSwiGLU ? write_at[size_t(xs)] : -1;  // the fused gate/up GEMV
-    if (dual >= 0 && gate_node[size_t(dual)] >= 0 && uses[size_t(xs)] == 1 && nm < 0 &&
-        UseIdotGemv(x.dev, T, K, wt)) {
-      const Node& gn = nodes[size_t(gate_node[size_t(dual)])];
-      const DeviceWeight& gw = x.weights.Get(*g.node(gn.src[1]).weight);
-      if (gw.dtype == wt && DualQuantizesOut(x.dev, T, g.node(gn.src[0]).shape[1], gw)) {
-        dual_yq_item[size_t(dual)] = xq_item[size_t(i)] = int(items.size());
-        items.push_back({dual, i, QuantXBytes(T, K, wt)});
-        continue;
-      }
-    }
-    if (!UseIdotGemv(x.dev, T, K, wt) || !IdotQuantizeOnce(x.dev, T, K, gate_node[size_t(i)] >= 0))
-      continue;
-    // int8 x for Q4_0 and Q4_K, int16 for Q8_0: one copy per format.
-    const std::tuple<int, int, bool> key{nm >= 0 ? nodes[size_t(nm)].src[0] : n.src[0], nm,
-                                         wt == DType::kQ8_0};
-    auto it = xq_of.find(key);
-    if (it == xq_of.end()) {
-      it = xq_of.emplace(key, int(items.size())).first;
-      items.push_back({i, i, QuantXBytes(T, K, wt)});
-      xq_fill[size_t(i)] = 1;
-    }
-    items[size_t(it->second)].end = i;
-    xq_item[size_t(i)] = it->second;
   }
+  for (size_t i = 0; i < n_nodes; ++i)
+    if (f.xq_of[i] >= 0) q.xq_item[i] = item_of[size_t(f.xq_of[i])];
   return q;
 }
 

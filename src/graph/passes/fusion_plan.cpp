@@ -6,7 +6,7 @@ namespace es {
 FusionPlan::FusionPlan(const Graph& g) {
   const size_t N = g.nodes().size();
   for (auto* v : {&out_node, &res_node, &gate_node, &up_node, &norm_of, &live_until, &rope_of,
-                  &mla_c_store, &mla_norm, &attn_rope, &attn_k, &attn_v})
+                  &mla_c_store, &mla_norm, &attn_rope, &attn_k, &attn_v, &xq_of})
     v->assign(N, -1);
   uses.assign(N, 0);
   skip.assign(N, 0);
@@ -24,6 +24,7 @@ FusionPlan PlanFusions(const Graph& g, const FusionCaps& caps) {
   FoldRopeStores(g, caps, f);
   FuseMlaKvStores(g, caps, f);
   FuseDecodeAttention(g, caps, f);
+  ShareQuantizedX(g, caps, f);
   return f;
 }
 

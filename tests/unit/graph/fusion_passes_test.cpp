@@ -25,6 +25,13 @@ struct Caps : FusionCaps {
   bool MlaKvStore() const override { return mla_store; }
   bool AttentionTakesRawRows(const Graph&, const Node&) const override { return raw_rows; }
   bool MlaFoldsQRope(const Graph&, const Node&) const override { return mla_q; }
+  // Quantized x: every matmul (format 0; `k` format 1 if k_int16), once, producers writing it.
+  bool quant = true, once = true, writes = true, k_int16 = false;
+  int QuantizedX(const Graph&, const Node& m) const override {
+    return !quant ? -1 : k_int16 && m.name == "k" ? 1 : 0;
+  }
+  bool QuantizeXOnce(const Graph&, const Node&, bool) const override { return once; }
+  bool WritesQuantizedX(const Graph&, const Node&, const Node&) const override { return writes; }
 };
 
 // Weights are looked at by type and shape only: no data.
@@ -131,12 +138,60 @@ TEST(FusionPasses, DenseDecodeLayerFusesEverything) {
                                           d.norm2, d.gate, d.act, d.out}));
 }
 
+TEST(FusionPasses, QuantizedXIsSharedOrWrittenByItsProducer) {
+  Graph g;
+  Weights w;
+  const Dense d = DenseLayer(g, w, 1, Rope(16));
+  const FusionPlan f = PlanFusions(g, Caps{});
+  // q, k and v share one copy of norm(x), filled by q; o reads the one the attention writes;
+  // the dual GEMV (at up) one copy of norm2(res); down the one the dual GEMV writes.
+  ASSERT_EQ(f.quantized_x.size(), 4u);
+  const auto& c = f.quantized_x;
+  EXPECT_EQ((std::vector<int>{c[0].producer, c[0].reader, c[0].last}),
+            (std::vector<int>{-1, d.q, d.v}));
+  EXPECT_EQ((std::vector<int>{c[1].producer, c[1].reader, c[1].last}),
+            (std::vector<int>{d.attn, d.o, d.o}));
+  EXPECT_EQ((std::vector<int>{c[2].producer, c[2].reader, c[2].last}),
+            (std::vector<int>{-1, d.up, d.up}));
+  EXPECT_EQ((std::vector<int>{c[3].producer, c[3].reader, c[3].last}),
+            (std::vector<int>{d.up, d.down, d.down}));
+  for (int m : {d.q, d.k, d.v}) EXPECT_EQ(f.xq_of[size_t(m)], 0);
+  EXPECT_EQ(f.xq_of[size_t(d.o)], 1);
+  EXPECT_EQ(f.xq_of[size_t(d.up)], 2);
+  EXPECT_EQ(f.xq_of[size_t(d.down)], 3);
+  EXPECT_EQ(f.xq_of[size_t(d.gate)], -1);  // folded into the dual GEMV at up
+
+  Caps k16;
+  k16.k_int16 = true;  // another format: k quantizes its own copy
+  const FusionPlan f16 = PlanFusions(g, k16);
+  EXPECT_EQ(f16.xq_of[size_t(d.q)], f16.xq_of[size_t(d.v)]);
+  EXPECT_NE(f16.xq_of[size_t(d.k)], f16.xq_of[size_t(d.q)]);
+  EXPECT_EQ(f16.quantized_x[size_t(f16.xq_of[size_t(d.q)])].last, d.v);
+
+  Caps nw;
+  nw.writes = false;  // producers write plain rows: o and down quantize their own copies
+  const FusionPlan fn = PlanFusions(g, nw);
+  for (int m : {d.o, d.down}) {
+    ASSERT_GE(fn.xq_of[size_t(m)], 0);
+    EXPECT_EQ(fn.quantized_x[size_t(fn.xq_of[size_t(m)])].producer, -1);
+    EXPECT_EQ(fn.quantized_x[size_t(fn.xq_of[size_t(m)])].reader, m);
+  }
+
+  Caps none;
+  none.once = none.writes = false;  // each GEMV quantizes x in its workgroups
+  EXPECT_TRUE(PlanFusions(g, none).quantized_x.empty());
+  none = Caps{};
+  none.quant = false;  // no integer-dot GEMVs
+  EXPECT_TRUE(PlanFusions(g, none).quantized_x.empty());
+}
+
 TEST(FusionPasses, EachCapabilitySwitchesOffItsFusionAlone) {
   Graph g;
   Weights w;
   const Dense d = DenseLayer(g, w, 1, Rope(16));
   Caps none;
-  none.epilogue = none.norm = none.rope_store = none.mla_store = none.raw_rows = none.mla_q = false;
+  none.epilogue = none.norm = none.rope_store = none.mla_store = none.raw_rows = none.mla_q =
+      none.quant = false;
   const FusionPlan plain = PlanFusions(g, none);
   EXPECT_TRUE(Skipped(plain).empty());
   for (size_t i = 0; i < plain.write_at.size(); ++i) EXPECT_EQ(plain.write_at[i], int(i));

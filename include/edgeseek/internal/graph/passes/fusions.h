@@ -36,6 +36,22 @@ class FusionCaps {
   virtual bool AttentionTakesRawRows(const Graph& g, const Node& n) const = 0;
   // MLA attention `n` can rotate its q's rope dims while loading them.
   virtual bool MlaFoldsQRope(const Graph& g, const Node& n) const = 0;
+  // Matmul `m` reads its x quantized per block (an integer-dot GEMV): the format's id (>= 0;
+  // readers of one format can share a copy), else -1.
+  virtual int QuantizedX(const Graph& g, const Node& m) const = 0;
+  // Matmul `m` (a dual gate/up GEMV if `dual`) reads a copy of its x quantized once, rather than
+  // quantizing x in each of its workgroups.
+  virtual bool QuantizeXOnce(const Graph& g, const Node& m, bool dual) const = 0;
+  // Producer `p` of m's x, m its only reader, can write its output quantized in m's format: a
+  // split decode attention, or the gate matmul of the dual gate/up GEMV writing m's x.
+  virtual bool WritesQuantizedX(const Graph& g, const Node& p, const Node& m) const = 0;
+};
+
+// One quantized copy of an x (ShareQuantizedX): written by `producer` (a node writing its output
+// quantized too), or, with producer -1, filled by its first reader; read by matmuls from `reader`
+// (the first) to `last`.
+struct QuantizedX {
+  int producer = -1, reader = -1, last = -1, format = -1;
 };
 
 // The fusions the passes found, per node id (-1: none). Which node absorbs which:
@@ -57,6 +73,8 @@ struct FusionPlan {
   std::vector<int> attn_k;       // attention taking raw rows -> the k rows (before the rope)
   std::vector<int> attn_v;       //   and the v rows
   std::vector<char> skip;        // folded into another node: not recorded
+  std::vector<int> xq_of;        // matmul -> the quantized copy of x it reads (quantized_x)
+  std::vector<QuantizedX> quantized_x;  // in the order of their first readers
   explicit FusionPlan(const Graph& g);
 };
 
@@ -74,6 +92,11 @@ void FuseMlaKvStores(const Graph& g, const FusionCaps& caps, FusionPlan& f);
 // fuse_decode_attention.cpp: attention(rope(q), store(rope(k)), store(v)) takes the raw q, k, v;
 // MLA attention(rope(q), ...) rotates q itself.
 void FuseDecodeAttention(const Graph& g, const FusionCaps& caps, FusionPlan& f);
+
+// share_quantized_x.cpp: integer-dot GEMVs read x quantized from one copy per (x, folded norm,
+// format) (q, k and v share one), or from the copy its producer writes (the attention's output
+// for the o projection, the dual gate/up GEMV's for down). Runs after the fusions it reads.
+void ShareQuantizedX(const Graph& g, const FusionCaps& caps, FusionPlan& f);
 
 // Every pass above, in order.
 FusionPlan PlanFusions(const Graph& g, const FusionCaps& caps);
