@@ -8,13 +8,19 @@
 // Shapes are DeepSeek-R1-Distill-Qwen-1.5B's: [8960, 1536] gate/up, [1536, 8960] down and the
 // [151936, 1536] lm_head (weight [N, K], K the reduction). Run:
 //   build/bench/matmul_bench --benchmark_counters_tabular=true
+// ES_BENCH_TARGET=AVX2 (or AVX3, AVX3_DL, SSE4, ... as Highway names them) times the path that
+// target takes (hwy::SetSupportedTargetsForTest, as the targets test forces them); the label
+// names the target that ran.
 #include <benchmark/benchmark.h>
 
 #include <algorithm>
 #include <cstdint>
+#include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <map>
 #include <memory>
+#include <string>
 #include <tuple>
 #include <vector>
 
@@ -23,9 +29,28 @@
 #include "edgeseek/internal/core/thread_pool.h"
 #include "edgeseek/internal/quant/blocks.h"
 #include "hwy/aligned_allocator.h"
+// matmul.cpp compiles Highway's AVX3_DL target too: list it, so that ES_BENCH_TARGET can name it.
+#ifndef HWY_WANT_AVX3_DL
+#define HWY_WANT_AVX3_DL 1
+#endif
+#include "hwy/targets.h"
 
 namespace es {
 namespace {
+
+// ES_BENCH_TARGET, applied before the first benchmark runs.
+const bool kTargetForced = [] {
+  const char* name = std::getenv("ES_BENCH_TARGET");
+  if (name == nullptr || *name == 0) return false;
+  for (int64_t t : hwy::SupportedAndGeneratedTargets()) {
+    if (std::string(hwy::TargetName(t)) == name) {
+      hwy::SetSupportedTargetsForTest(t);
+      return true;
+    }
+  }
+  std::fprintf(stderr, "ES_BENCH_TARGET=%s: not a target this CPU and binary have\n", name);
+  std::exit(2);
+}();
 
 ThreadPool& Pool(int threads) {
   static std::map<int, std::unique_ptr<ThreadPool>> pools;

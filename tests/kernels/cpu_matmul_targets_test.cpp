@@ -5,6 +5,7 @@
 // within each target.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstddef>
 #include <cstdint>
@@ -115,6 +116,58 @@ TEST(CpuMatMulTargets, LaneKernelsGiveTheSameBitsOnEveryAvx2PlusTarget) {
                   << hwy::TargetName(target) << " against " << hwy::TargetName(targets[0]) << " "
                   << Name(type) << " R " << R << " K " << K << " N " << N << " output " << i << ": "
                   << y[i] << " vs " << first[i];
+          }
+        }
+      }
+    }
+  }
+}
+
+// The K-quant GEMV (one row: Q4_K and Q5_K through the unrolled row kernel on raw rows, Q6_K
+// through its own in-register decoder, Q6KGemvGroup) against the skinny (2..4 rows) and panel (5+)
+// GEMM on odd sizes, on every target: each GEMM row equals the GEMV of that row bit for bit, with
+// 1 and 3 threads — an odd number of 256-element blocks a row, a single partial group of columns
+// (N = 1, 7), a full group and a partial one (9, 41) — and the GEMV is within the hard bound of the
+// int8 activation rounding against the double reference.
+TEST(CpuMatMulTargets, KQuantGemvMatchesTheGemmOnOddSizes) {
+  ThreadPool pool1(1), pool3(3);
+  for (int64_t target : hwy::SupportedAndGeneratedTargets()) {
+    ForcedTarget forced(target);
+    for (const int64_t K : {256, 1280, 2304}) {
+      for (const int64_t N : {1, 7, 9, 41}) {
+        for (DType type : {DType::kQ4_K, DType::kQ5_K, DType::kQ6_K}) {
+          const auto wt = test::RandomWeights(type, N, K, uint64_t(K * 5 + N));
+          for (const int64_t R : {2, 3, 5, 7}) {
+            const auto x = test::RandomFloats(size_t(R * K), uint64_t(K + 3 * N + R));
+            for (ThreadPool* pool : {&pool1, &pool3}) {
+              std::vector<float> y(size_t(R * N)), row(static_cast<size_t>(N));
+              cpu::MatMul(x.data(), R, K, wt.bytes.data(), type, N, nullptr, y.data(), N, *pool);
+              for (int64_t r = 0; r < R; ++r) {
+                cpu::MatMul(x.data() + r * K, 1, K, wt.bytes.data(), type, N, nullptr, row.data(),
+                            N, *pool);
+                ASSERT_EQ(0, std::memcmp(row.data(), y.data() + r * N, size_t(N) * 4))
+                    << hwy::TargetName(target) << " " << Name(type) << " R " << R << " K " << K
+                    << " N " << N << " row " << r;
+                for (int64_t n = 0; n < N; ++n) {
+                  // The hard bound of int8 activation rounding (half a step, absmax / 254, per
+                  // group of 32) plus f32 rounding.
+                  double ref = 0, bound = 0, mag = 0;
+                  for (int64_t g = 0; g < K; g += 32) {
+                    double amax = 0, wsum = 0;
+                    for (int64_t k = g; k < g + 32; ++k) {
+                      const double xv = x[size_t(r * K + k)], wv = wt.values[size_t(n * K + k)];
+                      ref += xv * wv;
+                      mag += std::fabs(xv * wv);
+                      amax = std::max(amax, std::fabs(xv));
+                      wsum += std::fabs(wv);
+                    }
+                    bound += amax / 254 * wsum;
+                  }
+                  EXPECT_LE(std::fabs(row[size_t(n)] - ref), bound * 1.0001 + 1e-5 * mag)
+                      << hwy::TargetName(target) << " " << Name(type) << " K " << K << " N " << N;
+                }
+              }
+            }
           }
         }
       }
