@@ -94,6 +94,21 @@ struct VulkanAndCpu {
     cpu->Compute(g, b, *kv_cpu, c.data());
     ExpectClose(a, c, tol, what);
   }
+  // A prefill of two sequences (5 rows with all logits, 3 rows) then `decodes` steps of one row
+  // of each, every step against the CPU backend.
+  void PrefillThenDecode(int decodes, double tol, const std::string& what) {
+    const int v = vocab();
+    Batch prefill;
+    prefill.Add(0, 0, {1, 5, 9, 2, v - 1}, true);
+    prefill.Add(1, 0, {3, 4, 8});
+    Step(prefill, tol, what + " prefill");
+    for (int i = 0; i < decodes; ++i) {
+      Batch d;
+      d.Add(0, 5 + i, {(7 * i + 3) % v});
+      d.Add(1, 3 + i, {(11 * i + 6) % v});
+      Step(d, tol, what + " decode " + std::to_string(i));
+    }
+  }
 };
 
 class VulkanModel : public VulkanTest, public ::testing::WithParamInterface<ArchCase> {};
@@ -125,23 +140,10 @@ TEST_P(VulkanModel, LogitsMatchCpuBackendThroughPrefillAndDecode) {
   // expert instead (0.24 relative L2 in the logits; the two backends' router inputs agreed to
   // 4e-6 of 4.4, no tie). VulkanMoe's noaux_tc_negative_kept_choices keeps that case.
   VulkanAndCpu run(ac.config, 7, 32);
-  const int vocab = run.vocab();
   auto& vkb = SharedVulkan();
   for (const Tensor* w : run.model->weights()) vkb.PrepareWeight(*w);
   const auto before = vkb.counters();
-  auto step = [&](Batch& b, const std::string& what) {
-    run.Step(b, 1e-4, std::string(ac.name) + " " + what);
-  };
-  Batch prefill;
-  prefill.Add(0, 0, {1, 5, 9, 2, vocab - 1}, true);
-  prefill.Add(1, 0, {3, 4, 8});
-  step(prefill, "prefill");
-  for (int i = 0; i < 3; ++i) {
-    Batch d;
-    d.Add(0, 5 + i, {(7 * i + 3) % vocab});
-    d.Add(1, 3 + i, {(11 * i + 6) % vocab});
-    step(d, "decode " + std::to_string(i));
-  }
+  run.PrefillThenDecode(3, 1e-4, ac.name);
   ExpectEachDispatchAsEarlyAsItCan(std::string(ac.name) + " decode");
   // Two shapes (prefill, decode): two programs; the decode command buffer was re-submitted.
   const auto after = vkb.counters();
@@ -167,17 +169,7 @@ TEST_F(VulkanTest, LongFloatRowsTakeFourOutputsAGroupInAModel) {
       "rms_norm_eps":1e-6,"max_position_embeddings":512,"rope_theta":10000.0,
       "torch_dtype":"bfloat16"})";
   VulkanAndCpu run(config, 11, 64);
-  const int vocab = run.vocab();
-  Batch prefill;
-  prefill.Add(0, 0, {1, 5, 9, 2, vocab - 1}, true);
-  prefill.Add(1, 0, {3, 4, 8});
-  run.Step(prefill, 1e-4, "prefill");
-  for (int i = 0; i < 2; ++i) {
-    Batch d;
-    d.Add(0, 5 + i, {(7 * i + 3) % vocab});
-    d.Add(1, 3 + i, {(11 * i + 6) % vocab});
-    run.Step(d, 1e-4, "decode " + std::to_string(i));
-  }
+  run.PrefillThenDecode(2, 1e-4, "long rows");
 }
 
 INSTANTIATE_TEST_SUITE_P(Archs, VulkanModel, ::testing::ValuesIn(kCases),
