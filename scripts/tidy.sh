@@ -3,8 +3,9 @@
 # the library, the tools and the examples (src/, include/, tools/, examples/; the tests have
 # -Werror and the sanitizers), through build/compile_commands.json (scripts/build.sh writes it;
 # generated sources must exist, so build first). A changed header is checked through the source
-# of the same name beside it; findings in headers are reported only for the changed ones, so a
-# change does not inherit another file's.
+# of the same name beside it, or else through the first source that includes it (directly or
+# through other headers: an -inl.h kernel through matmul.cpp); findings in headers are reported
+# only for the changed ones, so a change does not inherit another file's.
 #     scripts/tidy.sh [BASE]   files changed since BASE (default: the merge-base with main; on
 #                              main itself, or without a main branch, HEAD~1: the last commit)
 # ES_TIDY_BUILD names another build directory. Exits 1 when clang-tidy reports anything.
@@ -46,15 +47,38 @@ done
 HEADERS=$(git diff --name-only --diff-filter=ACMR "$BASE" -- "${SCOPE[@]}" | grep '\.h$' |
   sed -e 's/[.[\*^$()+?{|]/\\&/g' -e "s|^|$PWD/|" | paste -sd'|' || true)
 HEADER_FILTER="^(${HEADERS:-a^})\$"
+in_db() { printf '%s\n' "${DB[@]}" | grep -qxF "$PWD/$1"; }
+# A header without a source of its name (an -inl.h kernel, a header-only type): the first compiled
+# source that includes it, directly or through other headers of the tree.
+includer() {
+  local names=("$(basename "$1")") seen=" " n f
+  while [ ${#names[@]} -gt 0 ]; do
+    n=${names[0]}
+    names=("${names[@]:1}")
+    case "$seen" in *" $n "*) continue ;; esac
+    seen="$seen$n "
+    while IFS= read -r f; do
+      if [[ $f == *.h ]]; then
+        names+=("$(basename "$f")")
+      elif in_db "$f"; then
+        echo "$f"
+        return
+      fi
+    done < <(grep -rlE "#include \"([^\"]*/)?$n\"" src include tools examples 2>/dev/null | sort)
+  done
+  return 0
+}
 FILES=()
 while IFS= read -r f; do
+  found=""
   for cand in "$f" "${f%.*}.cpp" "${f%.*}.c"; do
-    abs="$PWD/$cand"
-    if printf '%s\n' "${DB[@]}" | grep -qxF "$abs"; then
-      FILES+=("$cand")
+    if in_db "$cand"; then
+      found=$cand
       break
     fi
   done
+  [ -z "$found" ] && [[ $f == *.h ]] && found=$(includer "$f")
+  [ -n "$found" ] && FILES+=("$found")
 done < <(git diff --name-only --diff-filter=ACMR "$BASE" -- "${SCOPE[@]}" | sort -u)
 mapfile -t FILES < <(printf '%s\n' "${FILES[@]}" | sed '/^$/d' | sort -u)
 if [ ${#FILES[@]} -eq 0 ]; then
