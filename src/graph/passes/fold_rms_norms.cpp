@@ -18,7 +18,8 @@ void FoldRmsNorms(const Graph& g, const FusionCaps& caps, FusionPlan& f) {
     for (int j = m + 1; j < N && ok; ++j) {
       const Node& c = nodes[size_t(j)];
       if (std::find(c.src.begin(), c.src.end(), m) == c.src.end()) continue;
-      ok = c.src[0] == m && c.src[1] != m && (c.op == Op::kMatMul || c.op == Op::kMoE) &&
+      // The op first: a kv_store reading the norm (MLA's latent) has one input.
+      ok = (c.op == Op::kMatMul || c.op == Op::kMoE) && c.src[0] == m && c.src[1] != m &&
            caps.FoldsNorm(g, c);
       consumers.push_back(j);
     }
