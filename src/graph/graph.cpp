@@ -5,6 +5,7 @@
 #include <atomic>
 #include <cstring>
 #include <type_traits>
+#include <utility>
 
 #include "edgeseek/internal/core/error.h"
 
@@ -91,15 +92,31 @@ void Node::WrongParams(const char* wanted) const {
   Fail("graph node '", name, "' (", OpName(op), ") carries no ", wanted, " parameters");
 }
 
-namespace {
-uint64_t Mix(uint64_t h, uint64_t v) {
+uint64_t HashMix(uint64_t h, uint64_t v) {
   h ^= v + 0x9e3779b97f4a7c15ull + (h << 6) + (h >> 2);
   return h;
 }
+
+namespace {
 uint64_t Bits(float f) {
   uint32_t u;
   std::memcpy(&u, &f, 4);
   return u;
+}
+
+// Whether record P is op's (monostate is no op's).
+template <class P>
+constexpr bool Carries(Op op) {
+  if constexpr (std::is_same_v<P, std::monostate>) {
+    return false;
+  } else {
+    return P::kOp == op;
+  }
+}
+// Whether some alternative of OpParams is op's record.
+template <size_t... I>
+constexpr bool TakesParams(Op op, std::index_sequence<I...>) {
+  return (Carries<std::variant_alternative_t<I, OpParams>>(op) || ...);
 }
 
 // Whether `p` is the record op `op` carries (monostate for ops without parameters).
@@ -108,8 +125,7 @@ bool ParamsFitOp(const OpParams& p, Op op) {
       [op](const auto& v) {
         using P = std::decay_t<decltype(v)>;
         if constexpr (std::is_same_v<P, std::monostate>) {
-          return op != Op::kRmsNorm && op != Op::kSlice && op != Op::kRope && op != Op::kKvStore &&
-                 op != Op::kAttention && op != Op::kMlaAttention && op != Op::kMoE;
+          return !TakesParams(op, std::make_index_sequence<std::variant_size_v<OpParams>>{});
         } else {
           return P::kOp == op;
         }
@@ -131,27 +147,27 @@ uint64_t ParamsHash(const Node& n) {
       [&h](const auto& v) {
         using P = std::decay_t<decltype(v)>;
         if constexpr (std::is_same_v<P, RmsNormParams>) {
-          h = Mix(h, Bits(v.eps));
+          h = HashMix(h, Bits(v.eps));
         } else if constexpr (std::is_same_v<P, SliceParams>) {
-          h = Mix(Mix(h, uint64_t(v.col0)), uint64_t(v.width));
+          h = HashMix(HashMix(h, uint64_t(v.col0)), uint64_t(v.width));
         } else if constexpr (std::is_same_v<P, RopeParams>) {
-          for (int64_t x : {v.heads, v.head_dim, v.offset}) h = Mix(h, uint64_t(x));
-          h = Mix(h, reinterpret_cast<uintptr_t>(v.table.get()));
+          for (int64_t x : {v.heads, v.head_dim, v.offset}) h = HashMix(h, uint64_t(x));
+          h = HashMix(h, reinterpret_cast<uintptr_t>(v.table.get()));
         } else if constexpr (std::is_same_v<P, KvStoreParams>) {
-          h = Mix(h, uint64_t(v.part));
+          h = HashMix(h, uint64_t(v.part));
         } else if constexpr (std::is_same_v<P, AttentionParams>) {
-          for (int64_t x : {v.q_heads, v.kv_heads, v.dk, v.dv}) h = Mix(h, uint64_t(x));
-          h = Mix(h, Bits(v.scale));
+          for (int64_t x : {v.q_heads, v.kv_heads, v.dk, v.dv}) h = HashMix(h, uint64_t(x));
+          h = HashMix(h, Bits(v.scale));
         } else if constexpr (std::is_same_v<P, MlaParams>) {
-          for (int64_t x : {v.heads, v.dn, v.dr, v.dv, v.rank}) h = Mix(h, uint64_t(x));
-          h = Mix(h, Bits(v.scale));
+          for (int64_t x : {v.heads, v.dn, v.dr, v.dv, v.rank}) h = HashMix(h, uint64_t(x));
+          h = HashMix(h, Bits(v.scale));
         } else if constexpr (std::is_same_v<P, MoeOpParams>) {
           const MoeParams& m = v.moe;
           for (int64_t x : {int64_t(m.n_experts), int64_t(m.top_k), int64_t(m.n_group),
                             int64_t(m.topk_group), int64_t(m.scoring), int64_t(m.topk_method),
                             int64_t(m.norm_topk_prob), int64_t(m.ffn_dim), v.expert0, v.n_local})
-            h = Mix(h, uint64_t(x));
-          h = Mix(h, Bits(m.routed_scaling_factor));
+            h = HashMix(h, uint64_t(x));
+          h = HashMix(h, Bits(m.routed_scaling_factor));
         }
       },
       n.params);

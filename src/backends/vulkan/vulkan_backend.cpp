@@ -103,21 +103,17 @@ void WriteMixedRows(const BatchLayout& lay, const Batch& b, int32_t* words) {
   words[lay.tiles] = n_tiles;
 }
 
-uint64_t Mix(uint64_t h, uint64_t v) {
-  h ^= v + 0x9e3779b97f4a7c15ull + (h << 6) + (h >> 2);
-  return h;
-}
 // The nodes' part of a program's key (the batch shape, cache and mode are mixed in per call).
 uint64_t NodesHash(const Graph& g) {
   uint64_t h = 0;
   for (const Node& n : g.nodes()) {
-    h = Mix(h, uint64_t(n.op));
-    for (int s : n.src) h = Mix(h, uint64_t(int64_t(s)));
-    for (int64_t d : n.shape) h = Mix(h, uint64_t(d));
-    h = Mix(h, uint64_t(n.dtype));
-    h = Mix(h, reinterpret_cast<uintptr_t>(n.weight ? n.weight->data : nullptr));
-    h = Mix(h, uint64_t(int64_t(n.layer)));
-    h = Mix(h, ParamsHash(n));
+    h = HashMix(h, uint64_t(n.op));
+    for (int s : n.src) h = HashMix(h, uint64_t(int64_t(s)));
+    for (int64_t d : n.shape) h = HashMix(h, uint64_t(d));
+    h = HashMix(h, uint64_t(n.dtype));
+    h = HashMix(h, reinterpret_cast<uintptr_t>(n.weight ? n.weight->data : nullptr));
+    h = HashMix(h, uint64_t(int64_t(n.layer)));
+    h = HashMix(h, ParamsHash(n));
   }
   return h;
 }
@@ -312,11 +308,11 @@ VulkanBackend::Program& VulkanBackend::GetProgram(const Graph& g, const Batch& b
     seen_graphs_.insert(seen_graphs_.begin(), {g.version(), NodesHash(g), data});
     seen = seen_graphs_.begin();
   }
-  uint64_t key = Mix(seen->nodes_hash, kv.id());
-  key = Mix(key, uint64_t(b.n_tokens()));
-  key = Mix(key, b.out_rows.size());
-  key = Mix(key, uint64_t(mode));
-  key = Mix(key, MlaStepExpands(g, b) ? 1u : 0u);  // the MLA's form depends on the positions
+  uint64_t key = HashMix(seen->nodes_hash, kv.id());
+  key = HashMix(key, uint64_t(b.n_tokens()));
+  key = HashMix(key, b.out_rows.size());
+  key = HashMix(key, uint64_t(mode));
+  key = HashMix(key, MlaStepExpands(g, b) ? 1u : 0u);  // the MLA's form depends on the positions
   for (auto it = programs_.begin(); it != programs_.end(); ++it)
     if ((*it)->key == key) {
       programs_.splice(programs_.begin(), programs_, it);

@@ -184,8 +184,10 @@ struct Node {
   [[noreturn]] void WrongParams(const char* wanted) const;
 };
 
-// A hash of n.params (fields by value; a rope table by its address), for backends' keys.
+// A hash of n.params (fields by value; a rope table by its address), for backends' keys, and the
+// combining step it uses (h with v mixed in), for keys built from it.
 uint64_t ParamsHash(const Node& n);
+uint64_t HashMix(uint64_t h, uint64_t v);
 
 // The host rows kInput node `n` reads from `b` (Batch::input): es::Error naming the node when
 // the batch carries none, or rows of another width, or the node's rows are not the batch's.

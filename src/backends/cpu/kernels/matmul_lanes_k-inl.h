@@ -191,14 +191,12 @@ HWY_INLINE void InterleaveQK(const Block* HWY_RESTRICT w, size_t stride, size_t 
   DecodeQKScales(w, stride, b, &out->s);
 }
 
-// One group of one activation row: acc (lane c = column c) += d · dx · isum − fm · xs.
-//   n(k), k = 0..7: the group's quants (Q4_K 0..15, Q5_K 0..31), element 4k + i of column c in
-//   byte 4c + i of n(k); x: the row's 32 int8 quants of the group; dx, xs: its scale and dx · Σ
-//   quants.
-template <bool kFifth, class Quants>
-HWY_INLINE __m256 QKRow(const Quants& n, __m256i sc, __m256 fm, __m256 d,
-                        const int8_t* HWY_RESTRICT x, float dx, float xs, __m256 acc) {
 #if HWY_TARGET == HWY_AVX3_DL
+// A group's 32 int8 x against its quants n(0..7) (as QKRow takes them), lane-wise with VNNI:
+// lo sums the first 16 (n(0..3)), hi the last 16 (n(4..7)); QKRow and Q6KIsum scale them.
+template <class Quants>
+HWY_INLINE void DpHalves(const Quants& n, const int8_t* HWY_RESTRICT x,
+                         __m256i* HWY_RESTRICT lo_out, __m256i* HWY_RESTRICT hi_out) {
   __m256i lo = LaneDpBusd(_mm256_setzero_si256(), n(0), Bcast4(x));
   __m256i hi = LaneDpBusd(_mm256_setzero_si256(), n(4), Bcast4(x + 16));
   lo = LaneDpBusd(lo, n(1), Bcast4(x + 4));
@@ -207,6 +205,21 @@ HWY_INLINE __m256 QKRow(const Quants& n, __m256i sc, __m256 fm, __m256 d,
   hi = LaneDpBusd(hi, n(6), Bcast4(x + 24));
   lo = LaneDpBusd(lo, n(3), Bcast4(x + 12));
   hi = LaneDpBusd(hi, n(7), Bcast4(x + 28));
+  *lo_out = lo;
+  *hi_out = hi;
+}
+#endif
+
+// One group of one activation row: acc (lane c = column c) += d · dx · isum − fm · xs.
+//   n(k), k = 0..7: the group's quants (Q4_K 0..15, Q5_K 0..31), element 4k + i of column c in
+//   byte 4c + i of n(k); x: the row's 32 int8 quants of the group; dx, xs: its scale and dx · Σ
+//   quants.
+template <bool kFifth, class Quants>
+HWY_INLINE __m256 QKRow(const Quants& n, __m256i sc, __m256 fm, __m256 d,
+                        const int8_t* HWY_RESTRICT x, float dx, float xs, __m256 acc) {
+#if HWY_TARGET == HWY_AVX3_DL
+  __m256i lo, hi;
+  DpHalves(n, x, &lo, &hi);
   const __m256i isum = _mm256_mullo_epi32(_mm256_add_epi32(lo, hi), sc);
 #else
   __m256i p = _mm256_maddubs_epi16(n(0), Bcast4(x));
@@ -493,14 +506,8 @@ template <class Quants>
 HWY_INLINE __m256i Q6KIsum(const Quants& n, __m256i sa, __m256i sb, __m256i off,
                            const int8_t* HWY_RESTRICT x, int32_t sums) {
 #if HWY_TARGET == HWY_AVX3_DL
-  __m256i lo = LaneDpBusd(_mm256_setzero_si256(), n(0), Bcast4(x));
-  __m256i hi = LaneDpBusd(_mm256_setzero_si256(), n(4), Bcast4(x + 16));
-  lo = LaneDpBusd(lo, n(1), Bcast4(x + 4));
-  hi = LaneDpBusd(hi, n(5), Bcast4(x + 20));
-  lo = LaneDpBusd(lo, n(2), Bcast4(x + 8));
-  hi = LaneDpBusd(hi, n(6), Bcast4(x + 24));
-  lo = LaneDpBusd(lo, n(3), Bcast4(x + 12));
-  hi = LaneDpBusd(hi, n(7), Bcast4(x + 28));
+  __m256i lo, hi;
+  DpHalves(n, x, &lo, &hi);
   const __m256i isum = _mm256_add_epi32(_mm256_mullo_epi32(lo, sa), _mm256_mullo_epi32(hi, sb));
 #else
   auto pair = [&](int k) __attribute__((always_inline)) {  // two maddubs in int16: ≤ 32004
