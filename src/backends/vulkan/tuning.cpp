@@ -115,18 +115,6 @@ const std::array<KnobSpec, kKnobCount> kTable = {{
      R::kPath,
      "the dual GEMV writes the down projection's x quantized: auto = 2 for Q4_0, 0 for Q8_0 "
      "(7B Q4_0 357 t/s against 350)"},
-    {Knob::kMoeFupQr, "ES_VK_MOE_FUP_QR", T::kUint, "auto|1|2|4|8", "auto", W::kGraph,
-     R::kExperiment,
-     "float experts' up GEMV: outputs an invocation group (auto: 4 from K 2,048, else 1); the "
-     "V2-Lite f16 A/B is open"},
-    {Knob::kMoeFdownRows, "ES_VK_MOE_FDOWN_ROWS", T::kUint, "auto|1|2|4", "auto", W::kGraph,
-     R::kExperiment,
-     "float experts' down GEMV: invocation groups a workgroup (auto: 2; H200 V2-Lite f16 17.6 "
-     "us a layer against 26.7 at 4)"},
-    {Knob::kMoeFdownUn, "ES_VK_MOE_FDOWN_UN", T::kUint, "auto|0..8", "auto", W::kGraph,
-     R::kExperiment,
-     "float experts' down GEMV: choices whose loads are in flight together (auto: the rounds "
-     "rule of the integer-dot down GEMV; 0: one choice at a time, the old loop); A/B open"},
     {Knob::kAttnDecode, "ES_VK_ATTN_DECODE", T::kBool, "0|1", "1", W::kGraph, R::kPath,
      "kv-head decode attention (7B Q4_0 tg 354.5 t/s against 320.2 without)"},
     {Knob::kAttnFuse, "ES_VK_ATTN_FUSE", T::kBool, "0|1", "1", W::kGraph, R::kPath,

@@ -156,8 +156,8 @@ TEST_P(VulkanModel, LogitsMatchCpuBackendThroughPrefillAndDecode) {
 // GemvSpecFor, matmul_gemv.comp AccumVecRows) in a bf16 DeepSeek-V2 2,048 wide: the dense
 // GEMVs reading the hidden state (q, kv_a, lm_head: 301 outputs, a partial last workgroup), the
 // dual gate/up GEMVs (the dense first layer's and the shared expert's) and the float experts' up
-// GEMV; a prefill, then decode steps of two rows (two batch rows a workgroup), against the CPU
-// backend.
+// GEMV (2 outputs a group there: MoeGemvFor); a prefill, then decode steps of two rows (two batch
+// rows a workgroup), against the CPU backend.
 TEST_F(VulkanTest, LongFloatRowsTakeFourOutputsAGroupInAModel) {
   const char* config = R"({"architectures":["DeepseekV2ForCausalLM"],"model_type":"deepseek_v2",
       "vocab_size":301,"hidden_size":2048,"intermediate_size":264,"moe_intermediate_size":264,

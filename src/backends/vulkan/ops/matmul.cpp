@@ -799,21 +799,13 @@ bool MoeGemvFor(const Device& dev, int64_t R, int64_t D, int64_t I, int64_t top_
   // after 512 tokens 267.2 t/s against 252.9. The up GEMV (2,112 workgroups a token) stays at 4:
   // 2 or 1 were no faster.
   if (!IsQuantized(down)) dn.rows = std::min<uint32_t>(dn.rows, 2);
-  const Tuning& tune = dev.tuning();
-  if (!IsQuantized(gate_up) && !tune.IsAuto(Knob::kMoeFupQr)) {
-    up.qr = tune.Uint(Knob::kMoeFupQr);
-    up.rows = std::max<uint32_t>(1, GemvFor(dev).rows / up.qr);
-  }
-  if (!IsQuantized(down)) {
-    if (!tune.IsAuto(Knob::kMoeFdownRows)) dn.rows = tune.Uint(Knob::kMoeFdownRows);
-    // The token's choices' loads in flight together (matmul_gemv.comp MoeDownVec): as the
-    // integer-dot down GEMV, ceil(top_k / UN) rounds of at most 4 / QR choices; UN 0 (and top_k
-    // past kMoeGemvMaxChoices, the shader's choice table) keeps one choice at a time.
-    const uint32_t per_round = std::max<uint32_t>(1, 4 / dn.qr);
-    const uint32_t rounds = uint32_t((top_k + per_round - 1) / per_round);
-    dn.un = tune.IsAuto(Knob::kMoeFdownUn) ? uint32_t((top_k + rounds - 1) / rounds)
-                                           : tune.Uint(Knob::kMoeFdownUn);
-    if (top_k > kMoeGemvMaxChoices) dn.un = 0;
+  // The float experts' up GEMV: 2 outputs an invocation group (AccumVecRows), 2 groups a
+  // workgroup, not the dense GEMVs' 4 from K 2,048. H100, V2-Lite f16 tg128, one job, three rounds
+  // (session 29): 272.0 / 271.3 / 270.1 t/s against 257.3 / 253.3 / 255.4 at 4 and 266.7 / 269.8 /
+  // 267.0 at 8; --profile 981.6 us a step at 2, 1,086.6 at 4, 1,018.6 at 8, 985.6 at 1.
+  if (!IsQuantized(gate_up) && up.qr > 2) {
+    up.qr = 2;
+    up.rows = std::max<uint32_t>(1, GemvFor(dev).rows / 2);
   }
   for (const GemvSpec* s : {&up, &dn})
     if (s->cluster || s->rows == 0 || s->wg / s->rows < max_sg) return false;

@@ -724,39 +724,6 @@ float ClusterSum(float v) {
 }
 #endif
 
-#if defined(MOE) && !defined(DUAL) && !defined(IDOT) && !defined(W_QUANT)
-// The float experts' down GEMV: acc[i][0] += Σ over the token's choices j of wts[j] · (h[pair j] ·
-// row n + i of expert j's down matrix) over this invocation's 8-element groups, the loads of UN
-// choices issued before any is used (their buffer index is uniform: one choice a load), weighted
-// per group (the sums are linear).
-const uint UNV = UN > 0u ? UN : 1u;
-shared uint moe_cb[8], moe_co[8], moe_cj[8], moe_nc;  // as the integer-dot down GEMV's
-shared float moe_cw[8];
-void MoeDownVec(uint n, uint r0, uint lane, inout float acc[QR][RB]) {
-  const uint nq = p.K / 8u, nc = moe_nc;
-  for (uint j0 = 0u; j0 < nc; j0 += UNV) {
-    for (uint q = lane; q < nq; q += TPR) {
-      float v[UNV][QR][8];
-      for (uint h = 0u; h < UNV; ++h) {
-        const uint j = min(j0 + h, nc - 1u);
-        wsel = moe_cb[j];
-        for (uint i = 0u; i < QR; ++i)
-          wload8((moe_co[j] + min(n + i, p.N - 1u) * p.K) / 8u + q, v[h][i]);
-      }
-      for (uint h = 0u; h < UNV; ++h) {
-        const uint j = j0 + h;
-        if (j >= nc) break;
-        const uint xo = (r0 * p.top_k + moe_cj[j]) * p.x_rs / 4u;
-        const vec4 a0 = XL(xo, 2u * q), a1 = XL(xo, 2u * q + 1u);
-        for (uint i = 0u; i < QR; ++i)
-          acc[i][0] += moe_cw[j] * (dot(vec4(v[h][i][0], v[h][i][1], v[h][i][2], v[h][i][3]), a0) +
-                                    dot(vec4(v[h][i][4], v[h][i][5], v[h][i][6], v[h][i][7]), a1));
-      }
-    }
-  }
-}
-#endif
-
 void main() {
   const uint tid = gl_LocalInvocationID.x;
   const uint g = tid / TPR, lane = tid % TPR;
@@ -796,13 +763,8 @@ void main() {
   const uint nr = min(RB, p.R - r0);  // uniform in the workgroup
   const uint xr0 = r0;  // the first batch row of x
 #endif
-#if defined(MOE) && !defined(DUAL) && (defined(IDOT) || !defined(W_QUANT))
-#if defined(IDOT)
-  const bool moe_table = true;
-#else
-  const bool moe_table = UN > 0u;  // float experts: MoeDownVec's table (UN 0: the plain loop)
-#endif
-  if (moe_table && tid == 0u) {  // the token's choices of nonzero weight, in order, for every output
+#if defined(MOE) && defined(IDOT) && !defined(DUAL)
+  if (tid == 0u) {  // the token's choices of nonzero weight, in order, for every output
     uint nc = 0u;
     for (uint j = 0u; j < p.top_k; ++j) {
       const uint pair = r0 * p.top_k + j, e = uint(ids[pair]);
@@ -877,11 +839,6 @@ void main() {
       MOE_ACCUM(xb, acc2);
     }
 #else
-#if !defined(W_QUANT)
-    if (UN > 0u)
-      MoeDownVec(n, r0, lane, acc);
-    else
-#endif
     for (uint j = 0; j < p.top_k; ++j) {
       const uint pair = r0 * p.top_k + j, e = uint(ids[pair]);
       const float wj = wts[pair];
