@@ -154,6 +154,16 @@ const std::vector<RetiredKnob> kRetired = {
     {"ES_VK_GEMV_SHORT_ROWS",
      "off: K / 16 lanes an output for MLA's absorbed WukT (K = 128), 6.4 us a dispatch against "
      "6.0 with 32 lanes; V2-Lite f16 tg128 274.1 / 287.2 t/s against 287.7 / 285.3"},
+    {"ES_VK_MOE_FUP_QR",
+     "2 outputs a group for the float experts' up GEMV (ops/matmul.cpp MoeGemvFor): H100, "
+     "V2-Lite f16 tg128 272.0 / 271.3 / 270.1 t/s against 257.3 / 253.3 / 255.4 at 4, 266.7 / "
+     "269.8 / 267.0 at 8"},
+    {"ES_VK_MOE_FDOWN_UN",
+     "0, the float experts' down GEMV one choice at a time: with 3 choices' loads in flight "
+     "672.6 us a step against 605.4 (H100, V2-Lite f16), tg128 253.2 / 255.1 t/s against 262.7"},
+    {"ES_VK_MOE_FDOWN_ROWS",
+     "2 groups a workgroup for the float experts' down GEMV: H100, V2-Lite f16 tg128 252.3 at "
+     "1, 247.8 at 4, 253.2 / 255.1 at 2"},
 };
 
 const char* kTypeNames[] = {"bool", "uint", "enum", "tile", "text"};
