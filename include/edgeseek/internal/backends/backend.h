@@ -118,7 +118,9 @@ void ArgmaxRowsHost(const float* logits, int64_t rows, int64_t vocab, int32_t* i
 
 // "cpu" or "vulkan"; throws es::Error naming the backend if it is unknown or unavailable.
 std::unique_ptr<Backend> CreateBackend(const std::string& name, const BackendOptions& opts);
-std::unique_ptr<Backend> CreateCpuBackend(const BackendOptions& opts);
+// fuse: run the fusion passes' plan (cpu/fusion_caps.h); false runs the plain graph, node by node
+// (the reference the fused CPU path is tested against).
+std::unique_ptr<Backend> CreateCpuBackend(const BackendOptions& opts, bool fuse = true);
 std::unique_ptr<Backend> CreateVulkanBackend(const BackendOptions& opts);  // in backends/vulkan
 bool VulkanBackendBuilt();
 
