@@ -1057,8 +1057,15 @@ void CpuBackend::FusedMatMul(int i, const Graph& g, const FusionPlan& f,
   const float* bias =
       !dual && n.src.size() > 2 && n.src[2] >= 0 ? F32(g.node(n.src[2]).weight) : nullptr;
   const int64_t R = n.shape[0], N = n.shape[1], K = W.cols();
-  // Columns [n0, n1) with the matmul kernels on `mp`: an item's serial pool, or the whole pool.
+  // Columns [n0, n1) with the matmul kernels on `mp`: an item's serial pool (the epilogue inline),
+  // or the whole pool (the epilogue a region over the rows).
   const auto block = [&](int64_t n0, int64_t n1, ThreadPool& mp) {
+    const auto rows = [&](const std::function<void(int64_t, int64_t)>& fn) {
+      if (&mp == &pool_)
+        pool_.ParallelFor(R, [&](int64_t r0, int64_t r1, int) { fn(r0, r1); });
+      else
+        fn(0, R);
+    };
     const int64_t nc = n1 - n0;
     if (nc <= 0) return;
     // x's rows normalized (a folded RMSNorm, decode steps: a few rows) by this item.
@@ -1070,32 +1077,49 @@ void CpuBackend::FusedMatMul(int i, const Graph& g, const FusionPlan& f,
       xi = xn.data();
     }
     if (dual) {
-      gt.resize(size_t(R * nc));
-      up.resize(size_t(R * nc));
+      // gate and up of the block: the item's scratch, or (whole) buffers of the pool.
+      const bool whole = &mp == &pool_;
+      if (!whole) {
+        gt.resize(size_t(R * nc));
+        up.resize(size_t(R * nc));
+      }
+      float* gp = whole ? Alloc(size_t(R * nc)) : gt.data();
+      float* upp = whole ? Alloc(size_t(R * nc)) : up.data();
       const auto at = [&](const Tensor& w) { return w.bytes() + size_t(n0) * w.row_bytes(); };
       if (FindPacked(*Wg) || FindPacked(*Wu)) {
-        MatMulCols(xi, R, K, *Wg, n0, n1, gt.data(), nc, mp);
-        MatMulCols(xi, R, K, *Wu, n0, n1, up.data(), nc, mp);
+        MatMulCols(xi, R, K, *Wg, n0, n1, gp, nc, mp);
+        MatMulCols(xi, R, K, *Wu, n0, n1, upp, nc, mp);
       } else {
-        cpu::MatMulPair(xi, R, K, at(*Wg), at(*Wu), W.dtype, nc, gt.data(), up.data(), nc, mp);
+        cpu::MatMulPair(xi, R, K, at(*Wg), at(*Wu), W.dtype, nc, gp, upp, nc, mp);
       }
       // The kSwiGLU node's arithmetic on the block.
-      for (int64_t r = 0; r < R; ++r)
-        for (int64_t c = 0; c < nc; ++c) {
-          const float gv = gt[size_t(r * nc + c)];
-          y[r * N + n0 + c] = gv / (1.0f + std::exp(-gv)) * up[size_t(r * nc + c)];
-        }
+      rows([&](int64_t r0, int64_t r1) {
+        for (int64_t r = r0; r < r1; ++r)
+          for (int64_t c = 0; c < nc; ++c) {
+            const float gv = gp[r * nc + c];
+            y[r * N + n0 + c] = gv / (1.0f + std::exp(-gv)) * upp[r * nc + c];
+          }
+      });
+      if (whole) {
+        Release(gp, size_t(R * nc));
+        Release(upp, size_t(R * nc));
+      }
       return;
     }
     MatMulCols(xi, R, K, W, n0, n1, y + n0, N, mp, bias);
     // The residual add on the block (IEEE addition commutes exactly: the add node's bits).
     if (res)
-      for (int64_t r = 0; r < R; ++r)
-        for (int64_t c = n0; c < n1; ++c) y[r * N + c] += res[r * N + c];
+      rows([&](int64_t r0, int64_t r1) {
+        for (int64_t r = r0; r < r1; ++r)
+          for (int64_t c = n0; c < n1; ++c) y[r * N + c] += res[r * N + c];
+      });
   };
-  // Repacked weights run whole (the kernels take them whole), the parts one after the other on
-  // the pool, with the same arithmetic.
-  if (FindPacked(W) || (dual && (FindPacked(*Wg) || FindPacked(*Wu)))) return block(0, N, pool_);
+  // Whole, the parts one after the other on the pool with the same arithmetic: repacked weights
+  // (the kernels take them whole), and steps of more rows than a decode's (prefill: column
+  // blocks would each quantize every row of x, and a GEMM's region is long beside its barrier; the
+  // dual GEMV still quantizes x once, the add runs as a region instead of a serial pass).
+  if (R > cpu::kFoldNormMaxRows || FindPacked(W) || (dual && (FindPacked(*Wg) || FindPacked(*Wu))))
+    return block(0, N, pool_);
   const int64_t blocks = FusedColumnBlocks(N, pool_.size());
   ForEachItem(blocks, [&](int64_t item, ThreadPool& serial) {
     const auto [n0, n1] = ColumnBlock(N, blocks, item);
