@@ -4,7 +4,9 @@
 //   Epilogue     matmul + residual add: the add done on the matmul's output block in the same
 //                item; gate + up + SwiGLU: one dual GEMV (x quantized once for both, MatMulPair)
 //                with silu(gate) · up on the block; kMoE + residual: added as the experts' sum is
-//                written (CombineExperts).
+//                written (CombineExperts). Steps of more than kFoldNormMaxRows rows (prefill) run
+//                the fused parts whole on the pool, one after the other (column blocks would each
+//                quantize every row of x).
 //   FoldsNorm    RMSNorm into the matmuls reading it, for steps of at most kFoldNormMaxRows rows
 //                (decode): each item normalizes the rows itself, which costs nothing at one row
 //                and saves the norm's region; a prefill's norm stays one pass over its rows
