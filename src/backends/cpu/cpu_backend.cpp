@@ -1420,8 +1420,12 @@ void CpuBackend::PrintProfile() const {
 
 }  // namespace
 
-std::unique_ptr<Backend> CreateCpuBackend(const BackendOptions& opts, bool fuse) {
-  return std::make_unique<CpuBackend>(opts, fuse);
+std::unique_ptr<Backend> CreateCpuBackend(const BackendOptions& opts, std::optional<bool> fuse) {
+  if (!fuse) {
+    const char* env = std::getenv("ES_CPU_FUSE");
+    fuse = env && std::string(env) == "1";
+  }
+  return std::make_unique<CpuBackend>(opts, *fuse);
 }
 
 }  // namespace es
