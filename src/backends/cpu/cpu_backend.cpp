@@ -1,5 +1,9 @@
 // CPU backend: executes graphs node by node on a persistent thread pool. Matmuls go to the SIMD
 // kernels (kernels/matmul.h); the other ops are simple loops parallelised over rows or heads.
+// The fusion passes (graph/passes/fusions.h, what the CPU takes: cpu/fusion_caps.h) fold a
+// residual add, a SwiGLU with its gate, a decode step's RMSNorm and k's rope into the node that
+// produces or reads them (RunFused); every fused op computes what its decomposition did, bit for
+// bit.
 // Every op computes each batch row independently with a fixed reduction order, so a sequence's
 // results never depend on what else shares its batch (batch invariance).
 //
@@ -35,6 +39,7 @@
 #include <sstream>
 #include <unordered_map>
 
+#include "cpu/fusion_caps.h"
 #include "cpu/kernels/matmul.h"
 #include "cpu/kernels/repack.h"
 #include "cpu/kernels/vec.h"
@@ -44,6 +49,7 @@
 #include "edgeseek/internal/backends/backend.h"
 #include "edgeseek/internal/core/error.h"
 #include "edgeseek/internal/core/thread_pool.h"
+#include "edgeseek/internal/graph/passes/fusions.h"
 #include "edgeseek/internal/quant/blocks.h"
 
 namespace es {
@@ -136,8 +142,8 @@ using cpu::CpuKv;
 
 class CpuBackend final : public Backend {
  public:
-  explicit CpuBackend(const BackendOptions& o)
-      : opts_(o), pool_(o.threads), repack_(RepackPolicyFromEnv()) {}
+  CpuBackend(const BackendOptions& o, bool fuse)
+      : opts_(o), fuse_(fuse), pool_(o.threads), repack_(RepackPolicyFromEnv()) {}
   ~CpuBackend() override {
     if (opts_.profile) PrintProfile();
     // Every activation is back in the pool between computes (Compute releases its buffers).
@@ -213,8 +219,9 @@ class CpuBackend final : public Backend {
               int64_t ldy);
   // y[:, 0:n1-n0] = x · W[n0:n1]ᵀ on `pool` (the columns n0..n1 of W's output; W's rows are its
   // output columns, so the slice is a row range of the weight).
+  // bias: the full [N] bias or null (its n0..n1 are added).
   void MatMulCols(const float* x, int64_t R, int64_t K, const Tensor& w, int64_t n0, int64_t n1,
-                  float* y, int64_t ldy, ThreadPool& pool);
+                  float* y, int64_t ldy, ThreadPool& pool, const float* bias = nullptr);
   // fn(item, serial_pool) for items [0, n), each on one of the pool's threads; `serial_pool` is
   // that thread's own one-thread pool, so the kernels fn calls run inside the item. Threads take
   // the next item from a shared counter (items of uneven cost balance out); which thread runs an
@@ -236,7 +243,9 @@ class CpuBackend final : public Backend {
                    float* y);
   // Routed experts: each of the R rows of x [R, D] through its top-k experts' SwiGLU FFNs,
   // summed by the router's weights into y [R, D].
-  void MoE(const Node& n, const Graph& g, const float* x, int64_t R, float* y);
+  // res: [R, D] added to y as each row's sum is written (a fused residual add), or null.
+  void MoE(const Node& n, const Graph& g, const float* x, int64_t R, float* y,
+           const float* res = nullptr);
   struct ExpertRows;
   // The router's top-k for each row, and the rows compacted per local expert (see ExpertRows):
   // experts [e0, e0 + EL) of the router's are held here (a head split's range; all by default),
@@ -248,10 +257,22 @@ class CpuBackend final : public Backend {
   void ExpertFfns(const Node& n, const Graph& g, const ExpertRows& er, int64_t D, int64_t I,
                   const float* xs, float* act, float* dn);
   // y [R, D]: each row sums its experts' outputs dn in its own top-k order.
-  void CombineExperts(const ExpertRows& er, int64_t R, int64_t D, int K, const float* dn, float* y);
+  void CombineExperts(const ExpertRows& er, int64_t R, int64_t D, int K, const float* dn, float* y,
+                      const float* res);
   // One node of Run: its op on its inputs (the buffers of earlier nodes in buf) into y.
   void RunNode(const Node& n, const Graph& g, const Batch& b, CpuKv& kv,
                const std::vector<float*>& buf, float* y);
+  // Node i with what plan `f` folded into it (FusedNode), into y (the output of the node whose
+  // output it writes: f.out_node[i] or i).
+  void RunFused(int i, const Graph& g, const FusionPlan& f, const Batch& b, CpuKv& kv,
+                const std::vector<float*>& buf, float* y);
+  // Matmul i with its folded RMSNorm, residual add, or (a dual GEMV) its gate and SwiGLU: one
+  // parallel region of column blocks, each computing its block and finishing it in cache.
+  void FusedMatMul(int i, const Graph& g, const FusionPlan& f, const std::vector<float*>& buf,
+                   float* y);
+  // kv_store i of rows its folded rope rotates on the way into the cache.
+  void RopeStore(int i, const Graph& g, const FusionPlan& f, const Batch& b, CpuKv& kv,
+                 const std::vector<float*>& buf);
   // y [T, cols] = rows of the embedding table E for the batch's tokens, as f32.
   void Embed(const Tensor& E, const Batch& b, int64_t cols, float* y);
   // y = w · x / rms(x), row by row, x and y [rows, cols].
@@ -260,8 +281,9 @@ class CpuBackend final : public Backend {
   // pairs), x and y [rows, cols].
   void Rope(const Node& n, const Batch& b, const float* x, int64_t rows, int64_t cols, float* y);
   // --profile: node n's time (into stats, when given) and its family's time and bytes.
+  // Node i as plan ran it: what it folded is appended to its family's name.
   void ProfileNode(const Node& n, const Graph& g, const Batch& b, const CpuKv& kv, bool decode,
-                   double dt, ComputeStats* stats);
+                   double dt, ComputeStats* stats, const FusionPlan& plan, size_t i);
   // The bytes node `n` reads from weights and the KV cache (for --profile's GB/s); MoE adds the
   // experts it ran (moe_bytes_, set by MoE()).
   double NodeBytes(const Node& n, const Graph& g, const Batch& b, const CpuKv& kv) const;
@@ -282,6 +304,7 @@ class CpuBackend final : public Backend {
   double moe_bytes_ = 0;  // weights the last MoE() read (router + the experts that had rows)
 
   BackendOptions opts_;
+  bool fuse_;  // run the fusion plan (CreateCpuBackend)
   ThreadPool pool_;
   std::mutex f32_mu_;
   std::unordered_map<const Tensor*, std::vector<float>> f32_cache_;
@@ -408,17 +431,18 @@ float* CpuBackend::Alloc(size_t n) {
 void CpuBackend::Release(float* p, size_t n) { free_.emplace(n, p); }
 
 void CpuBackend::MatMulCols(const float* x, int64_t R, int64_t K, const Tensor& w, int64_t n0,
-                            int64_t n1, float* y, int64_t ldy, ThreadPool& pool) {
+                            int64_t n1, float* y, int64_t ldy, ThreadPool& pool,
+                            const float* bias) {
   if (const Packed* p = FindPacked(w); p && K == p->w.K) {
     // Repacked weights are whole: only the full range (ExpertColumnBlocks keeps it so).
     ES_ASSERT(n0 == 0 && n1 == w.rows());
-    cpu::PackedMatMul(x, R, p->w, nullptr, y, ldy, pool);
+    cpu::PackedMatMul(x, R, p->w, bias, y, ldy, pool);
     return;
   }
   ES_CHECK(cpu::MatMulSupports(w.dtype), "cpu backend: no matmul kernel for weight type ",
            Name(w.dtype), " (tensor ", w.name, ")");
-  cpu::MatMul(x, R, K, w.bytes() + size_t(n0) * w.row_bytes(), w.dtype, n1 - n0, nullptr, y, ldy,
-              pool);
+  cpu::MatMul(x, R, K, w.bytes() + size_t(n0) * w.row_bytes(), w.dtype, n1 - n0,
+              bias ? bias + n0 : nullptr, y, ldy, pool);
 }
 
 void CpuBackend::ForEachItem(int64_t n, const std::function<void(int64_t, ThreadPool&)>& fn) {
@@ -854,7 +878,7 @@ void CpuBackend::ExpertFfns(const Node& n, const Graph& g, const ExpertRows& er,
 }
 
 void CpuBackend::CombineExperts(const ExpertRows& er, int64_t R, int64_t D, int K, const float* dn,
-                                float* y) {
+                                float* y, const float* res) {
   // Threaded over rows, or over columns for a single row; each row's sum is independent of the
   // batch.
   const int64_t cb = R >= pool_.size() ? 1 : (D + 255) / 256;
@@ -869,11 +893,15 @@ void CpuBackend::CombineExperts(const ExpertRows& er, int64_t R, int64_t D, int 
         const float* o = dn + er.pos_of[size_t(r * K + j)] * D;
         for (int64_t i = c0; i < c1; ++i) yr[i] += w * o[i];
       }
+      // The fused residual add (the add's sum: IEEE addition commutes exactly).
+      if (res)
+        for (int64_t i = c0; i < c1; ++i) yr[i] += res[r * D + i];
     }
   });
 }
 
-void CpuBackend::MoE(const Node& n, const Graph& g, const float* x, int64_t R, float* y) {
+void CpuBackend::MoE(const Node& n, const Graph& g, const float* x, int64_t R, float* y,
+                     const float* res) {
   const MoeOpParams& mp = n.Params<MoeOpParams>();
   const MoeParams& p = mp.moe;
   const int64_t D = g.node(n.src[0]).shape[1];
@@ -904,7 +932,7 @@ void CpuBackend::MoE(const Node& n, const Graph& g, const float* x, int64_t R, f
       },
       8);
   ExpertFfns(n, g, er, D, I, xs, act, dn);
-  CombineExperts(er, R, D, K, dn, y);
+  CombineExperts(er, R, D, K, dn, y, res);
   Release(xs, size_t(M * D));
   Release(act, size_t(M * I));
   Release(dn, size_t(M * D));
@@ -954,46 +982,184 @@ void CpuBackend::Embed(const Tensor& E, const Batch& b, int64_t cols, float* y) 
   });
 }
 
+namespace {
+
+// One row of RMSNorm: y = w · x / rms(x), cols values (the kRmsNorm node's and a folded norm's).
+void NormRow(const float* xr, const float* w, float eps, int64_t cols, float* y) {
+  double ss = 0;
+  for (int64_t k = 0; k < cols; ++k) ss += double(xr[k]) * xr[k];
+  const float inv = float(1.0 / std::sqrt(ss / double(cols) + eps));
+  for (int64_t k = 0; k < cols; ++k) y[k] = w[k] * (xr[k] * inv);
+}
+
+// Rope node n's rotation of one row v (cols values, in place) at position `pos`; cs and sn:
+// scratch of the table's dim / 2 floats (the kRope node's and a rotating store's).
+void RotateRow(const RopeParams& rp, int64_t pos, float* v, float* cs, float* sn) {
+  const RopeTable& rt = *rp.table;
+  const int64_t H = rp.heads, hd = rp.head_dim, off = rp.offset, half = rt.dim / 2;
+  for (int64_t k = 0; k < half; ++k) {
+    const float angle = float(pos) * rt.inv_freq[size_t(k)];
+    cs[k] = std::cos(angle) * rt.attention_factor;
+    sn[k] = std::sin(angle) * rt.attention_factor;
+  }
+  for (int64_t h = 0; h < H; ++h) {
+    float* vh = v + h * hd + off;
+    for (int64_t k = 0; k < half; ++k) {
+      float* a = rt.mode == RopeMode::kNeox ? vh + k : vh + 2 * k;
+      float* c = rt.mode == RopeMode::kNeox ? vh + k + half : vh + 2 * k + 1;
+      const float x0 = *a, x1 = *c;
+      *a = x0 * cs[k] - x1 * sn[k];
+      *c = x1 * cs[k] + x0 * sn[k];
+    }
+  }
+}
+
+// Column blocks of a fused matmul's N outputs: one per thread (a contiguous range each, as the
+// plain GEMV splits its columns), at least 64 columns.
+int64_t FusedColumnBlocks(int64_t N, int threads) {
+  return std::clamp<int64_t>(threads, 1, std::max<int64_t>(1, N / 64));
+}
+
+}  // namespace
+
 void CpuBackend::RmsNorm(const float* x, const float* w, float eps, int64_t rows, int64_t cols,
                          float* y) {
   pool_.ParallelFor(rows, [&](int64_t b0, int64_t e0, int) {
-    for (int64_t r = b0; r < e0; ++r) {
-      const float* xr = x + r * cols;
-      double ss = 0;
-      for (int64_t k = 0; k < cols; ++k) ss += double(xr[k]) * xr[k];
-      const float inv = float(1.0 / std::sqrt(ss / double(cols) + eps));
-      for (int64_t k = 0; k < cols; ++k) y[r * cols + k] = w[k] * (xr[k] * inv);
-    }
+    for (int64_t r = b0; r < e0; ++r) NormRow(x + r * cols, w, eps, cols, y + r * cols);
   });
 }
 
 void CpuBackend::Rope(const Node& n, const Batch& b, const float* x, int64_t rows, int64_t cols,
                       float* y) {
   const RopeParams& rp = n.Params<RopeParams>();
-  const RopeTable& rt = *rp.table;
-  const int64_t H = rp.heads, hd = rp.head_dim, off = rp.offset, half = rt.dim / 2;
+  const size_t half = size_t(rp.table->dim / 2);
   std::memcpy(y, x, size_t(rows * cols) * 4);
   pool_.ParallelFor(rows, [&](int64_t b0, int64_t e0, int) {
-    std::vector<float> cs(static_cast<size_t>(half)), sn(static_cast<size_t>(half));
-    for (int64_t r = b0; r < e0; ++r) {
-      const float pos = float(b.positions[size_t(r)]);
-      for (int64_t k = 0; k < half; ++k) {
-        const float angle = pos * rt.inv_freq[size_t(k)];
-        cs[size_t(k)] = std::cos(angle) * rt.attention_factor;
-        sn[size_t(k)] = std::sin(angle) * rt.attention_factor;
+    std::vector<float> cs(half), sn(half);
+    for (int64_t r = b0; r < e0; ++r)
+      RotateRow(rp, b.positions[size_t(r)], y + r * cols, cs.data(), sn.data());
+  });
+}
+
+void CpuBackend::FusedMatMul(int i, const Graph& g, const FusionPlan& f,
+                             const std::vector<float*>& buf, float* y) {
+  const Node& n = g.node(i);
+  const int gi = f.gate_node[size_t(i)], ui = f.up_node[size_t(i)];
+  const bool dual = gi >= 0;
+  const Tensor& W = *g.node(n.src[1]).weight;  // dual: gate and up, one type and shape
+  const Tensor* Wg = dual ? g.node(g.node(gi).src[1]).weight : nullptr;
+  const Tensor* Wu = dual ? g.node(g.node(ui).src[1]).weight : nullptr;
+  const int nm = f.norm_of[size_t(i)], ri = f.res_node[size_t(i)];
+  const float* x = buf[size_t(nm >= 0 ? g.node(nm).src[0] : n.src[0])];
+  const float* nw = nm >= 0 ? F32(g.node(g.node(nm).src[1]).weight) : nullptr;
+  const float eps = nm >= 0 ? g.node(nm).Params<RmsNormParams>().eps : 0.0f;
+  const float* res = ri >= 0 ? buf[size_t(ri)] : nullptr;
+  const float* bias =
+      !dual && n.src.size() > 2 && n.src[2] >= 0 ? F32(g.node(n.src[2]).weight) : nullptr;
+  const int64_t R = n.shape[0], N = n.shape[1], K = W.cols();
+  // Columns [n0, n1) with the matmul kernels on `mp`: an item's serial pool (the epilogue inline),
+  // or the whole pool (the epilogue a region over the rows).
+  const auto block = [&](int64_t n0, int64_t n1, ThreadPool& mp) {
+    const auto rows = [&](const std::function<void(int64_t, int64_t)>& fn) {
+      if (&mp == &pool_)
+        pool_.ParallelFor(R, [&](int64_t r0, int64_t r1, int) { fn(r0, r1); });
+      else
+        fn(0, R);
+    };
+    const int64_t nc = n1 - n0;
+    if (nc <= 0) return;
+    // x's rows normalized (a folded RMSNorm, decode steps: a few rows) by this item.
+    thread_local std::vector<float> xn, gt, up;
+    const float* xi = x;
+    if (nm >= 0) {
+      xn.resize(size_t(R * K));
+      for (int64_t r = 0; r < R; ++r) NormRow(x + r * K, nw, eps, K, &xn[size_t(r * K)]);
+      xi = xn.data();
+    }
+    if (dual) {
+      // gate and up of the block: the item's scratch, or (whole) buffers of the pool.
+      const bool whole = &mp == &pool_;
+      if (!whole) {
+        gt.resize(size_t(R * nc));
+        up.resize(size_t(R * nc));
       }
-      for (int64_t h = 0; h < H; ++h) {
-        float* v = y + r * cols + h * hd + off;
-        for (int64_t k = 0; k < half; ++k) {
-          float* a = rt.mode == RopeMode::kNeox ? v + k : v + 2 * k;
-          float* c = rt.mode == RopeMode::kNeox ? v + k + half : v + 2 * k + 1;
-          const float x0 = *a, x1 = *c;
-          *a = x0 * cs[size_t(k)] - x1 * sn[size_t(k)];
-          *c = x1 * cs[size_t(k)] + x0 * sn[size_t(k)];
-        }
+      float* gp = whole ? Alloc(size_t(R * nc)) : gt.data();
+      float* upp = whole ? Alloc(size_t(R * nc)) : up.data();
+      const auto at = [&](const Tensor& w) { return w.bytes() + size_t(n0) * w.row_bytes(); };
+      if (FindPacked(*Wg) || FindPacked(*Wu)) {
+        MatMulCols(xi, R, K, *Wg, n0, n1, gp, nc, mp);
+        MatMulCols(xi, R, K, *Wu, n0, n1, upp, nc, mp);
+      } else {
+        cpu::MatMulPair(xi, R, K, at(*Wg), at(*Wu), W.dtype, nc, gp, upp, nc, mp);
       }
+      // The kSwiGLU node's arithmetic on the block.
+      rows([&](int64_t r0, int64_t r1) {
+        for (int64_t r = r0; r < r1; ++r)
+          for (int64_t c = 0; c < nc; ++c) {
+            const float gv = gp[r * nc + c];
+            y[r * N + n0 + c] = gv / (1.0f + std::exp(-gv)) * upp[r * nc + c];
+          }
+      });
+      if (whole) {
+        Release(gp, size_t(R * nc));
+        Release(upp, size_t(R * nc));
+      }
+      return;
+    }
+    MatMulCols(xi, R, K, W, n0, n1, y + n0, N, mp, bias);
+    // The residual add on the block (IEEE addition commutes exactly: the add node's bits).
+    if (res)
+      rows([&](int64_t r0, int64_t r1) {
+        for (int64_t r = r0; r < r1; ++r)
+          for (int64_t c = n0; c < n1; ++c) y[r * N + c] += res[r * N + c];
+      });
+  };
+  // Whole, the parts one after the other on the pool with the same arithmetic: repacked weights
+  // (the kernels take them whole), and steps of more rows than a decode's (prefill: column
+  // blocks would each quantize every row of x, and a GEMM's region is long beside its barrier; the
+  // dual GEMV still quantizes x once, the add runs as a region instead of a serial pass).
+  if (R > cpu::kFoldNormMaxRows || FindPacked(W) || (dual && (FindPacked(*Wg) || FindPacked(*Wu))))
+    return block(0, N, pool_);
+  const int64_t blocks = FusedColumnBlocks(N, pool_.size());
+  ForEachItem(blocks, [&](int64_t item, ThreadPool& serial) {
+    const auto [n0, n1] = ColumnBlock(N, blocks, item);
+    block(n0, n1, serial);
+  });
+}
+
+void CpuBackend::RopeStore(int i, const Graph& g, const FusionPlan& f, const Batch& b, CpuKv& kv,
+                           const std::vector<float*>& buf) {
+  const Node& n = g.node(i);
+  const Node& rope = g.node(f.rope_of[size_t(i)]);
+  const RopeParams& rp = rope.Params<RopeParams>();
+  const float* x = buf[size_t(rope.src[0])];
+  const int64_t cols = n.shape[1];
+  const int part = n.Params<KvStoreParams>().part;
+  ES_ASSERT(cols == kv.spec().width[part]);
+  const size_t half = size_t(rp.table->dim / 2);
+  // Each row rotated in scratch (the kRope node's arithmetic) and stored; rows write distinct
+  // cache rows.
+  pool_.ParallelFor(b.n_tokens(), [&](int64_t t0, int64_t t1, int) {
+    std::vector<float> row(static_cast<size_t>(cols)), cs(half), sn(half);
+    for (int64_t t = t0; t < t1; ++t) {
+      std::memcpy(row.data(), x + t * cols, size_t(cols) * 4);
+      RotateRow(rp, b.positions[size_t(t)], row.data(), cs.data(), sn.data());
+      const BatchSeq& s = b.seqs[size_t(b.row_seq[size_t(t)])];
+      cpu::KvStoreRow(row.data(), cols, kv.spec().dtype,
+                      kv.Rows(s.slot, n.layer, part).Row(b.positions[size_t(t)]));
     }
   });
+}
+
+void CpuBackend::RunFused(int i, const Graph& g, const FusionPlan& f, const Batch& b, CpuKv& kv,
+                          const std::vector<float*>& buf, float* y) {
+  const Node& n = g.node(i);
+  if (n.op == Op::kKvStore) return RopeStore(i, g, f, b, kv, buf);
+  if (n.op == Op::kMoE) {
+    ES_ASSERT(f.norm_of[size_t(i)] < 0);  // CpuFusionCaps folds no norm into it
+    return MoE(n, g, buf[size_t(n.src[0])], n.shape[0], y, buf[size_t(f.res_node[size_t(i)])]);
+  }
+  FusedMatMul(i, g, f, buf, y);
 }
 
 void CpuBackend::RunNode(const Node& n, const Graph& g, const Batch& b, CpuKv& kv,
@@ -1074,12 +1240,48 @@ void CpuBackend::RunNode(const Node& n, const Graph& g, const Batch& b, CpuKv& k
   }
 }
 
+namespace {
+
+// What plan f folded into node i, for --profile's family names ("" when nothing): e.g.
+// "+rms_norm+add" for a matmul with its norm and residual.
+std::string FusedOps(const FusionPlan& f, size_t i) {
+  std::string s;
+  if (f.norm_of[i] >= 0) s += "+rms_norm";
+  if (f.gate_node[i] >= 0) s += "+gate+swiglu";
+  if (f.res_node[i] >= 0) s += "+add";
+  if (f.rope_of[i] >= 0) s += "+rope";
+  return s;
+}
+
+// Whether plan f folded anything into node i (RunFused runs it).
+bool Fused(const FusionPlan& f, size_t i) {
+  return f.norm_of[i] >= 0 || f.out_node[i] >= 0 || f.rope_of[i] >= 0;
+}
+
+// dies[i]: the buffers whose last reader is node i — the graph's last uses, extended where a fused
+// node reads a folded node's input (live_until) and moved to where a fused output is written
+// (write_at: an add's output is written by its matmul, earlier).
+std::vector<std::vector<int>> BufferDeaths(const Graph& g, const FusionPlan& f) {
+  const std::vector<int> last = g.LastUse();
+  std::vector<std::vector<int>> dies(last.size());
+  for (size_t s = 0; s < last.size(); ++s)
+    dies[size_t(std::max(last[s], f.live_until[s]))].push_back(int(s));
+  return dies;
+}
+
+}  // namespace
+
 void CpuBackend::ProfileNode(const Node& n, const Graph& g, const Batch& b, const CpuKv& kv,
-                             bool decode, double dt, ComputeStats* stats) {
+                             bool decode, double dt, ComputeStats* stats, const FusionPlan& plan,
+                             size_t i) {
   if (stats) stats->ops.push_back({n.name, n.op, dt});
-  Family& f = profile_[decode ? 0 : 1].fam[FamilyKey(n)];
+  std::string key = FamilyKey(n);
+  key.insert(key.size() - 1, FusedOps(plan, i));
+  Family& f = profile_[decode ? 0 : 1].fam[key];
   f.s += dt;
   f.bytes += NodeBytes(n, g, b, kv);
+  if (const int gi = plan.gate_node[i]; gi >= 0 && gi != int(i))  // the dual GEMV's gate
+    f.bytes += NodeBytes(g.node(gi), g, b, kv);
   ++f.count;
 }
 
@@ -1087,7 +1289,9 @@ void CpuBackend::Run(const Graph& g, const Batch& b, KvStorage& kv_base, float* 
                      ComputeStats* stats) {
   auto& kv = dynamic_cast<CpuKv&>(kv_base);
   const auto& nodes = g.nodes();
-  const std::vector<int> last = g.LastUse();
+  // The plain graph is the plan with nothing fused.
+  const FusionPlan plan = fuse_ ? PlanFusions(g, cpu::CpuFusionCaps()) : FusionPlan(g);
+  const std::vector<std::vector<int>> dies = BufferDeaths(g, plan);
   std::vector<float*> buf(nodes.size(), nullptr);
   std::vector<size_t> buf_n(nodes.size(), 0);
   // Every buffer still held goes back to the pool when Compute ends, also when a check throws
@@ -1110,23 +1314,31 @@ void CpuBackend::Run(const Graph& g, const Batch& b, KvStorage& kv_base, float* 
     if (n.op == Op::kWeight) continue;
     const auto t0 = Clock::now();
     float* y = nullptr;
-    if (n.op == Op::kKvStore) {
+    if (plan.skip[i]) {
+      // Folded into another node: nothing to run (a fused add's or SwiGLU's output is written by
+      // its matmul, at plan.write_at).
+    } else if (n.op == Op::kKvStore) {
       buf[i] = buf[size_t(n.src[0])];  // passes its input through (for ordering)
     } else {
-      buf_n[i] = size_t(n.shape[0] * n.shape[1]);
-      y = buf[i] = Alloc(buf_n[i]);
+      const size_t o = size_t(plan.out_node[i] >= 0 ? plan.out_node[i] : int(i));
+      buf_n[o] = size_t(nodes[o].shape[0] * nodes[o].shape[1]);
+      y = buf[o] = Alloc(buf_n[o]);
     }
-    RunNode(n, g, b, kv, buf, y);
-    // Free inputs whose last reader this was.
-    for (int s : n.src)
-      if (s >= 0 && last[size_t(s)] == int(i) && buf_n[size_t(s)] &&
-          size_t(s) != nodes.size() - 1) {
+    if (!plan.skip[i]) {
+      if (Fused(plan, i))
+        RunFused(int(i), g, plan, b, kv, buf, y);
+      else
+        RunNode(n, g, b, kv, buf, y);
+    }
+    // Free the buffers whose last reader this was.
+    for (int s : dies[i])
+      if (buf_n[size_t(s)] && size_t(s) != nodes.size() - 1) {
         Release(buf[size_t(s)], buf_n[size_t(s)]);
         buf_n[size_t(s)] = 0;
       }
-    if (opts_.profile)
+    if (opts_.profile && !plan.skip[i])
       ProfileNode(n, g, b, kv, decode, std::chrono::duration<double>(Clock::now() - t0).count(),
-                  stats);
+                  stats, plan, i);
   }
   const size_t on = size_t(g.output());
   if (out)
@@ -1208,8 +1420,12 @@ void CpuBackend::PrintProfile() const {
 
 }  // namespace
 
-std::unique_ptr<Backend> CreateCpuBackend(const BackendOptions& opts) {
-  return std::make_unique<CpuBackend>(opts);
+std::unique_ptr<Backend> CreateCpuBackend(const BackendOptions& opts, std::optional<bool> fuse) {
+  if (!fuse) {
+    const char* env = std::getenv("ES_CPU_FUSE");
+    fuse = env && std::string(env) == "1";
+  }
+  return std::make_unique<CpuBackend>(opts, *fuse);
 }
 
 }  // namespace es

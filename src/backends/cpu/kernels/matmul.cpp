@@ -65,6 +65,21 @@ void MatMulT(const float* x, int64_t R, int64_t K, const void* w, DType wtype, i
   }
 }
 
+void MatMulPairT(const float* x, int64_t R, int64_t K, const void* wa, const void* wb, DType wtype,
+                 int64_t N, float* ya, float* yb, int64_t ldy, ThreadPool& pool) {
+  switch (wtype) {
+    case DType::kF32:
+    case DType::kF16:
+    case DType::kBF16:
+    case DType::kI4F:  // f32 activations: nothing to share
+      MatMulT(x, R, K, wa, wtype, N, nullptr, ya, ldy, pool);
+      MatMulT(x, R, K, wb, wtype, N, nullptr, yb, ldy, pool);
+      return;
+    default:
+      return QuantMatMulPair(x, R, K, wa, wb, wtype, N, ya, yb, ldy, pool);
+  }
+}
+
 int64_t ChosenTarget() { return HWY_TARGET; }
 
 }  // namespace HWY_NAMESPACE
@@ -75,6 +90,7 @@ HWY_AFTER_NAMESPACE();
 namespace es::cpu {
 
 HWY_EXPORT(MatMulT);
+HWY_EXPORT(MatMulPairT);
 HWY_EXPORT(ChosenTarget);
 
 bool MatMulSupports(DType wtype) {
@@ -99,6 +115,18 @@ void MatMul(const float* x, int64_t R, int64_t K, const void* w, DType wtype, in
            " block size ", BlockElems(wtype));
   if (R == 0 || N == 0) return;
   HWY_DYNAMIC_DISPATCH(MatMulT)(x, R, K, w, wtype, N, bias, y, ldy, pool);
+}
+
+void MatMulPair(const float* x, int64_t R, int64_t K, const void* wa, const void* wb, DType wtype,
+                int64_t N, float* ya, float* yb, int64_t ldy, ThreadPool& pool) {
+  ES_CHECK(MatMulSupports(wtype), "MatMulPair: weight type ", Name(wtype),
+           " is not supported by the CPU kernels");
+  ES_CHECK(R >= 0 && K >= 0 && N >= 0, "MatMulPair: negative shape R=", R, " K=", K, " N=", N);
+  ES_CHECK(ldy >= N, "MatMulPair: ldy=", ldy, " is smaller than N=", N);
+  ES_CHECK(K % BlockElems(wtype) == 0, "MatMulPair: K=", K, " is not a multiple of the ",
+           Name(wtype), " block size ", BlockElems(wtype));
+  if (R == 0 || N == 0) return;
+  HWY_DYNAMIC_DISPATCH(MatMulPairT)(x, R, K, wa, wb, wtype, N, ya, yb, ldy, pool);
 }
 
 const char* SimdTargetName() {

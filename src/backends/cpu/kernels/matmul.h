@@ -22,6 +22,13 @@ namespace es::cpu {
 void MatMul(const float* x, int64_t R, int64_t K, const void* w, DType wtype, int64_t N,
             const float* bias, float* y, int64_t ldy, ThreadPool& pool);
 
+// ya = x · Waᵀ and yb = x · Wbᵀ: two weights of one type and shape [N, K] read by one x (a
+// gate/up pair), no bias, both outputs with row stride ldy. Block-quantized types whose x86
+// kernels take int8/int16 activations (Q4_0, Q8_0, Q4_K, Q5_K, Q6_K) quantize x once for both;
+// every output has the bits MatMul gives it.
+void MatMulPair(const float* x, int64_t R, int64_t K, const void* wa, const void* wb, DType wtype,
+                int64_t N, float* ya, float* yb, int64_t ldy, ThreadPool& pool);
+
 // Whether MatMul handles weights of this type.
 bool MatMulSupports(DType wtype);
 

@@ -714,11 +714,11 @@ void LaneSkinny(const LaneActs& acts, size_t R, size_t N, const typename Kern::B
   });
 }
 
+// y = x · Wᵀ (+ bias) for the R rows of x already quantized in `acts` (QuantizeLaneActs).
 template <class Kern>
-void LaneMatMul(const float* x, size_t R, size_t K, const typename Kern::Block* w, size_t N,
-                const float* bias, float* y, size_t ldy, ThreadPool& pool) {
-  const size_t nb = K / Kern::kBlockElems;  // weight blocks per row
-  const LaneActs acts = QuantizeLaneActs<Kern>(x, R, K, pool);
+void LaneMatMulActs(const LaneActs& acts, size_t R, const typename Kern::Block* w, size_t N,
+                    const float* bias, float* y, size_t ldy, ThreadPool& pool) {
+  const size_t nb = acts.K / Kern::kBlockElems;  // weight blocks per row
   if (R == 1) {
     // Each group interleaved in registers from the raw rows (a partial one zero-padded first).
     LaneGemv(N, bias, y, pool, [&](size_t, size_t n, size_t nc) {
@@ -730,6 +730,23 @@ void LaneMatMul(const float* x, size_t R, size_t K, const typename Kern::Block* 
     if (R <= kLaneSkinnyRows) return LaneSkinny<Kern>(acts, R, N, w, bias, y, ldy, pool);
   }
   LaneGemm<Kern>(acts, R, N, LaneRawSource<Kern>{w, nb}, bias, y, ldy, pool);
+}
+
+template <class Kern>
+void LaneMatMul(const float* x, size_t R, size_t K, const typename Kern::Block* w, size_t N,
+                const float* bias, float* y, size_t ldy, ThreadPool& pool) {
+  LaneMatMulActs<Kern>(QuantizeLaneActs<Kern>(x, R, K, pool), R, w, N, bias, y, ldy, pool);
+}
+
+// ya = x · Waᵀ and yb = x · Wbᵀ (two weights of one shape, no bias) with x quantized once for
+// both: each output is the bits LaneMatMul gives it (the same quantized rows, the same drivers).
+template <class Kern>
+void LaneMatMulPair(const float* x, size_t R, size_t K, const typename Kern::Block* wa,
+                    const typename Kern::Block* wb, size_t N, float* ya, float* yb, size_t ldy,
+                    ThreadPool& pool) {
+  const LaneActs acts = QuantizeLaneActs<Kern>(x, R, K, pool);
+  LaneMatMulActs<Kern>(acts, R, wa, N, nullptr, ya, ldy, pool);
+  LaneMatMulActs<Kern>(acts, R, wb, N, nullptr, yb, ldy, pool);
 }
 
 // ---------------------------------------------------------------------------------------------

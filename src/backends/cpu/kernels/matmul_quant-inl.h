@@ -815,6 +815,39 @@ inline void QuantMatMul(const float* x, int64_t R, int64_t K, const void* w, DTy
   if (!known) Fail("MatMul: weight type ", Name(wtype), " is not supported by the CPU kernels");
 }
 
+// ya = x · Waᵀ, yb = x · Wbᵀ (matmul.h MatMulPair). The x86 column-lane types quantize x once
+// for both; the others (and ARM64) run QuantMatMul twice. Either way each output has the bits
+// QuantMatMul gives it.
+inline void QuantMatMulPair(const float* x, int64_t R, int64_t K, const void* wa, const void* wb,
+                            DType wtype, int64_t N, float* ya, float* yb, int64_t ldy,
+                            ThreadPool& pool) {
+#if ES_QUANT_X86
+  const size_t r = size_t(R), k = size_t(K), n = size_t(N), l = size_t(ldy);
+  bool done = false;
+  DispatchBlockType(wtype, [&](auto tag) {
+    using Block = typename decltype(tag)::type;
+    const Block *a = static_cast<const Block*>(wa), *b = static_cast<const Block*>(wb);
+    done = true;
+    if constexpr (std::is_same_v<Block, BlockQ8_0>) {
+      LaneMatMulPair<Q80Kernel>(x, r, k, a, b, n, ya, yb, l, pool);
+    } else if constexpr (std::is_same_v<Block, BlockQ4_0>) {
+      LaneMatMulPair<Q40Kernel>(x, r, k, a, b, n, ya, yb, l, pool);
+    } else if constexpr (std::is_same_v<Block, BlockQ4_K>) {
+      LaneMatMulPair<Q4KKernel>(x, r, k, a, b, n, ya, yb, l, pool);
+    } else if constexpr (std::is_same_v<Block, BlockQ5_K>) {
+      LaneMatMulPair<Q5KKernel>(x, r, k, a, b, n, ya, yb, l, pool);
+    } else if constexpr (std::is_same_v<Block, BlockQ6_K>) {
+      LaneMatMulPair<Q6KKernel>(x, r, k, a, b, n, ya, yb, l, pool);
+    } else {
+      done = false;
+    }
+  });
+  if (done) return;
+#endif
+  QuantMatMul(x, R, K, wa, wtype, N, nullptr, ya, ldy, pool);
+  QuantMatMul(x, R, K, wb, wtype, N, nullptr, yb, ldy, pool);
+}
+
 }  // namespace HWY_NAMESPACE
 }  // namespace es::cpu
 HWY_AFTER_NAMESPACE();

@@ -1,0 +1,167 @@
+// The CPU backend's fusions (cpu/fusion_caps.h, graph/passes/fusions.h) against the plain graph:
+//   - MatMulPair (the dual gate/up GEMV's x quantized once) gives each output the bits of MatMul,
+//     every weight type, odd R, K blocks and N;
+//   - models run fused and plain (CreateCpuBackend's `fuse`) give the same logits bit for bit
+//     (every fused op keeps its decomposition's arithmetic: the residual add commutes, the SwiGLU,
+//     the norm and the rope are the nodes' own row functions), for prefill chunks of 13 rows
+//     (epilogues, dual GEMV, rotating store; the norm not folded), of 3 rows and decode steps
+//     (the norm folded too), on Qwen2 (biases) and Llama shapes whose sizes are no multiple of the
+//     column blocks, and DeepSeek-V2 (MLA, MoE + residual); weights bf16, q8_0, q4_0, q4_k_m;
+//   - --profile shows the fused families ran (so the equality above is not vacuous) and the plain
+//     run has none.
+#include <gtest/gtest.h>
+
+#include <cstring>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "backends/cpu/kernels/matmul.h"
+#include "edgeseek/internal/backends/backend.h"
+#include "edgeseek/internal/formats/quant_policy.h"
+#include "edgeseek/internal/runtime/model.h"
+#include "edgeseek/internal/runtime/quality.h"
+#include "edgeseek/internal/runtime/runner.h"
+#include "matmul_case_util.h"
+#include "test_util.h"
+
+namespace es {
+namespace {
+
+class CpuMatMulPair : public ::testing::TestWithParam<DType> {};
+
+TEST_P(CpuMatMulPair, GivesEachOutputTheBitsOfMatMul) {
+  const DType type = GetParam();
+  ThreadPool pool(2);
+  struct Shape {
+    int64_t R, blocks, N;  // K = blocks · the type's block (or 32 for dense types)
+  };
+  const int64_t be = IsQuantized(type) ? BlockElems(type) : 32;
+  for (const Shape& s : {Shape{1, 1, 1}, Shape{1, 5, 37}, Shape{3, 3, 13}, Shape{5, 7, 70},
+                         Shape{9, 2, 33}, Shape{17, 3, 8}}) {
+    const int64_t R = s.R, K = s.blocks * be, N = s.N;
+    const auto wa = test::RandomWeights(type, N, K, uint64_t(K + N));
+    const auto wb = test::RandomWeights(type, N, K, uint64_t(K + N + 1));
+    const auto x = test::RandomFloats(size_t(R * K), uint64_t(R), 1.0f);
+    const int64_t ldy = N + 3;  // a stride past N
+    std::vector<float> ya(size_t(R * ldy), -1.0f), yb = ya, ra = ya, rb = ya;
+    cpu::MatMulPair(x.data(), R, K, wa.bytes.data(), wb.bytes.data(), type, N, ya.data(), yb.data(),
+                    ldy, pool);
+    cpu::MatMul(x.data(), R, K, wa.bytes.data(), type, N, nullptr, ra.data(), ldy, pool);
+    cpu::MatMul(x.data(), R, K, wb.bytes.data(), type, N, nullptr, rb.data(), ldy, pool);
+    EXPECT_EQ(0, std::memcmp(ya.data(), ra.data(), ya.size() * 4))
+        << Name(type) << " R=" << R << " K=" << K << " N=" << N;
+    EXPECT_EQ(0, std::memcmp(yb.data(), rb.data(), yb.size() * 4))
+        << Name(type) << " R=" << R << " K=" << K << " N=" << N;
+  }
+}
+
+std::vector<DType> PairTypes() {
+  std::vector<DType> t(std::begin(test::kQuantMatMulTypes), std::end(test::kQuantMatMulTypes));
+  for (DType d : {DType::kF32, DType::kF16, DType::kBF16}) t.push_back(d);
+  return t;
+}
+
+INSTANTIATE_TEST_SUITE_P(Types, CpuMatMulPair, ::testing::ValuesIn(PairTypes()),
+                         [](const auto& info) { return std::string(Name(info.param)); });
+
+// Sizes that are no multiple of 64 (the column blocks) nor of 8 (a group of the lane kernels).
+const char* const kQwen2Config = R"({"architectures":["Qwen2ForCausalLM"],"model_type":"qwen2",
+  "vocab_size":203,"hidden_size":160,"intermediate_size":352,"num_hidden_layers":2,
+  "num_attention_heads":5,"num_key_value_heads":1,"rms_norm_eps":1e-6,
+  "max_position_embeddings":256,"rope_theta":10000.0,"tie_word_embeddings":false,
+  "torch_dtype":"bfloat16"})";
+const char* const kLlamaConfig = R"({"architectures":["LlamaForCausalLM"],"model_type":"llama",
+  "vocab_size":131,"hidden_size":128,"intermediate_size":224,"num_hidden_layers":2,
+  "num_attention_heads":4,"num_key_value_heads":2,"rms_norm_eps":1e-5,"max_position_embeddings":256,
+  "rope_theta":10000.0,"torch_dtype":"bfloat16"})";
+const char* const kDeepseekV2Config = R"({"architectures":["DeepseekV2ForCausalLM"],
+  "model_type":"deepseek_v2","vocab_size":101,"hidden_size":64,"intermediate_size":96,
+  "moe_intermediate_size":32,"num_hidden_layers":2,"num_attention_heads":4,
+  "num_key_value_heads":4,"q_lora_rank":null,"kv_lora_rank":64,"qk_nope_head_dim":16,
+  "qk_rope_head_dim":32,"v_head_dim":16,"n_routed_experts":8,"n_shared_experts":1,
+  "num_experts_per_tok":3,"first_k_dense_replace":1,"moe_layer_freq":1,"n_group":4,"topk_group":2,
+  "topk_method":"group_limited_greedy","scoring_func":"softmax","norm_topk_prob":false,
+  "routed_scaling_factor":2.0,"rms_norm_eps":1e-6,"max_position_embeddings":512,
+  "rope_theta":10000.0,"torch_dtype":"bfloat16"})";
+
+struct ModelCase {
+  std::string arch, weights;  // weights: bf16 (as made) or a quantization policy
+};
+
+std::shared_ptr<Model> LoadCase(const ModelCase& c) {
+  const std::string path = test::TempDir() + "/fusion_" + c.arch + ".json";
+  test::WriteFile(path, c.arch == "qwen2"   ? kQwen2Config
+                        : c.arch == "llama" ? kLlamaConfig
+                                            : kDeepseekV2Config);
+  LoadOptions lo;
+  lo.seed = 29;
+  if (c.weights != "bf16")
+    lo.quantize = std::make_shared<QuantPolicy>(BuiltinQuantPolicy(c.weights));
+  return Model::Synthetic(path, lo);
+}
+
+// Logits of 13 tokens as one prefill chunk, then in chunks of 3 (rows <= kFoldNormMaxRows), then
+// 4 decode steps of one row; the profile the backend printed in *err.
+std::vector<float> Logits(const std::shared_ptr<Model>& m, bool fuse, std::string* err) {
+  BackendOptions bo;
+  bo.threads = 2;
+  bo.profile = true;
+  testing::internal::CaptureStderr();
+  std::vector<float> out;
+  {
+    Runner r(m, CreateCpuBackend(bo, fuse), {});
+    const std::vector<int32_t> toks = RandomTokens(13, m->vocab_size(), 7);
+    for (int chunk : {13, 3, 1}) {
+      const std::vector<int32_t> t(toks.begin(), toks.begin() + (chunk == 1 ? 4 : 13));
+      const std::vector<float> l = SequenceLogits(r, t, chunk);
+      out.insert(out.end(), l.begin(), l.end());
+    }
+  }
+  *err = testing::internal::GetCapturedStderr();
+  return out;
+}
+
+class CpuFusedModel : public ::testing::TestWithParam<ModelCase> {};
+
+TEST_P(CpuFusedModel, GivesThePlainGraphsLogitsBitForBit) {
+  const ModelCase& c = GetParam();
+  const auto m = LoadCase(c);
+  std::string fused_err, plain_err;
+  const std::vector<float> fused = Logits(m, true, &fused_err);
+  const std::vector<float> plain = Logits(m, false, &plain_err);
+  ASSERT_EQ(fused.size(), plain.size());
+  EXPECT_EQ(0, std::memcmp(fused.data(), plain.data(), fused.size() * 4));
+  // The fusions ran: the decode table (printed first) has matmuls with their norm folded, the
+  // dual gate/up GEMV and the residual epilogue; no RMSNorm node of a layer ran there.
+  const size_t pre = fused_err.find("cpu profile, prefill");
+  ASSERT_NE(pre, std::string::npos) << fused_err;
+  const std::string dec = fused_err.substr(0, pre);
+  EXPECT_NE(dec.find("+rms_norm"), std::string::npos) << fused_err;
+  EXPECT_NE(dec.find("+gate+swiglu"), std::string::npos) << fused_err;
+  EXPECT_NE(dec.find("+add)"), std::string::npos) << fused_err;
+  EXPECT_EQ(dec.find("input_layernorm (rms_norm)"), std::string::npos) << fused_err;
+  // k's rope into the cache (MLA keeps its rope: its kv store is the Vulkan backend's fusion);
+  // MoE layers add the residual as they combine the experts.
+  if (c.arch != "deepseek_v2") {
+    EXPECT_NE(dec.find("+rope)"), std::string::npos) << fused_err;
+  } else {
+    EXPECT_NE(dec.find("(moe+add)"), std::string::npos) << fused_err;
+  }
+  // The prefill of 13 rows fuses the epilogues but keeps its norms.
+  EXPECT_NE(fused_err.find("+gate+swiglu", pre), std::string::npos) << fused_err;
+  EXPECT_EQ(plain_err.find("+"), std::string::npos) << plain_err;
+}
+
+INSTANTIATE_TEST_SUITE_P(Models, CpuFusedModel,
+                         ::testing::Values(ModelCase{"qwen2", "bf16"}, ModelCase{"qwen2", "q8_0"},
+                                           ModelCase{"qwen2", "q4_0"}, ModelCase{"qwen2", "q4_k_m"},
+                                           ModelCase{"llama", "q4_0"}, ModelCase{"llama", "q4_k_m"},
+                                           ModelCase{"deepseek_v2", "bf16"},
+                                           ModelCase{"deepseek_v2", "q4_0"}),
+                         [](const auto& info) {
+                           return info.param.arch + "_" + info.param.weights;
+                         });
+
+}  // namespace
+}  // namespace es
