@@ -14,6 +14,7 @@
 #include "edgeseek/internal/backends/vulkan.h"
 #include "edgeseek/internal/core/error.h"
 #include "edgeseek/internal/runtime/device_profile.h"
+#include "edgeseek/internal/runtime/plan.h"
 #include "verb.h"
 
 namespace es::tools {
@@ -54,6 +55,13 @@ int Calibrate(const CalibrateOptions& o, const std::string& out, const std::stri
       std::printf(" %.1fMB:%.0f", c.weight_bytes / 1e6, c.rate.value / 1e9);
     std::printf(" GFLOP/s\n");
   }
+  // The layer chains: measured, plan's roofline of the same graph, the excess per layer.
+  for (const LayerProbe& l : p.layer_probes)
+    std::printf(
+        "  layers   D %lld FFN %lld %-5s %3d rows x %2d layers: %8.3f ms, roofline %8.3f ms, "
+        "excess %7.3f ms a layer\n",
+        (long long)l.hidden, (long long)l.ffn, std::string(Name(l.type)).c_str(), l.rows, l.layers,
+        l.seconds.value * 1e3, LayerProbeRoofline(l, p) * 1e3, LayerProbeExcess(l, p) * 1e3);
   if (!out.empty()) {
     std::ofstream f(out);
     ES_CHECK(f, "--json ", out, ": cannot write");

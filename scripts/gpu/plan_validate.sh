@@ -2,7 +2,8 @@
 # plan_validate.sh EDGESEEK OUTDIR: calibrate a device profile, then compare
 # `plan --json` predictions with `bench` measurements (issue 20).
 #   ES_PV_BACKEND  backend (default vulkan)
-#   ES_PV_ROWS     rows "MODEL:TYPE ..." (MODEL: synthetic preset or config.json)
+#   ES_PV_ROWS     rows "MODEL:TYPE ..." (MODEL: synthetic preset or config.json, or a .gguf
+#                  file: plan and bench then read it with -m, TYPE only labels the row)
 #   ES_PV_P/ES_PV_N prompt / generated tokens (default 512 / 128)
 #   ES_PV_QUICK=1  calibrate with --quick (local tests)
 #   ES_PV_NO_CPU=1 no CPU profile beside a GPU's (a short device job)
@@ -37,11 +38,13 @@ for row in $ROWS; do
   m=${row%%:*}; t=${row##*:}; tag=$(basename "$m" .json)-$t
   echo "== $m $t"
   dev=(); [ -n "$PROFILE" ] && dev=(--device "$PROFILE")
-  if ! "$BIN" plan --synthetic "$m" --type "$t" "${dev[@]}" -p "$P" -n "$N" --json \
+  src=(--synthetic "$m" --type "$t"); bsrc=(--synthetic "$m" --dtype "$t")
+  case "$m" in *.gguf) src=(-m "$m"); bsrc=(-m "$m");; esac
+  if ! "$BIN" plan "${src[@]}" "${dev[@]}" -p "$P" -n "$N" --json \
       >"$OUT/plan-$tag.json" 2>"$OUT/plan-$tag.err"; then
     echo "plan failed: $(tail -1 "$OUT/plan-$tag.err")"
   fi
-  if ! "$BIN" bench --backend "$BACKEND" --synthetic "$m" --dtype "$t" -p "$P" -n "$N" --json \
+  if ! "$BIN" bench --backend "$BACKEND" "${bsrc[@]}" -p "$P" -n "$N" --json \
       >"$OUT/bench-$tag.json" 2>"$OUT/bench-$tag.err"; then
     echo "bench failed: $(tail -1 "$OUT/bench-$tag.err")"
   fi

@@ -8,7 +8,11 @@
 //  - both again at the presets' matmul shapes (CurveShapes), each with its own per-op cost
 //    (a CPU matmul's parallel region fork / join) inside: the rate curves plan interpolates;
 //  - per-op overhead: a chain of 257 tiny adds against a chain of 1 (the difference / 256);
-//  - per-step overhead: the chain of 1.
+//  - per-step overhead: the chain of 1;
+//  - model-shaped layer chains (LayerProbes): dense GQA layers of the presets' shapes as one
+//    graph, one row at a depth and a prefill's rows, so that what a model's layer pays beyond
+//    its matmuls' rates (norms, rope, attention, SwiGLU, x quantization, parallel regions, a
+//    GPU's dispatches and barriers) is measured, not assumed.
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -24,6 +28,7 @@
 #include "edgeseek/internal/backends/vulkan.h"
 #include "edgeseek/internal/core/error.h"
 #include "edgeseek/internal/core/half.h"
+#include "edgeseek/internal/models/presets.h"
 #include "edgeseek/internal/quant/blocks.h"
 #include "edgeseek/internal/runtime/bench.h"
 #include "edgeseek/internal/runtime/device_profile.h"
@@ -195,6 +200,176 @@ struct MatMulProbe {
   }
 };
 
+// Model-shaped chains: `layers` dense GQA decoder layers of a preset's shape as ONE graph, as
+// ModelArch::Build records them (norm, q / k / v, two ropes, two KV stores, attention, o,
+// residual add; norm, gate / up, SwiGLU, down, residual add: 17 nodes a layer), every matrix
+// of one type and distinct per layer (so the weights stream as a model's do), no biases.
+struct LayerChainProbe {
+  Backend& be;
+  double budget;
+  std::string tag;
+
+  LayerProbe Measure(const ModelConfig& c, DType t, int rows, int64_t depth, int layers) {
+    const int64_t D = c.hidden_size, H = c.n_heads, KVH = c.n_kv_heads, hd = c.head_dim,
+                  F = c.intermediate_size;
+    KvSpec spec;
+    spec.n_layers = layers;
+    spec.width[0] = spec.width[1] = int(KVH * hd);
+    spec.dtype = be.default_kv_type();
+    auto kv = be.CreateKv(spec, 1, int(depth + rows + 1));
+    const auto rope = std::make_shared<RopeTable>(c.MakeRope());
+    std::vector<Tensor> ws;  // owned here for the graph's lifetime
+    ws.reserve(size_t(layers) * 9);
+    auto weight = [&](const std::string& name, DType wt, int64_t n, int64_t k) -> const Tensor& {
+      ws.push_back(wt == DType::kF32 && n == 1 ? RandomWeight(name, wt, 1, k, 5)
+                                               : RandomWeight(name, wt, n, k, 11 + ws.size()));
+      if (n == 1) ws.back().shape = {k};  // a norm's weight is a vector
+      be.PrepareWeight(ws.back());
+      return ws.back();
+    };
+    const Tensor table = RandomWeight("embed", DType::kF32, rows, D, 1);
+    Graph g;
+    int h = InputNode(g, table, rows);
+    auto node = [&](Op op, std::vector<int> src, Shape shape, const std::string& name) {
+      Node n;
+      n.op = op;
+      n.name = name;
+      n.src = std::move(src);
+      n.shape = std::move(shape);
+      return n;
+    };
+    auto add = [&](Node n) { return g.Add(std::move(n)); };
+    auto norm = [&](int x, const std::string& name) {
+      Node n =
+          node(Op::kRmsNorm, {x, g.AddWeight(weight(name, DType::kF32, 1, D))}, {rows, D}, name);
+      n.params = RmsNormParams{c.rms_norm_eps};
+      return add(std::move(n));
+    };
+    auto mm = [&](int x, int64_t n, int64_t k, const std::string& name) {
+      return MatMulNode(g, x, weight(name, t, n, k), rows);
+    };
+    for (int l = 0; l < layers; ++l) {
+      const std::string p = "model.layers." + std::to_string(l) + ".";
+      const int x1 = norm(h, p + "input_layernorm.weight");
+      const int q = mm(x1, H * hd, D, p + "self_attn.q"),
+                k = mm(x1, KVH * hd, D, p + "self_attn.k"),
+                v = mm(x1, KVH * hd, D, p + "self_attn.v");
+      int ids[2] = {q, k};
+      for (int i = 0; i < 2; ++i) {
+        Node r = node(Op::kRope, {ids[i]}, g.node(ids[i]).shape, p + (i ? "k_rope" : "q_rope"));
+        r.params = RopeParams{i ? KVH : H, hd, 0, rope};
+        ids[i] = add(std::move(r));
+      }
+      int st[2] = {ids[1], v};
+      for (int part = 0; part < 2; ++part) {
+        Node s = node(Op::kKvStore, {st[part]}, g.node(st[part]).shape, p + "cache");
+        s.layer = l;
+        s.params = KvStoreParams{part};
+        st[part] = add(std::move(s));
+      }
+      Node a = node(Op::kAttention, {ids[0], st[0], st[1]}, {rows, H * hd}, p + "self_attn.attn");
+      a.layer = l;
+      a.params = AttentionParams{H, KVH, hd, hd, c.AttentionScale()};
+      const int o = mm(add(std::move(a)), D, H * hd, p + "self_attn.o");
+      h = add(node(Op::kAdd, {h, o}, {rows, D}, p + "attn_residual"));
+      const int x2 = norm(h, p + "post_attention_layernorm.weight");
+      const int gt = mm(x2, F, D, p + "mlp.gate_proj"), up = mm(x2, F, D, p + "mlp.up_proj");
+      const int act = add(node(Op::kSwiGLU, {gt, up}, {rows, F}, p + "mlp.act"));
+      h = add(
+          node(Op::kAdd, {h, mm(act, D, F, p + "mlp.down_proj")}, {rows, D}, p + "mlp_residual"));
+    }
+    std::vector<int32_t> toks(static_cast<size_t>(rows));
+    for (int i = 0; i < rows; ++i) toks[size_t(i)] = i;
+    Batch b;
+    b.Add(0, depth, toks, true);
+    b.Finalize();
+    LayerProbe lp;
+    lp.hidden = D, lp.heads = H, lp.kv_heads = KVH, lp.head_dim = hd, lp.ffn = F;
+    lp.type = t, lp.kv_type = spec.dtype, lp.rows = rows, lp.layers = layers, lp.depth = depth;
+    lp.seconds =
+        Measured(TimeGraph(be, g, b, *kv, budget),
+                 tag + std::to_string(layers) + " dense GQA layers [D " + std::to_string(D) +
+                     ", FFN " + std::to_string(F) + "] of " + std::string(Name(t)) +
+                     " as one graph, " + std::to_string(rows) + " rows at KV depth " +
+                     std::to_string(depth) + ", median seconds of one Compute");
+    return lp;
+  }
+};
+
+// The head of a decode step: the final norm and an lm_head [V, D] of type t over one row.
+HeadProbe MeasureHead(Backend& be, KvStorage& kv, const ModelConfig& c, DType t, double budget,
+                      const std::string& tag) {
+  const int64_t D = c.hidden_size, V = c.vocab_size;
+  Tensor norm_w = RandomWeight("model.norm.weight", DType::kF32, 1, D, 5);
+  norm_w.shape = {D};
+  const Tensor head = RandomWeight("lm_head.weight", t, V, D, 13);
+  be.PrepareWeight(norm_w);
+  be.PrepareWeight(head);
+  const Tensor table = RandomWeight("embed", DType::kF32, 1, D, 1);
+  Graph g;
+  Node n;
+  n.op = Op::kRmsNorm;
+  n.name = "model.norm";
+  n.src = {InputNode(g, table, 1), g.AddWeight(norm_w)};
+  n.shape = {1, D};
+  n.params = RmsNormParams{c.rms_norm_eps};
+  MatMulNode(g, g.Add(std::move(n)), head, 1);
+  HeadProbe h;
+  h.hidden = D, h.vocab = V, h.type = t;
+  h.seconds = Measured(TimeGraph(be, g, RowsBatch(1), kv, budget),
+                       tag + "final norm + lm_head [" + std::to_string(V) + ", " +
+                           std::to_string(D) + "] " + std::string(Name(t)) +
+                           " over one row as one graph, median seconds of one Compute");
+  return h;
+}
+
+// The dense presets whose layers are probed (quick: one small made-up shape).
+std::vector<ModelConfig> ProbeConfigs(bool quick) {
+  if (!quick) return {PresetConfig("r1-distill-qwen-1.5b"), PresetConfig("r1-distill-qwen-7b")};
+  ModelConfig c = PresetConfig("r1-distill-qwen-1.5b");
+  c.hidden_size = 256, c.n_heads = 4, c.n_kv_heads = 2, c.head_dim = 64;
+  c.intermediate_size = 512;
+  c.vocab_size = 4096;
+  return {c};
+}
+
+// Layer chains per dense preset and type: one row at depth 64 (decode) and a prefill's rows
+// from position 0. Layers: as many as fill chain_bytes (at least one, at most 28), fewer where
+// the device is slow (each case near `seconds` a run; a case over 4 x that is skipped).
+void ProbeLayers(Backend& be, KvStorage& kv, const CalibrateOptions& o, size_t max_bytes,
+                 size_t chain_bytes, const std::string& tag, DeviceProfile& p) {
+  LayerChainProbe probe{be, o.seconds_per_case, tag};
+  // The heads (the presets' lm_head is q8_0 under q4_0 / q8_0, f16 under f16).
+  for (const ModelConfig& c : ProbeConfigs(o.quick))
+    for (DType t : {DType::kF16, DType::kQ8_0}) {
+      const size_t bytes = RowBytes(t, c.hidden_size) * size_t(c.vocab_size);
+      if (bytes <= max_bytes && double(bytes) / p.GemvBytesRate(t) <= 4 * o.seconds_per_case)
+        p.head_probes.push_back(MeasureHead(be, kv, c, t, o.seconds_per_case, tag));
+    }
+  // A prefill's rows: the CPU validation's prompt is short (64), a GPU's 512 (plan_validate.sh).
+  const int prefill_rows = o.quick ? 16 : o.backend == "vulkan" ? 512 : 128;
+  for (const ModelConfig& c : ProbeConfigs(o.quick)) {
+    const int64_t D = c.hidden_size, F = c.intermediate_size,
+                  qkvo = 2 * D * c.n_heads * c.head_dim + 2 * D * c.n_kv_heads * c.head_dim;
+    for (DType t : {DType::kF16, DType::kQ8_0, DType::kQ4_0}) {
+      const size_t layer_bytes = RowBytes(t, D) * size_t(qkvo / D + 2 * F) + RowBytes(t, F) * D;
+      if (layer_bytes > max_bytes) continue;
+      const double gemv = p.GemvBytesRate(t), gemm = p.GemmRate(t);
+      const double layer_s = double(layer_bytes) / gemv;
+      const int layers = int(std::clamp<double>(
+          std::min(double(chain_bytes) / double(layer_bytes), o.seconds_per_case / layer_s), 1,
+          28));
+      if (layer_s <= 4 * o.seconds_per_case)
+        p.layer_probes.push_back(probe.Measure(c, t, 1, 64, layers));
+      const double flops = 2.0 * prefill_rows * double(qkvo + 3 * D * F);
+      if (flops / gemm <= 4 * o.seconds_per_case)
+        p.layer_probes.push_back(
+            probe.Measure(c, t, prefill_rows, 0,
+                          int(std::clamp<double>(o.seconds_per_case * gemm / flops, 1, 4))));
+    }
+  }
+}
+
 }  // namespace
 
 DeviceProfile CalibrateDevice(const CalibrateOptions& o) {
@@ -310,6 +485,7 @@ DeviceProfile CalibrateDevice(const CalibrateOptions& o) {
   p.fp32_flops = p.gemm_flops[DType::kF32];
   p.int8_dot_ops = p.gemm_flops[DType::kQ8_0];
   if (o.backend == "vulkan") p.f16_matrix_flops = p.gemm_flops[DType::kF16];
+  ProbeLayers(*be, *kv, o, gemv_bytes, chain_bytes, tag, p);
   return p;
 }
 

@@ -159,6 +159,44 @@ std::map<DType, std::vector<CurvePoint>> ReadCurves(const json& doc, const char*
   return m;
 }
 
+// [{"hidden", "heads", "kv_heads", "head_dim", "ffn", "type", "kv_type", "rows", "layers",
+//   "depth", "value", "source", "calibrated"}, ...]
+std::vector<LayerProbe> ReadLayerProbes(const json& doc, const std::string& where) {
+  std::vector<LayerProbe> v;
+  if (!doc.contains("layer_probes")) return v;
+  for (const json& o : doc.at("layer_probes")) {
+    LayerProbe p;
+    p.hidden = o.at("hidden").get<int64_t>();
+    p.heads = o.at("heads").get<int64_t>();
+    p.kv_heads = o.at("kv_heads").get<int64_t>();
+    p.head_dim = o.at("head_dim").get<int64_t>();
+    p.ffn = o.at("ffn").get<int64_t>();
+    p.type = TypeKey(o.at("type").get<std::string>(), "layer_probes", where);
+    p.kv_type = TypeKey(o.at("kv_type").get<std::string>(), "layer_probes", where);
+    p.rows = o.at("rows").get<int>();
+    p.layers = o.at("layers").get<int>();
+    p.depth = o.at("depth").get<int64_t>();
+    p.seconds = ParseValue(o);
+    v.push_back(p);
+  }
+  return v;
+}
+
+// [{"hidden", "vocab", "type", "value", "source", "calibrated"}, ...]
+std::vector<HeadProbe> ReadHeadProbes(const json& doc, const std::string& where) {
+  std::vector<HeadProbe> v;
+  if (!doc.contains("head_probes")) return v;
+  for (const json& o : doc.at("head_probes")) {
+    HeadProbe p;
+    p.hidden = o.at("hidden").get<int64_t>();
+    p.vocab = o.at("vocab").get<int64_t>();
+    p.type = TypeKey(o.at("type").get<std::string>(), "head_probes", where);
+    p.seconds = ParseValue(o);
+    v.push_back(p);
+  }
+  return v;
+}
+
 json ValueJson(const ProfileValue& v) {
   return {{"value", v.value}, {"source", v.source}, {"calibrated", v.calibrated}};
 }
@@ -246,6 +284,8 @@ DeviceProfile ParseDeviceProfile(const json& doc, const std::string& where) {
   p.gemv_bytes_per_s = ReadByType(doc, "gemv_bytes_per_s", where);
   p.gemv_curve = ReadCurves(doc, "gemv_curve", where);
   p.gemm_curve = ReadCurves(doc, "gemm_curve", where);
+  p.layer_probes = ReadLayerProbes(doc, where);
+  p.head_probes = ReadHeadProbes(doc, where);
   ES_CHECK(p.bandwidth.value > 0, "device profile ", where, ": /bandwidth/value must be above 0");
   ES_CHECK(p.fp32_flops.value > 0, "device profile ", where, ": /fp32_flops/value must be above 0");
   ES_CHECK(p.memory_bytes.value > 0, "device profile ", where,
@@ -305,6 +345,25 @@ json DeviceProfileToJson(const DeviceProfile& p) {
     j["gemv_bytes_per_s"][std::string(Name(t))] = ValueJson(v);
   if (!p.gemv_curve.empty()) j["gemv_curve"] = CurvesJson(p.gemv_curve);
   if (!p.gemm_curve.empty()) j["gemm_curve"] = CurvesJson(p.gemm_curve);
+  for (const LayerProbe& l : p.layer_probes) {
+    json o = {{"hidden", l.hidden},
+              {"heads", l.heads},
+              {"kv_heads", l.kv_heads},
+              {"head_dim", l.head_dim},
+              {"ffn", l.ffn},
+              {"type", std::string(Name(l.type))},
+              {"kv_type", std::string(Name(l.kv_type))},
+              {"rows", l.rows},
+              {"layers", l.layers},
+              {"depth", l.depth}};
+    o.update(ValueJson(l.seconds));
+    j["layer_probes"].push_back(o);
+  }
+  for (const HeadProbe& h : p.head_probes) {
+    json o = {{"hidden", h.hidden}, {"vocab", h.vocab}, {"type", std::string(Name(h.type))}};
+    o.update(ValueJson(h.seconds));
+    j["head_probes"].push_back(o);
+  }
   return j;
 }
 

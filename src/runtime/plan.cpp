@@ -249,9 +249,12 @@ void Finish(PhaseCost& ph, double tokens, double t_mem, double t_comp, const Dev
   ph.t_memory_s = t_mem;
   ph.t_compute_s = t_comp;
   ph.t_dispatch_s = ph.dispatches * d.dispatch_s.value + d.step_s.value;
-  ph.t_total_s = std::max(t_mem, t_comp) + ph.t_dispatch_s;
+  ph.t_total_s = std::max(t_mem, t_comp) + ph.t_dispatch_s + ph.t_layer_s;
+  // A probe that ran faster than its roofline (a GPU whose lone matmuls pay more than a model's
+  // layers do) takes time off; never below the phase's bytes at the profile's bandwidth.
+  if (ph.t_layer_s < 0) ph.t_total_s = std::max(ph.t_total_s, ph.bytes / d.bandwidth.value);
   ph.bound = t_mem >= t_comp ? "bandwidth" : "compute";
-  if (ph.t_dispatch_s > std::max(t_mem, t_comp)) ph.bound = "dispatch";
+  if (ph.t_dispatch_s + ph.t_layer_s > std::max(t_mem, t_comp)) ph.bound = "dispatch";
   ph.tokens_per_s = ph.t_total_s > 0 ? tokens / ph.t_total_s : 0;
 }
 
@@ -264,6 +267,25 @@ struct WeightTally {
   std::vector<TypedBytes> expert;       // per layer: one routed expert (after ScaleToOneExpert)
   std::vector<DType> kv_b_type;         // per layer: MLA's kv_b as stored
 };
+
+// The type most of a layer's dense weight bytes are in (f32 for an empty tally).
+DType MainType(const TypedBytes& tb) {
+  DType best = DType::kF32;
+  double most = -1;
+  for (auto& [t, b] : tb.bytes)
+    if (b > most) best = t, most = b;
+  return best;
+}
+
+// Σ over the model's layers of the excess its layers' probes measured (LayerExcess).
+double LayersExcess(const ModelConfig& c, const WeightTally& wt, const DeviceProfile& d,
+                    int64_t rows) {
+  if (d.layer_probes.empty()) return 0;
+  double s = 0;
+  for (int l = 0; l < c.n_layers; ++l)
+    s += LayerExcess(d, c.hidden_size, MainType(wt.dense[size_t(l)]), rows);
+  return s;
+}
 
 // Each layer's flags, dispatch count and KV share; the byte and FLOP sums start at zero.
 void InitLayers(const ModelConfig& c, Plan& p) {
@@ -406,6 +428,8 @@ PhaseCost DecodeCost(const Plan& p, const ModelConfig& c, const WeightTally& wt,
   ph.steps = 1;
   ph.dispatches = HeadDispatches(true);
   for (const LayerCost& lc : p.layers) ph.dispatches += lc.dispatches;
+  ph.t_layer_s =
+      LayersExcess(c, wt, d, B) + HeadExcess(d, c.hidden_size, c.vocab_size, wt.lm_head->type);
   Finish(ph, double(B), t_mem, t_comp, d);
   return ph;
 }
@@ -455,6 +479,7 @@ PhaseCost PrefillCost(const Plan& p, const ModelConfig& c, const WeightTally& wt
   ph.steps = 1;
   ph.dispatches = HeadDispatches(P == 1);
   for (const LayerCost& lc : p.layers) ph.dispatches += lc.dispatches;
+  ph.t_layer_s = LayersExcess(c, wt, d, P);
   Finish(ph, double(P), t_mem, t_comp, d);
   return ph;
 }
@@ -526,7 +551,8 @@ void SplitByLayer(const ModelConfig& c, const WeightTally& wt, const DeviceProfi
   pf.t_memory_s = waves * pf.t_memory_s / N;
   pf.t_compute_s = waves * pf.t_compute_s / (double(N) * M);
   pf.t_dispatch_s = waves * pf.t_dispatch_s / N;
-  pf.t_total_s = std::max(pf.t_memory_s, pf.t_compute_s) + pf.t_dispatch_s +
+  pf.t_layer_s = waves * pf.t_layer_s / (double(N) * M);
+  pf.t_total_s = std::max(pf.t_memory_s, pf.t_compute_s) + pf.t_dispatch_s + pf.t_layer_s +
                  double(N - 1) * (double(o.prompt) * D * 4.0 / link + M * d.step_s.value);
   pf.tokens_per_s = pf.t_total_s > 0 ? double(o.prompt) / pf.t_total_s : 0;
 }
@@ -548,7 +574,8 @@ void SplitByHead(const ModelConfig& c, const DeviceProfile& d, const PlanOptions
   PhaseCost& ph = p.decode;
   ph.t_memory_s /= N;
   ph.t_compute_s /= N;
-  ph.t_total_s = std::max(ph.t_memory_s, ph.t_compute_s) + ph.t_dispatch_s + p.t_transfer_s;
+  ph.t_total_s =
+      std::max(ph.t_memory_s, ph.t_compute_s) + ph.t_dispatch_s + ph.t_layer_s + p.t_transfer_s;
 }
 
 // Several devices: each one's share of memory, the bytes and time crossing devices per step.
@@ -575,6 +602,99 @@ void SplitAcrossDevices(const ModelConfig& c, const WeightTally& wt, const Devic
 }
 
 }  // namespace
+
+// ---- model-shaped probes ---------------------------------------------------------------------
+
+double LayerProbeRoofline(const LayerProbe& pr, const DeviceProfile& d) {
+  const int64_t D = pr.hidden, F = pr.ffn, qw = pr.heads * pr.head_dim,
+                kvw = pr.kv_heads * pr.head_dim;
+  const double R = pr.rows, L = pr.layers;
+  // [n, k] of q, k, v, o, gate, up, down.
+  const std::pair<int64_t, int64_t> mats[] = {{qw, D}, {kvw, D}, {kvw, D}, {D, qw},
+                                              {F, D},  {F, D},   {D, F}};
+  const double kv_row = 2.0 * double(RowBytes(pr.kv_type, kvw));
+  const double pairs = R * double(pr.depth) + R * (R + 1) / 2;
+  const double attn = 4.0 * double(pr.heads) * double(pr.head_dim) * pairs;
+  double t_mem = 0, t_comp = 0, other = 2.0 * 4.0 * double(D);  // the two f32 norms
+  for (const auto& [n, k] : mats) {
+    const double bytes = double(RowBytes(pr.type, k)) * double(n), flops = 2.0 * R * n * k;
+    if (pr.rows == 1) {
+      t_mem += bytes / d.GemvBytesRate(pr.type, bytes);
+      t_comp += flops / d.GemvComputeRate(pr.type);
+    } else {
+      other += bytes;
+      t_comp += flops / d.GemmRate(pr.type, bytes);
+    }
+  }
+  if (pr.rows == 1) {
+    other += (double(pr.depth) + 2) * kv_row;  // the keys read incl. the new one, its write
+    t_comp += attn / d.GemvComputeRate(DType::kF16);
+  } else {
+    other += R * kv_row;
+    t_comp += attn / d.GemmRate(DType::kF16);
+  }
+  t_mem += other / d.bandwidth.value;
+  return L * std::max(t_mem, t_comp) + (17 * L + 1) * d.dispatch_s.value + d.step_s.value;
+}
+
+double LayerProbeExcess(const LayerProbe& pr, const DeviceProfile& d) {
+  return (pr.seconds.value - LayerProbeRoofline(pr, d)) / pr.layers;
+}
+
+double LayerExcess(const DeviceProfile& d, int64_t hidden, DType t, int64_t rows) {
+  if (d.layer_probes.empty()) return 0;
+  auto dist = [&](const LayerProbe& p) {
+    return std::abs(std::log(double(hidden) / double(p.hidden)));
+  };
+  int64_t width = d.layer_probes.front().hidden;
+  for (const LayerProbe& p : d.layer_probes)
+    if (dist(p) < std::abs(std::log(double(hidden) / double(width)))) width = p.hidden;
+  auto has = [&](DType want) {
+    return std::any_of(d.layer_probes.begin(), d.layer_probes.end(),
+                       [&](const LayerProbe& p) { return p.hidden == width && p.type == want; });
+  };
+  DType use = t;
+  if (!has(use)) use = has(DType::kF16) ? DType::kF16 : DType::kCount;
+  const LayerProbe *one = nullptr, *many = nullptr;
+  for (const LayerProbe& p : d.layer_probes) {
+    if (p.hidden != width || (use != DType::kCount && p.type != use)) continue;
+    if (use == DType::kCount) use = p.type;  // the first type at this width
+    if (p.type != use) continue;
+    if (p.rows == 1 && !one) one = &p;
+    if (p.rows > 1 && (!many || p.rows > many->rows)) many = &p;
+  }
+  double e = 0;
+  if (one && many) {
+    const double e1 = LayerProbeExcess(*one, d), em = LayerProbeExcess(*many, d);
+    e = e1 + (em - e1) * double(rows - 1) / double(many->rows - 1);
+  } else if (one) {
+    e = LayerProbeExcess(*one, d);
+  } else if (many) {
+    e = LayerProbeExcess(*many, d) * double(rows) / double(many->rows);
+  }
+  return e * double(hidden) / double(width);
+}
+
+double HeadProbeRoofline(const HeadProbe& h, const DeviceProfile& d) {
+  const double bytes = double(RowBytes(h.type, h.hidden)) * double(h.vocab);
+  const double t_mem =
+      bytes / d.GemvBytesRate(h.type, bytes) + 4.0 * double(h.hidden) / d.bandwidth.value;
+  const double t_comp = 2.0 * double(h.vocab) * double(h.hidden) / d.GemvComputeRate(h.type);
+  return std::max(t_mem, t_comp) + 3 * d.dispatch_s.value + d.step_s.value;
+}
+
+double HeadExcess(const DeviceProfile& d, int64_t hidden, int64_t vocab, DType t) {
+  const double vd = double(hidden) * double(vocab);
+  const HeadProbe* best = nullptr;
+  auto dist = [&](const HeadProbe& h) {
+    return std::abs(std::log(vd / (double(h.hidden) * double(h.vocab))));
+  };
+  for (const HeadProbe& h : d.head_probes)
+    if (h.type == t && (!best || dist(h) < dist(*best))) best = &h;
+  if (!best) return 0;
+  return (best->seconds.value - HeadProbeRoofline(*best, d)) * vd /
+         (double(best->hidden) * double(best->vocab));
+}
 
 Plan MakePlan(const ModelWeights& w, const DeviceProfile& d, const PlanOptions& o) {
   const ModelConfig& c = w.config;
@@ -612,6 +732,7 @@ json PhaseJson(const PhaseCost& ph) {
           {"t_memory_s", ph.t_memory_s},
           {"t_compute_s", ph.t_compute_s},
           {"t_dispatch_s", ph.t_dispatch_s},
+          {"t_layer_s", ph.t_layer_s},
           {"t_total_s", ph.t_total_s},
           {"bound", ph.bound},
           {"tokens_per_s", ph.tokens_per_s}};
@@ -719,6 +840,9 @@ std::string PlanTable(const Plan& p) {
          ph->flops / 1e9, ph->dispatches, ph->t_memory_s * 1e3, ph->t_compute_s * 1e3,
          ph->t_dispatch_s * 1e3, ph->bound.c_str());
   }
+  if (p.prefill.t_layer_s != 0 || p.decode.t_layer_s != 0)
+    line("(t_total includes the layer probes' excess: prefill %.2f ms, decode %.2f ms)\n",
+         p.prefill.t_layer_s * 1e3, p.decode.t_layer_s * 1e3);
   if (o.devices > 1) {
     line("\n%d devices, split by %s: %s crosses devices per token (%.3f ms a step)\n", o.devices,
          o.split == PlanSplit::kLayer ? "layer" : "head",

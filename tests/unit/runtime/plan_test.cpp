@@ -13,6 +13,7 @@
 #include <cmath>
 #include <nlohmann/json.hpp>
 
+#include "edgeseek/internal/backends/backend.h"
 #include "edgeseek/internal/core/error.h"
 #include "edgeseek/internal/models/arch.h"
 #include "edgeseek/internal/models/presets.h"
@@ -374,6 +375,212 @@ TEST(PlanCurve, DecodeStreamsEachMatrixAtItsCurveRate) {
     EXPECT_DOUBLE_EQ(p.prefill.t_compute_s,
                      MakePlan(w, UnitProfile(), Options()).prefill.t_compute_s);
   }
+}
+
+// A layer probe of a small made-up shape: D 64, 2 heads and 1 KV head of 32, FFN 128, f16
+// matrices, f32 KV. Matrices [n, k]: q 64x64, k 32x64, v 32x64, o 64x64, gate and up 128x64,
+// down 64x128: 36,864 elements, 73,728 bytes of f16.
+LayerProbe SmallProbe(int rows, int layers, int64_t depth, double seconds) {
+  LayerProbe p;
+  p.hidden = 64, p.heads = 2, p.kv_heads = 1, p.head_dim = 32, p.ffn = 128;
+  p.type = DType::kF16;
+  p.kv_type = DType::kF32;
+  p.rows = rows, p.layers = layers, p.depth = depth;
+  p.seconds.value = seconds;
+  p.seconds.source = "test";
+  p.seconds.calibrated = true;
+  p.seconds.present = true;
+  return p;
+}
+
+// Unit bandwidth (1 GB/s), 10 GFLOP/s, f16 GEMV at 2 GB/s, 1 us a dispatch, 0.1 ms a step.
+DeviceProfile ProbeProfile() {
+  DeviceProfile d = UnitProfile();
+  d.fp32_flops.value = 1e10;
+  d.dispatch_s.value = 1e-6;
+  d.step_s.value = 1e-4;
+  d.gemv_bytes_per_s[DType::kF16].value = 2e9;
+  d.gemv_bytes_per_s[DType::kF16].present = true;
+  return d;
+}
+
+TEST(PlanProbe, RooflineAndExcessMatchHandArithmetic) {
+  const DeviceProfile d = ProbeProfile();
+  // Decode, 2 layers at depth 10. Per layer: matrices 73,728 B / 2e9 = 36.864 us; norms 2 x 256
+  // B + KV (10 read + the new one read + its write) x 256 B (k and v rows of 32 f32) = 3,584 B /
+  // 1e9 = 3.584 us: t_mem 40.448 us. Compute 73,728 + attention 4·2·32·11 = 2,816 FLOPs / 1e10
+  // = 7.6544 us. Roofline: 2 x 40.448 + 35 dispatches x 1 + 100 = 215.896 us.
+  const LayerProbe dec = SmallProbe(1, 2, 10, 0.01);
+  EXPECT_NEAR(LayerProbeRoofline(dec, d), 215.896e-6, 1e-15);
+  EXPECT_NEAR(LayerProbeExcess(dec, d), (0.01 - 215.896e-6) / 2, 1e-15);
+  // Prefill, 4 rows from position 0, 1 layer: bytes 73,728 + 512 + 4 x 256 = 75,264 / 1e9 =
+  // 75.264 us; compute 4 x 73,728 + attention 4·2·32·(4·5/2) = 297,472 FLOPs / 1e10 = 29.7472
+  // us. Roofline: 75.264 + 18 x 1 + 100 = 193.264 us.
+  const LayerProbe pre = SmallProbe(4, 1, 0, 0.02);
+  EXPECT_NEAR(LayerProbeRoofline(pre, d), 193.264e-6, 1e-15);
+  EXPECT_NEAR(LayerProbeExcess(pre, d), 0.02 - 193.264e-6, 1e-15);
+}
+
+TEST(PlanProbe, ExcessIsLinearInRowsAndScalesWithWidth) {
+  DeviceProfile d = ProbeProfile();
+  EXPECT_DOUBLE_EQ(LayerExcess(d, 64, DType::kF16, 1), 0);  // no probes
+  const double e1 = (0.01 - 215.896e-6) / 2, e4 = 0.02 - 193.264e-6;
+  d.layer_probes = {SmallProbe(4, 1, 0, 0.02)};
+  EXPECT_NEAR(LayerExcess(d, 64, DType::kF16, 8), e4 * 2, 1e-15);  // one prefill probe: × rows/4
+  d.layer_probes.push_back(SmallProbe(1, 2, 10, 0.01));
+  EXPECT_NEAR(LayerExcess(d, 64, DType::kF16, 1), e1, 1e-15);
+  EXPECT_NEAR(LayerExcess(d, 64, DType::kF16, 4), e4, 1e-15);
+  EXPECT_NEAR(LayerExcess(d, 64, DType::kF16, 2), e1 + (e4 - e1) / 3, 1e-15);
+  // Another type at this width: f16's probes; twice the width: twice the excess.
+  EXPECT_NEAR(LayerExcess(d, 64, DType::kQ4_0, 1), e1, 1e-15);
+  EXPECT_NEAR(LayerExcess(d, 128, DType::kF16, 1), 2 * e1, 1e-15);
+  // A probe of the type and a nearer width wins.
+  LayerProbe q = SmallProbe(1, 1, 10, 0.5);
+  q.type = DType::kQ4_0;
+  q.hidden = 96;
+  d.layer_probes.push_back(q);
+  EXPECT_NEAR(LayerExcess(d, 96, DType::kQ4_0, 1), LayerProbeExcess(q, d), 1e-15);
+  EXPECT_NEAR(LayerExcess(d, 64, DType::kQ4_0, 1), e1, 1e-15);  // 64 is nearer 64 than 96
+}
+
+TEST(PlanProbe, PlanChargesEveryLayerItsExcess) {
+  DeviceProfile d = ProbeProfile();
+  const ModelWeights w = DescribeSynthetic(ModelArg("llama3"), "bf16");
+  const Plan before = MakePlan(w, d, Options());
+  EXPECT_EQ(before.decode.t_layer_s, 0);
+  d.layer_probes = {SmallProbe(1, 2, 10, 0.01), SmallProbe(4, 1, 0, 0.02)};
+  const Plan after = MakePlan(w, d, Options());
+  const int L = w.config.n_layers;
+  const int64_t D = w.config.hidden_size;
+  // bf16 layers take the f16 probes.
+  EXPECT_NEAR(after.decode.t_layer_s, L * LayerExcess(d, D, DType::kF16, 1), 1e-15);
+  EXPECT_NEAR(after.prefill.t_layer_s, L * LayerExcess(d, D, DType::kF16, 64), 1e-15);
+  EXPECT_NEAR(after.decode.t_total_s, before.decode.t_total_s + after.decode.t_layer_s, 1e-15);
+  EXPECT_NEAR(after.prefill.t_total_s, before.prefill.t_total_s + after.prefill.t_layer_s, 1e-15);
+  EXPECT_DOUBLE_EQ(after.decode.t_memory_s, before.decode.t_memory_s);
+  // A probe far faster than its roofline: the step is its bytes at the bandwidth (1 GB/s).
+  d.layer_probes = {SmallProbe(1, 2, 10, 0)};
+  const Plan fast = MakePlan(w, d, Options());
+  EXPECT_LT(fast.decode.t_layer_s, 0);
+  EXPECT_DOUBLE_EQ(fast.decode.t_total_s, fast.decode.bytes / 1e9);
+}
+
+HeadProbe SmallHead(DType t, int64_t vocab, double seconds) {
+  HeadProbe h;
+  h.hidden = 64, h.vocab = vocab, h.type = t;
+  h.seconds.value = seconds;
+  h.seconds.source = "test";
+  h.seconds.calibrated = true;
+  h.seconds.present = true;
+  return h;
+}
+
+TEST(PlanProbe, HeadRooflineAndExcessMatchHandArithmetic) {
+  DeviceProfile d = ProbeProfile();
+  // [1000, 64] f16: 128,000 B / 2e9 = 64 us + the norm's 256 B / 1e9 = 0.256 us; 128,000 FLOPs /
+  // 1e10 = 12.8 us; + 3 dispatches + the step: 167.256 us.
+  const HeadProbe h = SmallHead(DType::kF16, 1000, 1e-3);
+  EXPECT_NEAR(HeadProbeRoofline(h, d), 167.256e-6, 1e-15);
+  EXPECT_DOUBLE_EQ(HeadExcess(d, 64, 1000, DType::kF16), 0);  // no probes
+  d.head_probes = {h, SmallHead(DType::kF16, 100000, 0.5)};
+  EXPECT_NEAR(HeadExcess(d, 64, 1000, DType::kF16), 1e-3 - 167.256e-6, 1e-15);
+  EXPECT_NEAR(HeadExcess(d, 64, 2000, DType::kF16), 2 * (1e-3 - 167.256e-6), 1e-15);
+  EXPECT_DOUBLE_EQ(HeadExcess(d, 64, 1000, DType::kQ8_0), 0);  // no probe of the type
+  // The plan charges it once a decode step, to the model's own head type (llama3: bf16).
+  const ModelWeights w = DescribeSynthetic(ModelArg("llama3"), "bf16");
+  const Plan before = MakePlan(w, d, Options());
+  EXPECT_EQ(before.decode.t_layer_s, 0);
+  d.head_probes.push_back(SmallHead(DType::kBF16, 1000, 1e-3));
+  const Plan after = MakePlan(w, d, Options());
+  EXPECT_NEAR(after.decode.t_layer_s,
+              HeadExcess(d, w.config.hidden_size, w.config.vocab_size, DType::kBF16), 1e-15);
+  EXPECT_NE(after.decode.t_layer_s, 0);
+  EXPECT_EQ(after.prefill.t_layer_s, 0);
+}
+
+TEST(PlanProbe, ProfileWithProbesRoundTripsThroughJson) {
+  DeviceProfile d = UnitProfile();
+  d.layer_probes = {SmallProbe(1, 2, 64, 0.01), SmallProbe(128, 1, 0, 0.5)};
+  d.layer_probes[1].type = DType::kQ4_0;
+  d.layer_probes[1].kv_type = DType::kF16;
+  const nlohmann::json j = DeviceProfileToJson(d);
+  ASSERT_TRUE(j.contains("layer_probes"));
+  const DeviceProfile r = ParseDeviceProfile(nlohmann::json::parse(j.dump()), "round trip");
+  EXPECT_EQ(DeviceProfileToJson(r), j);
+  ASSERT_EQ(r.layer_probes.size(), 2u);
+  const LayerProbe& p = r.layer_probes[1];
+  EXPECT_EQ(p.hidden, 64);
+  EXPECT_EQ(p.heads, 2);
+  EXPECT_EQ(p.kv_heads, 1);
+  EXPECT_EQ(p.head_dim, 32);
+  EXPECT_EQ(p.ffn, 128);
+  EXPECT_EQ(p.type, DType::kQ4_0);
+  EXPECT_EQ(p.kv_type, DType::kF16);
+  EXPECT_EQ(p.rows, 128);
+  EXPECT_EQ(p.layers, 1);
+  EXPECT_EQ(p.depth, 0);
+  EXPECT_DOUBLE_EQ(p.seconds.value, 0.5);
+  EXPECT_TRUE(p.seconds.calibrated);
+  d.head_probes = {SmallHead(DType::kQ8_0, 151936, 0.004)};
+  const nlohmann::json jh = DeviceProfileToJson(d);
+  const DeviceProfile rh = ParseDeviceProfile(nlohmann::json::parse(jh.dump()), "round trip");
+  EXPECT_EQ(DeviceProfileToJson(rh), jh);
+  ASSERT_EQ(rh.head_probes.size(), 1u);
+  EXPECT_EQ(rh.head_probes[0].vocab, 151936);
+  EXPECT_EQ(rh.head_probes[0].hidden, 64);
+  EXPECT_EQ(rh.head_probes[0].type, DType::kQ8_0);
+  EXPECT_DOUBLE_EQ(rh.head_probes[0].seconds.value, 0.004);
+  // A profile without probes (every one before session 29) loads with none.
+  EXPECT_TRUE(UnitProfile().layer_probes.empty());
+  // A probe without its depth fails the schema, naming the field.
+  nlohmann::json bad = j;
+  bad["layer_probes"][0].erase("depth");
+  try {
+    ParseDeviceProfile(bad, "bad");
+    ADD_FAILURE() << "no error";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("layer_probes"), std::string::npos) << e.what();
+  }
+}
+
+// The layer chains on lavapipe (`devices --calibrate --backend vulkan --quick`): the Vulkan
+// backend records each probe as one program (17 nodes a layer: matmuls fed by its norms, ropes,
+// stores, attention, SwiGLU, adds) and runs it; each ran, took longer than its nodes' share of
+// the per-op and per-step overheads, and plan reads a finite excess back.
+TEST(PlanProbe, VulkanCalibrationRunsTheLayerChains) {
+  if (!VulkanBackendBuilt()) GTEST_SKIP() << "built without Vulkan";
+  CalibrateOptions o;
+  o.backend = "vulkan";
+  o.quick = true;
+  o.seconds_per_case = 0.02;
+  DeviceProfile d;
+  try {
+    d = CalibrateDevice(o);
+  } catch (const Error& e) {
+    if (std::string(e.what()).find("no Vulkan device") != std::string::npos ||
+        std::string(e.what()).find("vulkan: no") != std::string::npos)
+      GTEST_SKIP() << e.what();
+    throw;
+  }
+  ASSERT_FALSE(d.layer_probes.empty());
+  bool one = false, many = false;
+  for (const LayerProbe& p : d.layer_probes) {
+    SCOPED_TRACE(std::string(Name(p.type)) + " rows " + std::to_string(p.rows));
+    EXPECT_EQ(p.hidden, 256);
+    EXPECT_EQ(p.kv_type, DType::kF16);  // the Vulkan backend's default cache
+    EXPECT_TRUE(p.seconds.calibrated);
+    EXPECT_GT(p.seconds.value, (17.0 * p.layers + 1) * d.dispatch_s.value + d.step_s.value);
+    EXPECT_TRUE(std::isfinite(LayerProbeExcess(p, d)));
+    one = one || p.rows == 1;
+    many = many || p.rows > 1;
+  }
+  EXPECT_TRUE(one && many);
+  EXPECT_FALSE(d.head_probes.empty());
+  for (const HeadProbe& h : d.head_probes)
+    EXPECT_GT(h.seconds.value, 3 * d.dispatch_s.value + d.step_s.value);
+  const Plan plan = MakePlan(DescribeSynthetic("r1-distill-qwen-1.5b", "q4_0"), d, Options());
+  EXPECT_NE(plan.decode.t_layer_s, 0);
+  EXPECT_GT(plan.decode.tokens_per_s, 0);
 }
 
 }  // namespace

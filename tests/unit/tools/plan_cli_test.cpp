@@ -141,6 +141,13 @@ TEST(PlanCli, CalibrateWritesAProfilePlanReads) {
         }
       }
   }
+  // The layer chains (quick: one made-up shape, f16 / q8_0 / q4_0, decode and prefill rows).
+  ASSERT_FALSE(p.layer_probes.empty());
+  for (const LayerProbe& l : p.layer_probes) {
+    EXPECT_GT(l.seconds.value, 0);
+    EXPECT_TRUE(l.seconds.calibrated);
+    EXPECT_EQ(l.kv_type, DType::kF32);  // the CPU backend's default cache
+  }
   ASSERT_EQ(Plan("--synthetic r1-distill-qwen-1.5b --type q8_0 --device " + out_path + " --json",
                  &out, &err),
             0)

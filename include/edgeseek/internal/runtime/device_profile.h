@@ -34,6 +34,31 @@ struct CurvePoint {
 // count as their mean); outside the points it takes the nearest end. 0 when empty.
 double CurveRate(const std::vector<CurvePoint>& curve, double weight_bytes);
 
+// One model-shaped probe (issue 20, session 29): `layers` dense GQA decoder layers of one shape,
+// every matrix of `type`, run as ONE graph of `rows` rows whose first row sits at KV position
+// `depth` — what a backend records for a model's layers (norms, the matmuls with the x their
+// producers hand them, rope, KV stores, attention, SwiGLU, residual adds, and whatever the
+// backend does between them: a CPU parallel region per op, a GPU's dispatches and barriers).
+// `seconds` is the median of one Compute of that graph. Plan predicts the same graph with its
+// roofline and charges the difference to each layer of a model (LayerProbeExcess, plan.h).
+struct LayerProbe {
+  int64_t hidden = 0, heads = 0, kv_heads = 0, head_dim = 0, ffn = 0;
+  DType type = DType::kF32;     // every matrix (the norms are f32)
+  DType kv_type = DType::kF32;  // the cache the backend made (its default_kv_type)
+  int rows = 1, layers = 1;
+  int64_t depth = 0;
+  ProfileValue seconds;
+};
+
+// The head of a decode step as a model runs it (session 29): the final norm and the lm_head
+// [vocab, hidden] of `type` over one row, as one graph; `seconds` the median of one Compute.
+// Plan charges each step what this took beyond its roofline (HeadExcess, plan.h).
+struct HeadProbe {
+  int64_t hidden = 0, vocab = 0;
+  DType type = DType::kF32;
+  ProfileValue seconds;
+};
+
 struct DeviceProfile {
   std::string name, description;
   std::string backend = "cpu";  // cpu | vulkan: which kernels a matmul of each type takes
@@ -52,6 +77,9 @@ struct DeviceProfile {
   // Calibrated per weight type at several matmul shapes (optional; preferred over the single
   // rates above for a matmul whose weight size is known): GEMV bytes/s and GEMM FLOP/s.
   std::map<DType, std::vector<CurvePoint>> gemv_curve, gemm_curve;
+  // Model-shaped layer chains (optional): what a layer costs beyond plan's roofline of it.
+  std::vector<LayerProbe> layer_probes;
+  std::vector<HeadProbe> head_probes;  // the presets' heads (optional)
 
   // The FLOP rate a matmul over weights of type `t` runs at in prefill (GEMM) and decode (GEMV).
   // With `weight_bytes` (one matrix's bytes, > 0) and a curve for `t`, the curve's rate there.
@@ -90,7 +118,9 @@ struct CalibrateOptions {
 // Measures this machine into a profile (calibrated values; memory from /proc/meminfo or the
 // device's heaps): read bandwidth, per-op and per-step overhead, GEMV bytes/s and GEMM FLOP/s
 // for f32, f16, bf16, q8_0, q4_0 weights through the backend's own kernels — one large shape
-// (gemv_bytes_per_s, gemm_flops) and the presets' matmul shapes (gemv_curve, gemm_curve).
+// (gemv_bytes_per_s, gemm_flops) and the presets' matmul shapes (gemv_curve, gemm_curve) — and
+// chains of the dense presets' layers in f16, q8_0 and q4_0, one row and a prefill's rows
+// (layer_probes).
 DeviceProfile CalibrateDevice(const CalibrateOptions& o);
 
 }  // namespace es

@@ -23,6 +23,8 @@
 namespace es {
 
 struct DeviceProfile;
+struct LayerProbe;
+struct HeadProbe;
 
 // ---- a model's weights, as stored or as a quantization would store them ----------------------
 struct PlanTensor {
@@ -108,12 +110,40 @@ double AttentionFlops(const ModelConfig& c, int64_t depth0, int64_t queries, boo
 // n·(1 − (1 − k/n)^rows).
 double ExpectedExperts(int n_experts, int top_k, int64_t rows);
 
+// ---- model-shaped probes (device_profile.h LayerProbe) -------------------------------------
+// Plan's roofline of a layer probe's graph, weighed as DecodeCost (rows 1) or PrefillCost
+// (rows > 1) weigh a model's layers: max(t_memory, t_compute) + (17 · layers + 1) dispatches ×
+// dispatch_s + step_s, where t_memory is the matrices at the GEMV curve (decode) or bandwidth
+// (prefill) plus the norms and KV at bandwidth, and t_compute the matmul FLOPs at the type's
+// rate plus attention (GQA, 4·H·hd a (query, key) pair) at the f16 rate.
+double LayerProbeRoofline(const LayerProbe& probe, const DeviceProfile& d);
+// What one of the probe's layers took beyond that roofline, in seconds: (measured − roofline) /
+// layers (negative where the probe ran faster than the roofline says).
+double LayerProbeExcess(const LayerProbe& probe, const DeviceProfile& d);
+// The excess plan charges one layer of width `hidden` whose matrices are mostly of type `t` in a
+// step of `rows` rows: from the probes of the nearest width (|log| of the ratio; type t, else
+// f16, else the first), linear in rows through the one-row probe and the largest-rows one (one
+// probe alone: its excess, × rows / its rows for a prefill probe), × hidden / the probe's width
+// where the widths differ. 0 for a profile without probes.
+double LayerExcess(const DeviceProfile& d, int64_t hidden, DType t, int64_t rows);
+// The head probe's roofline as DecodeCost weighs an lm_head: max(its bytes at the GEMV curve +
+// the norm's at the bandwidth, 2·V·D at the type's GEMV compute rate) + 3 dispatches (input,
+// norm, lm_head) + step_s; its excess is the measured seconds less that.
+double HeadProbeRoofline(const HeadProbe& probe, const DeviceProfile& d);
+// The excess a decode step's head (once a step) of [vocab, hidden] and type `t` is charged: the
+// probe of that type with the nearest V·D (|log| of the ratio), × V·D / the probe's; 0 without one.
+double HeadExcess(const DeviceProfile& d, int64_t hidden, int64_t vocab, DType t);
+
 // ---- the plan --------------------------------------------------------------------------------
 struct PhaseCost {
   double bytes = 0, flops = 0;
   double dispatches = 0;  // per step
   double steps = 0;
   double t_memory_s = 0, t_compute_s = 0, t_dispatch_s = 0, t_total_s = 0;
+  // Σ layers LayerExcess + (decode) HeadExcess (profiles with probes; else 0), in t_total_s;
+  // where negative,
+  // t_total_s is at least bytes / the profile's bandwidth.
+  double t_layer_s = 0;
   std::string bound;  // "bandwidth", "compute" or "dispatch"
   double tokens_per_s = 0;
 };
