@@ -45,6 +45,7 @@ enum class Knob : int {
   kGemvSpl,
   kGemvMagic,
   kGemvIdot,
+  kGemvIdotQ4K,
   kGemvIdotTpr,
   kGemvIdotQr,
   kGemvIdotWg,

@@ -224,8 +224,10 @@ bool UseIdotGemv(const Device& dev, int64_t R, int64_t K, DType wt) {
   // taken because it did not pay: H200, V2-Lite Q4_K_M tg128 from an empty cache, one job, 192.5
   // t/s with its q/o/kv_a/shared-expert GEMVs on integer dots against 199.1 on the float GEMV
   // (the integer-dot path adds a quantize dispatch per x; the file's experts are Q4_K / Q5_1).
-  const bool typed =
-      wt == DType::kQ8_0 || wt == DType::kQ4_0 || (wt == DType::kQ5_K && K % 256 == 0);
+  // ES_VK_GEMV_IDOT_Q4K=1 takes it, for the 7B's A/B (its float Q4_K dual GEMV: 891 GB/s, H100).
+  const bool typed = wt == DType::kQ8_0 || wt == DType::kQ4_0 ||
+                     (wt == DType::kQ5_K && K % 256 == 0) ||
+                     (wt == DType::kQ4_K && K % 256 == 0 && dev.tuning().On(Knob::kGemvIdotQ4K));
   if (R > kGemvMaxRows || K % 32 != 0 || !typed) return false;
   return IdotOn(dev, wt);
 }
