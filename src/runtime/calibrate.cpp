@@ -104,15 +104,6 @@ double TimeGraph(Backend& be, const Graph& g, const Batch& b, KvStorage& kv, dou
   return t[t.size() / 2];
 }
 
-ProfileValue Measured(double v, const std::string& how) {
-  ProfileValue p;
-  p.value = v;
-  p.source = how;
-  p.calibrated = true;
-  p.present = true;
-  return p;
-}
-
 std::string Today() {
   char buf[32];
   const std::time_t now = std::time(nullptr);
@@ -187,14 +178,14 @@ struct MatMulProbe {
     const std::string shape = std::to_string(rows) + " x " + std::to_string(k) + " by [" +
                               std::to_string(n) + ", " + std::to_string(k) + "] " + tn;
     if (rows == 1)
-      c.rate = Measured(double(bytes) * links / s,
+      c.rate = MeasuredValue(double(bytes) * links / s,
                         tag + shape +
                             (links > 1 ? " (a chain of " + std::to_string(links) +
                                              " distinct weights, [n, k] and [k, n])"
                                        : std::string()) +
                             ", weight bytes / (median - step - per op x links)");
     else
-      c.rate = Measured(2.0 * rows * double(n) * double(k) / s,
+      c.rate = MeasuredValue(2.0 * rows * double(n) * double(k) / s,
                         tag + shape + ", 2RNK / (median - step - per op)");
     return c;
   }
@@ -287,7 +278,7 @@ struct LayerChainProbe {
     lp.hidden = D, lp.heads = H, lp.kv_heads = KVH, lp.head_dim = hd, lp.ffn = F;
     lp.type = t, lp.kv_type = spec.dtype, lp.rows = rows, lp.layers = layers, lp.depth = depth;
     lp.seconds =
-        Measured(TimeGraph(be, g, b, *kv, budget),
+        MeasuredValue(TimeGraph(be, g, b, *kv, budget),
                  tag + std::to_string(layers) + " dense GQA layers [D " + std::to_string(D) +
                      ", FFN " + std::to_string(F) + "] of " + std::string(Name(t)) +
                      " as one graph, " + std::to_string(rows) + " rows at KV depth " +
@@ -316,7 +307,7 @@ HeadProbe MeasureHead(Backend& be, KvStorage& kv, const ModelConfig& c, DType t,
   MatMulNode(g, g.Add(std::move(n)), head, 1);
   HeadProbe h;
   h.hidden = D, h.vocab = V, h.type = t;
-  h.seconds = Measured(TimeGraph(be, g, RowsBatch(1), kv, budget),
+  h.seconds = MeasuredValue(TimeGraph(be, g, RowsBatch(1), kv, budget),
                        tag + "final norm + lm_head [" + std::to_string(V) + ", " +
                            std::to_string(D) + "] " + std::string(Name(t)) +
                            " over one row as one graph, median seconds of one Compute");
@@ -389,9 +380,9 @@ DeviceProfile CalibrateDevice(const CalibrateOptions& o) {
 
   // Memory and bandwidth.
   if (o.backend == "cpu") {
-    p.memory_bytes = Measured(double(MemTotalBytes()), tag + "/proc/meminfo MemTotal");
+    p.memory_bytes = MeasuredValue(double(MemTotalBytes()), tag + "/proc/meminfo MemTotal");
     const size_t bytes = o.quick ? (size_t(64) << 20) : (size_t(1) << 30);
-    p.bandwidth = Measured(
+    p.bandwidth = MeasuredValue(
         MeasureReadBandwidth(o.threads, bytes) * 1e9,
         tag + "streaming read sum over " + std::to_string(bytes >> 20) + " MiB, best of 3");
   } else {
@@ -404,15 +395,15 @@ DeviceProfile CalibrateDevice(const CalibrateOptions& o) {
       for (const auto& h : d.heaps) heap = std::max(heap, h.device_local ? h.bytes : uint64_t(0));
       break;
     }
-    p.memory_bytes = Measured(
+    p.memory_bytes = MeasuredValue(
         double(heap), tag + "largest device-local heap (vkGetPhysicalDeviceMemoryProperties)");
     const uint64_t bytes = o.quick ? (uint64_t(32) << 20) : (uint64_t(256) << 20);
-    p.bandwidth = Measured(MeasureVulkanCopyBandwidth(o.device, bytes),
+    p.bandwidth = MeasuredValue(MeasureVulkanCopyBandwidth(o.device, bytes),
                            tag + "buffer copy of " + std::to_string(bytes >> 20) +
                                " MiB, bytes read + written a second");
   }
   p.reserved_bytes =
-      Measured(o.backend == "cpu" ? double(128 << 20) : double(512 << 20),
+      MeasuredValue(o.backend == "cpu" ? double(128 << 20) : double(512 << 20),
                "nominal: process / driver share, not measured (CPU 128 MiB, Vulkan 512 MiB)");
   p.reserved_bytes.calibrated = false;
 
@@ -440,8 +431,8 @@ DeviceProfile CalibrateDevice(const CalibrateOptions& o) {
     const Batch b = RowsBatch(1);
     const double t1 = TimeGraph(*be, chain(1), b, *kv, o.seconds_per_case);
     const double t257 = TimeGraph(*be, chain(257), b, *kv, o.seconds_per_case);
-    p.step_s = Measured(t1, tag + "one Compute of a 2-op graph (submit + wait + host), median");
-    p.dispatch_s = Measured(std::max(0.0, (t257 - t1) / 256.0),
+    p.step_s = MeasuredValue(t1, tag + "one Compute of a 2-op graph (submit + wait + host), median");
+    p.dispatch_s = MeasuredValue(std::max(0.0, (t257 - t1) / 256.0),
                             tag + "(a 257-add chain - a 1-add chain) / 256, medians");
   }
 

@@ -16,6 +16,15 @@
 
 namespace es {
 namespace fs = std::filesystem;
+
+ProfileValue MeasuredValue(double value, const std::string& source) {
+  ProfileValue p;
+  p.value = value;
+  p.source = source;
+  p.calibrated = true;
+  p.present = true;
+  return p;
+}
 using json = nlohmann::json;
 
 // ---- rates by weight type ----------------------------------------------------------------------

@@ -643,23 +643,22 @@ double LayerProbeExcess(const LayerProbe& pr, const DeviceProfile& d) {
 
 double LayerExcess(const DeviceProfile& d, int64_t hidden, DType t, int64_t rows) {
   if (d.layer_probes.empty()) return 0;
-  auto dist = [&](const LayerProbe& p) {
-    return std::abs(std::log(double(hidden) / double(p.hidden)));
-  };
-  int64_t width = d.layer_probes.front().hidden;
-  for (const LayerProbe& p : d.layer_probes)
-    if (dist(p) < std::abs(std::log(double(hidden) / double(width)))) width = p.hidden;
+  // The probes of the nearest width (in log), the first of them where several are as near; of
+  // the model's type there, else f16, else the first type probed at that width.
+  const LayerProbe& nearest = *std::min_element(
+      d.layer_probes.begin(), d.layer_probes.end(), [&](const LayerProbe& a, const LayerProbe& b) {
+        return std::abs(std::log(double(hidden) / double(a.hidden))) <
+               std::abs(std::log(double(hidden) / double(b.hidden)));
+      });
+  const int64_t width = nearest.hidden;
   auto has = [&](DType want) {
     return std::any_of(d.layer_probes.begin(), d.layer_probes.end(),
                        [&](const LayerProbe& p) { return p.hidden == width && p.type == want; });
   };
-  DType use = t;
-  if (!has(use)) use = has(DType::kF16) ? DType::kF16 : DType::kCount;
+  const DType use = has(t) ? t : has(DType::kF16) ? DType::kF16 : nearest.type;
   const LayerProbe *one = nullptr, *many = nullptr;
   for (const LayerProbe& p : d.layer_probes) {
-    if (p.hidden != width || (use != DType::kCount && p.type != use)) continue;
-    if (use == DType::kCount) use = p.type;  // the first type at this width
-    if (p.type != use) continue;
+    if (p.hidden != width || p.type != use) continue;
     if (p.rows == 1 && !one) one = &p;
     if (p.rows > 1 && (!many || p.rows > many->rows)) many = &p;
   }

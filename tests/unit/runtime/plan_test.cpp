@@ -274,10 +274,7 @@ CurvePoint Point(double bytes, double rate) {
   c.k = 64;
   c.n = 64;
   c.weight_bytes = bytes;
-  c.rate.value = rate;
-  c.rate.source = "test";
-  c.rate.calibrated = true;
-  c.rate.present = true;
+  c.rate = MeasuredValue(rate, "test");
   return c;
 }
 
@@ -386,10 +383,7 @@ LayerProbe SmallProbe(int rows, int layers, int64_t depth, double seconds) {
   p.type = DType::kF16;
   p.kv_type = DType::kF32;
   p.rows = rows, p.layers = layers, p.depth = depth;
-  p.seconds.value = seconds;
-  p.seconds.source = "test";
-  p.seconds.calibrated = true;
-  p.seconds.present = true;
+  p.seconds = MeasuredValue(seconds, "test");
   return p;
 }
 
@@ -468,10 +462,7 @@ TEST(PlanProbe, PlanChargesEveryLayerItsExcess) {
 HeadProbe SmallHead(DType t, int64_t vocab, double seconds) {
   HeadProbe h;
   h.hidden = 64, h.vocab = vocab, h.type = t;
-  h.seconds.value = seconds;
-  h.seconds.source = "test";
-  h.seconds.calibrated = true;
-  h.seconds.present = true;
+  h.seconds = MeasuredValue(seconds, "test");
   return h;
 }
 

@@ -20,6 +20,8 @@ struct ProfileValue {
   bool calibrated = false;
   bool present = false;
 };
+// A value measured on this machine: `source` says how (calibrated and present).
+ProfileValue MeasuredValue(double value, const std::string& source);
 
 // One calibrated matmul shape: a [n, k] weight (weight_bytes of it) and the rate measured over
 // it (GEMV: weight bytes/s; GEMM: FLOP/s), with the rate's source.
