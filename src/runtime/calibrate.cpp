@@ -179,14 +179,14 @@ struct MatMulProbe {
                               std::to_string(n) + ", " + std::to_string(k) + "] " + tn;
     if (rows == 1)
       c.rate = MeasuredValue(double(bytes) * links / s,
-                        tag + shape +
-                            (links > 1 ? " (a chain of " + std::to_string(links) +
-                                             " distinct weights, [n, k] and [k, n])"
-                                       : std::string()) +
-                            ", weight bytes / (median - step - per op x links)");
+                             tag + shape +
+                                 (links > 1 ? " (a chain of " + std::to_string(links) +
+                                                  " distinct weights, [n, k] and [k, n])"
+                                            : std::string()) +
+                                 ", weight bytes / (median - step - per op x links)");
     else
       c.rate = MeasuredValue(2.0 * rows * double(n) * double(k) / s,
-                        tag + shape + ", 2RNK / (median - step - per op)");
+                             tag + shape + ", 2RNK / (median - step - per op)");
     return c;
   }
 };
@@ -279,10 +279,10 @@ struct LayerChainProbe {
     lp.type = t, lp.kv_type = spec.dtype, lp.rows = rows, lp.layers = layers, lp.depth = depth;
     lp.seconds =
         MeasuredValue(TimeGraph(be, g, b, *kv, budget),
-                 tag + std::to_string(layers) + " dense GQA layers [D " + std::to_string(D) +
-                     ", FFN " + std::to_string(F) + "] of " + std::string(Name(t)) +
-                     " as one graph, " + std::to_string(rows) + " rows at KV depth " +
-                     std::to_string(depth) + ", median seconds of one Compute");
+                      tag + std::to_string(layers) + " dense GQA layers [D " + std::to_string(D) +
+                          ", FFN " + std::to_string(F) + "] of " + std::string(Name(t)) +
+                          " as one graph, " + std::to_string(rows) + " rows at KV depth " +
+                          std::to_string(depth) + ", median seconds of one Compute");
     return lp;
   }
 };
@@ -308,9 +308,9 @@ HeadProbe MeasureHead(Backend& be, KvStorage& kv, const ModelConfig& c, DType t,
   HeadProbe h;
   h.hidden = D, h.vocab = V, h.type = t;
   h.seconds = MeasuredValue(TimeGraph(be, g, RowsBatch(1), kv, budget),
-                       tag + "final norm + lm_head [" + std::to_string(V) + ", " +
-                           std::to_string(D) + "] " + std::string(Name(t)) +
-                           " over one row as one graph, median seconds of one Compute");
+                            tag + "final norm + lm_head [" + std::to_string(V) + ", " +
+                                std::to_string(D) + "] " + std::string(Name(t)) +
+                                " over one row as one graph, median seconds of one Compute");
   return h;
 }
 
@@ -399,12 +399,12 @@ DeviceProfile CalibrateDevice(const CalibrateOptions& o) {
         double(heap), tag + "largest device-local heap (vkGetPhysicalDeviceMemoryProperties)");
     const uint64_t bytes = o.quick ? (uint64_t(32) << 20) : (uint64_t(256) << 20);
     p.bandwidth = MeasuredValue(MeasureVulkanCopyBandwidth(o.device, bytes),
-                           tag + "buffer copy of " + std::to_string(bytes >> 20) +
-                               " MiB, bytes read + written a second");
+                                tag + "buffer copy of " + std::to_string(bytes >> 20) +
+                                    " MiB, bytes read + written a second");
   }
   p.reserved_bytes =
       MeasuredValue(o.backend == "cpu" ? double(128 << 20) : double(512 << 20),
-               "nominal: process / driver share, not measured (CPU 128 MiB, Vulkan 512 MiB)");
+                    "nominal: process / driver share, not measured (CPU 128 MiB, Vulkan 512 MiB)");
   p.reserved_bytes.calibrated = false;
 
   KvSpec spec;
@@ -431,9 +431,10 @@ DeviceProfile CalibrateDevice(const CalibrateOptions& o) {
     const Batch b = RowsBatch(1);
     const double t1 = TimeGraph(*be, chain(1), b, *kv, o.seconds_per_case);
     const double t257 = TimeGraph(*be, chain(257), b, *kv, o.seconds_per_case);
-    p.step_s = MeasuredValue(t1, tag + "one Compute of a 2-op graph (submit + wait + host), median");
+    p.step_s =
+        MeasuredValue(t1, tag + "one Compute of a 2-op graph (submit + wait + host), median");
     p.dispatch_s = MeasuredValue(std::max(0.0, (t257 - t1) / 256.0),
-                            tag + "(a 257-add chain - a 1-add chain) / 256, medians");
+                                 tag + "(a 257-add chain - a 1-add chain) / 256, medians");
   }
 
   // GEMV and GEMM per weight type: one large shape, then the presets' matmul shapes.
