@@ -90,12 +90,13 @@ const std::array<KnobSpec, kKnobCount> kTable = {{
     {Knob::kGemvMagic, "ES_VK_GEMV_MAGIC", T::kBool, "0|1", "1", W::kGraph, R::kExperiment,
      "quantized GEMV: levels to floats by the 0x4B000000 bit trick; no recorded measurement"},
     {Knob::kGemvIdot, "ES_VK_GEMV_IDOT", T::kEnum, "auto|0|1", "auto", W::kGraph, R::kPath,
-     "integer-dot GEMV (Q8_0, Q4_0, Q5_K): auto = where the device has 4x8-bit dot products "
+     "integer-dot GEMV (Q8_0, Q4_0, Q5_K, Q4_K): auto = where the device has 4x8-bit dot products "
      "in hardware"},
-    {Knob::kGemvIdotQ4K, "ES_VK_GEMV_IDOT_Q4K", T::kBool, "0|1", "0", W::kGraph, R::kExperiment,
-     "1: the dense Q4_K GEMVs on integer dots too (matmul_gemv.comp IDOT_K); V2-Lite Q4_K_M "
-     "lost (192.5 t/s against 199.1), the 7B's float Q4_K dual GEMV reads 891 GB/s (H100): A/B "
-     "open"},
+    {Knob::kGemvIdotQ4K, "ES_VK_GEMV_IDOT_Q4K", T::kBool, "0|1", "1", W::kGraph, R::kExperiment,
+     "0: the dense Q4_K GEMVs on the float path (matmul_gemv.comp) instead of the integer dots "
+     "(IDOT_K). H100, 7B Q4_K_M tg128 223.8 / 223.0 t/s on integer dots against 195.2 / 195.7 "
+     "(+14%); V2-Lite Q4_K_M lost on the H200 in session 17 (192.5 against 199.1), before x was "
+     "quantized inside the GEMV: its A/B is open"},
     {Knob::kGemvIdotTpr, "ES_VK_GEMV_IDOT_TPR", T::kUint, "4|8|16|32|64|128|256", "64", W::kGraph,
      R::kPath, "integer-dot GEMV: invocations per output group"},
     {Knob::kGemvIdotQr, "ES_VK_GEMV_IDOT_QR", T::kUint, "0|1|2|4|8", "0", W::kGraph, R::kPath,

@@ -491,13 +491,11 @@ std::unique_ptr<vk::VulkanBackend> IdotVulkan(vk::VulkanTuning t = {}) {
   return MakeVulkan(t);
 }
 
-// ES_VK_GEMV_IDOT_Q4K=1 (an open A/B): the dense Q4_K GEMVs on the integer-dot path too (IDOT_K,
-// as Q5_K), against the int8-x reference and apart from the f32 product (the knob off: it fails),
-// over odd output counts and batch rows.
-TEST_F(VulkanQuant, IdotQ4KDenseGemvUnderItsKnob) {
-  vk::VulkanTuning t;
-  t.knobs.Set(vk::Knob::kGemvIdotQ4K, "1");
-  auto be = IdotVulkan(t);
+// The dense Q4_K GEMVs on the integer-dot path too (IDOT_K, as Q5_K), against the int8-x
+// reference and apart from the f32 product (ES_VK_GEMV_IDOT_Q4K=0: it fails), over odd output
+// counts and batch rows.
+TEST_F(VulkanQuant, IdotQ4KDenseGemvByDefault) {
+  auto be = IdotVulkan();
   for (int K : {256, 2304})
     for (int R : {1, 3, 8})
       CheckIdot(*be, DType::kQ4_K, R, K, R == 8 ? 19 : 37, R == 3, "q4_k idot");
@@ -676,13 +674,11 @@ TEST_F(VulkanQuant, IdotFusedFfnMatchesQuantizedReference) {
                            Setting{"0", "1", "1", {5, 5}}, Setting{"0", "1", "0", {6, 6}},
                            Setting{"3", "1", "1", {5, 5}}, Setting{"3", "2", "2", {5, 5}},
                            Setting{"3", "1", "0", {5, 6}}})
-    // (Q4_K: on the integer dots under ES_VK_GEMV_IDOT_Q4K, an open A/B.)
     for (DType dt : {DType::kQ8_0, DType::kQ4_0, DType::kQ5_K, DType::kQ4_K})
       for (int T : {1, 3}) {
         ScopedKnobs env{{"ES_VK_GEMV_IDOT_LOCAL", st.local},
                         {"ES_VK_GEMV_IDOT_UNROLL", st.unroll},
-                        {"ES_VK_GEMV_DUAL_QUANT", st.dual_quant},
-                        {"ES_VK_GEMV_IDOT_Q4K", "1"}};
+                        {"ES_VK_GEMV_DUAL_QUANT", st.dual_quant}};
         auto be = IdotVulkan();
         std::vector<float> want, h;
         Tensor Wd;

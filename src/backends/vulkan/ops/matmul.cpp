@@ -217,14 +217,13 @@ bool IdotOn(const Device& dev, DType wt) {
 }  // namespace
 
 bool UseIdotGemv(const Device& dev, int64_t R, int64_t K, DType wt) {
-  // Q4_K computes here too (matmul_gemv.comp IDOT_K, as Q5_K) and is right on the H200: the fused
-  // FFN test that held it back in sessions 14-16 missed by one int8 level of h, the down GEMV's
-  // x, flipping at a rounding boundary between the GPU's f32 sums and the reference's f64 ones
-  // (session 17's per-output dump; the test now allows such flips, ExplainLevelFlips). It is not
-  // taken because it did not pay: H200, V2-Lite Q4_K_M tg128 from an empty cache, one job, 192.5
-  // t/s with its q/o/kv_a/shared-expert GEMVs on integer dots against 199.1 on the float GEMV
-  // (the integer-dot path adds a quantize dispatch per x; the file's experts are Q4_K / Q5_1).
-  // ES_VK_GEMV_IDOT_Q4K=1 takes it, for the 7B's A/B (its float Q4_K dual GEMV: 891 GB/s, H100).
+  // Q4_K (matmul_gemv.comp IDOT_K, as Q5_K) is right on the H200: the fused FFN test that held
+  // it back in sessions 14-16 missed by one int8 level of h, the down GEMV's x, flipping at a
+  // rounding boundary between the GPU's f32 sums and the reference's f64 ones (session 17's
+  // per-output dump; the test now allows such flips, ExplainLevelFlips). H100, 7B Q4_K_M tg128,
+  // one job: 223.8 / 223.0 t/s against 195.2 / 195.7 on the float GEMV (its Q4_K dual GEMV read
+  // 891 GB/s). V2-Lite Q4_K_M lost in session 17 (H200, 192.5 against 199.1: a quantize
+  // dispatch per x then); ES_VK_GEMV_IDOT_Q4K=0 keeps that A/B open.
   const bool typed = wt == DType::kQ8_0 || wt == DType::kQ4_0 ||
                      (wt == DType::kQ5_K && K % 256 == 0) ||
                      (wt == DType::kQ4_K && K % 256 == 0 && dev.tuning().On(Knob::kGemvIdotQ4K));
