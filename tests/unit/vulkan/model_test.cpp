@@ -172,6 +172,29 @@ TEST_F(VulkanTest, LongFloatRowsTakeFourOutputsAGroupInAModel) {
   run.PrefillThenDecode(2, 1e-4, "long rows");
 }
 
+// A DeepSeek-V2 decode step's MLA chain (ops/mla_attention.cpp): the Wuv GEMV merges the split
+// chunks itself (matmul_gemv.comp COMBINE) in the barrier step right after mla_attention's, with
+// no attention_combine between (it took a step of its own before).
+TEST_F(VulkanTest, DeepseekDecodeMlaChainTakesNoCombineStep) {
+  VulkanAndCpu run(kCases[2].config, 5, 32);
+  run.PrefillThenDecode(1, 1e-4, "mla chain");
+  const vk::VulkanCounters c = SharedVulkan().counters();
+  ASSERT_EQ(c.shaders.size(), c.steps.size());
+  auto is = [&](size_t i, const char* prefix) { return c.shaders[i].rfind(prefix, 0) == 0; };
+  int chains = 0;
+  for (size_t i = 0; i < c.shaders.size(); ++i) {
+    EXPECT_FALSE(is(i, "attention_combine")) << "dispatch " << i;
+    if (!is(i, "mla_attention")) continue;
+    bool merged = false;
+    for (size_t j = 0; j < c.shaders.size(); ++j)
+      merged |= is(j, "matmul_gemv_") && c.shaders[j].find("_comb") != std::string::npos &&
+                c.steps[j] == c.steps[i] + 1;
+    EXPECT_TRUE(merged) << "the Wuv GEMV after mla_attention's step " << c.steps[i];
+    ++chains;
+  }
+  EXPECT_EQ(chains, 2);  // one a layer
+}
+
 INSTANTIATE_TEST_SUITE_P(Archs, VulkanModel, ::testing::ValuesIn(kCases),
                          [](const auto& info) { return std::string(info.param.name); });
 
