@@ -143,6 +143,28 @@ double ExpectedExperts(int n_experts, int top_k, int64_t rows) {
   return double(n_experts) * (1.0 - std::pow(1.0 - double(top_k) / n_experts, double(rows)));
 }
 
+double GroupedGemmRows(int n_experts, int top_k, int64_t rows, int tile) {
+  if (n_experts <= 0 || top_k <= 0 || rows <= 0 || tile <= 0) return 0;
+  auto padded = [&](double r) { return std::ceil(r / tile) * tile; };
+  const double p = double(top_k) / n_experts;
+  if (p >= 1.0) return n_experts * padded(double(rows));
+  // Binomial(rows, p) term by term in logs (rows up to a long prompt's).
+  const double lp = std::log(p), lq = std::log1p(-p), lf = std::lgamma(double(rows) + 1);
+  double e = 0;
+  for (int64_t r = 1; r <= rows; ++r) {
+    const double lpmf = lf - std::lgamma(double(r) + 1) - std::lgamma(double(rows - r) + 1) +
+                        double(r) * lp + double(rows - r) * lq;
+    e += std::exp(lpmf) * padded(double(r));
+  }
+  return n_experts * e;
+}
+
+bool MoeGroupedPrefill(const DeviceProfile& d, int64_t rows) {
+  return d.backend == "vulkan" && rows > kPlanMoeGemvMaxRows;
+}
+
+int GroupedGemmTile(const DeviceProfile& d) { return d.f16_matrix_flops.value > 0 ? 64 : 128; }
+
 namespace {
 
 enum class Role { kEmbed, kLmHead, kFinalNorm, kAttn, kKvB, kFfn, kExperts, kOther };
@@ -384,6 +406,19 @@ void AddTouchedExperts(const ModelConfig& c, const TypedBytes& expert, int64_t r
     tb.Add(m.type, m.bytes * touched, m.flops * double(K) * double(rows), m.matrix_bytes);
 }
 
+// A Vulkan prefill's grouped expert GEMMs (MoeGroupedPrefill): each touched expert's weights read
+// once; the FLOPs of the padded row tiles (GroupedGemmRows); one dispatch a projection over every
+// expert, so its rate is the GEMM curve's at the touched experts' bytes together, not one
+// expert's (a lone expert-sized GEMM fills a fraction of a large GPU; the grouped one does not).
+void AddGroupedExperts(const ModelConfig& c, const TypedBytes& expert, const DeviceProfile& d,
+                       int64_t rows, TypedBytes& tb) {
+  const int E = c.n_routed_experts, K = c.num_experts_per_tok;
+  const double touched = ExpectedExperts(E, K, rows);
+  const double padded = GroupedGemmRows(E, K, rows, GroupedGemmTile(d));
+  for (const MatCost& m : expert.mats)
+    tb.Add(m.type, m.bytes * touched, m.flops * padded, m.matrix_bytes * touched);
+}
+
 // Decode: B rows, each at depth prompt + gen / 2.
 PhaseCost DecodeCost(const Plan& p, const ModelConfig& c, const WeightTally& wt,
                      const DeviceProfile& d, const PlanOptions& o) {
@@ -457,7 +492,10 @@ PhaseCost PrefillCost(const Plan& p, const ModelConfig& c, const WeightTally& wt
     } else {
       attn_flops += AttentionFlops(c, 0, P, true);
     }
-    if (lc.moe) AddTouchedExperts(c, wt.expert[size_t(l)], P, tb);
+    if (lc.moe && MoeGroupedPrefill(d, P))
+      AddGroupedExperts(c, wt.expert[size_t(l)], d, P, tb);
+    else if (lc.moe)
+      AddTouchedExperts(c, wt.expert[size_t(l)], P, tb);
   }
   const double lm_flops = 2.0 * double(c.vocab_size) * double(c.hidden_size);
   tb.Add(wt.lm_head->type, double(wt.lm_head->bytes), lm_flops, double(wt.lm_head->bytes));
@@ -478,7 +516,9 @@ PhaseCost PrefillCost(const Plan& p, const ModelConfig& c, const WeightTally& wt
   ph.flops += attn_flops;
   ph.steps = 1;
   ph.dispatches = HeadDispatches(P == 1);
-  for (const LayerCost& lc : p.layers) ph.dispatches += lc.dispatches;
+  for (const LayerCost& lc : p.layers)
+    ph.dispatches +=
+        lc.dispatches + (lc.moe && MoeGroupedPrefill(d, P) ? kGroupedMoeDispatches : 0);
   ph.t_layer_s = LayersExcess(c, wt, d, P);
   Finish(ph, double(P), t_mem, t_comp, d);
   return ph;

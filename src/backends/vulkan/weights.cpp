@@ -223,11 +223,16 @@ void WeightStore::UploadRows(const uint8_t* src, DType dtype, int64_t cols, int6
     return;
   }
   const uint64_t src_row_bytes = RowBytes(dtype, cols);
-  std::vector<uint8_t> packed(bytes);
-  for (int64_t r = 0; r < n; ++r)
-    RepackQuantRow(dtype, src + uint64_t(r) * src_row_bytes, cols,
-                   packed.data() + uint64_t(r) * row_bytes);
-  staging_.Upload(packed.data(), bytes, dst, dst_offset);
+  const int64_t chunk = std::max<int64_t>(1, int64_t(kRepackChunkBytes / row_bytes));
+  std::vector<uint8_t> packed(uint64_t(std::min(chunk, n)) * row_bytes);
+  for (int64_t r0 = 0; r0 < n; r0 += chunk) {
+    const int64_t m = std::min(chunk, n - r0);
+    for (int64_t r = 0; r < m; ++r)
+      RepackQuantRow(dtype, src + uint64_t(r0 + r) * src_row_bytes, cols,
+                     packed.data() + uint64_t(r) * row_bytes);
+    staging_.Upload(packed.data(), uint64_t(m) * row_bytes, dst,
+                    dst_offset + uint64_t(r0) * row_bytes);
+  }
 }
 
 bool WeightStore::DropStale(const Tensor& t) {

@@ -36,6 +36,10 @@ bool Repacked(DType t);
 // Bytes of one device row of `cols` elements of `t` (the repacked layout for block types; a
 // multiple of 16 then).
 uint64_t DeviceRowBytes(DType t, int64_t cols);
+// A block-type weight is repacked on the host this many bytes of rows at a time (at least one
+// row) on its way to the staging ring: a whole tensor's repacked copy beside the host weights
+// was the largest term of peak RSS past the weights (the 7B's Q8_0 lm_head, 0.58 GB; plan30).
+constexpr uint64_t kRepackChunkBytes = uint64_t(16) << 20;
 // Repacks one GGUF row of blocks of t (cols % BlockElems(t) == 0) into the device layout (dst
 // holds DeviceRowBytes bytes).
 void RepackQuantRow(DType t, const uint8_t* src, int64_t cols, uint8_t* dst);

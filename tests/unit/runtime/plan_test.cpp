@@ -184,6 +184,23 @@ TEST(PlanArith, ExpectedExpertsGrowsToAllOfThem) {
   EXPECT_NEAR(ExpectedExperts(64, 6, 512), 64.0, 1e-9);
 }
 
+TEST(PlanArith, GroupedGemmRowsPadEachExpertsTiles) {
+  // Hand: 2 experts, top-1, 2 rows: an expert gets r ~ Binomial(2, 1/2) rows; tiles of 1 row
+  // compute the rows themselves (2), tiles of 2: P(r=1) 2 + P(r=2) 2 = 1.5 an expert, 3 in all.
+  EXPECT_NEAR(GroupedGemmRows(2, 1, 2, 1), 2.0, 1e-12);
+  EXPECT_NEAR(GroupedGemmRows(2, 1, 2, 2), 3.0, 1e-12);
+  // 4 experts, top-2, 3 rows, tiles of 2: r ~ Binomial(3, 1/2): 3/8 * 2 + 3/8 * 2 + 1/8 * 4 = 2
+  // an expert.
+  EXPECT_NEAR(GroupedGemmRows(4, 2, 3, 2), 8.0, 1e-12);
+  // One row: its 6 experts each compute one 64-row tile.
+  EXPECT_NEAR(GroupedGemmRows(64, 6, 1, 64), 384.0, 1e-9);
+  // V2-Lite at a 512-row prefill: 48 rows an expert on average, one 64-row tile nearly always
+  // (python: sum of comb(512, r) p^r q^(512-r) ceil(r/64) 64, p = 6/64) against 3,072 rows.
+  EXPECT_NEAR(GroupedGemmRows(64, 6, 512, 64), 4128.79876161105, 1e-6);
+  EXPECT_NEAR(GroupedGemmRows(64, 6, 512, 128), 8192.0, 1e-6);
+  EXPECT_DOUBLE_EQ(GroupedGemmRows(64, 6, 0, 64), 0.0);
+}
+
 TEST(PlanArith, DispatchesMatchTheBuiltGraph) {
   for (const char* m : {"llama3", "qwen2_tied", "dsv2_lite", "dsv3"}) {
     SCOPED_TRACE(m);
@@ -349,6 +366,44 @@ TEST(PlanCurve, ProfileWithCurvesRoundTripsThroughJson) {
           << e.what();
     }
   }
+}
+
+TEST(PlanCurve, VulkanMoePrefillRunsGroupedGemms) {
+  // V2-Lite (26 MoE layers: 64 experts, top-6, [1408, 2048] bf16 each) at a 512-row prefill. A
+  // Vulkan profile with tensor cores computes each expert's rows in 64-row tiles and records 7
+  // more dispatches a MoE layer; the CPU profile computes top-6 x 512 rows of them.
+  const ModelWeights w = DescribeSynthetic("deepseek-v2-lite", "bf16");
+  DeviceProfile cpu = UnitProfile(), vk = UnitProfile();
+  vk.backend = "vulkan";
+  vk.f16_matrix_flops.value = 1e9;
+  vk.f16_matrix_flops.present = true;
+  PlanOptions o = Options();
+  o.prompt = 512;
+  const Plan pc = MakePlan(w, cpu, o), pv = MakePlan(w, vk, o);
+  const double one = 2.0 * 3 * 1408 * 2048;  // one expert's gate, up and down, a row
+  const double padded = GroupedGemmRows(64, 6, 512, 64);
+  EXPECT_NEAR(pv.prefill.flops - pc.prefill.flops, 26 * one * (padded - 6.0 * 512), 1e3);
+  EXPECT_DOUBLE_EQ(pv.prefill.dispatches - pc.prefill.dispatches, 26.0 * 7);
+  EXPECT_DOUBLE_EQ(pv.prefill.bytes, pc.prefill.bytes);  // each touched expert read once
+  // The grouped GEMM's rate is the curve's at the 64 experts' bytes together (369 MB), not one
+  // expert's (5.8 MB): a bf16 curve at 1 GFLOP/s to 100 MB, 4 at 1 GB. The lm_head (one row,
+  // [102400, 2048] bf16, 419 MB) takes its own rate; every other bf16 matrix is under 100 MB.
+  DeviceProfile curved = vk;
+  curved.gemm_curve[DType::kBF16] = {Point(1e8, 1e9), Point(1e9, 4e9)};
+  const Plan pk = MakePlan(w, curved, o);
+  const double expert_bytes = 1408.0 * 2048 * 2, lm_bytes = 102400.0 * 2048 * 2;
+  const double experts = 26 * one * padded, lm = 2.0 * 102400 * 2048;
+  const auto& cv = curved.gemm_curve.at(DType::kBF16);
+  EXPECT_NEAR(pv.prefill.t_compute_s - pk.prefill.t_compute_s,
+              experts * (1 / 1e9 - 1 / CurveRate(cv, 64 * expert_bytes)) +
+                  lm * (1 / 1e9 - 1 / CurveRate(cv, lm_bytes)),
+              1e-9 * pv.prefill.t_compute_s);
+  // Up to 64 rows the experts run as GEMVs, as on the CPU.
+  o.prompt = 64;
+  EXPECT_DOUBLE_EQ(MakePlan(w, vk, o).prefill.flops, MakePlan(w, cpu, o).prefill.flops);
+  // Without tensor cores the plain kernel's 128-row tiles.
+  vk.f16_matrix_flops.value = 0;
+  EXPECT_EQ(GroupedGemmTile(vk), 128);
 }
 
 TEST(PlanCurve, DecodeStreamsEachMatrixAtItsCurveRate) {

@@ -103,6 +103,24 @@ TEST_F(VulkanQuant, EmbeddingRowsDequantizeExactly) {
   }
 }
 
+TEST_F(VulkanQuant, RepackedUploadCrossesItsChunks) {
+  // A Q4_0 table past kRepackChunkBytes goes up a chunk of rows at a time: rows on both sides of
+  // each chunk boundary, and the last, read back exactly.
+  const int K = 4096;
+  const int64_t chunk = int64_t(vk::kRepackChunkBytes / vk::DeviceRowBytes(DType::kQ4_0, K));
+  const int V = int(2 * chunk + 3);
+  Tensor E = RandomTensor("embed", DType::kQ4_0, {V, K}, 65, 2.0f);
+  const std::vector<int32_t> rows = {0, int(chunk - 1), int(chunk), int(2 * chunk), V - 1};
+  Graph g;
+  Batch b;
+  b.Add(0, 0, rows, true);
+  b.Finalize();
+  g.Add(Make(Op::kEmbed, "e", {g.AddWeight(E)}, {int64_t(rows.size()), K}));
+  std::vector<float> want(rows.size() * size_t(K));
+  ref::Embed(E, b.tokens.data(), int(rows.size()), want.data());
+  EXPECT_EQ(RunGraph(SharedVulkan(), g, b), want);
+}
+
 TEST_F(VulkanQuant, GemvOverTypesAndRows) {
   for (DType dt : kTypes)
     for (int K : Ks(dt))

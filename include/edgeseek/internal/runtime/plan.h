@@ -110,6 +110,24 @@ double AttentionFlops(const ModelConfig& c, int64_t depth0, int64_t queries, boo
 // n·(1 − (1 − k/n)^rows).
 double ExpectedExperts(int n_experts, int top_k, int64_t rows);
 
+// A Vulkan prefill's MoE layer runs its routed experts as grouped GEMMs (ops/moe.cpp MoeGrouped,
+// past the expert GEMVs' kMoeGemvMaxRows = 64 rows): the router GEMM, moe_route, moe_compact
+// (the rows grouped by expert), gate and up as one dispatch each over every expert, SwiGLU, down
+// (one dispatch) and moe_combine. Each expert's rows are computed in row tiles (64 rows on the
+// cooperative-matrix kernel, 128 on the plain one); a partly filled tile costs a whole one.
+constexpr int64_t kPlanMoeGemvMaxRows = 64;
+// The dispatches the kMoE node records in that path beyond the one graph node: 8 − 1.
+constexpr int kGroupedMoeDispatches = 7;
+// Whether a prefill of `rows` rows on the profile's backend takes the grouped expert GEMMs.
+bool MoeGroupedPrefill(const DeviceProfile& d, int64_t rows);
+// The grouped GEMMs' row tile on the profile's device: 64 with tensor cores (f16_matrix_flops,
+// matmul_gemm_cm.comp's bm), else 128 (matmul_gemm.comp's).
+int GroupedGemmTile(const DeviceProfile& d);
+// Rows the grouped GEMMs compute, summed over the experts, for `rows` tokens each routed to
+// top_k of n_experts uniformly: n · E[ceil(r / tile) · tile], r ~ Binomial(rows, k / n) the rows
+// one expert gets (mean rows · k / n; an expert with none costs nothing).
+double GroupedGemmRows(int n_experts, int top_k, int64_t rows, int tile);
+
 // ---- model-shaped probes (device_profile.h LayerProbe) -------------------------------------
 // Plan's roofline of a layer probe's graph, weighed as DecodeCost (rows 1) or PrefillCost
 // (rows > 1) weigh a model's layers: max(t_memory, t_compute) + (17 · layers + 1) dispatches ×
