@@ -90,13 +90,17 @@ const std::array<KnobSpec, kKnobCount> kTable = {{
     {Knob::kGemvMagic, "ES_VK_GEMV_MAGIC", T::kBool, "0|1", "1", W::kGraph, R::kExperiment,
      "quantized GEMV: levels to floats by the 0x4B000000 bit trick; no recorded measurement"},
     {Knob::kGemvIdot, "ES_VK_GEMV_IDOT", T::kEnum, "auto|0|1", "auto", W::kGraph, R::kPath,
-     "integer-dot GEMV (Q8_0, Q4_0, Q5_K, Q4_K): auto = where the device has 4x8-bit dot products "
-     "in hardware"},
+     "integer-dot GEMV (Q8_0, Q4_0, Q5_K, Q4_K, Q6_K): auto = where the device has 4x8-bit dot "
+     "products in hardware"},
     {Knob::kGemvIdotQ4K, "ES_VK_GEMV_IDOT_Q4K", T::kBool, "0|1", "1", W::kGraph, R::kExperiment,
      "0: the dense Q4_K GEMVs on the float path (matmul_gemv.comp) instead of the integer dots "
      "(IDOT_K). H100, 7B Q4_K_M tg128 223.8 / 223.0 t/s on integer dots against 195.2 / 195.7 "
      "(+14%); V2-Lite Q4_K_M lost on the H200 in session 17 (192.5 against 199.1), before x was "
      "quantized inside the GEMV: its A/B is open"},
+    {Knob::kGemvIdotQ6K, "ES_VK_GEMV_IDOT_Q6K", T::kBool, "0|1", "1", W::kGraph, R::kExperiment,
+     "0: the dense Q6_K GEMVs (a Q4_K_M file's lm_head and some attn_v / ffn_down) on the float "
+     "path instead of the integer dots (IDOT_K6, as the experts' Q6_K GEMVs). Unmeasured: the "
+     "float Q6_K lm_head read 952 GB/s on the H100 (7B Q4_K_M); A/B open"},
     {Knob::kGemvIdotTpr, "ES_VK_GEMV_IDOT_TPR", T::kUint, "4|8|16|32|64|128|256", "64", W::kGraph,
      R::kPath, "integer-dot GEMV: invocations per output group"},
     {Knob::kGemvIdotQr, "ES_VK_GEMV_IDOT_QR", T::kUint, "0|1|2|4|8", "0", W::kGraph, R::kPath,
@@ -110,8 +114,9 @@ const std::array<KnobSpec, kKnobCount> kTable = {{
      "integer-dot GEMV: units of a row loaded ahead of their sums (auto: 2, Q5_K 1); 4 lost "
      "(7B Q8_0 237.9 t/s against 254-258), 1 against 2 never measured alone"},
     {Knob::kGemvIdotLocal, "ES_VK_GEMV_IDOT_LOCAL", T::kUint, "0|1|2|3", "3", W::kGraph, R::kPath,
-     "where x is quantized: 0 apart, 1 in the workgroups, 2 rows over 8192 apart, 3 also dual "
-     "and 2+-row x apart (7B Q4_0 tg128 282/287 t/s against 264/273 with 2)"},
+     "where x is quantized: 0 apart, 1 in the workgroups, 2 rows over 8192 apart, 3 also dual, "
+     "2+-row and over-16384-output (lm_head) x apart (7B Q4_0 tg128 282/287 t/s against 264/273 "
+     "with 2; the lm_head rule untimed)"},
     {Knob::kGemvMinGroups, "ES_VK_GEMV_MIN_GROUPS", T::kUint, "0|128|256|512|1024|2048", "512",
      W::kGraph, R::kPath,
      "over x quantized apart: QR halves while the GEMV has fewer workgroups (7B down_proj 2.46 "

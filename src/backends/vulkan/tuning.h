@@ -46,6 +46,7 @@ enum class Knob : int {
   kGemvMagic,
   kGemvIdot,
   kGemvIdotQ4K,
+  kGemvIdotQ6K,
   kGemvIdotTpr,
   kGemvIdotQr,
   kGemvIdotWg,

@@ -387,7 +387,8 @@ class VkFusionCaps : public FusionCaps {
     return UseIdotGemv(x_.dev, x_.T, XCols(g, m), wt) ? (wt == DType::kQ8_0 ? 1 : 0) : -1;
   }
   bool QuantizeXOnce(const Graph& g, const Node& m, bool dual) const override {
-    return IdotQuantizeOnce(x_.dev, x_.T, XCols(g, m), dual);
+    return IdotQuantizeOnce(x_.dev, x_.T, XCols(g, m),
+                            x_.weights.Get(*g.node(m.src[1]).weight).rows, dual);
   }
   // The split decode attention's combine step writes its output quantized (ES_VK_ATTN_QUANT);
   // the dual gate/up GEMV (p: its gate) writes silu(gate) * up quantized where DualQuantizesOut.

@@ -444,7 +444,7 @@ TEST_F(VulkanQuant, MlaPerHeadGemvOverTypes) {
 // times d·q, summed in f64. Only the f32 summation order differs (and, on GPUs whose division is
 // not correctly rounded, a rare one-level difference of q): 1e-4.
 constexpr double kIdotTol = 1e-4;
-constexpr DType kIdotTypes[] = {DType::kQ8_0, DType::kQ4_0, DType::kQ5_K};
+constexpr DType kIdotTypes[] = {DType::kQ8_0, DType::kQ4_0, DType::kQ5_K, DType::kQ6_K};
 // Inner sizes of the tests below: 256-element blocks for the K-quants (their rows hold whole
 // blocks), else the 32-block sizes the Q4_0 / Q8_0 cases were written with.
 int IdotK(DType dt, int k32, int k256) { return BlockElems(dt) == 256 ? k256 : k32; }
@@ -517,6 +517,36 @@ TEST_F(VulkanQuant, IdotQ4KDenseGemvByDefault) {
   for (int K : {256, 2304})
     for (int R : {1, 3, 8})
       CheckIdot(*be, DType::kQ4_K, R, K, R == 8 ? 19 : 37, R == 3, "q4_k idot");
+}
+
+// The dense Q6_K GEMVs (a Q4_K_M file's lm_head, some attn_v / ffn_down) on the integer-dot path
+// (IDOT_K6, the experts' unit), against the int8-x reference and apart from the f32 product
+// (ES_VK_GEMV_IDOT_Q6K=0: it fails), over odd output counts, batch rows 1 / 3 / 8 and the 7B's
+// two row lengths (3,584: x quantized in the workgroups; 18,944, its ffn_down: x apart).
+TEST_F(VulkanQuant, IdotQ6KDenseGemvByDefault) {
+  auto be = IdotVulkan();
+  for (int K : {3584, 18944})
+    for (int R : {1, 3, 8})
+      CheckIdot(*be, DType::kQ6_K, R, K, R == 8 ? 19 : 37, R == 3, "q6_k idot");
+}
+
+// A one-row GEMV of more outputs than ops/matmul.cpp kIdotLocalMaxN (an lm_head's) reads x
+// quantized by a dispatch of its own (quantize_q8, then matmul_gemv_*_idot), not again in each of
+// its workgroups; with 16,384 outputs x is quantized in the workgroups (matmul_gemv_*_idotl).
+TEST_F(VulkanQuant, IdotWideGemvQuantizesXOnce) {
+  auto be = IdotVulkan();
+  for (const auto& [N, gemv] :
+       {std::pair{16384, "matmul_gemv_q6_k_idotl"}, std::pair{16389, "matmul_gemv_q6_k_idot"}}) {
+    CheckIdot(*be, DType::kQ6_K, 1, 512, N, false, "wide idot");
+    const std::vector<std::string> sh = be->counters().shaders;
+    const std::string g = gemv;  // or its clustered variant; "/" then the spec constants
+    const bool wanted = std::count_if(sh.begin(), sh.end(), [&](const std::string& n) {
+                          return n.rfind(g + "/", 0) == 0 || n.rfind(g + "_c/", 0) == 0;
+                        }) == 1;
+    const bool quantize = std::count(sh.begin(), sh.end(), std::string("quantize_q8")) == 1;
+    EXPECT_EQ(quantize, N > 16384) << "N=" << N;
+    EXPECT_TRUE(wanted) << "N=" << N;
+  }
 }
 
 TEST_F(VulkanQuant, IdotGemvMatchesQuantizedReference) {
@@ -692,7 +722,7 @@ TEST_F(VulkanQuant, IdotFusedFfnMatchesQuantizedReference) {
                            Setting{"0", "1", "1", {5, 5}}, Setting{"0", "1", "0", {6, 6}},
                            Setting{"3", "1", "1", {5, 5}}, Setting{"3", "2", "2", {5, 5}},
                            Setting{"3", "1", "0", {5, 6}}})
-    for (DType dt : {DType::kQ8_0, DType::kQ4_0, DType::kQ5_K, DType::kQ4_K})
+    for (DType dt : {DType::kQ8_0, DType::kQ4_0, DType::kQ5_K, DType::kQ4_K, DType::kQ6_K})
       for (int T : {1, 3}) {
         ScopedKnobs env{{"ES_VK_GEMV_IDOT_LOCAL", st.local},
                         {"ES_VK_GEMV_IDOT_UNROLL", st.unroll},
@@ -1294,27 +1324,33 @@ INSTANTIATE_TEST_SUITE_P(Tpr, VulkanSmallTpr, ::testing::Values(4, 8, 16),
                            return "tpr" + std::to_string(i.param);
                          });
 
-// End to end: a golden transformers checkpoint (DeepSeek-V2 at real head dims: MLA, MoE, and
-// rows of 256) converted by `edgeseek convert --type q4_k_m` (Q4_K, Q5_K, Q6_K and Q5_1 tensors)
-// gives on the Vulkan backend the logits of the CPU backend on the same file dequantized to f32
-// by `edgeseek quantize --type f32` (both see the same weights but for the absorbed MLA pair, f16
-// from a quantized kv_b; measured ~3e-4, ~1e-6 without that rounding). The CPU
-// backend on the quantized file itself differs by ~1-4% (its kernels quantize activations to
-// int8 per 32), so it is not the reference. The files come from the CLI; the forward passes run
-// in this process (the shared backend's pipelines are already built: lavapipe compiles slowly).
-TEST_F(VulkanQuant, GoldenModelInQ4KMMatchesTheCpuBackend) {
+// A golden transformers checkpoint (DeepSeek-V2 at real head dims: MLA, MoE, and rows of 256)
+// converted by `edgeseek convert --type q4_k_m` (Q4_K, Q5_K, Q6_K and Q5_1 tensors), and the same
+// file dequantized to f32 by `edgeseek quantize --type f32` (paths in a temporary directory).
+struct Q4KMFiles {
+  std::string q, f32;
+};
+Q4KMFiles ConvertQ4KM() {
   const std::string dir = TempDir();
-  const std::string q = dir + "/m.gguf", f32 = dir + "/m_f32.gguf";
+  Q4KMFiles f{dir + "/m.gguf", dir + "/m_f32.gguf"};
   std::string out, err;
-  ASSERT_EQ(RunCommand(CliPath() + " convert " + SourceDir() +
-                           "/tests/golden/data/models/dsv2_realdim -o " + q + " --type q4_k_m",
+  EXPECT_EQ(RunCommand(CliPath() + " convert " + SourceDir() +
+                           "/tests/golden/data/models/dsv2_realdim -o " + f.q + " --type q4_k_m",
                        &out, &err),
             0)
       << err;
   for (const char* t : {"q4_k", "q5_k", "q6_k"}) EXPECT_NE(err.find(t), std::string::npos) << err;
-  ASSERT_EQ(RunCommand(CliPath() + " quantize " + q + " " + f32 + " --type f32", &out, &err), 0)
+  EXPECT_EQ(RunCommand(CliPath() + " quantize " + f.q + " " + f.f32 + " --type f32", &out, &err), 0)
       << err;
-  auto mq = Model::Load(q), mf = Model::Load(f32);
+  return f;
+}
+
+// The logits of a prefill (10 tokens: GEMMs) and a decode step (GEMVs) of the q4_k_m file on
+// `vk`, checked against the CPU backend on the f32 file within `tol[0]` and `tol[1]`; returns the
+// decode step's shader variants.
+std::vector<std::string> CheckQ4KMSteps(const Q4KMFiles& f, vk::VulkanBackend& vk,
+                                        const double tol[2]) {
+  auto mq = Model::Load(f.q), mf = Model::Load(f.f32);
   auto cpu = CreateCpuBackend(BackendOptions{});
   Batch b;
   b.Add(0, 0, {1, 17, 42, 99, 7, 200, 3, 5, 11, 13}, true);
@@ -1323,20 +1359,53 @@ TEST_F(VulkanQuant, GoldenModelInQ4KMMatchesTheCpuBackend) {
   d.Add(0, 10, {23}, true);
   d.Finalize();
   const KvSpec spec = mq->config().MakeKvSpec(DType::kF32);
-  auto kv_gpu = SharedVulkan().CreateKv(spec, 1, 16);
+  auto kv_gpu = vk.CreateKv(spec, 1, 16);
   auto kv_cpu = cpu->CreateKv(spec, 1, 16);
-  for (const Batch* step : {&b, &d}) {  // a prefill (GEMM) and a decode step (GEMV)
+  for (const Batch* step : {&b, &d}) {
     const Graph gq = mq->arch().Build(*step), gf = mf->arch().Build(*step);
     const Node& o = gq.node(gq.output());
-    std::vector<float> vk(size_t(o.shape[0] * o.shape[1])), ref(vk.size());
-    SharedVulkan().Compute(gq, *step, *kv_gpu, vk.data());
+    std::vector<float> got(size_t(o.shape[0] * o.shape[1])), ref(got.size());
+    vk.Compute(gq, *step, *kv_gpu, got.data());
     cpu->Compute(gf, *step, *kv_cpu, ref.data());
-    // The quantized file's absorbed MLA weights are f16 (built from its Q-typed kv_b: the
-    // dequantized values rounded to f16, measured 2.6-2.8e-4 here), the f32 file's f32. f16 math
-    // (devices with NV coopmat: the H200) also rounds the prefill GEMM's activations to f16.
-    const double tol = SharedVulkan().device().f16_math() ? 2e-3 : 6e-4;
-    ExpectClose(vk, ref, tol, "q4_k_m dsv2_realdim T=" + std::to_string(step->n_tokens()));
+    ExpectClose(got, ref, tol[step == &b ? 0 : 1],
+                "q4_k_m dsv2_realdim T=" + std::to_string(step->n_tokens()));
   }
+  return vk.counters().shaders;
+}
+
+// End to end: the q4_k_m file (ConvertQ4KM) gives on the Vulkan backend the logits of the CPU
+// backend on the same file dequantized to f32 (both see the same weights but for the absorbed
+// MLA pair, f16 from a quantized kv_b; measured ~3e-4, ~1e-6 without that rounding). The CPU
+// backend on the quantized file itself differs by ~1-4% (its kernels quantize activations to
+// int8 per 32), so it is not the reference. The files come from the CLI; the forward passes run
+// in this process (the shared backend's pipelines are already built: lavapipe compiles slowly).
+TEST_F(VulkanQuant, GoldenModelInQ4KMMatchesTheCpuBackend) {
+  // The quantized file's absorbed MLA weights are f16 (built from its Q-typed kv_b: the
+  // dequantized values rounded to f16, measured 2.6-2.8e-4 here), the f32 file's f32. f16 math
+  // (devices with NV coopmat: the H200) also rounds the prefill GEMM's activations to f16.
+  const double t = SharedVulkan().device().f16_math() ? 2e-3 : 6e-4, tol[2] = {t, t};
+  CheckQ4KMSteps(ConvertQ4KM(), SharedVulkan(), tol);
+}
+
+// The same file's decode step with the integer-dot GEMVs forced (ES_VK_GEMV_IDOT=1, as on a GPU
+// with 4x8-bit dot products): every dense Q4_K, Q5_K and Q6_K GEMV (the Q6_K ones: lm_head and
+// some down projections) and the experts' reads x quantized to int8 per 32. Against the same f32
+// reference within int8 activation error, measured on lavapipe: the prefill 2.9e-3 (its experts'
+// GEMVs), the decode step 1.8e-2 (1.6e-2 with ES_VK_GEMV_IDOT_Q6K=0, 2.6e-4 on the float GEMVs;
+// the CPU backend on the quantized file, int8 activations too, is 1.6-1.9e-2 from either). The
+// decode step's Q6_K GEMVs must have taken the integer dots (ES_VK_GEMV_IDOT_Q6K=0: it fails);
+// each one is checked exactly against its int8-x reference by IdotQ6KDenseGemvByDefault.
+TEST_F(VulkanQuant, GoldenModelInQ4KMDecodesOnIntegerDots) {
+  auto be = IdotVulkan();
+  const double tol[2] = {be->device().f16_math() ? 6e-3 : 5e-3, 2.5e-2};
+  const std::vector<std::string> sh = CheckQ4KMSteps(ConvertQ4KM(), *be, tol);
+  auto ran = [&](const std::string& prefix) {
+    return std::count_if(sh.begin(), sh.end(),
+                         [&](const std::string& n) { return n.rfind(prefix, 0) == 0; });
+  };
+  EXPECT_GT(ran("matmul_gemv_q6_k_idot"), 0) << "no dense Q6_K GEMV on integer dots";
+  EXPECT_EQ(ran("matmul_gemv_q6_k_vec"), 0) << "a dense Q6_K GEMV on the float path";
+  EXPECT_GT(ran("matmul_gemv_q4_k_idot"), 0) << "no dense Q4_K GEMV on integer dots";
 }
 
 }  // namespace

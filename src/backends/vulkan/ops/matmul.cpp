@@ -23,6 +23,12 @@ struct GemmCmPush {  // matmul_gemm_cm.comp: ks = the K slice of a split (0: who
 constexpr int64_t kGemvFewOutputs = 256;
 // ES_VK_GEMV_IDOT_LOCAL=2: x rows longer than this are quantized by a dispatch of their own.
 constexpr int64_t kIdotLocalMaxK = 8192;
+// ES_VK_GEMV_IDOT_LOCAL=3: GEMVs of more outputs than this read x quantized by a dispatch of its
+// own: their workgroups (the 7B's lm_head: 152,064 outputs, 9,504 workgroups of 16) would each
+// quantize the whole row again, as the dual GEMVs' (18,944 outputs each) did before mode 3 took
+// their x apart (H200, 7B Q4_0 tg128 282/287 t/s against 264/273). Not timed for the lm_head
+// alone; `bench --profile` with ES_VK_GEMV_IDOT_LOCAL=2 shows it on the local path.
+constexpr int64_t kIdotLocalMaxN = 16384;
 
 // The GEMV's specialization constants (matmul_gemv.comp ids 0..6): workgroup size, invocation
 // groups per workgroup, outputs per group (QR), slices per step (SPL), shared partial-sum slots
@@ -38,9 +44,9 @@ constexpr int64_t kIdotLocalMaxK = 8192;
 //   ES_VK_GEMV_SPL  1|2|4        consecutive 8-element slices per invocation per step (default 1:
 //                                4 invocations per 32-block, neighbours read neighbouring words)
 //   ES_VK_GEMV_MAGIC 0|1         levels to floats by the 0x4B000000 bit trick (default 1)
-// The integer-dot GEMV (Q4_0 and Q5_K over x quantized to int8, Q8_0 to int16; UseIdotGemv; the
-// routed experts' GEMVs every block type, MoeGemvFor) has its own knobs:
-//   ES_VK_GEMV_IDOT      0|1     1: Q8_0, Q4_0 and Q5_K, the experts' block types; 0: none
+// The integer-dot GEMV (Q4_0 and the K-quants over x quantized to int8, Q8_0 to int16; UseIdotGemv;
+// the routed experts' GEMVs every block type, MoeGemvFor) has its own knobs:
+//   ES_VK_GEMV_IDOT      0|1     1: Q8_0, Q4_0, Q4_K, Q5_K, Q6_K, the experts' block types; 0: none
 //                                (default: each where the device has 4x8-bit dot products in
 //                                hardware, signed and, for Q8_0's int16 x, mixed-signedness;
 //                                set on VulkanTuning::knobs too)
@@ -69,7 +75,8 @@ constexpr int64_t kIdotLocalMaxK = 8192;
 //                                410/405, same job), and 0 for steps of 2-8 rows (H200, `bench
 //                                -b`, one job: 7B Q4_0 4 rows 776 t/s against 541 with 3, 8 rows
 //                                839 against 548, 1 row 364 / 357; V2-Lite 8 rows 990 / 771): each
-//                                workgroup quantizing every row of x costs more than a dispatch
+//                                workgroup quantizing every row of x costs more than a dispatch;
+//                                and 0 for GEMVs of more than kIdotLocalMaxN outputs (lm_heads)
 struct GemvSpec {
   uint32_t wg, rows, qr, spl, nsg, magic, rb, kc = 32, un = 1;
   bool cluster = false;  // TPR = wg / rows below the largest subgroup size: the "_c" variants
@@ -126,9 +133,11 @@ GemvSpec GemvSpecFor(const Device& dev, DType wt, bool vec, int64_t R, int64_t N
                 rb};
   spec.cluster = tpr < max_sg;
   if (idot) {
-    // Q5_K holds twice the words of a unit in flight (its fifth bits): one unit ahead.
-    spec.un = tune.IsAuto(Knob::kGemvIdotUnroll) ? (wt == DType::kQ5_K ? 1 : 2)
-                                                 : tune.Uint(Knob::kGemvIdotUnroll);
+    // Q5_K holds twice the words of a unit in flight (its fifth bits), Q6_K too (its high
+    // bits): one unit ahead.
+    const bool wide_unit = wt == DType::kQ5_K || wt == DType::kQ6_K;
+    spec.un =
+        tune.IsAuto(Knob::kGemvIdotUnroll) ? (wide_unit ? 1 : 2) : tune.Uint(Knob::kGemvIdotUnroll);
     if (xq && qr == 0) {
       const uint32_t min_groups = tune.Uint(Knob::kGemvMinGroups);
       while (spec.qr > 1 && (N + spec.Outputs() - 1) / spec.Outputs() < min_groups) spec.qr /= 2;
@@ -223,18 +232,22 @@ bool UseIdotGemv(const Device& dev, int64_t R, int64_t K, DType wt) {
   // per-output dump; the test now allows such flips, ExplainLevelFlips). H100, 7B Q4_K_M tg128,
   // one job: 223.8 / 223.0 t/s against 195.2 / 195.7 on the float GEMV (its Q4_K dual GEMV read
   // 891 GB/s). V2-Lite Q4_K_M lost in session 17 (H200, 192.5 against 199.1: a quantize
-  // dispatch per x then); ES_VK_GEMV_IDOT_Q4K=0 keeps that A/B open.
-  const bool typed = wt == DType::kQ8_0 || wt == DType::kQ4_0 ||
-                     (wt == DType::kQ5_K && K % 256 == 0) ||
-                     (wt == DType::kQ4_K && K % 256 == 0 && dev.tuning().On(Knob::kGemvIdotQ4K));
+  // dispatch per x then); ES_VK_GEMV_IDOT_Q4K=0 keeps that A/B open. Q6_K (IDOT_K6, the
+  // experts' unit): a Q4_K_M file's lm_head and some attn_v / ffn_down; its float GEMV read
+  // 952 GB/s as the 7B's lm_head (H100); ES_VK_GEMV_IDOT_Q6K=0 for the A/B.
+  const Tuning& tune = dev.tuning();
+  const bool k256 = K % 256 == 0;
+  const bool typed = wt == DType::kQ8_0 || wt == DType::kQ4_0 || (wt == DType::kQ5_K && k256) ||
+                     (wt == DType::kQ4_K && k256 && tune.On(Knob::kGemvIdotQ4K)) ||
+                     (wt == DType::kQ6_K && k256 && tune.On(Knob::kGemvIdotQ6K));
   if (R > kGemvMaxRows || K % 32 != 0 || !typed) return false;
   return IdotOn(dev, wt);
 }
 
-bool IdotQuantizeOnce(const Device& dev, int64_t R, int64_t K, bool dual) {
+bool IdotQuantizeOnce(const Device& dev, int64_t R, int64_t K, int64_t N, bool dual) {
   const uint32_t mode = dev.tuning().Uint(Knob::kGemvIdotLocal);
-  return mode == 0 || (mode == 3 && R > 1) || (mode >= 2 && K > kIdotLocalMaxK) ||
-         (mode == 3 && dual);
+  return mode == 0 || (mode == 3 && (R > 1 || dual || N > kIdotLocalMaxN)) ||
+         (mode >= 2 && K > kIdotLocalMaxK);
 }
 
 uint64_t QuantXBytes(int64_t R, int64_t K, DType wt) {
@@ -797,10 +810,9 @@ bool MoeGemvFor(const Device& dev, int64_t R, int64_t D, int64_t I, int64_t top_
   // int8), which a Q8_0 down under another gate/up type reads as int8 ("_down8": llama.cpp's
   // q4_k_m fallback for rows that are not whole 256-blocks; a Q8_0 gate/up needs a Q8_0 down).
   // Rows of whole blocks; the down GEMV holds the token's choices in shared memory
-  // (kMoeGemvMaxChoices). Not taken by the dense GEMVs for Q4_K, Q6_K and the 32-blocks with a
-  // fifth bit or a min (UseIdotGemv): there each x costs a quantize dispatch that the experts'
-  // GEMVs do not pay (the up GEMV quantizes x in its workgroups, the down GEMV reads h quantized by
-  // the up GEMV).
+  // (kMoeGemvMaxChoices). Not taken by the dense GEMVs for the 32-blocks with a fifth bit or a
+  // min (UseIdotGemv): there each x costs a quantize dispatch that the experts' GEMVs do not pay
+  // (the up GEMV quantizes x in its workgroups, the down GEMV reads h quantized by the up GEMV).
   if (R <= kMoeGemvMaxRows && top_k <= kMoeGemvMaxChoices && MoeIdotType(gate_up) &&
       MoeIdotType(down) && (gate_up != DType::kQ8_0 || down == DType::kQ8_0) &&
       D % BlockElems(gate_up) == 0 && I % 32 == 0 && I % BlockElems(down) == 0 &&
@@ -856,7 +868,7 @@ bool MoeGemvFor(const Device& dev, int64_t R, int64_t D, int64_t I, int64_t top_
 
 bool DualQuantizesOut(const Device& dev, int64_t R, int64_t K, const DeviceWeight& gate) {
   GemvSpec gs{};
-  return UseIdotGemv(dev, R, K, gate.dtype) && IdotQuantizeOnce(dev, R, K, true) &&
+  return UseIdotGemv(dev, R, K, gate.dtype) && IdotQuantizeOnce(dev, R, K, gate.rows, true) &&
          gate.chunks.size() == 1 && gate.rows % 32 == 0 && DualQoutSpec(dev, R, gate, &gs);
 }
 

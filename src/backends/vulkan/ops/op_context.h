@@ -140,14 +140,16 @@ void RecordMatMul(OpContext& c, BufRange x, int64_t R, int64_t K, const DeviceWe
                   const BufRange* residual = nullptr, const NormFold* norm = nullptr,
                   const BufRange* x16 = nullptr, const QuantX* xq = nullptr);
 // Whether a GEMV of R rows, inner size K over weights of type wt runs on integer dot products
-// (matmul_gemv.comp IDOT over x quantized per 32-block): R <= 8, K % 32 == 0, and Q8_0 or
-// Q4_0 with ES_VK_GEMV_IDOT=1 (the tuning registry's knob); auto, Q4_0 on devices with
-// 4x8-bit dot products in hardware, Q8_0 (int16 x) where the mixed-signedness ones are too.
+// (matmul_gemv.comp IDOT over x quantized per 32-block): R <= 8, K % 32 == 0, and Q8_0, Q4_0 or
+// (K % 256 == 0) Q5_K, Q4_K, Q6_K (the last two unless ES_VK_GEMV_IDOT_Q4K / _Q6K=0) with
+// ES_VK_GEMV_IDOT=1 (the tuning registry's knob); auto, on devices with 4x8-bit dot products in
+// hardware, Q8_0 (int16 x) where the mixed-signedness ones are too.
 bool UseIdotGemv(const Device& dev, int64_t R, int64_t K, DType wt);
-// Whether its x (rows of K; dual: the x of a fused gate/up GEMV) is quantized once per input by a
-// dispatch of its own rather than inside each GEMV workgroup: ES_VK_GEMV_IDOT_LOCAL (default: for
-// steps of more than one row, rows longer than 8192 and dual GEMVs).
-bool IdotQuantizeOnce(const Device& dev, int64_t R, int64_t K, bool dual);
+// Whether its x (rows of K, for N outputs; dual: the x of a fused gate/up GEMV) is quantized once
+// per input by a dispatch of its own rather than inside each GEMV workgroup: ES_VK_GEMV_IDOT_LOCAL
+// (default: for steps of more than one row, rows longer than 8192, dual GEMVs and GEMVs of more
+// than 16,384 outputs, an lm_head).
+bool IdotQuantizeOnce(const Device& dev, int64_t R, int64_t K, int64_t N, bool dual);
 // Bytes of x quantized for weights of type wt: R * K levels (int8 for Q4_0, int16 for Q8_0;
 // rounded up to 256 bytes), then per 32-block (d, d·Σq).
 uint64_t QuantXBytes(int64_t R, int64_t K, DType wt);

@@ -29,9 +29,8 @@
 // subgroup size (the clustered reduction leaves them unused); 5 (MAGIC) picks the int-to-float
 // trick of QLevels (1) or plain conversions; 6 (RB) is the number of batch rows a workgroup
 // covers. CLUSTER adds none: its cluster size is TPR = WG / ROWS (ids 0 and 1).
-// Integer dot products (IDOT, VEC; the dense GEMVs Q8_0, Q4_0 and Q5_K — Q4_K computes and is
-// right, but does not pay there: ops/matmul.cpp UseIdotGemv —, the experts' GEMVs (MOE) every
-// block type): x comes quantized per 32-block by
+// Integer dot products (IDOT, VEC; the dense GEMVs Q8_0, Q4_0, Q4_K, Q5_K and Q6_K — ops/matmul.cpp
+// UseIdotGemv —, the experts' GEMVs (MOE) every block type): x comes quantized per 32-block by
 // quantize_q8.comp (binding 1: the levels, binding 5: each block's (d, d·Σq); a folded norm is
 // applied there, so p.norm is 0 here) — int8 for Q4_0 and the K-quants, int16 for Q8_0 (as the CPU
 // kernels: int8 x would double Q8_0's error), see quant_x.glsl — and each invocation walks whole
