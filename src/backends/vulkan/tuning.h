@@ -53,6 +53,7 @@ enum class Knob : int {
   kGemvIdotLocal,
   kGemvMinGroups,
   kGemvDualQuant,
+  kMoeRouteFuse,
   kAttnDecode,
   kAttnFuse,
   kAttnQuant,
