@@ -125,6 +125,10 @@ const std::array<KnobSpec, kKnobCount> kTable = {{
      R::kPath,
      "the dual GEMV writes the down projection's x quantized: auto = 2 for Q4_0, 0 for Q8_0 "
      "(7B Q4_0 357 t/s against 350)"},
+    {Knob::kMoeRouteFuse, "ES_VK_MOE_ROUTE_FUSE", T::kBool, "0|1", "1", W::kGraph, R::kExperiment,
+     "MoE decode (up to 4 rows): the router GEMV's last workgroup routes (ops/moe.cpp "
+     "RouteInRouterGemv), no moe_route dispatch and one barrier level less a MoE layer; 0: "
+     "moe_route apart. Not yet timed on a GPU"},
     {Knob::kAttnDecode, "ES_VK_ATTN_DECODE", T::kBool, "0|1", "1", W::kGraph, R::kPath,
      "kv-head decode attention (7B Q4_0 tg 354.5 t/s against 320.2 without)"},
     {Knob::kAttnFuse, "ES_VK_ATTN_FUSE", T::kBool, "0|1", "1", W::kGraph, R::kPath,

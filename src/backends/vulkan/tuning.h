@@ -54,6 +54,7 @@ enum class Knob : int {
   kGemvIdotLocal,
   kGemvMinGroups,
   kGemvDualQuant,
+  kMoeRouteFuse,
   kAttnDecode,
   kAttnFuse,
   kAttnQuant,

@@ -503,6 +503,14 @@ void SetFusions(OpContext& ci, int i, const FusionPlan& fz, const QuantXPlan& qx
 
 }  // namespace
 
+namespace {
+// Where node i's scratch starts to live in the arena plan (it ends at i). A MoE's lives from its x
+// on: reusing the shared experts' intermediate (read by their down GEMV, beside which the routed
+// experts' up GEMV runs) would make the up GEMV's writes wait for that read, a barrier level
+// (command.h OrderByLevel).
+int ScratchFrom(const Node& n, int i) { return n.op == Op::kMoE ? std::min(i, n.src[0]) : i; }
+}  // namespace
+
 std::unique_ptr<VulkanBackend::Program> VulkanBackend::Build(const Graph& g, const Batch& b,
                                                              VkKv& kv, int mode, uint64_t key) {
   auto p = std::make_unique<Program>();
@@ -565,7 +573,7 @@ std::unique_ptr<VulkanBackend::Program> VulkanBackend::Build(const Graph& g, con
     if (nodes[size_t(i)].op == Op::kWeight) continue;
     for (uint64_t bytes : ScratchBytes(*dev_, kv, g, nodes[size_t(i)], T, mla_expand)) {
       scratch_items[size_t(i)].push_back(int(items.size()));
-      items.push_back({i, i, bytes});
+      items.push_back({ScratchFrom(nodes[size_t(i)], i), i, bytes});
     }
   }
   const QuantXPlan qx = PlanQuantizedX(in, fz, items);

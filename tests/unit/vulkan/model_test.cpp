@@ -7,6 +7,8 @@
 
 #include <gtest/gtest.h>
 
+#include <cstdio>
+
 #include "edgeseek/internal/models/arch.h"
 #include "edgeseek/internal/models/config.h"
 #include "test_util.h"
@@ -193,6 +195,42 @@ TEST_F(VulkanTest, DeepseekDecodeMlaChainTakesNoCombineStep) {
     ++chains;
   }
   EXPECT_EQ(chains, 2);  // one a layer
+}
+
+// A decode step of DeepSeek-V2 and V3 (two rows; V2 softmax group-limited, V3 sigmoid noaux_tc
+// with the correction bias) routes in the router GEMV (ops/moe.cpp RouteInRouterGemv): one
+// dispatch and one barrier step less a MoE layer than with moe_route apart
+// (ES_VK_MOE_ROUTE_FUSE=0), the same logits as the CPU backend either way.
+TEST_F(VulkanTest, MoeDecodeRoutesInTheRouterGemv) {
+  for (const ArchCase& ac : kCases) {
+    const std::string name = ac.name;
+    if (name.rfind("deepseek", 0) != 0) continue;
+    // Per setting (apart, fused), of the decode program: dispatches, barrier steps, moe_route
+    // dispatches, routing router GEMVs.
+    int n[2][4] = {};
+    for (int fused = 0; fused < 2; ++fused) {
+      vk::VulkanTuning t;
+      t.knobs.Set(vk::Knob::kMoeRouteFuse, fused ? "1" : "0");
+      auto be = MakeVulkan(t);
+      VulkanAndCpu run(ac.config, 7, 32, be.get());
+      run.PrefillThenDecode(1, 1e-4, name + (fused ? " fused" : " apart"));
+      n[fused][0] = be->counters().dispatches;
+      n[fused][1] = be->counters().barriers;
+      for (const std::string& s : be->counters().shaders) {
+        n[fused][2] += s.rfind("moe_route", 0) == 0;
+        n[fused][3] += s.find("_vec_route") != std::string::npos;
+      }
+    }
+    const int moe_layers = n[0][2];
+    EXPECT_GE(moe_layers, 1) << name;
+    EXPECT_EQ(n[0][3], 0) << name;
+    EXPECT_EQ(n[1][2], 0) << name;
+    EXPECT_EQ(n[1][3], moe_layers) << name;
+    EXPECT_EQ(n[0][0] - n[1][0], moe_layers) << name << ": dispatches";
+    EXPECT_EQ(n[0][1] - n[1][1], moe_layers) << name << ": barrier steps";
+    std::printf("%s decode: %d dispatches / %d barrier steps apart, %d / %d fused\n", name.c_str(),
+                n[0][0], n[0][1], n[1][0], n[1][1]);
+  }
 }
 
 INSTANTIATE_TEST_SUITE_P(Archs, VulkanModel, ::testing::ValuesIn(kCases),

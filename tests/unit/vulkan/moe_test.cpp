@@ -195,6 +195,110 @@ TEST_F(VulkanTest, MoeExpertStacksSpanSeveralBuffers) {
   }
 }
 
+// Decode steps of up to 4 rows route in the router GEMV's last workgroup (matmul_gemv.comp
+// ROUTE, ops/moe.cpp RouteInRouterGemv): no moe_route dispatch. Every routing mode, odd expert
+// counts and top-k, an expert range, 1, 3 and 4 rows, against the plain path (moe_route apart,
+// ES_VK_MOE_ROUTE_FUSE=0) and the reference, two steps of other rows (each records its own
+// program here; the count's reset for a re-submitted program is checked by VulkanModel's decode
+// steps: without it their logits are 0.6 apart). An odd width keeps moe_route.
+TEST_F(VulkanTest, MoeRouterGemvRoutesAsMoeRoute) {
+  struct Case {
+    const char* name;
+    int D, E, k, n_group, topk_group;
+    ScoringFunc scoring;
+    TopkMethod method;
+    bool norm, bias;
+    float scaling, bias_scale;
+    int e0 = 0, n_local = 0;
+  };
+  const Case cases[] = {
+      {"v2_lite_softmax_top6", 32, 64, 6, 1, 1, ScoringFunc::kSoftmax, TopkMethod::kGreedy, false,
+       false, 1.0f, 0.0f},
+      {"odd_experts_top5", 24, 7, 5, 1, 1, ScoringFunc::kSoftmax, TopkMethod::kGreedy, true, false,
+       1.5f, 0.0f},
+      {"group_limited", 16, 8, 3, 4, 2, ScoringFunc::kSoftmax, TopkMethod::kGroupLimitedGreedy,
+       false, false, 2.5f, 0.0f},
+      {"noaux_tc_v3", 32, 256, 8, 8, 4, ScoringFunc::kSigmoid, TopkMethod::kNoauxTc, true, true,
+       2.5f, 0.2f},
+      {"noaux_tc_negative_kept", 32, 16, 8, 8, 4, ScoringFunc::kSigmoid, TopkMethod::kNoauxTc, true,
+       true, 2.5f, 1.0f},
+      {"noaux_tc_top_k_past_kept", 16, 8, 3, 4, 1, ScoringFunc::kSigmoid, TopkMethod::kNoauxTc,
+       false, true, 1.0f, 1.0f},
+      {"range_noaux", 24, 16, 4, 4, 2, ScoringFunc::kSigmoid, TopkMethod::kNoauxTc, true, true,
+       2.5f, 0.2f, 12, 4},
+      {"odd_width_apart", 13, 8, 3, 1, 1, ScoringFunc::kSoftmax, TopkMethod::kGreedy, true, false,
+       1.0f, 0.0f},
+  };
+  auto fused = MakeVulkan({});
+  vk::VulkanTuning off;
+  off.knobs.Set(vk::Knob::kMoeRouteFuse, "0");
+  auto plain = MakeVulkan(off);
+  const int I = 16;
+  for (const Case& c : cases)
+    for (int R : {1, 3, 4}) {
+      const std::string what = std::string(c.name) + " R=" + std::to_string(R);
+      MoeParams p;
+      p.n_experts = c.E;
+      p.top_k = c.k;
+      p.n_group = c.n_group;
+      p.topk_group = c.topk_group;
+      p.scoring = c.scoring;
+      p.topk_method = c.method;
+      p.norm_topk_prob = c.norm;
+      p.routed_scaling_factor = c.scaling;
+      p.ffn_dim = I;
+      // Rows [0, R) for the first step, [R, 2R) for the second.
+      Tensor X = RandomTensor("x", DType::kF32, {2 * R, c.D}, 71);
+      Tensor G = RandomTensor("router", DType::kF32, {c.E, c.D}, 72);
+      Tensor Bias = RandomTensor("bias", DType::kF32, {c.E}, 73, c.bias_scale);
+      std::vector<Tensor> ex;
+      ex.reserve(size_t(3 * c.E));
+      for (int e = 0; e < c.E; ++e) {
+        const uint64_t s = uint64_t(300 + 3 * e);
+        ex.push_back(RandomTensor("g" + std::to_string(e), DType::kF32, {I, c.D}, s, 0.5f));
+        ex.push_back(RandomTensor("u" + std::to_string(e), DType::kF32, {I, c.D}, s + 1, 0.5f));
+        ex.push_back(RandomTensor("d" + std::to_string(e), DType::kF32, {c.D, I}, s + 2, 0.5f));
+      }
+      Graph g;
+      Node n;
+      n.op = Op::kMoE;
+      n.name = "moe";
+      n.src = {Input(g, X, R), g.AddWeight(G), c.bias ? g.AddWeight(Bias) : -1};
+      const int e1 = c.n_local ? c.e0 + c.n_local : c.E;
+      for (int e = c.e0; e < e1; ++e)
+        for (int m = 0; m < 3; ++m) n.src.push_back(g.AddWeight(ex[size_t(3 * e + m)]));
+      n.shape = {R, c.D};
+      n.params = MoeOpParams{p, c.e0, c.n_local};
+      g.Add(n);
+      std::vector<const Tensor*> eptr;
+      for (auto& t : ex) eptr.push_back(&t);
+      for (int step = 0; step < 2; ++step) {
+        const std::string ws = what + " step " + std::to_string(step);
+        Batch b;
+        std::vector<int32_t> toks;
+        for (int t = 0; t < R; ++t) toks.push_back(step * R + t);
+        b.Add(0, 0, toks, true);
+        b.Finalize();
+        const std::vector<float> got = RunGraph(*fused, g, b), want = RunGraph(*plain, g, b);
+        bool route_apart = false, route_in_gemv = false;
+        for (const vk::Dispatch& d : fused->last_dispatches()) {
+          route_apart |= d.pipe->name == "moe_route";
+          route_in_gemv |= d.pipe->name.find("_vec_route") != std::string::npos;
+        }
+        EXPECT_EQ(route_in_gemv, c.D % 8 == 0) << ws;
+        EXPECT_NE(route_apart, route_in_gemv) << ws;
+        // The same logits and choices; the weights' sums may round apart (another workgroup
+        // size).
+        ExpectClose(got, want, 1e-6, ws + " against moe_route");
+        if (c.n_local) continue;  // the reference has no range
+        std::vector<float> ref(got.size());
+        ref::MoE(X.as<float>() + size_t(step * R * c.D), R, c.D, G, c.bias ? &Bias : nullptr, eptr,
+                 p, ref.data());
+        ExpectClose(got, ref, 1e-5, ws + " against the reference");
+      }
+    }
+}
+
 INSTANTIATE_TEST_SUITE_P(
     Routing, VulkanMoe,
     ::testing::Values(

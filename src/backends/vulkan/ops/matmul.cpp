@@ -949,4 +949,27 @@ void BuildMatMul(OpContext& c) {
                c.scratch.empty() ? nullptr : &c.scratch[0], xqp);
 }
 
+void RecordRouterGemv(OpContext& c, BufRange x, int64_t R, int64_t K, const DeviceWeight& w,
+                      BufRange logits, const NormFold* norm, const GemvRoute& route) {
+  ES_ASSERT((w.dtype == DType::kF32 || w.dtype == DType::kF16 || w.dtype == DType::kBF16) &&
+            w.chunks.size() == 1 && w.cols == K && K % 8 == 0 && R <= kGemvMaxRows);
+  const GemvSpec gs = GemvSpecFor(c.dev, w.dtype, true, R, w.rows, false, false, K);
+  ES_ASSERT(gs.wg >= 64 && gs.qr == 1 && !gs.cluster);  // moe_route.glsl's RT_WG
+  const uint32_t N = uint32_t(w.rows);
+  Dispatch& d = c.Add(std::string("matmul_gemv_") + TypeSuffix(w.dtype) + "_vec_route",
+                      {1, 1, 1, 1, 1, 1, 1, 1, 1}, gs.Spec());
+  d.bindings = {{Range(w.chunks[0].alloc)}, {x},         {route.bias}, {logits},     {x},
+                {norm ? norm->weight : x},  {route.ids}, {route.wts},  {route.count}};
+  d.writes = {3, 6, 7, 8};
+  struct {
+    GemvPush g;
+    uint32_t top_k;  // the MOE variants' (unused)
+    RoutePush rt;
+  } pc{GemvPush{uint32_t(K), N, uint32_t(R), 0, uint32_t(K), 0, 0, N, 0, 0, 0, 0, norm ? 1u : 0u,
+                norm ? norm->eps : 0.0f},
+       0, route.push};
+  d.Push(pc);
+  GemvGrid(d, N, R, gs);
+}
+
 }  // namespace es::vk

@@ -241,36 +241,77 @@ void RecordIdotExperts(OpContext& c, const MoeGemv& spec, const std::vector<BufR
 }  // namespace
 
 namespace {
+// The routing parameters (moe_route_params.glsl) of experts [e0, e0 + EL) of the router's E.
+RoutePush MakeRoutePush(const OpContext& c, int64_t e0, int64_t EL) {
+  const MoeParams& p = c.n.Params<MoeOpParams>().moe;
+  const int64_t E = p.n_experts;
+  return RoutePush{uint32_t(E),
+                   uint32_t(p.top_k),
+                   uint32_t(p.n_group),
+                   uint32_t(p.topk_group),
+                   p.scoring == ScoringFunc::kSigmoid ? 1u : 0u,
+                   uint32_t(p.topk_method),
+                   p.norm_topk_prob ? 1u : 0u,
+                   c.n.src[2] >= 0 ? 1u : 0u,
+                   p.routed_scaling_factor,
+                   uint32_t(e0),
+                   EL == E ? 0u : uint32_t(EL)};
+}
+// The correction bias, or `other` where the node has none (bound, not read).
+BufRange RouteBias(OpContext& c, BufRange other) {
+  return c.n.src[2] >= 0 ? Range(c.weights.GetF32(c.W(2)).chunks[0].alloc) : other;
+}
+
 // moe_route.comp over the router's logits: ids and weights [R, top_k] (a range: local ids, weight
 // 0 for the choices outside it).
 void RecordRouting(OpContext& c, BufRange logits, BufRange ids, BufRange wts, int64_t e0,
                    int64_t EL) {
-  const MoeParams& p = c.n.Params<MoeOpParams>().moe;
-  const Node& n = c.n;
-  const int64_t R = n.shape[0], E = p.n_experts;
-  const bool has_bias = n.src[2] >= 0;
-  BufRange bias = has_bias ? Range(c.weights.GetF32(c.W(2)).chunks[0].alloc) : logits;
+  const int64_t R = c.n.shape[0];
   Dispatch& d = c.Add("moe_route", {1, 1, 1, 1});
-  d.bindings = {{logits}, {bias}, {ids}, {wts}};
+  d.bindings = {{logits}, {RouteBias(c, logits)}, {ids}, {wts}};
   d.writes = {2, 3};
   struct {
-    uint32_t R, E, top_k, n_group, topk_group, sigmoid, method, norm, has_bias;
-    float scaling;
-    uint32_t e0, n_local;
-  } pc{uint32_t(R),
-       uint32_t(E),
-       uint32_t(p.top_k),
-       uint32_t(p.n_group),
-       uint32_t(p.topk_group),
-       p.scoring == ScoringFunc::kSigmoid ? 1u : 0u,
-       uint32_t(p.topk_method),
-       p.norm_topk_prob ? 1u : 0u,
-       has_bias ? 1u : 0u,
-       p.routed_scaling_factor,
-       uint32_t(e0),
-       EL == E ? 0u : uint32_t(EL)};
+    uint32_t R;
+    RoutePush rt;
+  } pc{uint32_t(R), MakeRoutePush(c, e0, EL)};
   d.Push(pc);
   d.groups[0] = uint32_t(R);  // one workgroup per token
+}
+
+// Steps of up to this many rows route in the router GEMV's last workgroup (RouteInRouterGemv):
+// it routes its rows one after another, where moe_route takes a workgroup a row side by side.
+constexpr int64_t kRouteInGemvMaxRows = 4;
+
+// Whether the router GEMV routes in its last workgroup (matmul_gemv.comp ROUTE) instead of a
+// moe_route dispatch of its own: ES_VK_FUSE and ES_VK_MOE_ROUTE_FUSE, decode steps of up to
+// kRouteInGemvMaxRows rows, a float router (f32, f16, bf16) of one chunk with rows of whole
+// 8-element groups, at most 256 experts.
+bool RouteInRouterGemv(const OpContext& c, const DeviceWeight& router) {
+  const int64_t R = c.n.shape[0], K = router.cols;
+  return c.dev.tuning().On(Knob::kFuse) && c.dev.tuning().On(Knob::kMoeRouteFuse) &&
+         R <= kRouteInGemvMaxRows &&
+         (router.dtype == DType::kF32 || router.dtype == DType::kF16 ||
+          router.dtype == DType::kBF16) &&
+         router.chunks.size() == 1 && K % 8 == 0 && router.rows <= 256;
+}
+
+// The router GEMV and the routing: logits, then ids and weights [R, top_k].
+void RecordRouter(OpContext& c, BufRange x, const NormFold* norm, int64_t e0, int64_t EL) {
+  const int64_t R = c.n.shape[0], D = c.n.shape[1];
+  const BufRange logits = c.scratch[0], ids = c.scratch[1], wts = c.scratch[2];
+  const DeviceWeight& router = c.weights.Get(c.W(1));
+  if (!RouteInRouterGemv(c, router)) {
+    RecordMatMul(c, x, R, D, router, nullptr, logits, router.rows, nullptr, norm);
+    RecordRouting(c, logits, ids, wts, e0, EL);
+    return;
+  }
+  // The GEMV's count of finished workgroups (one row group: R <= kGemvMaxRows), zero between
+  // steps: its own memory, not the arena, which other nodes' data share.
+  Allocation count = c.host_pool->Alloc(256, c.n.name + " routing count");
+  std::memset(count.mapped, 0, 256);
+  c.owned->push_back(count);
+  const GemvRoute route{RouteBias(c, logits), ids, wts, Range(count), MakeRoutePush(c, e0, EL)};
+  RecordRouterGemv(c, x, R, D, router, logits, norm, route);
 }
 
 // The EL experts' device stacks and the table the expert kernels read: per expert, (buffer index
@@ -337,7 +378,7 @@ void BuildMoe(OpContext& c) {
            " inputs, expected ", 3 + 3 * EL);
   ES_CHECK(K >= 1 && K <= E && (p.n_group <= 1 || E % p.n_group == 0) && p.topk_group <= p.n_group,
            "vulkan: moe '", n.name, "': inconsistent routing parameters");
-  const BufRange logits = c.scratch[0], ids = c.scratch[1], wts = c.scratch[2], h = c.scratch[3];
+  const BufRange ids = c.scratch[1], wts = c.scratch[2], h = c.scratch[3];
   // Fusions decided by the builder (MoeTakesGemv only): a folded RMSNorm (x is the norm's input;
   // the router GEMV and the up GEMV apply it) and a residual added by the down GEMV.
   MoeGemv spec;
@@ -345,9 +386,7 @@ void BuildMoe(OpContext& c) {
   ES_ASSERT(gemv || (!c.norm_node && !c.residual.size));
   NormFold nf;
   const BufRange x = FoldedNormInput(c, &nf);
-  const DeviceWeight& gate = c.weights.Get(c.W(1));
-  RecordMatMul(c, x, R, D, gate, nullptr, logits, E, nullptr, c.norm_node ? &nf : nullptr);
-  RecordRouting(c, logits, ids, wts, e0, EL);
+  RecordRouter(c, x, c.norm_node ? &nf : nullptr, e0, EL);
   const ExpertTable et = MakeExpertTable(c, EL);
   const auto& lists = et.lists;
   const auto& table = et.table;

@@ -139,6 +139,24 @@ void RecordMatMul(OpContext& c, BufRange x, int64_t R, int64_t K, const DeviceWe
                   const BufRange* bias, BufRange y, int64_t y_rs,
                   const BufRange* residual = nullptr, const NormFold* norm = nullptr,
                   const BufRange* x16 = nullptr, const QuantX* xq = nullptr);
+// moe_route_params.glsl's RouteParams: what the routing of a MoE node needs besides its logits.
+struct RoutePush {
+  uint32_t E, top_k, n_group, topk_group, sigmoid, method, norm, has_bias;
+  float scaling;
+  uint32_t e0, n_local;
+};
+// The routing a router GEMV does in its last workgroup (RecordRouterGemv): the correction bias
+// (any range where push.has_bias is 0), ids and weights [R, top_k], and one zeroed word a row
+// group that the GEMV counts in and sets back to 0.
+struct GemvRoute {
+  BufRange bias, ids, wts, count;
+  RoutePush push;
+};
+// The router GEMV of a MoE step that also routes (matmul_gemv.comp ROUTE): logits = x Wᵀ [R, E]
+// as RecordMatMul's GEMV writes them, then ids and weights as moe_route.comp writes them. W f32,
+// f16 or bf16 of one chunk, K % 8 == 0, R <= kGemvMaxRows (ops/moe.cpp RouteInRouterGemv checks).
+void RecordRouterGemv(OpContext& c, BufRange x, int64_t R, int64_t K, const DeviceWeight& w,
+                      BufRange logits, const NormFold* norm, const GemvRoute& route);
 // Whether a GEMV of R rows, inner size K over weights of type wt runs on integer dot products
 // (matmul_gemv.comp IDOT over x quantized per 32-block): R <= 8, K % 32 == 0, and Q8_0, Q4_0 or
 // (K % 256 == 0) Q5_K, Q4_K, Q6_K (the last two unless ES_VK_GEMV_IDOT_Q4K / _Q6K=0) with

@@ -70,6 +70,15 @@
 //     each lane's units of UN choices loaded before any is used (MoeDownUnits), weighted per unit.
 // The buffer index is uniform in a workgroup (one pair or token a workgroup; the down GEMV's
 // loads of one choice at a time).
+// ROUTE (a MoE router's GEMV, VEC f32 / f16 / bf16 weights, one chunk; ops/moe.cpp RouteInRouterGemv): y is
+// the logits [R, E] (coherent: read back here) and the routing follows in the GEMV itself — each
+// workgroup, its logits written, counts itself done in cnt[row group] (binding 8, zero between
+// steps); the last of a row group's workgroups routes its rows (moe_route.glsl: ids and weights,
+// bindings 6 and 7; the correction bias at binding 2, the GEMV's own bias being unused) and sets
+// the count back to 0. Stores, then memoryBarrierBuffer and barrier before the count, and
+// memoryBarrierBuffer after it, over coherent buffers: the last workgroup sees every logit
+// (the "last block" pattern; the atomic is the only cross-workgroup signal). No moe_route
+// dispatch, so no barrier level of its own: the experts' up GEMV follows the router directly.
 // XLOCAL (with IDOT): no separate quantization — each workgroup quantizes the x it needs into
 // shared memory itself (KC elements of every batch row per step, the folded norm applied while
 // quantizing, exactly as quantize_q8.comp does), so x is bound as f32 like the float GEMV's.
@@ -150,7 +159,18 @@ layout(binding = 1) readonly buffer X { vec4 x4[]; };  // x offsets and strides 
 layout(binding = 1) readonly buffer X { float x[]; };
 #endif
 layout(binding = 2) readonly buffer Bias { float bias[]; };
+#if defined(ROUTE)
+#if !defined(VEC) || defined(W_QUANT) || defined(DUAL) || defined(MOE) || defined(CLUSTER)
+#error "ROUTE: the float VEC GEMV only"
+#endif
+layout(binding = 3) coherent buffer Y { float y[]; };
+layout(binding = 6) writeonly buffer RtIds { int rt_ids[]; };
+layout(binding = 7) writeonly buffer RtWts { float rt_wts[]; };
+layout(binding = 8) coherent buffer RtCnt { uint rt_cnt[]; };
+#include "moe_route_params.glsl"
+#else
 layout(binding = 3) writeonly buffer Y { float y[]; };
+#endif
 layout(binding = 4) readonly buffer Res { float res[]; };
 #if defined(IDOT) && !defined(XLOCAL)
 layout(binding = 5) readonly buffer XD { vec2 xds[]; };  // per x block: (d, d * Σq)
@@ -161,7 +181,33 @@ layout(push_constant) uniform P {
   uint K, N, R, n0, x_rs, x_hs, x_off, y_rs, y_hs, y_off, has_bias, epi, norm;
   float eps;
   uint top_k;  // MOE
+#if defined(ROUTE)
+  RouteParams rt;
+#endif
 } p;
+#if defined(ROUTE)
+#define RT_WG WG
+#define RT_P p.rt
+#define RT_LOGIT(r, e) y[(r) * p.y_rs + (e)]
+#define RT_BIAS(e) bias[e]
+#define RT_STORE(r, j, id, w)               \
+  rt_ids[(r) * p.rt.top_k + (j)] = (id); \
+  rt_wts[(r) * p.rt.top_k + (j)] = (w)
+#include "moe_route.glsl"
+shared bool rt_last;
+// After this workgroup's stores: the routing of rows [r0, r0 + nr) by the last workgroup of
+// their row group rg to finish (og of them; see the header).
+void RouteIfLast(uint r0, uint nr, uint rg, uint og) {
+  memoryBarrierBuffer();
+  barrier();
+  if (gl_LocalInvocationID.x == 0u) rt_last = atomicAdd(rt_cnt[rg], 1u) == og - 1u;
+  barrier();
+  if (!rt_last) return;  // uniform: shared
+  memoryBarrierBuffer();
+  for (uint r = 0u; r < nr; ++r) MoeRouteRow(r0 + r, gl_LocalInvocationID.x);
+  if (gl_LocalInvocationID.x == 0u) atomicExchange(rt_cnt[rg], 0u);
+}
+#endif
 #if defined(COMBINE)
 layout(constant_id = 9) const uint CS = 64;
 shared vec4 xcomb[RB * KC / 4u];     // the workgroup's merged x rows, K floats each
@@ -1016,6 +1062,9 @@ void main() {
       }
     }
   }
+#if defined(ROUTE)
+  RouteIfLast(r0, nr, rg, inter ? gl_NumWorkGroups.x / nrg : gl_NumWorkGroups.x);
+#endif
 #if defined(QOUT)
   barrier();
   if (tid < nr) {  // batch row tid's block: outputs [32 x, 32 x + 32) of the workgroup
