@@ -125,10 +125,16 @@ const std::array<KnobSpec, kKnobCount> kTable = {{
      R::kPath,
      "the dual GEMV writes the down projection's x quantized: auto = 2 for Q4_0, 0 for Q8_0 "
      "(7B Q4_0 357 t/s against 350)"},
-    {Knob::kMoeRouteFuse, "ES_VK_MOE_ROUTE_FUSE", T::kBool, "0|1", "1", W::kGraph, R::kExperiment,
+    {Knob::kMoeRouteFuse, "ES_VK_MOE_ROUTE_FUSE", T::kBool, "0|1", "1", W::kGraph, R::kPath,
      "MoE decode (up to 4 rows): the router GEMV's last workgroup routes (ops/moe.cpp "
-     "RouteInRouterGemv), no moe_route dispatch and one barrier level less a MoE layer; 0: "
-     "moe_route apart. Not yet timed on a GPU"},
+     "RouteInRouterGemv), no moe_route dispatch and one barrier level less a MoE layer (H100, "
+     "V2-Lite f16 tg128 279.4 / 280.1 t/s against 268.9 / 266.9 with 0: moe_route apart)"},
+    {Knob::kMlaWuvCombine, "ES_VK_MLA_WUV_COMBINE", T::kBool, "0|1", "0", W::kGraph, R::kExperiment,
+     "1: MLA decode's Wuv GEMV merges its head's split-key chunks itself (ops/matmul.cpp "
+     "HeadGemvCombines), no attention_combine dispatch and one barrier level less a layer. H100, "
+     "V2-Lite f16 with it: tg128 279.4 / 280.1 t/s against 554fe6b's 278.1 / 278.4 though the "
+     "route in the router GEMV alone gave +4%; 4,096 deep 241.6 against 251.2. Off until its "
+     "own A/B"},
     {Knob::kAttnDecode, "ES_VK_ATTN_DECODE", T::kBool, "0|1", "1", W::kGraph, R::kPath,
      "kv-head decode attention (7B Q4_0 tg 354.5 t/s against 320.2 without)"},
     {Knob::kAttnFuse, "ES_VK_ATTN_FUSE", T::kBool, "0|1", "1", W::kGraph, R::kPath,

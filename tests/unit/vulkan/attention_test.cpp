@@ -615,9 +615,10 @@ TEST_P(VulkanAttention, AbsorbedMlaAtRealWidthsAndLongContexts) {
 // (3 heads, latent 96, 7 outputs a head), over decode rows whose keys fill one chunk (contexts 1
 // and 2), a few chunks (~100 keys), and all 64 (~2,100 keys: 11 rows, two batch-row groups of the
 // GEMV, 46 chunks), and a prefill between (the plain path, DIRECT). Tolerance as the absorbed
-// MLA tests' (f16 latent cache).
+// MLA tests' (f16 latent cache). ES_VK_MLA_WUV_COMBINE=1 (off by default: an open A/B).
 TEST_F(VulkanTest, MlaWuvGemvMergesTheSplitChunks) {
   auto& be = SharedVulkan();
+  ScopedKnobs merge(be, {{"ES_VK_MLA_WUV_COMBINE", "1"}});
   struct Shape {
     int H, dn, dr, dv, r;
   };

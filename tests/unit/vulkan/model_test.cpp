@@ -176,8 +176,10 @@ TEST_F(VulkanTest, LongFloatRowsTakeFourOutputsAGroupInAModel) {
 
 // A DeepSeek-V2 decode step's MLA chain (ops/mla_attention.cpp): the Wuv GEMV merges the split
 // chunks itself (matmul_gemv.comp COMBINE) in the barrier step right after mla_attention's, with
-// no attention_combine between (it took a step of its own before).
+// no attention_combine between (it takes a step of its own with ES_VK_MLA_WUV_COMBINE=0, the
+// default while its A/B is open).
 TEST_F(VulkanTest, DeepseekDecodeMlaChainTakesNoCombineStep) {
+  ScopedKnobs merge(SharedVulkan(), {{"ES_VK_MLA_WUV_COMBINE", "1"}});
   VulkanAndCpu run(kCases[2].config, 5, 32);
   run.PrefillThenDecode(1, 1e-4, "mla chain");
   const vk::VulkanCounters c = SharedVulkan().counters();

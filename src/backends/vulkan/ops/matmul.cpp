@@ -445,6 +445,7 @@ GemvSpec CombineSpec(const Device& dev, DType wt, int64_t R, int64_t N, int64_t 
 }  // namespace
 
 bool HeadGemvCombines(const Device& dev, DType wt, int64_t R, int64_t N, int64_t K, uint32_t S) {
+  if (!dev.tuning().On(Knob::kMlaWuvCombine)) return false;
   if (wt != DType::kF32 && wt != DType::kF16 && wt != DType::kBF16 && wt != DType::kQ8_0 &&
       wt != DType::kQ4_0)
     return false;  // the types with a _comb variant (CMakeLists.txt)
