@@ -92,15 +92,15 @@ const std::array<KnobSpec, kKnobCount> kTable = {{
     {Knob::kGemvIdot, "ES_VK_GEMV_IDOT", T::kEnum, "auto|0|1", "auto", W::kGraph, R::kPath,
      "integer-dot GEMV (Q8_0, Q4_0, Q5_K, Q4_K, Q6_K): auto = where the device has 4x8-bit dot "
      "products in hardware"},
-    {Knob::kGemvIdotQ4K, "ES_VK_GEMV_IDOT_Q4K", T::kBool, "0|1", "1", W::kGraph, R::kExperiment,
-     "0: the dense Q4_K GEMVs on the float path (matmul_gemv.comp) instead of the integer dots "
-     "(IDOT_K). H100, 7B Q4_K_M tg128 223.8 / 223.0 t/s on integer dots against 195.2 / 195.7 "
-     "(+14%); V2-Lite Q4_K_M lost on the H200 in session 17 (192.5 against 199.1), before x was "
-     "quantized inside the GEMV: its A/B is open"},
-    {Knob::kGemvIdotQ6K, "ES_VK_GEMV_IDOT_Q6K", T::kBool, "0|1", "1", W::kGraph, R::kExperiment,
-     "0: the dense Q6_K GEMVs (a Q4_K_M file's lm_head and some attn_v / ffn_down) on the float "
-     "path instead of the integer dots (IDOT_K6, as the experts' Q6_K GEMVs). Unmeasured: the "
-     "float Q6_K lm_head read 952 GB/s on the H100 (7B Q4_K_M); A/B open"},
+    {Knob::kGemvIdotQ4K, "ES_VK_GEMV_IDOT_Q4K", T::kEnum, "auto|0|1", "auto", W::kGraph, R::kPath,
+     "dense Q4_K GEMVs on the integer dots (IDOT_K): auto = those of 8,192 outputs or more "
+     "(ops/matmul.cpp KQuantIdot). Every one on them: H100 7B Q4_K_M tg128 223.8 / 223.0 t/s "
+     "against 195.2 / 195.7 on the float GEMV, H200 V2-Lite Q4_K_M 298.5 / 299.6 against "
+     "339.8 / 346.2 (its 576-3,072-output GEMVs lose); 1: every one, for tests"},
+    {Knob::kGemvIdotQ6K, "ES_VK_GEMV_IDOT_Q6K", T::kEnum, "auto|0|1", "auto", W::kGraph, R::kPath,
+     "dense Q6_K GEMVs on the integer dots (IDOT_K6): auto = those of 8,192 outputs or more. "
+     "H100 7B Q4_K_M: lm_head 188.5 us a step against 470.3 (952 GB/s) on the float GEMV, tg128 "
+     "233.7 against 223.1; its 512-output attn_v 441 against 372 us; 1: every one, for tests"},
     {Knob::kGemvIdotTpr, "ES_VK_GEMV_IDOT_TPR", T::kUint, "4|8|16|32|64|128|256", "64", W::kGraph,
      R::kPath, "integer-dot GEMV: invocations per output group"},
     {Knob::kGemvIdotQr, "ES_VK_GEMV_IDOT_QR", T::kUint, "0|1|2|4|8", "0", W::kGraph, R::kPath,

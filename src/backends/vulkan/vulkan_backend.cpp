@@ -384,7 +384,8 @@ class VkFusionCaps : public FusionCaps {
   // Integer-dot GEMVs: int8 x for Q4_0 and Q4_K (format 0), int16 for Q8_0 (format 1).
   int QuantizedX(const Graph& g, const Node& m) const override {
     const DType wt = WeightType(g, m);
-    return UseIdotGemv(x_.dev, x_.T, XCols(g, m), wt) ? (wt == DType::kQ8_0 ? 1 : 0) : -1;
+    const int64_t N = x_.weights.Get(*g.node(m.src[1]).weight).rows;
+    return UseIdotGemv(x_.dev, x_.T, XCols(g, m), N, wt) ? (wt == DType::kQ8_0 ? 1 : 0) : -1;
   }
   bool QuantizeXOnce(const Graph& g, const Node& m, bool dual) const override {
     return IdotQuantizeOnce(x_.dev, x_.T, XCols(g, m),

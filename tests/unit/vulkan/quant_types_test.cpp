@@ -502,17 +502,48 @@ void CheckIdot(Backend& be, DType dt, int R, int K, int N, bool bias, const std:
       << where << ": the integer-dot path did not run";
 }
 
-// A backend whose GEMVs of Q8_0, Q4_0 and Q5_K weights take the integer-dot path, with `t`'s
-// other knobs.
+// A backend whose GEMVs of Q8_0, Q4_0, Q5_K, and Q4_K and Q6_K of any output count (by default
+// from kIdotKQuantMinRows) take the integer-dot path, with `t`'s other knobs.
 std::unique_ptr<vk::VulkanBackend> IdotVulkan(vk::VulkanTuning t = {}) {
   t.knobs.Set(vk::Knob::kGemvIdot, "1");
+  t.knobs.Set(vk::Knob::kGemvIdotQ4K, "1");
+  t.knobs.Set(vk::Knob::kGemvIdotQ6K, "1");
   return MakeVulkan(t);
+}
+
+// Whether the last run's one GEMV was an integer-dot one (a matmul_gemv_*_idot* shader).
+bool RanIdotGemv(vk::VulkanBackend& be) {
+  int idot = 0, gemv = 0;
+  for (const std::string& n : be.counters().shaders) {
+    if (n.rfind("matmul_gemv_", 0) != 0) continue;
+    ++gemv;
+    idot += n.find("_idot") != std::string::npos;
+  }
+  EXPECT_EQ(gemv, 1);
+  return idot == 1;
+}
+
+// By default (ES_VK_GEMV_IDOT_Q4K / _Q6K auto) the dense Q4_K and Q6_K GEMVs take the integer
+// dots from kIdotKQuantMinRows outputs (the 7B's FFN and lm_head), the float GEMV below (V2-Lite's
+// 576-3,072-output ones, where the dots lost); both against their references.
+TEST_F(VulkanQuant, KQuantGemvTakesIntegerDotsFromItsOutputCount) {
+  vk::VulkanTuning t;
+  t.knobs.Set(vk::Knob::kGemvIdot, "1");
+  auto be = MakeVulkan(t);
+  const int at = int(vk::kIdotKQuantMinRows);
+  for (DType dt : {DType::kQ4_K, DType::kQ6_K}) {
+    CheckIdot(*be, dt, 1, 256, at, false, "k-quant idot at the rule's outputs");
+    EXPECT_TRUE(RanIdotGemv(*be)) << Name(dt);
+    const MatMulRun m = RunMatMul(*be, dt, 1, 256, at - 1, false, 161, "below the rule");
+    EXPECT_FALSE(RanIdotGemv(*be)) << Name(dt);
+    ExpectClose(m.got, RefMatMul(m.X, m.W, nullptr, 1), 1e-5, m.where);
+  }
 }
 
 // The dense Q4_K GEMVs on the integer-dot path too (IDOT_K, as Q5_K), against the int8-x
 // reference and apart from the f32 product (ES_VK_GEMV_IDOT_Q4K=0: it fails), over odd output
 // counts and batch rows.
-TEST_F(VulkanQuant, IdotQ4KDenseGemvByDefault) {
+TEST_F(VulkanQuant, IdotQ4KDenseGemvUnderItsKnob) {
   auto be = IdotVulkan();
   for (int K : {256, 2304})
     for (int R : {1, 3, 8})
@@ -523,7 +554,7 @@ TEST_F(VulkanQuant, IdotQ4KDenseGemvByDefault) {
 // (IDOT_K6, the experts' unit), against the int8-x reference and apart from the f32 product
 // (ES_VK_GEMV_IDOT_Q6K=0: it fails), over odd output counts, batch rows 1 / 3 / 8 and the 7B's
 // two row lengths (3,584: x quantized in the workgroups; 18,944, its ffn_down: x apart).
-TEST_F(VulkanQuant, IdotQ6KDenseGemvByDefault) {
+TEST_F(VulkanQuant, IdotQ6KDenseGemvUnderItsKnob) {
   auto be = IdotVulkan();
   for (int K : {3584, 18944})
     for (int R : {1, 3, 8})

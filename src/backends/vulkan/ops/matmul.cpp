@@ -225,21 +225,29 @@ bool IdotOn(const Device& dev, DType wt) {
 }
 }  // namespace
 
-bool UseIdotGemv(const Device& dev, int64_t R, int64_t K, DType wt) {
-  // Q4_K (matmul_gemv.comp IDOT_K, as Q5_K) is right on the H200: the fused FFN test that held
-  // it back in sessions 14-16 missed by one int8 level of h, the down GEMV's x, flipping at a
-  // rounding boundary between the GPU's f32 sums and the reference's f64 ones (session 17's
-  // per-output dump; the test now allows such flips, ExplainLevelFlips). H100, 7B Q4_K_M tg128,
-  // one job: 223.8 / 223.0 t/s against 195.2 / 195.7 on the float GEMV (its Q4_K dual GEMV read
-  // 891 GB/s). V2-Lite Q4_K_M lost in session 17 (H200, 192.5 against 199.1: a quantize
-  // dispatch per x then); ES_VK_GEMV_IDOT_Q4K=0 keeps that A/B open. Q6_K (IDOT_K6, the
-  // experts' unit): a Q4_K_M file's lm_head and some attn_v / ffn_down; its float GEMV read
-  // 952 GB/s as the 7B's lm_head (H100); ES_VK_GEMV_IDOT_Q6K=0 for the A/B.
+namespace {
+// A dense Q4_K / Q6_K GEMV on integer dots (matmul_gemv.comp IDOT_K / IDOT_K6): `knob` 0 / 1,
+// auto where it has kIdotKQuantMinRows outputs or more. Q4_K is right on the H200: the fused FFN
+// test that held it back in sessions 14-16 missed by one int8 level of h, the down GEMV's x,
+// flipping at a rounding boundary between the GPU's f32 sums and the reference's f64 ones
+// (session 17's per-output dump; the test allows such flips, ExplainLevelFlips). Session 30:
+// every Q4_K GEMV on integer dots took the 7B Q4_K_M's tg128 from 195.2 / 195.7 t/s to 223.8 /
+// 223.0 (H100; its 18,944-output dual GEMV 2,475 -> 1,535 us a step) but V2-Lite Q4_K_M's from
+// 339.8 / 346.2 down to 298.5 / 299.6 (H200; its Q4_K GEMVs have 576-3,072 outputs: x quantized
+// in each of their few workgroups, or a dispatch of its own, costs more than the dots save).
+// Q6_K: the 7B's lm_head 470 -> 189 us a step (152,064 outputs), its 512-output attn_v 372 ->
+// 441 (too few workgroups).
+bool KQuantIdot(const Device& dev, Knob knob, int64_t N) {
   const Tuning& tune = dev.tuning();
+  return tune.IsAuto(knob) ? N >= kIdotKQuantMinRows : tune.Uint(knob) == 1;
+}
+}  // namespace
+
+bool UseIdotGemv(const Device& dev, int64_t R, int64_t K, int64_t N, DType wt) {
   const bool k256 = K % 256 == 0;
   const bool typed = wt == DType::kQ8_0 || wt == DType::kQ4_0 || (wt == DType::kQ5_K && k256) ||
-                     (wt == DType::kQ4_K && k256 && tune.On(Knob::kGemvIdotQ4K)) ||
-                     (wt == DType::kQ6_K && k256 && tune.On(Knob::kGemvIdotQ6K));
+                     (wt == DType::kQ4_K && k256 && KQuantIdot(dev, Knob::kGemvIdotQ4K, N)) ||
+                     (wt == DType::kQ6_K && k256 && KQuantIdot(dev, Knob::kGemvIdotQ6K, N));
   if (R > kGemvMaxRows || K % 32 != 0 || !typed) return false;
   return IdotOn(dev, wt);
 }
@@ -639,12 +647,12 @@ void RecordMatMul(OpContext& c, BufRange x, int64_t R, int64_t K, const DeviceWe
                   const NormFold* norm, const BufRange* x16, const QuantX* xq) {
   ES_ASSERT((!residual && !norm) || (R <= kGemvMaxRows && K % 8 == 0));
   ES_ASSERT(w.cols == K);
-  ES_ASSERT(!xq || (!norm && UseIdotGemv(c.dev, R, K, w.dtype)));
+  ES_ASSERT(!xq || (!norm && UseIdotGemv(c.dev, R, K, w.rows, w.dtype)));
   if (RecordDecodeShaped(c, x, R, K, w, bias, y, y_rs, x16)) return;
   const bool gemv = R <= kGemvMaxRows;
   const bool vec = K % 8 == 0;
   // Integer dot products over x quantized by a separate dispatch (xq) or in each workgroup.
-  const bool idot = gemv && UseIdotGemv(c.dev, R, K, w.dtype);
+  const bool idot = gemv && UseIdotGemv(c.dev, R, K, w.rows, w.dtype);
   GemvSpec gs = GemvSpecFor(c.dev, w.dtype, vec, R, w.rows, idot, xq != nullptr, K);
   if (idot && !xq) gs.kc = IdotLocalStep(K, gs.rb, w.dtype);
   // The workgroup-scope coopmat GEMM reads x as f16: one conversion serves every chunk.
@@ -869,8 +877,9 @@ bool MoeGemvFor(const Device& dev, int64_t R, int64_t D, int64_t I, int64_t top_
 
 bool DualQuantizesOut(const Device& dev, int64_t R, int64_t K, const DeviceWeight& gate) {
   GemvSpec gs{};
-  return UseIdotGemv(dev, R, K, gate.dtype) && IdotQuantizeOnce(dev, R, K, gate.rows, true) &&
-         gate.chunks.size() == 1 && gate.rows % 32 == 0 && DualQoutSpec(dev, R, gate, &gs);
+  return UseIdotGemv(dev, R, K, gate.rows, gate.dtype) &&
+         IdotQuantizeOnce(dev, R, K, gate.rows, true) && gate.chunks.size() == 1 &&
+         gate.rows % 32 == 0 && DualQoutSpec(dev, R, gate, &gs);
 }
 
 void RecordGemvSwiGLU(OpContext& c, BufRange x, int64_t R, int64_t K, const DeviceWeight& gate,
@@ -878,9 +887,9 @@ void RecordGemvSwiGLU(OpContext& c, BufRange x, int64_t R, int64_t K, const Devi
                       const QuantX* yq) {
   ES_ASSERT(CanFuseGemv(R, K, gate) && gate.dtype == up.dtype && gate.rows == up.rows &&
             gate.chunks.size() == up.chunks.size());
-  ES_ASSERT(!xq || (!norm && UseIdotGemv(c.dev, R, K, gate.dtype)));
+  ES_ASSERT(!xq || (!norm && UseIdotGemv(c.dev, R, K, gate.rows, gate.dtype)));
   ES_ASSERT(!yq || (xq && DualQuantizesOut(c.dev, R, K, gate)));
-  const bool idot = UseIdotGemv(c.dev, R, K, gate.dtype);
+  const bool idot = UseIdotGemv(c.dev, R, K, gate.rows, gate.dtype);
   GemvSpec gs = GemvSpecFor(c.dev, gate.dtype, true, R, gate.rows, idot, xq != nullptr, K);
   if (yq) DualQoutSpec(c.dev, R, gate, &gs);
   if (idot && !xq) gs.kc = IdotLocalStep(K, gs.rb, gate.dtype);

@@ -162,7 +162,9 @@ void RecordRouterGemv(OpContext& c, BufRange x, int64_t R, int64_t K, const Devi
 // (K % 256 == 0) Q5_K, Q4_K, Q6_K (the last two unless ES_VK_GEMV_IDOT_Q4K / _Q6K=0) with
 // ES_VK_GEMV_IDOT=1 (the tuning registry's knob); auto, on devices with 4x8-bit dot products in
 // hardware, Q8_0 (int16 x) where the mixed-signedness ones are too.
-bool UseIdotGemv(const Device& dev, int64_t R, int64_t K, DType wt);
+bool UseIdotGemv(const Device& dev, int64_t R, int64_t K, int64_t N, DType wt);
+// Outputs from which a dense Q4_K / Q6_K GEMV takes the integer dots by default (UseIdotGemv).
+constexpr int64_t kIdotKQuantMinRows = 8192;
 // Whether its x (rows of K, for N outputs; dual: the x of a fused gate/up GEMV) is quantized once
 // per input by a dispatch of its own rather than inside each GEMV workgroup: ES_VK_GEMV_IDOT_LOCAL
 // (default: for steps of more than one row, rows longer than 8192, dual GEMVs and GEMVs of more
