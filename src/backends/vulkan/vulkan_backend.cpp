@@ -383,13 +383,13 @@ class VkFusionCaps : public FusionCaps {
   }
   // Integer-dot GEMVs: int8 x for Q4_0 and Q4_K (format 0), int16 for Q8_0 (format 1).
   int QuantizedX(const Graph& g, const Node& m) const override {
-    const DType wt = WeightType(g, m);
-    const int64_t N = x_.weights.Get(*g.node(m.src[1]).weight).rows;
-    return UseIdotGemv(x_.dev, x_.T, XCols(g, m), N, wt) ? (wt == DType::kQ8_0 ? 1 : 0) : -1;
+    const DeviceWeight& w = Weight(g, m);
+    return UseIdotGemv(x_.dev, x_.T, XCols(g, m), w.rows, w.dtype)
+               ? (w.dtype == DType::kQ8_0 ? 1 : 0)
+               : -1;
   }
   bool QuantizeXOnce(const Graph& g, const Node& m, bool dual) const override {
-    return IdotQuantizeOnce(x_.dev, x_.T, XCols(g, m),
-                            x_.weights.Get(*g.node(m.src[1]).weight).rows, dual);
+    return IdotQuantizeOnce(x_.dev, x_.T, XCols(g, m), Weight(g, m).rows, dual);
   }
   // The split decode attention's combine step writes its output quantized (ES_VK_ATTN_QUANT);
   // the dual gate/up GEMV (p: its gate) writes silu(gate) * up quantized where DualQuantizesOut.
@@ -409,9 +409,11 @@ class VkFusionCaps : public FusionCaps {
     return CanFuseGemv(x_.T, XCols(g, m), x_.weights.Get(*g.node(m.src[1]).weight));
   }
   static int64_t XCols(const Graph& g, const Node& m) { return g.node(m.src[0]).shape[1]; }
-  DType WeightType(const Graph& g, const Node& m) const {
-    return x_.weights.Get(*g.node(m.src[1]).weight).dtype;
+  // The weight matmul m multiplies by (its second input).
+  const DeviceWeight& Weight(const Graph& g, const Node& m) const {
+    return x_.weights.Get(*g.node(m.src[1]).weight);
   }
+  DType WeightType(const Graph& g, const Node& m) const { return Weight(g, m).dtype; }
   const FuseInput& x_;
 };
 
