@@ -129,6 +129,11 @@ const std::array<KnobSpec, kKnobCount> kTable = {{
      "MoE decode (up to 4 rows): the router GEMV's last workgroup routes (ops/moe.cpp "
      "RouteInRouterGemv), no moe_route dispatch and one barrier level less a MoE layer (H100, "
      "V2-Lite f16 tg128 279.4 / 280.1 t/s against 268.9 / 266.9 with 0: moe_route apart)"},
+    {Knob::kMoeSharedFuse, "ES_VK_MOE_SHARED_FUSE", T::kBool, "0|1", "1", W::kGraph, R::kExperiment,
+     "MoE decode (up to 4 rows, float experts: f32, f16, bf16): the shared experts run as "
+     "pseudo-experts of weight 1 inside the routed experts' up and down GEMVs (ops/moe.cpp "
+     "MoeTakesShared), two dispatches less a MoE layer; 0: their dual and down GEMVs apart. Not "
+     "yet timed on a GPU"},
     {Knob::kMlaWuvCombine, "ES_VK_MLA_WUV_COMBINE", T::kBool, "0|1", "0", W::kGraph, R::kExperiment,
      "1: MLA decode's Wuv GEMV merges its head's split-key chunks itself (ops/matmul.cpp "
      "HeadGemvCombines), no attention_combine dispatch and one barrier level less a layer. H100, "

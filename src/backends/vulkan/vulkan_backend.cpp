@@ -352,7 +352,8 @@ struct FuseInput {
 // kv_a chain becomes one store over an f32 or f16 cache; the split decode attention
 // (UseDecodeAttention; ES_VK_ATTN_FUSE; not over a block-quantized cache, whose new keys would
 // have to be rounded as their whole 32-blocks store them) takes the raw q, k and v rows; the MLA
-// kernel rotates q where MlaFoldsQRope. ES_VK_FUSE=0: none.
+// kernel rotates q where MlaFoldsQRope; a MoE's float expert GEMVs run the shared experts too
+// where MoeTakesShared. ES_VK_FUSE=0: none.
 class VkFusionCaps : public FusionCaps {
  public:
   explicit VkFusionCaps(const FuseInput& x) : x_(x) {}
@@ -402,6 +403,10 @@ class VkFusionCaps : public FusionCaps {
     }
     const DeviceWeight& gw = x_.weights.Get(*g.node(p.src[1]).weight);
     return p.op == Op::kMatMul && gw.dtype == wt && DualQuantizesOut(x_.dev, x_.T, XCols(g, p), gw);
+  }
+  bool MoeRunsShared(const Graph& g, const Node& moe, const Node& gate, const Node& up,
+                     const Node& down) const override {
+    return x_.fuse && MoeTakesShared(x_.dev, x_.weights, g, moe, gate, up, down);
   }
 
  private:
@@ -477,6 +482,7 @@ void SetFusions(OpContext& ci, int i, const FusionPlan& fz, const QuantXPlan& qx
   ci.out_node = out_node[size_t(i)];
   if (res_node[size_t(i)] >= 0) ci.residual = act[size_t(res_node[size_t(i)])];
   if (norm_of[size_t(i)] >= 0) ci.norm_node = &nodes[size_t(norm_of[size_t(i)])];
+  if (fz.moe_shared[size_t(i)] >= 0) ci.moe_shared = &nodes[size_t(fz.moe_shared[size_t(i)])];
   if (rope_of[size_t(i)] >= 0) ci.rope_node = &nodes[size_t(rope_of[size_t(i)])];
   if (mla_c_store[size_t(i)] >= 0) {
     ci.mla_c_store = &nodes[size_t(mla_c_store[size_t(i)])];
@@ -546,11 +552,10 @@ std::unique_ptr<VulkanBackend::Program> VulkanBackend::Build(const Graph& g, con
   const FusionPlan fz = PlanFusions(g, VkFusionCaps(in));
   const auto& write_at = fz.write_at;
   const auto& skip = fz.skip;
-  const auto& live_until = fz.live_until;
 
   // ---- activation plan: intervals from Graph::LastUse (kv_store passes its input through) ---
   std::vector<int> last = g.LastUse();
-  for (int i = 0; i < N; ++i) last[size_t(i)] = std::max(last[size_t(i)], live_until[size_t(i)]);
+  for (int i = 0; i < N; ++i) last[size_t(i)] = std::max(last[size_t(i)], fz.live_until[size_t(i)]);
   std::vector<int> owner(size_t(N), -1);
   for (int i = 0; i < N; ++i) {
     const Node& n = nodes[size_t(i)];
@@ -574,7 +579,9 @@ std::unique_ptr<VulkanBackend::Program> VulkanBackend::Build(const Graph& g, con
   std::vector<std::vector<int>> scratch_items(static_cast<size_t>(N));
   for (int i = 0; i < N; ++i) {
     if (nodes[size_t(i)].op == Op::kWeight) continue;
-    for (uint64_t bytes : ScratchBytes(*dev_, kv, g, nodes[size_t(i)], T, mla_expand)) {
+    for (uint64_t bytes :
+         AddMoeSharedScratch(g, nodes[size_t(i)], fz.moe_shared[size_t(i)],
+                             ScratchBytes(*dev_, kv, g, nodes[size_t(i)], T, mla_expand))) {
       scratch_items[size_t(i)].push_back(int(items.size()));
       items.push_back({ScratchFrom(nodes[size_t(i)], i), i, bytes});
     }

@@ -26,7 +26,7 @@ void FoldRmsNorms(const Graph& g, const FusionCaps& caps, FusionPlan& f) {
     if (!ok || consumers.empty()) continue;
     f.skip[size_t(m)] = 1;
     for (int j : consumers) f.norm_of[size_t(j)] = m;
-    f.live_until[size_t(n.src[0])] = consumers.back();
+    f.live_until[size_t(n.src[0])] = std::max(f.live_until[size_t(n.src[0])], consumers.back());
   }
 }
 

@@ -318,3 +318,81 @@ TEST(FusionPasses, MlaKvChainOfAnOddLatentIsNotFused) {
 
 }  // namespace
 }  // namespace es
+
+namespace es {
+namespace {
+
+// A DeepSeek MoE block as arch.cpp MlpBlock builds it: x -> norm h; the shared experts' FFN
+// (gate, up, SwiGLU, down) added to x; the kMoE node over h added to that.
+struct MoeBlock {
+  int x, norm, gate, up, act, down, shared_res, moe, out;
+};
+MoeBlock MoeLayer(Graph& g, Weights& w, bool shared_reads_x = false) {
+  const int64_t T = 1, D = 64, I = 32, E = 4, n_sh = 2;
+  MoeBlock b{};
+  b.x = Add(g, Op::kInput, "x", {}, {T, D});
+  b.norm = Add(g, Op::kRmsNorm, "norm", {b.x, g.AddWeight(w.W(D, 0, DType::kF32))}, {T, D},
+               RmsNormParams{1e-6f});
+  const int sx = shared_reads_x ? b.x : b.norm;
+  b.gate = Add(g, Op::kMatMul, "sh_gate", {sx, g.AddWeight(w.W(n_sh * I, D)), -1}, {T, n_sh * I});
+  b.up = Add(g, Op::kMatMul, "sh_up", {sx, g.AddWeight(w.W(n_sh * I, D)), -1}, {T, n_sh * I});
+  b.act = Add(g, Op::kSwiGLU, "sh_act", {b.gate, b.up}, {T, n_sh * I});
+  b.down = Add(g, Op::kMatMul, "sh_down", {b.act, g.AddWeight(w.W(D, n_sh * I)), -1}, {T, D});
+  b.shared_res = Add(g, Op::kAdd, "shared_residual", {b.x, b.down}, {T, D});
+  MoeParams mp;
+  mp.n_experts = E;
+  mp.top_k = 2;
+  mp.ffn_dim = I;
+  std::vector<int> src{b.norm, g.AddWeight(w.W(E, D, DType::kF32)), -1};
+  for (int e = 0; e < E; ++e) {
+    src.push_back(g.AddWeight(w.W(I, D)));
+    src.push_back(g.AddWeight(w.W(I, D)));
+    src.push_back(g.AddWeight(w.W(D, I)));
+  }
+  b.moe = Add(g, Op::kMoE, "experts", src, {T, D}, MoeOpParams{mp});
+  b.out = Add(g, Op::kAdd, "mlp_residual", {b.shared_res, b.moe}, {T, D});
+  Add(g, Op::kGetRows, "rows", {b.out}, {1, D});
+  return b;
+}
+
+struct SharedCaps : Caps {
+  bool shared = true;
+  bool MoeRunsShared(const Graph&, const Node&, const Node&, const Node&,
+                     const Node&) const override {
+    return shared;
+  }
+};
+
+// FuseMoeSharedExperts: the kMoE node runs the shared experts and adds x; their dual GEMV and
+// down GEMV are skipped, x lives until the kMoE node. Without the capability (or where the shared
+// FFN reads another x than the experts) the shared GEMVs stay, their sum the kMoE's residual.
+TEST(FusionPasses, MoeRunsItsSharedExperts) {
+  for (int variant = 0; variant < 3; ++variant) {
+    Graph g;
+    Weights w;
+    const MoeBlock b = MoeLayer(g, w, variant == 2);
+    SharedCaps caps;
+    caps.quant = false;
+    caps.shared = variant != 1;
+    const FusionPlan f = PlanFusions(g, caps);
+    const std::string what = "variant " + std::to_string(variant);
+    EXPECT_EQ(f.out_node[size_t(b.moe)], b.out) << what;
+    EXPECT_EQ(f.gate_node[size_t(b.up)], b.gate) << what;
+    if (variant == 0) {
+      EXPECT_EQ(f.moe_shared[size_t(b.moe)], b.down);
+      EXPECT_EQ(f.res_node[size_t(b.moe)], b.x);
+      EXPECT_EQ(f.live_until[size_t(b.x)], b.moe);
+      EXPECT_EQ(f.norm_of[size_t(b.moe)], b.norm);
+      EXPECT_EQ(Skipped(f),
+                (std::vector<int>{b.norm, b.gate, b.up, b.act, b.down, b.shared_res, b.out}));
+    } else {
+      EXPECT_EQ(f.moe_shared[size_t(b.moe)], -1) << what;
+      EXPECT_EQ(f.res_node[size_t(b.moe)], b.shared_res) << what;
+      EXPECT_FALSE(f.skip[size_t(b.down)]) << what;
+      EXPECT_FALSE(f.skip[size_t(b.up)]) << what;
+    }
+  }
+}
+
+}  // namespace
+}  // namespace es

@@ -235,6 +235,36 @@ TEST_F(VulkanTest, MoeDecodeRoutesInTheRouterGemv) {
   }
 }
 
+// A decode step of DeepSeek-V2 and V3 (bf16 experts, one shared expert) runs the shared experts
+// inside the routed experts' GEMVs (ops/moe.cpp MoeTakesShared): two dispatches less a MoE layer
+// than with their dual and down GEMVs apart (ES_VK_MOE_SHARED_FUSE=0), no more barrier steps,
+// the same logits as the CPU backend either way. (The real-width V3 keeps them apart on lavapipe:
+// its experts' stacks fill the kernels' 8 buffers of 128 MiB ranges; Archs/VulkanModel runs it.)
+TEST_F(VulkanTest, MoeDecodeRunsTheSharedExpertsInTheExpertGemvs) {
+  for (const ArchCase& ac : kCases) {
+    const std::string name = ac.name;
+    if (name != "deepseek_v2" && name != "deepseek_v3") continue;
+    int n[2][3] = {};  // per setting (apart, fused): dispatches, barrier steps, expert up GEMVs
+    for (int fused = 0; fused < 2; ++fused) {
+      vk::VulkanTuning t;
+      t.knobs.Set(vk::Knob::kMoeSharedFuse, fused ? "1" : "0");
+      auto be = MakeVulkan(t);
+      VulkanAndCpu run(ac.config, 7, 32, be.get());
+      run.PrefillThenDecode(1, 1e-4, name + (fused ? " fused" : " apart"));
+      n[fused][0] = be->counters().dispatches;
+      n[fused][1] = be->counters().barriers;
+      for (const std::string& s : be->counters().shaders)
+        n[fused][2] += s.rfind("moe_gemv_", 0) == 0 && s.find("_fup") != std::string::npos;
+    }
+    const int moe_layers = n[1][2];
+    EXPECT_GE(moe_layers, 1) << name;
+    EXPECT_EQ(n[0][0] - n[1][0], 2 * moe_layers) << name << ": dispatches";
+    EXPECT_LE(n[1][1], n[0][1]) << name << ": barrier steps";
+    std::printf("%s decode: %d dispatches / %d barrier steps apart, %d / %d fused\n", name.c_str(),
+                n[0][0], n[0][1], n[1][0], n[1][1]);
+  }
+}
+
 INSTANTIATE_TEST_SUITE_P(Archs, VulkanModel, ::testing::ValuesIn(kCases),
                          [](const auto& info) { return std::string(info.param.name); });
 

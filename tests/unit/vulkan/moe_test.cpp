@@ -299,6 +299,133 @@ TEST_F(VulkanTest, MoeRouterGemvRoutesAsMoeRoute) {
     }
 }
 
+// Routing without groups where one subgroup holds every expert (moe_route.glsl MoeRouteRowSg:
+// lavapipe's subgroups of 8 hold up to 128) against the reference, in the router GEMV and in
+// moe_route apart: experts in pairs of equal router rows, so every choice is a tie (the lower
+// index first, as the reference's stable sort), softmax and sigmoid with bias, 1 and 3 rows.
+TEST_F(VulkanTest, MoeSubgroupRoutingBreaksTiesAsTheReference) {
+  const int D = 32, I = 16, E = 40;
+  vk::VulkanTuning off;
+  off.knobs.Set(vk::Knob::kMoeRouteFuse, "0");
+  auto in_gemv = MakeVulkan({});
+  auto apart = MakeVulkan(off);
+  Tensor half = RandomTensor("router_half", DType::kF32, {E / 2, D}, 91);
+  Tensor G = AllocTensor("router", DType::kF32, {E, D});
+  float* gw = static_cast<float*>(MutableData(G));
+  for (int e = 0; e < E; ++e)
+    for (int d = 0; d < D; ++d) gw[e * D + d] = half.as<float>()[(e / 2) * D + d];
+  std::vector<Tensor> ex;
+  for (int e = 0; e < E; ++e) {
+    const uint64_t sd = uint64_t(500 + 3 * e);
+    ex.push_back(RandomTensor("g" + std::to_string(e), DType::kF32, {I, D}, sd, 0.5f));
+    ex.push_back(RandomTensor("u" + std::to_string(e), DType::kF32, {I, D}, sd + 1, 0.5f));
+    ex.push_back(RandomTensor("d" + std::to_string(e), DType::kF32, {D, I}, sd + 2, 0.5f));
+  }
+  std::vector<const Tensor*> eptr;
+  for (auto& t : ex) eptr.push_back(&t);
+  for (bool sigmoid : {false, true})
+    for (int R : {1, 3}) {
+      auto p = std::make_shared<MoeParams>();
+      p->n_experts = E;
+      p->top_k = 7;  // odd: the last pick splits a tied pair
+      p->ffn_dim = I;
+      p->norm_topk_prob = sigmoid;
+      p->scoring = sigmoid ? ScoringFunc::kSigmoid : ScoringFunc::kSoftmax;
+      p->routed_scaling_factor = 1.5f;
+      Tensor X = RandomTensor("x", DType::kF32, {R, D}, 93);
+      const Graph g = MoeGraph(X, G, ex, p, R, D);
+      std::vector<float> want(size_t(R * D));
+      ref::MoE(X.as<float>(), R, D, G, nullptr, eptr, *p, want.data());
+      const std::string what =
+          std::string(sigmoid ? "sigmoid" : "softmax") + " R=" + std::to_string(R);
+      ExpectClose(RunGraph(*in_gemv, g, RowsBatch(R)), want, 1e-5, what + " in the router GEMV");
+      ExpectClose(RunGraph(*apart, g, RowsBatch(R)), want, 1e-5, what + " in moe_route");
+    }
+}
+
+// A DeepSeek MoE block as models/arch.cpp MlpBlock builds it over rows of X: h = rmsnorm(x);
+// (x + shared(h)) + moe(h), the shared FFN n_sh times the experts' width I.
+Graph MoeBlockGraph(const Tensor& X, const Tensor& norm_w, const Tensor& G,
+                    const std::vector<Tensor>& shared, const std::vector<Tensor>& ex,
+                    const MoeParams& p, int R) {
+  const int64_t D = X.shape[1], S = shared[0].shape[0];
+  Graph g;
+  auto add = [&](Op op, const std::string& name, std::vector<int> src, Shape shape,
+                 OpParams params = {}) {
+    Node n;
+    n.op = op;
+    n.name = name;
+    n.src = std::move(src);
+    n.shape = std::move(shape);
+    n.params = std::move(params);
+    return g.Add(std::move(n));
+  };
+  const int x = Input(g, X, R);
+  const int h = add(Op::kRmsNorm, "norm", {x, g.AddWeight(norm_w)}, {R, D}, RmsNormParams{1e-6f});
+  const int gt = add(Op::kMatMul, "sh_gate", {h, g.AddWeight(shared[0]), -1}, {R, S});
+  const int up = add(Op::kMatMul, "sh_up", {h, g.AddWeight(shared[1]), -1}, {R, S});
+  const int act = add(Op::kSwiGLU, "sh_act", {gt, up}, {R, S});
+  const int dn = add(Op::kMatMul, "sh_down", {act, g.AddWeight(shared[2]), -1}, {R, D});
+  const int sr = add(Op::kAdd, "shared_residual", {x, dn}, {R, D});
+  std::vector<int> src{h, g.AddWeight(G), -1};
+  for (const Tensor& t : ex) src.push_back(g.AddWeight(t));
+  const int moe = add(Op::kMoE, "experts", src, {R, D}, MoeOpParams{p});
+  add(Op::kAdd, "mlp_residual", {sr, moe}, {R, D});
+  return g;
+}
+
+// The shared experts inside the routed experts' GEMVs (ops/moe.cpp MoeTakesShared, the pass
+// FuseMoeSharedExperts): a MoE block's decode step of 1, 3 or 4 rows with float experts (f32,
+// f16, bf16) runs no shared dual / down GEMV (two dispatches less) and gives the plain path's
+// output (ES_VK_MOE_SHARED_FUSE=0); odd expert counts, top-k and widths (whole 8-element rows),
+// one and two shared experts. Block-type experts (Q8_0) and 5 rows keep the shared GEMVs apart.
+TEST_F(VulkanTest, MoeSharedExpertsRunInsideTheExpertGemvs) {
+  struct Case {
+    int D, I, E, k, n_sh;
+    DType dt;
+  };
+  const Case cases[] = {{40, 24, 7, 3, 1, DType::kF32},
+                        {64, 16, 64, 6, 2, DType::kF16},
+                        {24, 40, 5, 5, 2, DType::kBF16},
+                        {56, 8, 9, 2, 1, DType::kF16},
+                        {32, 32, 8, 3, 2, DType::kQ8_0}};
+  auto fused = MakeVulkan({});
+  vk::VulkanTuning off;
+  off.knobs.Set(vk::Knob::kMoeSharedFuse, "0");
+  auto plain = MakeVulkan(off);
+  for (const Case& c : cases)
+    for (int R : {1, 3, 4, 5}) {
+      const std::string what = std::string(Name(c.dt)) + " D=" + std::to_string(c.D) +
+                               " E=" + std::to_string(c.E) + " n_sh=" + std::to_string(c.n_sh) +
+                               " R=" + std::to_string(R);
+      MoeParams p;
+      p.n_experts = c.E;
+      p.top_k = c.k;
+      p.ffn_dim = c.I;
+      p.norm_topk_prob = true;
+      Tensor X = RandomTensor("x", DType::kF32, {R, c.D}, 81);
+      Tensor Nw = RandomTensor("norm", DType::kF32, {c.D}, 82);
+      Tensor G = RandomTensor("router", DType::kF32, {c.E, c.D}, 83);
+      const int64_t S = int64_t(c.n_sh) * c.I;
+      std::vector<Tensor> shared{RandomTensor("sg", c.dt, {S, c.D}, 84, 0.5f),
+                                 RandomTensor("su", c.dt, {S, c.D}, 85, 0.5f),
+                                 RandomTensor("sd", c.dt, {c.D, S}, 86, 0.5f)};
+      std::vector<Tensor> ex;
+      for (int e = 0; e < c.E; ++e) {
+        const uint64_t sd = uint64_t(400 + 3 * e);
+        ex.push_back(RandomTensor("g" + std::to_string(e), c.dt, {c.I, c.D}, sd, 0.5f));
+        ex.push_back(RandomTensor("u" + std::to_string(e), c.dt, {c.I, c.D}, sd + 1, 0.5f));
+        ex.push_back(RandomTensor("d" + std::to_string(e), c.dt, {c.D, c.I}, sd + 2, 0.5f));
+      }
+      const Graph g = MoeBlockGraph(X, Nw, G, shared, ex, p, R);
+      const std::vector<float> got = RunGraph(*fused, g, RowsBatch(R));
+      const std::vector<float> want = RunGraph(*plain, g, RowsBatch(R));
+      const bool takes = R <= 4 && c.dt != DType::kQ8_0;
+      EXPECT_EQ(plain->counters().dispatches - fused->counters().dispatches, takes ? 2 : 0) << what;
+      ExpectClose(got, want, 1e-5, what);
+    }
+}
+
 INSTANTIATE_TEST_SUITE_P(
     Routing, VulkanMoe,
     ::testing::Values(

@@ -63,6 +63,9 @@ struct OpContext {
   const Node* dual_gate = nullptr;
   const Node* dual_up = nullptr;
   const Node* norm_node = nullptr;  // a folded RMSNorm producing this matmul's x
+  // kMoE running the shared experts (MoeTakesShared): their down matmul (x: their SwiGLU of the
+  // gate and up matmuls); `residual` is then the stream before them.
+  const Node* moe_shared = nullptr;
   const Node* rope_node = nullptr;  // kv_store: a folded rope (the store rotates its input)
   // kv_store of MLA's rope part with the kv_a chain folded in (mla_kv_store.comp): the store of
   // the normed latent part and its RMSNorm; the rope is rope_node, the input kva its input's.

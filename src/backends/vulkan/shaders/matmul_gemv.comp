@@ -69,7 +69,11 @@
 //     reduction (the sums are linear); IDOT: the token's choices read once into shared memory,
 //     each lane's units of UN choices loaded before any is used (MoeDownUnits), weighted per unit.
 // The buffer index is uniform in a workgroup (one pair or token a workgroup; the down GEMV's
-// loads of one choice at a time).
+// loads of one choice at a time). Shared experts (float experts only; ops/moe.cpp MoeTakesShared):
+// p.n_sh pseudo-experts of weight 1 at table entries p.e_sh.. — the up GEMV's pairs past the
+// routed p.R are token t's pseudo-expert s at row p.R + t * p.n_sh + s; the down GEMV adds them
+// after the routed choices, pseudo-expert s's rows n_sh * K long (the shared down matrix's
+// columns [s K, (s + 1) K)), x the h rows R * top_k + t * n_sh + s.
 // ROUTE (a MoE router's GEMV, VEC f32 / f16 / bf16 weights, one chunk; ops/moe.cpp RouteInRouterGemv): y is
 // the logits [R, E] (coherent: read back here) and the routing follows in the GEMV itself — each
 // workgroup, its logits written, counts itself done in cnt[row group] (binding 8, zero between
@@ -181,6 +185,9 @@ layout(push_constant) uniform P {
   uint K, N, R, n0, x_rs, x_hs, x_off, y_rs, y_hs, y_off, has_bias, epi, norm;
   float eps;
   uint top_k;  // MOE
+#if defined(MOE)
+  uint n_sh, e_sh;  // the shared pseudo-experts (see the header)
+#endif
 #if defined(ROUTE)
   RouteParams rt;
 #endif
@@ -842,12 +849,13 @@ void main() {
   // The output row (a pair for the up GEMV, a token for the down GEMV; see the header), RB == 1.
   const uint h = 0u, r0 = gl_WorkGroupID.y, nr = 1u;
 #if defined(DUAL)
-  const uint xr0 = r0 / p.top_k;  // the pair's token
+  const bool shp = r0 >= p.R;  // a shared pseudo-expert's pair (weight 1), after the routed ones
+  const uint xr0 = shp ? (r0 - p.R) / p.n_sh : r0 / p.top_k;  // the pair's token
   // A pair of weight 0 adds nothing (a head split's choice another device holds, moe_route.comp):
   // no h row; the down GEMV skips it too. Uniform: the workgroup leaves before any barrier.
-  if (wts[r0] == 0.0) return;
+  if (!shp && wts[r0] == 0.0) return;
   {
-    const uint e = uint(ids[r0]);
+    const uint e = shp ? p.e_sh + (r0 - p.R) % p.n_sh : uint(ids[r0]);
     moe_blk[0] = table[6u * e];
     moe_off[0] = table[6u * e + 1u];
     moe_blk[1] = table[6u * e + 2u];
@@ -952,6 +960,14 @@ void main() {
       MOE_ACCUM(pair * p.x_rs, t);  // QR 1 for float experts (ops/matmul.cpp MoeGemvFor)
       for (uint i = 0; i < QR; ++i) acc[i][0] += wj * t[i][0];
     }
+#if !defined(W_QUANT)
+    for (uint s = 0u; s < p.n_sh; ++s) {  // the shared experts, weight 1 (see the header)
+      const uint e = p.e_sh + s;
+      wsel = table[6u * e + 4u];
+      AccumVec(table[6u * e + 5u] + n * p.n_sh * p.K,
+               (p.R * p.top_k + r0 * p.n_sh + s) * p.x_rs, 1u, lane, acc[0]);
+    }
+#endif
 #endif
 #undef MOE_ACCUM
 #elif defined(VEC) && defined(W_QUANT)
