@@ -384,15 +384,15 @@ class VkFusionCaps : public FusionCaps {
   // Integer-dot GEMVs: int8 x for Q4_0 and Q4_K (format 0), int16 for Q8_0 (format 1).
   int QuantizedX(const Graph& g, const Node& m) const override {
     const DeviceWeight& w = Weight(g, m);
-    return UseIdotGemv(x_.dev, x_.T, XCols(g, m), w.rows, w.dtype)
-               ? (w.dtype == DType::kQ8_0 ? 1 : 0)
-               : -1;
+    return UseIdotGemv(x_.dev, x_.T, XCols(g, m), w.rows, w.dtype) ? XFormat(w.dtype) : -1;
   }
   bool QuantizeXOnce(const Graph& g, const Node& m, bool dual) const override {
     return IdotQuantizeOnce(x_.dev, x_.T, XCols(g, m), Weight(g, m).rows, dual);
   }
   // The split decode attention's combine step writes its output quantized (ES_VK_ATTN_QUANT);
-  // the dual gate/up GEMV (p: its gate) writes silu(gate) * up quantized where DualQuantizesOut.
+  // the dual gate/up GEMV (p: its gate) writes silu(gate) * up quantized where DualQuantizesOut,
+  // in its own x format, which m's must be (QuantizedX): a Q4_K gate/up (int8 x) serves a Q5_K
+  // or Q6_K down (a Q4_K_M file's mix), not a Q8_0 one (int16 x).
   bool WritesQuantizedX(const Graph& g, const Node& p, const Node& m) const override {
     const DType wt = WeightType(g, m);
     if (p.op == Op::kAttention) {
@@ -401,7 +401,8 @@ class VkFusionCaps : public FusionCaps {
              dv % 32 == 0 && dv <= 1024;
     }
     const DeviceWeight& gw = x_.weights.Get(*g.node(p.src[1]).weight);
-    return p.op == Op::kMatMul && gw.dtype == wt && DualQuantizesOut(x_.dev, x_.T, XCols(g, p), gw);
+    return p.op == Op::kMatMul && XFormat(gw.dtype) == XFormat(wt) &&
+           DualQuantizesOut(x_.dev, x_.T, XCols(g, p), gw);
   }
 
  private:
@@ -409,6 +410,8 @@ class VkFusionCaps : public FusionCaps {
     return CanFuseGemv(x_.T, XCols(g, m), x_.weights.Get(*g.node(m.src[1]).weight));
   }
   static int64_t XCols(const Graph& g, const Node& m) { return g.node(m.src[0]).shape[1]; }
+  // The integer-dot GEMVs' x format for weights of type t (quant_x.glsl): 1 int16, 0 int8.
+  static int XFormat(DType t) { return t == DType::kQ8_0 ? 1 : 0; }
   // The weight matmul m multiplies by (its second input).
   const DeviceWeight& Weight(const Graph& g, const Node& m) const {
     return x_.weights.Get(*g.node(m.src[1]).weight);

@@ -206,14 +206,16 @@ TEST_F(VulkanQuant, GemvKnobOutOfRangeIsAClearError) {
 using RefMm = std::function<std::vector<float>(const std::vector<float>&, const Tensor&, int)>;
 // `h` (optional): the SwiGLU output the reference computed, and `down` the down weight, for
 // checks that need them (IdotFusedFfnMatchesQuantizedReference).
+// `down_dt`: the down weight's type where it differs (a Q4_K_M file's Q5_K / Q6_K down).
 std::vector<float> RunFfn(Backend& be, DType dt, int T, int D, int I, uint64_t seed,
                           const RefMm& mm, std::vector<float>* want,
-                          std::vector<float>* h = nullptr, Tensor* down = nullptr) {
+                          std::vector<float>* h = nullptr, Tensor* down = nullptr,
+                          std::optional<DType> down_dt = std::nullopt) {
   Tensor X = RandomTensor("x", DType::kF32, {T, D}, seed);
   Tensor Rs = RandomTensor("res", DType::kF32, {T, D}, seed + 1);
   Tensor Wg = RandomTensor("wg", dt, {I, D}, seed + 2),
          Wu = RandomTensor("wu", dt, {I, D}, seed + 3);
-  Tensor Wd = RandomTensor("wd", dt, {D, I}, seed + 4);
+  Tensor Wd = RandomTensor("wd", down_dt.value_or(dt), {D, I}, seed + 4);
   Tensor Nw = RandomTensor("norm.w", DType::kF32, {D}, seed + 5);
   Graph g;
   const int res = Input(g, Rs, T), x0 = Input(g, X, T);
@@ -769,6 +771,42 @@ TEST_F(VulkanQuant, IdotFusedFfnMatchesQuantizedReference) {
         EXPECT_EQ(be->counters().dispatches, st.dispatches[T == 1 ? 0 : 1]) << what;
         ExpectClose(got, ExplainLevelFlips(got, want, h, Wd, T), kIdotTol, what);
       }
+}
+
+// A Q4_K_M file's dense FFN: gate/up of one type, down of another of the same x format (int8:
+// Q4_K gate/up over a Q5_K or Q6_K down, Q4_0 over Q4_K). The dual GEMV writes h quantized
+// (QOUT, a `_idot_dual_q` variant) for the down GEMV: 2 inputs, the norm's quantize_q8, the dual
+// GEMV, the down GEMV — 5 dispatches. Without (a Q8_0 down, int16 x, under Q4_0; every mixed
+// pair while the producer's and the reader's weight types had to be equal) a 3-row step's down
+// GEMV has a quantize_q8 of its own (6), a one-row step's quantizes h in its workgroups (5).
+// Against the int8-x reference (level flips of h explained).
+TEST_F(VulkanQuant, IdotDualQuantizesHForADownOfAnotherType) {
+  const RefMm mm = [](const std::vector<float>& x, const Tensor& W, int T) {
+    return RefIdot(QuantizedRows(x, T, int(W.cols()), W.dtype), W, nullptr, T);
+  };
+  struct Case {
+    DType gate_up, down;
+    bool shared;  // the dual GEMV writes the down GEMV's x
+  };
+  auto be = IdotVulkan();
+  for (const Case c :
+       {Case{DType::kQ4_K, DType::kQ5_K, true}, Case{DType::kQ4_K, DType::kQ6_K, true},
+        Case{DType::kQ4_0, DType::kQ4_K, true}, Case{DType::kQ4_0, DType::kQ8_0, false}})
+    for (int T : {1, 3}) {
+      std::vector<float> want, h;
+      Tensor Wd;
+      const std::vector<float> got =
+          RunFfn(*be, c.gate_up, T, 256, 512, 181, mm, &want, &h, &Wd, c.down);
+      const std::string what = "idot FFN " + std::string(Name(c.gate_up)) + "/" +
+                               std::string(Name(c.down)) + " T=" + std::to_string(T);
+      EXPECT_EQ(be->counters().dispatches, c.shared || T == 1 ? 5 : 6) << what;
+      const std::vector<std::string>& sh = be->counters().shaders;
+      const bool qout = std::any_of(sh.begin(), sh.end(), [](const std::string& n) {
+        return n.find("_idot_dual_q/") != std::string::npos;
+      });
+      EXPECT_EQ(qout, c.shared) << what;
+      ExpectClose(got, ExplainLevelFlips(got, want, h, Wd, T), kIdotTol, what);
+    }
 }
 
 // E experts' gate, up [I, D] of type dt and down [D, I] of type `down` (dt if not given; seeds
@@ -1429,7 +1467,8 @@ TEST_F(VulkanQuant, GoldenModelInQ4KMMatchesTheCpuBackend) {
 // GEMVs), the decode step 1.8e-2 (1.6e-2 with ES_VK_GEMV_IDOT_Q6K=0, 2.6e-4 on the float GEMVs;
 // the CPU backend on the quantized file, int8 activations too, is 1.6-1.9e-2 from either). The
 // decode step's Q6_K GEMVs must have taken the integer dots (ES_VK_GEMV_IDOT_Q6K=0: it fails);
-// each one is checked exactly against its int8-x reference by IdotQ6KDenseGemvByDefault.
+// each one is checked exactly against its int8-x reference by IdotQ6KDenseGemvByDefault. The
+// dense layer's dual gate/up GEMV writes its down GEMV's x (another type, the same int8 format).
 TEST_F(VulkanQuant, GoldenModelInQ4KMDecodesOnIntegerDots) {
   auto be = IdotVulkan();
   const double tol[2] = {be->device().f16_math() ? 6e-3 : 5e-3, 2.5e-2};
@@ -1441,6 +1480,8 @@ TEST_F(VulkanQuant, GoldenModelInQ4KMDecodesOnIntegerDots) {
   EXPECT_GT(ran("matmul_gemv_q6_k_idot"), 0) << "no dense Q6_K GEMV on integer dots";
   EXPECT_EQ(ran("matmul_gemv_q6_k_vec"), 0) << "a dense Q6_K GEMV on the float path";
   EXPECT_GT(ran("matmul_gemv_q4_k_idot"), 0) << "no dense Q4_K GEMV on integer dots";
+  // The dense layer's Q4_K gate/up GEMV writes its Q5_K down GEMV's x quantized.
+  EXPECT_EQ(ran("matmul_gemv_q4_k_idot_dual_q"), 1) << "the down GEMV quantized its own x";
 }
 
 }  // namespace
