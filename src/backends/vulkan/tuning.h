@@ -53,6 +53,7 @@ enum class Knob : int {
   kGemvIdotUnroll,
   kGemvIdotLocal,
   kGemvMinGroups,
+  kGemvNarrow,
   kGemvDualQuant,
   kMoeRouteFuse,
   kMlaWuvCombine,

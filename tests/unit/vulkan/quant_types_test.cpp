@@ -809,6 +809,51 @@ TEST_F(VulkanQuant, IdotDualQuantizesHForADownOfAnotherType) {
     }
 }
 
+// Narrow GEMVs (ops/matmul.cpp WidenNarrowGemv, ES_VK_GEMV_NARROW): outputs 1 .. 600 (512: a GQA
+// model's k / v), K of whole blocks (2,304 = 9 K-quant blocks: the float paths' TPR doubles to
+// 256 below ~256 outputs), 1 / 3 / 4 rows, every type the rule takes on the float GEMV (f16, f32,
+// the block types) and on the integer dots, against the reference; and the rule changed the
+// geometry: 512 x 3,584 takes QR 1 (spec constant 3) where ES_VK_GEMV_NARROW=0 keeps QR 4.
+std::vector<uint32_t> GemvSpecOf(vk::VulkanBackend& be) {
+  std::vector<uint32_t> spec;
+  for (const std::string& n : be.counters().shaders) {
+    if (n.rfind("matmul_gemv_", 0) != 0) continue;
+    for (size_t at = n.find('/'); at != std::string::npos; at = n.find('/', at + 1))
+      spec.push_back(uint32_t(std::stoul(n.substr(at + 1))));
+  }
+  return spec;
+}
+TEST_F(VulkanQuant, NarrowGemvTakesMoreWorkgroupsAndGivesTheReference) {
+  auto idot = IdotVulkan();
+  const DType float_types[] = {DType::kF16,  DType::kF32,  DType::kQ8_0, DType::kQ4_0,
+                               DType::kQ4_K, DType::kQ5_K, DType::kQ6_K};
+  const int rows[] = {1, 3, 4};
+  size_t i = 0;
+  for (DType dt : float_types)
+    for (int N : {1, 37, 512, 600}) {
+      const int R = rows[i++ % 3];  // 1, 3, 4 rows in turn
+      CheckMatMul(SharedVulkan(), dt, R, 2304, N, N == 37, "narrow gemv");
+    }
+  for (DType dt : {DType::kQ8_0, DType::kQ4_0, DType::kQ4_K, DType::kQ6_K})
+    for (int N : {37, 511, 512}) {
+      const int R = N == 511 ? 3 : N == 512 ? 4 : 1;
+      CheckIdot(*idot, dt, R, 2304, N, N == 37, "narrow idot gemv");
+    }
+  for (DType dt : {DType::kF16, DType::kQ4_K, DType::kQ6_K}) {
+    CheckMatMul(SharedVulkan(), dt, 1, 3584, 512, false, "7B k / v");
+    const std::vector<uint32_t> on = GemvSpecOf(SharedVulkan());
+    ASSERT_GE(on.size(), 3u) << Name(dt);
+    EXPECT_EQ(on[2], 1u) << Name(dt) << ": QR of the narrow GEMV";
+    vk::VulkanTuning t;
+    t.knobs.Set(vk::Knob::kGemvNarrow, "0");
+    auto off = MakeVulkan(t);
+    CheckMatMul(*off, dt, 1, 3584, 512, false, "7B k / v, ES_VK_GEMV_NARROW=0");
+    const std::vector<uint32_t> spec = GemvSpecOf(*off);
+    ASSERT_GE(spec.size(), 3u) << Name(dt);
+    EXPECT_EQ(spec[2], 4u) << Name(dt) << ": QR without the rule";
+  }
+}
+
 // E experts' gate, up [I, D] of type dt and down [D, I] of type `down` (dt if not given; seeds
 // seed + 10 + 3e ..), scaled 0.5.
 std::vector<Tensor> RandomExperts(int E, int D, int I, DType dt, uint64_t seed,

@@ -145,6 +145,36 @@ GemvSpec GemvSpecFor(const Device& dev, DType wt, bool vec, int64_t R, int64_t N
   }
   return spec;
 }
+// Elements of one unit of the integer-dot GEMV (matmul_gemv.comp kUnitElems).
+uint64_t IdotUnitElems(DType t) { return t == DType::kQ8_0 ? 16 : BlockElems(t) == 256 ? 64 : 32; }
+// Narrow GEMVs (RecordMatMul; ES_VK_GEMV_NARROW, 0: off): where N outputs at TPR invocations each
+// and QR outputs a group make fewer invocations than the knob's count (N · TPR / QR; a GQA
+// model's k and v, 512 outputs: 16,384 at the float GEMV's QR 4 and TPR 128, 128 workgroups for
+// 132 multiprocessors), QR halves (to 1), then TPR doubles (to 256, the workgroup growing with
+// it) while every lane keeps a unit of K (8 elements a slice on the float paths, an integer-dot
+// unit, IdotUnitElems). Whichever of QR and TPR a knob sets explicitly stays. H100 7B Q4_K_M
+// (session 30 profile): attn_k `q4_k_vec` 278 us a step at 107 GB/s, attn_v `q6_k_vec` 372 at
+// 114 GB/s; not measured with the rule.
+void WidenNarrowGemv(const Device& dev, DType wt, bool idot, int64_t N, int64_t K, GemvSpec* s) {
+  const Tuning& tune = dev.tuning();
+  const uint64_t want = tune.Uint(Knob::kGemvNarrow);
+  if (want == 0) return;
+  const bool quant = IsQuantized(wt);
+  const Knob qr_knob = idot ? Knob::kGemvIdotQr : Knob::kGemvQr;
+  const Knob tpr_knob = idot ? Knob::kGemvIdotTpr : Knob::kGemvTpr;
+  uint32_t tpr = s->wg / s->rows;
+  const auto invocations = [&] { return uint64_t(N) * tpr / s->qr; };
+  if (!quant || tune.source(qr_knob) == KnobSource::kDefault)
+    while (s->qr > 1 && invocations() < want) s->qr /= 2;
+  if (quant && tune.source(tpr_knob) != KnobSource::kDefault) return;
+  const uint64_t units = uint64_t(K) / (idot ? IdotUnitElems(wt) : 8 * uint64_t(s->spl));
+  while (tpr < 256 && units >= 2 * uint64_t(tpr) && invocations() < want) tpr *= 2;
+  const uint32_t min_sg = std::max<uint32_t>(dev.info().min_subgroup_size, 4);
+  s->wg = std::max(s->wg, tpr);
+  s->rows = s->wg / tpr;
+  s->nsg = s->wg / min_sg;
+  s->cluster = tpr < std::max<uint32_t>(dev.info().max_subgroup_size, 1);
+}
 // Bytes of one quantized x element for weights of type wt (quant_x.glsl: int16 for Q8_0).
 uint64_t XLevelBytes(DType wt) { return wt == DType::kQ8_0 ? 2 : 1; }
 // The in-workgroup x quantization's step (spec constant KC): K where rb rows of levels plus
@@ -654,6 +684,7 @@ void RecordMatMul(OpContext& c, BufRange x, int64_t R, int64_t K, const DeviceWe
   // Integer dot products over x quantized by a separate dispatch (xq) or in each workgroup.
   const bool idot = gemv && UseIdotGemv(c.dev, R, K, w.rows, w.dtype);
   GemvSpec gs = GemvSpecFor(c.dev, w.dtype, vec, R, w.rows, idot, xq != nullptr, K);
+  if (gemv && vec) WidenNarrowGemv(c.dev, w.dtype, idot, w.rows, K, &gs);
   if (idot && !xq) gs.kc = IdotLocalStep(K, gs.rb, w.dtype);
   // The workgroup-scope coopmat GEMM reads x as f16: one conversion serves every chunk.
   const bool quant = IsQuantized(w.dtype);
@@ -789,8 +820,6 @@ bool DualQoutSpec(const Device& dev, int64_t R, const DeviceWeight& gate, GemvSp
 }  // namespace
 
 namespace {
-// Elements of one unit of the integer-dot GEMV (matmul_gemv.comp kUnitElems).
-uint64_t IdotUnitElems(DType t) { return t == DType::kQ8_0 ? 16 : BlockElems(t) == 256 ? 64 : 32; }
 // The weight types of the experts' integer-dot GEMVs (matmul_gemv.comp IDOT MOE).
 bool MoeIdotType(DType t) {
   switch (t) {
