@@ -54,6 +54,7 @@ enum class Knob : int {
   kGemvIdotLocal,
   kGemvMinGroups,
   kGemvNarrow,
+  kNormQuantFuse,
   kGemvDualQuant,
   kMoeRouteFuse,
   kMlaWuvCombine,

@@ -404,6 +404,13 @@ class VkFusionCaps : public FusionCaps {
     return p.op == Op::kMatMul && XFormat(gw.dtype) == XFormat(wt) &&
            DualQuantizesOut(x_.dev, x_.T, XCols(g, p), gw);
   }
+  // The output projection (p, a float GEMV adding the residual) writes the FFN norm's output
+  // quantized for the integer-dot GEMV folding it (int8 x; ES_VK_NORM_QUANT_FUSE).
+  bool WritesNormedQuantizedX(const Graph& g, const Node& p, const Node& norm,
+                              const Node& m) const override {
+    return x_.fuse && x_.dev.tuning().On(Knob::kNormQuantFuse) && XFormat(WeightType(g, m)) == 0 &&
+           GemvWritesNormedX(x_.dev, x_.T, XCols(g, p), Weight(g, p));
+  }
 
  private:
   bool Gemv(const Graph& g, const Node& m) const {
@@ -425,6 +432,9 @@ struct QuantXPlan {
   std::vector<int> xq_item, out_xq_item, dual_yq_item;
   std::vector<char> xq_fill;
   std::vector<DType> out_xq_type;
+  // A matmul writing the next folded RMSNorm's x quantized (NormQuantizingProducer): the item
+  // and that norm node.
+  std::vector<int> norm_yq_item, norm_yq_norm;
 };
 // The plan's quantized copies of x (ShareQuantizedX) as arena items: a producer's from the
 // producer to its reader, a shared one from its first reader (which fills it) to its last.
@@ -434,6 +444,8 @@ QuantXPlan PlanQuantizedX(const FuseInput& x, const FusionPlan& f, std::vector<I
   q.xq_item.assign(n_nodes, -1);
   q.out_xq_item.assign(n_nodes, -1);
   q.dual_yq_item.assign(n_nodes, -1);
+  q.norm_yq_item.assign(n_nodes, -1);
+  q.norm_yq_norm.assign(n_nodes, -1);
   q.xq_fill.assign(n_nodes, 0);
   q.out_xq_type.assign(n_nodes, DType::kF32);
   const Graph& g = x.g;
@@ -450,8 +462,11 @@ QuantXPlan PlanQuantizedX(const FuseInput& x, const FusionPlan& f, std::vector<I
     } else if (g.node(c.producer).op == Op::kAttention) {
       q.out_xq_item[size_t(c.producer)] = item;
       q.out_xq_type[size_t(c.producer)] = wt;
-    } else {
+    } else if (f.gate_node[size_t(c.producer)] >= 0) {
       q.dual_yq_item[size_t(c.producer)] = item;
+    } else {
+      q.norm_yq_item[size_t(c.producer)] = item;
+      q.norm_yq_norm[size_t(c.producer)] = f.norm_of[size_t(c.reader)];
     }
   }
   for (size_t i = 0; i < n_nodes; ++i)
@@ -465,7 +480,8 @@ QuantXPlan PlanQuantizedX(const FuseInput& x, const FusionPlan& f, std::vector<I
 void SetFusions(OpContext& ci, int i, const FusionPlan& fz, const QuantXPlan& qx,
                 const std::vector<BufRange>& act, const std::function<BufRange(int)>& item_range) {
   const auto& nodes = ci.g.nodes();
-  const auto& [xq_item, out_xq_item, dual_yq_item, xq_fill, out_xq_type] = qx;
+  const auto& [xq_item, out_xq_item, dual_yq_item, xq_fill, out_xq_type, norm_yq_item,
+               norm_yq_norm] = qx;
   const auto& out_node = fz.out_node;
   const auto& res_node = fz.res_node;
   const auto& gate_node = fz.gate_node;
@@ -497,6 +513,10 @@ void SetFusions(OpContext& ci, int i, const FusionPlan& fz, const QuantXPlan& qx
     ci.xq_fill = xq_fill[size_t(i)] != 0;
   }
   if (dual_yq_item[size_t(i)] >= 0) ci.dual_yq = item_range(dual_yq_item[size_t(i)]);
+  if (norm_yq_item[size_t(i)] >= 0) {
+    ci.norm_yq = item_range(norm_yq_item[size_t(i)]);
+    ci.norm_yq_node = &nodes[size_t(norm_yq_norm[size_t(i)])];
+  }
   if (out_xq_item[size_t(i)] >= 0) {
     ci.out_xq = item_range(out_xq_item[size_t(i)]);
     ci.out_xq_type = out_xq_type[size_t(i)];

@@ -809,6 +809,53 @@ TEST_F(VulkanQuant, IdotDualQuantizesHForADownOfAnotherType) {
     }
 }
 
+// The output projection (a float GEMV + residual: the 7B Q4_K_M's Q4_K o, or f16) writes the FFN
+// norm's output quantized for the integer-dot gate/up GEMV (Q4_0 here) in its last workgroup
+// (matmul_gemv.comp NQOUT, ES_VK_NORM_QUANT_FUSE): against the same graph with the knob off
+// (the norm folded into a quantize_q8 dispatch: the same levels but for Σx²'s summation order,
+// so within level flips), one dispatch and one barrier level fewer; T = 1 and 3 rows, three steps
+// each (the count must be back at zero for the next step of the same program).
+TEST_F(VulkanQuant, OutputProjectionWritesTheFfnNormsQuantizedX) {
+  const int Dk = 512, D = 256, I = 512;
+  for (DType ot : {DType::kQ4_K, DType::kF16})
+    for (int T : {1, 3}) {
+      Tensor A = RandomTensor("a", DType::kF32, {T, Dk}, 191),
+             R0 = RandomTensor("r0", DType::kF32, {T, D}, 192);
+      Tensor Wo = RandomTensor("wo", ot, {D, Dk}, 193),
+             Nw = RandomTensor("norm.w", DType::kF32, {D}, 194);
+      Tensor Wg = RandomTensor("wg", DType::kQ4_0, {I, D}, 195),
+             Wu = RandomTensor("wu", DType::kQ4_0, {I, D}, 196),
+             Wd = RandomTensor("wd", DType::kQ4_0, {D, I}, 197);
+      Graph g;
+      const int a = Input(g, A, T), r0 = Input(g, R0, T);
+      const int o = g.Add(Make(Op::kMatMul, "o", {a, g.AddWeight(Wo)}, {T, D}));
+      const int h1 = g.Add(Make(Op::kAdd, "h1", {r0, o}, {T, D}));
+      AddFfnBlock(g, h1, h1, Nw, Wg, Wu, Wd, T, D, I);
+      std::vector<float> got[2];
+      int dispatches[2], barriers[2];
+      for (int fuse = 0; fuse < 2; ++fuse) {
+        vk::VulkanTuning t;
+        t.knobs.Set(vk::Knob::kGemvIdot, "1");
+        t.knobs.Set(vk::Knob::kNormQuantFuse, fuse ? "1" : "0");
+        auto be = MakeVulkan(t);
+        auto kv = be->CreateKv(KvSpec{1, {2, 2}, DType::kF32}, 1, 64);
+        for (int step = 0; step < 3; ++step) got[fuse] = RunGraph(*be, g, RowsBatch(T), kv.get());
+        dispatches[fuse] = be->counters().dispatches;
+        barriers[fuse] = be->counters().barriers;
+        const std::vector<std::string>& sh = be->counters().shaders;
+        const bool nq = std::any_of(sh.begin(), sh.end(), [](const std::string& n) {
+          return n.find("_vec_nq/") != std::string::npos;
+        });
+        EXPECT_EQ(nq, fuse == 1) << Name(ot) << " T=" << T;
+      }
+      const std::string what =
+          "o writes the FFN's x: " + std::string(Name(ot)) + " T=" + std::to_string(T);
+      EXPECT_EQ(dispatches[1], dispatches[0] - 1) << what;
+      EXPECT_EQ(barriers[1], barriers[0] - 1) << what;
+      ExpectClose(got[1], got[0], 2e-3, what);
+    }
+}
+
 // Narrow GEMVs (ops/matmul.cpp WidenNarrowGemv, ES_VK_GEMV_NARROW): outputs 1 .. 600 (512: a GQA
 // model's k / v), K of whole blocks (2,304 = 9 K-quant blocks: the float paths' TPR doubles to
 // 256 below ~256 outputs), 1 / 3 / 4 rows, every type the rule takes on the float GEMV (f16, f32,

@@ -4,6 +4,7 @@
 // column offset n0).
 #include <array>
 #include <cstdlib>
+#include <cstring>
 #include <initializer_list>
 
 #include "ops/ops.h"
@@ -672,12 +673,40 @@ bool RecordDecodeShaped(OpContext& c, BufRange x, int64_t R, int64_t K, const De
 }
 }  // namespace
 
+namespace {
+// The plain GEMV's shader variant: over x quantized apart (xq) or in the workgroups (idot), the
+// float VEC GEMV writing the next norm's quantized x (nq) or not, or the scalar one.
+std::string GemvName(DType wt, bool xq, bool idot, bool nq, bool vec, const GemvSpec& gs) {
+  return std::string("matmul_gemv_") + TypeSuffix(wt) +
+         (xq     ? "_idot"
+          : idot ? "_idotl"
+          : nq   ? "_vec_nq"
+          : vec  ? "_vec"
+                 : "") +
+         gs.Variant();
+}
+}  // namespace
+
+bool GemvWritesNormedX(const Device& dev, int64_t R, int64_t K, const DeviceWeight& w) {
+  // The "_vec_nq" variants' types (CMakeLists.txt); one row group (RB covers R <= 8).
+  const bool typed = w.dtype == DType::kF32 || w.dtype == DType::kF16 || w.dtype == DType::kBF16 ||
+                     (IsQuantized(w.dtype) && w.dtype != DType::kI4G && w.dtype != DType::kI4F);
+  if (!typed || R > kGemvMaxRows || R > 8 || K % 8 != 0 || w.chunks.size() != 1 ||
+      w.rows % 32 != 0 || UseIdotGemv(dev, R, K, w.rows, w.dtype))
+    return false;
+  GemvSpec gs = GemvSpecFor(dev, w.dtype, true, R, w.rows, false, false, K);
+  WidenNarrowGemv(dev, w.dtype, false, w.rows, K, &gs);
+  return !gs.cluster;
+}
+
 void RecordMatMul(OpContext& c, BufRange x, int64_t R, int64_t K, const DeviceWeight& w,
                   const BufRange* bias, BufRange y, int64_t y_rs, const BufRange* residual,
-                  const NormFold* norm, const BufRange* x16, const QuantX* xq) {
+                  const NormFold* norm, const BufRange* x16, const QuantX* xq,
+                  const NormQuantOut* nq) {
   ES_ASSERT((!residual && !norm) || (R <= kGemvMaxRows && K % 8 == 0));
   ES_ASSERT(w.cols == K);
   ES_ASSERT(!xq || (!norm && UseIdotGemv(c.dev, R, K, w.rows, w.dtype)));
+  ES_ASSERT(!nq || (!norm && !xq && GemvWritesNormedX(c.dev, R, K, w)));
   if (RecordDecodeShaped(c, x, R, K, w, bias, y, y_rs, x16)) return;
   const bool gemv = R <= kGemvMaxRows;
   const bool vec = K % 8 == 0;
@@ -703,20 +732,22 @@ void RecordMatMul(OpContext& c, BufRange x, int64_t R, int64_t K, const DeviceWe
     if (ch.rows == 0) continue;
     const uint32_t N = uint32_t(ch.rows);
     if (gemv) {
-      Dispatch& d = c.Add(std::string("matmul_gemv_") + TypeSuffix(w.dtype) +
-                              (xq     ? "_idot"
-                               : idot ? "_idotl"
-                               : vec  ? "_vec"
-                                      : "") +
-                              gs.Variant(),
-                          {1, 1, 1, 1, 1, 1}, gs.Spec());
+      Dispatch& d = c.Add(GemvName(w.dtype, xq != nullptr, idot, nq != nullptr, vec, gs),
+                          std::vector<uint32_t>(nq ? 10 : 6, 1), gs.Spec());
       d.bindings = {{Range(ch.alloc)},          {xq ? xq->q : x},
                     {bias ? *bias : x},         {y},
                     {residual ? *residual : x}, {xq ? xq->ds : norm ? norm->weight : x}};
       d.writes = {3};
+      if (nq) {  // the next norm's quantized output (its eps in the push's)
+        d.bindings.insert(d.bindings.end(),
+                          {{nq->yq.q}, {nq->yq.ds}, {nq->count}, {nq->norm.weight}});
+        d.writes = {3, 6, 7, 8};
+      }
       d.Push(GemvPush{uint32_t(K), N, uint32_t(R), uint32_t(ch.row0), uint32_t(K), 0, 0,
                       uint32_t(y_rs), 0, 0, bias ? 1u : 0u, residual ? 1u : 0u, norm ? 1u : 0u,
-                      norm ? norm->eps : 0.0f});
+                      norm ? norm->eps
+                      : nq ? nq->norm.eps
+                           : 0.0f});
       GemvGrid(d, N, R, gs);
     } else if (cm2) {
       // Workgroup-scope tensor-core GEMM (matmul_gemm_cm2.comp): the driver stages the tiles.
@@ -983,9 +1014,20 @@ void BuildMatMul(OpContext& c) {
   BufRange bias;
   const bool has_bias = c.n.src.size() > 2 && c.n.src[2] >= 0;
   if (has_bias) bias = Range(c.weights.GetF32(c.W(2)).chunks[0].alloc);
+  NormQuantOut nq;
+  if (c.norm_yq.size) {  // the next RMSNorm's output quantized, by the last workgroup
+    const Node& nn = *c.norm_yq_node;
+    nq.norm.weight = Range(c.weights.GetF32(*c.g.node(nn.src[1]).weight).chunks[0].alloc);
+    nq.norm.eps = nn.Params<RmsNormParams>().eps;
+    nq.yq = QuantXRanges(c.norm_yq, R, w.rows, DType::kQ4_0);  // int8 x, as every non-Q8_0 type
+    Allocation count = c.host_pool->Alloc(256, c.n.name + " norm quantize count");
+    std::memset(count.mapped, 0, 256);
+    c.owned->push_back(count);
+    nq.count = Range(count);
+  }
   RecordMatMul(c, x, R, K, w, has_bias ? &bias : nullptr, c.Out(), c.n.shape[1],
                c.residual.size ? &c.residual : nullptr, norm,
-               c.scratch.empty() ? nullptr : &c.scratch[0], xqp);
+               c.scratch.empty() ? nullptr : &c.scratch[0], xqp, c.norm_yq.size ? &nq : nullptr);
 }
 
 void RecordRouterGemv(OpContext& c, BufRange x, int64_t R, int64_t K, const DeviceWeight& w,

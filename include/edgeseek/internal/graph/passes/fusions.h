@@ -50,6 +50,12 @@ class FusionCaps {
   // Producer `p` of m's x, m its only reader, can write its output quantized in m's format: a
   // split decode attention, or the gate matmul of the dual gate/up GEMV writing m's x.
   virtual bool WritesQuantizedX(const Graph& g, const Node& p, const Node& m) const = 0;
+  // Matmul `p`, whose epilogue writes the input of RMSNorm `norm` (the residual stream), can also
+  // write norm's output quantized in the format of m, an integer-dot matmul folding that norm.
+  virtual bool WritesNormedQuantizedX(const Graph& g, const Node& p, const Node& norm,
+                                      const Node& m) const {
+    return false;
+  }
 };
 
 // One quantized copy of an x (ShareQuantizedX): written by `producer` (a node writing its output
