@@ -121,6 +121,15 @@ const std::array<KnobSpec, kKnobCount> kTable = {{
      W::kGraph, R::kPath,
      "over x quantized apart: QR halves while the GEMV has fewer workgroups (7B down_proj 2.46 "
      "TB/s against 1.53 at 16)"},
+    {Knob::kGemvNarrow, "ES_VK_GEMV_NARROW", T::kUint, "0|16384|32768|65536|131072|262144", "65536",
+     W::kGraph, R::kExperiment,
+     "narrow decode GEMVs (a GQA model's 512-output k / v): QR halves to 1, then TPR doubles to "
+     "256, while N * TPR / QR is below this (ops/matmul.cpp WidenNarrowGemv; 0: off). H100 7B "
+     "Q4_K_M attn_k 107 GB/s, attn_v 114 GB/s without it; not measured with it"},
+    {Knob::kNormQuantFuse, "ES_VK_NORM_QUANT_FUSE", T::kBool, "0|1", "1", W::kGraph, R::kExperiment,
+     "the output projection's float GEMV (+ residual) writes the FFN norm's output quantized for "
+     "the integer-dot gate/up GEMV in its last workgroup (NQOUT): no quantize_q8 dispatch, one "
+     "level less a layer; not measured on a GPU"},
     {Knob::kGemvDualQuant, "ES_VK_GEMV_DUAL_QUANT", T::kEnum, "auto|0|1|2", "auto", W::kGraph,
      R::kPath,
      "the dual GEMV writes the down projection's x quantized: auto = 2 for Q4_0, 0 for Q8_0 "

@@ -53,6 +53,8 @@ enum class Knob : int {
   kGemvIdotUnroll,
   kGemvIdotLocal,
   kGemvMinGroups,
+  kGemvNarrow,
+  kNormQuantFuse,
   kGemvDualQuant,
   kMoeRouteFuse,
   kMoeSharedFuse,

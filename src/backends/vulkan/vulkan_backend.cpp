@@ -385,15 +385,15 @@ class VkFusionCaps : public FusionCaps {
   // Integer-dot GEMVs: int8 x for Q4_0 and Q4_K (format 0), int16 for Q8_0 (format 1).
   int QuantizedX(const Graph& g, const Node& m) const override {
     const DeviceWeight& w = Weight(g, m);
-    return UseIdotGemv(x_.dev, x_.T, XCols(g, m), w.rows, w.dtype)
-               ? (w.dtype == DType::kQ8_0 ? 1 : 0)
-               : -1;
+    return UseIdotGemv(x_.dev, x_.T, XCols(g, m), w.rows, w.dtype) ? XFormat(w.dtype) : -1;
   }
   bool QuantizeXOnce(const Graph& g, const Node& m, bool dual) const override {
     return IdotQuantizeOnce(x_.dev, x_.T, XCols(g, m), Weight(g, m).rows, dual);
   }
   // The split decode attention's combine step writes its output quantized (ES_VK_ATTN_QUANT);
-  // the dual gate/up GEMV (p: its gate) writes silu(gate) * up quantized where DualQuantizesOut.
+  // the dual gate/up GEMV (p: its gate) writes silu(gate) * up quantized where DualQuantizesOut,
+  // in its own x format, which m's must be (QuantizedX): a Q4_K gate/up (int8 x) serves a Q5_K
+  // or Q6_K down (a Q4_K_M file's mix), not a Q8_0 one (int16 x).
   bool WritesQuantizedX(const Graph& g, const Node& p, const Node& m) const override {
     const DType wt = WeightType(g, m);
     if (p.op == Op::kAttention) {
@@ -402,7 +402,15 @@ class VkFusionCaps : public FusionCaps {
              dv % 32 == 0 && dv <= 1024;
     }
     const DeviceWeight& gw = x_.weights.Get(*g.node(p.src[1]).weight);
-    return p.op == Op::kMatMul && gw.dtype == wt && DualQuantizesOut(x_.dev, x_.T, XCols(g, p), gw);
+    return p.op == Op::kMatMul && XFormat(gw.dtype) == XFormat(wt) &&
+           DualQuantizesOut(x_.dev, x_.T, XCols(g, p), gw);
+  }
+  // The output projection (p, a float GEMV adding the residual) writes the FFN norm's output
+  // quantized for the integer-dot GEMV folding it (int8 x; ES_VK_NORM_QUANT_FUSE).
+  bool WritesNormedQuantizedX(const Graph& g, const Node& p, const Node& norm,
+                              const Node& m) const override {
+    return x_.fuse && x_.dev.tuning().On(Knob::kNormQuantFuse) && XFormat(WeightType(g, m)) == 0 &&
+           GemvWritesNormedX(x_.dev, x_.T, XCols(g, p), Weight(g, p));
   }
   bool MoeRunsShared(const Graph& g, const Node& moe, const Node& gate, const Node& up,
                      const Node& down) const override {
@@ -414,6 +422,8 @@ class VkFusionCaps : public FusionCaps {
     return CanFuseGemv(x_.T, XCols(g, m), x_.weights.Get(*g.node(m.src[1]).weight));
   }
   static int64_t XCols(const Graph& g, const Node& m) { return g.node(m.src[0]).shape[1]; }
+  // The integer-dot GEMVs' x format for weights of type t (quant_x.glsl): 1 int16, 0 int8.
+  static int XFormat(DType t) { return t == DType::kQ8_0 ? 1 : 0; }
   // The weight matmul m multiplies by (its second input).
   const DeviceWeight& Weight(const Graph& g, const Node& m) const {
     return x_.weights.Get(*g.node(m.src[1]).weight);
@@ -427,6 +437,9 @@ struct QuantXPlan {
   std::vector<int> xq_item, out_xq_item, dual_yq_item;
   std::vector<char> xq_fill;
   std::vector<DType> out_xq_type;
+  // A matmul writing the next folded RMSNorm's x quantized (NormQuantizingProducer): the item
+  // and that norm node.
+  std::vector<int> norm_yq_item, norm_yq_norm;
 };
 // The plan's quantized copies of x (ShareQuantizedX) as arena items: a producer's from the
 // producer to its reader, a shared one from its first reader (which fills it) to its last.
@@ -436,6 +449,8 @@ QuantXPlan PlanQuantizedX(const FuseInput& x, const FusionPlan& f, std::vector<I
   q.xq_item.assign(n_nodes, -1);
   q.out_xq_item.assign(n_nodes, -1);
   q.dual_yq_item.assign(n_nodes, -1);
+  q.norm_yq_item.assign(n_nodes, -1);
+  q.norm_yq_norm.assign(n_nodes, -1);
   q.xq_fill.assign(n_nodes, 0);
   q.out_xq_type.assign(n_nodes, DType::kF32);
   const Graph& g = x.g;
@@ -452,8 +467,11 @@ QuantXPlan PlanQuantizedX(const FuseInput& x, const FusionPlan& f, std::vector<I
     } else if (g.node(c.producer).op == Op::kAttention) {
       q.out_xq_item[size_t(c.producer)] = item;
       q.out_xq_type[size_t(c.producer)] = wt;
-    } else {
+    } else if (f.gate_node[size_t(c.producer)] >= 0) {
       q.dual_yq_item[size_t(c.producer)] = item;
+    } else {
+      q.norm_yq_item[size_t(c.producer)] = item;
+      q.norm_yq_norm[size_t(c.producer)] = f.norm_of[size_t(c.reader)];
     }
   }
   for (size_t i = 0; i < n_nodes; ++i)
@@ -467,7 +485,8 @@ QuantXPlan PlanQuantizedX(const FuseInput& x, const FusionPlan& f, std::vector<I
 void SetFusions(OpContext& ci, int i, const FusionPlan& fz, const QuantXPlan& qx,
                 const std::vector<BufRange>& act, const std::function<BufRange(int)>& item_range) {
   const auto& nodes = ci.g.nodes();
-  const auto& [xq_item, out_xq_item, dual_yq_item, xq_fill, out_xq_type] = qx;
+  const auto& [xq_item, out_xq_item, dual_yq_item, xq_fill, out_xq_type, norm_yq_item,
+               norm_yq_norm] = qx;
   const auto& out_node = fz.out_node;
   const auto& res_node = fz.res_node;
   const auto& gate_node = fz.gate_node;
@@ -500,6 +519,10 @@ void SetFusions(OpContext& ci, int i, const FusionPlan& fz, const QuantXPlan& qx
     ci.xq_fill = xq_fill[size_t(i)] != 0;
   }
   if (dual_yq_item[size_t(i)] >= 0) ci.dual_yq = item_range(dual_yq_item[size_t(i)]);
+  if (norm_yq_item[size_t(i)] >= 0) {
+    ci.norm_yq = item_range(norm_yq_item[size_t(i)]);
+    ci.norm_yq_node = &nodes[size_t(norm_yq_norm[size_t(i)])];
+  }
   if (out_xq_item[size_t(i)] >= 0) {
     ci.out_xq = item_range(out_xq_item[size_t(i)]);
     ci.out_xq_type = out_xq_type[size_t(i)];

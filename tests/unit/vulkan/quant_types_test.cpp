@@ -206,14 +206,16 @@ TEST_F(VulkanQuant, GemvKnobOutOfRangeIsAClearError) {
 using RefMm = std::function<std::vector<float>(const std::vector<float>&, const Tensor&, int)>;
 // `h` (optional): the SwiGLU output the reference computed, and `down` the down weight, for
 // checks that need them (IdotFusedFfnMatchesQuantizedReference).
+// `down_dt`: the down weight's type where it differs (a Q4_K_M file's Q5_K / Q6_K down).
 std::vector<float> RunFfn(Backend& be, DType dt, int T, int D, int I, uint64_t seed,
                           const RefMm& mm, std::vector<float>* want,
-                          std::vector<float>* h = nullptr, Tensor* down = nullptr) {
+                          std::vector<float>* h = nullptr, Tensor* down = nullptr,
+                          std::optional<DType> down_dt = std::nullopt) {
   Tensor X = RandomTensor("x", DType::kF32, {T, D}, seed);
   Tensor Rs = RandomTensor("res", DType::kF32, {T, D}, seed + 1);
   Tensor Wg = RandomTensor("wg", dt, {I, D}, seed + 2),
          Wu = RandomTensor("wu", dt, {I, D}, seed + 3);
-  Tensor Wd = RandomTensor("wd", dt, {D, I}, seed + 4);
+  Tensor Wd = RandomTensor("wd", down_dt.value_or(dt), {D, I}, seed + 4);
   Tensor Nw = RandomTensor("norm.w", DType::kF32, {D}, seed + 5);
   Graph g;
   const int res = Input(g, Rs, T), x0 = Input(g, X, T);
@@ -769,6 +771,134 @@ TEST_F(VulkanQuant, IdotFusedFfnMatchesQuantizedReference) {
         EXPECT_EQ(be->counters().dispatches, st.dispatches[T == 1 ? 0 : 1]) << what;
         ExpectClose(got, ExplainLevelFlips(got, want, h, Wd, T), kIdotTol, what);
       }
+}
+
+// A Q4_K_M file's dense FFN: gate/up of one type, down of another of the same x format (int8:
+// Q4_K gate/up over a Q5_K or Q6_K down, Q4_0 over Q4_K). The dual GEMV writes h quantized
+// (QOUT, a `_idot_dual_q` variant) for the down GEMV: 2 inputs, the norm's quantize_q8, the dual
+// GEMV, the down GEMV — 5 dispatches. Without (a Q8_0 down, int16 x, under Q4_0; every mixed
+// pair while the producer's and the reader's weight types had to be equal) a 3-row step's down
+// GEMV has a quantize_q8 of its own (6), a one-row step's quantizes h in its workgroups (5).
+// Against the int8-x reference (level flips of h explained).
+TEST_F(VulkanQuant, IdotDualQuantizesHForADownOfAnotherType) {
+  const RefMm mm = [](const std::vector<float>& x, const Tensor& W, int T) {
+    return RefIdot(QuantizedRows(x, T, int(W.cols()), W.dtype), W, nullptr, T);
+  };
+  struct Case {
+    DType gate_up, down;
+    bool shared;  // the dual GEMV writes the down GEMV's x
+  };
+  auto be = IdotVulkan();
+  for (const Case c :
+       {Case{DType::kQ4_K, DType::kQ5_K, true}, Case{DType::kQ4_K, DType::kQ6_K, true},
+        Case{DType::kQ4_0, DType::kQ4_K, true}, Case{DType::kQ4_0, DType::kQ8_0, false}})
+    for (int T : {1, 3}) {
+      std::vector<float> want, h;
+      Tensor Wd;
+      const std::vector<float> got =
+          RunFfn(*be, c.gate_up, T, 256, 512, 181, mm, &want, &h, &Wd, c.down);
+      const std::string what = "idot FFN " + std::string(Name(c.gate_up)) + "/" +
+                               std::string(Name(c.down)) + " T=" + std::to_string(T);
+      EXPECT_EQ(be->counters().dispatches, c.shared || T == 1 ? 5 : 6) << what;
+      const std::vector<std::string>& sh = be->counters().shaders;
+      const bool qout = std::any_of(sh.begin(), sh.end(), [](const std::string& n) {
+        return n.find("_idot_dual_q/") != std::string::npos;
+      });
+      EXPECT_EQ(qout, c.shared) << what;
+      ExpectClose(got, ExplainLevelFlips(got, want, h, Wd, T), kIdotTol, what);
+    }
+}
+
+// The output projection (a float GEMV + residual: the 7B Q4_K_M's Q4_K o, or f16) writes the FFN
+// norm's output quantized for the integer-dot gate/up GEMV (Q4_0 here) in its last workgroup
+// (matmul_gemv.comp NQOUT, ES_VK_NORM_QUANT_FUSE): against the same graph with the knob off
+// (the norm folded into a quantize_q8 dispatch: the same levels but for Σx²'s summation order,
+// so within level flips), one dispatch and one barrier level fewer; T = 1 and 3 rows, three steps
+// each (the count must be back at zero for the next step of the same program).
+TEST_F(VulkanQuant, OutputProjectionWritesTheFfnNormsQuantizedX) {
+  const int Dk = 512, D = 256, I = 512;
+  for (DType ot : {DType::kQ4_K, DType::kF16})
+    for (int T : {1, 3}) {
+      Tensor A = RandomTensor("a", DType::kF32, {T, Dk}, 191),
+             R0 = RandomTensor("r0", DType::kF32, {T, D}, 192);
+      Tensor Wo = RandomTensor("wo", ot, {D, Dk}, 193),
+             Nw = RandomTensor("norm.w", DType::kF32, {D}, 194);
+      Tensor Wg = RandomTensor("wg", DType::kQ4_0, {I, D}, 195),
+             Wu = RandomTensor("wu", DType::kQ4_0, {I, D}, 196),
+             Wd = RandomTensor("wd", DType::kQ4_0, {D, I}, 197);
+      Graph g;
+      const int a = Input(g, A, T), r0 = Input(g, R0, T);
+      const int o = g.Add(Make(Op::kMatMul, "o", {a, g.AddWeight(Wo)}, {T, D}));
+      const int h1 = g.Add(Make(Op::kAdd, "h1", {r0, o}, {T, D}));
+      AddFfnBlock(g, h1, h1, Nw, Wg, Wu, Wd, T, D, I);
+      std::vector<float> got[2];
+      int dispatches[2], barriers[2];
+      for (int fuse = 0; fuse < 2; ++fuse) {
+        vk::VulkanTuning t;
+        t.knobs.Set(vk::Knob::kGemvIdot, "1");
+        t.knobs.Set(vk::Knob::kNormQuantFuse, fuse ? "1" : "0");
+        auto be = MakeVulkan(t);
+        auto kv = be->CreateKv(KvSpec{1, {2, 2}, DType::kF32}, 1, 64);
+        for (int step = 0; step < 3; ++step) got[fuse] = RunGraph(*be, g, RowsBatch(T), kv.get());
+        dispatches[fuse] = be->counters().dispatches;
+        barriers[fuse] = be->counters().barriers;
+        const std::vector<std::string>& sh = be->counters().shaders;
+        const bool nq = std::any_of(sh.begin(), sh.end(), [](const std::string& n) {
+          return n.find("_vec_nq/") != std::string::npos;
+        });
+        EXPECT_EQ(nq, fuse == 1) << Name(ot) << " T=" << T;
+      }
+      const std::string what =
+          "o writes the FFN's x: " + std::string(Name(ot)) + " T=" + std::to_string(T);
+      EXPECT_EQ(dispatches[1], dispatches[0] - 1) << what;
+      EXPECT_EQ(barriers[1], barriers[0] - 1) << what;
+      ExpectClose(got[1], got[0], 2e-3, what);
+    }
+}
+
+// Narrow GEMVs (ops/matmul.cpp WidenNarrowGemv, ES_VK_GEMV_NARROW): outputs 1 .. 600 (512: a GQA
+// model's k / v), K of whole blocks (2,304 = 9 K-quant blocks: the float paths' TPR doubles to
+// 256 below ~256 outputs), 1 / 3 / 4 rows, every type the rule takes on the float GEMV (f16, f32,
+// the block types) and on the integer dots, against the reference; and the rule changed the
+// geometry: 512 x 3,584 takes QR 1 (spec constant 3) where ES_VK_GEMV_NARROW=0 keeps QR 4.
+std::vector<uint32_t> GemvSpecOf(vk::VulkanBackend& be) {
+  std::vector<uint32_t> spec;
+  for (const std::string& n : be.counters().shaders) {
+    if (n.rfind("matmul_gemv_", 0) != 0) continue;
+    for (size_t at = n.find('/'); at != std::string::npos; at = n.find('/', at + 1))
+      spec.push_back(uint32_t(std::stoul(n.substr(at + 1))));
+  }
+  return spec;
+}
+TEST_F(VulkanQuant, NarrowGemvTakesMoreWorkgroupsAndGivesTheReference) {
+  auto idot = IdotVulkan();
+  const DType float_types[] = {DType::kF16,  DType::kF32,  DType::kQ8_0, DType::kQ4_0,
+                               DType::kQ4_K, DType::kQ5_K, DType::kQ6_K};
+  const int rows[] = {1, 3, 4};
+  size_t i = 0;
+  for (DType dt : float_types)
+    for (int N : {1, 37, 512, 600}) {
+      const int R = rows[i++ % 3];  // 1, 3, 4 rows in turn
+      CheckMatMul(SharedVulkan(), dt, R, 2304, N, N == 37, "narrow gemv");
+    }
+  for (DType dt : {DType::kQ8_0, DType::kQ4_0, DType::kQ4_K, DType::kQ6_K})
+    for (int N : {37, 511, 512}) {
+      const int R = N == 511 ? 3 : N == 512 ? 4 : 1;
+      CheckIdot(*idot, dt, R, 2304, N, N == 37, "narrow idot gemv");
+    }
+  for (DType dt : {DType::kF16, DType::kQ4_K, DType::kQ6_K}) {
+    CheckMatMul(SharedVulkan(), dt, 1, 3584, 512, false, "7B k / v");
+    const std::vector<uint32_t> on = GemvSpecOf(SharedVulkan());
+    ASSERT_GE(on.size(), 3u) << Name(dt);
+    EXPECT_EQ(on[2], 1u) << Name(dt) << ": QR of the narrow GEMV";
+    vk::VulkanTuning t;
+    t.knobs.Set(vk::Knob::kGemvNarrow, "0");
+    auto off = MakeVulkan(t);
+    CheckMatMul(*off, dt, 1, 3584, 512, false, "7B k / v, ES_VK_GEMV_NARROW=0");
+    const std::vector<uint32_t> spec = GemvSpecOf(*off);
+    ASSERT_GE(spec.size(), 3u) << Name(dt);
+    EXPECT_EQ(spec[2], 4u) << Name(dt) << ": QR without the rule";
+  }
 }
 
 // E experts' gate, up [I, D] of type dt and down [D, I] of type `down` (dt if not given; seeds
@@ -1429,7 +1559,8 @@ TEST_F(VulkanQuant, GoldenModelInQ4KMMatchesTheCpuBackend) {
 // GEMVs), the decode step 1.8e-2 (1.6e-2 with ES_VK_GEMV_IDOT_Q6K=0, 2.6e-4 on the float GEMVs;
 // the CPU backend on the quantized file, int8 activations too, is 1.6-1.9e-2 from either). The
 // decode step's Q6_K GEMVs must have taken the integer dots (ES_VK_GEMV_IDOT_Q6K=0: it fails);
-// each one is checked exactly against its int8-x reference by IdotQ6KDenseGemvByDefault.
+// each one is checked exactly against its int8-x reference by IdotQ6KDenseGemvByDefault. The
+// dense layer's dual gate/up GEMV writes its down GEMV's x (another type, the same int8 format).
 TEST_F(VulkanQuant, GoldenModelInQ4KMDecodesOnIntegerDots) {
   auto be = IdotVulkan();
   const double tol[2] = {be->device().f16_math() ? 6e-3 : 5e-3, 2.5e-2};
@@ -1441,6 +1572,8 @@ TEST_F(VulkanQuant, GoldenModelInQ4KMDecodesOnIntegerDots) {
   EXPECT_GT(ran("matmul_gemv_q6_k_idot"), 0) << "no dense Q6_K GEMV on integer dots";
   EXPECT_EQ(ran("matmul_gemv_q6_k_vec"), 0) << "a dense Q6_K GEMV on the float path";
   EXPECT_GT(ran("matmul_gemv_q4_k_idot"), 0) << "no dense Q4_K GEMV on integer dots";
+  // The dense layer's Q4_K gate/up GEMV writes its Q5_K down GEMV's x quantized.
+  EXPECT_EQ(ran("matmul_gemv_q4_k_idot_dual_q"), 1) << "the down GEMV quantized its own x";
 }
 
 }  // namespace

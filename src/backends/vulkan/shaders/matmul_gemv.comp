@@ -86,6 +86,15 @@
 // XLOCAL (with IDOT): no separate quantization — each workgroup quantizes the x it needs into
 // shared memory itself (KC elements of every batch row per step, the folded norm applied while
 // quantizing, exactly as quantize_q8.comp does), so x is bound as f32 like the float GEMV's.
+// NQOUT (the float VEC GEMV, f32 x: no IDOT / DUAL / MOE / CLUSTER / ROUTE / COMBINE, no folded
+// norm of its own, one chunk, one row group; ops/matmul.cpp GemvWritesNormedX): y (coherent) is
+// the residual stream (p.epi == 1: the output projection's sum), and the RMSNorm that the next
+// GEMV folds follows in this GEMV — each workgroup, its outputs written, counts itself done in
+// nq_cnt[0] (binding 8, zero between steps); the last one takes each batch row's Σy² and writes
+// g ⊙ y quantized per 32-block in the int8 x format (quant_x.glsl) at nq4 / nds (bindings 6, 7;
+// the reader's layout, quantize_q8.comp's sums: (d, d·Σq) scaled by 1 / rms at the end; g the
+// norm weight at binding 9, eps in p.eps) and sets the count back to 0, as ROUTE does. The
+// quantize_q8 dispatch of the norm and its barrier level go.
 // COMBINE (VEC, no IDOT / DUAL / MOE / XLOCAL; ops/mla_attention.cpp, the Wuv GEMV of a split
 // decode step): x is not read but merged by each workgroup from the split-key partials of its head
 // h = gl_WorkGroupID.y (binding 1, attention_combine.comp's layout: part[((t*H + h)*CS + s)*(K + 2)
@@ -163,7 +172,17 @@ layout(binding = 1) readonly buffer X { vec4 x4[]; };  // x offsets and strides 
 layout(binding = 1) readonly buffer X { float x[]; };
 #endif
 layout(binding = 2) readonly buffer Bias { float bias[]; };
-#if defined(ROUTE)
+#if defined(NQOUT) && (!defined(VEC) || defined(IDOT) || defined(DUAL) || defined(MOE) || \
+                       defined(CLUSTER) || defined(ROUTE) || defined(COMBINE))
+#error "NQOUT: the single VEC GEMV over f32 x"
+#endif
+#if defined(NQOUT)
+layout(binding = 3) coherent buffer Y { float y[]; };
+layout(binding = 6) writeonly buffer NQ { uvec4 nq4[]; };
+layout(binding = 7) buffer ND { vec2 nds[]; };  // read back: scaled by 1 / rms
+layout(binding = 8) coherent buffer NC { uint nq_cnt[]; };
+layout(binding = 9) readonly buffer NG { vec4 ng4[]; };
+#elif defined(ROUTE)
 #if !defined(VEC) || defined(W_QUANT) || defined(DUAL) || defined(MOE) || defined(CLUSTER)
 #error "ROUTE: the float VEC GEMV only"
 #endif
@@ -803,6 +822,41 @@ void AccumVecRows(uint sel, uint off,
 }
 #endif
 
+#if defined(NQOUT)
+#include "quant_x.glsl"  // int8 x (no IDOT: no X_I16)
+shared bool nq_last;
+// After this workgroup's stores: the last of the og workgroups quantizes the normed rows
+// [r0, r0 + nr) of y (see the header).
+void NormQuantizeIfLast(uint r0, uint nr, uint og) {
+  memoryBarrierBuffer();
+  barrier();
+  if (gl_LocalInvocationID.x == 0u) nq_last = atomicAdd(nq_cnt[0], 1u) == og - 1u;
+  barrier();
+  if (!nq_last) return;  // uniform: shared
+  memoryBarrierBuffer();
+  const uint tid = gl_LocalInvocationID.x, nb = p.N / 32u;
+  for (uint r = r0; r < r0 + nr; ++r) {
+    float ss = 0.0;
+    for (uint b = tid; b < nb; b += WG) {
+      vec4 v[8];
+      for (uint i = 0u; i < 8u; ++i) {
+        const uint o = r * p.y_rs + p.y_off + 32u * b + 4u * i;
+        v[i] = vec4(y[o], y[o + 1u], y[o + 2u], y[o + 3u]);
+        ss += dot(v[i], v[i]);
+        v[i] *= ng4[8u * b + i];
+      }
+      uvec4 q[XB];
+      vec2 d;
+      QuantizeBlock32(v, q, d);
+      for (uint j = 0u; j < XB; ++j) nq4[(r * nb + b) * XB + j] = q[j];
+      nds[r * nb + b] = d;
+    }
+    const float inv = 1.0 / sqrt(WgSum(ss) / float(p.N) + p.eps);
+    for (uint b = tid; b < nb; b += WG) nds[r * nb + b] *= inv;
+  }
+  if (tid == 0u) atomicExchange(nq_cnt[0], 0u);
+}
+#endif
 // y of output ni of batch row r from its full dot products (norm scale applied): s, and for DUAL
 // s2 the up projection's (silu(s) * s2); else s + bias (p.has_bias) + the residual (p.epi == 1).
 // Returns the value written.
@@ -1080,6 +1134,9 @@ void main() {
   }
 #if defined(ROUTE)
   RouteIfLast(r0, nr, rg, inter ? gl_NumWorkGroups.x / nrg : gl_NumWorkGroups.x);
+#endif
+#if defined(NQOUT)
+  NormQuantizeIfLast(r0, nr, gl_NumWorkGroups.x);
 #endif
 #if defined(QOUT)
   barrier();

@@ -56,6 +56,12 @@ class FusionCaps {
                              const Node& down) const {
     return false;
   }
+  // Matmul `p`, whose epilogue writes the input of RMSNorm `norm` (the residual stream), can also
+  // write norm's output quantized in the format of m, an integer-dot matmul folding that norm.
+  virtual bool WritesNormedQuantizedX(const Graph& g, const Node& p, const Node& norm,
+                                      const Node& m) const {
+    return false;
+  }
 };
 
 // One quantized copy of an x (ShareQuantizedX): written by `producer` (a node writing its output
