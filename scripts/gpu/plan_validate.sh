@@ -8,6 +8,11 @@
 #   ES_PV_QUICK=1  calibrate with --quick (local tests)
 #   ES_PV_NO_CPU=1 no CPU profile beside a GPU's (a short device job)
 #   ES_PV_T        threads (-t) for calibration and bench (default: the backend's)
+#   ES_PV_CONVERT=1 a synthetic row is converted to a GGUF file first (`convert --synthetic`,
+#                  deleted after its row) and planned and benched from it: the file's types are
+#                  plan's (a synthetic bench keeps a Q4_0/Q8_0 preset's embedding in bf16: 0.2 GiB
+#                  more device weights for the 1.5B, 0.5 for the 7B) and a file is mmapped as a
+#                  user's is (peak RSS on the CPU)
 # Memory: on a discrete GPU plan's allocations (weights + KV + activations, without the profile's
 # nominal driver share) against the bytes bench reports the backend's device-local pools used at
 # their peaks (device_memory; the blocks held beside them); elsewhere (CPU, integrated GPU,
@@ -47,7 +52,18 @@ for row in $ROWS; do
   echo "== $m $t"
   dev=(); [ -n "$PROFILE" ] && dev=(--device "$PROFILE")
   src=(--synthetic "$m" --type "$t"); bsrc=(--synthetic "$m" --dtype "$t")
-  case "$m" in *.gguf) src=(-m "$m"); bsrc=(-m "$m");; esac
+  conv=""
+  case "$m" in
+    *.gguf) src=(-m "$m"); bsrc=(-m "$m");;
+    *) if [ -n "${ES_PV_CONVERT:-}" ]; then
+         conv="$OUT/$tag.gguf"
+         if "$BIN" convert --synthetic "$m" --type "$t" -o "$conv" >"$OUT/convert-$tag.log" 2>&1; then
+           src=(-m "$conv"); bsrc=(-m "$conv")
+         else
+           echo "convert failed (see $OUT/convert-$tag.log); the row runs synthetic"
+         fi
+       fi;;
+  esac
   if ! "$BIN" plan "${src[@]}" "${dev[@]}" -p "$P" -n "$N" -c $((P + N + 8)) --json \
       >"$OUT/plan-$tag.json" 2>"$OUT/plan-$tag.err"; then
     echo "plan failed: $(tail -1 "$OUT/plan-$tag.err")"
@@ -56,6 +72,7 @@ for row in $ROWS; do
       >"$OUT/bench-$tag.json" 2>"$OUT/bench-$tag.err"; then
     echo "bench failed: $(tail -1 "$OUT/bench-$tag.err")"
   fi
+  [ -n "$conv" ] && rm -f "$conv"
   python3 - "$OUT/plan-$tag.json" "$OUT/bench-$tag.json" "$m" "$t" >>"$TABLE" <<'PY'
 import json, sys
 def load(p):
