@@ -20,6 +20,18 @@
 namespace es::tools {
 namespace {
 
+// The backend's pools at peak (GPU): device-local and host-visible bytes, and each pool's.
+void PrintMemory(const BackendMemory& m) {
+  if (m.pools.empty()) return;
+  std::printf("device     %.3f GB device-local, %.3f GB host-visible (%s) at peak:",
+              double(m.device_local_peak_bytes) / 1e9, double(m.host_visible_peak_bytes) / 1e9,
+              m.device_type.c_str());
+  for (const BackendMemory::Pool& p : m.pools)
+    std::printf(" %s %.3f (%.3f used)", p.name.c_str(), double(p.peak_bytes) / 1e9,
+                double(p.peak_used_bytes) / 1e9);
+  std::printf(" GB\n");
+}
+
 // The text report of one bench; the model/backend/load lines only with `header`.
 void Print(const BenchResult& r, bool header) {
   if (header) {
@@ -28,6 +40,7 @@ void Print(const BenchResult& r, bool header) {
     std::printf("backend    %s\n", r.backend_desc.c_str());
     std::printf("load       %.2f s     peak RSS %.2f GB     KV %zu bytes/token (%s)\n", r.load_s,
                 double(r.peak_rss_bytes) / 1e9, r.kv_bytes_per_token, r.kv_type.c_str());
+    PrintMemory(r.memory);
   }
   std::printf("prefill    %8.2f tokens/s  (pp%d, median of %d)   TTFT %.3f s\n",
               r.prefill_tokens_per_s, r.n_prompt, r.reps, r.ttft_s);

@@ -56,12 +56,16 @@ int Calibrate(const CalibrateOptions& o, const std::string& out, const std::stri
     std::printf(" GFLOP/s\n");
   }
   // The layer chains: measured, plan's roofline of the same graph, the excess per layer.
-  for (const LayerProbe& l : p.layer_probes)
+  // The spread is the end of the value's source (ProbeTiming::Describe).
+  for (const LayerProbe& l : p.layer_probes) {
+    const size_t at = l.seconds.source.rfind("median of");
     std::printf(
         "  layers   D %lld FFN %lld %-5s %3d rows x %2d layers: %8.3f ms, roofline %8.3f ms, "
-        "excess %7.3f ms a layer\n",
+        "excess %7.3f ms a layer (%s)\n",
         (long long)l.hidden, (long long)l.ffn, std::string(Name(l.type)).c_str(), l.rows, l.layers,
-        l.seconds.value * 1e3, LayerProbeRoofline(l, p) * 1e3, LayerProbeExcess(l, p) * 1e3);
+        l.seconds.value * 1e3, LayerProbeRoofline(l, p) * 1e3, LayerProbeExcess(l, p) * 1e3,
+        at == std::string::npos ? "" : l.seconds.source.c_str() + at);
+  }
   if (!out.empty()) {
     std::ofstream f(out);
     ES_CHECK(f, "--json ", out, ": cannot write");

@@ -408,9 +408,28 @@ BenchResult RunBench(Runner& runner, const BenchOptions& o, double load_s) {
   TimedReps(passes, o, r);
   StepSplit(passes, r);
   r.peak_rss_bytes = PeakRssBytes();
+  r.memory = runner.backend().memory();
   AddBandwidth(o, r);
   return r;
 }
+
+namespace {
+// The backend's pools (BenchResult::memory) as JSON; null where the backend counts none.
+nlohmann::json MemoryJson(const BackendMemory& m) {
+  if (m.pools.empty()) return nullptr;
+  nlohmann::json pools = nlohmann::json::object();
+  for (const BackendMemory::Pool& p : m.pools)
+    pools[p.name] = {{"bytes", p.peak_bytes},
+                     {"used_bytes", p.peak_used_bytes},
+                     {"device_local", p.device_local},
+                     {"host_visible", p.host_visible}};
+  return {{"device_type", m.device_type},
+          {"discrete", m.discrete()},
+          {"device_local_bytes", m.device_local_peak_bytes},
+          {"host_visible_bytes", m.host_visible_peak_bytes},
+          {"pools", pools}};
+}
+}  // namespace
 
 nlohmann::json BenchResult::ToJson() const {
   return {
@@ -442,6 +461,7 @@ nlohmann::json BenchResult::ToJson() const {
       {"step_page_faults_p50", step_faults_p50},
       {"step_page_faults_p95", step_faults_p95},
       {"peak_rss_bytes", peak_rss_bytes},
+      {"device_memory", MemoryJson(memory)},
       {"weight_bytes", weight_bytes},
       {"active_weight_bytes_per_token", active_bytes_per_token},
       {"kv_bytes_per_token", kv_bytes_per_token},

@@ -86,22 +86,28 @@ int InputNode(Graph& g, const Tensor& table, int64_t rows) {
   return g.Add(std::move(n));
 }
 
-// Median seconds of one Compute of `g`, repeated for about `budget` seconds (at least 3 runs,
-// after one untimed run).
-double TimeGraph(Backend& be, const Graph& g, const Batch& b, KvStorage& kv, double budget) {
+// One Compute of `g` timed as every probe is (TimeRepeated), after `warmup` seconds of untimed
+// runs (default: a third of the budget).
+ProbeTiming TimeGraph(Backend& be, const Graph& g, const Batch& b, KvStorage& kv, double budget,
+                      double warmup = -1) {
   const Node& out = g.node(g.output());
   std::vector<float> result(size_t(out.shape[0] * out.shape[1]));
-  be.Compute(g, b, kv, result.data());
-  std::vector<double> t;
   const auto start = Clock::now();
-  while (t.size() < 3 || (std::chrono::duration<double>(Clock::now() - start).count() < budget &&
-                          t.size() < 1000)) {
-    const auto t0 = Clock::now();
-    be.Compute(g, b, kv, result.data());
-    t.push_back(std::chrono::duration<double>(Clock::now() - t0).count());
-  }
-  std::sort(t.begin(), t.end());
-  return t[t.size() / 2];
+  return TimeRepeated([&] { be.Compute(g, b, kv, result.data()); },
+                      [&] { return std::chrono::duration<double>(Clock::now() - start).count(); },
+                      budget, warmup < 0 ? budget / 3 : warmup);
+}
+
+// Untimed work before the first probe: a GPU idles at low clocks and takes hundreds of
+// milliseconds of load to raise them, and a first run compiles pipelines. A 256-row f16 GEMM
+// against [2048, 2048], over and over for `seconds` (at least once).
+void WarmUpDevice(Backend& be, KvStorage& kv, double seconds) {
+  const Tensor w = RandomWeight("warm_up", DType::kF16, 2048, 2048, 17);
+  be.PrepareWeight(w);
+  const Tensor x = RandomWeight("x", DType::kF32, 256, 2048, 19);
+  Graph g;
+  MatMulNode(g, InputNode(g, x, 256), w, 256);
+  TimeGraph(be, g, RowsBatch(256), kv, 0, seconds);
 }
 
 std::string Today() {
@@ -169,8 +175,8 @@ struct MatMulProbe {
     Graph g;
     int h = InputNode(g, x, rows);
     for (const Tensor& w : ws) h = MatMulNode(g, h, w, rows);
-    const double s =
-        std::max(TimeGraph(be, g, RowsBatch(rows), kv, budget) - step_s - links * dispatch_s, 1e-9);
+    const ProbeTiming pt = TimeGraph(be, g, RowsBatch(rows), kv, budget);
+    const double s = std::max(pt.median_s - step_s - links * dispatch_s, 1e-9);
     CurvePoint c;
     c.k = k;
     c.n = n;
@@ -178,15 +184,16 @@ struct MatMulProbe {
     const std::string shape = std::to_string(rows) + " x " + std::to_string(k) + " by [" +
                               std::to_string(n) + ", " + std::to_string(k) + "] " + tn;
     if (rows == 1)
-      c.rate = MeasuredValue(double(bytes) * links / s,
-                             tag + shape +
-                                 (links > 1 ? " (a chain of " + std::to_string(links) +
-                                                  " distinct weights, [n, k] and [k, n])"
-                                            : std::string()) +
-                                 ", weight bytes / (median - step - per op x links)");
+      c.rate =
+          MeasuredValue(double(bytes) * links / s,
+                        tag + shape +
+                            (links > 1 ? " (a chain of " + std::to_string(links) +
+                                             " distinct weights, [n, k] and [k, n])"
+                                       : std::string()) +
+                            ", weight bytes / (median - step - per op x links); " + pt.Describe());
     else
       c.rate = MeasuredValue(2.0 * rows * double(n) * double(k) / s,
-                             tag + shape + ", 2RNK / (median - step - per op)");
+                             tag + shape + ", 2RNK / (median - step - per op); " + pt.Describe());
     return c;
   }
 };
@@ -277,12 +284,12 @@ struct LayerChainProbe {
     LayerProbe lp;
     lp.hidden = D, lp.heads = H, lp.kv_heads = KVH, lp.head_dim = hd, lp.ffn = F;
     lp.type = t, lp.kv_type = spec.dtype, lp.rows = rows, lp.layers = layers, lp.depth = depth;
-    lp.seconds =
-        MeasuredValue(TimeGraph(be, g, b, *kv, budget),
-                      tag + std::to_string(layers) + " dense GQA layers [D " + std::to_string(D) +
-                          ", FFN " + std::to_string(F) + "] of " + std::string(Name(t)) +
-                          " as one graph, " + std::to_string(rows) + " rows at KV depth " +
-                          std::to_string(depth) + ", median seconds of one Compute");
+    const ProbeTiming pt = TimeGraph(be, g, b, *kv, budget);
+    lp.seconds = MeasuredValue(
+        pt.median_s, tag + std::to_string(layers) + " dense GQA layers [D " + std::to_string(D) +
+                         ", FFN " + std::to_string(F) + "] of " + std::string(Name(t)) +
+                         " as one graph, " + std::to_string(rows) + " rows at KV depth " +
+                         std::to_string(depth) + ", seconds of one Compute: " + pt.Describe());
     return lp;
   }
 };
@@ -307,10 +314,11 @@ HeadProbe MeasureHead(Backend& be, KvStorage& kv, const ModelConfig& c, DType t,
   MatMulNode(g, g.Add(std::move(n)), head, 1);
   HeadProbe h;
   h.hidden = D, h.vocab = V, h.type = t;
-  h.seconds = MeasuredValue(TimeGraph(be, g, RowsBatch(1), kv, budget),
-                            tag + "final norm + lm_head [" + std::to_string(V) + ", " +
-                                std::to_string(D) + "] " + std::string(Name(t)) +
-                                " over one row as one graph, median seconds of one Compute");
+  const ProbeTiming pt = TimeGraph(be, g, RowsBatch(1), kv, budget);
+  h.seconds = MeasuredValue(
+      pt.median_s, tag + "final norm + lm_head [" + std::to_string(V) + ", " + std::to_string(D) +
+                       "] " + std::string(Name(t)) +
+                       " over one row as one graph, seconds of one Compute: " + pt.Describe());
   return h;
 }
 
@@ -363,6 +371,31 @@ void ProbeLayers(Backend& be, KvStorage& kv, const CalibrateOptions& o, size_t m
 
 }  // namespace
 
+ProbeTiming TimeRepeated(const std::function<void()>& run, const std::function<double()>& now,
+                         double budget_s, double warmup_s, int min_runs) {
+  ProbeTiming p;
+  for (const double start = now(); p.warmups == 0 || now() - start < warmup_s; ++p.warmups) run();
+  std::vector<double> t;
+  for (const double start = now();
+       int(t.size()) < min_runs || (now() - start < budget_s && t.size() < 1000);) {
+    const double t0 = now();
+    run();
+    t.push_back(now() - t0);
+  }
+  std::sort(t.begin(), t.end());
+  p.runs = int(t.size());
+  p.median_s = t[t.size() / 2];
+  p.min_s = t.front(), p.max_s = t.back();
+  return p;
+}
+
+std::string ProbeTiming::Describe() const {
+  char buf[160];
+  std::snprintf(buf, sizeof buf, "median of %d runs after %d warm-up, %.3g .. %.3g s", runs,
+                warmups, min_s, max_s);
+  return buf;
+}
+
 DeviceProfile CalibrateDevice(const CalibrateOptions& o) {
   ES_CHECK(o.backend == "cpu" || o.backend == "vulkan", "--backend must be cpu or vulkan (got '",
            o.backend, "')");
@@ -411,6 +444,9 @@ DeviceProfile CalibrateDevice(const CalibrateOptions& o) {
   spec.n_layers = 1;
   spec.width[0] = spec.width[1] = 32;
   auto kv = be->CreateKv(spec, 1, 1024);
+  // Clocks up and the first pipelines compiled before anything is timed (each probe also warms
+  // up on its own graph: TimeGraph).
+  if (!o.quick) WarmUpDevice(*be, *kv, 1.0);
 
   // Per-op and per-step overhead: chains of tiny adds.
   {
@@ -429,8 +465,8 @@ DeviceProfile CalibrateDevice(const CalibrateOptions& o) {
       return g;
     };
     const Batch b = RowsBatch(1);
-    const double t1 = TimeGraph(*be, chain(1), b, *kv, o.seconds_per_case);
-    const double t257 = TimeGraph(*be, chain(257), b, *kv, o.seconds_per_case);
+    const double t1 = TimeGraph(*be, chain(1), b, *kv, o.seconds_per_case).median_s;
+    const double t257 = TimeGraph(*be, chain(257), b, *kv, o.seconds_per_case).median_s;
     p.step_s =
         MeasuredValue(t1, tag + "one Compute of a 2-op graph (submit + wait + host), median");
     p.dispatch_s = MeasuredValue(std::max(0.0, (t257 - t1) / 256.0),

@@ -11,6 +11,7 @@
 #include <map>
 #include <nlohmann/json.hpp>
 
+#include "edgeseek/internal/backends/backend.h"
 #include "edgeseek/internal/core/error.h"
 #include "edgeseek/internal/formats/gguf.h"
 #include "edgeseek/internal/formats/gguf_names.h"
@@ -541,10 +542,16 @@ size_t ActivationBytes(const ModelConfig& c, const PlanOptions& o) {
                 4.0 * double(c.vocab_size));
 }
 
+// The tokens a sequence's cache holds: both backends allocate it in blocks of kKvBlockTokens
+// (backend.h), so a context rounds up to a whole block.
+int64_t KvTokens(const PlanOptions& o) {
+  return (o.context + kKvBlockTokens - 1) / kKvBlockTokens * kKvBlockTokens;
+}
+
 // Memory: resident weights, KV for batch × context, activations, the profile's overhead.
 void AddMemory(const ModelConfig& c, const WeightTally& wt, const DeviceProfile& d,
                const PlanOptions& o, Plan& p) {
-  p.kv_bytes = size_t(o.batch) * size_t(o.context) * size_t(p.kv_bytes_per_token);
+  p.kv_bytes = size_t(o.batch) * size_t(KvTokens(o)) * size_t(p.kv_bytes_per_token);
   p.activation_bytes = ActivationBytes(c, o);
   p.overhead_bytes = size_t(d.reserved_bytes.value);
   // The CPU backend reads weights where the file maps them: an untied embedding table is a row
@@ -572,7 +579,7 @@ void SplitByLayer(const ModelConfig& c, const WeightTally& wt, const DeviceProfi
     DeviceShare& s = p.shares[size_t(int64_t(l) * N / c.n_layers)];
     s.weights_bytes +=
         lc.attn_bytes + lc.kv_b_bytes + lc.absorbed_bytes + lc.ffn_bytes + lc.expert_bytes;
-    s.kv_bytes += size_t(o.batch) * size_t(o.context) * size_t(lc.kv_bytes_per_token);
+    s.kv_bytes += size_t(o.batch) * size_t(KvTokens(o)) * size_t(lc.kv_bytes_per_token);
   }
   p.shares.front().weights_bytes += wt.embed->bytes;
   if (wt.lm_head != wt.embed) p.shares.back().weights_bytes += wt.lm_head->bytes;

@@ -598,9 +598,7 @@ Device::Device(const std::string& want, const Tuning& tuning) : tuning_(tuning) 
     vkGetPhysicalDeviceQueueFamilyProperties(physical_, &n, nullptr);
     std::vector<VkQueueFamilyProperties> qf(n);
     vkGetPhysicalDeviceQueueFamilyProperties(physical_, &n, qf.data());
-    timestamp_valid_bits_ = props.limits.timestampComputeAndGraphics
-                                ? qf[queue_family_].timestampValidBits
-                                : qf[queue_family_].timestampValidBits;
+    timestamp_valid_bits_ = qf[queue_family_].timestampValidBits;
   }
 
   // Features the shaders may use, enabled where present (fallback shaders otherwise).

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "edgeseek/internal/backends/vulkan.h"
+#include "memory_ledger.h"
 #include "tuning.h"
 #include "vk_api.h"
 
@@ -103,6 +104,9 @@ class Device {
   bool f16_math() const { return f16_math_; }
   // The knobs (tuning.h), read by the ops when a graph is recorded.
   const Tuning& tuning() const { return tuning_; }
+  // Every memory pool's blocks and live bytes on this device (MemoryPool keeps it).
+  MemoryLedger& ledger() { return ledger_; }
+  const MemoryLedger& ledger() const { return ledger_; }
   // Replaces the knobs read at graph build; those read at device creation (and the process
   // ones) must be unchanged, else es::Error naming the first that differs.
   void Retune(const Tuning& t);
@@ -153,6 +157,7 @@ class Device {
   bool pipeline_stats_ = false;
   bool f16_math_ = false;
   Tuning tuning_;
+  MemoryLedger ledger_;
 };
 
 }  // namespace es::vk

@@ -6,6 +6,7 @@
 #include <cstring>
 
 #include "device.h"
+#include "edgeseek/internal/backends/backend.h"
 
 namespace es::vk {
 
@@ -103,13 +104,19 @@ MemoryPool::MemoryPool(Device& dev, Kind kind, std::string label, PoolLimits lim
       break;
   }
   align_ = std::max<uint64_t>(align_, req.alignment);
+  const VkMemoryPropertyFlags flags = mp.memoryTypes[memory_type_].propertyFlags;
+  device_local_ = (flags & VK_MEMORY_PROPERTY_DEVICE_LOCAL_BIT) != 0;
+  host_visible_ = (flags & VK_MEMORY_PROPERTY_HOST_VISIBLE_BIT) != 0;
 }
 
 MemoryPool::~MemoryPool() {
+  dev_.ledger().Used(label_, -int64_t(used_));
   for (auto& b : blocks_) ReleaseBlock(b);
 }
 
 void MemoryPool::ReleaseBlock(Block& b) {
+  if (b.ranges)
+    dev_.ledger().Blocks(label_, device_local_, host_visible_, -int64_t(b.ranges->size()));
   if (b.buffer) vkDestroyBuffer(dev_.handle(), b.buffer, nullptr);
   if (b.memory) vkFreeMemory(dev_.handle(), b.memory, nullptr);  // also unmaps
   b = Block{};
@@ -155,6 +162,7 @@ int MemoryPool::NewBlock(uint64_t bytes, const std::string& what) {
     b.mapped = static_cast<uint8_t*>(p);
   }
   b.ranges = std::make_unique<RangeAllocator>(bytes);
+  dev_.ledger().Blocks(label_, device_local_, host_visible_, int64_t(bytes));
   current_ += bytes;
   peak_ = std::max(peak_, current_);
   for (size_t i = 0; i < blocks_.size(); ++i)
@@ -167,7 +175,13 @@ int MemoryPool::NewBlock(uint64_t bytes, const std::string& what) {
 }
 
 Allocation MemoryPool::Alloc(uint64_t bytes, const std::string& what) {
-  bytes = (std::max<uint64_t>(bytes, 4) + 15) & ~uint64_t(15);
+  const Allocation a = Place((std::max<uint64_t>(bytes, 4) + 15) & ~uint64_t(15), what);
+  used_ += a.size;
+  dev_.ledger().Used(label_, int64_t(a.size));
+  return a;
+}
+
+Allocation MemoryPool::Place(uint64_t bytes, const std::string& what) {
   if (bytes > max_range_)
     Fail("vulkan: tensor '", what, "' needs ", bytes,
          " bytes in one buffer, more than the device allows (", max_range_,
@@ -194,10 +208,45 @@ void MemoryPool::Free(const Allocation& a) {
   ES_ASSERT(a.block >= 0 && size_t(a.block) < blocks_.size());
   auto& b = blocks_[size_t(a.block)];
   b.ranges->Free(a.offset, a.size);
+  used_ -= a.size;
+  dev_.ledger().Used(label_, -int64_t(a.size));
   if (b.ranges->empty()) {  // give whole free blocks back to the driver
     current_ -= b.ranges->size();
     ReleaseBlock(b);
   }
+}
+
+// ---- MemoryLedger ---------------------------------------------------------------------------
+void MemoryLedger::Blocks(const std::string& name, bool device_local, bool host_visible,
+                          int64_t delta) {
+  const std::lock_guard<std::mutex> lock(mu_);
+  Entry& e = pools_[name];
+  e.device_local = device_local, e.host_visible = host_visible;
+  e.held = uint64_t(int64_t(e.held) + delta);
+  e.peak_held = std::max(e.peak_held, e.held);
+  if (!device_local && !host_visible) return;
+  uint64_t& total = device_local ? device_local_ : host_;  // ReBAR memory counts as the device's
+  total = uint64_t(int64_t(total) + delta);
+  device_local_peak_ = std::max(device_local_peak_, device_local_);
+  host_peak_ = std::max(host_peak_, host_);
+}
+
+void MemoryLedger::Used(const std::string& name, int64_t delta) {
+  const std::lock_guard<std::mutex> lock(mu_);
+  Entry& e = pools_[name];
+  e.used = uint64_t(int64_t(e.used) + delta);
+  e.peak_used = std::max(e.peak_used, e.used);
+}
+
+BackendMemory MemoryLedger::Report() const {
+  const std::lock_guard<std::mutex> lock(mu_);
+  BackendMemory m;
+  for (const auto& [name, e] : pools_)
+    if (e.peak_held)
+      m.pools.push_back({name, e.device_local, e.host_visible, e.peak_held, e.peak_used});
+  m.device_local_peak_bytes = device_local_peak_;
+  m.host_visible_peak_bytes = host_peak_;
+  return m;
 }
 
 // ---- StagingRing ---------------------------------------------------------------------------

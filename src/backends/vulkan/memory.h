@@ -80,6 +80,8 @@ class MemoryPool {
     uint8_t* mapped = nullptr;
     std::unique_ptr<RangeAllocator> ranges;
   };
+  // A range of `bytes` (already rounded) in a block with room, else in a new block.
+  Allocation Place(uint64_t bytes, const std::string& what);
   int NewBlock(uint64_t bytes, const std::string& what);
   void ReleaseBlock(Block& b);
 
@@ -90,6 +92,8 @@ class MemoryPool {
   uint32_t memory_type_ = 0;
   uint64_t max_range_ = 0, align_ = 256;
   uint64_t current_ = 0, peak_ = 0;
+  uint64_t used_ = 0;  // live allocations' bytes (Device::ledger() sums every pool's)
+  bool device_local_ = false, host_visible_ = false;  // of memory_type_
   std::vector<Block> blocks_;
 };
 

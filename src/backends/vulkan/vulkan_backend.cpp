@@ -263,6 +263,12 @@ size_t VulkanBackend::peak_bytes() const {
          host_pool_->peak_block_bytes() + kv_peak_;
 }
 
+BackendMemory VulkanBackend::memory() const {
+  BackendMemory m = dev_->ledger().Report();
+  m.device_type = dev_->info().type;
+  return m;
+}
+
 VulkanCounters VulkanBackend::counters() const {
   VulkanCounters c;
   c.programs_built = programs_built_;

@@ -62,6 +62,7 @@ class VulkanBackend final : public Backend {
   void Compute(const Graph& g, const Batch& batch, KvStorage& kv, float* out,
                ComputeStats* stats = nullptr) override;
   size_t peak_bytes() const override;
+  BackendMemory memory() const override;
 
   // Runs the graph; the argmax of each output row is computed on the device (only the ids come
   // back).

@@ -593,6 +593,38 @@ TEST(PlanProbe, ProfileWithProbesRoundTripsThroughJson) {
 // backend records each probe as one program (17 nodes a layer: matmuls fed by its norms, ropes,
 // stores, attention, SwiGLU, adds) and runs it; each ran, took longer than its nodes' share of
 // the per-op and per-step overheads, and plan reads a finite excess back.
+// Every calibration probe is timed by TimeRepeated. A fake clock that each run advances by a
+// scripted time: the slow first runs (pipelines compiled, clocks low) are the warm-up, untimed,
+// until warmup_s has passed; then at least min_runs timed runs and as many more as the budget
+// holds; the median of those, their spread, and the counts.
+TEST(PlanProbe, ProbesWarmUpThenKeepTheMedianOfTheirRuns) {
+  double clock = 0;
+  const std::vector<double> script = {5.0, 3.0, 0.5, 1.0, 9.0, 2.0, 1.5, 1.2, 1.1, 7.0, 1.3};
+  size_t i = 0;
+  const auto run = [&] { clock += script[std::min(i++, script.size() - 1)]; };
+  const auto now = [&] { return clock; };
+  // Warm-up until 6 s: 5 + 3 = 8 (two runs). Timed: 0.5, 1, 9, 2, 1.5 (the five required;
+  // 14 s > the budget of 10 then): median 1.5.
+  ProbeTiming t = TimeRepeated(run, now, 10.0, 6.0, 5);
+  EXPECT_EQ(t.warmups, 2);
+  EXPECT_EQ(t.runs, 5);
+  EXPECT_DOUBLE_EQ(t.median_s, 1.5);
+  EXPECT_DOUBLE_EQ(t.min_s, 0.5);
+  EXPECT_DOUBLE_EQ(t.max_s, 9.0);
+  EXPECT_EQ(t.Describe(), "median of 5 runs after 2 warm-up, 0.5 .. 9 s");
+  // A longer budget takes more runs: 1.2, 1.1, 7 (23.3 s of timed runs then, past 20).
+  i = 0, clock = 0;
+  t = TimeRepeated(run, now, 20.0, 6.0, 5);
+  EXPECT_EQ(t.runs, 8);
+  EXPECT_DOUBLE_EQ(t.median_s, 1.5);  // of 0.5 1 1.1 1.2 1.5 2 7 9: the upper middle
+  // No warm-up time asked: still one untimed run (the one that compiles).
+  i = 0, clock = 0;
+  t = TimeRepeated(run, now, 0.0, 0.0, 3);
+  EXPECT_EQ(t.warmups, 1);
+  EXPECT_EQ(t.runs, 3);
+  EXPECT_DOUBLE_EQ(t.median_s, 1.0);  // of 3, 0.5, 1
+}
+
 TEST(PlanProbe, VulkanCalibrationRunsTheLayerChains) {
   if (!VulkanBackendBuilt()) GTEST_SKIP() << "built without Vulkan";
   CalibrateOptions o;
@@ -621,6 +653,9 @@ TEST(PlanProbe, VulkanCalibrationRunsTheLayerChains) {
     many = many || p.rows > 1;
   }
   EXPECT_TRUE(one && many);
+  // Each probe is the median of its timed runs after its warm-up (TimeRepeated), said so.
+  for (const LayerProbe& p : d.layer_probes)
+    EXPECT_NE(p.seconds.source.find("median of"), std::string::npos) << p.seconds.source;
   EXPECT_FALSE(d.head_probes.empty());
   for (const HeadProbe& h : d.head_probes)
     EXPECT_GT(h.seconds.value, 3 * d.dispatch_s.value + d.step_s.value);

@@ -7,6 +7,7 @@
 
 #include <cstdio>
 #include <filesystem>
+#include <nlohmann/json.hpp>
 
 #include "backends/vulkan/memory.h"
 #include "backends/vulkan/plan.h"
@@ -373,6 +374,42 @@ TEST(VulkanCli, SpeculativeGreedyEqualsPlain) {
     EXPECT_NE(err.find("speculative: "), std::string::npos) << err;
   }
   EXPECT_NE(err.find("(100.0%)"), std::string::npos) << err;
+}
+
+// bench --json reports the Vulkan pools (BackendMemory, from the device's MemoryLedger). On
+// lavapipe (a "cpu" device, not discrete) the device-local blocks hold at least the weights and
+// the KV cache; the weights pool's live bytes are plan's weights (each tensor rounded up to 16
+// bytes), the KV pool's are plan's KV at bench's context, 8 + 4 + 8 = 20 tokens in whole
+// 16-token blocks: 32 tokens. (The activation arenas are not plan's estimate: docs/plan.md.)
+TEST(VulkanCli, BenchReportsTheDevicePools) {
+  const std::string m = SourceDir() + "/tests/golden/data/models/qwen2_realdim";
+  std::string out, err;
+  ASSERT_EQ(RunCommand(CliPath() + " bench --backend vulkan -m " + m + " -p 8 -n 4 -r 1 --json",
+                       &out, &err),
+            0)
+      << err;
+  const auto j = nlohmann::json::parse(out);
+  const auto& d = j["device_memory"];
+  ASSERT_TRUE(d.is_object()) << out;
+  EXPECT_EQ(d["discrete"].get<bool>(), d["device_type"] == "discrete");
+  const uint64_t weights = j["weight_bytes"], kv_token = j["kv_bytes_per_token"];
+  EXPECT_GE(d["device_local_bytes"].get<uint64_t>() + d["host_visible_bytes"].get<uint64_t>(),
+            weights + 20 * kv_token);
+  const auto& pools = d["pools"];
+  for (const char* k : {"weights", "kv", "activations", "staging"}) {
+    ASSERT_TRUE(pools.contains(k)) << k << " " << out;
+    EXPECT_GE(pools[k]["bytes"].get<uint64_t>(), pools[k]["used_bytes"].get<uint64_t>()) << k;
+  }
+  ASSERT_EQ(RunCommand(CliPath() + " plan -m " + m +
+                           " --device dev-epyc-2c-lavapipe -p 8 -n 4 -c 20 --json",
+                       &out, &err),
+            0)
+      << err;
+  const auto p = nlohmann::json::parse(out);
+  const double plan_weights = p["resident_weights_bytes"];
+  EXPECT_NEAR(pools["weights"]["used_bytes"].get<double>(), plan_weights, 0.01 * plan_weights);
+  EXPECT_EQ(pools["kv"]["used_bytes"].get<uint64_t>(), p["kv_bytes"].get<uint64_t>());
+  EXPECT_EQ(p["kv_bytes"].get<uint64_t>(), 32 * kv_token);
 }
 
 TEST(VulkanCli, ProfileListsDispatchKindsWithGemvBandwidth) {

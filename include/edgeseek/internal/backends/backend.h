@@ -50,6 +50,29 @@ struct BackendOptions {
   bool deterministic = true;  // batch-invariant reductions
 };
 
+// The memory a backend allocated itself, at peak, for `bench` to set beside plan's prediction.
+// A GPU's pools hold blocks from the driver (weights, KV cache, activation arenas, the staging
+// ring); each pool's bytes are the blocks it held at its peak (what the driver gave, slack in the
+// blocks included) and the bytes its live allocations covered then. The CPU backend leaves it
+// empty (its memory is the process's: peak RSS).
+struct BackendMemory {
+  struct Pool {
+    std::string name;              // "weights", "kv", "activations", "batch", "readback", "staging"
+    bool device_local = false;     // VK_MEMORY_PROPERTY_DEVICE_LOCAL_BIT
+    bool host_visible = false;     // mappable by the host
+    uint64_t peak_bytes = 0;       // blocks held at the pool's peak
+    uint64_t peak_used_bytes = 0;  // live allocations at their peak
+  };
+  std::string device_type;  // "discrete", "integrated", "cpu", ...; empty: no device memory
+  std::vector<Pool> pools;
+  // Device-local blocks held at once at their peak (the device's high-water mark), and the
+  // host-visible blocks that are not device-local (staging, readback on a discrete GPU).
+  uint64_t device_local_peak_bytes = 0, host_visible_peak_bytes = 0;
+  // Whether device memory is apart from the host's (a discrete GPU): then peak RSS does not
+  // hold the model and the device bytes are what plan's memory predicts.
+  bool discrete() const { return device_type == "discrete"; }
+};
+
 // Timing of one Compute call, split as edge users ask for it.
 struct ComputeStats {
   double upload_s = 0, dispatch_s = 0, shader_s = 0, download_s = 0, total_s = 0;
@@ -106,6 +129,8 @@ class Backend {
   virtual DType default_kv_type() const { return DType::kF32; }
   // Bytes of device memory (or host memory for the CPU) in use at peak.
   virtual size_t peak_bytes() const { return 0; }
+  // The pools' bytes at peak (BackendMemory); empty where the backend does not count them.
+  virtual BackendMemory memory() const { return {}; }
 };
 
 // Throws es::Error when a logit of `rows` x `vocab` is NaN or infinite. A model never computes

@@ -54,6 +54,10 @@ struct BenchResult {
   double step_faults_p50 = 0, step_faults_p95 = 0;    // minor + major page faults a step
   double first_step_ms = 0;  // median over reps of each rep's first decode step (after prefill)
   size_t peak_rss_bytes = 0;
+  // The backend's own allocations at peak (a GPU's pools: weights, KV, arenas, staging; empty on
+  // the CPU). On a discrete GPU these, not peak RSS, hold the model. A layer split reports the
+  // head's backend only.
+  BackendMemory memory;
   size_t weight_bytes = 0, active_bytes_per_token = 0;
   size_t kv_bytes_per_token = 0;  // of the runner's KV cache type (kv_type)
   std::string kv_type;

@@ -5,6 +5,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <nlohmann/json.hpp>
 #include <string>
@@ -124,5 +125,19 @@ struct CalibrateOptions {
 // chains of the dense presets' layers in f16, q8_0 and q4_0, one row and a prefill's rows
 // (layer_probes).
 DeviceProfile CalibrateDevice(const CalibrateOptions& o);
+
+// How every calibration probe is timed (session 31: the H200's f16 layer probe ran 2.5x slower
+// than the model's own layers): untimed warm-up runs until `warmup_s` has passed (at least one:
+// pipelines compiled and programs recorded, buffers touched, a GPU's clocks up), then timed runs
+// for about `budget_s` (at least `min_runs`, at most 1000), and their median with the spread.
+// `now` is the clock in seconds (steady_clock in calibration; a fake one in tests).
+struct ProbeTiming {
+  double median_s = 0, min_s = 0, max_s = 0;
+  int warmups = 0, runs = 0;
+  // "median of N runs after W warm-ups, min .. max": the spread, for the value's source.
+  std::string Describe() const;
+};
+ProbeTiming TimeRepeated(const std::function<void()>& run, const std::function<double()>& now,
+                         double budget_s, double warmup_s, int min_runs = 5);
 
 }  // namespace es
