@@ -608,64 +608,6 @@ TEST_P(VulkanAttention, AbsorbedMlaAtRealWidthsAndLongContexts) {
   v3.Step(be, b, tol, "mla H=128 decode");
 }
 
-// A split decode step's Wuv GEMV merges its head's chunks itself (matmul_gemv.comp COMBINE,
-// ops/matmul.cpp HeadGemvCombines): no attention_combine dispatch, and the rows right against the
-// reference, for every Wuv type with a _comb variant (f32, f16, bf16; q8_0 and q4_0 block rows,
-// clustered where the device has it), DeepSeek's widths with an odd head count and an odd shape
-// (3 heads, latent 96, 7 outputs a head), over decode rows whose keys fill one chunk (contexts 1
-// and 2), a few chunks (~100 keys), and all 64 (~2,100 keys: 11 rows, two batch-row groups of the
-// GEMV, 46 chunks), and a prefill between (the plain path, DIRECT). Tolerance as the absorbed
-// MLA tests' (f16 latent cache). ES_VK_MLA_WUV_COMBINE=1 (off by default: an open A/B).
-TEST_F(VulkanTest, MlaWuvGemvMergesTheSplitChunks) {
-  auto& be = SharedVulkan();
-  ScopedKnobs merge(be, {{"ES_VK_MLA_WUV_COMBINE", "1"}});
-  struct Shape {
-    int H, dn, dr, dv, r;
-  };
-  const double tol = 2e-4;
-  for (const DType wt : {DType::kF32, DType::kF16, DType::kBF16, DType::kQ8_0, DType::kQ4_0})
-    for (const Shape sh : {Shape{5, 16, 64, 16, 512}, Shape{3, 8, 8, 7, 96}}) {
-      const std::string tag = "wuv " + std::string(Name(wt)) + " H=" + std::to_string(sh.H) +
-                              " r=" + std::to_string(sh.r);
-      const bool longer = wt == DType::kF16;  // the long context for one type of each shape
-      MlaSteps run(be, sh.H, sh.dn, sh.dr, sh.dv, sh.r, DType::kF16, longer ? 2200 : 200);
-      run.Wuv = RandomTensor("wuv", wt, {sh.H * sh.dv, sh.r}, 35, 0.5f);
-      const std::string comb = "matmul_gemv_" + std::string(Name(wt)) + "_comb";
-      Batch a;  // one key each
-      a.Add(0, 0, {5}, true);
-      a.Add(1, 0, {6}, true);
-      a.Finalize();
-      run.Step(be, a, tol, tag + " 1 key");
-      EXPECT_TRUE(Ran(comb) && !Ran("attention_combine")) << tag;
-      Batch b;  // two keys, then a prompt of 100 rows
-      b.Add(0, 1, {7}, true);
-      b.Finalize();
-      run.Step(be, b, tol, tag + " 2 keys");
-      EXPECT_TRUE(Ran(comb) && !Ran("attention_combine")) << tag;
-      Batch c;
-      c.Add(1, 1, Tokens(100, 1), true);
-      c.Finalize();
-      run.Step(be, c, tol, tag + " prefill");
-      EXPECT_FALSE(Ran(comb)) << tag;
-      Batch d;  // 101 and 3 keys
-      d.Add(1, 101, {8}, true);
-      d.Add(0, 2, {9}, true);
-      d.Finalize();
-      run.Step(be, d, tol, tag + " ~100 keys");
-      EXPECT_TRUE(Ran(comb) && !Ran("attention_combine")) << tag;
-      if (!longer) continue;
-      Batch e;  // slot 0 to ~2,100 keys, stored only, then 11 rows
-      e.Add(0, 3, Tokens(2080, 2), true);
-      e.Finalize();
-      run.Step(be, e, tol, tag, /*store_only=*/true);
-      Batch f;
-      f.Add(0, 2083, Tokens(11, 3), true);
-      f.Finalize();
-      run.Step(be, f, tol, tag + " ~2,100 keys");
-      EXPECT_TRUE(Ran(comb) && !Ran("attention_combine")) << tag;
-    }
-}
-
 // MLA in the non-absorbed form (ops/mla_non_absorbed.cpp) at DeepSeek's widths (dn 128, dr 64,
 // dv 128, r 512; 16 heads as V2-Lite and an odd 5): steps of at least kMlaNonAbsorbedMinRows
 // rows gather the latent rows, expand K_nope and V from kv_b (f16 here, q8_0 in one case) by

@@ -174,31 +174,6 @@ TEST_F(VulkanTest, LongFloatRowsTakeFourOutputsAGroupInAModel) {
   run.PrefillThenDecode(2, 1e-4, "long rows");
 }
 
-// A DeepSeek-V2 decode step's MLA chain (ops/mla_attention.cpp): the Wuv GEMV merges the split
-// chunks itself (matmul_gemv.comp COMBINE) in the barrier step right after mla_attention's, with
-// no attention_combine between (it takes a step of its own with ES_VK_MLA_WUV_COMBINE=0, the
-// default while its A/B is open).
-TEST_F(VulkanTest, DeepseekDecodeMlaChainTakesNoCombineStep) {
-  ScopedKnobs merge(SharedVulkan(), {{"ES_VK_MLA_WUV_COMBINE", "1"}});
-  VulkanAndCpu run(kCases[2].config, 5, 32);
-  run.PrefillThenDecode(1, 1e-4, "mla chain");
-  const vk::VulkanCounters c = SharedVulkan().counters();
-  ASSERT_EQ(c.shaders.size(), c.steps.size());
-  auto is = [&](size_t i, const char* prefix) { return c.shaders[i].rfind(prefix, 0) == 0; };
-  int chains = 0;
-  for (size_t i = 0; i < c.shaders.size(); ++i) {
-    EXPECT_FALSE(is(i, "attention_combine")) << "dispatch " << i;
-    if (!is(i, "mla_attention")) continue;
-    bool merged = false;
-    for (size_t j = 0; j < c.shaders.size(); ++j)
-      merged |= is(j, "matmul_gemv_") && c.shaders[j].find("_comb") != std::string::npos &&
-                c.steps[j] == c.steps[i] + 1;
-    EXPECT_TRUE(merged) << "the Wuv GEMV after mla_attention's step " << c.steps[i];
-    ++chains;
-  }
-  EXPECT_EQ(chains, 2);  // one a layer
-}
-
 // A decode step of DeepSeek-V2 and V3 (two rows; V2 softmax group-limited, V3 sigmoid noaux_tc
 // with the correction bias) routes in the router GEMV (ops/moe.cpp RouteInRouterGemv): one
 // dispatch and one barrier step less a MoE layer than with moe_route apart

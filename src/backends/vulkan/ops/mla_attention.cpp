@@ -7,9 +7,7 @@
 //   3. o_lat[t, h] = Σ_j softmax(scale · qcat·[C_j | PE_j]) C_j   mla_attention.comp: one
 //      workgroup per (group of heads, row, key chunk) reading each latent row once for all the
 //      group's heads; decode rows split the keys into kMlaSplits chunks merged by
-//      attention_combine.comp (or, where matmul_gemv.comp's COMBINE variant serves Wuv's type,
-//      by step 4's workgroups themselves: HeadGemvCombines), prefill rows take one workgroup per
-//      (heads, row) (DIRECT).
+//      attention_combine.comp, prefill rows take one workgroup per (heads, row) (DIRECT).
 //      Where that kernel does not fit (odd widths, subgroups under 8), attention.comp with one
 //      shared kv head whose key is the latent row plus its rope part and whose value is it.
 //   4. out[t, h] = Wuv[h] · o_lat[t, h]              per-head GEMV
@@ -147,15 +145,11 @@ void RecordLatentOutput(OpContext& c, BufRange olat, const DeviceWeight& wuv, bo
     RecordHeadGemv(c, olat, T, H, dv, r, wuv, H * r, r, 0, c.Out(), H * dv, dv, 0);
 }
 // After mla_attention.comp: out from olat (S == 0: the kernel wrote it), or from the S chunks'
-// partials in scratch[2]. A split decode step's Wuv GEMV merges its head's chunks itself where it
-// can (one dispatch and one barrier level fewer a layer); else attention_combine.comp merges them
-// into olat first.
+// partials in scratch[2], which attention_combine.comp merges into olat first.
 void RecordMergedOutput(OpContext& c, BufRange olat, const DeviceWeight& wuv, uint32_t S, bool gemm,
                         BufRange meta) {
   const MlaParams& m = c.n.Params<MlaParams>();
-  const int64_t T = c.T, H = m.heads, dv = m.dv, r = m.rank;
-  if (S != 0 && !gemm && HeadGemvCombines(c.dev, wuv.dtype, T, wuv.rows, r, S))
-    return RecordHeadGemvCombined(c, c.scratch[2], S, T, H, dv, r, wuv, c.Out(), H * dv, dv);
+  const int64_t H = m.heads, r = m.rank;
   if (S != 0) {
     AttentionArgs a{};
     a.part = c.scratch[2];
