@@ -129,6 +129,12 @@ const std::array<KnobSpec, kKnobCount> kTable = {{
      "MoE decode (up to 4 rows): the router GEMV's last workgroup routes (ops/moe.cpp "
      "RouteInRouterGemv), no moe_route dispatch and one barrier level less a MoE layer (H100, "
      "V2-Lite f16 tg128 279.4 / 280.1 t/s against 268.9 / 266.9 with 0: moe_route apart)"},
+    {Knob::kMlaCombineFuse, "ES_VK_MLA_COMBINE_FUSE", T::kBool, "0|1", "1", W::kGraph,
+     R::kExperiment,
+     "MLA decode (up to 4 rows): the last mla_attention workgroup of a (row, group of heads) to "
+     "finish merges the group's split-key chunks (ops/mla_attention.cpp MlaMergesChunks), no "
+     "attention_combine dispatch and one barrier level less a layer; 0: attention_combine apart. "
+     "Not yet timed on a GPU"},
     {Knob::kAttnDecode, "ES_VK_ATTN_DECODE", T::kBool, "0|1", "1", W::kGraph, R::kPath,
      "kv-head decode attention (7B Q4_0 tg 354.5 t/s against 320.2 without)"},
     {Knob::kAttnFuse, "ES_VK_ATTN_FUSE", T::kBool, "0|1", "1", W::kGraph, R::kPath,
