@@ -143,12 +143,12 @@ const std::array<KnobSpec, kKnobCount> kTable = {{
      "pseudo-experts of weight 1 inside the routed experts' up and down GEMVs (ops/moe.cpp "
      "MoeTakesShared), two dispatches less a MoE layer; 0: their dual and down GEMVs apart. Not "
      "yet timed on a GPU"},
-    {Knob::kMlaWuvCombine, "ES_VK_MLA_WUV_COMBINE", T::kBool, "0|1", "0", W::kGraph, R::kExperiment,
-     "1: MLA decode's Wuv GEMV merges its head's split-key chunks itself (ops/matmul.cpp "
-     "HeadGemvCombines), no attention_combine dispatch and one barrier level less a layer. H100, "
-     "V2-Lite f16 with it: tg128 279.4 / 280.1 t/s against 554fe6b's 278.1 / 278.4 though the "
-     "route in the router GEMV alone gave +4%; 4,096 deep 241.6 against 251.2. Off until its "
-     "own A/B"},
+    {Knob::kMlaCombineFuse, "ES_VK_MLA_COMBINE_FUSE", T::kBool, "0|1", "1", W::kGraph,
+     R::kExperiment,
+     "MLA decode (up to 4 rows): the last mla_attention workgroup of a (row, group of heads) to "
+     "finish merges the group's split-key chunks (ops/mla_attention.cpp MlaMergesChunks), no "
+     "attention_combine dispatch and one barrier level less a layer; 0: attention_combine apart. "
+     "Not yet timed on a GPU"},
     {Knob::kAttnDecode, "ES_VK_ATTN_DECODE", T::kBool, "0|1", "1", W::kGraph, R::kPath,
      "kv-head decode attention (7B Q4_0 tg 354.5 t/s against 320.2 without)"},
     {Knob::kAttnFuse, "ES_VK_ATTN_FUSE", T::kBool, "0|1", "1", W::kGraph, R::kPath,
@@ -195,6 +195,10 @@ const std::vector<RetiredKnob> kRetired = {
     {"ES_VK_MOE_FDOWN_UN",
      "0, the float experts' down GEMV one choice at a time: with 3 choices' loads in flight "
      "672.6 us a step against 605.4 (H100, V2-Lite f16), tg128 253.2 / 255.1 t/s against 262.7"},
+    {"ES_VK_MLA_WUV_COMBINE",
+     "0, deleted: MLA decode's Wuv GEMV merging its head's split-key chunks (every workgroup "
+     "re-reads them): H200, V2-Lite f16 tg128 318.2 / 311.2 t/s against 331.2 / 334.5 without, "
+     "260.5 against 285.2 4,096 deep; the merge is mla_attention's (ES_VK_MLA_COMBINE_FUSE)"},
     {"ES_VK_MOE_FDOWN_ROWS",
      "2 groups a workgroup for the float experts' down GEMV: H100, V2-Lite f16 tg128 252.3 at "
      "1, 247.8 at 4, 253.2 / 255.1 at 2"},

@@ -58,7 +58,7 @@ enum class Knob : int {
   kGemvDualQuant,
   kMoeRouteFuse,
   kMoeSharedFuse,
-  kMlaWuvCombine,
+  kMlaCombineFuse,
   kAttnDecode,
   kAttnFuse,
   kAttnQuant,

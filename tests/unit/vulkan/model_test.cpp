@@ -174,31 +174,6 @@ TEST_F(VulkanTest, LongFloatRowsTakeFourOutputsAGroupInAModel) {
   run.PrefillThenDecode(2, 1e-4, "long rows");
 }
 
-// A DeepSeek-V2 decode step's MLA chain (ops/mla_attention.cpp): the Wuv GEMV merges the split
-// chunks itself (matmul_gemv.comp COMBINE) in the barrier step right after mla_attention's, with
-// no attention_combine between (it takes a step of its own with ES_VK_MLA_WUV_COMBINE=0, the
-// default while its A/B is open).
-TEST_F(VulkanTest, DeepseekDecodeMlaChainTakesNoCombineStep) {
-  ScopedKnobs merge(SharedVulkan(), {{"ES_VK_MLA_WUV_COMBINE", "1"}});
-  VulkanAndCpu run(kCases[2].config, 5, 32);
-  run.PrefillThenDecode(1, 1e-4, "mla chain");
-  const vk::VulkanCounters c = SharedVulkan().counters();
-  ASSERT_EQ(c.shaders.size(), c.steps.size());
-  auto is = [&](size_t i, const char* prefix) { return c.shaders[i].rfind(prefix, 0) == 0; };
-  int chains = 0;
-  for (size_t i = 0; i < c.shaders.size(); ++i) {
-    EXPECT_FALSE(is(i, "attention_combine")) << "dispatch " << i;
-    if (!is(i, "mla_attention")) continue;
-    bool merged = false;
-    for (size_t j = 0; j < c.shaders.size(); ++j)
-      merged |= is(j, "matmul_gemv_") && c.shaders[j].find("_comb") != std::string::npos &&
-                c.steps[j] == c.steps[i] + 1;
-    EXPECT_TRUE(merged) << "the Wuv GEMV after mla_attention's step " << c.steps[i];
-    ++chains;
-  }
-  EXPECT_EQ(chains, 2);  // one a layer
-}
-
 // A decode step of DeepSeek-V2 and V3 (two rows; V2 softmax group-limited, V3 sigmoid noaux_tc
 // with the correction bias) routes in the router GEMV (ops/moe.cpp RouteInRouterGemv): one
 // dispatch and one barrier step less a MoE layer than with moe_route apart
@@ -260,6 +235,59 @@ TEST_F(VulkanTest, MoeDecodeRunsTheSharedExpertsInTheExpertGemvs) {
     EXPECT_GE(moe_layers, 1) << name;
     EXPECT_EQ(n[0][0] - n[1][0], 2 * moe_layers) << name << ": dispatches";
     EXPECT_LE(n[1][1], n[0][1]) << name << ": barrier steps";
+    std::printf("%s decode: %d dispatches / %d barrier steps apart, %d / %d fused\n", name.c_str(),
+                n[0][0], n[0][1], n[1][0], n[1][1]);
+  }
+}
+
+// A decode step of DeepSeek-V2 and V3 merges MLA's split-key chunks in mla_attention.comp
+// (COMBINE, ops/mla_attention.cpp MlaMergesChunks): one dispatch and one barrier step less an MLA
+// layer than with attention_combine apart (ES_VK_MLA_COMBINE_FUSE=0), the same logits as the CPU
+// backend either way. Prompts of 40 and 3 rows, then three decode steps of both sequences
+// through one recorded program: the first sequence's keys fill two chunks (41-43 keys; 32 a
+// chunk at least), so each step counts its chunks and must find the count set back to 0.
+TEST_F(VulkanTest, DeepseekDecodeMergesMlaChunksInTheKernel) {
+  for (const ArchCase& ac : kCases) {
+    const std::string name = ac.name;
+    if (name.rfind("deepseek", 0) != 0) continue;
+    // Per setting (apart, fused), of the decode program: dispatches, barrier steps,
+    // attention_combine dispatches, merging mla_attention dispatches.
+    int n[2][4] = {};
+    for (int fused = 0; fused < 2; ++fused) {
+      vk::VulkanTuning t;
+      t.knobs.Set(vk::Knob::kMlaCombineFuse, fused ? "1" : "0");
+      auto be = MakeVulkan(t);
+      VulkanAndCpu run(ac.config, 7, 64, be.get());
+      const int v = run.vocab();
+      const std::string what = name + (fused ? " fused" : " apart");
+      std::vector<int32_t> prompt(40);
+      for (int i = 0; i < 40; ++i) prompt[size_t(i)] = (5 * i + 2) % v;
+      Batch prefill;
+      prefill.Add(0, 0, prompt);
+      prefill.Add(1, 0, {3, 4, 8});
+      run.Step(prefill, 1e-4, what + " prefill");
+      const int built = be->counters().programs_built;
+      for (int i = 0; i < 3; ++i) {
+        Batch d;
+        d.Add(0, 40 + i, {(7 * i + 3) % v});
+        d.Add(1, 3 + i, {(11 * i + 6) % v});
+        run.Step(d, 1e-4, what + " decode " + std::to_string(i));
+      }
+      EXPECT_EQ(be->counters().programs_built, built + 1) << what << ": one decode program";
+      n[fused][0] = be->counters().dispatches;
+      n[fused][1] = be->counters().barriers;
+      for (const std::string& s : be->counters().shaders) {
+        n[fused][2] += s.rfind("attention_combine", 0) == 0;
+        n[fused][3] += s.rfind("mla_attention_", 0) == 0 && s.find("_comb") != std::string::npos;
+      }
+    }
+    const int mla_layers = n[0][2];
+    EXPECT_GE(mla_layers, 1) << name;
+    EXPECT_EQ(n[0][3], 0) << name;
+    EXPECT_EQ(n[1][2], 0) << name;
+    EXPECT_EQ(n[1][3], mla_layers) << name;
+    EXPECT_EQ(n[0][0] - n[1][0], mla_layers) << name << ": dispatches";
+    EXPECT_EQ(n[0][1] - n[1][1], mla_layers) << name << ": barrier steps";
     std::printf("%s decode: %d dispatches / %d barrier steps apart, %d / %d fused\n", name.c_str(),
                 n[0][0], n[0][1], n[1][0], n[1][1]);
   }

@@ -471,47 +471,6 @@ void RecordHeadGemv(OpContext& c, BufRange x, int64_t R, int64_t H, int64_t N, i
   d.groups[1] = uint32_t(H);
 }
 
-namespace {
-// The COMBINE GEMV's spec: the plain head GEMV's, float rows taking 4 outputs a group (16 a
-// workgroup where a workgroup has 4 groups: each head's partials merged by a quarter of the
-// workgroups the plain layout takes; AccumVecRows), KC = K (the merged rows in shared memory).
-GemvSpec CombineSpec(const Device& dev, DType wt, int64_t R, int64_t N, int64_t K) {
-  GemvSpec gs = GemvSpecFor(dev, wt, true, R, N, false, false, K);
-  if (!IsQuantized(wt)) gs.qr = 4;
-  gs.kc = uint32_t(K);
-  return gs;
-}
-}  // namespace
-
-bool HeadGemvCombines(const Device& dev, DType wt, int64_t R, int64_t N, int64_t K, uint32_t S) {
-  if (!dev.tuning().On(Knob::kMlaWuvCombine)) return false;
-  if (wt != DType::kF32 && wt != DType::kF16 && wt != DType::kBF16 && wt != DType::kQ8_0 &&
-      wt != DType::kQ4_0)
-    return false;  // the types with a _comb variant (CMakeLists.txt)
-  if (K % 8 != 0 || (IsQuantized(wt) && K % 32 != 0)) return false;
-  const GemvSpec gs = CombineSpec(dev, wt, R, N, K);
-  const uint64_t sums = 4ull * (uint64_t(gs.qr) + 1) * gs.rb * gs.nsg;  // part, part_ss
-  const uint64_t bytes = 4ull * gs.rb * uint64_t(K) + 12ull * S + sums;
-  return bytes <= dev.info().max_shared_memory;
-}
-
-void RecordHeadGemvCombined(OpContext& c, BufRange part, uint32_t S, int64_t R, int64_t H,
-                            int64_t N, int64_t K, const DeviceWeight& w, BufRange y, int64_t y_rs,
-                            int64_t y_hs) {
-  ES_CHECK(w.chunks.size() == 1, "vulkan: per-head weight is split into chunks (too large)");
-  const GemvSpec gs = CombineSpec(c.dev, w.dtype, R, w.rows, K);
-  std::vector<uint32_t> spec = gs.Spec();
-  spec.push_back(S);  // CS
-  Dispatch& d = c.Add(std::string("matmul_gemv_") + TypeSuffix(w.dtype) + "_comb" + gs.Variant(),
-                      {1, 1, 1, 1, 1, 1}, spec);
-  d.bindings = {{Range(w.chunks[0].alloc)}, {part}, {part}, {y}, {part}, {part}};
-  d.writes = {3};
-  d.Push(GemvPush{uint32_t(K), uint32_t(N), uint32_t(R), 0, uint32_t(K), 0, 0, uint32_t(y_rs),
-                  uint32_t(y_hs), 0, 0, 0, 0, 0.0f});
-  GemvGrid(d, N, R, gs);
-  d.groups[1] = uint32_t(H);
-}
-
 // The workgroup-scope GEMM's scratch: x as f16 (R * K halves), then, for split-K, the partial
 // products of the K slices ([S][R][N] f32), then, for quantized weights, one chunk's f16 copy
 // ([N][K] halves), each part from a 256-byte boundary.

@@ -229,15 +229,6 @@ bool MoeGemvFor(const Device& dev, int64_t R, int64_t D, int64_t I, int64_t top_
 void RecordHeadGemv(OpContext& c, BufRange x, int64_t R, int64_t H, int64_t N, int64_t K,
                     const DeviceWeight& w, int64_t x_rs, int64_t x_hs, int64_t x_off, BufRange y,
                     int64_t y_rs, int64_t y_hs, int64_t y_off);
-// MLA's Wuv GEMV of a split decode step with the split-key merge folded in (matmul_gemv.comp
-// COMBINE): y[r*y_rs + h*y_hs + n] = Σ_k W[h*N + n, k] x[r, h, k], x[r, h] merged from `part`
-// (attention_combine.comp's layout: [R, H, S, K + 2]) by each workgroup for its head, with no
-// combine dispatch between. HeadGemvCombines: whether the variant exists for the weight type
-// and the merged rows fit shared memory.
-bool HeadGemvCombines(const Device& dev, DType wt, int64_t R, int64_t N, int64_t K, uint32_t S);
-void RecordHeadGemvCombined(OpContext& c, BufRange part, uint32_t S, int64_t R, int64_t H,
-                            int64_t N, int64_t K, const DeviceWeight& w, BufRange y, int64_t y_rs,
-                            int64_t y_hs);
 
 // ---- op registry -----------------------------------------------------------------------------
 // Scratch bytes an op needs while it runs (f32 temporaries), in the order it uses them.

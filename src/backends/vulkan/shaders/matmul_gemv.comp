@@ -86,7 +86,7 @@
 // XLOCAL (with IDOT): no separate quantization — each workgroup quantizes the x it needs into
 // shared memory itself (KC elements of every batch row per step, the folded norm applied while
 // quantizing, exactly as quantize_q8.comp does), so x is bound as f32 like the float GEMV's.
-// NQOUT (the float VEC GEMV, f32 x: no IDOT / DUAL / MOE / CLUSTER / ROUTE / COMBINE, no folded
+// NQOUT (the float VEC GEMV, f32 x: no IDOT / DUAL / MOE / CLUSTER / ROUTE, no folded
 // norm of its own, one chunk, one row group; ops/matmul.cpp GemvWritesNormedX): y (coherent) is
 // the residual stream (p.epi == 1: the output projection's sum), and the RMSNorm that the next
 // GEMV folds follows in this GEMV — each workgroup, its outputs written, counts itself done in
@@ -95,13 +95,6 @@
 // the reader's layout, quantize_q8.comp's sums: (d, d·Σq) scaled by 1 / rms at the end; g the
 // norm weight at binding 9, eps in p.eps) and sets the count back to 0, as ROUTE does. The
 // quantize_q8 dispatch of the norm and its barrier level go.
-// COMBINE (VEC, no IDOT / DUAL / MOE / XLOCAL; ops/mla_attention.cpp, the Wuv GEMV of a split
-// decode step): x is not read but merged by each workgroup from the split-key partials of its head
-// h = gl_WorkGroupID.y (binding 1, attention_combine.comp's layout: part[((t*H + h)*CS + s)*(K + 2)
-// + d], H = gl_NumWorkGroups.y, CS = spec constant 9 chunks, the chunk's max and sum after its K
-// sums), the same sums in the same order as attention_combine.comp, into shared memory (RB rows of
-// KC = K floats); XL reads it there (the host passes x_rs = K, x_hs = x_off = 0). The combine
-// dispatch and its barrier level go; each workgroup reads its head's chunks (from L2).
 #ifdef IDOT
 #extension GL_EXT_spirv_intrinsics : require
 #endif
@@ -159,13 +152,8 @@ layout(binding = 0) readonly buffer W { uint w[]; };
 #if !defined(MOE)
 #define WOFF 0u
 #endif
-#if defined(COMBINE) && (!defined(VEC) || defined(IDOT) || defined(DUAL) || defined(MOE))
-#error "COMBINE: the single VEC GEMV over f32 x"
-#endif
 #if defined(IDOT) && !defined(XLOCAL)
 layout(binding = 1) readonly buffer X { uvec4 xq4[]; };  // quantized x, XB uvec4 per 32 (quant_x.glsl)
-#elif defined(COMBINE)
-layout(binding = 1) readonly buffer X { float cpart[]; };  // the chunks' partials (header)
 #elif defined(VEC)
 layout(binding = 1) readonly buffer X { vec4 x4[]; };  // x offsets and strides % 4 == 0
 #else
@@ -173,7 +161,7 @@ layout(binding = 1) readonly buffer X { float x[]; };
 #endif
 layout(binding = 2) readonly buffer Bias { float bias[]; };
 #if defined(NQOUT) && (!defined(VEC) || defined(IDOT) || defined(DUAL) || defined(MOE) || \
-                       defined(CLUSTER) || defined(ROUTE) || defined(COMBINE))
+                       defined(CLUSTER) || defined(ROUTE))
 #error "NQOUT: the single VEC GEMV over f32 x"
 #endif
 #if defined(NQOUT)
@@ -234,49 +222,7 @@ void RouteIfLast(uint r0, uint nr, uint rg, uint og) {
   if (gl_LocalInvocationID.x == 0u) atomicExchange(rt_cnt[rg], 0u);
 }
 #endif
-#if defined(COMBINE)
-layout(constant_id = 9) const uint CS = 64;
-shared vec4 xcomb[RB * KC / 4u];     // the workgroup's merged x rows, K floats each
-shared float cm[CS], cw[CS], cl[CS];  // per chunk: its max, its weight exp(m - M) (0: no keys), sum
-uint comb0 = 0u;                      // xcomb's first vec4 in x's indexing (r0 * K / 4)
-vec4 XL(uint xo, uint k4) { return xcomb[xo - comb0 + k4]; }
-// The merged x of batch rows r0 .. r0 + nr - 1 of head h into xcomb (attention_combine.comp's
-// sums: the chunks with keys are a prefix, 8 loads issued together). Every invocation: barriers.
-void CombineX(uint h, uint r0, uint nr, uint tid) {
-  const uint K = p.K, w = K + 2u;
-  comb0 = r0 * K / 4u;
-  for (uint r = 0u; r < nr; ++r) {
-    const uint base = ((r0 + r) * gl_NumWorkGroups.y + h) * CS * w;
-    for (uint s = tid; s < CS; s += WG) {
-      cm[s] = cpart[base + s * w + K];
-      cl[s] = cpart[base + s * w + K + 1u];
-    }
-    barrier();
-    float M = -1.0 / 0.0;
-    uint U = 0u;  // chunks with keys: [0, U)
-    for (uint s = 0u; s < CS; ++s) {
-      M = max(M, cm[s]);
-      if (cm[s] > -1.0 / 0.0) U = s + 1u;
-    }
-    for (uint s = tid; s < CS; s += WG) cw[s] = cm[s] > -1.0 / 0.0 ? exp(cm[s] - M) : 0.0;
-    barrier();
-    float L = 0.0;
-    for (uint s = 0u; s < CS; ++s)
-      if (cw[s] != 0.0) L += cw[s] * cl[s];
-    for (uint d = tid; d < K; d += WG) {
-      float a = 0.0;
-      for (uint s0 = 0u; s0 < U; s0 += 8u) {
-        float v[8];
-        for (uint b = 0u; b < 8u; ++b) v[b] = s0 + b < U ? cpart[base + (s0 + b) * w + d] : 0.0;
-        for (uint b = 0u; b < 8u; ++b)
-          if (s0 + b < U) a += cw[s0 + b] != 0.0 ? cw[s0 + b] * v[b] : 0.0;
-      }
-      xcomb[(r * K + d) / 4u][d % 4u] = a / L;
-    }
-    barrier();  // the row's x written; cm / cw / cl free for the next row
-  }
-}
-#elif defined(VEC) && (!defined(IDOT) || defined(XLOCAL))
+#if defined(VEC) && (!defined(IDOT) || defined(XLOCAL))
 // x[row, 4 k4 ..] (xo: the row's first vec4), times the norm weight when folding a norm.
 vec4 XL(uint xo, uint k4) { return p.norm != 0u ? x4[xo + k4] * g4[k4] : x4[xo + k4]; }
 #endif
@@ -941,9 +887,6 @@ void main() {
   }
   barrier();
 #endif
-#if defined(COMBINE)
-  CombineX(h, r0, nr, tid);
-#endif
   float acc[QR][RB];
   for (uint i = 0; i < QR; ++i)
     for (uint r = 0; r < RB; ++r) acc[i][r] = 0.0;
@@ -1064,7 +1007,7 @@ void main() {
   // Folded RMSNorm: this invocation's share of Σ x² per row (the group covers all of K).
   float ss[RB];
   for (uint r = 0; r < RB; ++r) ss[r] = 0.0;
-#if defined(VEC) && !defined(IDOT) && !defined(COMBINE)
+#if defined(VEC) && !defined(IDOT)
   if (p.norm != 0u && n < p.N) {
     for (uint r = 0; r < RB; ++r) {
       if (r < nr) {
