@@ -299,50 +299,6 @@ TEST_F(VulkanTest, MoeRouterGemvRoutesAsMoeRoute) {
     }
 }
 
-// Routing without groups where one subgroup holds every expert (moe_route.glsl MoeRouteRowSg:
-// lavapipe's subgroups of 8 hold up to 128) against the reference, in the router GEMV and in
-// moe_route apart: experts in pairs of equal router rows, so every choice is a tie (the lower
-// index first, as the reference's stable sort), softmax and sigmoid with bias, 1 and 3 rows.
-TEST_F(VulkanTest, MoeSubgroupRoutingBreaksTiesAsTheReference) {
-  const int D = 32, I = 16, E = 40;
-  vk::VulkanTuning off;
-  off.knobs.Set(vk::Knob::kMoeRouteFuse, "0");
-  auto in_gemv = MakeVulkan({});
-  auto apart = MakeVulkan(off);
-  Tensor half = RandomTensor("router_half", DType::kF32, {E / 2, D}, 91);
-  Tensor G = AllocTensor("router", DType::kF32, {E, D});
-  float* gw = static_cast<float*>(MutableData(G));
-  for (int e = 0; e < E; ++e)
-    for (int d = 0; d < D; ++d) gw[e * D + d] = half.as<float>()[(e / 2) * D + d];
-  std::vector<Tensor> ex;
-  for (int e = 0; e < E; ++e) {
-    const uint64_t sd = uint64_t(500 + 3 * e);
-    ex.push_back(RandomTensor("g" + std::to_string(e), DType::kF32, {I, D}, sd, 0.5f));
-    ex.push_back(RandomTensor("u" + std::to_string(e), DType::kF32, {I, D}, sd + 1, 0.5f));
-    ex.push_back(RandomTensor("d" + std::to_string(e), DType::kF32, {D, I}, sd + 2, 0.5f));
-  }
-  std::vector<const Tensor*> eptr;
-  for (auto& t : ex) eptr.push_back(&t);
-  for (bool sigmoid : {false, true})
-    for (int R : {1, 3}) {
-      auto p = std::make_shared<MoeParams>();
-      p->n_experts = E;
-      p->top_k = 7;  // odd: the last pick splits a tied pair
-      p->ffn_dim = I;
-      p->norm_topk_prob = sigmoid;
-      p->scoring = sigmoid ? ScoringFunc::kSigmoid : ScoringFunc::kSoftmax;
-      p->routed_scaling_factor = 1.5f;
-      Tensor X = RandomTensor("x", DType::kF32, {R, D}, 93);
-      const Graph g = MoeGraph(X, G, ex, p, R, D);
-      std::vector<float> want(size_t(R * D));
-      ref::MoE(X.as<float>(), R, D, G, nullptr, eptr, *p, want.data());
-      const std::string what =
-          std::string(sigmoid ? "sigmoid" : "softmax") + " R=" + std::to_string(R);
-      ExpectClose(RunGraph(*in_gemv, g, RowsBatch(R)), want, 1e-5, what + " in the router GEMV");
-      ExpectClose(RunGraph(*apart, g, RowsBatch(R)), want, 1e-5, what + " in moe_route");
-    }
-}
-
 // A DeepSeek MoE block as models/arch.cpp MlpBlock builds it over rows of X: h = rmsnorm(x);
 // (x + shared(h)) + moe(h), the shared FFN n_sh times the experts' width I.
 Graph MoeBlockGraph(const Tensor& X, const Tensor& norm_w, const Tensor& G,

@@ -12,10 +12,7 @@
 // Each invocation holds experts tid, tid + RT_WG, ... (E <= 256, RT_WG >= 64: at most RT_PER);
 // the softmax sums and every top-k step are workgroup reductions (common.glsl), so a step costs a
 // few barriers instead of one invocation's serial pass over all experts (26 us a token on the
-// H200 for 64 experts). Without groups (n_group <= 1: V2-Lite's greedy softmax) where one
-// subgroup holds every expert (E <= RT_SGPER lanes' worth, top_k <= its size), the first subgroup
-// routes the row alone (MoeRouteRowSg): subgroup reductions only, no barrier and no shared memory
-// (the workgroup path takes ~30 barriers a row for V2-Lite's top 6 of 64).
+// H200 for 64 experts).
 // The includer defines, before this file and after common.glsl: RT_WG, the workgroup size
 // (every invocation calls MoeRouteRow: it has barriers); RT_P, its RouteParams
 // (moe_route_params.glsl, a push-constant member); RT_LOGIT(r, e), row r's logit of expert e;
@@ -48,93 +45,7 @@ void WgArgMax(inout float v, inout uint idx) {
   barrier();
 }
 
-// Row r's choice j: expert id_mine of unbiased score w_mine (wsum: the top_k scores' sum).
-void RtStoreChoice(uint r, uint j, uint id_mine, float w_mine, float wsum) {
-  float w = w_mine;
-  if (RT_P.norm != 0u) w = w / (wsum + 1e-20);
-  w *= RT_P.scaling;
-  int id = int(id_mine);
-  if (RT_P.n_local != 0u) {
-    const bool here = id_mine >= RT_P.e0 && id_mine < RT_P.e0 + RT_P.n_local;
-    id = here ? int(id_mine - RT_P.e0) : 0;
-    w = here ? w : 0.0;
-  }
-  RT_STORE(r, j, id, w);
-}
-
-// Experts a lane of the subgroup path holds at most.
-const uint RT_SGPER = 16u;
-// Whether one subgroup routes a row alone (see the header); uniform in the workgroup.
-bool RouteBySubgroup() {
-  return RT_P.n_group <= 1u && RT_P.E <= RT_SGPER * gl_SubgroupSize &&
-         RT_P.top_k <= gl_SubgroupSize;
-}
-// MoeRouteRow by one subgroup: lane l holds experts l, l + SG, ...; the same scores, choices and
-// ties (lowest index) as the workgroup path.
-void MoeRouteRowSg(uint r) {
-  const uint lane = gl_SubgroupInvocationID, SG = gl_SubgroupSize;
-  float score[RT_SGPER];
-  float mx = -1.0 / 0.0;
-  for (uint c = 0u; c < RT_SGPER; ++c) {
-    const uint e = lane + SG * c;
-    score[c] = e < RT_P.E ? RT_LOGIT(r, e) : -1.0 / 0.0;
-    mx = max(mx, score[c]);
-  }
-  if (RT_P.sigmoid != 0u) {
-    for (uint c = 0u; c < RT_SGPER; ++c) score[c] = 1.0 / (1.0 + exp(-score[c]));
-  } else {
-    mx = subgroupMax(mx);
-    float sum = 0.0;
-    for (uint c = 0u; c < RT_SGPER; ++c) {
-      score[c] = lane + SG * c < RT_P.E ? exp(score[c] - mx) : 0.0;
-      sum += score[c];
-    }
-    sum = subgroupAdd(sum);
-    for (uint c = 0u; c < RT_SGPER; ++c) score[c] /= sum;
-  }
-  float choice[RT_SGPER];
-  bool taken[RT_SGPER];
-  for (uint c = 0u; c < RT_SGPER; ++c) {
-    const uint e = lane + SG * c;
-    choice[c] = score[c] + (RT_P.has_bias != 0u && e < RT_P.E ? RT_BIAS(e) : 0.0);
-    taken[c] = false;
-  }
-  float wsum = 0.0, w_mine = 0.0;
-  uint id_mine = 0u;
-  for (uint k = 0u; k < RT_P.top_k; ++k) {
-    float v = -1.0 / 0.0;
-    uint idx = 0xffffffffu;
-    for (uint c = 0u; c < RT_SGPER; ++c) {
-      const uint e = lane + SG * c;
-      if (e < RT_P.E && !taken[c] && (idx == 0xffffffffu || choice[c] > v)) {
-        v = choice[c];
-        idx = e;
-      }
-    }
-    const float m = subgroupMax(v);
-    const uint win = subgroupMin(v == m ? idx : 0xffffffffu);
-    // The winner's owner takes it out of the running; its score to every lane.
-    float sv = -1.0 / 0.0;
-    for (uint c = 0u; c < RT_SGPER; ++c)
-      if (win == lane + SG * c) {
-        taken[c] = true;
-        sv = score[c];
-      }
-    const float s = subgroupMax(sv);
-    wsum += s;
-    if (lane == k) {
-      id_mine = win;
-      w_mine = s;
-    }
-  }
-  if (lane < RT_P.top_k) RtStoreChoice(r, lane, id_mine, w_mine, wsum);
-}
-
 void MoeRouteRow(uint r, uint tid) {
-  if (RouteBySubgroup()) {
-    if (gl_SubgroupID == 0u) MoeRouteRowSg(r);
-    return;
-  }
   float score[RT_PER];
   float mx = -1.0 / 0.0;
   for (uint c = 0u; c < RT_PER; ++c) {
@@ -225,5 +136,16 @@ void MoeRouteRow(uint r, uint tid) {
       w_mine = s;
     }
   }
-  if (tid < RT_P.top_k) RtStoreChoice(r, tid, id_mine, w_mine, wsum);
+  if (tid < RT_P.top_k) {
+    float w = w_mine;
+    if (RT_P.norm != 0u) w = w / (wsum + 1e-20);
+    w *= RT_P.scaling;
+    int id = int(id_mine);
+    if (RT_P.n_local != 0u) {
+      const bool here = id_mine >= RT_P.e0 && id_mine < RT_P.e0 + RT_P.n_local;
+      id = here ? int(id_mine - RT_P.e0) : 0;
+      w = here ? w : 0.0;
+    }
+    RT_STORE(r, tid, id, w);
+  }
 }
