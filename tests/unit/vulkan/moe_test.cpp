@@ -345,8 +345,9 @@ TEST_F(VulkanTest, MoeSharedExpertsRunInsideTheExpertGemvs) {
                         {24, 40, 5, 5, 2, DType::kBF16},
                         {56, 8, 9, 2, 1, DType::kF16},
                         {32, 32, 8, 3, 2, DType::kQ8_0}};
-  auto fused = MakeVulkan({});
-  vk::VulkanTuning off;
+  vk::VulkanTuning on, off;
+  on.knobs.Set(vk::Knob::kMoeSharedFuse, "1");
+  auto fused = MakeVulkan(on);
   off.knobs.Set(vk::Knob::kMoeSharedFuse, "0");
   auto plain = MakeVulkan(off);
   for (const Case& c : cases)

@@ -871,7 +871,10 @@ std::vector<uint32_t> GemvSpecOf(vk::VulkanBackend& be) {
   return spec;
 }
 TEST_F(VulkanQuant, NarrowGemvTakesMoreWorkgroupsAndGivesTheReference) {
-  auto idot = IdotVulkan();
+  vk::VulkanTuning wide;  // the rule is off by default (an experiment): at 65,536 here
+  wide.knobs.Set(vk::Knob::kGemvNarrow, "65536");
+  auto idot = IdotVulkan(wide);
+  auto narrow = MakeVulkan(wide);
   const DType float_types[] = {DType::kF16,  DType::kF32,  DType::kQ8_0, DType::kQ4_0,
                                DType::kQ4_K, DType::kQ5_K, DType::kQ6_K};
   const int rows[] = {1, 3, 4};
@@ -879,7 +882,7 @@ TEST_F(VulkanQuant, NarrowGemvTakesMoreWorkgroupsAndGivesTheReference) {
   for (DType dt : float_types)
     for (int N : {1, 37, 512, 600}) {
       const int R = rows[i++ % 3];  // 1, 3, 4 rows in turn
-      CheckMatMul(SharedVulkan(), dt, R, 2304, N, N == 37, "narrow gemv");
+      CheckMatMul(*narrow, dt, R, 2304, N, N == 37, "narrow gemv");
     }
   for (DType dt : {DType::kQ8_0, DType::kQ4_0, DType::kQ4_K, DType::kQ6_K})
     for (int N : {37, 511, 512}) {
@@ -887,8 +890,8 @@ TEST_F(VulkanQuant, NarrowGemvTakesMoreWorkgroupsAndGivesTheReference) {
       CheckIdot(*idot, dt, R, 2304, N, N == 37, "narrow idot gemv");
     }
   for (DType dt : {DType::kF16, DType::kQ4_K, DType::kQ6_K}) {
-    CheckMatMul(SharedVulkan(), dt, 1, 3584, 512, false, "7B k / v");
-    const std::vector<uint32_t> on = GemvSpecOf(SharedVulkan());
+    CheckMatMul(*narrow, dt, 1, 3584, 512, false, "7B k / v");
+    const std::vector<uint32_t> on = GemvSpecOf(*narrow);
     ASSERT_GE(on.size(), 3u) << Name(dt);
     EXPECT_EQ(on[2], 1u) << Name(dt) << ": QR of the narrow GEMV";
     vk::VulkanTuning t;

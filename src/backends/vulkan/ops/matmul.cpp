@@ -155,7 +155,7 @@ uint64_t IdotUnitElems(DType t) { return t == DType::kQ8_0 ? 16 : BlockElems(t) 
 // it) while every lane keeps a unit of K (8 elements a slice on the float paths, an integer-dot
 // unit, IdotUnitElems). Whichever of QR and TPR a knob sets explicitly stays. H100 7B Q4_K_M
 // (session 30 profile): attn_k `q4_k_vec` 278 us a step at 107 GB/s, attn_v `q6_k_vec` 372 at
-// 114 GB/s; not measured with the rule.
+// 114 GB/s. Off by default: on an H100 at 65,536 the 7B Q4_0 lost 8%, V2-Lite f16 2% (session 31).
 void WidenNarrowGemv(const Device& dev, DType wt, bool idot, int64_t N, int64_t K, GemvSpec* s) {
   const Tuning& tune = dev.tuning();
   const uint64_t want = tune.Uint(Knob::kGemvNarrow);
