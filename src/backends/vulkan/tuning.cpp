@@ -127,11 +127,12 @@ const std::array<KnobSpec, kKnobCount> kTable = {{
      "256, while N * TPR / QR is below this (ops/matmul.cpp WidenNarrowGemv; 0: off). H100, "
      "tg128 at 65,536 against 0: 7B Q4_0 281.4 / 282.4 t/s against 304.5 / 306.0, V2-Lite f16 "
      "284.8 / 283.6 against 290.1 / 287.0, 7B Q4_K_M 242.5 / 233.9 against 235.9 / 233.3: off"},
-    {Knob::kNormQuantFuse, "ES_VK_NORM_QUANT_FUSE", T::kBool, "0|1", "1", W::kGraph, R::kExperiment,
+    {Knob::kNormQuantFuse, "ES_VK_NORM_QUANT_FUSE", T::kBool, "0|1", "0", W::kGraph, R::kExperiment,
      "the output projection's float GEMV (+ residual) writes the FFN norm's output quantized for "
      "the integer-dot gate/up GEMV in its last workgroup (NQOUT): no quantize_q8 dispatch, one "
-     "level less a layer. H100 7B Q4_K_M tg128 with it (and the dual GEMV's h for a down of "
-     "another type): 242.5 / 233.9 t/s against da6689e's 244.6 / 236.2, within noise"},
+     "level less a layer. Off: H100 7B Q4_K_M tg128 with it 242.5 / 233.9 t/s against "
+     "da6689e's 244.6 / 236.2; --profile: the o GEMV 585.8 us a step with it, ~282 without, for "
+     "the 186 us of quantize_q8 it saves"},
     {Knob::kGemvDualQuant, "ES_VK_GEMV_DUAL_QUANT", T::kEnum, "auto|0|1|2", "auto", W::kGraph,
      R::kPath,
      "the dual GEMV writes the down projection's x quantized: auto = 2 for Q4_0, 0 for Q8_0 "
