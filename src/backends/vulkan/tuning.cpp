@@ -121,18 +121,6 @@ const std::array<KnobSpec, kKnobCount> kTable = {{
      W::kGraph, R::kPath,
      "over x quantized apart: QR halves while the GEMV has fewer workgroups (7B down_proj 2.46 "
      "TB/s against 1.53 at 16)"},
-    {Knob::kGemvNarrow, "ES_VK_GEMV_NARROW", T::kUint, "0|16384|32768|65536|131072|262144", "0",
-     W::kGraph, R::kExperiment,
-     "narrow decode GEMVs (a GQA model's 512-output k / v): QR halves to 1, then TPR doubles to "
-     "256, while N * TPR / QR is below this (ops/matmul.cpp WidenNarrowGemv; 0: off). H100, "
-     "tg128 at 65,536 against 0: 7B Q4_0 281.4 / 282.4 t/s against 304.5 / 306.0, V2-Lite f16 "
-     "284.8 / 283.6 against 290.1 / 287.0, 7B Q4_K_M 242.5 / 233.9 against 235.9 / 233.3: off"},
-    {Knob::kNormQuantFuse, "ES_VK_NORM_QUANT_FUSE", T::kBool, "0|1", "0", W::kGraph, R::kExperiment,
-     "the output projection's float GEMV (+ residual) writes the FFN norm's output quantized for "
-     "the integer-dot gate/up GEMV in its last workgroup (NQOUT): no quantize_q8 dispatch, one "
-     "level less a layer. Off: H100 7B Q4_K_M tg128 with it 242.5 / 233.9 t/s against "
-     "da6689e's 244.6 / 236.2; --profile: the o GEMV 585.8 us a step with it, ~282 without, for "
-     "the 186 us of quantize_q8 it saves"},
     {Knob::kGemvDualQuant, "ES_VK_GEMV_DUAL_QUANT", T::kEnum, "auto|0|1|2", "auto", W::kGraph,
      R::kPath,
      "the dual GEMV writes the down projection's x quantized: auto = 2 for Q4_0, 0 for Q8_0 "
@@ -141,17 +129,6 @@ const std::array<KnobSpec, kKnobCount> kTable = {{
      "MoE decode (up to 4 rows): the router GEMV's last workgroup routes (ops/moe.cpp "
      "RouteInRouterGemv), no moe_route dispatch and one barrier level less a MoE layer (H100, "
      "V2-Lite f16 tg128 279.4 / 280.1 t/s against 268.9 / 266.9 with 0: moe_route apart)"},
-    {Knob::kMoeSharedFuse, "ES_VK_MOE_SHARED_FUSE", T::kBool, "0|1", "0", W::kGraph, R::kExperiment,
-     "MoE decode (up to 4 rows, float experts: f32, f16, bf16): the shared experts run as "
-     "pseudo-experts of weight 1 inside the routed experts' up and down GEMVs (ops/moe.cpp "
-     "MoeTakesShared), two dispatches less a MoE layer; 0: their dual and down GEMVs apart. Lost "
-     "on an H100: V2-Lite f16 tg128 255.6 / 256.4 t/s with it against 267.3 / 269.3 without"},
-    {Knob::kMlaCombineFuse, "ES_VK_MLA_COMBINE_FUSE", T::kBool, "0|1", "0", W::kGraph,
-     R::kExperiment,
-     "MLA decode (up to 4 rows): the last mla_attention workgroup of a (row, group of heads) to "
-     "finish merges the group's split-key chunks (ops/mla_attention.cpp MlaMergesChunks), no "
-     "attention_combine dispatch and one barrier level less a layer; 0: attention_combine apart. "
-     "Lost on an H100: V2-Lite f16 tg128 255.6 / 256.4 t/s with it against 259.7 / 261.0 without"},
     {Knob::kAttnDecode, "ES_VK_ATTN_DECODE", T::kBool, "0|1", "1", W::kGraph, R::kPath,
      "kv-head decode attention (7B Q4_0 tg 354.5 t/s against 320.2 without)"},
     {Knob::kAttnFuse, "ES_VK_ATTN_FUSE", T::kBool, "0|1", "1", W::kGraph, R::kPath,
@@ -201,10 +178,28 @@ const std::vector<RetiredKnob> kRetired = {
     {"ES_VK_MLA_WUV_COMBINE",
      "0, deleted: MLA decode's Wuv GEMV merging its head's split-key chunks (every workgroup "
      "re-reads them): H200, V2-Lite f16 tg128 318.2 / 311.2 t/s against 331.2 / 334.5 without, "
-     "260.5 against 285.2 4,096 deep; the merge is mla_attention's (ES_VK_MLA_COMBINE_FUSE)"},
+     "260.5 against 285.2 4,096 deep; the merge stays attention_combine's"},
     {"ES_VK_MOE_FDOWN_ROWS",
      "2 groups a workgroup for the float experts' down GEMV: H100, V2-Lite f16 tg128 252.3 at "
      "1, 247.8 at 4, 253.2 / 255.1 at 2"},
+    {"ES_VK_GEMV_NARROW",
+     "0, deleted: narrow decode GEMVs (a GQA model's 512-output k / v) at QR 1 and TPR up to 256 "
+     "while N * TPR / QR was under 65,536: H100 tg128 7B Q4_0 281.4 / 282.4 t/s with it against "
+     "304.5 / 306.0 without, V2-Lite f16 284.8 / 283.6 against 290.1 / 287.0, 7B Q4_K_M 242.5 / "
+     "233.9 against 235.9 / 233.3"},
+    {"ES_VK_NORM_QUANT_FUSE",
+     "off, deleted: the output projection's float GEMV writing the FFN norm's quantized x in its "
+     "last workgroup: H100 7B Q4_K_M tg128 242.5 / 233.9 t/s with it against da6689e's 244.6 / "
+     "236.2; the o GEMV 585.8 us a step with it, ~282 without, for the 186 us of quantize_q8 "
+     "it saved"},
+    {"ES_VK_MOE_SHARED_FUSE",
+     "off, deleted: the shared experts as pseudo-experts of weight 1 inside the float routed "
+     "experts' up and down GEMVs (MoE decode, up to 4 rows): H100 V2-Lite f16 tg128 255.6 / "
+     "256.4 t/s with it against 267.3 / 269.3 without"},
+    {"ES_VK_MLA_COMBINE_FUSE",
+     "off, deleted: MLA decode's split-key chunks merged by the last mla_attention workgroup of a "
+     "(row, group of heads), no attention_combine: H100 V2-Lite f16 tg128 255.6 / 256.4 t/s with "
+     "it against 259.7 / 261.0 without (mla_attention with the merge: 627.2 us a step)"},
 };
 
 const char* kTypeNames[] = {"bool", "uint", "enum", "tile", "text"};

@@ -358,8 +358,7 @@ struct FuseInput {
 // kv_a chain becomes one store over an f32 or f16 cache; the split decode attention
 // (UseDecodeAttention; ES_VK_ATTN_FUSE; not over a block-quantized cache, whose new keys would
 // have to be rounded as their whole 32-blocks store them) takes the raw q, k and v rows; the MLA
-// kernel rotates q where MlaFoldsQRope; a MoE's float expert GEMVs run the shared experts too
-// where MoeTakesShared. ES_VK_FUSE=0: none.
+// kernel rotates q where MlaFoldsQRope. ES_VK_FUSE=0: none.
 class VkFusionCaps : public FusionCaps {
  public:
   explicit VkFusionCaps(const FuseInput& x) : x_(x) {}
@@ -411,17 +410,6 @@ class VkFusionCaps : public FusionCaps {
     return p.op == Op::kMatMul && XFormat(gw.dtype) == XFormat(wt) &&
            DualQuantizesOut(x_.dev, x_.T, XCols(g, p), gw);
   }
-  // The output projection (p, a float GEMV adding the residual) writes the FFN norm's output
-  // quantized for the integer-dot GEMV folding it (int8 x; ES_VK_NORM_QUANT_FUSE).
-  bool WritesNormedQuantizedX(const Graph& g, const Node& p, const Node& norm,
-                              const Node& m) const override {
-    return x_.fuse && x_.dev.tuning().On(Knob::kNormQuantFuse) && XFormat(WeightType(g, m)) == 0 &&
-           GemvWritesNormedX(x_.dev, x_.T, XCols(g, p), Weight(g, p));
-  }
-  bool MoeRunsShared(const Graph& g, const Node& moe, const Node& gate, const Node& up,
-                     const Node& down) const override {
-    return x_.fuse && MoeTakesShared(x_.dev, x_.weights, g, moe, gate, up, down);
-  }
 
  private:
   bool Gemv(const Graph& g, const Node& m) const {
@@ -443,9 +431,6 @@ struct QuantXPlan {
   std::vector<int> xq_item, out_xq_item, dual_yq_item;
   std::vector<char> xq_fill;
   std::vector<DType> out_xq_type;
-  // A matmul writing the next folded RMSNorm's x quantized (NormQuantizingProducer): the item
-  // and that norm node.
-  std::vector<int> norm_yq_item, norm_yq_norm;
 };
 // The plan's quantized copies of x (ShareQuantizedX) as arena items: a producer's from the
 // producer to its reader, a shared one from its first reader (which fills it) to its last.
@@ -455,8 +440,6 @@ QuantXPlan PlanQuantizedX(const FuseInput& x, const FusionPlan& f, std::vector<I
   q.xq_item.assign(n_nodes, -1);
   q.out_xq_item.assign(n_nodes, -1);
   q.dual_yq_item.assign(n_nodes, -1);
-  q.norm_yq_item.assign(n_nodes, -1);
-  q.norm_yq_norm.assign(n_nodes, -1);
   q.xq_fill.assign(n_nodes, 0);
   q.out_xq_type.assign(n_nodes, DType::kF32);
   const Graph& g = x.g;
@@ -473,11 +456,8 @@ QuantXPlan PlanQuantizedX(const FuseInput& x, const FusionPlan& f, std::vector<I
     } else if (g.node(c.producer).op == Op::kAttention) {
       q.out_xq_item[size_t(c.producer)] = item;
       q.out_xq_type[size_t(c.producer)] = wt;
-    } else if (f.gate_node[size_t(c.producer)] >= 0) {
-      q.dual_yq_item[size_t(c.producer)] = item;
     } else {
-      q.norm_yq_item[size_t(c.producer)] = item;
-      q.norm_yq_norm[size_t(c.producer)] = f.norm_of[size_t(c.reader)];
+      q.dual_yq_item[size_t(c.producer)] = item;
     }
   }
   for (size_t i = 0; i < n_nodes; ++i)
@@ -491,8 +471,7 @@ QuantXPlan PlanQuantizedX(const FuseInput& x, const FusionPlan& f, std::vector<I
 void SetFusions(OpContext& ci, int i, const FusionPlan& fz, const QuantXPlan& qx,
                 const std::vector<BufRange>& act, const std::function<BufRange(int)>& item_range) {
   const auto& nodes = ci.g.nodes();
-  const auto& [xq_item, out_xq_item, dual_yq_item, xq_fill, out_xq_type, norm_yq_item,
-               norm_yq_norm] = qx;
+  const auto& [xq_item, out_xq_item, dual_yq_item, xq_fill, out_xq_type] = qx;
   const auto& out_node = fz.out_node;
   const auto& res_node = fz.res_node;
   const auto& gate_node = fz.gate_node;
@@ -507,7 +486,6 @@ void SetFusions(OpContext& ci, int i, const FusionPlan& fz, const QuantXPlan& qx
   ci.out_node = out_node[size_t(i)];
   if (res_node[size_t(i)] >= 0) ci.residual = act[size_t(res_node[size_t(i)])];
   if (norm_of[size_t(i)] >= 0) ci.norm_node = &nodes[size_t(norm_of[size_t(i)])];
-  if (fz.moe_shared[size_t(i)] >= 0) ci.moe_shared = &nodes[size_t(fz.moe_shared[size_t(i)])];
   if (rope_of[size_t(i)] >= 0) ci.rope_node = &nodes[size_t(rope_of[size_t(i)])];
   if (mla_c_store[size_t(i)] >= 0) {
     ci.mla_c_store = &nodes[size_t(mla_c_store[size_t(i)])];
@@ -525,10 +503,6 @@ void SetFusions(OpContext& ci, int i, const FusionPlan& fz, const QuantXPlan& qx
     ci.xq_fill = xq_fill[size_t(i)] != 0;
   }
   if (dual_yq_item[size_t(i)] >= 0) ci.dual_yq = item_range(dual_yq_item[size_t(i)]);
-  if (norm_yq_item[size_t(i)] >= 0) {
-    ci.norm_yq = item_range(norm_yq_item[size_t(i)]);
-    ci.norm_yq_node = &nodes[size_t(norm_yq_norm[size_t(i)])];
-  }
   if (out_xq_item[size_t(i)] >= 0) {
     ci.out_xq = item_range(out_xq_item[size_t(i)]);
     ci.out_xq_type = out_xq_type[size_t(i)];
@@ -581,10 +555,11 @@ std::unique_ptr<VulkanBackend::Program> VulkanBackend::Build(const Graph& g, con
   const FusionPlan fz = PlanFusions(g, VkFusionCaps(in));
   const auto& write_at = fz.write_at;
   const auto& skip = fz.skip;
+  const auto& live_until = fz.live_until;
 
   // ---- activation plan: intervals from Graph::LastUse (kv_store passes its input through) ---
   std::vector<int> last = g.LastUse();
-  for (int i = 0; i < N; ++i) last[size_t(i)] = std::max(last[size_t(i)], fz.live_until[size_t(i)]);
+  for (int i = 0; i < N; ++i) last[size_t(i)] = std::max(last[size_t(i)], live_until[size_t(i)]);
   std::vector<int> owner(size_t(N), -1);
   for (int i = 0; i < N; ++i) {
     const Node& n = nodes[size_t(i)];
@@ -608,9 +583,7 @@ std::unique_ptr<VulkanBackend::Program> VulkanBackend::Build(const Graph& g, con
   std::vector<std::vector<int>> scratch_items(static_cast<size_t>(N));
   for (int i = 0; i < N; ++i) {
     if (nodes[size_t(i)].op == Op::kWeight) continue;
-    for (uint64_t bytes :
-         AddMoeSharedScratch(g, nodes[size_t(i)], fz.moe_shared[size_t(i)],
-                             ScratchBytes(*dev_, kv, g, nodes[size_t(i)], T, mla_expand))) {
+    for (uint64_t bytes : ScratchBytes(*dev_, kv, g, nodes[size_t(i)], T, mla_expand)) {
       scratch_items[size_t(i)].push_back(int(items.size()));
       items.push_back({ScratchFrom(nodes[size_t(i)], i), i, bytes});
     }

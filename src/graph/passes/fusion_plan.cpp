@@ -5,8 +5,8 @@ namespace es {
 
 FusionPlan::FusionPlan(const Graph& g) {
   const size_t N = g.nodes().size();
-  for (auto* v : {&out_node, &res_node, &gate_node, &up_node, &norm_of, &moe_shared, &live_until,
-                  &rope_of, &mla_c_store, &mla_norm, &attn_rope, &attn_k, &attn_v, &xq_of})
+  for (auto* v : {&out_node, &res_node, &gate_node, &up_node, &norm_of, &live_until, &rope_of,
+                  &mla_c_store, &mla_norm, &attn_rope, &attn_k, &attn_v, &xq_of})
     v->assign(N, -1);
   uses.assign(N, 0);
   skip.assign(N, 0);
@@ -20,7 +20,6 @@ FusionPlan::FusionPlan(const Graph& g) {
 FusionPlan PlanFusions(const Graph& g, const FusionCaps& caps) {
   FusionPlan f(g);
   FuseGemvEpilogues(g, caps, f);
-  FuseMoeSharedExperts(g, caps, f);
   FoldRmsNorms(g, caps, f);
   FoldRopeStores(g, caps, f);
   FuseMlaKvStores(g, caps, f);

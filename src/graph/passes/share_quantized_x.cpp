@@ -1,10 +1,8 @@
 // ShareQuantizedX (passes/fusions.h): where integer-dot GEMVs read x quantized per block. x from
 // a split decode attention read by one GEMV alone (the output projection): the attention writes
 // it quantized. x from a dual gate/up GEMV read by one GEMV alone (the down projection), in the
-// same format: the dual GEMV writes it quantized. Otherwise one copy per (x, folded norm,
-// format), kept until its last reader: written by the matmul whose epilogue writes the folded
-// norm's input where the backend says so (WritesNormedQuantizedX: the output projection writing
-// the FFN's normed x), else, where the backend quantizes x once, filled by its first reader.
+// same format: the dual GEMV writes it quantized. Otherwise, where the backend quantizes x once,
+// one copy per (x, folded norm, format), filled by its first reader and kept until the last.
 #include <map>
 #include <tuple>
 
@@ -26,16 +24,6 @@ int QuantizingProducer(const Graph& g, const FusionCaps& caps, const FusionPlan&
     return dual;
   return -1;
 }
-// The matmul writing folded norm nm's input (its epilogue: the residual stream), where it also
-// writes the norm's output quantized for m (i), else -1.
-int NormQuantizingProducer(const Graph& g, const FusionCaps& caps, const FusionPlan& f, int i,
-                           int nm) {
-  const int xs = g.node(nm).src[0], p = f.write_at[size_t(xs)];
-  if (p < 0 || p == xs || g.node(p).op != Op::kMatMul || f.out_node[size_t(p)] != xs ||
-      f.norm_of[size_t(p)] >= 0 || f.gate_node[size_t(p)] >= 0)
-    return -1;
-  return caps.WritesNormedQuantizedX(g, g.node(p), g.node(nm), g.node(i)) ? p : -1;
-}
 }  // namespace
 
 void ShareQuantizedX(const Graph& g, const FusionCaps& caps, FusionPlan& f) {
@@ -54,14 +42,13 @@ void ShareQuantizedX(const Graph& g, const FusionCaps& caps, FusionPlan& f) {
       f.quantized_x.push_back({producer, i, i, format});
       continue;
     }
+    if (!caps.QuantizeXOnce(g, n, f.gate_node[size_t(i)] >= 0)) continue;
     const int nm = f.norm_of[size_t(i)];
-    const int writer = nm >= 0 ? NormQuantizingProducer(g, caps, f, i, nm) : -1;
-    if (writer < 0 && !caps.QuantizeXOnce(g, n, f.gate_node[size_t(i)] >= 0)) continue;
     const std::tuple<int, int, int> key{nm >= 0 ? nodes[size_t(nm)].src[0] : n.src[0], nm, format};
     auto it = copy_of.find(key);
     if (it == copy_of.end()) {
       it = copy_of.emplace(key, int(f.quantized_x.size())).first;
-      f.quantized_x.push_back({writer, i, i, format});
+      f.quantized_x.push_back({-1, i, i, format});
     }
     f.quantized_x[size_t(it->second)].last = i;
     f.xq_of[size_t(i)] = it->second;

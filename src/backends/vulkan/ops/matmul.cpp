@@ -4,7 +4,6 @@
 // column offset n0).
 #include <array>
 #include <cstdlib>
-#include <cstring>
 #include <initializer_list>
 
 #include "ops/ops.h"
@@ -145,36 +144,6 @@ GemvSpec GemvSpecFor(const Device& dev, DType wt, bool vec, int64_t R, int64_t N
     }
   }
   return spec;
-}
-// Elements of one unit of the integer-dot GEMV (matmul_gemv.comp kUnitElems).
-uint64_t IdotUnitElems(DType t) { return t == DType::kQ8_0 ? 16 : BlockElems(t) == 256 ? 64 : 32; }
-// Narrow GEMVs (RecordMatMul; ES_VK_GEMV_NARROW, 0: off): where N outputs at TPR invocations each
-// and QR outputs a group make fewer invocations than the knob's count (N · TPR / QR; a GQA
-// model's k and v, 512 outputs: 16,384 at the float GEMV's QR 4 and TPR 128, 128 workgroups for
-// 132 multiprocessors), QR halves (to 1), then TPR doubles (to 256, the workgroup growing with
-// it) while every lane keeps a unit of K (8 elements a slice on the float paths, an integer-dot
-// unit, IdotUnitElems). Whichever of QR and TPR a knob sets explicitly stays. H100 7B Q4_K_M
-// (session 30 profile): attn_k `q4_k_vec` 278 us a step at 107 GB/s, attn_v `q6_k_vec` 372 at
-// 114 GB/s. Off by default: on an H100 at 65,536 the 7B Q4_0 lost 8%, V2-Lite f16 2% (session 31).
-void WidenNarrowGemv(const Device& dev, DType wt, bool idot, int64_t N, int64_t K, GemvSpec* s) {
-  const Tuning& tune = dev.tuning();
-  const uint64_t want = tune.Uint(Knob::kGemvNarrow);
-  if (want == 0) return;
-  const bool quant = IsQuantized(wt);
-  const Knob qr_knob = idot ? Knob::kGemvIdotQr : Knob::kGemvQr;
-  const Knob tpr_knob = idot ? Knob::kGemvIdotTpr : Knob::kGemvTpr;
-  uint32_t tpr = s->wg / s->rows;
-  const auto invocations = [&] { return uint64_t(N) * tpr / s->qr; };
-  if (!quant || tune.source(qr_knob) == KnobSource::kDefault)
-    while (s->qr > 1 && invocations() < want) s->qr /= 2;
-  if (quant && tune.source(tpr_knob) != KnobSource::kDefault) return;
-  const uint64_t units = uint64_t(K) / (idot ? IdotUnitElems(wt) : 8 * uint64_t(s->spl));
-  while (tpr < 256 && units >= 2 * uint64_t(tpr) && invocations() < want) tpr *= 2;
-  const uint32_t min_sg = std::max<uint32_t>(dev.info().min_subgroup_size, 4);
-  s->wg = std::max(s->wg, tpr);
-  s->rows = s->wg / tpr;
-  s->nsg = s->wg / min_sg;
-  s->cluster = tpr < std::max<uint32_t>(dev.info().max_subgroup_size, 1);
 }
 // Bytes of one quantized x element for weights of type wt (quant_x.glsl: int16 for Q8_0).
 uint64_t XLevelBytes(DType wt) { return wt == DType::kQ8_0 ? 2 : 1; }
@@ -632,47 +601,18 @@ bool RecordDecodeShaped(OpContext& c, BufRange x, int64_t R, int64_t K, const De
 }
 }  // namespace
 
-namespace {
-// The plain GEMV's shader variant: over x quantized apart (xq) or in the workgroups (idot), the
-// float VEC GEMV writing the next norm's quantized x (nq) or not, or the scalar one.
-std::string GemvName(DType wt, bool xq, bool idot, bool nq, bool vec, const GemvSpec& gs) {
-  return std::string("matmul_gemv_") + TypeSuffix(wt) +
-         (xq     ? "_idot"
-          : idot ? "_idotl"
-          : nq   ? "_vec_nq"
-          : vec  ? "_vec"
-                 : "") +
-         gs.Variant();
-}
-}  // namespace
-
-bool GemvWritesNormedX(const Device& dev, int64_t R, int64_t K, const DeviceWeight& w) {
-  // The "_vec_nq" variants' types (CMakeLists.txt); one row group (RB covers R <= 8).
-  const bool typed = w.dtype == DType::kF32 || w.dtype == DType::kF16 || w.dtype == DType::kBF16 ||
-                     (IsQuantized(w.dtype) && w.dtype != DType::kI4G && w.dtype != DType::kI4F);
-  if (!typed || R > kGemvMaxRows || R > 8 || K % 8 != 0 || w.chunks.size() != 1 ||
-      w.rows % 32 != 0 || UseIdotGemv(dev, R, K, w.rows, w.dtype))
-    return false;
-  GemvSpec gs = GemvSpecFor(dev, w.dtype, true, R, w.rows, false, false, K);
-  WidenNarrowGemv(dev, w.dtype, false, w.rows, K, &gs);
-  return !gs.cluster;
-}
-
 void RecordMatMul(OpContext& c, BufRange x, int64_t R, int64_t K, const DeviceWeight& w,
                   const BufRange* bias, BufRange y, int64_t y_rs, const BufRange* residual,
-                  const NormFold* norm, const BufRange* x16, const QuantX* xq,
-                  const NormQuantOut* nq) {
+                  const NormFold* norm, const BufRange* x16, const QuantX* xq) {
   ES_ASSERT((!residual && !norm) || (R <= kGemvMaxRows && K % 8 == 0));
   ES_ASSERT(w.cols == K);
   ES_ASSERT(!xq || (!norm && UseIdotGemv(c.dev, R, K, w.rows, w.dtype)));
-  ES_ASSERT(!nq || (!norm && !xq && GemvWritesNormedX(c.dev, R, K, w)));
   if (RecordDecodeShaped(c, x, R, K, w, bias, y, y_rs, x16)) return;
   const bool gemv = R <= kGemvMaxRows;
   const bool vec = K % 8 == 0;
   // Integer dot products over x quantized by a separate dispatch (xq) or in each workgroup.
   const bool idot = gemv && UseIdotGemv(c.dev, R, K, w.rows, w.dtype);
   GemvSpec gs = GemvSpecFor(c.dev, w.dtype, vec, R, w.rows, idot, xq != nullptr, K);
-  if (gemv && vec) WidenNarrowGemv(c.dev, w.dtype, idot, w.rows, K, &gs);
   if (idot && !xq) gs.kc = IdotLocalStep(K, gs.rb, w.dtype);
   // The workgroup-scope coopmat GEMM reads x as f16: one conversion serves every chunk.
   const bool quant = IsQuantized(w.dtype);
@@ -691,22 +631,20 @@ void RecordMatMul(OpContext& c, BufRange x, int64_t R, int64_t K, const DeviceWe
     if (ch.rows == 0) continue;
     const uint32_t N = uint32_t(ch.rows);
     if (gemv) {
-      Dispatch& d = c.Add(GemvName(w.dtype, xq != nullptr, idot, nq != nullptr, vec, gs),
-                          std::vector<uint32_t>(nq ? 10 : 6, 1), gs.Spec());
+      Dispatch& d = c.Add(std::string("matmul_gemv_") + TypeSuffix(w.dtype) +
+                              (xq     ? "_idot"
+                               : idot ? "_idotl"
+                               : vec  ? "_vec"
+                                      : "") +
+                              gs.Variant(),
+                          {1, 1, 1, 1, 1, 1}, gs.Spec());
       d.bindings = {{Range(ch.alloc)},          {xq ? xq->q : x},
                     {bias ? *bias : x},         {y},
                     {residual ? *residual : x}, {xq ? xq->ds : norm ? norm->weight : x}};
       d.writes = {3};
-      if (nq) {  // the next norm's quantized output (its eps in the push's)
-        d.bindings.insert(d.bindings.end(),
-                          {{nq->yq.q}, {nq->yq.ds}, {nq->count}, {nq->norm.weight}});
-        d.writes = {3, 6, 7, 8};
-      }
       d.Push(GemvPush{uint32_t(K), N, uint32_t(R), uint32_t(ch.row0), uint32_t(K), 0, 0,
                       uint32_t(y_rs), 0, 0, bias ? 1u : 0u, residual ? 1u : 0u, norm ? 1u : 0u,
-                      norm ? norm->eps
-                      : nq ? nq->norm.eps
-                           : 0.0f});
+                      norm ? norm->eps : 0.0f});
       GemvGrid(d, N, R, gs);
     } else if (cm2) {
       // Workgroup-scope tensor-core GEMM (matmul_gemm_cm2.comp): the driver stages the tiles.
@@ -810,6 +748,8 @@ bool DualQoutSpec(const Device& dev, int64_t R, const DeviceWeight& gate, GemvSp
 }  // namespace
 
 namespace {
+// Elements of one unit of the integer-dot GEMV (matmul_gemv.comp kUnitElems).
+uint64_t IdotUnitElems(DType t) { return t == DType::kQ8_0 ? 16 : BlockElems(t) == 256 ? 64 : 32; }
 // The weight types of the experts' integer-dot GEMVs (matmul_gemv.comp IDOT MOE).
 bool MoeIdotType(DType t) {
   switch (t) {
@@ -973,20 +913,9 @@ void BuildMatMul(OpContext& c) {
   BufRange bias;
   const bool has_bias = c.n.src.size() > 2 && c.n.src[2] >= 0;
   if (has_bias) bias = Range(c.weights.GetF32(c.W(2)).chunks[0].alloc);
-  NormQuantOut nq;
-  if (c.norm_yq.size) {  // the next RMSNorm's output quantized, by the last workgroup
-    const Node& nn = *c.norm_yq_node;
-    nq.norm.weight = Range(c.weights.GetF32(*c.g.node(nn.src[1]).weight).chunks[0].alloc);
-    nq.norm.eps = nn.Params<RmsNormParams>().eps;
-    nq.yq = QuantXRanges(c.norm_yq, R, w.rows, DType::kQ4_0);  // int8 x, as every non-Q8_0 type
-    Allocation count = c.host_pool->Alloc(256, c.n.name + " norm quantize count");
-    std::memset(count.mapped, 0, 256);
-    c.owned->push_back(count);
-    nq.count = Range(count);
-  }
   RecordMatMul(c, x, R, K, w, has_bias ? &bias : nullptr, c.Out(), c.n.shape[1],
                c.residual.size ? &c.residual : nullptr, norm,
-               c.scratch.empty() ? nullptr : &c.scratch[0], xqp, c.norm_yq.size ? &nq : nullptr);
+               c.scratch.empty() ? nullptr : &c.scratch[0], xqp);
 }
 
 void RecordRouterGemv(OpContext& c, BufRange x, int64_t R, int64_t K, const DeviceWeight& w,

@@ -6,10 +6,8 @@
 //      into qcat[t, h, r:r+dr]
 //   3. o_lat[t, h] = Σ_j softmax(scale · qcat·[C_j | PE_j]) C_j   mla_attention.comp: one
 //      workgroup per (group of heads, row, key chunk) reading each latent row once for all the
-//      group's heads; decode rows split the keys into kMlaSplits chunks, merged by the last
-//      workgroup of each (row, group) to finish in steps of up to kMlaMergeMaxRows rows
-//      (MlaMergesChunks, COMBINE), else by attention_combine.comp; prefill rows take one
-//      workgroup per (heads, row) (DIRECT).
+//      group's heads; decode rows split the keys into kMlaSplits chunks merged by
+//      attention_combine.comp, prefill rows take one workgroup per (heads, row) (DIRECT).
 //      Where that kernel does not fit (odd widths, subgroups under 8), attention.comp with one
 //      shared kv head whose key is the latent row plus its rope part and whose value is it.
 //   4. out[t, h] = Wuv[h] · o_lat[t, h]              per-head GEMV
@@ -17,8 +15,7 @@
 // GEMMs with one group per head (RecordGroupedGemm, on tensor cores where the device has them)
 // over head-major copies of their inputs ([H, T, *]), their outputs copied back.
 // Scratch: qcat [T, H*(r+dr)], o_lat [T, H*r] (f32); split decode: the chunks' partials
-// [T, H, kMlaSplits, r + 2] (and, merged in the kernel, a count word per (row, group of heads) the
-// program owns); prefill: head-major [H*T, max(dn, r, dv)] twice.
+// [T, H, kMlaSplits, r + 2]; prefill: head-major [H*T, max(dn, r, dv)] twice.
 #include <algorithm>
 #include <cstring>
 
@@ -91,26 +88,10 @@ uint32_t MlaHeadsPerGroup(const Device& dev, int64_t r, int64_t dr) {
   const auto& info = dev.info();
   if (r % 2 != 0 || dr % 2 != 0 || info.min_subgroup_size < 8) return 0;
   for (uint32_t G = kMlaMaxHeadsPerGroup; G >= 1; G /= 2) {
-    const uint64_t merge = 12ull * G * kMlaSplits;  // COMBINE's per-chunk max, weight and sum
-    const uint64_t bytes =
-        4ull * G * uint64_t(r + dr) + 4ull * G * kMlaKeyTile + 12ull * G + merge + 1024;
+    const uint64_t bytes = 4ull * G * uint64_t(r + dr) + 4ull * G * kMlaKeyTile + 12ull * G + 1024;
     if (bytes <= info.max_shared_memory) return G;
   }
   return 0;
-}
-
-// Decode steps of up to this many rows merge their chunks in mla_attention.comp (COMBINE): the
-// last workgroup of a (row, group of heads) to finish merges the group's heads, where
-// attention_combine.comp takes 4 workgroups a head side by side; past a few rows the rows
-// themselves fill the GPU and the combine's level costs less against them. As the router GEMV's
-// route (ops/moe.cpp kRouteInGemvMaxRows).
-constexpr int64_t kMlaMergeMaxRows = 4;
-// Whether a split step's chunks are merged in mla_attention.comp itself (no attention_combine
-// dispatch, one barrier level less a layer): ES_VK_FUSE and ES_VK_MLA_COMBINE_FUSE, at most
-// kMlaMergeMaxRows rows.
-bool MlaMergesChunks(const OpContext& c) {
-  const Tuning& t = c.dev.tuning();
-  return t.On(Knob::kFuse) && t.On(Knob::kMlaCombineFuse) && c.T <= kMlaMergeMaxRows;
 }
 }  // namespace
 
@@ -181,73 +162,6 @@ void RecordMergedOutput(OpContext& c, BufRange olat, const DeviceWeight& wuv, ui
   }
   RecordLatentOutput(c, olat, wuv, gemm, meta);
 }
-
-// mla_attention.comp over qcat (q_pe from qin, rotated where the rope is folded in) into `out`:
-// olat (S == 1, DIRECT) or the S chunks' partials; `merged` given, the kernel merges the chunks
-// into it itself (COMBINE, with a count word per (row, group) the program owns, zero between
-// steps).
-void RecordMlaKernel(OpContext& c, BufRange qcat, BufRange qin, BufRange out, BufRange merged,
-                     uint32_t G, uint32_t S) {
-  const Node& n = c.n;
-  const MlaParams& m = n.Params<MlaParams>();
-  const int64_t T = c.T, H = m.heads, dn = m.dn, dr = m.dr, r = m.rank;
-  const int64_t qw = H * (dn + dr), cw = H * (r + dr);
-  const Node* rope = c.attn_rope;
-  const bool split = T <= kDecodeMaxRows, merge = merged.buffer != VK_NULL_HANDLE;
-  const std::string form = merge ? "_comb" : split ? "" : "_direct";
-  Dispatch& d =
-      c.Add("mla_attention_" + KvTypeSuffix(c.kv.spec().dtype) + form + (rope ? "_rope" : ""),
-            std::vector<uint32_t>(merge ? 8 : 6, 1),
-            {uint32_t(r), uint32_t(dr), G, kMlaMinChunk, kMlaLoadBatch});
-  d.bindings = {
-      {qcat}, {Range(c.kv.part(n.layer, 0))}, {Range(c.kv.part(n.layer, 1))}, {c.batch}, {out},
-      {qin}};
-  d.writes = {4};
-  if (merge) {
-    // The count of finished chunks per (row, group): its own memory (zero between steps, each
-    // step's last workgroup sets it back), not the arena, which other nodes' data share.
-    const uint64_t bytes = uint64_t(T) * uint64_t((H + G - 1) / G) * 4;
-    Allocation count = c.host_pool->Alloc(bytes, n.name + " chunk count");
-    std::memset(count.mapped, 0, bytes);
-    c.owned->push_back(count);
-    d.bindings.push_back({merged});
-    d.bindings.push_back({Range(count)});
-    d.writes = {4, 6, 7};
-  }
-  struct {
-    uint32_t Hq, q_rs, q_hs, slot_off, pos_off, o_rs, o_hs;
-    float scale;
-    uint32_t pq_rs, pq_hs, pq_off, T, half, neox, cs_off;
-  } pc{uint32_t(H),
-       uint32_t(cw),
-       uint32_t(r + dr),
-       c.layout->slots,
-       c.layout->positions,
-       uint32_t(H * r),
-       uint32_t(r),
-       m.scale,
-       uint32_t(qw),
-       uint32_t(dn + dr),
-       uint32_t(dn),
-       uint32_t(T),
-       0,
-       0,
-       0};
-  if (rope) {
-    const RopeParams& rp = rope->Params<RopeParams>();
-    const RopeTable& rt = *rp.table;
-    ES_CHECK(rp.heads == H && rp.head_dim == dn + dr && rp.offset == dn && rt.dim == dr,
-             "vulkan: rope '", rope->name, "' folded into '", n.name,
-             "' does not rotate its q_pe dims");
-    pc.half = uint32_t(rt.dim / 2);
-    pc.neox = rt.mode == RopeMode::kNeox ? 1u : 0u;
-    pc.cs_off = c.layout->rope.at(&rt);
-  }
-  d.Push(pc);
-  d.groups[0] = uint32_t((H + G - 1) / G);
-  d.groups[1] = uint32_t(T);
-  d.groups[2] = S;
-}
 }  // namespace
 
 void BuildMla(OpContext& c) {
@@ -284,9 +198,47 @@ void BuildMla(OpContext& c) {
   if (G) {
     const bool split = c.T <= kDecodeMaxRows;
     const uint32_t S = split ? MlaSplits(H, T) : 1;
-    const bool merge = split && MlaMergesChunks(c);
-    RecordMlaKernel(c, qcat, qin, split ? c.scratch[2] : olat, merge ? olat : BufRange{}, G, S);
-    RecordMergedOutput(c, olat, wuv, split && !merge ? S : 0, gemm, meta);
+    Dispatch& d =
+        c.Add("mla_attention_" + KvTypeSuffix(spec.dtype) + (split ? "" : "_direct") +
+                  (rope ? "_rope" : ""),
+              {1, 1, 1, 1, 1, 1}, {uint32_t(r), uint32_t(dr), G, kMlaMinChunk, kMlaLoadBatch});
+    d.bindings = {{qcat},    {Range(c.kv.part(n.layer, 0))}, {Range(c.kv.part(n.layer, 1))},
+                  {c.batch}, {split ? c.scratch[2] : olat},  {qin}};
+    d.writes = {4};
+    struct {
+      uint32_t Hq, q_rs, q_hs, slot_off, pos_off, o_rs, o_hs;
+      float scale;
+      uint32_t pq_rs, pq_hs, pq_off, T, half, neox, cs_off;
+    } pc{uint32_t(H),
+         uint32_t(cw),
+         uint32_t(r + dr),
+         c.layout->slots,
+         c.layout->positions,
+         uint32_t(H * r),
+         uint32_t(r),
+         m.scale,
+         uint32_t(qw),
+         uint32_t(dn + dr),
+         uint32_t(dn),
+         uint32_t(T),
+         0,
+         0,
+         0};
+    if (rope) {
+      const RopeParams& rp = rope->Params<RopeParams>();
+      const RopeTable& rt = *rp.table;
+      ES_CHECK(rp.heads == H && rp.head_dim == dn + dr && rp.offset == dn && rt.dim == dr,
+               "vulkan: rope '", rope->name, "' folded into '", n.name,
+               "' does not rotate its q_pe dims");
+      pc.half = uint32_t(rt.dim / 2);
+      pc.neox = rt.mode == RopeMode::kNeox ? 1u : 0u;
+      pc.cs_off = c.layout->rope.at(&rt);
+    }
+    d.Push(pc);
+    d.groups[0] = uint32_t((H + G - 1) / G);
+    d.groups[1] = uint32_t(T);
+    d.groups[2] = S;
+    RecordMergedOutput(c, olat, wuv, split ? S : 0, gemm, meta);
     return;
   }
   {  // the fallback kernel reads q_pe from qcat

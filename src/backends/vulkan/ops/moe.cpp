@@ -23,15 +23,8 @@
 // (moe_combine.comp). Scratch: logits [R, E], ids [R, k] (int32), weights [R, k], h [R*k, I];
 // grouped also gate and up [R*k, I] each, the down outputs [R*k, D] and meta (counts, offsets,
 // pairs).
-// Shared experts (MoeTakesShared, the fusion pass FuseMoeSharedExperts): on the float expert GEMVs
-// of a decode step, the shared FFN ([S, D] gate and up, [D, S] down, S = n_sh * I) runs as n_sh
-// pseudo-experts of weight 1 appended to the table (entries EL .. EL + n_sh - 1: gate and up at
-// rows s * I of the shared matrices, down at column s * I of rows S long), their pairs after the
-// routed ones (h row R * top_k + t * n_sh + s), so the down GEMV writes the layer's output once.
-#include <array>
 #include <cstdint>
 #include <cstring>
-#include <set>
 
 #include "ops/ops.h"
 
@@ -50,61 +43,6 @@ DType ExpertType(const Graph& g, const Node& n, int m) {
   return g.node(n.src[size_t(3) + size_t(m)]).weight->dtype;
 }
 }  // namespace
-
-namespace {
-// Decode steps of up to this many rows run the shared experts inside the expert GEMVs.
-constexpr int64_t kMoeSharedMaxRows = 4;
-bool FloatType(DType t) { return t == DType::kF32 || t == DType::kF16 || t == DType::kBF16; }
-// The shared experts' weights (gate, up, down) of the down matmul `down` (its x: their SwiGLU).
-std::array<const Tensor*, 3> SharedWeights(const Graph& g, const Node& down) {
-  const Node& act = g.node(down.src[0]);
-  return {g.node(g.node(act.src[0]).src[1]).weight, g.node(g.node(act.src[1]).src[1]).weight,
-          g.node(down.src[1]).weight};
-}
-// Whether the expert kernels' buffer lists (gate and up; down) still fit kMoeMaxBlocks with the
-// shared experts' buffers (sh: their gate, up, down) added.
-bool SharedFitsLists(WeightStore& weights, const Graph& g, const Node& n,
-                     const std::array<const DeviceWeight*, 3>& sh) {
-  const int64_t EL = n.Params<MoeOpParams>().LocalExperts();
-  std::set<VkBuffer> lists[2];
-  for (int m = 0; m < 3; ++m) {
-    std::vector<const Tensor*> members;
-    for (int64_t e = 0; e < EL; ++e) members.push_back(g.node(n.src[size_t(3 + 3 * e + m)]).weight);
-    const ExpertStack& st = weights.GetExperts(members);
-    std::set<VkBuffer>& l = lists[m == 2 ? 1 : 0];
-    for (const Allocation& a : st.blocks) l.insert(a.buffer);
-    l.insert(sh[size_t(m)]->chunks[0].alloc.buffer);
-  }
-  return lists[0].size() <= kMoeMaxBlocks && lists[1].size() <= kMoeMaxBlocks;
-}
-}  // namespace
-
-bool MoeTakesShared(const Device& dev, WeightStore& weights, const Graph& g, const Node& n,
-                    const Node& gate, const Node& up, const Node& down) {
-  MoeGemv spec;
-  if (!dev.tuning().On(Knob::kMoeSharedFuse) || n.shape[0] > kMoeSharedMaxRows ||
-      !MoeTakesGemv(dev, g, n, &spec) || spec.idot)
-    return false;
-  const int64_t I = n.Params<MoeOpParams>().moe.ffn_dim, D = n.shape[1];
-  const DType t = ExpertType(g, n, 0), td = ExpertType(g, n, 2);
-  const DeviceWeight& gw = weights.Get(*g.node(gate.src[1]).weight);
-  const DeviceWeight& uw = weights.Get(*g.node(up.src[1]).weight);
-  const DeviceWeight& dw = weights.Get(*g.node(down.src[1]).weight);
-  const int64_t S = gw.rows;
-  return FloatType(t) && FloatType(td) && S > 0 && S % I == 0 && gw.dtype == t && uw.dtype == t &&
-         dw.dtype == td && gw.cols == D && uw.rows == S && uw.cols == D && dw.rows == D &&
-         dw.cols == S && gw.chunks.size() == 1 && uw.chunks.size() == 1 && dw.chunks.size() == 1 &&
-         SharedFitsLists(weights, g, n, {&gw, &uw, &dw});
-}
-
-std::vector<uint64_t> AddMoeSharedScratch(const Graph& g, const Node& n, int shared_down,
-                                          std::vector<uint64_t> scratch) {
-  if (shared_down < 0) return scratch;
-  const uint64_t R = uint64_t(n.shape[0]);
-  const uint64_t S = uint64_t(g.node(g.node(shared_down).src[1]).weight->cols());
-  scratch[3] += R * S * 4;  // h: the shared pairs' rows after the routed ones
-  return scratch;
-}
 
 bool MoeTakesGemv(const Device& dev, const Graph& g, const Node& n, MoeGemv* spec) {
   const MoeParams& p = n.Params<MoeOpParams>().moe;
@@ -229,18 +167,15 @@ struct MoeGemvPush {
   uint32_t K, N, R, n0, x_rs, x_hs, x_off, y_rs, y_hs, y_off, has_bias, epi, norm;
   float eps;
   uint32_t top_k;
-  uint32_t n_sh = 0, e_sh = 0;  // the shared pseudo-experts: how many, the first's table entry
 };
 
 // The float / block-type path (MoeTakesGemv, !spec.idot): up (gate/up + SwiGLU over x, or x
 // with the norm folded, h in f32) then down (the token's choices weighted and added in order, +
 // the fused residual).
 void RecordVecExperts(OpContext& c, const MoeGemv& spec, const std::vector<BufRange> (&lists)[2],
-                      BufRange tab, const DType (&dtype)[3], BufRange x, const NormFold* norm,
-                      uint32_t n_sh) {
+                      BufRange tab, const DType (&dtype)[3], BufRange x, const NormFold* norm) {
   const MoeParams& p = c.n.Params<MoeOpParams>().moe;
   const int64_t R = c.n.shape[0], D = c.n.shape[1], I = p.ffn_dim, K = p.top_k;
-  const uint32_t e_sh = uint32_t(c.n.Params<MoeOpParams>().LocalExperts());
   const BufRange ids = c.scratch[1], wts = c.scratch[2], h = c.scratch[3];
   const std::vector<uint32_t> counts{uint32_t(kMoeMaxBlocks), 1, 1, 1, 1, 1, 1, 1, 1, 1, 1};
   {
@@ -250,10 +185,9 @@ void RecordVecExperts(OpContext& c, const MoeGemv& spec, const std::vector<BufRa
                   {x},      {x}, {ids}, {wts}, {tab}};
     d.writes = {3};
     d.Push(MoeGemvPush{uint32_t(D), uint32_t(I), uint32_t(R * K), 0, uint32_t(D), 0, 0, uint32_t(I),
-                       0, 0, 0, 0, norm ? 1u : 0u, norm ? norm->eps : 0.0f, uint32_t(K), n_sh,
-                       e_sh});
+                       0, 0, 0, 0, norm ? 1u : 0u, norm ? norm->eps : 0.0f, uint32_t(K)});
     d.groups[0] = uint32_t((I + spec.up_outputs - 1) / spec.up_outputs);
-    d.groups[1] = uint32_t(R * (K + n_sh));
+    d.groups[1] = uint32_t(R * K);
   }
   {
     const bool res = c.residual.size != 0;
@@ -263,7 +197,7 @@ void RecordVecExperts(OpContext& c, const MoeGemv& spec, const std::vector<BufRa
                   {x},      {ids}, {wts}, {tab}};
     d.writes = {3};
     d.Push(MoeGemvPush{uint32_t(I), uint32_t(D), uint32_t(R), 0, uint32_t(I), 0, 0, uint32_t(D), 0,
-                       0, 0, res ? 1u : 0u, 0, 0.0f, uint32_t(K), n_sh, e_sh});
+                       0, 0, res ? 1u : 0u, 0, 0.0f, uint32_t(K)});
     d.groups[0] = uint32_t((D + spec.down_outputs - 1) / spec.down_outputs);
     d.groups[1] = uint32_t(R);
   }
@@ -384,47 +318,9 @@ void RecordRouter(OpContext& c, BufRange x, const NormFold* norm, int64_t e0, in
 // in its kernel's list, offset) of gate, up and down; the lists padded to kMoeMaxBlocks.
 struct ExpertTable {
   std::vector<BufRange> lists[2];  // gate and up (the UP kernel), down (the DOWN kernel)
-  std::vector<uint32_t> table;     // [6 * (EL + n_sh)]
+  std::vector<uint32_t> table;     // [6 * EL]
   DType dtype[3] = {DType::kF32, DType::kF32, DType::kF32};
-  uint32_t n_sh = 0;  // the shared experts' pseudo-experts, after the routed ones
 };
-// The index of allocation a's buffer in `blocks` (matrix m's kernel list), added if new.
-size_t BlockIndex(std::vector<BufRange>& blocks, const Allocation& a, const Node& n, int m) {
-  size_t b = 0;
-  while (b < blocks.size() && blocks[b].buffer != a.buffer) ++b;
-  if (b == blocks.size()) {
-    ES_CHECK(blocks.size() < kMoeMaxBlocks, "vulkan: moe '", n.name, "': the ",
-             m == 2 ? "down" : "gate and up", " experts span more than ", kMoeMaxBlocks,
-             " buffers of the device's largest range");
-    blocks.push_back({a.buffer, 0, a.buffer_size});
-  }
-  return b;
-}
-// The shared experts (c.moe_shared: MoeTakesShared) as n_sh pseudo-experts after the EL routed
-// ones: gate and up at row s * I of their [S, D] matrices, down at column s * I of its [D, S] one
-// (the down GEMV reads its rows S long). Offsets in elements (float types only).
-void AddSharedExperts(OpContext& c, ExpertTable& t) {
-  const int64_t D = c.n.shape[1], I = c.n.Params<MoeOpParams>().moe.ffn_dim;
-  const std::array<const Tensor*, 3> w = SharedWeights(c.g, *c.moe_shared);
-  const int64_t n_sh = w[0]->rows() / I;
-  for (int64_t s = 0; s < n_sh; ++s)
-    for (int m = 0; m < 3; ++m) {
-      const DeviceWeight& dw = c.weights.Get(*w[size_t(m)]);
-      ES_ASSERT(dw.dtype == t.dtype[m] && dw.chunks.size() == 1 && FloatType(dw.dtype));
-      const Allocation& a = dw.chunks[0].alloc;
-      const uint64_t unit = RowBytes(dw.dtype, 1);
-      const size_t b = BlockIndex(t.lists[m == 2 ? 1 : 0], a, c.n, m);
-      ES_CHECK(a.offset % unit == 0, "vulkan: shared expert weight '", w[size_t(m)]->name,
-               "' lies off its element size");
-      const uint64_t off = a.offset / unit + uint64_t(m == 2 ? s * I : s * I * D);
-      ES_CHECK(off <= UINT32_MAX, "vulkan: shared expert weight '", w[size_t(m)]->name,
-               "' lies beyond a 32-bit offset of its buffer");
-      t.table.push_back(uint32_t(b));
-      t.table.push_back(uint32_t(off));
-    }
-  t.n_sh = uint32_t(n_sh);
-}
-
 ExpertTable MakeExpertTable(OpContext& c, int64_t EL) {
   const Node& n = c.n;
   const int64_t D = n.shape[1], I = n.Params<MoeOpParams>().moe.ffn_dim;
@@ -447,7 +343,15 @@ ExpertTable MakeExpertTable(OpContext& c, int64_t EL) {
     const uint64_t unit = Repacked(st.dtype) ? 4 : RowBytes(st.dtype, 1);
     std::vector<BufRange>& blocks = t.lists[m == 2 ? 1 : 0];
     for (int64_t e = 0; e < EL; ++e) {
-      const size_t b = BlockIndex(blocks, st.block_of(e), n, m);
+      const Allocation& a = st.block_of(e);
+      size_t b = 0;
+      while (b < blocks.size() && blocks[b].buffer != a.buffer) ++b;
+      if (b == blocks.size()) {
+        ES_CHECK(blocks.size() < kMoeMaxBlocks, "vulkan: moe '", n.name, "': the ",
+                 m == 2 ? "down" : "gate and up", " experts span more than ", kMoeMaxBlocks,
+                 " buffers of the device's largest range");
+        blocks.push_back({a.buffer, 0, a.buffer_size});
+      }
       const uint64_t off = st.offset(e);
       ES_CHECK(off % unit == 0 && off / unit <= UINT32_MAX, "vulkan: expert weight '",
                members[size_t(e)]->name, "' lies beyond a 32-bit offset of its buffer");
@@ -455,7 +359,6 @@ ExpertTable MakeExpertTable(OpContext& c, int64_t EL) {
       t.table[size_t(6 * e + 2 * m + 1)] = uint32_t(off / unit);
     }
   }
-  if (c.moe_shared) AddSharedExperts(c, t);
   for (auto& blocks : t.lists)
     while (blocks.size() < kMoeMaxBlocks) blocks.push_back(blocks[0]);
   return t;
@@ -481,7 +384,6 @@ void BuildMoe(OpContext& c) {
   MoeGemv spec;
   const bool gemv = MoeTakesGemv(c.dev, c.g, n, &spec);
   ES_ASSERT(gemv || (!c.norm_node && !c.residual.size));
-  ES_ASSERT(!c.moe_shared || (gemv && !spec.idot && R <= kMoeSharedMaxRows));
   NormFold nf;
   const BufRange x = FoldedNormInput(c, &nf);
   RecordRouter(c, x, c.norm_node ? &nf : nullptr, e0, EL);
@@ -503,11 +405,11 @@ void BuildMoe(OpContext& c) {
       RecordIdotExperts(c, spec, lists, Range(tab), dtype, x, c.norm_node ? &nf : nullptr);
     } else {
       // Float experts are read by 8-element loads (wload8): their offsets must be whole groups.
-      for (int64_t e = 0; e < EL + int64_t(et.n_sh); ++e)
+      for (int64_t e = 0; e < EL; ++e)
         for (int m = 0; m < 3; ++m)
           ES_CHECK(Repacked(dtype[m]) || table[size_t(6 * e + 2 * m + 1)] % 8 == 0, "vulkan: moe '",
                    n.name, "': expert ", e, " lies off an 8-element boundary");
-      RecordVecExperts(c, spec, lists, Range(tab), dtype, x, c.norm_node ? &nf : nullptr, et.n_sh);
+      RecordVecExperts(c, spec, lists, Range(tab), dtype, x, c.norm_node ? &nf : nullptr);
     }
     return;
   }

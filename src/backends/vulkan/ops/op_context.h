@@ -63,9 +63,6 @@ struct OpContext {
   const Node* dual_gate = nullptr;
   const Node* dual_up = nullptr;
   const Node* norm_node = nullptr;  // a folded RMSNorm producing this matmul's x
-  // kMoE running the shared experts (MoeTakesShared): their down matmul (x: their SwiGLU of the
-  // gate and up matmuls); `residual` is then the stream before them.
-  const Node* moe_shared = nullptr;
   const Node* rope_node = nullptr;  // kv_store: a folded rope (the store rotates its input)
   // kv_store of MLA's rope part with the kv_a chain folded in (mla_kv_store.comp): the store of
   // the normed latent part and its RMSNorm; the rope is rope_node, the input kva its input's.
@@ -83,10 +80,6 @@ struct OpContext {
   // Dual gate/up GEMV (DualQuantizesOut): its output also goes here quantized (QuantXRanges over
   // the gate's rows) for the down projection, which reads it as x quantized once.
   BufRange dual_yq;
-  // A GEMV writing the residual stream (GemvWritesNormedX): the next RMSNorm's output (norm
-  // node norm_yq_node) also goes here quantized in the int8 x format (QuantXRanges).
-  BufRange norm_yq;
-  const Node* norm_yq_node = nullptr;
   // Integer-dot GEMV (UseIdotGemv): the quantized copy of x (QuantXBytes), shared by the matmuls
   // reading the same x; the first of them (xq_fill) records the quantization.
   BufRange xq;
@@ -142,21 +135,10 @@ BufRange FoldedNormInput(const OpContext& c, NormFold* nf);
 // x16: room for an f16 copy of x (R * K halves), which the workgroup-scope coopmat GEMM uses
 // where given (MatMulScratchBytes).
 // xq: x already quantized (QuantXRanges) for the integer-dot GEMV; norm must then be null.
-// The RMSNorm after a GEMV (matmul_gemv.comp NQOUT): its weight and eps, where its output goes
-// quantized (int8), and the GEMV's count of finished workgroups (zero between steps).
-struct NormQuantOut {
-  NormFold norm;
-  QuantX yq;
-  BufRange count;
-};
-// A GEMV of R rows over K-wide x and weight w (one chunk, N % 32 == 0, the float VEC GEMV, no
-// cluster) can write the next RMSNorm's output quantized (nq in RecordMatMul).
-bool GemvWritesNormedX(const Device& dev, int64_t R, int64_t K, const DeviceWeight& w);
 void RecordMatMul(OpContext& c, BufRange x, int64_t R, int64_t K, const DeviceWeight& w,
                   const BufRange* bias, BufRange y, int64_t y_rs,
                   const BufRange* residual = nullptr, const NormFold* norm = nullptr,
-                  const BufRange* x16 = nullptr, const QuantX* xq = nullptr,
-                  const NormQuantOut* nq = nullptr);
+                  const BufRange* x16 = nullptr, const QuantX* xq = nullptr);
 // moe_route_params.glsl's RouteParams: what the routing of a MoE node needs besides its logits.
 struct RoutePush {
   uint32_t E, top_k, n_group, topk_group, sigmoid, method, norm, has_bias;

@@ -84,18 +84,6 @@ std::vector<uint64_t> MoeScratch(const Device& dev, const Graph& g, const Node& 
 // block-type; spec: their geometry). Only then can the builder fold an RMSNorm producing its x and
 // a residual add of its output into it, as into a matmul's GEMV.
 bool MoeTakesGemv(const Device& dev, const Graph& g, const Node& n, MoeGemv* spec);
-// Whether kMoE node n runs the shared experts (the matmuls gate, up, down of its x; the fusion
-// pass FuseMoeSharedExperts) as pseudo-experts of its float expert GEMVs: ES_VK_MOE_SHARED_FUSE,
-// decode steps of up to 4 rows, routed and shared experts of one float type (f32, f16, bf16; down
-// may differ from gate/up, as both do), the shared FFN n_sh times the experts' width, one chunk.
-// Block-type experts keep the shared dual and down GEMVs apart (their repacked rows have no
-// column view, and K-quant files give shared and routed experts different types).
-bool MoeTakesShared(const Device& dev, WeightStore& weights, const Graph& g, const Node& n,
-                    const Node& gate, const Node& up, const Node& down);
-// Node n's scratch; a kMoE running the shared experts (shared_down >= 0: their down matmul,
-// MoeTakesShared) grows MoeScratch's h by the shared pseudo-experts' rows.
-std::vector<uint64_t> AddMoeSharedScratch(const Graph& g, const Node& n, int shared_down,
-                                          std::vector<uint64_t> scratch);
 // Keys and values that are not the KV cache (MLA's non-absorbed form): their element type (f32 or
 // f16), and the buffer holding the rows' slots and positions (at slot_off, pos_off) and the block
 // tables that map them (kv_addr.glsl's layout: words 0 and 1 give the tables' offset and blocks

@@ -69,11 +69,7 @@
 //     reduction (the sums are linear); IDOT: the token's choices read once into shared memory,
 //     each lane's units of UN choices loaded before any is used (MoeDownUnits), weighted per unit.
 // The buffer index is uniform in a workgroup (one pair or token a workgroup; the down GEMV's
-// loads of one choice at a time). Shared experts (float experts only; ops/moe.cpp MoeTakesShared):
-// p.n_sh pseudo-experts of weight 1 at table entries p.e_sh.. — the up GEMV's pairs past the
-// routed p.R are token t's pseudo-expert s at row p.R + t * p.n_sh + s; the down GEMV adds them
-// after the routed choices, pseudo-expert s's rows n_sh * K long (the shared down matrix's
-// columns [s K, (s + 1) K)), x the h rows R * top_k + t * n_sh + s.
+// loads of one choice at a time).
 // ROUTE (a MoE router's GEMV, VEC f32 / f16 / bf16 weights, one chunk; ops/moe.cpp RouteInRouterGemv): y is
 // the logits [R, E] (coherent: read back here) and the routing follows in the GEMV itself — each
 // workgroup, its logits written, counts itself done in cnt[row group] (binding 8, zero between
@@ -86,15 +82,6 @@
 // XLOCAL (with IDOT): no separate quantization — each workgroup quantizes the x it needs into
 // shared memory itself (KC elements of every batch row per step, the folded norm applied while
 // quantizing, exactly as quantize_q8.comp does), so x is bound as f32 like the float GEMV's.
-// NQOUT (the float VEC GEMV, f32 x: no IDOT / DUAL / MOE / CLUSTER / ROUTE, no folded
-// norm of its own, one chunk, one row group; ops/matmul.cpp GemvWritesNormedX): y (coherent) is
-// the residual stream (p.epi == 1: the output projection's sum), and the RMSNorm that the next
-// GEMV folds follows in this GEMV — each workgroup, its outputs written, counts itself done in
-// nq_cnt[0] (binding 8, zero between steps); the last one takes each batch row's Σy² and writes
-// g ⊙ y quantized per 32-block in the int8 x format (quant_x.glsl) at nq4 / nds (bindings 6, 7;
-// the reader's layout, quantize_q8.comp's sums: (d, d·Σq) scaled by 1 / rms at the end; g the
-// norm weight at binding 9, eps in p.eps) and sets the count back to 0, as ROUTE does. The
-// quantize_q8 dispatch of the norm and its barrier level go.
 #ifdef IDOT
 #extension GL_EXT_spirv_intrinsics : require
 #endif
@@ -160,17 +147,7 @@ layout(binding = 1) readonly buffer X { vec4 x4[]; };  // x offsets and strides 
 layout(binding = 1) readonly buffer X { float x[]; };
 #endif
 layout(binding = 2) readonly buffer Bias { float bias[]; };
-#if defined(NQOUT) && (!defined(VEC) || defined(IDOT) || defined(DUAL) || defined(MOE) || \
-                       defined(CLUSTER) || defined(ROUTE))
-#error "NQOUT: the single VEC GEMV over f32 x"
-#endif
-#if defined(NQOUT)
-layout(binding = 3) coherent buffer Y { float y[]; };
-layout(binding = 6) writeonly buffer NQ { uvec4 nq4[]; };
-layout(binding = 7) buffer ND { vec2 nds[]; };  // read back: scaled by 1 / rms
-layout(binding = 8) coherent buffer NC { uint nq_cnt[]; };
-layout(binding = 9) readonly buffer NG { vec4 ng4[]; };
-#elif defined(ROUTE)
+#if defined(ROUTE)
 #if !defined(VEC) || defined(W_QUANT) || defined(DUAL) || defined(MOE) || defined(CLUSTER)
 #error "ROUTE: the float VEC GEMV only"
 #endif
@@ -192,9 +169,6 @@ layout(push_constant) uniform P {
   uint K, N, R, n0, x_rs, x_hs, x_off, y_rs, y_hs, y_off, has_bias, epi, norm;
   float eps;
   uint top_k;  // MOE
-#if defined(MOE)
-  uint n_sh, e_sh;  // the shared pseudo-experts (see the header)
-#endif
 #if defined(ROUTE)
   RouteParams rt;
 #endif
@@ -768,41 +742,6 @@ void AccumVecRows(uint sel, uint off,
 }
 #endif
 
-#if defined(NQOUT)
-#include "quant_x.glsl"  // int8 x (no IDOT: no X_I16)
-shared bool nq_last;
-// After this workgroup's stores: the last of the og workgroups quantizes the normed rows
-// [r0, r0 + nr) of y (see the header).
-void NormQuantizeIfLast(uint r0, uint nr, uint og) {
-  memoryBarrierBuffer();
-  barrier();
-  if (gl_LocalInvocationID.x == 0u) nq_last = atomicAdd(nq_cnt[0], 1u) == og - 1u;
-  barrier();
-  if (!nq_last) return;  // uniform: shared
-  memoryBarrierBuffer();
-  const uint tid = gl_LocalInvocationID.x, nb = p.N / 32u;
-  for (uint r = r0; r < r0 + nr; ++r) {
-    float ss = 0.0;
-    for (uint b = tid; b < nb; b += WG) {
-      vec4 v[8];
-      for (uint i = 0u; i < 8u; ++i) {
-        const uint o = r * p.y_rs + p.y_off + 32u * b + 4u * i;
-        v[i] = vec4(y[o], y[o + 1u], y[o + 2u], y[o + 3u]);
-        ss += dot(v[i], v[i]);
-        v[i] *= ng4[8u * b + i];
-      }
-      uvec4 q[XB];
-      vec2 d;
-      QuantizeBlock32(v, q, d);
-      for (uint j = 0u; j < XB; ++j) nq4[(r * nb + b) * XB + j] = q[j];
-      nds[r * nb + b] = d;
-    }
-    const float inv = 1.0 / sqrt(WgSum(ss) / float(p.N) + p.eps);
-    for (uint b = tid; b < nb; b += WG) nds[r * nb + b] *= inv;
-  }
-  if (tid == 0u) atomicExchange(nq_cnt[0], 0u);
-}
-#endif
 // y of output ni of batch row r from its full dot products (norm scale applied): s, and for DUAL
 // s2 the up projection's (silu(s) * s2); else s + bias (p.has_bias) + the residual (p.epi == 1).
 // Returns the value written.
@@ -849,13 +788,12 @@ void main() {
   // The output row (a pair for the up GEMV, a token for the down GEMV; see the header), RB == 1.
   const uint h = 0u, r0 = gl_WorkGroupID.y, nr = 1u;
 #if defined(DUAL)
-  const bool shp = r0 >= p.R;  // a shared pseudo-expert's pair (weight 1), after the routed ones
-  const uint xr0 = shp ? (r0 - p.R) / p.n_sh : r0 / p.top_k;  // the pair's token
+  const uint xr0 = r0 / p.top_k;  // the pair's token
   // A pair of weight 0 adds nothing (a head split's choice another device holds, moe_route.comp):
   // no h row; the down GEMV skips it too. Uniform: the workgroup leaves before any barrier.
-  if (!shp && wts[r0] == 0.0) return;
+  if (wts[r0] == 0.0) return;
   {
-    const uint e = shp ? p.e_sh + (r0 - p.R) % p.n_sh : uint(ids[r0]);
+    const uint e = uint(ids[r0]);
     moe_blk[0] = table[6u * e];
     moe_off[0] = table[6u * e + 1u];
     moe_blk[1] = table[6u * e + 2u];
@@ -957,14 +895,6 @@ void main() {
       MOE_ACCUM(pair * p.x_rs, t);  // QR 1 for float experts (ops/matmul.cpp MoeGemvFor)
       for (uint i = 0; i < QR; ++i) acc[i][0] += wj * t[i][0];
     }
-#if !defined(W_QUANT)
-    for (uint s = 0u; s < p.n_sh; ++s) {  // the shared experts, weight 1 (see the header)
-      const uint e = p.e_sh + s;
-      wsel = table[6u * e + 4u];
-      AccumVec(table[6u * e + 5u] + n * p.n_sh * p.K,
-               (p.R * p.top_k + r0 * p.n_sh + s) * p.x_rs, 1u, lane, acc[0]);
-    }
-#endif
 #endif
 #undef MOE_ACCUM
 #elif defined(VEC) && defined(W_QUANT)
@@ -1077,9 +1007,6 @@ void main() {
   }
 #if defined(ROUTE)
   RouteIfLast(r0, nr, rg, inter ? gl_NumWorkGroups.x / nrg : gl_NumWorkGroups.x);
-#endif
-#if defined(NQOUT)
-  NormQuantizeIfLast(r0, nr, gl_NumWorkGroups.x);
 #endif
 #if defined(QOUT)
   barrier();

@@ -23,16 +23,6 @@
 // part[((t*Hq + h)*S + z)*(R + 2) ..] and attention_combine.comp merges them (decode). A chunk
 // past the context writes only m = -inf (the combine skips it without reading its sums).
 // DIRECT (prefill, S = 1): the normalised output goes straight to o[t*o_rs + h*o_hs + d].
-// COMBINE (decode steps of a few rows, ops/mla_attention.cpp MlaMergesChunks): no combine
-// dispatch after this one — the chunks with keys are the first nz = ceil(n / chunk); a row with
-// one writes o[t*o_rs + h*o_hs + d] (binding 6) itself, normalised as attention_combine.comp
-// would (a / l); else each of the nz workgroups writes its partials as above, counts itself done
-// in cnt[t * gl_NumWorkGroups.x + group] (binding 7, zero between steps) and the last of them
-// merges the group's heads' nz chunks — attention_combine.comp's sums in its order — into o and
-// sets the count back to 0. Stores, then memoryBarrierBuffer and barrier before the count, and
-// memoryBarrierBuffer after it, over coherent buffers: the last workgroup sees every partial
-// (the router GEMV's "last block" pattern, matmul_gemv.comp ROUTE). Chunks past the context
-// write nothing and do not count.
 #extension GL_EXT_control_flow_attributes : require
 #extension GL_KHR_shader_subgroup_shuffle : require
 #include "common.glsl"
@@ -80,11 +70,6 @@ KV_LOADS(peq, PeAt, PeAt2, PeAt4)
 #endif
 #ifdef DIRECT
 layout(binding = 4) writeonly buffer O { float o[]; };
-#elif defined(COMBINE)
-layout(binding = 4) coherent buffer Part { float part[]; };
-layout(binding = 6) writeonly buffer O { float o[]; };
-layout(binding = 7) coherent buffer Cnt { uint cnt[]; };
-const uint MAXS = 64u;  // chunks a row at most (ops/mla_attention.cpp kMlaSplits)
 #else
 layout(binding = 4) writeonly buffer Part { float part[]; };
 #endif
@@ -114,74 +99,6 @@ shared vec2 qs[G * QW2];      // the G heads' q, f32
 shared float ps[G * KT];      // scores, then probabilities: [head][key]
 shared float mh[G], lh[G], corr[G];
 shared uint rows[KT];         // the tile's cache rows (the values' loads need no table read)
-#ifdef COMBINE
-shared float cm[G * MAXS], cw[G * MAXS], cl[G * MAXS];  // [head][chunk]: max, weight, sum
-shared bool last_;
-
-// After this workgroup's partials of row t: the merge of the group's heads by the last of the
-// row's nz workgroups with keys (header; every invocation calls it: barriers).
-void MergeIfLast(uint t, uint h0, uint nz, uint S, uint tid) {
-  const uint ci = t * gl_NumWorkGroups.x + gl_WorkGroupID.x, w = R + 2u;
-  memoryBarrierBuffer();
-  barrier();
-  if (tid == 0u) last_ = atomicAdd(cnt[ci], 1u) == nz - 1u;
-  barrier();
-  if (!last_) return;  // uniform: shared
-  memoryBarrierBuffer();
-  for (uint e = tid; e < G * nz; e += WG) {
-    const uint hh = e / nz, s = e % nz;
-    if (h0 + hh < p.Hq) {
-      const uint b = ((t * p.Hq + h0 + hh) * S + s) * w;
-      cm[hh * MAXS + s] = part[b + R];
-      cl[hh * MAXS + s] = part[b + R + 1u];
-    }
-  }
-  barrier();
-  if (tid < G) {  // mh, lh: free once the partials are written
-    float M = -1.0 / 0.0;
-    for (uint s = 0u; s < nz; ++s) M = max(M, cm[tid * MAXS + s]);
-    mh[tid] = M;
-  }
-  barrier();
-  for (uint e = tid; e < G * nz; e += WG) {
-    const uint hh = e / nz, s = e % nz, i = hh * MAXS + s;
-    cw[i] = cm[i] > -1.0 / 0.0 ? exp(cm[i] - mh[hh]) : 0.0;
-  }
-  barrier();
-  if (tid < G) {
-    float L = 0.0;
-    for (uint s = 0u; s < nz; ++s)
-      if (cw[tid * MAXS + s] != 0.0) L += cw[tid * MAXS + s] * cl[tid * MAXS + s];
-    lh[tid] = L;
-  }
-  barrier();
-  [[unroll]] for (uint hh = 0u; hh < G; ++hh) {
-    const uint h = h0 + hh;
-    if (h >= p.Hq) continue;
-    const uint b0 = (t * p.Hq + h) * S * w;
-    [[unroll]] for (uint c = 0u; c < MAXP; ++c) {
-      const uint i = tid + WG * c;
-      if (i >= R2) continue;
-      vec2 a = vec2(0.0);
-      for (uint s0 = 0u; s0 < nz; s0 += 8u) {  // 8 chunks' loads issued together
-        vec2 v[8];
-        [[unroll]] for (uint k = 0u; k < 8u; ++k) {
-          const uint o = b0 + (s0 + k) * w + 2u * i;
-          v[k] = s0 + k < nz ? vec2(part[o], part[o + 1u]) : vec2(0.0);
-        }
-        [[unroll]] for (uint k = 0u; k < 8u; ++k) {
-          const float cwk = s0 + k < nz ? cw[hh * MAXS + s0 + k] : 0.0;
-          if (cwk != 0.0) a += cwk * v[k];
-        }
-      }
-      const uint oo = t * p.o_rs + h * p.o_hs + 2u * i;
-      o[oo] = a.x / lh[hh];
-      o[oo + 1u] = a.y / lh[hh];
-    }
-  }
-  if (tid == 0u) atomicExchange(cnt[ci], 0u);
-}
-#endif
 
 void main() {
   const uint tid = gl_LocalInvocationID.x;
@@ -195,9 +112,7 @@ void main() {
 #endif
   const uint chunk = max((n_ctx + S - 1u) / S, MINCHUNK);
   const uint jbeg = min(n_ctx, z * chunk), jend = min(n_ctx, jbeg + chunk);
-#ifdef COMBINE
-  if (jbeg == jend) return;  // past the context: not merged, not counted
-#elif !defined(DIRECT)
+#ifndef DIRECT
   if (jbeg == jend) {  // past the context: only "no keys" for the combine, which then skips it
     if (tid < G && h0 + tid < p.Hq) part[((t * p.Hq + h0 + tid) * S + z) * (R + 2u) + R] = -1.0 / 0.0;
     return;
@@ -302,25 +217,9 @@ void main() {
     barrier();  // ps, corr and lh are rewritten by the next tile
   }
 
-#ifdef COMBINE
-  const uint nz = (n_ctx + chunk - 1u) / chunk;  // chunks with keys
-#endif
   [[unroll]] for (uint hh = 0u; hh < G; ++hh) {
     const uint h = h0 + hh;
     if (h >= p.Hq) continue;
-#ifdef COMBINE
-    if (nz == 1u) {  // the row's only chunk: attention_combine.comp's a / L with one term
-      [[unroll]] for (uint c = 0u; c < MAXP; ++c) {
-        const uint i = tid + WG * c;
-        if (i < R2) {
-          const uint oo = t * p.o_rs + h * p.o_hs + 2u * i;
-          o[oo] = acc[hh * MAXP + c].x / lh[hh];
-          o[oo + 1u] = acc[hh * MAXP + c].y / lh[hh];
-        }
-      }
-      continue;
-    }
-#endif
 #ifdef DIRECT
     const float inv = lh[hh] > 0.0 ? 1.0 / lh[hh] : 0.0;
     [[unroll]] for (uint c = 0u; c < MAXP; ++c) {
@@ -346,7 +245,4 @@ void main() {
     }
 #endif
   }
-#ifdef COMBINE
-  if (nz > 1u) MergeIfLast(t, h0, nz, S, tid);
-#endif
 }

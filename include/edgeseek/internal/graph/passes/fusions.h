@@ -50,18 +50,6 @@ class FusionCaps {
   // Producer `p` of m's x, m its only reader, can write its output quantized in m's format: a
   // split decode attention, or the gate matmul of the dual gate/up GEMV writing m's x.
   virtual bool WritesQuantizedX(const Graph& g, const Node& p, const Node& m) const = 0;
-  // kMoE node `moe` (whose down projection adds the residual) can run the shared experts, the
-  // gate / up / down matmuls of its x, inside its own expert GEMVs. None by default.
-  virtual bool MoeRunsShared(const Graph& g, const Node& moe, const Node& gate, const Node& up,
-                             const Node& down) const {
-    return false;
-  }
-  // Matmul `p`, whose epilogue writes the input of RMSNorm `norm` (the residual stream), can also
-  // write norm's output quantized in the format of m, an integer-dot matmul folding that norm.
-  virtual bool WritesNormedQuantizedX(const Graph& g, const Node& p, const Node& norm,
-                                      const Node& m) const {
-    return false;
-  }
 };
 
 // One quantized copy of an x (ShareQuantizedX): written by `producer` (a node writing its output
@@ -81,8 +69,6 @@ struct FusionPlan {
   std::vector<int> gate_node;    // the later matmul of a dual gate/up GEMV -> gate and up
   std::vector<int> up_node;      //   (it runs there, writing the SwiGLU's output)
   std::vector<int> norm_of;      // matmul / kMoE -> the RMSNorm it folds
-  std::vector<int> moe_shared;   // kMoE -> the shared experts' down matmul it runs (their gate /
-                                 //   up: its x's SwiGLU's inputs; their residual add is its own)
   std::vector<int> live_until;   // a node whose output must live until this node (a fused
                                  //   consumer reads the folded node's input)
   std::vector<int> rope_of;      // kv_store -> the rope it folds
@@ -101,10 +87,6 @@ struct FusionPlan {
 // fuse_gemv_epilogues.cpp: matmul (or kMoE) + add -> the matmul adds the residual; gate and up
 // matmuls of one x + SwiGLU -> one dual GEMV writing silu(gate) * up.
 void FuseGemvEpilogues(const Graph& g, const FusionCaps& caps, FusionPlan& f);
-// fuse_moe_shared.cpp: the shared experts' FFN, x + down(SwiGLU(gate(h), up(h))), fused as
-// above, read as the residual of a kMoE node of the same h -> the kMoE node runs them too and adds
-// x (the dual GEMV and the down matmul are skipped).
-void FuseMoeSharedExperts(const Graph& g, const FusionCaps& caps, FusionPlan& f);
 // fold_rms_norms.cpp: an RMSNorm read only as x by matmuls / kMoE nodes that can fold it.
 void FoldRmsNorms(const Graph& g, const FusionCaps& caps, FusionPlan& f);
 // fold_rope_stores.cpp: rope -> kv_store, the rope's only consumer, becomes a rotating store.
