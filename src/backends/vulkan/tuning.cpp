@@ -129,6 +129,11 @@ const std::array<KnobSpec, kKnobCount> kTable = {{
      "MoE decode (up to 4 rows): the router GEMV's last workgroup routes (ops/moe.cpp "
      "RouteInRouterGemv), no moe_route dispatch and one barrier level less a MoE layer (H100, "
      "V2-Lite f16 tg128 279.4 / 280.1 t/s against 268.9 / 266.9 with 0: moe_route apart)"},
+    {Knob::kChain, "ES_VK_CHAIN", T::kBool, "0|1", "0", W::kGraph, R::kExperiment,
+     "Decode programs (at most 8 rows, not profiled): the barriers between data-flow levels become "
+     "counters in memory (chain.glsl): each workgroup of a level waits until the previous level's "
+     "workgroups have all signalled, so the next level's grids are already resident; a spin that "
+     "times out turns it off and reruns the step with barriers. Unmeasured"},
     {Knob::kAttnDecode, "ES_VK_ATTN_DECODE", T::kBool, "0|1", "1", W::kGraph, R::kPath,
      "kv-head decode attention (7B Q4_0 tg 354.5 t/s against 320.2 without)"},
     {Knob::kAttnFuse, "ES_VK_ATTN_FUSE", T::kBool, "0|1", "1", W::kGraph, R::kPath,

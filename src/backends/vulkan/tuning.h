@@ -55,6 +55,7 @@ enum class Knob : int {
   kGemvMinGroups,
   kGemvDualQuant,
   kMoeRouteFuse,
+  kChain,
   kAttnDecode,
   kAttnFuse,
   kAttnQuant,
