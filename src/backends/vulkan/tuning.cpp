@@ -133,7 +133,8 @@ const std::array<KnobSpec, kKnobCount> kTable = {{
      "Decode programs (at most 8 rows, not profiled): the barriers between data-flow levels become "
      "counters in memory (chain.glsl): each workgroup of a level waits until the previous level's "
      "workgroups have all signalled, so the next level's grids are already resident; a spin that "
-     "times out turns it off and reruns the step with barriers. Unmeasured"},
+     "times out turns it off and reruns the step with barriers. H100: every wait timed out with "
+     "volatile loads (the fallback held); atomic reads since, not yet run on a GPU"},
     {Knob::kAttnDecode, "ES_VK_ATTN_DECODE", T::kBool, "0|1", "1", W::kGraph, R::kPath,
      "kv-head decode attention (7B Q4_0 tg 354.5 t/s against 320.2 without)"},
     {Knob::kAttnFuse, "ES_VK_ATTN_FUSE", T::kBool, "0|1", "1", W::kGraph, R::kPath,

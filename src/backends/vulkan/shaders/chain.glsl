@@ -20,7 +20,7 @@
 //   of a reused activation-arena range from an earlier level. A second SPIR-V (rather than a
 //   specialization constant over one) keeps the default pipelines' code and caching exactly as
 //   they were (a buffer-reference capability or coherent buffers would have reached them too).
-// Wait: one invocation spins on a volatile coherent load of the counter, bounded by kEsChainSpin
+// Wait: one invocation spins on atomic reads of the counter (an add of 0), bounded by kEsChainSpin
 // iterations (tens of ms on a GPU); short of its target then, it sets the error word and goes on
 // (the host reads the word after the step and reruns it with barriers); a waiter that sees the
 // error word set stops waiting. Then memoryBarrierBuffer() (acquire side) and barrier() for the workgroup.
@@ -42,11 +42,14 @@ const uint kEsChainSpin = 1u << 16;  // tens of ms of L2 loads on a GPU
 
 void EsChainWait(uint idx, uint target) {
   if (idx != kEsChainNone && gl_LocalInvocationIndex == 0) {
-    for (uint n = 0; n < kEsChainSpin && es_chain[idx] < target; ++n)
-      if ((n & 255u) == 255u && es_chain[0] != 0) break;  // another wait timed out
+    // Atomic reads (an add of 0): served where the atomics are (NVIDIA: L2). A plain volatile
+    // load of the word spun on the H100 without seeing the other workgroups' adds (every wait
+    // timed out, ~35 ns an iteration: an L1 hit, not an L2 round trip).
+    for (uint n = 0; n < kEsChainSpin && atomicAdd(es_chain[idx], 0u) < target; ++n)
+      if ((n & 255u) == 255u && atomicAdd(es_chain[0], 0u) != 0) break;  // another one timed out
     // Also where the loop was cut short (lavapipe's loop limiter stops a loop at 65,535
     // iterations): a wait that ends short of its target is an error.
-    if (es_chain[idx] < target) atomicOr(es_chain[0], 1u);
+    if (atomicAdd(es_chain[idx], 0u) < target) atomicOr(es_chain[0], 1u);
   }
   memoryBarrierBuffer();
   barrier();
