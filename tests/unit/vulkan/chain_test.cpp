@@ -25,28 +25,9 @@ struct ChainCase {
 };
 
 const ChainCase kChainCases[] = {
-    {"llama", R"({"architectures":["LlamaForCausalLM"],"model_type":"llama","vocab_size":131,
-      "hidden_size":48,"intermediate_size":80,"num_hidden_layers":2,"num_attention_heads":6,
-      "num_key_value_heads":2,"rms_norm_eps":1e-5,"max_position_embeddings":256,
-      "rope_theta":500000.0,"torch_dtype":"bfloat16"})"},
-    {"deepseek_v2", R"({"architectures":["DeepseekV2ForCausalLM"],"model_type":"deepseek_v2",
-      "vocab_size":101,"hidden_size":32,"intermediate_size":64,"moe_intermediate_size":24,
-      "num_hidden_layers":2,"num_attention_heads":4,"num_key_value_heads":4,"q_lora_rank":null,
-      "kv_lora_rank":16,"qk_nope_head_dim":8,"qk_rope_head_dim":4,"v_head_dim":8,
-      "n_routed_experts":8,"n_shared_experts":1,"num_experts_per_tok":3,"first_k_dense_replace":1,
-      "moe_layer_freq":1,"n_group":4,"topk_group":2,"topk_method":"group_limited_greedy",
-      "scoring_func":"softmax","norm_topk_prob":false,"routed_scaling_factor":2.0,
-      "rms_norm_eps":1e-6,"max_position_embeddings":512,"rope_theta":10000.0,
-      "torch_dtype":"bfloat16"})"},
-    {"deepseek_v3", R"({"architectures":["DeepseekV3ForCausalLM"],"model_type":"deepseek_v3",
-      "vocab_size":89,"hidden_size":32,"intermediate_size":48,"moe_intermediate_size":16,
-      "num_hidden_layers":2,"num_attention_heads":4,"num_key_value_heads":4,"q_lora_rank":24,
-      "kv_lora_rank":16,"qk_nope_head_dim":8,"qk_rope_head_dim":4,"v_head_dim":8,
-      "n_routed_experts":8,"n_shared_experts":1,"num_experts_per_tok":2,"first_k_dense_replace":1,
-      "moe_layer_freq":1,"n_group":2,"topk_group":1,"topk_method":"noaux_tc",
-      "scoring_func":"sigmoid","norm_topk_prob":true,"routed_scaling_factor":2.5,
-      "rms_norm_eps":1e-6,"max_position_embeddings":512,"rope_theta":10000.0,
-      "torch_dtype":"bfloat16"})"},
+    {"llama", kTinyLlamaConfig},
+    {"deepseek_v2", kTinyDeepseekV2Config},
+    {"deepseek_v3", kTinyDeepseekV3Config},
 };
 
 // One backend with ES_VK_CHAIN as given, a synthetic model and a KV cache of 3 slots.

@@ -42,15 +42,7 @@ const ArchCase kCases[] = {
       "rms_norm_eps":1e-6,"max_position_embeddings":512,"rope_theta":10000.0,
       "rope_scaling":{"type":"yarn","factor":4.0,"beta_fast":32,"beta_slow":1,"mscale":0.707,
       "mscale_all_dim":0.707,"original_max_position_embeddings":128},"torch_dtype":"bfloat16"})"},
-    {"deepseek_v3", R"({"architectures":["DeepseekV3ForCausalLM"],"model_type":"deepseek_v3",
-      "vocab_size":89,"hidden_size":32,"intermediate_size":48,"moe_intermediate_size":16,
-      "num_hidden_layers":2,"num_attention_heads":4,"num_key_value_heads":4,"q_lora_rank":24,
-      "kv_lora_rank":16,"qk_nope_head_dim":8,"qk_rope_head_dim":4,"v_head_dim":8,
-      "n_routed_experts":8,"n_shared_experts":1,"num_experts_per_tok":2,"first_k_dense_replace":1,
-      "moe_layer_freq":1,"n_group":2,"topk_group":1,"topk_method":"noaux_tc",
-      "scoring_func":"sigmoid","norm_topk_prob":true,"routed_scaling_factor":2.5,
-      "rms_norm_eps":1e-6,"max_position_embeddings":512,"rope_theta":10000.0,
-      "torch_dtype":"bfloat16"})"},
+    {"deepseek_v3", kTinyDeepseekV3Config},
     // One DeepSeek-V3 layer at its real widths (hidden 7168, 128 heads, q LoRA 1536, latent 512 +
     // rope 64, expert FFN 2048, top 8 in 8 groups of which 4, noaux_tc) with 16 experts instead of
     // 256 (0.9B parameters): the V3 shapes through the same kernels.

@@ -15,19 +15,10 @@
 namespace es::test {
 namespace {
 
-const char* kDeepseekV2 = R"({"architectures":["DeepseekV2ForCausalLM"],"model_type":"deepseek_v2",
-  "vocab_size":101,"hidden_size":32,"intermediate_size":64,"moe_intermediate_size":24,
-  "num_hidden_layers":2,"num_attention_heads":4,"num_key_value_heads":4,"q_lora_rank":null,
-  "kv_lora_rank":16,"qk_nope_head_dim":8,"qk_rope_head_dim":4,"v_head_dim":8,
-  "n_routed_experts":8,"n_shared_experts":1,"num_experts_per_tok":3,"first_k_dense_replace":1,
-  "moe_layer_freq":1,"n_group":4,"topk_group":2,"topk_method":"group_limited_greedy",
-  "scoring_func":"softmax","norm_topk_prob":false,"routed_scaling_factor":2.0,
-  "rms_norm_eps":1e-6,"max_position_embeddings":512,"rope_theta":10000.0,"torch_dtype":"bfloat16"})";
-
 std::shared_ptr<Model> Load(const char* config) { return SyntheticModel(config, 11); }
 
 const char* ConfigOf(const std::string& arch) {
-  return arch == "llama" ? kTinyLlamaConfig : kDeepseekV2;
+  return arch == "llama" ? kTinyLlamaConfig : kTinyDeepseekV2Config;
 }
 
 // The architecture's model with its weights on the shared Vulkan backend, a CPU backend, and

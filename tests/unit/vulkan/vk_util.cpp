@@ -149,8 +149,8 @@ const char* const kSmallLlamaConfig = R"({"architectures":["LlamaForCausalLM"],"
   "rope_theta":10000.0,"torch_dtype":"bfloat16"})";
 
 std::string SmallDeepseekV2Config(int moe_intermediate) {
-  return R"({"architectures":["DeepseekV2ForCausalLM"],"model_type":"deepseek_v2",
-  "vocab_size":101,"hidden_size":64,"intermediate_size":64,"moe_intermediate_size":)" +
+  return R"({"architectures":["DeepseekV2ForCausalLM"],
+  "model_type":"deepseek_v2","vocab_size":101,"hidden_size":64,"intermediate_size":64,"moe_intermediate_size":)" +
          std::to_string(moe_intermediate) + R"(,
   "num_hidden_layers":2,"num_attention_heads":4,"num_key_value_heads":4,"q_lora_rank":null,
   "kv_lora_rank":64,"qk_nope_head_dim":16,"qk_rope_head_dim":32,"v_head_dim":16,
@@ -164,6 +164,25 @@ const char* const kTinyLlamaConfig = R"({"architectures":["LlamaForCausalLM"],"m
   "vocab_size":131,"hidden_size":48,"intermediate_size":80,"num_hidden_layers":2,
   "num_attention_heads":6,"num_key_value_heads":2,"rms_norm_eps":1e-5,
   "max_position_embeddings":256,"rope_theta":10000.0,"torch_dtype":"bfloat16"})";
+
+const char* const kTinyDeepseekV2Config = R"({"architectures":["DeepseekV2ForCausalLM"],
+  "model_type":"deepseek_v2","vocab_size":101,"hidden_size":32,"intermediate_size":64,"moe_intermediate_size":24,
+  "num_hidden_layers":2,"num_attention_heads":4,"num_key_value_heads":4,"q_lora_rank":null,
+  "kv_lora_rank":16,"qk_nope_head_dim":8,"qk_rope_head_dim":4,"v_head_dim":8,
+  "n_routed_experts":8,"n_shared_experts":1,"num_experts_per_tok":3,"first_k_dense_replace":1,
+  "moe_layer_freq":1,"n_group":4,"topk_group":2,"topk_method":"group_limited_greedy",
+  "scoring_func":"softmax","norm_topk_prob":false,"routed_scaling_factor":2.0,
+  "rms_norm_eps":1e-6,"max_position_embeddings":512,"rope_theta":10000.0,"torch_dtype":"bfloat16"})";
+
+const char* const kTinyDeepseekV3Config = R"({"architectures":["DeepseekV3ForCausalLM"],
+  "model_type":"deepseek_v3","vocab_size":89,"hidden_size":32,"intermediate_size":48,"moe_intermediate_size":16,
+  "num_hidden_layers":2,"num_attention_heads":4,"num_key_value_heads":4,"q_lora_rank":24,
+  "kv_lora_rank":16,"qk_nope_head_dim":8,"qk_rope_head_dim":4,"v_head_dim":8,
+  "n_routed_experts":8,"n_shared_experts":1,"num_experts_per_tok":2,"first_k_dense_replace":1,
+  "moe_layer_freq":1,"n_group":2,"topk_group":1,"topk_method":"noaux_tc",
+  "scoring_func":"sigmoid","norm_topk_prob":true,"routed_scaling_factor":2.5,
+  "rms_norm_eps":1e-6,"max_position_embeddings":512,"rope_theta":10000.0,
+  "torch_dtype":"bfloat16"})";
 
 std::vector<int32_t> TestTokens(int n, int seed, int vocab) {
   std::vector<int32_t> t;

@@ -75,6 +75,11 @@ std::vector<float> RunGraph(Backend& be, const Graph& g, const Batch& b, KvStora
 std::shared_ptr<Model> SyntheticModel(const char* config_json, uint64_t seed);
 // A tiny Llama (2 layers, 6 query heads over 2 kv heads of 8 dims, vocabulary 131).
 extern const char* const kTinyLlamaConfig;
+// A tiny DeepSeek-V2 (MLA: latent 16, rope 4, 4 heads; MoE: 8 routed experts of 24, top 3 over
+// 4 groups, one shared, the first layer dense; vocabulary 101) and a tiny DeepSeek-V3 (q LoRA 24,
+// noaux_tc sigmoid routing over 2 groups, top 2; vocabulary 89).
+extern const char* const kTinyDeepseekV2Config;
+extern const char* const kTinyDeepseekV3Config;
 // A small Llama (hidden 128, 4 query heads over 2 kv heads of 32 dims, 2 layers, vocabulary 131)
 // and a small DeepSeek-V2 (MLA: latent 64, rope 32, 4 heads; MoE: 8 routed experts of
 // `moe_intermediate` top 3 over 4 groups, one shared; vocabulary 101), as config.json text.
