@@ -99,9 +99,11 @@ TEST(Cli, BenchJson) {
   EXPECT_GT(j["decode_tokens_per_s"].get<double>(), 0);
   EXPECT_EQ(j["backend"], "cpu");
   EXPECT_EQ(j["threads"], 2);
-  // Warm-up passes continue until 1 s has passed (at most 8): this model's take milliseconds.
+  // Warm-up passes continue until 1 s has passed (at most 8): this model's take milliseconds —
+  // but not under qemu-user beside other runs (a clean-clone run saw one pass of over a second),
+  // so there, where wall-clock bounds are scaled (TimeScale), one pass is enough.
   ASSERT_TRUE(j.contains("warmup_passes"));
-  EXPECT_GE(j["warmup_passes"].get<int>(), 2);
+  EXPECT_GE(j["warmup_passes"].get<int>(), test::TimeScale() > 1.0 ? 1 : 2);
   EXPECT_LE(j["warmup_passes"].get<int>(), 8);
   // Per decode step (4 tokens: 4 steps): the process's CPU time is never zero, each rep's first
   // step is timed, and the run-queue wait, preemptions and faults are counts, never negative.
