@@ -14,6 +14,8 @@ include_guard(GLOBAL)
 
 find_program(SPIRV_VAL spirv-val)
 set(ES_SHADER_TARGET_ENV vulkan1.1)
+# The validated .spv's words as the C initializer embedded (one glslc run a variant, not two).
+set(ES_SPV_TO_INC ${CMAKE_CURRENT_LIST_DIR}/spv_to_inc.cmake)
 # Shaders with no chained twin (see es_embed_shaders): the cooperative-matrix GEMMs and attention
 # and their reduce run only in prefill programs, the bandwidth probe in no program.
 set(ES_CHAIN_EXCLUDE attention_cm2 matmul_gemm_cm matmul_gemm_cm2 matmul_gemm_cm2_reduce
@@ -97,8 +99,8 @@ function(es_embed_shaders target)
         OUTPUT ${inc}
         COMMAND ${GLSLC} -O --target-env=${env} -fshader-stage=compute ${bdefs} -I ${src_dir} -o ${spv} ${src_abs}
         ${val_cmd}
-        COMMAND ${GLSLC} -O --target-env=${env} -fshader-stage=compute ${bdefs} -I ${src_dir} -mfmt=num -o ${inc} ${src_abs}
-        DEPENDS ${src_abs} ${glsl_includes}
+        COMMAND ${CMAKE_COMMAND} -DSPV=${spv} -DINC=${inc} -P ${ES_SPV_TO_INC}
+        DEPENDS ${src_abs} ${glsl_includes} ${ES_SPV_TO_INC}
         COMMENT "glslc + spirv-val ${bname}"
         VERBATIM)
       list(APPEND incs ${inc})

@@ -24,9 +24,11 @@ cmake -S . -B $B -G Ninja -DCMAKE_BUILD_TYPE=Release -DCMAKE_C_COMPILER=clang-14
   -DCMAKE_CXX_COMPILER=clang++-14 -DES_FUZZ=ON -DES_VULKAN=OFF -DES_BUILD_BENCH=OFF \
   ${ES_FUZZ_LAUNCHER:+-DCMAKE_CXX_COMPILER_LAUNCHER=$ES_FUZZ_LAUNCHER} >/dev/null
 ${ES_BUILD_LOCK:+flock "$ES_BUILD_LOCK"} ninja -C $B "${TARGETS[@]/#/es_fuzz_}"
-status=0
-for t in "${TARGETS[@]}"; do
-  work=$B/work/$t art=$B/artifacts/$t
+# ES_FUZZ_JOBS=N runs N targets at a time (default 1; CI: 2, one a core); each target's summary
+# is printed once it ends, in the order given.
+JOBS=${ES_FUZZ_JOBS:-1}
+fuzz_one() {  # target -> its summary on stdout; exit 1 on a finding
+  local t=$1 work=$B/work/$1 art=$B/artifacts/$1 limit rc=0
   rm -rf "$work" && mkdir -p "$work" "$art"
   # README.md files are notes, not inputs.
   find tests/fuzz/corpus/$t -type f ! -name README.md -exec cp {} "$work"/ \;
@@ -38,9 +40,21 @@ for t in "${TARGETS[@]}"; do
       -rss_limit_mb=2048 -timeout="${ES_FUZZ_TIMEOUT:-10}" -artifact_prefix="$art/" \
       -print_final_stats=1 \
       2>"$B/$t.log"; then
-    status=1
+    rc=1
     echo "   FINDING: see $B/$t.log and $art/"
   fi
   grep -E '^stat::number_of_executed_units|^stat::peak_rss_mb|^Done [0-9]+ runs' "$B/$t.log" | sed 's/^/   /' || true
+  return $rc
+}
+status=0
+for t in "${TARGETS[@]}"; do
+  while (($(jobs -rp | wc -l) >= JOBS)); do wait -n || true; done
+  rm -f "$B/$t.failed"
+  (fuzz_one "$t" || touch "$B/$t.failed") > "$B/$t.summary" 2>&1 &
+done
+wait
+for t in "${TARGETS[@]}"; do
+  cat "$B/$t.summary"
+  [ ! -e "$B/$t.failed" ] || status=1
 done
 exit $status

@@ -4,7 +4,7 @@
 # every test (unit, kernels, golden, tokenizer, Vulkan on lavapipe, server) through CTest,
 # clang-tidy on the files the last change touched, then the server and engine tests again under
 # ThreadSanitizer (docs/server.md "Sanitizers"), and the unit and kernel tests of most folders and
-# the fuzz corpora under ASan+UBSan (docs/fuzzing.md).
+# the fuzz corpora under ASan+UBSan, then every fuzz target for 60 s (docs/fuzzing.md).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/setup.sh
@@ -38,3 +38,7 @@ TSAN_OPTIONS="halt_on_error=1 exitcode=66" build-tsan/tests/es_test_server
 # convert, jinja and server (RSS bounds that ASan's quarantine breaks; server's node tests time
 # answers), tools (valgrind), capi.
 scripts/sanitize.sh core quant gguf gguf_model grammar graph tokenizer runtime kernels onnx golden
+# libFuzzer (clang, ASan+UBSan, build-fuzz: only the parsers' libraries and the eight targets,
+# ~5 min on 2 cores): each target for 60 s from its committed corpus, two at a time (~4 min); a
+# crash, leak, UB report or timeout fails the run (docs/fuzzing.md).
+ES_FUZZ_JOBS=2 scripts/fuzz.sh 60
