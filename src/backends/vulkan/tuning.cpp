@@ -110,9 +110,11 @@ const std::array<KnobSpec, kKnobCount> kTable = {{
      "integer-dot GEMV workgroup size (at least TPR); 7B Q4_0 tg128 at TPR 32: 258.7/255.8 t/s "
      "with 128 against 239.4/257.4 at the defaults: not settled"},
     {Knob::kGemvIdotUnroll, "ES_VK_GEMV_IDOT_UNROLL", T::kUint, "auto|1|2|4", "auto", W::kGraph,
-     R::kExperiment,
-     "integer-dot GEMV: units of a row loaded ahead of their sums (auto: 2, Q5_K 1); 4 lost "
-     "(7B Q8_0 237.9 t/s against 254-258), 1 against 2 never measured alone"},
+     R::kPath,
+     "integer-dot GEMV: units of a row loaded ahead of their sums (auto: 1, Q8_0 one-row 2; "
+     "others for tests). H100 7B Q4_0 tg64 329.0/328.2 t/s with 1 against 300.2/313.1 with 2, "
+     "5-row step 6.2 against 7.2 ms; 7B Q4_K_M 5 rows 10.0 against 15.0 ms; 7B Q8_0 one row "
+     "218.2 against 225.0; 4 lost (7B Q8_0 237.9 against 254-258)"},
     {Knob::kGemvIdotLocal, "ES_VK_GEMV_IDOT_LOCAL", T::kUint, "0|1|2|3", "3", W::kGraph, R::kPath,
      "where x is quantized: 0 apart, 1 in the workgroups, 2 rows over 8192 apart, 3 also dual, "
      "2+-row and over-16384-output (lm_head) x apart (7B Q4_0 tg128 282/287 t/s against 264/273 "

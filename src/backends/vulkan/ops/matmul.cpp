@@ -59,7 +59,8 @@ constexpr int64_t kIdotLocalMaxN = 16384;
 //                                a workgroup at the defaults (H200, 7B Q4_0 tg128: 237 t/s; 4
 //                                rows 161, 32 rows 215; float GEMV 187)
 //   ES_VK_GEMV_IDOT_UNROLL 1|2|4 units of each row an invocation loads before using them
-//                                (default 2; the experts' GEMVs choose their own, MoeGemvFor)
+//                                (default 1, Q8_0 one-row 2; the experts' GEMVs choose their own,
+//                                MoeGemvFor)
 //   ES_VK_GEMV_MIN_GROUPS 0..2048 with x quantized apart: workgroups the default QR keeps at
 //                                least; it halves from 4 (to 1 at most) while a GEMV of N
 //                                outputs would have fewer (default 512; H200, 7B down_proj: 4
@@ -133,11 +134,14 @@ GemvSpec GemvSpecFor(const Device& dev, DType wt, bool vec, int64_t R, int64_t N
                 rb};
   spec.cluster = tpr < max_sg;
   if (idot) {
-    // Q5_K holds twice the words of a unit in flight (its fifth bits), Q6_K too (its high
-    // bits): one unit ahead.
-    const bool wide_unit = wt == DType::kQ5_K || wt == DType::kQ6_K;
-    spec.un =
-        tune.IsAuto(Knob::kGemvIdotUnroll) ? (wide_unit ? 1 : 2) : tune.Uint(Knob::kGemvIdotUnroll);
+    // One unit of each row loaded ahead of its sums, but Q8_0's one-row GEMVs two. H100, session
+    // 33, one job (bench -b 1,5): 7B Q4_0 329.0 / 328.2 t/s against 300.2 / 313.1 with two, its
+    // 5-row step 6.2 ms against 7.2-7.3; 7B Q4_K_M 269.5 against 177.5 (that run noisy), 5 rows
+    // 10.0 ms against 15.0; V2-Lite Q4_0 340.7 against 338.9, 5.6 against 5.9 ms; 1.5B Q4_0 5
+    // rows 3.2 against 3.5 ms; 7B Q8_0 one row 218.2 against 225.0 (so two there), 5 rows 8.5
+    // against 8.8 ms. Q5_K and Q6_K were at one already (twice the words of a unit in flight).
+    const bool two = wt == DType::kQ8_0 && rb == 1;
+    spec.un = tune.IsAuto(Knob::kGemvIdotUnroll) ? (two ? 2 : 1) : tune.Uint(Knob::kGemvIdotUnroll);
     if (xq && qr == 0) {
       const uint32_t min_groups = tune.Uint(Knob::kGemvMinGroups);
       while (spec.qr > 1 && (N + spec.Outputs() - 1) / spec.Outputs() < min_groups) spec.qr /= 2;
