@@ -525,9 +525,10 @@ bool RanIdotGemv(vk::VulkanBackend& be) {
   return idot == 1;
 }
 
-// By default (ES_VK_GEMV_IDOT_Q4K / _Q6K auto) the dense Q4_K and Q6_K GEMVs take the integer
-// dots from kIdotKQuantMinRows outputs (the 7B's FFN and lm_head), the float GEMV below (V2-Lite's
-// 576-3,072-output ones, where the dots lost); both against their references.
+// By default (ES_VK_GEMV_IDOT_Q4K / _Q6K auto) the dense one-row Q4_K and Q6_K GEMVs take the
+// integer dots from kIdotKQuantMinRows outputs (the 7B's FFN and lm_head), the float GEMV below
+// (V2-Lite's 576-3,072-output ones, where the dots lost); steps of 2+ rows take the dots at any
+// output count; all against their references.
 TEST_F(VulkanQuant, KQuantGemvTakesIntegerDotsFromItsOutputCount) {
   vk::VulkanTuning t;
   t.knobs.Set(vk::Knob::kGemvIdot, "1");
@@ -539,6 +540,8 @@ TEST_F(VulkanQuant, KQuantGemvTakesIntegerDotsFromItsOutputCount) {
     const MatMulRun m = RunMatMul(*be, dt, 1, 256, at - 1, false, 161, "below the rule");
     EXPECT_FALSE(RanIdotGemv(*be)) << Name(dt);
     ExpectClose(m.got, RefMatMul(m.X, m.W, nullptr, 1), 1e-5, m.where);
+    CheckIdot(*be, dt, 3, 256, 77, false, "k-quant idot of 3 rows below the outputs rule");
+    EXPECT_TRUE(RanIdotGemv(*be)) << Name(dt) << " 3 rows";
   }
 }
 

@@ -240,18 +240,22 @@ namespace {
 // 339.8 / 346.2 down to 298.5 / 299.6 (H200; its Q4_K GEMVs have 576-3,072 outputs: x quantized
 // in each of their few workgroups, or a dispatch of its own, costs more than the dots save).
 // Q6_K: the 7B's lm_head 470 -> 189 us a step (152,064 outputs), its 512-output attn_v 372 ->
-// 441 (too few workgroups).
-bool KQuantIdot(const Device& dev, Knob knob, int64_t N) {
+// 441 (too few workgroups). Steps of 2-8 rows take the dots at every output count (x is
+// quantized apart for them anyway). H100, session 33, one job, `-b 1,5` with one unit ahead
+// (c1955b0): 7B Q4_K_M 5-row step 9.3 ms against 10.7 (Q4_K alone 10.2), V2-Lite Q4_K_M 6.9 ms
+// against 8.3; the one-row figures kept the output rule (V2-Lite 327.1 t/s with every Q4_K on
+// the dots against 336.1 / 339.3, 7B 258.9 with Q4_K and Q6_K against 268.9 / 268.0).
+bool KQuantIdot(const Device& dev, Knob knob, int64_t R, int64_t N) {
   const Tuning& tune = dev.tuning();
-  return tune.IsAuto(knob) ? N >= kIdotKQuantMinRows : tune.Uint(knob) == 1;
+  return tune.IsAuto(knob) ? (R > 1 || N >= kIdotKQuantMinRows) : tune.Uint(knob) == 1;
 }
 }  // namespace
 
 bool UseIdotGemv(const Device& dev, int64_t R, int64_t K, int64_t N, DType wt) {
   const bool k256 = K % 256 == 0;
   const bool typed = wt == DType::kQ8_0 || wt == DType::kQ4_0 || (wt == DType::kQ5_K && k256) ||
-                     (wt == DType::kQ4_K && k256 && KQuantIdot(dev, Knob::kGemvIdotQ4K, N)) ||
-                     (wt == DType::kQ6_K && k256 && KQuantIdot(dev, Knob::kGemvIdotQ6K, N));
+                     (wt == DType::kQ4_K && k256 && KQuantIdot(dev, Knob::kGemvIdotQ4K, R, N)) ||
+                     (wt == DType::kQ6_K && k256 && KQuantIdot(dev, Knob::kGemvIdotQ6K, R, N));
   if (R > kGemvMaxRows || K % 32 != 0 || !typed) return false;
   return IdotOn(dev, wt);
 }

@@ -159,12 +159,13 @@ void RecordRouterGemv(OpContext& c, BufRange x, int64_t R, int64_t K, const Devi
                       BufRange logits, const NormFold* norm, const GemvRoute& route);
 // Whether a GEMV of R rows, inner size K over weights of type wt runs on integer dot products
 // (matmul_gemv.comp IDOT over x quantized per 32-block): R <= 8, K % 32 == 0, and Q8_0, Q4_0 or
-// (K % 256 == 0) Q5_K, Q4_K, Q6_K (the last two from kIdotKQuantMinRows outputs N by default,
-// ES_VK_GEMV_IDOT_Q4K / _Q6K) with
+// (K % 256 == 0) Q5_K, Q4_K, Q6_K (the last two by default in steps of 2+ rows, and from
+// kIdotKQuantMinRows outputs N in one-row ones; ES_VK_GEMV_IDOT_Q4K / _Q6K) with
 // ES_VK_GEMV_IDOT=1 (the tuning registry's knob); auto, on devices with 4x8-bit dot products in
 // hardware, Q8_0 (int16 x) where the mixed-signedness ones are too.
 bool UseIdotGemv(const Device& dev, int64_t R, int64_t K, int64_t N, DType wt);
-// Outputs from which a dense Q4_K / Q6_K GEMV takes the integer dots by default (UseIdotGemv).
+// Outputs from which a dense one-row Q4_K / Q6_K GEMV takes the integer dots by default
+// (UseIdotGemv).
 constexpr int64_t kIdotKQuantMinRows = 8192;
 // Whether its x (rows of K, for N outputs; dual: the x of a fused gate/up GEMV) is quantized once
 // per input by a dispatch of its own rather than inside each GEMV workgroup: ES_VK_GEMV_IDOT_LOCAL
