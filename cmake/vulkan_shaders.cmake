@@ -16,10 +16,6 @@ find_program(SPIRV_VAL spirv-val)
 set(ES_SHADER_TARGET_ENV vulkan1.1)
 # The validated .spv's words as the C initializer embedded (one glslc run a variant, not two).
 set(ES_SPV_TO_INC ${CMAKE_CURRENT_LIST_DIR}/spv_to_inc.cmake)
-# Shaders with no chained twin (see es_embed_shaders): the cooperative-matrix GEMMs and attention
-# and their reduce run only in prefill programs, the bandwidth probe in no program.
-set(ES_CHAIN_EXCLUDE attention_cm2 matmul_gemm_cm matmul_gemm_cm2 matmul_gemm_cm2_reduce
-    matmul_gemm_dec bandwidth_copy)
 
 function(es_detect_glslc_features)
   set(dir ${CMAKE_BINARY_DIR}/glslc_probe)
@@ -76,37 +72,24 @@ function(es_embed_shaders target)
     endif()
     get_filename_component(src_abs ${source} ABSOLUTE)
     get_filename_component(src_dir ${src_abs} DIRECTORY)
-    get_filename_component(src_base ${src_abs} NAME_WE)
     file(GLOB glsl_includes ${src_dir}/*.glsl)
-    # Each variant of a shader that can run in a decode program also gets a chained twin
-    # "<name>_chain" built with ES_CHAIN (shaders/chain.glsl; ES_VK_CHAIN picks it at record).
-    set(builds "${name}")
-    if(NOT src_base IN_LIST ES_CHAIN_EXCLUDE)
-      list(APPEND builds "${name}_chain")
+    set(spv ${out_dir}/${name}.spv)
+    set(inc ${out_dir}/${name}.inc)
+    set(val_cmd)
+    if(SPIRV_VAL)
+      set(val_cmd COMMAND ${SPIRV_VAL} --target-env ${env} ${spv})
     endif()
-    foreach(bname ${builds})
-      set(bdefs ${defs})
-      if(bname MATCHES "_chain$")
-        list(APPEND bdefs "-DES_CHAIN")
-      endif()
-      set(spv ${out_dir}/${bname}.spv)
-      set(inc ${out_dir}/${bname}.inc)
-      set(val_cmd)
-      if(SPIRV_VAL)
-        set(val_cmd COMMAND ${SPIRV_VAL} --target-env ${env} ${spv})
-      endif()
-      add_custom_command(
-        OUTPUT ${inc}
-        COMMAND ${GLSLC} -O --target-env=${env} -fshader-stage=compute ${bdefs} -I ${src_dir} -o ${spv} ${src_abs}
-        ${val_cmd}
-        COMMAND ${CMAKE_COMMAND} -DSPV=${spv} -DINC=${inc} -P ${ES_SPV_TO_INC}
-        DEPENDS ${src_abs} ${glsl_includes} ${ES_SPV_TO_INC}
-        COMMENT "glslc + spirv-val ${bname}"
-        VERBATIM)
-      list(APPEND incs ${inc})
-      string(APPEND decls "static const uint32_t k_${bname}[] = {\n#include \"shaders/${bname}.inc\"\n};\n")
-      string(APPEND table "  {\"${bname}\", k_${bname}, sizeof(k_${bname}) / 4},\n")
-    endforeach()
+    add_custom_command(
+      OUTPUT ${inc}
+      COMMAND ${GLSLC} -O --target-env=${env} -fshader-stage=compute ${defs} -I ${src_dir} -o ${spv} ${src_abs}
+      ${val_cmd}
+      COMMAND ${CMAKE_COMMAND} -DSPV=${spv} -DINC=${inc} -P ${ES_SPV_TO_INC}
+      DEPENDS ${src_abs} ${glsl_includes} ${ES_SPV_TO_INC}
+      COMMENT "glslc + spirv-val ${name}"
+      VERBATIM)
+    list(APPEND incs ${inc})
+    string(APPEND decls "static const uint32_t k_${name}[] = {\n#include \"shaders/${name}.inc\"\n};\n")
+    string(APPEND table "  {\"${name}\", k_${name}, sizeof(k_${name}) / 4},\n")
   endforeach()
   set(gen ${CMAKE_CURRENT_BINARY_DIR}/shaders_embedded.cpp)
   file(CONFIGURE OUTPUT ${gen} CONTENT

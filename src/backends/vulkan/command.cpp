@@ -2,7 +2,6 @@
 #include "command.h"
 
 #include <algorithm>
-#include <array>
 #include <chrono>
 #include <cstdlib>
 
@@ -33,7 +32,6 @@ Sequence::Sequence(Device& dev, bool profile) : dev_(dev) {
 
 Sequence::~Sequence() {
   timer_.reset();
-  if (chain_pool_) vkDestroyDescriptorPool(dev_.handle(), chain_pool_, nullptr);
   vkDestroyFence(dev_.handle(), fence_, nullptr);
   vkFreeCommandBuffers(dev_.handle(), dev_.command_pool(), 1, &cb_);
 }
@@ -45,18 +43,34 @@ bool Writes(const Dispatch& d, size_t b) {
 }
 }  // namespace
 
-std::vector<int> BarrierSteps(const std::vector<Dispatch>& ds, bool serial) {
+void Sequence::Record(const std::vector<Dispatch>& ds, const std::vector<CopyStep>& copies) {
+  if (profile_) timer_ = std::make_unique<Timer>(dev_, uint32_t(ds.size() + 1));
+  VkCommandBufferBeginInfo bi{VK_STRUCTURE_TYPE_COMMAND_BUFFER_BEGIN_INFO};
+  VK_CHECK(vkBeginCommandBuffer(cb_, &bi));
+  if (timer_) {
+    timer_->Reset(cb_);
+    timer_->Stamp(cb_, 0);
+  }
   std::vector<BufRange> pending_reads, pending_writes;
+  steps_.clear();
+  auto barrier = [&](VkPipelineStageFlags dst_stage, VkAccessFlags dst_access) {
+    VkMemoryBarrier mb{VK_STRUCTURE_TYPE_MEMORY_BARRIER};
+    mb.srcAccessMask = VK_ACCESS_SHADER_WRITE_BIT;
+    mb.dstAccessMask = dst_access;
+    vkCmdPipelineBarrier(cb_, VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT, dst_stage, 0, 1, &mb, 0,
+                         nullptr, 0, nullptr);
+    pending_reads.clear();
+    pending_writes.clear();
+    ++barriers_;
+  };
   auto conflicts = [](const std::vector<BufRange>& a, const BufRange& r) {
     for (auto& x : a)
       if (x.Overlaps(r)) return true;
     return false;
   };
-  std::vector<int> steps;
-  int step = 0;
   for (size_t i = 0; i < ds.size(); ++i) {
     const Dispatch& d = ds[i];
-    bool need = serial && i > 0;
+    bool need = timer_ != nullptr && i > 0;  // per-op times need serialised dispatches
     for (size_t b = 0; b < d.bindings.size() && !need; ++b) {
       const bool w = Writes(d, b);
       for (auto& r : d.bindings[b]) {
@@ -66,163 +80,35 @@ std::vector<int> BarrierSteps(const std::vector<Dispatch>& ds, bool serial) {
         }
       }
     }
-    if (need) {
-      ++step;
-      pending_reads.clear();
-      pending_writes.clear();
-    }
+    if (need)
+      barrier(VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT,
+              VK_ACCESS_SHADER_READ_BIT | VK_ACCESS_SHADER_WRITE_BIT);
     for (size_t b = 0; b < d.bindings.size(); ++b) {
       const bool w = Writes(d, b);
       for (auto& r : d.bindings[b]) (w ? pending_writes : pending_reads).push_back(r);
     }
-    steps.push_back(step);
-  }
-  return steps;
-}
-
-ChainPlan PlanChain(const std::vector<Dispatch>& ds, const std::vector<int>& steps,
-                    const ChainSetup* chain) {
-  constexpr uint32_t kNone = 0xffffffffu;
-  const int n_steps = ds.empty() ? 0 : steps.back() + 1;
-  ChainPlan plan;
-  plan.barrier_before.assign(size_t(n_steps), 1);
-  plan.pipe.resize(ds.size());
-  plan.push.assign(ds.size(), {kNone, 0, kNone});
-  for (size_t i = 0; i < ds.size(); ++i) plan.pipe[i] = ds[i].pipe;
-  if (!chain) return plan;
-  // A step takes part when every dispatch of it has a chained twin and its workgroups count fits.
-  std::vector<char> ok(size_t(n_steps), 1);
-  std::vector<uint64_t> groups(size_t(n_steps), 0);
-  std::vector<const Pipeline*> twin(ds.size(), nullptr);
-  for (size_t i = 0; i < ds.size(); ++i) {
-    const size_t s = size_t(steps[i]);
-    twin[i] = chain->pipes->Chained(*ds[i].pipe);
-    const uint64_t g = uint64_t(ds[i].groups[0]) * ds[i].groups[1] * ds[i].groups[2];
-    groups[s] += g;
-    if (!twin[i] || g == 0 || groups[s] >= kNone) ok[s] = 0;
-  }
-  for (int s = 1; s < n_steps; ++s)
-    if (ok[size_t(s - 1)] && ok[size_t(s)]) {
-      plan.barrier_before[size_t(s)] = 0;
-      ++plan.chained;
-    }
-  for (size_t i = 0; i < ds.size(); ++i) {
-    const int s = steps[i];
-    auto& pc = plan.push[i];
-    if (s > 0 && !plan.barrier_before[size_t(s)]) {
-      pc[0] = uint32_t(s);  // counter 1 + (s - 1)
-      pc[1] = uint32_t(groups[size_t(s - 1)]) + chain->target_bias;
-    }
-    if (s + 1 < n_steps && !plan.barrier_before[size_t(s) + 1]) pc[2] = uint32_t(s + 1);
-    if (pc[0] != kNone || pc[2] != kNone) plan.pipe[i] = twin[i];
-  }
-  return plan;
-}
-
-void Sequence::Record(const std::vector<Dispatch>& ds, const std::vector<CopyStep>& copies,
-                      const ChainSetup* chain) {
-  if (profile_) timer_ = std::make_unique<Timer>(dev_, uint32_t(ds.size() + 1));
-  steps_ = BarrierSteps(ds, timer_ != nullptr);  // per-op times need serialised dispatches
-  const ChainPlan plan = PlanChain(ds, steps_, timer_ ? nullptr : chain);
-  chained_levels_ = plan.chained;
-  VkCommandBufferBeginInfo bi{VK_STRUCTURE_TYPE_COMMAND_BUFFER_BEGIN_INFO};
-  VK_CHECK(vkBeginCommandBuffer(cb_, &bi));
-  if (timer_) {
-    timer_->Reset(cb_);
-    timer_->Stamp(cb_, 0);
-  }
-  auto barrier = [&](VkPipelineStageFlags src_stage, VkAccessFlags src_access,
-                     VkPipelineStageFlags dst_stage, VkAccessFlags dst_access) {
-    VkMemoryBarrier mb{VK_STRUCTURE_TYPE_MEMORY_BARRIER};
-    mb.srcAccessMask = src_access;
-    mb.dstAccessMask = dst_access;
-    vkCmdPipelineBarrier(cb_, src_stage, dst_stage, 0, 1, &mb, 0, nullptr, 0, nullptr);
-  };
-  if (plan.chained) StartChain(*chain, barrier);
-  for (size_t i = 0; i < ds.size(); ++i) {
-    const Dispatch& d = ds[i];
-    const int s = steps_[i];
-    if (s > 0 && steps_[i - 1] != s && plan.barrier_before[size_t(s)]) {
-      barrier(VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT, VK_ACCESS_SHADER_WRITE_BIT,
-              VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT,
-              VK_ACCESS_SHADER_READ_BIT | VK_ACCESS_SHADER_WRITE_BIT);
-      ++barriers_;
-    }
-    const Pipeline& pipe = *plan.pipe[i];
-    vkCmdBindPipeline(cb_, VK_PIPELINE_BIND_POINT_COMPUTE, pipe.pipeline);
-    if (pipe.chained) {
-      const VkDescriptorSet sets[2] = {d.set, chain_set_};
-      vkCmdBindDescriptorSets(cb_, VK_PIPELINE_BIND_POINT_COMPUTE, pipe.layout, 0, 2, sets, 0,
-                              nullptr);
-      uint8_t push[kPushBytes];
-      std::memcpy(push, d.push, kChainPushOffset);
-      std::memcpy(push + kChainPushOffset, plan.push[i].data(), kPushBytes - kChainPushOffset);
-      vkCmdPushConstants(cb_, pipe.layout, VK_SHADER_STAGE_COMPUTE_BIT, 0, kPushBytes, push);
-    } else {
-      vkCmdBindDescriptorSets(cb_, VK_PIPELINE_BIND_POINT_COMPUTE, pipe.layout, 0, 1, &d.set, 0,
-                              nullptr);
-      vkCmdPushConstants(cb_, pipe.layout, VK_SHADER_STAGE_COMPUTE_BIT, 0, kPushBytes, d.push);
-    }
+    steps_.push_back(barriers_);
+    vkCmdBindPipeline(cb_, VK_PIPELINE_BIND_POINT_COMPUTE, d.pipe->pipeline);
+    vkCmdBindDescriptorSets(cb_, VK_PIPELINE_BIND_POINT_COMPUTE, d.pipe->layout, 0, 1, &d.set, 0,
+                            nullptr);
+    vkCmdPushConstants(cb_, d.pipe->layout, VK_SHADER_STAGE_COMPUTE_BIT, 0, kPushBytes, d.push);
     vkCmdDispatch(cb_, d.groups[0], d.groups[1], d.groups[2]);
     if (timer_) timer_->Stamp(cb_, uint32_t(i + 1));
   }
-  if (!copies.empty() || plan.chained) {
-    barrier(VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT, VK_ACCESS_SHADER_WRITE_BIT,
-            VK_PIPELINE_STAGE_TRANSFER_BIT, VK_ACCESS_TRANSFER_READ_BIT);
-    ++barriers_;
+  if (!copies.empty()) {
+    barrier(VK_PIPELINE_STAGE_TRANSFER_BIT, VK_ACCESS_TRANSFER_READ_BIT);
     for (auto& c : copies) {
       VkBufferCopy bc{c.src.offset, c.dst.offset, c.src.size};
       vkCmdCopyBuffer(cb_, c.src.buffer, c.dst.buffer, 1, &bc);
     }
-    if (plan.chained) {  // the error word, next to the readback
-      VkBufferCopy bc{chain->counters.offset, chain->error.offset, 4};
-      vkCmdCopyBuffer(cb_, chain->counters.buffer, chain->error.buffer, 1, &bc);
-      chain_error_ = chain->error_host;
-    }
-    barrier(VK_PIPELINE_STAGE_TRANSFER_BIT, VK_ACCESS_TRANSFER_WRITE_BIT,
-            VK_PIPELINE_STAGE_HOST_BIT, VK_ACCESS_HOST_READ_BIT);
+    VkMemoryBarrier mb{VK_STRUCTURE_TYPE_MEMORY_BARRIER};
+    mb.srcAccessMask = VK_ACCESS_TRANSFER_WRITE_BIT;
+    mb.dstAccessMask = VK_ACCESS_HOST_READ_BIT;
+    vkCmdPipelineBarrier(cb_, VK_PIPELINE_STAGE_TRANSFER_BIT, VK_PIPELINE_STAGE_HOST_BIT, 0, 1, &mb,
+                         0, nullptr, 0, nullptr);
   }
   VK_CHECK(vkEndCommandBuffer(cb_));
 }
-
-// The counters' descriptor set, and the fill of the counters to 0 at the command buffer's start
-// (after the previous submission's shaders, before this one's).
-void Sequence::StartChain(const ChainSetup& chain, const BarrierFn& barrier) {
-  const uint64_t words = steps_.empty() ? 1 : uint64_t(steps_.back()) + 2;  // error, a level
-  ES_CHECK(chain.counters.size >= 4 * words && chain.error_host, "vulkan: chained recording with ",
-           chain.counters.size, " bytes of counters for ", words, " words, or no error word");
-  if (!chain_pool_) {
-    VkDescriptorPoolSize ps{VK_DESCRIPTOR_TYPE_STORAGE_BUFFER, 1};
-    VkDescriptorPoolCreateInfo pci{VK_STRUCTURE_TYPE_DESCRIPTOR_POOL_CREATE_INFO};
-    pci.maxSets = 1;
-    pci.poolSizeCount = 1;
-    pci.pPoolSizes = &ps;
-    VK_CHECK(vkCreateDescriptorPool(dev_.handle(), &pci, nullptr, &chain_pool_));
-    VkDescriptorSetLayout layout = chain.pipes->chain_set_layout();
-    VkDescriptorSetAllocateInfo ai{VK_STRUCTURE_TYPE_DESCRIPTOR_SET_ALLOCATE_INFO};
-    ai.descriptorPool = chain_pool_;
-    ai.descriptorSetCount = 1;
-    ai.pSetLayouts = &layout;
-    VK_CHECK(vkAllocateDescriptorSets(dev_.handle(), &ai, &chain_set_));
-  }
-  VkDescriptorBufferInfo bi{chain.counters.buffer, chain.counters.offset, chain.counters.size};
-  VkWriteDescriptorSet w{VK_STRUCTURE_TYPE_WRITE_DESCRIPTOR_SET};
-  w.dstSet = chain_set_;
-  w.dstBinding = 0;
-  w.descriptorCount = 1;
-  w.descriptorType = VK_DESCRIPTOR_TYPE_STORAGE_BUFFER;
-  w.pBufferInfo = &bi;
-  vkUpdateDescriptorSets(dev_.handle(), 1, &w, 0, nullptr);
-  barrier(VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT,
-          VK_ACCESS_SHADER_READ_BIT | VK_ACCESS_SHADER_WRITE_BIT, VK_PIPELINE_STAGE_TRANSFER_BIT,
-          VK_ACCESS_TRANSFER_WRITE_BIT);
-  vkCmdFillBuffer(cb_, chain.counters.buffer, chain.counters.offset, chain.counters.size, 0);
-  barrier(VK_PIPELINE_STAGE_TRANSFER_BIT, VK_ACCESS_TRANSFER_WRITE_BIT,
-          VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT,
-          VK_ACCESS_SHADER_READ_BIT | VK_ACCESS_SHADER_WRITE_BIT);
-}
-
-bool Sequence::chain_error() const { return chain_error_ && *chain_error_ != 0; }
 
 namespace {
 // A dispatch's ranges in buffers that some dispatch writes: read (only) and written.

@@ -106,7 +106,6 @@ PipelineCache::~PipelineCache() {
     vkDestroyPipelineLayout(d, p->layout, nullptr);
     vkDestroyDescriptorSetLayout(d, p->set_layout, nullptr);
   }
-  if (chain_set_layout_) vkDestroyDescriptorSetLayout(d, chain_set_layout_, nullptr);
   vkDestroyPipelineCache(d, cache_, nullptr);
 }
 
@@ -134,41 +133,13 @@ const Pipeline& PipelineCache::Get(const std::string& shader, const std::vector<
   for (uint32_t s : spec) key += "/" + std::to_string(s);
   auto it = pipelines_.find(key);
   if (it != pipelines_.end()) return *it->second;
-  return Create(key, shader, counts, spec, false);
-}
 
-const Pipeline* PipelineCache::Chained(const Pipeline& plain) {
-  if (plain.chained) return &plain;
-  const std::string key = plain.name + "#chain";
-  auto it = pipelines_.find(key);
-  if (it != pipelines_.end()) return it->second.get();
-  if (!FindShader(plain.shader + "_chain")) return nullptr;
-  if (!chain_set_layout_) {
-    VkDescriptorSetLayoutBinding b{};
-    b.binding = 0;
-    b.descriptorType = VK_DESCRIPTOR_TYPE_STORAGE_BUFFER;
-    b.descriptorCount = 1;
-    b.stageFlags = VK_SHADER_STAGE_COMPUTE_BIT;
-    VkDescriptorSetLayoutCreateInfo dl{VK_STRUCTURE_TYPE_DESCRIPTOR_SET_LAYOUT_CREATE_INFO};
-    dl.bindingCount = 1;
-    dl.pBindings = &b;
-    VK_CHECK(vkCreateDescriptorSetLayout(dev_.handle(), &dl, nullptr, &chain_set_layout_));
-  }
-  return &Create(key, plain.shader + "_chain", plain.binding_counts, plain.spec, true);
-}
-
-const Pipeline& PipelineCache::Create(const std::string& key, const std::string& shader,
-                                      const std::vector<uint32_t>& counts,
-                                      const std::vector<uint32_t>& spec, bool chained) {
   const EmbeddedShader* es = FindShader(shader);
   if (!es) Fail("vulkan: shader variant '", shader, "' is not in this build");
   VkDevice d = dev_.handle();
   auto p = std::make_unique<Pipeline>();
   p->name = key;
   p->binding_counts = counts;
-  p->shader = chained ? shader.substr(0, shader.size() - 6) : shader;  // less "_chain"
-  p->spec = spec;
-  p->chained = chained;
 
   std::vector<VkDescriptorSetLayoutBinding> bindings(counts.size());
   for (size_t i = 0; i < counts.size(); ++i) {
@@ -182,13 +153,13 @@ const Pipeline& PipelineCache::Create(const std::string& key, const std::string&
   dl.pBindings = bindings.data();
   VK_CHECK(vkCreateDescriptorSetLayout(d, &dl, nullptr, &p->set_layout));
   VkPushConstantRange pc{VK_SHADER_STAGE_COMPUTE_BIT, 0, kPushBytes};
-  const VkDescriptorSetLayout sets[2] = {p->set_layout, chain_set_layout_};
   VkPipelineLayoutCreateInfo pl{VK_STRUCTURE_TYPE_PIPELINE_LAYOUT_CREATE_INFO};
-  pl.setLayoutCount = chained ? 2 : 1;
-  pl.pSetLayouts = sets;
+  pl.setLayoutCount = 1;
+  pl.pSetLayouts = &p->set_layout;
   pl.pushConstantRangeCount = 1;
   pl.pPushConstantRanges = &pc;
   VK_CHECK(vkCreatePipelineLayout(d, &pl, nullptr, &p->layout));
+
   VkShaderModuleCreateInfo sm{VK_STRUCTURE_TYPE_SHADER_MODULE_CREATE_INFO};
   sm.codeSize = es->count * 4;
   sm.pCode = es->words;

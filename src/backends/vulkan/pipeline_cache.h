@@ -2,9 +2,7 @@
 // the backend's life, over a VkPipelineCache stored on disk ($ES_VK_CACHE_DIR, else
 // $XDG_CACHE_HOME/edgeseek, else ~/.cache/edgeseek) so that the driver's compiled code survives
 // restarts. Every pipeline uses storage buffers only (binding i has counts[i] descriptors) and
-// 128 bytes of push constants. A shader variant built with a chained twin ("<variant>_chain",
-// shaders/chain.glsl, ES_VK_CHAIN) also has a chained pipeline (Chained): the same bindings at
-// set 0 and push-constant range, the counters buffer at set 1.
+// 128 bytes of push constants.
 #pragma once
 
 #include <map>
@@ -25,15 +23,9 @@ struct Pipeline {
   VkPipelineLayout layout = VK_NULL_HANDLE;
   VkDescriptorSetLayout set_layout = VK_NULL_HANDLE;
   std::vector<uint32_t> binding_counts;  // descriptors per binding
-  std::string shader;                    // the variant's name (FindShader)
-  std::vector<uint32_t> spec;            // its specialization constants
-  bool chained = false;                  // the "<shader>_chain" twin (shaders/chain.glsl)
 };
 
-constexpr uint32_t kPushBytes = 128;  // the minimum maxPushConstantsSize (lavapipe's, Mali's)
-// A chained pipeline's last 12 push-constant bytes: the counter to wait on, its target and the
-// counter to signal (chain.glsl ES_CHAIN_PC); a shader's own push constants end before them.
-constexpr uint32_t kChainPushOffset = kPushBytes - 12;
+constexpr uint32_t kPushBytes = 128;
 
 class PipelineCache {
  public:
@@ -43,10 +35,6 @@ class PipelineCache {
   const Pipeline& Get(const std::string& shader, const std::vector<uint32_t>& binding_counts,
                       const std::vector<uint32_t>& spec = {});
   void Save();
-  // The chained twin of `plain` (same bindings and constants), or null where the shader has none.
-  const Pipeline* Chained(const Pipeline& plain);
-  // The chained pipelines' set 1: one storage buffer, the counters (created with the first).
-  VkDescriptorSetLayout chain_set_layout() const { return chain_set_layout_; }
   // While one lives, each pipeline created counts on one progress line ("compiling pipelines",
   // core/progress.h): a backend holds one over a program's recording, where the first run on a
   // device (an empty cache file) compiles dozens, seconds on a phone-class GPU. An inner scope
@@ -75,11 +63,6 @@ class PipelineCache {
   int created_ = 0;
   bool dirty_ = false;
   Progress* compiling_ = nullptr;  // the outermost CompileScope's line, not owned
-  VkDescriptorSetLayout chain_set_layout_ = VK_NULL_HANDLE;  // owned
-
-  const Pipeline& Create(const std::string& key, const std::string& shader,
-                         const std::vector<uint32_t>& counts, const std::vector<uint32_t>& spec,
-                         bool chained);
 };
 
 }  // namespace es::vk

@@ -133,12 +133,6 @@ const std::array<KnobSpec, kKnobCount> kTable = {{
      "MoE decode (up to 4 rows): the router GEMV's last workgroup routes (ops/moe.cpp "
      "RouteInRouterGemv), no moe_route dispatch and one barrier level less a MoE layer (H100, "
      "V2-Lite f16 tg128 279.4 / 280.1 t/s against 268.9 / 266.9 with 0: moe_route apart)"},
-    {Knob::kChain, "ES_VK_CHAIN", T::kBool, "0|1", "0", W::kGraph, R::kExperiment,
-     "Decode programs (at most 8 rows, not profiled): the barriers between data-flow levels become "
-     "counters in memory (chain.glsl): each workgroup of a level waits until the previous level's "
-     "workgroups have all signalled, so the next level's grids are already resident; a spin that "
-     "times out turns it off and reruns the step with barriers. H100: every wait timed out with "
-     "volatile loads (the fallback held); atomic reads since, not yet run on a GPU"},
     {Knob::kAttnDecode, "ES_VK_ATTN_DECODE", T::kBool, "0|1", "1", W::kGraph, R::kPath,
      "kv-head decode attention (7B Q4_0 tg 354.5 t/s against 320.2 without)"},
     {Knob::kAttnFuse, "ES_VK_ATTN_FUSE", T::kBool, "0|1", "1", W::kGraph, R::kPath,
@@ -210,6 +204,11 @@ const std::vector<RetiredKnob> kRetired = {
      "off, deleted: MLA decode's split-key chunks merged by the last mla_attention workgroup of a "
      "(row, group of heads), no attention_combine: H100 V2-Lite f16 tg128 255.6 / 256.4 t/s with "
      "it against 259.7 / 261.0 without (mla_attention with the merge: 627.2 us a step)"},
+    {"ES_VK_CHAIN",
+     "off, deleted: decode levels chained by in-shader counters instead of barriers (correct, "
+     "greedy ids identical): H100 tg128, atomic-add spin V2-Lite f16 164.5 / 165.5 t/s against "
+     "294.9 / 295.0 with barriers, 7B Q4_0 204.1 against 303.8; relaxed atomicLoad spin V2-Lite "
+     "f16 181.8 against 280.4, 7B Q4_0 191.1 against 312.5"},
 };
 
 const char* kTypeNames[] = {"bool", "uint", "enum", "tile", "text"};

@@ -55,7 +55,6 @@ enum class Knob : int {
   kGemvMinGroups,
   kGemvDualQuant,
   kMoeRouteFuse,
-  kChain,
   kAttnDecode,
   kAttnFuse,
   kAttnQuant,

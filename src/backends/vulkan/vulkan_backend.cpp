@@ -274,13 +274,11 @@ VulkanCounters VulkanBackend::counters() const {
   c.programs_built = programs_built_;
   c.submits = submits_;
   c.pipelines_created = pipes_->created();
-  c.chain_off = chain_off_;
   if (!programs_.empty()) {
     c.barriers = programs_.front()->seq->barriers();
     c.dispatches = int(programs_.front()->ds.size());
     for (const Dispatch& d : programs_.front()->ds) c.shaders.push_back(d.pipe->name);
     c.steps = programs_.front()->seq->steps();
-    c.chained_levels = programs_.front()->seq->chained_levels();
   }
   return c;
 }
@@ -635,36 +633,15 @@ std::unique_ptr<VulkanBackend::Program> VulkanBackend::Build(const Graph& g, con
     BuildOp(ci);
   }
   BufRange result = RecordResult(p.get(), c, act[size_t(N - 1)], mode);
-  RecordProgram(p.get(), result);
-  pipes_->Save();
-  return p;
-}
-
-// The program's command buffer: its dispatches by level (profiles keep the graph's order: their
-// dispatches are serialised anyway, each timed alone), descriptor sets, then the recording, with
-// `result` copied to the readback. ES_VK_CHAIN: decode programs (at most 8 rows) chain their
-// levels with counters (command.h); profiles keep their barriers (their timestamps need
-// serialised dispatches).
-void VulkanBackend::RecordProgram(Program* p, const BufRange& result) {
-  const bool chain = dev_->tuning().On(Knob::kChain) && !chain_off_ && !opts_.profile && p->T <= 8;
-  const uint64_t result_bytes = (result.size + 3) / 4 * 4;
-  p->readback = readback_pool_->Alloc(result_bytes + (chain ? 4 : 0), "output readback");
+  p->readback = readback_pool_->Alloc(result.size, "output readback");
+  // Profiles keep the graph's order: their dispatches are serialised anyway, each timed alone.
   if (!opts_.profile) OrderByLevel(p->ds);
   p->descs = std::make_unique<DescriptorArena>(*dev_, p->ds);
   p->seq = std::make_unique<Sequence>(*dev_, opts_.profile);
-  ChainSetup cs;
-  if (chain) {
-    const uint64_t bytes = 4 * (1 + uint64_t(p->ds.size()));  // error word, a counter a level
-    p->owned.push_back(act_pool_->Alloc(bytes, "chain counters"));
-    cs.pipes = pipes_.get();
-    cs.counters = BufRange{p->owned.back().buffer, p->owned.back().offset, bytes};
-    cs.error = BufRange{p->readback.buffer, p->readback.offset + result_bytes, 4};
-    cs.error_host = reinterpret_cast<const uint32_t*>(p->readback.mapped + result_bytes);
-    cs.target_bias = chain_test_bias_;
-  }
   p->seq->Record(p->ds,
-                 {CopyStep{result, BufRange{p->readback.buffer, p->readback.offset, result.size}}},
-                 chain ? &cs : nullptr);
+                 {CopyStep{result, BufRange{p->readback.buffer, p->readback.offset, result.size}}});
+  pipes_->Save();
+  return p;
 }
 
 // The batch buffer's layout (per-token tables, rope tables, block tables, MLA view, mixed-step
@@ -807,7 +784,7 @@ void WriteRopeTables(const BatchLayout& lay, const Batch& b, float* fw) {
 }
 }  // namespace
 
-bool VulkanBackend::Run(Program& p, const Batch& b, VkKv& kv, void* out, ComputeStats* stats,
+void VulkanBackend::Run(Program& p, const Batch& b, VkKv& kv, void* out, ComputeStats* stats,
                         const RowSampling* rows) {
   const auto t_start = Clock::now();
   const int64_t T = b.n_tokens();
@@ -859,14 +836,6 @@ bool VulkanBackend::Run(Program& p, const Batch& b, VkKv& kv, void* out, Compute
   const double submit_s = p.seq->SubmitAndWait();
   const double gpu_wall_s = Since(t_submit);
   ++submits_;
-  if (p.seq->chain_error()) {  // a chained wait timed out: barriers from now on, this step again
-    std::fprintf(stderr,
-                 "vulkan: ES_VK_CHAIN: a level's wait timed out; chaining is off for this backend "
-                 "and the step runs again with barriers\n");
-    chain_off_ = true;
-    ClearPrograms();  // p with them
-    return false;
-  }
   // ---- download ----------------------------------------------------------------------------
   const auto t_down = Clock::now();
   std::memcpy(out, p.readback.mapped,
@@ -926,7 +895,6 @@ bool VulkanBackend::Run(Program& p, const Batch& b, VkKv& kv, void* out, Compute
     }
     stats->total_s += Since(t_start);
   }
-  return true;
 }
 
 void VulkanBackend::PrintProfile() const {
@@ -986,15 +954,15 @@ void CheckDeviceIds(const int32_t* ids, size_t rows) {
 void VulkanBackend::Compute(const Graph& g, const Batch& b, KvStorage& kv_base, float* out,
                             ComputeStats* stats) {
   VkKv* kv = AsVkKv(kv_base);
-  while (!Run(GetProgram(g, b, *kv, kLogits), b, *kv, out, stats)) {
-  }
+  Program& p = GetProgram(g, b, *kv, kLogits);
+  Run(p, b, *kv, out, stats);
 }
 
 void VulkanBackend::ComputeArgmax(const Graph& g, const Batch& b, KvStorage& kv_base, int32_t* ids,
                                   ComputeStats* stats) {
   VkKv* kv = AsVkKv(kv_base);
-  while (!Run(GetProgram(g, b, *kv, kArgmax), b, *kv, ids, stats)) {
-  }
+  Program& p = GetProgram(g, b, *kv, kArgmax);
+  Run(p, b, *kv, ids, stats);
   CheckDeviceIds(ids, b.out_rows.size());
 }
 
@@ -1005,8 +973,8 @@ void VulkanBackend::ComputeSample(const Graph& g, const Batch& b, KvStorage& kv_
     ES_CHECK(rows[r].counts.size() <= size_t(kMaxSamplingCounts), "vulkan: sampling row ", r,
              " carries ", rows[r].counts.size(), " penalized ids; the device takes at most ",
              kMaxSamplingCounts);
-  while (!Run(GetProgram(g, b, *kv, kSample), b, *kv, ids, stats, rows)) {
-  }
+  Program& p = GetProgram(g, b, *kv, kSample);
+  Run(p, b, *kv, ids, stats, rows);
   CheckDeviceIds(ids, b.out_rows.size());
 }
 

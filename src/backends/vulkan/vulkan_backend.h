@@ -43,8 +43,6 @@ struct VulkanCounters {
   int dispatches = 0;         // dispatches in the last recorded program
   std::vector<std::string> shaders;  // its dispatches' shader variants, in order
   std::vector<int> steps;            // the barrier step each of them runs in
-  int chained_levels = 0;  // its level boundaries recorded as counters (ES_VK_CHAIN), not barriers
-  bool chain_off = false;  // ES_VK_CHAIN turned off by a wait that timed out
 };
 
 class VulkanBackend final : public Backend {
@@ -83,12 +81,6 @@ class VulkanBackend final : public Backend {
   // that the next step records with them; a knob read at device creation that differs throws.
   void Retune(const Tuning& t);
   Device& device() { return *dev_; }
-  // Tests only: adds `bias` to every chained wait's target (ES_VK_CHAIN), so that the waits time
-  // out; drops the recorded programs.
-  void SetChainTargetBiasForTest(uint32_t bias) {
-    chain_test_bias_ = bias;
-    ClearPrograms();
-  }
   PipelineCache& pipelines() { return *pipes_; }
 
  private:
@@ -98,12 +90,9 @@ class VulkanBackend final : public Backend {
   // Build's phases: the batch buffer's layout, the result's dispatches (argmax, sampling).
   void LayoutBatch(Program* p, const Graph& g, const Batch& b, VkKv& kv, bool mla_expand);
   BufRange RecordResult(Program* p, OpContext& c, BufRange last, int mode);
-  void RecordProgram(Program* p, const BufRange& result);
   std::unique_ptr<Program> Build(const Graph& g, const Batch& batch, VkKv& kv, int mode,
                                  uint64_t key);
-  // Runs a recorded program; false (chaining now off, the programs dropped) when a chained wait
-  // timed out: the caller gets the program again and reruns the step.
-  bool Run(Program& p, const Batch& batch, VkKv& kv, void* out, ComputeStats* stats,
+  void Run(Program& p, const Batch& batch, VkKv& kv, void* out, ComputeStats* stats,
            const RowSampling* rows = nullptr);
 
   BackendOptions opts_;
@@ -148,8 +137,6 @@ class VulkanBackend final : public Backend {
   PhaseProfile profile_[2];
   void PrintProfile() const;
   uint64_t kv_peak_ = 0;
-  bool chain_off_ = false;        // ES_VK_CHAIN off after a timed-out wait (Run)
-  uint32_t chain_test_bias_ = 0;  // SetChainTargetBiasForTest
 };
 
 std::unique_ptr<Backend> CreateVulkanBackendTuned(const BackendOptions& opts,

@@ -9,22 +9,21 @@
 // row): a max over NaNs took the first column, and greedy decoding emitted token 0 forever
 // (issue 23). The flag travels through the partial pairs as the index kBad.
 #include "common.glsl"
-#include "chain.glsl"
 layout(local_size_x = 256) in;
 #if defined(FINAL)
-layout(binding = 0) ES_COHERENT readonly buffer PV { float pv[]; };
-layout(binding = 1) ES_COHERENT writeonly buffer I { int ids[]; };
-layout(binding = 2) ES_COHERENT readonly buffer PI { uint pi[]; };
-layout(push_constant) uniform P { uint parts; ES_CHAIN_PC } p;
+layout(binding = 0) readonly buffer PV { float pv[]; };
+layout(binding = 1) writeonly buffer I { int ids[]; };
+layout(binding = 2) readonly buffer PI { uint pi[]; };
+layout(push_constant) uniform P { uint parts; } p;
 #else
-layout(binding = 0) ES_COHERENT readonly buffer X { float x[]; };
+layout(binding = 0) readonly buffer X { float x[]; };
 #if defined(PARTIAL)
-layout(binding = 1) ES_COHERENT writeonly buffer PV { float pv[]; };
-layout(binding = 2) ES_COHERENT writeonly buffer PI { uint pi[]; };
-layout(push_constant) uniform P { uint C, chunk; ES_CHAIN_PC } p;
+layout(binding = 1) writeonly buffer PV { float pv[]; };
+layout(binding = 2) writeonly buffer PI { uint pi[]; };
+layout(push_constant) uniform P { uint C, chunk; } p;
 #else
-layout(binding = 1) ES_COHERENT writeonly buffer I { int ids[]; };
-layout(push_constant) uniform P { uint C; ES_CHAIN_PC } p;
+layout(binding = 1) writeonly buffer I { int ids[]; };
+layout(push_constant) uniform P { uint C; } p;
 #endif
 #endif
 const uint kNone = 0xffffffffu, kBad = 0xfffffffeu;
@@ -55,7 +54,7 @@ void Reduce(uint tid, float best, uint besti) {
     barrier();
   }
 }
-void ES_MAIN() {
+void main() {
   const uint tid = gl_LocalInvocationID.x;
   float best = -1.0 / 0.0;
   uint besti = kNone;

@@ -15,27 +15,26 @@
 // (dv + 2) ..] and attention_combine.comp merges them.
 #extension GL_EXT_control_flow_attributes : require
 #include "common.glsl"
-#include "chain.glsl"
 layout(local_size_x = 128) in;
 const uint WG = 128, MAXC = 8, MAXQ = 1024;
-layout(binding = 0) ES_COHERENT readonly buffer Q { float q[]; };
-layout(binding = 1) ES_COHERENT readonly buffer KA { uint ka[]; };
-layout(binding = 2) ES_COHERENT readonly buffer KB { uint kb[]; };
-layout(binding = 3) ES_COHERENT readonly buffer V { uint v[]; };
-layout(binding = 4) ES_COHERENT writeonly buffer O { float o[]; };
-layout(binding = 5) ES_COHERENT readonly buffer B { int bt[]; };
+layout(binding = 0) readonly buffer Q { float q[]; };
+layout(binding = 1) readonly buffer KA { uint ka[]; };
+layout(binding = 2) readonly buffer KB { uint kb[]; };
+layout(binding = 3) readonly buffer V { uint v[]; };
+layout(binding = 4) writeonly buffer O { float o[]; };
+layout(binding = 5) readonly buffer B { int bt[]; };
 #include "kv_addr.glsl"
 #include "kv_type.glsl"
 #ifdef SPLIT
-layout(binding = 6) ES_COHERENT writeonly buffer Part { float part[]; };
+layout(binding = 6) writeonly buffer Part { float part[]; };
 #endif
 layout(push_constant) uniform P {
   uint Hq, Hkv, wa, wb, dv, q_rs, q_hs, capacity, a_w, b_w, v_w, slot_off, pos_off, o_rs, o_hs;
   float scale;
-ES_CHAIN_PC } p;
+} p;
 // The key caches also seen as uvec4, for the vector score loop.
-layout(binding = 1) ES_COHERENT readonly buffer KA4 { uvec4 ka4[]; };
-layout(binding = 2) ES_COHERENT readonly buffer KB4 { uvec4 kb4[]; };
+layout(binding = 1) readonly buffer KA4 { uvec4 ka4[]; };
+layout(binding = 2) readonly buffer KB4 { uvec4 kb4[]; };
 #if defined(KV_QUANT)
 KV_LOADS(ka, KaAt, KaAt2, KaAt4)
 KV_LOADS(kb, KbAt, KbAt2, KbAt4)
@@ -80,7 +79,7 @@ float DotQ(uint qo, uvec4 w) {
     out += d0 + d1;                                                                       \
   }
 shared float ps[WG];
-void ES_MAIN() {
+void main() {
   const uint tid = gl_LocalInvocationID.x;
   const uint h = gl_WorkGroupID.x, t = gl_WorkGroupID.y;
   const uint kvh = h / (p.Hq / p.Hkv);

@@ -35,17 +35,16 @@
 #extension GL_EXT_shader_16bit_storage : require
 #extension GL_EXT_control_flow_attributes : require
 
-#include "chain.glsl"
 layout(local_size_x_id = 0) in;
 layout(constant_id = 1) const uint BR = 64;
 layout(constant_id = 2) const uint BC = 64;
 layout(constant_id = 3) const uint DK = 128;
 layout(constant_id = 4) const uint DV = 128;
 
-layout(binding = 0) ES_COHERENT readonly buffer Q { float q[]; };
-layout(binding = 1) ES_COHERENT readonly buffer KA { uint ka[]; };
-layout(binding = 2) ES_COHERENT readonly buffer KB { uint kb[]; };  // unused (MLA's rope part)
-layout(binding = 3) ES_COHERENT readonly buffer V { uint v[]; };
+layout(binding = 0) readonly buffer Q { float q[]; };
+layout(binding = 1) readonly buffer KA { uint ka[]; };
+layout(binding = 2) readonly buffer KB { uint kb[]; };  // unused (MLA's rope part)
+layout(binding = 3) readonly buffer V { uint v[]; };
 #if defined(KV_F16) || defined(KV_F32)
 #define DIRECT 1  // tiles of adjacent blocks load straight from the cache (KAE, VE: aliases)
 #if defined(KV_F16)
@@ -53,15 +52,15 @@ layout(binding = 3) ES_COHERENT readonly buffer V { uint v[]; };
 #else
 #define KV_T float
 #endif
-layout(binding = 1) ES_COHERENT readonly buffer KAE { KV_T kae[]; };
-layout(binding = 3) ES_COHERENT readonly buffer VE { KV_T ve[]; };
+layout(binding = 1) readonly buffer KAE { KV_T kae[]; };
+layout(binding = 3) readonly buffer VE { KV_T ve[]; };
 #endif
 #if defined(KV_F16)
-layout(binding = 1) ES_COHERENT readonly buffer KA8 { uvec4 ka8[]; };  // 8 halves a load (staging)
-layout(binding = 3) ES_COHERENT readonly buffer V8 { uvec4 v8[]; };
+layout(binding = 1) readonly buffer KA8 { uvec4 ka8[]; };  // 8 halves a load (staging)
+layout(binding = 3) readonly buffer V8 { uvec4 v8[]; };
 #endif
-layout(binding = 4) ES_COHERENT writeonly buffer O { float o[]; };
-layout(binding = 5) ES_COHERENT readonly buffer B { int bt[]; };
+layout(binding = 4) writeonly buffer O { float o[]; };
+layout(binding = 5) readonly buffer B { int bt[]; };
 #include "kv_addr.glsl"
 #include "kv_type.glsl"
 layout(push_constant) uniform P {
@@ -69,7 +68,7 @@ layout(push_constant) uniform P {
   float scale;
   uint T;
   uint tiles_off;  // mixed steps: bt[tiles_off] tiles, (first row, rows) pairs after it; 0: none
-ES_CHAIN_PC } p;
+} p;
 KV_LOADS(ka, KaAt, KaAt2, KaAt4)
 KV_LOADS(v, VAt, VAt2, VAt4)
 
@@ -179,7 +178,7 @@ void StageTile(const uint table, const uint j0, const uint n_ctx, const uint kvh
   }
 }
 
-void ES_MAIN() {
+void main() {
   const uint h = gl_WorkGroupID.x;
   uint t0 = gl_WorkGroupID.y * BR, tend = min(p.T, t0 + BR);
   if (p.tiles_off != 0u) {  // uniform: the whole workgroup leaves or stays

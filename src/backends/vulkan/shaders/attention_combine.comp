@@ -13,23 +13,22 @@
 // X_I16: int16 levels for Q8_0 weights): block b of row t at xq[(t * nb + b) * XB ..], its
 // (d, d·Σq) at xds[t * nb + b], nb = o_rs / 32 (dv % 32 == 0 and o_hs % 32 == 0: no block
 // straddles two heads).
-#include "chain.glsl"
 layout(local_size_x = 128) in;
 layout(constant_id = 0) const uint S = 16;
-layout(binding = 0) ES_COHERENT readonly buffer Part { float part[]; };
-layout(binding = 1) ES_COHERENT writeonly buffer O { float o[]; };
+layout(binding = 0) readonly buffer Part { float part[]; };
+layout(binding = 1) writeonly buffer O { float o[]; };
 #ifdef QUANT
 #include "quant_x.glsl"
-layout(binding = 2) ES_COHERENT writeonly buffer XQ { uvec4 xq[]; };
-layout(binding = 3) ES_COHERENT writeonly buffer XDS { vec2 xds[]; };
+layout(binding = 2) writeonly buffer XQ { uvec4 xq[]; };
+layout(binding = 3) writeonly buffer XDS { vec2 xds[]; };
 shared vec4 outs[32];  // this workgroup's 128 outputs
 #endif
 #ifdef ROW_LIST
-layout(binding = 2) ES_COHERENT readonly buffer B { int bt[]; };
+layout(binding = 2) readonly buffer B { int bt[]; };
 #endif
-layout(push_constant) uniform P { uint Hq, dv, o_rs, o_hs, list_off; ES_CHAIN_PC } p;
+layout(push_constant) uniform P { uint Hq, dv, o_rs, o_hs, list_off; } p;
 shared float ms[S], ls[S], ws[S];
-void ES_MAIN() {
+void main() {
   const uint h = gl_WorkGroupID.x, tid = gl_LocalInvocationID.x;
 #ifdef ROW_LIST
   // Mixed steps: the decode rows listed at bt[list_off] (their count first).

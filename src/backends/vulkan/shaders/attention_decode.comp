@@ -25,7 +25,6 @@
 // rows, rounded as the cache stores it, instead of from the cache; the workgroup whose chunk
 // holds its own row's position writes that row's key and value into the caches.
 #extension GL_EXT_control_flow_attributes : require
-#include "chain.glsl"
 layout(local_size_x = 128) in;
 layout(constant_id = 0) const uint DK = 128;       // key head dim: % 32 == 0, <= 256
 layout(constant_id = 1) const uint DV = 128;       // value head dim: 4 * a power of two, 16..256
@@ -36,27 +35,27 @@ const uint VL = DV / 4u, NG = WG / VL, KPG = KT / NG;
 const uint MAXNEW = 8u;  // rows of a FUSED step (kDecodeFusedMaxRows)
 const uint SLOTS = (G * KT + WG - 1u) / WG;  // (head, key) pairs of a tile per invocation
 
-layout(binding = 0) ES_COHERENT readonly buffer Q { float q[]; };
+layout(binding = 0) readonly buffer Q { float q[]; };
 #ifdef FUSED
-layout(binding = 1) ES_COHERENT buffer KA { uint ka[]; };
-layout(binding = 2) ES_COHERENT buffer V { uint v[]; };
+layout(binding = 1) buffer KA { uint ka[]; };
+layout(binding = 2) buffer V { uint v[]; };
 #endif
-layout(binding = 1) ES_COHERENT readonly buffer KA4 { uvec4 ka4[]; };
+layout(binding = 1) readonly buffer KA4 { uvec4 ka4[]; };
 #if defined(KV_Q8_0) || defined(KV_Q4_0)
-layout(binding = 1) ES_COHERENT readonly buffer KA { uint ka[]; };
-layout(binding = 2) ES_COHERENT readonly buffer V { uint v[]; };
+layout(binding = 1) readonly buffer KA { uint ka[]; };
+layout(binding = 2) readonly buffer V { uint v[]; };
 const uint EPQ = 4u;  // key elements per load
 #elif defined(KV_F16)
-layout(binding = 2) ES_COHERENT readonly buffer V4 { uvec2 v4[]; };  // 4 halves
+layout(binding = 2) readonly buffer V4 { uvec2 v4[]; };  // 4 halves
 const uint EPQ = 8u;                                     // key elements per uvec4
 vec4 V4At(uint i) { const uvec2 w = v4[i]; return vec4(unpackHalf2x16(w.x), unpackHalf2x16(w.y)); }
 #else
-layout(binding = 2) ES_COHERENT readonly buffer V4 { uvec4 v4[]; };  // 4 floats
+layout(binding = 2) readonly buffer V4 { uvec4 v4[]; };  // 4 floats
 const uint EPQ = 4u;
 vec4 V4At(uint i) { return uintBitsToFloat(v4[i]); }
 #endif
-layout(binding = 3) ES_COHERENT writeonly buffer Part { float part[]; };
-layout(binding = 4) ES_COHERENT readonly buffer B { int bt[]; };
+layout(binding = 3) writeonly buffer Part { float part[]; };
+layout(binding = 4) readonly buffer B { int bt[]; };
 #include "kv_addr.glsl"
 #include "kv_type.glsl"
 #if defined(KV_QUANT)
@@ -64,15 +63,15 @@ KV_LOADS(ka, KaAt, KaAt2, KaAt4)
 KV_LOADS(v, VAt, VAt2, VAt4)
 #endif
 #ifdef FUSED
-layout(binding = 5) ES_COHERENT readonly buffer KR { float kr[]; };
-layout(binding = 6) ES_COHERENT readonly buffer VR { float vr[]; };
+layout(binding = 5) readonly buffer KR { float kr[]; };
+layout(binding = 6) readonly buffer VR { float vr[]; };
 #include "rope.glsl"
 #endif
 layout(push_constant) uniform P {
   uint Hq, q_rs, capacity, a_w, v_w, slot_off, pos_off, T, k_rs, v_rs, rope_off, rope_half, neox, cs_off;
   float scale;
   uint list_off;  // mixed steps: bt[list_off] rows, their indices after it; 0: row = y
-ES_CHAIN_PC } p;
+} p;
 
 // q as vec4s in the order the score loop reads them: (head g, dims 4c.. of part pp of the key) at
 // (g * DPL / 4 + c) * LPK + pp, so that the LPK parts of a warp read LPK adjacent vec4s (each
@@ -125,7 +124,7 @@ int NewKey(uint j, uint nn) {
   return r;
 }
 
-void ES_MAIN() {
+void main() {
   const uint tid = gl_LocalInvocationID.x;
   const uint kvh = gl_WorkGroupID.x, z = gl_WorkGroupID.z;
   uint t = gl_WorkGroupID.y;

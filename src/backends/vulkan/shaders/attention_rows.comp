@@ -18,7 +18,6 @@
 // to different sequences (slots): the group makes one pass over the keys per distinct slot, rows
 // of other slots masked out of that pass. With tiles_off (mixed steps), a workgroup takes the
 // rows of one tile of the batch buffer's table instead: at most 8 rows of one sequence.
-#include "chain.glsl"
 layout(local_size_x = 256) in;
 #ifndef KT
 #define KT 32  // keys per tile: 32 needs ~38 KiB of shared memory, 16 ~21 KiB
@@ -30,12 +29,12 @@ layout(local_size_x = 256) in;
 #define MAXDK MAXD  // largest key width (192: 32-key tiles need ~48 KiB of shared memory)
 #endif
 const uint QR = 8, MAXD4 = MAXD / 4, MAXDK4 = MAXDK / 4;
-layout(binding = 0) ES_COHERENT readonly buffer Q { float q[]; };
-layout(binding = 1) ES_COHERENT readonly buffer KA { uint ka[]; };
-layout(binding = 2) ES_COHERENT readonly buffer KB { uint kb[]; };  // unused (MLA's rope part)
-layout(binding = 3) ES_COHERENT readonly buffer V { uint v[]; };
-layout(binding = 4) ES_COHERENT writeonly buffer O { float o[]; };
-layout(binding = 5) ES_COHERENT readonly buffer B { int bt[]; };
+layout(binding = 0) readonly buffer Q { float q[]; };
+layout(binding = 1) readonly buffer KA { uint ka[]; };
+layout(binding = 2) readonly buffer KB { uint kb[]; };  // unused (MLA's rope part)
+layout(binding = 3) readonly buffer V { uint v[]; };
+layout(binding = 4) writeonly buffer O { float o[]; };
+layout(binding = 5) readonly buffer B { int bt[]; };
 #include "kv_addr.glsl"
 #include "kv_type.glsl"
 layout(push_constant) uniform P {
@@ -43,7 +42,7 @@ layout(push_constant) uniform P {
   float scale;
   uint T;
   uint tiles_off;  // mixed steps: bt[tiles_off] tiles, (first row, rows) pairs after it; 0: 8 rows from 8y
-ES_CHAIN_PC } p;
+} p;
 #if defined(KV_QUANT)
 KV_LOADS(ka, KaAt, KaAt2, KaAt4)
 KV_LOADS(v, VAt, VAt2, VAt4)
@@ -61,7 +60,7 @@ shared float ps[QR][KT];
 shared int row_slot[QR];
 shared uint row_ctx[QR];
 
-void ES_MAIN() {
+void main() {
   const uint tid = gl_LocalInvocationID.x;
   const uint h = gl_WorkGroupID.x;
   uint t0 = gl_WorkGroupID.y * QR, tend = min(p.T, t0 + QR);

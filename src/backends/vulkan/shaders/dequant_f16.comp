@@ -4,15 +4,14 @@
 //   out[n * K + k] = f16(W[n, k]) over the rows of one weight chunk, 4 elements an invocation;
 // the f32 value is QGroup4's (exactly src/quant's Dequantize), rounded to nearest even.
 #include "common.glsl"
-#include "chain.glsl"
 layout(local_size_x = 256) in;
-layout(binding = 0) ES_COHERENT readonly buffer W { uvec4 wq[]; };
-layout(binding = 1) ES_COHERENT writeonly buffer O { uvec2 o2[]; };
-layout(push_constant) uniform P { uint K, n4; ES_CHAIN_PC } p;
+layout(binding = 0) readonly buffer W { uvec4 wq[]; };
+layout(binding = 1) writeonly buffer O { uvec2 o2[]; };
+layout(push_constant) uniform P { uint K, n4; } p;
 #define WORD(i) wq[(i) >> 2][(i) & 3u]
 #define WCOLS p.K
 #include "wload.glsl"
-void ES_MAIN() {
+void main() {
   const uint i = FlatGroup() * 256u + gl_LocalInvocationID.x;
   if (i >= p.n4) return;
   const uint row = (4u * i) / p.K, k = (4u * i) % p.K;

@@ -1,13 +1,12 @@
 #version 450
 // Elementwise binary ops over n floats: ADD (a + b), SWIGLU (silu(a) * b).
 #include "common.glsl"
-#include "chain.glsl"
 layout(local_size_x = 256) in;
-layout(binding = 0) ES_COHERENT readonly buffer A { float a[]; };
-layout(binding = 1) ES_COHERENT readonly buffer Bb { float b[]; };
-layout(binding = 2) ES_COHERENT writeonly buffer O { float o[]; };
-layout(push_constant) uniform P { uint n; ES_CHAIN_PC } p;
-void ES_MAIN() {
+layout(binding = 0) readonly buffer A { float a[]; };
+layout(binding = 1) readonly buffer Bb { float b[]; };
+layout(binding = 2) writeonly buffer O { float o[]; };
+layout(push_constant) uniform P { uint n; } p;
+void main() {
   const uint i = FlatGroup() * 256u + gl_LocalInvocationID.x;
   if (i >= p.n) return;
 #if defined(ADD)

@@ -7,14 +7,13 @@
 // [off, off + 2 half) of each head, pairs as rope.glsl; cos/sin from the batch buffer's tables
 // at cs_off) before it is stored.
 #include "common.glsl"
-#include "chain.glsl"
 layout(local_size_x = 256) in;
-layout(binding = 0) ES_COHERENT readonly buffer X { float x[]; };
-layout(binding = 1) ES_COHERENT readonly buffer B { int bt[]; };
-layout(binding = 2) ES_COHERENT buffer C { uint c[]; };
+layout(binding = 0) readonly buffer X { float x[]; };
+layout(binding = 1) readonly buffer B { int bt[]; };
+layout(binding = 2) buffer C { uint c[]; };
 #include "kv_addr.glsl"
 #include "kv_type.glsl"
-layout(push_constant) uniform P { uint T, W, capacity, slot_off, pos_off, hd, off, half_, neox, cs_off; ES_CHAIN_PC } p;
+layout(push_constant) uniform P { uint T, W, capacity, slot_off, pos_off, hd, off, half_, neox, cs_off; } p;
 #ifdef ROPE
 #include "rope.glsl"
 float XV(uint t, uint e) {  // element e of row t, rotated
@@ -32,7 +31,7 @@ float XV(uint t, uint e) { return x[t * p.W + e]; }
 float KvSrc(uint t, uint col) { return XV(t, col); }
 #define KV_OUT c
 #include "kv_write.glsl"
-void ES_MAIN() {
+void main() {
   const uint idx = FlatGroup() * 256u + gl_LocalInvocationID.x;
   const uint units = KvWriteUnits(p.W);
   if (idx >= p.T * units) return;

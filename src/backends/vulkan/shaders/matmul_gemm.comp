@@ -7,12 +7,11 @@
 // wload.glsl QGroup4). Bounds-checked for any R, N, K.
 // MOE: the grouped expert product of moe_gemm.glsl (one expert per gl_WorkGroupID.z).
 #include "common.glsl"
-#include "chain.glsl"
 layout(local_size_x = 256) in;
 const uint TM = 8, TN = 8, BM = 16 * TM, BN = 16 * TN, BK = 8;
 #ifdef MOE
-layout(binding = 0) ES_COHERENT readonly buffer Wb { uint w[]; } wb[8];
-layout(binding = 1) ES_COHERENT readonly buffer X { float x[]; };
+layout(binding = 0) readonly buffer Wb { uint w[]; } wb[8];
+layout(binding = 1) readonly buffer X { float x[]; };
 #include "moe_gemm.glsl"
 #define MOE_GEMM_FUNCS
 #include "moe_gemm.glsl"
@@ -22,11 +21,11 @@ layout(binding = 1) ES_COHERENT readonly buffer X { float x[]; };
 #define WBASE_EL wbase   // dense types: elements
 #define WBASE_Q wbase    // block types: words
 #else
-layout(binding = 0) ES_COHERENT readonly buffer W { uint w[]; };
-layout(binding = 1) ES_COHERENT readonly buffer X { float x[]; };
-layout(binding = 2) ES_COHERENT readonly buffer Bias { float bias[]; };
-layout(binding = 3) ES_COHERENT writeonly buffer Y { float y[]; };
-layout(push_constant) uniform P { uint K, N, R, n0, y_rs, has_bias; ES_CHAIN_PC } p;
+layout(binding = 0) readonly buffer W { uint w[]; };
+layout(binding = 1) readonly buffer X { float x[]; };
+layout(binding = 2) readonly buffer Bias { float bias[]; };
+layout(binding = 3) writeonly buffer Y { float y[]; };
+layout(push_constant) uniform P { uint K, N, R, n0, y_rs, has_bias; } p;
 #define WORD(i) w[i]
 #define XROW(row, gm) (gm)
 #define ROWS p.R
@@ -38,7 +37,7 @@ layout(push_constant) uniform P { uint K, N, R, n0, y_rs, has_bias; ES_CHAIN_PC 
 const uint LA = BM * BK / 256, LB = BN * BK / 256;  // loads per invocation
 shared float As[BK][BM + 1];
 shared float Bs[BK][BN + 1];
-void ES_MAIN() {
+void main() {
   const uint tid = gl_LocalInvocationID.x;
   const uint tx = tid % 16u, ty = tid / 16u;
   const uint m0 = gl_WorkGroupID.y * BM, nb = gl_WorkGroupID.x * BN;

@@ -37,7 +37,6 @@
 #ifdef SB
 #extension GL_EXT_shared_memory_block : require
 #endif
-#include "chain.glsl"
 layout(local_size_x = 256) in;
 #ifndef CN
 #define CN 16
@@ -49,8 +48,8 @@ const uint CM = 16, CK = 16;
 const uint BN = 128, BK = 32;
 #ifdef MOE
 // The grouped expert product (moe_gemm.glsl): one expert per gl_WorkGroupID.z, rows gathered.
-layout(binding = 0) ES_COHERENT readonly buffer Wb { uvec4 wq[]; } wb[8];
-layout(binding = 1) ES_COHERENT readonly buffer X { vec4 x4[]; };
+layout(binding = 0) readonly buffer Wb { uvec4 wq[]; } wb[8];
+layout(binding = 1) readonly buffer X { vec4 x4[]; };
 #include "moe_gemm.glsl"
 #define WQ(i) wb[blk].wq[i]
 #define XROW(row, gm) MoeXRow(row)
@@ -58,12 +57,12 @@ layout(binding = 1) ES_COHERENT readonly buffer X { vec4 x4[]; };
 #define WBASE_EL wbase   // dense types: elements
 #define WBASE_Q wbase    // block types: words
 #else
-layout(binding = 0) ES_COHERENT readonly buffer W { uvec4 wq[]; };
-layout(binding = 1) ES_COHERENT readonly buffer X { vec4 x4[]; };
-layout(binding = 2) ES_COHERENT readonly buffer Bias { float bias[]; };
-layout(binding = 3) ES_COHERENT writeonly buffer Y { float y[]; };
-layout(binding = 4) ES_COHERENT writeonly buffer Part { float part[]; };
-layout(push_constant) uniform P { uint K, N, R, n0, y_rs, has_bias, ks; ES_CHAIN_PC } p;
+layout(binding = 0) readonly buffer W { uvec4 wq[]; };
+layout(binding = 1) readonly buffer X { vec4 x4[]; };
+layout(binding = 2) readonly buffer Bias { float bias[]; };
+layout(binding = 3) writeonly buffer Y { float y[]; };
+layout(binding = 4) writeonly buffer Part { float part[]; };
+layout(push_constant) uniform P { uint K, N, R, n0, y_rs, has_bias, ks; } p;
 #define WQ(i) wq[i]
 #define XROW(row, gm) (gm)
 #define ROWS p.R
@@ -135,7 +134,7 @@ void Put8(uint o, f16vec4 lo, f16vec4 hi) {
 #endif
 }
 
-void ES_MAIN() {
+void main() {
   const uint tid = gl_LocalInvocationID.x;
   const uint sg = gl_SubgroupID, lane = gl_SubgroupInvocationID;
   const uint wm = sg / 4u, wn = sg % 4u;       // subgroup position in the 2 x 4 layout

@@ -32,7 +32,6 @@
 #extension GL_EXT_shader_explicit_arithmetic_types_int32 : require
 #extension GL_EXT_control_flow_attributes : require
 
-#include "chain.glsl"
 layout(local_size_x_id = 0) in;
 layout(constant_id = 1) const uint BM = 128;
 layout(constant_id = 2) const uint BN = 128;
@@ -52,32 +51,32 @@ const bool ORDER = (FLAGS & 32u) != 0u;
 // hands DecodeW a reference to the unit; the block's f16 scale is read through WS, the same
 // chunk bound again as words. No f16 copy of the weight is made.
 #extension GL_EXT_buffer_reference : require
-layout(binding = 0) ES_COHERENT readonly buffer W { uvec4 w[]; };
-layout(binding = 5) ES_COHERENT readonly buffer WS { uint ws[]; };
+layout(binding = 0) readonly buffer W { uvec4 w[]; };
+layout(binding = 5) readonly buffer WS { uint ws[]; };
 layout(buffer_reference, std430, buffer_reference_align = 16) buffer DecW { uvec4 q; };
 #define QDEC 1
 #else
-layout(binding = 0) ES_COHERENT readonly buffer W { float16_t w[]; };
+layout(binding = 0) readonly buffer W { float16_t w[]; };
 #endif
 #ifdef X_F16
-layout(binding = 1) ES_COHERENT readonly buffer X { float16_t x[]; };
+layout(binding = 1) readonly buffer X { float16_t x[]; };
 #else
-layout(binding = 1) ES_COHERENT readonly buffer X { float x[]; };
+layout(binding = 1) readonly buffer X { float x[]; };
 #endif
-layout(binding = 2) ES_COHERENT readonly buffer Bias { float bias[]; };
-layout(binding = 3) ES_COHERENT writeonly buffer Y { float y[]; };
+layout(binding = 2) readonly buffer Bias { float bias[]; };
+layout(binding = 3) writeonly buffer Y { float y[]; };
 #ifdef SPLITK
 // SPLITK (the "_sk" variants): gl_NumWorkGroups.z slices of K, each workgroup's partial tile
 // into part (a scratch of [slices][R][N] f32), summed by matmul_gemm_cm2_reduce.comp.
-layout(binding = 4) ES_COHERENT writeonly buffer Part { float part[]; };
+layout(binding = 4) writeonly buffer Part { float part[]; };
 #endif
 #ifdef QDEC
 // R: x's rows, a whole number of BM tiles (the host pads x's f16 copy with zero rows, so that every
 // tile takes the unclamped loop); Ry: the rows of y.
-layout(push_constant) uniform P { uint K, N, R, n0, y_rs, has_bias, Ry; ES_CHAIN_PC } p;
+layout(push_constant) uniform P { uint K, N, R, n0, y_rs, has_bias, Ry; } p;
 #define Y_ROWS p.Ry
 #else
-layout(push_constant) uniform P { uint K, N, R, n0, y_rs, has_bias; ES_CHAIN_PC } p;
+layout(push_constant) uniform P { uint K, N, R, n0, y_rs, has_bias; } p;
 #define Y_ROWS p.R
 #endif
 
@@ -187,7 +186,7 @@ float AddBiasT(const in uint32_t row, const in uint32_t col, const in float v, c
 #undef ACC_T
 #undef ACC_F16
 
-void ES_MAIN() {
+void main() {
   // Tile (weight tile wt, activation tile at): the group grid is (N / BN, R / BM); ORDER maps the
   // launch order (x fastest) to activation tiles fastest.
   uint wt = gl_WorkGroupID.x, at = gl_WorkGroupID.y;

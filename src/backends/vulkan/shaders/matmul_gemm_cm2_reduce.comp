@@ -3,15 +3,14 @@
 // with ks): y[r, n0 + n] = Σ_s
 // part[s][r][n] (+ bias[n0 + n]) for the S partial products of the K slices. One invocation per
 // output; workgroup x covers 256 columns, y the row.
-#include "chain.glsl"
 layout(local_size_x = 256) in;
 
-layout(binding = 0) ES_COHERENT readonly buffer Part { float part[]; };
-layout(binding = 1) ES_COHERENT readonly buffer Bias { float bias[]; };
-layout(binding = 2) ES_COHERENT writeonly buffer Y { float y[]; };
-layout(push_constant) uniform P { uint N, R, n0, y_rs, has_bias, S; ES_CHAIN_PC } p;
+layout(binding = 0) readonly buffer Part { float part[]; };
+layout(binding = 1) readonly buffer Bias { float bias[]; };
+layout(binding = 2) writeonly buffer Y { float y[]; };
+layout(push_constant) uniform P { uint N, R, n0, y_rs, has_bias, S; } p;
 
-void ES_MAIN() {
+void main() {
   const uint n = gl_GlobalInvocationID.x, r = gl_WorkGroupID.y;
   if (n >= p.N || r >= p.R) return;
   const uint rn = p.R * p.N;

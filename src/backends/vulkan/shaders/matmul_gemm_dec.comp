@@ -31,7 +31,6 @@
 #ifdef SB
 #extension GL_EXT_shared_memory_block : require
 #endif
-#include "chain.glsl"
 layout(local_size_x = 256) in;
 #ifndef CN
 #define CN 16
@@ -49,12 +48,12 @@ const uint LDS = BK + 8u;             // halves per shared row (staggers the ban
 const uint W_H = BN * LDS, X_H = BM * LDS;  // halves: the weight tile, then x's
 const uint NBK = BK / 32u;            // weight blocks of a row per step
 
-layout(binding = 0) ES_COHERENT readonly buffer W { uvec4 wq[]; };
-layout(binding = 1) ES_COHERENT readonly buffer X { uvec4 xh4[]; };
-layout(binding = 2) ES_COHERENT readonly buffer Bias { float bias[]; };
-layout(binding = 3) ES_COHERENT writeonly buffer Y { float y[]; };
-layout(binding = 4) ES_COHERENT writeonly buffer Part { float part[]; };
-layout(push_constant) uniform P { uint K, N, R, n0, y_rs, has_bias, ks; ES_CHAIN_PC } p;
+layout(binding = 0) readonly buffer W { uvec4 wq[]; };
+layout(binding = 1) readonly buffer X { uvec4 xh4[]; };
+layout(binding = 2) readonly buffer Bias { float bias[]; };
+layout(binding = 3) writeonly buffer Y { float y[]; };
+layout(binding = 4) writeonly buffer Part { float part[]; };
+layout(push_constant) uniform P { uint K, N, R, n0, y_rs, has_bias, ks; } p;
 #define WORD(i) wq[(i) >> 2][(i) & 3u]
 #define WCOLS p.K
 #include "wload.glsl"
@@ -160,7 +159,7 @@ void StoreStep() {
   }
 }
 
-void ES_MAIN() {
+void main() {
   const uint tid = gl_LocalInvocationID.x;
   const uint m0 = gl_WorkGroupID.y * BM, nb = gl_WorkGroupID.x * BN;
   const uint kb = p.ks != 0u ? gl_WorkGroupID.z * p.ks : 0u;

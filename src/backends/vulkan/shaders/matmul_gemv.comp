@@ -89,10 +89,6 @@
 #extension GL_KHR_shader_subgroup_clustered : require
 #endif
 #include "common.glsl"
-#if defined(ES_CHAIN) && defined(VEC) && !defined(MOE)
-#define ES_CHAIN_PREFETCH GemvPrefetch  // chain.glsl: first weight loads before the wait
-#endif
-#include "chain.glsl"
 layout(local_size_x_id = 0) in;
 layout(constant_id = 0) const uint WG = 128;
 layout(constant_id = 1) const uint ROWS = 4;
@@ -115,80 +111,59 @@ const uint TPR = WG / ROWS;
 #error "MOE: the VEC GEMV without clusters (float and block types: no XLOCAL / QOUT)"
 #endif
 const uint NB = 8u;  // ops/moe.cpp kMoeMaxBlocks
-layout(binding = 0) ES_COHERENT readonly buffer W { uvec4 wq[]; } wb[NB];
+layout(binding = 0) readonly buffer W { uvec4 wq[]; } wb[NB];
 uint wsel = 0;
 #define QUAD(i) wb[wsel].wq[i]
 #define WORD(i) wb[wsel].wq[(i) >> 2][(i) & 3u]
-layout(binding = 8) ES_COHERENT readonly buffer Ids { int ids[]; };
-layout(binding = 9) ES_COHERENT readonly buffer Wt { float wts[]; };
-layout(binding = 10) ES_COHERENT readonly buffer Tb { uint table[]; };
+layout(binding = 8) readonly buffer Ids { int ids[]; };
+layout(binding = 9) readonly buffer Wt { float wts[]; };
+layout(binding = 10) readonly buffer Tb { uint table[]; };
 // This workgroup's matrices: buffer and offset (words for block types, elements for float
 // ones) of the gate and up (DUAL) or the down weight; moe_woff the one being read (AccumQuant).
 uint moe_blk[2], moe_off[2];
 uint moe_woff = 0u;
 #define WOFF moe_woff
 #elif defined(DUAL)
-layout(binding = 0) ES_COHERENT readonly buffer W { uvec4 wq[]; } wb[2];  // gate, up
+layout(binding = 0) readonly buffer W { uvec4 wq[]; } wb[2];  // gate, up
 uint wsel = 0;
 #define QUAD(i) wb[wsel].wq[i]
 #define WORD(i) wb[wsel].wq[(i) >> 2][(i) & 3u]
 #elif defined(VEC)
-layout(binding = 0) ES_COHERENT readonly buffer W { uvec4 wq[]; };
+layout(binding = 0) readonly buffer W { uvec4 wq[]; };
 #define QUAD(i) wq[i]
 #define WORD(i) wq[(i) >> 2][(i) & 3u]
 #else
-layout(binding = 0) ES_COHERENT readonly buffer W { uint w[]; };
+layout(binding = 0) readonly buffer W { uint w[]; };
 #define WORD(i) w[i]
 #endif
 #if !defined(MOE)
 #define WOFF 0u
 #endif
-#if defined(ES_CHAIN_PREFETCH)
-// ES_VK_CHAIN: one 16-byte load an invocation of this workgroup's share of the weights (the
-// workgroups read the buffer in about their x order), issued before the wait for the previous
-// level, so that its DRAM latency passes behind that level's tail; a program never writes its
-// weights, and a coherent load leaves no stale line in L1 whatever it read.
-uint GemvPrefetch() {
-#if defined(DUAL)
-  const uint len = uint(min(wb[0].wq.length(), wb[1].wq.length()));
-#else
-  const uint len = uint(wq.length());
-#endif
-  if (len == 0u) return 0u;
-  const float share = float(gl_WorkGroupID.x) / float(gl_NumWorkGroups.x);
-  const uint i = min(uint(float(len) * share) + gl_LocalInvocationIndex, len - 1u);
-#if defined(DUAL)
-  return wb[0].wq[i].x ^ wb[1].wq[i].x;
-#else
-  return wq[i].x;
-#endif
-}
-#endif
 #if defined(IDOT) && !defined(XLOCAL)
-layout(binding = 1) ES_COHERENT readonly buffer X { uvec4 xq4[]; };  // quantized x, XB uvec4 per 32 (quant_x.glsl)
+layout(binding = 1) readonly buffer X { uvec4 xq4[]; };  // quantized x, XB uvec4 per 32 (quant_x.glsl)
 #elif defined(VEC)
-layout(binding = 1) ES_COHERENT readonly buffer X { vec4 x4[]; };  // x offsets and strides % 4 == 0
+layout(binding = 1) readonly buffer X { vec4 x4[]; };  // x offsets and strides % 4 == 0
 #else
-layout(binding = 1) ES_COHERENT readonly buffer X { float x[]; };
+layout(binding = 1) readonly buffer X { float x[]; };
 #endif
-layout(binding = 2) ES_COHERENT readonly buffer Bias { float bias[]; };
+layout(binding = 2) readonly buffer Bias { float bias[]; };
 #if defined(ROUTE)
 #if !defined(VEC) || defined(W_QUANT) || defined(DUAL) || defined(MOE) || defined(CLUSTER)
 #error "ROUTE: the float VEC GEMV only"
 #endif
 layout(binding = 3) coherent buffer Y { float y[]; };
-layout(binding = 6) ES_COHERENT writeonly buffer RtIds { int rt_ids[]; };
-layout(binding = 7) ES_COHERENT writeonly buffer RtWts { float rt_wts[]; };
+layout(binding = 6) writeonly buffer RtIds { int rt_ids[]; };
+layout(binding = 7) writeonly buffer RtWts { float rt_wts[]; };
 layout(binding = 8) coherent buffer RtCnt { uint rt_cnt[]; };
 #include "moe_route_params.glsl"
 #else
-layout(binding = 3) ES_COHERENT writeonly buffer Y { float y[]; };
+layout(binding = 3) writeonly buffer Y { float y[]; };
 #endif
-layout(binding = 4) ES_COHERENT readonly buffer Res { float res[]; };
+layout(binding = 4) readonly buffer Res { float res[]; };
 #if defined(IDOT) && !defined(XLOCAL)
-layout(binding = 5) ES_COHERENT readonly buffer XD { vec2 xds[]; };  // per x block: (d, d * Σq)
+layout(binding = 5) readonly buffer XD { vec2 xds[]; };  // per x block: (d, d * Σq)
 #elif defined(VEC)
-layout(binding = 5) ES_COHERENT readonly buffer G { vec4 g4[]; };
+layout(binding = 5) readonly buffer G { vec4 g4[]; };
 #endif
 layout(push_constant) uniform P {
   uint K, N, R, n0, x_rs, x_hs, x_off, y_rs, y_hs, y_off, has_bias, epi, norm;
@@ -197,7 +172,7 @@ layout(push_constant) uniform P {
 #if defined(ROUTE)
   RouteParams rt;
 #endif
-ES_CHAIN_PC } p;
+} p;
 #if defined(ROUTE)
 #define RT_WG WG
 #define RT_P p.rt
@@ -449,8 +424,8 @@ float DotUnit(UnitW o, UnitX x) {
 #if !defined(DUAL) || (defined(XLOCAL) && !defined(MOE)) || defined(CLUSTER)
 #error "QOUT: the dual GEMV over x quantized apart (or the experts' up GEMV) only"
 #endif
-layout(binding = 6) ES_COHERENT writeonly buffer QO { uvec4 qo4[]; };
-layout(binding = 7) ES_COHERENT writeonly buffer QD { vec2 qds[]; };
+layout(binding = 6) writeonly buffer QO { uvec4 qo4[]; };
+layout(binding = 7) writeonly buffer QD { vec2 qds[]; };
 shared float qout[RB * 32u];  // the workgroup's outputs: batch row r at r * 32
 #endif
 #if defined(XLOCAL)
@@ -794,7 +769,7 @@ float ClusterSum(float v) {
 }
 #endif
 
-void ES_MAIN() {
+void main() {
   const uint tid = gl_LocalInvocationID.x;
   const uint g = tid / TPR, lane = tid % TPR;
 #if defined(MOE)

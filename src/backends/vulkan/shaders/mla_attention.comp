@@ -26,7 +26,6 @@
 #extension GL_EXT_control_flow_attributes : require
 #extension GL_KHR_shader_subgroup_shuffle : require
 #include "common.glsl"
-#include "chain.glsl"
 layout(local_size_x = 256) in;
 layout(constant_id = 0) const uint R = 512;         // latent dims (even)
 layout(constant_id = 1) const uint DR = 64;         // rope dims (even)
@@ -40,22 +39,22 @@ const uint PE_ = (G * KT + WG - 1u) / WG;                // (head, key) entries 
 const uint NC = (R2 + LPK - 1u) / LPK;                   // latent pairs per lane and key
 const uint QI = (G * QW2 + WG - 1u) / WG;                // q pairs staged per invocation
 
-layout(binding = 0) ES_COHERENT readonly buffer Q { float q[]; };
+layout(binding = 0) readonly buffer Q { float q[]; };
 #if defined(KV_Q8_0) || defined(KV_Q4_0)
-layout(binding = 1) ES_COHERENT readonly buffer C { uint cq[]; };
-layout(binding = 2) ES_COHERENT readonly buffer PE { uint peq[]; };
+layout(binding = 1) readonly buffer C { uint cq[]; };
+layout(binding = 2) readonly buffer PE { uint peq[]; };
 #elif defined(KV_F16)
-layout(binding = 1) ES_COHERENT readonly buffer C { uint c2[]; };    // 2 halves
-layout(binding = 2) ES_COHERENT readonly buffer PE { uint pe2[]; };
+layout(binding = 1) readonly buffer C { uint c2[]; };    // 2 halves
+layout(binding = 2) readonly buffer PE { uint pe2[]; };
 vec2 LoadC(uint i) { return unpackHalf2x16(c2[i]); }
 vec2 LoadPE(uint i) { return unpackHalf2x16(pe2[i]); }
 #else
-layout(binding = 1) ES_COHERENT readonly buffer C { vec2 c2[]; };    // 2 floats
-layout(binding = 2) ES_COHERENT readonly buffer PE { vec2 pe2[]; };
+layout(binding = 1) readonly buffer C { vec2 c2[]; };    // 2 floats
+layout(binding = 2) readonly buffer PE { vec2 pe2[]; };
 vec2 LoadC(uint i) { return c2[i]; }
 vec2 LoadPE(uint i) { return pe2[i]; }
 #endif
-layout(binding = 3) ES_COHERENT readonly buffer B { int bt[]; };
+layout(binding = 3) readonly buffer B { int bt[]; };
 #include "kv_addr.glsl"
 #include "rope.glsl"
 #include "kv_type.glsl"
@@ -70,16 +69,16 @@ KV_LOADS(peq, PeAt, PeAt2, PeAt4)
 #define LOAD_PE(row, i) LoadPE((row) * DR2 + (i))
 #endif
 #ifdef DIRECT
-layout(binding = 4) ES_COHERENT writeonly buffer O { float o[]; };
+layout(binding = 4) writeonly buffer O { float o[]; };
 #else
-layout(binding = 4) ES_COHERENT writeonly buffer Part { float part[]; };
+layout(binding = 4) writeonly buffer Part { float part[]; };
 #endif
-layout(binding = 5) ES_COHERENT readonly buffer QP { float qp[]; };
+layout(binding = 5) readonly buffer QP { float qp[]; };
 layout(push_constant) uniform P {
   uint Hq, q_rs, q_hs, slot_off, pos_off, o_rs, o_hs;
   float scale;
   uint pq_rs, pq_hs, pq_off, T, half_, neox, cs_off;
-ES_CHAIN_PC } p;
+} p;
 
 // Rope dim e of head h's q (row t), rotated with ROPE.
 float QPe(uint t, uint h, uint e) {
@@ -101,7 +100,7 @@ shared float ps[G * KT];      // scores, then probabilities: [head][key]
 shared float mh[G], lh[G], corr[G];
 shared uint rows[KT];         // the tile's cache rows (the values' loads need no table read)
 
-void ES_MAIN() {
+void main() {
   const uint tid = gl_LocalInvocationID.x;
   const uint h0 = gl_WorkGroupID.x * G, t = gl_WorkGroupID.y;
   const uint slot = uint(bt[p.slot_off + t]);

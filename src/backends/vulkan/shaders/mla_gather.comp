@@ -10,20 +10,19 @@
 // Cache parts of the cache type (kv_type.glsl's KV_F32, KV_F16, KV_Q8_0, KV_Q4_0); r, dr % 4 == 0
 // (% 32 for block types). Workgroups stride over the gathered rows, one row at a time.
 #extension GL_EXT_control_flow_attributes : require
-#include "chain.glsl"
 layout(local_size_x = 128) in;
-layout(binding = 0) ES_COHERENT readonly buffer C { uint cc[]; };
-layout(binding = 1) ES_COHERENT readonly buffer PE { uint pe[]; };
-layout(binding = 2) ES_COHERENT readonly buffer B { int bt[]; };
-layout(binding = 3) ES_COHERENT writeonly buffer X { vec4 x4[]; };
-layout(binding = 4) ES_COHERENT writeonly buffer K { float k[]; };
-layout(binding = 5) ES_COHERENT writeonly buffer M { uint meta[]; };
+layout(binding = 0) readonly buffer C { uint cc[]; };
+layout(binding = 1) readonly buffer PE { uint pe[]; };
+layout(binding = 2) readonly buffer B { int bt[]; };
+layout(binding = 3) writeonly buffer X { vec4 x4[]; };
+layout(binding = 4) writeonly buffer K { float k[]; };
+layout(binding = 5) writeonly buffer M { uint meta[]; };
 #include "kv_type.glsl"
-layout(push_constant) uniform P { uint r, dr, dn, H, rows, map_off; ES_CHAIN_PC } p;
+layout(push_constant) uniform P { uint r, dr, dn, H, rows, map_off; } p;
 KV_LOADS(cc, CAt, CAt2, CAt4)
 KV_LOADS(pe, PAt, PAt2, PAt4)
 
-void ES_MAIN() {
+void main() {
   const uint tid = gl_LocalInvocationID.x;
   const uint n = uint(bt[p.map_off]);
   if (gl_WorkGroupID.x == 0u)

@@ -7,16 +7,15 @@
 // at the row's (slot, position) through the block tables (kv_addr.glsl). KV_F16 packs two halves
 // a word (r and dr even). One workgroup per row.
 #include "common.glsl"
-#include "chain.glsl"
 layout(local_size_x = 256) in;
-layout(binding = 0) ES_COHERENT readonly buffer X { float x[]; };
-layout(binding = 1) ES_COHERENT readonly buffer B { int bt[]; };
-layout(binding = 2) ES_COHERENT readonly buffer Wt { float w[]; };
-layout(binding = 3) ES_COHERENT writeonly buffer C0 { uint c0[]; };
-layout(binding = 4) ES_COHERENT writeonly buffer C1 { uint c1[]; };
+layout(binding = 0) readonly buffer X { float x[]; };
+layout(binding = 1) readonly buffer B { int bt[]; };
+layout(binding = 2) readonly buffer Wt { float w[]; };
+layout(binding = 3) writeonly buffer C0 { uint c0[]; };
+layout(binding = 4) writeonly buffer C1 { uint c1[]; };
 #include "kv_addr.glsl"
 #include "rope.glsl"
-layout(push_constant) uniform P { uint T, r, dr, slot_off, pos_off, half_, neox, cs_off; float eps; ES_CHAIN_PC } p;
+layout(push_constant) uniform P { uint T, r, dr, slot_off, pos_off, half_, neox, cs_off; float eps; } p;
 
 float Normed(uint base, uint j, float inv) { return w[j] * (x[base + j] * inv); }
 float Roped(uint t, uint base, uint d) {  // dim d of the row's rope part, rotated
@@ -28,7 +27,7 @@ float Roped(uint t, uint base, uint d) {  // dim d of the row's rope part, rotat
   return RopeRotate(x[base + d], x[base + partner], cs, sn, first);
 }
 
-void ES_MAIN() {
+void main() {
   const uint t = FlatGroup(), tid = gl_LocalInvocationID.x;
   const uint base = t * (p.r + p.dr);
   float ss = 0.0;

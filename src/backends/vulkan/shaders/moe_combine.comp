@@ -3,13 +3,12 @@
 // result does not depend on the batch): y[r, d] = Σ_j yp[(r * top_k + j) * D + d], over the
 // choices of nonzero weight (moe_compact.comp leaves the others out: their rows are not written).
 #include "common.glsl"
-#include "chain.glsl"
 layout(local_size_x = 256) in;
-layout(binding = 0) ES_COHERENT readonly buffer YP { float yp[]; };
-layout(binding = 1) ES_COHERENT writeonly buffer Y { float y[]; };
-layout(binding = 2) ES_COHERENT readonly buffer Wt { float wts[]; };
-layout(push_constant) uniform P { uint R, D, top_k; ES_CHAIN_PC } p;
-void ES_MAIN() {
+layout(binding = 0) readonly buffer YP { float yp[]; };
+layout(binding = 1) writeonly buffer Y { float y[]; };
+layout(binding = 2) readonly buffer Wt { float wts[]; };
+layout(push_constant) uniform P { uint R, D, top_k; } p;
+void main() {
   const uint i = FlatGroup() * 256u + gl_LocalInvocationID.x;
   if (i >= p.R * p.D) return;
   const uint r = i / p.D, d = i % p.D;

@@ -7,15 +7,14 @@
 // A pair of routing weight 0 is left out (a head split's choice another device holds,
 // moe_route.comp): no expert runs it and moe_combine.comp skips it.
 // One workgroup; E <= 256.
-#include "chain.glsl"
 layout(local_size_x = 256) in;
-layout(binding = 0) ES_COHERENT readonly buffer Ids { int ids[]; };
-layout(binding = 1) ES_COHERENT writeonly buffer Meta { uint meta[]; };
-layout(binding = 2) ES_COHERENT readonly buffer Wt { float wts[]; };
-layout(push_constant) uniform P { uint n, E; ES_CHAIN_PC } p;
+layout(binding = 0) readonly buffer Ids { int ids[]; };
+layout(binding = 1) writeonly buffer Meta { uint meta[]; };
+layout(binding = 2) readonly buffer Wt { float wts[]; };
+layout(push_constant) uniform P { uint n, E; } p;
 shared uint cnt[256];
 shared uint cur[256];
-void ES_MAIN() {
+void main() {
   const uint tid = gl_LocalInvocationID.x;
   if (tid < p.E) cnt[tid] = 0u;
   barrier();

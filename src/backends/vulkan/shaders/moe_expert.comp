@@ -9,25 +9,24 @@
 // Block-quantized experts (W_Q*, wload.glsl's repacked rows): the table's offsets are in words
 // and each invocation walks 8-element slices (QSlice) of the expert's row.
 #include "common.glsl"
-#include "chain.glsl"
 layout(local_size_x_id = 0) in;
 layout(constant_id = 0) const uint WG = 128;
 layout(constant_id = 1) const uint ROWS = 4;
 const uint TPR = WG / ROWS, NB = 8;  // ops/moe.cpp kMoeMaxBlocks
 #ifdef VEC
-layout(binding = 0) ES_COHERENT readonly buffer Wb { uvec4 wq[]; } wb[NB];
+layout(binding = 0) readonly buffer Wb { uvec4 wq[]; } wb[NB];
 #define QUAD(i) wb[blk].wq[i]
 #define WORD(i) wb[blk].wq[(i) >> 2][(i) & 3u]
 #else
-layout(binding = 0) ES_COHERENT readonly buffer Wb { uint w[]; } wb[NB];
+layout(binding = 0) readonly buffer Wb { uint w[]; } wb[NB];
 #define WORD(i) wb[blk].w[i]
 #endif
-layout(binding = 1) ES_COHERENT readonly buffer X { float x[]; };
-layout(binding = 2) ES_COHERENT readonly buffer Ids { int ids[]; };
-layout(binding = 3) ES_COHERENT readonly buffer Wt { float wts[]; };
-layout(binding = 4) ES_COHERENT readonly buffer Tb { uint table[]; };
-layout(binding = 5) ES_COHERENT writeonly buffer Y { float y[]; };
-layout(push_constant) uniform P { uint D, I, top_k; ES_CHAIN_PC } p;
+layout(binding = 1) readonly buffer X { float x[]; };
+layout(binding = 2) readonly buffer Ids { int ids[]; };
+layout(binding = 3) readonly buffer Wt { float wts[]; };
+layout(binding = 4) readonly buffer Tb { uint table[]; };
+layout(binding = 5) writeonly buffer Y { float y[]; };
+layout(push_constant) uniform P { uint D, I, top_k; } p;
 uint blk;
 #if defined(UP)
 #define WCOLS p.D
@@ -74,7 +73,7 @@ float Dot(uint wo, uint row, uint K, uint vb, uint lane) {
 }
 #endif
 
-void ES_MAIN() {
+void main() {
   const uint tid = gl_LocalInvocationID.x;
   const uint g = tid / TPR, lane = tid % TPR;
   const uint per = TPR / gl_SubgroupSize;

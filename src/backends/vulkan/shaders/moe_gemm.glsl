@@ -14,11 +14,11 @@
 // whose shared memory lives in explicit blocks (matmul_gemm_cm.comp SB) can declare the rows
 // in one of them first (MOE_ROWS: it #defines moe_rows).
 #ifndef MOE_GEMM_FUNCS
-layout(binding = 2) ES_COHERENT readonly buffer Meta { uint meta[]; };
-layout(binding = 3) ES_COHERENT writeonly buffer Y { float y[]; };
-layout(binding = 4) ES_COHERENT readonly buffer Tb { uint table[]; };
-layout(binding = 5) ES_COHERENT readonly buffer Wt { float wts[]; };
-layout(push_constant) uniform P { uint K, N, y_rs, E, xdiv, mat, use_wts; ES_CHAIN_PC } p;
+layout(binding = 2) readonly buffer Meta { uint meta[]; };
+layout(binding = 3) writeonly buffer Y { float y[]; };
+layout(binding = 4) readonly buffer Tb { uint table[]; };
+layout(binding = 5) readonly buffer Wt { float wts[]; };
+layout(push_constant) uniform P { uint K, N, y_rs, E, xdiv, mat, use_wts; } p;
 const uint NB = 8u;  // ops/moe.cpp kMoeMaxBlocks
 uint blk, wbase, moe_count;
 #else

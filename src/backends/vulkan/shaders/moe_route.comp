@@ -3,12 +3,11 @@
 // router GEMV does not route in its last workgroup (ops/moe.cpp RouteInRouterGemv).
 //   logits: [R, E]; bias: [E]; ids, weights: [R, top_k]
 #include "common.glsl"
-#include "chain.glsl"
 layout(local_size_x = 64) in;
-layout(binding = 0) ES_COHERENT readonly buffer L { float logits[]; };
-layout(binding = 1) ES_COHERENT readonly buffer Bs { float bias[]; };
-layout(binding = 2) ES_COHERENT writeonly buffer Ids { int ids[]; };
-layout(binding = 3) ES_COHERENT writeonly buffer Wt { float wts[]; };
+layout(binding = 0) readonly buffer L { float logits[]; };
+layout(binding = 1) readonly buffer Bs { float bias[]; };
+layout(binding = 2) writeonly buffer Ids { int ids[]; };
+layout(binding = 3) writeonly buffer Wt { float wts[]; };
 #define RT_WG 64u
 #define RT_P p.rt
 #define RT_LOGIT(r, e) logits[(r) * p.rt.E + (e)]
@@ -20,10 +19,10 @@ layout(binding = 3) ES_COHERENT writeonly buffer Wt { float wts[]; };
 layout(push_constant) uniform P {
   uint R;
   RouteParams rt;
-ES_CHAIN_PC } p;
+} p;
 #include "moe_route.glsl"
 
-void ES_MAIN() {
+void main() {
   const uint r = gl_WorkGroupID.x;
   if (r >= p.R) return;
   MoeRouteRow(r, gl_LocalInvocationID.x);

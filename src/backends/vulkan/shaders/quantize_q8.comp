@@ -10,17 +10,16 @@
 // a time. A folded norm quantizes g ⊙ x (the same int8 levels as the normed values, the scale
 // 1/inv larger), takes Σx² on the same pass, then scales its blocks' (d, d·Σq) by inv.
 #include "common.glsl"
-#include "chain.glsl"
 layout(local_size_x = 128) in;
-layout(binding = 0) ES_COHERENT readonly buffer X { vec4 x4[]; };
-layout(binding = 1) ES_COHERENT readonly buffer G { vec4 g4[]; };
+layout(binding = 0) readonly buffer X { vec4 x4[]; };
+layout(binding = 1) readonly buffer G { vec4 g4[]; };
 #define QX_X4 1  // quant_x.glsl's QuantizeXBlock over x4, g4
 #include "quant_x.glsl"
-layout(binding = 2) ES_COHERENT writeonly buffer Q { uvec4 q4[]; };
-layout(binding = 3) ES_COHERENT buffer DS { vec2 ds[]; };  // read back by a folded norm
-layout(push_constant) uniform P { uint K, x_rs, norm; float eps; ES_CHAIN_PC } p;
+layout(binding = 2) writeonly buffer Q { uvec4 q4[]; };
+layout(binding = 3) buffer DS { vec2 ds[]; };  // read back by a folded norm
+layout(push_constant) uniform P { uint K, x_rs, norm; float eps; } p;
 
-void ES_MAIN() {
+void main() {
   const uint r = gl_WorkGroupID.x, tid = gl_LocalInvocationID.x;
   const uint xo = r * p.x_rs / 4u, nb = p.K / 32u;
   const uint b0 = gl_WorkGroupID.y * 128u + tid, step = gl_NumWorkGroups.y * 128u;

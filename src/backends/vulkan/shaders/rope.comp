@@ -4,13 +4,12 @@
 // cs[r*half + i] = cos, cs[R*half + r*half + i] = sin; pairs as rope.glsl. Other dims are copied.
 #include "common.glsl"
 #include "rope.glsl"
-#include "chain.glsl"
 layout(local_size_x = 256) in;
-layout(binding = 0) ES_COHERENT readonly buffer X { float x[]; };
-layout(binding = 1) ES_COHERENT readonly buffer B { float cs[]; };
-layout(binding = 2) ES_COHERENT writeonly buffer O { float o[]; };
-layout(push_constant) uniform P { uint R, H, hd, off, half_, neox, cs_off; ES_CHAIN_PC } p;
-void ES_MAIN() {
+layout(binding = 0) readonly buffer X { float x[]; };
+layout(binding = 1) readonly buffer B { float cs[]; };
+layout(binding = 2) writeonly buffer O { float o[]; };
+layout(push_constant) uniform P { uint R, H, hd, off, half_, neox, cs_off; } p;
+void main() {
   const uint idx = FlatGroup() * 256u + gl_LocalInvocationID.x;
   if (idx >= p.R * p.H * p.hd) return;
   const uint d = idx % p.hd, r = idx / (p.H * p.hd);

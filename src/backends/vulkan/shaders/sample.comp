@@ -18,12 +18,11 @@
 // A row holding a NaN or infinite logit (before penalties) gets ids[r] = -1, which the host turns
 // into an error for that request (issue 23: NaN logits must not decode as some token forever).
 #include "common.glsl"
-#include "chain.glsl"
 layout(local_size_x = 256) in;
-layout(binding = 0) ES_COHERENT buffer X { float x[]; };
-layout(binding = 1) ES_COHERENT writeonly buffer I { int ids[]; };
-layout(binding = 2) ES_COHERENT readonly buffer S { uint sp[]; };
-layout(push_constant) uniform P { uint C, R, cap; ES_CHAIN_PC } p;
+layout(binding = 0) buffer X { float x[]; };
+layout(binding = 1) writeonly buffer I { int ids[]; };
+layout(binding = 2) readonly buffer S { uint sp[]; };
+layout(push_constant) uniform P { uint C, R, cap; } p;
 const uint WG = 256u;
 const float kNegInf = -1.0 / 0.0;
 
@@ -80,7 +79,7 @@ uint CountReduce(uint v) {
   return su[0];
 }
 
-void ES_MAIN() {
+void main() {
   const uint r = FlatGroup(), tid = gl_LocalInvocationID.x;
   if (r >= p.R) return;
   const uint base = r * p.C, h = 12u * r;

@@ -3,12 +3,11 @@
 // activations for matmul_gemm_cm2.comp (X_F16); the n4 - n4_in groups of 4 after the input's are
 // zeros (the padding rows of a tile).
 #include "common.glsl"
-#include "chain.glsl"
 layout(local_size_x = 256) in;
-layout(binding = 0) ES_COHERENT readonly buffer I { vec4 x4[]; };
-layout(binding = 1) ES_COHERENT writeonly buffer O { uvec2 o2[]; };
-layout(push_constant) uniform P { uint n4, n4_in; ES_CHAIN_PC } p;
-void ES_MAIN() {
+layout(binding = 0) readonly buffer I { vec4 x4[]; };
+layout(binding = 1) writeonly buffer O { uvec2 o2[]; };
+layout(push_constant) uniform P { uint n4, n4_in; } p;
+void main() {
   const uint i = FlatGroup() * 256u + gl_LocalInvocationID.x;
   if (i >= p.n4) return;
   const vec4 v = i < p.n4_in ? x4[i] : vec4(0.0);
