@@ -1,6 +1,9 @@
 // The CPU backend's fusions (cpu/fusion_caps.h, graph/passes/fusions.h) against the plain graph:
 //   - MatMulPair (the dual gate/up GEMV's x quantized once) gives each output the bits of MatMul,
 //     every weight type, odd R, K blocks and N;
+//   - MatMulEpi / MatMulPairEpi (the fused epilogues) call their epilogue exactly once for every
+//     output, each time on outputs that already hold MatMul's bits (GEMV, skinny GEMM, GEMM of
+//     more than one task of rows and columns, partial groups of 8), and what it writes stays;
 //   - models run fused and plain (CreateCpuBackend's `fuse`) give the same logits bit for bit
 //     (every fused op keeps its decomposition's arithmetic: the residual add commutes, the SwiGLU,
 //     the norm and the rope are the nodes' own row functions), for prefill chunks of 13 rows
@@ -11,13 +14,16 @@
 //     run has none.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstring>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <vector>
 
 #include "backends/cpu/kernels/matmul.h"
 #include "edgeseek/internal/backends/backend.h"
+#include "edgeseek/internal/core/error.h"
 #include "edgeseek/internal/formats/quant_policy.h"
 #include "edgeseek/internal/runtime/model.h"
 #include "edgeseek/internal/runtime/quality.h"
@@ -64,6 +70,126 @@ std::vector<DType> PairTypes() {
 
 INSTANTIATE_TEST_SUITE_P(Types, CpuMatMulPair, ::testing::ValuesIn(PairTypes()),
                          [](const auto& info) { return std::string(Name(info.param)); });
+
+// The epilogue calls of one MatMulEpi / MatMulPairEpi: per output how many calls covered it, and
+// whether the outputs of every call already held the reference bits (ys[i] against refs[i]) when
+// it was called. The epilogue then writes y = 2 y + 1 (a pair: both), which must stay.
+struct EpiRecorder {
+  int64_t R, N, ldy;
+  std::vector<float*> ys;
+  std::vector<const float*> refs;
+  std::mutex mu;
+  std::vector<int> calls;  // [R, N]
+  int64_t bad_ranges = 0, early = 0;
+
+  EpiRecorder(int64_t r, int64_t n, int64_t l) : R(r), N(n), ldy(l), calls(size_t(r * n), 0) {}
+  cpu::MatMulEpilogue Fn() {
+    return [this](int64_t r0, int64_t r1, int64_t n0, int64_t n1) {
+      std::lock_guard<std::mutex> lock(mu);
+      if (r0 < 0 || r0 >= r1 || r1 > R || n0 < 0 || n0 >= n1 || n1 > N) {
+        ++bad_ranges;
+        return;
+      }
+      for (int64_t r = r0; r < r1; ++r)
+        for (int64_t c = n0; c < n1; ++c) {
+          ++calls[size_t(r * N + c)];
+          for (size_t i = 0; i < ys.size(); ++i) {
+            float& v = ys[i][r * ldy + c];
+            if (std::memcmp(&v, &refs[i][r * ldy + c], 4) != 0) ++early;
+            v = 2.0f * v + 1.0f;
+          }
+        }
+    };
+  }
+  // Every output in exactly one call, each call's outputs final, and y = 2 ref + 1 after it.
+  void Check(const std::string& what) const {
+    EXPECT_EQ(bad_ranges, 0) << what;
+    EXPECT_EQ(early, 0) << what << ": outputs not yet MatMul's when the epilogue ran";
+    int64_t wrong = 0;
+    for (int v : calls) wrong += v != 1;
+    EXPECT_EQ(wrong, 0) << what << ": outputs not in exactly one epilogue call";
+    for (size_t i = 0; i < ys.size(); ++i)
+      for (int64_t r = 0; r < R; ++r)
+        for (int64_t c = 0; c < ldy; ++c) {
+          const float want = c < N ? 2.0f * refs[i][r * ldy + c] + 1.0f : -1.0f;
+          ASSERT_EQ(0, std::memcmp(&ys[i][r * ldy + c], &want, 4))
+              << what << " output " << i << " r=" << r << " c=" << c;
+        }
+  }
+};
+
+class CpuMatMulEpi : public ::testing::TestWithParam<DType> {};
+
+TEST_P(CpuMatMulEpi, CallsItOnceForEveryFinishedOutput) {
+  const DType type = GetParam();
+  ThreadPool pool(2);
+  struct Shape {
+    int64_t R, blocks, N;  // K = blocks · the type's block (or 32 for dense types)
+  };
+  const int64_t be = IsQuantized(type) ? BlockElems(type) : 32;
+  // R = 1 (GEMV), 2..4 (the skinny GEMM), more (GEMM; 133 rows: two tasks of rows of the lane
+  // kernels); N = 1, partial groups of 8, several tasks of columns.
+  for (const Shape& s :
+       {Shape{1, 1, 1}, Shape{1, 5, 37}, Shape{2, 3, 13}, Shape{3, 2, 70}, Shape{4, 3, 9},
+        Shape{5, 7, 70}, Shape{9, 2, 33}, Shape{17, 3, 8}, Shape{133, 1, 77}}) {
+    const int64_t R = s.R, K = s.blocks * be, N = s.N;
+    const std::string what = std::string(Name(type)) + " R=" + std::to_string(R) +
+                             " K=" + std::to_string(K) + " N=" + std::to_string(N);
+    const auto wa = test::RandomWeights(type, N, K, uint64_t(K + N));
+    const auto wb = test::RandomWeights(type, N, K, uint64_t(K + N + 1));
+    const auto x = test::RandomFloats(size_t(R * K), uint64_t(R), 1.0f);
+    const auto bias = test::RandomFloats(size_t(N), uint64_t(N), 1.0f);
+    const int64_t ldy = N + 3;  // a stride past N, which no call may touch
+    std::vector<float> ya(size_t(R * ldy), -1.0f), yb = ya, ra = ya, rb = ya;
+    cpu::MatMul(x.data(), R, K, wa.bytes.data(), type, N, bias.data(), ra.data(), ldy, pool);
+    {
+      EpiRecorder rec(R, N, ldy);
+      rec.ys = {ya.data()};
+      rec.refs = {ra.data()};
+      cpu::MatMulEpi(x.data(), R, K, wa.bytes.data(), type, N, bias.data(), ya.data(), ldy,
+                     rec.Fn(), pool);
+      rec.Check("MatMulEpi " + what);
+    }
+    cpu::MatMul(x.data(), R, K, wa.bytes.data(), type, N, nullptr, ra.data(), ldy, pool);
+    cpu::MatMul(x.data(), R, K, wb.bytes.data(), type, N, nullptr, rb.data(), ldy, pool);
+    std::fill(ya.begin(), ya.end(), -1.0f);
+    EpiRecorder rec(R, N, ldy);
+    rec.ys = {ya.data(), yb.data()};
+    rec.refs = {ra.data(), rb.data()};
+    cpu::MatMulPairEpi(x.data(), R, K, wa.bytes.data(), wb.bytes.data(), type, N, ya.data(),
+                       yb.data(), ldy, rec.Fn(), pool);
+    rec.Check("MatMulPairEpi " + what);
+  }
+}
+
+std::vector<DType> EpiTypes() {
+  std::vector<DType> t = PairTypes();
+  t.push_back(DType::kI4F);
+  return t;
+}
+
+INSTANTIATE_TEST_SUITE_P(Types, CpuMatMulEpi, ::testing::ValuesIn(EpiTypes()),
+                         [](const auto& info) { return std::string(Name(info.param)); });
+
+TEST(CpuMatMulEpiArgs, RejectsAnEmptyEpilogueAndBadShapes) {
+  ThreadPool pool(2);
+  const auto w = test::RandomWeights(DType::kQ4_0, 8, 32, 1);
+  const auto x = test::RandomFloats(32, 2, 1.0f);
+  std::vector<float> y(8), y2(8);
+  EXPECT_THROW(cpu::MatMulEpi(x.data(), 1, 32, w.bytes.data(), DType::kQ4_0, 8, nullptr, y.data(),
+                              8, cpu::MatMulEpilogue(), pool),
+               Error);
+  EXPECT_THROW(cpu::MatMulPairEpi(x.data(), 1, 32, w.bytes.data(), w.bytes.data(), DType::kQ4_0, 8,
+                                  y.data(), y2.data(), 8, cpu::MatMulEpilogue(), pool),
+               Error);
+  const cpu::MatMulEpilogue epi = [](int64_t, int64_t, int64_t, int64_t) {};
+  EXPECT_THROW(cpu::MatMulEpi(x.data(), 1, 32, w.bytes.data(), DType::kQ4_0, 8, nullptr, y.data(),
+                              7, epi, pool),
+               Error);  // ldy < N
+  EXPECT_THROW(cpu::MatMulPairEpi(x.data(), 1, 16, w.bytes.data(), w.bytes.data(), DType::kQ4_0, 8,
+                                  y.data(), y2.data(), 8, epi, pool),
+               Error);  // K not a multiple of the block
+}
 
 // Sizes that are no multiple of 64 (the column blocks) nor of 8 (a group of the lane kernels).
 const char* const kQwen2Config = R"({"architectures":["Qwen2ForCausalLM"],"model_type":"qwen2",

@@ -31,6 +31,7 @@
 #include <cstdint>
 #include <cstring>
 
+#include "cpu/kernels/matmul.h"
 #include "cpu/kernels/scratch.h"
 #include "edgeseek/internal/core/thread_pool.h"
 #include "hwy/highway.h"
@@ -127,9 +128,11 @@ HWY_INLINE void DotRows(DF df, const float* HWY_RESTRICT xpad, const WT* HWY_RES
 }
 
 // y[0, n] for all n: columns split over threads in contiguous ranges of kGemvCols.
+// epi (or null): each group's outputs as they are written.
 template <class WT>
 void Gemv(const float* HWY_RESTRICT x, size_t K, const WT* HWY_RESTRICT w, size_t N,
-          const float* HWY_RESTRICT bias, float* HWY_RESTRICT y, ThreadPool& pool) {
+          const float* HWY_RESTRICT bias, float* HWY_RESTRICT y, ThreadPool& pool,
+          const MatMulEpilogue* epi) {
   constexpr int kGemvCols = 8;
   const DF df;
   const size_t L = hn::Lanes(df);
@@ -150,6 +153,7 @@ void Gemv(const float* HWY_RESTRICT x, size_t K, const WT* HWY_RESTRICT w, size_
         for (size_t c = 0; c < nc; ++c) DotRows<1>(d, xpad, w + (n0 + c) * K, K, K, out + c);
       }
       for (size_t c = 0; c < nc; ++c) y[n0 + c] = out[c] + (bias ? bias[n0 + c] : 0.0f);
+      if (epi) (*epi)(0, 1, int64_t(n0), int64_t(n0 + nc));
     }
   });
 }
@@ -262,10 +266,12 @@ HWY_INLINE void PanelRowTiles(DF df, const float* xp, const float* wp, size_t st
   }
 }
 
-// y[r, n] for all r < R, n < N; one task = (column block, row block).
+// y[r, n] for all r < R, n < N; one task = (column block, row block); epi (or null): each
+// task's outputs when it is done.
 template <class WT>
 void Gemm(const float* HWY_RESTRICT x, size_t R, size_t K, const WT* HWY_RESTRICT w, size_t N,
-          const float* HWY_RESTRICT bias, float* HWY_RESTRICT y, size_t ldy, ThreadPool& pool) {
+          const float* HWY_RESTRICT bias, float* HWY_RESTRICT y, size_t ldy, ThreadPool& pool,
+          const MatMulEpilogue* epi) {
   const DF df0;
   const size_t L = hn::Lanes(df0);
   const size_t Kp = (K + L - 1) / L * L;
@@ -319,6 +325,7 @@ void Gemm(const float* HWY_RESTRICT x, size_t R, size_t K, const WT* HWY_RESTRIC
               ReduceLanes(df, hn::Load(df, acc + (r * kNC + c) * L)) + (bias ? bias[n0 + c] : 0.0f);
         }
       }
+      if (epi) (*epi)(int64_t(r0), int64_t(r0 + rc), int64_t(n0), int64_t(n0 + nc));
     }
   });
 }

@@ -39,44 +39,48 @@ namespace HWY_NAMESPACE {
 
 template <class WT>
 void DenseT(const float* x, size_t R, size_t K, const void* w, size_t N, const float* bias,
-            float* y, size_t ldy, ThreadPool& pool) {
+            float* y, size_t ldy, ThreadPool& pool, const MatMulEpilogue* epi) {
   const WT* wt = static_cast<const WT*>(w);
   if (R == 1) {
-    Gemv(x, K, wt, N, bias, y, pool);
+    Gemv(x, K, wt, N, bias, y, pool, epi);
   } else {
-    Gemm(x, R, K, wt, N, bias, y, ldy, pool);
+    Gemm(x, R, K, wt, N, bias, y, ldy, pool, epi);
   }
 }
 
+// epi: MatMulEpilogue, or null.
 void MatMulT(const float* x, int64_t R, int64_t K, const void* w, DType wtype, int64_t N,
-             const float* bias, float* y, int64_t ldy, ThreadPool& pool) {
+             const float* bias, float* y, int64_t ldy, ThreadPool& pool,
+             const MatMulEpilogue* epi) {
   switch (wtype) {
     case DType::kF32:
-      return DenseT<float>(x, R, K, w, N, bias, y, ldy, pool);
+      return DenseT<float>(x, R, K, w, N, bias, y, ldy, pool, epi);
     case DType::kF16:
-      return DenseT<hwy::float16_t>(x, R, K, w, N, bias, y, ldy, pool);
+      return DenseT<hwy::float16_t>(x, R, K, w, N, bias, y, ldy, pool, epi);
     case DType::kBF16:
-      return DenseT<hwy::bfloat16_t>(x, R, K, w, N, bias, y, ldy, pool);
+      return DenseT<hwy::bfloat16_t>(x, R, K, w, N, bias, y, ldy, pool, epi);
     case DType::kI4F:  // f32 activations (matmul_i4f-inl.h)
       return I4FMatMul(x, size_t(R), size_t(K), static_cast<const BlockI4F*>(w), size_t(N), bias, y,
-                       size_t(ldy), pool);
+                       size_t(ldy), pool, epi);
     default:
-      return QuantMatMul(x, R, K, w, wtype, N, bias, y, ldy, pool);
+      return QuantMatMul(x, R, K, w, wtype, N, bias, y, ldy, pool, epi);
   }
 }
 
 void MatMulPairT(const float* x, int64_t R, int64_t K, const void* wa, const void* wb, DType wtype,
-                 int64_t N, float* ya, float* yb, int64_t ldy, ThreadPool& pool) {
+                 int64_t N, float* ya, float* yb, int64_t ldy, ThreadPool& pool,
+                 const MatMulEpilogue* epi) {
   switch (wtype) {
     case DType::kF32:
     case DType::kF16:
     case DType::kBF16:
     case DType::kI4F:  // f32 activations: nothing to share
-      MatMulT(x, R, K, wa, wtype, N, nullptr, ya, ldy, pool);
-      MatMulT(x, R, K, wb, wtype, N, nullptr, yb, ldy, pool);
+      MatMulT(x, R, K, wa, wtype, N, nullptr, ya, ldy, pool, nullptr);
+      MatMulT(x, R, K, wb, wtype, N, nullptr, yb, ldy, pool, nullptr);
+      if (epi) EpilogueRegion(size_t(R), size_t(N), *epi, pool);
       return;
     default:
-      return QuantMatMulPair(x, R, K, wa, wb, wtype, N, ya, yb, ldy, pool);
+      return QuantMatMulPair(x, R, K, wa, wb, wtype, N, ya, yb, ldy, pool, epi);
   }
 }
 
@@ -105,28 +109,50 @@ bool MatMulSupports(DType wtype) {
   }
 }
 
+namespace {
+
+// The argument checks of the entry points (`what`: the caller's name in the message).
+void CheckShape(const char* what, DType wtype, int64_t R, int64_t K, int64_t N, int64_t ldy) {
+  ES_CHECK(MatMulSupports(wtype), what, ": weight type ", Name(wtype),
+           " is not supported by the CPU kernels");
+  ES_CHECK(R >= 0 && K >= 0 && N >= 0, what, ": negative shape R=", R, " K=", K, " N=", N);
+  ES_CHECK(ldy >= N, what, ": ldy=", ldy, " is smaller than N=", N);
+  ES_CHECK(K % BlockElems(wtype) == 0, what, ": K=", K, " is not a multiple of the ", Name(wtype),
+           " block size ", BlockElems(wtype));
+}
+
+}  // namespace
+
 void MatMul(const float* x, int64_t R, int64_t K, const void* w, DType wtype, int64_t N,
             const float* bias, float* y, int64_t ldy, ThreadPool& pool) {
-  ES_CHECK(MatMulSupports(wtype), "MatMul: weight type ", Name(wtype),
-           " is not supported by the CPU kernels");
-  ES_CHECK(R >= 0 && K >= 0 && N >= 0, "MatMul: negative shape R=", R, " K=", K, " N=", N);
-  ES_CHECK(ldy >= N, "MatMul: ldy=", ldy, " is smaller than N=", N);
-  ES_CHECK(K % BlockElems(wtype) == 0, "MatMul: K=", K, " is not a multiple of the ", Name(wtype),
-           " block size ", BlockElems(wtype));
+  CheckShape("MatMul", wtype, R, K, N, ldy);
   if (R == 0 || N == 0) return;
-  HWY_DYNAMIC_DISPATCH(MatMulT)(x, R, K, w, wtype, N, bias, y, ldy, pool);
+  HWY_DYNAMIC_DISPATCH(MatMulT)(x, R, K, w, wtype, N, bias, y, ldy, pool, nullptr);
+}
+
+void MatMulEpi(const float* x, int64_t R, int64_t K, const void* w, DType wtype, int64_t N,
+               const float* bias, float* y, int64_t ldy, const MatMulEpilogue& epi,
+               ThreadPool& pool) {
+  CheckShape("MatMulEpi", wtype, R, K, N, ldy);
+  ES_CHECK(bool(epi), "MatMulEpi: no epilogue (MatMul runs none)");
+  if (R == 0 || N == 0) return;
+  HWY_DYNAMIC_DISPATCH(MatMulT)(x, R, K, w, wtype, N, bias, y, ldy, pool, &epi);
 }
 
 void MatMulPair(const float* x, int64_t R, int64_t K, const void* wa, const void* wb, DType wtype,
                 int64_t N, float* ya, float* yb, int64_t ldy, ThreadPool& pool) {
-  ES_CHECK(MatMulSupports(wtype), "MatMulPair: weight type ", Name(wtype),
-           " is not supported by the CPU kernels");
-  ES_CHECK(R >= 0 && K >= 0 && N >= 0, "MatMulPair: negative shape R=", R, " K=", K, " N=", N);
-  ES_CHECK(ldy >= N, "MatMulPair: ldy=", ldy, " is smaller than N=", N);
-  ES_CHECK(K % BlockElems(wtype) == 0, "MatMulPair: K=", K, " is not a multiple of the ",
-           Name(wtype), " block size ", BlockElems(wtype));
+  CheckShape("MatMulPair", wtype, R, K, N, ldy);
   if (R == 0 || N == 0) return;
-  HWY_DYNAMIC_DISPATCH(MatMulPairT)(x, R, K, wa, wb, wtype, N, ya, yb, ldy, pool);
+  HWY_DYNAMIC_DISPATCH(MatMulPairT)(x, R, K, wa, wb, wtype, N, ya, yb, ldy, pool, nullptr);
+}
+
+void MatMulPairEpi(const float* x, int64_t R, int64_t K, const void* wa, const void* wb,
+                   DType wtype, int64_t N, float* ya, float* yb, int64_t ldy,
+                   const MatMulEpilogue& epi, ThreadPool& pool) {
+  CheckShape("MatMulPairEpi", wtype, R, K, N, ldy);
+  ES_CHECK(bool(epi), "MatMulPairEpi: no epilogue (MatMulPair runs none)");
+  if (R == 0 || N == 0) return;
+  HWY_DYNAMIC_DISPATCH(MatMulPairT)(x, R, K, wa, wb, wtype, N, ya, yb, ldy, pool, &epi);
 }
 
 const char* SimdTargetName() {

@@ -96,9 +96,11 @@ constexpr size_t kI4FCols = 4;  // columns decoded together
 constexpr size_t kI4FNC = 32;   // columns per task
 constexpr size_t kI4FRC = 32;   // rows per task
 
-// y [R, N] (row stride ldy) = x [R, K] · wᵀ (+ bias), w N rows of K / 32 blocks.
+// y [R, N] (row stride ldy) = x [R, K] · wᵀ (+ bias), w N rows of K / 32 blocks; epi (or null):
+// each task's outputs when it is done.
 inline void I4FMatMul(const float* x, size_t R, size_t K, const BlockI4F* w, size_t N,
-                      const float* bias, float* y, size_t ldy, ThreadPool& pool) {
+                      const float* bias, float* y, size_t ldy, ThreadPool& pool,
+                      const MatMulEpilogue* epi) {
   const size_t nb = K / kQK;
   const TaskGrid<kI4FRC, kI4FNC> tasks(R, N);
   pool.ParallelFor(int64_t(tasks.Count()), [&](int64_t t0, int64_t t1, int) {
@@ -120,6 +122,7 @@ inline void I4FMatMul(const float* x, size_t R, size_t K, const BlockI4F* w, siz
           for (size_t c = 0; c < nc; ++c) y[r * ldy + n + c] = out[c] + (bias ? bias[n + c] : 0.0f);
         }
       }
+      if (epi) (*epi)(int64_t(r0), int64_t(r1), int64_t(n0), int64_t(n1));
     }
   });
 }

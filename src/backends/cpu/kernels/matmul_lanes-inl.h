@@ -48,6 +48,7 @@
 #include <cstring>
 #include <vector>
 
+#include "cpu/kernels/matmul.h"
 #include "cpu/kernels/scratch.h"
 #include "cpu/kernels/task_grid.h"
 #include "edgeseek/internal/core/thread_pool.h"
@@ -620,17 +621,42 @@ struct LaneRawSource {
   }
 };
 
+// Where the outputs of one weight of a lane driver go: its group source (the GEMM's), bias (or
+// null) and y (row stride: the call's ldy). A pair (MatMulPair) has two, read by the same
+// quantized rows in one region: each group of columns of the first, then of the second.
+template <class Src>
+struct LaneOut {
+  Src source;
+  const float* bias;
+  float* y;
+};
+
+// Raw weights: N rows of nb blocks.
+template <class Kern>
+struct LaneRawOut {
+  const typename Kern::Block* w;
+  const float* bias;
+  float* y;
+};
+
+HWY_INLINE void LaneEpilogue(const MatMulEpilogue* epi, size_t r0, size_t r1, size_t n0,
+                             size_t n1) {
+  if (epi) (*epi)(int64_t(r0), int64_t(r1), int64_t(n0), int64_t(n1));
+}
+
 // GEMV (R = 1) of LaneMatMul and LanePackedMatMul: threads take contiguous ranges of 8-column
-// groups; group_dot(g, n, nc) is the 8 lanes of group g (columns n .. n + nc, nc = 8 but in the
-// last group) against activation row 0. A template so that group_dot inlines into the loop.
-template <class GroupDot>
-HWY_INLINE void LaneGemv(size_t N, const float* bias, float* y, ThreadPool& pool,
-                         const GroupDot& group_dot) {
+// groups; group(g, n, nc) writes the outputs of group g (columns n .. n + nc, nc = 8 but in the
+// last group) of every weight of the call, then epi gets them. A template so that group inlines
+// into the loop.
+template <class Group>
+HWY_INLINE void LaneGemv(size_t N, const MatMulEpilogue* epi, ThreadPool& pool,
+                         const Group& group) {
   const size_t groups = (N + kLaneCols - 1) / kLaneCols;
   pool.ParallelFor(int64_t(groups), [&](int64_t g0, int64_t g1, int) {
     for (size_t g = size_t(g0); g < size_t(g1); ++g) {
       const size_t n = g * kLaneCols, nc = std::min(kLaneCols, N - n);
-      LaneStore(group_dot(g, n, nc), bias ? bias + n : nullptr, nc, y + n);
+      group(g, n, nc);
+      LaneEpilogue(epi, 0, 1, n, n + nc);
     }
   });
 }
@@ -656,31 +682,43 @@ HWY_INLINE void LaneRowsTail(const LaneActs& acts, size_t r0, size_t rows, const
   for (size_t i = 0; i < rows; ++i) LaneStore(acc[i], bias, nc, y + i * ldy);
 }
 
+// Rows [r0, r1) against one group of 8 columns: 4-row register tiles, then the last 1..3 rows as
+// one tile (per row the same arithmetic as single rows); y at row r0 and the group's column.
+template <class Kern, class Src>
+HWY_INLINE void LaneGroupRows(const LaneActs& acts, size_t r0, size_t r1, const Src& src,
+                              const float* bias, size_t nc, float* y, size_t ldy) {
+  size_t r = r0;
+  __m256 acc[kLaneRowTile];
+  for (; r + kLaneRowTile <= r1; r += kLaneRowTile) {
+    Kern::template Rows<kLaneRowTile>(acts, r, src, acc);
+    for (size_t i = 0; i < kLaneRowTile; ++i) LaneStore(acc[i], bias, nc, y + (r - r0 + i) * ldy);
+  }
+  LaneRowsTail<Kern>(acts, r, r1 - r, src, bias, nc, y + (r - r0) * ldy, ldy);
+}
+
 // GEMM (R > 1) of LaneMatMul and LanePackedMatMul: one task per kLaneTaskRows × kLaneTaskCols
-// outputs; in a task, each group of 8 columns from `source` (LaneRawSource, LanePackedSource)
-// read by 4-row register tiles, then single rows.
-template <class Kern, class Source>
-void LaneGemm(const LaneActs& acts, size_t R, size_t N, const Source& source, const float* bias,
-              float* y, size_t ldy, ThreadPool& pool) {
+// outputs; in a task, each group of 8 columns of each weight from its source (LaneRawSource,
+// LanePackedSource) read by LaneGroupRows; epi gets the task's outputs when it is done.
+template <class Kern, class Source, size_t M>
+void LaneGemm(const LaneActs& acts, size_t R, size_t N, const LaneOut<Source> (&outs)[M],
+              size_t ldy, const MatMulEpilogue* epi, ThreadPool& pool) {
   const TaskGrid<kLaneTaskRows, kLaneTaskCols> tasks(R, N);
   pool.ParallelFor(int64_t(tasks.Count()), [&](int64_t t0, int64_t t1, int) {
-    const Source thread_source = source.ForThread();
+    // Raw sources of one kernel share the thread's panel: each group is interleaved and read
+    // before the next one is.
+    Source sources[M];
+    for (size_t o = 0; o < M; ++o) sources[o] = outs[o].source.ForThread();
     for (size_t t = size_t(t0); t < size_t(t1); ++t) {
       const auto [r0, r1, n0, n1] = tasks[t];
       for (size_t n = n0; n < n1; n += kLaneCols) {
         const size_t nc = std::min(kLaneCols, n1 - n);
-        const auto src = thread_source.Group(n, nc);
-        const float* bn = bias ? bias + n : nullptr;
-        size_t r = r0;
-        __m256 acc[kLaneRowTile];
-        for (; r + kLaneRowTile <= r1; r += kLaneRowTile) {
-          Kern::template Rows<kLaneRowTile>(acts, r, src, acc);
-          for (size_t i = 0; i < kLaneRowTile; ++i)
-            LaneStore(acc[i], bn, nc, y + (r + i) * ldy + n);
+        for (size_t o = 0; o < M; ++o) {
+          const float* bn = outs[o].bias ? outs[o].bias + n : nullptr;
+          LaneGroupRows<Kern>(acts, r0, r1, sources[o].Group(n, nc), bn, nc,
+                              outs[o].y + r0 * ldy + n, ldy);
         }
-        // The last 1..3 rows as one tile (per row the same arithmetic as single rows).
-        LaneRowsTail<Kern>(acts, r, r1 - r, src, bn, nc, y + r * ldy + n, ldy);
       }
+      LaneEpilogue(epi, r0, r1, n0, n1);
     }
   });
 }
@@ -692,61 +730,69 @@ void LaneGemm(const LaneActs& acts, size_t R, size_t N, const Source& source, co
 // step) made 2 rows cost 2.7x and 4 rows 3.7x one row on the 1.5B model; reading each weight
 // once per step is what batching is for. Per row the same arithmetic as the GEMV and GEMM, so
 // every output bit is unchanged.
-template <class Kern>
-void LaneSkinny(const LaneActs& acts, size_t R, size_t N, const typename Kern::Block* w,
-                const float* bias, float* y, size_t ldy, ThreadPool& pool) {
+template <class Kern, size_t M>
+void LaneSkinny(const LaneActs& acts, size_t R, size_t N, const LaneRawOut<Kern> (&outs)[M],
+                size_t ldy, const MatMulEpilogue* epi, ThreadPool& pool) {
   const size_t nb = acts.K / Kern::kBlockElems;  // weight blocks per row
   const size_t groups = (N + kLaneCols - 1) / kLaneCols;
   pool.ParallelFor(int64_t(groups), [&](int64_t g0, int64_t g1, int) {
     for (size_t g = size_t(g0); g < size_t(g1); ++g) {
       const size_t n = g * kLaneCols, nc = std::min(kLaneCols, N - n);
-      const typename Kern::RawSrc src{nc == kLaneCols ? w + n * nb : LanePaddedGroup(w, nb, n, nc),
-                                      nb};
-      const float* bn = bias ? bias + n : nullptr;
-      size_t r = 0;
-      for (; r + kLaneRowTile <= R; r += kLaneRowTile) {
-        __m256 acc[kLaneRowTile];
-        Kern::template Rows<kLaneRowTile>(acts, r, src, acc);
-        for (size_t i = 0; i < kLaneRowTile; ++i) LaneStore(acc[i], bn, nc, y + (r + i) * ldy + n);
+      for (size_t o = 0; o < M; ++o) {
+        const auto* w = outs[o].w;
+        const typename Kern::RawSrc src{
+            nc == kLaneCols ? w + n * nb : LanePaddedGroup(w, nb, n, nc), nb};
+        const float* bn = outs[o].bias ? outs[o].bias + n : nullptr;
+        LaneGroupRows<Kern>(acts, 0, R, src, bn, nc, outs[o].y + n, ldy);
       }
-      LaneRowsTail<Kern>(acts, r, R - r, src, bn, nc, y + r * ldy + n, ldy);
+      LaneEpilogue(epi, 0, R, n, n + nc);
     }
   });
 }
 
-// y = x · Wᵀ (+ bias) for the R rows of x already quantized in `acts` (QuantizeLaneActs).
-template <class Kern>
-void LaneMatMulActs(const LaneActs& acts, size_t R, const typename Kern::Block* w, size_t N,
-                    const float* bias, float* y, size_t ldy, ThreadPool& pool) {
+// y = x · Wᵀ (+ bias) of each weight in outs for the R rows of x already quantized in `acts`
+// (QuantizeLaneActs), then epi (or null) on the outputs as they are done.
+template <class Kern, size_t M>
+void LaneMatMulActs(const LaneActs& acts, size_t R, size_t N, const LaneRawOut<Kern> (&outs)[M],
+                    size_t ldy, const MatMulEpilogue* epi, ThreadPool& pool) {
   const size_t nb = acts.K / Kern::kBlockElems;  // weight blocks per row
   if (R == 1) {
     // Each group interleaved in registers from the raw rows (a partial one zero-padded first).
-    LaneGemv(N, bias, y, pool, [&](size_t, size_t n, size_t nc) {
-      return Kern::Gemv(acts, nc == kLaneCols ? w + n * nb : LanePaddedGroup(w, nb, n, nc), nb);
+    LaneGemv(N, epi, pool, [&](size_t, size_t n, size_t nc) {
+      for (size_t o = 0; o < M; ++o) {
+        const auto* w = outs[o].w;
+        const __m256 acc =
+            Kern::Gemv(acts, nc == kLaneCols ? w + n * nb : LanePaddedGroup(w, nb, n, nc), nb);
+        LaneStore(acc, outs[o].bias ? outs[o].bias + n : nullptr, nc, outs[o].y + n);
+      }
     });
     return;
   }
   if constexpr (requires { typename Kern::RawSrc; }) {
-    if (R <= kLaneSkinnyRows) return LaneSkinny<Kern>(acts, R, N, w, bias, y, ldy, pool);
+    if (R <= kLaneSkinnyRows) return LaneSkinny<Kern>(acts, R, N, outs, ldy, epi, pool);
   }
-  LaneGemm<Kern>(acts, R, N, LaneRawSource<Kern>{w, nb}, bias, y, ldy, pool);
+  LaneOut<LaneRawSource<Kern>> gemm[M];
+  for (size_t o = 0; o < M; ++o) gemm[o] = {{outs[o].w, nb}, outs[o].bias, outs[o].y};
+  LaneGemm<Kern>(acts, R, N, gemm, ldy, epi, pool);
 }
 
 template <class Kern>
 void LaneMatMul(const float* x, size_t R, size_t K, const typename Kern::Block* w, size_t N,
-                const float* bias, float* y, size_t ldy, ThreadPool& pool) {
-  LaneMatMulActs<Kern>(QuantizeLaneActs<Kern>(x, R, K, pool), R, w, N, bias, y, ldy, pool);
+                const float* bias, float* y, size_t ldy, ThreadPool& pool,
+                const MatMulEpilogue* epi = nullptr) {
+  const LaneRawOut<Kern> outs[1] = {{w, bias, y}};
+  LaneMatMulActs<Kern>(QuantizeLaneActs<Kern>(x, R, K, pool), R, N, outs, ldy, epi, pool);
 }
 
 // ya = x · Waᵀ and yb = x · Wbᵀ (two weights of one shape, no bias) with x quantized once for
-// both: each output is the bits LaneMatMul gives it (the same quantized rows, the same drivers).
+// both, in the regions of one LaneMatMul (each group of columns of wa, then of wb; epi after
+// both): each output is the bits LaneMatMul gives it (the same quantized rows, the same kernels).
 template <class Kern>
 void LaneMatMulPair(const float* x, size_t R, size_t K, const typename Kern::Block* wa,
                     const typename Kern::Block* wb, size_t N, float* ya, float* yb, size_t ldy,
-                    ThreadPool& pool) {
-  const LaneActs acts = QuantizeLaneActs<Kern>(x, R, K, pool);
-  LaneMatMulActs<Kern>(acts, R, wa, N, nullptr, ya, ldy, pool);
-  LaneMatMulActs<Kern>(acts, R, wb, N, nullptr, yb, ldy, pool);
+                    ThreadPool& pool, const MatMulEpilogue* epi = nullptr) {
+  const LaneRawOut<Kern> outs[2] = {{wa, nullptr, ya}, {wb, nullptr, yb}};
+  LaneMatMulActs<Kern>(QuantizeLaneActs<Kern>(x, R, K, pool), R, N, outs, ldy, epi, pool);
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -809,22 +855,25 @@ struct LanePackedSource {
   }
 };
 
-// y = x · Wᵀ (+ bias) from repacked weights: the drivers of LaneMatMul without the interleave.
+// y = x · Wᵀ (+ bias) from repacked weights: the drivers of LaneMatMul without the interleave;
+// epi (or null) as in LaneMatMul.
 template <class Kern>
 void LanePackedMatMul(const float* x, size_t R, size_t K, const uint8_t* packed, size_t N,
-                      const float* bias, float* y, size_t ldy, ThreadPool& pool) {
+                      const float* bias, float* y, size_t ldy, ThreadPool& pool,
+                      const MatMulEpilogue* epi = nullptr) {
   const size_t nb = K / kQK;
   const LaneActs acts = QuantizeLaneActs<Kern>(x, R, K, pool);
   if (R == 1) {
     // The panel row kernel with one row on the group as it lies in memory.
-    LaneGemv(N, bias, y, pool, [&](size_t g, size_t, size_t) {
+    LaneGemv(N, epi, pool, [&](size_t g, size_t n, size_t nc) {
       __m256 acc[1];
       Kern::template Rows<1>(acts, 0, LanePackedGroup<Kern>(packed, nb, g), acc);
-      return acc[0];
+      LaneStore(acc[0], bias ? bias + n : nullptr, nc, y + n);
     });
     return;
   }
-  LaneGemm<Kern>(acts, R, N, LanePackedSource<Kern>{packed, nb}, bias, y, ldy, pool);
+  const LaneOut<LanePackedSource<Kern>> outs[1] = {{{packed, nb}, bias, y}};
+  LaneGemm<Kern>(acts, R, N, outs, ldy, epi, pool);
 }
 
 }  // namespace HWY_NAMESPACE

@@ -693,7 +693,8 @@ HWY_NOINLINE void QuantPanelRow(const int8_t* HWY_RESTRICT xq, const float* HWY_
 // ---------------------------------------------------------------------------------------------
 // Driver: quantize the activation rows (in parallel over rows), then one task per (column block,
 // row block); inside a task, columns in groups of kQuantCols and every row of the block against
-// each group — on x86 with R > 1 through a panel decoded once per group of columns.
+// each group — on x86 with R > 1 through a panel decoded once per group of columns. epi (or null):
+// each task's outputs when it is done.
 
 constexpr size_t kQuantCols = 4;
 constexpr size_t kQuantNC = 32;  // columns per task
@@ -701,7 +702,7 @@ constexpr size_t kQuantRC = 32;  // rows per task
 
 template <class Block>
 void QuantMatMulT(const float* x, size_t R, size_t K, const Block* w, size_t N, const float* bias,
-                  float* y, size_t ldy, ThreadPool& pool) {
+                  float* y, size_t ldy, ThreadPool& pool, const MatMulEpilogue* epi) {
   constexpr bool kWide = std::is_same_v<Block, BlockQ8_0>;  // int16 activations
   const size_t groups = K / kQK;                            // per row
   const size_t nb = groups / QuantTraits<Block>::kGroups;   // weight blocks per row
@@ -776,17 +777,22 @@ void QuantMatMulT(const float* x, size_t R, size_t K, const Block* w, size_t N, 
           }
         }
       }
+      if (epi) (*epi)(int64_t(r0), int64_t(r1), int64_t(n0), int64_t(n1));
     }
   });
 }
 
+// epi (or null): MatMulEpilogue, in the kernels' regions but on ARM64 (a region of its own).
 inline void QuantMatMul(const float* x, int64_t R, int64_t K, const void* w, DType wtype, int64_t N,
-                        const float* bias, float* y, int64_t ldy, ThreadPool& pool) {
+                        const float* bias, float* y, int64_t ldy, ThreadPool& pool,
+                        const MatMulEpilogue* epi = nullptr) {
   const size_t r = size_t(R), k = size_t(K), n = size_t(N), l = size_t(ldy);
 #if HWY_ARCH_ARM_A64
   // ARM64, every Highway target: the NEON / dotprod / i8mm kernels (matmul_quant_arm.cpp).
   if (ArmQuantMatMulSupports(wtype)) {
-    return ArmQuantMatMul(ArmQuantPathActive(), x, R, K, w, wtype, N, bias, y, ldy, pool);
+    ArmQuantMatMul(ArmQuantPathActive(), x, R, K, w, wtype, N, bias, y, ldy, pool);
+    if (epi) EpilogueRegion(r, n, *epi, pool);
+    return;
   }
 #endif
   const bool known = DispatchBlockType(wtype, [&](auto tag) {
@@ -796,31 +802,32 @@ inline void QuantMatMul(const float* x, int64_t R, int64_t K, const void* w, DTy
     // Q8_0, Q4_0, Q4_K, Q5_K and Q6_K: the column-lane kernels (matmul_lanes-inl.h,
     // matmul_lanes_k-inl.h).
     if constexpr (std::is_same_v<Block, BlockQ8_0>) {
-      return LaneMatMul<Q80Kernel>(x, r, k, wb, n, bias, y, l, pool);
+      return LaneMatMul<Q80Kernel>(x, r, k, wb, n, bias, y, l, pool, epi);
     } else if constexpr (std::is_same_v<Block, BlockQ4_0>) {
-      return LaneMatMul<Q40Kernel>(x, r, k, wb, n, bias, y, l, pool);
+      return LaneMatMul<Q40Kernel>(x, r, k, wb, n, bias, y, l, pool, epi);
     } else if constexpr (std::is_same_v<Block, BlockQ4_K>) {
-      return LaneMatMul<Q4KKernel>(x, r, k, wb, n, bias, y, l, pool);
+      return LaneMatMul<Q4KKernel>(x, r, k, wb, n, bias, y, l, pool, epi);
     } else if constexpr (std::is_same_v<Block, BlockQ5_K>) {
-      return LaneMatMul<Q5KKernel>(x, r, k, wb, n, bias, y, l, pool);
+      return LaneMatMul<Q5KKernel>(x, r, k, wb, n, bias, y, l, pool, epi);
     } else if constexpr (std::is_same_v<Block, BlockQ6_K>) {
-      return LaneMatMul<Q6KKernel>(x, r, k, wb, n, bias, y, l, pool);
+      return LaneMatMul<Q6KKernel>(x, r, k, wb, n, bias, y, l, pool, epi);
     } else {
-      return QuantMatMulT(x, r, k, wb, n, bias, y, l, pool);
+      return QuantMatMulT(x, r, k, wb, n, bias, y, l, pool, epi);
     }
 #else
-    return QuantMatMulT(x, r, k, wb, n, bias, y, l, pool);
+    return QuantMatMulT(x, r, k, wb, n, bias, y, l, pool, epi);
 #endif
   });
   if (!known) Fail("MatMul: weight type ", Name(wtype), " is not supported by the CPU kernels");
 }
 
 // ya = x · Waᵀ, yb = x · Wbᵀ (matmul.h MatMulPair). The x86 column-lane types quantize x once
-// for both; the others (and ARM64) run QuantMatMul twice. Either way each output has the bits
+// for both and run them in the same regions (epi, or null, in them); the others (and ARM64) run
+// QuantMatMul twice, then epi as a region of its own. Either way each output has the bits
 // QuantMatMul gives it.
 inline void QuantMatMulPair(const float* x, int64_t R, int64_t K, const void* wa, const void* wb,
                             DType wtype, int64_t N, float* ya, float* yb, int64_t ldy,
-                            ThreadPool& pool) {
+                            ThreadPool& pool, const MatMulEpilogue* epi = nullptr) {
 #if ES_QUANT_X86
   const size_t r = size_t(R), k = size_t(K), n = size_t(N), l = size_t(ldy);
   bool done = false;
@@ -829,15 +836,15 @@ inline void QuantMatMulPair(const float* x, int64_t R, int64_t K, const void* wa
     const Block *a = static_cast<const Block*>(wa), *b = static_cast<const Block*>(wb);
     done = true;
     if constexpr (std::is_same_v<Block, BlockQ8_0>) {
-      LaneMatMulPair<Q80Kernel>(x, r, k, a, b, n, ya, yb, l, pool);
+      LaneMatMulPair<Q80Kernel>(x, r, k, a, b, n, ya, yb, l, pool, epi);
     } else if constexpr (std::is_same_v<Block, BlockQ4_0>) {
-      LaneMatMulPair<Q40Kernel>(x, r, k, a, b, n, ya, yb, l, pool);
+      LaneMatMulPair<Q40Kernel>(x, r, k, a, b, n, ya, yb, l, pool, epi);
     } else if constexpr (std::is_same_v<Block, BlockQ4_K>) {
-      LaneMatMulPair<Q4KKernel>(x, r, k, a, b, n, ya, yb, l, pool);
+      LaneMatMulPair<Q4KKernel>(x, r, k, a, b, n, ya, yb, l, pool, epi);
     } else if constexpr (std::is_same_v<Block, BlockQ5_K>) {
-      LaneMatMulPair<Q5KKernel>(x, r, k, a, b, n, ya, yb, l, pool);
+      LaneMatMulPair<Q5KKernel>(x, r, k, a, b, n, ya, yb, l, pool, epi);
     } else if constexpr (std::is_same_v<Block, BlockQ6_K>) {
-      LaneMatMulPair<Q6KKernel>(x, r, k, a, b, n, ya, yb, l, pool);
+      LaneMatMulPair<Q6KKernel>(x, r, k, a, b, n, ya, yb, l, pool, epi);
     } else {
       done = false;
     }
@@ -846,6 +853,7 @@ inline void QuantMatMulPair(const float* x, int64_t R, int64_t K, const void* wa
 #endif
   QuantMatMul(x, R, K, wa, wtype, N, nullptr, ya, ldy, pool);
   QuantMatMul(x, R, K, wb, wtype, N, nullptr, yb, ldy, pool);
+  if (epi) EpilogueRegion(size_t(R), size_t(N), *epi, pool);
 }
 
 }  // namespace HWY_NAMESPACE

@@ -72,15 +72,17 @@ void RepackInto(const void* w, DType type, int64_t N, int64_t K, uint8_t* out, T
 }
 
 void PackedMatMulT(const float* x, int64_t R, int64_t K, const uint8_t* packed, DType type,
-                   int64_t N, const float* bias, float* y, int64_t ldy, ThreadPool& pool) {
+                   int64_t N, const float* bias, float* y, int64_t ldy, ThreadPool& pool,
+                   const MatMulEpilogue* epi) {
 #if HWY_ARCH_X86 && HWY_TARGET <= HWY_AVX2
   const size_t r = size_t(R), k = size_t(K), n = size_t(N), l = size_t(ldy);
   if (type == DType::kQ4_0)
-    return LanePackedMatMul<Q40Kernel>(x, r, k, packed, n, bias, y, l, pool);
+    return LanePackedMatMul<Q40Kernel>(x, r, k, packed, n, bias, y, l, pool, epi);
   if (type == DType::kQ8_0)
-    return LanePackedMatMul<Q80Kernel>(x, r, k, packed, n, bias, y, l, pool);
+    return LanePackedMatMul<Q80Kernel>(x, r, k, packed, n, bias, y, l, pool, epi);
 #endif
-  (void)x, (void)R, (void)K, (void)packed, (void)N, (void)bias, (void)y, (void)ldy, (void)pool;
+  (void)x, (void)R, (void)K, (void)packed, (void)N, (void)bias, (void)y, (void)ldy, (void)pool,
+      (void)epi;
   Fail("PackedMatMul: weights repacked as ", Name(type), " but SIMD target ",
        hwy::TargetName(HWY_TARGET), " has no kernel for them");
 }
@@ -134,11 +136,12 @@ PackedWeight Repack(const void* w, DType type, int64_t N, int64_t K, ThreadPool&
 }
 
 void PackedMatMul(const float* x, int64_t R, const PackedWeight& w, const float* bias, float* y,
-                  int64_t ldy, ThreadPool& pool) {
+                  int64_t ldy, ThreadPool& pool, const MatMulEpilogue* epi) {
   ES_CHECK(R >= 0, "PackedMatMul: negative R=", R);
   ES_CHECK(ldy >= w.N, "PackedMatMul: ldy=", ldy, " is smaller than N=", w.N);
   if (R == 0 || w.N == 0) return;
-  HWY_DYNAMIC_DISPATCH(PackedMatMulT)(x, R, w.K, w.data.get(), w.type, w.N, bias, y, ldy, pool);
+  const MatMulEpilogue* e = epi && *epi ? epi : nullptr;  // an empty one: none
+  HWY_DYNAMIC_DISPATCH(PackedMatMulT)(x, R, w.K, w.data.get(), w.type, w.N, bias, y, ldy, pool, e);
 }
 
 }  // namespace es::cpu

@@ -11,6 +11,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <memory>
 
 #include "edgeseek/internal/core/dtype.h"
@@ -36,8 +37,12 @@ bool RepackSupports(DType type);
 PackedWeight Repack(const void* w, DType type, int64_t N, int64_t K, ThreadPool& pool);
 
 // y = x · Wᵀ (+ bias) from repacked weights; x: f32 [R, K], y: [R, N] with row stride ldy.
-// The same checks, reduction order and batch invariance as MatMul.
-void PackedMatMul(const float* x, int64_t R, const PackedWeight& w, const float* bias, float* y,
-                  int64_t ldy, ThreadPool& pool);
+// The same checks, reduction order and batch invariance as MatMul; epi (or null): a
+// MatMulEpilogue (matmul.h; its type spelled out, this header is read where matmul.h's include
+// path is not), called as MatMulEpi calls it, in the kernels' own regions.
+void PackedMatMul(
+    const float* x, int64_t R, const PackedWeight& w, const float* bias, float* y, int64_t ldy,
+    ThreadPool& pool,
+    const std::function<void(int64_t r0, int64_t r1, int64_t n0, int64_t n1)>* epi = nullptr);
 
 }  // namespace es::cpu

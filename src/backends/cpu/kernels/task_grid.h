@@ -9,6 +9,10 @@
 
 #include <algorithm>
 #include <cstddef>
+#include <cstdint>
+
+#include "cpu/kernels/matmul.h"
+#include "edgeseek/internal/core/thread_pool.h"
 
 namespace es::cpu {
 
@@ -40,5 +44,14 @@ class TaskGrid {
   size_t row_blocks_;  // ceil(R / kRows)
   size_t count_;
 };
+
+// The epilogue (matmul.h MatMulEpilogue) of a path that has none in its own regions: after the
+// matmul, one region over ranges of 64 columns (all R rows), as a separate pass over y would be.
+inline void EpilogueRegion(size_t R, size_t N, const MatMulEpilogue& epi, ThreadPool& pool) {
+  constexpr int64_t kCols = 64;
+  pool.ParallelFor((int64_t(N) + kCols - 1) / kCols, [&](int64_t c0, int64_t c1, int) {
+    epi(0, int64_t(R), c0 * kCols, std::min(int64_t(N), c1 * kCols));
+  });
+}
 
 }  // namespace es::cpu
