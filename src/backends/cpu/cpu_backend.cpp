@@ -1,9 +1,9 @@
 // CPU backend: executes graphs node by node on a persistent thread pool. Matmuls go to the SIMD
 // kernels (kernels/matmul.h); the other ops are simple loops parallelised over rows or heads.
 // The fusion passes (graph/passes/fusions.h, what the CPU takes: cpu/fusion_caps.h) fold a
-// residual add, a SwiGLU with its gate, a decode step's RMSNorm and k's rope into the node that
-// produces or reads them (RunFused); every fused op computes what its decomposition did, bit for
-// bit.
+// residual add, a SwiGLU with its gate and k's rope into the node that produces or reads them
+// (RunFused; the matmuls' in the kernels' own regions, matmul.h MatMulEpilogue); every fused op
+// computes what its decomposition did, bit for bit.
 // Every op computes each batch row independently with a fixed reduction order, so a sequence's
 // results never depend on what else shares its batch (batch invariance).
 //
@@ -215,8 +215,9 @@ class CpuBackend final : public Backend {
   const float* F32(const Tensor* t);  // small weights (norms, biases) as f32, cached
   float* Alloc(size_t n);
   void Release(float* p, size_t n);
+  // epi (or null): cpu::MatMulEpilogue, run in the kernels' own regions.
   void MatMul(const float* x, int64_t R, int64_t K, const Tensor& w, const float* bias, float* y,
-              int64_t ldy);
+              int64_t ldy, const cpu::MatMulEpilogue* epi = nullptr);
   // y[:, 0:n1-n0] = x · W[n0:n1]ᵀ on `pool` (the columns n0..n1 of W's output; W's rows are its
   // output columns, so the slice is a row range of the weight).
   // bias: the full [N] bias or null (its n0..n1 are added).
@@ -266,8 +267,9 @@ class CpuBackend final : public Backend {
   // output it writes: f.out_node[i] or i).
   void RunFused(int i, const Graph& g, const FusionPlan& f, const Batch& b, CpuKv& kv,
                 const std::vector<float*>& buf, float* y);
-  // Matmul i with its folded RMSNorm, residual add, or (a dual GEMV) its gate and SwiGLU: one
-  // parallel region of column blocks, each computing its block and finishing it in cache.
+  // Matmul i with its residual add, or (a dual GEMV) its gate and SwiGLU: the kernels' own regions
+  // (MatMulEpi, MatMulPairEpi), each block of outputs finished by the thread that computed it while
+  // it is in cache.
   void FusedMatMul(int i, const Graph& g, const FusionPlan& f, const std::vector<float*>& buf,
                    float* y);
   // kv_store i of rows its folded rope rotates on the way into the cache.
@@ -473,13 +475,16 @@ void CpuBackend::ForEachItem(int64_t n, const std::function<void(int64_t, Thread
 }
 
 void CpuBackend::MatMul(const float* x, int64_t R, int64_t K, const Tensor& w, const float* bias,
-                        float* y, int64_t ldy) {
+                        float* y, int64_t ldy, const cpu::MatMulEpilogue* epi) {
   if (const Packed* p = FindPacked(w); p && K == p->w.K) {
-    cpu::PackedMatMul(x, R, p->w, bias, y, ldy, pool_);
+    cpu::PackedMatMul(x, R, p->w, bias, y, ldy, pool_, epi);
     return;
   }
   if (cpu::MatMulSupports(w.dtype)) {
-    cpu::MatMul(x, R, K, w.data, w.dtype, w.rows(), bias, y, ldy, pool_);
+    if (epi)
+      cpu::MatMulEpi(x, R, K, w.data, w.dtype, w.rows(), bias, y, ldy, *epi, pool_);
+    else
+      cpu::MatMul(x, R, K, w.data, w.dtype, w.rows(), bias, y, ldy, pool_);
     return;
   }
   Fail("cpu backend: no matmul kernel for weight type ", Name(w.dtype), " (tensor ", w.name, ")");
@@ -984,7 +989,7 @@ void CpuBackend::Embed(const Tensor& E, const Batch& b, int64_t cols, float* y) 
 
 namespace {
 
-// One row of RMSNorm: y = w · x / rms(x), cols values (the kRmsNorm node's and a folded norm's).
+// One row of RMSNorm: y = w · x / rms(x), cols values (the kRmsNorm node's).
 void NormRow(const float* xr, const float* w, float eps, int64_t cols, float* y) {
   double ss = 0;
   for (int64_t k = 0; k < cols; ++k) ss += double(xr[k]) * xr[k];
@@ -1014,11 +1019,8 @@ void RotateRow(const RopeParams& rp, int64_t pos, float* v, float* cs, float* sn
   }
 }
 
-// Column blocks of a fused matmul's N outputs: one per thread (a contiguous range each, as the
-// plain GEMV splits its columns), at least 64 columns.
-int64_t FusedColumnBlocks(int64_t N, int threads) {
-  return std::clamp<int64_t>(threads, 1, std::max<int64_t>(1, N / 64));
-}
+// silu(g) · u: the kSwiGLU node's arithmetic, and a fused gate/up's epilogue's.
+inline float SwiGLU(float g, float u) { return g / (1.0f + std::exp(-g)) * u; }
 
 }  // namespace
 
@@ -1047,84 +1049,44 @@ void CpuBackend::FusedMatMul(int i, const Graph& g, const FusionPlan& f,
   const int gi = f.gate_node[size_t(i)], ui = f.up_node[size_t(i)];
   const bool dual = gi >= 0;
   const Tensor& W = *g.node(n.src[1]).weight;  // dual: gate and up, one type and shape
-  const Tensor* Wg = dual ? g.node(g.node(gi).src[1]).weight : nullptr;
-  const Tensor* Wu = dual ? g.node(g.node(ui).src[1]).weight : nullptr;
-  const int nm = f.norm_of[size_t(i)], ri = f.res_node[size_t(i)];
-  const float* x = buf[size_t(nm >= 0 ? g.node(nm).src[0] : n.src[0])];
-  const float* nw = nm >= 0 ? F32(g.node(g.node(nm).src[1]).weight) : nullptr;
-  const float eps = nm >= 0 ? g.node(nm).Params<RmsNormParams>().eps : 0.0f;
+  ES_ASSERT(f.norm_of[size_t(i)] < 0);         // CpuFusionCaps folds no norm
+  const int ri = f.res_node[size_t(i)];
+  const float* x = buf[size_t(n.src[0])];
   const float* res = ri >= 0 ? buf[size_t(ri)] : nullptr;
   const float* bias =
       !dual && n.src.size() > 2 && n.src[2] >= 0 ? F32(g.node(n.src[2]).weight) : nullptr;
   const int64_t R = n.shape[0], N = n.shape[1], K = W.cols();
-  // Columns [n0, n1) with the matmul kernels on `mp`: an item's serial pool (the epilogue inline),
-  // or the whole pool (the epilogue a region over the rows).
-  const auto block = [&](int64_t n0, int64_t n1, ThreadPool& mp) {
-    const auto rows = [&](const std::function<void(int64_t, int64_t)>& fn) {
-      if (&mp == &pool_)
-        pool_.ParallelFor(R, [&](int64_t r0, int64_t r1, int) { fn(r0, r1); });
-      else
-        fn(0, R);
+  if (dual) {
+    // gate into y, up into `up`, one region per kernel phase (x quantized once); each block of
+    // outputs becomes the kSwiGLU node's result in place, by the thread that computed it.
+    const Tensor& Wg = *g.node(g.node(gi).src[1]).weight;
+    const Tensor& Wu = *g.node(g.node(ui).src[1]).weight;
+    float* up = Alloc(size_t(R * N));
+    const cpu::MatMulEpilogue swiglu = [&](int64_t r0, int64_t r1, int64_t c0, int64_t c1) {
+      for (int64_t r = r0; r < r1; ++r)
+        for (int64_t c = c0; c < c1; ++c) y[r * N + c] = SwiGLU(y[r * N + c], up[r * N + c]);
     };
-    const int64_t nc = n1 - n0;
-    if (nc <= 0) return;
-    // x's rows normalized (a folded RMSNorm, decode steps: a few rows) by this item.
-    thread_local std::vector<float> xn, gt, up;
-    const float* xi = x;
-    if (nm >= 0) {
-      xn.resize(size_t(R * K));
-      for (int64_t r = 0; r < R; ++r) NormRow(x + r * K, nw, eps, K, &xn[size_t(r * K)]);
-      xi = xn.data();
+    if (FindPacked(Wg) || FindPacked(Wu)) {
+      // Repacked weights: the two matmuls, then the SwiGLU as the node's region.
+      MatMul(x, R, K, Wg, nullptr, y, N);
+      MatMul(x, R, K, Wu, nullptr, up, N);
+      pool_.ParallelFor(
+          N, [&](int64_t c0, int64_t c1, int) { swiglu(0, R, c0, c1); }, 1024);
+    } else {
+      cpu::MatMulPairEpi(x, R, K, Wg.data, Wu.data, W.dtype, N, y, up, N, swiglu, pool_);
     }
-    if (dual) {
-      // gate and up of the block: the item's scratch, or (whole) buffers of the pool.
-      const bool whole = &mp == &pool_;
-      if (!whole) {
-        gt.resize(size_t(R * nc));
-        up.resize(size_t(R * nc));
-      }
-      float* gp = whole ? Alloc(size_t(R * nc)) : gt.data();
-      float* upp = whole ? Alloc(size_t(R * nc)) : up.data();
-      const auto at = [&](const Tensor& w) { return w.bytes() + size_t(n0) * w.row_bytes(); };
-      if (FindPacked(*Wg) || FindPacked(*Wu)) {
-        MatMulCols(xi, R, K, *Wg, n0, n1, gp, nc, mp);
-        MatMulCols(xi, R, K, *Wu, n0, n1, upp, nc, mp);
-      } else {
-        cpu::MatMulPair(xi, R, K, at(*Wg), at(*Wu), W.dtype, nc, gp, upp, nc, mp);
-      }
-      // The kSwiGLU node's arithmetic on the block.
-      rows([&](int64_t r0, int64_t r1) {
-        for (int64_t r = r0; r < r1; ++r)
-          for (int64_t c = 0; c < nc; ++c) {
-            const float gv = gp[r * nc + c];
-            y[r * N + n0 + c] = gv / (1.0f + std::exp(-gv)) * upp[r * nc + c];
-          }
-      });
-      if (whole) {
-        Release(gp, size_t(R * nc));
-        Release(upp, size_t(R * nc));
-      }
-      return;
-    }
-    MatMulCols(xi, R, K, W, n0, n1, y + n0, N, mp, bias);
-    // The residual add on the block (IEEE addition commutes exactly: the add node's bits).
-    if (res)
-      rows([&](int64_t r0, int64_t r1) {
-        for (int64_t r = r0; r < r1; ++r)
-          for (int64_t c = n0; c < n1; ++c) y[r * N + c] += res[r * N + c];
-      });
-  };
-  // Whole, the parts one after the other on the pool with the same arithmetic: repacked weights
-  // (the kernels take them whole), and steps of more rows than a decode's (prefill: column
-  // blocks would each quantize every row of x, and a GEMM's region is long beside its barrier; the
-  // dual GEMV still quantizes x once, the add runs as a region instead of a serial pass).
-  if (R > cpu::kFoldNormMaxRows || FindPacked(W) || (dual && (FindPacked(*Wg) || FindPacked(*Wu))))
-    return block(0, N, pool_);
-  const int64_t blocks = FusedColumnBlocks(N, pool_.size());
-  ForEachItem(blocks, [&](int64_t item, ThreadPool& serial) {
-    const auto [n0, n1] = ColumnBlock(N, blocks, item);
-    block(n0, n1, serial);
-  });
+    Release(up, size_t(R * N));
+  } else if (res) {
+    // The residual added to each block of outputs by the thread that computed it (IEEE addition
+    // commutes exactly: the add node's bits).
+    const cpu::MatMulEpilogue add = [&](int64_t r0, int64_t r1, int64_t c0, int64_t c1) {
+      for (int64_t r = r0; r < r1; ++r)
+        for (int64_t c = c0; c < c1; ++c) y[r * N + c] += res[r * N + c];
+    };
+    MatMul(x, R, K, W, bias, y, N, &add);
+  } else {
+    MatMul(x, R, K, W, bias, y, N);
+  }
 }
 
 void CpuBackend::RopeStore(int i, const Graph& g, const FusionPlan& f, const Batch& b, CpuKv& kv,
@@ -1190,7 +1152,7 @@ void CpuBackend::RunNode(const Node& n, const Graph& g, const Batch& b, CpuKv& k
       pool_.ParallelFor(
           rows * cols,
           [&](int64_t b0, int64_t e0, int) {
-            for (int64_t k = b0; k < e0; ++k) y[k] = gt[k] / (1.0f + std::exp(-gt[k])) * up[k];
+            for (int64_t k = b0; k < e0; ++k) y[k] = SwiGLU(gt[k], up[k]);
           },
           1024);
       break;

@@ -18,8 +18,4 @@ bool CpuFusionCaps::Epilogue(const Graph& g, const Node& n) const {
   return n.op == Op::kMoE || KernelMatMul(g, n);
 }
 
-bool CpuFusionCaps::FoldsNorm(const Graph& g, const Node& n) const {
-  return KernelMatMul(g, n) && n.shape[0] <= kFoldNormMaxRows;
-}
-
 }  // namespace es::cpu

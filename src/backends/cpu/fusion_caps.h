@@ -1,37 +1,34 @@
 // What the CPU backend fuses (graph/passes/fusions.h), asked by PlanFusions per candidate node.
 // On a CPU a fusion pays where it removes a pass over an activation or a parallel region (a
-// barrier: ~250 regions a decode token on the 2-core machine, each a wait for the slower thread):
-//   Epilogue     matmul + residual add: the add done on the matmul's output block in the same
-//                item; gate + up + SwiGLU: one dual GEMV (x quantized once for both, MatMulPair)
-//                with silu(gate) · up on the block; kMoE + residual: added as the experts' sum is
-//                written (CombineExperts). Steps of more than kFoldNormMaxRows rows (prefill) run
-//                the fused parts whole on the pool, one after the other (column blocks would each
-//                quantize every row of x).
-//   FoldsNorm    RMSNorm into the matmuls reading it, for steps of at most kFoldNormMaxRows rows
-//                (decode): each item normalizes the rows itself, which costs nothing at one row
-//                and saves the norm's region; a prefill's norm stays one pass over its rows
-//                (folded, every item of q, k and v would normalize all of them). kMoE: no (its
-//                router and its gather read the normalized rows anyway).
+// barrier: ~250 regions a decode token on the 2-core machine, each a wait for the slower thread),
+// and only if the fused kernel keeps the plain kernel's partition of the work (session 29's
+// column-block regions around the kernels cost more than they saved):
+//   Epilogue     matmul + residual add, and gate + up + SwiGLU (a dual matmul, x quantized once
+//                for both, MatMulPairEpi), run in the matmul kernels' own regions: each block of
+//                outputs gets the add or silu(gate) · up from the thread that computed it, while
+//                it is in cache (matmul.h MatMulEpilogue); kMoE + residual: added as the experts'
+//                sum is written (CombineExperts).
 //   RopeIntoStore  k's rope written straight into the cache rows (no rotated copy, one region).
+// Not taken:
+//   FoldsNorm    the CPU has no pass to save: a step of one row normalizes it on the calling
+//                thread either way (a region of one chunk runs inline), and folded into q, k and
+//                v every one of them would normalize it again (session 33, one --profile pair
+//                of the 1.5B Q4_K_M decode: q, k and v with the norm folded 3.28 ms a step
+//                against 3.11 for them and the norm node).
 // The Vulkan-only ones are off: the MLA kv store and the attention taking raw rows fuse kernels
 // the CPU runs as loops over the cache; QuantizedX / QuantizeXOnce / WritesQuantizedX are the
 // GPU's shared copies of an int8 x (the CPU kernels quantize x inside each matmul call; a
-// gate/up pair shares it through MatMulPair).
+// gate/up pair shares it through MatMulPairEpi).
 #pragma once
-
-#include <cstdint>
 
 #include "edgeseek/internal/graph/passes/fusions.h"
 
 namespace es::cpu {
 
-// Steps of at most this many rows fold RMSNorms into their matmuls (see the header comment).
-constexpr int64_t kFoldNormMaxRows = 4;
-
 class CpuFusionCaps final : public FusionCaps {
  public:
   bool Epilogue(const Graph& g, const Node& n) const override;
-  bool FoldsNorm(const Graph& g, const Node& n) const override;
+  bool FoldsNorm(const Graph&, const Node&) const override { return false; }
   bool RopeIntoStore() const override { return true; }
   bool MlaKvStore() const override { return false; }
   bool AttentionTakesRawRows(const Graph&, const Node&) const override { return false; }
