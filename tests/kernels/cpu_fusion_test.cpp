@@ -6,11 +6,11 @@
 //     more than one task of rows and columns, partial groups of 8), and what it writes stays;
 //   - models run fused and plain (CreateCpuBackend's `fuse`) give the same logits bit for bit
 //     (every fused op keeps its decomposition's arithmetic: the residual add commutes, the SwiGLU
-//     and the rope are the nodes' own row functions), for prefill chunks of 13 rows (GEMM), of 3
-//     rows (skinny GEMM) and decode steps (GEMV), each with the epilogues, the dual gate/up
-//     matmul and the rotating store, on Qwen2 (biases) and Llama shapes whose sizes are no
-//     multiple of 8 (a group of the lane kernels), and DeepSeek-V2 (MLA, MoE + residual);
-//     weights bf16, q8_0, q4_0, q4_k_m;
+//     and the rope are the nodes' own row functions), for prefill chunks of 13 rows (GEMM with
+//     the epilogues and the dual gate/up matmul), of 3 rows and decode steps (the plain matmul
+//     nodes below kEpilogueMinRows), each with the rotating store, on Qwen2 (biases) and Llama
+//     shapes whose sizes are no multiple of 8 (a group of the lane kernels), and DeepSeek-V2
+//     (MLA, MoE + residual); weights bf16, q8_0, q4_0, q4_k_m;
 //   - --profile shows the fused families ran (so the equality above is not vacuous) and the plain
 //     run has none.
 #include <gtest/gtest.h>
@@ -259,16 +259,18 @@ TEST_P(CpuFusedModel, GivesThePlainGraphsLogitsBitForBit) {
   const std::vector<float> plain = Logits(m, false, &plain_err);
   ASSERT_EQ(fused.size(), plain.size());
   EXPECT_EQ(0, std::memcmp(fused.data(), plain.data(), fused.size() * 4));
-  // The fusions ran: the decode table (printed first) has the dual gate/up GEMV and the residual
-  // epilogue, and no SwiGLU or add node of a layer ran there; the norms are not folded
+  // The fusions ran: the prefill table (13-row and 3-row steps) has the dual gate/up matmul and
+  // the residual epilogue (13 rows); the decode table (printed first) has the plain matmul,
+  // SwiGLU and add nodes (steps below kEpilogueMinRows rows); the norms are not folded
   // (CpuFusionCaps), their nodes ran.
   const size_t pre = fused_err.find("cpu profile, prefill");
   ASSERT_NE(pre, std::string::npos) << fused_err;
-  const std::string dec = fused_err.substr(0, pre);
-  EXPECT_NE(dec.find("+gate+swiglu"), std::string::npos) << fused_err;
-  EXPECT_NE(dec.find("+add)"), std::string::npos) << fused_err;
-  EXPECT_EQ(dec.find("(swiglu)"), std::string::npos) << fused_err;
-  EXPECT_EQ(dec.find("residual (add)"), std::string::npos) << fused_err;
+  const std::string dec = fused_err.substr(0, pre), prefill = fused_err.substr(pre);
+  EXPECT_NE(prefill.find("+gate+swiglu"), std::string::npos) << fused_err;
+  EXPECT_NE(prefill.find("+add)"), std::string::npos) << fused_err;
+  EXPECT_EQ(dec.find("+gate+swiglu"), std::string::npos) << fused_err;
+  EXPECT_EQ(dec.find("(matmul+add)"), std::string::npos) << fused_err;
+  EXPECT_NE(dec.find("(swiglu)"), std::string::npos) << fused_err;
   EXPECT_EQ(fused_err.find("+rms_norm"), std::string::npos) << fused_err;
   EXPECT_NE(dec.find("input_layernorm (rms_norm)"), std::string::npos) << fused_err;
   // k's rope into the cache (MLA keeps its rope: its kv store is the Vulkan backend's fusion);
@@ -278,8 +280,6 @@ TEST_P(CpuFusedModel, GivesThePlainGraphsLogitsBitForBit) {
   } else {
     EXPECT_NE(dec.find("(moe+add)"), std::string::npos) << fused_err;
   }
-  // The prefill of 13 rows fuses the epilogues but keeps its norms.
-  EXPECT_NE(fused_err.find("+gate+swiglu", pre), std::string::npos) << fused_err;
   EXPECT_EQ(plain_err.find("+"), std::string::npos) << plain_err;
 }
 

@@ -15,7 +15,7 @@ bool KernelMatMul(const Graph& g, const Node& n) {
 }  // namespace
 
 bool CpuFusionCaps::Epilogue(const Graph& g, const Node& n) const {
-  return n.op == Op::kMoE || KernelMatMul(g, n);
+  return n.op == Op::kMoE || (KernelMatMul(g, n) && n.shape[0] >= kEpilogueMinRows);
 }
 
 }  // namespace es::cpu

@@ -6,8 +6,14 @@
 //   Epilogue     matmul + residual add, and gate + up + SwiGLU (a dual matmul, x quantized once
 //                for both, MatMulPairEpi), run in the matmul kernels' own regions: each block of
 //                outputs gets the add or silu(gate) · up from the thread that computed it, while
-//                it is in cache (matmul.h MatMulEpilogue); kMoE + residual: added as the experts'
-//                sum is written (CombineExperts).
+//                it is in cache (matmul.h MatMulEpilogue) — for steps of at least
+//                kEpilogueMinRows rows (prefill). Decode-sized steps run the plain nodes: in
+//                session 33's pairs on the 2-core machine the fused 1.5B Q4_K_M decode was ~1%
+//                slower (tg16 lower in 8 of 10 pairs against main, the same binary's plain graph
+//                ahead in 3 of 4 tg128 pairs), though the dual GEMV with its SwiGLU alone was
+//                faster than gate, up and SwiGLU in a kernel micro-benchmark (see
+//                docs/cpu_kernels.md "Fused ops"). kMoE + residual: added as the experts' sum is
+//                written (CombineExperts), every step.
 //   RopeIntoStore  k's rope written straight into the cache rows (no rotated copy, one region).
 // Not taken:
 //   FoldsNorm    the CPU has no pass to save: a step of one row normalizes it on the calling
@@ -21,9 +27,15 @@
 // gate/up pair shares it through MatMulPairEpi).
 #pragma once
 
+#include <cstdint>
+
 #include "edgeseek/internal/graph/passes/fusions.h"
 
 namespace es::cpu {
+
+// Steps of at least this many rows fuse matmul epilogues (see the header comment); fewer rows are
+// the GEMV / skinny GEMM of a decode step.
+constexpr int64_t kEpilogueMinRows = 5;
 
 class CpuFusionCaps final : public FusionCaps {
  public:
