@@ -1383,11 +1383,7 @@ void CpuBackend::PrintProfile() const {
 }  // namespace
 
 std::unique_ptr<Backend> CreateCpuBackend(const BackendOptions& opts, std::optional<bool> fuse) {
-  if (!fuse) {
-    const char* env = std::getenv("ES_CPU_FUSE");
-    fuse = env && std::string(env) == "1";
-  }
-  return std::make_unique<CpuBackend>(opts, *fuse);
+  return std::make_unique<CpuBackend>(opts, fuse.value_or(true));
 }
 
 }  // namespace es

@@ -144,10 +144,8 @@ void ArgmaxRowsHost(const float* logits, int64_t rows, int64_t vocab, int32_t* i
 
 // "cpu" or "vulkan"; throws es::Error naming the backend if it is unknown or unavailable.
 std::unique_ptr<Backend> CreateBackend(const std::string& name, const BackendOptions& opts);
-// fuse: run the fusion passes' plan (cpu/fusion_caps.h); false runs the plain graph, node by node
-// (the reference the fused CPU path is tested against). Unset: ES_CPU_FUSE=1 runs the plan, else
-// the plain graph (the default: session 29's quiet pairs had the fused 1.5B Q4_K_M decode ~10%
-// slower, docs/log/2026-12-05-session29-cpu-fusions.md).
+// fuse: run the fusion passes' plan (cpu/fusion_caps.h; unset: true, the default); false runs the
+// plain graph, node by node (the reference the fused CPU path is tested against).
 std::unique_ptr<Backend> CreateCpuBackend(const BackendOptions& opts,
                                           std::optional<bool> fuse = std::nullopt);
 std::unique_ptr<Backend> CreateVulkanBackend(const BackendOptions& opts);  // in backends/vulkan

@@ -11,11 +11,10 @@
 // tests/unit/graph/fusion_passes_test.cpp against its decomposition's structure; the numerics of
 // every fused kernel are tested per backend against the plain graph (tests/unit/vulkan;
 // tests/kernels/cpu_fusion_test.cpp). The Vulkan backend takes all of them (vulkan_backend.cpp,
-// VkFusionCaps); the CPU backend, with ES_CPU_FUSE=1 (off by default: slower so far), the GEMV
-// epilogues (residual add, dual gate/up with SwiGLU, the
-// MoE's residual), RMSNorm folds for decode-sized steps and the rotating k store
-// (backends/cpu/fusion_caps.h, CpuFusionCaps), not the MLA store, the raw-row attention nor the
-// shared quantized x.
+// VkFusionCaps); the CPU backend the matmul epilogues of prefill-sized steps (residual add, dual
+// gate/up with SwiGLU), the MoE's residual and the rotating k store (backends/cpu/fusion_caps.h,
+// CpuFusionCaps), not the RMSNorm folds, the MLA store, the raw-row attention nor the shared
+// quantized x.
 #pragma once
 
 #include <vector>
