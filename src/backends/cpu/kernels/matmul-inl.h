@@ -179,7 +179,7 @@ HWY_INLINE void PanelTile(DF df, const float* HWY_RESTRICT xp, size_t xs,
   static_assert(MR >= 1 && MR <= 4 && NR >= 1 && NR <= 6, "PanelTile handles 4x6 at most");
   const size_t L = hn::Lanes(df);
 #define ES_ACC_LOAD(r, c) \
-  VF a##r##c = (r < MR && c < NR) ? hn::Load(df, acc + r * as + c * L) : hn::Zero(df)
+  VF a##r##c = ((r) < MR && (c) < NR) ? hn::Load(df, acc + (r)*as + (c)*L) : hn::Zero(df)
 #define ES_ACC_ROW_LOAD(r) \
   ES_ACC_LOAD(r, 0);       \
   ES_ACC_LOAD(r, 1);       \
@@ -203,8 +203,8 @@ HWY_INLINE void PanelTile(DF df, const float* HWY_RESTRICT xp, size_t xs,
     const VF w4 = NR > 4 ? hn::Load(df, wp + 4 * ws + k) : w0;
     const VF w5 = NR > 5 ? hn::Load(df, wp + 5 * ws + k) : w0;
 #define ES_ROW_STEP(r)                                           \
-  if constexpr (MR > r) {                                        \
-    const VF xv = hn::Load(df, xp + r * xs + k);                 \
+  if constexpr (MR > (r)) {                                      \
+    const VF xv = hn::Load(df, xp + (r)*xs + k);                 \
     a##r##0 = hn::MulAdd(xv, w0, a##r##0);                       \
     if constexpr (NR > 1) a##r##1 = hn::MulAdd(xv, w1, a##r##1); \
     if constexpr (NR > 2) a##r##2 = hn::MulAdd(xv, w2, a##r##2); \
@@ -220,7 +220,7 @@ HWY_INLINE void PanelTile(DF df, const float* HWY_RESTRICT xp, size_t xs,
   }
 
 #define ES_ACC_STORE(r, c) \
-  if constexpr (r < MR && c < NR) hn::Store(a##r##c, df, acc + r * as + c * L)
+  if constexpr ((r) < MR && (c) < NR) hn::Store(a##r##c, df, acc + (r)*as + (c)*L)
 #define ES_ACC_ROW_STORE(r) \
   ES_ACC_STORE(r, 0);       \
   ES_ACC_STORE(r, 1);       \
