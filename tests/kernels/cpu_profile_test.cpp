@@ -49,8 +49,9 @@ TEST(CpuProfile, PrintsOpFamiliesPerPhaseAndKeepsTheResults) {
   EXPECT_NE(on_err.find("cpu profile, prefill and mixed steps: 1 steps (12 rows)"),
             std::string::npos)
       << on_err;
-  // One line for every layer's experts and MLA (the layer index merged), with bytes read.
-  EXPECT_NE(on_err.find("model.layers.*.mlp.experts (moe)"), std::string::npos) << on_err;
+  // One line for every layer's experts and MLA (the layer index merged), with bytes read; the
+  // experts with the residual add the default fusion plan folds into them (cpu/fusion_caps.h).
+  EXPECT_NE(on_err.find("model.layers.*.mlp.experts (moe+add)"), std::string::npos) << on_err;
   EXPECT_NE(on_err.find("model.layers.*.self_attn.mla (mla_attention)"), std::string::npos)
       << on_err;
   EXPECT_EQ(on_err.find("model.layers.1."), std::string::npos) << on_err;
