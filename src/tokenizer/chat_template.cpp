@@ -57,7 +57,7 @@ std::string ChatTemplate::Render(const ChatTemplateInputs& in) const {
   ctx["add_generation_prompt"] = in.add_generation_prompt;
   if (in.extra.is_object())
     for (auto it = in.extra.begin(); it != in.extra.end(); ++it) ctx[it.key()] = it.value();
-  return template_.Render(ctx);
+  return template_.Render(ctx, in.limits);
 }
 
 namespace {

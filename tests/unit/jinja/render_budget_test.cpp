@@ -126,6 +126,23 @@ TEST(RenderBudget, OutputAndCustomLimits) {
   EXPECT_EQ(t.Render(nlohmann::ordered_json::object()).size(), 190u);
 }
 
+TEST(RenderBudget, ChatTemplateRendersUnderTheCallersLimits) {
+  // ChatTemplateInputs::limits reaches the interpreter (the fuzz target's smaller budget).
+  ChatTemplate t(
+      "{% for m in messages %}{{ m.content }}{% endfor %}{% for i in range(100) %}"
+      "{{ i }}{% endfor %}");
+  ChatTemplateInputs in;
+  in.messages = nlohmann::ordered_json::parse(R"([{"role":"user","content":"hi"}])");
+  EXPECT_EQ(t.Render(in).size(), 192u);
+  in.limits.max_steps = 50;
+  try {
+    t.Render(in);
+    ADD_FAILURE() << "expected the caller's step budget to end the render";
+  } catch (const es::Error& e) {
+    EXPECT_NE(std::string(e.what()).find("max_steps (50)"), std::string::npos) << e.what();
+  }
+}
+
 TEST(RenderBudget, DeepValuesAndCyclesFailCleanly) {
   // A namespace holding itself: printing it used to recurse until the stack overflowed.
   ExpectFailsFast("{% set ns = namespace() %}{% set ns.x = ns %}{{ ns }}",

@@ -21,6 +21,9 @@ struct ChatTemplateInputs {
   nlohmann::ordered_json tools;      // null or an array of tool schemas
   nlohmann::ordered_json extra;      // null or an object of extra template variables
   std::string bos_token, eos_token;  // "" = not defined for the template
+  // The render budget (jinja.h): the defaults bound a hostile template for a server; the fuzz
+  // target renders under a smaller one, so its executions stay short.
+  jinja::RenderLimits limits;
 };
 
 class ChatTemplate {
