@@ -11,9 +11,11 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <filesystem>
 #include <nlohmann/json.hpp>
+#include <string>
 
 #include "edgeseek/internal/backends/backend.h"
 #include "edgeseek/internal/runtime/generator.h"
@@ -84,8 +86,10 @@ void ExpectSourceGreedy(Runner& r, const nlohmann::json& ref, const std::string&
 }
 
 // Every case on `backend`, with an f32 KV cache (a GPU's default f16 cache alone is ~3e-4 of the
-// logits' scale off, above the f32 tolerance).
-void RunCases(const std::vector<std::string>& cases, const std::string& backend) {
+// logits' scale off, above the f32 tolerance), at each file's tolerance or `min_tol` if larger
+// (`math` names the mode in the messages).
+void RunCases(const std::vector<std::string>& cases, const std::string& backend, double min_tol = 0,
+              const std::string& math = "") {
   for (const std::string& dir : cases) {
     SCOPED_TRACE(dir);
     const nlohmann::json ref = nlohmann::json::parse(test::ReadFile(dir + "/reference.json"));
@@ -106,7 +110,7 @@ void RunCases(const std::vector<std::string>& cases, const std::string& backend)
       EXPECT_GT(i4f, 0) << dir << ": no I4F weights";
     }
     const std::vector<int32_t> ids = ref["input_ids"].get<std::vector<int32_t>>();
-    const double tol = ref["tolerance"].get<double>();
+    const double tol = std::max(ref["tolerance"].get<double>(), min_tol);
     BackendOptions bo;
     bo.threads = 2;
     RunnerOptions ro;
@@ -118,13 +122,14 @@ void RunCases(const std::vector<std::string>& cases, const std::string& backend)
     b.Finalize();
     std::vector<float> prefill, step;
     r.Forward(b, &prefill);
-    Compare(prefill, ReadF32(dir + "/logits_prefill.f32"), tol, backend + " " + dir + " prefill");
+    const std::string what = backend + math + " " + dir;
+    Compare(prefill, ReadF32(dir + "/logits_prefill.f32"), tol, what + " prefill");
     Batch d;
     d.Add(0, int64_t(ids.size()), {ref["next_id"].get<int32_t>()}, true);
     d.Finalize();
     r.Forward(d, &step);
-    Compare(step, ReadF32(dir + "/logits_step.f32"), tol, backend + " " + dir + " decode step");
-    if (!IsInt4(dir)) ExpectSourceGreedy(r, ref, dir, backend);
+    Compare(step, ReadF32(dir + "/logits_step.f32"), tol, what + " decode step");
+    if (!IsInt4(dir)) ExpectSourceGreedy(r, ref, dir, backend + math);
   }
 }
 
@@ -135,7 +140,33 @@ TEST(OnnxGolden, LogitsMatchOnnxruntime) {
   RunCases(cases, "cpu");
 }
 
-// The same files and tolerances on the Vulkan backend (lavapipe in CI).
+// Sets an environment variable for a scope (the Vulkan backend reads its knobs when it is made),
+// then puts back what was there.
+class ScopedEnv {
+ public:
+  ScopedEnv(const char* name, const char* value) : name_(name) {
+    if (const char* old = std::getenv(name)) had_ = true, old_ = old;
+    setenv(name, value, 1);
+  }
+  ~ScopedEnv() {
+    if (had_)
+      setenv(name_, old_.c_str(), 1);
+    else
+      unsetenv(name_);
+  }
+  ScopedEnv(const ScopedEnv&) = delete;
+  ScopedEnv& operator=(const ScopedEnv&) = delete;
+
+ private:
+  const char* name_;
+  bool had_ = false;
+  std::string old_;
+};
+
+// The same files and tolerances on the Vulkan backend (lavapipe in CI) in f32 math. A device with
+// cooperative matrices runs prefill GEMMs in f16 by default (ES_VK_F16_ACT): the f32 files then
+// come within 2e-3 of the logits' scale, not 1e-4 (H100: llama3_f32 prefill 1.0e-3, decode step
+// 2.1e-4 of it), so the default is checked again at golden_test.cpp's f16-math tolerance.
 TEST(OnnxGolden, LogitsMatchOnnxruntimeOnVulkan) {
   const std::vector<std::string> cases = Cases();
   if (cases.empty())
@@ -146,7 +177,12 @@ TEST(OnnxGolden, LogitsMatchOnnxruntimeOnVulkan) {
   } catch (const std::exception& e) {
     GTEST_SKIP() << "no Vulkan device: " << e.what();
   }
-  RunCases(cases, "vulkan");
+  {
+    ScopedEnv f32_math("ES_VK_F16_ACT", "0");
+    RunCases(cases, "vulkan");
+  }
+  if (CreateBackend("vulkan", {})->description().find("f16 math") != std::string::npos)
+    RunCases(cases, "vulkan", 2e-3, " (f16 math)");
 }
 
 }  // namespace
