@@ -3,6 +3,10 @@
 // TTFT / inter-token / end-to-end latency percentiles (P50, P95, P99).
 //
 //   edgeseek loadtest --url http://127.0.0.1:8080 -c 16 -n 200 --rate 8 --max-tokens 128
+//
+// --response-format json_object | SCHEMA.json constrains every request (OpenAI's response_format:
+// {"type":"json_object"}, or {"type":"json_schema"} with the file's schema), so the same load
+// measures what structured output costs against an unconstrained run.
 #include <httplib.h>
 
 #include <algorithm>
@@ -31,6 +35,8 @@ struct LoadArgs {
   EndpointArgs server;  // --url / --host / --port, --model, --api-key (as `serve` spells them)
   std::string url, model, api_key;  // resolved from `server` by RunLoad
   std::string json_out, endpoint = "chat";
+  std::string response_format;  // --response-format: "", "json_object" or a schema file's path
+  json format;                  // the request's response_format (null: none), from RunLoad
   int clients = 8, requests = 64, prompt_words = 64, max_tokens = 64;
   double rate = 0;  // requests per second over all clients; 0: closed loop
   uint64_t seed = 1;
@@ -70,6 +76,7 @@ Sample OneRequest(const LoadArgs& a, httplib::Client& cli, int i) {
                {"temperature", 0},
                {"ignore_eos", true}};
   if (!a.model.empty()) body["model"] = a.model;
+  if (!a.format.is_null()) body["response_format"] = a.format;
   std::string path;
   if (a.endpoint == "chat") {
     body["messages"] = json::array(
@@ -131,8 +138,23 @@ Sample OneRequest(const LoadArgs& a, httplib::Client& cli, int i) {
   return s;
 }
 
+// The response_format object for --response-format (see the header); throws es::Error naming the
+// file when it cannot be read or is not a JSON object.
+json ResponseFormat(const std::string& arg) {
+  if (arg.empty()) return nullptr;
+  if (arg == "json_object") return {{"type", "json_object"}};
+  std::ifstream f(arg);
+  ES_CHECK(f.good(), "loadtest: --response-format: cannot read '", arg,
+           "' (give json_object or a JSON Schema file)");
+  const json schema = json::parse(f, nullptr, false);
+  ES_CHECK(!schema.is_discarded() && schema.is_object(), "loadtest: --response-format: '", arg,
+           "' is not a JSON object (a JSON Schema)");
+  return {{"type", "json_schema"}, {"json_schema", {{"name", "loadtest"}, {"schema", schema}}}};
+}
+
 int RunLoad(LoadArgs a) {
   a.url = a.server.BaseUrl();
+  a.format = ResponseFormat(a.response_format);
   a.model = a.server.model_name;
   a.api_key = a.server.api_keys.empty() ? std::string() : a.server.api_keys.front();
   ES_CHECK(a.clients >= 1 && a.requests >= 1, "loadtest: --clients and --requests must be >= 1");
@@ -183,13 +205,17 @@ int RunLoad(LoadArgs a) {
     out_tokens += s.out_tokens;
     in_tokens += s.in_tokens;
   }
-  std::printf("loadtest %s  clients %d  requests %d  rate %s  prompt ~%d words  max_tokens %d\n",
-              a.url.c_str(), a.clients, a.requests,
-              a.rate > 0 ? (std::to_string(a.rate) + "/s").c_str() : "closed-loop", a.prompt_words,
-              a.max_tokens);
-  std::printf("ok %d  failed %d  wall %.2f s  %.2f req/s  output %.1f tok/s  prompt %.1f tok/s\n",
-              ok, a.requests - ok, wall, ok / wall, double(out_tokens) / wall,
-              double(in_tokens) / wall);
+  std::printf(
+      "loadtest %s  clients %d  requests %d  rate %s  prompt ~%d words  max_tokens %d%s%s\n",
+      a.url.c_str(), a.clients, a.requests,
+      a.rate > 0 ? (std::to_string(a.rate) + "/s").c_str() : "closed-loop", a.prompt_words,
+      a.max_tokens, a.format.is_null() ? "" : "  response_format ",
+      a.format.is_null() ? "" : a.format["type"].get<std::string>().c_str());
+  std::printf(
+      "ok %d  failed %d  wall %.2f s  %.2f req/s  output %.1f tok/s (%lld tokens)  prompt %.1f "
+      "tok/s\n",
+      ok, a.requests - ok, wall, ok / wall, double(out_tokens) / wall, (long long)out_tokens,
+      double(in_tokens) / wall);
   for (auto& [st, n] : failures)
     std::printf("  failed with status %d: %d (first: %s)\n", st, n, first_error[st].c_str());
   std::printf("%-22s %10s %10s %10s %10s\n", "latency (ms)", "P50", "P95", "P99", "mean");
@@ -210,10 +236,12 @@ int RunLoad(LoadArgs a) {
               {"rate", a.rate},
               {"prompt_words", a.prompt_words},
               {"max_tokens", a.max_tokens},
+              {"response_format", a.format},
               {"ok", ok},
               {"wall_s", wall},
               {"req_per_s", ok / wall},
-              {"output_tok_per_s", double(out_tokens) / wall}};
+              {"output_tok_per_s", double(out_tokens) / wall},
+              {"output_tokens", out_tokens}};
     for (auto& [name, v] : std::vector<std::pair<std::string, std::vector<double>*>>{
              {"ttft", &ttft}, {"itl", &itl}, {"e2e", &e2e}})
       j[name] = {{"p50_ms", Pct(*v, 50) * 1e3},
@@ -235,6 +263,8 @@ VerbRun Setup(CLI::App& sub) {
   sub.add_option("--endpoint", a->endpoint, "chat or completions")
       ->check(CLI::IsMember({"chat", "completions"}));
   sub.add_option("--seed", a->seed, "seed of prompts and arrivals");
+  sub.add_option("--response-format", a->response_format,
+                 "constrain every request: json_object, or a JSON Schema file (json_schema)");
   sub.add_option("--json", a->json_out, "also write the results as JSON here");
   return [a] { return RunLoad(*a); };
 }
