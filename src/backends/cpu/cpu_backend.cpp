@@ -496,7 +496,10 @@ void CpuBackend::Attention(const Node& n, const Batch& b, CpuKv& kv, const float
   const float scale = a.scale;
   const int64_t group = Hq / Hkv;
   pool_.ParallelFor(T * Hq, [&](int64_t begin, int64_t end, int) {
-    std::vector<float> p;
+    // A row's scores, one buffer per thread sized for the whole context at its first use: a
+    // vector made per call grew with each step's position, and the heap took a new page (a page
+    // fault inside a decode step) every few steps.
+    thread_local std::vector<float> p;
     for (int64_t u = begin; u < end; ++u) {
       const int64_t t = u / Hq, h = u % Hq, kh = h / group;
       const BatchSeq& s = b.seqs[size_t(b.row_seq[size_t(t)])];
@@ -505,14 +508,14 @@ void CpuBackend::Attention(const Node& n, const Batch& b, CpuKv& kv, const float
       const size_t ko = RowBytes(K.type(), kh * dk),
                    vo = RowBytes(V.type(), kh * dv);  // the head in a row
       const float* qh = q + t * Hq * dk + h * dk;
-      p.resize(size_t(n_ctx));
+      if (p.size() < size_t(n_ctx)) p.resize(size_t(std::max<int64_t>(n_ctx, kv.capacity())));
       float mx = -INFINITY;
       for (int64_t j = 0; j < n_ctx; ++j) {
         p[size_t(j)] = cpu::KvDot(qh, K.Row(j) + ko, K.type(), dk) * scale;
         mx = std::max(mx, p[size_t(j)]);
       }
       float sum = 0;
-      for (auto& v : p) sum += (v = std::exp(v - mx));
+      for (int64_t j = 0; j < n_ctx; ++j) sum += (p[size_t(j)] = std::exp(p[size_t(j)] - mx));
       const float inv = 1.0f / sum;
       float* o = y + t * Hq * dv + h * dv;
       std::fill(o, o + dv, 0.0f);
