@@ -200,6 +200,11 @@ std::vector<int32_t> Generate(Runner& runner, int slot, const std::vector<int32_
   ES_CHECK(!prompt.empty(), "generation needs at least one prompt token");
   Generation g(runner, slot, prompt, opts, stats);
   const auto t0 = Clock::now();
+  // The cache pages this generation may write, committed now: the decode steps then take no page
+  // faults (a lazily committed cache faulted in a new page per layer and part every few tokens).
+  // A drafter's verify steps write up to spec_k rows ahead.
+  runner.ReserveKv(slot, int64_t(prompt.size()) + std::max(opts.max_new_tokens, 0) +
+                             (opts.drafter ? opts.spec_k : 0));
   g.Prefill(prompt);
   if (opts.drafter) opts.drafter->Begin(prompt);  // the draft model's prefill is prefill too
   if (stats) stats->prefill_s = SecondsSince(t0);

@@ -140,6 +140,12 @@ void Runner::SetBlockTable(int slot, const std::vector<int32_t>& blocks) {
   kv_->SetBlockTable(slot, blocks.data(), int(blocks.size()));
 }
 
+void Runner::ReserveKv(int slot, int64_t tokens) {
+  ES_CHECK(slot >= 0 && slot < n_slots(), "KV reserve: slot ", slot, " outside [0, ", n_slots(),
+           ")");
+  kv_->Reserve(slot, std::min(tokens, context()));
+}
+
 int Runner::AcquireSlot() {
   for (size_t i = 0; i < slot_used_.size(); ++i)
     if (!slot_used_[i]) {

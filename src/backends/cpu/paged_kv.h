@@ -5,6 +5,9 @@
 // backend turns (slot, pos) into memory: KV stores, attention and MLA all go through it.
 #pragma once
 
+#include <sys/mman.h>
+#include <unistd.h>
+
 #include <algorithm>
 #include <cstdint>
 #include <cstdlib>
@@ -100,6 +103,28 @@ class CpuKv final : public KvStorage {
     std::fill(t.begin() + n, t.end(), -1);
     mapped_[size_t(slot)] = std::min<int64_t>(int64_t(n) * kKvBlockTokens, capacity_);
   }
+  // MADV_POPULATE_WRITE over the rows of positions [0, tokens) of every layer and part, in the
+  // slot's mapped blocks. The pool is calloc'd: a page is mapped at its first write, so without
+  // this a decode step that starts a page takes a fault per (layer, part) (a 28-layer f32 cache
+  // of 1 KB rows: 56 faults every 4th token). Pages are rounded out (the pool's own memory, or
+  // the mapping around it: populating changes no byte). An error (kernel < 5.14) leaves them to
+  // their first write.
+  void Reserve(int slot, int64_t tokens) override {
+    ES_CHECK(slot >= 0 && slot < n_slots_, "KV Reserve: slot ", slot, " outside [0, ", n_slots_,
+             ")");
+    const int64_t n = std::min(tokens, mapped_tokens(slot));
+    for (int64_t p0 = 0; p0 < n; p0 += kKvBlockTokens) {
+      const int64_t rows = std::min<int64_t>(kKvBlockTokens, n - p0);
+      if (rows == kKvBlockTokens) {  // the whole block: every layer and part
+        PopulateWrite(Rows(slot, 0, 0).Row(p0), block_bytes_);
+        continue;
+      }
+      for (int layer = 0; layer < spec_.n_layers; ++layer)
+        for (int part = 0; part < 2; ++part)
+          if (row_bytes_[part] > 0)
+            PopulateWrite(Rows(slot, layer, part).Row(p0), size_t(rows) * row_bytes_[part]);
+    }
+  }
   // Positions [0, mapped_tokens(slot)) of the slot have blocks.
   int64_t mapped_tokens(int slot) const { return mapped_[size_t(slot)]; }
 
@@ -121,6 +146,12 @@ class CpuKv final : public KvStorage {
   }
 
  private:
+  static void PopulateWrite(uint8_t* p, size_t n) {
+    const uintptr_t page = uintptr_t(sysconf(_SC_PAGESIZE)), a = reinterpret_cast<uintptr_t>(p);
+    const uintptr_t lo = a / page * page, hi = (a + n + page - 1) / page * page;
+    if (hi > lo) madvise(reinterpret_cast<void*>(lo), hi - lo, MADV_POPULATE_WRITE);
+  }
+
   KvSpec spec_;
   int n_slots_;
   int64_t capacity_;

@@ -42,6 +42,14 @@ class KvStorage {
   // Maps the slot's positions [0, n * kKvBlockTokens) to pool blocks blocks[0..n) (each in
   // [0, n_blocks())); positions past them are unmapped until the next call. Paged only.
   virtual void SetBlockTable(int slot, const int32_t* blocks, int n);
+  // Commits the memory of the slot's positions [0, tokens) (those its blocks map) ahead of their
+  // first write: a hint for storages that commit memory as it is written (the CPU pool maps zero
+  // pages lazily), so that the steps writing those positions take no page faults. Contents are
+  // unchanged; a storage whose memory is committed when made does nothing (the default).
+  virtual void Reserve(int slot, int64_t tokens) {
+    (void)slot;
+    (void)tokens;
+  }
 };
 struct BackendOptions {
   int threads = 0;            // CPU threads (0 = all)

@@ -84,6 +84,10 @@ class Runner {
   int64_t kv_blocks() const;
   bool kv_paged() const;
   void SetBlockTable(int slot, const std::vector<int32_t>& blocks);
+  // Commits the cache memory of the slot's positions [0, tokens) (capped at the context) before
+  // they are written (KvStorage::Reserve): Generate reserves prompt + max_new_tokens, so its
+  // decode steps take no page faults for new cache pages. Split runners: this runner's own cache.
+  void ReserveKv(int slot, int64_t tokens);
   const KvStorage& kv() const { return *kv_; }
 
   // Slots: a free slot id, or -1 when none is free. Releasing forgets the slot's cache.
