@@ -16,7 +16,8 @@ namespace {
 // for every non-finite value by CheckFiniteLogits before they reach the sampler.
 void CheckNoNanOrPosInf(const float* logits, int vocab, const char* what) {
   bool ok = true;
-  for (int i = 0; i < vocab; ++i) ok &= logits[i] <= 3.402823466e38f || logits[i] == -INFINITY;
+  // `|`, not `||`: no branch per element, so the loop vectorizes.
+  for (int i = 0; i < vocab; ++i) ok &= (logits[i] <= 3.402823466e38f) | (logits[i] == -INFINITY);
   if (ok) return;
   int i = 0;
   while (i < vocab && (logits[i] <= 3.402823466e38f || logits[i] == -INFINITY)) ++i;
@@ -25,11 +26,31 @@ void CheckNoNanOrPosInf(const float* logits, int vocab, const char* what) {
 }
 }  // namespace
 
+// Lowest index of the largest logit. One pass keeps a running maximum per lane of 16 (a select
+// the compiler turns into vector max instructions) and the NaN / +inf test, then the first index
+// holding that maximum: the scalar `logits[i] > logits[best]` loop (a dependency from one element
+// to the next) took ~0.6 ms of a 151,936-id row, a third of a constrained decode step's host work.
 int32_t Argmax(const float* logits, int vocab) {
-  CheckNoNanOrPosInf(logits, vocab, "argmax");
+  constexpr int kLanes = 16;
+  float lane_max[kLanes];
+  for (float& m : lane_max) m = -INFINITY;
+  bool ok = true;
+  int i = 0;
+  for (; i + kLanes <= vocab; i += kLanes)
+    for (int j = 0; j < kLanes; ++j) {
+      const float x = logits[i + j];
+      ok &= x <= 3.402823466e38f || x == -INFINITY;
+      lane_max[j] = x > lane_max[j] ? x : lane_max[j];
+    }
+  float mx = -INFINITY;
+  for (; i < vocab; ++i) {
+    ok &= logits[i] <= 3.402823466e38f || logits[i] == -INFINITY;
+    mx = logits[i] > mx ? logits[i] : mx;
+  }
+  if (!ok) CheckNoNanOrPosInf(logits, vocab, "argmax");  // names the token and throws
+  for (float m : lane_max) mx = m > mx ? m : mx;
   int32_t best = 0;
-  for (int i = 1; i < vocab; ++i)
-    if (logits[i] > logits[best]) best = i;
+  while (best < vocab - 1 && !(logits[best] == mx)) ++best;
   return best;
 }
 
@@ -96,11 +117,17 @@ TokenLogprobs LogSoftmaxAt(const float* row, int vocab, int32_t id, int top) {
 
 bool Sampler::Distribution(const float* logits_in, int vocab, const std::vector<int32_t>& history,
                            const std::vector<int32_t>& banned, Candidates* out) const {
+  auto& c = *out;
+  c.clear();
+  // Greedy with nothing to change in the row (a constrained row is masked in place before this):
+  // the argmax of the row itself, with its check, and no copy of it.
+  if (plain_greedy() && banned.empty()) {
+    c.emplace_back(1.0f, Argmax(logits_in, vocab));
+    return false;
+  }
   CheckNoNanOrPosInf(logits_in, vocab, "sampler");
   std::vector<float> logits;
   Processed(logits_in, vocab, history, banned, &logits);
-  auto& c = *out;
-  c.clear();
   if (p_.temperature <= 0.0f) {
     c.emplace_back(1.0f, Argmax(logits.data(), vocab));
     return false;

@@ -149,5 +149,29 @@ TEST(Sampling, NanOrInfiniteLogitsAreAnErrorNotTokenZero) {
   EXPECT_EQ(Argmax(l.data(), kVocab), int(std::max_element(l.begin(), l.end()) - l.begin()));
 }
 
+// Argmax is the lowest index of the largest logit at every length (the vector lanes and the
+// tail), with ties, -inf masks and the largest value in either part.
+TEST(Sampling, ArgmaxIsTheFirstLargestAtEveryLength) {
+  std::mt19937 rng(5);
+  for (int vocab : {1, 2, 15, 16, 17, 31, 33, 47, 64, 100, 151936}) {
+    for (int trial = 0; trial < 6; ++trial) {
+      std::vector<float> l(static_cast<size_t>(vocab));
+      std::uniform_int_distribution<int> level(-3, 3);  // few values: many ties
+      for (float& x : l) x = float(level(rng));
+      if (trial % 2 == 1)  // masked rows: most ids at -inf
+        for (size_t i = 0; i < l.size(); ++i)
+          if (rng() % 4 != 0) l[i] = -INFINITY;
+      if (trial == 4) std::fill(l.begin(), l.end(), -INFINITY);
+      if (trial == 5) l[size_t(vocab - 1)] = 9.0f;  // the maximum in the last (tail) element
+      const int want = int(std::max_element(l.begin(), l.end()) - l.begin());
+      EXPECT_EQ(Argmax(l.data(), vocab), want) << "vocab " << vocab << " trial " << trial;
+      SamplingParams p;  // greedy: Sample takes the same argmax without copying the row
+      p.temperature = 0;
+      Sampler s(p);
+      EXPECT_EQ(s.Sample(l.data(), vocab, {}), want) << "vocab " << vocab << " trial " << trial;
+    }
+  }
+}
+
 }  // namespace
 }  // namespace es
