@@ -128,11 +128,12 @@ TEST_P(CpuMatMulEpi, CallsItOnceForEveryFinishedOutput) {
     int64_t R, blocks, N;  // K = blocks · the type's block (or 32 for dense types)
   };
   const int64_t be = IsQuantized(type) ? BlockElems(type) : 32;
-  // R = 1 (GEMV), 2..4 (the skinny GEMM), more (GEMM; 133 rows: two tasks of rows of the lane
-  // kernels); N = 1, partial groups of 8, several tasks of columns.
+  // R = 1 (GEMV), 2..4 (the skinny GEMM; Q4_0 on AVX3_DL up to 8 rows in 16-column groups),
+  // more (GEMM; 133 rows: two tasks of rows of the lane kernels); N = 1, partial groups of 8 and
+  // 16, several tasks of columns.
   for (const Shape& s :
        {Shape{1, 1, 1}, Shape{1, 5, 37}, Shape{2, 3, 13}, Shape{3, 2, 70}, Shape{4, 3, 9},
-        Shape{5, 7, 70}, Shape{9, 2, 33}, Shape{17, 3, 8}, Shape{133, 1, 77}}) {
+        Shape{5, 7, 70}, Shape{8, 3, 19}, Shape{9, 2, 33}, Shape{17, 3, 8}, Shape{133, 1, 77}}) {
     const int64_t R = s.R, K = s.blocks * be, N = s.N;
     const std::string what = std::string(Name(type)) + " R=" + std::to_string(R) +
                              " K=" + std::to_string(K) + " N=" + std::to_string(N);

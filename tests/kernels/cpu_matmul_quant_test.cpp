@@ -178,6 +178,50 @@ TEST_P(QuantMatMul, TileEdgesBitForBit) {
   }
 }
 
+// Batched decode steps of 1..8 rows (the skinny GEMMs: Q4_0 on AVX3_DL takes 16-column groups
+// for up to 8 rows, the 8-column kernels up to 4): N not a multiple of 8 or 16 (a zero-padded
+// last group), K of one and of odd numbers of blocks, a bias and a strided y. Every row bit for
+// bit the row alone (the GEMV), every output within the bound of the plain reference, and the
+// padding of y untouched.
+TEST_P(QuantMatMul, SkinnyRowsBitForBit) {
+  const DType type = GetParam();
+  ThreadPool pool1(1), pool2(2);
+  const int64_t be = BlockElems(type);
+  for (int64_t blocks : {int64_t(1), int64_t(5), be == kQK ? int64_t(47) : int64_t(3)}) {
+    const int64_t K = blocks * be;
+    for (int64_t N : {5, 16, 23, 33, 40}) {
+      const auto w = RandomWeights(type, N, K, uint64_t(K * 13 + N));
+      const auto bias = RandomFloats(size_t(N), uint64_t(N + 5));
+      for (int64_t R = 1; R <= 8; ++R) {
+        const auto x = RandomFloats(size_t(R * K), uint64_t(R * 11 + K));
+        const int64_t ldy = N + 3;
+        std::vector<float> rows(size_t(R * N));
+        for (int64_t r = 0; r < R; ++r) {
+          cpu::MatMul(x.data() + r * K, 1, K, w.bytes.data(), type, N, bias.data(),
+                      rows.data() + r * N, N, pool1);
+        }
+        for (ThreadPool* pool : {&pool1, &pool2}) {
+          std::vector<float> y(size_t(R * ldy), -7.0f);
+          cpu::MatMul(x.data(), R, K, w.bytes.data(), type, N, bias.data(), y.data(), ldy, *pool);
+          for (int64_t r = 0; r < R; ++r) {
+            ASSERT_EQ(0, std::memcmp(y.data() + r * ldy, rows.data() + r * N, size_t(N) * 4))
+                << Name(type) << " R=" << R << " K=" << K << " N=" << N << " row " << r
+                << " threads=" << pool->size();
+            for (int64_t n = N; n < ldy; ++n) ASSERT_EQ(y[size_t(r * ldy + n)], -7.0f);
+          }
+        }
+        std::vector<double> ref, bound;
+        QuantMatMulReference(x, R, K, w.values, N, bias.data(), ActivationLevels(type), &ref,
+                             &bound);
+        for (size_t i = 0; i < rows.size(); ++i) {
+          ASSERT_LE(std::fabs(double(rows[i]) - ref[i]), bound[i])
+              << Name(type) << " R=" << R << " K=" << K << " N=" << N << " at " << i;
+        }
+      }
+    }
+  }
+}
+
 TEST_P(QuantMatMul, StridedOutputAndMisalignedActivations) {
   const DType type = GetParam();
   ThreadPool pool(2);

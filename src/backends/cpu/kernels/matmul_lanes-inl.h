@@ -46,6 +46,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
+#include <type_traits>
 #include <vector>
 
 #include "cpu/kernels/matmul.h"
@@ -579,11 +580,12 @@ LaneActs QuantizeLaneActs(const float* x, size_t R, size_t K, ThreadPool& pool) 
   return LaneActs{xq, xd, s8, xs, K, nb};
 }
 
-// The columns n .. n + nc (nc < 8) of a partial last group, copied into 8 zero-padded rows in the
-// calling thread's scratch slot 0 (valid until its next use on this thread).
+// The columns n .. n + nc (nc < cols) of a partial last group, copied into `cols` zero-padded rows
+// in the calling thread's scratch slot 0 (valid until its next use on this thread).
 template <class Block>
-HWY_INLINE const Block* LanePaddedGroup(const Block* w, size_t nb, size_t n, size_t nc) {
-  const size_t bytes = kLaneCols * nb * sizeof(Block);
+HWY_INLINE const Block* LanePaddedGroup(const Block* w, size_t nb, size_t n, size_t nc,
+                                        size_t cols = kLaneCols) {
+  const size_t bytes = cols * nb * sizeof(Block);
   Block* p = reinterpret_cast<Block*>(ThreadScratch(0).Floats((bytes + 3) / 4));
   std::memset(static_cast<void*>(p), 0, bytes);
   std::memcpy(static_cast<void*>(p), w + n * nb, nc * nb * sizeof(Block));
@@ -750,6 +752,166 @@ void LaneSkinny(const LaneActs& acts, size_t R, size_t N, const LaneRawOut<Kern>
   });
 }
 
+#if HWY_TARGET == HWY_AVX3_DL
+// ---------------------------------------------------------------------------------------------
+// Q4_0 skinny GEMM on AVX3_DL (2 ≤ R ≤ 8, batched decode): 16 columns in the 16 lanes of a zmm.
+// The 8-column kernels above run 8 ymm vpdpbusd a row and block; here 8 zmm vpdpbusd cover 16
+// columns, and a zmm vpdpbusd costs about what a ymm one does (a loop of independent dots on the
+// 2-core Xeon of docs/log: 1.5-2.1x the MACs a second), where a 4-row step was compute-bound
+// (~86 ms of CPU for ~1 GB of weights). The layout is Q40x8's with four 128-bit
+// lanes instead of two (lane L holds columns 4L .. 4L + 3), the integer dots are exact and the
+// float operations per lane are Q40Row's (fma(d_w · d_x, float(isum), acc) per block in order),
+// so every output bit is the 8-column kernels' (tests: QuantMatMul skinny rows, the targets test).
+
+constexpr size_t kZCols = 16;       // columns per zmm group
+constexpr size_t kZSkinnyRows = 8;  // rows of one zmm register tile (32 zmm registers)
+
+// acc += Σ_4 u8 × s8 per int32 lane (zmm vpdpbusd; asm for the reason LaneDpBusd gives).
+HWY_INLINE __m512i ZDpBusd(__m512i acc, __m512i u, __m512i s) {
+  asm("vpdpbusd %2, %1, %0" : "+v"(acc) : "v"(u), "v"(s));
+  return acc;
+}
+
+HWY_INLINE __m512i ZBcast4(const int8_t* p) {
+  int32_t v;
+  std::memcpy(&v, p, 4);
+  return _mm512_set1_epi32(v);
+}
+
+// Block b of 16 columns, unpacked (Q40Nibbles with 16 lanes).
+struct Q40Nibbles16 {
+  __m512i lo0, lo1, lo2, lo3;  // elements 4j .. 4j + 3 of each column (j = 0..3)
+  __m512i hi0, hi1, hi2, hi3;  // elements 16 + 4j ..
+  __m512 d;
+};
+
+// Block b of the 16 rows w + c · stride interleaved and unpacked in registers: rows c, c + 4,
+// c + 8, c + 12 in the four 128-bit lanes, then InterleaveQ40's 4×4 dword transpose per lane.
+HWY_INLINE void InterleaveQ40x16(const BlockQ4_0* HWY_RESTRICT w, size_t stride, size_t b,
+                                 Q40Nibbles16* HWY_RESTRICT n) {
+  const BlockQ4_0* p = w + b;
+  auto load = [&](size_t c) {
+    return _mm_loadu_si128(reinterpret_cast<const __m128i*>(p[c * stride].qs));
+  };
+  auto quad = [&](size_t c) {
+    __m512i v = _mm512_castsi128_si512(load(c));
+    v = _mm512_inserti32x4(v, load(c + 4), 1);
+    v = _mm512_inserti32x4(v, load(c + 8), 2);
+    return _mm512_inserti32x4(v, load(c + 12), 3);
+  };
+  const __m512i a0 = quad(0), a1 = quad(1), a2 = quad(2), a3 = quad(3);
+  const __m512i t0 = _mm512_unpacklo_epi32(a0, a1), t1 = _mm512_unpackhi_epi32(a0, a1);
+  const __m512i t2 = _mm512_unpacklo_epi32(a2, a3), t3 = _mm512_unpackhi_epi32(a2, a3);
+  const __m512i q0 = _mm512_unpacklo_epi64(t0, t2), q1 = _mm512_unpackhi_epi64(t0, t2);
+  const __m512i q2 = _mm512_unpacklo_epi64(t1, t3), q3 = _mm512_unpackhi_epi64(t1, t3);
+  const __m512i m = _mm512_set1_epi8(0x0F);
+  n->lo0 = _mm512_and_si512(q0, m);
+  n->lo1 = _mm512_and_si512(q1, m);
+  n->lo2 = _mm512_and_si512(q2, m);
+  n->lo3 = _mm512_and_si512(q3, m);
+  n->hi0 = _mm512_and_si512(_mm512_srli_epi16(q0, 4), m);
+  n->hi1 = _mm512_and_si512(_mm512_srli_epi16(q1, 4), m);
+  n->hi2 = _mm512_and_si512(_mm512_srli_epi16(q2, 4), m);
+  n->hi3 = _mm512_and_si512(_mm512_srli_epi16(q3, 4), m);
+  auto h = [&](size_t c) { return short(p[c * stride].d); };
+  n->d = _mm512_cvtph_ps(_mm256_setr_epi16(h(0), h(1), h(2), h(3), h(4), h(5), h(6), h(7), h(8),
+                                           h(9), h(10), h(11), h(12), h(13), h(14), h(15)));
+}
+
+// Q40Row on 16 lanes: the same integer sums (vpdpbusd, two chains of 4) and float operations.
+HWY_INLINE __m512 Q40Row16(const Q40Nibbles16& n, const int8_t* HWY_RESTRICT x, float dx,
+                           int32_t s8, __m512 acc) {
+  __m512i lo = ZDpBusd(_mm512_setzero_si512(), n.lo0, ZBcast4(x));
+  __m512i hi = ZDpBusd(_mm512_setzero_si512(), n.hi0, ZBcast4(x + 16));
+  lo = ZDpBusd(lo, n.lo1, ZBcast4(x + 4));
+  hi = ZDpBusd(hi, n.hi1, ZBcast4(x + 20));
+  lo = ZDpBusd(lo, n.lo2, ZBcast4(x + 8));
+  hi = ZDpBusd(hi, n.hi2, ZBcast4(x + 24));
+  lo = ZDpBusd(lo, n.lo3, ZBcast4(x + 12));
+  hi = ZDpBusd(hi, n.hi3, ZBcast4(x + 28));
+  const __m512i isum = _mm512_sub_epi32(_mm512_add_epi32(lo, hi), _mm512_set1_epi32(s8));
+  return _mm512_fmadd_ps(_mm512_mul_ps(n.d, _mm512_set1_ps(dx)), _mm512_cvtepi32_ps(isum), acc);
+}
+
+// RT activation rows (0 ..) against the 16 raw rows w (nb blocks each), each block interleaved
+// once for all RT rows; the next 16 rows are prefetched at the pace these are consumed.
+template <int RT>
+HWY_NOINLINE void Q40SkinnyRows16(const LaneActs& a, const BlockQ4_0* HWY_RESTRICT w,
+                                  __m512* acc_out) {
+  static_assert(RT >= 1 && RT <= int(kZSkinnyRows), "Q40SkinnyRows16 handles 1..8 rows");
+  const size_t K = a.K, nb = a.nb;
+  const int8_t* HWY_RESTRICT x = a.q8();
+  __m512 c[RT];
+  for (int r = 0; r < RT; ++r) c[r] = _mm512_setzero_ps();
+  const char* next = reinterpret_cast<const char*>(w + kZCols * nb);
+  constexpr size_t kBytes = kZCols * sizeof(BlockQ4_0);  // consumed a block
+  for (size_t b = 0; b < nb; ++b) {
+    for (size_t o = 0; o < kBytes + 63; o += 64) hwy::Prefetch(next + b * kBytes + o);
+    Q40Nibbles16 n;
+    InterleaveQ40x16(w, nb, b, &n);
+    const int8_t* xb = x + b * kQK;
+#pragma GCC unroll 8
+    for (int r = 0; r < RT; ++r) {
+      c[r] =
+          Q40Row16(n, xb + size_t(r) * K, a.d[size_t(r) * nb + b], a.s8[size_t(r) * nb + b], c[r]);
+    }
+  }
+  for (int r = 0; r < RT; ++r) acc_out[r] = c[r];
+}
+
+// y[0..nc) of one row (lanes of acc) plus bias, as LaneStore.
+HWY_INLINE void LaneStore16(__m512 acc, const float* bias, size_t nc, float* y) {
+  alignas(64) float out[kZCols];
+  _mm512_store_ps(out, acc);
+  for (size_t c = 0; c < nc; ++c) y[c] = out[c] + (bias ? bias[c] : 0.0f);
+}
+
+// R (1..8) rows against the 16 raw rows w: one register tile.
+HWY_INLINE void Q40SkinnyTile16(const LaneActs& a, size_t R, const BlockQ4_0* w, __m512* acc) {
+  switch (R) {
+    case 1:
+      return Q40SkinnyRows16<1>(a, w, acc);
+    case 2:
+      return Q40SkinnyRows16<2>(a, w, acc);
+    case 3:
+      return Q40SkinnyRows16<3>(a, w, acc);
+    case 4:
+      return Q40SkinnyRows16<4>(a, w, acc);
+    case 5:
+      return Q40SkinnyRows16<5>(a, w, acc);
+    case 6:
+      return Q40SkinnyRows16<6>(a, w, acc);
+    case 7:
+      return Q40SkinnyRows16<7>(a, w, acc);
+    default:
+      return Q40SkinnyRows16<8>(a, w, acc);
+  }
+}
+
+// LaneSkinny for Q4_0 on AVX3_DL: threads take contiguous ranges of 16-column groups (a partial
+// last group zero-padded), all R rows one tile.
+template <size_t M>
+void Q40SkinnyWide(const LaneActs& acts, size_t R, size_t N, const LaneRawOut<Q40Kernel> (&outs)[M],
+                   size_t ldy, const MatMulEpilogue* epi, ThreadPool& pool) {
+  const size_t nb = acts.nb;
+  const size_t groups = (N + kZCols - 1) / kZCols;
+  pool.ParallelFor(int64_t(groups), [&](int64_t g0, int64_t g1, int) {
+    for (size_t g = size_t(g0); g < size_t(g1); ++g) {
+      const size_t n = g * kZCols, nc = std::min(kZCols, N - n);
+      for (size_t o = 0; o < M; ++o) {
+        const BlockQ4_0* w = outs[o].w;
+        __m512 acc[kZSkinnyRows];
+        Q40SkinnyTile16(acts, R, nc == kZCols ? w + n * nb : LanePaddedGroup(w, nb, n, nc, kZCols),
+                        acc);
+        const float* bn = outs[o].bias ? outs[o].bias + n : nullptr;
+        for (size_t i = 0; i < R; ++i) LaneStore16(acc[i], bn, nc, outs[o].y + i * ldy + n);
+      }
+      LaneEpilogue(epi, 0, R, n, n + nc);
+    }
+  });
+}
+#endif  // HWY_AVX3_DL
+
 // y = x · Wᵀ (+ bias) of each weight in outs for the R rows of x already quantized in `acts`
 // (QuantizeLaneActs), then epi (or null) on the outputs as they are done.
 template <class Kern, size_t M>
@@ -768,6 +930,11 @@ void LaneMatMulActs(const LaneActs& acts, size_t R, size_t N, const LaneRawOut<K
     });
     return;
   }
+#if HWY_TARGET == HWY_AVX3_DL
+  if constexpr (std::is_same_v<Kern, Q40Kernel>) {
+    if (R <= kZSkinnyRows) return Q40SkinnyWide(acts, R, N, outs, ldy, epi, pool);
+  }
+#endif
   if constexpr (requires { typename Kern::RawSrc; }) {
     if (R <= kLaneSkinnyRows) return LaneSkinny<Kern>(acts, R, N, outs, ldy, epi, pool);
   }
