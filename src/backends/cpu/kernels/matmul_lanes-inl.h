@@ -477,29 +477,49 @@ HWY_NOINLINE void Q80PanelRows(const LaneActs& a, size_t r0, Src panel, __m256* 
     const __m128i* HWY_RESTRICT pq = panel.Quants(b);
     const int16_t* xb = x + b * kQK;
     __m256i i0 = _mm256_setzero_si256(), i1 = i0, i2 = i0, i3 = i0;
+#if HWY_TARGET == HWY_AVX3_DL
+    // AVX3_DL: the wb products in chains of their own (h), added once a block: one chain of 16
+    // dependent vpdpwssd a row and block held a 4-row tile to the dot latency. Exact int32 sums
+    // in any order, so the same isum.
+    __m256i h0 = i0, h1 = i0, h2 = i0, h3 = i0;
+#endif
     // Not unrolled: unrolled, GCC reassociates the 64 exact int32 adds into one tree and spills
     // the madds (measured 1.9x slower).
 #pragma GCC unroll 1
     for (int j = 0; j < 8; ++j) {
       const __m256i wa = _mm256_cvtepi8_epi16(_mm_loadu_si128(pq + 2 * j));
       const __m256i wb = _mm256_cvtepi8_epi16(_mm_loadu_si128(pq + 2 * j + 1));
-      // i += the row's 4 products of each column; AVX3_DL: two vpdpwssd (no saturation, and
-      // madd's one overflow, -32768 · -32768 twice, cannot occur with int8 weights), the same
-      // exact int32 as madd + add.
-      auto row = [&](__m256i i, const int16_t* xr) {
 #if HWY_TARGET == HWY_AVX3_DL
-        return LaneDpWssd(LaneDpWssd(i, wa, Bcast2x16(xr + 4 * j)), wb, Bcast2x16(xr + 4 * j + 2));
+      // i, h += the row's products of each column by two vpdpwssd (no saturation, and madd's one
+      // overflow, -32768 · -32768 twice, cannot occur with int8 weights), the same exact int32
+      // as madd + add.
+      auto row = [&](__m256i& i, __m256i& h, const int16_t* xr) {
+        i = LaneDpWssd(i, wa, Bcast2x16(xr + 4 * j));
+        h = LaneDpWssd(h, wb, Bcast2x16(xr + 4 * j + 2));
+      };
+      row(i0, h0, xb);
+      if constexpr (RT > 1) row(i1, h1, xb + K);
+      if constexpr (RT > 2) row(i2, h2, xb + 2 * K);
+      if constexpr (RT > 3) row(i3, h3, xb + 3 * K);
 #else
+      // i += the row's 4 products of each column.
+      auto row = [&](__m256i i, const int16_t* xr) {
         return _mm256_add_epi32(i,
                                 _mm256_add_epi32(_mm256_madd_epi16(wa, Bcast2x16(xr + 4 * j)),
                                                  _mm256_madd_epi16(wb, Bcast2x16(xr + 4 * j + 2))));
-#endif
       };
       i0 = row(i0, xb);
       if constexpr (RT > 1) i1 = row(i1, xb + K);
       if constexpr (RT > 2) i2 = row(i2, xb + 2 * K);
       if constexpr (RT > 3) i3 = row(i3, xb + 3 * K);
+#endif
     }
+#if HWY_TARGET == HWY_AVX3_DL
+    i0 = _mm256_add_epi32(i0, h0);
+    if constexpr (RT > 1) i1 = _mm256_add_epi32(i1, h1);
+    if constexpr (RT > 2) i2 = _mm256_add_epi32(i2, h2);
+    if constexpr (RT > 3) i3 = _mm256_add_epi32(i3, h3);
+#endif
     const __m256 pd = panel.Scales(b);
     c0 = _mm256_fmadd_ps(_mm256_mul_ps(pd, _mm256_set1_ps(d[b])), _mm256_cvtepi32_ps(i0), c0);
     if constexpr (RT > 1)
