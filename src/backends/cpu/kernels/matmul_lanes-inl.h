@@ -776,9 +776,9 @@ void LaneSkinny(const LaneActs& acts, size_t R, size_t N, const LaneRawOut<Kern>
 // ---------------------------------------------------------------------------------------------
 // Q4_0 skinny GEMM on AVX3_DL (2 ≤ R ≤ 8, batched decode): 16 columns in the 16 lanes of a zmm.
 // The 8-column kernels above run 8 ymm vpdpbusd a row and block; here 8 zmm vpdpbusd cover 16
-// columns, and a zmm vpdpbusd costs about what a ymm one does (a loop of independent dots on the
-// 2-core Xeon of docs/log: 1.5-2.1x the MACs a second), where a 4-row step was compute-bound
-// (~86 ms of CPU for ~1 GB of weights). The layout is Q40x8's with four 128-bit
+// columns, and a zmm vpdpbusd costs about what a ymm one does (a loop of independent dots on a
+// 2-core Sapphire-Rapids-class Xeon: 1.5-2.1x the MACs a second); 4-8 row steps are
+// compute-bound on 2 cores (docs/cpu_kernels.md). The layout is Q40x8's with four 128-bit
 // lanes instead of two (lane L holds columns 4L .. 4L + 3), the integer dots are exact and the
 // float operations per lane are Q40Row's (fma(d_w · d_x, float(isum), acc) per block in order),
 // so every output bit is the 8-column kernels' (tests: QuantMatMul skinny rows, the targets test).
