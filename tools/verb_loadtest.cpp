@@ -171,6 +171,7 @@ int RunLoad(LoadArgs a) {
     for (auto& d : due) d = (t += gap(rng));
   }
   std::vector<std::thread> threads;
+  threads.reserve(size_t(a.clients));
   for (int c = 0; c < a.clients; ++c) {
     threads.emplace_back([&] {
       httplib::Client cli(a.url);
