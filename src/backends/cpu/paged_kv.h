@@ -14,6 +14,10 @@
 #include <cstring>
 #include <vector>
 
+#ifndef MADV_POPULATE_WRITE  // Linux 5.14's value, for older headers
+#define MADV_POPULATE_WRITE 23
+#endif
+
 #include "cpu/kernels/kv_row.h"
 #include "edgeseek/internal/backends/backend.h"
 #include "edgeseek/internal/core/error.h"
@@ -107,8 +111,8 @@ class CpuKv final : public KvStorage {
   // slot's mapped blocks. The pool is calloc'd: a page is mapped at its first write, so without
   // this a decode step that starts a page takes a fault per (layer, part) (a 28-layer f32 cache
   // of 1 KB rows: 56 faults every 4th token). Pages are rounded out (the pool's own memory, or
-  // the mapping around it: populating changes no byte). An error (kernel < 5.14) leaves them to
-  // their first write.
+  // the mapping around it: populating changes no byte). Where the kernel has no
+  // MADV_POPULATE_WRITE (before 5.14) the range's own pages are touched instead.
   void Reserve(int slot, int64_t tokens) override {
     ES_CHECK(slot >= 0 && slot < n_slots_, "KV Reserve: slot ", slot, " outside [0, ", n_slots_,
              ")");
@@ -147,9 +151,15 @@ class CpuKv final : public KvStorage {
 
  private:
   static void PopulateWrite(uint8_t* p, size_t n) {
+    if (n == 0) return;
     const uintptr_t page = uintptr_t(sysconf(_SC_PAGESIZE)), a = reinterpret_cast<uintptr_t>(p);
     const uintptr_t lo = a / page * page, hi = (a + n + page - 1) / page * page;
-    if (hi > lo) madvise(reinterpret_cast<void*>(lo), hi - lo, MADV_POPULATE_WRITE);
+    if (madvise(reinterpret_cast<void*>(lo), hi - lo, MADV_POPULATE_WRITE) == 0) return;
+    // A kernel before 5.14 (EINVAL; the 5.10 kernels of many ARM boards): each page of the range
+    // itself takes a write that changes no byte, an atomic add of 0 (safe beside another thread
+    // writing other rows of the same page).
+    for (uintptr_t q = a; q < a + n; q = (q / page + 1) * page)
+      __atomic_fetch_add(reinterpret_cast<uint8_t*>(q), uint8_t(0), __ATOMIC_RELAXED);
   }
 
   KvSpec spec_;
