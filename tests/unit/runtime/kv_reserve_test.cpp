@@ -65,6 +65,11 @@ std::vector<long> StepFaults(const std::shared_ptr<Model>& m, int steps) {
 }
 
 TEST(KvReserve, GenerateDecodeStepsTakeNoPageFaults) {
+#if defined(__SANITIZE_ADDRESS__)
+  // ASan's allocator (quarantine, shadow memory) maps fresh pages for the steps' own allocations:
+  // 2-17 faults a step there, with the cache reserved or not. The plain build checks the count.
+  GTEST_SKIP() << "the fault count is checked in builds without AddressSanitizer";
+#endif
   const auto m = Llama();
   // f32 rows of 2 heads x 32 = 256 bytes: 16 positions a page, so 200 steps start 12 new pages
   // of each of the 2 layers' K and V (48 faults without the reservation).
