@@ -14,13 +14,15 @@ namespace {
 // everything, so a max over it took token 0, and decoding emitted token 0 forever (issue 23).
 // -inf is a masked (banned) token and stays legal here; the model's own output rows are checked
 // for every non-finite value by CheckFiniteLogits before they reach the sampler.
+// Finite or -inf (`|`, not `||`: no branch per element, so the loops using it vectorize).
+inline bool Legal(float x) { return (x <= 3.402823466e38f) | (x == -INFINITY); }
+
 void CheckNoNanOrPosInf(const float* logits, int vocab, const char* what) {
   bool ok = true;
-  // `|`, not `||`: no branch per element, so the loop vectorizes.
-  for (int i = 0; i < vocab; ++i) ok &= (logits[i] <= 3.402823466e38f) | (logits[i] == -INFINITY);
+  for (int i = 0; i < vocab; ++i) ok &= Legal(logits[i]);
   if (ok) return;
   int i = 0;
-  while (i < vocab && (logits[i] <= 3.402823466e38f || logits[i] == -INFINITY)) ++i;
+  while (i < vocab && Legal(logits[i])) ++i;
   Fail(what, ": the logit for token ", i, " is ", logits[i],
        " (not finite): the model's weights or hyperparameters are corrupt");
 }
@@ -39,12 +41,12 @@ int32_t Argmax(const float* logits, int vocab) {
   for (; i + kLanes <= vocab; i += kLanes)
     for (int j = 0; j < kLanes; ++j) {
       const float x = logits[i + j];
-      ok &= x <= 3.402823466e38f || x == -INFINITY;
+      ok &= Legal(x);
       lane_max[j] = x > lane_max[j] ? x : lane_max[j];
     }
   float mx = -INFINITY;
   for (; i < vocab; ++i) {
-    ok &= logits[i] <= 3.402823466e38f || logits[i] == -INFINITY;
+    ok &= Legal(logits[i]);
     mx = logits[i] > mx ? logits[i] : mx;
   }
   if (!ok) CheckNoNanOrPosInf(logits, vocab, "argmax");  // names the token and throws
