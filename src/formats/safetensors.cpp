@@ -69,7 +69,8 @@ void SafetensorsSet::AddFile(const std::string& file) {
   std::vector<std::pair<uint64_t, uint64_t>> ranges;
   for (auto& [name, info] : h.items()) {
     if (name == "__metadata__") continue;
-    const std::string where = file + ": tensor '" + name + "'";
+    std::string where = file;
+    where.append(": tensor '").append(name).append("'");
     ES_CHECK(info.is_object() && info.contains("dtype") && info.contains("shape") &&
                  info.contains("data_offsets"),
              where, ": header entry needs dtype, shape and data_offsets");
@@ -77,21 +78,30 @@ void SafetensorsSet::AddFile(const std::string& file) {
     t.name = name;
     try {
       t.dtype = SafetensorsDType(info["dtype"].get<std::string>(), where);
-      // The element count saturates instead of wrapping: a shape like [2^32, 2^32] wrapped to 0
-      // elements and matched an empty data range.
+      // The element count saturates instead of wrapping: [2^32, 2^32] once wrapped to 0 elements
+      // and matched an empty data range. The nonzero dimensions' product must fit an int64 even
+      // for an empty tensor ([2^62, 2^62, 0] overflowed each later element count), and
+      // dimensions and offsets must be JSON integers (1e30 was cast to an integer: undefined).
+      const json& shape = info["shape"];
+      ES_CHECK(shape.is_array(), where, ": shape must be an array (got ", shape.type_name(), ")");
       uint64_t numel = 1;
       bool empty = false;
-      for (auto& d : info["shape"]) {
-        const int64_t v = d.get<int64_t>();
+      for (const json& d : shape) {
+        const int64_t v = json_field::As<int64_t>(d, "shape", where);
         ES_CHECK(v >= 0, where, ": negative dimension");
-        empty = empty || v == 0;
-        numel = v != 0 && numel > UINT64_MAX / uint64_t(v) ? UINT64_MAX : numel * uint64_t(v);
         t.shape.push_back(v);
+        empty = empty || v == 0;
+        if (v != 0) numel = numel > UINT64_MAX / uint64_t(v) ? UINT64_MAX : numel * uint64_t(v);
       }
-      ES_CHECK(empty || numel <= data_size, where, ": shape ", info["shape"].dump(),
+      ES_CHECK(empty || numel <= data_size, where, ": shape ", shape.dump(),
                " holds more elements than the file has bytes (", data_size, ")");
-      const uint64_t b = info["data_offsets"].at(0).get<uint64_t>();
-      const uint64_t e = info["data_offsets"].at(1).get<uint64_t>();
+      ES_CHECK(numel <= uint64_t(INT64_MAX), where, ": shape ", shape.dump(),
+               " has dimensions whose product passes 2^63");
+      const json& offsets = info["data_offsets"];
+      ES_CHECK(offsets.is_array() && offsets.size() == 2, where,
+               ": data_offsets must be an array [begin, end]");
+      const uint64_t b = json_field::As<uint64_t>(offsets[0], "data_offsets", where);
+      const uint64_t e = json_field::As<uint64_t>(offsets[1], "data_offsets", where);
       ES_CHECK(b <= e && e <= data_size, where, ": data offsets [", b, ", ", e,
                "] lie outside the file's data (", data_size, " bytes) — truncated file?");
       const size_t expect = RowBytes(t.dtype, 1) * size_t(t.numel());

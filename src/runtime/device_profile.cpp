@@ -150,13 +150,14 @@ std::map<DType, ProfileValue> ReadByType(const json& doc, const char* key,
 std::map<DType, std::vector<CurvePoint>> ReadCurves(const json& doc, const char* key,
                                                     const std::string& where) {
   std::map<DType, std::vector<CurvePoint>> m;
+  const std::string at = "device profile " + where;
   if (!doc.contains(key)) return m;
   for (auto& [name, arr] : doc.at(key).items()) {
     std::vector<CurvePoint>& curve = m[TypeKey(name, key, where)];
     for (const json& o : arr) {
       CurvePoint c;
-      c.k = o.at("k").get<int64_t>();
-      c.n = o.at("n").get<int64_t>();
+      c.k = json_field::Get<int64_t>(o, "k", at);
+      c.n = json_field::Get<int64_t>(o, "n", at);
       c.weight_bytes = o.at("weight_bytes").get<double>();
       c.rate = ParseValue(o);
       curve.push_back(c);
@@ -171,20 +172,21 @@ std::map<DType, std::vector<CurvePoint>> ReadCurves(const json& doc, const char*
 // [{"hidden", "heads", "kv_heads", "head_dim", "ffn", "type", "kv_type", "rows", "layers",
 //   "depth", "value", "source", "calibrated"}, ...]
 std::vector<LayerProbe> ReadLayerProbes(const json& doc, const std::string& where) {
+  const std::string at = "device profile " + where;
   std::vector<LayerProbe> v;
   if (!doc.contains("layer_probes")) return v;
   for (const json& o : doc.at("layer_probes")) {
     LayerProbe p;
-    p.hidden = o.at("hidden").get<int64_t>();
-    p.heads = o.at("heads").get<int64_t>();
-    p.kv_heads = o.at("kv_heads").get<int64_t>();
-    p.head_dim = o.at("head_dim").get<int64_t>();
-    p.ffn = o.at("ffn").get<int64_t>();
+    p.hidden = json_field::Get<int64_t>(o, "hidden", at);
+    p.heads = json_field::Get<int64_t>(o, "heads", at);
+    p.kv_heads = json_field::Get<int64_t>(o, "kv_heads", at);
+    p.head_dim = json_field::Get<int64_t>(o, "head_dim", at);
+    p.ffn = json_field::Get<int64_t>(o, "ffn", at);
     p.type = TypeKey(o.at("type").get<std::string>(), "layer_probes", where);
     p.kv_type = TypeKey(o.at("kv_type").get<std::string>(), "layer_probes", where);
-    p.rows = o.at("rows").get<int>();
-    p.layers = o.at("layers").get<int>();
-    p.depth = o.at("depth").get<int64_t>();
+    p.rows = json_field::Get<int>(o, "rows", at);
+    p.layers = json_field::Get<int>(o, "layers", at);
+    p.depth = json_field::Get<int64_t>(o, "depth", at);
     p.seconds = ParseValue(o);
     v.push_back(p);
   }
@@ -193,12 +195,13 @@ std::vector<LayerProbe> ReadLayerProbes(const json& doc, const std::string& wher
 
 // [{"hidden", "vocab", "type", "value", "source", "calibrated"}, ...]
 std::vector<HeadProbe> ReadHeadProbes(const json& doc, const std::string& where) {
+  const std::string at = "device profile " + where;
   std::vector<HeadProbe> v;
   if (!doc.contains("head_probes")) return v;
   for (const json& o : doc.at("head_probes")) {
     HeadProbe p;
-    p.hidden = o.at("hidden").get<int64_t>();
-    p.vocab = o.at("vocab").get<int64_t>();
+    p.hidden = json_field::Get<int64_t>(o, "hidden", at);
+    p.vocab = json_field::Get<int64_t>(o, "vocab", at);
     p.type = TypeKey(o.at("type").get<std::string>(), "head_probes", where);
     p.seconds = ParseValue(o);
     v.push_back(p);

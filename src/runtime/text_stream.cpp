@@ -51,8 +51,7 @@ void StopMatcher::Flush(std::string* out) {
 // ---- ReasoningSplitter ------------------------------------------------------------------------
 ReasoningSplitter::ReasoningSplitter(bool enabled, bool start_in_reasoning, std::string open,
                                      std::string close)
-    : enabled_(enabled),
-      state_(!enabled             ? State::kContent
+    : state_(!enabled             ? State::kContent
              : start_in_reasoning ? State::kReasoning
                                   : State::kStart),
       open_(std::move(open)),

@@ -87,6 +87,31 @@ TEST(BadInput, ShapeLargerThanTheFile) {
       {"model.safetensors: tensor 'x'", "holds more elements than the file has bytes"});
 }
 
+// Numbers in a safetensors header the fuzzer found (undefined behaviour, not an error): an empty
+// tensor whose other dimensions multiply past 2^63, and dimensions or offsets written as floats
+// out of an integer's range (nlohmann casts them).
+TEST(BadInput, SafetensorsHeaderNumbers) {
+  const std::vector<std::pair<std::string, std::string>> cases = {
+      {R"([4611686018427387904, 4611686018427387904, 0], "data_offsets": [0, 0])",
+       "product passes 2^63"},
+      {R"([1e30], "data_offsets": [0, 0])", "field 'shape' is 1e+30"},
+      {R"([1], "data_offsets": [-1e30, 4])", "field 'data_offsets' is -1e+30"},
+      {R"([0], "data_offsets": [1e300, 0])", "field 'data_offsets' is 1e+300"},
+      {R"({"a": 1}, "data_offsets": [0, 0])", "shape must be an array"},
+      {R"([1], "data_offsets": [0])", "data_offsets must be an array [begin, end]"},
+  };
+  for (const auto& [rest, message] : cases) {
+    SCOPED_TRACE(rest);
+    const std::string d = CopyModel("llama3");
+    const std::string header = R"({"x": {"dtype": "F32", "shape": )" + rest + "}}";
+    std::string file(8, '\0');
+    for (int i = 0; i < 8; ++i) file[size_t(i)] = char((header.size() >> (8 * i)) & 0xFF);
+    test::WriteFile(d + "/model.safetensors", file + header + "abcd");
+    ExpectOneLineError("logits -m " + d + " --ids 1 --out /dev/null",
+                       {"model.safetensors: tensor 'x'", message});
+  }
+}
+
 TEST(BadInput, MissingShard) {
   const std::string d = CopyModel("qwen2_sharded");
   std::string shard;

@@ -587,6 +587,19 @@ TEST(PlanProbe, ProfileWithProbesRoundTripsThroughJson) {
   } catch (const Error& e) {
     EXPECT_NE(std::string(e.what()).find("layer_probes"), std::string::npos) << e.what();
   }
+  // A whole float passes the schema's "integer" but must fit its field: 1e30 was cast to an
+  // int64 (undefined behaviour), 1e10 rows to an int.
+  for (const auto& [field, value] :
+       std::vector<std::pair<std::string, double>>{{"hidden", 1e30}, {"rows", 1e10}}) {
+    nlohmann::json big = j;
+    big["layer_probes"][0][field] = value;
+    try {
+      ParseDeviceProfile(big, "big");
+      ADD_FAILURE() << field << ": no error";
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find("field '" + field + "'"), std::string::npos) << e.what();
+    }
+  }
 }
 
 // The layer chains on lavapipe (`devices --calibrate --backend vulkan --quick`): the Vulkan

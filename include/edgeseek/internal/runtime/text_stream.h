@@ -38,7 +38,6 @@ class ReasoningSplitter {
 
  private:
   enum class State { kStart, kReasoning, kAfterClose, kContent };
-  bool enabled_;
   State state_;
   std::string open_, close_, held_;
 };
