@@ -5,6 +5,7 @@
 #include <cmath>
 #include <unordered_map>
 
+#include "edgeseek/internal/core/argmax.h"
 #include "edgeseek/internal/core/error.h"
 
 namespace es {
@@ -28,32 +29,14 @@ void CheckNoNanOrPosInf(const float* logits, int vocab, const char* what) {
 }
 }  // namespace
 
-// Lowest index of the largest logit. One pass keeps a running maximum per lane of 16 (a select
-// the compiler turns into vector max instructions) and the NaN / +inf test, then the first index
-// holding that maximum: the scalar `logits[i] > logits[best]` loop (a dependency from one element
-// to the next) took ~0.6 ms of a 151,936-id row, a third of a constrained decode step's host work.
+// Lowest index of the largest logit, the NaN / +inf test in the same pass (core/argmax.h): the
+// scalar `logits[i] > logits[best]` loop took ~0.6 ms of a 151,936-id row, a third of a
+// constrained decode step's host work.
 int32_t Argmax(const float* logits, int vocab) {
-  constexpr int kLanes = 16;
-  float lane_max[kLanes];
-  for (float& m : lane_max) m = -INFINITY;
   bool ok = true;
-  int i = 0;
-  for (; i + kLanes <= vocab; i += kLanes)
-    for (int j = 0; j < kLanes; ++j) {
-      const float x = logits[i + j];
-      ok &= Legal(x);
-      lane_max[j] = x > lane_max[j] ? x : lane_max[j];
-    }
-  float mx = -INFINITY;
-  for (; i < vocab; ++i) {
-    ok &= Legal(logits[i]);
-    mx = logits[i] > mx ? logits[i] : mx;
-  }
+  const int64_t best = ArgmaxFirst(logits, vocab, Legal, &ok);
   if (!ok) CheckNoNanOrPosInf(logits, vocab, "argmax");  // names the token and throws
-  for (float m : lane_max) mx = m > mx ? m : mx;
-  int32_t best = 0;
-  while (best < vocab - 1 && !(logits[best] == mx)) ++best;
-  return best;
+  return int32_t(best);
 }
 
 Sampler::Sampler(const SamplingParams& p) : p_(p), rng_(p.seed) {}

@@ -147,7 +147,7 @@ class Backend {
 // (issue 23, tests/fuzz/corrupt_model_probe.py). Host logits only: one compare per logit.
 void CheckFiniteLogits(const float* logits, int64_t rows, int64_t vocab);
 // ids[r] = the argmax of row r of `logits` ([rows, vocab], host memory; lowest index on ties),
-// after CheckFiniteLogits: Backend::ComputeArgmax's host half.
+// throwing as CheckFiniteLogits does, in the same pass: Backend::ComputeArgmax's host half.
 void ArgmaxRowsHost(const float* logits, int64_t rows, int64_t vocab, int32_t* ids);
 
 // "cpu" or "vulkan"; throws es::Error naming the backend if it is unknown or unavailable.
