@@ -13,6 +13,8 @@
 //    graph, one row at a depth and a prefill's rows, so that what a model's layer pays beyond
 //    its matmuls' rates (norms, rope, attention, SwiGLU, x quantization, parallel regions, a
 //    GPU's dispatches and barriers) is measured, not assumed.
+#include <unistd.h>
+
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -115,6 +117,14 @@ std::string Today() {
   const std::time_t now = std::time(nullptr);
   std::strftime(buf, sizeof buf, "%Y-%m-%d", std::gmtime(&now));
   return buf;
+}
+
+// The process's resident set now (/proc/self/statm's second field, in pages); 0 if unreadable.
+size_t CurrentRssBytes() {
+  std::ifstream f("/proc/self/statm");
+  size_t pages = 0, resident = 0;
+  if (!(f >> pages >> resident)) return 0;
+  return resident * size_t(sysconf(_SC_PAGESIZE));
 }
 
 size_t MemTotalBytes() {
@@ -369,6 +379,45 @@ void ProbeLayers(Backend& be, KvStorage& kv, const CalibrateOptions& o, size_t m
   }
 }
 
+// Memory and bandwidth, and the process's share (own_bytes: its resident set before the probes;
+// 0 on a GPU, whose driver share is not in the process: nominal).
+void MeasureMemory(const CalibrateOptions& o, const std::string& tag, size_t own_bytes,
+                   DeviceProfile& p) {
+  if (o.backend == "cpu") {
+    p.memory_bytes = MeasuredValue(double(MemTotalBytes()), tag + "/proc/meminfo MemTotal");
+    const size_t bytes = o.quick ? (size_t(64) << 20) : (size_t(1) << 30);
+    p.bandwidth = MeasuredValue(
+        MeasureReadBandwidth(o.threads, bytes) * 1e9,
+        tag + "streaming read sum over " + std::to_string(bytes >> 20) + " MiB, best of 3");
+  } else {
+    ES_CHECK(ListVulkanDevices && MeasureVulkanCopyBandwidth, "this build has no Vulkan backend");
+    uint64_t heap = 0;
+    for (const auto& d : ListVulkanDevices()) {
+      if (!o.device.empty() && std::to_string(d.index) != o.device &&
+          d.name.find(o.device) == std::string::npos)
+        continue;
+      for (const auto& h : d.heaps) heap = std::max(heap, h.device_local ? h.bytes : uint64_t(0));
+      break;
+    }
+    p.memory_bytes = MeasuredValue(
+        double(heap), tag + "largest device-local heap (vkGetPhysicalDeviceMemoryProperties)");
+    const uint64_t bytes = o.quick ? (uint64_t(32) << 20) : (uint64_t(256) << 20);
+    p.bandwidth = MeasuredValue(MeasureVulkanCopyBandwidth(o.device, bytes),
+                                tag + "buffer copy of " + std::to_string(bytes >> 20) +
+                                    " MiB, bytes read + written a second");
+  }
+  if (own_bytes > 0) {
+    p.reserved_bytes = MeasuredValue(
+        double(own_bytes),
+        tag + "this process's resident set before its first probe (/proc/self/statm)");
+  } else {
+    p.reserved_bytes = MeasuredValue(
+        o.backend == "cpu" ? double(128 << 20) : double(512 << 20),
+        "nominal: process / driver share, not measured (CPU 128 MiB, Vulkan 512 MiB)");
+    p.reserved_bytes.calibrated = false;
+  }
+}
+
 }  // namespace
 
 ProbeTiming TimeRepeated(const std::function<void()>& run, const std::function<double()>& now,
@@ -403,6 +452,11 @@ DeviceProfile CalibrateDevice(const CalibrateOptions& o) {
   bo.threads = o.threads;
   bo.device = o.device;
   std::unique_ptr<Backend> be = CreateBackend(o.backend, bo);
+  // The CPU's share beside the model: what this process holds before any probe allocates (code,
+  // libraries, the backend's threads), as a run holds it beside its weights, KV and activations
+  // (a converted 1.5B's peak RSS is those plus ~15 MB on the dev VM, docs/plan.md). A GPU
+  // driver's share is not in the process's memory: nominal.
+  const size_t own_bytes = o.backend == "cpu" ? CurrentRssBytes() : 0;
   const std::string tag =
       "edgeseek devices --calibrate --backend " + o.backend + ", " + Today() + ": ";
   DeviceProfile p;
@@ -411,34 +465,7 @@ DeviceProfile CalibrateDevice(const CalibrateOptions& o) {
   p.description = be->description();
   p.name = o.backend == "cpu" ? "calibrated-cpu" : "calibrated-vulkan";
 
-  // Memory and bandwidth.
-  if (o.backend == "cpu") {
-    p.memory_bytes = MeasuredValue(double(MemTotalBytes()), tag + "/proc/meminfo MemTotal");
-    const size_t bytes = o.quick ? (size_t(64) << 20) : (size_t(1) << 30);
-    p.bandwidth = MeasuredValue(
-        MeasureReadBandwidth(o.threads, bytes) * 1e9,
-        tag + "streaming read sum over " + std::to_string(bytes >> 20) + " MiB, best of 3");
-  } else {
-    ES_CHECK(ListVulkanDevices && MeasureVulkanCopyBandwidth, "this build has no Vulkan backend");
-    uint64_t heap = 0;
-    for (const auto& d : ListVulkanDevices()) {
-      if (!o.device.empty() && std::to_string(d.index) != o.device &&
-          d.name.find(o.device) == std::string::npos)
-        continue;
-      for (const auto& h : d.heaps) heap = std::max(heap, h.device_local ? h.bytes : uint64_t(0));
-      break;
-    }
-    p.memory_bytes = MeasuredValue(
-        double(heap), tag + "largest device-local heap (vkGetPhysicalDeviceMemoryProperties)");
-    const uint64_t bytes = o.quick ? (uint64_t(32) << 20) : (uint64_t(256) << 20);
-    p.bandwidth = MeasuredValue(MeasureVulkanCopyBandwidth(o.device, bytes),
-                                tag + "buffer copy of " + std::to_string(bytes >> 20) +
-                                    " MiB, bytes read + written a second");
-  }
-  p.reserved_bytes =
-      MeasuredValue(o.backend == "cpu" ? double(128 << 20) : double(512 << 20),
-                    "nominal: process / driver share, not measured (CPU 128 MiB, Vulkan 512 MiB)");
-  p.reserved_bytes.calibrated = false;
+  MeasureMemory(o, tag, own_bytes, p);
 
   KvSpec spec;
   spec.n_layers = 1;

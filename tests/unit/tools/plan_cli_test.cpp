@@ -120,6 +120,10 @@ TEST(PlanCli, CalibrateWritesAProfilePlanReads) {
   EXPECT_TRUE(p.calibrated);
   EXPECT_EQ(p.name, "here");
   EXPECT_GT(p.bandwidth.value, 0);
+  // The process's own share, measured (its resident set before the probes: a few MB to tens).
+  EXPECT_TRUE(p.reserved_bytes.calibrated);
+  EXPECT_GT(p.reserved_bytes.value, 1 << 20);
+  EXPECT_LT(p.reserved_bytes.value, 512 << 20);
   for (DType t : {DType::kF32, DType::kF16, DType::kBF16, DType::kQ8_0, DType::kQ4_0}) {
     ASSERT_TRUE(p.gemm_flops.count(t)) << Name(t);
     EXPECT_GT(p.gemv_bytes_per_s.at(t).value, 0) << Name(t);
