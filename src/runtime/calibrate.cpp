@@ -16,6 +16,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cctype>
 #include <chrono>
 #include <cstdio>
 #include <cstring>
@@ -165,8 +166,8 @@ struct MatMulProbe {
     const size_t bytes = w0.nbytes;
     int links = 1;  // GEMM, or a GEMV weight as large as half the chain
     if (rows == 1 && 2 * bytes <= chain_bytes)
-      links = n == k ? int(std::min<size_t>(chain_bytes / bytes, 512))
-                     : 2 * int(std::clamp<size_t>(chain_bytes / bytes / 2, 1, 256));
+      links = n == k ? int(std::min<size_t>(chain_bytes / bytes, 4096))
+                     : 2 * int(std::clamp<size_t>(chain_bytes / bytes / 2, 1, 2048));
     // Odd links are [k, n] (same bytes; the values do not matter): copies of w1.
     const Tensor w1 = n == k || links == 1 ? w0 : RandomWeight("w_" + tn, t, k, n, 7);
     std::vector<Tensor> ws;
@@ -345,14 +346,19 @@ std::vector<ModelConfig> ProbeConfigs(bool quick) {
 // Layer chains per dense preset and type: one row at depth 64 (decode) and a prefill's rows
 // from position 0. Layers: as many as fill chain_bytes (at least one, at most 28), fewer where
 // the device is slow (each case near `seconds` a run; a case over 4 x that is skipped).
+// A head is one weight timed over and over: probed only where it is at least kCacheMultiple
+// times the last-level cache (llc_bytes; 0: unknown, every head), else its repeats read the
+// cache, not memory as a model's head does (the dev Xeon's 260 MiB L3 held the 1.5B's 248 MB
+// Q8_0 head: 28 GB/s against 20-23 from memory) and plan charges it its roofline alone.
 void ProbeLayers(Backend& be, KvStorage& kv, const CalibrateOptions& o, size_t max_bytes,
-                 size_t chain_bytes, const std::string& tag, DeviceProfile& p) {
+                 size_t chain_bytes, size_t llc_bytes, const std::string& tag, DeviceProfile& p) {
   LayerChainProbe probe{be, o.seconds_per_case, tag};
   // The heads (the presets' lm_head is q8_0 under q4_0 / q8_0, f16 under f16).
   for (const ModelConfig& c : ProbeConfigs(o.quick))
     for (DType t : {DType::kF16, DType::kQ8_0}) {
       const size_t bytes = RowBytes(t, c.hidden_size) * size_t(c.vocab_size);
-      if (bytes <= max_bytes && double(bytes) / p.GemvBytesRate(t) <= 4 * o.seconds_per_case)
+      if (bytes <= max_bytes && bytes >= kCacheMultiple * llc_bytes &&
+          double(bytes) / p.GemvBytesRate(t) <= 4 * o.seconds_per_case)
         p.head_probes.push_back(MeasureHead(be, kv, c, t, o.seconds_per_case, tag));
     }
   // A prefill's rows: the CPU validation's prompt is short (64), a GPU's 512 (plan_validate.sh).
@@ -445,6 +451,32 @@ std::string ProbeTiming::Describe() const {
   return buf;
 }
 
+size_t LastLevelCacheBytes(const std::string& cache_dir) {
+  size_t best = 0;
+  int best_level = 0;
+  for (int i = 0; i < 16; ++i) {
+    const std::string d = cache_dir + "/index" + std::to_string(i);
+    std::ifstream lf(d + "/level"), sf(d + "/size"), tf(d + "/type");
+    int level = 0;
+    std::string size, type;
+    if (!(lf >> level) || !(sf >> size)) continue;
+    if ((tf >> type) && type == "Instruction") continue;
+    size_t v = 0, at = 0;
+    while (at < size.size() && std::isdigit(static_cast<unsigned char>(size[at])))
+      v = v * 10 + size_t(size[at++] - '0');
+    if (at < size.size()) {
+      const char u = char(std::toupper(static_cast<unsigned char>(size[at])));
+      v <<= u == 'K' ? 10 : u == 'M' ? 20 : u == 'G' ? 30 : 0;
+    }
+    if (level > best_level || (level == best_level && v > best)) best = v, best_level = level;
+  }
+  return best;
+}
+
+size_t ProbeChainBytes(size_t llc_bytes, size_t max_bytes) {
+  return std::min(max_bytes, std::max(size_t(256) << 20, kCacheMultiple * llc_bytes));
+}
+
 DeviceProfile CalibrateDevice(const CalibrateOptions& o) {
   ES_CHECK(o.backend == "cpu" || o.backend == "vulkan", "--backend must be cpu or vulkan (got '",
            o.backend, "')");
@@ -510,8 +542,11 @@ DeviceProfile CalibrateDevice(const CalibrateOptions& o) {
     gemv_bytes = std::min(gemv_bytes, std::max(size_t(4) << 20, size_t(p.memory_bytes.value / 8)));
   const int gemm_rows = o.quick ? 32 : 256;
   const int64_t gemm_n = o.quick ? 512 : 2048;
+  // The GEMV chains and the layer chains stream from memory as a model does: larger than the
+  // last-level cache by kCacheMultiple (ProbeChainBytes).
+  const size_t llc_bytes = o.backend == "cpu" && !o.quick ? LastLevelCacheBytes() : 0;
   const size_t chain_bytes =
-      std::min(gemv_bytes, o.quick ? (size_t(4) << 20) : (size_t(256) << 20));
+      o.quick ? std::min(gemv_bytes, size_t(4) << 20) : ProbeChainBytes(llc_bytes, gemv_bytes);
   MatMulProbe probe{*be,         *kv, o.seconds_per_case, p.step_s.value, p.dispatch_s.value,
                     chain_bytes, tag};
   for (DType t : {DType::kF32, DType::kF16, DType::kBF16, DType::kQ8_0, DType::kQ4_0}) {
@@ -540,7 +575,7 @@ DeviceProfile CalibrateDevice(const CalibrateOptions& o) {
   p.fp32_flops = p.gemm_flops[DType::kF32];
   p.int8_dot_ops = p.gemm_flops[DType::kQ8_0];
   if (o.backend == "vulkan") p.f16_matrix_flops = p.gemm_flops[DType::kF16];
-  ProbeLayers(*be, *kv, o, gemv_bytes, chain_bytes, tag, p);
+  ProbeLayers(*be, *kv, o, gemv_bytes, chain_bytes, llc_bytes, tag, p);
   return p;
 }
 

@@ -11,6 +11,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <filesystem>
 #include <nlohmann/json.hpp>
 
 #include "edgeseek/internal/backends/backend.h"
@@ -628,6 +629,36 @@ TEST(PlanProbe, ProfileWithProbesRoundTripsThroughJson) {
 // scripted time: the slow first runs (pipelines compiled, clocks low) are the warm-up, untimed,
 // until warmup_s has passed; then at least min_runs timed runs and as many more as the budget
 // holds; the median of those, their spread, and the counts.
+TEST(PlanProbe, ChainsOutgrowTheLastLevelCache) {
+  // A sysfs cache folder as the dev Xeon's: L1d 48K, L1i 32K, L2 2048K, L3 266240K (260 MiB).
+  const std::string dir = test::TempDir() + "/cache";
+  const struct {
+    int level;
+    const char *type, *size;
+  } caches[] = {{1, "Data", "48K"},
+                {1, "Instruction", "32K"},
+                {2, "Unified", "2048K"},
+                {3, "Unified", "266240K"}};
+  for (int i = 0; i < 4; ++i) {
+    const std::string d = dir + "/index" + std::to_string(i);
+    std::filesystem::create_directories(d);
+    test::WriteFile(d + "/level", std::to_string(caches[i].level) + "\n");
+    test::WriteFile(d + "/type", std::string(caches[i].type) + "\n");
+    test::WriteFile(d + "/size", std::string(caches[i].size) + "\n");
+  }
+  const size_t llc = size_t(260) << 20;
+  EXPECT_EQ(LastLevelCacheBytes(dir), llc);
+  EXPECT_EQ(LastLevelCacheBytes(dir + "/none"), 0u);
+  // 4 x 260 MiB past the 1 GiB large probe: the chains are 1 GiB (256 MiB before: inside the
+  // L3); a 32 MiB L3 (the dev EPYC's) keeps 256 MiB; 100 MiB gives 400 MiB.
+  const size_t GiB = size_t(1) << 30, MiB = size_t(1) << 20;
+  EXPECT_EQ(ProbeChainBytes(llc, GiB), GiB);
+  EXPECT_EQ(ProbeChainBytes(32 * MiB, GiB), 256 * MiB);
+  EXPECT_EQ(ProbeChainBytes(100 * MiB, GiB), 400 * MiB);
+  EXPECT_EQ(ProbeChainBytes(0, 4 * MiB), 4 * MiB);  // a device's bound wins
+  EXPECT_GE(ProbeChainBytes(llc, 4 * GiB), kCacheMultiple * llc);
+}
+
 TEST(PlanProbe, ProbesWarmUpThenKeepTheMedianOfTheirRuns) {
   double clock = 0;
   const std::vector<double> script = {5.0, 3.0, 0.5, 1.0, 9.0, 2.0, 1.5, 1.2, 1.1, 7.0, 1.3};
