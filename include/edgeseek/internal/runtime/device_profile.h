@@ -139,7 +139,8 @@ size_t LastLevelCacheBytes(const std::string& cache_dir = "/sys/devices/system/c
 // (the size before session 35), at most max_bytes (the large GEMV probe's weight).
 size_t ProbeChainBytes(size_t llc_bytes, size_t max_bytes);
 // A CPU's memory bandwidth: the faster of the streaming read sum and the large GEMV probes'
-// weight reads (one weight each, 4x the last-level cache: from memory), the source saying which.
+// weight reads (one weight each, at least twice the last-level cache: from memory), the source
+// saying which.
 ProfileValue StreamBandwidth(const ProfileValue& read, const std::map<DType, ProfileValue>& gemv);
 
 // How every calibration probe is timed (session 31: the H200's f16 layer probe ran 2.5x slower
