@@ -87,9 +87,10 @@ TEST(PlanCli, ProfileAgainstTheSchemaNamesTheField) {
 }
 
 TEST(PlanCli, EveryShippedProfileIsValidAndSourced) {
-  const std::vector<std::string> want = {
-      "orin-nx-16gb", "orin-nano-8gb", "orin-nano-super", "agx-orin-64gb", "rk3588",     "sd8gen3",
-      "rpi5",         "x86-laptop",    "rtx4090",         "h200",          "dev-epyc-2c"};
+  const std::vector<std::string> want = {"orin-nx-16gb",  "orin-nano-8gb", "orin-nano-super",
+                                         "agx-orin-64gb", "rk3588",        "sd8gen3",
+                                         "rpi5",          "x86-laptop",    "rtx4090",
+                                         "h200",          "dev-epyc-2c",   "dev-xeon-emr-2c"};
   namespace fs = std::filesystem;
   int n = 0;
   for (const auto& e : fs::directory_iterator(test::SourceDir() + "/configs/devices")) {
