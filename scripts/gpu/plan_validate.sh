@@ -12,7 +12,7 @@
 #                  deleted after its row) and planned and benched from it: the file's types are
 #                  plan's (a synthetic bench keeps a Q4_0/Q8_0 preset's embedding in bf16: 0.2 GiB
 #                  more device weights for the 1.5B, 0.5 for the 7B) and a file is mmapped as a
-#                  user's is (peak RSS on the CPU)
+#                  user's is (peak RSS on the CPU); synced to disk before the bench
 # Memory: on a discrete GPU plan's allocations (weights + KV + activations, without the profile's
 # nominal driver share) against the bytes bench reports the backend's device-local pools used at
 # their peaks (device_memory; the blocks held beside them); elsewhere (CPU, integrated GPU,
@@ -58,6 +58,9 @@ for row in $ROWS; do
     *) if [ -n "${ES_PV_CONVERT:-}" ]; then
          conv="$OUT/$tag.gguf"
          if "$BIN" convert --synthetic "$m" --type "$t" -o "$conv" >"$OUT/convert-$tag.log" 2>&1; then
+           # The file's dirty pages written out now, not by the kernel's writeback during the
+           # bench (GBs for a 7B: seconds of a 2-core machine's time and its memory bandwidth).
+           sync
            src=(-m "$conv"); bsrc=(-m "$conv")
          else
            echo "convert failed (see $OUT/convert-$tag.log); the row runs synthetic"

@@ -13,7 +13,10 @@
 //    graph, one row at a depth and a prefill's rows, so that what a model's layer pays beyond
 //    its matmuls' rates (norms, rope, attention, SwiGLU, x quantization, parallel regions, a
 //    GPU's dispatches and barriers) is measured, not assumed.
+#include <unistd.h>
+
 #include <algorithm>
+#include <cctype>
 #include <chrono>
 #include <cstdio>
 #include <cstring>
@@ -117,6 +120,14 @@ std::string Today() {
   return buf;
 }
 
+// The process's resident set now (/proc/self/statm's second field, in pages); 0 if unreadable.
+size_t CurrentRssBytes() {
+  std::ifstream f("/proc/self/statm");
+  size_t pages = 0, resident = 0;
+  if (!(f >> pages >> resident)) return 0;
+  return resident * size_t(sysconf(_SC_PAGESIZE));
+}
+
 size_t MemTotalBytes() {
   std::ifstream f("/proc/meminfo");
   std::string key;
@@ -155,8 +166,8 @@ struct MatMulProbe {
     const size_t bytes = w0.nbytes;
     int links = 1;  // GEMM, or a GEMV weight as large as half the chain
     if (rows == 1 && 2 * bytes <= chain_bytes)
-      links = n == k ? int(std::min<size_t>(chain_bytes / bytes, 512))
-                     : 2 * int(std::clamp<size_t>(chain_bytes / bytes / 2, 1, 256));
+      links = n == k ? int(std::min<size_t>(chain_bytes / bytes, 4096))
+                     : 2 * int(std::clamp<size_t>(chain_bytes / bytes / 2, 1, 2048));
     // Odd links are [k, n] (same bytes; the values do not matter): copies of w1.
     const Tensor w1 = n == k || links == 1 ? w0 : RandomWeight("w_" + tn, t, k, n, 7);
     std::vector<Tensor> ws;
@@ -335,14 +346,19 @@ std::vector<ModelConfig> ProbeConfigs(bool quick) {
 // Layer chains per dense preset and type: one row at depth 64 (decode) and a prefill's rows
 // from position 0. Layers: as many as fill chain_bytes (at least one, at most 28), fewer where
 // the device is slow (each case near `seconds` a run; a case over 4 x that is skipped).
+// A head is one weight timed over and over: probed only where it is at least kCacheMultiple
+// times the last-level cache (llc_bytes; 0: unknown, every head), else its repeats read the
+// cache, not memory as a model's head does (the dev Xeon's 260 MiB L3 held the 1.5B's 248 MB
+// Q8_0 head: 28 GB/s against 20-23 from memory) and plan charges it its roofline alone.
 void ProbeLayers(Backend& be, KvStorage& kv, const CalibrateOptions& o, size_t max_bytes,
-                 size_t chain_bytes, const std::string& tag, DeviceProfile& p) {
+                 size_t chain_bytes, size_t llc_bytes, const std::string& tag, DeviceProfile& p) {
   LayerChainProbe probe{be, o.seconds_per_case, tag};
   // The heads (the presets' lm_head is q8_0 under q4_0 / q8_0, f16 under f16).
   for (const ModelConfig& c : ProbeConfigs(o.quick))
     for (DType t : {DType::kF16, DType::kQ8_0}) {
       const size_t bytes = RowBytes(t, c.hidden_size) * size_t(c.vocab_size);
-      if (bytes <= max_bytes && double(bytes) / p.GemvBytesRate(t) <= 4 * o.seconds_per_case)
+      if (bytes <= max_bytes && bytes >= kCacheMultiple * llc_bytes &&
+          double(bytes) / p.GemvBytesRate(t) <= 4 * o.seconds_per_case)
         p.head_probes.push_back(MeasureHead(be, kv, c, t, o.seconds_per_case, tag));
     }
   // A prefill's rows: the CPU validation's prompt is short (64), a GPU's 512 (plan_validate.sh).
@@ -366,6 +382,45 @@ void ProbeLayers(Backend& be, KvStorage& kv, const CalibrateOptions& o, size_t m
             probe.Measure(c, t, prefill_rows, 0,
                           int(std::clamp<double>(o.seconds_per_case * gemm / flops, 1, 4))));
     }
+  }
+}
+
+// Memory and bandwidth, and the process's share (own_bytes: its resident set before the probes;
+// 0 on a GPU, whose driver share is not in the process: nominal).
+void MeasureMemory(const CalibrateOptions& o, const std::string& tag, size_t own_bytes,
+                   DeviceProfile& p) {
+  if (o.backend == "cpu") {
+    p.memory_bytes = MeasuredValue(double(MemTotalBytes()), tag + "/proc/meminfo MemTotal");
+    const size_t bytes = o.quick ? (size_t(64) << 20) : (size_t(1) << 30);
+    p.bandwidth = MeasuredValue(
+        MeasureReadBandwidth(o.threads, bytes) * 1e9,
+        tag + "streaming read sum over " + std::to_string(bytes >> 20) + " MiB, best of 3");
+  } else {
+    ES_CHECK(ListVulkanDevices && MeasureVulkanCopyBandwidth, "this build has no Vulkan backend");
+    uint64_t heap = 0;
+    for (const auto& d : ListVulkanDevices()) {
+      if (!o.device.empty() && std::to_string(d.index) != o.device &&
+          d.name.find(o.device) == std::string::npos)
+        continue;
+      for (const auto& h : d.heaps) heap = std::max(heap, h.device_local ? h.bytes : uint64_t(0));
+      break;
+    }
+    p.memory_bytes = MeasuredValue(
+        double(heap), tag + "largest device-local heap (vkGetPhysicalDeviceMemoryProperties)");
+    const uint64_t bytes = o.quick ? (uint64_t(32) << 20) : (uint64_t(256) << 20);
+    p.bandwidth = MeasuredValue(MeasureVulkanCopyBandwidth(o.device, bytes),
+                                tag + "buffer copy of " + std::to_string(bytes >> 20) +
+                                    " MiB, bytes read + written a second");
+  }
+  if (own_bytes > 0) {
+    p.reserved_bytes = MeasuredValue(
+        double(own_bytes),
+        tag + "this process's resident set before its first probe (/proc/self/statm)");
+  } else {
+    p.reserved_bytes = MeasuredValue(
+        o.backend == "cpu" ? double(128 << 20) : double(512 << 20),
+        "nominal: process / driver share, not measured (CPU 128 MiB, Vulkan 512 MiB)");
+    p.reserved_bytes.calibrated = false;
   }
 }
 
@@ -396,6 +451,48 @@ std::string ProbeTiming::Describe() const {
   return buf;
 }
 
+size_t LastLevelCacheBytes(const std::string& cache_dir) {
+  size_t best = 0;
+  int best_level = 0;
+  for (int i = 0; i < 16; ++i) {
+    const std::string d = cache_dir + "/index" + std::to_string(i);
+    std::ifstream lf(d + "/level"), sf(d + "/size"), tf(d + "/type");
+    int level = 0;
+    std::string size, type;
+    if (!(lf >> level) || !(sf >> size)) continue;
+    if ((tf >> type) && type == "Instruction") continue;
+    size_t v = 0, at = 0;
+    while (at < size.size() && std::isdigit(static_cast<unsigned char>(size[at])))
+      v = v * 10 + size_t(size[at++] - '0');
+    if (at < size.size()) {
+      const char u = char(std::toupper(static_cast<unsigned char>(size[at])));
+      v <<= u == 'K' ? 10 : u == 'M' ? 20 : u == 'G' ? 30 : 0;
+    }
+    if (level > best_level || (level == best_level && v > best)) best = v, best_level = level;
+  }
+  return best;
+}
+
+ProfileValue StreamBandwidth(const ProfileValue& read, const std::map<DType, ProfileValue>& gemv) {
+  const std::pair<const DType, ProfileValue>* best = nullptr;
+  for (const auto& e : gemv)
+    if (!best || e.second.value > best->second.value) best = &e;
+  if (!best || best->second.value <= read.value) return read;
+  char buf[160];
+  std::snprintf(buf, sizeof buf,
+                "; the large GEMV probes read their weights faster: %s at %.1f GB/s (the read "
+                "sum: %.1f)",
+                std::string(Name(best->first)).c_str(), best->second.value / 1e9, read.value / 1e9);
+  ProfileValue v = read;
+  v.value = best->second.value;
+  v.source += buf;
+  return v;
+}
+
+size_t ProbeChainBytes(size_t llc_bytes, size_t max_bytes) {
+  return std::min(max_bytes, std::max(size_t(256) << 20, kCacheMultiple * llc_bytes));
+}
+
 DeviceProfile CalibrateDevice(const CalibrateOptions& o) {
   ES_CHECK(o.backend == "cpu" || o.backend == "vulkan", "--backend must be cpu or vulkan (got '",
            o.backend, "')");
@@ -403,6 +500,11 @@ DeviceProfile CalibrateDevice(const CalibrateOptions& o) {
   bo.threads = o.threads;
   bo.device = o.device;
   std::unique_ptr<Backend> be = CreateBackend(o.backend, bo);
+  // The CPU's share beside the model: what this process holds before any probe allocates (code,
+  // libraries, the backend's threads), as a run holds it beside its weights, KV and activations
+  // (a converted 1.5B's peak RSS is those plus ~15 MB on the dev VM, docs/plan.md). A GPU
+  // driver's share is not in the process's memory: nominal.
+  const size_t own_bytes = o.backend == "cpu" ? CurrentRssBytes() : 0;
   const std::string tag =
       "edgeseek devices --calibrate --backend " + o.backend + ", " + Today() + ": ";
   DeviceProfile p;
@@ -411,34 +513,7 @@ DeviceProfile CalibrateDevice(const CalibrateOptions& o) {
   p.description = be->description();
   p.name = o.backend == "cpu" ? "calibrated-cpu" : "calibrated-vulkan";
 
-  // Memory and bandwidth.
-  if (o.backend == "cpu") {
-    p.memory_bytes = MeasuredValue(double(MemTotalBytes()), tag + "/proc/meminfo MemTotal");
-    const size_t bytes = o.quick ? (size_t(64) << 20) : (size_t(1) << 30);
-    p.bandwidth = MeasuredValue(
-        MeasureReadBandwidth(o.threads, bytes) * 1e9,
-        tag + "streaming read sum over " + std::to_string(bytes >> 20) + " MiB, best of 3");
-  } else {
-    ES_CHECK(ListVulkanDevices && MeasureVulkanCopyBandwidth, "this build has no Vulkan backend");
-    uint64_t heap = 0;
-    for (const auto& d : ListVulkanDevices()) {
-      if (!o.device.empty() && std::to_string(d.index) != o.device &&
-          d.name.find(o.device) == std::string::npos)
-        continue;
-      for (const auto& h : d.heaps) heap = std::max(heap, h.device_local ? h.bytes : uint64_t(0));
-      break;
-    }
-    p.memory_bytes = MeasuredValue(
-        double(heap), tag + "largest device-local heap (vkGetPhysicalDeviceMemoryProperties)");
-    const uint64_t bytes = o.quick ? (uint64_t(32) << 20) : (uint64_t(256) << 20);
-    p.bandwidth = MeasuredValue(MeasureVulkanCopyBandwidth(o.device, bytes),
-                                tag + "buffer copy of " + std::to_string(bytes >> 20) +
-                                    " MiB, bytes read + written a second");
-  }
-  p.reserved_bytes =
-      MeasuredValue(o.backend == "cpu" ? double(128 << 20) : double(512 << 20),
-                    "nominal: process / driver share, not measured (CPU 128 MiB, Vulkan 512 MiB)");
-  p.reserved_bytes.calibrated = false;
+  MeasureMemory(o, tag, own_bytes, p);
 
   KvSpec spec;
   spec.n_layers = 1;
@@ -483,8 +558,11 @@ DeviceProfile CalibrateDevice(const CalibrateOptions& o) {
     gemv_bytes = std::min(gemv_bytes, std::max(size_t(4) << 20, size_t(p.memory_bytes.value / 8)));
   const int gemm_rows = o.quick ? 32 : 256;
   const int64_t gemm_n = o.quick ? 512 : 2048;
+  // The GEMV chains and the layer chains stream from memory as a model does: larger than the
+  // last-level cache by kCacheMultiple (ProbeChainBytes).
+  const size_t llc_bytes = o.backend == "cpu" && !o.quick ? LastLevelCacheBytes() : 0;
   const size_t chain_bytes =
-      std::min(gemv_bytes, o.quick ? (size_t(4) << 20) : (size_t(256) << 20));
+      o.quick ? std::min(gemv_bytes, size_t(4) << 20) : ProbeChainBytes(llc_bytes, gemv_bytes);
   MatMulProbe probe{*be,         *kv, o.seconds_per_case, p.step_s.value, p.dispatch_s.value,
                     chain_bytes, tag};
   for (DType t : {DType::kF32, DType::kF16, DType::kBF16, DType::kQ8_0, DType::kQ4_0}) {
@@ -509,11 +587,17 @@ DeviceProfile CalibrateDevice(const CalibrateOptions& o) {
         return a.weight_bytes < b.weight_bytes;
       });
   }
+  // The CPU's read sum streamed 19-20 GB/s on the dev Xeon where its f32 GEMV read a 1 GiB
+  // weight at 30: the memory delivers the faster. The large probes count where their weight is
+  // at least twice the last-level cache (a cyclic stream of twice an LRU cache never hits it;
+  // 1 GiB is 3.9x the Xeon's 260 MiB).
+  if (o.backend == "cpu" && !o.quick && gemv_bytes >= 2 * llc_bytes)
+    p.bandwidth = StreamBandwidth(p.bandwidth, p.gemv_bytes_per_s);
   // The class rates the plan falls back to for types not measured.
   p.fp32_flops = p.gemm_flops[DType::kF32];
   p.int8_dot_ops = p.gemm_flops[DType::kQ8_0];
   if (o.backend == "vulkan") p.f16_matrix_flops = p.gemm_flops[DType::kF16];
-  ProbeLayers(*be, *kv, o, gemv_bytes, chain_bytes, tag, p);
+  ProbeLayers(*be, *kv, o, gemv_bytes, chain_bytes, llc_bytes, tag, p);
   return p;
 }
 

@@ -554,10 +554,14 @@ void AddMemory(const ModelConfig& c, const WeightTally& wt, const DeviceProfile&
   p.kv_bytes = size_t(o.batch) * size_t(KvTokens(o)) * size_t(p.kv_bytes_per_token);
   p.activation_bytes = ActivationBytes(c, o);
   p.overhead_bytes = size_t(d.reserved_bytes.value);
-  // The CPU backend reads weights where the file maps them: an untied embedding table is a row
-  // lookup, so only the rows of the tokens seen become resident (GPU backends upload it whole).
+  // The CPU backend reads weights where the file maps them and fills their page tables at load
+  // (cpu_backend.cpp Prefault: every weight in the model's order, the embedding first, while
+  // their running total fits in half of the available memory — plan takes half the device's),
+  // so the embedding is resident whole. An untied one too large for that is a row lookup: only
+  // the rows of the tokens seen become resident. GPU backends upload every weight whole.
   p.resident_weights_bytes = p.weights_bytes;
-  if (d.backend == "cpu" && wt.lm_head != wt.embed) {
+  if (d.backend == "cpu" && wt.lm_head != wt.embed &&
+      double(wt.embed->bytes) > d.memory_bytes.value / 2) {
     const double V = double(c.vocab_size);
     const double embed_row = double(wt.embed->bytes) / V;
     const double rows = std::min(V, double(o.batch) * double(int64_t(o.prompt) + o.gen));

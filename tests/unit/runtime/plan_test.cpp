@@ -11,6 +11,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <filesystem>
 #include <nlohmann/json.hpp>
 
 #include "edgeseek/internal/backends/backend.h"
@@ -115,16 +116,34 @@ TEST(PlanArith, BytesFlopsAndMemoryMatchHandArithmetic) {
     EXPECT_DOUBLE_EQ(p.decode.bytes, double(e.decode_bytes));
     EXPECT_DOUBLE_EQ(p.decode.flops, e.decode_flops);
     EXPECT_DOUBLE_EQ(p.prefill.flops, e.prefill_flops);
-    // The unit profile is a CPU: an untied embedding is resident for the 80 rows of the tokens.
-    const size_t embed = size_t(NumElements({w.config.vocab_size, w.config.hidden_size})) * 2;
-    const size_t resident = w.config.tie_word_embeddings
-                                ? p.weights_bytes
-                                : p.weights_bytes - embed + 80 * w.config.hidden_size * 2;
-    EXPECT_EQ(p.resident_weights_bytes, resident);
-    EXPECT_EQ(p.memory_bytes, resident + p.kv_bytes + p.activation_bytes + p.overhead_bytes);
+    // The unit profile is a CPU of 1 TB: every weight is prefaulted at load, so resident.
+    EXPECT_EQ(p.resident_weights_bytes, p.weights_bytes);
+    EXPECT_EQ(p.memory_bytes, p.weights_bytes + p.kv_bytes + p.activation_bytes + p.overhead_bytes);
     // 1 GB/s and 1 GFLOP/s without overheads: each phase's time is its larger term.
     EXPECT_DOUBLE_EQ(p.decode.t_total_s, std::max(p.decode.bytes / 1e9, p.decode.flops / 1e9));
   }
+}
+
+TEST(PlanArith, CpuEmbeddingIsResidentWholeWhereTheBackendPrefaultsIt) {
+  // The CPU backend fills every weight's page tables at load, the embedding first, while they fit
+  // in half of the available memory (cpu_backend.cpp Prefault): a converted 1.5B's peak RSS on
+  // the dev VM held its whole Q8_0 embedding (docs/plan.md, session 35). Past half the device's
+  // memory the untied table is a row lookup: the 80 rows of the tokens (prompt 64 + gen 16).
+  const ModelWeights w = DescribeSynthetic("r1-distill-qwen-1.5b", "q4_0");
+  const size_t embed = size_t(151936) * 1536 / 32 * 34;  // Q8_0
+  DeviceProfile d = UnitProfile();
+  const Plan whole = MakePlan(w, d, Options());
+  EXPECT_EQ(whole.resident_weights_bytes, whole.weights_bytes);
+  EXPECT_EQ(whole.memory_bytes,
+            whole.weights_bytes + whole.kv_bytes + whole.activation_bytes + whole.overhead_bytes);
+  d.memory_bytes.value = 2.0 * double(embed);  // the embedding just fits half
+  EXPECT_EQ(MakePlan(w, d, Options()).resident_weights_bytes, whole.weights_bytes);
+  d.memory_bytes.value = 2.0 * double(embed) - 2;
+  const Plan rows = MakePlan(w, d, Options());
+  EXPECT_EQ(rows.resident_weights_bytes, whole.weights_bytes - embed + 80 * 1536 / 32 * 34);
+  // A GPU uploads it whole, whatever its memory.
+  d.backend = "vulkan";
+  EXPECT_EQ(MakePlan(w, d, Options()).resident_weights_bytes, whole.weights_bytes);
 }
 
 TEST(PlanArith, InspectAndPlanAgreeOnKvBytes) {
@@ -610,6 +629,55 @@ TEST(PlanProbe, ProfileWithProbesRoundTripsThroughJson) {
 // scripted time: the slow first runs (pipelines compiled, clocks low) are the warm-up, untimed,
 // until warmup_s has passed; then at least min_runs timed runs and as many more as the budget
 // holds; the median of those, their spread, and the counts.
+TEST(PlanProbe, ChainsOutgrowTheLastLevelCache) {
+  // A sysfs cache folder as the dev Xeon's: L1d 48K, L1i 32K, L2 2048K, L3 266240K (260 MiB).
+  const std::string dir = test::TempDir() + "/cache";
+  const struct {
+    int level;
+    const char *type, *size;
+  } caches[] = {{1, "Data", "48K"},
+                {1, "Instruction", "32K"},
+                {2, "Unified", "2048K"},
+                {3, "Unified", "266240K"}};
+  for (int i = 0; i < 4; ++i) {
+    const std::string d = dir + "/index" + std::to_string(i);
+    std::filesystem::create_directories(d);
+    test::WriteFile(d + "/level", std::to_string(caches[i].level) + "\n");
+    test::WriteFile(d + "/type", std::string(caches[i].type) + "\n");
+    test::WriteFile(d + "/size", std::string(caches[i].size) + "\n");
+  }
+  const size_t llc = size_t(260) << 20;
+  EXPECT_EQ(LastLevelCacheBytes(dir), llc);
+  EXPECT_EQ(LastLevelCacheBytes(dir + "/none"), 0u);
+  // 4 x 260 MiB past the 1 GiB large probe: the chains are 1 GiB (256 MiB before: inside the
+  // L3); a 32 MiB L3 (the dev EPYC's) keeps 256 MiB; 100 MiB gives 400 MiB.
+  const size_t GiB = size_t(1) << 30, MiB = size_t(1) << 20;
+  EXPECT_EQ(ProbeChainBytes(llc, GiB), GiB);
+  EXPECT_EQ(ProbeChainBytes(32 * MiB, GiB), 256 * MiB);
+  EXPECT_EQ(ProbeChainBytes(100 * MiB, GiB), 400 * MiB);
+  EXPECT_EQ(ProbeChainBytes(0, 4 * MiB), 4 * MiB);  // a device's bound wins
+  EXPECT_GE(ProbeChainBytes(llc, 4 * GiB), kCacheMultiple * llc);
+}
+
+TEST(PlanProbe, BandwidthIsTheFastestStreamFromMemory) {
+  // The dev Xeon (session 35): the read sum 19.1 GB/s, the 1 GiB GEMVs f32 30.5, q4_0 23.0.
+  const ProfileValue read = MeasuredValue(19.1e9, "read sum");
+  std::map<DType, ProfileValue> gemv = {{DType::kF32, MeasuredValue(30.5e9, "f32")},
+                                        {DType::kQ4_0, MeasuredValue(23.0e9, "q4_0")}};
+  const ProfileValue b = StreamBandwidth(read, gemv);
+  EXPECT_DOUBLE_EQ(b.value, 30.5e9);
+  EXPECT_TRUE(b.calibrated);
+  EXPECT_NE(b.source.find("read sum; the large GEMV probes read their weights faster: f32"),
+            std::string::npos)
+      << b.source;
+  // A read sum faster than every GEMV (the dev EPYC's) stays as it was.
+  gemv[DType::kF32].value = 18e9;
+  gemv[DType::kQ4_0].value = 17e9;
+  EXPECT_DOUBLE_EQ(StreamBandwidth(read, gemv).value, 19.1e9);
+  EXPECT_EQ(StreamBandwidth(read, gemv).source, "read sum");
+  EXPECT_DOUBLE_EQ(StreamBandwidth(read, {}).value, 19.1e9);
+}
+
 TEST(PlanProbe, ProbesWarmUpThenKeepTheMedianOfTheirRuns) {
   double clock = 0;
   const std::vector<double> script = {5.0, 3.0, 0.5, 1.0, 9.0, 2.0, 1.5, 1.2, 1.1, 7.0, 1.3};

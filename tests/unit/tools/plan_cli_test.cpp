@@ -87,9 +87,10 @@ TEST(PlanCli, ProfileAgainstTheSchemaNamesTheField) {
 }
 
 TEST(PlanCli, EveryShippedProfileIsValidAndSourced) {
-  const std::vector<std::string> want = {
-      "orin-nx-16gb", "orin-nano-8gb", "orin-nano-super", "agx-orin-64gb", "rk3588",     "sd8gen3",
-      "rpi5",         "x86-laptop",    "rtx4090",         "h200",          "dev-epyc-2c"};
+  const std::vector<std::string> want = {"orin-nx-16gb",  "orin-nano-8gb", "orin-nano-super",
+                                         "agx-orin-64gb", "rk3588",        "sd8gen3",
+                                         "rpi5",          "x86-laptop",    "rtx4090",
+                                         "h200",          "dev-epyc-2c",   "dev-xeon-emr-2c"};
   namespace fs = std::filesystem;
   int n = 0;
   for (const auto& e : fs::directory_iterator(test::SourceDir() + "/configs/devices")) {
@@ -120,6 +121,10 @@ TEST(PlanCli, CalibrateWritesAProfilePlanReads) {
   EXPECT_TRUE(p.calibrated);
   EXPECT_EQ(p.name, "here");
   EXPECT_GT(p.bandwidth.value, 0);
+  // The process's own share, measured (its resident set before the probes: a few MB to tens).
+  EXPECT_TRUE(p.reserved_bytes.calibrated);
+  EXPECT_GT(p.reserved_bytes.value, 1 << 20);
+  EXPECT_LT(p.reserved_bytes.value, 512 << 20);
   for (DType t : {DType::kF32, DType::kF16, DType::kBF16, DType::kQ8_0, DType::kQ4_0}) {
     ASSERT_TRUE(p.gemm_flops.count(t)) << Name(t);
     EXPECT_GT(p.gemv_bytes_per_s.at(t).value, 0) << Name(t);

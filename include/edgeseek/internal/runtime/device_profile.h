@@ -4,6 +4,7 @@
 // device (calibrated) or taken from a datasheet / estimated (nominal).
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <functional>
 #include <map>
@@ -125,6 +126,22 @@ struct CalibrateOptions {
 // chains of the dense presets' layers in f16, q8_0 and q4_0, one row and a prefill's rows
 // (layer_probes).
 DeviceProfile CalibrateDevice(const CalibrateOptions& o);
+
+// A probe that repeats one working set reads it from the caches when it fits there, where a
+// model's weights stream from memory: calibration's chains are at least this many times the
+// last-level cache (the dev Xeon's 260 MiB L3 held the 256 MiB chains: Q8_0 GEMVs at 46 GB/s
+// against 20 from memory, layer probes ~20% faster than the model's layers; session 35).
+constexpr size_t kCacheMultiple = 4;
+// The largest data or unified cache's bytes under a sysfs cache folder (index*/level, size,
+// type), 0 when none is readable.
+size_t LastLevelCacheBytes(const std::string& cache_dir = "/sys/devices/system/cpu/cpu0/cache");
+// The bytes of the GEMV and layer chains: kCacheMultiple x the last-level cache, at least 256 MiB
+// (the size before session 35), at most max_bytes (the large GEMV probe's weight).
+size_t ProbeChainBytes(size_t llc_bytes, size_t max_bytes);
+// A CPU's memory bandwidth: the faster of the streaming read sum and the large GEMV probes'
+// weight reads (one weight each, at least twice the last-level cache: from memory), the source
+// saying which.
+ProfileValue StreamBandwidth(const ProfileValue& read, const std::map<DType, ProfileValue>& gemv);
 
 // How every calibration probe is timed (session 31: the H200's f16 layer probe ran 2.5x slower
 // than the model's own layers): untimed warm-up runs until `warmup_s` has passed (at least one:
