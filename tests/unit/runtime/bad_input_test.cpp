@@ -25,6 +25,14 @@ std::string CopyModel(const std::string& variant) {
   return dst;
 }
 
+// Writes a safetensors file: the header's 8-byte little-endian length, the header, then `data`.
+void WriteRawSafetensors(const std::string& path, const std::string& header,
+                         const std::string& data = "") {
+  std::string file(8, '\0');
+  for (int i = 0; i < 8; ++i) file[size_t(i)] = char((header.size() >> (8 * i)) & 0xFF);
+  test::WriteFile(path, file + header + data);
+}
+
 // Runs the CLI; expects failure with exactly one stderr line containing every `needles`.
 void ExpectOneLineError(const std::string& args, const std::vector<std::string>& needles) {
   std::string out, err;
@@ -79,9 +87,7 @@ TEST(BadInput, ShapeLargerThanTheFile) {
   const std::string d = CopyModel("llama3");
   const std::string header =
       R"({"x": {"dtype": "F32", "shape": [4294967296, 4294967296], "data_offsets": [0, 0]}})";
-  std::string file(8, '\0');
-  for (int i = 0; i < 8; ++i) file[size_t(i)] = char((header.size() >> (8 * i)) & 0xFF);
-  test::WriteFile(d + "/model.safetensors", file + header);
+  WriteRawSafetensors(d + "/model.safetensors", header);
   ExpectOneLineError(
       "logits -m " + d + " --ids 1 --out /dev/null",
       {"model.safetensors: tensor 'x'", "holds more elements than the file has bytes"});
@@ -104,9 +110,7 @@ TEST(BadInput, SafetensorsHeaderNumbers) {
     SCOPED_TRACE(rest);
     const std::string d = CopyModel("llama3");
     const std::string header = R"({"x": {"dtype": "F32", "shape": )" + rest + "}}";
-    std::string file(8, '\0');
-    for (int i = 0; i < 8; ++i) file[size_t(i)] = char((header.size() >> (8 * i)) & 0xFF);
-    test::WriteFile(d + "/model.safetensors", file + header + "abcd");
+    WriteRawSafetensors(d + "/model.safetensors", header, "abcd");
     ExpectOneLineError("logits -m " + d + " --ids 1 --out /dev/null",
                        {"model.safetensors: tensor 'x'", message});
   }
