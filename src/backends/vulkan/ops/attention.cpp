@@ -107,7 +107,8 @@ void RecordAttentionCombine(OpContext& c, const AttentionArgs& a, uint32_t S, bo
   const std::string name = a.xq ? (a.xq->wide ? "attention_combine_q8_i16" : "attention_combine_q8")
                            : list ? "attention_combine_list"
                                   : "attention_combine";
-  Dispatch& m = c.Add(name, std::vector<uint32_t>(a.xq ? 4 : list ? 3 : 2, 1), {S});
+  ES_ASSERT(S >= 1 && S <= kMaxCombineSplits);
+  Dispatch& m = c.Add(name, std::vector<uint32_t>(a.xq ? 4 : list ? 3 : 2, 1));
   m.bindings = {{a.part}, {a.out}};
   if (list) m.bindings.push_back({c.batch});
   m.writes = {1};
@@ -119,8 +120,8 @@ void RecordAttentionCombine(OpContext& c, const AttentionArgs& a, uint32_t S, bo
     m.writes = {1, 2, 3};
   }
   struct {
-    uint32_t Hq, dv, o_rs, o_hs, list_off;
-  } mc{a.Hq, a.dv, a.o_rs, a.o_hs, list ? c.layout->dec_rows : 0u};
+    uint32_t Hq, dv, o_rs, o_hs, list_off, S;
+  } mc{a.Hq, a.dv, a.o_rs, a.o_hs, list ? c.layout->dec_rows : 0u, S};
   m.Push(mc);
   m.groups[0] = a.Hq;
   m.groups[1] = uint32_t(c.T);

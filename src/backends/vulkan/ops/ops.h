@@ -152,6 +152,8 @@ void RecordAttention(OpContext& c, const AttentionArgs& a, bool tiles);
 // attention_combine.comp: merges the S key chunks in a.part of each (row, head) into a.out
 // (a.Hq heads of a.dv values, row stride a.o_rs, head stride a.o_hs; a.xq: also quantized).
 // `list`: only the rows of the batch's decode-row list (mixed steps, BatchLayout::dec_rows).
+// S is pushed, not specialized (one pipeline whatever the step's rows), at most this many:
+constexpr uint32_t kMaxCombineSplits = 64;  // attention_combine.comp's MAX_S
 void RecordAttentionCombine(OpContext& c, const AttentionArgs& a, uint32_t S, bool list);
 // Whether split decode attention of T rows (Hq query heads over Hkv kv heads, head dims dk, dv)
 // takes attention_decode.comp, one workgroup per kv head and key chunk (ES_VK_ATTN_DECODE=0:

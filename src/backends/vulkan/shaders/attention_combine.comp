@@ -13,8 +13,11 @@
 // X_I16: int16 levels for Q8_0 weights): block b of row t at xq[(t * nb + b) * XB ..], its
 // (d, d·Σq) at xds[t * nb + b], nb = o_rs / 32 (dv % 32 == 0 and o_hs % 32 == 0: no block
 // straddles two heads).
+// S, the chunk count, is a push constant (at most MAX_S: kMaxCombineSplits in ops.h): as a
+// specialization constant it made a pipeline for every count, and the count follows the step's
+// rows, so serving built pipelines mid-load.
 layout(local_size_x = 128) in;
-layout(constant_id = 0) const uint S = 16;
+#define MAX_S 64u
 layout(binding = 0) readonly buffer Part { float part[]; };
 layout(binding = 1) writeonly buffer O { float o[]; };
 #ifdef QUANT
@@ -26,9 +29,10 @@ shared vec4 outs[32];  // this workgroup's 128 outputs
 #ifdef ROW_LIST
 layout(binding = 2) readonly buffer B { int bt[]; };
 #endif
-layout(push_constant) uniform P { uint Hq, dv, o_rs, o_hs, list_off; } p;
-shared float ms[S], ls[S], ws[S];
+layout(push_constant) uniform P { uint Hq, dv, o_rs, o_hs, list_off, S; } p;
+shared float ms[MAX_S], ls[MAX_S], ws[MAX_S];
 void main() {
+  const uint S = p.S;
   const uint h = gl_WorkGroupID.x, tid = gl_LocalInvocationID.x;
 #ifdef ROW_LIST
   // Mixed steps: the decode rows listed at bt[list_off] (their count first).
