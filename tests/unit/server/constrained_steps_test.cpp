@@ -99,17 +99,18 @@ TEST(ConstrainedSteps, AllowMaskIsApplysSet) {
   const auto trie = FakeTextModel().token_trie();
   const int V = FakeStepModel::kVocab;
   server::GrammarConstraint c(Parse(kJsonish), trie, {256, 400});
-  for (const char ch : std::string("{\"ab\" :12}")) {
+  const std::string text = "{\"ab\" :12}";
+  for (size_t i = 0; i <= text.size(); ++i) {  // the last check: at the complete text
     std::vector<float> row(size_t(V), 1.0f);
     const int applied = c.Apply(row.data(), V);
     std::vector<uint64_t> allow;
     const int allowed = c.AllowMask(V, &allow);
-    EXPECT_EQ(allowed, applied) << ch;
+    EXPECT_EQ(allowed, applied) << i;
     ASSERT_EQ(allow.size(), size_t(V + 63) / 64);
     for (int id = 0; id < int(allow.size()) * 64; ++id)
-      EXPECT_EQ(Allowed(allow, id), id < V && row[size_t(id)] > -INFINITY) << ch << " id " << id;
-    EXPECT_EQ(Allowed(allow, 256), c.complete()) << ch;
-    c.Accept(int32_t(uint8_t(ch)));
+      EXPECT_EQ(Allowed(allow, id), id < V && row[size_t(id)] > -INFINITY) << i << " id " << id;
+    EXPECT_EQ(Allowed(allow, 256), c.complete()) << i;
+    if (i < text.size()) c.Accept(int32_t(uint8_t(text[i])));
   }
   EXPECT_TRUE(c.complete());
 }
