@@ -31,6 +31,9 @@ struct Prepared {
 Prepared Prepare(const float* logits, int64_t vocab, const RowSampling& s) {
   Prepared p;
   p.l.assign(logits, logits + vocab);
+  if (!s.allow.empty())
+    for (int64_t c = 0; c < vocab; ++c)
+      if (!Allowed(s.allow, c)) p.l[size_t(c)] = -std::numeric_limits<float>::infinity();
   for (const auto& [id, n] : s.counts) {
     if (id < 0 || id >= vocab) continue;
     float& l = p.l[size_t(id)];

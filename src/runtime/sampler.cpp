@@ -184,4 +184,13 @@ int32_t Sampler::Sample(const float* logits_in, int vocab, const std::vector<int
   return Draw(scratch_);
 }
 
+int TokenConstraint::AllowMask(int vocab, std::vector<uint64_t>* allow) {
+  std::vector<float> row(size_t(vocab), 0.0f);
+  const int allowed = Apply(row.data(), vocab);
+  allow->assign((size_t(vocab) + 63) / 64, 0);
+  for (int id = 0; id < vocab; ++id)
+    if (row[size_t(id)] > -INFINITY) (*allow)[size_t(id) / 64] |= uint64_t(1) << (id % 64);
+  return allowed;
+}
+
 }  // namespace es

@@ -16,6 +16,7 @@ class GrammarConstraint final : public TokenConstraint {
   GrammarConstraint(std::shared_ptr<const grammar::Grammar> g,
                     std::shared_ptr<const grammar::TokenTrie> trie, std::vector<int32_t> stop_ids);
   int Apply(float* logits, int vocab) override;
+  int AllowMask(int vocab, std::vector<uint64_t>* allow) override;
   void Accept(int32_t id) override;
   bool complete() const override { return matcher_.accepting(); }
 

@@ -51,9 +51,14 @@ std::string ProfileKind(const std::string& node, const std::string& shader) {
   return out + " [" + shader + "]";
 }
 
-// sample.comp's parameter block: per row 12 words (temperature, top_k, top_p, min_p, seed,
-// repeat, presence, frequency, n_counts, 3 unused), then per row kMaxSamplingCounts (id, count).
-void WriteSampling(void* mapped, const RowSampling* rows, int64_t n) {
+// Words of sample.comp's parameter block for n rows of C columns: per row 12 header words
+// (temperature, top_k, top_p, min_p, seed, repeat, presence, frequency, n_counts, has_mask,
+// 2 unused), then per row kMaxSamplingCounts (id, count), then per row the allow-mask of
+// ceil(C / 32) words (bit id % 32 of word id / 32; read only where has_mask).
+uint64_t SamplingWords(int64_t n, int64_t C) {
+  return uint64_t(n) * (12 + 2 * uint64_t(kMaxSamplingCounts) + (uint64_t(C) + 31) / 32);
+}
+void WriteSampling(void* mapped, const RowSampling* rows, int64_t n, int64_t C) {
   ES_CHECK(rows, "vulkan: sampling needs the rows' parameters");
   auto* w = static_cast<uint32_t*>(mapped);
   auto f = [](float v) {
@@ -73,11 +78,20 @@ void WriteSampling(void* mapped, const RowSampling* rows, int64_t n) {
     h[6] = f(s.presence_penalty);
     h[7] = f(s.frequency_penalty);
     h[8] = uint32_t(s.counts.size());
+    h[9] = s.allow.empty() ? 0u : 1u;
     uint32_t* e = w + 12 * n + 2 * int64_t(kMaxSamplingCounts) * r;
     for (size_t i = 0; i < s.counts.size(); ++i) {
       e[2 * i] = uint32_t(s.counts[i].first);
       e[2 * i + 1] = uint32_t(s.counts[i].second);
     }
+    if (s.allow.empty()) continue;
+    // A 64-bit word is two 32-bit ones, low first (both sides little-endian); ids past the
+    // row's words are banned.
+    const size_t words = (size_t(C) + 31) / 32;
+    uint32_t* m = w + 12 * n + 2 * int64_t(kMaxSamplingCounts) * n + int64_t(words) * r;
+    const size_t copied = std::min(words, 2 * s.allow.size());
+    std::memcpy(m, s.allow.data(), copied * 4);
+    std::fill(m + copied, m + words, 0u);
   }
 }
 double Since(Clock::time_point t) {
@@ -748,8 +762,8 @@ BufRange VulkanBackend::RecordResult(Program* p, OpContext& c, BufRange last, in
     // One workgroup per row (sample.comp); penalties are applied to the logits in place.
     Allocation ids = act_pool_->Alloc(uint64_t(p->n_out) * 4, "sampled ids");
     p->owned.push_back(ids);
-    p->sampling = host_pool_->Alloc(uint64_t(p->n_out) * (12 + 2 * kMaxSamplingCounts) * 4,
-                                    "sampling parameters");
+    p->sampling =
+        host_pool_->Alloc(SamplingWords(p->n_out, p->out_cols) * 4, "sampling parameters");
     Dispatch& d = c.Add("sample", {1, 1, 1});
     d.node = N - 1;
     d.bindings = {{result}, {Range(ids)}, {Range(p->sampling)}};
@@ -794,7 +808,7 @@ void VulkanBackend::Run(Program& p, const Batch& b, VkKv& kv, void* out, Compute
   // A graph may also output every row (ModelArch::BuildHidden: logits are not its output).
   ES_CHECK(int64_t(b.out_rows.size()) == p.n_out || (p.mode == kLogits && p.n_out == T),
            "vulkan: the batch has ", b.out_rows.size(), " output rows, the graph ", p.n_out);
-  if (p.mode == kSample) WriteSampling(p.sampling.mapped, rows, p.n_out);
+  if (p.mode == kSample) WriteSampling(p.sampling.mapped, rows, p.n_out, p.out_cols);
   // ---- upload: the per-token tables --------------------------------------------------------
   int32_t* words = reinterpret_cast<int32_t*>(p.batch.mapped);
   const auto& lay = p.layout;

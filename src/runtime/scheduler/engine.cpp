@@ -501,17 +501,17 @@ Engine::StepPlan Engine::PlanBatchStep(double now) {
 
 bool Engine::ForwardStep(const std::vector<StepItem>& items, const Batch& batch) {
   compute_stats_ = ComputeStats{};
-  // Every row greedy without penalties: only the argmax ids come back from the backend; else, on
-  // a backend that samples on the device, only the sampled ids; else the logits.
-  // A constrained row needs its logits on the host (the mask is applied there), so it takes
-  // the whole step to the logits path.
-  bool greedy = true, constrained = false;
+  // Every row greedy without penalties nor constraint: only the argmax ids come back from the
+  // backend; else, on a backend that samples on the device, only the sampled ids (a constrained
+  // row sends its allow-mask, made here before the step); else the logits. A row that wants
+  // logprobs needs its logits on the host, so it takes the whole step to the logits path.
+  bool greedy = true, logprobs = false;
   for (auto& it : items) {
-    greedy = greedy && it.r->sampler->plain_greedy();
-    constrained = constrained || it.r->constraint || it.r->logprobs >= 0;
+    greedy = greedy && it.r->sampler->plain_greedy() && !it.r->constraint;
+    logprobs = logprobs || it.r->logprobs >= 0;
   }
-  greedy = greedy && !constrained;
-  bool sampled = !greedy && !constrained && model_->device_sampling();
+  greedy = greedy && !logprobs;
+  bool sampled = !greedy && !logprobs && model_->device_sampling();
   if (sampled) {
     rows_.assign(items.size(), RowSampling{});
     for (size_t i = 0; i < items.size() && sampled; ++i) {
@@ -519,6 +519,7 @@ bool Engine::ForwardStep(const std::vector<StepItem>& items, const Batch& batch)
       if (r->n_computed + items[i].n < int64_t(r->tokens.size())) continue;  // not the last chunk
       sampled = r->sampler->DeviceParams(r->tokens, {}, &rows_[i]);
     }
+    if (sampled) MakeMasks(items);
   }
   ComputeStats* stats = opts_.profile ? &compute_stats_ : nullptr;
   if (greedy)
@@ -533,6 +534,22 @@ bool Engine::ForwardStep(const std::vector<StepItem>& items, const Batch& batch)
   return have_ids;
 }
 
+void Engine::MakeMasks(const std::vector<StepItem>& items) {
+  allowed_.assign(items.size(), 0);
+  mask_error_.assign(items.size(), std::string());
+  for (size_t i = 0; i < items.size(); ++i) {
+    const auto& r = items[i].r;
+    if (!r->constraint || r->n_computed + items[i].n < int64_t(r->tokens.size())) continue;
+    try {
+      allowed_[i] = r->constraint->AllowMask(vocab_, &rows_[i].allow);
+    } catch (const Error& e) {
+      allowed_[i] = -1;  // finished in EmitStep; the row samples unmasked meanwhile
+      mask_error_[i] = e.what();
+      rows_[i].allow.clear();
+    }
+  }
+}
+
 void Engine::EmitStep(const std::vector<StepItem>& items, const Batch& batch, bool have_ids,
                       double t0, double t1, const StepSplit& split) {
   for (size_t i = 0; i < items.size(); ++i) {
@@ -545,9 +562,11 @@ void Engine::EmitStep(const std::vector<StepItem>& items, const Batch& batch, bo
                           int64_t(items.size()), opts_.instance, split});
     if (!decode) local_.prompt_tokens += items[i].n;
     if (r->n_computed < int64_t(r->tokens.size())) continue;  // a prefill chunk, not the last
-    float* row =
-        have_ids ? nullptr : logits_.data() + i * size_t(vocab_);  // constrained: never ids
-    if (r->constraint && !ApplyConstraint(r, row)) continue;
+    float* row = have_ids ? nullptr : logits_.data() + i * size_t(vocab_);
+    // Constrained: masked on the device (MakeMasks, before the step) or here on the logits.
+    if (r->constraint &&
+        !(have_ids ? ConstraintAllows(r, allowed_[i], mask_error_[i]) : ApplyConstraint(r, row)))
+      continue;
     const int32_t tok = have_ids ? ids_[i] : r->sampler->Sample(row, vocab_, r->tokens);
     EmitToken(r, row, tok, t1);
   }
@@ -746,11 +765,20 @@ bool Engine::EmitToken(std::shared_ptr<SeqRequest>& r, const float* row, int32_t
 }
 
 bool Engine::ApplyConstraint(std::shared_ptr<SeqRequest>& r, float* row) {
-  int allowed = 0;
+  int allowed = -1;
+  std::string error;
   try {
     allowed = r->constraint->Apply(row, vocab_);
   } catch (const Error& e) {
-    Finish(r, FinishReason::kError, e.what());
+    error = e.what();
+  }
+  return ConstraintAllows(r, allowed, error);
+}
+
+bool Engine::ConstraintAllows(std::shared_ptr<SeqRequest>& r, int allowed,
+                              const std::string& error) {
+  if (allowed < 0) {
+    Finish(r, FinishReason::kError, error);
     return false;
   }
   if (allowed > 0) return true;

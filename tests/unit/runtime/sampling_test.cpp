@@ -173,5 +173,67 @@ TEST(Sampling, ArgmaxIsTheFirstLargestAtEveryLength) {
   }
 }
 
+// An allow-mask (RowSampling::allow: constrained decoding) acts exactly as -inf logits on the ids
+// it leaves out, for greedy and sampled rows, at vocab sizes that are not a multiple of 64: a
+// mask of one id, of the last id, of ids either side of a 64-bit word boundary, a random one and
+// one shorter than the vocabulary (ids past its words are banned).
+TEST(Sampling, AllowMaskActsAsMinusInfinity) {
+  std::mt19937 rng(7);
+  for (const int V : {1, 63, 65, 101, 130}) {
+    const std::vector<float> l = Row(std::max(V, 10), uint32_t(V));  // Row writes ids 5 and 9
+    std::vector<std::vector<int32_t>> sets = {{V / 2}, {V - 1}, {V - 1, 0}};
+    if (V > 64) sets.push_back({63, 64});
+    std::vector<int32_t> random;
+    for (int id = 0; id < V; ++id)
+      if (rng() % 10 < 3) random.push_back(id);
+    sets.push_back(random);
+    for (const auto& set : sets) {
+      std::vector<uint64_t> allow((size_t(V) + 63) / 64, 0);
+      for (int32_t id : set) allow[size_t(id) / 64] |= uint64_t(1) << (id % 64);
+      // Shorter than the vocabulary: only the first word (ids past it are banned).
+      for (const bool shortened : {false, true}) {
+        std::vector<uint64_t> a = allow;
+        if (shortened) a.resize(1);
+        std::vector<float> ref(l.begin(), l.begin() + V);
+        for (int id = 0; id < V; ++id)
+          if (!Allowed(a, id)) ref[size_t(id)] = -INFINITY;
+        std::vector<int32_t> kept;  // the allowed ids
+        for (int id = 0; id < V; ++id)
+          if (ref[size_t(id)] > -INFINITY) kept.push_back(id);
+        for (const Params& q :
+             {Params{0.0f, 0, 1.0f, 0, 1, 0, 0}, Params{1.0f, 0, 1.0f, 0, 1, 0, 0},
+              Params{0.8f, 3, 0.9f, 0, 1.3f, 0.2f, 0}}) {
+          RowSampling s;
+          s.temperature = q.t;
+          s.top_k = q.k;
+          s.top_p = q.top_p;
+          s.repeat_penalty = q.rp;
+          s.presence_penalty = q.pres;
+          s.counts = {{0, 2}};
+          s.allow = a;
+          RowSampling plain = s;
+          plain.allow.clear();
+          SCOPED_TRACE("V " + std::to_string(V) + " set of " + std::to_string(set.size()) +
+                       (shortened ? " shortened" : "") + " t " + std::to_string(q.t));
+          EXPECT_EQ(RowDistribution(l.data(), V, s), RowDistribution(ref.data(), V, plain));
+          for (uint32_t seed = 0; seed < 24; ++seed) {
+            s.seed = plain.seed = seed;
+            const int32_t id = SampleRowHost(l.data(), V, s);
+            ASSERT_EQ(id, SampleRowHost(ref.data(), V, plain)) << "seed " << seed;
+            if (kept.empty()) {
+              EXPECT_EQ(id, 0);  // everything banned: id 0, as for bans
+            } else {
+              EXPECT_TRUE(Allowed(a, id)) << "picked " << id;
+            }
+            if (kept.size() == 1) {
+              EXPECT_EQ(id, kept[0]);
+            }
+          }
+        }
+      }
+    }
+  }
+}
+
 }  // namespace
 }  // namespace es

@@ -46,6 +46,14 @@ class FakeStepModel : public StepModel {
   // real KV cache does: Warm runs each shape through several tails on scratch positions).
   void set_warm_up(bool v) { warm_ = v; }
   bool warm_up() const override { return warm_; }
+  // Makes it claim device sampling (as the Vulkan backend): the engine then sends sampled and
+  // constrained rows through ForwardSample (StepModel's: Forward, then SampleRowHost).
+  void set_device_sampling(bool v) { device_sampling_ = v; }
+  bool device_sampling() const override { return device_sampling_; }
+  void ForwardSample(const Batch& batch, const std::vector<RowSampling>& rows,
+                     std::vector<int32_t>* ids, ComputeStats* stats) override;
+  // ForwardSample's rows so far that carried an allow-mask.
+  int64_t masked_rows() const;
 
   // Observed per Forward: tokens and sequences in the batch, decodes (1-token seqs).
   struct StepLog {
@@ -62,7 +70,8 @@ class FakeStepModel : public StepModel {
   std::vector<uint32_t> marks_;
   std::vector<std::vector<int32_t>> tables_;  // per slot
   std::vector<int64_t> length_;               // per slot: positions computed so far
-  bool variant_ = false, warm_ = false;
+  bool variant_ = false, warm_ = false, device_sampling_ = false;
+  int64_t masked_rows_ = 0;
   std::vector<bool> used_;
   int64_t context_;
   double sleep_s_;

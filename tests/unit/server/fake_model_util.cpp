@@ -73,6 +73,20 @@ std::vector<FakeStepModel::StepLog> FakeStepModel::log() const {
   return log_;
 }
 
+void FakeStepModel::ForwardSample(const Batch& batch, const std::vector<RowSampling>& rows,
+                                  std::vector<int32_t>* ids, ComputeStats* stats) {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    for (const RowSampling& r : rows) masked_rows_ += !r.allow.empty();
+  }
+  StepModel::ForwardSample(batch, rows, ids, stats);
+}
+
+int64_t FakeStepModel::masked_rows() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return masked_rows_;
+}
+
 void FakeStepModel::Forward(const Batch& b, std::vector<float>* logits, ComputeStats* stats) {
   if (sleep_s_ > 0) std::this_thread::sleep_for(std::chrono::duration<double>(sleep_s_));
   std::lock_guard<std::mutex> lock(mu_);

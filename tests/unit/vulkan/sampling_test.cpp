@@ -8,6 +8,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <random>
 #include <set>
 
 #include "edgeseek/internal/core/error.h"
@@ -139,6 +140,61 @@ TEST_F(VulkanSampling, SamplingFlagsNonFiniteLogits) {
       }
     }
   }
+}
+
+// Allow-masks (constrained decoding) on the device: a batch mixing unmasked rows with masked
+// greedy and sampled rows — a mask of one id, of the last id, of ids either side of 32- and
+// 64-bit word boundaries, random masks, a mask shorter than the vocabulary — picks, row for
+// row, the id of the host twin with the same mask (vocab 1001: not a multiple of 32).
+TEST_F(VulkanSampling, AllowMasksMatchTheHostTwin) {
+  constexpr int kRows = 48, kVocab = 1001;
+  Tensor X = RandomTensor("x", DType::kF32, {kRows, kVocab}, 33);
+  float* x = static_cast<float*>(MutableData(X));
+  for (int64_t c = 0; c < int64_t(kRows) * kVocab; ++c) x[c] *= 3.0f;
+  for (int r = 0; r < kRows; ++r) x[size_t(r) * kVocab + 10] = 9.0f;  // masked out in most rows
+  std::mt19937 rng(5);
+  std::vector<RowSampling> rows(kRows);
+  for (int r = 0; r < kRows; ++r) {
+    RowSampling& s = rows[size_t(r)];
+    s.seed = 0x9e3779b9u * uint32_t(r + 1) + 5u;
+    s.temperature = r % 2 == 0 ? 0.0f : 0.9f;  // greedy and sampled rows alternate
+    if (r % 4 == 3) {
+      s.top_k = 5;
+      s.top_p = 0.9f;
+      s.counts = {{3, 2}, {64, -1}};
+    }
+    std::vector<int32_t> set;
+    const int kind = r % 8 / 2;  // 0: no mask, then one id, word boundaries, random
+    if (kind == 0) continue;
+    if (kind == 1) set = {r < 24 ? (r * 37) % kVocab : kVocab - 1};
+    if (kind == 2) set = {31, 32, 63, 64, 65};
+    if (kind == 3)
+      for (int id = 0; id < kVocab; ++id)
+        if (rng() % 4 == 0) set.push_back(id);
+    s.allow.assign((kVocab + 63) / 64, 0);
+    for (int32_t id : set) s.allow[size_t(id) / 64] |= uint64_t(1) << (id % 64);
+    if (r == 47) s.allow.resize(3);  // ids past 191 banned
+  }
+  Graph g;
+  g.Add(Make(Op::kGetRows, "rows", {Input(g, X, kRows)}, {kRows, kVocab}));
+  auto kv = SharedVulkan().CreateKv(KvSpec{1, {2, 2}, DType::kF32}, 1, kRows + 1);
+  std::vector<int32_t> ids(kRows, -1);
+  SharedVulkan().ComputeSample(g, RowsBatch(kRows), *kv, rows.data(), ids.data());
+  int masked = 0;
+  for (int r = 0; r < kRows; ++r) {
+    const RowSampling& s = rows[size_t(r)];
+    EXPECT_EQ(ids[size_t(r)], SampleRowHost(x + size_t(r) * kVocab, kVocab, s)) << "row " << r;
+    EXPECT_TRUE(Allowed(s.allow, ids[size_t(r)])) << "row " << r << " picked " << ids[size_t(r)];
+    masked += !s.allow.empty();
+    if (s.allow.empty() && s.temperature <= 0) {
+      EXPECT_EQ(ids[size_t(r)], 10) << "row " << r;
+    }
+  }
+  EXPECT_EQ(masked, kRows * 3 / 4);
+  // The program is reused: masks are written on every run (none this time).
+  for (RowSampling& s : rows) s.allow.clear();
+  SharedVulkan().ComputeSample(g, RowsBatch(kRows), *kv, rows.data(), ids.data());
+  for (int r = 0; r < kRows; r += 2) EXPECT_EQ(ids[size_t(r)], 10) << "row " << r;
 }
 
 }  // namespace

@@ -5,14 +5,16 @@
 // (repeat: l > 0 ? l / rp : l * rp; then - (presence + frequency * count)), banned ids at -inf,
 // x = l / temperature, the top_k by (x desc, id asc), p = softmax over them, min_p keeps
 // p >= p_max * min_p, top_p keeps the prefix of that order whose mass before each id is < top_p,
-// then a draw ∝ p. The device draws by rejection (src/backends/vulkan/shaders/sample.comp): j ∝ p
-// over the candidates in id order, accepted when the mass ranked above it is < top_p, else the
-// candidates shrink to those ranked above j and it draws again, each round's uniform a hash of
-// `seed` and the round. SampleRowHost runs the same rounds on the host (the CPU default of
-// ComputeSample and the tests' reference); RowDistribution gives the exact kept set and
-// probabilities.
+// then a draw ∝ p. An allow-mask (constrained decoding: a grammar's next-token set) bans every id
+// whose bit is clear before all of that, exactly as a ban does. The device draws by rejection
+// (src/backends/vulkan/shaders/sample.comp): j ∝ p over the candidates in id order, accepted when
+// the mass ranked above it is < top_p, else the candidates shrink to those ranked above j and it
+// draws again, each round's uniform a hash of `seed` and the round. SampleRowHost runs the same
+// rounds on the host (the CPU default of ComputeSample and the tests' reference); RowDistribution
+// gives the exact kept set and probabilities.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <utility>
 #include <vector>
@@ -30,7 +32,16 @@ struct RowSampling {
   uint32_t seed = 0;  // this draw's random bits (from the request's seeded generator)
   // Distinct ids of the history with their counts; count -1: banned (logit -inf).
   std::vector<std::pair<int32_t, int32_t>> counts;
+  // Empty: every id allowed. Else bit id % 64 of word id / 64 set when id may be picked; ids
+  // with a clear bit, or past the words, are banned (logit -inf).
+  std::vector<uint64_t> allow;
 };
+
+// Whether `allow` (RowSampling::allow) lets id be picked.
+inline bool Allowed(const std::vector<uint64_t>& allow, int64_t id) {
+  return allow.empty() ||
+         (size_t(id >> 6) < allow.size() && ((allow[size_t(id >> 6)] >> (id & 63)) & 1u) != 0);
+}
 
 // Most (id, count) entries a row may carry to the device; rows with more sample on the host.
 constexpr int kMaxSamplingCounts = 4096;

@@ -444,8 +444,15 @@ class Engine {
   // tokens are all computed gets its next token, sampled here from logits_ unless have_ids.
   void EmitStep(const std::vector<StepItem>& items, const Batch& batch, bool have_ids, double t0,
                 double t1, const StepSplit& split);
+  // Device-sampled steps: the allow-mask of each constrained row that samples this step, made
+  // before the forward (rows_[i].allow; allowed_[i] its count, -1 with mask_error_[i] when the
+  // constraint failed).
+  void MakeMasks(const std::vector<StepItem>& items);
   // Masks a constrained row; false (and the request finished) when nothing may follow.
   bool ApplyConstraint(std::shared_ptr<SeqRequest>& r, float* row);
+  // After a constraint allowed `allowed` ids (-1: it failed with `error`): false (and the
+  // request finished) when nothing may follow.
+  bool ConstraintAllows(std::shared_ptr<SeqRequest>& r, int allowed, const std::string& error);
 
   std::unique_ptr<StepModel> model_;
   std::shared_ptr<RequestQueue> queue_;
@@ -462,6 +469,8 @@ class Engine {
   std::vector<float> processed_;   // a row after penalties, for logprobs
   std::vector<int32_t> ids_;       // greedy / device-sampled steps: the id per output row
   std::vector<RowSampling> rows_;  // device-sampled steps: each output row's parameters
+  std::vector<int> allowed_;       // MakeMasks: per item, the ids its mask allows
+  std::vector<std::string> mask_error_;
   ComputeStats compute_stats_;
   std::function<void(const StepInfo&)> on_step_;
   std::unique_ptr<Drafter> drafter_;

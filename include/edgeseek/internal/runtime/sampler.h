@@ -75,9 +75,11 @@ struct TokenLogprobs {
 TokenLogprobs LogSoftmaxAt(const float* row, int vocab, int32_t id, int top);
 
 // Restricts a sequence's next token (constrained decoding; the server's is a grammar, see
-// src/grammar): the engine applies it to the step's logits row before any sampler runs — greedy
-// included — and reports the id picked. Such rows sample on the host: on a GPU backend the
-// logits come back for them and the mask is applied here, on the host side (docs/server.md).
+// src/grammar) and is told the id picked. On a backend that samples on the device the engine
+// asks for the allowed set before the step (AllowMask) and sends it with the row's sampling
+// parameters (RowSampling::allow), so only the id comes back; elsewhere, and for rows that
+// want logprobs, it applies the constraint to the step's logits row on the host (Apply) before
+// the sampler runs — greedy included (docs/server.md).
 class TokenConstraint {
  public:
   virtual ~TokenConstraint() = default;
@@ -85,6 +87,10 @@ class TokenConstraint {
   // nothing may follow: the output is complete when complete() says so, else stuck.
   // es::Error when the constraint cannot be evaluated (its limits).
   virtual int Apply(float* logits, int vocab) = 0;
+  // The same set as Apply's as a bitmask (RowSampling::allow: ceil(vocab / 64) words, bit id % 64
+  // of word id / 64 set when id is allowed, no bit at or past vocab); returns how many ids are
+  // allowed, with Apply's meaning of 0 and errors. Default: Apply on a row of zeros.
+  virtual int AllowMask(int vocab, std::vector<uint64_t>* allow);
   virtual void Accept(int32_t id) = 0;
   virtual bool complete() const = 0;
 };

@@ -13,8 +13,10 @@
 // (the host sampler's generator) and the round, so a seed gives the same id every time.
 //   x: [R, C] logits (penalties are applied in place); ids: [R];
 //   sp: per row r a header of 12 words at 12 r (temperature, top_k, top_p, min_p, seed,
-//   repeat, presence, frequency (floats but top_k, seed as uint), n_pen), then at 12 R + 2 cap r
-//   n_pen entries (id, count; count < 0: banned).
+//   repeat, presence, frequency (floats but top_k, seed as uint), n_pen, has_mask), then at
+//   12 R + 2 cap r n_pen entries (id, count; count < 0: banned), then at 12 R + 2 cap R + W r
+//   (W = ceil(C / 32)) the row's allow-mask when has_mask: id is banned unless bit id % 32 of
+//   word id / 32 is set (constrained decoding: the grammar's mask, made on the host).
 // A row holding a NaN or infinite logit (before penalties) gets ids[r] = -1, which the host turns
 // into an error for that request (issue 23: NaN logits must not decode as some token forever).
 #include "common.glsl"
@@ -92,13 +94,20 @@ void main() {
   const float rp = uintBitsToFloat(sp[h + 5u]), pres = uintBitsToFloat(sp[h + 6u]),
               freq = uintBitsToFloat(sp[h + 7u]);
   const uint npen = min(sp[h + 8u], p.cap), e0 = 12u * p.R + 2u * p.cap * r;
+  const bool masked = sp[h + 9u] != 0u;
+  const uint m0 = 12u * p.R + 2u * p.cap * p.R + ((p.C + 31u) / 32u) * r;
 
-  // Non-finite logits flag the row (read before the bans write -inf in place).
+  // Non-finite logits flag the row (read before the mask and bans write -inf in place); ids
+  // the allow-mask leaves out become -inf, before any penalty, top-k or softmax work.
   uint nbad = 0u;
   for (uint c = tid; c < p.C; c += WG) {
     const float l = x[base + c];
-    if (isnan(l) || isinf(l)) ++nbad;
+    if (isnan(l) || isinf(l))
+      ++nbad;
+    else if (masked && ((sp[m0 + (c >> 5u)] >> (c & 31u)) & 1u) == 0u)
+      x[base + c] = kNegInf;
   }
+  memoryBarrierBuffer();
   if (CountReduce(nbad) != 0u) {
     if (tid == 0u) ids[r] = -1;
     return;
