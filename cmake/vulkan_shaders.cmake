@@ -8,6 +8,12 @@
 #                                           with spirv-val, and generates shaders_embedded.cpp
 #                                           (a table {name, words, count}) added to TARGET.
 #
+# ES_SHADERS_PREBUILT=<dir> (a build of the same tree's src/backends/vulkan/shaders) copies each
+# variant's <name>.inc from there instead of compiling it: SPIR-V is the same for every CPU, so the
+# aarch64 cross build of scripts/test.sh takes the x86 build's (glslc's ~660 s of CPU, about a
+# third of that build). Nothing checks that dir is current; a variant missing there fails the
+# build (ninja: "missing and no known rule to make it").
+#
 # Variants are named by the caller (e.g. "matmul_gemv_f16_vec"); the runtime looks them up by
 # name (src/backends/vulkan/shader_registry.h).
 include_guard(GLOBAL)
@@ -37,6 +43,8 @@ function(es_detect_glslc_features)
   endforeach()
 endfunction()
 
+set(ES_SHADERS_PREBUILT "" CACHE PATH
+    "Copy each shader variant's .inc from this dir (a build of the same tree) instead of glslc")
 set_property(GLOBAL PROPERTY ES_SHADER_VARIANTS "")
 
 # es_add_shader_variant(<name> <source.comp> [DEFINE=VALUE ...] [ENV <target-env>])
@@ -79,14 +87,23 @@ function(es_embed_shaders target)
     if(SPIRV_VAL)
       set(val_cmd COMMAND ${SPIRV_VAL} --target-env ${env} ${spv})
     endif()
-    add_custom_command(
-      OUTPUT ${inc}
-      COMMAND ${GLSLC} -O --target-env=${env} -fshader-stage=compute ${defs} -I ${src_dir} -o ${spv} ${src_abs}
-      ${val_cmd}
-      COMMAND ${CMAKE_COMMAND} -DSPV=${spv} -DINC=${inc} -P ${ES_SPV_TO_INC}
-      DEPENDS ${src_abs} ${glsl_includes} ${ES_SPV_TO_INC}
-      COMMENT "glslc + spirv-val ${name}"
-      VERBATIM)
+    if(ES_SHADERS_PREBUILT)
+      add_custom_command(
+        OUTPUT ${inc}
+        COMMAND ${CMAKE_COMMAND} -E copy ${ES_SHADERS_PREBUILT}/${name}.inc ${inc}
+        DEPENDS ${ES_SHADERS_PREBUILT}/${name}.inc
+        COMMENT "${name}.inc from ${ES_SHADERS_PREBUILT}"
+        VERBATIM)
+    else()
+      add_custom_command(
+        OUTPUT ${inc}
+        COMMAND ${GLSLC} -O --target-env=${env} -fshader-stage=compute ${defs} -I ${src_dir} -o ${spv} ${src_abs}
+        ${val_cmd}
+        COMMAND ${CMAKE_COMMAND} -DSPV=${spv} -DINC=${inc} -P ${ES_SPV_TO_INC}
+        DEPENDS ${src_abs} ${glsl_includes} ${ES_SPV_TO_INC}
+        COMMENT "glslc + spirv-val ${name}"
+        VERBATIM)
+    endif()
     list(APPEND incs ${inc})
     string(APPEND decls "static const uint32_t k_${name}[] = {\n#include \"shaders/${name}.inc\"\n};\n")
     string(APPEND table "  {\"${name}\", k_${name}, sizeof(k_${name}) / 4},\n")

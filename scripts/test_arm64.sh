@@ -9,6 +9,10 @@
 #    and what Orin's A78AE has), goldens on cortex-a72 (ARMv8.0: plain NEON), and the ARM kernel
 #    tests with ES_CPU_ARM_PATH forcing each path and on cortex-a72 (forcing i8mm there is clamped
 #    to NEON, no SIGILL).
+# ES_ARM64_SHADERS=DIR takes the SPIR-V of each Vulkan shader variant from DIR (scripts/test.sh:
+# the x86 build's build/src/backends/vulkan/shaders; cmake/vulkan_shaders.cmake
+# ES_SHADERS_PREBUILT) instead of compiling all of them again with glslc (~660 s of CPU, a third of
+# this build); none of them runs here.
 # Not built or run here: the Vulkan tests (lavapipe under qemu is not needed: the shaders are the
 # x86 build's), the ONNX importer (-DES_ONNX=OFF: Debian 12's libonnx-dev:arm64 does not
 # co-install with the amd64 one), the MPI layer split (-DES_MPI=OFF: no libopenmpi-dev:arm64),
@@ -21,7 +25,7 @@ B=${ES_ARM64_BUILD_DIR:-build-arm64}
 grep -qx "CMAKE_HOME_DIRECTORY:INTERNAL=$PWD" "$B/CMakeCache.txt" 2>/dev/null || rm -rf "$B"
 cmake -S . -B "$B" -G Ninja -DCMAKE_BUILD_TYPE=Release \
   "-DCMAKE_TOOLCHAIN_FILE=$PWD/cmake/toolchain-aarch64.cmake" -DES_ONNX=OFF -DES_MPI=OFF \
-  -DES_BUILD_BENCH=OFF ${ES_ARM64_CMAKE_ARGS:-} >/dev/null
+  -DES_BUILD_BENCH=OFF "-DES_SHADERS_PREBUILT=${ES_ARM64_SHADERS:-}" ${ES_ARM64_CMAKE_ARGS:-} >/dev/null
 SUITES=(core quant graph gguf gguf_model convert grammar jinja tokenizer runtime server tools capi
         kernels golden)
 ninja -C "$B" ${ES_JOBS:+-j "$ES_JOBS"} edgeseek_cli "${SUITES[@]/#/es_test_}"  # ES_JOBS=1 when shared
