@@ -175,7 +175,8 @@ void Engine::Emit(SeqRequest& r, SeqEvent e) {
 }
 
 void Engine::Finish(std::shared_ptr<SeqRequest>& ref, FinishReason why, const std::string& msg) {
-  std::shared_ptr<SeqRequest> r = ref;  // `ref` may live in running_
+  // A copy on purpose: `ref` may be an element of running_, which the erase below destroys.
+  std::shared_ptr<SeqRequest> r = ref;  // NOLINT(performance-unnecessary-copy-initialization)
   if (r->slot >= 0) {
     model_->ReleaseSlot(r->slot);
     r->slot = -1;
