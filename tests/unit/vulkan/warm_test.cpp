@@ -18,7 +18,7 @@ namespace {
 
 class VulkanWarm : public VulkanTest {};
 
-constexpr int kSlots = 40;  // past 32 rows: the row counts whose key chunks differ
+constexpr int kSlots = 34;  // past 32 rows: the row counts whose key chunks differ
 
 TEST_F(VulkanWarm, ServingStepsAfterTheWarmUpBuildNoPipeline) {
   for (const bool mla : {false, true}) {
@@ -34,7 +34,7 @@ TEST_F(VulkanWarm, ServingStepsAfterTheWarmUpBuildNoPipeline) {
     auto* be = dynamic_cast<vk::VulkanBackend*>(&r->backend());
     ASSERT_NE(be, nullptr);
     EngineOptions eo;
-    eo.max_batch_tokens = 200;
+    eo.max_batch_tokens = 100;
     Engine engine(WrapRunner(std::move(runner)), std::make_shared<RequestQueue>(QosPolicy{}), eo);
     ASSERT_GT(engine.Warm(), 0);
     const int built = be->counters().pipelines_created;
@@ -54,8 +54,8 @@ TEST_F(VulkanWarm, ServingStepsAfterTheWarmUpBuildNoPipeline) {
       Batch b;
       b.Add(slots[0], 20, {3});
       b.Add(slots[1], 9, {4});
-      b.Add(slots[2], 0, TestTokens(70, 3, V));
-      b.Add(slots[3], 0, TestTokens(45, 4, V));
+      b.Add(slots[2], 0, TestTokens(40, 3, V));
+      b.Add(slots[3], 0, TestTokens(30, 4, V));
       b.Add(slots[4], 0, TestTokens(17, 5, V));
       b.Finalize();
       r->Forward(b, &logits);
@@ -64,7 +64,7 @@ TEST_F(VulkanWarm, ServingStepsAfterTheWarmUpBuildNoPipeline) {
     // what those built), rows at several contexts (inside the blocks the warm-up left mapped).
     for (int rows = 1; rows <= kSlots; ++rows) {
       Batch b;
-      for (int i = 0; i < rows; ++i) b.Add(slots[size_t(i)], 80 + (i * 37) % 120, {int32_t(i % V)});
+      for (int i = 0; i < rows; ++i) b.Add(slots[size_t(i)], 20 + (i * 37) % 80, {int32_t(i % V)});
       b.Finalize();
       std::vector<int32_t> ids;
       r->ForwardArgmax(b, &ids);
