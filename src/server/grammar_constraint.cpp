@@ -2,7 +2,6 @@
 #include "grammar_constraint.h"
 
 #include <algorithm>
-#include <cmath>
 
 #include "edgeseek/internal/core/error.h"
 
@@ -14,18 +13,9 @@ GrammarConstraint::GrammarConstraint(std::shared_ptr<const grammar::Grammar> g,
     : matcher_(std::move(g), std::move(trie)), stop_ids_(std::move(stop_ids)) {}
 
 int GrammarConstraint::Apply(float* logits, int vocab) {
-  const bool stop_ok = matcher_.accepting();
-  saved_.clear();
-  if (stop_ok)
-    for (int32_t id : stop_ids_) saved_.push_back(id >= 0 && id < vocab ? logits[id] : NAN);
-  int allowed = grammar::ApplyMask(matcher_.Mask(), logits, vocab);
-  if (stop_ok)
-    for (size_t k = 0; k < stop_ids_.size(); ++k) {
-      const int32_t id = stop_ids_[k];
-      if (id < 0 || id >= vocab || logits[id] == saved_[k]) continue;  // allowed anyway
-      logits[id] = saved_[k];  // masked above (a special token has no bytes): allowed again
-      ++allowed;
-    }
+  // One rule for both paths: the mask AllowMask sends to the device, applied here to the row.
+  const int allowed = AllowMask(vocab, &allow_);
+  grammar::ApplyMask(allow_, logits, vocab);
   return allowed;
 }
 

@@ -23,7 +23,7 @@ class GrammarConstraint final : public TokenConstraint {
  private:
   grammar::Matcher matcher_;
   std::vector<int32_t> stop_ids_;
-  std::vector<float> saved_;
+  std::vector<uint64_t> allow_;  // Apply's mask (AllowMask's), kept for its capacity
 };
 
 }  // namespace es::server
