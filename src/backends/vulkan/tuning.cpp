@@ -74,6 +74,12 @@ const std::array<KnobSpec, kKnobCount> kTable = {{
     {Knob::kCm2Quant, "ES_VK_CM2_QUANT", T::kBool, "0|1", "1", W::kGraph, R::kPath,
      "quantized prefill weights through an f16 copy into the cm2 GEMM (pp512 7B Q4_0 8,445 "
      "t/s against 7,116)"},
+    {Knob::kCm2BlockRows, "ES_VK_CM2_BLOCK_ROWS", T::kUint, "64..1048576", "256", W::kGraph,
+     R::kExperiment,
+     "Q4_0/Q8_0 products of at most this many rows on the cm2 GEMM that decodes the weights in its "
+     "tile loads (no f16 copy; the prefill tile, ES_VK_CM2_TILE, past 64 rows); larger ones "
+     "through "
+     "the f16 copy. Prefill-sized block loads unmeasured"},
     {Knob::kDecGemm, "ES_VK_DEC_GEMM", T::kEnum, "auto|0|1", "auto", W::kGraph, R::kPath,
      "Q4_0/Q8_0 products of 9-64 rows on the decode-shaped subgroup coopmat GEMM "
      "(matmul_gemm_dec.comp): auto = where the device has subgroup coopmat (H200 7B 9/32 rows "

@@ -39,6 +39,7 @@ enum class Knob : int {
   kGemmBm,
   kGemmSplitk,
   kCm2Quant,
+  kCm2BlockRows,
   kDecGemm,
   kGemvTpr,
   kGemvQr,

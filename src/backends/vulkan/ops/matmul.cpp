@@ -329,11 +329,11 @@ namespace {
 // whose copy (~11 ms a 7B step) is paid once for many rows: pp512 8,333 t/s through it against
 // 7,939 through the tile loads (session 18). Its tiles (Coopmat2Config::dec) were the fastest
 // tried: 32 x 64 weight rows x 256 K at 128 invocations took 45.4 ms at 32 rows (session 18).
-constexpr int64_t kCm2BlockLoadMaxRows = 256;
+// Up to 256 rows (ES_VK_CM2_BLOCK_ROWS, an experiment: prefill steps on it too).
 bool UseCm2Decode(const Device& dev, int64_t R, int64_t K, DType wt) {
   const Coopmat2Config& t = dev.coopmat2();
   if (!t.block_loads || !t.bm || t.x32 || !dev.f16_math() || R <= kGemvMaxRows ||
-      R > kCm2BlockLoadMaxRows || K % 32 != 0)
+      R > int64_t(dev.tuning().Uint(Knob::kCm2BlockRows)) || K % 32 != 0)
     return false;
   return wt == DType::kQ4_0 || wt == DType::kQ8_0;
 }
