@@ -131,7 +131,7 @@ TEST(CpuMatMulTargets, LaneKernelsGiveTheSameBitsOnEveryAvx2PlusTarget) {
 // blocks — every row of the GEMM (bias, strided y) is the GEMV of that row bit for bit, the
 // padding of y stays untouched, MatMulPair's two outputs are MatMul's, MatMulEpi's epilogue sees
 // each output exactly once, and every target gives the first one's bits (off x86: the best
-// target alone).
+// target alone), also with an all-zero and a huge activation block.
 TEST(CpuMatMulTargets, Q40WideGemmTileEdgesOnEveryAvx2PlusTarget) {
   std::vector<int64_t> targets;
 #if HWY_ARCH_X86
@@ -150,7 +150,11 @@ TEST(CpuMatMulTargets, Q40WideGemmTileEdgesOnEveryAvx2PlusTarget) {
       const auto bias = test::RandomFloats(size_t(N), uint64_t(N + 9));
       const int64_t ldy = N + 5;
       for (const int64_t R : rows_list) {
-        const auto x = test::RandomFloats(size_t(R * K), uint64_t(K * 3 + N + R));
+        auto x = test::RandomFloats(size_t(R * K), uint64_t(K * 3 + N + R));
+        // An all-zero block (d = 0) in row 0 and a block of ~1e30 in the last row (the
+        // activation quantizer's extremes; AVX3_DL runs its own, QuantizeQ40RowZ).
+        std::fill(x.begin(), x.begin() + 32, 0.0f);
+        for (size_t k = size_t(R * K) - 32; k < size_t(R * K); ++k) x[k] *= 1e30f;
         std::vector<float> first;
         for (int64_t target : targets) {
           ForcedTarget forced(target);
