@@ -9,8 +9,9 @@
 //   y = acc + bias[n]
 // where isum is the exact int32 dot of block b. The GEMV interleaves (or reduces) in registers
 // from the raw rows, the GEMM interleaves 8 columns once per task into a panel that register tiles
-// of up to 4 activation rows read; the integer parts are exact and the float operations are the
-// same, so R, the tile shape, the thread count and the other rows never change a bit of y.
+// of up to 4 activation rows read (Q4_0 on AVX3_DL: 16 columns in a zmm, tiles of up to 8 rows,
+// Q40SkinnyWide and Q40WideGemm below); the integer parts are exact and the float operations are
+// the same, so R, the tile shape, the thread count and the other rows never change a bit of y.
 //
 // Q4_0 (int8 activations, dx = absmax/127): block b of 8 columns is interleaved into four 32-byte
 // vectors q[j] (j = 0..3) whose byte 4c + i is byte 4j + i of column c's qs — low nibble =
@@ -1016,8 +1017,9 @@ void Q40SkinnyWide(const LaneActs& acts, size_t R, size_t N, const LaneRawOut<Q4
 // unpacked once per task into the thread's panel ([nb] Q40Nibbles16, 576 bytes a block), read by
 // register tiles of 8 rows (then the last 1..7 rows as one tile). The 8-column 4-row tile of
 // Q40PanelRows spent 8 ymm vpdpbusd a row and block on 8 columns and kept its accumulators on the
-// stack; here 8 zmm ones cover 16 columns, the 8 accumulators and 8 nibble vectors stay in
-// registers, and a block's unpack serves 8 rows. Tasks, their order and the epilogue are
+// stack; here 8 zmm ones cover 16 columns, the 8 accumulators and a block's 8 nibble vectors stay
+// in registers, and the nibbles are unpacked once per task (a tile only loads them), for 11
+// vector ALU operations a row and block (Q40TileRow16). Tasks, their order and the epilogue are
 // LaneGemm's (kLaneTaskRows × kLaneTaskCols, 2 groups of 16 a task); per output the integer dots
 // are exact and the float operations Q40Row's, so every bit is the 8-column GEMM's.
 
