@@ -9,8 +9,9 @@
 //   y = acc + bias[n]
 // where isum is the exact int32 dot of block b. The GEMV interleaves (or reduces) in registers
 // from the raw rows, the GEMM interleaves 8 columns once per task into a panel that register tiles
-// of up to 4 activation rows read; the integer parts are exact and the float operations are the
-// same, so R, the tile shape, the thread count and the other rows never change a bit of y.
+// of up to 4 activation rows read (Q4_0 on AVX3_DL: 16 columns in a zmm, tiles of up to 8 rows,
+// Q40SkinnyWide and Q40WideGemm below); the integer parts are exact and the float operations are
+// the same, so R, the tile shape, the thread count and the other rows never change a bit of y.
 //
 // Q4_0 (int8 activations, dx = absmax/127): block b of 8 columns is interleaved into four 32-byte
 // vectors q[j] (j = 0..3) whose byte 4c + i is byte 4j + i of column c's qs — low nibble =
@@ -20,7 +21,7 @@
 // with the unsigned nibbles (0..15) straight into maddubs against the signed int8 activations;
 // eight int16 products of at most 2 · 15 · 127 add up to at most 30480 < 32767, so the int16 sums
 // are exact; one madd with ones makes lane c's int32 dot, and the Q4_0 offset comes out as
-//   isum_c = Σ nib_c,k x_k − 8 · Σ_k x_k      (8 · Σx precomputed once per activation block).
+//   isum_c = Σ nib_c,k x_k + (−8 · Σ_k x_k)   (−8 · Σx precomputed once per activation block).
 //
 // Q8_0 (int16 activations, dx = absmax/32512, see matmul_quant-inl.h): the GEMM panel holds 8
 // columns' quants interleaved in pairs — q[j] = [(k 4j, 4j+1) of columns 0..7 | (k 4j+2, 4j+3) of
@@ -46,6 +47,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
+#include <limits>
 #include <type_traits>
 #include <vector>
 
@@ -70,7 +72,7 @@ constexpr size_t kLaneCols = 8;  // weight columns per interleaved group (one pe
 struct LaneActs {
   const void* q;      // [R, K] int8 (Q4_0) or int16 (Q8_0) quants
   const float* d;     // [R, nb] scales
-  const int32_t* s8;  // [R, nb] 8 · Σ quants of the block (Q4_0)
+  const int32_t* s8;  // [R, nb] Q4_0: −8 · Σ quants of the block (the nibbles' offset)
   const float* s;     // [R, nb] scale · Σ quants of the block (Q4_K's minimums)
   size_t K, nb;       // nb: blocks of 32 activations per row
   const int8_t* q8() const { return static_cast<const int8_t*>(q); }
@@ -172,11 +174,11 @@ HWY_INLINE __m256i LaneDpWssd(__m256i acc, __m256i a, __m256i b) {
 #endif
 
 // One block of one activation row: acc (lane c = column c) = fma(d_w · dx, isum_c, acc).
-//   x: the row's 32 int8 quants of this block; dx, s8: its scale and 8 · Σ quants.
+//   x: the row's 32 int8 quants of this block; dx, off: its scale and −8 · Σ quants.
 // With VNNI the 8 nibble dots go straight into int32 lanes (vpdpbusd, two chains of 4): 8 + 1
 // integer operations a row and block instead of 8 maddubs + 7 add + 1 madd. Both sums are exact,
 // so isum — and every output bit — is the same on either path.
-HWY_INLINE __m256 Q40Row(const Q40Nibbles& n, const int8_t* HWY_RESTRICT x, float dx, int32_t s8,
+HWY_INLINE __m256 Q40Row(const Q40Nibbles& n, const int8_t* HWY_RESTRICT x, float dx, int32_t off,
                          __m256 acc) {
 #if HWY_TARGET == HWY_AVX3_DL
   __m256i lo = LaneDpBusd(_mm256_setzero_si256(), n.lo0, Bcast4(x));
@@ -187,7 +189,7 @@ HWY_INLINE __m256 Q40Row(const Q40Nibbles& n, const int8_t* HWY_RESTRICT x, floa
   hi = LaneDpBusd(hi, n.hi2, Bcast4(x + 24));
   lo = LaneDpBusd(lo, n.lo3, Bcast4(x + 12));
   hi = LaneDpBusd(hi, n.hi3, Bcast4(x + 28));
-  const __m256i isum = _mm256_sub_epi32(_mm256_add_epi32(lo, hi), _mm256_set1_epi32(s8));
+  const __m256i isum = _mm256_add_epi32(_mm256_add_epi32(lo, hi), _mm256_set1_epi32(off));
 #else
   __m256i p = _mm256_maddubs_epi16(n.lo0, Bcast4(x));
   p = _mm256_add_epi16(p, _mm256_maddubs_epi16(n.lo1, Bcast4(x + 4)));
@@ -198,7 +200,7 @@ HWY_INLINE __m256 Q40Row(const Q40Nibbles& n, const int8_t* HWY_RESTRICT x, floa
   p = _mm256_add_epi16(p, _mm256_maddubs_epi16(n.hi2, Bcast4(x + 24)));
   p = _mm256_add_epi16(p, _mm256_maddubs_epi16(n.hi3, Bcast4(x + 28)));
   const __m256i isum =
-      _mm256_sub_epi32(_mm256_madd_epi16(p, _mm256_set1_epi16(1)), _mm256_set1_epi32(s8));
+      _mm256_add_epi32(_mm256_madd_epi16(p, _mm256_set1_epi16(1)), _mm256_set1_epi32(off));
 #endif
   return _mm256_fmadd_ps(_mm256_mul_ps(n.d, _mm256_set1_ps(dx)), _mm256_cvtepi32_ps(isum), acc);
 }
@@ -301,18 +303,67 @@ HWY_NOINLINE void Q40PanelRows(const LaneActs& a, size_t r0, Src panel, __m256* 
   if constexpr (RT > 3) acc_out[3] = c3;
 }
 
+#if HWY_TARGET == HWY_AVX3_DL
+// QuantizeActivationRow (matmul_quant-inl.h) and Q4_0's offsets, a block in two zmm: the same
+// amax (an exact max), the same scalar d and 1/d, the same multiply and round-to-integer in the
+// current rounding mode, the low bytes of the same int32 (vpmovdb, as the scalar code's store of
+// cvttss2si), an exact int32 sum of those bytes; a block with a non-finite value gets NaN d and
+// s, zero quants and offset, as there. So the same bytes and floats as the scalar loop (the
+// targets test compares AVX3_DL's outputs with AVX2's, which runs it), at ~1/8 of its cost
+// (the scalar loop was ~6% of a pp64 profile).
+HWY_INLINE void QuantizeQ40RowZ(const float* HWY_RESTRICT x, size_t K, int8_t* HWY_RESTRICT q,
+                                float* HWY_RESTRICT d, int32_t* HWY_RESTRICT off,
+                                float* HWY_RESTRICT s) {
+  const __m512 sign = _mm512_set1_ps(-0.0f);
+  const __m512 inf = _mm512_set1_ps(std::numeric_limits<float>::infinity());
+  constexpr int kRound = _MM_FROUND_CUR_DIRECTION | _MM_FROUND_NO_EXC;  // as std::nearbyint
+  for (size_t b = 0; b < K / kQK; ++b) {
+    const __m512 x0 = _mm512_loadu_ps(x + b * kQK), x1 = _mm512_loadu_ps(x + b * kQK + 16);
+    const __m512 a0 = _mm512_andnot_ps(sign, x0), a1 = _mm512_andnot_ps(sign, x1);
+    int8_t* qb = q + b * kQK;
+    // |x| < inf is false for ±inf and NaN.
+    if ((_mm512_cmp_ps_mask(a0, inf, _CMP_LT_OQ) & _mm512_cmp_ps_mask(a1, inf, _CMP_LT_OQ)) !=
+        0xFFFF) {
+      d[b] = s[b] = std::numeric_limits<float>::quiet_NaN();
+      std::memset(qb, 0, kQK);
+      off[b] = 0;
+      continue;
+    }
+    const float amax = _mm512_reduce_max_ps(_mm512_max_ps(a0, a1));
+    const float db = amax / 127.0f;
+    const float id = db != 0.0f ? 127.0f / amax : 0.0f;
+    const __m512 vid = _mm512_set1_ps(id);
+    const __m512i i0 = _mm512_cvttps_epi32(_mm512_roundscale_ps(_mm512_mul_ps(x0, vid), kRound));
+    const __m512i i1 = _mm512_cvttps_epi32(_mm512_roundscale_ps(_mm512_mul_ps(x1, vid), kRound));
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(qb), _mm512_cvtepi32_epi8(i0));
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(qb + 16), _mm512_cvtepi32_epi8(i1));
+    // The stored bytes, sign-extended back, summed.
+    const __m512i t = _mm512_add_epi32(_mm512_srai_epi32(_mm512_slli_epi32(i0, 24), 24),
+                                       _mm512_srai_epi32(_mm512_slli_epi32(i1, 24), 24));
+    const int32_t sum = _mm512_reduce_add_epi32(t);
+    d[b] = db;
+    s[b] = db * float(sum);
+    off[b] = -8 * sum;
+  }
+}
+#endif
+
 struct Q40Kernel {
   using Block = BlockQ4_0;
   using Panel = Q40x8;
   using XQ = int8_t;
   static constexpr size_t kBlockElems = kQK;
   static void Quantize(const float* x, size_t K, int8_t* q, float* d, int32_t* s8, float* tmp) {
+#if HWY_TARGET == HWY_AVX3_DL
+    QuantizeQ40RowZ(x, K, q, d, s8, tmp);
+#else
     QuantizeActivationRow(x, int64_t(K), q, d, tmp);
     for (size_t b = 0; b < K / kQK; ++b) {
       int32_t s = 0;
       for (size_t j = 0; j < kQK; ++j) s += q[b * kQK + j];
-      s8[b] = 8 * s;
+      s8[b] = -8 * s;  // the nibbles' offset: Σ (nib − 8) · x = Σ nib · x − 8 · Σ x
     }
+#endif
   }
   static __m256 Gemv(const LaneActs& a, const Block* w, size_t nb) {
     return Q40GemvGroup(a, w, nb);
@@ -585,7 +636,7 @@ LaneActs QuantizeLaneActs(const float* x, size_t R, size_t K, ThreadPool& pool) 
   using XQ = typename Kern::XQ;
   const size_t nb = K / kQK;
   // Scratch: R · K quants (K is a multiple of 32, so whole floats), then R · nb each of scales,
-  // float sums (Q4_K) and int32 8 · Σq (Q4_0).
+  // float sums (Q4_K) and int32 −8 · Σq (Q4_0).
   const size_t q_floats = R * K * sizeof(XQ) / sizeof(float);
   float* buf = ThreadScratch(1).Floats(std::max<size_t>(1, q_floats + 3 * R * nb));
   XQ* xq = reinterpret_cast<XQ*>(buf);
@@ -840,7 +891,7 @@ HWY_INLINE void InterleaveQ40x16(const BlockQ4_0* HWY_RESTRICT w, size_t stride,
 
 // Q40Row on 16 lanes: the same integer sums (vpdpbusd, two chains of 4) and float operations.
 HWY_INLINE __m512 Q40Row16(const Q40Nibbles16& n, const int8_t* HWY_RESTRICT x, float dx,
-                           int32_t s8, __m512 acc) {
+                           int32_t off, __m512 acc) {
   __m512i lo = ZDpBusd(_mm512_setzero_si512(), n.lo0, ZBcast4(x));
   __m512i hi = ZDpBusd(_mm512_setzero_si512(), n.hi0, ZBcast4(x + 16));
   lo = ZDpBusd(lo, n.lo1, ZBcast4(x + 4));
@@ -849,8 +900,37 @@ HWY_INLINE __m512 Q40Row16(const Q40Nibbles16& n, const int8_t* HWY_RESTRICT x, 
   hi = ZDpBusd(hi, n.hi2, ZBcast4(x + 24));
   lo = ZDpBusd(lo, n.lo3, ZBcast4(x + 12));
   hi = ZDpBusd(hi, n.hi3, ZBcast4(x + 28));
-  const __m512i isum = _mm512_sub_epi32(_mm512_add_epi32(lo, hi), _mm512_set1_epi32(s8));
+  const __m512i isum = _mm512_add_epi32(_mm512_add_epi32(lo, hi), _mm512_set1_epi32(off));
   return _mm512_fmadd_ps(_mm512_mul_ps(n.d, _mm512_set1_ps(dx)), _mm512_cvtepi32_ps(isum), acc);
+}
+
+// acc += Σ_4 u8 × s8 per int32 lane against the 4 activation bytes at x broadcast to every lane
+// by the instruction itself ({1to16}: no broadcast of its own, one fused uop with the load).
+HWY_INLINE __m512i ZDpBusdBcast(__m512i acc, __m512i u, const int8_t* x) {
+  struct Bytes4 {
+    int8_t v[4];
+  };
+  asm("vpdpbusd %2%{1to16%}, %1, %0"
+      : "+v"(acc)
+      : "v"(u), "m"(*reinterpret_cast<const Bytes4*>(x)));
+  return acc;
+}
+
+// Q40Row16 for register tiles of many rows: the 8 dots in one chain that starts from the offset
+// (a broadcast load: no add or sub of its own; the rows of a tile are the independent chains),
+// the activations broadcast by vpdpbusd. Exact int32 sums in another order, the same float
+// operations: the same bits.
+HWY_INLINE __m512 Q40TileRow16(const Q40Nibbles16& n, const int8_t* HWY_RESTRICT x, float dx,
+                               int32_t off, __m512 acc) {
+  __m512i i = ZDpBusdBcast(_mm512_set1_epi32(off), n.lo0, x);
+  i = ZDpBusdBcast(i, n.hi0, x + 16);
+  i = ZDpBusdBcast(i, n.lo1, x + 4);
+  i = ZDpBusdBcast(i, n.hi1, x + 20);
+  i = ZDpBusdBcast(i, n.lo2, x + 8);
+  i = ZDpBusdBcast(i, n.hi2, x + 24);
+  i = ZDpBusdBcast(i, n.lo3, x + 12);
+  i = ZDpBusdBcast(i, n.hi3, x + 28);
+  return _mm512_fmadd_ps(_mm512_mul_ps(n.d, _mm512_set1_ps(dx)), _mm512_cvtepi32_ps(i), acc);
 }
 
 // RT activation rows (0 ..) against the 16 raw rows w (nb blocks each), each block interleaved
@@ -879,11 +959,12 @@ HWY_NOINLINE void Q40SkinnyRows16(const LaneActs& a, const BlockQ4_0* HWY_RESTRI
   for (int r = 0; r < RT; ++r) acc_out[r] = c[r];
 }
 
-// y[0..nc) of one row (lanes of acc) plus bias, as LaneStore.
+// y[0..nc) of one row (lanes of acc) plus bias (or + 0.0f), as LaneStore: one masked add and
+// store (the same IEEE additions as LaneStore's loop).
 HWY_INLINE void LaneStore16(__m512 acc, const float* bias, size_t nc, float* y) {
-  alignas(64) float out[kZCols];
-  _mm512_store_ps(out, acc);
-  for (size_t c = 0; c < nc; ++c) y[c] = out[c] + (bias ? bias[c] : 0.0f);
+  const __mmask16 m = __mmask16((1u << nc) - 1);  // nc in 1..16
+  const __m512 b = bias ? _mm512_maskz_loadu_ps(m, bias) : _mm512_setzero_ps();
+  _mm512_mask_storeu_ps(y, m, _mm512_add_ps(acc, b));
 }
 
 // R (1..8) rows against the 16 raw rows w: one register tile.
@@ -930,6 +1011,120 @@ void Q40SkinnyWide(const LaneActs& acts, size_t R, size_t N, const LaneRawOut<Q4
     }
   });
 }
+
+// ---------------------------------------------------------------------------------------------
+// Q4_0 panel GEMM on AVX3_DL (R > 8, prefill): the 16-column layout above, interleaved and
+// unpacked once per task into the thread's panel ([nb] Q40Nibbles16, 576 bytes a block), read by
+// register tiles of 8 rows (then the last 1..7 rows as one tile). The 8-column 4-row tile of
+// Q40PanelRows spent 8 ymm vpdpbusd a row and block on 8 columns and kept its accumulators on the
+// stack; here 8 zmm ones cover 16 columns, the 8 accumulators and a block's 8 nibble vectors stay
+// in registers, and the nibbles are unpacked once per task (a tile only loads them), for 11
+// vector ALU operations a row and block (Q40TileRow16). Tasks, their order and the epilogue are
+// LaneGemm's (kLaneTaskRows × kLaneTaskCols, 2 groups of 16 a task); per output the integer dots
+// are exact and the float operations Q40Row's, so every bit is the 8-column GEMM's.
+
+constexpr size_t kZTileRows = 8;  // rows of one register tile of the panel GEMM
+
+// RT activation rows (r0 ..) against the panel [nb] of 16 unpacked columns.
+template <int RT>
+HWY_NOINLINE void Q40PanelRows16(const LaneActs& a, size_t r0,
+                                 const Q40Nibbles16* HWY_RESTRICT panel, __m512* acc_out) {
+  static_assert(RT >= 1 && RT <= int(kZTileRows), "Q40PanelRows16 handles 1..8 rows");
+  const size_t K = a.K, nb = a.nb;
+  const int8_t* HWY_RESTRICT x = a.q8() + r0 * K;  // row r at x + r · K
+  const float* HWY_RESTRICT d = a.d + r0 * nb;     // row r at d + r · nb
+  const int32_t* HWY_RESTRICT s = a.s8 + r0 * nb;
+  // Named accumulators (an array of them was stored to the stack every block).
+  __m512 c0 = _mm512_setzero_ps(), c1 = c0, c2 = c0, c3 = c0, c4 = c0, c5 = c0, c6 = c0, c7 = c0;
+  for (size_t b = 0; b < nb; ++b) {
+    const Q40Nibbles16 n = panel[b];
+    const int8_t* xb = x + b * kQK;
+    auto row = [&](size_t r, __m512& c) {
+      c = Q40TileRow16(n, xb + r * K, d[r * nb + b], s[r * nb + b], c);
+    };
+    row(0, c0);
+    if constexpr (RT > 1) row(1, c1);
+    if constexpr (RT > 2) row(2, c2);
+    if constexpr (RT > 3) row(3, c3);
+    if constexpr (RT > 4) row(4, c4);
+    if constexpr (RT > 5) row(5, c5);
+    if constexpr (RT > 6) row(6, c6);
+    if constexpr (RT > 7) row(7, c7);
+  }
+  const __m512 c[kZTileRows] = {c0, c1, c2, c3, c4, c5, c6, c7};
+  for (int r = 0; r < RT; ++r) acc_out[r] = c[r];
+}
+
+// rows (1..8) activation rows from r0 against the panel: one register tile.
+HWY_INLINE void Q40PanelTile16(const LaneActs& a, size_t r0, size_t rows, const Q40Nibbles16* panel,
+                               __m512* acc) {
+  switch (rows) {
+    case 1:
+      return Q40PanelRows16<1>(a, r0, panel, acc);
+    case 2:
+      return Q40PanelRows16<2>(a, r0, panel, acc);
+    case 3:
+      return Q40PanelRows16<3>(a, r0, panel, acc);
+    case 4:
+      return Q40PanelRows16<4>(a, r0, panel, acc);
+    case 5:
+      return Q40PanelRows16<5>(a, r0, panel, acc);
+    case 6:
+      return Q40PanelRows16<6>(a, r0, panel, acc);
+    case 7:
+      return Q40PanelRows16<7>(a, r0, panel, acc);
+    default:
+      return Q40PanelRows16<8>(a, r0, panel, acc);
+  }
+}
+
+// The calling thread's panel of at least nb blocks (kept across calls).
+HWY_INLINE Q40Nibbles16* Q40WidePanel(size_t nb) {
+  thread_local hwy::AlignedFreeUniquePtr<Q40Nibbles16[]> panel_mem;
+  thread_local size_t panel_size = 0;
+  if (panel_size < nb) {
+    panel_mem = hwy::AllocateAligned<Q40Nibbles16>(nb);
+    panel_size = nb;
+  }
+  return panel_mem.get();
+}
+
+// Rows [r0, r1) of one weight against its columns n .. n + nc (nc <= 16, a partial group
+// zero-padded): the group interleaved into `panel`, then read by the register tiles.
+HWY_INLINE void Q40WideGroup(const LaneActs& acts, size_t r0, size_t r1, size_t n, size_t nc,
+                             const LaneRawOut<Q40Kernel>& out, size_t ldy,
+                             Q40Nibbles16* HWY_RESTRICT panel) {
+  const size_t nb = acts.nb;
+  const BlockQ4_0* src = nc == kZCols ? out.w + n * nb : LanePaddedGroup(out.w, nb, n, nc, kZCols);
+  for (size_t b = 0; b < nb; ++b) InterleaveQ40x16(src, nb, b, &panel[b]);
+  const float* bn = out.bias ? out.bias + n : nullptr;
+  for (size_t r = r0; r < r1; r += kZTileRows) {
+    const size_t rows = std::min(kZTileRows, r1 - r);
+    __m512 acc[kZTileRows];
+    Q40PanelTile16(acts, r, rows, panel, acc);
+    for (size_t i = 0; i < rows; ++i) LaneStore16(acc[i], bn, nc, out.y + (r + i) * ldy + n);
+  }
+}
+
+// LaneGemm for raw Q4_0 weights on AVX3_DL: the same tasks (each weight's 16-column groups of a
+// task in turn, epi after the task), the groups through Q40WideGroup.
+template <size_t M>
+void Q40WideGemm(const LaneActs& acts, size_t R, size_t N, const LaneRawOut<Q40Kernel> (&outs)[M],
+                 size_t ldy, const MatMulEpilogue* epi, ThreadPool& pool) {
+  static_assert(kLaneTaskCols % kZCols == 0, "a GEMM task holds whole 16-column groups");
+  const TaskGrid<kLaneTaskRows, kLaneTaskCols> tasks(R, N);
+  pool.ParallelFor(int64_t(tasks.Count()), [&](int64_t t0, int64_t t1, int) {
+    Q40Nibbles16* panel = Q40WidePanel(acts.nb);
+    for (size_t t = size_t(t0); t < size_t(t1); ++t) {
+      const auto [r0, r1, n0, n1] = tasks[t];
+      for (size_t n = n0; n < n1; n += kZCols) {
+        const size_t nc = std::min(kZCols, n1 - n);
+        for (size_t o = 0; o < M; ++o) Q40WideGroup(acts, r0, r1, n, nc, outs[o], ldy, panel);
+      }
+      LaneEpilogue(epi, r0, r1, n0, n1);
+    }
+  });
+}
 #endif  // HWY_AVX3_DL
 
 // y = x · Wᵀ (+ bias) of each weight in outs for the R rows of x already quantized in `acts`
@@ -953,6 +1148,7 @@ void LaneMatMulActs(const LaneActs& acts, size_t R, size_t N, const LaneRawOut<K
 #if HWY_TARGET == HWY_AVX3_DL
   if constexpr (std::is_same_v<Kern, Q40Kernel>) {
     if (R <= kZSkinnyRows) return Q40SkinnyWide(acts, R, N, outs, ldy, epi, pool);
+    return Q40WideGemm(acts, R, N, outs, ldy, epi, pool);
   }
 #endif
   if constexpr (requires { typename Kern::RawSrc; }) {
