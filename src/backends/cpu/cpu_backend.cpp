@@ -55,6 +55,21 @@
 namespace es {
 namespace {
 
+// Attention scores, one buffer per thread and use, kept across calls. CpuBackend::ReserveScores
+// sizes them on every pool thread for a cache's whole context when the cache is made: a worker
+// that first won a chunk of an attention region in a late decode step (ThreadPool: the caller
+// runs the chunks a worker has not claimed yet, so which thread that is follows timing) grew its
+// buffer inside that step, a page fault mid-decode
+// (KvReserve.GenerateDecodeStepsTakeNoPageFaults saw one at step 65 in 2 of 3 runs).
+enum ScoreUse { kDenseScores, kMlaDecodeScores, kMlaPrefillScores, kScoreUses };
+std::vector<float>& Scores(ScoreUse use) {
+  thread_local std::vector<float> p[kScoreUses];
+  return p[use];
+}
+// Rows of scores per use: one (dense), MlaAttention's head groups of at most 8, MlaPrefill's
+// blocks of 4 query rows.
+constexpr int64_t kScoreRows[kScoreUses] = {1, 8, 4};
+
 using Clock = std::chrono::steady_clock;
 
 // What PrepareWeight repacks (see the header comment).
@@ -178,12 +193,14 @@ class CpuBackend final : public Backend {
   // available memory is spent (then the weight is faulted in by its first use, as before).
   bool Prefault(const Tensor& w);
   std::unique_ptr<KvStorage> CreateKv(const KvSpec& spec, int n_slots, int64_t capacity) override {
+    ReserveScores(capacity);
     return std::make_unique<CpuKv>(
         spec, n_slots, capacity,
         int64_t(n_slots) * ((capacity + kKvBlockTokens - 1) / kKvBlockTokens));
   }
   std::unique_ptr<KvStorage> CreatePagedKv(const KvSpec& spec, int n_slots, int64_t capacity,
                                            int64_t n_blocks) override {
+    ReserveScores(capacity);
     return std::make_unique<CpuKv>(spec, n_slots, capacity, n_blocks);
   }
   void Compute(const Graph& g, const Batch& batch, KvStorage& kv, float* out,
@@ -199,6 +216,16 @@ class CpuBackend final : public Backend {
   size_t peak_bytes() const override { return peak_; }
 
  private:
+  // Every pool thread's attention scores (Scores) sized for `capacity` positions.
+  void ReserveScores(int64_t capacity) {
+    pool_.RunOnAll([capacity](int, int) {
+      for (int u = 0; u < kScoreUses; ++u) {
+        std::vector<float>& p = Scores(ScoreUse(u));
+        const size_t n = size_t(kScoreRows[u] * std::max<int64_t>(capacity, 1));
+        if (p.size() < n) p.resize(n);
+      }
+    });
+  }
   // A weight repacked by PrepareWeight, valid while the tensor still points at `data`.
   struct Packed {
     const void* data;
@@ -496,10 +523,10 @@ void CpuBackend::Attention(const Node& n, const Batch& b, CpuKv& kv, const float
   const float scale = a.scale;
   const int64_t group = Hq / Hkv;
   pool_.ParallelFor(T * Hq, [&](int64_t begin, int64_t end, int) {
-    // A row's scores, one buffer per thread sized for the whole context at its first use: a
-    // vector made per call grew with each step's position, and the heap took a new page (a page
-    // fault inside a decode step) every few steps.
-    thread_local std::vector<float> p;
+    // A row's scores, one buffer per thread sized for the whole context (Scores): a vector made
+    // per call grew with each step's position, and the heap took a new page (a page fault inside
+    // a decode step) every few steps.
+    std::vector<float>& p = Scores(kDenseScores);
     for (int64_t u = begin; u < end; ++u) {
       const int64_t t = u / Hq, h = u % Hq, kh = h / group;
       const BatchSeq& s = b.seqs[size_t(b.row_seq[size_t(t)])];
@@ -587,10 +614,10 @@ void CpuBackend::MlaAbsorbed(const Node& n, const Graph& g, const Batch& b, CpuK
   //    instead of once per head; G is as large as the thread count allows (at most 8: the G
   //    output rows of r floats stay in L1). Per head the operations and their order are those of
   //    one head alone, so the group size never changes a bit.
-  const int64_t G = std::clamp<int64_t>(H * T / pool_.size(), 1, 8);
+  const int64_t G = std::clamp<int64_t>(H * T / pool_.size(), 1, kScoreRows[kMlaDecodeScores]);
   const int64_t groups = (H + G - 1) / G;
   pool_.ParallelFor(T * groups, [&](int64_t begin, int64_t end, int) {
-    thread_local std::vector<float> p;
+    std::vector<float>& p = Scores(kMlaDecodeScores);
     for (int64_t u = begin; u < end; ++u) {
       const int64_t t = u / groups, h0 = (u % groups) * G, g1 = std::min(G, H - h0);
       const int64_t bt = rows[size_t(t)];  // the batch row
@@ -695,9 +722,11 @@ void CpuBackend::MlaExpanded(const Node& n, const Tensor& kvb, const BatchSeq& s
   // to its last row's keys, and a key past a row's own gets weight 0 there (an exact +0, so a
   // row's values do not depend on the rows it shares a block with).
   constexpr int64_t kRows = 4;
+  static_assert(kRows == kScoreRows[kMlaPrefillScores],
+                "Scores(kMlaPrefillScores) holds kRows rows");
   const int64_t blocks = (T + kRows - 1) / kRows;
   pool_.ParallelFor(H * blocks, [&](int64_t begin, int64_t end, int) {
-    thread_local std::vector<float> p;
+    std::vector<float>& p = Scores(kMlaPrefillScores);
     thread_local std::vector<float> qn;
     for (int64_t u = begin; u < end; ++u) {
       const int64_t h = u / blocks, t0 = (u % blocks) * kRows, nr = std::min(kRows, T - t0);
