@@ -651,6 +651,19 @@ LaneActs QuantizeLaneActs(const float* x, size_t R, size_t K, ThreadPool& pool) 
   return LaneActs{xq, xd, s8, xs, K, nb};
 }
 
+// The calling thread's array of at least n Ts (aligned, kept across calls, one array per T): the
+// GEMMs' panels, grown to the largest weight a thread has met.
+template <class T>
+HWY_INLINE T* ThreadPanel(size_t n) {
+  thread_local hwy::AlignedFreeUniquePtr<T[]> mem;
+  thread_local size_t size = 0;
+  if (size < n) {
+    mem = hwy::AllocateAligned<T>(n);
+    size = n;
+  }
+  return mem.get();
+}
+
 // The columns n .. n + nc (nc < cols) of a partial last group, copied into `cols` zero-padded rows
 // in the calling thread's scratch slot 0 (valid until its next use on this thread).
 template <class Block>
@@ -676,15 +689,8 @@ struct LaneRawSource {
   Panel* panel = nullptr;  // ForThread's copy: the thread's [nb] interleaved blocks
 
   LaneRawSource ForThread() const {
-    // Per thread, kept across calls.
-    thread_local hwy::AlignedFreeUniquePtr<Panel[]> panel_mem;
-    thread_local size_t panel_size = 0;
-    if (panel_size < nb) {
-      panel_mem = hwy::AllocateAligned<Panel>(nb);
-      panel_size = nb;
-    }
     LaneRawSource g = *this;
-    g.panel = panel_mem.get();
+    g.panel = ThreadPanel<Panel>(nb);
     return g;
   }
   typename Kern::PanelSrc Group(size_t n, size_t nc) const {
@@ -1078,17 +1084,6 @@ HWY_INLINE void Q40PanelTile16(const LaneActs& a, size_t r0, size_t rows, const 
   }
 }
 
-// The calling thread's panel of at least nb blocks (kept across calls).
-HWY_INLINE Q40Nibbles16* Q40WidePanel(size_t nb) {
-  thread_local hwy::AlignedFreeUniquePtr<Q40Nibbles16[]> panel_mem;
-  thread_local size_t panel_size = 0;
-  if (panel_size < nb) {
-    panel_mem = hwy::AllocateAligned<Q40Nibbles16>(nb);
-    panel_size = nb;
-  }
-  return panel_mem.get();
-}
-
 // Rows [r0, r1) of one weight against its columns n .. n + nc (nc <= 16, a partial group
 // zero-padded): the group interleaved into `panel`, then read by the register tiles.
 HWY_INLINE void Q40WideGroup(const LaneActs& acts, size_t r0, size_t r1, size_t n, size_t nc,
@@ -1114,7 +1109,7 @@ void Q40WideGemm(const LaneActs& acts, size_t R, size_t N, const LaneRawOut<Q40K
   static_assert(kLaneTaskCols % kZCols == 0, "a GEMM task holds whole 16-column groups");
   const TaskGrid<kLaneTaskRows, kLaneTaskCols> tasks(R, N);
   pool.ParallelFor(int64_t(tasks.Count()), [&](int64_t t0, int64_t t1, int) {
-    Q40Nibbles16* panel = Q40WidePanel(acts.nb);
+    Q40Nibbles16* panel = ThreadPanel<Q40Nibbles16>(acts.nb);
     for (size_t t = size_t(t0); t < size_t(t1); ++t) {
       const auto [r0, r1, n0, n1] = tasks[t];
       for (size_t n = n0; n < n1; n += kZCols) {
