@@ -241,9 +241,10 @@ TEST_F(VulkanOps, Coopmat2DecodesQuantizedWeightsInTileLoads) {
     GTEST_SKIP() << "no cooperative-matrix block loads on this device: only the reference run";
 }
 
-// The decode-shaped GEMM (matmul_gemm_dec.comp, ES_VK_DEC_GEMM) for Q4_0 / Q8_0 steps of 9-64
-// rows: row counts on both sides of its 16-, 32- and 64-row tiles and of the range (8 and 65 rows
-// take other GEMMs), K under one step, with a short last step (160, 1120) and many steps, N off the
+// The decode-shaped GEMM (matmul_gemm_dec.comp, ES_VK_DEC_GEMM) for Q4_0 / Q8_0 / Q4_K / Q5_K
+// steps of 9-64 rows: row counts on both sides of its 16-, 32- and 64-row tiles and of the range
+// (8 and 65 rows take other GEMMs), K under one step, with a short last step (160, 1120) and many
+// steps (the K-quants: one super-block, several, a slice boundary inside one), N off the
 // 128-row weight tiles, a bias, weights split into row chunks, and K split into slices (a device
 // with 64 multiprocessors: ES_VK_CM2_SMS) and not; each case against the reference within f16
 // rounding, and the shader in the program exactly where it applies (with as many dispatches as
@@ -255,7 +256,11 @@ TEST_F(VulkanOps, DecodeGemmTilesSlicesAndEdges) {
       {16, 1024, 130, DType::kQ8_0, false}, {17, 160, 300, DType::kQ4_0, false},
       {20, 96, 45, DType::kQ8_0, true},     {32, 1120, 129, DType::kQ4_0, true},
       {33, 992, 257, DType::kQ8_0, true},   {50, 3584, 33, DType::kQ4_0, false},
-      {64, 4096, 70, DType::kQ8_0, false},  {65, 160, 33, DType::kQ4_0, false}};
+      {64, 4096, 70, DType::kQ8_0, false},  {65, 160, 33, DType::kQ4_0, false},
+      {8, 256, 7, DType::kQ4_K, true},      {9, 256, 7, DType::kQ4_K, true},
+      {17, 512, 130, DType::kQ5_K, false},  {32, 1280, 257, DType::kQ4_K, true},
+      {33, 768, 45, DType::kQ5_K, true},    {64, 3584, 70, DType::kQ4_K, false},
+      {64, 1536, 129, DType::kQ5_K, false}, {65, 256, 33, DType::kQ4_K, false}};
   for (const char* sms : {"0", "64"}) {
     vk::VulkanTuning t;
     t.knobs.Set(vk::Knob::kF16Act, "1").Set(vk::Knob::kDecGemm, "1").Set(vk::Knob::kCm2Sms, sms);

@@ -3,8 +3,10 @@
 // continuous batching: 9-64 rows; ops/matmul.cpp UseDecGemm):
 //   y[r, n0 + n] = Σ_k x[r, k] W[n, k] (+ bias[n0 + n])
 //   x: [Rp, K] f16 (to_f16.comp's copy, rows padded with zeros to whole BM tiles), read as uvec4
-//   of 8 halves; W: [N, K] Q4_0 or Q8_0 in wload.glsl's repacked rows, dequantized to f16 in the
-//   tile loads exactly as matmul_gemm_cm.comp does (K % 32 == 0); y: f32, row stride y_rs.
+//   of 8 halves; W: [N, K] Q4_0 or Q8_0 (K % 32 == 0), Q4_K or Q5_K (K % 256 == 0) in wload.glsl's
+//   repacked rows, dequantized to f16 in the tile loads (the K-quants: a step is one 64-element
+//   chunk of a super-block, two sub-blocks of 32 with their own 6-bit scale and minimum, as
+//   wload.glsl's QSlice reads them); y: f32, row stride y_rs.
 // Why not matmul_gemm_cm.comp: with a handful of rows, each workgroup's K loop is bound by the
 // latency of one step's loads, and a 32-wide step of 128 weight rows keeps only 2.3 KB of weights
 // in flight while its x tile (f32, 64 rows) is larger than the weights. Here a step is BK = 64
@@ -59,13 +61,21 @@ layout(push_constant) uniform P { uint K, N, R, n0, y_rs, has_bias, ks; } p;
 #include "wload.glsl"
 
 #if defined(W_Q4_0)
-const uint HALVES = 1u;  // loads per block: the 16 quant bytes
+const uint UPR = NBK;  // weight loads per row and step: each block's 16 quant bytes
 #elif defined(W_Q8_0)
-const uint HALVES = 2u;  // loads per block: 16 of its 32 int8 each
-#else
-#error "define W_Q4_0 or W_Q8_0"
+const uint UPR = 2u * NBK;  // 16 of each block's 32 int8 a load
+#elif defined(W_Q4_K) || defined(W_Q5_K)
+// A step is one 64-element chunk c of a super-block: its 32 quant bytes as two loads, load h
+// holding elements 16h.. (low nibbles, sub-block 2c) and 32 + 16h.. (high nibbles, 2c + 1).
+#define KQ 1
+const uint UPR = 2u;
+#if BK != 64
+#error "the K-quant variants take 64-wide steps (one chunk of a super-block)"
 #endif
-const uint UW = BN * NBK * HALVES / 256u;  // weight loads per invocation per step
+#else
+#error "define W_Q4_0, W_Q8_0, W_Q4_K or W_Q5_K"
+#endif
+const uint UW = BN * UPR / 256u;  // weight loads per invocation per step
 const uint XU = BM * BK / 8u;              // x's uvec4 per step
 const uint UX = (XU + 255u) / 256u;        // per invocation (the last one partial)
 
@@ -110,7 +120,14 @@ void PutQ(uint o, uvec4 q) {
 #define Q8x4(w) vec4(SB8(w, 0u), SB8(w, 8u), SB8(w, 16u), SB8(w, 24u))
 
 uvec4 rq[UW];
+#ifdef KQ
+vec4 rs[UW];  // (d * sc, dmin * mn) of the low-nibble sub-block, then of the high one
+#ifdef W_Q5_K
+uvec4 rh[UW];  // Q5_K's fifth bits: bit 0 of each byte for the low sub-block, bit 1 the high
+#endif
+#else
 float rd[UW];
+#endif
 uvec4 rx[UX];
 
 // Global -> registers for the step starting at k0 (zeros past kend and past N; x's padded rows
@@ -119,12 +136,32 @@ uvec4 rx[UX];
 void LoadStep(uint nb, uint m0, uint k0, uint kend) {
   [[unroll]] for (uint l = 0; l < UW; ++l) {
     const uint u = gl_LocalInvocationID.x + 256u * l;
-    const uint row = u / (NBK * HALVES), bh = u % (NBK * HALVES);
-    const uint b = k0 / 32u + bh / HALVES, gn = nb + row;
-    const bool ok = gn < p.N && b * 32u < kend;
+    const uint row = u / UPR, bh = u % UPR, gn = nb + row;
     const uint base = gn * QRowWords(p.K);
-    rq[l] = ok ? wq[(base + b * kQWordsPerBlock) / 4u + bh % HALVES] : uvec4(0u);
+#ifdef KQ
+    const bool ok = gn < p.N && k0 < kend;
+    const uint sb = k0 / 256u, c = (k0 / 64u) & 3u;
+    rq[l] = ok ? wq[(base + sb * 32u + c * 8u) / 4u + bh] : uvec4(0u);
+#ifdef W_Q5_K
+    // qh byte l of the super-block: bit 2c for element l of chunk c, bit 2c + 1 for 32 + l.
+    rh[l] = ok ? (wq[(base + QHighOff(p.K) + sb * 8u) / 4u + bh] >> (2u * c)) & 0x03030303u
+               : uvec4(0u);
+#endif
+    if (ok) {
+      const uint mo = base + QMetaOff(p.K) + sb * 5u;
+      const vec2 dd = unpackHalf2x16(WORD(mo));
+      const uint sm = WORD(mo + 1u + c);
+      rs[l] = vec4(dd.x * float(sm & 63u), dd.y * float((sm >> 8) & 63u),
+                   dd.x * float((sm >> 16) & 63u), dd.y * float((sm >> 24) & 63u));
+    } else {
+      rs[l] = vec4(0.0);
+    }
+#else
+    const uint b = k0 / 32u + bh / (UPR / NBK);
+    const bool ok = gn < p.N && b * 32u < kend;
+    rq[l] = ok ? wq[(base + b * kQWordsPerBlock) / 4u + bh % (UPR / NBK)] : uvec4(0u);
     rd[l] = ok ? QScale(base, p.K, b) : 0.0;
+#endif
   }
   const uint K8 = p.K / 8u;
   [[unroll]] for (uint l = 0; l < UX; ++l) {
@@ -138,16 +175,34 @@ void LoadStep(uint nb, uint m0, uint k0, uint kend) {
 void StoreStep() {
   [[unroll]] for (uint l = 0; l < UW; ++l) {
     const uint u = gl_LocalInvocationID.x + 256u * l;
-    const uint row = u / (NBK * HALVES), bh = u % (NBK * HALVES);
-    const float d = rd[l];
+    const uint row = u / UPR, bh = u % UPR;
     const uvec4 q = rq[l];
-#if defined(W_Q4_0)
+#if defined(KQ)
+    // (d * sc) * q - dmin * mn, as wload.glsl's QSlice and the reference.
+    const vec4 s = rs[l];
+    const uint o = row * LDS + 16u * bh;
+    uvec4 lo[4], hi[4];
+    [[unroll]] for (uint i = 0; i < 4u; ++i) {
+      lo[i] = QNib(q[i], 0u);
+      hi[i] = QNib(q[i], 4u);
+#ifdef W_Q5_K
+      lo[i] |= QBits(rh[l][i], 0u, 4u);
+      hi[i] |= QBits(rh[l][i], 1u, 4u);
+#endif
+    }
+    Put8(o, f16vec4(s.x * QLevels(lo[0], 0.0) - s.y), f16vec4(s.x * QLevels(lo[1], 0.0) - s.y));
+    Put8(o + 8u, f16vec4(s.x * QLevels(lo[2], 0.0) - s.y), f16vec4(s.x * QLevels(lo[3], 0.0) - s.y));
+    Put8(o + 32u, f16vec4(s.z * QLevels(hi[0], 0.0) - s.w), f16vec4(s.z * QLevels(hi[1], 0.0) - s.w));
+    Put8(o + 40u, f16vec4(s.z * QLevels(hi[2], 0.0) - s.w), f16vec4(s.z * QLevels(hi[3], 0.0) - s.w));
+#elif defined(W_Q4_0)
+    const float d = rd[l];
     const uint o = row * LDS + 32u * bh;
     Put8(o, f16vec4(d * NIB4(q.x, 0u)), f16vec4(d * NIB4(q.y, 0u)));
     Put8(o + 8u, f16vec4(d * NIB4(q.z, 0u)), f16vec4(d * NIB4(q.w, 0u)));
     Put8(o + 16u, f16vec4(d * NIB4(q.x, 4u)), f16vec4(d * NIB4(q.y, 4u)));
     Put8(o + 24u, f16vec4(d * NIB4(q.z, 4u)), f16vec4(d * NIB4(q.w, 4u)));
 #else
+    const float d = rd[l];
     const uint o = row * LDS + 16u * bh;  // block bh / 2, half bh % 2
     Put8(o, f16vec4(d * Q8x4(q.x)), f16vec4(d * Q8x4(q.y)));
     Put8(o + 8u, f16vec4(d * Q8x4(q.z)), f16vec4(d * Q8x4(q.w)));
