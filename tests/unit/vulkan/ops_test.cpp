@@ -241,7 +241,7 @@ TEST_F(VulkanOps, Coopmat2DecodesQuantizedWeightsInTileLoads) {
     GTEST_SKIP() << "no cooperative-matrix block loads on this device: only the reference run";
 }
 
-// The decode-shaped GEMM (matmul_gemm_dec.comp, ES_VK_DEC_GEMM) for Q4_0 / Q8_0 / Q4_K / Q5_K
+// The decode-shaped GEMM (matmul_gemm_dec.comp, ES_VK_DEC_GEMM) for Q4_0 / Q8_0 and the K-quants
 // steps of 9-64 rows: row counts on both sides of its 16-, 32- and 64-row tiles and of the range
 // (8 and 65 rows take other GEMMs), K under one step, with a short last step (160, 1120) and many
 // steps (the K-quants: one super-block, several, a slice boundary inside one), N off the
@@ -260,7 +260,8 @@ TEST_F(VulkanOps, DecodeGemmTilesSlicesAndEdges) {
       {8, 256, 7, DType::kQ4_K, true},      {9, 256, 7, DType::kQ4_K, true},
       {17, 512, 130, DType::kQ5_K, false},  {32, 1280, 257, DType::kQ4_K, true},
       {33, 768, 45, DType::kQ5_K, true},    {64, 3584, 70, DType::kQ4_K, false},
-      {64, 1536, 129, DType::kQ5_K, false}, {65, 256, 33, DType::kQ4_K, false}};
+      {64, 1536, 129, DType::kQ5_K, false}, {65, 256, 33, DType::kQ4_K, false},
+      {12, 512, 9, DType::kQ6_K, true},     {40, 1280, 130, DType::kQ6_K, false}};
   for (const char* sms : {"0", "64"}) {
     vk::VulkanTuning t;
     t.knobs.Set(vk::Knob::kF16Act, "1").Set(vk::Knob::kDecGemm, "1").Set(vk::Knob::kCm2Sms, sms);

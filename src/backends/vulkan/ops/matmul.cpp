@@ -373,8 +373,8 @@ Cm2DecodePlan PlanCm2Decode(const Device& dev, int64_t R, int64_t N, int64_t K) 
   return p;
 }
 
-// Q4_0 / Q8_0 / Q4_K / Q5_K products of 9-64 rows (batched decode; the decode rows of continuous
-// batching: the K-quants are Q4_K_M / Q5_K_M files' bulk, which took matmul_gemm_cm.comp) on
+// Q4_0 / Q8_0 / Q4_K / Q5_K / Q6_K products of 9-64 rows (batched decode; the decode rows of
+// continuous batching: the K-quants, K-quant files' bulk, took matmul_gemm_cm.comp before) on
 // the decode-shaped subgroup coopmat GEMM (matmul_gemm_dec.comp) wherever the device has subgroup
 // cooperative matrices: tiles of 16, 32 or 64 batch rows x 128 weight rows, K in steps of 64 (one
 // shared stage of 20-28 KiB, so that several workgroups share a multiprocessor), x as an f16 copy
@@ -393,7 +393,8 @@ Cm2DecodePlan PlanCm2Decode(const Device& dev, int64_t R, int64_t N, int64_t K) 
 constexpr int64_t kDecMaxRows = 64;
 constexpr uint64_t kDecPerSm = 8, kDecMaxSlices = 32, kDecMinSliceSteps = 2;
 bool UseDecGemm(const Device& dev, int64_t R, int64_t K, DType wt) {
-  const bool kq = wt == DType::kQ4_K || wt == DType::kQ5_K;  // a 64-wide step: one chunk
+  const bool kq = wt == DType::kQ4_K || wt == DType::kQ5_K ||
+                  wt == DType::kQ6_K;  // a 64-wide step: one chunk of a super-block
   if (R <= kGemvMaxRows || R > kDecMaxRows || K % (kq ? 256 : 32) != 0 ||
       (!kq && wt != DType::kQ4_0 && wt != DType::kQ8_0))
     return false;

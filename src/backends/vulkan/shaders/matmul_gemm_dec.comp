@@ -3,10 +3,10 @@
 // continuous batching: 9-64 rows; ops/matmul.cpp UseDecGemm):
 //   y[r, n0 + n] = Σ_k x[r, k] W[n, k] (+ bias[n0 + n])
 //   x: [Rp, K] f16 (to_f16.comp's copy, rows padded with zeros to whole BM tiles), read as uvec4
-//   of 8 halves; W: [N, K] Q4_0 or Q8_0 (K % 32 == 0), Q4_K or Q5_K (K % 256 == 0) in wload.glsl's
-//   repacked rows, dequantized to f16 in the tile loads (the K-quants: a step is one 64-element
-//   chunk of a super-block, two sub-blocks of 32 with their own 6-bit scale and minimum, as
-//   wload.glsl's QSlice reads them); y: f32, row stride y_rs.
+//   of 8 halves; W: [N, K] Q4_0 or Q8_0 (K % 32 == 0), Q4_K, Q5_K or Q6_K (K % 256 == 0) in
+//   wload.glsl's repacked rows, dequantized to f16 in the tile loads (the K-quants: a step is one
+//   64-element chunk of a super-block, two groups of 32 with their own scales, as wload.glsl's
+//   QSlice reads them); y: f32, row stride y_rs.
 // Why not matmul_gemm_cm.comp: with a handful of rows, each workgroup's K loop is bound by the
 // latency of one step's loads, and a 32-wide step of 128 weight rows keeps only 2.3 KB of weights
 // in flight while its x tile (f32, 64 rows) is larger than the weights. Here a step is BK = 64
@@ -64,16 +64,20 @@ layout(push_constant) uniform P { uint K, N, R, n0, y_rs, has_bias, ks; } p;
 const uint UPR = NBK;  // weight loads per row and step: each block's 16 quant bytes
 #elif defined(W_Q8_0)
 const uint UPR = 2u * NBK;  // 16 of each block's 32 int8 a load
-#elif defined(W_Q4_K) || defined(W_Q5_K)
-// A step is one 64-element chunk c of a super-block: its 32 quant bytes as two loads, load h
-// holding elements 16h.. (low nibbles, sub-block 2c) and 32 + 16h.. (high nibbles, 2c + 1).
+#elif defined(W_Q4_K) || defined(W_Q5_K) || defined(W_Q6_K)
+// A step is one 64-element chunk c of a super-block, two loads a row: load h holds elements
+// 16h.. of the chunk (group a) and 32 + 16h.. (group b). Q4_K / Q5_K: group a is the low nibbles
+// of the chunk's quant bytes 16h.. (sub-block 2c), b their high nibbles (2c + 1). Q6_K: chunk c
+// is half hf = c / 2 of the super-block, quarter pair 2 (c % 2) and 2 (c % 2) + 1 of it (elements
+// 32 k + l of the half take ql byte l (k even) or 32 + l (k odd) of the half's 64, the low nibble
+// for k < 2, and bits 2k of qh byte l of its 32): group a reads ql bytes 16h.., b 32 + 16h...
 #define KQ 1
 const uint UPR = 2u;
 #if BK != 64
 #error "the K-quant variants take 64-wide steps (one chunk of a super-block)"
 #endif
 #else
-#error "define W_Q4_0, W_Q8_0, W_Q4_K or W_Q5_K"
+#error "define W_Q4_0, W_Q8_0, W_Q4_K, W_Q5_K or W_Q6_K"
 #endif
 const uint UW = BN * UPR / 256u;  // weight loads per invocation per step
 const uint XU = BM * BK / 8u;              // x's uvec4 per step
@@ -122,8 +126,16 @@ void PutQ(uint o, uvec4 q) {
 uvec4 rq[UW];
 #ifdef KQ
 vec4 rs[UW];  // (d * sc, dmin * mn) of the low-nibble sub-block, then of the high one
-#ifdef W_Q5_K
-uvec4 rh[UW];  // Q5_K's fifth bits: bit 0 of each byte for the low sub-block, bit 1 the high
+#if defined(W_Q5_K) || defined(W_Q6_K)
+// The high bits, shifted down: Q5_K bit 0 of each byte for group a, bit 1 for b; Q6_K bits 0-1
+// for a, 2-3 for b.
+uvec4 rh[UW];
+#endif
+#ifdef W_Q6_K
+uvec4 rq2[UW];  // group b's ql bytes (group a's are rq)
+const float KQ_BIAS = 32.0;
+#else
+const float KQ_BIAS = 0.0;
 #endif
 #else
 float rd[UW];
@@ -141,6 +153,26 @@ void LoadStep(uint nb, uint m0, uint k0, uint kend) {
 #ifdef KQ
     const bool ok = gn < p.N && k0 < kend;
     const uint sb = k0 / 256u, c = (k0 / 64u) & 3u;
+#ifdef W_Q6_K
+    const uint hf = c >> 1, ka = 2u * (c & 1u);  // group a: quarter ka of half hf
+    const uint qo = (base + sb * 32u + hf * 16u) / 4u + bh;
+    const uint sh = 4u * (c & 1u);  // the nibble
+    rq[l] = ok ? (wq[qo] >> sh) & 0x0F0F0F0Fu : uvec4(0u);
+    rq2[l] = ok ? (wq[qo + 2u] >> sh) & 0x0F0F0F0Fu : uvec4(0u);
+    rh[l] = ok ? (wq[(base + QHighOff(p.K) + sb * 16u + hf * 8u) / 4u + bh] >> (2u * ka)) &
+                     0x0F0F0F0Fu
+               : uvec4(0u);
+    if (ok) {
+      // int8 scales 8 hf + 2 k + h (h: which 16 of the quarter's 32), d per super-block.
+      const uint so = base + QMetaOff(p.K) + sb * 4u, ja = 8u * hf + 2u * ka + bh, jb = ja + 2u;
+      const float sa = float(int(WORD(so + (ja >> 2)) << (24u - 8u * (ja & 3u))) >> 24);
+      const float sbb = float(int(WORD(so + (jb >> 2)) << (24u - 8u * (jb & 3u))) >> 24);
+      const float d = unpackHalf2x16(WORD(base + QMetaOff(p.K) + (p.K / 256u) * 4u + (sb >> 1)))[sb & 1u];
+      rs[l] = vec4(d * sa, 0.0, d * sbb, 0.0);
+    } else {
+      rs[l] = vec4(0.0);
+    }
+#else
     rq[l] = ok ? wq[(base + sb * 32u + c * 8u) / 4u + bh] : uvec4(0u);
 #ifdef W_Q5_K
     // qh byte l of the super-block: bit 2c for element l of chunk c, bit 2c + 1 for 32 + l.
@@ -156,6 +188,7 @@ void LoadStep(uint nb, uint m0, uint k0, uint kend) {
     } else {
       rs[l] = vec4(0.0);
     }
+#endif
 #else
     const uint b = k0 / 32u + bh / (UPR / NBK);
     const bool ok = gn < p.N && b * 32u < kend;
@@ -178,22 +211,32 @@ void StoreStep() {
     const uint row = u / UPR, bh = u % UPR;
     const uvec4 q = rq[l];
 #if defined(KQ)
-    // (d * sc) * q - dmin * mn, as wload.glsl's QSlice and the reference.
+    // Q4_K / Q5_K: (d * sc) * q - dmin * mn; Q6_K: (d * sc) * (q - 32); as wload.glsl's QSlice
+    // and the reference.
     const vec4 s = rs[l];
     const uint o = row * LDS + 16u * bh;
-    uvec4 lo[4], hi[4];
+    uvec4 lo[4], hi[4];  // the levels of groups a and b, four bytes a word
     [[unroll]] for (uint i = 0; i < 4u; ++i) {
+#ifdef W_Q6_K
+      lo[i] = QNib(q[i], 0u) | (((uvec4(rh[l][i]) >> uvec4(0u, 8u, 16u, 24u)) & 3u) << 4);
+      hi[i] = QNib(rq2[l][i], 0u) | (((uvec4(rh[l][i]) >> uvec4(2u, 10u, 18u, 26u)) & 3u) << 4);
+#else
       lo[i] = QNib(q[i], 0u);
       hi[i] = QNib(q[i], 4u);
 #ifdef W_Q5_K
       lo[i] |= QBits(rh[l][i], 0u, 4u);
       hi[i] |= QBits(rh[l][i], 1u, 4u);
 #endif
+#endif
     }
-    Put8(o, f16vec4(s.x * QLevels(lo[0], 0.0) - s.y), f16vec4(s.x * QLevels(lo[1], 0.0) - s.y));
-    Put8(o + 8u, f16vec4(s.x * QLevels(lo[2], 0.0) - s.y), f16vec4(s.x * QLevels(lo[3], 0.0) - s.y));
-    Put8(o + 32u, f16vec4(s.z * QLevels(hi[0], 0.0) - s.w), f16vec4(s.z * QLevels(hi[1], 0.0) - s.w));
-    Put8(o + 40u, f16vec4(s.z * QLevels(hi[2], 0.0) - s.w), f16vec4(s.z * QLevels(hi[3], 0.0) - s.w));
+    Put8(o, f16vec4(s.x * QLevels(lo[0], KQ_BIAS) - s.y),
+         f16vec4(s.x * QLevels(lo[1], KQ_BIAS) - s.y));
+    Put8(o + 8u, f16vec4(s.x * QLevels(lo[2], KQ_BIAS) - s.y),
+         f16vec4(s.x * QLevels(lo[3], KQ_BIAS) - s.y));
+    Put8(o + 32u, f16vec4(s.z * QLevels(hi[0], KQ_BIAS) - s.w),
+         f16vec4(s.z * QLevels(hi[1], KQ_BIAS) - s.w));
+    Put8(o + 40u, f16vec4(s.z * QLevels(hi[2], KQ_BIAS) - s.w),
+         f16vec4(s.z * QLevels(hi[3], KQ_BIAS) - s.w));
 #elif defined(W_Q4_0)
     const float d = rd[l];
     const uint o = row * LDS + 32u * bh;
