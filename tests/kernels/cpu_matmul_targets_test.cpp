@@ -216,18 +216,19 @@ TEST(CpuMatMulTargets, Q40WideGemmTileEdgesOnEveryAvx2PlusTarget) {
   }
 }
 
-// Q4_K's and Q5_K's prefill GEMM (R > 8) on AVX3_DL runs its own kernel (matmul_lanes_k-inl.h
-// QKWideGemm: 16-column groups unpacked per task, 8-row register tiles, tasks of 128 rows × 32
-// columns) and its own activation quantizer (QuantizeQ40RowZ); the other targets run the 8-column
-// 4-row tile and the scalar quantizer. On every AVX2+ target, around those tiles — rows 1..9,
-// 15..17, 63..65, 127..129 and 137, N = 1, 15, 17, 23, 41, 57 (partial 16- and 8-column groups),
-// K of 1, 3 and 5 blocks of 256 — every row of the GEMM (bias, strided y) is the GEMV of that row
-// bit for bit, the padding of y stays untouched, MatMulPair's two outputs are MatMul's, MatMulEpi's
-// epilogue sees each output exactly once, every target gives the first one's bits, and the GEMM
-// is within the hard bound of the int8 activation rounding against the f64 reference
-// (QuantMatMulReference); with an all-zero and a ~1e30 activation group, and an all-zero and a
-// largest-scale (d = dmin = 65504, every sc_g and mn_g 63) weight block.
-TEST(CpuMatMulTargets, Q4KWideGemmTileEdgesOnEveryAvx2PlusTarget) {
+// The K-quants' prefill GEMM (R > 8: Q4_K, Q5_K, Q6_K) on AVX3_DL runs its own kernels
+// (matmul_lanes_k-inl.h KWideGemm: 16-column groups unpacked per task, 8-row register tiles,
+// tasks of 128 rows × 32 columns) and its own activation quantizer (QuantizeQ40RowZ); the other
+// targets run the 8-column 4-row tile and the scalar quantizer. On every AVX2+ target, around
+// those tiles — rows 1..9, 15..17, 63..65, 127..129 and 137, N = 1, 15, 17, 23, 41, 57 (partial
+// 16- and 8-column groups), K of 1, 3 and 5 blocks of 256 — every row of the GEMM (bias, strided
+// y) is the GEMV of that row bit for bit, the padding of y stays untouched, MatMulPair's two
+// outputs are MatMul's, MatMulEpi's epilogue sees each output exactly once, every target gives
+// the first one's bits, and the GEMM is within the hard bound of the int8 activation rounding
+// against the f64 reference (QuantMatMulReference); with an all-zero and a ~1e30 activation
+// group, and an all-zero and a largest-scale weight block (d = dmin = 65504 with every sc_g and
+// mn_g 63; Q6_K: d = 65504 with every sub-scale −128).
+TEST(CpuMatMulTargets, KQuantWideGemmTileEdgesOnEveryAvx2PlusTarget) {
   std::vector<int64_t> targets;
 #if HWY_ARCH_X86
   for (int64_t t : hwy::SupportedAndGeneratedTargets())
@@ -242,16 +243,19 @@ TEST(CpuMatMulTargets, Q4KWideGemmTileEdgesOnEveryAvx2PlusTarget) {
                       test::TestWeights* wt) {
     const size_t row_bytes = RowBytes(type, K), block_bytes = row_bytes / size_t(K / kQKK);
     uint8_t* blk = wt->bytes.data() + size_t(n) * row_bytes + size_t(b) * block_bytes;
+    const uint16_t big = F32ToF16(65504.0f);
     if (zero) {
       std::memset(blk, 0, block_bytes);
+    } else if (type == DType::kQ6_K) {
+      std::memcpy(blk + offsetof(BlockQ6_K, d), &big, 2);
+      std::memset(blk + offsetof(BlockQ6_K, scales), 0x80, 16);  // every sub-scale −128
     } else {
-      const uint16_t big = F32ToF16(65504.0f);
       std::memcpy(blk, &big, 2);       // d
       std::memcpy(blk + 2, &big, 2);   // dmin
       std::memset(blk + 4, 0xFF, 12);  // every 6-bit scale and minimum 63
     }
   };
-  for (const DType type : {DType::kQ4_K, DType::kQ5_K}) {
+  for (const DType type : {DType::kQ4_K, DType::kQ5_K, DType::kQ6_K}) {
     for (const int64_t K : {256, 768, 1280}) {
       for (const int64_t N : {1, 15, 17, 23, 41, 57}) {
         auto wa = test::RandomWeights(type, N, K, uint64_t(K * 11 + N));

@@ -492,7 +492,7 @@ HWY_INLINE void InterleaveQK16(const Block* HWY_RESTRICT w, size_t stride, size_
 }
 
 // RT activation rows (r0 ..) against the panel [nb] of 16 unpacked columns; named accumulators
-// (an array of them went through the stack, as in Q40PanelRows16).
+// (an array of them went through the stack, as in Q40PanelRows16); one tile of KWideGemm.
 template <int RT>
 HWY_NOINLINE void QKPanelRows16(const LaneActs& a, size_t r0, const QKx16* HWY_RESTRICT panel,
                                 __m512* acc_out) {
@@ -544,63 +544,64 @@ HWY_NOINLINE void QKPanelRows16(const LaneActs& a, size_t r0, const QKx16* HWY_R
   for (int r = 0; r < RT; ++r) acc_out[r] = c[r];
 }
 
-// rows (1..8) activation rows from r0 against the panel: one register tile.
-HWY_INLINE void QKPanelTile16(const LaneActs& a, size_t r0, size_t rows, const QKx16* panel,
-                              __m512* acc) {
+// rows (1..8) activation rows from r0 against the panel of Kern (Panel16): one register tile
+// (Kern::Rows16<RT>).
+template <class Kern>
+HWY_INLINE void WidePanelTile(const LaneActs& a, size_t r0, size_t rows,
+                              const typename Kern::Panel16* panel, __m512* acc) {
   switch (rows) {
     case 1:
-      return QKPanelRows16<1>(a, r0, panel, acc);
+      return Kern::template Rows16<1>(a, r0, panel, acc);
     case 2:
-      return QKPanelRows16<2>(a, r0, panel, acc);
+      return Kern::template Rows16<2>(a, r0, panel, acc);
     case 3:
-      return QKPanelRows16<3>(a, r0, panel, acc);
+      return Kern::template Rows16<3>(a, r0, panel, acc);
     case 4:
-      return QKPanelRows16<4>(a, r0, panel, acc);
+      return Kern::template Rows16<4>(a, r0, panel, acc);
     case 5:
-      return QKPanelRows16<5>(a, r0, panel, acc);
+      return Kern::template Rows16<5>(a, r0, panel, acc);
     case 6:
-      return QKPanelRows16<6>(a, r0, panel, acc);
+      return Kern::template Rows16<6>(a, r0, panel, acc);
     case 7:
-      return QKPanelRows16<7>(a, r0, panel, acc);
+      return Kern::template Rows16<7>(a, r0, panel, acc);
     default:
-      return QKPanelRows16<8>(a, r0, panel, acc);
+      return Kern::template Rows16<8>(a, r0, panel, acc);
   }
 }
 
 // Rows [r0, r1) of one weight against its columns n .. n + nc (nc <= 16, a partial group
-// zero-padded): the group unpacked into `panel`, then read by the register tiles.
-template <class Block>
-HWY_INLINE void QKWideGroup(const LaneActs& acts, size_t r0, size_t r1, size_t n, size_t nc,
-                            const Block* w, const float* bias, float* y, size_t ldy,
-                            QKx16* HWY_RESTRICT panel) {
+// zero-padded): the group unpacked into `panel` (Kern::Interleave16), then read by the register
+// tiles.
+template <class Kern>
+HWY_INLINE void KWideGroup(const LaneActs& acts, size_t r0, size_t r1, size_t n, size_t nc,
+                           const LaneRawOut<Kern>& out, size_t ldy,
+                           typename Kern::Panel16* HWY_RESTRICT panel) {
   const size_t nb = acts.K / kQKK;
-  const Block* src = nc == kZCols ? w + n * nb : LanePaddedGroup(w, nb, n, nc, kZCols);
-  for (size_t b = 0; b < nb; ++b) InterleaveQK16(src, nb, b, &panel[b]);
-  const float* bn = bias ? bias + n : nullptr;
+  const auto* src = nc == kZCols ? out.w + n * nb : LanePaddedGroup(out.w, nb, n, nc, kZCols);
+  for (size_t b = 0; b < nb; ++b) Kern::Interleave16(src, nb, b, &panel[b]);
+  const float* bn = out.bias ? out.bias + n : nullptr;
   for (size_t r = r0; r < r1; r += kZTileRows) {
     const size_t rows = std::min(kZTileRows, r1 - r);
     __m512 acc[kZTileRows];
-    QKPanelTile16(acts, r, rows, panel, acc);
-    for (size_t i = 0; i < rows; ++i) LaneStore16(acc[i], bn, nc, y + (r + i) * ldy + n);
+    WidePanelTile<Kern>(acts, r, rows, panel, acc);
+    for (size_t i = 0; i < rows; ++i) LaneStore16(acc[i], bn, nc, out.y + (r + i) * ldy + n);
   }
 }
 
-// LaneGemm for raw Q4_K / Q5_K weights on AVX3_DL: the same tasks (each weight's 16-column
-// groups of a task in turn, epi after the task), the groups through QKWideGroup.
+// LaneGemm for raw K-quant weights on AVX3_DL (Q4_K, Q5_K, Q6_K): the same tasks (each weight's
+// 16-column groups of a task in turn, epi after the task), the groups through KWideGroup.
 template <class Kern, size_t M>
-void QKWideGemm(const LaneActs& acts, size_t R, size_t N, const LaneRawOut<Kern> (&outs)[M],
-                size_t ldy, const MatMulEpilogue* epi, ThreadPool& pool) {
+void KWideGemm(const LaneActs& acts, size_t R, size_t N, const LaneRawOut<Kern> (&outs)[M],
+               size_t ldy, const MatMulEpilogue* epi, ThreadPool& pool) {
   static_assert(kLaneTaskCols % kZCols == 0, "a GEMM task holds whole 16-column groups");
   const TaskGrid<kLaneTaskRows, kLaneTaskCols> tasks(R, N);
   pool.ParallelFor(int64_t(tasks.Count()), [&](int64_t t0, int64_t t1, int) {
-    QKx16* panel = ThreadPanel<QKx16>(acts.K / kQKK);
+    auto* panel = ThreadPanel<typename Kern::Panel16>(acts.K / kQKK);
     for (size_t t = size_t(t0); t < size_t(t1); ++t) {
       const auto [r0, r1, n0, n1] = tasks[t];
       for (size_t n = n0; n < n1; n += kZCols) {
         const size_t nc = std::min(kZCols, n1 - n);
-        for (size_t o = 0; o < M; ++o) {
-          QKWideGroup(acts, r0, r1, n, nc, outs[o].w, outs[o].bias, outs[o].y, ldy, panel);
-        }
+        for (size_t o = 0; o < M; ++o) KWideGroup<Kern>(acts, r0, r1, n, nc, outs[o], ldy, panel);
       }
       LaneEpilogue(epi, r0, r1, n0, n1);
     }
@@ -628,7 +629,15 @@ struct QKKernel {
   template <size_t M>
   static void WideGemm(const LaneActs& a, size_t R, size_t N, const LaneRawOut<QKKernel> (&outs)[M],
                        size_t ldy, const MatMulEpilogue* epi, ThreadPool& pool) {
-    QKWideGemm<QKKernel>(a, R, N, outs, ldy, epi, pool);
+    KWideGemm<QKKernel>(a, R, N, outs, ldy, epi, pool);
+  }
+  using Panel16 = QKx16;
+  static void Interleave16(const Block* w, size_t stride, size_t b, QKx16* out) {
+    InterleaveQK16(w, stride, b, out);
+  }
+  template <int RT>
+  static void Rows16(const LaneActs& a, size_t r0, const QKx16* panel, __m512* acc) {
+    QKPanelRows16<RT>(a, r0, panel, acc);
   }
 #endif
   static __m256 Gemv(const LaneActs& a, const Block* w, size_t nb) {
@@ -880,6 +889,141 @@ HWY_NOINLINE void Q6KPanelRows(const LaneActs& a, size_t r0, Src src, __m256* ac
   if constexpr (RT > 3) acc_out[3] = c3;
 }
 
+#if HWY_TARGET == HWY_AVX3_DL
+// Q6_K's prefill GEMM on AVX3_DL (R > 8): KWideGemm (above) with Q6Kx8's decoded panel in 16
+// lanes. A row and group: two vpdpbusd chains of 4 (elements 0..15 and 16..31, {1to16}
+// activations), a vpmulld by each sub-scale, the offset's madd, then Q6KAccumulate's cvt, mul
+// and fma: Q6KIsum's exact isum_g and its float operations, so the same bits.
+
+// One block of 16 columns fully decoded, as the wide GEMM's panel holds it (5312 bytes).
+struct Q6Kx16 {
+  __m512i q[64];         // q[8g + k]: dword c = q (0..63) of elements 4k .. 4k + 3 of group g
+  __m512i sa[8], sb[8];  // group g's sA, sB of column c, int32
+  __m512i off[8];        // (32 sA, 32 sB) int16 pair of column c
+  __m512 d;              // d of column c
+};
+
+// Q6KQuants in 16 lanes.
+template <int e, bool hi>
+HWY_INLINE __m512i Q6KQuants16(__m512i ql, __m512i qh) {
+  const __m512i m4 = _mm512_set1_epi8(0x0F), m2 = _mm512_set1_epi8(0x30);
+  __m512i h;
+  if constexpr (hi) {
+    h = e ? _mm512_srli_epi16(qh, 2) : qh;
+    ql = _mm512_srli_epi16(ql, 4);
+  } else {
+    h = e ? _mm512_slli_epi16(qh, 2) : _mm512_slli_epi16(qh, 4);
+  }
+  return _mm512_or_si512(_mm512_and_si512(ql, m4), _mm512_and_si512(h, m2));
+}
+
+// Q6KGroupScales (AVX3_DL) in 16 lanes.
+template <bool odd>
+HWY_INLINE void Q6KGroupScales16(__m512i v, __m512i* HWY_RESTRICT sa_out,
+                                 __m512i* HWY_RESTRICT sb_out, __m512i* HWY_RESTRICT off) {
+  const __m512i lo16 = _mm512_set1_epi32(0xFFFF);
+  const __m512i ev = _mm512_srai_epi16(_mm512_slli_epi16(v, 8), 8);  // bytes 0, 2
+  const __m512i od = _mm512_srai_epi16(v, 8);                        // bytes 1, 3
+  const __m512i sa =
+      odd ? _mm512_srai_epi32(ev, 16) : _mm512_srai_epi32(_mm512_slli_epi32(ev, 16), 16);
+  const __m512i sb =
+      odd ? _mm512_srai_epi32(od, 16) : _mm512_srai_epi32(_mm512_slli_epi32(od, 16), 16);
+  *sa_out = sa;
+  *sb_out = sb;
+  *off =
+      _mm512_or_si512(_mm512_and_si512(_mm512_slli_epi32(sa, 5), lo16), _mm512_slli_epi32(sb, 21));
+}
+
+// Block b of the 16 rows w + c · stride decoded into out (InterleaveQ6K in 16 lanes).
+HWY_INLINE void InterleaveQ6K16(const BlockQ6_K* HWY_RESTRICT w, size_t stride, size_t b,
+                                Q6Kx16* HWY_RESTRICT out) {
+  const BlockQ6_K* p = w + b;
+  auto half = [&]<int h>() __attribute__((always_inline)) {
+    __m512i qh[8];
+    TransposeQuads16(p, stride, offsetof(BlockQ6_K, qh) + 32 * h, qh);
+    TransposeQuads16(p, stride, offsetof(BlockQ6_K, qh) + 32 * h + 16, qh + 4);
+    auto chunk = [&]<int e>() __attribute__((always_inline)) {
+      __m512i ql[8];
+      TransposeQuads16(p, stride, offsetof(BlockQ6_K, ql) + 64 * h + 32 * e, ql);
+      TransposeQuads16(p, stride, offsetof(BlockQ6_K, ql) + 64 * h + 32 * e + 16, ql + 4);
+      __m512i* lo = out->q + 8 * (4 * h + e);      // group 4h + e
+      __m512i* hi = out->q + 8 * (4 * h + 2 + e);  // group 4h + 2 + e
+#pragma GCC unroll 8
+      for (size_t k = 0; k < 8; ++k) {
+        lo[k] = Q6KQuants16<e, false>(ql[k], qh[k]);
+        hi[k] = Q6KQuants16<e, true>(ql[k], qh[k]);
+      }
+    };
+    chunk.template operator()<0>();
+    chunk.template operator()<1>();
+  };
+  half.template operator()<0>();
+  half.template operator()<1>();
+  __m512i v[4];  // v[j] dword c = scales[4j .. 4j + 3] of column c
+  TransposeQuads16(p, stride, offsetof(BlockQ6_K, scales), v);
+  for (int j = 0; j < 4; ++j) {
+    Q6KGroupScales16<false>(v[j], &out->sa[2 * j], &out->sb[2 * j], &out->off[2 * j]);
+    Q6KGroupScales16<true>(v[j], &out->sa[2 * j + 1], &out->sb[2 * j + 1], &out->off[2 * j + 1]);
+  }
+  auto f16 = [&](size_t c) { return short(p[c * stride].d); };
+  out->d = _mm512_cvtph_ps(_mm256_setr_epi16(f16(0), f16(1), f16(2), f16(3), f16(4), f16(5), f16(6),
+                                             f16(7), f16(8), f16(9), f16(10), f16(11), f16(12),
+                                             f16(13), f16(14), f16(15)));
+}
+
+// RT activation rows (r0 ..) against the panel [nb] of 16 decoded Q6_K columns; one tile of
+// KWideGemm.
+template <int RT>
+HWY_NOINLINE void Q6KPanelRows16(const LaneActs& a, size_t r0, const Q6Kx16* HWY_RESTRICT panel,
+                                 __m512* acc_out) {
+  static_assert(RT >= 1 && RT <= int(kZTileRows), "Q6KPanelRows16 handles 1..8 rows");
+  const size_t K = a.K, ng = a.nb;                 // ng: groups of 32 per row
+  const size_t nb = K / kQKK;                      // weight blocks per row
+  const int8_t* HWY_RESTRICT x = a.q8() + r0 * K;  // row r at x + r · K
+  const float* HWY_RESTRICT d = a.d + r0 * ng;     // row r at d + r · ng
+  const int32_t* HWY_RESTRICT s = a.s8 + r0 * ng;  // (Σlo, Σhi) pairs
+  __m512 c0 = _mm512_setzero_ps(), c1 = c0, c2 = c0, c3 = c0, c4 = c0, c5 = c0, c6 = c0, c7 = c0;
+  for (size_t b = 0; b < nb; ++b) {
+    const Q6Kx16& p = panel[b];
+    const __m512 dw = p.d;
+#pragma GCC unroll 8
+    for (size_t gb = 0; gb < 8; ++gb) {
+      const __m512i* n = p.q + 8 * gb;
+      const __m512i n0 = n[0], n1 = n[1], n2 = n[2], n3 = n[3];
+      const __m512i n4 = n[4], n5 = n[5], n6 = n[6], n7 = n[7];
+      const __m512i sa = p.sa[gb], sb = p.sb[gb], off = p.off[gb];
+      const size_t g = 8 * b + gb;  // group of the row
+      const int8_t* xg = x + g * kQK;
+      auto row = [&](size_t r, __m512& c) {
+        const int8_t* xr = xg + r * K;
+        __m512i lo = ZDpBusdBcast(_mm512_setzero_si512(), n0, xr);
+        __m512i hi = ZDpBusdBcast(_mm512_setzero_si512(), n4, xr + 16);
+        lo = ZDpBusdBcast(lo, n1, xr + 4);
+        hi = ZDpBusdBcast(hi, n5, xr + 20);
+        lo = ZDpBusdBcast(lo, n2, xr + 8);
+        hi = ZDpBusdBcast(hi, n6, xr + 24);
+        lo = ZDpBusdBcast(lo, n3, xr + 12);
+        hi = ZDpBusdBcast(hi, n7, xr + 28);
+        __m512i isum = _mm512_add_epi32(_mm512_mullo_epi32(lo, sa), _mm512_mullo_epi32(hi, sb));
+        isum = _mm512_sub_epi32(isum, _mm512_madd_epi16(off, _mm512_set1_epi32(s[r * ng + g])));
+        c = _mm512_fmadd_ps(_mm512_mul_ps(dw, _mm512_set1_ps(d[r * ng + g])),
+                            _mm512_cvtepi32_ps(isum), c);
+      };
+      row(0, c0);
+      if constexpr (RT > 1) row(1, c1);
+      if constexpr (RT > 2) row(2, c2);
+      if constexpr (RT > 3) row(3, c3);
+      if constexpr (RT > 4) row(4, c4);
+      if constexpr (RT > 5) row(5, c5);
+      if constexpr (RT > 6) row(6, c6);
+      if constexpr (RT > 7) row(7, c7);
+    }
+  }
+  const __m512 c[kZTileRows] = {c0, c1, c2, c3, c4, c5, c6, c7};
+  for (int r = 0; r < RT; ++r) acc_out[r] = c[r];
+}
+#endif  // HWY_AVX3_DL
+
 struct Q6KKernel {
   using Block = BlockQ6_K;
   using Panel = Q6Kx8;
@@ -887,7 +1031,11 @@ struct Q6KKernel {
   static constexpr size_t kBlockElems = kQKK;
   // int8 activations as every int8 type; s8 of group g = (Σ q[0..15]) | (Σ q[16..31]) << 16.
   static void Quantize(const float* x, size_t K, int8_t* q, float* d, int32_t* s8, float* tmp) {
+#if HWY_TARGET == HWY_AVX3_DL
+    QuantizeQ40RowZ(x, K, q, d, s8, tmp);  // QuantizeActivationRow's bytes; s8 rewritten below
+#else
     QuantizeActivationRow(x, int64_t(K), q, d, tmp);
+#endif
     for (size_t g = 0; g < K / kQK; ++g) {
       int32_t lo = 0, hi = 0;
       for (size_t j = 0; j < kQK / 2; ++j) {
@@ -897,6 +1045,23 @@ struct Q6KKernel {
       s8[g] = int32_t(uint32_t(uint16_t(int16_t(lo))) | uint32_t(uint16_t(int16_t(hi))) << 16);
     }
   }
+#if HWY_TARGET == HWY_AVX3_DL
+  // The prefill GEMM (R > kZSkinnyRows) of LaneMatMulActs.
+  template <size_t M>
+  static void WideGemm(const LaneActs& a, size_t R, size_t N,
+                       const LaneRawOut<Q6KKernel> (&outs)[M], size_t ldy,
+                       const MatMulEpilogue* epi, ThreadPool& pool) {
+    KWideGemm<Q6KKernel>(a, R, N, outs, ldy, epi, pool);
+  }
+  using Panel16 = Q6Kx16;
+  static void Interleave16(const Block* w, size_t stride, size_t b, Q6Kx16* out) {
+    InterleaveQ6K16(w, stride, b, out);
+  }
+  template <int RT>
+  static void Rows16(const LaneActs& a, size_t r0, const Q6Kx16* panel, __m512* acc) {
+    Q6KPanelRows16<RT>(a, r0, panel, acc);
+  }
+#endif
   static __m256 Gemv(const LaneActs& a, const Block* w, size_t nb) {
     return Q6KGemvGroup(a, w, nb);
   }
