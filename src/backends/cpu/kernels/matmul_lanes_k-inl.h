@@ -368,10 +368,11 @@ HWY_NOINLINE void QKPanelRows(const LaneActs& a, size_t r0, Src src, __m256* acc
 }
 #if HWY_TARGET == HWY_AVX3_DL
 // ---------------------------------------------------------------------------------------------
-// Q4_K and Q5_K prefill GEMM on AVX3_DL (R > 8): Q40WideGemm's scheme (matmul_lanes-inl.h) for
-// the K-quants. LaneGemm's tasks (kLaneTaskRows × kLaneTaskCols: two groups of 16 columns a
-// task); each group of 16 columns (the 8-column layout above with four 128-bit lanes: lane L
-// holds columns 4L .. 4L + 3) is interleaved and unpacked once per task into the thread's panel
+// K-quant prefill GEMM on AVX3_DL (R > 8, KWideGemm; Q4_K and Q5_K here, Q6_K's panel and tile
+// below): Q40WideGemm's scheme (matmul_lanes-inl.h) for the K-quants. LaneGemm's tasks
+// (kLaneTaskRows × kLaneTaskCols: two groups of 16 columns a task); each group of 16 columns (the
+// 8-column layout above with four 128-bit lanes: lane L holds columns 4L .. 4L + 3) is interleaved
+// and unpacked once per task into the thread's panel
 // ([nb] QKx16: the quants as bytes ready for vpdpbusd, the 8 groups' scales and dmin · mn_g as
 // lanes), then read by register tiles of 8 rows (the last 1..7 as one tile). A row and group:
 // 8 zmm vpdpbusd in one chain, the activations broadcast by the instruction ({1to16}), one
@@ -388,6 +389,7 @@ struct QKx16 {
   __m512 fm[8];   // dmin · mn_g of column c
   __m512 d;       // d of column c
 };
+static_assert(sizeof(QKx16) == 5184, "QKx16: 81 zmm");
 
 // TransposeQuads for 16 columns (p + c · stride, c = 0..15): out[k] dword c = dword k of the 16
 // bytes at offset `off` of column c (rows c, c + 4, c + 8, c + 12 in the four 128-bit lanes,
@@ -895,13 +897,14 @@ HWY_NOINLINE void Q6KPanelRows(const LaneActs& a, size_t r0, Src src, __m256* ac
 // activations), a vpmulld by each sub-scale, the offset's madd, then Q6KAccumulate's cvt, mul
 // and fma: Q6KIsum's exact isum_g and its float operations, so the same bits.
 
-// One block of 16 columns fully decoded, as the wide GEMM's panel holds it (5312 bytes).
+// One block of 16 columns fully decoded, as the wide GEMM's panel holds it (5696 bytes).
 struct Q6Kx16 {
   __m512i q[64];         // q[8g + k]: dword c = q (0..63) of elements 4k .. 4k + 3 of group g
   __m512i sa[8], sb[8];  // group g's sA, sB of column c, int32
   __m512i off[8];        // (32 sA, 32 sB) int16 pair of column c
   __m512 d;              // d of column c
 };
+static_assert(sizeof(Q6Kx16) == 5696, "Q6Kx16: 89 zmm");
 
 // Q6KQuants in 16 lanes.
 template <int e, bool hi>
