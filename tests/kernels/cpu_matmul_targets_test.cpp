@@ -216,6 +216,130 @@ TEST(CpuMatMulTargets, Q40WideGemmTileEdgesOnEveryAvx2PlusTarget) {
   }
 }
 
+// The K-quants' prefill GEMM (R > 8: Q4_K, Q5_K, Q6_K) on AVX3_DL runs its own kernels
+// (matmul_lanes_k-inl.h KWideGemm: 16-column groups unpacked per task, 8-row register tiles,
+// tasks of 128 rows × 32 columns) and its own activation quantizer (QuantizeQ40RowZ); the other
+// targets run the 8-column 4-row tile and the scalar quantizer. On every AVX2+ target, around
+// those tiles — rows 1..9, 15..17, 63..65, 127..129 and 137, N = 1, 15, 17, 23, 41, 57 (partial
+// 16- and 8-column groups), K of 1, 3 and 5 blocks of 256 — every row of the GEMM (bias, strided
+// y) is the GEMV of that row bit for bit, the padding of y stays untouched, MatMulPair's two
+// outputs are MatMul's, MatMulEpi's epilogue sees each output exactly once, every target gives
+// the first one's bits, and the GEMM is within the hard bound of the int8 activation rounding
+// against the f64 reference (QuantMatMulReference); with an all-zero and a ~1e30 activation
+// group, and an all-zero and a largest-scale weight block (d = dmin = 65504 with every sc_g and
+// mn_g 63; Q6_K: d = 65504 with every sub-scale −128).
+TEST(CpuMatMulTargets, KQuantWideGemmTileEdgesOnEveryAvx2PlusTarget) {
+  std::vector<int64_t> targets;
+#if HWY_ARCH_X86
+  for (int64_t t : hwy::SupportedAndGeneratedTargets())
+    if (t <= HWY_AVX2) targets.push_back(t);  // AVX2, AVX3, AVX3_DL, ...
+#endif
+  if (targets.empty()) targets.push_back(hwy::SupportedAndGeneratedTargets().front());
+  ThreadPool pool1(1), pool2(2);
+  const std::vector<int64_t> rows_list = {1,  2,  3,  4,  5,  6,   7,   8,   9,  15,
+                                          16, 17, 63, 64, 65, 127, 128, 129, 137};
+  // Weight block b of column n: all zero, or the largest scales (quants as they were).
+  auto set_block = [](DType type, int64_t K, int64_t n, int64_t b, bool zero,
+                      test::TestWeights* wt) {
+    const size_t row_bytes = RowBytes(type, K), block_bytes = row_bytes / size_t(K / kQKK);
+    uint8_t* blk = wt->bytes.data() + size_t(n) * row_bytes + size_t(b) * block_bytes;
+    const uint16_t big = F32ToF16(65504.0f);
+    if (zero) {
+      std::memset(blk, 0, block_bytes);
+    } else if (type == DType::kQ6_K) {
+      std::memcpy(blk + offsetof(BlockQ6_K, d), &big, 2);
+      std::memset(blk + offsetof(BlockQ6_K, scales), 0x80, 16);  // every sub-scale −128
+    } else {
+      std::memcpy(blk, &big, 2);       // d
+      std::memcpy(blk + 2, &big, 2);   // dmin
+      std::memset(blk + 4, 0xFF, 12);  // every 6-bit scale and minimum 63
+    }
+  };
+  for (const DType type : {DType::kQ4_K, DType::kQ5_K, DType::kQ6_K}) {
+    for (const int64_t K : {256, 768, 1280}) {
+      for (const int64_t N : {1, 15, 17, 23, 41, 57}) {
+        auto wa = test::RandomWeights(type, N, K, uint64_t(K * 11 + N));
+        const auto wb = test::RandomWeights(type, N, K, uint64_t(K * 13 + N));
+        set_block(type, K, 0, 0, true, &wa);
+        set_block(type, K, N - 1, K / kQKK - 1, false, &wa);
+        Dequantize(type, wa.bytes.data(), wa.values.data(), N * K);
+        const auto bias = test::RandomFloats(size_t(N), uint64_t(N + 9));
+        const int64_t ldy = N + 5;
+        for (const int64_t R : rows_list) {
+          auto x = test::RandomFloats(size_t(R * K), uint64_t(K * 3 + N + R));
+          std::fill(x.begin(), x.begin() + 32, 0.0f);
+          for (size_t k = size_t(R * K) - 32; k < size_t(R * K); ++k) x[k] *= 1e30f;
+          std::vector<double> ref, bound;
+          test::QuantMatMulReference(x, R, K, wa.values, N, bias.data(),
+                                     test::ActivationLevels(type), &ref, &bound);
+          std::vector<float> first;
+          for (int64_t target : targets) {
+            ForcedTarget forced(target);
+            const std::string what = std::string(hwy::TargetName(target)) + " " +
+                                     std::string(Name(type)) + " R " + std::to_string(R) + " K " +
+                                     std::to_string(K) + " N " + std::to_string(N);
+            std::vector<float> rows(size_t(R * N)), ya_alone(size_t(R * ldy), -7.0f);
+            for (int64_t r = 0; r < R; ++r) {
+              cpu::MatMul(x.data() + r * K, 1, K, wa.bytes.data(), type, N, bias.data(),
+                          rows.data() + r * N, N, pool1);
+            }
+            for (ThreadPool* pool : {&pool1, &pool2}) {
+              std::vector<float> y(size_t(R * ldy), -7.0f);
+              cpu::MatMul(x.data(), R, K, wa.bytes.data(), type, N, bias.data(), y.data(), ldy,
+                          *pool);
+              for (int64_t r = 0; r < R; ++r) {
+                ASSERT_EQ(0, std::memcmp(y.data() + r * ldy, rows.data() + r * N, size_t(N) * 4))
+                    << what << " row " << r << " threads " << pool->size();
+                for (int64_t n = N; n < ldy; ++n)
+                  ASSERT_EQ(y[size_t(r * ldy + n)], -7.0f) << what << " row " << r;
+              }
+            }
+            for (size_t i = 0; i < ref.size(); ++i) {  // overflowed outputs: the bits alone
+              if (std::fabs(ref[i]) > 1e38) continue;
+              ASSERT_LE(std::fabs(rows[i] - ref[i]), bound[i]) << what << " output " << i;
+            }
+            // The pair (no bias) against each weight alone.
+            std::vector<float> ya(size_t(R * ldy), -7.0f), yb = ya, yb_alone = ya;
+            cpu::MatMul(x.data(), R, K, wa.bytes.data(), type, N, nullptr, ya_alone.data(), ldy,
+                        pool2);
+            cpu::MatMul(x.data(), R, K, wb.bytes.data(), type, N, nullptr, yb_alone.data(), ldy,
+                        pool2);
+            cpu::MatMulPair(x.data(), R, K, wa.bytes.data(), wb.bytes.data(), type, N, ya.data(),
+                            yb.data(), ldy, pool2);
+            ASSERT_EQ(0, std::memcmp(ya.data(), ya_alone.data(), ya.size() * 4)) << what;
+            ASSERT_EQ(0, std::memcmp(yb.data(), yb_alone.data(), yb.size() * 4)) << what;
+            // The epilogue: every output once, after it is written.
+            std::vector<float> ye(size_t(R * ldy), -7.0f);
+            std::vector<int> seen(size_t(R * N), 0);
+            std::atomic<bool> early{false};
+            cpu::MatMulEpi(
+                x.data(), R, K, wa.bytes.data(), type, N, nullptr, ye.data(), ldy,
+                [&](int64_t r0, int64_t r1, int64_t n0, int64_t n1) {
+                  for (int64_t r = r0; r < r1; ++r) {
+                    for (int64_t n = n0; n < n1; ++n) {
+                      ++seen[size_t(r * N + n)];
+                      const size_t i = size_t(r * ldy + n);
+                      if (std::memcmp(&ye[i], &ya_alone[i], 4) != 0) early = true;  // inf too
+                    }
+                  }
+                },
+                pool2);
+            EXPECT_FALSE(early.load()) << what;
+            for (size_t i = 0; i < seen.size(); ++i)
+              ASSERT_EQ(seen[i], 1) << what << " output " << i;
+            if (first.empty()) {
+              first = ya_alone;
+              continue;
+            }
+            ASSERT_EQ(0, std::memcmp(ya_alone.data(), first.data(), first.size() * 4))
+                << what << " against " << hwy::TargetName(targets[0]);
+          }
+        }
+      }
+    }
+  }
+}
+
 // The K-quant GEMV (one row: Q4_K and Q5_K through the unrolled row kernel on raw rows, Q6_K
 // through its own in-register decoder, Q6KGemvGroup) against the skinny (2..4 rows) and panel (5+)
 // GEMM on odd sizes, on every target: each GEMM row equals the GEMV of that row bit for bit, with

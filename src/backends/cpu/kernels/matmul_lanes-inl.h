@@ -1145,6 +1145,9 @@ void LaneMatMulActs(const LaneActs& acts, size_t R, size_t N, const LaneRawOut<K
     if (R <= kZSkinnyRows) return Q40SkinnyWide(acts, R, N, outs, ldy, epi, pool);
     return Q40WideGemm(acts, R, N, outs, ldy, epi, pool);
   }
+  if constexpr (requires { &Kern::template WideGemm<M>; }) {  // Q4_K, Q5_K
+    if (R > kZSkinnyRows) return Kern::WideGemm(acts, R, N, outs, ldy, epi, pool);
+  }
 #endif
   if constexpr (requires { typename Kern::RawSrc; }) {
     if (R <= kLaneSkinnyRows) return LaneSkinny<Kern>(acts, R, N, outs, ldy, epi, pool);

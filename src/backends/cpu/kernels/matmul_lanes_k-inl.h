@@ -36,6 +36,7 @@
 #define ES_CPU_KERNELS_MATMUL_LANES_K_INL_H_
 #endif
 
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
 #include <type_traits>
@@ -365,6 +366,251 @@ HWY_NOINLINE void QKPanelRows(const LaneActs& a, size_t r0, Src src, __m256* acc
   if constexpr (RT > 2) acc_out[2] = c2;
   if constexpr (RT > 3) acc_out[3] = c3;
 }
+#if HWY_TARGET == HWY_AVX3_DL
+// ---------------------------------------------------------------------------------------------
+// K-quant prefill GEMM on AVX3_DL (R > 8, KWideGemm; Q4_K and Q5_K here, Q6_K's panel and tile
+// below): Q40WideGemm's scheme (matmul_lanes-inl.h) for the K-quants. LaneGemm's tasks
+// (kLaneTaskRows × kLaneTaskCols: two groups of 16 columns a task); each group of 16 columns (the
+// 8-column layout above with four 128-bit lanes: lane L holds columns 4L .. 4L + 3) is interleaved
+// and unpacked once per task into the thread's panel
+// ([nb] QKx16: the quants as bytes ready for vpdpbusd, the 8 groups' scales and dmin · mn_g as
+// lanes), then read by register tiles of 8 rows (the last 1..7 as one tile). A row and group:
+// 8 zmm vpdpbusd in one chain, the activations broadcast by the instruction ({1to16}), one
+// vpmulld by sc_g, then QKRow's float operations (cvt, mul, fma, fnmadd) — for 16 columns, where
+// the 8-column 4-row tile of QKPanelRows spent 8 ymm vpdpbusd, an add and a vpmulld on 8 and
+// unpacked the nibbles in every tile. The integer sums are exact (the same isum_g in another
+// order) and the float operations QKRow's, so every output bit is the 8-column kernels'.
+
+// One block of 16 columns, unpacked, as the wide GEMM's panel holds it (5184 bytes).
+struct QKx16 {
+  __m512i q[64];  // q[8g + k]: dword c = the quants (Q4_K 0..15, Q5_K 0..31) of elements
+                  // 4k .. 4k + 3 of group g of column c, one a byte
+  __m512i sc[8];  // sc_g of column c, int32
+  __m512 fm[8];   // dmin · mn_g of column c
+  __m512 d;       // d of column c
+};
+static_assert(sizeof(QKx16) == 5184, "QKx16: 81 zmm");
+
+// TransposeQuads for 16 columns (p + c · stride, c = 0..15): out[k] dword c = dword k of the 16
+// bytes at offset `off` of column c (rows c, c + 4, c + 8, c + 12 in the four 128-bit lanes,
+// then the 4×4 dword transpose per lane).
+template <class Block>
+HWY_INLINE void TransposeQuads16(const Block* HWY_RESTRICT p, size_t stride, size_t off,
+                                 __m512i* HWY_RESTRICT out) {
+  auto load = [&](size_t c) {
+    return _mm_loadu_si128(
+        reinterpret_cast<const __m128i*>(reinterpret_cast<const uint8_t*>(p + c * stride) + off));
+  };
+  auto quad = [&](size_t c) {
+    __m512i v = _mm512_castsi128_si512(load(c));
+    v = _mm512_inserti32x4(v, load(c + 4), 1);
+    v = _mm512_inserti32x4(v, load(c + 8), 2);
+    return _mm512_inserti32x4(v, load(c + 12), 3);
+  };
+  const __m512i a0 = quad(0), a1 = quad(1), a2 = quad(2), a3 = quad(3);
+  const __m512i t0 = _mm512_unpacklo_epi32(a0, a1), t1 = _mm512_unpackhi_epi32(a0, a1);
+  const __m512i t2 = _mm512_unpacklo_epi32(a2, a3), t3 = _mm512_unpackhi_epi32(a2, a3);
+  out[0] = _mm512_unpacklo_epi64(t0, t2);
+  out[1] = _mm512_unpackhi_epi64(t0, t2);
+  out[2] = _mm512_unpacklo_epi64(t1, t3);
+  out[3] = _mm512_unpackhi_epi64(t1, t3);
+}
+
+// (v >> shift) & mask per int32 lane.
+HWY_INLINE __m512i ZBits(__m512i v, int shift, int mask) {
+  return _mm512_and_si512(_mm512_srli_epi32(v, shift), _mm512_set1_epi32(mask));
+}
+
+// Group g's scale and dmin · mn_g of 16 columns from the transposed scales[12] dwords s0, s1, s2
+// (QKRawScales::Sc / Fm in 16 lanes: the same integers and the same product).
+template <int g>
+HWY_INLINE void QKScales16(__m512i s0, __m512i s1, __m512i s2, __m512 dmin,
+                           QKx16* HWY_RESTRICT out) {
+  __m512i sc, mn;
+  if constexpr (g < 4) {
+    sc = ZBits(s0, 8 * g, 63);
+    mn = ZBits(s1, 8 * g, 63);
+  } else {
+    sc = _mm512_or_si512(ZBits(s2, 8 * (g - 4), 15),
+                         _mm512_slli_epi32(ZBits(s0, 8 * (g - 4) + 6, 3), 4));
+    mn = _mm512_or_si512(ZBits(s2, 8 * (g - 4) + 4, 15),
+                         _mm512_slli_epi32(ZBits(s1, 8 * (g - 4) + 6, 3), 4));
+  }
+  out->sc[g] = sc;
+  out->fm[g] = _mm512_mul_ps(dmin, _mm512_cvtepi32_ps(mn));
+}
+
+template <int... g>
+HWY_INLINE void QKScales16(__m512i s0, __m512i s1, __m512i s2, __m512 dmin, QKx16* HWY_RESTRICT out,
+                           std::integer_sequence<int, g...>) {
+  (QKScales16<g>(s0, s1, s2, dmin, out), ...);
+}
+
+// FifthBit in 16 lanes: bit g of each byte of h moved to bit 4.
+template <int g>
+HWY_INLINE __m512i FifthBit16(__m512i h) {
+  const __m512i bit = _mm512_and_si512(h, _mm512_set1_epi8(char(1 << g)));
+  if constexpr (g <= 4) return _mm512_slli_epi16(bit, 4 - g);
+  return _mm512_srli_epi16(bit, g - 4);
+}
+
+// Block b of the 16 rows w + c · stride, unpacked into out.
+template <class Block>
+HWY_INLINE void InterleaveQK16(const Block* HWY_RESTRICT w, size_t stride, size_t b,
+                               QKx16* HWY_RESTRICT out) {
+  const Block* p = w + b;
+  const __m512i m = _mm512_set1_epi8(0x0F);
+  __m512i qh[8];  // Q5_K: as q, bit g of byte 4c + i of qh[k] the fifth bit of group g
+  if constexpr (kFifthBit<Block>) {
+    TransposeQuads16(p, stride, offsetof(Block, qh), qh);
+    TransposeQuads16(p, stride, offsetof(Block, qh) + 16, qh + 4);
+  }
+  auto chunk = [&]<int j>() __attribute__((always_inline)) {  // groups 2j (low), 2j + 1 (high)
+    __m512i q[8];
+    TransposeQuads16(p, stride, offsetof(Block, qs) + 32 * j, q);
+    TransposeQuads16(p, stride, offsetof(Block, qs) + 32 * j + 16, q + 4);
+#pragma GCC unroll 8
+    for (int k = 0; k < 8; ++k) {
+      __m512i lo = _mm512_and_si512(q[k], m);
+      __m512i hi = _mm512_and_si512(_mm512_srli_epi16(q[k], 4), m);
+      if constexpr (kFifthBit<Block>) {
+        lo = _mm512_or_si512(lo, FifthBit16<2 * j>(qh[k]));
+        hi = _mm512_or_si512(hi, FifthBit16<2 * j + 1>(qh[k]));
+      }
+      out->q[8 * (2 * j) + k] = lo;
+      out->q[8 * (2 * j + 1) + k] = hi;
+    }
+  };
+  chunk.template operator()<0>();
+  chunk.template operator()<1>();
+  chunk.template operator()<2>();
+  chunk.template operator()<3>();
+  static_assert(offsetof(Block, scales) == 4, "d, dmin, scales[12] first");
+  __m512i h[4];  // dwords of d | dmin << 16, scales[0..3], scales[4..7], scales[8..11]
+  TransposeQuads16(p, stride, 0, h);
+  out->d = _mm512_cvtph_ps(_mm512_cvtepi32_epi16(h[0]));
+  const __m512 dmin = _mm512_cvtph_ps(_mm512_cvtepi32_epi16(_mm512_srli_epi32(h[0], 16)));
+  QKScales16(h[1], h[2], h[3], dmin, out, std::make_integer_sequence<int, 8>{});
+}
+
+// RT activation rows (r0 ..) against the panel [nb] of 16 unpacked columns; named accumulators
+// (an array of them went through the stack, as in Q40PanelRows16); one tile of KWideGemm.
+template <int RT>
+HWY_NOINLINE void QKPanelRows16(const LaneActs& a, size_t r0, const QKx16* HWY_RESTRICT panel,
+                                __m512* acc_out) {
+  static_assert(RT >= 1 && RT <= int(kZTileRows), "QKPanelRows16 handles 1..8 rows");
+  const size_t K = a.K, ng = a.nb;                 // ng: groups of 32 per row
+  const size_t nb = K / kQKK;                      // weight blocks per row
+  const int8_t* HWY_RESTRICT x = a.q8() + r0 * K;  // row r at x + r · K
+  const float* HWY_RESTRICT d = a.d + r0 * ng;     // row r at d + r · ng
+  const float* HWY_RESTRICT s = a.s + r0 * ng;
+  __m512 c0 = _mm512_setzero_ps(), c1 = c0, c2 = c0, c3 = c0, c4 = c0, c5 = c0, c6 = c0, c7 = c0;
+  for (size_t b = 0; b < nb; ++b) {
+    const QKx16& p = panel[b];
+    const __m512 dw = p.d;
+#pragma GCC unroll 8
+    for (size_t gb = 0; gb < 8; ++gb) {
+      const __m512i* n = p.q + 8 * gb;
+      const __m512i n0 = n[0], n1 = n[1], n2 = n[2], n3 = n[3];
+      const __m512i n4 = n[4], n5 = n[5], n6 = n[6], n7 = n[7];
+      const __m512i sc = p.sc[gb];
+      const __m512 fm = p.fm[gb];
+      const size_t g = 8 * b + gb;  // group of the row
+      const int8_t* xg = x + g * kQK;
+      auto row = [&](size_t r, __m512& c) {
+        const int8_t* xr = xg + r * K;
+        __m512i i = ZDpBusdBcast(_mm512_setzero_si512(), n0, xr);
+        i = ZDpBusdBcast(i, n1, xr + 4);
+        i = ZDpBusdBcast(i, n2, xr + 8);
+        i = ZDpBusdBcast(i, n3, xr + 12);
+        i = ZDpBusdBcast(i, n4, xr + 16);
+        i = ZDpBusdBcast(i, n5, xr + 20);
+        i = ZDpBusdBcast(i, n6, xr + 24);
+        i = ZDpBusdBcast(i, n7, xr + 28);
+        const __m512i isum = _mm512_mullo_epi32(i, sc);
+        c = _mm512_fmadd_ps(_mm512_mul_ps(dw, _mm512_set1_ps(d[r * ng + g])),
+                            _mm512_cvtepi32_ps(isum), c);
+        c = _mm512_fnmadd_ps(fm, _mm512_set1_ps(s[r * ng + g]), c);
+      };
+      row(0, c0);
+      if constexpr (RT > 1) row(1, c1);
+      if constexpr (RT > 2) row(2, c2);
+      if constexpr (RT > 3) row(3, c3);
+      if constexpr (RT > 4) row(4, c4);
+      if constexpr (RT > 5) row(5, c5);
+      if constexpr (RT > 6) row(6, c6);
+      if constexpr (RT > 7) row(7, c7);
+    }
+  }
+  const __m512 c[kZTileRows] = {c0, c1, c2, c3, c4, c5, c6, c7};
+  for (int r = 0; r < RT; ++r) acc_out[r] = c[r];
+}
+
+// rows (1..8) activation rows from r0 against the panel of Kern (Panel16): one register tile
+// (Kern::Rows16<RT>).
+template <class Kern>
+HWY_INLINE void WidePanelTile(const LaneActs& a, size_t r0, size_t rows,
+                              const typename Kern::Panel16* panel, __m512* acc) {
+  switch (rows) {
+    case 1:
+      return Kern::template Rows16<1>(a, r0, panel, acc);
+    case 2:
+      return Kern::template Rows16<2>(a, r0, panel, acc);
+    case 3:
+      return Kern::template Rows16<3>(a, r0, panel, acc);
+    case 4:
+      return Kern::template Rows16<4>(a, r0, panel, acc);
+    case 5:
+      return Kern::template Rows16<5>(a, r0, panel, acc);
+    case 6:
+      return Kern::template Rows16<6>(a, r0, panel, acc);
+    case 7:
+      return Kern::template Rows16<7>(a, r0, panel, acc);
+    default:
+      return Kern::template Rows16<8>(a, r0, panel, acc);
+  }
+}
+
+// Rows [r0, r1) of one weight against its columns n .. n + nc (nc <= 16, a partial group
+// zero-padded): the group unpacked into `panel` (Kern::Interleave16), then read by the register
+// tiles.
+template <class Kern>
+HWY_INLINE void KWideGroup(const LaneActs& acts, size_t r0, size_t r1, size_t n, size_t nc,
+                           const LaneRawOut<Kern>& out, size_t ldy,
+                           typename Kern::Panel16* HWY_RESTRICT panel) {
+  const size_t nb = acts.K / kQKK;
+  const auto* src = nc == kZCols ? out.w + n * nb : LanePaddedGroup(out.w, nb, n, nc, kZCols);
+  for (size_t b = 0; b < nb; ++b) Kern::Interleave16(src, nb, b, &panel[b]);
+  const float* bn = out.bias ? out.bias + n : nullptr;
+  for (size_t r = r0; r < r1; r += kZTileRows) {
+    const size_t rows = std::min(kZTileRows, r1 - r);
+    __m512 acc[kZTileRows];
+    WidePanelTile<Kern>(acts, r, rows, panel, acc);
+    for (size_t i = 0; i < rows; ++i) LaneStore16(acc[i], bn, nc, out.y + (r + i) * ldy + n);
+  }
+}
+
+// LaneGemm for raw K-quant weights on AVX3_DL (Q4_K, Q5_K, Q6_K): the same tasks (each weight's
+// 16-column groups of a task in turn, epi after the task), the groups through KWideGroup.
+template <class Kern, size_t M>
+void KWideGemm(const LaneActs& acts, size_t R, size_t N, const LaneRawOut<Kern> (&outs)[M],
+               size_t ldy, const MatMulEpilogue* epi, ThreadPool& pool) {
+  static_assert(kLaneTaskCols % kZCols == 0, "a GEMM task holds whole 16-column groups");
+  const TaskGrid<kLaneTaskRows, kLaneTaskCols> tasks(R, N);
+  pool.ParallelFor(int64_t(tasks.Count()), [&](int64_t t0, int64_t t1, int) {
+    auto* panel = ThreadPanel<typename Kern::Panel16>(acts.K / kQKK);
+    for (size_t t = size_t(t0); t < size_t(t1); ++t) {
+      const auto [r0, r1, n0, n1] = tasks[t];
+      for (size_t n = n0; n < n1; n += kZCols) {
+        const size_t nc = std::min(kZCols, n1 - n);
+        for (size_t o = 0; o < M; ++o) KWideGroup<Kern>(acts, r0, r1, n, nc, outs[o], ldy, panel);
+      }
+      LaneEpilogue(epi, r0, r1, n0, n1);
+    }
+  });
+}
+#endif  // HWY_AVX3_DL
+
 // Q4_K and Q5_K (BlockT) for LaneMatMul.
 template <class BlockT>
 struct QKKernel {
@@ -372,9 +618,30 @@ struct QKKernel {
   using Panel = QKx8<Block>;
   using XQ = int8_t;
   static constexpr size_t kBlockElems = kQKK;
-  static void Quantize(const float* x, size_t K, int8_t* q, float* d, int32_t*, float* s) {
+  static void Quantize(const float* x, size_t K, int8_t* q, float* d, int32_t* off, float* s) {
+#if HWY_TARGET == HWY_AVX3_DL
+    QuantizeQ40RowZ(x, K, q, d, off, s);  // QuantizeActivationRow's bytes and floats (off unused)
+#else
+    (void)off;
     QuantizeActivationRow(x, int64_t(K), q, d, s);
+#endif
   }
+#if HWY_TARGET == HWY_AVX3_DL
+  // The prefill GEMM (R > kZSkinnyRows) of LaneMatMulActs.
+  template <size_t M>
+  static void WideGemm(const LaneActs& a, size_t R, size_t N, const LaneRawOut<QKKernel> (&outs)[M],
+                       size_t ldy, const MatMulEpilogue* epi, ThreadPool& pool) {
+    KWideGemm<QKKernel>(a, R, N, outs, ldy, epi, pool);
+  }
+  using Panel16 = QKx16;
+  static void Interleave16(const Block* w, size_t stride, size_t b, QKx16* out) {
+    InterleaveQK16(w, stride, b, out);
+  }
+  template <int RT>
+  static void Rows16(const LaneActs& a, size_t r0, const QKx16* panel, __m512* acc) {
+    QKPanelRows16<RT>(a, r0, panel, acc);
+  }
+#endif
   static __m256 Gemv(const LaneActs& a, const Block* w, size_t nb) {
     __m256 acc[1];
     QKPanelRows<Block, 1>(a, 0, QKRawSrc<Block>{w, nb}, acc);
@@ -624,6 +891,142 @@ HWY_NOINLINE void Q6KPanelRows(const LaneActs& a, size_t r0, Src src, __m256* ac
   if constexpr (RT > 3) acc_out[3] = c3;
 }
 
+#if HWY_TARGET == HWY_AVX3_DL
+// Q6_K's prefill GEMM on AVX3_DL (R > 8): KWideGemm (above) with Q6Kx8's decoded panel in 16
+// lanes. A row and group: two vpdpbusd chains of 4 (elements 0..15 and 16..31, {1to16}
+// activations), a vpmulld by each sub-scale, the offset's madd, then Q6KAccumulate's cvt, mul
+// and fma: Q6KIsum's exact isum_g and its float operations, so the same bits.
+
+// One block of 16 columns fully decoded, as the wide GEMM's panel holds it (5696 bytes).
+struct Q6Kx16 {
+  __m512i q[64];         // q[8g + k]: dword c = q (0..63) of elements 4k .. 4k + 3 of group g
+  __m512i sa[8], sb[8];  // group g's sA, sB of column c, int32
+  __m512i off[8];        // (32 sA, 32 sB) int16 pair of column c
+  __m512 d;              // d of column c
+};
+static_assert(sizeof(Q6Kx16) == 5696, "Q6Kx16: 89 zmm");
+
+// Q6KQuants in 16 lanes.
+template <int e, bool hi>
+HWY_INLINE __m512i Q6KQuants16(__m512i ql, __m512i qh) {
+  const __m512i m4 = _mm512_set1_epi8(0x0F), m2 = _mm512_set1_epi8(0x30);
+  __m512i h;
+  if constexpr (hi) {
+    h = e ? _mm512_srli_epi16(qh, 2) : qh;
+    ql = _mm512_srli_epi16(ql, 4);
+  } else {
+    h = e ? _mm512_slli_epi16(qh, 2) : _mm512_slli_epi16(qh, 4);
+  }
+  return _mm512_or_si512(_mm512_and_si512(ql, m4), _mm512_and_si512(h, m2));
+}
+
+// Q6KGroupScales (AVX3_DL) in 16 lanes.
+template <bool odd>
+HWY_INLINE void Q6KGroupScales16(__m512i v, __m512i* HWY_RESTRICT sa_out,
+                                 __m512i* HWY_RESTRICT sb_out, __m512i* HWY_RESTRICT off) {
+  const __m512i lo16 = _mm512_set1_epi32(0xFFFF);
+  const __m512i ev = _mm512_srai_epi16(_mm512_slli_epi16(v, 8), 8);  // bytes 0, 2
+  const __m512i od = _mm512_srai_epi16(v, 8);                        // bytes 1, 3
+  const __m512i sa =
+      odd ? _mm512_srai_epi32(ev, 16) : _mm512_srai_epi32(_mm512_slli_epi32(ev, 16), 16);
+  const __m512i sb =
+      odd ? _mm512_srai_epi32(od, 16) : _mm512_srai_epi32(_mm512_slli_epi32(od, 16), 16);
+  *sa_out = sa;
+  *sb_out = sb;
+  *off =
+      _mm512_or_si512(_mm512_and_si512(_mm512_slli_epi32(sa, 5), lo16), _mm512_slli_epi32(sb, 21));
+}
+
+// Block b of the 16 rows w + c · stride decoded into out (InterleaveQ6K in 16 lanes).
+HWY_INLINE void InterleaveQ6K16(const BlockQ6_K* HWY_RESTRICT w, size_t stride, size_t b,
+                                Q6Kx16* HWY_RESTRICT out) {
+  const BlockQ6_K* p = w + b;
+  auto half = [&]<int h>() __attribute__((always_inline)) {
+    __m512i qh[8];
+    TransposeQuads16(p, stride, offsetof(BlockQ6_K, qh) + 32 * h, qh);
+    TransposeQuads16(p, stride, offsetof(BlockQ6_K, qh) + 32 * h + 16, qh + 4);
+    auto chunk = [&]<int e>() __attribute__((always_inline)) {
+      __m512i ql[8];
+      TransposeQuads16(p, stride, offsetof(BlockQ6_K, ql) + 64 * h + 32 * e, ql);
+      TransposeQuads16(p, stride, offsetof(BlockQ6_K, ql) + 64 * h + 32 * e + 16, ql + 4);
+      __m512i* lo = out->q + 8 * (4 * h + e);      // group 4h + e
+      __m512i* hi = out->q + 8 * (4 * h + 2 + e);  // group 4h + 2 + e
+#pragma GCC unroll 8
+      for (size_t k = 0; k < 8; ++k) {
+        lo[k] = Q6KQuants16<e, false>(ql[k], qh[k]);
+        hi[k] = Q6KQuants16<e, true>(ql[k], qh[k]);
+      }
+    };
+    chunk.template operator()<0>();
+    chunk.template operator()<1>();
+  };
+  half.template operator()<0>();
+  half.template operator()<1>();
+  __m512i v[4];  // v[j] dword c = scales[4j .. 4j + 3] of column c
+  TransposeQuads16(p, stride, offsetof(BlockQ6_K, scales), v);
+  for (int j = 0; j < 4; ++j) {
+    Q6KGroupScales16<false>(v[j], &out->sa[2 * j], &out->sb[2 * j], &out->off[2 * j]);
+    Q6KGroupScales16<true>(v[j], &out->sa[2 * j + 1], &out->sb[2 * j + 1], &out->off[2 * j + 1]);
+  }
+  auto f16 = [&](size_t c) { return short(p[c * stride].d); };
+  out->d = _mm512_cvtph_ps(_mm256_setr_epi16(f16(0), f16(1), f16(2), f16(3), f16(4), f16(5), f16(6),
+                                             f16(7), f16(8), f16(9), f16(10), f16(11), f16(12),
+                                             f16(13), f16(14), f16(15)));
+}
+
+// RT activation rows (r0 ..) against the panel [nb] of 16 decoded Q6_K columns; one tile of
+// KWideGemm.
+template <int RT>
+HWY_NOINLINE void Q6KPanelRows16(const LaneActs& a, size_t r0, const Q6Kx16* HWY_RESTRICT panel,
+                                 __m512* acc_out) {
+  static_assert(RT >= 1 && RT <= int(kZTileRows), "Q6KPanelRows16 handles 1..8 rows");
+  const size_t K = a.K, ng = a.nb;                 // ng: groups of 32 per row
+  const size_t nb = K / kQKK;                      // weight blocks per row
+  const int8_t* HWY_RESTRICT x = a.q8() + r0 * K;  // row r at x + r · K
+  const float* HWY_RESTRICT d = a.d + r0 * ng;     // row r at d + r · ng
+  const int32_t* HWY_RESTRICT s = a.s8 + r0 * ng;  // (Σlo, Σhi) pairs
+  __m512 c0 = _mm512_setzero_ps(), c1 = c0, c2 = c0, c3 = c0, c4 = c0, c5 = c0, c6 = c0, c7 = c0;
+  for (size_t b = 0; b < nb; ++b) {
+    const Q6Kx16& p = panel[b];
+    const __m512 dw = p.d;
+#pragma GCC unroll 8
+    for (size_t gb = 0; gb < 8; ++gb) {
+      const __m512i* n = p.q + 8 * gb;
+      const __m512i n0 = n[0], n1 = n[1], n2 = n[2], n3 = n[3];
+      const __m512i n4 = n[4], n5 = n[5], n6 = n[6], n7 = n[7];
+      const __m512i sa = p.sa[gb], sb = p.sb[gb], off = p.off[gb];
+      const size_t g = 8 * b + gb;  // group of the row
+      const int8_t* xg = x + g * kQK;
+      auto row = [&](size_t r, __m512& c) {
+        const int8_t* xr = xg + r * K;
+        __m512i lo = ZDpBusdBcast(_mm512_setzero_si512(), n0, xr);
+        __m512i hi = ZDpBusdBcast(_mm512_setzero_si512(), n4, xr + 16);
+        lo = ZDpBusdBcast(lo, n1, xr + 4);
+        hi = ZDpBusdBcast(hi, n5, xr + 20);
+        lo = ZDpBusdBcast(lo, n2, xr + 8);
+        hi = ZDpBusdBcast(hi, n6, xr + 24);
+        lo = ZDpBusdBcast(lo, n3, xr + 12);
+        hi = ZDpBusdBcast(hi, n7, xr + 28);
+        __m512i isum = _mm512_add_epi32(_mm512_mullo_epi32(lo, sa), _mm512_mullo_epi32(hi, sb));
+        isum = _mm512_sub_epi32(isum, _mm512_madd_epi16(off, _mm512_set1_epi32(s[r * ng + g])));
+        c = _mm512_fmadd_ps(_mm512_mul_ps(dw, _mm512_set1_ps(d[r * ng + g])),
+                            _mm512_cvtepi32_ps(isum), c);
+      };
+      row(0, c0);
+      if constexpr (RT > 1) row(1, c1);
+      if constexpr (RT > 2) row(2, c2);
+      if constexpr (RT > 3) row(3, c3);
+      if constexpr (RT > 4) row(4, c4);
+      if constexpr (RT > 5) row(5, c5);
+      if constexpr (RT > 6) row(6, c6);
+      if constexpr (RT > 7) row(7, c7);
+    }
+  }
+  const __m512 c[kZTileRows] = {c0, c1, c2, c3, c4, c5, c6, c7};
+  for (int r = 0; r < RT; ++r) acc_out[r] = c[r];
+}
+#endif  // HWY_AVX3_DL
+
 struct Q6KKernel {
   using Block = BlockQ6_K;
   using Panel = Q6Kx8;
@@ -631,7 +1034,11 @@ struct Q6KKernel {
   static constexpr size_t kBlockElems = kQKK;
   // int8 activations as every int8 type; s8 of group g = (Σ q[0..15]) | (Σ q[16..31]) << 16.
   static void Quantize(const float* x, size_t K, int8_t* q, float* d, int32_t* s8, float* tmp) {
+#if HWY_TARGET == HWY_AVX3_DL
+    QuantizeQ40RowZ(x, K, q, d, s8, tmp);  // QuantizeActivationRow's bytes; s8 rewritten below
+#else
     QuantizeActivationRow(x, int64_t(K), q, d, tmp);
+#endif
     for (size_t g = 0; g < K / kQK; ++g) {
       int32_t lo = 0, hi = 0;
       for (size_t j = 0; j < kQK / 2; ++j) {
@@ -641,6 +1048,23 @@ struct Q6KKernel {
       s8[g] = int32_t(uint32_t(uint16_t(int16_t(lo))) | uint32_t(uint16_t(int16_t(hi))) << 16);
     }
   }
+#if HWY_TARGET == HWY_AVX3_DL
+  // The prefill GEMM (R > kZSkinnyRows) of LaneMatMulActs.
+  template <size_t M>
+  static void WideGemm(const LaneActs& a, size_t R, size_t N,
+                       const LaneRawOut<Q6KKernel> (&outs)[M], size_t ldy,
+                       const MatMulEpilogue* epi, ThreadPool& pool) {
+    KWideGemm<Q6KKernel>(a, R, N, outs, ldy, epi, pool);
+  }
+  using Panel16 = Q6Kx16;
+  static void Interleave16(const Block* w, size_t stride, size_t b, Q6Kx16* out) {
+    InterleaveQ6K16(w, stride, b, out);
+  }
+  template <int RT>
+  static void Rows16(const LaneActs& a, size_t r0, const Q6Kx16* panel, __m512* acc) {
+    Q6KPanelRows16<RT>(a, r0, panel, acc);
+  }
+#endif
   static __m256 Gemv(const LaneActs& a, const Block* w, size_t nb) {
     return Q6KGemvGroup(a, w, nb);
   }
