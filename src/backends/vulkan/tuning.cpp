@@ -81,10 +81,10 @@ const std::array<KnobSpec, kKnobCount> kTable = {{
      "through "
      "the f16 copy. Prefill-sized block loads unmeasured"},
     {Knob::kDecGemm, "ES_VK_DEC_GEMM", T::kEnum, "auto|0|1", "auto", W::kGraph, R::kPath,
-     "Q4_0/Q8_0 products of 9-64 rows on the decode-shaped subgroup coopmat GEMM "
-     "(matmul_gemm_dec.comp): auto = where the device has subgroup coopmat (H200 7B 9/32 rows "
-     "9.4/11.7 ms a step against 15.2/13.4 on the cm2 block loads); 1 wherever it runs (f32 "
-     "multiply-adds without coopmat: tests); 0 never"},
+     "Q4_0/Q8_0/Q4_K/Q5_K/Q6_K products of 9-64 rows on the decode-shaped subgroup coopmat "
+     "GEMM (matmul_gemm_dec.comp): auto = where the device has subgroup coopmat (H200 7B Q4_0 "
+     "9/32 rows 9.4/11.7 ms a step against 15.2/13.4 on the cm2 block loads; the K-quants "
+     "not yet measured); 1 wherever it runs (f32 multiply-adds without coopmat: tests); 0 never"},
     {Knob::kGemvTpr, "ES_VK_GEMV_TPR", T::kUint, "4|8|16|32|64|128|256", "128", W::kGraph, R::kPath,
      "quantized GEMV: invocations per output group (7B Q4_0 tg64 197.6 t/s against 184.1 at "
      "64); tests take the clustered variants below the subgroup size"},
