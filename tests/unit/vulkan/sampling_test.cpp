@@ -55,6 +55,12 @@ std::vector<Case> Cases() {
   greedy.repeat_penalty = 2.0f;
   greedy.counts = {{3, 1}};
   c.push_back({"greedy_after_penalty", greedy});
+  greedy.counts = {{10, -1}};  // the maximum banned: ids 3 and 700 tie, the lower id wins
+  greedy.repeat_penalty = 1.0f;
+  c.push_back({"greedy_tie", greedy});
+  RowSampling plain;  // greedy without penalties: the pick in the masking pass
+  plain.temperature = 0;
+  c.push_back({"greedy", plain});
   return c;
 }
 
@@ -66,6 +72,7 @@ TEST_F(VulkanSampling, SamplingOnTheDeviceMatchesTheHostTwin) {
   for (int c = 0; c < kVocab; ++c) x[c] = 3.0f * x[c];
   x[3] = 6.0f;
   x[700] = 6.0f;  // tie with id 3
+  x[259] = 6.0f;  // and with 3 in the same invocation's ids (3 + 256)
   x[10] = 8.0f;   // the maximum (banned in one case)
   x[500] = 5.5f;
   for (int r = 1; r < kRows; ++r) std::copy(x, x + kVocab, x + size_t(r) * kVocab);
