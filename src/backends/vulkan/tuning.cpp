@@ -74,17 +74,12 @@ const std::array<KnobSpec, kKnobCount> kTable = {{
     {Knob::kCm2Quant, "ES_VK_CM2_QUANT", T::kBool, "0|1", "1", W::kGraph, R::kPath,
      "quantized prefill weights through an f16 copy into the cm2 GEMM (pp512 7B Q4_0 8,445 "
      "t/s against 7,116)"},
-    {Knob::kCm2BlockRows, "ES_VK_CM2_BLOCK_ROWS", T::kUint, "64..1048576", "256", W::kGraph,
-     R::kExperiment,
-     "Q4_0/Q8_0 products of at most this many rows on the cm2 GEMM that decodes the weights in its "
-     "tile loads (no f16 copy; the prefill tile, ES_VK_CM2_TILE, past 64 rows); larger ones "
-     "through "
-     "the f16 copy. Prefill-sized block loads unmeasured"},
     {Knob::kDecGemm, "ES_VK_DEC_GEMM", T::kEnum, "auto|0|1", "auto", W::kGraph, R::kPath,
      "Q4_0/Q8_0/Q4_K/Q5_K/Q6_K products of 9-64 rows on the decode-shaped subgroup coopmat "
      "GEMM (matmul_gemm_dec.comp): auto = where the device has subgroup coopmat (H200 7B Q4_0 "
-     "9/32 rows 9.4/11.7 ms a step against 15.2/13.4 on the cm2 block loads; the K-quants "
-     "not yet measured); 1 wherever it runs (f32 multiply-adds without coopmat: tests); 0 never"},
+     "9/32 rows 9.4/11.7 ms a step against 15.2/13.4 on the cm2 block loads; H100 7B Q4_K_M "
+     "9/32/64 rows 10.9/12.9/19.7 ms against 28.7/30.0/31.9 on the subgroup coopmat GEMM); 1 "
+     "wherever it runs (f32 multiply-adds without coopmat: tests); 0 never"},
     {Knob::kGemvTpr, "ES_VK_GEMV_TPR", T::kUint, "4|8|16|32|64|128|256", "128", W::kGraph, R::kPath,
      "quantized GEMV: invocations per output group (7B Q4_0 tg64 197.6 t/s against 184.1 at "
      "64); tests take the clustered variants below the subgroup size"},
@@ -185,6 +180,11 @@ const std::vector<RetiredKnob> kRetired = {
     {"ES_VK_MOE_FDOWN_UN",
      "0, the float experts' down GEMV one choice at a time: with 3 choices' loads in flight "
      "672.6 us a step against 605.4 (H100, V2-Lite f16), tg128 253.2 / 255.1 t/s against 262.7"},
+    {"ES_VK_CM2_BLOCK_ROWS",
+     "256: prefill products keep the f16 copy; block loads at every row count (H100, pp512, "
+     "two rounds): 7B Q4_0 7,907 / 7,883 t/s at the 128-row tile, 8,244 / 8,408 at 256 rows "
+     "against 8,105 / 8,095; 1.5B Q4_0 23,871 / 22,570 against 25,619; 7B Q8_0 7,825 / 8,209 "
+     "against 8,009; pp4096 7B Q4_0 8,199 / 9,552 against 9,590"},
     {"ES_VK_MLA_WUV_COMBINE",
      "0, deleted: MLA decode's Wuv GEMV merging its head's split-key chunks (every workgroup "
      "re-reads them): H200, V2-Lite f16 tg128 318.2 / 311.2 t/s against 331.2 / 334.5 without, "

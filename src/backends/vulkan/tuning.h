@@ -39,7 +39,6 @@ enum class Knob : int {
   kGemmBm,
   kGemmSplitk,
   kCm2Quant,
-  kCm2BlockRows,
   kDecGemm,
   kGemvTpr,
   kGemvQr,

@@ -329,11 +329,14 @@ namespace {
 // whose copy (~11 ms a 7B step) is paid once for many rows: pp512 8,333 t/s through it against
 // 7,939 through the tile loads (session 18). Its tiles (Coopmat2Config::dec) were the fastest
 // tried: 32 x 64 weight rows x 256 K at 128 invocations took 45.4 ms at 32 rows (session 18).
-// Up to 256 rows (ES_VK_CM2_BLOCK_ROWS, an experiment: prefill steps on it too).
+// Up to 256 rows: block loads at prefill sizes were no faster (H100, session 38, pp512: 7B Q4_0
+// 8,244-8,408 t/s at 256-row tiles against 8,095-8,105 through the copy, 7,883-7,907 at 128-row
+// tiles; 1.5B 22,570-23,871 against 25,619; pp4096 7B 9,552 against 9,590).
+constexpr int64_t kCm2DecodeMaxRows = 256;
 bool UseCm2Decode(const Device& dev, int64_t R, int64_t K, DType wt) {
   const Coopmat2Config& t = dev.coopmat2();
   if (!t.block_loads || !t.bm || t.x32 || !dev.f16_math() || R <= kGemvMaxRows ||
-      R > int64_t(dev.tuning().Uint(Knob::kCm2BlockRows)) || K % 32 != 0)
+      R > kCm2DecodeMaxRows || K % 32 != 0)
     return false;
   return wt == DType::kQ4_0 || wt == DType::kQ8_0;
 }
