@@ -462,6 +462,7 @@ KvSpec ModelConfig::MakeKvSpec(DType kv_dtype) const {
   s.n_layers = n_layers;
   s.dtype = kv_dtype;
   if (is_mla()) {
+    s.mla = true;
     s.width[0] = kv_lora_rank;
     s.width[1] = qk_rope_head_dim;
   } else {

@@ -193,14 +193,14 @@ class CpuBackend final : public Backend {
   // available memory is spent (then the weight is faulted in by its first use, as before).
   bool Prefault(const Tensor& w);
   std::unique_ptr<KvStorage> CreateKv(const KvSpec& spec, int n_slots, int64_t capacity) override {
-    ReserveScores(capacity);
+    ReserveScores(capacity, spec.mla);
     return std::make_unique<CpuKv>(
         spec, n_slots, capacity,
         int64_t(n_slots) * ((capacity + kKvBlockTokens - 1) / kKvBlockTokens));
   }
   std::unique_ptr<KvStorage> CreatePagedKv(const KvSpec& spec, int n_slots, int64_t capacity,
                                            int64_t n_blocks) override {
-    ReserveScores(capacity);
+    ReserveScores(capacity, spec.mla);
     return std::make_unique<CpuKv>(spec, n_slots, capacity, n_blocks);
   }
   void Compute(const Graph& g, const Batch& batch, KvStorage& kv, float* out,
@@ -216,10 +216,12 @@ class CpuBackend final : public Backend {
   size_t peak_bytes() const override { return peak_; }
 
  private:
-  // Every pool thread's attention scores (Scores) sized for `capacity` positions.
-  void ReserveScores(int64_t capacity) {
-    pool_.RunOnAll([capacity](int, int) {
+  // Every pool thread's attention scores (Scores) sized for `capacity` positions: the dense use,
+  // and MLA's two for an MLA cache (a dense model's thread kept 12 unused floats a position).
+  void ReserveScores(int64_t capacity, bool mla) {
+    pool_.RunOnAll([capacity, mla](int, int) {
       for (int u = 0; u < kScoreUses; ++u) {
+        if (u != kDenseScores && !mla) continue;
         std::vector<float>& p = Scores(ScoreUse(u));
         const size_t n = size_t(kScoreRows[u] * std::max<int64_t>(capacity, 1));
         if (p.size() < n) p.resize(n);

@@ -64,16 +64,8 @@ std::vector<long> StepFaults(const std::shared_ptr<Model>& m, int steps) {
   return d;
 }
 
-TEST(KvReserve, GenerateDecodeStepsTakeNoPageFaults) {
-#if defined(__SANITIZE_ADDRESS__)
-  // ASan's allocator (quarantine, shadow memory) maps fresh pages for the steps' own allocations:
-  // 2-17 faults a step there, with the cache reserved or not. The plain build checks the count.
-  GTEST_SKIP() << "the fault count is checked in builds without AddressSanitizer";
-#endif
-  const auto m = Llama();
-  // f32 rows of 2 heads x 32 = 256 bytes: 16 positions a page, so 200 steps start 12 new pages
-  // of each of the 2 layers' K and V (48 faults without the reservation).
-  const int steps = 200;
+// Decode steps 2..steps of a greedy generation on a fresh runner take no page fault.
+void ExpectNoStepFaults(const std::shared_ptr<Model>& m, int steps) {
   ASSERT_LE(int64_t(8 + steps), int64_t(m->config().max_position_embeddings));
   // A first runner's pass takes what a process faults in once (libm's tables for large rope
   // angles, the heap growing to the steps' buffers); the second runner's pool is a new mapping.
@@ -88,6 +80,20 @@ TEST(KvReserve, GenerateDecodeStepsTakeNoPageFaults) {
     if (d[i] != 0) where += " " + std::to_string(i + 1) + ":" + std::to_string(d[i]);
   }
   EXPECT_EQ(sum, 0) << "page faults in decode steps (step:faults)" << where;
+}
+
+TEST(KvReserve, GenerateDecodeStepsTakeNoPageFaults) {
+#if defined(__SANITIZE_ADDRESS__)
+  // ASan's allocator (quarantine, shadow memory) maps fresh pages for the steps' own allocations:
+  // 2-17 faults a step there, with the cache reserved or not. The plain build checks the count.
+  GTEST_SKIP() << "the fault count is checked in builds without AddressSanitizer";
+#endif
+  // f32 rows of 2 heads x 32 = 256 bytes: 16 positions a page, so 200 steps start 12 new pages
+  // of each of the 2 layers' K and V (48 faults without the reservation).
+  ExpectNoStepFaults(Llama(), 200);
+  // MLA (latent 64 + rope key 16 a position and layer): its cache pages, and its attention's
+  // score buffers, sized when the cache is made for an MLA KvSpec (CpuBackend::ReserveScores).
+  ExpectNoStepFaults(Model::Load(test::SourceDir() + "/tests/golden/data/models/dsv2_lite"), 200);
 }
 
 TEST(KvReserve, ReservesOnlyTheSlotsMappedPositions) {

@@ -221,6 +221,7 @@ struct KvSpec {
   int n_layers = 0;
   int width[2] = {0, 0};
   DType dtype = DType::kF32;
+  bool mla = false;  // the parts are MLA's (latent, rope key): what a backend sizes scratch for
   size_t BytesPerToken() const {
     return size_t(n_layers) *
            (RowBytes(dtype, width[0]) + (width[1] ? RowBytes(dtype, width[1]) : 0));
