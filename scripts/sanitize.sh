@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # AddressSanitizer + UndefinedBehaviorSanitizer over the tests that need no GPU (issue 21): gcc,
 # -O1 -g1 (line tables: file:line in reports, a third faster to compile than -g), in its own
-# build dir build-asan (no Vulkan, no benchmarks). The `edgeseek` CLI is built the same way, so
+# build dir build-asan (no Vulkan, no benchmarks; the CPU kernels for three SIMD targets,
+# CMakeLists.txt ES_FEW_SIMD_TARGETS). The `edgeseek` CLI is built the same way, so
 # the unit tests that run it (bad input, convert, CLI verbs) run it sanitized; the fuzz corpora
 # are replayed through the plain driver (fuzz_corpus_*). Any report (a bad read or write, a leak,
 # undefined behaviour) fails its test: UBSan does not recover, ASan halts.
@@ -32,6 +33,7 @@ fi
 cmake -S . -B $B -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_C_COMPILER=gcc \
   -DCMAKE_CXX_COMPILER=g++ "-DCMAKE_CXX_FLAGS_RELWITHDEBINFO=-O1 -g1" \
   "-DCMAKE_C_FLAGS_RELWITHDEBINFO=-O1 -g1" -DES_SANITIZE=ON -DES_VULKAN=OFF -DES_BUILD_BENCH=OFF \
+  -DES_FEW_SIMD_TARGETS=ON \
   ${ES_SANITIZE_LAUNCHER:+-DCMAKE_CXX_COMPILER_LAUNCHER=$ES_SANITIZE_LAUNCHER} \
   ${ES_SANITIZE_LAUNCHER:+-DCMAKE_C_COMPILER_LAUNCHER=$ES_SANITIZE_LAUNCHER} >/dev/null
 FUZZ=()

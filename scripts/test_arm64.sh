@@ -103,6 +103,12 @@ SKIP+=':BenchSuite.MatrixReportAndCompare'
 A76_GGUF_MODEL='GgufModel.EveryWeightTypeLoads:GgufModel.Q8_0CloseToSafetensors'
 A76_GGUF_MODEL+=':Models/GgufGolden.LogitsMatchSafetensors/*realdim'
 A76_RUNTIME='Models/CpuBatchedDecode.StepsOf1To64RowsEqualOneRowStepsBitForBit/qwen2_tied_f32'
+# The x86 AVX3_DL tile-edge cubes of the prefill GEMMs (CpuMatMulTargets.*WideGemmTileEdges*:
+# off x86 the best target's GEMM against its GEMV over 342 (R, K, N) cases with an f64 reference,
+# 70-160 s a run under qemu; 45% of the forced runs' time in session 38's CI) run on -cpu max only;
+# on cortex-a76 and in the forced-path runs below the ARM GEMMs' tile edges are
+# Types/QuantMatMul.TileEdgesBitForBit/*'s.
+X86_TILE_EDGES='CpuMatMulTargets.*WideGemmTileEdges*'
 MAX_SKIP="$SKIP:$A76_GGUF_MODEL:$A76_RUNTIME:F32Activations/QuantMatMul.TileEdgesBitForBit/i4f"
 MAX_SKIP+=':Models/Golden.BatchOfSequencesEqualsSeparateRuns/*realdim_cpu'
 # The runs go two at a time (ES_ARM64_TEST_JOBS): qemu-user keeps about one core busy per test
@@ -134,7 +140,7 @@ run() {  # cpu model, forced ARM path ("" = the CPU's best), suite, filter
 SOLO=(jinja server)
 MAX_FIRST=(kernels runtime golden gguf_model capi grammar convert tools)
 for s in "${MAX_FIRST[@]}"; do run max "" "$s" "-$MAX_SKIP"; done
-run cortex-a76 "" kernels "-$SKIP"
+run cortex-a76 "" kernels "-$SKIP:$X86_TILE_EDGES"
 for s in "${SUITES[@]}"; do
   [[ " ${MAX_FIRST[*]} ${SOLO[*]} " == *" $s "* ]] || run max "" "$s" "-$MAX_SKIP"
 done
@@ -143,8 +149,8 @@ run cortex-a76 "" runtime "$A76_RUNTIME"
 run cortex-a76 "" golden "-$SKIP"
 run cortex-a72 "" golden "-$SKIP"
 # CpuMatMulArm.* checks every path the CPU has against plain NEON bit for bit in each run, so the
-# forced runs need only the ARM tests.
-ARM_ONLY='CpuMatMulArm.*:CpuMatMulTargets.*'
+# forced runs need only the ARM tests (less the x86 tile-edge cubes, above).
+ARM_ONLY="CpuMatMulArm.*:CpuMatMulTargets.*-$X86_TILE_EDGES"
 run max neon kernels "$ARM_ONLY"
 run max dotprod kernels "$ARM_ONLY"
 run cortex-a72 "" kernels "$ARM_ONLY"

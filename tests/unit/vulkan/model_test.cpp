@@ -169,11 +169,13 @@ TEST_F(VulkanTest, LongFloatRowsTakeFourOutputsAGroupInAModel) {
 // A decode step of DeepSeek-V2 and V3 (two rows; V2 softmax group-limited, V3 sigmoid noaux_tc
 // with the correction bias) routes in the router GEMV (ops/moe.cpp RouteInRouterGemv): one
 // dispatch and one barrier step less a MoE layer than with moe_route apart
-// (ES_VK_MOE_ROUTE_FUSE=0), the same logits as the CPU backend either way.
+// (ES_VK_MOE_ROUTE_FUSE=0), the same logits as the CPU backend either way. The tiny models only:
+// deepseek_v3_real_widths routes fused in Archs/VulkanModel (the default), and its two runs here
+// took 54 of this test's 65 s on lavapipe.
 TEST_F(VulkanTest, MoeDecodeRoutesInTheRouterGemv) {
   for (const ArchCase& ac : kCases) {
     const std::string name = ac.name;
-    if (name.rfind("deepseek", 0) != 0) continue;
+    if (name.rfind("deepseek", 0) != 0 || name.find("real_widths") != std::string::npos) continue;
     // Per setting (apart, fused), of the decode program: dispatches, barrier steps, moe_route
     // dispatches, routing router GEMVs.
     int n[2][4] = {};
