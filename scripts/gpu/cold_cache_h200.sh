@@ -12,15 +12,7 @@
 set -u
 cd "$(dirname "$0")/../.."
 T0=$(date +%s)
-if [ -e /usr/local/nvidia ]; then  # the GPU machine: its Vulkan loader from .gl/
-  for f in .gl/*.deb; do dpkg -x "$f" / >/dev/null 2>&1; done
-  ldconfig
-fi
-B=$PWD/.gpubin
-export LD_LIBRARY_PATH=$B/lib ES_VK_VALIDATION=0
-[ ! -e /usr/local/nvidia ] || $B/edgeseek devices >/dev/null 2>&1 || export VK_DRIVER_FILES=/usr/local/nvidia/share/vulkan/icd.d/nvidia_icd.json
-OUT=${OUT:-/tmp/out}
-mkdir -p "$OUT"
+. scripts/gpu/device_env.sh .gpubin
 exec > >(tee "$OUT/cold_cache.txt") 2>&1
 if [ -z "${ES_CC_MODEL:-}" ]; then
   G=/tmp/r1-distill-qwen-7b-q4_0.gguf

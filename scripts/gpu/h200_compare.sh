@@ -67,16 +67,9 @@ FINAL_OUT=${OUT:-/tmp/out}
 OUT=/tmp/es_logs
 mkdir -p "$OUT" "$FINAL_OUT"
 trap 'for f in "$OUT"/*; do echo "#### $f"; cat "$f"; done > "$FINAL_OUT/all.txt" 2>/dev/null' EXIT
-[[ -n "${ES_NO_DPKG:-}" ]] || for f in .gl/*.deb; do dpkg -x "$f" /; done  # ES_NO_DPKG=1: a dry run here
-ldconfig
-B=$PWD/.esbin
-export LD_LIBRARY_PATH=$B/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
-export ES_VK_CACHE_DIR=/tmp/es_vk_cache ES_BINARY_DIR=/tmp/es_bin ES_SOURCE_DIR=$PWD ES_CLI=$B/edgeseek
-export ES_VK_VALIDATION=0  # no validation layers there
+. scripts/gpu/device_env.sh .esbin  # ES_NO_DPKG=1: a dry run here
+export ES_BINARY_DIR=/tmp/es_bin ES_SOURCE_DIR=$PWD ES_CLI=$B/edgeseek
 mkdir -p "$ES_BINARY_DIR"
-if ! "$B/edgeseek" devices >/dev/null 2>&1; then
-  export VK_DRIVER_FILES=/usr/local/nvidia/share/vulkan/icd.d/nvidia_icd.json
-fi
 MODELS=${ES_MODELS:-r1-distill-qwen-1.5b r1-distill-qwen-7b}
 BASE=""  # ES_BASE: the binaries of another tree, for A/B runs
 if [[ -n "${ES_BASE:-}" ]]; then

@@ -13,12 +13,7 @@
 #   run(command="bash scripts/gpu/h200_compare.sh run; bash scripts/gpu/h200_knobs.sh", carry=[...])
 set -uo pipefail
 cd "$(dirname "$0")/../.."
-B=$PWD/.esbin
-export LD_LIBRARY_PATH=$B/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
-export ES_VK_CACHE_DIR=/tmp/es_vk_cache ES_VK_VALIDATION=0
-"$B/edgeseek" devices > /dev/null 2>&1 || export VK_DRIVER_FILES=/usr/local/nvidia/share/vulkan/icd.d/nvidia_icd.json
-OUT=${OUT:-/tmp/out}
-mkdir -p "$OUT"
+. scripts/gpu/device_env.sh .esbin
 bench() {  # label, env..., -- bench args
   local label=$1; shift
   local envs=()

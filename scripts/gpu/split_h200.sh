@@ -9,16 +9,7 @@
 # split, not an overhead. Logs in $OUT (the tool returns the tail of stdout).
 set -uo pipefail
 cd "$(dirname "$0")/../.."
-for f in .gl/*.deb; do dpkg -x "$f" /; done
-ldconfig
-B=.gpubin
-export LD_LIBRARY_PATH=$PWD/$B/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
-export ES_VK_CACHE_DIR=/tmp/es_vk_cache ES_VK_VALIDATION=0
-if ! $B/edgeseek devices >/dev/null 2>&1; then
-  export VK_DRIVER_FILES=/usr/local/nvidia/share/vulkan/icd.d/nvidia_icd.json
-fi
-OUT=${OUT:-/tmp/out}
-mkdir -p "$OUT"
+. scripts/gpu/device_env.sh .gpubin
 echo "== machine"; nvidia-smi --query-gpu=name,driver_version --format=csv,noheader; nproc
 echo "== split tests on the GPU (VulkanSplit: 0,0, cpu,0, 0,cpu against the CPU runner)"
 timeout 120 $B/es_test_vulkan --gtest_filter='*VulkanSplit*' > "$OUT/split_tests.txt" 2>&1

@@ -14,15 +14,8 @@
 set -u
 cd "$(dirname "$0")/../.."
 T0=$(date +%s)
-if [ -e /usr/local/nvidia ]; then  # the GPU machine: its Vulkan loader from .gl/
-  for f in .gl/*.deb; do dpkg -x "$f" / >/dev/null 2>&1; done
-  ldconfig
-fi
-export LD_LIBRARY_PATH=$PWD/.gpubin/lib ES_VK_CACHE_DIR=/tmp/esvkcache ES_VK_VALIDATION=0
-E=${ES_SJ_BIN:-.gpubin/edgeseek}
-OUT=${OUT:-/tmp/out}
-mkdir -p "$OUT"
-[ ! -e /usr/local/nvidia ] || $E devices >/dev/null 2>&1 || export VK_DRIVER_FILES=/usr/local/nvidia/share/vulkan/icd.d/nvidia_icd.json
+. scripts/gpu/device_env.sh .gpubin
+E=${ES_SJ_BIN:-$B/edgeseek}
 nvidia-smi --query-gpu=name --format=csv,noheader 2>/dev/null
 # ES_SJ_MODEL="ARGS" serves other model arguments and ES_SJ_BACKEND another backend (a smoke
 # test here: ES_SJ_MODEL="--synthetic tests/server/tiny_config.json --tokenizer

@@ -6,17 +6,9 @@
 # Usage (device tool): run(command="bash scripts/gpu/vulkan_h200.sh", carry=[".gl", ".gpubin"])
 set -uo pipefail
 cd "$(dirname "$0")/../.."
-for f in .gl/*.deb; do dpkg -x "$f" /; done
-ldconfig
-B=.gpubin
-export LD_LIBRARY_PATH=$PWD/$B/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
-export ES_VK_CACHE_DIR=/tmp/es_vk_cache ES_BINARY_DIR=/tmp/es_bin ES_SOURCE_DIR=$PWD ES_CLI=$PWD/$B/edgeseek
+. scripts/gpu/device_env.sh .gpubin
+export ES_BINARY_DIR=/tmp/es_bin ES_SOURCE_DIR=$PWD ES_CLI=$B/edgeseek
 mkdir -p "$ES_BINARY_DIR"
-if ! $B/edgeseek devices >/dev/null 2>&1; then
-  export VK_DRIVER_FILES=/usr/local/nvidia/share/vulkan/icd.d/nvidia_icd.json
-fi
-OUT=${OUT:-/tmp/out}
-mkdir -p "$OUT"
 echo "== machine"; nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader; git log -1 --oneline 2>/dev/null
 echo "== devices"; timeout 60 $B/edgeseek devices --bandwidth 2>&1 | grep -i "H200\|coop\|subgroup\|bandwidth\|error"
 echo "== tests (NVIDIA driver, validation layers absent there)"
