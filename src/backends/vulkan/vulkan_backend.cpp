@@ -31,8 +31,17 @@ namespace es::vk {
 namespace {
 using Clock = std::chrono::steady_clock;
 enum Mode : int { kLogits = 0, kArgmax = 1, kSample = 2 };
-// Greedy ids of rows up to this many columns take one workgroup per row (argmax.comp).
+// Greedy ids of rows up to this many columns take one workgroup per row (argmax.comp,
+// sample.comp); longer rows are cut into parts (LongRowParts).
 constexpr uint32_t kArgmaxOneGroupCols = 4096;
+// A long row's parts for one workgroup each: about 1024 columns a part, at most 256 parts.
+struct RowParts {
+  uint32_t parts, chunk;
+};
+RowParts LongRowParts(uint32_t C) {
+  const uint32_t parts = std::min<uint32_t>(256, (C + 1023) / 1024);
+  return {parts, (C + parts - 1) / parts};
+}
 
 // The profile's kind of a dispatch: its node's name with every all-digit dotted part (the layer
 // number) as '*', then the shader: "model.layers.*.mlp.down_proj [matmul_gemv_q4_0_vec]".
@@ -727,10 +736,9 @@ BufRange VulkanBackend::RecordResult(Program* p, OpContext& c, BufRange last, in
     p->owned.push_back(ids);
     const uint32_t C = uint32_t(p->out_cols);
     if (C > kArgmaxOneGroupCols) {
-      // Long rows: parts of about 1024 columns (at most 256) a workgroup each, then one
-      // workgroup per row over the parts' best (argmax.comp PARTIAL, FINAL).
-      const uint32_t parts = std::min<uint32_t>(256, (C + 1023) / 1024),
-                     chunk = (C + parts - 1) / parts;
+      // Long rows: parts of about 1024 columns a workgroup each, then one workgroup per row over
+      // the parts' best (argmax.comp PARTIAL, FINAL).
+      const auto [parts, chunk] = LongRowParts(C);
       Allocation pv = act_pool_->Alloc(uint64_t(p->n_out) * parts * 8, "argmax parts");
       p->owned.push_back(pv);
       const BufRange vals{pv.buffer, pv.offset, uint64_t(p->n_out) * parts * 4};
@@ -759,18 +767,35 @@ BufRange VulkanBackend::RecordResult(Program* p, OpContext& c, BufRange last, in
     result = Range(ids);
     result.size = uint64_t(p->n_out) * 4;
   } else if (mode == kSample) {
-    // One workgroup per row (sample.comp); penalties are applied to the logits in place.
+    // One workgroup per row (sample.comp); penalties are applied to the logits in place. Over
+    // long rows the greedy rows without penalties take their pick from parts of about 1024
+    // columns a workgroup first (sample.comp PARTIAL), as argmax does.
     Allocation ids = act_pool_->Alloc(uint64_t(p->n_out) * 4, "sampled ids");
     p->owned.push_back(ids);
     p->sampling =
         host_pool_->Alloc(SamplingWords(p->n_out, p->out_cols) * 4, "sampling parameters");
-    Dispatch& d = c.Add("sample", {1, 1, 1});
+    const uint32_t C = uint32_t(p->out_cols), R = uint32_t(p->n_out);
+    const auto [parts, chunk] = C > kArgmaxOneGroupCols ? LongRowParts(C) : RowParts{0, 0};
+    std::array<uint32_t, 5> push{C, R, uint32_t(kMaxSamplingCounts), parts, chunk};
+    BufRange picks = Range(p->sampling);  // bound, not read, without parts
+    if (parts) {
+      Allocation pa = act_pool_->Alloc(uint64_t(R) * parts * 8, "sampling parts");
+      p->owned.push_back(pa);
+      picks = Range(pa);
+      Dispatch& d = c.Add("sample_partial", {1, 1, 1});
+      d.node = N - 1;
+      d.bindings = {{result}, {picks}, {Range(p->sampling)}};
+      d.writes = {1};
+      d.Push(push);
+      d.groups[0] = parts;
+      d.groups[1] = R;
+    }
+    Dispatch& d = c.Add("sample", {1, 1, 1, 1});
     d.node = N - 1;
-    d.bindings = {{result}, {Range(ids)}, {Range(p->sampling)}};
+    d.bindings = {{result}, {Range(ids)}, {Range(p->sampling)}, {picks}};
     d.writes = {0, 1};
-    d.Push(std::array<uint32_t, 3>{uint32_t(p->out_cols), uint32_t(p->n_out),
-                                   uint32_t(kMaxSamplingCounts)});
-    Grid1D(d, uint64_t(p->n_out), 1);
+    d.Push(push);
+    Grid1D(d, uint64_t(R), 1);
     result = Range(ids);
     result.size = uint64_t(p->n_out) * 4;
   }

@@ -204,5 +204,81 @@ TEST_F(VulkanSampling, AllowMasksMatchTheHostTwin) {
   for (int r = 0; r < kRows; r += 2) EXPECT_EQ(ids[size_t(r)], 10) << "row " << r;
 }
 
+// Greedy rows without penalties over a real vocabulary (151,936 ids, more than 4,096: their pick
+// comes from sample.comp's parts of ~1,024 ids, the PARTIAL variant), next to rows that take the
+// whole-row pass in the same step (a drawn row, a greedy row with a penalty): unmasked, a tie
+// between parts (the lower id wins), a mask of one id in the last part, a mask whose allowed
+// maximum ties across parts, a mask allowing nothing (id 0, as a short row), a random mask, a mask
+// shorter than the vocabulary — each the host twin's id. Then a NaN in one fast row, at an id its
+// mask leaves out: an error naming that row.
+TEST_F(VulkanSampling, GreedyRowsOfALongVocabularyTakeTheirPickFromParts) {
+  constexpr int kRows = 9, kVocab = 151936;
+  Tensor X = RandomTensor("x", DType::kF32, {kRows, kVocab}, 47);
+  float* x = static_cast<float*>(MutableData(X));
+  for (int64_t c = 0; c < int64_t(kRows) * kVocab; ++c) x[c] *= 3.0f;
+  auto at = [&](int r, int c) -> float& { return x[size_t(r) * kVocab + size_t(c)]; };
+  const size_t words = (kVocab + 63) / 64;
+  auto allow = [&](const std::vector<int32_t>& set) {
+    std::vector<uint64_t> a(words, 0);
+    for (int32_t id : set) a[size_t(id) / 64] |= uint64_t(1) << (id % 64);
+    return a;
+  };
+  std::vector<RowSampling> rows(kRows);
+  for (RowSampling& rs : rows) rs.temperature = 0;
+  at(0, 77777) = 9.0f;                  // 0: unmasked, the maximum in a middle part
+  at(1, 1000) = at(1, 100000) = 10.0f;  // 1: unmasked, a tie between parts
+  rows[2].allow = allow({kVocab - 1});  // 2: one id, in the last part
+  at(3, 5000) = at(3, 140000) = 7.0f;   // 3: the allowed maximum ties across parts
+  rows[3].allow = allow({5000, 140000, 140001, 17});
+  rows[4].allow = allow({});  // 4: nothing allowed
+  std::mt19937 rng(11);
+  std::vector<int32_t> quarter;
+  for (int id = 0; id < kVocab; ++id)
+    if (rng() % 4 == 0) quarter.push_back(id);
+  rows[5].allow = allow(quarter);  // 5: a random quarter
+  rows[6].allow = allow({3, 191, 5000});
+  rows[6].allow.resize(3);         // 6: shorter than the vocabulary (ids past 191 banned)
+  rows[7].temperature = 0.9f;      // 7: drawn, masked: the whole-row pass (allowed; the host twin's
+  rows[7].allow = allow(quarter);  // sums over 38k candidates round differently)
+  rows[7].seed = 12345;
+  rows[8].repeat_penalty = 2.0f;  // 8: greedy with a penalty: the whole-row pass
+  rows[8].counts = {{77777, 1}};
+  at(8, 77777) = 5.0f;  // 2.5 after the penalty: below the tail's maximum (~3)
+  Graph g;
+  g.Add(Make(Op::kGetRows, "rows", {Input(g, X, kRows)}, {kRows, kVocab}));
+  auto kv = SharedVulkan().CreateKv(KvSpec{1, {2, 2}, DType::kF32}, 1, kRows + 1);
+  std::vector<int32_t> ids(kRows, -1);
+  SharedVulkan().ComputeSample(g, RowsBatch(kRows), *kv, rows.data(), ids.data());
+  for (int r = 0; r < kRows; ++r) {
+    if (r == 7) continue;
+    EXPECT_EQ(ids[size_t(r)], SampleRowHost(&at(r, 0), kVocab, rows[size_t(r)])) << "row " << r;
+  }
+  const std::vector<int32_t> want = {77777, 1000, kVocab - 1, 5000, 0};
+  for (size_t r = 0; r < want.size(); ++r) EXPECT_EQ(ids[r], want[r]) << "row " << r;
+  EXPECT_TRUE(Allowed(rows[5].allow, ids[5]));
+  EXPECT_TRUE(Allowed(rows[6].allow, ids[6]));
+  EXPECT_TRUE(Allowed(rows[7].allow, ids[7]));
+  EXPECT_NE(ids[8], 77777);
+  bool parts = false;
+  for (const std::string& n : SharedVulkan().counters().shaders)
+    parts |= n.rfind("sample_partial", 0) == 0;
+  EXPECT_TRUE(parts);
+  // The weights are uploaded once: the NaN goes into a table of its own.
+  Tensor X2 = RandomTensor("x2", DType::kF32, {kRows, kVocab}, 47);
+  float* x2 = static_cast<float*>(MutableData(X2));
+  std::copy(x, x + size_t(kRows) * kVocab, x2);
+  x2[size_t(3) * kVocab + 150001] = NAN;  // banned by row 3's mask; read before it
+  Graph g2;
+  g2.Add(Make(Op::kGetRows, "rows", {Input(g2, X2, kRows)}, {kRows, kVocab}));
+  std::string msg;
+  try {
+    SharedVulkan().ComputeSample(g2, RowsBatch(kRows), *kv, rows.data(), ids.data());
+  } catch (const Error& e) {
+    msg = e.what();
+  }
+  EXPECT_NE(msg.find("non-finite logit"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("output row 3"), std::string::npos) << msg;
+}
+
 }  // namespace
 }  // namespace es::test

@@ -22,15 +22,28 @@
 // penalties in the masking pass itself. The radix select took ~1.3 ms a row of 151,936 logits on
 // an H100 (one workgroup a row): a greedy schema-constrained stream's inter-token time went
 // 3.28 -> 4.64 ms (session 38).
+// Over a long vocabulary (p.parts != 0: more than 4,096 ids) such a row is not scanned here: the
+// PARTIAL variant, dispatched first on a grid of (parts, R) workgroups, gives each part of about
+// 1,024 ids its best allowed (key, id) and non-finite flag (pp: [R, parts] pairs of words; id
+// kBad: a non-finite logit, p.C: none allowed), and this workgroup reduces the parts. One
+// workgroup scanning a row of 151,936 logits took 0.42 ms on an H100 (a constrained greedy
+// stream's step 3.91 -> 4.33 ms of shader time, session 39), as argmax.comp's unsplit pass did.
 // A row holding a NaN or infinite logit (before penalties) gets ids[r] = -1, which the host turns
 // into an error for that request (issue 23: NaN logits must not decode as some token forever).
 #include "common.glsl"
 layout(local_size_x = 256) in;
+#if defined(PARTIAL)
+layout(binding = 0) readonly buffer X { float x[]; };
+layout(binding = 1) writeonly buffer PP { uint pp[]; };
+#else
 layout(binding = 0) buffer X { float x[]; };
 layout(binding = 1) writeonly buffer I { int ids[]; };
+layout(binding = 3) readonly buffer PP { uint pp[]; };
+#endif
 layout(binding = 2) readonly buffer S { uint sp[]; };
-layout(push_constant) uniform P { uint C, R, cap; } p;
+layout(push_constant) uniform P { uint C, R, cap, parts, chunk; } p;
 const uint WG = 256u;
+const uint kBad = 0xfffffffeu;
 const float kNegInf = -1.0 / 0.0;
 
 shared float sf[WG];
@@ -113,9 +126,62 @@ uint CountReduce(uint v) {
   return su[0];
 }
 
+// Whether row r is greedy without penalties (picked in one pass for its largest allowed key).
+bool FastRow(uint r) {
+  const uint h = 12u * r;
+  return !(uintBitsToFloat(sp[h]) > 0.0) && min(sp[h + 8u], p.cap) == 0u;
+}
+// Whether row r allows id c (its mask word at m0).
+bool Allowed(uint m0, uint c) { return ((sp[m0 + (c >> 5u)] >> (c & 31u)) & 1u) != 0u; }
+uint MaskWords(uint r) { return 12u * p.R + 2u * p.cap * p.R + ((p.C + 31u) / 32u) * r; }
+
+#if defined(PARTIAL)
+void main() {
+  const uint r = gl_WorkGroupID.y, part = gl_WorkGroupID.x, tid = gl_LocalInvocationID.x;
+  if (!FastRow(r)) return;
+  const bool masked = sp[12u * r + 9u] != 0u;
+  const uint base = r * p.C, m0 = MaskWords(r);
+  const uint c0 = part * p.chunk, c1 = min(p.C, c0 + p.chunk);
+  uint nbad = 0u, bk = 0u, bi = p.C;
+  for (uint c = c0 + tid; c < c1; c += WG) {
+    const float l = x[base + c];
+    if (isnan(l) || isinf(l)) {
+      ++nbad;
+    } else if (!masked || Allowed(m0, c)) {
+      TakeTop(Key(l), c, bk, bi);
+    }
+  }
+  nbad = CountReduce(nbad);
+  TopReduce(bk, bi);
+  if (tid == 0u) {
+    const uint o = 2u * (r * gl_NumWorkGroups.x + part);
+    pp[o] = su[0];
+    pp[o + 1u] = nbad != 0u ? kBad : hist[0];
+  }
+}
+#else
 void main() {
   const uint r = FlatGroup(), tid = gl_LocalInvocationID.x;
   if (r >= p.R) return;
+  if (p.parts != 0u && FastRow(r)) {  // the parts' picks (PARTIAL)
+    uint nbad = 0u, bk = 0u, bi = p.C;
+    for (uint k = tid; k < p.parts; k += WG) {
+      const uint o = 2u * (r * p.parts + k), key = pp[o], id = pp[o + 1u];
+      if (id == kBad) {
+        ++nbad;
+      } else if (id != p.C && (bi == p.C || Above(key, id, bk, bi))) {
+        bk = key;
+        bi = id;
+      }
+    }
+    if (CountReduce(nbad) != 0u) {
+      if (tid == 0u) ids[r] = -1;
+      return;
+    }
+    TopReduce(bk, bi);
+    if (tid == 0u) ids[r] = int(hist[0] < p.C ? hist[0] : 0u);  // none allowed: the lowest id
+    return;
+  }
   const uint base = r * p.C, h = 12u * r;
   // Temperature <= 0 is greedy: the top-1 cut at T = 1.
   const bool greedy = !(uintBitsToFloat(sp[h]) > 0.0);
@@ -127,7 +193,7 @@ void main() {
               freq = uintBitsToFloat(sp[h + 7u]);
   const uint npen = min(sp[h + 8u], p.cap), e0 = 12u * p.R + 2u * p.cap * r;
   const bool masked = sp[h + 9u] != 0u;
-  const uint m0 = 12u * p.R + 2u * p.cap * p.R + ((p.C + 31u) / 32u) * r;
+  const uint m0 = MaskWords(r);
 
   // Non-finite logits flag the row (read before the mask and bans write -inf in place); ids
   // the allow-mask leaves out become -inf, before any penalty, top-k or softmax work. A greedy
@@ -138,8 +204,8 @@ void main() {
     const float l = x[base + c];
     if (isnan(l) || isinf(l)) {
       ++nbad;
-    } else if (masked && ((sp[m0 + (c >> 5u)] >> (c & 31u)) & 1u) == 0u) {
-      x[base + c] = kNegInf;
+    } else if (masked && !Allowed(m0, c)) {
+      if (!fast) x[base + c] = kNegInf;  // a fast row reads x no more
     } else if (fast) {
       TakeTop(Key(l), c, bk, bi);
     }
@@ -365,3 +431,4 @@ void main() {
     bounded = true;
   }
 }
+#endif
