@@ -23,8 +23,11 @@ if [ -z "${ES_CC_MODEL:-}" ]; then
   ES_CC_MODEL="-m $G"
 fi
 read -r -a MODEL <<< "$ES_CC_MODEL"
+# The NVIDIA driver keeps a shader cache of its own (session 39: an earlier job of the same machine
+# had filled it, and the "empty" server warmed up as fast as the filled one): it goes into the same
+# directory, so the first server starts with neither cache.
 serve() {  # cache dir, port
-  ES_VK_CACHE_DIR=$1 $B/edgeseek serve "${MODEL[@]}" --alias bench --port $2 --slots 32 --backend vulkan --context 4096 2>> "$OUT/cold_serve.log" &
+  ES_VK_CACHE_DIR=$1 __GL_SHADER_DISK_CACHE_PATH=$1/driver $B/edgeseek serve "${MODEL[@]}" --alias bench --port $2 --slots 32 --backend vulkan --context 4096 2>> "$OUT/cold_serve.log" &
   pid=$!
   local t0=$(date +%s.%N)
   for _ in $(seq 1 480); do
@@ -34,7 +37,7 @@ serve() {  # cache dir, port
   echo "ready after $(python3 -c "print(round($(date +%s.%N) - $t0, 1))") s"
 }
 L() { $B/edgeseek loadtest --port $P --model bench --prompt-words 300 --max-tokens 128 "$@" 2>&1 | grep -vE '^\s*$' | head -8; }
-rm -rf /tmp/cc_cache
+rm -rf /tmp/cc_cache && mkdir -p /tmp/cc_cache/driver
 P=18401; echo "== empty pipeline cache"; serve /tmp/cc_cache $P
 echo "-- 8 clients"; L -c 8 -n 16 --seed 3; echo "-- 32 clients"; L -c 32 -n 64 --seed 4
 kill $pid; wait $pid 2>/dev/null
