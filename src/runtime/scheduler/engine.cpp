@@ -126,17 +126,23 @@ int Engine::Warm() {
     run(b);
   };
   if (!slots.empty() && len >= 1) {
-    for (int64_t p : {len, std::min<int64_t>(len, 40), std::min<int64_t>(len, 5)}) step(0, p);
+    // Prompts of the step budget, of 200 and 100 tokens (the tensor-core GEMMs that decode the
+    // weights in their tile loads take up to 256 rows, split over K at one tile of 128 rows; an
+    // H100's cold server built them under its first load, session 39), 40 and 5.
+    for (int64_t p : {int64_t(200), int64_t(100), int64_t(40), int64_t(5)})
+      if (p < len) step(0, p);
+    step(0, len);
     const int n = int(slots.size());
     std::vector<int> rows = {1, 2, 3, 4, 5, 6, 7, 8, 12, 16, 24, 32, 48, 64};
     for (int r = 96; r < n; r = r * 3 / 2) rows.push_back(r);
     rows.push_back(n);
     for (int r : rows)
       if (r <= n && r <= opts_.max_batch_tokens) step(r, 0);
-    // Prompts next to decode rows: a short step (the GEMM of <= 64 rows) and a full budget.
+    // Prompts next to decode rows: 1-8 rows and a short prompt (2-9 output rows, whose head
+    // GEMV reads rows gathered from the step's, not a decode step's: other variants on an H100),
+    // and a full budget.
     if (n >= 2) {
-      const int d = std::min(n - 1, 8);
-      step(d, std::min<int64_t>(len, 20));
+      for (int d = 1; d <= std::min(n - 1, 8); ++d) step(d, std::min<int64_t>(len, 20));
       const int D = std::min(n - 1, opts_.max_batch_tokens / 2);
       if (D >= 1 && opts_.max_batch_tokens - D >= 1)
         step(D, std::min<int64_t>(len, opts_.max_batch_tokens - D));

@@ -76,8 +76,8 @@ TEST(Engine, ChunkedPrefillKeepsDecodesRunningUnderTheBudget) {
 
 // Warm (a GPU backend's first-use pipeline builds moved before the first request) runs the
 // decode row counts 1-8 and the buckets up to the slots, a prefill of the step budget, short
-// prompts and prompts next to decode rows; it returns every slot and KV block, and the requests
-// served after it give the tokens they give without it.
+// prompts, a short prompt next to 1-8 decode rows and a full budget of both; it returns every
+// slot and KV block, and the requests served after it give the tokens they give without it.
 TEST(Engine, WarmRunsTheServingShapesAndLeavesNoTrace) {
   EngineOptions eo;
   eo.max_batch_tokens = 48;
@@ -86,18 +86,29 @@ TEST(Engine, WarmRunsTheServingShapesAndLeavesNoTrace) {
   EXPECT_EQ(ref.engine->Warm(), 0) << "a model that does not ask for it is not warmed";
   EXPECT_TRUE(ref.model->log().empty());
   EXPECT_GT(h.engine->Warm(), 0);
-  std::set<int> decode_rows;
-  bool budget_prefill = false, short_prefill = false, mixed_short = false, mixed_full = false;
+  std::set<int> decode_rows, mixed_short;  // the decode rows of each kind of step
+  bool budget_prefill = false, short_prefill = false, mixed_full = false;
   for (auto& s : h.model->log()) {
     if (s.seqs == s.singles) decode_rows.insert(s.singles);
     budget_prefill = budget_prefill || (s.seqs == 1 && s.tokens == 48);
     short_prefill = short_prefill || (s.seqs == 1 && s.singles == 0 && s.tokens == 5);
-    mixed_short = mixed_short || (s.singles == 8 && s.tokens == 28);
+    if (s.seqs == s.singles + 1 && s.tokens == s.singles + 20) mixed_short.insert(s.singles);
     mixed_full = mixed_full || (s.singles > 8 && s.tokens == 48 && s.seqs == s.singles + 1);
   }
   for (int r : {1, 2, 3, 4, 5, 6, 7, 8, 12}) EXPECT_EQ(decode_rows.count(r), 1u) << r << " rows";
   EXPECT_EQ(decode_rows.count(16), 0u) << "more rows than slots";
-  EXPECT_TRUE(budget_prefill && short_prefill && mixed_short && mixed_full);
+  for (int r = 1; r <= 8; ++r) EXPECT_EQ(mixed_short.count(r), 1u) << r << " rows and a prompt";
+  EXPECT_TRUE(budget_prefill && short_prefill && mixed_full);
+  // A budget of 256 tokens: prompts of 200 and 100 too (the row ranges of the GPU's GEMMs).
+  EngineOptions big;
+  big.max_batch_tokens = 256;
+  Harness hb(4, 512, big);
+  hb.model->set_warm_up(true);
+  EXPECT_GT(hb.engine->Warm(), 0);
+  std::set<int> prompts;
+  for (auto& s : hb.model->log())
+    if (s.seqs == 1 && s.singles == 0) prompts.insert(s.tokens);
+  EXPECT_EQ(prompts, (std::set<int>{5, 40, 100, 200, 256}));
   EXPECT_EQ(h.model->used_slots(), 0);
   for (Harness* x : {&ref, &h})
     for (int i = 0; i < 9; ++i)

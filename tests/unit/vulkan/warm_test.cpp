@@ -60,6 +60,24 @@ TEST_F(VulkanWarm, ServingStepsAfterTheWarmUpBuildNoPipeline) {
       b.Finalize();
       r->Forward(b, &logits);
     }
+    // A short prompt next to 1-7 decode rows, sampled on the device (2-8 output rows gathered
+    // from the step's: on an H100 the head's GEMV took other variants than in decode steps).
+    for (int d = 1; d <= 7; ++d) {
+      Batch b;
+      for (int i = 0; i < d; ++i) b.Add(slots[size_t(i)], 20, {int32_t(i % V)});
+      b.Add(slots[size_t(d)], 0, TestTokens(6, 6, V));
+      b.Finalize();
+      std::vector<RowSampling> rows(b.out_rows.size());
+      std::vector<int32_t> ids;
+      r->ForwardSample(b, rows, &ids);
+    }
+    // Prompts of 70 and 99 rows (eo.max_batch_tokens is 100).
+    for (int T : {70, 99}) {
+      Batch b;
+      b.Add(slots[10], 0, TestTokens(T, 7, V));
+      b.Finalize();
+      r->Forward(b, &logits);
+    }
     // Decode steps of every row count (the warm-up runs some of them; the others must reuse
     // what those built), rows at several contexts (inside the blocks the warm-up left mapped).
     for (int rows = 1; rows <= kSlots; ++rows) {

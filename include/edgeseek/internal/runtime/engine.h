@@ -359,8 +359,9 @@ class Engine {
   bool Step();
 
   // Before Start(), on a model that asks for it (StepModel::warm_up): runs the step shapes
-  // serving meets (decode steps of 1-8 rows and buckets up to the slots, a prefill of the
-  // step budget, short prompts, prompts next to decode rows) through every output tail
+  // serving meets (decode steps of 1-8 rows and buckets up to the slots, prefills of the step
+  // budget and of 200, 100, 40 and 5 tokens, a short prompt next to 1-8 decode rows, a full
+  // budget of prompt and decode rows) through every output tail
   // (logits, argmax, device sampling) on scratch KV of free slots, then frees them. On the
   // H200 a fresh server otherwise built the tensor-core pipelines of a row count the first time
   // it met one, stalling every running request for seconds. Returns the forwards run.
