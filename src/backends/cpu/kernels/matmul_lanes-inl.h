@@ -382,6 +382,14 @@ struct Q40Nibbles16 {
   __m512 d;
 };
 
+// The f16 scales d of the 16 blocks p + c · stride (c = 0..15) as f32 lanes, exactly.
+template <class Block>
+HWY_INLINE __m512 ZScales16(const Block* HWY_RESTRICT p, size_t stride) {
+  auto h = [&](size_t c) { return short(p[c * stride].d); };
+  return _mm512_cvtph_ps(_mm256_setr_epi16(h(0), h(1), h(2), h(3), h(4), h(5), h(6), h(7), h(8),
+                                           h(9), h(10), h(11), h(12), h(13), h(14), h(15)));
+}
+
 // Block b of the 16 rows w + c · stride interleaved and unpacked in registers: rows c, c + 4,
 // c + 8, c + 12 in the four 128-bit lanes, then InterleaveQ40's 4×4 dword transpose per lane.
 HWY_INLINE void InterleaveQ40x16(const BlockQ4_0* HWY_RESTRICT w, size_t stride, size_t b,
@@ -410,9 +418,7 @@ HWY_INLINE void InterleaveQ40x16(const BlockQ4_0* HWY_RESTRICT w, size_t stride,
   n->hi1 = _mm512_and_si512(_mm512_srli_epi16(q1, 4), m);
   n->hi2 = _mm512_and_si512(_mm512_srli_epi16(q2, 4), m);
   n->hi3 = _mm512_and_si512(_mm512_srli_epi16(q3, 4), m);
-  auto h = [&](size_t c) { return short(p[c * stride].d); };
-  n->d = _mm512_cvtph_ps(_mm256_setr_epi16(h(0), h(1), h(2), h(3), h(4), h(5), h(6), h(7), h(8),
-                                           h(9), h(10), h(11), h(12), h(13), h(14), h(15)));
+  n->d = ZScales16(p, stride);
 }
 
 // Q40Row on 16 lanes: the same integer sums (vpdpbusd, two chains of 4) and float operations.
@@ -755,6 +761,139 @@ HWY_NOINLINE void Q80PanelRows(const LaneActs& a, size_t r0, Src panel, __m256* 
   if constexpr (RT > 3) acc_out[3] = c3;
 }
 
+#if HWY_TARGET == HWY_AVX3_DL
+// ---------------------------------------------------------------------------------------------
+// Q8_0 panel GEMM on AVX3_DL (R > 8, prefill; LaneWideGemm): 16 columns in the 16 lanes of a zmm.
+// Block b of 16 columns is unpacked once per task into the thread's panel (Q80x16: the quants
+// sign-extended to int16 and transposed by pairs, 1088 bytes a block) and read by register tiles
+// of 8 rows: a row and block is 16 zmm vpdpwssd (the activation pair broadcast by the instruction,
+// {1to16}), then cvt, mul, fma — for 16 columns, where Q80PanelRows's 4-row tile spent 16 ymm
+// vpdpwssd on 8 and widened the weights in every tile. The int32 sums are exact (int8 × int16
+// products, |isum| ≤ 32 · 128 · 32512 < 2^31: vpdpwssd's wrap-around never occurs) and the float
+// operations Q80PanelRows's, so every output bit is the 8-column kernels'.
+
+// One block of 16 columns, as the wide GEMM's panel holds it (1088 bytes).
+struct Q80x16 {
+  __m512i q[16];  // q[j]: dword c = quants 2j, 2j + 1 of column c as two int16
+  __m512 d;       // d of column c
+};
+static_assert(sizeof(Q80x16) == 1088, "Q80x16: 17 zmm");
+
+// acc += Σ_2 s16 × s16 per int32 lane against the activation pair at x broadcast to every lane by
+// the instruction itself ({1to16}, as ZDpBusdBcast).
+HWY_INLINE __m512i ZDpWssdBcast(__m512i acc, __m512i w, const int16_t* x) {
+  struct Pair {
+    int16_t v[2];
+  };
+  asm("vpdpwssd %2%{1to16%}, %1, %0" : "+v"(acc) : "v"(w), "m"(*reinterpret_cast<const Pair*>(x)));
+  return acc;
+}
+
+// The 16 × 16 dword matrix r (r[c] dword j) transposed in place (r[j] dword c): dwords, then
+// qwords within each 128-bit lane, then the 4 × 4 transpose of the 128-bit lanes.
+HWY_INLINE void ZTranspose16x16(__m512i* HWY_RESTRICT r) {
+  __m512i t[16], u[16];
+  for (int i = 0; i < 8; ++i) {
+    t[2 * i] = _mm512_unpacklo_epi32(r[2 * i], r[2 * i + 1]);
+    t[2 * i + 1] = _mm512_unpackhi_epi32(r[2 * i], r[2 * i + 1]);
+  }
+  // u[4i + k] lane L: dword 4L + k of rows 4i .. 4i + 3.
+  for (int i = 0; i < 4; ++i) {
+    u[4 * i] = _mm512_unpacklo_epi64(t[4 * i], t[4 * i + 2]);
+    u[4 * i + 1] = _mm512_unpackhi_epi64(t[4 * i], t[4 * i + 2]);
+    u[4 * i + 2] = _mm512_unpacklo_epi64(t[4 * i + 1], t[4 * i + 3]);
+    u[4 * i + 3] = _mm512_unpackhi_epi64(t[4 * i + 1], t[4 * i + 3]);
+  }
+  // r[4L + k] = lane L of u[k], u[4 + k], u[8 + k], u[12 + k].
+  for (int k = 0; k < 4; ++k) {
+    const __m512i e0 = _mm512_shuffle_i32x4(u[k], u[4 + k], 0x44);
+    const __m512i e1 = _mm512_shuffle_i32x4(u[k], u[4 + k], 0xEE);
+    const __m512i e2 = _mm512_shuffle_i32x4(u[8 + k], u[12 + k], 0x44);
+    const __m512i e3 = _mm512_shuffle_i32x4(u[8 + k], u[12 + k], 0xEE);
+    r[k] = _mm512_shuffle_i32x4(e0, e2, 0x88);
+    r[4 + k] = _mm512_shuffle_i32x4(e0, e2, 0xDD);
+    r[8 + k] = _mm512_shuffle_i32x4(e1, e3, 0x88);
+    r[12 + k] = _mm512_shuffle_i32x4(e1, e3, 0xDD);
+  }
+}
+
+// Block b of the 16 rows w + c · stride, unpacked into out.
+HWY_INLINE void InterleaveQ80x16(const BlockQ8_0* HWY_RESTRICT w, size_t stride, size_t b,
+                                 Q80x16* HWY_RESTRICT out) {
+  const BlockQ8_0* p = w + b;
+  __m512i r[16];
+#pragma GCC unroll 16
+  for (size_t c = 0; c < kZCols; ++c) {
+    r[c] = _mm512_cvtepi8_epi16(
+        _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p[c * stride].qs)));
+  }
+  ZTranspose16x16(r);
+#pragma GCC unroll 16
+  for (int j = 0; j < 16; ++j) out->q[j] = r[j];
+  out->d = ZScales16(p, stride);
+}
+
+// RT activation rows (r0 ..) against the panel [nb] of 16 unpacked columns; one tile of
+// LaneWideGemm. Named accumulators (see Q40PanelRows16); a block in two halves of 8 pair vectors,
+// so that 8 weights, 8 int32 chains and 8 float accumulators fit the 32 registers.
+template <int RT>
+HWY_NOINLINE void Q80PanelRows16(const LaneActs& a, size_t r0, const Q80x16* HWY_RESTRICT panel,
+                                 __m512* acc_out) {
+  static_assert(RT >= 1 && RT <= int(kZTileRows), "Q80PanelRows16 handles 1..8 rows");
+  const size_t K = a.K, nb = a.nb;
+  const int16_t* HWY_RESTRICT x = a.q16() + r0 * K;  // row r at x + r · K
+  const float* HWY_RESTRICT d = a.d + r0 * nb;       // row r at d + r · nb
+  __m512 c0 = _mm512_setzero_ps(), c1 = c0, c2 = c0, c3 = c0, c4 = c0, c5 = c0, c6 = c0, c7 = c0;
+  for (size_t b = 0; b < nb; ++b) {
+    const Q80x16& p = panel[b];
+    const int16_t* xb = x + b * kQK;
+    __m512i i0 = _mm512_setzero_si512(), i1 = i0, i2 = i0, i3 = i0, i4 = i0, i5 = i0, i6 = i0,
+            i7 = i0;
+    auto half = [&](int h) __attribute__((always_inline)) {
+      const __m512i* q = p.q + 8 * h;
+      const __m512i w0 = q[0], w1 = q[1], w2 = q[2], w3 = q[3];
+      const __m512i w4 = q[4], w5 = q[5], w6 = q[6], w7 = q[7];
+      auto row = [&](size_t r, __m512i& i) {
+        const int16_t* xr = xb + r * K + 16 * h;
+        i = ZDpWssdBcast(i, w0, xr);
+        i = ZDpWssdBcast(i, w1, xr + 2);
+        i = ZDpWssdBcast(i, w2, xr + 4);
+        i = ZDpWssdBcast(i, w3, xr + 6);
+        i = ZDpWssdBcast(i, w4, xr + 8);
+        i = ZDpWssdBcast(i, w5, xr + 10);
+        i = ZDpWssdBcast(i, w6, xr + 12);
+        i = ZDpWssdBcast(i, w7, xr + 14);
+      };
+      row(0, i0);
+      if constexpr (RT > 1) row(1, i1);
+      if constexpr (RT > 2) row(2, i2);
+      if constexpr (RT > 3) row(3, i3);
+      if constexpr (RT > 4) row(4, i4);
+      if constexpr (RT > 5) row(5, i5);
+      if constexpr (RT > 6) row(6, i6);
+      if constexpr (RT > 7) row(7, i7);
+    };
+    half(0);
+    half(1);
+    const __m512 pd = p.d;
+    auto acc = [&](size_t r, __m512i i, __m512& c) {
+      c = _mm512_fmadd_ps(_mm512_mul_ps(pd, _mm512_set1_ps(d[r * nb + b])), _mm512_cvtepi32_ps(i),
+                          c);
+    };
+    acc(0, i0, c0);
+    if constexpr (RT > 1) acc(1, i1, c1);
+    if constexpr (RT > 2) acc(2, i2, c2);
+    if constexpr (RT > 3) acc(3, i3, c3);
+    if constexpr (RT > 4) acc(4, i4, c4);
+    if constexpr (RT > 5) acc(5, i5, c5);
+    if constexpr (RT > 6) acc(6, i6, c6);
+    if constexpr (RT > 7) acc(7, i7, c7);
+  }
+  const __m512 c[kZTileRows] = {c0, c1, c2, c3, c4, c5, c6, c7};
+  for (int r = 0; r < RT; ++r) acc_out[r] = c[r];
+}
+#endif  // HWY_AVX3_DL
+
 struct Q80Kernel {
   using Block = BlockQ8_0;
   using Panel = Q80x8;
@@ -769,6 +908,18 @@ struct Q80Kernel {
   static void Interleave(const Block* w, size_t stride, size_t b, Panel* out) {
     InterleaveQ80(w, stride, b, out);
   }
+#if HWY_TARGET == HWY_AVX3_DL
+  // The prefill GEMM's (LaneWideGemm): blocks of 16 columns widened into the panel, read by
+  // register tiles of RT rows.
+  using Panel16 = Q80x16;
+  static void Interleave16(const Block* w, size_t stride, size_t b, Q80x16* out) {
+    InterleaveQ80x16(w, stride, b, out);
+  }
+  template <int RT>
+  static void Rows16(const LaneActs& a, size_t r0, const Q80x16* panel, __m512* acc) {
+    Q80PanelRows16<RT>(a, r0, panel, acc);
+  }
+#endif
   using PanelSrc = Q80PanelSrc;
   using PackedSrc = Q80PackedSrc;
   using RawSrc = Q80RawSrc;  // the skinny GEMM's (LaneSkinny)
