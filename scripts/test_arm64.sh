@@ -104,10 +104,10 @@ A76_GGUF_MODEL='GgufModel.EveryWeightTypeLoads:GgufModel.Q8_0CloseToSafetensors'
 A76_GGUF_MODEL+=':Models/GgufGolden.LogitsMatchSafetensors/*realdim'
 A76_RUNTIME='Models/CpuBatchedDecode.StepsOf1To64RowsEqualOneRowStepsBitForBit/qwen2_tied_f32'
 # The x86 AVX3_DL tile-edge cubes of the prefill GEMMs (CpuMatMulTargets.*WideGemmTileEdges*:
-# off x86 the best target's GEMM against its GEMV over 342 (R, K, N) cases with an f64 reference,
-# 70-160 s a run under qemu; 45% of the forced runs' time in session 38's CI) run on -cpu max only;
-# on cortex-a76 and in the forced-path runs below the ARM GEMMs' tile edges are
-# Types/QuantMatMul.TileEdgesBitForBit/*'s.
+# off x86 the best target's GEMM against its GEMV over 342 (R, K, N) cases (Q4_0; Q8_0 adds 152,
+# helper w39) with an f64 reference, 70-160 s a run under qemu; 45% of the forced runs' time in
+# session 38's CI) run on -cpu max only; on cortex-a76 and in the forced-path runs below the ARM
+# GEMMs' tile edges are Types/QuantMatMul.TileEdgesBitForBit/*'s.
 X86_TILE_EDGES='CpuMatMulTargets.*WideGemmTileEdges*'
 MAX_SKIP="$SKIP:$A76_GGUF_MODEL:$A76_RUNTIME:F32Activations/QuantMatMul.TileEdgesBitForBit/i4f"
 MAX_SKIP+=':Models/Golden.BatchOfSequencesEqualsSeparateRuns/*realdim_cpu'

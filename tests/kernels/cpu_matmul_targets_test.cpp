@@ -124,15 +124,17 @@ TEST(CpuMatMulTargets, LaneKernelsGiveTheSameBitsOnEveryAvx2PlusTarget) {
   }
 }
 
-// Q4_0's prefill GEMM (R > 8) on AVX3_DL runs its own kernel (matmul_lanes-inl.h Q40WideGemm:
-// 16-column groups, 8-row register tiles, tasks of 128 rows × 32 columns); the other targets run
-// the 8-column 4-row one. On every AVX2+ target, around those tiles — rows 1..9, 15..17, 63..65,
-// 127..129 and 137, N = 1, 15, 17, 23, 40, 57 (partial 16- and 8-column groups), K of 1, 3 and 17
-// blocks — every row of the GEMM (bias, strided y) is the GEMV of that row bit for bit, the
-// padding of y stays untouched, MatMulPair's two outputs are MatMul's, MatMulEpi's epilogue sees
-// each output exactly once, and every target gives the first one's bits (off x86: the best
-// target alone), also with an all-zero and a huge activation block.
-TEST(CpuMatMulTargets, Q40WideGemmTileEdgesOnEveryAvx2PlusTarget) {
+// Q4_0's and Q8_0's prefill GEMM (R > 8) on AVX3_DL runs its own kernels (matmul_lanes-inl.h
+// LaneWideGemm: 16-column groups, 8-row register tiles, tasks of 128 rows × 32 columns); the other
+// targets run the 8-column 4-row ones. On every AVX2+ target, around those tiles — rows 1..9,
+// 15..17, 63..65, 127..129 and 137, N = 1, 15, 17, 23, 40, 57 (partial 16- and 8-column groups),
+// K of 1, 3 and 17 blocks (Q8_0: K of 1 and 17 blocks, N = 1, 17, 40, 57) — every row of the GEMM
+// (bias, strided y) is the GEMV of that row bit for bit, the padding of y stays untouched,
+// MatMulPair's two outputs are MatMul's, MatMulEpi's epilogue sees each output exactly once, and
+// every target gives the first one's bits (off x86: the best target alone), also with an all-zero
+// and a huge activation block (and for Q8_0 a weight block of −128s against it: the largest int32
+// sums).
+TEST(CpuMatMulTargets, Q40AndQ80WideGemmTileEdgesOnEveryAvx2PlusTarget) {
   std::vector<int64_t> targets;
 #if HWY_ARCH_X86
   for (int64_t t : hwy::SupportedAndGeneratedTargets())
@@ -143,73 +145,87 @@ TEST(CpuMatMulTargets, Q40WideGemmTileEdgesOnEveryAvx2PlusTarget) {
   ThreadPool pool1(1), pool2(2);
   const std::vector<int64_t> rows_list = {1,  2,  3,  4,  5,  6,   7,   8,   9,  15,
                                           16, 17, 63, 64, 65, 127, 128, 129, 137};
-  for (const int64_t K : {32, 96, 544}) {
-    for (const int64_t N : {1, 15, 17, 23, 40, 57}) {
-      const auto wa = test::RandomWeights(DType::kQ4_0, N, K, uint64_t(K * 11 + N));
-      const auto wb = test::RandomWeights(DType::kQ4_0, N, K, uint64_t(K * 13 + N));
-      const auto bias = test::RandomFloats(size_t(N), uint64_t(N + 9));
-      const int64_t ldy = N + 5;
-      for (const int64_t R : rows_list) {
-        auto x = test::RandomFloats(size_t(R * K), uint64_t(K * 3 + N + R));
-        // An all-zero block (d = 0) in row 0 and a block of ~1e30 in the last row (the
-        // activation quantizer's extremes; AVX3_DL runs its own, QuantizeQ40RowZ).
-        std::fill(x.begin(), x.begin() + 32, 0.0f);
-        for (size_t k = size_t(R * K) - 32; k < size_t(R * K); ++k) x[k] *= 1e30f;
-        std::vector<float> first;
-        for (int64_t target : targets) {
-          ForcedTarget forced(target);
-          const std::string what = std::string(hwy::TargetName(target)) + " R " +
-                                   std::to_string(R) + " K " + std::to_string(K) + " N " +
-                                   std::to_string(N);
-          std::vector<float> rows(size_t(R * N)), ya_alone(size_t(R * ldy), -7.0f);
-          for (int64_t r = 0; r < R; ++r) {
-            cpu::MatMul(x.data() + r * K, 1, K, wa.bytes.data(), DType::kQ4_0, N, bias.data(),
-                        rows.data() + r * N, N, pool1);
-          }
-          for (ThreadPool* pool : {&pool1, &pool2}) {
-            std::vector<float> y(size_t(R * ldy), -7.0f);
-            cpu::MatMul(x.data(), R, K, wa.bytes.data(), DType::kQ4_0, N, bias.data(), y.data(),
-                        ldy, *pool);
+  for (const DType type : {DType::kQ4_0, DType::kQ8_0}) {
+    // Fewer K and N for Q8_0 (152 cases against Q4_0's 342; the driver's tile edges are Q4_0's):
+    // the test's run time under qemu (scripts/test_arm64.sh).
+    const bool q4 = type == DType::kQ4_0;
+    const std::vector<int64_t> k_list =
+        q4 ? std::vector<int64_t>{32, 96, 544} : std::vector<int64_t>{32, 544};
+    const std::vector<int64_t> n_list =
+        q4 ? std::vector<int64_t>{1, 15, 17, 23, 40, 57} : std::vector<int64_t>{1, 17, 40, 57};
+    for (const int64_t K : k_list) {
+      for (const int64_t N : n_list) {
+        auto wa = test::RandomWeights(type, N, K, uint64_t(K * 11 + N));
+        const auto wb = test::RandomWeights(type, N, K, uint64_t(K * 13 + N));
+        if (type == DType::kQ8_0) {  // the last block of the last column: every quant −128
+          const size_t row_bytes = RowBytes(type, K);
+          std::memset(wa.bytes.data() + size_t(N) * row_bytes - kQK, 0x80, kQK);
+        }
+        const auto bias = test::RandomFloats(size_t(N), uint64_t(N + 9));
+        const int64_t ldy = N + 5;
+        for (const int64_t R : rows_list) {
+          auto x = test::RandomFloats(size_t(R * K), uint64_t(K * 3 + N + R));
+          // An all-zero block (d = 0) in row 0 and a block of ~1e30 in the last row (the
+          // activation quantizer's extremes; AVX3_DL runs its own, QuantizeQ40RowZ).
+          std::fill(x.begin(), x.begin() + 32, 0.0f);
+          for (size_t k = size_t(R * K) - 32; k < size_t(R * K); ++k) x[k] *= 1e30f;
+          std::vector<float> first;
+          for (int64_t target : targets) {
+            ForcedTarget forced(target);
+            const std::string what = std::string(hwy::TargetName(target)) + " " +
+                                     std::string(Name(type)) + " R " + std::to_string(R) + " K " +
+                                     std::to_string(K) + " N " + std::to_string(N);
+            std::vector<float> rows(size_t(R * N)), ya_alone(size_t(R * ldy), -7.0f);
             for (int64_t r = 0; r < R; ++r) {
-              ASSERT_EQ(0, std::memcmp(y.data() + r * ldy, rows.data() + r * N, size_t(N) * 4))
-                  << what << " row " << r << " threads " << pool->size();
-              for (int64_t n = N; n < ldy; ++n)
-                ASSERT_EQ(y[size_t(r * ldy + n)], -7.0f) << what << " row " << r;
+              cpu::MatMul(x.data() + r * K, 1, K, wa.bytes.data(), type, N, bias.data(),
+                          rows.data() + r * N, N, pool1);
             }
-          }
-          // The pair (no bias) against each weight alone.
-          std::vector<float> ya(size_t(R * ldy), -7.0f), yb = ya, yb_alone = ya;
-          cpu::MatMul(x.data(), R, K, wa.bytes.data(), DType::kQ4_0, N, nullptr, ya_alone.data(),
-                      ldy, pool2);
-          cpu::MatMul(x.data(), R, K, wb.bytes.data(), DType::kQ4_0, N, nullptr, yb_alone.data(),
-                      ldy, pool2);
-          cpu::MatMulPair(x.data(), R, K, wa.bytes.data(), wb.bytes.data(), DType::kQ4_0, N,
-                          ya.data(), yb.data(), ldy, pool2);
-          ASSERT_EQ(0, std::memcmp(ya.data(), ya_alone.data(), ya.size() * 4)) << what;
-          ASSERT_EQ(0, std::memcmp(yb.data(), yb_alone.data(), yb.size() * 4)) << what;
-          // The epilogue: every output once, after it is written.
-          std::vector<float> ye(size_t(R * ldy), -7.0f);
-          std::vector<int> seen(size_t(R * N), 0);
-          std::atomic<bool> early{false};
-          cpu::MatMulEpi(
-              x.data(), R, K, wa.bytes.data(), DType::kQ4_0, N, nullptr, ye.data(), ldy,
-              [&](int64_t r0, int64_t r1, int64_t n0, int64_t n1) {
-                for (int64_t r = r0; r < r1; ++r) {
-                  for (int64_t n = n0; n < n1; ++n) {
-                    ++seen[size_t(r * N + n)];
-                    if (ye[size_t(r * ldy + n)] != ya_alone[size_t(r * ldy + n)]) early = true;
+            for (ThreadPool* pool : {&pool1, &pool2}) {
+              std::vector<float> y(size_t(R * ldy), -7.0f);
+              cpu::MatMul(x.data(), R, K, wa.bytes.data(), type, N, bias.data(), y.data(), ldy,
+                          *pool);
+              for (int64_t r = 0; r < R; ++r) {
+                ASSERT_EQ(0, std::memcmp(y.data() + r * ldy, rows.data() + r * N, size_t(N) * 4))
+                    << what << " row " << r << " threads " << pool->size();
+                for (int64_t n = N; n < ldy; ++n)
+                  ASSERT_EQ(y[size_t(r * ldy + n)], -7.0f) << what << " row " << r;
+              }
+            }
+            // The pair (no bias) against each weight alone.
+            std::vector<float> ya(size_t(R * ldy), -7.0f), yb = ya, yb_alone = ya;
+            cpu::MatMul(x.data(), R, K, wa.bytes.data(), type, N, nullptr, ya_alone.data(), ldy,
+                        pool2);
+            cpu::MatMul(x.data(), R, K, wb.bytes.data(), type, N, nullptr, yb_alone.data(), ldy,
+                        pool2);
+            cpu::MatMulPair(x.data(), R, K, wa.bytes.data(), wb.bytes.data(), type, N, ya.data(),
+                            yb.data(), ldy, pool2);
+            ASSERT_EQ(0, std::memcmp(ya.data(), ya_alone.data(), ya.size() * 4)) << what;
+            ASSERT_EQ(0, std::memcmp(yb.data(), yb_alone.data(), yb.size() * 4)) << what;
+            // The epilogue: every output once, after it is written.
+            std::vector<float> ye(size_t(R * ldy), -7.0f);
+            std::vector<int> seen(size_t(R * N), 0);
+            std::atomic<bool> early{false};
+            cpu::MatMulEpi(
+                x.data(), R, K, wa.bytes.data(), type, N, nullptr, ye.data(), ldy,
+                [&](int64_t r0, int64_t r1, int64_t n0, int64_t n1) {
+                  for (int64_t r = r0; r < r1; ++r) {
+                    for (int64_t n = n0; n < n1; ++n) {
+                      ++seen[size_t(r * N + n)];
+                      if (ye[size_t(r * ldy + n)] != ya_alone[size_t(r * ldy + n)]) early = true;
+                    }
                   }
-                }
-              },
-              pool2);
-          EXPECT_FALSE(early.load()) << what;
-          for (size_t i = 0; i < seen.size(); ++i) ASSERT_EQ(seen[i], 1) << what << " output " << i;
-          if (first.empty()) {
-            first = ya_alone;
-            continue;
+                },
+                pool2);
+            EXPECT_FALSE(early.load()) << what;
+            for (size_t i = 0; i < seen.size(); ++i)
+              ASSERT_EQ(seen[i], 1) << what << " output " << i;
+            if (first.empty()) {
+              first = ya_alone;
+              continue;
+            }
+            ASSERT_EQ(0, std::memcmp(ya_alone.data(), first.data(), first.size() * 4))
+                << what << " against " << hwy::TargetName(targets[0]);
           }
-          ASSERT_EQ(0, std::memcmp(ya_alone.data(), first.data(), first.size() * 4))
-              << what << " against " << hwy::TargetName(targets[0]);
         }
       }
     }

@@ -368,8 +368,8 @@ HWY_NOINLINE void QKPanelRows(const LaneActs& a, size_t r0, Src src, __m256* acc
 }
 #if HWY_TARGET == HWY_AVX3_DL
 // ---------------------------------------------------------------------------------------------
-// K-quant prefill GEMM on AVX3_DL (R > 8, KWideGemm; Q4_K and Q5_K here, Q6_K's panel and tile
-// below): Q40WideGemm's scheme (matmul_lanes-inl.h) for the K-quants. LaneGemm's tasks
+// K-quant prefill GEMM on AVX3_DL (R > 8, LaneWideGemm; Q4_K and Q5_K here, Q6_K's panel and tile
+// below): Q4_0's wide scheme (matmul_lanes-inl.h) for the K-quants. LaneGemm's tasks
 // (kLaneTaskRows × kLaneTaskCols: two groups of 16 columns a task); each group of 16 columns (the
 // 8-column layout above with four 128-bit lanes: lane L holds columns 4L .. 4L + 3) is interleaved
 // and unpacked once per task into the thread's panel
@@ -494,7 +494,7 @@ HWY_INLINE void InterleaveQK16(const Block* HWY_RESTRICT w, size_t stride, size_
 }
 
 // RT activation rows (r0 ..) against the panel [nb] of 16 unpacked columns; named accumulators
-// (an array of them went through the stack, as in Q40PanelRows16); one tile of KWideGemm.
+// (an array of them went through the stack, as in Q40PanelRows16); one tile of LaneWideGemm.
 template <int RT>
 HWY_NOINLINE void QKPanelRows16(const LaneActs& a, size_t r0, const QKx16* HWY_RESTRICT panel,
                                 __m512* acc_out) {
@@ -545,70 +545,6 @@ HWY_NOINLINE void QKPanelRows16(const LaneActs& a, size_t r0, const QKx16* HWY_R
   const __m512 c[kZTileRows] = {c0, c1, c2, c3, c4, c5, c6, c7};
   for (int r = 0; r < RT; ++r) acc_out[r] = c[r];
 }
-
-// rows (1..8) activation rows from r0 against the panel of Kern (Panel16): one register tile
-// (Kern::Rows16<RT>).
-template <class Kern>
-HWY_INLINE void WidePanelTile(const LaneActs& a, size_t r0, size_t rows,
-                              const typename Kern::Panel16* panel, __m512* acc) {
-  switch (rows) {
-    case 1:
-      return Kern::template Rows16<1>(a, r0, panel, acc);
-    case 2:
-      return Kern::template Rows16<2>(a, r0, panel, acc);
-    case 3:
-      return Kern::template Rows16<3>(a, r0, panel, acc);
-    case 4:
-      return Kern::template Rows16<4>(a, r0, panel, acc);
-    case 5:
-      return Kern::template Rows16<5>(a, r0, panel, acc);
-    case 6:
-      return Kern::template Rows16<6>(a, r0, panel, acc);
-    case 7:
-      return Kern::template Rows16<7>(a, r0, panel, acc);
-    default:
-      return Kern::template Rows16<8>(a, r0, panel, acc);
-  }
-}
-
-// Rows [r0, r1) of one weight against its columns n .. n + nc (nc <= 16, a partial group
-// zero-padded): the group unpacked into `panel` (Kern::Interleave16), then read by the register
-// tiles.
-template <class Kern>
-HWY_INLINE void KWideGroup(const LaneActs& acts, size_t r0, size_t r1, size_t n, size_t nc,
-                           const LaneRawOut<Kern>& out, size_t ldy,
-                           typename Kern::Panel16* HWY_RESTRICT panel) {
-  const size_t nb = acts.K / kQKK;
-  const auto* src = nc == kZCols ? out.w + n * nb : LanePaddedGroup(out.w, nb, n, nc, kZCols);
-  for (size_t b = 0; b < nb; ++b) Kern::Interleave16(src, nb, b, &panel[b]);
-  const float* bn = out.bias ? out.bias + n : nullptr;
-  for (size_t r = r0; r < r1; r += kZTileRows) {
-    const size_t rows = std::min(kZTileRows, r1 - r);
-    __m512 acc[kZTileRows];
-    WidePanelTile<Kern>(acts, r, rows, panel, acc);
-    for (size_t i = 0; i < rows; ++i) LaneStore16(acc[i], bn, nc, out.y + (r + i) * ldy + n);
-  }
-}
-
-// LaneGemm for raw K-quant weights on AVX3_DL (Q4_K, Q5_K, Q6_K): the same tasks (each weight's
-// 16-column groups of a task in turn, epi after the task), the groups through KWideGroup.
-template <class Kern, size_t M>
-void KWideGemm(const LaneActs& acts, size_t R, size_t N, const LaneRawOut<Kern> (&outs)[M],
-               size_t ldy, const MatMulEpilogue* epi, ThreadPool& pool) {
-  static_assert(kLaneTaskCols % kZCols == 0, "a GEMM task holds whole 16-column groups");
-  const TaskGrid<kLaneTaskRows, kLaneTaskCols> tasks(R, N);
-  pool.ParallelFor(int64_t(tasks.Count()), [&](int64_t t0, int64_t t1, int) {
-    auto* panel = ThreadPanel<typename Kern::Panel16>(acts.K / kQKK);
-    for (size_t t = size_t(t0); t < size_t(t1); ++t) {
-      const auto [r0, r1, n0, n1] = tasks[t];
-      for (size_t n = n0; n < n1; n += kZCols) {
-        const size_t nc = std::min(kZCols, n1 - n);
-        for (size_t o = 0; o < M; ++o) KWideGroup<Kern>(acts, r0, r1, n, nc, outs[o], ldy, panel);
-      }
-      LaneEpilogue(epi, r0, r1, n0, n1);
-    }
-  });
-}
 #endif  // HWY_AVX3_DL
 
 // Q4_K and Q5_K (BlockT) for LaneMatMul.
@@ -627,12 +563,7 @@ struct QKKernel {
 #endif
   }
 #if HWY_TARGET == HWY_AVX3_DL
-  // The prefill GEMM (R > kZSkinnyRows) of LaneMatMulActs.
-  template <size_t M>
-  static void WideGemm(const LaneActs& a, size_t R, size_t N, const LaneRawOut<QKKernel> (&outs)[M],
-                       size_t ldy, const MatMulEpilogue* epi, ThreadPool& pool) {
-    KWideGemm<QKKernel>(a, R, N, outs, ldy, epi, pool);
-  }
+  // The prefill GEMM's (LaneWideGemm, R > kZSkinnyRows).
   using Panel16 = QKx16;
   static void Interleave16(const Block* w, size_t stride, size_t b, QKx16* out) {
     InterleaveQK16(w, stride, b, out);
@@ -892,7 +823,7 @@ HWY_NOINLINE void Q6KPanelRows(const LaneActs& a, size_t r0, Src src, __m256* ac
 }
 
 #if HWY_TARGET == HWY_AVX3_DL
-// Q6_K's prefill GEMM on AVX3_DL (R > 8): KWideGemm (above) with Q6Kx8's decoded panel in 16
+// Q6_K's prefill GEMM on AVX3_DL (R > 8): LaneWideGemm (above) with Q6Kx8's decoded panel in 16
 // lanes. A row and group: two vpdpbusd chains of 4 (elements 0..15 and 16..31, {1to16}
 // activations), a vpmulld by each sub-scale, the offset's madd, then Q6KAccumulate's cvt, mul
 // and fma: Q6KIsum's exact isum_g and its float operations, so the same bits.
@@ -975,7 +906,7 @@ HWY_INLINE void InterleaveQ6K16(const BlockQ6_K* HWY_RESTRICT w, size_t stride, 
 }
 
 // RT activation rows (r0 ..) against the panel [nb] of 16 decoded Q6_K columns; one tile of
-// KWideGemm.
+// LaneWideGemm.
 template <int RT>
 HWY_NOINLINE void Q6KPanelRows16(const LaneActs& a, size_t r0, const Q6Kx16* HWY_RESTRICT panel,
                                  __m512* acc_out) {
@@ -1049,13 +980,7 @@ struct Q6KKernel {
     }
   }
 #if HWY_TARGET == HWY_AVX3_DL
-  // The prefill GEMM (R > kZSkinnyRows) of LaneMatMulActs.
-  template <size_t M>
-  static void WideGemm(const LaneActs& a, size_t R, size_t N,
-                       const LaneRawOut<Q6KKernel> (&outs)[M], size_t ldy,
-                       const MatMulEpilogue* epi, ThreadPool& pool) {
-    KWideGemm<Q6KKernel>(a, R, N, outs, ldy, epi, pool);
-  }
+  // The prefill GEMM's (LaneWideGemm, R > kZSkinnyRows).
   using Panel16 = Q6Kx16;
   static void Interleave16(const Block* w, size_t stride, size_t b, Q6Kx16* out) {
     InterleaveQ6K16(w, stride, b, out);
