@@ -124,6 +124,57 @@ TEST(CpuMatMulTargets, LaneKernelsGiveTheSameBitsOnEveryAvx2PlusTarget) {
   }
 }
 
+// One target's checks of a prefill GEMM in the wide-GEMM tile-edge tests below: every row of the
+// GEMM (bias, y strided by N + 5) is the GEMV of that row bit for bit on 1 and 2 threads, y's
+// padding stays untouched, MatMulPair's two outputs are MatMul's, and MatMulEpi's epilogue sees
+// each output exactly once, after it is written (bits compared: ~1e30 activations give infs).
+// rows: the GEMVs [R, N] with the bias; ya_alone: MatMul of wa without it, [R, N + 5].
+void CheckWideGemm(const std::vector<float>& x, int64_t R, int64_t K, DType type, int64_t N,
+                   const uint8_t* wa, const uint8_t* wb, const float* bias, ThreadPool& pool1,
+                   ThreadPool& pool2, const std::string& what, std::vector<float>* rows,
+                   std::vector<float>* ya_alone) {
+  const int64_t ldy = N + 5;
+  rows->assign(size_t(R * N), 0.0f);
+  ya_alone->assign(size_t(R * ldy), -7.0f);
+  for (int64_t r = 0; r < R; ++r)
+    cpu::MatMul(x.data() + r * K, 1, K, wa, type, N, bias, rows->data() + r * N, N, pool1);
+  for (ThreadPool* pool : {&pool1, &pool2}) {
+    std::vector<float> y(size_t(R * ldy), -7.0f);
+    cpu::MatMul(x.data(), R, K, wa, type, N, bias, y.data(), ldy, *pool);
+    for (int64_t r = 0; r < R; ++r) {
+      ASSERT_EQ(0, std::memcmp(y.data() + r * ldy, rows->data() + r * N, size_t(N) * 4))
+          << what << " row " << r << " threads " << pool->size();
+      for (int64_t n = N; n < ldy; ++n)
+        ASSERT_EQ(y[size_t(r * ldy + n)], -7.0f) << what << " row " << r;
+    }
+  }
+  // The pair (no bias) against each weight alone.
+  std::vector<float> ya(size_t(R * ldy), -7.0f), yb = ya, yb_alone = ya;
+  cpu::MatMul(x.data(), R, K, wa, type, N, nullptr, ya_alone->data(), ldy, pool2);
+  cpu::MatMul(x.data(), R, K, wb, type, N, nullptr, yb_alone.data(), ldy, pool2);
+  cpu::MatMulPair(x.data(), R, K, wa, wb, type, N, ya.data(), yb.data(), ldy, pool2);
+  ASSERT_EQ(0, std::memcmp(ya.data(), ya_alone->data(), ya.size() * 4)) << what;
+  ASSERT_EQ(0, std::memcmp(yb.data(), yb_alone.data(), yb.size() * 4)) << what;
+  // The epilogue: every output once, after it is written.
+  std::vector<float> ye(size_t(R * ldy), -7.0f);
+  std::vector<int> seen(size_t(R * N), 0);
+  std::atomic<bool> early{false};
+  cpu::MatMulEpi(
+      x.data(), R, K, wa, type, N, nullptr, ye.data(), ldy,
+      [&](int64_t r0, int64_t r1, int64_t n0, int64_t n1) {
+        for (int64_t r = r0; r < r1; ++r) {
+          for (int64_t n = n0; n < n1; ++n) {
+            ++seen[size_t(r * N + n)];
+            const size_t i = size_t(r * ldy + n);
+            if (std::memcmp(&ye[i], &(*ya_alone)[i], 4) != 0) early = true;
+          }
+        }
+      },
+      pool2);
+  EXPECT_FALSE(early.load()) << what;
+  for (size_t i = 0; i < seen.size(); ++i) ASSERT_EQ(seen[i], 1) << what << " output " << i;
+}
+
 // Q4_0's and Q8_0's prefill GEMM (R > 8) on AVX3_DL runs its own kernels (matmul_lanes-inl.h
 // LaneWideGemm: 16-column groups, 8-row register tiles, tasks of 128 rows × 32 columns); the other
 // targets run the 8-column 4-row ones. On every AVX2+ target, around those tiles — rows 1..9,
@@ -162,7 +213,6 @@ TEST(CpuMatMulTargets, Q40AndQ80WideGemmTileEdgesOnEveryAvx2PlusTarget) {
           std::memset(wa.bytes.data() + size_t(N) * row_bytes - kQK, 0x80, kQK);
         }
         const auto bias = test::RandomFloats(size_t(N), uint64_t(N + 9));
-        const int64_t ldy = N + 5;
         for (const int64_t R : rows_list) {
           auto x = test::RandomFloats(size_t(R * K), uint64_t(K * 3 + N + R));
           // An all-zero block (d = 0) in row 0 and a block of ~1e30 in the last row (the
@@ -175,50 +225,10 @@ TEST(CpuMatMulTargets, Q40AndQ80WideGemmTileEdgesOnEveryAvx2PlusTarget) {
             const std::string what = std::string(hwy::TargetName(target)) + " " +
                                      std::string(Name(type)) + " R " + std::to_string(R) + " K " +
                                      std::to_string(K) + " N " + std::to_string(N);
-            std::vector<float> rows(size_t(R * N)), ya_alone(size_t(R * ldy), -7.0f);
-            for (int64_t r = 0; r < R; ++r) {
-              cpu::MatMul(x.data() + r * K, 1, K, wa.bytes.data(), type, N, bias.data(),
-                          rows.data() + r * N, N, pool1);
-            }
-            for (ThreadPool* pool : {&pool1, &pool2}) {
-              std::vector<float> y(size_t(R * ldy), -7.0f);
-              cpu::MatMul(x.data(), R, K, wa.bytes.data(), type, N, bias.data(), y.data(), ldy,
-                          *pool);
-              for (int64_t r = 0; r < R; ++r) {
-                ASSERT_EQ(0, std::memcmp(y.data() + r * ldy, rows.data() + r * N, size_t(N) * 4))
-                    << what << " row " << r << " threads " << pool->size();
-                for (int64_t n = N; n < ldy; ++n)
-                  ASSERT_EQ(y[size_t(r * ldy + n)], -7.0f) << what << " row " << r;
-              }
-            }
-            // The pair (no bias) against each weight alone.
-            std::vector<float> ya(size_t(R * ldy), -7.0f), yb = ya, yb_alone = ya;
-            cpu::MatMul(x.data(), R, K, wa.bytes.data(), type, N, nullptr, ya_alone.data(), ldy,
-                        pool2);
-            cpu::MatMul(x.data(), R, K, wb.bytes.data(), type, N, nullptr, yb_alone.data(), ldy,
-                        pool2);
-            cpu::MatMulPair(x.data(), R, K, wa.bytes.data(), wb.bytes.data(), type, N, ya.data(),
-                            yb.data(), ldy, pool2);
-            ASSERT_EQ(0, std::memcmp(ya.data(), ya_alone.data(), ya.size() * 4)) << what;
-            ASSERT_EQ(0, std::memcmp(yb.data(), yb_alone.data(), yb.size() * 4)) << what;
-            // The epilogue: every output once, after it is written.
-            std::vector<float> ye(size_t(R * ldy), -7.0f);
-            std::vector<int> seen(size_t(R * N), 0);
-            std::atomic<bool> early{false};
-            cpu::MatMulEpi(
-                x.data(), R, K, wa.bytes.data(), type, N, nullptr, ye.data(), ldy,
-                [&](int64_t r0, int64_t r1, int64_t n0, int64_t n1) {
-                  for (int64_t r = r0; r < r1; ++r) {
-                    for (int64_t n = n0; n < n1; ++n) {
-                      ++seen[size_t(r * N + n)];
-                      if (ye[size_t(r * ldy + n)] != ya_alone[size_t(r * ldy + n)]) early = true;
-                    }
-                  }
-                },
-                pool2);
-            EXPECT_FALSE(early.load()) << what;
-            for (size_t i = 0; i < seen.size(); ++i)
-              ASSERT_EQ(seen[i], 1) << what << " output " << i;
+            std::vector<float> rows, ya_alone;
+            ASSERT_NO_FATAL_FAILURE(CheckWideGemm(x, R, K, type, N, wa.bytes.data(),
+                                                  wb.bytes.data(), bias.data(), pool1, pool2, what,
+                                                  &rows, &ya_alone));
             if (first.empty()) {
               first = ya_alone;
               continue;
@@ -280,7 +290,6 @@ TEST(CpuMatMulTargets, KQuantWideGemmTileEdgesOnEveryAvx2PlusTarget) {
         set_block(type, K, N - 1, K / kQKK - 1, false, &wa);
         Dequantize(type, wa.bytes.data(), wa.values.data(), N * K);
         const auto bias = test::RandomFloats(size_t(N), uint64_t(N + 9));
-        const int64_t ldy = N + 5;
         for (const int64_t R : rows_list) {
           auto x = test::RandomFloats(size_t(R * K), uint64_t(K * 3 + N + R));
           std::fill(x.begin(), x.begin() + 32, 0.0f);
@@ -294,55 +303,14 @@ TEST(CpuMatMulTargets, KQuantWideGemmTileEdgesOnEveryAvx2PlusTarget) {
             const std::string what = std::string(hwy::TargetName(target)) + " " +
                                      std::string(Name(type)) + " R " + std::to_string(R) + " K " +
                                      std::to_string(K) + " N " + std::to_string(N);
-            std::vector<float> rows(size_t(R * N)), ya_alone(size_t(R * ldy), -7.0f);
-            for (int64_t r = 0; r < R; ++r) {
-              cpu::MatMul(x.data() + r * K, 1, K, wa.bytes.data(), type, N, bias.data(),
-                          rows.data() + r * N, N, pool1);
-            }
-            for (ThreadPool* pool : {&pool1, &pool2}) {
-              std::vector<float> y(size_t(R * ldy), -7.0f);
-              cpu::MatMul(x.data(), R, K, wa.bytes.data(), type, N, bias.data(), y.data(), ldy,
-                          *pool);
-              for (int64_t r = 0; r < R; ++r) {
-                ASSERT_EQ(0, std::memcmp(y.data() + r * ldy, rows.data() + r * N, size_t(N) * 4))
-                    << what << " row " << r << " threads " << pool->size();
-                for (int64_t n = N; n < ldy; ++n)
-                  ASSERT_EQ(y[size_t(r * ldy + n)], -7.0f) << what << " row " << r;
-              }
-            }
+            std::vector<float> rows, ya_alone;
+            ASSERT_NO_FATAL_FAILURE(CheckWideGemm(x, R, K, type, N, wa.bytes.data(),
+                                                  wb.bytes.data(), bias.data(), pool1, pool2, what,
+                                                  &rows, &ya_alone));
             for (size_t i = 0; i < ref.size(); ++i) {  // overflowed outputs: the bits alone
               if (std::fabs(ref[i]) > 1e38) continue;
               ASSERT_LE(std::fabs(rows[i] - ref[i]), bound[i]) << what << " output " << i;
             }
-            // The pair (no bias) against each weight alone.
-            std::vector<float> ya(size_t(R * ldy), -7.0f), yb = ya, yb_alone = ya;
-            cpu::MatMul(x.data(), R, K, wa.bytes.data(), type, N, nullptr, ya_alone.data(), ldy,
-                        pool2);
-            cpu::MatMul(x.data(), R, K, wb.bytes.data(), type, N, nullptr, yb_alone.data(), ldy,
-                        pool2);
-            cpu::MatMulPair(x.data(), R, K, wa.bytes.data(), wb.bytes.data(), type, N, ya.data(),
-                            yb.data(), ldy, pool2);
-            ASSERT_EQ(0, std::memcmp(ya.data(), ya_alone.data(), ya.size() * 4)) << what;
-            ASSERT_EQ(0, std::memcmp(yb.data(), yb_alone.data(), yb.size() * 4)) << what;
-            // The epilogue: every output once, after it is written.
-            std::vector<float> ye(size_t(R * ldy), -7.0f);
-            std::vector<int> seen(size_t(R * N), 0);
-            std::atomic<bool> early{false};
-            cpu::MatMulEpi(
-                x.data(), R, K, wa.bytes.data(), type, N, nullptr, ye.data(), ldy,
-                [&](int64_t r0, int64_t r1, int64_t n0, int64_t n1) {
-                  for (int64_t r = r0; r < r1; ++r) {
-                    for (int64_t n = n0; n < n1; ++n) {
-                      ++seen[size_t(r * N + n)];
-                      const size_t i = size_t(r * ldy + n);
-                      if (std::memcmp(&ye[i], &ya_alone[i], 4) != 0) early = true;  // inf too
-                    }
-                  }
-                },
-                pool2);
-            EXPECT_FALSE(early.load()) << what;
-            for (size_t i = 0; i < seen.size(); ++i)
-              ASSERT_EQ(seen[i], 1) << what << " output " << i;
             if (first.empty()) {
               first = ya_alone;
               continue;
