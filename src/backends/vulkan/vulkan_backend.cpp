@@ -32,13 +32,15 @@ namespace {
 using Clock = std::chrono::steady_clock;
 enum Mode : int { kLogits = 0, kArgmax = 1, kSample = 2 };
 // Greedy ids of rows up to this many columns take one workgroup per row (argmax.comp,
-// sample.comp); longer rows are cut into parts (LongRowParts).
+// sample.comp); longer rows are cut into parts (RowPartsOf).
 constexpr uint32_t kArgmaxOneGroupCols = 4096;
-// A long row's parts for one workgroup each: about 1024 columns a part, at most 256 parts.
+// A row's parts for one workgroup each: none up to kArgmaxOneGroupCols columns, else about 1024
+// columns a part, at most 256 parts.
 struct RowParts {
   uint32_t parts, chunk;
 };
-RowParts LongRowParts(uint32_t C) {
+RowParts RowPartsOf(uint32_t C) {
+  if (C <= kArgmaxOneGroupCols) return {0, 0};
   const uint32_t parts = std::min<uint32_t>(256, (C + 1023) / 1024);
   return {parts, (C + parts - 1) / parts};
 }
@@ -735,10 +737,9 @@ BufRange VulkanBackend::RecordResult(Program* p, OpContext& c, BufRange last, in
     Allocation ids = act_pool_->Alloc(uint64_t(p->n_out) * 4, "argmax ids");
     p->owned.push_back(ids);
     const uint32_t C = uint32_t(p->out_cols);
-    if (C > kArgmaxOneGroupCols) {
+    if (const auto [parts, chunk] = RowPartsOf(C); parts) {
       // Long rows: parts of about 1024 columns a workgroup each, then one workgroup per row over
       // the parts' best (argmax.comp PARTIAL, FINAL).
-      const auto [parts, chunk] = LongRowParts(C);
       Allocation pv = act_pool_->Alloc(uint64_t(p->n_out) * parts * 8, "argmax parts");
       p->owned.push_back(pv);
       const BufRange vals{pv.buffer, pv.offset, uint64_t(p->n_out) * parts * 4};
@@ -775,7 +776,7 @@ BufRange VulkanBackend::RecordResult(Program* p, OpContext& c, BufRange last, in
     p->sampling =
         host_pool_->Alloc(SamplingWords(p->n_out, p->out_cols) * 4, "sampling parameters");
     const uint32_t C = uint32_t(p->out_cols), R = uint32_t(p->n_out);
-    const auto [parts, chunk] = C > kArgmaxOneGroupCols ? LongRowParts(C) : RowParts{0, 0};
+    const auto [parts, chunk] = RowPartsOf(C);
     std::array<uint32_t, 5> push{C, R, uint32_t(kMaxSamplingCounts), parts, chunk};
     BufRange picks = Range(p->sampling);  // bound, not read, without parts
     if (parts) {
