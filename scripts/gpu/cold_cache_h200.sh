@@ -6,7 +6,7 @@
 # filled cache and the same loads. Compare the cold run's TTFT P99 and throughput with the warm
 # one's and the two warm-up times ("warmed up ... in N s" in $OUT/cold_serve.log).
 #   here:  scripts/gpu/pack_vulkan.sh build && tar cJf .gpubin.txz .gpubin  (with .gl/: ../shared/device)
-#   there: run(command="tar xJf .gpubin.txz && bash scripts/gpu/cold_cache_h200.sh", carry=[".gl"])
+#   there: run(command="tar xJf .gpubin.txz && ES_VK_PIPELINE_STATS=1 bash scripts/gpu/cold_cache_h200.sh", carry=[".gl", ".gpubin.txz"])
 # ES_CC_MODEL="ARGS" serves other model arguments (default: the synthetic 7B as Q4_0, converted
 # first with tests/server/bench_tokenizer.py's 151,936-id tokenizer).
 set -u
@@ -27,6 +27,7 @@ read -r -a MODEL <<< "$ES_CC_MODEL"
 # had filled it, and the "empty" server warmed up as fast as the filled one): it goes into the same
 # directory, so the first server starts with neither cache.
 serve() {  # cache dir, port
+  echo "== server on $1, port $2" >> "$OUT/cold_serve.log"
   ES_VK_CACHE_DIR=$1 __GL_SHADER_DISK_CACHE_PATH=$1/driver $B/edgeseek serve "${MODEL[@]}" --alias bench --port $2 --slots 32 --backend vulkan --context 4096 2>> "$OUT/cold_serve.log" &
   pid=$!
   local t0=$(date +%s.%N)
@@ -45,4 +46,9 @@ P=18402; echo "== the cache filled"; serve /tmp/cc_cache $P
 echo "-- 8 clients"; L -c 8 -n 16 --seed 5; echo "-- 32 clients"; L -c 32 -n 64 --seed 6
 kill $pid; wait $pid 2>/dev/null
 grep -E "warmed up" "$OUT/cold_serve.log"
+# With ES_VK_PIPELINE_STATS=1 every pipeline built prints a line: none may come after the first
+# server's warm-up (pipelines the warm-up missed, built under load).
+if [ "${ES_VK_PIPELINE_STATS:-0}" = 1 ]; then
+  echo "pipelines built after the cold server's warm-up: $(awk '/^== server/{s++} /warmed up/{w++} s == 1 && w == 1 && /vulkan pipeline/' "$OUT/cold_serve.log" | tee "$OUT/late_pipelines.txt" | wc -l)"
+fi
 echo "done at $(( $(date +%s) - T0 )) s"
