@@ -186,8 +186,8 @@ void RecordVecExperts(OpContext& c, const MoeGemv& spec, const std::vector<BufRa
     d.writes = {3};
     d.Push(MoeGemvPush{uint32_t(D), uint32_t(I), uint32_t(R * K), 0, uint32_t(D), 0, 0, uint32_t(I),
                        0, 0, 0, 0, norm ? 1u : 0u, norm ? norm->eps : 0.0f, uint32_t(K)});
-    d.groups[0] = uint32_t((I + spec.up_outputs - 1) / spec.up_outputs);
-    d.groups[1] = uint32_t(R * K);
+    d.groups[0] = uint32_t(R * K);  // the pairs of one output group side by side (x fastest)
+    d.groups[1] = uint32_t((I + spec.up_outputs - 1) / spec.up_outputs);
   }
   {
     const bool res = c.residual.size != 0;
@@ -198,8 +198,8 @@ void RecordVecExperts(OpContext& c, const MoeGemv& spec, const std::vector<BufRa
     d.writes = {3};
     d.Push(MoeGemvPush{uint32_t(I), uint32_t(D), uint32_t(R), 0, uint32_t(I), 0, 0, uint32_t(D), 0,
                        0, 0, res ? 1u : 0u, 0, 0.0f, uint32_t(K)});
-    d.groups[0] = uint32_t((D + spec.down_outputs - 1) / spec.down_outputs);
-    d.groups[1] = uint32_t(R);
+    d.groups[0] = uint32_t(R);
+    d.groups[1] = uint32_t((D + spec.down_outputs - 1) / spec.down_outputs);
   }
 }
 
@@ -219,8 +219,8 @@ void RecordIdotExperts(OpContext& c, const MoeGemv& spec, const std::vector<BufR
     d.writes = {3, 6, 7};
     d.Push(MoeGemvPush{uint32_t(D), uint32_t(I), uint32_t(R * K), 0, uint32_t(D), 0, 0, uint32_t(I),
                        0, 0, 0, 0, norm ? 1u : 0u, norm ? norm->eps : 0.0f, uint32_t(K)});
-    d.groups[0] = uint32_t(I / spec.up_outputs);  // I % 32 == 0 (MoeGemvFor)
-    d.groups[1] = uint32_t(R * K);
+    d.groups[0] = uint32_t(R * K);  // the pairs of one output group side by side (x fastest)
+    d.groups[1] = uint32_t(I / spec.up_outputs);  // I % 32 == 0 (MoeGemvFor)
   }
   {
     const bool res = c.residual.size != 0;
@@ -234,8 +234,8 @@ void RecordIdotExperts(OpContext& c, const MoeGemv& spec, const std::vector<BufR
     d.writes = {3};
     d.Push(MoeGemvPush{uint32_t(I), uint32_t(D), uint32_t(R), 0, uint32_t(I), 0, 0, uint32_t(D), 0,
                        0, 0, res ? 1u : 0u, 0, 0.0f, uint32_t(K)});
-    d.groups[0] = uint32_t((D + spec.down_outputs - 1) / spec.down_outputs);
-    d.groups[1] = uint32_t(R);
+    d.groups[0] = uint32_t(R);
+    d.groups[1] = uint32_t((D + spec.down_outputs - 1) / spec.down_outputs);
   }
 }
 }  // namespace

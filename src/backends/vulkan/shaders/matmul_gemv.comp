@@ -61,7 +61,10 @@
 // block types, elements for float ones (multiples of 8: wload8). Each projection's experts are one stack (weights.h ExpertStack) bound through up to NB
 // buffers (binding 0, an array); table[6e + 2m] and table[6e + 2m + 1] give expert e's matrix m
 // (gate, up, down) as (buffer, word offset); ids[pair] the expert of pair = token * top_k + j and
-// wts[pair] its routing weight. RB is 1; gl_WorkGroupID.y is the output row:
+// wts[pair] its routing weight. RB is 1; gl_WorkGroupID.x is the output row and .y the group of
+// outputs, so that the rows' workgroups of one output group run side by side: rows that chose the
+// same expert read its weight rows once from memory, the others from the cache (a step of 32
+// tokens has ~3 choices an expert):
 //   with DUAL (up: XLOCAL, QOUT): a pair; x row = its token; y[pair, i] = silu(x·gate_e[i]) * (x·up_e[i])
 //     (quantized too, for the down GEMV), the folded norm applied as elsewhere.
 //   without (down, x quantized by the up GEMV): a token; y[t, d] = Σ_j wts[pair_j] (h[pair_j]·down_e[d])
@@ -773,7 +776,7 @@ void main() {
   const uint tid = gl_LocalInvocationID.x;
   const uint g = tid / TPR, lane = tid % TPR;
 #if defined(MOE)
-  const uint ogx = gl_WorkGroupID.x;
+  const uint ogx = gl_WorkGroupID.y;  // the rows run side by side (see the header)
 #else
   // Batch rows past RB: row groups of RB rows, in z, or interleaved in x where the host chose so
   // (gl_NumWorkGroups.z == 1 with R > RB): the row groups of one output group then run side by
@@ -786,7 +789,7 @@ void main() {
   const uint n = (ogx * ROWS + g) * QR;  // this group's first output
 #if defined(MOE)
   // The output row (a pair for the up GEMV, a token for the down GEMV; see the header), RB == 1.
-  const uint h = 0u, r0 = gl_WorkGroupID.y, nr = 1u;
+  const uint h = 0u, r0 = gl_WorkGroupID.x, nr = 1u;
 #if defined(DUAL)
   const uint xr0 = r0 / p.top_k;  // the pair's token
   // A pair of weight 0 adds nothing (a head split's choice another device holds, moe_route.comp):
