@@ -10,7 +10,8 @@
 # 102,400-id tokenizer for V2-Lite, else the 151,936-id one; ES_AB_VOCAB another size), ES_AB_ROWS (bench -b, default
 # 1,8,32,64), ES_AB_ROUNDS (alternating rounds, default 1), ES_AB_PROFILE=N (--profile of -b N with
 # both builds), ES_AB_SERVE=0 skips the serving load (CLIENTS "1 8 32 64", SLOTS 32, 300-word
-# prompts, 128 out), ES_AB_F16=1 adds V2-Lite f16 tg128 from an empty cache with both builds.
+# prompts, 128 out), ES_AB_F16=1 adds V2-Lite f16 tg128 from an empty cache with both builds,
+# ES_AB_PREFILL=1 pp512 and pp4096 with both builds, twice, alternating.
 set -u
 cd "$(dirname "$0")/../.." || exit 1
 T0=$(date +%s)
@@ -37,6 +38,14 @@ for round in $(seq 1 "${ES_AB_ROUNDS:-1}"); do
   done
   [ ${#bins[@]} = 2 ] && bins=("${bins[1]}" "${bins[0]}")  # the other order next round
 done
+if [ "${ES_AB_PREFILL:-0}" = 1 ]; then
+  for bin in .gpubase .gpubin .gpubase .gpubin; do
+    [ -d $bin ] || continue
+    echo "== $bin: prefill pp512, pp4096"
+    ./$bin/edgeseek bench --backend vulkan -m $G -p 512 -n 1 -r 3 2>&1 | grep -E "^prefill"
+    ./$bin/edgeseek bench --backend vulkan -m $G -p 4096 -n 1 -r 1 2>&1 | grep -E "^prefill"
+  done
+fi
 if [ -n "${ES_AB_PROFILE:-}" ]; then
   for bin in .gpubase .gpubin; do
     [ -d $bin ] || continue
