@@ -376,29 +376,35 @@ bool Runner::Push(const Batch& batch, HeadOutput out, const std::vector<RowSampl
   else if (exits)
     ids->resize(n_out);
   std::vector<ComputeStats> st(S);
+  const auto run_stage = [&](size_t s) {
+    Group* g = nullptr;
+    for (Group& x : groups_)
+      if (size_t(x.stage) == s) g = &x;
+    if (!g) return;
+    ComputeStats one;
+    ComputeStats* cs = stats ? &one : nullptr;
+    const float* in = s == 0 ? nullptr : g->in.data();
+    if (s + 1 < S) {
+      g->out_rows.resize(size_t(g->batch.n_tokens()) * D);
+      front_[s]->Run(g->batch, in, g->out_rows.data(), cs);
+    } else {
+      g->batch.input = in;  // the last stage's rows (front stages take them as an argument)
+      g->batch.input_cols = int64_t(D);
+      const bool l = g->out == HeadOutput::kLogits;
+      ComputeHead(GraphFor(g->batch), g->batch,
+                  {l ? logits->data() : nullptr, l ? nullptr : ids->data(),
+                   g->out == HeadOutput::kSample ? g->rows.data() : nullptr},
+                  cs);
+    }
+    if (cs) st[s].Add(one);
+  };
   try {
-    stage_threads_->Run([&](size_t s) {
-      Group* g = nullptr;
-      for (Group& x : groups_)
-        if (size_t(x.stage) == s) g = &x;
-      if (!g) return;
-      ComputeStats one;
-      ComputeStats* cs = stats ? &one : nullptr;
-      const float* in = s == 0 ? nullptr : g->in.data();
-      if (s + 1 < S) {
-        g->out_rows.resize(size_t(g->batch.n_tokens()) * D);
-        front_[s]->Run(g->batch, in, g->out_rows.data(), cs);
-      } else {
-        g->batch.input = in;  // the last stage's rows (front stages take them as an argument)
-        g->batch.input_cols = int64_t(D);
-        const bool l = g->out == HeadOutput::kLogits;
-        ComputeHead(GraphFor(g->batch), g->batch,
-                    {l ? logits->data() : nullptr, l ? nullptr : ids->data(),
-                     g->out == HeadOutput::kSample ? g->rows.data() : nullptr},
-                    cs);
-      }
-      if (cs) st[s].Add(one);
-    });
+    // A lone group (one request decoding, or a drain's last) runs on this thread: handing its
+    // one stage to a sleeping worker would only add the hand-over.
+    if (groups_.size() == 1)
+      run_stage(size_t(last.stage));
+    else
+      stage_threads_->Run(run_stage);
   } catch (...) {
     groups_.clear();  // their stages' state is unknown: the caller fails their sequences
     throw;

@@ -13,7 +13,7 @@
 // stage, moves every group in flight one stage on (the stages side by side) and emits the
 // tokens of the group that leaves the last stage, S - 1 steps after it entered; its requests
 // join a later group. A prompt chunk, a preemption, a migration, a speculative step or Stop
-// first drains the groups (docs/scale.md, "Micro-batches across steps").
+// first drains the groups (docs/scale.md, "Across steps: decode groups in flight").
 //
 // KV is paged (kv_block_pool.h): each running request holds a list of blocks of
 // kKvBlockTokens tokens from one pool per instance, handed to the model as the slot's block
