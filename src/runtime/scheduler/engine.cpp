@@ -779,6 +779,8 @@ void Engine::Drain() {
 }
 
 void Engine::DropFlight(FinishReason why, const std::string& msg) {
+  if (flight_.empty()) return;
+  model_->DropInFlight();  // after an error outside Push the model still holds them
   for (FlightGroup& g : flight_)
     for (auto& it : g.items) {
       it.r->in_flight = false;

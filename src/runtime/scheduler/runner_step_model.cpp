@@ -72,6 +72,7 @@ class RunnerStepModel final : public StepModel {
             std::vector<float>* logits, std::vector<int32_t>* ids, ComputeStats* stats) override {
     return r_->Push(batch, out, rows, logits, ids, stats);
   }
+  void DropInFlight() override { r_->DropInFlight(); }
 
  private:
   std::unique_ptr<Runner> r_;

@@ -104,6 +104,12 @@ TEST(PipelinedDecode, RunnerGroupsLeaveInOrderWithThePlainOutputs) {
     plain->Forward(Rows({{2, {17}}}, 4), &want);
     plain->Forward(Rows({{3, {18}}}, 4), &want);
     EXPECT_EQ(got, want);
+    // Dropped groups never come out, and a forward runs again.
+    ASSERT_FALSE(split->Push(Rows({{2, {19}}}, 5), HeadOutput::kLogits, {}, &logits, &ids));
+    split->DropInFlight();
+    EXPECT_EQ(split->in_flight(), 0);
+    EXPECT_FALSE(split->Push(Batch{}, HeadOutput::kLogits, {}, &logits, &ids));
+    split->Forward(Rows({{3, {20}}}, 5), &got);
   }
 }
 

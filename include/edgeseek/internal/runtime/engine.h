@@ -114,6 +114,8 @@ class StepModel {
   // *ids. On an error every group in flight is dropped.
   virtual bool Push(const Batch& batch, HeadOutput out, const std::vector<RowSampling>& rows,
                     std::vector<float>* logits, std::vector<int32_t>* ids, ComputeStats* stats);
+  // Forgets the groups in flight (the engine failed their requests after an error elsewhere).
+  virtual void DropInFlight() {}
 };
 
 std::unique_ptr<StepModel> WrapRunner(std::unique_ptr<Runner> runner);

@@ -123,6 +123,9 @@ class Runner {
   // flight is dropped.
   bool Push(const Batch& batch, HeadOutput out, const std::vector<RowSampling>& rows,
             std::vector<float>* logits, std::vector<int32_t>* ids, ComputeStats* stats = nullptr);
+  // Forgets the groups in flight (their sequences are failed by the caller; what they wrote to
+  // the caches is never read).
+  void DropInFlight() { groups_.clear(); }
   // Pushes that ran two or more groups side by side, since the runner was made.
   int64_t overlapped_pushes() const { return overlapped_pushes_; }
 
