@@ -12,8 +12,9 @@
 // running request decodes, a step pushes a group of the requests not in flight into the first
 // stage, moves every group in flight one stage on (the stages side by side) and emits the
 // tokens of the group that leaves the last stage, S - 1 steps after it entered; its requests
-// join a later group. A prompt chunk, a preemption, a migration, a speculative step or Stop
-// first drains the groups (docs/scale.md, "Across steps: decode groups in flight").
+// join a later group. A prompt chunk, a preemption, a migration or Stop first drains the
+// groups; an instance with a drafter never pushes (docs/scale.md, "Across steps: decode groups in
+// flight").
 //
 // KV is paged (kv_block_pool.h): each running request holds a list of blocks of
 // kKvBlockTokens tokens from one pool per instance, handed to the model as the slot's block
@@ -476,7 +477,7 @@ class Engine {
   // pushes a group of the requests not in flight into the first stage, every group moves one
   // stage on, the stages side by side, and the one leaving the last stage has its tokens
   // emitted; its requests then join a later group. Anything that needs every request on the
-  // host (a prompt chunk, preemption, migration, a speculative step, Stop) drains first.
+  // host (a prompt chunk, preemption, migration, Stop) drains first; a drafter turns it off.
   struct FlightGroup {
     std::vector<StepItem> items;
     Batch batch;
