@@ -271,6 +271,8 @@ int Runner::MicroParts(const Batch& batch) const {
 }
 
 void Runner::Run(const Batch& batch, const HeadOut& o, ComputeStats* stats) {
+  ES_CHECK(groups_.empty(), "a forward while ", groups_.size(),
+           " decode groups are in flight (push empty batches to drain them first)");
   if (const int parts = MicroParts(batch); parts > 1) return RunMicro(batch, parts, o, stats);
   const Batch* run = nullptr;
   const Graph& g = Prepare(batch, &run, stats);
@@ -341,6 +343,91 @@ void Runner::RunMicro(const Batch& batch, int parts, const HeadOut& o, ComputeSt
     *stats = {};
     for (const ComputeStats& s : st) stats->Add(s);
   }
+}
+
+bool Runner::pipelined() const {
+  return !front_.empty() && !sink_ && first_layers_.back() < model_->config().n_layers;
+}
+
+bool Runner::Push(const Batch& batch, HeadOutput out, const std::vector<RowSampling>& rows,
+                  std::vector<float>* logits, std::vector<int32_t>* ids, ComputeStats* stats) {
+  ES_CHECK(pipelined(), "decode groups in flight need a layer split of at least two stages");
+  if (batch.n_tokens() > 0) {
+    CheckBatch(batch);
+    ES_CHECK(out != HeadOutput::kSample || rows.size() == batch.out_rows.size(),
+             "sampling: ", rows.size(), " parameter rows for ", batch.out_rows.size(),
+             " output rows");
+    Group g;
+    g.batch = batch;
+    g.out = out;
+    if (out == HeadOutput::kSample) g.rows = rows;
+    groups_.push_back(std::move(g));
+  }
+  if (groups_.empty()) return false;
+  const size_t S = front_.size() + 1, D = size_t(model_->config().hidden_size);
+  if (!stage_threads_) stage_threads_ = std::make_unique<DeviceThreads>(S);
+  if (groups_.size() >= 2) ++overlapped_pushes_;
+  // Oldest first, one group a stage: the front one is the furthest along.
+  Group& last = groups_.front();
+  const bool exits = size_t(last.stage) + 1 == S;
+  const size_t n_out = last.batch.out_rows.size();
+  if (exits && last.out == HeadOutput::kLogits)
+    logits->resize(n_out * size_t(model_->vocab_size()));
+  else if (exits)
+    ids->resize(n_out);
+  std::vector<ComputeStats> st(S);
+  const auto run_stage = [&](size_t s) {
+    Group* g = nullptr;
+    for (Group& x : groups_)
+      if (size_t(x.stage) == s) g = &x;
+    if (!g) return;
+    ComputeStats one;
+    ComputeStats* cs = stats ? &one : nullptr;
+    const float* in = s == 0 ? nullptr : g->in.data();
+    if (s + 1 < S) {
+      g->out_rows.resize(size_t(g->batch.n_tokens()) * D);
+      front_[s]->Run(g->batch, in, g->out_rows.data(), cs);
+    } else {
+      g->batch.input = in;  // the last stage's rows (front stages take them as an argument)
+      g->batch.input_cols = int64_t(D);
+      const bool l = g->out == HeadOutput::kLogits;
+      ComputeHead(GraphFor(g->batch), g->batch,
+                  {l ? logits->data() : nullptr, l ? nullptr : ids->data(),
+                   g->out == HeadOutput::kSample ? g->rows.data() : nullptr},
+                  cs);
+    }
+    if (cs) st[s].Add(one);
+  };
+  try {
+    // A lone group (one request decoding, or a drain's last) runs on this thread: handing its
+    // one stage to a sleeping worker would only add the hand-over.
+    if (groups_.size() == 1)
+      run_stage(size_t(last.stage));
+    else
+      stage_threads_->Run(run_stage);
+  } catch (...) {
+    groups_.clear();  // their stages' state is unknown: the caller fails their sequences
+    throw;
+  }
+  for (Group& g : groups_) {
+    std::swap(g.in, g.out_rows);
+    ++g.stage;
+  }
+  if (stats) {
+    *stats = {};
+    for (const ComputeStats& one : st) stats->Add(one);
+  }
+  if (!exits) return false;
+  const bool with_logits = last.out == HeadOutput::kLogits;
+  groups_.erase(groups_.begin());
+  if (!with_logits) return true;
+  try {
+    CheckFiniteLogits(logits->data(), int64_t(n_out), model_->vocab_size());
+  } catch (...) {
+    groups_.clear();
+    throw;
+  }
+  return true;
 }
 
 void Runner::Forward(const Batch& batch, std::vector<float>* logits, ComputeStats* stats) {

@@ -7,6 +7,7 @@
 #include <chrono>
 #include <cstdio>
 #include <exception>
+#include <string>
 
 #include "edgeseek/internal/core/error.h"
 
@@ -57,6 +58,7 @@ Engine::Engine(std::unique_ptr<StepModel> model, std::shared_ptr<RequestQueue> q
   invariant_ = model_->batch_invariant() || serial_;
   local_.serial = serial_;
   paged_ = model_->paged_kv();
+  pipe_stages_ = model_->pipeline_stages();
   int64_t blocks = model_->kv_blocks();
   ES_CHECK(blocks >= 1, "engine: the model instance's KV pool has ", blocks, " blocks");
   if (opts_.kv_token_budget > 0)
@@ -87,6 +89,7 @@ void Engine::Start() {
 
 int Engine::Warm() {
   if (!model_->warm_up()) return 0;
+  ES_ASSERT(flight_.empty());  // before Start()
   const int max_rows = std::min(opts_.max_batch_seqs, n_slots_);
   std::vector<int> slots;
   for (int s = 0; int(slots.size()) < max_rows && (s = model_->AcquireSlot()) >= 0;)
@@ -157,6 +160,11 @@ void Engine::Stop() {
   stop_ = true;
   queue_->Notify();
   if (thread_.joinable()) thread_.join();
+  // Groups in flight leave first: their stages still hold the requests' slots and blocks.
+  try {
+    Drain();
+  } catch (const std::exception&) {  // dropped: their requests are cancelled below
+  }
   while (!running_.empty()) Finish(running_.back(), FinishReason::kCancelled, "server stopping");
   PublishStats();
 }
@@ -169,6 +177,7 @@ void Engine::RunLoop() {
     } catch (const std::exception& e) {
       // A failure of the step itself (not of one request): fail what runs and keep serving.
       std::fprintf(stderr, "edgeseek engine %d: step failed: %s\n", opts_.instance, e.what());
+      DropFlight(FinishReason::kError, e.what());
       while (!running_.empty()) Finish(running_.back(), FinishReason::kError, e.what());
     }
     if (!worked) queue_->Wait(0.05);
@@ -207,9 +216,10 @@ void Engine::SweepFinishedRequests(double now) {
   }
   for (size_t i = 0; i < running_.size();) {
     auto r = running_[i];
-    if (r->cancel.load()) {
+    // In flight, its stages still hold its slot: handled when its group leaves.
+    if (!r->in_flight && r->cancel.load()) {
       Finish(r, FinishReason::kCancelled);
-    } else if (r->deadline > 0 && now >= r->deadline) {
+    } else if (!r->in_flight && r->deadline > 0 && now >= r->deadline) {
       Finish(r, FinishReason::kTimeout, "request timed out");
     } else {
       ++i;
@@ -287,8 +297,15 @@ InstanceLoad Engine::Load(bool with_candidates) const {
 
 void Engine::MaybeMigrate(double now) {
   if (!balancer_ || !balancer_->policy().migrate || running_.empty()) return;
-  const Migration m = PlanMigration(balancer_->Loads(opts_.instance, Load(true)), opts_.instance,
-                                    queue_->size_unassigned(), balancer_->policy());
+  auto plan = [&] {
+    return PlanMigration(balancer_->Loads(opts_.instance, Load(true)), opts_.instance,
+                         queue_->size_unassigned(), balancer_->policy());
+  };
+  Migration m = plan();
+  if (m.to >= 0 && !flight_.empty()) {  // the candidate may be in flight: drain, plan again
+    Drain();
+    m = plan();
+  }
   if (m.to >= 0) Preempt(size_t(m.candidate), now, m.to);
 }
 
@@ -303,6 +320,7 @@ void Engine::MaybePreempt(double now) {
   if (int(running_.size()) < n_slots_ && pool_->available() > int64_t(running_.size())) return;
   int overdue = queue_->OverdueClass(now);
   if (overdue < 0) return;
+  Drain();  // the victim gives up its slot and blocks: no stage may still hold them
   const auto& classes = queue_->policy().classes;
   int victim = -1;
   for (size_t i = 0; i < running_.size(); ++i) {
@@ -506,8 +524,7 @@ Engine::StepPlan Engine::PlanBatchStep(double now) {
   return plan;
 }
 
-bool Engine::ForwardStep(const std::vector<StepItem>& items, const Batch& batch) {
-  compute_stats_ = ComputeStats{};
+HeadOutput Engine::ChooseOutput(const std::vector<StepItem>& items) {
   // Every row greedy without penalties nor constraint: only the argmax ids come back from the
   // backend; else, on a backend that samples on the device, only the sampled ids (a constrained
   // row sends its allow-mask, made here before the step); else the logits. A row that wants
@@ -528,14 +545,20 @@ bool Engine::ForwardStep(const std::vector<StepItem>& items, const Batch& batch)
     }
     if (sampled) MakeMasks(items);
   }
+  return greedy ? HeadOutput::kArgmax : sampled ? HeadOutput::kSample : HeadOutput::kLogits;
+}
+
+bool Engine::ForwardStep(const std::vector<StepItem>& items, const Batch& batch) {
+  compute_stats_ = ComputeStats{};
+  const HeadOutput out = ChooseOutput(items);
   ComputeStats* stats = opts_.profile ? &compute_stats_ : nullptr;
-  if (greedy)
+  if (out == HeadOutput::kArgmax)
     model_->ForwardArgmax(batch, &ids_, stats);
-  else if (sampled)
+  else if (out == HeadOutput::kSample)
     model_->ForwardSample(batch, rows_, &ids_, stats);
   else
     model_->Forward(batch, &logits_, stats);
-  const bool have_ids = greedy || sampled;
+  const bool have_ids = out != HeadOutput::kLogits;
   ES_ASSERT(have_ids ? ids_.size() >= items.size()
                      : logits_.size() >= items.size() * size_t(vocab_));
   return have_ids;
@@ -561,6 +584,7 @@ void Engine::EmitStep(const std::vector<StepItem>& items, const Batch& batch, bo
                       double t0, double t1, const StepSplit& split) {
   for (size_t i = 0; i < items.size(); ++i) {
     auto r = items[i].r;
+    if (r->slot < 0) continue;  // finished while its group was in flight
     bool decode = int64_t(r->tokens.size()) - r->n_computed == 1 && r->n_generated > 0;
     r->n_computed += items[i].n;
     PublishBlocks(*r);
@@ -588,6 +612,19 @@ bool Engine::Step() {
   if (running_.empty()) {
     PublishStats();
     return false;
+  }
+  // A layer split whose running requests all decode: groups of them in flight, one a stage.
+  if (CanPipeline() && PipeStep()) {
+    PublishStats();
+    return true;
+  }
+  // Anything else runs with every request on the host.
+  if (!flight_.empty()) {
+    Drain();
+    if (running_.empty()) {
+      PublishStats();
+      return true;
+    }
   }
   // A lone request that decodes: a speculative step (set_drafter). Batches of several requests
   // keep one row each, where the step's weights are already shared between them.
@@ -629,28 +666,127 @@ bool Engine::Step() {
     return true;
   }
   double t1 = SteadySeconds();
-  StepSplit split;
-  if (opts_.profile) {
-    const ComputeStats& cs = compute_stats_;
-    split = {cs.upload_s, cs.dispatch_s, cs.shader_s, cs.download_s, cs.total_s, true};
-  }
+  const StepSplit split = Split();
   EmitStep(items, batch, have_ids, t0, t1, split);
-  ++local_.steps;
-  UpdateStepTime(t1 - t0);
-  local_.last_batch_tokens = batch.n_tokens();
-  local_.last_batch_seqs = int(items.size());
-  if (on_step_) {
-    StepInfo info;
-    info.batch_tokens = batch.n_tokens();
-    info.batch_seqs = int(items.size());
-    info.decode_seqs = plan.decodes;
-    info.prefill_tokens = plan.prefill_tokens;
-    info.seconds = t1 - t0;
-    info.split = split;
-    on_step_(info);
-  }
+  StepInfo info;
+  info.batch_tokens = batch.n_tokens();
+  info.batch_seqs = int(items.size());
+  info.decode_seqs = plan.decodes;
+  info.prefill_tokens = plan.prefill_tokens;
+  info.seconds = t1 - t0;
+  info.split = split;
+  Observe(info);
   PublishStats();
   return true;
+}
+
+void Engine::Observe(const StepInfo& info) {
+  ++local_.steps;
+  UpdateStepTime(info.seconds);
+  local_.last_batch_tokens = info.batch_tokens;
+  local_.last_batch_seqs = info.batch_seqs;
+  if (on_step_) on_step_(info);
+}
+
+StepSplit Engine::Split() const {
+  if (!opts_.profile) return {};
+  const ComputeStats& cs = compute_stats_;
+  return {cs.upload_s, cs.dispatch_s, cs.shader_s, cs.download_s, cs.total_s, true};
+}
+
+// ---- decode groups in flight ------------------------------------------------------------------
+
+bool Engine::CanPipeline() const {
+  if (pipe_stages_ < 2 || serial_ || drafter_) return false;
+  for (const auto& r : running_)
+    if (!r->in_flight && int64_t(r->tokens.size()) - r->n_computed != 1) return false;
+  return true;
+}
+
+bool Engine::PipeStep() {
+  // The requests not in flight make the next group: an equal share of them for each stage no
+  // group holds (at least one is free: a group leaves every push once S are in), so that the
+  // stages carry groups of about the same rows.
+  std::vector<std::shared_ptr<SeqRequest>> ready;
+  for (const auto& r : running_)
+    if (!r->in_flight) ready.push_back(r);
+  const size_t free = std::max<size_t>(1, size_t(pipe_stages_) - flight_.size());
+  const size_t take = std::min({(ready.size() + free - 1) / free, size_t(opts_.max_batch_seqs),
+                                size_t(opts_.max_batch_tokens)});
+  FlightGroup g;
+  for (size_t i = 0; i < take; ++i) {
+    // Short of blocks: preemption needs every request on the host (the caller drains).
+    if (!GrowKv(*ready[i], ready[i]->n_computed + 1)) return false;
+    g.items.push_back({ready[i], 1});
+  }
+  HeadOutput out = HeadOutput::kLogits;
+  if (!g.items.empty()) {
+    for (auto& it : g.items) {
+      // Set before the group enters; a request's table does not change while it is in flight.
+      if (paged_) model_->SetBlockTable(it.r->slot, it.r->kv_blocks);
+      g.batch.Add(it.r->slot, it.r->n_computed, {it.r->tokens.back()});
+      it.r->in_flight = true;
+    }
+    g.batch.Finalize();
+    out = ChooseOutput(g.items);
+    g.have_ids = out != HeadOutput::kLogits;
+    g.allowed = allowed_;
+    g.mask_error = mask_error_;
+    g.t0 = SteadySeconds();
+    flight_.push_back(std::move(g));
+  }
+  Advance(take > 0 ? flight_.back().batch : Batch{}, out);
+  return true;
+}
+
+void Engine::Advance(const Batch& batch, HeadOutput out) {
+  const double t0 = SteadySeconds();
+  compute_stats_ = ComputeStats{};
+  bool left = false;
+  try {
+    left =
+        model_->Push(batch, out, rows_, &logits_, &ids_, opts_.profile ? &compute_stats_ : nullptr);
+  } catch (const Error& e) {
+    // As a plain step's failure, for every request in flight: the model dropped their groups.
+    DropFlight(
+        dynamic_cast<const UnavailableError*>(&e) ? FinishReason::kCancelled : FinishReason::kError,
+        e.what());
+    return;
+  } catch (...) {
+    DropFlight(FinishReason::kError, "step failed");
+    throw;
+  }
+  const double t1 = SteadySeconds();
+  if (!left) return;
+  FlightGroup g = std::move(flight_.front());
+  flight_.pop_front();
+  for (auto& it : g.items) it.r->in_flight = false;
+  // Cancelled or past its deadline while in flight: finished now, its token not emitted.
+  SweepFinishedRequests(t1);
+  allowed_ = std::move(g.allowed);
+  mask_error_ = std::move(g.mask_error);
+  EmitStep(g.items, g.batch, g.have_ids, g.t0, t1, Split());
+  StepInfo info;
+  info.batch_tokens = g.batch.n_tokens();
+  info.batch_seqs = info.decode_seqs = int(g.items.size());
+  info.seconds = t1 - t0;
+  info.split = Split();
+  Observe(info);
+}
+
+void Engine::Drain() {
+  while (!flight_.empty()) Advance(Batch{}, HeadOutput::kLogits);
+}
+
+void Engine::DropFlight(FinishReason why, const std::string& msg) {
+  if (flight_.empty()) return;
+  model_->DropInFlight();  // after an error outside Push the model still holds them
+  for (FlightGroup& g : flight_)
+    for (auto& it : g.items) {
+      it.r->in_flight = false;
+      if (it.r->slot >= 0) Finish(it.r, why, msg);
+    }
+  flight_.clear();
 }
 
 bool Engine::SpecStep(std::shared_ptr<SeqRequest> r, double now) {
@@ -698,11 +834,7 @@ bool Engine::SpecStep(std::shared_ptr<SeqRequest> r, double now) {
     return true;
   }
   const double t1 = SteadySeconds();
-  StepSplit split;
-  if (opts_.profile) {
-    const ComputeStats& cs = compute_stats_;
-    split = {cs.upload_s, cs.dispatch_s, cs.shader_s, cs.download_s, cs.total_s, true};
-  }
+  const StepSplit split = Split();
   if (r->trace.size() < kMaxTraceEvents)
     r->trace.push_back({"decode", t0, t1, n, n, 1, opts_.instance, split});
   // Rows in order: row i's mask, penalties and logprobs see the tokens emitted before it.
@@ -728,19 +860,13 @@ bool Engine::SpecStep(std::shared_ptr<SeqRequest> r, double now) {
     return EmitToken(r, row, tok, t1);
   };
   Verify(step, *r->sampler, &dense_, &local_.spec);
-  ++local_.steps;
-  UpdateStepTime(t1 - t0);
-  local_.last_batch_tokens = n;
-  local_.last_batch_seqs = 1;
-  if (on_step_) {
-    StepInfo info;
-    info.batch_tokens = n;
-    info.batch_seqs = 1;
-    info.decode_seqs = 1;
-    info.seconds = t1 - t0;
-    info.split = split;
-    on_step_(info);
-  }
+  StepInfo info;
+  info.batch_tokens = n;
+  info.batch_seqs = 1;
+  info.decode_seqs = 1;
+  info.seconds = t1 - t0;
+  info.split = split;
+  Observe(info);
   PublishStats();
   return true;
 }

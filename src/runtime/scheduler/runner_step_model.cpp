@@ -24,6 +24,12 @@ void StepModel::ForwardSample(const Batch& batch, const std::vector<RowSampling>
     (*ids)[r] = SampleRowHost(logits.data() + r * V, int64_t(V), rows[r]);
 }
 
+bool StepModel::Push(const Batch& batch, HeadOutput out, const std::vector<RowSampling>& rows,
+                     std::vector<float>* logits, std::vector<int32_t>* ids, ComputeStats* stats) {
+  (void)batch, (void)out, (void)rows, (void)logits, (void)ids, (void)stats;
+  Fail("this model instance keeps no decode groups in flight (one stage)");
+}
+
 namespace {
 class RunnerStepModel final : public StepModel {
  public:
@@ -61,6 +67,12 @@ class RunnerStepModel final : public StepModel {
                      std::vector<int32_t>* ids, ComputeStats* stats) override {
     r_->ForwardSample(batch, rows, ids, stats);
   }
+  int pipeline_stages() const override { return r_->pipelined() ? r_->pipeline_stages() : 1; }
+  bool Push(const Batch& batch, HeadOutput out, const std::vector<RowSampling>& rows,
+            std::vector<float>* logits, std::vector<int32_t>* ids, ComputeStats* stats) override {
+    return r_->Push(batch, out, rows, logits, ids, stats);
+  }
+  void DropInFlight() override { r_->DropInFlight(); }
 
  private:
   std::unique_ptr<Runner> r_;

@@ -8,6 +8,14 @@
 //            →  Forward  →  publish full blocks to the prefix cache  →  sample, emit events,
 //               finish (stop id, max_tokens, context full)
 //
+// Over a layer split (StepModel::pipeline_stages() S >= 2) decode steps overlap: while every
+// running request decodes, a step pushes a group of the requests not in flight into the first
+// stage, moves every group in flight one stage on (the stages side by side) and emits the
+// tokens of the group that leaves the last stage, S - 1 steps after it entered; its requests
+// join a later group. A prompt chunk, a preemption, a migration or Stop first drains the
+// groups; an instance with a drafter never pushes (docs/scale.md, "Across steps: decode groups in
+// flight").
+//
 // KV is paged (kv_block_pool.h): each running request holds a list of blocks of
 // kKvBlockTokens tokens from one pool per instance, handed to the model as the slot's block
 // table. A request is admitted when the pool can hold its prompt (minus what the prefix cache
@@ -31,6 +39,7 @@
 #include <atomic>
 #include <condition_variable>
 #include <cstdint>
+#include <deque>
 #include <functional>
 #include <memory>
 #include <mutex>
@@ -42,6 +51,7 @@
 #include "edgeseek/internal/graph/graph.h"
 #include "edgeseek/internal/runtime/balancer.h"
 #include "edgeseek/internal/runtime/kv_block_pool.h"
+#include "edgeseek/internal/runtime/micro_batch.h"
 #include "edgeseek/internal/runtime/sampler.h"
 #include "edgeseek/internal/runtime/speculative.h"
 
@@ -97,6 +107,16 @@ class StepModel {
   // Output row r sampled by rows[r] (sampling.h). Default: Forward, then SampleRowHost.
   virtual void ForwardSample(const Batch& batch, const std::vector<RowSampling>& rows,
                              std::vector<int32_t>* ids, ComputeStats* stats);
+  // ---- decode groups in flight (Runner::Push: a layer split of >= 2 stages) ----
+  // The stages a pushed group passes before its outputs come back; 1: Push is not offered.
+  virtual int pipeline_stages() const { return 1; }
+  // Pushes a decode group (no rows: nothing enters) and moves those in flight one stage on;
+  // true when the oldest left the last stage, its logits or ids (as it was pushed) in *logits /
+  // *ids. On an error every group in flight is dropped.
+  virtual bool Push(const Batch& batch, HeadOutput out, const std::vector<RowSampling>& rows,
+                    std::vector<float>* logits, std::vector<int32_t>* ids, ComputeStats* stats);
+  // Forgets the groups in flight (the engine failed their requests after an error elsewhere).
+  virtual void DropInFlight() {}
 };
 
 std::unique_ptr<StepModel> WrapRunner(std::unique_ptr<Runner> runner);
@@ -175,7 +195,8 @@ struct SeqRequest {
   std::vector<uint64_t> block_keys;  // prefix-cache keys of the leading full blocks
   int64_t prefix_hit_tokens = 0;     // tokens taken from the prefix cache at the last admission
   int preemptions = 0;
-  int migrations = 0;  // moves to another instance (balancer.h): at most one
+  int migrations = 0;      // moves to another instance (balancer.h): at most one
+  bool in_flight = false;  // in a decode group pushed through a layer split's stages
   // While it waits in the queue on its way to another instance: that instance's index (no
   // other takes it); -1 otherwise.
   int migrate_to = -1;
@@ -445,6 +466,36 @@ class Engine {
   // tokens are all computed gets its next token, sampled here from logits_ unless have_ids.
   void EmitStep(const std::vector<StepItem>& items, const Batch& batch, bool have_ids, double t0,
                 double t1, const StepSplit& split);
+  // What the step's head returns: argmax ids (every row greedy), ids sampled on the device
+  // (rows_ set, and the masks of constrained rows: MakeMasks) or logits.
+  HeadOutput ChooseOutput(const std::vector<StepItem>& items);
+  // A step's bookkeeping: counts, the moving step time, the observer.
+  void Observe(const StepInfo& info);
+  StepSplit Split() const;  // compute_stats_ as a StepSplit (profiling only)
+  // ---- decode groups in flight (StepModel::pipeline_stages() >= 2; docs/scale.md) ----
+  // A layer split keeps groups of disjoint decoding requests in flight, one a stage: each step
+  // pushes a group of the requests not in flight into the first stage, every group moves one
+  // stage on, the stages side by side, and the one leaving the last stage has its tokens
+  // emitted; its requests then join a later group. Anything that needs every request on the
+  // host (a prompt chunk, preemption, migration, Stop) drains first; a drafter turns it off.
+  struct FlightGroup {
+    std::vector<StepItem> items;
+    Batch batch;
+    bool have_ids = false;
+    std::vector<int> allowed;  // MakeMasks' (device-sampled groups)
+    std::vector<std::string> mask_error;
+    double t0 = 0;  // when it entered
+  };
+  // Pipelined model, not serial, no drafter, and every request not in flight decodes.
+  bool CanPipeline() const;
+  // Pushes the next group (none when every request is in flight); false, before any push,
+  // when a request of the group could not get its next block (the caller drains, then plans
+  // a plain step that may preempt).
+  bool PipeStep();
+  // One push; emits the group that leaves. On the model's error fails every request in flight.
+  void Advance(const Batch& batch, HeadOutput out);
+  void Drain();  // pushes nothing until no group is in flight
+  void DropFlight(FinishReason why, const std::string& msg);
   // Device-sampled steps: the allow-mask of each constrained row that samples this step, made
   // before the forward (rows_[i].allow; allowed_[i] its count, -1 with mask_error_[i] when the
   // constraint failed).
@@ -479,6 +530,8 @@ class Engine {
   std::shared_ptr<LoadBalancer> balancer_;
   Draft draft_;
   std::vector<float> dense_;  // AcceptDraftToken's scratch
+  int pipe_stages_ = 1;
+  std::deque<FlightGroup> flight_;  // oldest (next to leave) first
 
   mutable std::mutex stats_mu_;
   EngineStats stats_;  // guarded by stats_mu_

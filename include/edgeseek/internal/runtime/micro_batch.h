@@ -6,6 +6,7 @@
 // stage's KV cache holds the earlier rows when the later ones attend to them.
 #pragma once
 
+#include <cstdint>
 #include <vector>
 
 #include "edgeseek/internal/graph/graph.h"
@@ -30,5 +31,10 @@ int MicroBatchParts(int rows, int min_rows, int max_parts);
 
 // `b` (finalized) cut into `parts` contiguous ranges of near-equal rows, in order.
 std::vector<MicroBatch> SplitMicroBatches(const Batch& b, int parts);
+
+// What a group pushed through the stages across steps (Runner::Push: decode groups in flight)
+// returns from the last stage: the logits of its output rows, their argmax ids, or ids sampled
+// by each row's RowSampling (on the device where the backend can).
+enum class HeadOutput : uint8_t { kLogits, kArgmax, kSample };
 
 }  // namespace es

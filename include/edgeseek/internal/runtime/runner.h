@@ -106,6 +106,29 @@ class Runner {
   void ForwardSample(const Batch& batch, const std::vector<RowSampling>& rows,
                      std::vector<int32_t>* ids, ComputeStats* stats = nullptr);
 
+  // ---- decode groups in flight: micro-batches across steps (docs/scale.md) ----
+  // A layer split whose last stage holds layers (not a head split), without a hidden sink:
+  // Push may keep groups of disjoint sequences in flight, one a stage.
+  bool pipelined() const;
+  int pipeline_stages() const { return int(front_.size()) + 1; }
+  int in_flight() const { return int(groups_.size()); }
+  // Pushes `batch` (Finalize()d; no rows: nothing enters) into the first stage and runs every
+  // group in flight one stage further, the stages side by side (one thread each, as
+  // micro-batches do). The group that was on the last stage runs the head as `out` says
+  // (`rows`: one RowSampling per output row for kSample) and leaves: then true, with its
+  // logits ([out_rows, vocab]) in *logits or its ids in *ids. A group leaves S - 1 pushes after
+  // it entered, in the order they entered. Groups hold disjoint sequences (their KV writes do
+  // not meet) whose block tables stay set until they leave; Forward and its siblings refuse to
+  // run while a group is in flight (push empty batches to drain). On an error every group in
+  // flight is dropped.
+  bool Push(const Batch& batch, HeadOutput out, const std::vector<RowSampling>& rows,
+            std::vector<float>* logits, std::vector<int32_t>* ids, ComputeStats* stats = nullptr);
+  // Forgets the groups in flight (their sequences are failed by the caller; what they wrote to
+  // the caches is never read).
+  void DropInFlight() { groups_.clear(); }
+  // Pushes that ran two or more groups side by side, since the runner was made.
+  int64_t overlapped_pushes() const { return overlapped_pushes_; }
+
   // Hidden states for a drafter that reads them (MtpDrafter). With a sink set, every forward
   // runs as two graphs, the model up to its final norm (ModelArch::BuildHidden) and the head over
   // those rows (BuildHead), and `sink(batch, hidden)` sees the normalized hidden state of every
@@ -173,6 +196,17 @@ class Runner {
   // the next reads part m - 1), and one thread a stage.
   std::vector<std::vector<float>> micro_rows_;
   std::unique_ptr<DeviceThreads> stage_threads_;
+  // Push: the groups in flight, oldest (furthest along) first; a group's rows between its
+  // stages ([n_tokens, D]: `in` read by its next stage, `out` written by it).
+  struct Group {
+    Batch batch;
+    HeadOutput out = HeadOutput::kLogits;
+    std::vector<RowSampling> rows;
+    int stage = 0;  // the stage it runs next
+    std::vector<float> in, out_rows;
+  };
+  std::vector<Group> groups_;
+  int64_t overlapped_pushes_ = 0;
 };
 
 }  // namespace es
