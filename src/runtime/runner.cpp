@@ -280,10 +280,26 @@ void Runner::Run(const Batch& batch, const HeadOut& o, ComputeStats* stats) {
   if (run != &batch) AddHiddenStats(hidden_stats_, stats);
 }
 
+void Runner::RunStage(size_t s, Batch& b, const float* in, std::vector<float>* out,
+                      const HeadOut& o, ComputeStats* stats) {
+  const size_t D = size_t(model_->config().hidden_size);
+  ComputeStats one;
+  ComputeStats* cs = stats ? &one : nullptr;
+  if (s < front_.size()) {
+    out->resize(size_t(b.n_tokens()) * D);
+    front_[s]->Run(b, in, out->data(), cs);
+  } else {
+    b.input = in;  // the last stage's rows (front stages take them as an argument)
+    b.input_cols = int64_t(D);
+    ComputeHead(GraphFor(b), b, o, cs);
+  }
+  if (cs) stats->Add(one);
+}
+
 void Runner::RunMicro(const Batch& batch, int parts, const HeadOut& o, ComputeStats* stats) {
   std::vector<MicroBatch> mbs = SplitMicroBatches(batch, parts);
   const size_t S = front_.size() + 1, M = mbs.size();
-  const size_t D = size_t(model_->config().hidden_size), V = size_t(model_->vocab_size());
+  const size_t V = size_t(model_->vocab_size());
   if (!stage_threads_) stage_threads_ = std::make_unique<DeviceThreads>(S);
   ++micro_forwards_;
   micro_rows_.resize(2 * (S - 1));
@@ -312,23 +328,11 @@ void Runner::RunMicro(const Batch& batch, int parts, const HeadOut& o, ComputeSt
     stage_threads_->Run([&](size_t s) {
       if (w < s || w - s >= M) return;
       const size_t m = w - s;
-      Batch& part = mbs[m].batch;
-      const float* in = s == 0 ? nullptr : micro_rows_[2 * (s - 1) + m % 2].data();
-      ComputeStats one;
-      ComputeStats* cs = stats ? &one : nullptr;
-      if (s + 1 < S) {
-        std::vector<float>& out = micro_rows_[2 * s + m % 2];
-        out.resize(size_t(part.n_tokens()) * D);
-        front_[s]->Run(part, in, out.data(), cs);
-      } else {
-        part.input = in;  // the last stage's rows (front stages take them as an argument)
-        part.input_cols = int64_t(D);
-        ComputeHead(GraphFor(part), part,
-                    {o.logits ? logits[m].data() : nullptr, o.logits ? nullptr : ids[m].data(),
-                     o.rows ? rows[m].data() : nullptr},
-                    cs);
-      }
-      if (cs) st[s].Add(one);
+      RunStage(s, mbs[m].batch, s == 0 ? nullptr : micro_rows_[2 * (s - 1) + m % 2].data(),
+               s + 1 < S ? &micro_rows_[2 * s + m % 2] : nullptr,
+               {o.logits ? logits[m].data() : nullptr, o.logits ? nullptr : ids[m].data(),
+                o.rows ? rows[m].data() : nullptr},
+               stats ? &st[s] : nullptr);
     });
   for (size_t m = 0; m < M; ++m)
     for (size_t j = 0; j < mbs[m].out_of.size(); ++j) {
@@ -364,7 +368,7 @@ bool Runner::Push(const Batch& batch, HeadOutput out, const std::vector<RowSampl
     groups_.push_back(std::move(g));
   }
   if (groups_.empty()) return false;
-  const size_t S = front_.size() + 1, D = size_t(model_->config().hidden_size);
+  const size_t S = front_.size() + 1;
   if (!stage_threads_) stage_threads_ = std::make_unique<DeviceThreads>(S);
   if (groups_.size() >= 2) ++overlapped_pushes_;
   // Oldest first, one group a stage: the front one is the furthest along.
@@ -381,22 +385,11 @@ bool Runner::Push(const Batch& batch, HeadOutput out, const std::vector<RowSampl
     for (Group& x : groups_)
       if (size_t(x.stage) == s) g = &x;
     if (!g) return;
-    ComputeStats one;
-    ComputeStats* cs = stats ? &one : nullptr;
-    const float* in = s == 0 ? nullptr : g->in.data();
-    if (s + 1 < S) {
-      g->out_rows.resize(size_t(g->batch.n_tokens()) * D);
-      front_[s]->Run(g->batch, in, g->out_rows.data(), cs);
-    } else {
-      g->batch.input = in;  // the last stage's rows (front stages take them as an argument)
-      g->batch.input_cols = int64_t(D);
-      const bool l = g->out == HeadOutput::kLogits;
-      ComputeHead(GraphFor(g->batch), g->batch,
-                  {l ? logits->data() : nullptr, l ? nullptr : ids->data(),
-                   g->out == HeadOutput::kSample ? g->rows.data() : nullptr},
-                  cs);
-    }
-    if (cs) st[s].Add(one);
+    const bool l = g->out == HeadOutput::kLogits;
+    RunStage(s, g->batch, s == 0 ? nullptr : g->in.data(), &g->out_rows,
+             {l ? logits->data() : nullptr, l ? nullptr : ids->data(),
+              g->out == HeadOutput::kSample ? g->rows.data() : nullptr},
+             stats ? &st[s] : nullptr);
   };
   try {
     // A lone group (one request decoding, or a drain's last) runs on this thread: handing its

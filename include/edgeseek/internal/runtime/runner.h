@@ -155,6 +155,11 @@ class Runner {
   // The stages as a wavefront over the batch's micro-batches, one thread a stage
   // (stage_threads_); the parts' outputs gathered into `o`.
   void RunMicro(const Batch& batch, int parts, const HeadOut& o, ComputeStats* stats);
+  // Stage s of a layer split over `b` (the rows of stage s - 1 in `in`, null for the first): a
+  // front stage writes its rows into *out, the last one runs its layers and the head into `o`
+  // (b.input set to `in`); its timing is added to *stats (may be null). RunMicro and Push.
+  void RunStage(size_t s, Batch& b, const float* in, std::vector<float>* out, const HeadOut& o,
+                ComputeStats* stats);
   // Runs the front stages for `batch`; returns the batch for the last stage (the batch, with
   // the last stage's input rows when split).
   const Batch& RunFront(const Batch& batch, ComputeStats* stats);
