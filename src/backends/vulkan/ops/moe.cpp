@@ -169,6 +169,14 @@ struct MoeGemvPush {
   uint32_t top_k;
 };
 
+// The expert GEMVs' grid (matmul_gemv.comp MOE): the rows (pairs or tokens) in x, the output
+// groups in y, so that every row's workgroup of one output group runs at once and the rows that
+// chose the same expert read its weight rows from the cache.
+void MoeGemvGrid(Dispatch& d, int64_t rows, int64_t output_groups) {
+  d.groups[0] = uint32_t(rows);
+  d.groups[1] = uint32_t(output_groups);
+}
+
 // The float / block-type path (MoeTakesGemv, !spec.idot): up (gate/up + SwiGLU over x, or x
 // with the norm folded, h in f32) then down (the token's choices weighted and added in order, +
 // the fused residual).
@@ -186,8 +194,7 @@ void RecordVecExperts(OpContext& c, const MoeGemv& spec, const std::vector<BufRa
     d.writes = {3};
     d.Push(MoeGemvPush{uint32_t(D), uint32_t(I), uint32_t(R * K), 0, uint32_t(D), 0, 0, uint32_t(I),
                        0, 0, 0, 0, norm ? 1u : 0u, norm ? norm->eps : 0.0f, uint32_t(K)});
-    d.groups[0] = uint32_t(R * K);  // the pairs of one output group side by side (x fastest)
-    d.groups[1] = uint32_t((I + spec.up_outputs - 1) / spec.up_outputs);
+    MoeGemvGrid(d, R * K, (I + spec.up_outputs - 1) / spec.up_outputs);
   }
   {
     const bool res = c.residual.size != 0;
@@ -198,8 +205,7 @@ void RecordVecExperts(OpContext& c, const MoeGemv& spec, const std::vector<BufRa
     d.writes = {3};
     d.Push(MoeGemvPush{uint32_t(I), uint32_t(D), uint32_t(R), 0, uint32_t(I), 0, 0, uint32_t(D), 0,
                        0, 0, res ? 1u : 0u, 0, 0.0f, uint32_t(K)});
-    d.groups[0] = uint32_t(R);
-    d.groups[1] = uint32_t((D + spec.down_outputs - 1) / spec.down_outputs);
+    MoeGemvGrid(d, R, (D + spec.down_outputs - 1) / spec.down_outputs);
   }
 }
 
@@ -219,8 +225,7 @@ void RecordIdotExperts(OpContext& c, const MoeGemv& spec, const std::vector<BufR
     d.writes = {3, 6, 7};
     d.Push(MoeGemvPush{uint32_t(D), uint32_t(I), uint32_t(R * K), 0, uint32_t(D), 0, 0, uint32_t(I),
                        0, 0, 0, 0, norm ? 1u : 0u, norm ? norm->eps : 0.0f, uint32_t(K)});
-    d.groups[0] = uint32_t(R * K);  // the pairs of one output group side by side (x fastest)
-    d.groups[1] = uint32_t(I / spec.up_outputs);  // I % 32 == 0 (MoeGemvFor)
+    MoeGemvGrid(d, R * K, I / spec.up_outputs);  // I % 32 == 0 (MoeGemvFor)
   }
   {
     const bool res = c.residual.size != 0;
@@ -234,8 +239,7 @@ void RecordIdotExperts(OpContext& c, const MoeGemv& spec, const std::vector<BufR
     d.writes = {3};
     d.Push(MoeGemvPush{uint32_t(I), uint32_t(D), uint32_t(R), 0, uint32_t(I), 0, 0, uint32_t(D), 0,
                        0, 0, res ? 1u : 0u, 0, 0.0f, uint32_t(K)});
-    d.groups[0] = uint32_t(R);
-    d.groups[1] = uint32_t((D + spec.down_outputs - 1) / spec.down_outputs);
+    MoeGemvGrid(d, R, (D + spec.down_outputs - 1) / spec.down_outputs);
   }
 }
 }  // namespace
