@@ -100,10 +100,17 @@ void CheckMatCase(Backend& be, const MatCase& c, uint64_t seed, float wscale, do
 }
 
 TEST_F(VulkanOps, MatMulGemvAndGemmOverTypes) {
-  const MatCase cases[] = {{1, 64, 45, DType::kF16, false},   {3, 37, 19, DType::kBF16, true},
-                           {8, 128, 33, DType::kF32, true},   {9, 64, 70, DType::kF16, true},
-                           {70, 37, 65, DType::kBF16, false}, {2, 24, 129, DType::kF32, false},
-                           {67, 80, 3, DType::kF32, true}};
+  const MatCase cases[] = {{1, 64, 45, DType::kF16, false},
+                           {3, 37, 19, DType::kBF16, true},
+                           {8, 128, 33, DType::kF32, true},
+                           {9, 64, 70, DType::kF16, true},
+                           {70, 37, 65, DType::kBF16, false},
+                           {2, 24, 129, DType::kF32, false},
+                           {67, 80, 3, DType::kF32, true},
+                           // Few outputs past 8 rows: the GEMV in row groups of 8 (a router).
+                           {33, 64, 64, DType::kF32, true},
+                           {64, 128, 256, DType::kBF16, false},
+                           {40, 2048, 64, DType::kF32, false}};
   for (const auto& c : cases) CheckMatCase(SharedVulkan(), c, 4, 1.0f, kTol, "matmul");
 }
 

@@ -622,7 +622,11 @@ void RecordMatMul(OpContext& c, BufRange x, int64_t R, int64_t K, const DeviceWe
   ES_ASSERT(w.cols == K);
   ES_ASSERT(!xq || (!norm && UseIdotGemv(c.dev, R, K, w.rows, w.dtype)));
   if (RecordDecodeShaped(c, x, R, K, w, bias, y, y_rs, x16)) return;
-  const bool gemv = R <= kGemvMaxRows;
+  // Float weights of few outputs (a MoE router's 64) in a decode-shaped step take the GEMV in row
+  // groups of 8 too: a GEMM would run one tile (H100, V2-Lite Q4_0, the f32 router of a 32-row
+  // step on the coopmat GEMM: 70 us a layer).
+  const bool gemv = R <= kGemvMaxRows || (R <= kDecodeMaxRows && w.rows <= kGemvFewOutputs &&
+                                          K % 8 == 0 && !IsQuantized(w.dtype));
   const bool vec = K % 8 == 0;
   // Integer dot products over x quantized by a separate dispatch (xq) or in each workgroup.
   const bool idot = gemv && UseIdotGemv(c.dev, R, K, w.rows, w.dtype);
