@@ -60,6 +60,7 @@ enum class Knob : int {
   kAttnQuant,
   kAttnSplits,
   kAttnChunk,
+  kMlaHeadGemm,
   kCount
 };
 constexpr int kKnobCount = int(Knob::kCount);

@@ -608,6 +608,35 @@ TEST_P(VulkanAttention, AbsorbedMlaAtRealWidthsAndLongContexts) {
   v3.Step(be, b, tol, "mla H=128 decode");
 }
 
+// MLA's per-head products (q_nope into the latent, the latent out) on the grouped head GEMMs in
+// decode-shaped steps from ES_VK_MLA_HEAD_GEMM rows (prefill steps of more than kDecodeMaxRows
+// rows always), else the per-head GEMVs: steps of 1, 8, 9, 33 and 64 rows in slot 0 after a
+// 70-row prefill in slot 1, each against the reference, and the grouped GEMM ran exactly where
+// the knob says (odd head count and widths: H 5, dn 24, dr 8, dv 40, r 48).
+TEST(VulkanMlaHeadGemm, DecodeStepsFromTheKnobsRowsTakeTheGroupedHeadGemms) {
+  for (const int from : {9, 65, 1}) {
+    vk::VulkanTuning t;
+    t.knobs.Set(vk::Knob::kMlaHeadGemm, std::to_string(from));
+    auto be = MakeVulkan(t);
+    MlaSteps run(*be, 5, 24, 8, 40, 48, DType::kF32, 200);
+    const std::string tag = "ES_VK_MLA_HEAD_GEMM=" + std::to_string(from);
+    Batch pre;
+    pre.Add(1, 0, Tokens(70, 5), true);
+    pre.Finalize();
+    run.Step(*be, pre, 1e-4, tag + " prefill");
+    EXPECT_TRUE(Ran(*be, "moe_gemm")) << tag << " prefill";
+    int pos = 0;
+    for (const int T : {1, 8, 9, 33, 64}) {
+      Batch b;
+      b.Add(0, pos, Tokens(T, T), true);
+      b.Finalize();
+      pos += T;
+      run.Step(*be, b, 1e-4, tag);
+      EXPECT_EQ(Ran(*be, "moe_gemm"), T >= from) << tag << " T=" << T;
+    }
+  }
+}
+
 // MLA in the non-absorbed form (ops/mla_non_absorbed.cpp) at DeepSeek's widths (dn 128, dr 64,
 // dv 128, r 512; 16 heads as V2-Lite and an odd 5): steps of at least kMlaNonAbsorbedMinRows
 // rows gather the latent rows, expand K_nope and V from kv_b (f16 here, q8_0 in one case) by

@@ -11,11 +11,12 @@
 //      Where that kernel does not fit (odd widths, subgroups under 8), attention.comp with one
 //      shared kv head whose key is the latent row plus its rope part and whose value is it.
 //   4. out[t, h] = Wuv[h] · o_lat[t, h]              per-head GEMV
-// Prefill (more than kDecodeMaxRows rows, dense WukT/Wuv): steps 1 and 4 are grouped
-// GEMMs with one group per head (RecordGroupedGemm, on tensor cores where the device has them)
-// over head-major copies of their inputs ([H, T, *]), their outputs copied back.
+// Prefill (more than kDecodeMaxRows rows) and decode steps of ES_VK_MLA_HEAD_GEMM rows or more,
+// dense WukT/Wuv: steps 1 and 4 are grouped GEMMs with one group per head (RecordGroupedGemm, on
+// tensor cores where the device has them) over head-major copies of their inputs ([H, T, *]),
+// their outputs copied back.
 // Scratch: qcat [T, H*(r+dr)], o_lat [T, H*r] (f32); split decode: the chunks' partials
-// [T, H, kMlaSplits, r + 2]; prefill: head-major [H*T, max(dn, r, dv)] twice.
+// [T, H, kMlaSplits, r + 2]; head GEMMs: head-major [H*T, max(dn, r, dv)] twice.
 #include <algorithm>
 #include <cstring>
 
@@ -95,6 +96,15 @@ uint32_t MlaHeadsPerGroup(const Device& dev, int64_t r, int64_t dr) {
 }
 }  // namespace
 
+namespace {
+// Whether steps 1 and 4 take the grouped head GEMMs: float, single-chunk WukT and Wuv in steps of
+// at least ES_VK_MLA_HEAD_GEMM rows (prefill always: more than kDecodeMaxRows rows).
+bool MlaHeadGemm(const Device& dev, int64_t T, DType wuk, DType wuv) {
+  const int64_t from = std::min<int64_t>(dev.tuning().Uint(Knob::kMlaHeadGemm), kDecodeMaxRows + 1);
+  return T >= from && !IsQuantized(wuk) && !IsQuantized(wuv);
+}
+}  // namespace
+
 bool MlaFoldsQRope(const Device& dev, const VkKv& kv, const Graph& g, const Node& n, int64_t T,
                    bool expand) {
   return !MlaTakesNonAbsorbed(dev, kv, g, n, T, expand) &&
@@ -107,9 +117,9 @@ std::vector<uint64_t> MlaScratch(const Device& dev, const VkKv& kv, const Graph&
   const MlaParams& m = n.Params<MlaParams>();
   const uint64_t H = uint64_t(m.heads), dr = uint64_t(m.dr), r = uint64_t(m.rank);
   std::vector<uint64_t> s{uint64_t(T) * H * (r + dr) * 4, uint64_t(T) * H * r * 4};
-  if (T <= kDecodeMaxRows) {
-    s.push_back(uint64_t(T) * H * MlaSplits(int64_t(H), T) * (r + 2) * 4);
-  } else {
+  // Decode rows: the key chunks' partials, then (head GEMMs) the head-major copies.
+  if (T <= kDecodeMaxRows) s.push_back(uint64_t(T) * H * MlaSplits(int64_t(H), T) * (r + 2) * 4);
+  if (MlaHeadGemm(dev, T, g.node(n.src[3]).weight->dtype, g.node(n.src[4]).weight->dtype)) {
     const uint64_t dn = uint64_t(m.dn), dv = uint64_t(m.dv), w = std::max({dn, r, dv});
     s.push_back(uint64_t(T) * H * w * 4);
     s.push_back(uint64_t(T) * H * w * 4);
@@ -132,15 +142,19 @@ BufRange HeadRowsMeta(OpContext& c, int64_t T, int64_t H) {
   c.owned->push_back(ma);
   return Range(ma);
 }
+// The first of the head GEMMs' two head-major scratch buffers (after the decode partials).
+size_t HeadMajorScratch(int64_t T) { return T <= kDecodeMaxRows ? 3 : 2; }
 // out [T, H * dv] = per head, the attention's latent output olat [T, H * r] times Wuv's head
 // rows: the grouped head GEMM for prefill steps of float weights, else the per-head GEMV.
 void RecordLatentOutput(OpContext& c, BufRange olat, const DeviceWeight& wuv, bool gemm,
                         BufRange meta) {
   const MlaParams& m = c.n.Params<MlaParams>();
   const int64_t T = c.T, H = m.heads, dv = m.dv, r = m.rank;
+  const size_t hm = HeadMajorScratch(T);
   if (gemm)
     RecordHeadGemm(c, olat, uint32_t(H * r), uint32_t(r), uint32_t(H), uint32_t(dv), uint32_t(r),
-                   wuv, c.Out(), uint32_t(H * dv), uint32_t(dv), c.scratch[2], c.scratch[3], meta);
+                   wuv, c.Out(), uint32_t(H * dv), uint32_t(dv), c.scratch[hm], c.scratch[hm + 1],
+                   meta);
   else
     RecordHeadGemv(c, olat, T, H, dv, r, wuv, H * r, r, 0, c.Out(), H * dv, dv, 0);
 }
@@ -186,12 +200,14 @@ void BuildMla(OpContext& c) {
   ES_CHECK(!rope || G != 0, "vulkan: mla '", n.name,
            "' has a folded rope but no kernel that applies it");
   const int64_t qw = H * (dn + dr), cw = H * (r + dr);
-  const bool gemm = T > kDecodeMaxRows && !IsQuantized(wuk.dtype) && !IsQuantized(wuv.dtype) &&
-                    wuk.chunks.size() == 1 && wuv.chunks.size() == 1;
+  const bool gemm = MlaHeadGemm(c.dev, T, wuk.dtype, wuv.dtype) && wuk.chunks.size() == 1 &&
+                    wuv.chunks.size() == 1;
   const BufRange meta = gemm ? HeadRowsMeta(c, T, H) : BufRange{};
   if (gemm) {
+    const size_t hm = HeadMajorScratch(T);
     RecordHeadGemm(c, qin, uint32_t(qw), uint32_t(dn + dr), uint32_t(H), uint32_t(r), uint32_t(dn),
-                   wuk, qcat, uint32_t(cw), uint32_t(r + dr), c.scratch[2], c.scratch[3], meta);
+                   wuk, qcat, uint32_t(cw), uint32_t(r + dr), c.scratch[hm], c.scratch[hm + 1],
+                   meta);
   } else {
     RecordHeadGemv(c, qin, T, H, r, dn, wuk, qw, dn + dr, 0, qcat, cw, r + dr, 0);
   }
