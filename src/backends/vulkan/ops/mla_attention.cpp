@@ -13,10 +13,9 @@
 //   4. out[t, h] = Wuv[h] · o_lat[t, h]              per-head GEMV
 // Prefill (more than kDecodeMaxRows rows) and decode steps of ES_VK_MLA_HEAD_GEMM rows or more,
 // dense WukT/Wuv: steps 1 and 4 are grouped GEMMs with one group per head (RecordGroupedGemm, on
-// tensor cores where the device has them) over head-major copies of their inputs ([H, T, *]),
-// their outputs copied back.
+// tensor cores where the device has them) gathering each head's slices of the rows in place.
 // Scratch: qcat [T, H*(r+dr)], o_lat [T, H*r] (f32); split decode: the chunks' partials
-// [T, H, kMlaSplits, r + 2]; head GEMMs: head-major [H*T, max(dn, r, dv)] twice.
+// [T, H, kMlaSplits, r + 2].
 #include <algorithm>
 #include <cstring>
 
@@ -29,31 +28,35 @@ struct CopyPush {
 };
 
 namespace {
-void RecordCopy(OpContext& c, BufRange in, BufRange out, const CopyPush& pc) {
-  Dispatch& d = c.Add("copy", {1, 1});
-  d.bindings = {{in}, {out}};
-  d.writes = {1};
-  d.Push(pc);
-  Grid1D(d, uint64_t(pc.R) * pc.H * pc.W);
-}
-
-// y[t, h*y_hs + n] = W[h] · x[t, h*x_hs + k] for T rows as one grouped GEMM per head
-// (W: [H*N, K] dense, head h's rows at h*N): x copied head-major into xh, the GEMM into yh, and
-// yh copied back. meta: the identity grouping (head h takes rows h*T .. h*T + T of xh).
-void RecordHeadGemm(OpContext& c, BufRange x, uint32_t x_rs, uint32_t x_hs, uint32_t H, uint32_t N,
-                    uint32_t K, const DeviceWeight& w, BufRange y, uint32_t y_rs, uint32_t y_hs,
-                    BufRange xh, BufRange yh, BufRange meta) {
+// y[t, h*y_hs + n] = W[h] · x[t, h*x_hs + k] for T rows as one grouped GEMM with a group per head
+// (W: [H*N, K] dense, head h's rows at h*N), in place: with rows H*x_hs (H*y_hs) wide, head h's
+// slice of row t is row t*H + h of x_hs (y_hs) elements, so the GEMM gathers head h's rows
+// through meta (HeadRowsMeta) and writes y's the same way.
+void RecordHeadGemm(OpContext& c, BufRange x, uint32_t x_hs, uint32_t H, uint32_t N, uint32_t K,
+                    const DeviceWeight& w, BufRange y, uint32_t y_hs, BufRange meta) {
   const uint32_t T = uint32_t(c.T);
-  RecordCopy(c, x, xh, CopyPush{T, H, K, x_rs, x_hs, 0, K, T * K, 0});
   std::vector<uint32_t> table(size_t(6) * H, 0);
   for (uint32_t h = 0; h < H; ++h) table[6 * h + 1] = h * N * K;  // elements
   Allocation tab = c.host_pool->Alloc(table.size() * 4, c.n.name + " head table");
   std::memcpy(tab.mapped, table.data(), table.size() * 4);
   c.owned->push_back(tab);
-  GroupedGemm g{
-      {Range(w.chunks[0].alloc)}, xh, meta, yh, Range(tab), meta, w.dtype, N, K, H, T, 1, 0, false};
+  GroupedGemm g{{Range(w.chunks[0].alloc)},
+                x,
+                meta,
+                y,
+                Range(tab),
+                meta,
+                w.dtype,
+                N,
+                K,
+                H,
+                T,
+                1,
+                0,
+                false,
+                y_hs,
+                x_hs};
   RecordGroupedGemm(c, g);
-  RecordCopy(c, yh, y, CopyPush{T, H, N, N, T * N, 0, y_rs, y_hs, 0});
 }
 
 // Key chunks of a decode row (mla_attention.comp without DIRECT) and the fewest keys a chunk
@@ -97,11 +100,13 @@ uint32_t MlaHeadsPerGroup(const Device& dev, int64_t r, int64_t dr) {
 }  // namespace
 
 namespace {
-// Whether steps 1 and 4 take the grouped head GEMMs: float, single-chunk WukT and Wuv in steps of
-// at least ES_VK_MLA_HEAD_GEMM rows (prefill always: more than kDecodeMaxRows rows).
-bool MlaHeadGemm(const Device& dev, int64_t T, DType wuk, DType wuv) {
+// Whether steps 1 and 4 take the grouped head GEMMs: float, single-chunk WukT and Wuv whose
+// inputs' head slices (q: dn + dr, the latent: r) start on 4-element boundaries, in steps of at
+// least ES_VK_MLA_HEAD_GEMM rows (prefill always: more than kDecodeMaxRows rows).
+bool MlaHeadGemm(const Device& dev, const MlaParams& m, int64_t T, DType wuk, DType wuv) {
   const int64_t from = std::min<int64_t>(dev.tuning().Uint(Knob::kMlaHeadGemm), kDecodeMaxRows + 1);
-  return T >= from && !IsQuantized(wuk) && !IsQuantized(wuv);
+  return T >= from && !IsQuantized(wuk) && !IsQuantized(wuv) && (m.dn + m.dr) % 4 == 0 &&
+         m.rank % 4 == 0;
 }
 }  // namespace
 
@@ -117,44 +122,35 @@ std::vector<uint64_t> MlaScratch(const Device& dev, const VkKv& kv, const Graph&
   const MlaParams& m = n.Params<MlaParams>();
   const uint64_t H = uint64_t(m.heads), dr = uint64_t(m.dr), r = uint64_t(m.rank);
   std::vector<uint64_t> s{uint64_t(T) * H * (r + dr) * 4, uint64_t(T) * H * r * 4};
-  // Decode rows: the key chunks' partials, then (head GEMMs) the head-major copies.
   if (T <= kDecodeMaxRows) s.push_back(uint64_t(T) * H * MlaSplits(int64_t(H), T) * (r + 2) * 4);
-  if (MlaHeadGemm(dev, T, g.node(n.src[3]).weight->dtype, g.node(n.src[4]).weight->dtype)) {
-    const uint64_t dn = uint64_t(m.dn), dv = uint64_t(m.dv), w = std::max({dn, r, dv});
-    s.push_back(uint64_t(T) * H * w * 4);
-    s.push_back(uint64_t(T) * H * w * 4);
-  }
   return s;
 }
 
 namespace {
 // The grouped head GEMMs' meta for every head taking all T rows: counts[H] = T, offsets[H] =
-// h * T, then the rows in order (moe_gemm.glsl's layout).
+// h * T, then head h's rows t*H + h (moe_gemm.glsl's layout; RecordHeadGemm).
 BufRange HeadRowsMeta(OpContext& c, int64_t T, int64_t H) {
   std::vector<uint32_t> m(size_t(2 * H + T * H));
   for (int64_t h = 0; h < H; ++h) {
     m[size_t(h)] = uint32_t(T);
     m[size_t(H + h)] = uint32_t(h * T);
   }
-  for (int64_t i = 0; i < T * H; ++i) m[size_t(2 * H + i)] = uint32_t(i);
+  for (int64_t h = 0; h < H; ++h)
+    for (int64_t t = 0; t < T; ++t) m[size_t(2 * H + h * T + t)] = uint32_t(t * H + h);
   Allocation ma = c.host_pool->Alloc(m.size() * 4, c.n.name + " head rows");
   std::memcpy(ma.mapped, m.data(), m.size() * 4);
   c.owned->push_back(ma);
   return Range(ma);
 }
-// The first of the head GEMMs' two head-major scratch buffers (after the decode partials).
-size_t HeadMajorScratch(int64_t T) { return T <= kDecodeMaxRows ? 3 : 2; }
 // out [T, H * dv] = per head, the attention's latent output olat [T, H * r] times Wuv's head
 // rows: the grouped head GEMM for prefill steps of float weights, else the per-head GEMV.
 void RecordLatentOutput(OpContext& c, BufRange olat, const DeviceWeight& wuv, bool gemm,
                         BufRange meta) {
   const MlaParams& m = c.n.Params<MlaParams>();
   const int64_t T = c.T, H = m.heads, dv = m.dv, r = m.rank;
-  const size_t hm = HeadMajorScratch(T);
   if (gemm)
-    RecordHeadGemm(c, olat, uint32_t(H * r), uint32_t(r), uint32_t(H), uint32_t(dv), uint32_t(r),
-                   wuv, c.Out(), uint32_t(H * dv), uint32_t(dv), c.scratch[hm], c.scratch[hm + 1],
-                   meta);
+    RecordHeadGemm(c, olat, uint32_t(r), uint32_t(H), uint32_t(dv), uint32_t(r), wuv, c.Out(),
+                   uint32_t(dv), meta);
   else
     RecordHeadGemv(c, olat, T, H, dv, r, wuv, H * r, r, 0, c.Out(), H * dv, dv, 0);
 }
@@ -200,14 +196,12 @@ void BuildMla(OpContext& c) {
   ES_CHECK(!rope || G != 0, "vulkan: mla '", n.name,
            "' has a folded rope but no kernel that applies it");
   const int64_t qw = H * (dn + dr), cw = H * (r + dr);
-  const bool gemm = MlaHeadGemm(c.dev, T, wuk.dtype, wuv.dtype) && wuk.chunks.size() == 1 &&
+  const bool gemm = MlaHeadGemm(c.dev, m, T, wuk.dtype, wuv.dtype) && wuk.chunks.size() == 1 &&
                     wuv.chunks.size() == 1;
   const BufRange meta = gemm ? HeadRowsMeta(c, T, H) : BufRange{};
   if (gemm) {
-    const size_t hm = HeadMajorScratch(T);
-    RecordHeadGemm(c, qin, uint32_t(qw), uint32_t(dn + dr), uint32_t(H), uint32_t(r), uint32_t(dn),
-                   wuk, qcat, uint32_t(cw), uint32_t(r + dr), c.scratch[hm], c.scratch[hm + 1],
-                   meta);
+    RecordHeadGemm(c, qin, uint32_t(dn + dr), uint32_t(H), uint32_t(r), uint32_t(dn), wuk, qcat,
+                   uint32_t(r + dr), meta);
   } else {
     RecordHeadGemv(c, qin, T, H, r, dn, wuk, qw, dn + dr, 0, qcat, cw, r + dr, 0);
   }

@@ -93,9 +93,11 @@ void RecordGroupedGemm(OpContext& c, const GroupedGemm& g) {
   Dispatch& d = c.Add(name, {uint32_t(kMoeMaxBlocks), 1, 1, 1, 1, 1});
   d.bindings = {w, {g.x}, {g.meta}, {g.y}, {g.table}, {g.wts}};
   d.writes = {3};
+  ES_ASSERT(g.x_rs % 4 == 0);
   struct {
-    uint32_t K, N, y_rs, E, xdiv, mat, use_wts;
-  } pc{g.K, g.N, g.y_rs ? g.y_rs : g.N, g.groups, g.xdiv, g.mat, g.use_wts ? 1u : 0u};
+    uint32_t K, N, y_rs, E, xdiv, mat, use_wts, x_rs;
+  } pc{g.K,    g.N,   g.y_rs ? g.y_rs : g.N, g.groups,
+       g.xdiv, g.mat, g.use_wts ? 1u : 0u,   g.x_rs ? g.x_rs : g.K};
   d.Push(pc);
   d.groups[0] = (g.N + bn - 1) / bn;
   d.groups[1] = (g.max_rows + bm - 1) / bm;

@@ -36,7 +36,8 @@ struct GroupedGemm {
   DType dtype;
   uint32_t N, K, groups, max_rows, xdiv, mat;
   bool use_wts;
-  uint32_t y_rs = 0;
+  uint32_t y_rs = 0;  // elements between y rows (0: N)
+  uint32_t x_rs = 0;  // elements between x rows (0: K; a multiple of 4)
 };
 void RecordGroupedGemm(OpContext& c, const GroupedGemm& g);
 // kMlaAttention takes the non-absorbed form (ops/mla_non_absorbed.cpp) for steps of at least this

@@ -17,6 +17,7 @@ layout(binding = 1) readonly buffer X { float x[]; };
 #include "moe_gemm.glsl"
 #define WORD(i) wb[blk].w[i]
 #define XROW(row, gm) MoeXRow(row)
+#define XRS p.x_rs
 #define ROWS moe_count
 #define WBASE_EL wbase   // dense types: elements
 #define WBASE_Q wbase    // block types: words
@@ -28,6 +29,7 @@ layout(binding = 3) writeonly buffer Y { float y[]; };
 layout(push_constant) uniform P { uint K, N, R, n0, y_rs, has_bias; } p;
 #define WORD(i) w[i]
 #define XROW(row, gm) (gm)
+#define XRS p.K
 #define ROWS p.R
 #define WBASE_EL 0u
 #define WBASE_Q 0u
@@ -52,7 +54,7 @@ void main() {
       const uint e = tid + 256u * l;
       const uint row = e / BK, kk = e % BK;   // row of the tile, k inside the step
       const uint gk = k0 + kk, gm = m0 + row;
-      As[kk][row] = (gm < ROWS && gk < p.K) ? x[XROW(row, gm) * p.K + gk] : 0.0;
+      As[kk][row] = (gm < ROWS && gk < p.K) ? x[XROW(row, gm) * XRS + gk] : 0.0;
     }
 #if defined(W_QUANT)
     // Block types: one group of 4 elements per invocation (BN * BK / 4 == 256), dequantized

@@ -53,6 +53,7 @@ layout(binding = 1) readonly buffer X { vec4 x4[]; };
 #include "moe_gemm.glsl"
 #define WQ(i) wb[blk].wq[i]
 #define XROW(row, gm) MoeXRow(row)
+#define XRS4 (p.x_rs / 4u)  // vec4 per x row
 #define ROWS moe_count
 #define WBASE_EL wbase   // dense types: elements
 #define WBASE_Q wbase    // block types: words
@@ -65,6 +66,7 @@ layout(binding = 4) writeonly buffer Part { float part[]; };
 layout(push_constant) uniform P { uint K, N, R, n0, y_rs, has_bias, ks; } p;
 #define WQ(i) wq[i]
 #define XROW(row, gm) (gm)
+#define XRS4 K4
 #define ROWS p.R
 #define WBASE_EL 0u
 #define WBASE_Q 0u
@@ -169,8 +171,8 @@ void main() {
       const uint gm = m0 + row, gk4 = (k0) / 4u + 2u * c;                             \
       const bool ok = gm < ROWS && gk4 < K4;                                          \
       const uint xr = XROW(row, gm);                                                  \
-      ra[l][0] = ok ? x4[xr * K4 + gk4] : vec4(0.0);                                  \
-      ra[l][1] = ok ? x4[xr * K4 + gk4 + 1u] : vec4(0.0);                             \
+      ra[l][0] = ok ? x4[xr * XRS4 + gk4] : vec4(0.0);                                \
+      ra[l][1] = ok ? x4[xr * XRS4 + gk4 + 1u] : vec4(0.0);                           \
     }
 #if defined(W_F32) || defined(W_F16) || defined(W_BF16)
 #if defined(W_F32)

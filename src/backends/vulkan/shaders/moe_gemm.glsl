@@ -3,7 +3,8 @@
 // routed to it by one projection of that expert:
 //   y[pair, n] = Σ_k x[pair / xdiv, k] W_e[n, k] (· wts[pair] where use_wts)
 // pair = perm[offsets[e] + i], i < counts[e] (moe_compact.comp: meta = counts[E] | offsets[E] |
-// perm[R * top_k]); x rows are tokens (xdiv = top_k: gate/up) or pairs (xdiv = 1: down). The
+// perm[R * top_k]); x rows are tokens (xdiv = top_k: gate/up) or pairs (xdiv = 1: down), x_rs
+// elements apart (MLA's head GEMMs: a head's slice of a row, ops/mla_attention.cpp). The
 // expert's matrix m (0 gate, 1 up, 2 down) is table[6e + 2m] (which of the NB bound buffers of
 // its stack) at table[6e + 2m + 1] (elements for dense types, 32-bit words for block types).
 // Workgroups whose row tile starts past the expert's count return at once: the host sizes the
@@ -18,7 +19,7 @@ layout(binding = 2) readonly buffer Meta { uint meta[]; };
 layout(binding = 3) writeonly buffer Y { float y[]; };
 layout(binding = 4) readonly buffer Tb { uint table[]; };
 layout(binding = 5) readonly buffer Wt { float wts[]; };
-layout(push_constant) uniform P { uint K, N, y_rs, E, xdiv, mat, use_wts; } p;
+layout(push_constant) uniform P { uint K, N, y_rs, E, xdiv, mat, use_wts, x_rs; } p;
 const uint NB = 8u;  // ops/moe.cpp kMoeMaxBlocks
 uint blk, wbase, moe_count;
 #else
