@@ -460,7 +460,13 @@ void ProbeLayers(Backend& be, KvStorage& kv, const CalibrateOptions& o, size_t m
         p.head_probes.push_back(MeasureHead(be, kv, c, t, o.seconds_per_case, tag));
     }
   // A prefill's rows: the CPU validation's prompt is short (64), a GPU's 512 (plan_validate.sh).
-  const int prefill_rows = o.quick ? 16 : o.backend == "vulkan" ? 512 : 128;
+  // The CPU's at 64 and 128: its layers' excess is not linear in rows below 128 (the dev EPYC's
+  // 7B Q8_0 prefill of 64 rows paid ~34 ms a layer where the line from 1 to 128 rows said 8.6;
+  // session 41), so plan interpolates between the probes' rows (LayerExcess).
+  std::vector<int> prefill_rows = {128};
+  if (o.quick) prefill_rows = {16};
+  if (o.backend == "vulkan" && !o.quick) prefill_rows = {512};
+  if (o.backend == "cpu" && !o.quick) prefill_rows = {64, 128};
   for (const ModelConfig& c : ProbeConfigs(o.quick)) {
     const int64_t D = c.hidden_size, F = c.intermediate_size,
                   qkvo = 2 * D * c.n_heads * c.head_dim + 2 * D * c.n_kv_heads * c.head_dim;
@@ -474,12 +480,14 @@ void ProbeLayers(Backend& be, KvStorage& kv, const CalibrateOptions& o, size_t m
           28));
       if (layer_s <= 4 * o.seconds_per_case)
         p.layer_probes.push_back(probe.Measure(c, t, 1, 64, layers));
-      const double flops = 2.0 * prefill_rows * double(qkvo + 3 * D * F);
-      if (flops / gemm <= 4 * o.seconds_per_case)
-        p.layer_probes.push_back(probe.Measure(
-            c, t, prefill_rows, 0,
-            PrefillProbeLayers(double(layer_bytes), flops / gemm,
-                               o.backend == "cpu" ? chain_bytes : 0, o.seconds_per_case)));
+      for (int rows : prefill_rows) {
+        const double flops = 2.0 * rows * double(qkvo + 3 * D * F);
+        if (flops / gemm <= 4 * o.seconds_per_case)
+          p.layer_probes.push_back(probe.Measure(
+              c, t, rows, 0,
+              PrefillProbeLayers(double(layer_bytes), flops / gemm,
+                                 o.backend == "cpu" ? chain_bytes : 0, o.seconds_per_case)));
+      }
     }
   }
 }

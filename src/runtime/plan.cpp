@@ -717,13 +717,26 @@ double LayerExcess(const DeviceProfile& d, int64_t hidden, DType t, int64_t rows
   };
   const DType use = has(t) ? t : has(DType::kF16) ? DType::kF16 : nearest.type;
   const LayerProbe *one = nullptr, *many = nullptr;
+  std::vector<const LayerProbe*> by_rows;  // the first probe of each row count, by rows
   for (const LayerProbe& p : d.layer_probes) {
     if (p.hidden != width || p.type != use) continue;
     if (p.rows == 1 && !one) one = &p;
     if (p.rows > 1 && (!many || p.rows > many->rows)) many = &p;
+    if (std::none_of(by_rows.begin(), by_rows.end(),
+                     [&](const LayerProbe* q) { return q->rows == p.rows; }))
+      by_rows.push_back(&p);
   }
+  std::sort(by_rows.begin(), by_rows.end(),
+            [](const LayerProbe* a, const LayerProbe* b) { return a->rows < b->rows; });
   double e = 0;
-  if (one && many) {
+  if (one && many && rows < many->rows) {
+    // Between two probes' rows: linear between their excesses (session 41: not one line).
+    size_t i = 1;
+    while (by_rows[i]->rows < rows) ++i;
+    const LayerProbe &a = *by_rows[i - 1], &b = *by_rows[i];
+    const double ea = LayerProbeExcess(a, d), eb = LayerProbeExcess(b, d);
+    e = ea + (eb - ea) * double(rows - a.rows) / double(b.rows - a.rows);
+  } else if (one && many) {
     const double e1 = LayerProbeExcess(*one, d), em = LayerProbeExcess(*many, d);
     e = e1 + (em - e1) * double(rows - 1) / double(many->rows - 1);
   } else if (one) {

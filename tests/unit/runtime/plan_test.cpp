@@ -511,6 +511,25 @@ TEST(PlanProbe, ExcessIsLinearInRowsAndScalesWithWidth) {
   EXPECT_NEAR(LayerExcess(d, 64, DType::kQ4_0, 1), e1, 1e-15);  // 64 is nearer 64 than 96
 }
 
+TEST(PlanProbe, ExcessIsPiecewiseLinearBetweenTheProbesRows) {
+  // Probes at 1, 2 and 4 rows (the CPU's at 1, 64 and 128 since session 41): between two of
+  // them, the line through their excesses; from the largest on, the line from 1 to it as before.
+  DeviceProfile d = ProbeProfile();
+  const LayerProbe two = SmallProbe(2, 1, 0, 0.05);
+  d.layer_probes = {SmallProbe(4, 1, 0, 0.02), two, SmallProbe(1, 2, 10, 0.01)};
+  const double e1 = (0.01 - 215.896e-6) / 2, e4 = 0.02 - 193.264e-6;
+  const double e2 = LayerProbeExcess(two, d);
+  EXPECT_GT(e2, e4);  // a bump at 2 rows that the line from 1 to 4 would miss
+  EXPECT_NEAR(LayerExcess(d, 64, DType::kF16, 1), e1, 1e-15);
+  EXPECT_NEAR(LayerExcess(d, 64, DType::kF16, 2), e2, 1e-15);
+  EXPECT_NEAR(LayerExcess(d, 64, DType::kF16, 3), e2 + (e4 - e2) / 2, 1e-15);
+  EXPECT_NEAR(LayerExcess(d, 64, DType::kF16, 4), e4, 1e-15);
+  EXPECT_NEAR(LayerExcess(d, 64, DType::kF16, 8), e1 + (e4 - e1) * 7 / 3, 1e-15);
+  // A second probe of 2 rows: the first one counts.
+  d.layer_probes.push_back(SmallProbe(2, 1, 0, 0.5));
+  EXPECT_NEAR(LayerExcess(d, 64, DType::kF16, 2), e2, 1e-15);
+}
+
 TEST(PlanProbe, PlanChargesEveryLayerItsExcess) {
   DeviceProfile d = ProbeProfile();
   const ModelWeights w = DescribeSynthetic(ModelArg("llama3"), "bf16");

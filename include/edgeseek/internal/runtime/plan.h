@@ -141,9 +141,10 @@ double LayerProbeRoofline(const LayerProbe& probe, const DeviceProfile& d);
 double LayerProbeExcess(const LayerProbe& probe, const DeviceProfile& d);
 // The excess plan charges one layer of width `hidden` whose matrices are mostly of type `t` in a
 // step of `rows` rows: from the probes of the nearest width (|log| of the ratio; type t, else
-// f16, else the first), linear in rows through the one-row probe and the largest-rows one (one
-// probe alone: its excess, × rows / its rows for a prefill probe), × hidden / the probe's width
-// where the widths differ. 0 for a profile without probes.
+// f16, else the first), linear in rows between the two probes whose rows bracket `rows` (the
+// CPU's are at 1, 64 and 128 rows since session 41), and from the largest-rows probe on along
+// the line through the one-row probe and it (one probe alone: its excess, × rows / its rows for a
+// prefill probe), × hidden / the probe's width where the widths differ. 0 without probes.
 double LayerExcess(const DeviceProfile& d, int64_t hidden, DType t, int64_t rows);
 // The head probe's roofline as DecodeCost weighs an lm_head: max(its bytes at the GEMV curve +
 // the norm's at the bandwidth, 2·V·D at the type's GEMV compute rate) + 3 dispatches (input,
