@@ -66,6 +66,20 @@ int Calibrate(const CalibrateOptions& o, const std::string& out, const std::stri
         l.seconds.value * 1e3, LayerProbeRoofline(l, p) * 1e3, LayerProbeExcess(l, p) * 1e3,
         at == std::string::npos ? "" : l.seconds.source.c_str() + at);
   }
+  // The routed-expert probes: measured, the expert FLOP rate plan takes from them, and the GEMM
+  // curve's rate at one expert's matrix that a prefill's experts took without them.
+  for (const MoeProbe& m : p.moe_probes) {
+    const size_t at = m.seconds.source.rfind("median of");
+    const double expert_bytes = double(RowBytes(m.type, m.hidden)) * double(m.ffn);
+    std::printf(
+        "  experts  D %lld %d x %lld top %d %-5s %3d rows x %d layers: %8.3f ms, %.1f rows an "
+        "expert at %.0f GFLOP/s (GEMM curve %.0f) (%s)\n",
+        (long long)m.hidden, m.experts, (long long)m.ffn, m.top_k,
+        std::string(Name(m.type)).c_str(), m.rows, m.layers, m.seconds.value * 1e3,
+        double(m.rows) * m.top_k / m.experts, MoeProbeRate(m, p) / 1e9,
+        p.GemmRate(m.type, expert_bytes) / 1e9,
+        at == std::string::npos ? "" : m.seconds.source.c_str() + at);
+  }
   if (!out.empty()) {
     std::ofstream f(out);
     ES_CHECK(f, "--json ", out, ": cannot write");

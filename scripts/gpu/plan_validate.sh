@@ -19,6 +19,10 @@
 # lavapipe: device memory is host memory) plan's whole figure against peak RSS. Plan takes the
 # context bench allocates (P + N + 8). The last column but one also gives the bench's run-queue
 # wait as a share of a decode step (p50s): a large share says the machine, not plan, was measured.
+# The last columns tell a model error from the host's swing (session 41): the decode ratio at
+# bench's p50 step (its tokens/s is the mean, which a slow state's steps pull down), the
+# profile's bandwidth beside bench's own read sum, and the bench threads' CPU time over a decode
+# step (the thread count when they all ran).
 # A failing row prints its error and the script continues.
 set -u
 BIN=${1:?usage: plan_validate.sh EDGESEEK OUTDIR}
@@ -44,8 +48,8 @@ if [ "$BACKEND" != cpu ] && [ -z "${ES_PV_NO_CPU:-}" ]; then
 fi
 TABLE="$OUT/plan_validate.md"
 {
-  echo "| model | type | pred decode tok/s | meas decode | ratio | pred prefill tok/s | meas prefill | ratio | pred mem GiB | meas mem GiB | ratio | measured | device held GiB |"
-  echo "|---|---|---|---|---|---|---|---|---|---|---|---|---|"
+  echo "| model | type | pred decode tok/s | meas decode | ratio | pred prefill tok/s | meas prefill | ratio | pred mem GiB | meas mem GiB | ratio | measured | device held GiB | decode ratio at p50 | calib read GB/s | bench read GB/s | step CPU / wall |"
+  echo "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"
 } >"$TABLE"
 for row in $ROWS; do
   m=${row%%:*}; t=${row##*:}; tag=$(basename "$m" .json)-$t
@@ -76,7 +80,7 @@ for row in $ROWS; do
     echo "bench failed: $(tail -1 "$OUT/bench-$tag.err")"
   fi
   [ -n "$conv" ] && rm -f "$conv"
-  python3 - "$OUT/plan-$tag.json" "$OUT/bench-$tag.json" "$m" "$t" >>"$TABLE" <<'PY'
+  python3 - "$OUT/plan-$tag.json" "$OUT/bench-$tag.json" "$m" "$t" "$PROFILE" >>"$TABLE" <<'PY'
 import json, sys
 def load(p):
     try:
@@ -84,6 +88,7 @@ def load(p):
     except Exception:
         return {}
 pl, be = load(sys.argv[1]), load(sys.argv[2])
+pr = load(sys.argv[5]) if sys.argv[5] else {}
 g = lambda d, k: float(d[k]) if isinstance(d.get(k), (int, float)) else None
 pd, md = g(pl, "decode_tokens_per_s"), g(be, "decode_tokens_per_s")
 pp, mp = g(pl, "prefill_tokens_per_s"), g(be, "prefill_tokens_per_s")
@@ -107,9 +112,13 @@ if w and st:
 f = lambda x: "-" if x is None else "%.1f" % x
 gb = lambda x: "-" if x is None else "%.2f" % (x / 2**30)
 r = lambda a, b: "-" if not a or not b else "%.2f" % (a / b)
-print("| %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s |" % (sys.argv[3],
-      sys.argv[4], f(pd), f(md), r(pd, md), f(pp), f(mp), r(pp, mp), gb(pm), gb(mm), r(pm, mm),
-      what, gb(held)))
+p50 = 1000.0 / st if st else None
+cb = g(pr.get("bandwidth") or {}, "value")
+cpu = g(be, "step_cpu_ms_p50")
+print("| %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s |" % (
+      sys.argv[3], sys.argv[4], f(pd), f(md), r(pd, md), f(pp), f(mp), r(pp, mp), gb(pm), gb(mm),
+      r(pm, mm), what, gb(held), r(pd, p50), "-" if cb is None else "%.1f" % (cb / 1e9),
+      f(g(be, "mem_read_bandwidth_gbs")), r(cpu, st)))
 PY
 done
 cat "$TABLE"

@@ -18,6 +18,7 @@
 #include <algorithm>
 #include <cctype>
 #include <chrono>
+#include <cmath>
 #include <cstdio>
 #include <cstring>
 #include <ctime>
@@ -41,17 +42,18 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-// A [rows, cols] weight of `t` with values in [-0.5, 0.5): 64 distinct rows quantized, repeated
-// (the kernels' speed does not depend on the values; a GiB of Q4_0 quantized row by row would
-// take most of a minute).
-Tensor RandomWeight(const std::string& name, DType t, int64_t rows, int64_t cols, uint64_t seed) {
+// A [rows, cols] weight of `t` with values in [-0.5, 0.5): `distinct` rows quantized (64 unless
+// asked), repeated (the kernels' speed does not depend on the values; a GiB of Q4_0 quantized row
+// by row would take most of a minute).
+Tensor RandomWeight(const std::string& name, DType t, int64_t rows, int64_t cols, uint64_t seed,
+                    int64_t distinct = 64) {
   Tensor w = AllocTensor(name, t, {rows, cols});
   std::mt19937_64 rng(seed);
   std::uniform_real_distribution<float> u(-0.5f, 0.5f);
   std::vector<float> row(static_cast<size_t>(cols));
   auto* dst = static_cast<uint8_t*>(MutableData(w));
   const size_t rb = RowBytes(t, cols);
-  const int64_t distinct = std::min<int64_t>(rows, 64);
+  distinct = std::min(rows, distinct);
   for (int64_t r = 0; r < distinct; ++r) {
     for (float& v : row) v = u(rng);
     Quantize(t, row.data(), dst + size_t(r) * rb, cols);
@@ -333,6 +335,102 @@ HeadProbe MeasureHead(Backend& be, KvStorage& kv, const ModelConfig& c, DType t,
   return h;
 }
 
+// A prefill's routed experts (MoeProbe): `layers` MoE FFN halves of c's shape as ONE graph of
+// `rows` rows, as ModelArch::Build records a MoE layer's routed part (RMS norm, the MoE node over
+// the f32 router and every expert's gate / up / down, the residual add: 3 nodes a layer), every
+// expert of type t and distinct per layer. The input rows are all distinct (the routing of
+// repeated rows would repeat), so the router spreads them as a model's random-looking tokens.
+MoeProbe MeasureMoe(Backend& be, KvStorage& kv, const ModelConfig& c, DType t, int rows, int layers,
+                    double budget, const std::string& tag) {
+  const int64_t D = c.hidden_size, I = c.moe_intermediate_size;
+  const int E = c.n_routed_experts;
+  MoeParams mp;
+  mp.n_experts = E;
+  mp.top_k = c.num_experts_per_tok;
+  mp.scoring = c.scoring_func == "sigmoid" ? ScoringFunc::kSigmoid : ScoringFunc::kSoftmax;
+  mp.routed_scaling_factor = float(c.routed_scaling_factor);
+  mp.ffn_dim = int(I);
+  std::vector<Tensor> ws;  // owned here for the graph's lifetime
+  ws.reserve(size_t(layers) * (3 * size_t(E) + 2));
+  auto weight = [&](const std::string& name, DType wt, int64_t n, int64_t k) -> const Tensor& {
+    ws.push_back(RandomWeight(name, wt, n, k, 23 + ws.size()));
+    if (n == 1) ws.back().shape = {k};  // the norm's weight is a vector
+    be.PrepareWeight(ws.back());
+    return ws.back();
+  };
+  const Tensor table = RandomWeight("embed", DType::kF32, rows, D, 1, rows);
+  Graph g;
+  int h = InputNode(g, table, rows);
+  for (int l = 0; l < layers; ++l) {
+    const std::string p = "model.layers." + std::to_string(l) + ".";
+    Node norm;
+    norm.op = Op::kRmsNorm;
+    norm.name = p + "post_attention_layernorm";
+    norm.src = {h, g.AddWeight(weight(norm.name + ".weight", DType::kF32, 1, D))};
+    norm.shape = {rows, D};
+    norm.params = RmsNormParams{c.rms_norm_eps};
+    const int x = g.Add(std::move(norm));
+    Node m;
+    m.op = Op::kMoE;
+    m.name = p + "mlp.experts";
+    m.src = {x, g.AddWeight(weight(p + "mlp.gate.weight", DType::kF32, E, D)), -1};
+    for (int e = 0; e < E; ++e) {
+      const std::string ex = p + "mlp.experts." + std::to_string(e) + ".";
+      m.src.push_back(g.AddWeight(weight(ex + "gate_proj.weight", t, I, D)));
+      m.src.push_back(g.AddWeight(weight(ex + "up_proj.weight", t, I, D)));
+      m.src.push_back(g.AddWeight(weight(ex + "down_proj.weight", t, D, I)));
+    }
+    m.shape = {rows, D};
+    m.layer = l;
+    m.params = MoeOpParams{mp};
+    const int moe = g.Add(std::move(m));
+    Node add;
+    add.op = Op::kAdd;
+    add.name = p + "mlp_residual";
+    add.src = {h, moe};
+    add.shape = {rows, D};
+    h = g.Add(std::move(add));
+  }
+  MoeProbe mo;
+  mo.hidden = D, mo.ffn = I, mo.experts = E, mo.top_k = mp.top_k;
+  mo.type = t, mo.rows = rows, mo.layers = layers;
+  const ProbeTiming pt = TimeGraph(be, g, RowsBatch(rows), kv, budget);
+  mo.seconds = MeasuredValue(pt.median_s,
+                             tag + std::to_string(layers) + " MoE layers' routed experts [D " +
+                                 std::to_string(D) + ", " + std::to_string(E) + " experts of " +
+                                 std::to_string(I) + ", top " + std::to_string(mp.top_k) + "] of " +
+                                 std::string(Name(t)) + " as one graph, " + std::to_string(rows) +
+                                 " rows, seconds of one Compute: " + pt.Describe());
+  return mo;
+}
+
+// The MoE probes (CPU; a Vulkan prefill past 64 rows runs grouped GEMMs, plan's own arithmetic):
+// V2-Lite's routed experts (quick: a small made-up shape) at 16, 64 and 256 rows (1.5, 6 and 24
+// rows an expert), q8_0 and q4_0, as many layers as fill chain_bytes (at least one, at most 8);
+// a case whose run would take over 4 x seconds at the GEMM rate is skipped.
+void ProbeMoe(Backend& be, KvStorage& kv, const CalibrateOptions& o, size_t chain_bytes,
+              const std::string& tag, DeviceProfile& p) {
+  ModelConfig c = PresetConfig("deepseek-v2-lite");
+  std::vector<int> rows = {16, 64, 256};
+  if (o.quick) {
+    c.hidden_size = 256, c.moe_intermediate_size = 128;
+    c.n_routed_experts = 8, c.num_experts_per_tok = 2;
+    rows = {4, 16};
+  }
+  const int64_t D = c.hidden_size, I = c.moe_intermediate_size, E = c.n_routed_experts;
+  for (DType t : {DType::kQ8_0, DType::kQ4_0}) {
+    const double layer_bytes =
+        double(E) * double(2 * RowBytes(t, D) * size_t(I) + RowBytes(t, I) * size_t(D));
+    const int layers = int(std::clamp<double>(std::ceil(double(chain_bytes) / layer_bytes), 1, 8));
+    for (int r : rows) {
+      const double flops = 2.0 * r * c.num_experts_per_tok * 3.0 * double(D) * double(I);
+      if (layers * flops / p.GemmRate(t, layer_bytes / double(E)) > 4 * o.seconds_per_case)
+        continue;
+      p.moe_probes.push_back(MeasureMoe(be, kv, c, t, r, layers, o.seconds_per_case, tag));
+    }
+  }
+}
+
 // The dense presets whose layers are probed (quick: one small made-up shape).
 std::vector<ModelConfig> ProbeConfigs(bool quick) {
   if (!quick) return {PresetConfig("r1-distill-qwen-1.5b"), PresetConfig("r1-distill-qwen-7b")};
@@ -362,7 +460,13 @@ void ProbeLayers(Backend& be, KvStorage& kv, const CalibrateOptions& o, size_t m
         p.head_probes.push_back(MeasureHead(be, kv, c, t, o.seconds_per_case, tag));
     }
   // A prefill's rows: the CPU validation's prompt is short (64), a GPU's 512 (plan_validate.sh).
-  const int prefill_rows = o.quick ? 16 : o.backend == "vulkan" ? 512 : 128;
+  // The CPU's at 64 and 128: its layers' excess is not linear in rows below 128 (the dev EPYC's
+  // 7B Q8_0 prefill of 64 rows paid ~34 ms a layer where the line from 1 to 128 rows said 8.6;
+  // session 41), so plan interpolates between the probes' rows (LayerExcess).
+  std::vector<int> prefill_rows = {128};
+  if (o.quick) prefill_rows = {16};
+  if (o.backend == "vulkan" && !o.quick) prefill_rows = {512};
+  if (o.backend == "cpu" && !o.quick) prefill_rows = {64, 128};
   for (const ModelConfig& c : ProbeConfigs(o.quick)) {
     const int64_t D = c.hidden_size, F = c.intermediate_size,
                   qkvo = 2 * D * c.n_heads * c.head_dim + 2 * D * c.n_kv_heads * c.head_dim;
@@ -376,11 +480,14 @@ void ProbeLayers(Backend& be, KvStorage& kv, const CalibrateOptions& o, size_t m
           28));
       if (layer_s <= 4 * o.seconds_per_case)
         p.layer_probes.push_back(probe.Measure(c, t, 1, 64, layers));
-      const double flops = 2.0 * prefill_rows * double(qkvo + 3 * D * F);
-      if (flops / gemm <= 4 * o.seconds_per_case)
-        p.layer_probes.push_back(
-            probe.Measure(c, t, prefill_rows, 0,
-                          int(std::clamp<double>(o.seconds_per_case * gemm / flops, 1, 4))));
+      for (int rows : prefill_rows) {
+        const double flops = 2.0 * rows * double(qkvo + 3 * D * F);
+        if (flops / gemm <= 4 * o.seconds_per_case)
+          p.layer_probes.push_back(probe.Measure(
+              c, t, rows, 0,
+              PrefillProbeLayers(double(layer_bytes), flops / gemm,
+                                 o.backend == "cpu" ? chain_bytes : 0, o.seconds_per_case)));
+      }
     }
   }
 }
@@ -487,6 +594,12 @@ ProfileValue StreamBandwidth(const ProfileValue& read, const std::map<DType, Pro
   v.value = best->second.value;
   v.source += buf;
   return v;
+}
+
+int PrefillProbeLayers(double layer_bytes, double layer_s, size_t chain_bytes, double seconds) {
+  double layers = std::clamp<double>(seconds / layer_s, 1, 4);
+  if (chain_bytes > 0) layers = std::max(layers, std::ceil(double(chain_bytes) / layer_bytes));
+  return int(std::clamp<double>(layers, 1, 28));
 }
 
 size_t ProbeChainBytes(size_t llc_bytes, size_t max_bytes) {
@@ -598,6 +711,7 @@ DeviceProfile CalibrateDevice(const CalibrateOptions& o) {
   p.int8_dot_ops = p.gemm_flops[DType::kQ8_0];
   if (o.backend == "vulkan") p.f16_matrix_flops = p.gemm_flops[DType::kF16];
   ProbeLayers(*be, *kv, o, gemv_bytes, chain_bytes, llc_bytes, tag, p);
+  if (o.backend == "cpu") ProbeMoe(*be, *kv, o, chain_bytes, tag, p);
   return p;
 }
 

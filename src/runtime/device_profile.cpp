@@ -209,6 +209,29 @@ std::vector<HeadProbe> ReadHeadProbes(const json& doc, const std::string& where)
   return v;
 }
 
+// [{"hidden", "ffn", "experts", "top_k", "type", "rows", "layers", "value", "source",
+//   "calibrated"}, ...]
+std::vector<MoeProbe> ReadMoeProbes(const json& doc, const std::string& where) {
+  const std::string at = "device profile " + where;
+  std::vector<MoeProbe> v;
+  if (!doc.contains("moe_probes")) return v;
+  for (const json& o : doc.at("moe_probes")) {
+    MoeProbe p;
+    p.hidden = json_field::Get<int64_t>(o, "hidden", at);
+    p.ffn = json_field::Get<int64_t>(o, "ffn", at);
+    p.experts = json_field::Get<int>(o, "experts", at);
+    p.top_k = json_field::Get<int>(o, "top_k", at);
+    p.type = TypeKey(o.at("type").get<std::string>(), "moe_probes", where);
+    p.rows = json_field::Get<int>(o, "rows", at);
+    p.layers = json_field::Get<int>(o, "layers", at);
+    p.seconds = ParseValue(o);
+    ES_CHECK(p.top_k <= p.experts, at, ": /moe_probes: top_k ", p.top_k, " is more than its ",
+             p.experts, " experts");
+    v.push_back(p);
+  }
+  return v;
+}
+
 json ValueJson(const ProfileValue& v) {
   return {{"value", v.value}, {"source", v.source}, {"calibrated", v.calibrated}};
 }
@@ -298,6 +321,7 @@ DeviceProfile ParseDeviceProfile(const json& doc, const std::string& where) {
   p.gemm_curve = ReadCurves(doc, "gemm_curve", where);
   p.layer_probes = ReadLayerProbes(doc, where);
   p.head_probes = ReadHeadProbes(doc, where);
+  p.moe_probes = ReadMoeProbes(doc, where);
   ES_CHECK(p.bandwidth.value > 0, "device profile ", where, ": /bandwidth/value must be above 0");
   ES_CHECK(p.fp32_flops.value > 0, "device profile ", where, ": /fp32_flops/value must be above 0");
   ES_CHECK(p.memory_bytes.value > 0, "device profile ", where,
@@ -375,6 +399,17 @@ json DeviceProfileToJson(const DeviceProfile& p) {
     json o = {{"hidden", h.hidden}, {"vocab", h.vocab}, {"type", std::string(Name(h.type))}};
     o.update(ValueJson(h.seconds));
     j["head_probes"].push_back(o);
+  }
+  for (const MoeProbe& m : p.moe_probes) {
+    json o = {{"hidden", m.hidden},
+              {"ffn", m.ffn},
+              {"experts", m.experts},
+              {"top_k", m.top_k},
+              {"type", std::string(Name(m.type))},
+              {"rows", m.rows},
+              {"layers", m.layers}};
+    o.update(ValueJson(m.seconds));
+    j["moe_probes"].push_back(o);
   }
   return j;
 }

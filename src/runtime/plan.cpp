@@ -215,19 +215,21 @@ double MatrixElems(const PlanTensor& t) {
 // One tensor's share of a tally: its bytes and FLOPs, and the size of one of its matrices (the
 // profile's rate curves are looked up there; 0 for vectors and derived weights: the type's
 // single rate).
+// `rate`: FLOP/s a probe measured for these FLOPs (a prefill's routed experts: MoeExpertRate),
+// 0 to take the profile's rate for the type and size.
 struct MatCost {
   DType type;
-  double bytes, flops, matrix_bytes;
+  double bytes, flops, matrix_bytes, rate;
 };
 
 struct TypedBytes {
   std::map<DType, double> bytes;  // weight bytes by type
   std::map<DType, double> flops;  // matmul FLOPs by weight type
   std::vector<MatCost> mats;      // the same, tensor by tensor
-  void Add(DType t, double b, double f, double matrix_bytes = 0) {
+  void Add(DType t, double b, double f, double matrix_bytes = 0, double rate = 0) {
     bytes[t] += b;
     flops[t] += f;
-    mats.push_back({t, b, f, matrix_bytes});
+    mats.push_back({t, b, f, matrix_bytes, rate});
   }
   // Scales every entry's bytes and FLOPs (not the matrix sizes).
   void Scale(double by_bytes, double by_flops) {
@@ -398,13 +400,19 @@ void ScaleToOneExpert(const ModelWeights& w, const ModelConfig& c, WeightTally& 
   }
 }
 
-// Adds the routed experts `rows` rows touch (expected distinct experts, K per row) to tb.
-void AddTouchedExperts(const ModelConfig& c, const TypedBytes& expert, int64_t rows,
-                       TypedBytes& tb) {
+// Adds the routed experts `rows` rows touch (expected distinct experts, K per row) to tb. With
+// `d` (a prefill), their FLOPs take the profile's MoE probes' rate at rows · K / E rows an expert
+// where it has one for their type (MoeExpertRate), else the GEMM curve at one expert's matrix.
+void AddTouchedExperts(const ModelConfig& c, const TypedBytes& expert, int64_t rows, TypedBytes& tb,
+                       const DeviceProfile* d = nullptr) {
   const int E = c.n_routed_experts, K = c.num_experts_per_tok;
   const double touched = ExpectedExperts(E, K, rows);
-  for (const MatCost& m : expert.mats)
-    tb.Add(m.type, m.bytes * touched, m.flops * double(K) * double(rows), m.matrix_bytes);
+  const double per_expert = double(rows) * K / E;
+  for (const MatCost& m : expert.mats) {
+    const double rate =
+        d ? MoeExpertRate(*d, m.type, c.hidden_size, c.moe_intermediate_size, per_expert) : 0;
+    tb.Add(m.type, m.bytes * touched, m.flops * double(K) * double(rows), m.matrix_bytes, rate);
+  }
 }
 
 // A Vulkan prefill's grouped expert GEMMs (MoeGroupedPrefill): each touched expert's weights read
@@ -496,7 +504,7 @@ PhaseCost PrefillCost(const Plan& p, const ModelConfig& c, const WeightTally& wt
     if (lc.moe && MoeGroupedPrefill(d, P))
       AddGroupedExperts(c, wt.expert[size_t(l)], d, P, tb);
     else if (lc.moe)
-      AddTouchedExperts(c, wt.expert[size_t(l)], P, tb);
+      AddTouchedExperts(c, wt.expert[size_t(l)], P, tb, &d);
   }
   const double lm_flops = 2.0 * double(c.vocab_size) * double(c.hidden_size);
   tb.Add(wt.lm_head->type, double(wt.lm_head->bytes), lm_flops, double(wt.lm_head->bytes));
@@ -507,7 +515,8 @@ PhaseCost PrefillCost(const Plan& p, const ModelConfig& c, const WeightTally& wt
   double t_comp = attn_flops / d.GemmRate(DType::kF16);
   // FLOPs summed per rate before dividing (one division per type without a curve).
   std::map<double, double> flops_at_rate;
-  for (const MatCost& m : tb.mats) flops_at_rate[d.GemmRate(m.type, m.matrix_bytes)] += m.flops;
+  for (const MatCost& m : tb.mats)
+    flops_at_rate[m.rate > 0 ? m.rate : d.GemmRate(m.type, m.matrix_bytes)] += m.flops;
   for (auto& [rate, f] : flops_at_rate) t_comp += f / rate;
   for (auto& [t, b] : tb.bytes) {
     ph.bytes += b;
@@ -708,13 +717,26 @@ double LayerExcess(const DeviceProfile& d, int64_t hidden, DType t, int64_t rows
   };
   const DType use = has(t) ? t : has(DType::kF16) ? DType::kF16 : nearest.type;
   const LayerProbe *one = nullptr, *many = nullptr;
+  std::vector<const LayerProbe*> by_rows;  // the first probe of each row count, by rows
   for (const LayerProbe& p : d.layer_probes) {
     if (p.hidden != width || p.type != use) continue;
     if (p.rows == 1 && !one) one = &p;
     if (p.rows > 1 && (!many || p.rows > many->rows)) many = &p;
+    if (std::none_of(by_rows.begin(), by_rows.end(),
+                     [&](const LayerProbe* q) { return q->rows == p.rows; }))
+      by_rows.push_back(&p);
   }
+  std::sort(by_rows.begin(), by_rows.end(),
+            [](const LayerProbe* a, const LayerProbe* b) { return a->rows < b->rows; });
   double e = 0;
-  if (one && many) {
+  if (one && many && rows < many->rows) {
+    // Between two probes' rows: linear between their excesses (session 41: not one line).
+    size_t i = 1;
+    while (by_rows[i]->rows < rows) ++i;
+    const LayerProbe &a = *by_rows[i - 1], &b = *by_rows[i];
+    const double ea = LayerProbeExcess(a, d), eb = LayerProbeExcess(b, d);
+    e = ea + (eb - ea) * double(rows - a.rows) / double(b.rows - a.rows);
+  } else if (one && many) {
     const double e1 = LayerProbeExcess(*one, d), em = LayerProbeExcess(*many, d);
     e = e1 + (em - e1) * double(rows - 1) / double(many->rows - 1);
   } else if (one) {
@@ -744,6 +766,41 @@ double HeadExcess(const DeviceProfile& d, int64_t hidden, int64_t vocab, DType t
   if (!best) return 0;
   return (best->seconds.value - HeadProbeRoofline(*best, d)) * vd /
          (double(best->hidden) * double(best->vocab));
+}
+
+double MoeProbeRate(const MoeProbe& pr, const DeviceProfile& d) {
+  const double R = pr.rows, D = double(pr.hidden);
+  const double expert_flops = 2.0 * R * pr.top_k * 3.0 * D * double(pr.ffn);
+  const double router_bytes = 4.0 * pr.experts * D;
+  const double router_s = 2.0 * R * pr.experts * D / d.GemmRate(DType::kF32, router_bytes);
+  const double left =
+      (pr.seconds.value - d.step_s.value) / pr.layers - 3 * d.dispatch_s.value - router_s;
+  return left > 0 ? expert_flops / left : 0;
+}
+
+double MoeExpertRate(const DeviceProfile& d, DType t, int64_t hidden, int64_t ffn,
+                     double rows_per_expert) {
+  auto dist = [&](const MoeProbe& p) {
+    return std::abs(std::log(double(hidden) * double(ffn) / (double(p.hidden) * double(p.ffn))));
+  };
+  const MoeProbe* nearest = nullptr;
+  for (const MoeProbe& p : d.moe_probes)
+    if (p.type == t && (!nearest || dist(p) < dist(*nearest))) nearest = &p;
+  if (!nearest) return 0;
+  // The rate by rows an expert, interpolated as a rate curve is by weight size (CurveRate: linear
+  // in the log, the ends outside).
+  std::vector<CurvePoint> by_rows;
+  for (const MoeProbe& p : d.moe_probes) {
+    if (p.type != t || p.hidden != nearest->hidden || p.ffn != nearest->ffn) continue;
+    CurvePoint c;
+    c.weight_bytes = double(p.rows) * p.top_k / p.experts;
+    c.rate.value = MoeProbeRate(p, d);
+    by_rows.push_back(c);
+  }
+  std::stable_sort(by_rows.begin(), by_rows.end(), [](const CurvePoint& a, const CurvePoint& b) {
+    return a.weight_bytes < b.weight_bytes;
+  });
+  return CurveRate(by_rows, rows_per_expert);
 }
 
 Plan MakePlan(const ModelWeights& w, const DeviceProfile& d, const PlanOptions& o) {

@@ -511,6 +511,25 @@ TEST(PlanProbe, ExcessIsLinearInRowsAndScalesWithWidth) {
   EXPECT_NEAR(LayerExcess(d, 64, DType::kQ4_0, 1), e1, 1e-15);  // 64 is nearer 64 than 96
 }
 
+TEST(PlanProbe, ExcessIsPiecewiseLinearBetweenTheProbesRows) {
+  // Probes at 1, 2 and 4 rows (the CPU's at 1, 64 and 128 since session 41): between two of
+  // them, the line through their excesses; from the largest on, the line from 1 to it as before.
+  DeviceProfile d = ProbeProfile();
+  const LayerProbe two = SmallProbe(2, 1, 0, 0.05);
+  d.layer_probes = {SmallProbe(4, 1, 0, 0.02), two, SmallProbe(1, 2, 10, 0.01)};
+  const double e1 = (0.01 - 215.896e-6) / 2, e4 = 0.02 - 193.264e-6;
+  const double e2 = LayerProbeExcess(two, d);
+  EXPECT_GT(e2, e4);  // a bump at 2 rows that the line from 1 to 4 would miss
+  EXPECT_NEAR(LayerExcess(d, 64, DType::kF16, 1), e1, 1e-15);
+  EXPECT_NEAR(LayerExcess(d, 64, DType::kF16, 2), e2, 1e-15);
+  EXPECT_NEAR(LayerExcess(d, 64, DType::kF16, 3), e2 + (e4 - e2) / 2, 1e-15);
+  EXPECT_NEAR(LayerExcess(d, 64, DType::kF16, 4), e4, 1e-15);
+  EXPECT_NEAR(LayerExcess(d, 64, DType::kF16, 8), e1 + (e4 - e1) * 7 / 3, 1e-15);
+  // A second probe of 2 rows: the first one counts.
+  d.layer_probes.push_back(SmallProbe(2, 1, 0, 0.5));
+  EXPECT_NEAR(LayerExcess(d, 64, DType::kF16, 2), e2, 1e-15);
+}
+
 TEST(PlanProbe, PlanChargesEveryLayerItsExcess) {
   DeviceProfile d = ProbeProfile();
   const ModelWeights w = DescribeSynthetic(ModelArg("llama3"), "bf16");
@@ -619,6 +638,167 @@ TEST(PlanProbe, ProfileWithProbesRoundTripsThroughJson) {
       EXPECT_NE(std::string(e.what()).find("field '" + field + "'"), std::string::npos) << e.what();
     }
   }
+}
+
+// A MoE probe of a small made-up shape: D 64, 8 experts of 32, top 2, f16, over `rows` rows and
+// `layers` layers, its seconds made from the expert rate it should give (MoeProbeRate's inverse,
+// checked against literal numbers in MoeProbeRateMatchesHandArithmetic).
+MoeProbe SmallMoe(int rows, int layers, double rate, const DeviceProfile& d, int64_t hidden = 64) {
+  MoeProbe m;
+  m.hidden = hidden, m.ffn = 32, m.experts = 8, m.top_k = 2;
+  m.type = DType::kF16;
+  m.rows = rows, m.layers = layers;
+  const double experts = 2.0 * rows * 2 * 3 * double(hidden) * 32;
+  const double router = 2.0 * rows * 8 * double(hidden) / d.GemmRate(DType::kF32, 4.0 * 8 * hidden);
+  m.seconds = MeasuredValue(
+      layers * (experts / rate + 3 * d.dispatch_s.value + router) + d.step_s.value, "test");
+  return m;
+}
+
+TEST(PlanMoe, MoeProbeRateMatchesHandArithmetic) {
+  const DeviceProfile d = ProbeProfile();
+  // 16 rows, 2 layers. Per layer: experts 2·16·2·3·64·32 = 393,216 FLOPs; the router 2·16·8·64 =
+  // 16,384 FLOPs at 1e10 = 1.6384 us; 3 dispatches = 3 us. Measured 2 x (393.216 + 3 + 1.6384) +
+  // 100 (the step) = 895.7088 us: the experts took 393.216 us a layer, 1 GFLOP/s.
+  MoeProbe m = SmallMoe(16, 2, 1e9, d);
+  EXPECT_NEAR(m.seconds.value, 895.7088e-6, 1e-15);
+  EXPECT_NEAR(MoeProbeRate(m, d), 1e9, 1e-3);
+  // Nothing left after the overheads: no rate.
+  m.seconds.value = 50e-6;
+  EXPECT_EQ(MoeProbeRate(m, d), 0);
+}
+
+TEST(PlanMoe, ExpertRateIsLogLinearInRowsPerExpert) {
+  DeviceProfile d = ProbeProfile();
+  EXPECT_EQ(MoeExpertRate(d, DType::kF16, 64, 32, 4), 0);  // no probes
+  // 8 and 32 rows: 2 and 8 rows an expert (top 2 of 8), at 1 and 4 GFLOP/s.
+  d.moe_probes = {SmallMoe(32, 1, 4e9, d), SmallMoe(8, 3, 1e9, d)};
+  EXPECT_NEAR(MoeExpertRate(d, DType::kF16, 64, 32, 4), 2.5e9, 1e-3);  // log-midway
+  EXPECT_NEAR(MoeExpertRate(d, DType::kF16, 64, 32, 2), 1e9, 1e-3);
+  EXPECT_NEAR(MoeExpertRate(d, DType::kF16, 64, 32, 1), 1e9, 1e-3);  // the ends outside
+  EXPECT_NEAR(MoeExpertRate(d, DType::kF16, 64, 32, 64), 4e9, 1e-3);
+  EXPECT_EQ(MoeExpertRate(d, DType::kQ4_0, 64, 32, 4), 0);  // no probe of the type
+  // The probes of the nearest expert shape (D·ffn in log): a wider one at 7 GFLOP/s.
+  d.moe_probes.push_back(SmallMoe(16, 1, 7e9, d, 256));
+  EXPECT_NEAR(MoeExpertRate(d, DType::kF16, 64, 32, 4), 2.5e9, 1e-3);
+  EXPECT_NEAR(MoeExpertRate(d, DType::kF16, 200, 32, 4), 7e9, 1e-3);
+}
+
+TEST(PlanMoe, CpuPrefillRunsTheRoutedExpertsAtTheProbesRate) {
+  // V2-Lite Q4_0 (26 MoE layers of 64 experts [1408, 2048], top 6; layer 0 dense) at a 64-row
+  // prefill on the unit profile (1 GB/s, 1 GFLOP/s: compute-bound). Each layer's routed experts
+  // compute F = 2·64·6·3·2048·1408 = 6,643,777,536 FLOPs, at the 1 GFLOP/s class rate without a
+  // probe. A q4_0 probe at the prompt's 6 rows an expert that ran them at 0.5 GFLOP/s: 64 rows,
+  // one layer of 13.287555072 s of experts + the router (2·64·64·2048 = 16,777,216 FLOPs at
+  // 1 GFLOP/s: 0.016777216 s) = 13.304332288 s.
+  const ModelWeights w = DescribeSynthetic("deepseek-v2-lite", "q4_0");
+  const DeviceProfile unit = UnitProfile();
+  DeviceProfile d = unit;
+  MoeProbe m;
+  m.hidden = 2048, m.ffn = 1408, m.experts = 64, m.top_k = 6;
+  m.type = DType::kQ4_0;
+  m.rows = 64, m.layers = 1;
+  m.seconds = MeasuredValue(13.304332288, "test");
+  d.moe_probes = {m};
+  EXPECT_NEAR(MoeProbeRate(m, d), 0.5e9, 1e-3);
+  const Plan before = MakePlan(w, unit, Options()), after = MakePlan(w, d, Options());
+  // 26 x F at 0.5 GFLOP/s where they were at 1: + 26 x 6.643777536 s = + 172.738215936 s.
+  EXPECT_NEAR(after.prefill.t_compute_s - before.prefill.t_compute_s, 172.738215936, 1e-6);
+  EXPECT_NEAR(after.prefill.t_total_s - before.prefill.t_total_s, 172.738215936, 1e-6);
+  EXPECT_NEAR(after.prefill.tokens_per_s, 64 / (before.prefill.t_total_s + 172.738215936), 1e-9);
+  EXPECT_LT(after.prefill.tokens_per_s, before.prefill.tokens_per_s);  // slower: fewer rows
+  // The bytes, FLOPs, memory and decode stay as they were.
+  EXPECT_DOUBLE_EQ(after.prefill.flops, before.prefill.flops);
+  EXPECT_DOUBLE_EQ(after.prefill.bytes, before.prefill.bytes);
+  EXPECT_EQ(after.memory_bytes, before.memory_bytes);
+  EXPECT_DOUBLE_EQ(after.decode.t_total_s, before.decode.t_total_s);
+  // A probe of another type (the experts are q4_0), or none: the plan as before.
+  d.moe_probes[0].type = DType::kQ8_0;
+  EXPECT_DOUBLE_EQ(MakePlan(w, d, Options()).prefill.t_total_s, before.prefill.t_total_s);
+  // A Vulkan prefill past 64 rows runs grouped GEMMs (its own arithmetic): the probe is not used.
+  d.moe_probes[0].type = DType::kQ4_0;
+  DeviceProfile vk = d, vk_plain = unit;
+  vk.backend = vk_plain.backend = "vulkan";
+  PlanOptions o = Options();
+  o.prompt = 512;
+  EXPECT_DOUBLE_EQ(MakePlan(w, vk, o).prefill.t_total_s,
+                   MakePlan(w, vk_plain, o).prefill.t_total_s);
+}
+
+TEST(PlanMoe, ProfileWithMoeProbesRoundTripsThroughJson) {
+  DeviceProfile d = UnitProfile();
+  EXPECT_TRUE(d.moe_probes.empty());  // a profile without (every one before session 41)
+  d.moe_probes = {SmallMoe(16, 2, 1e9, d), SmallMoe(64, 1, 2e9, d)};
+  d.moe_probes[1].type = DType::kQ4_0;
+  const nlohmann::json j = DeviceProfileToJson(d);
+  ASSERT_TRUE(j.contains("moe_probes"));
+  const DeviceProfile r = ParseDeviceProfile(nlohmann::json::parse(j.dump()), "round trip");
+  EXPECT_EQ(DeviceProfileToJson(r), j);
+  ASSERT_EQ(r.moe_probes.size(), 2u);
+  const MoeProbe& p = r.moe_probes[1];
+  EXPECT_EQ(p.hidden, 64);
+  EXPECT_EQ(p.ffn, 32);
+  EXPECT_EQ(p.experts, 8);
+  EXPECT_EQ(p.top_k, 2);
+  EXPECT_EQ(p.type, DType::kQ4_0);
+  EXPECT_EQ(p.rows, 64);
+  EXPECT_EQ(p.layers, 1);
+  EXPECT_DOUBLE_EQ(p.seconds.value, d.moe_probes[1].seconds.value);
+  EXPECT_TRUE(p.seconds.calibrated);
+  // Without its top_k the schema fails, naming the array; top_k past the experts fails too.
+  for (const auto& [field, value] :
+       std::vector<std::pair<std::string, int>>{{"top_k", 0}, {"top_k", 9}}) {
+    nlohmann::json bad = j;
+    if (value == 0)
+      bad["moe_probes"][0].erase(field);
+    else
+      bad["moe_probes"][0][field] = value;
+    try {
+      ParseDeviceProfile(bad, "bad");
+      ADD_FAILURE() << field << " " << value << ": no error";
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find("moe_probes"), std::string::npos) << e.what();
+    }
+  }
+  // The committed profiles without the probe still load and keep none.
+  EXPECT_TRUE(LoadDeviceProfile("dev-epyc-2c").moe_probes.empty());
+}
+
+TEST(PlanMoe, CpuCalibrationRunsTheMoeProbes) {
+  CalibrateOptions o;
+  o.backend = "cpu";
+  o.quick = true;
+  o.threads = 1;
+  o.seconds_per_case = 0.02;
+  const DeviceProfile d = CalibrateDevice(o);
+  // quick: 8 experts of [128, 256], top 2, at 4 and 16 rows, q8_0 and q4_0.
+  ASSERT_FALSE(d.moe_probes.empty());
+  for (const MoeProbe& m : d.moe_probes) {
+    SCOPED_TRACE(std::string(Name(m.type)) + " rows " + std::to_string(m.rows));
+    EXPECT_EQ(m.hidden, 256);
+    EXPECT_EQ(m.experts, 8);
+    EXPECT_TRUE(m.seconds.calibrated);
+    EXPECT_NE(m.seconds.source.find("median of"), std::string::npos) << m.seconds.source;
+    EXPECT_TRUE(std::isfinite(MoeProbeRate(m, d)));
+  }
+}
+
+TEST(PlanProbe, PrefillProbesOutgrowTheLastLevelCache) {
+  // The 7B's Q8_0 layer: 3808 B rows x (q, k, v, o: 8,192 + gate, up: 37,888) + down 20,128 B
+  // rows x 3,584 = 247,611,392 B; 0.3 s a layer at the GEMM rate, 0.3 s a case. Before: one
+  // layer (inside the dev Xeon's 260 MiB L3); now as many as fill its 1 GiB chain: 5; a 256 MiB
+  // chain (no cache size known): 2.
+  const size_t GiB = size_t(1) << 30, MiB = size_t(1) << 20;
+  EXPECT_EQ(PrefillProbeLayers(247611392, 0.3, GiB, 0.3), 5);
+  EXPECT_EQ(PrefillProbeLayers(247611392, 0.3, 256 * MiB, 0.3), 2);
+  // The 1.5B's Q4_0 layer (26 MB): the chain would take 42; at most 28.
+  EXPECT_EQ(PrefillProbeLayers(26e6, 0.04, GiB, 0.3), 28);
+  // A GPU (no chain): 1-4 layers by time, as before.
+  EXPECT_EQ(PrefillProbeLayers(247611392, 0.05, 0, 0.3), 4);
+  EXPECT_EQ(PrefillProbeLayers(247611392, 0.12, 0, 0.3), 2);
+  EXPECT_EQ(PrefillProbeLayers(247611392, 1.0, 0, 0.3), 1);
+  // Time asks for more than the chain: time's (4 at most).
+  EXPECT_EQ(PrefillProbeLayers(1e9, 0.05, 256 * MiB, 0.3), 4);
 }
 
 // The layer chains on lavapipe (`devices --calibrate --backend vulkan --quick`): the Vulkan

@@ -63,6 +63,22 @@ struct HeadProbe {
   ProfileValue seconds;
 };
 
+// A routed-expert probe (session 41): `layers` MoE FFN halves of one shape as ONE graph of `rows`
+// rows — an RMS norm, the MoE node (the f32 router [experts, hidden], top-k routing, the rows
+// compacted per expert, each expert's gate / up [ffn, hidden], SwiGLU and down [hidden, ffn] over
+// its own rows, the weighted combine) and the residual add — every expert of `type`, distinct
+// weights per layer. Each expert gets about rows · top_k / experts rows (6 of a 64-row prompt
+// for V2-Lite's 64 experts, top 6): the few-row GEMMs a CPU prefill runs, which the GEMM curve
+// (256 rows against one weight) does not time. `seconds`: the median of one Compute. Plan takes
+// the routed experts' FLOP rate from it (MoeProbeRate, plan.h).
+struct MoeProbe {
+  int64_t hidden = 0, ffn = 0;  // ffn: one expert's width (moe_intermediate_size)
+  int experts = 0, top_k = 0;
+  DType type = DType::kF32;  // every expert matrix (the router and the norm are f32)
+  int rows = 1, layers = 1;
+  ProfileValue seconds;
+};
+
 struct DeviceProfile {
   std::string name, description;
   std::string backend = "cpu";  // cpu | vulkan: which kernels a matmul of each type takes
@@ -84,6 +100,7 @@ struct DeviceProfile {
   // Model-shaped layer chains (optional): what a layer costs beyond plan's roofline of it.
   std::vector<LayerProbe> layer_probes;
   std::vector<HeadProbe> head_probes;  // the presets' heads (optional)
+  std::vector<MoeProbe> moe_probes;    // routed experts at a prompt's rows (optional; CPU)
 
   // The FLOP rate a matmul over weights of type `t` runs at in prefill (GEMM) and decode (GEMV).
   // With `weight_bytes` (one matrix's bytes, > 0) and a curve for `t`, the curve's rate there.
@@ -124,7 +141,8 @@ struct CalibrateOptions {
 // for f32, f16, bf16, q8_0, q4_0 weights through the backend's own kernels — one large shape
 // (gemv_bytes_per_s, gemm_flops) and the presets' matmul shapes (gemv_curve, gemm_curve) — and
 // chains of the dense presets' layers in f16, q8_0 and q4_0, one row and a prefill's rows
-// (layer_probes).
+// (layer_probes), and on the CPU V2-Lite's routed experts in q8_0 and q4_0 at 16, 64 and 256 rows
+// (moe_probes).
 DeviceProfile CalibrateDevice(const CalibrateOptions& o);
 
 // A probe that repeats one working set reads it from the caches when it fits there, where a
@@ -135,6 +153,13 @@ constexpr size_t kCacheMultiple = 4;
 // The largest data or unified cache's bytes under a sysfs cache folder (index*/level, size,
 // type), 0 when none is readable.
 size_t LastLevelCacheBytes(const std::string& cache_dir = "/sys/devices/system/cpu/cpu0/cache");
+// Layers of a prefill layer probe of `layer_bytes` weights whose one layer takes about `layer_s`:
+// as many as take `seconds` (1-4, as before session 41), and on a CPU (chain_bytes > 0: the GEMV
+// and decode chains' bytes, ProbeChainBytes) at least as many as fill chain_bytes (at most 28),
+// so that its repeats stream the weights from memory as a model's prefill does, as the decode
+// chains do (the 7B Q8_0 prefill probe of 1 layer, 248 MB, sat inside the dev Xeon's 260 MiB L3;
+// session 35). A GPU passes 0: its prefill probes stay sized by time.
+int PrefillProbeLayers(double layer_bytes, double layer_s, size_t chain_bytes, double seconds);
 // The bytes of the GEMV and layer chains: kCacheMultiple x the last-level cache, at least 256 MiB
 // (the size before session 35), at most max_bytes (the large GEMV probe's weight).
 size_t ProbeChainBytes(size_t llc_bytes, size_t max_bytes);

@@ -25,6 +25,7 @@ namespace es {
 struct DeviceProfile;
 struct LayerProbe;
 struct HeadProbe;
+struct MoeProbe;
 
 // ---- a model's weights, as stored or as a quantization would store them ----------------------
 struct PlanTensor {
@@ -140,9 +141,10 @@ double LayerProbeRoofline(const LayerProbe& probe, const DeviceProfile& d);
 double LayerProbeExcess(const LayerProbe& probe, const DeviceProfile& d);
 // The excess plan charges one layer of width `hidden` whose matrices are mostly of type `t` in a
 // step of `rows` rows: from the probes of the nearest width (|log| of the ratio; type t, else
-// f16, else the first), linear in rows through the one-row probe and the largest-rows one (one
-// probe alone: its excess, × rows / its rows for a prefill probe), × hidden / the probe's width
-// where the widths differ. 0 for a profile without probes.
+// f16, else the first), linear in rows between the two probes whose rows bracket `rows` (the
+// CPU's are at 1, 64 and 128 rows since session 41), and from the largest-rows probe on along
+// the line through the one-row probe and it (one probe alone: its excess, × rows / its rows for a
+// prefill probe), × hidden / the probe's width where the widths differ. 0 without probes.
 double LayerExcess(const DeviceProfile& d, int64_t hidden, DType t, int64_t rows);
 // The head probe's roofline as DecodeCost weighs an lm_head: max(its bytes at the GEMV curve +
 // the norm's at the bandwidth, 2·V·D at the type's GEMV compute rate) + 3 dispatches (input,
@@ -151,6 +153,20 @@ double HeadProbeRoofline(const HeadProbe& probe, const DeviceProfile& d);
 // The excess a decode step's head (once a step) of [vocab, hidden] and type `t` is charged: the
 // probe of that type with the nearest V·D (|log| of the ratio), × V·D / the probe's; 0 without one.
 double HeadExcess(const DeviceProfile& d, int64_t hidden, int64_t vocab, DType t);
+
+// The routed experts' FLOP/s a MoE probe measured: its layers' expert FLOPs (2 · rows · top_k ·
+// 3 · hidden · ffn each) over its seconds less the step, and per layer 3 dispatches (norm, MoE,
+// add) and the router GEMM (2 · rows · experts · hidden FLOPs at the f32 GEMM rate). The rate
+// holds what the CPU's MoE node does beside its GEMMs (routing, compacting, the combine) and the
+// experts' weight stream. 0 where nothing is left after those.
+double MoeProbeRate(const MoeProbe& probe, const DeviceProfile& d);
+// The rate a prefill's routed experts of type `t` run at, `rows_per_expert` rows each on average
+// (prompt · top_k / experts): from the probes of type t of the expert shape nearest
+// hidden · ffn (|log| of the ratio), linear in log(rows per expert) between the two probes
+// around it, the nearest end's outside them. 0 without a probe of the type (plan then takes the
+// GEMM curve at one expert's matrix, as before).
+double MoeExpertRate(const DeviceProfile& d, DType t, int64_t hidden, int64_t ffn,
+                     double rows_per_expert);
 
 // ---- the plan --------------------------------------------------------------------------------
 struct PhaseCost {
