@@ -56,6 +56,11 @@ struct BackendOptions {
   std::string device;         // GPU: index or name substring
   bool profile = false;       // per-op timing (timestamps on GPUs)
   bool deterministic = true;  // batch-invariant reductions
+  // CPU: weights in a read-only file mapping of at least this many bytes move onto transparent
+  // huge pages at load (cpu_backend.cpp MoveOntoHugePages). On the 2-vCPU development VM
+  // (session 41) a 7B Q8_0 file (8.1 GB) decoded at 222-224 ms a token instead of 1,153-1,260
+  // (load 0.6 -> 10 s), a 1.5B Q4_0 file (1.2 GB) at its speed either way (load +1 s).
+  uint64_t huge_pages_min_file = uint64_t(2) << 30;
 };
 
 // The memory a backend allocated itself, at peak, for `bench` to set beside plan's prediction.
