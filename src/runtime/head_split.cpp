@@ -2,12 +2,15 @@
 #include "edgeseek/internal/runtime/head_split.h"
 
 #include <algorithm>
+#include <condition_variable>
+#include <mutex>
 #include <utility>
 
 #include "edgeseek/internal/core/error.h"
 #include "edgeseek/internal/models/arch.h"
 #include "edgeseek/internal/models/config.h"
 #include "edgeseek/internal/runtime/device_threads.h"
+#include "edgeseek/internal/runtime/micro_batch.h"
 #include "edgeseek/internal/runtime/model.h"
 
 namespace es {
@@ -22,7 +25,8 @@ Batch OneRow() {
 
 class HeadSplitStage : public PipelineStage {
  public:
-  explicit HeadSplitStage(std::vector<std::unique_ptr<Backend>> backends) {
+  HeadSplitStage(std::vector<std::unique_ptr<Backend>> backends, int chunk_rows)
+      : chunk_rows_(chunk_rows) {
     ES_CHECK(backends.size() >= 2, "a head split needs at least two devices");
     for (auto& b : backends) devs_.push_back({std::move(b), nullptr, nullptr, {}, {}});
   }
@@ -73,35 +77,24 @@ class HeadSplitStage : public PipelineStage {
 
   void Run(const Batch& batch, const float* in, float* out, ComputeStats* stats) override {
     ES_ASSERT(devs_[0].kv);
-    const RowGraphs& s = GraphsFor(batch);
     const size_t n = size_t(batch.n_tokens()) * size_t(model_->config().hidden_size);
     ComputeStats st;
     // x, the residual stream, lives in `out` from the embedding to the last block.
-    devs_[0].backend->Compute(*s.embed, batch, *devs_[0].kv, out, stats ? &st : nullptr);
+    devs_[0].backend->Compute(*GraphsFor(batch).embed, batch, *devs_[0].kv, out,
+                              stats ? &st : nullptr);
     if (stats) stats->Add(st);
-    staged_ = batch;  // reuses its vectors' capacity after the first step
-    staged_.input = out;
-    staged_.input_cols = model_->config().hidden_size;
     for (auto& v : devs_) v.part.resize(n);
     if (!threads_) threads_ = std::make_unique<DeviceThreads>(devs_.size());
-    for (size_t b = 0; b < s.blocks[0].size(); ++b) {
-      // The devices' shards of block b side by side, each into its own part and stats.
-      threads_->Run([&](size_t d) {
-        Dev& v = devs_[d];
-        v.stats = {};
-        v.backend->Compute(*s.blocks[d][b], staged_, *v.kv, v.part.data(),
-                           stats ? &v.stats : nullptr);
-      });
-      if (stats)
-        for (const Dev& v : devs_) stats->Add(v.stats);
-      // The all-reduce: shard 0's part carries x; the others' partial sums added in device order.
-      std::copy(devs_[0].part.begin(), devs_[0].part.end(), out);
-      for (size_t d = 1; d < devs_.size(); ++d) {
-        const float* p = devs_[d].part.data();
-        for (size_t i = 0; i < n; ++i) out[i] += p[i];
-      }
-    }
+    const int chunks = MicroBatchParts(batch.n_tokens(), chunk_rows_, kMaxChunks);
+    if (chunks > 1)
+      RunChunks(SplitMicroBatches(batch, chunks), out, stats);
+    else
+      RunBlocks(batch, out, stats);
   }
+
+  int64_t chunked_forwards() const { return chunked_forwards_; }
+  int64_t reduces() const { return reduces_; }
+  int64_t overlapped_reduces() const { return overlapped_reduces_; }
 
   void SetBlockTable(int slot, const int32_t* blocks, int n) override {
     for (auto& v : devs_) v.kv->SetBlockTable(slot, blocks, n);
@@ -132,6 +125,141 @@ class HeadSplitStage : public PipelineStage {
     std::unique_ptr<const Graph> embed;
     std::vector<std::vector<std::unique_ptr<const Graph>>> blocks;  // [device][2 * layer + ffn]
   };
+
+  // The all-reduce of elements [begin, end) of x: shard 0's part (which carries x), then the
+  // others' partial sums added in device order (the same sums in the same order every run).
+  void Reduce(float* out, size_t begin, size_t end) const {
+    std::copy_n(devs_[0].part.data() + begin, end - begin, out + begin);
+    for (size_t d = 1; d < devs_.size(); ++d) {
+      const float* p = devs_[d].part.data();
+      for (size_t i = begin; i < end; ++i) out[i] += p[i];
+    }
+  }
+
+  // The whole batch block by block: the devices' shards of block b side by side, each into its
+  // own part, then the host sums them (small steps: decode, short prompts).
+  void RunBlocks(const Batch& batch, float* out, ComputeStats* stats) {
+    const RowGraphs& s = GraphsFor(batch);
+    staged_ = batch;  // reuses its vectors' capacity after the first step
+    staged_.input = out;
+    staged_.input_cols = model_->config().hidden_size;
+    const size_t n = devs_[0].part.size();
+    for (size_t b = 0; b < s.blocks[0].size(); ++b) {
+      threads_->Run([&](size_t d) {
+        Dev& v = devs_[d];
+        v.stats = {};
+        v.backend->Compute(*s.blocks[d][b], staged_, *v.kv, v.part.data(),
+                           stats ? &v.stats : nullptr);
+      });
+      if (stats)
+        for (const Dev& v : devs_) stats->Add(v.stats);
+      Reduce(out, 0, n);
+    }
+  }
+
+  // Where a chunked forward stands (RunChunks), guarded by mu.
+  struct Flow {
+    std::mutex mu;
+    std::condition_variable cv;
+    std::vector<int> summed;  // [chunk]: its blocks whose sum is in x
+    std::vector<int> parts;   // [chunk]: device parts computed, over all its blocks
+    int computing = 0;        // devices inside Compute now
+    bool failed = false;      // a thread threw: the others stop waiting
+  };
+
+  // The rows cut into chunks (micro_batch.h) and run as a wavefront: each device computes its
+  // shard of block b for chunk 0, 1, ..., M - 1, then block b + 1 for chunk 0, ..., never
+  // waiting for the other devices except where chunk m's block b needs the sum of its block
+  // b - 1; the host (a thread beside the devices) sums chunk m's parts of block b as soon as
+  // every device has computed it, while the devices go on with chunk m + 1. Chunks are row
+  // ranges in causal order: chunk m's attention at layer l reads the keys that chunks before it
+  // wrote at layer l on the same device, which it computed first. Chunk m's rows of a part are
+  // written by its block b, read by its sum, and written again by its block b + 1 only after
+  // that sum is in; chunk m's rows of x likewise. The sums are RunBlocks' element by element.
+  void RunChunks(std::vector<MicroBatch> mbs, float* out, ComputeStats* stats) {
+    const size_t M = mbs.size(), N = devs_.size(), D = size_t(model_->config().hidden_size);
+    const size_t B = 2 * size_t(model_->config().n_layers);
+    // Each chunk's block graphs [device][block] (the graphs themselves outlive GraphsFor's
+    // reordering of shapes_: at most two row counts here, fewer than kMaxShapes).
+    std::vector<std::vector<const Graph*>> g(M);
+    for (size_t m = 0; m < M; ++m) {
+      mbs[m].batch.input = out + size_t(mbs[m].row0) * D;
+      mbs[m].batch.input_cols = int64_t(D);
+      const RowGraphs& s = GraphsFor(mbs[m].batch);
+      for (size_t d = 0; d < N; ++d)
+        for (size_t b = 0; b < B; ++b) g[m].push_back(s.blocks[d][b].get());
+    }
+    Flow f;
+    f.summed.assign(M, 0);
+    f.parts.assign(M, 0);
+    for (Dev& v : devs_) v.stats = {};
+    if (!host_) host_ = std::make_unique<DeviceThreads>(2);
+    ++chunked_forwards_;
+    // Slot 0 (this thread) runs the devices, slot 1 sums.
+    host_->Run([&](size_t k) {
+      if (k == 1) return SumChunks(mbs, f, out);
+      threads_->Run([&](size_t d) {
+        Guarded(f, [&] {
+          Dev& v = devs_[d];
+          std::unique_lock<std::mutex> lock(f.mu);
+          for (size_t b = 0; b < B; ++b)
+            for (size_t m = 0; m < M; ++m) {
+              f.cv.wait(lock, [&] { return f.failed || f.summed[m] >= int(b); });
+              if (f.failed) return;
+              ++f.computing;
+              lock.unlock();
+              ComputeStats one;
+              v.backend->Compute(*g[m][d * B + b], mbs[m].batch, *v.kv,
+                                 v.part.data() + size_t(mbs[m].row0) * D, stats ? &one : nullptr);
+              if (stats) v.stats.Add(one);
+              lock.lock();
+              --f.computing;
+              ++f.parts[m];
+              f.cv.notify_all();
+            }
+        });
+      });
+    });
+    if (stats)
+      for (const Dev& v : devs_) stats->Add(v.stats);
+  }
+
+  // The host's side of RunChunks: chunk m's sum of block b once every device's part is in.
+  void SumChunks(const std::vector<MicroBatch>& mbs, Flow& f, float* out) {
+    const size_t M = mbs.size(), N = devs_.size(), D = size_t(model_->config().hidden_size);
+    const int B = 2 * model_->config().n_layers;
+    Guarded(f, [&] {
+      std::unique_lock<std::mutex> lock(f.mu);
+      for (int b = 0; b < B; ++b)
+        for (size_t m = 0; m < M; ++m) {
+          f.cv.wait(lock, [&] { return f.failed || f.parts[m] >= int(N) * (b + 1); });
+          if (f.failed) return;
+          ++reduces_;
+          if (f.computing > 0) ++overlapped_reduces_;
+          lock.unlock();
+          Reduce(out, size_t(mbs[m].row0) * D, size_t(mbs[m].row0 + mbs[m].batch.n_tokens()) * D);
+          lock.lock();
+          f.summed[m] = b + 1;
+          f.cv.notify_all();
+        }
+    });
+  }
+
+  // fn(), and on an exception the flow marked failed (so that no thread waits for one that
+  // stopped) before it is rethrown.
+  template <typename Fn>
+  static void Guarded(Flow& f, const Fn& fn) {
+    try {
+      fn();
+    } catch (...) {
+      {
+        std::lock_guard<std::mutex> lock(f.mu);
+        f.failed = true;
+      }
+      f.cv.notify_all();
+      throw;
+    }
+  }
 
   // Shards with routed experts spread evenly over the devices (experts > 0), or all on the
   // first device (experts == 0).
@@ -196,6 +324,10 @@ class HeadSplitStage : public PipelineStage {
   std::shared_ptr<const Model> model_;
   std::vector<Dev> devs_;
   std::unique_ptr<DeviceThreads> threads_;  // made by the first Run; joined before devs_ go
+  std::unique_ptr<DeviceThreads> host_;     // RunChunks: the devices (slot 0) beside the sums
+  int chunk_rows_ = 0;                      // rows a chunk keeps at least (0: never in chunks)
+  static constexpr int kMaxChunks = 4;
+  int64_t chunked_forwards_ = 0, reduces_ = 0, overlapped_reduces_ = 0;
   std::vector<RowGraphs> shapes_;
   Batch staged_;
   std::string unsupported_;
@@ -203,8 +335,15 @@ class HeadSplitStage : public PipelineStage {
 
 }  // namespace
 
-std::unique_ptr<PipelineStage> MakeHeadSplitStage(std::vector<std::unique_ptr<Backend>> devices) {
-  return std::make_unique<HeadSplitStage>(std::move(devices));
+std::unique_ptr<PipelineStage> MakeHeadSplitStage(std::vector<std::unique_ptr<Backend>> devices,
+                                                  int chunk_rows) {
+  return std::make_unique<HeadSplitStage>(std::move(devices), chunk_rows);
+}
+
+HeadSplitCounts GetHeadSplitCounts(const PipelineStage& stage) {
+  const auto* s = dynamic_cast<const HeadSplitStage*>(&stage);
+  if (!s) return {};
+  return {s->chunked_forwards(), s->reduces(), s->overlapped_reduces()};
 }
 
 }  // namespace es

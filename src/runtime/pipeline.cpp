@@ -263,7 +263,12 @@ std::unique_ptr<Runner> MakeSplitRunner(std::shared_ptr<const Model> model,
       BackendOptions o = bo;
       o.device = devs[0].device;
       auto head = CreateBackend(devs[0].backend, o);
-      front.push_back(MakeHeadSplitStage(std::move(shards)));
+      // Chunks of twice a micro-batch's rows where a device is a GPU, whose thread idles while
+      // it computes; CPU devices share the host's cores with the sum, and every chunk reads and
+      // unpacks every weight again: there chunks lost 4-22% (docs/scale.md).
+      const bool gpu = std::any_of(devs.begin(), devs.end(),
+                                   [](const DeviceSpec& d) { return d.backend != "cpu"; });
+      front.push_back(MakeHeadSplitStage(std::move(shards), gpu ? 2 * ro.micro_batch_rows : 0));
       const int n_layers = model->config().n_layers;
       return std::make_unique<Runner>(std::move(model), std::move(front),
                                       std::vector<int>{0, n_layers}, std::move(head), ro);

@@ -3,11 +3,17 @@
 // experts by range) computes the plain runner's logits within f32 summation order (the partial
 // sums are added on the host in another order than one matmul adds them: 1e-5 relative L2), for
 // a dense and two MLA+MoE goldens, over prefill, decode, a batch of two sequences, greedy ids and
-// block tables; and the errors for head counts that do not divide.
+// block tables; and the errors for head counts that do not divide. In chunks (the host summing
+// one while the devices compute the next), the whole batch's logits bit for bit, with one device
+// lagging too.
 #include "edgeseek/internal/runtime/head_split.h"
 
 #include <gtest/gtest.h>
 
+#include <chrono>
+#include <thread>
+
+#include "counting_backend.h"
 #include "edgeseek/internal/backends/backend.h"
 #include "edgeseek/internal/core/error.h"
 #include "edgeseek/internal/models/arch.h"
@@ -137,6 +143,137 @@ TEST(HeadSplit, BlockTablesReachEveryShard) {
   EXPECT_LE(test::RelL2(Logits(*split, Prompt(1, kKvBlockTokens, b)),
                         Logits(*plain, Prompt(1, kKvBlockTokens, b))),
             kTol);
+}
+
+// ---- chunks: the host sums one chunk while the devices compute the next ----------------------
+
+// A head split over `n` CPU devices whose forwards of at least 2 x chunk_rows rows run in chunks
+// of at least chunk_rows (0: never; MakeSplitRunner chunks only where a device is a GPU).
+// `lagging`, if any, replaces device `slow`.
+std::unique_ptr<Runner> Chunked(std::shared_ptr<Model> m, int n, int chunk_rows,
+                                std::unique_ptr<Backend> lagging = nullptr, int slow = 0) {
+  RunnerOptions ro = Opts();
+  ro.context = 320;
+  std::vector<std::unique_ptr<Backend>> devs;
+  for (int d = 0; d < n; ++d) devs.push_back(CreateBackend("cpu", Bo()));
+  if (lagging) devs[size_t(slow)] = std::move(lagging);
+  std::vector<std::unique_ptr<PipelineStage>> front;
+  front.push_back(MakeHeadSplitStage(std::move(devs), chunk_rows));
+  const int L = m->config().n_layers;
+  return std::make_unique<Runner>(std::move(m), std::move(front), std::vector<int>{0, L},
+                                  CreateBackend("cpu", Bo()), ro);
+}
+
+HeadSplitCounts Counts(const Runner& r) { return GetHeadSplitCounts(*r.stages()[0]); }
+
+std::vector<int32_t> Ids(int n, int seed) {
+  std::vector<int32_t> ids;
+  for (int i = 0; i < n; ++i) ids.push_back(int32_t((i * 7 + seed) % 29 + 1));
+  return ids;
+}
+
+// A prefill of two sequences in one batch, a decode step of both, a mixed batch (a decode row
+// beside a third prompt) and greedy ids: the chunked runner's logits equal the whole-batch
+// head split's bit for bit. `len`: each prompt's tokens (a multiple of chunk_rows / 2 keeps
+// every chunk's piece of a sequence as long as MLA's form choice needs, see below).
+void ExpectChunksEqualWhole(const std::string& name, int devices, int chunk_rows, int len) {
+  SCOPED_TRACE(name + " over " + std::to_string(devices) + " devices in chunks of " +
+               std::to_string(chunk_rows));
+  auto m = Golden(name);
+  auto whole = Chunked(m, devices, 0), cut = Chunked(m, devices, chunk_rows);
+  auto same = [&](const Batch& b, const char* what) {
+    EXPECT_EQ(Logits(*cut, b), Logits(*whole, b)) << what;
+  };
+  Batch prefill;
+  prefill.Add(0, 0, Ids(len, 1), true);
+  prefill.Add(1, 0, Ids(len, 5), true);
+  prefill.Finalize();
+  same(prefill, "prefill");
+  Batch step;
+  step.Add(0, len, {3});
+  step.Add(1, len, {4});
+  step.Finalize();
+  same(step, "decode");
+  Batch mixed;
+  mixed.Add(0, len + 1, {6});
+  mixed.Add(2, 0, Ids(len + 1, 3), true);
+  mixed.Finalize();
+  same(mixed, "mixed");
+  std::vector<int32_t> a, b;
+  cut->ForwardArgmax(Prompt(1, len + 1, Ids(2 * chunk_rows, 2), false), &a);
+  whole->ForwardArgmax(Prompt(1, len + 1, Ids(2 * chunk_rows, 2), false), &b);
+  EXPECT_EQ(a, b);
+  // Prefill, mixed and greedy ran in chunks, the decode step whole; every chunk's sum of every
+  // block counted.
+  EXPECT_EQ(Counts(*cut).chunked_forwards, 3);
+  EXPECT_GE(Counts(*cut).reduces, 3 * 2 * 2 * m->config().n_layers);
+  EXPECT_EQ(Counts(*whole).chunked_forwards, 0);
+}
+
+TEST(HeadSplit, ChunksGiveTheWholeBatchLogitsBitForBit) {
+  // Dense: chunks of 2 to 4 rows cut the sequences anywhere (llama3: 2 kv heads; llama3_f32: 3).
+  ExpectChunksEqualWhole("llama3", 2, 4, 7);
+  ExpectChunksEqualWhole("llama3_f32", 3, 2, 7);
+  // MLA + MoE: the CPU's MLA takes its absorbed or expanded form by a sequence's rows in the
+  // step (cpu/mla_form.h); at these dims a piece of 64 rows expands wherever it starts, as the
+  // whole prompt does, so 64-row chunks keep the form and the sums (routed experts by range).
+  ExpectChunksEqualWhole("dsv2_lite", 2, 64, 128);
+  ExpectChunksEqualWhole("dsv3", 4, 64, 128);
+  // MakeSplitRunner over CPU devices alone never chunks (they lost to the whole batch).
+  auto m = Golden("llama3");
+  SplitOptions so;
+  so.devices = "cpu,cpu";
+  so.split = "head";
+  RunnerOptions ro = Opts();
+  ro.micro_batch_rows = 2;
+  auto cpus = MakeSplitRunner(m, "cpu", Bo(), ro, so);
+  Logits(*cpus, Prompt(0, 0, Ids(16, 1)));
+  EXPECT_EQ(Counts(*cpus).chunked_forwards, 0);
+}
+
+// A device that takes `lag` longer than the CPU it wraps for every block: one device falls
+// behind the others, so a device that went on without a sum (or a sum taken without a part)
+// would read rows not yet written.
+class LaggingBackend : public test::CountingBackend {
+ public:
+  LaggingBackend(std::unique_ptr<Backend> inner, std::chrono::microseconds lag)
+      : CountingBackend(std::move(inner), &counts_), lag_(lag) {}
+  void Compute(const Graph& g, const Batch& batch, KvStorage& kv, float* out,
+               ComputeStats* stats) override {
+    std::this_thread::sleep_for(lag_);
+    CountingBackend::Compute(g, batch, kv, out, stats);
+  }
+
+ private:
+  test::ReadBack counts_;  // the base's counts (its pointer is taken before this is made)
+  std::chrono::microseconds lag_;
+};
+
+TEST(HeadSplit, ChunksWaitForTheirSumsAndOverlapThem) {
+  // The lagging device first, then last: each device in turn is the one the others must wait
+  // for. Removing either wait (a device for the sum of its chunk's previous block, the host for
+  // every part of a block) makes the fast device read x, or the host a part, too early.
+  auto m = Golden("llama3");
+  const int L = m->config().n_layers;
+  auto whole = Chunked(m, 2, 0);
+  Batch prefill;
+  prefill.Add(0, 0, Ids(5, 1), true);
+  prefill.Add(1, 0, Ids(4, 2), true);
+  prefill.Finalize();  // 9 rows: 4 chunks of 2 or 3
+  const std::vector<float> want = Logits(*whole, prefill);
+  for (int slow : {0, 1}) {
+    SCOPED_TRACE("device " + std::to_string(slow) + " lags");
+    auto lagging =
+        std::make_unique<LaggingBackend>(CreateBackend("cpu", Bo()), std::chrono::milliseconds(2));
+    auto cut = Chunked(m, 2, 2, std::move(lagging), slow);
+    EXPECT_EQ(Logits(*cut, prefill), want);
+    const HeadSplitCounts c = Counts(*cut);
+    EXPECT_EQ(c.chunked_forwards, 1);
+    EXPECT_EQ(c.reduces, 4 * 2 * L);  // every chunk's sum of every block
+    // The lagging device computes its next chunk while the host sums: all but the sums that
+    // wait for its last block.
+    EXPECT_GE(c.overlapped_reduces, 4 * 2 * L - 4) << c.overlapped_reduces;
+  }
 }
 
 // One clear error naming the model and its numbers.

@@ -7,10 +7,12 @@
 // gives every device a range of the routed experts (Vulkan's routing kernel maps the choices
 // outside its range to weight 0); a long prompt takes the grouped expert GEMMs, the steps of a
 // few rows the expert GEMVs. The layer split runs the 70-row prompt as micro-batches, its stages
-// on threads of their own at once (runtime/micro_batch.h).
+// on threads of their own at once (runtime/micro_batch.h); the head split in chunks, summed on
+// the host while the devices compute the next (runtime/head_split.h).
 #include <gtest/gtest.h>
 
 #include "edgeseek/internal/models/config.h"
+#include "edgeseek/internal/runtime/head_split.h"
 #include "edgeseek/internal/runtime/model.h"
 #include "edgeseek/internal/runtime/pipeline.h"
 #include "edgeseek/internal/runtime/runner.h"
@@ -86,8 +88,11 @@ TEST_P(VulkanSplit, LogitsMatchTheCpuRunner) {
   for (int i = 0; i < 70; ++i) longer.push_back(int32_t(1 + (i * 5) % 13));
   EXPECT_LE(RelL2(Logits(*split, 1, 2, longer), Logits(plain, 1, 2, longer)), Bound()) << "70 rows";
   // The stages side by side on their threads over the 70 rows' parts (not a head split: its
-  // last stage holds no layer).
-  EXPECT_EQ(split->micro_batched_forwards(), std::string(c.split) == "layer" ? 1 : 0);
+  // last stage holds no layer); a head split runs them in two chunks of 35, the host summing
+  // one while the devices compute the other.
+  const bool head = std::string(c.split) == "head";
+  EXPECT_EQ(split->micro_batched_forwards(), head ? 0 : 1);
+  EXPECT_EQ(GetHeadSplitCounts(*split->stages()[0]).chunked_forwards, head ? 1 : 0);
   Batch g;
   g.Add(0, int64_t(ids.size()) + 3, {6});
   g.Add(1, 2, {3});

@@ -7,6 +7,11 @@
 //     part_d = BuildShardBlock(shard d, layer, block)(x)    each device d in turn (x uploaded)
 //     x = part_0 + part_1 + ... + part_{n-1}                the all-reduce: host f32, this order
 //
+// A forward of at least 2 x chunk_rows rows (prompts, large batches) runs in chunks of at least
+// chunk_rows rows (micro_batch.h's cut, at most 4) as a wavefront: the host sums chunk m's parts
+// of a block while the devices compute chunk m + 1's (head_split.cpp, RunChunks); the sums, and
+// so the results, are the same bit for bit.
+//
 // Two all-reduces a layer, each a download of [n_tokens, D] from every device and an upload of
 // the sum to every device: worth it only where the devices' links are fast (docs/scale.md). The
 // Runner's own backend (another instance of the first device) runs the final norm and lm_head
@@ -18,6 +23,7 @@
 // the first device and the others run their share of the shared experts only.
 #pragma once
 
+#include <cstdint>
 #include <memory>
 #include <vector>
 
@@ -26,7 +32,17 @@
 
 namespace es {
 
-// A stage of layers [0, n_layers) sharded over `devices` (at least two), shard i on devices[i].
-std::unique_ptr<PipelineStage> MakeHeadSplitStage(std::vector<std::unique_ptr<Backend>> devices);
+// A stage of layers [0, n_layers) sharded over `devices` (at least two), shard i on devices[i];
+// chunk_rows: the least rows a chunk keeps (0: never in chunks; MakeSplitRunner: 2 x
+// RunnerOptions::micro_batch_rows where a device is a GPU, 0 over CPU devices alone).
+std::unique_ptr<PipelineStage> MakeHeadSplitStage(std::vector<std::unique_ptr<Backend>> devices,
+                                                  int chunk_rows);
+
+// What a head-split stage counted since it was made (all 0 for another stage): forwards run in
+// chunks, the chunks' sums, and those sums that began while a device was computing.
+struct HeadSplitCounts {
+  int64_t chunked_forwards = 0, reduces = 0, overlapped_reduces = 0;
+};
+HeadSplitCounts GetHeadSplitCounts(const PipelineStage& stage);
 
 }  // namespace es

@@ -39,7 +39,9 @@ struct RunnerOptions {
   // the engine does) — slots left on their initial blocks beyond the pool have none.
   size_t kv_memory_bytes = 0;
   // Layer split: a forward of at least twice this many rows runs as micro-batches of at least
-  // this many (micro_batch.h), so the stages compute side by side; 0: never.
+  // this many (micro_batch.h), so the stages compute side by side; head split with a GPU among its
+  // devices: one of at least four times this many in chunks of at least twice this many, so the
+  // host sums one chunk while the devices compute the next (head_split.h); 0: never.
   int micro_batch_rows = kMicroBatchRows;
 };
 
