@@ -115,18 +115,22 @@ TEST(CpuPrefault, FileWeightsMoveOntoHugePagesWithTheSameBytes) {
     ASSERT_EQ(std::fwrite(data.data(), 1, kBytes, f), kBytes);
     std::fclose(f);
   }
-  BackendOptions bo;
-  bo.threads = 2;
-  bo.huge_pages_min_file = 0;  // this small file too
-  auto be = CreateBackend("cpu", bo);
-  {
-    auto file = MappedFile::Open(path);
+  auto weight = [&](const std::shared_ptr<MappedFile>& file) {  // 1000 bytes in, 2000 short
     Tensor t;
     t.name = "w";
     t.dtype = DType::kF32;
     t.shape = {int64_t((kBytes - 2 * kOffset) / 4 / 256), 256};
     t.data = file->data() + kOffset;
     t.nbytes = size_t(t.numel()) * 4;
+    return t;
+  };
+  BackendOptions bo;
+  bo.threads = 2;
+  bo.huge_pages_min_file = 0;  // this small file too
+  auto be = CreateBackend("cpu", bo);
+  {
+    auto file = MappedFile::Open(path);
+    const Tensor t = weight(file);
     const auto a = reinterpret_cast<uintptr_t>(t.data);
     constexpr uintptr_t kHuge = uintptr_t(2) << 20;
     const uintptr_t first = (a + kHuge - 1) / kHuge * kHuge;
@@ -143,12 +147,7 @@ TEST(CpuPrefault, FileWeightsMoveOntoHugePagesWithTheSameBytes) {
     plain.threads = 2;
     auto small = CreateBackend("cpu", plain);
     auto file = MappedFile::Open(path);
-    Tensor t;
-    t.name = "w";
-    t.dtype = DType::kF32;
-    t.shape = {int64_t((kBytes - 2 * kOffset) / 4 / 256), 256};
-    t.data = file->data() + kOffset;
-    t.nbytes = size_t(t.numel()) * 4;
+    const Tensor t = weight(file);
     small->PrepareWeight(t);
     EXPECT_GT(MappingInode(reinterpret_cast<uintptr_t>(t.data) + (uintptr_t(4) << 20)), 0);
     EXPECT_EQ(small->description().find("huge pages"), std::string::npos);
