@@ -156,7 +156,9 @@ bool TransparentHugePagesOn() {
 // the bytes moved. Why: the kernel here maps a file's page cache in 4 KiB pages only, and a
 // decode step streaming GBs of them misses the TLB on every page (worse in a guest, whose
 // walks are nested): 7B Q8_0 decode p50 ~410 ms on the file's pages against 223 on huge pages
-// with the same layout (docs/plan.md, session 41).
+// with the same layout (docs/plan.md, session 41). The moved pages are anonymous: a later
+// MADV_DONTNEED of them (MappedFile::ReleasePages) would zero them; every such release happens
+// while the model is read, before a backend prepares its weights.
 size_t MoveOntoHugePages(const void* p, size_t n, ThreadPool& pool) {
   constexpr uintptr_t kHuge = uintptr_t(2) << 20, kPiece = uintptr_t(64) << 20;
   const uintptr_t a = (reinterpret_cast<uintptr_t>(p) + kHuge - 1) / kHuge * kHuge;

@@ -25,7 +25,9 @@ class MappedFile {
   // when the range lies in a live MappedFile; does nothing otherwise, so heap memory is never
   // touched. Every byte stays readable: a later read faults it in again from the page cache. For
   // weights converted at load (an ONNX import's MatMulNBits blocks): their source no longer
-  // counts in the RSS.
+  // counts in the RSS. Only while a model is read: once a CPU backend has moved a large file's
+  // weights onto anonymous huge pages (cpu_backend.cpp MoveOntoHugePages), dropping those pages
+  // would zero them.
   static void ReleasePages(const void* p, size_t n);
 
  private:
