@@ -146,11 +146,6 @@ const std::array<KnobSpec, kKnobCount> kTable = {{
      "decode attention: key chunks per (kv head, row) at most"},
     {Knob::kAttnChunk, "ES_VK_ATTN_CHUNK", T::kUint, "1|8|16|32|64|128", "16", W::kGraph, R::kPath,
      "decode attention: keys per chunk at least"},
-    {Knob::kMlaHeadGemm, "ES_VK_MLA_HEAD_GEMM", T::kUint, "1..65", "17", W::kGraph, R::kExperiment,
-     "MLA's per-head products (q into the latent, the latent out) of float weights from this "
-     "many rows on the grouped head GEMM instead of the per-head GEMV (65: prefill only; H100 "
-     "V2-Lite Q4_0 steps of 9 / 16 / 32 rows, head GEMMs through copies from 9, 17, 65: 8.2 / "
-     "9.9 / 14.0, 8.0 / 10.0 / 14.0, 8.1 / 10.0 / 14.8 ms)"},
 }};
 
 const std::vector<RetiredKnob> kRetired = {
@@ -220,6 +215,9 @@ const std::vector<RetiredKnob> kRetired = {
      "greedy ids identical): H100 tg128, atomic-add spin V2-Lite f16 164.5 / 165.5 t/s against "
      "294.9 / 295.0 with barriers, 7B Q4_0 204.1 against 303.8; relaxed atomicLoad spin V2-Lite "
      "f16 181.8 against 280.4, 7B Q4_0 191.1 against 312.5"},
+    {"ES_VK_MLA_HEAD_GEMM",
+     "9 (more than the GEMV's 8 rows): V2-Lite Q4_0 16 / 32-row steps 9.7 / 13.8 ms against 10.0 / "
+     "13.9 from 17 rows, 10.1 / 14.9 prefill only (H100, session 42)"},
 };
 
 const char* kTypeNames[] = {"bool", "uint", "enum", "tile", "text"};

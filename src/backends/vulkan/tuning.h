@@ -60,7 +60,6 @@ enum class Knob : int {
   kAttnQuant,
   kAttnSplits,
   kAttnChunk,
-  kMlaHeadGemm,
   kCount
 };
 constexpr int kKnobCount = int(Knob::kCount);

@@ -609,31 +609,27 @@ TEST_P(VulkanAttention, AbsorbedMlaAtRealWidthsAndLongContexts) {
 }
 
 // MLA's per-head products (q_nope into the latent, the latent out) on the grouped head GEMMs in
-// decode-shaped steps from ES_VK_MLA_HEAD_GEMM rows (prefill steps of more than kDecodeMaxRows
-// rows always), else the per-head GEMVs: steps of 1, 8, 9, 33 and 64 rows in slot 0 after a
-// 70-row prefill in slot 1, each against the reference, and the grouped GEMM ran exactly where
-// the knob says (odd head count and widths: H 5, dn 24, dr 8, dv 40, r 48).
-TEST(VulkanMlaHeadGemm, DecodeStepsFromTheKnobsRowsTakeTheGroupedHeadGemms) {
-  for (const int from : {9, 65, 1}) {
-    vk::VulkanTuning t;
-    t.knobs.Set(vk::Knob::kMlaHeadGemm, std::to_string(from));
-    auto be = MakeVulkan(t);
-    MlaSteps run(*be, 5, 24, 8, 40, 48, DType::kF32, 200);
-    const std::string tag = "ES_VK_MLA_HEAD_GEMM=" + std::to_string(from);
-    Batch pre;
-    pre.Add(1, 0, Tokens(70, 5), true);
-    pre.Finalize();
-    run.Step(*be, pre, 1e-4, tag + " prefill");
-    EXPECT_TRUE(Ran(*be, "moe_gemm")) << tag << " prefill";
-    int pos = 0;
-    for (const int T : {1, 8, 9, 33, 64}) {
-      Batch b;
-      b.Add(0, pos, Tokens(T, T), true);
-      b.Finalize();
-      pos += T;
-      run.Step(*be, b, 1e-4, tag);
-      EXPECT_EQ(Ran(*be, "moe_gemm"), T >= from) << tag << " T=" << T;
-    }
+// steps of more than kGemvMaxRows rows (batched decode and prefill), else the per-head GEMVs:
+// a 70-row prefill in slot 1, then steps of 1, 8, 9, 33 and 64 rows in slot 0, each against the
+// reference, and the grouped GEMM ran exactly from 9 rows (odd head count and widths: H 5, dn 24,
+// dr 8, dv 40, r 48).
+TEST(VulkanMlaHeadGemm, StepsPastTheGemvRowsTakeTheGroupedHeadGemms) {
+  static_assert(vk::kGemvMaxRows == 8, "the row counts below straddle it");
+  auto& be = SharedVulkan();
+  MlaSteps run(be, 5, 24, 8, 40, 48, DType::kF32, 200);
+  Batch pre;
+  pre.Add(1, 0, Tokens(70, 5), true);
+  pre.Finalize();
+  run.Step(be, pre, 1e-4, "prefill");
+  EXPECT_TRUE(Ran(be, "moe_gemm")) << "prefill";
+  int pos = 0;
+  for (const int T : {1, 8, 9, 33, 64}) {
+    Batch b;
+    b.Add(0, pos, Tokens(T, T), true);
+    b.Finalize();
+    pos += T;
+    run.Step(be, b, 1e-4, "decode");
+    EXPECT_EQ(Ran(be, "moe_gemm"), T > vk::kGemvMaxRows) << "T=" << T;
   }
 }
 

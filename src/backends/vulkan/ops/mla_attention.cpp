@@ -11,8 +11,8 @@
 //      Where that kernel does not fit (odd widths, subgroups under 8), attention.comp with one
 //      shared kv head whose key is the latent row plus its rope part and whose value is it.
 //   4. out[t, h] = Wuv[h] · o_lat[t, h]              per-head GEMV
-// Prefill (more than kDecodeMaxRows rows) and decode steps of ES_VK_MLA_HEAD_GEMM rows or more,
-// dense WukT/Wuv: steps 1 and 4 are grouped GEMMs with one group per head (RecordGroupedGemm, on
+// Steps of more than kGemvMaxRows rows (prefill and batched decode), dense WukT/Wuv: steps 1 and 4
+// are grouped GEMMs with one group per head (RecordGroupedGemm, on
 // tensor cores where the device has them) gathering each head's slices of the rows in place.
 // Scratch: qcat [T, H*(r+dr)], o_lat [T, H*r] (f32); split decode: the chunks' partials
 // [T, H, kMlaSplits, r + 2].
@@ -101,11 +101,12 @@ uint32_t MlaHeadsPerGroup(const Device& dev, int64_t r, int64_t dr) {
 
 namespace {
 // Whether steps 1 and 4 take the grouped head GEMMs: float, single-chunk WukT and Wuv whose
-// inputs' head slices (q: dn + dr, the latent: r) start on 4-element boundaries, in steps of at
-// least ES_VK_MLA_HEAD_GEMM rows (prefill always: more than kDecodeMaxRows rows).
-bool MlaHeadGemm(const Device& dev, const MlaParams& m, int64_t T, DType wuk, DType wuv) {
-  const int64_t from = std::min<int64_t>(dev.tuning().Uint(Knob::kMlaHeadGemm), kDecodeMaxRows + 1);
-  return T >= from && !IsQuantized(wuk) && !IsQuantized(wuv) && (m.dn + m.dr) % 4 == 0 &&
+// inputs' head slices (q: dn + dr, the latent: r) start on 4-element boundaries, in steps of more
+// than kGemvMaxRows rows. Up to 8 rows the per-head GEMVs read each head's matrix once for all
+// rows; past them the GEMM wins (H100, V2-Lite Q4_0 steps of 16 / 32 rows: 9.7 / 13.8 ms from 9
+// rows, 10.0 / 13.9 from 17, 10.1 / 14.9 prefill only; 9 rows the same; session 42's log).
+bool MlaHeadGemm(const MlaParams& m, int64_t T, DType wuk, DType wuv) {
+  return T > kGemvMaxRows && !IsQuantized(wuk) && !IsQuantized(wuv) && (m.dn + m.dr) % 4 == 0 &&
          m.rank % 4 == 0;
 }
 }  // namespace
@@ -196,8 +197,8 @@ void BuildMla(OpContext& c) {
   ES_CHECK(!rope || G != 0, "vulkan: mla '", n.name,
            "' has a folded rope but no kernel that applies it");
   const int64_t qw = H * (dn + dr), cw = H * (r + dr);
-  const bool gemm = MlaHeadGemm(c.dev, m, T, wuk.dtype, wuv.dtype) && wuk.chunks.size() == 1 &&
-                    wuv.chunks.size() == 1;
+  const bool gemm =
+      MlaHeadGemm(m, T, wuk.dtype, wuv.dtype) && wuk.chunks.size() == 1 && wuv.chunks.size() == 1;
   const BufRange meta = gemm ? HeadRowsMeta(c, T, H) : BufRange{};
   if (gemm) {
     RecordHeadGemm(c, qin, uint32_t(dn + dr), uint32_t(H), uint32_t(r), uint32_t(dn), wuk, qcat,
