@@ -73,12 +73,16 @@ SKIP+=':MtpDrafter.DraftsEqualAFreshDrafterOverTheSameHistory'
 #   qemu-aarch64: it checks qemu's heap, not edgeseek's.
 # - PlanCli.CalibrateWritesAProfilePlanReads (45 s): timing probes that check rates > 0 and the
 #   profile's fields; the kernels it times are checked by the kernels suite on every CPU model.
+# - PlanMoe.CpuCalibrationRunsTheMoeProbes (19 s): the MoE probes' timings (rates > 0, the
+#   profile's fields), as PlanCli.CalibrateWritesAProfilePlanReads above; the MoE kernels it times
+#   are checked by the runtime suite's MoE models on every CPU model here.
 # - BenchSuite.MatrixReportAndCompare (34 s): the bench suite's JSONL, report and trace
 #   bookkeeping; Cli.BenchJson and Cli.BenchBatchList keep the bench CLI running here.
 SKIP+=':StreamingConvert.PeakMemoryIsAboutOneTensorNotTheModel'
 SKIP+=':StreamingConvert.MappedInputsAreHandedBackAsTheyAreWritten'
 SKIP+=':Cli.CpuGenerateLeaksNothing:PlanCli.CalibrateWritesAProfilePlanReads'
 SKIP+=':BenchSuite.MatrixReportAndCompare'
+SKIP+=':PlanMoe.CpuCalibrationRunsTheMoeProbes'
 # Left out of the -cpu max runs only (MAX_SKIP), where 512-bit SVE makes every Highway loop ~10x
 # slower than NEON; each runs on cortex-a76 (NEON + dotprod) instead, in a fraction of the time,
 # and the SVE2 / i8mm kernels under them stay checked on max by the kernel tests named:
