@@ -146,6 +146,10 @@ const std::array<KnobSpec, kKnobCount> kTable = {{
      "decode attention: key chunks per (kv head, row) at most"},
     {Knob::kAttnChunk, "ES_VK_ATTN_CHUNK", T::kUint, "1|8|16|32|64|128", "16", W::kGraph, R::kPath,
      "decode attention: keys per chunk at least"},
+    {Knob::kMlaCombineOut, "ES_VK_MLA_COMBINE_OUT", T::kBool, "0|1", "1", W::kGraph, R::kExperiment,
+     "MLA decode (up to 8 rows): the key chunks' merge and the float Wuv product in one dispatch "
+     "(mla_combine_out.comp, 4 workgroups a head) instead of attention_combine and the per-head "
+     "GEMV; not measured on a GPU yet"},
 }};
 
 const std::vector<RetiredKnob> kRetired = {

@@ -60,6 +60,7 @@ enum class Knob : int {
   kAttnQuant,
   kAttnSplits,
   kAttnChunk,
+  kMlaCombineOut,
   kCount
 };
 constexpr int kKnobCount = int(Knob::kCount);
