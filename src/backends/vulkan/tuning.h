@@ -55,6 +55,8 @@ enum class Knob : int {
   kGemvMinGroups,
   kGemvDualQuant,
   kMoeRouteFuse,
+  kMoeExpertMajor,
+  kMoeExpertPairs,
   kAttnDecode,
   kAttnFuse,
   kAttnQuant,
