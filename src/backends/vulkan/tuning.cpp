@@ -145,6 +145,10 @@ const std::array<KnobSpec, kKnobCount> kTable = {{
      R::kExperiment,
      "the expert-major GEMVs' pairs a workgroup (an expert with more takes several "
      "workgroups of each output group); not yet measured on a GPU"},
+    {Knob::kMoeExpertDown, "ES_VK_MOE_EXPERT_DOWN", T::kBool, "0|1", "1", W::kGraph, R::kExperiment,
+     "with ES_VK_MOE_EXPERT_MAJOR: 1 = the down GEMV expert-major too (+ moe_combine, in "
+     "choice order); 0 = the token-major down GEMV over the expert-major up's h (one dispatch "
+     "and one barrier level less); not yet measured on a GPU"},
     {Knob::kAttnDecode, "ES_VK_ATTN_DECODE", T::kBool, "0|1", "1", W::kGraph, R::kPath,
      "kv-head decode attention (7B Q4_0 tg 354.5 t/s against 320.2 without)"},
     {Knob::kAttnFuse, "ES_VK_ATTN_FUSE", T::kBool, "0|1", "1", W::kGraph, R::kPath,

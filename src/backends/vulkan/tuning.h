@@ -57,6 +57,7 @@ enum class Knob : int {
   kMoeRouteFuse,
   kMoeExpertMajor,
   kMoeExpertPairs,
+  kMoeExpertDown,
   kAttnDecode,
   kAttnFuse,
   kAttnQuant,

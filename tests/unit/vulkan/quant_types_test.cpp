@@ -1295,7 +1295,8 @@ TEST_F(VulkanQuant, IdotMoeExpertsOverKQuantMixTypes) {
 // matmul_gemv.comp EMAJ) from ES_VK_MOE_EXPERT_MAJOR rows: steps of 1 to 64 rows (odd counts
 // too) of norm → MoE → + residual (up to 8 rows the norm folds into x's quantization and the add
 // into moe_combine), gate/up and down of one type and of K-quant mixes (a Q8_0 down over int8 h:
-// "_edown8"), chunks of 1 to 8 pairs (ES_VK_MOE_EXPERT_PAIRS), two routings: random, and every
+// "_edown8"), chunks of 1 to 8 pairs (ES_VK_MOE_EXPERT_PAIRS), the down GEMV expert-major or
+// token-major over the expert-major up's h (ES_VK_MOE_EXPERT_DOWN), two routings: random, and every
 // row choosing experts 0 .. top_k - 1 (positive x, router rows e all (E - e)·0.05: expert 0
 // takes every row, more than a chunk from 9 rows, experts top_k .. E - 1 none). Against the
 // reference (RefIdotMoe) and the old form (ES_VK_MOE_EXPERT_MAJOR=0); the expert-major shaders
@@ -1304,29 +1305,34 @@ TEST_F(VulkanQuant, IdotMoeExpertMajorFromTheKnobsRows) {
   struct Case {
     DType gu, dn;
     int D, I, top_k;
-    const char *from, *pairs;
+    const char *from, *pairs, *down;
   };
-  const Case cases[] = {{DType::kQ4_0, DType::kQ4_0, 64, 96, 3, "9", "8"},
-                        {DType::kQ4_0, DType::kQ4_0, 64, 96, 3, "1", "4"},
-                        {DType::kQ8_0, DType::kQ8_0, 96, 64, 4, "1", "8"},
-                        {DType::kQ4_K, DType::kQ6_K, 256, 256, 6, "2", "8"},
-                        {DType::kQ4_K, DType::kQ8_0, 256, 96, 3, "1", "2"},
-                        {DType::kQ5_1, DType::kQ4_0, 96, 64, 2, "1", "1"}};
+  const Case cases[] = {{DType::kQ4_0, DType::kQ4_0, 64, 96, 3, "9", "8", "1"},
+                        {DType::kQ4_0, DType::kQ4_0, 64, 96, 3, "1", "4", "1"},
+                        {DType::kQ4_0, DType::kQ4_0, 64, 96, 3, "1", "8", "0"},
+                        {DType::kQ8_0, DType::kQ8_0, 96, 64, 4, "1", "8", "1"},
+                        {DType::kQ4_K, DType::kQ6_K, 256, 256, 6, "2", "8", "1"},
+                        {DType::kQ4_K, DType::kQ8_0, 256, 96, 3, "1", "2", "1"},
+                        {DType::kQ4_K, DType::kQ8_0, 256, 96, 3, "1", "4", "0"},
+                        {DType::kQ5_1, DType::kQ4_0, 96, 64, 2, "1", "1", "1"}};
   const int E = 8;
   for (const Case& c : cases) {
     vk::VulkanTuning et, ot;
     et.knobs.Set(vk::Knob::kMoeExpertMajor, c.from);
     et.knobs.Set(vk::Knob::kMoeExpertPairs, c.pairs);
+    et.knobs.Set(vk::Knob::kMoeExpertDown, c.down);
     ot.knobs.Set(vk::Knob::kMoeExpertMajor, "0");
     auto em = IdotVulkan(et), old = IdotVulkan(ot);
     const int D = c.D, I = c.I, from = std::max(2, std::atoi(c.from));
     const bool down8 = c.dn == DType::kQ8_0 && c.gu != DType::kQ8_0;
+    const bool em_down = c.down[0] == '1';
     const std::string name = std::string(Name(c.gu)) + "/" + std::string(Name(c.dn)) +
-                             " from=" + c.from + " pairs=" + c.pairs;
+                             " from=" + c.from + " pairs=" + c.pairs + " down=" + c.down;
     const std::string eup = "moe_gemv_" + std::string(Name(c.gu)) + "_eup",
                       edown =
                           "moe_gemv_" + std::string(Name(c.dn)) + (down8 ? "_edown8" : "_edown"),
-                      up = "moe_gemv_" + std::string(Name(c.gu)) + "_up";
+                      up = "moe_gemv_" + std::string(Name(c.gu)) + "_up",
+                      down = "moe_gemv_" + std::string(Name(c.dn)) + (down8 ? "_down8/" : "_down/");
     for (int T : {1, 2, 3, 8, 9, 33, 64})
       for (bool skew : {false, true}) {
         auto p = std::make_shared<MoeParams>();
@@ -1363,7 +1369,8 @@ TEST_F(VulkanQuant, IdotMoeExpertMajorFromTheKnobsRows) {
         const std::vector<float> got = RunGraph(*em, g, RowsBatch(T));
         const bool want_em = T >= from;
         EXPECT_EQ(Ran(*em, eup), want_em) << what;
-        EXPECT_EQ(Ran(*em, edown), want_em) << what;
+        EXPECT_EQ(Ran(*em, edown), want_em && em_down) << what;
+        EXPECT_EQ(Ran(*em, down), !want_em || !em_down) << what;
         EXPECT_EQ(Ran(*em, "moe_compact"), want_em) << what;
         EXPECT_EQ(Ran(*em, up), !want_em) << what;
         const std::vector<float> was = RunGraph(*old, g, RowsBatch(T));

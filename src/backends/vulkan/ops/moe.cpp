@@ -249,6 +249,27 @@ void RecordVecExperts(OpContext& c, const MoeGemv& spec, const std::vector<BufRa
   }
 }
 
+// The integer-dot down GEMV token-major: one workgroup row per token over h quantized (hq), its
+// choices weighted and added in order, + the fused residual.
+void RecordTokenDown(OpContext& c, const MoeGemv& spec, const std::vector<BufRange>& list,
+                     BufRange tab, const DType (&dtype)[3], BufRange x, const QuantX& hq) {
+  const int64_t R = c.n.shape[0], D = c.n.shape[1], I = c.n.Params<MoeOpParams>().moe.ffn_dim,
+                K = c.n.Params<MoeOpParams>().moe.top_k;
+  const bool res = c.residual.size != 0;
+  // A Q8_0 down under another gate/up type reads h in int8 (MoeGemvFor).
+  const bool down8 = dtype[2] == DType::kQ8_0 && dtype[0] != DType::kQ8_0;
+  Dispatch& d =
+      c.Add(std::string("moe_gemv_") + TypeSuffix(dtype[2]) + (down8 ? "_down8" : "_down"),
+            {uint32_t(kMoeMaxBlocks), 1, 1, 1, 1, 1, 1, 1, 1, 1, 1}, spec.down_spec);
+  d.bindings = {list,    {hq.q}, {x}, {c.Out()},      {res ? c.residual : x},
+                {hq.ds}, {x},    {x}, {c.scratch[1]}, {c.scratch[2]},
+                {tab}};
+  d.writes = {3};
+  d.Push(MoeGemvPush{uint32_t(I), uint32_t(D), uint32_t(R), 0, uint32_t(I), 0, 0, uint32_t(D), 0, 0,
+                     0, res ? 1u : 0u, 0, 0.0f, uint32_t(K)});
+  MoeGemvGrid(d, R, (D + spec.down_outputs - 1) / spec.down_outputs);
+}
+
 // The integer-dot path expert-major (MoeExpertMajor; matmul_gemv.comp EMAJ): x quantized once
 // (the folded norm applied there), the pairs grouped by expert (moe_compact.comp), then per
 // expert, output group and chunk of spec.em_pairs of its pairs: up (gate/up + SwiGLU, h quantized
@@ -283,6 +304,10 @@ void RecordExpertMajor(OpContext& c, const MoeGemv& spec, const std::vector<BufR
   gemv(std::string(TypeSuffix(dtype[0])) + "_eup", spec.em_up_spec, D, I,
        {lists[0], {xq.q}, {x}, {h}, {x}, {xq.ds}, {hq.q}, {hq.ds}, {meta}, {wts}, {tab}},
        {3, 6, 7});
+  if (!c.dev.tuning().On(Knob::kMoeExpertDown)) {  // h as the pair-major up writes it
+    RecordTokenDown(c, spec, lists[1], tab, dtype, x, hq);
+    return;
+  }
   // A Q8_0 down under another gate/up type reads h in int8 (MoeGemvFor).
   const bool down8 = dtype[2] == DType::kQ8_0 && dtype[0] != DType::kQ8_0;
   gemv(std::string(TypeSuffix(dtype[2])) + (down8 ? "_edown8" : "_edown"), spec.em_down_spec, I, D,
@@ -308,20 +333,7 @@ void RecordIdotExperts(OpContext& c, const MoeGemv& spec, const std::vector<BufR
                        0, 0, 0, 0, norm ? 1u : 0u, norm ? norm->eps : 0.0f, uint32_t(K)});
     MoeGemvGrid(d, R * K, I / spec.up_outputs);  // I % 32 == 0 (MoeGemvFor)
   }
-  {
-    const bool res = c.residual.size != 0;
-    // A Q8_0 down under another gate/up type reads h in int8 (MoeGemvFor).
-    const bool down8 = dtype[2] == DType::kQ8_0 && dtype[0] != DType::kQ8_0;
-    Dispatch& d =
-        c.Add(std::string("moe_gemv_") + TypeSuffix(dtype[2]) + (down8 ? "_down8" : "_down"),
-              {uint32_t(kMoeMaxBlocks), 1, 1, 1, 1, 1, 1, 1, 1, 1, 1}, spec.down_spec);
-    d.bindings = {lists[1], {hq.q}, {x},   {c.Out()}, {res ? c.residual : x}, {hq.ds}, {x},
-                  {x},      {ids},  {wts}, {tab}};
-    d.writes = {3};
-    d.Push(MoeGemvPush{uint32_t(I), uint32_t(D), uint32_t(R), 0, uint32_t(I), 0, 0, uint32_t(D), 0,
-                       0, 0, res ? 1u : 0u, 0, 0.0f, uint32_t(K)});
-    MoeGemvGrid(d, R, (D + spec.down_outputs - 1) / spec.down_outputs);
-  }
+  RecordTokenDown(c, spec, lists[1], tab, dtype, x, hq);
 }
 }  // namespace
 
