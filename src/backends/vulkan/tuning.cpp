@@ -134,6 +134,21 @@ const std::array<KnobSpec, kKnobCount> kTable = {{
      "MoE decode (up to 4 rows): the router GEMV's last workgroup routes (ops/moe.cpp "
      "RouteInRouterGemv), no moe_route dispatch and one barrier level less a MoE layer (H100, "
      "V2-Lite f16 tg128 279.4 / 280.1 t/s against 268.9 / 266.9 with 0: moe_route apart)"},
+    {Knob::kMoeExpertMajor, "ES_VK_MOE_EXPERT_MAJOR", T::kUint, "0..65", "8", W::kGraph,
+     R::kExperiment,
+     "MoE decode steps of at least this many rows (0: none; one-row steps never) run the "
+     "routed experts' integer-dot GEMVs expert-major (ops/moe.cpp RecordExpertMajor): each "
+     "chosen expert's weights read once for up to ES_VK_MOE_EXPERT_PAIRS of its pairs, not once "
+     "a pair (up) or a token (down); x quantized apart, moe_compact and moe_combine around "
+     "them; not yet measured on a GPU"},
+    {Knob::kMoeExpertPairs, "ES_VK_MOE_EXPERT_PAIRS", T::kUint, "1|2|4|8", "8", W::kGraph,
+     R::kExperiment,
+     "the expert-major GEMVs' pairs a workgroup (an expert with more takes several "
+     "workgroups of each output group); not yet measured on a GPU"},
+    {Knob::kMoeExpertDown, "ES_VK_MOE_EXPERT_DOWN", T::kBool, "0|1", "1", W::kGraph, R::kExperiment,
+     "with ES_VK_MOE_EXPERT_MAJOR: 1 = the down GEMV expert-major too (+ moe_combine, in "
+     "choice order); 0 = the token-major down GEMV over the expert-major up's h (one dispatch "
+     "and one barrier level less); not yet measured on a GPU"},
     {Knob::kAttnDecode, "ES_VK_ATTN_DECODE", T::kBool, "0|1", "1", W::kGraph, R::kPath,
      "kv-head decode attention (7B Q4_0 tg 354.5 t/s against 320.2 without)"},
     {Knob::kAttnFuse, "ES_VK_ATTN_FUSE", T::kBool, "0|1", "1", W::kGraph, R::kPath,

@@ -180,12 +180,8 @@ struct AttentionSteps {
   }
 };
 
-// Whether the last program of `be` ran a shader whose name starts with `prefix`.
-bool Ran(vk::VulkanBackend& be, const std::string& prefix) {
-  for (const std::string& n : be.counters().shaders)
-    if (n.rfind(prefix, 0) == 0) return true;
-  return false;
-}
+// Whether the shared backend's last program ran a shader whose name starts with `prefix`.
+using ::es::test::Ran;
 bool Ran(const std::string& prefix) { return Ran(SharedVulkan(), prefix); }
 
 // A backend with f16 math whose prefill attention takes the tensor cores (attention_cm2.comp), or
