@@ -134,21 +134,6 @@ const std::array<KnobSpec, kKnobCount> kTable = {{
      "MoE decode (up to 4 rows): the router GEMV's last workgroup routes (ops/moe.cpp "
      "RouteInRouterGemv), no moe_route dispatch and one barrier level less a MoE layer (H100, "
      "V2-Lite f16 tg128 279.4 / 280.1 t/s against 268.9 / 266.9 with 0: moe_route apart)"},
-    {Knob::kMoeExpertMajor, "ES_VK_MOE_EXPERT_MAJOR", T::kUint, "0..65", "8", W::kGraph,
-     R::kExperiment,
-     "MoE decode steps of at least this many rows (0: none; one-row steps never) run the "
-     "routed experts' integer-dot GEMVs expert-major (ops/moe.cpp RecordExpertMajor): each "
-     "chosen expert's weights read once for up to ES_VK_MOE_EXPERT_PAIRS of its pairs, not once "
-     "a pair (up) or a token (down); x quantized apart, moe_compact and moe_combine around "
-     "them; not yet measured on a GPU"},
-    {Knob::kMoeExpertPairs, "ES_VK_MOE_EXPERT_PAIRS", T::kUint, "1|2|4|8", "8", W::kGraph,
-     R::kExperiment,
-     "the expert-major GEMVs' pairs a workgroup (an expert with more takes several "
-     "workgroups of each output group); not yet measured on a GPU"},
-    {Knob::kMoeExpertDown, "ES_VK_MOE_EXPERT_DOWN", T::kBool, "0|1", "1", W::kGraph, R::kExperiment,
-     "with ES_VK_MOE_EXPERT_MAJOR: 1 = the down GEMV expert-major too (+ moe_combine, in "
-     "choice order); 0 = the token-major down GEMV over the expert-major up's h (one dispatch "
-     "and one barrier level less); not yet measured on a GPU"},
     {Knob::kAttnDecode, "ES_VK_ATTN_DECODE", T::kBool, "0|1", "1", W::kGraph, R::kPath,
      "kv-head decode attention (7B Q4_0 tg 354.5 t/s against 320.2 without)"},
     {Knob::kAttnFuse, "ES_VK_ATTN_FUSE", T::kBool, "0|1", "1", W::kGraph, R::kPath,
@@ -161,10 +146,6 @@ const std::array<KnobSpec, kKnobCount> kTable = {{
      "decode attention: key chunks per (kv head, row) at most"},
     {Knob::kAttnChunk, "ES_VK_ATTN_CHUNK", T::kUint, "1|8|16|32|64|128", "16", W::kGraph, R::kPath,
      "decode attention: keys per chunk at least"},
-    {Knob::kMlaCombineOut, "ES_VK_MLA_COMBINE_OUT", T::kBool, "0|1", "1", W::kGraph, R::kExperiment,
-     "MLA decode (up to 8 rows): the key chunks' merge and the float Wuv product in one dispatch "
-     "(mla_combine_out.comp, 4 workgroups a head) instead of attention_combine and the per-head "
-     "GEMV; not measured on a GPU yet"},
 }};
 
 const std::vector<RetiredKnob> kRetired = {
@@ -237,6 +218,20 @@ const std::vector<RetiredKnob> kRetired = {
     {"ES_VK_MLA_HEAD_GEMM",
      "9 (more than the GEMV's 8 rows): V2-Lite Q4_0 16 / 32-row steps 9.7 / 13.8 ms against 10.0 / "
      "13.9 from 17 rows, 10.1 / 14.9 prefill only (H100, session 42)"},
+    {"ES_VK_MOE_EXPERT_MAJOR",
+     "off, deleted: the routed experts' integer-dot GEMVs expert-major (x quantized once, the "
+     "pairs grouped by expert, each weight unit unpacked once for up to 8 of an expert's pairs, "
+     "the down rows combined after): H200 V2-Lite Q4_0 steps of 8 / 16 / 32 / 64 rows 8.9 / 11.5 / "
+     "15.5 / 23.5 ms against 6.8 / 9.5 / 13.6 / 21.9 pair-major (session 42)"},
+    {"ES_VK_MOE_EXPERT_DOWN",
+     "part of ES_VK_MOE_EXPERT_MAJOR: with the down GEMV token-major 8.1 / 10.6 / 14.7 / 22.9 ms, "
+     "still behind the pair-major form"},
+    {"ES_VK_MOE_EXPERT_PAIRS", "part of ES_VK_MOE_EXPERT_MAJOR (8 pairs a workgroup measured)"},
+    {"ES_VK_MLA_COMBINE_OUT",
+     "off, deleted: MLA decode's key-chunk merge and float Wuv product in one dispatch (4 "
+     "workgroups a head, each merging the head's partials): H200 V2-Lite Q4_0 one row 357.0 / "
+     "352.6 t/s against 369.5 / 374.1 apart (8 rows the same), f16 tg128 276.5 against 304.9 "
+     "(session 42)"},
 };
 
 const char* kTypeNames[] = {"bool", "uint", "enum", "tile", "text"};

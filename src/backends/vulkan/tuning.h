@@ -55,15 +55,11 @@ enum class Knob : int {
   kGemvMinGroups,
   kGemvDualQuant,
   kMoeRouteFuse,
-  kMoeExpertMajor,
-  kMoeExpertPairs,
-  kMoeExpertDown,
   kAttnDecode,
   kAttnFuse,
   kAttnQuant,
   kAttnSplits,
   kAttnChunk,
-  kMlaCombineOut,
   kCount
 };
 constexpr int kKnobCount = int(Knob::kCount);

@@ -105,66 +105,6 @@ TEST_P(VulkanBatchedDecode, StepsOf1To64RowsGiveTheLogitsOfEightRowSteps) {
   }
 }
 
-// The routed experts' integer-dot GEMVs expert-major (ops/moe.cpp RecordExpertMajor) in a whole
-// model: the small DeepSeek-V2 in q4_0 with the integer-dot GEMVs forced, 64 sequences decoding
-// in steps of 64, 9 (the last of one row: the pair-major form), 33 and 2 rows (the norm and the
-// residual folded into the MoE), each row's logits against a runner whose experts stay
-// pair-major (ES_VK_MOE_EXPERT_MAJOR=0) over the same steps. Both route alike (the same router
-// GEMV); their expert sums differ in order and, rarely, by a level of h or x.
-TEST_F(VulkanTest, BatchedDecodeExpertMajorGivesThePairMajorLogits) {
-  const Case c{"deepseek_v2", "q4_0"};
-  auto model = Load(c);
-  const int V = int(model->config().vocab_size);
-  constexpr int kSeqs = 64;
-  RunnerOptions ro;
-  ro.n_slots = kSeqs;
-  ro.context = 64;
-  ro.kv_dtype = DType::kF32;
-  vk::VulkanTuning et, pt;
-  for (vk::VulkanTuning* t : {&et, &pt}) t->knobs.Set(vk::Knob::kGemvIdot, "1");
-  et.knobs.Set(vk::Knob::kMoeExpertMajor, "2");
-  pt.knobs.Set(vk::Knob::kMoeExpertMajor, "0");
-  auto em_be = MakeVulkan(et);
-  vk::VulkanBackend* em_raw = em_be.get();
-  Runner em(model, std::move(em_be), ro), pm(model, MakeVulkan(pt), ro);
-  std::vector<int64_t> pos(kSeqs);
-  std::vector<float> logits;
-  for (Runner* r : {&em, &pm}) {
-    Batch b;
-    for (int s = 0; s < kSeqs; ++s) {
-      ASSERT_EQ(r->AcquireSlot(), s);
-      const std::vector<int32_t> prompt = TestTokens(1 + (s * 7) % 23, s, V);
-      b.Add(s, 0, prompt);
-      pos[size_t(s)] = int64_t(prompt.size());
-    }
-    b.Finalize();
-    r->Forward(b, &logits);
-  }
-  auto run = [&](Runner& r, const std::vector<int32_t>& tok, int s0, int n) {
-    Batch b;
-    for (int s = s0; s < s0 + n; ++s) b.Add(s, pos[size_t(s)], {tok[size_t(s)]});
-    b.Finalize();
-    r.Forward(b, &logits);
-    return logits;
-  };
-  int step = 0;
-  for (const int R : {64, 9, 33, 2}) {
-    std::vector<int32_t> tok(kSeqs);
-    for (int s = 0; s < kSeqs; ++s) tok[size_t(s)] = int32_t((step * 31 + s * 5) % V);
-    for (int s0 = 0; s0 < kSeqs; s0 += R) {
-      const int n = std::min(R, kSeqs - s0);
-      const std::string what = "step " + std::to_string(step) + ", rows " + std::to_string(s0) +
-                               ".." + std::to_string(s0 + n - 1);
-      const std::vector<float> got = run(em, tok, s0, n);
-      EXPECT_EQ(Ran(*em_raw, "moe_gemv_q4_0_eup"), n >= 2) << what;
-      EXPECT_EQ(Ran(*em_raw, "moe_gemv_q4_0_up"), n < 2) << what;
-      ExpectClose(got, run(pm, tok, s0, n), 1e-4, what);
-    }
-    for (int s = 0; s < kSeqs; ++s) ++pos[size_t(s)];
-    ++step;
-  }
-}
-
 INSTANTIATE_TEST_SUITE_P(Archs, VulkanBatchedDecode,
                          ::testing::Values(Case{"llama", "bf16"}, Case{"llama", "q8_0"},
                                            Case{"llama", "q4_0"}, Case{"deepseek_v2", "bf16"},

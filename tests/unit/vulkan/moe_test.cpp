@@ -88,10 +88,8 @@ TEST_P(VulkanMoe, MatchesReference) {
 
 // A head split's shards of one MoE node add up to the whole node: experts [0, 3), [3, 8) and the
 // whole, on the integer-dot expert GEMVs (Q8_0, Q4_0: the up GEMV skips a pair of weight 0, the
-// down GEMV the token's choices of weight 0) and the float ones (f16), 1 and 5 rows; 9 rows: the
-// integer-dot GEMVs expert-major (ES_VK_MOE_EXPERT_MAJOR's default; moe_compact leaves the pairs
-// of weight 0 out), f16 the grouped GEMMs. The shards add the same terms in another order: equal
-// within float rounding.
+// down GEMV the token's choices of weight 0) and the float ones (f16), 1 and 5 rows. The shards
+// add the same terms in another order: equal within float rounding.
 TEST_F(VulkanTest, MoeExpertRangesAddUpToTheWholeNode) {
   const int E = 8, D = 64, I = 96;
   auto p = std::make_shared<MoeParams>();
@@ -103,7 +101,7 @@ TEST_F(VulkanTest, MoeExpertRangesAddUpToTheWholeNode) {
   t.knobs.Set(vk::Knob::kGemvIdot, "1");
   auto be = MakeVulkan(t);
   for (DType dt : {DType::kQ8_0, DType::kQ4_0, DType::kF16})
-    for (int R : {1, 5, 9}) {
+    for (int R : {1, 5}) {
       Tensor X = RandomTensor("x", DType::kF32, {R, D}, 61);
       Tensor G = RandomTensor("router", DType::kF32, {E, D}, 62);
       std::vector<Tensor> ex;
@@ -126,8 +124,6 @@ TEST_F(VulkanTest, MoeExpertRangesAddUpToTheWholeNode) {
         return RunGraph(*be, g, RowsBatch(R));
       };
       const std::vector<float> whole = run(0, E), a = run(0, 3), b = run(3, 5);
-      EXPECT_EQ(Ran(*be, "moe_gemv_" + std::string(Name(dt)) + "_eup"), R == 9 && dt != DType::kF16)
-          << Name(dt) << " R=" << R;
       std::vector<float> sum(whole.size());
       for (size_t i = 0; i < sum.size(); ++i) sum[i] = a[i] + b[i];
       ExpectClose(sum, whole, 1e-5, std::string(Name(dt)) + " R=" + std::to_string(R));

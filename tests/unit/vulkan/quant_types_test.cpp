@@ -447,9 +447,6 @@ TEST_F(VulkanQuant, MlaPerHeadGemvOverTypes) {
 // times d·q, summed in f64. Only the f32 summation order differs (and, on GPUs whose division is
 // not correctly rounded, a rare one-level difference of q): 1e-4.
 constexpr double kIdotTol = 1e-4;
-// Dispatches the expert-major form of the routed experts' GEMVs (ops/moe.cpp RecordExpertMajor,
-// by default from 8 rows) adds to a MoE node's: x quantized apart, moe_compact, moe_combine.
-constexpr int kExpertMajorExtra = 3;
 constexpr DType kIdotTypes[] = {DType::kQ8_0, DType::kQ4_0, DType::kQ5_K, DType::kQ6_K};
 // Inner sizes of the tests below: 256-element blocks for the K-quants (their rows hold whole
 // blocks), else the 32-block sizes the Q4_0 / Q8_0 cases were written with.
@@ -871,8 +868,7 @@ void AddMoeDecodeBlock(Graph& g, int x0, int shared_res, const Tensor& Nw, const
 // experts' integer-dot GEMVs) → t + moe. With every fusion the norm is folded into the shared
 // dual GEMV, the router and the experts' up GEMV, and the last add into the experts' down GEMV:
 // 7 dispatches against 11 unfused (9 if the MoE took neither), each + 2 for the inputs' embeddings;
-// 6 fused for up to 4 rows, whose router GEMV also routes (ops/moe.cpp RouteInRouterGemv); 3 more
-// for 8 rows, whose experts take the expert-major GEMVs (kExpertMajorExtra).
+// 6 fused for up to 4 rows, whose router GEMV also routes (ops/moe.cpp RouteInRouterGemv).
 // Reference: x quantized per 32-block wherever the GPU quantizes it (the normed x for every GEMV
 // reading it, h for each down), routing on the f32 logits, each token's choices added in order.
 TEST_F(VulkanQuant, IdotMoeDecodeBlockMatchesQuantizedReference) {
@@ -909,8 +905,7 @@ TEST_F(VulkanQuant, IdotMoeDecodeBlockMatchesQuantizedReference) {
         // normed x of the shared gate/up and the shared down's x.
         const int apart = T == 1 ? 0 : std::string(fuse) == "1" ? (dt == DType::kQ8_0 ? 1 : 0) : 2;
         EXPECT_EQ(be->counters().dispatches,
-                  2 + (std::string(fuse) == "1" ? (T <= 4 ? 6 : 7) : 11) + apart +
-                      (T >= 8 ? kExpertMajorExtra : 0))
+                  2 + (std::string(fuse) == "1" ? (T <= 4 ? 6 : 7) : 11) + apart)
             << what;
 
         std::vector<float> xnv(size_t(T * D));
@@ -1058,9 +1053,7 @@ TEST_F(VulkanQuant, MoeDecodeBlockOverFloatAndBlockTypes) {
 
 // The routed experts' GEMVs past 8 rows (ops.h kMoeGemvMaxRows): a lone MoE node over 20 and 33
 // rows (no norm to fold, no shared experts: the matmuls past 8 rows are GEMMs on f32 x), against
-// the reference over x quantized per 32-block, h quantized again for each down. At the default
-// ES_VK_MOE_EXPERT_MAJOR these steps take the expert-major form (IdotMoeExpertMajorFromTheKnobsRows
-// covers both forms).
+// the reference over x quantized per 32-block, h quantized again for each down.
 TEST_F(VulkanQuant, IdotMoeGemvPastEightRows) {
   const int E = 8;
   for (DType dt : kIdotTypes)
@@ -1106,65 +1099,8 @@ TEST_F(VulkanQuant, IdotMoeGemvPastEightRows) {
       // h quantized from f32 sums here and f64 ones in the reference: over 60-99 pairs a few
       // levels apart (q5_k T=20: 2.3e-4).
       ExpectClose(got, want, 3 * kIdotTol, what);
-      // x; router, route, up, down (+ expert-major: x quantized, compact, combine)
-      EXPECT_EQ(be->counters().dispatches, 1 + 4 + kExpertMajorExtra) << what;
+      EXPECT_EQ(be->counters().dispatches, 1 + 4) << what;  // x; router, route, up, down
     }
-}
-
-// The routed experts of T rows on integer dots, as the GPU computes them (the reference of the
-// tests below): each row's choices (ref::MoeRoute over the logits gl [T, E]) by gate/up over x
-// [T, D] quantized per 32-block as for weights of type gu, SwiGLU, down over h quantized again in
-// the same format, in f64, weighted and added in choice order; slack: what h's levels flipping at
-// a rounding boundary can move each output (LevelFlipSlack, weighted by the choice's weight).
-struct IdotMoeRef {
-  std::vector<float> want;
-  std::vector<double> slack;
-};
-IdotMoeRef RefIdotMoe(const std::vector<float>& x, const std::vector<float>& gl, int T, int D,
-                      int I, const std::vector<Tensor>& ex, const MoeParams& p, DType gu) {
-  const int E = p.n_experts;
-  auto dequant = [](const Tensor& W) {
-    std::vector<float> w(size_t(W.rows()) * size_t(W.cols()));
-    Dequantize(W.dtype, W.data, w.data(), int64_t(w.size()));
-    return w;
-  };
-  // W [N, K] (dequantized) times one row of x quantized per 32-block as for weights of type gu.
-  auto mv = [gu](const std::vector<float>& w, int N, int K, const float* xr) {
-    const std::vector<float> xq = Values(QuantizedRows(std::vector<float>(xr, xr + K), 1, K, gu));
-    std::vector<float> y(static_cast<size_t>(N));
-    for (int n = 0; n < N; ++n) {
-      double s = 0;
-      for (int k = 0; k < K; ++k)
-        s += double(w[size_t(n) * size_t(K) + size_t(k)]) * double(xq[size_t(k)]);
-      y[size_t(n)] = float(s);
-    }
-    return y;
-  };
-  IdotMoeRef out{std::vector<float>(size_t(T * D), 0.0f), std::vector<double>(size_t(T * D), 0.0)};
-  std::vector<std::vector<float>> deq(size_t(3 * E));
-  for (int r = 0; r < T; ++r) {
-    std::vector<int32_t> ids(size_t(p.top_k));
-    std::vector<float> wts(size_t(p.top_k));
-    ref::MoeRoute(&gl[size_t(r * E)], nullptr, p, ids.data(), wts.data());
-    for (int j = 0; j < p.top_k; ++j) {
-      const int e = ids[size_t(j)];
-      for (int k = 0; k < 3; ++k)
-        if (deq[size_t(3 * e + k)].empty()) deq[size_t(3 * e + k)] = dequant(ex[size_t(3 * e + k)]);
-      const std::vector<float> gv = mv(deq[size_t(3 * e)], I, D, &x[size_t(r * D)]),
-                               uv = mv(deq[size_t(3 * e + 1)], I, D, &x[size_t(r * D)]);
-      std::vector<float> a(static_cast<size_t>(I));
-      for (int i = 0; i < I; ++i)
-        a[size_t(i)] = gv[size_t(i)] / (1.0f + std::exp(-gv[size_t(i)])) * uv[size_t(i)];
-      // h in the up GEMV's x format (gate/up's type: int8 unless Q8_0).
-      const std::vector<float> y = mv(deq[size_t(3 * e + 2)], D, I, a.data());
-      const std::vector<double> s = LevelFlipSlack(a.data(), deq[size_t(3 * e + 2)], D, I, gu);
-      for (int d = 0; d < D; ++d) {
-        out.want[size_t(r * D + d)] += wts[size_t(j)] * y[size_t(d)];
-        out.slack[size_t(r * D + d)] += std::fabs(double(wts[size_t(j)])) * s[size_t(d)];
-      }
-    }
-  }
-  return out;
 }
 
 // The routed experts' integer-dot GEMVs over every block type a K-quant mix puts in experts,
@@ -1200,6 +1136,23 @@ TEST_F(VulkanQuant, IdotMoeExpertsOverKQuantMixTypes) {
       {DType::kQ4_K, DType::kQ8_0, 256, 96, 3, true},
       {DType::kQ8_0, DType::kQ4_0, 96, 64, 3, false}};
   const int E = 8;
+  auto dequant = [](const Tensor& W) {
+    std::vector<float> w(size_t(W.rows()) * size_t(W.cols()));
+    Dequantize(W.dtype, W.data, w.data(), int64_t(w.size()));
+    return w;
+  };
+  // W [N, K] (dequantized) times one row of x quantized per 32-block as for weights of type wt.
+  auto mv = [](const std::vector<float>& w, int N, int K, const float* x, DType wt) {
+    const std::vector<float> xq = Values(QuantizedRows(std::vector<float>(x, x + K), 1, K, wt));
+    std::vector<float> y(static_cast<size_t>(N));
+    for (int n = 0; n < N; ++n) {
+      double s = 0;
+      for (int k = 0; k < K; ++k)
+        s += double(w[size_t(n) * size_t(K) + size_t(k)]) * double(xq[size_t(k)]);
+      y[size_t(n)] = float(s);
+    }
+    return y;
+  };
   for (const Case& c : cases)
     for (int T : {1, 3, 8, 20}) {
       if (T == 20 && &c != cases) continue;  // past 8 rows (V2-Lite's mix only): nothing folded
@@ -1238,17 +1191,13 @@ TEST_F(VulkanQuant, IdotMoeExpertsOverKQuantMixTypes) {
         });
       };
       const bool down8 = c.dn == DType::kQ8_0 && c.gu != DType::kQ8_0;
-      const bool em = c.idot && T >= 8;  // expert-major (ES_VK_MOE_EXPERT_MAJOR's default)
-      const std::string e = em ? "_e" : "_";
-      const std::string up = "moe_gemv_" + std::string(Name(c.gu)) + (c.idot ? e + "up" : "_fup"),
+      const std::string up = "moe_gemv_" + std::string(Name(c.gu)) + (c.idot ? "_up" : "_fup"),
                         down = "moe_gemv_" + std::string(Name(c.dn)) +
-                               (c.idot ? e + (down8 ? "down8" : "down") : "_fdown");
+                               (c.idot ? (down8 ? "_down8" : "_down") : "_fdown");
       EXPECT_TRUE(ran(up)) << what << ": no " << up;
       EXPECT_TRUE(ran(down)) << what << ": no " << down;
       if (T <= 8) {
-        // Routing in the router GEMV up to 4 rows.
-        EXPECT_EQ(be->counters().dispatches, (T <= 4 ? 5 : 6) + (em ? kExpertMajorExtra : 0))
-            << what;
+        EXPECT_EQ(be->counters().dispatches, T <= 4 ? 5 : 6) << what;  // routing in the router GEMV
       }
       if (&c == cases && T == 3) {
         // The same over stacks of several buffers (a 160 KiB largest range: gate and up 3
@@ -1276,9 +1225,33 @@ TEST_F(VulkanQuant, IdotMoeExpertsOverKQuantMixTypes) {
         ExpectClose(got, f32, 1e-4, what);
         continue;
       }
-      const IdotMoeRef ref = RefIdotMoe(xnv, gl, T, D, I, ex, *p, c.gu);
-      std::vector<float> want = ref.want;
-      const std::vector<double>& slack = ref.slack;
+      std::vector<float> want(size_t(T * D), 0.0f);
+      std::vector<double> slack(size_t(T * D), 0.0);
+      std::vector<std::vector<float>> deq(size_t(3 * E));
+      for (int r = 0; r < T; ++r) {
+        std::vector<int32_t> ids(size_t(p->top_k));
+        std::vector<float> wts(size_t(p->top_k));
+        ref::MoeRoute(&gl[size_t(r * E)], nullptr, *p, ids.data(), wts.data());
+        for (int j = 0; j < p->top_k; ++j) {
+          const int e = ids[size_t(j)];
+          for (int k = 0; k < 3; ++k)
+            if (deq[size_t(3 * e + k)].empty())
+              deq[size_t(3 * e + k)] = dequant(ex[size_t(3 * e + k)]);
+          const std::vector<float> gv = mv(deq[size_t(3 * e)], I, D, &xnv[size_t(r * D)], c.gu),
+                                   uv = mv(deq[size_t(3 * e + 1)], I, D, &xnv[size_t(r * D)], c.gu);
+          std::vector<float> a(static_cast<size_t>(I));
+          for (int i = 0; i < I; ++i)
+            a[size_t(i)] = gv[size_t(i)] / (1.0f + std::exp(-gv[size_t(i)])) * uv[size_t(i)];
+          // h in the up GEMV's x format (gate/up's type: int8 unless Q8_0).
+          const std::vector<float> y = mv(deq[size_t(3 * e + 2)], D, I, a.data(), c.gu);
+          const std::vector<double> s =
+              LevelFlipSlack(a.data(), deq[size_t(3 * e + 2)], D, I, c.gu);
+          for (int d = 0; d < D; ++d) {
+            want[size_t(r * D + d)] += wts[size_t(j)] * y[size_t(d)];
+            slack[size_t(r * D + d)] += std::fabs(double(wts[size_t(j)])) * s[size_t(d)];
+          }
+        }
+      }
       std::vector<float> got_routed(got.size());
       for (size_t i = 0; i < want.size(); ++i) {
         got_routed[i] = got[i] - rv[i];
@@ -1289,107 +1262,6 @@ TEST_F(VulkanQuant, IdotMoeExpertsOverKQuantMixTypes) {
       EXPECT_GT(RelL2(got_routed, f32), c.gu == DType::kQ8_0 ? 2e-6 : 1e-5)
           << what << ": the integer-dot path did not run";
     }
-}
-
-// The routed experts' integer-dot GEMVs expert-major (ops/moe.cpp RecordExpertMajor,
-// matmul_gemv.comp EMAJ) from ES_VK_MOE_EXPERT_MAJOR rows: steps of 1 to 64 rows (odd counts
-// too) of norm → MoE → + residual (up to 8 rows the norm folds into x's quantization and the add
-// into moe_combine), gate/up and down of one type and of K-quant mixes (a Q8_0 down over int8 h:
-// "_edown8"), chunks of 1 to 8 pairs (ES_VK_MOE_EXPERT_PAIRS), the down GEMV expert-major or
-// token-major over the expert-major up's h (ES_VK_MOE_EXPERT_DOWN), two routings: random, and every
-// row choosing experts 0 .. top_k - 1 (positive x, router rows e all (E - e)·0.05: expert 0
-// takes every row, more than a chunk from 9 rows, experts top_k .. E - 1 none). Against the
-// reference (RefIdotMoe) and the old form (ES_VK_MOE_EXPERT_MAJOR=0); the expert-major shaders
-// ran exactly where the knob says (1 acts as 2: one-row steps keep the old form).
-TEST_F(VulkanQuant, IdotMoeExpertMajorFromTheKnobsRows) {
-  struct Case {
-    DType gu, dn;
-    int D, I, top_k;
-    const char *from, *pairs, *down;
-  };
-  const Case cases[] = {{DType::kQ4_0, DType::kQ4_0, 64, 96, 3, "9", "8", "1"},
-                        {DType::kQ4_0, DType::kQ4_0, 64, 96, 3, "1", "4", "1"},
-                        {DType::kQ4_0, DType::kQ4_0, 64, 96, 3, "1", "8", "0"},
-                        {DType::kQ8_0, DType::kQ8_0, 96, 64, 4, "1", "8", "1"},
-                        {DType::kQ4_K, DType::kQ6_K, 256, 256, 6, "2", "8", "1"},
-                        {DType::kQ4_K, DType::kQ8_0, 256, 96, 3, "1", "2", "1"},
-                        {DType::kQ4_K, DType::kQ8_0, 256, 96, 3, "1", "4", "0"},
-                        {DType::kQ5_1, DType::kQ4_0, 96, 64, 2, "1", "1", "1"}};
-  const int E = 8;
-  for (const Case& c : cases) {
-    vk::VulkanTuning et, ot;
-    et.knobs.Set(vk::Knob::kMoeExpertMajor, c.from);
-    et.knobs.Set(vk::Knob::kMoeExpertPairs, c.pairs);
-    et.knobs.Set(vk::Knob::kMoeExpertDown, c.down);
-    ot.knobs.Set(vk::Knob::kMoeExpertMajor, "0");
-    auto em = IdotVulkan(et), old = IdotVulkan(ot);
-    const int D = c.D, I = c.I, from = std::max(2, std::atoi(c.from));
-    const bool down8 = c.dn == DType::kQ8_0 && c.gu != DType::kQ8_0;
-    const bool em_down = c.down[0] == '1';
-    const std::string name = std::string(Name(c.gu)) + "/" + std::string(Name(c.dn)) +
-                             " from=" + c.from + " pairs=" + c.pairs + " down=" + c.down;
-    const std::string eup = "moe_gemv_" + std::string(Name(c.gu)) + "_eup",
-                      edown =
-                          "moe_gemv_" + std::string(Name(c.dn)) + (down8 ? "_edown8" : "_edown"),
-                      up = "moe_gemv_" + std::string(Name(c.gu)) + "_up",
-                      down = "moe_gemv_" + std::string(Name(c.dn)) + (down8 ? "_down8/" : "_down/");
-    for (int T : {1, 2, 3, 8, 9, 33, 64})
-      for (bool skew : {false, true}) {
-        auto p = std::make_shared<MoeParams>();
-        p->n_experts = E;
-        p->top_k = c.top_k;
-        p->ffn_dim = I;
-        p->norm_topk_prob = T % 2 == 1;
-        p->routed_scaling_factor = T % 2 == 1 ? 2.5f : 1.0f;
-        const uint64_t seed = 2100 + uint64_t(T) + 100 * uint64_t(&c - cases);
-        Tensor X = RandomTensor("x", DType::kF32, {T, D}, seed),
-               Rs = RandomTensor("res", DType::kF32, {T, D}, seed + 1);
-        Tensor Nw = RandomTensor("norm.w", DType::kF32, {D}, seed + 2);
-        Tensor G = RandomTensor("router", DType::kF32, {E, D}, seed + 3);
-        if (skew) {
-          float* xv = static_cast<float*>(MutableData(X));
-          for (int64_t i = 0; i < int64_t(T) * D; ++i) xv[i] = std::fabs(xv[i]) + 0.05f;
-          float* nv = static_cast<float*>(MutableData(Nw));
-          for (int i = 0; i < D; ++i) nv[i] = std::fabs(nv[i]) + 0.5f;
-          float* gv = static_cast<float*>(MutableData(G));
-          for (int e = 0; e < E; ++e)
-            for (int i = 0; i < D; ++i) gv[e * D + i] = float(E - e) * 0.05f;
-        }
-        std::vector<Tensor> ex = RandomExperts(E, D, I, c.gu, seed, c.dn);
-        Graph g;
-        const int res = Input(g, Rs, T), x0 = Input(g, X, T);
-        Node nn = Make(Op::kRmsNorm, "norm", {x0, g.AddWeight(Nw)}, {T, D});
-        nn.params = RmsNormParams{1e-5f};
-        Node m = Make(Op::kMoE, "moe", {g.Add(nn), g.AddWeight(G), -1}, {T, D});
-        for (const Tensor& w : ex) m.src.push_back(g.AddWeight(w));
-        m.params = MoeOpParams{*p};
-        g.Add(Make(Op::kAdd, "mlp_residual", {res, g.Add(m)}, {T, D}));
-        const std::string what =
-            name + " T=" + std::to_string(T) + (skew ? " every row on experts 0.." : " random");
-        const std::vector<float> got = RunGraph(*em, g, RowsBatch(T));
-        const bool want_em = T >= from;
-        EXPECT_EQ(Ran(*em, eup), want_em) << what;
-        EXPECT_EQ(Ran(*em, edown), want_em && em_down) << what;
-        EXPECT_EQ(Ran(*em, down), !want_em || !em_down) << what;
-        EXPECT_EQ(Ran(*em, "moe_compact"), want_em) << what;
-        EXPECT_EQ(Ran(*em, up), !want_em) << what;
-        const std::vector<float> was = RunGraph(*old, g, RowsBatch(T));
-        EXPECT_TRUE(Ran(*old, up) && !Ran(*old, eup)) << what;
-
-        std::vector<float> xnv(size_t(T * D));
-        ref::RmsNorm(X.as<float>(), Nw.as<float>(), T, D, 1e-5f, xnv.data());
-        Tensor XN = AllocTensor("xn", DType::kF32, {T, D});
-        std::copy(xnv.begin(), xnv.end(), static_cast<float*>(MutableData(XN)));
-        IdotMoeRef ref = RefIdotMoe(xnv, RefMatMul(XN, G, nullptr, T), T, D, I, ex, *p, c.gu);
-        const std::vector<float> rv = Values(Rs);
-        for (size_t i = 0; i < ref.want.size(); ++i) ref.want[i] = rv[i] + ref.want[i];
-        ExpectClose(got, WithinSlack(got, ref.want, ref.slack), kIdotTol, what);
-        // Either form's h may flip a level where the other's does not.
-        for (double& v : ref.slack) v *= 2;
-        ExpectClose(got, WithinSlack(got, was, ref.slack), kIdotTol,
-                    what + " against the old form");
-      }
-  }
 }
 
 // With x quantized by a dispatch of its own, projections of one normed x share its quantization

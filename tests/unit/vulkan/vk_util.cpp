@@ -202,12 +202,6 @@ int AddFfnBlock(Graph& g, int res, int x0, const Tensor& norm, const Tensor& gat
   return g.Add(Make(Op::kAdd, "out", {res, dn}, {T, D}));
 }
 
-bool Ran(vk::VulkanBackend& be, const std::string& prefix) {
-  for (const std::string& n : be.counters().shaders)
-    if (n.rfind(prefix, 0) == 0) return true;
-  return false;
-}
-
 std::vector<float> RunGraph(Backend& be, const Graph& g, const Batch& b, KvStorage* kv) {
   std::unique_ptr<KvStorage> own;
   if (!kv) {

@@ -68,9 +68,6 @@ int AddCachedAttention(Graph& g, int q, int k, int v, int64_t T, int Hq, int Hkv
                        int layer);
 // A node of op `op` over `src`, output `shape`, at `layer`.
 Node Make(Op op, const std::string& name, std::vector<int> src, Shape shape, int layer = -1);
-// Whether the last program of `be` ran a shader whose name starts with `prefix` (its counters'
-// shader keys: the variant, then its constants).
-bool Ran(vk::VulkanBackend& be, const std::string& prefix);
 // Runs `g` on `be` for `b` (a KV cache of its own unless `kv` is given); the output, NaN-filled
 // first.
 std::vector<float> RunGraph(Backend& be, const Graph& g, const Batch& b, KvStorage* kv = nullptr);

@@ -825,19 +825,6 @@ bool MoeGemvFor(const Device& dev, int64_t R, int64_t D, int64_t I, int64_t top_
     const uint32_t rounds = uint32_t((top_k + per_round - 1) / per_round);
     dn.un = uint32_t((top_k + rounds - 1) / rounds);
     *out = MoeGemv{up.Spec(), dn.Spec(), up.Outputs(), dn.Outputs(), true};
-    // The expert-major forms (ops/moe.cpp RecordExpertMajor): the up GEMV's geometry (32
-    // outputs a workgroup, whole subgroups an output) over RB = ES_VK_MOE_EXPERT_PAIRS pairs of
-    // one expert, x quantized apart (no KC step); the down GEMV the same over the pairs' h rows.
-    // One unit of each row ahead (the dense GEMVs' default past one row) unless
-    // ES_VK_GEMV_IDOT_UNROLL says otherwise.
-    const Tuning& tune = dev.tuning();
-    GemvSpec eu = up, ed = up;
-    eu.rb = ed.rb = tune.Uint(Knob::kMoeExpertPairs);
-    eu.un = ed.un = tune.IsAuto(Knob::kGemvIdotUnroll) ? 1 : tune.Uint(Knob::kGemvIdotUnroll);
-    out->em_up_spec = eu.Spec();
-    out->em_down_spec = ed.Spec();
-    out->em_outputs = eu.Outputs();
-    out->em_pairs = eu.rb;
     return true;
   }
   // Float and block types: the VEC sums (rows of whole 8-element groups) over f32 x. Past

@@ -155,40 +155,12 @@ void RecordLatentOutput(OpContext& c, BufRange olat, const DeviceWeight& wuv, bo
   else
     RecordHeadGemv(c, olat, T, H, dv, r, wuv, H * r, r, 0, c.Out(), H * dv, dv, 0);
 }
-// Outputs a workgroup of mla_combine_out.comp (OC): 4 workgroups a head of 128 value dims.
-constexpr uint32_t kMlaOutChunk = 32;
-// Whether the split partials' merge and Wuv's per-head product run as one dispatch
-// (mla_combine_out.comp): decode steps on the per-head GEMV (not the head GEMMs), float Wuv of
-// one chunk whose rows take whole vec4 / 8-half loads, a latent of at most 1024
-// (ES_VK_MLA_COMBINE_OUT=0: never).
-bool MlaCombinesOut(const Device& dev, const MlaParams& m, uint32_t S, bool gemm,
-                    const DeviceWeight& wuv) {
-  const bool f16 = wuv.dtype == DType::kF16;
-  return dev.tuning().On(Knob::kMlaCombineOut) && S != 0 && !gemm &&
-         (f16 || wuv.dtype == DType::kF32) && wuv.chunks.size() == 1 && m.rank <= 1024 &&
-         m.rank % (f16 ? 8 : 4) == 0 && S <= kMaxCombineSplits;
-}
 // After mla_attention.comp: out from olat (S == 0: the kernel wrote it), or from the S chunks'
-// partials in scratch[2]: merged and multiplied by Wuv in one dispatch (MlaCombinesOut), else
-// merged into olat by attention_combine.comp first.
+// partials in scratch[2], which attention_combine.comp merges into olat first.
 void RecordMergedOutput(OpContext& c, BufRange olat, const DeviceWeight& wuv, uint32_t S, bool gemm,
                         BufRange meta) {
   const MlaParams& m = c.n.Params<MlaParams>();
   const int64_t H = m.heads, r = m.rank;
-  if (MlaCombinesOut(c.dev, m, S, gemm, wuv)) {
-    Dispatch& d = c.Add(wuv.dtype == DType::kF16 ? "mla_combine_out_f16" : "mla_combine_out_f32",
-                        {1, 1, 1}, {kMlaOutChunk});
-    d.bindings = {{c.scratch[2]}, {Range(wuv.chunks[0].alloc)}, {c.Out()}};
-    d.writes = {2};
-    struct {
-      uint32_t H, r, dv, o_rs, S;
-    } pc{uint32_t(H), uint32_t(r), uint32_t(m.dv), uint32_t(H * m.dv), S};
-    d.Push(pc);
-    d.groups[0] = uint32_t(H);
-    d.groups[1] = uint32_t(c.T);
-    d.groups[2] = uint32_t((m.dv + kMlaOutChunk - 1) / kMlaOutChunk);
-    return;
-  }
   if (S != 0) {
     AttentionArgs a{};
     a.part = c.scratch[2];

@@ -10,11 +10,7 @@
 // pair, gate and up in one pass with SwiGLU, x quantized in the workgroup (a folded RMSNorm
 // applied there), h written quantized too; down: one workgroup row per token, 4 outputs a
 // workgroup (at least ES_VK_GEMV_MIN_GROUPS workgroups a token), its top_k choices weighted and
-// added, plus a fused residual. From ES_VK_MOE_EXPERT_MAJOR rows (never one-row steps) the same
-// GEMVs expert-major (RecordExpertMajor, matmul_gemv.comp EMAJ): x quantized once, the pairs
-// grouped by expert (moe_compact.comp), each workgroup one expert's 32 outputs for a chunk of its
-// pairs (each weight unit unpacked once for them), the down GEMV's weighted rows added per token
-// in choice order by moe_combine.comp with the fused residual. Every other type
+// added, plus a fused residual. Every other type
 // with rows of whole 8-element groups, up to kGemvMaxRows rows: the same two GEMVs over f32 x
 // (matmul_gemv.comp MOE without IDOT, "_fup" / "_fdown": the dense GEMV's float and block-type
 // sums; gate/up and down may differ in type, as in q4_k_m files). Odd widths: the expert kernels
@@ -26,12 +22,9 @@
 // routing weight in its epilogue, and the tokens' k outputs added in choice order
 // (moe_combine.comp). Scratch: logits [R, E], ids [R, k] (int32), weights [R, k], h [R*k, I];
 // grouped also gate and up [R*k, I] each, the down outputs [R*k, D] and meta (counts, offsets,
-// pairs); the integer-dot GEMVs h quantized, expert-major also x quantized, meta and the down
-// outputs.
-#include <algorithm>
+// pairs).
 #include <cstdint>
 #include <cstring>
-#include <utility>
 
 #include "ops/ops.h"
 
@@ -60,19 +53,6 @@ bool MoeTakesGemv(const Device& dev, const Graph& g, const Node& n, MoeGemv* spe
                     spec ? spec : &unused);
 }
 
-namespace {
-// Whether a kMoE node's experts take the integer-dot GEMVs in their expert-major form
-// (RecordExpertMajor): steps of at least ES_VK_MOE_EXPERT_MAJOR rows (0: never; one-row steps
-// never), at most 256 experts held here (moe_compact.comp's one workgroup).
-bool MoeExpertMajor(const Device& dev, const Graph& g, const Node& n) {
-  const uint32_t from = dev.tuning().Uint(Knob::kMoeExpertMajor);
-  MoeGemv spec;
-  return from != 0 && n.shape[0] >= std::max<int64_t>(from, 2) &&
-         n.Params<MoeOpParams>().LocalExperts() <= 256 && MoeTakesGemv(dev, g, n, &spec) &&
-         spec.idot;
-}
-}  // namespace
-
 // Whether a kMoE node's experts take the grouped GEMMs: past kMoeGemvMaxRows rows, or past
 // kGemvMaxRows where they are not on the integer-dot GEMVs (the float expert kernels read an
 // expert once per pair at the float GEMV's speed).
@@ -89,11 +69,6 @@ std::vector<uint64_t> MoeScratch(const Device& dev, const Graph& g, const Node& 
   MoeGemv spec;
   if (MoeTakesGemv(dev, g, n, &spec) && spec.idot)  // h quantized for the down GEMV
     s.push_back(QuantXBytes(int64_t(R * k), int64_t(I), ExpertType(g, n, 0)));
-  if (MoeExpertMajor(dev, g, n)) {
-    s.push_back(QuantXBytes(int64_t(R), int64_t(D), ExpertType(g, n, 0)));  // x quantized
-    s.push_back((2 * E + R * k) * 4);                                       // meta
-    s.push_back(R * k * D * 4);  // down outputs, weighted
-  }
   if (MoeGrouped(dev, g, n)) {
     s.push_back(R * k * I * 4);        // gate
     s.push_back(R * k * I * 4);        // up
@@ -130,35 +105,6 @@ void RecordGroupedGemm(OpContext& c, const GroupedGemm& g) {
 }
 
 namespace {
-// moe_compact.comp: the R * top_k pairs grouped by expert into meta (E experts).
-void RecordCompact(OpContext& c, BufRange ids, BufRange wts, BufRange meta, int64_t pairs,
-                   int64_t E) {
-  Dispatch& d = c.Add("moe_compact", {1, 1, 1});
-  d.bindings = {{ids}, {meta}, {wts}};
-  d.writes = {1};
-  struct {
-    uint32_t n, E;
-  } pc{uint32_t(pairs), uint32_t(E)};
-  d.Push(pc);
-}
-
-// moe_combine.comp: each token's k weighted outputs (yp [R * k, D]) added in choice order into
-// the node's output, + the residual where one is folded in (RES).
-void RecordCombine(OpContext& c, BufRange yp, BufRange wts) {
-  const int64_t R = c.n.shape[0], D = c.n.shape[1], K = c.n.Params<MoeOpParams>().moe.top_k;
-  const bool res = c.residual.size != 0;
-  Dispatch& d =
-      c.Add(res ? "moe_combine_res" : "moe_combine", std::vector<uint32_t>(res ? 4 : 3, 1));
-  d.bindings = {{yp}, {c.Out()}, {wts}};
-  if (res) d.bindings.push_back({c.residual});
-  d.writes = {1};
-  struct {
-    uint32_t R, D, top_k;
-  } pc{uint32_t(R), uint32_t(D), uint32_t(K)};
-  d.Push(pc);
-  Grid1D(d, uint64_t(R * D));
-}
-
 // The grouped path (MoeGrouped): compaction, the gate/up/down GEMMs, SwiGLU, combine.
 void RecordGroupedExperts(OpContext& c, const std::vector<BufRange> (&lists)[2],
                           const BufRange& tab, const DType (&dtype)[3]) {
@@ -167,7 +113,15 @@ void RecordGroupedExperts(OpContext& c, const std::vector<BufRange> (&lists)[2],
                 E = c.n.Params<MoeOpParams>().LocalExperts(), K = p.top_k;
   const BufRange ids = c.scratch[1], wts = c.scratch[2], h = c.scratch[3], gate = c.scratch[4],
                  up = c.scratch[5], yp = c.scratch[6], meta = c.scratch[7];
-  RecordCompact(c, ids, wts, meta, R * K, E);
+  {
+    Dispatch& d = c.Add("moe_compact", {1, 1, 1});
+    d.bindings = {{ids}, {meta}, {wts}};
+    d.writes = {1};
+    struct {
+      uint32_t n, E;
+    } pc{uint32_t(R * K), uint32_t(E)};
+    d.Push(pc);
+  }
   auto gemm = [&](int mat, const std::vector<BufRange>& w, BufRange x, BufRange y, int64_t N,
                   int64_t Kd, uint32_t xdiv, bool use_wts) {
     GroupedGemm gg{w,
@@ -196,7 +150,16 @@ void RecordGroupedExperts(OpContext& c, const std::vector<BufRange> (&lists)[2],
     Grid1D(d, uint64_t(R * K * I));
   }
   gemm(2, lists[1], h, yp, D, I, 1, true);
-  RecordCombine(c, yp, wts);
+  {
+    Dispatch& d = c.Add("moe_combine", {1, 1, 1});
+    d.bindings = {{yp}, {c.Out()}, {wts}};
+    d.writes = {1};
+    struct {
+      uint32_t R, D, top_k;
+    } pc{uint32_t(R), uint32_t(D), uint32_t(K)};
+    d.Push(pc);
+    Grid1D(d, uint64_t(R * D));
+  }
 }
 }  // namespace
 
@@ -206,7 +169,6 @@ struct MoeGemvPush {
   uint32_t K, N, R, n0, x_rs, x_hs, x_off, y_rs, y_hs, y_off, has_bias, epi, norm;
   float eps;
   uint32_t top_k;
-  uint32_t E;  // EMAJ: the experts in meta
 };
 
 // The expert GEMVs' grid (matmul_gemv.comp MOE): the rows (pairs or tokens) in x, the output
@@ -249,72 +211,6 @@ void RecordVecExperts(OpContext& c, const MoeGemv& spec, const std::vector<BufRa
   }
 }
 
-// The integer-dot down GEMV token-major: one workgroup row per token over h quantized (hq), its
-// choices weighted and added in order, + the fused residual.
-void RecordTokenDown(OpContext& c, const MoeGemv& spec, const std::vector<BufRange>& list,
-                     BufRange tab, const DType (&dtype)[3], BufRange x, const QuantX& hq) {
-  const int64_t R = c.n.shape[0], D = c.n.shape[1], I = c.n.Params<MoeOpParams>().moe.ffn_dim,
-                K = c.n.Params<MoeOpParams>().moe.top_k;
-  const bool res = c.residual.size != 0;
-  // A Q8_0 down under another gate/up type reads h in int8 (MoeGemvFor).
-  const bool down8 = dtype[2] == DType::kQ8_0 && dtype[0] != DType::kQ8_0;
-  Dispatch& d =
-      c.Add(std::string("moe_gemv_") + TypeSuffix(dtype[2]) + (down8 ? "_down8" : "_down"),
-            {uint32_t(kMoeMaxBlocks), 1, 1, 1, 1, 1, 1, 1, 1, 1, 1}, spec.down_spec);
-  d.bindings = {list,    {hq.q}, {x}, {c.Out()},      {res ? c.residual : x},
-                {hq.ds}, {x},    {x}, {c.scratch[1]}, {c.scratch[2]},
-                {tab}};
-  d.writes = {3};
-  d.Push(MoeGemvPush{uint32_t(I), uint32_t(D), uint32_t(R), 0, uint32_t(I), 0, 0, uint32_t(D), 0, 0,
-                     0, res ? 1u : 0u, 0, 0.0f, uint32_t(K)});
-  MoeGemvGrid(d, R, (D + spec.down_outputs - 1) / spec.down_outputs);
-}
-
-// The integer-dot path expert-major (MoeExpertMajor; matmul_gemv.comp EMAJ): x quantized once
-// (the folded norm applied there), the pairs grouped by expert (moe_compact.comp), then per
-// expert, output group and chunk of spec.em_pairs of its pairs: up (gate/up + SwiGLU, h quantized
-// as RecordIdotExperts writes it) and down (each pair's weighted output row into yp [R * k, D]),
-// and moe_combine.comp adding each token's outputs in choice order (+ the fused residual).
-void RecordExpertMajor(OpContext& c, const MoeGemv& spec, const std::vector<BufRange> (&lists)[2],
-                       BufRange tab, const DType (&dtype)[3], BufRange x, const NormFold* norm) {
-  const MoeParams& p = c.n.Params<MoeOpParams>().moe;
-  const int64_t R = c.n.shape[0], D = c.n.shape[1], I = p.ffn_dim, K = p.top_k,
-                EL = c.n.Params<MoeOpParams>().LocalExperts();
-  const BufRange ids = c.scratch[1], wts = c.scratch[2], h = c.scratch[3], meta = c.scratch[6],
-                 yp = c.scratch[7];
-  const QuantX hq = QuantXRanges(c.scratch[4], R * K, I, dtype[0]);
-  const QuantX xq = QuantXRanges(c.scratch[5], R, D, dtype[0]);
-  RecordQuantizeX(c, x, R, D, norm, xq);
-  RecordCompact(c, ids, wts, meta, R * K, EL);
-  // Grid x: a chunk of the expert's pairs (at most R: each token chooses an expert once), y: the
-  // output group, z: the expert. Kd, N: the product's inner size and outputs.
-  const uint32_t chunks = uint32_t((R + spec.em_pairs - 1) / spec.em_pairs);
-  auto gemv = [&](const std::string& shader, const std::vector<uint32_t>& consts, int64_t Kd,
-                  int64_t N, std::vector<std::vector<BufRange>> bindings, std::vector<int> writes) {
-    Dispatch& d = c.Add("moe_gemv_" + shader,
-                        {uint32_t(kMoeMaxBlocks), 1, 1, 1, 1, 1, 1, 1, 1, 1, 1}, consts);
-    d.bindings = std::move(bindings);
-    d.writes = std::move(writes);
-    d.Push(MoeGemvPush{uint32_t(Kd), uint32_t(N), uint32_t(R * K), 0, uint32_t(Kd), 0, 0,
-                       uint32_t(N), 0, 0, 0, 0, 0, 0.0f, uint32_t(K), uint32_t(EL)});
-    d.groups[0] = chunks;
-    d.groups[1] = uint32_t((N + spec.em_outputs - 1) / spec.em_outputs);
-    d.groups[2] = uint32_t(EL);
-  };
-  gemv(std::string(TypeSuffix(dtype[0])) + "_eup", spec.em_up_spec, D, I,
-       {lists[0], {xq.q}, {x}, {h}, {x}, {xq.ds}, {hq.q}, {hq.ds}, {meta}, {wts}, {tab}},
-       {3, 6, 7});
-  if (!c.dev.tuning().On(Knob::kMoeExpertDown)) {  // h as the pair-major up writes it
-    RecordTokenDown(c, spec, lists[1], tab, dtype, x, hq);
-    return;
-  }
-  // A Q8_0 down under another gate/up type reads h in int8 (MoeGemvFor).
-  const bool down8 = dtype[2] == DType::kQ8_0 && dtype[0] != DType::kQ8_0;
-  gemv(std::string(TypeSuffix(dtype[2])) + (down8 ? "_edown8" : "_edown"), spec.em_down_spec, I, D,
-       {lists[1], {hq.q}, {x}, {yp}, {x}, {hq.ds}, {x}, {x}, {meta}, {wts}, {tab}}, {3});
-  RecordCombine(c, yp, wts);
-}
-
 // The integer-dot path (MoeTakesGemv, spec.idot): up (gate/up + SwiGLU, h also quantized in the
 // x format of both types) then down (the token's choices weighted and added, + the fused residual).
 void RecordIdotExperts(OpContext& c, const MoeGemv& spec, const std::vector<BufRange> (&lists)[2],
@@ -333,7 +229,20 @@ void RecordIdotExperts(OpContext& c, const MoeGemv& spec, const std::vector<BufR
                        0, 0, 0, 0, norm ? 1u : 0u, norm ? norm->eps : 0.0f, uint32_t(K)});
     MoeGemvGrid(d, R * K, I / spec.up_outputs);  // I % 32 == 0 (MoeGemvFor)
   }
-  RecordTokenDown(c, spec, lists[1], tab, dtype, x, hq);
+  {
+    const bool res = c.residual.size != 0;
+    // A Q8_0 down under another gate/up type reads h in int8 (MoeGemvFor).
+    const bool down8 = dtype[2] == DType::kQ8_0 && dtype[0] != DType::kQ8_0;
+    Dispatch& d =
+        c.Add(std::string("moe_gemv_") + TypeSuffix(dtype[2]) + (down8 ? "_down8" : "_down"),
+              {uint32_t(kMoeMaxBlocks), 1, 1, 1, 1, 1, 1, 1, 1, 1, 1}, spec.down_spec);
+    d.bindings = {lists[1], {hq.q}, {x},   {c.Out()}, {res ? c.residual : x}, {hq.ds}, {x},
+                  {x},      {ids},  {wts}, {tab}};
+    d.writes = {3};
+    d.Push(MoeGemvPush{uint32_t(I), uint32_t(D), uint32_t(R), 0, uint32_t(I), 0, 0, uint32_t(D), 0,
+                       0, 0, res ? 1u : 0u, 0, 0.0f, uint32_t(K)});
+    MoeGemvGrid(d, R, (D + spec.down_outputs - 1) / spec.down_outputs);
+  }
 }
 }  // namespace
 
@@ -498,9 +407,7 @@ void BuildMoe(OpContext& c) {
   if (gemv) {
     ES_CHECK(dtype[0] == ExpertType(c.g, n, 0) && dtype[2] == ExpertType(c.g, n, 2),
              "vulkan: moe '", n.name, "': the device copies of its experts changed type");
-    if (spec.idot && MoeExpertMajor(c.dev, c.g, n)) {
-      RecordExpertMajor(c, spec, lists, Range(tab), dtype, x, c.norm_node ? &nf : nullptr);
-    } else if (spec.idot) {
+    if (spec.idot) {
       RecordIdotExperts(c, spec, lists, Range(tab), dtype, x, c.norm_node ? &nf : nullptr);
     } else {
       // Float experts are read by 8-element loads (wload8): their offsets must be whole groups.

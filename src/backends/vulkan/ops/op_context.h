@@ -201,14 +201,10 @@ bool DualQuantizesOut(const Device& dev, int64_t R, int64_t K, const DeviceWeigh
 // GEMV, 32 outputs a workgroup); else the float / block-type variants over f32 x
 // (every VEC type, rows of whole 8-element groups, gate/up and down types may differ), up to
 // kGemvMaxRows rows. False where neither applies.
-// idot also gives the expert-major forms (ops/moe.cpp RecordExpertMajor): their specialization
-// constants, outputs a workgroup (both) and pairs a workgroup (RB).
 struct MoeGemv {
   std::vector<uint32_t> up_spec, down_spec;
   uint32_t up_outputs = 0, down_outputs = 0;
   bool idot = false;
-  std::vector<uint32_t> em_up_spec, em_down_spec;
-  uint32_t em_outputs = 0, em_pairs = 0;
 };
 bool MoeGemvFor(const Device& dev, int64_t R, int64_t D, int64_t I, int64_t top_k, DType gate_up,
                 DType down, MoeGemv* out);

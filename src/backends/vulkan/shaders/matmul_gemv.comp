@@ -73,17 +73,6 @@
 //     each lane's units of UN choices loaded before any is used (MoeDownUnits), weighted per unit.
 // The buffer index is uniform in a workgroup (one pair or token a workgroup; the down GEMV's
 // loads of one choice at a time).
-// EMAJ (with MOE and IDOT, x quantized apart; ops/moe.cpp RecordExpertMajor): the same two GEMVs
-// expert-major, for steps of many rows where several pairs choose each expert. The pairs come
-// grouped by expert (moe_compact.comp's meta at binding 8: counts[E], offsets[E], the pairs);
-// gl_WorkGroupID.z is the expert, .y the output group, .x a chunk of RB of the expert's pairs
-// (a chunk past its count returns at once), so each weight unit is loaded and unpacked once for
-// up to RB pairs (IdotUnits' batch rows: em_x maps them to x rows, em_y to output rows):
-//   with DUAL (up, QOUT): x rows the pairs' tokens (x quantized by quantize_q8.comp, the folded
-//     norm applied there); y[pair, i] = silu(x·gate_e[i]) * (x·up_e[i]), quantized too, as above.
-//   without (down): x rows the pairs' h rows; y[pair, d] = wts[pair] (h[pair]·down_e[d]) (the
-//     grouped path's down outputs [R * top_k, D]); moe_combine.comp then adds each token's
-//     choices in choice order, and the residual.
 // ROUTE (a MoE router's GEMV, VEC f32 / f16 / bf16 weights, one chunk; ops/moe.cpp RouteInRouterGemv): y is
 // the logits [R, E] (coherent: read back here) and the routing follows in the GEMV itself — each
 // workgroup, its logits written, counts itself done in cnt[row group] (binding 8, zero between
@@ -124,24 +113,12 @@ const uint TPR = WG / ROWS;
 #if !defined(VEC) || defined(CLUSTER) || (!defined(IDOT) && (defined(XLOCAL) || defined(QOUT)))
 #error "MOE: the VEC GEMV without clusters (float and block types: no XLOCAL / QOUT)"
 #endif
-#if defined(EMAJ) && (!defined(IDOT) || defined(XLOCAL))
-#error "EMAJ: the integer-dot expert GEMVs over x quantized apart"
-#endif
 const uint NB = 8u;  // ops/moe.cpp kMoeMaxBlocks
 layout(binding = 0) readonly buffer W { uvec4 wq[]; } wb[NB];
 uint wsel = 0;
 #define QUAD(i) wb[wsel].wq[i]
 #define WORD(i) wb[wsel].wq[(i) >> 2][(i) & 3u]
-#if defined(EMAJ)
-layout(binding = 8) readonly buffer Meta { uint meta[]; };  // moe_compact.comp's
-// The chunk's pairs (of its first nr rows): x row (the token, or the pair's h row), output row
-// (the pair), routing weight (the down GEMV's).
-shared uint em_x[RB], em_y[RB];
-shared float em_w[RB];
-#define XROW(r) em_x[r]
-#else
 layout(binding = 8) readonly buffer Ids { int ids[]; };
-#endif
 layout(binding = 9) readonly buffer Wt { float wts[]; };
 layout(binding = 10) readonly buffer Tb { uint table[]; };
 // This workgroup's matrices: buffer and offset (words for block types, elements for float
@@ -164,9 +141,6 @@ layout(binding = 0) readonly buffer W { uint w[]; };
 #endif
 #if !defined(MOE)
 #define WOFF 0u
-#endif
-#if !defined(EMAJ)
-#define XROW(r) (r)
 #endif
 #if defined(IDOT) && !defined(XLOCAL)
 layout(binding = 1) readonly buffer X { uvec4 xq4[]; };  // quantized x, XB uvec4 per 32 (quant_x.glsl)
@@ -198,9 +172,6 @@ layout(push_constant) uniform P {
   uint K, N, R, n0, x_rs, x_hs, x_off, y_rs, y_hs, y_off, has_bias, epi, norm;
   float eps;
   uint top_k;  // MOE
-#if defined(EMAJ)
-  uint E;  // the experts in meta
-#endif
 #if defined(ROUTE)
   RouteParams rt;
 #endif
@@ -543,7 +514,7 @@ void IdotUnits(uint u0, uint u1, const uint base[QR], uint xr0, uint nr, uint la
       if (u >= u1) break;
       for (uint r = 0; r < RB; ++r) {
         if (r < nr) {
-          const UnitX x = LoadX(XROW(xr0 + r), u, u0);
+          const UnitX x = LoadX(xr0 + r, u, u0);
           for (uint i = 0; i < QR; ++i) {
             const float v = DotUnit(w[h * QR + i], x);
 #if defined(DUAL)
@@ -816,32 +787,7 @@ void main() {
   const uint rg = inter ? gl_WorkGroupID.x % nrg : gl_WorkGroupID.z;
 #endif
   const uint n = (ogx * ROWS + g) * QR;  // this group's first output
-#if defined(EMAJ)
-  // Expert e's pairs [c0, c0 + nr) (see the header); output rows through em_y.
-  const uint e = gl_WorkGroupID.z, cnt = meta[e], c0 = gl_WorkGroupID.x * RB;
-  if (c0 >= cnt) return;  // uniform: before any barrier
-  const uint h = 0u, r0 = 0u, nr = min(RB, cnt - c0), xr0 = 0u;
-  if (tid < nr) {
-    const uint pair = meta[2u * p.E + meta[p.E + e] + c0 + tid];
-#if defined(DUAL)
-    em_x[tid] = pair / p.top_k;
-#else
-    em_x[tid] = pair;
-#endif
-    em_y[tid] = pair;
-    em_w[tid] = wts[pair];
-  }
-#if defined(DUAL)
-  moe_blk[0] = table[6u * e];
-  moe_off[0] = table[6u * e + 1u];
-  moe_blk[1] = table[6u * e + 2u];
-  moe_off[1] = table[6u * e + 3u];
-#else
-  moe_blk[0] = table[6u * e + 4u];
-  moe_off[0] = table[6u * e + 5u];
-#endif
-  barrier();
-#elif defined(MOE)
+#if defined(MOE)
   // The output row (a pair for the up GEMV, a token for the down GEMV; see the header), RB == 1.
   const uint h = 0u, r0 = gl_WorkGroupID.x, nr = 1u;
 #if defined(DUAL)
@@ -865,7 +811,7 @@ void main() {
   const uint nr = min(RB, p.R - r0);  // uniform in the workgroup
   const uint xr0 = r0;  // the first batch row of x
 #endif
-#if defined(MOE) && defined(IDOT) && !defined(DUAL) && !defined(EMAJ)
+#if defined(MOE) && defined(IDOT) && !defined(DUAL)
   if (tid == 0u) {  // the token's choices of nonzero weight, in order, for every output
     uint nc = 0u;
     for (uint j = 0u; j < p.top_k; ++j) {
@@ -905,15 +851,15 @@ void main() {
     const uint xb = xr0 * p.x_rs + h * p.x_hs + p.x_off;
 #if defined(IDOT)
     const uint row0 = h * p.N + n, last = h * p.N + p.N - 1u;
-#if defined(MOE) && !defined(EMAJ)
+#if defined(MOE)
     // The down GEMV: the token's top_k choices, each weighted per unit.
     uint rows[QR];
     for (uint i = 0; i < QR; ++i) rows[i] = min(row0 + i, last) * QRowWords(p.K);
     MoeDownUnits(rows, r0, lane, acc);
 #elif defined(DUAL)
-    AccumIdot(row0, last, xr0, nr, lane, acc, acc2);
+    AccumIdot(row0, last, r0, nr, lane, acc, acc2);
 #else
-    AccumIdot(row0, last, xr0, nr, lane, acc);  // EMAJ: the expert's matrix (IdotUnits)
+    AccumIdot(row0, last, r0, nr, lane, acc);
 #endif
 #elif defined(MOE)
     // Float and block-type experts: the up GEMV reads the pair's gate and up matrices (x: the
@@ -1046,11 +992,7 @@ void main() {
       float sq = 0.0;
       if (p.norm != 0u)
         for (uint c = 0; c < per; ++c) sq += part_ss[r * NSG + first + c];
-#if defined(EMAJ) && !defined(DUAL)
-      const float inv = em_w[r];  // the pair's routing weight
-#else
       const float inv = p.norm != 0u && !kNormInX ? 1.0 / sqrt(sq / float(p.K) + p.eps) : 1.0;
-#endif
       for (uint i = 0; i < QR; ++i) {
         const uint ni = n + i;
         if (ni >= p.N) break;
@@ -1059,11 +1001,7 @@ void main() {
 #ifdef DUAL
         for (uint c = 0; c < per; ++c) s2 += part2[(i * RB + r) * NSG + first + c];
 #endif
-#if defined(EMAJ)
-        const float v = Store(h, em_y[r], ni, s * inv, s2 * inv);
-#else
         const float v = Store(h, r0 + r, ni, s * inv, s2 * inv);
-#endif
 #if defined(QOUT)
         qout[r * 32u + g * QR + i] = v;
 #endif
@@ -1084,11 +1022,7 @@ void main() {
     uvec4 q[XB];
     vec2 ds;
     QuantizeBlock32(v, q, ds);
-#if defined(EMAJ)
-    const uint blk = em_y[tid] * (p.N / 32u) + ogx;
-#else
     const uint blk = (r0 + tid) * (p.N / 32u) + ogx;
-#endif
     for (uint j = 0u; j < XB; ++j) qo4[blk * XB + j] = q[j];
     qds[blk] = ds;
   }
