@@ -65,6 +65,6 @@ if [ "${ES_AB_SERVE:-1}" = 1 ]; then
   echo "== serving ($B/edgeseek) at $(( $(date +%s) - T0 )) s"
   SLOTS=32 CLIENTS=${CLIENTS:-"1 8 32 64"} PROMPT_WORDS=300 MAX_TOKENS=128 CONTEXT=4096 THREADS=8 \
     ES_SERVE_ARGS="--backend vulkan" bash tests/server/load_bench.sh $B/edgeseek $G "$OUT/lb" 2>&1 |
-    grep -E "clients|output|inter-token|first token"
+    grep -E "clients|output|inter-token|first token|^metrics"
 fi
 echo "done at $(( $(date +%s) - T0 )) s"
