@@ -49,7 +49,8 @@ TSAN_OPTIONS="halt_on_error=1 exitcode=66" build-tsan/tests/es_test_server
 # folders below, the kernel and golden tests on the CPU and every fuzz corpus (~15 min to build
 # on 2 cores, ~3 min to run). Left out until they pass under it (docs/fuzzing.md "Sanitizers"):
 # convert, jinja and server (RSS bounds that ASan's quarantine breaks; server's node tests time
-# answers), tools (valgrind), capi.
+# answers), tools (valgrind), capi; and one statistical test of the runtime suite (sanitize.sh
+# says which and why).
 stage asan
 scripts/sanitize.sh core quant gguf gguf_model grammar graph tokenizer runtime kernels onnx golden
 # libFuzzer (clang, ASan+UBSan, build-fuzz: only the parsers' libraries and the eight targets,

@@ -12,8 +12,8 @@
 //      shared kv head whose key is the latent row plus its rope part and whose value is it.
 //   4. out[t, h] = Wuv[h] · o_lat[t, h]              per-head GEMV
 // Steps of more than kGemvMaxRows rows (prefill and batched decode), dense WukT/Wuv: steps 1 and 4
-// are grouped GEMMs with one group per head (RecordGroupedGemm, on
-// tensor cores where the device has them) gathering each head's slices of the rows in place.
+// are grouped GEMMs with one group per head (RecordGroupedGemm, on tensor cores where the device
+// has them) gathering each head's slices of the rows in place.
 // Scratch: qcat [T, H*(r+dr)], o_lat [T, H*r] (f32); split decode: the chunks' partials
 // [T, H, kMlaSplits, r + 2].
 #include <algorithm>
