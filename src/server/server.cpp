@@ -505,6 +505,15 @@ void Server::Impl::DefineMetrics() {
   metrics.Define("edgeseek_batch_sequences", T::kHistogram, "Sequences per engine step.",
                  {1, 2, 4, 8, 16, 32, 64, 128, 256});
   metrics.Define("edgeseek_step_seconds", T::kHistogram, "Forward pass time per engine step.", lat);
+  // A served decode step beside the bench's (docs/performance.md "Serving"): finer buckets.
+  metrics.Define("edgeseek_decode_step_seconds", T::kHistogram,
+                 "Forward pass time of the engine steps whose rows all decode (no prompt chunk).",
+                 {0.0005, 0.001, 0.002, 0.003, 0.004, 0.005, 0.0075, 0.01, 0.0125, 0.015, 0.0175,
+                  0.02, 0.025, 0.05, 0.1, 0.25});
+  metrics.Define("edgeseek_step_host_seconds", T::kHistogram,
+                 "Engine time between two forward passes (emitting tokens, scheduling, building "
+                 "the batch), while the device waits.",
+                 {0.00005, 0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.1});
   metrics.Define("edgeseek_time_to_first_token_seconds", T::kHistogram, "Submit to first token.",
                  lat);
   metrics.Define("edgeseek_inter_token_latency_seconds", T::kHistogram,
@@ -1770,6 +1779,8 @@ void Server::LoadModels() {
         m.metrics.Observe("edgeseek_batch_tokens", l, s.batch_tokens);
         m.metrics.Observe("edgeseek_batch_sequences", l, s.batch_seqs);
         m.metrics.Observe("edgeseek_step_seconds", l, s.seconds);
+        if (s.prefill_tokens == 0) m.metrics.Observe("edgeseek_decode_step_seconds", l, s.seconds);
+        if (s.host_seconds > 0) m.metrics.Observe("edgeseek_step_host_seconds", l, s.host_seconds);
         m.metrics.Add("edgeseek_engine_steps_total", l, 1);
         if (s.split.valid) {
           auto phase = [&](const char* p, double v) {

@@ -33,7 +33,8 @@ main(async () => {
       'edgeseek_waiting_sequences', 'edgeseek_prompt_tokens_total', 'edgeseek_generation_tokens_total',
       'edgeseek_kv_cache_usage_ratio', 'edgeseek_batch_tokens_bucket', 'edgeseek_time_to_first_token_seconds_bucket',
       'edgeseek_inter_token_latency_seconds_bucket', 'edgeseek_e2e_request_latency_seconds_bucket',
-      'edgeseek_queue_time_seconds_bucket'])
+      'edgeseek_queue_time_seconds_bucket', 'edgeseek_decode_step_seconds_bucket',
+      'edgeseek_step_host_seconds_bucket'])
       check(text.includes('\n' + name), 'metric missing: ' + name);
     check(/edgeseek_requests_total\{endpoint="chat_completions",status="400"\} 1/.test(text), 'a 400 counted');
 

@@ -39,9 +39,10 @@ run_loads() {  # name url
     # an earlier run or the warm-up filled (llama-server's slots keep their last prompt too).
     "$es" loadtest --url "$2" --model bench -c "$c" -n "$n" --prompt-words "$words" --max-tokens "$max_tokens" \
       --seed "$((1000 * c + 1))" --json "$out/$1_c$c.json"
-    # edgeseek's step histograms (cumulative over the client counts run so far)
+    # edgeseek's step histograms (cumulative over the client counts run so far); the decode-only
+    # steps' and the host gaps' buckets: the served step beside the bench's
     [ "$1" = edgeseek ] && python3 -c "import urllib.request; print(urllib.request.urlopen('$2/metrics').read().decode())" 2>/dev/null |
-      grep -E '^edgeseek_(step_seconds|batch_tokens|batch_sequences)_(sum|count)|^edgeseek_engine_steps_total|^edgeseek_kv_preemptions_total|^edgeseek_preemptions_total' |
+      grep -E '^edgeseek_(step_seconds|decode_step_seconds|step_host_seconds|inter_token_latency_seconds|batch_tokens|batch_sequences)_(sum|count)|^edgeseek_(decode_step|step_host)_seconds_bucket|^edgeseek_engine_steps_total|^edgeseek_kv_preemptions_total|^edgeseek_preemptions_total' |
       sed "s/^/metrics c$c: /" || true
   done
 }

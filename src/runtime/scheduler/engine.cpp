@@ -610,6 +610,7 @@ bool Engine::Step() {
   Admit(now);
   MaybeMigrate(now);
   if (running_.empty()) {
+    forward_end_ = 0;  // idle next: the wait is not the engine's time
     PublishStats();
     return false;
   }
@@ -637,6 +638,7 @@ bool Engine::Step() {
   const StepPlan plan = serial_ ? PlanSerialStep(now) : PlanBatchStep(now);
   const std::vector<StepItem>& items = plan.items;
   if (items.empty()) {
+    forward_end_ = 0;
     PublishStats();
     return false;
   }
@@ -675,12 +677,14 @@ bool Engine::Step() {
   info.prefill_tokens = plan.prefill_tokens;
   info.seconds = t1 - t0;
   info.split = split;
-  Observe(info);
+  Observe(info, t0);
   PublishStats();
   return true;
 }
 
-void Engine::Observe(const StepInfo& info) {
+void Engine::Observe(StepInfo info, double t0) {
+  info.host_seconds = forward_end_ > 0 ? std::max(0.0, t0 - forward_end_) : 0;
+  forward_end_ = t0 + info.seconds;
   ++local_.steps;
   UpdateStepTime(info.seconds);
   local_.last_batch_tokens = info.batch_tokens;
@@ -771,7 +775,7 @@ void Engine::Advance(const Batch& batch, HeadOutput out) {
   info.batch_seqs = info.decode_seqs = int(g.items.size());
   info.seconds = t1 - t0;
   info.split = Split();
-  Observe(info);
+  Observe(info, t0);
 }
 
 void Engine::Drain() {
@@ -866,7 +870,7 @@ bool Engine::SpecStep(std::shared_ptr<SeqRequest> r, double now) {
   info.decode_seqs = 1;
   info.seconds = t1 - t0;
   info.split = split;
-  Observe(info);
+  Observe(info, t0);
   PublishStats();
   return true;
 }

@@ -5,8 +5,10 @@
 
 #include <gtest/gtest.h>
 
+#include <chrono>
 #include <map>
 #include <set>
+#include <thread>
 
 #include "edgeseek/internal/core/error.h"
 #include "engine_harness.h"
@@ -525,6 +527,30 @@ TEST(Engine, ProfilingPutsTheBackendSplitOnEveryStep) {
   q.Submit(s);
   q.RunAll();
   for (auto& e : s->trace) EXPECT_FALSE(e.split.valid);
+}
+
+TEST(Engine, HostSecondsAreTheGapsBetweenForwards) {
+  // StepInfo::host_seconds (the server's edgeseek_step_host_seconds): the engine's time between
+  // one forward's end and the next one's start, never an idle wait.
+  Harness h(2, 256);
+  std::vector<StepInfo> steps;
+  h.engine->set_step_observer([&](const StepInfo& s) { steps.push_back(s); });
+  h.Submit(h.Make("a", Prompt(5, 1), 4));
+  h.RunAll();
+  const size_t first_run = steps.size();
+  ASSERT_GE(first_run, 3u);
+  EXPECT_EQ(steps[0].host_seconds, 0);  // the first step follows nothing
+  for (size_t i = 1; i < first_run; ++i) {
+    EXPECT_GT(steps[i].host_seconds, 0) << i;
+    EXPECT_LT(steps[i].host_seconds, 0.03) << i;
+  }
+  // A pause with nothing to run (RunAll's last Step() found the engine idle): not counted.
+  std::this_thread::sleep_for(std::chrono::milliseconds(30));
+  h.Submit(h.Make("b", Prompt(4, 2), 2));
+  h.RunAll();
+  ASSERT_GT(steps.size(), first_run);
+  EXPECT_EQ(steps[first_run].host_seconds, 0);
+  for (size_t i = first_run + 1; i < steps.size(); ++i) EXPECT_LT(steps[i].host_seconds, 0.03) << i;
 }
 
 TEST(Engine, BadTokenFailsOnlyThatBatchAndKeepsServing) {

@@ -359,7 +359,11 @@ struct EngineStats {
 // Observer of every step (for metrics); called on the engine thread.
 struct StepInfo {
   int batch_tokens = 0, batch_seqs = 0, decode_seqs = 0, prefill_tokens = 0;
-  double seconds = 0;
+  double seconds = 0;  // the forward pass
+  // The engine's own time between the previous step's forward and this one's (emitting tokens,
+  // sweeping, admitting, planning, building the batch): the device idles through it. 0 for a
+  // step after an idle wait.
+  double host_seconds = 0;
   StepSplit split;  // with EngineOptions::profile
 };
 
@@ -470,8 +474,8 @@ class Engine {
   // (rows_ set, and the masks of constrained rows: MakeMasks) or logits.
   HeadOutput ChooseOutput(const std::vector<StepItem>& items);
   // A step's bookkeeping: counts, the moving step time, the observer.
-  void Observe(const StepInfo& info);
-  StepSplit Split() const;  // compute_stats_ as a StepSplit (profiling only)
+  void Observe(StepInfo info, double t0);  // t0: when the step's forward began
+  StepSplit Split() const;                 // compute_stats_ as a StepSplit (profiling only)
   // ---- decode groups in flight (StepModel::pipeline_stages() >= 2; docs/scale.md) ----
   // A layer split keeps groups of disjoint decoding requests in flight, one a stage: each step
   // pushes a group of the requests not in flight into the first stage, every group moves one
@@ -524,6 +528,7 @@ class Engine {
   std::vector<int> allowed_;       // MakeMasks: per item, the ids its mask allows
   std::vector<std::string> mask_error_;
   ComputeStats compute_stats_;
+  double forward_end_ = 0;  // SteadySeconds() at the last forward's end; 0 after an idle wait
   std::function<void(const StepInfo&)> on_step_;
   std::unique_ptr<Drafter> drafter_;
   int spec_k_ = 0;
