@@ -11,7 +11,10 @@
 # 1,8,32,64), ES_AB_ROUNDS (alternating rounds, default 1), ES_AB_PROFILE=N (--profile of -b N with
 # both builds), ES_AB_SERVE=0 skips the serving load (CLIENTS "1 8 32 64", SLOTS 32, 300-word
 # prompts, 128 out), ES_AB_F16=1 adds V2-Lite f16 tg128 from an empty cache with both builds,
-# ES_AB_PREFILL=1 pp512 and pp4096 with both builds, twice, alternating.
+# ES_AB_PREFILL=1 pp512 and pp4096 with both builds, twice, alternating; ES_AB_PROMPT the bench's
+# prompt (default 400; the serving load's 300-word prompts are ~915 tokens with the chat template,
+# so its decode rows sit at contexts ~915-1,043), ES_AB_KNOBS="A=1 B=2|A=4|..." then benches the
+# new build once per '|'-separated set of knob settings (an A/B grid on one machine).
 set -u
 cd "$(dirname "$0")/../.." || exit 1
 T0=$(date +%s)
@@ -29,15 +32,24 @@ G=/tmp/ab_$(basename "$preset")_$type.gguf
 $B/edgeseek convert --synthetic "$preset" --type "$type" --tokenizer /tmp/ab_tok -t 12 -o $G > /tmp/ab_convert.log 2>&1 ||
   tail -3 /tmp/ab_convert.log
 echo "converted $MODEL at $(( $(date +%s) - T0 )) s"
+P=${ES_AB_PROMPT:-400}
 bins=(.gpubin)
 [ -d .gpubase ] && bins=(.gpubase .gpubin)
 for round in $(seq 1 "${ES_AB_ROUNDS:-1}"); do
   for bin in "${bins[@]}"; do
-    echo "== $bin, round $round: bench -b ${ES_AB_ROWS:-1,8,32,64} -p 400 -n 32"
-    ./$bin/edgeseek bench --backend vulkan -m $G -b "${ES_AB_ROWS:-1,8,32,64}" -p 400 -n 32 2>&1 | grep -E "^decode"
+    echo "== $bin, round $round: bench -b ${ES_AB_ROWS:-1,8,32,64} -p $P -n 32"
+    ./$bin/edgeseek bench --backend vulkan -m $G -b "${ES_AB_ROWS:-1,8,32,64}" -p $P -n 32 2>&1 | grep -E "^decode"
   done
   [ ${#bins[@]} = 2 ] && bins=("${bins[1]}" "${bins[0]}")  # the other order next round
 done
+if [ -n "${ES_AB_KNOBS:-}" ]; then
+  IFS='|' read -ra sets <<< "$ES_AB_KNOBS"
+  for set in "${sets[@]}"; do
+    echo "== .gpubin with $set: bench -b ${ES_AB_ROWS:-1,8,32,64} -p $P -n 32"
+    # shellcheck disable=SC2086
+    env $set ./.gpubin/edgeseek bench --backend vulkan -m $G -b "${ES_AB_ROWS:-1,8,32,64}" -p $P -n 32 2>&1 | grep -E "^decode"
+  done
+fi
 if [ "${ES_AB_PREFILL:-0}" = 1 ]; then
   for bin in .gpubase .gpubin .gpubase .gpubin; do
     [ -d $bin ] || continue
@@ -50,7 +62,7 @@ if [ -n "${ES_AB_PROFILE:-}" ]; then
   for bin in .gpubase .gpubin; do
     [ -d $bin ] || continue
     echo "== $bin --profile -b $ES_AB_PROFILE"
-    ./$bin/edgeseek bench --backend vulkan -m $G -b "$ES_AB_PROFILE" -p 400 -n 16 --profile > "$OUT/profile_$bin.txt" 2>&1
+    ./$bin/edgeseek bench --backend vulkan -m $G -b "$ES_AB_PROFILE" -p $P -n 16 --profile > "$OUT/profile_$bin.txt" 2>&1
     grep -A24 "decode (" "$OUT/profile_$bin.txt"
   done
 fi

@@ -146,6 +146,15 @@ const std::array<KnobSpec, kKnobCount> kTable = {{
      "decode attention: key chunks per (kv head, row) at most"},
     {Knob::kAttnChunk, "ES_VK_ATTN_CHUNK", T::kUint, "1|8|16|32|64|128", "16", W::kGraph, R::kPath,
      "decode attention: keys per chunk at least"},
+    {Knob::kMlaRowsHeads, "ES_VK_MLA_ROWS_HEADS", T::kUint, "1|2|4|8|16", "4", W::kGraph,
+     R::kExperiment,
+     "MLA decode attention in steps of 9-64 rows: query heads a workgroup, each latent row read "
+     "once for them (fewer where shared memory is short); an A/B for V2-Lite's served 32-row "
+     "steps, whose contexts are ~1,000 keys"},
+    {Knob::kMlaRowsSplits, "ES_VK_MLA_ROWS_SPLITS", T::kUint, "auto|1|2|4|8|16|32|64", "auto",
+     W::kGraph, R::kExperiment,
+     "MLA decode attention in steps of 9-64 rows: key chunks a (head group, row) at most; auto = "
+     "64 x 16 / heads x 8 / rows, at least 4 (16 at V2-Lite's 32 rows)"},
 }};
 
 const std::vector<RetiredKnob> kRetired = {

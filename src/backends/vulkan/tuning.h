@@ -60,6 +60,8 @@ enum class Knob : int {
   kAttnQuant,
   kAttnSplits,
   kAttnChunk,
+  kMlaRowsHeads,
+  kMlaRowsSplits,
   kCount
 };
 constexpr int kKnobCount = int(Knob::kCount);

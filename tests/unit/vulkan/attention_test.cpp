@@ -633,6 +633,54 @@ TEST(VulkanMlaHeadGemm, StepsPastTheGemvRowsTakeTheGroupedHeadGemms) {
   }
 }
 
+// MLA decode attention in steps of 9-64 rows under ES_VK_MLA_ROWS_HEADS / _SPLITS (an open A/B):
+// at V2-Lite's widths (16 heads, latent 512, rope 64), f16 cache, 32 rows continuing a 120-key
+// context, each setting against the reference, and mla_attention.comp's grid is (head groups,
+// rows, chunks) as set (heads halved where shared memory is short); steps of up to 8 rows keep 4
+// heads and 64 chunks whatever the knobs say.
+TEST(VulkanMlaRows, HeadGroupsAndChunksOfBatchedDecodeAsSet) {
+  struct Case {
+    const char *heads, *splits;
+    uint32_t groups, chunks;
+  };
+  for (const Case& k : {Case{"4", "auto", 4, 16}, Case{"16", "4", 1, 4}, Case{"8", "64", 2, 64},
+                        Case{"1", "1", 16, 1}}) {
+    vk::VulkanTuning t;
+    t.knobs.Set(vk::Knob::kMlaRowsHeads, k.heads).Set(vk::Knob::kMlaRowsSplits, k.splits);
+    auto be = MakeVulkan(t);
+    const std::string tag = std::string("heads ") + k.heads + " splits " + k.splits;
+    MlaSteps run(*be, 16, 16, 64, 16, 512, DType::kF16, 200);
+    Batch pre;
+    pre.Add(0, 0, Tokens(120, 1), true);
+    pre.Finalize();
+    run.Step(*be, pre, 2e-4, tag + " prefill");
+    int pos = 120;
+    for (const int T : {32, 8}) {
+      Batch b;
+      b.Add(0, pos, Tokens(T, T), true);
+      b.Finalize();
+      pos += T;
+      run.Step(*be, b, 2e-4, tag + " T=" + std::to_string(T));
+      // Fewer heads where a group's q and scores (f32) do not fit the shared memory (lavapipe's
+      // 32 KiB holds 8 heads of 576 dims, not 16).
+      uint32_t heads = 16 / (T > 8 ? k.groups : 4);
+      while (4ull * heads * (512 + 64 + 32) + 12ull * heads + 1024 >
+             be->device().info().max_shared_memory)
+        heads /= 2;
+      const uint32_t groups = 16 / heads, chunks = T > 8 ? k.chunks : 64;
+      int found = 0;
+      for (const vk::Dispatch& d : be->last_dispatches()) {
+        if (d.pipe->name.rfind("mla_attention", 0) != 0) continue;
+        ++found;
+        EXPECT_EQ(d.groups[0], groups) << tag << " T=" << T;
+        EXPECT_EQ(d.groups[1], uint32_t(T)) << tag << " T=" << T;
+        EXPECT_EQ(d.groups[2], chunks) << tag << " T=" << T;
+      }
+      EXPECT_EQ(found, 1) << tag << " T=" << T;
+    }
+  }
+}
+
 // MLA in the non-absorbed form (ops/mla_non_absorbed.cpp) at DeepSeek's widths (dn 128, dr 64,
 // dv 128, r 512; 16 heads as V2-Lite and an odd 5): steps of at least kMlaNonAbsorbedMinRows
 // rows gather the latent rows, expand K_nope and V from kv_b (f16 here, q8_0 in one case) by

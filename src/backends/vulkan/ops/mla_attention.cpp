@@ -69,10 +69,15 @@ constexpr uint32_t kMlaSplits = 64, kMlaMinChunk = 32;
 // 32 chunks 270.0 / 210.4, 64 chunks 251.9 / 232.8, 128 chunks 194.6 / 211.1. With 4 heads a
 // workgroup (session 24, f16, us a layer of attention + combine after 2,048 tokens): 16 chunks
 // 33.1, 32 chunks 27.0, 64 chunks 28.8, 128 chunks 32.5.
-// Past 8 rows the rows fill the GPU themselves: fewer chunks (as attention_decode's).
-uint32_t MlaSplits(int64_t H, int64_t T) {
+// Past 8 rows the rows fill the GPU themselves: fewer chunks (as attention_decode's); there
+// ES_VK_MLA_ROWS_SPLITS sets them (an A/B still open: served V2-Lite steps of 32 rows at ~1,000
+// keys, issue 17).
+uint32_t MlaSplits(const Device& dev, int64_t H, int64_t T) {
   const int64_t s = std::clamp<int64_t>(16 * kMlaSplits / H, 1, kMlaSplits);
-  return uint32_t(T <= 8 ? s : std::clamp<int64_t>(s * 8 / T, std::min<int64_t>(s, 4), s));
+  if (T <= kGemvMaxRows) return uint32_t(s);
+  const Tuning& tune = dev.tuning();
+  if (!tune.IsAuto(Knob::kMlaRowsSplits)) return tune.Uint(Knob::kMlaRowsSplits);
+  return uint32_t(std::clamp<int64_t>(s * 8 / T, std::min<int64_t>(s, 4), s));
 }
 // Key and value loads mla_attention.comp issues together. H200, V2-Lite Q4_0, one job (pp512 /
 // tg128 t/s): 1 load per use 5,696 / 168.1; 4 together 7,613 / 176.1; 8 together 3,614 / 170.3
@@ -87,11 +92,14 @@ constexpr uint32_t kMlaKeyTile = 32;  // mla_attention.comp's KT
 // 2,048 tokens): 16 heads 42 / 47 (the kernel before this change: 126 / 39), 8 heads 21 / 26,
 // 4 heads 12.7 / 17.3, 2 heads 15.4 / 25.6; the full V2-Lite f16 tg128 after a 512-token prompt
 // 245.3 t/s with 4 heads against 214.3 before (unprofiled).
+// Steps of 9-64 rows: ES_VK_MLA_ROWS_HEADS at most (an A/B still open, as the chunks above).
 constexpr uint32_t kMlaMaxHeadsPerGroup = 4;
-uint32_t MlaHeadsPerGroup(const Device& dev, int64_t r, int64_t dr) {
+uint32_t MlaHeadsPerGroup(const Device& dev, int64_t r, int64_t dr, int64_t T = 1) {
   const auto& info = dev.info();
   if (r % 2 != 0 || dr % 2 != 0 || info.min_subgroup_size < 8) return 0;
-  for (uint32_t G = kMlaMaxHeadsPerGroup; G >= 1; G /= 2) {
+  const uint32_t most =
+      T > kGemvMaxRows ? dev.tuning().Uint(Knob::kMlaRowsHeads) : kMlaMaxHeadsPerGroup;
+  for (uint32_t G = most; G >= 1; G /= 2) {
     const uint64_t bytes = 4ull * G * uint64_t(r + dr) + 4ull * G * kMlaKeyTile + 12ull * G + 1024;
     if (bytes <= info.max_shared_memory) return G;
   }
@@ -123,7 +131,8 @@ std::vector<uint64_t> MlaScratch(const Device& dev, const VkKv& kv, const Graph&
   const MlaParams& m = n.Params<MlaParams>();
   const uint64_t H = uint64_t(m.heads), dr = uint64_t(m.dr), r = uint64_t(m.rank);
   std::vector<uint64_t> s{uint64_t(T) * H * (r + dr) * 4, uint64_t(T) * H * r * 4};
-  if (T <= kDecodeMaxRows) s.push_back(uint64_t(T) * H * MlaSplits(int64_t(H), T) * (r + 2) * 4);
+  if (T <= kDecodeMaxRows)
+    s.push_back(uint64_t(T) * H * MlaSplits(dev, int64_t(H), T) * (r + 2) * 4);
   return s;
 }
 
@@ -193,7 +202,7 @@ void BuildMla(OpContext& c) {
   // q: the rope's input where it is folded in (the nope dims are the same either way).
   const Node* rope = c.attn_rope;
   const BufRange qin = rope ? c.act[size_t(rope->src[0])] : c.In(0);
-  const uint32_t G = MlaHeadsPerGroup(c.dev, r, dr);
+  const uint32_t G = MlaHeadsPerGroup(c.dev, r, dr, T);
   ES_CHECK(!rope || G != 0, "vulkan: mla '", n.name,
            "' has a folded rope but no kernel that applies it");
   const int64_t qw = H * (dn + dr), cw = H * (r + dr);
@@ -208,7 +217,7 @@ void BuildMla(OpContext& c) {
   }
   if (G) {
     const bool split = c.T <= kDecodeMaxRows;
-    const uint32_t S = split ? MlaSplits(H, T) : 1;
+    const uint32_t S = split ? MlaSplits(c.dev, H, T) : 1;
     Dispatch& d =
         c.Add("mla_attention_" + KvTypeSuffix(spec.dtype) + (split ? "" : "_direct") +
                   (rope ? "_rope" : ""),
