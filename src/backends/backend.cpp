@@ -1,11 +1,13 @@
 // Backend factory.
 #include "edgeseek/internal/backends/backend.h"
 
+#include <algorithm>
 #include <cmath>
 #include <vector>
 
 #include "edgeseek/internal/core/argmax.h"
 #include "edgeseek/internal/core/error.h"
+#include "edgeseek/internal/core/thread_pool.h"
 
 namespace es {
 
@@ -40,13 +42,22 @@ void CheckFiniteLogits(const float* logits, int64_t rows, int64_t vocab) {
   }
 }
 
-void ArgmaxRowsHost(const float* logits, int64_t rows, int64_t vocab, int32_t* ids) {
-  for (int64_t r = 0; r < rows; ++r) {
-    const float* row = logits + r * vocab;
-    bool ok = true;
-    ids[r] = int32_t(ArgmaxFirst(row, vocab, IsFiniteLogit, &ok));
-    if (!ok) FailNonFinite(row, r, vocab);
-  }
+void ArgmaxRowsHost(const float* logits, int64_t rows, int64_t vocab, int32_t* ids,
+                    ThreadPool* pool) {
+  std::vector<uint8_t> ok(size_t(std::max<int64_t>(rows, 0)), 1);
+  auto scan = [&](int64_t r0, int64_t r1, int) {
+    for (int64_t r = r0; r < r1; ++r) {
+      bool row_ok = true;
+      ids[r] = int32_t(ArgmaxFirst(logits + r * vocab, vocab, IsFiniteLogit, &row_ok));
+      ok[size_t(r)] = row_ok;
+    }
+  };
+  if (pool && rows > 1)
+    pool->ParallelFor(rows, scan);
+  else
+    scan(0, rows, 0);
+  for (int64_t r = 0; r < rows; ++r)  // the first bad row, as one pass would find it
+    if (!ok[size_t(r)]) FailNonFinite(logits + r * vocab, r, vocab);
 }
 
 void Backend::ComputeArgmax(const Graph& g, const Batch& batch, KvStorage& kv, int32_t* ids,

@@ -6,11 +6,14 @@
 
 #include <cmath>
 #include <cstring>
+#include <string>
+#include <vector>
 
 #include "backends/cpu/reference.h"
 #include "edgeseek/internal/backends/backend.h"
 #include "edgeseek/internal/core/error.h"
 #include "edgeseek/internal/core/half.h"
+#include "edgeseek/internal/core/thread_pool.h"
 #include "edgeseek/internal/quant/blocks.h"
 #include "test_util.h"
 
@@ -79,6 +82,35 @@ std::vector<float> RunGraph(Backend& be, const Graph& g, const Batch& b, KvStora
   std::vector<float> out(size_t(o.shape[0] * o.shape[1]));
   be.Compute(g, b, *kv, out.data());
   return out;
+}
+
+// ArgmaxRowsHost over a pool's threads (the CPU backend's batched greedy steps): the serial ids
+// (lowest index on ties), and a non-finite logit fails naming its row as the serial pass would,
+// the first bad row when several are; odd row counts and a vocabulary off the 16-lane loop.
+TEST(ArgmaxRowsHost, ThreadsGiveTheSerialIdsAndTheFirstBadRow) {
+  ThreadPool pool(3);
+  for (const int64_t rows : {1, 2, 7, 33}) {
+    const int64_t V = 1003;
+    std::vector<float> x(size_t(rows * V));
+    for (size_t i = 0; i < x.size(); ++i) x[i] = std::sin(float(i) * 0.37f);
+    for (int64_t r = 0; r < rows; ++r) x[size_t(r * V + (r * 97) % V)] = 5.0f;  // a known max
+    x[size_t(V - 1)] = 5.0f;  // a tie in row 0: the lower index wins
+    std::vector<int32_t> serial(static_cast<size_t>(rows)), threaded(serial.size());
+    ArgmaxRowsHost(x.data(), rows, V, serial.data());
+    ArgmaxRowsHost(x.data(), rows, V, threaded.data(), &pool);
+    EXPECT_EQ(threaded, serial) << rows;
+    for (int64_t r = 0; r < rows; ++r) EXPECT_EQ(threaded[size_t(r)], (r * 97) % V) << r;
+    if (rows < 7) continue;
+    x[size_t(5 * V + 11)] = NAN;
+    x[size_t(6 * V + 2)] = INFINITY;
+    try {
+      ArgmaxRowsHost(x.data(), rows, V, threaded.data(), &pool);
+      ADD_FAILURE() << "no error with a NaN in row 5";
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find("for token 11 in output row 5"), std::string::npos)
+          << e.what();
+    }
+  }
 }
 
 TEST_P(BackendOps, RmsNormMatMulAddSwiGLU) {

@@ -1422,7 +1422,7 @@ void CpuBackend::Run(const Graph& g, const Batch& b, KvStorage& kv_base, float* 
   if (out)
     std::memcpy(out, buf[on], buf_n[on] * 4);
   else
-    ArgmaxRowsHost(buf[on], nodes[on].shape[0], nodes[on].shape[1], ids);
+    ArgmaxRowsHost(buf[on], nodes[on].shape[0], nodes[on].shape[1], ids, &pool_);
   const double total_s = std::chrono::duration<double>(Clock::now() - t_start).count();
   if (opts_.profile) {
     PhaseProfile& pp = profile_[decode ? 0 : 1];

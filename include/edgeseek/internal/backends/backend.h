@@ -14,6 +14,8 @@
 
 namespace es {
 
+class ThreadPool;
+
 // Tokens per KV block: the unit of the paged cache's pool (runtime/kv_block_pool.h). 16 rows
 // keep a block's rows of one (layer, part) within a few cache lines per head and the rounding
 // waste of a sequence under 16 tokens.
@@ -153,7 +155,10 @@ class Backend {
 void CheckFiniteLogits(const float* logits, int64_t rows, int64_t vocab);
 // ids[r] = the argmax of row r of `logits` ([rows, vocab], host memory; lowest index on ties),
 // throwing as CheckFiniteLogits does, in the same pass: Backend::ComputeArgmax's host half.
-void ArgmaxRowsHost(const float* logits, int64_t rows, int64_t vocab, int32_t* ids);
+// With a pool, the rows are spread over its threads (the CPU backend's batched steps: 32 rows of
+// a 102,400-id vocabulary are 13 MB to scan); the error is the same, thrown on the caller's.
+void ArgmaxRowsHost(const float* logits, int64_t rows, int64_t vocab, int32_t* ids,
+                    ThreadPool* pool = nullptr);
 
 // "cpu" or "vulkan"; throws es::Error naming the backend if it is unknown or unavailable.
 std::unique_ptr<Backend> CreateBackend(const std::string& name, const BackendOptions& opts);
