@@ -33,12 +33,18 @@ $B/edgeseek convert --synthetic "$preset" --type "$type" --tokenizer /tmp/ab_tok
   tail -3 /tmp/ab_convert.log
 echo "converted $MODEL at $(( $(date +%s) - T0 )) s"
 P=${ES_AB_PROMPT:-400}
+# decode_bench BIN [KNOB=VALUE ...]: the decode steps of -b ROWS at the prompt P
+decode_bench() {
+  local bin=$1
+  shift
+  env "$@" ./$bin/edgeseek bench --backend vulkan -m $G -b "${ES_AB_ROWS:-1,8,32,64}" -p $P -n 32 2>&1 | grep -E "^decode"
+}
 bins=(.gpubin)
 [ -d .gpubase ] && bins=(.gpubase .gpubin)
 for round in $(seq 1 "${ES_AB_ROUNDS:-1}"); do
   for bin in "${bins[@]}"; do
     echo "== $bin, round $round: bench -b ${ES_AB_ROWS:-1,8,32,64} -p $P -n 32"
-    ./$bin/edgeseek bench --backend vulkan -m $G -b "${ES_AB_ROWS:-1,8,32,64}" -p $P -n 32 2>&1 | grep -E "^decode"
+    decode_bench $bin
   done
   [ ${#bins[@]} = 2 ] && bins=("${bins[1]}" "${bins[0]}")  # the other order next round
 done
@@ -47,7 +53,7 @@ if [ -n "${ES_AB_KNOBS:-}" ]; then
   for set in "${sets[@]}"; do
     echo "== .gpubin with $set: bench -b ${ES_AB_ROWS:-1,8,32,64} -p $P -n 32"
     # shellcheck disable=SC2086
-    env $set ./.gpubin/edgeseek bench --backend vulkan -m $G -b "${ES_AB_ROWS:-1,8,32,64}" -p $P -n 32 2>&1 | grep -E "^decode"
+    decode_bench .gpubin $set
   done
 fi
 if [ "${ES_AB_PREFILL:-0}" = 1 ]; then
